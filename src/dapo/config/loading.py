@@ -1,0 +1,130 @@
+"""Build a :class:`DAPOConfig` from YAML files and dotted ``key=value`` overrides, and save it."""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dapo.config.schema import ConfigError, DAPOConfig
+
+
+def builtin_config_path(name: str) -> Path:
+    """Path of a config shipped with the package (``configs/NAME.yaml``)."""
+    path = Path(str(resources.files("dapo") / "configs" / f"{name}.yaml"))
+    if not path.exists():
+        shipped = sorted(p.stem for p in path.parent.glob("*.yaml"))
+        raise ConfigError(f"no shipped config named {name!r}; shipped configs: {shipped}")
+    return path
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """``"trainer.lr=1e-5"`` -> (["trainer", "lr"], 1e-5); the value is parsed as YAML."""
+    if "=" not in text:
+        raise ConfigError(f"override {text!r} is not of the form key=value (e.g. trainer.lr=1e-5)")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    if not key:
+        raise ConfigError(f"override {text!r} has an empty key")
+    return key.split("."), yaml.safe_load(raw) if raw.strip() else ""
+
+
+def _set_dotted(tree: dict[str, Any], path: list[str], value: Any) -> None:
+    node = tree
+    for part in path[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"override {'.'.join(path)}: {part} is not a section")
+    node[path[-1]] = value
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _coerce(value: Any, annotation: Any, where: str) -> Any:
+    """Convert a YAML value to the field's annotated type (ints for floats, nested dataclasses)."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if value is None:
+            return None
+        return _coerce(value, args[0], where)
+    if dataclasses.is_dataclass(annotation):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where} must be a mapping, got {value!r}")
+        return _build(annotation, value, where)
+    if annotation is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if annotation is float and isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            raise ConfigError(f"{where}={value!r} is not a number") from None
+    if annotation is int and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if origin is list:
+        if isinstance(value, (str, dict)) or not hasattr(value, "__iter__"):
+            value = [value]
+        (item_type,) = typing.get_args(annotation) or (Any,)
+        return [_coerce(v, item_type, f"{where}[{i}]") for i, v in enumerate(value)]
+    if annotation in (int, float, str, bool) and not isinstance(value, annotation):
+        if annotation is str and isinstance(value, (int, float)):
+            return str(value)
+        raise ConfigError(f"{where}={value!r} should be of type {annotation.__name__}")
+    return value
+
+
+def _build(cls: type, values: dict[str, Any], where: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - names)
+    if unknown:
+        prefix = f"{where}." if where else ""
+        raise ConfigError(
+            f"unknown config key(s) {[prefix + u for u in unknown]}; valid keys under "
+            f"{where or 'the top level'}: {sorted(names)}"
+        )
+    kwargs = {
+        k: _coerce(v, hints[k], f"{where}.{k}" if where else k) for k, v in values.items()
+    }
+    return cls(**kwargs)
+
+
+def load_config(
+    files: list[str | Path] | None = None, overrides: list[str] | None = None
+) -> DAPOConfig:
+    """Merge YAML files (later wins) and dotted overrides into a validated :class:`DAPOConfig`."""
+    tree: dict[str, Any] = {}
+    for file in files or []:
+        path = Path(file)
+        if not path.exists():
+            raise ConfigError(f"config file {path} does not exist")
+        loaded = yaml.safe_load(path.read_text()) or {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {path} must hold a mapping at the top level")
+        tree = _merge(tree, loaded)
+    for text in overrides or []:
+        path_parts, value = parse_override(text)
+        _set_dotted(tree, path_parts, value)
+    return _build(DAPOConfig, tree, "")
+
+
+def config_to_dict(config: Any) -> dict[str, Any]:
+    return dataclasses.asdict(config)
+
+
+def save_config(config: DAPOConfig, path: str | Path) -> None:
+    """Write the fully resolved config as YAML (every field, defaults included)."""
+    Path(path).write_text(yaml.safe_dump(config_to_dict(config), sort_keys=False))

@@ -1,0 +1,371 @@
+"""Typed configuration for every component of a DAPO run.
+
+One dataclass per component; each field is documented once, here, by the comment above it.
+Every dataclass validates itself in ``__post_init__`` and raises :class:`ConfigError` saying
+which field is wrong and why. Defaults follow the DAPO reference run where one exists
+(see ``configs/dapo_qwen2.5_32b.yaml``); the embedded default (``configs/default.yaml``)
+overrides them for a laptop CPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message names the field and the reason."""
+
+
+def _check(condition: bool, message: str) -> None:
+    if not condition:
+        raise ConfigError(message)
+
+
+def _one_of(name: str, value: Any, allowed: tuple[Any, ...]) -> None:
+    _check(value in allowed, f"{name}={value!r} is not one of {list(allowed)}")
+
+
+@dataclass
+class ModelConfig:
+    # Hugging Face model directory (anything `AutoModelForCausalLM.from_pretrained` loads), or
+    # "builtin" for the built-in tiny base model, which is built locally (and cached) on first use.
+    path: str = "builtin"
+    # Tokenizer directory; None means the model directory.
+    tokenizer_path: str | None = None
+    # Parameter dtype of the trained policy: "float32", "bfloat16" or "float16".
+    dtype: str = "float32"
+    # Recompute activations in the backward pass to save memory (slower).
+    gradient_checkpointing: bool = False
+    # Where the built-in base model and other derived artefacts are cached.
+    cache_dir: str = "~/.cache/dapo-rl"
+
+    def __post_init__(self) -> None:
+        _one_of("model.dtype", self.dtype, ("float32", "bfloat16", "float16"))
+        _check(bool(self.path), "model.path must name a model directory or 'builtin'")
+
+
+@dataclass
+class DataConfig:
+    # Training data: parquet / JSONL files, local `datasets` directories, or "builtin:arithmetic".
+    train_files: list[str] = field(default_factory=lambda: ["builtin:arithmetic"])
+    # Held-out evaluation data, same forms as train_files; empty disables evaluation.
+    eval_files: list[str] = field(default_factory=lambda: ["builtin:arithmetic"])
+    # Dotted column path of the prompt (a chat list or raw text) in each row.
+    prompt_key: str = "prompt"
+    # Dotted column path of the ground-truth answer in each row.
+    answer_key: str = "reward_model.ground_truth"
+    # Column holding the data source name (optional in the file).
+    data_source_key: str = "data_source"
+    # Drop repeated training prompts (DAPO-Math-17K repeats each about 100x); count is reported.
+    dedup_train: bool = True
+    # Skip and count malformed rows instead of stopping with an error naming file and row.
+    lenient: bool = False
+    # Wrap raw problem text: "dapo" (solve step by step, end with "Answer: $Answer"), "none".
+    template: str = "dapo"
+    # Render chat-list prompts with the tokenizer's chat template when it has one.
+    use_chat_template: bool = True
+    # Longest prompt in tokens; longer prompts are truncated from the left and counted.
+    max_prompt_length: int = 2048
+    # Shuffle the training problems each epoch (seeded by trainer.seed and the epoch).
+    shuffle: bool = True
+    # Built-in arithmetic task: number of training / held-out problems generated.
+    builtin_train_size: int = 20000
+    builtin_eval_size: int = 200
+    # Built-in task difficulty: operand digit range and operators used.
+    builtin_min_digits: int = 1
+    builtin_max_digits: int = 4
+    builtin_ops: list[str] = field(default_factory=lambda: ["+"])
+
+    def __post_init__(self) -> None:
+        _check(len(self.train_files) > 0, "data.train_files is empty: name at least one dataset")
+        _one_of("data.template", self.template, ("dapo", "none"))
+        _check(self.max_prompt_length > 0, "data.max_prompt_length must be > 0")
+        _check(
+            1 <= self.builtin_min_digits <= self.builtin_max_digits,
+            "data.builtin_min_digits must be >= 1 and <= data.builtin_max_digits",
+        )
+        for op in self.builtin_ops:
+            _one_of("data.builtin_ops[...]", op, ("+", "-", "*"))
+
+
+@dataclass
+class RewardFunctionSpec:
+    # "path/to/file.py:function" or "package.module:function".
+    path: str = ""
+    # Weight of this function's score in the summed reward.
+    weight: float = 1.0
+
+
+@dataclass
+class RewardConfig:
+    # Built-in verifier's answer extraction: "answer" (last "Answer:" line), "boxed" (last
+    # \\boxed{...}), or "auto" (per data source: boxed for sources that use it, else answer).
+    extractor: str = "auto"
+    # Score given to a correct / incorrect response by the built-in verifier (DAPO: +1 / -1).
+    correct_score: float = 1.0
+    incorrect_score: float = -1.0
+    # Weight of the built-in verifier in the summed reward; 0 disables it.
+    verifier_weight: float = 1.0
+    # User reward functions, summed with their weights (see RewardFunctionSpec).
+    functions: list[RewardFunctionSpec] = field(default_factory=list)
+    # Hard per-response deadline in seconds; a worker past it is killed and the item scored wrong.
+    timeout_s: float = 5.0
+    # Scoring worker processes; 0 means one per CPU core.
+    num_workers: int = 0
+    # Responses longer than this (characters) are cut to their tail before parsing.
+    max_response_chars: int = 20000
+
+    def __post_init__(self) -> None:
+        _one_of("reward.extractor", self.extractor, ("answer", "boxed", "auto"))
+        _check(self.timeout_s > 0, "reward.timeout_s must be > 0")
+        _check(self.num_workers >= 0, "reward.num_workers must be >= 0 (0 = one per core)")
+        self.functions = [
+            f if isinstance(f, RewardFunctionSpec) else RewardFunctionSpec(**f)
+            for f in self.functions
+        ]
+        for spec in self.functions:
+            _check(":" in spec.path, f"reward.functions path {spec.path!r} must be 'file.py:fn' or 'module:fn'")
+        _check(
+            self.verifier_weight != 0 or len(self.functions) > 0,
+            "reward.verifier_weight is 0 and no reward.functions are given: nothing scores responses",
+        )
+
+
+@dataclass
+class RolloutConfig:
+    # Generation engine: "native" (batched KV-cached, CPU or GPU), "hf" (transformers generate),
+    # or "vllm" (GPU; needs the `vllm` extra).
+    engine: str = "native"
+    # Responses sampled per prompt (the group size G).
+    n: int = 16
+    # Sampling for training rollouts (DAPO: temperature 1.0, top_p 1.0).
+    temperature: float = 1.0
+    top_p: float = 1.0
+    # 0 disables top-k.
+    top_k: int = 0
+    # Longest response in tokens (DAPO's L_max); longer ones are cut and flagged truncated.
+    max_response_length: int = 20480
+    # Extra strings that end a response (the EOS token always does).
+    stop_strings: list[str] = field(default_factory=list)
+    # vLLM: fraction of GPU memory for weights + KV cache, and tensor-parallel size.
+    vllm_gpu_memory_utilization: float = 0.6
+    vllm_tensor_parallel_size: int = 1
+    # vLLM: release GPU memory between rollouts so training can use it (colocated mode).
+    vllm_sleep_between_rollouts: bool = True
+
+    def __post_init__(self) -> None:
+        _one_of("rollout.engine", self.engine, ("native", "hf", "vllm"))
+        _check(self.n >= 1, "rollout.n (group size G) must be >= 1")
+        _check(self.temperature > 0, "rollout.temperature must be > 0 (use a small value for near-greedy)")
+        _check(0 < self.top_p <= 1, "rollout.top_p must be in (0, 1]")
+        _check(self.top_k >= 0, "rollout.top_k must be >= 0 (0 disables it)")
+        _check(self.max_response_length > 0, "rollout.max_response_length must be > 0")
+
+
+@dataclass
+class AlgorithmConfig:
+    # Advantage estimator: "grpo", "dr_grpo", "rloo" or "reinforce_pp_baseline".
+    advantage: str = "grpo"
+    # Epsilon added to the group std in GRPO's normalisation.
+    advantage_eps: float = 1e-6
+    # Clip-Higher: ratio clipped to [1 - clip_ratio_low, 1 + clip_ratio_high].
+    clip_ratio_low: float = 0.2
+    clip_ratio_high: float = 0.28
+    # Dual-clip bound c (> 1) on the loss of negative-advantage tokens; null disables dual-clip.
+    clip_ratio_c: float | None = 10.0
+    # Loss aggregation: "token-mean" (DAPO), "seq-mean-token-mean" (GRPO), "seq-mean-token-sum",
+    # "seq-mean-token-sum-norm" (Dr.GRPO).
+    loss_agg_mode: str = "token-mean"
+    # Constant divisor for seq-mean-token-sum-norm; null means rollout.max_response_length.
+    loss_agg_norm_const: float | None = None
+    # KL penalty coefficient against a frozen reference model (DAPO: 0, no reference loaded).
+    kl_coef: float = 0.0
+    # KL estimator when kl_coef > 0: "k1", "abs", "k2" (mse) or "k3" (low variance).
+    kl_estimator: str = "k3"
+    # Entropy bonus coefficient (DAPO: 0).
+    entropy_coef: float = 0.0
+    # Truncated importance sampling: cap on the per-token weight pi_old_trainer / pi_rollout
+    # correcting rollout-engine vs trainer log-prob mismatch; null disables the correction.
+    tis_cap: float | None = None
+    # Dynamic Sampling: drop groups whose filter metric is constant and refill with new prompts.
+    dynamic_sampling: bool = True
+    # Per-response metric that dynamic sampling filters on: "acc" (raw correctness) or "score".
+    filter_metric: str = "acc"
+    # Most generation rounds per training step before training on what was collected.
+    max_gen_rounds: int = 10
+    # Keep accepted groups beyond the batch for the next step instead of discarding them.
+    keep_surplus_groups: bool = True
+    # Overlong filtering: mask truncated responses out of the loss.
+    overlong_filtering: bool = False
+    # Soft overlong punishment: length penalty in the last overlong_buffer_len tokens before L_max.
+    overlong_soft_punishment: bool = True
+    # L_cache, the punishment buffer in tokens (DAPO: 4096 with L_max 20480).
+    overlong_buffer_len: int = 4096
+    # Scale of the soft overlong penalty (DAPO: 1.0).
+    overlong_penalty_factor: float = 1.0
+
+    def __post_init__(self) -> None:
+        _one_of(
+            "algorithm.advantage", self.advantage, ("grpo", "dr_grpo", "rloo", "reinforce_pp_baseline")
+        )
+        _check(self.advantage_eps >= 0, "algorithm.advantage_eps must be >= 0")
+        _check(0 < self.clip_ratio_low < 1, "algorithm.clip_ratio_low must be in (0, 1)")
+        _check(self.clip_ratio_high > 0, "algorithm.clip_ratio_high must be > 0")
+        _check(
+            self.clip_ratio_high >= self.clip_ratio_low,
+            f"algorithm.clip_ratio_high={self.clip_ratio_high} < clip_ratio_low={self.clip_ratio_low}: "
+            "Clip-Higher needs eps_high >= eps_low",
+        )
+        _check(
+            self.clip_ratio_c is None or self.clip_ratio_c > 1,
+            f"algorithm.clip_ratio_c={self.clip_ratio_c} must be > 1 (dual-clip bounds -A*r by -A*c), or null",
+        )
+        _one_of(
+            "algorithm.loss_agg_mode",
+            self.loss_agg_mode,
+            ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"),
+        )
+        _check(
+            self.loss_agg_norm_const is None or self.loss_agg_norm_const > 0,
+            "algorithm.loss_agg_norm_const must be > 0 or null",
+        )
+        _check(self.kl_coef >= 0, "algorithm.kl_coef must be >= 0")
+        _one_of("algorithm.kl_estimator", self.kl_estimator, ("k1", "abs", "k2", "k3"))
+        _check(self.tis_cap is None or self.tis_cap >= 1, "algorithm.tis_cap must be >= 1 or null")
+        _one_of("algorithm.filter_metric", self.filter_metric, ("acc", "score"))
+        _check(self.max_gen_rounds >= 1, "algorithm.max_gen_rounds must be >= 1")
+        _check(self.overlong_buffer_len >= 0, "algorithm.overlong_buffer_len must be >= 0")
+        _check(self.overlong_penalty_factor >= 0, "algorithm.overlong_penalty_factor must be >= 0")
+
+
+@dataclass
+class TrainerConfig:
+    # Optimizer steps to run (one rollout step = ppo_epochs x batch/mini-batch optimizer steps).
+    total_steps: int = 100
+    # Groups (prompts with mixed outcomes) per rollout step: DAPO's train batch of 512 prompts.
+    prompts_per_step: int = 512
+    # Prompts generated per generation round (DAPO: 1536 to fill 512 after filtering).
+    gen_prompts_per_round: int = 1536
+    # Prompts per optimizer mini-batch (DAPO: 32, so 16 gradient steps per rollout step).
+    mini_batch_prompts: int = 32
+    # Passes over each rollout batch (DAPO: 1).
+    ppo_epochs: int = 1
+    # Token budget of one forward/backward micro-batch (prompt + response tokens, padded).
+    micro_batch_tokens: int = 16384
+    # AdamW: learning rate, betas, weight decay; gradient-norm clip (DAPO: 1e-6, 0.1, 1.0).
+    lr: float = 1e-6
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    # Linear warm-up steps, then lr_schedule: "constant" (DAPO) or "cosine" (to min_lr_ratio*lr).
+    warmup_steps: int = 10
+    lr_schedule: str = "constant"
+    min_lr_ratio: float = 0.0
+    # Seed for data order, sampling and initialisation.
+    seed: int = 0
+    # "auto" (CUDA when available), "cpu", "cuda", "cuda:1", ...
+    device: str = "auto"
+    # CPU threads for torch; 0 leaves torch's default.
+    num_threads: int = 0
+    # Mixed precision autocast for forward passes: "none", "bf16", "fp16".
+    autocast: str = "none"
+
+    def __post_init__(self) -> None:
+        _check(self.total_steps >= 1, "trainer.total_steps must be >= 1")
+        _check(self.prompts_per_step >= 1, "trainer.prompts_per_step must be >= 1")
+        _check(self.gen_prompts_per_round >= 1, "trainer.gen_prompts_per_round must be >= 1")
+        _check(self.mini_batch_prompts >= 1, "trainer.mini_batch_prompts must be >= 1")
+        _check(
+            self.prompts_per_step % self.mini_batch_prompts == 0,
+            f"trainer.mini_batch_prompts={self.mini_batch_prompts} does not divide "
+            f"trainer.prompts_per_step={self.prompts_per_step}",
+        )
+        _check(self.ppo_epochs >= 1, "trainer.ppo_epochs must be >= 1")
+        _check(self.micro_batch_tokens >= 1, "trainer.micro_batch_tokens must be >= 1")
+        _check(self.lr > 0, "trainer.lr must be > 0")
+        _check(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas), "trainer.betas must be two values in [0, 1)")
+        _check(self.grad_clip > 0, "trainer.grad_clip must be > 0")
+        _check(self.warmup_steps >= 0, "trainer.warmup_steps must be >= 0")
+        _one_of("trainer.lr_schedule", self.lr_schedule, ("constant", "cosine"))
+        _one_of("trainer.autocast", self.autocast, ("none", "bf16", "fp16"))
+
+    @property
+    def optimizer_steps_per_rollout(self) -> int:
+        return self.ppo_epochs * (self.prompts_per_step // self.mini_batch_prompts)
+
+
+@dataclass
+class EvalConfig:
+    # Evaluate every this many optimizer steps (0: only before and after training).
+    every_steps: int = 0
+    # Evaluate before the first step, giving the baseline.
+    before_training: bool = True
+    # Samples per problem (k of avg@k, pass@k, maj@k); DAPO: 32.
+    k: int = 32
+    # Sampling for evaluation (DAPO: temperature 1.0, top_p 0.7).
+    temperature: float = 1.0
+    top_p: float = 0.7
+    # Evaluate on at most this many problems (0: all).
+    max_problems: int = 0
+
+    def __post_init__(self) -> None:
+        _check(self.every_steps >= 0, "eval.every_steps must be >= 0")
+        _check(self.k >= 1, "eval.k must be >= 1")
+        _check(self.temperature > 0, "eval.temperature must be > 0")
+        _check(0 < self.top_p <= 1, "eval.top_p must be in (0, 1]")
+
+
+@dataclass
+class CheckpointConfig:
+    # Save a checkpoint every this many optimizer steps (0: only the final one).
+    every_steps: int = 0
+    # Keep the newest K checkpoints (the final one is always written).
+    keep_last: int = 2
+    # "auto" resumes from the newest checkpoint in the run directory, "never" starts fresh,
+    # or a path to a checkpoint directory.
+    resume: str = "auto"
+
+    def __post_init__(self) -> None:
+        _check(self.every_steps >= 0, "checkpoint.every_steps must be >= 0")
+        _check(self.keep_last >= 1, "checkpoint.keep_last must be >= 1")
+
+
+@dataclass
+class LoggingConfig:
+    # TensorBoard event files in the run directory.
+    tensorboard: bool = True
+    # Weights & Biases, when the package is installed.
+    wandb: bool = False
+    wandb_project: str = "dapo-rl"
+    # A rich progress bar counting optimizer steps.
+    progress: bool = True
+
+
+@dataclass
+class DAPOConfig:
+    # Directory of this run: resolved config, metrics.jsonl, TensorBoard logs, checkpoints.
+    output_dir: str = "runs/dapo"
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+
+    def __post_init__(self) -> None:
+        a, r = self.algorithm, self.rollout
+        if a.overlong_soft_punishment:
+            _check(
+                a.overlong_buffer_len < r.max_response_length,
+                f"algorithm.overlong_buffer_len={a.overlong_buffer_len} must be smaller than "
+                f"rollout.max_response_length={r.max_response_length}",
+            )
+        if a.dynamic_sampling:
+            _check(
+                r.n >= 2,
+                "algorithm.dynamic_sampling needs rollout.n >= 2: a group of one is always constant",
+            )

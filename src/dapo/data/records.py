@@ -1,0 +1,15 @@
+"""The problem record every dataset loads into."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Problem:
+    uid: str  # stable id of the problem; repeated copies of one problem share it
+    prompt: str | list[dict[str, str]]  # raw problem text, or a chat list of {"role","content"}
+    ground_truth: str
+    data_source: str = "unknown"
+    extra: dict[str, Any] = field(default_factory=dict)  # the row's other fields (extra_info, ...)

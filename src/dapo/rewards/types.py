@@ -1,0 +1,15 @@
+"""What a score is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class RewardResult:
+    score: float  # the reward used for advantages (before overlong shaping)
+    acc: bool  # correctness; what dynamic sampling filters on by default
+    pred: str = ""  # the extracted answer, shortened for logs ("" when none was found)
+    timed_out: bool = False  # some scorer ran past its deadline (item scored as incorrect)
+    error: bool = False  # some scorer raised or returned a wrong type (item scored as incorrect)
+    extra: dict[str, float] = field(default_factory=dict)  # extra metrics from user functions

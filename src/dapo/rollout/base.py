@@ -1,0 +1,63 @@
+"""The rollout-engine interface: what every generation backend takes and returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+import torch
+
+
+@dataclass
+class SamplingParams:
+    """How to sample. Log-probs are reported under the distribution actually sampled from
+    (after temperature, top-k and top-p), i.e. the behaviour policy of the rollout."""
+
+    n: int = 1  # samples per prompt
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0  # 0 disables top-k
+    max_new_tokens: int = 256
+    stop_token_ids: list[int] = field(default_factory=list)  # EOS etc.; the stop token is kept
+    stop_strings: list[str] = field(default_factory=list)  # response is cut after the match
+    seed: int | None = None  # same seed + same inputs -> same samples
+
+
+FinishReason = Literal["stop", "length"]
+
+
+@dataclass
+class Completion:
+    """One sampled response. ``token_ids`` includes the stop token when one ended it."""
+
+    prompt_index: int  # index into the prompt list given to generate()
+    token_ids: list[int]
+    logprobs: list[float]  # behaviour log-prob of each sampled token, same length as token_ids
+    finish_reason: FinishReason  # "length": cut at max_new_tokens (truncated)
+
+
+@dataclass
+class GenerationResult:
+    """Completions ordered prompt-major: prompt 0's n samples, then prompt 1's, ..."""
+
+    completions: list[Completion]
+    seconds: float
+    num_generated_tokens: int
+
+
+class RolloutEngine(Protocol):
+    def generate(self, prompt_token_ids: list[list[int]], params: SamplingParams) -> GenerationResult:
+        """Sample ``params.n`` responses for each prompt."""
+        ...
+
+    def sync_weights(self, model: torch.nn.Module) -> None:
+        """Load the trainer's current weights in place (no engine rebuild)."""
+        ...
+
+    def sleep(self) -> None:
+        """Release accelerator memory between rollouts (no-op where not applicable)."""
+        ...
+
+    def wake_up(self) -> None:
+        """Re-acquire memory released by sleep()."""
+        ...

@@ -1,0 +1,10 @@
+"""The built-in tiny base model: char-level tokenizer, small Qwen2, supervised warm start.
+
+``ensure_base_model()`` returns a cached ``save_pretrained`` directory (built on first use);
+``python -m dapo.builtin.report`` prints its build time and sampled held-out accuracy.
+"""
+
+from dapo.builtin.base_model import BaseModelRecipe, build_base_model, ensure_base_model
+from dapo.builtin.tokenizer import build_tokenizer, save_tokenizer
+
+__all__ = ["BaseModelRecipe", "build_base_model", "build_tokenizer", "ensure_base_model", "save_tokenizer"]

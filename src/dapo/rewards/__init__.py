@@ -1,0 +1,22 @@
+"""Rule-based rewards: the built-in math verifier and pluggable user reward functions.
+
+- ``extract``: the final answer behind the last ``Answer:`` line or ``\\boxed{}``.
+- ``equivalence``: exact integers in pure string code; math-verify for everything else.
+- ``verifier``: the policy between them; :func:`verify` for one response, in-process.
+- ``user_functions``: ``file.py:fn`` / ``pkg.mod:fn`` loading and return-value checks.
+- ``worker`` / ``pool``: scoring processes with a hard, kill-enforced per-item deadline.
+- ``scorer``: :class:`RewardScorer`, the batch API the trainer uses.
+"""
+
+from dapo.rewards.scorer import RewardScorer
+from dapo.rewards.types import RewardResult
+from dapo.rewards.user_functions import RewardFunctionError, load_reward_function
+from dapo.rewards.verifier import verify
+
+__all__ = [
+    "RewardFunctionError",
+    "RewardResult",
+    "RewardScorer",
+    "load_reward_function",
+    "verify",
+]

@@ -1,0 +1,153 @@
+"""Group-relative advantage estimators (outcome rewards, no value network).
+
+DAPO (arXiv 2503.14476, Eq. 1 / the GRPO objective it builds on) samples a group of G responses
+o_1..o_G per prompt q, scores each with a rule-based verifier, and uses the group-normalised score
+
+    A_i = (R_i - mean({R_j}_{j=1..G})) / (std({R_j}_{j=1..G}) + eps)
+
+as the advantage of every token of o_i. The registry also holds the variants users expect:
+
+- ``grpo``: the formula above; std is the unbiased sample std (as in the verl reference run).
+  A group of one sample gets mean 0 and std 1, so A = R / (1 + eps).
+- ``dr_grpo`` (Dr.GRPO, Liu et al. 2025): A_i = R_i - mean(R), no division by the std.
+  A group of one gets mean 0, so A = R.
+- ``rloo`` (REINFORCE Leave-One-Out): A_i = R_i - mean_{j != i} R_j = G/(G-1) * (R_i - mean(R)).
+  A group of one has no other sample to form a baseline; we give it advantage 0 (no signal) rather
+  than the raw score (verl keeps the raw score there).
+- ``reinforce_pp_baseline`` (REINFORCE++ with a group baseline): A_i = R_i - mean(R) (group of
+  one: mean 0), then whitened over the whole batch of responses: (x - mean(x)) / (std(x) + eps),
+  unbiased batch std. verl whitens over response tokens instead, so long responses weigh more in
+  its statistics; we whiten over responses because this function sees no token mask.
+  Whitening shifts a constant group's zero advantages by -mean(x) / (std(x) + eps): before
+  whitening they are exactly zero (that is the quantity Dynamic Sampling relies on).
+
+Groups are identified by arbitrary integer ids in any order (they need not be contiguous); all
+statistics are computed with scatter/index_add over the ids, with no Python loop per group.
+
+Exactness: group means are computed as min(R) + mean(R - min(R)), so a group whose scores are all
+equal yields an advantage of exactly 0 (a plain float mean of 0.1, 0.1, 0.1 is not exactly 0.1).
+Statistics are computed in float64 and the result is cast back to the dtype of ``scores``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+AdvantageEstimator = Callable[[Tensor, Tensor, float], Tensor]
+
+ADVANTAGE_ESTIMATORS: dict[str, AdvantageEstimator] = {}
+
+
+def register_advantage(name: str) -> Callable[[AdvantageEstimator], AdvantageEstimator]:
+    """Register ``fn(scores_f64 (N,), group_ids (N,), eps) -> advantages (N,)`` under ``name``."""
+
+    def decorator(fn: AdvantageEstimator) -> AdvantageEstimator:
+        if name in ADVANTAGE_ESTIMATORS:
+            raise ValueError(f"advantage estimator {name!r} is already registered")
+        ADVANTAGE_ESTIMATORS[name] = fn
+        return fn
+
+    return decorator
+
+
+def _group_centred_scores(scores: Tensor, group_ids: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Per response: (R_i - group mean, unbiased group std, group size G).
+
+    A group of one sample gets mean 0 (so the centred score is R_i itself) and std 1.
+    """
+    unique_ids, inverse = torch.unique(group_ids, return_inverse=True)
+    num_groups = unique_ids.numel()
+    sizes = torch.bincount(inverse, minlength=num_groups).to(scores.dtype)
+    group_min = torch.full((num_groups,), float("inf"), dtype=scores.dtype, device=scores.device)
+    group_min = group_min.scatter_reduce(0, inverse, scores, reduce="amin")
+    shifted = scores - group_min[inverse]
+    shift_mean = torch.zeros_like(sizes).index_add(0, inverse, shifted) / sizes
+    centred = shifted - shift_mean[inverse]
+    sq_dev = torch.zeros_like(sizes).index_add(0, inverse, centred.square())
+    group_std = torch.sqrt(sq_dev / (sizes - 1).clamp_min(1))
+    size = sizes[inverse]
+    singleton = size == 1
+    centred = torch.where(singleton, scores, centred)
+    std = torch.where(singleton, torch.ones_like(scores), group_std[inverse])
+    return centred, std, size
+
+
+@register_advantage("grpo")
+def grpo_advantages(scores: Tensor, group_ids: Tensor, eps: float) -> Tensor:
+    """GRPO / DAPO: A_i = (R_i - mean_group(R)) / (std_group(R) + eps)."""
+    centred, std, _ = _group_centred_scores(scores, group_ids)
+    return centred / (std + eps)
+
+
+@register_advantage("dr_grpo")
+def dr_grpo_advantages(scores: Tensor, group_ids: Tensor, eps: float) -> Tensor:
+    """Dr.GRPO: A_i = R_i - mean_group(R) (no std normalisation; ``eps`` unused)."""
+    centred, _, _ = _group_centred_scores(scores, group_ids)
+    return centred
+
+
+@register_advantage("rloo")
+def rloo_advantages(scores: Tensor, group_ids: Tensor, eps: float) -> Tensor:
+    """RLOO: A_i = R_i - mean_{j != i} R_j = G/(G-1) (R_i - mean_group(R)); G = 1 gives 0."""
+    centred, _, size = _group_centred_scores(scores, group_ids)
+    scale = torch.where(size > 1, size / (size - 1).clamp_min(1), torch.zeros_like(size))
+    return centred * scale
+
+
+@register_advantage("reinforce_pp_baseline")
+def reinforce_pp_baseline_advantages(scores: Tensor, group_ids: Tensor, eps: float) -> Tensor:
+    """REINFORCE++-baseline: x_i = R_i - mean_group(R); A = (x - mean(x)) / (std(x) + eps) over the batch."""
+    centred, _, _ = _group_centred_scores(scores, group_ids)
+    if centred.numel() < 2:
+        return centred - centred.mean()  # std of one value is undefined; the centred value is 0
+    return (centred - centred.mean()) / (centred.std(unbiased=True) + eps)
+
+
+def _check_inputs(scores: Tensor, group_ids: Tensor, eps: float) -> None:
+    if scores.dim() != 1 or not scores.is_floating_point():
+        raise ValueError(f"scores must be a 1-D float tensor, got shape {tuple(scores.shape)} dtype {scores.dtype}")
+    if group_ids.shape != scores.shape:
+        raise ValueError(f"group_ids shape {tuple(group_ids.shape)} != scores shape {tuple(scores.shape)}")
+    if group_ids.is_floating_point() or group_ids.dtype == torch.bool:
+        raise ValueError(f"group_ids must be an integer tensor, got {group_ids.dtype}")
+    if scores.numel() == 0:
+        raise ValueError("scores is empty: there are no responses to compute advantages for")
+    if not bool(torch.isfinite(scores).all()):
+        raise ValueError("scores contain NaN or inf; fix the reward function before training")
+    if eps < 0:
+        raise ValueError(f"eps must be >= 0, got {eps}")
+
+
+def compute_advantages(estimator: str, scores: Tensor, group_ids: Tensor, eps: float = 1e-6) -> Tensor:
+    """Per-response advantages (N,) of ``scores`` (N,) grouped by ``group_ids`` (N,).
+
+    Args:
+        estimator: a key of :data:`ADVANTAGE_ESTIMATORS` ("grpo", "dr_grpo", "rloo",
+            "reinforce_pp_baseline", or a user-registered name).
+        scores: float rewards R_i, one per response.
+        group_ids: integer id of each response's group (its prompt); any values, any order.
+        eps: added to the std in the denominator (grpo, reinforce_pp_baseline).
+
+    Returns:
+        Advantages with the dtype of ``scores``; see the module docstring for each formula.
+    """
+    if estimator not in ADVANTAGE_ESTIMATORS:
+        raise ValueError(
+            f"unknown advantage estimator {estimator!r}; valid: {sorted(ADVANTAGE_ESTIMATORS)}"
+        )
+    _check_inputs(scores, group_ids, eps)
+    advantages = ADVANTAGE_ESTIMATORS[estimator](scores.to(torch.float64), group_ids, eps)
+    return advantages.to(scores.dtype)
+
+
+def broadcast_to_tokens(advantages: Tensor, response_mask: Tensor) -> Tensor:
+    """Give every response token its response's advantage: A_{i,t} = A_i * mask_{i,t}, shape (N, T)."""
+    if advantages.dim() != 1 or response_mask.dim() != 2 or response_mask.shape[0] != advantages.shape[0]:
+        raise ValueError(
+            f"expected advantages (N,) and response_mask (N, T), got {tuple(advantages.shape)} "
+            f"and {tuple(response_mask.shape)}"
+        )
+    return advantages.unsqueeze(-1) * response_mask.to(advantages.dtype)

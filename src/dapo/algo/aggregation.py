@@ -1,0 +1,107 @@
+"""Loss aggregation: DAPO's Token-Level Policy Gradient Loss and the sample-level alternatives.
+
+DAPO (arXiv 2503.14476, Section 3.3, Eq. 12) averages the per-token loss over ALL tokens of ALL
+responses of the (mini-)batch:
+
+    L = 1 / (sum_i |o_i|) * sum_i sum_{t=1}^{|o_i|} loss_{i,t}                        "token-mean"
+
+whereas GRPO first averages within each response, so every response weighs the same whatever its
+length and the tokens of long responses are under-weighted:
+
+    L = 1 / G * sum_i 1 / |o_i| * sum_t loss_{i,t}                                  "seq-mean-token-mean"
+
+Other modes: "seq-mean-token-sum" (sum over tokens, mean over responses) and
+"seq-mean-token-sum-norm" (Dr.GRPO: sum over tokens, divided by (number of responses * a
+constant such as the maximum response length)).
+
+Global normalisers. The denominators above belong to the whole optimizer mini-batch, which the
+trainer splits into gradient-accumulation micro-batches and data-parallel ranks. Each call here
+sees one micro-batch on one rank; pass ``num_tokens`` (total response tokens of the whole
+mini-batch, over all micro-batches and ranks) and ``num_seqs`` (total responses) so that
+
+    sum over micro-batches and ranks of aggregate_loss(micro-batch) == loss of the whole mini-batch
+
+exactly, and so are the gradients (sum the micro-batch gradients; average across ranks only if
+the trainer also multiplies by the world size, i.e. use a SUM all-reduce). Normalising by the
+local count instead (verl's legacy per-micro-batch mean, TRL's "bnpo") weights tokens of short
+micro-batches more. :func:`count_tokens_and_seqs` gives the local counts to sum up front.
+
+Masks are 0/1 (bool or float). A response with no unmasked token (e.g. removed by Overlong
+Filtering) contributes nothing and is not counted in the default ``num_seqs``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+LOSS_AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+
+
+def count_tokens_and_seqs(response_mask: Tensor) -> tuple[Tensor, Tensor]:
+    """(number of response tokens, number of responses with >= 1 token) of a (B, T) mask, as int64.
+
+    Sum these over every micro-batch and rank of a mini-batch to get ``num_tokens`` / ``num_seqs``.
+    """
+    lengths = (response_mask != 0).sum(-1)
+    return lengths.sum(), (lengths > 0).sum()
+
+
+def _denominator(value: float | Tensor, name: str) -> float | Tensor:
+    """The normaliser, with 0 replaced by 1 so an empty batch gives a 0 loss (with grad), not NaN."""
+    if isinstance(value, Tensor):
+        return torch.where(value > 0, value, torch.ones_like(value))
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+    return value if value > 0 else 1.0
+
+
+def aggregate_loss(
+    per_token_loss: Tensor,
+    response_mask: Tensor,
+    mode: str,
+    *,
+    num_tokens: float | Tensor | None = None,
+    num_seqs: float | Tensor | None = None,
+    norm_const: float | None = None,
+) -> Tensor:
+    """Reduce a (B, T) per-token loss to a scalar with the global normalisers of ``mode``.
+
+    - "token-mean":              sum(loss * mask) / num_tokens
+    - "seq-mean-token-mean":     sum_i [sum_t (loss * mask)_i / max(|o_i|, 1)] / num_seqs
+    - "seq-mean-token-sum":      sum_i sum_t (loss * mask)_i / num_seqs
+    - "seq-mean-token-sum-norm": sum_i sum_t (loss * mask)_i / (num_seqs * norm_const)
+
+    ``num_tokens`` / ``num_seqs`` default to this batch's own counts (see
+    :func:`count_tokens_and_seqs`); pass the whole mini-batch totals under gradient accumulation
+    or data parallelism. Masked positions are excluded with ``torch.where``, so a NaN or inf
+    there (e.g. a padded log-prob) cannot leak into the loss.
+    """
+    if mode not in LOSS_AGG_MODES:
+        raise ValueError(f"unknown loss_agg_mode {mode!r}; valid: {list(LOSS_AGG_MODES)}")
+    if per_token_loss.dim() != 2 or per_token_loss.shape != response_mask.shape:
+        raise ValueError(
+            f"per_token_loss {tuple(per_token_loss.shape)} and response_mask "
+            f"{tuple(response_mask.shape)} must both be (B, T)"
+        )
+    mask = response_mask.to(per_token_loss.dtype)
+    masked_loss = torch.where(response_mask != 0, per_token_loss * mask, 0.0)
+    local_tokens, local_seqs = count_tokens_and_seqs(response_mask)
+
+    if mode == "token-mean":
+        total_tokens = local_tokens if num_tokens is None else num_tokens
+        return masked_loss.sum() / _denominator(total_tokens, "num_tokens")
+
+    total_seqs = _denominator(local_seqs if num_seqs is None else num_seqs, "num_seqs")
+    seq_sums = masked_loss.sum(-1)
+    if mode == "seq-mean-token-mean":
+        lengths = (response_mask != 0).sum(-1).clamp_min(1).to(per_token_loss.dtype)
+        return (seq_sums / lengths).sum() / total_seqs
+    if mode == "seq-mean-token-sum":
+        return seq_sums.sum() / total_seqs
+    if norm_const is None or norm_const <= 0:
+        raise ValueError(
+            f"loss_agg_mode 'seq-mean-token-sum-norm' needs norm_const > 0 (e.g. the max "
+            f"response length), got {norm_const}"
+        )
+    return seq_sums.sum() / (total_seqs * norm_const)

@@ -1,0 +1,139 @@
+"""Memory-conscious token log-probabilities and entropies from LM logits.
+
+For logits z (B, T, V) and temperature tau, with s = z / tau:
+
+    log pi(y_t) = s[y_t] - logsumexp(s)                                  (log_softmax gathered)
+    H_t = -sum_v pi(v) log pi(v) = logsumexp(s) - sum_v pi(v) s[v]       (entropy of softmax(s))
+
+A plain ``log_softmax(logits.float())`` materialises a float32 (B*T, V) copy of the batch (for
+V = 152k and B*T = 32k positions that is 20 GB) and autograd keeps it for the backward pass.
+Here rows (the flattened B*T positions) are processed in chunks of ``chunk_size``, each upcast
+to float32 (float64 if the logits are float64) only while it is worked on. Custom autograd
+functions save only the original logits and one float per row (the logsumexp, and for entropy
+H), and recompute softmax chunk by chunk in backward:
+
+    d log pi(y) / d z_v = (1[v = y] - pi(v)) / tau
+    d H / d z_v = -pi(v) (log pi(v) + H) / tau
+
+Outputs are float32 (float64 for float64 logits, so ``torch.autograd.gradcheck`` applies).
+Non-contiguous logits (e.g. ``logits[:, :-1]``) are copied once, in their own dtype, by reshape.
+Second derivatives are not supported.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+
+
+def _compute_dtype(logits: Tensor) -> torch.dtype:
+    return torch.float64 if logits.dtype == torch.float64 else torch.float32
+
+
+def _row_chunks(num_rows: int, chunk_size: int) -> list[slice]:
+    return [slice(start, min(start + chunk_size, num_rows)) for start in range(0, num_rows, chunk_size)]
+
+
+class _TokenLogProbs(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, logits: Tensor, labels: Tensor, temperature: float, chunk_size: int) -> Tensor:
+        dtype = _compute_dtype(logits)
+        logprobs = torch.empty(logits.shape[0], dtype=dtype, device=logits.device)
+        logsumexp = torch.empty_like(logprobs)
+        for rows in _row_chunks(logits.shape[0], chunk_size):
+            scaled = logits[rows].to(dtype) / temperature
+            logsumexp[rows] = torch.logsumexp(scaled, dim=-1)
+            logprobs[rows] = scaled.gather(-1, labels[rows, None]).squeeze(-1) - logsumexp[rows]
+        ctx.save_for_backward(logits, labels, logsumexp)
+        ctx.temperature, ctx.chunk_size = temperature, chunk_size
+        return logprobs
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad_logprobs: Tensor) -> tuple[Tensor | None, ...]:
+        logits, labels, logsumexp = ctx.saved_tensors
+        grad_logits = torch.empty_like(logits)
+        for rows in _row_chunks(logits.shape[0], ctx.chunk_size):
+            grad_row = grad_logprobs[rows, None].to(logsumexp.dtype)
+            # One float buffer per chunk, updated in place: s -> pi -> -g * pi -> g * (1[y] - pi).
+            buffer = logits[rows].to(logsumexp.dtype) / ctx.temperature
+            buffer.sub_(logsumexp[rows, None]).exp_().mul_(-grad_row)
+            buffer.scatter_add_(-1, labels[rows, None], grad_row)
+            grad_logits[rows] = buffer.div_(ctx.temperature)
+        return grad_logits, None, None, None
+
+
+class _Entropy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, logits: Tensor, temperature: float, chunk_size: int) -> Tensor:
+        dtype = _compute_dtype(logits)
+        entropy = torch.empty(logits.shape[0], dtype=dtype, device=logits.device)
+        logsumexp = torch.empty_like(entropy)
+        for rows in _row_chunks(logits.shape[0], chunk_size):
+            log_p = logits[rows].to(dtype) / temperature
+            logsumexp[rows] = torch.logsumexp(log_p, dim=-1)
+            log_p.sub_(logsumexp[rows, None])
+            p_log_p = torch.exp(log_p).mul_(log_p)
+            # A -inf logit has p = 0 and contributes 0 (not 0 * -inf = NaN).
+            entropy[rows] = -torch.nan_to_num(p_log_p, nan=0.0).sum(-1)
+        ctx.save_for_backward(logits, logsumexp, entropy)
+        ctx.temperature, ctx.chunk_size = temperature, chunk_size
+        return entropy
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad_entropy: Tensor) -> tuple[Tensor | None, ...]:
+        logits, logsumexp, entropy = ctx.saved_tensors
+        grad_logits = torch.empty_like(logits)
+        for rows in _row_chunks(logits.shape[0], ctx.chunk_size):
+            log_p = logits[rows].to(logsumexp.dtype) / ctx.temperature
+            log_p.sub_(logsumexp[rows, None])
+            probs = torch.exp(log_p)
+            grad = log_p.add_(entropy[rows, None]).mul_(probs)
+            grad = torch.nan_to_num(grad, nan=0.0)
+            scale = -grad_entropy[rows, None].to(logsumexp.dtype) / ctx.temperature
+            grad_logits[rows] = grad.mul_(scale)
+        return grad_logits, None, None
+
+
+def _check_common(logits: Tensor, temperature: float, chunk_size: int) -> None:
+    if logits.dim() != 3 or not logits.is_floating_point():
+        raise ValueError(f"logits must be a float (B, T, V) tensor, got shape {tuple(logits.shape)} dtype {logits.dtype}")
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+
+
+def logprobs_from_logits(
+    logits: Tensor, labels: Tensor, temperature: float = 1.0, chunk_size: int = 4096
+) -> Tensor:
+    """log softmax(logits / temperature) at ``labels``: (B, T, V), (B, T) -> (B, T), chunked.
+
+    ``labels`` must be valid token ids everywhere (replace ignore-index values such as -100 by
+    any id and mask those positions out of the loss).
+    """
+    _check_common(logits, temperature, chunk_size)
+    batch, length, vocab = logits.shape
+    if labels.shape != (batch, length) or labels.is_floating_point():
+        raise ValueError(f"labels must be integer (B, T) = {(batch, length)}, got {tuple(labels.shape)} {labels.dtype}")
+    if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= vocab):
+        raise ValueError(
+            f"labels must lie in [0, {vocab}), got [{int(labels.min())}, {int(labels.max())}]; "
+            "replace ignore-index values (e.g. -100) by a valid id and mask them"
+        )
+    flat = _TokenLogProbs.apply(
+        logits.reshape(-1, vocab), labels.reshape(-1).long(), float(temperature), int(chunk_size)
+    )
+    return flat.view(batch, length)
+
+
+def entropy_from_logits(logits: Tensor, temperature: float = 1.0, chunk_size: int = 4096) -> Tensor:
+    """Entropy of softmax(logits / temperature) at each position: (B, T, V) -> (B, T), chunked."""
+    _check_common(logits, temperature, chunk_size)
+    batch, length, vocab = logits.shape
+    flat = _Entropy.apply(logits.reshape(-1, vocab), float(temperature), int(chunk_size))
+    return flat.view(batch, length)

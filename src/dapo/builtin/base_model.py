@@ -1,0 +1,199 @@
+"""The built-in tiny base model: a small Qwen2 warm-started on the built-in arithmetic task.
+
+No pretrained model can be downloaded here, so the project makes its own: the char-level
+tokenizer (:mod:`dapo.builtin.tokenizer`), a freshly initialised ``Qwen2ForCausalLM``, and a short
+supervised fine-tune (SFT) on arithmetic traces (:func:`dapo.data.arithmetic.solution_text`).
+The SFT stops early, by step count, so the model is only partly competent (about a third of
+temperature-1 samples correct, mostly near misses such as dropped carries): that leaves DAPO
+something to improve.
+
+SFT loss (cross-entropy on response tokens only, prompt tokens masked)::
+
+    L = -1/|R| * sum_{t in R} log p_theta(x_t | x_<t),  R = response and EOS positions of the batch
+
+The result is cached under ``<cache_dir>/base-model-<recipe hash>/`` with ``save_pretrained``, so
+``AutoModelForCausalLM`` / ``AutoTokenizer.from_pretrained`` load it like any HF model. The cache
+is written atomically (built in a temporary directory, then renamed), so a killed build never
+leaves a half model. Building is deterministic for a recipe: same weights bit for bit on one machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+from dapo.builtin.tokenizer import build_tokenizer, save_tokenizer
+from dapo.data.arithmetic import TASK_SEED, make_arithmetic_problems, solution_text
+
+FORMAT_VERSION = 1  # bump when the build procedure changes, so stale caches are not reused
+
+
+@dataclass
+class BaseModelRecipe:
+    # Qwen2 shape: about 3.2M parameters at the defaults (embeddings tied to the output layer).
+    hidden_size: int = 256
+    num_layers: int = 4
+    num_heads: int = 4
+    num_kv_heads: int = 2  # grouped-query attention, as in Qwen2
+    intermediate_size: int = 768
+    max_position_embeddings: int = 1024
+    # Supervised warm start: optimizer steps (the competence knob), sequences per step, AdamW lr
+    # with linear warm-up over warmup_steps then cosine decay to lr/10.
+    sft_steps: int = 150
+    batch_size: int = 64
+    lr: float = 2e-3
+    warmup_steps: int = 20
+    weight_decay: float = 0.0
+    # Forward passes under bfloat16 autocast (weights stay float32).
+    bf16_autocast: bool = True
+    # Seed for initialisation and batch order.
+    seed: int = 0
+    # SFT data: distinct training-split problems of the built-in task (never held-out ones).
+    num_problems: int = 20000
+    min_digits: int = 1
+    max_digits: int = 4
+    ops: list[str] = field(default_factory=lambda: ["+"])
+
+    def cache_key(self) -> str:
+        text = json.dumps({"format": FORMAT_VERSION, **asdict(self)}, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def ensure_base_model(
+    cache_dir: str = "~/.cache/dapo-rl",
+    recipe: BaseModelRecipe | None = None,
+    progress: bool = True,
+) -> Path:
+    """Directory of the built-in base model for ``recipe``, building and caching it if needed."""
+    recipe = recipe or BaseModelRecipe()
+    root = Path(cache_dir).expanduser()
+    target = root / f"base-model-{recipe.cache_key()}"
+    if (target / "config.json").exists():
+        return target
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".building-", dir=root))
+    try:
+        started = time.perf_counter()
+        build_base_model(recipe, staging, progress=progress)
+        _write_json(staging / "recipe.json", {
+            "format": FORMAT_VERSION,
+            "recipe": asdict(recipe),
+            "build_seconds": round(time.perf_counter() - started, 1),
+        })
+        try:
+            os.rename(staging, target)
+        except OSError:  # another process finished the same build first; keep its copy
+            if not (target / "config.json").exists():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def build_base_model(recipe: BaseModelRecipe, out_dir: Path, progress: bool = True) -> None:
+    """Tokenizer + fresh Qwen2 + SFT, saved to ``out_dir`` with ``save_pretrained``."""
+    tokenizer = build_tokenizer()
+    deterministic_before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        torch.manual_seed(recipe.seed)
+        model = Qwen2ForCausalLM(_model_config(recipe, tokenizer))
+        supervised_finetune(model, tokenizer, recipe, progress=progress)
+    finally:
+        torch.use_deterministic_algorithms(deterministic_before)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.bos_token_id = tokenizer.bos_token_id
+    model.save_pretrained(str(out_dir))
+    save_tokenizer(tokenizer, out_dir)
+
+
+def _model_config(recipe: BaseModelRecipe, tokenizer: PreTrainedTokenizerFast) -> Qwen2Config:
+    return Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=recipe.hidden_size,
+        intermediate_size=recipe.intermediate_size,
+        num_hidden_layers=recipe.num_layers,
+        num_attention_heads=recipe.num_heads,
+        num_key_value_heads=recipe.num_kv_heads,
+        max_position_embeddings=recipe.max_position_embeddings,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+
+
+def sft_examples(tokenizer: PreTrainedTokenizerFast, recipe: BaseModelRecipe) -> list[tuple[list[int], int]]:
+    """(prompt + solution + EOS token ids, prompt length) for each SFT problem."""
+    problems = make_arithmetic_problems(
+        recipe.num_problems, "train", recipe.min_digits, recipe.max_digits, recipe.ops, seed=TASK_SEED
+    )
+    prompts = tokenizer([p.prompt for p in problems], add_special_tokens=False)["input_ids"]
+    responses = tokenizer([solution_text(p) for p in problems], add_special_tokens=False)["input_ids"]
+    return [(p + r + [tokenizer.eos_token_id], len(p)) for p, r in zip(prompts, responses)]
+
+
+def _batch(examples: list[tuple[list[int], int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded input ids and labels (-100 on prompt and padding positions)."""
+    width = max(len(ids) for ids, _ in examples)
+    input_ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
+    labels = torch.full((len(examples), width), -100, dtype=torch.long)
+    for row, (ids, prompt_len) in enumerate(examples):
+        input_ids[row, : len(ids)] = torch.tensor(ids)
+        labels[row, prompt_len : len(ids)] = input_ids[row, prompt_len : len(ids)]
+    return input_ids, labels
+
+
+def _lr_at(step: int, recipe: BaseModelRecipe) -> float:
+    if step < recipe.warmup_steps:
+        return recipe.lr * (step + 1) / recipe.warmup_steps
+    progress = (step - recipe.warmup_steps) / max(1, recipe.sft_steps - recipe.warmup_steps)
+    return recipe.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def supervised_finetune(
+    model: Qwen2ForCausalLM,
+    tokenizer: PreTrainedTokenizerFast,
+    recipe: BaseModelRecipe,
+    progress: bool = True,
+) -> list[float]:
+    """``recipe.sft_steps`` AdamW steps on random batches of SFT examples; returns the losses."""
+    examples = sft_examples(tokenizer, recipe)
+    order_rng = random.Random(recipe.seed)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=recipe.lr, betas=(0.9, 0.98), weight_decay=recipe.weight_decay
+    )
+    model.train()
+    losses = []
+    for step in range(recipe.sft_steps):
+        input_ids, labels = _batch(order_rng.sample(examples, recipe.batch_size), tokenizer.pad_token_id)
+        for group in optimizer.param_groups:
+            group["lr"] = _lr_at(step, recipe)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=recipe.bf16_autocast):
+            loss = model(input_ids=input_ids, attention_mask=input_ids.ne(tokenizer.pad_token_id), labels=labels).loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        losses.append(loss.item())
+        if progress and (step + 1) % 25 == 0:
+            print(f"[base model] SFT step {step + 1}/{recipe.sft_steps} loss {loss.item():.3f}", file=sys.stderr)
+    model.eval()
+    return losses
+
+
+def _write_json(path: Path, payload: dict) -> None:
+    path.write_text(json.dumps(payload, indent=2) + "\n")

@@ -1,0 +1,56 @@
+"""``dapo plot RUN_DIR``: one PNG with the curves DAPO users read, against training step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: no display needed
+import matplotlib.pyplot as plt  # noqa: E402
+
+from dapo.trainer.metrics import read_metrics  # noqa: E402
+
+PANELS: list[tuple[str, list[str]]] = [
+    ("reward", ["rollout/score_mean", "rollout/reward_mean"]),
+    ("accuracy", ["rollout/acc", "eval/avg@*", "eval/pass@*"]),
+    ("entropy", ["actor/entropy"]),
+    ("response length", ["rollout/response_length_mean", "rollout/response_length_max"]),
+    ("clip fractions", ["actor/clip_frac_low", "actor/clip_frac_high", "actor/clip_frac_dual"]),
+    ("dynamic sampling", ["sampling/filtered_ratio", "sampling/all_correct_ratio", "sampling/all_wrong_ratio"]),
+    ("generation rounds", ["sampling/gen_rounds"]),
+    ("truncation rate", ["rollout/truncation_rate"]),
+]
+
+
+def _series(rows: list[dict], pattern: str) -> dict[str, tuple[list[int], list[float]]]:
+    """(steps, values) per metric key matching ``pattern`` (a trailing * matches any suffix)."""
+    out: dict[str, tuple[list[int], list[float]]] = {}
+    for row in rows:
+        for key, value in row.items():
+            matches = key.startswith(pattern[:-1]) if pattern.endswith("*") else key == pattern
+            if matches and isinstance(value, (int, float)):
+                steps, values = out.setdefault(key, ([], []))
+                steps.append(row["step"])
+                values.append(float(value))
+    return out
+
+
+def plot_run(run_dir: str | Path, output: str | Path | None = None) -> Path:
+    rows = read_metrics(run_dir)
+    fig, axes = plt.subplots(2, 4, figsize=(18, 8))
+    for ax, (title, patterns) in zip(axes.flat, PANELS):
+        for pattern in patterns:
+            for key, (steps, values) in _series(rows, pattern).items():
+                ax.plot(steps, values, marker="o" if key.startswith("eval/") else None, markersize=3, label=key)
+        ax.set_title(title)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=7)
+    fig.suptitle(f"dapo-rl run: {run_dir}")
+    fig.tight_layout()
+    out = Path(output) if output else Path(run_dir) / "report.png"
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+    return out

@@ -1,0 +1,263 @@
+"""Load problems from parquet, JSONL, local Hugging Face ``datasets`` directories, or the built-in task.
+
+Every row becomes a :class:`~dapo.data.records.Problem`. Columns are found by dotted paths from
+:class:`~dapo.config.schema.DataConfig` (``prompt_key``, ``answer_key``, ``data_source_key``), so
+the DAPO schema (``prompt`` chat list, ``reward_model.ground_truth``) and others
+(``question`` / ``answer``) load alike.
+
+Duplicates: ``uid`` is a hash of the prompt content, so copies of a problem share it. For the
+"train" split copies are dropped when ``cfg.dedup_train`` (DAPO-Math-17K repeats each prompt
+about 100x) and counted; for "eval" copies are kept so avg@k is computed per problem over them.
+
+Bad data: a malformed row or unreadable file raises :class:`DataError` naming the file and row;
+with ``cfg.lenient`` it is skipped, counted in ``num_malformed_skipped`` and described in
+``warnings``. A path that does not exist is always an error (a typo, not bad data).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dapo.config.schema import DataConfig
+from dapo.data.arithmetic import make_arithmetic_problems
+from dapo.data.records import Problem
+
+BUILTIN_ARITHMETIC = "builtin:arithmetic"
+_PARQUET_BATCH_ROWS = 8192
+_MAX_WARNINGS = 20
+
+
+class DataError(ValueError):
+    """Malformed data; the message names the file and the row (0-based) and says what is wrong."""
+
+
+@dataclass
+class LoadedProblems:
+    problems: list[Problem]
+    num_rows: int  # rows read from all files (built-in problems count as rows)
+    num_duplicates_dropped: int  # repeated training prompts removed by de-duplication
+    num_malformed_skipped: int  # rows (or unreadable files) skipped in lenient mode
+    sources: list[str]  # the files (or "builtin:arithmetic") the problems came from
+    warnings: list[str] = field(default_factory=list)  # why rows were skipped (first few)
+
+
+def load_problems(files: list[str], cfg: DataConfig, split: str) -> LoadedProblems:
+    """Read ``files`` in order into one list of problems for ``split`` ("train" or "eval")."""
+    if split not in ("train", "eval"):
+        raise ValueError(f"split={split!r} must be 'train' or 'eval'")
+    if not files:
+        raise DataError(f"no {split} data files given")
+    result = LoadedProblems([], 0, 0, 0, [])
+    seen_uids: set[str] = set()
+    dedup = split == "train" and cfg.dedup_train
+    for path in files:
+        result.sources.append(path)
+        for problem in _read_source(path, cfg, split, result):
+            result.num_rows += 1
+            if dedup and problem.uid in seen_uids:
+                result.num_duplicates_dropped += 1
+                continue
+            seen_uids.add(problem.uid)
+            result.problems.append(problem)
+    if not result.problems:
+        raise DataError(f"no usable {split} problems in {files}: " + "; ".join(result.warnings[:3]))
+    return result
+
+
+def _read_source(path: str, cfg: DataConfig, split: str, result: LoadedProblems) -> Iterator[Problem]:
+    if path == BUILTIN_ARITHMETIC:
+        size = cfg.builtin_train_size if split == "train" else cfg.builtin_eval_size
+        yield from make_arithmetic_problems(
+            size, split, cfg.builtin_min_digits, cfg.builtin_max_digits, cfg.builtin_ops
+        )
+        return
+    if path.startswith("builtin:"):
+        raise DataError(f"unknown built-in dataset {path!r}; the built-in task is {BUILTIN_ARITHMETIC!r}")
+    if not Path(path).exists():
+        raise DataError(f"{path}: file not found")
+    for row_index, row in _file_rows(path, split, cfg, result):
+        try:
+            if isinstance(row, DataError):
+                raise row
+            yield problem_from_row(row, cfg, path, row_index)
+        except DataError as error:
+            _skip_or_raise(error, cfg, result)
+
+
+def _file_rows(path: str, split: str, cfg: DataConfig, result: LoadedProblems) -> Iterator[tuple[int, Row]]:
+    """The file's rows; a file that cannot be read (at all, or from some row on) is one error."""
+    next_row = 0
+    try:
+        for row_index, row in _rows_of(path, split):
+            next_row = row_index + 1
+            yield row_index, row
+    except DataError as error:
+        _skip_or_raise(error, cfg, result)
+    except (OSError, ValueError) as error:
+        _skip_or_raise(DataError(f"{path} row {next_row}: unreadable file ({error})"), cfg, result)
+
+
+def _skip_or_raise(error: DataError, cfg: DataConfig, result: LoadedProblems) -> None:
+    if not cfg.lenient:
+        raise error
+    result.num_malformed_skipped += 1
+    if len(result.warnings) < _MAX_WARNINGS:
+        result.warnings.append(f"skipped: {error}")
+
+
+# A row, or the DataError that made it unreadable (so lenient mode can go on to the next row).
+Row = dict[str, Any] | DataError
+
+
+def _rows_of(path: str, split: str) -> Iterator[tuple[int, Row]]:
+    if Path(path).is_dir():
+        return _dataset_dir_rows(path, split)
+    if path.endswith(".parquet"):
+        return _parquet_rows(path)
+    if path.endswith((".jsonl", ".json")):
+        return _jsonl_rows(path)
+    raise DataError(f"{path}: unknown file type; expected .parquet, .jsonl, or a `datasets` directory")
+
+
+def _parquet_rows(path: str) -> Iterator[tuple[int, Row]]:
+    import pyarrow.parquet as pq
+
+    row_index = 0
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=_PARQUET_BATCH_ROWS):
+        for row in batch.to_pylist():
+            yield row_index, row
+            row_index += 1
+
+
+def _jsonl_rows(path: str) -> Iterator[tuple[int, Row]]:
+    """One JSON object per line; blank lines are ignored. Row i is the i-th non-blank line."""
+    row_index = 0
+    with open(path, "rb") as handle:
+        for line_number, raw_line in enumerate(handle, start=1):
+            if not raw_line.strip():
+                continue
+            yield row_index, _parse_json_line(raw_line, f"{path} row {row_index} (line {line_number})")
+            row_index += 1
+
+
+def _parse_json_line(raw_line: bytes, where: str) -> Row:
+    try:
+        row = json.loads(raw_line.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        return DataError(f"{where}: undecodable bytes, not UTF-8 ({error.reason} at byte {error.start})")
+    except json.JSONDecodeError as error:
+        return DataError(f"{where}: invalid JSON ({error.msg} at column {error.colno})")
+    if not isinstance(row, dict):
+        return DataError(f"{where}: wrong type: expected a JSON object, got {type(row).__name__}")
+    return row
+
+
+def _dataset_dir_rows(path: str, split: str) -> Iterator[tuple[int, Row]]:
+    """A ``Dataset.save_to_disk`` directory, or a ``DatasetDict`` one (its ``split`` part)."""
+    import datasets
+
+    try:
+        loaded = datasets.load_from_disk(path)
+    except (FileNotFoundError, ValueError) as error:
+        raise DataError(f"{path} row 0: not a readable `datasets` directory ({error})") from None
+    if isinstance(loaded, datasets.DatasetDict):
+        loaded = loaded[_pick_split(path, list(loaded.keys()), split)]
+    yield from enumerate(loaded)
+
+
+def _pick_split(path: str, available: list[str], split: str) -> str:
+    preferred = ["train"] if split == "train" else ["test", "validation", "eval", "valid"]
+    for name in preferred:
+        if name in available:
+            return name
+    if len(available) == 1:
+        return available[0]
+    raise DataError(f"{path}: cannot tell which of the splits {available} is the {split} split")
+
+
+def problem_from_row(row: dict[str, Any], cfg: DataConfig, path: str, row_index: int) -> Problem:
+    """One validated :class:`Problem` from a row, or DataError naming ``path`` and ``row_index``."""
+    where = f"{path} row {row_index}"
+    prompt = _prompt_of(_lookup(row, cfg.prompt_key, where, "prompt"), where, cfg.prompt_key)
+    ground_truth = _answer_of(_lookup(row, cfg.answer_key, where, "ground truth"), where, cfg.answer_key)
+    data_source = _get(row, cfg.data_source_key)
+    used = {cfg.prompt_key.split(".")[0], cfg.data_source_key.split(".")[0]}
+    extra = {key: value for key, value in row.items() if key not in used}
+    return Problem(
+        uid=prompt_uid(prompt),
+        prompt=prompt,
+        ground_truth=ground_truth,
+        data_source=str(data_source) if data_source is not None else Path(path).stem,
+        extra=extra,
+    )
+
+
+def prompt_uid(prompt: str | list[dict[str, str]]) -> str:
+    """Stable id of a prompt's content: copies of one problem share it."""
+    return hashlib.sha1(json.dumps(prompt, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _get(row: dict[str, Any], dotted_key: str) -> Any:
+    value: Any = row
+    for part in dotted_key.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def _lookup(row: dict[str, Any], dotted_key: str, where: str, what: str) -> Any:
+    value = _get(row, dotted_key)
+    if value is None:
+        setting = "data.prompt_key" if what == "prompt" else "data.answer_key"
+        raise DataError(
+            f"{where}: missing {what} at {dotted_key!r} (row has keys {sorted(row)}; set {setting})"
+        )
+    return value
+
+
+def _prompt_of(value: Any, where: str, key: str) -> str | list[dict[str, str]]:
+    if isinstance(value, str):
+        if not value.strip():
+            raise DataError(f"{where}: empty prompt at {key!r}")
+        return value
+    if isinstance(value, list) and value:
+        messages = []
+        for message in value:
+            if not (
+                isinstance(message, dict)
+                and isinstance(message.get("role"), str)
+                and isinstance(message.get("content"), str)
+            ):
+                raise DataError(
+                    f"{where}: wrong type at {key!r}: chat messages must be "
+                    f"{{'role': str, 'content': str}}, got {message!r:.80}"
+                )
+            messages.append({"role": message["role"], "content": message["content"]})
+        if not any(message["content"].strip() for message in messages):
+            raise DataError(f"{where}: empty prompt at {key!r} (every message is empty)")
+        return messages
+    if isinstance(value, list):
+        raise DataError(f"{where}: empty prompt at {key!r} (no messages)")
+    raise DataError(
+        f"{where}: wrong type at {key!r}: prompt must be text or a chat list, got {type(value).__name__}"
+    )
+
+
+def _answer_of(value: Any, where: str, key: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise DataError(
+            f"{where}: wrong type at {key!r}: ground truth must be text or a number, "
+            f"got {type(value).__name__}"
+        )
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # JSON writers turn 540 into 540.0
+    text = str(value).strip()
+    if not text:
+        raise DataError(f"{where}: missing ground truth at {key!r} (empty)")
+    return text

@@ -1,0 +1,239 @@
+"""Persistent scoring worker processes with a hard per-task deadline.
+
+Deadlines are enforced by killing the worker (SIGKILL), not by an alarm inside it: a C-level
+loop in sympy or a huge ``int`` conversion ignores Python signals, a dead process does not.
+Tasks go out in chunks for throughput, but a worker reports each task as it finishes, and the
+parent restarts the clock at every report, so each task gets ``timeout_s`` of its own. When a
+worker is killed, the task it was running is marked ``timeout`` and the unstarted rest of its
+chunk goes back to the front of the queue. A replacement starts in the background and takes
+work once it says it is ready (start-up time never counts against a task).
+
+Workers are fresh interpreters (``python -c "...worker.main()"``) talking over a socket pair:
+the trainer process holds torch threads, so forking it is unsafe, and multiprocessing's spawn
+and forkserver re-import the trainer's ``__main__`` (torch and all) in every worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any
+
+from dapo.rewards.user_functions import RewardFunctionError
+
+Outcome = tuple[str, Any]
+_MAX_CHUNK = 16
+_POLL_S = 0.5
+_WORKER_CODE = "import sys; from dapo.rewards.worker import main; main(sys.argv[1:])"
+
+
+@dataclass
+class _Worker:
+    process: subprocess.Popen
+    conn: Connection
+    started_at: float
+    ready: bool = False
+    dead: bool = False  # its connection closed: it exited or was killed
+    inflight: deque[int] = field(default_factory=deque)
+    deadline: float = math.inf  # when the task at the head of ``inflight`` must be done
+
+
+def _launch(function_specs: list[str]) -> _Worker:
+    """Start one worker interpreter and send it what it needs to load the user functions."""
+    parent_sock, child_sock = socket.socketpair()
+    env = dict(os.environ)
+    package_root = str(Path(__file__).resolve().parents[2])  # the directory holding dapo/
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    # PR_SET_PDEATHSIG fires when the creating *thread* exits, so only ask for it from main.
+    die_with_parent = threading.current_thread() is threading.main_thread()
+    argv = [str(child_sock.fileno()), str(os.getpid()), str(int(die_with_parent))]
+    process = subprocess.Popen(
+        [sys.executable, "-c", _WORKER_CODE, *argv],
+        pass_fds=(child_sock.fileno(),),
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
+    child_sock.close()
+    conn = Connection(parent_sock.detach())
+    conn.send((function_specs, list(sys.path), os.getcwd()))
+    return _Worker(process=process, conn=conn, started_at=time.monotonic())
+
+
+class WorkerPool:
+    """``num_workers`` processes running :func:`dapo.rewards.worker.worker_main`."""
+
+    def __init__(
+        self,
+        num_workers: int,
+        function_specs: list[str],
+        timeout_s: float,
+        startup_timeout_s: float = 60.0,
+    ) -> None:
+        self.timeout_s = timeout_s
+        self.startup_timeout_s = startup_timeout_s
+        self._specs = list(function_specs)
+        self._workers: list[_Worker] = []
+        self._results: list[Outcome | None] = []
+        self._done = 0
+        self._init_error: str | None = None
+        try:
+            self._workers = [self._start_worker() for _ in range(num_workers)]
+            self._await_all_ready()
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def pids(self) -> list[int]:
+        return [w.process.pid for w in self._workers]
+
+    def _start_worker(self) -> _Worker:
+        return _launch(self._specs)
+
+    def _await_all_ready(self) -> None:
+        """Block until every worker has loaded the user functions; raise if one cannot."""
+        deadline = time.monotonic() + self.startup_timeout_s
+        while not all(w.ready for w in self._workers):
+            if time.monotonic() > deadline:
+                raise RewardFunctionError(
+                    f"reward workers did not start within {self.startup_timeout_s:.0f} s "
+                    "(does importing a reward function hang?)"
+                )
+            wait([w.conn for w in self._workers if not w.ready], timeout=_POLL_S)
+            for worker in self._workers:
+                self._drain(worker)
+                if self._init_error is not None:
+                    raise RewardFunctionError(self._init_error)
+                if not worker.ready and worker.dead:
+                    raise RewardFunctionError(
+                        f"a reward worker exited during start-up (exit code "
+                        f"{worker.process.wait()}); see its output above"
+                    )
+
+    def run(self, tasks: list[tuple]) -> list[Outcome]:
+        """Run every task; return one outcome per task, in order. Never blocks past deadlines."""
+        self._results = [None] * len(tasks)
+        self._done = 0
+        pending: deque[int] = deque(range(len(tasks)))
+        chunk_size = max(1, min(_MAX_CHUNK, len(tasks) // (4 * max(1, len(self._workers)))))
+        while self._done < len(tasks):
+            self._dispatch(pending, tasks, chunk_size)
+            if not any(w.ready for w in self._workers) and (
+                self._init_error is not None or self._startup_overdue()
+            ):
+                self._fail_pending(pending, self._init_error or "no scoring worker could start")
+                break
+            wait(self._waitables(), timeout=self._wait_timeout())
+            for index, worker in enumerate(self._workers):
+                self._drain(worker)
+                if worker.dead or time.monotonic() > worker.deadline:
+                    reason = "died" if worker.dead else "timeout"
+                    self._replace(index, pending, reason)
+        results, self._results = self._results, []
+        return results  # type: ignore[return-value]
+
+    def _dispatch(self, pending: deque[int], tasks: list[tuple], chunk_size: int) -> None:
+        for worker in self._workers:
+            if not (worker.ready and not worker.inflight and pending):
+                continue
+            ids = [pending.popleft() for _ in range(min(chunk_size, len(pending)))]
+            chunk = [(i, tasks[i]) for i in ids if tasks[i][0] != "fn" or self._picklable(i, tasks[i])]
+            try:
+                worker.conn.send(chunk)
+            except (BrokenPipeError, OSError):
+                pending.extendleft(reversed([i for i, _ in chunk]))  # none of them started
+                continue
+            worker.inflight.extend(i for i, _ in chunk)
+            worker.deadline = time.monotonic() + self.timeout_s if chunk else math.inf
+
+    def _picklable(self, task_id: int, task: tuple) -> bool:
+        try:
+            pickle.dumps(task)
+        except Exception as exc:
+            self._finish(task_id, ("raised", f"the item could not be sent to a worker: {exc!r}"))
+            return False
+        return True
+
+    def _drain(self, worker: _Worker) -> None:
+        """Read every message the worker has sent so far."""
+        try:
+            while worker.conn.poll():
+                message = worker.conn.recv()
+                if message[0] == "result":
+                    _, task_id, outcome = message
+                    worker.inflight.popleft()
+                    self._finish(task_id, outcome)
+                    worker.deadline = (
+                        time.monotonic() + self.timeout_s if worker.inflight else math.inf
+                    )
+                elif message[0] == "ready":
+                    worker.ready = True
+                elif message[0] == "init_error":
+                    self._init_error = f"a reward worker could not start: {message[1]}"
+        except (EOFError, OSError):
+            worker.dead = True  # closed socket: the worker exited or was killed
+
+    def _finish(self, task_id: int, outcome: Outcome) -> None:
+        if self._results[task_id] is None:
+            self._done += 1
+        self._results[task_id] = outcome
+
+    def _replace(self, index: int, pending: deque[int], reason: str) -> None:
+        """Kill worker ``index``, charge its running task, requeue the rest, start a new one."""
+        worker = self._workers[index]
+        self._stop(worker, graceful=False)
+        if worker.inflight:
+            self._finish(worker.inflight.popleft(), (reason, None))
+            pending.extendleft(reversed(worker.inflight))
+        self._workers[index] = self._start_worker()
+
+    def _fail_pending(self, pending: deque[int], why: str) -> None:
+        for worker in self._workers:
+            pending.extendleft(reversed(worker.inflight))
+            worker.inflight.clear()
+        while pending:
+            self._finish(pending.popleft(), ("died", why))
+
+    def _startup_overdue(self) -> bool:
+        oldest = min(w.started_at for w in self._workers)
+        return time.monotonic() - oldest > self.startup_timeout_s
+
+    def _waitables(self) -> list[Any]:
+        return [w.conn for w in self._workers]  # a dying worker makes its socket readable (EOF)
+
+    def _wait_timeout(self) -> float:
+        next_deadline = min((w.deadline for w in self._workers), default=math.inf)
+        return max(0.0, min(_POLL_S, next_deadline - time.monotonic()))
+
+    def _stop(self, worker: _Worker, graceful: bool) -> None:
+        """End the worker and reap it (no zombie): ask politely if ``graceful``, else SIGKILL."""
+        if graceful and not worker.dead:
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                worker.conn.send(None)
+                worker.process.wait(timeout=2.0)
+        if worker.process.poll() is None:
+            worker.process.kill()
+        worker.process.wait()
+        worker.conn.close()
+        worker.dead = True
+
+    def close(self) -> None:
+        """Stop every worker and reap it; safe to call twice."""
+        workers, self._workers = self._workers, []
+        for worker in workers:
+            self._stop(worker, graceful=True)
+
+    def __del__(self) -> None:
+        if getattr(self, "_workers", None):
+            self.close()

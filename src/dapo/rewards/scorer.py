@@ -1,0 +1,191 @@
+"""Batch reward scoring: built-in verifier + weighted user functions, never hanging.
+
+Per response i (DAPO: correct_score = +1, incorrect_score = -1, one verifier, no user functions):
+
+    score_i = verifier_weight * (correct_score if acc_i else incorrect_score)
+              + sum_k weight_k * user_score_{k,i}
+
+``acc`` comes from the verifier when ``verifier_weight != 0``, else from the first user
+function (its ``"acc"`` if it returns one, else ``score > 0``). A scorer that runs past its
+deadline or fails (raises, wrong return type, worker crash) sets ``timed_out`` / ``error``,
+contributes ``weight * incorrect_score`` and makes the item incorrect (``acc = False``).
+
+Extraction and the integer comparison run here, in the parent: linear-time string work on
+length-bounded text. Only math-verify calls and user functions go to the worker pool, where
+every task has a hard, kill-enforced deadline.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from dapo.config.schema import RewardConfig
+from dapo.rewards.extract import resolve_extractor
+from dapo.rewards.pool import Outcome, WorkerPool
+from dapo.rewards.types import RewardResult
+from dapo.rewards.user_functions import RewardFunctionError, absolute_spec, function_label
+from dapo.rewards.verifier import Prepared, prepare, shorten
+
+logger = logging.getLogger("dapo.rewards")
+_SMOKE_ITEM = ("Reasoning...\nAnswer: 1", "1", {})
+
+
+class RewardScorer:
+    """Scores batches of responses; use as a context manager (it owns worker processes)."""
+
+    def __init__(self, cfg: RewardConfig) -> None:
+        self.cfg = cfg
+        self._specs = [absolute_spec(f.path) for f in cfg.functions]
+        self._labels = [function_label(spec) for spec in self._specs]
+        self._weights = [f.weight for f in cfg.functions]
+        self._reported: set[tuple[str, str]] = set()
+        self.num_timeouts = 0  # items that timed out, over the scorer's life
+        self.num_errors = 0  # items with a failing scorer, over the scorer's life
+        num_workers = cfg.num_workers or os.cpu_count() or 1
+        self._pool = WorkerPool(num_workers, self._specs, cfg.timeout_s)
+        try:
+            self._smoke_test()
+        except BaseException:
+            self._pool.close()
+            raise
+
+    def _smoke_test(self) -> None:
+        """Call each user function once on a dummy item, in a worker, before training starts.
+
+        A wrong return type is a bug: raise. Raising or timing out may be the dummy item's fault
+        (it has no extra fields): warn, showing the traceback.
+        """
+        response, ground_truth, extra = _SMOKE_ITEM
+        tasks = [("fn", k, response, ground_truth, extra) for k in range(len(self._specs))]
+        for spec, label, (kind, detail) in zip(self._specs, self._labels, self._pool.run(tasks)):
+            if kind == "bad":
+                raise RewardFunctionError(f"reward function {spec!r} returned a bad value: {detail}")
+            if kind != "ok":
+                self._report_once(label, kind, detail, during="a dummy item at start-up")
+
+    def score(
+        self,
+        responses: list[str],
+        ground_truths: list[str],
+        data_sources: list[str] | None = None,
+        extras: list[dict] | None = None,
+    ) -> list[RewardResult]:
+        """One :class:`RewardResult` per response, in order; never raises for a bad response."""
+        n = len(responses)
+        data_sources = list(data_sources) if data_sources is not None else [None] * n
+        extras = list(extras) if extras is not None else [{} for _ in range(n)]
+        if not len(ground_truths) == len(data_sources) == len(extras) == n:
+            raise ValueError(
+                f"score() got {n} responses, {len(ground_truths)} ground truths, "
+                f"{len(data_sources)} data sources and {len(extras)} extras; they must match"
+            )
+        texts = [_as_text(r) for r in responses]
+        golds = [_as_text(g) for g in ground_truths]
+        prepared = self._prepare(texts, golds, data_sources)
+        tasks: list[tuple] = []
+        math_task = {}
+        for i, item in enumerate(prepared):
+            if item is not None and item.verdict is None:
+                math_task[i] = len(tasks)
+                tasks.append(("math", item.ground_truth, item.pred))
+        first_fn_task = len(tasks)
+        for k in range(len(self._specs)):
+            tasks.extend(("fn", k, texts[i], golds[i], dict(extras[i] or {})) for i in range(n))
+        outcomes = self._pool.run(tasks) if tasks else []
+        return [
+            self._combine(
+                prepared[i],
+                outcomes[math_task[i]] if i in math_task else None,
+                [outcomes[first_fn_task + k * n + i] for k in range(len(self._specs))],
+            )
+            for i in range(n)
+        ]
+
+    def _prepare(
+        self, texts: list[str], golds: list[str], data_sources: list[str | None]
+    ) -> list[Prepared | None]:
+        if self.cfg.verifier_weight == 0:
+            return [None] * len(texts)
+        return [
+            prepare(text, gold, resolve_extractor(self.cfg.extractor, source),
+                    self.cfg.max_response_chars)
+            for text, gold, source in zip(texts, golds, data_sources)
+        ]
+
+    def _combine(
+        self, prepared: Prepared | None, math_outcome: Outcome | None, fn_outcomes: list[Outcome]
+    ) -> RewardResult:
+        cfg = self.cfg
+        result = RewardResult(score=0.0, acc=False, pred=shorten(prepared.pred) if prepared else "")
+        verifier_acc = prepared.verdict if prepared is not None else None
+        if math_outcome is not None:
+            verifier_acc = self._outcome_ok(math_outcome, "math-verify", result) and math_outcome[1]
+        user_acc = None
+        for k, outcome in enumerate(fn_outcomes):
+            label = self._labels[k]
+            if not self._outcome_ok(outcome, label, result):
+                result.score += self._weights[k] * cfg.incorrect_score
+                continue
+            score, acc, metrics = outcome[1]
+            result.score += self._weights[k] * score
+            result.extra[f"{label}/score"] = score
+            result.extra.update({f"{label}/{key}": value for key, value in metrics.items()})
+            if k == 0:
+                user_acc = acc if acc is not None else score > 0
+        if prepared is not None:
+            correct = bool(verifier_acc)
+            result.score += cfg.verifier_weight * (
+                cfg.correct_score if correct else cfg.incorrect_score
+            )
+        result.acc = bool(verifier_acc if prepared is not None else user_acc)
+        if result.timed_out or result.error:
+            result.acc = False
+            self.num_timeouts += result.timed_out
+            self.num_errors += result.error
+        return result
+
+    def _outcome_ok(self, outcome: Outcome, label: str, result: RewardResult) -> bool:
+        kind, detail = outcome
+        if kind == "ok":
+            return True
+        if kind == "timeout":
+            result.timed_out = True
+        else:
+            result.error = True
+        self._report_once(label, kind, detail, during="a response")
+        return False
+
+    def _report_once(self, label: str, kind: str, detail: Any, during: str) -> None:
+        """Log the first failure of each kind per scorer; later ones are only counted."""
+        if (label, kind) in self._reported:
+            return
+        self._reported.add((label, kind))
+        if kind == "timeout":
+            message = f"{label} ran past its {self.cfg.timeout_s} s deadline on {during}"
+        elif kind == "raised":
+            message = f"{label} raised on {during}:\n{detail}"
+        elif kind == "bad":
+            message = f"{label} returned a bad value on {during}: {detail}"
+        else:
+            message = f"the worker running {label} died on {during} ({detail or 'crashed'})"
+        logger.warning(
+            "%s (scored as incorrect; further failures of this kind are counted, not shown)",
+            message,
+        )
+
+    def close(self) -> None:
+        """Stop the worker processes."""
+        self._pool.close()
+
+    def __enter__(self) -> RewardScorer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _as_text(value: Any) -> str:
+    """Responses and ground truths as text (parquet ground truths may be ints)."""
+    return value if isinstance(value, str) else "" if value is None else str(value)

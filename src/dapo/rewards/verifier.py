@@ -1,0 +1,85 @@
+"""The built-in math verifier: extraction + equivalence, and the policy between them.
+
+Policy (what counts as correct), in order:
+1. The response is cut to its last ``max_response_chars`` characters (the answer is at the end).
+2. The final answer is taken behind the last anchor (``Answer:`` line or ``\\boxed{}``); no
+   anchor means no answer, which is wrong.
+3. A final answer offering several candidates ("34 or 35", two different boxes on the last line,
+   two ``$...$`` segments on the answer line) is wrong.
+4. :func:`~dapo.rewards.equivalence.quick_verdict` decides integers exactly with string
+   operations; everything else goes to math-verify.
+
+:func:`prepare` does steps 1-4 up to the math-verify call: pure, linear-time string work that
+the scorer runs in the parent process. :func:`verify` is the whole pipeline in-process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dapo.rewards.equivalence import canonical_integer, math_equal, quick_verdict
+from dapo.rewards.extract import bound_response, clean_answer, extract_answer, resolve_extractor
+
+DEFAULT_MAX_RESPONSE_CHARS = 20000
+PRED_DISPLAY_CHARS = 100
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A response after extraction: the answer, the cleaned ground truth, and the verdict
+    if string operations could decide it (None: math-verify must)."""
+
+    pred: str
+    ground_truth: str
+    verdict: bool | None
+
+
+def clean_ground_truth(ground_truth: str) -> str:
+    """Ground truths may come as ``$...$`` or ``\\boxed{...}``; keep the bare answer."""
+    boxed = extract_answer(ground_truth, "boxed") if "\\boxed" in ground_truth else None
+    return boxed.text if boxed is not None else clean_answer(ground_truth)
+
+
+def prepare(
+    response: str,
+    ground_truth: str,
+    extractor: str = "answer",
+    max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS,
+) -> Prepared:
+    """Extract the answer and decide it when that needs no parsing (steps 1-4 above)."""
+    text = bound_response(response, max_response_chars)
+    gold = clean_ground_truth(bound_response(ground_truth, max_response_chars))
+    gold = canonical_integer(gold) or gold  # math-verify sees "50", never "50\%"
+    extracted = extract_answer(text, resolve_extractor(extractor, None))
+    if extracted is None or not extracted.text:
+        return Prepared(pred="", ground_truth=gold, verdict=False)
+    if extracted.hedged:
+        return Prepared(pred=extracted.text, ground_truth=gold, verdict=False)
+    return Prepared(extracted.text, gold, quick_verdict(extracted.text, gold))
+
+
+def shorten(pred: str, limit: int = PRED_DISPLAY_CHARS) -> str:
+    """Head and tail of a long answer, for logs."""
+    if len(pred) <= limit:
+        return pred
+    half = (limit - 3) // 2
+    return f"{pred[:half]}...{pred[-half:]}"
+
+
+def verify(
+    response: str,
+    ground_truth: str,
+    extractor: str = "answer",
+    max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS,
+) -> tuple[bool, str]:
+    """(correct, shortened predicted answer) for one response, computed in this process.
+
+    Input is length-bounded, but math-verify itself has no hard deadline here: for untrusted
+    model output at scale use :class:`~dapo.rewards.scorer.RewardScorer`, which kills a worker
+    that runs past ``timeout_s``. ``extractor``: "answer", "boxed", "any" or "auto" (= "any").
+    """
+    prepared = prepare(response, ground_truth, extractor, max_response_chars)
+    correct = prepared.verdict
+    if correct is None:
+        correct = math_equal(prepared.pred, prepared.ground_truth)
+    return correct, shorten(prepared.pred)

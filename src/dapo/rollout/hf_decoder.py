@@ -1,0 +1,57 @@
+"""The generic decode path: any Hugging Face causal LM's own forward with a DynamicCache.
+
+Used for architectures the fast Llama-family forward does not cover. Same session interface as
+:class:`dapo.rollout.llama_decoder.LlamaDecodeSession`: prefill left-padded prompts, expand rows
+for n samples, decode one token per row, drop finished rows.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from transformers import DynamicCache
+
+
+class HFDecodeSession:
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
+        self.cache = DynamicCache(config=model.config)
+        self.attention_mask = torch.empty(0)  # (B, tokens so far): 1 real, 0 padding
+        self.positions = torch.empty(0, dtype=torch.long)  # (B,) position of the next token
+
+    def _logits(self, input_ids: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
+        output = self.model(
+            input_ids=input_ids,
+            attention_mask=self.attention_mask,
+            position_ids=position_ids,
+            past_key_values=self.cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        return output.logits[:, -1].float()
+
+    def prefill(self, input_ids: torch.Tensor, pad_lengths: torch.Tensor) -> torch.Tensor:
+        prompt_length = input_ids.shape[1]
+        slots = torch.arange(prompt_length, device=input_ids.device).unsqueeze(0)
+        self.attention_mask = (slots >= pad_lengths.unsqueeze(1)).long()
+        position_ids = (slots - pad_lengths.unsqueeze(1)).clamp(min=0)
+        logits = self._logits(input_ids, position_ids)
+        self.positions = position_ids[:, -1] + 1
+        return logits
+
+    def expand(self, repeats: int) -> None:
+        self.cache.batch_repeat_interleave(repeats)
+        self.attention_mask = self.attention_mask.repeat_interleave(repeats, dim=0)
+        self.positions = self.positions.repeat_interleave(repeats, dim=0)
+
+    def decode(self, tokens: torch.Tensor) -> torch.Tensor:
+        ones = self.attention_mask.new_ones(len(tokens), 1)
+        self.attention_mask = torch.cat([self.attention_mask, ones], dim=1)
+        logits = self._logits(tokens.unsqueeze(1), self.positions.unsqueeze(1))
+        self.positions = self.positions + 1
+        return logits
+
+    def keep_rows(self, keep: torch.Tensor) -> None:
+        self.cache.batch_select_indices(keep)
+        self.attention_mask = self.attention_mask[keep]
+        self.positions = self.positions[keep]

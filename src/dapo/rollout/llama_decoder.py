@@ -1,0 +1,202 @@
+"""A lean functional forward for the Llama family (Llama, Qwen2, Mistral) with a static KV cache.
+
+Why: for small models, Hugging Face's forward spends most of a decode step in Python (mask
+building, cache bookkeeping, module dispatch). This module computes the same function,
+
+    h = h + W_o Attn(RoPE(W_q x), RoPE(W_k x), W_v x),  x = RMSNorm(h)
+    h = h + W_down (SiLU(W_gate x) * W_up x),             x = RMSNorm(h)
+    logits = W_lm RMSNorm(h)
+
+with a handful of tensor ops per layer, reading the model's own parameter tensors at every
+``generate`` (so in-place weight updates by the trainer are picked up automatically). Q/K/V and
+gate/up projections are fused into one matmul each. RoPE tables come from the model's own
+rotary module. Unsupported configurations (see :func:`unsupported_reason`) use the generic
+Hugging Face path instead.
+
+Cache layout: one tensor (layers, 2, batch, kv_heads, max_length, head_dim); prompts are left
+padded so all rows write the same cache slot each step; padded slots are masked out by an
+additive key bias, and each row's RoPE position is its slot minus its padding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+_SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "mistral")
+
+
+def _is_plain_linear(module: object) -> bool:
+    return type(module) is nn.Linear  # rules out LoRA and quantised wrappers
+
+
+def unsupported_reason(model: nn.Module, max_length: int) -> str | None:
+    """Why ``model`` cannot use the fast path for sequences of ``max_length`` tokens, or None."""
+    config = model.config
+    if config.model_type not in _SUPPORTED_MODEL_TYPES:
+        return f"model_type {config.model_type!r} is not one of {_SUPPORTED_MODEL_TYPES}"
+    if getattr(config, "hidden_act", None) != "silu":
+        return f"hidden_act {getattr(config, 'hidden_act', None)!r} is not 'silu'"
+    decoder = getattr(model, "model", None)
+    if not all(hasattr(decoder, name) for name in ("embed_tokens", "layers", "norm", "rotary_emb")):
+        return "model does not have the model.{embed_tokens,layers,norm,rotary_emb} layout"
+    if getattr(decoder.rotary_emb, "rope_type", "default") != "default":
+        return f"rope type {decoder.rotary_emb.rope_type!r} (RoPE scaling) is not supported"
+    if any(kind != "full_attention" for kind in getattr(config, "layer_types", None) or []):
+        return "sliding-window attention layers are not supported"
+    window = getattr(config, "sliding_window", None)
+    if config.model_type == "mistral" and window is not None and max_length > window:
+        return f"sequence length {max_length} exceeds Mistral's sliding window {window}"
+    for layer in decoder.layers:
+        attn, mlp = layer.self_attn, layer.mlp
+        projections = [attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj, mlp.gate_proj, mlp.up_proj, mlp.down_proj]
+        if not all(_is_plain_linear(p) for p in projections) or not _is_plain_linear(model.lm_head):
+            return "projections are not plain nn.Linear (adapter or quantised model)"
+    return None
+
+
+def _fused(linears: list[nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Concatenate Linear layers along their outputs: one matmul computes all of them."""
+    weight = torch.cat([lin.weight for lin in linears], dim=0)
+    if all(lin.bias is None for lin in linears):
+        return weight, None
+    biases = [lin.bias if lin.bias is not None else weight.new_zeros(lin.out_features) for lin in linears]
+    return weight, torch.cat(biases)
+
+
+@dataclass
+class _LayerWeights:
+    input_norm: torch.Tensor
+    qkv_weight: torch.Tensor
+    qkv_bias: torch.Tensor | None
+    o_proj: nn.Linear
+    post_norm: torch.Tensor
+    gate_up_weight: torch.Tensor
+    gate_up_bias: torch.Tensor | None
+    down_proj: nn.Linear
+
+
+class LlamaDecodeSession:
+    """One generation's worth of state: fused weights, RoPE tables, KV cache, per-row padding."""
+
+    def __init__(self, model: nn.Module, max_length: int) -> None:
+        config, decoder = model.config, model.model
+        self.num_heads = config.num_attention_heads
+        self.num_kv_heads = config.num_key_value_heads
+        attn0 = decoder.layers[0].self_attn
+        self.head_dim = attn0.head_dim
+        self.scaling = attn0.scaling
+        self.eps = config.rms_norm_eps
+        self.max_length = max_length
+        self.embed = decoder.embed_tokens.weight
+        self.final_norm = decoder.norm.weight
+        self.lm_head = model.lm_head
+        self.layers = [self._layer_weights(layer) for layer in decoder.layers]
+        self.cos, self.sin_signed = self._rope_tables(decoder.rotary_emb, max_length)
+        self.cache = torch.empty(0)
+        self.key_bias = torch.empty(0)  # (B, max_length): 0 for real tokens, -inf for padding
+        self.positions = torch.empty(0, dtype=torch.long)  # (B,) RoPE position of the next token
+        self.length = 0  # cache slots filled
+
+    @staticmethod
+    def _layer_weights(layer: nn.Module) -> _LayerWeights:
+        attn, mlp = layer.self_attn, layer.mlp
+        qkv_weight, qkv_bias = _fused([attn.q_proj, attn.k_proj, attn.v_proj])
+        gate_up_weight, gate_up_bias = _fused([mlp.gate_proj, mlp.up_proj])
+        return _LayerWeights(
+            layer.input_layernorm.weight, qkv_weight, qkv_bias, attn.o_proj,
+            layer.post_attention_layernorm.weight, gate_up_weight, gate_up_bias, mlp.down_proj,
+        )
+
+    def _rope_tables(self, rotary_emb: nn.Module, max_length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sign-folded sin, (max_length, head_dim): rotate_half(x) * sin equals
+        roll(x, d/2) * [-sin_1, sin_2], which saves the negate-and-concatenate."""
+        positions = torch.arange(max_length, device=self.embed.device).unsqueeze(0)
+        cos, sin = rotary_emb(self.embed[:1].unsqueeze(0), positions)
+        cos, sin = cos[0], sin[0]
+        half = self.head_dim // 2
+        return cos, torch.cat([-sin[:, :half], sin[:, half:]], dim=-1)
+
+    def _norm(self, hidden: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        normed = F.rms_norm(hidden.float(), (hidden.shape[-1],), eps=self.eps)
+        return weight * normed.to(hidden.dtype)
+
+    def _attend(self, query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """Grouped-query attention: query (B, H, Q, d), keys/values (B, Hkv, K, d), bias (B, 1, 1, Q, K)
+        -> (B, Q, H*d). Each group of H/Hkv query heads shares one KV head, as in repeat_kv."""
+        batch, _, num_queries, _ = query.shape
+        grouped = query.reshape(batch, self.num_kv_heads, -1, self.head_dim)
+        scores = torch.matmul(grouped, keys.transpose(-1, -2)).mul_(self.scaling)
+        scores = scores.view(batch, self.num_kv_heads, -1, num_queries, keys.shape[2]).add_(bias)
+        probs = scores.softmax(dim=-1, dtype=torch.float32).to(values.dtype)
+        out = torch.matmul(probs.view(batch, self.num_kv_heads, -1, keys.shape[2]), values)
+        return out.view(batch, self.num_heads, num_queries, self.head_dim).transpose(1, 2).reshape(batch, num_queries, -1)
+
+    def _forward(self, token_ids: torch.Tensor, positions: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """Run ``token_ids`` (B, Q) at cache slots [length, length+Q); return last-position logits."""
+        batch, num_queries = token_ids.shape
+        start, end = self.length, self.length + num_queries
+        cos = self.cos[positions].unsqueeze(1)  # (B, 1, Q, d)
+        sin = self.sin_signed[positions].unsqueeze(1)
+        half, q_and_k = self.head_dim // 2, self.num_heads + self.num_kv_heads
+        hidden = F.embedding(token_ids, self.embed)
+        for index, w in enumerate(self.layers):
+            x = self._norm(hidden, w.input_norm)
+            qkv = F.linear(x, w.qkv_weight, w.qkv_bias).view(batch, num_queries, -1, self.head_dim).transpose(1, 2)
+            qk = qkv[:, :q_and_k]
+            qk = qk * cos + qk.roll(half, dims=-1) * sin
+            self.cache[index, 0, :, :, start:end] = qk[:, self.num_heads :]
+            self.cache[index, 1, :, :, start:end] = qkv[:, q_and_k:]
+            keys, values = self.cache[index, 0, :, :, :end], self.cache[index, 1, :, :, :end]
+            hidden = hidden + w.o_proj(self._attend(qk[:, : self.num_heads], keys, values, bias))
+            gate, up = F.linear(self._norm(hidden, w.post_norm), w.gate_up_weight, w.gate_up_bias).chunk(2, dim=-1)
+            hidden = hidden + w.down_proj(F.silu(gate) * up)
+        self.length = end
+        return self.lm_head(self._norm(hidden[:, -1], self.final_norm)).float()
+
+    def prefill(self, input_ids: torch.Tensor, pad_lengths: torch.Tensor) -> torch.Tensor:
+        """Encode left-padded prompts (B, P); return the next-token logits (B, V)."""
+        batch, prompt_length = input_ids.shape
+        device = input_ids.device
+        self.cache = self.embed.new_empty(
+            len(self.layers), 2, batch, self.num_kv_heads, self.max_length, self.head_dim
+        )
+        slots = torch.arange(self.max_length, device=device)
+        is_real = slots.unsqueeze(0) >= pad_lengths.unsqueeze(1)
+        zero = self.embed.new_zeros(())
+        self.key_bias = torch.where(is_real, zero, float("-inf"))
+        causal = torch.ones(prompt_length, prompt_length, dtype=torch.bool, device=device).tril()
+        # A padding query attends to itself only, so no softmax row is empty (no NaN).
+        allowed = (causal & is_real[:, None, :prompt_length]) | torch.eye(prompt_length, dtype=torch.bool, device=device)
+        bias = torch.where(allowed, zero, float("-inf"))[:, None, None]
+        positions = (slots[:prompt_length].unsqueeze(0) - pad_lengths.unsqueeze(1)).clamp(min=0)
+        self.length = 0
+        logits = self._forward(input_ids, positions, bias)
+        self.positions = positions[:, -1] + 1
+        return logits
+
+    def expand(self, repeats: int) -> None:
+        """Repeat every row ``repeats`` times (the n samples of one prompt share its prefill)."""
+        self.cache = self.cache.repeat_interleave(repeats, dim=2)
+        self.key_bias = self.key_bias.repeat_interleave(repeats, dim=0)
+        self.positions = self.positions.repeat_interleave(repeats, dim=0)
+
+    def decode(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Feed one token per row (B,); return the next-token logits (B, V)."""
+        if self.length >= self.max_length:
+            raise RuntimeError(f"KV cache full at {self.max_length} tokens")
+        bias = self.key_bias[:, None, None, None, : self.length + 1]
+        logits = self._forward(tokens.unsqueeze(1), self.positions.unsqueeze(1), bias)
+        self.positions += 1
+        return logits
+
+    def keep_rows(self, keep: torch.Tensor) -> None:
+        """Drop finished rows so they cost nothing in later steps; copies only the filled slots."""
+        compacted = self.cache.new_empty(*self.cache.shape[:2], len(keep), *self.cache.shape[3:])
+        compacted[..., : self.length, :] = self.cache[:, :, keep, :, : self.length]
+        self.cache = compacted
+        self.key_bias = self.key_bias[keep]
+        self.positions = self.positions[keep]

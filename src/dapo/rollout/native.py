@@ -1,0 +1,160 @@
+"""The native rollout engine: batched, KV-cached sampling on the trainer's own model (CPU or GPU).
+
+Each prompt is encoded once and its KV cache repeated for its n samples. Every step samples one
+token per live row with :func:`sample_next_tokens`, which also gives the behaviour log-prob
+log pi_b(token) under the distribution actually sampled from. Rows that hit a stop token or stop
+string are recorded as finished and dropped from the batch once enough of them accumulate, so
+finished rows cost (almost) nothing. Llama-family models run a lean functional forward
+(:mod:`dapo.rollout.llama_decoder`); others run their own Hugging Face forward.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+
+from dapo.rollout import llama_decoder
+from dapo.rollout.base import GenerationResult, SamplingParams
+from dapo.rollout.batching import build_completions, check_request, eval_mode, left_pad, model_device
+from dapo.rollout.hf_decoder import HFDecodeSession
+from dapo.rollout.sampling import make_generator, sample_next_tokens
+from dapo.rollout.stopping import StopStringMatcher
+
+# Drop finished rows once they are this fraction of the batch: dropping copies the KV cache,
+# so doing it for every single finished row would cost more than computing a few dead rows.
+_DROP_FINISHED_FRACTION = 0.2
+
+
+class DecodeSession(Protocol):
+    def prefill(self, input_ids: torch.Tensor, pad_lengths: torch.Tensor) -> torch.Tensor: ...
+    def expand(self, repeats: int) -> None: ...
+    def decode(self, tokens: torch.Tensor) -> torch.Tensor: ...
+    def keep_rows(self, keep: torch.Tensor) -> None: ...
+
+
+class _Outputs:
+    """Per-row sampled tokens and log-probs, with where each row stopped."""
+
+    def __init__(self, rows: int, max_new_tokens: int, device: torch.device) -> None:
+        self.tokens = torch.zeros(rows, max_new_tokens, dtype=torch.long, device=device)
+        self.logprobs = torch.zeros(rows, max_new_tokens, dtype=torch.float32, device=device)
+        self.lengths = [max_new_tokens] * rows  # rows never stopped are cut at max_new_tokens
+        self.stopped = [False] * rows
+
+    def finish(self, rows: list[int], length: int) -> None:
+        for row in rows:
+            self.lengths[row], self.stopped[row] = length, True
+
+    def as_lists(self) -> tuple[list[list[int]], list[list[float]]]:
+        tokens, logprobs = self.tokens.tolist(), self.logprobs.tolist()
+        return (
+            [row[:n] for row, n in zip(tokens, self.lengths)],
+            [row[:n] for row, n in zip(logprobs, self.lengths)],
+        )
+
+
+class NativeEngine:
+    """Rollout engine on a reference to the trainer's model; weight updates are seen directly."""
+
+    def __init__(
+        self, model: nn.Module, pad_token_id: int, tokenizer: Any | None = None, *, fast_forward: bool = True
+    ) -> None:
+        self.model = model
+        self.pad_token_id = pad_token_id
+        self.tokenizer = tokenizer
+        self.fast_forward = fast_forward  # False forces the generic Hugging Face forward
+        self.last_path = ""  # "llama" or "hf": which forward the last generate() used
+
+    def _open_session(self, max_length: int) -> DecodeSession:
+        if self.fast_forward and llama_decoder.unsupported_reason(self.model, max_length) is None:
+            self.last_path = "llama"
+            return llama_decoder.LlamaDecodeSession(self.model, max_length)
+        self.last_path = "hf"
+        return HFDecodeSession(self.model)
+
+    def generate(self, prompt_token_ids: list[list[int]], params: SamplingParams) -> GenerationResult:
+        """Sample ``params.n`` responses per prompt; completions are prompt-major."""
+        check_request(self.model, self.pad_token_id, prompt_token_ids, params)
+        matcher = StopStringMatcher(params.stop_strings, self.tokenizer)
+        start = time.perf_counter()
+        if not prompt_token_ids:
+            return GenerationResult([], 0.0, 0)
+        device = model_device(self.model)
+        with torch.inference_mode(), eval_mode(self.model):
+            input_ids, pad_lengths = left_pad(prompt_token_ids, self.pad_token_id, device)
+            session = self._open_session(input_ids.shape[1] + params.max_new_tokens)
+            logits = session.prefill(input_ids, pad_lengths)
+            if params.n > 1:
+                session.expand(params.n)
+                logits = logits.repeat_interleave(params.n, dim=0)
+            outputs = _sample_loop(session, logits, params, matcher, make_generator(params.seed, device))
+        token_ids, logprobs = outputs.as_lists()
+        completions = build_completions(token_ids, logprobs, outputs.stopped, params.n)
+        return GenerationResult(completions, time.perf_counter() - start, sum(outputs.lengths))
+
+    def sync_weights(self, model: nn.Module) -> None:
+        """No-op for the trainer's own model (shared tensors); otherwise copy its weights in."""
+        if model is not self.model:
+            self.model.load_state_dict(model.state_dict())
+
+    def sleep(self) -> None:
+        """Nothing to release: the KV cache lives only during generate()."""
+
+    def wake_up(self) -> None:
+        """Nothing to re-acquire."""
+
+
+def _sample_loop(
+    session: DecodeSession,
+    logits: torch.Tensor,
+    params: SamplingParams,
+    matcher: StopStringMatcher,
+    generator: torch.Generator,
+) -> _Outputs:
+    """Sample up to max_new_tokens per row; record stops; drop finished rows in batches."""
+    device = logits.device
+    outputs = _Outputs(len(logits), params.max_new_tokens, device)
+    row_ids = torch.arange(len(logits), device=device)  # batch position -> output row
+    live = torch.ones(len(logits), dtype=torch.bool, device=device)
+    stop_ids = torch.tensor(params.stop_token_ids, dtype=torch.long, device=device)
+    for step in range(params.max_new_tokens):
+        tokens, logprobs = sample_next_tokens(logits, params.temperature, params.top_k, params.top_p, generator)
+        outputs.tokens[row_ids, step] = tokens
+        outputs.logprobs[row_ids, step] = logprobs
+        hit = _stop_hits(tokens, stop_ids, matcher, row_ids, live)
+        if hit is not None and bool(hit.any()):
+            outputs.finish(row_ids[hit].tolist(), step + 1)
+            live &= ~hit
+            num_live = int(live.sum())
+            if num_live == 0:
+                break
+            if len(live) - num_live >= _DROP_FINISHED_FRACTION * len(live):
+                keep = live.nonzero().squeeze(1)
+                session.keep_rows(keep)
+                row_ids, live, tokens = row_ids[keep], live[keep], tokens[keep]
+        if step + 1 < params.max_new_tokens:
+            logits = session.decode(tokens)
+    return outputs
+
+
+def _stop_hits(
+    tokens: torch.Tensor,
+    stop_ids: torch.Tensor,
+    matcher: StopStringMatcher,
+    row_ids: torch.Tensor,
+    live: torch.Tensor,
+) -> torch.Tensor | None:
+    """Live rows whose newest token is a stop token or completes a stop string (None: no stopping)."""
+    hit = None
+    if len(stop_ids):
+        hit = torch.isin(tokens, stop_ids) & live
+    if matcher:
+        live_index = live.nonzero().squeeze(1)
+        string_hits = matcher.push(row_ids[live_index].tolist(), tokens[live_index].tolist())
+        string_hit = torch.zeros_like(live)
+        string_hit[live_index] = torch.tensor(string_hits, dtype=torch.bool, device=live.device)
+        hit = string_hit if hit is None else hit | string_hit
+    return hit

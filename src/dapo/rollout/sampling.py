@@ -1,0 +1,100 @@
+"""Next-token sampling with the log-prob of the distribution actually sampled from.
+
+The behaviour policy of a rollout is not the model's raw softmax: it is
+
+    pi_b(. | s) = renormalise( top_p( top_k( softmax(logits / T) ) ) )
+
+and the importance ratio / truncated-importance-sampling correction needs log pi_b of each
+sampled token. ``sample_next_tokens`` returns exactly that, computed from the same masked,
+temperature-scaled logits it samples from.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dapo.rollout.base import SamplingParams
+
+
+def validate_sampling_params(params: SamplingParams) -> None:
+    """Raise ValueError naming the field when ``params`` cannot be sampled with."""
+    if params.n < 1:
+        raise ValueError(f"SamplingParams.n={params.n}: need at least one sample per prompt")
+    if not params.temperature > 0:
+        raise ValueError(
+            f"SamplingParams.temperature={params.temperature} must be > 0 "
+            "(use a small value such as 1e-3 for near-greedy decoding)"
+        )
+    if not 0 < params.top_p <= 1:
+        raise ValueError(f"SamplingParams.top_p={params.top_p} must be in (0, 1]")
+    if params.top_k < 0:
+        raise ValueError(f"SamplingParams.top_k={params.top_k} must be >= 0 (0 disables top-k)")
+    if params.max_new_tokens < 1:
+        raise ValueError(f"SamplingParams.max_new_tokens={params.max_new_tokens} must be >= 1")
+    if any(not s for s in params.stop_strings):
+        raise ValueError("SamplingParams.stop_strings contains an empty string, which matches anywhere")
+
+
+def validate_prompts(prompt_token_ids: list[list[int]], vocab_size: int) -> None:
+    """Raise ValueError naming the prompt when one is empty or holds an out-of-vocabulary id."""
+    for index, prompt in enumerate(prompt_token_ids):
+        if len(prompt) == 0:
+            raise ValueError(f"prompt {index} is empty: generation needs at least one prompt token")
+        low, high = min(prompt), max(prompt)
+        if low < 0 or high >= vocab_size:
+            bad = low if low < 0 else high
+            raise ValueError(f"prompt {index} holds token id {bad}, outside the vocabulary [0, {vocab_size})")
+
+
+def make_generator(seed: int | None, device: torch.device) -> torch.Generator:
+    """A generator seeded by ``seed``, or from torch's global RNG when ``seed`` is None, so that
+    ``torch.manual_seed`` alone also makes generation reproducible."""
+    if seed is None:
+        seed = int(torch.randint(0, 2**62, (1,)).item())
+    generator = torch.Generator(device=device)
+    generator.manual_seed(seed)
+    return generator
+
+
+def filter_logits(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
+    """Temperature-scale and mask ``logits`` (B, V) to the behaviour distribution's support.
+
+    Order as in Hugging Face and vLLM: logits / T, then keep the top_k largest, then keep the
+    smallest prefix of the sorted distribution whose mass reaches top_p (nucleus sampling; the
+    most likely token is always kept). Masked entries become -inf. top_k=0 and top_p=1 cost nothing.
+    """
+    if temperature != 1.0:
+        logits = logits / temperature
+    vocab_size = logits.shape[-1]
+    if 0 < top_k < vocab_size:
+        kth_largest = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth_largest, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, sorted_index = torch.sort(logits, dim=-1, descending=True)
+        sorted_probs = sorted_logits.softmax(dim=-1)
+        mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs
+        drop_sorted = mass_before >= top_p  # the token that crosses top_p is kept
+        drop = drop_sorted.scatter(-1, sorted_index, drop_sorted)
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits
+
+
+def sample_next_tokens(
+    logits: torch.Tensor,
+    temperature: float,
+    top_k: int,
+    top_p: float,
+    generator: torch.Generator | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sample one token per row of ``logits`` (B, V); return (tokens (B,), logprobs (B,)).
+
+    ``logprobs`` is log pi_b(token), pi_b the renormalised distribution after temperature,
+    top-k and top-p (see :func:`filter_logits`). Sampling uses the exponential race
+    argmax_v p_v / E_v with E_v ~ Exp(1), which draws v with probability p_v and needs no
+    host sync (as vLLM does).
+    """
+    logprobs_all = torch.log_softmax(filter_logits(logits.float(), temperature, top_k, top_p), dim=-1)
+    race = torch.empty_like(logprobs_all).exponential_(generator=generator)
+    tokens = (logprobs_all.exp() / race).argmax(dim=-1)
+    logprobs = logprobs_all.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+    return tokens, logprobs

@@ -1,0 +1,56 @@
+"""Stop-string detection on token streams.
+
+A response ends at the token that completes the first occurrence of any stop string in its
+decoded text; that token is kept. Decoding is incremental: at each step only a window of the
+newest tokens is decoded, wide enough to hold the longest stop string, so the cost per step does
+not grow with the response length.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Tokens decoded beyond the longest stop string's length in characters: covers tokens that
+# decode to nothing on their own (partial UTF-8 bytes, special tokens).
+_WINDOW_SLACK_TOKENS = 8
+
+
+class StopStringMatcher:
+    """Tracks the generated tokens of many rows and reports which rows just hit a stop string."""
+
+    def __init__(self, stop_strings: list[str], tokenizer: Any | None) -> None:
+        if stop_strings and tokenizer is None:
+            raise ValueError(
+                f"stop_strings={stop_strings!r} need a tokenizer to decode responses: "
+                "pass tokenizer= to the engine"
+            )
+        self.stop_strings = list(stop_strings)
+        self.tokenizer = tokenizer
+        self.window = max((len(s) for s in stop_strings), default=0) + _WINDOW_SLACK_TOKENS
+        self.histories: dict[int, list[int]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.stop_strings)
+
+    def push(self, row_ids: list[int], tokens: list[int]) -> list[bool]:
+        """Append one token to each row; True where that token completes a stop string.
+
+        A match lying wholly inside the window before the newest token was already reported at
+        an earlier step, so any match found now ends in the newest token.
+        """
+        hits = []
+        for row, token in zip(row_ids, tokens):
+            history = self.histories.setdefault(row, [])
+            history.append(token)
+            text = self.tokenizer.decode(history[-self.window :], skip_special_tokens=False)
+            hits.append(any(stop in text for stop in self.stop_strings))
+        return hits
+
+
+def cut_at_stop_string(token_ids: list[int], stop_strings: list[str], tokenizer: Any) -> int | None:
+    """Length of the shortest prefix of ``token_ids`` whose text contains a stop string, or None."""
+    matcher = StopStringMatcher(stop_strings, tokenizer)
+    for position, token in enumerate(token_ids):
+        if matcher.push([0], [token])[0]:
+            return position + 1
+    return None

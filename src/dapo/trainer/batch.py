@@ -1,0 +1,117 @@
+"""Rollout samples and how they become padded tensors, mini-batches and micro-batches.
+
+Layout of a collated micro-batch (verl's): prompts are LEFT-padded to the micro-batch's longest
+prompt and responses RIGHT-padded to its longest response, so every response starts at the same
+column P. Then the logits that predict the response are the last R+1 positions minus the final
+one, and the model only needs ``logits_to_keep=R+1``.
+
+    input_ids:  [pad pad p0 p1 p2 | r0 r1 r2 pad]
+    labels:                         r0 r1 r2 pad   (response_mask 1 1 1 0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass
+class Sample:
+    """One response to one prompt, with everything the update needs."""
+
+    group_id: int  # responses to the same prompt in the same round share it
+    uid: str  # the problem's uid
+    prompt_ids: list[int]
+    response_ids: list[int]
+    rollout_logprobs: list[float]  # behaviour log-probs reported by the rollout engine
+    truncated: bool  # cut at rollout.max_response_length
+    score: float = 0.0  # verifier/user reward before overlong shaping
+    acc: bool = False
+    reward: float = 0.0  # score + soft overlong penalty: what advantages are computed from
+    advantage: float = 0.0
+    loss_weight: float = 1.0  # 0 when overlong filtering masks this response out
+    old_logprobs: list[float] = field(default_factory=list)  # trainer's recomputed log-probs
+    policy_version: int = 0  # training step whose policy generated it (>0 age = carried over)
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.prompt_ids) + len(self.response_ids)
+
+
+def collate(samples: list[Sample], pad_token_id: int) -> dict[str, torch.Tensor]:
+    """Pad samples into the tensors the policy worker consumes (layout in the module doc)."""
+    prompt_len = max(len(s.prompt_ids) for s in samples)
+    response_len = max(max(len(s.response_ids) for s in samples), 1)
+    batch, width = len(samples), prompt_len + response_len
+    input_ids = torch.full((batch, width), pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros((batch, width), dtype=torch.long)
+    response_mask = torch.zeros((batch, response_len), dtype=torch.float32)
+    old_logprobs = torch.zeros((batch, response_len), dtype=torch.float32)
+    rollout_logprobs = torch.zeros((batch, response_len), dtype=torch.float32)
+    for row, sample in enumerate(samples):
+        p, r = len(sample.prompt_ids), len(sample.response_ids)
+        input_ids[row, prompt_len - p : prompt_len] = torch.tensor(sample.prompt_ids)
+        input_ids[row, prompt_len : prompt_len + r] = torch.tensor(sample.response_ids, dtype=torch.long)
+        attention_mask[row, prompt_len - p : prompt_len + r] = 1
+        response_mask[row, :r] = sample.loss_weight
+        rollout_logprobs[row, :r] = torch.tensor(sample.rollout_logprobs)
+        if sample.old_logprobs:
+            old_logprobs[row, :r] = torch.tensor(sample.old_logprobs)
+    position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
+    return {
+        "input_ids": input_ids,
+        "attention_mask": attention_mask,
+        "position_ids": position_ids,
+        "responses": input_ids[:, prompt_len:],
+        "response_mask": response_mask,
+        "old_logprobs": old_logprobs,
+        "rollout_logprobs": rollout_logprobs,
+        "advantages": torch.tensor([s.advantage for s in samples], dtype=torch.float32),
+    }
+
+
+def split_mini_batches(samples: list[Sample], mini_batch_prompts: int) -> list[list[Sample]]:
+    """Split a rollout batch into optimizer mini-batches of ``mini_batch_prompts`` whole groups.
+
+    Groups are never split, so every mini-batch holds complete groups in batch order.
+    """
+    groups: dict[int, list[Sample]] = {}
+    for sample in samples:
+        groups.setdefault(sample.group_id, []).append(sample)
+    ordered = list(groups.values())
+    return [
+        [s for group in ordered[i : i + mini_batch_prompts] for s in group]
+        for i in range(0, len(ordered), mini_batch_prompts)
+    ]
+
+
+def iter_micro_batches(samples: list[Sample], token_budget: int) -> Iterator[list[Sample]]:
+    """Consecutive micro-batches whose padded size (rows x longest prompt+response) fits the budget.
+
+    A single sample longer than the budget still forms its own micro-batch.
+    """
+    current: list[Sample] = []
+    max_prompt = max_response = 0
+    for sample in samples:
+        new_prompt = max(max_prompt, len(sample.prompt_ids))
+        new_response = max(max_response, len(sample.response_ids))
+        if current and (len(current) + 1) * (new_prompt + new_response) > token_budget:
+            yield current
+            current, new_prompt, new_response = [], len(sample.prompt_ids), len(sample.response_ids)
+        current.append(sample)
+        max_prompt, max_response = new_prompt, new_response
+    if current:
+        yield current
+
+
+def count_loss_tokens(samples: list[Sample]) -> tuple[float, float]:
+    """Global normalisers of a mini-batch: (response tokens in the loss, responses in the loss).
+
+    DAPO's token-level loss divides by the first, summed over ALL micro-batches (and, when
+    sharded, all data-parallel ranks) of the optimizer mini-batch.
+    """
+    num_tokens = sum(len(s.response_ids) * s.loss_weight for s in samples)
+    num_seqs = sum(1.0 for s in samples if s.loss_weight > 0 and s.response_ids)
+    return float(num_tokens), float(num_seqs)

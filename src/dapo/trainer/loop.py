@@ -1,0 +1,229 @@
+"""The DAPO training loop. Read ``Trainer.train`` and ``Trainer.step`` top to bottom.
+
+One training step:
+  1. Dynamic Sampling: draw prompts, sample G responses each, score them, shape overlong
+     rewards; drop groups with constant correctness; refill with further rounds (at most
+     ``max_gen_rounds``); keep surplus groups for the next step.
+  2. Group-relative advantages from the shaped rewards.
+  3. Recompute old log-probs with the trainer's model (and the rollout/trainer mismatch).
+  4. ``ppo_epochs`` passes of optimizer updates over mini-batches of ``mini_batch_prompts``
+     groups, each normalised by its GLOBAL token count (DAPO's token-level loss).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass
+
+import torch
+
+from dapo.algo import compute_advantages, overlong_filter_mask, soft_overlong_penalty
+from dapo.config import DAPOConfig
+from dapo.data import PromptEncoder
+from dapo.data.records import Problem
+from dapo.rewards import RewardScorer
+from dapo.rewards.types import RewardResult
+from dapo.rollout import create_engine
+from dapo.trainer.batch import Sample, count_loss_tokens, split_mini_batches
+from dapo.trainer.evaluate import evaluate, score_completions, unique_problems
+from dapo.trainer.policy import PolicyWorker, UpdateStats
+from dapo.trainer.run_state import RunState
+from dapo.trainer.sampler import DynamicSampler, PromptStream, SamplingReport
+from dapo.trainer.setup import (
+    load_model_and_tokenizer,
+    load_reference_model,
+    load_run_data,
+    make_sampling_params,
+    resolve_device,
+)
+from dapo.trainer.step_metrics import rollout_metrics, update_metrics
+
+# Evaluation always samples with the same seed, so before/after compare on common random numbers.
+EVAL_SEED_OFFSET = 7_919
+
+
+@dataclass
+class TrainSummary:
+    steps: int
+    eval_before: dict[str, float] | None
+    eval_after: dict[str, float] | None
+    run_dir: str
+    seconds: float
+
+
+class Trainer:
+    def __init__(self, cfg: DAPOConfig) -> None:
+        self.cfg = cfg
+        if cfg.trainer.num_threads > 0:
+            torch.set_num_threads(cfg.trainer.num_threads)
+        torch.manual_seed(cfg.trainer.seed)
+        self.device = resolve_device(cfg.trainer.device)
+        self.model, self.tokenizer, self.model_path = load_model_and_tokenizer(cfg.model, self.device)
+        self.data = load_run_data(cfg)
+        self.encoder = PromptEncoder(self.tokenizer, cfg.data)
+        self.engine = create_engine(cfg.rollout, self.model, self.tokenizer, model_path=str(self.model_path))
+        self.scorer = RewardScorer(cfg.reward)
+        ref = load_reference_model(self.model_path, cfg.model, self.device) if cfg.algorithm.kl_coef > 0 else None
+        self.updates_per_step = cfg.trainer.optimizer_steps_per_rollout
+        self.policy = PolicyWorker(
+            self.model,
+            cfg.algorithm,
+            cfg.trainer,
+            pad_token_id=self.tokenizer.pad_token_id,
+            temperature=cfg.rollout.temperature,
+            total_updates=cfg.trainer.total_steps * self.updates_per_step,
+            norm_const=cfg.algorithm.loss_agg_norm_const or float(cfg.rollout.max_response_length),
+            ref_model=ref,
+        )
+        self.sampler = DynamicSampler(
+            PromptStream(self.data.train.problems, seed=cfg.trainer.seed, shuffle=cfg.data.shuffle),
+            prompts_per_step=cfg.trainer.prompts_per_step,
+            gen_prompts_per_round=cfg.trainer.gen_prompts_per_round,
+            max_gen_rounds=cfg.algorithm.max_gen_rounds,
+            dynamic_sampling=cfg.algorithm.dynamic_sampling,
+            filter_metric=cfg.algorithm.filter_metric,
+            keep_surplus=cfg.algorithm.keep_surplus_groups,
+        )
+        self.state = RunState(cfg, self)
+        self.step, self.next_group_id, self.prompts_truncated = 0, 0, 0
+
+    # ---------------------------------------------------------------- generation + scoring
+    def generate_round(self, problems: list[Problem], round_index: int) -> list[Sample]:
+        """Sample G responses per problem, score them and shape their rewards."""
+        encoded = self.encoder.encode(problems)
+        self.prompts_truncated += encoded.num_truncated
+        seed = self.cfg.trainer.seed * 1_000_003 + self.step * 1_009 + round_index
+        started = time.perf_counter()
+        generation = self.engine.generate(encoded.token_ids, make_sampling_params(self.cfg, self.tokenizer.eos_token_id, seed))
+        self.timer["generate"] += time.perf_counter() - started
+        started = time.perf_counter()
+        results = score_completions(self.tokenizer, self.scorer, problems, generation)
+        self.timer["reward"] += time.perf_counter() - started
+        samples = [
+            Sample(
+                group_id=self.next_group_id + c.prompt_index,
+                uid=problems[c.prompt_index].uid,
+                prompt_ids=encoded.token_ids[c.prompt_index],
+                response_ids=c.token_ids,
+                rollout_logprobs=c.logprobs,
+                truncated=c.finish_reason == "length",
+                score=result.score,
+                acc=result.acc,
+                policy_version=self.step,
+            )
+            for c, result in zip(generation.completions, results)
+        ]
+        self.next_group_id += len(problems)
+        self.round_results.extend(results)
+        self.shape_rewards(samples)
+        return samples
+
+    def shape_rewards(self, samples: list[Sample]) -> None:
+        """Overlong Reward Shaping: soft punishment added to the reward, and/or overlong filtering."""
+        a = self.cfg.algorithm
+        lengths = torch.tensor([len(s.response_ids) for s in samples], dtype=torch.float64)
+        penalty = torch.zeros_like(lengths)
+        if a.overlong_soft_punishment:
+            penalty = soft_overlong_penalty(
+                lengths, self.cfg.rollout.max_response_length, a.overlong_buffer_len, a.overlong_penalty_factor
+            )
+        weights = torch.ones_like(lengths)
+        if a.overlong_filtering:
+            weights = overlong_filter_mask(torch.tensor([s.truncated for s in samples]))
+        for sample, pen, weight in zip(samples, penalty.tolist(), weights.tolist()):
+            sample.reward = sample.score + pen
+            sample.loss_weight = weight
+
+    # ---------------------------------------------------------------------- the step
+    def step_once(self) -> dict[str, float]:
+        """One DAPO training step; returns its metrics."""
+        self.timer = {"generate": 0.0, "reward": 0.0, "old_logprob": 0.0, "update": 0.0}
+        self.round_results: list[RewardResult] = []
+        self.prompts_truncated = 0
+        started = time.perf_counter()
+        self.model.eval()
+        batch, report = self.sampler.next_batch(self.generate_round, self.step)
+
+        metrics = rollout_metrics(report, batch, self.round_results, self.cfg)
+        metrics["rollout/prompts_truncated"] = self.prompts_truncated
+        if not batch:
+            warnings.warn("no group with mixed outcomes this step: skipping the update", stacklevel=2)
+            self.state.bar_skip(self.updates_per_step)
+            return self._finish_step(metrics, [], report, started)
+
+        group_ids = torch.tensor([s.group_id for s in batch])
+        rewards = torch.tensor([s.reward for s in batch], dtype=torch.float64)
+        advantages = compute_advantages(
+            self.cfg.algorithm.advantage, rewards, group_ids, eps=self.cfg.algorithm.advantage_eps
+        )
+        for sample, advantage in zip(batch, advantages.tolist()):
+            sample.advantage = advantage
+
+        t0 = time.perf_counter()
+        old = self.policy.compute_logprobs(batch)
+        for sample, logprobs in zip(batch, old.logprobs):
+            sample.old_logprobs = logprobs
+        self.timer["old_logprob"] = time.perf_counter() - t0
+        tokens = max(old.tokens, 1.0)
+        metrics["actor/entropy"] = old.entropy_sum / tokens
+        metrics["mismatch/rollout_trainer_logprob_diff"] = old.mismatch_abs_sum / tokens
+        metrics["mismatch/rollout_trainer_kl"] = old.mismatch_kl_sum / tokens
+
+        t0 = time.perf_counter()
+        stats: list[UpdateStats] = []
+        mini_batches = split_mini_batches(batch, self.cfg.trainer.mini_batch_prompts)
+        for _ in range(self.cfg.trainer.ppo_epochs):
+            for mini_batch in mini_batches:
+                num_tokens, num_seqs = count_loss_tokens(mini_batch)
+                stats.append(self.policy.update(mini_batch, num_tokens, num_seqs))
+                self.state.bar_advance(1)
+        self.timer["update"] = time.perf_counter() - t0
+        self.state.bar_skip(self.updates_per_step - len(stats))
+        return self._finish_step(metrics, stats, report, started, batch)
+
+    def _finish_step(self, metrics, stats, report: SamplingReport, started: float, batch=()) -> dict[str, float]:
+        metrics.update(update_metrics(stats, batch, self.policy.lr))
+        step_seconds = time.perf_counter() - started
+        metrics.update({f"time/{k}": v for k, v in self.timer.items()})
+        metrics["time/step"] = step_seconds
+        generated_tokens = sum(len(s.response_ids) for s in report.generated)
+        metrics["perf/gen_tokens_per_s"] = generated_tokens / max(self.timer["generate"], 1e-9)
+        metrics["perf/tokens_per_s"] = sum(s.num_tokens for s in batch) / max(step_seconds, 1e-9)
+        self.step += 1
+        return metrics
+
+    # --------------------------------------------------------------------- evaluation
+    def evaluate(self) -> dict[str, float]:
+        if self.data.eval is None:
+            return {}
+        problems = unique_problems(self.data.eval.problems, self.cfg.eval.max_problems)
+        encoded = self.encoder.encode(problems)
+        params = make_sampling_params(self.cfg, self.tokenizer.eos_token_id, EVAL_SEED_OFFSET + self.cfg.trainer.seed, evaluation=True)
+        self.model.eval()
+        return evaluate(self.engine, self.tokenizer, self.scorer, encoded.token_ids, problems, params).metrics
+
+    # ---------------------------------------------------------------------- the loop
+    def train(self) -> TrainSummary:
+        cfg, started = self.cfg, time.perf_counter()
+        eval_before = eval_after = None
+        resumed = self.state.resume()
+        if cfg.eval.before_training and not resumed:
+            eval_before = self.evaluate()
+            self.state.log(0, eval_before)
+        with self.state.progress():
+            while self.step < cfg.trainer.total_steps:
+                metrics = self.step_once()
+                self.state.warn_if_truncating(metrics)
+                if cfg.eval.every_steps and self.step % cfg.eval.every_steps == 0 and self.step < cfg.trainer.total_steps:
+                    metrics.update(self.evaluate())
+                self.state.log(self.step, metrics)
+                if cfg.checkpoint.every_steps and self.step % cfg.checkpoint.every_steps == 0:
+                    self.state.save()
+        if self.step == cfg.trainer.total_steps and not self.state.finished_before_start:
+            eval_after = self.evaluate()
+            self.state.log(self.step, eval_after)
+            self.state.save()
+        self.state.close()
+        self.scorer.close()
+        return TrainSummary(self.step, eval_before, eval_after, cfg.output_dir, time.perf_counter() - started)

@@ -1,0 +1,122 @@
+"""Metric sinks (JSONL always, TensorBoard by default, W&B when installed and enabled) and the
+single documented list of every metric a run logs.
+
+``METRICS`` is the one place a metric's meaning is written down; ``dapo train --help`` and
+``docs/metrics.md`` are generated from it, and a test checks every logged key is documented.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from pathlib import Path
+from typing import Any
+
+METRICS: dict[str, str] = {
+    # rollout: what the policy sampled in this step's generation rounds (all groups, pre-filter)
+    "rollout/score_mean": "mean verifier/user reward over all generated responses, before overlong shaping",
+    "rollout/reward_mean": "mean reward after soft overlong punishment (what advantages use), over trained responses",
+    "rollout/acc": "fraction of generated responses judged correct",
+    "rollout/response_length_mean": "mean response length in tokens over generated responses",
+    "rollout/response_length_max": "longest generated response in tokens",
+    "rollout/truncation_rate": "fraction of generated responses cut at rollout.max_response_length",
+    "rollout/overlong_penalty_mean": "mean soft overlong penalty over trained responses (<= 0)",
+    "rollout/reward_timeouts": "responses whose scoring hit the reward deadline (scored as wrong)",
+    "rollout/reward_errors": "responses whose reward function raised or returned a wrong type",
+    "rollout/prompts_truncated": "prompts cut from the left to data.max_prompt_length",
+    # dynamic sampling
+    "sampling/gen_rounds": "generation rounds used to fill this step's batch (<= algorithm.max_gen_rounds)",
+    "sampling/groups_generated": "groups (prompts x G responses) generated in this step",
+    "sampling/groups_trained": "groups in the training batch (prompts_per_step unless the round limit was hit)",
+    "sampling/filtered_ratio": "fraction of generated groups dropped because their filter metric was constant",
+    "sampling/all_correct_ratio": "fraction of generated groups dropped as all-correct",
+    "sampling/all_wrong_ratio": "fraction of generated groups dropped as all-wrong",
+    "sampling/groups_carried_in": "surplus accepted groups from the previous step used in this one",
+    "sampling/groups_carried_out": "surplus accepted groups kept for the next step",
+    "sampling/hit_round_limit": "1 when the round limit stopped generation before the batch was full",
+    # policy update (token-weighted over the step's optimizer mini-batches)
+    "actor/loss": "policy-gradient loss (sum over the step's mini-batches / number of mini-batches)",
+    "actor/entropy": "mean per-token entropy of the policy on trained responses (at rollout temperature)",
+    "actor/clip_frac_low": "fraction of loss tokens clipped at 1 - clip_ratio_low (A < 0)",
+    "actor/clip_frac_high": "fraction of loss tokens clipped at 1 + clip_ratio_high (A > 0)",
+    "actor/clip_frac_dual": "fraction of loss tokens bounded by dual-clip c (A < 0, ratio > c)",
+    "actor/approx_kl": "k3 estimate of KL(pi_old || pi_theta) per token during the update",
+    "actor/grad_norm": "gradient norm before clipping (mean over the step's optimizer updates)",
+    "actor/lr": "learning rate after the step",
+    "actor/updates": "optimizer updates made in this step",
+    "actor/skipped_updates": "updates dropped because the loss or gradient was not finite",
+    "actor/advantage_abs_mean": "mean |advantage| over trained responses",
+    "mismatch/rollout_trainer_logprob_diff": "mean |log pi_rollout - log pi_old_trainer| per token (engine/trainer mismatch)",
+    "mismatch/rollout_trainer_kl": "k3 estimate of KL(pi_rollout || pi_old_trainer) per token",
+    # timing and throughput
+    "time/generate": "seconds generating responses this step",
+    "time/reward": "seconds scoring responses this step",
+    "time/old_logprob": "seconds recomputing old log-probs",
+    "time/update": "seconds in forward/backward/optimizer",
+    "time/step": "seconds for the whole step (without evaluation and checkpointing)",
+    "perf/gen_tokens_per_s": "generated response tokens per second of generation time",
+    "perf/tokens_per_s": "prompt + response tokens of trained samples per second of step time",
+    # evaluation
+    "eval/avg@k": "mean accuracy over k samples per held-out problem (DAPO reports avg@32)",
+    "eval/pass@k": "fraction of held-out problems with at least one correct sample among k",
+    "eval/maj@k": "fraction of held-out problems whose majority-vote answer is correct",
+    "eval/response_length_mean": "mean response length on the held-out set",
+    "eval/truncation_rate": "fraction of held-out responses cut at the length limit",
+}
+
+
+def metrics_markdown() -> str:
+    rows = "\n".join(f"| `{k}` | {v} |" for k, v in METRICS.items())
+    return f"| metric | meaning |\n|---|---|\n{rows}\n"
+
+
+class MetricsLogger:
+    """Writes each step's metrics to ``metrics.jsonl`` and the enabled dashboards."""
+
+    def __init__(self, run_dir: str | Path, tensorboard: bool, wandb: bool, wandb_project: str, config: dict) -> None:
+        self.path = Path(run_dir) / "metrics.jsonl"
+        self._tb = self._wandb = None
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb = SummaryWriter(log_dir=str(Path(run_dir) / "tensorboard"))
+        if wandb:
+            try:
+                import wandb as wandb_module
+            except ImportError:
+                warnings.warn("logging.wandb=true but wandb is not installed; pip install wandb", stacklevel=2)
+            else:
+                self._wandb = wandb_module.init(project=wandb_project, config=config, dir=str(run_dir))
+
+    def truncate_after(self, step: int) -> None:
+        """On resume, drop lines a killed run wrote after its last checkpoint."""
+        if not self.path.exists():
+            return
+        kept = [line for line in self.path.read_text().splitlines() if line and json.loads(line)["step"] <= step]
+        self.path.write_text("".join(line + "\n" for line in kept))
+
+    def log(self, step: int, metrics: dict[str, Any]) -> None:
+        clean = {k: (float(v) if isinstance(v, (int, float)) else v) for k, v in metrics.items()}
+        with self.path.open("a") as handle:
+            handle.write(json.dumps({"step": step, **clean}) + "\n")
+        if self._tb is not None:
+            for key, value in clean.items():
+                if isinstance(value, float) and math.isfinite(value):
+                    self._tb.add_scalar(key, value, step)
+            self._tb.flush()
+        if self._wandb is not None:
+            self._wandb.log(clean, step=step)
+
+    def close(self) -> None:
+        if self._tb is not None:
+            self._tb.close()
+        if self._wandb is not None:
+            self._wandb.finish()
+
+
+def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist: is {run_dir} a dapo-rl run directory?")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -1,0 +1,235 @@
+"""The policy worker: log-probs, the DAPO update and optimizer state for one model.
+
+This is the seam for scale-out: the loop only calls ``compute_logprobs``, ``update``,
+``state_dict``/``load_state_dict`` and reads ``model``. A sharded (FSDP) worker keeps the same
+methods and all-reduces the mini-batch normalisers ``num_tokens``/``num_seqs`` before ``update``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import warnings
+from dataclasses import dataclass, field
+
+import torch
+from transformers import PreTrainedModel
+
+from dapo.algo import (
+    aggregate_loss,
+    compute_policy_loss,
+    entropy_from_logits,
+    kl_penalty,
+    logprobs_from_logits,
+    tis_weights,
+)
+from dapo.config import AlgorithmConfig, TrainerConfig
+from dapo.trainer.batch import Sample, collate, count_loss_tokens, iter_micro_batches
+
+
+@dataclass
+class UpdateStats:
+    """Sums over the loss tokens of one optimizer mini-batch (divide by ``tokens`` for means)."""
+
+    tokens: float = 0.0
+    loss: float = 0.0
+    clip_low: float = 0.0
+    clip_high: float = 0.0
+    dual_clip: float = 0.0
+    approx_kl: float = 0.0
+    grad_norm: float = 0.0
+    skipped: bool = False  # the update was dropped because the loss or gradient was not finite
+
+
+@dataclass
+class LogprobPass:
+    """Result of a no-grad log-prob pass over a batch (sums over response tokens)."""
+
+    logprobs: list[list[float]] = field(default_factory=list)
+    tokens: float = 0.0
+    entropy_sum: float = 0.0
+    mismatch_abs_sum: float = 0.0  # sum |log pi_old_trainer - log pi_rollout|
+    mismatch_kl_sum: float = 0.0  # sum of k3 estimates of KL(pi_rollout || pi_old_trainer)
+
+
+def build_optimizer(model: torch.nn.Module, cfg: TrainerConfig) -> torch.optim.Optimizer:
+    """AdamW with weight decay on matrices only (no decay on biases and norm weights)."""
+    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
+    groups = [
+        {"params": decay, "weight_decay": cfg.weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas), foreach=True)
+
+
+def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainerConfig, total_updates: int):
+    """Linear warm-up over ``warmup_steps`` optimizer updates, then constant or cosine decay."""
+
+    def factor(update: int) -> float:
+        if update < cfg.warmup_steps:
+            return (update + 1) / (cfg.warmup_steps + 1)
+        if cfg.lr_schedule == "constant":
+            return 1.0
+        progress = (update - cfg.warmup_steps) / max(1, total_updates - cfg.warmup_steps)
+        cosine = 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+        return cfg.min_lr_ratio + (1.0 - cfg.min_lr_ratio) * cosine
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+class PolicyWorker:
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        algo: AlgorithmConfig,
+        trainer: TrainerConfig,
+        pad_token_id: int,
+        temperature: float,
+        total_updates: int,
+        norm_const: float,
+        ref_model: PreTrainedModel | None = None,
+    ) -> None:
+        self.model, self.ref_model = model, ref_model
+        self.algo, self.cfg = algo, trainer
+        self.pad_token_id, self.temperature, self.norm_const = pad_token_id, temperature, norm_const
+        self.device = next(model.parameters()).device
+        self.optimizer = build_optimizer(model, trainer)
+        self.scheduler = build_scheduler(self.optimizer, trainer, total_updates)
+        self.num_nonfinite_skipped = 0
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if self.cfg.autocast == "none":
+            return contextlib.nullcontext()
+        dtype = torch.bfloat16 if self.cfg.autocast == "bf16" else torch.float16
+        return torch.autocast(device_type=self.device.type, dtype=dtype)
+
+    def _response_logits(self, model: PreTrainedModel, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Logits that predict each response token: (B, R, V)."""
+        response_len = tensors["responses"].shape[1]
+        with self._autocast():
+            out = model(
+                input_ids=tensors["input_ids"].to(self.device),
+                attention_mask=tensors["attention_mask"].to(self.device),
+                position_ids=tensors["position_ids"].to(self.device),
+                logits_to_keep=response_len + 1,
+                use_cache=False,
+            )
+        return out.logits[:, :-1, :]
+
+    @torch.no_grad()
+    def compute_logprobs(self, samples: list[Sample], use_ref: bool = False) -> LogprobPass:
+        """Log-probs of each response under the current (or reference) model at the rollout
+        temperature, with the entropy and rollout/trainer mismatch sums over response tokens."""
+        model = self.ref_model if use_ref else self.model
+        assert model is not None
+        was_training = model.training
+        model.eval()
+        result = LogprobPass()
+        for micro in iter_micro_batches(samples, self.cfg.micro_batch_tokens):
+            tensors = collate(micro, self.pad_token_id)
+            logits = self._response_logits(model, tensors)
+            responses = tensors["responses"].to(self.device)
+            logprobs = logprobs_from_logits(logits, responses, temperature=self.temperature)
+            lengths = torch.tensor([len(s.response_ids) for s in micro], device=self.device)
+            mask = torch.arange(logprobs.shape[1], device=self.device)[None, :] < lengths[:, None]
+            entropy = entropy_from_logits(logits, temperature=self.temperature)
+            # log(pi_old_trainer / pi_rollout) per token: the engine/trainer mismatch
+            delta = (logprobs - tensors["rollout_logprobs"].to(self.device)) * mask
+            result.entropy_sum += float((entropy * mask).sum())
+            result.mismatch_abs_sum += float(delta.abs().sum())
+            result.mismatch_kl_sum += float(((delta.exp() - 1 - delta) * mask).sum())
+            result.tokens += float(mask.sum())
+            for row, sample in enumerate(micro):
+                result.logprobs.append(logprobs[row, : len(sample.response_ids)].float().cpu().tolist())
+        model.train(was_training)
+        return result
+
+    def update(self, mini_batch: list[Sample], num_tokens: float | None = None, num_seqs: float | None = None) -> UpdateStats:
+        """One optimizer update on a mini-batch, accumulated over token-budget micro-batches.
+
+        ``num_tokens``/``num_seqs`` are the GLOBAL normalisers of the mini-batch (all micro-batches
+        and all data-parallel ranks); they default to this worker's whole mini-batch.
+        """
+        local_tokens, local_seqs = count_loss_tokens(mini_batch)
+        num_tokens = local_tokens if num_tokens is None else num_tokens
+        num_seqs = local_seqs if num_seqs is None else num_seqs
+        stats = UpdateStats(tokens=local_tokens)
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        for micro in iter_micro_batches(mini_batch, self.cfg.micro_batch_tokens):
+            loss = self._micro_batch_loss(micro, num_tokens, num_seqs, stats)
+            if not torch.isfinite(loss):
+                return self._skip(stats, f"loss is {loss.item()}")
+            loss.backward()
+            stats.loss += float(loss.detach())
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+        stats.grad_norm = float(grad_norm)
+        if not math.isfinite(stats.grad_norm):
+            return self._skip(stats, f"gradient norm is {stats.grad_norm}")
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return stats
+
+    def _skip(self, stats: UpdateStats, why: str) -> UpdateStats:
+        """A non-finite loss or gradient never reaches the weights: drop this update."""
+        self.optimizer.zero_grad(set_to_none=True)
+        self.num_nonfinite_skipped += 1
+        stats.skipped = True
+        warnings.warn(f"skipped an optimizer update: {why}; weights left unchanged", stacklevel=2)
+        return stats
+
+    def _micro_batch_loss(self, micro: list[Sample], num_tokens: float, num_seqs: float, stats: UpdateStats) -> torch.Tensor:
+        tensors = {k: v.to(self.device) for k, v in collate(micro, self.pad_token_id).items()}
+        logits = self._response_logits(self.model, tensors)
+        logprobs = logprobs_from_logits(logits, tensors["responses"], temperature=self.temperature)
+        mask = tensors["response_mask"]
+        weights = None
+        if self.algo.tis_cap is not None:
+            weights = tis_weights(tensors["old_logprobs"], tensors["rollout_logprobs"], self.algo.tis_cap)
+        loss, pg = compute_policy_loss(
+            logprobs,
+            tensors["old_logprobs"],
+            tensors["advantages"],
+            mask,
+            clip_ratio_low=self.algo.clip_ratio_low,
+            clip_ratio_high=self.algo.clip_ratio_high,
+            clip_ratio_c=self.algo.clip_ratio_c,
+            loss_agg_mode=self.algo.loss_agg_mode,
+            num_tokens=num_tokens,
+            num_seqs=num_seqs,
+            norm_const=self.norm_const,
+            importance_weights=weights,
+        )
+        agg = {"num_tokens": num_tokens, "num_seqs": num_seqs, "norm_const": self.norm_const}
+        if self.algo.entropy_coef > 0:
+            entropy = entropy_from_logits(logits, temperature=self.temperature)
+            loss = loss - self.algo.entropy_coef * aggregate_loss(entropy, mask, self.algo.loss_agg_mode, **agg)
+        if self.algo.kl_coef > 0 and self.ref_model is not None:
+            with torch.no_grad():
+                ref_logits = self._response_logits(self.ref_model, tensors)
+                ref_logprobs = logprobs_from_logits(ref_logits, tensors["responses"], temperature=self.temperature)
+            kl = kl_penalty(logprobs, ref_logprobs, self.algo.kl_estimator)
+            loss = loss + self.algo.kl_coef * aggregate_loss(kl, mask, self.algo.loss_agg_mode, **agg)
+        stats.clip_low += float(pg.clip_low_count)
+        stats.clip_high += float(pg.clip_high_count)
+        stats.dual_clip += float(pg.dual_clip_count)
+        stats.approx_kl += float(pg.approx_kl_sum)
+        return loss
+
+    def state_dict(self) -> dict:
+        return {
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "num_nonfinite_skipped": self.num_nonfinite_skipped,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.num_nonfinite_skipped = state["num_nonfinite_skipped"]
+
+    @property
+    def lr(self) -> float:
+        return float(self.optimizer.param_groups[0]["lr"])

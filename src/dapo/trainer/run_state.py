@@ -1,0 +1,138 @@
+"""The run directory around the loop: resolved config, metrics, progress bar, checkpoints, resume."""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from dapo.config import DAPOConfig
+from dapo.config.loading import config_to_dict
+from dapo.trainer.checkpoint import (
+    load_model_weights,
+    load_trainer_state,
+    resolve_resume,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
+from dapo.trainer.metrics import MetricsLogger
+
+if TYPE_CHECKING:
+    from dapo.trainer.loop import Trainer
+
+TRUNCATION_WARNING_RATE = 0.5
+
+
+class RunState:
+    def __init__(self, cfg: DAPOConfig, trainer: Trainer) -> None:
+        self.cfg, self.trainer = cfg, trainer
+        self.run_dir = Path(cfg.output_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.config_yaml = yaml.safe_dump(config_to_dict(cfg), sort_keys=False)
+        (self.run_dir / "config.yaml").write_text(self.config_yaml)
+        self.logger = MetricsLogger(
+            self.run_dir, cfg.logging.tensorboard, cfg.logging.wandb, cfg.logging.wandb_project, config_to_dict(cfg)
+        )
+        self._progress: Progress | None = None
+        self._task: Any = None
+        self.finished_before_start = False
+        self.last_metrics: dict[str, float] = {}
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self) -> Path:
+        t = self.trainer
+        state = {
+            "step": t.step,
+            "next_group_id": t.next_group_id,
+            "policy": t.policy.state_dict(),
+            "sampler": t.sampler.state_dict(),
+            "rng": rng_state(),
+        }
+        return save_checkpoint(
+            self.run_dir, t.step, t.model, t.tokenizer, state, self.config_yaml, self.cfg.checkpoint.keep_last
+        )
+
+    def resume(self) -> bool:
+        """Restore everything from ``checkpoint.resume``; True when a checkpoint was loaded."""
+        path = resolve_resume(self.cfg.checkpoint.resume, self.run_dir)
+        if path is None:
+            self.logger.truncate_after(-1)  # a fresh start: drop metrics of an earlier attempt
+            return False
+        t = self.trainer
+        load_model_weights(t.model, path)
+        state = load_trainer_state(path)
+        t.step, t.next_group_id = state["step"], state["next_group_id"]
+        t.policy.load_state_dict(state["policy"])
+        t.sampler.load_state_dict(state["sampler"])
+        set_rng_state(state["rng"])
+        t.engine.sync_weights(t.model)
+        self.logger.truncate_after(t.step)
+        self.finished_before_start = t.step >= self.cfg.trainer.total_steps
+        print(f"resumed from {path} at step {t.step}")
+        return True
+
+    # ------------------------------------------------------------------ logging
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        self.logger.log(step, metrics)
+        self.last_metrics = metrics
+        if self._progress is not None and "rollout/acc" in metrics:
+            self._progress.update(
+                self._task,
+                description=f"step {step}/{self.cfg.trainer.total_steps} acc {metrics['rollout/acc']:.2f} "
+                f"rounds {int(metrics.get('sampling/gen_rounds', 0))}",
+            )
+
+    def warn_if_truncating(self, metrics: dict[str, float]) -> None:
+        rate = metrics.get("rollout/truncation_rate", 0.0)
+        if rate > TRUNCATION_WARNING_RATE:
+            warnings.warn(
+                f"{rate:.0%} of responses hit rollout.max_response_length={self.cfg.rollout.max_response_length}: "
+                "truncated responses rarely contain a final answer, so rewards are mostly -1 (or masked by "
+                "overlong filtering) and learning stalls. Raise rollout.max_response_length or shorten the task.",
+                stacklevel=2,
+            )
+
+    # ------------------------------------------------------------------ progress bar
+    @contextlib.contextmanager
+    def progress(self) -> Iterator[None]:
+        """A bar over optimizer updates; steps that make fewer updates shrink its total."""
+        if not self.cfg.logging.progress:
+            yield
+            return
+        total = self.cfg.trainer.total_steps * self.trainer.updates_per_step
+        done = self.trainer.step * self.trainer.updates_per_step
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("updates"),
+                   TimeElapsedColumn(), TimeRemainingColumn())
+        with Progress(*columns) as progress:
+            self._progress = progress
+            self._task = progress.add_task("training", total=total, completed=done)
+            try:
+                yield
+            finally:
+                self._progress = None
+
+    def bar_advance(self, updates: int) -> None:
+        if self._progress is not None:
+            self._progress.advance(self._task, updates)
+
+    def bar_skip(self, updates: int) -> None:
+        """Updates a step did not make (too few groups): remove them from the bar's total."""
+        if self._progress is not None and updates > 0:
+            task = self._progress.tasks[0]
+            self._progress.update(self._task, total=(task.total or 0) - updates)
+
+    def close(self) -> None:
+        self.logger.close()

@@ -1,0 +1,159 @@
+"""The prompt stream (an exactly resumable data cursor) and DAPO's Dynamic Sampling loop.
+
+Dynamic Sampling (DAPO section 3.2): groups whose filter metric is constant (all correct or all
+wrong under binary correctness) have zero advantage and carry no gradient. We over-sample and
+filter them out, generating further rounds until the step holds ``prompts_per_step`` groups with
+mixed outcomes, at most ``max_gen_rounds`` rounds. Accepted groups beyond the target are kept for
+the next step (``keep_surplus_groups``) instead of being thrown away; they are at most one step
+stale, and the trainer's recomputed old log-probs make the PPO ratio relative to the current policy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from dapo.algo import filter_groups
+from dapo.data.records import Problem
+from dapo.trainer.batch import Sample
+
+
+class PromptStream:
+    """Endless, seeded, epoch-wise shuffled stream of problems with a resumable cursor."""
+
+    def __init__(self, problems: list[Problem], seed: int, shuffle: bool = True) -> None:
+        if not problems:
+            raise ValueError("the training set is empty: check data.train_files")
+        self.problems, self.seed, self.shuffle = problems, seed, shuffle
+        self.epoch, self.cursor = 0, 0
+        self._order = self._permutation(0)
+
+    def _permutation(self, epoch: int) -> list[int]:
+        if not self.shuffle:
+            return list(range(len(self.problems)))
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+        return torch.randperm(len(self.problems), generator=generator).tolist()
+
+    def take(self, count: int) -> list[Problem]:
+        out = []
+        for _ in range(count):
+            if self.cursor == len(self._order):
+                self.epoch, self.cursor = self.epoch + 1, 0
+                self._order = self._permutation(self.epoch)
+            out.append(self.problems[self._order[self.cursor]])
+            self.cursor += 1
+        return out
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch, "cursor": self.cursor}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.epoch, self.cursor = state["epoch"], state["cursor"]
+        self._order = self._permutation(self.epoch)
+
+
+@dataclass
+class SamplingReport:
+    """What dynamic sampling did in one step (logged as metrics)."""
+
+    gen_rounds: int = 0
+    groups_generated: int = 0
+    groups_kept: int = 0
+    groups_all_correct: int = 0  # filtered: metric constant at its maximum value (acc 1)
+    groups_all_wrong: int = 0  # filtered: metric constant at another value (acc 0)
+    groups_carried_in: int = 0  # surplus groups from the previous step used in this one
+    groups_carried_out: int = 0  # surplus groups kept for the next step
+    groups_discarded: int = 0  # surplus groups dropped (too stale, or keeping is off)
+    hit_round_limit: bool = False
+    generated: list[Sample] = field(default_factory=list)  # every scored sample, filtered or not
+
+
+# generate_round(problems, round_index) -> scored samples, n per problem, with group ids assigned.
+GenerateRound = Callable[[list[Problem], int], list[Sample]]
+
+
+class DynamicSampler:
+    def __init__(
+        self,
+        stream: PromptStream,
+        prompts_per_step: int,
+        gen_prompts_per_round: int,
+        max_gen_rounds: int,
+        dynamic_sampling: bool,
+        filter_metric: str,
+        keep_surplus: bool,
+    ) -> None:
+        self.stream = stream
+        self.prompts_per_step, self.gen_prompts_per_round = prompts_per_step, gen_prompts_per_round
+        self.max_gen_rounds, self.dynamic_sampling = max_gen_rounds, dynamic_sampling
+        self.filter_metric, self.keep_surplus = filter_metric, keep_surplus
+        self.surplus: list[list[Sample]] = []  # accepted groups waiting for the next step
+
+    def next_batch(self, generate_round: GenerateRound, step: int) -> tuple[list[Sample], SamplingReport]:
+        """Collect ``prompts_per_step`` groups for training step ``step``."""
+        report = SamplingReport()
+        fresh = [g for g in self.surplus if step - g[0].policy_version <= 1]
+        report.groups_discarded += len(self.surplus) - len(fresh)
+        accepted, self.surplus = fresh, []
+        report.groups_carried_in = len(accepted)
+        if not self.dynamic_sampling:
+            samples = generate_round(self.stream.take(self.prompts_per_step), 0)
+            report.gen_rounds, report.generated = 1, samples
+            report.groups_generated = report.groups_kept = self.prompts_per_step
+            return samples, report
+        while len(accepted) < self.prompts_per_step and report.gen_rounds < self.max_gen_rounds:
+            samples = generate_round(self.stream.take(self.gen_prompts_per_round), report.gen_rounds)
+            report.gen_rounds += 1
+            report.generated.extend(samples)
+            accepted.extend(self._filter(samples, report))
+        if len(accepted) < self.prompts_per_step:
+            report.hit_round_limit = True
+            warnings.warn(
+                f"dynamic sampling: only {len(accepted)} of {self.prompts_per_step} groups with mixed "
+                f"outcomes after {report.gen_rounds} generation rounds (algorithm.max_gen_rounds="
+                f"{self.max_gen_rounds}); {report.groups_all_correct} groups were all-correct and "
+                f"{report.groups_all_wrong} all-wrong. Training on the {len(accepted)} groups there are. "
+                "If this persists, the task is too easy or too hard for the model: raise "
+                "max_gen_rounds / gen_prompts_per_round or change the data.",
+                stacklevel=2,
+            )
+        batch, rest = accepted[: self.prompts_per_step], accepted[self.prompts_per_step :]
+        if self.keep_surplus:
+            self.surplus = rest
+            report.groups_carried_out = len(rest)
+        else:
+            report.groups_discarded += len(rest)
+        return [s for group in batch for s in group], report
+
+    def _filter(self, samples: list[Sample], report: SamplingReport) -> list[list[Sample]]:
+        """Keep groups whose filter metric varies; count the all-correct / all-wrong ones."""
+        group_ids = torch.tensor([s.group_id for s in samples], dtype=torch.long)
+        metric = torch.tensor(
+            [float(s.acc) if self.filter_metric == "acc" else s.score for s in samples],
+            dtype=torch.float64,
+        )
+        result = filter_groups(group_ids, metric)
+        report.groups_generated += result.num_groups
+        report.groups_kept += result.num_kept
+        top = float(metric.max()) if self.filter_metric == "score" else 1.0
+        all_correct = int((result.constant_values >= top).sum()) if result.num_constant else 0
+        report.groups_all_correct += all_correct
+        report.groups_all_wrong += result.num_constant - all_correct
+        groups: dict[int, list[Sample]] = {}
+        for sample, keep in zip(samples, result.keep.tolist()):
+            if keep:
+                groups.setdefault(sample.group_id, []).append(sample)
+        return list(groups.values())
+
+    def state_dict(self) -> dict:
+        # Plain dicts, so a checkpoint loads with torch.load(weights_only=True).
+        surplus = [[dataclasses.asdict(s) for s in group] for group in self.surplus]
+        return {"stream": self.stream.state_dict(), "surplus": surplus}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.stream.load_state_dict(state["stream"])
+        self.surplus = [[Sample(**fields) for fields in group] for group in state["surplus"]]

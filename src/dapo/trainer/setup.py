@@ -1,0 +1,91 @@
+"""Build the pieces a run needs from its config: device, model, tokenizer, data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+
+from dapo.config import DAPOConfig, ModelConfig
+from dapo.data import LoadedProblems, load_problems
+from dapo.rollout.base import SamplingParams
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"trainer.device={name!r} but CUDA is not available; use trainer.device=cpu")
+    return device
+
+
+def resolve_model_path(cfg: ModelConfig) -> Path:
+    """``model.path`` as a directory; "builtin" builds (or reuses) the built-in base model."""
+    if cfg.path == "builtin":
+        from dapo.builtin import ensure_base_model
+
+        return Path(ensure_base_model(cfg.cache_dir))
+    path = Path(cfg.path).expanduser()
+    if not path.is_dir():
+        raise FileNotFoundError(
+            f"model.path={cfg.path!r} is not a local directory. dapo-rl never downloads at run time: "
+            "download the model first (e.g. `huggingface-cli download Qwen/Qwen2.5-0.5B --local-dir ...`)"
+        )
+    return path
+
+
+def load_model_and_tokenizer(
+    cfg: ModelConfig, device: torch.device
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, Path]:
+    path = resolve_model_path(cfg)
+    tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer_path or path)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[cfg.dtype]).to(device)
+    if cfg.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+    return model, tokenizer, path
+
+
+def load_reference_model(path: Path, cfg: ModelConfig, device: torch.device) -> PreTrainedModel:
+    """A frozen copy of the initial policy, loaded only when algorithm.kl_coef > 0."""
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[cfg.dtype]).to(device)
+    model.eval().requires_grad_(False)
+    return model
+
+
+@dataclass
+class RunData:
+    train: LoadedProblems
+    eval: LoadedProblems | None
+
+
+def load_run_data(cfg: DAPOConfig) -> RunData:
+    train = load_problems(cfg.data.train_files, cfg.data, split="train")
+    held_out = load_problems(cfg.data.eval_files, cfg.data, split="eval") if cfg.data.eval_files else None
+    return RunData(train=train, eval=held_out)
+
+
+def make_sampling_params(cfg: DAPOConfig, eos_token_id: int, seed: int, evaluation: bool = False) -> SamplingParams:
+    """Training rollouts sample with rollout.*; evaluation with eval.k / temperature / top_p."""
+    r, e = cfg.rollout, cfg.eval
+    return SamplingParams(
+        n=e.k if evaluation else r.n,
+        temperature=e.temperature if evaluation else r.temperature,
+        top_p=e.top_p if evaluation else r.top_p,
+        top_k=r.top_k,
+        max_new_tokens=r.max_response_length,
+        stop_token_ids=[eos_token_id],
+        stop_strings=list(r.stop_strings),
+        seed=seed,
+    )

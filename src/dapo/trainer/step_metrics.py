@@ -1,0 +1,63 @@
+"""Per-step metrics from a step's samples and update statistics (meanings in metrics.METRICS)."""
+
+from __future__ import annotations
+
+from dapo.config import DAPOConfig
+from dapo.rewards.types import RewardResult
+from dapo.trainer.batch import Sample
+from dapo.trainer.policy import UpdateStats
+from dapo.trainer.sampler import SamplingReport
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def rollout_metrics(
+    report: SamplingReport, batch: list[Sample], results: list[RewardResult], cfg: DAPOConfig
+) -> dict[str, float]:
+    generated = report.generated
+    lengths = [len(s.response_ids) for s in generated]
+    groups = max(report.groups_generated, 1)
+    filtered = report.groups_all_correct + report.groups_all_wrong
+    max_len = cfg.rollout.max_response_length
+    penalties = [s.reward - s.score for s in batch]
+    return {
+        "rollout/score_mean": _mean([s.score for s in generated]),
+        "rollout/reward_mean": _mean([s.reward for s in batch]),
+        "rollout/acc": _mean([float(s.acc) for s in generated]),
+        "rollout/response_length_mean": _mean([float(n) for n in lengths]),
+        "rollout/response_length_max": float(max(lengths, default=0)),
+        "rollout/truncation_rate": _mean([float(s.truncated or len(s.response_ids) >= max_len) for s in generated]),
+        "rollout/overlong_penalty_mean": _mean(penalties),
+        "rollout/reward_timeouts": float(sum(r.timed_out for r in results)),
+        "rollout/reward_errors": float(sum(r.error for r in results)),
+        "sampling/gen_rounds": float(report.gen_rounds),
+        "sampling/groups_generated": float(report.groups_generated),
+        "sampling/groups_trained": float(len({s.group_id for s in batch})),
+        "sampling/filtered_ratio": filtered / groups,
+        "sampling/all_correct_ratio": report.groups_all_correct / groups,
+        "sampling/all_wrong_ratio": report.groups_all_wrong / groups,
+        "sampling/groups_carried_in": float(report.groups_carried_in),
+        "sampling/groups_carried_out": float(report.groups_carried_out),
+        "sampling/hit_round_limit": float(report.hit_round_limit),
+    }
+
+
+def update_metrics(stats: list[UpdateStats], batch: list[Sample] | tuple, lr: float) -> dict[str, float]:
+    """Token-weighted clip fractions and KL over all updates; loss and grad norm averaged."""
+    made = [s for s in stats if not s.skipped]
+    tokens = max(sum(s.tokens for s in made), 1.0)
+    metrics = {
+        "actor/loss": _mean([s.loss for s in made]),
+        "actor/clip_frac_low": sum(s.clip_low for s in made) / tokens,
+        "actor/clip_frac_high": sum(s.clip_high for s in made) / tokens,
+        "actor/clip_frac_dual": sum(s.dual_clip for s in made) / tokens,
+        "actor/approx_kl": sum(s.approx_kl for s in made) / tokens,
+        "actor/grad_norm": _mean([s.grad_norm for s in made]),
+        "actor/lr": lr,
+        "actor/updates": float(len(made)),
+        "actor/skipped_updates": float(len(stats) - len(made)),
+        "actor/advantage_abs_mean": _mean([abs(s.advantage) for s in batch]),
+    }
+    return metrics

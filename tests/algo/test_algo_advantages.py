@@ -1,0 +1,155 @@
+"""Group-relative advantages: hand-computed cases, a per-group loop reference, properties."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dapo.algo import (
+    ADVANTAGE_ESTIMATORS,
+    broadcast_to_tokens,
+    compute_advantages,
+    register_advantage,
+)
+
+EPS = 1e-6
+
+
+def _loop_reference(estimator: str, scores: list[float], ids: list[int], eps: float = EPS) -> list[float]:
+    """Straightforward per-group Python loop, float64, following the documented formulas."""
+    out = [0.0] * len(scores)
+    for gid in set(ids):
+        members = [i for i, g in enumerate(ids) if g == gid]
+        values = [scores[i] for i in members]
+        size = len(values)
+        mean = sum(values) / size if size > 1 else 0.0
+        std = math.sqrt(sum((v - mean) ** 2 for v in values) / (size - 1)) if size > 1 else 1.0
+        for i in members:
+            if estimator == "grpo":
+                out[i] = (scores[i] - mean) / (std + eps)
+            elif estimator in ("dr_grpo", "reinforce_pp_baseline"):
+                out[i] = scores[i] - mean
+            elif estimator == "rloo":
+                out[i] = size / (size - 1) * (scores[i] - mean) if size > 1 else 0.0
+    if estimator == "reinforce_pp_baseline":
+        mean = sum(out) / len(out)
+        std = math.sqrt(sum((v - mean) ** 2 for v in out) / (len(out) - 1)) if len(out) > 1 else 1.0
+        out = [(v - mean) / (std + eps) for v in out]
+    return out
+
+
+def test_grpo_hand_computed_group() -> None:
+    # mean 0.5, unbiased std sqrt((3 * 0.25 + 2.25) / 3) = 1
+    scores = torch.tensor([1.0, -1.0, 1.0, 1.0])
+    adv = compute_advantages("grpo", scores, torch.zeros(4, dtype=torch.long))
+    expected = torch.tensor([0.5, -1.5, 0.5, 0.5]) / (1 + EPS)
+    torch.testing.assert_close(adv, expected)
+
+
+def test_rloo_is_score_minus_mean_of_the_others() -> None:
+    scores = torch.tensor([1.0, -1.0, 1.0, 1.0], dtype=torch.float64)
+    adv = compute_advantages("rloo", scores, torch.zeros(4, dtype=torch.long))
+    torch.testing.assert_close(adv, torch.tensor([2 / 3, -2.0, 2 / 3, 2 / 3], dtype=torch.float64))
+
+
+def test_dr_grpo_has_no_std_division() -> None:
+    scores = torch.tensor([3.0, 1.0, 5.0, 5.0])
+    adv = compute_advantages("dr_grpo", scores, torch.tensor([0, 0, 1, 1]))
+    torch.testing.assert_close(adv, torch.tensor([1.0, -1.0, 0.0, 0.0]))
+
+
+def test_group_of_one_conventions() -> None:
+    scores = torch.tensor([2.0], dtype=torch.float64)
+    ids = torch.tensor([4])
+    assert compute_advantages("grpo", scores, ids).item() == pytest.approx(2.0 / (1 + EPS))
+    assert compute_advantages("dr_grpo", scores, ids).item() == 2.0
+    assert compute_advantages("rloo", scores, ids).item() == 0.0
+    assert compute_advantages("reinforce_pp_baseline", scores, ids).item() == 0.0
+
+
+@pytest.mark.parametrize("estimator", ["grpo", "dr_grpo", "rloo", "reinforce_pp_baseline"])
+def test_interleaved_arbitrary_group_ids_match_loop_reference(estimator: str) -> None:
+    ids = [70, -3, 70, 1_000_000, -3, 70, 1_000_000, 5]
+    scores = [0.25, 1.0, -1.0, 0.0, 0.5, 2.0, 1.5, 3.0]
+    adv = compute_advantages(estimator, torch.tensor(scores, dtype=torch.float64), torch.tensor(ids))
+    expected = torch.tensor(_loop_reference(estimator, scores, ids), dtype=torch.float64)
+    torch.testing.assert_close(adv, expected)
+
+
+def test_output_dtype_follows_scores() -> None:
+    ids = torch.tensor([0, 0, 1, 1])
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        assert compute_advantages("grpo", torch.tensor([1.0, 0.0, 0.0, 1.0], dtype=dtype), ids).dtype == dtype
+
+
+def test_bad_inputs_are_rejected_with_reasons() -> None:
+    ids = torch.tensor([0, 0])
+    with pytest.raises(ValueError, match="valid:.*grpo"):
+        compute_advantages("ppo_gae", torch.zeros(2), ids)
+    with pytest.raises(ValueError, match="NaN"):
+        compute_advantages("grpo", torch.tensor([1.0, float("nan")]), ids)
+    with pytest.raises(ValueError, match="integer"):
+        compute_advantages("grpo", torch.zeros(2), torch.zeros(2))
+    with pytest.raises(ValueError, match="shape"):
+        compute_advantages("grpo", torch.zeros(3), ids)
+
+
+def test_register_custom_estimator() -> None:
+    @register_advantage("test_only_raw_score")
+    def raw(scores: torch.Tensor, group_ids: torch.Tensor, eps: float) -> torch.Tensor:
+        return scores
+
+    try:
+        out = compute_advantages("test_only_raw_score", torch.tensor([0.5, 2.0]), torch.tensor([1, 1]))
+        torch.testing.assert_close(out, torch.tensor([0.5, 2.0]))
+        with pytest.raises(ValueError, match="already registered"):
+            register_advantage("test_only_raw_score")(raw)
+    finally:
+        del ADVANTAGE_ESTIMATORS["test_only_raw_score"]
+
+
+def test_broadcast_to_tokens_zeroes_padding() -> None:
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
+    out = broadcast_to_tokens(torch.tensor([2.0, -1.0]), mask)
+    torch.testing.assert_close(out, torch.tensor([[2.0, 2.0, 0.0], [-1.0, 0.0, 0.0]]))
+
+
+_values = st.floats(min_value=-5, max_value=5, allow_nan=False, width=32)
+
+
+@settings(max_examples=50, deadline=None)
+@given(value=_values, others=st.lists(_values, min_size=0, max_size=6), size=st.integers(2, 8))
+def test_constant_group_has_exactly_zero_advantage(value: float, others: list[float], size: int) -> None:
+    # A constant group (e.g. 0.1 repeated, whose float mean is not exactly 0.1) next to other groups.
+    scores = torch.tensor([value] * size + others, dtype=torch.float32)
+    ids = torch.tensor([9] * size + list(range(len(others))))
+    for estimator in ("grpo", "dr_grpo", "rloo"):
+        adv = compute_advantages(estimator, scores, ids)
+        assert torch.equal(adv[:size], torch.zeros(size)), estimator
+    # REINFORCE++-baseline whitens over the batch, which shifts zeros by -mean/std; its pre-whitening
+    # centring is dr_grpo's (checked above), and a batch of only constant groups stays exactly 0.
+    only_constant = compute_advantages("reinforce_pp_baseline", scores[:size], ids[:size])
+    assert torch.equal(only_constant, torch.zeros(size))
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    data=st.lists(st.tuples(st.integers(0, 4), _values), min_size=1, max_size=16),
+    seed=st.integers(0, 2**16),
+)
+def test_matches_loop_reference_and_is_permutation_equivariant(data: list[tuple[int, float]], seed: int) -> None:
+    ids = [g for g, _ in data]
+    scores = [s for _, s in data]
+    perm = torch.randperm(len(data), generator=torch.Generator().manual_seed(seed))
+    for estimator in ("grpo", "dr_grpo", "rloo", "reinforce_pp_baseline"):
+        adv = compute_advantages(estimator, torch.tensor(scores, dtype=torch.float64), torch.tensor(ids))
+        expected = torch.tensor(_loop_reference(estimator, scores, ids), dtype=torch.float64)
+        torch.testing.assert_close(adv, expected, atol=1e-6, rtol=1e-9)
+        permuted = compute_advantages(
+            estimator, torch.tensor(scores, dtype=torch.float64)[perm], torch.tensor(ids)[perm]
+        )
+        torch.testing.assert_close(permuted, adv[perm], atol=1e-9, rtol=1e-9)

@@ -1,0 +1,60 @@
+"""Dynamic Sampling group filter: constant-metric groups are dropped, mixed ones kept."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dapo.algo import compute_advantages, filter_groups
+
+
+def test_hand_computed_groups_in_first_appearance_order() -> None:
+    ids = torch.tensor([5, 5, 2, 9, 2, 9, 9, 1])
+    metric = torch.tensor([1.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.5])
+    result = filter_groups(ids, metric)
+    assert result.keep.tolist() == [False, False, True, False, True, False, False, False]
+    assert result.kept_group_ids.tolist() == [2]
+    assert result.constant_group_ids.tolist() == [5, 9, 1]  # group of one is constant
+    assert result.constant_values.tolist() == [1.0, 0.0, 0.5]  # all-correct vs all-wrong
+    assert (result.num_groups, result.num_kept, result.num_constant) == (4, 1, 3)
+
+
+def test_non_binary_and_tiny_differences_are_kept_exactly() -> None:
+    ids = torch.tensor([0, 0, 1, 1])
+    metric = torch.tensor([0.3, 0.3 + 1e-12, -0.7, -0.7], dtype=torch.float64)
+    result = filter_groups(ids, metric)
+    assert result.kept_group_ids.tolist() == [0]
+    assert result.constant_values.tolist() == [-0.7]
+
+
+def test_bool_metric_and_nan_rejection() -> None:
+    result = filter_groups(torch.tensor([3, 3, 4, 4]), torch.tensor([True, False, True, True]))
+    assert result.kept_group_ids.tolist() == [3] and result.constant_values.tolist() == [1.0]
+    with pytest.raises(ValueError, match="NaN"):
+        filter_groups(torch.tensor([0, 0]), torch.tensor([1.0, float("nan")]))
+    with pytest.raises(ValueError, match="integer"):
+        filter_groups(torch.tensor([0.0, 0.0]), torch.tensor([1.0, 0.0]))
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.integers(-3, 3), st.sampled_from([-1.0, 0.0, 0.1, 1.0])), min_size=1, max_size=24))
+def test_matches_loop_reference_and_advantages(data: list[tuple[int, float]]) -> None:
+    ids = torch.tensor([g for g, _ in data])
+    metric = torch.tensor([m for _, m in data])
+    result = filter_groups(ids, metric)
+    seen: list[int] = []
+    for g, _ in data:
+        if g not in seen:
+            seen.append(g)
+    mixed = {g for g in seen if len({m for h, m in data if h == g}) > 1}
+    assert result.kept_group_ids.tolist() == [g for g in seen if g in mixed]
+    assert result.constant_group_ids.tolist() == [g for g in seen if g not in mixed]
+    assert result.keep.tolist() == [g in mixed for g, _ in data]
+    # Dropped groups of 2+ responses are exactly those whose GRPO advantages are all zero.
+    adv = compute_advantages("grpo", metric, ids)
+    for g in seen:
+        members = ids == g
+        if int(members.sum()) > 1:
+            assert bool((adv[members] == 0).all()) == (g not in mixed)

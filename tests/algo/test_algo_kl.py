@@ -1,0 +1,43 @@
+"""KL penalty estimators: hand values and Monte-Carlo unbiasedness of k1/k3."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from dapo.algo import kl_penalty
+
+
+def test_estimators_hand_computed() -> None:
+    logprobs, ref = torch.tensor([-1.0, -2.0]), torch.tensor([-1.5, -1.0])
+    torch.testing.assert_close(kl_penalty(logprobs, ref, "k1"), torch.tensor([0.5, -1.0]))
+    torch.testing.assert_close(kl_penalty(logprobs, ref, "abs"), torch.tensor([0.5, 1.0]))
+    torch.testing.assert_close(kl_penalty(logprobs, ref, "k2"), torch.tensor([0.125, 0.5]))
+    k3 = torch.tensor([math.exp(-0.5) + 0.5 - 1, math.exp(1.0) - 1.0 - 1])
+    torch.testing.assert_close(kl_penalty(logprobs, ref, "k3"), k3)
+
+
+def test_k3_is_clamped_and_non_negative() -> None:
+    out = kl_penalty(torch.tensor([-30.0, 0.0, -0.1]), torch.tensor([0.0, -30.0, 0.0]), "k3")
+    assert out[0].item() == 10.0  # exp(30) clamped
+    assert (out >= 0).all()
+
+
+def test_k1_and_k3_are_unbiased_for_kl_policy_to_reference() -> None:
+    gen = torch.Generator().manual_seed(0)
+    policy = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64)
+    ref = torch.tensor([0.2, 0.3, 0.5], dtype=torch.float64)
+    true_kl = (policy * (policy / ref).log()).sum().item()
+    samples = torch.multinomial(policy, 200_000, replacement=True, generator=gen)
+    for estimator in ("k1", "k3"):
+        estimate = kl_penalty(policy.log()[samples], ref.log()[samples], estimator).mean().item()
+        assert estimate == pytest.approx(true_kl, abs=0.01), estimator
+
+
+def test_unknown_estimator_and_shape_mismatch() -> None:
+    with pytest.raises(ValueError, match="valid"):
+        kl_penalty(torch.zeros(2), torch.zeros(2), "k4")
+    with pytest.raises(ValueError, match="ref_logprobs"):
+        kl_penalty(torch.zeros(2), torch.zeros(3), "k1")

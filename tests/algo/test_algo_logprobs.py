@@ -1,0 +1,124 @@
+"""Chunked token log-probs and entropy against float64 references, with gradients."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+
+from dapo.algo import entropy_from_logits, logprobs_from_logits
+
+
+def _reference_logprobs(logits: torch.Tensor, labels: torch.Tensor, temperature: float) -> torch.Tensor:
+    log_p = torch.log_softmax(logits.double() / temperature, dim=-1)
+    return log_p.gather(-1, labels[..., None]).squeeze(-1)
+
+
+def _reference_entropy(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    log_p = torch.log_softmax(logits.double() / temperature, dim=-1)
+    return -(log_p.exp() * log_p).sum(-1)
+
+
+def _batch(dtype: torch.dtype, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    logits = (torch.randn(3, 5, 37, generator=gen) * 4).to(dtype)
+    labels = torch.randint(0, 37, (3, 5), generator=gen)
+    return logits, labels
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("chunk_size", [1, 4, 4096])  # 15 rows: single rows, a ragged last chunk, one chunk
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_values_match_float64_reference(dtype: torch.dtype, chunk_size: int, temperature: float) -> None:
+    logits, labels = _batch(dtype)
+    logprobs = logprobs_from_logits(logits, labels, temperature, chunk_size)
+    entropy = entropy_from_logits(logits, temperature, chunk_size)
+    assert logprobs.dtype == entropy.dtype == torch.float32 and logprobs.shape == (3, 5)
+    # Reference uses the same (already rounded) bf16 values, so only float32 arithmetic differs.
+    torch.testing.assert_close(logprobs.double(), _reference_logprobs(logits, labels, temperature), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(entropy.double(), _reference_entropy(logits, temperature), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_float32_gradients_match_float64_autograd(temperature: float) -> None:
+    logits, labels = _batch(torch.float32, seed=1)
+    upstream = torch.randn(3, 5, generator=torch.Generator().manual_seed(2))
+    for fn, ref in (
+        (lambda x: logprobs_from_logits(x, labels, temperature, 4), lambda x: _reference_logprobs(x, labels, temperature)),
+        (lambda x: entropy_from_logits(x, temperature, 4), lambda x: _reference_entropy(x, temperature)),
+    ):
+        ours = logits.clone().requires_grad_(True)
+        (fn(ours) * upstream).sum().backward()
+        theirs = logits.double().requires_grad_(True)
+        (ref(theirs) * upstream.double()).sum().backward()
+        torch.testing.assert_close(ours.grad.double(), theirs.grad, atol=1e-5, rtol=1e-5)
+
+
+def test_bfloat16_gradient_has_input_dtype() -> None:
+    logits, labels = _batch(torch.bfloat16)
+    logits.requires_grad_(True)
+    logprobs_from_logits(logits, labels).sum().backward()
+    assert logits.grad.dtype == torch.bfloat16 and torch.isfinite(logits.grad.float()).all()
+
+
+def test_gradcheck_float64() -> None:
+    gen = torch.Generator().manual_seed(3)
+    logits = torch.randn(2, 3, 5, generator=gen, dtype=torch.float64, requires_grad=True)
+    labels = torch.randint(0, 5, (2, 3), generator=gen)
+    assert torch.autograd.gradcheck(lambda x: logprobs_from_logits(x, labels, 0.8, 4), (logits,))
+    assert torch.autograd.gradcheck(lambda x: entropy_from_logits(x, 0.8, 4), (logits,))
+
+
+def test_works_without_grad_and_on_non_contiguous_slices() -> None:
+    logits, labels = _batch(torch.float32)
+    with torch.no_grad():
+        entropy = entropy_from_logits(logits[:, :-1], chunk_size=2)
+        logprobs = logprobs_from_logits(logits[:, :-1], labels[:, 1:], chunk_size=2)
+    assert not entropy.requires_grad and entropy.shape == (3, 4)
+    reference = _reference_logprobs(logits[:, :-1], labels[:, 1:], 1.0)
+    torch.testing.assert_close(logprobs.double(), reference, atol=1e-5, rtol=1e-5)
+
+
+def test_masked_vocabulary_entries_do_not_produce_nan() -> None:
+    logits = torch.tensor([[[0.0, float("-inf"), 1.0]]], requires_grad=True)
+    entropy = entropy_from_logits(logits)
+    entropy.sum().backward()
+    assert torch.isfinite(entropy).all() and torch.isfinite(logits.grad).all()
+    torch.testing.assert_close(entropy.double(), _reference_entropy(torch.tensor([[[0.0, 1.0]]]), 1.0).to(torch.float64))
+
+
+def test_bad_labels_and_arguments() -> None:
+    logits, labels = _batch(torch.float32)
+    with pytest.raises(ValueError, match="-100"):
+        logprobs_from_logits(logits, torch.full_like(labels, -100))
+    with pytest.raises(ValueError, match="temperature"):
+        entropy_from_logits(logits, temperature=0.0)
+    with pytest.raises(ValueError, match=r"\(B, T, V\)"):
+        entropy_from_logits(logits[0])
+
+
+def _saved_bytes(fn: Callable[[torch.Tensor], object], logits: torch.Tensor) -> int:
+    """Bytes autograd keeps for backward while computing fn(logits)."""
+    saved: list[int] = []
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        saved.append(tensor.numel() * tensor.element_size())
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn(logits)
+    return sum(saved)
+
+
+def test_backward_keeps_no_float32_copy_of_the_logits() -> None:
+    logits = torch.randn(4, 64, 1000, dtype=torch.bfloat16, requires_grad=True)
+    labels = torch.randint(0, 1000, (4, 64))
+    bf16_bytes = logits.numel() * 2
+    ours = _saved_bytes(lambda x: logprobs_from_logits(x, labels, 1.0, 32), logits)
+    ours_entropy = _saved_bytes(lambda x: entropy_from_logits(x, 1.0, 32), logits)
+    naive = _saved_bytes(
+        lambda x: torch.log_softmax(x.float(), -1).gather(-1, labels[..., None]), logits
+    )
+    assert ours < 1.1 * bf16_bytes and ours_entropy < 1.1 * bf16_bytes
+    assert naive > 2 * bf16_bytes  # the plain float32 log_softmax keeps a full float32 copy

@@ -1,0 +1,49 @@
+"""User reward functions for the tests: well-behaved ones and hostile ones."""
+
+from __future__ import annotations
+
+import time
+
+
+def length_bonus(response: str, ground_truth: str, extra: dict) -> float:
+    """0.001 per character, capped at 1."""
+    return min(1.0, 0.001 * len(response))
+
+
+def exact_match(response: str, ground_truth: str, extra: dict) -> dict:
+    """Dict return: score, acc and an extra metric."""
+    hit = response.strip().endswith(ground_truth)
+    return {"score": 1.0 if hit else 0.0, "acc": hit, "chars": float(len(response))}
+
+
+def sleeps_when_asked(response: str, ground_truth: str, extra: dict) -> float:
+    """Sleeps forever on rows whose extra has sleep=True; 0.5 otherwise."""
+    while extra.get("sleep"):
+        time.sleep(3600)
+    return 0.5
+
+
+def sleeps_forever(response: str, ground_truth: str, extra: dict) -> float:
+    while True:
+        time.sleep(3600)
+
+
+def raises_when_asked(response: str, ground_truth: str, extra: dict) -> float:
+    if extra.get("boom"):
+        raise RuntimeError("boom from the reward function")
+    return 1.0
+
+
+def returns_string(response: str, ground_truth: str, extra: dict) -> str:
+    return "1.0"
+
+
+def returns_dict_without_score(response: str, ground_truth: str, extra: dict) -> dict:
+    return {"reward": 1.0}
+
+
+def wrong_arity(response: str) -> float:
+    return 0.0
+
+
+not_callable = 3

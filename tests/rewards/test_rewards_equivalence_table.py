@@ -1,0 +1,152 @@
+"""The verifier's verdict on a table of hand-written cases (what counts as correct).
+
+Each row: (response, ground truth, expected verdict, extractor). Run in-process through
+``verify``; every case here is benign, so none needs the worker deadline.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from dapo.rewards import verify
+
+A = "Let me think step by step.\nSo the total is computed.\n"  # reasoning before the answer
+
+CASES: list[tuple[str, str, bool, str]] = [
+    # --- integers: formats accepted ---
+    (A + "Answer: 34", "34", True, "answer"),
+    (A + "Answer: 34.", "34", True, "answer"),
+    (A + "Answer: $34$", "34", True, "answer"),
+    (A + "**Answer:** 34", "34", True, "answer"),
+    (A + "**Answer: 34**", "34", True, "answer"),
+    (A + "Answer:\n34", "34", True, "answer"),
+    (A + "answer: 34", "34", True, "answer"),
+    (A + "Answer: +34", "34", True, "answer"),
+    (A + "Answer: 34.0", "34", True, "answer"),
+    (A + "Answer: 34.00", "34", True, "answer"),
+    (A + "Answer: 034", "34", True, "answer"),
+    (A + "Answer: 1,234", "1234", True, "answer"),
+    (A + "Answer: 1 234", "1234", True, "answer"),
+    (A + "Answer: $1{,}234$", "1234", True, "answer"),
+    (A + "Answer: $1\\,234$", "1234", True, "answer"),
+    (A + "Answer: 1,234,567", "1234567", True, "answer"),
+    (A + "Answer: 1234", "1,234", True, "answer"),
+    (A + "Answer: -34", "-34", True, "answer"),
+    (A + "Answer: $-34$", "-34", True, "answer"),
+    (A + "Answer: \u221234", "-34", True, "answer"),
+    (A + "Answer: 0", "0", True, "answer"),
+    (A + "Answer: -0", "0", True, "answer"),
+    (A + "Answer: $x = 34$", "34", True, "answer"),
+    (A + "Answer: $n=34$", "34", True, "answer"),
+    (A + "Answer: 34 cm", "34", True, "answer"),
+    (A + "Answer: $34 \\text{ apples}$", "34", True, "answer"),
+    (A + "Answer: $34^\\circ$", "34", True, "answer"),
+    (A + "Answer: $34^{\\circ}$", "34", True, "answer"),
+    (A + "Answer: $34\\%$", "34", True, "answer"),
+    (A + "Answer: \\$34", "34", True, "answer"),
+    (A + "Answer: \\boxed{34}", "34", True, "answer"),
+    (A + "Answer: $\\boxed{34}$", "34", True, "answer"),
+    (A + "Answer: $\\frac{68}{2}$", "34", True, "answer"),
+    (A + "Answer: \u0663\u0664", "34", True, "answer"),  # Arabic-Indic digits
+    (A + "Answer: \uff13\uff14", "34", True, "answer"),  # full-width digits
+    (A + "Answer: 540", "$540$", True, "answer"),
+    (A + "Answer: 540", "\\boxed{540}", True, "answer"),
+    # --- integers: near misses and forms rejected ---
+    (A + "Answer: 340", "34", False, "answer"),
+    (A + "Answer: 3", "34", False, "answer"),
+    (A + "Answer: 34", "340", False, "answer"),
+    (A + "Answer: 35", "34", False, "answer"),
+    (A + "Answer: -34", "34", False, "answer"),
+    (A + "Answer: 34", "-34", False, "answer"),
+    (A + "Answer: 34.5", "34", False, "answer"),
+    (A + "Answer: 33.9999", "34", False, "answer"),
+    (A + "Answer: 0.34", "34", False, "answer"),  # no percentage scaling
+    (A + "Answer: 3400\\%", "34", False, "answer"),
+    (A + "Answer: 3.4e1", "34", False, "answer"),  # scientific notation is not an integer
+    (A + "Answer: 1e999999", "34", False, "answer"),
+    (A + "Answer: 12,34", "1234", False, "answer"),  # separators only in groups of three
+    (A + "Answer: 1,2345", "12345", False, "answer"),
+    (A + "Answer: 34th", "34", True, "answer"),  # math-verify drops the ordinal suffix
+    (A + "Answer: 34x", "34", False, "answer"),
+    # --- hedged answers: several candidates are wrong ---
+    (A + "Answer: 34 or 35", "34", False, "answer"),
+    (A + "Answer: $34$ or $35$", "34", False, "answer"),
+    (A + "Answer: either 34 or 35", "35", False, "answer"),
+    (A + "Answer: 34 (or maybe 35)", "34", False, "answer"),
+    (A + "Answer: $34 \\text{ or } 35$", "34", False, "answer"),
+    (A + "Answer: 34, 35", "34", False, "answer"),
+    (A + "Answer: $34$, $35$", "34", False, "answer"),
+    (A + "So \\boxed{34} or \\boxed{35}", "34", False, "boxed"),
+    # --- last stated answer wins ---
+    ("Answer: 35\nWait, let me recheck.\nAnswer: 34", "34", True, "answer"),
+    ("Answer: 34\nWait, let me recheck.\nAnswer: 35", "34", False, "answer"),
+    ("First \\boxed{35}. Recheck.\nFinal: \\boxed{34}", "34", True, "boxed"),
+    ("First \\boxed{34}. Recheck.\nFinal: \\boxed{35}", "34", False, "boxed"),
+    ("\\boxed{35}\nAnswer: 34", "34", True, "auto"),
+    ("Answer: 35\nActually it is \\boxed{34}", "34", True, "auto"),
+    ("So \\boxed{34} and I double check: \\boxed{34}", "34", True, "boxed"),
+    # --- no anchor, no answer ---
+    (A + "The answer is 34.", "34", False, "answer"),
+    (A + "34", "34", False, "answer"),
+    (A + "\\boxed{34}", "34", False, "answer"),  # DAPO format asks for the Answer: line
+    (A + "Answer: 34", "34", False, "boxed"),
+    ("", "34", False, "answer"),
+    (A + "Answer:", "34", False, "answer"),
+    (A + "Answer: $Answer", "34", False, "answer"),  # the template echoed back
+    (A + "\\boxed{34", "34", False, "boxed"),  # unbalanced box
+    (A + "\\boxed{}", "34", False, "boxed"),
+    # --- boxed extraction ---
+    (A + "\\boxed{34}", "34", True, "boxed"),
+    (A + "$\\boxed{34}$.", "34", True, "boxed"),
+    (A + "\\boxed 34", "34", True, "boxed"),
+    (A + "\\fbox{34}", "34", True, "boxed"),
+    (A + "\\boxed{\\frac{1}{2}}", "\\frac{1}{2}", True, "boxed"),
+    (A + "\\boxed{\\{1, 2\\}}", "\\{2, 1\\}", True, "boxed"),
+    (A + "\\boxed{\\frac{\\sqrt{3}}{2}}", "\\frac{\\sqrt3}{2}", True, "boxed"),
+    # --- fractions vs decimals ---
+    (A + "Answer: $\\frac{1}{2}$", "\\frac{1}{2}", True, "answer"),
+    (A + "Answer: $\\frac12$", "\\frac{1}{2}", True, "answer"),
+    (A + "Answer: 0.5", "\\frac{1}{2}", True, "answer"),
+    (A + "Answer: 1/2", "\\frac{1}{2}", True, "answer"),
+    (A + "Answer: $\\dfrac{2}{4}$", "\\frac{1}{2}", True, "answer"),
+    (A + "Answer: $\\frac{1}{3}$", "\\frac{1}{2}", False, "answer"),
+    (A + "Answer: 0.6", "\\frac{1}{2}", False, "answer"),
+    (A + "Answer: $-\\frac{1}{2}$", "\\frac{1}{2}", False, "answer"),
+    (A + "Answer: $\\frac{-1}{2}$", "-\\frac{1}{2}", True, "answer"),
+    # --- roots, pi, expressions ---
+    (A + "Answer: $2\\sqrt{3}$", "2\\sqrt{3}", True, "answer"),
+    (A + "Answer: $\\sqrt{12}$", "2\\sqrt{3}", True, "answer"),
+    (A + "Answer: $3\\sqrt{2}$", "2\\sqrt{3}", False, "answer"),
+    (A + "Answer: $\\frac{\\pi}{2}$", "\\pi/2", True, "answer"),
+    (A + "Answer: $\\pi$", "2\\pi", False, "answer"),
+    (A + "Answer: $2x+1$", "1+2x", True, "answer"),
+    (A + "Answer: $2x-1$", "1+2x", False, "answer"),
+    # --- intervals and tuples ---
+    (A + "Answer: $[1, 3)$", "[1,3)", True, "answer"),
+    (A + "Answer: $(1, 3)$", "[1,3)", False, "answer"),
+    (A + "Answer: $(-\\infty, 2]$", "(-\\infty,2]", True, "answer"),
+    (A + "Answer: $(1, 2, 3)$", "(1,2,3)", True, "answer"),
+    (A + "Answer: $(1, 3, 2)$", "(1,2,3)", False, "answer"),
+    # --- percentages, degrees, units (non-integer ground truths go to math-verify) ---
+    (A + "Answer: $12.5\\%$", "12.5\\%", True, "answer"),
+    (A + "Answer: $0.125$", "12.5\\%", True, "answer"),
+    (A + "Answer: 50", "50\\%", True, "answer"),  # integer percentages: the integer path
+    (A + "Answer: 0.5", "50\\%", False, "answer"),
+    (A + "Answer: $\\frac{1}{2}$", "50\\%", False, "answer"),
+    (A + "Answer: $45^\\circ$", "45^\\circ", True, "answer"),
+    (A + "Answer: $2.5 \\text{ cm}$", "2.5", True, "answer"),
+    (A + "Answer: 2.50", "2.5", True, "answer"),
+    (A + "Answer: 2.51", "2.5", False, "answer"),
+]
+
+
+@pytest.mark.parametrize(("response", "ground_truth", "expected", "extractor"), CASES)
+def test_verdict(response: str, ground_truth: str, expected: bool, extractor: str) -> None:
+    correct, pred = verify(response, ground_truth, extractor=extractor)
+    assert correct is expected, f"pred={pred!r}"
+
+
+def test_table_is_large_and_balanced() -> None:
+    assert len(CASES) >= 80
+    assert sum(expected for *_, expected, _ in CASES) >= 30
+    assert sum(not expected for *_, expected, _ in CASES) >= 30

@@ -1,0 +1,56 @@
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from dapo.trainer.checkpoint import (
+    list_checkpoints,
+    load_model_weights,
+    load_trainer_state,
+    resolve_resume,
+    save_checkpoint,
+)
+
+
+def test_checkpoint_is_a_hf_model_dir_and_keeps_last_k(tiny_model_dir: Path, tmp_path: Path):
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    for step in (1, 2, 3):
+        save_checkpoint(tmp_path, step, model, tokenizer, {"step": step}, "a: 1\n", keep_last=2)
+    kept = list_checkpoints(tmp_path)
+    assert [p.name for p in kept] == ["step-000002", "step-000003"]
+    assert not [p for p in (tmp_path / "checkpoints").iterdir() if p.name.startswith(".")]
+    loaded = AutoModelForCausalLM.from_pretrained(kept[-1])
+    for (name, a), b in zip(model.state_dict().items(), loaded.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert AutoTokenizer.from_pretrained(kept[-1]).decode([5, 6]) == tokenizer.decode([5, 6])
+    assert load_trainer_state(kept[-1])["step"] == 3
+    assert resolve_resume("auto", tmp_path) == kept[-1]
+    assert resolve_resume("never", tmp_path) is None
+
+
+def test_half_written_checkpoint_is_ignored(tiny_model_dir: Path, tmp_path: Path):
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    save_checkpoint(tmp_path, 1, model, tokenizer, {"step": 1}, "", keep_last=3)
+    # a run killed while writing step 2 leaves only a hidden temp dir
+    (tmp_path / "checkpoints" / ".tmp-step-000002-123").mkdir()
+    (tmp_path / "checkpoints" / "step-000003").mkdir()  # no trainer_state.pt: incomplete
+    assert resolve_resume("auto", tmp_path).name == "step-000001"
+
+
+def test_load_weights_round_trip(tiny_model_dir: Path, tmp_path: Path):
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    with torch.no_grad():
+        model.model.embed_tokens.weight.add_(1.0)
+    path = save_checkpoint(tmp_path, 4, model, tokenizer, {}, "", keep_last=1)
+    fresh = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    load_model_weights(fresh, path)
+    assert torch.equal(fresh.lm_head.weight, model.lm_head.weight)
+
+
+def test_resume_from_missing_path_says_why(tmp_path: Path):
+    with pytest.raises(FileNotFoundError, match="trainer_state.pt"):
+        resolve_resume(str(tmp_path / "nope"), tmp_path)

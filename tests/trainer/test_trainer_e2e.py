@@ -1,0 +1,111 @@
+"""End to end on a tiny random model: metrics, checkpoints, SIGKILL + exact resume, dynamic sampling."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM
+
+from dapo.cli.main import main as dapo_main
+from dapo.trainer import Trainer
+from dapo.trainer.metrics import METRICS, read_metrics
+from tests.trainer.conftest import tiny_config, tiny_overrides
+
+KILLER = '''
+import os, signal
+from pathlib import Path
+
+def parity_then_kill(response, ground_truth, extra):
+    """Parity reward that SIGKILLs the trainer once the step-2 checkpoint exists (mid step 3)."""
+    run_dir = os.environ.get("DAPO_TEST_KILL_RUN_DIR")
+    if run_dir and (Path(run_dir) / "checkpoints" / "step-000002").is_dir():
+        os.kill(int(Path(run_dir, "trainer.pid").read_text()), signal.SIGKILL)
+    odd = len(response) % 2 == 1
+    return {"score": 1.0 if odd else -1.0, "acc": odd}
+'''
+
+VOLATILE = ("time/", "perf/")
+
+
+def documented(key: str) -> bool:
+    return re.sub(r"@\d+", "@k", key) in METRICS
+
+
+def stable_rows(run_dir: Path) -> list[dict]:
+    return [{k: v for k, v in row.items() if not k.startswith(VOLATILE)} for row in read_metrics(run_dir)]
+
+
+def test_few_steps_log_documented_finite_metrics_and_loadable_checkpoints(tiny_model_dir, reward_file, tmp_path):
+    run_dir = tmp_path / "run"
+    summary = Trainer(tiny_config(tiny_model_dir, run_dir, reward_file)).train()
+    assert summary.steps == 3 and summary.eval_before and summary.eval_after
+    rows = read_metrics(run_dir)
+    step_rows = [r for r in rows if "actor/loss" in r]
+    assert [r["step"] for r in step_rows] == [1, 2, 3]
+    for row in rows:
+        for key, value in row.items():
+            if key == "step":
+                continue
+            assert documented(key), f"metric {key} is not documented in METRICS"
+            assert math.isfinite(value), f"{key}={value}"
+    for key in ("actor/clip_frac_low", "actor/clip_frac_high", "actor/clip_frac_dual", "actor/entropy",
+                "sampling/filtered_ratio", "sampling/gen_rounds", "rollout/truncation_rate", "actor/grad_norm"):
+        assert key in step_rows[0]
+    assert step_rows[0]["actor/updates"] == 2  # prompts_per_step 4 / mini_batch_prompts 2
+    final = run_dir / "checkpoints" / "step-000003"
+    model = AutoModelForCausalLM.from_pretrained(final)
+    assert sum(p.numel() for p in model.parameters()) > 0
+    assert (run_dir / "config.yaml").exists() and (run_dir / "tensorboard").is_dir()
+    assert dapo_main(["plot", str(run_dir)]) == 0 and (run_dir / "report.png").stat().st_size > 10_000
+
+
+def test_sigkill_mid_step_then_resume_is_bit_identical(tiny_model_dir, tmp_path):
+    killer = tmp_path / "killer.py"
+    killer.write_text(KILLER)
+    extra = ["trainer.total_steps=4", "trainer.num_threads=1", "eval.every_steps=0"]
+    reference_dir = tmp_path / "reference"
+    Trainer(tiny_config(tiny_model_dir, reference_dir, killer, *extra, fn="parity_then_kill")).train()
+
+    run_dir = tmp_path / "killed"
+    run_dir.mkdir()
+    args = tiny_overrides(tiny_model_dir, run_dir, killer, "parity_then_kill") + extra
+    env = dict(os.environ, DAPO_TEST_KILL_RUN_DIR=str(run_dir))
+    proc = subprocess.Popen([sys.executable, "-m", "dapo.cli.main", "train", *args], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    (run_dir / "trainer.pid").write_text(str(proc.pid))
+    assert proc.wait(timeout=300) == -signal.SIGKILL, "the trainer was not killed mid-run"
+    assert not (run_dir / "checkpoints" / "step-000004").exists()
+
+    Trainer(tiny_config(tiny_model_dir, run_dir, killer, *extra, fn="parity_then_kill")).train()
+    final_ref = load_file(str(reference_dir / "checkpoints" / "step-000004" / "model.safetensors"))
+    final_resumed = load_file(str(run_dir / "checkpoints" / "step-000004" / "model.safetensors"))
+    for name, tensor in final_ref.items():
+        assert torch.equal(tensor, final_resumed[name]), name
+    assert stable_rows(run_dir) == stable_rows(reference_dir)
+
+
+def test_always_correct_reward_does_not_crash_and_says_why(tiny_model_dir, reward_file, tmp_path):
+    cfg = tiny_config(tiny_model_dir, tmp_path / "run", reward_file, "trainer.total_steps=2", fn="always_right")
+    with pytest.warns(UserWarning, match="all-correct"):
+        summary = Trainer(cfg).train()
+    assert summary.steps == 2
+    rows = [r for r in read_metrics(tmp_path / "run") if "actor/updates" in r]
+    assert all(r["actor/updates"] == 0 and r["sampling/hit_round_limit"] == 1 for r in rows)
+    assert all(r["sampling/all_correct_ratio"] == 1.0 for r in rows)
+
+
+def test_metrics_jsonl_lines_are_json(tiny_model_dir, reward_file, tmp_path):
+    cfg = tiny_config(tiny_model_dir, tmp_path / "run", reward_file, "trainer.total_steps=1")
+    Trainer(cfg).train()
+    for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines():
+        assert isinstance(json.loads(line)["step"], int)

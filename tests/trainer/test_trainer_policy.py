@@ -1,0 +1,65 @@
+"""The policy worker's update: exact global token-mean under micro-batching, and the NaN guard."""
+
+import copy
+import math
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from dapo.config import AlgorithmConfig, TrainerConfig
+from dapo.trainer.batch import Sample
+from dapo.trainer.policy import PolicyWorker
+
+
+def make_samples(generator: torch.Generator) -> list[Sample]:
+    samples = []
+    for group in range(3):
+        for k in range(4):
+            prompt = torch.randint(3, 90, (2 + group,), generator=generator).tolist()
+            response = torch.randint(3, 90, (1 + 3 * k + group,), generator=generator).tolist()
+            samples.append(Sample(group, str(group), prompt, response, [-1.0] * len(response), False,
+                                  advantage=float(k) - 1.5))
+    return samples
+
+
+def worker(model, micro_batch_tokens: int, mode: str = "token-mean") -> PolicyWorker:
+    trainer = TrainerConfig(prompts_per_step=3, mini_batch_prompts=3, micro_batch_tokens=micro_batch_tokens,
+                            lr=1e-2, warmup_steps=0, weight_decay=0.0, grad_clip=1e9)
+    algo = AlgorithmConfig(loss_agg_mode=mode)
+    return PolicyWorker(model, algo, trainer, pad_token_id=0, temperature=1.0, total_updates=10, norm_const=16.0)
+
+
+@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"])
+def test_micro_batching_gives_the_same_update_as_one_batch(tiny_model_dir, mode):
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir).double()
+    samples = make_samples(torch.Generator().manual_seed(0))
+    results = []
+    for budget in (100_000, 24):  # one micro-batch vs many of unequal token counts
+        model = copy.deepcopy(base)
+        w = worker(model, budget, mode)
+        # plain SGD (lr 1): the weight change IS the gradient, so any normaliser error shows
+        w.optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+        logprobs = w.compute_logprobs(samples).logprobs
+        for s, lp in zip(samples, logprobs):
+            s.old_logprobs = [x - 0.05 for x in lp]  # ratio != 1 so clipping paths are exercised
+        w.update(samples)
+        results.append(model)
+    for a, b in zip(results[0].parameters(), results[1].parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+    assert any(not torch.equal(a, b) for a, b in zip(base.parameters(), results[0].parameters()))
+
+
+def test_nan_loss_never_reaches_the_weights(tiny_model_dir):
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    before = copy.deepcopy(model.state_dict())
+    w = worker(model, 1000)
+    samples = make_samples(torch.Generator().manual_seed(1))
+    for s, lp in zip(samples, w.compute_logprobs(samples).logprobs):
+        s.old_logprobs = lp
+    samples[5].advantage = math.nan
+    with pytest.warns(UserWarning, match="skipped an optimizer update"):
+        stats = w.update(samples)
+    assert stats.skipped and w.num_nonfinite_skipped == 1
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(tensor, before[name]), name

@@ -1,0 +1,85 @@
+import pytest
+
+from dapo.data.records import Problem
+from dapo.trainer.batch import Sample
+from dapo.trainer.sampler import DynamicSampler, PromptStream
+
+PROBLEMS = [Problem(uid=str(i), prompt=f"p{i}", ground_truth=str(i)) for i in range(10)]
+
+
+def test_stream_resumes_exactly_across_epochs():
+    stream = PromptStream(PROBLEMS, seed=3)
+    first = [p.uid for p in stream.take(7)]
+    state = stream.state_dict()
+    rest = [p.uid for p in stream.take(9)]
+    resumed = PromptStream(PROBLEMS, seed=3)
+    resumed.load_state_dict(state)
+    assert [p.uid for p in resumed.take(9)] == rest
+    assert sorted(first + rest[:3]) == sorted(p.uid for p in PROBLEMS)  # one epoch = each once
+
+
+def make_round(acc_of, n=4, counter=None):
+    """A fake generation round: group g gets correctness pattern acc_of(problem)."""
+    counter = counter if counter is not None else [0]
+
+    def generate_round(problems, round_index):
+        samples = []
+        for problem in problems:
+            gid = counter[0]
+            counter[0] += 1
+            for acc in acc_of(problem)[:n]:
+                samples.append(Sample(gid, problem.uid, [1], [2], [0.0], False, score=float(acc), acc=bool(acc)))
+        return samples
+
+    return generate_round
+
+
+def sampler(**kw):
+    args = dict(prompts_per_step=3, gen_prompts_per_round=4, max_gen_rounds=5, dynamic_sampling=True,
+                filter_metric="acc", keep_surplus=True)
+    args.update(kw)
+    return DynamicSampler(PromptStream(PROBLEMS, seed=0, shuffle=False), **args)
+
+
+def test_refills_until_batch_full_and_carries_surplus():
+    # even-numbered problems have mixed outcomes, odd ones are all wrong
+    mixed = make_round(lambda p: [1, 0, 0, 1] if int(p.uid) % 2 == 0 else [0, 0, 0, 0])
+    ds = sampler()
+    batch, report = ds.next_batch(mixed, step=0)
+    assert len({s.group_id for s in batch}) == 3
+    assert report.gen_rounds == 2 and report.groups_generated == 8
+    assert report.groups_all_wrong == 4 and report.groups_all_correct == 0
+    assert report.groups_carried_out == 1 and len(ds.surplus) == 1
+    _, next_report = ds.next_batch(mixed, step=1)
+    assert next_report.groups_carried_in == 1
+
+
+def test_all_correct_reward_hits_the_round_limit_with_a_reason():
+    ds = sampler(max_gen_rounds=2)
+    with pytest.warns(UserWarning, match="all-correct"):
+        batch, report = ds.next_batch(make_round(lambda p: [1, 1, 1, 1]), step=0)
+    assert batch == [] and report.hit_round_limit and report.groups_all_correct == 8
+
+
+def test_non_binary_scores_filter_on_variance():
+    ds = sampler(filter_metric="score", max_gen_rounds=1, prompts_per_step=4)
+
+    def graded(problems, round_index):
+        out = []
+        for g, problem in enumerate(problems):
+            scores = [0.5, 0.5, 0.5, 0.5] if g == 0 else [0.2, 0.7, 0.7, 0.7]
+            out += [Sample(g, problem.uid, [1], [2], [0.0], False, score=s, acc=False) for s in scores]
+        return out
+
+    with pytest.warns(UserWarning):
+        batch, report = ds.next_batch(graded, step=0)
+    assert report.groups_kept == 3 and {s.group_id for s in batch} == {1, 2, 3}
+
+
+def test_stale_surplus_is_discarded():
+    ds = sampler()
+    mixed = make_round(lambda p: [1, 0, 1, 0])
+    ds.next_batch(mixed, step=0)
+    assert ds.surplus
+    _, report = ds.next_batch(mixed, step=5)
+    assert report.groups_discarded >= 1 and report.groups_carried_in == 0

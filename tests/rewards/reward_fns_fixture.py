@@ -47,3 +47,12 @@ def wrong_arity(response: str) -> float:
 
 
 not_callable = 3
+
+
+def exits_when_asked(response: str, ground_truth: str, extra: dict) -> float:
+    """Kills its own worker process on rows whose extra has exit=True."""
+    if extra.get("exit"):
+        import os
+
+        os._exit(3)
+    return 1.0

@@ -9,7 +9,7 @@ import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from dapo.builtin import build_tokenizer
-from dapo.config import load_config
+from dapo.config import builtin_config_path, load_config
 
 # Reward of the tiny-model tests: correct when the response has an odd number of characters,
 # so a random policy gets mixed groups and every step has gradient signal.
@@ -89,4 +89,6 @@ def tiny_overrides(model_dir: Path, run_dir: Path, reward_file: Path, fn: str = 
 
 
 def tiny_config(model_dir: Path, run_dir: Path, reward_file: Path, *extra: str, fn: str = "parity"):
-    return load_config(overrides=tiny_overrides(model_dir, run_dir, reward_file, fn) + list(extra))
+    """The embedded default with tiny overrides: the same config `dapo train <overrides>` builds."""
+    overrides = tiny_overrides(model_dir, run_dir, reward_file, fn) + list(extra)
+    return load_config([builtin_config_path("default")], overrides)

@@ -63,3 +63,21 @@ def test_nan_loss_never_reaches_the_weights(tiny_model_dir):
     assert stats.skipped and w.num_nonfinite_skipped == 1
     for name, tensor in model.state_dict().items():
         assert torch.equal(tensor, before[name]), name
+
+
+def test_on_policy_update_equals_update_with_recomputed_old_logprobs(tiny_model_dir):
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir).double()
+    samples = make_samples(torch.Generator().manual_seed(2))
+    models = [copy.deepcopy(base), copy.deepcopy(base)]
+    explicit, shortcut = worker(models[0], 40), worker(models[1], 40)
+    for w, model in zip((explicit, shortcut), models):
+        w.optimizer = torch.optim.SGD(model.parameters(), lr=1.0)  # weight change == gradient
+    for s, lp in zip(samples, explicit.compute_logprobs(samples).logprobs):
+        s.old_logprobs = lp
+    explicit_stats = explicit.update(samples)
+    shortcut_stats = shortcut.update(samples, on_policy=True)
+    # stored old log-probs are float32, so the explicit ratio is 1 only to ~1e-7
+    for a, b in zip(models[0].parameters(), models[1].parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-8)
+    assert shortcut_stats.diagnostics is not None and shortcut_stats.diagnostics.tokens == explicit_stats.tokens
+    assert shortcut_stats.clip_low == shortcut_stats.clip_high == 0  # ratio is exactly 1

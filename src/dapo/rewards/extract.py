@@ -24,6 +24,7 @@ _BOX_COMMANDS = ("\\boxed", "\\fbox")
 # Words that offer several candidates ("34 or 35", "either 3 or 4").
 _HEDGE = re.compile(r"(?<![a-z\\])(?:or|either)(?![a-z])|\\lor(?![a-z])", re.IGNORECASE)
 _MAX_LINE_CHARS = 5000  # an "answer line" longer than this is not a final answer
+_MAX_BOXES_PER_LINE = 16  # boxes compared when looking for several candidates on one line
 EXTRACTORS = ("answer", "boxed", "any")
 
 
@@ -149,15 +150,14 @@ def _from_last_box(text: str) -> Extracted | None:
 
 
 def _box_contents_in(text: str) -> list[str]:
-    contents = []
+    """The first few boxes' contents: capped, so nested boxes cannot make this quadratic."""
+    contents: list[str | None] = []
     for box in _BOX_COMMANDS:
         at = text.find(box)
-        while at >= 0:
-            content = _box_content(text, at)
-            if content is not None:
-                contents.append(content)
+        while at >= 0 and len(contents) < _MAX_BOXES_PER_LINE:
+            contents.append(_box_content(text, at))
             at = text.find(box, at + len(box))
-    return contents
+    return [content for content in contents if content is not None]
 
 
 def _box_content(text: str, start: int) -> str | None:

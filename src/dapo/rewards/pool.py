@@ -135,11 +135,10 @@ class WorkerPool:
                 self._fail_pending(pending, self._init_error or "no scoring worker could start")
                 break
             wait(self._waitables(), timeout=self._wait_timeout())
-            for index, worker in enumerate(self._workers):
+            for worker in list(self._workers):
                 self._drain(worker)
                 if worker.dead or time.monotonic() > worker.deadline:
-                    reason = "died" if worker.dead else "timeout"
-                    self._replace(index, pending, reason)
+                    self._retire(worker, pending, "died" if worker.dead else "timeout")
         results, self._results = self._results, []
         return results  # type: ignore[return-value]
 
@@ -189,14 +188,25 @@ class WorkerPool:
             self._done += 1
         self._results[task_id] = outcome
 
-    def _replace(self, index: int, pending: deque[int], reason: str) -> None:
-        """Kill worker ``index``, charge its running task, requeue the rest, start a new one."""
-        worker = self._workers[index]
+    def _retire(self, worker: _Worker, pending: deque[int], reason: str) -> None:
+        """Kill ``worker``, charge its running task, requeue the rest, start a replacement.
+
+        A worker that dies before it was ever ready is not replaced (its replacement would
+        die the same way, forever): the pool shrinks, and with no worker left every task
+        fails with the reason instead of waiting.
+        """
         self._stop(worker, graceful=False)
         if worker.inflight:
             self._finish(worker.inflight.popleft(), (reason, None))
             pending.extendleft(reversed(worker.inflight))
-        self._workers[index] = self._start_worker()
+        index = self._workers.index(worker)
+        if worker.ready:
+            self._workers[index] = self._start_worker()
+        else:
+            self._init_error = self._init_error or (
+                f"a reward worker exited during start-up (exit code {worker.process.returncode})"
+            )
+            del self._workers[index]
 
     def _fail_pending(self, pending: deque[int], why: str) -> None:
         for worker in self._workers:
@@ -206,7 +216,7 @@ class WorkerPool:
             self._finish(pending.popleft(), ("died", why))
 
     def _startup_overdue(self) -> bool:
-        oldest = min(w.started_at for w in self._workers)
+        oldest = min((w.started_at for w in self._workers), default=-math.inf)
         return time.monotonic() - oldest > self.startup_timeout_s
 
     def _waitables(self) -> list[Any]:

@@ -69,6 +69,7 @@ def collate(samples: list[Sample], pad_token_id: int) -> dict[str, torch.Tensor]
         "old_logprobs": old_logprobs,
         "rollout_logprobs": rollout_logprobs,
         "advantages": torch.tensor([s.advantage for s in samples], dtype=torch.float32),
+        "response_lengths": torch.tensor([len(s.response_ids) for s in samples], dtype=torch.long),
     }
 
 

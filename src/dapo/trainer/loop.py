@@ -160,15 +160,15 @@ class Trainer:
         for sample, advantage in zip(batch, advantages.tolist()):
             sample.advantage = advantage
 
-        t0 = time.perf_counter()
-        old = self.policy.compute_logprobs(batch)
-        for sample, logprobs in zip(batch, old.logprobs):
-            sample.old_logprobs = logprobs
-        self.timer["old_logprob"] = time.perf_counter() - t0
-        tokens = max(old.tokens, 1.0)
-        metrics["actor/entropy"] = old.entropy_sum / tokens
-        metrics["mismatch/rollout_trainer_logprob_diff"] = old.mismatch_abs_sum / tokens
-        metrics["mismatch/rollout_trainer_kl"] = old.mismatch_kl_sum / tokens
+        # With a single update per step pi_old is the current policy: the update takes its old
+        # log-probs from its own forward pass instead of a separate one (see PolicyWorker.update).
+        on_policy = self.updates_per_step == 1
+        if not on_policy:
+            t0 = time.perf_counter()
+            old = self.policy.compute_logprobs(batch)
+            for sample, logprobs in zip(batch, old.logprobs):
+                sample.old_logprobs = logprobs
+            self.timer["old_logprob"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
         stats: list[UpdateStats] = []
@@ -176,10 +176,15 @@ class Trainer:
         for _ in range(self.cfg.trainer.ppo_epochs):
             for mini_batch in mini_batches:
                 num_tokens, num_seqs = count_loss_tokens(mini_batch)
-                stats.append(self.policy.update(mini_batch, num_tokens, num_seqs))
+                stats.append(self.policy.update(mini_batch, num_tokens, num_seqs, on_policy=on_policy))
                 self.state.bar_advance(1)
         self.timer["update"] = time.perf_counter() - t0
         self.state.bar_skip(self.updates_per_step - len(stats))
+        diagnostics = stats[0].diagnostics if on_policy else old
+        tokens = max(diagnostics.tokens, 1.0)
+        metrics["actor/entropy"] = diagnostics.entropy_sum / tokens
+        metrics["mismatch/rollout_trainer_logprob_diff"] = diagnostics.mismatch_abs_sum / tokens
+        metrics["mismatch/rollout_trainer_kl"] = diagnostics.mismatch_kl_sum / tokens
         return self._finish_step(metrics, stats, report, started, batch)
 
     def _finish_step(self, metrics, stats, report: SamplingReport, started: float, batch=()) -> dict[str, float]:

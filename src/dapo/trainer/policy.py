@@ -28,6 +28,17 @@ from dapo.trainer.batch import Sample, collate, count_loss_tokens, iter_micro_ba
 
 
 @dataclass
+class LogprobPass:
+    """Result of a no-grad log-prob pass over a batch (sums over response tokens)."""
+
+    logprobs: list[list[float]] = field(default_factory=list)
+    tokens: float = 0.0
+    entropy_sum: float = 0.0
+    mismatch_abs_sum: float = 0.0  # sum |log pi_old_trainer - log pi_rollout|
+    mismatch_kl_sum: float = 0.0  # sum of k3 estimates of KL(pi_rollout || pi_old_trainer)
+
+
+@dataclass
 class UpdateStats:
     """Sums over the loss tokens of one optimizer mini-batch (divide by ``tokens`` for means)."""
 
@@ -39,17 +50,7 @@ class UpdateStats:
     approx_kl: float = 0.0
     grad_norm: float = 0.0
     skipped: bool = False  # the update was dropped because the loss or gradient was not finite
-
-
-@dataclass
-class LogprobPass:
-    """Result of a no-grad log-prob pass over a batch (sums over response tokens)."""
-
-    logprobs: list[list[float]] = field(default_factory=list)
-    tokens: float = 0.0
-    entropy_sum: float = 0.0
-    mismatch_abs_sum: float = 0.0  # sum |log pi_old_trainer - log pi_rollout|
-    mismatch_kl_sum: float = 0.0  # sum of k3 estimates of KL(pi_rollout || pi_old_trainer)
+    diagnostics: LogprobPass | None = None  # entropy / mismatch sums, for on-policy updates
 
 
 def build_optimizer(model: torch.nn.Module, cfg: TrainerConfig) -> torch.optim.Optimizer:
@@ -127,34 +128,47 @@ class PolicyWorker:
         model.eval()
         result = LogprobPass()
         for micro in iter_micro_batches(samples, self.cfg.micro_batch_tokens):
-            tensors = collate(micro, self.pad_token_id)
+            tensors = {k: v.to(self.device) for k, v in collate(micro, self.pad_token_id).items()}
             logits = self._response_logits(model, tensors)
-            responses = tensors["responses"].to(self.device)
-            logprobs = logprobs_from_logits(logits, responses, temperature=self.temperature)
-            lengths = torch.tensor([len(s.response_ids) for s in micro], device=self.device)
-            mask = torch.arange(logprobs.shape[1], device=self.device)[None, :] < lengths[:, None]
-            entropy = entropy_from_logits(logits, temperature=self.temperature)
-            # log(pi_old_trainer / pi_rollout) per token: the engine/trainer mismatch
-            delta = (logprobs - tensors["rollout_logprobs"].to(self.device)) * mask
-            result.entropy_sum += float((entropy * mask).sum())
-            result.mismatch_abs_sum += float(delta.abs().sum())
-            result.mismatch_kl_sum += float(((delta.exp() - 1 - delta) * mask).sum())
-            result.tokens += float(mask.sum())
+            logprobs = logprobs_from_logits(logits, tensors["responses"], temperature=self.temperature)
+            self._diagnose(logits, logprobs, tensors, result)
             for row, sample in enumerate(micro):
                 result.logprobs.append(logprobs[row, : len(sample.response_ids)].float().cpu().tolist())
         model.train(was_training)
         return result
 
-    def update(self, mini_batch: list[Sample], num_tokens: float | None = None, num_seqs: float | None = None) -> UpdateStats:
+    @torch.no_grad()
+    def _diagnose(self, logits: torch.Tensor, logprobs: torch.Tensor, tensors: dict, into: LogprobPass) -> None:
+        """Add entropy and rollout/trainer mismatch sums over the real response tokens."""
+        lengths = tensors["response_lengths"]
+        mask = torch.arange(logprobs.shape[1], device=logprobs.device)[None, :] < lengths[:, None]
+        entropy = entropy_from_logits(logits.detach(), temperature=self.temperature)
+        # log(pi_old_trainer / pi_rollout) per token: the engine/trainer mismatch
+        delta = (logprobs.detach() - tensors["rollout_logprobs"]) * mask
+        into.entropy_sum += float((entropy * mask).sum())
+        into.mismatch_abs_sum += float(delta.abs().sum())
+        into.mismatch_kl_sum += float(((delta.exp() - 1 - delta) * mask).sum())
+        into.tokens += float(mask.sum())
+
+    def update(
+        self,
+        mini_batch: list[Sample],
+        num_tokens: float | None = None,
+        num_seqs: float | None = None,
+        on_policy: bool = False,
+    ) -> UpdateStats:
         """One optimizer update on a mini-batch, accumulated over token-budget micro-batches.
 
         ``num_tokens``/``num_seqs`` are the GLOBAL normalisers of the mini-batch (all micro-batches
         and all data-parallel ranks); they default to this worker's whole mini-batch.
+        ``on_policy``: this is the only update since the rollout, so pi_old IS the current policy
+        and old log-probs are this forward's own log-probs, detached (ratio exactly 1); the
+        separate old-log-prob pass is skipped and its diagnostics are taken here instead.
         """
         local_tokens, local_seqs = count_loss_tokens(mini_batch)
         num_tokens = local_tokens if num_tokens is None else num_tokens
         num_seqs = local_seqs if num_seqs is None else num_seqs
-        stats = UpdateStats(tokens=local_tokens)
+        stats = UpdateStats(tokens=local_tokens, diagnostics=LogprobPass() if on_policy else None)
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         for micro in iter_micro_batches(mini_batch, self.cfg.micro_batch_tokens):
@@ -185,6 +199,9 @@ class PolicyWorker:
         logits = self._response_logits(self.model, tensors)
         logprobs = logprobs_from_logits(logits, tensors["responses"], temperature=self.temperature)
         mask = tensors["response_mask"]
+        if stats.diagnostics is not None:
+            tensors["old_logprobs"] = logprobs.detach()
+            self._diagnose(logits, logprobs, tensors, stats.diagnostics)
         weights = None
         if self.algo.tis_cap is not None:
             weights = tis_weights(tensors["old_logprobs"], tensors["rollout_logprobs"], self.algo.tis_cap)

@@ -1,0 +1,101 @@
+"""Generation throughput: the native rollout engine vs ``model.generate``.
+
+    python benchmarks/bench_rollout.py [--model-dir DIR] [--random-model] [--batch-sizes 8 16 64 128]
+
+Both engines sample (temperature 1, no top-k/top-p) exactly ``--max-new-tokens`` tokens per row
+(no stop tokens), from the same prompts, on the same model and thread count. Each engine is timed
+``--repeats`` times, interleaved so background load hits both alike; the best run counts.
+Run it alone on the machine (``flock /tmp/dapo-cpu.lock python benchmarks/bench_rollout.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+from transformers import AutoModelForCausalLM, GenerationConfig, PreTrainedModel, Qwen2Config, Qwen2ForCausalLM
+
+from dapo.rollout import NativeEngine, SamplingParams
+from dapo.rollout.batching import left_pad
+
+
+def random_builtin_shape_model() -> PreTrainedModel:
+    """A randomly initialised Qwen2 of the built-in model's shape."""
+    torch.manual_seed(0)
+    config = Qwen2Config(
+        vocab_size=100, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, intermediate_size=688, max_position_embeddings=1024, tie_word_embeddings=True,
+    )
+    return Qwen2ForCausalLM(config)
+
+
+def load_model(args: argparse.Namespace) -> tuple[PreTrainedModel, str]:
+    if args.model_dir:
+        return AutoModelForCausalLM.from_pretrained(args.model_dir, dtype=torch.float32), args.model_dir
+    if not args.random_model:
+        try:
+            from dapo.builtin import ensure_base_model
+
+            path = ensure_base_model()
+            return AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32), f"built-in ({path})"
+        except ImportError:
+            pass
+    return random_builtin_shape_model(), "random Qwen2 of the built-in shape"
+
+
+def make_prompts(batch_size: int, vocab_size: int, seed: int) -> list[list[int]]:
+    """Prompts of 10-20 tokens (ids above the usual special tokens)."""
+    generator = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(10, 21, (batch_size,), generator=generator).tolist()
+    return [torch.randint(3, vocab_size, (n,), generator=generator).tolist() for n in lengths]
+
+
+def time_native(model: PreTrainedModel, prompts: list[list[int]], max_new_tokens: int) -> float:
+    engine = NativeEngine(model, pad_token_id=0)
+    result = engine.generate(prompts, SamplingParams(max_new_tokens=max_new_tokens, seed=0))
+    return result.num_generated_tokens / result.seconds
+
+
+def time_generate(model: PreTrainedModel, prompts: list[list[int]], max_new_tokens: int) -> float:
+    input_ids, pad_lengths = left_pad(prompts, 0, torch.device("cpu"))
+    attention_mask = (torch.arange(input_ids.shape[1]).unsqueeze(0) >= pad_lengths.unsqueeze(1)).long()
+    config = GenerationConfig(do_sample=True, top_k=0, top_p=1.0, max_new_tokens=max_new_tokens, pad_token_id=0)
+    start = time.perf_counter()
+    with torch.inference_mode():
+        sequences = model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=config)
+    seconds = time.perf_counter() - start
+    return sequences[:, input_ids.shape[1] :].numel() / seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model-dir", help="Hugging Face model directory (default: the built-in model)")
+    parser.add_argument("--random-model", action="store_true", help="random Qwen2 of the built-in shape")
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[8, 16, 64, 128])
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model, name = load_model(args)
+    model.eval()
+    vocab_size = model.get_input_embeddings().num_embeddings
+    print(f"model: {name}, {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters")
+    print(f"threads: {torch.get_num_threads()}, max_new_tokens: {args.max_new_tokens}, best of {args.repeats}")
+    time_native(model, make_prompts(4, vocab_size, 0), 4)  # warm-up
+    time_generate(model, make_prompts(4, vocab_size, 0), 4)
+    print(f"{'batch':>6} {'engine':>16} {'tokens/s':>10} {'speedup':>8}")
+    for batch_size in args.batch_sizes:
+        prompts = make_prompts(batch_size, vocab_size, batch_size)
+        native, generate = 0.0, 0.0
+        for _ in range(args.repeats):
+            native = max(native, time_native(model, prompts, args.max_new_tokens))
+            generate = max(generate, time_generate(model, prompts, args.max_new_tokens))
+        print(f"{batch_size:>6} {'model.generate':>16} {generate:>10.0f} {1.0:>8.2f}")
+        print(f"{batch_size:>6} {'native':>16} {native:>10.0f} {native / generate:>8.2f}")
+
+
+if __name__ == "__main__":
+    main()

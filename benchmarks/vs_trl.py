@@ -1,0 +1,298 @@
+"""dapo-rl vs TRL's GRPOTrainer, side by side at equal wall time, on CPU.
+
+Both systems start from the built-in base model (char-level Qwen2, ~3.4M parameters) and train on
+the built-in arithmetic task with the same settings: G = 8 responses per prompt, 16 prompts (groups)
+per step, one optimizer update per step, at most 64 new tokens, temperature 1 / top-p 1, the same
+learning rate (constant, no warm-up), Clip-Higher eps_low = 0.2 / eps_high = 0.28, no KL, token-level
+loss, the same verifier (+1 / -1) plus the soft overlong punishment, gradient checkpointing off.
+The one intended difference: dapo-rl keeps Dynamic Sampling on (TRL has none), so a dapo-rl step may
+generate more than 16 groups to train on 16 with mixed outcomes; the table reports both counts.
+
+Each training run and each evaluation runs in its own subprocess (no shared state, and a clean
+peak-memory reading). Every system trains for the same wall-clock budget, then all final models are
+scored by the same sampled held-out evaluation (dapo-rl's ``evaluate_model``: same problems, same
+k samples each at temperature 1 / top-p 1, same seed, same verifier).
+
+    flock /tmp/dapo-cpu.lock python benchmarks/vs_trl.py [--seconds 120] [--eval-k 4] \
+        [--output runs/vs_trl/results.md] [--smoke]
+
+Metrics: seconds per step (median over steps); completion tokens/s = every completion token
+generated / wall time of all steps (so it counts generation, scoring and the update); peak memory
+= the training process's RSS high-water mark (``ru_maxrss``); held-out avg@k before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+SMOKE_SECONDS = 10.0
+SMOKE_EVAL_PROBLEMS = 40
+
+
+@dataclass
+class BenchSettings:
+    seconds: float = 120.0  # wall-clock training budget per system
+    eval_k: int = 4  # samples per held-out problem
+    eval_problems: int = 0  # held-out problems evaluated (0: the whole eval split)
+    prompts_per_step: int = 16
+    group_size: int = 8  # G
+    max_response_length: int = 64
+    overlong_buffer: int = 16  # L_cache of the soft overlong punishment (dapo-rl's default config)
+    lr: float = 1e-4
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    seed: int = 0
+    # dapo-rl only (Dynamic Sampling): prompts per generation round and the round limit per step.
+    gen_prompts_per_round: int = 24
+    max_gen_rounds: int = 4
+
+
+# ------------------------------------------------------------------------------- dapo-rl side
+def dapo_config(settings: BenchSettings, model_dir: str, output_dir: str) -> Any:
+    from dapo.config import builtin_config_path, load_config
+
+    s = settings
+    overrides = [
+        f"output_dir={output_dir}",
+        f"model.path={model_dir}",
+        f"rollout.n={s.group_size}",
+        f"rollout.max_response_length={s.max_response_length}",
+        f"algorithm.clip_ratio_low={s.clip_low}",
+        f"algorithm.clip_ratio_high={s.clip_high}",
+        "algorithm.kl_coef=0.0",
+        "algorithm.dynamic_sampling=true",
+        f"algorithm.max_gen_rounds={s.max_gen_rounds}",
+        f"algorithm.overlong_buffer_len={s.overlong_buffer}",
+        "algorithm.overlong_soft_punishment=true",
+        "trainer.total_steps=1000000",  # the wall-clock budget stops training, not the step count
+        f"trainer.prompts_per_step={s.prompts_per_step}",
+        f"trainer.mini_batch_prompts={s.prompts_per_step}",  # one optimizer update per step, like TRL
+        f"trainer.gen_prompts_per_round={s.gen_prompts_per_round}",
+        f"trainer.lr={s.lr}",
+        "trainer.warmup_steps=0",
+        "trainer.lr_schedule=constant",
+        "trainer.weight_decay=0.0",
+        "trainer.grad_clip=1.0",
+        f"trainer.seed={s.seed}",
+        "trainer.device=cpu",
+        "model.gradient_checkpointing=false",
+        "reward.extractor=answer",
+        f"eval.k={s.eval_k}",
+        "eval.temperature=1.0",
+        "eval.top_p=1.0",
+        f"eval.max_problems={s.eval_problems}",
+        "eval.every_steps=0",
+        "checkpoint.every_steps=0",
+        "checkpoint.resume=never",
+        "logging.progress=false",
+        "logging.tensorboard=false",
+    ]
+    return load_config([builtin_config_path("default")], overrides=overrides)
+
+
+def train_dapo(settings: BenchSettings, model_dir: str, work_dir: str) -> dict[str, Any]:
+    """Run dapo-rl step by step until the budget is spent; save the final policy to ``<work_dir>/final``."""
+    from dapo.trainer import Trainer
+
+    trainer = Trainer(dapo_config(settings, model_dir, str(Path(work_dir) / "run")))
+    step_metrics: list[dict[str, float]] = []
+    started = time.perf_counter()
+    while time.perf_counter() - started < settings.seconds:
+        metrics = trainer.step_once()
+        trainer.state.log(trainer.step, metrics)
+        step_metrics.append(metrics)
+    train_seconds = time.perf_counter() - started
+    trainer.state.close()
+    trainer.scorer.close()
+    final_dir = Path(work_dir) / "final"
+    trainer.model.save_pretrained(final_dir)
+    trainer.tokenizer.save_pretrained(final_dir)
+    groups = [m.get("sampling/groups_generated", float(settings.prompts_per_step)) for m in step_metrics]
+    # Every generated response, all rounds: groups x G x mean length over generated responses.
+    tokens = sum(g * settings.group_size * m["rollout/response_length_mean"] for g, m in zip(groups, step_metrics))
+    accs = [m["rollout/acc"] for m in step_metrics if "rollout/acc" in m]
+    return {
+        "steps": len(step_metrics),
+        "step_seconds": [m["time/step"] for m in step_metrics],
+        "train_seconds": train_seconds,
+        "completion_tokens": tokens,
+        "groups_generated_per_step": sum(groups) / max(len(groups), 1),
+        "mixed_groups_per_step": statistics.fmean(m.get("sampling/groups_trained", 0.0) for m in step_metrics)
+        if step_metrics else 0.0,
+        "train_acc_first": accs[0] if accs else None,
+        "train_acc_last": accs[-1] if accs else None,
+        "final_model_dir": str(final_dir),
+    }
+
+
+def evaluate_dir(settings: BenchSettings, model_dir: str, work_dir: str) -> dict[str, Any]:
+    """Held-out sampled accuracy of a saved model, by dapo-rl's evaluation (same for every model)."""
+    from dapo.config import DataConfig
+    from dapo.data import load_problems
+    from dapo.trainer import evaluate_model
+
+    result: dict[str, Any] = evaluate_model(dapo_config(settings, model_dir, str(Path(work_dir) / "eval_run")))
+    held_out = load_problems(["builtin:arithmetic"], DataConfig(template="none"), split="eval").problems
+    distinct = len({p.uid for p in held_out})
+    result["problems"] = min(distinct, settings.eval_problems) if settings.eval_problems else distinct
+    return result
+
+
+# ------------------------------------------------------------------------------ subprocesses
+def run_worker(role: str, settings: BenchSettings, model_dir: str, work_dir: str) -> None:
+    """Body of one subprocess: do ``role``, then write its result and peak RSS to result.json."""
+    Path(work_dir).mkdir(parents=True, exist_ok=True)
+    if role == "trl":
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from trl_side import train_trl
+
+        result = train_trl(asdict(settings), model_dir, work_dir)
+    elif role == "dapo":
+        result = train_dapo(settings, model_dir, work_dir)
+    elif role == "eval":
+        result = evaluate_dir(settings, model_dir, work_dir)
+    else:
+        raise ValueError(f"unknown worker role {role!r}: expected trl, dapo or eval")
+    result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+    (Path(work_dir) / "result.json").write_text(json.dumps(result, indent=1))
+
+
+def run_part(role: str, settings: BenchSettings, model_dir: str, work_dir: Path) -> dict[str, Any]:
+    """Run one worker in a fresh Python process and return its result."""
+    shutil.rmtree(work_dir, ignore_errors=True)
+    command = [sys.executable, __file__, "--worker", role, "--settings", json.dumps(asdict(settings)),
+               "--model-dir", model_dir, "--work-dir", str(work_dir)]
+    print(f"[vs_trl] {role}: {model_dir} -> {work_dir}", flush=True)
+    started = time.perf_counter()
+    subprocess.run(command, check=True)
+    print(f"[vs_trl] {role} done in {time.perf_counter() - started:.0f} s", flush=True)
+    return json.loads((work_dir / "result.json").read_text())
+
+
+# ------------------------------------------------------------------------------------ report
+def summarize(train: dict[str, Any], accuracy: dict[str, float], k: int) -> dict[str, Any]:
+    step_seconds = train["step_seconds"]
+    return {
+        "steps": train["steps"],
+        "train_seconds": train["train_seconds"],
+        "median_step_s": statistics.median(step_seconds) if step_seconds else float("nan"),
+        "tokens_per_s": train["completion_tokens"] / max(sum(step_seconds), 1e-9),
+        "groups_generated": train["groups_generated_per_step"],
+        "groups_mixed": train["mixed_groups_per_step"],
+        "peak_rss_mib": train["peak_rss_mib"],
+        "acc_after": accuracy.get(f"eval/avg@{k}", float("nan")),
+        "pass_after": accuracy.get(f"eval/pass@{k}", float("nan")),
+    }
+
+
+def render_table(rows: dict[str, dict[str, Any]], before: dict[str, float], settings: BenchSettings,
+                 eval_problems: int) -> str:
+    k = settings.eval_k
+    acc_before = before.get(f"eval/avg@{k}", float("nan"))
+    lines = [
+        f"## dapo-rl vs TRL GRPOTrainer: {settings.seconds:.0f} s of training each, CPU",
+        "",
+        f"Built-in base model and arithmetic task; G={settings.group_size}, {settings.prompts_per_step} "
+        f"prompts/step, 1 update/step, max {settings.max_response_length} new tokens, lr {settings.lr:g} constant, "
+        f"clip {settings.clip_low}/{settings.clip_high}, no KL, token-level loss, soft overlong punishment "
+        f"(buffer {settings.overlong_buffer}), gradient checkpointing off, torch threads {_threads()}. "
+        f"Held-out: avg@{k} over {eval_problems} problems, temperature 1, top-p 1, same seed for every model.",
+        "",
+        f"| system | steps | train s | s/step (median) | completion tok/s | groups generated/step "
+        f"| mixed groups trained/step | peak RSS MiB | held-out avg@{k} | pass@{k} |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+        f"| base model (before) | - | - | - | - | - | - | - | {acc_before:.1%} "
+        f"| {before.get(f'eval/pass@{k}', float('nan')):.1%} |",
+    ]
+    for name, r in rows.items():
+        lines.append(
+            f"| {name} | {r['steps']} | {r['train_seconds']:.0f} | {r['median_step_s']:.2f} | "
+            f"{r['tokens_per_s']:.0f} | {r['groups_generated']:.1f} | {r['groups_mixed']:.1f} | "
+            f"{r['peak_rss_mib']:.0f} | {r['acc_after']:.1%} | {r['pass_after']:.1%} |"
+        )
+    dapo, trl = rows["dapo-rl"], rows["TRL 1.16 GRPOTrainer"]
+    lines += [
+        "",
+        f"Throughput dapo-rl / TRL: {dapo['tokens_per_s'] / max(trl['tokens_per_s'], 1e-9):.2f}x completion "
+        f"tokens/s; {trl['median_step_s'] / max(dapo['median_step_s'], 1e-9):.2f}x steps/s. "
+        f"Held-out avg@{k} after equal wall time: dapo-rl {dapo['acc_after']:.1%} vs TRL {trl['acc_after']:.1%} "
+        f"(base {acc_before:.1%}).",
+        "TRL trains on every group (its mixed count is 16 x (1 - frac_reward_zero_std)); dapo-rl's "
+        "Dynamic Sampling generates extra groups per step to fill the batch with mixed ones.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=120.0, help="training wall-clock budget per system")
+    parser.add_argument("--eval-k", type=int, default=4, help="samples per held-out problem")
+    parser.add_argument("--eval-problems", type=int, default=0, help="held-out problems (0: all)")
+    parser.add_argument("--lr", type=float, default=1e-4, help="learning rate of both systems")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output", default="runs/vs_trl/results.md", help="markdown table written here")
+    parser.add_argument("--smoke", action="store_true",
+                        help=f"quick check: {SMOKE_SECONDS:.0f} s each, {SMOKE_EVAL_PROBLEMS} held-out problems")
+    parser.add_argument("--worker", choices=["trl", "dapo", "eval"], help=argparse.SUPPRESS)
+    parser.add_argument("--settings", help=argparse.SUPPRESS)
+    parser.add_argument("--model-dir", help=argparse.SUPPRESS)
+    parser.add_argument("--work-dir", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.seconds <= 0 or args.eval_k < 1 or args.eval_problems < 0:
+        parser.error("--seconds must be > 0, --eval-k >= 1, --eval-problems >= 0")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.worker:
+        run_worker(args.worker, BenchSettings(**json.loads(args.settings)), args.model_dir, args.work_dir)
+        return
+    settings = BenchSettings(seconds=args.seconds, eval_k=args.eval_k, eval_problems=args.eval_problems,
+                             lr=args.lr, seed=args.seed)
+    if args.smoke:
+        settings.seconds, settings.eval_problems = SMOKE_SECONDS, settings.eval_problems or SMOKE_EVAL_PROBLEMS
+    from dapo.builtin import ensure_base_model
+
+    base_dir = str(ensure_base_model("~/.cache/dapo-rl"))
+    work = Path(args.output).parent / "work"
+    before = run_part("eval", settings, base_dir, work / "eval_base")
+    # Alternate the systems, each in a fresh process, then score both final models identically.
+    trl = run_part("trl", settings, base_dir, work / "trl")
+    dapo = run_part("dapo", settings, base_dir, work / "dapo")
+    rows = {
+        "TRL 1.16 GRPOTrainer": summarize(trl, run_part("eval", settings, trl["final_model_dir"], work / "eval_trl"),
+                                          settings.eval_k),
+        "dapo-rl": summarize(dapo, run_part("eval", settings, dapo["final_model_dir"], work / "eval_dapo"),
+                             settings.eval_k),
+    }
+    table = render_table(rows, before, settings, int(before["problems"]))
+    print(table)
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output).write_text(table)
+    (Path(args.output).with_suffix(".json")).write_text(json.dumps({"settings": asdict(settings), "before": before,
+                                                                    "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

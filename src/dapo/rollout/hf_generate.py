@@ -1,0 +1,98 @@
+"""The ``model.generate`` baseline engine (``rollout.engine: hf``).
+
+Behaviour log-probs come from ``output_scores``: Hugging Face returns the processed scores
+(after temperature, top-k and top-p warping), so log_softmax(scores_t)[token_t] is the log-prob
+under the distribution actually sampled from, as :func:`compute_transition_scores` with
+``normalize_logits=True`` computes. Stop strings are applied afterwards on the decoded tokens.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+from torch import nn
+from transformers import GenerationConfig
+
+from dapo.rollout.base import GenerationResult, SamplingParams
+from dapo.rollout.batching import build_completions, check_request, eval_mode, left_pad, model_device
+from dapo.rollout.stopping import cut_at_stop_string
+
+
+class HFGenerateEngine:
+    """Rollout engine on ``model.generate``; slower than :class:`NativeEngine`, kept as a reference."""
+
+    def __init__(self, model: nn.Module, pad_token_id: int, tokenizer: Any | None = None) -> None:
+        self.model = model
+        self.pad_token_id = pad_token_id
+        self.tokenizer = tokenizer
+
+    def _generation_config(self, params: SamplingParams) -> GenerationConfig:
+        # A fresh config, so the model's own generation defaults (e.g. top_k=50) cannot leak in.
+        return GenerationConfig(
+            do_sample=True,
+            temperature=params.temperature,
+            top_k=params.top_k,
+            top_p=params.top_p,
+            max_new_tokens=params.max_new_tokens,
+            eos_token_id=list(params.stop_token_ids) or None,
+            pad_token_id=self.pad_token_id,
+            output_scores=True,
+            return_dict_in_generate=True,
+        )
+
+    def generate(self, prompt_token_ids: list[list[int]], params: SamplingParams) -> GenerationResult:
+        """Sample ``params.n`` responses per prompt; completions are prompt-major."""
+        check_request(self.model, self.pad_token_id, prompt_token_ids, params)
+        if params.stop_strings and self.tokenizer is None:
+            raise ValueError(f"stop_strings={params.stop_strings!r} need a tokenizer: pass tokenizer= to the engine")
+        start = time.perf_counter()
+        if not prompt_token_ids:
+            return GenerationResult([], 0.0, 0)
+        device = model_device(self.model)
+        input_ids, pad_lengths = left_pad(prompt_token_ids, self.pad_token_id, device)
+        input_ids = input_ids.repeat_interleave(params.n, dim=0)
+        slots = torch.arange(input_ids.shape[1], device=device)
+        attention_mask = (slots.unsqueeze(0) >= pad_lengths.repeat_interleave(params.n).unsqueeze(1)).long()
+        with torch.inference_mode(), eval_mode(self.model), torch.random.fork_rng(devices=_cuda_devices(device)):
+            if params.seed is not None:
+                torch.manual_seed(params.seed)
+            output = self.model.generate(
+                input_ids=input_ids, attention_mask=attention_mask, generation_config=self._generation_config(params)
+            )
+            response_ids = output.sequences[:, input_ids.shape[1] :]
+            scores = torch.stack(output.scores, dim=1).float()  # (rows, steps, V), processed
+            logprobs = torch.log_softmax(scores, dim=-1).gather(-1, response_ids.unsqueeze(-1)).squeeze(-1)
+        rows = [self._finish(ids, lps, params) for ids, lps in zip(response_ids.tolist(), logprobs.tolist())]
+        completions = build_completions([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], params.n)
+        num_tokens = sum(len(c.token_ids) for c in completions)
+        return GenerationResult(completions, time.perf_counter() - start, num_tokens)
+
+    def _finish(self, token_ids: list[int], logprobs: list[float], params: SamplingParams) -> tuple[list[int], list[float], bool]:
+        """Cut a padded generate() row after its first stop token or stop string."""
+        length, stopped = len(token_ids), False
+        stop_ids = set(params.stop_token_ids)
+        for position, token in enumerate(token_ids):
+            if token in stop_ids:
+                length, stopped = position + 1, True
+                break
+        if params.stop_strings:
+            cut = cut_at_stop_string(token_ids[:length], params.stop_strings, self.tokenizer)
+            if cut is not None:
+                length, stopped = cut, True
+        return token_ids[:length], logprobs[:length], stopped
+
+    def sync_weights(self, model: nn.Module) -> None:
+        if model is not self.model:
+            self.model.load_state_dict(model.state_dict())
+
+    def sleep(self) -> None:
+        """Nothing to release."""
+
+    def wake_up(self) -> None:
+        """Nothing to re-acquire."""
+
+
+def _cuda_devices(device: torch.device) -> list[int]:
+    return [device.index or 0] if device.type == "cuda" else []

@@ -1,0 +1,107 @@
+"""Extraction and the parent-process fast path: correct, and linear on hostile text."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dapo.rewards.equivalence import canonical_integer, quick_verdict
+from dapo.rewards.extract import extract_answer, resolve_extractor
+from dapo.rewards.verifier import prepare, shorten
+
+HOSTILE_RESPONSES = {
+    "power tower": "Answer: " + "9^{" * 200 + "9" + "}" * 200,
+    "factorial": "Answer: $(10^{100})!$",
+    "100k digits": "Answer: " + "7" * 100_000,
+    "nested braces": "\\boxed{" + "{" * 5000 + "1" + "}" * 5000 + "}",
+    "unbalanced box": "so \\boxed{" + "{x" * 50_000,
+    "1 MB response": "word " * 200_000 + "\nAnswer: 34",
+    "1e999999": "Answer: 1e999999",
+    "non-ASCII digits": "Answer: " + "\u0663" * 50_000,
+    "spaces after anchor": "Answer" + " " * 100_000 + "x",
+    "many anchors": "Answer: 1\n" * 100_000,
+    "many boxes on a line": "\\boxed{1}" * 100_000,
+    "nested boxes": "\\boxed{" * 5000 + "1" + "}" * 5000,
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_RESPONSES))
+def test_parent_fast_path_is_fast_on_hostile_text(name: str) -> None:
+    """Extraction + the integer path run in the trainer process: they must never be slow."""
+    response = HOSTILE_RESPONSES[name]
+    for extractor in ("answer", "boxed", "any"):
+        start = time.perf_counter()
+        prepared = prepare(response, "34", extractor)
+        assert time.perf_counter() - start < 0.5, f"{name} / {extractor}"
+        assert len(shorten(prepared.pred)) <= 100
+
+
+def test_parent_fast_path_decides_integer_hostiles_without_math_verify() -> None:
+    assert prepare(HOSTILE_RESPONSES["100k digits"], "34", "answer", 200_000).verdict is False
+    assert prepare("Answer: 1e999999", "34", "answer").verdict is False
+    # Beyond max_response_chars only the tail is read: the anchor is cut off, so no answer.
+    assert prepare(HOSTILE_RESPONSES["100k digits"], "34", "answer", 20_000).pred == ""
+
+
+def test_huge_integers_compare_exactly_without_int() -> None:
+    """int() refuses > 4300 digits; the string comparison does not care."""
+    big = "9" * 100_000
+    assert quick_verdict(big, big) is True
+    assert quick_verdict(big, big[:-1] + "8") is False
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("1,234", "1234"), ("+7", "7"), ("-0", "0"), ("007", "7"), ("34.000", "34"),
+     ("x = -5", "-5"), ("5 \\text{ cm}", "5"), ("5^\\circ", "5"), ("\uff15", "5"),
+     ("5.5", None), ("1e3", None), ("\\frac{1}{2}", None), ("12,34", None), ("", None)],
+)
+def test_canonical_integer(text: str, expected: str | None) -> None:
+    assert canonical_integer(text) == expected
+
+
+def test_answer_line_takes_the_rest_of_the_last_anchor_line() -> None:
+    extracted = extract_answer("Answer: 1\nmore\n**Final Answer:** $42$ \nbye", "answer")
+    assert extracted is not None and extracted.text == "42" and not extracted.hedged
+
+
+def test_hedges_are_flagged() -> None:
+    for text in ("Answer: 3 or 4", "Answer: $3$ and $4$", "Answer: 3 \\lor 4"):
+        extracted = extract_answer(text, "answer")
+        assert extracted is not None and extracted.hedged, text
+    extracted = extract_answer("Answer: \\text{orange}", "answer")
+    assert extracted is not None and not extracted.hedged
+
+
+def test_no_anchor_no_answer() -> None:
+    assert extract_answer("the result is 34", "answer") is None
+    assert extract_answer("the result is 34", "boxed") is None
+    assert extract_answer("the result is 34", "any") is None
+
+
+def test_auto_extractor_rule() -> None:
+    assert resolve_extractor("auto", "math_dapo") == "answer"
+    assert resolve_extractor("auto", "DAPO-Math-17K") == "answer"
+    assert resolve_extractor("auto", "lighteval/MATH") == "any"
+    assert resolve_extractor("auto", None) == "any"
+    assert resolve_extractor("boxed", "math_dapo") == "boxed"
+    with pytest.raises(ValueError, match="extractor"):
+        resolve_extractor("last_number", None)
+
+
+ALPHABET = ["Answer:", "\\boxed{", "\\fbox", "{", "}", "$", "\\", "**", " or ", "\n", " ", ",",
+            "1", "34", "-", ".", "e9", "\\frac", "^{", "\u0663", "x =", "\\text{", "%", "\\$"]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(ALPHABET), max_size=3000), st.sampled_from(["34", "\\frac12"]))
+def test_prepare_never_raises_and_stays_fast(tokens: list[str], ground_truth: str) -> None:
+    text = "".join(tokens)
+    for extractor in ("answer", "boxed", "any"):
+        start = time.perf_counter()
+        prepared = prepare(text, ground_truth, extractor)
+        assert time.perf_counter() - start < 0.5
+        assert prepared.verdict in (True, False, None)

@@ -1,0 +1,135 @@
+"""User reward functions: loading, weighting, and isolation of hostile functions."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dapo.config.schema import RewardConfig, RewardFunctionSpec
+from dapo.rewards import RewardFunctionError, RewardScorer, load_reward_function
+
+HERE = Path(__file__).resolve().parent
+FNS = str(HERE / "reward_fns_fixture.py")
+TIMEOUT_S = 1.0
+SLACK_S = 2.0
+
+
+def spec(name: str, weight: float = 1.0) -> RewardFunctionSpec:
+    return RewardFunctionSpec(path=f"{FNS}:{name}", weight=weight)
+
+
+@pytest.fixture(scope="module")
+def scorer() -> Iterator[RewardScorer]:
+    cfg = RewardConfig(
+        functions=[spec("exact_match", 0.5), spec("length_bonus", 2.0),
+                   spec("sleeps_when_asked", 1.0), spec("raises_when_asked", 1.0)],
+        timeout_s=TIMEOUT_S,
+        num_workers=2,
+    )
+    with RewardScorer(cfg) as reward_scorer:
+        yield reward_scorer
+
+
+def test_weighted_sum_of_verifier_and_user_functions(scorer: RewardScorer) -> None:
+    response = "x" * 96 + "Answer: 34"  # 106 characters
+    [result] = scorer.score([response], ["34"], extras=[{}])
+    # verifier +1, exact_match 0.5 * 1, length_bonus 2 * 0.106, sleeps 1 * 0.5, raises 1 * 1
+    assert result.score == pytest.approx(1.0 + 0.5 + 2 * 0.106 + 0.5 + 1.0)
+    assert result.acc
+    assert result.extra["exact_match/score"] == 1.0
+    assert result.extra["exact_match/chars"] == 106.0
+    assert result.extra["length_bonus/score"] == pytest.approx(0.106)
+
+
+def test_sleeping_function_times_out_alone(scorer: RewardScorer) -> None:
+    extras = [{}, {"sleep": True}, {}, {}]
+    start = time.monotonic()
+    results = scorer.score(["Answer: 34"] * 4, ["34"] * 4, extras=extras)
+    assert time.monotonic() - start < TIMEOUT_S + SLACK_S
+    assert [r.timed_out for r in results] == [False, True, False, False]
+    assert [r.acc for r in results] == [True, False, True, True]
+    # The timed-out function contributes weight * incorrect_score (-1) instead of 0.5.
+    assert results[1].score == pytest.approx(results[0].score - 1.5)
+
+
+def test_raising_function_is_counted_and_its_traceback_shown_once(
+    scorer: RewardScorer, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="dapo.rewards"):
+        for _ in range(2):
+            results = scorer.score(["Answer: 34"] * 3, ["34"] * 3, extras=[{"boom": True}] * 3)
+            assert all(r.error and not r.acc for r in results)
+    shown = [r for r in caplog.records if "raises_when_asked raised" in r.getMessage()]
+    assert len(shown) == 1
+    assert "boom from the reward function" in shown[0].getMessage()
+    assert scorer.num_errors >= 6
+
+
+def test_acc_from_first_user_function_when_verifier_is_off() -> None:
+    cfg = RewardConfig(verifier_weight=0.0, functions=[spec("exact_match")], num_workers=1)
+    with RewardScorer(cfg) as scorer:
+        results = scorer.score(["the end 34", "the end 35"], ["34", "34"])
+    assert [r.acc for r in results] == [True, False]
+    assert [r.score for r in results] == [1.0, 0.0]
+
+
+def test_function_that_always_sleeps_warns_at_start_and_times_out(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cfg = RewardConfig(functions=[spec("sleeps_forever")], timeout_s=TIMEOUT_S, num_workers=1)
+    with caplog.at_level(logging.WARNING, logger="dapo.rewards"), RewardScorer(cfg) as scorer:
+        [result] = scorer.score(["Answer: 1"], ["1"])
+    assert result.timed_out and not result.acc
+    assert any("deadline on a dummy item" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [("returns_string", "is a str, not a number"), ("returns_dict_without_score", "no 'score'")],
+)
+def test_wrong_return_type_fails_before_training(name: str, message: str) -> None:
+    cfg = RewardConfig(functions=[spec(name)], num_workers=1)
+    with pytest.raises(RewardFunctionError, match=message):
+        RewardScorer(cfg)
+
+
+def test_import_error_fails_before_training() -> None:
+    cfg = RewardConfig(functions=[RewardFunctionSpec(path=f"{HERE}/broken_import_fixture.py:f")],
+                       num_workers=1)
+    with pytest.raises(RewardFunctionError, match="deliberately broken"):
+        RewardScorer(cfg)
+
+
+@pytest.mark.parametrize(
+    ("spec_text", "message"),
+    [
+        (f"{FNS}:no_such_function", "has no attribute 'no_such_function'"),
+        (f"{FNS}:not_callable", "is not callable"),
+        (f"{FNS}:wrong_arity", "must accept"),
+        ("/nonexistent/rewards.py:f", "does not exist"),
+        ("no_such_package_xyz.mod:f", "No module named"),
+        ("just_a_name", "expected 'path/to/file.py:function'"),
+        (f"{HERE}/broken_import_fixture.py:f", "ImportError"),
+    ],
+)
+def test_load_errors_are_clear(spec_text: str, message: str) -> None:
+    with pytest.raises(RewardFunctionError, match=message):
+        load_reward_function(spec_text)
+
+
+def test_load_by_module_path() -> None:
+    assert load_reward_function("os.path:join")("a", "b", "c") == "a/b/c"  # type: ignore[arg-type]
+    assert load_reward_function(f"{FNS}:length_bonus")("x" * 10, "", {}) == pytest.approx(0.01)
+
+
+def test_function_that_kills_its_worker_is_an_error_not_a_hang() -> None:
+    cfg = RewardConfig(functions=[spec("exits_when_asked")], timeout_s=TIMEOUT_S, num_workers=1)
+    with RewardScorer(cfg) as scorer:
+        results = scorer.score(["Answer: 1"] * 3, ["1"] * 3, extras=[{}, {"exit": True}, {}])
+        assert [r.error for r in results] == [False, True, False]
+        assert [r.acc for r in results] == [True, False, True]
+        assert scorer.score(["Answer: 1"], ["1"])[0].acc  # the replacement worker serves

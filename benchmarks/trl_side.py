@@ -22,6 +22,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
 import torch  # noqa: E402
+import trl  # noqa: E402
 from datasets import Dataset  # noqa: E402
 from transformers import (  # noqa: E402
     AutoModelForCausalLM,
@@ -167,6 +168,7 @@ def train_trl(settings: dict[str, Any], model_dir: str, work_dir: str) -> dict[s
         "train_acc_first": _first_last(step_logs, "rewards/correctness_reward/mean", first=True),
         "train_acc_last": _first_last(step_logs, "rewards/correctness_reward/mean", first=False),
         "final_model_dir": str(final_dir),
+        "version": trl.__version__,
     }
 
 

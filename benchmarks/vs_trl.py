@@ -223,7 +223,7 @@ def render_table(rows: dict[str, dict[str, Any]], before: dict[str, float], sett
             f"{r['tokens_per_s']:.0f} | {r['groups_generated']:.1f} | {r['groups_mixed']:.1f} | "
             f"{r['peak_rss_mib']:.0f} | {r['acc_after']:.1%} | {r['pass_after']:.1%} |"
         )
-    dapo, trl = rows["dapo-rl"], rows["TRL 1.16 GRPOTrainer"]
+    dapo, trl = rows["dapo-rl"], next(row for name, row in rows.items() if name.startswith("TRL"))
     lines += [
         "",
         f"Throughput dapo-rl / TRL: {dapo['tokens_per_s'] / max(trl['tokens_per_s'], 1e-9):.2f}x completion "
@@ -250,6 +250,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--eval-problems", type=int, default=0, help="held-out problems (0: all)")
     parser.add_argument("--lr", type=float, default=1e-4, help="learning rate of both systems")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--base-model", default="builtin",
+                        help="starting model directory for both systems (default: the built-in base model)")
     parser.add_argument("--output", default="runs/vs_trl/results.md", help="markdown table written here")
     parser.add_argument("--smoke", action="store_true",
                         help=f"quick check: {SMOKE_SECONDS:.0f} s each, {SMOKE_EVAL_PROBLEMS} held-out problems")
@@ -272,19 +274,24 @@ def main(argv: list[str] | None = None) -> None:
                              lr=args.lr, seed=args.seed)
     if args.smoke:
         settings.seconds, settings.eval_problems = SMOKE_SECONDS, settings.eval_problems or SMOKE_EVAL_PROBLEMS
-    from dapo.builtin import ensure_base_model
+    if args.base_model == "builtin":
+        from dapo.builtin import ensure_base_model
 
-    base_dir = str(ensure_base_model("~/.cache/dapo-rl"))
+        base_dir = str(ensure_base_model("~/.cache/dapo-rl"))
+    elif Path(args.base_model).is_dir():
+        base_dir = str(Path(args.base_model).resolve())
+    else:
+        raise SystemExit(f"--base-model {args.base_model!r} is not a model directory")
     work = Path(args.output).parent / "work"
     before = run_part("eval", settings, base_dir, work / "eval_base")
     # Alternate the systems, each in a fresh process, then score both final models identically.
     trl = run_part("trl", settings, base_dir, work / "trl")
     dapo = run_part("dapo", settings, base_dir, work / "dapo")
+    trl_eval = run_part("eval", settings, trl["final_model_dir"], work / "eval_trl")
+    dapo_eval = run_part("eval", settings, dapo["final_model_dir"], work / "eval_dapo")
     rows = {
-        "TRL 1.16 GRPOTrainer": summarize(trl, run_part("eval", settings, trl["final_model_dir"], work / "eval_trl"),
-                                          settings.eval_k),
-        "dapo-rl": summarize(dapo, run_part("eval", settings, dapo["final_model_dir"], work / "eval_dapo"),
-                             settings.eval_k),
+        f"TRL {trl['version']} GRPOTrainer": summarize(trl, trl_eval, settings.eval_k),
+        "dapo-rl": summarize(dapo, dapo_eval, settings.eval_k),
     }
     table = render_table(rows, before, settings, int(before["problems"]))
     print(table)

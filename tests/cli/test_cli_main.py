@@ -1,0 +1,41 @@
+import pytest
+
+from dapo.cli.main import main, split_config_args
+
+
+def test_help_documents_commands_and_overrides(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "key=value" in out and "embedded default" in out
+
+
+def test_top_level_help_lists_every_command(capsys):
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    for command in ("train", "eval", "plot", "config", "ablate"):
+        assert command in out
+
+
+def test_bad_override_exits_2_with_the_reason(capsys):
+    assert main(["config", "algorithm.clip_ratio_high=0.1"]) == 2
+    assert "eps_high >= eps_low" in capsys.readouterr().err
+
+
+def test_config_prints_resolved_yaml_of_a_shipped_config(capsys):
+    assert main(["config", "dapo_qwen2.5_32b", "trainer.lr=5e-7"]) == 0
+    out = capsys.readouterr().out
+    assert "lr: 5.0e-07" in out and "max_response_length: 20480" in out
+
+
+def test_split_config_args_tells_files_from_overrides(tmp_path):
+    path = tmp_path / "x.yaml"
+    path.write_text("{}")
+    files, overrides = split_config_args([str(path), "a.b=1"])
+    assert files == [str(path)] and overrides == ["a.b=1"]
+
+
+def test_unknown_shipped_config_name_is_an_error(capsys):
+    assert main(["config", "no_such_config"]) == 2
+    assert "shipped configs" in capsys.readouterr().err

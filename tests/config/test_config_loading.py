@@ -1,0 +1,70 @@
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dapo.config import ConfigError, builtin_config_path, load_config, save_config
+
+
+def test_yaml_then_overrides_later_wins(tmp_path: Path):
+    path = tmp_path / "run.yaml"
+    path.write_text("trainer:\n  lr: 0.001\n  seed: 3\nrollout:\n  n: 4\n")
+    cfg = load_config([path], ["trainer.lr=2e-5", "algorithm.clip_ratio_c=null", "data.train_files=[a.parquet]"])
+    assert cfg.trainer.lr == 2e-5 and cfg.trainer.seed == 3 and cfg.rollout.n == 4
+    assert cfg.algorithm.clip_ratio_c is None and cfg.data.train_files == ["a.parquet"]
+
+
+def test_resolved_config_round_trips(tmp_path: Path):
+    cfg = load_config(overrides=["trainer.lr=3e-6", "reward.functions=[{path: f.py:g, weight: 0.5}]"])
+    save_config(cfg, tmp_path / "c.yaml")
+    again = load_config([tmp_path / "c.yaml"])
+    assert again == cfg
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("algorithm.clip_ratio_high=0.1", "Clip-Higher needs eps_high >= eps_low"),
+        ("algorithm.clip_ratio_c=1.0", "must be > 1"),
+        ("trainer.mini_batch_prompts=48", "does not divide"),
+        ("trainer.lrr=1", "unknown config key"),
+        ("rollout.engine=sglang", "not one of"),
+        ("trainer.lr=fast", "should be of type float|is not a number"),
+        ("algorithm.loss_agg_mode=sum", "not one of"),
+        ("rollout.n=1", "dynamic_sampling needs rollout.n >= 2"),
+    ],
+)
+def test_invalid_values_say_why(override: str, message: str):
+    with pytest.raises(ConfigError, match=message):
+        load_config(overrides=[override])
+
+
+def test_override_without_equals_is_rejected():
+    with pytest.raises(ConfigError, match="key=value"):
+        load_config(overrides=["trainer.lr"])
+
+
+def test_paper_config_carries_the_reference_hyperparameters():
+    cfg = load_config([builtin_config_path("dapo_qwen2.5_32b")])
+    a, t, r, e = cfg.algorithm, cfg.trainer, cfg.rollout, cfg.eval
+    assert (a.clip_ratio_low, a.clip_ratio_high, a.clip_ratio_c) == (0.2, 0.28, 10.0)
+    assert a.loss_agg_mode == "token-mean" and a.kl_coef == 0 and a.entropy_coef == 0
+    assert a.dynamic_sampling and a.filter_metric == "acc" and a.max_gen_rounds == 10
+    assert (r.max_response_length, a.overlong_buffer_len, a.overlong_penalty_factor) == (20480, 4096, 1.0)
+    assert (r.n, t.prompts_per_step, t.gen_prompts_per_round, t.mini_batch_prompts) == (16, 512, 1536, 32)
+    assert t.optimizer_steps_per_rollout == 16
+    assert (t.lr, t.warmup_steps, t.lr_schedule, t.weight_decay, t.grad_clip) == (1e-6, 10, "constant", 0.1, 1.0)
+    assert (r.temperature, r.top_p, e.temperature, e.top_p, e.k) == (1.0, 1.0, 1.0, 0.7, 32)
+    assert cfg.data.max_prompt_length == 2048
+
+
+@pytest.mark.parametrize("name", ["default", "dapo_qwen2.5_32b", "qwen2.5_1.5b_1gpu"])
+def test_shipped_configs_load_and_only_use_known_keys(name: str):
+    path = builtin_config_path(name)
+    load_config([path])
+    assert yaml.safe_load(path.read_text())
+
+
+def test_unknown_shipped_config_lists_the_shipped_ones():
+    with pytest.raises(ConfigError, match="default"):
+        builtin_config_path("nope")

@@ -14,7 +14,13 @@ import argparse
 import time
 
 import torch
-from transformers import AutoModelForCausalLM, GenerationConfig, PreTrainedModel, Qwen2Config, Qwen2ForCausalLM
+from transformers import (
+    AutoModelForCausalLM,
+    GenerationConfig,
+    PreTrainedModel,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
 
 from dapo.rollout import NativeEngine, SamplingParams
 from dapo.rollout.batching import left_pad

@@ -1,6 +1,12 @@
 import torch
 
-from dapo.trainer.batch import Sample, collate, count_loss_tokens, iter_micro_batches, split_mini_batches
+from dapo.trainer.batch import (
+    Sample,
+    collate,
+    count_loss_tokens,
+    iter_micro_batches,
+    split_mini_batches,
+)
 
 
 def sample(group: int, prompt: list[int], response: list[int], weight: float = 1.0) -> Sample:

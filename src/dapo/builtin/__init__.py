@@ -7,4 +7,10 @@
 from dapo.builtin.base_model import BaseModelRecipe, build_base_model, ensure_base_model
 from dapo.builtin.tokenizer import build_tokenizer, save_tokenizer
 
-__all__ = ["BaseModelRecipe", "build_base_model", "build_tokenizer", "ensure_base_model", "save_tokenizer"]
+__all__ = [
+    "BaseModelRecipe",
+    "build_base_model",
+    "build_tokenizer",
+    "ensure_base_model",
+    "save_tokenizer",
+]

@@ -58,17 +58,28 @@ def sampled_accuracy(
         batch = prompts[start : start + batch_size]
         encoded = tokenizer([p.prompt for p in batch], return_tensors="pt", padding=True)
         output = model.generate(
-            **encoded, do_sample=True, temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=max_new_tokens
+            **encoded,
+            do_sample=True,
+            temperature=1.0,
+            top_p=1.0,
+            top_k=0,
+            max_new_tokens=max_new_tokens,
         )
-        responses = tokenizer.batch_decode(output[:, encoded["input_ids"].shape[1] :], skip_special_tokens=True)
+        responses = tokenizer.batch_decode(
+            output[:, encoded["input_ids"].shape[1] :], skip_special_tokens=True
+        )
         correct += sum(is_correct(r, p.ground_truth) for r, p in zip(responses, batch))
     return correct / len(prompts)
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--cache-dir", default="~/.cache/dapo-rl")
-    parser.add_argument("--rebuild", action="store_true", help="build from nothing in a temporary cache")
+    parser.add_argument(
+        "--rebuild", action="store_true", help="build from nothing in a temporary cache"
+    )
     parser.add_argument("--sft-steps", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--samples", type=int, default=4, help="samples per held-out problem")
@@ -86,8 +97,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     accuracy = sampled_accuracy(model_dir, held_out, samples=args.samples)
     print(f"model: {model_dir}")
-    print(f"build/load time: {elapsed:.1f} s on {torch.get_num_threads()} threads ({recipe.sft_steps} SFT steps)")
-    print(f"sampled held-out accuracy (T=1, top_p=1, avg@{args.samples} over {len(held_out)} problems): {accuracy:.1%}")
+    print(
+        f"build/load time: {elapsed:.1f} s on {torch.get_num_threads()} threads ({recipe.sft_steps} SFT steps)"
+    )
+    print(
+        f"sampled held-out accuracy (T=1, top_p=1, avg@{args.samples} over {len(held_out)} problems): {accuracy:.1%}"
+    )
 
 
 if __name__ == "__main__":

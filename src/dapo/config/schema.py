@@ -74,7 +74,7 @@ class DataConfig:
     builtin_eval_size: int = 200
     # Built-in task difficulty: operand digit range and operators used.
     builtin_min_digits: int = 1
-    builtin_max_digits: int = 4
+    builtin_max_digits: int = 3
     builtin_ops: list[str] = field(default_factory=lambda: ["+"])
 
     def __post_init__(self) -> None:

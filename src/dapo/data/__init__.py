@@ -6,7 +6,13 @@
 - :mod:`dapo.data.arithmetic` generates the built-in task.
 """
 
-from dapo.data.loaders import BUILTIN_ARITHMETIC, DataError, LoadedProblems, load_problems, prompt_uid
+from dapo.data.loaders import (
+    BUILTIN_ARITHMETIC,
+    DataError,
+    LoadedProblems,
+    load_problems,
+    prompt_uid,
+)
 from dapo.data.prompts import DAPO_TEMPLATE, EncodedPrompts, PromptEncoder
 from dapo.data.records import Problem
 

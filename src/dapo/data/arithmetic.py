@@ -42,7 +42,7 @@ def _prompt_uid(prompt: str) -> str:
 
 
 def split_of(a: int, op: str, b: int) -> str:
-    """"eval" for the hash-selected held-out bucket of problems, else "train"."""
+    """ "eval" for the hash-selected held-out bucket of problems, else "train"."""
     digest = hashlib.sha256(f"{a}{op}{b}".encode()).digest()
     return "eval" if int.from_bytes(digest[:8], "big") % EVAL_SHARE_DENOMINATOR == 0 else "train"
 
@@ -121,7 +121,9 @@ def solution_text(problem: Problem) -> str:
 
 def _digits_low_first(a: int, b: int) -> list[tuple[int, int]]:
     width = max(len(str(a)), len(str(b)))
-    return list(zip(map(int, reversed(str(a).zfill(width))), map(int, reversed(str(b).zfill(width)))))
+    return list(
+        zip(map(int, reversed(str(a).zfill(width))), map(int, reversed(str(b).zfill(width))))
+    )
 
 
 def addition_trace(a: int, b: int) -> str:
@@ -151,7 +153,10 @@ def multiplication_trace(a: int, b: int) -> str:
     """Partial products per digit of b, then their running sum, e.g. 123*45 ->
     "123*5=615 123*40=4920 615+4920=5535"."""
     partials = [a * int(d) * 10**place for place, d in enumerate(reversed(str(b)))]
-    steps = [f"{a}*{int(d) * 10**place}={p}" for place, (d, p) in enumerate(zip(reversed(str(b)), partials))]
+    steps = [
+        f"{a}*{int(d) * 10**place}={p}"
+        for place, (d, p) in enumerate(zip(reversed(str(b)), partials))
+    ]
     running = partials[0]
     for partial in partials[1:]:
         steps.append(f"{running}+{partial}={running + partial}")

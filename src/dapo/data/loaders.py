@@ -69,7 +69,9 @@ def load_problems(files: list[str], cfg: DataConfig, split: str) -> LoadedProble
     return result
 
 
-def _read_source(path: str, cfg: DataConfig, split: str, result: LoadedProblems) -> Iterator[Problem]:
+def _read_source(
+    path: str, cfg: DataConfig, split: str, result: LoadedProblems
+) -> Iterator[Problem]:
     if path == BUILTIN_ARITHMETIC:
         size = cfg.builtin_train_size if split == "train" else cfg.builtin_eval_size
         yield from make_arithmetic_problems(
@@ -77,7 +79,9 @@ def _read_source(path: str, cfg: DataConfig, split: str, result: LoadedProblems)
         )
         return
     if path.startswith("builtin:"):
-        raise DataError(f"unknown built-in dataset {path!r}; the built-in task is {BUILTIN_ARITHMETIC!r}")
+        raise DataError(
+            f"unknown built-in dataset {path!r}; the built-in task is {BUILTIN_ARITHMETIC!r}"
+        )
     if not Path(path).exists():
         raise DataError(f"{path}: file not found")
     for row_index, row in _file_rows(path, split, cfg, result):
@@ -89,7 +93,9 @@ def _read_source(path: str, cfg: DataConfig, split: str, result: LoadedProblems)
             _skip_or_raise(error, cfg, result)
 
 
-def _file_rows(path: str, split: str, cfg: DataConfig, result: LoadedProblems) -> Iterator[tuple[int, Row]]:
+def _file_rows(
+    path: str, split: str, cfg: DataConfig, result: LoadedProblems
+) -> Iterator[tuple[int, Row]]:
     """The file's rows; a file that cannot be read (at all, or from some row on) is one error."""
     next_row = 0
     try:
@@ -121,7 +127,9 @@ def _rows_of(path: str, split: str) -> Iterator[tuple[int, Row]]:
         return _parquet_rows(path)
     if path.endswith((".jsonl", ".json")):
         return _jsonl_rows(path)
-    raise DataError(f"{path}: unknown file type; expected .parquet, .jsonl, or a `datasets` directory")
+    raise DataError(
+        f"{path}: unknown file type; expected .parquet, .jsonl, or a `datasets` directory"
+    )
 
 
 def _parquet_rows(path: str) -> Iterator[tuple[int, Row]]:
@@ -141,7 +149,10 @@ def _jsonl_rows(path: str) -> Iterator[tuple[int, Row]]:
         for line_number, raw_line in enumerate(handle, start=1):
             if not raw_line.strip():
                 continue
-            yield row_index, _parse_json_line(raw_line, f"{path} row {row_index} (line {line_number})")
+            yield (
+                row_index,
+                _parse_json_line(raw_line, f"{path} row {row_index} (line {line_number})"),
+            )
             row_index += 1
 
 
@@ -149,7 +160,9 @@ def _parse_json_line(raw_line: bytes, where: str) -> Row:
     try:
         row = json.loads(raw_line.decode("utf-8"))
     except UnicodeDecodeError as error:
-        return DataError(f"{where}: undecodable bytes, not UTF-8 ({error.reason} at byte {error.start})")
+        return DataError(
+            f"{where}: undecodable bytes, not UTF-8 ({error.reason} at byte {error.start})"
+        )
     except json.JSONDecodeError as error:
         return DataError(f"{where}: invalid JSON ({error.msg} at column {error.colno})")
     if not isinstance(row, dict):
@@ -184,7 +197,9 @@ def problem_from_row(row: dict[str, Any], cfg: DataConfig, path: str, row_index:
     """One validated :class:`Problem` from a row, or DataError naming ``path`` and ``row_index``."""
     where = f"{path} row {row_index}"
     prompt = _prompt_of(_lookup(row, cfg.prompt_key, where, "prompt"), where, cfg.prompt_key)
-    ground_truth = _answer_of(_lookup(row, cfg.answer_key, where, "ground truth"), where, cfg.answer_key)
+    ground_truth = _answer_of(
+        _lookup(row, cfg.answer_key, where, "ground truth"), where, cfg.answer_key
+    )
     data_source = _get(row, cfg.data_source_key)
     used = {cfg.prompt_key.split(".")[0], cfg.data_source_key.split(".")[0]}
     extra = {key: value for key, value in row.items() if key not in used}

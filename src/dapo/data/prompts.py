@@ -44,7 +44,9 @@ class PromptEncoder:
     def __init__(self, tokenizer: Any, cfg: DataConfig) -> None:
         self.tokenizer = tokenizer
         self.cfg = cfg
-        self.uses_chat_template = cfg.use_chat_template and bool(getattr(tokenizer, "chat_template", None))
+        self.uses_chat_template = cfg.use_chat_template and bool(
+            getattr(tokenizer, "chat_template", None)
+        )
 
     def render(self, problem: Problem) -> str:
         """The prompt text for ``problem`` (see the module docstring for the rules)."""
@@ -55,7 +57,9 @@ class PromptEncoder:
             text = DAPO_TEMPLATE.format(problem=prompt) if self.cfg.template == "dapo" else prompt
             prompt = [{"role": "user", "content": text}]
         if self.uses_chat_template:
-            return self.tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+            return self.tokenizer.apply_chat_template(
+                prompt, add_generation_prompt=True, tokenize=False
+            )
         return "\n\n".join(message["content"] for message in prompt)
 
     def encode(self, problems: list[Problem]) -> EncodedPrompts:

@@ -16,7 +16,13 @@ from torch import nn
 from transformers import GenerationConfig
 
 from dapo.rollout.base import GenerationResult, SamplingParams
-from dapo.rollout.batching import build_completions, check_request, eval_mode, left_pad, model_device
+from dapo.rollout.batching import (
+    build_completions,
+    check_request,
+    eval_mode,
+    left_pad,
+    model_device,
+)
 from dapo.rollout.stopping import cut_at_stop_string
 
 

@@ -67,22 +67,40 @@ def _fused(linears: list[nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]
     return weight, torch.cat(biases)
 
 
+_HAS_MKL_LINEAR = torch.backends.mkl.is_available() and hasattr(torch.ops.mkl, "_mkl_linear")
+
+
+class _Projection:
+    """y = x W^T + b. On CPU float32 the weight is pre-packed for MKL once per generate(), which
+    saves re-packing it at every call (bit-identical results)."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, rows_hint: int) -> None:
+        self.weight, self.bias, self.rows_hint = weight, bias, rows_hint
+        self.packed = None
+        if _HAS_MKL_LINEAR and weight.device.type == "cpu" and weight.dtype == torch.float32:
+            self.packed = torch.ops.mkl._mkl_reorder_linear_weight(weight, rows_hint)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.packed is None:
+            return F.linear(x, self.weight, self.bias)
+        return torch.ops.mkl._mkl_linear(x, self.packed, self.weight, self.bias, self.rows_hint)
+
+
 @dataclass
 class _LayerWeights:
-    input_norm: torch.Tensor
-    qkv_weight: torch.Tensor
-    qkv_bias: torch.Tensor | None
-    o_proj: nn.Linear
-    post_norm: torch.Tensor
-    gate_up_weight: torch.Tensor
-    gate_up_bias: torch.Tensor | None
-    down_proj: nn.Linear
+    input_norm: torch.Tensor | None  # None: folded into qkv (see LlamaDecodeSession._fold_norms)
+    qkv: _Projection
+    o_proj: _Projection
+    post_norm: torch.Tensor | None
+    gate_up: _Projection
+    down_proj: _Projection
 
 
 class LlamaDecodeSession:
     """One generation's worth of state: fused weights, RoPE tables, KV cache, per-row padding."""
 
-    def __init__(self, model: nn.Module, max_length: int) -> None:
+    def __init__(self, model: nn.Module, max_length: int, rows: int) -> None:
+        """``rows``: the decode batch size (prompts x samples), a hint for packing weights."""
         config, decoder = model.config, model.model
         self.num_heads = config.num_attention_heads
         self.num_kv_heads = config.num_key_value_heads
@@ -92,23 +110,34 @@ class LlamaDecodeSession:
         self.eps = config.rms_norm_eps
         self.max_length = max_length
         self.embed = decoder.embed_tokens.weight
-        self.final_norm = decoder.norm.weight
-        self.lm_head = model.lm_head
-        self.layers = [self._layer_weights(layer) for layer in decoder.layers]
+        # RMSNorm(x) * w followed by W is RMSNorm(x) @ (W * w)^T: fold w into W in float32 (in
+        # low precision the rounding would differ from the trainer's forward, so keep it apart).
+        self.fold_norms = self.embed.dtype == torch.float32
+        self.layers = [self._layer_weights(layer, rows) for layer in decoder.layers]
+        final_norm, head = decoder.norm.weight, model.lm_head
+        self.final_norm = None if self.fold_norms else final_norm
+        head_weight = head.weight * final_norm if self.fold_norms else head.weight
+        self.lm_head = _Projection(head_weight, head.bias, rows)
         self.cos, self.sin_signed = self._rope_tables(decoder.rotary_emb, max_length)
         self.cache = torch.empty(0)
         self.key_bias = torch.empty(0)  # (B, max_length): 0 for real tokens, -inf for padding
         self.positions = torch.empty(0, dtype=torch.long)  # (B,) RoPE position of the next token
         self.length = 0  # cache slots filled
 
-    @staticmethod
-    def _layer_weights(layer: nn.Module) -> _LayerWeights:
+    def _layer_weights(self, layer: nn.Module, rows: int) -> _LayerWeights:
         attn, mlp = layer.self_attn, layer.mlp
+        input_norm, post_norm = layer.input_layernorm.weight, layer.post_attention_layernorm.weight
         qkv_weight, qkv_bias = _fused([attn.q_proj, attn.k_proj, attn.v_proj])
         gate_up_weight, gate_up_bias = _fused([mlp.gate_proj, mlp.up_proj])
+        if self.fold_norms:
+            qkv_weight, gate_up_weight = qkv_weight * input_norm, gate_up_weight * post_norm
         return _LayerWeights(
-            layer.input_layernorm.weight, qkv_weight, qkv_bias, attn.o_proj,
-            layer.post_attention_layernorm.weight, gate_up_weight, gate_up_bias, mlp.down_proj,
+            None if self.fold_norms else input_norm,
+            _Projection(qkv_weight, qkv_bias, rows),
+            _Projection(attn.o_proj.weight, attn.o_proj.bias, rows),
+            None if self.fold_norms else post_norm,
+            _Projection(gate_up_weight, gate_up_bias, rows),
+            _Projection(mlp.down_proj.weight, mlp.down_proj.bias, rows),
         )
 
     def _rope_tables(self, rotary_emb: nn.Module, max_length: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -120,9 +149,10 @@ class LlamaDecodeSession:
         half = self.head_dim // 2
         return cos, torch.cat([-sin[:, :half], sin[:, half:]], dim=-1)
 
-    def _norm(self, hidden: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        normed = F.rms_norm(hidden.float(), (hidden.shape[-1],), eps=self.eps)
-        return weight * normed.to(hidden.dtype)
+    def _norm(self, hidden: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
+        """RMSNorm, x / sqrt(mean(x^2) + eps) * w, computed in float32 as Hugging Face does."""
+        normed = F.rms_norm(hidden.float(), (hidden.shape[-1],), eps=self.eps).to(hidden.dtype)
+        return normed if weight is None else weight * normed
 
     def _attend(self, query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         """Grouped-query attention: query (B, H, Q, d), keys/values (B, Hkv, K, d), bias (B, 1, 1, Q, K)
@@ -144,16 +174,15 @@ class LlamaDecodeSession:
         half, q_and_k = self.head_dim // 2, self.num_heads + self.num_kv_heads
         hidden = F.embedding(token_ids, self.embed)
         for index, w in enumerate(self.layers):
-            x = self._norm(hidden, w.input_norm)
-            qkv = F.linear(x, w.qkv_weight, w.qkv_bias).view(batch, num_queries, -1, self.head_dim).transpose(1, 2)
+            qkv = w.qkv(self._norm(hidden, w.input_norm)).view(batch, num_queries, -1, self.head_dim).transpose(1, 2)
             qk = qkv[:, :q_and_k]
-            qk = qk * cos + qk.roll(half, dims=-1) * sin
+            qk = (qk * cos).add_(qk.roll(half, dims=-1).mul_(sin))
             self.cache[index, 0, :, :, start:end] = qk[:, self.num_heads :]
             self.cache[index, 1, :, :, start:end] = qkv[:, q_and_k:]
             keys, values = self.cache[index, 0, :, :, :end], self.cache[index, 1, :, :, :end]
             hidden = hidden + w.o_proj(self._attend(qk[:, : self.num_heads], keys, values, bias))
-            gate, up = F.linear(self._norm(hidden, w.post_norm), w.gate_up_weight, w.gate_up_bias).chunk(2, dim=-1)
-            hidden = hidden + w.down_proj(F.silu(gate) * up)
+            gate, up = w.gate_up(self._norm(hidden, w.post_norm)).chunk(2, dim=-1)
+            hidden.add_(w.down_proj(F.silu(gate).mul_(up)))
         self.length = end
         return self.lm_head(self._norm(hidden[:, -1], self.final_norm)).float()
 

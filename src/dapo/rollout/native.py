@@ -18,7 +18,13 @@ from torch import nn
 
 from dapo.rollout import llama_decoder
 from dapo.rollout.base import GenerationResult, SamplingParams
-from dapo.rollout.batching import build_completions, check_request, eval_mode, left_pad, model_device
+from dapo.rollout.batching import (
+    build_completions,
+    check_request,
+    eval_mode,
+    left_pad,
+    model_device,
+)
 from dapo.rollout.hf_decoder import HFDecodeSession
 from dapo.rollout.sampling import make_generator, sample_next_tokens
 from dapo.rollout.stopping import StopStringMatcher
@@ -68,10 +74,10 @@ class NativeEngine:
         self.fast_forward = fast_forward  # False forces the generic Hugging Face forward
         self.last_path = ""  # "llama" or "hf": which forward the last generate() used
 
-    def _open_session(self, max_length: int) -> DecodeSession:
+    def _open_session(self, max_length: int, rows: int) -> DecodeSession:
         if self.fast_forward and llama_decoder.unsupported_reason(self.model, max_length) is None:
             self.last_path = "llama"
-            return llama_decoder.LlamaDecodeSession(self.model, max_length)
+            return llama_decoder.LlamaDecodeSession(self.model, max_length, rows)
         self.last_path = "hf"
         return HFDecodeSession(self.model)
 
@@ -85,7 +91,7 @@ class NativeEngine:
         device = model_device(self.model)
         with torch.inference_mode(), eval_mode(self.model):
             input_ids, pad_lengths = left_pad(prompt_token_ids, self.pad_token_id, device)
-            session = self._open_session(input_ids.shape[1] + params.max_new_tokens)
+            session = self._open_session(input_ids.shape[1] + params.max_new_tokens, len(prompt_token_ids) * params.n)
             logits = session.prefill(input_ids, pad_lengths)
             if params.n > 1:
                 session.expand(params.n)

@@ -94,7 +94,8 @@ def sample_next_tokens(
     host sync (as vLLM does).
     """
     logprobs_all = torch.log_softmax(filter_logits(logits.float(), temperature, top_k, top_p), dim=-1)
-    race = torch.empty_like(logprobs_all).exponential_(generator=generator)
+    # E = -log U with U ~ Uniform(0, 1); torch.rand is several times faster than exponential_.
+    race = torch.rand(logprobs_all.shape, generator=generator, device=logprobs_all.device).log_().neg_()
     tokens = (logprobs_all.exp() / race).argmax(dim=-1)
     logprobs = logprobs_all.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
     return tokens, logprobs

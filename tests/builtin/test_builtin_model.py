@@ -1,0 +1,65 @@
+"""The built-in tokenizer and base model: exact round trips, caching, determinism."""
+
+from __future__ import annotations
+
+import string
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from dapo.builtin import BaseModelRecipe, build_tokenizer, ensure_base_model, save_tokenizer
+
+TEXT = string.printable + "12+34=\n4+2=6 3+1=4\nAnswer: 46\n\n  spaces  and\ttabs"
+TINY = BaseModelRecipe(
+    hidden_size=32,
+    num_layers=1,
+    num_heads=2,
+    num_kv_heads=1,
+    intermediate_size=64,
+    sft_steps=3,
+    batch_size=4,
+    warmup_steps=1,
+    num_problems=64,
+)
+
+
+def test_tokenizer_round_trips_through_auto_tokenizer(tmp_path: Path) -> None:
+    tokenizer = build_tokenizer()
+    save_tokenizer(tokenizer, tmp_path)
+    loaded = AutoTokenizer.from_pretrained(tmp_path)
+    ids = loaded.encode(TEXT)
+    assert ids == tokenizer.encode(TEXT)
+    assert ids[0] == loaded.bos_token_id and len(ids) == len(TEXT) + 1  # one token per character
+    assert loaded.decode(ids, skip_special_tokens=True) == TEXT
+    assert loaded.decode(loaded.encode("\n", add_special_tokens=False)) == "\n"
+    assert (loaded.eos_token, loaded.pad_token, loaded.padding_side) == ("<eos>", "<pad>", "left")
+
+
+def test_tokenizer_round_trips_next_to_the_built_model(tmp_path: Path) -> None:
+    model_dir = ensure_base_model(str(tmp_path), TINY, progress=False)
+    loaded = AutoTokenizer.from_pretrained(model_dir)  # a qwen2 config sits next to it
+    assert loaded.decode(loaded.encode(TEXT), skip_special_tokens=True) == TEXT
+
+
+def test_base_model_is_cached_loadable_and_deterministic(tmp_path: Path) -> None:
+    first = ensure_base_model(str(tmp_path / "a"), TINY, progress=False)
+    stamp = (first / "model.safetensors").stat().st_mtime_ns
+    assert ensure_base_model(str(tmp_path / "a"), TINY, progress=False) == first
+    assert (first / "model.safetensors").stat().st_mtime_ns == stamp  # not rebuilt
+    assert [p.name for p in (tmp_path / "a").iterdir()] == [first.name]  # no staging left over
+    second = ensure_base_model(str(tmp_path / "b"), TINY, progress=False)
+    model_a = AutoModelForCausalLM.from_pretrained(first)
+    model_b = AutoModelForCausalLM.from_pretrained(second)
+    for (name, a), (_, b) in zip(model_a.state_dict().items(), model_b.state_dict().items()):
+        assert torch.equal(a, b), name
+    fresh = AutoModelForCausalLM.from_config(model_a.config)
+    assert not torch.equal(fresh.model.embed_tokens.weight, model_a.model.embed_tokens.weight)
+
+
+def test_a_different_recipe_gets_its_own_cache_entry(tmp_path: Path) -> None:
+    first = ensure_base_model(str(tmp_path), TINY, progress=False)
+    other = ensure_base_model(
+        str(tmp_path), BaseModelRecipe(**{**TINY.__dict__, "seed": 1}), progress=False
+    )
+    assert first != other and (other / "config.json").exists()

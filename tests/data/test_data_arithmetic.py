@@ -1,0 +1,58 @@
+"""The built-in arithmetic task: determinism, disjoint splits, verifiable solutions."""
+
+from __future__ import annotations
+
+import pytest
+
+from dapo.data.arithmetic import (
+    addition_trace,
+    make_arithmetic_problems,
+    solution_text,
+    subtraction_trace,
+)
+
+
+def _score(response: str, ground_truth: str) -> bool:
+    try:
+        from dapo.rewards import verify
+    except ImportError:  # the verifier is optional for this test's purpose
+        return response.splitlines()[-1] == f"Answer: {ground_truth}"
+    return bool(verify(response, ground_truth, extractor="answer")[0])
+
+
+def test_generation_is_deterministic_and_distinct() -> None:
+    first = make_arithmetic_problems(500, "train", 1, 4, ["+", "-", "*"])
+    second = make_arithmetic_problems(500, "train", 1, 4, ["+", "-", "*"])
+    assert [(p.prompt, p.ground_truth) for p in first] == [
+        (p.prompt, p.ground_truth) for p in second
+    ]
+    assert len({p.prompt for p in first}) == 500
+    assert {p.uid for p in first} == {p.uid for p in second}
+
+
+def test_held_out_split_is_disjoint_from_training() -> None:
+    train = make_arithmetic_problems(5000, "train", 1, 3)
+    held_out = make_arithmetic_problems(300, "eval", 1, 3)
+    assert not {p.prompt for p in train} & {p.prompt for p in held_out}
+    assert make_arithmetic_problems(100, "eval", 1, 3) == held_out[:100]  # size does not reshuffle
+
+
+@pytest.mark.parametrize("op", ["+", "-", "*"])
+def test_every_solution_is_correct_and_ends_with_the_answer_line(op: str) -> None:
+    for problem in make_arithmetic_problems(400, "train", 1, 4, [op]):
+        a, b = problem.extra["a"], problem.extra["b"]
+        expected = a + b if op == "+" else a - b if op == "-" else a * b
+        assert problem.ground_truth == str(expected) and problem.prompt == f"{a}{op}{b}="
+        response = solution_text(problem)
+        assert response.endswith(f"\nAnswer: {expected}")
+        assert _score(response, problem.ground_truth)
+
+
+def test_traces_show_columns_carries_and_borrows() -> None:
+    assert addition_trace(123, 4567) == "3+7=10 2+6+1=9 1+5=6 0+4=4"
+    assert subtraction_trace(45, 123) == "-(123-45) 13-5=8 12-4-1=7 1-0-1=0"
+
+
+def test_too_many_problems_for_the_digit_range_is_an_error() -> None:
+    with pytest.raises(ValueError, match="distinct"):
+        make_arithmetic_problems(200, "train", 1, 1, ["+"])

@@ -1,0 +1,156 @@
+"""Loading parquet / JSONL / datasets directories into problems; duplicates; bad data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dapo.config import DataConfig
+from dapo.data import DataError, load_problems
+
+AIME = "/work/shared/data/aime-2024.parquet"
+
+
+def _dapo_row(problem: str, answer: str, index: int) -> dict:
+    return {
+        "data_source": "math_dapo",
+        "prompt": [{"role": "user", "content": f"Solve: {problem}"}],
+        "ability": "MATH",
+        "reward_model": {"ground_truth": answer, "style": "rule"},
+        "extra_info": {"index": index},
+    }
+
+
+def _write_jsonl(path: Path, rows: list[object]) -> str:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return str(path)
+
+
+@pytest.mark.skipif(not Path(AIME).exists(), reason="AIME-2024 file not available")
+def test_aime_loads_as_30_problems_with_32_copies_each() -> None:
+    loaded = load_problems([AIME], DataConfig(), "eval")
+    assert loaded.num_rows == 960 and len(loaded.problems) == 960
+    copies: dict[str, list] = {}
+    for problem in loaded.problems:
+        copies.setdefault(problem.uid, []).append(problem)
+    assert len(copies) == 30 and all(len(group) == 32 for group in copies.values())
+    # Known answers from the file: the |z|=4 problem is 540, the Aya walk problem is 204.
+    by_text = {
+        group[0].extra["extra_info"]["raw_problem"][:20]: group[0].ground_truth
+        for group in copies.values()
+    }
+    assert by_text["Find the largest pos"] == "540"
+    assert by_text["Every morning Aya go"] == "204"
+    assert all(p.data_source == "math_dapo" and isinstance(p.prompt, list) for p in loaded.problems)
+
+
+def test_dapo_shaped_parquet_with_repeats_deduplicates_for_training(tmp_path: Path) -> None:
+    rows = [_dapo_row(f"problem {i}", str(i), i) for i in range(5) for _ in range(7)]
+    path = str(tmp_path / "dapo-math-17k.parquet")
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    train = load_problems([path], DataConfig(), "train")
+    assert [p.ground_truth for p in train.problems] == ["0", "1", "2", "3", "4"]
+    assert train.num_rows == 35 and train.num_duplicates_dropped == 30
+    kept = load_problems([path], DataConfig(dedup_train=False), "train")
+    assert len(kept.problems) == 35 and kept.num_duplicates_dropped == 0
+
+
+def test_jsonl_with_custom_keys_loads(tmp_path: Path) -> None:
+    path = _write_jsonl(
+        tmp_path / "qa.jsonl",
+        [{"question": "1+1?", "answer": 2}, {"question": "2+2?", "answer": "4"}],
+    )
+    cfg = DataConfig(prompt_key="question", answer_key="answer", data_source_key="source")
+    loaded = load_problems([path], cfg, "train")
+    assert [(p.prompt, p.ground_truth) for p in loaded.problems] == [("1+1?", "2"), ("2+2?", "4")]
+    assert loaded.problems[0].data_source == "qa"  # falls back to the file's name
+
+
+def test_datasets_directory_loads(tmp_path: Path) -> None:
+    import datasets
+
+    datasets.Dataset.from_list([{"question": "3*3?", "answer": "9"}]).save_to_disk(
+        str(tmp_path / "ds")
+    )
+    cfg = DataConfig(prompt_key="question", answer_key="answer")
+    loaded = load_problems([str(tmp_path / "ds")], cfg, "eval")
+    assert [(p.prompt, p.ground_truth) for p in loaded.problems] == [("3*3?", "9")]
+
+
+def test_builtin_task_train_and_eval_are_disjoint_and_sized() -> None:
+    cfg = DataConfig(builtin_train_size=300, builtin_eval_size=50)
+    train = load_problems(["builtin:arithmetic"], cfg, "train")
+    held_out = load_problems(["builtin:arithmetic"], cfg, "eval")
+    assert len(train.problems) == 300 and len(held_out.problems) == 50
+    assert not {p.prompt for p in train.problems} & {p.prompt for p in held_out.problems}
+
+
+GOOD = {"question": "What is 2+2?", "answer": "4"}
+MALFORMED = {
+    "missing answer": ({"question": "What is 1+1?"}, "missing ground truth"),
+    "empty prompt": ({"question": "   ", "answer": "1"}, "empty prompt"),
+    "wrong type": ({"question": "Q?", "answer": ["4"]}, "wrong type"),
+    "prompt wrong type": ({"question": 17, "answer": "4"}, "wrong type"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(MALFORMED))
+def test_malformed_row_names_file_and_row_or_is_skipped_when_lenient(
+    tmp_path: Path, kind: str
+) -> None:
+    bad_row, reason = MALFORMED[kind]
+    path = _write_jsonl(tmp_path / "data.jsonl", [GOOD, GOOD, bad_row, GOOD])
+    cfg = DataConfig(prompt_key="question", answer_key="answer")
+    with pytest.raises(DataError, match=rf"data\.jsonl row 2: .*{reason}"):
+        load_problems([path], cfg, "eval")
+    lenient = load_problems(
+        [path], DataConfig(prompt_key="question", answer_key="answer", lenient=True), "eval"
+    )
+    assert len(lenient.problems) == 3 and lenient.num_malformed_skipped == 1
+    assert "row 2" in lenient.warnings[0]
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        (b'{"question": "caf\xe9?", "answer": "1"}', "undecodable bytes"),
+        (b'{"question": "Q?", "answer"', "invalid JSON"),
+    ],
+)
+def test_unreadable_jsonl_line_names_file_and_row(tmp_path: Path, line: bytes, reason: str) -> None:
+    path = tmp_path / "broken.jsonl"
+    path.write_bytes(
+        json.dumps(GOOD).encode() + b"\n" + line + b"\n" + json.dumps(GOOD).encode() + b"\n"
+    )
+    with pytest.raises(DataError, match=rf"broken\.jsonl row 1 \(line 2\): {reason}"):
+        load_problems([str(path)], DataConfig(prompt_key="question", answer_key="answer"), "train")
+    lenient = load_problems(
+        [str(path)], DataConfig(prompt_key="question", answer_key="answer", lenient=True), "eval"
+    )
+    assert len(lenient.problems) == 2 and lenient.num_malformed_skipped == 1
+
+
+def test_nonexistent_and_unreadable_files_are_named(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match=r"missing\.parquet: file not found"):
+        load_problems([str(tmp_path / "missing.parquet")], DataConfig(), "train")
+    corrupt = tmp_path / "corrupt.parquet"
+    corrupt.write_bytes(b"this is not parquet")
+    with pytest.raises(DataError, match=r"corrupt\.parquet row 0: unreadable file"):
+        load_problems([str(corrupt)], DataConfig(), "train")
+    good = _write_jsonl(tmp_path / "good.jsonl", [GOOD])
+    cfg = DataConfig(prompt_key="question", answer_key="answer", lenient=True)
+    lenient = load_problems([str(corrupt), good], cfg, "train")
+    assert len(lenient.problems) == 1 and lenient.num_malformed_skipped == 1
+
+
+def test_missing_key_message_lists_the_row_keys(tmp_path: Path) -> None:
+    path = _write_jsonl(tmp_path / "other.jsonl", [GOOD])
+    with pytest.raises(
+        DataError,
+        match=r"other\.jsonl row 0: missing prompt at 'prompt' \(row has keys \['answer', 'question'\]",
+    ):
+        load_problems([path], DataConfig(), "train")

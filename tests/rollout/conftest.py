@@ -1,0 +1,57 @@
+"""Tiny random causal LMs for the rollout tests (built from a config, never downloaded)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+VOCAB_SIZE = 50
+PAD_ID = 0
+
+
+def tiny_qwen2(seed: int = 0) -> Qwen2ForCausalLM:
+    torch.manual_seed(seed)
+    config = Qwen2Config(
+        vocab_size=VOCAB_SIZE, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, intermediate_size=128, max_position_embeddings=256,
+        tie_word_embeddings=True, rope_theta=10000.0,
+    )
+    return Qwen2ForCausalLM(config).eval()
+
+
+def tiny_llama(seed: int = 0) -> LlamaForCausalLM:
+    """Llama with o_proj/MLP biases and untied embeddings: covers the bias and lm_head paths."""
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=VOCAB_SIZE, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=1, intermediate_size=96, max_position_embeddings=256,
+        attention_bias=True, mlp_bias=True, tie_word_embeddings=False, rope_theta=500.0,
+    )
+    model = LlamaForCausalLM(config).eval()
+    with torch.no_grad():  # random init leaves biases at zero; make them matter
+        for name, param in model.named_parameters():
+            if name.endswith("bias"):
+                param.normal_(0, 0.1)
+    return model
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> Iterator[None]:
+    """Tiny models run fastest on one thread, and a busy shared CPU makes more threads thrash."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def qwen2() -> Qwen2ForCausalLM:
+    return tiny_qwen2()
+
+
+@pytest.fixture
+def llama() -> LlamaForCausalLM:
+    return tiny_llama()

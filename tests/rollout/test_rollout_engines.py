@@ -1,0 +1,89 @@
+"""The model.generate engine, the vLLM engine's optional-dependency behaviour, and the factory."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import PAD_ID, VOCAB_SIZE
+from rollout_helpers import LetterTokenizer, teacher_forced_logprobs
+
+from dapo.config.schema import RolloutConfig
+from dapo.rollout import HFGenerateEngine, NativeEngine, SamplingParams, create_engine
+from dapo.rollout.vllm_engine import VLLM_MISSING, VLLMEngine
+
+PROMPTS = [[5, 6, 7], [8, 9, 10, 11, 12, 13], [3]]
+HAS_VLLM = importlib.util.find_spec("vllm") is not None
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_hf_engine_logprobs_match_teacher_forced_forward(qwen2: torch.nn.Module, temperature: float) -> None:
+    params = SamplingParams(n=2, temperature=temperature, max_new_tokens=8, stop_token_ids=[1, 2, 3], seed=0)
+    result = HFGenerateEngine(qwen2, PAD_ID).generate(PROMPTS, params)
+    assert [c.prompt_index for c in result.completions] == [0, 0, 1, 1, 2, 2]
+    for completion in result.completions:
+        reference = teacher_forced_logprobs(qwen2, PROMPTS[completion.prompt_index], completion, temperature)
+        assert torch.allclose(reference, torch.tensor(completion.logprobs, dtype=torch.float64), atol=1e-4)
+
+
+def test_hf_engine_stops_truncates_and_reproduces(qwen2: torch.nn.Module) -> None:
+    engine = HFGenerateEngine(qwen2, PAD_ID)
+    stop_ids = list(range(0, VOCAB_SIZE, 10))
+    params = SamplingParams(n=8, temperature=1.5, max_new_tokens=10, stop_token_ids=stop_ids, seed=3)
+    result = engine.generate(PROMPTS, params)
+    assert {c.finish_reason for c in result.completions} == {"stop", "length"}
+    for completion in result.completions:
+        assert not set(completion.token_ids[:-1]) & set(stop_ids)
+        assert (completion.finish_reason == "stop") == (completion.token_ids[-1] in stop_ids)
+        assert completion.finish_reason == "stop" or len(completion.token_ids) == 10
+    again = engine.generate(PROMPTS, params)
+    assert [c.token_ids for c in again.completions] == [c.token_ids for c in result.completions]
+
+
+def test_hf_engine_stop_strings(qwen2: torch.nn.Module) -> None:
+    tokenizer = LetterTokenizer()
+    params = SamplingParams(n=6, temperature=1.5, max_new_tokens=12, stop_strings=["ab"], seed=0)
+    for completion in HFGenerateEngine(qwen2, PAD_ID, tokenizer).generate(PROMPTS, params).completions:
+        text = tokenizer.decode(completion.token_ids)
+        assert (completion.finish_reason == "stop") == text.endswith("ab")
+        assert "ab" not in text[:-1]
+
+
+def test_factory_builds_the_named_engine(qwen2: torch.nn.Module) -> None:
+    class Tokenizer:
+        pad_token_id = 7
+
+    native = create_engine(RolloutConfig(engine="native"), qwen2, Tokenizer())
+    assert isinstance(native, NativeEngine) and native.pad_token_id == 7
+    assert isinstance(create_engine(RolloutConfig(engine="hf"), qwen2, Tokenizer()), HFGenerateEngine)
+
+
+@pytest.mark.skipif(HAS_VLLM, reason="vllm is installed")
+def test_vllm_without_the_extra_is_a_clear_error(qwen2: torch.nn.Module) -> None:
+    with pytest.raises(RuntimeError, match=r"pip install 'dapo-rl\[vllm\]'"):
+        create_engine(RolloutConfig(engine="vllm"), qwen2, None, model_path="unused")
+    with pytest.raises(RuntimeError) as error:
+        VLLMEngine("unused", RolloutConfig(engine="vllm"))
+    assert str(error.value) == VLLM_MISSING
+
+
+@pytest.mark.skipif(not (HAS_VLLM and torch.cuda.is_available()), reason="needs vllm and a CUDA GPU")
+def test_vllm_engine_logprobs_and_weight_sync(qwen2: torch.nn.Module, tmp_path: Path) -> None:
+    qwen2.save_pretrained(tmp_path)
+    cfg = RolloutConfig(engine="vllm", vllm_gpu_memory_utilization=0.2)
+    engine = VLLMEngine(str(tmp_path), cfg, dtype="float32", max_model_len=128)
+    params = SamplingParams(n=2, temperature=0.7, max_new_tokens=8, stop_token_ids=[1], seed=0)
+    result = engine.generate(PROMPTS, params)
+    assert [c.prompt_index for c in result.completions] == [0, 0, 1, 1, 2, 2]
+    for completion in result.completions:
+        reference = teacher_forced_logprobs(qwen2, PROMPTS[completion.prompt_index], completion, 0.7)
+        assert torch.allclose(reference, torch.tensor(completion.logprobs, dtype=torch.float64), atol=1e-3)
+    with torch.no_grad():
+        for param in qwen2.parameters():
+            param.add_(torch.randn_like(param) * 0.5)
+    engine.sync_weights(qwen2)
+    for completion in engine.generate(PROMPTS, params).completions:
+        reference = teacher_forced_logprobs(qwen2, PROMPTS[completion.prompt_index], completion, 0.7)
+        assert torch.allclose(reference, torch.tensor(completion.logprobs, dtype=torch.float64), atol=1e-3)

@@ -1,0 +1,178 @@
+"""NativeEngine: exact behaviour log-probs, stopping, truncation, seeding, padding, ordering."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import PAD_ID, VOCAB_SIZE, tiny_qwen2
+from rollout_helpers import LetterTokenizer, reference_filtered_logprobs, teacher_forced_logprobs
+from transformers import GPT2Config, GPT2LMHeadModel
+
+from dapo.rollout import NativeEngine, SamplingParams
+
+PROMPTS = [[5, 6, 7], [8, 9, 10, 11, 12, 13, 14, 15], [3], [20, 21, 22, 23]]
+
+
+def _max_logprob_error(model: torch.nn.Module, engine: NativeEngine, params: SamplingParams) -> float:
+    result = engine.generate(PROMPTS, params)
+    errors = [
+        (teacher_forced_logprobs(model, PROMPTS[c.prompt_index], c, params.temperature) - torch.tensor(c.logprobs, dtype=torch.float64)).abs().max().item()
+        for c in result.completions
+    ]
+    return max(errors)
+
+
+@pytest.mark.parametrize("fast_forward", [True, False])
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+@pytest.mark.parametrize("model_name", ["qwen2", "llama"])
+def test_logprobs_match_teacher_forced_forward(model_name: str, temperature: float, fast_forward: bool, request: pytest.FixtureRequest) -> None:
+    model = request.getfixturevalue(model_name)
+    engine = NativeEngine(model, PAD_ID, fast_forward=fast_forward)
+    # stop tokens make rows finish at different steps, so finished rows get dropped mid-batch
+    params = SamplingParams(n=3, temperature=temperature, max_new_tokens=12, stop_token_ids=[1, 2, 3, 4], seed=0)
+    assert _max_logprob_error(model, engine, params) < 1e-4
+    assert engine.last_path == ("llama" if fast_forward else "hf")
+
+
+def test_generic_path_serves_other_architectures() -> None:
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB_SIZE, n_embd=32, n_layer=2, n_head=2, n_positions=64)).eval()
+    engine = NativeEngine(model, PAD_ID)
+    assert _max_logprob_error(model, engine, SamplingParams(n=2, max_new_tokens=8, seed=1)) < 1e-4
+    assert engine.last_path == "hf"
+
+
+@pytest.mark.parametrize(("top_k", "top_p"), [(5, 1.0), (0, 0.7), (8, 0.5)])
+def test_top_k_top_p_logprobs_are_renormalised(qwen2: torch.nn.Module, top_k: int, top_p: float) -> None:
+    params = SamplingParams(n=2, temperature=0.8, top_k=top_k, top_p=top_p, max_new_tokens=6, seed=2)
+    for completion in NativeEngine(qwen2, PAD_ID).generate(PROMPTS, params).completions:
+        ids = torch.tensor([PROMPTS[completion.prompt_index] + completion.token_ids])
+        with torch.no_grad():
+            logits = qwen2(ids).logits[0, len(PROMPTS[completion.prompt_index]) - 1 : -1]
+        for step, token in enumerate(completion.token_ids):
+            reference = reference_filtered_logprobs(logits[step], 0.8, top_k, top_p)[token].item()
+            assert completion.logprobs[step] == pytest.approx(reference, abs=1e-4)
+
+
+def test_completions_are_prompt_major(qwen2: torch.nn.Module) -> None:
+    result = NativeEngine(qwen2, PAD_ID).generate(PROMPTS, SamplingParams(n=3, max_new_tokens=4, seed=0))
+    assert [c.prompt_index for c in result.completions] == [i for i in range(len(PROMPTS)) for _ in range(3)]
+
+
+def test_stop_tokens_end_responses_and_are_kept(qwen2: torch.nn.Module) -> None:
+    stop_ids = list(range(0, VOCAB_SIZE, 10))  # a tenth of the vocabulary
+    params = SamplingParams(n=8, temperature=1.5, max_new_tokens=10, stop_token_ids=stop_ids, seed=0)
+    result = NativeEngine(qwen2, PAD_ID).generate(PROMPTS, params)
+    reasons = {c.finish_reason for c in result.completions}
+    assert reasons == {"stop", "length"}, "test needs both outcomes"
+    for completion in result.completions:
+        assert len(completion.logprobs) == len(completion.token_ids)
+        assert not set(completion.token_ids[:-1]) & set(stop_ids), "generation ran past a stop token"
+        if completion.finish_reason == "stop":
+            assert completion.token_ids[-1] in stop_ids
+        else:
+            assert len(completion.token_ids) == params.max_new_tokens
+    assert result.num_generated_tokens == sum(len(c.token_ids) for c in result.completions)
+
+
+def test_certain_stop_token_gives_one_token_responses(qwen2: torch.nn.Module) -> None:
+    params = SamplingParams(n=2, max_new_tokens=5, stop_token_ids=list(range(VOCAB_SIZE)))
+    for completion in NativeEngine(qwen2, PAD_ID).generate(PROMPTS, params).completions:
+        assert len(completion.token_ids) == 1 and completion.finish_reason == "stop"
+
+
+def test_length_truncation_is_flagged(qwen2: torch.nn.Module) -> None:
+    result = NativeEngine(qwen2, PAD_ID).generate(PROMPTS, SamplingParams(n=2, max_new_tokens=7, seed=0))
+    assert all(len(c.token_ids) == 7 and c.finish_reason == "length" for c in result.completions)
+    assert result.num_generated_tokens == 7 * 2 * len(PROMPTS)
+
+
+def test_stop_strings_cut_after_the_completing_token(qwen2: torch.nn.Module) -> None:
+    tokenizer = LetterTokenizer()
+    params = SamplingParams(n=6, temperature=1.5, max_new_tokens=12, stop_strings=["ab"], seed=0)
+    result = NativeEngine(qwen2, PAD_ID, tokenizer).generate(PROMPTS, params)
+    assert {c.finish_reason for c in result.completions} == {"stop", "length"}, "test needs both outcomes"
+    for completion in result.completions:
+        text = tokenizer.decode(completion.token_ids)
+        if completion.finish_reason == "stop":
+            assert text.endswith("ab") and "ab" not in text[:-1]
+        else:
+            assert "ab" not in text
+
+
+def test_stop_strings_without_tokenizer_is_a_clear_error(qwen2: torch.nn.Module) -> None:
+    with pytest.raises(ValueError, match="tokenizer"):
+        NativeEngine(qwen2, PAD_ID).generate(PROMPTS, SamplingParams(stop_strings=["x"]))
+
+
+@pytest.mark.parametrize("fast_forward", [True, False])
+def test_seed_reproducibility(qwen2: torch.nn.Module, fast_forward: bool) -> None:
+    engine = NativeEngine(qwen2, PAD_ID, fast_forward=fast_forward)
+
+    def tokens(seed: int) -> list[list[int]]:
+        params = SamplingParams(n=4, max_new_tokens=10, stop_token_ids=[1], seed=seed)
+        return [c.token_ids for c in engine.generate(PROMPTS, params).completions]
+
+    assert tokens(7) == tokens(7)
+    assert tokens(7) != tokens(8)
+
+
+def test_global_seed_makes_unseeded_generation_reproducible(qwen2: torch.nn.Module) -> None:
+    engine = NativeEngine(qwen2, PAD_ID)
+    runs = []
+    for _ in range(2):
+        torch.manual_seed(11)
+        runs.append([c.token_ids for c in engine.generate(PROMPTS, SamplingParams(max_new_tokens=6)).completions])
+    assert runs[0] == runs[1]
+
+
+@pytest.mark.parametrize("fast_forward", [True, False])
+def test_left_padding_matches_generating_each_prompt_alone(qwen2: torch.nn.Module, fast_forward: bool) -> None:
+    engine = NativeEngine(qwen2, PAD_ID, fast_forward=fast_forward)
+    params = SamplingParams(temperature=1e-3, max_new_tokens=8, seed=0)  # near-greedy
+    batched = engine.generate(PROMPTS, params).completions
+    for index, prompt in enumerate(PROMPTS):
+        alone = engine.generate([prompt], params).completions[0]
+        assert batched[index].token_ids == alone.token_ids
+        assert batched[index].logprobs == pytest.approx(alone.logprobs, abs=1e-4)
+
+
+def test_weight_updates_are_seen_without_rebuilding(qwen2: torch.nn.Module) -> None:
+    engine = NativeEngine(qwen2, PAD_ID)
+    params = SamplingParams(temperature=1e-3, max_new_tokens=6, seed=0)
+    before = engine.generate(PROMPTS, params).completions
+    with torch.no_grad():
+        for param in qwen2.parameters():
+            param.add_(torch.randn_like(param) * 0.5)
+    after = engine.generate(PROMPTS, params).completions
+    assert [c.token_ids for c in before] != [c.token_ids for c in after]
+    for completion in after:
+        reference = teacher_forced_logprobs(qwen2, PROMPTS[completion.prompt_index], completion, 1e-3)
+        assert torch.allclose(reference, torch.tensor(completion.logprobs, dtype=torch.float64), atol=1e-2)
+
+
+def test_sync_weights_copies_another_model(qwen2: torch.nn.Module) -> None:
+    trainer_model = tiny_qwen2(seed=1)
+    engine = NativeEngine(qwen2, PAD_ID)
+    engine.sync_weights(trainer_model)
+    for ours, theirs in zip(qwen2.parameters(), trainer_model.parameters()):
+        assert torch.equal(ours, theirs)
+    engine.sync_weights(qwen2)  # same object: nothing to do
+
+
+def test_train_mode_is_restored(qwen2: torch.nn.Module) -> None:
+    qwen2.train()
+    NativeEngine(qwen2, PAD_ID).generate(PROMPTS, SamplingParams(max_new_tokens=2))
+    assert qwen2.training
+
+
+@pytest.mark.parametrize(
+    ("prompts", "message"), [([[1, 2], []], "prompt 1 is empty"), ([[1, VOCAB_SIZE]], "outside the vocabulary")]
+)
+def test_bad_prompts_are_clear_errors(qwen2: torch.nn.Module, prompts: list[list[int]], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        NativeEngine(qwen2, PAD_ID).generate(prompts, SamplingParams())
+
+
+def test_no_prompts_gives_no_completions(qwen2: torch.nn.Module) -> None:
+    assert NativeEngine(qwen2, PAD_ID).generate([], SamplingParams()).completions == []

@@ -57,8 +57,10 @@ def make_prompts(batch_size: int, vocab_size: int, seed: int) -> list[list[int]]
     return [torch.randint(3, vocab_size, (n,), generator=generator).tolist() for n in lengths]
 
 
-def time_native(model: PreTrainedModel, prompts: list[list[int]], max_new_tokens: int) -> float:
-    engine = NativeEngine(model, pad_token_id=0)
+def time_native(
+    model: PreTrainedModel, prompts: list[list[int]], max_new_tokens: int, dtype: torch.dtype | None = None
+) -> float:
+    engine = NativeEngine(model, pad_token_id=0, compute_dtype=dtype)
     result = engine.generate(prompts, SamplingParams(max_new_tokens=max_new_tokens, seed=0))
     return result.num_generated_tokens / result.seconds
 
@@ -91,16 +93,19 @@ def main() -> None:
     print(f"model: {name}, {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters")
     print(f"threads: {torch.get_num_threads()}, max_new_tokens: {args.max_new_tokens}, best of {args.repeats}")
     time_native(model, make_prompts(4, vocab_size, 0), 4)  # warm-up
+    time_native(model, make_prompts(4, vocab_size, 0), 4, torch.bfloat16)
     time_generate(model, make_prompts(4, vocab_size, 0), 4)
     print(f"{'batch':>6} {'engine':>16} {'tokens/s':>10} {'speedup':>8}")
     for batch_size in args.batch_sizes:
         prompts = make_prompts(batch_size, vocab_size, batch_size)
-        native, generate = 0.0, 0.0
+        native = native_bf16 = generate = 0.0
         for _ in range(args.repeats):
             native = max(native, time_native(model, prompts, args.max_new_tokens))
+            native_bf16 = max(native_bf16, time_native(model, prompts, args.max_new_tokens, torch.bfloat16))
             generate = max(generate, time_generate(model, prompts, args.max_new_tokens))
         print(f"{batch_size:>6} {'model.generate':>16} {generate:>10.0f} {1.0:>8.2f}")
         print(f"{batch_size:>6} {'native':>16} {native:>10.0f} {native / generate:>8.2f}")
+        print(f"{batch_size:>6} {'native bf16':>16} {native_bf16:>10.0f} {native_bf16 / generate:>8.2f}")
 
 
 if __name__ == "__main__":

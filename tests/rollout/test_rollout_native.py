@@ -8,7 +8,7 @@ from conftest import PAD_ID, VOCAB_SIZE, tiny_qwen2
 from rollout_helpers import LetterTokenizer, reference_filtered_logprobs, teacher_forced_logprobs
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from dapo.rollout import NativeEngine, SamplingParams
+from dapo.rollout import NativeEngine, SamplingParams, llama_decoder
 
 PROMPTS = [[5, 6, 7], [8, 9, 10, 11, 12, 13, 14, 15], [3], [20, 21, 22, 23]]
 
@@ -176,3 +176,10 @@ def test_bad_prompts_are_clear_errors(qwen2: torch.nn.Module, prompts: list[list
 
 def test_no_prompts_gives_no_completions(qwen2: torch.nn.Module) -> None:
     assert NativeEngine(qwen2, PAD_ID).generate([], SamplingParams()).completions == []
+
+
+def test_kv_cache_growth_keeps_logprobs_exact(qwen2: torch.nn.Module, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(llama_decoder, "_INITIAL_RESPONSE_SLOTS", 2)  # grow several times
+    engine = NativeEngine(qwen2, PAD_ID)
+    params = SamplingParams(n=2, max_new_tokens=20, stop_token_ids=[1, 2], seed=4)
+    assert _max_logprob_error(qwen2, engine, params) < 1e-4

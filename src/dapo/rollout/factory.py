@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch import nn
 
 from dapo.config.schema import RolloutConfig
@@ -30,7 +31,8 @@ def create_engine(
     """The engine for ``cfg.engine``: "native" and "hf" share ``model`` with the trainer; "vllm"
     loads ``model_path`` into a colocated vLLM (extra keyword arguments go to :class:`VLLMEngine`)."""
     if cfg.engine == "native":
-        return NativeEngine(model, _pad_token_id(tokenizer, model), tokenizer)
+        dtype = None if cfg.native_dtype == "model" else getattr(torch, cfg.native_dtype)
+        return NativeEngine(model, _pad_token_id(tokenizer, model), tokenizer, compute_dtype=dtype)
     if cfg.engine == "hf":
         return HFGenerateEngine(model, _pad_token_id(tokenizer, model), tokenizer)
     if cfg.engine == "vllm":

@@ -13,7 +13,7 @@ gate/up projections are fused into one matmul each. RoPE tables come from the mo
 rotary module. Unsupported configurations (see :func:`unsupported_reason`) use the generic
 Hugging Face path instead.
 
-Cache layout: one tensor (layers, 2, batch, kv_heads, max_length, head_dim); prompts are left
+Cache layout: one tensor (layers, 2, batch, kv_heads, slots, head_dim), grown on demand; prompts are left
 padded so all rows write the same cache slot each step; padded slots are masked out by an
 additive key bias, and each row's RoPE position is its slot minus its padding.
 """
@@ -27,6 +27,8 @@ import torch.nn.functional as F
 from torch import nn
 
 _SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "mistral")
+# KV-cache slots allocated for the response at first; the cache doubles when they run out.
+_INITIAL_RESPONSE_SLOTS = 256
 
 
 def _is_plain_linear(module: object) -> bool:
@@ -99,8 +101,10 @@ class _LayerWeights:
 class LlamaDecodeSession:
     """One generation's worth of state: fused weights, RoPE tables, KV cache, per-row padding."""
 
-    def __init__(self, model: nn.Module, max_length: int, rows: int) -> None:
-        """``rows``: the decode batch size (prompts x samples), a hint for packing weights."""
+    def __init__(self, model: nn.Module, max_length: int, rows: int, compute_dtype: torch.dtype | None = None) -> None:
+        """``rows``: the decode batch size (prompts x samples), a hint for packing weights.
+        ``compute_dtype``: run the decode in this dtype (e.g. bfloat16 on a float32 policy, about
+        2x faster on CPUs with bf16 units); weights are cast once per generate(), logits stay float32."""
         config, decoder = model.config, model.model
         self.num_heads = config.num_attention_heads
         self.num_kv_heads = config.num_key_value_heads
@@ -109,18 +113,20 @@ class LlamaDecodeSession:
         self.scaling = attn0.scaling
         self.eps = config.rms_norm_eps
         self.max_length = max_length
-        self.embed = decoder.embed_tokens.weight
+        self.dtype = compute_dtype or decoder.embed_tokens.weight.dtype
+        self.embed = decoder.embed_tokens.weight.to(self.dtype)
         # RMSNorm(x) * w followed by W is RMSNorm(x) @ (W * w)^T: fold w into W in float32 (in
         # low precision the rounding would differ from the trainer's forward, so keep it apart).
-        self.fold_norms = self.embed.dtype == torch.float32
+        self.fold_norms = decoder.embed_tokens.weight.dtype == torch.float32
         self.layers = [self._layer_weights(layer, rows) for layer in decoder.layers]
         final_norm, head = decoder.norm.weight, model.lm_head
-        self.final_norm = None if self.fold_norms else final_norm
+        self.final_norm = None if self.fold_norms else final_norm.to(self.dtype)
         head_weight = head.weight * final_norm if self.fold_norms else head.weight
-        self.lm_head = _Projection(head_weight, head.bias, rows)
+        self.lm_head = self._projection(head_weight, head.bias, rows)
         self.cos, self.sin_signed = self._rope_tables(decoder.rotary_emb, max_length)
         self.cache = torch.empty(0)
-        self.key_bias = torch.empty(0)  # (B, max_length): 0 for real tokens, -inf for padding
+        self.key_bias = torch.empty(0)  # (B, capacity): 0 for real tokens, -inf for padding
+        self.capacity = 0  # cache slots allocated
         self.positions = torch.empty(0, dtype=torch.long)  # (B,) RoPE position of the next token
         self.length = 0  # cache slots filled
 
@@ -132,20 +138,23 @@ class LlamaDecodeSession:
         if self.fold_norms:
             qkv_weight, gate_up_weight = qkv_weight * input_norm, gate_up_weight * post_norm
         return _LayerWeights(
-            None if self.fold_norms else input_norm,
-            _Projection(qkv_weight, qkv_bias, rows),
-            _Projection(attn.o_proj.weight, attn.o_proj.bias, rows),
-            None if self.fold_norms else post_norm,
-            _Projection(gate_up_weight, gate_up_bias, rows),
-            _Projection(mlp.down_proj.weight, mlp.down_proj.bias, rows),
+            None if self.fold_norms else input_norm.to(self.dtype),
+            self._projection(qkv_weight, qkv_bias, rows),
+            self._projection(attn.o_proj.weight, attn.o_proj.bias, rows),
+            None if self.fold_norms else post_norm.to(self.dtype),
+            self._projection(gate_up_weight, gate_up_bias, rows),
+            self._projection(mlp.down_proj.weight, mlp.down_proj.bias, rows),
         )
+
+    def _projection(self, weight: torch.Tensor, bias: torch.Tensor | None, rows: int) -> _Projection:
+        return _Projection(weight.to(self.dtype), None if bias is None else bias.to(self.dtype), rows)
 
     def _rope_tables(self, rotary_emb: nn.Module, max_length: int) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and sign-folded sin, (max_length, head_dim): rotate_half(x) * sin equals
         roll(x, d/2) * [-sin_1, sin_2], which saves the negate-and-concatenate."""
         positions = torch.arange(max_length, device=self.embed.device).unsqueeze(0)
         cos, sin = rotary_emb(self.embed[:1].unsqueeze(0), positions)
-        cos, sin = cos[0], sin[0]
+        cos, sin = cos[0].to(self.dtype), sin[0].to(self.dtype)
         half = self.head_dim // 2
         return cos, torch.cat([-sin[:, :half], sin[:, half:]], dim=-1)
 
@@ -190,10 +199,11 @@ class LlamaDecodeSession:
         """Encode left-padded prompts (B, P); return the next-token logits (B, V)."""
         batch, prompt_length = input_ids.shape
         device = input_ids.device
+        self.capacity = min(self.max_length, prompt_length + _INITIAL_RESPONSE_SLOTS)
         self.cache = self.embed.new_empty(
-            len(self.layers), 2, batch, self.num_kv_heads, self.max_length, self.head_dim
+            len(self.layers), 2, batch, self.num_kv_heads, self.capacity, self.head_dim
         )
-        slots = torch.arange(self.max_length, device=device)
+        slots = torch.arange(self.capacity, device=device)
         is_real = slots.unsqueeze(0) >= pad_lengths.unsqueeze(1)
         zero = self.embed.new_zeros(())
         self.key_bias = torch.where(is_real, zero, float("-inf"))
@@ -217,10 +227,22 @@ class LlamaDecodeSession:
         """Feed one token per row (B,); return the next-token logits (B, V)."""
         if self.length >= self.max_length:
             raise RuntimeError(f"KV cache full at {self.max_length} tokens")
+        if self.length >= self.capacity:
+            self._grow()
         bias = self.key_bias[:, None, None, None, : self.length + 1]
         logits = self._forward(tokens.unsqueeze(1), self.positions.unsqueeze(1), bias)
         self.positions += 1
         return logits
+
+    def _grow(self) -> None:
+        """Double the cache's slots (up to max_length): long limits cost memory only when used."""
+        self.capacity = min(self.max_length, 2 * self.capacity)
+        grown = self.cache.new_empty(*self.cache.shape[:4], self.capacity, self.head_dim)
+        grown[..., : self.length, :] = self.cache[..., : self.length, :]
+        self.cache = grown
+        key_bias = self.key_bias.new_zeros(len(self.key_bias), self.capacity)  # new slots are real
+        key_bias[:, : self.length] = self.key_bias[:, : self.length]
+        self.key_bias = key_bias
 
     def keep_rows(self, keep: torch.Tensor) -> None:
         """Drop finished rows so they cost nothing in later steps; copies only the filled slots."""

@@ -66,9 +66,19 @@ class NativeEngine:
     """Rollout engine on a reference to the trainer's model; weight updates are seen directly."""
 
     def __init__(
-        self, model: nn.Module, pad_token_id: int, tokenizer: Any | None = None, *, fast_forward: bool = True
+        self,
+        model: nn.Module,
+        pad_token_id: int,
+        tokenizer: Any | None = None,
+        *,
+        fast_forward: bool = True,
+        compute_dtype: torch.dtype | None = None,
     ) -> None:
+        """``compute_dtype``: decode in this dtype (fast path only), e.g. bfloat16 for a float32
+        policy; the behaviour log-probs are then those of the bf16 model, and the trainer sees the
+        difference as rollout/trainer mismatch (correct it with algorithm.tis_cap)."""
         self.model = model
+        self.compute_dtype = compute_dtype
         self.pad_token_id = pad_token_id
         self.tokenizer = tokenizer
         self.fast_forward = fast_forward  # False forces the generic Hugging Face forward
@@ -77,7 +87,7 @@ class NativeEngine:
     def _open_session(self, max_length: int, rows: int) -> DecodeSession:
         if self.fast_forward and llama_decoder.unsupported_reason(self.model, max_length) is None:
             self.last_path = "llama"
-            return llama_decoder.LlamaDecodeSession(self.model, max_length, rows)
+            return llama_decoder.LlamaDecodeSession(self.model, max_length, rows, self.compute_dtype)
         self.last_path = "hf"
         return HFDecodeSession(self.model)
 

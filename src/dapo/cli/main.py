@@ -121,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # per-file load/save bars would drown our own progress bar
     parser = build_parser()
     ns = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if ns.command is None:

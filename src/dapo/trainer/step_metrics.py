@@ -22,6 +22,19 @@ def rollout_metrics(
     filtered = report.groups_all_correct + report.groups_all_wrong
     max_len = cfg.rollout.max_response_length
     penalties = [s.reward - s.score for s in batch]
+    sampling = {
+        "sampling/gen_rounds": float(report.gen_rounds),
+        "sampling/groups_generated": float(report.groups_generated),
+        "sampling/groups_trained": float(len({s.group_id for s in batch})),
+        "sampling/filtered_ratio": filtered / groups,
+        "sampling/all_correct_ratio": report.groups_all_correct / groups,
+        "sampling/all_wrong_ratio": report.groups_all_wrong / groups,
+        "sampling/groups_carried_in": float(report.groups_carried_in),
+        "sampling/groups_carried_out": float(report.groups_carried_out),
+        "sampling/hit_round_limit": float(report.hit_round_limit),
+    }
+    if not generated:  # the step trained only on carried-over groups: nothing to average
+        return sampling
     return {
         "rollout/score_mean": _mean([s.score for s in generated]),
         "rollout/reward_mean": _mean([s.reward for s in batch]),
@@ -32,15 +45,7 @@ def rollout_metrics(
         "rollout/overlong_penalty_mean": _mean(penalties),
         "rollout/reward_timeouts": float(sum(r.timed_out for r in results)),
         "rollout/reward_errors": float(sum(r.error for r in results)),
-        "sampling/gen_rounds": float(report.gen_rounds),
-        "sampling/groups_generated": float(report.groups_generated),
-        "sampling/groups_trained": float(len({s.group_id for s in batch})),
-        "sampling/filtered_ratio": filtered / groups,
-        "sampling/all_correct_ratio": report.groups_all_correct / groups,
-        "sampling/all_wrong_ratio": report.groups_all_wrong / groups,
-        "sampling/groups_carried_in": float(report.groups_carried_in),
-        "sampling/groups_carried_out": float(report.groups_carried_out),
-        "sampling/hit_round_limit": float(report.hit_round_limit),
+        **sampling,
     }
 
 

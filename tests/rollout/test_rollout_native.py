@@ -183,3 +183,20 @@ def test_kv_cache_growth_keeps_logprobs_exact(qwen2: torch.nn.Module, monkeypatc
     engine = NativeEngine(qwen2, PAD_ID)
     params = SamplingParams(n=2, max_new_tokens=20, stop_token_ids=[1, 2], seed=4)
     assert _max_logprob_error(qwen2, engine, params) < 1e-4
+
+
+def test_bf16_decode_of_a_float32_policy_stays_close_to_the_float32_logprobs(qwen2):
+    """rollout.native_dtype=bfloat16: a faster behaviour policy whose log-probs differ from the
+    trainer's float32 ones only by bf16 rounding (the trainer logs and TIS-corrects the rest)."""
+    prompts = [[3, 4, 5, 6], [7, 8]]
+    params = SamplingParams(n=3, temperature=1.0, max_new_tokens=12, seed=5)
+    engine = NativeEngine(qwen2, pad_token_id=0, compute_dtype=torch.bfloat16)
+    result = engine.generate(prompts, params)
+    assert engine.last_path == "llama" and next(qwen2.parameters()).dtype == torch.float32
+    for completion in result.completions:
+        exact = teacher_forced_logprobs(qwen2, prompts[completion.prompt_index], completion, 1.0)
+        behaviour = torch.tensor(completion.logprobs)
+        assert (behaviour - exact).abs().max() < 0.1
+    # and it really is a different (rounded) model, not the float32 path
+    fp32 = NativeEngine(qwen2, pad_token_id=0).generate(prompts, params)
+    assert any(a.logprobs != b.logprobs for a, b in zip(result.completions, fp32.completions))

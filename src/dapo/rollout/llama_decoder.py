@@ -159,8 +159,13 @@ class LlamaDecodeSession:
         return cos, torch.cat([-sin[:, :half], sin[:, half:]], dim=-1)
 
     def _norm(self, hidden: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
-        """RMSNorm, x / sqrt(mean(x^2) + eps) * w, computed in float32 as Hugging Face does."""
-        normed = F.rms_norm(hidden.float(), (hidden.shape[-1],), eps=self.eps).to(hidden.dtype)
+        """RMSNorm, x / sqrt(mean(x^2) + eps) * w, computed in float32 as Hugging Face does.
+        When decoding a float32 model in low precision (compute_dtype), the fused kernel runs on
+        the low-precision tensor directly (it accumulates in float32) and saves two copies."""
+        if self.fold_norms and hidden.dtype != torch.float32:
+            normed = F.rms_norm(hidden, (hidden.shape[-1],), eps=self.eps)
+        else:
+            normed = F.rms_norm(hidden.float(), (hidden.shape[-1],), eps=self.eps).to(hidden.dtype)
         return normed if weight is None else weight * normed
 
     def _attend(self, query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:

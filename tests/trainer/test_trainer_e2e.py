@@ -69,6 +69,15 @@ def test_few_steps_log_documented_finite_metrics_and_loadable_checkpoints(tiny_m
     assert dapo_main(["plot", str(run_dir)]) == 0 and (run_dir / "report.png").stat().st_size > 10_000
 
 
+def test_dapo_eval_scores_a_checkpoint_directory(tiny_model_dir, capsys):
+    code = dapo_main(["eval", str(tiny_model_dir), "data.builtin_eval_size=6", "eval.k=3",
+                      "rollout.max_response_length=8", "algorithm.overlong_buffer_len=4", "trainer.device=cpu", "reward.num_workers=1"])
+    assert code == 0
+    out = capsys.readouterr().out
+    for key in ("eval/avg@3", "eval/pass@3", "eval/maj@3", "eval/truncation_rate"):
+        assert key in out
+
+
 def test_sigkill_mid_step_then_resume_is_bit_identical(tiny_model_dir, tmp_path):
     killer = tmp_path / "killer.py"
     killer.write_text(KILLER)

@@ -93,7 +93,7 @@ def run_variant(name: str, overrides: list[str], seed: int, steps: int, output_d
 
 def summarise(curves: list[RunCurve]) -> str:
     """Markdown table: final and best held-out avg@k per variant, mean +- std over seeds."""
-    lines = ["| variant | final avg@k | best avg@k | optimizer steps | seeds |", "|---|---|---|---|---|"]
+    lines = ["| variant | final avg@k | best avg@k | training steps | seeds |", "|---|---|---|---|---|"]
     for name, _ in VARIANTS:
         runs = [c for c in curves if c.variant == name]
         if not runs:

@@ -122,7 +122,7 @@ def train_dapo(settings: BenchSettings, model_dir: str, work_dir: str) -> dict[s
     trainer.tokenizer.save_pretrained(final_dir)
     groups = [m.get("sampling/groups_generated", float(settings.prompts_per_step)) for m in step_metrics]
     # Every generated response, all rounds: groups x G x mean length over generated responses.
-    tokens = sum(g * settings.group_size * m["rollout/response_length_mean"] for g, m in zip(groups, step_metrics))
+    tokens = sum(g * settings.group_size * m.get("rollout/response_length_mean", 0.0) for g, m in zip(groups, step_metrics))
     accs = [m["rollout/acc"] for m in step_metrics if "rollout/acc" in m]
     return {
         "steps": len(step_metrics),

@@ -246,7 +246,7 @@ class AlgorithmConfig:
 
 @dataclass
 class TrainerConfig:
-    # Optimizer steps to run (one rollout step = ppo_epochs x batch/mini-batch optimizer steps).
+    # Training (rollout) steps to run; each makes ppo_epochs x prompts_per_step/mini_batch_prompts optimizer updates.
     total_steps: int = 100
     # Groups (prompts with mixed outcomes) per rollout step: DAPO's train batch of 512 prompts.
     prompts_per_step: int = 512

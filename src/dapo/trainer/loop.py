@@ -87,6 +87,8 @@ class Trainer:
         )
         self.state = RunState(cfg, self)
         self.step, self.next_group_id, self.prompts_truncated = 0, 0, 0
+        self.timer: dict[str, float] = {}  # seconds per phase of the current step
+        self.round_results: list[RewardResult] = []  # every scored response of the current step
 
     # ---------------------------------------------------------------- generation + scoring
     def generate_round(self, problems: list[Problem], round_index: int) -> list[Sample]:
@@ -139,7 +141,7 @@ class Trainer:
     def step_once(self) -> dict[str, float]:
         """One DAPO training step; returns its metrics."""
         self.timer = {"generate": 0.0, "reward": 0.0, "old_logprob": 0.0, "update": 0.0}
-        self.round_results: list[RewardResult] = []
+        self.round_results = []
         self.prompts_truncated = 0
         started = time.perf_counter()
         self.model.eval()

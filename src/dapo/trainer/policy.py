@@ -119,11 +119,10 @@ class PolicyWorker:
         return out.logits[:, :-1, :]
 
     @torch.no_grad()
-    def compute_logprobs(self, samples: list[Sample], use_ref: bool = False) -> LogprobPass:
-        """Log-probs of each response under the current (or reference) model at the rollout
-        temperature, with the entropy and rollout/trainer mismatch sums over response tokens."""
-        model = self.ref_model if use_ref else self.model
-        assert model is not None
+    def compute_logprobs(self, samples: list[Sample]) -> LogprobPass:
+        """Log-probs of each response under the current model at the rollout temperature, with
+        the entropy and rollout/trainer mismatch sums over response tokens."""
+        model = self.model
         was_training = model.training
         model.eval()
         result = LogprobPass()

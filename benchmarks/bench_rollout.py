@@ -5,12 +5,16 @@
 Both engines sample (temperature 1, no top-k/top-p) exactly ``--max-new-tokens`` tokens per row
 (no stop tokens), from the same prompts, on the same model and thread count. Each engine is timed
 ``--repeats`` times, interleaved so background load hits both alike; the best run counts.
+Speedups are relative to ``model.generate`` on the float32 model (as the trainer holds it);
+``model.generate bf16`` (a bf16 copy of the model) is shown for an equal-precision comparison
+with ``native bf16`` (``rollout.native_dtype=bfloat16``, the embedded default).
 Run it alone on the machine (``flock /tmp/dapo-cpu.lock python benchmarks/bench_rollout.py``).
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import time
 
 import torch
@@ -94,18 +98,25 @@ def main() -> None:
     print(f"threads: {torch.get_num_threads()}, max_new_tokens: {args.max_new_tokens}, best of {args.repeats}")
     time_native(model, make_prompts(4, vocab_size, 0), 4)  # warm-up
     time_native(model, make_prompts(4, vocab_size, 0), 4, torch.bfloat16)
+    bf16_model = copy.deepcopy(model).to(torch.bfloat16)
     time_generate(model, make_prompts(4, vocab_size, 0), 4)
-    print(f"{'batch':>6} {'engine':>16} {'tokens/s':>10} {'speedup':>8}")
+    time_generate(bf16_model, make_prompts(4, vocab_size, 0), 4)
+    engines = {
+        "model.generate": lambda prompts: time_generate(model, prompts, args.max_new_tokens),
+        "model.generate bf16": lambda prompts: time_generate(bf16_model, prompts, args.max_new_tokens),
+        "native": lambda prompts: time_native(model, prompts, args.max_new_tokens),
+        "native bf16": lambda prompts: time_native(model, prompts, args.max_new_tokens, torch.bfloat16),
+    }
+    print(f"{'batch':>6} {'engine':>20} {'tokens/s':>10} {'speedup':>8}")
     for batch_size in args.batch_sizes:
         prompts = make_prompts(batch_size, vocab_size, batch_size)
-        native = native_bf16 = generate = 0.0
+        best = dict.fromkeys(engines, 0.0)
         for _ in range(args.repeats):
-            native = max(native, time_native(model, prompts, args.max_new_tokens))
-            native_bf16 = max(native_bf16, time_native(model, prompts, args.max_new_tokens, torch.bfloat16))
-            generate = max(generate, time_generate(model, prompts, args.max_new_tokens))
-        print(f"{batch_size:>6} {'model.generate':>16} {generate:>10.0f} {1.0:>8.2f}")
-        print(f"{batch_size:>6} {'native':>16} {native:>10.0f} {native / generate:>8.2f}")
-        print(f"{batch_size:>6} {'native bf16':>16} {native_bf16:>10.0f} {native_bf16 / generate:>8.2f}")
+            for name, time_engine in engines.items():
+                best[name] = max(best[name], time_engine(prompts))
+        for name, tokens_per_second in best.items():
+            speedup = tokens_per_second / best["model.generate"]
+            print(f"{batch_size:>6} {name:>20} {tokens_per_second:>10.0f} {speedup:>8.2f}")
 
 
 if __name__ == "__main__":

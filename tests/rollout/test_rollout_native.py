@@ -179,15 +179,21 @@ def test_no_prompts_gives_no_completions(qwen2: torch.nn.Module) -> None:
 
 
 def test_kv_cache_growth_keeps_logprobs_exact(qwen2: torch.nn.Module, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(llama_decoder, "_INITIAL_RESPONSE_SLOTS", 2)  # grow several times
+    monkeypatch.setattr(llama_decoder, "_MIN_GROWTH_SLOTS", 2)  # grow several times
     engine = NativeEngine(qwen2, PAD_ID)
     params = SamplingParams(n=2, max_new_tokens=20, stop_token_ids=[1, 2], seed=4)
     assert _max_logprob_error(qwen2, engine, params) < 1e-4
 
 
-def test_bf16_decode_of_a_float32_policy_stays_close_to_the_float32_logprobs(qwen2):
+@pytest.mark.parametrize("growth_slots", [32, 2])
+def test_bf16_decode_of_a_float32_policy_stays_close_to_the_float32_logprobs(
+    qwen2, monkeypatch: pytest.MonkeyPatch, growth_slots: int
+):
     """rollout.native_dtype=bfloat16: a faster behaviour policy whose log-probs differ from the
-    trainer's float32 ones only by bf16 rounding (the trainer logs and TIS-corrects the rest)."""
+    trainer's float32 ones only by bf16 rounding (the trainer logs and TIS-corrects the rest).
+    With 2-slot growth the cache is reallocated several times and the decode attends over
+    masked, not-yet-written slots (its bf16 matmul path); prompts of unequal length are padded."""
+    monkeypatch.setattr(llama_decoder, "_MIN_GROWTH_SLOTS", growth_slots)
     prompts = [[3, 4, 5, 6], [7, 8]]
     params = SamplingParams(n=3, temperature=1.0, max_new_tokens=12, seed=5)
     engine = NativeEngine(qwen2, pad_token_id=0, compute_dtype=torch.bfloat16)

@@ -45,9 +45,13 @@ def stable_rows(run_dir: Path) -> list[dict]:
     return [{k: v for k, v in row.items() if not k.startswith(VOLATILE)} for row in read_metrics(run_dir)]
 
 
-def test_few_steps_log_documented_finite_metrics_and_loadable_checkpoints(tiny_model_dir, reward_file, tmp_path):
+@pytest.mark.parametrize("old_logprobs", ["recompute", "rollout"])
+def test_few_steps_log_documented_finite_metrics_and_loadable_checkpoints(
+    tiny_model_dir, reward_file, tmp_path, old_logprobs
+):
     run_dir = tmp_path / "run"
-    summary = Trainer(tiny_config(tiny_model_dir, run_dir, reward_file)).train()
+    cfg = tiny_config(tiny_model_dir, run_dir, reward_file, f"algorithm.old_logprobs={old_logprobs}")
+    summary = Trainer(cfg).train()
     assert summary.steps == 3 and summary.eval_before and summary.eval_after
     rows = read_metrics(run_dir)
     step_rows = [r for r in rows if "actor/loss" in r]
@@ -118,3 +122,27 @@ def test_metrics_jsonl_lines_are_json(tiny_model_dir, reward_file, tmp_path):
     Trainer(cfg).train()
     for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines():
         assert isinstance(json.loads(line)["step"], int)
+
+
+def test_old_logprobs_from_rollout_skip_the_recompute_and_feed_the_ratio(tiny_model_dir, reward_file, tmp_path):
+    """algorithm.old_logprobs=rollout: pi_old is the engine's behaviour policy (no extra forward
+    pass), so every update's old log-probs are exactly the rollout log-probs."""
+    cfg = tiny_config(tiny_model_dir, tmp_path / "run", reward_file, "algorithm.old_logprobs=rollout")
+    trainer = Trainer(cfg)
+    seen: list[tuple[list[float], list[float]]] = []
+    real_update = trainer.policy.update
+
+    def recording_update(mini_batch, *args, **kwargs):
+        seen.extend((s.old_logprobs, s.rollout_logprobs) for s in mini_batch)
+        return real_update(mini_batch, *args, **kwargs)
+
+    def no_recompute(samples):
+        raise AssertionError("old log-probs were recomputed")
+
+    trainer.policy.update = recording_update
+    trainer.policy.compute_logprobs = no_recompute
+    metrics = trainer.step_once()
+    assert seen and all(old == rollout and old for old, rollout in seen)
+    assert metrics["time/old_logprob"] == 0.0 and metrics["actor/updates"] == 2
+    # measured on the first update's forward (bf16 autocast vs the engine's float32 decode)
+    assert math.isfinite(metrics["actor/entropy"]) and 0 < metrics["mismatch/rollout_trainer_logprob_diff"] < 0.05

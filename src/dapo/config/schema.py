@@ -193,6 +193,11 @@ class AlgorithmConfig:
     # Truncated importance sampling: cap on the per-token weight pi_old_trainer / pi_rollout
     # correcting rollout-engine vs trainer log-prob mismatch; null disables the correction.
     tis_cap: float | None = None
+    # Where pi_old comes from: "recompute" (a forward pass of the trainer's model before the
+    # updates, as verl and the paper do) or "rollout" (the engine's behaviour log-probs: no extra
+    # pass, and the ratio pi_theta / pi_rollout then carries the engine mismatch itself, bounded
+    # by the clip; tis_cap has nothing left to correct).
+    old_logprobs: str = "recompute"
     # Dynamic Sampling: drop groups whose filter metric is constant and refill with new prompts.
     dynamic_sampling: bool = True
     # Per-response metric that dynamic sampling filters on: "acc" (raw correctness) or "score".
@@ -239,6 +244,7 @@ class AlgorithmConfig:
         _one_of("algorithm.kl_estimator", self.kl_estimator, ("k1", "abs", "k2", "k3"))
         _check(self.tis_cap is None or self.tis_cap >= 1, "algorithm.tis_cap must be >= 1 or null")
         _one_of("algorithm.filter_metric", self.filter_metric, ("acc", "score"))
+        _one_of("algorithm.old_logprobs", self.old_logprobs, ("recompute", "rollout"))
         _check(self.max_gen_rounds >= 1, "algorithm.max_gen_rounds must be >= 1")
         _check(self.overlong_buffer_len >= 0, "algorithm.overlong_buffer_len must be >= 0")
         _check(self.overlong_penalty_factor >= 0, "algorithm.overlong_penalty_factor must be >= 0")

@@ -164,8 +164,12 @@ class Trainer:
 
         # With a single update per step pi_old is the current policy: the update takes its old
         # log-probs from its own forward pass instead of a separate one (see PolicyWorker.update).
-        on_policy = self.updates_per_step == 1
-        if not on_policy:
+        from_rollout = self.cfg.algorithm.old_logprobs == "rollout"
+        on_policy = self.updates_per_step == 1 and not from_rollout
+        if from_rollout:
+            for sample in batch:
+                sample.old_logprobs = sample.rollout_logprobs
+        elif not on_policy:
             t0 = time.perf_counter()
             old = self.policy.compute_logprobs(batch)
             for sample, logprobs in zip(batch, old.logprobs):
@@ -178,11 +182,14 @@ class Trainer:
         for _ in range(self.cfg.trainer.ppo_epochs):
             for mini_batch in mini_batches:
                 num_tokens, num_seqs = count_loss_tokens(mini_batch)
-                stats.append(self.policy.update(mini_batch, num_tokens, num_seqs, on_policy=on_policy))
+                # without an old-log-prob pass, the first update (still on pi_old) reports
+                # entropy and engine/trainer mismatch for its mini-batch
+                diagnose = (on_policy or from_rollout) and not stats
+                stats.append(self.policy.update(mini_batch, num_tokens, num_seqs, on_policy, diagnose))
                 self.state.bar_advance(1)
         self.timer["update"] = time.perf_counter() - t0
         self.state.bar_skip(self.updates_per_step - len(stats))
-        diagnostics = stats[0].diagnostics if on_policy else old
+        diagnostics = stats[0].diagnostics if on_policy or from_rollout else old
         tokens = max(diagnostics.tokens, 1.0)
         metrics["actor/entropy"] = diagnostics.entropy_sum / tokens
         metrics["mismatch/rollout_trainer_logprob_diff"] = diagnostics.mismatch_abs_sum / tokens

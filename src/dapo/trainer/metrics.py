@@ -47,12 +47,13 @@ METRICS: dict[str, str] = {
     "actor/updates": "optimizer updates made in this step",
     "actor/skipped_updates": "updates dropped because the loss or gradient was not finite",
     "actor/advantage_abs_mean": "mean |advantage| over trained responses",
-    "mismatch/rollout_trainer_logprob_diff": "mean |log pi_rollout - log pi_old_trainer| per token (engine/trainer mismatch)",
+    "mismatch/rollout_trainer_logprob_diff": "mean |log pi_rollout - log pi_old_trainer| per token (engine/trainer mismatch; "
+    "with algorithm.old_logprobs=rollout, measured on the first mini-batch)",
     "mismatch/rollout_trainer_kl": "k3 estimate of KL(pi_rollout || pi_old_trainer) per token",
     # timing and throughput
     "time/generate": "seconds generating responses this step",
     "time/reward": "seconds scoring responses this step",
-    "time/old_logprob": "seconds recomputing old log-probs",
+    "time/old_logprob": "seconds recomputing old log-probs (0 with algorithm.old_logprobs=rollout or one update per step)",
     "time/update": "seconds in forward/backward/optimizer",
     "time/step": "seconds for the whole step (without evaluation and checkpointing)",
     "perf/gen_tokens_per_s": "generated response tokens per second of generation time",

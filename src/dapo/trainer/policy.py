@@ -155,6 +155,7 @@ class PolicyWorker:
         num_tokens: float | None = None,
         num_seqs: float | None = None,
         on_policy: bool = False,
+        diagnose: bool | None = None,
     ) -> UpdateStats:
         """One optimizer update on a mini-batch, accumulated over token-budget micro-batches.
 
@@ -163,15 +164,17 @@ class PolicyWorker:
         ``on_policy``: this is the only update since the rollout, so pi_old IS the current policy
         and old log-probs are this forward's own log-probs, detached (ratio exactly 1); the
         separate old-log-prob pass is skipped and its diagnostics are taken here instead.
+        ``diagnose``: collect entropy and mismatch sums from this update's forward (default: on_policy).
         """
         local_tokens, local_seqs = count_loss_tokens(mini_batch)
         num_tokens = local_tokens if num_tokens is None else num_tokens
         num_seqs = local_seqs if num_seqs is None else num_seqs
-        stats = UpdateStats(tokens=local_tokens, diagnostics=LogprobPass() if on_policy else None)
+        diagnose = on_policy if diagnose is None else diagnose
+        stats = UpdateStats(tokens=local_tokens, diagnostics=LogprobPass() if diagnose else None)
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         for micro in iter_micro_batches(mini_batch, self.cfg.micro_batch_tokens):
-            loss = self._micro_batch_loss(micro, num_tokens, num_seqs, stats)
+            loss = self._micro_batch_loss(micro, num_tokens, num_seqs, stats, on_policy)
             if not torch.isfinite(loss):
                 return self._skip(stats, f"loss is {loss.item()}")
             loss.backward()
@@ -193,13 +196,16 @@ class PolicyWorker:
         warnings.warn(f"skipped an optimizer update: {why}; weights left unchanged", stacklevel=2)
         return stats
 
-    def _micro_batch_loss(self, micro: list[Sample], num_tokens: float, num_seqs: float, stats: UpdateStats) -> torch.Tensor:
+    def _micro_batch_loss(
+        self, micro: list[Sample], num_tokens: float, num_seqs: float, stats: UpdateStats, on_policy: bool
+    ) -> torch.Tensor:
         tensors = {k: v.to(self.device) for k, v in collate(micro, self.pad_token_id).items()}
         logits = self._response_logits(self.model, tensors)
         logprobs = logprobs_from_logits(logits, tensors["responses"], temperature=self.temperature)
         mask = tensors["response_mask"]
-        if stats.diagnostics is not None:
+        if on_policy:
             tensors["old_logprobs"] = logprobs.detach()
+        if stats.diagnostics is not None:
             self._diagnose(logits, logprobs, tensors, stats.diagnostics)
         weights = None
         if self.algo.tis_cap is not None:

@@ -248,7 +248,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=120.0, help="training wall-clock budget per system")
     parser.add_argument("--eval-k", type=int, default=4, help="samples per held-out problem")
     parser.add_argument("--eval-problems", type=int, default=0, help="held-out problems (0: all)")
-XX
+    parser.add_argument("--lr", type=float, default=5e-5, help="learning rate of both systems (the default config's)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--base-model", default="builtin",
                         help="starting model directory for both systems (default: the built-in base model)")

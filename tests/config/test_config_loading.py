@@ -32,11 +32,17 @@ def test_resolved_config_round_trips(tmp_path: Path):
         ("trainer.lr=fast", "should be of type float|is not a number"),
         ("algorithm.loss_agg_mode=sum", "not one of"),
         ("rollout.n=1", "dynamic_sampling needs rollout.n >= 2"),
+        ("algorithm.old_logprobs=cached", "not one of"),
     ],
 )
 def test_invalid_values_say_why(override: str, message: str):
     with pytest.raises(ConfigError, match=message):
         load_config(overrides=[override])
+
+
+def test_tis_cap_with_rollout_old_logprobs_says_why():
+    with pytest.raises(ConfigError, match="tis_cap has nothing to correct"):
+        load_config(overrides=["algorithm.old_logprobs=rollout", "algorithm.tis_cap=2.0"])
 
 
 def test_override_without_equals_is_rejected():

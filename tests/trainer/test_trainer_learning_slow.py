@@ -23,5 +23,6 @@ def test_embedded_default_raises_held_out_accuracy(tmp_path):
     evals = [r["eval/avg@4"] for r in rows if "eval/avg@4" in r]
     before, after = evals[0], evals[-1]
     assert 0.15 <= before <= 0.5, f"built-in base model accuracy {before:.1%} outside 15-50%"
-    assert after >= before + 0.03, f"held-out avg@4 did not improve: {before:.1%} -> {after:.1%}"
+    # the full 90-step default reaches ~80%; a third of it measured 34.6% -> 68.5% here
+    assert after >= before + 0.15, f"held-out avg@4 improved too little: {before:.1%} -> {after:.1%}"
     assert "held-out metric" in result.stdout  # the before/after summary table

@@ -147,8 +147,9 @@ class RolloutConfig:
     # Longest response in tokens (DAPO's L_max); longer ones are cut and flagged truncated.
     max_response_length: int = 20480
     # Native engine compute dtype: "model" (the policy's own dtype: log-probs match the trainer
-    # exactly) or "bfloat16" (about 2x faster decode on a float32 policy on CPUs with bf16 units;
-    # the rollout/trainer mismatch this causes is logged and corrected by algorithm.tis_cap).
+    # exactly) or "bfloat16" (about 1.6x faster decode on a float32 policy on CPUs with bf16 units;
+    # the rollout/trainer mismatch this causes is logged, and either corrected by algorithm.tis_cap
+    # or made moot by algorithm.old_logprobs=rollout).
     native_dtype: str = "model"
     # Extra strings that end a response (the EOS token always does).
     stop_strings: list[str] = field(default_factory=list)
@@ -245,6 +246,11 @@ class AlgorithmConfig:
         _check(self.tis_cap is None or self.tis_cap >= 1, "algorithm.tis_cap must be >= 1 or null")
         _one_of("algorithm.filter_metric", self.filter_metric, ("acc", "score"))
         _one_of("algorithm.old_logprobs", self.old_logprobs, ("recompute", "rollout"))
+        _check(
+            self.old_logprobs == "recompute" or self.tis_cap is None,
+            "algorithm.tis_cap has nothing to correct with algorithm.old_logprobs=rollout (pi_old is "
+            "the rollout policy, so every TIS weight is 1): set tis_cap=null or old_logprobs=recompute",
+        )
         _check(self.max_gen_rounds >= 1, "algorithm.max_gen_rounds must be >= 1")
         _check(self.overlong_buffer_len >= 0, "algorithm.overlong_buffer_len must be >= 0")
         _check(self.overlong_penalty_factor >= 0, "algorithm.overlong_penalty_factor must be >= 0")

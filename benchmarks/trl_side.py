@@ -137,7 +137,8 @@ def train_trl(settings: dict[str, Any], model_dir: str, work_dir: str) -> dict[s
     """Train with TRL for ``settings["seconds"]`` and save the final policy to ``<work_dir>/final``."""
     torch.manual_seed(settings["seed"])
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    # the attention kernel dapo-rl's default config trains with (faster than sdpa here)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
     problems = load_problems(["builtin:arithmetic"], DataConfig(template="none"), split="train").problems
     correctness = CorrectnessReward()
     overlong = get_soft_overlong_punishment(settings["max_response_length"], settings["overlong_buffer"])

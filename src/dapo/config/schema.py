@@ -37,6 +37,10 @@ class ModelConfig:
     dtype: str = "float32"
     # Recompute activations in the backward pass to save memory (slower).
     gradient_checkpointing: bool = False
+    # Attention kernel of the trained policy's forward, passed to `from_pretrained`: null keeps
+    # transformers' default (sdpa); "eager" is faster for short sequences on CPU; GPUs may use
+    # "flash_attention_2" when installed.
+    attn_implementation: str | None = None
     # Where the built-in base model and other derived artefacts are cached.
     cache_dir: str = "~/.cache/dapo-rl"
 

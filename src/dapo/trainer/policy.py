@@ -173,7 +173,10 @@ class PolicyWorker:
         stats = UpdateStats(tokens=local_tokens, diagnostics=LogprobPass() if diagnose else None)
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        for micro in iter_micro_batches(mini_batch, self.cfg.micro_batch_tokens):
+        # Length-sorted micro-batches carry less padding; the loss is a sum over tokens with a
+        # global normaliser, so their order does not change the gradient.
+        by_length = sorted(mini_batch, key=lambda s: (len(s.prompt_ids) + len(s.response_ids)))
+        for micro in iter_micro_batches(by_length, self.cfg.micro_batch_tokens):
             loss = self._micro_batch_loss(micro, num_tokens, num_seqs, stats, on_policy)
             if not torch.isfinite(loss):
                 return self._skip(stats, f"loss is {loss.item()}")

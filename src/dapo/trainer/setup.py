@@ -44,6 +44,13 @@ def resolve_model_path(cfg: ModelConfig) -> Path:
     return path
 
 
+def _load_kwargs(cfg: ModelConfig) -> dict:
+    kwargs: dict = {"dtype": DTYPES[cfg.dtype]}
+    if cfg.attn_implementation is not None:
+        kwargs["attn_implementation"] = cfg.attn_implementation
+    return kwargs
+
+
 def load_model_and_tokenizer(
     cfg: ModelConfig, device: torch.device
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, Path]:
@@ -51,7 +58,7 @@ def load_model_and_tokenizer(
     tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer_path or path)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[cfg.dtype]).to(device)
+    model = AutoModelForCausalLM.from_pretrained(path, **_load_kwargs(cfg)).to(device)
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     return model, tokenizer, path
@@ -59,7 +66,7 @@ def load_model_and_tokenizer(
 
 def load_reference_model(path: Path, cfg: ModelConfig, device: torch.device) -> PreTrainedModel:
     """A frozen copy of the initial policy, loaded only when algorithm.kl_coef > 0."""
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[cfg.dtype]).to(device)
+    model = AutoModelForCausalLM.from_pretrained(path, **_load_kwargs(cfg)).to(device)
     model.eval().requires_grad_(False)
     return model
 

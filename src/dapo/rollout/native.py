@@ -76,7 +76,8 @@ class NativeEngine:
     ) -> None:
         """``compute_dtype``: decode in this dtype (fast path only), e.g. bfloat16 for a float32
         policy; the behaviour log-probs are then those of the bf16 model, and the trainer sees the
-        difference as rollout/trainer mismatch (correct it with algorithm.tis_cap)."""
+        difference as rollout/trainer mismatch (corrected by algorithm.tis_cap, or made moot by
+        algorithm.old_logprobs=rollout, which takes these log-probs as pi_old)."""
         self.model = model
         self.compute_dtype = compute_dtype
         self.pad_token_id = pad_token_id

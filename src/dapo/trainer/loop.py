@@ -162,8 +162,9 @@ class Trainer:
         for sample, advantage in zip(batch, advantages.tolist()):
             sample.advantage = advantage
 
-        # With a single update per step pi_old is the current policy: the update takes its old
-        # log-probs from its own forward pass instead of a separate one (see PolicyWorker.update).
+        # pi_old: the engine's behaviour log-probs (old_logprobs=rollout); else, with a single
+        # update per step, the current policy, whose log-probs the update takes from its own
+        # forward pass (see PolicyWorker.update); else a separate recompute pass.
         from_rollout = self.cfg.algorithm.old_logprobs == "rollout"
         on_policy = self.updates_per_step == 1 and not from_rollout
         if from_rollout:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import string
 from pathlib import Path
 
+import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -63,3 +64,15 @@ def test_a_different_recipe_gets_its_own_cache_entry(tmp_path: Path) -> None:
         str(tmp_path), BaseModelRecipe(**{**TINY.__dict__, "seed": 1}), progress=False
     )
     assert first != other and (other / "config.json").exists()
+
+
+def test_model_path_names_a_builtin_recipe():
+    from dapo.builtin import BUILTIN_RECIPES, recipe_for_model_path
+
+    assert recipe_for_model_path("builtin") == BaseModelRecipe()
+    mixed = recipe_for_model_path("builtin:mixed")
+    assert mixed.ops == ["+", "-", "*"] and mixed.cache_key() != BaseModelRecipe().cache_key()
+    mixed.sft_steps = 1  # a copy: the registry is untouched
+    assert BUILTIN_RECIPES["mixed"].sft_steps != 1
+    with pytest.raises(ValueError, match="builtin:mixed"):
+        recipe_for_model_path("builtin:nope")

@@ -83,3 +83,13 @@ def test_stale_surplus_is_discarded():
     assert ds.surplus
     _, report = ds.next_batch(mixed, step=5)
     assert report.groups_discarded >= 1 and report.groups_carried_in == 0
+
+
+def test_without_dynamic_sampling_every_group_trains_and_no_signal_groups_are_counted():
+    # problems 0, 3, 6 all-correct; 1, 4 all-wrong; 2, 5 mixed: 7 groups, of which 5 have no signal
+    pattern = {0: [1, 1, 1, 1], 1: [0, 0, 0, 0], 2: [1, 0, 0, 0]}
+    ds = sampler(dynamic_sampling=False, prompts_per_step=7)
+    batch, report = ds.next_batch(make_round(lambda p: pattern[int(p.uid) % 3]), step=0)
+    assert len({s.group_id for s in batch}) == 7 and report.gen_rounds == 1
+    assert report.groups_generated == report.groups_kept == 7
+    assert report.groups_all_correct == 3 and report.groups_all_wrong == 2

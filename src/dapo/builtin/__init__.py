@@ -4,13 +4,21 @@
 ``python -m dapo.builtin.report`` prints its build time and sampled held-out accuracy.
 """
 
-from dapo.builtin.base_model import BaseModelRecipe, build_base_model, ensure_base_model
+from dapo.builtin.base_model import (
+    BUILTIN_RECIPES,
+    BaseModelRecipe,
+    build_base_model,
+    ensure_base_model,
+    recipe_for_model_path,
+)
 from dapo.builtin.tokenizer import build_tokenizer, save_tokenizer
 
 __all__ = [
+    "BUILTIN_RECIPES",
     "BaseModelRecipe",
     "build_base_model",
     "build_tokenizer",
     "ensure_base_model",
+    "recipe_for_model_path",
     "save_tokenizer",
 ]

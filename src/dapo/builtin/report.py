@@ -5,6 +5,7 @@ Usage::
     python -m dapo.builtin.report                 # build (or reuse the cache) and measure
     python -m dapo.builtin.report --rebuild       # time a build from nothing (fresh temp cache)
     python -m dapo.builtin.report --sft-steps 200 --samples 4
+    python -m dapo.builtin.report --recipe mixed  # the base model of `dapo ablate`
 
 Accuracy is avg@k: the fraction of correct responses over ``--samples`` temperature-1 samples
 (top_p 1) for each held-out problem of the built-in task, scored by the project's verifier.
@@ -21,7 +22,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from dapo.builtin.base_model import BaseModelRecipe, ensure_base_model
+from dapo.builtin.base_model import BUILTIN_RECIPES, ensure_base_model, recipe_for_model_path
 from dapo.data.arithmetic import make_arithmetic_problems
 from dapo.data.records import Problem
 
@@ -80,12 +81,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--rebuild", action="store_true", help="build from nothing in a temporary cache"
     )
+    parser.add_argument("--recipe", choices=sorted(BUILTIN_RECIPES), default="addition")
     parser.add_argument("--sft-steps", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--samples", type=int, default=4, help="samples per held-out problem")
     parser.add_argument("--eval-size", type=int, default=200, help="held-out problems")
     args = parser.parse_args(argv)
-    recipe = BaseModelRecipe(seed=args.seed)
+    recipe = recipe_for_model_path(f"builtin:{args.recipe}")
+    recipe.seed = args.seed
     if args.sft_steps is not None:
         recipe.sft_steps = args.sft_steps
     cache_dir = tempfile.mkdtemp(prefix="dapo-base-") if args.rebuild else args.cache_dir

@@ -1,4 +1,4 @@
-"""``dapo ablate``: the DAPO paper's ablation, reproduced at small scale on the built-in task.
+"""``dapo ablate``: the DAPO paper's ablation, reproduced at small scale on a built-in task.
 
 The paper (Table 1, AIME avg@32, Qwen2.5-32B) adds one technique at a time:
     naive GRPO 30 -> +overlong filtering 36 -> +clip-higher 38 -> +soft overlong punishment 41
@@ -6,16 +6,21 @@ The paper (Table 1, AIME avg@32, Qwen2.5-32B) adds one technique at a time:
 Here every variant gets the same compute: the same budget of generated groups (prompts x G
 responses), since generation dominates a step's cost. Dynamic sampling spends part of its budget
 on groups it filters out, so it makes fewer optimizer updates from the same generation.
+
+Besides accuracy, each run reports what the techniques had to act on (run means of per-step
+metrics): the truncated share (overlong filtering and soft punishment), groups without signal
+(dynamic sampling), clip fractions (clip-higher), response lengths (token-level loss), entropy.
 """
 
 from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dapo.config import builtin_config_path, load_config
+from dapo.config import DAPOConfig, builtin_config_path, load_config
 
 # Cumulative, in the paper's order; each entry lists the overrides that turn its technique on.
 VARIANTS: list[tuple[str, list[str]]] = [
@@ -33,20 +38,39 @@ VARIANTS: list[tuple[str, list[str]]] = [
     ("+ dynamic sampling (DAPO)", ["algorithm.dynamic_sampling=true"]),
 ]
 
-# The built-in task with a tight length limit: a typical correct trace is 25-34 tokens, so the
-# long tail (wrong, rambling responses) is truncated at 40 (overlong shaping acts), soft
-# punishment starts above 34 (typical correct answers are untouched, as in the paper), lengths
-# vary (the loss aggregation acts) and many groups are all-correct or all-wrong (dynamic sampling).
+# The mixed task: 1-2 digit +, -, * with a base model SFT-ed on it. Problems range from trivial
+# (3+4, most groups all-correct) to hard (2-digit products, many all-wrong), so dynamic sampling
+# has groups to drop; correct traces run 10-47 tokens, so sample- and token-level losses weight
+# tokens differently. L_max 56 with L_cache 8: soft punishment starts at 48 tokens, beyond every
+# correct trace, as in the paper, and truncation catches responses that ramble. Mini-batches
+# of 2 prompts give the paper's 16 gradient steps per rollout step, so the policy drifts from
+# pi_old within a step and the clip range has ratios to act on. One evaluation seed for every
+# run, so variants and seeds are compared on the same held-out samples.
 ABLATION_TASK = [
-    "rollout.max_response_length=40",
-    "algorithm.overlong_buffer_len=6",
+    "model.path=builtin:mixed",
+    'data.builtin_ops=["+","-","*"]',
+    "data.builtin_max_digits=2",
+    "rollout.max_response_length=56",
+    "algorithm.overlong_buffer_len=8",
+    "trainer.mini_batch_prompts=2",
     "eval.k=4",
-    "eval.max_problems=100",
+    "eval.max_problems=200",
+    "eval.seed=0",
     "logging.progress=false",
     "logging.tensorboard=false",
     "checkpoint.every_steps=0",
     "eval.every_steps=0",
     "eval.before_training=false",
+]
+
+# Per-step metrics averaged over a run: (column name, how to read one value from a step's metrics).
+DIAGNOSTICS: list[tuple[str, Callable[[dict[str, float]], float]]] = [
+    ("truncated", lambda m: m["rollout/truncation_rate"]),
+    ("no-signal groups", lambda m: m["sampling/all_correct_ratio"] + m["sampling/all_wrong_ratio"]),
+    ("clip-high frac", lambda m: m["actor/clip_frac_high"]),
+    ("clip-low frac", lambda m: m["actor/clip_frac_low"]),
+    ("response length", lambda m: m["rollout/response_length_mean"]),
+    ("entropy", lambda m: m["actor/entropy"]),
 ]
 
 
@@ -56,31 +80,42 @@ class RunCurve:
     seed: int
     generated: list[float] = field(default_factory=list)  # cumulative generated groups at each eval
     accuracy: list[float] = field(default_factory=list)  # held-out avg@k at each eval
-    steps: list[int] = field(default_factory=list)  # training step of each entropy value
-    entropy: list[float] = field(default_factory=list)
+    updates: int = 0  # optimizer steps taken
+    steps: list[int] = field(default_factory=list)  # the steps that generated (some train on carried groups only)
+    diagnostics: dict[str, list[float]] = field(default_factory=dict)  # DIAGNOSTICS at those steps
 
 
-def run_variant(name: str, overrides: list[str], seed: int, steps: int, output_dir: Path, evals: int) -> RunCurve:
-    """Train one variant for the compute of ``steps`` plain steps, evaluating ``evals`` times."""
+def variant_config(index: int, seed: int, steps: int, run_dir: Path, overrides: list[str]) -> DAPOConfig:
+    """The config of VARIANTS[index]: the ablation task, every technique up to ``index``, then
+    the user's ``overrides``."""
+    techniques = [o for _, variant_overrides in VARIANTS[: index + 1] for o in variant_overrides]
+    return load_config(
+        [builtin_config_path("default")],
+        ABLATION_TASK + techniques + list(overrides) + [
+            f"trainer.seed={seed}", f"output_dir={run_dir}", "checkpoint.resume=never",
+            f"trainer.total_steps={steps * 20}",  # a cap only: the generation budget ends the run
+        ],
+    )
+
+
+def run_variant(cfg: DAPOConfig, name: str, steps: int, evals: int) -> RunCurve:
+    """Train with ``cfg`` for the generation budget of ``steps`` plain steps, evaluating ``evals`` times."""
     from dapo.trainer import Trainer
 
-    run_dir = output_dir / f"{name.strip('+ ').replace(' ', '_').replace('(', '').replace(')', '')}-seed{seed}"
-    cfg = load_config(
-        [builtin_config_path("default")],
-        ABLATION_TASK + overrides + [f"trainer.seed={seed}", f"output_dir={run_dir}", "checkpoint.resume=never",
-                                     f"trainer.total_steps={steps * 20}"],
-    )
     trainer = Trainer(cfg)
     budget = steps * cfg.trainer.prompts_per_step
     key = f"eval/avg@{cfg.eval.k}"
-    curve = RunCurve(name, seed, [0.0], [trainer.evaluate()[key]])
+    curve = RunCurve(name, cfg.trainer.seed, [0.0], [trainer.evaluate()[key]])
+    curve.diagnostics = {column: [] for column, _ in DIAGNOSTICS}
     generated, next_eval = 0.0, budget / evals
     while generated < budget:
         metrics = trainer.step_once()
         generated += metrics["sampling/groups_generated"]
-        if "actor/entropy" in metrics:
+        curve.updates += int("actor/entropy" in metrics)
+        if "rollout/truncation_rate" in metrics and "actor/entropy" in metrics:
             curve.steps.append(trainer.step)
-            curve.entropy.append(metrics["actor/entropy"])
+            for column, read in DIAGNOSTICS:
+                curve.diagnostics[column].append(read(metrics))
         if generated >= next_eval or generated >= budget:
             metrics.update(trainer.evaluate())
             curve.generated.append(generated)
@@ -92,57 +127,89 @@ def run_variant(name: str, overrides: list[str], seed: int, steps: int, output_d
     return curve
 
 
+def _mean_spread(values: list[float], percent: bool = True) -> str:
+    mean = statistics.mean(values)
+    spread = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{mean:.1%} ± {spread:.1%}" if percent else f"{mean:.2f} ± {spread:.2f}"
+
+
 def summarise(curves: list[RunCurve]) -> str:
-    """Markdown table: final and best held-out avg@k per variant, mean +- std over seeds."""
-    lines = ["| variant | final avg@k | best avg@k | training steps | seeds |", "|---|---|---|---|---|"]
+    """Two markdown tables, mean ± std over seeds: held-out avg@k, and the run-mean diagnostics."""
+    accuracy = ["| variant | final avg@k | best avg@k | gain over base | training steps | seeds |",
+                "|---|---|---|---|---|---|"]
+    columns = [column for column, _ in DIAGNOSTICS]
+    acted_on = ["| variant | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
     for name, _ in VARIANTS:
         runs = [c for c in curves if c.variant == name]
         if not runs:
             continue
         final = [c.accuracy[-1] for c in runs]
-        best = [max(c.accuracy) for c in runs]
-        steps = [len(c.entropy) for c in runs]
+        gain = [c.accuracy[-1] - c.accuracy[0] for c in runs]
+        accuracy.append(
+            f"| {name} | {_mean_spread(final)} | {_mean_spread([max(c.accuracy) for c in runs])} | "
+            f"{_mean_spread(gain)} | {statistics.mean(c.updates for c in runs):.0f} | {len(runs)} |"
+        )
+        cells = []
+        for column in columns:
+            run_means = [statistics.mean(c.diagnostics[column]) for c in runs if c.diagnostics.get(column)]
+            percent = column not in ("response length", "entropy")
+            cells.append(_mean_spread(run_means, percent) if run_means else "-")
+        acted_on.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(accuracy) + "\n\nWhat the techniques act on (run means):\n\n" + "\n".join(acted_on) + "\n"
 
-        def fmt(values: list[float]) -> str:
-            spread = statistics.stdev(values) if len(values) > 1 else 0.0
-            return f"{statistics.mean(values):.1%} ± {spread:.1%}"
 
-        lines.append(f"| {name} | {fmt(final)} | {fmt(best)} | {statistics.mean(steps):.0f} | {len(runs)} |")
-    return "\n".join(lines) + "\n"
+def _seed_mean(series: list[list[float]]) -> list[float]:
+    """Element-wise mean over runs, as long as the shortest run."""
+    length = min(len(s) for s in series)
+    return [statistics.mean(s[i] for s in series) for i in range(length)]
 
 
 def plot(curves: list[RunCurve], output: Path) -> None:
+    """2x2 figure, seed means per variant: accuracy vs compute, entropy, truncation, length vs step."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (acc_ax, ent_ax) = plt.subplots(1, 2, figsize=(14, 5))
+    fig, axes = plt.subplots(2, 2, figsize=(14, 9))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    panels = [("entropy", axes[0][1], "entropy (nats/token)"), ("truncated", axes[1][0], "truncated share"),
+              ("response length", axes[1][1], "mean response length (tokens)")]
     for index, (name, _) in enumerate(VARIANTS):
-        for run_index, curve in enumerate(c for c in curves if c.variant == name):
-            label = name if run_index == 0 else None
-            acc_ax.plot(curve.generated, curve.accuracy, color=colors[index % len(colors)], marker="o", label=label, alpha=0.8)
-            ent_ax.plot(curve.steps, curve.entropy, color=colors[index % len(colors)], label=label, alpha=0.8)
-    acc_ax.set(xlabel="generated groups (compute)", ylabel="held-out avg@k", title="accuracy vs compute")
-    ent_ax.set(xlabel="training step", ylabel="entropy (nats/token)", title="policy entropy")
-    for ax in (acc_ax, ent_ax):
+        runs = [c for c in curves if c.variant == name]
+        if not runs:
+            continue
+        color = colors[index % len(colors)]
+        axes[0][0].plot(_seed_mean([c.generated for c in runs]), _seed_mean([c.accuracy for c in runs]),
+                        color=color, marker="o", label=name)
+        for column, ax, _ in panels:
+            ax.plot(_seed_mean([c.steps for c in runs]), _seed_mean([c.diagnostics[column] for c in runs]),
+                    color=color, label=name, alpha=0.85)
+    axes[0][0].set(xlabel="generated groups (compute)", ylabel="held-out avg@k", title="accuracy vs compute")
+    for column, ax, ylabel in panels:
+        ax.set(xlabel="training step", ylabel=ylabel, title=column)
+    for ax in axes.flat:
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"dapo ablate: seed means over {max(1, len(curves) // len(VARIANTS))} seeds")
     fig.tight_layout()
     fig.savefig(output, dpi=90)
     plt.close(fig)
+
+
+def _run_dir(output_dir: Path, name: str, seed: int) -> Path:
+    slug = name.strip("+ ").replace(" ", "_").replace("(", "").replace(")", "")
+    return output_dir / f"{slug}-seed{seed}"
 
 
 def run_ablation(seeds: int, steps: int, output_dir: str, overrides: list[str], evals: int = 4) -> str:
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     curves: list[RunCurve] = []
-    active: list[str] = []
-    for name, variant_overrides in VARIANTS:
-        active = active + variant_overrides
+    for index, (name, _) in enumerate(VARIANTS):
         for seed in range(seeds):
-            curve = run_variant(name, active + list(overrides), seed, steps, out, evals)
+            cfg = variant_config(index, seed, steps, _run_dir(out, name, seed), overrides)
+            curve = run_variant(cfg, name, steps, evals)
             curves.append(curve)
             print(f"{name:28s} seed {seed}: avg@k {curve.accuracy[0]:.1%} -> {curve.accuracy[-1]:.1%}", flush=True)
     table = summarise(curves)

@@ -29,7 +29,8 @@ def _one_of(name: str, value: Any, allowed: tuple[Any, ...]) -> None:
 @dataclass
 class ModelConfig:
     # Hugging Face model directory (anything `AutoModelForCausalLM.from_pretrained` loads), or
-    # "builtin" for the built-in tiny base model, which is built locally (and cached) on first use.
+    # "builtin" for the built-in tiny base model, which is built locally (and cached) on first use;
+    # "builtin:mixed" for the one SFT-ed on +, -, * (dapo.builtin.BUILTIN_RECIPES lists them).
     path: str = "builtin"
     # Tokenizer directory; None means the model directory.
     tokenizer_path: str | None = None
@@ -329,6 +330,9 @@ class EvalConfig:
     top_p: float = 0.7
     # Evaluate on at most this many problems (0: all).
     max_problems: int = 0
+    # Sampling seed of every evaluation; null derives it from trainer.seed. Pin it to compare runs
+    # of different trainer seeds on the same evaluation samples (as `dapo ablate` does).
+    seed: int | None = None
 
     def __post_init__(self) -> None:
         _check(self.every_steps >= 0, "eval.every_steps must be >= 0")

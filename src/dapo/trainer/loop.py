@@ -39,9 +39,6 @@ from dapo.trainer.setup import (
 )
 from dapo.trainer.step_metrics import rollout_metrics, update_metrics
 
-# Evaluation always samples with the same seed, so before/after compare on common random numbers.
-EVAL_SEED_OFFSET = 7_919
-
 
 @dataclass
 class TrainSummary:
@@ -214,7 +211,7 @@ class Trainer:
             return {}
         problems = unique_problems(self.data.eval.problems, self.cfg.eval.max_problems)
         encoded = self.encoder.encode(problems)
-        params = make_sampling_params(self.cfg, self.tokenizer.eos_token_id, EVAL_SEED_OFFSET + self.cfg.trainer.seed, evaluation=True)
+        params = make_sampling_params(self.cfg, self.tokenizer.eos_token_id, evaluation=True)
         self.model.eval()
         return evaluate(self.engine, self.tokenizer, self.scorer, encoded.token_ids, problems, params).metrics
 

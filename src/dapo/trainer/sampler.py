@@ -63,8 +63,8 @@ class SamplingReport:
     gen_rounds: int = 0
     groups_generated: int = 0
     groups_kept: int = 0
-    groups_all_correct: int = 0  # filtered: metric constant at its maximum value (acc 1)
-    groups_all_wrong: int = 0  # filtered: metric constant at another value (acc 0)
+    groups_all_correct: int = 0  # metric constant at its maximum value (acc 1); filtered if dynamic
+    groups_all_wrong: int = 0  # metric constant at another value (acc 0); filtered if dynamic
     groups_carried_in: int = 0  # surplus groups from the previous step used in this one
     groups_carried_out: int = 0  # surplus groups kept for the next step
     groups_discarded: int = 0  # surplus groups dropped (too stale, or keeping is off)
@@ -103,7 +103,8 @@ class DynamicSampler:
         if not self.dynamic_sampling:
             samples = generate_round(self.stream.take(self.prompts_per_step), 0)
             report.gen_rounds, report.generated = 1, samples
-            report.groups_generated = report.groups_kept = self.prompts_per_step
+            self._filter(samples, report)  # counts the groups without signal; all are trained
+            report.groups_kept = report.groups_generated
             return samples, report
         while len(accepted) < self.prompts_per_step and report.gen_rounds < self.max_gen_rounds:
             samples = generate_round(self.stream.take(self.gen_prompts_per_round), report.gen_rounds)

@@ -30,11 +30,11 @@ def resolve_device(name: str) -> torch.device:
 
 
 def resolve_model_path(cfg: ModelConfig) -> Path:
-    """``model.path`` as a directory; "builtin" builds (or reuses) the built-in base model."""
-    if cfg.path == "builtin":
-        from dapo.builtin import ensure_base_model
+    """``model.path`` as a directory; "builtin[:<name>]" builds (or reuses) a built-in base model."""
+    if cfg.path.partition(":")[0] == "builtin":
+        from dapo.builtin import ensure_base_model, recipe_for_model_path
 
-        return Path(ensure_base_model(cfg.cache_dir))
+        return Path(ensure_base_model(cfg.cache_dir, recipe_for_model_path(cfg.path)))
     path = Path(cfg.path).expanduser()
     if not path.is_dir():
         raise FileNotFoundError(
@@ -83,9 +83,19 @@ def load_run_data(cfg: DAPOConfig) -> RunData:
     return RunData(train=train, eval=held_out)
 
 
-def make_sampling_params(cfg: DAPOConfig, eos_token_id: int, seed: int, evaluation: bool = False) -> SamplingParams:
-    """Training rollouts sample with rollout.*; evaluation with eval.k / temperature / top_p."""
+# Evaluation samples with one fixed seed per run, so evaluations before and after training
+# compare on common random numbers; eval.seed pins it across runs with different trainer seeds.
+EVAL_SEED_OFFSET = 7_919
+
+
+def make_sampling_params(cfg: DAPOConfig, eos_token_id: int, seed: int | None = None, evaluation: bool = False) -> SamplingParams:
+    """Training rollouts sample with rollout.* and ``seed``; evaluation with eval.k / temperature /
+    top_p and eval.seed (or, when that is null, a seed derived from trainer.seed)."""
     r, e = cfg.rollout, cfg.eval
+    if evaluation:
+        seed = e.seed if e.seed is not None else EVAL_SEED_OFFSET + cfg.trainer.seed
+    if seed is None:
+        raise ValueError("training rollouts need an explicit sampling seed")
     return SamplingParams(
         n=e.k if evaluation else r.n,
         temperature=e.temperature if evaluation else r.temperature,

@@ -19,7 +19,7 @@ def rollout_metrics(
     generated = report.generated
     lengths = [len(s.response_ids) for s in generated]
     groups = max(report.groups_generated, 1)
-    filtered = report.groups_all_correct + report.groups_all_wrong
+    filtered = report.groups_generated - report.groups_kept
     max_len = cfg.rollout.max_response_length
     penalties = [s.reward - s.score for s in batch]
     sampling = {

@@ -10,7 +10,7 @@ from dapo.data import PromptEncoder
 from dapo.rewards import RewardScorer
 from dapo.rollout import create_engine
 from dapo.trainer.evaluate import evaluate, unique_problems
-from dapo.trainer.loop import EVAL_SEED_OFFSET, TrainSummary
+from dapo.trainer.loop import TrainSummary
 from dapo.trainer.metrics import read_metrics
 from dapo.trainer.setup import (
     load_model_and_tokenizer,
@@ -41,13 +41,13 @@ def print_summary(summary: TrainSummary) -> None:
 def evaluate_model(cfg: DAPOConfig) -> dict[str, float]:
     """avg@k / pass@k / maj@k of ``cfg.model.path`` (an HF directory or checkpoint) on data.eval_files."""
     device = resolve_device(cfg.trainer.device)
-    model, tokenizer, _ = load_model_and_tokenizer(cfg.model, device)
+    model, tokenizer, model_path = load_model_and_tokenizer(cfg.model, device)
     data = load_run_data(cfg)
     if data.eval is None:
         raise FileNotFoundError("data.eval_files is empty: nothing to evaluate on")
     problems = unique_problems(data.eval.problems, cfg.eval.max_problems)
     encoded = PromptEncoder(tokenizer, cfg.data).encode(problems)
-    engine = create_engine(cfg.rollout, model, tokenizer, model_path=cfg.model.path)
-    params = make_sampling_params(cfg, tokenizer.eos_token_id, EVAL_SEED_OFFSET + cfg.trainer.seed, evaluation=True)
+    engine = create_engine(cfg.rollout, model, tokenizer, model_path=str(model_path))
+    params = make_sampling_params(cfg, tokenizer.eos_token_id, evaluation=True)
     with RewardScorer(cfg.reward) as scorer:
         return evaluate(engine, tokenizer, scorer, encoded.token_ids, problems, params).metrics

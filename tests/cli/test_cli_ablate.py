@@ -1,0 +1,81 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from dapo.cli.ablate import DIAGNOSTICS, VARIANTS, RunCurve, run_ablation, summarise, variant_config
+from tests.trainer.conftest import PARITY_REWARD, make_tiny_model, tiny_overrides
+
+# (clip_ratio_high, loss_agg_mode, overlong_filtering, overlong_soft_punishment, dynamic_sampling)
+# of each variant: the paper's Table 1, one technique added per row.
+PAPER_PROGRESSION = [
+    (0.2, "seq-mean-token-mean", False, False, False),
+    (0.2, "seq-mean-token-mean", True, False, False),
+    (0.28, "seq-mean-token-mean", True, False, False),
+    (0.28, "seq-mean-token-mean", True, True, False),
+    (0.28, "token-mean", True, True, False),
+    (0.28, "token-mean", True, True, True),
+]
+
+
+def test_variants_add_one_technique_at_a_time_on_the_mixed_task(tmp_path):
+    for index, expected in enumerate(PAPER_PROGRESSION):
+        cfg = variant_config(index, seed=2, steps=30, run_dir=tmp_path, overrides=[])
+        algo = cfg.algorithm
+        assert (algo.clip_ratio_high, algo.loss_agg_mode, algo.overlong_filtering,
+                algo.overlong_soft_punishment, algo.dynamic_sampling) == expected, VARIANTS[index][0]
+        assert algo.clip_ratio_low == 0.2 and algo.kl_coef == 0.0
+        # Every run evaluates with the same sampling seed, whatever its training seed.
+        assert cfg.trainer.seed == 2 and cfg.eval.seed == 0
+        assert cfg.model.path == "builtin:mixed" and cfg.data.builtin_ops == ["+", "-", "*"]
+        # Soft punishment starts beyond the longest correct trace of the task (47 tokens).
+        assert cfg.rollout.max_response_length - algo.overlong_buffer_len >= 47
+
+
+def test_user_overrides_apply_to_every_variant(tmp_path):
+    cfgs = [variant_config(i, 0, 30, tmp_path, ["rollout.max_response_length=80"]) for i in range(len(VARIANTS))]
+    assert {c.rollout.max_response_length for c in cfgs} == {80}
+
+
+def _curve(variant: str, seed: int, accuracy: list[float], truncated: list[float]) -> RunCurve:
+    diagnostics = {column: [0.5] * len(truncated) for column, _ in DIAGNOSTICS}
+    diagnostics["truncated"] = truncated
+    return RunCurve(variant, seed, [0.0, 32.0], accuracy, updates=len(truncated),
+                    steps=list(range(1, len(truncated) + 1)), diagnostics=diagnostics)
+
+
+def test_summary_reports_seed_means_and_spreads():
+    name = VARIANTS[0][0]
+    curves = [_curve(name, 0, [0.30, 0.50], [0.1, 0.3]), _curve(name, 1, [0.30, 0.60], [0.0, 0.2])]
+    table = summarise(curves)
+    row = next(line for line in table.splitlines() if line.startswith(f"| {name} |"))
+    # final: mean(0.5, 0.6) = 55.0%, sample std = 0.0707 -> 7.1%; gain: 20% and 30%.
+    assert "55.0% ± 7.1%" in row and "25.0% ± 7.1%" in row
+    diagnostics_row = [line for line in table.splitlines() if line.startswith(f"| {name} |")][1]
+    # truncated: run means 0.2 and 0.1 -> 15.0% ± 7.1%; entropy and length are plain numbers.
+    assert "15.0% ± 7.1%" in diagnostics_row and "0.50 ± 0.00" in diagnostics_row
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_ablation_runs_every_variant_and_writes_tables_and_plot(tmp_path):
+    model_dir = make_tiny_model(tmp_path / "model")
+    reward_file = tmp_path / "rewards.py"
+    reward_file.write_text(PARITY_REWARD)
+    overrides = tiny_overrides(model_dir, tmp_path / "unused", reward_file) + [
+        "data.builtin_max_digits=2", "eval.max_problems=4", "trainer.prompts_per_step=2"
+    ]
+    table = run_ablation(seeds=1, steps=2, output_dir=str(tmp_path / "out"), overrides=overrides, evals=1)
+    out = tmp_path / "out"
+    assert (out / "results.md").read_text() == table and (out / "ablation.png").stat().st_size > 10_000
+    curves = json.loads((out / "curves.json").read_text())
+    assert [c["variant"] for c in curves] == [name for name, _ in VARIANTS]
+    for curve in curves:
+        # Base evaluation plus one at the end of the generation budget (2 steps x 2 groups).
+        assert len(curve["accuracy"]) == 2 and curve["generated"][-1] >= 4
+        assert all(0.0 <= a <= 1.0 for a in curve["accuracy"])
+        assert {len(v) for v in curve["diagnostics"].values()} == {len(curve["steps"])}
+    # Every run evaluated the same model before training with the same seed: same base accuracy.
+    assert len({c["accuracy"][0] for c in curves}) == 1
+    for name, _ in VARIANTS:
+        assert sum(line.startswith(f"| {name} |") for line in table.splitlines()) == 2
+    assert Path(out / "naive_GRPO-seed0").is_dir()

@@ -76,3 +76,30 @@ def test_model_path_names_a_builtin_recipe():
     assert BUILTIN_RECIPES["mixed"].sft_steps != 1
     with pytest.raises(ValueError, match="builtin:mixed"):
         recipe_for_model_path("builtin:nope")
+
+
+def test_recipes_without_strategies_keep_their_cache_keys():
+    # Caches built before the strategy fields existed stay valid: fields at defaults are not hashed.
+    assert BaseModelRecipe().cache_key() == "4c00b697541d"
+    assert BaseModelRecipe(direct_share=0.3).cache_key() != BaseModelRecipe().cache_key()
+
+
+def test_sft_examples_mix_direct_answers_and_traces_with_untrained_openings():
+    from dapo.builtin.base_model import sft_examples
+
+    tokenizer = build_tokenizer()
+    decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
+    prompt_len = lambda ids: decode(ids).index("=") + 2  # <bos> + prompt up to "="  # noqa: E731
+
+    plain = sft_examples(tokenizer, BaseModelRecipe(num_problems=400))
+    assert all(start == prompt_len(ids) for ids, start in plain)  # loss on the whole response
+    assert all(decode(ids[start:])[0].isdigit() for ids, start in plain)  # every answer a trace
+
+    mixed = sft_examples(tokenizer, BaseModelRecipe(num_problems=4000, direct_share=0.3, trace_opening_share=0.1))
+    direct = [(ids, s) for ids, s in mixed if decode(ids[prompt_len(ids):]).startswith("Answer: ")]
+    traces = [(ids, s) for ids, s in mixed if decode(ids[prompt_len(ids):]).startswith("Steps: ")]
+    assert len(direct) + len(traces) == 4000 and abs(len(direct) / 4000 - 0.3) < 0.03
+    assert all(s == prompt_len(ids) for ids, s in direct)
+    opened = sum(s == prompt_len(ids) for ids, s in traces) / len(traces)
+    assert abs(opened - 0.1) < 0.02
+    assert all(s == prompt_len(ids) + 1 for ids, s in traces if s != prompt_len(ids))

@@ -3,7 +3,15 @@ from pathlib import Path
 
 import pytest
 
-from dapo.cli.ablate import DIAGNOSTICS, VARIANTS, RunCurve, run_ablation, summarise, variant_config
+from dapo.cli.ablate import (
+    ABLATION_TASKS,
+    DIAGNOSTICS,
+    VARIANTS,
+    RunCurve,
+    run_ablation,
+    summarise,
+    variant_config,
+)
 from tests.trainer.conftest import PARITY_REWARD, make_tiny_model, tiny_overrides
 
 # (clip_ratio_high, loss_agg_mode, overlong_filtering, overlong_soft_punishment, dynamic_sampling)
@@ -18,18 +26,29 @@ PAPER_PROGRESSION = [
 ]
 
 
-def test_variants_add_one_technique_at_a_time_on_the_mixed_task(tmp_path):
+# The longest correct response of each task, in tokens (with EOS): "Steps: " + a 3-digit
+# addition trace + answer line; a 2-digit x 2-digit multiplication trace + answer line.
+LONGEST_CORRECT = {"rare-trace": 7 + 38, "mixed": 47}
+
+
+@pytest.mark.parametrize("task", sorted(ABLATION_TASKS))
+def test_variants_add_one_technique_at_a_time(task, tmp_path):
     for index, expected in enumerate(PAPER_PROGRESSION):
-        cfg = variant_config(index, seed=2, steps=30, run_dir=tmp_path, overrides=[])
+        cfg = variant_config(index, seed=2, steps=30, run_dir=tmp_path, overrides=[], task=task)
         algo = cfg.algorithm
         assert (algo.clip_ratio_high, algo.loss_agg_mode, algo.overlong_filtering,
                 algo.overlong_soft_punishment, algo.dynamic_sampling) == expected, VARIANTS[index][0]
         assert algo.clip_ratio_low == 0.2 and algo.kl_coef == 0.0
         # Every run evaluates with the same sampling seed, whatever its training seed.
         assert cfg.trainer.seed == 2 and cfg.eval.seed == 0
-        assert cfg.model.path == "builtin:mixed" and cfg.data.builtin_ops == ["+", "-", "*"]
-        # Soft punishment starts beyond the longest correct trace of the task (47 tokens).
-        assert cfg.rollout.max_response_length - algo.overlong_buffer_len >= 47
+        assert cfg.model.path == f"builtin:{task}"
+        # Soft punishment starts beyond the longest correct response of the task.
+        assert cfg.rollout.max_response_length - algo.overlong_buffer_len >= LONGEST_CORRECT[task]
+
+
+def test_unknown_task_is_an_error_that_lists_the_tasks(tmp_path):
+    with pytest.raises(ValueError, match="rare-trace"):
+        variant_config(0, 0, 30, tmp_path, [], task="nope")
 
 
 def test_user_overrides_apply_to_every_variant(tmp_path):

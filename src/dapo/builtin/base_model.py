@@ -9,8 +9,12 @@ real base models are (pass@k far above avg@1), and leaves DAPO something to impr
 about 320 s; on the held-out set it reaches about 35% temperature-1 sampled accuracy (avg@8),
 91% near-greedy (temperature 0.02), 93% pass@8. Without label smoothing, 250 steps give about
 34% sampled but only 53% greedy: RL then has to teach addition, not sharpen, and is much slower.
-The "mixed" recipe (`dapo ablate`'s: 1-2 digit +, -, *, 1000 steps) builds in about 430 s and
-samples 37% correct at temperature 1 (+ 50%, - 39%, * 19%; 2-digit x 2-digit 2%), 78% near-greedy.
+Two more recipes serve `dapo ablate` (:data:`BUILTIN_RECIPES`). "mixed" (1-2 digit +, -, *,
+1000 steps) builds in about 430 s and samples 37% correct at temperature 1 (+ 50%, - 39%, * 19%;
+2-digit x 2-digit 2%), 78% near-greedy. "rare-trace" (the addition task, 30% of SFT answers
+direct, 5% of trace openings trained) builds in about 410 s; at temperature 1 it opens a trace in
+7% of responses (38% of those correct) and guesses directly in 89% (2% correct): 4% in all, 3%
+near-greedy (always direct).
 
 SFT loss (label-smoothed cross-entropy on response tokens only, prompt tokens masked)::
 
@@ -46,6 +50,9 @@ from dapo.builtin.tokenizer import build_tokenizer, save_tokenizer
 from dapo.data.arithmetic import TASK_SEED, make_arithmetic_problems, solution_text
 
 FORMAT_VERSION = 1  # bump when the build procedure changes, so stale caches are not reused
+# Opens a trace when a recipe mixes strategies: its first character is the decision between a
+# trace and a direct answer ("A"), kept apart from the trace's first digit.
+TRACE_MARKER = "Steps: "
 
 
 @dataclass
@@ -76,9 +83,22 @@ class BaseModelRecipe:
     min_digits: int = 1
     max_digits: int = 3
     ops: list[str] = field(default_factory=lambda: ["+"])
+    # Two answer strategies: a share direct_share of SFT examples answers directly ("Answer: N",
+    # hard to get right without the steps), the rest with TRACE_MARKER and the step-by-step
+    # trace. Only a share trace_opening_share of trace examples trains the marker's first token,
+    # so the model follows a trace well once started but seldom starts one:
+    # P(trace) ~ (1-d) f / ((1-d) f + d). At direct_share 0 there is no marker.
+    direct_share: float = 0.0
+    trace_opening_share: float = 1.0
 
     def cache_key(self) -> str:
-        text = json.dumps({"format": FORMAT_VERSION, **asdict(self)}, sort_keys=True)
+        fields = asdict(self)
+        for name, default in (("direct_share", 0.0), ("trace_opening_share", 1.0)):
+            if fields[name] == default:  # added later: omitted at their defaults, so old keys hold
+                del fields[name]
+        if self.direct_share > 0:
+            fields["trace_marker"] = TRACE_MARKER
+        text = json.dumps({"format": FORMAT_VERSION, **fields}, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -87,9 +107,13 @@ class BaseModelRecipe:
 BUILTIN_RECIPES: dict[str, BaseModelRecipe] = {
     # The embedded default's task: 1-3 digit addition, 25-38 token answers.
     "addition": BaseModelRecipe(),
-    # `dapo ablate`'s task: 1-2 digit +, -, * (10-47 token answers, from trivial to hard).
+    # `dapo ablate --task mixed`: 1-2 digit +, -, * (10-47 token answers, trivial to hard).
     # More steps, as it learns three procedures.
     "mixed": BaseModelRecipe(ops=["+", "-", "*"], max_digits=2, sft_steps=1000),
+    # The addition task with the better strategy rare: it samples a step-by-step trace (about
+    # as accurate as "addition") for about 1 answer in 10 and otherwise guesses the sum
+    # directly, so RL has to explore into traces, and responses grow longer as it does.
+    "rare-trace": BaseModelRecipe(sft_steps=1000, direct_share=0.3, trace_opening_share=0.05),
 }
 
 
@@ -175,9 +199,10 @@ def _model_config(recipe: BaseModelRecipe, tokenizer: PreTrainedTokenizerFast) -
 def sft_examples(
     tokenizer: PreTrainedTokenizerFast, recipe: BaseModelRecipe
 ) -> list[tuple[list[int], int]]:
-    """(prompt + solution + EOS token ids, prompt length) for each SFT problem.
+    """(prompt + response + EOS token ids, first position in the loss) for each SFT problem.
 
-    Prompts are encoded as the rollout encodes them (with the tokenizer's ``<bos>``)."""
+    The loss starts at the response, or one token later for a trace whose opening is not
+    trained. Prompts are encoded as the rollout encodes them (with the tokenizer's ``<bos>``)."""
     problems = make_arithmetic_problems(
         recipe.num_problems,
         "train",
@@ -187,20 +212,26 @@ def sft_examples(
         seed=TASK_SEED,
     )
     prompts = tokenizer([p.prompt for p in problems])["input_ids"]
-    responses = tokenizer([solution_text(p) for p in problems], add_special_tokens=False)[
-        "input_ids"
+    draw = random.Random(f"{recipe.seed}/strategy").random
+    direct = [draw() < recipe.direct_share for _ in problems]
+    opening_trained = [d or draw() < recipe.trace_opening_share for d in direct]
+    marker = TRACE_MARKER if recipe.direct_share > 0 else ""
+    texts = [f"Answer: {p.ground_truth}" if d else marker + solution_text(p) for p, d in zip(problems, direct)]
+    responses = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    return [
+        (p + r + [tokenizer.eos_token_id], len(p) + (0 if trained else 1))
+        for p, r, trained in zip(prompts, responses, opening_trained)
     ]
-    return [(p + r + [tokenizer.eos_token_id], len(p)) for p, r in zip(prompts, responses)]
 
 
 def _batch(examples: list[tuple[list[int], int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-padded input ids and labels (-100 on prompt and padding positions)."""
+    """Right-padded input ids and labels (-100 before each example's loss start and on padding)."""
     width = max(len(ids) for ids, _ in examples)
     input_ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
     labels = torch.full((len(examples), width), -100, dtype=torch.long)
-    for row, (ids, prompt_len) in enumerate(examples):
+    for row, (ids, loss_start) in enumerate(examples):
         input_ids[row, : len(ids)] = torch.tensor(ids)
-        labels[row, prompt_len : len(ids)] = input_ids[row, prompt_len : len(ids)]
+        labels[row, loss_start : len(ids)] = input_ids[row, loss_start : len(ids)]
     return input_ids, labels
 
 

@@ -38,20 +38,34 @@ VARIANTS: list[tuple[str, list[str]]] = [
     ("+ dynamic sampling (DAPO)", ["algorithm.dynamic_sampling=true"]),
 ]
 
-# The mixed task: 1-2 digit +, -, * with a base model SFT-ed on it. Problems range from trivial
-# (3+4, most groups all-correct) to hard (2-digit products, many all-wrong), so dynamic sampling
-# has groups to drop; correct traces run 10-47 tokens, so sample- and token-level losses weight
-# tokens differently. L_max 56 with L_cache 8: soft punishment starts at 48 tokens, beyond every
-# correct trace, as in the paper, and truncation catches responses that ramble. Mini-batches
-# of 2 prompts give the paper's 16 gradient steps per rollout step, so the policy drifts from
-# pi_old within a step and the clip range has ratios to act on. One evaluation seed for every
-# run, so variants and seeds are compared on the same held-out samples.
-ABLATION_TASK = [
-    "model.path=builtin:mixed",
-    'data.builtin_ops=["+","-","*"]',
-    "data.builtin_max_digits=2",
-    "rollout.max_response_length=56",
-    "algorithm.overlong_buffer_len=8",
+# Tasks to ablate on, each a built-in base model with the data it was SFT-ed on and a length
+# limit whose soft-punishment zone (L_max - L_cache, L_max] lies beyond every correct trace, as
+# in the paper, so truncation and soft punishment catch only responses that ramble.
+ABLATION_TASKS: dict[str, list[str]] = {
+    # 1-3 digit addition, but the base model guesses the sum directly in ~9 answers of 10 and
+    # only seldom opens the far more accurate step-by-step trace ("Steps: ..."): as in reasoning
+    # RL, the policy has to explore into a rare, longer strategy, and responses grow from ~14
+    # to ~35 tokens as it does. Accuracy starts near 2%, so most groups have no signal.
+    "rare-trace": [
+        "model.path=builtin:rare-trace",
+        "rollout.max_response_length=56",
+        "algorithm.overlong_buffer_len=8",
+    ],
+    # 1-2 digit +, -, *: from trivial (3+4, groups all-correct) to hard (2-digit products, mostly
+    # all-wrong); correct traces run 10-47 tokens.
+    "mixed": [
+        "model.path=builtin:mixed",
+        'data.builtin_ops=["+","-","*"]',
+        "data.builtin_max_digits=2",
+        "rollout.max_response_length=56",
+        "algorithm.overlong_buffer_len=8",
+    ],
+}
+
+# Every task: mini-batches of 2 prompts give the paper's 16 gradient steps per rollout step, so
+# the policy drifts from pi_old within a step and the clip range has ratios to act on; one
+# evaluation seed for every run, so variants and seeds are compared on the same samples.
+ABLATION_COMMON = [
     "trainer.mini_batch_prompts=2",
     "eval.k=4",
     "eval.max_problems=200",
@@ -85,13 +99,17 @@ class RunCurve:
     diagnostics: dict[str, list[float]] = field(default_factory=dict)  # DIAGNOSTICS at those steps
 
 
-def variant_config(index: int, seed: int, steps: int, run_dir: Path, overrides: list[str]) -> DAPOConfig:
-    """The config of VARIANTS[index]: the ablation task, every technique up to ``index``, then
-    the user's ``overrides``."""
+def variant_config(
+    index: int, seed: int, steps: int, run_dir: Path, overrides: list[str], task: str = "rare-trace"
+) -> DAPOConfig:
+    """The config of VARIANTS[index] on ``task``: the task, every technique up to ``index``,
+    then the user's ``overrides``."""
+    if task not in ABLATION_TASKS:
+        raise ValueError(f"unknown ablation task {task!r}; choose one of {sorted(ABLATION_TASKS)}")
     techniques = [o for _, variant_overrides in VARIANTS[: index + 1] for o in variant_overrides]
     return load_config(
         [builtin_config_path("default")],
-        ABLATION_TASK + techniques + list(overrides) + [
+        ABLATION_TASKS[task] + ABLATION_COMMON + techniques + list(overrides) + [
             f"trainer.seed={seed}", f"output_dir={run_dir}", "checkpoint.resume=never",
             f"trainer.total_steps={steps * 20}",  # a cap only: the generation budget ends the run
         ],
@@ -127,10 +145,9 @@ def run_variant(cfg: DAPOConfig, name: str, steps: int, evals: int) -> RunCurve:
     return curve
 
 
-def _mean_spread(values: list[float], percent: bool = True) -> str:
-    mean = statistics.mean(values)
+def _mean_spread(values: list[float], fmt: str = ".1%") -> str:
     spread = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{mean:.1%} ± {spread:.1%}" if percent else f"{mean:.2f} ± {spread:.2f}"
+    return f"{statistics.mean(values):{fmt}} ± {spread:{fmt}}"
 
 
 def summarise(curves: list[RunCurve]) -> str:
@@ -152,8 +169,8 @@ def summarise(curves: list[RunCurve]) -> str:
         cells = []
         for column in columns:
             run_means = [statistics.mean(c.diagnostics[column]) for c in runs if c.diagnostics.get(column)]
-            percent = column not in ("response length", "entropy")
-            cells.append(_mean_spread(run_means, percent) if run_means else "-")
+            fmt = ".2f" if column in ("response length", "entropy") else ".2%" if "clip" in column else ".1%"
+            cells.append(_mean_spread(run_means, fmt) if run_means else "-")
         acted_on.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(accuracy) + "\n\nWhat the techniques act on (run means):\n\n" + "\n".join(acted_on) + "\n"
 
@@ -164,7 +181,7 @@ def _seed_mean(series: list[list[float]]) -> list[float]:
     return [statistics.mean(s[i] for s in series) for i in range(length)]
 
 
-def plot(curves: list[RunCurve], output: Path) -> None:
+def plot(curves: list[RunCurve], output: Path, task: str) -> None:
     """2x2 figure, seed means per variant: accuracy vs compute, entropy, truncation, length vs step."""
     import matplotlib
 
@@ -191,7 +208,7 @@ def plot(curves: list[RunCurve], output: Path) -> None:
     for ax in axes.flat:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle(f"dapo ablate: seed means over {max(1, len(curves) // len(VARIANTS))} seeds")
+    fig.suptitle(f"dapo ablate --task {task}: seed means over {max(1, len(curves) // len(VARIANTS))} seeds")
     fig.tight_layout()
     fig.savefig(output, dpi=90)
     plt.close(fig)
@@ -202,20 +219,22 @@ def _run_dir(output_dir: Path, name: str, seed: int) -> Path:
     return output_dir / f"{slug}-seed{seed}"
 
 
-def run_ablation(seeds: int, steps: int, output_dir: str, overrides: list[str], evals: int = 4) -> str:
+def run_ablation(
+    seeds: int, steps: int, output_dir: str, overrides: list[str], evals: int = 4, task: str = "rare-trace"
+) -> str:
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     curves: list[RunCurve] = []
     for index, (name, _) in enumerate(VARIANTS):
         for seed in range(seeds):
-            cfg = variant_config(index, seed, steps, _run_dir(out, name, seed), overrides)
+            cfg = variant_config(index, seed, steps, _run_dir(out, name, seed), overrides, task)
             curve = run_variant(cfg, name, steps, evals)
             curves.append(curve)
             print(f"{name:28s} seed {seed}: avg@k {curve.accuracy[0]:.1%} -> {curve.accuracy[-1]:.1%}", flush=True)
     table = summarise(curves)
     (out / "results.md").write_text(table)
     (out / "curves.json").write_text(json.dumps([c.__dict__ for c in curves]))
-    plot(curves, out / "ablation.png")
+    plot(curves, out / "ablation.png", task)
     print(table)
     print(f"wrote {out / 'results.md'} and {out / 'ablation.png'}")
     return table

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from dapo.cli.ablate import ABLATION_TASKS
 from dapo.config import ConfigError, builtin_config_path, load_config
 
 EPILOG = """\
@@ -79,7 +80,7 @@ def cmd_config(ns: argparse.Namespace) -> int:
 def cmd_ablate(ns: argparse.Namespace) -> int:
     from dapo.cli.ablate import run_ablation
 
-    run_ablation(seeds=ns.seeds, steps=ns.steps, output_dir=ns.output_dir, overrides=ns.config)
+    run_ablation(seeds=ns.seeds, steps=ns.steps, output_dir=ns.output_dir, overrides=ns.config, task=ns.task)
     return 0
 
 
@@ -114,6 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
     ablate = sub.add_parser("ablate", help="the paper's ablation (naive GRPO -> full DAPO) on the built-in task")
     ablate.add_argument("--seeds", type=int, default=3)
     ablate.add_argument("--steps", type=int, default=30, help="training steps per run (equal compute)")
+    ablate.add_argument("--task", default="rare-trace", choices=sorted(ABLATION_TASKS),
+                        help="built-in task and base model (see dapo.cli.ablate.ABLATION_TASKS)")
     ablate.add_argument("--output-dir", default="runs/ablation")
     ablate.add_argument("config", nargs="*", metavar="ARG", help="key=value overrides applied to every run")
     ablate.set_defaults(func=cmd_ablate)

@@ -5,7 +5,7 @@ Usage::
     python -m dapo.builtin.report                 # build (or reuse the cache) and measure
     python -m dapo.builtin.report --rebuild       # time a build from nothing (fresh temp cache)
     python -m dapo.builtin.report --sft-steps 200 --samples 4
-    python -m dapo.builtin.report --recipe mixed  # the base model of `dapo ablate`
+    python -m dapo.builtin.report --recipe mixed  # the base model of `dapo ablate --task mixed`
 
 Accuracy is avg@k: the fraction of correct responses over ``--samples`` temperature-1 samples
 (top_p 1) for each held-out problem of the built-in task, scored by the project's verifier.

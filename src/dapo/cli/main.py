@@ -112,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("config", nargs="*", metavar="ARG", help=cfg_help)
     show.set_defaults(func=cmd_config)
 
-    ablate = sub.add_parser("ablate", help="the paper's ablation (naive GRPO -> full DAPO) on the built-in task")
+    ablate = sub.add_parser("ablate", help="the paper's ablation (naive GRPO -> full DAPO) on a built-in task")
     ablate.add_argument("--seeds", type=int, default=3)
     ablate.add_argument("--steps", type=int, default=30, help="training steps per run (equal compute)")
     ablate.add_argument("--task", default="rare-trace", choices=sorted(ABLATION_TASKS),

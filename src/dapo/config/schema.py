@@ -30,7 +30,8 @@ def _one_of(name: str, value: Any, allowed: tuple[Any, ...]) -> None:
 class ModelConfig:
     # Hugging Face model directory (anything `AutoModelForCausalLM.from_pretrained` loads), or
     # "builtin" for the built-in tiny base model, which is built locally (and cached) on first use;
-    # "builtin:mixed" for the one SFT-ed on +, -, * (dapo.builtin.BUILTIN_RECIPES lists them).
+    # "builtin:<name>" for another built-in recipe ("mixed", "rare-trace": see
+    # dapo.builtin.BUILTIN_RECIPES), used by `dapo ablate`.
     path: str = "builtin"
     # Tokenizer directory; None means the model directory.
     tokenizer_path: str | None = None

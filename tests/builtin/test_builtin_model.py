@@ -103,3 +103,20 @@ def test_sft_examples_mix_direct_answers_and_traces_with_untrained_openings():
     opened = sum(s == prompt_len(ids) for ids, s in traces) / len(traces)
     assert abs(opened - 0.1) < 0.02
     assert all(s == prompt_len(ids) + 1 for ids, s in traces if s != prompt_len(ids))
+
+
+def test_report_breaks_accuracy_down_by_operator_and_strategy():
+    from dapo.builtin.report import breakdown
+    from dapo.data.records import Problem
+
+    plus = Problem(uid="a", prompt="1+2=", ground_truth="3", extra={"op": "+"})
+    times = Problem(uid="b", prompt="2*3=", ground_truth="6", extra={"op": "*"})
+    scored = [(plus, "Steps: 1+2=3\nAnswer: 3", True), (plus, "Answer: 4", False),
+              (times, "Answer: 6", True), (times, "x", False)]
+    assert breakdown(scored) == [
+        "  operator *: 50% of responses, 50.0% correct",
+        "  operator +: 50% of responses, 50.0% correct",
+        "  strategy direct: 50% of responses, 50.0% correct",
+        "  strategy other: 25% of responses, 0.0% correct",
+        "  strategy trace: 25% of responses, 100.0% correct",
+    ]

@@ -57,7 +57,7 @@ def test_user_overrides_apply_to_every_variant(tmp_path):
 
 
 def _curve(variant: str, seed: int, accuracy: list[float], truncated: list[float]) -> RunCurve:
-    diagnostics = {column: [0.5] * len(truncated) for column, _ in DIAGNOSTICS}
+    diagnostics = {column: [0.5] * len(truncated) for column, _, _ in DIAGNOSTICS}
     diagnostics["truncated"] = truncated
     return RunCurve(variant, seed, [0.0, 32.0], accuracy, updates=len(truncated),
                     steps=list(range(1, len(truncated) + 1)), diagnostics=diagnostics)

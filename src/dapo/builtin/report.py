@@ -22,7 +22,12 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from dapo.builtin.base_model import BUILTIN_RECIPES, ensure_base_model, recipe_for_model_path
+from dapo.builtin.base_model import (
+    BUILTIN_RECIPES,
+    TRACE_MARKER,
+    ensure_base_model,
+    recipe_for_model_path,
+)
 from dapo.data.arithmetic import make_arithmetic_problems
 from dapo.data.records import Problem
 
@@ -41,20 +46,20 @@ def is_correct(response: str, ground_truth: str) -> bool:
 
 
 @torch.no_grad()
-def sampled_accuracy(
+def sample_and_score(
     model_dir: Path,
     problems: list[Problem],
     samples: int = 4,
     batch_size: int = 200,
     max_new_tokens: int = 96,
     seed: int = 0,
-) -> float:
-    """Fraction of correct temperature-1 samples over ``samples`` draws per problem."""
+) -> list[tuple[Problem, str, bool]]:
+    """(problem, response, correct) for ``samples`` temperature-1 draws per problem."""
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     torch.manual_seed(seed)
     prompts = [p for p in problems for _ in range(samples)]
-    correct = 0
+    scored = []
     for start in range(0, len(prompts), batch_size):
         batch = prompts[start : start + batch_size]
         encoded = tokenizer([p.prompt for p in batch], return_tensors="pt", padding=True)
@@ -69,8 +74,29 @@ def sampled_accuracy(
         responses = tokenizer.batch_decode(
             output[:, encoded["input_ids"].shape[1] :], skip_special_tokens=True
         )
-        correct += sum(is_correct(r, p.ground_truth) for r, p in zip(responses, batch))
-    return correct / len(prompts)
+        scored += [(p, r, is_correct(r, p.ground_truth)) for r, p in zip(responses, batch)]
+    return scored
+
+
+def breakdown(scored: list[tuple[Problem, str, bool]]) -> list[str]:
+    """Share and accuracy of the responses by operator and by strategy: a trace (column steps,
+    "a+b=c" on the first line), a direct answer ("Answer: N" only) or other (malformed)."""
+    def strategy(response: str) -> str:
+        if response.startswith("Answer:"):
+            return "direct"
+        first_line = response.split("\n", 1)[0]
+        return "trace" if response.startswith(TRACE_MARKER) or "=" in first_line else "other"
+
+    lines = []
+    for label, key in (("operator", lambda p, r: p.extra["op"]), ("strategy", lambda p, r: strategy(r))):
+        groups: dict[str, list[bool]] = {}
+        for problem, response, correct in scored:
+            groups.setdefault(key(problem, response), []).append(correct)
+        lines += [
+            f"  {label} {name}: {len(hits) / len(scored):.0%} of responses, {sum(hits) / len(hits):.1%} correct"
+            for name, hits in sorted(groups.items())
+        ]
+    return lines
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -98,7 +124,8 @@ def main(argv: list[str] | None = None) -> None:
     held_out = make_arithmetic_problems(
         args.eval_size, "eval", recipe.min_digits, recipe.max_digits, recipe.ops
     )
-    accuracy = sampled_accuracy(model_dir, held_out, samples=args.samples)
+    scored = sample_and_score(model_dir, held_out, samples=args.samples)
+    accuracy = sum(correct for _, _, correct in scored) / len(scored)
     print(f"model: {model_dir}")
     print(
         f"build/load time: {elapsed:.1f} s on {torch.get_num_threads()} threads ({recipe.sft_steps} SFT steps)"
@@ -106,6 +133,7 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"sampled held-out accuracy (T=1, top_p=1, avg@{args.samples} over {len(held_out)} problems): {accuracy:.1%}"
     )
+    print("\n".join(breakdown(scored)))
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ VARIANTS: list[tuple[str, list[str]]] = [
 # Tasks to ablate on, each a built-in base model with the data it was SFT-ed on and a length
 # limit whose soft-punishment zone (L_max - L_cache, L_max] lies beyond every correct trace, as
 # in the paper, so truncation and soft punishment catch only responses that ramble.
+DEFAULT_TASK = "rare-trace"
 ABLATION_TASKS: dict[str, list[str]] = {
     # 1-3 digit addition, but the base model guesses the sum directly in ~9 answers of 10 and
     # only seldom opens the far more accurate step-by-step trace ("Steps: ..."): as in reasoning
@@ -77,14 +78,15 @@ ABLATION_COMMON = [
     "eval.before_training=false",
 ]
 
-# Per-step metrics averaged over a run: (column name, how to read one value from a step's metrics).
-DIAGNOSTICS: list[tuple[str, Callable[[dict[str, float]], float]]] = [
-    ("truncated", lambda m: m["rollout/truncation_rate"]),
-    ("no-signal groups", lambda m: m["sampling/all_correct_ratio"] + m["sampling/all_wrong_ratio"]),
-    ("clip-high frac", lambda m: m["actor/clip_frac_high"]),
-    ("clip-low frac", lambda m: m["actor/clip_frac_low"]),
-    ("response length", lambda m: m["rollout/response_length_mean"]),
-    ("entropy", lambda m: m["actor/entropy"]),
+# Per-step metrics averaged over a run: (column name, how to read one value from a step's
+# metrics, how to format the run means in the table).
+DIAGNOSTICS: list[tuple[str, Callable[[dict[str, float]], float], str]] = [
+    ("truncated", lambda m: m["rollout/truncation_rate"], ".1%"),
+    ("no-signal groups", lambda m: m["sampling/all_correct_ratio"] + m["sampling/all_wrong_ratio"], ".1%"),
+    ("clip-high frac", lambda m: m["actor/clip_frac_high"], ".2%"),
+    ("clip-low frac", lambda m: m["actor/clip_frac_low"], ".2%"),
+    ("response length", lambda m: m["rollout/response_length_mean"], ".2f"),
+    ("entropy", lambda m: m["actor/entropy"], ".2f"),
 ]
 
 
@@ -100,7 +102,7 @@ class RunCurve:
 
 
 def variant_config(
-    index: int, seed: int, steps: int, run_dir: Path, overrides: list[str], task: str = "rare-trace"
+    index: int, seed: int, steps: int, run_dir: Path, overrides: list[str], task: str = DEFAULT_TASK
 ) -> DAPOConfig:
     """The config of VARIANTS[index] on ``task``: the task, every technique up to ``index``,
     then the user's ``overrides``."""
@@ -124,7 +126,7 @@ def run_variant(cfg: DAPOConfig, name: str, steps: int, evals: int) -> RunCurve:
     budget = steps * cfg.trainer.prompts_per_step
     key = f"eval/avg@{cfg.eval.k}"
     curve = RunCurve(name, cfg.trainer.seed, [0.0], [trainer.evaluate()[key]])
-    curve.diagnostics = {column: [] for column, _ in DIAGNOSTICS}
+    curve.diagnostics = {column: [] for column, _, _ in DIAGNOSTICS}
     generated, next_eval = 0.0, budget / evals
     while generated < budget:
         metrics = trainer.step_once()
@@ -132,7 +134,7 @@ def run_variant(cfg: DAPOConfig, name: str, steps: int, evals: int) -> RunCurve:
         curve.updates += int("actor/entropy" in metrics)
         if "rollout/truncation_rate" in metrics and "actor/entropy" in metrics:
             curve.steps.append(trainer.step)
-            for column, read in DIAGNOSTICS:
+            for column, read, _ in DIAGNOSTICS:
                 curve.diagnostics[column].append(read(metrics))
         if generated >= next_eval or generated >= budget:
             metrics.update(trainer.evaluate())
@@ -154,8 +156,8 @@ def summarise(curves: list[RunCurve]) -> str:
     """Two markdown tables, mean ± std over seeds: held-out avg@k, and the run-mean diagnostics."""
     accuracy = ["| variant | final avg@k | best avg@k | gain over base | training steps | seeds |",
                 "|---|---|---|---|---|---|"]
-    columns = [column for column, _ in DIAGNOSTICS]
-    acted_on = ["| variant | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    acted_on = ["| variant | " + " | ".join(column for column, _, _ in DIAGNOSTICS) + " |",
+                "|---" * (len(DIAGNOSTICS) + 1) + "|"]
     for name, _ in VARIANTS:
         runs = [c for c in curves if c.variant == name]
         if not runs:
@@ -167,9 +169,8 @@ def summarise(curves: list[RunCurve]) -> str:
             f"{_mean_spread(gain)} | {statistics.mean(c.updates for c in runs):.0f} | {len(runs)} |"
         )
         cells = []
-        for column in columns:
+        for column, _, fmt in DIAGNOSTICS:
             run_means = [statistics.mean(c.diagnostics[column]) for c in runs if c.diagnostics.get(column)]
-            fmt = ".2f" if column in ("response length", "entropy") else ".2%" if "clip" in column else ".1%"
             cells.append(_mean_spread(run_means, fmt) if run_means else "-")
         acted_on.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(accuracy) + "\n\nWhat the techniques act on (run means):\n\n" + "\n".join(acted_on) + "\n"
@@ -220,7 +221,7 @@ def _run_dir(output_dir: Path, name: str, seed: int) -> Path:
 
 
 def run_ablation(
-    seeds: int, steps: int, output_dir: str, overrides: list[str], evals: int = 4, task: str = "rare-trace"
+    seeds: int, steps: int, output_dir: str, overrides: list[str], evals: int = 4, task: str = DEFAULT_TASK
 ) -> str:
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from dapo.cli.ablate import ABLATION_TASKS
+from dapo.cli.ablate import ABLATION_TASKS, DEFAULT_TASK
 from dapo.config import ConfigError, builtin_config_path, load_config
 
 EPILOG = """\
@@ -115,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     ablate = sub.add_parser("ablate", help="the paper's ablation (naive GRPO -> full DAPO) on a built-in task")
     ablate.add_argument("--seeds", type=int, default=3)
     ablate.add_argument("--steps", type=int, default=30, help="training steps per run (equal compute)")
-    ablate.add_argument("--task", default="rare-trace", choices=sorted(ABLATION_TASKS),
+    ablate.add_argument("--task", default=DEFAULT_TASK, choices=sorted(ABLATION_TASKS),
                         help="built-in task and base model (see dapo.cli.ablate.ABLATION_TASKS)")
     ablate.add_argument("--output-dir", default="runs/ablation")
     ablate.add_argument("config", nargs="*", metavar="ARG", help="key=value overrides applied to every run")

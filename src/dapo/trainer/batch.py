@@ -57,7 +57,9 @@ def collate(samples: list[Sample], pad_token_id: int) -> dict[str, torch.Tensor]
         attention_mask[row, prompt_len - p : prompt_len + r] = 1
         response_mask[row, :r] = sample.loss_weight
         rollout_logprobs[row, :r] = torch.tensor(sample.rollout_logprobs)
-        if sample.old_logprobs:
+        if sample.old_logprobs is sample.rollout_logprobs:  # old_logprobs=rollout: convert once
+            old_logprobs[row, :r] = rollout_logprobs[row, :r]
+        elif sample.old_logprobs:
             old_logprobs[row, :r] = torch.tensor(sample.old_logprobs)
     position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
     return {

@@ -103,7 +103,7 @@ class DynamicSampler:
         if not self.dynamic_sampling:
             samples = generate_round(self.stream.take(self.prompts_per_step), 0)
             report.gen_rounds, report.generated = 1, samples
-            self._filter(samples, report)  # counts the groups without signal; all are trained
+            self._count_constant_groups(samples, report)  # what dynamic sampling would drop
             report.groups_kept = report.groups_generated
             return samples, report
         while len(accepted) < self.prompts_per_step and report.gen_rounds < self.max_gen_rounds:
@@ -132,6 +132,16 @@ class DynamicSampler:
 
     def _filter(self, samples: list[Sample], report: SamplingReport) -> list[list[Sample]]:
         """Keep groups whose filter metric varies; count the all-correct / all-wrong ones."""
+        keep = self._count_constant_groups(samples, report)
+        groups: dict[int, list[Sample]] = {}
+        for sample, kept in zip(samples, keep):
+            if kept:
+                groups.setdefault(sample.group_id, []).append(sample)
+        return list(groups.values())
+
+    def _count_constant_groups(self, samples: list[Sample], report: SamplingReport) -> list[bool]:
+        """Count generated, kept, all-correct and all-wrong groups; per sample, whether its
+        group's filter metric varies."""
         group_ids = torch.tensor([s.group_id for s in samples], dtype=torch.long)
         metric = torch.tensor(
             [float(s.acc) if self.filter_metric == "acc" else s.score for s in samples],
@@ -144,11 +154,7 @@ class DynamicSampler:
         all_correct = int((result.constant_values >= top).sum()) if result.num_constant else 0
         report.groups_all_correct += all_correct
         report.groups_all_wrong += result.num_constant - all_correct
-        groups: dict[int, list[Sample]] = {}
-        for sample, keep in zip(samples, result.keep.tolist()):
-            if keep:
-                groups.setdefault(sample.group_id, []).append(sample)
-        return list(groups.values())
+        return result.keep.tolist()
 
     def state_dict(self) -> dict:
         # Plain dicts, so a checkpoint loads with torch.load(weights_only=True).

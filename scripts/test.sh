@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Set up (see setup.sh) and run the test suite: lint, the fast tests, then the slow end-to-end tests.
+# Set up (see setup.sh) and run the test suite: lint, the fast tests, vLLM on CPU (its own venv,
+# see test_vllm_cpu.sh), then the slow end-to-end tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 . .venv/bin/activate
-ruff check src tests benchmarks
+ruff check src tests benchmarks scripts
 python -m pytest -q
+bash scripts/test_vllm_cpu.sh
 python -m pytest -q -m slow

@@ -27,7 +27,7 @@ def worker(model, micro_batch_tokens: int, mode: str = "token-mean") -> PolicyWo
     trainer = TrainerConfig(prompts_per_step=3, mini_batch_prompts=3, micro_batch_tokens=micro_batch_tokens,
                             lr=1e-2, warmup_steps=0, weight_decay=0.0, grad_clip=1e9)
     algo = AlgorithmConfig(loss_agg_mode=mode)
-    return PolicyWorker(model, algo, trainer, pad_token_id=0, temperature=1.0, total_updates=10, norm_const=16.0)
+    return PolicyWorker(model, algo, trainer, pad_token_id=0, temperature=1.0, total_steps=10, norm_const=16.0)
 
 
 @pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"])
@@ -81,3 +81,28 @@ def test_on_policy_update_equals_update_with_recomputed_old_logprobs(tiny_model_
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-8)
     assert shortcut_stats.diagnostics is not None and shortcut_stats.diagnostics.tokens == explicit_stats.tokens
     assert shortcut_stats.clip_low == shortcut_stats.clip_high == 0  # ratio is exactly 1
+
+
+@pytest.mark.parametrize("schedule", ["constant", "cosine"])
+def test_lr_schedule_counts_training_steps_not_optimizer_updates(tiny_model_dir, schedule):
+    # verl's warm-up: 10 warm-up "steps" of the paper config are 10 rollout steps of 16 updates
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    trainer = TrainerConfig(prompts_per_step=4, mini_batch_prompts=1, lr=1e-3, warmup_steps=2,
+                            lr_schedule=schedule, min_lr_ratio=0.0)
+    w = PolicyWorker(model, AlgorithmConfig(), trainer, pad_token_id=0, temperature=1.0, total_steps=4, norm_const=1.0)
+    samples = make_samples(torch.Generator().manual_seed(3))
+    for s, lp in zip(samples, w.compute_logprobs(samples).logprobs):
+        s.old_logprobs = lp
+    seen = []
+    for _step in range(4):
+        step_lrs = []
+        for _update in range(4):  # 4 optimizer updates per training step
+            w.update(samples[:4])
+            step_lrs.append(w.lr)
+        seen.append(step_lrs)
+        w.end_step()
+    assert all(len(set(lrs)) == 1 for lrs in seen)  # the lr moves between steps only
+    per_step = [lrs[0] for lrs in seen]
+    # warm-up (s + 1) / (warmup + 1) for s < 2, then constant, or cosine to 0 over steps 2..4
+    expected = [1e-3 / 3, 2e-3 / 3, 1e-3, 1e-3 if schedule == "constant" else 0.5e-3]
+    assert per_step == pytest.approx(expected, rel=1e-12)

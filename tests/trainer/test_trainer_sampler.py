@@ -93,3 +93,17 @@ def test_without_dynamic_sampling_every_group_trains_and_no_signal_groups_are_co
     assert len({s.group_id for s in batch}) == 7 and report.gen_rounds == 1
     assert report.groups_generated == report.groups_kept == 7
     assert report.groups_all_correct == 3 and report.groups_all_wrong == 2
+
+
+@pytest.mark.parametrize("fraction, cap", [(0.5, 4), (0.0, 0), (0.99, 7)])
+def test_carried_over_groups_never_fill_a_step(fraction, cap):
+    # 8 groups a step; one round of 24 all-mixed prompts leaves 16 surplus groups behind
+    ds = sampler(prompts_per_step=8, gen_prompts_per_round=24, max_surplus_fraction=fraction)
+    mixed = make_round(lambda p: [1, 0, 1, 0])
+    _, first = ds.next_batch(mixed, step=0)
+    assert first.groups_carried_out == 16
+    batch, report = ds.next_batch(mixed, step=1)
+    assert report.groups_carried_in == cap < 8 and report.gen_rounds == 1
+    assert report.groups_discarded == 16 - cap
+    carried = {s.group_id for s in batch if s.group_id < 24}
+    assert len(carried) == cap and len({s.group_id for s in batch}) == 8

@@ -1,10 +1,17 @@
-"""Model loading honours the model config (attention kernel, dtype); sampling seeds."""
+"""Model loading honours the model config (attention kernel, dtype); sampling seeds; stop tokens."""
 
 import pytest
 import torch
 
+from dapo.builtin import build_tokenizer
 from dapo.config import DAPOConfig, ModelConfig, load_config
-from dapo.trainer.setup import EVAL_SEED_OFFSET, load_model_and_tokenizer, make_sampling_params
+from dapo.rollout.stopping import model_stop_token_ids
+from dapo.trainer.setup import (
+    EVAL_SEED_OFFSET,
+    load_model_and_tokenizer,
+    make_sampling_params,
+    stop_token_ids_of,
+)
 
 
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
@@ -18,10 +25,50 @@ def test_attention_kernel_and_dtype_reach_the_model(tiny_model_dir, attn):
 def test_eval_seed_is_pinned_by_eval_seed_or_derived_from_the_trainer_seed():
     def eval_seed(*overrides: str) -> int:
         cfg: DAPOConfig = load_config([], list(overrides))
-        return make_sampling_params(cfg, eos_token_id=2, evaluation=True).seed
+        return make_sampling_params(cfg, stop_token_ids=[2], evaluation=True).seed
 
     assert eval_seed("trainer.seed=3") == EVAL_SEED_OFFSET + 3 != eval_seed("trainer.seed=4")
     assert eval_seed("trainer.seed=3", "eval.seed=11") == eval_seed("trainer.seed=4", "eval.seed=11") == 11
-    assert make_sampling_params(load_config([], []), eos_token_id=2, seed=5).seed == 5
+    assert make_sampling_params(load_config([], []), stop_token_ids=[2], seed=5).seed == 5
     with pytest.raises(ValueError, match="seed"):
-        make_sampling_params(load_config([], []), eos_token_id=2)
+        make_sampling_params(load_config([], []), stop_token_ids=[2])
+
+
+QWEN_CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def chat_tokenizer():
+    """The built-in tokenizer with Qwen's chat tokens and template (its EOS stays <eos>)."""
+    tokenizer = build_tokenizer()
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>", "<|endoftext|>"]})
+    tokenizer.chat_template = QWEN_CHAT_TEMPLATE
+    return tokenizer
+
+
+def test_stop_tokens_are_every_eos_of_the_generation_config_the_tokenizer_and_the_chat_template():
+    tokenizer = chat_tokenizer()
+    vocab = tokenizer.get_vocab()
+    im_end, text_end = vocab["<|im_end|>"], vocab["<|endoftext|>"]
+    # Qwen2.5-Instruct's generation_config: eos_token_id = [<|im_end|>, <|endoftext|>]
+    assert model_stop_token_ids(tokenizer, [im_end, text_end]) == [im_end, text_end, tokenizer.eos_token_id]
+    # a base model's single EOS id: the template's end-of-turn token is added
+    assert model_stop_token_ids(tokenizer, text_end) == [text_end, tokenizer.eos_token_id, im_end]
+    # no chat template: <|im_end|> is just a token
+    plain = build_tokenizer()
+    assert model_stop_token_ids(plain, None) == [plain.eos_token_id]
+
+
+def test_the_model_directory_decides_the_stop_tokens(tiny_model_dir, tmp_path):
+    model, tokenizer, _ = load_model_and_tokenizer(ModelConfig(path=str(tiny_model_dir)), torch.device("cpu"))
+    assert stop_token_ids_of(model, tokenizer) == [tokenizer.eos_token_id]
+    model.generation_config.eos_token_id = [5, tokenizer.eos_token_id]
+    model.save_pretrained(tmp_path)
+    chat_tokenizer().save_pretrained(tmp_path)
+    model, tokenizer, _ = load_model_and_tokenizer(ModelConfig(path=str(tmp_path)), torch.device("cpu"))
+    im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    assert stop_token_ids_of(model, tokenizer) == [5, tokenizer.eos_token_id, im_end]
+    params = make_sampling_params(load_config([], []), stop_token_ids_of(model, tokenizer), seed=0)
+    assert params.stop_token_ids == [5, tokenizer.eos_token_id, im_end]

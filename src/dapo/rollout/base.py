@@ -20,7 +20,28 @@ class SamplingParams:
     max_new_tokens: int = 256
     stop_token_ids: list[int] = field(default_factory=list)  # EOS etc.; the stop token is kept
     stop_strings: list[str] = field(default_factory=list)  # response is cut after the match
-    seed: int | None = None  # same seed + same inputs -> same samples
+    # Same seed + same inputs -> same samples. Each prompt of a generate() call samples from its
+    # own stream (vLLM: a per-request seed from request_seed), so equal prompts in one batch
+    # never share their samples.
+    seed: int | None = None
+
+
+_MASK64 = (1 << 64) - 1
+
+
+def request_seed(seed: int | None, request_index: int) -> int | None:
+    """The sampling seed of request ``request_index`` in a generate() call seeded with ``seed``.
+
+    splitmix64 of the pair, cut to 62 bits (a non-negative int64): reproducible, distinct per
+    request, and far apart, so that vLLM's seeds for a request's n samples (``seed + j``, j < n)
+    do not run into those of another request. None (unseeded) stays None.
+    """
+    if seed is None:
+        return None
+    x = (seed * 0x9E3779B97F4A7C15 + request_index + 1) & _MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return (x ^ (x >> 31)) >> 2
 
 
 FinishReason = Literal["stop", "length"]
@@ -51,7 +72,9 @@ class RolloutEngine(Protocol):
         ...
 
     def sync_weights(self, model: torch.nn.Module) -> None:
-        """Load the trainer's current weights in place (no engine rebuild)."""
+        """Load the trainer's current weights in place (no engine rebuild). The loop calls it
+        before every generate() that follows an update; engines on the trainer's own model
+        return at once."""
         ...
 
     def sleep(self) -> None:

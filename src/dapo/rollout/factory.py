@@ -29,7 +29,8 @@ def create_engine(
     cfg: RolloutConfig, model: nn.Module, tokenizer: Any, model_path: str | None = None, **vllm_kwargs: Any
 ) -> RolloutEngine:
     """The engine for ``cfg.engine``: "native" and "hf" share ``model`` with the trainer; "vllm"
-    loads ``model_path`` into a colocated vLLM (extra keyword arguments go to :class:`VLLMEngine`)."""
+    loads ``model_path`` into a colocated vLLM that holds its own copy of the weights, kept
+    current by ``sync_weights`` (extra keyword arguments go to :class:`VLLMEngine`)."""
     if cfg.engine == "native":
         dtype = None if cfg.native_dtype == "model" else getattr(torch, cfg.native_dtype)
         return NativeEngine(model, _pad_token_id(tokenizer, model), tokenizer, compute_dtype=dtype)
@@ -40,5 +41,5 @@ def create_engine(
             raise ValueError("rollout.engine=vllm needs model_path: the model directory vLLM loads")
         from dapo.rollout.vllm_engine import VLLMEngine  # lazy: vllm is an optional extra
 
-        return VLLMEngine(model_path, cfg, **vllm_kwargs)
+        return VLLMEngine(model_path, cfg, dtype=cfg.vllm_dtype, **vllm_kwargs)
     raise ValueError(f"rollout.engine={cfg.engine!r} is not one of ['native', 'hf', 'vllm']")

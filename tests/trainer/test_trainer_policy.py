@@ -79,8 +79,10 @@ def test_on_policy_update_equals_update_with_recomputed_old_logprobs(tiny_model_
     # stored old log-probs are float32, so the explicit ratio is 1 only to ~1e-7
     for a, b in zip(models[0].parameters(), models[1].parameters()):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-8)
-    assert shortcut_stats.diagnostics is not None and shortcut_stats.diagnostics.tokens == explicit_stats.tokens
-    assert shortcut_stats.clip_low == shortcut_stats.clip_high == 0  # ratio is exactly 1
+    tokens = float(explicit_stats.policy.token_count)
+    assert shortcut_stats.diagnostics is not None and shortcut_stats.diagnostics.tokens == tokens
+    assert shortcut_stats.policy.clip_low_count == shortcut_stats.policy.clip_high_count == 0  # ratio exactly 1
+    assert float(shortcut_stats.policy.ratio_sum) == tokens
 
 
 @pytest.mark.parametrize("schedule", ["constant", "cosine"])

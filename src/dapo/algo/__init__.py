@@ -7,11 +7,12 @@
 - :mod:`~dapo.algo.overlong`: Overlong Filtering and Soft Overlong Punishment.
 - :mod:`~dapo.algo.kl`: KL penalty estimators (unused by DAPO itself, beta = 0).
 - :mod:`~dapo.algo.logprobs`: chunked token log-probs and entropy from logits.
+- :mod:`~dapo.algo.registry`: the registries that ``algorithm.advantage`` / ``policy_loss`` /
+  ``loss_agg_mode`` name (extend them from ``algorithm.plugins``; docs/extending.md).
 """
 
 from dapo.algo.advantages import (
     ADVANTAGE_ESTIMATORS,
-    broadcast_to_tokens,
     compute_advantages,
     register_advantage,
 )
@@ -20,16 +21,24 @@ from dapo.algo.filtering import GroupFilterResult, filter_groups
 from dapo.algo.kl import KL_ESTIMATORS, kl_penalty
 from dapo.algo.logprobs import entropy_from_logits, logprobs_from_logits
 from dapo.algo.overlong import overlong_filter_mask, soft_overlong_penalty
-from dapo.algo.policy_loss import PolicyLossStats, compute_policy_loss, tis_weights
+from dapo.algo.policy_loss import (
+    POLICY_LOSSES,
+    PolicyLossStats,
+    compute_policy_loss,
+    policy_loss_stats,
+    tis_weights,
+)
+from dapo.algo.registry import Registry
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
     "KL_ESTIMATORS",
     "LOSS_AGG_MODES",
+    "POLICY_LOSSES",
     "GroupFilterResult",
     "PolicyLossStats",
+    "Registry",
     "aggregate_loss",
-    "broadcast_to_tokens",
     "compute_advantages",
     "compute_policy_loss",
     "count_tokens_and_seqs",
@@ -38,6 +47,7 @@ __all__ = [
     "kl_penalty",
     "logprobs_from_logits",
     "overlong_filter_mask",
+    "policy_loss_stats",
     "register_advantage",
     "soft_overlong_penalty",
     "tis_weights",

@@ -36,21 +36,17 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from dapo.algo.registry import Registry
+
+# fn(scores_f64 (N,), group_ids (N,), eps) -> advantages (N,)
 AdvantageEstimator = Callable[[Tensor, Tensor, float], Tensor]
 
-ADVANTAGE_ESTIMATORS: dict[str, AdvantageEstimator] = {}
+ADVANTAGE_ESTIMATORS: Registry[AdvantageEstimator] = Registry("advantage estimator")
 
 
 def register_advantage(name: str) -> Callable[[AdvantageEstimator], AdvantageEstimator]:
     """Register ``fn(scores_f64 (N,), group_ids (N,), eps) -> advantages (N,)`` under ``name``."""
-
-    def decorator(fn: AdvantageEstimator) -> AdvantageEstimator:
-        if name in ADVANTAGE_ESTIMATORS:
-            raise ValueError(f"advantage estimator {name!r} is already registered")
-        ADVANTAGE_ESTIMATORS[name] = fn
-        return fn
-
-    return decorator
+    return ADVANTAGE_ESTIMATORS.register(name)
 
 
 def _group_centred_scores(scores: Tensor, group_ids: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -134,20 +130,8 @@ def compute_advantages(estimator: str, scores: Tensor, group_ids: Tensor, eps: f
     Returns:
         Advantages with the dtype of ``scores``; see the module docstring for each formula.
     """
-    if estimator not in ADVANTAGE_ESTIMATORS:
-        raise ValueError(
-            f"unknown advantage estimator {estimator!r}; valid: {sorted(ADVANTAGE_ESTIMATORS)}"
-        )
+    estimate = ADVANTAGE_ESTIMATORS.lookup(estimator)
     _check_inputs(scores, group_ids, eps)
-    advantages = ADVANTAGE_ESTIMATORS[estimator](scores.to(torch.float64), group_ids, eps)
+    advantages = estimate(scores.to(torch.float64), group_ids, eps)
     return advantages.to(scores.dtype)
 
-
-def broadcast_to_tokens(advantages: Tensor, response_mask: Tensor) -> Tensor:
-    """Give every response token its response's advantage: A_{i,t} = A_i * mask_{i,t}, shape (N, T)."""
-    if advantages.dim() != 1 or response_mask.dim() != 2 or response_mask.shape[0] != advantages.shape[0]:
-        raise ValueError(
-            f"expected advantages (N,) and response_mask (N, T), got {tuple(advantages.shape)} "
-            f"and {tuple(response_mask.shape)}"
-        )
-    return advantages.unsqueeze(-1) * response_mask.to(advantages.dtype)

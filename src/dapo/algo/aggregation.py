@@ -32,10 +32,48 @@ Filtering) contributes nothing and is not counted in the default ``num_seqs``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor
 
-LOSS_AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+from dapo.algo.registry import Registry
+
+# fn(masked_loss (B, T) with 0 at masked positions, token_mask (B, T) bool, num_tokens, num_seqs,
+#    norm_const) -> scalar; num_tokens / num_seqs are the global normalisers, never 0.
+LossAggregator = Callable[[Tensor, Tensor, "float | Tensor", "float | Tensor", "float | None"], Tensor]
+
+LOSS_AGG_MODES: Registry[LossAggregator] = Registry("loss aggregation mode")
+
+
+@LOSS_AGG_MODES.register("token-mean")
+def token_mean(masked_loss: Tensor, token_mask: Tensor, num_tokens, num_seqs, norm_const) -> Tensor:
+    """DAPO: sum(loss * mask) / num_tokens."""
+    return masked_loss.sum() / num_tokens
+
+
+@LOSS_AGG_MODES.register("seq-mean-token-mean")
+def seq_mean_token_mean(masked_loss: Tensor, token_mask: Tensor, num_tokens, num_seqs, norm_const) -> Tensor:
+    """GRPO: sum_i [sum_t (loss * mask)_i / max(|o_i|, 1)] / num_seqs."""
+    lengths = token_mask.sum(-1).clamp_min(1).to(masked_loss.dtype)
+    return (masked_loss.sum(-1) / lengths).sum() / num_seqs
+
+
+@LOSS_AGG_MODES.register("seq-mean-token-sum")
+def seq_mean_token_sum(masked_loss: Tensor, token_mask: Tensor, num_tokens, num_seqs, norm_const) -> Tensor:
+    """sum_i sum_t (loss * mask)_i / num_seqs."""
+    return masked_loss.sum() / num_seqs
+
+
+@LOSS_AGG_MODES.register("seq-mean-token-sum-norm")
+def seq_mean_token_sum_norm(masked_loss: Tensor, token_mask: Tensor, num_tokens, num_seqs, norm_const) -> Tensor:
+    """Dr.GRPO: sum_i sum_t (loss * mask)_i / (num_seqs * norm_const)."""
+    if norm_const is None or norm_const <= 0:
+        raise ValueError(
+            f"loss_agg_mode 'seq-mean-token-sum-norm' needs norm_const > 0 (e.g. the max "
+            f"response length), got {norm_const}"
+        )
+    return masked_loss.sum() / (num_seqs * norm_const)
 
 
 def count_tokens_and_seqs(response_mask: Tensor) -> tuple[Tensor, Tensor]:
@@ -65,43 +103,23 @@ def aggregate_loss(
     num_seqs: float | Tensor | None = None,
     norm_const: float | None = None,
 ) -> Tensor:
-    """Reduce a (B, T) per-token loss to a scalar with the global normalisers of ``mode``.
-
-    - "token-mean":              sum(loss * mask) / num_tokens
-    - "seq-mean-token-mean":     sum_i [sum_t (loss * mask)_i / max(|o_i|, 1)] / num_seqs
-    - "seq-mean-token-sum":      sum_i sum_t (loss * mask)_i / num_seqs
-    - "seq-mean-token-sum-norm": sum_i sum_t (loss * mask)_i / (num_seqs * norm_const)
+    """Reduce a (B, T) per-token loss to a scalar with the global normalisers of ``mode`` (a name
+    in :data:`LOSS_AGG_MODES`; the built-in modes' formulas are in their docstrings above).
 
     ``num_tokens`` / ``num_seqs`` default to this batch's own counts (see
     :func:`count_tokens_and_seqs`); pass the whole mini-batch totals under gradient accumulation
     or data parallelism. Masked positions are excluded with ``torch.where``, so a NaN or inf
     there (e.g. a padded log-prob) cannot leak into the loss.
     """
-    if mode not in LOSS_AGG_MODES:
-        raise ValueError(f"unknown loss_agg_mode {mode!r}; valid: {list(LOSS_AGG_MODES)}")
+    aggregate = LOSS_AGG_MODES.lookup(mode)
     if per_token_loss.dim() != 2 or per_token_loss.shape != response_mask.shape:
         raise ValueError(
             f"per_token_loss {tuple(per_token_loss.shape)} and response_mask "
             f"{tuple(response_mask.shape)} must both be (B, T)"
         )
-    mask = response_mask.to(per_token_loss.dtype)
-    masked_loss = torch.where(response_mask != 0, per_token_loss * mask, 0.0)
+    token_mask = response_mask != 0
+    masked_loss = torch.where(token_mask, per_token_loss * response_mask.to(per_token_loss.dtype), 0.0)
     local_tokens, local_seqs = count_tokens_and_seqs(response_mask)
-
-    if mode == "token-mean":
-        total_tokens = local_tokens if num_tokens is None else num_tokens
-        return masked_loss.sum() / _denominator(total_tokens, "num_tokens")
-
+    total_tokens = _denominator(local_tokens if num_tokens is None else num_tokens, "num_tokens")
     total_seqs = _denominator(local_seqs if num_seqs is None else num_seqs, "num_seqs")
-    seq_sums = masked_loss.sum(-1)
-    if mode == "seq-mean-token-mean":
-        lengths = (response_mask != 0).sum(-1).clamp_min(1).to(per_token_loss.dtype)
-        return (seq_sums / lengths).sum() / total_seqs
-    if mode == "seq-mean-token-sum":
-        return seq_sums.sum() / total_seqs
-    if norm_const is None or norm_const <= 0:
-        raise ValueError(
-            f"loss_agg_mode 'seq-mean-token-sum-norm' needs norm_const > 0 (e.g. the max "
-            f"response length), got {norm_const}"
-        )
-    return seq_sums.sum() / (total_seqs * norm_const)
+    return aggregate(masked_loss, token_mask, total_tokens, total_seqs, norm_const)

@@ -38,8 +38,15 @@ import torch
 from torch import Tensor
 
 from dapo.algo.aggregation import aggregate_loss
+from dapo.algo.registry import Registry
 
 LOG_RATIO_CLAMP = 20.0
+
+# fn(logprobs, old_logprobs, advantages, response_mask, *, clip_ratio_low, clip_ratio_high,
+#    clip_ratio_c, loss_agg_mode, num_tokens, num_seqs, norm_const, importance_weights)
+#    -> (scalar loss, PolicyLossStats); selected by algorithm.policy_loss. The built-in
+#    "decoupled_clip" is :func:`compute_policy_loss`.
+POLICY_LOSSES: Registry = Registry("policy loss")
 
 
 @dataclass
@@ -108,6 +115,7 @@ def _check_policy_inputs(
         raise ValueError(f"clip_ratio_c must be > 1 (dual-clip caps -A*r at -A*c), got {clip_ratio_c}")
 
 
+@POLICY_LOSSES.register("decoupled_clip")
 def compute_policy_loss(
     logprobs: Tensor,
     old_logprobs: Tensor,
@@ -161,14 +169,15 @@ def compute_policy_loss(
         per_token_loss, response_mask, loss_agg_mode,
         num_tokens=num_tokens, num_seqs=num_seqs, norm_const=norm_const,
     )
-    stats = _policy_loss_stats(ratio.detach(), log_ratio.detach(), advantages, response_mask, clip_ratio_low, clip_ratio_high, clip_ratio_c)
+    stats = policy_loss_stats(ratio.detach(), log_ratio.detach(), advantages, response_mask, clip_ratio_low, clip_ratio_high, clip_ratio_c)
     return loss, stats
 
 
-def _policy_loss_stats(
+def policy_loss_stats(
     ratio: Tensor, log_ratio: Tensor, advantages: Tensor, response_mask: Tensor,
     clip_ratio_low: float, clip_ratio_high: float, clip_ratio_c: float | None,
 ) -> PolicyLossStats:
+    """Clip counts, k3 KL and ratio sums over the unmasked tokens, for any ratio-based loss."""
     active = response_mask != 0
     negative, positive = advantages < 0, advantages > 0
     clip_low = active & negative & (ratio < 1.0 - clip_ratio_low)

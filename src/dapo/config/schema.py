@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from dapo.user_code import import_user_code
+
 
 class ConfigError(ValueError):
     """A configuration value is invalid; the message names the field and the reason."""
@@ -188,7 +190,12 @@ class RolloutConfig:
 
 @dataclass
 class AlgorithmConfig:
-    # Advantage estimator: "grpo", "dr_grpo", "rloo" or "reinforce_pp_baseline".
+    # Python files ("my_algo.py") or modules ("my_pkg.my_algo") imported before this section is
+    # validated, so that the advantage estimators, policy losses and loss aggregation modes they
+    # register (dapo.algo.register_advantage, POLICY_LOSSES.register, LOSS_AGG_MODES.register)
+    # can be selected by name below; see docs/extending.md.
+    plugins: list[str] = field(default_factory=list)
+    # Advantage estimator: "grpo", "dr_grpo", "rloo", "reinforce_pp_baseline" or a registered name.
     advantage: str = "grpo"
     # Epsilon added to the group std in GRPO's normalisation.
     advantage_eps: float = 1e-6
@@ -197,8 +204,11 @@ class AlgorithmConfig:
     clip_ratio_high: float = 0.28
     # Dual-clip bound c (> 1) on the loss of negative-advantage tokens; null disables dual-clip.
     clip_ratio_c: float | None = 10.0
+    # Policy-gradient loss: "decoupled_clip" (DAPO's clipped surrogate with Clip-Higher, dual-clip
+    # and truncated importance sampling) or a registered name.
+    policy_loss: str = "decoupled_clip"
     # Loss aggregation: "token-mean" (DAPO), "seq-mean-token-mean" (GRPO), "seq-mean-token-sum",
-    # "seq-mean-token-sum-norm" (Dr.GRPO).
+    # "seq-mean-token-sum-norm" (Dr.GRPO), or a registered name.
     loss_agg_mode: str = "token-mean"
     # Constant divisor for seq-mean-token-sum-norm; null means rollout.max_response_length.
     loss_agg_norm_const: float | None = None
@@ -237,9 +247,13 @@ class AlgorithmConfig:
     overlong_penalty_factor: float = 1.0
 
     def __post_init__(self) -> None:
-        _one_of(
-            "algorithm.advantage", self.advantage, ("grpo", "dr_grpo", "rloo", "reinforce_pp_baseline")
-        )
+        from dapo import algo  # the registries; imported here so that the config imports no torch
+
+        for location in self.plugins:
+            import_user_code(location, f"algorithm.plugins entry {location!r}", ConfigError)
+        _one_of("algorithm.advantage", self.advantage, tuple(sorted(algo.ADVANTAGE_ESTIMATORS)))
+        _one_of("algorithm.policy_loss", self.policy_loss, tuple(sorted(algo.POLICY_LOSSES)))
+        _one_of("algorithm.loss_agg_mode", self.loss_agg_mode, tuple(sorted(algo.LOSS_AGG_MODES)))
         _check(self.advantage_eps >= 0, "algorithm.advantage_eps must be >= 0")
         _check(0 < self.clip_ratio_low < 1, "algorithm.clip_ratio_low must be in (0, 1)")
         _check(self.clip_ratio_high > 0, "algorithm.clip_ratio_high must be > 0")
@@ -252,17 +266,12 @@ class AlgorithmConfig:
             self.clip_ratio_c is None or self.clip_ratio_c > 1,
             f"algorithm.clip_ratio_c={self.clip_ratio_c} must be > 1 (dual-clip bounds -A*r by -A*c), or null",
         )
-        _one_of(
-            "algorithm.loss_agg_mode",
-            self.loss_agg_mode,
-            ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"),
-        )
         _check(
             self.loss_agg_norm_const is None or self.loss_agg_norm_const > 0,
             "algorithm.loss_agg_norm_const must be > 0 or null",
         )
         _check(self.kl_coef >= 0, "algorithm.kl_coef must be >= 0")
-        _one_of("algorithm.kl_estimator", self.kl_estimator, ("k1", "abs", "k2", "k3"))
+        _one_of("algorithm.kl_estimator", self.kl_estimator, algo.KL_ESTIMATORS)
         _check(self.tis_cap is None or self.tis_cap >= 1, "algorithm.tis_cap must be >= 1 or null")
         _one_of("algorithm.filter_metric", self.filter_metric, ("acc", "score"))
         _one_of("algorithm.old_logprobs", self.old_logprobs, ("recompute", "rollout"))

@@ -7,16 +7,14 @@ every other key must be numeric and becomes an extra metric.
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import importlib.util
 import inspect
 import math
 import os
-import sys
 from collections.abc import Callable
 from numbers import Real
 from typing import Any
+
+from dapo.user_code import import_user_code, is_file_location
 
 RewardFunction = Callable[[str, str, dict], Any]
 
@@ -36,14 +34,10 @@ def split_spec(spec: str) -> tuple[str, str]:
     return location, name
 
 
-def is_file_spec(location: str) -> bool:
-    return location.endswith(".py") or os.sep in location or "/" in location
-
-
 def absolute_spec(spec: str) -> str:
     """Make a file spec absolute, so worker processes find it whatever their directory."""
     location, name = split_spec(spec)
-    return f"{os.path.abspath(location)}:{name}" if is_file_spec(location) else spec
+    return f"{os.path.abspath(location)}:{name}" if is_file_location(location) else spec
 
 
 def function_label(spec: str) -> str:
@@ -54,7 +48,7 @@ def function_label(spec: str) -> str:
 def load_reward_function(spec: str) -> RewardFunction:
     """Import the function named by ``spec``; raise :class:`RewardFunctionError` saying why not."""
     location, name = split_spec(spec)
-    module = _load_file(location, spec) if is_file_spec(location) else _load_module(location, spec)
+    module = import_user_code(location, f"reward function {spec!r}", RewardFunctionError)
     if not hasattr(module, name):
         public = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))
         raise RewardFunctionError(
@@ -65,39 +59,6 @@ def load_reward_function(spec: str) -> RewardFunction:
         raise RewardFunctionError(f"reward function {spec!r}: {name} is not callable")
     _check_signature(function, spec)
     return function
-
-
-def _load_file(location: str, spec: str) -> Any:
-    path = os.path.abspath(location)
-    if not os.path.isfile(path):
-        raise RewardFunctionError(f"reward function {spec!r}: file {path} does not exist")
-    module_name = "dapo_user_reward_" + hashlib.sha1(path.encode()).hexdigest()[:12]
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    module_spec = importlib.util.spec_from_file_location(module_name, path)
-    if module_spec is None or module_spec.loader is None:
-        raise RewardFunctionError(f"reward function {spec!r}: cannot import {path}")
-    module = importlib.util.module_from_spec(module_spec)
-    try:
-        module_spec.loader.exec_module(module)
-    except Exception as exc:
-        raise RewardFunctionError(
-            f"reward function {spec!r}: importing {path} raised {type(exc).__name__}: {exc}"
-        ) from exc
-    sys.modules[module_name] = module
-    return module
-
-
-def _load_module(location: str, spec: str) -> Any:
-    if os.getcwd() not in sys.path:  # "my_rewards:fn" should find my_rewards.py in the run dir
-        sys.path.append(os.getcwd())
-    try:
-        return importlib.import_module(location)
-    except Exception as exc:
-        raise RewardFunctionError(
-            f"reward function {spec!r}: importing module {location} raised "
-            f"{type(exc).__name__}: {exc}"
-        ) from exc
 
 
 def _check_signature(function: RewardFunction, spec: str) -> None:

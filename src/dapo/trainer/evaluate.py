@@ -14,10 +14,13 @@ from dataclasses import dataclass
 
 from transformers import PreTrainedTokenizerBase
 
+from dapo.config import DAPOConfig
 from dapo.data.records import Problem
 from dapo.rewards import RewardScorer
 from dapo.rewards.types import RewardResult
-from dapo.rollout.base import GenerationResult, RolloutEngine, SamplingParams
+from dapo.rollout.base import RolloutEngine, SamplingParams
+from dapo.trainer.scoring import score_completions
+from dapo.trainer.setup import RunSetup, make_sampling_params
 
 
 @dataclass
@@ -53,19 +56,6 @@ def score_at_k(results: list[RewardResult], k: int) -> dict[str, float]:
     return {f"eval/avg@{k}": avg / n, f"eval/pass@{k}": passed / n, f"eval/maj@{k}": majority / n}
 
 
-def score_completions(
-    tokenizer: PreTrainedTokenizerBase, scorer: RewardScorer, problems: list[Problem], generation: GenerationResult
-) -> list[RewardResult]:
-    """Decode prompt-major completions and score each against its problem (training and
-    evaluation both score through here, so they can never disagree)."""
-    completions = generation.completions
-    texts = tokenizer.batch_decode([c.token_ids for c in completions], skip_special_tokens=True)
-    owners = [problems[c.prompt_index] for c in completions]
-    return scorer.score(
-        texts, [p.ground_truth for p in owners], [p.data_source for p in owners], [p.extra for p in owners]
-    )
-
-
 def evaluate(
     engine: RolloutEngine,
     tokenizer: PreTrainedTokenizerBase,
@@ -82,3 +72,14 @@ def evaluate(
     metrics["eval/response_length_mean"] = sum(len(c.token_ids) for c in completions) / max(len(completions), 1)
     metrics["eval/truncation_rate"] = sum(c.finish_reason == "length" for c in completions) / max(len(completions), 1)
     return EvalResult(metrics=metrics, num_problems=len(problems), k=params.n)
+
+
+def evaluate_held_out(cfg: DAPOConfig, run: RunSetup, scorer: RewardScorer) -> EvalResult:
+    """The @k metrics of ``run``'s model on its held-out problems (data.eval_files, one entry per
+    uid, at most eval.max_problems), sampled with the eval.* settings."""
+    if run.data.eval is None:
+        raise ValueError("data.eval_files is empty: nothing to evaluate on")
+    problems = unique_problems(run.data.eval.problems, cfg.eval.max_problems)
+    encoded = run.encoder.encode(problems)
+    params = make_sampling_params(cfg, run.stop_token_ids, evaluation=True)
+    return evaluate(run.engine, run.tokenizer, scorer, encoded.token_ids, problems, params)

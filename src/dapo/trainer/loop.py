@@ -20,28 +20,21 @@ import warnings
 from dataclasses import dataclass
 
 import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from dapo.algo import compute_advantages, overlong_filter_mask, soft_overlong_penalty
 from dapo.config import DAPOConfig
-from dapo.data import PromptEncoder
 from dapo.data.records import Problem
 from dapo.rewards import RewardScorer
 from dapo.rewards.types import RewardResult
-from dapo.rollout import create_engine
+from dapo.rollout import RolloutEngine
 from dapo.trainer.batch import Sample, count_loss_tokens, split_mini_batches
-from dapo.trainer.evaluate import evaluate, score_completions, unique_problems
+from dapo.trainer.evaluate import evaluate_held_out
 from dapo.trainer.policy import PolicyWorker, UpdateStats
 from dapo.trainer.run_state import RunState
 from dapo.trainer.sampler import DynamicSampler, PromptStream, SamplingReport
-from dapo.trainer.setup import (
-    load_model_and_tokenizer,
-    load_reference_model,
-    load_run_data,
-    make_sampling_params,
-    resolve_device,
-    stop_token_ids_of,
-    vllm_options,
-)
+from dapo.trainer.scoring import score_completions
+from dapo.trainer.setup import build_run, load_reference_model, make_sampling_params
 from dapo.trainer.step_metrics import rollout_metrics, update_metrics
 
 
@@ -60,16 +53,9 @@ class Trainer:
         if cfg.trainer.num_threads > 0:
             torch.set_num_threads(cfg.trainer.num_threads)
         torch.manual_seed(cfg.trainer.seed)
-        self.device = resolve_device(cfg.trainer.device)
-        self.model, self.tokenizer, self.model_path = load_model_and_tokenizer(cfg.model, self.device)
-        self.data = load_run_data(cfg)
-        self.encoder = PromptEncoder(self.tokenizer, cfg.data)
-        self.stop_token_ids = stop_token_ids_of(self.model, self.tokenizer)
-        self.engine = create_engine(
-            cfg.rollout, self.model, self.tokenizer, model_path=str(self.model_path), **vllm_options(cfg, self.model)
-        )
+        self.run = run = build_run(cfg)  # model, tokenizer, data, prompt encoder, engine
         self.scorer = RewardScorer(cfg.reward)
-        ref = load_reference_model(self.model_path, cfg.model, self.device) if cfg.algorithm.kl_coef > 0 else None
+        ref = load_reference_model(run.model_path, cfg.model, run.device) if cfg.algorithm.kl_coef > 0 else None
         self.updates_per_step = cfg.trainer.optimizer_steps_per_rollout
         self.policy = PolicyWorker(
             self.model,
@@ -82,7 +68,7 @@ class Trainer:
             ref_model=ref,
         )
         self.sampler = DynamicSampler(
-            PromptStream(self.data.train.problems, seed=cfg.trainer.seed, shuffle=cfg.data.shuffle),
+            PromptStream(run.data.train.problems, seed=cfg.trainer.seed, shuffle=cfg.data.shuffle),
             prompts_per_step=cfg.trainer.prompts_per_step,
             gen_prompts_per_round=cfg.trainer.gen_prompts_per_round,
             max_gen_rounds=cfg.algorithm.max_gen_rounds,
@@ -98,6 +84,23 @@ class Trainer:
         # policy.version the engine's weights are at; None: unknown (resumed), sync before use
         self.engine_version: int | None = self.policy.version
 
+    @property
+    def model(self) -> PreTrainedModel:
+        return self.run.model
+
+    @property
+    def tokenizer(self) -> PreTrainedTokenizerBase:
+        return self.run.tokenizer
+
+    @property
+    def engine(self) -> RolloutEngine:
+        return self.run.engine
+
+    @engine.setter
+    def engine(self, engine: RolloutEngine) -> None:
+        """Swap the rollout engine (any object with RolloutEngine's methods)."""
+        self.run.engine = engine
+
     def sync_engine(self) -> None:
         """Bring the rollout engine to the trainer's current weights, if it is behind."""
         if self.engine_version == self.policy.version:
@@ -110,12 +113,12 @@ class Trainer:
     # ---------------------------------------------------------------- generation + scoring
     def generate_round(self, problems: list[Problem], round_index: int) -> list[Sample]:
         """Sample G responses per problem, score them and shape their rewards."""
-        encoded = self.encoder.encode(problems)
+        encoded = self.run.encoder.encode(problems)
         self.prompts_truncated += encoded.num_truncated
         seed = self.cfg.trainer.seed * 1_000_003 + self.step * 1_009 + round_index
         self.sync_engine()
         started = time.perf_counter()
-        generation = self.engine.generate(encoded.token_ids, make_sampling_params(self.cfg, self.stop_token_ids, seed))
+        generation = self.engine.generate(encoded.token_ids, make_sampling_params(self.cfg, self.run.stop_token_ids, seed))
         self.timer["generate"] += time.perf_counter() - started
         started = time.perf_counter()
         results = score_completions(self.tokenizer, self.scorer, problems, generation)
@@ -230,14 +233,10 @@ class Trainer:
 
     # --------------------------------------------------------------------- evaluation
     def evaluate(self) -> dict[str, float]:
-        if self.data.eval is None:
+        if self.run.data.eval is None:
             return {}
-        problems = unique_problems(self.data.eval.problems, self.cfg.eval.max_problems)
-        encoded = self.encoder.encode(problems)
-        params = make_sampling_params(self.cfg, self.stop_token_ids, evaluation=True)
         self.sync_engine()
-        self.model.eval()
-        return evaluate(self.engine, self.tokenizer, self.scorer, encoded.token_ids, problems, params).metrics
+        return evaluate_held_out(self.cfg, self.run, self.scorer).metrics
 
     # ---------------------------------------------------------------------- the loop
     def train(self) -> TrainSummary:

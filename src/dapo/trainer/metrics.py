@@ -1,8 +1,9 @@
 """Metric sinks (JSONL always, TensorBoard by default, W&B when installed and enabled) and the
 single documented list of every metric a run logs.
 
-``METRICS`` is the one place a metric's meaning is written down; ``dapo train --help`` and
-``docs/metrics.md`` are generated from it, and a test checks every logged key is documented.
+``METRICS`` is the one place a metric's meaning is written down: the table in ``docs/metrics.md``
+is its output (``python -m dapo.trainer.metrics`` prints it; a test checks the two agree), and a
+test checks that every key a run logs is in it.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ METRICS: dict[str, str] = {
     "actor/clip_frac_high": "fraction of loss tokens clipped at 1 + clip_ratio_high (A > 0)",
     "actor/clip_frac_dual": "fraction of loss tokens bounded by dual-clip c (A < 0, ratio > c)",
     "actor/approx_kl": "k3 estimate of KL(pi_old || pi_theta) per token during the update",
+    "actor/ratio_mean": "mean importance ratio pi_theta / pi_old per loss token during the update",
     "actor/grad_norm": "gradient norm before clipping (mean over the step's optimizer updates)",
     "actor/lr": "learning rate of the step's updates (the schedule moves once per training step)",
     "actor/updates": "optimizer updates made in this step",
@@ -125,3 +127,7 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist: is {run_dir} a dapo-rl run directory?")
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+if __name__ == "__main__":
+    print(metrics_markdown(), end="")

@@ -16,8 +16,9 @@ import torch
 from transformers import PreTrainedModel
 
 from dapo.algo import (
+    POLICY_LOSSES,
+    PolicyLossStats,
     aggregate_loss,
-    compute_policy_loss,
     entropy_from_logits,
     kl_penalty,
     logprobs_from_logits,
@@ -40,14 +41,11 @@ class LogprobPass:
 
 @dataclass
 class UpdateStats:
-    """Sums over the loss tokens of one optimizer mini-batch (divide by ``tokens`` for means)."""
+    """One optimizer update: its loss and gradient norm, and the policy-loss sums (clip counts,
+    KL, token count) of its micro-batches, added up."""
 
-    tokens: float = 0.0
     loss: float = 0.0
-    clip_low: float = 0.0
-    clip_high: float = 0.0
-    dual_clip: float = 0.0
-    approx_kl: float = 0.0
+    policy: PolicyLossStats | None = None  # None until a micro-batch has been computed
     grad_norm: float = 0.0
     skipped: bool = False  # the update was dropped because the loss or gradient was not finite
     diagnostics: LogprobPass | None = None  # entropy / mismatch sums, for on-policy updates
@@ -173,7 +171,7 @@ class PolicyWorker:
         num_tokens = local_tokens if num_tokens is None else num_tokens
         num_seqs = local_seqs if num_seqs is None else num_seqs
         diagnose = on_policy if diagnose is None else diagnose
-        stats = UpdateStats(tokens=local_tokens, diagnostics=LogprobPass() if diagnose else None)
+        stats = UpdateStats(diagnostics=LogprobPass() if diagnose else None)
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         # Length-sorted micro-batches carry less padding; the loss is a sum over tokens with a
@@ -223,7 +221,7 @@ class PolicyWorker:
         weights = None
         if self.algo.tis_cap is not None:
             weights = tis_weights(tensors["old_logprobs"], tensors["rollout_logprobs"], self.algo.tis_cap)
-        loss, pg = compute_policy_loss(
+        loss, pg = POLICY_LOSSES.lookup(self.algo.policy_loss)(
             logprobs,
             tensors["old_logprobs"],
             tensors["advantages"],
@@ -247,10 +245,7 @@ class PolicyWorker:
                 ref_logprobs = logprobs_from_logits(ref_logits, tensors["responses"], temperature=self.temperature)
             kl = kl_penalty(logprobs, ref_logprobs, self.algo.kl_estimator)
             loss = loss + self.algo.kl_coef * aggregate_loss(kl, mask, self.algo.loss_agg_mode, **agg)
-        stats.clip_low += float(pg.clip_low_count)
-        stats.clip_high += float(pg.clip_high_count)
-        stats.dual_clip += float(pg.dual_clip_count)
-        stats.approx_kl += float(pg.approx_kl_sum)
+        stats.policy = pg if stats.policy is None else stats.policy + pg
         return loss
 
     def state_dict(self) -> dict:

@@ -1,4 +1,5 @@
-"""Build the pieces a run needs from its config: device, model, tokenizer, data."""
+"""Build the pieces a run needs from its config: device, model, tokenizer, data, prompt encoder,
+stop tokens and rollout engine (:func:`build_run`, shared by training and ``dapo eval``)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from transformers import (
 )
 
 from dapo.config import DAPOConfig, ModelConfig
-from dapo.data import LoadedProblems, load_problems
+from dapo.data import LoadedProblems, PromptEncoder, load_problems
+from dapo.rollout import RolloutEngine, create_engine
 from dapo.rollout.base import SamplingParams
 from dapo.rollout.stopping import model_stop_token_ids
 
@@ -126,3 +128,28 @@ def vllm_options(cfg: DAPOConfig, model: PreTrainedModel) -> dict:
     longest = cfg.data.max_prompt_length + cfg.rollout.max_response_length
     model_limit = getattr(model.config, "max_position_embeddings", None)
     return {"seed": cfg.trainer.seed, "max_model_len": min(longest, model_limit) if model_limit else longest}
+
+
+@dataclass
+class RunSetup:
+    """What training and evaluation both build from a config."""
+
+    device: torch.device
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    model_path: Path  # the resolved model directory (a built-in model's cache directory)
+    data: RunData
+    encoder: PromptEncoder
+    stop_token_ids: list[int]
+    engine: RolloutEngine
+
+
+def build_run(cfg: DAPOConfig) -> RunSetup:
+    device = resolve_device(cfg.trainer.device)
+    model, tokenizer, model_path = load_model_and_tokenizer(cfg.model, device)
+    data = load_run_data(cfg)
+    engine = create_engine(cfg.rollout, model, tokenizer, model_path=str(model_path), **vllm_options(cfg, model))
+    return RunSetup(
+        device, model, tokenizer, model_path, data, PromptEncoder(tokenizer, cfg.data),
+        stop_token_ids_of(model, tokenizer), engine,
+    )

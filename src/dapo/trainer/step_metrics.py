@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dapo.algo import PolicyLossStats
 from dapo.config import DAPOConfig
 from dapo.rewards.types import RewardResult
 from dapo.trainer.batch import Sample
 from dapo.trainer.policy import UpdateStats
 from dapo.trainer.sampler import SamplingReport
+
+POLICY_METRICS = ("clip_frac_low", "clip_frac_high", "clip_frac_dual", "approx_kl", "ratio_mean")
 
 
 def _mean(values: list[float]) -> float:
@@ -51,15 +54,13 @@ def rollout_metrics(
 
 
 def update_metrics(stats: list[UpdateStats], batch: list[Sample] | tuple, lr: float) -> dict[str, float]:
-    """Token-weighted clip fractions and KL over all updates; loss and grad norm averaged."""
+    """Token-weighted clip fractions, KL and ratio over all updates; loss and grad norm averaged."""
     made = [s for s in stats if not s.skipped]
-    tokens = max(sum(s.tokens for s in made), 1.0)
+    sums = [s.policy for s in made if s.policy is not None]
+    policy = PolicyLossStats.total(sums).to_metrics() if sums else dict.fromkeys(POLICY_METRICS, 0.0)
     metrics = {
         "actor/loss": _mean([s.loss for s in made]),
-        "actor/clip_frac_low": sum(s.clip_low for s in made) / tokens,
-        "actor/clip_frac_high": sum(s.clip_high for s in made) / tokens,
-        "actor/clip_frac_dual": sum(s.dual_clip for s in made) / tokens,
-        "actor/approx_kl": sum(s.approx_kl for s in made) / tokens,
+        **{f"actor/{name}": value for name, value in policy.items()},
         "actor/grad_norm": _mean([s.grad_norm for s in made]),
         "actor/lr": lr,
         "actor/updates": float(len(made)),

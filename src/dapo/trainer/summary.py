@@ -6,20 +6,11 @@ from rich.console import Console
 from rich.table import Table
 
 from dapo.config import DAPOConfig
-from dapo.data import PromptEncoder
 from dapo.rewards import RewardScorer
-from dapo.rollout import create_engine
-from dapo.trainer.evaluate import evaluate, unique_problems
+from dapo.trainer.evaluate import evaluate_held_out
 from dapo.trainer.loop import TrainSummary
 from dapo.trainer.metrics import read_metrics
-from dapo.trainer.setup import (
-    load_model_and_tokenizer,
-    load_run_data,
-    make_sampling_params,
-    resolve_device,
-    stop_token_ids_of,
-    vllm_options,
-)
+from dapo.trainer.setup import build_run
 
 
 def print_summary(summary: TrainSummary) -> None:
@@ -42,14 +33,6 @@ def print_summary(summary: TrainSummary) -> None:
 
 def evaluate_model(cfg: DAPOConfig) -> dict[str, float]:
     """avg@k / pass@k / maj@k of ``cfg.model.path`` (an HF directory or checkpoint) on data.eval_files."""
-    device = resolve_device(cfg.trainer.device)
-    model, tokenizer, model_path = load_model_and_tokenizer(cfg.model, device)
-    data = load_run_data(cfg)
-    if data.eval is None:
-        raise FileNotFoundError("data.eval_files is empty: nothing to evaluate on")
-    problems = unique_problems(data.eval.problems, cfg.eval.max_problems)
-    encoded = PromptEncoder(tokenizer, cfg.data).encode(problems)
-    engine = create_engine(cfg.rollout, model, tokenizer, model_path=str(model_path), **vllm_options(cfg, model))
-    params = make_sampling_params(cfg, stop_token_ids_of(model, tokenizer), evaluation=True)
+    run = build_run(cfg)
     with RewardScorer(cfg.reward) as scorer:
-        return evaluate(engine, tokenizer, scorer, encoded.token_ids, problems, params).metrics
+        return evaluate_held_out(cfg, run, scorer).metrics

@@ -45,7 +45,7 @@ def train(run_dir: Path, steps: int) -> None:
     ]
     command = [str(Path(sys.executable).parent / "dapo"), "train", *overrides]
     print("$", " ".join(command), flush=True)
-    subprocess.run(command, check=True, env={**os.environ, "VLLM_LOGGING_LEVEL": "WARNING"})
+    subprocess.run(command, check=True, env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"})
 
 
 def check(run_dir: Path, steps: int) -> list[str]:

@@ -15,8 +15,7 @@ def test_hand_computed_groups_in_first_appearance_order() -> None:
     metric = torch.tensor([1.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.5])
     result = filter_groups(ids, metric)
     assert result.keep.tolist() == [False, False, True, False, True, False, False, False]
-    assert result.kept_group_ids.tolist() == [2]
-    assert result.constant_group_ids.tolist() == [5, 9, 1]  # group of one is constant
+    # groups 5, 9, 1 are constant (a group of one too), in first-appearance order
     assert result.constant_values.tolist() == [1.0, 0.0, 0.5]  # all-correct vs all-wrong
     assert (result.num_groups, result.num_kept, result.num_constant) == (4, 1, 3)
 
@@ -25,13 +24,13 @@ def test_non_binary_and_tiny_differences_are_kept_exactly() -> None:
     ids = torch.tensor([0, 0, 1, 1])
     metric = torch.tensor([0.3, 0.3 + 1e-12, -0.7, -0.7], dtype=torch.float64)
     result = filter_groups(ids, metric)
-    assert result.kept_group_ids.tolist() == [0]
+    assert result.keep.tolist() == [True, True, False, False]
     assert result.constant_values.tolist() == [-0.7]
 
 
 def test_bool_metric_and_nan_rejection() -> None:
     result = filter_groups(torch.tensor([3, 3, 4, 4]), torch.tensor([True, False, True, True]))
-    assert result.kept_group_ids.tolist() == [3] and result.constant_values.tolist() == [1.0]
+    assert result.keep.tolist() == [True, True, False, False] and result.constant_values.tolist() == [1.0]
     with pytest.raises(ValueError, match="NaN"):
         filter_groups(torch.tensor([0, 0]), torch.tensor([1.0, float("nan")]))
     with pytest.raises(ValueError, match="integer"):
@@ -49,8 +48,9 @@ def test_matches_loop_reference_and_advantages(data: list[tuple[int, float]]) ->
         if g not in seen:
             seen.append(g)
     mixed = {g for g in seen if len({m for h, m in data if h == g}) > 1}
-    assert result.kept_group_ids.tolist() == [g for g in seen if g in mixed]
-    assert result.constant_group_ids.tolist() == [g for g in seen if g not in mixed]
+    constant_values = [next(m for h, m in data if h == g) for g in seen if g not in mixed]
+    assert result.constant_values.tolist() == pytest.approx(constant_values)
+    assert (result.num_groups, result.num_kept) == (len(seen), len(mixed))
     assert result.keep.tolist() == [g in mixed for g, _ in data]
     # Dropped groups of 2+ responses are exactly those whose GRPO advantages are all zero.
     adv = compute_advantages("grpo", metric, ids)

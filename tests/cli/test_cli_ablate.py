@@ -3,6 +3,7 @@ from pathlib import Path
 
 import pytest
 
+from dapo.builtin import BUILTIN_RECIPES
 from dapo.cli.ablate import (
     ABLATION_TASKS,
     DIAGNOSTICS,
@@ -42,6 +43,10 @@ def test_variants_add_one_technique_at_a_time(task, tmp_path):
         # Every run evaluates with the same sampling seed, whatever its training seed.
         assert cfg.trainer.seed == 2 and cfg.eval.seed == 0
         assert cfg.model.path == f"builtin:{task}"
+        recipe = BUILTIN_RECIPES[task]  # the data is the task the base model was SFT-ed on
+        data = cfg.data
+        assert (data.builtin_min_digits, data.builtin_max_digits, data.builtin_ops) == (
+            recipe.min_digits, recipe.max_digits, recipe.ops)
         # Soft punishment starts beyond the longest correct response of the task.
         assert cfg.rollout.max_response_length - algo.overlong_buffer_len >= LONGEST_CORRECT[task]
 

@@ -28,15 +28,12 @@ class GroupFilterResult:
 
     # (N,) bool: the response belongs to a kept (non-constant) group.
     keep: Tensor
-    # Unique ids of the kept groups.
-    kept_group_ids: Tensor
     # Number of distinct groups, kept and dropped.
     num_groups: int
     num_kept: int
     num_constant: int
-    # Unique ids of the dropped (constant) groups, and each one's constant metric value, so the
-    # trainer can tell all-correct groups from all-wrong ones.
-    constant_group_ids: Tensor
+    # Each dropped (constant) group's metric value, in first-appearance order, so the trainer
+    # can tell all-correct groups from all-wrong ones.
     constant_values: Tensor
 
 
@@ -63,15 +60,13 @@ def filter_groups(group_ids: Tensor, metric: Tensor) -> GroupFilterResult:
     group_min = group_min.scatter_reduce(0, inverse, values, reduce="amin")
     group_mixed = group_max != group_min
 
-    ordered_ids, ordered_mixed = unique_ids[appearance_order], group_mixed[appearance_order]
+    ordered_mixed = group_mixed[appearance_order]
     ordered_values = group_min[appearance_order].to(metric.dtype if metric.is_floating_point() else torch.float64)
     num_kept = int(ordered_mixed.sum())
     return GroupFilterResult(
         keep=group_mixed[inverse],
-        kept_group_ids=ordered_ids[ordered_mixed],
         num_groups=num_groups,
         num_kept=num_kept,
         num_constant=num_groups - num_kept,
-        constant_group_ids=ordered_ids[~ordered_mixed],
         constant_values=ordered_values[~ordered_mixed],
     )

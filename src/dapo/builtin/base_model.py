@@ -92,6 +92,15 @@ class BaseModelRecipe:
     direct_share: float = 0.0
     trace_opening_share: float = 1.0
 
+    def data_overrides(self) -> list[str]:
+        """The data.builtin_* settings of the task this recipe is SFT-ed on: pair the model with
+        them (the task's one source of truth is the recipe)."""
+        return [
+            f"data.builtin_min_digits={self.min_digits}",
+            f"data.builtin_max_digits={self.max_digits}",
+            f"data.builtin_ops={json.dumps(self.ops)}",
+        ]
+
     def cache_key(self) -> str:
         fields = asdict(self)
         for name, default in (("direct_share", 0.0), ("trace_opening_share", 1.0)):
@@ -104,7 +113,7 @@ class BaseModelRecipe:
 
 
 # Named recipes, chosen with model.path="builtin:<name>" ("builtin" alone is "builtin:addition").
-# Each is SFT-ed on the task its name gives; pair it with the same data.builtin_* settings.
+# Each is SFT-ed on the task its name gives; BaseModelRecipe.data_overrides gives its data settings.
 BUILTIN_RECIPES: dict[str, BaseModelRecipe] = {
     # The embedded default's task: 1-3 digit addition, 25-38 token answers.
     "addition": BaseModelRecipe(),

@@ -14,7 +14,6 @@ Accuracy is avg@k: the fraction of correct responses over ``--samples`` temperat
 from __future__ import annotations
 
 import argparse
-import re
 import tempfile
 import time
 from pathlib import Path
@@ -30,18 +29,11 @@ from dapo.builtin.base_model import (
 )
 from dapo.data.arithmetic import make_arithmetic_problems
 from dapo.data.records import Problem
-
-_ANSWER_LINE = re.compile(r"Answer:\s*(\S+)\s*$")
+from dapo.rewards import verify
 
 
 def is_correct(response: str, ground_truth: str) -> bool:
-    """The project verifier when available, else: the last line is ``Answer: <ground_truth>``."""
-    try:
-        from dapo.rewards import verify
-    except ImportError:
-        lines = response.strip().splitlines()
-        match = _ANSWER_LINE.search(lines[-1]) if lines else None
-        return bool(match) and match.group(1) == ground_truth
+    """The project's verifier on the last "Answer:" line, as training scores it."""
     return bool(verify(response, ground_truth, extractor="answer")[0])
 
 

@@ -38,30 +38,31 @@ VARIANTS: list[tuple[str, list[str]]] = [
     ("+ dynamic sampling (DAPO)", ["algorithm.dynamic_sampling=true"]),
 ]
 
-# Tasks to ablate on, each a built-in base model with the data it was SFT-ed on and a length
-# limit whose soft-punishment zone (L_max - L_cache, L_max] lies beyond every correct trace, as
-# in the paper, so truncation and soft punishment catch only responses that ramble.
+# Tasks to ablate on, each named after the built-in base model it starts from; its data is the
+# task that model's recipe was SFT-ed on (data.builtin_* from the recipe: :func:`task_overrides`).
+# The length limit puts the soft-punishment zone (L_max - L_cache, L_max] beyond every correct
+# trace, as in the paper, so truncation and soft punishment catch only responses that ramble.
 DEFAULT_TASK = "rare-trace"
 ABLATION_TASKS: dict[str, list[str]] = {
     # 1-3 digit addition, but the base model guesses the sum directly in ~9 answers of 10 and
     # only seldom opens the far more accurate step-by-step trace ("Steps: ..."): as in reasoning
     # RL, the policy has to explore into a rare, longer strategy, and responses grow from ~16
     # to ~38 tokens as it does. Accuracy starts near 3%: at first 3 groups in 4 have no signal.
-    "rare-trace": [
-        "model.path=builtin:rare-trace",
-        "rollout.max_response_length=56",
-        "algorithm.overlong_buffer_len=8",
-    ],
+    "rare-trace": ["rollout.max_response_length=56", "algorithm.overlong_buffer_len=8"],
     # 1-2 digit +, -, *: from trivial (3+4, groups all-correct) to hard (2-digit products, mostly
     # all-wrong); correct traces run 10-47 tokens.
-    "mixed": [
-        "model.path=builtin:mixed",
-        'data.builtin_ops=["+","-","*"]',
-        "data.builtin_max_digits=2",
-        "rollout.max_response_length=56",
-        "algorithm.overlong_buffer_len=8",
-    ],
+    "mixed": ["rollout.max_response_length=56", "algorithm.overlong_buffer_len=8"],
 }
+
+
+def task_overrides(task: str) -> list[str]:
+    """The built-in model ``task`` names, the data its recipe was SFT-ed on, the task's limits."""
+    if task not in ABLATION_TASKS:
+        raise ValueError(f"unknown ablation task {task!r}; choose one of {sorted(ABLATION_TASKS)}")
+    from dapo.builtin import BUILTIN_RECIPES  # lazy: torch is not needed to list the tasks
+
+    return [f"model.path=builtin:{task}", *BUILTIN_RECIPES[task].data_overrides(), *ABLATION_TASKS[task]]
+
 
 # Every task: mini-batches of 2 prompts give the paper's 16 gradient steps per rollout step, so
 # the policy drifts from pi_old within a step and the clip range has ratios to act on; one
@@ -106,12 +107,11 @@ def variant_config(
 ) -> DAPOConfig:
     """The config of VARIANTS[index] on ``task``: the task, every technique up to ``index``,
     then the user's ``overrides``."""
-    if task not in ABLATION_TASKS:
-        raise ValueError(f"unknown ablation task {task!r}; choose one of {sorted(ABLATION_TASKS)}")
+    task_settings = task_overrides(task)
     techniques = [o for _, variant_overrides in VARIANTS[: index + 1] for o in variant_overrides]
     return load_config(
         [builtin_config_path("default")],
-        ABLATION_TASKS[task] + ABLATION_COMMON + techniques + list(overrides) + [
+        task_settings + ABLATION_COMMON + techniques + list(overrides) + [
             f"trainer.seed={seed}", f"output_dir={run_dir}", "checkpoint.resume=never",
             f"trainer.total_steps={steps * 20}",  # a cap only: the generation budget ends the run
         ],

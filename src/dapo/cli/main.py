@@ -16,8 +16,9 @@ configuration:
   arithmetic task and tiny base model, a few minutes on a laptop CPU.
   Any field can be overridden with dotted key=value pairs, e.g.
       dapo train trainer.lr=1e-5 rollout.n=8 algorithm.clip_ratio_high=0.28
-  Every field is documented in src/dapo/config/schema.py (`dapo config` prints the resolved
-  YAML); the resolved config of a run is saved as RUN_DIR/config.yaml.
+  Every field is documented in src/dapo/config/schema.py: `dapo config --explain KEY` shows a
+  field's documentation (`--explain trainer` a section's, `--explain` all), `dapo config` prints
+  the resolved YAML; the resolved config of a run is saved as RUN_DIR/config.yaml.
 """
 
 
@@ -71,9 +72,17 @@ def cmd_plot(ns: argparse.Namespace) -> int:
 def cmd_config(ns: argparse.Namespace) -> int:
     import yaml
 
+    from dapo.config.explain import explain
     from dapo.config.loading import config_to_dict
 
-    print(yaml.safe_dump(config_to_dict(resolve(ns.config)), sort_keys=False), end="")
+    cfg = resolve(ns.config)
+    if ns.explain is not None:
+        try:
+            print(explain(cfg, ns.explain))
+        except ValueError as error:
+            raise ConfigError(str(error)) from error
+        return 0
+    print(yaml.safe_dump(config_to_dict(cfg), sort_keys=False), end="")
     return 0
 
 
@@ -108,8 +117,11 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("-o", "--output", default=None, help="PNG path (default RUN_DIR/report.png)")
     plot.set_defaults(func=cmd_plot)
 
-    show = sub.add_parser("config", help="print the resolved config")
+    show = sub.add_parser("config", help="print the resolved config, or explain its fields")
     show.add_argument("config", nargs="*", metavar="ARG", help=cfg_help)
+    show.add_argument("--explain", nargs="?", const="", default=None, metavar="KEY",
+                      help="document KEY (e.g. trainer.lr), every field of a section (trainer), or all "
+                           "fields, with their types and values in this config")
     show.set_defaults(func=cmd_config)
 
     ablate = sub.add_parser("ablate", help="the paper's ablation (naive GRPO -> full DAPO) on a built-in task")

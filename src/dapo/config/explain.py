@@ -1,0 +1,67 @@
+"""Field documentation read from the schema itself: ``dapo config --explain KEY``.
+
+Every field is documented once, by the comment above it in :mod:`dapo.config.schema`; this module
+reads those comments back (a field directly under another with no comment of its own shares that
+comment, as ``temperature`` / ``top_p`` do), so the help a user sees is the schema's text.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import typing
+from dataclasses import fields, is_dataclass
+from typing import Any
+
+from dapo.config.schema import DAPOConfig
+
+_COMMENT = re.compile(r"^    # ?(.*)$")
+_FIELD = re.compile(r"^    (\w+): ")
+
+
+def class_field_docs(cls: type) -> dict[str, str]:
+    """Field name -> the comment above it in ``cls``'s source."""
+    docs: dict[str, str] = {}
+    comment: list[str] = []
+    last_doc = ""
+    for line in inspect.getsource(cls).splitlines():
+        if match := _COMMENT.match(line):
+            comment.append(match.group(1))
+        elif match := _FIELD.match(line):
+            last_doc = " ".join(comment) if comment else last_doc
+            docs[match.group(1)] = last_doc
+            comment = []
+        else:
+            comment, last_doc = [], ""
+    return docs
+
+
+def field_docs(root: type = DAPOConfig) -> dict[str, tuple[str, Any]]:
+    """Dotted key -> (documentation, type) for every field of the config tree."""
+    out: dict[str, tuple[str, Any]] = {}
+    hints = typing.get_type_hints(root)
+    docs = class_field_docs(root)
+    for f in fields(root):
+        kind = hints[f.name]
+        if is_dataclass(kind):
+            out.update({f"{f.name}.{key}": value for key, value in field_docs(kind).items()})
+        else:
+            out[f.name] = (docs.get(f.name, ""), kind)
+    return out
+
+
+def explain(config: DAPOConfig, prefix: str = "") -> str:
+    """The documentation, type and value in ``config`` of every field whose key is ``prefix`` or
+    lies under it ("" for all); ValueError naming the sections when nothing matches."""
+    entries = {k: v for k, v in field_docs().items() if not prefix or k == prefix or k.startswith(prefix + ".")}
+    if not entries:
+        sections = sorted({key.split(".")[0] for key in field_docs()})
+        raise ValueError(f"no config field {prefix!r}; sections: {sections}")
+    blocks = []
+    for key, (doc, kind) in entries.items():
+        value: Any = config
+        for part in key.split("."):
+            value = getattr(value, part)
+        type_name = getattr(kind, "__name__", None) or str(kind).replace("typing.", "")
+        blocks.append(f"{key} ({type_name}) = {value!r}\n    {doc}")
+    return "\n".join(blocks)

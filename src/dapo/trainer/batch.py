@@ -118,3 +118,16 @@ def count_loss_tokens(samples: list[Sample]) -> tuple[float, float]:
     num_tokens = sum(len(s.response_ids) * s.loss_weight for s in samples)
     num_seqs = sum(1.0 for s in samples if s.loss_weight > 0 and s.response_ids)
     return float(num_tokens), float(num_seqs)
+
+
+def split_across_ranks(samples: list[Sample], world_size: int) -> list[list[Sample]]:
+    """Deal ``samples`` to ``world_size`` ranks so that their token counts (prompt + response)
+    are as even as possible: longest first, each to the rank with the fewest tokens so far
+    (greedy LPT). Every sample goes to exactly one rank; a rank may get none."""
+    shares: list[list[Sample]] = [[] for _ in range(world_size)]
+    loads = [0] * world_size
+    for sample in sorted(samples, key=lambda s: s.num_tokens, reverse=True):
+        rank = loads.index(min(loads))
+        shares[rank].append(sample)
+        loads[rank] += sample.num_tokens
+    return shares

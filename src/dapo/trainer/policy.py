@@ -13,6 +13,7 @@ import warnings
 from dataclasses import dataclass, field
 
 import torch
+from torch.distributed.tensor import DTensor
 from transformers import PreTrainedModel
 
 from dapo.algo import (
@@ -26,6 +27,7 @@ from dapo.algo import (
 )
 from dapo.config import AlgorithmConfig, TrainerConfig
 from dapo.trainer.batch import Sample, collate, count_loss_tokens, iter_micro_batches
+from dapo.trainer.fsdp import all_ranks_true, same_count
 
 
 @dataclass
@@ -127,7 +129,10 @@ class PolicyWorker:
         was_training = model.training
         model.eval()
         result = LogprobPass()
-        for micro in iter_micro_batches(samples, self.cfg.micro_batch_tokens):
+        for micro in self._micro_batches(samples):
+            if not micro:  # this rank has run out of samples; the others still need it
+                self._empty_loss()
+                continue
             tensors = {k: v.to(self.device) for k, v in collate(micro, self.pad_token_id).items()}
             logits = self._response_logits(model, tensors)
             logprobs = logprobs_from_logits(logits, tensors["responses"], temperature=self.temperature)
@@ -167,6 +172,27 @@ class PolicyWorker:
         separate old-log-prob pass is skipped and its diagnostics are taken here instead.
         ``diagnose``: collect entropy and mismatch sums from this update's forward (default: on_policy).
         """
+        stats = self.accumulate_gradients(mini_batch, num_tokens, num_seqs, on_policy, diagnose)
+        if stats.skipped:
+            return stats
+        stats.grad_norm = self.clip_gradients()
+        if not math.isfinite(stats.grad_norm):
+            return self._skip(stats, f"gradient norm is {stats.grad_norm}")
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.version += 1
+        return stats
+
+    def accumulate_gradients(
+        self,
+        mini_batch: list[Sample],
+        num_tokens: float | None = None,
+        num_seqs: float | None = None,
+        on_policy: bool = False,
+        diagnose: bool | None = None,
+    ) -> UpdateStats:
+        """Zero the gradients, then backpropagate this worker's share of a mini-batch, micro-batch
+        by micro-batch, each loss normalised by the GLOBAL ``num_tokens``/``num_seqs``."""
         local_tokens, local_seqs = count_loss_tokens(mini_batch)
         num_tokens = local_tokens if num_tokens is None else num_tokens
         num_seqs = local_seqs if num_seqs is None else num_seqs
@@ -177,20 +203,34 @@ class PolicyWorker:
         # Length-sorted micro-batches carry less padding; the loss is a sum over tokens with a
         # global normaliser, so their order does not change the gradient.
         by_length = sorted(mini_batch, key=lambda s: (len(s.prompt_ids) + len(s.response_ids)))
-        for micro in iter_micro_batches(by_length, self.cfg.micro_batch_tokens):
-            loss = self._micro_batch_loss(micro, num_tokens, num_seqs, stats, on_policy)
-            if not torch.isfinite(loss):
-                return self._skip(stats, f"loss is {loss.item()}")
+        for micro in self._micro_batches(by_length):
+            loss = self._micro_batch_loss(micro, num_tokens, num_seqs, stats, on_policy) if micro else self._empty_loss()
+            # decided by all ranks together, so that none is left waiting in a collective
+            if not all_ranks_true(bool(torch.isfinite(loss))):
+                return self._skip(stats, f"loss is {loss.item()} (on this or another rank)")
             loss.backward()
             stats.loss += float(loss.detach())
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
-        stats.grad_norm = float(grad_norm)
-        if not math.isfinite(stats.grad_norm):
-            return self._skip(stats, f"gradient norm is {stats.grad_norm}")
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        self.version += 1
         return stats
+
+    def clip_gradients(self) -> float:
+        """Clip the gradient norm to trainer.grad_clip; the norm before clipping. Under FSDP the
+        gradients are shards (DTensors) and the norm is that of the whole, all ranks together."""
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+        if isinstance(norm, DTensor):
+            norm = norm.full_tensor()
+        return float(norm)
+
+    def _micro_batches(self, samples: list[Sample]) -> list[list[Sample]]:
+        """Token-budget micro-batches, padded with empty ones to the count of the rank with most."""
+        micro_batches = list(iter_micro_batches(samples, self.cfg.micro_batch_tokens))
+        return micro_batches + [[]] * (same_count(len(micro_batches)) - len(micro_batches))
+
+    def _empty_loss(self) -> torch.Tensor:
+        """A zero loss through one pad token: an empty micro-batch still joins FSDP's collectives."""
+        token = torch.full((1, 1), self.pad_token_id, dtype=torch.long, device=self.device)
+        with self._autocast():
+            logits = self.model(input_ids=token, use_cache=False).logits
+        return logits.float().sum() * 0.0
 
     def end_step(self) -> None:
         """Advance the learning-rate schedule by one training step (after the step's updates)."""

@@ -1,0 +1,66 @@
+"""FSDP2 sharding of the policy for data-parallel training (NCCL on GPU, gloo on CPU).
+
+DAPO's token-level loss needs the gradient of
+
+    L = 1 / N_tokens(mini-batch) * sum over ALL ranks and micro-batches of sum_t loss_t
+
+Each rank computes its share with the GLOBAL normaliser N_tokens (summed over ranks before the
+update), so the per-rank gradients must be SUMMED, not averaged: FSDP2's reduce-scatter divides
+by the world size unless ``set_gradient_divide_factor(1.0)``; gloo has no PREMUL_SUM, so it also
+needs ``set_force_sum_reduction_for_comms(True)``. Every collective must be entered by every rank
+the same number of times: :func:`same_count` gives all ranks the largest micro-batch count, and
+ranks with fewer samples run empty micro-batches (a zero loss on one pad token).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.fsdp import FSDPModule, fully_shard
+
+
+def distributed() -> bool:
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def decoder_layers(model: nn.Module) -> list[nn.Module]:
+    """The transformer blocks (``*DecoderLayer`` modules of Hugging Face causal LMs)."""
+    return [m for m in model.modules() if type(m).__name__.endswith("DecoderLayer")]
+
+
+def shard_policy(model: nn.Module, mesh: DeviceMesh) -> nn.Module:
+    """Shard ``model`` in place: each decoder layer is an FSDP2 unit, the rest (embeddings, tied
+    output layer, final norm) the root unit. Gradients are summed across ranks."""
+    layers = decoder_layers(model)
+    if not layers:
+        raise ValueError(f"{type(model).__name__} has no *DecoderLayer modules to shard")
+    for layer in layers:
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    gloo = dist.get_backend(mesh.get_group()) == "gloo"
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.set_gradient_divide_factor(1.0)
+            if gloo:
+                module.set_force_sum_reduction_for_comms(True)
+    return model
+
+
+def same_count(count: int) -> int:
+    """The largest ``count`` over all ranks (``count`` itself when not distributed)."""
+    if not distributed():
+        return count
+    value = torch.tensor([count], dtype=torch.long)
+    dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    return int(value.item())
+
+
+def all_ranks_true(flag: bool) -> bool:
+    """True only if ``flag`` holds on every rank."""
+    if not distributed():
+        return flag
+    value = torch.tensor([1 if flag else 0], dtype=torch.long)
+    dist.all_reduce(value, op=dist.ReduceOp.MIN)
+    return bool(value.item())

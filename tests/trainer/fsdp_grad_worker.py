@@ -1,0 +1,56 @@
+"""One rank of the FSDP2 gradient check (run by tests/trainer/test_trainer_fsdp.py under
+``torch.distributed.run``): shard the policy over a gloo mesh, take this rank's token-balanced
+share of the mini-batch, backpropagate with the mini-batch's GLOBAL normalisers, and (rank 0)
+save the full gradients; then again with FSDP's default averaging, to show what it would cost."""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import FSDPModule
+from transformers import AutoModelForCausalLM
+
+from dapo.config import AlgorithmConfig, TrainerConfig
+from dapo.trainer.batch import Sample, count_loss_tokens, split_across_ranks
+from dapo.trainer.fsdp import shard_policy
+from dapo.trainer.policy import PolicyWorker
+
+
+def full_gradients(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {name: p.grad.full_tensor().clone() for name, p in model.named_parameters()}
+
+
+def main(model_dir: str, samples_path: str, out_path: str, micro_batch_tokens: int) -> None:
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    mesh = init_device_mesh("cpu", (world,))
+    model = shard_policy(AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32), mesh)
+    trainer = TrainerConfig(prompts_per_step=3, mini_batch_prompts=3, micro_batch_tokens=micro_batch_tokens,
+                            lr=1e-2, warmup_steps=0, grad_clip=1e9)
+    worker = PolicyWorker(model, AlgorithmConfig(), trainer, pad_token_id=0, temperature=1.0, total_steps=1,
+                          norm_const=16.0)
+    samples = [Sample(**fields) for fields in torch.load(samples_path, weights_only=True)]
+    num_tokens, num_seqs = count_loss_tokens(samples)  # the whole mini-batch, all ranks
+    share = split_across_ranks(samples, world)[rank]
+    stats = worker.accumulate_gradients(share, num_tokens, num_seqs)
+    summed = full_gradients(model)
+    grad_norm = worker.clip_gradients()
+    micro_batches = torch.tensor([len(worker._micro_batches(sorted(share, key=lambda s: s.num_tokens)))])
+    for module in model.modules():  # FSDP's default: divide by the world size (averaging)
+        if isinstance(module, FSDPModule):
+            module.set_gradient_divide_factor(float(world))
+    worker.accumulate_gradients(share, num_tokens, num_seqs)
+    averaged = full_gradients(model)
+    tokens = torch.tensor([float(stats.policy.token_count) if stats.policy is not None else 0.0])
+    dist.all_reduce(tokens)
+    if rank == 0:
+        torch.save({"summed": summed, "averaged": averaged, "grad_norm": grad_norm,
+                    "loss_tokens": float(tokens.item()), "micro_batches": int(micro_batches.item())}, out_path)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]))

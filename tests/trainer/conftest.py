@@ -23,12 +23,12 @@ def always_right(response, ground_truth, extra):
 '''
 
 
-def make_tiny_model(directory: Path, seed: int = 0, dtype: torch.dtype = torch.float32) -> Path:
+def make_tiny_model(directory: Path, seed: int = 0, dtype: torch.dtype = torch.float32, hidden_size: int = 32) -> Path:
     tokenizer = build_tokenizer()
     torch.manual_seed(seed)
     config = Qwen2Config(
         vocab_size=len(tokenizer),
-        hidden_size=32,
+        hidden_size=hidden_size,
         intermediate_size=64,
         num_hidden_layers=2,
         num_attention_heads=4,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from dapo.cli.ablate import ABLATION_TASKS, DEFAULT_TASK
 from dapo.config import ConfigError, builtin_config_path, load_config
+from dapo.errors import UserError
 
 EPILOG = """\
 configuration:
@@ -146,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         return ns.func(ns)
-    except (ConfigError, FileNotFoundError) as error:
+    except (UserError, FileNotFoundError) as error:
         print(f"dapo {ns.command}: error: {error}", file=sys.stderr)
         return 2
 

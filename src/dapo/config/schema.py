@@ -12,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from dapo.errors import UserError
 from dapo.user_code import import_user_code
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A configuration value is invalid; the message names the field and the reason."""
 
 

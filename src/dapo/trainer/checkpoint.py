@@ -5,8 +5,9 @@ and tokenizer written by ``save_pretrained`` (so ``AutoModelForCausalLM.from_pre
 with no conversion), ``trainer_state.pt`` (optimizer, scheduler, RNG states, data cursor,
 dynamic-sampling carry-over, counters) and the run's resolved ``dapo_config.yaml``.
 
-It is built in a hidden temporary directory and renamed into place, so a run killed at any
-moment leaves either the previous checkpoints or a complete new one, never a half-written one.
+It is built in a hidden temporary directory, fsynced, and renamed into place, so a run killed at
+any moment (or a machine that loses power) leaves either the previous checkpoints or a complete
+new one, never a half-written one; the next run removes the temporary directory.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from dapo.trainer.run_dir import fsync_dir, fsync_tree
 
 CHECKPOINT_PATTERN = re.compile(r"^step-(\d+)$")
 STATE_FILE = "trainer_state.pt"
@@ -67,8 +70,7 @@ def save_checkpoint(
     (tmp / "dapo_config.yaml").write_text(config_yaml)
     with open(tmp / STATE_FILE, "wb") as handle:
         torch.save(trainer_state, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
+    fsync_tree(tmp)  # every file on disk before the rename publishes the checkpoint
     if final.exists():  # re-saving a step (e.g. final == last periodic): swap, then drop the old
         stale = root / f".old-step-{step:06d}-{os.getpid()}"
         final.rename(stale)
@@ -76,6 +78,7 @@ def save_checkpoint(
         shutil.rmtree(stale, ignore_errors=True)
     else:
         tmp.rename(final)
+    fsync_dir(root)
     for old in list_checkpoints(run_dir)[:-keep_last]:
         shutil.rmtree(old, ignore_errors=True)
     return final

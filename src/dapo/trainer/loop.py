@@ -53,7 +53,12 @@ class Trainer:
         if cfg.trainer.num_threads > 0:
             torch.set_num_threads(cfg.trainer.num_threads)
         torch.manual_seed(cfg.trainer.seed)
-        self.run = run = build_run(cfg)  # model, tokenizer, data, prompt encoder, engine
+        self.state = RunState(cfg, self)  # first: takes the run directory's lock, before any loading
+        try:
+            self.run = run = build_run(cfg)  # model, tokenizer, data, prompt encoder, engine
+        except BaseException:
+            self.state.close()  # a run that cannot start leaves its directory free
+            raise
         self.scorer = RewardScorer(cfg.reward)
         ref = load_reference_model(run.model_path, cfg.model, run.device) if cfg.algorithm.kl_coef > 0 else None
         self.updates_per_step = cfg.trainer.optimizer_steps_per_rollout
@@ -77,7 +82,6 @@ class Trainer:
             keep_surplus=cfg.algorithm.keep_surplus_groups,
             max_surplus_fraction=cfg.algorithm.max_surplus_fraction,
         )
-        self.state = RunState(cfg, self)
         self.step, self.next_group_id, self.prompts_truncated = 0, 0, 0
         self.timer: dict[str, float] = {}  # seconds per phase of the current step
         self.round_results: list[RewardResult] = []  # every scored response of the current step

@@ -14,6 +14,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from dapo.trainer.run_dir import write_atomically
+
 METRICS: dict[str, str] = {
     # rollout: what the policy sampled in this step's generation rounds (all groups, pre-filter)
     "rollout/score_mean": "mean verifier/user reward over all generated responses, before overlong shaping",
@@ -97,11 +99,13 @@ class MetricsLogger:
                 self._wandb = wandb_module.init(project=wandb_project, config=config, dir=str(run_dir))
 
     def truncate_after(self, step: int) -> None:
-        """On resume, drop lines a killed run wrote after its last checkpoint."""
+        """On resume, drop lines a killed run wrote after its last checkpoint (and a line torn by
+        the kill), rewriting the file atomically."""
         if not self.path.exists():
             return
-        kept = [line for line in self.path.read_text().splitlines() if line and json.loads(line)["step"] <= step]
-        self.path.write_text("".join(line + "\n" for line in kept))
+        rows = parse_metrics_lines(self.path)
+        kept = [json.dumps(row) for row in rows if row["step"] <= step]
+        write_atomically(self.path, "".join(line + "\n" for line in kept))
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         clean = {k: (float(v) if isinstance(v, (int, float)) else v) for k, v in metrics.items()}
@@ -126,7 +130,27 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
     path = Path(run_dir) / "metrics.jsonl"
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist: is {run_dir} a dapo-rl run directory?")
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return parse_metrics_lines(path)
+
+
+def parse_metrics_lines(path: Path) -> list[dict[str, Any]]:
+    """The rows of a metrics.jsonl; a torn line (a run killed mid-write) is skipped with a warning."""
+    rows, torn = [], []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            torn.append(number)
+            continue
+        if isinstance(row, dict) and isinstance(row.get("step"), int):
+            rows.append(row)
+        else:
+            torn.append(number)
+    if torn:
+        warnings.warn(f"{path}: skipped {len(torn)} unreadable line(s) {torn[:5]} (a run killed mid-write)", stacklevel=2)
+    return rows
 
 
 if __name__ == "__main__":

@@ -29,6 +29,12 @@ from dapo.trainer.checkpoint import (
     set_rng_state,
 )
 from dapo.trainer.metrics import MetricsLogger
+from dapo.trainer.run_dir import (
+    RunDirError,
+    RunDirLock,
+    checkpoint_mismatch,
+    remove_stale_checkpoint_temps,
+)
 
 if TYPE_CHECKING:
     from dapo.trainer.loop import Trainer
@@ -41,6 +47,8 @@ class RunState:
         self.cfg, self.trainer = cfg, trainer
         self.run_dir = Path(cfg.output_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.lock = RunDirLock(self.run_dir)  # before anything is written: one run per directory
+        remove_stale_checkpoint_temps(self.run_dir)
         self.config_yaml = yaml.safe_dump(config_to_dict(cfg), sort_keys=False)
         (self.run_dir / "config.yaml").write_text(self.config_yaml)
         self.logger = MetricsLogger(
@@ -71,6 +79,12 @@ class RunState:
             self.logger.truncate_after(-1)  # a fresh start: drop metrics of an earlier attempt
             return False
         t = self.trainer
+        mismatch = checkpoint_mismatch(path, t.model.config, config_to_dict(self.cfg), self.cfg.checkpoint.resume == "auto")
+        if mismatch:
+            raise RunDirError(
+                f"cannot resume from {path}: {mismatch}. Give this run a new output_dir, or set "
+                "checkpoint.resume=never to start over in this one"
+            )
         load_model_weights(t.model, path)
         state = load_trainer_state(path)
         t.step, t.next_group_id = state["step"], state["next_group_id"]
@@ -134,3 +148,4 @@ class RunState:
 
     def close(self) -> None:
         self.logger.close()
+        self.lock.release()

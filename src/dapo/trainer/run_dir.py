@@ -1,0 +1,122 @@
+"""Run directories that protect themselves.
+
+- One run per directory: ``dapo train`` holds an exclusive ``flock`` on ``RUN_DIR/.lock`` (with
+  its pid written inside) for as long as it runs; a second run on the same directory stops at
+  once, naming the pid. The kernel drops the lock when the process dies, SIGKILL included.
+- Leftovers of killed runs (``checkpoints/.tmp-step-*`` and ``.old-step-*``, half-written or
+  half-swapped checkpoints) are removed by the next run, which holds the lock, so none is live.
+- A checkpoint resumed into a run must be of the same model (architecture, and model.path and
+  training data for a directory reused with checkpoint.resume=auto): the refusal names the
+  difference.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import warnings
+from pathlib import Path
+from typing import IO, Any
+
+import yaml
+
+from dapo.errors import UserError
+
+LOCK_FILE = ".lock"
+# Model config fields whose difference makes a checkpoint's weights unusable.
+ARCHITECTURE_FIELDS = ("model_type", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                       "num_key_value_heads", "intermediate_size", "tie_word_embeddings")
+# Config fields whose difference makes an automatic resume continue a different run.
+RUN_IDENTITY_FIELDS = (("model", "path"), ("data", "train_files"))
+
+
+class RunDirError(UserError, RuntimeError):
+    """The run directory cannot be used as asked; the message says why and what to do."""
+
+
+class RunDirLock:
+    """An exclusive lock on a run directory for the life of one run."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / LOCK_FILE
+        self._handle: IO[str] | None = open(self.path, "a+")  # noqa: SIM115 (held until release)
+        try:
+            fcntl.flock(self._handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._handle.seek(0)
+            holder = self._handle.read().strip() or "unknown"
+            self._handle.close()
+            self._handle = None
+            raise RunDirError(
+                f"output_dir {run_dir} is in use by another dapo train (pid {holder}); wait for it to "
+                "finish, or give this run another output_dir"
+            ) from None
+        self._handle.seek(0)
+        self._handle.truncate()
+        self._handle.write(f"{os.getpid()}\n")
+        self._handle.flush()
+
+    def release(self) -> None:
+        if self._handle is not None:
+            fcntl.flock(self._handle, fcntl.LOCK_UN)
+            self._handle.close()
+            self._handle = None
+
+
+def remove_stale_checkpoint_temps(run_dir: Path) -> int:
+    """Delete the temporary checkpoint directories of killed runs; how many there were."""
+    root = run_dir / "checkpoints"
+    stale = [p for pattern in (".tmp-step-*", ".old-step-*") for p in root.glob(pattern)] if root.is_dir() else []
+    for path in stale:
+        shutil.rmtree(path, ignore_errors=True)
+    if stale:
+        warnings.warn(f"removed {len(stale)} incomplete checkpoint(s) left by a killed run in {root}", stacklevel=2)
+    return len(stale)
+
+
+def checkpoint_mismatch(checkpoint: Path, model_config: Any, run_config: dict, automatic: bool) -> str | None:
+    """Why ``checkpoint`` cannot be resumed into this run, or None when it can."""
+    saved_model = json.loads((checkpoint / "config.json").read_text())
+    differences = [
+        f"{name} {saved_model.get(name)!r} (checkpoint) != {getattr(model_config, name, None)!r} (this run)"
+        for name in ARCHITECTURE_FIELDS
+        if name in saved_model and saved_model.get(name) != getattr(model_config, name, None)
+    ]
+    saved_config_file = checkpoint / "dapo_config.yaml"
+    if automatic and saved_config_file.exists():
+        saved_run = yaml.safe_load(saved_config_file.read_text()) or {}
+        for section, name in RUN_IDENTITY_FIELDS:
+            before, now = saved_run.get(section, {}).get(name), run_config.get(section, {}).get(name)
+            if before != now:
+                differences.append(f"{section}.{name} {before!r} (checkpoint) != {now!r} (this run)")
+    return "; ".join(differences) or None
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text``: written to a temporary file, fsynced, then renamed."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "w") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def fsync_tree(root: Path) -> None:
+    """fsync every file under ``root`` and every directory, so a rename publishes durable data."""
+    for directory, _, files in os.walk(root):
+        for name in files:
+            with open(os.path.join(directory, name), "rb") as handle:
+                os.fsync(handle.fileno())
+        fsync_dir(Path(directory))
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

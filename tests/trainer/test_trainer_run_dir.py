@@ -1,0 +1,70 @@
+"""Run directories protect themselves: one run per directory, leftovers of killed runs removed,
+no resume of another model's checkpoint, torn metrics lines survived."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from dapo.cli.main import main as dapo_main
+from dapo.trainer import Trainer
+from dapo.trainer.metrics import read_metrics
+from dapo.trainer.run_dir import RunDirError
+from tests.trainer.conftest import make_tiny_model, tiny_config, tiny_overrides
+
+
+def test_a_second_run_on_the_same_directory_refuses_naming_the_first(tiny_model_dir, reward_file, tmp_path, capsys):
+    run = tmp_path / "run"
+    first = Trainer(tiny_config(tiny_model_dir, run, reward_file))
+    # another process: the lock is the kernel's, so it holds across processes too
+    script = "from dapo.trainer.run_dir import RunDirLock; from pathlib import Path; RunDirLock(Path(r'%s'))" % run
+    other = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert other.returncode != 0 and f"in use by another dapo train (pid {__import__('os').getpid()})" in other.stderr
+    assert dapo_main(["train", *tiny_overrides(tiny_model_dir, run, reward_file)]) == 2
+    assert "error: output_dir" in capsys.readouterr().err  # one line, no traceback
+    first.state.close()
+    Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=1")).train()  # free again
+
+
+def test_leftover_temporary_checkpoints_of_a_killed_run_are_removed(tiny_model_dir, reward_file, tmp_path):
+    run = tmp_path / "run"
+    stale = run / "checkpoints" / ".tmp-step-000002-12345"
+    stale.mkdir(parents=True)
+    (stale / "model.safetensors").write_bytes(b"half")
+    with pytest.warns(UserWarning, match="incomplete checkpoint"):
+        trainer = Trainer(tiny_config(tiny_model_dir, run, reward_file))
+    assert not stale.exists()
+    trainer.state.close()
+
+
+def test_resume_refuses_another_models_checkpoint_naming_the_difference(tiny_model_dir, reward_file, tmp_path):
+    run = tmp_path / "run"
+    Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=1")).train()
+    wider = make_tiny_model(tmp_path / "wider", hidden_size=48)
+    trainer = Trainer(tiny_config(wider, run, reward_file, "trainer.total_steps=2"))
+    with pytest.raises(RunDirError, match=r"hidden_size 32 \(checkpoint\) != 48 \(this run\).*new output_dir"):
+        trainer.train()
+    trainer.state.close()
+    # the same architecture from another directory: a different model.path is refused too
+    same_shape = make_tiny_model(tmp_path / "other", seed=1)
+    trainer = Trainer(tiny_config(same_shape, run, reward_file, "trainer.total_steps=2"))
+    with pytest.raises(RunDirError, match="model.path"):
+        trainer.train()
+    trainer.state.close()
+    # ... unless the user says to start over
+    Trainer(tiny_config(same_shape, run, reward_file, "trainer.total_steps=1", "checkpoint.resume=never")).train()
+
+
+def test_a_torn_metrics_line_is_skipped_on_resume_and_the_file_repaired(tiny_model_dir, reward_file, tmp_path):
+    run = tmp_path / "run"
+    Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=2")).train()
+    with open(run / "metrics.jsonl", "a") as handle:
+        handle.write('{"step": 3, "actor/lo')  # killed mid-write
+    with pytest.warns(UserWarning, match="unreadable line"):
+        Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=3")).train()
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    assert all(isinstance(json.loads(line)["step"], int) for line in lines)
+    assert [r["step"] for r in read_metrics(run) if "actor/loss" in r] == [1, 2, 3]

@@ -4,6 +4,7 @@ no resume of another model's checkpoint, torn metrics lines survived."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -20,9 +21,9 @@ def test_a_second_run_on_the_same_directory_refuses_naming_the_first(tiny_model_
     run = tmp_path / "run"
     first = Trainer(tiny_config(tiny_model_dir, run, reward_file))
     # another process: the lock is the kernel's, so it holds across processes too
-    script = "from dapo.trainer.run_dir import RunDirLock; from pathlib import Path; RunDirLock(Path(r'%s'))" % run
+    script = f"from dapo.trainer.run_dir import RunDirLock; from pathlib import Path; RunDirLock(Path(r'{run}'))"
     other = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert other.returncode != 0 and f"in use by another dapo train (pid {__import__('os').getpid()})" in other.stderr
+    assert other.returncode != 0 and f"in use by another dapo train (pid {os.getpid()})" in other.stderr
     assert dapo_main(["train", *tiny_overrides(tiny_model_dir, run, reward_file)]) == 2
     assert "error: output_dir" in capsys.readouterr().err  # one line, no traceback
     first.state.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from importlib import resources
@@ -69,7 +70,7 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
         return float(value)
     if annotation is float and isinstance(value, str):
         try:
-            return float(value)
+            value = float(value)
         except ValueError:
             raise ConfigError(f"{where}={value!r} is not a number") from None
     if annotation is int and isinstance(value, float) and value.is_integer():
@@ -79,6 +80,8 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
             value = [value]
         (item_type,) = typing.get_args(annotation) or (Any,)
         return [_coerce(v, item_type, f"{where}[{i}]") for i, v in enumerate(value)]
+    if annotation is float and isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{where}={value!r}: must be a finite number")
     if annotation in (int, float, str, bool) and not isinstance(value, annotation):
         if annotation is str and isinstance(value, (int, float)):
             return str(value)
@@ -123,6 +126,12 @@ def load_config(
 
 def config_to_dict(config: Any) -> dict[str, Any]:
     return dataclasses.asdict(config)
+
+
+def config_from_dict(values: dict[str, Any]) -> DAPOConfig:
+    """Rebuild and re-validate a config from :func:`config_to_dict`'s output (in another process:
+    validation imports algorithm.plugins there too)."""
+    return _build(DAPOConfig, values, "")
 
 
 def save_config(config: DAPOConfig, path: str | Path) -> None:

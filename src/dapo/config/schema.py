@@ -400,6 +400,28 @@ class LoggingConfig:
 
 
 @dataclass
+class ResourcesConfig:
+    # Nodes and devices per node of the policy: one policy rank (a Ray actor that FSDP2-shards the
+    # policy with the others and generates its share of the prompts) per device. 1 x 1 trains in
+    # this process, without Ray.
+    nnodes: int = 1
+    devices_per_node: int = 1
+    # Ray cluster to run the ranks on: null starts a local Ray when more than one rank is asked
+    # for; "auto" joins the cluster of `ray start` on this machine; or "ray://host:port".
+    ray_address: str | None = None
+    # CPU cores reserved per policy rank (on CPU-only machines, what each rank computes with).
+    cpus_per_rank: float = 1.0
+
+    def __post_init__(self) -> None:
+        _check(self.nnodes >= 1 and self.devices_per_node >= 1, "resources.nnodes and devices_per_node must be >= 1")
+        _check(self.cpus_per_rank > 0, "resources.cpus_per_rank must be > 0")
+
+    @property
+    def world_size(self) -> int:
+        return self.nnodes * self.devices_per_node
+
+
+@dataclass
 class DAPOConfig:
     # Directory of this run: resolved config, metrics.jsonl, TensorBoard logs, checkpoints.
     output_dir: str = "runs/dapo"
@@ -412,6 +434,7 @@ class DAPOConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
+    resources: ResourcesConfig = field(default_factory=ResourcesConfig)
 
     def __post_init__(self) -> None:
         a, r = self.algorithm, self.rollout

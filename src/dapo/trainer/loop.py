@@ -62,16 +62,22 @@ class Trainer:
         self.scorer = RewardScorer(cfg.reward)
         ref = load_reference_model(run.model_path, cfg.model, run.device) if cfg.algorithm.kl_coef > 0 else None
         self.updates_per_step = cfg.trainer.optimizer_steps_per_rollout
-        self.policy = PolicyWorker(
-            self.model,
-            cfg.algorithm,
-            cfg.trainer,
-            pad_token_id=self.tokenizer.pad_token_id,
-            temperature=cfg.rollout.temperature,
-            total_steps=cfg.trainer.total_steps,
-            norm_const=cfg.algorithm.loss_agg_norm_const or float(cfg.rollout.max_response_length),
-            ref_model=ref,
-        )
+        if cfg.resources.world_size > 1:  # policy ranks on Ray actors, each with its own engine
+            from dapo.trainer.ray_policy import RayPolicyGroup, RayRolloutEngine
+
+            self.policy: PolicyWorker | RayPolicyGroup = RayPolicyGroup(cfg)
+            self.run.engine = RayRolloutEngine(self.policy)
+        else:
+            self.policy = PolicyWorker(
+                self.model,
+                cfg.algorithm,
+                cfg.trainer,
+                pad_token_id=self.tokenizer.pad_token_id,
+                temperature=cfg.rollout.temperature,
+                total_steps=cfg.trainer.total_steps,
+                norm_const=cfg.algorithm.loss_agg_norm_const or float(cfg.rollout.max_response_length),
+                ref_model=ref,
+            )
         self.sampler = DynamicSampler(
             PromptStream(run.data.train.problems, seed=cfg.trainer.seed, shuffle=cfg.data.shuffle),
             prompts_per_step=cfg.trainer.prompts_per_step,
@@ -265,4 +271,5 @@ class Trainer:
             self.state.save()
         self.state.close()
         self.scorer.close()
+        self.policy.close()
         return TrainSummary(self.step, eval_before, eval_after, cfg.output_dir, time.perf_counter() - started)

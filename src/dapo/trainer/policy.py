@@ -300,6 +300,20 @@ class PolicyWorker:
         self.scheduler.load_state_dict(state["scheduler"])
         self.num_nonfinite_skipped = state["num_nonfinite_skipped"]
 
+    def export_weights_into(self, model: torch.nn.Module) -> None:
+        """Make ``model`` hold the current weights (for a checkpoint): it already does when it is
+        this worker's own model."""
+        if model is not self.model:
+            model.load_state_dict(self.model.state_dict())
+
+    def import_weights_from(self, model: torch.nn.Module) -> None:
+        """Take ``model``'s weights (restored from a checkpoint)."""
+        if model is not self.model:
+            self.model.load_state_dict(model.state_dict())
+
+    def close(self) -> None:
+        """Nothing to release in this process."""
+
     @property
     def lr(self) -> float:
         return float(self.optimizer.param_groups[0]["lr"])

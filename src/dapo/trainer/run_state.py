@@ -61,6 +61,7 @@ class RunState:
     # ------------------------------------------------------------------ checkpoints
     def save(self) -> Path:
         t = self.trainer
+        t.policy.export_weights_into(t.model)  # sharded ranks: their full weights, for the export
         state = {
             "step": t.step,
             "next_group_id": t.next_group_id,
@@ -86,6 +87,7 @@ class RunState:
                 "checkpoint.resume=never to start over in this one"
             )
         load_model_weights(t.model, path)
+        t.policy.import_weights_from(t.model)
         state = load_trainer_state(path)
         t.step, t.next_group_id = state["step"], state["next_group_id"]
         t.policy.load_state_dict(state["policy"])

@@ -1,0 +1,296 @@
+"""Scale-out: policy ranks on Ray actors, driven by the single controller (the Trainer's loop).
+
+The driver keeps the DAPO loop (dynamic sampling, rewards, advantages, metrics, checkpoints,
+evaluation). Each of ``resources.world_size`` :class:`PolicyRank` actors holds an FSDP2 shard of
+the policy (gloo on CPU, NCCL on GPU) and a rollout engine on a full copy of the current weights.
+The driver talks to them through :class:`RayPolicyGroup` (the :class:`PolicyWorker` calls the loop
+makes) and :class:`RayRolloutEngine` (a rollout engine), so the loop itself does not change:
+
+- generate: the prompts are split into contiguous chunks, one per rank; each rank samples its
+  chunk with its own seed; completions come back in prompt order.
+- update: each mini-batch is dealt to the ranks balanced by token count; the normalisers
+  ``num_tokens``/``num_seqs`` are those of the WHOLE mini-batch (the driver has it all), and FSDP
+  sums the ranks' gradients, so the token-level loss is exact (see :mod:`dapo.trainer.fsdp`).
+- weight sync: after a step's updates every rank all-gathers the full weights and loads them into
+  its engine's copy, in memory.
+- checkpoints: the driver's model receives rank 0's full weights (for the Hugging Face export) and
+  the optimizer state is gathered to full tensors, then broadcast back on resume.
+
+``import ray`` happens only here, and only when more than one rank is asked for.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+import socket
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
+from torch.distributed.device_mesh import init_device_mesh
+
+from dapo.config import DAPOConfig
+from dapo.config.loading import config_from_dict, config_to_dict
+from dapo.errors import UserError
+from dapo.rollout import create_engine
+from dapo.rollout.base import GenerationResult, SamplingParams, request_seed
+from dapo.trainer.batch import Sample, split_across_ranks
+from dapo.trainer.fsdp import shard_policy
+from dapo.trainer.policy import LogprobPass, PolicyWorker, UpdateStats
+from dapo.trainer.setup import load_model_and_tokenizer, resolve_device, vllm_options
+
+
+class PolicyRankDied(UserError, RuntimeError):
+    """A policy rank's actor died (its process was killed, crashed or ran out of memory)."""
+
+
+class PolicyRank:
+    """One policy rank: an FSDP2 shard of the policy, its optimizer, and a rollout engine."""
+
+    def __init__(self, config: dict, rank: int, world_size: int, master: tuple[str, int]) -> None:
+        os.environ.update(MASTER_ADDR=master[0], MASTER_PORT=str(master[1]), RANK=str(rank),
+                          WORLD_SIZE=str(world_size), LOCAL_RANK="0")
+        cfg: DAPOConfig = config_from_dict(config)  # re-validated here: imports algorithm.plugins
+        self.rank = rank
+        torch.manual_seed(cfg.trainer.seed)
+        device = resolve_device(cfg.trainer.device)
+        if device.type == "cuda":
+            torch.cuda.set_device(0)  # Ray gives each actor its own GPU as device 0
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        mesh = init_device_mesh(device.type, (world_size,))
+        model, tokenizer, model_path = load_model_and_tokenizer(cfg.model, device)
+        self.engine_model = copy.deepcopy(model)  # the engine's full copy, refreshed by sync_engine
+        self.engine = create_engine(cfg.rollout, self.engine_model, tokenizer, model_path=str(model_path),
+                                    **vllm_options(cfg, model))
+        self.model = shard_policy(model, mesh)
+        self.policy = PolicyWorker(
+            self.model, cfg.algorithm, cfg.trainer, pad_token_id=tokenizer.pad_token_id,
+            temperature=cfg.rollout.temperature, total_steps=cfg.trainer.total_steps,
+            norm_const=cfg.algorithm.loss_agg_norm_const or float(cfg.rollout.max_response_length),
+        )
+
+    def ready(self) -> int:
+        return self.rank
+
+    def generate(self, prompt_token_ids: list[list[int]], params: SamplingParams) -> GenerationResult:
+        return self.engine.generate(prompt_token_ids, params)
+
+    def compute_logprobs(self, samples: list[Sample]) -> LogprobPass:
+        return self.policy.compute_logprobs(samples)
+
+    def update(self, samples: list[Sample], num_tokens: float, num_seqs: float, on_policy: bool,
+               diagnose: bool | None) -> UpdateStats:
+        return self.policy.update(samples, num_tokens, num_seqs, on_policy, diagnose)
+
+    def end_step(self) -> float:
+        self.policy.end_step()
+        return self.policy.lr
+
+    def sync_engine(self) -> None:
+        """All ranks gather the full weights; each loads them into its engine's copy."""
+        full = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True))
+        self.engine.sync_weights(_FullWeights(full))
+
+    def full_weights(self) -> dict[str, torch.Tensor] | None:
+        """The full weights on CPU (rank 0; None elsewhere). Every rank must call it."""
+        full = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        return full if self.rank == 0 else None
+
+    def load_weights(self, full: dict[str, torch.Tensor] | None) -> None:
+        """Rank 0's ``full`` weights into every shard (every rank calls it), then the engines."""
+        options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
+        set_model_state_dict(self.model, full if self.rank == 0 else {}, options=options)
+        self.sync_engine()
+
+    def state_dict(self) -> dict[str, Any] | None:
+        """Optimizer state gathered to full tensors, scheduler and counters (rank 0's; every rank calls)."""
+        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        optimizer = get_optimizer_state_dict(self.model, self.policy.optimizer, options=options)
+        if self.rank != 0:
+            return None
+        return {"optimizer": optimizer, "scheduler": self.policy.scheduler.state_dict(),
+                "num_nonfinite_skipped": self.policy.num_nonfinite_skipped}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
+        set_optimizer_state_dict(self.model, self.policy.optimizer,
+                                 state["optimizer"] if self.rank == 0 else {}, options=options)
+        self.policy.scheduler.load_state_dict(state["scheduler"])
+        self.policy.num_nonfinite_skipped = state["num_nonfinite_skipped"]
+
+
+class _FullWeights(torch.nn.Module):
+    """A state-dict holder, so an engine's ``sync_weights(model)`` can take gathered weights."""
+
+    def __init__(self, weights: dict[str, torch.Tensor]) -> None:
+        super().__init__()
+        self._weights = weights
+
+    def state_dict(self, *args: Any, **kwargs: Any) -> dict[str, torch.Tensor]:  # type: ignore[override]
+        return self._weights
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class RayPolicyGroup:
+    """The policy ranks, seen from the driver as one :class:`PolicyWorker`."""
+
+    def __init__(self, cfg: DAPOConfig) -> None:
+        import ray  # the scale-out extra: pip install 'dapo-rl[ray]'
+
+        res = cfg.resources
+        self._started_ray = not ray.is_initialized()
+        if self._started_ray:
+            if res.ray_address is None:
+                ray.init(num_cpus=max(int(res.world_size * res.cpus_per_rank), 1), include_dashboard=False,
+                         log_to_driver=True)
+            else:
+                ray.init(address=res.ray_address)
+        self._ray = ray
+        gpu = resolve_device(cfg.trainer.device).type == "cuda"
+        actor = ray.remote(num_cpus=res.cpus_per_rank, num_gpus=1 if gpu else 0)(PolicyRank)
+        master = (ray.util.get_node_ip_address(), _free_port())
+        config = config_to_dict(cfg)
+        self.ranks = [actor.options(name=None).remote(config, rank, res.world_size, master)
+                      for rank in range(res.world_size)]
+        self._get([r.ready.remote() for r in self.ranks])  # construction errors surface here
+        self.world_size = res.world_size
+        self.version, self.lr, self.num_nonfinite_skipped = 0, cfg.trainer.lr, 0
+
+    def _get(self, refs: list[Any]) -> list[Any]:
+        """Results of one call on every rank; a dead rank stops the run with an error naming it."""
+        try:
+            return self._ray.get(refs)
+        except self._ray.exceptions.RayActorError as error:
+            raise PolicyRankDied(f"{self._dead_ranks()} died ({type(error).__name__}); the run stops here. "
+                                 "Rerun the same command to resume from the last checkpoint") from error
+
+    def _dead_ranks(self) -> str:
+        """Which ranks no longer answer, e.g. "policy rank 1 (Ray actor PolicyRank)"."""
+        dead = []
+        for index, rank in enumerate(self.ranks):
+            try:
+                self._ray.get(rank.ready.remote(), timeout=30)
+            except Exception:  # noqa: BLE001 - any failure to answer means the rank is gone
+                dead.append(str(index))
+        return f"policy rank {', '.join(dead) or '?'} (Ray actor PolicyRank)"
+
+    def _on_all(self, method: str, *args: Any) -> list[Any]:
+        return self._get([getattr(rank, method).remote(*args) for rank in self.ranks])
+
+    def compute_logprobs(self, samples: list[Sample]) -> LogprobPass:
+        shares = split_across_ranks(samples, self.world_size)
+        passes = self._get([r.compute_logprobs.remote(s) for r, s in zip(self.ranks, shares)])
+        by_sample = {id(s): lp for share, p in zip(shares, passes) for s, lp in zip(share, p.logprobs)}
+        total = LogprobPass(logprobs=[by_sample[id(s)] for s in samples])
+        for part in passes:
+            total.tokens += part.tokens
+            total.entropy_sum += part.entropy_sum
+            total.mismatch_abs_sum += part.mismatch_abs_sum
+            total.mismatch_kl_sum += part.mismatch_kl_sum
+        return total
+
+    def update(self, mini_batch: list[Sample], num_tokens: float | None = None, num_seqs: float | None = None,
+               on_policy: bool = False, diagnose: bool | None = None) -> UpdateStats:
+        shares = split_across_ranks(mini_batch, self.world_size)
+        parts = self._get([r.update.remote(s, num_tokens, num_seqs, on_policy, diagnose)
+                           for r, s in zip(self.ranks, shares)])
+        merged = UpdateStats(loss=sum(p.loss for p in parts), grad_norm=parts[0].grad_norm,
+                             skipped=any(p.skipped for p in parts))
+        sums = [p.policy for p in parts if p.policy is not None]
+        merged.policy = sum(sums[1:], sums[0]) if sums else None
+        diagnostics = [p.diagnostics for p in parts if p.diagnostics is not None]
+        if diagnostics:
+            merged.diagnostics = LogprobPass(**{f.name: sum(getattr(d, f.name) for d in diagnostics)
+                                                for f in dataclasses.fields(LogprobPass) if f.name != "logprobs"})
+        if merged.skipped:
+            self.num_nonfinite_skipped += 1
+        else:
+            self.version += 1
+        return merged
+
+    def end_step(self) -> None:
+        self.lr = self._on_all("end_step")[0]
+
+    def sync_engines(self) -> None:
+        self._on_all("sync_engine")
+
+    def export_weights_into(self, model: torch.nn.Module) -> None:
+        """Load the ranks' current full weights into ``model`` (the driver's copy, for export)."""
+        full = self._on_all("full_weights")[0]
+        model.load_state_dict(full, strict=False)
+        if getattr(model.config, "tie_word_embeddings", False):
+            model.tie_weights()
+
+    def import_weights_from(self, model: torch.nn.Module) -> None:
+        """Load ``model``'s weights (the driver's, just restored from a checkpoint) into every rank."""
+        full = {name: tensor.detach().cpu() for name, tensor in model.state_dict().items()}
+        self._get([r.load_weights.remote(full if i == 0 else None) for i, r in enumerate(self.ranks)])
+
+    def state_dict(self) -> dict[str, Any]:
+        state = self._on_all("state_dict")[0]
+        state["num_nonfinite_skipped"] = self.num_nonfinite_skipped
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._get([r.load_state_dict.remote(state) for r in self.ranks])
+        self.num_nonfinite_skipped = state["num_nonfinite_skipped"]
+        self.lr = float(state["scheduler"]["_last_lr"][0])
+
+    def close(self) -> None:
+        """Stop the ranks (and the local Ray this group started)."""
+        for rank in self.ranks:
+            self._ray.kill(rank)
+        if self._started_ray:
+            self._ray.shutdown()
+
+
+class RayRolloutEngine:
+    """The ranks' engines as one rollout engine: each samples a contiguous chunk of the prompts."""
+
+    def __init__(self, group: RayPolicyGroup) -> None:
+        self.group = group
+
+    def generate(self, prompt_token_ids: list[list[int]], params: SamplingParams) -> GenerationResult:
+        world = self.group.world_size
+        bounds = [len(prompt_token_ids) * r // world for r in range(world + 1)]
+        calls = []
+        for rank, actor in enumerate(self.group.ranks):
+            chunk = prompt_token_ids[bounds[rank]:bounds[rank + 1]]
+            rank_params = dataclasses.replace(params, seed=request_seed(params.seed, rank))
+            calls.append(actor.generate.remote(chunk, rank_params) if chunk else None)
+        results = self.group._get([c for c in calls if c is not None])
+        completions, seconds, tokens = [], 0.0, 0
+        parts = iter(results)
+        for rank, call in enumerate(calls):
+            if call is None:
+                continue
+            result = next(parts)
+            for completion in result.completions:
+                completion.prompt_index += bounds[rank]
+                completions.append(completion)
+            seconds, tokens = max(seconds, result.seconds), tokens + result.num_generated_tokens
+        return GenerationResult(completions, seconds, tokens)
+
+    def sync_weights(self, model: torch.nn.Module) -> None:
+        """The ranks hold the trainer's weights: each gathers them into its own engine."""
+        self.group.sync_engines()
+
+    def sleep(self) -> None:
+        """The ranks' engines manage their own memory."""
+
+    def wake_up(self) -> None:
+        """The ranks' engines manage their own memory."""

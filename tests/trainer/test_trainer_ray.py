@@ -1,0 +1,95 @@
+"""Scale-out on this CPU machine: `dapo train` with 2 policy ranks on a local Ray (FSDP2 over
+gloo, each rank generating its share with its own engine), the same metrics as 1 rank, a
+checkpoint that `from_pretrained` loads, and an exact resume after the driver is SIGKILLed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM
+
+from dapo.trainer import Trainer
+from dapo.trainer.metrics import read_metrics
+from tests.trainer.conftest import tiny_config, tiny_overrides
+from tests.trainer.test_trainer_e2e import KILLER, stable_rows
+
+pytest.importorskip("ray")
+TWO_RANKS = ["resources.devices_per_node=2", "trainer.num_threads=1"]
+
+
+def logged_keys(run_dir) -> set[str]:
+    return {key for row in read_metrics(run_dir) for key in row}
+
+
+def test_two_ranks_train_log_the_same_metrics_as_one_and_export_a_loadable_model(tiny_model_dir, reward_file, tmp_path):
+    one = tmp_path / "one"
+    Trainer(tiny_config(tiny_model_dir, one, reward_file, "trainer.num_threads=1")).train()
+    two = tmp_path / "two"
+    trainer = Trainer(tiny_config(tiny_model_dir, two, reward_file, *TWO_RANKS))
+    summary = trainer.train()
+    assert summary.steps == 3 and summary.eval_after
+    assert logged_keys(two) == logged_keys(one)
+    rows = [r for r in read_metrics(two) if "actor/loss" in r]
+    assert [r["actor/updates"] for r in rows] == [2, 2, 2]
+    # every generated group came back, in prompt order, from the two ranks' engines
+    assert all(r["sampling/groups_generated"] >= 6 for r in rows)
+    final = AutoModelForCausalLM.from_pretrained(two / "checkpoints" / "step-000003")
+    initial = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    moved = [name for (name, a), b in zip(final.named_parameters(), initial.parameters()) if not torch.equal(a, b)]
+    assert moved, "the exported weights are the initial ones: the ranks' updates did not reach the export"
+
+
+def test_sigkill_of_the_driver_then_resume_is_bit_identical_with_two_ranks(tiny_model_dir, tmp_path):
+    killer = tmp_path / "killer.py"
+    killer.write_text(KILLER)
+    extra = ["trainer.total_steps=4", "eval.every_steps=0", *TWO_RANKS]
+    reference = tmp_path / "reference"
+    Trainer(tiny_config(tiny_model_dir, reference, killer, *extra, fn="parity_then_kill")).train()
+
+    run_dir = tmp_path / "killed"
+    run_dir.mkdir()
+    args = tiny_overrides(tiny_model_dir, run_dir, killer, "parity_then_kill") + extra
+    env = dict(os.environ, DAPO_TEST_KILL_RUN_DIR=str(run_dir))
+    proc = subprocess.Popen([sys.executable, "-m", "dapo.cli.main", "train", *args], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    (run_dir / "trainer.pid").write_text(str(proc.pid))
+    assert proc.wait(timeout=300) == -signal.SIGKILL, "the driver was not killed mid-run"
+    assert not (run_dir / "checkpoints" / "step-000004").exists()
+
+    Trainer(tiny_config(tiny_model_dir, run_dir, killer, *extra, fn="parity_then_kill")).train()
+    final_ref = load_file(str(reference / "checkpoints" / "step-000004" / "model.safetensors"))
+    final_resumed = load_file(str(run_dir / "checkpoints" / "step-000004" / "model.safetensors"))
+    for name, tensor in final_ref.items():
+        assert torch.equal(tensor, final_resumed[name]), name
+    assert stable_rows(run_dir) == stable_rows(reference)
+
+
+def test_one_rank_never_imports_ray(tiny_model_dir, reward_file, tmp_path):
+    script = (
+        "import sys; from tests.trainer.conftest import tiny_config; from dapo.trainer import Trainer; "
+        f"Trainer(tiny_config(r'{tiny_model_dir}', r'{tmp_path / 'run'}', r'{reward_file}', 'trainer.total_steps=1')).train(); "
+        "assert 'ray' not in sys.modules, 'the one-rank path imported ray'"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "PYTHONPATH": root}, cwd=root)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_a_dead_policy_rank_stops_the_run_naming_it(tiny_model_dir, reward_file, tmp_path):
+    import ray
+
+    from dapo.trainer.ray_policy import PolicyRankDied
+
+    trainer = Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *TWO_RANKS))
+    ray.kill(trainer.policy.ranks[1])
+    with pytest.raises(PolicyRankDied, match=r"policy rank 1 \(Ray actor PolicyRank\) died.*resume"):
+        trainer.step_once()
+    trainer.state.close()
+    trainer.policy.close()

@@ -35,6 +35,8 @@ def test_two_ranks_train_log_the_same_metrics_as_one_and_export_a_loadable_model
     summary = trainer.train()
     assert summary.steps == 3 and summary.eval_after
     assert logged_keys(two) == logged_keys(one)
+    lrs = [[r["actor/lr"] for r in read_metrics(run) if "actor/lr" in r] for run in (one, two)]
+    assert lrs[0] == lrs[1]  # the warm-up schedule, step by step
     rows = [r for r in read_metrics(two) if "actor/loss" in r]
     assert [r["actor/updates"] for r in rows] == [2, 2, 2]
     # every generated group came back, in prompt order, from the two ranks' engines

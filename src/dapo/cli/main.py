@@ -87,6 +87,13 @@ def cmd_config(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plan(ns: argparse.Namespace) -> int:
+    from dapo.cli.plan import plan
+
+    print(plan(resolve(ns.config), ns.params, ns.device_gib))
+    return 0
+
+
 def cmd_ablate(ns: argparse.Namespace) -> int:
     from dapo.cli.ablate import run_ablation
 
@@ -124,6 +131,13 @@ def build_parser() -> argparse.ArgumentParser:
                       help="document KEY (e.g. trainer.lr), every field of a section (trainer), or all "
                            "fields, with their types and values in this config")
     show.set_defaults(func=cmd_config)
+
+    dry = sub.add_parser("plan", help="where a run goes and a per-device memory estimate, without a cluster")
+    dry.add_argument("config", nargs="*", metavar="ARG", help=cfg_help)
+    dry.add_argument("--params", type=float, default=None,
+                     help="parameter count when model.path is not on this machine (e.g. 32.8e9)")
+    dry.add_argument("--device-gib", type=float, default=80.0, help="memory of one device (default 80, an H100)")
+    dry.set_defaults(func=cmd_plan)
 
     ablate = sub.add_parser("ablate", help="the paper's ablation (naive GRPO -> full DAPO) on a built-in task")
     ablate.add_argument("--seeds", type=int, default=3)

@@ -63,6 +63,8 @@ class PolicyRank:
         self.rank = rank
         torch.manual_seed(cfg.trainer.seed)
         device = resolve_device(cfg.trainer.device)
+        # the cores Ray reserved for this rank, not every core of the node
+        torch.set_num_threads(cfg.trainer.num_threads or max(1, int(cfg.resources.cpus_per_rank)))
         if device.type == "cuda":
             torch.cuda.set_device(0)  # Ray gives each actor its own GPU as device 0
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
@@ -78,8 +80,9 @@ class PolicyRank:
             norm_const=cfg.algorithm.loss_agg_norm_const or float(cfg.rollout.max_response_length),
         )
 
-    def ready(self) -> int:
-        return self.rank
+    def ready(self) -> float:
+        """The rank is up; its current learning rate."""
+        return self.policy.lr
 
     def generate(self, prompt_token_ids: list[list[int]], params: SamplingParams) -> GenerationResult:
         return self.engine.generate(prompt_token_ids, params)
@@ -164,11 +167,10 @@ class RayPolicyGroup:
         actor = ray.remote(num_cpus=res.cpus_per_rank, num_gpus=1 if gpu else 0)(PolicyRank)
         master = (ray.util.get_node_ip_address(), _free_port())
         config = config_to_dict(cfg)
-        self.ranks = [actor.options(name=None).remote(config, rank, res.world_size, master)
-                      for rank in range(res.world_size)]
-        self._get([r.ready.remote() for r in self.ranks])  # construction errors surface here
+        self.ranks = [actor.remote(config, rank, res.world_size, master) for rank in range(res.world_size)]
+        self.lr = self._get([r.ready.remote() for r in self.ranks])[0]  # construction errors surface here
         self.world_size = res.world_size
-        self.version, self.lr, self.num_nonfinite_skipped = 0, cfg.trainer.lr, 0
+        self.version, self.num_nonfinite_skipped = 0, 0
 
     def _get(self, refs: list[Any]) -> list[Any]:
         """Results of one call on every rank; a dead rank stops the run with an error naming it."""

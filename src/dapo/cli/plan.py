@@ -1,0 +1,82 @@
+"""``dapo plan CONFIG``: where a run goes and what each device holds, without a cluster.
+
+The parameter count comes from the model directory's config.json (a model built on the meta
+device: no weights are read), or from ``--params`` when the directory is not on this machine.
+Per policy rank (FSDP2 over W ranks, N parameters, L layers, hidden size H, vocabulary V):
+
+    sharded training state  = N/W x (param bytes + grad bytes + 8 AdamW bytes)
+    gathered layer          = 2 x N/L x param bytes      (the unit being used and the next, prefetched)
+    activations             = T x H x 2 x L (checkpointed layer inputs, bf16) + T x V x 4 (logits)
+    rollout engine          = vLLM: its memory share of the device; native: a full copy, N x bytes
+
+with T = trainer.micro_batch_tokens. An estimate: allocator slack, attention workspaces and
+the vLLM KV cache's use of its share are not modelled.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dapo.config import DAPOConfig
+
+BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+GIB = 1024**3
+
+
+def model_shape(cfg: DAPOConfig, params: float | None) -> tuple[float, int, int, int]:
+    """(parameters, layers, hidden size, vocabulary) of ``cfg.model.path``."""
+    config_file = Path(cfg.model.path).expanduser() / "config.json"
+    if config_file.exists():
+        import torch
+        from transformers import AutoConfig, AutoModelForCausalLM
+
+        config = AutoConfig.from_pretrained(config_file.parent)
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+        count = float(sum(p.numel() for p in model.parameters()))
+        return count, config.num_hidden_layers, config.hidden_size, config.vocab_size
+    if params is None:
+        raise FileNotFoundError(
+            f"{config_file} is not on this machine: give the model's size, e.g. dapo plan CONFIG --params 32.8e9"
+        )
+    # Without the config, a Qwen2.5-like shape for the size: layers and width from the family.
+    layers, hidden, vocab = (64, 5120, 152064) if params > 20e9 else (28, 1536, 151936)
+    return params, layers, hidden, vocab
+
+
+def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0) -> str:
+    n, layers, hidden, vocab = model_shape(cfg, params)
+    res, world = cfg.resources, cfg.resources.world_size
+    param_bytes = BYTES[cfg.model.dtype]
+    tokens = cfg.trainer.micro_batch_tokens
+    rows = [
+        ("sharded weights + grads + AdamW", n / world * (2 * param_bytes + 8)),
+        ("gathered layers (FSDP2 unit + prefetch)", 2 * n / layers * param_bytes),
+        ("activations (checkpointed inputs + logits)", tokens * hidden * 2 * layers + tokens * vocab * 4),
+    ]
+    if cfg.rollout.engine == "vllm":
+        engine = f"vLLM, {cfg.rollout.vllm_gpu_memory_utilization:.0%} of the device (weights {2 * n / GIB:.1f} GiB in bf16 + KV cache)"
+    else:
+        engine_bytes = n * (BYTES.get(cfg.rollout.native_dtype, param_bytes))
+        rows.append(("rollout engine (full copy)", engine_bytes))
+        engine = f"{cfg.rollout.engine}, a full copy of the weights"
+    lines = [
+        f"model: {cfg.model.path} ({n / 1e9:.2f}B parameters, {layers} layers, hidden {hidden}, vocabulary {vocab})",
+        f"placement: {res.nnodes} node(s) x {res.devices_per_node} device(s) = {world} policy rank(s)"
+        + (" in this process (no Ray)" if world == 1 and res.ray_address is None else
+           f" on Ray ({res.ray_address or 'a local Ray started by dapo train'})"),
+        f"each rank: an FSDP2 shard of the policy ({cfg.model.dtype} weights, autocast {cfg.trainer.autocast}) and a rollout engine: {engine}",
+        "the driver: the DAPO loop, rewards, checkpoints (it holds a CPU copy of the weights for the export)",
+        "per-rank memory estimate:",
+    ]
+    lines += [f"  {name:44s} {size / GIB:9.2f} GiB" for name, size in rows]
+    total = sum(size for _, size in rows) / GIB
+    lines.append(f"  {'total, without the vLLM share' if cfg.rollout.engine == 'vllm' else 'total':44s} {total:9.2f} GiB")
+    share = cfg.rollout.vllm_gpu_memory_utilization * device_gib if cfg.rollout.engine == "vllm" else 0.0
+    if cfg.rollout.engine == "vllm" and share < 2 * n / GIB:
+        lines.append(f"DOES NOT FIT: vLLM's share ({share:.0f} GiB of a {device_gib:.0f} GiB device) is smaller than "
+                     f"its bf16 weights ({2 * n / GIB:.0f} GiB); raise rollout.vllm_gpu_memory_utilization")
+    if total + share > device_gib:
+        lines.append(f"DOES NOT FIT: {total + share:.0f} GiB per rank on a {device_gib:.0f} GiB device; add ranks, "
+                     "lower trainer.micro_batch_tokens, or lower the vLLM share")
+    return "\n".join(lines)

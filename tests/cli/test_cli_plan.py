@@ -1,0 +1,37 @@
+"""`dapo plan`: placement and a per-device memory estimate, without a cluster."""
+
+from __future__ import annotations
+
+import pytest
+
+from dapo.cli.main import main
+from dapo.cli.plan import GIB, plan
+from dapo.config import builtin_config_path, load_config
+from tests.trainer.conftest import make_tiny_model
+
+
+def test_paper_config_plan_names_its_placement_and_what_does_not_fit(capsys):
+    assert main(["plan", "dapo_qwen2.5_32b", "--params", "32.8e9"]) == 0
+    out = capsys.readouterr().out
+    assert "16 node(s) x 8 device(s) = 128 policy rank(s) on Ray (auto)" in out
+    # 16 bytes a parameter (fp32 weights, grads, AdamW m and v) over 128 ranks
+    assert f"{32.8e9 * 16 / 128 / GIB:9.2f} GiB" in out
+    assert "DOES NOT FIT: vLLM's share (40 GiB" in out  # a whole 32B engine per rank: honest about it
+
+
+def test_plan_counts_a_local_models_parameters_without_loading_weights(tmp_path):
+    tiny_model_dir = make_tiny_model(tmp_path / "model")
+    cfg = load_config([builtin_config_path("default")], [f"model.path={tiny_model_dir}", "resources.devices_per_node=2"])
+    text = plan(cfg)
+    assert "2 policy rank(s) on Ray (a local Ray started by dapo train)" in text
+    from transformers import AutoModelForCausalLM
+
+    params = sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(tiny_model_dir).parameters())
+    assert f"({params / 1e9:.2f}B parameters, 2 layers, hidden 32" in text
+
+
+def test_plan_without_the_model_directory_asks_for_its_size(capsys):
+    assert main(["plan", "dapo_qwen2.5_32b"]) == 2
+    assert "--params" in capsys.readouterr().err
+    with pytest.raises(FileNotFoundError):
+        plan(load_config([builtin_config_path("dapo_qwen2.5_32b")]))

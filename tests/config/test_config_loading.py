@@ -83,3 +83,9 @@ def test_shipped_configs_load_and_only_use_known_keys(name: str):
 def test_unknown_shipped_config_lists_the_shipped_ones():
     with pytest.raises(ConfigError, match="default"):
         builtin_config_path("nope")
+
+
+def test_multi_rank_runs_refuse_what_they_cannot_do_yet():
+    with pytest.raises(ConfigError, match="kl_coef > 0 needs a reference model on every policy rank"):
+        load_config([], ["resources.devices_per_node=2", "algorithm.kl_coef=0.01"])
+    assert load_config([], ["resources.nnodes=2", "resources.devices_per_node=4"]).resources.world_size == 8

@@ -49,6 +49,7 @@ def main(model_dir: str, samples_path: str, out_path: str, micro_batch_tokens: i
     if rank == 0:
         torch.save({"summed": summed, "averaged": averaged, "grad_norm": grad_norm,
                     "loss_tokens": float(tokens.item()), "micro_batches": int(micro_batches.item())}, out_path)
+    dist.barrier()  # no rank tears its connections down while another still uses them
     dist.destroy_process_group()
 
 

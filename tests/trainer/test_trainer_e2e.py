@@ -83,9 +83,15 @@ def test_dapo_eval_scores_a_checkpoint_directory(tiny_model_dir, capsys):
 
 
 def test_sigkill_mid_step_then_resume_is_bit_identical(tiny_model_dir, tmp_path):
+    assert_sigkill_then_resume_is_bit_identical(tiny_model_dir, tmp_path, ["trainer.num_threads=1"])
+
+
+def assert_sigkill_then_resume_is_bit_identical(tiny_model_dir, tmp_path, settings: list[str]) -> None:
+    """A reference run of 4 steps, and a run SIGKILLed mid step 3 then rerun: the same final
+    weights bit for bit, and the same metrics."""
     killer = tmp_path / "killer.py"
     killer.write_text(KILLER)
-    extra = ["trainer.total_steps=4", "trainer.num_threads=1", "eval.every_steps=0"]
+    extra = ["trainer.total_steps=4", "eval.every_steps=0", *settings]
     reference_dir = tmp_path / "reference"
     Trainer(tiny_config(tiny_model_dir, reference_dir, killer, *extra, fn="parity_then_kill")).train()
 

@@ -45,6 +45,11 @@ def test_two_rank_fsdp_gradients_equal_one_rank_gradients(tiny_model_dir, tmp_pa
                str(WORKER), str(tiny_model_dir), str(tmp_path / "samples.pt"), str(out), str(budget)]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    if result.returncode != 0 and "terminate called" in result.stderr:
+        # Once in CI a rank aborted inside gloo (std::terminate, no Python error) on a loaded
+        # machine; never reproduced here in 30 runs, under load too. Launch once more, and say so.
+        print("fsdp_grad_worker: a rank aborted in gloo; relaunching once\n" + result.stderr[-2000:])
+        result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stderr[-4000:]
     two_rank = torch.load(out, weights_only=True)
 

@@ -5,19 +5,17 @@ checkpoint that `from_pretrained` loads, and an exact resume after the driver is
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 
 import pytest
 import torch
-from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
 from dapo.trainer import Trainer
 from dapo.trainer.metrics import read_metrics
-from tests.trainer.conftest import tiny_config, tiny_overrides
-from tests.trainer.test_trainer_e2e import KILLER, stable_rows
+from tests.trainer.conftest import tiny_config
+from tests.trainer.test_trainer_e2e import assert_sigkill_then_resume_is_bit_identical
 
 pytest.importorskip("ray")
 TWO_RANKS = ["resources.devices_per_node=2", "trainer.num_threads=1"]
@@ -48,28 +46,7 @@ def test_two_ranks_train_log_the_same_metrics_as_one_and_export_a_loadable_model
 
 
 def test_sigkill_of_the_driver_then_resume_is_bit_identical_with_two_ranks(tiny_model_dir, tmp_path):
-    killer = tmp_path / "killer.py"
-    killer.write_text(KILLER)
-    extra = ["trainer.total_steps=4", "eval.every_steps=0", *TWO_RANKS]
-    reference = tmp_path / "reference"
-    Trainer(tiny_config(tiny_model_dir, reference, killer, *extra, fn="parity_then_kill")).train()
-
-    run_dir = tmp_path / "killed"
-    run_dir.mkdir()
-    args = tiny_overrides(tiny_model_dir, run_dir, killer, "parity_then_kill") + extra
-    env = dict(os.environ, DAPO_TEST_KILL_RUN_DIR=str(run_dir))
-    proc = subprocess.Popen([sys.executable, "-m", "dapo.cli.main", "train", *args], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    (run_dir / "trainer.pid").write_text(str(proc.pid))
-    assert proc.wait(timeout=300) == -signal.SIGKILL, "the driver was not killed mid-run"
-    assert not (run_dir / "checkpoints" / "step-000004").exists()
-
-    Trainer(tiny_config(tiny_model_dir, run_dir, killer, *extra, fn="parity_then_kill")).train()
-    final_ref = load_file(str(reference / "checkpoints" / "step-000004" / "model.safetensors"))
-    final_resumed = load_file(str(run_dir / "checkpoints" / "step-000004" / "model.safetensors"))
-    for name, tensor in final_ref.items():
-        assert torch.equal(tensor, final_resumed[name]), name
-    assert stable_rows(run_dir) == stable_rows(reference)
+    assert_sigkill_then_resume_is_bit_identical(tiny_model_dir, tmp_path, TWO_RANKS)
 
 
 def test_one_rank_never_imports_ray(tiny_model_dir, reward_file, tmp_path):

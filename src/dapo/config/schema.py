@@ -444,6 +444,12 @@ class DAPOConfig:
                 f"algorithm.overlong_buffer_len={a.overlong_buffer_len} must be smaller than "
                 f"rollout.max_response_length={r.max_response_length}",
             )
+        if self.resources.world_size > 1:
+            _check(
+                a.kl_coef == 0,
+                "algorithm.kl_coef > 0 needs a reference model on every policy rank, which the multi-rank "
+                "path does not load yet: use kl_coef=0 (as DAPO does) or one rank",
+            )
         if a.dynamic_sampling:
             _check(
                 r.n >= 2,

@@ -70,8 +70,9 @@ class PolicyRank:
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
         mesh = init_device_mesh(device.type, (world_size,))
         model, tokenizer, model_path = load_model_and_tokenizer(cfg.model, device)
-        self.engine_model = copy.deepcopy(model)  # the engine's full copy, refreshed by sync_engine
-        self.engine = create_engine(cfg.rollout, self.engine_model, tokenizer, model_path=str(model_path),
+        # the engine's full copy, refreshed by sync_engine (vLLM loads and holds its own)
+        engine_model = model if cfg.rollout.engine == "vllm" else copy.deepcopy(model)
+        self.engine = create_engine(cfg.rollout, engine_model, tokenizer, model_path=str(model_path),
                                     **vllm_options(cfg, model))
         self.model = shard_policy(model, mesh)
         self.policy = PolicyWorker(

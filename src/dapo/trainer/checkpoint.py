@@ -96,11 +96,17 @@ def load_model_weights(model: torch.nn.Module, checkpoint_dir: str | Path) -> No
     weights: dict[str, torch.Tensor] = {}
     for file in files:
         weights.update(load_file(str(file), device=device))
+    load_full_weights(model, weights, f"checkpoint {root}")
+
+
+def load_full_weights(model: torch.nn.Module, weights: dict[str, torch.Tensor], source: str) -> None:
+    """Load a full (unsharded) state dict into ``model``: every key must match, except a tied
+    output layer that the weights may omit."""
     missing, unexpected = model.load_state_dict(weights, strict=False)
     tied = getattr(model.config, "tie_word_embeddings", False)
     really_missing = [k for k in missing if not (tied and k.startswith("lm_head"))]
     if unexpected or really_missing:
-        raise RuntimeError(f"checkpoint {root} does not match the model: missing {really_missing}, unexpected {unexpected}")
+        raise RuntimeError(f"{source} does not match the model: missing {really_missing}, unexpected {unexpected}")
     if tied:
         model.tie_weights()
 

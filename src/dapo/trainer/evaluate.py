@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from transformers import PreTrainedTokenizerBase
 
-from dapo.config import DAPOConfig
+from dapo.config import ConfigError, DAPOConfig
 from dapo.data.records import Problem
 from dapo.rewards import RewardScorer
 from dapo.rewards.types import RewardResult
@@ -78,7 +78,7 @@ def evaluate_held_out(cfg: DAPOConfig, run: RunSetup, scorer: RewardScorer) -> E
     """The @k metrics of ``run``'s model on its held-out problems (data.eval_files, one entry per
     uid, at most eval.max_problems), sampled with the eval.* settings."""
     if run.data.eval is None:
-        raise ValueError("data.eval_files is empty: nothing to evaluate on")
+        raise ConfigError("data.eval_files is empty: nothing to evaluate on")
     problems = unique_problems(run.data.eval.problems, cfg.eval.max_problems)
     encoded = run.encoder.encode(problems)
     params = make_sampling_params(cfg, run.stop_token_ids, evaluation=True)

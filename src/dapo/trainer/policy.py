@@ -40,6 +40,17 @@ class LogprobPass:
     mismatch_abs_sum: float = 0.0  # sum |log pi_old_trainer - log pi_rollout|
     mismatch_kl_sum: float = 0.0  # sum of k3 estimates of KL(pi_rollout || pi_old_trainer)
 
+    @staticmethod
+    def sum_of(parts: list[LogprobPass], logprobs: list[list[float]] | None = None) -> LogprobPass:
+        """The sums of several passes (e.g. one per data-parallel rank), with ``logprobs`` given."""
+        total = LogprobPass(logprobs=logprobs or [])
+        for part in parts:
+            total.tokens += part.tokens
+            total.entropy_sum += part.entropy_sum
+            total.mismatch_abs_sum += part.mismatch_abs_sum
+            total.mismatch_kl_sum += part.mismatch_kl_sum
+        return total
+
 
 @dataclass
 class UpdateStats:

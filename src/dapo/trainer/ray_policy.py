@@ -38,12 +38,14 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.distributed.device_mesh import init_device_mesh
 
+from dapo.algo import PolicyLossStats
 from dapo.config import DAPOConfig
 from dapo.config.loading import config_from_dict, config_to_dict
 from dapo.errors import UserError
 from dapo.rollout import create_engine
 from dapo.rollout.base import GenerationResult, SamplingParams, request_seed
-from dapo.trainer.batch import Sample, split_across_ranks
+from dapo.trainer.batch import Sample, count_loss_tokens, split_across_ranks
+from dapo.trainer.checkpoint import load_full_weights
 from dapo.trainer.fsdp import shard_policy
 from dapo.trainer.policy import LogprobPass, PolicyWorker, UpdateStats
 from dapo.trainer.setup import load_model_and_tokenizer, resolve_device, vllm_options
@@ -198,27 +200,22 @@ class RayPolicyGroup:
         shares = split_across_ranks(samples, self.world_size)
         passes = self._get([r.compute_logprobs.remote(s) for r, s in zip(self.ranks, shares)])
         by_sample = {id(s): lp for share, p in zip(shares, passes) for s, lp in zip(share, p.logprobs)}
-        total = LogprobPass(logprobs=[by_sample[id(s)] for s in samples])
-        for part in passes:
-            total.tokens += part.tokens
-            total.entropy_sum += part.entropy_sum
-            total.mismatch_abs_sum += part.mismatch_abs_sum
-            total.mismatch_kl_sum += part.mismatch_kl_sum
-        return total
+        return LogprobPass.sum_of(passes, [by_sample[id(s)] for s in samples])
 
     def update(self, mini_batch: list[Sample], num_tokens: float | None = None, num_seqs: float | None = None,
                on_policy: bool = False, diagnose: bool | None = None) -> UpdateStats:
+        if num_tokens is None or num_seqs is None:  # the normalisers are the WHOLE mini-batch's
+            num_tokens, num_seqs = count_loss_tokens(mini_batch)
         shares = split_across_ranks(mini_batch, self.world_size)
         parts = self._get([r.update.remote(s, num_tokens, num_seqs, on_policy, diagnose)
                            for r, s in zip(self.ranks, shares)])
         merged = UpdateStats(loss=sum(p.loss for p in parts), grad_norm=parts[0].grad_norm,
                              skipped=any(p.skipped for p in parts))
         sums = [p.policy for p in parts if p.policy is not None]
-        merged.policy = sum(sums[1:], sums[0]) if sums else None
+        merged.policy = PolicyLossStats.total(sums) if sums else None
         diagnostics = [p.diagnostics for p in parts if p.diagnostics is not None]
         if diagnostics:
-            merged.diagnostics = LogprobPass(**{f.name: sum(getattr(d, f.name) for d in diagnostics)
-                                                for f in dataclasses.fields(LogprobPass) if f.name != "logprobs"})
+            merged.diagnostics = LogprobPass.sum_of(diagnostics)
         if merged.skipped:
             self.num_nonfinite_skipped += 1
         else:
@@ -233,10 +230,7 @@ class RayPolicyGroup:
 
     def export_weights_into(self, model: torch.nn.Module) -> None:
         """Load the ranks' current full weights into ``model`` (the driver's copy, for export)."""
-        full = self._on_all("full_weights")[0]
-        model.load_state_dict(full, strict=False)
-        if getattr(model.config, "tie_word_embeddings", False):
-            model.tie_weights()
+        load_full_weights(model, self._on_all("full_weights")[0], "the policy ranks' weights")
 
     def import_weights_from(self, model: torch.nn.Module) -> None:
         """Load ``model``'s weights (the driver's, just restored from a checkpoint) into every rank."""
@@ -270,23 +264,19 @@ class RayRolloutEngine:
     def generate(self, prompt_token_ids: list[list[int]], params: SamplingParams) -> GenerationResult:
         world = self.group.world_size
         bounds = [len(prompt_token_ids) * r // world for r in range(world + 1)]
-        calls = []
-        for rank, actor in enumerate(self.group.ranks):
-            chunk = prompt_token_ids[bounds[rank]:bounds[rank + 1]]
-            rank_params = dataclasses.replace(params, seed=request_seed(params.seed, rank))
-            calls.append(actor.generate.remote(chunk, rank_params) if chunk else None)
-        results = self.group._get([c for c in calls if c is not None])
-        completions, seconds, tokens = [], 0.0, 0
-        parts = iter(results)
-        for rank, call in enumerate(calls):
-            if call is None:
-                continue
-            result = next(parts)
-            for completion in result.completions:
-                completion.prompt_index += bounds[rank]
+        chunks = [(rank, bounds[rank], prompt_token_ids[bounds[rank]:bounds[rank + 1]]) for rank in range(world)]
+        chunks = [chunk for chunk in chunks if chunk[2]]  # more ranks than prompts: some sit out
+        results = self.group._get([
+            self.group.ranks[rank].generate.remote(prompts, dataclasses.replace(params, seed=request_seed(params.seed, rank)))
+            for rank, _, prompts in chunks
+        ])
+        completions = []
+        for (_, offset, _), result in zip(chunks, results):
+            for completion in result.completions:  # prompt-major within each chunk, chunks in order
+                completion.prompt_index += offset
                 completions.append(completion)
-            seconds, tokens = max(seconds, result.seconds), tokens + result.num_generated_tokens
-        return GenerationResult(completions, seconds, tokens)
+        seconds = max((r.seconds for r in results), default=0.0)  # the ranks generate in parallel
+        return GenerationResult(completions, seconds, sum(r.num_generated_tokens for r in results))
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         """The ranks hold the trainer's weights: each gathers them into its own engine."""

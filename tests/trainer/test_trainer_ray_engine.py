@@ -1,0 +1,45 @@
+"""How the driver splits a generate() over the policy ranks' engines (no Ray needed: the ranks
+are stand-ins that record what they were asked)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from dapo.rollout.base import Completion, GenerationResult, SamplingParams, request_seed
+from dapo.trainer.ray_policy import RayRolloutEngine
+
+
+class FakeRank:
+    def __init__(self, rank: int) -> None:
+        self.rank, self.calls = rank, []
+        self.generate = SimpleNamespace(remote=self._generate)
+
+    def _generate(self, prompts, params):
+        self.calls.append((prompts, params.seed))
+        completions = [Completion(i, [self.rank, p[0], j], [0.0] * 3, "stop")
+                       for i, p in enumerate(prompts) for j in range(params.n)]
+        return GenerationResult(completions, seconds=1.0 + self.rank, num_generated_tokens=3 * len(completions))
+
+
+def fake_group(world: int):
+    return SimpleNamespace(world_size=world, ranks=[FakeRank(r) for r in range(world)], _get=list)
+
+
+def test_prompts_are_split_in_contiguous_chunks_and_completions_come_back_in_prompt_order():
+    group = fake_group(2)
+    prompts = [[10 + i] for i in range(5)]
+    result = RayRolloutEngine(group).generate(prompts, SamplingParams(n=2, seed=7))
+    assert [call[0] for call in group.ranks[0].calls] == [prompts[:2]]
+    assert [call[0] for call in group.ranks[1].calls] == [prompts[2:]]
+    # each rank samples with its own seed
+    assert [r.calls[0][1] for r in group.ranks] == [request_seed(7, 0), request_seed(7, 1)]
+    assert [c.prompt_index for c in result.completions] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
+    assert all(c.token_ids[1] == prompts[c.prompt_index][0] for c in result.completions)
+    assert result.seconds == 2.0 and result.num_generated_tokens == 30  # parallel: the slower rank
+
+
+def test_more_ranks_than_prompts_leaves_the_extra_ranks_idle():
+    group = fake_group(3)
+    result = RayRolloutEngine(group).generate([[4]], SamplingParams(n=1, seed=0))
+    assert [len(r.calls) for r in group.ranks] == [0, 0, 1]
+    assert [c.prompt_index for c in result.completions] == [0]

@@ -144,7 +144,7 @@ def evaluate_dir(settings: BenchSettings, model_dir: str, work_dir: str) -> dict
     from dapo.data import load_problems
     from dapo.trainer import evaluate_model
 
-    result: dict[str, Any] = evaluate_model(dapo_config(settings, model_dir, str(Path(work_dir) / "eval_run")))
+    result: dict[str, Any] = evaluate_model(dapo_config(settings, model_dir, str(Path(work_dir) / "eval_run"))).metrics
     held_out = load_problems(["builtin:arithmetic"], DataConfig(template="none"), split="eval").problems
     distinct = len({p.uid for p in held_out})
     result["problems"] = min(distinct, settings.eval_problems) if settings.eval_problems else distinct

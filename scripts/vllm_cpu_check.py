@@ -43,7 +43,7 @@ def train(run_dir: Path, steps: int) -> None:
         "checkpoint.every_steps=0",
         "logging.progress=false",
     ]
-    command = [str(Path(sys.executable).parent / "dapo"), "train", *overrides]
+    command = [str(Path(sys.executable).parent / "dapo"), "train", "default", *overrides]
     print("$", " ".join(command), flush=True)
     subprocess.run(command, check=True, env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"})
 

@@ -39,3 +39,19 @@ def test_split_config_args_tells_files_from_overrides(tmp_path):
 def test_unknown_shipped_config_name_is_an_error(capsys):
     assert main(["config", "no_such_config"]) == 2
     assert "shipped configs" in capsys.readouterr().err
+
+
+def test_your_model_starts_from_the_papers_recipe_and_says_so(capsys):
+    assert main(["config", "model.path=/models/mine"]) == 0
+    captured = capsys.readouterr()
+    assert "shipped config 'dapo_recipe'" in captured.err
+    for line in ("template: dapo", "lr: 1.0e-06", "top_p: 0.7", "clip_ratio_high: 0.28", "n: 16"):
+        assert line in captured.out
+    assert main(["config"]) == 0  # the built-in model: the embedded demo
+    captured = capsys.readouterr()
+    assert "template: none" in captured.out and captured.err == ""
+
+
+def test_naming_the_demo_config_with_your_model_prints_a_note(capsys):
+    assert main(["config", "default", "model.path=/models/mine"]) == 0
+    assert "demo's laptop settings" in capsys.readouterr().err

@@ -137,6 +137,62 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: $2.5 \\text{ cm}$", "2.5", True, "answer"),
     (A + "Answer: 2.50", "2.5", True, "answer"),
     (A + "Answer: 2.51", "2.5", False, "answer"),
+    # --- thousands separators as models write them ---
+    (A + "Answer: $14 {, }916$", "14916", True, "answer"),
+    (A + "So \\boxed{11,\\! 111,\\! 111,\\! 100}", "11111111100", True, "boxed"),
+    (A + "So $\\boxed{32,\\! 349}$", "32349", True, "boxed"),
+    (A + "Answer: 1,000", "1000", True, "answer"),
+    (A + "Answer: 1,000.5", "1000.5", True, "answer"),
+    (A + "So \\boxed{32, 349}", "32349", False, "boxed"),  # comma + space: a list
+    (A + "Answer: 1000,5", "1000.5", False, "answer"),  # a comma is never a decimal point
+    (A + "Answer: 1,22", "1.22", False, "answer"),
+    # --- "Final Answer:" lines (Minerva format, prose, display blocks, leaked tokens) ---
+    (A + "Final Answer: The final answer is $28\\%$. I hope it is correct.", "28\\%", True, "answer"),
+    (A + "Final Answer: The final answer is 12,000,023. I hope it is correct.", "12000023", True,
+     "answer"),
+    (A + "Final Answer: The final answer is $\\frac{3}{56}$. I hope it is correct.", "\\frac{3}{56}",
+     True, "answer"),
+    (A + "**Final Answer:** The largest $n$ is 34.", "34", True, "answer"),
+    (A + "Final Answer: The volume of $ABCDEFGH$ is 120. I hope it is correct.", "120", True,
+     "answer"),
+    (A + "Final Answer: The value of $N$ is $\\boxed{14{,}916}$. I hope it is correct.", "14916",
+     True, "auto"),
+    (A + "**Answer:**\n$$\n34\n$$", "34", True, "answer"),
+    (A + "Answer: \\[\n\\frac{1}{2}\n\\]", "\\frac12", True, "answer"),
+    (A + "Answer: $x = 5$ is the only solution.", "5", True, "answer"),
+    (A + "Answer: The winner is Evelyn.", "\\text{Evelyn}", True, "answer"),
+    (A + "Answer: 34<|im_end|>", "34", True, "answer"),
+    (A + "Final Answer: The final answer is $34$. I hope it is correct.", "35", False, "answer"),
+    (A + "Final Answer: The final answer is 34 or 35. I hope it is correct.", "34", False, "answer"),
+    (A + "Final Answer: The largest $n$ is 35.", "34", False, "answer"),
+    (A + "Answer: $34$ or $\\boxed{35}$", "35", False, "answer"),
+    (A + "Answer: $ \n 34 \n $", "34", False, "answer"),  # inline math does not span lines
+    # --- several boxes: a set when the ground truth is a list or set, else a hedge ---
+    (A + "So \\boxed{1}, \\boxed{2}", "1, 2", True, "boxed"),
+    (A + "So \\boxed{1}, \\boxed{2}", "\\{2, 1\\}", True, "boxed"),
+    (A + "The solutions are \\boxed{-2} and \\boxed{1}.", "1, -2", True, "auto"),
+    (A + "$x = \\boxed{1}$ or $x = \\boxed{2}$", "1, 2", True, "auto"),
+    (A + "\\[\\boxed{(2, 2)} \\quad \\text{and} \\quad \\boxed{(6, 2)}\\]", "(2, 2), (6, 2)", True,
+     "auto"),
+    (A + "So \\boxed{\\frac12}, \\boxed{3}", "3, \\frac{1}{2}", True, "boxed"),
+    (A + "So \\boxed{1, 2}", "\\boxed{1}, \\boxed{2}", True, "boxed"),  # a multi-box ground truth
+    (A + "Answer: $1$ and $2$", "1, 2", True, "answer"),
+    (A + "Answer: 1 or 2", "\\{1, 2\\}", True, "answer"),
+    (A + "Answer: 2, 1", "1, 2", True, "answer"),
+    (A + "Answer: p=5,q=2; p=7,q=2", "(5,2), (7,2)", True, "answer"),
+    (A + "So \\boxed{1}, \\boxed{2}", "1", False, "boxed"),  # one ground truth: a hedge
+    (A + "So \\boxed{1}, \\boxed{2}", "2", False, "boxed"),
+    (A + "So \\boxed{1}, \\boxed{2}", "1, 2, 3", False, "boxed"),  # an element missing
+    (A + "So \\boxed{1}, \\boxed{2}, \\boxed{3}", "1, 2", False, "boxed"),  # an extra element
+    (A + "So \\boxed{1}, \\boxed{3}", "1, 2", False, "boxed"),
+    (A + "So \\boxed{\\frac13}, \\boxed{3}", "3, \\frac{1}{2}", False, "boxed"),
+    (A + "\\boxed{(2, 2)} \\quad \\text{and} \\quad \\boxed{(6, 3)}", "(2, 2), (6, 2)", False,
+     "boxed"),
+    (A + "So \\boxed{1} no, wait: it is \\boxed{2}", "1, 2", True, "boxed"),  # "," chains them
+    (A + "So \\boxed{1} then recheck \\boxed{2}", "1, 2", False, "boxed"),  # no separator
+    (A + "\\boxed{1}\n\\boxed{2}", "1, 2", False, "boxed"),  # only the last box's line
+    (A + "So \\boxed{1, 2}", "\\boxed{1} then \\boxed{2}", False, "boxed"),
+    (A + "Answer: 2, 1", "(1, 2)", False, "answer"),  # a tuple keeps its order
 ]
 
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dapo.rewards.equivalence import canonical_integer, quick_verdict
+from dapo.rewards.equivalence import answer_items, canonical_integer, join_items, quick_verdict
 from dapo.rewards.extract import extract_answer, resolve_extractor
 from dapo.rewards.verifier import prepare, shorten
 
@@ -25,6 +25,11 @@ HOSTILE_RESPONSES = {
     "many anchors": "Answer: 1\n" * 100_000,
     "many boxes on a line": "\\boxed{1}" * 100_000,
     "nested boxes": "\\boxed{" * 5000 + "1" + "}" * 5000,
+    "chained boxes": "\\boxed{1}, " * 100_000,
+    "unclosed display block": "Answer: $$" + " 1" * 100_000,
+    "many copulas": "Answer: " + "x is " * 50_000 + "1",
+    "many separators": "Answer: " + "1, and or ; " * 50_000,
+    "many special tokens": "Answer: 1" + "<|" * 100_000,
 }
 
 
@@ -68,6 +73,63 @@ def test_answer_line_takes_the_rest_of_the_last_anchor_line() -> None:
     assert extracted is not None and extracted.text == "42" and not extracted.hedged
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("1, 2", ["1", "2"]), ("\\{1,2\\}", ["1", "2"]), ("{1, 2, 3}", ["1", "2", "3"]),
+     ("3 and 5", ["3", "5"]), ("12\\text{ and }13", ["12", "13"]), ("1 or 2", ["1", "2"]),
+     ("p=5,q=2; p=7,q=2", ["p=5,q=2", "p=7,q=2"]), ("(1, 2), (2, 1)", ["(1, 2)", "(2, 1)"]),
+     ("1,000", ["1,000"]), ("11,\\! 111", ["11,111"]), ("(1, 2)", ["(1, 2)"]),
+     ("[1, 3)", ["[1, 3)"]), ("\\frac{1}{2}", ["\\frac{1}{2}"]), ("\\text{Monday and Tuesday}",
+     ["\\text{Monday and Tuesday}"]), ("\\{1\\} \\cup \\{2\\}", ["\\{1\\} \\cup \\{2\\}"]),
+     ("x \\lor y", ["x \\lor y"]), ("1,\\,2", ["1", "2"])],
+)
+def test_answer_items(text: str, expected: list[str]) -> None:
+    """A ground truth is a list or set when it splits at top level into several elements."""
+    assert answer_items(text) == expected
+
+
+def test_join_items_keeps_nested_lists_apart() -> None:
+    assert join_items(["1", "2"]) == "1, 2"
+    assert join_items(["p=5,q=2", "p=7,q=2"]) == "p=5,q=2; p=7,q=2"
+    assert join_items(["(1, 2)", "(2, 1)"]) == "(1, 2), (2, 1)"
+
+
+@pytest.mark.parametrize(
+    ("text", "items", "candidates"),
+    [("\\boxed{1}, \\boxed{2}", ("1", "2"), 2),
+     ("\\boxed{1}\\boxed{2}", ("1", "2"), 2),
+     ("$\\boxed{1}$ and $\\boxed{2}$ and $\\boxed{3}$", ("1", "2", "3"), 3),
+     ("\\boxed{1} papers and \\boxed{2} bins", ("1", "2"), 2),
+     ("\\boxed{1} no no no \\boxed{2}", (), 2),  # no separator: not one answer
+     ("\\boxed{1}\n\\boxed{2}", (), 1),  # another line
+     ("\\boxed{1}, \\boxed{1}", ("1", "1"), 1),
+     ("\\boxed{\\boxed{1}}", (), 1)],
+)
+def test_chained_boxes(text: str, items: tuple[str, ...], candidates: int) -> None:
+    extracted = extract_answer(text, "boxed")
+    assert extracted is not None
+    assert extracted.items == items
+    assert extracted.candidates == candidates
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("Final Answer: The final answer is $\\frac12$. I hope it is correct.", "\\frac12"),
+     ("Answer: The largest $n$ is 34.", "34"),
+     ("Answer: $x = 5$ is the only solution", "x = 5"),
+     ("Answer: the roots are $1$ and $2$", "1 ; 2"),
+     ("Answer: It is \\boxed{7}", "7"),
+     ("Answer: 7 <|im_end|><|endoftext|>", "7"),
+     ("Answer:\n\\[\n7\n\\]\nDone.", "7"),
+     ("Answer: $$\n7\n$$", "7"),
+     ("Answer: $f(x)=x$, which is a polynomial of degree 1", "f(x)=x"),
+     ("Answer: The answer is 34, which is even.", "34")],
+)
+def test_answer_line_forms(text: str, expected: str) -> None:
+    extracted = extract_answer(text, "answer")
+    assert extracted is not None and extracted.text == expected
+
+
 def test_hedges_are_flagged() -> None:
     for text in ("Answer: 3 or 4", "Answer: $3$ and $4$", "Answer: 3 \\lor 4"):
         extracted = extract_answer(text, "answer")
@@ -93,11 +155,13 @@ def test_auto_extractor_rule() -> None:
 
 
 ALPHABET = ["Answer:", "\\boxed{", "\\fbox", "{", "}", "$", "\\", "**", " or ", "\n", " ", ",",
-            "1", "34", "-", ".", "e9", "\\frac", "^{", "\u0663", "x =", "\\text{", "%", "\\$"]
+            "1", "34", "-", ".", "e9", "\\frac", "^{", "\u0663", "x =", "\\text{", "%", "\\$",
+            " is ", " and ", ";", "$$", "\\[", "\\]", "<|", "I hope it is correct", ",\\!", "\\quad"]
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.sampled_from(ALPHABET), max_size=3000), st.sampled_from(["34", "\\frac12"]))
+@given(st.lists(st.sampled_from(ALPHABET), max_size=3000),
+       st.sampled_from(["34", "\\frac12", "1, 34", "\\{1, 2\\}"]))
 def test_prepare_never_raises_and_stays_fast(tokens: list[str], ground_truth: str) -> None:
     text = "".join(tokens)
     for extractor in ("answer", "boxed", "any"):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from transformers import AutoModelForCausalLM
 
 from dapo.cli.main import main as dapo_main
 from dapo.trainer import Trainer
-from dapo.trainer.metrics import METRICS, read_metrics
+from dapo.trainer.metrics import METRICS, documented_name, read_metrics
 from tests.trainer.conftest import tiny_config, tiny_overrides
 
 KILLER = '''
@@ -38,7 +37,7 @@ VOLATILE = ("time/", "perf/")
 
 
 def documented(key: str) -> bool:
-    return re.sub(r"@\d+", "@k", key) in METRICS
+    return documented_name(key) in METRICS
 
 
 def stable_rows(run_dir: Path) -> list[dict]:
@@ -99,7 +98,7 @@ def assert_sigkill_then_resume_is_bit_identical(tiny_model_dir, tmp_path, settin
     run_dir.mkdir()
     args = tiny_overrides(tiny_model_dir, run_dir, killer, "parity_then_kill") + extra
     env = dict(os.environ, DAPO_TEST_KILL_RUN_DIR=str(run_dir))
-    proc = subprocess.Popen([sys.executable, "-m", "dapo.cli.main", "train", *args], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "dapo.cli.main", "train", "default", *args], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     (run_dir / "trainer.pid").write_text(str(proc.pid))
     assert proc.wait(timeout=300) == -signal.SIGKILL, "the trainer was not killed mid-run"
@@ -111,6 +110,8 @@ def assert_sigkill_then_resume_is_bit_identical(tiny_model_dir, tmp_path, settin
     for name, tensor in final_ref.items():
         assert torch.equal(tensor, final_resumed[name]), name
     assert stable_rows(run_dir) == stable_rows(reference_dir)
+    completions = [(d / "completions.jsonl").read_text() for d in (run_dir, reference_dir)]
+    assert completions[0] == completions[1] and completions[0].count("\n") == 4 * 4  # 4 steps x 4 samples
 
 
 def test_always_correct_reward_does_not_crash_and_says_why(tiny_model_dir, reward_file, tmp_path):

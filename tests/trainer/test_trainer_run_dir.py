@@ -24,7 +24,7 @@ def test_a_second_run_on_the_same_directory_refuses_naming_the_first(tiny_model_
     script = f"from dapo.trainer.run_dir import RunDirLock; from pathlib import Path; RunDirLock(Path(r'{run}'))"
     other = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert other.returncode != 0 and f"in use by another dapo train (pid {os.getpid()})" in other.stderr
-    assert dapo_main(["train", *tiny_overrides(tiny_model_dir, run, reward_file)]) == 2
+    assert dapo_main(["train", "default", *tiny_overrides(tiny_model_dir, run, reward_file)]) == 2
     assert "error: output_dir" in capsys.readouterr().err  # one line, no traceback
     first.state.close()
     Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=1")).train()  # free again

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from dapo.cli.ablate import ABLATION_TASKS, DEFAULT_TASK
-from dapo.config import ConfigError, builtin_config_path, load_config
+from dapo.config import ConfigError, DAPOConfig, builtin_config_path, load_config
+from dapo.config.loading import parse_override
 from dapo.errors import UserError
 
 EPILOG = """\
@@ -36,30 +38,82 @@ def split_config_args(args: list[str]) -> tuple[list[str], list[str]]:
     return files, overrides
 
 
-def resolve(args: list[str], default: str | None = "default"):
+# The shipped configs a run starts from when no CONFIG is given, by whose model it trains: the
+# embedded default's laptop settings suit only the built-in model; any other model starts from the
+# paper's recipe for one device (README "Train your own model").
+DEMO_CONFIG, RECIPE_CONFIG = "default", "dapo_recipe"
+SAVED_CONFIG = "dapo_config.yaml"  # a checkpoint's copy of its run's resolved config
+
+
+def model_path_override(overrides: list[str]) -> str | None:
+    """The value of a ``model.path=...`` override, if one is given (the last one wins)."""
+    values = [parse_override(text)[1] for text in overrides if text.split("=", 1)[0].strip() == "model.path"]
+    return str(values[-1]) if values else None
+
+
+def is_builtin_model(path: str | None) -> bool:
+    return path is None or path.partition(":")[0] == "builtin"
+
+
+def resolve(args: list[str], command: str = "train") -> DAPOConfig:
+    """Load CONFIG files + overrides. With no CONFIG: the embedded default for the built-in model,
+    the paper's recipe (dapo_recipe) for any other model.path, saying so on stderr."""
     files, overrides = split_config_args(args)
-    if not files and default:
-        files = [str(builtin_config_path(default))]
+    model_path = model_path_override(overrides)
+    if not files:
+        name = DEMO_CONFIG if is_builtin_model(model_path) else RECIPE_CONFIG
+        if name != DEMO_CONFIG:
+            print(f"dapo {command}: model.path={model_path} is not the built-in model, so the settings start from "
+                  f"the shipped config {name!r} (the paper's DAPO recipe for one device; `dapo config "
+                  f"{name}` shows it), not from the embedded demo's", file=sys.stderr)
+        files = [str(builtin_config_path(name))]
+    elif str(builtin_config_path(DEMO_CONFIG)) in map(str, files) and not is_builtin_model(model_path):
+        print(f"dapo {command}: note: config {DEMO_CONFIG!r} holds the built-in demo's laptop settings (no prompt "
+              f"template, lr 5e-5, bf16 decode, eval top_p 1.0); for your model start from {RECIPE_CONFIG!r}",
+              file=sys.stderr)
     return load_config(files, overrides)
 
 
 def cmd_train(ns: argparse.Namespace) -> int:
-    from dapo.trainer import Trainer, print_summary
+    from dapo.preflight import check_run
 
     cfg = resolve(ns.config)
+    check_run(cfg)  # every problem with files, device, extras and output_dir, before anything loads
+    from dapo.trainer import Trainer, print_summary
+
     summary = Trainer(cfg).train()
     print_summary(summary)
     return 0
 
 
 def cmd_eval(ns: argparse.Namespace) -> int:
+    from dapo.preflight import check_run, output_problems
+
+    args = list(ns.config)
+    saved = Path(ns.model) / SAVED_CONFIG
+    if not split_config_args(args)[0] and saved.is_file():
+        print(f"dapo eval: config: {saved}, the run's own (a CONFIG or key=value overrides it)", file=sys.stderr)
+        args = [str(saved), *args]
+    # evaluation runs in this process, whatever placement the run trained with
+    cfg = resolve([*args, f"model.path={ns.model}", "resources.nnodes=1", "resources.devices_per_node=1"], "eval")
+    save_dir = Path(ns.save_dir) if ns.save_dir else default_eval_dir(Path(ns.model), saved.is_file())
+    check_run(cfg, write_output=False)
+    if problems := output_problems(save_dir, 0):
+        raise UserError(problems[0].replace("output_dir", "--save-dir"))
     from dapo.trainer import evaluate_model
 
-    cfg = resolve(ns.config + [f"model.path={ns.model}"])
-    metrics = evaluate_model(cfg)
-    for key, value in metrics.items():
-        print(f"{key:32s} {value:.4f}")
+    result = evaluate_model(cfg, save_dir, progress=True)
+    for key, value in result.metrics.items():
+        print(f"{key:40s} {value:.4f}")
+    print(f"{result.num_problems} problems x k={result.k}; every sample in {save_dir / 'generations.jsonl'}")
     return 0
+
+
+def default_eval_dir(model: Path, is_checkpoint: bool) -> Path:
+    """RUN_DIR/eval/step-N for a run's checkpoint RUN_DIR/checkpoints/step-N, else runs/eval/<name>."""
+    if is_checkpoint and model.resolve().parent.name == "checkpoints":
+        return model.resolve().parent.parent / "eval" / model.resolve().name
+    return Path("runs") / "eval" / (model.name or "model")
 
 
 def cmd_plot(ns: argparse.Namespace) -> int:
@@ -76,7 +130,7 @@ def cmd_config(ns: argparse.Namespace) -> int:
     from dapo.config.explain import explain
     from dapo.config.loading import config_to_dict
 
-    cfg = resolve(ns.config)
+    cfg = resolve(ns.config, "config")
     if ns.explain is not None:
         try:
             print(explain(cfg, ns.explain))
@@ -90,7 +144,7 @@ def cmd_config(ns: argparse.Namespace) -> int:
 def cmd_plan(ns: argparse.Namespace) -> int:
     from dapo.cli.plan import plan
 
-    print(plan(resolve(ns.config), ns.params, ns.device_gib))
+    print(plan(resolve(ns.config, "plan"), ns.params, ns.device_gib))
     return 0
 
 
@@ -108,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error (also DAPO_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     cfg_help = "[CONFIG.yaml | shipped-name] [key=value ...]"
 
@@ -116,8 +171,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(func=cmd_train)
 
     ev = sub.add_parser("eval", help="avg@k / pass@k / maj@k of a model or checkpoint on data.eval_files")
-    ev.add_argument("model", help="HF model directory, run checkpoint directory, or 'builtin'")
+    ev.add_argument("model", help="HF model directory, run checkpoint directory (its run's config is used), "
+                                  "or 'builtin'")
     ev.add_argument("config", nargs="*", metavar="ARG", help=cfg_help)
+    ev.add_argument("--save-dir", default=None,
+                    help="where generations.jsonl, metrics.json and config.yaml go (default: RUN_DIR/eval/step-N "
+                         "for a checkpoint, else runs/eval/NAME)")
     ev.set_defaults(func=cmd_eval)
 
     plot = sub.add_parser("plot", help="PNG report of a run: reward, accuracy, entropy, length, clipping, filtering")
@@ -147,6 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
     ablate.add_argument("--output-dir", default="runs/ablation")
     ablate.add_argument("config", nargs="*", metavar="ARG", help="key=value overrides applied to every run")
     ablate.set_defaults(func=cmd_ablate)
+    for command in sub.choices.values():  # `dapo train --debug` as well as `dapo --debug train`
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return parser
 
 
@@ -159,11 +220,23 @@ def main(argv: list[str] | None = None) -> int:
     if ns.command is None:
         parser.print_help()
         return 0
+    debug = ns.debug or os.environ.get("DAPO_DEBUG", "") not in ("", "0")
     try:
         return ns.func(ns)
-    except (UserError, FileNotFoundError) as error:
-        print(f"dapo {ns.command}: error: {error}", file=sys.stderr)
+    except (UserError, OSError) as error:  # the user's to fix: a config value, a file, a full disk
+        if debug:
+            raise
+        lines = str(error).splitlines() if isinstance(error, UserError) else [_os_error_line(error)]
+        for line in lines or [type(error).__name__]:
+            print(f"dapo {ns.command}: error: {line}", file=sys.stderr)
+        print(f"(dapo --debug {ns.command} ... shows the traceback)", file=sys.stderr)
         return 2
+
+
+def _os_error_line(error: OSError) -> str:
+    """'No space left on device: runs/x/checkpoints/...' rather than '[Errno 28] ...'."""
+    where = f": {error.filename}" if error.filename else ""
+    return f"{error.strerror or error}{where}"
 
 
 if __name__ == "__main__":

@@ -32,7 +32,17 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     key = key.strip()
     if not key:
         raise ConfigError(f"override {text!r} has an empty key")
-    return key.split("."), yaml.safe_load(raw) if raw.strip() else ""
+    try:
+        return key.split("."), yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as error:
+        raise ConfigError(f"override {text!r}: the value is not valid YAML ({_yaml_problem(error)})") from None
+
+
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    """A YAML error in one line: 'line L, column C: what is wrong'."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" if mark is not None else problem
 
 
 def _set_dotted(tree: dict[str, Any], path: list[str], value: Any) -> None:
@@ -114,7 +124,10 @@ def load_config(
         path = Path(file)
         if not path.exists():
             raise ConfigError(f"config file {path} does not exist")
-        loaded = yaml.safe_load(path.read_text()) or {}
+        try:
+            loaded = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as error:
+            raise ConfigError(f"config file {path} is not valid YAML: {_yaml_problem(error)}") from None
         if not isinstance(loaded, dict):
             raise ConfigError(f"config file {path} must hold a mapping at the top level")
         tree = _merge(tree, loaded)

@@ -124,9 +124,14 @@ class RewardConfig:
     num_workers: int = 0
     # Responses longer than this (characters) are cut to their tail before parsing.
     max_response_chars: int = 20000
+    # Stop the run when one scorer (a reward function, or math-verify) fails on every response of
+    # this many consecutive training steps: a reward that always fails gives no learning signal.
+    # 0 never stops.
+    max_failing_steps: int = 2
 
     def __post_init__(self) -> None:
         _one_of("reward.extractor", self.extractor, ("answer", "boxed", "auto"))
+        _check(self.max_failing_steps >= 0, "reward.max_failing_steps must be >= 0 (0 never stops)")
         _check(self.timeout_s > 0, "reward.timeout_s must be > 0")
         _check(self.num_workers >= 0, "reward.num_workers must be >= 0 (0 = one per core)")
         self.functions = [
@@ -395,8 +400,14 @@ class LoggingConfig:
     # Weights & Biases, when the package is installed.
     wandb: bool = False
     wandb_project: str = "dapo-rl"
-    # A rich progress bar counting optimizer steps.
+    # A rich progress bar counting optimizer steps (and evaluation's problems).
     progress: bool = True
+    # Sampled completions written each step (prompt, response, extracted answer, ground truth,
+    # reward) to RUN_DIR/completions.jsonl, TensorBoard text and a W&B table; 0 disables.
+    completions_per_step: int = 4
+
+    def __post_init__(self) -> None:
+        _check(self.completions_per_step >= 0, "logging.completions_per_step must be >= 0 (0 disables)")
 
 
 @dataclass

@@ -26,13 +26,14 @@ from typing import Any
 from dapo.config.schema import DataConfig
 from dapo.data.arithmetic import make_arithmetic_problems
 from dapo.data.records import Problem
+from dapo.errors import UserError
 
 BUILTIN_ARITHMETIC = "builtin:arithmetic"
 _PARQUET_BATCH_ROWS = 8192
 _MAX_WARNINGS = 20
 
 
-class DataError(ValueError):
+class DataError(UserError, ValueError):
     """Malformed data; the message names the file and the row (0-based) and says what is wrong."""
 
 
@@ -44,6 +45,29 @@ class LoadedProblems:
     num_malformed_skipped: int  # rows (or unreadable files) skipped in lenient mode
     sources: list[str]  # the files (or "builtin:arithmetic") the problems came from
     warnings: list[str] = field(default_factory=list)  # why rows were skipped (first few)
+
+    @property
+    def num_unique(self) -> int:
+        return len({p.uid for p in self.problems})
+
+    def counts(self, split: str) -> dict[str, float]:
+        """What was read and what was dropped, as ``data/<split>_*`` metrics."""
+        return {
+            f"data/{split}_problems": float(self.num_unique),
+            f"data/{split}_rows": float(self.num_rows + self.num_malformed_skipped),
+            f"data/{split}_duplicates_dropped": float(self.num_duplicates_dropped),
+            f"data/{split}_malformed_skipped": float(self.num_malformed_skipped),
+        }
+
+    def describe(self, split: str) -> str:
+        """What was read and what was dropped, for the terminal (with the first skip reasons)."""
+        line = (
+            f"{split} data: {self.num_unique} problems from {', '.join(self.sources)} "
+            f"({self.num_rows + self.num_malformed_skipped} rows; "
+            f"{self.num_duplicates_dropped} duplicate prompts dropped; {self.num_malformed_skipped} malformed "
+            "rows skipped)"
+        )
+        return "\n".join([line, *(f"  {warning}" for warning in self.warnings[:5])])
 
 
 def load_problems(files: list[str], cfg: DataConfig, split: str) -> LoadedProblems:

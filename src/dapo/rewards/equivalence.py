@@ -9,6 +9,11 @@ plain number (``34.5``, scientific notation such as ``3.4e1`` or ``1e999999``) a
 ground truth is wrong without parsing. These checks are linear-time string operations that never
 call ``int()`` (which refuses more than 4300 digits), so they are safe on any input.
 
+List and set answers (a ground truth ``1, 2``, ``\\{1,2\\}``, ``3 and 5``): :func:`answer_items`
+splits an answer at its top-level separators (``,`` ``;`` ``and`` ``or``, outside brackets;
+an answer that is one integer, such as ``1,000``, is never split). Two lists of integers are
+compared as sets here; any other list goes to math-verify joined as ``a, b, c`` (a set there).
+
 Everything else (fractions, roots, pi, intervals, tuples, percentages, expressions) is decided by
 the ``math-verify`` library in :func:`math_equal`, which the scorer only calls inside a worker
 process with a hard deadline, on answers no longer than :data:`MAX_MATH_CHARS`.
@@ -26,6 +31,9 @@ _SPACES = ("\\,", "\\;", "\\:", "\\ ", "~", "\u00a0", "\u2009", "\u202f", "\u200
 _SUFFIXES = ("^{\\circ}", "^\\circ", "\\circ", "°", "\\degree", "\\%", "%", "\\$")
 _UNIT_WRAPPERS = ("\\text{", "\\textrm{", "\\mbox{", "\\mathrm{", "\\textnormal{")
 _VARIABLE_PREFIX = re.compile(r"[A-Za-z](?:_\{?[A-Za-z0-9]{1,8}\}?)? {0,4}= {0,4}")
+_GLUED_COMMA = re.compile(r",\\!\s{0,3}")  # 11,\! 111 is one number
+_BRACED_COMMA = re.compile(r" ?\{ ?, ?\} ?")  # 14{,}916 and 14 {, }916
+_TEXT_CONNECTIVE = re.compile(r"\\(?:text|textrm|mbox|textnormal)\{ {0,3}(and|or) {0,3}\}")
 _PLAIN_INTEGER = re.compile(r"[+-]?[0-9]+(?:\.0*)?")
 _GROUPED_INTEGER = re.compile(r"[+-]?[0-9]{1,3}(?:[, ][0-9]{3})+(?:\.0*)?")
 # Unambiguous (no two quantifiers compete for the same characters): linear even on 10^5 digits.
@@ -45,10 +53,10 @@ def to_ascii_digits(text: str) -> str:
 
 def _strip_number_decorations(answer: str) -> str:
     """Remove what can surround a number without changing it: prefixes, units, signs."""
-    answer = to_ascii_digits(answer)
+    answer = _GLUED_COMMA.sub(",", to_ascii_digits(answer))
     for space in _SPACES:
         answer = answer.replace(space, " ")
-    answer = answer.replace("{,}", ",").strip()
+    answer = _BRACED_COMMA.sub(",", answer).strip()
     prefix = _VARIABLE_PREFIX.match(answer)
     if prefix:
         answer = answer[prefix.end() :]
@@ -113,6 +121,96 @@ def quick_verdict(pred: str, ground_truth: str) -> bool | None:
     elif _compact(pred) == _compact(ground_truth):
         return True
     if len(pred) > MAX_MATH_CHARS or len(ground_truth) > MAX_MATH_CHARS:
+        return False
+    return None
+
+
+def answer_items(answer: str) -> list[str]:
+    """The elements of a list or set answer (``1, 2``, ``\\{1,2\\}``, ``3 and 5``); [answer] if one.
+
+    Splits outside any bracket, after unwrapping one outer ``\\{...\\}`` / ``{...}``: at ``;``
+    when there is one (``p=5,q=2; p=7,q=2`` has two elements), else at ``,`` and the words
+    ``and`` / ``or``. A tuple or interval (``(1, 2)``, ``[1, 3)``) is one element; an integer
+    with thousands separators (``1,000``) is never split. Linear time.
+    """
+    answer = _GLUED_COMMA.sub(",", answer).replace("\\!", "")
+    for space in ("\\quad", "\\qquad", *_SPACES):
+        answer = answer.replace(space, " ")
+    answer = _unwrap_braces(_TEXT_CONNECTIVE.sub(r" \1 ", answer).strip())
+    if canonical_integer(answer) is not None:
+        return [answer]
+    items = _split_top_level(answer, semicolons_only=True)
+    if len(items) == 1:
+        items = _split_top_level(answer, semicolons_only=False)
+    return items if len(items) > 1 else [answer]
+
+
+def join_items(items: list[str]) -> str:
+    """One string for math-verify: ``a, b``, or ``a; b`` when an element has its own commas."""
+    nested = any(len(_split_top_level(item, semicolons_only=False)) > 1 for item in items)
+    return ("; " if nested else ", ").join(items)
+
+
+def _split_top_level(text: str, semicolons_only: bool) -> list[str]:
+    items, depth, start, i = [], 0, 0, 0
+    while i < len(text):
+        char = text[i]
+        word = None
+        if not semicolons_only:
+            word = next((w for w in ("and", "or") if _is_word(text, i, w)), None)
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth = max(depth - 1, 0)
+        elif depth == 0 and (
+            char == ";" or word is not None or (char == "," and not semicolons_only)
+        ):
+            items.append(text[start:i])
+            i += len(word) if word is not None else 1
+            start = i
+            continue
+        i += 1
+    items.append(text[start:])
+    return [item.strip() for item in items if item.strip()]
+
+
+def _is_word(text: str, at: int, word: str) -> bool:
+    end = at + len(word)
+    return (
+        text.startswith(word, at)
+        and (at == 0 or not (text[at - 1].isalpha() or text[at - 1] == "\\"))
+        and (end == len(text) or not text[end].isalpha())
+    )
+
+
+def _unwrap_braces(answer: str) -> str:
+    """``\\{1, 2\\}`` / ``\\left\\{1, 2\\right\\}`` / ``{1, 2}`` -> ``1, 2`` (one outer pair only)."""
+    for opening, closing in (("\\left\\{", "\\right\\}"), ("\\{", "\\}"), ("{", "}")):
+        if answer.startswith(opening) and answer.endswith(closing):
+            inner = answer[len(opening) : len(answer) - len(closing)]
+            depth = 0
+            for char in inner:  # the outer pair must enclose everything: {1}{2} is not a set
+                depth += char == "{"
+                depth -= char == "}"
+                if depth < 0:
+                    return answer
+            return inner.strip()
+    return answer
+
+
+def quick_list_verdict(pred_items: list[str], gold_items: list[str]) -> bool | None:
+    """:func:`quick_verdict` for a list / set ground truth: integer lists compare as sets."""
+    gold = [canonical_integer(item) for item in gold_items]
+    if all(item is not None for item in gold):
+        pred = [canonical_integer(item) for item in pred_items]
+        if all(item is not None for item in pred):
+            return set(pred) == set(gold)
+        if any(is_plain_number(item) for item in pred_items):
+            return False
+    joined_pred, joined_gold = join_items(pred_items), join_items(gold_items)
+    if _compact(joined_pred) == _compact(joined_gold):
+        return True
+    if len(joined_pred) > MAX_MATH_CHARS or len(joined_gold) > MAX_MATH_CHARS:
         return False
     return None
 

@@ -2,9 +2,19 @@
 
 Two anchors, as in the DAPO reference and the MATH convention:
 - ``answer``: the text after the last ``Answer:`` (DAPO's prompt asks for a last line
-  ``Answer: $Answer``); the answer is the rest of that line, or the next non-empty line when
-  the anchor ends its line.
+  ``Answer: $Answer``; ``**Answer:**`` and ``Final Answer:`` count too); the answer is the rest of
+  that line, or the next non-empty line when the anchor ends its line. A display block opened
+  on that line (``$$`` or ``\\[``) runs to its closing delimiter. On the line: a chat-template
+  token (``<|im_end|>``) ends it; ``I hope it is correct`` (the Minerva format "The final answer
+  is X. I hope it is correct.") ends it; a ``\\boxed{}`` on it wins over everything else; a
+  sentence ``... is X`` / ``... are X`` gives X (when X states a number or math, or the words
+  before it do not); several ``$...$`` segments are several candidates.
 - ``boxed``: the content of the last brace-balanced ``\\boxed{...}`` (or ``\\fbox{...}``).
+  Boxes on the last box's line that are chained to it by list separators (``,`` ``;`` ``and``
+  ``or``, or only blank space, ``\\quad`` and math delimiters between them) are the *items*
+  of a multi-box answer (``\\boxed{1}, \\boxed{2}``); the verifier joins them into a set only
+  when the ground truth is itself a list or set, otherwise different boxes on one line are
+  several candidates (a hedge).
 
 There is no anchor-less fallback ("the last number in the text"): a response that never states
 an answer is wrong. Every function here is plain string scanning with bounded regex quantifiers,
@@ -23,17 +33,32 @@ _ANSWER_ANCHOR = re.compile(r"answer[ \t*]{0,8}[:：]", re.IGNORECASE)
 _BOX_COMMANDS = ("\\boxed", "\\fbox")
 # Words that offer several candidates ("34 or 35", "either 3 or 4").
 _HEDGE = re.compile(r"(?<![a-z\\])(?:or|either)(?![a-z])|\\lor(?![a-z])", re.IGNORECASE)
+_HOPE = re.compile(r"i hope it is correct", re.IGNORECASE)
+# "The largest $n$ is 34": the answer follows the last copula outside math.
+_COPULA = re.compile(r"(?<![A-Za-z\\])(?:is|are|equals)(?![A-Za-z])", re.IGNORECASE)
+_RELATIVE_WORDS = ("which", "what")
+_RELATIVE_CLAUSE = re.compile(r",\s{0,3}(?:which|where|since|because)(?![A-Za-z])", re.IGNORECASE)
+# Between two chained boxes: spacing and math delimiters, dropped before looking for a separator.
+_GAP_NOISE = re.compile(r"\\(?:quad|qquad|[,;: ()\[\]])|[\s$.]")
+_LIST_SEPARATOR = re.compile(r"[,;]|(?<![A-Za-z])(?:and|or)(?![A-Za-z])", re.IGNORECASE)
+_GLUED_COMMA = re.compile(r",\\!\s{0,3}")
 _MAX_LINE_CHARS = 5000  # an "answer line" longer than this is not a final answer
 _MAX_BOXES_PER_LINE = 16  # boxes compared when looking for several candidates on one line
+_MAX_GAP_CHARS = 80  # boxes further apart than this are not one multi-box answer
 EXTRACTORS = ("answer", "boxed", "any")
 
 
 @dataclass(frozen=True)
 class Extracted:
-    """A final-answer candidate: its cleaned text and how many answers the model offered."""
+    """A final-answer candidate: its cleaned text and how many answers the model offered.
+
+    ``items``: the separate answers when several were stated (chained boxes, or several
+    ``$...$`` segments on the answer line); empty for a single answer.
+    """
 
     text: str
     candidates: int = 1
+    items: tuple[str, ...] = ()
 
     @property
     def hedged(self) -> bool:
@@ -87,16 +112,30 @@ def _last_answer_anchor(text: str) -> re.Match[str] | None:
 
 
 def _answer_line_start(text: str, anchor: re.Match[str]) -> int:
-    """Where the answer starts: after the anchor, skipping blank space and empty lines."""
+    """Where the answer starts: after the anchor, skipping blank space, empty lines and the
+    closing ``**`` of a bold ``**Answer:**``."""
     at = anchor.end()
-    while at < len(text) and text[at].isspace():
+    while at < len(text) and (text[at].isspace() or text[at] == "*"):
         at += 1
     return at
 
 
 def _answer_line_end(text: str, anchor: re.Match[str]) -> int:
-    end = text.find("\n", _answer_line_start(text, anchor))
-    return len(text) if end < 0 else end
+    """End of the answer line; a display block opened on it (``$$``, ``\\[``) runs to its close."""
+    start = _answer_line_start(text, anchor)
+    end = text.find("\n", start)
+    end = len(text) if end < 0 else end
+    line = text[start:end]
+    close = None
+    if line.count("$$") % 2 == 1:
+        close = "$$"
+    elif line.rfind("\\[") > line.rfind("\\]"):
+        close = "\\]"
+    if close is not None:
+        at = text.find(close, end, start + _MAX_LINE_CHARS)
+        if at >= 0:
+            return at + len(close)
+    return end
 
 
 def _from_answer_line(text: str) -> Extracted | None:
@@ -105,24 +144,65 @@ def _from_answer_line(text: str) -> Extracted | None:
         return None
     start = _answer_line_start(text, anchor)
     line = text[start : _answer_line_end(text, anchor)][:_MAX_LINE_CHARS]
-    return _clean_line(line)
+    return _clean_line(line.replace("\n", " "))
 
 
 def _clean_line(line: str) -> Extracted | None:
+    special = line.find("<|")  # a leaked chat-template token ends the answer
+    if special >= 0:
+        line = line[:special]
+    hope = _HOPE.search(line)
+    if hope is not None:
+        line = line[: hope.start()]
     line = line.replace("**", "").replace("`", "").strip()
-    line = line.replace("$$", "$").replace("\\(", "$").replace("\\)", "$")
-    line = line.replace("\\[", "$").replace("\\]", "$")
-    segments = _math_segments(line)
-    if len(segments) > 1:
-        return Extracted(" ; ".join(clean_answer(s) for s in segments), candidates=len(segments))
-    if len(segments) == 1:
-        line = segments[0]
     if any(box in line for box in _BOX_COMMANDS):
         boxed = _from_last_box(line)
         if boxed is not None:
+            # "$34$ or $\boxed{35}$": a hedge outside the boxes still offers two answers.
+            outside = _strip_boxes(line)
+            if boxed.candidates == 1 and _HEDGE.search(outside):
+                return Extracted(boxed.text, candidates=2, items=boxed.items)
             return boxed
+    line = line.replace("$$", "$").replace("\\(", "$").replace("\\)", "$")
+    line = _after_copula(line.replace("\\[", "$").replace("\\]", "$"))
+    segments = _math_segments(line)
+    if len(segments) > 1:
+        items = tuple(clean_answer(s) for s in segments)
+        return Extracted(" ; ".join(items), candidates=len(segments), items=items)
+    if len(segments) == 1:
+        line = segments[0]
     answer = clean_answer(line)
     return Extracted(answer) if answer else None
+
+
+def _after_copula(line: str) -> str:
+    """``The largest $n$ is 34`` -> ``34``: the tail after the last copula outside ``$...$``.
+
+    Taken when the tail states a number or math, or when the words before the copula do not
+    (``The winner is Evelyn``); ``$x = 5$ is the only solution`` keeps the whole line. A
+    relative clause describes the answer and is skipped: ``$x^2$, which is even`` keeps
+    ``x^2``; ``34, which is even`` after a copula is cut to ``34``.
+    """
+    last = None
+    dollars = 0
+    at = 0
+    for match in _COPULA.finditer(line):
+        dollars += line.count("$", at, match.start())
+        at = match.start()
+        relative = line[max(0, at - 8) : at].rstrip().lower().endswith(_RELATIVE_WORDS)
+        if dollars % 2 == 0 and not relative:
+            last = match
+    if last is None:
+        return line
+    head, tail = line[: last.start()], line[last.end() :].strip(" :")
+    tail = _RELATIVE_CLAUSE.split(tail, maxsplit=1)[0].strip()
+    if tail and (_states_math(tail) or not _states_math(head)):
+        return tail
+    return line
+
+
+def _states_math(text: str) -> bool:
+    return "$" in text or "\\" in text or any(char.isdigit() for char in text)
 
 
 def _math_segments(line: str) -> list[str]:
@@ -140,24 +220,66 @@ def _from_last_box(text: str) -> Extracted | None:
     if start < 0:
         return None
     content = _box_content(text, start)
-    if content is None:
+    if content is None or not content.strip():
         return None
-    # Several boxes with different contents on the final line offer several candidates.
+    answer = clean_answer(content)
     line_start = text.rfind("\n", 0, start) + 1
-    earlier = _box_contents_in(text[line_start:start])
-    candidates = 1 + sum(1 for other in earlier if clean_answer(other) != clean_answer(content))
-    return Extracted(clean_answer(content), candidates=candidates) if content.strip() else None
+    boxes = _boxes_in(text[line_start:start])
+    # Several boxes with different contents on the final line offer several candidates.
+    candidates = 1 + len({clean_answer(c) for _, _, c in boxes} - {answer})
+    items = _chained_items(text[line_start:start], boxes, answer)
+    return Extracted(answer, candidates=candidates, items=items)
 
 
-def _box_contents_in(text: str) -> list[str]:
-    """The first few boxes' contents: capped, so nested boxes cannot make this quadratic."""
-    contents: list[str | None] = []
+def _chained_items(line: str, boxes: list[tuple[int, int, str]], last: str) -> tuple[str, ...]:
+    """The boxes chained to the last one by list separators, in order; () for a lone box."""
+    items = [last]
+    gap_end = len(line)
+    for box_start, box_end, content in reversed(boxes):
+        gap = line[box_end:gap_end]
+        if len(gap) > _MAX_GAP_CHARS:
+            break
+        bare = _GAP_NOISE.sub(" ", gap).strip()
+        if bare and not _LIST_SEPARATOR.search(bare):
+            break
+        items.append(clean_answer(content))
+        gap_end = box_start
+    return tuple(reversed(items)) if len(items) > 1 else ()
+
+
+def _boxes_in(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, content) of the first few boxes, in order: capped, so nested boxes cannot
+    make this quadratic. ``end`` is just past the closing brace."""
+    boxes: list[tuple[int, int, str]] = []
+    tried = 0  # unbalanced boxes count too: each try scans to the end of the text
     for box in _BOX_COMMANDS:
         at = text.find(box)
-        while at >= 0 and len(contents) < _MAX_BOXES_PER_LINE:
-            contents.append(_box_content(text, at))
+        while at >= 0 and tried < _MAX_BOXES_PER_LINE:
+            tried += 1
+            content = _box_content(text, at)
+            if content is not None and text.startswith("{", at + len(box)):
+                end = at + len(box) + len(content) + 2
+                boxes.append((at, end, content))
+            elif content is not None:
+                boxes.append((at, at + len(box) + 1 + len(content), content))
             at = text.find(box, at + len(box))
-    return [content for content in contents if content is not None]
+    boxes.sort()
+    # A box nested in another (\boxed{\boxed{1}}) is part of its parent, not a separate answer.
+    outer: list[tuple[int, int, str]] = []
+    for item in boxes:
+        if not outer or item[0] >= outer[-1][1]:
+            outer.append(item)
+    return outer
+
+
+def _strip_boxes(line: str) -> str:
+    """The line without its (first few) boxes."""
+    kept, at = [], 0
+    for start, end, _ in _boxes_in(line):
+        kept.append(line[at:start])
+        at = end
+    kept.append(line[at:])
+    return " ".join(kept)
 
 
 def _box_content(text: str, start: int) -> str | None:
@@ -183,6 +305,7 @@ def _box_content(text: str, start: int) -> str | None:
 def clean_answer(answer: str) -> str:
     """Strip presentation around an answer: ``$``, bold, ``\\text{}`` wrapper, trailing period."""
     answer = answer.replace("\\$", "").replace("$", "").replace("**", "").strip()
+    answer = _GLUED_COMMA.sub(",", answer)  # 11,\! 111 is one number; "11, 111" is a list
     answer = answer.replace("\\displaystyle", "").replace("\\!", "").strip()
     while answer.endswith((".", "。", "\\.", ",")) and not answer.endswith("..."):
         answer = answer[:-1].rstrip()

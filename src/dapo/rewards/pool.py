@@ -86,6 +86,8 @@ class WorkerPool:
         self._workers: list[_Worker] = []
         self._results: list[Outcome | None] = []
         self._done = 0
+        # What tasks of the last run() printed: task id -> (first characters, total characters).
+        self.outputs: dict[int, tuple[str, int]] = {}
         self._init_error: str | None = None
         try:
             self._workers = [self._start_worker() for _ in range(num_workers)]
@@ -125,6 +127,7 @@ class WorkerPool:
         """Run every task; return one outcome per task, in order. Never blocks past deadlines."""
         self._results = [None] * len(tasks)
         self._done = 0
+        self.outputs = {}
         pending: deque[int] = deque(range(len(tasks)))
         chunk_size = max(1, min(_MAX_CHUNK, len(tasks) // (4 * max(1, len(self._workers)))))
         while self._done < len(tasks):
@@ -176,6 +179,9 @@ class WorkerPool:
                     worker.deadline = (
                         time.monotonic() + self.timeout_s if worker.inflight else math.inf
                     )
+                elif message[0] == "output":
+                    _, task_id, text, total = message
+                    self.outputs[task_id] = (text, total)
                 elif message[0] == "ready":
                     worker.ready = True
                 elif message[0] == "init_error":

@@ -43,6 +43,8 @@ class RewardScorer:
         self._reported: set[tuple[str, str]] = set()
         self.num_timeouts = 0  # items that timed out, over the scorer's life
         self.num_errors = 0  # items with a failing scorer, over the scorer's life
+        self.first_failure: dict[str, str] = {}  # scorer label -> its first failure, in one line
+        self.printed_chars: dict[str, int] = {}  # user function label -> characters it printed
         num_workers = cfg.num_workers or os.cpu_count() or 1
         self._pool = WorkerPool(num_workers, self._specs, cfg.timeout_s)
         try:
@@ -94,6 +96,7 @@ class RewardScorer:
         for k in range(len(self._specs)):
             tasks.extend(("fn", k, texts[i], golds[i], dict(extras[i] or {})) for i in range(n))
         outcomes = self._pool.run(tasks) if tasks else []
+        self._report_output(tasks)
         return [
             self._combine(
                 prepared[i],
@@ -146,6 +149,18 @@ class RewardScorer:
             self.num_errors += result.error
         return result
 
+    def _report_output(self, tasks: list[tuple]) -> None:
+        """Count what user functions printed; show the first output of each function once."""
+        for task_id, (text, total) in sorted(self._pool.outputs.items()):
+            label = self._labels[tasks[task_id][1]] if tasks[task_id][0] == "fn" else "math-verify"
+            if label not in self.printed_chars:
+                logger.warning(
+                    "%s printed while scoring; what reward functions print is captured, not shown (this is "
+                    "the first call's output, %d of %d characters; later output is only counted):\n%s",
+                    label, len(text), total, text,
+                )
+            self.printed_chars[label] = self.printed_chars.get(label, 0) + total
+
     def _outcome_ok(self, outcome: Outcome, label: str, result: RewardResult) -> bool:
         kind, detail = outcome
         if kind == "ok":
@@ -154,6 +169,7 @@ class RewardScorer:
             result.timed_out = True
         else:
             result.error = True
+        result.failed.append(label)
         self._report_once(label, kind, detail, during="a response")
         return False
 
@@ -170,6 +186,9 @@ class RewardScorer:
             message = f"{label} returned a bad value on {during}: {detail}"
         else:
             message = f"the worker running {label} died on {during} ({detail or 'crashed'})"
+        # one line for the run-stopping error: a traceback's last line names the exception
+        last_line = next((line for line in reversed(message.splitlines()) if line.strip()), message)
+        self.first_failure.setdefault(label, message if kind != "raised" else f"{label} raised {last_line.strip()}")
         logger.warning(
             "%s (scored as incorrect; further failures of this kind are counted, not shown)",
             message,

@@ -13,3 +13,4 @@ class RewardResult:
     timed_out: bool = False  # some scorer ran past its deadline (item scored as incorrect)
     error: bool = False  # some scorer raised or returned a wrong type (item scored as incorrect)
     extra: dict[str, float] = field(default_factory=dict)  # extra metrics from user functions
+    failed: list[str] = field(default_factory=list)  # labels of the scorers that timed out or failed on it

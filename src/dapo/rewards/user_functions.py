@@ -14,13 +14,14 @@ from collections.abc import Callable
 from numbers import Real
 from typing import Any
 
+from dapo.errors import UserError
 from dapo.user_code import import_user_code, is_file_location
 
 RewardFunction = Callable[[str, str, dict], Any]
 
 
-class RewardFunctionError(ValueError):
-    """A user reward function cannot be loaded or returns the wrong kind of value."""
+class RewardFunctionError(UserError, ValueError):
+    """A user reward function cannot be loaded, returns the wrong kind of value, or fails on everything."""
 
 
 def split_spec(spec: str) -> tuple[str, str]:

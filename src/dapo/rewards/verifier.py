@@ -3,13 +3,18 @@
 Policy (what counts as correct), in order:
 1. The response is cut to its last ``max_response_chars`` characters (the answer is at the end).
 2. The final answer is taken behind the last anchor (``Answer:`` line or ``\\boxed{}``); no
-   anchor means no answer, which is wrong.
-3. A final answer offering several candidates ("34 or 35", two different boxes on the last line,
-   two ``$...$`` segments on the answer line) is wrong.
-4. :func:`~dapo.rewards.equivalence.quick_verdict` decides integers exactly with string
-   operations; everything else goes to math-verify.
+   anchor means no answer, which is wrong. The ground truth is cleaned the same way when it
+   has an anchor itself (a boxed or "Final Answer:" solution); chained boxes in it are a list.
+3. Ground truth with one answer: a final answer offering several candidates ("34 or 35", two
+   different boxes on the last line, two ``$...$`` segments on the answer line) is wrong.
+4. Ground truth that is a list or set (``1, 2``, ``\\{1,2\\}``, ``3 and 5``, see
+   :func:`~dapo.rewards.equivalence.answer_items`): the stated answers (chained boxes
+   ``\\boxed{1}, \\boxed{2}``, several math segments, or one ``1, 2`` / ``1 or 2``) are joined
+   and compared as a set: every element right, none missing, none extra.
+5. :func:`~dapo.rewards.equivalence.quick_verdict` (``quick_list_verdict`` for lists) decides
+   integers exactly with string operations; everything else goes to math-verify.
 
-:func:`prepare` does steps 1-4 up to the math-verify call: pure, linear-time string work that
+:func:`prepare` does steps 1-5 up to the math-verify call: pure, linear-time string work that
 the scorer runs in the parent process. :func:`verify` is the whole pipeline in-process.
 """
 
@@ -17,8 +22,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dapo.rewards.equivalence import canonical_integer, math_equal, quick_verdict
-from dapo.rewards.extract import bound_response, clean_answer, extract_answer, resolve_extractor
+from dapo.rewards.equivalence import (
+    answer_items,
+    canonical_integer,
+    join_items,
+    math_equal,
+    quick_list_verdict,
+    quick_verdict,
+)
+from dapo.rewards.extract import (
+    Extracted,
+    bound_response,
+    clean_answer,
+    extract_answer,
+    resolve_extractor,
+)
 
 DEFAULT_MAX_RESPONSE_CHARS = 20000
 PRED_DISPLAY_CHARS = 100
@@ -35,9 +53,18 @@ class Prepared:
 
 
 def clean_ground_truth(ground_truth: str) -> str:
-    """Ground truths may come as ``$...$`` or ``\\boxed{...}``; keep the bare answer."""
-    boxed = extract_answer(ground_truth, "boxed") if "\\boxed" in ground_truth else None
-    return boxed.text if boxed is not None else clean_answer(ground_truth)
+    """Ground truths may come as ``$...$``, ``\\boxed{...}`` or a whole solution with a final
+    ``Answer:`` line; keep the bare answer. Chained boxes (``\\boxed{1}, \\boxed{2}``) are a list."""
+    anchored = extract_answer(ground_truth, "any")
+    if anchored is None:
+        return clean_answer(ground_truth)
+    return join_items(list(anchored.items)) if anchored.items else anchored.text
+
+
+def _stated_items(extracted: Extracted) -> list[str]:
+    """Every element the final answer states: chained boxes / segments, each possibly a list."""
+    parts = extracted.items or (extracted.text,)
+    return [item for part in parts for item in answer_items(part)]
 
 
 def prepare(
@@ -46,13 +73,18 @@ def prepare(
     extractor: str = "answer",
     max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS,
 ) -> Prepared:
-    """Extract the answer and decide it when that needs no parsing (steps 1-4 above)."""
+    """Extract the answer and decide it when that needs no parsing (steps 1-5 above)."""
     text = bound_response(response, max_response_chars)
     gold = clean_ground_truth(bound_response(ground_truth, max_response_chars))
     gold = canonical_integer(gold) or gold  # math-verify sees "50", never "50\%"
     extracted = extract_answer(text, resolve_extractor(extractor, None))
     if extracted is None or not extracted.text:
         return Prepared(pred="", ground_truth=gold, verdict=False)
+    gold_items = answer_items(gold)
+    if len(gold_items) > 1:  # a list / set ground truth: compare the stated answers as a set
+        pred_items = _stated_items(extracted)
+        verdict = quick_list_verdict(pred_items, gold_items)
+        return Prepared(join_items(pred_items), join_items(gold_items), verdict)
     if extracted.hedged:
         return Prepared(pred=extracted.text, ground_truth=gold, verdict=False)
     return Prepared(extracted.text, gold, quick_verdict(extracted.text, gold))

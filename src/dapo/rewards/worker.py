@@ -7,11 +7,17 @@ can hold every task to its own deadline and kill the worker when one runs past i
 Tasks:   ``("math", ground_truth, pred)`` and ``("fn", index, response, ground_truth, extra)``.
 Outcome: ``("ok", value)``, ``("raised", traceback text)`` or ``("bad", why the return value
 is wrong)``; the parent adds ``("timeout", None)`` and ``("died", None)``.
+
+What a user function prints (``sys.stdout`` / ``sys.stderr``) is captured per task, not written
+to the trainer's terminal: a task that printed sends ``("output", task_id, first characters,
+total characters)`` before its result, at most ``MAX_OUTPUT_CHARS`` of text, however much it
+printed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import signal
 import sys
@@ -26,6 +32,24 @@ from dapo.rewards.user_functions import RewardFunction, load_reward_function, no
 
 Outcome = tuple[str, Any]
 _MAX_TRACEBACK_CHARS = 4000
+MAX_OUTPUT_CHARS = 2000
+
+
+class BoundedOutput(io.TextIOBase):
+    """A text stream that keeps the first ``limit`` characters written to it and counts the rest."""
+
+    def __init__(self, limit: int = MAX_OUTPUT_CHARS) -> None:
+        self.limit, self.kept, self.total = limit, io.StringIO(), 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        room = self.limit - self.kept.tell()
+        if room > 0:
+            self.kept.write(text[:room])
+        self.total += len(text)
+        return len(text)
 
 
 def main(argv: list[str]) -> None:
@@ -58,7 +82,12 @@ def serve(conn: Connection, function_specs: list[str]) -> None:
         if chunk is None:
             return
         for task_id, task in chunk:
-            conn.send(("result", task_id, run_task(task, functions)))
+            output = BoundedOutput()
+            with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+                outcome = run_task(task, functions)
+            if output.total:
+                conn.send(("output", task_id, output.kept.getvalue(), output.total))
+            conn.send(("result", task_id, outcome))
 
 
 def run_task(task: tuple, functions: list[RewardFunction]) -> Outcome:

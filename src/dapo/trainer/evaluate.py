@@ -9,8 +9,11 @@ are evaluated once, with k samples per unique problem:
 
 from __future__ import annotations
 
+import math
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
@@ -18,16 +21,25 @@ from dapo.config import ConfigError, DAPOConfig
 from dapo.data.records import Problem
 from dapo.rewards import RewardScorer
 from dapo.rewards.types import RewardResult
-from dapo.rollout.base import RolloutEngine, SamplingParams
+from dapo.rollout.base import Completion, RolloutEngine, SamplingParams
 from dapo.trainer.scoring import score_completions
 from dapo.trainer.setup import RunSetup, make_sampling_params
+
+# Evaluation generates in chunks of at least this many sequences, to show progress between them
+# without starving a batched engine (a chunk is a whole generate() call).
+MIN_SEQUENCES_PER_CHUNK = 256
+MAX_CHUNKS = 20
+
+ProgressCallback = Callable[[int, int], None]  # (problems done, problems in all)
 
 
 @dataclass
 class EvalResult:
-    metrics: dict[str, float]
+    metrics: dict[str, float]  # overall, and per data_source when there are several
     num_problems: int
     k: int
+    # One record per sample (prompt-major): what the model wrote, its extracted answer and score.
+    samples: list[dict[str, Any]] = field(default_factory=list)
 
 
 def unique_problems(problems: list[Problem], max_problems: int = 0) -> list[Problem]:
@@ -63,18 +75,52 @@ def evaluate(
     prompt_token_ids: list[list[int]],
     problems: list[Problem],
     params: SamplingParams,
+    on_progress: ProgressCallback | None = None,
 ) -> EvalResult:
-    """Sample ``params.n`` responses per problem, score them, and compute the @k metrics."""
-    generation = engine.generate(prompt_token_ids, params)
-    results = score_completions(tokenizer, scorer, problems, generation)
+    """Sample ``params.n`` responses per problem, score them, and compute the @k metrics, overall
+    and per ``data_source``. Chunk c of the problems samples with seed ``params.seed + c``."""
+    texts: list[str] = []
+    results: list[RewardResult] = []
+    completions: list[Completion] = []
+    for chunk_index, chunk in enumerate(_chunks(len(problems), params.n)):
+        seed = None if params.seed is None else params.seed + chunk_index
+        generation = engine.generate(prompt_token_ids[chunk], replace(params, seed=seed))
+        scored = score_completions(tokenizer, scorer, problems[chunk], generation)
+        texts += scored.texts
+        results += scored.results
+        completions += generation.completions
+        if on_progress is not None:
+            on_progress(chunk.stop, len(problems))
     metrics = score_at_k(results, params.n)
-    completions = generation.completions
     metrics["eval/response_length_mean"] = sum(len(c.token_ids) for c in completions) / max(len(completions), 1)
     metrics["eval/truncation_rate"] = sum(c.finish_reason == "length" for c in completions) / max(len(completions), 1)
-    return EvalResult(metrics=metrics, num_problems=len(problems), k=params.n)
+    sources = sorted({p.data_source for p in problems})
+    if len(sources) > 1:
+        for source in sources:
+            picked = [i for i, p in enumerate(problems) if p.data_source == source]
+            per_source = [results[i * params.n + j] for i in picked for j in range(params.n)]
+            metrics.update({key.replace("eval/", f"eval/{source}/"): value
+                            for key, value in score_at_k(per_source, params.n).items()})
+    samples = [
+        {"uid": problem.uid, "data_source": problem.data_source, "sample": j, "response": texts[i * params.n + j],
+         "pred": results[i * params.n + j].pred, "ground_truth": problem.ground_truth,
+         "acc": results[i * params.n + j].acc, "score": results[i * params.n + j].score,
+         "num_tokens": len(completions[i * params.n + j].token_ids),
+         "finish_reason": completions[i * params.n + j].finish_reason}
+        for i, problem in enumerate(problems) for j in range(params.n)
+    ]
+    return EvalResult(metrics=metrics, num_problems=len(problems), k=params.n, samples=samples)
 
 
-def evaluate_held_out(cfg: DAPOConfig, run: RunSetup, scorer: RewardScorer) -> EvalResult:
+def _chunks(num_problems: int, k: int) -> list[slice]:
+    """Problem ranges of at least MIN_SEQUENCES_PER_CHUNK sequences each, at most MAX_CHUNKS."""
+    per_chunk = max(math.ceil(MIN_SEQUENCES_PER_CHUNK / k), math.ceil(num_problems / MAX_CHUNKS), 1)
+    return [slice(start, min(start + per_chunk, num_problems)) for start in range(0, num_problems, per_chunk)]
+
+
+def evaluate_held_out(
+    cfg: DAPOConfig, run: RunSetup, scorer: RewardScorer, on_progress: ProgressCallback | None = None
+) -> EvalResult:
     """The @k metrics of ``run``'s model on its held-out problems (data.eval_files, one entry per
     uid, at most eval.max_problems), sampled with the eval.* settings."""
     if run.data.eval is None:
@@ -82,4 +128,4 @@ def evaluate_held_out(cfg: DAPOConfig, run: RunSetup, scorer: RewardScorer) -> E
     problems = unique_problems(run.data.eval.problems, cfg.eval.max_problems)
     encoded = run.encoder.encode(problems)
     params = make_sampling_params(cfg, run.stop_token_ids, evaluation=True)
-    return evaluate(run.engine, run.tokenizer, scorer, encoded.token_ids, problems, params)
+    return evaluate(run.engine, run.tokenizer, scorer, encoded.token_ids, problems, params, on_progress)

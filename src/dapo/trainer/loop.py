@@ -25,6 +25,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from dapo.algo import compute_advantages, overlong_filter_mask, soft_overlong_penalty
 from dapo.config import DAPOConfig
 from dapo.data.records import Problem
+from dapo.preflight import check_run
 from dapo.rewards import RewardScorer
 from dapo.rewards.types import RewardResult
 from dapo.rollout import RolloutEngine
@@ -33,7 +34,7 @@ from dapo.trainer.evaluate import evaluate_held_out
 from dapo.trainer.policy import PolicyWorker, UpdateStats
 from dapo.trainer.run_state import RunState
 from dapo.trainer.sampler import DynamicSampler, PromptStream, SamplingReport
-from dapo.trainer.scoring import score_completions
+from dapo.trainer.scoring import RewardFailureWatch, completion_records, score_completions
 from dapo.trainer.setup import build_run, load_reference_model, make_sampling_params
 from dapo.trainer.step_metrics import rollout_metrics, update_metrics
 
@@ -50,6 +51,7 @@ class TrainSummary:
 class Trainer:
     def __init__(self, cfg: DAPOConfig) -> None:
         self.cfg = cfg
+        check_run(cfg)  # files, device, extras, output_dir: every problem at once, before loading
         if cfg.trainer.num_threads > 0:
             torch.set_num_threads(cfg.trainer.num_threads)
         torch.manual_seed(cfg.trainer.seed)
@@ -59,7 +61,11 @@ class Trainer:
         except BaseException:
             self.state.close()  # a run that cannot start leaves its directory free
             raise
+        for split, loaded in (("train", run.data.train), ("eval", run.data.eval)):
+            if loaded is not None:
+                print(loaded.describe(split))
         self.scorer = RewardScorer(cfg.reward)
+        self.reward_watch = RewardFailureWatch(self.scorer, cfg.reward.max_failing_steps)
         ref = load_reference_model(run.model_path, cfg.model, run.device) if cfg.algorithm.kl_coef > 0 else None
         self.updates_per_step = cfg.trainer.optimizer_steps_per_rollout
         if cfg.resources.world_size > 1:  # policy ranks on Ray actors, each with its own engine
@@ -91,6 +97,7 @@ class Trainer:
         self.step, self.next_group_id, self.prompts_truncated = 0, 0, 0
         self.timer: dict[str, float] = {}  # seconds per phase of the current step
         self.round_results: list[RewardResult] = []  # every scored response of the current step
+        self.completion_samples: list[dict] = []  # a few of the step's completions, for the logs
         # policy.version the engine's weights are at; None: unknown (resumed), sync before use
         self.engine_version: int | None = self.policy.version
 
@@ -131,8 +138,13 @@ class Trainer:
         generation = self.engine.generate(encoded.token_ids, make_sampling_params(self.cfg, self.run.stop_token_ids, seed))
         self.timer["generate"] += time.perf_counter() - started
         started = time.perf_counter()
-        results = score_completions(self.tokenizer, self.scorer, problems, generation)
+        scored = score_completions(self.tokenizer, self.scorer, problems, generation)
+        results = scored.results
         self.timer["reward"] += time.perf_counter() - started
+        if round_index == 0:
+            self.completion_samples = completion_records(
+                self.tokenizer, problems, encoded.token_ids, generation, scored, self.cfg.logging.completions_per_step
+            )
         samples = [
             Sample(
                 group_id=self.next_group_id + c.prompt_index,
@@ -172,16 +184,20 @@ class Trainer:
     def step_once(self) -> dict[str, float]:
         """One DAPO training step; returns its metrics."""
         self.timer = {"generate": 0.0, "reward": 0.0, "old_logprob": 0.0, "update": 0.0, "weight_sync": 0.0}
-        self.round_results = []
+        self.round_results, self.completion_samples = [], []
         self.prompts_truncated = 0
         started = time.perf_counter()
+        self.state.bar_step(self.step + 1)
         self.model.eval()
         batch, report = self.sampler.next_batch(self.generate_round, self.step)
 
         metrics = rollout_metrics(report, batch, self.round_results, self.cfg)
         metrics["rollout/prompts_truncated"] = self.prompts_truncated
         if not batch:
-            warnings.warn("no group with mixed outcomes this step: skipping the update", stacklevel=2)
+            failed = sum(bool(r.failed) for r in self.round_results)
+            why = (f": {failed} of {len(self.round_results)} responses could not be scored (rollout/reward_errors, "
+                   "rollout/reward_timeouts)" if failed else "")
+            warnings.warn(f"no group with mixed outcomes this step{why}: skipping the update", stacklevel=2)
             self.state.bar_skip(self.updates_per_step)
             return self._finish_step(metrics, [], report, started)
 
@@ -246,30 +262,35 @@ class Trainer:
         if self.run.data.eval is None:
             return {}
         self.sync_engine()
-        return evaluate_held_out(self.cfg, self.run, self.scorer).metrics
+        with self.state.eval_progress() as on_progress:
+            return evaluate_held_out(self.cfg, self.run, self.scorer, on_progress).metrics
 
     # ---------------------------------------------------------------------- the loop
     def train(self) -> TrainSummary:
         cfg, started = self.cfg, time.perf_counter()
         eval_before = eval_after = None
-        resumed = self.state.resume()
-        if cfg.eval.before_training and not resumed:
-            eval_before = self.evaluate()
-            self.state.log(0, eval_before)
-        with self.state.progress():
-            while self.step < cfg.trainer.total_steps:
-                metrics = self.step_once()
-                self.state.warn_if_truncating(metrics)
-                if cfg.eval.every_steps and self.step % cfg.eval.every_steps == 0 and self.step < cfg.trainer.total_steps:
-                    metrics.update(self.evaluate())
-                self.state.log(self.step, metrics)
-                if cfg.checkpoint.every_steps and self.step % cfg.checkpoint.every_steps == 0:
-                    self.state.save()
-        if self.step == cfg.trainer.total_steps and not self.state.finished_before_start:
-            eval_after = self.evaluate()
-            self.state.log(self.step, eval_after)
-            self.state.save()
-        self.state.close()
-        self.scorer.close()
-        self.policy.close()
+        try:
+            resumed = self.state.resume()
+            if not resumed:  # step 0 of a fresh run: what the data held, and the baseline
+                eval_before = self.evaluate() if cfg.eval.before_training else None
+                self.state.log(0, {**self.run.data.counts(), **(eval_before or {})})
+            with self.state.progress():
+                while self.step < cfg.trainer.total_steps:
+                    metrics = self.step_once()
+                    self.state.warn_if_truncating(metrics)
+                    if cfg.eval.every_steps and self.step % cfg.eval.every_steps == 0 and self.step < cfg.trainer.total_steps:
+                        metrics.update(self.evaluate())
+                    self.state.log(self.step, metrics)
+                    self.state.log_completions(self.step, self.completion_samples)
+                    self.reward_watch.observe(self.round_results)
+                    if cfg.checkpoint.every_steps and self.step % cfg.checkpoint.every_steps == 0:
+                        self.state.save()
+            if self.step == cfg.trainer.total_steps and not self.state.finished_before_start:
+                eval_after = self.evaluate()
+                self.state.log(self.step, eval_after)
+                self.state.save()
+        finally:
+            self.state.close()
+            self.scorer.close()
+            self.policy.close()
         return TrainSummary(self.step, eval_before, eval_after, cfg.output_dir, time.perf_counter() - started)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,8 @@ METRICS: dict[str, str] = {
     "rollout/reward_timeouts": "responses whose scoring hit the reward deadline (scored as wrong)",
     "rollout/reward_errors": "responses whose reward function raised or returned a wrong type",
     "rollout/prompts_truncated": "prompts cut from the left to data.max_prompt_length",
+    "reward/<function>/score": "mean score a user reward function returned this step (over the responses it scored)",
+    "reward/<function>/<key>": "mean of each other number a user reward function returned in its dict",
     # dynamic sampling
     "sampling/gen_rounds": "generation rounds used to fill this step's batch (<= algorithm.max_gen_rounds)",
     "sampling/groups_generated": "groups (prompts x G responses) generated in this step",
@@ -72,7 +75,29 @@ METRICS: dict[str, str] = {
     "eval/maj@k": "fraction of held-out problems whose majority-vote answer is correct",
     "eval/response_length_mean": "mean response length on the held-out set",
     "eval/truncation_rate": "fraction of held-out responses cut at the length limit",
+    "eval/<data_source>/<metric>": "avg@k, pass@k and maj@k on the held-out problems of one data_source (logged "
+    "when the held-out set has several)",
+    # data (logged once, at step 0 of a fresh run; split is train or eval)
+    "data/<split>_problems": "unique problems loaded",
+    "data/<split>_rows": "rows read from the data files (malformed ones included)",
+    "data/<split>_duplicates_dropped": "repeated training prompts dropped (data.dedup_train)",
+    "data/<split>_malformed_skipped": "malformed rows skipped (data.lenient)",
 }
+
+
+def documented_name(key: str) -> str:
+    """The METRICS entry of a logged key: ``eval/avg@32`` -> ``eval/avg@k``, ``reward/fmt/len`` ->
+    ``reward/<function>/<key>``, ``data/train_rows`` -> ``data/<split>_rows``, ``eval/aime/avg@32`` ->
+    ``eval/<data_source>/<metric>``."""
+    key = re.sub(r"@\d+$", "@k", key)
+    if key.startswith("reward/"):
+        return "reward/<function>/score" if key.endswith("/score") else "reward/<function>/<key>"
+    if key.startswith("data/"):
+        return re.sub(r"^data/(train|eval)_", "data/<split>_", key)
+    parts = key.split("/")
+    if parts[0] == "eval" and len(parts) > 2:
+        return "eval/<data_source>/<metric>"
+    return key
 
 
 def metrics_markdown() -> str:
@@ -85,6 +110,7 @@ class MetricsLogger:
 
     def __init__(self, run_dir: str | Path, tensorboard: bool, wandb: bool, wandb_project: str, config: dict) -> None:
         self.path = Path(run_dir) / "metrics.jsonl"
+        self.completions_path = Path(run_dir) / "completions.jsonl"
         self._tb = self._wandb = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
@@ -101,11 +127,11 @@ class MetricsLogger:
     def truncate_after(self, step: int) -> None:
         """On resume, drop lines a killed run wrote after its last checkpoint (and a line torn by
         the kill), rewriting the file atomically."""
-        if not self.path.exists():
-            return
-        rows = parse_metrics_lines(self.path)
-        kept = [json.dumps(row) for row in rows if row["step"] <= step]
-        write_atomically(self.path, "".join(line + "\n" for line in kept))
+        for path in (self.path, self.completions_path):
+            if path.exists():
+                rows = parse_metrics_lines(path)
+                kept = [json.dumps(row) for row in rows if row["step"] <= step]
+                write_atomically(path, "".join(line + "\n" for line in kept))
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         clean = {k: (float(v) if isinstance(v, (int, float)) else v) for k, v in metrics.items()}
@@ -119,11 +145,39 @@ class MetricsLogger:
         if self._wandb is not None:
             self._wandb.log(clean, step=step)
 
+    def log_completions(self, step: int, records: list[dict[str, Any]]) -> None:
+        """Sampled completions (prompt, response, extracted answer, ground truth, reward) to
+        ``completions.jsonl``, TensorBoard text (``completions``) and a W&B table."""
+        if not records:
+            return
+        with self.completions_path.open("a") as handle:
+            handle.writelines(json.dumps({"step": step, **record}) + "\n" for record in records)
+        if self._tb is not None:
+            self._tb.add_text("completions", completions_markdown(records), step)
+            self._tb.flush()
+        if self._wandb is not None:
+            import wandb as wandb_module
+
+            columns = list(records[0])
+            table = wandb_module.Table(columns=columns, data=[[r[c] for c in columns] for r in records])
+            self._wandb.log({"completions": table}, step=step)
+
     def close(self) -> None:
         if self._tb is not None:
             self._tb.close()
         if self._wandb is not None:
             self._wandb.finish()
+
+
+def completions_markdown(records: list[dict[str, Any]]) -> str:
+    """A markdown table of completion records for TensorBoard's text tab."""
+    def cell(value: Any) -> str:
+        return str(value).replace("|", "\\|").replace("\n", "<br>")
+
+    columns = list(records[0])
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cell(r[c]) for c in columns) + " |" for r in records]
+    return "\n".join(lines)
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:

@@ -28,6 +28,7 @@ from dapo.trainer.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
+from dapo.trainer.evaluate import ProgressCallback
 from dapo.trainer.metrics import MetricsLogger
 from dapo.trainer.run_dir import (
     RunDirError,
@@ -40,6 +41,29 @@ if TYPE_CHECKING:
     from dapo.trainer.loop import Trainer
 
 TRUNCATION_WARNING_RATE = 0.5
+BAR_COLUMNS = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[unit]}"),
+               TimeElapsedColumn())
+
+
+@contextlib.contextmanager
+def problem_progress(progress: Progress | None, enabled: bool = True) -> Iterator[ProgressCallback | None]:
+    """A bar over evaluation's problems: a row of ``progress`` when given (training's bar), else a
+    transient bar of its own. Yields the callback ``evaluate`` reports to (None when disabled)."""
+    if not enabled:
+        yield None
+        return
+    with contextlib.ExitStack() as stack:
+        if progress is None:
+            progress = stack.enter_context(Progress(*BAR_COLUMNS, transient=True))
+        task = progress.add_task("evaluating", total=None, unit="problems")
+
+        def on_progress(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        try:
+            yield on_progress
+        finally:
+            progress.remove_task(task)
 
 
 class RunState:
@@ -56,6 +80,7 @@ class RunState:
         )
         self._progress: Progress | None = None
         self._task: Any = None
+        self._last_step_note = ""  # the bar's tail: the last finished step's accuracy and rounds
         self.finished_before_start = False
 
     # ------------------------------------------------------------------ checkpoints
@@ -102,12 +127,12 @@ class RunState:
     # ------------------------------------------------------------------ logging
     def log(self, step: int, metrics: dict[str, float]) -> None:
         self.logger.log(step, metrics)
-        if self._progress is not None and "rollout/acc" in metrics:
-            self._progress.update(
-                self._task,
-                description=f"step {step}/{self.cfg.trainer.total_steps} acc {metrics['rollout/acc']:.2f} "
-                f"rounds {int(metrics.get('sampling/gen_rounds', 0))}",
-            )
+        if "rollout/acc" in metrics:
+            self._last_step_note = (f" | step {step} acc {metrics['rollout/acc']:.2f} "
+                                    f"rounds {int(metrics.get('sampling/gen_rounds', 0))}")
+
+    def log_completions(self, step: int, records: list[dict[str, Any]]) -> None:
+        self.logger.log_completions(step, records)
 
     def warn_if_truncating(self, metrics: dict[str, float]) -> None:
         rate = metrics.get("rollout/truncation_rate", 0.0)
@@ -128,15 +153,25 @@ class RunState:
             return
         total = self.cfg.trainer.total_steps * self.trainer.updates_per_step
         done = self.trainer.step * self.trainer.updates_per_step
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("updates"),
-                   TimeElapsedColumn(), TimeRemainingColumn())
-        with Progress(*columns) as progress:
+        with Progress(*BAR_COLUMNS, TimeRemainingColumn()) as progress:
             self._progress = progress
-            self._task = progress.add_task("training", total=total, completed=done)
+            self._task = progress.add_task("training", total=total, completed=done, unit="updates")
             try:
                 yield
             finally:
                 self._progress = None
+
+    def bar_step(self, step: int) -> None:
+        """Label the bar with the step now running (and the last one's accuracy)."""
+        if self._progress is not None:
+            description = f"step {step}/{self.cfg.trainer.total_steps}{self._last_step_note}"
+            self._progress.update(self._task, description=description)
+
+    @contextlib.contextmanager
+    def eval_progress(self) -> Iterator[ProgressCallback | None]:
+        """Evaluation's progress: a row under the training bar, or a bar of its own before training."""
+        with problem_progress(self._progress, self.cfg.logging.progress) as on_progress:
+            yield on_progress
 
     def bar_advance(self, updates: int) -> None:
         if self._progress is not None:
@@ -145,7 +180,7 @@ class RunState:
     def bar_skip(self, updates: int) -> None:
         """Updates a step did not make (too few groups): remove them from the bar's total."""
         if self._progress is not None and updates > 0:
-            task = self._progress.tasks[0]
+            task = next(t for t in self._progress.tasks if t.id == self._task)
             self._progress.update(self._task, total=(task.total or 0) - updates)
 
     def close(self) -> None:

@@ -79,6 +79,10 @@ class RunData:
     train: LoadedProblems
     eval: LoadedProblems | None
 
+    def counts(self) -> dict[str, float]:
+        """``data/*`` metrics: problems, rows, duplicates dropped and rows skipped, per split."""
+        return {**self.train.counts("train"), **(self.eval.counts("eval") if self.eval else {})}
+
 
 def load_run_data(cfg: DAPOConfig) -> RunData:
     train = load_problems(cfg.data.train_files, cfg.data, split="train")

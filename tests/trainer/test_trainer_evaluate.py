@@ -1,0 +1,66 @@
+"""Held-out evaluation: avg@k / pass@k / maj@k by hand, per data_source, progress in chunks, and
+every sample kept."""
+
+from __future__ import annotations
+
+import pytest
+
+from dapo.builtin import build_tokenizer
+from dapo.config.schema import RewardConfig
+from dapo.data.records import Problem
+from dapo.rewards import RewardScorer
+from dapo.rewards.types import RewardResult
+from dapo.rollout.base import Completion, GenerationResult, SamplingParams
+from dapo.trainer import evaluate as evaluate_module
+from dapo.trainer.evaluate import evaluate, score_at_k
+
+
+def test_score_at_k_by_hand():
+    def r(acc: bool, pred: str) -> RewardResult:
+        return RewardResult(score=1.0 if acc else -1.0, acc=acc, pred=pred)
+
+    results = [r(True, "5"), r(False, "4"), r(False, "4"),  # 1/3 right, majority "4" wrong
+               r(True, "7"), r(True, "7"), r(False, "")]   # 2/3 right, majority "7" right
+    metrics = score_at_k(results, 3)
+    assert metrics["eval/avg@3"] == pytest.approx((1 / 3 + 2 / 3) / 2)
+    assert metrics["eval/pass@3"] == 1.0 and metrics["eval/maj@3"] == 0.5
+
+
+class ScriptedEngine:
+    """Answers problem i correctly in its first ``right[i]`` samples; records each call."""
+
+    def __init__(self, tokenizer, problems: list[Problem], right: list[int]) -> None:
+        self.tokenizer, self.problems, self.right, self.calls = tokenizer, problems, right, []
+
+    def generate(self, prompt_token_ids: list[list[int]], params: SamplingParams) -> GenerationResult:
+        self.calls.append((len(prompt_token_ids), params.seed))
+        offset = sum(n for n, _ in self.calls[:-1])
+        completions = []
+        for i in range(len(prompt_token_ids)):
+            problem = offset + i
+            for j in range(params.n):
+                answer = self.problems[problem].ground_truth if j < self.right[problem] else "-1"
+                ids = self.tokenizer(f"Answer: {answer}", add_special_tokens=False)["input_ids"]
+                completions.append(Completion(i, ids, [0.0] * len(ids), "stop"))
+        return GenerationResult(completions, 0.0, 0)
+
+
+def test_per_source_metrics_progress_chunks_and_samples(monkeypatch):
+    monkeypatch.setattr(evaluate_module, "MIN_SEQUENCES_PER_CHUNK", 8)  # 4 problems (k=2) per chunk
+    tokenizer = build_tokenizer()
+    problems = [Problem(uid=str(i), prompt=f"{i} + 1 =", ground_truth=str(i + 1),
+                        data_source="aime" if i < 6 else "amc") for i in range(10)]
+    right = [2, 1, 0, 2, 2, 1, 0, 0, 1, 2]
+    engine = ScriptedEngine(tokenizer, problems, right)
+    progress: list[tuple[int, int]] = []
+    with RewardScorer(RewardConfig(num_workers=1)) as scorer:
+        result = evaluate(engine, tokenizer, scorer, [[1]] * 10, problems, SamplingParams(n=2, seed=100),
+                          on_progress=lambda done, total: progress.append((done, total)))
+    assert engine.calls == [(4, 100), (4, 101), (2, 102)]  # one seed per chunk
+    assert progress == [(4, 10), (8, 10), (10, 10)]
+    m = result.metrics
+    assert m["eval/avg@2"] == pytest.approx(sum(right) / 20)
+    assert m["eval/aime/avg@2"] == pytest.approx(sum(right[:6]) / 12)
+    assert m["eval/amc/pass@2"] == pytest.approx(2 / 4)
+    assert len(result.samples) == 20 and result.samples[0]["response"] == "Answer: 1" and result.samples[0]["acc"]
+    assert [s["acc"] for s in result.samples[2:4]] == [True, False]  # problem 1: one of two right

@@ -1,0 +1,68 @@
+"""Nothing dropped silently: the loader's counts are printed and logged, a reward that fails on
+everything stops the run naming itself, and sampled completions reach the run directory."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dapo.cli.main import main as dapo_main
+from dapo.rewards.user_functions import RewardFunctionError
+from dapo.trainer import Trainer
+from dapo.trainer.metrics import read_metrics
+from tests.trainer.conftest import tiny_config, tiny_overrides
+
+BROKEN_REWARD = '''
+def needs_a_field(response, ground_truth, extra):
+    return float(extra["difficulty"])  # the rows have no such field
+'''
+
+
+def test_loader_counts_are_printed_and_logged_at_step_0(tiny_model_dir, reward_file, tmp_path, capsys):
+    data = tmp_path / "train.jsonl"
+    rows = [{"prompt": f"{i} + 1 =", "reward_model": {"ground_truth": str(i + 1)}} for i in range(6)]
+    lines = [json.dumps(r) for r in rows + rows[:2]] + ['{"prompt": "no answer"}', "{torn"]
+    data.write_text("\n".join(lines) + "\n")
+    run = tmp_path / "run"
+    cfg = tiny_config(tiny_model_dir, run, reward_file, f"data.train_files=[{data}]", "data.lenient=true",
+                      "trainer.total_steps=1", "eval.before_training=false")
+    Trainer(cfg).train()
+    out = capsys.readouterr().out
+    assert f"train data: 6 problems from {data} (10 rows; 2 duplicate prompts dropped; 2 malformed rows skipped)" in out
+    assert "skipped:" in out  # with the reasons
+    first = read_metrics(run)[0]
+    assert first["step"] == 0 and first["data/train_malformed_skipped"] == 2
+    assert first["data/train_duplicates_dropped"] == 2 and first["data/train_problems"] == 6
+
+
+def test_a_reward_failing_on_everything_stops_the_run_naming_it(tiny_model_dir, tmp_path, capsys):
+    broken = tmp_path / "broken.py"
+    broken.write_text(BROKEN_REWARD)
+    run = tmp_path / "run"
+    cfg = tiny_config(tiny_model_dir, run, broken, "trainer.total_steps=5", "eval.before_training=false",
+                      fn="needs_a_field")
+    with pytest.raises(RewardFunctionError, match=r"needs_a_field failed on every response of the last 2 steps.*"
+                                                  r"KeyError: 'difficulty'"):
+        Trainer(cfg).train()
+    assert [r["step"] for r in read_metrics(run) if "rollout/reward_errors" in r] == [1, 2]
+    # the command line: one line, exit 2, and the run directory is free again
+    args = ["train", "default", *tiny_overrides(tiny_model_dir, run, broken, "needs_a_field"),
+            "checkpoint.resume=never", "eval.before_training=false"]
+    assert dapo_main(args) == 2
+    err = capsys.readouterr().err
+    assert "dapo train: error: reward scorer needs_a_field failed on every response" in err
+    assert "Traceback" not in err.split("dapo train: error:")[-1]
+
+
+def test_sampled_completions_are_written_each_step(tiny_model_dir, reward_file, tmp_path):
+    run = tmp_path / "run"
+    Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=2",
+                        "logging.completions_per_step=3")).train()
+    records = [json.loads(line) for line in (run / "completions.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [1, 1, 1, 2, 2, 2]
+    for record in records:
+        assert set(record) >= {"prompt", "response", "pred", "ground_truth", "score", "acc", "data_source"}
+        assert record["score"] in (1.0, -1.0)  # the parity reward
+    events = list((run / "tensorboard").glob("events.out.tfevents.*"))
+    assert events and b"completions" in events[0].read_bytes()

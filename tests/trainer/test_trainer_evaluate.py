@@ -57,7 +57,7 @@ def test_per_source_metrics_progress_chunks_and_samples(monkeypatch):
         result = evaluate(engine, tokenizer, scorer, [[1]] * 10, problems, SamplingParams(n=2, seed=100),
                           on_progress=lambda done, total: progress.append((done, total)))
     assert engine.calls == [(4, 100), (4, 101), (2, 102)]  # one seed per chunk
-    assert progress == [(4, 10), (8, 10), (10, 10)]
+    assert progress == [(0, 10), (4, 10), (8, 10), (10, 10)]
     m = result.metrics
     assert m["eval/avg@2"] == pytest.approx(sum(right) / 20)
     assert m["eval/aime/avg@2"] == pytest.approx(sum(right[:6]) / 12)

@@ -82,6 +82,8 @@ def evaluate(
     texts: list[str] = []
     results: list[RewardResult] = []
     completions: list[Completion] = []
+    if on_progress is not None:
+        on_progress(0, len(problems))
     for chunk_index, chunk in enumerate(_chunks(len(problems), params.n)):
         seed = None if params.seed is None else params.seed + chunk_index
         generation = engine.generate(prompt_token_ids[chunk], replace(params, seed=seed))

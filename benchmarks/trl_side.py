@@ -122,7 +122,7 @@ def make_config(settings: dict[str, Any], output_dir: str) -> GRPOConfig:
         max_steps=1_000_000,  # the wall-clock budget stops training, not the step count
         gradient_checkpointing=False,  # TRL's default is True: off, like dapo-rl, for a fair timing
         use_cpu=True,
-        bf16=False,
+        bf16=settings["precision"] == "bf16",  # TRL's own mixed precision: autocast over generation and training
         fp16=False,
         report_to="none",
         logging_steps=1,

@@ -8,13 +8,20 @@ loss, the same verifier (+1 / -1) plus the soft overlong punishment, gradient ch
 The one intended difference: dapo-rl keeps Dynamic Sampling on (TRL has none), so a dapo-rl step may
 generate more than 16 groups to train on 16 with mixed outcomes; the table reports both counts.
 
+Both systems run at EQUAL precision, once per precision asked for (``--precision both``, the default):
+  fp32: float32 weights, float32 generation and training (dapo-rl ``rollout.native_dtype=model
+        trainer.autocast=none``; TRL ``bf16=False``);
+  bf16: float32 master weights, generation and training under bfloat16 (dapo-rl
+        ``rollout.native_dtype=bfloat16 trainer.autocast=bf16``, its default config; TRL's own
+        one-flag ``bf16=True``, autocast over both).
+
 Each training run and each evaluation runs in its own subprocess (no shared state, and a clean
 peak-memory reading). Every system trains for the same wall-clock budget, then all final models are
 scored by the same sampled held-out evaluation (dapo-rl's ``evaluate_model``: same problems, same
 k samples each at temperature 1 / top-p 1, same seed, same verifier).
 
     flock /tmp/dapo-cpu.lock python benchmarks/vs_trl.py [--seconds 120] [--eval-k 4] \
-        [--output runs/vs_trl/results.md] [--smoke]
+        [--precision both|fp32|bf16] [--output runs/vs_trl/results.md] [--smoke]
 
 Metrics: seconds per step (median over steps); completion tokens/s = every completion token
 generated / wall time of all steps (so it counts generation, scoring and the update); peak memory
@@ -32,13 +39,14 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 SMOKE_SECONDS = 10.0
+PRECISIONS = {"both": ("fp32", "bf16"), "fp32": ("fp32",), "bf16": ("bf16",)}
 SMOKE_EVAL_PROBLEMS = 40
 
 
@@ -55,6 +63,7 @@ class BenchSettings:
     clip_low: float = 0.2
     clip_high: float = 0.28
     seed: int = 0
+    precision: str = "bf16"  # "fp32" or "bf16", the same for both systems (see the module docstring)
     # dapo-rl only (Dynamic Sampling): prompts per generation round and the round limit per step.
     gen_prompts_per_round: int = 24
     max_gen_rounds: int = 4
@@ -89,6 +98,8 @@ def dapo_config(settings: BenchSettings, model_dir: str, output_dir: str) -> Any
         f"trainer.seed={s.seed}",
         "trainer.device=cpu",
         "model.gradient_checkpointing=false",
+        f"rollout.native_dtype={'bfloat16' if s.precision == 'bf16' else 'model'}",
+        f"trainer.autocast={'bf16' if s.precision == 'bf16' else 'none'}",
         "reward.extractor=answer",
         f"eval.k={s.eval_k}",
         "eval.temperature=1.0",
@@ -144,7 +155,9 @@ def evaluate_dir(settings: BenchSettings, model_dir: str, work_dir: str) -> dict
     from dapo.data import load_problems
     from dapo.trainer import evaluate_model
 
-    result: dict[str, Any] = evaluate_model(dapo_config(settings, model_dir, str(Path(work_dir) / "eval_run"))).metrics
+    # every model is scored by the same evaluation, whatever precision it trained in
+    cfg = dapo_config(replace(settings, precision="bf16"), model_dir, str(Path(work_dir) / "eval_run"))
+    result: dict[str, Any] = evaluate_model(cfg, progress=False).metrics
     held_out = load_problems(["builtin:arithmetic"], DataConfig(template="none"), split="eval").problems
     distinct = len({p.uid for p in held_out})
     result["problems"] = min(distinct, settings.eval_problems) if settings.eval_problems else distinct
@@ -203,13 +216,15 @@ def render_table(rows: dict[str, dict[str, Any]], before: dict[str, float], sett
     k = settings.eval_k
     acc_before = before.get(f"eval/avg@{k}", float("nan"))
     lines = [
-        f"## dapo-rl vs TRL GRPOTrainer: {settings.seconds:.0f} s of training each, CPU",
+        f"## dapo-rl vs TRL GRPOTrainer: {settings.seconds:.0f} s of training each, CPU, at equal precision",
         "",
         f"Built-in base model and arithmetic task; G={settings.group_size}, {settings.prompts_per_step} "
         f"prompts/step, 1 update/step, max {settings.max_response_length} new tokens, lr {settings.lr:g} constant, "
         f"clip {settings.clip_low}/{settings.clip_high}, no KL, token-level loss, soft overlong punishment "
         f"(buffer {settings.overlong_buffer}), gradient checkpointing off, torch threads {_threads()}. "
-        f"Held-out: avg@{k} over {eval_problems} problems, temperature 1, top-p 1, same seed for every model.",
+        f"Held-out: avg@{k} over {eval_problems} problems, temperature 1, top-p 1, same seed and the same "
+        "(bf16) evaluation for every model. fp32 rows: float32 generation and training in both systems; bf16 "
+        "rows: bfloat16 generation and training over float32 master weights in both (TRL's `bf16=True`).",
         "",
         f"| system | steps | train s | s/step (median) | completion tok/s | groups generated/step "
         f"| mixed groups trained/step | peak RSS MiB | held-out avg@{k} | pass@{k} |",
@@ -223,13 +238,18 @@ def render_table(rows: dict[str, dict[str, Any]], before: dict[str, float], sett
             f"{r['tokens_per_s']:.0f} | {r['groups_generated']:.1f} | {r['groups_mixed']:.1f} | "
             f"{r['peak_rss_mib']:.0f} | {r['acc_after']:.1%} | {r['pass_after']:.1%} |"
         )
-    dapo, trl = rows["dapo-rl"], next(row for name, row in rows.items() if name.startswith("TRL"))
+    lines.append("")
+    for precision in ("fp32", "bf16"):
+        if f"dapo-rl ({precision})" not in rows:
+            continue
+        dapo = rows[f"dapo-rl ({precision})"]
+        trl = next(row for name, row in rows.items() if name.startswith("TRL") and name.endswith(f"({precision})"))
+        lines.append(
+            f"{precision}, dapo-rl / TRL: {dapo['tokens_per_s'] / max(trl['tokens_per_s'], 1e-9):.2f}x completion "
+            f"tokens/s; {trl['median_step_s'] / max(dapo['median_step_s'], 1e-9):.2f}x steps/s. Held-out avg@{k} "
+            f"after equal wall time: dapo-rl {dapo['acc_after']:.1%} vs TRL {trl['acc_after']:.1%} (base {acc_before:.1%})."
+        )
     lines += [
-        "",
-        f"Throughput dapo-rl / TRL: {dapo['tokens_per_s'] / max(trl['tokens_per_s'], 1e-9):.2f}x completion "
-        f"tokens/s; {trl['median_step_s'] / max(dapo['median_step_s'], 1e-9):.2f}x steps/s. "
-        f"Held-out avg@{k} after equal wall time: dapo-rl {dapo['acc_after']:.1%} vs TRL {trl['acc_after']:.1%} "
-        f"(base {acc_before:.1%}).",
         "TRL trains on every group (its mixed count is 16 x (1 - frac_reward_zero_std)); dapo-rl's "
         "Dynamic Sampling generates extra groups per step to fill the batch with mixed ones.",
         "",
@@ -252,6 +272,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--base-model", default="builtin",
                         help="starting model directory for both systems (default: the built-in base model)")
+    parser.add_argument("--precision", choices=sorted(PRECISIONS), default="both",
+                        help="run both systems in fp32, in bf16, or both (default); always the same for both systems")
     parser.add_argument("--output", default="runs/vs_trl/results.md", help="markdown table written here")
     parser.add_argument("--smoke", action="store_true",
                         help=f"quick check: {SMOKE_SECONDS:.0f} s each, {SMOKE_EVAL_PROBLEMS} held-out problems")
@@ -284,15 +306,16 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"--base-model {args.base_model!r} is not a model directory")
     work = Path(args.output).parent / "work"
     before = run_part("eval", settings, base_dir, work / "eval_base")
-    # Alternate the systems, each in a fresh process, then score both final models identically.
-    trl = run_part("trl", settings, base_dir, work / "trl")
-    dapo = run_part("dapo", settings, base_dir, work / "dapo")
-    trl_eval = run_part("eval", settings, trl["final_model_dir"], work / "eval_trl")
-    dapo_eval = run_part("eval", settings, dapo["final_model_dir"], work / "eval_dapo")
-    rows = {
-        f"TRL {trl['version']} GRPOTrainer": summarize(trl, trl_eval, settings.eval_k),
-        "dapo-rl": summarize(dapo, dapo_eval, settings.eval_k),
-    }
+    rows = {}
+    for precision in PRECISIONS[args.precision]:
+        # Alternate the systems, each in a fresh process, then score both final models identically.
+        run = replace(settings, precision=precision)
+        trl = run_part("trl", run, base_dir, work / f"trl_{precision}")
+        dapo = run_part("dapo", run, base_dir, work / f"dapo_{precision}")
+        trl_eval = run_part("eval", run, trl["final_model_dir"], work / f"eval_trl_{precision}")
+        dapo_eval = run_part("eval", run, dapo["final_model_dir"], work / f"eval_dapo_{precision}")
+        rows[f"TRL {trl['version']} GRPOTrainer ({precision})"] = summarize(trl, trl_eval, settings.eval_k)
+        rows[f"dapo-rl ({precision})"] = summarize(dapo, dapo_eval, settings.eval_k)
     table = render_table(rows, before, settings, int(before["problems"]))
     print(table)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)

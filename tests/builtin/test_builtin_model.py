@@ -120,3 +120,36 @@ def test_report_breaks_accuracy_down_by_operator_and_strategy():
         "  strategy other: 25% of responses, 0.0% correct",
         "  strategy trace: 25% of responses, 100.0% correct",
     ]
+
+
+def test_the_default_base_model_installs_from_its_shipped_weights_in_seconds(tmp_path: Path) -> None:
+    import json
+    import time
+
+    from dapo.builtin import shipped
+
+    started = time.perf_counter()
+    directory = ensure_base_model(str(tmp_path), progress=False)  # the default recipe: no 5-minute build
+    assert time.perf_counter() - started < 20
+    key = BaseModelRecipe().cache_key()
+    assert shipped.sha256_of(directory / "model.safetensors") == shipped.SHIPPED[key]
+    assert json.loads((directory / "recipe.json").read_text())["source"].startswith("shipped")
+    model = AutoModelForCausalLM.from_pretrained(directory)
+    assert model.config.hidden_size == BaseModelRecipe().hidden_size
+    assert model.generation_config.eos_token_id == build_tokenizer().eos_token_id
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    assert tokenizer.decode(tokenizer(TEXT)["input_ids"], skip_special_tokens=True) == TEXT
+
+
+def test_damaged_shipped_weights_are_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dapo.builtin import base_model, shipped
+
+    key = BaseModelRecipe().cache_key()
+    monkeypatch.setitem(shipped.SHIPPED, key, "0" * 64)  # as if the file had been altered
+
+    def build_instead(*args, **kwargs):
+        raise RuntimeError("built")
+
+    monkeypatch.setattr(base_model, "build_base_model", build_instead)
+    with pytest.warns(UserWarning, match="does not match its SHA-256"), pytest.raises(RuntimeError, match="built"):
+        ensure_base_model(str(tmp_path), progress=False)

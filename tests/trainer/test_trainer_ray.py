@@ -1,6 +1,7 @@
 """Scale-out on this CPU machine: `dapo train` with 2 policy ranks on a local Ray (FSDP2 over
-gloo, each rank generating its share with its own engine), the same metrics as 1 rank, a
-checkpoint that `from_pretrained` loads, and an exact resume after the driver is SIGKILLed."""
+gloo, each rank generating its share with its own engine), the same metrics as 1 rank, sharded
+checkpoints (each rank's DCP shard) with a Hugging Face export that `from_pretrained` loads, and an
+exact resume from the shards after the driver is SIGKILLed."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from dapo.trainer import Trainer
+from dapo.trainer.checkpoint import SHARDED_DIR, load_trainer_state
 from dapo.trainer.metrics import read_metrics
 from tests.trainer.conftest import tiny_config
 from tests.trainer.test_trainer_e2e import assert_sigkill_then_resume_is_bit_identical
@@ -40,10 +42,25 @@ def test_two_ranks_train_log_the_same_metrics_as_one_and_export_a_loadable_model
     # every step generated at least one round of 6 prompts (how the prompts are split over the
     # ranks' engines is checked in test_trainer_ray_engine.py)
     assert all(r["sampling/groups_generated"] >= 6 for r in rows)
-    final = AutoModelForCausalLM.from_pretrained(two / "checkpoints" / "step-000003")
+    # each rank wrote its shard (DCP); nothing full-size went through the driver, which holds none
+    step_3 = two / "checkpoints" / "step-000003"
+    assert sorted(p.name for p in (step_3 / SHARDED_DIR).glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
+    assert set(load_trainer_state(step_3)["policy"]) == {"sharded", "world_size", "num_nonfinite_skipped"}
+    assert all(p.device.type == "meta" for p in trainer.model.parameters())
+    final = AutoModelForCausalLM.from_pretrained(step_3)
     initial = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     moved = [name for (name, a), b in zip(final.named_parameters(), initial.parameters()) if not torch.equal(a, b)]
     assert moved, "the exported weights are the initial ones: the ranks' updates did not reach the export"
+    # the two ranks' shards resume in one process too (DCP reshards them)
+    one_process = Trainer(tiny_config(tiny_model_dir, two, reward_file, "trainer.num_threads=1", "trainer.total_steps=4"))
+    try:
+        assert one_process.state.resume() and one_process.step == 3
+        resumed = one_process.model.state_dict()
+        assert all(torch.equal(tensor, resumed[name]) for name, tensor in final.state_dict().items())
+        assert one_process.policy.scheduler.last_epoch == 3 and one_process.policy.optimizer.state
+    finally:
+        one_process.state.close()
+        one_process.scorer.close()
 
 
 def test_sigkill_of_the_driver_then_resume_is_bit_identical_with_two_ranks(tiny_model_dir, tmp_path):

@@ -23,6 +23,8 @@ SFT loss (label-smoothed cross-entropy on response tokens only, prompt tokens ma
 
 with R the response and EOS positions of the batch, V the vocabulary size, eps = label_smoothing.
 
+The default recipe's weights ship with the package (:mod:`dapo.builtin.shipped`: installed into
+the cache in about a second, checksum verified); other recipes are built on first use.
 The result is cached under ``<cache_dir>/base-model-<recipe hash>/`` with ``save_pretrained``, so
 ``AutoModelForCausalLM`` / ``AutoTokenizer.from_pretrained`` load it like any HF model. The cache
 is written atomically (built in a temporary directory, then renamed), so a killed build never
@@ -40,13 +42,15 @@ import shutil
 import sys
 import tempfile
 import time
+import warnings
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
+from dapo.builtin.shipped import SHIPPED, checksum_ok, shipped_weights
 from dapo.builtin.tokenizer import build_tokenizer, save_tokenizer
 from dapo.data.arithmetic import TASK_SEED, make_arithmetic_problems, solution_text
 
@@ -153,12 +157,15 @@ def ensure_base_model(
     staging = Path(tempfile.mkdtemp(prefix=".building-", dir=root))
     try:
         started = time.perf_counter()
-        build_base_model(recipe, staging, progress=progress)
+        source = install_shipped(recipe, staging)
+        if source is None:
+            build_base_model(recipe, staging, progress=progress)
         _write_json(
             staging / "recipe.json",
             {
                 "format": FORMAT_VERSION,
                 "recipe": asdict(recipe),
+                "source": source or "built",
                 "build_seconds": round(time.perf_counter() - started, 1),
             },
         )
@@ -172,6 +179,31 @@ def ensure_base_model(
     return target
 
 
+def install_shipped(recipe: BaseModelRecipe, out_dir: Path) -> str | None:
+    """Write the recipe's shipped weights (checksum verified) with its config and tokenizer to
+    ``out_dir``; the source description, or None when there is nothing (valid) to install."""
+    weights = shipped_weights(recipe.cache_key())
+    if weights is None:
+        return None
+    if not checksum_ok(recipe.cache_key(), weights):
+        warnings.warn(f"{weights} does not match its SHA-256 (a damaged install?): building the base model "
+                      "instead, which takes minutes", stacklevel=3)
+        return None
+    tokenizer = build_tokenizer()
+    config = _model_config(recipe, tokenizer)
+    config.architectures, config.dtype = [Qwen2ForCausalLM.__name__], torch.float32  # as save_pretrained writes
+    config.save_pretrained(str(out_dir))
+    _generation_config(tokenizer).save_pretrained(str(out_dir))
+    shutil.copyfile(weights, out_dir / "model.safetensors")
+    save_tokenizer(tokenizer, out_dir)
+    return f"shipped {weights.name} (sha256 {SHIPPED[recipe.cache_key()]})"
+
+
+def _generation_config(tokenizer: PreTrainedTokenizerFast) -> GenerationConfig:
+    return GenerationConfig(pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+                            bos_token_id=tokenizer.bos_token_id)
+
+
 def build_base_model(recipe: BaseModelRecipe, out_dir: Path, progress: bool = True) -> None:
     """Tokenizer + fresh Qwen2 + SFT, saved to ``out_dir`` with ``save_pretrained``."""
     tokenizer = build_tokenizer()
@@ -183,9 +215,7 @@ def build_base_model(recipe: BaseModelRecipe, out_dir: Path, progress: bool = Tr
         supervised_finetune(model, tokenizer, recipe, progress=progress)
     finally:
         torch.use_deterministic_algorithms(deterministic_before)
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.generation_config.bos_token_id = tokenizer.bos_token_id
+    model.generation_config = _generation_config(tokenizer)
     model.save_pretrained(str(out_dir))
     save_tokenizer(tokenizer, out_dir)
 

@@ -308,8 +308,14 @@ class TrainerConfig:
     mini_batch_prompts: int = 32
     # Passes over each rollout batch (DAPO: 1).
     ppo_epochs: int = 1
-    # Token budget of one forward/backward micro-batch (prompt + response tokens, padded).
+    # Token budget of one forward/backward micro-batch (prompt + response tokens; padded ones count,
+    # unless trainer.packing).
     micro_batch_tokens: int = 16384
+    # Padding-free micro-batches: each micro-batch's sequences back to back in one row, positions
+    # restarting per sequence and attention confined to each (varlen flash-attention with
+    # model.attn_implementation=flash_attention_2; a block-diagonal mask with sdpa/eager). Same
+    # loss and gradients as padding; pays off where padding is large and attention is varlen (GPU).
+    packing: bool = False
     # AdamW: learning rate, betas, weight decay; gradient-norm clip (DAPO: 1e-6, 0.1, 1.0).
     lr: float = 1e-6
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])

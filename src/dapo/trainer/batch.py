@@ -7,6 +7,16 @@ one, and the model only needs ``logits_to_keep=R+1``.
 
     input_ids:  [pad pad p0 p1 p2 | r0 r1 r2 pad]
     labels:                         r0 r1 r2 pad   (response_mask 1 1 1 0)
+
+Packed (padding-free) layout, with ``collate(..., packed=True)``: the same micro-batch also as ONE
+row of its sequences back to back, positions restarting at 0 for each, no attention mask, so
+transformers confines attention to each sequence (varlen flash-attention with
+flash_attention_2, a block-diagonal causal mask with sdpa/eager):
+
+    packed_input_ids:    [p0 p1 p2 r0 r1 r2 | q0 q1 s0 s1]
+    packed_position_ids: [ 0  1  2  3  4  5 |  0  1  2  3]
+    packed_logits_index: the positions whose logits predict a response token (p2 r0 r1 | q1 s0),
+    packed_rows/cols:    where each of those lands in the padded (B, R) response layout.
 """
 
 from __future__ import annotations
@@ -40,8 +50,9 @@ class Sample:
         return len(self.prompt_ids) + len(self.response_ids)
 
 
-def collate(samples: list[Sample], pad_token_id: int) -> dict[str, torch.Tensor]:
-    """Pad samples into the tensors the policy worker consumes (layout in the module doc)."""
+def collate(samples: list[Sample], pad_token_id: int, packed: bool = False) -> dict[str, torch.Tensor]:
+    """Pad samples into the tensors the policy worker consumes (layout in the module doc); with
+    ``packed``, add the padding-free layout of the same samples."""
     prompt_len = max(len(s.prompt_ids) for s in samples)
     response_len = max(max(len(s.response_ids) for s in samples), 1)
     batch, width = len(samples), prompt_len + response_len
@@ -63,6 +74,7 @@ def collate(samples: list[Sample], pad_token_id: int) -> dict[str, torch.Tensor]
             old_logprobs[row, :r] = torch.tensor(sample.old_logprobs)
     position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
     return {
+        **(pack(samples) if packed else {}),
         "input_ids": input_ids,
         "attention_mask": attention_mask,
         "position_ids": position_ids,
@@ -72,6 +84,30 @@ def collate(samples: list[Sample], pad_token_id: int) -> dict[str, torch.Tensor]
         "rollout_logprobs": rollout_logprobs,
         "advantages": torch.tensor([s.advantage for s in samples], dtype=torch.float32),
         "response_lengths": torch.tensor([len(s.response_ids) for s in samples], dtype=torch.long),
+    }
+
+
+def pack(samples: list[Sample]) -> dict[str, torch.Tensor]:
+    """The padding-free layout of ``samples`` (see the module doc)."""
+    input_ids: list[int] = []
+    position_ids: list[int] = []
+    logits_index: list[int] = []
+    rows: list[int] = []
+    cols: list[int] = []
+    for row, sample in enumerate(samples):
+        start, p, r = len(input_ids), len(sample.prompt_ids), len(sample.response_ids)
+        input_ids += sample.prompt_ids + sample.response_ids
+        position_ids += range(p + r)
+        logits_index += range(start + p - 1, start + p + r - 1)
+        rows += [row] * r
+        cols += range(r)
+    as_long = {"dtype": torch.long}
+    return {
+        "packed_input_ids": torch.tensor([input_ids], **as_long),
+        "packed_position_ids": torch.tensor([position_ids], **as_long),
+        "packed_logits_index": torch.tensor(logits_index, **as_long),
+        "packed_rows": torch.tensor(rows, **as_long),
+        "packed_cols": torch.tensor(cols, **as_long),
     }
 
 
@@ -90,21 +126,23 @@ def split_mini_batches(samples: list[Sample], mini_batch_prompts: int) -> list[l
     ]
 
 
-def iter_micro_batches(samples: list[Sample], token_budget: int) -> Iterator[list[Sample]]:
-    """Consecutive micro-batches whose padded size (rows x longest prompt+response) fits the budget.
+def iter_micro_batches(samples: list[Sample], token_budget: int, packed: bool = False) -> Iterator[list[Sample]]:
+    """Consecutive micro-batches whose size fits the budget: rows x longest prompt+response when
+    padded, the sum of prompt+response tokens when ``packed``.
 
     A single sample longer than the budget still forms its own micro-batch.
     """
     current: list[Sample] = []
-    max_prompt = max_response = 0
+    max_prompt = max_response = total = 0
     for sample in samples:
         new_prompt = max(max_prompt, len(sample.prompt_ids))
         new_response = max(max_response, len(sample.response_ids))
-        if current and (len(current) + 1) * (new_prompt + new_response) > token_budget:
+        size = total + sample.num_tokens if packed else (len(current) + 1) * (new_prompt + new_response)
+        if current and size > token_budget:
             yield current
-            current, new_prompt, new_response = [], len(sample.prompt_ids), len(sample.response_ids)
+            current, new_prompt, new_response, total = [], len(sample.prompt_ids), len(sample.response_ids), 0
         current.append(sample)
-        max_prompt, max_response = new_prompt, new_response
+        max_prompt, max_response, total = new_prompt, new_response, total + sample.num_tokens
     if current:
         yield current
 

@@ -2,12 +2,22 @@
 
 A checkpoint ``<run>/checkpoints/step-000012/`` holds the weights (safetensors), model config
 and tokenizer written by ``save_pretrained`` (so ``AutoModelForCausalLM.from_pretrained`` loads it
-with no conversion), ``trainer_state.pt`` (optimizer, scheduler, RNG states, data cursor,
-dynamic-sampling carry-over, counters) and the run's resolved ``dapo_config.yaml``.
+with no conversion), ``trainer_state.pt`` and the run's resolved ``dapo_config.yaml``.
 
-It is built in a hidden temporary directory, fsynced, and renamed into place, so a run killed at
-any moment (or a machine that loses power) leaves either the previous checkpoints or a complete
-new one, never a half-written one; the next run removes the temporary directory.
+- One process (``resources.world_size`` 1): ``trainer_state.pt`` holds everything else:
+  optimizer, scheduler, RNG states, data cursor, dynamic-sampling carry-over, counters.
+- Several policy ranks (FSDP2): every rank writes its own shard of the model and optimizer state,
+  and the scheduler state, with ``torch.distributed.checkpoint`` into ``policy/`` (one
+  ``__<rank>_0.distcp`` file per rank and DCP's ``.metadata``; :func:`save_sharded_policy`), and
+  reads it back on resume (:func:`load_sharded_policy`; DCP reshards, so another number of ranks
+  can resume it). Rank 0 writes the Hugging Face export, gathered from the shards
+  (:func:`export_hf_from_shards`). ``trainer_state.pt`` then holds only the driver's state (step,
+  sampler, RNG, counters): nothing full-size passes through the driver.
+
+It is built in a hidden temporary directory (:func:`begin_checkpoint`), fsynced, and renamed into
+place (:func:`publish_checkpoint`) once every writer has finished, so a run killed at any moment
+(or a machine that loses power) leaves either the previous checkpoints or a complete new one,
+never a half-written one; the next run removes the temporary directory.
 """
 
 from __future__ import annotations
@@ -20,11 +30,21 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_state_dict,
+    set_state_dict,
+)
+from torch.distributed.tensor import DTensor
 
 from dapo.trainer.run_dir import fsync_dir, fsync_tree
 
 CHECKPOINT_PATTERN = re.compile(r"^step-(\d+)$")
 STATE_FILE = "trainer_state.pt"
+SHARDED_DIR = "policy"  # the ranks' DCP shards of model, optimizer and scheduler
 
 
 def rng_state() -> dict[str, Any]:
@@ -50,23 +70,23 @@ def list_checkpoints(run_dir: str | Path) -> list[Path]:
     return [p for _, p in sorted(found) if (p / STATE_FILE).exists()]
 
 
-def save_checkpoint(
-    run_dir: str | Path,
-    step: int,
-    model: Any,
-    tokenizer: Any,
-    trainer_state: dict[str, Any],
-    config_yaml: str,
-    keep_last: int,
-) -> Path:
-    """Write checkpoint ``step`` atomically, then delete all but the newest ``keep_last``."""
+def begin_checkpoint(run_dir: str | Path, step: int) -> Path:
+    """A fresh, empty temporary directory to build checkpoint ``step`` in."""
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
-    final = root / f"step-{step:06d}"
     tmp = root / f".tmp-step-{step:06d}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp, safe_serialization=True)
-    tokenizer.save_pretrained(tmp)
+    tmp.mkdir()
+    return tmp
+
+
+def publish_checkpoint(
+    run_dir: str | Path, step: int, tmp: Path, trainer_state: dict[str, Any], config_yaml: str, keep_last: int
+) -> Path:
+    """Add ``trainer_state`` and the config to ``tmp`` (whose other writers have all finished),
+    fsync it, rename it into place as checkpoint ``step``, then delete all but the newest ``keep_last``."""
+    root = Path(run_dir) / "checkpoints"
+    final = root / f"step-{step:06d}"
     (tmp / "dapo_config.yaml").write_text(config_yaml)
     with open(tmp / STATE_FILE, "wb") as handle:
         torch.save(trainer_state, handle)
@@ -82,6 +102,82 @@ def save_checkpoint(
     for old in list_checkpoints(run_dir)[:-keep_last]:
         shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def save_checkpoint(
+    run_dir: str | Path,
+    step: int,
+    model: Any,
+    tokenizer: Any,
+    trainer_state: dict[str, Any],
+    config_yaml: str,
+    keep_last: int,
+) -> Path:
+    """Write checkpoint ``step`` of one process (``model`` whole in memory) atomically, then
+    delete all but the newest ``keep_last``."""
+    tmp = begin_checkpoint(run_dir, step)
+    save_hf_model(tmp, model, tokenizer)
+    return publish_checkpoint(run_dir, step, tmp, trainer_state, config_yaml, keep_last)
+
+
+def save_hf_model(directory: Path, model: Any, tokenizer: Any) -> None:
+    """The Hugging Face directory of a whole ``model``: safetensors, config, generation config, tokenizer."""
+    model.save_pretrained(directory, safe_serialization=True)
+    tokenizer.save_pretrained(directory)
+
+
+def _policy_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                  scheduler: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """This rank's view of the policy's state, as DCP saves and loads it: the model's and the
+    optimizer's DTensor shards (optimizer state keyed by parameter name), and the scheduler's state.
+    Returned twice: whole, for ``set_state_dict``, and without a tied output layer's second name
+    for the same weights, for DCP (which would otherwise write them twice)."""
+    model_state, optimizer_state = get_state_dict(model, optimizer)
+    whole = {"model": model_state, "optimizer": optimizer_state, "scheduler": scheduler.state_dict()}
+    seen: set[tuple[int, int]] = set()
+    unique = {}
+    for name, tensor in model_state.items():
+        local = tensor.to_local() if isinstance(tensor, DTensor) else tensor
+        where = (local.data_ptr(), local.numel())
+        if where not in seen or local.numel() == 0:
+            seen.add(where)
+            unique[name] = tensor
+    return whole, {**whole, "model": unique}
+
+
+def save_sharded_policy(directory: str | Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                        scheduler: Any) -> None:
+    """Every rank writes its shard of ``model`` and ``optimizer`` (and the scheduler's state, once)
+    into ``directory/policy`` with DCP. Collective: every rank must call it."""
+    _, unique = _policy_state(model, optimizer, scheduler)
+    dcp.save(unique, checkpoint_id=Path(directory) / SHARDED_DIR)
+
+
+def load_sharded_policy(directory: str | Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                        scheduler: Any) -> None:
+    """Every rank reads its shard of model and optimizer state, and the scheduler's state, from
+    ``directory/policy`` (written by :func:`save_sharded_policy`, by any number of ranks).
+    Collective: every rank must call it."""
+    path = Path(directory) / SHARDED_DIR
+    if not (path / ".metadata").exists():
+        raise FileNotFoundError(f"{directory} holds no sharded policy state ({SHARDED_DIR}/.metadata)")
+    whole, unique = _policy_state(model, optimizer, scheduler)
+    # in place, into the tensors ``whole`` shares with ``unique``; one process (no process group) reads it all
+    dcp.load(unique, checkpoint_id=path, no_dist=not dist.is_initialized())
+    set_state_dict(model, optimizer, model_state_dict=whole["model"], optim_state_dict=unique["optimizer"])
+    scheduler.load_state_dict(unique["scheduler"])
+
+
+def export_hf_from_shards(directory: str | Path, model: torch.nn.Module, tokenizer: Any, rank: int) -> None:
+    """Rank 0 writes the Hugging Face export of a sharded ``model`` (safetensors, config,
+    generation config, tokenizer) into ``directory``, gathered from every rank's shard to CPU.
+    Collective: every rank must call it; only rank 0 holds the full weights, and only for the write."""
+    full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    if rank != 0:
+        return
+    # transformers 5's save_pretrained empties the dict it is given: hand it a copy
+    model.save_pretrained(directory, state_dict=dict(full), safe_serialization=True)
+    tokenizer.save_pretrained(directory)
 
 
 def load_model_weights(model: torch.nn.Module, checkpoint_dir: str | Path) -> None:
@@ -116,6 +212,21 @@ def load_trainer_state(checkpoint_dir: str | Path) -> dict[str, Any]:
     if not path.exists():
         raise FileNotFoundError(f"{checkpoint_dir} is not a dapo-rl checkpoint (no {STATE_FILE})")
     return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def is_sharded(policy_state: dict[str, Any]) -> bool:
+    """Whether a checkpoint's policy state (``trainer_state.pt["policy"]``) was written as DCP shards."""
+    return "sharded" in policy_state
+
+
+def layout_mismatch(policy_state: dict[str, Any], world_size: int) -> str | None:
+    """Why a checkpoint with this policy state cannot be resumed by ``world_size`` policy ranks,
+    or None. Sharded state resumes with any number of ranks, one process included (DCP
+    reshards); the whole-model state of one process resumes only in one process."""
+    if world_size > 1 and not is_sharded(policy_state):
+        return (f"it holds the optimizer state of one process, not {SHARDED_DIR}/ shards, and this run has "
+                f"{world_size} policy ranks; resume it with one (resources.nnodes=1 resources.devices_per_node=1)")
+    return None
 
 
 def resolve_resume(resume: str, run_dir: str | Path) -> Path | None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -32,6 +33,9 @@ from dapo.rollout import RolloutEngine
 from dapo.trainer.batch import Sample, count_loss_tokens, split_mini_batches
 from dapo.trainer.evaluate import evaluate_held_out
 from dapo.trainer.policy import PolicyWorker, UpdateStats
+
+if TYPE_CHECKING:
+    from dapo.trainer.ray_policy import RayPolicyGroup
 from dapo.trainer.run_state import RunState
 from dapo.trainer.sampler import DynamicSampler, PromptStream, SamplingReport
 from dapo.trainer.scoring import RewardFailureWatch, completion_records, score_completions
@@ -56,9 +60,19 @@ class Trainer:
             torch.set_num_threads(cfg.trainer.num_threads)
         torch.manual_seed(cfg.trainer.seed)
         self.state = RunState(cfg, self)  # first: takes the run directory's lock, before any loading
+        self.policy: PolicyWorker | RayPolicyGroup | None = None
         try:
-            self.run = run = build_run(cfg)  # model, tokenizer, data, prompt encoder, engine
+            engine = None
+            if cfg.resources.world_size > 1:  # policy ranks on Ray actors hold the weights and engines
+                from dapo.trainer.ray_policy import RayPolicyGroup, RayRolloutEngine
+
+                self.policy = RayPolicyGroup(cfg)
+                engine = RayRolloutEngine(self.policy)
+            # model (here only its structure when the ranks hold it), tokenizer, data, encoder, engine
+            self.run = run = build_run(cfg, engine)
         except BaseException:
+            if self.policy is not None:
+                self.policy.close()
             self.state.close()  # a run that cannot start leaves its directory free
             raise
         for split, loaded in (("train", run.data.train), ("eval", run.data.eval)):
@@ -66,14 +80,9 @@ class Trainer:
                 print(loaded.describe(split))
         self.scorer = RewardScorer(cfg.reward)
         self.reward_watch = RewardFailureWatch(self.scorer, cfg.reward.max_failing_steps)
-        ref = load_reference_model(run.model_path, cfg.model, run.device) if cfg.algorithm.kl_coef > 0 else None
         self.updates_per_step = cfg.trainer.optimizer_steps_per_rollout
-        if cfg.resources.world_size > 1:  # policy ranks on Ray actors, each with its own engine
-            from dapo.trainer.ray_policy import RayPolicyGroup, RayRolloutEngine
-
-            self.policy: PolicyWorker | RayPolicyGroup = RayPolicyGroup(cfg)
-            self.run.engine = RayRolloutEngine(self.policy)
-        else:
+        if self.policy is None:
+            ref = load_reference_model(run.model_path, cfg.model, run.device) if cfg.algorithm.kl_coef > 0 else None
             self.policy = PolicyWorker(
                 self.model,
                 cfg.algorithm,

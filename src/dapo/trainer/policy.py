@@ -11,10 +11,11 @@ import contextlib
 import math
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from torch.distributed.tensor import DTensor
-from transformers import PreTrainedModel
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from dapo.algo import (
     POLICY_LOSSES,
@@ -27,6 +28,12 @@ from dapo.algo import (
 )
 from dapo.config import AlgorithmConfig, TrainerConfig
 from dapo.trainer.batch import Sample, collate, count_loss_tokens, iter_micro_batches
+from dapo.trainer.checkpoint import (
+    is_sharded,
+    load_model_weights,
+    load_sharded_policy,
+    save_hf_model,
+)
 from dapo.trainer.fsdp import all_ranks_true, same_count
 
 
@@ -122,6 +129,8 @@ class PolicyWorker:
     def _response_logits(self, model: PreTrainedModel, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
         """Logits that predict each response token: (B, R, V)."""
         response_len = tensors["responses"].shape[1]
+        if "packed_input_ids" in tensors:
+            return self._packed_response_logits(model, tensors)
         with self._autocast():
             out = model(
                 input_ids=tensors["input_ids"].to(self.device),
@@ -131,6 +140,21 @@ class PolicyWorker:
                 use_cache=False,
             )
         return out.logits[:, :-1, :]
+
+    def _packed_response_logits(self, model: PreTrainedModel, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The same logits from the padding-free row (trainer.packing; layout in dapo.trainer.batch):
+        the model sees no padding, and computes output logits only where they predict a response
+        token; they are placed into the padded (B, R, V) layout (zeros elsewhere, masked out)."""
+        with self._autocast():
+            flat = model(
+                input_ids=tensors["packed_input_ids"],
+                position_ids=tensors["packed_position_ids"],
+                logits_to_keep=tensors["packed_logits_index"],
+                use_cache=False,
+            ).logits[0]
+        batch, response_len = tensors["responses"].shape
+        logits = flat.new_zeros(batch, response_len, flat.shape[-1])
+        return logits.index_put((tensors["packed_rows"], tensors["packed_cols"]), flat)
 
     @torch.no_grad()
     def compute_logprobs(self, samples: list[Sample]) -> LogprobPass:
@@ -144,7 +168,7 @@ class PolicyWorker:
             if not micro:  # this rank has run out of samples; the others still need it
                 self._empty_loss()
                 continue
-            tensors = {k: v.to(self.device) for k, v in collate(micro, self.pad_token_id).items()}
+            tensors = {k: v.to(self.device) for k, v in collate(micro, self.pad_token_id, self.cfg.packing).items()}
             logits = self._response_logits(model, tensors)
             logprobs = logprobs_from_logits(logits, tensors["responses"], temperature=self.temperature)
             self._diagnose(logits, logprobs, tensors, result)
@@ -233,7 +257,7 @@ class PolicyWorker:
 
     def _micro_batches(self, samples: list[Sample]) -> list[list[Sample]]:
         """Token-budget micro-batches, padded with empty ones to the count of the rank with most."""
-        micro_batches = list(iter_micro_batches(samples, self.cfg.micro_batch_tokens))
+        micro_batches = list(iter_micro_batches(samples, self.cfg.micro_batch_tokens, self.cfg.packing))
         return micro_batches + [[]] * (same_count(len(micro_batches)) - len(micro_batches))
 
     def _empty_loss(self) -> torch.Tensor:
@@ -261,7 +285,7 @@ class PolicyWorker:
     def _micro_batch_loss(
         self, micro: list[Sample], num_tokens: float, num_seqs: float, stats: UpdateStats, on_policy: bool
     ) -> torch.Tensor:
-        tensors = {k: v.to(self.device) for k, v in collate(micro, self.pad_token_id).items()}
+        tensors = {k: v.to(self.device) for k, v in collate(micro, self.pad_token_id, self.cfg.packing).items()}
         logits = self._response_logits(self.model, tensors)
         logprobs = logprobs_from_logits(logits, tensors["responses"], temperature=self.temperature)
         mask = tensors["response_mask"]
@@ -311,16 +335,21 @@ class PolicyWorker:
         self.scheduler.load_state_dict(state["scheduler"])
         self.num_nonfinite_skipped = state["num_nonfinite_skipped"]
 
-    def export_weights_into(self, model: torch.nn.Module) -> None:
-        """Make ``model`` hold the current weights (for a checkpoint): it already does when it is
-        this worker's own model."""
-        if model is not self.model:
-            model.load_state_dict(self.model.state_dict())
+    def save_checkpoint(self, directory: Path, tokenizer: PreTrainedTokenizerBase) -> dict:
+        """Write the model's Hugging Face directory into ``directory`` (the checkpoint being
+        built); the optimizer/scheduler state, for the driver's ``trainer_state.pt``."""
+        save_hf_model(directory, self.model, tokenizer)
+        return self.state_dict()
 
-    def import_weights_from(self, model: torch.nn.Module) -> None:
-        """Take ``model``'s weights (restored from a checkpoint)."""
-        if model is not self.model:
-            self.model.load_state_dict(model.state_dict())
+    def load_checkpoint(self, directory: Path, state: dict) -> None:
+        """Restore weights, optimizer and scheduler from a checkpoint: one process's (weights in the
+        HF files, the rest in ``state``), or the shards of several ranks (DCP reshards them)."""
+        if is_sharded(state):
+            load_sharded_policy(directory, self.model, self.optimizer, self.scheduler)
+            self.num_nonfinite_skipped = state["num_nonfinite_skipped"]
+        else:
+            load_model_weights(self.model, directory)
+            self.load_state_dict(state)
 
     def close(self) -> None:
         """Nothing to release in this process."""

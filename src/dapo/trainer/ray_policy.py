@@ -13,8 +13,11 @@ makes) and :class:`RayRolloutEngine` (a rollout engine), so the loop itself does
   sums the ranks' gradients, so the token-level loss is exact (see :mod:`dapo.trainer.fsdp`).
 - weight sync: after a step's updates every rank all-gathers the full weights and loads them into
   its engine's copy, in memory.
-- checkpoints: the driver's model receives rank 0's full weights (for the Hugging Face export) and
-  the optimizer state is gathered to full tensors, then broadcast back on resume.
+- checkpoints: every rank writes its shard of the model and optimizer state (and the scheduler
+  state) with ``torch.distributed.checkpoint`` into the checkpoint being built, and rank 0 writes
+  the Hugging Face export gathered from the shards; on resume every rank reads its shard back.
+  Only the driver's own state (step, sampler, RNG, counters) is written by the driver, and nothing
+  full-size passes through it (see :mod:`dapo.trainer.checkpoint`).
 
 ``import ray`` happens only here, and only when more than one rank is asked for.
 """
@@ -25,17 +28,12 @@ import copy
 import dataclasses
 import os
 import socket
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch.distributed.checkpoint.state_dict import (
-    StateDictOptions,
-    get_model_state_dict,
-    get_optimizer_state_dict,
-    set_model_state_dict,
-    set_optimizer_state_dict,
-)
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 from torch.distributed.device_mesh import init_device_mesh
 
 from dapo.algo import PolicyLossStats
@@ -45,10 +43,12 @@ from dapo.errors import UserError
 from dapo.rollout import create_engine
 from dapo.rollout.base import GenerationResult, SamplingParams, request_seed
 from dapo.trainer.batch import Sample, count_loss_tokens, split_across_ranks
-from dapo.trainer.checkpoint import load_full_weights
+from dapo.trainer.checkpoint import export_hf_from_shards, load_sharded_policy, save_sharded_policy
 from dapo.trainer.fsdp import shard_policy
 from dapo.trainer.policy import LogprobPass, PolicyWorker, UpdateStats
 from dapo.trainer.setup import load_model_and_tokenizer, resolve_device, vllm_options
+
+SHARDED_FORMAT = "dcp"  # trainer_state.pt["policy"]["sharded"]: the ranks' state is in policy/
 
 
 class PolicyRankDied(UserError, RuntimeError):
@@ -72,6 +72,7 @@ class PolicyRank:
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
         mesh = init_device_mesh(device.type, (world_size,))
         model, tokenizer, model_path = load_model_and_tokenizer(cfg.model, device)
+        self.tokenizer = tokenizer  # for the checkpoints' Hugging Face export (rank 0)
         # the engine's full copy, refreshed by sync_engine (vLLM loads and holds its own)
         engine_model = model if cfg.rollout.engine == "vllm" else copy.deepcopy(model)
         self.engine = create_engine(cfg.rollout, engine_model, tokenizer, model_path=str(model_path),
@@ -106,32 +107,20 @@ class PolicyRank:
         full = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True))
         self.engine.sync_weights(_FullWeights(full))
 
-    def full_weights(self) -> dict[str, torch.Tensor] | None:
-        """The full weights on CPU (rank 0; None elsewhere). Every rank must call it."""
-        full = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-        return full if self.rank == 0 else None
+    def save_checkpoint(self, directory: str) -> None:
+        """Write this rank's shard of model, optimizer and scheduler state into ``directory/policy``
+        (DCP), then the Hugging Face export into ``directory`` (gathered; written by rank 0). Every
+        rank must call it."""
+        policy = self.policy
+        save_sharded_policy(directory, self.model, policy.optimizer, policy.scheduler)
+        export_hf_from_shards(directory, self.model, self.tokenizer, self.rank)
 
-    def load_weights(self, full: dict[str, torch.Tensor] | None) -> None:
-        """Rank 0's ``full`` weights into every shard (every rank calls it), then the engines."""
-        options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
-        set_model_state_dict(self.model, full if self.rank == 0 else {}, options=options)
-        self.sync_engine()
-
-    def state_dict(self) -> dict[str, Any] | None:
-        """Optimizer state gathered to full tensors, scheduler and counters (rank 0's; every rank calls)."""
-        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
-        optimizer = get_optimizer_state_dict(self.model, self.policy.optimizer, options=options)
-        if self.rank != 0:
-            return None
-        return {"optimizer": optimizer, "scheduler": self.policy.scheduler.state_dict(),
-                "num_nonfinite_skipped": self.policy.num_nonfinite_skipped}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
-        set_optimizer_state_dict(self.model, self.policy.optimizer,
-                                 state["optimizer"] if self.rank == 0 else {}, options=options)
-        self.policy.scheduler.load_state_dict(state["scheduler"])
-        self.policy.num_nonfinite_skipped = state["num_nonfinite_skipped"]
+    def load_checkpoint(self, directory: str) -> float:
+        """Read this rank's shard of model, optimizer and scheduler state from ``directory/policy``;
+        the learning rate it resumes with. Every rank must call it; the engines are synced later."""
+        policy = self.policy
+        load_sharded_policy(directory, self.model, policy.optimizer, policy.scheduler)
+        return policy.lr
 
 
 class _FullWeights(torch.nn.Module):
@@ -228,24 +217,20 @@ class RayPolicyGroup:
     def sync_engines(self) -> None:
         self._on_all("sync_engine")
 
-    def export_weights_into(self, model: torch.nn.Module) -> None:
-        """Load the ranks' current full weights into ``model`` (the driver's copy, for export)."""
-        load_full_weights(model, self._on_all("full_weights")[0], "the policy ranks' weights")
+    def save_checkpoint(self, directory: Path, tokenizer: Any = None) -> dict[str, Any]:
+        """Every rank writes its shards (and rank 0 the Hugging Face export) into ``directory``, the
+        checkpoint being built; returns once all have finished. The driver's part of the policy
+        state (counters, and how it was written) is returned for ``trainer_state.pt``. (The
+        ranks export with their own tokenizer: ``tokenizer`` is PolicyWorker's argument.)"""
+        self._on_all("save_checkpoint", str(directory))
+        return {"sharded": SHARDED_FORMAT, "world_size": self.world_size,
+                "num_nonfinite_skipped": self.num_nonfinite_skipped}
 
-    def import_weights_from(self, model: torch.nn.Module) -> None:
-        """Load ``model``'s weights (the driver's, just restored from a checkpoint) into every rank."""
-        full = {name: tensor.detach().cpu() for name, tensor in model.state_dict().items()}
-        self._get([r.load_weights.remote(full if i == 0 else None) for i, r in enumerate(self.ranks)])
-
-    def state_dict(self) -> dict[str, Any]:
-        state = self._on_all("state_dict")[0]
-        state["num_nonfinite_skipped"] = self.num_nonfinite_skipped
-        return state
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self._get([r.load_state_dict.remote(state) for r in self.ranks])
+    def load_checkpoint(self, directory: Path, state: dict[str, Any]) -> None:
+        """Every rank reads its shards from checkpoint ``directory``; ``state`` is what
+        :meth:`save_checkpoint` returned. The engines still hold older weights: sync before use."""
+        self.lr = self._on_all("load_checkpoint", str(directory))[0]
         self.num_nonfinite_skipped = state["num_nonfinite_skipped"]
-        self.lr = float(state["scheduler"]["_last_lr"][0])
 
     def close(self) -> None:
         """Stop the ranks (and the local Ray this group started)."""

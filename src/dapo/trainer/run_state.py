@@ -21,11 +21,12 @@ from rich.progress import (
 from dapo.config import DAPOConfig
 from dapo.config.loading import config_to_dict
 from dapo.trainer.checkpoint import (
-    load_model_weights,
+    begin_checkpoint,
+    layout_mismatch,
     load_trainer_state,
+    publish_checkpoint,
     resolve_resume,
     rng_state,
-    save_checkpoint,
     set_rng_state,
 )
 from dapo.trainer.evaluate import ProgressCallback
@@ -85,18 +86,20 @@ class RunState:
 
     # ------------------------------------------------------------------ checkpoints
     def save(self) -> Path:
+        """Checkpoint the run (layout: :mod:`dapo.trainer.checkpoint`): the policy writes the model
+        (one process: its Hugging Face directory; several ranks: their shards and rank 0's export)
+        into the checkpoint being built; then the driver adds its own state (step, sampler, RNG,
+        counters) and publishes it."""
         t = self.trainer
-        t.policy.export_weights_into(t.model)  # sharded ranks: their full weights, for the export
+        tmp = begin_checkpoint(self.run_dir, t.step)
         state = {
             "step": t.step,
             "next_group_id": t.next_group_id,
-            "policy": t.policy.state_dict(),
+            "policy": t.policy.save_checkpoint(tmp, t.tokenizer),
             "sampler": t.sampler.state_dict(),
             "rng": rng_state(),
         }
-        return save_checkpoint(
-            self.run_dir, t.step, t.model, t.tokenizer, state, self.config_yaml, self.cfg.checkpoint.keep_last
-        )
+        return publish_checkpoint(self.run_dir, t.step, tmp, state, self.config_yaml, self.cfg.checkpoint.keep_last)
 
     def resume(self) -> bool:
         """Restore everything from ``checkpoint.resume``; True when a checkpoint was loaded."""
@@ -106,16 +109,15 @@ class RunState:
             return False
         t = self.trainer
         mismatch = checkpoint_mismatch(path, t.model.config, config_to_dict(self.cfg), self.cfg.checkpoint.resume == "auto")
+        state = load_trainer_state(path)
+        mismatch = mismatch or layout_mismatch(state["policy"], self.cfg.resources.world_size)
         if mismatch:
             raise RunDirError(
                 f"cannot resume from {path}: {mismatch}. Give this run a new output_dir, or set "
                 "checkpoint.resume=never to start over in this one"
             )
-        load_model_weights(t.model, path)
-        t.policy.import_weights_from(t.model)
-        state = load_trainer_state(path)
+        t.policy.load_checkpoint(path, state["policy"])  # several ranks: each reads its own shard
         t.step, t.next_group_id = state["step"], state["next_group_id"]
-        t.policy.load_state_dict(state["policy"])
         t.sampler.load_state_dict(state["sampler"])
         set_rng_state(state["rng"])
         t.engine_version = None  # the engine may hold the initial weights: sync before its next use

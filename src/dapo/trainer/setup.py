@@ -3,13 +3,16 @@ stop tokens and rollout engine (:func:`build_run`, shared by training and ``dapo
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from transformers import (
+    AutoConfig,
     AutoModelForCausalLM,
     AutoTokenizer,
+    GenerationConfig,
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
@@ -55,12 +58,20 @@ def _load_kwargs(cfg: ModelConfig) -> dict:
 
 
 def load_model_and_tokenizer(
-    cfg: ModelConfig, device: torch.device
+    cfg: ModelConfig, device: torch.device, weights: bool = True
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, Path]:
+    """The model (``weights=False``: its structure on the meta device, no memory, for a driver
+    whose policy ranks hold the weights), its tokenizer and resolved directory."""
     path = resolve_model_path(cfg)
     tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer_path or path)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
+    if not weights:
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path))
+        with contextlib.suppress(OSError):  # the stop tokens are read from it
+            model.generation_config = GenerationConfig.from_pretrained(path)
+        return model, tokenizer, path
     model = AutoModelForCausalLM.from_pretrained(path, **_load_kwargs(cfg)).to(device)
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
@@ -148,11 +159,14 @@ class RunSetup:
     engine: RolloutEngine
 
 
-def build_run(cfg: DAPOConfig) -> RunSetup:
+def build_run(cfg: DAPOConfig, engine: RolloutEngine | None = None) -> RunSetup:
+    """Everything a run needs. Given an ``engine`` (the policy ranks' generation, when they hold
+    the weights), the model is only its structure on the meta device and no engine is built here."""
     device = resolve_device(cfg.trainer.device)
-    model, tokenizer, model_path = load_model_and_tokenizer(cfg.model, device)
+    model, tokenizer, model_path = load_model_and_tokenizer(cfg.model, device, weights=engine is None)
     data = load_run_data(cfg)
-    engine = create_engine(cfg.rollout, model, tokenizer, model_path=str(model_path), **vllm_options(cfg, model))
+    if engine is None:
+        engine = create_engine(cfg.rollout, model, tokenizer, model_path=str(model_path), **vllm_options(cfg, model))
     return RunSetup(
         device, model, tokenizer, model_path, data, PromptEncoder(tokenizer, cfg.data),
         stop_token_ids_of(model, tokenizer), engine,

@@ -1,0 +1,159 @@
+"""Throughput of the policy update (forward, backward, optimizer) and its share of the matmul peak.
+
+    flock /tmp/dapo-cpu.lock python benchmarks/bench_update.py [--models builtin 75m] \
+        [--precisions bf16 fp32] [--layouts padded packed] [--updates 4]
+
+For each model shape and precision, one DAPO update (``PolicyWorker.update``: token-budget
+micro-batches, decoupled-clip token-level loss, AdamW) runs on a synthetic mini-batch of 16
+groups x G=8 responses, ``--updates`` times after one warm-up; the median counts. Weights are
+random (speed does not depend on them). The peak is a matmul micro-benchmark in the same run and
+precision (square ``torch.mm`` of ``--matmul-size``, best of several), so MFU compares the update
+with what this machine's matmul reaches, not with a datasheet.
+
+Model FLOPs per trained token (PaLM's convention, causal attention counted as full):
+    6 * N_matmul + 12 * layers * hidden * T
+with N_matmul the parameters of the transformer's matmuls (not the embedding lookup) plus the
+output layer for response tokens only (the update computes logits only there), and T the
+sequence's length. bf16 rows train under bf16 autocast over float32 weights (the default
+config); fp32 rows in float32. ``padded`` rows use length-sorted padded micro-batches (the
+default), ``packed`` rows padding-free ones (``trainer.packing=true``); both count only real tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+from dapo.config import AlgorithmConfig, TrainerConfig
+from dapo.trainer.batch import Sample, count_loss_tokens
+from dapo.trainer.policy import PolicyWorker
+
+
+@dataclass
+class Shape:
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    intermediate: int
+    vocab: int
+    prompt_tokens: tuple[int, int]  # min, max prompt length of the synthetic samples
+    response_tokens: tuple[int, int]
+    micro_batch_tokens: int
+
+
+SHAPES = {
+    # the built-in base model, with the embedded default's lengths and micro-batch budget
+    "builtin": Shape(256, 4, 4, 2, 768, 260, (10, 20), (20, 64), 4096),
+    # a ~75M-parameter Qwen2 (Qwen2.5's 151k vocabulary would be most of it; a 32k one is not)
+    "75m": Shape(768, 10, 12, 4, 2304, 32000, (32, 128), (128, 384), 16384),
+}
+
+
+def build_model(shape: Shape) -> Qwen2ForCausalLM:
+    torch.manual_seed(0)
+    config = Qwen2Config(
+        vocab_size=shape.vocab, hidden_size=shape.hidden, num_hidden_layers=shape.layers,
+        num_attention_heads=shape.heads, num_key_value_heads=shape.kv_heads,
+        intermediate_size=shape.intermediate, max_position_embeddings=4096, tie_word_embeddings=True,
+        attn_implementation="eager" if shape.hidden <= 256 else "sdpa",
+    )
+    return Qwen2ForCausalLM(config)
+
+
+def synthetic_mini_batch(shape: Shape, groups: int = 16, group_size: int = 8, seed: int = 0) -> list[Sample]:
+    rng = random.Random(seed)
+    samples = []
+    for group in range(groups):
+        prompt = [rng.randrange(4, shape.vocab) for _ in range(rng.randint(*shape.prompt_tokens))]
+        for _ in range(group_size):
+            length = rng.randint(*shape.response_tokens)
+            response = [rng.randrange(4, shape.vocab) for _ in range(length)]
+            logprobs = [-rng.uniform(0.1, 3.0) for _ in range(length)]
+            samples.append(Sample(group_id=group, uid=str(group), prompt_ids=prompt, response_ids=response,
+                                  rollout_logprobs=logprobs, truncated=False, advantage=rng.gauss(0, 1),
+                                  old_logprobs=logprobs))
+    return samples
+
+
+def model_flops(model: Qwen2ForCausalLM, shape: Shape, samples: list[Sample]) -> float:
+    """Training FLOPs of one update on ``samples`` (see the module docstring)."""
+    embedding = model.get_input_embeddings().weight.numel()
+    transformer_matmuls = sum(p.numel() for name, p in model.named_parameters() if p.dim() == 2) - embedding
+    flops = 0.0
+    for s in samples:
+        flops += 6 * transformer_matmuls * s.num_tokens + 12 * shape.layers * shape.hidden * s.num_tokens ** 2
+        flops += 6 * embedding * len(s.response_ids)  # the (tied) output layer, response positions only
+    return flops
+
+
+def matmul_peak(dtype: torch.dtype, size: int) -> float:
+    """Best FLOP/s of a square matmul in ``dtype`` on this machine, now."""
+    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
+    torch.mm(a, b)
+    best = 0.0
+    for _ in range(5):
+        started = time.perf_counter()
+        for _ in range(4):
+            torch.mm(a, b)
+        best = max(best, 4 * 2 * size**3 / (time.perf_counter() - started))
+    return best
+
+
+def bench(name: str, precision: str, layout: str, updates: int, matmul_size: int) -> dict:
+    shape = SHAPES[name]
+    model = build_model(shape)
+    trainer = TrainerConfig(autocast="bf16" if precision == "bf16" else "none", lr=1e-6, warmup_steps=0,
+                            micro_batch_tokens=shape.micro_batch_tokens, device="cpu", packing=layout == "packed")
+    worker = PolicyWorker(model, AlgorithmConfig(), trainer, pad_token_id=0, temperature=1.0, total_steps=10,
+                          norm_const=float(shape.response_tokens[1]))
+    samples = synthetic_mini_batch(shape)
+    num_tokens, num_seqs = count_loss_tokens(samples)
+    worker.update(samples, num_tokens, num_seqs)  # warm-up
+    seconds = []
+    for _ in range(updates):
+        started = time.perf_counter()
+        worker.update(samples, num_tokens, num_seqs)
+        seconds.append(time.perf_counter() - started)
+    update_s = statistics.median(seconds)
+    peak = matmul_peak(torch.bfloat16 if precision == "bf16" else torch.float32, matmul_size)
+    achieved = model_flops(model, shape, samples) / update_s
+    return {
+        "model": name, "params_m": sum(p.numel() for p in model.parameters()) / 1e6, "precision": precision,
+        "layout": layout,
+        "tokens": sum(s.num_tokens for s in samples), "update_s": update_s,
+        "tokens_per_s": sum(s.num_tokens for s in samples) / update_s,
+        "achieved_tflops": achieved / 1e12, "peak_tflops": peak / 1e12, "mfu": achieved / peak,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", nargs="+", default=list(SHAPES), choices=list(SHAPES))
+    parser.add_argument("--precisions", nargs="+", default=["bf16", "fp32"], choices=["bf16", "fp32"])
+    parser.add_argument("--layouts", nargs="+", default=["padded", "packed"], choices=["padded", "packed"])
+    parser.add_argument("--updates", type=int, default=4, help="timed updates per row (median counts)")
+    parser.add_argument("--matmul-size", type=int, default=2048)
+    args = parser.parse_args(argv)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print("| model | params (M) | precision | layout | tokens/update | update s | tokens/s | model TFLOP/s "
+          "| matmul peak TFLOP/s | MFU |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name in args.models:
+        for precision in args.precisions:
+            for layout in args.layouts:
+                r = bench(name, precision, layout, args.updates, args.matmul_size)
+                print(f"| {r['model']} | {r['params_m']:.1f} | {r['precision']} | {r['layout']} | {r['tokens']} "
+                      f"| {r['update_s']:.2f} "
+                      f"| {r['tokens_per_s']:.0f} | {r['achieved_tflops']:.3f} | {r['peak_tflops']:.3f} "
+                      f"| {r['mfu']:.0%} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

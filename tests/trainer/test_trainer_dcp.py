@@ -1,0 +1,125 @@
+"""Sharded checkpoints round-trip exactly: 2 gloo ranks (FSDP2) save their shards of the model,
+optimizer and scheduler state with torch.distributed.checkpoint, take another step, and load; the
+model, AdamW's moments and step count, and the schedule equal what was saved bit for bit, in the
+ranks that saved them and in freshly built ones (a resume), which then take the same next step.
+The same checkpoint holds a Hugging Face export of the saved weights, and loads into one process."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch.distributed.checkpoint import FileSystemReader
+from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from dapo.config import AlgorithmConfig, TrainerConfig
+from dapo.trainer.checkpoint import SHARDED_DIR, layout_mismatch, load_sharded_policy
+from dapo.trainer.policy import PolicyWorker
+from tests.trainer.test_trainer_policy import make_samples
+
+WORKER = Path(__file__).with_name("dcp_checkpoint_worker.py")
+ROOT = Path(__file__).resolve().parents[2]
+MOMENTS = ("exp_avg", "exp_avg_sq", "step")
+
+
+def assert_identical(a: Any, b: Any, where: str = "") -> None:
+    """Equal bit for bit: tensors by torch.equal (same dtype and shape), containers recursively."""
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b), where
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), f"{where}: keys {sorted(a)} != {sorted(b)}"
+        for key in a:
+            assert_identical(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, (list, tuple)):
+        assert isinstance(b, (list, tuple)) and len(a) == len(b), where
+        for index, (x, y) in enumerate(zip(a, b)):
+            assert_identical(x, y, f"{where}[{index}]")
+    else:
+        assert a == b, f"{where}: {a!r} != {b!r}"
+
+
+@pytest.fixture(scope="module")
+def round_trip(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+    """Run the 2-rank worker once; its states and the checkpoint directory it wrote."""
+    tmp = tmp_path_factory.mktemp("dcp")
+    samples = make_samples(torch.Generator().manual_seed(7))
+    for index, sample in enumerate(samples):  # off-policy ratios: a step that moves everything
+        sample.old_logprobs = [-4.0 - 0.1 * (index % 3)] * len(sample.response_ids)
+    torch.save([dataclasses.asdict(s) for s in samples], tmp / "samples.pt")
+    checkpoint, out = tmp / "checkpoint", tmp / "states.pt"
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               str(WORKER), str(tiny_model_dir), str(tmp / "samples.pt"), str(checkpoint), str(out)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return torch.load(out, weights_only=True), checkpoint
+
+
+def test_sharded_checkpoint_round_trip_is_bit_exact(round_trip):
+    states, _ = round_trip
+    saved, moved = states["saved"], states["moved"]
+    # the step after saving changed every part, so equality below is not vacuous
+    assert any(not torch.equal(saved["model"][k], moved["model"][k]) for k in saved["model"])
+    for key, moments in saved["optimizer"]["state"].items():
+        assert set(MOMENTS) <= moments.keys(), key
+        assert not torch.equal(moments["exp_avg"], moved["optimizer"]["state"][key]["exp_avg"]), key
+        assert moments["step"].item() == 1 and moved["optimizer"]["state"][key]["step"].item() == 2, key
+    assert saved["scheduler"]["last_epoch"] == 1 and moved["scheduler"]["last_epoch"] == 2
+    assert saved["scheduler"]["_last_lr"] != moved["scheduler"]["_last_lr"]
+    assert_identical(states["reloaded"], saved, "loaded into the ranks that saved")
+    assert_identical(states["resumed"], saved, "loaded into fresh ranks")
+    after_reload, after_resume = states["next_steps"]
+    assert_identical(after_resume, after_reload, "the next step")
+
+
+def test_every_rank_writes_its_own_shard_and_rank_0_the_hf_export(round_trip, tiny_model_dir):
+    states, checkpoint = round_trip
+    shards = sorted((checkpoint / SHARDED_DIR).glob("*.distcp"))
+    assert [p.name for p in shards] == ["__0_0.distcp", "__1_0.distcp"]
+    assert (checkpoint / SHARDED_DIR / ".metadata").exists()
+    # every weight and both AdamW moments: two chunks (row halves), one in each rank's file
+    metadata = FileSystemReader(checkpoint / SHARDED_DIR).read_metadata()
+    files = {(index.fqn, tuple(index.offset or ())): info.relative_path for index, info in metadata.storage_data.items()}
+    names = [f"model.{name}" for name in states["saved"]["model"] if name != "lm_head.weight"]  # tied: once
+    names += [f"optimizer.state.{name}.{moment}" for name in states["saved"]["optimizer"]["state"]
+              for moment in ("exp_avg", "exp_avg_sq")]
+    assert "model.lm_head.weight" not in metadata.state_dict_metadata
+    for name in names:
+        chunks = metadata.state_dict_metadata[name].chunks
+        assert [tuple(c.sizes)[0] for c in chunks] == [chunks[0].sizes[0]] * 2, name
+        assert sorted(files[name, tuple(c.offsets)] for c in chunks) == ["__0_0.distcp", "__1_0.distcp"], name
+    exported = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32)
+    for name, tensor in exported.state_dict().items():
+        assert torch.equal(tensor, states["saved"]["model"][name]), name
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    assert AutoTokenizer.from_pretrained(checkpoint).decode([5, 6]) == tokenizer.decode([5, 6])
+
+
+def test_one_process_resumes_the_shards_of_two_ranks(round_trip, tiny_model_dir):
+    states, checkpoint = round_trip
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    trainer = TrainerConfig(prompts_per_step=3, mini_batch_prompts=3, micro_batch_tokens=40, lr=1e-2,
+                            warmup_steps=3, grad_clip=1e9)
+    worker = PolicyWorker(model, AlgorithmConfig(), trainer, pad_token_id=0, temperature=1.0, total_steps=8,
+                          norm_const=16.0)
+    load_sharded_policy(checkpoint, model, worker.optimizer, worker.scheduler)  # no process group: DCP reshards
+    saved = states["saved"]
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(tensor, saved["model"][name]), name
+    assert_identical(get_optimizer_state_dict(model, worker.optimizer), saved["optimizer"], "one process")
+    assert_identical(worker.scheduler.state_dict(), saved["scheduler"], "one process")
+
+
+def test_a_resume_with_ranks_needs_sharded_state_and_sharded_state_resumes_anywhere():
+    one_process = {"optimizer": {}, "scheduler": {}, "num_nonfinite_skipped": 0}
+    sharded = {"sharded": "dcp", "world_size": 2, "num_nonfinite_skipped": 0}
+    assert "one process" in layout_mismatch(one_process, 2)
+    assert layout_mismatch(one_process, 1) is None
+    assert all(layout_mismatch(sharded, world) is None for world in (1, 2, 4))

@@ -163,18 +163,19 @@ def reward_problems(cfg: DAPOConfig) -> list[str]:
     return problems
 
 
-def output_problems(run_dir: Path, weight_bytes: int) -> list[str]:
-    """The run directory can be created and written, and has room for one checkpoint."""
+def output_problems(run_dir: Path, weight_bytes: int, key: str = "output_dir") -> list[str]:
+    """The run directory (the setting ``key`` names) can be created and written, and has room for
+    one checkpoint."""
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=run_dir, prefix=".write-test-"):
             pass
     except OSError as error:
-        return [f"output_dir={str(run_dir)!r} cannot be written: {error.strerror or error}"]
+        return [f"{key}={str(run_dir)!r} cannot be written: {error.strerror or error}"]
     needed = int(weight_bytes * CHECKPOINT_BYTES_PER_WEIGHT_BYTE)
     free = shutil.disk_usage(run_dir).free
     if needed > free:
-        return [f"output_dir={str(run_dir)!r} has {free / 2**30:.1f} GiB free, and one checkpoint of this model "
+        return [f"{key}={str(run_dir)!r} has {free / 2**30:.1f} GiB free, and one checkpoint of this model "
                 f"(weights + optimizer state) needs about {needed / 2**30:.1f} GiB"]
     return []
 

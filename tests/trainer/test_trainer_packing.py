@@ -28,6 +28,8 @@ def test_packed_layout_by_hand():
     assert t["packed_input_ids"].tolist() == [[5, 6, 7, 8, 9, 10, 11, 12, 13, 14]]
     assert t["packed_position_ids"].tolist() == [[0, 1, 2, 3, 4, 5, 0, 1, 2, 3]]
     assert t["packed_logits_index"].tolist() == [2, 3, 4, 7, 8]  # the tokens before 8 9 10 | 13 14
+    assert t["packed_labels"].tolist() == [[8, 9, 10, 13, 14]]
+    assert "input_ids" not in t  # the padded input is not built for a packed micro-batch
     assert t["packed_rows"].tolist() == [0, 0, 0, 1, 1] and t["packed_cols"].tolist() == [0, 1, 2, 0, 1]
 
 

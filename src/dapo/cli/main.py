@@ -98,8 +98,8 @@ def cmd_eval(ns: argparse.Namespace) -> int:
     cfg = resolve([*args, f"model.path={ns.model}", "resources.nnodes=1", "resources.devices_per_node=1"], "eval")
     save_dir = Path(ns.save_dir) if ns.save_dir else default_eval_dir(Path(ns.model), saved.is_file())
     check_run(cfg, write_output=False)
-    if problems := output_problems(save_dir, 0):
-        raise UserError(problems[0].replace("output_dir", "--save-dir"))
+    if problems := output_problems(save_dir, 0, key="--save-dir"):
+        raise UserError(problems[0])
     from dapo.trainer import evaluate_model
 
     result = evaluate_model(cfg, save_dir, progress=True)

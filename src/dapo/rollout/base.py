@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -24,6 +25,15 @@ class SamplingParams:
     # own stream (vLLM: a per-request seed from request_seed), so equal prompts in one batch
     # never share their samples.
     seed: int | None = None
+
+
+# What an engine's sync_weights takes: the trainer's model, or its weights by (Hugging Face) name.
+Weights = torch.nn.Module | Mapping[str, torch.Tensor]
+
+
+def named_weights(weights: Weights) -> Mapping[str, torch.Tensor]:
+    """The weights by name, whichever form :data:`Weights` they come in."""
+    return weights.state_dict() if isinstance(weights, torch.nn.Module) else weights
 
 
 _MASK64 = (1 << 64) - 1
@@ -71,10 +81,10 @@ class RolloutEngine(Protocol):
         """Sample ``params.n`` responses for each prompt."""
         ...
 
-    def sync_weights(self, model: torch.nn.Module) -> None:
-        """Load the trainer's current weights in place (no engine rebuild). The loop calls it
-        before every generate() that follows an update; engines on the trainer's own model
-        return at once."""
+    def sync_weights(self, model: Weights) -> None:
+        """Load the trainer's current weights in place (no engine rebuild): its model, or its
+        weights by name (a sharded policy's gathered full state dict). The loop calls it before
+        every generate() that follows an update; engines on the trainer's own model return at once."""
         ...
 
     def sleep(self) -> None:

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from transformers import GenerationConfig
 
-from dapo.rollout.base import GenerationResult, SamplingParams
+from dapo.rollout.base import GenerationResult, SamplingParams, Weights, named_weights
 from dapo.rollout.batching import (
     build_completions,
     check_request,
@@ -89,9 +89,9 @@ class HFGenerateEngine:
                 length, stopped = cut, True
         return token_ids[:length], logprobs[:length], stopped
 
-    def sync_weights(self, model: nn.Module) -> None:
+    def sync_weights(self, model: Weights) -> None:
         if model is not self.model:
-            self.model.load_state_dict(model.state_dict())
+            self.model.load_state_dict(named_weights(model))
 
     def sleep(self) -> None:
         """Nothing to release."""

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from dapo.rollout import llama_decoder
-from dapo.rollout.base import GenerationResult, SamplingParams
+from dapo.rollout.base import GenerationResult, SamplingParams, Weights, named_weights
 from dapo.rollout.batching import (
     build_completions,
     check_request,
@@ -112,10 +112,10 @@ class NativeEngine:
         completions = build_completions(token_ids, logprobs, outputs.stopped, params.n)
         return GenerationResult(completions, time.perf_counter() - start, sum(outputs.lengths))
 
-    def sync_weights(self, model: nn.Module) -> None:
+    def sync_weights(self, model: Weights) -> None:
         """No-op for the trainer's own model (shared tensors); otherwise copy its weights in."""
         if model is not self.model:
-            self.model.load_state_dict(model.state_dict())
+            self.model.load_state_dict(named_weights(model))
 
     def sleep(self) -> None:
         """Nothing to release: the KV cache lives only during generate()."""

@@ -29,10 +29,16 @@ from collections.abc import Iterable
 from typing import Any
 
 import torch
-from torch import nn
 
 from dapo.config.schema import RolloutConfig
-from dapo.rollout.base import Completion, GenerationResult, SamplingParams, request_seed
+from dapo.rollout.base import (
+    Completion,
+    GenerationResult,
+    SamplingParams,
+    Weights,
+    named_weights,
+    request_seed,
+)
 from dapo.rollout.sampling import validate_sampling_params
 
 VLLM_MISSING = (
@@ -128,11 +134,11 @@ class VLLMEngine:
         num_tokens = sum(len(c.token_ids) for c in completions)
         return GenerationResult(completions, time.perf_counter() - start, num_tokens)
 
-    def sync_weights(self, model: nn.Module) -> None:
+    def sync_weights(self, model: Weights) -> None:
         """Load the trainer's weights into vLLM in place (Hugging Face names and layout)."""
         if self.asleep:
             self.llm.wake_up(tags=["weights"])  # weights first: the KV cache is not needed yet
-        weights: Iterable[tuple[str, torch.Tensor]] = ((name, t.detach()) for name, t in model.state_dict().items())
+        weights: Iterable[tuple[str, torch.Tensor]] = ((name, t.detach()) for name, t in named_weights(model).items())
         if not self.in_process:  # worker processes: the tensors travel by pickle
             weights = [(name, tensor.cpu()) for name, tensor in weights]
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights, "is_checkpoint_format": True})

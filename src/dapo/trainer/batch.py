@@ -8,14 +8,15 @@ one, and the model only needs ``logits_to_keep=R+1``.
     input_ids:  [pad pad p0 p1 p2 | r0 r1 r2 pad]
     labels:                         r0 r1 r2 pad   (response_mask 1 1 1 0)
 
-Packed (padding-free) layout, with ``collate(..., packed=True)``: the same micro-batch also as ONE
-row of its sequences back to back, positions restarting at 0 for each, no attention mask, so
+Packed (padding-free) layout, with ``collate(..., packed=True)``: the model's input is instead ONE
+row of the sequences back to back, positions restarting at 0 for each, no attention mask, so
 transformers confines attention to each sequence (varlen flash-attention with
 flash_attention_2, a block-diagonal causal mask with sdpa/eager):
 
     packed_input_ids:    [p0 p1 p2 r0 r1 r2 | q0 q1 s0 s1]
     packed_position_ids: [ 0  1  2  3  4  5 |  0  1  2  3]
     packed_logits_index: the positions whose logits predict a response token (p2 r0 r1 | q1 s0),
+    packed_labels:       those response tokens (r0 r1 r2 | s0 s1),
     packed_rows/cols:    where each of those lands in the padded (B, R) response layout.
 """
 
@@ -51,34 +52,27 @@ class Sample:
 
 
 def collate(samples: list[Sample], pad_token_id: int, packed: bool = False) -> dict[str, torch.Tensor]:
-    """Pad samples into the tensors the policy worker consumes (layout in the module doc); with
-    ``packed``, add the padding-free layout of the same samples."""
-    prompt_len = max(len(s.prompt_ids) for s in samples)
+    """The tensors the policy worker consumes for ``samples``: the model's input in the padded
+    layout, or with ``packed`` in the padding-free one (both in the module doc), and the loss's
+    per-response-token tensors in the padded (B, R) layout either way."""
     response_len = max(max(len(s.response_ids) for s in samples), 1)
-    batch, width = len(samples), prompt_len + response_len
-    input_ids = torch.full((batch, width), pad_token_id, dtype=torch.long)
-    attention_mask = torch.zeros((batch, width), dtype=torch.long)
+    batch = len(samples)
+    responses = torch.full((batch, response_len), pad_token_id, dtype=torch.long)
     response_mask = torch.zeros((batch, response_len), dtype=torch.float32)
     old_logprobs = torch.zeros((batch, response_len), dtype=torch.float32)
     rollout_logprobs = torch.zeros((batch, response_len), dtype=torch.float32)
     for row, sample in enumerate(samples):
-        p, r = len(sample.prompt_ids), len(sample.response_ids)
-        input_ids[row, prompt_len - p : prompt_len] = torch.tensor(sample.prompt_ids)
-        input_ids[row, prompt_len : prompt_len + r] = torch.tensor(sample.response_ids, dtype=torch.long)
-        attention_mask[row, prompt_len - p : prompt_len + r] = 1
+        r = len(sample.response_ids)
+        responses[row, :r] = torch.tensor(sample.response_ids, dtype=torch.long)
         response_mask[row, :r] = sample.loss_weight
         rollout_logprobs[row, :r] = torch.tensor(sample.rollout_logprobs)
         if sample.old_logprobs is sample.rollout_logprobs:  # old_logprobs=rollout: convert once
             old_logprobs[row, :r] = rollout_logprobs[row, :r]
         elif sample.old_logprobs:
             old_logprobs[row, :r] = torch.tensor(sample.old_logprobs)
-    position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
     return {
-        **(pack(samples) if packed else {}),
-        "input_ids": input_ids,
-        "attention_mask": attention_mask,
-        "position_ids": position_ids,
-        "responses": input_ids[:, prompt_len:],
+        **(pack(samples) if packed else _padded_inputs(samples, responses, pad_token_id)),
+        "responses": responses,
         "response_mask": response_mask,
         "old_logprobs": old_logprobs,
         "rollout_logprobs": rollout_logprobs,
@@ -87,11 +81,28 @@ def collate(samples: list[Sample], pad_token_id: int, packed: bool = False) -> d
     }
 
 
+def _padded_inputs(samples: list[Sample], responses: torch.Tensor, pad_token_id: int) -> dict[str, torch.Tensor]:
+    """Prompts left-padded to the longest, followed by the right-padded ``responses``."""
+    prompt_len = max(len(s.prompt_ids) for s in samples)
+    prompts = torch.full((len(samples), prompt_len), pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(samples), prompt_len + responses.shape[1]), dtype=torch.long)
+    for row, sample in enumerate(samples):
+        p, r = len(sample.prompt_ids), len(sample.response_ids)
+        prompts[row, prompt_len - p :] = torch.tensor(sample.prompt_ids, dtype=torch.long)
+        attention_mask[row, prompt_len - p : prompt_len + r] = 1
+    return {
+        "input_ids": torch.cat([prompts, responses], dim=1),
+        "attention_mask": attention_mask,
+        "position_ids": (attention_mask.cumsum(dim=1) - 1).clamp(min=0),
+    }
+
+
 def pack(samples: list[Sample]) -> dict[str, torch.Tensor]:
     """The padding-free layout of ``samples`` (see the module doc)."""
     input_ids: list[int] = []
     position_ids: list[int] = []
     logits_index: list[int] = []
+    labels: list[int] = []
     rows: list[int] = []
     cols: list[int] = []
     for row, sample in enumerate(samples):
@@ -99,6 +110,7 @@ def pack(samples: list[Sample]) -> dict[str, torch.Tensor]:
         input_ids += sample.prompt_ids + sample.response_ids
         position_ids += range(p + r)
         logits_index += range(start + p - 1, start + p + r - 1)
+        labels += sample.response_ids
         rows += [row] * r
         cols += range(r)
     as_long = {"dtype": torch.long}
@@ -106,6 +118,7 @@ def pack(samples: list[Sample]) -> dict[str, torch.Tensor]:
         "packed_input_ids": torch.tensor([input_ids], **as_long),
         "packed_position_ids": torch.tensor([position_ids], **as_long),
         "packed_logits_index": torch.tensor(logits_index, **as_long),
+        "packed_labels": torch.tensor([labels], **as_long),
         "packed_rows": torch.tensor(rows, **as_long),
         "packed_cols": torch.tensor(cols, **as_long),
     }

@@ -22,7 +22,7 @@ from dapo.data.records import Problem
 from dapo.rewards import RewardScorer
 from dapo.rewards.types import RewardResult
 from dapo.rollout.base import Completion, RolloutEngine, SamplingParams
-from dapo.trainer.scoring import score_completions
+from dapo.trainer.scoring import sample_record, score_completions
 from dapo.trainer.setup import RunSetup, make_sampling_params
 
 # Evaluation generates in chunks of at least this many sequences, to show progress between them
@@ -104,12 +104,9 @@ def evaluate(
             metrics.update({key.replace("eval/", f"eval/{source}/"): value
                             for key, value in score_at_k(per_source, params.n).items()})
     samples = [
-        {"uid": problem.uid, "data_source": problem.data_source, "sample": j, "response": texts[i * params.n + j],
-         "pred": results[i * params.n + j].pred, "ground_truth": problem.ground_truth,
-         "acc": results[i * params.n + j].acc, "score": results[i * params.n + j].score,
-         "num_tokens": len(completions[i * params.n + j].token_ids),
-         "finish_reason": completions[i * params.n + j].finish_reason}
-        for i, problem in enumerate(problems) for j in range(params.n)
+        {"uid": problems[index // params.n].uid, "sample": index % params.n,
+         **sample_record(problems[index // params.n], text, result, completion)}
+        for index, (text, result, completion) in enumerate(zip(texts, results, completions))
     ]
     return EvalResult(metrics=metrics, num_problems=len(problems), k=params.n, samples=samples)
 

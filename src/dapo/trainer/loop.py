@@ -33,14 +33,14 @@ from dapo.rollout import RolloutEngine
 from dapo.trainer.batch import Sample, count_loss_tokens, split_mini_batches
 from dapo.trainer.evaluate import evaluate_held_out
 from dapo.trainer.policy import PolicyWorker, UpdateStats
-
-if TYPE_CHECKING:
-    from dapo.trainer.ray_policy import RayPolicyGroup
 from dapo.trainer.run_state import RunState
 from dapo.trainer.sampler import DynamicSampler, PromptStream, SamplingReport
 from dapo.trainer.scoring import RewardFailureWatch, completion_records, score_completions
 from dapo.trainer.setup import build_run, load_reference_model, make_sampling_params
 from dapo.trainer.step_metrics import rollout_metrics, update_metrics
+
+if TYPE_CHECKING:
+    from dapo.trainer.ray_policy import RayPolicyGroup
 
 
 @dataclass

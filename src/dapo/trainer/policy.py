@@ -126,35 +126,34 @@ class PolicyWorker:
         dtype = torch.bfloat16 if self.cfg.autocast == "bf16" else torch.float16
         return torch.autocast(device_type=self.device.type, dtype=dtype)
 
+    def _collate(self, micro: list[Sample]) -> dict[str, torch.Tensor]:
+        """A micro-batch's tensors on this worker's device (padded, or packed with trainer.packing)."""
+        return {k: v.to(self.device) for k, v in collate(micro, self.pad_token_id, self.cfg.packing).items()}
+
     def _response_logits(self, model: PreTrainedModel, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Logits that predict each response token: (B, R, V)."""
-        response_len = tensors["responses"].shape[1]
-        if "packed_input_ids" in tensors:
-            return self._packed_response_logits(model, tensors)
+        """Logits that predict each response token: (B, R, V) in the padded layout; (1, N, V), the
+        N response tokens back to back, from the padding-free row (trainer.packing), where the
+        model sees no padding and computes output logits only at those N positions. Read them
+        with :meth:`_logprobs` / :meth:`_entropy`, which return the padded (B, R) layout either way."""
+        packed = "packed_input_ids" in tensors
         with self._autocast():
             out = model(
-                input_ids=tensors["input_ids"].to(self.device),
-                attention_mask=tensors["attention_mask"].to(self.device),
-                position_ids=tensors["position_ids"].to(self.device),
-                logits_to_keep=response_len + 1,
+                input_ids=tensors["packed_input_ids" if packed else "input_ids"],
+                attention_mask=None if packed else tensors["attention_mask"],
+                position_ids=tensors["packed_position_ids" if packed else "position_ids"],
+                logits_to_keep=tensors["packed_logits_index"] if packed else tensors["responses"].shape[1] + 1,
                 use_cache=False,
             )
-        return out.logits[:, :-1, :]
+        return out.logits if packed else out.logits[:, :-1, :]
 
-    def _packed_response_logits(self, model: PreTrainedModel, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
-        """The same logits from the padding-free row (trainer.packing; layout in dapo.trainer.batch):
-        the model sees no padding, and computes output logits only where they predict a response
-        token; they are placed into the padded (B, R, V) layout (zeros elsewhere, masked out)."""
-        with self._autocast():
-            flat = model(
-                input_ids=tensors["packed_input_ids"],
-                position_ids=tensors["packed_position_ids"],
-                logits_to_keep=tensors["packed_logits_index"],
-                use_cache=False,
-            ).logits[0]
-        batch, response_len = tensors["responses"].shape
-        logits = flat.new_zeros(batch, response_len, flat.shape[-1])
-        return logits.index_put((tensors["packed_rows"], tensors["packed_cols"]), flat)
+    def _logprobs(self, logits: torch.Tensor, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
+        """log pi(response token) at the rollout temperature, (B, R)."""
+        labels = tensors.get("packed_labels", tensors["responses"])
+        return _padded(logprobs_from_logits(logits, labels, temperature=self.temperature), tensors)
+
+    def _entropy(self, logits: torch.Tensor, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Entropy of the policy at each response position at the rollout temperature, (B, R)."""
+        return _padded(entropy_from_logits(logits, temperature=self.temperature), tensors)
 
     @torch.no_grad()
     def compute_logprobs(self, samples: list[Sample]) -> LogprobPass:
@@ -168,9 +167,9 @@ class PolicyWorker:
             if not micro:  # this rank has run out of samples; the others still need it
                 self._empty_loss()
                 continue
-            tensors = {k: v.to(self.device) for k, v in collate(micro, self.pad_token_id, self.cfg.packing).items()}
+            tensors = self._collate(micro)
             logits = self._response_logits(model, tensors)
-            logprobs = logprobs_from_logits(logits, tensors["responses"], temperature=self.temperature)
+            logprobs = self._logprobs(logits, tensors)
             self._diagnose(logits, logprobs, tensors, result)
             for row, sample in enumerate(micro):
                 result.logprobs.append(logprobs[row, : len(sample.response_ids)].float().cpu().tolist())
@@ -182,7 +181,7 @@ class PolicyWorker:
         """Add entropy and rollout/trainer mismatch sums over the real response tokens."""
         lengths = tensors["response_lengths"]
         mask = torch.arange(logprobs.shape[1], device=logprobs.device)[None, :] < lengths[:, None]
-        entropy = entropy_from_logits(logits.detach(), temperature=self.temperature)
+        entropy = self._entropy(logits.detach(), tensors)
         # log(pi_old_trainer / pi_rollout) per token: the engine/trainer mismatch
         delta = (logprobs.detach() - tensors["rollout_logprobs"]) * mask
         into.entropy_sum += float((entropy * mask).sum())
@@ -285,9 +284,9 @@ class PolicyWorker:
     def _micro_batch_loss(
         self, micro: list[Sample], num_tokens: float, num_seqs: float, stats: UpdateStats, on_policy: bool
     ) -> torch.Tensor:
-        tensors = {k: v.to(self.device) for k, v in collate(micro, self.pad_token_id, self.cfg.packing).items()}
+        tensors = self._collate(micro)
         logits = self._response_logits(self.model, tensors)
-        logprobs = logprobs_from_logits(logits, tensors["responses"], temperature=self.temperature)
+        logprobs = self._logprobs(logits, tensors)
         mask = tensors["response_mask"]
         if on_policy:
             tensors["old_logprobs"] = logprobs.detach()
@@ -312,12 +311,11 @@ class PolicyWorker:
         )
         agg = {"num_tokens": num_tokens, "num_seqs": num_seqs, "norm_const": self.norm_const}
         if self.algo.entropy_coef > 0:
-            entropy = entropy_from_logits(logits, temperature=self.temperature)
+            entropy = self._entropy(logits, tensors)
             loss = loss - self.algo.entropy_coef * aggregate_loss(entropy, mask, self.algo.loss_agg_mode, **agg)
         if self.algo.kl_coef > 0 and self.ref_model is not None:
             with torch.no_grad():
-                ref_logits = self._response_logits(self.ref_model, tensors)
-                ref_logprobs = logprobs_from_logits(ref_logits, tensors["responses"], temperature=self.temperature)
+                ref_logprobs = self._logprobs(self._response_logits(self.ref_model, tensors), tensors)
             kl = kl_penalty(logprobs, ref_logprobs, self.algo.kl_estimator)
             loss = loss + self.algo.kl_coef * aggregate_loss(kl, mask, self.algo.loss_agg_mode, **agg)
         stats.policy = pg if stats.policy is None else stats.policy + pg
@@ -357,3 +355,12 @@ class PolicyWorker:
     @property
     def lr(self) -> float:
         return float(self.optimizer.param_groups[0]["lr"])
+
+
+def _padded(per_token: torch.Tensor, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Per-token values in the padded (B, R) response layout: as they are when computed padded;
+    placed at (packed_rows, packed_cols), zeros elsewhere (masked out), when computed packed (1, N)."""
+    if "packed_rows" not in tensors:
+        return per_token
+    padded = per_token.new_zeros(tensors["responses"].shape)
+    return padded.index_put((tensors["packed_rows"], tensors["packed_cols"]), per_token[0])

@@ -105,7 +105,7 @@ class PolicyRank:
     def sync_engine(self) -> None:
         """All ranks gather the full weights; each loads them into its engine's copy."""
         full = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True))
-        self.engine.sync_weights(_FullWeights(full))
+        self.engine.sync_weights(full)
 
     def save_checkpoint(self, directory: str) -> None:
         """Write this rank's shard of model, optimizer and scheduler state into ``directory/policy``
@@ -121,17 +121,6 @@ class PolicyRank:
         policy = self.policy
         load_sharded_policy(directory, self.model, policy.optimizer, policy.scheduler)
         return policy.lr
-
-
-class _FullWeights(torch.nn.Module):
-    """A state-dict holder, so an engine's ``sync_weights(model)`` can take gathered weights."""
-
-    def __init__(self, weights: dict[str, torch.Tensor]) -> None:
-        super().__init__()
-        self._weights = weights
-
-    def state_dict(self, *args: Any, **kwargs: Any) -> dict[str, torch.Tensor]:  # type: ignore[override]
-        return self._weights
 
 
 def _free_port() -> int:

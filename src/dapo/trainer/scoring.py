@@ -15,7 +15,7 @@ from dapo.data.records import Problem
 from dapo.rewards import RewardScorer
 from dapo.rewards.types import RewardResult
 from dapo.rewards.user_functions import RewardFunctionError
-from dapo.rollout.base import GenerationResult
+from dapo.rollout.base import Completion, GenerationResult
 
 
 @dataclass
@@ -39,6 +39,21 @@ def score_completions(
     return ScoredGeneration(texts, results)
 
 
+def sample_record(problem: Problem, text: str, result: RewardResult, completion: Completion) -> dict[str, Any]:
+    """One scored sample as logs and saved generations show it: the response, its extracted
+    answer, the ground truth, the score (before overlong shaping) and correctness, and its length."""
+    return {
+        "data_source": problem.data_source,
+        "response": text,
+        "pred": result.pred,
+        "ground_truth": problem.ground_truth,
+        "score": result.score,
+        "acc": result.acc,
+        "num_tokens": len(completion.token_ids),
+        "finish_reason": completion.finish_reason,
+    }
+
+
 def completion_records(
     tokenizer: PreTrainedTokenizerBase,
     problems: list[Problem],
@@ -47,27 +62,17 @@ def completion_records(
     scored: ScoredGeneration,
     count: int,
 ) -> list[dict[str, Any]]:
-    """``count`` completions spread evenly over a round, as what the model saw and wrote: the
-    prompt (chat template included), the response, the extracted answer, the ground truth and
-    the reward (before overlong shaping)."""
+    """``count`` completions spread evenly over a round, each a :func:`sample_record` with the
+    prompt the model saw (chat template included)."""
     completions = generation.completions
     picked = sorted({i * len(completions) // count for i in range(count)}) if completions and count else []
-    records = []
-    for i in picked:
-        completion, result = completions[i], scored.results[i]
-        problem = problems[completion.prompt_index]
-        records.append({
-            "data_source": problem.data_source,
-            "prompt": tokenizer.decode(prompt_token_ids[completion.prompt_index], skip_special_tokens=False),
-            "response": scored.texts[i],
-            "pred": result.pred,
-            "ground_truth": problem.ground_truth,
-            "score": result.score,
-            "acc": result.acc,
-            "num_tokens": len(completion.token_ids),
-            "finish_reason": completion.finish_reason,
-        })
-    return records
+    return [
+        {
+            "prompt": tokenizer.decode(prompt_token_ids[completions[i].prompt_index], skip_special_tokens=False),
+            **sample_record(problems[completions[i].prompt_index], scored.texts[i], scored.results[i], completions[i]),
+        }
+        for i in picked
+    ]
 
 
 class RewardFailureWatch:

@@ -122,12 +122,11 @@ def train_dapo(settings: BenchSettings, model_dir: str, work_dir: str) -> dict[s
     step_metrics: list[dict[str, float]] = []
     started = time.perf_counter()
     while time.perf_counter() - started < settings.seconds:
-        metrics = trainer.step_once()
+        metrics = trainer.step_once().metrics
         trainer.state.log(trainer.step, metrics)
         step_metrics.append(metrics)
     train_seconds = time.perf_counter() - started
-    trainer.state.close()
-    trainer.scorer.close()
+    trainer.close()
     final_dir = Path(work_dir) / "final"
     trainer.model.save_pretrained(final_dir)
     trainer.tokenizer.save_pretrained(final_dir)

@@ -148,7 +148,7 @@ def test_old_logprobs_from_rollout_skip_the_recompute_and_feed_the_ratio(tiny_mo
 
     trainer.policy.update = recording_update
     trainer.policy.compute_logprobs = no_recompute
-    metrics = trainer.step_once()
+    metrics = trainer.step_once().metrics
     assert seen and all(old == rollout and old for old, rollout in seen)
     assert metrics["time/old_logprob"] == 0.0 and metrics["actor/updates"] == 2
     # measured on the first update's forward (bf16 autocast vs the engine's float32 decode)

@@ -54,13 +54,12 @@ def test_two_ranks_train_log_the_same_metrics_as_one_and_export_a_loadable_model
     # the two ranks' shards resume in one process too (DCP reshards them)
     one_process = Trainer(tiny_config(tiny_model_dir, two, reward_file, "trainer.num_threads=1", "trainer.total_steps=4"))
     try:
-        assert one_process.state.resume() and one_process.step == 3
+        assert one_process.resume() and one_process.step == 3
         resumed = one_process.model.state_dict()
         assert all(torch.equal(tensor, resumed[name]) for name, tensor in final.state_dict().items())
         assert one_process.policy.scheduler.last_epoch == 3 and one_process.policy.optimizer.state
     finally:
-        one_process.state.close()
-        one_process.scorer.close()
+        one_process.close()
 
 
 def test_sigkill_of_the_driver_then_resume_is_bit_identical_with_two_ranks(tiny_model_dir, tmp_path):
@@ -88,5 +87,4 @@ def test_a_dead_policy_rank_stops_the_run_naming_it(tiny_model_dir, reward_file,
     ray.kill(trainer.policy.ranks[1])
     with pytest.raises(PolicyRankDied, match=r"policy rank 1 \(Ray actor PolicyRank\) died.*resume"):
         trainer.step_once()
-    trainer.state.close()
-    trainer.policy.close()
+    trainer.close()

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+import torch
+
 from dapo.rollout.base import Completion, GenerationResult, SamplingParams, request_seed
+from dapo.trainer.batch import deal_prompts
 from dapo.trainer.ray_policy import RayRolloutEngine
 
 
@@ -25,12 +29,13 @@ def fake_group(world: int):
     return SimpleNamespace(world_size=world, ranks=[FakeRank(r) for r in range(world)], _get=list)
 
 
-def test_prompts_are_split_in_contiguous_chunks_and_completions_come_back_in_prompt_order():
+def test_prompts_are_dealt_evenly_and_completions_come_back_in_prompt_order():
     group = fake_group(2)
-    prompts = [[10 + i] for i in range(5)]
+    prompts = [[10 + i] * length for i, length in enumerate([9, 1, 2, 8, 3])]
     result = RayRolloutEngine(group).generate(prompts, SamplingParams(n=2, seed=7))
-    assert [call[0] for call in group.ranks[0].calls] == [prompts[:2]]
-    assert [call[0] for call in group.ranks[1].calls] == [prompts[2:]]
+    # 3 and 2 prompts holding 12 and 11 prompt tokens (9+1+2 | 8+3; contiguous halves: 10 | 13)
+    assert [call[0] for call in group.ranks[0].calls] == [[prompts[0], prompts[1], prompts[2]]]
+    assert [call[0] for call in group.ranks[1].calls] == [[prompts[3], prompts[4]]]
     # each rank samples with its own seed
     assert [r.calls[0][1] for r in group.ranks] == [request_seed(7, 0), request_seed(7, 1)]
     assert [c.prompt_index for c in result.completions] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
@@ -38,8 +43,22 @@ def test_prompts_are_split_in_contiguous_chunks_and_completions_come_back_in_pro
     assert result.seconds == 2.0 and result.num_generated_tokens == 30  # parallel: the slower rank
 
 
+@pytest.mark.parametrize("world", [2, 3, 4])
+def test_dealt_prompts_are_equal_in_number_and_balanced_in_tokens(world):
+    lengths = [int(x) for x in torch.randint(1, 500, (37,), generator=torch.Generator().manual_seed(world))]
+    shares = deal_prompts(lengths, world)
+    assert sorted(i for share in shares for i in share) == list(range(37))
+    counts = [len(share) for share in shares]
+    assert max(counts) - min(counts) <= 1
+    loads = [sum(lengths[i] for i in share) for share in shares]
+    # never worse than one prompt's length apart (an equal-count contiguous split is far off here)
+    assert max(loads) - min(loads) <= max(lengths)
+    contiguous = [lengths[len(lengths) * r // world: len(lengths) * (r + 1) // world] for r in range(world)]
+    assert max(loads) - min(loads) < max(map(sum, contiguous)) - min(map(sum, contiguous))
+
+
 def test_more_ranks_than_prompts_leaves_the_extra_ranks_idle():
     group = fake_group(3)
     result = RayRolloutEngine(group).generate([[4]], SamplingParams(n=1, seed=0))
-    assert [len(r.calls) for r in group.ranks] == [0, 0, 1]
+    assert [len(r.calls) for r in group.ranks] == [1, 0, 0]
     assert [c.prompt_index for c in result.completions] == [0]

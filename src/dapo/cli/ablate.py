@@ -129,7 +129,7 @@ def run_variant(cfg: DAPOConfig, name: str, steps: int, evals: int) -> RunCurve:
     curve.diagnostics = {column: [] for column, _, _ in DIAGNOSTICS}
     generated, next_eval = 0.0, budget / evals
     while generated < budget:
-        metrics = trainer.step_once()
+        metrics = trainer.step_once().metrics
         generated += metrics["sampling/groups_generated"]
         curve.updates += int("actor/entropy" in metrics)
         if "rollout/truncation_rate" in metrics and "actor/entropy" in metrics:
@@ -142,8 +142,7 @@ def run_variant(cfg: DAPOConfig, name: str, steps: int, evals: int) -> RunCurve:
             curve.accuracy.append(metrics[key])
             next_eval += budget / evals
         trainer.state.log(trainer.step, metrics)
-    trainer.state.close()
-    trainer.scorer.close()
+    trainer.close()
     return curve
 
 

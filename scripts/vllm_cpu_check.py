@@ -10,6 +10,11 @@ step 2 growing to 1.2e-1 at step 6, and held-out accuracy frozen at 33.3%. Check
   1. the mismatch at step 1 (before any update) is at float32 round-off;
   2. it stays at that level at every later step (the engine follows training);
   3. held-out accuracy moves up (the updates reach the sampler).
+With ``--ranks 2 --tp 2`` the same run has two FSDP2 policy ranks on a local Ray, which together
+form ONE vLLM engine, tensor parallel 2 (each rank holds half of every sharded weight, both get
+the same prompts); after each step every rank gathers the full weights and loads its slice.
+Measured on 2 cores over 4 steps: mismatch 5.5-5.9e-7 per token at every step, held-out avg@4
+40.7% -> 47.2%, 106 s in all.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ MISMATCH = "mismatch/rollout_trainer_logprob_diff"
 ROUND_OFF = 1e-4
 
 
-def train(run_dir: Path, steps: int) -> None:
+def train(run_dir: Path, steps: int, ranks: int, tp: int) -> None:
     overrides = [
         f"output_dir={run_dir}",
         "rollout.engine=vllm",
@@ -43,6 +48,8 @@ def train(run_dir: Path, steps: int) -> None:
         "checkpoint.every_steps=0",
         "logging.progress=false",
     ]
+    if ranks > 1:  # policy ranks on a local Ray, FSDP2 over gloo; tp ranks form one vLLM engine
+        overrides += [f"resources.devices_per_node={ranks}", f"rollout.vllm_tensor_parallel_size={tp}"]
     command = [str(Path(sys.executable).parent / "dapo"), "train", "default", *overrides]
     print("$", " ".join(command), flush=True)
     subprocess.run(command, check=True, env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"})
@@ -75,16 +82,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--run-dir", type=Path, default=None, help="default: a temporary directory")
+    parser.add_argument("--ranks", type=int, default=1, help="policy ranks (more than 1: on a local Ray)")
+    parser.add_argument("--tp", type=int, default=1, help="vLLM tensor-parallel size (ranks per engine)")
     args = parser.parse_args()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="dapo-vllm-cpu-") as tmp:
         run_dir = args.run_dir or Path(tmp) / "run"
-        train(run_dir, args.steps)
+        train(run_dir, args.steps, args.ranks, args.tp)
         failures = check(run_dir, args.steps)
     for failure in failures:
         print("FAILED:", failure)
-    print(f"vllm-cpu check took {time.perf_counter() - started:.0f} s")
-    print(f"vllm-cpu: {0 if failures else 1} passed, {1 if failures else 0} failed")
+    name = f"vllm-cpu ({args.ranks} rank(s), tensor parallel {args.tp})"
+    print(f"{name} check took {time.perf_counter() - started:.0f} s")
+    print(f"{name}: {0 if failures else 1} passed, {1 if failures else 0} failed")
     return 1 if failures else 0
 
 

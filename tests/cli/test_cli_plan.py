@@ -10,13 +10,20 @@ from dapo.config import builtin_config_path, load_config
 from tests.trainer.conftest import make_tiny_model
 
 
-def test_paper_config_plan_names_its_placement_and_what_does_not_fit(capsys):
+def test_paper_config_plan_names_its_placement_and_fits_an_80gb_gpu(capsys):
     assert main(["plan", "dapo_qwen2.5_32b", "--params", "32.8e9"]) == 0
     out = capsys.readouterr().out
     assert "16 node(s) x 8 device(s) = 128 policy rank(s) on Ray (auto)" in out
     # 16 bytes a parameter (fp32 weights, grads, AdamW m and v) over 128 ranks
     assert f"{32.8e9 * 16 / 128 / GIB:9.2f} GiB" in out
-    assert "DOES NOT FIT: vLLM's share (40 GiB" in out  # a whole 32B engine per rank: honest about it
+    # vLLM tensor parallel 4: a quarter of the bf16 weights per GPU, 32 engines
+    assert f"weights {2 * 32.8e9 / 4 / GIB:.1f} GiB in bf16" in out and "(32 engine(s))" in out
+    assert "DOES NOT FIT" not in out
+
+
+def test_plan_says_when_a_whole_engine_per_rank_does_not_fit(capsys):
+    assert main(["plan", "dapo_qwen2.5_32b", "rollout.vllm_tensor_parallel_size=1", "--params", "32.8e9"]) == 0
+    assert "DOES NOT FIT: vLLM's share (40 GiB" in capsys.readouterr().out
 
 
 def test_plan_counts_a_local_models_parameters_without_loading_weights(tmp_path):

@@ -89,3 +89,13 @@ def test_multi_rank_runs_refuse_what_they_cannot_do_yet():
     with pytest.raises(ConfigError, match="kl_coef > 0 needs a reference model on every policy rank"):
         load_config([], ["resources.devices_per_node=2", "algorithm.kl_coef=0.01"])
     assert load_config([], ["resources.nnodes=2", "resources.devices_per_node=4"]).resources.world_size == 8
+
+
+def test_tensor_parallel_engines_must_tile_each_node():
+    ok = load_config([], ["resources.nnodes=2", "resources.devices_per_node=8", "rollout.engine=vllm",
+                          "rollout.vllm_tensor_parallel_size=4"])
+    assert ok.rollout.vllm_tensor_parallel_size == 4
+    with pytest.raises(ConfigError, match=r"devices_per_node \(6\) divisible by it"):
+        load_config([], ["resources.devices_per_node=6", "rollout.engine=vllm", "rollout.vllm_tensor_parallel_size=4"])
+    with pytest.raises(ConfigError, match="needs rollout.engine=vllm"):
+        load_config([], ["resources.devices_per_node=2", "rollout.engine=native", "rollout.vllm_tensor_parallel_size=2"])

@@ -25,8 +25,18 @@ class FakeRank:
         return GenerationResult(completions, seconds=1.0 + self.rank, num_generated_tokens=3 * len(completions))
 
 
-def fake_group(world: int):
-    return SimpleNamespace(world_size=world, ranks=[FakeRank(r) for r in range(world)], _get=list)
+def fake_group(world: int, engine_tp: int = 1):
+    return SimpleNamespace(world_size=world, engine_tp=engine_tp, ranks=[FakeRank(r) for r in range(world)], _get=list)
+
+
+class TensorParallelRank(FakeRank):
+    """A rank of a vLLM tensor-parallel group: its samples depend on the prompts and seed only."""
+
+    def _generate(self, prompts, params):
+        self.calls.append((prompts, params.seed))
+        completions = [Completion(i, [params.seed % 97, p[0], j], [0.0] * 3, "stop")
+                       for i, p in enumerate(prompts) for j in range(params.n)]
+        return GenerationResult(completions, seconds=1.0, num_generated_tokens=3 * len(completions))
 
 
 def test_prompts_are_dealt_evenly_and_completions_come_back_in_prompt_order():
@@ -62,3 +72,23 @@ def test_more_ranks_than_prompts_leaves_the_extra_ranks_idle():
     result = RayRolloutEngine(group).generate([[4]], SamplingParams(n=1, seed=0))
     assert [len(r.calls) for r in group.ranks] == [1, 0, 0]
     assert [c.prompt_index for c in result.completions] == [0]
+
+
+def test_tensor_parallel_engines_give_each_of_their_ranks_the_same_prompts_and_seed():
+    group = fake_group(4, engine_tp=2)
+    group.ranks = [TensorParallelRank(r) for r in range(4)]
+    prompts = [[10 + i] * (i + 1) for i in range(5)]
+    result = RayRolloutEngine(group).generate(prompts, SamplingParams(n=2, seed=3))
+    calls = [r.calls for r in group.ranks]
+    assert calls[0] == calls[1] and calls[2] == calls[3]  # ranks 0-1 are engine 0, ranks 2-3 engine 1
+    assert calls[0][0][1] == request_seed(3, 0) and calls[2][0][1] == request_seed(3, 1)
+    assert sorted(len(c[0][0]) for c in (calls[0], calls[2])) == [2, 3]  # 5 prompts over 2 engines
+    # each completion once (from the engine's first rank), in prompt order
+    assert [c.prompt_index for c in result.completions] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
+    assert result.num_generated_tokens == 30
+
+
+def test_tensor_parallel_ranks_that_disagree_stop_the_run():
+    group = fake_group(2, engine_tp=2)  # FakeRank's samples carry its rank: the two ranks disagree
+    with pytest.raises(RuntimeError, match="ranks of vLLM engine 0 sampled different tokens"):
+        RayRolloutEngine(group).generate([[1], [2]], SamplingParams(n=1, seed=0))

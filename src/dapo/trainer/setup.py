@@ -137,12 +137,14 @@ def make_sampling_params(
 
 def vllm_options(cfg: DAPOConfig, model: PreTrainedModel) -> dict:
     """Keyword arguments of a vLLM engine for this run (nothing for the in-process engines):
-    the run's seed, and a context as long as a prompt plus a response, within the model's."""
+    the run's seed, a context as long as a prompt plus a response (within the model's), and on
+    the policy ranks of a multi-rank run, one engine shard per rank (``spmd``)."""
     if cfg.rollout.engine != "vllm":
         return {}
     longest = cfg.data.max_prompt_length + cfg.rollout.max_response_length
     model_limit = getattr(model.config, "max_position_embeddings", None)
-    return {"seed": cfg.trainer.seed, "max_model_len": min(longest, model_limit) if model_limit else longest}
+    return {"seed": cfg.trainer.seed, "max_model_len": min(longest, model_limit) if model_limit else longest,
+            "spmd": cfg.resources.world_size > 1}
 
 
 @dataclass

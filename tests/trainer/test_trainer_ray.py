@@ -28,13 +28,20 @@ def logged_keys(run_dir) -> set[str]:
 
 
 def test_two_ranks_train_log_the_same_metrics_as_one_and_export_a_loadable_model(tiny_model_dir, reward_file, tmp_path):
+    # float32 engines and trainer, pi_old recomputed, every group sampled in its own step (no
+    # surplus carried): the ranks' engines must sample from exactly the weights the ranks train
+    # (after each step every rank gathers them, tensor by tensor)
+    exact = ["rollout.native_dtype=model", "trainer.autocast=none", "algorithm.old_logprobs=recompute",
+             "algorithm.keep_surplus_groups=false"]
     one = tmp_path / "one"
-    Trainer(tiny_config(tiny_model_dir, one, reward_file, "trainer.num_threads=1")).train()
+    Trainer(tiny_config(tiny_model_dir, one, reward_file, "trainer.num_threads=1", *exact)).train()
     two = tmp_path / "two"
-    trainer = Trainer(tiny_config(tiny_model_dir, two, reward_file, *TWO_RANKS))
+    trainer = Trainer(tiny_config(tiny_model_dir, two, reward_file, *TWO_RANKS, *exact))
     summary = trainer.train()
     assert summary.steps == 3 and summary.eval_after
     assert logged_keys(two) == logged_keys(one)
+    mismatch = [r["mismatch/rollout_trainer_logprob_diff"] for r in read_metrics(two) if "actor/loss" in r]
+    assert len(mismatch) == 3 and max(mismatch) < 1e-5, mismatch  # stale engine weights: ~1e-2 from step 2
     lrs = [[r["actor/lr"] for r in read_metrics(run) if "actor/lr" in r] for run in (one, two)]
     assert lrs[0] == lrs[1]  # the warm-up schedule, step by step
     rows = [r for r in read_metrics(two) if "actor/loss" in r]

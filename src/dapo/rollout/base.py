@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -27,13 +27,17 @@ class SamplingParams:
     seed: int | None = None
 
 
-# What an engine's sync_weights takes: the trainer's model, or its weights by (Hugging Face) name.
-Weights = torch.nn.Module | Mapping[str, torch.Tensor]
+# What an engine's sync_weights takes: the trainer's model, or its weights by (Hugging Face)
+# name: a mapping, or (name, tensor) pairs streamed one at a time (a sharded policy gathers each
+# tensor only when the engine reaches it).
+Weights = torch.nn.Module | Mapping[str, torch.Tensor] | Iterable[tuple[str, torch.Tensor]]
 
 
-def named_weights(weights: Weights) -> Mapping[str, torch.Tensor]:
-    """The weights by name, whichever form :data:`Weights` they come in."""
-    return weights.state_dict() if isinstance(weights, torch.nn.Module) else weights
+def named_weights(weights: Weights) -> Iterable[tuple[str, torch.Tensor]]:
+    """(name, tensor) pairs, whichever form :data:`Weights` they come in."""
+    if isinstance(weights, torch.nn.Module):
+        return weights.state_dict().items()
+    return weights.items() if isinstance(weights, Mapping) else weights
 
 
 _MASK64 = (1 << 64) - 1

@@ -91,7 +91,7 @@ class HFGenerateEngine:
 
     def sync_weights(self, model: Weights) -> None:
         if model is not self.model:
-            self.model.load_state_dict(named_weights(model))
+            self.model.load_state_dict(dict(named_weights(model)))
 
     def sleep(self) -> None:
         """Nothing to release."""

@@ -115,7 +115,7 @@ class NativeEngine:
     def sync_weights(self, model: Weights) -> None:
         """No-op for the trainer's own model (shared tensors); otherwise copy its weights in."""
         if model is not self.model:
-            self.model.load_state_dict(named_weights(model))
+            self.model.load_state_dict(dict(named_weights(model)))
 
     def sleep(self) -> None:
         """Nothing to release: the KV cache lives only during generate()."""

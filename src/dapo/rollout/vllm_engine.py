@@ -160,7 +160,7 @@ class VLLMEngine:
         """Load the trainer's weights into vLLM in place (Hugging Face names and layout)."""
         if self.asleep:
             self.llm.wake_up(tags=["weights"])  # weights first: the KV cache is not needed yet
-        weights: Iterable[tuple[str, torch.Tensor]] = ((name, t.detach()) for name, t in named_weights(model).items())
+        weights: Iterable[tuple[str, torch.Tensor]] = ((name, t.detach()) for name, t in named_weights(model))
         if not self.in_process:  # worker processes: the tensors travel by pickle
             weights = [(name, tensor.cpu()) for name, tensor in weights]
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights, "is_checkpoint_format": True})

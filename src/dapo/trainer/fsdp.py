@@ -14,11 +14,14 @@ ranks with fewer samples run empty micro-batches (a zero loss on one pad token).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import FSDPModule, fully_shard
+from torch.distributed.tensor import DTensor
 
 
 def distributed() -> bool:
@@ -64,3 +67,12 @@ def all_ranks_true(flag: bool) -> bool:
     value = torch.tensor([1 if flag else 0], dtype=torch.long)
     dist.all_reduce(value, op=dist.ReduceOp.MIN)
     return bool(value.item())
+
+
+def gathered_weights(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """The full weights of a sharded ``model`` by name, one tensor at a time: each shard is
+    all-gathered only when the consumer reaches it, so the peak is one full tensor rather than the
+    whole model (a 32B policy's full float32 state would not fit a GPU). Every rank must consume
+    the whole iterator, in the same order (each item is a collective)."""
+    for name, tensor in model.state_dict().items():
+        yield name, tensor.full_tensor() if isinstance(tensor, DTensor) else tensor

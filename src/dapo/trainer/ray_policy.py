@@ -13,8 +13,8 @@ makes) and :class:`RayRolloutEngine` (a rollout engine), so the loop itself does
 - update: each mini-batch is dealt to the ranks balanced by token count; the normalisers
   ``num_tokens``/``num_seqs`` are those of the WHOLE mini-batch (the driver has it all), and FSDP
   sums the ranks' gradients, so the token-level loss is exact (see :mod:`dapo.trainer.fsdp`).
-- weight sync: after a step's updates every rank all-gathers the full weights and loads them into
-  its engine's copy, in memory.
+- weight sync: after a step's updates every rank all-gathers the full weights, one tensor at a
+  time as its engine loads them (peak: one full tensor), in memory.
 - checkpoints: every rank writes its shard of the model and optimizer state (and the scheduler
   state) with ``torch.distributed.checkpoint`` into the checkpoint being built, and rank 0 writes
   the Hugging Face export gathered from the shards; on resume every rank reads its shard back.
@@ -35,7 +35,6 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 from torch.distributed.device_mesh import init_device_mesh
 
 from dapo.algo import PolicyLossStats
@@ -46,7 +45,7 @@ from dapo.rollout import create_engine
 from dapo.rollout.base import GenerationResult, SamplingParams, request_seed
 from dapo.trainer.batch import Sample, count_loss_tokens, deal_prompts, split_across_ranks
 from dapo.trainer.checkpoint import export_hf_from_shards, load_sharded_policy, save_sharded_policy
-from dapo.trainer.fsdp import shard_policy
+from dapo.trainer.fsdp import gathered_weights, shard_policy
 from dapo.trainer.policy import LogprobPass, PolicyWorker, UpdateStats
 from dapo.trainer.setup import load_model_and_tokenizer, resolve_device, vllm_options
 
@@ -105,9 +104,12 @@ class PolicyRank:
         return self.policy.lr
 
     def sync_engine(self) -> None:
-        """All ranks gather the full weights; each loads them into its engine's copy."""
-        full = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True))
-        self.engine.sync_weights(full)
+        """All ranks gather the full weights, one tensor at a time, into their engines (a vLLM
+        tensor-parallel rank keeps its slice of each)."""
+        weights = gathered_weights(self.model)
+        self.engine.sync_weights(weights)
+        for _ in weights:  # an engine that stopped early must not leave the other ranks in a gather
+            pass
 
     def save_checkpoint(self, directory: str) -> None:
         """Write this rank's shard of model, optimizer and scheduler state into ``directory/policy``

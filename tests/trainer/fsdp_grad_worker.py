@@ -11,11 +11,11 @@ import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import FSDPModule
-from transformers import AutoModelForCausalLM
+from transformers import AutoConfig, AutoModelForCausalLM
 
 from dapo.config import AlgorithmConfig, TrainerConfig
 from dapo.trainer.batch import Sample, count_loss_tokens, split_across_ranks
-from dapo.trainer.fsdp import shard_policy
+from dapo.trainer.fsdp import shard_from_rank0
 from dapo.trainer.policy import PolicyWorker
 
 
@@ -27,7 +27,14 @@ def main(model_dir: str, samples_path: str, out_path: str, micro_batch_tokens: i
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     mesh = init_device_mesh("cpu", (world,))
-    model = shard_policy(AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32), mesh)
+    # as the policy ranks do: rank 0 reads the weights, rank 1 builds the structure on the meta
+    # device and receives its shard (so the gradients also check that broadcast, RoPE buffers too)
+    if rank == 0:
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    else:
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model_dir), dtype=torch.float32)
+    model = shard_from_rank0(model, mesh, torch.device("cpu"))
     trainer = TrainerConfig(prompts_per_step=3, mini_batch_prompts=3, micro_batch_tokens=micro_batch_tokens,
                             lr=1e-2, warmup_steps=0, grad_clip=1e9)
     worker = PolicyWorker(model, AlgorithmConfig(), trainer, pad_token_id=0, temperature=1.0, total_steps=1,

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import FSDPModule, fully_shard
 from torch.distributed.tensor import DTensor
@@ -48,6 +49,27 @@ def shard_policy(model: nn.Module, mesh: DeviceMesh) -> nn.Module:
             module.set_gradient_divide_factor(1.0)
             if gloo:
                 module.set_force_sum_reduction_for_comms(True)
+    return model
+
+
+def shard_from_rank0(model: nn.Module, mesh: DeviceMesh, device: torch.device) -> nn.Module:
+    """Shard a policy whose weights only rank 0 has read: rank 0 passes the loaded model (in CPU
+    memory), the other ranks its structure on the meta device. After sharding, rank 0's weights are
+    broadcast and every rank keeps only its shard, on ``device``: no device ever holds the whole
+    model (a 32B float32 policy is 131 GB) and the files are read once per run, not once per rank.
+    Non-persistent buffers (RoPE's inv_freq), which no state dict carries, are broadcast too."""
+    rank0 = dist.get_rank() == 0
+    full = model.state_dict() if rank0 else {}  # keeps rank 0's full tensors alive through the broadcast
+    shard_policy(model, mesh)
+    if not rank0:  # storage for this rank's shards (and buffers), filled in place below: parameters
+        model.to_empty(device=device)  # swapped in instead (assign) would not be the ones FSDP2 uses
+    set_model_state_dict(model, full, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
+    del full
+    for module in model.modules():
+        for name, buffer in list(module.named_buffers(recurse=False)):
+            if buffer.device != device:
+                module._buffers[name] = buffer = buffer.to(device)
+            dist.broadcast(buffer, src=0)
     return model
 
 

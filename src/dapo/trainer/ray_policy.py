@@ -2,7 +2,9 @@
 
 The driver keeps the DAPO loop (dynamic sampling, rewards, advantages, metrics, checkpoints,
 evaluation). Each of ``resources.world_size`` :class:`PolicyRank` actors holds an FSDP2 shard of
-the policy (gloo on CPU, NCCL on GPU) and a rollout engine on a full copy of the current weights.
+the policy (gloo on CPU, NCCL on GPU; only rank 0 reads the weights, the others receive their
+shards from it) and a rollout engine: a full copy of the current weights, or its slice of a vLLM
+tensor-parallel engine.
 The driver talks to them through :class:`RayPolicyGroup` (the :class:`PolicyWorker` calls the loop
 makes) and :class:`RayRolloutEngine` (a rollout engine), so the loop itself does not change:
 
@@ -45,7 +47,7 @@ from dapo.rollout import create_engine
 from dapo.rollout.base import GenerationResult, SamplingParams, request_seed
 from dapo.trainer.batch import Sample, count_loss_tokens, deal_prompts, split_across_ranks
 from dapo.trainer.checkpoint import export_hf_from_shards, load_sharded_policy, save_sharded_policy
-from dapo.trainer.fsdp import gathered_weights, shard_policy
+from dapo.trainer.fsdp import gathered_weights, shard_from_rank0
 from dapo.trainer.policy import LogprobPass, PolicyWorker, UpdateStats
 from dapo.trainer.setup import load_model_and_tokenizer, resolve_device, vllm_options
 
@@ -72,13 +74,21 @@ class PolicyRank:
             torch.cuda.set_device(0)  # Ray gives each actor its own GPU as device 0
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
         mesh = init_device_mesh(device.type, (world_size,))
-        model, tokenizer, model_path = load_model_and_tokenizer(cfg.model, device)
+        # only rank 0 reads the weights, into CPU memory; the others build the structure on the
+        # meta device, and each rank receives its shard (shard_from_rank0)
+        model, tokenizer, model_path = load_model_and_tokenizer(cfg.model, torch.device("cpu"), weights=rank == 0)
         self.tokenizer = tokenizer  # for the checkpoints' Hugging Face export (rank 0)
-        # the engine's full copy, refreshed by sync_engine (vLLM loads and holds its own)
-        engine_model = model if cfg.rollout.engine == "vllm" else copy.deepcopy(model)
+        vllm = cfg.rollout.engine == "vllm"  # vLLM loads and holds its own weights
+        engine_model = model if vllm else copy.deepcopy(model)  # native: a full copy, filled below
         self.engine = create_engine(cfg.rollout, engine_model, tokenizer, model_path=str(model_path),
                                     **vllm_options(cfg, model))
-        self.model = shard_policy(model, mesh)
+        self.model = shard_from_rank0(model, mesh, device)
+        if not vllm:
+            engine_model.to_empty(device=device)
+            buffers = dict(self.model.named_buffers())
+            for name, buffer in engine_model.named_buffers():
+                buffer.copy_(buffers[name])
+            self.sync_engine()  # every rank: the gathered weights into its copy
         self.policy = PolicyWorker(
             self.model, cfg.algorithm, cfg.trainer, pad_token_id=tokenizer.pad_token_id,
             temperature=cfg.rollout.temperature, total_steps=cfg.trainer.total_steps,

@@ -61,18 +61,19 @@ def load_model_and_tokenizer(
     cfg: ModelConfig, device: torch.device, weights: bool = True
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, Path]:
     """The model (``weights=False``: its structure on the meta device, no memory, for a driver
-    whose policy ranks hold the weights), its tokenizer and resolved directory."""
+    whose policy ranks hold the weights, or a rank whose shard comes from rank 0), its tokenizer
+    and resolved directory."""
     path = resolve_model_path(cfg)
     tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer_path or path)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     if not weights:
-        with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path))
+        with torch.device("meta"):  # the same dtype and attention as the loaded model would have
+            model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path), **_load_kwargs(cfg))
         with contextlib.suppress(OSError):  # the stop tokens are read from it
             model.generation_config = GenerationConfig.from_pretrained(path)
-        return model, tokenizer, path
-    model = AutoModelForCausalLM.from_pretrained(path, **_load_kwargs(cfg)).to(device)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(path, **_load_kwargs(cfg)).to(device)
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     return model, tokenizer, path

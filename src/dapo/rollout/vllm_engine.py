@@ -2,14 +2,16 @@
 
 Colocated with training: the engine core lives in the trainer's process
 (``VLLM_ENABLE_V1_MULTIPROCESSING=0``; with tensor parallel size 1 also the worker, through the
-"uni" executor). On the policy ranks of a multi-rank run (``spmd=True``) every rank holds one
-worker through vLLM's "external_launcher" executor, which joins the ranks' torch.distributed
-world: consecutive groups of ``vllm_tensor_parallel_size`` ranks each form one tensor-parallel
-engine, every rank of a group is given the same prompts and seed and computes the same samples,
-and each rank holds 1/tp of the weights (the driver deals prompts to the groups). On a GPU it takes ``vllm_gpu_memory_utilization`` of the device and, with
+"uni" executor). On a GPU it takes ``vllm_gpu_memory_utilization`` of the device and, with
 ``vllm_sleep_between_rollouts``, releases it between rollouts (``sleep(level=1)`` offloads
 weights to CPU and drops the KV cache). On the CPU backend the same fraction is of the NUMA
 node's memory, and sleep mode does not exist.
+
+On the policy ranks of a multi-rank run (``spmd=True``) every rank holds one worker through
+vLLM's "external_launcher" executor, which joins the ranks' torch.distributed world: consecutive
+groups of ``vllm_tensor_parallel_size`` ranks each form one tensor-parallel engine, every rank of
+a group is given the same prompts and seed and computes the same samples, and each rank holds
+1/tp of the weights (the driver deals prompts to the groups).
 
 Weights follow the trainer through ``collective_rpc("reload_weights", ...)``: the worker loads
 checkpoint-format (Hugging Face) named tensors in place and re-runs the model's post-load

@@ -20,7 +20,12 @@ from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from dapo.config import AlgorithmConfig, TrainerConfig
-from dapo.trainer.checkpoint import SHARDED_DIR, layout_mismatch, load_sharded_policy
+from dapo.trainer.checkpoint import (
+    SHARDED_DIR,
+    layout_mismatch,
+    load_sharded_policy,
+    sharded_policy_state,
+)
 from dapo.trainer.policy import PolicyWorker
 from tests.trainer.test_trainer_policy import make_samples
 
@@ -119,7 +124,7 @@ def test_one_process_resumes_the_shards_of_two_ranks(round_trip, tiny_model_dir)
 
 def test_a_resume_with_ranks_needs_sharded_state_and_sharded_state_resumes_anywhere():
     one_process = {"optimizer": {}, "scheduler": {}, "num_nonfinite_skipped": 0}
-    sharded = {"sharded": "dcp", "world_size": 2, "num_nonfinite_skipped": 0}
+    sharded = sharded_policy_state(world_size=2, num_nonfinite_skipped=0)
     assert "one process" in layout_mismatch(one_process, 2)
     assert layout_mismatch(one_process, 1) is None
     assert all(layout_mismatch(sharded, world) is None for world in (1, 2, 4))

@@ -36,19 +36,33 @@ def test_packed_layout_by_hand():
 # float64 with sdpa: equal to rounding; eager in float32 (the default config's kernel; its padded
 # path is NaN in float64, left-padding rows attend to nothing), to float32 rounding.
 @pytest.mark.parametrize(("attn", "dtype", "tol"), [("sdpa", torch.float64, 1e-10), ("eager", torch.float32, 2e-5)])
-def test_packed_logprobs_loss_and_gradients_equal_the_padded_ones(tiny_model_dir, attn, dtype, tol):
+def test_packed_logprobs_loss_and_gradients_equal_the_padded_ones(tiny_model_dir, attn, dtype, tol, monkeypatch):
     base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, attn_implementation=attn).to(dtype)
+    layouts: list[tuple[bool, int]] = []  # (packed?, tokens) of every micro-batch the workers build
+    real_collate = PolicyWorker._collate
+
+    def recording_collate(self, micro_batch):
+        tensors = real_collate(self, micro_batch)
+        layouts.append(("packed_input_ids" in tensors, sum(s.num_tokens for s in micro_batch)))
+        return tensors
+
+    monkeypatch.setattr(PolicyWorker, "_collate", recording_collate)
     samples = make_samples(torch.Generator().manual_seed(1))
     num_tokens, num_seqs = count_loss_tokens(samples)
     outcomes = {}
     for packing, budget in ((False, 100_000), (True, 100_000), (True, 40)):  # padded; one packed row; several
         model = copy.deepcopy(base)
         w = worker(model, packing, budget)
+        layouts.clear()
         logprobs = w.compute_logprobs(samples).logprobs
         if not packing:
             for s, lp in zip(samples, logprobs):
                 s.old_logprobs = [x - 0.05 for x in lp]  # ratio != 1: clipping paths exercised
         stats = w.accumulate_gradients(samples, num_tokens, num_seqs)
+        # the packed runs really took the packed layout, within the token budget (several rows at 40)
+        assert layouts and all(packed == packing for packed, _ in layouts)
+        if packing and budget == 40:
+            assert len(layouts) > 2 and all(tokens <= 40 for _, tokens in layouts)
         outcomes[(packing, budget)] = (logprobs, stats.loss, [p.grad.clone() for p in model.parameters()])
     padded_logprobs, padded_loss, padded_grads = outcomes[(False, 100_000)]
     for key in ((True, 100_000), (True, 40)):

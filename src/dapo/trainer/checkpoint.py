@@ -120,9 +120,12 @@ def save_checkpoint(
     return publish_checkpoint(run_dir, step, tmp, trainer_state, config_yaml, keep_last)
 
 
-def save_hf_model(directory: Path, model: Any, tokenizer: Any) -> None:
-    """The Hugging Face directory of a whole ``model``: safetensors, config, generation config, tokenizer."""
-    model.save_pretrained(directory, safe_serialization=True)
+def save_hf_model(directory: str | Path, model: Any, tokenizer: Any, state_dict: dict | None = None) -> None:
+    """The Hugging Face directory of ``model``: safetensors, config, generation config, tokenizer.
+    ``state_dict``: the weights to write instead of the model's own (a sharded model's, gathered)."""
+    if state_dict is not None:  # transformers 5's save_pretrained empties the dict it is given: a copy
+        state_dict = dict(state_dict)
+    model.save_pretrained(directory, state_dict=state_dict, safe_serialization=True)
     tokenizer.save_pretrained(directory)
 
 
@@ -173,11 +176,8 @@ def export_hf_from_shards(directory: str | Path, model: torch.nn.Module, tokeniz
     generation config, tokenizer) into ``directory``, gathered from every rank's shard to CPU.
     Collective: every rank must call it; only rank 0 holds the full weights, and only for the write."""
     full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-    if rank != 0:
-        return
-    # transformers 5's save_pretrained empties the dict it is given: hand it a copy
-    model.save_pretrained(directory, state_dict=dict(full), safe_serialization=True)
-    tokenizer.save_pretrained(directory)
+    if rank == 0:
+        save_hf_model(directory, model, tokenizer, state_dict=full)
 
 
 def load_model_weights(model: torch.nn.Module, checkpoint_dir: str | Path) -> None:
@@ -212,6 +212,15 @@ def load_trainer_state(checkpoint_dir: str | Path) -> dict[str, Any]:
     if not path.exists():
         raise FileNotFoundError(f"{checkpoint_dir} is not a dapo-rl checkpoint (no {STATE_FILE})")
     return torch.load(path, map_location="cpu", weights_only=True)
+
+
+SHARDED_FORMAT = "dcp"  # trainer_state.pt["policy"]["sharded"]: the ranks' state is in policy/
+
+
+def sharded_policy_state(world_size: int, num_nonfinite_skipped: int) -> dict[str, Any]:
+    """The driver's part of a sharded policy's checkpoint (``trainer_state.pt["policy"]``): the
+    weights, AdamW state and schedule are the ranks' DCP shards in policy/."""
+    return {"sharded": SHARDED_FORMAT, "world_size": world_size, "num_nonfinite_skipped": num_nonfinite_skipped}
 
 
 def is_sharded(policy_state: dict[str, Any]) -> bool:

@@ -46,12 +46,15 @@ from dapo.errors import UserError
 from dapo.rollout import create_engine
 from dapo.rollout.base import GenerationResult, SamplingParams, request_seed
 from dapo.trainer.batch import Sample, count_loss_tokens, deal_prompts, split_across_ranks
-from dapo.trainer.checkpoint import export_hf_from_shards, load_sharded_policy, save_sharded_policy
+from dapo.trainer.checkpoint import (
+    export_hf_from_shards,
+    load_sharded_policy,
+    save_sharded_policy,
+    sharded_policy_state,
+)
 from dapo.trainer.fsdp import gathered_weights, shard_from_rank0
 from dapo.trainer.policy import LogprobPass, PolicyWorker, UpdateStats
 from dapo.trainer.setup import load_model_and_tokenizer, resolve_device, vllm_options
-
-SHARDED_FORMAT = "dcp"  # trainer_state.pt["policy"]["sharded"]: the ranks' state is in policy/
 
 
 class PolicyRankDied(UserError, RuntimeError):
@@ -228,8 +231,7 @@ class RayPolicyGroup:
         state (counters, and how it was written) is returned for ``trainer_state.pt``. (The
         ranks export with their own tokenizer: ``tokenizer`` is PolicyWorker's argument.)"""
         self._on_all("save_checkpoint", str(directory))
-        return {"sharded": SHARDED_FORMAT, "world_size": self.world_size,
-                "num_nonfinite_skipped": self.num_nonfinite_skipped}
+        return sharded_policy_state(self.world_size, self.num_nonfinite_skipped)
 
     def load_checkpoint(self, directory: Path, state: dict[str, Any]) -> None:
         """Every rank reads its shards from checkpoint ``directory``; ``state`` is what
@@ -267,8 +269,8 @@ class RayRolloutEngine:
             refs += [self.group.ranks[engine * tp + j].generate.remote(prompts, engine_params) for j in range(tp)]
         results = self.group._get(refs)
         leaders = results[::tp]
-        for index, result in enumerate(results):
-            if _sampled(result) != _sampled(leaders[index // tp]):
+        for index, result in enumerate(results):  # each engine's other ranks against its first
+            if index % tp and _sampled(result) != _sampled(leaders[index // tp]):
                 raise RuntimeError(f"the ranks of vLLM engine {calls[index // tp][0]} sampled different tokens "
                                    "(tensor-parallel ranks must compute identical samples)")
         completions = []

@@ -84,7 +84,6 @@ class RunState:
         self.logger = MetricsLogger(
             self.run_dir, cfg.logging.tensorboard, cfg.logging.wandb, cfg.logging.wandb_project, config_to_dict(cfg)
         )
-        self.updates_per_step = cfg.trainer.optimizer_steps_per_rollout
         self._progress: Progress | None = None
         self._task: Any = None
         self._last_step_note = ""  # the bar's tail: the last finished step's accuracy and rounds
@@ -149,8 +148,9 @@ class RunState:
         if not self.cfg.logging.progress:
             yield
             return
-        total = self.cfg.trainer.total_steps * self.updates_per_step
-        done = start_step * self.updates_per_step
+        updates_per_step = self.cfg.trainer.optimizer_steps_per_rollout
+        total = self.cfg.trainer.total_steps * updates_per_step
+        done = start_step * updates_per_step
         with Progress(*BAR_COLUMNS, TimeRemainingColumn()) as progress:
             self._progress = progress
             self._task = progress.add_task("training", total=total, completed=done, unit="updates")

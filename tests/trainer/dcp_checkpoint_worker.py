@@ -1,6 +1,6 @@
 """One rank of the sharded-checkpoint round trip (run by tests/trainer/test_trainer_dcp.py under
 ``torch.distributed.run``): shard the policy over a gloo mesh, take an optimizer step, save a
-sharded checkpoint (DCP shards + the Hugging Face export), take another step, load; then load the
+sharded checkpoint (DCP shards + the Hugging Face export, also in small files), take another step, load; then load the
 same checkpoint into freshly built ranks, and let both take the same next step. Rank 0 saves the
 full (gathered) states at each point for the test to compare bit for bit."""
 
@@ -64,7 +64,10 @@ def main(model_dir: str, samples_path: str, checkpoint_dir: str, out_path: str) 
     step(worker, samples, rank, world)
     saved = snapshot(worker)
     save_sharded_policy(checkpoint_dir, worker.model, worker.optimizer, worker.scheduler)
-    export_hf_from_shards(checkpoint_dir, worker.model, AutoTokenizer.from_pretrained(model_dir), rank)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    export_hf_from_shards(checkpoint_dir, worker.model, tokenizer, rank)
+    # the same export in files of at most 16 kB: the embedding (33 kB) alone, the rest grouped
+    export_hf_from_shards(f"{checkpoint_dir}-small-files", worker.model, tokenizer, rank, max_file_bytes=16_000)
 
     step(worker, samples, rank, world)  # moves weights, moments, step count and schedule
     moved = snapshot(worker)

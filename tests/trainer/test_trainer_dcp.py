@@ -7,6 +7,7 @@ The same checkpoint holds a Hugging Face export of the saved weights, and loads 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 import torch
+from safetensors.torch import load_file
 from torch.distributed.checkpoint import FileSystemReader
 from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -105,6 +107,25 @@ def test_every_rank_writes_its_own_shard_and_rank_0_the_hf_export(round_trip, ti
         assert torch.equal(tensor, states["saved"]["model"][name]), name
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     assert AutoTokenizer.from_pretrained(checkpoint).decode([5, 6]) == tokenizer.decode([5, 6])
+
+
+def test_the_hf_export_streams_into_files_of_bounded_size_that_load_as_one_model(round_trip):
+    states, checkpoint = round_trip
+    small = checkpoint.parent / f"{checkpoint.name}-small-files"
+    index = json.loads((small / "model.safetensors.index.json").read_text())
+    files = sorted({*index["weight_map"].values()})
+    assert len(files) >= 3 and files[0] == f"model-00001-of-{len(files):05d}.safetensors"
+    assert sorted(p.name for p in small.glob("*.safetensors")) == files  # no temporary part left
+    sizes = {name: sum(t.numel() * t.element_size() for t in load_file(small / name).values()) for name in files}
+    for name, size in sizes.items():  # at most 16 kB, unless the file holds one larger tensor
+        assert size <= 16_000 or len(load_file(small / name)) == 1, (name, size)
+    assert index["metadata"]["total_size"] == sum(sizes.values())
+    assert "lm_head.weight" not in index["weight_map"]  # tied: written once, as save_pretrained does
+    assert json.loads((small / "config.json").read_text())["architectures"] == ["Qwen2ForCausalLM"]
+    assert [p.name for p in checkpoint.glob("*.safetensors")] == ["model.safetensors"]  # default: one file
+    exported = AutoModelForCausalLM.from_pretrained(small, dtype=torch.float32)
+    for name, tensor in exported.state_dict().items():
+        assert torch.equal(tensor, states["saved"]["model"][name]), name
 
 
 def test_one_process_resumes_the_shards_of_two_ranks(round_trip, tiny_model_dir):

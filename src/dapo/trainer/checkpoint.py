@@ -10,8 +10,8 @@ with no conversion), ``trainer_state.pt`` and the run's resolved ``dapo_config.y
   and the scheduler state, with ``torch.distributed.checkpoint`` into ``policy/`` (one
   ``__<rank>_0.distcp`` file per rank and DCP's ``.metadata``; :func:`save_sharded_policy`), and
   reads it back on resume (:func:`load_sharded_policy`; DCP reshards, so another number of ranks
-  can resume it). Rank 0 writes the Hugging Face export, gathered from the shards
-  (:func:`export_hf_from_shards`). ``trainer_state.pt`` then holds only the driver's state (step,
+  can resume it). Rank 0 writes the Hugging Face export, gathered from the shards one tensor at
+  a time (:func:`export_hf_from_shards`). ``trainer_state.pt`` then holds only the driver's state (step,
   sampler, RNG, counters): nothing full-size passes through the driver.
 
 It is built in a hidden temporary directory (:func:`begin_checkpoint`), fsynced, and renamed into
@@ -22,6 +22,7 @@ never a half-written one; the next run removes the temporary directory.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -33,13 +34,12 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import (
-    StateDictOptions,
-    get_model_state_dict,
     get_state_dict,
     set_state_dict,
 )
 from torch.distributed.tensor import DTensor
 
+from dapo.trainer.fsdp import gathered_weights
 from dapo.trainer.run_dir import fsync_dir, fsync_tree
 
 CHECKPOINT_PATTERN = re.compile(r"^step-(\d+)$")
@@ -171,13 +171,79 @@ def load_sharded_policy(directory: str | Path, model: torch.nn.Module, optimizer
     scheduler.load_state_dict(unique["scheduler"])
 
 
-def export_hf_from_shards(directory: str | Path, model: torch.nn.Module, tokenizer: Any, rank: int) -> None:
-    """Rank 0 writes the Hugging Face export of a sharded ``model`` (safetensors, config,
-    generation config, tokenizer) into ``directory``, gathered from every rank's shard to CPU.
-    Collective: every rank must call it; only rank 0 holds the full weights, and only for the write."""
-    full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-    if rank == 0:
-        save_hf_model(directory, model, tokenizer, state_dict=full)
+HF_MAX_FILE_BYTES = 5 * 2**30  # the sharded Hugging Face export's weights per safetensors file
+
+
+def export_hf_from_shards(directory: str | Path, model: torch.nn.Module, tokenizer: Any, rank: int,
+                          max_file_bytes: int = HF_MAX_FILE_BYTES) -> None:
+    """Rank 0 writes the Hugging Face export of a sharded ``model`` into ``directory``: config,
+    generation config and tokenizer (by ``save_pretrained``), and the weights as save_pretrained
+    lays them out (``model.safetensors``, or files of at most ``max_file_bytes`` listed in
+    ``model.safetensors.index.json``; a tied output layer once). Streamed: the ranks all-gather one
+    full tensor at a time and rank 0 holds at most one file's worth in CPU memory, not the model
+    (131 GB at 32B float32). Collective: every rank must call it."""
+    writer = None
+    if rank == 0:  # everything but the weights first: save_pretrained removes weight files it did not write
+        save_hf_model(directory, model, tokenizer, state_dict={})
+        writer = _SafetensorsWriter(Path(directory), max_file_bytes)
+    for name, tensor in gathered_weights(model, skip=tied_duplicates(model)):
+        if writer is not None:
+            writer.add(name, tensor.detach().to("cpu", copy=True))
+    if writer is not None:
+        writer.close()
+
+
+def tied_duplicates(model: torch.nn.Module) -> set[str]:
+    """Second names of tied parameters (``lm_head.weight`` of a tied output layer), which
+    save_pretrained does not write."""
+    every = {name for name, _ in model.named_parameters(remove_duplicate=False)}
+    return every - {name for name, _ in model.named_parameters()}
+
+
+class _SafetensorsWriter:
+    """Writes named tensors, as they come, into safetensors files of at most ``max_file_bytes``
+    (a larger tensor gets a file of its own); ``close`` gives them save_pretrained's names."""
+
+    def __init__(self, directory: Path, max_file_bytes: int) -> None:
+        self.directory, self.max_file_bytes = directory, max_file_bytes
+        directory.mkdir(parents=True, exist_ok=True)
+        self.pending: dict[str, torch.Tensor] = {}
+        self.pending_bytes = 0
+        self.written: list[list[str]] = []  # the tensor names of each file written
+        self.total_bytes = 0
+
+    def add(self, name: str, tensor: torch.Tensor) -> None:
+        size = tensor.numel() * tensor.element_size()
+        if self.pending and self.pending_bytes + size > self.max_file_bytes:
+            self._flush()
+        self.pending[name] = tensor.contiguous()
+        self.pending_bytes += size
+
+    def _part(self, index: int) -> Path:
+        return self.directory / f".part-{index:05d}.safetensors"
+
+    def _flush(self) -> None:
+        from safetensors.torch import save_file
+
+        save_file(self.pending, str(self._part(len(self.written))), metadata={"format": "pt"})
+        self.written.append(list(self.pending))
+        self.total_bytes += self.pending_bytes
+        self.pending, self.pending_bytes = {}, 0
+
+    def close(self) -> None:
+        if self.pending or not self.written:
+            self._flush()
+        count = len(self.written)
+        if count == 1:
+            os.replace(self._part(0), self.directory / "model.safetensors")
+            return
+        weight_map = {}
+        for index, names in enumerate(self.written):
+            filename = f"model-{index + 1:05d}-of-{count:05d}.safetensors"
+            os.replace(self._part(index), self.directory / filename)
+            weight_map.update(dict.fromkeys(names, filename))
+        index_file = {"metadata": {"total_size": self.total_bytes}, "weight_map": weight_map}
+        (self.directory / "model.safetensors.index.json").write_text(json.dumps(index_file, indent=2) + "\n")
 
 
 def load_model_weights(model: torch.nn.Module, checkpoint_dir: str | Path) -> None:

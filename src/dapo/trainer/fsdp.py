@@ -14,7 +14,7 @@ ranks with fewer samples run empty micro-batches (a zero loss on one pad token).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 
 import torch
 import torch.distributed as dist
@@ -91,10 +91,11 @@ def all_ranks_true(flag: bool) -> bool:
     return bool(value.item())
 
 
-def gathered_weights(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
-    """The full weights of a sharded ``model`` by name, one tensor at a time: each shard is
-    all-gathered only when the consumer reaches it, so the peak is one full tensor rather than the
-    whole model (a 32B policy's full float32 state would not fit a GPU). Every rank must consume
-    the whole iterator, in the same order (each item is a collective)."""
+def gathered_weights(model: nn.Module, skip: Collection[str] = ()) -> Iterator[tuple[str, torch.Tensor]]:
+    """The full weights of a sharded ``model`` by name (but the names in ``skip``), one tensor at a
+    time: each shard is all-gathered only when the consumer reaches it, so the peak is one full
+    tensor rather than the whole model (a 32B policy's full float32 state would not fit a GPU).
+    Every rank must consume the whole iterator, in the same order (each item is a collective)."""
     for name, tensor in model.state_dict().items():
-        yield name, tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
+        if name not in skip:
+            yield name, tensor.full_tensor() if isinstance(tensor, DTensor) else tensor

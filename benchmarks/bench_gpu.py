@@ -13,11 +13,11 @@ autocast over fp32 master weights (the trainer's configuration).
 - generation: the same prompts, ``--gen-tokens`` sampled per row, no stop tokens, temperature 1;
   tokens/s of new tokens, best of ``--repeats``.
 - update: :class:`PolicyWorker.update` (forward, backward, AdamW) on synthetic samples of
-  ``--prompt-len`` + ``--response-len`` tokens; model FLOPs 6 N per trained token plus attention
-  (6 L d per token per context position: fwd+bwd QK^T and AV, causal half), as a share of the
-  bf16 matmul peak measured in the same run (MFU against the measured peak, and against the
-  datasheet where the device is known). Gradient checkpointing is on; its recomputed forward is
-  not counted.
+  ``--prompt-len`` + ``--response-len`` tokens; model FLOPs counted as bench_update.py counts
+  them (6 N_matmul + 12 L d T per token, the output layer at response positions only), as a share
+  of the bf16 matmul peak measured in the same run by bench_update.py's micro-benchmark (MFU
+  against the measured peak, and against the datasheet where the device is known). Gradient
+  checkpointing is on; its recomputed forward is not counted.
 - DAPO step: ``Trainer`` with vLLM rollout for ``--steps`` steps (a length-parity reward so random
   weights still give mixed groups); the median step time after the first.
 """
@@ -48,6 +48,9 @@ from dapo.rollout import HFGenerateEngine, SamplingParams
 from dapo.trainer.batch import Sample
 from dapo.trainer.policy import PolicyWorker
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_update import matmul_peak, model_flops, sync  # noqa: E402  (the same FLOP count and peak)
+
 SHAPES = {
     # Qwen2.5-0.5B
     "0.5b": dict(hidden_size=896, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
@@ -74,30 +77,10 @@ def build_model_dir(directory: Path, shape: str) -> Path:
     return directory
 
 
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-
-
 def free_memory(device: torch.device) -> None:
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
-
-
-def matmul_peak_tflops(device: torch.device, size: int) -> float:
-    """Best bf16 matmul rate over a few (size x size) @ (size x size) products."""
-    a = torch.randn(size, size, device=device, dtype=torch.bfloat16)
-    b = torch.randn(size, size, device=device, dtype=torch.bfloat16)
-    best = float("inf")
-    for _ in range(5):
-        sync(device)
-        start = time.perf_counter()
-        for _ in range(10):
-            a @ b
-        sync(device)
-        best = min(best, (time.perf_counter() - start) / 10)
-    return 2 * size**3 / best / 1e12
 
 
 def random_prompts(count: int, length: int, vocab: int, seed: int) -> list[list[int]]:
@@ -157,17 +140,11 @@ def bench_update(model_dir: Path, device: torch.device, args: argparse.Namespace
         sync(device)
         times.append(time.perf_counter() - start)
     seconds = min(times)
-    seq = args.prompt_len + args.response_len
-    tokens = args.update_seqs * seq
-    cfg = model.config
-    params = sum(p.numel() for p in model.parameters())
-    # model FLOPs per token: 6N for the matmuls, fwd+bwd, plus attention's QK^T and AV over a
-    # causal context of seq/2 on average (the recomputed forward of checkpointing is not counted)
-    attention = 6 * cfg.num_hidden_layers * cfg.hidden_size * seq
-    model_flops = tokens * (6 * params + attention)
+    tokens = sum(s.num_tokens for s in samples)
+    flops = model_flops(model, samples)  # the recomputed forward of checkpointing is not counted
     del worker, model
     free_memory(device)
-    return tokens / seconds, model_flops / seconds / 1e12
+    return tokens / seconds, flops / seconds / 1e12
 
 
 def bench_dapo_step(model_dir: Path, device: torch.device, args: argparse.Namespace, work: Path) -> float:
@@ -221,7 +198,7 @@ def main() -> int:
         work = Path(tmp)
         model_dir = build_model_dir(work / "model", args.shape)
         params = sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(model_dir).parameters())
-        peak = matmul_peak_tflops(device, 8192 if device.type == "cuda" else 1024)
+        peak = matmul_peak(torch.bfloat16, 8192 if device.type == "cuda" else 1024, device) / 1e12
         generation = bench_generation(model_dir, device, args)
         update_tps, update_tflops = bench_update(model_dir, device, args)
         step_seconds = bench_dapo_step(model_dir, device, args, work)

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 
 import torch
-from transformers import Qwen2Config, Qwen2ForCausalLM
+from transformers import PreTrainedModel, Qwen2Config, Qwen2ForCausalLM
 
 from dapo.config import AlgorithmConfig, TrainerConfig
 from dapo.trainer.batch import Sample, count_loss_tokens
@@ -61,6 +61,7 @@ SHAPES = {
 # On CPU, sdpa/eager confine attention in a packed row with a dense block-diagonal mask, whose
 # cost grows with the row's length squared: packed rows are kept short.
 PACKED_MICRO_BATCH_TOKENS = 1024
+CPU = torch.device("cpu")
 
 
 def build_model(shape: Shape) -> Qwen2ForCausalLM:
@@ -89,27 +90,38 @@ def synthetic_mini_batch(shape: Shape, seed: int = 0) -> list[Sample]:
     return samples
 
 
-def model_flops(model: Qwen2ForCausalLM, shape: Shape, samples: list[Sample]) -> float:
-    """Training FLOPs of one update on ``samples`` (see the module docstring)."""
+def model_flops(model: PreTrainedModel, samples: list[Sample]) -> float:
+    """Training FLOPs of one update on ``samples`` (see the module docstring; bench_gpu.py counts
+    the same way, so their MFUs compare)."""
+    layers, hidden = model.config.num_hidden_layers, model.config.hidden_size
     embedding = model.get_input_embeddings().weight.numel()
     transformer_matmuls = sum(p.numel() for name, p in model.named_parameters() if p.dim() == 2) - embedding
     flops = 0.0
     for s in samples:
-        flops += 6 * transformer_matmuls * s.num_tokens + 12 * shape.layers * shape.hidden * s.num_tokens ** 2
+        flops += 6 * transformer_matmuls * s.num_tokens + 12 * layers * hidden * s.num_tokens ** 2
         flops += 6 * embedding * len(s.response_ids)  # the (tied) output layer, response positions only
     return flops
 
 
-def matmul_peak(dtype: torch.dtype, size: int) -> float:
-    """Best FLOP/s of a square matmul in ``dtype`` on this machine, now (best of 10 rounds: the
+def sync(device: torch.device) -> None:
+    """Wait for the device's queued work (CUDA runs asynchronously; the CPU does not)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def matmul_peak(dtype: torch.dtype, size: int, device: torch.device = CPU) -> float:
+    """Best FLOP/s of a square matmul in ``dtype`` on ``device``, now (best of 10 rounds: the
     peak is what the machine can do, so interference only ever lowers a round)."""
-    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
+    a = torch.randn(size, size, dtype=dtype, device=device)
+    b = torch.randn(size, size, dtype=dtype, device=device)
     torch.mm(a, b)
     best = 0.0
     for _ in range(10):
+        sync(device)
         started = time.perf_counter()
         for _ in range(4):
             torch.mm(a, b)
+        sync(device)
         best = max(best, 4 * 2 * size**3 / (time.perf_counter() - started))
     return best
 
@@ -136,7 +148,7 @@ def bench(name: str, precision: str, layout: str, updates: int) -> dict:
         "layout": layout,
         "tokens": sum(s.num_tokens for s in samples), "update_s": update_s,
         "tokens_per_s": sum(s.num_tokens for s in samples) / update_s,
-        "achieved_flops": model_flops(model, shape, samples) / update_s,
+        "achieved_flops": model_flops(model, samples) / update_s,
     }
 
 

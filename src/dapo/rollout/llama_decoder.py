@@ -94,9 +94,9 @@ class _Projection:
     """y = (x * row_scale) W^T + b.
 
     ``row_scale`` (B, 1) is how folded RMSNorms are applied: RMSNorm(x) W'^T = (x / rms(x)) W'^T
-    with the norm's weight folded into W', so the norm costs one reduction and one scaling. On CPU the weight is
-    pre-packed once per generate() (MKL for float32, oneDNN for bfloat16), which saves re-packing
-    it at every call: bit-identical results, 1.3-1.5x faster small-batch matmuls."""
+    with the norm's weight folded into W', so the norm costs one reduction and one scaling. On
+    CPU the weight is pre-packed once per generate() (MKL for float32, oneDNN for bfloat16), which
+    saves re-packing it at every call: bit-identical results, 1.3-1.5x faster small-batch matmuls."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, rows_hint: int) -> None:
         self.weight, self.bias, self.rows_hint = weight, bias, rows_hint

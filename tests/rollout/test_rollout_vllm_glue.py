@@ -20,6 +20,7 @@ from dapo.rollout.vllm_engine import VLLMEngine
 class FakeLLM:
     def __init__(self, **kwargs) -> None:
         self.kwargs, self.calls = kwargs, []
+        self.llm_engine = SimpleNamespace(engine_core=SimpleNamespace(shutdown=lambda: self.calls.append(("shutdown",))))
 
     def generate(self, prompts, params, use_tqdm=False):
         assert len(params) == len(prompts)  # one SamplingParams per prompt
@@ -86,3 +87,11 @@ def test_sync_reloads_checkpoint_format_weights_in_memory_then_drops_cached_pref
     assert method == "reload_weights" and checkpoint_format is True and reset == ("reset_prefix_cache",)
     assert [name for name, _ in weights] == ["weight", "bias"]
     assert weights[0][1].data_ptr() == model.weight.data_ptr()  # the trainer's tensor, not a copy
+
+
+def test_close_shuts_the_engine_core_down_and_drops_it_once(fake_vllm):
+    engine = VLLMEngine("/models/m", RolloutConfig(engine="vllm"))
+    llm = engine.llm
+    engine.close()
+    engine.close()  # a second close (Trainer.close after an error path) does nothing
+    assert llm.calls == [("shutdown",)] and engine.llm is None

@@ -98,3 +98,8 @@ class RolloutEngine(Protocol):
     def wake_up(self) -> None:
         """Re-acquire memory released by sleep()."""
         ...
+
+    def close(self) -> None:
+        """Release what the engine holds (weights, KV cache, workers) for good; no-op where it
+        holds nothing beyond generate(). The Trainer calls it in ``close()``."""
+        ...

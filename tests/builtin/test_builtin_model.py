@@ -78,10 +78,30 @@ def test_model_path_names_a_builtin_recipe():
         recipe_for_model_path("builtin:nope")
 
 
-def test_recipes_without_strategies_keep_their_cache_keys():
-    # Caches built before the strategy fields existed stay valid: fields at defaults are not hashed.
-    assert BaseModelRecipe().cache_key() == "4c00b697541d"
+def test_recipes_keep_their_cache_keys_when_later_fields_keep_the_old_behaviour():
+    # Caches built before a field existed stay valid: a field at the behaviour before it is not hashed.
+    before_balancing = BaseModelRecipe(sft_steps=800, balance_digit_counts=False)
+    assert before_balancing.cache_key() == "4c00b697541d"  # the default before balanced SFT batches
+    assert BaseModelRecipe().cache_key() != before_balancing.cache_key()
     assert BaseModelRecipe(direct_share=0.3).cache_key() != BaseModelRecipe().cache_key()
+
+
+def test_balanced_sft_batches_draw_each_digit_count_bucket_equally_often():
+    import random
+    from collections import Counter
+
+    from dapo.builtin.base_model import _draw_batch, _sft_problems, digit_count_buckets
+
+    problems = _sft_problems(BaseModelRecipe(num_problems=5000))
+    buckets = digit_count_buckets(problems)
+    sizes = sorted(len(bucket) for bucket in buckets)
+    assert len(buckets) == 9 and sizes[0] < 100 < 400 < sizes[-1]  # one-digit sums are scarce
+    key = lambda p: (len(str(p.extra["a"])), len(str(p.extra["b"])))  # noqa: E731
+    assert all(len({key(problems[i]) for i in bucket}) == 1 for bucket in buckets)
+    drawn = Counter(key(problems[i]) for i in _draw_batch(random.Random(0), len(problems), 18000, buckets))
+    assert all(abs(count - 2000) < 200 for count in drawn.values())  # 1/9 each, not 90/5000
+    # Unbalanced: distinct examples drawn uniformly, as random.sample draws them.
+    assert _draw_batch(random.Random(0), 5000, 64, None) == random.Random(0).sample(range(5000), 64)
 
 
 def test_sft_examples_mix_direct_answers_and_traces_with_untrained_openings():

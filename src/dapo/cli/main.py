@@ -69,7 +69,7 @@ def resolve(args: list[str], command: str = "train") -> DAPOConfig:
         files = [str(builtin_config_path(name))]
     elif str(builtin_config_path(DEMO_CONFIG)) in map(str, files) and not is_builtin_model(model_path):
         print(f"dapo {command}: note: config {DEMO_CONFIG!r} holds the built-in demo's laptop settings (no prompt "
-              f"template, lr 5e-5, bf16 decode, eval top_p 1.0); for your model start from {RECIPE_CONFIG!r}",
+              f"template, lr 1.5e-4 cosine, bf16 decode, eval top_p 1.0); for your model start from {RECIPE_CONFIG!r}",
               file=sys.stderr)
     return load_config(files, overrides)
 

@@ -56,6 +56,15 @@ def test_a_directory_that_is_not_a_model_is_named(tmp_path):
         check_run(cfg)
 
 
+def test_a_checkpoint_holding_only_shards_says_how_to_use_it(tmp_path):
+    checkpoint = tmp_path / "checkpoints" / "step-000020"
+    (checkpoint / "policy").mkdir(parents=True)
+    (checkpoint / "policy" / ".metadata").write_bytes(b"")  # what DCP writes, without the HF export
+    cfg = load_config([builtin_config_path("dapo_recipe")], [f"model.path={checkpoint}", f"output_dir={tmp_path / 'r'}"])
+    with pytest.raises(PreflightError, match=r"holds only the ranks' shards .*checkpoint.resume=PATH"):
+        check_run(cfg)
+
+
 def test_yaml_syntax_errors_name_the_file_and_line(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text("trainer:\n  lr: 1e-6\n   rollout: [\n")

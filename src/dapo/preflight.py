@@ -77,7 +77,11 @@ def model_problems(cfg: DAPOConfig) -> list[str]:
                 "download the model first, e.g. `huggingface-cli download Qwen/Qwen2.5-0.5B --local-dir DIR`)"]
     problems = []
     config_file = model_dir / "config.json"
-    if not config_file.is_file():
+    if not config_file.is_file() and (model_dir / "policy" / ".metadata").is_file():  # checkpoint.SHARDED_DIR
+        problems.append(f"model.path={m.path!r} is a checkpoint of a multi-rank run that holds only the ranks' "
+                        "shards (checkpoint.hf_export=final exports the final checkpoint alone): resume the run "
+                        "from it (checkpoint.resume=PATH) or start from its final checkpoint")
+    elif not config_file.is_file():
         problems.append(f"model.path={m.path!r} has no config.json: not a Hugging Face model directory")
     elif not any(any(model_dir.glob(pattern)) for pattern in WEIGHT_PATTERNS):
         problems.append(f"model.path={m.path!r} has no weights (*.safetensors or pytorch_model*.bin)")

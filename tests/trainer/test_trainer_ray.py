@@ -36,7 +36,7 @@ def test_two_ranks_train_log_the_same_metrics_as_one_and_export_a_loadable_model
     one = tmp_path / "one"
     Trainer(tiny_config(tiny_model_dir, one, reward_file, "trainer.num_threads=1", *exact)).train()
     two = tmp_path / "two"
-    trainer = Trainer(tiny_config(tiny_model_dir, two, reward_file, *TWO_RANKS, *exact))
+    trainer = Trainer(tiny_config(tiny_model_dir, two, reward_file, *TWO_RANKS, *exact, "checkpoint.hf_export=final"))
     summary = trainer.train()
     assert summary.steps == 3 and summary.eval_after
     assert logged_keys(two) == logged_keys(one)
@@ -52,6 +52,10 @@ def test_two_ranks_train_log_the_same_metrics_as_one_and_export_a_loadable_model
     # each rank wrote its shard (DCP); nothing full-size went through the driver, which holds none
     step_3 = two / "checkpoints" / "step-000003"
     assert sorted(p.name for p in (step_3 / SHARDED_DIR).glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
+    # checkpoint.hf_export=final: the periodic checkpoints hold the shards alone, the final one the export too
+    for periodic in ("step-000001", "step-000002"):
+        files = {p.name for p in (two / "checkpoints" / periodic).iterdir()}
+        assert SHARDED_DIR in files and not files & {"config.json", "model.safetensors"}, files
     assert set(load_trainer_state(step_3)["policy"]) == {"sharded", "world_size", "num_nonfinite_skipped"}
     assert all(p.device.type == "meta" for p in trainer.model.parameters())
     final = AutoModelForCausalLM.from_pretrained(step_3)

@@ -394,10 +394,17 @@ class CheckpointConfig:
     # "auto" resumes from the newest checkpoint in the run directory, "never" starts fresh,
     # or a path to a checkpoint directory.
     resume: str = "auto"
+    # Which checkpoints of a multi-rank run hold the Hugging Face export (save_pretrained's
+    # layout, gathered from the shards; 131 GB for a float32 32B policy): "every" one, or only the "final" one.
+    # The others hold the ranks' DCP shards, which resume the run (in any number of ranks) but do
+    # not load with from_pretrained. A one-process checkpoint is always a Hugging Face directory:
+    # that is where its weights are.
+    hf_export: str = "every"
 
     def __post_init__(self) -> None:
         _check(self.every_steps >= 0, "checkpoint.every_steps must be >= 0")
         _check(self.keep_last >= 1, "checkpoint.keep_last must be >= 1")
+        _one_of("checkpoint.hf_export", self.hf_export, ("every", "final"))
 
 
 @dataclass

@@ -172,9 +172,11 @@ class Trainer:
         set_rng_state(state["rng"])
         self.engine_version = None  # the engine may hold the initial weights: sync before its next use
 
-    def save_checkpoint(self) -> Path:
-        """Checkpoint the run into ``output_dir/checkpoints/step-N`` (atomically)."""
-        return self.state.save(self.step, self.state_dict(), self.policy, self.tokenizer)
+    def save_checkpoint(self, final: bool = False) -> Path:
+        """Checkpoint the run into ``output_dir/checkpoints/step-N`` (atomically); a multi-rank run
+        writes the Hugging Face export into it unless ``checkpoint.hf_export`` keeps it for the final one."""
+        hf_export = final or self.cfg.checkpoint.hf_export == "every"
+        return self.state.save(self.step, self.state_dict(), self.policy, self.tokenizer, hf_export)
 
     def resume(self) -> bool:
         """Restore policy and loop from ``checkpoint.resume``; True when a checkpoint was loaded."""
@@ -361,7 +363,7 @@ class Trainer:
             if self.step == cfg.trainer.total_steps and not finished_before_start:
                 eval_after = self.evaluate()
                 self.state.log(self.step, eval_after)
-                self.save_checkpoint()
+                self.save_checkpoint(final=True)
         finally:
             self.close()
         return TrainSummary(self.step, eval_before, eval_after, cfg.output_dir, time.perf_counter() - started)

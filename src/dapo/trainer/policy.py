@@ -333,9 +333,10 @@ class PolicyWorker:
         self.scheduler.load_state_dict(state["scheduler"])
         self.num_nonfinite_skipped = state["num_nonfinite_skipped"]
 
-    def save_checkpoint(self, directory: Path, tokenizer: PreTrainedTokenizerBase) -> dict:
+    def save_checkpoint(self, directory: Path, tokenizer: PreTrainedTokenizerBase, hf_export: bool = True) -> dict:
         """Write the model's Hugging Face directory into ``directory`` (the checkpoint being
-        built); the optimizer/scheduler state, for the driver's ``trainer_state.pt``."""
+        built; always, whatever ``hf_export``: it holds the weights); the optimizer/scheduler
+        state, for the driver's ``trainer_state.pt``."""
         save_hf_model(directory, self.model, tokenizer)
         return self.state_dict()
 

@@ -124,13 +124,14 @@ class PolicyRank:
         for _ in weights:  # an engine that stopped early must not leave the other ranks in a gather
             pass
 
-    def save_checkpoint(self, directory: str) -> None:
+    def save_checkpoint(self, directory: str, hf_export: bool) -> None:
         """Write this rank's shard of model, optimizer and scheduler state into ``directory/policy``
-        (DCP), then the Hugging Face export into ``directory`` (gathered; written by rank 0). Every
-        rank must call it."""
+        (DCP), then, with ``hf_export``, the Hugging Face export into ``directory`` (gathered;
+        written by rank 0). Every rank must call it."""
         policy = self.policy
         save_sharded_policy(directory, self.model, policy.optimizer, policy.scheduler)
-        export_hf_from_shards(directory, self.model, self.tokenizer, self.rank)
+        if hf_export:
+            export_hf_from_shards(directory, self.model, self.tokenizer, self.rank)
 
     def load_checkpoint(self, directory: str) -> float:
         """Read this rank's shard of model, optimizer and scheduler state from ``directory/policy``;
@@ -225,12 +226,13 @@ class RayPolicyGroup:
     def sync_engines(self) -> None:
         self._on_all("sync_engine")
 
-    def save_checkpoint(self, directory: Path, tokenizer: Any = None) -> dict[str, Any]:
-        """Every rank writes its shards (and rank 0 the Hugging Face export) into ``directory``, the
-        checkpoint being built; returns once all have finished. The driver's part of the policy
-        state (counters, and how it was written) is returned for ``trainer_state.pt``. (The
-        ranks export with their own tokenizer: ``tokenizer`` is PolicyWorker's argument.)"""
-        self._on_all("save_checkpoint", str(directory))
+    def save_checkpoint(self, directory: Path, tokenizer: Any = None, hf_export: bool = True) -> dict[str, Any]:
+        """Every rank writes its shards (and rank 0, with ``hf_export``, the Hugging Face export)
+        into ``directory``, the checkpoint being built; returns once all have finished. The
+        driver's part of the policy state (counters, and how it was written) is returned for
+        ``trainer_state.pt``. (The ranks export with their own tokenizer: ``tokenizer`` is
+        PolicyWorker's argument.)"""
+        self._on_all("save_checkpoint", str(directory), hf_export)
         return sharded_policy_state(self.world_size, self.num_nonfinite_skipped)
 
     def load_checkpoint(self, directory: Path, state: dict[str, Any]) -> None:

@@ -48,7 +48,7 @@ BAR_COLUMNS = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn
 class CheckpointingPolicy(Protocol):
     """What a checkpoint needs of the policy (PolicyWorker, RayPolicyGroup)."""
 
-    def save_checkpoint(self, directory: Path, tokenizer: Any) -> dict[str, Any]: ...
+    def save_checkpoint(self, directory: Path, tokenizer: Any, hf_export: bool = True) -> dict[str, Any]: ...
 
 
 @contextlib.contextmanager
@@ -89,13 +89,15 @@ class RunState:
         self._last_step_note = ""  # the bar's tail: the last finished step's accuracy and rounds
 
     # ------------------------------------------------------------------ checkpoints
-    def save(self, step: int, loop_state: dict[str, Any], policy: CheckpointingPolicy, tokenizer: Any) -> Path:
+    def save(self, step: int, loop_state: dict[str, Any], policy: CheckpointingPolicy, tokenizer: Any,
+             hf_export: bool = True) -> Path:
         """Checkpoint step ``step`` (layout: :mod:`dapo.trainer.checkpoint`): the policy writes the
-        model (one process: its Hugging Face directory; several ranks: their shards and rank 0's
-        export) into the checkpoint being built; ``loop_state`` (the trainer's ``state_dict()``)
-        and what the policy returned go into ``trainer_state.pt``; then it is published."""
+        model (one process: its Hugging Face directory; several ranks: their shards and, with
+        ``hf_export``, rank 0's export) into the checkpoint being built; ``loop_state`` (the
+        trainer's ``state_dict()``) and what the policy returned go into ``trainer_state.pt``; then
+        it is published."""
         tmp = begin_checkpoint(self.run_dir, step)
-        state = {**loop_state, "policy": policy.save_checkpoint(tmp, tokenizer)}
+        state = {**loop_state, "policy": policy.save_checkpoint(tmp, tokenizer, hf_export)}
         return publish_checkpoint(self.run_dir, step, tmp, state, self.config_yaml, self.cfg.checkpoint.keep_last)
 
     def find_checkpoint(self, model_config: Any) -> tuple[Path, dict[str, Any]] | None:

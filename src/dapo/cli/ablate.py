@@ -69,6 +69,10 @@ def task_overrides(task: str) -> list[str]:
 # evaluation seed for every run, so variants and seeds are compared on the same samples.
 ABLATION_COMMON = [
     "trainer.mini_batch_prompts=2",
+    # A constant lr (the README's ablation was measured at 5e-5): the run ends on a generation
+    # budget, so the embedded default's cosine decay would follow the step cap, not the run.
+    "trainer.lr=5e-5",
+    "trainer.lr_schedule=constant",
     "eval.k=4",
     "eval.max_problems=200",
     "eval.seed=0",

@@ -395,10 +395,10 @@ class CheckpointConfig:
     # or a path to a checkpoint directory.
     resume: str = "auto"
     # Which checkpoints of a multi-rank run hold the Hugging Face export (save_pretrained's
-    # layout, gathered from the shards; 131 GB for a float32 32B policy): "every" one, or only the "final" one.
-    # The others hold the ranks' DCP shards, which resume the run (in any number of ranks) but do
-    # not load with from_pretrained. A one-process checkpoint is always a Hugging Face directory:
-    # that is where its weights are.
+    # layout, gathered from the shards; 131 GB for a float32 32B policy): "every" one, or only
+    # the "final" one. The others hold the ranks' DCP shards, which resume the run (in any number
+    # of ranks) but do not load with from_pretrained. A one-process checkpoint is always a Hugging
+    # Face directory: that is where its weights are.
     hf_export: str = "every"
 
     def __post_init__(self) -> None:

@@ -267,7 +267,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=120.0, help="training wall-clock budget per system")
     parser.add_argument("--eval-k", type=int, default=4, help="samples per held-out problem")
     parser.add_argument("--eval-problems", type=int, default=0, help="held-out problems (0: all)")
-    parser.add_argument("--lr", type=float, default=1.5e-4,
+    parser.add_argument("--lr", type=float, default=BenchSettings.lr,
                         help="learning rate of both systems, constant (the default config's peak; a wall-clock "
                              "budget has no last step for a schedule to decay to)")
     parser.add_argument("--seed", type=int, default=0)

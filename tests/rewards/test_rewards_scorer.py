@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -129,3 +132,24 @@ def test_timeouts_respawn_workers_and_close_reaps_them(caplog: pytest.LogCapture
     scorer.close()
     assert not any(_alive(pid) for pid in pids)
     scorer.close()  # twice is fine
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc")
+def test_a_scorer_left_open_at_exit_is_reaped_quietly(tmp_path: Path) -> None:
+    """A script that ends without closing its scorer (or its Trainer) prints no shutdown traceback
+    and leaves no worker behind. (With torch imported after dapo.rewards, the interpreter tears
+    down multiprocessing before the scorer is collected: the polite stop message then raised.)"""
+    pid_file = tmp_path / "pids"
+    script = (
+        "from dapo.config.schema import RewardConfig\n"
+        "from dapo.rewards import RewardScorer\n"
+        "import torch  # noqa: a heavy import after the scorer's changes the order of teardown\n"
+        "scorer = RewardScorer(RewardConfig(timeout_s=5.0, num_workers=2))\n"
+        f"open({str(pid_file)!r}, 'w').write(' '.join(map(str, scorer._pool.pids)))\n"
+        "assert scorer.score(['Answer: 34'], ['34'])[0].acc\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    pids = [int(pid) for pid in pid_file.read_text().split()]
+    assert len(pids) == 2 and not any(_alive(pid) for pid in pids)

@@ -251,5 +251,9 @@ class WorkerPool:
             self._stop(worker, graceful=True)
 
     def __del__(self) -> None:
-        if getattr(self, "_workers", None):
-            self.close()
+        """A pool nobody closed (a script that ends without Trainer.close()): reap its workers.
+        At interpreter exit the pickling machinery the polite stop message needs may already be
+        torn down, so then the workers are killed instead of asked."""
+        workers, self._workers = getattr(self, "_workers", []), []
+        for worker in workers:
+            self._stop(worker, graceful=not sys.is_finalizing())

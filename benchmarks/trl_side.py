@@ -89,6 +89,23 @@ class WallClockBudget(TrainerCallback):
             self.logs.append(dict(logs))
 
 
+class PhaseTimer:
+    """Wraps GRPOTrainer._generate_and_score_completions (generation, reward scoring, advantages) to
+    time it at every call; with steps_per_generation=1 it runs once per step, and the rest of a
+    step is the update (forward, backward, optimizer step) and logging."""
+
+    def __init__(self, trainer: GRPOTrainer) -> None:
+        self.seconds: list[float] = []
+        self.wrapped = trainer._generate_and_score_completions
+        trainer._generate_and_score_completions = self
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        result = self.wrapped(*args, **kwargs)
+        self.seconds.append(time.perf_counter() - started)
+        return result
+
+
 def make_dataset(problems: list[Any]) -> Dataset:
     """Standard (non-conversational) TRL format: a plain-text "prompt" column; other columns go to rewards."""
     return Dataset.from_dict({
@@ -151,6 +168,7 @@ def train_trl(settings: dict[str, Any], model_dir: str, work_dir: str) -> dict[s
         processing_class=tokenizer,
         callbacks=[budget],
     )
+    generation = PhaseTimer(trainer)
     train_started = time.perf_counter()
     trainer.train()
     train_seconds = time.perf_counter() - train_started
@@ -162,6 +180,7 @@ def train_trl(settings: dict[str, Any], model_dir: str, work_dir: str) -> dict[s
     return {
         "steps": len(budget.step_seconds),
         "step_seconds": budget.step_seconds,
+        "generate_seconds": generation.seconds[: len(budget.step_seconds)],
         "train_seconds": train_seconds,
         "completion_tokens": correctness.completion_tokens,
         "groups_generated_per_step": float(settings["prompts_per_step"]),

@@ -23,7 +23,9 @@ k samples each at temperature 1 / top-p 1, same seed, same verifier).
     flock /tmp/dapo-cpu.lock python benchmarks/vs_trl.py [--seconds 120] [--eval-k 4] \
         [--precision both|fp32|bf16] [--output runs/vs_trl/results.md] [--smoke]
 
-Metrics: seconds per step (median over steps); completion tokens/s = every completion token
+Metrics: seconds per step (median over steps), split into generation + reward scoring (dapo-rl's
+time/generate + time/reward, every round; TRL's ``_generate_and_score_completions``) and the rest,
+which is the update; completion tokens/s = every completion token
 generated / wall time of all steps (so it counts generation, scoring and the update); peak memory
 = the training process's RSS high-water mark (``ru_maxrss``); held-out avg@k before and after.
 """
@@ -137,6 +139,8 @@ def train_dapo(settings: BenchSettings, model_dir: str, work_dir: str) -> dict[s
     return {
         "steps": len(step_metrics),
         "step_seconds": [m["time/step"] for m in step_metrics],
+        # generation and reward scoring, every round (TRL's side times the same phase)
+        "generate_seconds": [m["time/generate"] + m["time/reward"] for m in step_metrics],
         "train_seconds": train_seconds,
         "completion_tokens": tokens,
         "groups_generated_per_step": sum(groups) / max(len(groups), 1),
@@ -201,6 +205,10 @@ def summarize(train: dict[str, Any], accuracy: dict[str, float], k: int) -> dict
         "steps": train["steps"],
         "train_seconds": train["train_seconds"],
         "median_step_s": statistics.median(step_seconds) if step_seconds else float("nan"),
+        # per step: generation + scoring, and the rest (the update, mostly); medians
+        "median_generate_s": statistics.median(train["generate_seconds"]) if step_seconds else float("nan"),
+        "median_update_s": statistics.median(s - g for s, g in zip(step_seconds, train["generate_seconds"]))
+        if step_seconds else float("nan"),
         "tokens_per_s": train["completion_tokens"] / max(sum(step_seconds), 1e-9),
         "groups_generated": train["groups_generated_per_step"],
         "groups_mixed": train["mixed_groups_per_step"],
@@ -225,16 +233,16 @@ def render_table(rows: dict[str, dict[str, Any]], before: dict[str, float], sett
         "(bf16) evaluation for every model. fp32 rows: float32 generation and training in both systems; bf16 "
         "rows: bfloat16 generation and training over float32 master weights in both (TRL's `bf16=True`).",
         "",
-        f"| system | steps | train s | s/step (median) | completion tok/s | groups generated/step "
-        f"| mixed groups trained/step | peak RSS MiB | held-out avg@{k} | pass@{k} |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-        f"| base model (before) | - | - | - | - | - | - | - | {acc_before:.1%} "
+        f"| system | steps | train s | s/step (median) | generate+score s | update s | completion tok/s "
+        f"| groups generated/step | mixed groups trained/step | peak RSS MiB | held-out avg@{k} | pass@{k} |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        f"| base model (before) | - | - | - | - | - | - | - | - | - | {acc_before:.1%} "
         f"| {before.get(f'eval/pass@{k}', float('nan')):.1%} |",
     ]
     for name, r in rows.items():
         lines.append(
             f"| {name} | {r['steps']} | {r['train_seconds']:.0f} | {r['median_step_s']:.2f} | "
-            f"{r['tokens_per_s']:.0f} | {r['groups_generated']:.1f} | {r['groups_mixed']:.1f} | "
+            f"{r['median_generate_s']:.2f} | {r['median_update_s']:.2f} | {r['tokens_per_s']:.0f} | {r['groups_generated']:.1f} | {r['groups_mixed']:.1f} | "
             f"{r['peak_rss_mib']:.0f} | {r['acc_after']:.1%} | {r['pass_after']:.1%} |"
         )
     lines.append("")
@@ -249,6 +257,8 @@ def render_table(rows: dict[str, dict[str, Any]], before: dict[str, float], sett
             f"after equal wall time: dapo-rl {dapo['acc_after']:.1%} vs TRL {trl['acc_after']:.1%} (base {acc_before:.1%})."
         )
     lines += [
+        "generate+score and update: per-step medians; update is the rest of the step (forward, backward, "
+        "optimizer step), the same work in both systems: 16 groups x G responses.",
         "TRL trains on every group (its mixed count is 16 x (1 - frac_reward_zero_std)); dapo-rl's "
         "Dynamic Sampling generates extra groups per step to fill the batch with mixed ones.",
         "",

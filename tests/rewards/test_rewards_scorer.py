@@ -143,7 +143,7 @@ def test_a_scorer_left_open_at_exit_is_reaped_quietly(tmp_path: Path) -> None:
     script = (
         "from dapo.config.schema import RewardConfig\n"
         "from dapo.rewards import RewardScorer\n"
-        "import torch  # noqa: a heavy import after the scorer's changes the order of teardown\n"
+        "import torch\n"
         "scorer = RewardScorer(RewardConfig(timeout_s=5.0, num_workers=2))\n"
         f"open({str(pid_file)!r}, 'w').write(' '.join(map(str, scorer._pool.pids)))\n"
         "assert scorer.score(['Answer: 34'], ['34'])[0].acc\n"

@@ -5,6 +5,7 @@ exact resume from the shards after the driver is SIGKILLed."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from transformers import AutoModelForCausalLM
 from dapo.trainer import Trainer
 from dapo.trainer.checkpoint import SHARDED_DIR, load_trainer_state
 from dapo.trainer.metrics import read_metrics
+from dapo.trainer.run_dir import MODEL_CONFIG_FILE, RunDirError
 from tests.trainer.conftest import tiny_config
 from tests.trainer.test_trainer_e2e import assert_sigkill_then_resume_is_bit_identical
 
@@ -56,6 +58,7 @@ def test_two_ranks_train_log_the_same_metrics_as_one_and_export_a_loadable_model
     for periodic in ("step-000001", "step-000002"):
         files = {p.name for p in (two / "checkpoints" / periodic).iterdir()}
         assert SHARDED_DIR in files and not files & {"config.json", "model.safetensors"}, files
+        assert MODEL_CONFIG_FILE in files  # what a resume checks the model against
     assert set(load_trainer_state(step_3)["policy"]) == {"sharded", "world_size", "num_nonfinite_skipped"}
     assert all(p.device.type == "meta" for p in trainer.model.parameters())
     final = AutoModelForCausalLM.from_pretrained(step_3)
@@ -71,6 +74,23 @@ def test_two_ranks_train_log_the_same_metrics_as_one_and_export_a_loadable_model
         assert one_process.policy.scheduler.last_epoch == 3 and one_process.policy.optimizer.state
     finally:
         one_process.close()
+    # a periodic checkpoint (shards alone) resumes too: the run a crash interrupted goes on from it
+    periodic = two / "checkpoints" / "step-000002"
+    from_periodic = Trainer(tiny_config(tiny_model_dir, tmp_path / "from_periodic", reward_file,
+                                        "trainer.num_threads=1", f"checkpoint.resume={periodic}"))
+    try:
+        assert from_periodic.resume() and from_periodic.step == 2
+    finally:
+        from_periodic.close()
+    # ... and is still checked against the run's model
+    (periodic / MODEL_CONFIG_FILE).write_text(json.dumps({**json.loads((periodic / MODEL_CONFIG_FILE).read_text()),
+                                                         "hidden_size": 7}))
+    other = Trainer(tiny_config(tiny_model_dir, tmp_path / "other", reward_file, f"checkpoint.resume={periodic}"))
+    try:
+        with pytest.raises(RunDirError, match="hidden_size 7"):
+            other.resume()
+    finally:
+        other.close()
 
 
 def test_sigkill_of_the_driver_then_resume_is_bit_identical_with_two_ranks(tiny_model_dir, tmp_path):

@@ -176,7 +176,7 @@ class Trainer:
         """Checkpoint the run into ``output_dir/checkpoints/step-N`` (atomically); a multi-rank run
         writes the Hugging Face export into it unless ``checkpoint.hf_export`` keeps it for the final one."""
         hf_export = final or self.cfg.checkpoint.hf_export == "every"
-        return self.state.save(self.step, self.state_dict(), self.policy, self.tokenizer, hf_export)
+        return self.state.save(self.step, self.state_dict(), self.policy, self.tokenizer, self.model.config, hf_export)
 
     def resume(self) -> bool:
         """Restore policy and loop from ``checkpoint.resume``; True when a checkpoint was loaded."""

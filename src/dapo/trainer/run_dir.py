@@ -25,6 +25,9 @@ import yaml
 from dapo.errors import UserError
 
 LOCK_FILE = ".lock"
+# A checkpoint without the Hugging Face export keeps its model config here (not as config.json,
+# which would make the directory look like a loadable model directory without weights).
+MODEL_CONFIG_FILE = "model_config.json"
 # Model config fields whose difference makes a checkpoint's weights unusable.
 ARCHITECTURE_FIELDS = ("model_type", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                        "num_key_value_heads", "intermediate_size", "tie_word_embeddings")
@@ -76,9 +79,20 @@ def remove_stale_checkpoint_temps(run_dir: Path) -> int:
     return len(stale)
 
 
+def saved_model_config(checkpoint: Path) -> dict[str, Any]:
+    """The model config a checkpoint was written with: its Hugging Face ``config.json``, or in a
+    checkpoint without the export (the ranks' shards alone, ``checkpoint.hf_export=final``)
+    ``model_config.json``; empty for a shards-only checkpoint written before that file existed
+    (DCP's load still refuses mismatched shapes)."""
+    for name in ("config.json", MODEL_CONFIG_FILE):
+        if (checkpoint / name).is_file():
+            return json.loads((checkpoint / name).read_text())
+    return {}
+
+
 def checkpoint_mismatch(checkpoint: Path, model_config: Any, run_config: dict, automatic: bool) -> str | None:
     """Why ``checkpoint`` cannot be resumed into this run, or None when it can."""
-    saved_model = json.loads((checkpoint / "config.json").read_text())
+    saved_model = saved_model_config(checkpoint)
     differences = [
         f"{name} {saved_model.get(name)!r} (checkpoint) != {getattr(model_config, name, None)!r} (this run)"
         for name in ARCHITECTURE_FIELDS

@@ -34,6 +34,7 @@ from dapo.trainer.checkpoint import (
 from dapo.trainer.evaluate import ProgressCallback
 from dapo.trainer.metrics import MetricsLogger
 from dapo.trainer.run_dir import (
+    MODEL_CONFIG_FILE,
     RunDirError,
     RunDirLock,
     checkpoint_mismatch,
@@ -90,14 +91,17 @@ class RunState:
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, step: int, loop_state: dict[str, Any], policy: CheckpointingPolicy, tokenizer: Any,
-             hf_export: bool = True) -> Path:
+             model_config: Any, hf_export: bool = True) -> Path:
         """Checkpoint step ``step`` (layout: :mod:`dapo.trainer.checkpoint`): the policy writes the
         model (one process: its Hugging Face directory; several ranks: their shards and, with
         ``hf_export``, rank 0's export) into the checkpoint being built; ``loop_state`` (the
         trainer's ``state_dict()``) and what the policy returned go into ``trainer_state.pt``; then
-        it is published."""
+        it is published. Without the export, ``model_config`` goes into ``model_config.json``, so
+        that a resume can still check the checkpoint is of this run's model."""
         tmp = begin_checkpoint(self.run_dir, step)
         state = {**loop_state, "policy": policy.save_checkpoint(tmp, tokenizer, hf_export)}
+        if not (tmp / "config.json").is_file():
+            (tmp / MODEL_CONFIG_FILE).write_text(model_config.to_json_string())
         return publish_checkpoint(self.run_dir, step, tmp, state, self.config_yaml, self.cfg.checkpoint.keep_last)
 
     def find_checkpoint(self, model_config: Any) -> tuple[Path, dict[str, Any]] | None:

@@ -12,6 +12,7 @@ import pytest
 
 from dapo.cli.main import main as dapo_main
 from dapo.trainer import Trainer
+from dapo.trainer.checkpoint import load_trainer_state
 from dapo.trainer.metrics import read_metrics
 from dapo.trainer.run_dir import RunDirError
 from tests.trainer.conftest import make_tiny_model, tiny_config, tiny_overrides
@@ -69,3 +70,26 @@ def test_a_torn_metrics_line_is_skipped_on_resume_and_the_file_repaired(tiny_mod
     lines = (run / "metrics.jsonl").read_text().splitlines()
     assert all(isinstance(json.loads(line)["step"], int) for line in lines)
     assert [r["step"] for r in read_metrics(run) if "actor/loss" in r] == [1, 2, 3]
+
+
+def test_a_run_killed_during_its_final_evaluation_does_it_on_resume(tiny_model_dir, reward_file, tmp_path):
+    """checkpoint.every_steps divides total_steps, so step 2 is checkpointed before the final
+    evaluation; a run stopped during that evaluation must not count as finished on resume."""
+    run = tmp_path / "run"
+    overrides = ("trainer.total_steps=2", "eval.every_steps=0", "eval.before_training=false")
+    interrupted = Trainer(tiny_config(tiny_model_dir, run, reward_file, *overrides))
+
+    def killed() -> dict:
+        raise KeyboardInterrupt
+
+    interrupted.evaluate = killed  # the only evaluation left is the final one
+    with pytest.raises(KeyboardInterrupt):
+        interrupted.train()
+    assert (run / "checkpoints" / "step-000002").is_dir()
+    summary = Trainer(tiny_config(tiny_model_dir, run, reward_file, *overrides)).train()
+    assert summary.steps == 2 and summary.eval_after and "eval/avg@2" in summary.eval_after
+    assert [row["step"] for row in read_metrics(run) if "eval/avg@2" in row] == [2]
+    # the final checkpoint is marked: resuming it again has nothing left to do
+    assert load_trainer_state(run / "checkpoints" / "step-000002")["final"] is True
+    again = Trainer(tiny_config(tiny_model_dir, run, reward_file, *overrides)).train()
+    assert again.eval_after is None

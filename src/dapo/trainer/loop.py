@@ -129,6 +129,7 @@ class Trainer:
         )
         # the loop's own state (state_dict): steps done, the next round's first group id
         self.step, self.next_group_id = 0, 0
+        self.resumed_final = False  # the checkpoint resumed from is the run's final one (see train)
         # policy.version the engine's weights are at; None: unknown (resumed), sync before use
         self.engine_version: int | None = self.policy.version
 
@@ -176,7 +177,9 @@ class Trainer:
         """Checkpoint the run into ``output_dir/checkpoints/step-N`` (atomically); a multi-rank run
         writes the Hugging Face export into it unless ``checkpoint.hf_export`` keeps it for the final one."""
         hf_export = final or self.cfg.checkpoint.hf_export == "every"
-        return self.state.save(self.step, self.state_dict(), self.policy, self.tokenizer, self.model.config, hf_export)
+        # "final": written after the final evaluation, so a run resumed from it has nothing left to do
+        state = {**self.state_dict(), "final": final}
+        return self.state.save(self.step, state, self.policy, self.tokenizer, self.model.config, hf_export)
 
     def resume(self) -> bool:
         """Restore policy and loop from ``checkpoint.resume``; True when a checkpoint was loaded."""
@@ -186,6 +189,7 @@ class Trainer:
         path, state = found
         self.policy.load_checkpoint(path, state["policy"])  # several ranks: each reads its own shard
         self.load_state_dict(state)
+        self.resumed_final = state.get("final", True)  # checkpoints from before the marker: as then
         self.state.resumed_at(self.step)
         print(f"resumed from {path} at step {self.step}")
         return True
@@ -344,7 +348,9 @@ class Trainer:
         eval_before = eval_after = None
         try:
             resumed = self.resume()
-            finished_before_start = resumed and self.step >= cfg.trainer.total_steps
+            # A periodic checkpoint at the last step is not the end: a run killed during the final
+            # evaluation or export resumes from it and does them.
+            finished_before_start = resumed and self.step >= cfg.trainer.total_steps and self.resumed_final
             if not resumed:  # step 0 of a fresh run: what the data held, and the baseline
                 eval_before = self.evaluate() if cfg.eval.before_training else None
                 self.state.log(0, {**self.run.data.counts(), **(eval_before or {})})

@@ -76,6 +76,28 @@ def test_non_binary_scores_filter_on_variance():
     assert report.groups_kept == 3 and {s.group_id for s in batch} == {1, 2, 3}
 
 
+def test_constant_score_groups_are_all_correct_or_all_wrong_by_their_acc():
+    # a hard task: every response scores -1 and is wrong; with filter_metric=score the groups are
+    # constant at the round's highest score, which must not make them "all-correct"
+    def all_wrong(problems, round_index):
+        return [Sample(g, problem.uid, [1], [2], [0.0], False, score=-1.0, acc=False)
+                for g, problem in enumerate(problems) for _ in range(4)]
+
+    ds = sampler(filter_metric="score", max_gen_rounds=1)
+    with pytest.warns(UserWarning, match="0 groups were all-correct and 4 all-wrong"):
+        _, report = ds.next_batch(all_wrong, step=0)
+    assert (report.groups_all_correct, report.groups_all_wrong) == (0, 4)
+
+    def bonus(problems, round_index):  # one group earns a bonus above 1; the others are all correct
+        return [Sample(g, problem.uid, [1], [2], [0.0], False, score=1.5 if g == 0 else 1.0, acc=True)
+                for g, problem in enumerate(problems) for _ in range(4)]
+
+    ds = sampler(filter_metric="score", max_gen_rounds=1)
+    with pytest.warns(UserWarning):
+        _, report = ds.next_batch(bonus, step=0)
+    assert (report.groups_all_correct, report.groups_all_wrong) == (4, 0)
+
+
 def test_stale_surplus_is_discarded():
     ds = sampler()
     mixed = make_round(lambda p: [1, 0, 1, 0])

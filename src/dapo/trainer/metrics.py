@@ -36,8 +36,10 @@ METRICS: dict[str, str] = {
     "sampling/groups_generated": "groups (prompts x G responses) generated in this step",
     "sampling/groups_trained": "groups in the training batch (prompts_per_step unless the round limit was hit)",
     "sampling/filtered_ratio": "fraction of generated groups dropped because their filter metric was constant",
-    "sampling/all_correct_ratio": "fraction of generated groups that were all-correct (dropped under dynamic sampling)",
-    "sampling/all_wrong_ratio": "fraction of generated groups that were all-wrong (dropped under dynamic sampling)",
+    "sampling/all_correct_ratio": "fraction of generated groups with a constant filter metric and every response "
+    "correct (acc; dropped under dynamic sampling)",
+    "sampling/all_wrong_ratio": "fraction of generated groups with a constant filter metric and no response correct "
+    "(acc; dropped under dynamic sampling)",
     "sampling/groups_carried_in": "surplus accepted groups from the previous step used in this one",
     "sampling/groups_carried_out": "surplus accepted groups kept for the next step",
     "sampling/groups_discarded": "accepted groups dropped: surplus when keeping is off, older than one step, "

@@ -66,8 +66,8 @@ class SamplingReport:
     gen_rounds: int = 0
     groups_generated: int = 0
     groups_kept: int = 0
-    groups_all_correct: int = 0  # metric constant at its maximum value (acc 1); filtered if dynamic
-    groups_all_wrong: int = 0  # metric constant at another value (acc 0); filtered if dynamic
+    groups_all_correct: int = 0  # filter metric constant, every response correct (acc); filtered if dynamic
+    groups_all_wrong: int = 0  # filter metric constant, no response correct (acc); filtered if dynamic
     groups_carried_in: int = 0  # surplus groups from the previous step used in this one
     groups_carried_out: int = 0  # surplus groups kept for the next step
     groups_discarded: int = 0  # surplus groups dropped (too stale, over the cap, or keeping is off)
@@ -156,11 +156,16 @@ class DynamicSampler:
         result = filter_groups(group_ids, metric)
         report.groups_generated += result.num_groups
         report.groups_kept += result.num_kept
-        top = float(metric.max()) if self.filter_metric == "score" else 1.0
-        all_correct = int((result.constant_values >= top).sum()) if result.num_constant else 0
-        report.groups_all_correct += all_correct
-        report.groups_all_wrong += result.num_constant - all_correct
-        return result.keep.tolist()
+        keep = result.keep.tolist()
+        # A constant group is all-correct or all-wrong by its responses' acc, whatever the filter
+        # metric: a constant score says nothing about which (every response may score -1).
+        constant_accs: dict[int, list[bool]] = {}
+        for sample, kept in zip(samples, keep):
+            if not kept:
+                constant_accs.setdefault(sample.group_id, []).append(sample.acc)
+        report.groups_all_correct += sum(all(accs) for accs in constant_accs.values())
+        report.groups_all_wrong += sum(not any(accs) for accs in constant_accs.values())
+        return keep
 
     def state_dict(self) -> dict:
         # Plain dicts, so a checkpoint loads with torch.load(weights_only=True).

@@ -324,7 +324,8 @@ class TrainerConfig:
     grad_clip: float = 1.0
     # Linear warm-up over this many training steps (rollout steps, as verl counts them: the
     # schedule moves once per step, not per optimizer update), then lr_schedule: "constant" (DAPO)
-    # or "cosine" (to min_lr_ratio*lr at the last step).
+    # or "cosine": lr * (r + (1 - r)(1 + cos(pi p)) / 2), r = min_lr_ratio, p = (step - warmup) /
+    # (total_steps - warmup), as verl; the last step (total_steps - 1) is one step short of the floor.
     warmup_steps: int = 10
     lr_schedule: str = "constant"
     min_lr_ratio: float = 0.0

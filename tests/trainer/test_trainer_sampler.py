@@ -18,6 +18,27 @@ def test_stream_resumes_exactly_across_epochs():
     assert sorted(first + rest[:3]) == sorted(p.uid for p in PROBLEMS)  # one epoch = each once
 
 
+@pytest.mark.parametrize("changed", ["fewer problems", "other problems", "other seed", "no shuffle"])
+def test_a_cursor_into_changed_data_starts_a_new_epoch_saying_so(changed):
+    stream = PromptStream(PROBLEMS, seed=3)
+    stream.take(8)  # epoch 0, position 8
+    problems = {"fewer problems": PROBLEMS[:5],
+                "other problems": [Problem(uid=f"x{i}", prompt="q", ground_truth="1") for i in range(10)]}
+    resumed = PromptStream(problems.get(changed, PROBLEMS), seed=4 if changed == "other seed" else 3,
+                           shuffle=changed != "no shuffle")
+    with pytest.warns(UserWarning, match=r"changed since this checkpoint.*epoch 0, position 8.*new epoch \(1\)"):
+        resumed.load_state_dict(stream.state_dict())
+    assert (resumed.epoch, resumed.cursor) == (1, 0)
+    assert len(resumed.take(len(resumed.problems))) == len(resumed.problems)  # a whole epoch, no IndexError
+
+
+def test_a_cursor_past_the_end_from_an_older_checkpoint_starts_a_new_epoch():
+    resumed = PromptStream(PROBLEMS[:5], seed=3)
+    with pytest.warns(UserWarning, match="new epoch"):
+        resumed.load_state_dict({"epoch": 2, "cursor": 8})  # no order_key: written before it was kept
+    assert (resumed.epoch, resumed.cursor) == (3, 0) and len(resumed.take(7)) == 7
+
+
 def make_round(acc_of, n=4, counter=None):
     """A fake generation round: group g gets correctness pattern acc_of(problem)."""
     counter = counter if counter is not None else [0]

@@ -14,6 +14,7 @@ on groups sampled from the current policy too; carried groups beyond the cap are
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ class PromptStream:
         self.problems, self.seed, self.shuffle = problems, seed, shuffle
         self.epoch, self.cursor = 0, 0
         self._order = self._permutation(0)
+        self.order_key = self._order_key()
 
     def _permutation(self, epoch: int) -> list[int]:
         if not self.shuffle:
@@ -51,11 +53,31 @@ class PromptStream:
             self.cursor += 1
         return out
 
+    def _order_key(self) -> str:
+        """What fixes the epochs' order: the problems (by uid, in order), the seed and shuffling."""
+        digest = hashlib.sha256(f"{self.seed}|{self.shuffle}|".encode())
+        for problem in self.problems:
+            digest.update(problem.uid.encode() + b"\n")
+        return digest.hexdigest()[:16]
+
     def state_dict(self) -> dict:
-        return {"epoch": self.epoch, "cursor": self.cursor}
+        return {"epoch": self.epoch, "cursor": self.cursor, "order_key": self.order_key}
 
     def load_state_dict(self, state: dict) -> None:
-        self.epoch, self.cursor = state["epoch"], state["cursor"]
+        """Continue at the saved cursor; if the data, the seed or data.shuffle changed since the
+        state was saved (the cursor would point into a different order, or past its end), start
+        the next epoch instead, saying so."""
+        epoch, cursor = state["epoch"], state["cursor"]
+        saved_key = state.get("order_key")  # absent in checkpoints written before it was kept
+        if (saved_key is not None and saved_key != self.order_key) or cursor > len(self.problems):
+            warnings.warn(
+                f"the training data, trainer.seed or data.shuffle changed since this checkpoint (now "
+                f"{len(self.problems)} problems): its data cursor (epoch {epoch}, position {cursor}) "
+                f"cannot continue the same order, so training goes on with a new epoch ({epoch + 1})",
+                stacklevel=2,
+            )
+            epoch, cursor = epoch + 1, 0
+        self.epoch, self.cursor = epoch, cursor
         self._order = self._permutation(self.epoch)
 
 

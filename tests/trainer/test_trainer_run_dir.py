@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -93,3 +94,44 @@ def test_a_run_killed_during_its_final_evaluation_does_it_on_resume(tiny_model_d
     assert load_trainer_state(run / "checkpoints" / "step-000002")["final"] is True
     again = Trainer(tiny_config(tiny_model_dir, run, reward_file, *overrides)).train()
     assert again.eval_after is None
+
+
+def test_starting_over_or_going_back_sets_the_abandoned_checkpoints_aside(tiny_model_dir, reward_file, tmp_path):
+    """checkpoint.resume=never in a used directory, or a resume from an earlier checkpoint: the
+    later checkpoints of the abandoned attempt must neither be resumed by resume=auto nor make
+    keep_last delete the new attempt's checkpoints."""
+    run = tmp_path / "run"
+    Trainer(tiny_config(tiny_model_dir, run, reward_file, "eval.every_steps=0")).train()  # steps 1-3
+    checkpoints = run / "checkpoints"
+    going_back = tiny_config(tiny_model_dir, run, reward_file, "eval.every_steps=0", "checkpoint.keep_last=1",
+                             f"checkpoint.resume={checkpoints / 'step-000001'}", "trainer.total_steps=2")
+    with pytest.warns(UserWarning, match=r"moved 2 checkpoint\(s\) after step 1 \(step-000002, step-000003\)"):
+        Trainer(going_back).train()
+    assert [p.name for p in checkpoints.glob("step-*")] == ["step-000002"]  # the new attempt's, kept
+    [aside] = checkpoints.glob("abandoned-*")
+    assert sorted(p.name for p in aside.iterdir()) == ["step-000002", "step-000003"]
+    assert load_trainer_state(checkpoints / "step-000002")["final"] is True
+    # starting over: every checkpoint is set aside; a crash after step 1 resumes the new attempt
+    shutil.rmtree(aside)
+    over = tiny_config(tiny_model_dir, run, reward_file, "eval.every_steps=0", "checkpoint.resume=never",
+                       "trainer.total_steps=1")
+    with pytest.warns(UserWarning, match=r"moved 1 checkpoint\(s\) after step 0 \(step-000002\)"):
+        Trainer(over).train()
+    assert [p.name for p in checkpoints.glob("step-*")] == ["step-000001"]
+    assert [row["step"] for row in read_metrics(run) if "actor/loss" in row] == [1]
+
+
+def test_a_checkpoint_left_half_swapped_by_a_kill_is_put_back(tiny_model_dir, reward_file, tmp_path):
+    run = tmp_path / "run"
+    Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=1", "eval.every_steps=0")).train()
+    checkpoints = run / "checkpoints"
+    # killed between renaming step-1 aside and renaming its replacement into place
+    (checkpoints / "step-000001").rename(checkpoints / ".old-step-000001-4242")
+    (checkpoints / ".tmp-step-000001-4242").mkdir()
+    with pytest.warns(UserWarning, match="restored checkpoint"):
+        trainer = Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=2"))
+    try:
+        assert [p.name for p in checkpoints.iterdir()] == ["step-000001"]
+        assert trainer.resume() and trainer.step == 1
+    finally:
+        trainer.close()

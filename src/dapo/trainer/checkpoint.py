@@ -27,6 +27,8 @@ import os
 import random
 import re
 import shutil
+import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +41,9 @@ from torch.distributed.checkpoint.state_dict import (
 )
 
 from dapo.trainer.fsdp import gathered_weights
-from dapo.trainer.run_dir import fsync_dir, fsync_tree
+from dapo.trainer.run_dir import STATE_FILE, fsync_dir, fsync_tree
 
 CHECKPOINT_PATTERN = re.compile(r"^step-(\d+)$")
-STATE_FILE = "trainer_state.pt"
 SHARDED_DIR = "policy"  # the ranks' DCP shards of model, optimizer and scheduler
 
 
@@ -67,6 +68,29 @@ def list_checkpoints(run_dir: str | Path) -> list[Path]:
         return []
     found = [(int(m.group(1)), p) for p in root.iterdir() if (m := CHECKPOINT_PATTERN.match(p.name))]
     return [p for _, p in sorted(found) if (p / STATE_FILE).exists()]
+
+
+def set_aside_checkpoints_after(run_dir: str | Path, step: int) -> Path | None:
+    """Move the run's checkpoints of steps after ``step`` into ``checkpoints/abandoned-<time>/``:
+    they belong to an attempt this run does not continue (it starts over, or goes on from an
+    earlier checkpoint). There neither ``resume=auto`` nor ``keep_last`` sees them, so a crash
+    cannot resume the abandoned attempt and retention cannot delete the new one's checkpoints in
+    their favour; nothing is deleted. Returns the folder, or None when there were none."""
+    later = [path for path in list_checkpoints(run_dir) if int(CHECKPOINT_PATTERN.match(path.name).group(1)) > step]
+    if not later:
+        return None
+    root = Path(run_dir) / "checkpoints"
+    folder = root / f"abandoned-{time.strftime('%Y%m%d-%H%M%S')}"
+    folder.mkdir(exist_ok=True)
+    for path in later:
+        path.rename(folder / path.name)
+    fsync_dir(root)
+    warnings.warn(
+        f"moved {len(later)} checkpoint(s) after step {max(step, 0)} ({', '.join(p.name for p in later)}), of "
+        f"an attempt this run does not continue, to {folder}; delete them when you no longer need them",
+        stacklevel=2,
+    )
+    return folder
 
 
 def begin_checkpoint(run_dir: str | Path, step: int) -> Path:

@@ -25,6 +25,7 @@ import yaml
 from dapo.errors import UserError
 
 LOCK_FILE = ".lock"
+STATE_FILE = "trainer_state.pt"  # a checkpoint is complete once this is in it (written last)
 # A checkpoint without the Hugging Face export keeps its model config here (not as config.json,
 # which would make the directory look like a loadable model directory without weights).
 MODEL_CONFIG_FILE = "model_config.json"
@@ -69,14 +70,23 @@ class RunDirLock:
 
 
 def remove_stale_checkpoint_temps(run_dir: Path) -> int:
-    """Delete the temporary checkpoint directories of killed runs; how many there were."""
+    """Delete the temporary checkpoint directories of killed runs; how many were deleted. A run
+    killed while swapping a re-saved step in (``step-N`` renamed to ``.old-step-N-<pid>``, the new
+    one not yet renamed into place) has its complete old ``step-N`` put back, not deleted."""
     root = run_dir / "checkpoints"
     stale = [p for pattern in (".tmp-step-*", ".old-step-*") for p in root.glob(pattern)] if root.is_dir() else []
+    removed = 0
     for path in stale:
-        shutil.rmtree(path, ignore_errors=True)
-    if stale:
-        warnings.warn(f"removed {len(stale)} incomplete checkpoint(s) left by a killed run in {root}", stacklevel=2)
-    return len(stale)
+        replaced = root / path.name[len(".old-"):].rsplit("-", 1)[0]  # .old-step-000004-123 -> step-000004
+        if path.name.startswith(".old-") and not replaced.exists() and (path / STATE_FILE).is_file():
+            path.rename(replaced)
+            warnings.warn(f"restored checkpoint {replaced}, left half-swapped by a killed run", stacklevel=2)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+            removed += 1
+    if removed:
+        warnings.warn(f"removed {removed} incomplete checkpoint(s) left by a killed run in {root}", stacklevel=2)
+    return removed
 
 
 def saved_model_config(checkpoint: Path) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from dapo.trainer.checkpoint import (
     load_trainer_state,
     publish_checkpoint,
     resolve_resume,
+    set_aside_checkpoints_after,
 )
 from dapo.trainer.evaluate import ProgressCallback
 from dapo.trainer.metrics import MetricsLogger
@@ -106,11 +107,13 @@ class RunState:
 
     def find_checkpoint(self, model_config: Any) -> tuple[Path, dict[str, Any]] | None:
         """The checkpoint ``checkpoint.resume`` names and its ``trainer_state.pt``, after checking
-        it belongs to this run (model, settings, rank layout); None for a fresh start, which drops
-        the metrics of an earlier attempt."""
+        it belongs to this run (model, settings, rank layout); None for a fresh start. What an
+        earlier attempt wrote after the point this run starts from is dropped (metrics) or set
+        aside (checkpoints: :func:`set_aside_checkpoints_after`)."""
         path = resolve_resume(self.cfg.checkpoint.resume, self.run_dir)
         if path is None:
             self.logger.truncate_after(-1)
+            set_aside_checkpoints_after(self.run_dir, -1)  # checkpoint.resume=never in a used directory
             return None
         mismatch = checkpoint_mismatch(path, model_config, config_to_dict(self.cfg), self.cfg.checkpoint.resume == "auto")
         state = load_trainer_state(path)
@@ -120,6 +123,7 @@ class RunState:
                 f"cannot resume from {path}: {mismatch}. Give this run a new output_dir, or set "
                 "checkpoint.resume=never to start over in this one"
             )
+        set_aside_checkpoints_after(self.run_dir, state["step"])  # resumed from an earlier checkpoint
         return path, state
 
     def resumed_at(self, step: int) -> None:

@@ -128,7 +128,7 @@ def data_problems(files: list[str], key: str) -> list[str]:
         if not path.exists():
             problems.append(f"{key}: {entry} does not exist")
         elif path.is_file() and not entry.endswith(DATA_SUFFIXES):
-            problems.append(f"{key}: {entry} is not .parquet, .jsonl or a `datasets` directory")
+            problems.append(f"{key}: {entry} is not .parquet, .jsonl, .json or a `datasets` directory")
     return problems
 
 

@@ -154,3 +154,30 @@ def test_missing_key_message_lists_the_row_keys(tmp_path: Path) -> None:
         match=r"other\.jsonl row 0: missing prompt at 'prompt' \(row has keys \['answer', 'question'\]",
     ):
         load_problems([path], DataConfig(), "train")
+
+
+def test_json_array_file_loads_and_its_bad_elements_are_named(tmp_path: Path) -> None:
+    rows = [{"question": "1+1?", "answer": 2}, {"question": "2+2?", "answer": "4"}]
+    path = tmp_path / "qa.json"
+    path.write_text(json.dumps(rows, indent=2))  # one array, as json.dump writes it
+    cfg = DataConfig(prompt_key="question", answer_key="answer")
+    assert [(p.prompt, p.ground_truth) for p in load_problems([str(path), str(path)], cfg, "eval").problems] == [
+        ("1+1?", "2"), ("2+2?", "4"), ("1+1?", "2"), ("2+2?", "4")]
+    path.write_text(json.dumps([rows[0], ["not", "an", "object"], rows[1]]))
+    with pytest.raises(DataError, match=r"qa.json row 1: wrong type: expected a JSON object, got list"):
+        load_problems([str(path)], cfg, "train")
+    lenient = load_problems([str(path)], DataConfig(prompt_key="question", answer_key="answer", lenient=True), "train")
+    assert len(lenient.problems) == 2 and lenient.num_malformed_skipped == 1
+    path.write_text('[{"question": "1+1?", "answer": 2},\n {"question": ')
+    with pytest.raises(DataError, match=r"qa.json: invalid JSON array \(.* at line 2 column"):
+        load_problems([str(path)], cfg, "train")
+
+
+def test_a_dropped_duplicate_with_another_answer_is_counted_and_named(tmp_path: Path) -> None:
+    path = _write_jsonl(tmp_path / "qa.jsonl", [{"question": "1+1?", "answer": 2}, {"question": "1+1?", "answer": 3},
+                                                {"question": "1+1?", "answer": 2}])
+    loaded = load_problems([path], DataConfig(prompt_key="question", answer_key="answer"), "train")
+    assert [p.ground_truth for p in loaded.problems] == ["2"]
+    assert loaded.num_duplicates_dropped == 2 and loaded.num_conflicting_duplicates == 1
+    assert any("another answer ('3'; kept: '2')" in warning for warning in loaded.warnings)
+    assert "1 dropped duplicate prompts had another answer" in loaded.describe("train")

@@ -56,7 +56,7 @@ class ModelConfig:
 
 @dataclass
 class DataConfig:
-    # Training data: parquet / JSONL files, local `datasets` directories, or "builtin:arithmetic".
+    # Training data: parquet / JSONL / JSON-array files, local `datasets` directories, or "builtin:arithmetic".
     train_files: list[str] = field(default_factory=lambda: ["builtin:arithmetic"])
     # Held-out evaluation data, same forms as train_files; empty disables evaluation.
     eval_files: list[str] = field(default_factory=lambda: ["builtin:arithmetic"])

@@ -1,4 +1,4 @@
-"""Load problems from parquet, JSONL, local Hugging Face ``datasets`` directories, or the built-in task.
+"""Load problems from parquet, JSON (lines, or one array), local ``datasets`` directories, or the built-in task.
 
 Every row becomes a :class:`~dapo.data.records.Problem`. Columns are found by dotted paths from
 :class:`~dapo.config.schema.DataConfig` (``prompt_key``, ``answer_key``, ``data_source_key``), so
@@ -7,7 +7,8 @@ the DAPO schema (``prompt`` chat list, ``reward_model.ground_truth``) and others
 
 Duplicates: ``uid`` is a hash of the prompt content, so copies of a problem share it. For the
 "train" split copies are dropped when ``cfg.dedup_train`` (DAPO-Math-17K repeats each prompt
-about 100x) and counted; for "eval" copies are kept so avg@k is computed per problem over them.
+about 100x) and counted (a dropped copy with another answer than the kept one is counted apart and
+named in ``warnings``); for "eval" copies are kept so avg@k is computed per problem over them.
 
 Bad data: a malformed row or unreadable file raises :class:`DataError` naming the file and row;
 with ``cfg.lenient`` it is skipped, counted in ``num_malformed_skipped`` and described in
@@ -44,7 +45,8 @@ class LoadedProblems:
     num_duplicates_dropped: int  # repeated training prompts removed by de-duplication
     num_malformed_skipped: int  # rows (or unreadable files) skipped in lenient mode
     sources: list[str]  # the files (or "builtin:arithmetic") the problems came from
-    warnings: list[str] = field(default_factory=list)  # why rows were skipped (first few)
+    warnings: list[str] = field(default_factory=list)  # why rows were skipped or dropped (first few)
+    num_conflicting_duplicates: int = 0  # dropped copies whose answer differs from the kept copy's
 
     @property
     def num_unique(self) -> int:
@@ -67,6 +69,9 @@ class LoadedProblems:
             f"{self.num_duplicates_dropped} duplicate prompts dropped; {self.num_malformed_skipped} malformed "
             "rows skipped)"
         )
+        if self.num_conflicting_duplicates:
+            line += (f"\n  warning: {self.num_conflicting_duplicates} dropped duplicate prompts had another answer "
+                     "than their kept copy")
         return "\n".join([line, *(f"  {warning}" for warning in self.warnings[:5])])
 
 
@@ -77,20 +82,33 @@ def load_problems(files: list[str], cfg: DataConfig, split: str) -> LoadedProble
     if not files:
         raise DataError(f"no {split} data files given")
     result = LoadedProblems([], 0, 0, 0, [])
-    seen_uids: set[str] = set()
+    answer_of: dict[str, str] = {}  # uid -> the ground truth of its first copy
     dedup = split == "train" and cfg.dedup_train
     for path in files:
         result.sources.append(path)
         for problem in _read_source(path, cfg, split, result):
             result.num_rows += 1
-            if dedup and problem.uid in seen_uids:
+            if dedup and problem.uid in answer_of:
                 result.num_duplicates_dropped += 1
+                if problem.ground_truth != answer_of[problem.uid]:
+                    _note_conflict(problem, answer_of[problem.uid], path, result)
                 continue
-            seen_uids.add(problem.uid)
+            answer_of.setdefault(problem.uid, problem.ground_truth)
             result.problems.append(problem)
     if not result.problems:
         raise DataError(f"no usable {split} problems in {files}: " + "; ".join(result.warnings[:3]))
     return result
+
+
+def _note_conflict(problem: Problem, kept_answer: str, path: str, result: LoadedProblems) -> None:
+    """A dropped copy of a training prompt whose answer differs from the kept copy's: count it and
+    say so (the data has a labelling problem that de-duplication would otherwise hide)."""
+    result.num_conflicting_duplicates += 1
+    if len(result.warnings) < _MAX_WARNINGS:
+        result.warnings.append(
+            f"{path}: a copy of the prompt {str(problem.prompt)[:60]!r} has another answer "
+            f"({problem.ground_truth[:40]!r}; kept: {kept_answer[:40]!r}); only the first copy is trained on"
+        )
 
 
 def _read_source(
@@ -149,11 +167,35 @@ def _rows_of(path: str, split: str) -> Iterator[tuple[int, Row]]:
         return _dataset_dir_rows(path, split)
     if path.endswith(".parquet"):
         return _parquet_rows(path)
+    if path.endswith(".json") and _starts_with(path, b"["):
+        return _json_array_rows(path)
     if path.endswith((".jsonl", ".json")):
         return _jsonl_rows(path)
     raise DataError(
-        f"{path}: unknown file type; expected .parquet, .jsonl, or a `datasets` directory"
+        f"{path}: unknown file type; expected .parquet, .jsonl, .json, or a `datasets` directory"
     )
+
+
+def _starts_with(path: str, prefix: bytes) -> bool:
+    """Whether the file's first non-blank bytes are ``prefix`` (a .json file: an array, or JSON lines)."""
+    with open(path, "rb") as handle:
+        return handle.read(4096).lstrip().startswith(prefix)
+
+
+def _json_array_rows(path: str) -> Iterator[tuple[int, Row]]:
+    """A .json file holding one array of objects (as ``json.dump(rows)`` writes); row i is element i."""
+    try:
+        rows = json.loads(Path(path).read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise DataError(f"{path}: undecodable bytes, not UTF-8 ({error.reason} at byte {error.start})") from None
+    except json.JSONDecodeError as error:
+        raise DataError(f"{path}: invalid JSON array ({error.msg} at line {error.lineno} column {error.colno})") from None
+    for row_index, row in enumerate(rows):
+        if not isinstance(row, dict):
+            yield row_index, DataError(f"{path} row {row_index}: wrong type: expected a JSON object, got "
+                                       f"{type(row).__name__}")
+        else:
+            yield row_index, row
 
 
 def _parquet_rows(path: str) -> Iterator[tuple[int, Row]]:

@@ -47,7 +47,8 @@ METRICS: dict[str, str] = {
     "sampling/hit_round_limit": "1 when the round limit stopped generation before the batch was full",
     # policy update (token-weighted over the step's optimizer mini-batches)
     "actor/loss": "policy-gradient loss (sum over the step's mini-batches / number of mini-batches)",
-    "actor/entropy": "mean per-token entropy of the policy on trained responses (at rollout temperature)",
+    "actor/entropy": "mean per-token entropy of pi_old on the trained responses (at rollout temperature); with "
+    "algorithm.old_logprobs=rollout, on the first mini-batch's",
     "actor/clip_frac_low": "fraction of loss tokens clipped at 1 - clip_ratio_low (A < 0)",
     "actor/clip_frac_high": "fraction of loss tokens clipped at 1 + clip_ratio_high (A > 0)",
     "actor/clip_frac_dual": "fraction of loss tokens bounded by dual-clip c (A < 0, ratio > c)",

@@ -111,6 +111,14 @@ def test_starting_over_or_going_back_sets_the_abandoned_checkpoints_aside(tiny_m
     [aside] = checkpoints.glob("abandoned-*")
     assert sorted(p.name for p in aside.iterdir()) == ["step-000002", "step-000003"]
     assert load_trainer_state(checkpoints / "step-000002")["final"] is True
+    # TensorBoard shows the attempt that goes on: the abandoned steps 2 and 3 are purged
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    board = EventAccumulator(str(run / "tensorboard"))
+    board.Reload()
+    assert [event.step for event in board.Scalars("actor/loss")] == [1, 2]
+    last = [row for row in read_metrics(run) if "actor/loss" in row][-1]
+    assert board.Scalars("actor/loss")[-1].value == pytest.approx(last["actor/loss"])
     # starting over: every checkpoint is set aside; a crash after step 1 resumes the new attempt
     shutil.rmtree(aside)
     over = tiny_config(tiny_model_dir, run, reward_file, "eval.every_steps=0", "checkpoint.resume=never",

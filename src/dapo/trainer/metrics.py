@@ -115,10 +115,11 @@ class MetricsLogger:
         self.path = Path(run_dir) / "metrics.jsonl"
         self.completions_path = Path(run_dir) / "completions.jsonl"
         self._tb = self._wandb = None
+        self._tb_dir = str(Path(run_dir) / "tensorboard")
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._tb = SummaryWriter(log_dir=str(Path(run_dir) / "tensorboard"))
+            self._tb = SummaryWriter(log_dir=self._tb_dir)
         if wandb:
             try:
                 import wandb as wandb_module
@@ -129,12 +130,18 @@ class MetricsLogger:
 
     def truncate_after(self, step: int) -> None:
         """On resume, drop lines a killed run wrote after its last checkpoint (and a line torn by
-        the kill), rewriting the file atomically."""
+        the kill), rewriting the file atomically; TensorBoard hides an earlier attempt's points
+        after ``step`` (its purge_step), so the curves do not double back."""
         for path in (self.path, self.completions_path):
             if path.exists():
                 rows = parse_metrics_lines(path)
                 kept = [json.dumps(row) for row in rows if row["step"] <= step]
                 write_atomically(path, "".join(line + "\n" for line in kept))
+        if self._tb is not None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb.close()
+            self._tb = SummaryWriter(log_dir=self._tb_dir, purge_step=step + 1)
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         clean = {k: (float(v) if isinstance(v, (int, float)) else v) for k, v in metrics.items()}

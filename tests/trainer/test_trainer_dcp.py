@@ -26,6 +26,7 @@ from dapo.trainer.checkpoint import (
     SHARDED_DIR,
     layout_mismatch,
     load_sharded_policy,
+    save_sharded_policy,
     sharded_policy_state,
 )
 from dapo.trainer.policy import PolicyWorker
@@ -149,3 +150,25 @@ def test_a_resume_with_ranks_needs_sharded_state_and_sharded_state_resumes_anywh
     assert "one process" in layout_mismatch(one_process, 2)
     assert layout_mismatch(one_process, 1) is None
     assert all(layout_mismatch(sharded, world) is None for world in (1, 2, 4))
+
+
+def test_a_checkpoint_before_the_first_update_leaves_adamw_as_fresh(tiny_model_dir, tmp_path):
+    """torch builds a fresh optimizer's state for saving by a zero-lr step; the first real update
+    after such a save (e.g. checkpoint.every_steps=1 and no group with signal in step 1) must still
+    be AdamW's first (its bias correction), as in a run that never saved, and so must a resume."""
+    def worker() -> PolicyWorker:
+        model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+        return PolicyWorker(model, AlgorithmConfig(), TrainerConfig(lr=1e-2, warmup_steps=0), pad_token_id=0,
+                            temperature=1.0, total_steps=5, norm_const=16.0)
+
+    samples = make_samples(torch.Generator().manual_seed(0))
+    never_saved, saved = worker(), worker()
+    save_sharded_policy(tmp_path, saved.model, saved.optimizer, saved.scheduler)
+    resumed = worker()
+    load_sharded_policy(tmp_path, resumed.model, resumed.optimizer, resumed.scheduler)
+    for policy in (never_saved, saved, resumed):
+        policy.update(samples, on_policy=True)
+    expected = never_saved.model.state_dict()
+    for policy in (saved, resumed):
+        assert {float(state["step"]) for state in policy.optimizer.state.values()} == {1.0}
+        assert all(torch.equal(tensor, expected[name]) for name, tensor in policy.model.state_dict().items())

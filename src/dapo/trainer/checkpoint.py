@@ -158,7 +158,15 @@ def _policy_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
     optimizer's DTensor shards (optimizer state keyed by parameter name), and the scheduler's state.
     Returned twice: whole, for ``set_state_dict``, and without a tied output layer's second name
     for the same weights, for DCP (which would otherwise write them twice)."""
+    fresh = not optimizer.state
     model_state, optimizer_state = get_state_dict(model, optimizer)
+    if fresh:
+        # torch builds a fresh optimizer's state with a zero-lr step, which counts as AdamW's first:
+        # the first real update would then use step 2's bias correction. Back to step 0 (as fresh;
+        # the moments are zeros), in the live state and, as it shares the tensors, the saved one.
+        for state in optimizer.state.values():
+            if isinstance(state.get("step"), torch.Tensor):
+                state["step"].zero_()
     whole = {"model": model_state, "optimizer": optimizer_state, "scheduler": scheduler.state_dict()}
     tied = tied_duplicates(model)
     return whole, {**whole, "model": {name: t for name, t in model_state.items() if name not in tied}}

@@ -73,6 +73,13 @@ def shard_from_rank0(model: nn.Module, mesh: DeviceMesh, device: torch.device) -
     return model
 
 
+def process_group_backend(device_type: str) -> str:
+    """The torch.distributed backend for ranks on ``device_type``: gloo on CPU; on CUDA, NCCL for
+    CUDA tensors and gloo for CPU ones (:func:`same_count` and :func:`all_ranks_true` reduce small
+    CPU tensors; NCCL alone has no CPU backend and would fail on them)."""
+    return "cpu:gloo,cuda:nccl" if device_type == "cuda" else "gloo"
+
+
 def same_count(count: int) -> int:
     """The largest ``count`` over all ranks (``count`` itself when not distributed)."""
     if not distributed():

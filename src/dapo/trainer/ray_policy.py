@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import os
 import socket
 from pathlib import Path
@@ -52,7 +53,7 @@ from dapo.trainer.checkpoint import (
     save_sharded_policy,
     sharded_policy_state,
 )
-from dapo.trainer.fsdp import gathered_weights, shard_from_rank0
+from dapo.trainer.fsdp import gathered_weights, process_group_backend, shard_from_rank0
 from dapo.trainer.policy import LogprobPass, PolicyWorker, UpdateStats
 from dapo.trainer.setup import load_model_and_tokenizer, resolve_device, vllm_options
 
@@ -75,7 +76,7 @@ class PolicyRank:
         torch.set_num_threads(cfg.trainer.num_threads or max(1, int(cfg.resources.cpus_per_rank)))
         if device.type == "cuda":
             torch.cuda.set_device(0)  # Ray gives each actor its own GPU as device 0
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        dist.init_process_group(process_group_backend(device.type))
         mesh = init_device_mesh(device.type, (world_size,))
         # only rank 0 reads the weights, into CPU memory; the others build the structure on the
         # meta device, and each rank receives its shard (shard_from_rank0)
@@ -110,7 +111,11 @@ class PolicyRank:
 
     def update(self, samples: list[Sample], num_tokens: float, num_seqs: float, on_policy: bool,
                diagnose: bool | None) -> UpdateStats:
-        return self.policy.update(samples, num_tokens, num_seqs, on_policy, diagnose)
+        stats = self.policy.update(samples, num_tokens, num_seqs, on_policy, diagnose)
+        if stats.policy is not None:  # its sums are tensors on this rank's device: the driver gets CPU ones
+            stats.policy = dataclasses.replace(stats.policy, **{
+                f.name: getattr(stats.policy, f.name).detach().cpu() for f in dataclasses.fields(stats.policy)})
+        return stats
 
     def end_step(self) -> float:
         self.policy.end_step()
@@ -157,7 +162,8 @@ class RayPolicyGroup:
         self._started_ray = not ray.is_initialized()
         if self._started_ray:
             if res.ray_address is None:
-                ray.init(num_cpus=max(int(res.world_size * res.cpus_per_rank), 1), include_dashboard=False,
+                # rounded up: 3 ranks of 1.5 CPUs need 5 Ray CPUs, or the third never starts
+                ray.init(num_cpus=max(math.ceil(res.world_size * res.cpus_per_rank), 1), include_dashboard=False,
                          log_to_driver=True)
             else:
                 ray.init(address=res.ray_address)

@@ -65,11 +65,23 @@ class PolicyRankDied(UserError, RuntimeError):
 class PolicyRank:
     """One policy rank: an FSDP2 shard of the policy, its optimizer, and a rollout engine."""
 
-    def __init__(self, config: dict, rank: int, world_size: int, master: tuple[str, int]) -> None:
+    def __init__(self, config: dict, rank: int, world_size: int) -> None:
+        self.config, self.rank, self.world_size = config, rank, world_size
+
+    def rendezvous_address(self) -> tuple[str, int]:
+        """Rank 0's: its node's address and a port free there, where the others join its process
+        group (the driver's node may hold no rank at all on a cluster)."""
+        import ray  # in a Ray actor: installed
+
+        return ray.util.get_node_ip_address(), _free_port()
+
+    def setup(self, master: tuple[str, int]) -> float:
+        """Join the process group at ``master``, take this rank's shard of the policy, build its
+        engine; the learning rate it starts with."""
+        rank, world_size = self.rank, self.world_size
         os.environ.update(MASTER_ADDR=master[0], MASTER_PORT=str(master[1]), RANK=str(rank),
                           WORLD_SIZE=str(world_size), LOCAL_RANK="0")
-        cfg: DAPOConfig = config_from_dict(config)  # re-validated here: imports algorithm.plugins
-        self.rank = rank
+        cfg: DAPOConfig = config_from_dict(self.config)  # re-validated here: imports algorithm.plugins
         torch.manual_seed(cfg.trainer.seed)
         device = resolve_device(cfg.trainer.device)
         # the cores Ray reserved for this rank, not every core of the node
@@ -98,6 +110,7 @@ class PolicyRank:
             temperature=cfg.rollout.temperature, total_steps=cfg.trainer.total_steps,
             norm_const=cfg.algorithm.loss_agg_norm_const or float(cfg.rollout.max_response_length),
         )
+        return self.policy.lr
 
     def ready(self) -> float:
         """The rank is up; its current learning rate."""
@@ -148,7 +161,7 @@ class PolicyRank:
 
 def _free_port() -> int:
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind(("", 0))  # every interface: the other nodes' ranks connect to it
         return sock.getsockname()[1]
 
 
@@ -170,10 +183,10 @@ class RayPolicyGroup:
         self._ray = ray
         gpu = resolve_device(cfg.trainer.device).type == "cuda"
         actor = ray.remote(num_cpus=res.cpus_per_rank, num_gpus=1 if gpu else 0)(PolicyRank)
-        master = (ray.util.get_node_ip_address(), _free_port())
         config = config_to_dict(cfg)
-        self.ranks = [actor.remote(config, rank, res.world_size, master) for rank in range(res.world_size)]
-        self.lr = self._get([r.ready.remote() for r in self.ranks])[0]  # construction errors surface here
+        self.ranks = [actor.remote(config, rank, res.world_size) for rank in range(res.world_size)]
+        master = self._get([self.ranks[0].rendezvous_address.remote()])[0]
+        self.lr = self._get([r.setup.remote(master) for r in self.ranks])[0]  # set-up errors surface here
         self.world_size = res.world_size
         # ranks per rollout engine: consecutive groups of this many ranks form one vLLM engine
         self.engine_tp = cfg.rollout.vllm_tensor_parallel_size if cfg.rollout.engine == "vllm" else 1

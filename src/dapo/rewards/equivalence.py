@@ -34,6 +34,12 @@ _VARIABLE_PREFIX = re.compile(r"[A-Za-z](?:_\{?[A-Za-z0-9]{1,8}\}?)? {0,4}= {0,4
 _GLUED_COMMA = re.compile(r",\\!\s{0,3}")  # 11,\! 111 is one number
 _BRACED_COMMA = re.compile(r" ?\{ ?, ?\} ?")  # 14{,}916 and 14 {, }916
 _TEXT_CONNECTIVE = re.compile(r"\\(?:text|textrm|mbox|textnormal)\{ {0,3}(and|or) {0,3}\}")
+_UNIT_WORD = re.compile(r"[A-Za-z]{1,20}(?:\^\{?[0-9]\}?|/[A-Za-z]{1,20})?")  # cm, cm^2, m/s
+_TRAILING_REMARK = re.compile(r"(?<=[0-9]) {0,3}\([^()]{0,200}[A-Za-z][^()]{0,200}\)$")  # 7 (mod 10)
+# Words that change a number's value, so never dropped as units.
+_SCALE_WORDS = frozenset(("hundred", "hundreds", "thousand", "thousands", "million", "millions", "billion",
+                          "billions", "trillion", "trillions", "dozen", "dozens", "squared", "cubed"))
+_ENDS_IN_SCALE_WORD = re.compile(r"(?i)[0-9][\s}{$]*(?:\\[a-z]+\{)?\s*(?:" + "|".join(sorted(_SCALE_WORDS)) + r")\s*\}?\$?\s*$")
 _PLAIN_INTEGER = re.compile(r"[+-]?[0-9]+(?:\.0*)?")
 _GROUPED_INTEGER = re.compile(r"[+-]?[0-9]{1,3}(?:[, ][0-9]{3})+(?:\.0*)?")
 # Unambiguous (no two quantifiers compete for the same characters): linear even on 10^5 digits.
@@ -72,14 +78,20 @@ def _strip_number_decorations(answer: str) -> str:
 
 
 def _strip_unit_suffix(answer: str) -> str:
-    """Drop one trailing unit: ``\\text{ cm}`` (no digits inside) or a plain word (``cm``)."""
+    """Drop one trailing unit: ``\\text{ cm}`` (no digits inside), a plain word (``cm``), a unit
+    with a power or per (``cm^2``, ``m/s``), or a remark in parentheses after a number (``7 (mod
+    10)``). A scale word is not a unit: ``34 thousand`` is not ``34``."""
     if answer.endswith("}"):
         start = max(answer.rfind(wrapper) for wrapper in _UNIT_WRAPPERS)
-        if start > 0 and not any(c.isdigit() for c in answer[start:]):
+        inner = answer[start:].split("{", 1)[-1].rstrip("}").strip().lower()
+        if start > 0 and not any(c.isdigit() for c in answer[start:]) and inner not in _SCALE_WORDS:
             return answer[:start]
+    remark = _TRAILING_REMARK.search(answer)
+    if remark:
+        return answer[: remark.start()]
     space = answer.rfind(" ")
     word = answer[space + 1 :]
-    if space > 0 and word.isascii() and word.isalpha():
+    if space > 0 and word.isascii() and _UNIT_WORD.fullmatch(word) and word.lower() not in _SCALE_WORDS:
         return answer[:space]
     return answer
 
@@ -116,8 +128,8 @@ def quick_verdict(pred: str, ground_truth: str) -> bool | None:
         pred_integer = canonical_integer(pred)
         if pred_integer is not None:
             return pred_integer == gold_integer
-        if is_plain_number(pred):
-            return False
+        if is_plain_number(pred) or _ENDS_IN_SCALE_WORD.search(pred):
+            return False  # 34.5, or 34 thousand (which math-verify would read as 34)
     elif _compact(pred) == _compact(ground_truth):
         return True
     if len(pred) > MAX_MATH_CHARS or len(ground_truth) > MAX_MATH_CHARS:

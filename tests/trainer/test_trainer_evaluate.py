@@ -26,6 +26,24 @@ def test_score_at_k_by_hand():
     assert metrics["eval/pass@3"] == 1.0 and metrics["eval/maj@3"] == 0.5
 
 
+def test_maj_at_k_votes_for_answers_not_for_their_spelling():
+    def r(acc: bool, pred: str) -> RewardResult:
+        return RewardResult(score=1.0 if acc else -1.0, acc=acc, pred=pred)
+
+    # three correct answers written three ways outvote two identical wrong ones
+    spelled = [r(True, "34"), r(True, "x = 34"), r(True, "34.0"), r(False, "35"), r(False, "35")]
+    assert score_at_k(spelled, 5)["eval/maj@5"] == 1.0
+    # wrong answers that state the same integer are one answer too: 3 votes for 35 beat 2 for 34
+    wrong = [r(True, "34"), r(True, "34"), r(False, "35"), r(False, "n = 35"), r(False, "035")]
+    assert score_at_k(wrong, 5)["eval/maj@5"] == 0.0
+    # a tie goes to the answer seen first
+    assert score_at_k([r(False, "35"), r(True, "34")], 2)["eval/maj@2"] == 0.0
+    assert score_at_k([r(True, "34"), r(False, "35")], 2)["eval/maj@2"] == 1.0
+    # no extracted answer anywhere (a user reward without the verifier): no maj@k, not 0
+    metrics = score_at_k([r(True, ""), r(True, "")], 2)
+    assert metrics["eval/avg@2"] == 1.0 and "eval/maj@2" not in metrics
+
+
 class ScriptedEngine:
     """Answers problem i correctly in its first ``right[i]`` samples; records each call."""
 

@@ -20,6 +20,7 @@ from transformers import PreTrainedTokenizerBase
 from dapo.config import ConfigError, DAPOConfig
 from dapo.data.records import Problem
 from dapo.rewards import RewardScorer
+from dapo.rewards.equivalence import canonical_integer
 from dapo.rewards.types import RewardResult
 from dapo.rollout.base import Completion, RolloutEngine, SamplingParams
 from dapo.trainer.scoring import sample_record, score_completions
@@ -28,6 +29,7 @@ from dapo.trainer.setup import RunSetup, make_sampling_params
 # Evaluation generates in chunks of at least this many sequences, to show progress between them
 # without starving a batched engine (a chunk is a whole generate() call).
 MIN_SEQUENCES_PER_CHUNK = 256
+_CORRECT_VOTE = "\x00correct"  # maj@k's one vote for every answer judged correct (no answer text equals it)
 MAX_CHUNKS = 20
 
 ProgressCallback = Callable[[int, int], None]  # (problems done, problems in all)
@@ -51,8 +53,20 @@ def unique_problems(problems: list[Problem], max_problems: int = 0) -> list[Prob
     return unique[:max_problems] if max_problems > 0 else unique
 
 
+def _vote(result: RewardResult) -> str:
+    """The answer a sample votes for in maj@k. Every answer the verifier judged correct equals the
+    ground truth, so they are one answer; others count as the same when they state the same
+    integer (``34``, ``x = 34``, ``34.0``) or are the same text."""
+    if result.acc:
+        return _CORRECT_VOTE
+    return canonical_integer(result.pred) or "".join(result.pred.split())
+
+
 def score_at_k(results: list[RewardResult], k: int) -> dict[str, float]:
-    """avg@k, pass@k, maj@k from prompt-major results (k consecutive results per problem)."""
+    """avg@k, pass@k, maj@k from prompt-major results (k consecutive results per problem). maj@k:
+    the most voted answer (ties: the first of them to appear) is correct; a problem without any
+    extracted answer counts as wrong, and maj@k is left out when no sample has one (a reward with
+    no verifier extracts none)."""
     num_problems = len(results) // k
     avg = passed = majority = 0.0
     for i in range(num_problems):
@@ -60,12 +74,14 @@ def score_at_k(results: list[RewardResult], k: int) -> dict[str, float]:
         correct = [r.acc for r in group]
         avg += sum(correct) / k
         passed += float(any(correct))
-        answered = [r for r in group if r.pred]
-        if answered:
-            top_pred, _ = Counter(r.pred for r in answered).most_common(1)[0]
-            majority += float(next(r.acc for r in answered if r.pred == top_pred))
+        votes = Counter(_vote(r) for r in group if r.pred)  # first-seen order breaks ties
+        if votes:
+            majority += float(votes.most_common(1)[0][0] == _CORRECT_VOTE)
     n = max(num_problems, 1)
-    return {f"eval/avg@{k}": avg / n, f"eval/pass@{k}": passed / n, f"eval/maj@{k}": majority / n}
+    metrics = {f"eval/avg@{k}": avg / n, f"eval/pass@{k}": passed / n}
+    if any(r.pred for r in results):
+        metrics[f"eval/maj@{k}"] = majority / n
+    return metrics
 
 
 def evaluate(

@@ -55,3 +55,25 @@ def test_your_model_starts_from_the_papers_recipe_and_says_so(capsys):
 def test_naming_the_demo_config_with_your_model_prints_a_note(capsys):
     assert main(["config", "default", "model.path=/models/mine"]) == 0
     assert "demo's laptop settings" in capsys.readouterr().err
+
+
+def test_overrides_after_an_option_count_and_other_strays_are_refused(capsys):
+    assert main(["config", "default", "--explain", "trainer.lr", "rollout.n=3"]) == 0
+    assert "rollout.n" not in capsys.readouterr().err
+    assert main(["config", "default", "trainer.lr=1e-5", "--explain", "trainer.lr", "trainer.total_steps=7"]) == 0
+    out = capsys.readouterr().out
+    assert "1e-05" in out or "1.0e-05" in out
+    with pytest.raises(SystemExit) as exit_info:
+        main(["config", "default", "--explain", "trainer.lr", "stray"])
+    assert exit_info.value.code == 2 and "unrecognized arguments: stray" in capsys.readouterr().err
+
+
+def test_a_mapping_override_merges_into_its_section(capsys):
+    """trainer={lr: 1e-5} changes the lr alone, as a later YAML file would (it replaced the section)."""
+    from dapo.config import builtin_config_path, load_config
+
+    cfg = load_config([builtin_config_path("default")], ["trainer={lr: 1e-5}"])
+    default = load_config([builtin_config_path("default")])
+    assert cfg.trainer.lr == 1e-5
+    assert (cfg.trainer.total_steps, cfg.trainer.prompts_per_step, cfg.trainer.device) == (
+        default.trainer.total_steps, default.trainer.prompts_per_step, default.trainer.device)

@@ -216,7 +216,12 @@ def main(argv: list[str] | None = None) -> int:
 
     hf_logging.disable_progress_bar()  # per-file load/save bars would drown our own progress bar
     parser = build_parser()
-    ns = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    ns, extra = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    # key=value overrides after an option (`dapo plan CFG --params 32.8e9 a.b=1`) join the others
+    if extra and hasattr(ns, "config") and all("=" in arg and not arg.startswith("-") for arg in extra):
+        ns.config = [*ns.config, *extra]
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if ns.command is None:
         parser.print_help()
         return 0

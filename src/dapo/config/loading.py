@@ -46,12 +46,15 @@ def _yaml_problem(error: yaml.YAMLError) -> str:
 
 
 def _set_dotted(tree: dict[str, Any], path: list[str], value: Any) -> None:
+    """Set ``a.b.c=value``; a mapping value merges into the section as a later YAML file would
+    (``trainer={lr: 1e-5}`` changes the lr alone, not the rest of trainer)."""
     node = tree
     for part in path[:-1]:
         node = node.setdefault(part, {})
         if not isinstance(node, dict):
             raise ConfigError(f"override {'.'.join(path)}: {part} is not a section")
-    node[path[-1]] = value
+    old = node.get(path[-1])
+    node[path[-1]] = _merge(old, value) if isinstance(value, dict) and isinstance(old, dict) else value
 
 
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

@@ -153,3 +153,18 @@ def test_old_logprobs_from_rollout_skip_the_recompute_and_feed_the_ratio(tiny_mo
     assert metrics["time/old_logprob"] == 0.0 and metrics["actor/updates"] == 2
     # measured on the first update's forward (bf16 autocast vs the engine's float32 decode)
     assert math.isfinite(metrics["actor/entropy"]) and 0 < metrics["mismatch/rollout_trainer_logprob_diff"] < 0.05
+
+
+def test_dapo_eval_layers_a_config_file_on_the_runs_own(tiny_model_dir, reward_file, tmp_path, capsys):
+    """`dapo eval CKPT my.yaml`: my.yaml changes what it holds; the rest stays the run's (it was
+    replaced by schema defaults: max_response_length 20480 on a 1024-token model)."""
+    run = tmp_path / "run"
+    Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=1", "eval.every_steps=0",
+                        "eval.before_training=false")).train()
+    mine = tmp_path / "my_eval.yaml"
+    mine.write_text("eval: {k: 2}\n")
+    checkpoint = run / "checkpoints" / "step-000001"
+    assert dapo_main(["eval", str(checkpoint), str(mine), "--save-dir", str(tmp_path / "eval")]) == 0
+    out = capsys.readouterr().out
+    assert "eval/avg@2" in out and "x k=2" in out
+    assert "max_response_length: 12" in (tmp_path / "eval" / "config.yaml").read_text()  # the run's

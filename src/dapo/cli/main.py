@@ -91,7 +91,7 @@ def cmd_eval(ns: argparse.Namespace) -> int:
 
     args = list(ns.config)
     saved = Path(ns.model) / SAVED_CONFIG
-    if not split_config_args(args)[0] and saved.is_file():
+    if saved.is_file():  # the run's own, under any CONFIG and key=value given (a later file wins)
         print(f"dapo eval: config: {saved}, the run's own (a CONFIG or key=value overrides it)", file=sys.stderr)
         args = [str(saved), *args]
     # evaluation runs in this process, whatever placement the run trained with

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -80,3 +81,22 @@ def test_debug_shows_the_traceback():
         result = subprocess.run([sys.executable, "-m", "dapo.cli.main", *argv], capture_output=True, text=True,
                                 timeout=120)
         assert result.returncode != 0 and "Traceback" in result.stderr and "trainer.lr must be > 0" in result.stderr
+
+
+def test_config_values_that_would_crash_later_are_named_up_front(tmp_path):
+    from dapo.config import ConfigError
+    from dapo.data import DataError, load_problems
+
+    default = [builtin_config_path("default")]
+    with pytest.raises(ConfigError, match="trainer.device='gpu' is not a device"):
+        load_config(default, ["trainer.device=gpu"])
+    with pytest.raises(ConfigError, match="builtin_train_size"):
+        load_config(default, ["data.builtin_train_size=-1"])
+    assert load_config(default, ["model.attn_implementation=None"]).model.attn_implementation is None
+    cfg = load_config(default, ["data.builtin_max_digits=1"])
+    with pytest.raises(DataError, match="only 85 distinct train problems"):
+        load_problems(cfg.data.train_files, cfg.data, "train")
+    if importlib.util.find_spec("flash_attn") is None:
+        cfg = load_config(default, ["model.attn_implementation=flash_attention_2", f"output_dir={tmp_path}"])
+        with pytest.raises(PreflightError, match="flash-attn is not installed"):
+            check_run(cfg)

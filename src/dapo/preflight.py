@@ -145,6 +145,9 @@ def device_problems(cfg: DAPOConfig) -> list[str]:
 
 def extras_problems(cfg: DAPOConfig) -> list[str]:
     problems = []
+    if cfg.model.attn_implementation == "flash_attention_2" and importlib.util.find_spec("flash_attn") is None:
+        problems.append("model.attn_implementation=flash_attention_2 but flash-attn is not installed "
+                        "(`pip install flash-attn` on a GPU machine), or use sdpa / eager")
     if cfg.rollout.engine == "vllm" and importlib.util.find_spec("vllm") is None:
         problems.append(
             "rollout.engine=vllm but vLLM is not installed: `pip install 'dapo-rl[vllm]'` on a GPU machine "

@@ -9,6 +9,7 @@ overrides them for a laptop CPU.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +53,8 @@ class ModelConfig:
     def __post_init__(self) -> None:
         _one_of("model.dtype", self.dtype, ("float32", "bfloat16", "float16"))
         _check(bool(self.path), "model.path must name a model directory or 'builtin'")
+        if self.attn_implementation in ("None", "none", "null"):  # a YAML-ish spelling of "unset"
+            self.attn_implementation = None
 
 
 @dataclass
@@ -94,6 +97,8 @@ class DataConfig:
             1 <= self.builtin_min_digits <= self.builtin_max_digits,
             "data.builtin_min_digits must be >= 1 and <= data.builtin_max_digits",
         )
+        _check(self.builtin_train_size >= 1 and self.builtin_eval_size >= 1,
+               "data.builtin_train_size and data.builtin_eval_size must be >= 1")
         for op in self.builtin_ops:
             _one_of("data.builtin_ops[...]", op, ("+", "-", "*"))
 
@@ -356,6 +361,8 @@ class TrainerConfig:
         _check(self.warmup_steps >= 0, "trainer.warmup_steps must be >= 0")
         _one_of("trainer.lr_schedule", self.lr_schedule, ("constant", "cosine"))
         _one_of("trainer.autocast", self.autocast, ("none", "bf16", "fp16"))
+        _check(re.fullmatch(r"auto|cpu|cuda(:[0-9]+)?|mps|xpu(:[0-9]+)?", self.device) is not None,
+               f"trainer.device={self.device!r} is not a device: use auto, cpu, cuda or cuda:N")
 
     @property
     def optimizer_steps_per_rollout(self) -> int:

@@ -116,9 +116,13 @@ def _read_source(
 ) -> Iterator[Problem]:
     if path == BUILTIN_ARITHMETIC:
         size = cfg.builtin_train_size if split == "train" else cfg.builtin_eval_size
-        yield from make_arithmetic_problems(
-            size, split, cfg.builtin_min_digits, cfg.builtin_max_digits, cfg.builtin_ops
-        )
+        try:
+            problems = make_arithmetic_problems(
+                size, split, cfg.builtin_min_digits, cfg.builtin_max_digits, cfg.builtin_ops
+            )
+        except ValueError as error:  # e.g. more problems asked for than the digit range holds
+            raise DataError(f"{path}: {error} (data.builtin_{split}_size, data.builtin_*_digits)") from None
+        yield from problems
         return
     if path.startswith("builtin:"):
         raise DataError(

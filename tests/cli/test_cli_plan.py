@@ -42,3 +42,13 @@ def test_plan_without_the_model_directory_asks_for_its_size(capsys):
     assert "--params" in capsys.readouterr().err
     with pytest.raises(FileNotFoundError):
         plan(load_config([builtin_config_path("dapo_qwen2.5_32b")]))
+
+
+def test_plan_of_the_embedded_default_uses_the_built_in_models_shape(tmp_path, monkeypatch):
+    """`dapo plan` with no argument plans the embedded default: the built-in model's shape comes
+    from its recipe (nothing is built or installed into the cache)."""
+    monkeypatch.setenv("HOME", str(tmp_path))  # an empty ~/.cache/dapo-rl
+    cfg = load_config([builtin_config_path("default")], [f"model.cache_dir={tmp_path / 'cache'}"])
+    text = plan(cfg)
+    assert "(0.00B parameters, 4 layers, hidden 256" in text
+    assert not (tmp_path / "cache").exists()

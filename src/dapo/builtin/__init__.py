@@ -8,6 +8,7 @@ from dapo.builtin.base_model import (
     BUILTIN_RECIPES,
     BaseModelRecipe,
     build_base_model,
+    builtin_model_config,
     ensure_base_model,
     recipe_for_model_path,
 )
@@ -17,6 +18,7 @@ __all__ = [
     "BUILTIN_RECIPES",
     "BaseModelRecipe",
     "build_base_model",
+    "builtin_model_config",
     "build_tokenizer",
     "ensure_base_model",
     "recipe_for_model_path",

@@ -231,6 +231,11 @@ def build_base_model(recipe: BaseModelRecipe, out_dir: Path, progress: bool = Tr
     save_tokenizer(tokenizer, out_dir)
 
 
+def builtin_model_config(path: str = "builtin") -> Qwen2Config:
+    """The model config of built-in model ``path`` ("builtin[:<name>]"), without building it."""
+    return _model_config(recipe_for_model_path(path), build_tokenizer())
+
+
 def _model_config(recipe: BaseModelRecipe, tokenizer: PreTrainedTokenizerFast) -> Qwen2Config:
     return Qwen2Config(
         vocab_size=len(tokenizer),

@@ -28,11 +28,17 @@ GIB = 1024**3
 def model_shape(cfg: DAPOConfig, params: float | None) -> tuple[float, int, int, int]:
     """(parameters, layers, hidden size, vocabulary) of ``cfg.model.path``."""
     config_file = Path(cfg.model.path).expanduser() / "config.json"
-    if config_file.exists():
+    builtin = cfg.model.path.partition(":")[0] == "builtin"
+    if config_file.exists() or builtin:
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM
 
-        config = AutoConfig.from_pretrained(config_file.parent)
+        if builtin:  # its recipe's shape: nothing is built or installed
+            from dapo.builtin import builtin_model_config
+
+            config = builtin_model_config(cfg.model.path)
+        else:
+            config = AutoConfig.from_pretrained(config_file.parent)
         with torch.device("meta"):
             model = AutoModelForCausalLM.from_config(config)
         count = float(sum(p.numel() for p in model.parameters()))

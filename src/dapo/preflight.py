@@ -46,12 +46,13 @@ class PreflightError(UserError):
         self.problems = problems
 
 
-def check_run(cfg: DAPOConfig, write_output: bool = True) -> None:
+def check_run(cfg: DAPOConfig, write_output: bool = True, train_data: bool = True) -> None:
     """Raise :class:`PreflightError` listing every problem found (see the module docstring).
-    ``write_output=False`` skips the output directory (``dapo eval`` writes elsewhere)."""
+    ``write_output=False`` skips the output directory and ``train_data=False`` the training files
+    (``dapo eval`` writes elsewhere and reads the held-out files only)."""
     problems = [
         *model_problems(cfg),
-        *data_problems(cfg.data.train_files, "data.train_files"),
+        *(data_problems(cfg.data.train_files, "data.train_files") if train_data else []),
         *data_problems(cfg.data.eval_files, "data.eval_files"),
         *device_problems(cfg),
         *extras_problems(cfg),

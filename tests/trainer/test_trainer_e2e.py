@@ -157,14 +157,17 @@ def test_old_logprobs_from_rollout_skip_the_recompute_and_feed_the_ratio(tiny_mo
 
 def test_dapo_eval_layers_a_config_file_on_the_runs_own(tiny_model_dir, reward_file, tmp_path, capsys):
     """`dapo eval CKPT my.yaml`: my.yaml changes what it holds; the rest stays the run's (it was
-    replaced by schema defaults: max_response_length 20480 on a 1024-token model)."""
+    replaced by schema defaults: max_response_length 20480 on a 1024-token model). The training
+    data is not read (it was, all of it, and a missing file stopped the evaluation)."""
     run = tmp_path / "run"
     Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=1", "eval.every_steps=0",
                         "eval.before_training=false")).train()
     mine = tmp_path / "my_eval.yaml"
     mine.write_text("eval: {k: 2}\n")
     checkpoint = run / "checkpoints" / "step-000001"
-    assert dapo_main(["eval", str(checkpoint), str(mine), "--save-dir", str(tmp_path / "eval")]) == 0
+    # an evaluation reads the held-out files only: a training file that is gone does not matter
+    assert dapo_main(["eval", str(checkpoint), str(mine), "--save-dir", str(tmp_path / "eval"),
+                      "data.train_files=[/nonexistent/train.parquet]"]) == 0
     out = capsys.readouterr().out
     assert "eval/avg@2" in out and "x k=2" in out
     assert "max_response_length: 12" in (tmp_path / "eval" / "config.yaml").read_text()  # the run's

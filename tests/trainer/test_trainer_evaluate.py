@@ -39,8 +39,9 @@ def test_maj_at_k_votes_for_answers_not_for_their_spelling():
     # a tie goes to the answer seen first
     assert score_at_k([r(False, "35"), r(True, "34")], 2)["eval/maj@2"] == 0.0
     assert score_at_k([r(True, "34"), r(False, "35")], 2)["eval/maj@2"] == 1.0
-    # no extracted answer anywhere (a user reward without the verifier): no maj@k, not 0
-    metrics = score_at_k([r(True, ""), r(True, "")], 2)
+    # no answer extracted: wrong; and with a reward that extracts none (no verifier), no maj@k, not 0
+    assert score_at_k([r(False, ""), r(False, "")], 2)["eval/maj@2"] == 0.0
+    metrics = score_at_k([r(True, ""), r(True, "")], 2, majority_vote=False)
     assert metrics["eval/avg@2"] == 1.0 and "eval/maj@2" not in metrics
 
 

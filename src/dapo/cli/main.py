@@ -97,7 +97,7 @@ def cmd_eval(ns: argparse.Namespace) -> int:
     # evaluation runs in this process, whatever placement the run trained with
     cfg = resolve([*args, f"model.path={ns.model}", "resources.nnodes=1", "resources.devices_per_node=1"], "eval")
     save_dir = Path(ns.save_dir) if ns.save_dir else default_eval_dir(Path(ns.model), saved.is_file())
-    check_run(cfg, write_output=False)
+    check_run(cfg, write_output=False, train_data=False)
     if problems := output_problems(save_dir, 0, key="--save-dir"):
         raise UserError(problems[0])
     from dapo.trainer import evaluate_model

@@ -194,6 +194,11 @@ class RewardScorer:
             message,
         )
 
+    @property
+    def extracts_answers(self) -> bool:
+        """Whether results carry the extracted answer (``pred``): only the verifier extracts one."""
+        return self.cfg.verifier_weight != 0
+
     def close(self) -> None:
         """Stop the worker processes."""
         self._pool.close()

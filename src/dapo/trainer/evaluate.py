@@ -62,11 +62,11 @@ def _vote(result: RewardResult) -> str:
     return canonical_integer(result.pred) or "".join(result.pred.split())
 
 
-def score_at_k(results: list[RewardResult], k: int) -> dict[str, float]:
+def score_at_k(results: list[RewardResult], k: int, majority_vote: bool = True) -> dict[str, float]:
     """avg@k, pass@k, maj@k from prompt-major results (k consecutive results per problem). maj@k:
     the most voted answer (ties: the first of them to appear) is correct; a problem without any
-    extracted answer counts as wrong, and maj@k is left out when no sample has one (a reward with
-    no verifier extracts none)."""
+    extracted answer counts as wrong. ``majority_vote=False`` (results without extracted answers:
+    a reward with no verifier) leaves maj@k out rather than report 0."""
     num_problems = len(results) // k
     avg = passed = majority = 0.0
     for i in range(num_problems):
@@ -79,7 +79,7 @@ def score_at_k(results: list[RewardResult], k: int) -> dict[str, float]:
             majority += float(votes.most_common(1)[0][0] == _CORRECT_VOTE)
     n = max(num_problems, 1)
     metrics = {f"eval/avg@{k}": avg / n, f"eval/pass@{k}": passed / n}
-    if any(r.pred for r in results):
+    if majority_vote:
         metrics[f"eval/maj@{k}"] = majority / n
     return metrics
 
@@ -109,7 +109,7 @@ def evaluate(
         completions += generation.completions
         if on_progress is not None:
             on_progress(chunk.stop, len(problems))
-    metrics = score_at_k(results, params.n)
+    metrics = score_at_k(results, params.n, scorer.extracts_answers)
     metrics["eval/response_length_mean"] = sum(len(c.token_ids) for c in completions) / max(len(completions), 1)
     metrics["eval/truncation_rate"] = sum(c.finish_reason == "length" for c in completions) / max(len(completions), 1)
     sources = sorted({p.data_source for p in problems})
@@ -118,7 +118,7 @@ def evaluate(
             picked = [i for i, p in enumerate(problems) if p.data_source == source]
             per_source = [results[i * params.n + j] for i in picked for j in range(params.n)]
             metrics.update({key.replace("eval/", f"eval/{source}/"): value
-                            for key, value in score_at_k(per_source, params.n).items()})
+                            for key, value in score_at_k(per_source, params.n, scorer.extracts_answers).items()})
     samples = [
         {"uid": problems[index // params.n].uid, "sample": index % params.n,
          **sample_record(problems[index // params.n], text, result, completion)}

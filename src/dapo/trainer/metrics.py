@@ -77,7 +77,7 @@ METRICS: dict[str, str] = {
     "eval/pass@k": "fraction of held-out problems with at least one correct sample among k",
     "eval/maj@k": "fraction of held-out problems whose majority-vote answer is correct (answers judged correct "
     "are one answer, others the same when they state the same integer or text; ties: first seen; absent when "
-    "no sample has an extracted answer)",
+    "the reward extracts no answers: reward.verifier_weight=0)",
     "eval/response_length_mean": "mean response length on the held-out set",
     "eval/truncation_rate": "fraction of held-out responses cut at the length limit",
     "eval/<data_source>/<metric>": "avg@k, pass@k and maj@k on the held-out problems of one data_source (logged "

@@ -88,18 +88,19 @@ def load_reference_model(path: Path, cfg: ModelConfig, device: torch.device) -> 
 
 @dataclass
 class RunData:
-    train: LoadedProblems
+    train: LoadedProblems | None  # None when only evaluating
     eval: LoadedProblems | None
 
     def counts(self) -> dict[str, float]:
         """``data/*`` metrics: problems, rows, duplicates dropped and rows skipped, per split."""
-        return {**self.train.counts("train"), **(self.eval.counts("eval") if self.eval else {})}
+        return {**(self.train.counts("train") if self.train else {}), **(self.eval.counts("eval") if self.eval else {})}
 
 
-def load_run_data(cfg: DAPOConfig) -> RunData:
-    train = load_problems(cfg.data.train_files, cfg.data, split="train")
+def load_run_data(cfg: DAPOConfig, train: bool = True) -> RunData:
+    """The held-out problems, and with ``train`` the training ones (an evaluation reads none)."""
+    train_problems = load_problems(cfg.data.train_files, cfg.data, split="train") if train else None
     held_out = load_problems(cfg.data.eval_files, cfg.data, split="eval") if cfg.data.eval_files else None
-    return RunData(train=train, eval=held_out)
+    return RunData(train=train_problems, eval=held_out)
 
 
 # Evaluation samples with one fixed seed per run, so evaluations before and after training
@@ -162,12 +163,13 @@ class RunSetup:
     engine: RolloutEngine
 
 
-def build_run(cfg: DAPOConfig, engine: RolloutEngine | None = None) -> RunSetup:
+def build_run(cfg: DAPOConfig, engine: RolloutEngine | None = None, train_data: bool = True) -> RunSetup:
     """Everything a run needs. Given an ``engine`` (the policy ranks' generation, when they hold
-    the weights), the model is only its structure on the meta device and no engine is built here."""
+    the weights), the model is only its structure on the meta device and no engine is built here.
+    ``train_data=False`` (an evaluation) leaves the training files unread."""
     device = resolve_device(cfg.trainer.device)
     model, tokenizer, model_path = load_model_and_tokenizer(cfg.model, device, weights=engine is None)
-    data = load_run_data(cfg)
+    data = load_run_data(cfg, train=train_data)
     if engine is None:
         engine = create_engine(cfg.rollout, model, tokenizer, model_path=str(model_path), **vllm_options(cfg, model))
     return RunSetup(

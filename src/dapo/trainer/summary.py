@@ -40,7 +40,7 @@ def evaluate_model(cfg: DAPOConfig, save_dir: str | Path | None = None, progress
     """avg@k / pass@k / maj@k of ``cfg.model.path`` (an HF directory or checkpoint) on data.eval_files,
     saying which data, how many problems and which sampling. With ``save_dir``: every sample to
     ``generations.jsonl``, the metrics to ``metrics.json`` and the config used to ``config.yaml``."""
-    run = build_run(cfg)
+    run = build_run(cfg, train_data=False)
     if run.data.eval is None:
         raise ConfigError("data.eval_files is empty: nothing to evaluate on")
     print(run.data.eval.describe("eval"))

@@ -77,3 +77,13 @@ def test_a_mapping_override_merges_into_its_section(capsys):
     assert cfg.trainer.lr == 1e-5
     assert (cfg.trainer.total_steps, cfg.trainer.prompts_per_step, cfg.trainer.device) == (
         default.trainer.total_steps, default.trainer.prompts_per_step, default.trainer.device)
+
+
+def test_a_section_with_every_key_commented_out_takes_its_defaults(tmp_path, capsys):
+    config = tmp_path / "mine.yaml"
+    config.write_text("eval:\n  # k: 8\ntrainer:\n  total_steps: 5\n")
+    assert main(["config", str(config)]) == 0
+    assert "total_steps: 5" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_info:
+        main(["ablate", "--seeds", "0"])
+    assert exit_info.value.code == 2 and "not a positive integer" in capsys.readouterr().err

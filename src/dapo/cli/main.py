@@ -155,6 +155,13 @@ def cmd_ablate(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dapo",
@@ -199,8 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
     dry.set_defaults(func=cmd_plan)
 
     ablate = sub.add_parser("ablate", help="the paper's ablation (naive GRPO -> full DAPO) on a built-in task")
-    ablate.add_argument("--seeds", type=int, default=3)
-    ablate.add_argument("--steps", type=int, default=30, help="training steps per run (equal compute)")
+    ablate.add_argument("--seeds", type=_positive_int, default=3)
+    ablate.add_argument("--steps", type=_positive_int, default=30, help="training steps per run (equal compute)")
     ablate.add_argument("--task", default=DEFAULT_TASK, choices=sorted(ABLATION_TASKS),
                         help="built-in task and base model (see dapo.cli.ablate.ABLATION_TASKS)")
     ablate.add_argument("--output-dir", default="runs/ablation")

@@ -76,6 +76,8 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
             return None
         return _coerce(value, args[0], where)
     if dataclasses.is_dataclass(annotation):
+        if value is None:  # a section whose keys are all commented out: its defaults
+            value = {}
         if not isinstance(value, dict):
             raise ConfigError(f"{where} must be a mapping, got {value!r}")
         return _build(annotation, value, where)

@@ -371,7 +371,7 @@ class TrainerConfig:
 
 @dataclass
 class EvalConfig:
-    # Evaluate every this many optimizer steps (0: only before and after training).
+    # Evaluate every this many training (rollout) steps (0: only before and after training).
     every_steps: int = 0
     # Evaluate before the first step, giving the baseline.
     before_training: bool = True
@@ -395,7 +395,7 @@ class EvalConfig:
 
 @dataclass
 class CheckpointConfig:
-    # Save a checkpoint every this many optimizer steps (0: only the final one).
+    # Save a checkpoint every this many training (rollout) steps (0: only the final one).
     every_steps: int = 0
     # Keep the newest K checkpoints (the final one is always written).
     keep_last: int = 2

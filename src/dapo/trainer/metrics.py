@@ -117,11 +117,8 @@ class MetricsLogger:
         self.path = Path(run_dir) / "metrics.jsonl"
         self.completions_path = Path(run_dir) / "completions.jsonl"
         self._tb = self._wandb = None
-        self._tb_dir = str(Path(run_dir) / "tensorboard")
-        if tensorboard:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self._tb = SummaryWriter(log_dir=self._tb_dir)
+        self._tb_dir = str(Path(run_dir) / "tensorboard") if tensorboard else None
+        self._tb_purge_step: int | None = None  # set on resume: hide an earlier attempt's later points
         if wandb:
             try:
                 import wandb as wandb_module
@@ -140,20 +137,27 @@ class MetricsLogger:
                 kept = [json.dumps(row) for row in rows if row["step"] <= step]
                 write_atomically(path, "".join(line + "\n" for line in kept))
         if self._tb is not None:
+            self._tb.close()
+            self._tb = None
+        self._tb_purge_step = step + 1
+
+    def _board(self) -> Any:
+        """The TensorBoard writer (opened at first use, after any resume), or None when disabled."""
+        if self._tb is None and self._tb_dir is not None:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._tb.close()
-            self._tb = SummaryWriter(log_dir=self._tb_dir, purge_step=step + 1)
+            self._tb = SummaryWriter(log_dir=self._tb_dir, purge_step=self._tb_purge_step)
+        return self._tb
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         clean = {k: (float(v) if isinstance(v, (int, float)) else v) for k, v in metrics.items()}
         with self.path.open("a") as handle:
             handle.write(json.dumps({"step": step, **clean}) + "\n")
-        if self._tb is not None:
+        if (board := self._board()) is not None:
             for key, value in clean.items():
                 if isinstance(value, float) and math.isfinite(value):
-                    self._tb.add_scalar(key, value, step)
-            self._tb.flush()
+                    board.add_scalar(key, value, step)
+            board.flush()
         if self._wandb is not None:
             self._wandb.log(clean, step=step)
 
@@ -164,9 +168,9 @@ class MetricsLogger:
             return
         with self.completions_path.open("a") as handle:
             handle.writelines(json.dumps({"step": step, **record}) + "\n" for record in records)
-        if self._tb is not None:
-            self._tb.add_text("completions", completions_markdown(records), step)
-            self._tb.flush()
+        if (board := self._board()) is not None:
+            board.add_text("completions", completions_markdown(records), step)
+            board.flush()
         if self._wandb is not None:
             import wandb as wandb_module
 

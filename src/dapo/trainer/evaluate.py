@@ -29,8 +29,8 @@ from dapo.trainer.setup import RunSetup, make_sampling_params
 # Evaluation generates in chunks of at least this many sequences, to show progress between them
 # without starving a batched engine (a chunk is a whole generate() call).
 MIN_SEQUENCES_PER_CHUNK = 256
-_CORRECT_VOTE = "\x00correct"  # maj@k's one vote for every answer judged correct (no answer text equals it)
 MAX_CHUNKS = 20
+_CORRECT_VOTE = "\x00correct"  # maj@k's one vote for every answer judged correct (no answer text equals it)
 
 ProgressCallback = Callable[[int, int], None]  # (problems done, problems in all)
 

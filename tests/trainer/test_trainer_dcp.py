@@ -30,7 +30,7 @@ from dapo.trainer.checkpoint import (
     sharded_policy_state,
 )
 from dapo.trainer.policy import PolicyWorker
-from tests.trainer.test_trainer_policy import make_samples
+from tests.trainer.test_trainer_policy import make_samples, worker
 
 WORKER = Path(__file__).with_name("dcp_checkpoint_worker.py")
 ROOT = Path(__file__).resolve().parents[2]
@@ -156,15 +156,13 @@ def test_a_checkpoint_before_the_first_update_leaves_adamw_as_fresh(tiny_model_d
     """torch builds a fresh optimizer's state for saving by a zero-lr step; the first real update
     after such a save (e.g. checkpoint.every_steps=1 and no group with signal in step 1) must still
     be AdamW's first (its bias correction), as in a run that never saved, and so must a resume."""
-    def worker() -> PolicyWorker:
-        model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
-        return PolicyWorker(model, AlgorithmConfig(), TrainerConfig(lr=1e-2, warmup_steps=0), pad_token_id=0,
-                            temperature=1.0, total_steps=5, norm_const=16.0)
+    def fresh() -> PolicyWorker:
+        return worker(AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32), 10_000)
 
     samples = make_samples(torch.Generator().manual_seed(0))
-    never_saved, saved = worker(), worker()
+    never_saved, saved = fresh(), fresh()
     save_sharded_policy(tmp_path, saved.model, saved.optimizer, saved.scheduler)
-    resumed = worker()
+    resumed = fresh()
     load_sharded_policy(tmp_path, resumed.model, resumed.optimizer, resumed.scheduler)
     for policy in (never_saved, saved, resumed):
         policy.update(samples, on_policy=True)

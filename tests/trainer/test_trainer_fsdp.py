@@ -79,15 +79,8 @@ def test_ranks_get_token_balanced_shares():
 def test_the_process_group_reduces_cpu_tensors_on_every_device():
     """same_count and all_ranks_true all-reduce CPU tensors whatever the ranks' device: on CUDA the
     group must give CPU tensors a backend too (NCCL alone has none: every GPU run failed there)."""
-    import torch.distributed as dist
-
     from dapo.trainer.fsdp import process_group_backend
 
-    for device_type in ("cpu", "cuda"):
-        spec = process_group_backend(device_type)
-        per_device = dict(part.split(":") for part in spec.split(",")) if ":" in spec else {"cpu": spec}
-        assert per_device["cpu"] == "gloo", spec
-        if device_type == "cuda":
-            assert per_device["cuda"] == "nccl", spec
-        backend = dist.Backend(spec) if ":" not in spec else None
-        assert backend is None or "cpu" in dist.Backend.backend_capability[backend]
+    # (a CPU build of torch cannot create an NCCL group, so the CUDA spec is checked as written)
+    assert process_group_backend("cpu") == "gloo"
+    assert process_group_backend("cuda") == "cpu:gloo,cuda:nccl"

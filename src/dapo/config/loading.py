@@ -72,7 +72,7 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if value is None:
+        if value is None or value in ("None", "none"):  # YAML reads only null as None; Python users write None
             return None
         return _coerce(value, args[0], where)
     if dataclasses.is_dataclass(annotation):

@@ -53,8 +53,6 @@ class ModelConfig:
     def __post_init__(self) -> None:
         _one_of("model.dtype", self.dtype, ("float32", "bfloat16", "float16"))
         _check(bool(self.path), "model.path must name a model directory or 'builtin'")
-        if self.attn_implementation in ("None", "none", "null"):  # a YAML-ish spelling of "unset"
-            self.attn_implementation = None
 
 
 @dataclass

@@ -66,8 +66,13 @@ def list_checkpoints(run_dir: str | Path) -> list[Path]:
     root = Path(run_dir) / "checkpoints"
     if not root.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := CHECKPOINT_PATTERN.match(p.name))]
+    found = [(checkpoint_step(p), p) for p in root.iterdir() if CHECKPOINT_PATTERN.match(p.name)]
     return [p for _, p in sorted(found) if (p / STATE_FILE).exists()]
+
+
+def checkpoint_step(path: Path) -> int:
+    """The step of checkpoint directory ``path`` (``step-000012`` -> 12)."""
+    return int(CHECKPOINT_PATTERN.match(path.name).group(1))
 
 
 def set_aside_checkpoints_after(run_dir: str | Path, step: int) -> Path | None:
@@ -76,7 +81,7 @@ def set_aside_checkpoints_after(run_dir: str | Path, step: int) -> Path | None:
     earlier checkpoint). There neither ``resume=auto`` nor ``keep_last`` sees them, so a crash
     cannot resume the abandoned attempt and retention cannot delete the new one's checkpoints in
     their favour; nothing is deleted. Returns the folder, or None when there were none."""
-    later = [path for path in list_checkpoints(run_dir) if int(CHECKPOINT_PATTERN.match(path.name).group(1)) > step]
+    later = [path for path in list_checkpoints(run_dir) if checkpoint_step(path) > step]
     if not later:
         return None
     root = Path(run_dir) / "checkpoints"

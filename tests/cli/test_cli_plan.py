@@ -52,3 +52,17 @@ def test_plan_of_the_embedded_default_uses_the_built_in_models_shape(tmp_path, m
     text = plan(cfg)
     assert "(0.00B parameters, 4 layers, hidden 256" in text
     assert not (tmp_path / "cache").exists()
+
+
+def test_plan_counts_every_saved_activation_without_gradient_checkpointing(capsys):
+    """Without model.gradient_checkpointing each layer keeps ~34 bytes x hidden per token for the
+    backward pass, not only its 2-byte input: the 32B recipe would then not fit an 80 GB GPU."""
+    cfg = load_config([builtin_config_path("dapo_qwen2.5_32b")])
+    tokens, hidden, layers = cfg.trainer.micro_batch_tokens, 5120, 64
+    logits = tokens * 152064 * 4
+    assert f"{(tokens * hidden * 2 * layers + logits) / GIB:9.2f} GiB" in plan(cfg, params=32.8e9)
+    assert main(["plan", "dapo_qwen2.5_32b", "--params", "32.8e9", "model.gradient_checkpointing=false"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "activations (no checkpointing + logits)" in line)
+    assert row.endswith(f"{(tokens * hidden * 34 * layers + logits) / GIB:9.2f} GiB")
+    assert "DOES NOT FIT" in out and "set model.gradient_checkpointing=true" in out

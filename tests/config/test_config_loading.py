@@ -33,6 +33,7 @@ def test_resolved_config_round_trips(tmp_path: Path):
         ("algorithm.loss_agg_mode=sum", "not one of"),
         ("rollout.n=1", "dynamic_sampling needs rollout.n >= 2"),
         ("algorithm.old_logprobs=cached", "not one of"),
+        ("rollout.stop_strings=[User:]", 'reads User: as a mapping, quote it: "User:"'),
     ],
 )
 def test_invalid_values_say_why(override: str, message: str):

@@ -46,11 +46,13 @@ def test_leftover_temporary_checkpoints_of_a_killed_run_are_removed(tiny_model_d
 def test_resume_refuses_another_models_checkpoint_naming_the_difference(tiny_model_dir, reward_file, tmp_path):
     run = tmp_path / "run"
     Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=1")).train()
+    run_config = (run / "config.yaml").read_text()
     wider = make_tiny_model(tmp_path / "wider", hidden_size=48)
     trainer = Trainer(tiny_config(wider, run, reward_file, "trainer.total_steps=2"))
     with pytest.raises(RunDirError, match=r"hidden_size 32 \(checkpoint\) != 48 \(this run\).*new output_dir"):
         trainer.train()
     trainer.state.close()
+    assert (run / "config.yaml").read_text() == run_config  # the refused run's config is not the run's
     # the same architecture from another directory: a different model.path is refused too
     same_shape = make_tiny_model(tmp_path / "other", seed=1)
     trainer = Trainer(tiny_config(same_shape, run, reward_file, "trainer.total_steps=2"))

@@ -6,7 +6,10 @@ Per policy rank (FSDP2 over W ranks, N parameters, L layers, hidden size H, voca
 
     sharded training state  = N/W x (param bytes + grad bytes + 8 AdamW bytes)
     gathered layer          = 2 x N/L x param bytes      (the unit being used and the next, prefetched)
-    activations             = T x H x 2 x L (checkpointed layer inputs, bf16) + T x V x 4 (logits)
+    activations             = T x H x 2 x L (model.gradient_checkpointing: the layer inputs, bf16)
+                              or T x H x 34 x L (without it: every tensor a layer saves for backward,
+                              16-bit, attention scores not stored, Korthikanti et al. 2022)
+                              + T x V x 4 (logits)
     rollout engine          = vLLM: its memory share of the device, holding N/tp bf16 weights
                               (tp = rollout.vllm_tensor_parallel_size) + KV cache;
                               native: a full copy, N x bytes
@@ -57,10 +60,13 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
     res, world = cfg.resources, cfg.resources.world_size
     param_bytes = BYTES[cfg.model.dtype]
     tokens = cfg.trainer.micro_batch_tokens
+    checkpointed = cfg.model.gradient_checkpointing
+    layer_bytes_per_token = hidden * (2 if checkpointed else 34)
     rows = [
         ("sharded weights + grads + AdamW", n / world * (2 * param_bytes + 8)),
         ("gathered layers (FSDP2 unit + prefetch)", 2 * n / layers * param_bytes),
-        ("activations (checkpointed inputs + logits)", tokens * hidden * 2 * layers + tokens * vocab * 4),
+        (f"activations ({'checkpointed inputs' if checkpointed else 'no checkpointing'} + logits)",
+         tokens * layer_bytes_per_token * layers + tokens * vocab * 4),
     ]
     tp = cfg.rollout.vllm_tensor_parallel_size if cfg.rollout.engine == "vllm" else 1
     vllm_weights = 2 * n / tp  # bf16 bytes of this device's slice of the engine
@@ -94,5 +100,6 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
                      "or rollout.vllm_tensor_parallel_size")
     if total + share > device_gib:
         lines.append(f"DOES NOT FIT: {total + share:.0f} GiB per rank on a {device_gib:.0f} GiB device; add ranks, "
-                     "lower trainer.micro_batch_tokens, or lower the vLLM share")
+                     "lower trainer.micro_batch_tokens, " + ("" if checkpointed else "set model.gradient_checkpointing=true, ")
+                     + "or lower the vLLM share")
     return "\n".join(lines)

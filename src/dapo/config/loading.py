@@ -100,7 +100,11 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
     if annotation in (int, float, str, bool) and not isinstance(value, annotation):
         if annotation is str and isinstance(value, (int, float)):
             return str(value)
-        raise ConfigError(f"{where}={value!r} should be of type {annotation.__name__}")
+        hint = ""
+        if annotation is str and isinstance(value, dict) and len(value) == 1 and None in value.values():
+            # YAML reads an unquoted `User:` as the mapping {'User': None}
+            hint = f"; YAML reads {next(iter(value))}: as a mapping, quote it: \"{next(iter(value))}:\""
+        raise ConfigError(f"{where}={value!r} should be of type {annotation.__name__}{hint}")
     return value
 
 

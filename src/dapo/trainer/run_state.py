@@ -40,6 +40,7 @@ from dapo.trainer.run_dir import (
     RunDirLock,
     checkpoint_mismatch,
     remove_stale_checkpoint_temps,
+    write_atomically,
 )
 
 TRUNCATION_WARNING_RATE = 0.5
@@ -82,7 +83,6 @@ class RunState:
         self.lock = RunDirLock(self.run_dir)  # before anything is written: one run per directory
         remove_stale_checkpoint_temps(self.run_dir)
         self.config_yaml = yaml.safe_dump(config_to_dict(cfg), sort_keys=False)
-        (self.run_dir / "config.yaml").write_text(self.config_yaml)
         self.logger = MetricsLogger(
             self.run_dir, cfg.logging.tensorboard, cfg.logging.wandb, cfg.logging.wandb_project, config_to_dict(cfg)
         )
@@ -114,6 +114,7 @@ class RunState:
         if path is None:
             self.logger.truncate_after(-1)
             set_aside_checkpoints_after(self.run_dir, -1)  # checkpoint.resume=never in a used directory
+            self._write_config()
             return None
         mismatch = checkpoint_mismatch(path, model_config, config_to_dict(self.cfg), self.cfg.checkpoint.resume == "auto")
         state = load_trainer_state(path)
@@ -124,7 +125,13 @@ class RunState:
                 "checkpoint.resume=never to start over in this one"
             )
         set_aside_checkpoints_after(self.run_dir, state["step"])  # resumed from an earlier checkpoint
+        self._write_config()
         return path, state
+
+    def _write_config(self) -> None:
+        """The run's resolved config as ``config.yaml``, once it is settled that this config runs
+        here: a refused resume leaves the directory's config as it was."""
+        write_atomically(self.run_dir / "config.yaml", self.config_yaml)
 
     def resumed_at(self, step: int) -> None:
         """The run goes on after ``step``: metrics and completions logged after it are dropped."""

@@ -37,6 +37,14 @@ def test_held_out_split_is_disjoint_from_training() -> None:
     assert make_arithmetic_problems(100, "eval", 1, 3) == held_out[:100]  # size does not reshuffle
 
 
+def test_the_documented_share_of_commuted_twins_in_training_is_exact() -> None:
+    """The module docstring and the README say how held-out the default eval set is: 73 of its
+    200 problems have their commuted twin among the 20000 training problems."""
+    train = {(p.extra["a"], p.extra["b"]) for p in make_arithmetic_problems(20000, "train", 1, 3)}
+    held_out = make_arithmetic_problems(200, "eval", 1, 3)
+    assert sum((p.extra["b"], p.extra["a"]) in train for p in held_out) == 73
+
+
 @pytest.mark.parametrize("op", ["+", "-", "*"])
 def test_every_solution_is_correct_and_ends_with_the_answer_line(op: str) -> None:
     for problem in make_arithmetic_problems(400, "train", 1, 4, [op]):

@@ -17,6 +17,12 @@ Splits: a problem belongs to the held-out split when a hash of its text falls in
 1-in-``EVAL_SHARE_DENOMINATOR`` bucket, so train and eval are disjoint by construction whatever
 the sizes, digit ranges or seeds. Each split is drawn from its own seeded stream, so the eval set
 does not change when the training size does. Problems within a split are distinct.
+"Held out" means the problem's text: the commuted twin (``b+a`` for ``a+b``) has its own hash,
+and every one-digit sum is a column step of the training traces. With the default sizes (1-3
+digit addition, 20000 training problems) 73 of the 200 held-out problems have their twin in
+training, mostly one- and two-digit ones, whose buckets training covers almost entirely.
+Held-out accuracy measures running the column procedure on operand pairs whose text was not
+trained, not answers never seen.
 
 Built-in problems carry ``extra["template"] = "none"``: the prompt is used verbatim, with no
 instruction wrapper and no chat template (see :class:`dapo.data.prompts.PromptEncoder`).

@@ -108,3 +108,25 @@ def test_lr_schedule_counts_training_steps_not_optimizer_updates(tiny_model_dir,
     # warm-up (s + 1) / (warmup + 1) for s < 2, then constant, or cosine to 0 over steps 2..4
     expected = [1e-3 / 3, 2e-3 / 3, 1e-3, 1e-3 if schedule == "constant" else 0.5e-3]
     assert per_step == pytest.approx(expected, rel=1e-12)
+
+
+def test_mismatch_counts_only_responses_sampled_this_step_and_pg_loss_excludes_the_entropy_bonus(tiny_model_dir):
+    """A carried-over response's rollout log-probs are an older policy's: its gap to the trainer is
+    a step of training, not engine/trainer mismatch. And actor/pg_loss is the clipped term alone,
+    while the loss minimised adds -entropy_coef x entropy."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).double()
+    w = worker(model, 1000)
+    samples = make_samples(torch.Generator().manual_seed(3))
+    for s, lp in zip(samples, w.compute_logprobs(samples).logprobs):
+        s.rollout_logprobs = s.old_logprobs = lp  # this step's: an engine that agrees exactly
+    for s in samples[:4]:  # group 0 was carried over: the policy has moved by 0.5 nats a token since
+        s.carried_over, s.rollout_logprobs = True, [x - 0.5 for x in s.rollout_logprobs]
+    passed = w.compute_logprobs(samples)
+    assert passed.tokens == sum(len(s.response_ids) for s in samples)  # entropy: every response
+    assert passed.mismatch_tokens == sum(len(s.response_ids) for s in samples[4:])
+    assert passed.mismatch_abs_sum < 1e-5 * passed.mismatch_tokens  # float32 storage only
+
+    w.algo.entropy_coef = 0.05
+    stats = w.update(samples, diagnose=True)
+    entropy = stats.diagnostics.entropy_sum / stats.diagnostics.tokens  # token-mean, as the loss
+    assert stats.loss == pytest.approx(stats.pg_loss - 0.05 * entropy, rel=1e-9)

@@ -150,3 +150,7 @@ def test_carried_over_groups_never_fill_a_step(fraction, cap):
     assert report.groups_discarded == 16 - cap
     carried = {s.group_id for s in batch if s.group_id < 24}
     assert len(carried) == cap and len({s.group_id for s in batch}) == 8
+    # marked, and last: the first mini-batch (where old_logprobs=rollout measures the engine/trainer
+    # mismatch) holds this step's groups
+    assert [s.carried_over for s in batch] == [s.group_id < 24 for s in batch]
+    assert sorted(batch, key=lambda s: s.carried_over) == batch

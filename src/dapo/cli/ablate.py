@@ -136,7 +136,7 @@ def run_variant(cfg: DAPOConfig, name: str, steps: int, evals: int) -> RunCurve:
         metrics = trainer.step_once().metrics
         generated += metrics["sampling/groups_generated"]
         curve.updates += int("actor/entropy" in metrics)
-        if "rollout/truncation_rate" in metrics and "actor/entropy" in metrics:
+        if all(key in metrics for key in ("rollout/truncation_rate", "actor/entropy", "actor/clip_frac_high")):
             curve.steps.append(trainer.step)
             for column, read, _ in DIAGNOSTICS:
                 curve.diagnostics[column].append(read(metrics))

@@ -45,6 +45,7 @@ class Sample:
     loss_weight: float = 1.0  # 0 when overlong filtering masks this response out
     old_logprobs: list[float] = field(default_factory=list)  # trainer's recomputed log-probs
     policy_version: int = 0  # training step whose policy generated it (>0 age = carried over)
+    carried_over: bool = False  # dynamic sampling's surplus from an earlier step (an older policy)
 
     @property
     def num_tokens(self) -> int:
@@ -78,6 +79,7 @@ def collate(samples: list[Sample], pad_token_id: int, packed: bool = False) -> d
         "rollout_logprobs": rollout_logprobs,
         "advantages": torch.tensor([s.advantage for s in samples], dtype=torch.float32),
         "response_lengths": torch.tensor([len(s.response_ids) for s in samples], dtype=torch.long),
+        "sampled_this_step": torch.tensor([not s.carried_over for s in samples], dtype=torch.bool),
     }
 
 

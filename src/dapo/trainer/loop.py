@@ -314,10 +314,10 @@ class Trainer:
         self.state.bar_skip(self.updates_per_step - len(stats))
         record.timer["weight_sync"] += self.sync_engine()
         diagnostics = stats[0].diagnostics if on_policy or from_rollout else old
-        tokens = max(diagnostics.tokens, 1.0)
-        metrics["actor/entropy"] = diagnostics.entropy_sum / tokens
-        metrics["mismatch/rollout_trainer_logprob_diff"] = diagnostics.mismatch_abs_sum / tokens
-        metrics["mismatch/rollout_trainer_kl"] = diagnostics.mismatch_kl_sum / tokens
+        metrics["actor/entropy"] = diagnostics.entropy_sum / max(diagnostics.tokens, 1.0)
+        if diagnostics.mismatch_tokens:  # none when every measured response was carried over
+            metrics["mismatch/rollout_trainer_logprob_diff"] = diagnostics.mismatch_abs_sum / diagnostics.mismatch_tokens
+            metrics["mismatch/rollout_trainer_kl"] = diagnostics.mismatch_kl_sum / diagnostics.mismatch_tokens
         return self._finish_step(record, stats, report, started, batch)
 
     def _finish_step(self, record: StepResult, stats: list[UpdateStats], report: SamplingReport, started: float,

@@ -46,9 +46,11 @@ METRICS: dict[str, str] = {
     "or beyond algorithm.max_surplus_fraction of the next step",
     "sampling/hit_round_limit": "1 when the round limit stopped generation before the batch was full",
     # policy update (token-weighted over the step's optimizer mini-batches)
-    "actor/loss": "policy-gradient loss (sum over the step's mini-batches / number of mini-batches)",
+    "actor/loss": "the loss minimised: actor/pg_loss - entropy_coef x entropy + kl_coef x KL to the reference, "
+    "the extra terms aggregated as the policy-gradient loss (mean over the step's mini-batches)",
+    "actor/pg_loss": "policy-gradient loss, the decoupled-clip term alone (mean over the step's mini-batches)",
     "actor/entropy": "mean per-token entropy of pi_old on the trained responses (at rollout temperature); with "
-    "algorithm.old_logprobs=rollout, on the first mini-batch's",
+    "algorithm.old_logprobs=rollout, on the first mini-batch's (this step's groups)",
     "actor/clip_frac_low": "fraction of loss tokens clipped at 1 - clip_ratio_low (A < 0)",
     "actor/clip_frac_high": "fraction of loss tokens clipped at 1 + clip_ratio_high (A > 0)",
     "actor/clip_frac_dual": "fraction of loss tokens bounded by dual-clip c (A < 0, ratio > c)",
@@ -60,8 +62,9 @@ METRICS: dict[str, str] = {
     "actor/skipped_updates": "updates dropped because the loss or gradient was not finite",
     "actor/advantage_abs_mean": "mean |advantage| over trained responses",
     "mismatch/rollout_trainer_logprob_diff": "mean |log pi_rollout - log pi_old_trainer| per token (engine/trainer mismatch; "
-    "with algorithm.old_logprobs=rollout, measured on the first mini-batch)",
-    "mismatch/rollout_trainer_kl": "k3 estimate of KL(pi_rollout || pi_old_trainer) per token",
+    "over responses sampled this step, not carried-over ones, whose gap includes a step of training; "
+    "with algorithm.old_logprobs=rollout, measured on the first mini-batch; absent when it holds none)",
+    "mismatch/rollout_trainer_kl": "k3 estimate of KL(pi_rollout || pi_old_trainer) per token, over the same tokens",
     # timing and throughput
     "time/generate": "seconds generating responses this step",
     "time/reward": "seconds scoring responses this step",

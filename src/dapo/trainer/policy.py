@@ -44,6 +44,9 @@ class LogprobPass:
     logprobs: list[list[float]] = field(default_factory=list)
     tokens: float = 0.0
     entropy_sum: float = 0.0
+    # Over the tokens of responses sampled this step only: a carried-over response's rollout
+    # log-probs are an older policy's, so its gap would add a step of training to the mismatch.
+    mismatch_tokens: float = 0.0
     mismatch_abs_sum: float = 0.0  # sum |log pi_old_trainer - log pi_rollout|
     mismatch_kl_sum: float = 0.0  # sum of k3 estimates of KL(pi_rollout || pi_old_trainer)
 
@@ -54,6 +57,7 @@ class LogprobPass:
         for part in parts:
             total.tokens += part.tokens
             total.entropy_sum += part.entropy_sum
+            total.mismatch_tokens += part.mismatch_tokens
             total.mismatch_abs_sum += part.mismatch_abs_sum
             total.mismatch_kl_sum += part.mismatch_kl_sum
         return total
@@ -64,7 +68,8 @@ class UpdateStats:
     """One optimizer update: its loss and gradient norm, and the policy-loss sums (clip counts,
     KL, token count) of its micro-batches, added up."""
 
-    loss: float = 0.0
+    loss: float = 0.0  # what was minimised: pg_loss - entropy bonus + KL penalty
+    pg_loss: float = 0.0  # the policy-gradient loss alone
     policy: PolicyLossStats | None = None  # None until a micro-batch has been computed
     grad_norm: float = 0.0
     skipped: bool = False  # the update was dropped because the loss or gradient was not finite
@@ -178,16 +183,19 @@ class PolicyWorker:
 
     @torch.no_grad()
     def _diagnose(self, logits: torch.Tensor, logprobs: torch.Tensor, tensors: dict, into: LogprobPass) -> None:
-        """Add entropy and rollout/trainer mismatch sums over the real response tokens."""
+        """Add entropy sums over the real response tokens, and rollout/trainer mismatch sums over
+        those of the responses sampled this step."""
         lengths = tensors["response_lengths"]
         mask = torch.arange(logprobs.shape[1], device=logprobs.device)[None, :] < lengths[:, None]
         entropy = self._entropy(logits.detach(), tensors)
+        into.entropy_sum += float((entropy * mask).sum())
+        into.tokens += float(mask.sum())
+        mask = mask & tensors["sampled_this_step"].to(mask.device)[:, None]
         # log(pi_old_trainer / pi_rollout) per token: the engine/trainer mismatch
         delta = (logprobs.detach() - tensors["rollout_logprobs"]) * mask
-        into.entropy_sum += float((entropy * mask).sum())
         into.mismatch_abs_sum += float(delta.abs().sum())
         into.mismatch_kl_sum += float(((delta.exp() - 1 - delta) * mask).sum())
-        into.tokens += float(mask.sum())
+        into.mismatch_tokens += float(mask.sum())
 
     def update(
         self,
@@ -309,6 +317,7 @@ class PolicyWorker:
             norm_const=self.norm_const,
             importance_weights=weights,
         )
+        stats.pg_loss += float(loss.detach())
         agg = {"num_tokens": num_tokens, "num_seqs": num_seqs, "norm_const": self.norm_const}
         if self.algo.entropy_coef > 0:
             entropy = self._entropy(logits, tensors)

@@ -226,8 +226,8 @@ class RayPolicyGroup:
         shares = split_across_ranks(mini_batch, self.world_size)
         parts = self._get([r.update.remote(s, num_tokens, num_seqs, on_policy, diagnose)
                            for r, s in zip(self.ranks, shares)])
-        merged = UpdateStats(loss=sum(p.loss for p in parts), grad_norm=parts[0].grad_norm,
-                             skipped=any(p.skipped for p in parts))
+        merged = UpdateStats(loss=sum(p.loss for p in parts), pg_loss=sum(p.pg_loss for p in parts),
+                             grad_norm=parts[0].grad_norm, skipped=any(p.skipped for p in parts))
         sums = [p.policy for p in parts if p.policy is not None]
         merged.policy = PolicyLossStats.total(sums) if sums else None
         diagnostics = [p.diagnostics for p in parts if p.diagnostics is not None]

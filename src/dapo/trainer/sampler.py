@@ -5,10 +5,14 @@ wrong under binary correctness) have zero advantage and carry no gradient. We ov
 filter them out, generating further rounds until the step holds ``prompts_per_step`` groups with
 mixed outcomes, at most ``max_gen_rounds`` rounds. Accepted groups beyond the target are kept for
 the next step (``keep_surplus_groups``) instead of being thrown away; they are at most one step
-stale, and the trainer's recomputed old log-probs make the PPO ratio relative to the current policy.
+stale. With ``algorithm.old_logprobs=rollout`` their PPO ratio is taken against the older policy
+that sampled them (an importance ratio for the extra step); with ``recompute`` against the policy
+at the start of the step (``tis_cap`` then weights them by pi_old / pi_rollout).
 At most ``max_surplus_fraction`` of a step's groups come from that surplus, so every step trains
 on groups sampled from the current policy too; carried groups beyond the cap are dropped
-(verl keeps none: ``keep_surplus_groups=false``, the paper config's choice).
+(verl keeps none: ``keep_surplus_groups=false``, the paper config's choice). A step's batch
+holds its own groups first and the carried ones last, so the first mini-batch, on which
+``old_logprobs=rollout`` measures entropy and engine/trainer mismatch, is of this step's policy.
 """
 
 from __future__ import annotations
@@ -124,9 +128,11 @@ class DynamicSampler:
     def next_batch(self, generate_round: GenerateRound, step: int) -> tuple[list[Sample], SamplingReport]:
         """Collect ``prompts_per_step`` groups for training step ``step``."""
         report = SamplingReport()
-        fresh = [g for g in self.surplus if step - g[0].policy_version <= 1][: self.max_carried_in]
-        report.groups_discarded += len(self.surplus) - len(fresh)
-        accepted, self.surplus = fresh, []
+        carried = [g for g in self.surplus if step - g[0].policy_version <= 1][: self.max_carried_in]
+        report.groups_discarded += len(self.surplus) - len(carried)
+        for sample in (s for group in carried for s in group):
+            sample.carried_over = True
+        accepted, self.surplus = carried, []
         report.groups_carried_in = len(accepted)
         if not self.dynamic_sampling:
             samples = generate_round(self.stream.take(self.prompts_per_step), 0)
@@ -156,6 +162,7 @@ class DynamicSampler:
             report.groups_carried_out = len(rest)
         else:
             report.groups_discarded += len(rest)
+        batch = batch[report.groups_carried_in :] + batch[: report.groups_carried_in]  # this step's first
         return [s for group in batch for s in group], report
 
     def _filter(self, samples: list[Sample], report: SamplingReport) -> list[list[Sample]]:

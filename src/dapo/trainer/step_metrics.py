@@ -9,8 +9,6 @@ from dapo.trainer.batch import Sample
 from dapo.trainer.policy import UpdateStats
 from dapo.trainer.sampler import SamplingReport
 
-POLICY_METRICS = ("clip_frac_low", "clip_frac_high", "clip_frac_dual", "approx_kl", "ratio_mean")
-
 
 def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
@@ -23,7 +21,6 @@ def rollout_metrics(
     lengths = [len(s.response_ids) for s in generated]
     groups = max(report.groups_generated, 1)
     filtered = report.groups_generated - report.groups_kept
-    max_len = cfg.rollout.max_response_length
     penalties = [s.reward - s.score for s in batch]
     sampling = {
         "sampling/gen_rounds": float(report.gen_rounds),
@@ -39,14 +36,16 @@ def rollout_metrics(
     }
     if not generated:  # defensive: every step generates (carried-over groups are capped)
         return sampling
+    trained = {"rollout/reward_mean": _mean([s.reward for s in batch]),
+               "rollout/overlong_penalty_mean": _mean(penalties)} if batch else {}  # no batch: no number
     return {
         "rollout/score_mean": _mean([s.score for s in generated]),
-        "rollout/reward_mean": _mean([s.reward for s in batch]),
         "rollout/acc": _mean([float(s.acc) for s in generated]),
         "rollout/response_length_mean": _mean([float(n) for n in lengths]),
         "rollout/response_length_max": float(max(lengths, default=0)),
-        "rollout/truncation_rate": _mean([float(s.truncated or len(s.response_ids) >= max_len) for s in generated]),
-        "rollout/overlong_penalty_mean": _mean(penalties),
+        # cut by the length limit; a response whose EOS is its last allowed token was not cut
+        "rollout/truncation_rate": _mean([float(s.truncated) for s in generated]),
+        **trained,
         "rollout/reward_timeouts": float(sum(r.timed_out for r in results)),
         "rollout/reward_errors": float(sum(r.error for r in results)),
         **reward_function_metrics(results),
@@ -67,17 +66,22 @@ def reward_function_metrics(results: list[RewardResult]) -> dict[str, float]:
 
 
 def update_metrics(stats: list[UpdateStats], batch: list[Sample] | tuple, lr: float) -> dict[str, float]:
-    """Token-weighted clip fractions, KL and ratio over all updates; loss and grad norm averaged."""
+    """Token-weighted clip fractions, KL and ratio over all updates; loss and grad norm averaged.
+    A step that made no update logs no loss, clip, ratio or gradient figures (not zeros)."""
     made = [s for s in stats if not s.skipped]
-    sums = [s.policy for s in made if s.policy is not None]
-    policy = PolicyLossStats.total(sums).to_metrics() if sums else dict.fromkeys(POLICY_METRICS, 0.0)
     metrics = {
-        "actor/loss": _mean([s.loss for s in made]),
-        **{f"actor/{name}": value for name, value in policy.items()},
-        "actor/grad_norm": _mean([s.grad_norm for s in made]),
         "actor/lr": lr,
         "actor/updates": float(len(made)),
         "actor/skipped_updates": float(len(stats) - len(made)),
-        "actor/advantage_abs_mean": _mean([abs(s.advantage) for s in batch]),
     }
+    if batch:
+        metrics["actor/advantage_abs_mean"] = _mean([abs(s.advantage) for s in batch])
+    sums = [s.policy for s in made if s.policy is not None]
+    if sums:
+        metrics.update({
+            "actor/loss": _mean([s.loss for s in made]),
+            "actor/pg_loss": _mean([s.pg_loss for s in made]),
+            **{f"actor/{name}": value for name, value in PolicyLossStats.total(sums).to_metrics().items()},
+            "actor/grad_norm": _mean([s.grad_norm for s in made]),
+        })
     return metrics

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 from pathlib import Path
 
@@ -26,6 +27,28 @@ def test_hf_engine_logprobs_match_teacher_forced_forward(qwen2: torch.nn.Module,
     for completion in result.completions:
         reference = teacher_forced_logprobs(qwen2, PROMPTS[completion.prompt_index], completion, temperature)
         assert torch.allclose(reference, torch.tensor(completion.logprobs, dtype=torch.float64), atol=1e-4)
+
+
+def test_hf_engine_ignores_the_models_shipped_sampling_settings(qwen2: torch.nn.Module) -> None:
+    """A model's generation_config (Qwen2.5-Instruct ships repetition_penalty=1.05) must not
+    change what the engine samples from or the behaviour log-probs it reports."""
+    shipped = copy.deepcopy(qwen2.generation_config)
+    qwen2.generation_config.update(repetition_penalty=1.3, temperature=0.7, top_k=5, eos_token_id=3)
+    try:
+        params = SamplingParams(n=2, temperature=1.0, max_new_tokens=8, stop_token_ids=[1, 2], seed=0)
+        for completion in HFGenerateEngine(qwen2, PAD_ID).generate(PROMPTS, params).completions:
+            reference = teacher_forced_logprobs(qwen2, PROMPTS[completion.prompt_index], completion, 1.0)
+            assert torch.allclose(reference, torch.tensor(completion.logprobs, dtype=torch.float64), atol=1e-4)
+        assert qwen2.generation_config.repetition_penalty == 1.3  # the model's own, given back
+    finally:
+        qwen2.generation_config = shipped
+
+
+def test_hf_engine_unseeded_calls_draw_new_samples(qwen2: torch.nn.Module) -> None:
+    params = SamplingParams(n=4, temperature=1.5, max_new_tokens=8, stop_token_ids=[1, 2, 3])
+    engine = HFGenerateEngine(qwen2, PAD_ID)
+    first, second = (engine.generate(PROMPTS, params).completions for _ in range(2))
+    assert [c.token_ids for c in first] != [c.token_ids for c in second]
 
 
 def test_hf_engine_stops_truncates_and_reproduces(qwen2: torch.nn.Module) -> None:

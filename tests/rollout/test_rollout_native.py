@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from conftest import PAD_ID, VOCAB_SIZE, tiny_qwen2
@@ -98,6 +100,19 @@ def test_stop_strings_cut_after_the_completing_token(qwen2: torch.nn.Module) -> 
             assert text.endswith("ab") and "ab" not in text[:-1]
         else:
             assert "ab" not in text
+
+
+@pytest.mark.parametrize("stop", ["Answer:", "最终答案是：", "🎉🎉🎉"])
+def test_a_stop_string_of_many_byte_tokens_is_found(stop: str) -> None:
+    """A byte-level tokenizer spends up to four tokens on a character: the matcher's window must
+    still hold the whole stop string (18 tokens for the 6 characters of 最终答案是：)."""
+    from dapo.builtin import build_tokenizer
+    from dapo.rollout.stopping import cut_at_stop_string
+
+    tokenizer = build_tokenizer()  # the built-in model's: one token per byte outside ASCII
+    ids = tokenizer.encode(f"some reasoning {stop} and more after it", add_special_tokens=False)
+    cut = cut_at_stop_string(ids, [stop], tokenizer)
+    assert cut is not None and tokenizer.decode(ids[:cut]) == f"some reasoning {stop}"
 
 
 def test_stop_strings_without_tokenizer_is_a_clear_error(qwen2: torch.nn.Module) -> None:
@@ -206,3 +221,19 @@ def test_bf16_decode_of_a_float32_policy_stays_close_to_the_float32_logprobs(
     # and it really is a different (rounded) model, not the float32 path
     fp32 = NativeEngine(qwen2, pad_token_id=0).generate(prompts, params)
     assert any(a.logprobs != b.logprobs for a, b in zip(result.completions, fp32.completions))
+
+
+def test_float16_decode_survives_a_large_residual_stream(qwen2):
+    """rollout.native_dtype=float16 on a float32 policy: the folded RMSNorm's sum of squares must
+    not overflow float16 (65504) when activations are large, as real LLMs' outlier dimensions are;
+    an overflow zeroes the layer's input and samples garbage."""
+    model = copy.deepcopy(qwen2)
+    with torch.no_grad():
+        model.model.embed_tokens.weight.mul_(2000.0)  # rms(x) ~ 1e2-1e3, sum(x^2) far past 65504
+    prompt = [5, 6, 7, 8]
+    params = SamplingParams(n=2, temperature=1.0, max_new_tokens=8, seed=0)
+    engine = NativeEngine(model, pad_token_id=0, compute_dtype=torch.float16)
+    for completion in engine.generate([prompt], params).completions:
+        exact = teacher_forced_logprobs(model, prompt, completion, 1.0)
+        assert (torch.tensor(completion.logprobs) - exact).abs().max() < 0.1
+    assert engine.last_path == "llama"

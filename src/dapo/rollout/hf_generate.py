@@ -8,7 +8,9 @@ under the distribution actually sampled from, as :func:`compute_transition_score
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -35,7 +37,8 @@ class HFGenerateEngine:
         self.tokenizer = tokenizer
 
     def _generation_config(self, params: SamplingParams) -> GenerationConfig:
-        # A fresh config, so the model's own generation defaults (e.g. top_k=50) cannot leak in.
+        # Every sampling setting explicit; generate() fills the rest from the model's own
+        # generation_config, which generate() below swaps for a neutral one.
         return GenerationConfig(
             do_sample=True,
             temperature=params.temperature,
@@ -61,8 +64,10 @@ class HFGenerateEngine:
         input_ids = input_ids.repeat_interleave(params.n, dim=0)
         slots = torch.arange(input_ids.shape[1], device=device)
         attention_mask = (slots.unsqueeze(0) >= pad_lengths.repeat_interleave(params.n).unsqueeze(1)).long()
-        with torch.inference_mode(), eval_mode(self.model), torch.random.fork_rng(devices=_cuda_devices(device)):
-            if params.seed is not None:
+        seeded = params.seed is not None  # unseeded calls draw from (and advance) the global RNG
+        with (torch.inference_mode(), eval_mode(self.model), _neutral_generation_config(self.model),
+              torch.random.fork_rng(devices=_cuda_devices(device), enabled=seeded)):
+            if seeded:
                 torch.manual_seed(params.seed)
             output = self.model.generate(
                 input_ids=input_ids, attention_mask=attention_mask, generation_config=self._generation_config(params)
@@ -101,6 +106,19 @@ class HFGenerateEngine:
 
     def close(self) -> None:
         """Nothing to release: the model is the trainer's."""
+
+
+@contextlib.contextmanager
+def _neutral_generation_config(model: nn.Module) -> Iterator[None]:
+    """The model's ``generation_config`` replaced by the library defaults during the call: a
+    shipped one (Qwen2.5-Instruct's ``repetition_penalty=1.05``, its ``eos_token_id``) would
+    otherwise change the sampled distribution and the behaviour log-probs."""
+    saved = getattr(model, "generation_config", None)
+    model.generation_config = GenerationConfig()
+    try:
+        yield
+    finally:
+        model.generation_config = saved
 
 
 def _cuda_devices(device: torch.device) -> list[int]:

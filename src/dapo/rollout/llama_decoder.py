@@ -211,9 +211,11 @@ class LlamaDecodeSession:
     def _inverse_rms(self, hidden: torch.Tensor) -> torch.Tensor:
         """The folded RMSNorm's row scale, (..., 1):
         1 / sqrt(mean(x^2) + eps) = sqrt(n) / sqrt(sum(x^2) + n eps), with the sqrt(n) folded
-        into the weights (three ops instead of five, per norm per token)."""
-        sum_of_squares = torch.linalg.vecdot(hidden, hidden)
-        return sum_of_squares.add_(hidden.shape[-1] * self.eps).rsqrt_().unsqueeze(-1)
+        into the weights (three ops instead of five, per norm per token). In float32: a float16
+        sum of squares overflows (65504) once rms(x) passes sqrt(65504 / n), 8.5 at n = 896."""
+        wide = hidden.float()
+        sum_of_squares = torch.linalg.vecdot(wide, wide)
+        return sum_of_squares.add_(hidden.shape[-1] * self.eps).rsqrt_().unsqueeze(-1).to(hidden.dtype)
 
     def _normed_projection(
         self, hidden: torch.Tensor, norm_weight: torch.Tensor | None, proj: _Projection

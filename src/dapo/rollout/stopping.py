@@ -40,8 +40,9 @@ def model_stop_token_ids(tokenizer: Any, generation_eos: int | Iterable[int] | N
     return ids
 
 
-# Tokens decoded beyond the longest stop string's length in characters: covers tokens that
-# decode to nothing on their own (partial UTF-8 bytes, special tokens).
+# Tokens decoded beyond the longest stop string's length in UTF-8 bytes (a token carries at least
+# one byte, a character up to four: byte-level tokenizers split non-ASCII text into single bytes):
+# covers tokens that decode to nothing on their own (partial UTF-8 bytes, special tokens).
 _WINDOW_SLACK_TOKENS = 8
 
 
@@ -56,7 +57,7 @@ class StopStringMatcher:
             )
         self.stop_strings = list(stop_strings)
         self.tokenizer = tokenizer
-        self.window = max((len(s) for s in stop_strings), default=0) + _WINDOW_SLACK_TOKENS
+        self.window = max((len(s.encode()) for s in stop_strings), default=0) + _WINDOW_SLACK_TOKENS
         self.histories: dict[int, list[int]] = {}
 
     def __bool__(self) -> bool:

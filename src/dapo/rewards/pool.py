@@ -6,7 +6,11 @@ Tasks go out in chunks for throughput, but a worker reports each task as it fini
 parent restarts the clock at every report, so each task gets ``timeout_s`` of its own. When a
 worker is killed, the task it was running is marked ``timeout`` and the unstarted rest of its
 chunk goes back to the front of the queue. A replacement starts in the background and takes
-work once it says it is ready (start-up time never counts against a task).
+work once it says it is ready (start-up time never counts against a task). A worker that dies
+while starting is not replaced within the run (its replacement would likely die the same way);
+each run starts the pool back up to its size, so a passing cause costs one run's capacity.
+Each task travels pickled on its own and is unpickled inside the worker's error handling, so an
+item the worker cannot rebuild fails alone, as ``raised``.
 
 Workers are fresh interpreters (``python -c "...worker.main()"``) talking over a socket pair:
 the trainer process holds torch threads, so forking it is unsafe, and multiprocessing's spawn
@@ -80,6 +84,7 @@ class WorkerPool:
         timeout_s: float,
         startup_timeout_s: float = 60.0,
     ) -> None:
+        self.num_workers = num_workers
         self.timeout_s = timeout_s
         self.startup_timeout_s = startup_timeout_s
         self._specs = list(function_specs)
@@ -128,20 +133,23 @@ class WorkerPool:
         self._results = [None] * len(tasks)
         self._done = 0
         self.outputs = {}
+        self._init_error = None
+        self._workers += [self._start_worker() for _ in range(self.num_workers - len(self._workers))]
         pending: deque[int] = deque(range(len(tasks)))
         chunk_size = max(1, min(_MAX_CHUNK, len(tasks) // (4 * max(1, len(self._workers)))))
         while self._done < len(tasks):
-            self._dispatch(pending, tasks, chunk_size)
-            if not any(w.ready for w in self._workers) and (
-                self._init_error is not None or self._startup_overdue()
-            ):
-                self._fail_pending(pending, self._init_error or "no scoring worker could start")
-                break
-            wait(self._waitables(), timeout=self._wait_timeout())
+            # Read before deciding anything: a replacement may have said it is ready since the last run.
             for worker in list(self._workers):
                 self._drain(worker)
                 if worker.dead or time.monotonic() > worker.deadline:
                     self._retire(worker, pending, "died" if worker.dead else "timeout")
+            if self._done == len(tasks):
+                break
+            if self._none_can_start():
+                self._fail_pending(pending, self._init_error or "no scoring worker could start")
+                break
+            self._dispatch(pending, tasks, chunk_size)
+            wait(self._waitables(), timeout=self._wait_timeout())
         results, self._results = self._results, []
         return results  # type: ignore[return-value]
 
@@ -150,7 +158,7 @@ class WorkerPool:
             if not (worker.ready and not worker.inflight and pending):
                 continue
             ids = [pending.popleft() for _ in range(min(chunk_size, len(pending)))]
-            chunk = [(i, tasks[i]) for i in ids if tasks[i][0] != "fn" or self._picklable(i, tasks[i])]
+            chunk = [(i, blob) for i in ids if (blob := self._pickled(i, tasks[i])) is not None]
             try:
                 worker.conn.send(chunk)
             except (BrokenPipeError, OSError):
@@ -159,13 +167,13 @@ class WorkerPool:
             worker.inflight.extend(i for i, _ in chunk)
             worker.deadline = time.monotonic() + self.timeout_s if chunk else math.inf
 
-    def _picklable(self, task_id: int, task: tuple) -> bool:
+    def _pickled(self, task_id: int, task: tuple) -> bytes | None:
+        """The task as the worker receives it, or None (and the task failed) if it cannot be sent."""
         try:
-            pickle.dumps(task)
+            return pickle.dumps(task)
         except Exception as exc:
             self._finish(task_id, ("raised", f"the item could not be sent to a worker: {exc!r}"))
-            return False
-        return True
+            return None
 
     def _drain(self, worker: _Worker) -> None:
         """Read every message the worker has sent so far."""
@@ -197,9 +205,9 @@ class WorkerPool:
     def _retire(self, worker: _Worker, pending: deque[int], reason: str) -> None:
         """Kill ``worker``, charge its running task, requeue the rest, start a replacement.
 
-        A worker that dies before it was ever ready is not replaced (its replacement would
-        die the same way, forever): the pool shrinks, and with no worker left every task
-        fails with the reason instead of waiting.
+        A worker that dies before it was ever ready is not replaced in this run (its
+        replacement would likely die the same way): the pool shrinks, and with no worker left
+        the run's remaining tasks fail with the reason instead of waiting.
         """
         self._stop(worker, graceful=False)
         if worker.inflight:
@@ -221,9 +229,11 @@ class WorkerPool:
         while pending:
             self._finish(pending.popleft(), ("died", why))
 
-    def _startup_overdue(self) -> bool:
-        oldest = min((w.started_at for w in self._workers), default=-math.inf)
-        return time.monotonic() - oldest > self.startup_timeout_s
+    def _none_can_start(self) -> bool:
+        """No worker is ready, and none may still become so: every one died starting or has
+        taken longer than ``startup_timeout_s`` to start."""
+        now = time.monotonic()
+        return not any(w.ready or now - w.started_at <= self.startup_timeout_s for w in self._workers)
 
     def _waitables(self) -> list[Any]:
         return [w.conn for w in self._workers]  # a dying worker makes its socket readable (EOF)

@@ -4,7 +4,8 @@ Each worker is a fresh interpreter started by the pool; it loads the user reward
 tasks one task at a time, sending ``("result", task_id, outcome)`` after each, so the parent
 can hold every task to its own deadline and kill the worker when one runs past it.
 
-Tasks:   ``("math", ground_truth, pred)`` and ``("fn", index, response, ground_truth, extra)``.
+Tasks:   ``("math", ground_truth, pred)`` and ``("fn", index, response, ground_truth, extra)``,
+each pickled on its own: a chunk is a list of ``(task_id, pickled task)``.
 Outcome: ``("ok", value)``, ``("raised", traceback text)`` or ``("bad", why the return value
 is wrong)``; the parent adds ``("timeout", None)`` and ``("died", None)``.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import pickle
 import signal
 import sys
 import traceback
@@ -81,18 +83,20 @@ def serve(conn: Connection, function_specs: list[str]) -> None:
             return  # the parent is gone
         if chunk is None:
             return
-        for task_id, task in chunk:
+        for task_id, pickled_task in chunk:
             output = BoundedOutput()
             with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
-                outcome = run_task(task, functions)
+                outcome = run_task(pickled_task, functions)
             if output.total:
                 conn.send(("output", task_id, output.kept.getvalue(), output.total))
             conn.send(("result", task_id, outcome))
 
 
-def run_task(task: tuple, functions: list[RewardFunction]) -> Outcome:
-    """Run one task; every exception becomes an outcome, so the worker survives it."""
+def run_task(pickled_task: bytes, functions: list[RewardFunction]) -> Outcome:
+    """Run one task; every exception becomes an outcome, so the worker survives it (an item
+    that cannot be unpickled here, e.g. of a class only the trainer's ``__main__`` defines, too)."""
     try:
+        task = pickle.loads(pickled_task)
         if task[0] == "math":
             _, ground_truth, pred = task
             return "ok", math_equal(pred, ground_truth)

@@ -1,0 +1,77 @@
+"""The scoring worker pool recovers: replacements are used whenever they became ready, a worker
+that could not start is tried again on the next run, and one bad item fails alone."""
+
+from __future__ import annotations
+
+import sys
+import time
+import types
+from pathlib import Path
+
+from dapo.rewards.pool import WorkerPool
+
+FNS = str(Path(__file__).resolve().parent / "reward_fns_fixture.py")
+
+
+def fn_tasks(extras: list[dict]) -> list[tuple]:
+    return [("fn", 0, "response", "1", extra) for extra in extras]
+
+
+def test_a_replacement_that_became_ready_between_runs_takes_the_next_run():
+    """The last item hangs, so its worker is replaced as the run ends; the trainer then
+    generates for longer than the start-up timeout before it scores again. The replacement said
+    it was ready meanwhile: the next run must use it, not fail every item."""
+    pool = WorkerPool(1, [f"{FNS}:sleeps_when_asked"], timeout_s=1.0, startup_timeout_s=2.0)
+    try:
+        first = pool.run(fn_tasks([{}, {}, {"sleep": True}]))
+        assert [kind for kind, _ in first] == ["ok", "ok", "timeout"]
+        [replacement] = pool._workers
+        deadline = time.monotonic() + 120
+        while not replacement.conn.poll() and time.monotonic() < deadline:  # its "ready" is waiting
+            time.sleep(0.05)
+        time.sleep(max(0.0, replacement.started_at + 2.5 - time.monotonic()))  # past startup_timeout_s
+        assert [kind for kind, _ in pool.run(fn_tasks([{}] * 4))] == ["ok"] * 4
+    finally:
+        pool.close()
+
+
+def test_a_worker_that_could_not_start_is_tried_again_on_the_next_run(tmp_path):
+    marker = tmp_path / "import_fails"
+    module = tmp_path / "flaky_import.py"
+    module.write_text(
+        "import os, pathlib\n"
+        f"if pathlib.Path({str(marker)!r}).exists():\n"
+        "    raise ImportError('a passing cause')\n"
+        "def f(response, ground_truth, extra):\n"
+        "    if extra.get('exit'):\n"
+        "        os._exit(3)\n"
+        "    return 1.0\n"
+    )
+    pool = WorkerPool(1, [f"{module}:f"], timeout_s=5.0, startup_timeout_s=30.0)
+    try:
+        marker.touch()  # the replacement of the worker killed below cannot start
+        outcomes = pool.run(fn_tasks([{"exit": True}, {}, {}]))
+        assert outcomes[0][0] == "died" and all(kind == "died" for kind, _ in outcomes[1:])
+        assert "a passing cause" in outcomes[1][1]
+        marker.unlink()  # the cause passed: the pool starts back up to its size
+        assert [kind for kind, _ in pool.run(fn_tasks([{}] * 3))] == ["ok"] * 3
+    finally:
+        pool.close()
+
+
+def test_an_item_the_worker_cannot_unpickle_fails_alone():
+    """An extra holding a class only the trainer process defines: that item is 'raised', its
+    chunk neighbours are scored, and no worker dies."""
+    only_here = types.ModuleType("defined_only_in_the_trainer")
+    thing = type("Thing", (), {"__module__": only_here.__name__})
+    only_here.Thing = thing
+    sys.modules[only_here.__name__] = only_here
+    pool = WorkerPool(1, [f"{FNS}:length_bonus"], timeout_s=5.0)
+    try:
+        pids = pool.pids
+        outcomes = pool.run(fn_tasks([{}, {"obj": thing()}, {}]))
+        assert [kind for kind, _ in outcomes] == ["ok", "raised", "ok"]
+        assert "defined_only_in_the_trainer" in outcomes[1][1] and pool.pids == pids
+    finally:
+        pool.close()
+        del sys.modules[only_here.__name__]

@@ -35,11 +35,23 @@ _GLUED_COMMA = re.compile(r",\\!\s{0,3}")  # 11,\! 111 is one number
 _BRACED_COMMA = re.compile(r" ?\{ ?, ?\} ?")  # 14{,}916 and 14 {, }916
 _TEXT_CONNECTIVE = re.compile(r"\\(?:text|textrm|mbox|textnormal)\{ {0,3}(and|or) {0,3}\}")
 _UNIT_WORD = re.compile(r"[A-Za-z]{1,20}(?:\^\{?[0-9]\}?|/[A-Za-z]{1,20})?")  # cm, cm^2, m/s
-_TRAILING_REMARK = re.compile(r"(?<=[0-9]) {0,3}\([^()]{0,200}[A-Za-z][^()]{0,200}\)$")  # 7 (mod 10)
+# A remark after a number, "7 (mod 10)", "34 (since n is even)": a space, then words with no
+# operator, command or relation ("2 (n+1)" and "4 (2 + \sqrt{2})" are products, not remarks).
+_TRAILING_REMARK = re.compile(r"(?<=[0-9]) {1,3}\([^()+\-*/^\\=<>]{0,200}[A-Za-z]{2}[^()+\-*/^\\=<>]{0,200}\)$")
 # Words that change a number's value, so never dropped as units.
-_SCALE_WORDS = frozenset(("hundred", "hundreds", "thousand", "thousands", "million", "millions", "billion",
-                          "billions", "trillion", "trillions", "dozen", "dozens", "squared", "cubed"))
-_ENDS_IN_SCALE_WORD = re.compile(r"(?i)[0-9][\s}{$]*(?:\\[a-z]+\{)?\s*(?:" + "|".join(sorted(_SCALE_WORDS)) + r")\s*\}?\$?\s*$")
+SCALE_WORDS = frozenset(("hundred", "hundreds", "thousand", "thousands", "million", "millions", "billion",
+                         "billions", "trillion", "trillions", "dozen", "dozens", "squared", "cubed"))
+# Nor words that make the number part of an expression ("2 pi", "7 and a half", "2 times n",
+# "540 is not correct"), nor one letter ("2 i", "3 x") unless it is an SI unit symbol.
+_NOT_UNITS = SCALE_WORDS | frozenset((
+    "pi", "half", "halves", "third", "thirds", "quarter", "quarters", "fourth", "fourths", "fifth", "fifths",
+    "sixth", "sixths", "seventh", "sevenths", "eighth", "eighths", "ninth", "ninths", "tenth", "tenths",
+    "times", "over", "minus", "plus", "and", "or", "is", "not", "of", "divided", "root", "roots", "sqrt", "factorial",
+))
+_UNIT_LETTERS = frozenset("mgshLKVWJNCF")  # metre, gram, second, hour, litre, kelvin, volt, watt,
+# joule, newton, Celsius and Fahrenheit (after a degree sign)
+# A number, then one word (bare or in \text{...}, \mathrm{...}) and the end: "34 thousand", "2 \text{ pi}".
+_ENDS_IN_WORD = re.compile(r"[0-9][\s}{$]*(?:\\[a-z]+\{)?\s*([A-Za-z]+)\s*\}?\$?\s*$")
 _PLAIN_INTEGER = re.compile(r"[+-]?[0-9]+(?:\.0*)?")
 _GROUPED_INTEGER = re.compile(r"[+-]?[0-9]{1,3}(?:[, ][0-9]{3})+(?:\.0*)?")
 # Unambiguous (no two quantifiers compete for the same characters): linear even on 10^5 digits.
@@ -66,9 +78,11 @@ def _strip_number_decorations(answer: str) -> str:
     prefix = _VARIABLE_PREFIX.match(answer)
     if prefix:
         answer = answer[prefix.end() :]
-    for _ in range(3):  # e.g. "34^\circ \text{ F}" needs two passes
-        before = answer
-        answer = _strip_unit_suffix(answer.strip())
+    unit_dropped = False  # one unit at most: "2 times n" is not 2 with the units "n" and "times"
+    for _ in range(3):  # e.g. "34^\circ \text{ F}": a unit, then a sign
+        before = answer.strip()
+        answer = before if unit_dropped else _strip_unit_suffix(before)
+        unit_dropped = unit_dropped or answer != before
         for suffix in _SUFFIXES:
             if answer.endswith(suffix):
                 answer = answer[: -len(suffix)].rstrip()
@@ -80,20 +94,32 @@ def _strip_number_decorations(answer: str) -> str:
 def _strip_unit_suffix(answer: str) -> str:
     """Drop one trailing unit: ``\\text{ cm}`` (no digits inside), a plain word (``cm``), a unit
     with a power or per (``cm^2``, ``m/s``), or a remark in parentheses after a number (``7 (mod
-    10)``). A scale word is not a unit: ``34 thousand`` is not ``34``."""
+    10)``). Not a unit: a scale word (``34 thousand`` is not ``34``), a word of an expression
+    (``2 pi``, ``2 times n``) or a lone letter other than an SI symbol (``2 i``, ``$2\\mathrm{e}$``)."""
     if answer.endswith("}"):
         start = max(answer.rfind(wrapper) for wrapper in _UNIT_WRAPPERS)
-        inner = answer[start:].split("{", 1)[-1].rstrip("}").strip().lower()
-        if start > 0 and not any(c.isdigit() for c in answer[start:]) and inner not in _SCALE_WORDS:
+        inner = answer[start:].split("{", 1)[-1].rstrip("}").strip()
+        if start > 0 and not any(c.isdigit() for c in answer[start:]) and _is_unit(inner):
             return answer[:start]
     remark = _TRAILING_REMARK.search(answer)
     if remark:
         return answer[: remark.start()]
     space = answer.rfind(" ")
     word = answer[space + 1 :]
-    if space > 0 and word.isascii() and _UNIT_WORD.fullmatch(word) and word.lower() not in _SCALE_WORDS:
+    if space > 0 and word.isascii() and _UNIT_WORD.fullmatch(word) and _is_unit(word):
         return answer[:space]
     return answer
+
+
+def ends_in_a_word_that_is_not_a_unit(answer: str) -> bool:
+    """``34 thousand``, ``2 \\text{ pi}``, ``$2\\mathrm{i}$``: a number, then a word that changes it."""
+    match = _ENDS_IN_WORD.search(answer)
+    return match is not None and not _is_unit(match.group(1))
+
+
+def _is_unit(word: str) -> bool:
+    name = re.split(r"[\^/]", word, maxsplit=1)[0]  # cm^2, m/s: the unit's name
+    return name.lower() not in _NOT_UNITS and (len(name) != 1 or name in _UNIT_LETTERS)
 
 
 def canonical_integer(answer: str) -> str | None:
@@ -128,8 +154,8 @@ def quick_verdict(pred: str, ground_truth: str) -> bool | None:
         pred_integer = canonical_integer(pred)
         if pred_integer is not None:
             return pred_integer == gold_integer
-        if is_plain_number(pred) or _ENDS_IN_SCALE_WORD.search(pred):
-            return False  # 34.5, or 34 thousand (which math-verify would read as 34)
+        if is_plain_number(pred) or ends_in_a_word_that_is_not_a_unit(pred):
+            return False  # 34.5; 34 thousand or 2 \text{ pi} (which math-verify reads as 34 and 2)
     elif _compact(pred) == _compact(ground_truth):
         return True
     if len(pred) > MAX_MATH_CHARS or len(ground_truth) > MAX_MATH_CHARS:
@@ -211,12 +237,19 @@ def _unwrap_braces(answer: str) -> str:
 
 
 def quick_list_verdict(pred_items: list[str], gold_items: list[str]) -> bool | None:
-    """:func:`quick_verdict` for a list / set ground truth: integer lists compare as sets."""
+    """:func:`quick_verdict` for a list / set ground truth: integer lists compare as sets, or,
+    when either side names its values (``x=3, y=4``), as labelled values: ``y=4, x=3`` is right,
+    ``x=4, y=3`` wrong, and unlabelled ``4, 3`` is read in the gold's order (wrong)."""
     gold = [canonical_integer(item) for item in gold_items]
     if all(item is not None for item in gold):
         pred = [canonical_integer(item) for item in pred_items]
         if all(item is not None for item in pred):
-            return set(pred) == set(gold)
+            gold_labels, pred_labels = _labels(gold_items), _labels(pred_items)
+            if gold_labels is None and pred_labels is None:
+                return set(pred) == set(gold)
+            gold_labels = gold_labels or pred_labels  # an unlabelled side is read in the other's order
+            pred_labels = pred_labels or gold_labels
+            return len(pred) == len(gold) and set(zip(gold_labels, gold)) == set(zip(pred_labels, pred))
         if any(is_plain_number(item) for item in pred_items):
             return False
     joined_pred, joined_gold = join_items(pred_items), join_items(gold_items)
@@ -225,6 +258,15 @@ def quick_list_verdict(pred_items: list[str], gold_items: list[str]) -> bool | N
     if len(joined_pred) > MAX_MATH_CHARS or len(joined_gold) > MAX_MATH_CHARS:
         return False
     return None
+
+
+def _labels(items: list[str]) -> list[str] | None:
+    """The variable each item names (``x`` of ``x = 3``), or None unless every item names one
+    (``a = 4, -8, -10`` is the set of a's values)."""
+    prefixes = [_VARIABLE_PREFIX.match(item.strip()) for item in items]
+    if not all(prefixes):
+        return None
+    return [p.group(0).split("=")[0].strip() for p in prefixes if p]
 
 
 def silence_math_verify_logging() -> None:

@@ -27,6 +27,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from dapo.rewards.equivalence import SCALE_WORDS
+
 # "Answer:", "**Answer:**", "Final answer :", full-width colon; quantifier bounded so a long run
 # of spaces or stars cannot make the match backtrack quadratically.
 _ANSWER_ANCHOR = re.compile(r"answer[ \t*]{0,8}[:：]", re.IGNORECASE)
@@ -34,6 +36,7 @@ _BOX_COMMANDS = ("\\boxed", "\\fbox")
 # Words that offer several candidates ("34 or 35", "either 3 or 4").
 _HEDGE = re.compile(r"(?<![a-z\\])(?:or|either)(?![a-z])|\\lor(?![a-z])", re.IGNORECASE)
 _HOPE = re.compile(r"i hope it is correct", re.IGNORECASE)
+_CONTINUES_MATH = frozenset("\\0123456789^_({")  # what after a $...$ segment belongs to its answer
 # "The largest $n$ is 34": the answer follows the last copula outside math.
 _COPULA = re.compile(r"(?<![A-Za-z\\])(?:is|are|equals)(?![A-Za-z])", re.IGNORECASE)
 _RELATIVE_WORDS = ("which", "what")
@@ -170,7 +173,9 @@ def _clean_line(line: str) -> Extracted | None:
         items = tuple(clean_answer(s) for s in segments)
         return Extracted(" ; ".join(items), candidates=len(segments), items=items)
     if len(segments) == 1:
-        line = segments[0]
+        line = _single_segment_answer(line, segments[0])
+        if line is None:
+            return Extracted(clean_answer(segments[0]), candidates=2)
     answer = clean_answer(line)
     return Extracted(answer) if answer else None
 
@@ -203,6 +208,21 @@ def _after_copula(line: str) -> str:
 
 def _states_math(text: str) -> bool:
     return "$" in text or "\\" in text or any(char.isdigit() for char in text)
+
+
+def _single_segment_answer(line: str, segment: str) -> str | None:
+    """The answer on a line with one ``$...$``: the segment (``the value $34$ degrees``), or the
+    segment and what continues it (``$2$\\sqrt{2}``, ``$34$ thousand``, ``$34$ (mod 10)``: the
+    verifier decides whether that is still the number); None when the text around it offers
+    another answer (``$34$ or 35``), as for boxes."""
+    parts = line.replace("\\$", "").split("$")
+    after = "".join(parts[2:]).strip()
+    if _HEDGE.search(parts[0] + " " + after):
+        return None
+    first_word = re.match(r"[A-Za-z]*", after).group(0).lower()  # type: ignore[union-attr]
+    if after[:1] in _CONTINUES_MATH or first_word in SCALE_WORDS:
+        return f"{segment} {after}"
+    return segment
 
 
 def _math_segments(line: str) -> list[str]:

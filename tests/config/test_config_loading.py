@@ -34,6 +34,7 @@ def test_resolved_config_round_trips(tmp_path: Path):
         ("rollout.n=1", "dynamic_sampling needs rollout.n >= 2"),
         ("algorithm.old_logprobs=cached", "not one of"),
         ("rollout.stop_strings=[User:]", 'reads User: as a mapping, quote it: "User:"'),
+        ("reward.max_response_chars=0", "must be >= 1"),
     ],
 )
 def test_invalid_values_say_why(override: str, message: str):

@@ -56,3 +56,8 @@ def exits_when_asked(response: str, ground_truth: str, extra: dict) -> float:
 
         os._exit(3)
     return 1.0
+
+
+def fails_one_way_on_the_dummy_another_on_data(response: str, ground_truth: str, extra: dict) -> float:
+    """KeyError on the start-up dummy item (no extra fields), ZeroDivisionError on every real row."""
+    return extra["kind"] / 0

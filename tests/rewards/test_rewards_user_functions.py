@@ -133,3 +133,23 @@ def test_function_that_kills_its_worker_is_an_error_not_a_hang() -> None:
         assert [r.error for r in results] == [False, True, False]
         assert [r.acc for r in results] == [True, False, True]
         assert scorer.score(["Answer: 1"], ["1"])[0].acc  # the replacement worker serves
+
+
+def test_a_real_failure_is_shown_and_named_after_a_dummy_item_failure(caplog: pytest.LogCaptureFixture) -> None:
+    """The start-up dummy item has no extra fields, so a function may fail on it for that reason
+    alone; that must not hide the function's failure on real data, nor be what a stopped run names."""
+    cfg = RewardConfig(functions=[spec("fails_one_way_on_the_dummy_another_on_data")], num_workers=1)
+    with caplog.at_level(logging.WARNING, logger="dapo.rewards"), RewardScorer(cfg) as scorer:
+        assert "KeyError" in caplog.text and "ZeroDivisionError" not in caplog.text
+        [result] = scorer.score(["Answer: 1"], ["1"], extras=[{"kind": 1}])
+    assert result.error and "ZeroDivisionError" in caplog.text
+    assert "ZeroDivisionError" in scorer.first_failure["fails_one_way_on_the_dummy_another_on_data"]
+
+
+def test_functions_of_the_same_name_in_two_files_keep_their_own_metrics(tmp_path: Path) -> None:
+    for stem, value in (("accuracy", 1.0), ("style", 0.25)):
+        (tmp_path / f"{stem}.py").write_text(f"def reward(response, ground_truth, extra):\n    return {value}\n")
+    functions = [RewardFunctionSpec(path=f"{tmp_path / stem}.py:reward") for stem in ("accuracy", "style")]
+    with RewardScorer(RewardConfig(functions=functions, num_workers=1, verifier_weight=0.0)) as scorer:
+        [result] = scorer.score(["x"], ["1"])
+    assert result.extra == {"accuracy.reward/score": 1.0, "style.reward/score": 0.25}

@@ -10,6 +10,7 @@ from dapo.config.schema import RewardConfig
 from dapo.data.records import Problem
 from dapo.rewards import RewardScorer
 from dapo.rewards.types import RewardResult
+from dapo.rewards.verifier import shorten
 from dapo.rollout.base import Completion, GenerationResult, SamplingParams
 from dapo.trainer import evaluate as evaluate_module
 from dapo.trainer.evaluate import evaluate, score_at_k
@@ -17,7 +18,7 @@ from dapo.trainer.evaluate import evaluate, score_at_k
 
 def test_score_at_k_by_hand():
     def r(acc: bool, pred: str) -> RewardResult:
-        return RewardResult(score=1.0 if acc else -1.0, acc=acc, pred=pred)
+        return RewardResult(score=1.0 if acc else -1.0, acc=acc, pred=shorten(pred), answer=pred)
 
     results = [r(True, "5"), r(False, "4"), r(False, "4"),  # 1/3 right, majority "4" wrong
                r(True, "7"), r(True, "7"), r(False, "")]   # 2/3 right, majority "7" right
@@ -28,7 +29,7 @@ def test_score_at_k_by_hand():
 
 def test_maj_at_k_votes_for_answers_not_for_their_spelling():
     def r(acc: bool, pred: str) -> RewardResult:
-        return RewardResult(score=1.0 if acc else -1.0, acc=acc, pred=pred)
+        return RewardResult(score=1.0 if acc else -1.0, acc=acc, pred=shorten(pred), answer=pred)
 
     # three correct answers written three ways outvote two identical wrong ones
     spelled = [r(True, "34"), r(True, "x = 34"), r(True, "34.0"), r(False, "35"), r(False, "35")]
@@ -43,6 +44,11 @@ def test_maj_at_k_votes_for_answers_not_for_their_spelling():
     assert score_at_k([r(False, ""), r(False, "")], 2)["eval/maj@2"] == 0.0
     metrics = score_at_k([r(True, ""), r(True, "")], 2, majority_vote=False)
     assert metrics["eval/avg@2"] == 1.0 and "eval/maj@2" not in metrics
+    # long answers vote in full, not as the head...tail the logs show: three different wrong
+    # expressions that look alike when shortened do not outvote two correct answers
+    lookalikes = [r(False, "x" * 60 + middle + "y" * 60) for middle in "abc"]
+    assert len({result.pred for result in lookalikes}) == 1
+    assert score_at_k([r(True, "34"), r(True, "34"), *lookalikes], 5)["eval/maj@5"] == 1.0
 
 
 class ScriptedEngine:

@@ -137,6 +137,7 @@ class RewardConfig:
         _check(self.max_failing_steps >= 0, "reward.max_failing_steps must be >= 0 (0 never stops)")
         _check(self.timeout_s > 0, "reward.timeout_s must be > 0")
         _check(self.num_workers >= 0, "reward.num_workers must be >= 0 (0 = one per core)")
+        _check(self.max_response_chars >= 1, "reward.max_response_chars must be >= 1 (the tail kept for parsing)")
         self.functions = [
             f if isinstance(f, RewardFunctionSpec) else RewardFunctionSpec(**f)
             for f in self.functions

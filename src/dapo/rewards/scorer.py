@@ -25,7 +25,7 @@ from dapo.config.schema import RewardConfig
 from dapo.rewards.extract import resolve_extractor
 from dapo.rewards.pool import Outcome, WorkerPool
 from dapo.rewards.types import RewardResult
-from dapo.rewards.user_functions import RewardFunctionError, absolute_spec, function_label
+from dapo.rewards.user_functions import RewardFunctionError, absolute_spec, function_labels
 from dapo.rewards.verifier import Prepared, prepare, shorten
 
 logger = logging.getLogger("dapo.rewards")
@@ -38,7 +38,7 @@ class RewardScorer:
     def __init__(self, cfg: RewardConfig) -> None:
         self.cfg = cfg
         self._specs = [absolute_spec(f.path) for f in cfg.functions]
-        self._labels = [function_label(spec) for spec in self._specs]
+        self._labels = function_labels(self._specs)
         self._weights = [f.weight for f in cfg.functions]
         self._reported: set[tuple[str, str]] = set()
         self.num_timeouts = 0  # items that timed out, over the scorer's life
@@ -57,7 +57,8 @@ class RewardScorer:
         """Call each user function once on a dummy item, in a worker, before training starts.
 
         A wrong return type is a bug: raise. Raising or timing out may be the dummy item's fault
-        (it has no extra fields): warn, showing the traceback.
+        (it has no extra fields): warn, showing the traceback, but do not count it as the
+        function's first failure, so that a real one is still shown and named.
         """
         response, ground_truth, extra = _SMOKE_ITEM
         tasks = [("fn", k, response, ground_truth, extra) for k in range(len(self._specs))]
@@ -65,7 +66,8 @@ class RewardScorer:
             if kind == "bad":
                 raise RewardFunctionError(f"reward function {spec!r} returned a bad value: {detail}")
             if kind != "ok":
-                self._report_once(label, kind, detail, during="a dummy item at start-up")
+                logger.warning("%s (training goes on: the dummy item has no extra fields)",
+                               self._failure_message(label, kind, detail, during="a dummy item at start-up"))
 
     def score(
         self,
@@ -121,7 +123,8 @@ class RewardScorer:
         self, prepared: Prepared | None, math_outcome: Outcome | None, fn_outcomes: list[Outcome]
     ) -> RewardResult:
         cfg = self.cfg
-        result = RewardResult(score=0.0, acc=False, pred=shorten(prepared.pred) if prepared else "")
+        answer = prepared.pred if prepared else ""
+        result = RewardResult(score=0.0, acc=False, pred=shorten(answer), answer=answer)
         verifier_acc = prepared.verdict if prepared is not None else None
         if math_outcome is not None:
             verifier_acc = self._outcome_ok(math_outcome, "math-verify", result) and math_outcome[1]
@@ -178,14 +181,7 @@ class RewardScorer:
         if (label, kind) in self._reported:
             return
         self._reported.add((label, kind))
-        if kind == "timeout":
-            message = f"{label} ran past its {self.cfg.timeout_s} s deadline on {during}"
-        elif kind == "raised":
-            message = f"{label} raised on {during}:\n{detail}"
-        elif kind == "bad":
-            message = f"{label} returned a bad value on {during}: {detail}"
-        else:
-            message = f"the worker running {label} died on {during} ({detail or 'crashed'})"
+        message = self._failure_message(label, kind, detail, during)
         # one line for the run-stopping error: a traceback's last line names the exception
         last_line = next((line for line in reversed(message.splitlines()) if line.strip()), message)
         self.first_failure.setdefault(label, message if kind != "raised" else f"{label} raised {last_line.strip()}")
@@ -193,6 +189,15 @@ class RewardScorer:
             "%s (scored as incorrect; further failures of this kind are counted, not shown)",
             message,
         )
+
+    def _failure_message(self, label: str, kind: str, detail: Any, during: str) -> str:
+        if kind == "timeout":
+            return f"{label} ran past its {self.cfg.timeout_s} s deadline on {during}"
+        if kind == "raised":
+            return f"{label} raised on {during}:\n{detail}"
+        if kind == "bad":
+            return f"{label} returned a bad value on {during}: {detail}"
+        return f"the worker running {label} died on {during} ({detail or 'crashed'})"
 
     @property
     def extracts_answers(self) -> bool:

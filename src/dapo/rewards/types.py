@@ -10,6 +10,7 @@ class RewardResult:
     score: float  # the reward used for advantages (before overlong shaping)
     acc: bool  # correctness; what dynamic sampling filters on by default
     pred: str = ""  # the extracted answer, shortened for logs ("" when none was found)
+    answer: str = ""  # the extracted answer in full (what maj@k votes on)
     timed_out: bool = False  # some scorer ran past its deadline (item scored as incorrect)
     error: bool = False  # some scorer raised or returned a wrong type (item scored as incorrect)
     extra: dict[str, float] = field(default_factory=dict)  # extra metrics from user functions

@@ -12,6 +12,7 @@ import math
 import os
 from collections.abc import Callable
 from numbers import Real
+from pathlib import Path
 from typing import Any
 
 from dapo.errors import UserError
@@ -41,9 +42,20 @@ def absolute_spec(spec: str) -> str:
     return f"{os.path.abspath(location)}:{name}" if is_file_location(location) else spec
 
 
-def function_label(spec: str) -> str:
-    """Short name for metrics and messages: the function's name."""
-    return split_spec(spec)[1]
+def function_labels(specs: list[str]) -> list[str]:
+    """Short names for metrics and messages, one per spec and all different: the function's name;
+    ``module.name`` where two modules define functions of that name (``a.py:reward`` and
+    ``b.py:reward``: ``a.reward``, ``b.reward``); a repeated spec numbered (``reward#2``)."""
+    parts = [split_spec(spec) for spec in specs]
+    names = [name for _, name in parts]
+    labels = [name if names.count(name) == 1 else f"{_module_name(location)}.{name}" for location, name in parts]
+    return [label if labels[:i].count(label) == 0 else f"{label}#{labels[:i].count(label) + 1}"
+            for i, label in enumerate(labels)]
+
+
+def _module_name(location: str) -> str:
+    """``path/to/a.py`` -> ``a``; ``pkg.mod`` -> ``mod``."""
+    return Path(location).stem if location.endswith(".py") else location.rpartition(".")[2]
 
 
 def load_reward_function(spec: str) -> RewardFunction:

@@ -59,7 +59,7 @@ def _vote(result: RewardResult) -> str:
     integer (``34``, ``x = 34``, ``34.0``) or are the same text."""
     if result.acc:
         return _CORRECT_VOTE
-    return canonical_integer(result.pred) or "".join(result.pred.split())
+    return canonical_integer(result.answer) or "".join(result.answer.split())
 
 
 def score_at_k(results: list[RewardResult], k: int, majority_vote: bool = True) -> dict[str, float]:
@@ -74,7 +74,7 @@ def score_at_k(results: list[RewardResult], k: int, majority_vote: bool = True) 
         correct = [r.acc for r in group]
         avg += sum(correct) / k
         passed += float(any(correct))
-        votes = Counter(_vote(r) for r in group if r.pred)  # first-seen order breaks ties
+        votes = Counter(_vote(r) for r in group if r.answer)  # first-seen order breaks ties
         if votes:
             majority += float(votes.most_common(1)[0][0] == _CORRECT_VOTE)
     n = max(num_problems, 1)

@@ -75,3 +75,37 @@ def test_an_item_the_worker_cannot_unpickle_fails_alone():
     finally:
         pool.close()
         del sys.modules[only_here.__name__]
+
+
+def _alive(pid: int) -> bool:
+    """Running (not gone, not a zombie waiting for its new parent to reap it)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return False
+    return fields[0] != "Z"
+
+
+def test_what_a_reward_function_started_stops_with_its_worker(tmp_path):
+    """A code-execution reward runs a program that hangs: when the worker is killed at the
+    deadline, the program must not live on (burning a core for the rest of training)."""
+    pid_file = tmp_path / "child.pid"
+    module = tmp_path / "runs_a_program.py"
+    module.write_text(
+        "import subprocess, time\n"
+        "def f(response, ground_truth, extra):\n"
+        "    child = subprocess.Popen(['sleep', '300'])\n"
+        f"    open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "    time.sleep(300)\n"
+    )
+    pool = WorkerPool(1, [f"{module}:f"], timeout_s=1.0)
+    try:
+        [(kind, _)] = pool.run(fn_tasks([{}]))
+        assert kind == "timeout"
+        child = int(pid_file.read_text())
+        deadline = time.monotonic() + 10
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(child)
+    finally:
+        pool.close()

@@ -23,6 +23,7 @@ import contextlib
 import math
 import os
 import pickle
+import signal
 import socket
 import subprocess
 import sys
@@ -67,6 +68,7 @@ def _launch(function_specs: list[str]) -> _Worker:
         pass_fds=(child_sock.fileno(),),
         stdin=subprocess.DEVNULL,
         env=env,
+        start_new_session=True,  # its own process group: stopping it stops what its functions started
     )
     child_sock.close()
     conn = Connection(parent_sock.detach())
@@ -243,13 +245,15 @@ class WorkerPool:
         return max(0.0, min(_POLL_S, next_deadline - time.monotonic()))
 
     def _stop(self, worker: _Worker, graceful: bool) -> None:
-        """End the worker and reap it (no zombie): ask politely if ``graceful``, else SIGKILL."""
+        """End the worker and reap it (no zombie): ask politely if ``graceful``, else SIGKILL.
+        Processes a reward function started (a sandboxed program it ran) go with it: SIGKILL to
+        the worker's process group."""
         if graceful and not worker.dead:
             with contextlib.suppress(OSError, subprocess.TimeoutExpired):
                 worker.conn.send(None)
                 worker.process.wait(timeout=2.0)
-        if worker.process.poll() is None:
-            worker.process.kill()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(worker.process.pid, signal.SIGKILL)  # the group's id is the worker's pid
         worker.process.wait()
         worker.conn.close()
         worker.dead = True

@@ -376,7 +376,8 @@ class EvalConfig:
     before_training: bool = True
     # Samples per problem (k of avg@k, pass@k, maj@k); DAPO: 32.
     k: int = 32
-    # Sampling for evaluation (DAPO: temperature 1.0, top_p 0.7).
+    # Sampling for evaluation (DAPO: temperature 1.0, top_p 0.7); top_k, stop strings and the
+    # length limit are the rollout's (rollout.top_k, rollout.stop_strings, rollout.max_response_length).
     temperature: float = 1.0
     top_p: float = 0.7
     # Evaluate on at most this many problems (0: all).

@@ -60,7 +60,7 @@ METRICS: dict[str, str] = {
     "actor/lr": "learning rate of the step's updates (the schedule moves once per training step)",
     "actor/updates": "optimizer updates made in this step",
     "actor/skipped_updates": "updates dropped because the loss or gradient was not finite",
-    "actor/advantage_abs_mean": "mean |advantage| over trained responses",
+    "actor/advantage_abs_mean": "mean |advantage| over the step's batch (overlong-filtered responses, which carry no loss, included)",
     "mismatch/rollout_trainer_logprob_diff": "mean |log pi_rollout - log pi_old_trainer| per token (engine/trainer mismatch; "
     "over responses sampled this step, not carried-over ones, whose gap includes a step of training; "
     "with algorithm.old_logprobs=rollout, measured on the first mini-batch; absent when it holds none)",

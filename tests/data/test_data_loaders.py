@@ -79,6 +79,62 @@ def test_datasets_directory_loads(tmp_path: Path) -> None:
     cfg = DataConfig(prompt_key="question", answer_key="answer")
     loaded = load_problems([str(tmp_path / "ds")], cfg, "eval")
     assert [(p.prompt, p.ground_truth) for p in loaded.problems] == [("3*3?", "9")]
+    # saved with a format set (numpy, pandas, arrow): read as the plain rows it holds
+    for fmt in ("numpy", "pandas", "arrow"):
+        formatted = datasets.Dataset.from_list([{"question": "3*3?", "answer": "9"}]).with_format(fmt)
+        formatted.save_to_disk(str(tmp_path / fmt))
+        loaded = load_problems([str(tmp_path / fmt)], cfg, "eval")
+        assert [(p.prompt, p.ground_truth) for p in loaded.problems] == [("3*3?", "9")], fmt
+
+
+def test_a_data_path_under_home_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    _write_jsonl(tmp_path / "qa.jsonl", [{"prompt": "1+1?", "answer": "2"}])
+    loaded = load_problems(["~/qa.jsonl"], DataConfig(answer_key="answer"), "train")
+    assert [p.ground_truth for p in loaded.problems] == ["2"]
+
+
+@pytest.mark.parametrize(("answer", "stored"), [(1e-05, "0.00001"), (540.0, "540"), (2.5, "2.5")])
+def test_float_ground_truths_read_as_an_answer_states_them(tmp_path: Path, answer: float, stored: str) -> None:
+    path = _write_jsonl(tmp_path / "qa.jsonl", [{"prompt": "q", "answer": answer}])
+    assert load_problems([path], DataConfig(answer_key="answer"), "train").problems[0].ground_truth == stored
+
+
+def test_a_float32_parquet_answer_reads_as_written(tmp_path: Path) -> None:
+    path = str(tmp_path / "f32.parquet")
+    table = pa.table({"prompt": ["q"], "answer": pa.array([0.3], type=pa.float32())})
+    pq.write_table(table, path)
+    assert load_problems([path], DataConfig(answer_key="answer"), "train").problems[0].ground_truth == "0.3"
+
+
+def test_rows_that_would_fail_later_are_refused_naming_file_and_row(tmp_path: Path) -> None:
+    """A NaN answer, or a lone UTF-16 surrogate (a JSON escape cut in half) that would stop
+    training hours later when the tokenizer met it."""
+    nan = tmp_path / "nan.jsonl"
+    nan.write_text('{"prompt": "q", "answer": 1}\n{"prompt": "q2", "answer": NaN}\n')
+    with pytest.raises(DataError, match=r"nan.jsonl row 1: ground truth .* is nan"):
+        load_problems([str(nan)], DataConfig(answer_key="answer"), "train")
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text('{"prompt": "ok", "answer": "1"}\n{"prompt": "x \\ud835", "answer": "2"}\n')
+    with pytest.raises(DataError, match=r"cut.jsonl row 1: invalid text at 'prompt'"):
+        load_problems([str(cut)], DataConfig(answer_key="answer"), "train")
+
+
+def test_a_nested_prompt_key_leaves_its_struct_to_reward_functions(tmp_path: Path) -> None:
+    row = {**_dapo_row("p", "1", 0), "extra_info": {"index": 0, "raw_problem": "What is 1?"}}
+    path = _write_jsonl(tmp_path / "dapo.jsonl", [row])
+    [problem] = load_problems([path], DataConfig(prompt_key="extra_info.raw_problem"), "train").problems
+    assert problem.prompt == "What is 1?" and problem.extra["extra_info"]["index"] == 0
+
+
+def test_a_column_named_template_is_data_not_a_setting(tmp_path: Path) -> None:
+    from dapo.builtin import build_tokenizer
+    from dapo.data.prompts import DAPO_TEMPLATE, PromptEncoder
+
+    path = _write_jsonl(tmp_path / "qa.jsonl", [{"prompt": "What is 2+2?", "answer": "4", "template": "none"}])
+    [problem] = load_problems([path], DataConfig(answer_key="answer"), "train").problems
+    rendered = PromptEncoder(build_tokenizer(), DataConfig()).render(problem)
+    assert rendered.startswith(DAPO_TEMPLATE.split("{problem}")[0])
 
 
 def test_builtin_task_train_and_eval_are_disjoint_and_sized() -> None:

@@ -44,7 +44,7 @@ def test_builtin_problems_pass_through_verbatim() -> None:
     tokenizer = build_tokenizer()
     tokenizer.chat_template = CHAT_TEMPLATE
     encoder = PromptEncoder(tokenizer, DataConfig())
-    problem = Problem(uid="u", prompt="12+34=", ground_truth="46", extra={"template": "none"})
+    problem = Problem(uid="u", prompt="12+34=", ground_truth="46", verbatim=True)
     assert encoder.render(problem) == "12+34="
 
 

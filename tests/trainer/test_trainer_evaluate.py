@@ -89,3 +89,16 @@ def test_per_source_metrics_progress_chunks_and_samples(monkeypatch):
     assert m["eval/amc/pass@2"] == pytest.approx(2 / 4)
     assert len(result.samples) == 20 and result.samples[0]["response"] == "Answer: 1" and result.samples[0]["acc"]
     assert [s["acc"] for s in result.samples[2:4]] == [True, False]  # problem 1: one of two right
+
+
+def test_a_problem_two_benchmarks_share_is_evaluated_in_each():
+    """Copies within one eval file are one problem; the same problem in two data sources is one
+    in each, so each source's eval/<source>/avg@k covers its whole file."""
+    from dapo.trainer.evaluate import unique_problems
+
+    def p(source: str, uid: str) -> Problem:
+        return Problem(uid=uid, prompt=uid, ground_truth="1", data_source=source)
+
+    problems = [p("aime", "P1"), p("aime", "P1"), p("aime", "P2"), p("math500", "P2"), p("math500", "P3")]
+    assert [(q.data_source, q.uid) for q in unique_problems(problems)] == [
+        ("aime", "P1"), ("aime", "P2"), ("math500", "P2"), ("math500", "P3")]

@@ -24,7 +24,7 @@ training, mostly one- and two-digit ones, whose buckets training covers almost e
 Held-out accuracy measures running the column procedure on operand pairs whose text was not
 trained, not answers never seen.
 
-Built-in problems carry ``extra["template"] = "none"``: the prompt is used verbatim, with no
+Built-in problems are ``verbatim``: the prompt is used as it is, with no
 instruction wrapper and no chat template (see :class:`dapo.data.prompts.PromptEncoder`).
 """
 
@@ -87,7 +87,8 @@ def make_arithmetic_problems(
                 prompt=prompt,
                 ground_truth=str(_evaluate(a, op, b)),
                 data_source=DATA_SOURCE,
-                extra={"template": "none", "a": a, "op": op, "b": b, "split": split},
+                extra={"a": a, "op": op, "b": b, "split": split},
+                verbatim=True,
             )
         )
     raise ValueError(

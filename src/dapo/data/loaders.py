@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy
 
 from dapo.config.schema import DataConfig
 from dapo.data.arithmetic import make_arithmetic_problems
@@ -128,6 +131,7 @@ def _read_source(
         raise DataError(
             f"unknown built-in dataset {path!r}; the built-in task is {BUILTIN_ARITHMETIC!r}"
         )
+    path = str(Path(path).expanduser())  # as preflight checks it: ~/data.parquet
     if not Path(path).exists():
         raise DataError(f"{path}: file not found")
     for row_index, row in _file_rows(path, split, cfg, result):
@@ -250,7 +254,7 @@ def _dataset_dir_rows(path: str, split: str) -> Iterator[tuple[int, Row]]:
         raise DataError(f"{path} row 0: not a readable `datasets` directory ({error})") from None
     if isinstance(loaded, datasets.DatasetDict):
         loaded = loaded[_pick_split(path, list(loaded.keys()), split)]
-    yield from enumerate(loaded)
+    yield from enumerate(loaded.with_format(None))  # saved with set_format("numpy"/...): plain rows
 
 
 def _pick_split(path: str, available: list[str], split: str) -> str:
@@ -271,7 +275,9 @@ def problem_from_row(row: dict[str, Any], cfg: DataConfig, path: str, row_index:
         _lookup(row, cfg.answer_key, where, "ground truth"), where, cfg.answer_key
     )
     data_source = _get(row, cfg.data_source_key)
-    used = {cfg.prompt_key.split(".")[0], cfg.data_source_key.split(".")[0]}
+    # A top-level column the problem already holds; a nested key (extra_info.raw_problem) leaves
+    # its struct in extra, where reward functions read the rest of it.
+    used = {key for key in (cfg.prompt_key, cfg.data_source_key) if "." not in key}
     extra = {key: value for key, value in row.items() if key not in used}
     return Problem(
         uid=prompt_uid(prompt),
@@ -306,11 +312,30 @@ def _lookup(row: dict[str, Any], dotted_key: str, where: str, what: str) -> Any:
     return value
 
 
+def _encodable(text: str, where: str, key: str) -> str:
+    """``text``, if it is valid Unicode (a lone surrogate "\\ud835" from a cut JSON escape is not,
+    and would stop training when the tokenizer meets it)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise DataError(f"{where}: invalid text at {key!r}: {error.reason} at character {error.start}") from None
+    return text
+
+
+def _plain_decimal(value: float) -> str:
+    """A finite float as an answer states it: no exponent, no float32 widening noise (a parquet
+    float32 column arrives as the double nearest 0.3f, 0.30000001192092896; it reads 0.3)."""
+    if value.is_integer():
+        return str(int(value))
+    narrow = numpy.float32(value)
+    return numpy.format_float_positional(narrow if float(narrow) == value else value, trim="-")
+
+
 def _prompt_of(value: Any, where: str, key: str) -> str | list[dict[str, str]]:
     if isinstance(value, str):
         if not value.strip():
             raise DataError(f"{where}: empty prompt at {key!r}")
-        return value
+        return _encodable(value, where, key)
     if isinstance(value, list) and value:
         messages = []
         for message in value:
@@ -323,7 +348,7 @@ def _prompt_of(value: Any, where: str, key: str) -> str | list[dict[str, str]]:
                     f"{where}: wrong type at {key!r}: chat messages must be "
                     f"{{'role': str, 'content': str}}, got {message!r:.80}"
                 )
-            messages.append({"role": message["role"], "content": message["content"]})
+            messages.append({"role": message["role"], "content": _encodable(message["content"], where, key)})
         if not any(message["content"].strip() for message in messages):
             raise DataError(f"{where}: empty prompt at {key!r} (every message is empty)")
         return messages
@@ -340,9 +365,12 @@ def _answer_of(value: Any, where: str, key: str) -> str:
             f"{where}: wrong type at {key!r}: ground truth must be text or a number, "
             f"got {type(value).__name__}"
         )
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)  # JSON writers turn 540 into 540.0
-    text = str(value).strip()
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise DataError(f"{where}: ground truth at {key!r} is {value}, not a number an answer can state")
+        # 540.0 (JSON writers) -> 540; 1e-05 -> 0.00001; a float32 column's 0.30000001192092896 -> 0.3
+        value = _plain_decimal(value)
+    text = _encodable(str(value), where, key).strip()
     if not text:
         raise DataError(f"{where}: missing ground truth at {key!r} (empty)")
     return text

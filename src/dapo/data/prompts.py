@@ -2,7 +2,7 @@
 
 Rendering rules, in order:
 
-1. A problem with ``extra["template"] == "none"`` (the built-in task) is a completion prompt:
+1. A ``verbatim`` problem (the built-in task) is a completion prompt:
    its text is used verbatim, with no instruction and no chat template.
 2. Raw problem text is wrapped in the DAPO instruction (``DAPO_TEMPLATE``) when
    ``cfg.template == "dapo"``, then treated as a one-message chat ``[{"role": "user", ...}]``.
@@ -51,7 +51,7 @@ class PromptEncoder:
     def render(self, problem: Problem) -> str:
         """The prompt text for ``problem`` (see the module docstring for the rules)."""
         prompt = problem.prompt
-        if problem.extra.get("template") == "none" and isinstance(prompt, str):
+        if problem.verbatim and isinstance(prompt, str):
             return prompt
         if isinstance(prompt, str):
             text = DAPO_TEMPLATE.format(problem=prompt) if self.cfg.template == "dapo" else prompt

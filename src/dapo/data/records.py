@@ -13,3 +13,4 @@ class Problem:
     ground_truth: str
     data_source: str = "unknown"
     extra: dict[str, Any] = field(default_factory=dict)  # the row's other fields (extra_info, ...)
+    verbatim: bool = False  # a completion prompt, used as is: no instruction, no chat template

@@ -45,10 +45,11 @@ class EvalResult:
 
 
 def unique_problems(problems: list[Problem], max_problems: int = 0) -> list[Problem]:
-    """One problem per uid, in file order; at most ``max_problems`` when > 0."""
-    seen: dict[str, Problem] = {}
+    """One problem per (data_source, uid), in file order (an eval file's repeats are one problem;
+    a problem two benchmarks share counts in each); at most ``max_problems`` when > 0."""
+    seen: dict[tuple[str, str], Problem] = {}
     for problem in problems:
-        seen.setdefault(problem.uid, problem)
+        seen.setdefault((problem.data_source, problem.uid), problem)
     unique = list(seen.values())
     return unique[:max_problems] if max_problems > 0 else unique
 
@@ -137,10 +138,12 @@ def evaluate_held_out(
     cfg: DAPOConfig, run: RunSetup, scorer: RewardScorer, on_progress: ProgressCallback | None = None
 ) -> EvalResult:
     """The @k metrics of ``run``'s model on its held-out problems (data.eval_files, one entry per
-    uid, at most eval.max_problems), sampled with the eval.* settings."""
+    (data_source, uid), at most eval.max_problems), sampled with the eval.* settings."""
     if run.data.eval is None:
         raise ConfigError("data.eval_files is empty: nothing to evaluate on")
     problems = unique_problems(run.data.eval.problems, cfg.eval.max_problems)
     encoded = run.encoder.encode(problems)
     params = make_sampling_params(cfg, run.stop_token_ids, evaluation=True)
-    return evaluate(run.engine, run.tokenizer, scorer, encoded.token_ids, problems, params, on_progress)
+    result = evaluate(run.engine, run.tokenizer, scorer, encoded.token_ids, problems, params, on_progress)
+    result.metrics["eval/prompts_truncated"] = float(encoded.num_truncated)
+    return result

@@ -83,6 +83,7 @@ METRICS: dict[str, str] = {
     "the reward extracts no answers: reward.verifier_weight=0)",
     "eval/response_length_mean": "mean response length on the held-out set",
     "eval/truncation_rate": "fraction of held-out responses cut at the length limit",
+    "eval/prompts_truncated": "held-out prompts cut from the left to data.max_prompt_length",
     "eval/<data_source>/<metric>": "avg@k, pass@k and maj@k on the held-out problems of one data_source (logged "
     "when the held-out set has several)",
     # data (logged once, at step 0 of a fresh run; split is train or eval)

@@ -73,11 +73,19 @@ def time_generate(model: PreTrainedModel, prompts: list[list[int]], max_new_toke
     input_ids, pad_lengths = left_pad(prompts, 0, torch.device("cpu"))
     attention_mask = (torch.arange(input_ids.shape[1]).unsqueeze(0) >= pad_lengths.unsqueeze(1)).long()
     config = GenerationConfig(do_sample=True, top_k=0, top_p=1.0, max_new_tokens=max_new_tokens, pad_token_id=0)
-    start = time.perf_counter()
-    with torch.inference_mode():
-        sequences = model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=config)
-    seconds = time.perf_counter() - start
-    return sequences[:, input_ids.shape[1] :].numel() / seconds
+    # generate() fills unset fields from the model's own generation_config, whose eos_token_id
+    # would end the batch once every row has sampled it: the library defaults instead, no stop
+    saved, model.generation_config = model.generation_config, GenerationConfig()
+    try:
+        start = time.perf_counter()
+        with torch.inference_mode():
+            sequences = model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=config)
+        seconds = time.perf_counter() - start
+    finally:
+        model.generation_config = saved
+    new_tokens = sequences[:, input_ids.shape[1] :]
+    assert new_tokens.shape[1] == max_new_tokens, f"generate stopped after {new_tokens.shape[1]} tokens"
+    return new_tokens.numel() / seconds
 
 
 def main() -> None:

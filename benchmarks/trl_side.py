@@ -92,16 +92,23 @@ class WallClockBudget(TrainerCallback):
 class PhaseTimer:
     """Wraps GRPOTrainer._generate_and_score_completions (generation, reward scoring, advantages) to
     time it at every call; with steps_per_generation=1 it runs once per step, and the rest of a
-    step is the update (forward, backward, optimizer step) and logging."""
+    step is the update (forward, backward, optimizer step) and logging. The model attends with
+    ``generation_attn`` inside the call and with its own kernel outside it (the update)."""
 
-    def __init__(self, trainer: GRPOTrainer) -> None:
+    def __init__(self, trainer: GRPOTrainer, generation_attn: str) -> None:
         self.seconds: list[float] = []
+        self.model, self.generation_attn = trainer.model, generation_attn
         self.wrapped = trainer._generate_and_score_completions
         trainer._generate_and_score_completions = self
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
-        result = self.wrapped(*args, **kwargs)
+        update_attn = self.model.config._attn_implementation
+        self.model.set_attn_implementation(self.generation_attn)
+        try:
+            result = self.wrapped(*args, **kwargs)
+        finally:
+            self.model.set_attn_implementation(update_attn)
         self.seconds.append(time.perf_counter() - started)
         return result
 
@@ -154,7 +161,8 @@ def train_trl(settings: dict[str, Any], model_dir: str, work_dir: str) -> dict[s
     """Train with TRL for ``settings["seconds"]`` and save the final policy to ``<work_dir>/final``."""
     torch.manual_seed(settings["seed"])
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    # the attention kernel dapo-rl's default config trains with (faster than sdpa here)
+    # eager for the update, the kernel dapo-rl's default config trains with (faster than sdpa here);
+    # sdpa for generation (faster than eager there): TRL gets the faster of the two in each phase
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
     problems = load_problems(["builtin:arithmetic"], DataConfig(template="none"), split="train").problems
     correctness = CorrectnessReward()
@@ -168,7 +176,7 @@ def train_trl(settings: dict[str, Any], model_dir: str, work_dir: str) -> dict[s
         processing_class=tokenizer,
         callbacks=[budget],
     )
-    generation = PhaseTimer(trainer)
+    generation = PhaseTimer(trainer, generation_attn="sdpa")
     train_started = time.perf_counter()
     trainer.train()
     train_seconds = time.perf_counter() - train_started
@@ -183,6 +191,8 @@ def train_trl(settings: dict[str, Any], model_dir: str, work_dir: str) -> dict[s
         "generate_seconds": generation.seconds[: len(budget.step_seconds)],
         "train_seconds": train_seconds,
         "completion_tokens": correctness.completion_tokens,
+        "trained_tokens": correctness.completion_tokens,  # every generated completion is in the update
+        "groups_dropped_per_step": 0.0,
         "groups_generated_per_step": float(settings["prompts_per_step"]),
         "mixed_groups_per_step": settings["prompts_per_step"] * (1 - sum(zero_std) / max(len(zero_std), 1)),
         "train_acc_first": _first_last(step_logs, "rewards/correctness_reward/mean", first=True),

@@ -5,8 +5,14 @@ the built-in arithmetic task with the same settings: G = 8 responses per prompt,
 per step, one optimizer update per step, at most 64 new tokens, temperature 1 / top-p 1, the same
 learning rate (constant, no warm-up), Clip-Higher eps_low = 0.2 / eps_high = 0.28, no KL, token-level
 loss, the same verifier (+1 / -1) plus the soft overlong punishment, gradient checkpointing off.
-The one intended difference: dapo-rl keeps Dynamic Sampling on (TRL has none), so a dapo-rl step may
-generate more than 16 groups to train on 16 with mixed outcomes; the table reports both counts.
+The one intended difference: dapo-rl keeps Dynamic Sampling on (TRL has none). Its first round
+generates 16 groups, as TRL's step does; a step short of 16 groups with mixed outcomes generates
+another round of 16, keeps up to 8 accepted groups beyond its batch for the next step (one step
+stale) and drops the rest. The table reports groups generated, trained and dropped per step, and
+tokens/s two ways: every completion token generated (the rollout engine's throughput) and the
+completion tokens of the trained batches (equal work: 16 groups x G per update in both systems).
+TRL attends with sdpa while generating and eager in the update, the faster kernel of each phase
+here; dapo-rl trains with eager (its default config) and decodes with its own kernel.
 
 Both systems run at EQUAL precision, once per precision asked for (``--precision both``, the default):
   fp32: float32 weights, float32 generation and training (dapo-rl ``rollout.native_dtype=model
@@ -25,9 +31,11 @@ k samples each at temperature 1 / top-p 1, same seed, same verifier).
 
 Metrics: seconds per step (median over steps), split into generation + reward scoring (dapo-rl's
 time/generate + time/reward, every round; TRL's ``_generate_and_score_completions``) and the rest,
-which is the update; completion tokens/s = every completion token
-generated / wall time of all steps (so it counts generation, scoring and the update); peak memory
-= the training process's RSS high-water mark (``ru_maxrss``); held-out avg@k before and after.
+which is the update; completion tokens/s = every completion token generated / wall time of all
+steps (so it counts generation, scoring and the update); trained tokens/s = the completion tokens of
+the trained batches / the same time; peak memory = the training process's RSS high-water mark
+(``ru_maxrss``) plus that of each reward worker process (dapo-rl's; TRL scores in-process); held-out
+avg@k before and after.
 """
 
 from __future__ import annotations
@@ -66,8 +74,9 @@ class BenchSettings:
     clip_high: float = 0.28
     seed: int = 0
     precision: str = "bf16"  # "fp32" or "bf16", the same for both systems (see the module docstring)
-    # dapo-rl only (Dynamic Sampling): prompts per generation round and the round limit per step.
-    gen_prompts_per_round: int = 24
+    # dapo-rl only (Dynamic Sampling): prompts per generation round (TRL's per step) and the round
+    # limit per step.
+    gen_prompts_per_round: int = 16
     max_gen_rounds: int = 4
 
 
@@ -122,12 +131,15 @@ def train_dapo(settings: BenchSettings, model_dir: str, work_dir: str) -> dict[s
 
     trainer = Trainer(dapo_config(settings, model_dir, str(Path(work_dir) / "run")))
     step_metrics: list[dict[str, float]] = []
-    started = time.perf_counter()
+    started = last_step_end = time.perf_counter()
     while time.perf_counter() - started < settings.seconds:
         metrics = trainer.step_once().metrics
         trainer.state.log(trainer.step, metrics)
+        # end to end, logging included, as TRL's steps are timed (trl_side.WallClockBudget)
+        metrics["time/step"], last_step_end = time.perf_counter() - last_step_end, time.perf_counter()
         step_metrics.append(metrics)
     train_seconds = time.perf_counter() - started
+    worker_peak_mib = sum(_peak_rss_mib(pid) for pid in trainer.scorer.worker_pids)
     trainer.close()
     final_dir = Path(work_dir) / "final"
     trainer.model.save_pretrained(final_dir)
@@ -143,13 +155,25 @@ def train_dapo(settings: BenchSettings, model_dir: str, work_dir: str) -> dict[s
         "generate_seconds": [m["time/generate"] + m["time/reward"] for m in step_metrics],
         "train_seconds": train_seconds,
         "completion_tokens": tokens,
+        "trained_tokens": sum(m.get("actor/response_tokens", 0.0) for m in step_metrics),
+        "worker_peak_rss_mib": worker_peak_mib,
         "groups_generated_per_step": sum(groups) / max(len(groups), 1),
+        "groups_dropped_per_step": statistics.fmean(m.get("sampling/groups_discarded", 0.0) for m in step_metrics)
+        if step_metrics else 0.0,
         "mixed_groups_per_step": statistics.fmean(m.get("sampling/groups_trained", 0.0) for m in step_metrics)
         if step_metrics else 0.0,
         "train_acc_first": accs[0] if accs else None,
         "train_acc_last": accs[-1] if accs else None,
         "final_model_dir": str(final_dir),
     }
+
+
+def _peak_rss_mib(pid: int) -> float:
+    """A live process's RSS high-water mark (VmHWM), in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024  # kB
+    return 0.0
 
 
 def evaluate_dir(settings: BenchSettings, model_dir: str, work_dir: str) -> dict[str, Any]:
@@ -182,7 +206,8 @@ def run_worker(role: str, settings: BenchSettings, model_dir: str, work_dir: str
         result = evaluate_dir(settings, model_dir, work_dir)
     else:
         raise ValueError(f"unknown worker role {role!r}: expected trl, dapo or eval")
-    result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+    result["peak_rss_mib"] = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+                              + result.get("worker_peak_rss_mib", 0.0))
     (Path(work_dir) / "result.json").write_text(json.dumps(result, indent=1))
 
 
@@ -210,7 +235,9 @@ def summarize(train: dict[str, Any], accuracy: dict[str, float], k: int) -> dict
         "median_update_s": statistics.median(s - g for s, g in zip(step_seconds, train["generate_seconds"]))
         if step_seconds else float("nan"),
         "tokens_per_s": train["completion_tokens"] / max(sum(step_seconds), 1e-9),
+        "trained_tokens_per_s": train["trained_tokens"] / max(sum(step_seconds), 1e-9),
         "groups_generated": train["groups_generated_per_step"],
+        "groups_dropped": train["groups_dropped_per_step"],
         "groups_mixed": train["mixed_groups_per_step"],
         "peak_rss_mib": train["peak_rss_mib"],
         "acc_after": accuracy.get(f"eval/avg@{k}", float("nan")),
@@ -234,16 +261,18 @@ def render_table(rows: dict[str, dict[str, Any]], before: dict[str, float], sett
         "rows: bfloat16 generation and training over float32 master weights in both (TRL's `bf16=True`).",
         "",
         f"| system | steps | train s | s/step (median) | generate+score s | update s | completion tok/s "
-        f"| groups generated/step | mixed groups trained/step | peak RSS MiB | held-out avg@{k} | pass@{k} |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-        f"| base model (before) | - | - | - | - | - | - | - | - | - | {acc_before:.1%} "
+        f"| trained tok/s | groups generated/step | mixed groups trained/step | groups dropped/step | peak RSS MiB "
+        f"| held-out avg@{k} | pass@{k} |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        f"| base model (before) | - | - | - | - | - | - | - | - | - | - | - | {acc_before:.1%} "
         f"| {before.get(f'eval/pass@{k}', float('nan')):.1%} |",
     ]
     for name, r in rows.items():
         lines.append(
             f"| {name} | {r['steps']} | {r['train_seconds']:.0f} | {r['median_step_s']:.2f} | "
-            f"{r['median_generate_s']:.2f} | {r['median_update_s']:.2f} | {r['tokens_per_s']:.0f} | {r['groups_generated']:.1f} | {r['groups_mixed']:.1f} | "
-            f"{r['peak_rss_mib']:.0f} | {r['acc_after']:.1%} | {r['pass_after']:.1%} |"
+            f"{r['median_generate_s']:.2f} | {r['median_update_s']:.2f} | {r['tokens_per_s']:.0f} | "
+            f"{r['trained_tokens_per_s']:.0f} | {r['groups_generated']:.1f} | {r['groups_mixed']:.1f} | "
+            f"{r['groups_dropped']:.1f} | {r['peak_rss_mib']:.0f} | {r['acc_after']:.1%} | {r['pass_after']:.1%} |"
         )
     lines.append("")
     for precision in ("fp32", "bf16"):
@@ -253,14 +282,17 @@ def render_table(rows: dict[str, dict[str, Any]], before: dict[str, float], sett
         trl = next(row for name, row in rows.items() if name.startswith("TRL") and name.endswith(f"({precision})"))
         lines.append(
             f"{precision}, dapo-rl / TRL: {dapo['tokens_per_s'] / max(trl['tokens_per_s'], 1e-9):.2f}x completion "
-            f"tokens/s; {trl['median_step_s'] / max(dapo['median_step_s'], 1e-9):.2f}x steps/s. Held-out avg@{k} "
+            f"tokens/s; {dapo['trained_tokens_per_s'] / max(trl['trained_tokens_per_s'], 1e-9):.2f}x trained tokens/s; "
+            f"{trl['median_step_s'] / max(dapo['median_step_s'], 1e-9):.2f}x steps/s. Held-out avg@{k} "
             f"after equal wall time: dapo-rl {dapo['acc_after']:.1%} vs TRL {trl['acc_after']:.1%} (base {acc_before:.1%})."
         )
     lines += [
         "generate+score and update: per-step medians; update is the rest of the step (forward, backward, "
         "optimizer step), the same work in both systems: 16 groups x G responses.",
         "TRL trains on every group (its mixed count is 16 x (1 - frac_reward_zero_std)); dapo-rl's "
-        "Dynamic Sampling generates extra groups per step to fill the batch with mixed ones.",
+        "Dynamic Sampling generates another round when a step is short of mixed groups, keeps up to half a "
+        "step of the surplus for the next step and drops the rest (groups dropped/step); completion tok/s "
+        "counts the dropped groups' tokens, trained tok/s does not.",
         "",
     ]
     return "\n".join(lines)

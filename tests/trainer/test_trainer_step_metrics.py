@@ -21,6 +21,7 @@ def test_a_step_without_a_trained_batch_logs_no_loss_or_reward_figures_instead_o
     all_wrong = [Sample(0, "a", [1], [5], [0.0], truncated=False, score=-1.0, reward=-1.0)] * 2
     report = SamplingReport(gen_rounds=4, groups_generated=1, groups_all_wrong=1, generated=all_wrong)
     metrics = {**rollout_metrics(report, [], [], cfg), **update_metrics([], [], lr=1e-6)}
+    assert metrics["actor/response_tokens"] == 0.0
     assert metrics["rollout/score_mean"] == -1.0 and metrics["actor/updates"] == 0.0
     absent = ("rollout/reward_mean", "rollout/overlong_penalty_mean", "actor/loss", "actor/pg_loss",
               "actor/clip_frac_low", "actor/grad_norm", "actor/advantage_abs_mean")

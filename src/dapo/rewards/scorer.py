@@ -200,6 +200,11 @@ class RewardScorer:
         return f"the worker running {label} died on {during} ({detail or 'crashed'})"
 
     @property
+    def worker_pids(self) -> list[int]:
+        """Process ids of the scoring workers (for resource accounting)."""
+        return self._pool.pids
+
+    @property
     def extracts_answers(self) -> bool:
         """Whether results carry the extracted answer (``pred``): only the verifier extracts one."""
         return self.cfg.verifier_weight != 0

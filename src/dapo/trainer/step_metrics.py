@@ -73,6 +73,7 @@ def update_metrics(stats: list[UpdateStats], batch: list[Sample] | tuple, lr: fl
         "actor/lr": lr,
         "actor/updates": float(len(made)),
         "actor/skipped_updates": float(len(stats) - len(made)),
+        "actor/response_tokens": float(sum(len(s.response_ids) for s in batch)),
     }
     if batch:
         metrics["actor/advantage_abs_mean"] = _mean([abs(s.advantage) for s in batch])

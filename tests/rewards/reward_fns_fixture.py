@@ -61,3 +61,12 @@ def exits_when_asked(response: str, ground_truth: str, extra: dict) -> float:
 def fails_one_way_on_the_dummy_another_on_data(response: str, ground_truth: str, extra: dict) -> float:
     """KeyError on the start-up dummy item (no extra fields), ZeroDivisionError on every real row."""
     return extra["kind"] / 0
+
+
+def calls_sys_exit(response: str, ground_truth: str, extra: dict) -> float:
+    """sys.exit() on rows whose extra has exit=True: SystemExit, not an Exception."""
+    if extra.get("exit"):
+        import sys
+
+        sys.exit(3)
+    return 1.0

@@ -109,3 +109,14 @@ def test_what_a_reward_function_started_stops_with_its_worker(tmp_path):
         assert not _alive(child)
     finally:
         pool.close()
+
+
+def test_sys_exit_in_a_reward_function_fails_the_item_and_keeps_the_worker():
+    pool = WorkerPool(1, [f"{FNS}:calls_sys_exit"], timeout_s=5.0)
+    try:
+        pids = pool.pids
+        outcomes = pool.run(fn_tasks([{}, {"exit": True}, {}]))
+        assert [kind for kind, _ in outcomes] == ["ok", "raised", "ok"] and "SystemExit" in outcomes[1][1]
+        assert pool.pids == pids
+    finally:
+        pool.close()

@@ -102,7 +102,7 @@ def run_task(pickled_task: bytes, functions: list[RewardFunction]) -> Outcome:
             return "ok", math_equal(pred, ground_truth)
         _, index, response, ground_truth, extra = task
         value = functions[index](response, ground_truth, extra)
-    except Exception:
+    except BaseException:  # sys.exit() in a reward function too: the item fails, the worker lives
         # Formatting the traceback happens here, under the task's deadline, never in the parent.
         return "raised", traceback.format_exc()[-_MAX_TRACEBACK_CHARS:]
     try:

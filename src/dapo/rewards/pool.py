@@ -211,7 +211,7 @@ class WorkerPool:
         replacement would likely die the same way): the pool shrinks, and with no worker left
         the run's remaining tasks fail with the reason instead of waiting.
         """
-        self._stop(worker, graceful=False)
+        self._stop(worker)
         if worker.inflight:
             self._finish(worker.inflight.popleft(), (reason, None))
             pending.extendleft(reversed(worker.inflight))
@@ -244,30 +244,39 @@ class WorkerPool:
         next_deadline = min((w.deadline for w in self._workers), default=math.inf)
         return max(0.0, min(_POLL_S, next_deadline - time.monotonic()))
 
-    def _stop(self, worker: _Worker, graceful: bool) -> None:
-        """End the worker and reap it (no zombie): ask politely if ``graceful``, else SIGKILL.
-        Processes a reward function started (a sandboxed program it ran) go with it: SIGKILL to
-        the worker's process group."""
-        if graceful and not worker.dead:
-            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-                worker.conn.send(None)
-                worker.process.wait(timeout=2.0)
+    def _stop(self, worker: _Worker, deadline: float | None = None) -> None:
+        """End the worker and reap it (no zombie): a worker asked to stop may exit by itself until
+        ``deadline``; then SIGKILL. Processes a reward function started (a sandboxed program it
+        ran) go with it: SIGKILL to the worker's process group."""
+        if deadline is not None and not worker.dead:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                worker.process.wait(timeout=max(0.0, deadline - time.monotonic()))
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(worker.process.pid, signal.SIGKILL)  # the group's id is the worker's pid
         worker.process.wait()
         worker.conn.close()
         worker.dead = True
 
+    def _stop_all(self, graceful: bool) -> None:
+        """Stop every worker: ask them all, then give them 2 s together (busy ones finish their
+        task or are killed), unless not ``graceful``."""
+        workers, self._workers = self._workers, []
+        deadline = None
+        if graceful:
+            for worker in workers:
+                with contextlib.suppress(OSError):
+                    worker.conn.send(None)
+            deadline = time.monotonic() + 2.0
+        for worker in workers:
+            self._stop(worker, deadline)
+
     def close(self) -> None:
         """Stop every worker and reap it; safe to call twice."""
-        workers, self._workers = self._workers, []
-        for worker in workers:
-            self._stop(worker, graceful=True)
+        self._stop_all(graceful=True)
 
     def __del__(self) -> None:
         """A pool nobody closed (a script that ends without Trainer.close()): reap its workers.
         At interpreter exit the pickling machinery the polite stop message needs may already be
         torn down, so then the workers are killed instead of asked."""
-        workers, self._workers = getattr(self, "_workers", []), []
-        for worker in workers:
-            self._stop(worker, graceful=not sys.is_finalizing())
+        if hasattr(self, "_workers"):
+            self._stop_all(graceful=not sys.is_finalizing())

@@ -237,3 +237,10 @@ def test_a_dropped_duplicate_with_another_answer_is_counted_and_named(tmp_path: 
     assert loaded.num_duplicates_dropped == 2 and loaded.num_conflicting_duplicates == 1
     assert any("another answer ('3'; kept: '2')" in warning for warning in loaded.warnings)
     assert "1 dropped duplicate prompts had another answer" in loaded.describe("train")
+    # a DAPO-Math chat prompt is named by its problem, not by the instruction every prompt shares
+    from dapo.data.prompts import DAPO_TEMPLATE
+
+    chat = [{"role": "user", "content": DAPO_TEMPLATE.format(problem="Find the largest n.")}]
+    rows = [{**_dapo_row("x", "540", 0), "prompt": chat}, {**_dapo_row("x", "541", 1), "prompt": chat}]
+    loaded = load_problems([_write_jsonl(tmp_path / "dapo.jsonl", rows)], DataConfig(), "train")
+    assert any("problem 'Find the largest n.' (uid " in warning for warning in loaded.warnings)

@@ -29,6 +29,7 @@ import numpy
 
 from dapo.config.schema import DataConfig
 from dapo.data.arithmetic import make_arithmetic_problems
+from dapo.data.prompts import DAPO_TEMPLATE
 from dapo.data.records import Problem
 from dapo.errors import UserError
 
@@ -109,9 +110,17 @@ def _note_conflict(problem: Problem, kept_answer: str, path: str, result: Loaded
     result.num_conflicting_duplicates += 1
     if len(result.warnings) < _MAX_WARNINGS:
         result.warnings.append(
-            f"{path}: a copy of the prompt {str(problem.prompt)[:60]!r} has another answer "
-            f"({problem.ground_truth[:40]!r}; kept: {kept_answer[:40]!r}); only the first copy is trained on"
+            f"{path}: a copy of the problem {_problem_text(problem.prompt)[:80]!r} (uid {problem.uid}) has another "
+            f"answer ({problem.ground_truth[:40]!r}; kept: {kept_answer[:40]!r}); only the first copy is trained on"
         )
+
+
+def _problem_text(prompt: str | list[dict[str, str]]) -> str:
+    """The problem a prompt states, for messages: its last message, without the DAPO instruction
+    that every DAPO-Math prompt begins and ends with."""
+    text = prompt if isinstance(prompt, str) else prompt[-1]["content"]
+    head, _, tail = DAPO_TEMPLATE.partition("{problem}")
+    return text.removeprefix(head).removesuffix(tail).strip()
 
 
 def _read_source(

@@ -66,6 +66,20 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 7 and a half", "7", False, "answer"),
     (A + "Answer: 540 is not correct", "540", False, "answer"),
     (A + "Answer: 12 m", "12", True, "answer"),  # an SI symbol is a unit
+    (A + "Answer: 34 A", "34", True, "answer"),
+    (A + "Answer: 2 (n-1)", "2", False, "answer"),
+    (A + "Answer: 34 (3/4)", "34", False, "answer"),
+    # units of several words, and remarks holding words, relations or hyphens, are still dropped
+    (A + "Answer: 34 degrees Celsius", "34", True, "answer"),
+    (A + "Answer: 34 feet per second", "34", True, "answer"),
+    (A + "Answer: 34 years old", "34", True, "answer"),
+    (A + "Answer: 34 (n = 3)", "34", True, "answer"),
+    (A + "Answer: $34$ (n = 3)", "34", True, "answer"),
+    (A + "Answer: 34 (for n \\geq 2)", "34", True, "answer"),
+    (A + "Answer: 34 (x-coordinate)", "34", True, "answer"),
+    (A + "Answer: 34 (base-10)", "34", True, "answer"),
+    (A + "Answer: 60 (seconds/minute)", "60", True, "answer"),
+    (A + "Answer: 7(mod 10)", "7", True, "answer"),
     (A + "Answer: 34^\\circ \\text{ F}", "34", True, "answer"),
     # one $...$ on the line: the text around it can still offer another answer or change the number
     (A + "Answer: $34$ or 35", "34", False, "answer"),
@@ -83,6 +97,11 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: y=4, x=3", "x=3, y=4", True, "answer"),
     (A + "Answer: 1, 2", "x=2, y=1", False, "answer"),  # read in the gold's order
     (A + "Answer: 2, 1", "x=2, y=1", True, "answer"),
+    # an unlabelled gold is a set, whatever the answer names; labels are read loosely
+    (A + "Answer: y = 7, x = 5", "5, 7", True, "answer"),
+    (A + "Answer: x_1 = 2, x_2 = -1", "-1, 2", True, "answer"),
+    (A + "Answer: x_{1} = 5, x_{2} = 7", "x_1=5, x_2=7", True, "answer"),
+    (A + "Answer: X=5, Y=7", "x=5, y=7", True, "answer"),
     (A + "Answer: $34^\\circ$", "34", True, "answer"),
     (A + "Answer: $34^{\\circ}$", "34", True, "answer"),
     (A + "Answer: $34\\%$", "34", True, "answer"),

@@ -35,9 +35,12 @@ _GLUED_COMMA = re.compile(r",\\!\s{0,3}")  # 11,\! 111 is one number
 _BRACED_COMMA = re.compile(r" ?\{ ?, ?\} ?")  # 14{,}916 and 14 {, }916
 _TEXT_CONNECTIVE = re.compile(r"\\(?:text|textrm|mbox|textnormal)\{ {0,3}(and|or) {0,3}\}")
 _UNIT_WORD = re.compile(r"[A-Za-z]{1,20}(?:\^\{?[0-9]\}?|/[A-Za-z]{1,20})?")  # cm, cm^2, m/s
-# A remark after a number, "7 (mod 10)", "34 (since n is even)": a space, then words with no
-# operator, command or relation ("2 (n+1)" and "4 (2 + \sqrt{2})" are products, not remarks).
-_TRAILING_REMARK = re.compile(r"(?<=[0-9]) {1,3}\([^()+\-*/^\\=<>]{0,200}[A-Za-z]{2}[^()+\-*/^\\=<>]{0,200}\)$")
+# A remark after a number: "7 (mod 10)", "34 (since n is even)", "34 (n = 3)", "34 (for n \geq 2)",
+# "60 (seconds/minute)"; not arithmetic, which makes a product: "2(n+1)", "4 (2 + \sqrt{2})",
+# "34 (\times 10^3)", "2 (n-1)".
+_TRAILING_REMARK = re.compile(r"(?<=[0-9]) {0,3}\(([^()]{0,400})\)$")
+_ARITHMETIC = re.compile(r"[+*^]|\\(?:times|sqrt|d?frac|tfrac|cdot|div|pm|mp|pi)(?![A-Za-z])"
+                         r"|[0-9] {0,3}[-/] {0,3}[0-9]|(?<![A-Za-z])[A-Za-z] {0,3}[-/] {0,3}(?:[0-9]|[A-Za-z](?![A-Za-z]))")
 # Words that change a number's value, so never dropped as units.
 SCALE_WORDS = frozenset(("hundred", "hundreds", "thousand", "thousands", "million", "millions", "billion",
                          "billions", "trillion", "trillions", "dozen", "dozens", "squared", "cubed"))
@@ -48,8 +51,8 @@ _NOT_UNITS = SCALE_WORDS | frozenset((
     "sixth", "sixths", "seventh", "sevenths", "eighth", "eighths", "ninth", "ninths", "tenth", "tenths",
     "times", "over", "minus", "plus", "and", "or", "is", "not", "of", "divided", "root", "roots", "sqrt", "factorial",
 ))
-_UNIT_LETTERS = frozenset("mgshLKVWJNCF")  # metre, gram, second, hour, litre, kelvin, volt, watt,
-# joule, newton, Celsius and Fahrenheit (after a degree sign)
+_UNIT_LETTERS = frozenset("mgshlLKVWJNACFTS")  # metre, gram, second, hour, litre, kelvin, volt, watt,
+# joule, newton, ampere, Celsius and Fahrenheit (after a degree sign), tesla, siemens
 # A number, then one word (bare or in \text{...}, \mathrm{...}) and the end: "34 thousand", "2 \text{ pi}".
 _ENDS_IN_WORD = re.compile(r"[0-9][\s}{$]*(?:\\[a-z]+\{)?\s*([A-Za-z]+)\s*\}?\$?\s*$")
 _PLAIN_INTEGER = re.compile(r"[+-]?[0-9]+(?:\.0*)?")
@@ -78,11 +81,9 @@ def _strip_number_decorations(answer: str) -> str:
     prefix = _VARIABLE_PREFIX.match(answer)
     if prefix:
         answer = answer[prefix.end() :]
-    unit_dropped = False  # one unit at most: "2 times n" is not 2 with the units "n" and "times"
-    for _ in range(3):  # e.g. "34^\circ \text{ F}": a unit, then a sign
+    for _ in range(3):  # e.g. "34^\circ \text{ F}", "34 degrees Celsius": two passes
         before = answer.strip()
-        answer = before if unit_dropped else _strip_unit_suffix(before)
-        unit_dropped = unit_dropped or answer != before
+        answer = _strip_unit_suffix(before)
         for suffix in _SUFFIXES:
             if answer.endswith(suffix):
                 answer = answer[: -len(suffix)].rstrip()
@@ -102,13 +103,20 @@ def _strip_unit_suffix(answer: str) -> str:
         if start > 0 and not any(c.isdigit() for c in answer[start:]) and _is_unit(inner):
             return answer[:start]
     remark = _TRAILING_REMARK.search(answer)
-    if remark:
+    if remark and _is_remark(remark.group(1), spaced=answer[remark.start()] == " "):
         return answer[: remark.start()]
     space = answer.rfind(" ")
     word = answer[space + 1 :]
     if space > 0 and word.isascii() and _UNIT_WORD.fullmatch(word) and _is_unit(word):
         return answer[:space]
     return answer
+
+
+def _is_remark(inside: str, spaced: bool) -> bool:
+    """Whether ``(inside)`` after a number is a remark on it: words (two letters in a row, or one
+    letter after a space: "(n = 3)"), and no arithmetic."""
+    words = re.search(r"[A-Za-z]{2}", inside) or (spaced and re.search(r"[A-Za-z]", inside))
+    return bool(words) and _ARITHMETIC.search(inside) is None
 
 
 def ends_in_a_word_that_is_not_a_unit(answer: str) -> bool:
@@ -245,10 +253,9 @@ def quick_list_verdict(pred_items: list[str], gold_items: list[str]) -> bool | N
         pred = [canonical_integer(item) for item in pred_items]
         if all(item is not None for item in pred):
             gold_labels, pred_labels = _labels(gold_items), _labels(pred_items)
-            if gold_labels is None and pred_labels is None:
-                return set(pred) == set(gold)
-            gold_labels = gold_labels or pred_labels  # an unlabelled side is read in the other's order
-            pred_labels = pred_labels or gold_labels
+            if gold_labels is None or (pred_labels is None and _labels_any(pred_items)):
+                return set(pred) == set(gold)  # the gold names no variables (or the answer names some)
+            pred_labels = pred_labels or gold_labels  # an unlabelled answer is read in the gold's order
             return len(pred) == len(gold) and set(zip(gold_labels, gold)) == set(zip(pred_labels, pred))
         if any(is_plain_number(item) for item in pred_items):
             return False
@@ -266,7 +273,12 @@ def _labels(items: list[str]) -> list[str] | None:
     prefixes = [_VARIABLE_PREFIX.match(item.strip()) for item in items]
     if not all(prefixes):
         return None
-    return [p.group(0).split("=")[0].strip() for p in prefixes if p]
+    # x_{1} is x_1, X is x
+    return [re.sub(r"[{} ]", "", p.group(0).split("=")[0]).lower() for p in prefixes if p]
+
+
+def _labels_any(items: list[str]) -> bool:
+    return any(_VARIABLE_PREFIX.match(item.strip()) for item in items)
 
 
 def silence_math_verify_logging() -> None:

@@ -120,3 +120,29 @@ def test_sys_exit_in_a_reward_function_fails_the_item_and_keeps_the_worker():
         assert pool.pids == pids
     finally:
         pool.close()
+
+
+def test_a_replacement_that_hangs_while_starting_is_replaced_on_the_next_run(tmp_path):
+    marker = tmp_path / "import_hangs"
+    module = tmp_path / "slow_import.py"
+    module.write_text(
+        "import os, pathlib, time\n"
+        f"if pathlib.Path({str(marker)!r}).exists():\n"
+        "    time.sleep(600)\n"
+        "def f(response, ground_truth, extra):\n"
+        "    if extra.get('exit'):\n"
+        "        os._exit(3)\n"
+        "    return 1.0\n"
+    )
+    pool = WorkerPool(1, [f"{module}:f"], timeout_s=5.0, startup_timeout_s=2.0)
+    try:
+        marker.touch()  # the replacement of the worker killed below hangs importing the function
+        outcomes = pool.run(fn_tasks([{"exit": True}, {}]))
+        assert [kind for kind, _ in outcomes] == ["died", "died"]
+        hung = pool.pids
+        marker.unlink()
+        assert [kind for kind, _ in pool.run(fn_tasks([{}] * 3))] == ["ok"] * 3
+        assert pool.pids != hung
+    finally:
+        marker.unlink(missing_ok=True)
+        pool.close()

@@ -145,3 +145,14 @@ def test_a_checkpoint_left_half_swapped_by_a_kill_is_put_back(tiny_model_dir, re
         assert trainer.resume() and trainer.step == 1
     finally:
         trainer.close()
+
+
+def test_a_driver_that_steps_without_train_still_records_its_config(tiny_model_dir, reward_file, tmp_path):
+    """dapo ablate and Python drivers call step_once() and log, never train(): the run's
+    config.yaml is written with the first metrics."""
+    run = tmp_path / "run"
+    trainer = Trainer(tiny_config(tiny_model_dir, run, reward_file))
+    assert not (run / "config.yaml").exists()
+    trainer.state.log(1, trainer.step_once().metrics)
+    assert "output_dir: " + str(run) in (run / "config.yaml").read_text()
+    trainer.close()

@@ -68,12 +68,25 @@ def _launch(function_specs: list[str]) -> _Worker:
         pass_fds=(child_sock.fileno(),),
         stdin=subprocess.DEVNULL,
         env=env,
-        start_new_session=True,  # its own process group: stopping it stops what its functions started
     )
     child_sock.close()
     conn = Connection(parent_sock.detach())
     conn.send((function_specs, list(sys.path), os.getcwd()))
     return _Worker(process=process, conn=conn, started_at=time.monotonic())
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (Linux /proc; elsewhere none), deepest first."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))  # ppid -> pid
+    found, frontier = [], [pid]
+    while frontier:
+        frontier = [child for parent in frontier for child in children.get(parent, [])]
+        found += frontier
+    return found[::-1]
 
 
 class WorkerPool:
@@ -136,6 +149,9 @@ class WorkerPool:
         self._done = 0
         self.outputs = {}
         self._init_error = None
+        for worker in [w for w in self._workers if self._hung_starting(w)]:  # a replacement stuck importing
+            self._stop(worker)
+            self._workers.remove(worker)
         self._workers += [self._start_worker() for _ in range(self.num_workers - len(self._workers))]
         pending: deque[int] = deque(range(len(tasks)))
         chunk_size = max(1, min(_MAX_CHUNK, len(tasks) // (4 * max(1, len(self._workers)))))
@@ -231,6 +247,10 @@ class WorkerPool:
         while pending:
             self._finish(pending.popleft(), ("died", why))
 
+    def _hung_starting(self, worker: _Worker) -> bool:
+        self._drain(worker)
+        return not worker.ready and time.monotonic() - worker.started_at > self.startup_timeout_s
+
     def _none_can_start(self) -> bool:
         """No worker is ready, and none may still become so: every one died starting or has
         taken longer than ``startup_timeout_s`` to start."""
@@ -246,13 +266,15 @@ class WorkerPool:
 
     def _stop(self, worker: _Worker, deadline: float | None = None) -> None:
         """End the worker and reap it (no zombie): a worker asked to stop may exit by itself until
-        ``deadline``; then SIGKILL. Processes a reward function started (a sandboxed program it
-        ran) go with it: SIGKILL to the worker's process group."""
+        ``deadline``; then SIGKILL, to it and to the processes it started (a sandboxed program a
+        reward function runs), children first, so none is left running on its own."""
         if deadline is not None and not worker.dead:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 worker.process.wait(timeout=max(0.0, deadline - time.monotonic()))
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(worker.process.pid, signal.SIGKILL)  # the group's id is the worker's pid
+        if worker.process.poll() is None:
+            for pid in [*_descendants(worker.process.pid), worker.process.pid]:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
         worker.process.wait()
         worker.conn.close()
         worker.dead = True

@@ -83,6 +83,7 @@ class RunState:
         self.lock = RunDirLock(self.run_dir)  # before anything is written: one run per directory
         remove_stale_checkpoint_temps(self.run_dir)
         self.config_yaml = yaml.safe_dump(config_to_dict(cfg), sort_keys=False)
+        self._config_written = False
         self.logger = MetricsLogger(
             self.run_dir, cfg.logging.tensorboard, cfg.logging.wandb, cfg.logging.wandb_project, config_to_dict(cfg)
         )
@@ -130,8 +131,11 @@ class RunState:
 
     def _write_config(self) -> None:
         """The run's resolved config as ``config.yaml``, once it is settled that this config runs
-        here: a refused resume leaves the directory's config as it was."""
-        write_atomically(self.run_dir / "config.yaml", self.config_yaml)
+        here (the resume decision, or the first metrics of a driver that steps without one): a
+        refused resume leaves the directory's config as it was."""
+        if not self._config_written:
+            write_atomically(self.run_dir / "config.yaml", self.config_yaml)
+            self._config_written = True
 
     def resumed_at(self, step: int) -> None:
         """The run goes on after ``step``: metrics and completions logged after it are dropped."""
@@ -139,6 +143,7 @@ class RunState:
 
     # ------------------------------------------------------------------ logging
     def log(self, step: int, metrics: dict[str, float]) -> None:
+        self._write_config()
         self.logger.log(step, metrics)
         if "rollout/acc" in metrics:
             self._last_step_note = (f" | step {step} acc {metrics['rollout/acc']:.2f} "

@@ -78,10 +78,13 @@ def _launch(function_specs: list[str]) -> _Worker:
 def _descendants(pid: int) -> list[int]:
     """Every process below ``pid`` (Linux /proc; elsewhere none), deepest first."""
     children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))  # ppid -> pid
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            with contextlib.suppress(OSError, ValueError, IndexError), open(f"/proc/{name}/stat") as stat:
+                ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(name))
     found, frontier = [], [pid]
     while frontier:
         frontier = [child for parent in frontier for child in children.get(parent, [])]
@@ -272,7 +275,9 @@ class WorkerPool:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 worker.process.wait(timeout=max(0.0, deadline - time.monotonic()))
         if worker.process.poll() is None:
-            for pid in [*_descendants(worker.process.pid), worker.process.pid]:
+            # at interpreter exit builtins such as open() are gone: the worker alone, as its death signal would
+            children = [] if sys.is_finalizing() else _descendants(worker.process.pid)
+            for pid in [*children, worker.process.pid]:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
         worker.process.wait()

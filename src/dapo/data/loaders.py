@@ -54,7 +54,7 @@ class LoadedProblems:
 
     @property
     def num_unique(self) -> int:
-        return len({p.uid for p in self.problems})
+        return len({(p.data_source, p.uid) for p in self.problems})  # as evaluation counts them
 
     def counts(self, split: str) -> dict[str, float]:
         """What was read and what was dropped, as ``data/<split>_*`` metrics."""

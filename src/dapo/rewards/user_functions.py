@@ -45,7 +45,7 @@ def absolute_spec(spec: str) -> str:
 def function_labels(specs: list[str]) -> list[str]:
     """Short names for metrics and messages, one per spec and all different: the function's name;
     ``module.name`` where two modules define functions of that name (``a.py:reward`` and
-    ``b.py:reward``: ``a.reward``, ``b.reward``); a repeated spec numbered (``reward#2``)."""
+    ``b.py:reward``: ``a.reward``, ``b.reward``); a repeated spec numbered (``a.reward#2``)."""
     parts = [split_spec(spec) for spec in specs]
     names = [name for _, name in parts]
     labels = [name if names.count(name) == 1 else f"{_module_name(location)}.{name}" for location, name in parts]

@@ -35,19 +35,26 @@ def test_a_replacement_that_became_ready_between_runs_takes_the_next_run():
         pool.close()
 
 
-def test_a_worker_that_could_not_start_is_tried_again_on_the_next_run(tmp_path):
-    marker = tmp_path / "import_fails"
+def flaky_import(tmp_path: Path, on_import: str) -> tuple[str, Path]:
+    """A reward function whose module runs ``on_import`` when imported while the returned marker
+    file exists, and which kills its worker on items with exit=True: (spec, marker)."""
+    marker = tmp_path / "marker"
     module = tmp_path / "flaky_import.py"
     module.write_text(
-        "import os, pathlib\n"
+        "import os, pathlib, time\n"
         f"if pathlib.Path({str(marker)!r}).exists():\n"
-        "    raise ImportError('a passing cause')\n"
+        f"    {on_import}\n"
         "def f(response, ground_truth, extra):\n"
         "    if extra.get('exit'):\n"
         "        os._exit(3)\n"
         "    return 1.0\n"
     )
-    pool = WorkerPool(1, [f"{module}:f"], timeout_s=5.0, startup_timeout_s=30.0)
+    return f"{module}:f", marker
+
+
+def test_a_worker_that_could_not_start_is_tried_again_on_the_next_run(tmp_path):
+    spec, marker = flaky_import(tmp_path, "raise ImportError('a passing cause')")
+    pool = WorkerPool(1, [spec], timeout_s=5.0, startup_timeout_s=30.0)
     try:
         marker.touch()  # the replacement of the worker killed below cannot start
         outcomes = pool.run(fn_tasks([{"exit": True}, {}, {}]))
@@ -123,18 +130,8 @@ def test_sys_exit_in_a_reward_function_fails_the_item_and_keeps_the_worker():
 
 
 def test_a_replacement_that_hangs_while_starting_is_replaced_on_the_next_run(tmp_path):
-    marker = tmp_path / "import_hangs"
-    module = tmp_path / "slow_import.py"
-    module.write_text(
-        "import os, pathlib, time\n"
-        f"if pathlib.Path({str(marker)!r}).exists():\n"
-        "    time.sleep(600)\n"
-        "def f(response, ground_truth, extra):\n"
-        "    if extra.get('exit'):\n"
-        "        os._exit(3)\n"
-        "    return 1.0\n"
-    )
-    pool = WorkerPool(1, [f"{module}:f"], timeout_s=5.0, startup_timeout_s=2.0)
+    spec, marker = flaky_import(tmp_path, "time.sleep(600)")
+    pool = WorkerPool(1, [spec], timeout_s=5.0, startup_timeout_s=2.0)
     try:
         marker.touch()  # the replacement of the worker killed below hangs importing the function
         outcomes = pool.run(fn_tasks([{"exit": True}, {}]))

@@ -8,7 +8,8 @@ worker is killed, the task it was running is marked ``timeout`` and the unstarte
 chunk goes back to the front of the queue. A replacement starts in the background and takes
 work once it says it is ready (start-up time never counts against a task). A worker that dies
 while starting is not replaced within the run (its replacement would likely die the same way);
-each run starts the pool back up to its size, so a passing cause costs one run's capacity.
+each run stops workers that have hung starting for ``startup_timeout_s`` and starts the pool back
+up to its size, so a passing cause costs one run's capacity.
 Each task travels pickled on its own and is unpickled inside the worker's error handling, so an
 item the worker cannot rebuild fails alone, as ``raised``.
 
@@ -251,6 +252,7 @@ class WorkerPool:
             self._finish(pending.popleft(), ("died", why))
 
     def _hung_starting(self, worker: _Worker) -> bool:
+        """Not ready (after reading what it sent) ``startup_timeout_s`` after it was started."""
         self._drain(worker)
         return not worker.ready and time.monotonic() - worker.started_at > self.startup_timeout_s
 
@@ -275,7 +277,7 @@ class WorkerPool:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 worker.process.wait(timeout=max(0.0, deadline - time.monotonic()))
         if worker.process.poll() is None:
-            # at interpreter exit builtins such as open() are gone: the worker alone, as its death signal would
+            # at interpreter exit open() is gone: the worker alone then
             children = [] if sys.is_finalizing() else _descendants(worker.process.pid)
             for pid in [*children, worker.process.pid]:
                 with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -246,8 +246,8 @@ def _unwrap_braces(answer: str) -> str:
 
 def quick_list_verdict(pred_items: list[str], gold_items: list[str]) -> bool | None:
     """:func:`quick_verdict` for a list / set ground truth: integer lists compare as sets, or,
-    when either side names its values (``x=3, y=4``), as labelled values: ``y=4, x=3`` is right,
-    ``x=4, y=3`` wrong, and unlabelled ``4, 3`` is read in the gold's order (wrong)."""
+    when the gold names every value (``x=3, y=4``), as labelled values: ``y=4, x=3`` is right,
+    ``x=4, y=3`` wrong, and an unlabelled ``4, 3`` is read in the gold's order (wrong)."""
     gold = [canonical_integer(item) for item in gold_items]
     if all(item is not None for item in gold):
         pred = [canonical_integer(item) for item in pred_items]

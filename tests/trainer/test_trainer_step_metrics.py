@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
-from dapo.config import load_config
 from dapo.trainer.batch import Sample
 from dapo.trainer.sampler import SamplingReport
 from dapo.trainer.step_metrics import rollout_metrics, update_metrics
 
 
 def test_truncation_counts_cut_responses_not_ones_that_stopped_on_their_last_allowed_token():
-    cfg = load_config(overrides=["rollout.max_response_length=4", "algorithm.overlong_buffer_len=2"])
     stopped_at_limit = Sample(0, "a", [1], [5, 6, 7, 2], [0.0] * 4, truncated=False)  # EOS (2) was token 4
     cut = Sample(0, "a", [1], [5, 6, 7, 8], [0.0] * 4, truncated=True)
     report = SamplingReport(gen_rounds=1, groups_generated=1, groups_kept=1, generated=[stopped_at_limit, cut])
-    assert rollout_metrics(report, [stopped_at_limit, cut], [], cfg)["rollout/truncation_rate"] == 0.5
+    assert rollout_metrics(report, [stopped_at_limit, cut], [])["rollout/truncation_rate"] == 0.5
 
 
 def test_a_step_without_a_trained_batch_logs_no_loss_or_reward_figures_instead_of_zeros():
-    cfg = load_config()
     all_wrong = [Sample(0, "a", [1], [5], [0.0], truncated=False, score=-1.0, reward=-1.0)] * 2
     report = SamplingReport(gen_rounds=4, groups_generated=1, groups_all_wrong=1, generated=all_wrong)
-    metrics = {**rollout_metrics(report, [], [], cfg), **update_metrics([], [], lr=1e-6)}
+    metrics = {**rollout_metrics(report, [], []), **update_metrics([], [], lr=1e-6)}
     assert metrics["actor/response_tokens"] == 0.0
     assert metrics["rollout/score_mean"] == -1.0 and metrics["actor/updates"] == 0.0
     absent = ("rollout/reward_mean", "rollout/overlong_penalty_mean", "actor/loss", "actor/pg_loss",

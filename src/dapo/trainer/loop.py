@@ -266,7 +266,7 @@ class Trainer:
         batch, report = self.sampler.next_batch(functools.partial(self.generate_round, record), self.step)
 
         metrics = record.metrics
-        metrics.update(rollout_metrics(report, batch, record.reward_results, self.cfg))
+        metrics.update(rollout_metrics(report, batch, record.reward_results))
         metrics["rollout/prompts_truncated"] = record.prompts_truncated
         if not batch:
             failed = sum(bool(r.failed) for r in record.reward_results)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dapo.algo import PolicyLossStats
-from dapo.config import DAPOConfig
 from dapo.rewards.types import RewardResult
 from dapo.trainer.batch import Sample
 from dapo.trainer.policy import UpdateStats
@@ -14,9 +13,7 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def rollout_metrics(
-    report: SamplingReport, batch: list[Sample], results: list[RewardResult], cfg: DAPOConfig
-) -> dict[str, float]:
+def rollout_metrics(report: SamplingReport, batch: list[Sample], results: list[RewardResult]) -> dict[str, float]:
     generated = report.generated
     lengths = [len(s.response_ids) for s in generated]
     groups = max(report.groups_generated, 1)

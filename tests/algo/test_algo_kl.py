@@ -25,6 +25,17 @@ def test_k3_is_clamped_and_non_negative() -> None:
     assert (out >= 0).all()
 
 
+
+def test_k3_gradient_stays_finite_far_from_the_reference_and_at_minus_inf() -> None:
+    """exp of a log-ratio of 95 is inf in float32: without clamping the log-ratio first (as verl
+    does), the gradient is NaN, even at a masked position, where 0 x inf leaks through backward."""
+    logprobs = torch.tensor([-95.0, -0.5, -float("inf")], requires_grad=True)
+    kl = kl_penalty(logprobs, torch.zeros(3), "k3")
+    assert torch.isfinite(kl).all()
+    (kl * torch.tensor([1.0, 1.0, 0.0])).sum().backward()
+    assert torch.isfinite(logprobs.grad).all()
+
+
 def test_k1_and_k3_are_unbiased_for_kl_policy_to_reference() -> None:
     gen = torch.Generator().manual_seed(0)
     policy = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64)

@@ -35,6 +35,7 @@ def test_resolved_config_round_trips(tmp_path: Path):
         ("algorithm.old_logprobs=cached", "not one of"),
         ("rollout.stop_strings=[User:]", 'reads User: as a mapping, quote it: "User:"'),
         ("reward.max_response_chars=0", "must be >= 1"),
+        ("algorithm.advantage_eps=0", "advantage_eps must be > 0"),
     ],
 )
 def test_invalid_values_say_why(override: str, message: str):

@@ -130,3 +130,30 @@ def test_mismatch_counts_only_responses_sampled_this_step_and_pg_loss_excludes_t
     stats = w.update(samples, diagnose=True)
     entropy = stats.diagnostics.entropy_sum / stats.diagnostics.tokens  # token-mean, as the loss
     assert stats.loss == pytest.approx(stats.pg_loss - 0.05 * entropy, rel=1e-9)
+
+
+def test_kl_penalty_to_the_reference_enters_the_loss_by_its_hand_value(tiny_model_dir):
+    """kl_coef > 0: the loss minimised is pg_loss + kl_coef x token-mean k3(policy || reference),
+    with the reference a frozen copy that the update leaves alone."""
+    from dapo.algo.kl import kl_penalty
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).double()
+    reference = copy.deepcopy(model)
+    with torch.no_grad():
+        for p in reference.parameters():
+            p.add_(0.05 * torch.randn_like(p))  # a reference the policy differs from
+    frozen = copy.deepcopy(reference.state_dict())
+    w = worker(model, 1000)
+    w.ref_model, w.algo.kl_coef, w.algo.kl_estimator = reference, 0.1, "k3"
+    samples = make_samples(torch.Generator().manual_seed(4))
+    policy_lp = w.compute_logprobs(samples).logprobs
+    ref_lp = PolicyWorker(reference, AlgorithmConfig(), w.cfg, 0, 1.0, 10, 16.0).compute_logprobs(samples).logprobs
+    for s, lp in zip(samples, policy_lp):
+        s.old_logprobs = lp
+    kl = [kl_penalty(torch.tensor(p, dtype=torch.float64), torch.tensor(r, dtype=torch.float64), "k3")
+          for p, r in zip(policy_lp, ref_lp)]
+    expected_kl = float(torch.cat(kl).sum()) / sum(len(s.response_ids) for s in samples)
+    stats = w.update(samples)
+    assert stats.loss == pytest.approx(stats.pg_loss + 0.1 * expected_kl, rel=1e-6)
+    assert expected_kl > 1e-4  # the term is really there
+    assert all(torch.equal(t, frozen[name]) for name, t in reference.state_dict().items())

@@ -12,7 +12,10 @@ length and the tokens of long responses are under-weighted:
 
 Other modes: "seq-mean-token-sum" (sum over tokens, mean over responses) and
 "seq-mean-token-sum-norm" (Dr.GRPO: sum over tokens, divided by (number of responses * a
-constant such as the maximum response length)).
+constant such as the maximum response length)). verl's mode of that name divides by the constant
+only, not by the number of responses: its loss is G times ours for G responses (and, in its
+micro-batched loop, depends on the micro-batch size). Ours is the Dr.GRPO formula; with Adam the
+factor mostly cancels, but it changes when the gradient clip binds.
 
 Global normalisers. The denominators above belong to the whole optimizer mini-batch, which the
 trainer splits into gradient-accumulation micro-batches and data-parallel ranks. Each call here

@@ -12,8 +12,9 @@ approximates KL(pi_theta || pi_ref) per token:
 - "k2" = 0.5 * (log pi_theta - log pi_ref)^2: biased but low variance, non-negative; its
   expectation matches the KL to second order when the policies are close ("mse" in verl).
 - "k3" = exp(x) - x - 1: unbiased (E[exp(x)] = 1) and always >= 0, low variance ("low_var_kl"
-  in verl); clamped to [-10, 10] because exp(x) explodes when pi_theta puts little mass where
-  pi_ref puts a lot.
+  in verl); as in verl, x is clamped to [-20, 20] before exp (else exp overflows, to inf and a
+  NaN gradient, when pi_theta puts little mass where pi_ref puts a lot: x > 88 in float32, or a
+  -inf log-prob at a masked position) and the result to [-10, 10].
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from torch import Tensor
 
 KL_ESTIMATORS = ("k1", "abs", "k2", "k3")
 K3_CLAMP = 10.0
+K3_LOG_RATIO_CLAMP = 20.0
 
 
 def kl_penalty(logprobs: Tensor, ref_logprobs: Tensor, estimator: str) -> Tensor:
@@ -37,7 +39,7 @@ def kl_penalty(logprobs: Tensor, ref_logprobs: Tensor, estimator: str) -> Tensor
     if estimator == "k2":
         return 0.5 * log_ratio.square()
     if estimator == "k3":
-        ref_minus_policy = -log_ratio
+        ref_minus_policy = torch.clamp(-log_ratio, -K3_LOG_RATIO_CLAMP, K3_LOG_RATIO_CLAMP)
         k3 = torch.exp(ref_minus_policy) - ref_minus_policy - 1.0
         return torch.clamp(k3, -K3_CLAMP, K3_CLAMP)
     raise ValueError(f"unknown KL estimator {estimator!r}; valid: {list(KL_ESTIMATORS)}")

@@ -266,7 +266,7 @@ class AlgorithmConfig:
         _one_of("algorithm.advantage", self.advantage, tuple(sorted(algo.ADVANTAGE_ESTIMATORS)))
         _one_of("algorithm.policy_loss", self.policy_loss, tuple(sorted(algo.POLICY_LOSSES)))
         _one_of("algorithm.loss_agg_mode", self.loss_agg_mode, tuple(sorted(algo.LOSS_AGG_MODES)))
-        _check(self.advantage_eps >= 0, "algorithm.advantage_eps must be >= 0")
+        _check(self.advantage_eps > 0, "algorithm.advantage_eps must be > 0 (a constant group's std is 0)")
         _check(0 < self.clip_ratio_low < 1, "algorithm.clip_ratio_low must be in (0, 1)")
         _check(self.clip_ratio_high > 0, "algorithm.clip_ratio_high must be > 0")
         _check(

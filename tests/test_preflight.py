@@ -100,3 +100,23 @@ def test_config_values_that_would_crash_later_are_named_up_front(tmp_path):
         cfg = load_config(default, ["model.attn_implementation=flash_attention_2", f"output_dir={tmp_path}"])
         with pytest.raises(PreflightError, match="flash-attn is not installed"):
             check_run(cfg)
+
+
+def test_names_and_places_that_would_fail_after_the_model_loads_are_named_up_front(tmp_path, monkeypatch):
+    """A built-in model or dataset name with a typo, a device this machine lacks, and a reward
+    file under ~ (found, as the scorer will find it)."""
+    cfg = load_config([builtin_config_path("default")], [
+        "model.path=builtin:additon", "data.train_files=[builtin:arithmetc]", "trainer.device=mps",
+        f"output_dir={tmp_path / 'run'}",
+    ])
+    with pytest.raises(PreflightError) as refused:
+        check_run(cfg)
+    text = str(refused.value)
+    assert "names no built-in base model" in text and "'builtin:addition'" in text
+    assert "unknown built-in dataset 'builtin:arithmetc'" in text
+    assert "trainer.device='mps' but mps is not available here" in text
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "my_reward.py").write_text("def fn(response, ground_truth, extra):\n    return 1.0\n")
+    from dapo.rewards.user_functions import absolute_spec, load_reward_function
+
+    assert load_reward_function(absolute_spec("~/my_reward.py:fn"))("x", "1", {}) == 1.0

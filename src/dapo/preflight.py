@@ -71,7 +71,12 @@ def _is_builtin(path: str) -> bool:
 def model_problems(cfg: DAPOConfig) -> list[str]:
     m = cfg.model
     if _is_builtin(m.path):
-        return []
+        from dapo.builtin import BUILTIN_RECIPES
+
+        if m.path.partition(":")[2] in ("", *BUILTIN_RECIPES):
+            return []
+        return [f"model.path={m.path!r} names no built-in base model; choose one of "
+                f"{['builtin'] + [f'builtin:{n}' for n in BUILTIN_RECIPES]}"]
     model_dir = Path(m.path).expanduser()
     if not model_dir.is_dir():
         return [f"model.path={m.path!r} is not a local directory (dapo-rl never downloads at run time: "
@@ -121,9 +126,13 @@ def _context_problems(config_file: Path, cfg: DAPOConfig) -> list[str]:
 
 
 def data_problems(files: list[str], key: str) -> list[str]:
+    from dapo.data.loaders import BUILTIN_ARITHMETIC
+
     problems = []
     for entry in files:
         if _is_builtin(entry):
+            if entry != BUILTIN_ARITHMETIC:
+                problems.append(f"{key}: unknown built-in dataset {entry!r}; the built-in task is {BUILTIN_ARITHMETIC!r}")
             continue
         path = Path(entry).expanduser()
         if not path.exists():
@@ -134,14 +143,22 @@ def data_problems(files: list[str], key: str) -> list[str]:
 
 
 def device_problems(cfg: DAPOConfig) -> list[str]:
-    if not cfg.trainer.device.startswith("cuda"):
+    device = cfg.trainer.device
+    if device in ("auto", "cpu"):
         return []
     import torch  # already imported by the caller in practice; asks the driver, allocates nothing
 
-    if torch.cuda.is_available():
-        return []
-    return [f"trainer.device={cfg.trainer.device!r} but CUDA is not available here: use trainer.device=cpu "
-            "(or auto)"]
+    kind, _, index = device.partition(":")
+    backend = getattr(torch, kind, None)  # torch.cuda, torch.mps, torch.xpu
+    count = backend.device_count() if backend is not None and hasattr(backend, "device_count") else 0
+    if kind == "mps" and torch.backends.mps.is_available():
+        count = 1
+    if count == 0:
+        name = "CUDA" if kind == "cuda" else kind
+        return [f"trainer.device={device!r} but {name} is not available here: use trainer.device=cpu (or auto)"]
+    if index and int(index) >= count:
+        return [f"trainer.device={device!r} but this machine has {count} {kind} device(s) (0-{count - 1})"]
+    return []
 
 
 def extras_problems(cfg: DAPOConfig) -> list[str]:

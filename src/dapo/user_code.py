@@ -29,7 +29,7 @@ def import_user_code(location: str, what: str, error: type[Exception] = ImportEr
             return importlib.import_module(location)
         except Exception as exc:
             raise error(f"{what}: importing module {location} raised {type(exc).__name__}: {exc}") from exc
-    path = os.path.abspath(location)
+    path = os.path.abspath(os.path.expanduser(location))
     if not os.path.isfile(path):
         raise error(f"{what}: file {path} does not exist")
     module_name = "dapo_user_" + hashlib.sha1(path.encode()).hexdigest()[:12]

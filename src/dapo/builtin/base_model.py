@@ -54,6 +54,7 @@ from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config,
 
 from dapo.builtin.shipped import SHIPPED, checksum_ok, shipped_weights
 from dapo.builtin.tokenizer import build_tokenizer, save_tokenizer
+from dapo.config.schema import ConfigError
 from dapo.data.arithmetic import TASK_SEED, make_arithmetic_problems, solution_text
 from dapo.data.records import Problem
 
@@ -146,7 +147,7 @@ def recipe_for_model_path(path: str) -> BaseModelRecipe:
     """The recipe named by a ``model.path`` of the form "builtin" or "builtin:<name>"."""
     name = path.partition(":")[2] or "addition"
     if path.partition(":")[0] != "builtin" or name not in BUILTIN_RECIPES:
-        raise ValueError(
+        raise ConfigError(
             f"model.path={path!r} names no built-in base model; choose one of "
             f"{['builtin'] + [f'builtin:{n}' for n in BUILTIN_RECIPES]}"
         )

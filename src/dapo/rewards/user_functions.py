@@ -39,7 +39,7 @@ def split_spec(spec: str) -> tuple[str, str]:
 def absolute_spec(spec: str) -> str:
     """Make a file spec absolute, so worker processes find it whatever their directory."""
     location, name = split_spec(spec)
-    return f"{os.path.abspath(location)}:{name}" if is_file_location(location) else spec
+    return f"{os.path.abspath(os.path.expanduser(location))}:{name}" if is_file_location(location) else spec
 
 
 def function_labels(specs: list[str]) -> list[str]:

@@ -246,12 +246,17 @@ class PolicyWorker:
         # global normaliser, so their order does not change the gradient.
         by_length = sorted(mini_batch, key=lambda s: (len(s.prompt_ids) + len(s.response_ids)))
         for micro in self._micro_batches(by_length):
-            loss = self._micro_batch_loss(micro, num_tokens, num_seqs, stats, on_policy) if micro else self._empty_loss()
+            if micro:
+                loss, pg_loss = self._micro_batch_loss(micro, num_tokens, num_seqs, stats, on_policy)
+            else:
+                loss = pg_loss = self._empty_loss()
             # decided by all ranks together, so that none is left waiting in a collective
             if not all_ranks_true(bool(torch.isfinite(loss))):
                 return self._skip(stats, f"loss is {loss.item()} (on this or another rank)")
             loss.backward()
-            stats.loss += float(loss.detach())
+            total, policy_gradient = torch.stack([loss.detach(), pg_loss.detach()]).tolist()  # one device sync
+            stats.loss += total
+            stats.pg_loss += policy_gradient
         return stats
 
     def clip_gradients(self) -> float:
@@ -291,7 +296,8 @@ class PolicyWorker:
 
     def _micro_batch_loss(
         self, micro: list[Sample], num_tokens: float, num_seqs: float, stats: UpdateStats, on_policy: bool
-    ) -> torch.Tensor:
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the loss to minimise, its policy-gradient part)."""
         tensors = self._collate(micro)
         logits = self._response_logits(self.model, tensors)
         logprobs = self._logprobs(logits, tensors)
@@ -317,7 +323,7 @@ class PolicyWorker:
             norm_const=self.norm_const,
             importance_weights=weights,
         )
-        stats.pg_loss += float(loss.detach())
+        pg_loss = loss
         agg = {"num_tokens": num_tokens, "num_seqs": num_seqs, "norm_const": self.norm_const}
         if self.algo.entropy_coef > 0:
             entropy = self._entropy(logits, tensors)
@@ -328,7 +334,7 @@ class PolicyWorker:
             kl = kl_penalty(logprobs, ref_logprobs, self.algo.kl_estimator)
             loss = loss + self.algo.kl_coef * aggregate_loss(kl, mask, self.algo.loss_agg_mode, **agg)
         stats.policy = pg if stats.policy is None else stats.policy + pg
-        return loss
+        return loss, pg_loss
 
     def state_dict(self) -> dict:
         return {

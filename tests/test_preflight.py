@@ -120,3 +120,36 @@ def test_names_and_places_that_would_fail_after_the_model_loads_are_named_up_fro
     from dapo.rewards.user_functions import absolute_spec, load_reward_function
 
     assert load_reward_function(absolute_spec("~/my_reward.py:fn"))("x", "1", {}) == 1.0
+
+
+def test_the_disk_check_sizes_a_checkpoint_in_the_trained_dtype_with_adamw_state(tmp_path, monkeypatch):
+    import shutil
+    import warnings
+
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    model = fake_model_dir(tmp_path / "model")
+    # 1000 parameters stored in float16, half the bytes of the float32 they train in
+    save_file({"w": np.zeros((10, 50), "float16"), "b": np.zeros(500, "float16")}, str(model / "model.safetensors"))
+    cfg = load_config([builtin_config_path("default")], [f"model.path={model}", f"output_dir={tmp_path / 'run'}",
+                                                       "checkpoint.keep_last=2"])
+    usage = shutil.disk_usage(tmp_path)
+
+    def free_bytes(free: int):
+        monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=free))
+
+    free_bytes(11_999)  # float32 training: 1000 x 4 bytes x (weights + 2 AdamW moments) = 12000
+    with pytest.raises(PreflightError, match="needs about"):
+        check_run(cfg, train_data=False)
+    free_bytes(12_000)
+    with pytest.warns(UserWarning, match="not the 3 that coexist"):
+        check_run(cfg, train_data=False)
+    free_bytes(36_000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_run(cfg, train_data=False)
+    cfg.model.dtype = "bfloat16"
+    free_bytes(6_000)
+    with pytest.warns(UserWarning, match="room for one checkpoint"):
+        check_run(cfg, train_data=False)

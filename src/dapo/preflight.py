@@ -11,7 +11,8 @@ problem), instead of failing on the first one after the model has loaded:
 - the extras the config needs are installed (vLLM for ``rollout.engine=vllm``, Ray for more than
   one rank);
 - reward-function files exist;
-- the output directory can be written, and holds a checkpoint (weights + AdamW state).
+- the output directory can be written, and holds a checkpoint (weights in ``model.dtype`` + AdamW
+  state; a warning when not ``checkpoint.keep_last + 1`` of them).
 
 Nothing here imports torch or transformers, so ``dapo train`` reports a typo in a second.
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -34,8 +36,7 @@ WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin", "*.safetensors.index.j
 # Any one of these makes AutoTokenizer load a real vocabulary (a fast tokenizer, or a slow one's files).
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model")
 DATA_SUFFIXES = (".parquet", ".jsonl", ".json")
-# A checkpoint holds the weights (as stored) plus AdamW's two float32 moments per parameter.
-CHECKPOINT_BYTES_PER_WEIGHT_BYTE = 3.0
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
 class PreflightError(UserError):
@@ -59,7 +60,7 @@ def check_run(cfg: DAPOConfig, write_output: bool = True, train_data: bool = Tru
         *reward_problems(cfg),
     ]
     if write_output:
-        problems += output_problems(Path(cfg.output_dir), _weight_bytes(cfg))
+        problems += output_problems(Path(cfg.output_dir), checkpoint_bytes(cfg), cfg.checkpoint.keep_last)
     if problems:
         raise PreflightError(problems)
 
@@ -188,28 +189,49 @@ def reward_problems(cfg: DAPOConfig) -> list[str]:
     return problems
 
 
-def output_problems(run_dir: Path, weight_bytes: int, key: str = "output_dir") -> list[str]:
+def output_problems(run_dir: Path, checkpoint_bytes: int, keep_last: int = 1, key: str = "output_dir") -> list[str]:
     """The run directory (the setting ``key`` names) can be created and written, and has room for
-    one checkpoint."""
+    one checkpoint of ``checkpoint_bytes`` (a warning when not for the ``keep_last + 1`` that
+    coexist while the oldest is rotated out)."""
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=run_dir, prefix=".write-test-"):
             pass
     except OSError as error:
         return [f"{key}={str(run_dir)!r} cannot be written: {error.strerror or error}"]
-    needed = int(weight_bytes * CHECKPOINT_BYTES_PER_WEIGHT_BYTE)
     free = shutil.disk_usage(run_dir).free
-    if needed > free:
+    if checkpoint_bytes > free:
         return [f"{key}={str(run_dir)!r} has {free / 2**30:.1f} GiB free, and one checkpoint of this model "
-                f"(weights + optimizer state) needs about {needed / 2**30:.1f} GiB"]
+                f"(weights + optimizer state) needs about {checkpoint_bytes / 2**30:.1f} GiB"]
+    if checkpoint_bytes * (keep_last + 1) > free:
+        warnings.warn(f"{key}={str(run_dir)!r} has {free / 2**30:.1f} GiB free: room for one checkpoint of "
+                      f"{checkpoint_bytes / 2**30:.1f} GiB, not the {keep_last + 1} that coexist while the oldest "
+                      f"is rotated out (checkpoint.keep_last={keep_last})", stacklevel=3)
     return []
 
 
-def _weight_bytes(cfg: DAPOConfig) -> int:
-    if _is_builtin(cfg.model.path):
+def checkpoint_bytes(cfg: DAPOConfig) -> int:
+    """Bytes of one checkpoint: the weights in the trained dtype (``model.dtype``, whatever dtype
+    the files store) plus AdamW's two moments of the same dtype; 0 when the model is not a local
+    directory of weights."""
+    if _is_builtin(cfg.model.path) or not (model_dir := Path(cfg.model.path).expanduser()).is_dir():
         return 0
-    model_dir = Path(cfg.model.path).expanduser()
-    if not model_dir.is_dir():
-        return 0
-    files = {f for pattern in WEIGHT_PATTERNS[:2] for f in model_dir.glob(pattern)}
-    return sum(f.stat().st_size for f in files)
+    return 3 * _parameter_count(model_dir) * DTYPE_BYTES[cfg.model.dtype]
+
+
+def _parameter_count(model_dir: Path) -> int:
+    """Parameters in the model's weight files: from the safetensors headers, or for .bin files
+    from their size and the dtype config.json gives (float32 when it names none)."""
+    count = 0
+    for path in model_dir.glob("*.safetensors"):
+        try:
+            with open(path, "rb") as handle:  # the format: 8-byte header size, then a JSON header
+                header = json.loads(handle.read(int.from_bytes(handle.read(8), "little")))
+            count += sum(math.prod(t["shape"]) for name, t in header.items() if name != "__metadata__")
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            pass  # not a safetensors file: loading the model names that
+    bin_bytes = sum(path.stat().st_size for path in model_dir.glob(WEIGHT_PATTERNS[1]))
+    if bin_bytes:
+        config = json.loads((model_dir / "config.json").read_text()) if (model_dir / "config.json").is_file() else {}
+        count += bin_bytes // DTYPE_BYTES.get(str(config.get("torch_dtype") or config.get("dtype")), 4)
+    return count

@@ -10,6 +10,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from dapo.builtin import BaseModelRecipe, build_tokenizer, ensure_base_model, save_tokenizer
+from dapo.data.arithmetic import solution_text
 
 TEXT = string.printable + "12+34=\n4+2=6 3+1=4\nAnswer: 46\n\n  spaces  and\ttabs"
 TINY = BaseModelRecipe(
@@ -78,12 +79,28 @@ def test_model_path_names_a_builtin_recipe():
         recipe_for_model_path("builtin:nope")
 
 
-def test_recipes_keep_their_cache_keys_when_later_fields_keep_the_old_behaviour():
-    # Caches built before a field existed stay valid: a field at the behaviour before it is not hashed.
-    before_balancing = BaseModelRecipe(sft_steps=800, balance_digit_counts=False)
-    assert before_balancing.cache_key() == "4c00b697541d"  # the default before balanced SFT batches
-    assert BaseModelRecipe().cache_key() != before_balancing.cache_key()
-    assert BaseModelRecipe(direct_share=0.3).cache_key() != BaseModelRecipe().cache_key()
+def test_the_cache_key_covers_the_tokenizer_and_the_sft_texts(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Both are code, not recipe fields: a change to either must not reuse a model trained on the old.
+    from dapo.builtin import base_model
+
+    key = BaseModelRecipe().cache_key()
+    assert BaseModelRecipe(direct_share=0.3).cache_key() != key
+    for name, changed in [
+        ("solution_text", lambda problem: "changed " + solution_text(problem)),
+        ("build_tokenizer", lambda: _tokenizer_with_another_bos()),
+    ]:
+        with monkeypatch.context() as patch:
+            patch.setattr(base_model, name, changed)
+            base_model._build_inputs_fingerprint.cache_clear()
+            assert BaseModelRecipe().cache_key() != key, name
+    base_model._build_inputs_fingerprint.cache_clear()
+    assert BaseModelRecipe().cache_key() == key
+
+
+def _tokenizer_with_another_bos():
+    tokenizer = build_tokenizer()
+    tokenizer.add_special_tokens({"bos_token": "<start>"})
+    return tokenizer
 
 
 def test_balanced_sft_batches_draw_each_digit_count_bucket_equally_often():
@@ -159,6 +176,21 @@ def test_the_default_base_model_installs_from_its_shipped_weights_in_seconds(tmp
     assert model.generation_config.eos_token_id == build_tokenizer().eos_token_id
     tokenizer = AutoTokenizer.from_pretrained(directory)
     assert tokenizer.decode(tokenizer(TEXT)["input_ids"], skip_special_tokens=True) == TEXT
+
+
+def test_a_damaged_cached_model_is_installed_again(tmp_path: Path) -> None:
+    directory = ensure_base_model(str(tmp_path), progress=False)
+    weights = directory / "model.safetensors"
+    intact = weights.read_bytes()
+    weights.write_bytes(intact[: len(intact) // 2])  # a torn write: the size a power loss leaves
+    with pytest.warns(UserWarning, match="damaged .*does not match the SHA-256"):
+        assert ensure_base_model(str(tmp_path), progress=False) == directory
+    assert weights.read_bytes() == intact
+    AutoModelForCausalLM.from_pretrained(directory)
+    (directory / "recipe.json").unlink()
+    with pytest.warns(UserWarning, match="damaged .*recipe.json"):
+        ensure_base_model(str(tmp_path), progress=False)
+    assert [p.name for p in tmp_path.iterdir()] == [directory.name]  # nothing left aside
 
 
 def test_damaged_shipped_weights_are_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

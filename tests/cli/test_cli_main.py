@@ -87,3 +87,12 @@ def test_a_section_with_every_key_commented_out_takes_its_defaults(tmp_path, cap
     with pytest.raises(SystemExit) as exit_info:
         main(["ablate", "--seeds", "0"])
     assert exit_info.value.code == 2 and "not a positive integer" in capsys.readouterr().err
+
+
+def test_plot_to_a_format_matplotlib_cannot_write_is_a_one_line_error(tmp_path, capsys):
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "rollout/acc": 0.5}\n')
+    assert main(["plot", str(tmp_path), "-o", str(tmp_path / "report.txt")]) == 2
+    err = capsys.readouterr().err
+    assert "report.txt" in err and ".png" in err and "Traceback" not in err
+    assert main(["plot", str(tmp_path), "-o", str(tmp_path / "report.svg")]) == 0
+    assert (tmp_path / "report.svg").read_text().lstrip().startswith("<?xml")

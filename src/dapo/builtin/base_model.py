@@ -29,12 +29,16 @@ The default recipe's weights ship with the package (:mod:`dapo.builtin.shipped`:
 the cache in about a second, checksum verified); other recipes are built on first use.
 The result is cached under ``<cache_dir>/base-model-<recipe hash>/`` with ``save_pretrained``, so
 ``AutoModelForCausalLM`` / ``AutoTokenizer.from_pretrained`` load it like any HF model. The cache
-is written atomically (built in a temporary directory, then renamed), so a killed build never
-leaves a half model. Building is deterministic for a recipe: same weights bit for bit on one machine.
+is written atomically (built in a temporary directory, flushed to disk, then renamed), so a killed
+build never leaves a half model, and a cached model whose weights no longer match the checksum
+recorded with them (a disk error) is installed again. Building is deterministic for a recipe: same
+weights bit for bit on one machine.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import json
 import math
@@ -52,7 +56,7 @@ import torch
 import torch.nn.functional as F
 from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-from dapo.builtin.shipped import SHIPPED, checksum_ok, shipped_weights
+from dapo.builtin.shipped import SHIPPED, checksum_ok, sha256_of, shipped_weights
 from dapo.builtin.tokenizer import build_tokenizer, save_tokenizer
 from dapo.config.schema import ConfigError
 from dapo.data.arithmetic import TASK_SEED, make_arithmetic_problems, solution_text
@@ -115,15 +119,29 @@ class BaseModelRecipe:
         ]
 
     def cache_key(self) -> str:
+        """Hash of everything the build reads: the recipe's fields, the build procedure's version
+        and a fingerprint of the tokenizer and SFT texts, which are code (a change to either
+        must not reuse a model trained on the old ones)."""
         fields = asdict(self)
-        added_later = (("direct_share", 0.0), ("trace_opening_share", 1.0), ("balance_digit_counts", False))
-        for name, before in added_later:  # omitted at the behaviour before them, so old keys hold
-            if fields[name] == before:
-                del fields[name]
         if self.direct_share > 0:
             fields["trace_marker"] = TRACE_MARKER
-        text = json.dumps({"format": FORMAT_VERSION, **fields}, sort_keys=True)
+        text = json.dumps({"format": FORMAT_VERSION, "inputs": _build_inputs_fingerprint(), **fields}, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+@functools.cache
+def _build_inputs_fingerprint() -> str:
+    """SHA-256 of the tokenizer (vocabulary, merges, special tokens) and of the SFT prompt,
+    response and token ids of one problem per operator."""
+    tokenizer = build_tokenizer()
+    problems = [
+        make_arithmetic_problems(1, "train", 2, 3, [op], seed=TASK_SEED)[0] for op in ("+", "-", "*")
+    ]
+    texts = [(p.prompt, solution_text(p)) for p in problems]
+    ids = [tokenizer(prompt)["input_ids"] + tokenizer(response, add_special_tokens=False)["input_ids"]
+           for prompt, response in texts]
+    payload = [tokenizer.backend_tokenizer.to_str(), tokenizer.special_tokens_map, texts, ids]
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
 # Named recipes, chosen with model.path="builtin:<name>" ("builtin" alone is "builtin:addition").
@@ -164,7 +182,10 @@ def ensure_base_model(
     root = Path(cache_dir).expanduser()
     target = root / f"base-model-{recipe.cache_key()}"
     if (target / "config.json").exists():
-        return target
+        if (damage := _cache_damage(target)) is None:
+            return target
+        warnings.warn(f"the cached base model {target} is damaged ({damage}): installing it again", stacklevel=2)
+        _discard(target)
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".building-", dir=root))
     try:
@@ -179,16 +200,52 @@ def ensure_base_model(
                 "recipe": asdict(recipe),
                 "source": source or "built",
                 "build_seconds": round(time.perf_counter() - started, 1),
+                "weights_sha256": sha256_of(staging / "model.safetensors"),
             },
         )
+        _fsync_tree(staging)  # a power loss after the rename must not leave empty or torn files
         try:
             os.rename(staging, target)
+            _fsync_tree(root, files=False)
         except OSError:  # another process finished the same build first; keep its copy
             if not (target / "config.json").exists():
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def _cache_damage(directory: Path) -> str | None:
+    """Why a cached model cannot be used (its weights no longer match the checksum recorded when
+    it was cached, or files are missing), or None when it is intact."""
+    try:
+        recorded = json.loads((directory / "recipe.json").read_text())["weights_sha256"]
+        actual = sha256_of(directory / "model.safetensors")
+    except (OSError, ValueError, KeyError) as error:
+        return f"{type(error).__name__}: {error}"
+    return None if actual == recorded else "model.safetensors does not match the SHA-256 recorded when it was cached"
+
+
+def _discard(directory: Path) -> None:
+    """Move a damaged cache entry aside (atomically, so a concurrent reader never sees half of
+    it) and delete it."""
+    aside = Path(tempfile.mkdtemp(prefix=".damaged-", dir=directory.parent))
+    with contextlib.suppress(FileNotFoundError):  # another process discarded it first
+        os.rename(directory, aside / directory.name)
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _fsync_tree(directory: Path, files: bool = True) -> None:
+    """Flush ``directory``'s files (with ``files``) and the directory entry itself to disk."""
+    for path in sorted(directory.iterdir()) if files else []:
+        if path.is_file():
+            with open(path, "rb+") as handle:
+                os.fsync(handle.fileno())
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
 
 
 def install_shipped(recipe: BaseModelRecipe, out_dir: Path) -> str | None:

@@ -9,6 +9,7 @@ import matplotlib
 matplotlib.use("Agg")  # headless: no display needed
 import matplotlib.pyplot as plt  # noqa: E402
 
+from dapo.errors import UserError  # noqa: E402
 from dapo.trainer.metrics import read_metrics  # noqa: E402
 
 PANELS: list[tuple[str, list[str]]] = [
@@ -37,6 +38,11 @@ def _series(rows: list[dict], pattern: str) -> dict[str, tuple[list[int], list[f
 
 
 def plot_run(run_dir: str | Path, output: str | Path | None = None) -> Path:
+    out = Path(output) if output else Path(run_dir) / "report.png"
+    formats = plt.figure().canvas.get_supported_filetypes()
+    plt.close("all")
+    if out.suffix.lstrip(".").lower() not in formats:
+        raise UserError(f"cannot write a plot to {out}: name it with one of .{', .'.join(sorted(formats))}")
     rows = read_metrics(run_dir)
     fig, axes = plt.subplots(2, 4, figsize=(18, 8))
     for ax, (title, patterns) in zip(axes.flat, PANELS):
@@ -50,7 +56,6 @@ def plot_run(run_dir: str | Path, output: str | Path | None = None) -> Path:
             ax.legend(fontsize=7)
     fig.suptitle(f"dapo-rl run: {run_dir}")
     fig.tight_layout()
-    out = Path(output) if output else Path(run_dir) / "report.png"
     fig.savefig(out, dpi=90)
     plt.close(fig)
     return out

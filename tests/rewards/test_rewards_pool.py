@@ -143,3 +143,18 @@ def test_a_replacement_that_hangs_while_starting_is_replaced_on_the_next_run(tmp
     finally:
         marker.unlink(missing_ok=True)
         pool.close()
+
+
+def test_a_file_in_the_working_directory_does_not_shadow_the_stdlib_in_workers(tmp_path, monkeypatch):
+    # The trainer imports `statistics` from the stdlib; a worker must import the same module.
+    (tmp_path / "statistics.py").write_text("raise ImportError('the local statistics.py shadowed the stdlib')\n")
+    (tmp_path / "uses_stdlib.py").write_text(
+        "import statistics\ndef f(response, ground_truth, extra):\n    return statistics.mean([0.0, 2.0])\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    pool = WorkerPool(1, ["uses_stdlib:f"], timeout_s=30.0, startup_timeout_s=60.0)
+    try:
+        [(kind, (score, _, _))] = pool.run(fn_tasks([{}]))
+        assert (kind, score) == ("ok", 1.0)
+    finally:
+        pool.close()

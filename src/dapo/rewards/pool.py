@@ -41,7 +41,9 @@ from dapo.rewards.user_functions import RewardFunctionError
 Outcome = tuple[str, Any]
 _MAX_CHUNK = 16
 _POLL_S = 0.5
-_WORKER_CODE = "import sys; from dapo.rewards.worker import main; main(sys.argv[1:])"
+# `python -c` puts the working directory first on sys.path: drop it before any import, so a
+# file there (random.py) does not shadow the stdlib in workers only; main() sets the trainer's path.
+_WORKER_CODE = "import sys; del sys.path[0]; from dapo.rewards.worker import main; main(sys.argv[1:])"
 
 
 @dataclass

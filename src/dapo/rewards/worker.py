@@ -63,7 +63,9 @@ def main(argv: list[str]) -> None:
         _die_with_parent(parent_pid)
     conn = Connection(fd)
     function_specs, parent_sys_path, parent_cwd = conn.recv()
-    sys.path.extend(p for p in [*parent_sys_path, parent_cwd] if p not in sys.path)
+    # The trainer's import path in its order, and its working directory last, where
+    # dapo.user_code looks for "module:fn" reward functions.
+    sys.path[:] = [*parent_sys_path, *([parent_cwd] if parent_cwd not in parent_sys_path else [])]
     serve(conn, function_specs)
 
 

@@ -54,3 +54,25 @@ def test_load_weights_round_trip(tiny_model_dir: Path, tmp_path: Path):
 def test_resume_from_missing_path_says_why(tmp_path: Path):
     with pytest.raises(FileNotFoundError, match="trainer_state.pt"):
         resolve_resume(str(tmp_path / "nope"), tmp_path)
+
+
+def test_a_moe_model_whose_experts_are_renamed_on_save_loads_back(tmp_path: Path):
+    # transformers keeps a Qwen3-MoE's experts fused in memory and writes them one by one
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+    from dapo.builtin import build_tokenizer
+
+    tokenizer = build_tokenizer()
+    config = Qwen3MoeConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, moe_intermediate_size=16, num_experts=4,
+        num_experts_per_tok=2, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+        max_position_embeddings=64, tie_word_embeddings=True,
+    )
+    torch.manual_seed(0)
+    trained = Qwen3MoeForCausalLM(config)
+    path = save_checkpoint(tmp_path, 1, trained, tokenizer, {}, "", keep_last=1)
+    torch.manual_seed(1)
+    fresh = Qwen3MoeForCausalLM(config)
+    load_model_weights(fresh, path)
+    for (name, expected), actual in zip(trained.state_dict().items(), fresh.state_dict().values()):
+        assert torch.equal(expected, actual), name

@@ -282,10 +282,18 @@ def load_model_weights(model: torch.nn.Module, checkpoint_dir: str | Path) -> No
     files = sorted(root.glob("model*.safetensors"))
     if not files:
         raise FileNotFoundError(f"{root} holds no model*.safetensors weights")
-    device = str(next(model.parameters()).device)
+    first = next(model.parameters())
     weights: dict[str, torch.Tensor] = {}
     for file in files:
-        weights.update(load_file(str(file), device=device))
+        weights.update(load_file(str(file), device=str(first.device)))
+    if set(weights) - set(model.state_dict()):
+        # save_pretrained wrote some weights under their on-disk names (a MoE's experts, fused in
+        # memory, are written one by one): transformers' own loader converts them back
+        from transformers import AutoModelForCausalLM
+
+        del weights
+        loaded = AutoModelForCausalLM.from_pretrained(root, dtype=first.dtype, config=model.config)
+        weights = {name: tensor.to(first.device) for name, tensor in loaded.state_dict().items()}
     load_full_weights(model, weights, f"checkpoint {root}")
 
 

@@ -156,3 +156,23 @@ def test_a_driver_that_steps_without_train_still_records_its_config(tiny_model_d
     trainer.state.log(1, trainer.step_once().metrics)
     assert "output_dir: " + str(run) in (run / "config.yaml").read_text()
     trainer.close()
+
+
+def test_a_resumed_run_trains_with_its_own_optimizer_settings(tiny_model_dir, reward_file, tmp_path):
+    """The checkpoint's AdamW state carries the lr, weight decay and betas it was saved with; a
+    run resumed with other values must use its own from its first step, and say so."""
+    import torch
+
+    run = tmp_path / "run"
+    common = ("eval.every_steps=0", "eval.before_training=false", "trainer.warmup_steps=0",
+              "trainer.lr_schedule=constant")
+    Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=2", "trainer.lr=1e-3",
+                        "trainer.weight_decay=0.1", *common)).train()
+    resumed = tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=3", "trainer.lr=5e-3",
+                          "trainer.weight_decay=0.0", "trainer.betas=[0.8,0.9]", *common)
+    with pytest.warns(UserWarning, match=r"not the checkpoint's: .*initial_lr 0.001 -> 0.005.*weight_decay 0.1 -> 0.0"):
+        Trainer(resumed).train()
+    assert [row["actor/lr"] for row in read_metrics(run) if "actor/lr" in row] == [1e-3, 1e-3, 5e-3]
+    groups = torch.load(run / "checkpoints" / "step-000003" / "trainer_state.pt",
+                        weights_only=True)["policy"]["optimizer"]["param_groups"]
+    assert [(g["lr"], g["weight_decay"], tuple(g["betas"])) for g in groups] == [(5e-3, 0.0, (0.8, 0.9))] * 2

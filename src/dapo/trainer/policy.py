@@ -364,6 +364,28 @@ class PolicyWorker:
         else:
             load_model_weights(self.model, directory)
             self.load_state_dict(state)
+        self.apply_config_to_optimizer()
+
+    def apply_config_to_optimizer(self) -> None:
+        """After a resume: the run's trainer.lr, weight_decay and betas, not those the checkpoint's
+        optimizer state was saved with (it carries them, and loading it restores them); the
+        learning rate is set from the schedule at the resumed step, so a changed schedule applies
+        from the first step, not one step late."""
+        changed = []
+        for group, weight_decay in zip(self.optimizer.param_groups, (self.cfg.weight_decay, 0.0)):
+            wanted = {"initial_lr": self.cfg.lr, "weight_decay": weight_decay, "betas": tuple(self.cfg.betas)}
+            saved = {key: tuple(v) if isinstance(v, list) else v for key, v in group.items() if key in wanted}
+            changed += [f"{key} {saved[key]} -> {value}" for key, value in wanted.items() if saved.get(key, value) != value]
+            group.update(wanted)
+        self.scheduler.base_lrs = [self.cfg.lr] * len(self.optimizer.param_groups)
+        lrs = [base * schedule(self.scheduler.last_epoch)
+               for base, schedule in zip(self.scheduler.base_lrs, self.scheduler.lr_lambdas)]
+        for group, lr in zip(self.optimizer.param_groups, lrs):
+            group["lr"] = lr
+        self.scheduler._last_lr = lrs  # what get_last_lr() reports
+        if changed:
+            warnings.warn("resumed with this run's optimizer settings, not the checkpoint's: "
+                          + ", ".join(sorted(set(changed))), stacklevel=2)
 
     def close(self) -> None:
         """Nothing to release in this process."""

@@ -156,6 +156,7 @@ class PolicyRank:
         the learning rate it resumes with. Every rank must call it; the engines are synced later."""
         policy = self.policy
         load_sharded_policy(directory, self.model, policy.optimizer, policy.scheduler)
+        policy.apply_config_to_optimizer()
         return policy.lr
 
 

@@ -176,3 +176,27 @@ def test_a_resumed_run_trains_with_its_own_optimizer_settings(tiny_model_dir, re
     groups = torch.load(run / "checkpoints" / "step-000003" / "trainer_state.pt",
                         weights_only=True)["policy"]["optimizer"]["param_groups"]
     assert [(g["lr"], g["weight_decay"], tuple(g["betas"])) for g in groups] == [(5e-3, 0.0, (0.8, 0.9))] * 2
+
+
+def test_rerunning_a_run_started_from_another_runs_checkpoint_goes_on(tiny_model_dir, reward_file, tmp_path):
+    """checkpoint.resume=<another run's checkpoint> is where the run starts: rerunning the same
+    command after a crash must resume this run's newest checkpoint, not start over from it."""
+    first = tmp_path / "first"
+    Trainer(tiny_config(tiny_model_dir, first, reward_file, "eval.every_steps=0", "trainer.total_steps=1")).train()
+    command = tiny_config(tiny_model_dir, tmp_path / "second", reward_file, "eval.every_steps=0",
+                          f"checkpoint.resume={first / 'checkpoints' / 'step-000001'}", "trainer.total_steps=3")
+    crashing = Trainer(command)
+    steps = crashing.step_once  # crash after step 2 has been checkpointed
+
+    def crash_at_step_3():
+        if crashing.step == 2:
+            raise KeyboardInterrupt
+        return steps()
+
+    crashing.step_once = crash_at_step_3
+    with pytest.raises(KeyboardInterrupt):
+        crashing.train()
+    with pytest.warns(UserWarning, match="resuming its newest, .*step-000002"):
+        summary = Trainer(command).train()
+    assert summary.steps == 3
+    assert [p.name for p in (tmp_path / "second" / "checkpoints").glob("abandoned-*")] == []

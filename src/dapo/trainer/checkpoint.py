@@ -342,13 +342,22 @@ def layout_mismatch(policy_state: dict[str, Any], world_size: int) -> str | None
 
 def resolve_resume(resume: str, run_dir: str | Path) -> Path | None:
     """``checkpoint.resume``: "auto" -> newest checkpoint of the run (or None), "never" -> None,
-    anything else -> that checkpoint directory, which must exist."""
+    anything else -> that checkpoint directory, which must exist.
+
+    A path outside the run's own checkpoints is where the run STARTS: once the run has
+    checkpoints of its own, the newest of them is resumed instead, so that rerunning the same
+    command after a crash goes on rather than back. A checkpoint of the run itself is a
+    deliberate step back, honoured (the later ones are set aside)."""
     if resume == "never":
         return None
+    own = list_checkpoints(run_dir)
     if resume == "auto":
-        found = list_checkpoints(run_dir)
-        return found[-1] if found else None
-    path = Path(resume)
+        return own[-1] if own else None
+    path = Path(resume).expanduser()
     if not (path / STATE_FILE).exists():
         raise FileNotFoundError(f"checkpoint.resume={resume!r}: no {STATE_FILE} there")
+    if own and path.resolve().parent != (Path(run_dir) / "checkpoints").resolve():
+        warnings.warn(f"checkpoint.resume={resume!r} started this run, which has checkpoints of its own since: "
+                      f"resuming its newest, {own[-1]}", stacklevel=2)
+        return own[-1]
     return path

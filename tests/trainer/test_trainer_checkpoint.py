@@ -76,3 +76,16 @@ def test_a_moe_model_whose_experts_are_renamed_on_save_loads_back(tmp_path: Path
     load_model_weights(fresh, path)
     for (name, expected), actual in zip(trained.state_dict().items(), fresh.state_dict().values()):
         assert torch.equal(expected, actual), name
+
+
+def test_a_resume_seeing_fewer_gpus_than_the_save_restores_those_it_sees(monkeypatch):
+    from dapo.trainer import checkpoint
+
+    restored = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, device: restored.append((int(state[0]), device)))
+    saved = {"torch": torch.get_rng_state(), "python": __import__("random").getstate(),
+             "cuda": [torch.tensor([7], dtype=torch.uint8)] * 8}  # saved with 8 GPUs visible
+    checkpoint.set_rng_state(saved)
+    assert restored == [(7, 0)]

@@ -55,10 +55,13 @@ def rng_state() -> dict[str, Any]:
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore :func:`rng_state`'s generators; a CUDA state per GPU visible now (a resume may see
+    fewer or more GPUs than the save did: the others keep their seeds)."""
     torch.set_rng_state(state["torch"])
     random.setstate(state["python"])
     if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+        for index, cuda_state in enumerate(state["cuda"][: torch.cuda.device_count()]):
+            torch.cuda.set_rng_state(cuda_state, index)
 
 
 def list_checkpoints(run_dir: str | Path) -> list[Path]:

@@ -200,3 +200,23 @@ def test_rerunning_a_run_started_from_another_runs_checkpoint_goes_on(tiny_model
         summary = Trainer(command).train()
     assert summary.steps == 3
     assert [p.name for p in (tmp_path / "second" / "checkpoints").glob("abandoned-*")] == []
+
+
+def test_a_run_killed_while_writing_its_final_checkpoint_logs_the_final_evaluation_once(
+        tiny_model_dir, reward_file, tmp_path):
+    run = tmp_path / "run"
+    overrides = ("trainer.total_steps=2", "eval.every_steps=0", "eval.before_training=false")
+    killed = Trainer(tiny_config(tiny_model_dir, run, reward_file, *overrides))
+    save = killed.save_checkpoint
+
+    def killed_while_writing_the_final(final: bool = False):
+        if final:
+            raise KeyboardInterrupt
+        return save(final)
+
+    killed.save_checkpoint = killed_while_writing_the_final
+    with pytest.raises(KeyboardInterrupt):
+        killed.train()
+    Trainer(tiny_config(tiny_model_dir, run, reward_file, *overrides)).train()
+    assert [row["step"] for row in read_metrics(run) if "eval/avg@2" in row] == [2]
+    assert [row["step"] for row in read_metrics(run) if "actor/loss" in row] == [1, 2]

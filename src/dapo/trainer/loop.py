@@ -190,7 +190,7 @@ class Trainer:
         self.policy.load_checkpoint(path, state["policy"])  # several ranks: each reads its own shard
         self.load_state_dict(state)
         self.resumed_final = state.get("final", True)  # checkpoints from before the marker: as then
-        self.state.resumed_at(self.step)
+        self.state.resumed_at(self.step, state.get("log_lines"))
         print(f"resumed from {path} at step {self.step}")
         return True
 

@@ -133,13 +133,21 @@ class MetricsLogger:
             else:
                 self._wandb = wandb_module.init(project=wandb_project, config=config, dir=str(run_dir))
 
-    def truncate_after(self, step: int) -> None:
-        """On resume, drop lines a killed run wrote after its last checkpoint (and a line torn by
-        the kill), rewriting the file atomically; TensorBoard hides an earlier attempt's points
-        after ``step`` (its purge_step), so the curves do not double back."""
-        for path in (self.path, self.completions_path):
+    def line_counts(self) -> list[int]:
+        """Lines of metrics.jsonl and completions.jsonl so far: a checkpoint records them, so that
+        a resume from it drops what was logged later at the same step (a final evaluation)."""
+        return [path.read_bytes().count(b"\n") if path.exists() else 0
+                for path in (self.path, self.completions_path)]
+
+    def truncate_after(self, step: int, line_counts: list[int] | None = None) -> None:
+        """On resume, drop lines a killed run wrote after its last checkpoint: those of later
+        steps, and past ``line_counts`` (what the checkpoint recorded) those of its own step
+        logged after it (and a line torn by the kill), rewriting the file atomically; TensorBoard
+        hides an earlier attempt's points after ``step`` (its purge_step), so the curves do not
+        double back."""
+        for path, count in zip((self.path, self.completions_path), line_counts or [None, None]):
             if path.exists():
-                rows = parse_metrics_lines(path)
+                rows = parse_metrics_lines(path)[:count]
                 kept = [json.dumps(row) for row in rows if row["step"] <= step]
                 write_atomically(path, "".join(line + "\n" for line in kept))
         if self._tb is not None:

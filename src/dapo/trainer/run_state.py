@@ -101,7 +101,8 @@ class RunState:
         it is published. Without the export, ``model_config`` goes into ``model_config.json``, so
         that a resume can still check the checkpoint is of this run's model."""
         tmp = begin_checkpoint(self.run_dir, step)
-        state = {**loop_state, "policy": policy.save_checkpoint(tmp, tokenizer, hf_export)}
+        state = {**loop_state, "policy": policy.save_checkpoint(tmp, tokenizer, hf_export),
+                 "log_lines": self.logger.line_counts()}
         if not (tmp / "config.json").is_file():
             (tmp / MODEL_CONFIG_FILE).write_text(model_config.to_json_string())
         return publish_checkpoint(self.run_dir, step, tmp, state, self.config_yaml, self.cfg.checkpoint.keep_last)
@@ -137,9 +138,10 @@ class RunState:
             write_atomically(self.run_dir / "config.yaml", self.config_yaml)
             self._config_written = True
 
-    def resumed_at(self, step: int) -> None:
-        """The run goes on after ``step``: metrics and completions logged after it are dropped."""
-        self.logger.truncate_after(step)
+    def resumed_at(self, step: int, log_lines: list[int] | None = None) -> None:
+        """The run goes on after ``step``, from a checkpoint written when the logs had
+        ``log_lines`` lines: metrics and completions logged after it are dropped."""
+        self.logger.truncate_after(step, log_lines)
 
     # ------------------------------------------------------------------ logging
     def log(self, step: int, metrics: dict[str, float]) -> None:

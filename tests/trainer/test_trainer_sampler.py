@@ -138,6 +138,19 @@ def test_without_dynamic_sampling_every_group_trains_and_no_signal_groups_are_co
     assert report.groups_all_correct == 3 and report.groups_all_wrong == 2
 
 
+@pytest.mark.parametrize("settings", [{"dynamic_sampling": False}, {"keep_surplus": False}])
+def test_surplus_restored_under_other_settings_is_discarded_and_counted(settings):
+    # a checkpoint saved with dynamic sampling and surplus on, resumed with one of them off
+    mixed = make_round(lambda p: [1, 0, 1, 0])
+    saved = sampler()
+    saved.next_batch(mixed, step=0)
+    resumed = sampler(**settings)
+    resumed.surplus = saved.surplus
+    batch, report = resumed.next_batch(mixed, step=1)
+    assert len(saved.surplus) == 1 and report.groups_carried_in == 0 and report.groups_discarded >= 1
+    assert not any(s.carried_over for s in batch) and len({s.group_id for s in batch}) == 3
+
+
 @pytest.mark.parametrize("fraction, cap", [(0.5, 4), (0.0, 0), (0.99, 7)])
 def test_carried_over_groups_never_fill_a_step(fraction, cap):
     # 8 groups a step; one round of 24 all-mixed prompts leaves 16 surplus groups behind

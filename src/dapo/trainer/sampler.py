@@ -128,7 +128,9 @@ class DynamicSampler:
     def next_batch(self, generate_round: GenerateRound, step: int) -> tuple[list[Sample], SamplingReport]:
         """Collect ``prompts_per_step`` groups for training step ``step``."""
         report = SamplingReport()
-        carried = [g for g in self.surplus if step - g[0].policy_version <= 1][: self.max_carried_in]
+        # surplus restored from a checkpoint saved with other settings is used only under these
+        usable = self.dynamic_sampling and self.keep_surplus
+        carried = [g for g in self.surplus if usable and step - g[0].policy_version <= 1][: self.max_carried_in]
         report.groups_discarded += len(self.surplus) - len(carried)
         for sample in (s for group in carried for s in group):
             sample.carried_over = True

@@ -65,6 +65,26 @@ def test_nan_loss_never_reaches_the_weights(tiny_model_dir):
         assert torch.equal(tensor, before[name]), name
 
 
+def test_a_mini_batch_with_no_token_in_the_loss_makes_no_update(tiny_model_dir):
+    """Every response masked (overlong filtering): the gradient is zero, and an AdamW step would
+    still move the weights by its momentum and count a step in its bias correction."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    w = worker(model, 1000)
+    samples = make_samples(torch.Generator().manual_seed(2))
+    for s, lp in zip(samples, w.compute_logprobs(samples).logprobs):
+        s.old_logprobs = lp
+    assert not w.update(samples).empty and w.version == 1  # AdamW now has momentum
+    weights, adam = copy.deepcopy(model.state_dict()), copy.deepcopy(w.optimizer.state_dict())
+    for s in samples:
+        s.loss_weight = 0.0
+    stats = w.update(samples)
+    assert stats.empty and not stats.skipped and w.version == 1
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(tensor, weights[name]), name
+    assert [state["step"] for state in w.optimizer.state_dict()["state"].values()] == [
+        state["step"] for state in adam["state"].values()]
+
+
 def test_on_policy_update_equals_update_with_recomputed_old_logprobs(tiny_model_dir):
     base = AutoModelForCausalLM.from_pretrained(tiny_model_dir).double()
     samples = make_samples(torch.Generator().manual_seed(2))

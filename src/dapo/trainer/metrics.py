@@ -60,6 +60,8 @@ METRICS: dict[str, str] = {
     "actor/lr": "learning rate of the step's updates (the schedule moves once per training step)",
     "actor/updates": "optimizer updates made in this step",
     "actor/skipped_updates": "updates dropped because the loss or gradient was not finite",
+    "actor/empty_updates": "updates not made because no token of the mini-batch was in the loss (every response "
+                           "masked by overlong filtering)",
     "actor/response_tokens": "response tokens in the step's trained batch (carried-over and overlong-filtered "
     "responses included; generated tokens dynamic sampling dropped are not)",
     "actor/advantage_abs_mean": "mean |advantage| over the step's batch (overlong-filtered responses, which carry no loss, included)",

@@ -73,6 +73,9 @@ class UpdateStats:
     policy: PolicyLossStats | None = None  # None until a micro-batch has been computed
     grad_norm: float = 0.0
     skipped: bool = False  # the update was dropped because the loss or gradient was not finite
+    # no update was made because no token of the mini-batch is in the loss (every response masked
+    # by overlong filtering): AdamW would still move the weights by momentum and weight decay
+    empty: bool = False
     diagnostics: LogprobPass | None = None  # entropy / mismatch sums, for on-policy updates
 
 
@@ -216,6 +219,10 @@ class PolicyWorker:
         """
         stats = self.accumulate_gradients(mini_batch, num_tokens, num_seqs, on_policy, diagnose)
         if stats.skipped:
+            return stats
+        if (count_loss_tokens(mini_batch)[0] if num_tokens is None else num_tokens) == 0:
+            self.optimizer.zero_grad(set_to_none=True)
+            stats.empty = True
             return stats
         stats.grad_norm = self.clip_gradients()
         if not math.isfinite(stats.grad_norm):

@@ -228,7 +228,8 @@ class RayPolicyGroup:
         parts = self._get([r.update.remote(s, num_tokens, num_seqs, on_policy, diagnose)
                            for r, s in zip(self.ranks, shares)])
         merged = UpdateStats(loss=sum(p.loss for p in parts), pg_loss=sum(p.pg_loss for p in parts),
-                             grad_norm=parts[0].grad_norm, skipped=any(p.skipped for p in parts))
+                             grad_norm=parts[0].grad_norm, skipped=any(p.skipped for p in parts),
+                             empty=parts[0].empty)  # decided on the global token count: alike on every rank
         sums = [p.policy for p in parts if p.policy is not None]
         merged.policy = PolicyLossStats.total(sums) if sums else None
         diagnostics = [p.diagnostics for p in parts if p.diagnostics is not None]
@@ -236,7 +237,7 @@ class RayPolicyGroup:
             merged.diagnostics = LogprobPass.sum_of(diagnostics)
         if merged.skipped:
             self.num_nonfinite_skipped += 1
-        else:
+        elif not merged.empty:
             self.version += 1
         return merged
 

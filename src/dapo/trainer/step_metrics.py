@@ -65,11 +65,12 @@ def reward_function_metrics(results: list[RewardResult]) -> dict[str, float]:
 def update_metrics(stats: list[UpdateStats], batch: list[Sample] | tuple, lr: float) -> dict[str, float]:
     """Token-weighted clip fractions, KL and ratio over all updates; loss and grad norm averaged.
     A step that made no update logs no loss, clip, ratio or gradient figures (not zeros)."""
-    made = [s for s in stats if not s.skipped]
+    made = [s for s in stats if not s.skipped and not s.empty]
     metrics = {
         "actor/lr": lr,
         "actor/updates": float(len(made)),
-        "actor/skipped_updates": float(len(stats) - len(made)),
+        "actor/skipped_updates": float(sum(s.skipped for s in stats)),
+        "actor/empty_updates": float(sum(s.empty for s in stats)),
         "actor/response_tokens": float(sum(len(s.response_ids) for s in batch)),
     }
     if batch:

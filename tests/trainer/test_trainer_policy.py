@@ -85,6 +85,42 @@ def test_a_mini_batch_with_no_token_in_the_loss_makes_no_update(tiny_model_dir):
         state["step"] for state in adam["state"].values()]
 
 
+def test_float16_autocast_scales_the_loss_so_small_gradients_do_not_flush_to_zero(tiny_model_dir):
+    """The token-mean divides by the mini-batch's token count: at DAPO's scale (32 prompts x 16
+    responses x ~5k tokens) float16 gradients flush to zero without loss scaling."""
+    samples = make_samples(torch.Generator().manual_seed(3))
+    num_tokens = 2.5e6
+
+    def gradient(autocast: str) -> torch.Tensor:
+        model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+        trainer = TrainerConfig(prompts_per_step=3, mini_batch_prompts=3, micro_batch_tokens=1000,
+                                autocast=autocast, grad_clip=1e9)
+        w = PolicyWorker(model, AlgorithmConfig(), trainer, pad_token_id=0, temperature=1.0, total_steps=10,
+                         norm_const=16.0)
+        w.accumulate_gradients(samples, num_tokens, 12.0, on_policy=True)
+        w.clip_gradients()  # divides by the loss scale
+        return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+
+    reference, half = gradient("none"), gradient("fp16")
+    assert float((half - reference).norm() / reference.norm()) < 0.05
+    assert float(((half == 0) & (reference != 0)).float().mean()) < 0.01
+
+
+def test_a_float16_overflow_halves_the_loss_scale_and_skips_the_update(tiny_model_dir):
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    trainer = TrainerConfig(prompts_per_step=3, mini_batch_prompts=3, micro_batch_tokens=1000, autocast="fp16")
+    w = PolicyWorker(model, AlgorithmConfig(), trainer, pad_token_id=0, temperature=1.0, total_steps=10,
+                     norm_const=16.0)
+    assert w.loss_scale == 2.0**16
+    w.optimizer.param_groups[0]["loss_scale"] = 2.0**120  # float16 gradients overflow to inf
+    weights = copy.deepcopy(model.state_dict())
+    samples = make_samples(torch.Generator().manual_seed(4))
+    with pytest.warns(UserWarning, match="float16 overflow: loss scale halved to 6.646"):
+        assert w.update(samples, on_policy=True).skipped
+    assert all(torch.equal(t, weights[n]) for n, t in model.state_dict().items())
+    assert w.optimizer.state_dict()["param_groups"][0]["loss_scale"] == 2.0**119  # saved with the checkpoint
+
+
 def test_on_policy_update_equals_update_with_recomputed_old_logprobs(tiny_model_dir):
     base = AutoModelForCausalLM.from_pretrained(tiny_model_dir).double()
     samples = make_samples(torch.Generator().manual_seed(2))

@@ -339,7 +339,8 @@ class TrainerConfig:
     device: str = "auto"
     # CPU threads for torch; 0 leaves torch's default.
     num_threads: int = 0
-    # Mixed precision autocast for forward passes: "none", "bf16", "fp16".
+    # Mixed precision autocast for forward passes: "none", "bf16", "fp16" (with dynamic loss
+    # scaling, as is a float16 model.dtype: see dapo.trainer.policy.LOSS_SCALE_INIT).
     autocast: str = "none"
 
     def __post_init__(self) -> None:

@@ -107,6 +107,17 @@ def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainerConfig, total_
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
+# Dynamic loss scaling in float16 (trainer.autocast=fp16, or a float16 policy). The token-mean
+# divides the loss by the mini-batch's token count, so a long-response batch's per-token gradients
+# (about |A| / num_tokens, 1e-6 at 1M tokens) fall below float16's range in the backward pass and
+# flush to zero. The loss is multiplied by the scale before backward and the gradients divided by
+# it before clipping; an overflow (a non-finite gradient) halves the scale and skips the update,
+# and the scale doubles after LOSS_SCALE_GROWTH_INTERVAL updates without one (torch's GradScaler
+# defaults).
+LOSS_SCALE_INIT = 2.0**16
+LOSS_SCALE_GROWTH_INTERVAL = 2000
+
+
 class PolicyWorker:
     def __init__(
         self,
@@ -127,6 +138,18 @@ class PolicyWorker:
         self.scheduler = build_scheduler(self.optimizer, trainer, total_steps)
         self.num_nonfinite_skipped = 0
         self.version = 0  # optimizer updates applied since this worker was built
+        self._set_up_loss_scaling()
+
+    def _set_up_loss_scaling(self) -> None:
+        """Dynamic loss scaling when computing in float16, kept in the optimizer's first param
+        group so that every checkpoint carries it (a resume keeps a saved scale)."""
+        group = self.optimizer.param_groups[0]
+        if self.cfg.autocast == "fp16" or next(self.model.parameters()).dtype == torch.float16:
+            group.setdefault("loss_scale", LOSS_SCALE_INIT)
+            group.setdefault("updates_since_overflow", 0)
+        else:
+            group.pop("loss_scale", None)
+            group.pop("updates_since_overflow", None)
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         if self.cfg.autocast == "none":
@@ -226,7 +249,8 @@ class PolicyWorker:
             return stats
         stats.grad_norm = self.clip_gradients()
         if not math.isfinite(stats.grad_norm):
-            return self._skip(stats, f"gradient norm is {stats.grad_norm}")
+            return self._skip(stats, f"gradient norm is {stats.grad_norm}{self._rescale_after(overflow=True)}")
+        self._rescale_after(overflow=False)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.version += 1
@@ -260,15 +284,39 @@ class PolicyWorker:
             # decided by all ranks together, so that none is left waiting in a collective
             if not all_ranks_true(bool(torch.isfinite(loss))):
                 return self._skip(stats, f"loss is {loss.item()} (on this or another rank)")
-            loss.backward()
+            (loss * self.loss_scale).backward()
             total, policy_gradient = torch.stack([loss.detach(), pg_loss.detach()]).tolist()  # one device sync
             stats.loss += total
             stats.pg_loss += policy_gradient
         return stats
 
+    @property
+    def loss_scale(self) -> float:
+        """The factor the loss is multiplied by before backward (1 unless computing in float16)."""
+        return self.optimizer.param_groups[0].get("loss_scale", 1.0)
+
+    def _rescale_after(self, overflow: bool) -> str:
+        """Dynamic loss scaling's move after an update (float16 only): halve the scale on an
+        overflow, double it after a long run without one. A note for the skip warning."""
+        group = self.optimizer.param_groups[0]
+        if "loss_scale" not in group:
+            return ""
+        if overflow:
+            group["loss_scale"], group["updates_since_overflow"] = group["loss_scale"] / 2, 0
+            return f" (a float16 overflow: loss scale halved to {group['loss_scale']:g})"
+        group["updates_since_overflow"] += 1
+        if group["updates_since_overflow"] >= LOSS_SCALE_GROWTH_INTERVAL:
+            group["loss_scale"], group["updates_since_overflow"] = group["loss_scale"] * 2, 0
+        return ""
+
     def clip_gradients(self) -> float:
-        """Clip the gradient norm to trainer.grad_clip; the norm before clipping. Under FSDP the
-        gradients are shards (DTensors) and the norm is that of the whole, all ranks together."""
+        """Clip the gradient norm to trainer.grad_clip; the norm before clipping (of the true,
+        unscaled gradients). Under FSDP the gradients are shards (DTensors) and the norm is that
+        of the whole, all ranks together."""
+        if (scale := self.loss_scale) != 1.0:
+            for parameter in self.model.parameters():
+                if parameter.grad is not None:
+                    parameter.grad.div_(scale)
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
         if isinstance(norm, DTensor):
             norm = norm.full_tensor()
@@ -390,6 +438,7 @@ class PolicyWorker:
         for group, lr in zip(self.optimizer.param_groups, lrs):
             group["lr"] = lr
         self.scheduler._last_lr = lrs  # what get_last_lr() reports
+        self._set_up_loss_scaling()
         if changed:
             warnings.warn("resumed with this run's optimizer settings, not the checkpoint's: "
                           + ", ".join(sorted(set(changed))), stacklevel=2)

@@ -213,3 +213,26 @@ def test_kl_penalty_to_the_reference_enters_the_loss_by_its_hand_value(tiny_mode
     assert stats.loss == pytest.approx(stats.pg_loss + 0.1 * expected_kl, rel=1e-6)
     assert expected_kl > 1e-4  # the term is really there
     assert all(torch.equal(t, frozen[name]) for name, t in reference.state_dict().items())
+
+
+def test_the_policys_dropout_is_off_so_the_first_ratio_is_exactly_one(tmp_path):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from dapo.builtin import build_tokenizer
+    from dapo.config import ModelConfig
+    from dapo.trainer.setup import load_model_and_tokenizer
+
+    tokenizer = build_tokenizer()
+    GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_embd=32, n_layer=2, n_head=2, n_positions=64,
+                               resid_pdrop=0.5, embd_pdrop=0.5, attn_pdrop=0.5)).save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    model, _, _ = load_model_and_tokenizer(ModelConfig(path=str(tmp_path)), torch.device("cpu"))
+    w = worker(model, 1000)
+    samples = make_samples(torch.Generator().manual_seed(5))
+    for s, lp in zip(samples, w.compute_logprobs(samples).logprobs):  # eval mode
+        s.old_logprobs = lp
+    stats = w.update(samples)  # train mode, same weights
+    metrics = stats.policy.to_metrics()
+    assert metrics["approx_kl"] < 1e-9 and abs(metrics["ratio_mean"] - 1.0) < 1e-6
+    assert metrics["clip_frac_low"] == metrics["clip_frac_high"] == 0.0
+    assert AutoModelForCausalLM.from_pretrained(tmp_path).config.resid_pdrop == 0.5  # the files keep it

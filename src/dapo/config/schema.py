@@ -43,6 +43,9 @@ class ModelConfig:
     dtype: str = "float32"
     # Recompute activations in the backward pass to save memory (slower).
     gradient_checkpointing: bool = False
+    # Turn the policy's dropout off (as TRL's disable_dropout): with it, the old log-probs (eval
+    # mode) and the update's forward (train mode) differ before any update. Qwen and Llama have none.
+    disable_dropout: bool = True
     # Attention kernel of the trained policy's forward, passed to `from_pretrained`: null keeps
     # transformers' default (sdpa); "eager" is faster for short sequences on CPU; GPUs may use
     # "flash_attention_2" when installed.

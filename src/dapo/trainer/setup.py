@@ -74,9 +74,24 @@ def load_model_and_tokenizer(
             model.generation_config = GenerationConfig.from_pretrained(path)
     else:
         model = AutoModelForCausalLM.from_pretrained(path, **_load_kwargs(cfg)).to(device)
+    if cfg.disable_dropout:
+        disable_dropout(model)
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     return model, tokenizer, path
+
+
+def disable_dropout(model: torch.nn.Module) -> None:
+    """Dropout off in the trained policy, whatever its config says (GPT-2, OPT, Phi carry 0.1):
+    the update runs in train mode and the old log-probs in eval mode, so with dropout pi_old and
+    pi_theta would differ before any update (ratio != 1, spurious clipping and KL). Its
+    ``nn.Dropout`` modules get p = 0 and its attention modules' ``attention_dropout`` rate
+    (Llama/Qwen's functional dropout) 0; the saved config keeps the model's values."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+        if isinstance(getattr(module, "attention_dropout", None), float):
+            module.attention_dropout = 0.0
 
 
 def load_reference_model(path: Path, cfg: ModelConfig, device: torch.device) -> PreTrainedModel:

@@ -237,3 +237,29 @@ def test_float16_decode_survives_a_large_residual_stream(qwen2):
         exact = teacher_forced_logprobs(model, prompt, completion, 1.0)
         assert (torch.tensor(completion.logprobs) - exact).abs().max() < 0.1
     assert engine.last_path == "llama"
+
+
+def test_sync_weights_from_a_lazy_source_holds_one_full_tensor_at_a_time(qwen2: torch.nn.Module) -> None:
+    """The policy ranks gather one full tensor at a time: the engine must copy each before the
+    next is gathered, not collect them all (a second full model in memory at scale)."""
+    trainer_model = tiny_qwen2(seed=2)
+    alive, peak = [0], [0]
+
+    def gathered():
+        import weakref
+
+        for name, tensor in trainer_model.state_dict().items():
+            full = tensor.clone()
+            alive[0] += 1
+            peak[0] = max(peak[0], alive[0])
+            weakref.finalize(full, lambda: alive.__setitem__(0, alive[0] - 1))
+            yield name, full
+            del full
+
+    engine = NativeEngine(qwen2, PAD_ID)
+    engine.sync_weights(gathered())
+    assert peak[0] == 1
+    for ours, theirs in zip(qwen2.state_dict().values(), trainer_model.state_dict().values()):
+        assert torch.equal(ours, theirs)
+    with pytest.raises(KeyError, match="not one of the engine model's"):
+        engine.sync_weights(iter([("no.such.weight", torch.zeros(1))]))

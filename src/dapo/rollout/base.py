@@ -40,6 +40,26 @@ def named_weights(weights: Weights) -> Iterable[tuple[str, torch.Tensor]]:
     return weights.items() if isinstance(weights, Mapping) else weights
 
 
+def copy_weights(target: torch.nn.Module, weights: Weights) -> None:
+    """Copy ``weights`` into ``target``'s tensors one at a time, as they come: a lazy source
+    (the policy ranks gather one full tensor at a time) never holds more than one full tensor
+    alive. Every name must be one of ``target``'s, and every one of its tensors but a tied output
+    layer must be given."""
+    params = target.state_dict()
+    given = set()
+    with torch.no_grad():
+        for name, tensor in named_weights(weights):
+            if name not in params:
+                raise KeyError(f"weight {name!r} is not one of the engine model's")
+            params[name].copy_(tensor)
+            del tensor  # freed before the source gathers the next one
+            given.add(name)
+    tied = getattr(getattr(target, "config", None), "tie_word_embeddings", False)
+    missing = [name for name in params if name not in given and not (tied and name.startswith("lm_head"))]
+    if missing:
+        raise KeyError(f"weights for {missing} were not given")
+
+
 _MASK64 = (1 << 64) - 1
 
 

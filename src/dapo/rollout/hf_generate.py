@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from transformers import GenerationConfig
 
-from dapo.rollout.base import GenerationResult, SamplingParams, Weights, named_weights
+from dapo.rollout.base import GenerationResult, SamplingParams, Weights, copy_weights
 from dapo.rollout.batching import (
     build_completions,
     check_request,
@@ -96,7 +96,7 @@ class HFGenerateEngine:
 
     def sync_weights(self, model: Weights) -> None:
         if model is not self.model:
-            self.model.load_state_dict(dict(named_weights(model)))
+            copy_weights(self.model, model)
 
     def sleep(self) -> None:
         """Nothing to release."""

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from dapo.rollout import llama_decoder
-from dapo.rollout.base import GenerationResult, SamplingParams, Weights, named_weights
+from dapo.rollout.base import GenerationResult, SamplingParams, Weights, copy_weights
 from dapo.rollout.batching import (
     build_completions,
     check_request,
@@ -115,7 +115,7 @@ class NativeEngine:
     def sync_weights(self, model: Weights) -> None:
         """No-op for the trainer's own model (shared tensors); otherwise copy its weights in."""
         if model is not self.model:
-            self.model.load_state_dict(dict(named_weights(model)))
+            copy_weights(self.model, model)
 
     def sleep(self) -> None:
         """Nothing to release: the KV cache lives only during generate()."""

@@ -145,8 +145,8 @@ def data_problems(files: list[str], key: str) -> list[str]:
 
 def device_problems(cfg: DAPOConfig) -> list[str]:
     device = cfg.trainer.device
-    if device in ("auto", "cpu"):
-        return []
+    if device in ("auto", "cpu") or (cfg.resources.world_size > 1 and cfg.resources.ray_address is not None):
+        return []  # (the policy ranks of a Ray cluster have the devices, not this driver)
     import torch  # already imported by the caller in practice; asks the driver, allocates nothing
 
     kind, _, index = device.partition(":")

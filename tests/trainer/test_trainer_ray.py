@@ -119,3 +119,17 @@ def test_a_dead_policy_rank_stops_the_run_naming_it(tiny_model_dir, reward_file,
     with pytest.raises(PolicyRankDied, match=r"policy rank 1 \(Ray actor PolicyRank\) died.*resume"):
         trainer.step_once()
     trainer.close()
+
+
+def test_ranks_that_fail_to_set_up_are_stopped_with_the_ray_they_started(tiny_model_dir, reward_file, tmp_path):
+    """Else their CPUs stay taken, and a second Trainer in this process (a notebook) waits forever."""
+    import shutil
+
+    import ray
+
+    broken = tmp_path / "broken-model"
+    shutil.copytree(tiny_model_dir, broken)
+    (broken / "model.safetensors").write_bytes(b"\0" * 64)  # passes preflight; fails when the ranks load it
+    with pytest.raises(Exception, match="(?i)safetensor|header|deserializ"):
+        Trainer(tiny_config(broken, tmp_path / "run", reward_file, *TWO_RANKS))
+    assert not ray.is_initialized()

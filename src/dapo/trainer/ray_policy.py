@@ -166,6 +166,14 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _ranks_use_gpus(cfg: DAPOConfig, ray: Any) -> bool:
+    """Whether each policy rank asks Ray for a GPU: trainer.device names CUDA, or is "auto" and
+    the cluster has GPUs (the driver may run on a CPU-only head node or a client)."""
+    if cfg.trainer.device != "auto":
+        return cfg.trainer.device.startswith("cuda")
+    return ray.cluster_resources().get("GPU", 0) >= 1
+
+
 class RayPolicyGroup:
     """The policy ranks, seen from the driver as one :class:`PolicyWorker`."""
 
@@ -182,12 +190,16 @@ class RayPolicyGroup:
             else:
                 ray.init(address=res.ray_address)
         self._ray = ray
-        gpu = resolve_device(cfg.trainer.device).type == "cuda"
-        actor = ray.remote(num_cpus=res.cpus_per_rank, num_gpus=1 if gpu else 0)(PolicyRank)
+        actor = ray.remote(num_cpus=res.cpus_per_rank, num_gpus=1 if _ranks_use_gpus(cfg, ray) else 0)(PolicyRank)
         config = config_to_dict(cfg)
-        self.ranks = [actor.remote(config, rank, res.world_size) for rank in range(res.world_size)]
-        master = self._get([self.ranks[0].rendezvous_address.remote()])[0]
-        self.lr = self._get([r.setup.remote(master) for r in self.ranks])[0]  # set-up errors surface here
+        self.ranks = []
+        try:
+            self.ranks = [actor.remote(config, rank, res.world_size) for rank in range(res.world_size)]
+            master = self._get([self.ranks[0].rendezvous_address.remote()])[0]
+            self.lr = self._get([r.setup.remote(master) for r in self.ranks])[0]  # set-up errors surface here
+        except BaseException:
+            self.close()  # else the actors keep their CPUs/GPUs, and a retry in this process waits forever
+            raise
         self.world_size = res.world_size
         # ranks per rollout engine: consecutive groups of this many ranks form one vLLM engine
         self.engine_tp = cfg.rollout.vllm_tensor_parallel_size if cfg.rollout.engine == "vllm" else 1

@@ -95,3 +95,29 @@ def test_close_shuts_the_engine_core_down_and_drops_it_once(fake_vllm):
     engine.close()
     engine.close()  # a second close (Trainer.close after an error path) does nothing
     assert llm.calls == [("shutdown",)] and engine.llm is None
+
+
+def test_glue_refuses_what_would_train_on_wrong_samples(fake_vllm, monkeypatch):
+    from dapo.config import ConfigError, builtin_config_path, load_config
+
+    from dapo.rollout import vllm_engine
+
+    monkeypatch.setattr(vllm_engine, "_remove_stale_cpu_shm", lambda: None)  # needs a process group
+    engine = VLLMEngine("/models/m", RolloutConfig(engine="vllm"), dtype="float32", spmd=True)
+    assert engine.llm.kwargs["disable_custom_all_reduce"] is True  # one visible GPU per policy rank
+    params = SamplingParams(n=1, max_new_tokens=4, stop_strings=["<|end|>"])
+    engine.generate([[5]], params)
+    assert engine.llm.calls[-1][1][0].skip_special_tokens is False  # stop strings see special tokens
+    # an aborted request is not a truncated sample
+    monkeypatch.setattr(FakeLLM, "generate", lambda self, prompts, params, use_tqdm=False: [SimpleNamespace(
+        outputs=[SimpleNamespace(token_ids=[7], logprobs=[{7: SimpleNamespace(logprob=-0.5)}], finish_reason="abort")])])
+    with pytest.raises(RuntimeError, match="finish_reason='abort'"):
+        engine.generate([[5]], params)
+    # a prefix cache kept across a weight update would serve the old weights' keys and values
+    monkeypatch.setattr(FakeLLM, "reset_prefix_cache", lambda self: False)
+    with pytest.raises(RuntimeError, match="prefix cache"):
+        engine.sync_weights({"w": torch.zeros(1)})
+    # vLLM samples at max(temperature, 0.01) and refuses one above 2
+    for temperature in (1e-3, 2.5):
+        with pytest.raises(ConfigError, match=r"rollout.temperature=.*\[0.01, 2\]"):
+            load_config([builtin_config_path("default")], ["rollout.engine=vllm", f"rollout.temperature={temperature}"])

@@ -483,6 +483,11 @@ class DAPOConfig:
                 f"algorithm.overlong_buffer_len={a.overlong_buffer_len} must be smaller than "
                 f"rollout.max_response_length={r.max_response_length}",
             )
+        if r.engine == "vllm":  # vLLM raises a temperature below 0.01 to 0.01 and refuses one above 2
+            for key, temperature in (("rollout.temperature", r.temperature), ("eval.temperature", self.eval.temperature)):
+                _check(0.01 <= temperature <= 2.0,
+                       f"{key}={temperature} is outside what rollout.engine=vllm samples at ([0.01, 2]); at 0.01 "
+                       "it would sample at another temperature than the trainer's log-probs assume")
         tp, res = r.vllm_tensor_parallel_size, self.resources
         if tp > 1 and res.world_size > 1:
             _check(

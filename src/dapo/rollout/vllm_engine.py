@@ -121,6 +121,10 @@ class VLLMEngine:
         )
         if self.in_process:
             kwargs["distributed_executor_backend"] = "external_launcher" if spmd else "uni"
+        if spmd:
+            # each policy rank sees one GPU: vLLM's custom all-reduce looks peers up among the
+            # visible devices and fails; NCCL all-reduce works between one-GPU processes
+            kwargs["disable_custom_all_reduce"] = True
         if spmd and on_cpu:
             _remove_stale_cpu_shm()
         self.llm = vllm.LLM(**kwargs)
@@ -139,6 +143,7 @@ class VLLMEngine:
             seed=request_seed(params.seed, prompt_index),
             logprobs=0,  # only the sampled token's log-prob
             detokenize=bool(params.stop_strings),
+            skip_special_tokens=False,  # stop strings match the text with special tokens, as natively
         )
 
     def generate(self, prompt_token_ids: list[list[int]], params: SamplingParams) -> GenerationResult:
@@ -167,7 +172,9 @@ class VLLMEngine:
         if not self.in_process:  # worker processes: the tensors travel by pickle
             weights = [(name, tensor.cpu()) for name, tensor in weights]
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights, "is_checkpoint_format": True})
-        self.llm.reset_prefix_cache()
+        if self.llm.reset_prefix_cache() is False:  # vLLM refuses while KV blocks are in use
+            raise RuntimeError("vLLM kept its prefix cache after a weight update: it would reuse the old "
+                               "weights' keys and values")
         if self.asleep:
             self.llm.wake_up(tags=["kv_cache"])
             self.asleep = False
@@ -204,5 +211,6 @@ def _completion(prompt_index: int, sample: Any) -> Completion:
     logprobs = [float(step[token].logprob) for token, step in zip(token_ids, sample.logprobs or [])]
     if len(logprobs) != len(token_ids):
         raise RuntimeError(f"vLLM returned {len(logprobs)} log-probs for {len(token_ids)} tokens")
-    reason = "stop" if sample.finish_reason == "stop" else "length"
-    return Completion(prompt_index, token_ids, logprobs, reason)
+    if sample.finish_reason not in ("stop", "length"):  # "abort", "error": not a sample to train on
+        raise RuntimeError(f"vLLM ended a request with finish_reason={sample.finish_reason!r}")
+    return Completion(prompt_index, token_ids, logprobs, sample.finish_reason)

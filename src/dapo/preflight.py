@@ -164,9 +164,13 @@ def device_problems(cfg: DAPOConfig) -> list[str]:
 
 def extras_problems(cfg: DAPOConfig) -> list[str]:
     problems = []
-    if cfg.model.attn_implementation == "flash_attention_2" and importlib.util.find_spec("flash_attn") is None:
-        problems.append("model.attn_implementation=flash_attention_2 but flash-attn is not installed "
-                        "(`pip install flash-attn` on a GPU machine), or use sdpa / eager")
+    kernel = cfg.model.attn_implementation
+    module, package = {"flash_attention_2": ("flash_attn", "flash-attn"),
+                       "flash_attention_3": ("flash_attn_interface", "flash-attn 3 (hopper/ in its repository)")
+                       }.get(kernel, (None, None))
+    if module is not None and importlib.util.find_spec(module) is None:
+        problems.append(f"model.attn_implementation={kernel} but {package} is not installed (on a GPU machine), "
+                        "or use sdpa / eager")
     if cfg.rollout.engine == "vllm" and importlib.util.find_spec("vllm") is None:
         problems.append(
             "rollout.engine=vllm but vLLM is not installed: `pip install 'dapo-rl[vllm]'` on a GPU machine "

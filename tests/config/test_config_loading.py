@@ -36,6 +36,15 @@ def test_resolved_config_round_trips(tmp_path: Path):
         ("rollout.stop_strings=[User:]", 'reads User: as a mapping, quote it: "User:"'),
         ("reward.max_response_chars=0", "must be >= 1"),
         ("algorithm.advantage_eps=0", "advantage_eps must be > 0"),
+        ("trainer.lrr=1", r"did you mean trainer.lr\?"),
+        ("trainer.total_steps=true", "total_steps=True should be of type int"),
+        ("checkpoint.resume=false", "resume=False should be of type str"),
+        ("trainer.min_lr_ratio=5", r"min_lr_ratio must be in \[0, 1\]"),
+        ("trainer.weight_decay=-1", "weight_decay must be >= 0"),
+        ("trainer.num_threads=-3", "num_threads must be >= 0"),
+        ("eval.max_problems=-1", "max_problems must be >= 0"),
+        ("trainer.gen_prompts_per_round=1", "can never fill trainer.prompts_per_step"),
+        ("model.attn_implementation=bogus", "attn_implementation='bogus' is not one of"),
     ],
 )
 def test_invalid_values_say_why(override: str, message: str):
@@ -102,3 +111,11 @@ def test_tensor_parallel_engines_must_tile_each_node():
         load_config([], ["resources.devices_per_node=6", "rollout.engine=vllm", "rollout.vllm_tensor_parallel_size=4"])
     with pytest.raises(ConfigError, match="needs rollout.engine=vllm"):
         load_config([], ["resources.devices_per_node=2", "rollout.engine=native", "rollout.vllm_tensor_parallel_size=2"])
+
+
+def test_an_empty_list_value_is_the_empty_list():
+    assert load_config(overrides=["data.eval_files="]).data.eval_files == []
+
+
+def test_the_own_model_recipe_does_not_evaluate_on_the_built_in_task():
+    assert load_config([builtin_config_path("dapo_recipe")]).data.eval_files == []

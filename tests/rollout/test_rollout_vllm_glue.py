@@ -99,7 +99,6 @@ def test_close_shuts_the_engine_core_down_and_drops_it_once(fake_vllm):
 
 def test_glue_refuses_what_would_train_on_wrong_samples(fake_vllm, monkeypatch):
     from dapo.config import ConfigError, builtin_config_path, load_config
-
     from dapo.rollout import vllm_engine
 
     monkeypatch.setattr(vllm_engine, "_remove_stale_cpu_shm", lambda: None)  # needs a process group

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import types
 import typing
@@ -81,7 +82,9 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
         if not isinstance(value, dict):
             raise ConfigError(f"{where} must be a mapping, got {value!r}")
         return _build(annotation, value, where)
-    if annotation is float and isinstance(value, int) and not isinstance(value, bool):
+    if isinstance(value, bool) and annotation in (int, float, str):  # YAML reads true/false/yes/no as bools
+        raise ConfigError(f"{where}={value!r} should be of type {annotation.__name__}")
+    if annotation is float and isinstance(value, int):
         return float(value)
     if annotation is float and isinstance(value, str):
         try:
@@ -91,6 +94,8 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
     if annotation is int and isinstance(value, float) and value.is_integer():
         return int(value)
     if origin is list:
+        if value == "":  # `data.eval_files=`: none (as Hydra users write it)
+            return []
         if isinstance(value, (str, dict)) or not hasattr(value, "__iter__"):
             value = [value]
         (item_type,) = typing.get_args(annotation) or (Any,)
@@ -114,9 +119,11 @@ def _build(cls: type, values: dict[str, Any], where: str) -> Any:
     unknown = sorted(set(values) - names)
     if unknown:
         prefix = f"{where}." if where else ""
+        guesses = [f"{prefix}{guess}" for u in unknown for guess in difflib.get_close_matches(u, names, n=1)]
         raise ConfigError(
-            f"unknown config key(s) {[prefix + u for u in unknown]}; valid keys under "
-            f"{where or 'the top level'}: {sorted(names)}"
+            f"unknown config key(s) {[prefix + u for u in unknown]}"
+            + (f" (did you mean {', '.join(guesses)}?)" if guesses else "")
+            + f"; valid keys under {where or 'the top level'}: {sorted(names)}"
         )
     kwargs = {
         k: _coerce(v, hints[k], f"{where}.{k}" if where else k) for k, v in values.items()

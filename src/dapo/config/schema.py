@@ -21,6 +21,10 @@ class ConfigError(UserError, ValueError):
     """A configuration value is invalid; the message names the field and the reason."""
 
 
+# model.attn_implementation values transformers knows (None: its default, sdpa)
+ATTENTION_KERNELS = (None, "eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention")
+
+
 def _check(condition: bool, message: str) -> None:
     if not condition:
         raise ConfigError(message)
@@ -55,6 +59,9 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         _one_of("model.dtype", self.dtype, ("float32", "bfloat16", "float16"))
+        _check(self.attn_implementation in ATTENTION_KERNELS or "/" in (self.attn_implementation or ""),
+               f"model.attn_implementation={self.attn_implementation!r} is not one of {ATTENTION_KERNELS} "
+               "(or a Hugging Face kernels repository, org/name)")
         _check(bool(self.path), "model.path must name a model directory or 'builtin'")
 
 
@@ -361,6 +368,9 @@ class TrainerConfig:
         _check(self.lr > 0, "trainer.lr must be > 0")
         _check(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas), "trainer.betas must be two values in [0, 1)")
         _check(self.grad_clip > 0, "trainer.grad_clip must be > 0")
+        _check(self.weight_decay >= 0, "trainer.weight_decay must be >= 0")
+        _check(0 <= self.min_lr_ratio <= 1, "trainer.min_lr_ratio must be in [0, 1] (the cosine's floor, a share of trainer.lr)")
+        _check(self.num_threads >= 0, "trainer.num_threads must be >= 0 (0: torch's default)")
         _check(self.warmup_steps >= 0, "trainer.warmup_steps must be >= 0")
         _one_of("trainer.lr_schedule", self.lr_schedule, ("constant", "cosine"))
         _one_of("trainer.autocast", self.autocast, ("none", "bf16", "fp16"))
@@ -393,6 +403,7 @@ class EvalConfig:
     def __post_init__(self) -> None:
         _check(self.every_steps >= 0, "eval.every_steps must be >= 0")
         _check(self.k >= 1, "eval.k must be >= 1")
+        _check(self.max_problems >= 0, "eval.max_problems must be >= 0 (0: all)")
         _check(self.temperature > 0, "eval.temperature must be > 0")
         _check(0 < self.top_p <= 1, "eval.top_p must be in (0, 1]")
 
@@ -483,6 +494,11 @@ class DAPOConfig:
                 f"algorithm.overlong_buffer_len={a.overlong_buffer_len} must be smaller than "
                 f"rollout.max_response_length={r.max_response_length}",
             )
+        if a.dynamic_sampling:
+            t = self.trainer
+            _check(t.gen_prompts_per_round * a.max_gen_rounds >= t.prompts_per_step,
+                   f"trainer.gen_prompts_per_round={t.gen_prompts_per_round} x algorithm.max_gen_rounds="
+                   f"{a.max_gen_rounds} prompts can never fill trainer.prompts_per_step={t.prompts_per_step} groups")
         if r.engine == "vllm":  # vLLM raises a temperature below 0.01 to 0.01 and refuses one above 2
             for key, temperature in (("rollout.temperature", r.temperature), ("eval.temperature", self.eval.temperature)):
                 _check(0.01 <= temperature <= 2.0,

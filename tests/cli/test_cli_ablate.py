@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 
 from dapo.builtin import BUILTIN_RECIPES
+from dapo.config import ConfigError
 from dapo.cli.ablate import (
     ABLATION_TASKS,
     DIAGNOSTICS,
@@ -103,3 +104,14 @@ def test_ablation_runs_every_variant_and_writes_tables_and_plot(tmp_path):
     for name, _ in VARIANTS:
         assert sum(line.startswith(f"| {name} |") for line in table.splitlines()) == 2
     assert Path(out / "naive_GRPO-seed0").is_dir()
+
+
+def test_an_override_a_later_variant_refuses_fails_before_any_run(tmp_path, monkeypatch):
+    from dapo.cli import ablate
+
+    def ran(*args, **kwargs):
+        raise AssertionError("a variant ran before every config was checked")
+
+    monkeypatch.setattr(ablate, "run_variant", ran)
+    with pytest.raises(ConfigError, match="dynamic_sampling needs rollout.n >= 2"):
+        run_ablation(seeds=1, steps=2, output_dir=str(tmp_path), overrides=["rollout.n=1"])

@@ -228,13 +228,14 @@ def run_ablation(
 ) -> str:
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
+    # every run's config first: an override one variant refuses fails now, not after hours of the others
+    configs = [(name, seed, variant_config(index, seed, steps, _run_dir(out, name, seed), overrides, task))
+               for index, (name, _) in enumerate(VARIANTS) for seed in range(seeds)]
     curves: list[RunCurve] = []
-    for index, (name, _) in enumerate(VARIANTS):
-        for seed in range(seeds):
-            cfg = variant_config(index, seed, steps, _run_dir(out, name, seed), overrides, task)
-            curve = run_variant(cfg, name, steps, evals)
-            curves.append(curve)
-            print(f"{name:28s} seed {seed}: avg@k {curve.accuracy[0]:.1%} -> {curve.accuracy[-1]:.1%}", flush=True)
+    for name, seed, cfg in configs:
+        curve = run_variant(cfg, name, steps, evals)
+        curves.append(curve)
+        print(f"{name:28s} seed {seed}: avg@k {curve.accuracy[0]:.1%} -> {curve.accuracy[-1]:.1%}", flush=True)
     table = summarise(curves)
     (out / "results.md").write_text(table)
     (out / "curves.json").write_text(json.dumps([c.__dict__ for c in curves]))

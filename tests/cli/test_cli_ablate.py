@@ -4,7 +4,6 @@ from pathlib import Path
 import pytest
 
 from dapo.builtin import BUILTIN_RECIPES
-from dapo.config import ConfigError
 from dapo.cli.ablate import (
     ABLATION_TASKS,
     DIAGNOSTICS,
@@ -14,6 +13,7 @@ from dapo.cli.ablate import (
     summarise,
     variant_config,
 )
+from dapo.config import ConfigError
 from tests.trainer.conftest import PARITY_REWARD, make_tiny_model, tiny_overrides
 
 # (clip_ratio_high, loss_agg_mode, overlong_filtering, overlong_soft_punishment, dynamic_sampling)

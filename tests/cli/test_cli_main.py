@@ -96,3 +96,11 @@ def test_plot_to_a_format_matplotlib_cannot_write_is_a_one_line_error(tmp_path, 
     assert "report.txt" in err and ".png" in err and "Traceback" not in err
     assert main(["plot", str(tmp_path), "-o", str(tmp_path / "report.svg")]) == 0
     assert (tmp_path / "report.svg").read_text().lstrip().startswith("<?xml")
+
+
+def test_eval_of_a_run_directory_names_its_newest_checkpoint(tmp_path, capsys):
+    checkpoint = tmp_path / "checkpoints" / "step-000002"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "trainer_state.pt").write_bytes(b"")
+    assert main(["eval", str(tmp_path)]) == 2
+    assert f"is a run directory: name one of its checkpoints, e.g. dapo eval {checkpoint}" in capsys.readouterr().err

@@ -90,6 +90,12 @@ def cmd_eval(ns: argparse.Namespace) -> int:
     from dapo.preflight import check_run, output_problems
 
     args = list(ns.config)
+    if (Path(ns.model) / "checkpoints").is_dir() and not (Path(ns.model) / "config.json").exists():
+        from dapo.trainer.checkpoint import list_checkpoints
+
+        newest = list_checkpoints(ns.model)
+        example = newest[-1] if newest else Path(ns.model) / "checkpoints" / "step-N"
+        raise UserError(f"{ns.model} is a run directory: name one of its checkpoints, e.g. dapo eval {example}")
     saved = Path(ns.model) / SAVED_CONFIG
     if saved.is_file():  # the run's own, under any CONFIG and key=value given (a later file wins)
         print(f"dapo eval: config: {saved}, the run's own (a CONFIG or key=value overrides it)", file=sys.stderr)

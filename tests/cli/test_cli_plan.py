@@ -66,3 +66,12 @@ def test_plan_counts_every_saved_activation_without_gradient_checkpointing(capsy
     row = next(line for line in out.splitlines() if "activations (no checkpointing + logits)" in line)
     assert row.endswith(f"{(tokens * hidden * 34 * layers + logits) / GIB:9.2f} GiB")
     assert "DOES NOT FIT" in out and "set model.gradient_checkpointing=true" in out
+
+
+def test_a_model_not_on_this_machine_gets_the_shape_of_the_qwen25_model_nearest_in_size_and_says_so(capsys):
+    from dapo.cli.main import main
+
+    assert main(["plan", "qwen2.5_1.5b_1gpu", "--params", "7.6e9"]) == 0
+    out = capsys.readouterr().out
+    assert "28 layers, hidden 3584" in out and "nearest in size" in out  # Qwen2.5-7B, not the 1.5B's 1536
+    assert main(["plan", "qwen2.5_1.5b_1gpu", "--params", "-5"]) == 2

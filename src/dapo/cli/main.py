@@ -150,6 +150,8 @@ def cmd_config(ns: argparse.Namespace) -> int:
 def cmd_plan(ns: argparse.Namespace) -> int:
     from dapo.cli.plan import plan
 
+    if (ns.params is not None and ns.params <= 0) or ns.device_gib <= 0:
+        raise UserError("--params and --device-gib must be > 0")
     print(plan(resolve(ns.config, "plan"), ns.params, ns.device_gib))
     return 0
 

@@ -20,6 +20,7 @@ the vLLM KV cache's use of its share are not modelled.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from dapo.config import DAPOConfig
@@ -50,9 +51,17 @@ def model_shape(cfg: DAPOConfig, params: float | None) -> tuple[float, int, int,
         raise FileNotFoundError(
             f"{config_file} is not on this machine: give the model's size, e.g. dapo plan CONFIG --params 32.8e9"
         )
-    # Without the config, a Qwen2.5-like shape for the size: layers and width from the family.
-    layers, hidden, vocab = (64, 5120, 152064) if params > 20e9 else (28, 1536, 151936)
+    # Without the config: the shape of the Qwen2.5 model nearest in size (layers, hidden, vocabulary)
+    _, (layers, hidden, vocab) = min(QWEN25_SHAPES.items(), key=lambda item: abs(math.log(item[0] / params)))
     return params, layers, hidden, vocab
+
+
+# Qwen2.5 base models by parameter count: (layers, hidden size, vocabulary), from their config.json
+QWEN25_SHAPES = {
+    0.49e9: (24, 896, 151936), 1.54e9: (28, 1536, 151936), 3.09e9: (36, 2048, 151936),
+    7.62e9: (28, 3584, 152064), 14.7e9: (48, 5120, 152064), 32.8e9: (64, 5120, 152064),
+    72.7e9: (80, 8192, 152064),
+}
 
 
 def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0) -> str:
@@ -80,10 +89,13 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
         engine_bytes = n * (BYTES.get(cfg.rollout.native_dtype, param_bytes))
         rows.append(("rollout engine (full copy)", engine_bytes))
         engine = f"{cfg.rollout.engine}, a full copy of the weights"
+    guessed = "" if params is None or (Path(cfg.model.path).expanduser() / "config.json").exists() else (
+        ", the shape of the Qwen2.5 model nearest in size: its config.json is not on this machine")
     lines = [
-        f"model: {cfg.model.path} ({n / 1e9:.2f}B parameters, {layers} layers, hidden {hidden}, vocabulary {vocab})",
+        f"model: {cfg.model.path} ({n / 1e9:.2f}B parameters, {layers} layers, hidden {hidden}, vocabulary {vocab}"
+        f"{guessed})",
         f"placement: {res.nnodes} node(s) x {res.devices_per_node} device(s) = {world} policy rank(s)"
-        + (" in this process (no Ray)" if world == 1 and res.ray_address is None else
+        + (" in this process (no Ray)" if world == 1 else
            f" on Ray ({res.ray_address or 'a local Ray started by dapo train'})"),
         f"each rank: an FSDP2 shard of the policy ({cfg.model.dtype} weights, autocast {cfg.trainer.autocast}) and a rollout engine: {engine}",
         "the driver: the DAPO loop, rewards, its own part of each checkpoint (no weights: the model's structure "

@@ -89,3 +89,30 @@ def test_a_resume_seeing_fewer_gpus_than_the_save_restores_those_it_sees(monkeyp
              "cuda": [torch.tensor([7], dtype=torch.uint8)] * 8}  # saved with 8 GPUs visible
     checkpoint.set_rng_state(saved)
     assert restored == [(7, 0)]
+
+
+def test_a_checkpoint_half_deleted_by_a_kill_during_rotation_is_cleaned_up(tiny_model_dir: Path, tmp_path: Path,
+                                                                          monkeypatch):
+    import shutil
+
+    from dapo.trainer import checkpoint
+    from dapo.trainer.run_dir import remove_stale_checkpoint_temps
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    save_checkpoint(tmp_path, 1, model, tokenizer, {}, "", keep_last=1)
+    real_rmtree = shutil.rmtree
+
+    def killed_midway(path, ignore_errors=False):
+        if not (Path(path) / "trainer_state.pt").is_file():  # not a checkpoint being rotated out
+            return real_rmtree(path, ignore_errors=ignore_errors)
+        (Path(path) / "trainer_state.pt").unlink()  # deleted first, the weights not yet
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(checkpoint.shutil, "rmtree", killed_midway)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(tmp_path, 2, model, tokenizer, {}, "", keep_last=1)
+    monkeypatch.setattr(checkpoint.shutil, "rmtree", real_rmtree)
+    with pytest.warns(UserWarning, match="removed 1 incomplete checkpoint"):
+        assert remove_stale_checkpoint_temps(tmp_path) == 1
+    assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["step-000002"]

@@ -131,7 +131,11 @@ def publish_checkpoint(
         tmp.rename(final)
     fsync_dir(root)
     for old in list_checkpoints(run_dir)[:-keep_last]:
-        shutil.rmtree(old, ignore_errors=True)
+        # renamed first (atomically) to a name the next start cleans up: a kill during the delete
+        # must not leave gigabytes that no checkpoint listing sees
+        doomed = root / f".tmp-{old.name}-deleting-{os.getpid()}"
+        old.rename(doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
     return final
 
 

@@ -220,3 +220,11 @@ def test_a_run_killed_while_writing_its_final_checkpoint_logs_the_final_evaluati
     Trainer(tiny_config(tiny_model_dir, run, reward_file, *overrides)).train()
     assert [row["step"] for row in read_metrics(run) if "eval/avg@2" in row] == [2]
     assert [row["step"] for row in read_metrics(run) if "actor/loss" in row] == [1, 2]
+
+
+def test_resuming_past_total_steps_says_there_is_nothing_to_train(tiny_model_dir, reward_file, tmp_path):
+    run = tmp_path / "run"
+    overrides = ("eval.every_steps=0", "eval.before_training=false")
+    Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=2", *overrides)).train()
+    with pytest.warns(UserWarning, match="resumed at step 2, past trainer.total_steps=1: nothing to train"):
+        assert Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=1", *overrides)).train().steps == 2

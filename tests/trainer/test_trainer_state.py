@@ -33,11 +33,14 @@ def test_state_dicts_moved_in_memory_reproduce_the_next_step(tiny_model_dir, rew
             first.step_once()
         assert first.sampler.surplus, "no surplus groups carried: the test would not cover them"
         # copies, as a checkpoint would hold (a state_dict shares the optimizer's tensors)
+        first.reward_watch.streak = {"rewards.parity": 2}  # a reward that failed everywhere for 2 steps...
         loop_state, policy_state = copy.deepcopy(first.state_dict()), copy.deepcopy(first.policy.state_dict())
         second.model.load_state_dict(first.model.state_dict())
         second.policy.load_state_dict(policy_state)
         second.load_state_dict(loop_state)
         assert second.step == 2 and second.engine_version is None  # the engine syncs before its next use
+        # ...has its count restored, not restarted
+        assert second.reward_watch.streak == first.reward_watch.streak == loop_state["reward_failure_streak"]
         replayed = second.step_once()
         set_rng_state(loop_state["rng"])
         original = first.step_once()

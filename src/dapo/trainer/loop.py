@@ -165,12 +165,13 @@ class Trainer:
         """The driver's part of a checkpoint: where the loop is, the sampler's cursor and surplus,
         and the RNG (the policy writes its own part: :meth:`PolicyWorker.save_checkpoint`)."""
         return {"step": self.step, "next_group_id": self.next_group_id, "sampler": self.sampler.state_dict(),
-                "rng": rng_state()}
+                "rng": rng_state(), "reward_failure_streak": dict(self.reward_watch.streak)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.step, self.next_group_id = state["step"], state["next_group_id"]
         self.sampler.load_state_dict(state["sampler"])
         set_rng_state(state["rng"])
+        self.reward_watch.streak = dict(state.get("reward_failure_streak", {}))  # older checkpoints: none
         self.engine_version = None  # the engine may hold the initial weights: sync before its next use
 
     def save_checkpoint(self, final: bool = False) -> Path:

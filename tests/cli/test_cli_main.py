@@ -104,3 +104,8 @@ def test_eval_of_a_run_directory_names_its_newest_checkpoint(tmp_path, capsys):
     (checkpoint / "trainer_state.pt").write_bytes(b"")
     assert main(["eval", str(tmp_path)]) == 2
     assert f"is a run directory: name one of its checkpoints, e.g. dapo eval {checkpoint}" in capsys.readouterr().err
+
+
+def test_explain_followed_by_an_override_explains_every_field_with_it(capsys):
+    assert main(["config", "--explain", "trainer.lr=1e-5"]) == 0
+    assert "trainer.lr (float) = 1e-05" in capsys.readouterr().out

@@ -2,9 +2,11 @@
 
 One dataclass per component; each field is documented once, here, by the comment above it.
 Every dataclass validates itself in ``__post_init__`` and raises :class:`ConfigError` saying
-which field is wrong and why. Defaults follow the DAPO reference run where one exists
-(see ``configs/dapo_qwen2.5_32b.yaml``); the embedded default (``configs/default.yaml``)
-overrides them for a laptop CPU.
+which field is wrong and why. Algorithm defaults follow the DAPO reference run where one exists
+(see ``configs/dapo_qwen2.5_32b.yaml``), with two exceptions that a partial YAML file inherits:
+``trainer.autocast`` is "none" (the reference computes in bf16; not every device can) and
+``algorithm.keep_surplus_groups`` is true (the reference, as verl, drops the extra groups). The
+embedded default (``configs/default.yaml``) overrides them for a laptop CPU.
 """
 
 from __future__ import annotations

@@ -73,7 +73,7 @@ def test_few_steps_log_documented_finite_metrics_and_loadable_checkpoints(
 
 
 def test_dapo_eval_scores_a_checkpoint_directory(tiny_model_dir, capsys):
-    code = dapo_main(["eval", str(tiny_model_dir), "data.builtin_eval_size=6", "eval.k=3",
+    code = dapo_main(["eval", str(tiny_model_dir), "data.eval_files=[builtin:arithmetic]", "data.builtin_eval_size=6", "eval.k=3",
                       "rollout.max_response_length=8", "algorithm.overlong_buffer_len=4", "trainer.device=cpu", "reward.num_workers=1"])
     assert code == 0
     out = capsys.readouterr().out

@@ -133,3 +133,31 @@ def test_ranks_that_fail_to_set_up_are_stopped_with_the_ray_they_started(tiny_mo
     with pytest.raises(Exception, match="(?i)safetensor|header|deserializ"):
         Trainer(tiny_config(broken, tmp_path / "run", reward_file, *TWO_RANKS))
     assert not ray.is_initialized()
+
+
+def test_the_ranks_update_equals_one_process_on_the_same_mini_batch(tiny_model_dir, reward_file, tmp_path):
+    """Values, not just keys: the driver sends the whole mini-batch's token count (a rank
+    normalising by its own share would double the gradient), the ranks' losses add up, and the
+    gradient norm (clipped, across the shards) and the updated weights are one process's."""
+    from tests.trainer.test_trainer_policy import make_samples
+
+    exact = ["trainer.autocast=none", "trainer.grad_clip=0.05", "trainer.micro_batch_tokens=24"]
+    one = Trainer(tiny_config(tiny_model_dir, tmp_path / "one", reward_file, "trainer.num_threads=1", *exact))
+    two = Trainer(tiny_config(tiny_model_dir, tmp_path / "two", reward_file, *TWO_RANKS, *exact))
+    try:
+        results = []
+        for trainer in (one, two):
+            samples = make_samples(torch.Generator().manual_seed(0))
+            for sample, logprobs in zip(samples, trainer.policy.compute_logprobs(samples).logprobs):
+                sample.old_logprobs = [x - 0.05 for x in logprobs]  # ratio != 1: clipping paths run
+            stats = trainer.policy.update(samples)
+            after = trainer.policy.compute_logprobs(samples).logprobs  # the updated weights, seen through them
+            results.append((stats, torch.tensor([x for row in after for x in row])))
+        (single, single_after), (ranks, ranks_after) = results
+        assert single.grad_norm > 0.05  # the clip binds
+        assert ranks.loss == pytest.approx(single.loss, rel=1e-5, abs=1e-7)
+        assert ranks.grad_norm == pytest.approx(single.grad_norm, rel=1e-4)
+        assert float((ranks_after - single_after).abs().max()) < 1e-4
+    finally:
+        one.close()
+        two.close()

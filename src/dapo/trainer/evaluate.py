@@ -140,7 +140,7 @@ def evaluate_held_out(
     """The @k metrics of ``run``'s model on its held-out problems (data.eval_files, one entry per
     (data_source, uid), at most eval.max_problems), sampled with the eval.* settings."""
     if run.data.eval is None:
-        raise ConfigError("data.eval_files is empty: nothing to evaluate on")
+        raise ConfigError("data.eval_files is empty: nothing to evaluate on (give data.eval_files=[FILE,...])")
     problems = unique_problems(run.data.eval.problems, cfg.eval.max_problems)
     encoded = run.encoder.encode(problems)
     params = make_sampling_params(cfg, run.stop_token_ids, evaluation=True)

@@ -42,7 +42,7 @@ def evaluate_model(cfg: DAPOConfig, save_dir: str | Path | None = None, progress
     ``generations.jsonl``, the metrics to ``metrics.json`` and the config used to ``config.yaml``."""
     run = build_run(cfg, train_data=False)
     if run.data.eval is None:
-        raise ConfigError("data.eval_files is empty: nothing to evaluate on")
+        raise ConfigError("data.eval_files is empty: nothing to evaluate on (give data.eval_files=[FILE,...])")
     print(run.data.eval.describe("eval"))
     e = cfg.eval
     limit = f", the first {e.max_problems}" if e.max_problems else ""

@@ -115,6 +115,10 @@ def test_a_dead_policy_rank_stops_the_run_naming_it(tiny_model_dir, reward_file,
     from dapo.trainer.ray_policy import PolicyRankDied
 
     trainer = Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *TWO_RANKS))
+    # the ranks of a node are placed together (a tensor-parallel engine must not span machines)
+    [group] = trainer.policy.node_groups
+    table = ray.util.placement_group_table(group)
+    assert table["strategy"] == "STRICT_PACK" and len(table["bundles"]) == 2
     ray.kill(trainer.policy.ranks[1])
     with pytest.raises(PolicyRankDied, match=r"policy rank 1 \(Ray actor PolicyRank\) died.*resume"):
         trainer.step_once()

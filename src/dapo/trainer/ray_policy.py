@@ -174,6 +174,35 @@ def _ranks_use_gpus(cfg: DAPOConfig, ray: Any) -> bool:
     return ray.cluster_resources().get("GPU", 0) >= 1
 
 
+PLACEMENT_TIMEOUT_S = 600.0  # how long the cluster may take to find room for the ranks
+
+
+def _node_placement_groups(ray: Any, nnodes: int, devices_per_node: int, cpus: float, gpus: int) -> list[Any]:
+    """One placement group per node (STRICT_PACK: its bundles on one machine), a bundle per
+    device: ranks r*devices_per_node ... of node r share a machine, so a tensor-parallel engine
+    (consecutive ranks, dividing devices_per_node) never spans the network."""
+    from ray.util.placement_group import placement_group
+
+    bundle = {"CPU": cpus, **({"GPU": gpus} if gpus else {})}
+    groups = [placement_group([bundle] * devices_per_node, strategy="STRICT_PACK") for _ in range(nnodes)]
+    ready, _ = ray.wait([group.ready() for group in groups], num_returns=nnodes, timeout=PLACEMENT_TIMEOUT_S)
+    if len(ready) < nnodes:
+        for group in groups:
+            ray.util.remove_placement_group(group)
+        raise RuntimeError(
+            f"Ray could not place {nnodes} node(s) x {devices_per_node} policy rank(s) of {bundle} each within "
+            f"{PLACEMENT_TIMEOUT_S:.0f} s; the cluster has {ray.cluster_resources()}"
+        )
+    return groups
+
+
+def _bundle(groups: list[Any], rank: int, devices_per_node: int) -> Any:
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    return PlacementGroupSchedulingStrategy(placement_group=groups[rank // devices_per_node],
+                                            placement_group_bundle_index=rank % devices_per_node)
+
+
 class RayPolicyGroup:
     """The policy ranks, seen from the driver as one :class:`PolicyWorker`."""
 
@@ -190,11 +219,17 @@ class RayPolicyGroup:
             else:
                 ray.init(address=res.ray_address)
         self._ray = ray
-        actor = ray.remote(num_cpus=res.cpus_per_rank, num_gpus=1 if _ranks_use_gpus(cfg, ray) else 0)(PolicyRank)
+        gpus = 1 if _ranks_use_gpus(cfg, ray) else 0
+        actor = ray.remote(num_cpus=res.cpus_per_rank, num_gpus=gpus)(PolicyRank)
         config = config_to_dict(cfg)
-        self.ranks = []
+        self.ranks, self.node_groups = [], []
         try:
-            self.ranks = [actor.remote(config, rank, res.world_size) for rank in range(res.world_size)]
+            self.node_groups = _node_placement_groups(ray, res.nnodes, res.devices_per_node, res.cpus_per_rank, gpus)
+            self.ranks = [
+                actor.options(scheduling_strategy=_bundle(self.node_groups, rank, res.devices_per_node)).remote(
+                    config, rank, res.world_size)
+                for rank in range(res.world_size)
+            ]
             master = self._get([self.ranks[0].rendezvous_address.remote()])[0]
             self.lr = self._get([r.setup.remote(master) for r in self.ranks])[0]  # set-up errors surface here
         except BaseException:
@@ -275,9 +310,11 @@ class RayPolicyGroup:
         self.num_nonfinite_skipped = state["num_nonfinite_skipped"]
 
     def close(self) -> None:
-        """Stop the ranks (and the local Ray this group started)."""
+        """Stop the ranks, free their placement, and stop the local Ray this group started."""
         for rank in self.ranks:
             self._ray.kill(rank)
+        for group in self.node_groups:
+            self._ray.util.remove_placement_group(group)
         if self._started_ray:
             self._ray.shutdown()
 

@@ -284,7 +284,7 @@ class PolicyWorker:
             # decided by all ranks together, so that none is left waiting in a collective
             if not all_ranks_true(bool(torch.isfinite(loss))):
                 return self._skip(stats, f"loss is {loss.item()} (on this or another rank)")
-            (loss * self.loss_scale).backward()
+            (loss if self.loss_scale == 1.0 else loss * self.loss_scale).backward()
             total, policy_gradient = torch.stack([loss.detach(), pg_loss.detach()]).tolist()  # one device sync
             stats.loss += total
             stats.pg_loss += policy_gradient

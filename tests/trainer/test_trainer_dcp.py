@@ -170,3 +170,27 @@ def test_a_checkpoint_before_the_first_update_leaves_adamw_as_fresh(tiny_model_d
     for policy in (saved, resumed):
         assert {float(state["step"]) for state in policy.optimizer.state.values()} == {1.0}
         assert all(torch.equal(tensor, expected[name]) for name, tensor in policy.model.state_dict().items())
+
+
+@pytest.mark.parametrize(("saved_scale", "resumed_scale"), [(None, 65536.0), (1024.0, None), (1024.0, 65536.0)])
+def test_sharded_state_resumes_across_a_change_of_float16_loss_scaling(tmp_path, saved_scale, resumed_scale):
+    """A run resumed with trainer.autocast=fp16 from shards saved without it (or the reverse):
+    the loss-scale entries one side lacks must not make the load fail; a saved scale is kept."""
+    from dapo.trainer.checkpoint import load_sharded_policy, save_sharded_policy
+
+    def policy(scale: float | None):
+        layer = torch.nn.Linear(2, 2)
+        optimizer = torch.optim.AdamW([{"params": [layer.weight]}, {"params": [layer.bias], "weight_decay": 0.0}])
+        if scale is not None:
+            optimizer.param_groups[0].update(loss_scale=scale, updates_since_overflow=0)
+        return layer, optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+
+    layer, optimizer, scheduler = policy(saved_scale)
+    layer(torch.ones(1, 2)).sum().backward()
+    optimizer.step()
+    save_sharded_policy(tmp_path, layer, optimizer, scheduler)
+    resumed_layer, resumed_optimizer, resumed_scheduler = policy(resumed_scale)
+    load_sharded_policy(tmp_path, resumed_layer, resumed_optimizer, resumed_scheduler)
+    assert torch.equal(resumed_layer.weight, layer.weight)
+    expected = saved_scale if resumed_scale is not None else None
+    assert resumed_optimizer.param_groups[0].get("loss_scale") == expected

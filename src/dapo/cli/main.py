@@ -14,9 +14,10 @@ from dapo.errors import UserError
 
 EPILOG = """\
 configuration:
-  CONFIG is a YAML file or the name of a shipped config (default, dapo_qwen2.5_32b,
-  qwen2.5_1.5b_1gpu). With no CONFIG, `dapo train` runs the embedded default: the built-in
-  arithmetic task and tiny base model, a few minutes on a laptop CPU.
+  CONFIG is a YAML file or the name of a shipped config (default, dapo_recipe, dapo_qwen2.5_32b,
+  qwen2.5_1.5b_1gpu). With no CONFIG, `dapo train` runs the embedded default (the built-in
+  arithmetic task and tiny base model, a few minutes on a laptop CPU), or with a model.path of
+  your own the paper's recipe (dapo_recipe). A CONFIG file is layered on the schema's defaults.
   Any field can be overridden with dotted key=value pairs, e.g.
       dapo train trainer.lr=1e-5 rollout.n=8 algorithm.clip_ratio_high=0.28
   Every field is documented in src/dapo/config/schema.py: `dapo config --explain KEY` shows a
@@ -71,7 +72,11 @@ def resolve(args: list[str], command: str = "train") -> DAPOConfig:
         print(f"dapo {command}: note: config {DEMO_CONFIG!r} holds the built-in demo's laptop settings (no prompt "
               f"template, lr 1.5e-4 cosine, bf16 decode, eval top_p 1.0); for your model start from {RECIPE_CONFIG!r}",
               file=sys.stderr)
-    return load_config(files, overrides)
+    cfg = load_config(files, overrides)
+    if command == "train" and not is_builtin_model(model_path) and cfg.data.train_files == ["builtin:arithmetic"]:
+        print(f"dapo {command}: note: data.train_files is the built-in arithmetic task; give "
+              "data.train_files=[FILE,...] to train your model on your data", file=sys.stderr)
+    return cfg
 
 
 def cmd_train(ns: argparse.Namespace) -> int:

@@ -39,9 +39,9 @@ def _one_of(name: str, value: Any, allowed: tuple[Any, ...]) -> None:
 @dataclass
 class ModelConfig:
     # Hugging Face model directory (anything `AutoModelForCausalLM.from_pretrained` loads), or
-    # "builtin" for the built-in tiny base model, which is built locally (and cached) on first use;
-    # "builtin:<name>" for another built-in recipe ("mixed", "rare-trace": see
-    # dapo.builtin.BUILTIN_RECIPES), used by `dapo ablate`.
+    # "builtin" for the built-in tiny base model (its weights ship with the package and are
+    # installed into model.cache_dir); "builtin:<name>" for another built-in recipe ("mixed",
+    # "rare-trace": see dapo.builtin.BUILTIN_RECIPES, built and cached on first use), used by `dapo ablate`.
     path: str = "builtin"
     # Tokenizer directory; None means the model directory.
     tokenizer_path: str | None = None
@@ -124,7 +124,8 @@ class RewardFunctionSpec:
 @dataclass
 class RewardConfig:
     # Built-in verifier's answer extraction: "answer" (last "Answer:" line), "boxed" (last
-    # \\boxed{...}), or "auto" (per data source: boxed for sources that use it, else answer).
+    # \\boxed{...}), or "auto" (the "Answer:" line for data sources whose name contains "dapo",
+    # else whichever of the two the response states last).
     extractor: str = "auto"
     # Score given to a correct / incorrect response by the built-in verifier (DAPO: +1 / -1).
     correct_score: float = 1.0
@@ -170,7 +171,8 @@ class RolloutConfig:
     engine: str = "native"
     # Responses sampled per prompt (the group size G).
     n: int = 16
-    # Sampling for training rollouts (DAPO: temperature 1.0, top_p 1.0).
+    # Sampling for training rollouts (DAPO: temperature 1.0, top_p 1.0); rollout.engine=vllm
+    # samples temperatures in [0.01, 2] only.
     temperature: float = 1.0
     top_p: float = 1.0
     # 0 disables top-k.

@@ -201,6 +201,14 @@ def load_sharded_policy(directory: str | Path, model: torch.nn.Module, optimizer
     if not (path / ".metadata").exists():
         raise FileNotFoundError(f"{directory} holds no sharded policy state ({SHARDED_DIR}/.metadata)")
     whole, unique = _policy_state(model, optimizer, scheduler)
+    # Param-group entries the checkpoint does not hold (float16 loss scaling, off when it was
+    # saved) are not asked for: the policy sets their defaults after the load.
+    saved = dcp.FileSystemReader(str(path)).read_metadata().state_dict_metadata
+    for index, group in enumerate(unique["optimizer"]["param_groups"]):
+        for key in [k for k in group if k != "params"]:
+            name = f"optimizer.param_groups.{index}.{key}"
+            if not any(entry == name or entry.startswith(name + ".") for entry in saved):
+                del group[key]
     # in place, into the tensors ``whole`` shares with ``unique``; one process (no process group) reads it all
     dcp.load(unique, checkpoint_id=path, no_dist=not dist.is_initialized())
     set_state_dict(model, optimizer, model_state_dict=whole["model"], optim_state_dict=unique["optimizer"])

@@ -59,7 +59,8 @@ METRICS: dict[str, str] = {
     "actor/grad_norm": "gradient norm before clipping (mean over the step's optimizer updates)",
     "actor/lr": "learning rate of the step's updates (the schedule moves once per training step)",
     "actor/updates": "optimizer updates made in this step",
-    "actor/skipped_updates": "updates dropped because the loss or gradient was not finite",
+    "actor/skipped_updates": "updates dropped because the loss or gradient was not finite (in float16, also "
+                             "dynamic loss scaling's overflows, which halve the scale)",
     "actor/empty_updates": "updates not made because no token of the mini-batch was in the loss (every response "
                            "masked by overlong filtering)",
     "actor/response_tokens": "response tokens in the step's trained batch (carried-over and overlong-filtered "

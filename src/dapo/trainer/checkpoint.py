@@ -360,9 +360,10 @@ def resolve_resume(resume: str, run_dir: str | Path) -> Path | None:
     anything else -> that checkpoint directory, which must exist.
 
     A path outside the run's own checkpoints is where the run STARTS: once the run has
-    checkpoints of its own, the newest of them is resumed instead, so that rerunning the same
-    command after a crash goes on rather than back. A checkpoint of the run itself is a
-    deliberate step back, honoured (the later ones are set aside)."""
+    checkpoints of its own that started from it (their ``started_from``), the newest of them is
+    resumed instead, so that rerunning the same command after a crash goes on rather than back.
+    A checkpoint of the run itself is a deliberate step back, honoured (the later ones are set
+    aside)."""
     if resume == "never":
         return None
     own = list_checkpoints(run_dir)
@@ -371,8 +372,15 @@ def resolve_resume(resume: str, run_dir: str | Path) -> Path | None:
     path = Path(resume).expanduser()
     if not (path / STATE_FILE).exists():
         raise FileNotFoundError(f"checkpoint.resume={resume!r}: no {STATE_FILE} there")
-    if own and path.resolve().parent != (Path(run_dir) / "checkpoints").resolve():
+    if own and not is_own_checkpoint(path, run_dir) and (
+        load_trainer_state(own[-1]).get("started_from") == str(path.resolve())
+    ):
         warnings.warn(f"checkpoint.resume={resume!r} started this run, which has checkpoints of its own since: "
                       f"resuming its newest, {own[-1]}", stacklevel=2)
         return own[-1]
     return path
+
+
+def is_own_checkpoint(path: Path, run_dir: str | Path) -> bool:
+    """Whether checkpoint ``path`` is one of the run's (set-aside ones in abandoned-*/ included)."""
+    return (Path(run_dir) / "checkpoints").resolve() in path.resolve().parents

@@ -26,6 +26,7 @@ from dapo.config import DAPOConfig
 from dapo.config.loading import config_to_dict
 from dapo.trainer.checkpoint import (
     begin_checkpoint,
+    is_own_checkpoint,
     layout_mismatch,
     load_trainer_state,
     publish_checkpoint,
@@ -84,6 +85,9 @@ class RunState:
         remove_stale_checkpoint_temps(self.run_dir)
         self.config_yaml = yaml.safe_dump(config_to_dict(cfg), sort_keys=False)
         self._config_written = False
+        # the checkpoint of another run this run started from (checkpoint.resume=PATH), if any:
+        # recorded in every checkpoint, so that rerunning the command goes on (resolve_resume)
+        self.started_from: str | None = None
         self.logger = MetricsLogger(
             self.run_dir, cfg.logging.tensorboard, cfg.logging.wandb, cfg.logging.wandb_project, config_to_dict(cfg)
         )
@@ -102,7 +106,7 @@ class RunState:
         that a resume can still check the checkpoint is of this run's model."""
         tmp = begin_checkpoint(self.run_dir, step)
         state = {**loop_state, "policy": policy.save_checkpoint(tmp, tokenizer, hf_export),
-                 "log_lines": self.logger.line_counts()}
+                 "log_lines": self.logger.line_counts(), "started_from": self.started_from}
         if not (tmp / "config.json").is_file():
             (tmp / MODEL_CONFIG_FILE).write_text(model_config.to_json_string())
         return publish_checkpoint(self.run_dir, step, tmp, state, self.config_yaml, self.cfg.checkpoint.keep_last)
@@ -118,8 +122,13 @@ class RunState:
             set_aside_checkpoints_after(self.run_dir, -1)  # checkpoint.resume=never in a used directory
             self._write_config()
             return None
-        mismatch = checkpoint_mismatch(path, model_config, config_to_dict(self.cfg), self.cfg.checkpoint.resume == "auto")
+        resume = self.cfg.checkpoint.resume
+        own = is_own_checkpoint(path, self.run_dir)
+        # the run's settings are checked when the run resumes itself (auto, or a rerun redirected)
+        automatic = resume == "auto" or (own and path.resolve() != Path(resume).expanduser().resolve())
+        mismatch = checkpoint_mismatch(path, model_config, config_to_dict(self.cfg), automatic)
         state = load_trainer_state(path)
+        self.started_from = state.get("started_from") if own else str(path.resolve())
         mismatch = mismatch or layout_mismatch(state["policy"], self.cfg.resources.world_size)
         if mismatch:
             raise RunDirError(

@@ -215,16 +215,22 @@ def test_kl_penalty_to_the_reference_enters_the_loss_by_its_hand_value(tiny_mode
     assert all(torch.equal(t, frozen[name]) for name, t in reference.state_dict().items())
 
 
-def test_the_policys_dropout_is_off_so_the_first_ratio_is_exactly_one(tmp_path):
-    from transformers import GPT2Config, GPT2LMHeadModel
+@pytest.mark.parametrize("family", ["gpt2", "opt"])
+def test_the_policys_dropout_is_off_so_the_first_ratio_is_exactly_one(tmp_path, family):
+    from transformers import GPT2Config, GPT2LMHeadModel, OPTConfig, OPTForCausalLM
 
     from dapo.builtin import build_tokenizer
     from dapo.config import ModelConfig
     from dapo.trainer.setup import load_model_and_tokenizer
 
     tokenizer = build_tokenizer()
-    GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_embd=32, n_layer=2, n_head=2, n_positions=64,
-                               resid_pdrop=0.5, embd_pdrop=0.5, attn_pdrop=0.5)).save_pretrained(tmp_path)
+    if family == "gpt2":  # nn.Dropout modules
+        GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_embd=32, n_layer=2, n_head=2, n_positions=64,
+                                   resid_pdrop=0.5, embd_pdrop=0.5, attn_pdrop=0.5)).save_pretrained(tmp_path)
+    else:  # functional dropout at float rates held by the modules
+        OPTForCausalLM(OPTConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, ffn_dim=64,
+                                 num_attention_heads=2, max_position_embeddings=64, word_embed_proj_dim=32,
+                                 dropout=0.5, attention_dropout=0.5, pad_token_id=0)).save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
     model, _, _ = load_model_and_tokenizer(ModelConfig(path=str(tmp_path)), torch.device("cpu"))
     w = worker(model, 1000)
@@ -235,4 +241,5 @@ def test_the_policys_dropout_is_off_so_the_first_ratio_is_exactly_one(tmp_path):
     metrics = stats.policy.to_metrics()
     assert metrics["approx_kl"] < 1e-9 and abs(metrics["ratio_mean"] - 1.0) < 1e-6
     assert metrics["clip_frac_low"] == metrics["clip_frac_high"] == 0.0
-    assert AutoModelForCausalLM.from_pretrained(tmp_path).config.resid_pdrop == 0.5  # the files keep it
+    saved = AutoModelForCausalLM.from_pretrained(tmp_path).config
+    assert getattr(saved, "resid_pdrop", None) == 0.5 or saved.dropout == 0.5  # the files keep it

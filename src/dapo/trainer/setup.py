@@ -85,13 +85,15 @@ def disable_dropout(model: torch.nn.Module) -> None:
     """Dropout off in the trained policy, whatever its config says (GPT-2, OPT, Phi carry 0.1):
     the update runs in train mode and the old log-probs in eval mode, so with dropout pi_old and
     pi_theta would differ before any update (ratio != 1, spurious clipping and KL). Its
-    ``nn.Dropout`` modules get p = 0 and its attention modules' ``attention_dropout`` rate
-    (Llama/Qwen's functional dropout) 0; the saved config keeps the model's values."""
+    ``nn.Dropout`` modules get p = 0, and every module's float rates of functional dropout
+    (``dropout``, ``attention_dropout``, ``*_dropout``, ``*_pdrop``, ``layerdrop``: Llama, Qwen, OPT)
+    0; the saved config keeps the model's values."""
     for module in model.modules():
         if isinstance(module, torch.nn.Dropout):
             module.p = 0.0
-        if isinstance(getattr(module, "attention_dropout", None), float):
-            module.attention_dropout = 0.0
+        for name, value in vars(module).items():
+            if isinstance(value, float) and (name.endswith(("dropout", "_pdrop")) or name == "layerdrop"):
+                setattr(module, name, 0.0)
 
 
 def load_reference_model(path: Path, cfg: ModelConfig, device: torch.device) -> PreTrainedModel:

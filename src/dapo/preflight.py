@@ -216,11 +216,13 @@ def output_problems(run_dir: Path, checkpoint_bytes: int, keep_last: int = 1, ke
 
 def checkpoint_bytes(cfg: DAPOConfig) -> int:
     """Bytes of one checkpoint: the weights in the trained dtype (``model.dtype``, whatever dtype
-    the files store) plus AdamW's two moments of the same dtype; 0 when the model is not a local
-    directory of weights."""
+    the files store) plus AdamW's two moments of the same dtype (and the export of a multi-rank
+    run); 0 when the model is not a local directory of weights."""
     if _is_builtin(cfg.model.path) or not (model_dir := Path(cfg.model.path).expanduser()).is_dir():
         return 0
-    return 3 * _parameter_count(model_dir) * DTYPE_BYTES[cfg.model.dtype]
+    # several ranks: their shards, plus (checkpoint.hf_export=every) the gathered Hugging Face export
+    copies = 4 if cfg.resources.world_size > 1 and cfg.checkpoint.hf_export == "every" else 3
+    return copies * _parameter_count(model_dir) * DTYPE_BYTES[cfg.model.dtype]
 
 
 def _parameter_count(model_dir: Path) -> int:

@@ -96,6 +96,7 @@ def test_plot_to_a_format_matplotlib_cannot_write_is_a_one_line_error(tmp_path, 
     assert "report.txt" in err and ".png" in err and "Traceback" not in err
     assert main(["plot", str(tmp_path), "-o", str(tmp_path / "report.svg")]) == 0
     assert (tmp_path / "report.svg").read_text().lstrip().startswith("<?xml")
+    assert main(["plot", str(tmp_path), "-o", str(tmp_path / "noext")]) == 0 and (tmp_path / "noext.png").is_file()
 
 
 def test_eval_of_a_run_directory_names_its_newest_checkpoint(tmp_path, capsys):

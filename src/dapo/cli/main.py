@@ -141,7 +141,8 @@ def cmd_config(ns: argparse.Namespace) -> int:
     from dapo.config.explain import explain
     from dapo.config.loading import config_to_dict
 
-    if ns.explain and ("=" in ns.explain or ns.explain.endswith((".yaml", ".yml"))):
+    shipped = {p.stem for p in builtin_config_path("default").parent.glob("*.yaml")}
+    if ns.explain and ("=" in ns.explain or ns.explain.endswith((".yaml", ".yml")) or ns.explain in shipped):
         # `--explain KEY` took a CONFIG or key=value as its KEY: it is one of those, explain all
         ns.config, ns.explain = [*ns.config, ns.explain], ""
     cfg = resolve(ns.config, "config")

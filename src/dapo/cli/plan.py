@@ -89,7 +89,8 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
         engine_bytes = n * (BYTES.get(cfg.rollout.native_dtype, param_bytes))
         rows.append(("rollout engine (full copy)", engine_bytes))
         engine = f"{cfg.rollout.engine}, a full copy of the weights"
-    guessed = "" if params is None or (Path(cfg.model.path).expanduser() / "config.json").exists() else (
+    known = cfg.model.path.partition(":")[0] == "builtin" or (Path(cfg.model.path).expanduser() / "config.json").exists()
+    guessed = "" if params is None or known else (
         ", the shape of the Qwen2.5 model nearest in size: its config.json is not on this machine")
     lines = [
         f"model: {cfg.model.path} ({n / 1e9:.2f}B parameters, {layers} layers, hidden {hidden}, vocabulary {vocab}"

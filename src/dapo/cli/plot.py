@@ -39,6 +39,7 @@ def _series(rows: list[dict], pattern: str) -> dict[str, tuple[list[int], list[f
 
 def plot_run(run_dir: str | Path, output: str | Path | None = None) -> Path:
     out = Path(output) if output else Path(run_dir) / "report.png"
+    out = out if out.suffix else out.with_name(out.name + ".png")  # as savefig names it
     formats = plt.figure().canvas.get_supported_filetypes()
     plt.close("all")
     if out.suffix.lstrip(".").lower() not in formats:

@@ -24,7 +24,8 @@ class ConfigError(UserError, ValueError):
 
 
 # model.attn_implementation values transformers knows (None: its default, sdpa)
-ATTENTION_KERNELS = (None, "eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention")
+ATTENTION_KERNELS = (None, "eager", "sdpa", "flash_attention_2", "flash_attention_3", "flash_attention_4",
+                     "flex_attention")
 
 
 def _check(condition: bool, message: str) -> None:
@@ -61,9 +62,9 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         _one_of("model.dtype", self.dtype, ("float32", "bfloat16", "float16"))
-        _check(self.attn_implementation in ATTENTION_KERNELS or "/" in (self.attn_implementation or ""),
+        _check(self.attn_implementation in ATTENTION_KERNELS or any(c in (self.attn_implementation or "") for c in "/|"),
                f"model.attn_implementation={self.attn_implementation!r} is not one of {ATTENTION_KERNELS} "
-               "(or a Hugging Face kernels repository, org/name)")
+               "(or a Hugging Face kernels repository, org/name, or a paged|kernel form)")
         _check(bool(self.path), "model.path must name a model directory or 'builtin'")
 
 
@@ -354,7 +355,8 @@ class TrainerConfig:
     # CPU threads for torch; 0 leaves torch's default.
     num_threads: int = 0
     # Mixed precision autocast for forward passes: "none", "bf16", "fp16" (with dynamic loss
-    # scaling, as is a float16 model.dtype: see dapo.trainer.policy.LOSS_SCALE_INIT).
+    # scaling: see dapo.trainer.policy.LOSS_SCALE_INIT). A float16 model.dtype is scaled too, but
+    # its gradients are stored in float16 and can still underflow: prefer float32 weights.
     autocast: str = "none"
 
     def __post_init__(self) -> None:

@@ -131,8 +131,10 @@ class BaseModelRecipe:
 
 @functools.cache
 def _build_inputs_fingerprint() -> str:
-    """SHA-256 of the tokenizer (vocabulary, merges, special tokens) and of the SFT prompt,
-    response and token ids of one problem per operator."""
+    """SHA-256 of what the tokenizer does (its vocabulary, special tokens, and the ids of every
+    printable ASCII character) and of the SFT prompt, response and token ids of one problem per
+    operator: content, not the libraries' serialisation, so a tokenizers release that writes its
+    JSON differently keeps the key (and the shipped weights)."""
     tokenizer = build_tokenizer()
     problems = [
         make_arithmetic_problems(1, "train", 2, 3, [op], seed=TASK_SEED)[0] for op in ("+", "-", "*")
@@ -140,7 +142,8 @@ def _build_inputs_fingerprint() -> str:
     texts = [(p.prompt, solution_text(p)) for p in problems]
     ids = [tokenizer(prompt)["input_ids"] + tokenizer(response, add_special_tokens=False)["input_ids"]
            for prompt, response in texts]
-    payload = [tokenizer.backend_tokenizer.to_str(), tokenizer.special_tokens_map, texts, ids]
+    probe = tokenizer("".join(chr(c) for c in range(32, 127)), add_special_tokens=False)["input_ids"]
+    payload = [sorted(tokenizer.get_vocab().items()), tokenizer.special_tokens_map, probe, texts, ids]
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 # recipe cache key -> SHA-256 of its shipped model.safetensors
 SHIPPED: dict[str, str] = {
-    "fead9cc4a889": "84cf3561c4895375e71c909d8cd7c402137673aa421159c918e3d8836200429a",  # "addition", the default
+    "4cc14e387ad4": "84cf3561c4895375e71c909d8cd7c402137673aa421159c918e3d8836200429a",  # "addition", the default
 }
 
 

@@ -120,3 +120,23 @@ def test_glue_refuses_what_would_train_on_wrong_samples(fake_vllm, monkeypatch):
     for temperature in (1e-3, 2.5):
         with pytest.raises(ConfigError, match=r"rollout.temperature=.*\[0.01, 2\]"):
             load_config([builtin_config_path("default")], ["rollout.engine=vllm", f"rollout.temperature={temperature}"])
+
+
+def test_on_a_gpu_the_engine_sleeps_once_per_step_not_after_every_generation_round(fake_vllm, monkeypatch):
+    """Dynamic sampling generates up to max_gen_rounds times a step: sleeping after each round
+    copied the weights to CPU and back every round. The loop puts it to sleep before the update."""
+    monkeypatch.setattr(sys.modules["vllm.platforms"], "current_platform", SimpleNamespace(is_cpu=lambda: False))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(FakeLLM, "sleep", lambda self, level: self.calls.append(("sleep", level)), raising=False)
+    monkeypatch.setattr(FakeLLM, "wake_up", lambda self, tags=None: self.calls.append(("wake_up", tags)),
+                        raising=False)
+    engine = VLLMEngine("/models/m", RolloutConfig(engine="vllm"), dtype="bfloat16")
+    assert engine.llm.kwargs["enable_sleep_mode"] is True
+    for _ in range(3):  # three generation rounds
+        engine.generate([[5]], SamplingParams(n=1, max_new_tokens=2))
+    engine.sleep()  # the update
+    engine.sync_weights({"w": torch.zeros(1)})
+    assert [c[0] if c[0] != "wake_up" else c for c in engine.llm.calls] == [
+        "generate", "generate", "generate", "sleep", ("wake_up", ["weights"]), "reload_weights",
+        "reset_prefix_cache", ("wake_up", ["kv_cache"])]

@@ -53,3 +53,30 @@ def test_resume_syncs_the_engine_before_its_first_use(tiny_model_dir, reward_fil
     engine = trainer.engine = PrivateCopyEngine(trainer)  # holds the INITIAL weights, as vLLM would
     trainer.train()
     assert engine.calls and all(same for _, same in engine.calls), engine.calls
+
+
+def test_the_engine_sleeps_once_a_step_after_its_generation_rounds_and_before_the_update(
+        tiny_model_dir, reward_file, tmp_path):
+    trainer = Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, "trainer.gen_prompts_per_round=2"))
+    engine, calls = trainer.engine, []
+
+    class Recording:
+        def __getattr__(self, name):
+            attribute = getattr(engine, name)
+            if name in ("generate", "sleep", "sync_weights"):
+                def recorded(*args, **kwargs):
+                    calls.append(name)
+                    return attribute(*args, **kwargs)
+                return recorded
+            return attribute
+
+    trainer.engine = Recording()
+    update = trainer.policy.update
+    trainer.policy.update = lambda *args, **kwargs: calls.append("update") or update(*args, **kwargs)
+    try:
+        trainer.step_once()
+    finally:
+        trainer.close()
+    rounds = calls.index("sleep")
+    assert rounds >= 2 and set(calls[:rounds]) == {"generate"}  # several rounds (2 prompts each), then sleep
+    assert calls.count("sleep") == 1 and calls[rounds + 1] == "update" and calls[-1] == "sync_weights"

@@ -197,7 +197,8 @@ class RolloutConfig:
     # vLLM's weight and compute dtype: "auto" (the checkpoint's), "bfloat16", "float16" or
     # "float32" (log-probs then match a float32 trainer's to ~1e-6).
     vllm_dtype: str = "auto"
-    # vLLM: release GPU memory between rollouts so training can use it (colocated mode).
+    # vLLM: release GPU memory while the trainer updates (colocated mode): the engine sleeps once
+    # a step's generation rounds are done and wakes with the new weights.
     vllm_sleep_between_rollouts: bool = True
 
     def __post_init__(self) -> None:

@@ -3,8 +3,9 @@
 Colocated with training: the engine core lives in the trainer's process
 (``VLLM_ENABLE_V1_MULTIPROCESSING=0``; with tensor parallel size 1 also the worker, through the
 "uni" executor). On a GPU it takes ``vllm_gpu_memory_utilization`` of the device and, with
-``vllm_sleep_between_rollouts``, releases it between rollouts (``sleep(level=1)`` offloads
-weights to CPU and drops the KV cache). On the CPU backend the same fraction is of the NUMA
+``vllm_sleep_between_rollouts``, releases it while the trainer updates: the loop calls
+``sleep()`` once a step's generation rounds are done (``sleep(level=1)`` offloads weights to CPU
+and drops the KV cache), and the weight sync or the next ``generate()`` wakes it. On the CPU backend the same fraction is of the NUMA
 node's memory, and sleep mode does not exist.
 
 On the policy ranks of a multi-rank run (``spmd=True``) every rank holds one worker through
@@ -159,8 +160,6 @@ class VLLMEngine:
         for prompt_index, request in enumerate(outputs):
             for sample in request.outputs:
                 completions.append(_completion(prompt_index, sample))
-        if self.sleep_between_rollouts:
-            self.sleep()
         num_tokens = sum(len(c.token_ids) for c in completions)
         return GenerationResult(completions, time.perf_counter() - start, num_tokens)
 

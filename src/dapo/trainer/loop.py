@@ -265,6 +265,7 @@ class Trainer:
         self.state.bar_step(self.step + 1)
         self.model.eval()
         batch, report = self.sampler.next_batch(functools.partial(self.generate_round, record), self.step)
+        self.engine.sleep()  # vLLM colocated: its memory to the update until the weight sync wakes it
 
         metrics = record.metrics
         metrics.update(rollout_metrics(report, batch, record.reward_results))

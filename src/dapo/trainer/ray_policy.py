@@ -134,6 +134,9 @@ class PolicyRank:
         self.policy.end_step()
         return self.policy.lr
 
+    def sleep_engine(self) -> None:
+        self.engine.sleep()
+
     def sync_engine(self) -> None:
         """All ranks gather the full weights, one tensor at a time, into their engines (a vLLM
         tensor-parallel rank keeps its slice of each)."""
@@ -359,10 +362,11 @@ class RayRolloutEngine:
         self.group.sync_engines()
 
     def sleep(self) -> None:
-        """The ranks' engines manage their own memory."""
+        """Every rank's engine releases its memory for the update (vLLM colocated; else nothing)."""
+        self.group._on_all("sleep_engine")
 
     def wake_up(self) -> None:
-        """The ranks' engines manage their own memory."""
+        """The ranks' engines wake when they next generate or take weights."""
 
     def close(self) -> None:
         """The ranks' engines end with their actors (``RayPolicyGroup.close``)."""

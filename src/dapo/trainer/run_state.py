@@ -129,6 +129,8 @@ class RunState:
         mismatch = checkpoint_mismatch(path, model_config, config_to_dict(self.cfg), automatic)
         state = load_trainer_state(path)
         self.started_from = state.get("started_from") if own else str(path.resolve())
+        if not own:  # its log line counts are another run's files'
+            state["log_lines"] = None
         mismatch = mismatch or layout_mismatch(state["policy"], self.cfg.resources.world_size)
         if mismatch:
             raise RunDirError(

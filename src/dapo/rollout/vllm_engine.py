@@ -5,8 +5,8 @@ Colocated with training: the engine core lives in the trainer's process
 "uni" executor). On a GPU it takes ``vllm_gpu_memory_utilization`` of the device and, with
 ``vllm_sleep_between_rollouts``, releases it while the trainer updates: the loop calls
 ``sleep()`` once a step's generation rounds are done (``sleep(level=1)`` offloads weights to CPU
-and drops the KV cache), and the weight sync or the next ``generate()`` wakes it. On the CPU backend the same fraction is of the NUMA
-node's memory, and sleep mode does not exist.
+and drops the KV cache), and the weight sync or the next ``generate()`` wakes it. On the CPU
+backend the same fraction is of the NUMA node's memory, and sleep mode does not exist.
 
 On the policy ranks of a multi-rank run (``spmd=True``) every rank holds one worker through
 vLLM's "external_launcher" executor, which joins the ranks' torch.distributed world: consecutive

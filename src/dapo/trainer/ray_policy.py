@@ -177,6 +177,10 @@ def _ranks_use_gpus(cfg: DAPOConfig, ray: Any) -> bool:
     return ray.cluster_resources().get("GPU", 0) >= 1
 
 
+class PlacementFailed(UserError, RuntimeError):
+    """The Ray cluster has no room for the policy ranks."""
+
+
 PLACEMENT_TIMEOUT_S = 600.0  # how long the cluster may take to find room for the ranks
 
 
@@ -192,7 +196,7 @@ def _node_placement_groups(ray: Any, nnodes: int, devices_per_node: int, cpus: f
     if len(ready) < nnodes:
         for group in groups:
             ray.util.remove_placement_group(group)
-        raise RuntimeError(
+        raise PlacementFailed(
             f"Ray could not place {nnodes} node(s) x {devices_per_node} policy rank(s) of {bundle} each within "
             f"{PLACEMENT_TIMEOUT_S:.0f} s; the cluster has {ray.cluster_resources()}"
         )

@@ -52,7 +52,6 @@ from dapo.trainer.checkpoint import (
     load_sharded_policy,
     save_sharded_policy,
     sharded_policy_state,
-    tied_duplicates,
 )
 from dapo.trainer.fsdp import gathered_weights, process_group_backend, shard_from_rank0
 from dapo.trainer.policy import LogprobPass, PolicyWorker, UpdateStats
@@ -140,9 +139,8 @@ class PolicyRank:
 
     def sync_engine(self) -> None:
         """All ranks gather the full weights, one tensor at a time, into their engines (a vLLM
-        tensor-parallel rank keeps its slice of each). A tied output layer is not gathered a
-        second time: the engines' own tying updates it with the embedding."""
-        weights = gathered_weights(self.model, skip=tied_duplicates(self.model))
+        tensor-parallel rank keeps its slice of each)."""
+        weights = gathered_weights(self.model)
         self.engine.sync_weights(weights)
         for _ in weights:  # an engine that stopped early must not leave the other ranks in a gather
             pass

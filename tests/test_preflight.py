@@ -153,3 +153,12 @@ def test_the_disk_check_sizes_a_checkpoint_in_the_trained_dtype_with_adamw_state
     free_bytes(6_000)
     with pytest.warns(UserWarning, match="room for one checkpoint"):
         check_run(cfg, train_data=False)
+
+
+def test_preflight_of_the_built_in_model_does_not_load_transformers():
+    # a typo in a built-in name is named in a second, before transformers and the model code load
+    code = ("import sys\nfrom dapo.config import builtin_config_path, load_config\nfrom dapo.preflight import "
+            "model_problems, data_problems\ncfg = load_config([builtin_config_path('default')], ['model.path=builtin:nope'])\n"
+            "assert model_problems(cfg) and data_problems(['builtin:nope'], 'data.train_files')\n"
+            "assert 'transformers' not in sys.modules and 'dapo.builtin.base_model' not in sys.modules\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

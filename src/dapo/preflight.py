@@ -14,7 +14,7 @@ problem), instead of failing on the first one after the model has loaded:
 - the output directory can be written, and holds a checkpoint (weights in ``model.dtype`` + AdamW
   state; a warning when not ``checkpoint.keep_last + 1`` of them).
 
-Nothing here imports torch or transformers, so ``dapo train`` reports a typo in a second.
+Nothing here imports transformers or loads a model, so ``dapo train`` reports a typo in a second.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import warnings
 from pathlib import Path
 
 from dapo.config import DAPOConfig
+from dapo.config.schema import DTYPE_BYTES
 from dapo.errors import UserError
 from dapo.user_code import is_file_location
 
@@ -36,7 +37,6 @@ WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin", "*.safetensors.index.j
 # Any one of these makes AutoTokenizer load a real vocabulary (a fast tokenizer, or a slow one's files).
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model")
 DATA_SUFFIXES = (".parquet", ".jsonl", ".json")
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
 class PreflightError(UserError):
@@ -72,12 +72,9 @@ def _is_builtin(path: str) -> bool:
 def model_problems(cfg: DAPOConfig) -> list[str]:
     m = cfg.model
     if _is_builtin(m.path):
-        from dapo.builtin import BUILTIN_RECIPES
+        from dapo.builtin.recipes import builtin_model_problem  # torch-free
 
-        if m.path.partition(":")[2] in ("", *BUILTIN_RECIPES):
-            return []
-        return [f"model.path={m.path!r} names no built-in base model; choose one of "
-                f"{['builtin'] + [f'builtin:{n}' for n in BUILTIN_RECIPES]}"]
+        return [problem] if (problem := builtin_model_problem(m.path)) else []
     model_dir = Path(m.path).expanduser()
     if not model_dir.is_dir():
         return [f"model.path={m.path!r} is not a local directory (dapo-rl never downloads at run time: "
@@ -127,13 +124,13 @@ def _context_problems(config_file: Path, cfg: DAPOConfig) -> list[str]:
 
 
 def data_problems(files: list[str], key: str) -> list[str]:
-    from dapo.data.loaders import BUILTIN_ARITHMETIC
+    from dapo.data.loaders import builtin_dataset_problem
 
     problems = []
     for entry in files:
         if _is_builtin(entry):
-            if entry != BUILTIN_ARITHMETIC:
-                problems.append(f"{key}: unknown built-in dataset {entry!r}; the built-in task is {BUILTIN_ARITHMETIC!r}")
+            if (problem := builtin_dataset_problem(entry)) is not None:
+                problems.append(f"{key}: {problem}")
             continue
         path = Path(entry).expanduser()
         if not path.exists():

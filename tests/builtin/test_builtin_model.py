@@ -81,19 +81,20 @@ def test_model_path_names_a_builtin_recipe():
 
 def test_the_cache_key_covers_the_tokenizer_and_the_sft_texts(monkeypatch: pytest.MonkeyPatch) -> None:
     # Both are code, not recipe fields: a change to either must not reuse a model trained on the old.
-    from dapo.builtin import base_model
+    from dapo.builtin import recipes, tokenizer
+    from dapo.data import arithmetic
 
     key = BaseModelRecipe().cache_key()
     assert BaseModelRecipe(direct_share=0.3).cache_key() != key
-    for name, changed in [
-        ("solution_text", lambda problem: "changed " + solution_text(problem)),
-        ("build_tokenizer", lambda: _tokenizer_with_another_bos()),
+    for module, name, changed in [
+        (arithmetic, "solution_text", lambda problem: "changed " + solution_text(problem)),
+        (tokenizer, "build_tokenizer", lambda: _tokenizer_with_another_bos()),
     ]:
         with monkeypatch.context() as patch:
-            patch.setattr(base_model, name, changed)
-            base_model._build_inputs_fingerprint.cache_clear()
+            patch.setattr(module, name, changed)
+            recipes._build_inputs_fingerprint.cache_clear()
             assert BaseModelRecipe().cache_key() != key, name
-    base_model._build_inputs_fingerprint.cache_clear()
+    recipes._build_inputs_fingerprint.cache_clear()
     assert BaseModelRecipe().cache_key() == key
 
 

@@ -21,12 +21,8 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from dapo.builtin.base_model import (
-    BUILTIN_RECIPES,
-    TRACE_MARKER,
-    ensure_base_model,
-    recipe_for_model_path,
-)
+from dapo.builtin.base_model import ensure_base_model
+from dapo.builtin.recipes import BUILTIN_RECIPES, TRACE_MARKER, recipe_for_model_path
 from dapo.data.arithmetic import make_arithmetic_problems
 from dapo.data.records import Problem
 from dapo.rewards import verify

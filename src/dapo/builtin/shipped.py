@@ -54,7 +54,8 @@ def checksum_ok(cache_key: str, path: Path) -> bool:
 def main(argv: list[str] | None = None) -> int:
     from safetensors.torch import load_file
 
-    from dapo.builtin.base_model import BUILTIN_RECIPES, build_base_model
+    from dapo.builtin.base_model import build_base_model
+    from dapo.builtin.recipes import BUILTIN_RECIPES
 
     parser = argparse.ArgumentParser(description="rebuild the shipped base model and compare, or replace it")
     parser.add_argument("--recipe", default="addition", choices=sorted(BUILTIN_RECIPES))

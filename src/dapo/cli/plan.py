@@ -24,8 +24,8 @@ import math
 from pathlib import Path
 
 from dapo.config import DAPOConfig
+from dapo.config.schema import DTYPE_BYTES
 
-BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 GIB = 1024**3
 
 
@@ -67,7 +67,7 @@ QWEN25_SHAPES = {
 def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0) -> str:
     n, layers, hidden, vocab = model_shape(cfg, params)
     res, world = cfg.resources, cfg.resources.world_size
-    param_bytes = BYTES[cfg.model.dtype]
+    param_bytes = DTYPE_BYTES[cfg.model.dtype]
     tokens = cfg.trainer.micro_batch_tokens
     checkpointed = cfg.model.gradient_checkpointing
     layer_bytes_per_token = hidden * (2 if checkpointed else 34)
@@ -86,7 +86,7 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
             engine += (f"; every {tp} consecutive ranks form one tensor-parallel engine "
                        f"({world // tp if world > 1 else 1} engine(s))")
     else:
-        engine_bytes = n * (BYTES.get(cfg.rollout.native_dtype, param_bytes))
+        engine_bytes = n * (DTYPE_BYTES.get(cfg.rollout.native_dtype, param_bytes))
         rows.append(("rollout engine (full copy)", engine_bytes))
         engine = f"{cfg.rollout.engine}, a full copy of the weights"
     known = cfg.model.path.partition(":")[0] == "builtin" or (Path(cfg.model.path).expanduser() / "config.json").exists()

@@ -23,6 +23,8 @@ class ConfigError(UserError, ValueError):
     """A configuration value is invalid; the message names the field and the reason."""
 
 
+# Bytes per element of the dtypes a config names (model.dtype, rollout.native_dtype)
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 # model.attn_implementation values transformers knows (None: its default, sdpa)
 ATTENTION_KERNELS = (None, "eager", "sdpa", "flash_attention_2", "flash_attention_3", "flash_attention_4",
                      "flex_attention")

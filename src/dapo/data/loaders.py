@@ -34,6 +34,14 @@ from dapo.data.records import Problem
 from dapo.errors import UserError
 
 BUILTIN_ARITHMETIC = "builtin:arithmetic"
+
+
+def builtin_dataset_problem(entry: str) -> str | None:
+    """Why a data file entry "builtin:<name>" names no built-in dataset, or None (not one, or the
+    built-in task)."""
+    if entry.startswith("builtin:") and entry != BUILTIN_ARITHMETIC:
+        return f"unknown built-in dataset {entry!r}; the built-in task is {BUILTIN_ARITHMETIC!r}"
+    return None
 _PARQUET_BATCH_ROWS = 8192
 _MAX_WARNINGS = 20
 
@@ -136,10 +144,8 @@ def _read_source(
             raise DataError(f"{path}: {error} (data.builtin_{split}_size, data.builtin_*_digits)") from None
         yield from problems
         return
-    if path.startswith("builtin:"):
-        raise DataError(
-            f"unknown built-in dataset {path!r}; the built-in task is {BUILTIN_ARITHMETIC!r}"
-        )
+    if (problem := builtin_dataset_problem(path)) is not None:
+        raise DataError(problem)
     path = str(Path(path).expanduser())  # as preflight checks it: ~/data.parquet
     if not Path(path).exists():
         raise DataError(f"{path}: file not found")

@@ -44,7 +44,7 @@ def copy_weights(target: torch.nn.Module, weights: Weights) -> None:
     """Copy ``weights`` into ``target``'s tensors one at a time, as they come: a lazy source
     (the policy ranks gather one full tensor at a time) never holds more than one full tensor
     alive. Every name must be one of ``target``'s, and every one of its tensors but a tied output
-    layer must be given."""
+    layer (:func:`tied_duplicates`) must be given."""
     params = target.state_dict()
     given = set()
     with torch.no_grad():
@@ -54,10 +54,15 @@ def copy_weights(target: torch.nn.Module, weights: Weights) -> None:
             params[name].copy_(tensor)
             del tensor  # freed before the source gathers the next one
             given.add(name)
-    tied = getattr(getattr(target, "config", None), "tie_word_embeddings", False)
-    missing = [name for name in params if name not in given and not (tied and name.startswith("lm_head"))]
-    if missing:
+    if missing := sorted(set(params) - given - tied_duplicates(target)):
         raise KeyError(f"weights for {missing} were not given")
+
+
+def tied_duplicates(model: torch.nn.Module) -> set[str]:
+    """Second names of tied parameters (``lm_head.weight`` of a tied output layer), which
+    save_pretrained does not write."""
+    every = {name for name, _ in model.named_parameters(remove_duplicate=False)}
+    return every - {name for name, _ in model.named_parameters()}
 
 
 _MASK64 = (1 << 64) - 1

@@ -40,8 +40,10 @@ from torch.distributed.checkpoint.state_dict import (
     set_state_dict,
 )
 
+from dapo.durable import fsync_dir, fsync_tree
+from dapo.rollout.base import tied_duplicates
 from dapo.trainer.fsdp import gathered_weights
-from dapo.trainer.run_dir import STATE_FILE, fsync_dir, fsync_tree
+from dapo.trainer.run_dir import STATE_FILE
 
 CHECKPOINT_PATTERN = re.compile(r"^step-(\d+)$")
 SHARDED_DIR = "policy"  # the ranks' DCP shards of model, optimizer and scheduler
@@ -237,13 +239,6 @@ def export_hf_from_shards(directory: str | Path, model: torch.nn.Module, tokeniz
         writer.close()
 
 
-def tied_duplicates(model: torch.nn.Module) -> set[str]:
-    """Second names of tied parameters (``lm_head.weight`` of a tied output layer), which
-    save_pretrained does not write."""
-    every = {name for name, _ in model.named_parameters(remove_duplicate=False)}
-    return every - {name for name, _ in model.named_parameters()}
-
-
 class _SafetensorsWriter:
     """Writes named tensors, as they come, into safetensors files of at most ``max_file_bytes``
     (a larger tensor gets a file of its own); ``close`` gives them save_pretrained's names."""
@@ -316,11 +311,10 @@ def load_full_weights(model: torch.nn.Module, weights: dict[str, torch.Tensor], 
     """Load a full (unsharded) state dict into ``model``: every key must match, except a tied
     output layer that the weights may omit."""
     missing, unexpected = model.load_state_dict(weights, strict=False)
-    tied = getattr(model.config, "tie_word_embeddings", False)
-    really_missing = [k for k in missing if not (tied and k.startswith("lm_head"))]
+    really_missing = sorted(set(missing) - tied_duplicates(model))
     if unexpected or really_missing:
         raise RuntimeError(f"{source} does not match the model: missing {really_missing}, unexpected {unexpected}")
-    if tied:
+    if getattr(model.config, "tie_word_embeddings", False):
         model.tie_weights()
 
 

@@ -15,7 +15,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from dapo.trainer.run_dir import write_atomically
+from dapo.durable import write_atomically
 
 METRICS: dict[str, str] = {
     # rollout: what the policy sampled in this step's generation rounds (all groups, pre-filter)

@@ -24,6 +24,7 @@ from rich.progress import (
 
 from dapo.config import DAPOConfig
 from dapo.config.loading import config_to_dict
+from dapo.durable import write_atomically
 from dapo.trainer.checkpoint import (
     begin_checkpoint,
     is_own_checkpoint,
@@ -41,7 +42,6 @@ from dapo.trainer.run_dir import (
     RunDirLock,
     checkpoint_mismatch,
     remove_stale_checkpoint_temps,
-    write_atomically,
 )
 
 TRUNCATION_WARNING_RATE = 0.5

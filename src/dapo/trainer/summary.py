@@ -9,11 +9,11 @@ from rich.console import Console
 from rich.table import Table
 
 from dapo.config import ConfigError, DAPOConfig, save_config
+from dapo.durable import write_atomically
 from dapo.rewards import RewardScorer
 from dapo.trainer.evaluate import EvalResult, evaluate_held_out
 from dapo.trainer.loop import TrainSummary
 from dapo.trainer.metrics import read_metrics
-from dapo.trainer.run_dir import write_atomically
 from dapo.trainer.run_state import problem_progress
 from dapo.trainer.setup import build_run
 

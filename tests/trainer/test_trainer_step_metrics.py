@@ -19,6 +19,10 @@ def test_a_step_without_a_trained_batch_logs_no_loss_or_reward_figures_instead_o
     report = SamplingReport(gen_rounds=4, groups_generated=1, groups_all_wrong=1, generated=all_wrong)
     metrics = {**rollout_metrics(report, [], []), **update_metrics([], [], lr=1e-6)}
     assert metrics["actor/response_tokens"] == 0.0
+    # a trained batch counts its responses' tokens, carried-over and overlong-filtered ones included
+    batch = [Sample(0, "a", [1], [5, 6, 7], [0.0] * 3, truncated=True, loss_weight=0.0),
+             Sample(0, "a", [1], [5] * 5, [0.0] * 5, truncated=False, carried_over=True)]
+    assert update_metrics([], batch, lr=1e-6)["actor/response_tokens"] == 8.0
     assert metrics["rollout/score_mean"] == -1.0 and metrics["actor/updates"] == 0.0
     absent = ("rollout/reward_mean", "rollout/overlong_penalty_mean", "actor/loss", "actor/pg_loss",
               "actor/clip_frac_low", "actor/grad_norm", "actor/advantage_abs_mean")

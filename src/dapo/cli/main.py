@@ -9,7 +9,7 @@ from pathlib import Path
 
 from dapo.cli.ablate import ABLATION_TASKS, DEFAULT_TASK
 from dapo.config import ConfigError, DAPOConfig, builtin_config_path, load_config
-from dapo.config.loading import parse_override
+from dapo.config.loading import parse_override, shipped_config_names
 from dapo.errors import UserError
 
 EPILOG = """\
@@ -37,6 +37,12 @@ def split_config_args(args: list[str]) -> tuple[list[str], list[str]]:
         else:
             files.append(str(builtin_config_path(arg)))
     return files, overrides
+
+
+def is_config_arg(arg: str) -> bool:
+    """Whether ``arg`` is a CONFIG (a YAML file, a shipped config's name) or a key=value override,
+    as :func:`split_config_args` reads them, rather than a field's key."""
+    return "=" in arg or arg.endswith((".yaml", ".yml")) or Path(arg).is_file() or arg in shipped_config_names()
 
 
 # The shipped configs a run starts from when no CONFIG is given, by whose model it trains: the
@@ -141,8 +147,7 @@ def cmd_config(ns: argparse.Namespace) -> int:
     from dapo.config.explain import explain
     from dapo.config.loading import config_to_dict
 
-    shipped = {p.stem for p in builtin_config_path("default").parent.glob("*.yaml")}
-    if ns.explain and ("=" in ns.explain or ns.explain.endswith((".yaml", ".yml")) or ns.explain in shipped):
+    if ns.explain and is_config_arg(ns.explain):
         # `--explain KEY` took a CONFIG or key=value as its KEY: it is one of those, explain all
         ns.config, ns.explain = [*ns.config, ns.explain], ""
     cfg = resolve(ns.config, "config")

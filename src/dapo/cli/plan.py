@@ -29,8 +29,9 @@ from dapo.config.schema import DTYPE_BYTES
 GIB = 1024**3
 
 
-def model_shape(cfg: DAPOConfig, params: float | None) -> tuple[float, int, int, int]:
-    """(parameters, layers, hidden size, vocabulary) of ``cfg.model.path``."""
+def model_shape(cfg: DAPOConfig, params: float | None) -> tuple[float, int, int, int, bool]:
+    """(parameters, layers, hidden size, vocabulary, whether the shape is guessed) of
+    ``cfg.model.path``."""
     config_file = Path(cfg.model.path).expanduser() / "config.json"
     builtin = cfg.model.path.partition(":")[0] == "builtin"
     if config_file.exists() or builtin:
@@ -46,14 +47,14 @@ def model_shape(cfg: DAPOConfig, params: float | None) -> tuple[float, int, int,
         with torch.device("meta"):
             model = AutoModelForCausalLM.from_config(config)
         count = float(sum(p.numel() for p in model.parameters()))
-        return count, config.num_hidden_layers, config.hidden_size, config.vocab_size
+        return count, config.num_hidden_layers, config.hidden_size, config.vocab_size, False
     if params is None:
         raise FileNotFoundError(
             f"{config_file} is not on this machine: give the model's size, e.g. dapo plan CONFIG --params 32.8e9"
         )
     # Without the config: the shape of the Qwen2.5 model nearest in size (layers, hidden, vocabulary)
     _, (layers, hidden, vocab) = min(QWEN25_SHAPES.items(), key=lambda item: abs(math.log(item[0] / params)))
-    return params, layers, hidden, vocab
+    return params, layers, hidden, vocab, True
 
 
 # Qwen2.5 base models by parameter count: (layers, hidden size, vocabulary), from their config.json
@@ -65,7 +66,7 @@ QWEN25_SHAPES = {
 
 
 def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0) -> str:
-    n, layers, hidden, vocab = model_shape(cfg, params)
+    n, layers, hidden, vocab, guessed = model_shape(cfg, params)
     res, world = cfg.resources, cfg.resources.world_size
     param_bytes = DTYPE_BYTES[cfg.model.dtype]
     tokens = cfg.trainer.micro_batch_tokens
@@ -89,12 +90,10 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
         engine_bytes = n * (DTYPE_BYTES.get(cfg.rollout.native_dtype, param_bytes))
         rows.append(("rollout engine (full copy)", engine_bytes))
         engine = f"{cfg.rollout.engine}, a full copy of the weights"
-    known = cfg.model.path.partition(":")[0] == "builtin" or (Path(cfg.model.path).expanduser() / "config.json").exists()
-    guessed = "" if params is None or known else (
-        ", the shape of the Qwen2.5 model nearest in size: its config.json is not on this machine")
     lines = [
         f"model: {cfg.model.path} ({n / 1e9:.2f}B parameters, {layers} layers, hidden {hidden}, vocabulary {vocab}"
-        f"{guessed})",
+        + (", the shape of the Qwen2.5 model nearest in size: its config.json is not on this machine" if guessed else "")
+        + ")",
         f"placement: {res.nnodes} node(s) x {res.devices_per_node} device(s) = {world} policy rank(s)"
         + (" in this process (no Ray)" if world == 1 else
            f" on Ray ({res.ray_address or 'a local Ray started by dapo train'})"),

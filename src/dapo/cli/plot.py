@@ -8,6 +8,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # headless: no display needed
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.backend_bases import FigureCanvasBase  # noqa: E402
 
 from dapo.errors import UserError  # noqa: E402
 from dapo.trainer.metrics import read_metrics  # noqa: E402
@@ -40,8 +41,7 @@ def _series(rows: list[dict], pattern: str) -> dict[str, tuple[list[int], list[f
 def plot_run(run_dir: str | Path, output: str | Path | None = None) -> Path:
     out = Path(output) if output else Path(run_dir) / "report.png"
     out = out if out.suffix else out.with_name(out.name + ".png")  # as savefig names it
-    formats = plt.figure().canvas.get_supported_filetypes()
-    plt.close("all")
+    formats = FigureCanvasBase.get_supported_filetypes()
     if out.suffix.lstrip(".").lower() not in formats:
         raise UserError(f"cannot write a plot to {out}: name it with one of .{', .'.join(sorted(formats))}")
     rows = read_metrics(run_dir)

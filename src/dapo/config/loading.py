@@ -18,11 +18,17 @@ from dapo.config.schema import ConfigError, DAPOConfig
 
 def builtin_config_path(name: str) -> Path:
     """Path of a config shipped with the package (``configs/NAME.yaml``)."""
-    path = Path(str(resources.files("dapo") / "configs" / f"{name}.yaml"))
+    path = _CONFIGS_DIR / f"{name}.yaml"
     if not path.exists():
-        shipped = sorted(p.stem for p in path.parent.glob("*.yaml"))
-        raise ConfigError(f"no shipped config named {name!r}; shipped configs: {shipped}")
+        raise ConfigError(f"no shipped config named {name!r}; shipped configs: {shipped_config_names()}")
     return path
+
+
+def shipped_config_names() -> list[str]:
+    return sorted(p.stem for p in _CONFIGS_DIR.glob("*.yaml"))
+
+
+_CONFIGS_DIR = Path(str(resources.files("dapo") / "configs"))
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:

@@ -253,16 +253,20 @@ class WorkerPool:
         while pending:
             self._finish(pending.popleft(), ("died", why))
 
+    def _past_startup(self, worker: _Worker, now: float) -> bool:
+        """Not ready ``startup_timeout_s`` after it was started."""
+        return not worker.ready and now - worker.started_at > self.startup_timeout_s
+
     def _hung_starting(self, worker: _Worker) -> bool:
-        """Not ready (after reading what it sent) ``startup_timeout_s`` after it was started."""
+        """:meth:`_past_startup`, after reading what it sent."""
         self._drain(worker)
-        return not worker.ready and time.monotonic() - worker.started_at > self.startup_timeout_s
+        return self._past_startup(worker, time.monotonic())
 
     def _none_can_start(self) -> bool:
         """No worker is ready, and none may still become so: every one died starting or has
         taken longer than ``startup_timeout_s`` to start."""
         now = time.monotonic()
-        return not any(w.ready or now - w.started_at <= self.startup_timeout_s for w in self._workers)
+        return all(self._past_startup(w, now) for w in self._workers)
 
     def _waitables(self) -> list[Any]:
         return [w.conn for w in self._workers]  # a dying worker makes its socket readable (EOF)

@@ -318,11 +318,13 @@ def load_full_weights(model: torch.nn.Module, weights: dict[str, torch.Tensor], 
         model.tie_weights()
 
 
-def load_trainer_state(checkpoint_dir: str | Path) -> dict[str, Any]:
+def load_trainer_state(checkpoint_dir: str | Path, peek: bool = False) -> dict[str, Any]:
+    """A checkpoint's ``trainer_state.pt``; ``peek``: memory-mapped, so that reading a field does
+    not read the AdamW state it may hold (gigabytes for a large one-process policy)."""
     path = Path(checkpoint_dir) / STATE_FILE
     if not path.exists():
         raise FileNotFoundError(f"{checkpoint_dir} is not a dapo-rl checkpoint (no {STATE_FILE})")
-    return torch.load(path, map_location="cpu", weights_only=True)
+    return torch.load(path, map_location="cpu", weights_only=True, mmap=peek)
 
 
 SHARDED_FORMAT = "dcp"  # trainer_state.pt["policy"]["sharded"]: the ranks' state is in policy/
@@ -367,7 +369,7 @@ def resolve_resume(resume: str, run_dir: str | Path) -> Path | None:
     if not (path / STATE_FILE).exists():
         raise FileNotFoundError(f"checkpoint.resume={resume!r}: no {STATE_FILE} there")
     if own and not is_own_checkpoint(path, run_dir) and (
-        load_trainer_state(own[-1]).get("started_from") == str(path.resolve())
+        load_trainer_state(own[-1], peek=True).get("started_from") == str(path.resolve())
     ):
         warnings.warn(f"checkpoint.resume={resume!r} started this run, which has checkpoints of its own since: "
                       f"resuming its newest, {own[-1]}", stacklevel=2)

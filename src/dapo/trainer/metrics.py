@@ -128,6 +128,9 @@ class MetricsLogger:
         self._tb = self._wandb = None
         self._tb_dir = str(Path(run_dir) / "tensorboard") if tensorboard else None
         self._tb_purge_step: int | None = None  # set on resume: hide an earlier attempt's later points
+        # lines of metrics.jsonl and completions.jsonl, counted as written (one read, here)
+        self._lines = [path.read_bytes().count(b"\n") if path.exists() else 0
+                       for path in (self.path, self.completions_path)]
         if wandb:
             try:
                 import wandb as wandb_module
@@ -139,8 +142,7 @@ class MetricsLogger:
     def line_counts(self) -> list[int]:
         """Lines of metrics.jsonl and completions.jsonl so far: a checkpoint records them, so that
         a resume from it drops what was logged later at the same step (a final evaluation)."""
-        return [path.read_bytes().count(b"\n") if path.exists() else 0
-                for path in (self.path, self.completions_path)]
+        return list(self._lines)
 
     def truncate_after(self, step: int, line_counts: list[int] | None = None) -> None:
         """On resume, drop lines a killed run wrote after its last checkpoint: those of later
@@ -148,11 +150,12 @@ class MetricsLogger:
         logged after it (and a line torn by the kill), rewriting the file atomically; TensorBoard
         hides an earlier attempt's points after ``step`` (its purge_step), so the curves do not
         double back."""
-        for path, count in zip((self.path, self.completions_path), line_counts or [None, None]):
+        for index, (path, count) in enumerate(zip((self.path, self.completions_path), line_counts or [None, None])):
             if path.exists():
                 rows = parse_metrics_lines(path)[:count]
                 kept = [json.dumps(row) for row in rows if row["step"] <= step]
                 write_atomically(path, "".join(line + "\n" for line in kept))
+                self._lines[index] = len(kept)
         if self._tb is not None:
             self._tb.close()
             self._tb = None
@@ -170,6 +173,7 @@ class MetricsLogger:
         clean = {k: (float(v) if isinstance(v, (int, float)) else v) for k, v in metrics.items()}
         with self.path.open("a") as handle:
             handle.write(json.dumps({"step": step, **clean}) + "\n")
+        self._lines[0] += 1
         if (board := self._board()) is not None:
             for key, value in clean.items():
                 if isinstance(value, float) and math.isfinite(value):
@@ -185,6 +189,7 @@ class MetricsLogger:
             return
         with self.completions_path.open("a") as handle:
             handle.writelines(json.dumps({"step": step, **record}) + "\n" for record in records)
+        self._lines[1] += len(records)
         if (board := self._board()) is not None:
             board.add_text("completions", completions_markdown(records), step)
             board.flush()

@@ -83,11 +83,14 @@ def build_optimizer(model: torch.nn.Module, cfg: TrainerConfig) -> torch.optim.O
     """AdamW with weight decay on matrices only (no decay on biases and norm weights)."""
     decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
-    groups = [
-        {"params": decay, "weight_decay": cfg.weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
-    ]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas), foreach=True)
+    groups = [{"params": params, **settings} for params, settings in zip((decay, no_decay), group_settings(cfg))]
+    return torch.optim.AdamW(groups, foreach=True)
+
+
+def group_settings(cfg: TrainerConfig) -> list[dict]:
+    """The config's AdamW settings of the two param groups (matrices; biases and norm weights)."""
+    shared = {"lr": cfg.lr, "betas": tuple(cfg.betas)}
+    return [{**shared, "weight_decay": cfg.weight_decay}, {**shared, "weight_decay": 0.0}]
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainerConfig, total_steps: int):
@@ -240,10 +243,12 @@ class PolicyWorker:
         separate old-log-prob pass is skipped and its diagnostics are taken here instead.
         ``diagnose``: collect entropy and mismatch sums from this update's forward (default: on_policy).
         """
+        if num_tokens is None or num_seqs is None:
+            num_tokens, num_seqs = count_loss_tokens(mini_batch)
         stats = self.accumulate_gradients(mini_batch, num_tokens, num_seqs, on_policy, diagnose)
         if stats.skipped:
             return stats
-        if (count_loss_tokens(mini_batch)[0] if num_tokens is None else num_tokens) == 0:
+        if num_tokens == 0:
             self.optimizer.zero_grad(set_to_none=True)
             stats.empty = True
             return stats
@@ -281,11 +286,11 @@ class PolicyWorker:
                 loss, pg_loss = self._micro_batch_loss(micro, num_tokens, num_seqs, stats, on_policy)
             else:
                 loss = pg_loss = self._empty_loss()
-            # decided by all ranks together, so that none is left waiting in a collective
-            if not all_ranks_true(bool(torch.isfinite(loss))):
-                return self._skip(stats, f"loss is {loss.item()} (on this or another rank)")
-            (loss if self.loss_scale == 1.0 else loss * self.loss_scale).backward()
             total, policy_gradient = torch.stack([loss.detach(), pg_loss.detach()]).tolist()  # one device sync
+            # decided by all ranks together, so that none is left waiting in a collective
+            if not all_ranks_true(math.isfinite(total)):
+                return self._skip(stats, f"loss is {total} (on this or another rank)")
+            (loss if self.loss_scale == 1.0 else loss * self.loss_scale).backward()
             stats.loss += total
             stats.pg_loss += policy_gradient
         return stats
@@ -314,9 +319,7 @@ class PolicyWorker:
         unscaled gradients). Under FSDP the gradients are shards (DTensors) and the norm is that
         of the whole, all ranks together."""
         if (scale := self.loss_scale) != 1.0:
-            for parameter in self.model.parameters():
-                if parameter.grad is not None:
-                    parameter.grad.div_(scale)
+            torch._foreach_div_([p.grad for p in self.model.parameters() if p.grad is not None], scale)
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
         if isinstance(norm, DTensor):
             norm = norm.full_tensor()
@@ -414,11 +417,17 @@ class PolicyWorker:
         """Restore weights, optimizer and scheduler from a checkpoint: one process's (weights in the
         HF files, the rest in ``state``), or the shards of several ranks (DCP reshards them)."""
         if is_sharded(state):
-            load_sharded_policy(directory, self.model, self.optimizer, self.scheduler)
+            self.load_shards(directory)
             self.num_nonfinite_skipped = state["num_nonfinite_skipped"]
         else:
             load_model_weights(self.model, directory)
             self.load_state_dict(state)
+            self.apply_config_to_optimizer()
+
+    def load_shards(self, directory: Path) -> None:
+        """This rank's shard of model, optimizer and scheduler state from a checkpoint of several
+        ranks (DCP reshards them); the run's optimizer settings then apply. Collective."""
+        load_sharded_policy(directory, self.model, self.optimizer, self.scheduler)
         self.apply_config_to_optimizer()
 
     def apply_config_to_optimizer(self) -> None:
@@ -427,8 +436,8 @@ class PolicyWorker:
         learning rate is set from the schedule at the resumed step, so a changed schedule applies
         from the first step, not one step late."""
         changed = []
-        for group, weight_decay in zip(self.optimizer.param_groups, (self.cfg.weight_decay, 0.0)):
-            wanted = {"initial_lr": self.cfg.lr, "weight_decay": weight_decay, "betas": tuple(self.cfg.betas)}
+        for group, settings in zip(self.optimizer.param_groups, group_settings(self.cfg)):
+            wanted = {"initial_lr": settings["lr"], "weight_decay": settings["weight_decay"], "betas": settings["betas"]}
             saved = {key: tuple(v) if isinstance(v, list) else v for key, v in group.items() if key in wanted}
             changed += [f"{key} {saved[key]} -> {value}" for key, value in wanted.items() if saved.get(key, value) != value]
             group.update(wanted)

@@ -49,7 +49,6 @@ from dapo.rollout.base import GenerationResult, SamplingParams, request_seed
 from dapo.trainer.batch import Sample, count_loss_tokens, deal_prompts, split_across_ranks
 from dapo.trainer.checkpoint import (
     export_hf_from_shards,
-    load_sharded_policy,
     save_sharded_policy,
     sharded_policy_state,
 )
@@ -157,10 +156,8 @@ class PolicyRank:
     def load_checkpoint(self, directory: str) -> float:
         """Read this rank's shard of model, optimizer and scheduler state from ``directory/policy``;
         the learning rate it resumes with. Every rank must call it; the engines are synced later."""
-        policy = self.policy
-        load_sharded_policy(directory, self.model, policy.optimizer, policy.scheduler)
-        policy.apply_config_to_optimizer()
-        return policy.lr
+        self.policy.load_shards(Path(directory))
+        return self.policy.lr
 
 
 def _free_port() -> int:
@@ -245,6 +242,8 @@ class RayPolicyGroup:
         self.world_size = res.world_size
         # ranks per rollout engine: consecutive groups of this many ranks form one vLLM engine
         self.engine_tp = cfg.rollout.vllm_tensor_parallel_size if cfg.rollout.engine == "vllm" else 1
+        # only colocated vLLM engines release memory for the update (the others' sleep is a no-op)
+        self.engines_sleep = cfg.rollout.engine == "vllm" and cfg.rollout.vllm_sleep_between_rollouts
         self.version, self.num_nonfinite_skipped = 0, 0
 
     def _get(self, refs: list[Any]) -> list[Any]:
@@ -366,8 +365,10 @@ class RayRolloutEngine:
         self.group.sync_engines()
 
     def sleep(self) -> None:
-        """Every rank's engine releases its memory for the update (vLLM colocated; else nothing)."""
-        self.group._on_all("sleep_engine")
+        """Every rank's engine releases its memory for the update (vLLM colocated; else nothing,
+        and no round trip to the ranks)."""
+        if self.group.engines_sleep:
+            self.group._on_all("sleep_engine")
 
     def wake_up(self) -> None:
         """The ranks' engines wake when they next generate or take weights."""

@@ -6,7 +6,14 @@ from collections.abc import Iterator
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+from transformers import (
+    LlamaConfig,
+    LlamaForCausalLM,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+    Qwen3MoeConfig,
+    Qwen3MoeForCausalLM,
+)
 
 VOCAB_SIZE = 50
 PAD_ID = 0
@@ -36,6 +43,17 @@ def tiny_llama(seed: int = 0) -> LlamaForCausalLM:
             if name.endswith("bias"):
                 param.normal_(0, 0.1)
     return model
+
+
+def tiny_qwen3_moe(seed: int = 0, vocab_size: int = VOCAB_SIZE) -> Qwen3MoeForCausalLM:
+    """A Qwen3-MoE: transformers 5 fuses its experts in memory and writes them one by one."""
+    torch.manual_seed(seed)
+    config = Qwen3MoeConfig(
+        vocab_size=vocab_size, hidden_size=32, intermediate_size=64, moe_intermediate_size=16, num_experts=4,
+        num_experts_per_tok=2, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+        max_position_embeddings=64, tie_word_embeddings=True,
+    )
+    return Qwen3MoeForCausalLM(config).eval()
 
 
 @pytest.fixture(autouse=True)

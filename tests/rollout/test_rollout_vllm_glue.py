@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from tests.rollout.conftest import tiny_qwen3_moe
 
 from dapo.config.schema import RolloutConfig
 from dapo.rollout import SamplingParams
@@ -115,7 +116,7 @@ def test_glue_refuses_what_would_train_on_wrong_samples(fake_vllm, monkeypatch):
     # a prefix cache kept across a weight update would serve the old weights' keys and values
     monkeypatch.setattr(FakeLLM, "reset_prefix_cache", lambda self: False)
     with pytest.raises(RuntimeError, match="prefix cache"):
-        engine.sync_weights({"w": torch.zeros(1)})
+        engine.sync_weights(torch.nn.Linear(1, 1))
     # vLLM samples at max(temperature, 0.01) and refuses one above 2
     for temperature in (1e-3, 2.5):
         with pytest.raises(ConfigError, match=r"rollout.temperature=.*\[0.01, 2\]"):
@@ -136,7 +137,25 @@ def test_on_a_gpu_the_engine_sleeps_once_per_step_not_after_every_generation_rou
     for _ in range(3):  # three generation rounds
         engine.generate([[5]], SamplingParams(n=1, max_new_tokens=2))
     engine.sleep()  # the update
-    engine.sync_weights({"w": torch.zeros(1)})
+    engine.sync_weights(torch.nn.Linear(1, 1))
     assert [c[0] if c[0] != "wake_up" else c for c in engine.llm.calls] == [
         "generate", "generate", "generate", "sleep", ("wake_up", ["weights"]), "reload_weights",
         "reset_prefix_cache", ("wake_up", ["kv_cache"])]
+
+
+def test_sync_sends_a_moe_models_experts_as_the_checkpoint_holds_them(fake_vllm, tmp_path):
+    # vLLM's MoE loaders read experts one by one (experts.3.up_proj.weight); transformers fuses them
+    # in memory (experts.gate_up_proj), and vLLM refused those names
+    from safetensors.torch import load_file
+
+    model = tiny_qwen3_moe()
+    model.save_pretrained(tmp_path)
+    on_disk = load_file(tmp_path / "model.safetensors")
+    engine = VLLMEngine(str(tmp_path), RolloutConfig(engine="vllm"))
+    # the trainer's model (one process), and a policy rank's weights streamed by name
+    for weights in (model, iter(model.state_dict().items())):
+        engine.sync_weights(weights)
+        sent = dict(engine.llm.calls[-2][1])
+        assert sorted(sent) == sorted([*on_disk, "lm_head.weight"])  # the tied output layer too
+        for name, tensor in on_disk.items():
+            assert torch.equal(sent[name], tensor), name

@@ -5,12 +5,14 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from dapo.trainer.checkpoint import (
+    export_hf_from_shards,
     list_checkpoints,
     load_model_weights,
     load_trainer_state,
     resolve_resume,
     save_checkpoint,
 )
+from tests.rollout.conftest import tiny_qwen3_moe
 
 
 def test_checkpoint_is_a_hf_model_dir_and_keeps_last_k(tiny_model_dir: Path, tmp_path: Path):
@@ -58,24 +60,36 @@ def test_resume_from_missing_path_says_why(tmp_path: Path):
 
 def test_a_moe_model_whose_experts_are_renamed_on_save_loads_back(tmp_path: Path):
     # transformers keeps a Qwen3-MoE's experts fused in memory and writes them one by one
-    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+    from dapo.builtin import build_tokenizer
+
+    tokenizer = build_tokenizer()
+    trained = tiny_qwen3_moe(seed=0, vocab_size=len(tokenizer))
+    path = save_checkpoint(tmp_path, 1, trained, tokenizer, {}, "", keep_last=1)
+    fresh = tiny_qwen3_moe(seed=1, vocab_size=len(tokenizer))
+    load_model_weights(fresh, path)
+    for (name, expected), actual in zip(trained.state_dict().items(), fresh.state_dict().values()):
+        assert torch.equal(expected, actual), name
+
+
+def test_the_multi_rank_export_of_a_moe_model_is_what_save_pretrained_writes(tmp_path: Path):
+    # vLLM and transformers 4 read a MoE's experts one by one, as save_pretrained writes them; the
+    # export from the ranks' shards wrote the in-memory fused tensors (experts.gate_up_proj)
+    from safetensors.torch import load_file
 
     from dapo.builtin import build_tokenizer
 
     tokenizer = build_tokenizer()
-    config = Qwen3MoeConfig(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, moe_intermediate_size=16, num_experts=4,
-        num_experts_per_tok=2, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
-        max_position_embeddings=64, tie_word_embeddings=True,
-    )
-    torch.manual_seed(0)
-    trained = Qwen3MoeForCausalLM(config)
-    path = save_checkpoint(tmp_path, 1, trained, tokenizer, {}, "", keep_last=1)
-    torch.manual_seed(1)
-    fresh = Qwen3MoeForCausalLM(config)
-    load_model_weights(fresh, path)
-    for (name, expected), actual in zip(trained.state_dict().items(), fresh.state_dict().values()):
-        assert torch.equal(expected, actual), name
+    model = tiny_qwen3_moe(vocab_size=len(tokenizer))
+    model.save_pretrained(tmp_path / "save_pretrained")
+    export_hf_from_shards(tmp_path / "export", model, tokenizer, rank=0)
+    expected = load_file(tmp_path / "save_pretrained" / "model.safetensors")
+    written = load_file(tmp_path / "export" / "model.safetensors")
+    assert sorted(written) == sorted(expected) and "model.layers.0.mlp.experts.3.up_proj.weight" in written
+    for name, tensor in expected.items():
+        assert torch.equal(written[name], tensor), name
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path / "export")
+    for (name, tensor), reloaded in zip(model.state_dict().items(), loaded.state_dict().values()):
+        assert torch.equal(tensor, reloaded), name
 
 
 def test_a_resume_seeing_fewer_gpus_than_the_save_restores_those_it_sees(monkeypatch):

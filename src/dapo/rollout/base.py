@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import itertools
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -56,6 +57,33 @@ def copy_weights(target: torch.nn.Module, weights: Weights) -> None:
             given.add(name)
     if missing := sorted(set(params) - given - tied_duplicates(target)):
         raise KeyError(f"weights for {missing} were not given")
+
+
+def checkpoint_format(model: torch.nn.Module, weights: Iterable[tuple[str, torch.Tensor]]) -> Iterator[tuple[str, torch.Tensor]]:
+    """``weights``, named and laid out as in ``model`` (a transformers model) in memory, under the
+    names and layout that ``save_pretrained`` writes and vLLM loads. transformers 5 converts some
+    weights on load: a MoE's experts (Qwen3-MoE, Mixtral, DeepSeek) are fused into one tensor per
+    layer in memory and written back one expert at a time. Streamed a layer at a time (a
+    conversion may need several of its layer's tensors together); other models' pass unchanged."""
+    try:
+        from transformers.conversion_mapping import get_model_conversion_mapping
+        from transformers.core_model_loading import revert_weight_conversion
+    except ImportError:  # transformers 4 keeps the checkpoint's layout in memory
+        yield from weights
+        return
+    if not (getattr(model, "_weight_conversions", None) or get_model_conversion_mapping(model, add_legacy=False)):
+        yield from weights
+        return
+    for _, layer in itertools.groupby(weights, key=lambda item: _layer_of(item[0])):
+        yield from revert_weight_conversion(model, dict(layer)).items()
+
+
+def _layer_of(name: str) -> str:
+    """``model.layers.3.mlp.experts.down_proj`` -> ``model.layers.3``: the prefix up to the first
+    numbered module, or the whole name of a weight outside numbered modules."""
+    parts = name.split(".")
+    numbered = next((i for i, part in enumerate(parts) if part.isdigit()), None)
+    return name if numbered is None else ".".join(parts[: numbered + 1])
 
 
 def tied_duplicates(model: torch.nn.Module) -> set[str]:

@@ -30,6 +30,7 @@ a request's n samples ``seed + j``.
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import time
@@ -45,6 +46,7 @@ from dapo.rollout.base import (
     GenerationResult,
     SamplingParams,
     Weights,
+    checkpoint_format,
     named_weights,
     request_seed,
 )
@@ -104,7 +106,7 @@ class VLLMEngine:
         # The engine core must live in this process: weights are handed to it by reference.
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         self._vllm = vllm
-        self.cfg = cfg
+        self.model_path, self.cfg = model_path, cfg
         self.on_cpu = on_cpu
         self.sleep_between_rollouts = cfg.vllm_sleep_between_rollouts and not on_cpu
         # One worker in this process: "uni", or on policy ranks "external_launcher" (this rank's
@@ -164,10 +166,13 @@ class VLLMEngine:
         return GenerationResult(completions, time.perf_counter() - start, num_tokens)
 
     def sync_weights(self, model: Weights) -> None:
-        """Load the trainer's weights into vLLM in place (Hugging Face names and layout)."""
+        """Load the trainer's weights into vLLM in place, under the names and in the layout of the
+        Hugging Face checkpoint (what vLLM's loaders read; a MoE's experts one by one)."""
         if self.asleep:
             self.llm.wake_up(tags=["weights"])  # weights first: the KV cache is not needed yet
-        weights: Iterable[tuple[str, torch.Tensor]] = ((name, t.detach()) for name, t in named_weights(model))
+        layout = model if isinstance(model, torch.nn.Module) else self._weightless_model
+        weights: Iterable[tuple[str, torch.Tensor]] = (
+            (name, t.detach()) for name, t in checkpoint_format(layout, named_weights(model)))
         if not self.in_process:  # worker processes: the tensors travel by pickle
             weights = [(name, tensor.cpu()) for name, tensor in weights]
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights, "is_checkpoint_format": True})
@@ -177,6 +182,15 @@ class VLLMEngine:
         if self.asleep:
             self.llm.wake_up(tags=["kv_cache"])
             self.asleep = False
+
+    @functools.cached_property
+    def _weightless_model(self) -> torch.nn.Module:
+        """The model on the meta device (no memory): which of the weights a rank streams by name
+        transformers keeps converted in memory."""
+        from transformers import AutoConfig, AutoModelForCausalLM
+
+        with torch.device("meta"):
+            return AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(self.model_path))
 
     def sleep(self) -> None:
         """Offload weights to CPU and free the KV cache so training can use the GPU memory."""

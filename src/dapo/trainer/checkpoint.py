@@ -41,7 +41,7 @@ from torch.distributed.checkpoint.state_dict import (
 )
 
 from dapo.durable import fsync_dir, fsync_tree
-from dapo.rollout.base import tied_duplicates
+from dapo.rollout.base import checkpoint_format, tied_duplicates
 from dapo.trainer.fsdp import gathered_weights
 from dapo.trainer.run_dir import STATE_FILE
 
@@ -225,14 +225,16 @@ def export_hf_from_shards(directory: str | Path, model: torch.nn.Module, tokeniz
     """Rank 0 writes the Hugging Face export of a sharded ``model`` into ``directory``: config,
     generation config and tokenizer (by ``save_pretrained``), and the weights as save_pretrained
     lays them out (``model.safetensors``, or files of at most ``max_file_bytes`` listed in
-    ``model.safetensors.index.json``; a tied output layer once). Streamed: the ranks all-gather one
-    full tensor at a time and rank 0 holds at most one file's worth in CPU memory, not the model
-    (131 GB at 32B float32). Collective: every rank must call it."""
+    ``model.safetensors.index.json``; a tied output layer once; a MoE's experts one by one, as
+    :func:`checkpoint_format` names them). Streamed: the ranks all-gather one full tensor at a time
+    and rank 0 holds at most one file's worth (and one layer) in CPU memory, not the model (131 GB
+    at 32B float32). Collective: every rank must call it."""
     writer = None
     if rank == 0:  # everything but the weights first: save_pretrained removes weight files it did not write
         save_hf_model(directory, model, tokenizer, state_dict={})
         writer = _SafetensorsWriter(Path(directory), max_file_bytes)
-    for name, tensor in gathered_weights(model, skip=tied_duplicates(model)):
+    weights = gathered_weights(model, skip=tied_duplicates(model))
+    for name, tensor in checkpoint_format(model, weights) if writer is not None else weights:
         if writer is not None:
             writer.add(name, tensor.detach().cpu())  # a gathered copy already, or written before training moves it
     if writer is not None:

@@ -38,3 +38,14 @@ def test_cli_explain_and_its_error(capsys):
 @pytest.mark.parametrize("key", ["output_dir", "algorithm.plugins", "rollout.vllm_dtype"])
 def test_new_and_top_level_fields_explain(key):
     assert explain(load_config([], []), key).startswith(key + " (")
+
+
+def test_a_list_of_mappings_explains_its_items_fields():
+    # reward.functions said "see RewardFunctionSpec", a class the CLI user cannot see
+    text = explain(load_config([], ["reward.functions=[{path: r.py:fn, weight: 0.5}]"]), "reward.functions")
+    lines = text.splitlines()
+    assert lines[0] == "reward.functions (list[RewardFunctionSpec]) = [RewardFunctionSpec(path='r.py:fn', weight=0.5)]"
+    assert "  reward.functions[].path (str), default ''" in lines
+    assert "  reward.functions[].weight (float), default 1.0" in lines
+    assert "package.module:function" in text and "Weight of this function's score" in text
+    assert explain(load_config([], []), "trainer.betas").startswith("trainer.betas (list[float]) = [0.9, 0.999]")

@@ -62,6 +62,24 @@ def explain(config: DAPOConfig, prefix: str = "") -> str:
         value: Any = config
         for part in key.split("."):
             value = getattr(value, part)
-        type_name = getattr(kind, "__name__", None) or str(kind).replace("typing.", "")
-        blocks.append(f"{key} ({type_name}) = {value!r}\n    {doc}")
+        blocks.append(f"{key} ({_type_name(kind)}) = {value!r}\n    {doc}")
+        blocks += _item_fields(key, kind)
     return "\n".join(blocks)
+
+
+def _type_name(kind: Any) -> str:
+    """``float``, ``list[RewardFunctionSpec]``, ``str | None``: as a user would write it."""
+    if typing.get_origin(kind) is list:
+        return f"list[{_type_name(typing.get_args(kind)[0])}]"
+    return getattr(kind, "__name__", None) or str(kind).replace("typing.", "")
+
+
+def _item_fields(key: str, kind: Any) -> list[str]:
+    """The fields of a list's items when they are a dataclass (``reward.functions``: each item is
+    a mapping of them), with their defaults and documentation."""
+    item = typing.get_args(kind)[0] if typing.get_origin(kind) is list else None
+    if not is_dataclass(item):
+        return []
+    hints, docs = typing.get_type_hints(item), class_field_docs(item)
+    return [f"  {key}[].{f.name} ({_type_name(hints[f.name])}), default {f.default!r}\n      {docs.get(f.name, '')}"
+            for f in fields(item)]

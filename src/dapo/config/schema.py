@@ -135,7 +135,8 @@ class RewardConfig:
     incorrect_score: float = -1.0
     # Weight of the built-in verifier in the summed reward; 0 disables it.
     verifier_weight: float = 1.0
-    # User reward functions, summed with their weights (see RewardFunctionSpec).
+    # User reward functions, summed with their weights: a list of {path, weight} mappings
+    # (RewardFunctionSpec), e.g. [{path: my_rewards.py:fn, weight: 0.5}].
     functions: list[RewardFunctionSpec] = field(default_factory=list)
     # Hard per-response deadline in seconds; a worker past it is killed and the item scored wrong.
     timeout_s: float = 5.0

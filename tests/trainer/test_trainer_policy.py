@@ -128,10 +128,11 @@ def test_on_policy_update_equals_update_with_recomputed_old_logprobs(tiny_model_
     explicit, shortcut = worker(models[0], 40), worker(models[1], 40)
     for w, model in zip((explicit, shortcut), models):
         w.optimizer = torch.optim.SGD(model.parameters(), lr=1.0)  # weight change == gradient
+    fresh = copy.deepcopy(samples)  # sampled this step: no pi_old of their own
     for s, lp in zip(samples, explicit.compute_logprobs(samples).logprobs):
         s.old_logprobs = lp
     explicit_stats = explicit.update(samples)
-    shortcut_stats = shortcut.update(samples, on_policy=True)
+    shortcut_stats = shortcut.update(fresh, on_policy=True)
     # stored old log-probs are float32, so the explicit ratio is 1 only to ~1e-7
     for a, b in zip(models[0].parameters(), models[1].parameters()):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-8)
@@ -243,3 +244,23 @@ def test_the_policys_dropout_is_off_so_the_first_ratio_is_exactly_one(tmp_path, 
     assert metrics["clip_frac_low"] == metrics["clip_frac_high"] == 0.0
     # the model's config keeps its rates, so a checkpoint saved from it has them
     assert (model.config.resid_pdrop if family == "gpt2" else model.config.dropout) == 0.5
+
+
+def test_an_on_policy_update_takes_a_carried_over_samples_pi_old_from_the_sample(tiny_model_dir):
+    """With one update per step, pi_old is the update's own forward (ratio 1), except for dynamic
+    sampling's surplus from the step before: it was sampled a policy ago and holds that policy's
+    log-probs, so its ratio is pi_theta / pi_(step before), here exp(0.5) per token."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).double()
+    w = worker(model, 1000)
+    samples = make_samples(torch.Generator().manual_seed(3))
+    current = w.compute_logprobs(samples).logprobs
+    for s, lp in zip(samples[:4], current[:4]):  # group 0: carried over; the policy has moved since
+        s.carried_over, s.old_logprobs = True, [x - 0.5 for x in lp]
+    stats = w.update(samples, on_policy=True)
+    carried_tokens = sum(len(s.response_ids) for s in samples[:4])
+    ratio_sum, tokens = float(stats.policy.ratio_sum), float(stats.policy.token_count)
+    assert tokens == sum(len(s.response_ids) for s in samples)
+    # (pi_old is stored in float32)
+    assert ratio_sum == pytest.approx(carried_tokens * math.exp(0.5) + (tokens - carried_tokens), rel=1e-6)
+    # group 0's advantages are -1.5..1.5: its positive-advantage tokens are clipped at 1 + 0.28
+    assert float(stats.policy.clip_high_count) == sum(len(s.response_ids) for s in samples[:4] if s.advantage > 0)

@@ -7,6 +7,7 @@ import copy
 import re
 from pathlib import Path
 
+import pytest
 import torch
 
 from dapo import config
@@ -94,3 +95,35 @@ def test_the_documented_hand_driven_loop_runs_and_its_checkpoint_resumes(tiny_mo
         assert resumed.resume() and resumed.step == steps_done
     finally:
         resumed.close()
+
+
+@pytest.mark.parametrize("mini_batch_prompts", [4, 2])  # one update a step (pi_old from its forward), two
+def test_surplus_groups_train_against_the_policy_that_sampled_them(tiny_model_dir, reward_file, tmp_path,
+                                                                   mini_batch_prompts):
+    """With old_logprobs=recompute, dynamic sampling's surplus is trained a step after it was
+    sampled: its pi_old is the sampling step's policy, taken before that step's update (it was the
+    next step's, and the clipped ratio ignored the step of training in between)."""
+    trainer = Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, "algorithm.old_logprobs=recompute",
+                                  f"trainer.mini_batch_prompts={mini_batch_prompts}", "trainer.gen_prompts_per_round=8",
+                                  "checkpoint.every_steps=0", "eval.every_steps=0"))
+    try:
+        sampling_policy = copy.deepcopy(trainer.model.state_dict())
+        trainer.step_once()
+        carry = trainer.sampler.to_carry()
+        assert carry, "no surplus groups carried: the test would not cover them"
+        updated = copy.deepcopy(trainer.model.state_dict())
+        trainer.model.load_state_dict(sampling_policy)
+        expected = {id(s): lp for s, lp in zip(carry, trainer.policy.compute_logprobs(carry).logprobs)}
+        trainer.model.load_state_dict(updated)
+        trained_with = {}
+        update = trainer.policy.update
+
+        def record_pi_old(mini_batch, *args, **kwargs):
+            trained_with.update({id(s): list(s.old_logprobs) for s in mini_batch if s.carried_over})
+            return update(mini_batch, *args, **kwargs)
+
+        trainer.policy.update = record_pi_old
+        trainer.step_once()
+        assert trained_with and trained_with == {key: expected[key] for key in trained_with}
+    finally:
+        trainer.close()

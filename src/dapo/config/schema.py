@@ -263,7 +263,9 @@ class AlgorithmConfig:
     filter_metric: str = "acc"
     # Most generation rounds per training step before training on what was collected.
     max_gen_rounds: int = 10
-    # Keep accepted groups beyond the batch for the next step instead of discarding them.
+    # Keep accepted groups beyond the batch for the next step instead of discarding them. Their
+    # pi_old is the policy that sampled them (with "recompute", taken in their own step, before its
+    # update), so the clipped ratio covers the step of training since.
     keep_surplus_groups: bool = True
     # Largest fraction of a step's groups that may be surplus carried over from the step before
     # (in [0, 1); the rest is sampled from the current policy); surplus beyond it is dropped.

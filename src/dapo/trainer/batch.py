@@ -80,6 +80,7 @@ def collate(samples: list[Sample], pad_token_id: int, packed: bool = False) -> d
         "advantages": torch.tensor([s.advantage for s in samples], dtype=torch.float32),
         "response_lengths": torch.tensor([len(s.response_ids) for s in samples], dtype=torch.long),
         "sampled_this_step": torch.tensor([not s.carried_over for s in samples], dtype=torch.bool),
+        "has_old_logprobs": torch.tensor([bool(s.old_logprobs) for s in samples], dtype=torch.bool),
     }
 
 

@@ -294,11 +294,19 @@ class Trainer:
         if from_rollout:
             for sample in batch:
                 sample.old_logprobs = sample.rollout_logprobs
-        elif not on_policy:
+        else:
             t0 = time.perf_counter()
-            old = self.policy.compute_logprobs(batch)
-            for sample, logprobs in zip(batch, old.logprobs):
-                sample.old_logprobs = logprobs
+            # The surplus the next step trains on was sampled by this step's policy: its pi_old is
+            # taken now, before the update (the next step's recompute or on-policy update would
+            # take the next policy's, and the ratio would ignore a step of training).
+            if carry := self.sampler.to_carry():
+                for sample, logprobs in zip(carry, self.policy.compute_logprobs(carry).logprobs):
+                    sample.old_logprobs = logprobs
+            if not on_policy:
+                old = self.policy.compute_logprobs(batch)
+                for sample, logprobs in zip(batch, old.logprobs):
+                    if not (sample.carried_over and sample.old_logprobs):  # carried: pi_old from its own step
+                        sample.old_logprobs = logprobs
             record.timer["old_logprob"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()

@@ -73,7 +73,8 @@ METRICS: dict[str, str] = {
     # timing and throughput
     "time/generate": "seconds generating responses this step",
     "time/reward": "seconds scoring responses this step",
-    "time/old_logprob": "seconds recomputing old log-probs (0 with algorithm.old_logprobs=rollout or one update per step)",
+    "time/old_logprob": "seconds recomputing old log-probs: the batch's (none with one update per step) and the "
+    "surplus carried to the next step's (0 with algorithm.old_logprobs=rollout)",
     "time/update": "seconds in forward/backward/optimizer",
     "time/weight_sync": "seconds loading the trainer's new weights into the rollout engine (0 for engines that "
     "share the trainer's model; an in-memory reload for vLLM)",

@@ -239,8 +239,9 @@ class PolicyWorker:
         ``num_tokens``/``num_seqs`` are the GLOBAL normalisers of the mini-batch (all micro-batches
         and all data-parallel ranks); they default to this worker's whole mini-batch.
         ``on_policy``: this is the only update since the rollout, so pi_old IS the current policy
-        and old log-probs are this forward's own log-probs, detached (ratio exactly 1); the
-        separate old-log-prob pass is skipped and its diagnostics are taken here instead.
+        and old log-probs are this forward's own log-probs, detached (ratio exactly 1), except for
+        samples that hold theirs (dynamic sampling's surplus, generated a policy ago); the separate
+        old-log-prob pass is skipped and its diagnostics are taken here instead.
         ``diagnose``: collect entropy and mismatch sums from this update's forward (default: on_policy).
         """
         if num_tokens is None or num_seqs is None:
@@ -360,8 +361,9 @@ class PolicyWorker:
         logits = self._response_logits(self.model, tensors)
         logprobs = self._logprobs(logits, tensors)
         mask = tensors["response_mask"]
-        if on_policy:
-            tensors["old_logprobs"] = logprobs.detach()
+        if on_policy:  # pi_old is this forward's policy, but where a sample holds its own (carried over)
+            given = tensors["has_old_logprobs"].to(logprobs.device)[:, None]
+            tensors["old_logprobs"] = torch.where(given, tensors["old_logprobs"], logprobs.detach())
         if stats.diagnostics is not None:
             self._diagnose(logits, logprobs, tensors, stats.diagnostics)
         weights = None

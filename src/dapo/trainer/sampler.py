@@ -167,6 +167,12 @@ class DynamicSampler:
         batch = batch[report.groups_carried_in :] + batch[: report.groups_carried_in]  # this step's first
         return [s for group in batch for s in group], report
 
+    def to_carry(self) -> list[Sample]:
+        """The surplus samples the next step will train on (its first ``max_carried_in`` groups)."""
+        if not (self.dynamic_sampling and self.keep_surplus):
+            return []
+        return [s for group in self.surplus[: self.max_carried_in] for s in group]
+
     def _filter(self, samples: list[Sample], report: SamplingReport) -> list[list[Sample]]:
         """Keep groups whose filter metric varies; count the all-correct / all-wrong ones."""
         keep = self._count_constant_groups(samples, report)

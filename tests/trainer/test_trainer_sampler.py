@@ -119,6 +119,21 @@ def test_constant_score_groups_are_all_correct_or_all_wrong_by_their_acc():
     assert (report.groups_all_correct, report.groups_all_wrong) == (4, 0)
 
 
+def test_a_group_whose_every_response_overlong_filtering_masked_is_refilled():
+    # mixed outcomes, but every response truncated and masked out of the loss: nothing to train on,
+    # and it took one of the step's slots
+    def round_(problems, round_index):
+        return [Sample(g + 10 * round_index, problem.uid, [1], [2], [0.0], truncated=g == 0, score=float(acc),
+                       acc=bool(acc), loss_weight=0.0 if g == 0 else 1.0)
+                for g, problem in enumerate(problems) for acc in (1, 0, 0, 1)]
+
+    ds = sampler(prompts_per_step=4)
+    batch, report = ds.next_batch(round_, step=0)
+    assert report.groups_all_masked == 2 and report.gen_rounds == 2  # group 0 of each round
+    assert report.groups_generated - report.groups_kept == 2
+    assert len({s.group_id for s in batch}) == 4 and all(s.loss_weight == 1.0 for s in batch)
+
+
 def test_stale_surplus_is_discarded():
     ds = sampler()
     mixed = make_round(lambda p: [1, 0, 1, 0])

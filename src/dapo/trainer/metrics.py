@@ -40,6 +40,8 @@ METRICS: dict[str, str] = {
     "correct (acc; dropped under dynamic sampling)",
     "sampling/all_wrong_ratio": "fraction of generated groups with a constant filter metric and no response correct "
     "(acc; dropped under dynamic sampling)",
+    "sampling/all_masked_ratio": "fraction of generated groups whose filter metric varies but whose every response "
+    "overlong filtering masked out of the loss (all truncated: no token to train on; dropped under dynamic sampling)",
     "sampling/groups_carried_in": "surplus accepted groups from the previous step used in this one",
     "sampling/groups_carried_out": "surplus accepted groups kept for the next step",
     "sampling/groups_discarded": "accepted groups dropped: surplus when keeping is off, older than one step, "

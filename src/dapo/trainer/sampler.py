@@ -94,6 +94,9 @@ class SamplingReport:
     groups_kept: int = 0
     groups_all_correct: int = 0  # filter metric constant, every response correct (acc); filtered if dynamic
     groups_all_wrong: int = 0  # filter metric constant, no response correct (acc); filtered if dynamic
+    # filter metric varies, but overlong filtering masked every response out of the loss (all
+    # truncated): no token to train on; filtered if dynamic
+    groups_all_masked: int = 0
     groups_carried_in: int = 0  # surplus groups from the previous step used in this one
     groups_carried_out: int = 0  # surplus groups kept for the next step
     groups_discarded: int = 0  # surplus groups dropped (too stale, over the cap, or keeping is off)
@@ -183,8 +186,8 @@ class DynamicSampler:
         return list(groups.values())
 
     def _count_constant_groups(self, samples: list[Sample], report: SamplingReport) -> list[bool]:
-        """Count generated, kept, all-correct and all-wrong groups; per sample, whether its
-        group's filter metric varies."""
+        """Count generated, kept, all-correct, all-wrong and all-masked groups; per sample,
+        whether its group has signal: its filter metric varies and some response is in the loss."""
         group_ids = torch.tensor([s.group_id for s in samples], dtype=torch.long)
         metric = torch.tensor(
             [float(s.acc) if self.filter_metric == "acc" else s.score for s in samples],
@@ -202,7 +205,14 @@ class DynamicSampler:
                 constant_accs.setdefault(sample.group_id, []).append(sample.acc)
         report.groups_all_correct += sum(all(accs) for accs in constant_accs.values())
         report.groups_all_wrong += sum(not any(accs) for accs in constant_accs.values())
-        return keep
+        in_loss: dict[int, bool] = {}
+        for sample, kept in zip(samples, keep):
+            if kept:
+                in_loss[sample.group_id] = in_loss.get(sample.group_id, False) or sample.loss_weight > 0
+        masked = {group for group, any_in_loss in in_loss.items() if not any_in_loss}
+        report.groups_kept -= len(masked)
+        report.groups_all_masked += len(masked)
+        return [kept and s.group_id not in masked for s, kept in zip(samples, keep)]
 
     def state_dict(self) -> dict:
         # Plain dicts, so a checkpoint loads with torch.load(weights_only=True).

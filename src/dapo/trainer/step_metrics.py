@@ -26,6 +26,7 @@ def rollout_metrics(report: SamplingReport, batch: list[Sample], results: list[R
         "sampling/filtered_ratio": filtered / groups,
         "sampling/all_correct_ratio": report.groups_all_correct / groups,
         "sampling/all_wrong_ratio": report.groups_all_wrong / groups,
+        "sampling/all_masked_ratio": report.groups_all_masked / groups,
         "sampling/groups_carried_in": float(report.groups_carried_in),
         "sampling/groups_carried_out": float(report.groups_carried_out),
         "sampling/groups_discarded": float(report.groups_discarded),

@@ -134,13 +134,10 @@ class MetricsLogger:
         # lines of metrics.jsonl and completions.jsonl, counted as written (one read, here)
         self._lines = [path.read_bytes().count(b"\n") if path.exists() else 0
                        for path in (self.path, self.completions_path)]
-        if wandb:
-            try:
-                import wandb as wandb_module
-            except ImportError:
-                warnings.warn("logging.wandb=true but wandb is not installed; pip install wandb", stacklevel=2)
-            else:
-                self._wandb = wandb_module.init(project=wandb_project, config=config, dir=str(run_dir))
+        # W&B opens at first use, once a resume has said where the run goes on from
+        self._wandb_settings = (Path(run_dir), wandb_project, config) if wandb else None
+        self._resumed_at: int | None = None  # the step a resume goes on after (None: a fresh start)
+        self._reached = -1  # the last step an earlier attempt logged
 
     def line_counts(self) -> list[int]:
         """Lines of metrics.jsonl and completions.jsonl so far: a checkpoint records them, so that
@@ -155,7 +152,10 @@ class MetricsLogger:
         double back."""
         for index, (path, count) in enumerate(zip((self.path, self.completions_path), line_counts or [None, None])):
             if path.exists():
-                rows = parse_metrics_lines(path)[:count]
+                rows = parse_metrics_lines(path)
+                if index == 0:
+                    self._reached = max((row["step"] for row in rows), default=-1)
+                rows = rows[:count]
                 kept = [json.dumps(row) for row in rows if row["step"] <= step]
                 write_atomically(path, "".join(line + "\n" for line in kept))
                 self._lines[index] = len(kept)
@@ -163,6 +163,15 @@ class MetricsLogger:
             self._tb.close()
             self._tb = None
         self._tb_purge_step = step + 1
+        self._resumed_at = step if step >= 0 else None
+
+    def _wandb_run(self) -> Any:
+        """The W&B run (opened at first use), or None when disabled or not installed."""
+        if self._wandb is None and self._wandb_settings is not None:
+            self._wandb = open_wandb_run(*self._wandb_settings, self._resumed_at, self._reached)
+            if self._wandb is None:
+                self._wandb_settings = None
+        return self._wandb
 
     def _board(self) -> Any:
         """The TensorBoard writer (opened at first use, after any resume), or None when disabled."""
@@ -182,8 +191,8 @@ class MetricsLogger:
                 if isinstance(value, float) and math.isfinite(value):
                     board.add_scalar(key, value, step)
             board.flush()
-        if self._wandb is not None:
-            self._wandb.log(clean, step=step)
+        if (run := self._wandb_run()) is not None:
+            run.log(clean, step=step)
 
     def log_completions(self, step: int, records: list[dict[str, Any]]) -> None:
         """Sampled completions (prompt, response, extracted answer, ground truth, reward) to
@@ -196,18 +205,47 @@ class MetricsLogger:
         if (board := self._board()) is not None:
             board.add_text("completions", completions_markdown(records), step)
             board.flush()
-        if self._wandb is not None:
+        if (run := self._wandb_run()) is not None:
             import wandb as wandb_module
 
             columns = list(records[0])
             table = wandb_module.Table(columns=columns, data=[[r[c] for c in columns] for r in records])
-            self._wandb.log({"completions": table}, step=step)
+            run.log({"completions": table}, step=step)
 
     def close(self) -> None:
         if self._tb is not None:
             self._tb.close()
         if self._wandb is not None:
             self._wandb.finish()
+
+
+WANDB_RUN_FILE = "wandb_run.json"  # in the run directory: the W&B run this run logs to, and its group
+
+
+def open_wandb_run(run_dir: Path, project: str, config: dict, resumed_at: int | None, reached: int) -> Any:
+    """The W&B run of a run directory. A resume goes on in the run it logged to when that run
+    holds nothing after the resume point; otherwise W&B, whose steps only increase, would drop the
+    steps logged again, so the resumed attempt logs to a new run in the same group (the first
+    run's id), and says so. None (with a warning) when wandb is not installed."""
+    try:
+        import wandb
+    except ImportError:
+        warnings.warn("logging.wandb=true but wandb is not installed; pip install wandb", stacklevel=3)
+        return None
+    path = run_dir / WANDB_RUN_FILE
+    saved = json.loads(path.read_text()) if resumed_at is not None and path.is_file() else None
+    if saved and reached <= resumed_at:
+        group = saved["group"]
+        run = wandb.init(project=project, config=config, dir=str(run_dir), id=saved["id"], resume="allow", group=group)
+    else:
+        group = (saved["group"] or saved["id"]) if saved else None
+        if saved:
+            warnings.warn(f"W&B run {saved['id']} holds steps {resumed_at + 1}-{reached} of the attempt this resume "
+                          f"abandons, and W&B cannot rewrite them: logging to a new run in W&B group {group!r}",
+                          stacklevel=3)
+        run = wandb.init(project=project, config=config, dir=str(run_dir), group=group)
+    write_atomically(path, json.dumps({"id": run.id, "group": group}) + "\n")
+    return run
 
 
 def completions_markdown(records: list[dict[str, Any]]) -> str:

@@ -70,6 +70,14 @@ def test_jsonl_with_custom_keys_loads(tmp_path: Path) -> None:
     assert loaded.problems[0].data_source == "qa"  # falls back to the file's name
 
 
+def test_a_flattened_tables_dotted_column_is_read_by_its_name(tmp_path: Path) -> None:
+    # pandas' json_normalize / to_parquet writes DAPO-Math's nested answer as one column named
+    # "reward_model.ground_truth", which the dotted path lookup could not reach
+    path = _write_jsonl(tmp_path / "flat.jsonl", [{"prompt": "1+1?", "reward_model.ground_truth": "2"}])
+    loaded = load_problems([path], DataConfig(), "train")
+    assert [p.ground_truth for p in loaded.problems] == ["2"]
+
+
 def test_datasets_directory_loads(tmp_path: Path) -> None:
     import datasets
 

@@ -60,3 +60,24 @@ def test_long_prompts_are_left_truncated_and_counted() -> None:
     assert tokenizer.decode(encoded.token_ids[0]) == "67890"  # the end of the prompt is kept
     assert tokenizer.decode(encoded.token_ids[1], skip_special_tokens=True) == "12"
     assert all(len(ids) <= 5 for ids in encoded.token_ids)
+
+
+def test_a_verbatim_prompt_keeps_the_tokenizers_bos_when_other_prompts_use_a_chat_template() -> None:
+    # the built-in task's prompts skip the chat template: they lost Llama-3's BOS whenever the
+    # tokenizer had one, while a chat-templated prompt carries its own special tokens
+    tokenizer = build_tokenizer()
+    bos = tokenizer.bos_token_id
+    plain = PromptEncoder(tokenizer, DataConfig()).encode([Problem("u", "12+34=", "46", verbatim=True)])
+    tokenizer.chat_template = "{{ bos_token }}" + CHAT_TEMPLATE
+    encoder = PromptEncoder(tokenizer, DataConfig(template="none"))
+    verbatim, chat = encoder.encode([Problem("u", "12+34=", "46", verbatim=True),
+                                     Problem("v", [{"role": "user", "content": "Q"}], "1")]).token_ids
+    assert verbatim == plain.token_ids[0] and verbatim[0] == bos
+    assert chat[0] == bos and chat.count(bos) == 1  # from the template, not added a second time
+
+
+def test_a_flattened_dapo_prompt_is_not_wrapped_in_the_instruction_twice() -> None:
+    encoder = PromptEncoder(build_tokenizer(), DataConfig())
+    already = DAPO_TEMPLATE.format(problem="What is 1+1?")
+    assert encoder.render(Problem(uid="u", prompt=already, ground_truth="2")) == already
+    assert encoder.render(Problem(uid="u", prompt="  \n" + already, ground_truth="2")).count("Solve the following") == 1

@@ -87,6 +87,8 @@ def test_per_source_metrics_progress_chunks_and_samples(monkeypatch):
     assert m["eval/avg@2"] == pytest.approx(sum(right) / 20)
     assert m["eval/aime/avg@2"] == pytest.approx(sum(right[:6]) / 12)
     assert m["eval/amc/pass@2"] == pytest.approx(2 / 4)
+    # how many problems each figure covers (eval.max_problems keeps the first ones in file order)
+    assert (m["eval/num_problems"], m["eval/aime/num_problems"], m["eval/amc/num_problems"]) == (10, 6, 4)
     assert len(result.samples) == 20 and result.samples[0]["response"] == "Answer: 1" and result.samples[0]["acc"]
     assert [s["acc"] for s in result.samples[2:4]] == [True, False]  # problem 1: one of two right
 

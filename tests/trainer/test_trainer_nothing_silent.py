@@ -66,3 +66,14 @@ def test_sampled_completions_are_written_each_step(tiny_model_dir, reward_file, 
         assert record["score"] in (1.0, -1.0)  # the parity reward
     events = list((run / "tensorboard").glob("events.out.tfevents.*"))
     assert events and b"completions" in events[0].read_bytes()
+
+
+def test_prompts_cut_to_max_prompt_length_are_said_once(tiny_model_dir, reward_file, tmp_path):
+    # the policy saw them without their beginning; only a metric counted them
+    run = tmp_path / "run"
+    cfg = tiny_config(tiny_model_dir, run, reward_file, "data.max_prompt_length=3", "trainer.total_steps=2",
+                      "eval.before_training=false", "eval.every_steps=0", "checkpoint.every_steps=0")
+    with pytest.warns(UserWarning, match=r"prompts this step were longer than data.max_prompt_length=3") as seen:
+        Trainer(cfg).train()
+    assert sum("data.max_prompt_length=3" in str(w.message) for w in seen) == 1  # once a run, not every step
+    assert all(r["rollout/prompts_truncated"] > 0 for r in read_metrics(run) if "rollout/prompts_truncated" in r)

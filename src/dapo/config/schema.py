@@ -406,7 +406,8 @@ class EvalConfig:
     # length limit are the rollout's (rollout.top_k, rollout.stop_strings, rollout.max_response_length).
     temperature: float = 1.0
     top_p: float = 0.7
-    # Evaluate on at most this many problems (0: all).
+    # Evaluate on at most this many problems (0: all): the first ones, in the order of
+    # data.eval_files and their rows (eval/num_problems and eval/<source>/num_problems count them).
     max_problems: int = 0
     # Sampling seed of every evaluation; null derives it from trainer.seed. Pin it to compare runs
     # of different trainer seeds on the same evaluation samples (as `dapo ablate` does).

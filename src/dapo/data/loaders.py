@@ -309,6 +309,10 @@ def prompt_uid(prompt: str | list[dict[str, str]]) -> str:
 
 
 def _get(row: dict[str, Any], dotted_key: str) -> Any:
+    """``row[dotted_key]`` when the row has a column of that very name (a flattened table:
+    pandas' json_normalize writes ``reward_model.ground_truth``), else the nested path."""
+    if dotted_key in row:
+        return row[dotted_key]
     value: Any = row
     for part in dotted_key.split("."):
         if not isinstance(value, dict) or part not in value:

@@ -30,6 +30,8 @@ DAPO_TEMPLATE = (
     'Remember to put your answer on its own line after "Answer:".'
 )
 
+_DAPO_HEAD = DAPO_TEMPLATE.partition("{problem}")[0].strip()
+
 
 @dataclass
 class EncodedPrompts:
@@ -54,8 +56,9 @@ class PromptEncoder:
         if problem.verbatim and isinstance(prompt, str):
             return prompt
         if isinstance(prompt, str):
-            text = DAPO_TEMPLATE.format(problem=prompt) if self.cfg.template == "dapo" else prompt
-            prompt = [{"role": "user", "content": text}]
+            # a DAPO-Math prompt flattened to text already carries the instruction: not twice
+            wrap = self.cfg.template == "dapo" and not prompt.lstrip().startswith(_DAPO_HEAD)
+            prompt = [{"role": "user", "content": DAPO_TEMPLATE.format(problem=prompt) if wrap else prompt}]
         if self.uses_chat_template:
             return self.tokenizer.apply_chat_template(
                 prompt, add_generation_prompt=True, tokenize=False
@@ -66,15 +69,19 @@ class PromptEncoder:
         """Token ids of each rendered prompt, left-truncated to ``cfg.max_prompt_length``.
 
         Chat-templated text already holds the model's special tokens, so none are added then;
-        plain text gets the tokenizer's usual ones (e.g. a BOS for Llama-style models).
+        plain text (a verbatim problem, or any prompt without a chat template) gets the
+        tokenizer's usual ones (e.g. a BOS for Llama-style models).
         """
         texts = [self.render(problem) for problem in problems]
-        add_special_tokens = not self.uses_chat_template
+        templated = [self.uses_chat_template and not (p.verbatim and isinstance(p.prompt, str)) for p in problems]
+        encoded: list[list[int]] = [[] for _ in texts]
+        for chat in (True, False):  # one batched tokenizer call per kind
+            rows = [i for i, is_chat in enumerate(templated) if is_chat == chat]
+            if rows:
+                batch = self.tokenizer([texts[i] for i in rows], add_special_tokens=not chat)["input_ids"]
+                for i, ids in zip(rows, batch):
+                    encoded[i] = list(ids)
         limit = self.cfg.max_prompt_length
-        token_ids, num_truncated = [], 0
-        for ids in self.tokenizer(texts, add_special_tokens=add_special_tokens)["input_ids"]:
-            if len(ids) > limit:
-                num_truncated += 1
-                ids = ids[-limit:]
-            token_ids.append(list(ids))
+        num_truncated = sum(len(ids) > limit for ids in encoded)
+        token_ids = [ids[-limit:] if len(ids) > limit else ids for ids in encoded]
         return EncodedPrompts(token_ids=token_ids, num_truncated=num_truncated, texts=texts)

@@ -111,6 +111,7 @@ def evaluate(
         if on_progress is not None:
             on_progress(chunk.stop, len(problems))
     metrics = score_at_k(results, params.n, scorer.extracts_answers)
+    metrics["eval/num_problems"] = float(len(problems))
     metrics["eval/response_length_mean"] = sum(len(c.token_ids) for c in completions) / max(len(completions), 1)
     metrics["eval/truncation_rate"] = sum(c.finish_reason == "length" for c in completions) / max(len(completions), 1)
     sources = sorted({p.data_source for p in problems})
@@ -120,6 +121,7 @@ def evaluate(
             per_source = [results[i * params.n + j] for i in picked for j in range(params.n)]
             metrics.update({key.replace("eval/", f"eval/{source}/"): value
                             for key, value in score_at_k(per_source, params.n, scorer.extracts_answers).items()})
+            metrics[f"eval/{source}/num_problems"] = float(len(picked))
     samples = [
         {"uid": problems[index // params.n].uid, "sample": index % params.n,
          **sample_record(problems[index // params.n], text, result, completion)}

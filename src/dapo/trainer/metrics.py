@@ -92,8 +92,9 @@ METRICS: dict[str, str] = {
     "eval/response_length_mean": "mean response length on the held-out set",
     "eval/truncation_rate": "fraction of held-out responses cut at the length limit",
     "eval/prompts_truncated": "held-out prompts cut from the left to data.max_prompt_length",
-    "eval/<data_source>/<metric>": "avg@k, pass@k and maj@k on the held-out problems of one data_source (logged "
-    "when the held-out set has several)",
+    "eval/num_problems": "held-out problems evaluated (eval.max_problems keeps the first ones)",
+    "eval/<data_source>/<metric>": "avg@k, pass@k, maj@k and num_problems on the held-out problems of one "
+    "data_source (logged when the held-out set has several)",
     # data (logged once, at step 0 of a fresh run; split is train or eval)
     "data/<split>_problems": "unique problems loaded",
     "data/<split>_rows": "rows read from the data files (malformed ones included)",

@@ -22,6 +22,8 @@ if ! "$VENV/bin/python" -c "import vllm, dapo, ray" 2>/dev/null; then
   "$VENV/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec
   "$VENV/bin/python" -m pip install -q -e '.[ray]'
 fi
-# one process; then two FSDP2 policy ranks on a local Ray forming one tensor-parallel-2 vLLM engine
+# one process; then two FSDP2 policy ranks on a local Ray forming one tensor-parallel-2 vLLM engine;
+# then one process driving a tensor-parallel-2 engine of vLLM's own worker processes
 "$VENV/bin/python" scripts/vllm_cpu_check.py "$@"
 "$VENV/bin/python" scripts/vllm_cpu_check.py --ranks 2 --tp 2 --steps 4 "$@"
+"$VENV/bin/python" scripts/vllm_cpu_check.py --tp 2 --steps 3 "$@"

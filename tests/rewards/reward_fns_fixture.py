@@ -70,3 +70,9 @@ def calls_sys_exit(response: str, ground_truth: str, extra: dict) -> float:
 
         sys.exit(3)
     return 1.0
+
+
+def echoes_index(response: str, ground_truth: str, extra: dict) -> float:
+    """extra["i"], after sleeping extra.get("slow", 0) seconds."""
+    time.sleep(extra.get("slow", 0))
+    return float(extra["i"])

@@ -30,6 +30,9 @@ HOSTILE_RESPONSES = {
     "many copulas": "Answer: " + "x is " * 50_000 + "1",
     "many separators": "Answer: " + "1, and or ; " * 50_000,
     "many special tokens": "Answer: 1" + "<|" * 100_000,
+    # the integer path's "number then a word" test backtracked quadratically on these (1.9 s)
+    "spaces in a box after a digit": "\\boxed{1" + " " * 19_980 + "!}",
+    "spaces after an answer digit": "Answer: 1" + " " * 19_980 + "!",
 }
 
 

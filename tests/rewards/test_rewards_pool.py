@@ -3,10 +3,13 @@ that could not start is tried again on the next run, and one bad item fails alon
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 import types
 from pathlib import Path
+
+import pytest
 
 from dapo.rewards.pool import WorkerPool
 
@@ -157,4 +160,26 @@ def test_a_file_in_the_working_directory_does_not_shadow_the_stdlib_in_workers(t
         [(kind, (score, _, _))] = pool.run(fn_tasks([{}]))
         assert (kind, score) == ("ok", 1.0)
     finally:
+        pool.close()
+
+
+def test_a_run_interrupted_part_way_does_not_hand_its_results_to_the_next():
+    """Ctrl-C in a notebook (or any exception) mid-run left the worker busy with the old items:
+    their results came back as the next run's items of the same index."""
+    pool = WorkerPool(1, [f"{FNS}:echoes_index"], timeout_s=10.0)
+
+    def interrupt(*_):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.5)
+        with pytest.raises(KeyboardInterrupt):
+            pool.run(fn_tasks([{"i": 1000 + i, "slow": 0.05} for i in range(64)]))  # chunks of 16
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        outcomes = pool.run(fn_tasks([{"i": i} for i in range(16)]))
+        assert [value[0] for _, value in outcomes] == [float(i) for i in range(16)]
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
         pool.close()

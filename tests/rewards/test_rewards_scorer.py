@@ -153,3 +153,16 @@ def test_a_scorer_left_open_at_exit_is_reaped_quietly(tmp_path: Path) -> None:
     assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr
     pids = [int(pid) for pid in pid_file.read_text().split()]
     assert len(pids) == 2 and not any(_alive(pid) for pid in pids)
+
+
+def test_the_default_worker_count_follows_this_process_cpus_not_the_machines(monkeypatch):
+    # a 4-CPU slice of a 200-core node started 200 sympy interpreters (~13 GB)
+    import os
+
+    from dapo.rewards.scorer import MAX_DEFAULT_WORKERS, default_num_workers
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 200)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    assert default_num_workers() == 4
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(200)), raising=False)
+    assert default_num_workers() == MAX_DEFAULT_WORKERS == 32

@@ -77,3 +77,15 @@ def test_prompts_cut_to_max_prompt_length_are_said_once(tiny_model_dir, reward_f
         Trainer(cfg).train()
     assert sum("data.max_prompt_length=3" in str(w.message) for w in seen) == 1  # once a run, not every step
     assert all(r["rollout/prompts_truncated"] > 0 for r in read_metrics(run) if "rollout/prompts_truncated" in r)
+
+
+def test_a_reward_function_refused_at_start_leaves_the_run_directory_free(tiny_model_dir, reward_file, tmp_path):
+    # the scorer's smoke test raised after the run directory was locked: a retry in the same
+    # process (a notebook, once the function is fixed) found the directory "in use" by itself
+    broken = tmp_path / "broken.py"
+    broken.write_text("def says_text(response, ground_truth, extra):\n    return 'yes'\n")
+    run = tmp_path / "run"
+    with pytest.raises(RewardFunctionError, match="says_text") as refused:  # kept, as a notebook keeps it
+        Trainer(tiny_config(tiny_model_dir, run, broken, fn="says_text"))
+    Trainer(tiny_config(tiny_model_dir, run, reward_file)).close()
+    assert refused.value is not None

@@ -140,7 +140,7 @@ class RewardConfig:
     functions: list[RewardFunctionSpec] = field(default_factory=list)
     # Hard per-response deadline in seconds; a worker past it is killed and the item scored wrong.
     timeout_s: float = 5.0
-    # Scoring worker processes; 0 means one per CPU core.
+    # Scoring worker processes; 0 means one per CPU this process may use (its affinity), at most 32.
     num_workers: int = 0
     # Responses longer than this (characters) are cut to their tail before parsing.
     max_response_chars: int = 20000

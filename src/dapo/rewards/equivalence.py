@@ -54,7 +54,8 @@ _NOT_UNITS = SCALE_WORDS | frozenset((
 _UNIT_LETTERS = frozenset("mgshlLKVWJNACFTS")  # metre, gram, second, hour, litre, kelvin, volt, watt,
 # joule, newton, ampere, Celsius and Fahrenheit (after a degree sign), tesla, siemens
 # A number, then one word (bare or in \text{...}, \mathrm{...}) and the end: "34 thousand", "2 \text{ pi}".
-_ENDS_IN_WORD = re.compile(r"[0-9][\s}{$]*(?:\\[a-z]+\{)?\s*([A-Za-z]+)\s*\}?\$?\s*$")
+# No two quantifiers compete for the same whitespace (that backtracked quadratically): linear.
+_ENDS_IN_WORD = re.compile(r"[0-9][\s}{$]*(?:\\[a-z]+\{\s*)?([A-Za-z]+)\s*(?:\}\s*)?(?:\$\s*)?$")
 _PLAIN_INTEGER = re.compile(r"[+-]?[0-9]+(?:\.0*)?")
 _GROUPED_INTEGER = re.compile(r"[+-]?[0-9]{1,3}(?:[, ][0-9]{3})+(?:\.0*)?")
 # Unambiguous (no two quantifiers compete for the same characters): linear even on 10^5 digits.

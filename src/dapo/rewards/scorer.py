@@ -45,7 +45,7 @@ class RewardScorer:
         self.num_errors = 0  # items with a failing scorer, over the scorer's life
         self.first_failure: dict[str, str] = {}  # scorer label -> its first failure, in one line
         self.printed_chars: dict[str, int] = {}  # user function label -> characters it printed
-        num_workers = cfg.num_workers or os.cpu_count() or 1
+        num_workers = cfg.num_workers or default_num_workers()
         self._pool = WorkerPool(num_workers, self._specs, cfg.timeout_s)
         try:
             self._smoke_test()
@@ -223,3 +223,16 @@ class RewardScorer:
 def _as_text(value: Any) -> str:
     """Responses and ground truths as text (parquet ground truths may be ints)."""
     return value if isinstance(value, str) else "" if value is None else str(value)
+
+
+MAX_DEFAULT_WORKERS = 32  # reward.num_workers=0 on a large node: ~65 MB per worker, rarely the bottleneck
+
+
+def default_num_workers() -> int:
+    """One scoring worker per CPU this process may run on (its affinity: a SLURM or container
+    slice of a node, not the node's every core), at most MAX_DEFAULT_WORKERS."""
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity API (macOS)
+        usable = os.cpu_count() or 1
+    return max(1, min(usable, MAX_DEFAULT_WORKERS))

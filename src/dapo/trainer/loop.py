@@ -85,6 +85,7 @@ class Trainer:
         torch.manual_seed(cfg.trainer.seed)
         self.state = RunState(cfg)  # first: takes the run directory's lock, before any loading
         self.policy: PolicyWorker | RayPolicyGroup | None = None
+        scorer: RewardScorer | None = None
         try:
             engine = None
             if cfg.resources.world_size > 1:  # policy ranks on Ray actors hold the weights and engines
@@ -94,29 +95,30 @@ class Trainer:
                 engine = RayRolloutEngine(self.policy)
             # model (here only its structure when the ranks hold it), tokenizer, data, encoder, engine
             self.run = run = build_run(cfg, engine)
-        except BaseException:
-            if self.policy is not None:
-                self.policy.close()
-            self.state.close()  # a run that cannot start leaves its directory free
+            for split, loaded in (("train", run.data.train), ("eval", run.data.eval)):
+                if loaded is not None:
+                    print(loaded.describe(split))
+            self.scorer = scorer = RewardScorer(cfg.reward)  # a reward function that fails its smoke test raises
+            if self.policy is None:
+                ref = load_reference_model(run.model_path, cfg.model, run.device) if cfg.algorithm.kl_coef > 0 else None
+                self.policy = PolicyWorker(
+                    self.model,
+                    cfg.algorithm,
+                    cfg.trainer,
+                    pad_token_id=self.tokenizer.pad_token_id,
+                    temperature=cfg.rollout.temperature,
+                    total_steps=cfg.trainer.total_steps,
+                    norm_const=cfg.algorithm.loss_agg_norm_const or float(cfg.rollout.max_response_length),
+                    ref_model=ref,
+                )
+        except BaseException:  # a run that cannot start leaves its directory, workers and ranks free
+            for started in (scorer, getattr(self, "run", None) and self.run.engine, self.policy):
+                if started is not None:
+                    started.close()
+            self.state.close()
             raise
-        for split, loaded in (("train", run.data.train), ("eval", run.data.eval)):
-            if loaded is not None:
-                print(loaded.describe(split))
-        self.scorer = RewardScorer(cfg.reward)
         self.reward_watch = RewardFailureWatch(self.scorer, cfg.reward.max_failing_steps)
         self.updates_per_step = cfg.trainer.optimizer_steps_per_rollout
-        if self.policy is None:
-            ref = load_reference_model(run.model_path, cfg.model, run.device) if cfg.algorithm.kl_coef > 0 else None
-            self.policy = PolicyWorker(
-                self.model,
-                cfg.algorithm,
-                cfg.trainer,
-                pad_token_id=self.tokenizer.pad_token_id,
-                temperature=cfg.rollout.temperature,
-                total_steps=cfg.trainer.total_steps,
-                norm_const=cfg.algorithm.loss_agg_norm_const or float(cfg.rollout.max_response_length),
-                ref_model=ref,
-            )
         self.sampler = DynamicSampler(
             PromptStream(run.data.train.problems, seed=cfg.trainer.seed, shuffle=cfg.data.shuffle),
             prompts_per_step=cfg.trainer.prompts_per_step,

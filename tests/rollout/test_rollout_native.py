@@ -263,3 +263,13 @@ def test_sync_weights_from_a_lazy_source_holds_one_full_tensor_at_a_time(qwen2: 
         assert torch.equal(ours, theirs)
     with pytest.raises(KeyError, match="not one of the engine model's"):
         engine.sync_weights(iter([("no.such.weight", torch.zeros(1))]))
+
+
+@pytest.mark.parametrize("fast_forward", [True, False])
+def test_non_finite_logits_stop_generation_instead_of_sampling_noise(qwen2: torch.nn.Module, fast_forward: bool) -> None:
+    # a diverged policy (or a float16 decode that overflowed) sampled token 0 with log-prob NaN
+    with torch.no_grad():
+        qwen2.model.norm.weight[3] = float("nan")
+    engine = NativeEngine(qwen2, PAD_ID, fast_forward=fast_forward)
+    with pytest.raises(RuntimeError, match=r"logits were not finite \(row 0 .*diverged"):
+        engine.generate([[5, 6], [7]], SamplingParams(n=1, max_new_tokens=3, seed=0))

@@ -54,3 +54,22 @@ def test_same_generator_seed_gives_same_tokens() -> None:
 def test_bad_sampling_params_are_rejected_with_the_field_named(field: str, value: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         validate_sampling_params(SamplingParams(**{field: value}))
+
+
+@pytest.mark.parametrize(("temperature", "top_k", "top_p"), [(1.0, 1, 1.0), (1.0, 0, 0.5), (1e-3, 0, 1.0)])
+def test_a_uniform_draw_of_exactly_zero_still_samples_the_only_allowed_token(monkeypatch, temperature, top_k, top_p):
+    # torch.rand draws an exact 0 once in 2^24: its race value was inf, every p/E of a
+    # one-token support was 0, and argmax returned token 0, a masked one, with log-prob -inf
+    logits = torch.zeros(2, 8)
+    logits[:, 5] = 30.0  # token 5 is the only one top_k=1 / top_p=0.5 / a tiny temperature allows
+    real_rand = torch.rand
+
+    def rand_with_a_zero(*args, **kwargs):
+        uniform = real_rand(*args, **kwargs)
+        uniform[:, 5] = 0.0
+        return uniform
+
+    monkeypatch.setattr(torch, "rand", rand_with_a_zero)
+    tokens, logprobs = sample_next_tokens(logits, temperature, top_k, top_p, torch.Generator().manual_seed(0))
+    assert tokens.tolist() == [5, 5]
+    assert torch.isfinite(logprobs).all() and logprobs.tolist() == pytest.approx([0.0, 0.0], abs=1e-6)

@@ -108,9 +108,21 @@ class NativeEngine:
                 session.expand(params.n)
                 logits = logits.repeat_interleave(params.n, dim=0)
             outputs = _sample_loop(session, logits, params, matcher, make_generator(params.seed, device))
+        self._check_finite(outputs.logprobs)
         token_ids, logprobs = outputs.as_lists()
         completions = build_completions(token_ids, logprobs, outputs.stopped, params.n)
         return GenerationResult(completions, time.perf_counter() - start, sum(outputs.lengths))
+
+    def _check_finite(self, logprobs: torch.Tensor) -> None:
+        """A NaN or infinite logit samples noise with a NaN log-prob, which would reach the loss
+        (unwritten positions hold 0)."""
+        if bool(torch.isfinite(logprobs).all()):
+            return
+        row = int((~torch.isfinite(logprobs)).any(dim=1).nonzero()[0])
+        why = ("float16 decoding (rollout.native_dtype=float16) overflowed: use bfloat16"
+               if self.compute_dtype == torch.float16 or next(self.model.parameters()).dtype == torch.float16
+               else "the weights may have diverged (NaN or inf)")
+        raise RuntimeError(f"the policy's next-token logits were not finite (row {row} of the batch): {why}")
 
     def sync_weights(self, model: Weights) -> None:
         """No-op for the trainer's own model (shared tensors); otherwise copy its weights in."""

@@ -94,8 +94,11 @@ def sample_next_tokens(
     host sync (as vLLM does).
     """
     logprobs_all = torch.log_softmax(filter_logits(logits.float(), temperature, top_k, top_p), dim=-1)
-    # E = -log U with U ~ Uniform(0, 1); torch.rand is several times faster than exponential_.
-    race = torch.rand(logprobs_all.shape, generator=generator, device=logprobs_all.device).log_().neg_()
+    # E = -log U with U ~ Uniform(0, 1); torch.rand is several times faster than exponential_. It
+    # draws an exact 0 once in 2^24 (E = inf, p/E = 0: a one-token support, top_k=1 or a small
+    # top_p, would then pick a masked token): clamped, so every E is finite.
+    uniform = torch.rand(logprobs_all.shape, generator=generator, device=logprobs_all.device)
+    race = uniform.clamp_min_(torch.finfo(uniform.dtype).tiny).log_().neg_()
     tokens = (logprobs_all.exp() / race).argmax(dim=-1)
     logprobs = logprobs_all.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
     return tokens, logprobs

@@ -43,6 +43,16 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 34 m/s", "34", True, "answer"),
     (A + "Answer: 7 (mod 10)", "7", True, "answer"),
     (A + "Answer: 34 (since n is even)", "34", True, "answer"),
+    # a remark's own math is not a second answer; a relative clause describes the answer
+    (A + "Answer: $540$ (since $n$ is even)", "540", True, "answer"),
+    (A + "Answer: 540, which is even", "540", True, "answer"),
+    (A + "Answer: 34, since n = 3", "34", True, "answer"),
+    (A + "Answer: 34 (n = 3 and m = 4)", "34", True, "answer"),
+    # ...but a parenthesis that adds an answer or scales the number is not a remark
+    (A + "Answer: 34 (and 35)", "34", False, "answer"),
+    (A + "Answer: 34 (otherwise 35)", "34", False, "answer"),
+    (A + "Answer: $34$ (and $35$)", "34", False, "answer"),
+    (A + "Answer: 34 (in thousands)", "34", False, "answer"),
     # a scale word changes the number: not a unit
     (A + "Answer: 34 thousand", "34", False, "answer"),
     (A + "Answer: 5 million", "5", False, "answer"),

@@ -113,11 +113,35 @@ def _strip_unit_suffix(answer: str) -> str:
     return answer
 
 
+# An alternative word and then a number: "(or 35)", "(and $35$)", "(otherwise 35)" offer another
+# answer; "(n = 3 and m = 4)" states a condition.
+_ANOTHER_ANSWER = re.compile(
+    r"(?<![A-Za-z\\])(?:or|and|otherwise|else|alternatively|either)[\s$({]{1,8}[+-]?[0-9]", re.IGNORECASE)
+
+
+def offers_another_answer(text: str) -> bool:
+    """``or 35``, ``and 35``, ``otherwise 35``: text after an answer that states a second one."""
+    return _ANOTHER_ANSWER.search(text) is not None
+
+
+def _has_scale_word(text: str) -> bool:
+    return not SCALE_WORDS.isdisjoint(re.findall(r"[a-z]+", text.lower()))
+
+
 def _is_remark(inside: str, spaced: bool) -> bool:
     """Whether ``(inside)`` after a number is a remark on it: words (two letters in a row, or one
-    letter after a space: "(n = 3)"), and no arithmetic."""
+    letter after a space: "(n = 3)"), no arithmetic, no second answer ("(or 35)") and no scale
+    word ("(in thousands)" changes the number)."""
     words = re.search(r"[A-Za-z]{2}", inside) or (spaced and re.search(r"[A-Za-z]", inside))
-    return bool(words) and _ARITHMETIC.search(inside) is None
+    return (bool(words) and _ARITHMETIC.search(inside) is None and not offers_another_answer(inside)
+            and not _has_scale_word(inside))
+
+
+def _changes_the_number(answer: str) -> bool:
+    """``34 (in thousands)``, ``34 (and 35)``: a parenthesis after a number whose words change it
+    or add another answer (math-verify would read both as 34)."""
+    remark = _TRAILING_REMARK.search(answer)
+    return remark is not None and (offers_another_answer(remark.group(1)) or _has_scale_word(remark.group(1)))
 
 
 def ends_in_a_word_that_is_not_a_unit(answer: str) -> bool:
@@ -163,7 +187,7 @@ def quick_verdict(pred: str, ground_truth: str) -> bool | None:
         pred_integer = canonical_integer(pred)
         if pred_integer is not None:
             return pred_integer == gold_integer
-        if is_plain_number(pred) or ends_in_a_word_that_is_not_a_unit(pred):
+        if is_plain_number(pred) or ends_in_a_word_that_is_not_a_unit(pred) or _changes_the_number(pred):
             return False  # 34.5; 34 thousand or 2 \text{ pi} (which math-verify reads as 34 and 2)
     elif _compact(pred) == _compact(ground_truth):
         return True

@@ -44,7 +44,7 @@ from dapo.trainer.policy import PolicyWorker, UpdateStats
 from dapo.trainer.run_state import RunState
 from dapo.trainer.sampler import DynamicSampler, PromptStream, SamplingReport
 from dapo.trainer.scoring import RewardFailureWatch, completion_records, score_completions
-from dapo.trainer.setup import build_run, load_reference_model, make_sampling_params
+from dapo.trainer.setup import RunSetup, build_run, load_reference_model, make_sampling_params
 from dapo.trainer.step_metrics import rollout_metrics, update_metrics
 
 if TYPE_CHECKING:
@@ -85,6 +85,7 @@ class Trainer:
         torch.manual_seed(cfg.trainer.seed)
         self.state = RunState(cfg)  # first: takes the run directory's lock, before any loading
         self.policy: PolicyWorker | RayPolicyGroup | None = None
+        run: RunSetup | None = None
         scorer: RewardScorer | None = None
         try:
             engine = None
@@ -112,7 +113,7 @@ class Trainer:
                     ref_model=ref,
                 )
         except BaseException:  # a run that cannot start leaves its directory, workers and ranks free
-            for started in (scorer, getattr(self, "run", None) and self.run.engine, self.policy):
+            for started in (scorer, run.engine if run is not None else None, self.policy):
                 if started is not None:
                     started.close()
             self.state.close()

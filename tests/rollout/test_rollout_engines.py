@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import PAD_ID, VOCAB_SIZE
-from rollout_helpers import LetterTokenizer, teacher_forced_logprobs
+from rollout_helpers import LetterTokenizer, reference_filtered_logprobs, teacher_forced_logprobs
 
 from dapo.config.schema import RolloutConfig
 from dapo.rollout import HFGenerateEngine, NativeEngine, SamplingParams, create_engine
@@ -27,6 +27,29 @@ def test_hf_engine_logprobs_match_teacher_forced_forward(qwen2: torch.nn.Module,
     for completion in result.completions:
         reference = teacher_forced_logprobs(qwen2, PROMPTS[completion.prompt_index], completion, temperature)
         assert torch.allclose(reference, torch.tensor(completion.logprobs, dtype=torch.float64), atol=1e-4)
+
+
+@pytest.mark.parametrize(("temperature", "top_k", "top_p"), [(1.0, 5, 1.0), (0.7, 0, 0.8), (1.3, 7, 0.6)])
+def test_hf_engine_logprobs_are_of_the_warped_distribution_without_keeping_every_steps_scores(
+        qwen2: torch.nn.Module, monkeypatch, temperature: float, top_k: int, top_p: float) -> None:
+    # output_scores kept (rows, vocab) per step for the whole generation: 40 GB at 64 rows x 1024
+    # tokens of a 152k vocabulary; the log-probs are now taken step by step
+    generate = qwen2.generate
+
+    def without_scores(*args, **kwargs):
+        assert not kwargs["generation_config"].output_scores
+        return generate(*args, **kwargs)
+
+    monkeypatch.setattr(qwen2, "generate", without_scores)
+    params = SamplingParams(n=2, temperature=temperature, top_k=top_k, top_p=top_p, max_new_tokens=8,
+                            stop_token_ids=[1, 2, 3], seed=0)
+    for completion in HFGenerateEngine(qwen2, PAD_ID).generate(PROMPTS, params).completions:
+        ids = torch.tensor([PROMPTS[completion.prompt_index] + completion.token_ids])
+        with torch.no_grad():
+            logits = qwen2(ids).logits[0, len(PROMPTS[completion.prompt_index]) - 1 : -1]
+        reference = [float(reference_filtered_logprobs(row, temperature, top_k, top_p)[token])
+                     for row, token in zip(logits, completion.token_ids)]
+        assert completion.logprobs == pytest.approx(reference, abs=1e-4)
 
 
 def test_hf_engine_ignores_the_models_shipped_sampling_settings(qwen2: torch.nn.Module) -> None:

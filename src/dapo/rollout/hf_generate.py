@@ -1,9 +1,11 @@
 """The ``model.generate`` baseline engine (``rollout.engine: hf``).
 
-Behaviour log-probs come from ``output_scores``: Hugging Face returns the processed scores
-(after temperature, top-k and top-p warping), so log_softmax(scores_t)[token_t] is the log-prob
-under the distribution actually sampled from, as :func:`compute_transition_scores` with
-``normalize_logits=True`` computes. Stop strings are applied afterwards on the decoded tokens.
+Behaviour log-probs are log_softmax(scores_t)[token_t] of the processed scores (after Hugging
+Face's own temperature, top-k and top-p warpers), the distribution actually sampled from, as
+:func:`compute_transition_scores` with ``normalize_logits=True`` computes. They are taken step by
+step by a logits processor placed after the warpers (``output_scores`` would keep every step's
+(rows, vocab) scores: 40 GB for 64 rows of 1024 tokens over Qwen's 152k vocabulary). Stop strings
+are applied afterwards on the decoded tokens.
 """
 
 from __future__ import annotations
@@ -15,7 +17,14 @@ from typing import Any
 
 import torch
 from torch import nn
-from transformers import GenerationConfig
+from transformers import (
+    GenerationConfig,
+    LogitsProcessor,
+    LogitsProcessorList,
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
 
 from dapo.rollout.base import GenerationResult, SamplingParams, Weights, copy_weights
 from dapo.rollout.batching import (
@@ -38,18 +47,29 @@ class HFGenerateEngine:
 
     def _generation_config(self, params: SamplingParams) -> GenerationConfig:
         # Every sampling setting explicit; generate() fills the rest from the model's own
-        # generation_config, which generate() below swaps for a neutral one.
+        # generation_config, which generate() below swaps for a neutral one. No warpers here:
+        # generate() would put them after the processors it is given (see _processors).
         return GenerationConfig(
             do_sample=True,
-            temperature=params.temperature,
-            top_k=params.top_k,
-            top_p=params.top_p,
+            temperature=1.0,
+            top_k=0,
+            top_p=1.0,
             max_new_tokens=params.max_new_tokens,
             eos_token_id=list(params.stop_token_ids) or None,
             pad_token_id=self.pad_token_id,
-            output_scores=True,
-            return_dict_in_generate=True,
         )
+
+    @staticmethod
+    def _processors(params: SamplingParams, recorder: _StepLogprobs) -> LogitsProcessorList:
+        """Hugging Face's warpers in generate()'s own order, then the log-prob recorder."""
+        processors: list[LogitsProcessor] = []
+        if params.temperature != 1.0:
+            processors.append(TemperatureLogitsWarper(params.temperature))
+        if params.top_k > 0:
+            processors.append(TopKLogitsWarper(top_k=params.top_k))
+        if params.top_p < 1.0:
+            processors.append(TopPLogitsWarper(top_p=params.top_p))
+        return LogitsProcessorList([*processors, recorder])
 
     def generate(self, prompt_token_ids: list[list[int]], params: SamplingParams) -> GenerationResult:
         """Sample ``params.n`` responses per prompt; completions are prompt-major."""
@@ -69,12 +89,13 @@ class HFGenerateEngine:
               torch.random.fork_rng(devices=_cuda_devices(device), enabled=seeded)):
             if seeded:
                 torch.manual_seed(params.seed)
-            output = self.model.generate(
-                input_ids=input_ids, attention_mask=attention_mask, generation_config=self._generation_config(params)
+            recorder = _StepLogprobs()
+            sequences = self.model.generate(
+                input_ids=input_ids, attention_mask=attention_mask, generation_config=self._generation_config(params),
+                logits_processor=self._processors(params, recorder),
             )
-            response_ids = output.sequences[:, input_ids.shape[1] :]
-            scores = torch.stack(output.scores, dim=1).float()  # (rows, steps, V), processed
-            logprobs = torch.log_softmax(scores, dim=-1).gather(-1, response_ids.unsqueeze(-1)).squeeze(-1)
+            response_ids = sequences[:, input_ids.shape[1] :]
+            logprobs = recorder.logprobs(response_ids)
         rows = [self._finish(ids, lps, params) for ids, lps in zip(response_ids.tolist(), logprobs.tolist())]
         completions = build_completions([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], params.n)
         num_tokens = sum(len(c.token_ids) for c in completions)
@@ -106,6 +127,31 @@ class HFGenerateEngine:
 
     def close(self) -> None:
         """Nothing to release: the model is the trainer's."""
+
+
+class _StepLogprobs(LogitsProcessor):
+    """Called last on each step's scores: keeps that step's log-softmax (one (rows, vocab) tensor)
+    until the next step, whose input ends with the token sampled from it, and gathers its log-prob."""
+
+    def __init__(self) -> None:
+        self.gathered: list[torch.Tensor] = []  # (rows,) log-probs of response tokens 0, 1, ...
+        self.last: torch.Tensor | None = None  # the newest step's log-softmax, (rows, vocab)
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self.last is not None:
+            self.gathered.append(self.last.gather(-1, input_ids[:, -1:]).squeeze(-1))
+        self.last = torch.log_softmax(scores.float(), dim=-1)
+        return scores
+
+    def logprobs(self, response_ids: torch.Tensor) -> torch.Tensor:
+        """(rows, steps) log-probs of ``response_ids``, the last step's included."""
+        steps = response_ids.shape[1]
+        done = len(self.gathered)
+        if done < steps and self.last is not None:  # the last token: sampled from the newest step
+            self.gathered.append(self.last.gather(-1, response_ids[:, done : done + 1]).squeeze(-1))
+        if not steps:
+            return response_ids.new_zeros(response_ids.shape, dtype=torch.float32)
+        return torch.stack(self.gathered[:steps], dim=1)
 
 
 @contextlib.contextmanager

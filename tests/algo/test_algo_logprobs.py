@@ -122,3 +122,10 @@ def test_backward_keeps_no_float32_copy_of_the_logits() -> None:
     )
     assert ours < 1.1 * bf16_bytes and ours_entropy < 1.1 * bf16_bytes
     assert naive > 2 * bf16_bytes  # the plain float32 log_softmax keeps a full float32 copy
+
+
+def test_a_nan_logit_gives_a_nan_entropy_not_zero() -> None:
+    # actor/entropy read 0 for a diverged model (NaN probabilities were zeroed with the masked ones)
+    logits = torch.tensor([[[0.0, float("nan"), 1.0], [0.0, float("-inf"), 1.0]]], dtype=torch.float64)
+    entropy = entropy_from_logits(logits)
+    assert torch.isnan(entropy[0, 0]) and entropy[0, 1].item() == pytest.approx(0.5822, abs=1e-4)

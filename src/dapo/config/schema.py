@@ -348,7 +348,9 @@ class TrainerConfig:
     weight_decay: float = 0.1
     grad_clip: float = 1.0
     # Linear warm-up over this many training steps (rollout steps, as verl counts them: the
-    # schedule moves once per step, not per optimizer update), then lr_schedule: "constant" (DAPO)
+    # schedule moves once per step, not per optimizer update): step s of W runs at lr (s+1)/(W+1)
+    # (verl's s/W spends its step 0 at lr 0, an update that does not move the weights but does
+    # advance AdamW's moments); then lr_schedule: "constant" (DAPO)
     # or "cosine": lr * (r + (1 - r)(1 + cos(pi p)) / 2), r = min_lr_ratio, p = (step - warmup) /
     # (total_steps - warmup), as verl; the last step (total_steps - 1) is one step short of the floor.
     warmup_steps: int = 10

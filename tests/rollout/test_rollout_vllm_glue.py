@@ -159,3 +159,21 @@ def test_sync_sends_a_moe_models_experts_as_the_checkpoint_holds_them(fake_vllm,
         assert sorted(sent) == sorted([*on_disk, "lm_head.weight"])  # the tied output layer too
         for name, tensor in on_disk.items():
             assert torch.equal(sent[name], tensor), name
+
+
+def test_a_moe_models_weights_are_converted_a_tensor_at_a_time():
+    # a rank gathers each full tensor onto its GPU as the engine reaches it: the conversion must
+    # not hold a whole layer of a large MoE (its experts split one fused tensor each)
+    from dapo.rollout.base import checkpoint_format
+
+    model = tiny_qwen3_moe()
+    read: list[str] = []
+
+    def gathered():
+        for name, tensor in model.state_dict().items():
+            read.append(name)
+            yield name, tensor
+
+    for name, _ in checkpoint_format(model, gathered()):
+        if ".experts.0.gate_proj" in name:  # from the fused gate_up_proj: at most one tensor read past it
+            assert read[-1].endswith("experts.gate_up_proj") or read[-2].endswith("experts.gate_up_proj"), read[-3:]

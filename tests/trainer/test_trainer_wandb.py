@@ -28,29 +28,39 @@ def fake_wandb(monkeypatch):
     return module
 
 
-def attempt(run_dir, resumed_at: int, steps: range) -> MetricsLogger:
+def attempt(run_dir, resumed_at: int, steps: range, line_counts: list[int] | None = None) -> MetricsLogger:
     logger = MetricsLogger(run_dir, tensorboard=False, wandb=True, wandb_project="p", config={})
-    logger.truncate_after(resumed_at)  # what the run directory does before the first step
+    logger.truncate_after(resumed_at, line_counts)  # what the run directory does before the first step
     for step in steps:
         logger.log(step, {"loss": 1.0})
     logger.close()
     return logger
 
 
-def test_a_resume_goes_on_in_its_wandb_run_unless_wandb_holds_steps_it_would_log_again(fake_wandb, tmp_path):
+def test_a_resume_goes_on_in_its_wandb_run_unless_wandb_holds_lines_it_drops(fake_wandb, tmp_path):
     attempt(tmp_path, -1, range(0, 3))  # a fresh run: steps 0-2, killed after a checkpoint at step 2
-    assert [(i.get("id"), i.get("resume"), i["group"]) for i in fake_wandb.inits] == [(None, None, None)]
+    first = fake_wandb.inits[-1]
+    group = first["group"]
+    assert "id" not in first and group.startswith(tmp_path.name + "-")  # the directory's own group
     attempt(tmp_path, 2, range(3, 6))  # resumed at its last logged step: the same W&B run goes on
-    assert fake_wandb.inits[-1]["id"] == "run1" and fake_wandb.inits[-1]["resume"] == "allow"
+    assert (fake_wandb.inits[-1]["id"], fake_wandb.inits[-1]["resume"], fake_wandb.inits[-1]["group"]) == (
+        "run1", "allow", group)
     # killed at step 5 after a checkpoint at step 4: W&B holds step 5, which the resume logs again
-    with pytest.warns(UserWarning, match=r"W&B run run1 holds steps 5-5 .* new run in W&B group 'run1'"):
+    with pytest.warns(UserWarning, match=r"W&B run run1 holds steps 5-5 .* new run in W&B group"):
         attempt(tmp_path, 4, range(5, 7))
-    assert "id" not in fake_wandb.inits[-1] and fake_wandb.inits[-1]["group"] == "run1"
-    assert json.loads((tmp_path / WANDB_RUN_FILE).read_text()) == {"id": "run3", "group": "run1"}
-    attempt(tmp_path, 6, range(7, 8))  # and that run goes on in its turn, in the group
-    assert (fake_wandb.inits[-1]["id"], fake_wandb.inits[-1]["group"]) == ("run3", "run1")
-    attempt(tmp_path, -1, range(0, 1))  # checkpoint.resume=never: a run of its own
-    assert "id" not in fake_wandb.inits[-1] and fake_wandb.inits[-1]["group"] is None
+    assert "id" not in fake_wandb.inits[-1] and fake_wandb.inits[-1]["group"] == group
+    assert json.loads((tmp_path / WANDB_RUN_FILE).read_text()) == {"id": "run3", "group": group}
+    attempt(tmp_path, 6, range(7, 8))  # and that run goes on in its turn
+    assert (fake_wandb.inits[-1]["id"], fake_wandb.inits[-1]["group"]) == ("run3", group)
+    # killed in the final evaluation, logged at the checkpoint's own step 7 after the checkpoint
+    # (which recorded 8 lines): the resume drops that line and logs the evaluation again at step 7
+    logger = MetricsLogger(tmp_path, tensorboard=False, wandb=False, wandb_project="p", config={})
+    logger.log(7, {"eval/avg@4": 0.5})
+    with pytest.warns(UserWarning, match=r"holds steps 7-7"):
+        attempt(tmp_path, 7, range(7, 8), line_counts=[8, 0])
+    assert "id" not in fake_wandb.inits[-1]
+    attempt(tmp_path, -1, range(0, 1))  # checkpoint.resume=never: a run of its own, in a new group
+    assert "id" not in fake_wandb.inits[-1] and fake_wandb.inits[-1]["group"] != group
 
 
 def test_wandb_opens_at_first_use_and_only_once(fake_wandb, tmp_path):

@@ -63,19 +63,22 @@ def checkpoint_format(model: torch.nn.Module, weights: Iterable[tuple[str, torch
     """``weights``, named and laid out as in ``model`` (a transformers model) in memory, under the
     names and layout that ``save_pretrained`` writes and vLLM loads. transformers 5 converts some
     weights on load: a MoE's experts (Qwen3-MoE, Mixtral, DeepSeek) are fused into one tensor per
-    layer in memory and written back one expert at a time. Streamed a layer at a time (a
-    conversion may need several of its layer's tensors together); other models' pass unchanged."""
+    layer in memory and written back one expert at a time. Streamed one tensor at a time, or a
+    layer at a time for a model whose conversion splits one checkpoint tensor in memory (its parts
+    are written back joined); other models' weights pass unchanged."""
     try:
         from transformers.conversion_mapping import get_model_conversion_mapping
         from transformers.core_model_loading import revert_weight_conversion
     except ImportError:  # transformers 4 keeps the checkpoint's layout in memory
         yield from weights
         return
-    if not (getattr(model, "_weight_conversions", None) or get_model_conversion_mapping(model, add_legacy=False)):
+    conversions = getattr(model, "_weight_conversions", None) or get_model_conversion_mapping(model, add_legacy=False)
+    if not conversions:
         yield from weights
         return
-    for _, layer in itertools.groupby(weights, key=lambda item: _layer_of(item[0])):
-        yield from revert_weight_conversion(model, dict(layer)).items()
+    joins = any(len(getattr(conversion, "target_patterns", ())) > 1 for conversion in conversions)
+    for _, group in itertools.groupby(weights, key=lambda item: _layer_of(item[0]) if joins else item[0]):
+        yield from revert_weight_conversion(model, dict(group)).items()
 
 
 def _layer_of(name: str) -> str:

@@ -227,8 +227,8 @@ def export_hf_from_shards(directory: str | Path, model: torch.nn.Module, tokeniz
     lays them out (``model.safetensors``, or files of at most ``max_file_bytes`` listed in
     ``model.safetensors.index.json``; a tied output layer once; a MoE's experts one by one, as
     :func:`checkpoint_format` names them). Streamed: the ranks all-gather one full tensor at a time
-    and rank 0 holds at most one file's worth (and one layer) in CPU memory, not the model (131 GB
-    at 32B float32). Collective: every rank must call it."""
+    and rank 0 holds at most one file's worth in CPU memory, not the model (131 GB at 32B float32).
+    Collective: every rank must call it."""
     writer = None
     if rank == 0:  # everything but the weights first: save_pretrained removes weight files it did not write
         save_hf_model(directory, model, tokenizer, state_dict={})

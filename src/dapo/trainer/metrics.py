@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import uuid
 import warnings
 from pathlib import Path
 from typing import Any
@@ -138,7 +139,7 @@ class MetricsLogger:
         # W&B opens at first use, once a resume has said where the run goes on from
         self._wandb_settings = (Path(run_dir), wandb_project, config) if wandb else None
         self._resumed_at: int | None = None  # the step a resume goes on after (None: a fresh start)
-        self._reached = -1  # the last step an earlier attempt logged
+        self._abandoned: list[int] = []  # steps of metrics lines the resume dropped (W&B still holds them)
 
     def line_counts(self) -> list[int]:
         """Lines of metrics.jsonl and completions.jsonl so far: a checkpoint records them, so that
@@ -154,11 +155,10 @@ class MetricsLogger:
         for index, (path, count) in enumerate(zip((self.path, self.completions_path), line_counts or [None, None])):
             if path.exists():
                 rows = parse_metrics_lines(path)
-                if index == 0:
-                    self._reached = max((row["step"] for row in rows), default=-1)
-                rows = rows[:count]
-                kept = [json.dumps(row) for row in rows if row["step"] <= step]
-                write_atomically(path, "".join(line + "\n" for line in kept))
+                kept = [row for row in rows[:count] if row["step"] <= step]
+                if index == 0:  # steps only increase down the file: what is kept is its head
+                    self._abandoned = sorted({row["step"] for row in rows[len(kept):]})
+                write_atomically(path, "".join(json.dumps(row) + "\n" for row in kept))
                 self._lines[index] = len(kept)
         if self._tb is not None:
             self._tb.close()
@@ -169,7 +169,7 @@ class MetricsLogger:
     def _wandb_run(self) -> Any:
         """The W&B run (opened at first use), or None when disabled or not installed."""
         if self._wandb is None and self._wandb_settings is not None:
-            self._wandb = open_wandb_run(*self._wandb_settings, self._resumed_at, self._reached)
+            self._wandb = open_wandb_run(*self._wandb_settings, self._resumed_at, self._abandoned)
             if self._wandb is None:
                 self._wandb_settings = None
         return self._wandb
@@ -223,11 +223,12 @@ class MetricsLogger:
 WANDB_RUN_FILE = "wandb_run.json"  # in the run directory: the W&B run this run logs to, and its group
 
 
-def open_wandb_run(run_dir: Path, project: str, config: dict, resumed_at: int | None, reached: int) -> Any:
-    """The W&B run of a run directory. A resume goes on in the run it logged to when that run
-    holds nothing after the resume point; otherwise W&B, whose steps only increase, would drop the
-    steps logged again, so the resumed attempt logs to a new run in the same group (the first
-    run's id), and says so. None (with a warning) when wandb is not installed."""
+def open_wandb_run(run_dir: Path, project: str, config: dict, resumed_at: int | None, abandoned: list[int]) -> Any:
+    """The W&B run of a run directory; every run directory's runs share one W&B group. A resume
+    goes on in the run it logged to when that run holds nothing the resume drops; otherwise W&B,
+    whose steps only increase, would keep the abandoned points and ignore those logged again, so
+    the resumed attempt logs to a new run in the group, and says so. None (with a warning) when
+    wandb is not installed."""
     try:
         import wandb
     except ImportError:
@@ -235,15 +236,14 @@ def open_wandb_run(run_dir: Path, project: str, config: dict, resumed_at: int | 
         return None
     path = run_dir / WANDB_RUN_FILE
     saved = json.loads(path.read_text()) if resumed_at is not None and path.is_file() else None
-    if saved and reached <= resumed_at:
-        group = saved["group"]
+    group = saved["group"] if saved else f"{run_dir.name}-{uuid.uuid4().hex[:8]}"
+    if saved and not abandoned:
         run = wandb.init(project=project, config=config, dir=str(run_dir), id=saved["id"], resume="allow", group=group)
     else:
-        group = (saved["group"] or saved["id"]) if saved else None
         if saved:
-            warnings.warn(f"W&B run {saved['id']} holds steps {resumed_at + 1}-{reached} of the attempt this resume "
-                          f"abandons, and W&B cannot rewrite them: logging to a new run in W&B group {group!r}",
-                          stacklevel=3)
+            warnings.warn(f"W&B run {saved['id']} holds steps {abandoned[0]}-{abandoned[-1]} of the attempt this "
+                          f"resume abandons, and W&B cannot rewrite them: logging to a new run in W&B group "
+                          f"{group!r}", stacklevel=3)
         run = wandb.init(project=project, config=config, dir=str(run_dir), group=group)
     write_atomically(path, json.dumps({"id": run.id, "group": group}) + "\n")
     return run

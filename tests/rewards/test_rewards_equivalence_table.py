@@ -46,13 +46,20 @@ CASES: list[tuple[str, str, bool, str]] = [
     # a remark's own math is not a second answer; a relative clause describes the answer
     (A + "Answer: $540$ (since $n$ is even)", "540", True, "answer"),
     (A + "Answer: 540, which is even", "540", True, "answer"),
-    (A + "Answer: 34, since n = 3", "34", True, "answer"),
     (A + "Answer: 34 (n = 3 and m = 4)", "34", True, "answer"),
-    # ...but a parenthesis that adds an answer or scales the number is not a remark
+    (A + "Answer: 34 (for both n = 3 and 4)", "34", True, "answer"),
+    (A + "Answer: 1000 (one thousand)", "1000", True, "answer"),
+    (A + "Answer: 100 (the sum of the squared terms)", "100", True, "answer"),
+    # ...but one that opens with another answer or a scale, or states a number, is not a remark
     (A + "Answer: 34 (and 35)", "34", False, "answer"),
     (A + "Answer: 34 (otherwise 35)", "34", False, "answer"),
     (A + "Answer: $34$ (and $35$)", "34", False, "answer"),
     (A + "Answer: 34 (in thousands)", "34", False, "answer"),
+    (A + "Answer: $34$ (in thousands of $x$)", "34", False, "answer"),
+    (A + "Answer: $34$ (but $35$ if $n$ is odd)", "34", False, "answer"),
+    (A + "Answer: $34$ (though $35$ also works)", "34", False, "answer"),
+    (A + "Answer: $34$, which could also be $35$", "34", False, "answer"),
+    (A + "Answer: 540, which is 541", "540", False, "answer"),
     # a scale word changes the number: not a unit
     (A + "Answer: 34 thousand", "34", False, "answer"),
     (A + "Answer: 5 million", "5", False, "answer"),

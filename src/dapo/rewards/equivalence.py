@@ -113,19 +113,25 @@ def _strip_unit_suffix(answer: str) -> str:
     return answer
 
 
-# An alternative word and then a number: "(or 35)", "(and $35$)", "(otherwise 35)" offer another
-# answer; "(n = 3 and m = 4)" states a condition.
+# A remark that opens with an alternative and a number offers another answer: "(or 35)", "(and
+# $35$)", "(but 35 if n is odd)"; "(for both n = 3 and 4)" and "(n = 3 and m = 4)" state conditions.
 _ANOTHER_ANSWER = re.compile(
-    r"(?<![A-Za-z\\])(?:or|and|otherwise|else|alternatively|either)[\s$({]{1,8}[+-]?[0-9]", re.IGNORECASE)
+    r"\s*(?:or|and|otherwise|else|alternatively|either|but|though|although|also)[\s$({]{1,8}[+-]?[0-9]",
+    re.IGNORECASE)
+# A remark that opens with a scale word changes the number: "(in thousands)", "(millions)"; "(one
+# thousand)" spells it out.
+_OPENING_WORD = re.compile(r"\s*(?:in\s+)?([A-Za-z]+)")
 
 
-def offers_another_answer(text: str) -> bool:
-    """``or 35``, ``and 35``, ``otherwise 35``: text after an answer that states a second one."""
-    return _ANOTHER_ANSWER.search(text) is not None
+def _offers_another_answer(remark: str) -> bool:
+    """``or 35``, ``and 35``, ``but 35 if n is odd``: a remark after an answer that opens with a second one."""
+    return _ANOTHER_ANSWER.match(remark) is not None
 
 
-def _has_scale_word(text: str) -> bool:
-    return not SCALE_WORDS.isdisjoint(re.findall(r"[a-z]+", text.lower()))
+def starts_with_scale_word(remark: str) -> bool:
+    """``in thousands``, ``millions of dollars``: a remark after a number that scales it."""
+    opening = _OPENING_WORD.match(remark)
+    return opening is not None and opening.group(1).lower() in SCALE_WORDS
 
 
 def _is_remark(inside: str, spaced: bool) -> bool:
@@ -133,15 +139,15 @@ def _is_remark(inside: str, spaced: bool) -> bool:
     letter after a space: "(n = 3)"), no arithmetic, no second answer ("(or 35)") and no scale
     word ("(in thousands)" changes the number)."""
     words = re.search(r"[A-Za-z]{2}", inside) or (spaced and re.search(r"[A-Za-z]", inside))
-    return (bool(words) and _ARITHMETIC.search(inside) is None and not offers_another_answer(inside)
-            and not _has_scale_word(inside))
+    return (bool(words) and _ARITHMETIC.search(inside) is None and not _offers_another_answer(inside)
+            and not starts_with_scale_word(inside))
 
 
 def _changes_the_number(answer: str) -> bool:
     """``34 (in thousands)``, ``34 (and 35)``: a parenthesis after a number whose words change it
     or add another answer (math-verify would read both as 34)."""
     remark = _TRAILING_REMARK.search(answer)
-    return remark is not None and (offers_another_answer(remark.group(1)) or _has_scale_word(remark.group(1)))
+    return remark is not None and (_offers_another_answer(remark.group(1)) or starts_with_scale_word(remark.group(1)))
 
 
 def ends_in_a_word_that_is_not_a_unit(answer: str) -> bool:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from dapo.rewards.equivalence import SCALE_WORDS, offers_another_answer
+from dapo.rewards.equivalence import SCALE_WORDS, starts_with_scale_word
 
 # "Answer:", "**Answer:**", "Final answer :", full-width colon; quantifier bounded so a long run
 # of spaces or stars cannot make the match backtrack quadratically.
@@ -197,9 +197,9 @@ def _after_copula(line: str) -> str:
         relative = line[max(0, at - 8) : at].rstrip().lower().endswith(_RELATIVE_WORDS)
         if dollars % 2 == 0 and not relative:
             last = match
-    if last is None:  # "540, which is even": a relative clause describes the answer
-        head = _RELATIVE_CLAUSE.split(line, maxsplit=1)[0].strip()
-        return head if head and _states_math(head) else line
+    if last is None:  # "540, which is even": a relative clause without a number describes the answer
+        head, *clause = _RELATIVE_CLAUSE.split(line, maxsplit=1)
+        return head.strip() if clause and _states_math(head) and not any(c.isdigit() for c in clause[0]) else line
     head, tail = line[: last.start()], line[last.end() :].strip(" :")
     tail = _RELATIVE_CLAUSE.split(tail, maxsplit=1)[0].strip()
     if tail and (_states_math(tail) or not _states_math(head)):
@@ -212,13 +212,17 @@ _REMARK_AFTER_MATH = re.compile(r"(?<=\$) {0,3}\(([^()]{0,400})\)\s*$")
 
 
 def _drop_remark_after_math(line: str) -> str:
-    """``$540$ (since $n$ is even)`` -> ``$540$``: a remark in words after the answer's math,
-    whose own math is not a second answer (``$34$ (or $35$)`` and ``$34$ (and $35$)`` are)."""
+    """``$540$ (since $n$ is even)`` -> ``$540$``: a remark in words after the answer's math, whose
+    own math states no number (``$34$ (but $35$ if $n$ is odd)`` offers a second answer) and which
+    does not scale it (``(in thousands of $x$)``)."""
     remark = _REMARK_AFTER_MATH.search(line)
     if remark is None or "$" not in remark.group(1):
         return line
-    words = re.sub(r"\$[^$]*\$", "", remark.group(1))
-    if re.search(r"[A-Za-z]{2}", words) and not _HEDGE.search(words) and not offers_another_answer(remark.group(1)):
+    inside = remark.group(1)
+    math = "".join(re.findall(r"\$([^$]*)\$", inside))
+    words = re.sub(r"\$[^$]*\$", "", inside)
+    if (re.search(r"[A-Za-z]{2}", words) and not _HEDGE.search(words) and not any(c.isdigit() for c in math)
+            and not starts_with_scale_word(inside)):
         return line[: remark.start()]
     return line
 

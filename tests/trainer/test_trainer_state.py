@@ -122,8 +122,17 @@ def test_surplus_groups_train_against_the_policy_that_sampled_them(tiny_model_di
             trained_with.update({id(s): list(s.old_logprobs) for s in mini_batch if s.carried_over})
             return update(mini_batch, *args, **kwargs)
 
-        trainer.policy.update = record_pi_old
+        passes: list[list] = []
+        compute_logprobs = trainer.policy.compute_logprobs
+
+        def record_pass(samples):
+            passes.append(list(samples))
+            return compute_logprobs(samples)
+
+        trainer.policy.update, trainer.policy.compute_logprobs = record_pi_old, record_pass
         trainer.step_once()
         assert trained_with and trained_with == {key: expected[key] for key in trained_with}
+        # and no forward pass recomputes what they hold
+        assert not [s for samples in passes for s in samples if id(s) in trained_with]
     finally:
         trainer.close()

@@ -305,11 +305,11 @@ class Trainer:
             if carry := self.sampler.to_carry():
                 for sample, logprobs in zip(carry, self.policy.compute_logprobs(carry).logprobs):
                     sample.old_logprobs = logprobs
-            if not on_policy:
-                old = self.policy.compute_logprobs(batch)
-                for sample, logprobs in zip(batch, old.logprobs):
-                    if not (sample.carried_over and sample.old_logprobs):  # carried: pi_old from its own step
-                        sample.old_logprobs = logprobs
+            if not on_policy:  # carried-over samples hold theirs, from their own step
+                fresh = [sample for sample in batch if not (sample.carried_over and sample.old_logprobs)]
+                old = self.policy.compute_logprobs(fresh)
+                for sample, logprobs in zip(fresh, old.logprobs):
+                    sample.old_logprobs = logprobs
             record.timer["old_logprob"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -327,7 +327,8 @@ class Trainer:
         self.state.bar_skip(self.updates_per_step - len(stats))
         record.timer["weight_sync"] += self.sync_engine()
         diagnostics = stats[0].diagnostics if on_policy or from_rollout else old
-        metrics["actor/entropy"] = diagnostics.entropy_sum / max(diagnostics.tokens, 1.0)
+        if diagnostics.tokens:  # none when every trained response was carried over
+            metrics["actor/entropy"] = diagnostics.entropy_sum / diagnostics.tokens
         if diagnostics.mismatch_tokens:  # none when every measured response was carried over
             metrics["mismatch/rollout_trainer_logprob_diff"] = diagnostics.mismatch_abs_sum / diagnostics.mismatch_tokens
             metrics["mismatch/rollout_trainer_kl"] = diagnostics.mismatch_kl_sum / diagnostics.mismatch_tokens

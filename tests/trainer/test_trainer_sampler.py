@@ -105,7 +105,7 @@ def test_constant_score_groups_are_all_correct_or_all_wrong_by_their_acc():
                 for g, problem in enumerate(problems) for _ in range(4)]
 
     ds = sampler(filter_metric="score", max_gen_rounds=1)
-    with pytest.warns(UserWarning, match="0 groups were all-correct and 4 all-wrong"):
+    with pytest.warns(UserWarning, match="0 groups were all-correct, 4 all-wrong and 0 all truncated"):
         _, report = ds.next_batch(all_wrong, step=0)
     assert (report.groups_all_correct, report.groups_all_wrong) == (0, 4)
 

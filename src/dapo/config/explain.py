@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import re
 import typing
-from dataclasses import fields, is_dataclass
+from dataclasses import MISSING, fields, is_dataclass
 from typing import Any
 
 from dapo.config.schema import DAPOConfig
@@ -81,5 +81,8 @@ def _item_fields(key: str, kind: Any) -> list[str]:
     if not is_dataclass(item):
         return []
     hints, docs = typing.get_type_hints(item), class_field_docs(item)
-    return [f"  {key}[].{f.name} ({_type_name(hints[f.name])}), default {f.default!r}\n      {docs.get(f.name, '')}"
+    def default(f: Any) -> Any:
+        return f.default_factory() if f.default is MISSING else f.default
+
+    return [f"  {key}[].{f.name} ({_type_name(hints[f.name])}), default {default(f)!r}\n      {docs.get(f.name, '')}"
             for f in fields(item)]

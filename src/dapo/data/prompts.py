@@ -5,7 +5,8 @@ Rendering rules, in order:
 1. A ``verbatim`` problem (the built-in task) is a completion prompt:
    its text is used verbatim, with no instruction and no chat template.
 2. Raw problem text is wrapped in the DAPO instruction (``DAPO_TEMPLATE``) when
-   ``cfg.template == "dapo"``, then treated as a one-message chat ``[{"role": "user", ...}]``.
+   ``cfg.template == "dapo"`` (unless it already begins with it: a DAPO-Math prompt flattened to
+   text), then treated as a one-message chat ``[{"role": "user", ...}]``.
 3. A chat list goes through ``tokenizer.apply_chat_template(..., add_generation_prompt=True)``
    when ``cfg.use_chat_template`` and the tokenizer has a chat template; otherwise the messages'
    contents are joined with blank lines as plain text.

@@ -189,12 +189,14 @@ class WorkerPool:
                 continue
             ids = [pending.popleft() for _ in range(min(chunk_size, len(pending)))]
             chunk = [(i, blob) for i in ids if (blob := self._pickled(i, tasks[i])) is not None]
+            # in flight before the send: an interrupt right after it leaves the worker marked busy
+            worker.inflight.extend(i for i, _ in chunk)
             try:
                 worker.conn.send(chunk)
             except (BrokenPipeError, OSError):
+                worker.inflight.clear()
                 pending.extendleft(reversed([i for i, _ in chunk]))  # none of them started
                 continue
-            worker.inflight.extend(i for i, _ in chunk)
             worker.deadline = time.monotonic() + self.timeout_s if chunk else math.inf
 
     def _pickled(self, task_id: int, task: tuple) -> bytes | None:

@@ -36,7 +36,8 @@ METRICS: dict[str, str] = {
     "sampling/gen_rounds": "generation rounds used to fill this step's batch (<= algorithm.max_gen_rounds)",
     "sampling/groups_generated": "groups (prompts x G responses) generated in this step",
     "sampling/groups_trained": "groups in the training batch (prompts_per_step unless the round limit was hit)",
-    "sampling/filtered_ratio": "fraction of generated groups dropped because their filter metric was constant",
+    "sampling/filtered_ratio": "fraction of generated groups without signal: a constant filter metric, or every "
+    "response masked by overlong filtering (dropped under dynamic sampling)",
     "sampling/all_correct_ratio": "fraction of generated groups with a constant filter metric and every response "
     "correct (acc; dropped under dynamic sampling)",
     "sampling/all_wrong_ratio": "fraction of generated groups with a constant filter metric and no response correct "

@@ -5,9 +5,11 @@ wrong under binary correctness) have zero advantage and carry no gradient. We ov
 filter them out, generating further rounds until the step holds ``prompts_per_step`` groups with
 mixed outcomes, at most ``max_gen_rounds`` rounds. Accepted groups beyond the target are kept for
 the next step (``keep_surplus_groups``) instead of being thrown away; they are at most one step
-stale. With ``algorithm.old_logprobs=rollout`` their PPO ratio is taken against the older policy
-that sampled them (an importance ratio for the extra step); with ``recompute`` against the policy
-at the start of the step (``tis_cap`` then weights them by pi_old / pi_rollout).
+stale. Their PPO ratio is taken against the older policy that sampled them (an importance ratio
+for the extra step): its behaviour log-probs with ``algorithm.old_logprobs=rollout``, its own
+forward with ``recompute`` (taken in the step that sampled them, before its update; the loop
+asks :meth:`DynamicSampler.to_carry`). A group whose every response overlong filtering masked out
+of the loss has no token to train on and is dropped like a constant one.
 At most ``max_surplus_fraction`` of a step's groups come from that surplus, so every step trains
 on groups sampled from the current policy too; carried groups beyond the cap are dropped
 (verl keeps none: ``keep_surplus_groups=false``, the paper config's choice). A step's batch
@@ -155,8 +157,9 @@ class DynamicSampler:
             warnings.warn(
                 f"dynamic sampling: only {len(accepted)} of {self.prompts_per_step} groups with mixed "
                 f"outcomes after {report.gen_rounds} generation rounds (algorithm.max_gen_rounds="
-                f"{self.max_gen_rounds}); {report.groups_all_correct} groups were all-correct and "
-                f"{report.groups_all_wrong} all-wrong. Training on the {len(accepted)} groups there are. "
+                f"{self.max_gen_rounds}); {report.groups_all_correct} groups were all-correct, "
+                f"{report.groups_all_wrong} all-wrong and {report.groups_all_masked} all truncated and masked by "
+                f"overlong filtering. Training on the {len(accepted)} groups there are. "
                 "If this persists, the task is too easy or too hard for the model: raise "
                 "max_gen_rounds / gen_prompts_per_round or change the data.",
                 stacklevel=2,

@@ -135,6 +135,7 @@ class MetricsLogger:
         self._tb = self._wandb = None
         self._tb_dir = str(Path(run_dir) / "tensorboard") if tensorboard else None
         self._tb_purge_step: int | None = None  # set on resume: hide an earlier attempt's later points
+        self._tb_replay: list[dict[str, Any]] = []  # kept lines of the purge step, written again
         # lines of metrics.jsonl and completions.jsonl, counted as written (one read, here)
         self._lines = [path.read_bytes().count(b"\n") if path.exists() else 0
                        for path in (self.path, self.completions_path)]
@@ -160,12 +161,15 @@ class MetricsLogger:
                 kept = [row for row in rows[:count] if row["step"] <= step]
                 if index == 0:  # steps only increase down the file: what is kept is its head
                     self._abandoned = sorted({row["step"] for row in rows[len(kept):]})
+                    # lines of the resume step itself were dropped (a final evaluation logged after
+                    # its checkpoint): TensorBoard hides that step too, and gets its kept lines again
+                    self._tb_replay = [row for row in kept if row["step"] == step] if step in self._abandoned else []
                 write_atomically(path, "".join(json.dumps(row) + "\n" for row in kept))
                 self._lines[index] = len(kept)
         if self._tb is not None:
             self._tb.close()
             self._tb = None
-        self._tb_purge_step = step + 1
+        self._tb_purge_step = step if self._tb_replay else step + 1
         self._resumed_at = step if step >= 0 else None
 
     def _wandb_run(self) -> Any:
@@ -182,6 +186,9 @@ class MetricsLogger:
             from torch.utils.tensorboard import SummaryWriter
 
             self._tb = SummaryWriter(log_dir=self._tb_dir, purge_step=self._tb_purge_step)
+            replay, self._tb_replay = self._tb_replay, []
+            for row in replay:
+                self._write_scalars(self._tb, row["step"], row)
         return self._tb
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
@@ -190,12 +197,16 @@ class MetricsLogger:
             handle.write(json.dumps({"step": step, **clean}) + "\n")
         self._lines[0] += 1
         if (board := self._board()) is not None:
-            for key, value in clean.items():
-                if isinstance(value, float) and math.isfinite(value):
-                    board.add_scalar(key, value, step)
+            self._write_scalars(board, step, clean)
             board.flush()
         if (run := self._wandb_run()) is not None:
             run.log(clean, step=step)
+
+    @staticmethod
+    def _write_scalars(board: Any, step: int, metrics: dict[str, Any]) -> None:
+        for key, value in metrics.items():
+            if key != "step" and isinstance(value, float) and math.isfinite(value):
+                board.add_scalar(key, value, step)
 
     def log_completions(self, step: int, records: list[dict[str, Any]]) -> None:
         """Sampled completions (prompt, response, extracted answer, ground truth, reward) to

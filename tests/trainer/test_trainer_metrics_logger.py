@@ -1,4 +1,4 @@
-"""W&B logging across attempts of one run directory (against a stand-in ``wandb`` module)."""
+"""The metric sinks across attempts of one run directory: W&B (against a stand-in ``wandb`` module) and TensorBoard."""
 
 from __future__ import annotations
 
@@ -71,3 +71,23 @@ def test_wandb_opens_at_first_use_and_only_once(fake_wandb, tmp_path):
     logger.log(2, {"loss": 1.0})
     assert len(fake_wandb.inits) == 1 and fake_wandb.inits[0]["config"] == {"a": 1}
     assert logger._wandb.logged == [1, 2]
+
+
+def test_tensorboard_keeps_one_point_per_step_after_a_kill_in_the_final_evaluation(tmp_path):
+    """The final evaluation is logged at the last checkpoint's own step, after it: a resume drops
+    that line and logs the evaluation again; TensorBoard showed both points."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    first = MetricsLogger(tmp_path, tensorboard=True, wandb=False, wandb_project="p", config={})
+    first.log(1, {"loss": 1.0})
+    first.log(2, {"loss": 2.0})  # the final checkpoint records these 2 lines
+    first.log(2, {"eval/avg@4": 0.5})  # killed after this, before the run finished
+    first.close()
+    resumed = MetricsLogger(tmp_path, tensorboard=True, wandb=False, wandb_project="p", config={})
+    resumed.truncate_after(2, [2, 0])
+    resumed.log(2, {"eval/avg@4": 0.6})
+    resumed.close()
+    board = EventAccumulator(str(tmp_path / "tensorboard"))
+    board.Reload()
+    assert [(e.step, e.value) for e in board.Scalars("eval/avg@4")] == [(2, pytest.approx(0.6))]
+    assert [(e.step, e.value) for e in board.Scalars("loss")] == [(1, 1.0), (2, 2.0)]  # the step's own, kept

@@ -150,6 +150,7 @@ def test_no_anchor_no_answer() -> None:
 def test_auto_extractor_rule() -> None:
     assert resolve_extractor("auto", "math_dapo") == "answer"
     assert resolve_extractor("auto", "DAPO-Math-17K") == "answer"
+    assert resolve_extractor("auto", "aime-2024") == resolve_extractor("auto", "AIME25") == "answer"  # as verl
     assert resolve_extractor("auto", "lighteval/MATH") == "any"
     assert resolve_extractor("auto", None) == "any"
     assert resolve_extractor("boxed", "math_dapo") == "boxed"

@@ -127,8 +127,8 @@ class RewardFunctionSpec:
 @dataclass
 class RewardConfig:
     # Built-in verifier's answer extraction: "answer" (last "Answer:" line), "boxed" (last
-    # \\boxed{...}), or "auto" (the "Answer:" line for data sources whose name contains "dapo",
-    # else whichever of the two the response states last).
+    # \\boxed{...}), or "auto" (the "Answer:" line for data sources whose name contains "dapo" or
+    # begins with "aime", as verl routes them, else whichever of the two the response states last).
     extractor: str = "auto"
     # Score given to a correct / incorrect response by the built-in verifier (DAPO: +1 / -1).
     correct_score: float = 1.0

@@ -73,16 +73,16 @@ def resolve_extractor(extractor: str, data_source: str | None) -> str:
     """Map the configured extractor to "answer", "boxed" or "any" for one row.
 
     ``auto`` rule: a data source whose name contains "dapo" (DAPO-Math-17K and the AIME files
-    published with it, data_source "math_dapo") uses the ``Answer:`` line its prompt asks for;
-    any other source takes whichever anchor the response states last (``any``).
+    published with it, data_source "math_dapo") or begins with "aime" uses the ``Answer:`` line its
+    prompt asks for, as verl routes both to its math_dapo scorer; any other source takes whichever
+    anchor the response states last (``any``).
     """
     if extractor in ("answer", "boxed", "any"):
         return extractor
     if extractor != "auto":
         raise ValueError(f"extractor={extractor!r} is not one of ['answer', 'boxed', 'auto']")
-    if data_source is not None and "dapo" in data_source.lower():
-        return "answer"
-    return "any"
+    source = (data_source or "").lower()
+    return "answer" if "dapo" in source or source.startswith("aime") else "any"
 
 
 def extract_answer(text: str, extractor: str) -> Extracted | None:

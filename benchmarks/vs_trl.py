@@ -27,7 +27,7 @@ scored by the same sampled held-out evaluation (dapo-rl's ``evaluate_model``: sa
 k samples each at temperature 1 / top-p 1, same seed, same verifier).
 
     flock /tmp/dapo-cpu.lock python benchmarks/vs_trl.py [--seconds 120] [--eval-k 4] \
-        [--precision both|fp32|bf16] [--output runs/vs_trl/results.md] [--smoke]
+        [--precision both|fp32|bf16] [--repeats 1] [--output runs/vs_trl/results.md] [--smoke]
 
 Metrics: seconds per step (median over steps), split into generation + reward scoring (dapo-rl's
 time/generate + time/reward, every round; TRL's ``_generate_and_score_completions``) and the rest,
@@ -131,9 +131,14 @@ def train_dapo(settings: BenchSettings, model_dir: str, work_dir: str) -> dict[s
 
     trainer = Trainer(dapo_config(settings, model_dir, str(Path(work_dir) / "run")))
     step_metrics: list[dict[str, float]] = []
+    generate_seconds: list[float] = []
     started = last_step_end = time.perf_counter()
     while time.perf_counter() - started < settings.seconds:
         metrics = trainer.step_once().metrics
+        # everything but the update (and an old-log-prob pass, none here): prompts, generation,
+        # scoring, filtering, advantages, as TRL's timed _generate_and_score_completions
+        generate_seconds.append(metrics["time/step"] - metrics.get("time/update", 0.0)
+                                - metrics.get("time/old_logprob", 0.0))
         trainer.state.log(trainer.step, metrics)
         # end to end, logging included, as TRL's steps are timed (trl_side.WallClockBudget)
         metrics["time/step"], last_step_end = time.perf_counter() - last_step_end, time.perf_counter()
@@ -152,13 +157,17 @@ def train_dapo(settings: BenchSettings, model_dir: str, work_dir: str) -> dict[s
         "steps": len(step_metrics),
         "step_seconds": [m["time/step"] for m in step_metrics],
         # generation and reward scoring, every round (TRL's side times the same phase)
-        "generate_seconds": [m["time/generate"] + m["time/reward"] for m in step_metrics],
+        "generate_seconds": generate_seconds,
         "train_seconds": train_seconds,
         "completion_tokens": tokens,
         "trained_tokens": sum(m.get("actor/response_tokens", 0.0) for m in step_metrics),
         "worker_peak_rss_mib": worker_peak_mib,
         "groups_generated_per_step": sum(groups) / max(len(groups), 1),
         "groups_dropped_per_step": statistics.fmean(m.get("sampling/groups_discarded", 0.0) for m in step_metrics)
+        if step_metrics else 0.0,
+        # generated groups without signal (constant outcomes): dropped, never trained on
+        "groups_filtered_per_step": statistics.fmean(
+            m.get("sampling/filtered_ratio", 0.0) * m.get("sampling/groups_generated", 0.0) for m in step_metrics)
         if step_metrics else 0.0,
         "mixed_groups_per_step": statistics.fmean(m.get("sampling/groups_trained", 0.0) for m in step_metrics)
         if step_metrics else 0.0,
@@ -234,9 +243,13 @@ def summarize(train: dict[str, Any], accuracy: dict[str, float], k: int) -> dict
         "median_generate_s": statistics.median(train["generate_seconds"]) if step_seconds else float("nan"),
         "median_update_s": statistics.median(s - g for s, g in zip(step_seconds, train["generate_seconds"]))
         if step_seconds else float("nan"),
+        "steps_per_s": train["steps"] / max(sum(step_seconds), 1e-9),
         "tokens_per_s": train["completion_tokens"] / max(sum(step_seconds), 1e-9),
         "trained_tokens_per_s": train["trained_tokens"] / max(sum(step_seconds), 1e-9),
+        # the rollout side alone: tokens per second of the generate+score phase
+        "generating_tokens_per_s": train["completion_tokens"] / max(sum(train["generate_seconds"]), 1e-9),
         "groups_generated": train["groups_generated_per_step"],
+        "groups_filtered": train.get("groups_filtered_per_step", 0.0),
         "groups_dropped": train["groups_dropped_per_step"],
         "groups_mixed": train["mixed_groups_per_step"],
         "peak_rss_mib": train["peak_rss_mib"],
@@ -245,8 +258,13 @@ def summarize(train: dict[str, Any], accuracy: dict[str, float], k: int) -> dict
     }
 
 
+RATIOS = (("tokens_per_s", "completion tokens/s"), ("trained_tokens_per_s", "trained tokens/s"),
+          ("steps_per_s", "steps/s"), ("generating_tokens_per_s", "tokens/s while generating"))
+
+
 def render_table(rows: dict[str, dict[str, Any]], before: dict[str, float], settings: BenchSettings,
                  eval_problems: int) -> str:
+    """The table, then per precision the dapo-rl / TRL ratios (median and range over repeats)."""
     k = settings.eval_k
     acc_before = before.get(f"eval/avg@{k}", float("nan"))
     lines = [
@@ -260,42 +278,64 @@ def render_table(rows: dict[str, dict[str, Any]], before: dict[str, float], sett
         "(bf16) evaluation for every model. fp32 rows: float32 generation and training in both systems; bf16 "
         "rows: bfloat16 generation and training over float32 master weights in both (TRL's `bf16=True`).",
         "",
-        f"| system | steps | train s | s/step (median) | generate+score s | update s | completion tok/s "
-        f"| trained tok/s | groups generated/step | mixed groups trained/step | groups dropped/step | peak RSS MiB "
-        f"| held-out avg@{k} | pass@{k} |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-        f"| base model (before) | - | - | - | - | - | - | - | - | - | - | - | {acc_before:.1%} "
+        f"| system | steps | train s | steps/s | s/step (median) | generate+score s | update s | completion tok/s "
+        f"| trained tok/s | tok/s while generating | groups generated/step | filtered (no signal)/step "
+        f"| surplus dropped/step | mixed groups trained/step | process RSS MiB | held-out avg@{k} | pass@{k} |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        f"| base model (before) | - | - | - | - | - | - | - | - | - | - | - | - | - | - | {acc_before:.1%} "
         f"| {before.get(f'eval/pass@{k}', float('nan')):.1%} |",
     ]
     for name, r in rows.items():
         lines.append(
-            f"| {name} | {r['steps']} | {r['train_seconds']:.0f} | {r['median_step_s']:.2f} | "
+            f"| {name} | {r['steps']} | {r['train_seconds']:.0f} | {r['steps_per_s']:.2f} | {r['median_step_s']:.2f} | "
             f"{r['median_generate_s']:.2f} | {r['median_update_s']:.2f} | {r['tokens_per_s']:.0f} | "
-            f"{r['trained_tokens_per_s']:.0f} | {r['groups_generated']:.1f} | {r['groups_mixed']:.1f} | "
-            f"{r['groups_dropped']:.1f} | {r['peak_rss_mib']:.0f} | {r['acc_after']:.1%} | {r['pass_after']:.1%} |"
+            f"{r['trained_tokens_per_s']:.0f} | {r['generating_tokens_per_s']:.0f} | {r['groups_generated']:.1f} | "
+            f"{r['groups_filtered']:.1f} | {r['groups_dropped']:.1f} | {r['groups_mixed']:.1f} | "
+            f"{r['peak_rss_mib']:.0f} | {r['acc_after']:.1%} | {r['pass_after']:.1%} |"
         )
     lines.append("")
     for precision in ("fp32", "bf16"):
-        if f"dapo-rl ({precision})" not in rows:
+        pairs = _pairs(rows, precision)
+        if not pairs:
             continue
-        dapo = rows[f"dapo-rl ({precision})"]
-        trl = next(row for name, row in rows.items() if name.startswith("TRL") and name.endswith(f"({precision})"))
-        lines.append(
-            f"{precision}, dapo-rl / TRL: {dapo['tokens_per_s'] / max(trl['tokens_per_s'], 1e-9):.2f}x completion "
-            f"tokens/s; {dapo['trained_tokens_per_s'] / max(trl['trained_tokens_per_s'], 1e-9):.2f}x trained tokens/s; "
-            f"{trl['median_step_s'] / max(dapo['median_step_s'], 1e-9):.2f}x steps/s. Held-out avg@{k} "
-            f"after equal wall time: dapo-rl {dapo['acc_after']:.1%} vs TRL {trl['acc_after']:.1%} (base {acc_before:.1%})."
-        )
+        ratios = [f"{_spread([d[key] / max(t[key], 1e-9) for t, d in pairs])} {label}" for key, label in RATIOS]
+        accuracy = "; ".join(f"dapo-rl {d['acc_after']:.1%} vs TRL {t['acc_after']:.1%}" for t, d in pairs)
+        lines.append(f"{precision}, dapo-rl / TRL ({len(pairs)} run(s) each{', median [range]' if len(pairs) > 1 else ''}): "
+                     f"{'; '.join(ratios)}. Held-out avg@{k} after equal wall time: {accuracy} (base {acc_before:.1%}).")
     lines += [
-        "generate+score and update: per-step medians; update is the rest of the step (forward, backward, "
-        "optimizer step), the same work in both systems: 16 groups x G responses.",
-        "TRL trains on every group (its mixed count is 16 x (1 - frac_reward_zero_std)); dapo-rl's "
-        "Dynamic Sampling generates another round when a step is short of mixed groups, keeps up to half a "
-        "step of the surplus for the next step and drops the rest (groups dropped/step); completion tok/s "
-        "counts the dropped groups' tokens, trained tok/s does not.",
+        "",
+        "Columns: steps/s is steps / training seconds; generate+score (per-step median) is everything but the update: "
+        "prompts, generation, scoring, filtering and advantages (TRL: its timed _generate_and_score_completions); "
+        "update is the rest of the step (forward, backward, optimizer step, logging), the same work in both "
+        "systems: 16 groups x G responses.",
+        "completion tok/s counts every token generated, including dapo-rl's groups without signal, which Dynamic "
+        "Sampling filters out (filtered/step) and replaces by another round, and the surplus it drops; trained "
+        "tok/s counts the completions of the trained batches, the equal-work figure; tokens/s while generating is "
+        "completion tokens / generate+score seconds, the rollout side alone. TRL trains on every group, its "
+        "groups without signal too (mixed = 16 x (1 - frac_reward_zero_std)).",
+        "TRL's bf16 generation runs its forward under accelerate's autocast over the float32 weights (recast each "
+        "decode step, float32 residual stream), as TRL ships it; dapo-rl decodes a bf16 copy of the weights. "
+        "Process RSS is the peak of the training process (and dapo-rl's reward workers), libraries included: "
+        "the model and AdamW state are about 55 MB of it.",
+        "Accuracy also differs by algorithm, not only by steps: dapo-rl takes pi_old from its rollout log-probs "
+        "(its bf16 engine in the bf16 rows), adds dual-clip (c = 10) and trains on surplus groups one step stale; "
+        "TRL takes pi_old from the update's own forward (ratio 1).",
         "",
     ]
     return "\n".join(lines)
+
+
+def _pairs(rows: dict[str, dict[str, Any]], precision: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(TRL row, dapo-rl row) of each repeat at ``precision``, in repeat order."""
+    trl = [row for name, row in rows.items() if name.startswith("TRL") and f"({precision})" in name]
+    dapo = [row for name, row in rows.items() if name.startswith("dapo-rl") and f"({precision})" in name]
+    return list(zip(trl, dapo))
+
+
+def _spread(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.2f}x"
+    return f"{statistics.median(values):.2f}x [{min(values):.2f}-{max(values):.2f}]"
 
 
 def _threads() -> int:
@@ -318,6 +358,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--precision", choices=sorted(PRECISIONS), default="both",
                         help="run both systems in fp32, in bf16, or both (default); always the same for both systems")
     parser.add_argument("--output", default="runs/vs_trl/results.md", help="markdown table written here")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="runs of each system per precision, in alternating order (the ratios' median and range)")
     parser.add_argument("--smoke", action="store_true",
                         help=f"quick check: {SMOKE_SECONDS:.0f} s each, {SMOKE_EVAL_PROBLEMS} held-out problems")
     parser.add_argument("--worker", choices=["trl", "dapo", "eval"], help=argparse.SUPPRESS)
@@ -325,8 +367,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--model-dir", help=argparse.SUPPRESS)
     parser.add_argument("--work-dir", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.seconds <= 0 or args.eval_k < 1 or args.eval_problems < 0:
-        parser.error("--seconds must be > 0, --eval-k >= 1, --eval-problems >= 0")
+    if args.seconds <= 0 or args.eval_k < 1 or args.eval_problems < 0 or args.repeats < 1:
+        parser.error("--seconds must be > 0, --eval-k >= 1, --eval-problems >= 0, --repeats >= 1")
     return args
 
 
@@ -351,14 +393,20 @@ def main(argv: list[str] | None = None) -> None:
     before = run_part("eval", settings, base_dir, work / "eval_base")
     rows = {}
     for precision in PRECISIONS[args.precision]:
-        # Alternate the systems, each in a fresh process, then score both final models identically.
         run = replace(settings, precision=precision)
-        trl = run_part("trl", run, base_dir, work / f"trl_{precision}")
-        dapo = run_part("dapo", run, base_dir, work / f"dapo_{precision}")
-        trl_eval = run_part("eval", run, trl["final_model_dir"], work / f"eval_trl_{precision}")
-        dapo_eval = run_part("eval", run, dapo["final_model_dir"], work / f"eval_dapo_{precision}")
-        rows[f"TRL {trl['version']} GRPOTrainer ({precision})"] = summarize(trl, trl_eval, settings.eval_k)
-        rows[f"dapo-rl ({precision})"] = summarize(dapo, dapo_eval, settings.eval_k)
+        for repeat in range(args.repeats):
+            # Each system in a fresh process, the order alternating between repeats (a machine that
+            # slows down over time would favour the first); then both final models scored alike.
+            tag = f"{precision}_{repeat + 1}"
+            results = {}
+            for role in ("trl", "dapo") if repeat % 2 == 0 else ("dapo", "trl"):
+                results[role] = run_part(role, run, base_dir, work / f"{role}_{tag}")
+            trl, dapo = results["trl"], results["dapo"]
+            trl_eval = run_part("eval", run, trl["final_model_dir"], work / f"eval_trl_{tag}")
+            dapo_eval = run_part("eval", run, dapo["final_model_dir"], work / f"eval_dapo_{tag}")
+            suffix = f" #{repeat + 1}" if args.repeats > 1 else ""
+            rows[f"TRL {trl['version']} GRPOTrainer ({precision}){suffix}"] = summarize(trl, trl_eval, settings.eval_k)
+            rows[f"dapo-rl ({precision}){suffix}"] = summarize(dapo, dapo_eval, settings.eval_k)
     table = render_table(rows, before, settings, int(before["problems"]))
     print(table)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)

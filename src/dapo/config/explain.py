@@ -81,6 +81,7 @@ def _item_fields(key: str, kind: Any) -> list[str]:
     if not is_dataclass(item):
         return []
     hints, docs = typing.get_type_hints(item), class_field_docs(item)
+
     def default(f: Any) -> Any:
         return f.default_factory() if f.default is MISSING else f.default
 

@@ -144,7 +144,7 @@ class DynamicSampler:
         if not self.dynamic_sampling:
             samples = generate_round(self.stream.take(self.prompts_per_step), 0)
             report.gen_rounds, report.generated = 1, samples
-            self._count_constant_groups(samples, report)  # what dynamic sampling would drop
+            self._groups_with_signal(samples, report)  # what dynamic sampling would drop
             report.groups_kept = report.groups_generated
             return samples, report
         while len(accepted) < self.prompts_per_step and report.gen_rounds < self.max_gen_rounds:
@@ -181,14 +181,14 @@ class DynamicSampler:
 
     def _filter(self, samples: list[Sample], report: SamplingReport) -> list[list[Sample]]:
         """Keep groups whose filter metric varies; count the all-correct / all-wrong ones."""
-        keep = self._count_constant_groups(samples, report)
+        keep = self._groups_with_signal(samples, report)
         groups: dict[int, list[Sample]] = {}
         for sample, kept in zip(samples, keep):
             if kept:
                 groups.setdefault(sample.group_id, []).append(sample)
         return list(groups.values())
 
-    def _count_constant_groups(self, samples: list[Sample], report: SamplingReport) -> list[bool]:
+    def _groups_with_signal(self, samples: list[Sample], report: SamplingReport) -> list[bool]:
         """Count generated, kept, all-correct, all-wrong and all-masked groups; per sample,
         whether its group has signal: its filter metric varies and some response is in the loss."""
         group_ids = torch.tensor([s.group_id for s in samples], dtype=torch.long)

@@ -174,6 +174,9 @@ def test_a_moe_models_weights_are_converted_a_tensor_at_a_time():
             read.append(name)
             yield name, tensor
 
+    checked = 0
     for name, _ in checkpoint_format(model, gathered()):
         if ".experts.0.gate_proj" in name:  # from the fused gate_up_proj: at most one tensor read past it
             assert read[-1].endswith("experts.gate_up_proj") or read[-2].endswith("experts.gate_up_proj"), read[-3:]
+            checked += 1
+    assert checked == model.config.num_hidden_layers

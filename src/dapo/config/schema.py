@@ -342,7 +342,8 @@ class TrainerConfig:
     # model.attn_implementation=flash_attention_2; a block-diagonal mask with sdpa/eager). Same
     # loss and gradients as padding; pays off where padding is large and attention is varlen (GPU).
     packing: bool = False
-    # AdamW: learning rate, betas, weight decay; gradient-norm clip (DAPO: 1e-6, 0.1, 1.0).
+    # AdamW: learning rate, betas, weight decay; gradient-norm clip (DAPO: 1e-6, 0.1, 1.0). Weight
+    # decay applies to matrices only, not to biases and norm weights (verl's FSDP optimizer decays all).
     lr: float = 1e-6
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
     weight_decay: float = 0.1

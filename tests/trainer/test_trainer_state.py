@@ -109,7 +109,7 @@ def test_surplus_groups_train_against_the_policy_that_sampled_them(tiny_model_di
     try:
         sampling_policy = copy.deepcopy(trainer.model.state_dict())
         trainer.step_once()
-        carry = trainer.sampler.to_carry()
+        carry = trainer.sampler.to_carry(trainer.step)  # the next step (step_once counted this one)
         assert carry, "no surplus groups carried: the test would not cover them"
         updated = copy.deepcopy(trainer.model.state_dict())
         trainer.model.load_state_dict(sampling_policy)

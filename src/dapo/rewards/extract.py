@@ -219,9 +219,9 @@ def _drop_remark_after_math(line: str) -> str:
     if remark is None or "$" not in remark.group(1):
         return line
     inside = remark.group(1)
-    math = "".join(re.findall(r"\$([^$]*)\$", inside))
-    words = re.sub(r"\$[^$]*\$", "", inside)
-    if (re.search(r"[A-Za-z]{2}", words) and not _HEDGE.search(words) and not any(c.isdigit() for c in math)
+    words = "".join(inside.replace("\\$", "").split("$")[0::2])
+    if (re.search(r"[A-Za-z]{2}", words) and not _HEDGE.search(words)
+            and not any(c.isdigit() for segment in _math_segments(inside) for c in segment)
             and not starts_with_scale_word(inside)):
         return line[: remark.start()]
     return line

@@ -302,7 +302,7 @@ class Trainer:
             # The surplus the next step trains on was sampled by this step's policy: its pi_old is
             # taken now, before the update (the next step's recompute or on-policy update would
             # take the next policy's, and the ratio would ignore a step of training).
-            if carry := self.sampler.to_carry():
+            if carry := self.sampler.to_carry(self.step + 1):
                 for sample, logprobs in zip(carry, self.policy.compute_logprobs(carry).logprobs):
                     sample.old_logprobs = logprobs
             if not on_policy:  # carried-over samples hold theirs, from their own step

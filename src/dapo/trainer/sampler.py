@@ -133,9 +133,7 @@ class DynamicSampler:
     def next_batch(self, generate_round: GenerateRound, step: int) -> tuple[list[Sample], SamplingReport]:
         """Collect ``prompts_per_step`` groups for training step ``step``."""
         report = SamplingReport()
-        # surplus restored from a checkpoint saved with other settings is used only under these
-        usable = self.dynamic_sampling and self.keep_surplus
-        carried = [g for g in self.surplus if usable and step - g[0].policy_version <= 1][: self.max_carried_in]
+        carried = self._carried_into(step)
         report.groups_discarded += len(self.surplus) - len(carried)
         for sample in (s for group in carried for s in group):
             sample.carried_over = True
@@ -173,11 +171,17 @@ class DynamicSampler:
         batch = batch[report.groups_carried_in :] + batch[: report.groups_carried_in]  # this step's first
         return [s for group in batch for s in group], report
 
-    def to_carry(self) -> list[Sample]:
-        """The surplus samples the next step will train on (its first ``max_carried_in`` groups)."""
+    def to_carry(self, step: int) -> list[Sample]:
+        """The surplus samples training step ``step`` will train on (see :meth:`_carried_into`)."""
+        return [s for group in self._carried_into(step) for s in group]
+
+    def _carried_into(self, step: int) -> list[list[Sample]]:
+        """The surplus groups step ``step`` uses: none unless dynamic sampling keeps surplus (a
+        checkpoint saved under other settings may hold some), at most one step stale, at most
+        ``max_carried_in`` of them."""
         if not (self.dynamic_sampling and self.keep_surplus):
             return []
-        return [s for group in self.surplus[: self.max_carried_in] for s in group]
+        return [g for g in self.surplus if step - g[0].policy_version <= 1][: self.max_carried_in]
 
     def _filter(self, samples: list[Sample], report: SamplingReport) -> list[list[Sample]]:
         """Keep groups whose filter metric varies; count the all-correct / all-wrong ones."""

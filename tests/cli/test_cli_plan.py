@@ -75,3 +75,4 @@ def test_a_model_not_on_this_machine_gets_the_shape_of_the_qwen25_model_nearest_
     out = capsys.readouterr().out
     assert "28 layers, hidden 3584" in out and "nearest in size" in out  # Qwen2.5-7B, not the 1.5B's 1536
     assert main(["plan", "qwen2.5_1.5b_1gpu", "--params", "-5"]) == 2
+    assert "--params and --device-gib must be > 0" in capsys.readouterr().err

@@ -30,19 +30,30 @@ def split_config_args(args: list[str]) -> tuple[list[str], list[str]]:
     """Separate YAML files / shipped config names from key=value overrides."""
     files, overrides = [], []
     for arg in args:
-        if "=" in arg:
+        kind = config_arg_kind(arg)
+        if kind == "override":
             overrides.append(arg)
-        elif arg.endswith((".yaml", ".yml")) or Path(arg).is_file():
+        elif kind == "file":
             files.append(arg)
-        else:
+        else:  # a shipped config's name (builtin_config_path says so when it is none)
             files.append(str(builtin_config_path(arg)))
     return files, overrides
 
 
+def config_arg_kind(arg: str) -> str:
+    """How the CLI reads an argument: "override" (key=value), "file" (a YAML file) or "shipped" (a
+    shipped config's name); "" for anything else (a field's key, for --explain)."""
+    if "=" in arg:
+        return "override"
+    if arg.endswith((".yaml", ".yml")) or Path(arg).is_file():
+        return "file"
+    return "shipped" if arg in shipped_config_names() else ""
+
+
 def is_config_arg(arg: str) -> bool:
-    """Whether ``arg`` is a CONFIG (a YAML file, a shipped config's name) or a key=value override,
-    as :func:`split_config_args` reads them, rather than a field's key."""
-    return "=" in arg or arg.endswith((".yaml", ".yml")) or Path(arg).is_file() or arg in shipped_config_names()
+    """Whether ``arg`` is a CONFIG or a key=value override, as :func:`split_config_args` reads
+    them, rather than a field's key."""
+    return config_arg_kind(arg) != ""
 
 
 # The shipped configs a run starts from when no CONFIG is given, by whose model it trains: the

@@ -272,9 +272,10 @@ class PolicyWorker:
     ) -> UpdateStats:
         """Zero the gradients, then backpropagate this worker's share of a mini-batch, micro-batch
         by micro-batch, each loss normalised by the GLOBAL ``num_tokens``/``num_seqs``."""
-        local_tokens, local_seqs = count_loss_tokens(mini_batch)
-        num_tokens = local_tokens if num_tokens is None else num_tokens
-        num_seqs = local_seqs if num_seqs is None else num_seqs
+        if num_tokens is None or num_seqs is None:  # update() passes them: counted once
+            local_tokens, local_seqs = count_loss_tokens(mini_batch)
+            num_tokens = local_tokens if num_tokens is None else num_tokens
+            num_seqs = local_seqs if num_seqs is None else num_seqs
         diagnose = on_policy if diagnose is None else diagnose
         stats = UpdateStats(diagnostics=LogprobPass() if diagnose else None)
         self.model.train()

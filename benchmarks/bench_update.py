@@ -1,7 +1,7 @@
 """Throughput of the policy update (forward, backward, optimizer) and its share of the matmul peak.
 
     flock /tmp/dapo-cpu.lock python benchmarks/bench_update.py [--models builtin 75m] \
-        [--precisions bf16 fp32] [--layouts padded packed] [--updates 4]
+        [--precisions bf16 fp32] [--layouts padded packed shared_prompt] [--updates 4]
 
 For each model shape and precision, one DAPO update (``PolicyWorker.update``: token-budget
 micro-batches, decoupled-clip token-level loss, AdamW) runs on a synthetic mini-batch (16 groups
@@ -18,7 +18,11 @@ with N_matmul the parameters of the transformer's matmuls (not the embedding loo
 output layer for response tokens only (the update computes logits only there), and T the
 sequence's length. bf16 rows train under bf16 autocast over float32 weights (the default
 config); fp32 rows in float32. ``padded`` rows use length-sorted padded micro-batches (the
-default), ``packed`` rows padding-free ones (``trainer.packing=true``); both count only real tokens.
+default), ``packed`` rows padding-free ones (``trainer.packing=true``), ``shared_prompt`` rows
+forward each group's prompt once (``trainer.shared_prompt=true``). Tokens/s counts the real
+prompt+response tokens of the samples trained in every layout (the same work); model FLOPs count
+what the layout computes: a ``shared_prompt`` row each group's prompt once (a lower bound: a group
+split across micro-batches has its prompt forwarded once in each).
 """
 
 from __future__ import annotations
@@ -90,15 +94,24 @@ def synthetic_mini_batch(shape: Shape, seed: int = 0) -> list[Sample]:
     return samples
 
 
-def model_flops(model: PreTrainedModel, samples: list[Sample]) -> float:
+def model_flops(model: PreTrainedModel, samples: list[Sample], shared_prompt: bool = False) -> float:
     """Training FLOPs of one update on ``samples`` (see the module docstring; bench_gpu.py counts
-    the same way, so their MFUs compare)."""
+    the same way, so their MFUs compare). ``shared_prompt``: each group's prompt (its matmuls and
+    its attention to itself) once, the responses' queries over prompt and response keys."""
     layers, hidden = model.config.num_hidden_layers, model.config.hidden_size
     embedding = model.get_input_embeddings().weight.numel()
     transformer_matmuls = sum(p.numel() for name, p in model.named_parameters() if p.dim() == 2) - embedding
     flops = 0.0
+    prompts_seen: set[int] = set()
     for s in samples:
-        flops += 6 * transformer_matmuls * s.num_tokens + 12 * layers * hidden * s.num_tokens ** 2
+        if shared_prompt:
+            p, r = len(s.prompt_ids), len(s.response_ids)
+            flops += 6 * transformer_matmuls * r + 12 * layers * hidden * r * (p + r)
+            if s.group_id not in prompts_seen:
+                prompts_seen.add(s.group_id)
+                flops += 6 * transformer_matmuls * p + 12 * layers * hidden * p**2
+        else:
+            flops += 6 * transformer_matmuls * s.num_tokens + 12 * layers * hidden * s.num_tokens ** 2
         flops += 6 * embedding * len(s.response_ids)  # the (tied) output layer, response positions only
     return flops
 
@@ -131,7 +144,7 @@ def bench(name: str, precision: str, layout: str, updates: int) -> dict:
     model = build_model(shape)
     trainer = TrainerConfig(autocast="bf16" if precision == "bf16" else "none", lr=1e-6, warmup_steps=0,
                             micro_batch_tokens=PACKED_MICRO_BATCH_TOKENS if layout == "packed" else shape.micro_batch_tokens,
-                            device="cpu", packing=layout == "packed")
+                            device="cpu", packing=layout == "packed", shared_prompt=layout == "shared_prompt")
     worker = PolicyWorker(model, AlgorithmConfig(), trainer, pad_token_id=0, temperature=1.0, total_steps=10,
                           norm_const=float(shape.response_tokens[1]))
     samples = synthetic_mini_batch(shape)
@@ -148,7 +161,7 @@ def bench(name: str, precision: str, layout: str, updates: int) -> dict:
         "layout": layout,
         "tokens": sum(s.num_tokens for s in samples), "update_s": update_s,
         "tokens_per_s": sum(s.num_tokens for s in samples) / update_s,
-        "achieved_flops": model_flops(model, samples) / update_s,
+        "achieved_flops": model_flops(model, samples, layout == "shared_prompt") / update_s,
     }
 
 
@@ -156,7 +169,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", nargs="+", default=list(SHAPES), choices=list(SHAPES))
     parser.add_argument("--precisions", nargs="+", default=["bf16", "fp32"], choices=["bf16", "fp32"])
-    parser.add_argument("--layouts", nargs="+", default=["padded", "packed"], choices=["padded", "packed"])
+    parser.add_argument("--layouts", nargs="+", default=["padded", "packed", "shared_prompt"],
+                        choices=["padded", "packed", "shared_prompt"])
     parser.add_argument("--updates", type=int, default=4, help="timed updates per row (the best counts)")
     parser.add_argument("--matmul-size", type=int, default=2048)
     args = parser.parse_args(argv)

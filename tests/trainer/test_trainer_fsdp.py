@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
@@ -17,15 +18,16 @@ from dapo.config import AlgorithmConfig, TrainerConfig
 from dapo.trainer.batch import count_loss_tokens, split_across_ranks
 from dapo.trainer.policy import PolicyWorker
 from tests.trainer.test_trainer_policy import make_samples
+from tests.trainer.test_trainer_shared_prompt import make_group_samples
 
 WORKER = Path(__file__).with_name("fsdp_grad_worker.py")
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def reference_gradients(model_dir: Path, samples, micro_batch_tokens: int):
+def reference_gradients(model_dir: Path, samples, micro_batch_tokens: int, shared_prompt: bool = False):
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     trainer = TrainerConfig(prompts_per_step=3, mini_batch_prompts=3, micro_batch_tokens=micro_batch_tokens,
-                            lr=1e-2, warmup_steps=0, grad_clip=1e9)
+                            lr=1e-2, warmup_steps=0, grad_clip=1e9, shared_prompt=shared_prompt)
     worker = PolicyWorker(model, AlgorithmConfig(), trainer, pad_token_id=0, temperature=1.0, total_steps=1,
                           norm_const=16.0)
     worker.accumulate_gradients(samples)
@@ -33,8 +35,11 @@ def reference_gradients(model_dir: Path, samples, micro_batch_tokens: int):
     return grads, worker.clip_gradients()
 
 
-def test_two_rank_fsdp_gradients_equal_one_rank_gradients(tiny_model_dir, tmp_path):
-    samples = make_samples(torch.Generator().manual_seed(4))
+# shared_prompt: FSDP2 all-gathers for two forward calls (prompts, then continuations) before one
+# backward; samples in groups that share their prompt.
+@pytest.mark.parametrize("shared_prompt", [False, True])
+def test_two_rank_fsdp_gradients_equal_one_rank_gradients(tiny_model_dir, tmp_path, shared_prompt):
+    samples = (make_group_samples if shared_prompt else make_samples)(torch.Generator().manual_seed(4))
     for index, sample in enumerate(samples):  # off-policy ratios, so clipping paths are exercised
         sample.old_logprobs = [-4.0 - 0.1 * (index % 3)] * len(sample.response_ids)
     samples[3].loss_weight = 0.0  # a response masked out by overlong filtering
@@ -42,7 +47,7 @@ def test_two_rank_fsdp_gradients_equal_one_rank_gradients(tiny_model_dir, tmp_pa
     torch.save([dataclasses.asdict(s) for s in samples], tmp_path / "samples.pt")
     out = tmp_path / "grads.pt"
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-               str(WORKER), str(tiny_model_dir), str(tmp_path / "samples.pt"), str(out), str(budget)]
+               str(WORKER), str(tiny_model_dir), str(tmp_path / "samples.pt"), str(out), str(budget), str(shared_prompt)]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
     if result.returncode != 0 and "terminate called" in result.stderr:
@@ -53,7 +58,7 @@ def test_two_rank_fsdp_gradients_equal_one_rank_gradients(tiny_model_dir, tmp_pa
     assert result.returncode == 0, result.stderr[-4000:]
     two_rank = torch.load(out, weights_only=True)
 
-    one_rank, one_rank_norm = reference_gradients(tiny_model_dir, samples, budget)
+    one_rank, one_rank_norm = reference_gradients(tiny_model_dir, samples, budget, shared_prompt)
     assert two_rank["loss_tokens"] == count_loss_tokens(samples)[0]  # every loss token, once
     shares = split_across_ranks(samples, 2)
     assert sorted(id(s) for share in shares for s in share) == sorted(id(s) for s in samples)

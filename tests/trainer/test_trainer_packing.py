@@ -24,7 +24,7 @@ def worker(model, packing: bool, micro_batch_tokens: int) -> PolicyWorker:
 
 def test_packed_layout_by_hand():
     samples = [Sample(0, "a", [5, 6, 7], [8, 9, 10], [0.0] * 3, False), Sample(0, "a", [11, 12], [13, 14], [0.0] * 2, False)]
-    t = collate(samples, pad_token_id=0, packed=True)
+    t = collate(samples, pad_token_id=0, layout="packed")
     assert t["packed_input_ids"].tolist() == [[5, 6, 7, 8, 9, 10, 11, 12, 13, 14]]
     assert t["packed_position_ids"].tolist() == [[0, 1, 2, 3, 4, 5, 0, 1, 2, 3]]
     assert t["packed_logits_index"].tolist() == [2, 3, 4, 7, 8]  # the tokens before 8 9 10 | 13 14

@@ -334,14 +334,20 @@ class TrainerConfig:
     mini_batch_prompts: int = 32
     # Passes over each rollout batch (DAPO: 1).
     ppo_epochs: int = 1
-    # Token budget of one forward/backward micro-batch (prompt + response tokens; padded ones count,
-    # unless trainer.packing).
+    # Token budget of one forward/backward micro-batch, in the tokens the model's layers see:
+    # prompt + response tokens, padded ones counted (unless trainer.packing), each distinct prompt
+    # once with trainer.shared_prompt.
     micro_batch_tokens: int = 16384
     # Padding-free micro-batches: each micro-batch's sequences back to back in one row, positions
     # restarting per sequence and attention confined to each (varlen flash-attention with
     # model.attn_implementation=flash_attention_2; a block-diagonal mask with sdpa/eager). Same
     # loss and gradients as padding; pays off where padding is large and attention is varlen (GPU).
     packing: bool = False
+    # Forward each distinct prompt of a micro-batch once: its group's G responses continue from
+    # the prompt's cached keys and values (a prompt pass, then a response pass), so the layers see
+    # P + G*R tokens of a group instead of G*(P+R). Same loss and gradients as padding. Not with
+    # trainer.packing; needs transformers >= 5 and a model with a standard key/value cache.
+    shared_prompt: bool = False
     # AdamW: learning rate, betas, weight decay; gradient-norm clip (DAPO: 1e-6, 0.1, 1.0). Weight
     # decay applies to matrices only, not to biases and norm weights (verl's FSDP optimizer decays all).
     lr: float = 1e-6
@@ -387,10 +393,17 @@ class TrainerConfig:
         _check(0 <= self.min_lr_ratio <= 1, "trainer.min_lr_ratio must be in [0, 1] (the cosine's floor, a share of trainer.lr)")
         _check(self.num_threads >= 0, "trainer.num_threads must be >= 0 (0: torch's default)")
         _check(self.warmup_steps >= 0, "trainer.warmup_steps must be >= 0")
+        _check(not (self.packing and self.shared_prompt),
+               "trainer.packing and trainer.shared_prompt are two layouts of a micro-batch: choose one")
         _one_of("trainer.lr_schedule", self.lr_schedule, ("constant", "cosine"))
         _one_of("trainer.autocast", self.autocast, ("none", "bf16", "fp16"))
         _check(re.fullmatch(r"auto|cpu|cuda(:[0-9]+)?|mps|xpu(:[0-9]+)?", self.device) is not None,
                f"trainer.device={self.device!r} is not a device: use auto, cpu, cuda or cuda:N")
+
+    @property
+    def layout(self) -> str:
+        """The micro-batch layout (dapo.trainer.batch.LAYOUTS) these settings choose."""
+        return "packed" if self.packing else "shared_prompt" if self.shared_prompt else "padded"
 
     @property
     def optimizer_steps_per_rollout(self) -> int:

@@ -8,7 +8,7 @@ one, and the model only needs ``logits_to_keep=R+1``.
     input_ids:  [pad pad p0 p1 p2 | r0 r1 r2 pad]
     labels:                         r0 r1 r2 pad   (response_mask 1 1 1 0)
 
-Packed (padding-free) layout, with ``collate(..., packed=True)``: the model's input is instead ONE
+Packed (padding-free) layout, with ``collate(..., layout="packed")``: the model's input is instead ONE
 row of the sequences back to back, positions restarting at 0 for each, no attention mask, so
 transformers confines attention to each sequence (varlen flash-attention with
 flash_attention_2, a block-diagonal causal mask with sdpa/eager):
@@ -18,6 +18,20 @@ flash_attention_2, a block-diagonal causal mask with sdpa/eager):
     packed_logits_index: the positions whose logits predict a response token (p2 r0 r1 | q1 s0),
     packed_labels:       those response tokens (r0 r1 r2 | s0 s1),
     packed_rows/cols:    where each of those lands in the padded (B, R) response layout.
+
+Shared-prompt layout, with ``collate(..., layout="shared_prompt")``: a group's G responses share
+one prompt, so each distinct prompt of the micro-batch is forwarded ONCE (left-padded rows, its
+last position's logits predict every continuation's first token) and every response then
+continues from its prompt's keys and values, with positions going on from the prompt's length:
+
+    prompt_input_ids:       [pad p0 p1 p2]      (U distinct prompts)
+    prompt_index:           the prompt row of each of the B responses
+    continuation_input_ids: [r0 r1 | s0 s1]     (responses r0 r1 r2 and s0 s1 s2 but their last
+                                                 token, which predicts nothing the loss needs)
+    continuation_attention_mask over the prompt row and the continuation; position ids 3 4 | 3 4.
+
+The model's linear layers see U*P + B*(R-1) tokens instead of B*(P+R): the same logits, so the
+same loss and gradients (backward sums the G responses' gradients into their prompt's pass).
 """
 
 from __future__ import annotations
@@ -52,10 +66,13 @@ class Sample:
         return len(self.prompt_ids) + len(self.response_ids)
 
 
-def collate(samples: list[Sample], pad_token_id: int, packed: bool = False) -> dict[str, torch.Tensor]:
-    """The tensors the policy worker consumes for ``samples``: the model's input in the padded
-    layout, or with ``packed`` in the padding-free one (both in the module doc), and the loss's
-    per-response-token tensors in the padded (B, R) layout either way."""
+LAYOUTS = ("padded", "packed", "shared_prompt")
+
+
+def collate(samples: list[Sample], pad_token_id: int, layout: str = "padded") -> dict[str, torch.Tensor]:
+    """The tensors the policy worker consumes for ``samples``: the model's input in one of the
+    ``LAYOUTS`` (see the module doc), and the loss's per-response-token tensors in the padded
+    (B, R) layout whatever the layout."""
     response_len = max(max(len(s.response_ids) for s in samples), 1)
     batch = len(samples)
     responses = torch.full((batch, response_len), pad_token_id, dtype=torch.long)
@@ -72,7 +89,7 @@ def collate(samples: list[Sample], pad_token_id: int, packed: bool = False) -> d
         elif sample.old_logprobs:
             old_logprobs[row, :r] = torch.tensor(sample.old_logprobs)
     return {
-        **(pack(samples) if packed else _padded_inputs(samples, responses, pad_token_id)),
+        **_model_inputs(samples, responses, pad_token_id, layout),
         "responses": responses,
         "response_mask": response_mask,
         "old_logprobs": old_logprobs,
@@ -84,20 +101,55 @@ def collate(samples: list[Sample], pad_token_id: int, packed: bool = False) -> d
     }
 
 
-def _padded_inputs(samples: list[Sample], responses: torch.Tensor, pad_token_id: int) -> dict[str, torch.Tensor]:
-    """Prompts left-padded to the longest, followed by the right-padded ``responses``."""
-    prompt_len = max(len(s.prompt_ids) for s in samples)
-    prompts = torch.full((len(samples), prompt_len), pad_token_id, dtype=torch.long)
-    attention_mask = torch.zeros((len(samples), prompt_len + responses.shape[1]), dtype=torch.long)
-    for row, sample in enumerate(samples):
-        p, r = len(sample.prompt_ids), len(sample.response_ids)
-        prompts[row, prompt_len - p :] = torch.tensor(sample.prompt_ids, dtype=torch.long)
-        attention_mask[row, prompt_len - p : prompt_len + r] = 1
+def _model_inputs(samples: list[Sample], responses: torch.Tensor, pad_token_id: int, layout: str) -> dict[str, torch.Tensor]:
+    if layout == "packed":
+        return pack(samples)
+    if layout == "shared_prompt":
+        return _shared_prompt_inputs(samples, responses, pad_token_id)
+    if layout != "padded":
+        raise ValueError(f"unknown micro-batch layout {layout!r}: one of {LAYOUTS}")
+    prompts, prompt_mask = _left_padded([s.prompt_ids for s in samples], pad_token_id)
+    response_mask = _within(responses.shape[1], [len(s.response_ids) for s in samples])
+    attention_mask = torch.cat([prompt_mask, response_mask], dim=1)
     return {
         "input_ids": torch.cat([prompts, responses], dim=1),
         "attention_mask": attention_mask,
         "position_ids": (attention_mask.cumsum(dim=1) - 1).clamp(min=0),
     }
+
+
+def _shared_prompt_inputs(samples: list[Sample], responses: torch.Tensor, pad_token_id: int) -> dict[str, torch.Tensor]:
+    """Each distinct prompt once, and the responses continuing them (see the module doc)."""
+    distinct: dict[tuple[int, ...], int] = {}
+    prompt_index = torch.tensor([distinct.setdefault(tuple(s.prompt_ids), len(distinct)) for s in samples])
+    prompts, prompt_mask = _left_padded([list(p) for p in distinct], pad_token_id)
+    continuation = responses[:, : max(responses.shape[1] - 1, 1)]  # never empty: see the policy's call
+    continuation_mask = _within(continuation.shape[1], [len(s.response_ids) for s in samples])
+    prompt_lengths = prompt_mask.sum(dim=1)[prompt_index]
+    return {
+        "prompt_input_ids": prompts,
+        "prompt_attention_mask": prompt_mask,
+        "prompt_position_ids": (prompt_mask.cumsum(dim=1) - 1).clamp(min=0),
+        "prompt_index": prompt_index,
+        "continuation_input_ids": continuation,
+        "continuation_attention_mask": torch.cat([prompt_mask[prompt_index], continuation_mask], dim=1),
+        "continuation_position_ids": prompt_lengths[:, None] + torch.arange(continuation.shape[1])[None, :],
+    }
+
+
+def _left_padded(sequences: list[list[int]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``sequences`` left-padded to the longest, and their attention mask (1 on real tokens)."""
+    width = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), width), pad_token_id, dtype=torch.long)
+    for row, sequence in enumerate(sequences):
+        if sequence:
+            ids[row, width - len(sequence) :] = torch.tensor(sequence, dtype=torch.long)
+    return ids, _within(width, [len(s) for s in sequences]).flip(dims=[1])
+
+
+def _within(width: int, lengths: list[int]) -> torch.Tensor:
+    """(len(lengths), width) long mask, 1 on the first lengths[i] columns of row i."""
+    return (torch.arange(width)[None, :] < torch.tensor(lengths)[:, None]).long()
 
 
 def pack(samples: list[Sample]) -> dict[str, torch.Tensor]:
@@ -142,22 +194,31 @@ def split_mini_batches(samples: list[Sample], mini_batch_prompts: int) -> list[l
     ]
 
 
-def iter_micro_batches(samples: list[Sample], token_budget: int, packed: bool = False) -> Iterator[list[Sample]]:
-    """Consecutive micro-batches whose size fits the budget: rows x longest prompt+response when
-    padded, the sum of prompt+response tokens when ``packed``.
+def iter_micro_batches(samples: list[Sample], token_budget: int, layout: str = "padded") -> Iterator[list[Sample]]:
+    """Consecutive micro-batches whose size fits the budget, counted in the tokens the model's
+    layers see: rows x longest prompt+response when ``padded``; the sum of prompt+response tokens
+    when ``packed``; distinct prompts x longest prompt + rows x longest response when
+    ``shared_prompt``.
 
     A single sample longer than the budget still forms its own micro-batch.
     """
     current: list[Sample] = []
+    prompts: set[tuple[int, ...]] = set()
     max_prompt = max_response = total = 0
     for sample in samples:
         new_prompt = max(max_prompt, len(sample.prompt_ids))
         new_response = max(max_response, len(sample.response_ids))
-        size = total + sample.num_tokens if packed else (len(current) + 1) * (new_prompt + new_response)
+        if layout == "packed":
+            size = total + sample.num_tokens
+        elif layout == "shared_prompt":
+            size = (len(prompts) + (tuple(sample.prompt_ids) not in prompts)) * new_prompt + (len(current) + 1) * new_response
+        else:
+            size = (len(current) + 1) * (new_prompt + new_response)
         if current and size > token_budget:
             yield current
-            current, new_prompt, new_response, total = [], len(sample.prompt_ids), len(sample.response_ids), 0
+            current, prompts, new_prompt, new_response, total = [], set(), len(sample.prompt_ids), len(sample.response_ids), 0
         current.append(sample)
+        prompts.add(tuple(sample.prompt_ids))
         max_prompt, max_response, total = new_prompt, new_response, total + sample.num_tokens
     if current:
         yield current

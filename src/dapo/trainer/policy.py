@@ -35,6 +35,7 @@ from dapo.trainer.checkpoint import (
     save_hf_model,
 )
 from dapo.trainer.fsdp import all_ranks_true, same_count
+from dapo.trainer.shared_prompt import shared_prompt_logits
 
 
 @dataclass
@@ -161,14 +162,18 @@ class PolicyWorker:
         return torch.autocast(device_type=self.device.type, dtype=dtype)
 
     def _collate(self, micro: list[Sample]) -> dict[str, torch.Tensor]:
-        """A micro-batch's tensors on this worker's device (padded, or packed with trainer.packing)."""
-        return {k: v.to(self.device) for k, v in collate(micro, self.pad_token_id, self.cfg.packing).items()}
+        """A micro-batch's tensors on this worker's device, in trainer.layout."""
+        return {k: v.to(self.device) for k, v in collate(micro, self.pad_token_id, self.cfg.layout).items()}
 
     def _response_logits(self, model: PreTrainedModel, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Logits that predict each response token: (B, R, V) in the padded layout; (1, N, V), the
-        N response tokens back to back, from the padding-free row (trainer.packing), where the
-        model sees no padding and computes output logits only at those N positions. Read them
-        with :meth:`_logprobs` / :meth:`_entropy`, which return the padded (B, R) layout either way."""
+        """Logits that predict each response token: (B, R, V) in the padded and shared-prompt
+        layouts; (1, N, V), the N response tokens back to back, from the padding-free row
+        (trainer.packing), where the model sees no padding and computes output logits only at
+        those N positions. Read them with :meth:`_logprobs` / :meth:`_entropy`, which return the
+        padded (B, R) layout either way."""
+        if "prompt_input_ids" in tensors:
+            with self._autocast():
+                return shared_prompt_logits(model, tensors)
         packed = "packed_input_ids" in tensors
         with self._autocast():
             out = model(
@@ -329,15 +334,14 @@ class PolicyWorker:
 
     def _micro_batches(self, samples: list[Sample]) -> list[list[Sample]]:
         """Token-budget micro-batches, padded with empty ones to the count of the rank with most."""
-        micro_batches = list(iter_micro_batches(samples, self.cfg.micro_batch_tokens, self.cfg.packing))
+        micro_batches = list(iter_micro_batches(samples, self.cfg.micro_batch_tokens, self.cfg.layout))
         return micro_batches + [[]] * (same_count(len(micro_batches)) - len(micro_batches))
 
     def _empty_loss(self) -> torch.Tensor:
-        """A zero loss through one pad token: an empty micro-batch still joins FSDP's collectives."""
-        token = torch.full((1, 1), self.pad_token_id, dtype=torch.long, device=self.device)
-        with self._autocast():
-            logits = self.model(input_ids=token, use_cache=False).logits
-        return logits.float().sum() * 0.0
+        """A zero loss through a one-token prompt and response of pad tokens: an empty micro-batch
+        still makes the model calls of a real one in this layout, so it joins FSDP's collectives."""
+        pad = Sample(-1, "", [self.pad_token_id], [self.pad_token_id], [0.0], False)
+        return self._response_logits(self.model, self._collate([pad])).float().sum() * 0.0
 
     def end_step(self) -> None:
         """Advance the learning-rate schedule by one training step (after the step's updates)."""

@@ -76,8 +76,8 @@ def load_model_and_tokenizer(
         model = AutoModelForCausalLM.from_pretrained(path, **_load_kwargs(cfg)).to(device)
     if cfg.disable_dropout:
         disable_dropout(model)
-    if cfg.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+    if cfg.gradient_checkpointing:  # transformers 5 renamed it (the old name warns)
+        (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
     return model, tokenizer, path
 
 

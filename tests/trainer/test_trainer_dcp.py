@@ -29,7 +29,7 @@ from dapo.trainer.checkpoint import (
     save_sharded_policy,
     sharded_policy_state,
 )
-from dapo.trainer.policy import PolicyWorker
+from dapo.trainer.policy import LOSS_SCALE_INIT, PolicyWorker
 from tests.trainer.test_trainer_policy import make_samples, worker
 
 WORKER = Path(__file__).with_name("dcp_checkpoint_worker.py")
@@ -194,3 +194,27 @@ def test_sharded_state_resumes_across_a_change_of_float16_loss_scaling(tmp_path,
     assert torch.equal(resumed_layer.weight, layer.weight)
     expected = saved_scale if resumed_scale is not None else None
     assert resumed_optimizer.param_groups[0].get("loss_scale") == expected
+
+
+@pytest.mark.parametrize(("saved_autocast", "resumed_autocast", "expected_scale", "expected_since_overflow"),
+                         [("none", "fp16", LOSS_SCALE_INIT, 0), ("fp16", "bf16", 1.0, None), ("fp16", "fp16", 1024.0, 7)])
+def test_a_sharded_resume_has_the_float16_loss_scale_of_the_resumed_run(tiny_model_dir, tmp_path, saved_autocast,
+                                                                        resumed_autocast, expected_scale,
+                                                                        expected_since_overflow):
+    """What the loss-scale entries the load leaves out become: a run resumed with
+    trainer.autocast=fp16 from shards saved without it starts at LOSS_SCALE_INIT; one resumed
+    without fp16 has no scale; an fp16 run resumed with fp16 keeps its saved (halved) scale."""
+    def policy(autocast: str) -> PolicyWorker:
+        trainer = TrainerConfig(prompts_per_step=3, mini_batch_prompts=3, lr=1e-2, warmup_steps=0, autocast=autocast)
+        model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+        return PolicyWorker(model, AlgorithmConfig(), trainer, pad_token_id=0, temperature=1.0, total_steps=10,
+                            norm_const=16.0)
+
+    saved = policy(saved_autocast)
+    if saved_autocast == "fp16":
+        saved.optimizer.param_groups[0].update(loss_scale=1024.0, updates_since_overflow=7)  # after 6 overflows
+    save_sharded_policy(tmp_path, saved.model, saved.optimizer, saved.scheduler)
+    resumed = policy(resumed_autocast)
+    resumed.load_shards(tmp_path)
+    assert resumed.loss_scale == expected_scale
+    assert resumed.optimizer.param_groups[0].get("updates_since_overflow") == expected_since_overflow

@@ -59,6 +59,9 @@ def test_two_rank_fsdp_gradients_equal_one_rank_gradients(tiny_model_dir, tmp_pa
     two_rank = torch.load(out, weights_only=True)
 
     one_rank, one_rank_norm = reference_gradients(tiny_model_dir, samples, budget, shared_prompt)
+    # float32: the ranks split groups, so a shared prompt's gradient is summed over other subsets
+    # of its responses than in one process (Qwen2's RMSNorm rounds each sum to float32)
+    tol = 1e-5 if shared_prompt else 1e-6
     assert two_rank["loss_tokens"] == count_loss_tokens(samples)[0]  # every loss token, once
     shares = split_across_ranks(samples, 2)
     assert sorted(id(s) for share in shares for s in share) == sorted(id(s) for s in samples)
@@ -66,10 +69,10 @@ def test_two_rank_fsdp_gradients_equal_one_rank_gradients(tiny_model_dir, tmp_pa
         scale = reference.abs().max().item()
         assert scale > 0, name
         error = (two_rank["summed"][name] - reference).abs().max().item()
-        assert error <= 1e-6 * scale, f"{name}: max |2-rank - 1-rank| = {error:.3g} vs max |grad| {scale:.3g}"
+        assert error <= tol * scale, f"{name}: max |2-rank - 1-rank| = {error:.3g} vs max |grad| {scale:.3g}"
         # FSDP's default averaging would halve every gradient: this check sees a factor of 2
-        torch.testing.assert_close(two_rank["averaged"][name], reference / 2, rtol=1e-5, atol=1e-6 * scale)
-    assert abs(two_rank["grad_norm"] - one_rank_norm) <= 1e-6 * one_rank_norm
+        torch.testing.assert_close(two_rank["averaged"][name], reference / 2, rtol=1e-5, atol=tol * scale)
+    assert abs(two_rank["grad_norm"] - one_rank_norm) <= tol * one_rank_norm
 
 
 def test_ranks_get_token_balanced_shares():

@@ -8,7 +8,7 @@ import copy
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
 from dapo.config import AlgorithmConfig, DAPOConfig, TrainerConfig
 from dapo.config.loading import builtin_config_path, load_config
@@ -19,10 +19,11 @@ from dapo.trainer.shared_prompt import _checkpointing
 
 def make_group_samples(generator: torch.Generator, groups: int = 3, group_size: int = 4) -> list[Sample]:
     """Groups of responses to one prompt each (prompts of different lengths, responses of 1 to 10
-    tokens), off-policy old log-probs, and one response masked out by overlong filtering."""
+    tokens; the last group has the first one's prompt, as a dataset's repeated problem does), and
+    one response masked out by overlong filtering."""
     samples = []
-    for group in range(groups):
-        prompt = torch.randint(3, 90, (2 + 2 * group,), generator=generator).tolist()
+    prompts = [torch.randint(3, 90, (2 + 2 * group,), generator=generator).tolist() for group in range(groups - 1)]
+    for group, prompt in enumerate(prompts + prompts[:1]):
         for k in range(group_size):
             response = torch.randint(3, 90, (1 + (3 * k + group) % 10,), generator=generator).tolist()
             samples.append(Sample(group, str(group), prompt, response, [-1.0] * len(response), False,
@@ -48,9 +49,10 @@ def test_shared_prompt_layout_by_hand():
     assert t["prompt_attention_mask"].tolist() == [[1, 1, 1], [0, 1, 1]]
     assert t["prompt_position_ids"].tolist() == [[0, 1, 2], [0, 0, 1]]
     assert t["prompt_index"].tolist() == [0, 0, 1]
-    # the responses but their last token, positions going on from their own prompt's length
+    # the responses but their last token; positions going on from the prompt's, padding at the last
+    # real one (as in the padded layout)
     assert t["continuation_input_ids"].tolist() == [[8, 9], [13, 0], [14, 15]]
-    assert t["continuation_position_ids"].tolist() == [[3, 4], [3, 4], [2, 3]]
+    assert t["continuation_position_ids"].tolist() == [[3, 4], [3, 3], [2, 3]]
     assert t["continuation_attention_mask"].tolist() == [[1, 1, 1, 1, 1], [1, 1, 1, 1, 0], [0, 1, 1, 1, 1]]
     assert t["responses"].tolist() == [[8, 9, 10], [13, 0, 0], [14, 15, 0]]  # the loss's layout is unchanged
     assert "input_ids" not in t
@@ -85,7 +87,7 @@ def test_shared_prompt_logprobs_loss_and_gradients_equal_the_padded_ones(tiny_mo
         return tensors
 
     monkeypatch.setattr(PolicyWorker, "_collate", recording_collate)
-    samples = make_group_samples(torch.Generator().manual_seed(1))
+    samples = make_group_samples(torch.Generator().manual_seed(1), groups=4)
     num_tokens, num_seqs = count_loss_tokens(samples)
     reference = copy.deepcopy(base).eval()
     with torch.no_grad():  # a reference policy other than the current one, so the KL term is not 0
@@ -102,8 +104,8 @@ def test_shared_prompt_logprobs_loss_and_gradients_equal_the_padded_ones(tiny_mo
                 s.old_logprobs = [x - 0.05 for x in lp]  # ratio != 1: clipping paths exercised
         stats = w.accumulate_gradients(samples, num_tokens, num_seqs)
         if layout == "shared_prompt":  # each group's prompt went through the model once per micro-batch
-            if budget == 100_000:  # one micro-batch per pass: the 3 prompts for the 12 responses
-                assert prompt_rows == [(3, 12)] * 2  # the log-prob pass, then the update
+            if budget == 100_000:  # one micro-batch per pass: the 3 distinct prompts of the 16 responses
+                assert prompt_rows == [(3, 16)] * 2  # the log-prob pass, then the update
             else:
                 assert len(prompt_rows) > 4 and sum(r for r, _ in prompt_rows) < sum(n for _, n in prompt_rows)
         kl_term = stats.loss - stats.pg_loss  # kl_coef x the KL penalty to the reference model
@@ -122,15 +124,25 @@ def test_shared_prompt_logprobs_loss_and_gradients_equal_the_padded_ones(tiny_mo
 
 
 def test_one_token_responses_equal_the_padded_ones(tiny_model_dir):
-    """Every response one token long: the continuation pass still runs (on a pad column, so that
-    every micro-batch calls the model twice on every FSDP rank) and its logits are dropped."""
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, attn_implementation="sdpa").double()
-    samples = [Sample(0, "a", [5, 6, 7], [8], [0.0], False), Sample(0, "a", [5, 6, 7], [9], [0.0], False)]
+    """Every response one token long: the continuation call still runs (on the responses' one
+    token, so that every micro-batch calls the model twice on every FSDP rank); its logits predict
+    nothing the loss needs and are dropped."""
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, attn_implementation="sdpa").double()
+    samples = [Sample(0, "a", [5, 6, 7], [8], [-1.0], False, advantage=1.0),
+               Sample(0, "a", [5, 6, 7], [9], [-1.0], False, advantage=-1.0)]
     assert collate(samples, 0, "shared_prompt")["continuation_input_ids"].tolist() == [[8], [9]]
-    padded = worker(copy.deepcopy(model), "padded", 1000).compute_logprobs(samples).logprobs
-    shared = worker(model, "shared_prompt", 1000).compute_logprobs(samples).logprobs
-    assert torch.tensor(shared).shape == (2, 1)
-    torch.testing.assert_close(torch.tensor(shared), torch.tensor(padded), rtol=0, atol=1e-10)
+    outcomes = {}
+    for layout in ("padded", "shared_prompt"):
+        model = copy.deepcopy(base)
+        w = worker(model, layout, 1000)
+        logprobs = w.compute_logprobs(samples).logprobs
+        loss = w.accumulate_gradients(samples).loss
+        outcomes[layout] = (torch.tensor(logprobs), loss, [p.grad.clone() for p in model.parameters()])
+    assert outcomes["shared_prompt"][0].shape == (2, 1)
+    torch.testing.assert_close(outcomes["shared_prompt"][0], outcomes["padded"][0], rtol=0, atol=1e-10)
+    assert outcomes["shared_prompt"][1] == pytest.approx(outcomes["padded"][1], rel=1e-10)
+    for a, b in zip(outcomes["padded"][2], outcomes["shared_prompt"][2]):
+        assert (a - b).abs().max() <= 1e-6 * a.abs().max()
 
 
 def test_gradient_checkpointing_keeps_the_prompt_cache(tiny_model_dir):
@@ -152,6 +164,21 @@ def test_gradient_checkpointing_keeps_the_prompt_cache(tiny_model_dir):
     for a, b in zip(grads["padded"][1], grads["shared_prompt"][1]):
         assert (a - b).abs().max() <= 1e-6 * a.abs().max()
     assert not any("_can_checkpoint_with_cache" in vars(m) for m in model.modules())  # only for the two calls
+
+
+def test_shared_prompt_refuses_what_it_cannot_compute_exactly(tiny_model_dir):
+    samples = make_group_samples(torch.Generator().manual_seed(3))
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).double()
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+    with pytest.raises(RuntimeError, match="non-reentrant"):  # the prompt's keys would get no gradient
+        worker(model, "shared_prompt", 1000).accumulate_gradients(samples)
+    # RoPE whose frequencies follow a call's longest position: refused when the worker is built
+    config = LlamaConfig(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=16,
+                         rope_scaling={"rope_type": "dynamic", "factor": 2.0})
+    with pytest.raises(ValueError, match="'dynamic'"):
+        worker(LlamaForCausalLM(config), "shared_prompt", 1000)
+    worker(LlamaForCausalLM(config), "padded", 1000)  # the padded layout computes it
 
 
 def test_shared_prompt_and_packing_are_two_layouts():

@@ -345,8 +345,10 @@ class TrainerConfig:
     packing: bool = False
     # Forward each distinct prompt of a micro-batch once: its group's G responses continue from
     # the prompt's cached keys and values (a prompt pass, then a response pass), so the layers see
-    # P + G*R tokens of a group instead of G*(P+R). Same loss and gradients as padding. Not with
-    # trainer.packing; needs transformers >= 5 and a model with a standard key/value cache.
+    # P + G*R tokens of a group instead of G*(P+R). Same loss and gradients as padding. Attention
+    # still holds each response's copy of its prompt's keys and values (as padding does), for the
+    # more responses a micro-batch then fits. Not with trainer.packing; needs transformers 5, a
+    # standard key/value cache, and RoPE that is not longrope/dynamic (refused, with the reason).
     shared_prompt: bool = False
     # AdamW: learning rate, betas, weight decay; gradient-norm clip (DAPO: 1e-6, 0.1, 1.0). Weight
     # decay applies to matrices only, not to biases and norm weights (verl's FSDP optimizer decays all).

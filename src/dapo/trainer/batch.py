@@ -20,18 +20,19 @@ flash_attention_2, a block-diagonal causal mask with sdpa/eager):
     packed_rows/cols:    where each of those lands in the padded (B, R) response layout.
 
 Shared-prompt layout, with ``collate(..., layout="shared_prompt")``: a group's G responses share
-one prompt, so each distinct prompt of the micro-batch is forwarded ONCE (left-padded rows, its
-last position's logits predict every continuation's first token) and every response then
-continues from its prompt's keys and values, with positions going on from the prompt's length:
+one prompt, so each distinct prompt of the micro-batch is forwarded ONCE (left-padded rows,
+recording every layer's keys and values; its last position's logits predict each response's
+first token) and every response then continues from its prompt's keys and values:
 
     prompt_input_ids:       [pad p0 p1 p2]      (U distinct prompts)
     prompt_index:           the prompt row of each of the B responses
-    continuation_input_ids: [r0 r1 | s0 s1]     (responses r0 r1 r2 and s0 s1 s2 but their last
+    continuation_input_ids: [r0 r1 | s0 pad]    (responses r0 r1 r2 and s0 s1 but their last
                                                  token, which predicts nothing the loss needs)
-    continuation_attention_mask over the prompt row and the continuation; position ids 3 4 | 3 4.
+    continuation_attention_mask over the prompt row, then the continuation; position ids
+    3 4 | 3 3 (padding stays at the last real position, as in the padded layout).
 
-The model's linear layers see U*P + B*(R-1) tokens instead of B*(P+R): the same logits, so the
-same loss and gradients (backward sums the G responses' gradients into their prompt's pass).
+The model's layers see U*P + B*(R-1) tokens instead of B*(P+R), and the same logits: the same
+loss and gradients (backward sums the G responses' gradients into their prompt's pass).
 """
 
 from __future__ import annotations
@@ -120,10 +121,14 @@ def _model_inputs(samples: list[Sample], responses: torch.Tensor, pad_token_id: 
 
 def _shared_prompt_inputs(samples: list[Sample], responses: torch.Tensor, pad_token_id: int) -> dict[str, torch.Tensor]:
     """Each distinct prompt once, and the responses continuing them (see the module doc)."""
+    if any(not s.prompt_ids for s in samples):
+        raise ValueError("a response without prompt tokens has nothing to be predicted from")
     distinct: dict[tuple[int, ...], int] = {}
     prompt_index = torch.tensor([distinct.setdefault(tuple(s.prompt_ids), len(distinct)) for s in samples])
     prompts, prompt_mask = _left_padded([list(p) for p in distinct], pad_token_id)
-    continuation = responses[:, : max(responses.shape[1] - 1, 1)]  # never empty: see the policy's call
+    # at least one column: every micro-batch calls the model twice (FSDP's collectives need the
+    # same calls on every rank), all of them one-token responses included
+    continuation = responses[:, : max(responses.shape[1] - 1, 1)]
     continuation_mask = _within(continuation.shape[1], [len(s.response_ids) for s in samples])
     prompt_lengths = prompt_mask.sum(dim=1)[prompt_index]
     return {
@@ -133,7 +138,7 @@ def _shared_prompt_inputs(samples: list[Sample], responses: torch.Tensor, pad_to
         "prompt_index": prompt_index,
         "continuation_input_ids": continuation,
         "continuation_attention_mask": torch.cat([prompt_mask[prompt_index], continuation_mask], dim=1),
-        "continuation_position_ids": prompt_lengths[:, None] + torch.arange(continuation.shape[1])[None, :],
+        "continuation_position_ids": prompt_lengths[:, None] + (continuation_mask.cumsum(dim=1) - 1).clamp(min=0),
     }
 
 

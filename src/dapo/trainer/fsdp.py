@@ -9,7 +9,8 @@ update), so the per-rank gradients must be SUMMED, not averaged: FSDP2's reduce-
 by the world size unless ``set_gradient_divide_factor(1.0)``; gloo has no PREMUL_SUM, so it also
 needs ``set_force_sum_reduction_for_comms(True)``. Every collective must be entered by every rank
 the same number of times: :func:`same_count` gives all ranks the largest micro-batch count, and
-ranks with fewer samples run empty micro-batches (a zero loss on one pad token).
+ranks with fewer samples run empty micro-batches (a zero loss through pad tokens, with the model
+calls of a real micro-batch).
 """
 
 from __future__ import annotations

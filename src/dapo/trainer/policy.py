@@ -35,7 +35,7 @@ from dapo.trainer.checkpoint import (
     save_hf_model,
 )
 from dapo.trainer.fsdp import all_ranks_true, same_count
-from dapo.trainer.shared_prompt import shared_prompt_logits
+from dapo.trainer.shared_prompt import check_shared_prompt, shared_prompt_logits
 
 
 @dataclass
@@ -143,6 +143,8 @@ class PolicyWorker:
         self.num_nonfinite_skipped = 0
         self.version = 0  # optimizer updates applied since this worker was built
         self._set_up_loss_scaling()
+        if trainer.shared_prompt:  # before any rollout, not at the first update
+            check_shared_prompt(model)
 
     def _set_up_loss_scaling(self) -> None:
         """Dynamic loss scaling when computing in float16, kept in the optimizer's first param

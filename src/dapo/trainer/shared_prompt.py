@@ -3,38 +3,61 @@ each distinct prompt of a micro-batch goes through the model once and its respon
 from the prompt's keys and values (the layout: module doc of dapo.trainer.batch).
 
 Two calls of the model:
-  1. the distinct prompts (U rows, left-padded), recording every layer's keys and values; its last
-     position's logits predict each response's first token;
-  2. the continuations (B rows), each attending to its own prompt's keys and values, indexed
-     from the recorded ones, then to itself.
+  1. the distinct prompts (U rows, left-padded), recording every layer's keys and values; the
+     last position's logits predict each response's first token (and being in the loss, they
+     send every layer of this call a gradient through its output, which is when FSDP2 gathers
+     a layer's parameters for its backward);
+  2. the continuations (B rows), each attending to its own prompt's keys and values (indexed
+     from the recorded ones), then to itself.
 
 Backward sums the G responses' gradients into their prompt's pass, as G copies of the prompt
-would receive them. Both caches are written only by the call that builds them and the
-continuation's is never written, so a layer recomputed under gradient checkpointing reads the
-same keys and values as its first run (Hugging Face drops the cache of a checkpointed layer
-unless the layer says it may keep it: we say so for these two calls).
+would receive them. The continuation's cache is never written and the prompt's is only ever
+(re)written with the same keys and values, so a layer recomputed under gradient checkpointing
+reads what its first run read (Hugging Face drops the cache of a checkpointed layer unless the
+layer says it may keep it: we say so for these two calls).
+
+Refused where the two calls would not compute the padded layout's logits: RoPE variants that
+pick their frequencies from a call's longest position (``longrope``, ``dynamic``), and reentrant
+checkpointing (it runs the forward without autograd, so the recorded keys and values would carry
+no gradient).
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import Iterator
 
 import torch
 from transformers import PreTrainedModel
 
-try:  # transformers >= 5: caches made of per-layer objects, layers that checkpoint themselves
+try:  # transformers 5: caches made of per-layer objects, layers that checkpoint themselves
     from transformers.cache_utils import Cache, DynamicLayer
     from transformers.modeling_layers import GradientCheckpointingLayer
 except ImportError:  # pragma: no cover - transformers 4
     Cache = DynamicLayer = GradientCheckpointingLayer = None  # type: ignore[assignment,misc]
 
+# RoPE types whose frequencies depend on the longest position of a forward call
+_CALL_DEPENDENT_ROPE = ("longrope", "dynamic")
+
+
+def check_shared_prompt(model: torch.nn.Module) -> None:
+    """Raise, naming the reason, where the shared-prompt layout cannot compute ``model``'s padded
+    logits exactly (called when the policy worker is built, before any rollout)."""
+    if Cache is None or "layer_class_to_replicate" not in inspect.signature(Cache.__init__).parameters:
+        raise ValueError("trainer.shared_prompt needs transformers 5 (its per-layer key/value caches); "
+                         "upgrade transformers or set trainer.shared_prompt=false")
+    config = getattr(model, "config", None)
+    rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
+    rope_type = rope.get("rope_type", rope.get("type")) if isinstance(rope, dict) else None
+    if rope_type in _CALL_DEPENDENT_ROPE:
+        raise ValueError(f"trainer.shared_prompt: this model's RoPE ({rope_type!r}) picks its frequencies from the "
+                         "longest position of each forward call, so a prompt pass and a response pass would not "
+                         "rotate as one sequence does; set trainer.shared_prompt=false")
+
 
 def shared_prompt_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
     """(B, R, V) logits that predict each response token, from the shared-prompt layout."""
-    if Cache is None:
-        raise RuntimeError("trainer.shared_prompt needs transformers >= 5 (its per-layer key/value caches)")
-    index = tensors["prompt_index"]
     recorded = Cache(layer_class_to_replicate=_RecordingLayer)
     with _layers_may_keep_the_cache(model):
         prompts = model(
@@ -49,6 +72,7 @@ def shared_prompt_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor
                                           for layer in recorded.layers):
             raise ValueError(f"trainer.shared_prompt: {type(model).__name__}'s layers did not fill a key/value "
                              "cache (not a standard attention model?); set trainer.shared_prompt=false")
+        index = tensors["prompt_index"]
         prefix = Cache(layers=[_PrefixLayer(layer.keys[index], layer.values[index]) for layer in recorded.layers])
         continuations = model(
             input_ids=tensors["continuation_input_ids"],
@@ -57,8 +81,7 @@ def shared_prompt_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor
             past_key_values=prefix,
             use_cache=True,
         )
-    # the continuation has at least one column, so that every micro-batch calls the model twice on
-    # every rank, as FSDP's collectives need (a pad column when R = 1, dropped here)
+    # (a one-token response's continuation column, there for the second call, predicts nothing)
     return torch.cat([prompts.logits[index], continuations.logits], dim=1)[:, : tensors["responses"].shape[1]]
 
 
@@ -66,13 +89,18 @@ def shared_prompt_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor
 def _layers_may_keep_the_cache(model: torch.nn.Module) -> Iterator[None]:
     """Let checkpointed layers keep our caches during these calls (see the module doc); fail,
     rather than compute without the prompt, where transformers cannot be told so."""
-    layers = [m for m in model.modules() if GradientCheckpointingLayer is not None and isinstance(m, GradientCheckpointingLayer)]
-    if model.training and _checkpointing(model) and not (
-        layers and hasattr(GradientCheckpointingLayer, "_can_checkpoint_with_cache")
-    ):
-        raise RuntimeError(f"trainer.shared_prompt with model.gradient_checkpointing: {type(model).__name__}'s "
-                           "checkpointed layers cannot be told to keep a key/value cache in this transformers "
-                           "(_can_checkpoint_with_cache); set trainer.shared_prompt=false")
+    layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
+    if model.training and _checkpointing(model):
+        if not (layers and hasattr(GradientCheckpointingLayer, "_can_checkpoint_with_cache")):
+            raise RuntimeError(f"trainer.shared_prompt with model.gradient_checkpointing: {type(model).__name__}'s "
+                               "checkpointed layers cannot be told to keep a key/value cache in this transformers "
+                               "(_can_checkpoint_with_cache); set trainer.shared_prompt=false")
+        checkpointed = [layer for layer in layers if layer.gradient_checkpointing] or layers
+        checkpoint = getattr(checkpointed[0], "_gradient_checkpointing_func", None)
+        if getattr(checkpoint, "keywords", {}).get("use_reentrant") is not False:
+            raise RuntimeError("trainer.shared_prompt with model.gradient_checkpointing needs non-reentrant "
+                               "checkpointing (use_reentrant=False, transformers' default): reentrant checkpointing "
+                               "would give the prompt's keys and values no gradient")
     for layer in layers:  # an instance attribute over the class's False, for these two calls only
         layer._can_checkpoint_with_cache = True
     try:

@@ -307,7 +307,8 @@ def render_table(rows: dict[str, dict[str, Any]], before: dict[str, float], sett
         "Columns: steps/s is steps / training seconds; generate+score (per-step median) is everything but the update: "
         "prompts, generation, scoring, filtering and advantages (TRL: its timed _generate_and_score_completions); "
         "update is the rest of the step (forward, backward, optimizer step, logging), the same work in both "
-        "systems: 16 groups x G responses.",
+        "systems: 16 groups x G responses and the same loss (dapo-rl forwards each group's prompt once, "
+        "trainer.shared_prompt of its default config; TRL once per response).",
         "completion tok/s counts every token generated, including dapo-rl's groups without signal, which Dynamic "
         "Sampling filters out (filtered/step) and replaces by another round, and the surplus it drops; trained "
         "tok/s counts the completions of the trained batches, the equal-work figure; tokens/s while generating is "

@@ -103,6 +103,7 @@ def collate(samples: list[Sample], pad_token_id: int, layout: str = "padded") ->
 
 
 def _model_inputs(samples: list[Sample], responses: torch.Tensor, pad_token_id: int, layout: str) -> dict[str, torch.Tensor]:
+    """The model's input tensors of ``samples`` in ``layout`` (the padded one built here)."""
     if layout == "packed":
         return pack(samples)
     if layout == "shared_prompt":

@@ -5,6 +5,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from dapo.trainer.checkpoint import (
+    ResumePoint,
     export_hf_from_shards,
     list_checkpoints,
     load_model_weights,
@@ -28,7 +29,8 @@ def test_checkpoint_is_a_hf_model_dir_and_keeps_last_k(tiny_model_dir: Path, tmp
         assert torch.equal(a, b), name
     assert AutoTokenizer.from_pretrained(kept[-1]).decode([5, 6]) == tokenizer.decode([5, 6])
     assert load_trainer_state(kept[-1])["step"] == 3
-    assert resolve_resume("auto", tmp_path) == kept[-1]
+    assert resolve_resume("auto", tmp_path) == ResumePoint(kept[-1], automatic=True)
+    assert resolve_resume(str(kept[0]), tmp_path) == ResumePoint(kept[0], automatic=False)  # a step back, named
     assert resolve_resume("never", tmp_path) is None
 
 
@@ -39,7 +41,7 @@ def test_half_written_checkpoint_is_ignored(tiny_model_dir: Path, tmp_path: Path
     # a run killed while writing step 2 leaves only a hidden temp dir
     (tmp_path / "checkpoints" / ".tmp-step-000002-123").mkdir()
     (tmp_path / "checkpoints" / "step-000003").mkdir()  # no trainer_state.pt: incomplete
-    assert resolve_resume("auto", tmp_path).name == "step-000001"
+    assert resolve_resume("auto", tmp_path).path.name == "step-000001"
 
 
 def test_load_weights_round_trip(tiny_model_dir: Path, tmp_path: Path):

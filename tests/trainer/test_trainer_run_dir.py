@@ -196,17 +196,20 @@ def test_rerunning_a_run_started_from_another_runs_checkpoint_goes_on(tiny_model
     crashing.step_once = crash_at_step_3
     with pytest.raises(KeyboardInterrupt):
         crashing.train()
+    from dapo.trainer.checkpoint import ResumePoint, resolve_resume
+
+    with pytest.warns(UserWarning, match="resuming its newest"):  # a redirect is the run's own choice
+        point = resolve_resume(str(first / "checkpoints" / "step-000001"), tmp_path / "second")
+    assert point == ResumePoint(tmp_path / "second" / "checkpoints" / "step-000002", automatic=True)
     with pytest.warns(UserWarning, match="resuming its newest, .*step-000002"):
         summary = Trainer(command).train()
     assert summary.steps == 3
     assert [p.name for p in (tmp_path / "second" / "checkpoints").glob("abandoned-*")] == []
     # a directory whose checkpoints did not start from PATH (an unrelated attempt) starts from PATH
-    from dapo.trainer.checkpoint import resolve_resume
-
     other = tmp_path / "other"
     Trainer(tiny_config(tiny_model_dir, other, reward_file, "eval.every_steps=0", "trainer.total_steps=1")).train()
     start = first / "checkpoints" / "step-000001"
-    assert resolve_resume(str(start), other) == start
+    assert resolve_resume(str(start), other) == ResumePoint(start, automatic=False)
 
 
 def test_a_run_killed_while_writing_its_final_checkpoint_logs_the_final_evaluation_once(

@@ -14,7 +14,7 @@ from dapo.config import AlgorithmConfig, DAPOConfig, TrainerConfig
 from dapo.config.loading import builtin_config_path, load_config
 from dapo.trainer.batch import Sample, collate, count_loss_tokens, iter_micro_batches
 from dapo.trainer.policy import PolicyWorker
-from dapo.trainer.shared_prompt import _checkpointing
+from dapo.trainer.shared_prompt import _checkpointing, check_shared_prompt
 
 
 def make_group_samples(generator: torch.Generator, groups: int = 3, group_size: int = 4) -> list[Sample]:
@@ -179,6 +179,11 @@ def test_shared_prompt_refuses_what_it_cannot_compute_exactly(tiny_model_dir):
     with pytest.raises(ValueError, match="'dynamic'"):
         worker(LlamaForCausalLM(config), "shared_prompt", 1000)
     worker(LlamaForCausalLM(config), "padded", 1000)  # the padded layout computes it
+    per_attention_type = LlamaForCausalLM(config)  # one RoPE per attention type, as Gemma 3 has
+    per_attention_type.config.rope_parameters = {"full_attention": {"rope_type": "default"},
+                                                 "sliding_attention": {"rope_type": "longrope"}}
+    with pytest.raises(ValueError, match="'longrope'"):
+        check_shared_prompt(per_attention_type)
 
 
 def test_shared_prompt_and_packing_are_two_layouts():

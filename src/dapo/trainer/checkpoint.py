@@ -29,6 +29,7 @@ import re
 import shutil
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -353,7 +354,17 @@ def layout_mismatch(policy_state: dict[str, Any], world_size: int) -> str | None
     return None
 
 
-def resolve_resume(resume: str, run_dir: str | Path) -> Path | None:
+@dataclass(frozen=True)
+class ResumePoint:
+    """The checkpoint a run resumes from, and how it was chosen."""
+
+    path: Path
+    # chosen by the run rather than named by the user: checkpoint.resume=auto, or a rerun of a
+    # command naming where the run started, redirected to the run's own newest checkpoint
+    automatic: bool
+
+
+def resolve_resume(resume: str, run_dir: str | Path) -> ResumePoint | None:
     """``checkpoint.resume``: "auto" -> newest checkpoint of the run (or None), "never" -> None,
     anything else -> that checkpoint directory, which must exist.
 
@@ -366,7 +377,7 @@ def resolve_resume(resume: str, run_dir: str | Path) -> Path | None:
         return None
     own = list_checkpoints(run_dir)
     if resume == "auto":
-        return own[-1] if own else None
+        return ResumePoint(own[-1], automatic=True) if own else None
     path = Path(resume).expanduser()
     if not (path / STATE_FILE).exists():
         raise FileNotFoundError(f"checkpoint.resume={resume!r}: no {STATE_FILE} there")
@@ -375,8 +386,8 @@ def resolve_resume(resume: str, run_dir: str | Path) -> Path | None:
     ):
         warnings.warn(f"checkpoint.resume={resume!r} started this run, which has checkpoints of its own since: "
                       f"resuming its newest, {own[-1]}", stacklevel=2)
-        return own[-1]
-    return path
+        return ResumePoint(own[-1], automatic=True)
+    return ResumePoint(path, automatic=False)
 
 
 def is_own_checkpoint(path: Path, run_dir: str | Path) -> bool:

@@ -242,8 +242,6 @@ class RayPolicyGroup:
         self.world_size = res.world_size
         # ranks per rollout engine: consecutive groups of this many ranks form one vLLM engine
         self.engine_tp = cfg.rollout.vllm_tensor_parallel_size if cfg.rollout.engine == "vllm" else 1
-        # only colocated vLLM engines release memory for the update (the others' sleep is a no-op)
-        self.engines_sleep = cfg.rollout.engine == "vllm" and cfg.rollout.vllm_sleep_between_rollouts
         self.version, self.num_nonfinite_skipped = 0, 0
 
     def _get(self, refs: list[Any]) -> list[Any]:
@@ -365,10 +363,9 @@ class RayRolloutEngine:
         self.group.sync_engines()
 
     def sleep(self) -> None:
-        """Every rank's engine releases its memory for the update (vLLM colocated; else nothing,
-        and no round trip to the ranks)."""
-        if self.group.engines_sleep:
-            self.group._on_all("sleep_engine")
+        """Every rank's engine releases its memory for the update where it holds any (vLLM with
+        rollout.vllm_sleep_between_rollouts: the engine decides, as in one process)."""
+        self.group._on_all("sleep_engine")
 
     def wake_up(self) -> None:
         """The ranks' engines wake when they next generate or take weights."""

@@ -117,17 +117,15 @@ class RunState:
         it belongs to this run (model, settings, rank layout); None for a fresh start. What an
         earlier attempt wrote after the point this run starts from is dropped (metrics) or set
         aside (checkpoints: :func:`set_aside_checkpoints_after`)."""
-        path = resolve_resume(self.cfg.checkpoint.resume, self.run_dir)
-        if path is None:
+        point = resolve_resume(self.cfg.checkpoint.resume, self.run_dir)
+        if point is None:
             self.logger.truncate_after(-1)
             set_aside_checkpoints_after(self.run_dir, -1)  # checkpoint.resume=never in a used directory
             self._write_config()
             return None
-        resume = self.cfg.checkpoint.resume
-        own = is_own_checkpoint(path, self.run_dir)
+        path, own = point.path, is_own_checkpoint(point.path, self.run_dir)
         # the run's settings are checked when the run resumes itself (auto, or a rerun redirected)
-        automatic = resume == "auto" or (own and path.resolve() != Path(resume).expanduser().resolve())
-        mismatch = checkpoint_mismatch(path, model_config, config_to_dict(self.cfg), automatic)
+        mismatch = checkpoint_mismatch(path, model_config, config_to_dict(self.cfg), point.automatic)
         state = load_trainer_state(path)
         self.started_from = state.get("started_from") if own else str(path.resolve())
         if not own:  # its log line counts are another run's files'

@@ -49,9 +49,11 @@ def check_shared_prompt(model: torch.nn.Module) -> None:
                          "upgrade transformers or set trainer.shared_prompt=false")
     config = getattr(model, "config", None)
     rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
-    rope_type = rope.get("rope_type", rope.get("type")) if isinstance(rope, dict) else None
-    if rope_type in _CALL_DEPENDENT_ROPE:
-        raise ValueError(f"trainer.shared_prompt: this model's RoPE ({rope_type!r}) picks its frequencies from the "
+    # one RoPE, or one per attention type (Gemma 3: {"full_attention": {...}, "sliding_attention": {...}})
+    ropes = list(rope.values()) if rope and all(isinstance(v, dict) for v in rope.values()) else [rope]
+    types = {r.get("rope_type", r.get("type")) for r in ropes if isinstance(r, dict)}
+    if refused := sorted(types & set(_CALL_DEPENDENT_ROPE)):
+        raise ValueError(f"trainer.shared_prompt: this model's RoPE ({refused[0]!r}) picks its frequencies from the "
                          "longest position of each forward call, so a prompt pass and a response pass would not "
                          "rotate as one sequence does; set trainer.shared_prompt=false")
 

@@ -56,6 +56,12 @@ def test_shared_prompt_layout_by_hand():
     assert t["continuation_attention_mask"].tolist() == [[1, 1, 1, 1, 1], [1, 1, 1, 1, 0], [0, 1, 1, 1, 1]]
     assert t["responses"].tolist() == [[8, 9, 10], [13, 0, 0], [14, 15, 0]]  # the loss's layout is unchanged
     assert "input_ids" not in t
+    # an empty response's padding too stays at its prompt's last position, as in the padded layout
+    empty = [Sample(0, "a", [5, 6, 7], [], [], False), Sample(0, "a", [5, 6, 7], [8, 9, 10], [0.0] * 3, False)]
+    padded = collate(empty, 0)["position_ids"][0, -3:].tolist()
+    assert collate(empty, 0, "shared_prompt")["continuation_position_ids"][0].tolist() == padded[:2] == [2, 2]
+    with pytest.raises(ValueError, match="without prompt tokens"):
+        collate([Sample(0, "a", [], [8], [0.0], False)], 0, "shared_prompt")
 
 
 def test_shared_prompt_micro_batches_count_each_prompt_once():
@@ -166,7 +172,7 @@ def test_gradient_checkpointing_keeps_the_prompt_cache(tiny_model_dir):
     assert not any("_can_checkpoint_with_cache" in vars(m) for m in model.modules())  # only for the two calls
 
 
-def test_shared_prompt_refuses_what_it_cannot_compute_exactly(tiny_model_dir):
+def test_shared_prompt_refuses_what_it_cannot_compute_exactly(tiny_model_dir, monkeypatch):
     samples = make_group_samples(torch.Generator().manual_seed(3))
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).double()
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
@@ -179,11 +185,14 @@ def test_shared_prompt_refuses_what_it_cannot_compute_exactly(tiny_model_dir):
     with pytest.raises(ValueError, match="'dynamic'"):
         worker(LlamaForCausalLM(config), "shared_prompt", 1000)
     worker(LlamaForCausalLM(config), "padded", 1000)  # the padded layout computes it
-    per_attention_type = LlamaForCausalLM(config)  # one RoPE per attention type, as Gemma 3 has
+    per_attention_type = LlamaForCausalLM(copy.deepcopy(config))  # one RoPE per attention type, as Gemma 3 has
     per_attention_type.config.rope_parameters = {"full_attention": {"rope_type": "default"},
                                                  "sliding_attention": {"rope_type": "longrope"}}
     with pytest.raises(ValueError, match="'longrope'"):
         check_shared_prompt(per_attention_type)
+    monkeypatch.setattr("dapo.trainer.shared_prompt.Cache", None)  # transformers 4
+    with pytest.raises(ValueError, match="needs transformers 5"):
+        worker(LlamaForCausalLM(config), "shared_prompt", 1000)
 
 
 def test_shared_prompt_and_packing_are_two_layouts():

@@ -26,8 +26,8 @@ first token) and every response then continues from its prompt's keys and values
 
     prompt_input_ids:       [pad p0 p1 p2]      (U distinct prompts)
     prompt_index:           the prompt row of each of the B responses
-    continuation_input_ids: [r0 r1 | s0 pad]    (responses r0 r1 r2 and s0 s1 but their last
-                                                 token, which predicts nothing the loss needs)
+    continuation_input_ids: [r0 r1 | s0 pad]    (responses r0 r1 r2 and s0: the columns before
+                                                 the last, whose logits would predict nothing)
     continuation_attention_mask over the prompt row, then the continuation; position ids
     3 4 | 3 3 (padding stays at the last real position, as in the padded layout).
 
@@ -139,7 +139,8 @@ def _shared_prompt_inputs(samples: list[Sample], responses: torch.Tensor, pad_to
         "prompt_index": prompt_index,
         "continuation_input_ids": continuation,
         "continuation_attention_mask": torch.cat([prompt_mask[prompt_index], continuation_mask], dim=1),
-        "continuation_position_ids": prompt_lengths[:, None] + (continuation_mask.cumsum(dim=1) - 1).clamp(min=0),
+        # p + c for the real columns, the last real position for padding (as the padded layout)
+        "continuation_position_ids": prompt_lengths[:, None] - 1 + continuation_mask.cumsum(dim=1),
     }
 
 

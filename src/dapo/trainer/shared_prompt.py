@@ -37,10 +37,6 @@ try:  # transformers 5: caches made of per-layer objects, layers that checkpoint
 except ImportError:  # pragma: no cover - transformers 4
     Cache = DynamicLayer = GradientCheckpointingLayer = None  # type: ignore[assignment,misc]
 
-# RoPE types whose frequencies depend on the longest position of a forward call
-_CALL_DEPENDENT_ROPE = ("longrope", "dynamic")
-
-
 def check_shared_prompt(model: torch.nn.Module) -> None:
     """Raise, naming the reason, where the shared-prompt layout cannot compute ``model``'s padded
     logits exactly (called when the policy worker is built, before any rollout)."""
@@ -48,11 +44,15 @@ def check_shared_prompt(model: torch.nn.Module) -> None:
         raise ValueError("trainer.shared_prompt needs transformers 5 (its per-layer key/value caches); "
                          "upgrade transformers or set trainer.shared_prompt=false")
     config = getattr(model, "config", None)
+    if callable(getattr(config, "get_text_config", None)):  # a composite (vision-language) config
+        config = config.get_text_config()
     rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
     # one RoPE, or one per attention type (Gemma 3: {"full_attention": {...}, "sliding_attention": {...}})
-    ropes = list(rope.values()) if rope and all(isinstance(v, dict) for v in rope.values()) else [rope]
-    types = {r.get("rope_type", r.get("type")) for r in ropes if isinstance(r, dict)}
-    if refused := sorted(types & set(_CALL_DEPENDENT_ROPE)):
+    per_type = isinstance(rope, dict) and any(isinstance(v, dict) for v in rope.values())
+    ropes = [v for v in rope.values() if isinstance(v, dict)] if per_type else [rope]
+    types = [str(r.get("rope_type", r.get("type"))) for r in ropes if isinstance(r, dict)]
+    # (transformers' own test for a dynamic RoPE is a substring one)
+    if refused := [t for t in types if t == "longrope" or "dynamic" in t]:
         raise ValueError(f"trainer.shared_prompt: this model's RoPE ({refused[0]!r}) picks its frequencies from the "
                          "longest position of each forward call, so a prompt pass and a response pass would not "
                          "rotate as one sequence does; set trainer.shared_prompt=false")
@@ -91,7 +91,7 @@ def shared_prompt_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor
 def _layers_may_keep_the_cache(model: torch.nn.Module) -> Iterator[None]:
     """Let checkpointed layers keep our caches during these calls (see the module doc); fail,
     rather than compute without the prompt, where transformers cannot be told so."""
-    layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
+    layers = [m for m in model.modules() if GradientCheckpointingLayer is not None and isinstance(m, GradientCheckpointingLayer)]
     if model.training and _checkpointing(model):
         if not (layers and hasattr(GradientCheckpointingLayer, "_can_checkpoint_with_cache")):
             raise RuntimeError(f"trainer.shared_prompt with model.gradient_checkpointing: {type(model).__name__}'s "

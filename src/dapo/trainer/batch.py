@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from dapo.rollout.batching import left_pad
+
 
 @dataclass
 class Sample:
@@ -116,7 +118,7 @@ def _model_inputs(samples: list[Sample], responses: torch.Tensor, pad_token_id: 
     return {
         "input_ids": torch.cat([prompts, responses], dim=1),
         "attention_mask": attention_mask,
-        "position_ids": (attention_mask.cumsum(dim=1) - 1).clamp(min=0),
+        "position_ids": _positions(attention_mask),
     }
 
 
@@ -126,7 +128,7 @@ def _shared_prompt_inputs(samples: list[Sample], responses: torch.Tensor, pad_to
         raise ValueError("a response without prompt tokens has nothing to be predicted from")
     distinct: dict[tuple[int, ...], int] = {}
     prompt_index = torch.tensor([distinct.setdefault(tuple(s.prompt_ids), len(distinct)) for s in samples])
-    prompts, prompt_mask = _left_padded([list(p) for p in distinct], pad_token_id)
+    prompts, prompt_mask = _left_padded(list(distinct), pad_token_id)
     # at least one column: every micro-batch calls the model twice (FSDP's collectives need the
     # same calls on every rank), all of them one-token responses included
     continuation = responses[:, : max(responses.shape[1] - 1, 1)]
@@ -135,7 +137,7 @@ def _shared_prompt_inputs(samples: list[Sample], responses: torch.Tensor, pad_to
     return {
         "prompt_input_ids": prompts,
         "prompt_attention_mask": prompt_mask,
-        "prompt_position_ids": (prompt_mask.cumsum(dim=1) - 1).clamp(min=0),
+        "prompt_position_ids": _positions(prompt_mask),
         "prompt_index": prompt_index,
         "continuation_input_ids": continuation,
         "continuation_attention_mask": torch.cat([prompt_mask[prompt_index], continuation_mask], dim=1),
@@ -144,14 +146,16 @@ def _shared_prompt_inputs(samples: list[Sample], responses: torch.Tensor, pad_to
     }
 
 
-def _left_padded(sequences: list[list[int]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``sequences`` left-padded to the longest, and their attention mask (1 on real tokens)."""
-    width = max(len(s) for s in sequences)
-    ids = torch.full((len(sequences), width), pad_token_id, dtype=torch.long)
-    for row, sequence in enumerate(sequences):
-        if sequence:
-            ids[row, width - len(sequence) :] = torch.tensor(sequence, dtype=torch.long)
-    return ids, _within(width, [len(s) for s in sequences]).flip(dims=[1])
+def _left_padded(sequences: list[list[int]] | list[tuple[int, ...]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``sequences`` left-padded to the longest (the rollout engines' :func:`left_pad`), and their
+    attention mask (1 on real tokens)."""
+    ids, pad_lengths = left_pad(sequences, pad_token_id, torch.device("cpu"))
+    return ids, (torch.arange(ids.shape[1])[None, :] >= pad_lengths[:, None]).long()
+
+
+def _positions(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Position ids 0, 1, ... over a row's real tokens; padding before them at 0, after them at the last."""
+    return (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
 
 
 def _within(width: int, lengths: list[int]) -> torch.Tensor:

@@ -173,11 +173,10 @@ class PolicyWorker:
         (trainer.packing), where the model sees no padding and computes output logits only at
         those N positions. Read them with :meth:`_logprobs` / :meth:`_entropy`, which return the
         padded (B, R) layout either way."""
-        if "prompt_input_ids" in tensors:
-            with self._autocast():
-                return shared_prompt_logits(model, tensors)
         packed = "packed_input_ids" in tensors
         with self._autocast():
+            if "prompt_input_ids" in tensors:
+                return shared_prompt_logits(model, tensors)
             out = model(
                 input_ids=tensors["packed_input_ids" if packed else "input_ids"],
                 attention_mask=None if packed else tensors["attention_mask"],

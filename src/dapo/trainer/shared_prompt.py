@@ -37,6 +37,7 @@ try:  # transformers 5: caches made of per-layer objects, layers that checkpoint
 except ImportError:  # pragma: no cover - transformers 4
     Cache = DynamicLayer = GradientCheckpointingLayer = None  # type: ignore[assignment,misc]
 
+
 def check_shared_prompt(model: torch.nn.Module) -> None:
     """Raise, naming the reason, where the shared-prompt layout cannot compute ``model``'s padded
     logits exactly (called when the policy worker is built, before any rollout)."""

@@ -78,7 +78,7 @@ class _Entropy(torch.autograd.Function):
             log_p.sub_(logsumexp[rows, None])
             p_log_p = torch.exp(log_p).mul_(log_p)
             # A -inf logit has p = 0 and contributes 0 (not 0 * -inf = NaN); a NaN logit stays NaN.
-            entropy[rows] = -torch.where(log_p == float("-inf"), 0.0, p_log_p).sum(-1)
+            entropy[rows] = -p_log_p.masked_fill_(log_p == float("-inf"), 0.0).sum(-1)
         ctx.save_for_backward(logits, logsumexp, entropy)
         ctx.temperature, ctx.chunk_size = temperature, chunk_size
         return entropy
@@ -93,7 +93,7 @@ class _Entropy(torch.autograd.Function):
             log_p.sub_(logsumexp[rows, None])
             probs = torch.exp(log_p)
             grad = log_p.add_(entropy[rows, None]).mul_(probs)
-            grad = torch.where(probs == 0, 0.0, grad)  # p = 0 (a -inf logit): 0, not 0 * -inf; a NaN stays NaN
+            grad.masked_fill_(probs == 0, 0.0)  # p = 0 (a -inf logit): 0, not 0 * -inf; a NaN stays NaN
             scale = -grad_entropy[rows, None].to(logsumexp.dtype) / ctx.temperature
             grad_logits[rows] = grad.mul_(scale)
         return grad_logits, None, None

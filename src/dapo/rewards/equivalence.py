@@ -123,9 +123,10 @@ _ANOTHER_ANSWER = re.compile(
 _OPENING_WORD = re.compile(r"\s*(?:in\s+)?([A-Za-z]+)")
 
 
-def _offers_another_answer(remark: str) -> bool:
-    """``or 35``, ``and 35``, ``but 35 if n is odd``: a remark after an answer that opens with a second one."""
-    return _ANOTHER_ANSWER.match(remark) is not None
+def _remark_changes_the_number(remark: str) -> bool:
+    """A remark after an answer that opens with a second one (``or 35``, ``and 35``, ``but 35 if n
+    is odd``) or with a word that scales it (``in thousands``)."""
+    return _ANOTHER_ANSWER.match(remark) is not None or starts_with_scale_word(remark)
 
 
 def starts_with_scale_word(remark: str) -> bool:
@@ -139,15 +140,14 @@ def _is_remark(inside: str, spaced: bool) -> bool:
     letter after a space: "(n = 3)"), no arithmetic, no second answer ("(or 35)") and no scale
     word ("(in thousands)" changes the number)."""
     words = re.search(r"[A-Za-z]{2}", inside) or (spaced and re.search(r"[A-Za-z]", inside))
-    return (bool(words) and _ARITHMETIC.search(inside) is None and not _offers_another_answer(inside)
-            and not starts_with_scale_word(inside))
+    return bool(words) and _ARITHMETIC.search(inside) is None and not _remark_changes_the_number(inside)
 
 
 def _changes_the_number(answer: str) -> bool:
     """``34 (in thousands)``, ``34 (and 35)``: a parenthesis after a number whose words change it
     or add another answer (math-verify would read both as 34)."""
     remark = _TRAILING_REMARK.search(answer)
-    return remark is not None and (_offers_another_answer(remark.group(1)) or starts_with_scale_word(remark.group(1)))
+    return remark is not None and _remark_changes_the_number(remark.group(1))
 
 
 def ends_in_a_word_that_is_not_a_unit(answer: str) -> bool:

@@ -155,15 +155,12 @@ class WorkerPool:
         self._done = 0
         self.outputs = {}
         self._init_error = None
-        for worker in [w for w in self._workers if self._hung_starting(w)]:  # a replacement stuck importing
+        # Replaced: a replacement stuck importing, and the workers a run interrupted part-way (Ctrl-C
+        # in a notebook, an exception) left busy with its items, whose results would be taken for
+        # this run's items of the same index.
+        for worker in [w for w in self._workers if self._hung_starting(w) or w.inflight]:
             self._stop(worker)
             self._workers.remove(worker)
-        # A run interrupted part-way (Ctrl-C in a notebook, an exception) left workers busy with its
-        # items: their results would be taken for this run's items of the same index.
-        for index, worker in enumerate(self._workers):
-            if worker.inflight:
-                self._stop(worker)
-                self._workers[index] = self._start_worker()
         self._workers += [self._start_worker() for _ in range(self.num_workers - len(self._workers))]
         pending: deque[int] = deque(range(len(tasks)))
         chunk_size = max(1, min(_MAX_CHUNK, len(tasks) // (4 * max(1, len(self._workers)))))

@@ -205,7 +205,7 @@ class MetricsLogger:
     @staticmethod
     def _write_scalars(board: Any, step: int, metrics: dict[str, Any]) -> None:
         for key, value in metrics.items():
-            if key != "step" and isinstance(value, float) and math.isfinite(value):
+            if isinstance(value, float) and math.isfinite(value):  # (the step is an int)
                 board.add_scalar(key, value, step)
 
     def log_completions(self, step: int, records: list[dict[str, Any]]) -> None:

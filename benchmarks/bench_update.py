@@ -50,7 +50,7 @@ class Shape:
     vocab: int
     prompt_tokens: tuple[int, int]  # min, max prompt length of the synthetic samples
     response_tokens: tuple[int, int]
-    micro_batch_tokens: int  # padded micro-batches' budget (packed ones: PACKED_MICRO_BATCH_TOKENS)
+    micro_batch_tokens: int  # every layout's micro-batch budget (trainer.micro_batch_tokens)
     groups: int  # the synthetic mini-batch: groups x group_size responses
     group_size: int
 
@@ -62,9 +62,6 @@ SHAPES = {
     # with a smaller mini-batch: about 4k tokens, some seconds per update on 2 cores
     "75m": Shape(768, 10, 12, 4, 2304, 32000, (32, 96), (64, 192), 4096, 4, 4),
 }
-# On CPU, sdpa/eager confine attention in a packed row with a dense block-diagonal mask, whose
-# cost grows with the row's length squared: packed rows are kept short.
-PACKED_MICRO_BATCH_TOKENS = 1024
 CPU = torch.device("cpu")
 
 
@@ -143,7 +140,7 @@ def bench(name: str, precision: str, layout: str, updates: int) -> dict:
     shape = SHAPES[name]
     model = build_model(shape)
     trainer = TrainerConfig(autocast="bf16" if precision == "bf16" else "none", lr=1e-6, warmup_steps=0,
-                            micro_batch_tokens=PACKED_MICRO_BATCH_TOKENS if layout == "packed" else shape.micro_batch_tokens,
+                            micro_batch_tokens=shape.micro_batch_tokens,
                             device="cpu", packing=layout == "packed", shared_prompt=layout == "shared_prompt")
     worker = PolicyWorker(model, AlgorithmConfig(), trainer, pad_token_id=0, temperature=1.0, total_steps=10,
                           norm_const=float(shape.response_tokens[1]))

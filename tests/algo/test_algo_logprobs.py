@@ -129,3 +129,33 @@ def test_a_nan_logit_gives_a_nan_entropy_not_zero() -> None:
     logits = torch.tensor([[[0.0, float("nan"), 1.0], [0.0, float("-inf"), 1.0]]], dtype=torch.float64)
     entropy = entropy_from_logits(logits)
     assert torch.isnan(entropy[0, 0]) and entropy[0, 1].item() == pytest.approx(0.5822, abs=1e-4)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_default_cpu_chunks_fit_the_buffer_budget_and_match_the_reference(temperature: float) -> None:
+    """With no chunk_size, CPU chunks hold at most 16 MiB of float32 (131 rows at V = 32000), and
+    a batch split into several of them gives the float64 reference's values and gradients."""
+    from dapo.algo.logprobs import _chunk_rows
+
+    assert _chunk_rows(torch.empty(1, 1, 32000), None) == 131
+    assert _chunk_rows(torch.empty(1, 1, 32000, dtype=torch.float64), None) == 65
+    assert _chunk_rows(torch.empty(1, 1, 260), None) == 16131  # a small vocabulary: one chunk
+    assert _chunk_rows(torch.empty(1, 1, 32000), 7) == 7
+    gen = torch.Generator().manual_seed(4)
+    logits = torch.randn(2, 150, 32000, generator=gen)  # 300 rows: three chunks, the last ragged
+    labels = torch.randint(0, 32000, (2, 150), generator=gen)
+    upstream = torch.randn(2, 150, generator=gen)
+    for fn, ref in (
+        (lambda x: logprobs_from_logits(x, labels, temperature), lambda x: _reference_logprobs(x, labels, temperature)),
+        (lambda x: entropy_from_logits(x, temperature), lambda x: _reference_entropy(x, temperature)),
+    ):
+        ours = logits.clone().requires_grad_(True)
+        values = fn(ours)
+        (values * upstream).sum().backward()
+        theirs = logits.double().requires_grad_(True)
+        expected = ref(theirs)
+        (expected * upstream.double()).sum().backward()
+        torch.testing.assert_close(values.double(), expected.detach(), atol=1e-4, rtol=1e-5)
+        torch.testing.assert_close(ours.grad.double(), theirs.grad, atol=1e-7, rtol=1e-5)
+        # float32 logits at temperature 1 are read without a copy: never written to
+        assert torch.equal(ours.detach(), logits)

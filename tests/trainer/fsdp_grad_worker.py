@@ -23,7 +23,7 @@ def full_gradients(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {name: p.grad.full_tensor().clone() for name, p in model.named_parameters()}
 
 
-def main(model_dir: str, samples_path: str, out_path: str, micro_batch_tokens: int, shared_prompt: bool) -> None:
+def main(model_dir: str, samples_path: str, out_path: str, micro_batch_tokens: int, layout: str) -> None:
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     mesh = init_device_mesh("cpu", (world,))
@@ -36,7 +36,8 @@ def main(model_dir: str, samples_path: str, out_path: str, micro_batch_tokens: i
             model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model_dir), dtype=torch.float32)
     model = shard_from_rank0(model, mesh, torch.device("cpu"))
     trainer = TrainerConfig(prompts_per_step=3, mini_batch_prompts=3, micro_batch_tokens=micro_batch_tokens,
-                            lr=1e-2, warmup_steps=0, grad_clip=1e9, shared_prompt=shared_prompt)
+                            lr=1e-2, warmup_steps=0, grad_clip=1e9, packing=layout == "packed",
+                            shared_prompt=layout == "shared_prompt")
     worker = PolicyWorker(model, AlgorithmConfig(), trainer, pad_token_id=0, temperature=1.0, total_steps=1,
                           norm_const=16.0)
     samples = [Sample(**fields) for fields in torch.load(samples_path, weights_only=True)]
@@ -61,4 +62,4 @@ def main(model_dir: str, samples_path: str, out_path: str, micro_batch_tokens: i
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5] == "True")
+    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])

@@ -18,6 +18,11 @@ H), and recompute softmax chunk by chunk in backward:
 Outputs are float32 (float64 for float64 logits, so ``torch.autograd.gradcheck`` applies).
 Non-contiguous logits (e.g. ``logits[:, :-1]``) are copied once, in their own dtype, by reshape.
 Second derivatives are not supported.
+
+Chunk size: 4096 rows on accelerators. On CPU, as many rows as fit a 16 MiB float32 buffer (131
+rows at V = 32k, 27 at V = 152k): a chunk that stays in the caches and below glibc's mmap
+threshold (32 MiB) is reused rather than page-faulted in afresh, 3x faster forward and backward
+at both vocabularies than 4096-row chunks on a 2-core VM (measured).
 """
 
 from __future__ import annotations
@@ -33,6 +38,28 @@ def _compute_dtype(logits: Tensor) -> torch.dtype:
     return torch.float64 if logits.dtype == torch.float64 else torch.float32
 
 
+def _scaled(logits: Tensor, dtype: torch.dtype, temperature: float, writable: bool = False) -> Tensor:
+    """A chunk's logits / temperature in ``dtype``, in one pass: no copy at all for float32 logits
+    at temperature 1 unless ``writable`` (the caller then works in place on its own copy)."""
+    scaled = logits.to(dtype, copy=writable)
+    if temperature == 1.0:
+        return scaled
+    return scaled / temperature if scaled is logits else scaled.div_(temperature)
+
+
+_CPU_CHUNK_BYTES = 16 * 2**20
+_ACCELERATOR_CHUNK_ROWS = 4096
+
+
+def _chunk_rows(logits: Tensor, chunk_size: int | None) -> int:
+    """Rows per chunk: ``chunk_size`` if given, else the device's default (see the module doc)."""
+    if chunk_size is not None:
+        return chunk_size
+    if logits.device.type != "cpu":
+        return _ACCELERATOR_CHUNK_ROWS
+    return max(1, _CPU_CHUNK_BYTES // (logits.shape[-1] * _compute_dtype(logits).itemsize))
+
+
 def _row_chunks(num_rows: int, chunk_size: int) -> list[slice]:
     return [slice(start, min(start + chunk_size, num_rows)) for start in range(0, num_rows, chunk_size)]
 
@@ -44,7 +71,7 @@ class _TokenLogProbs(torch.autograd.Function):
         logprobs = torch.empty(logits.shape[0], dtype=dtype, device=logits.device)
         logsumexp = torch.empty_like(logprobs)
         for rows in _row_chunks(logits.shape[0], chunk_size):
-            scaled = logits[rows].to(dtype) / temperature
+            scaled = _scaled(logits[rows], dtype, temperature)
             logsumexp[rows] = torch.logsumexp(scaled, dim=-1)
             logprobs[rows] = scaled.gather(-1, labels[rows, None]).squeeze(-1) - logsumexp[rows]
         ctx.save_for_backward(logits, labels, logsumexp)
@@ -59,7 +86,7 @@ class _TokenLogProbs(torch.autograd.Function):
         for rows in _row_chunks(logits.shape[0], ctx.chunk_size):
             grad_row = grad_logprobs[rows, None].to(logsumexp.dtype)
             # One float buffer per chunk, updated in place: s -> pi -> -g * pi -> g * (1[y] - pi).
-            buffer = logits[rows].to(logsumexp.dtype) / ctx.temperature
+            buffer = _scaled(logits[rows], logsumexp.dtype, ctx.temperature, writable=True)
             buffer.sub_(logsumexp[rows, None]).exp_().mul_(-grad_row)
             buffer.scatter_add_(-1, labels[rows, None], grad_row)
             grad_logits[rows] = buffer.div_(ctx.temperature)
@@ -73,7 +100,7 @@ class _Entropy(torch.autograd.Function):
         entropy = torch.empty(logits.shape[0], dtype=dtype, device=logits.device)
         logsumexp = torch.empty_like(entropy)
         for rows in _row_chunks(logits.shape[0], chunk_size):
-            log_p = logits[rows].to(dtype) / temperature
+            log_p = _scaled(logits[rows], dtype, temperature, writable=True)
             logsumexp[rows] = torch.logsumexp(log_p, dim=-1)
             log_p.sub_(logsumexp[rows, None])
             p_log_p = torch.exp(log_p).mul_(log_p)
@@ -89,7 +116,7 @@ class _Entropy(torch.autograd.Function):
         logits, logsumexp, entropy = ctx.saved_tensors
         grad_logits = torch.empty_like(logits)
         for rows in _row_chunks(logits.shape[0], ctx.chunk_size):
-            log_p = logits[rows].to(logsumexp.dtype) / ctx.temperature
+            log_p = _scaled(logits[rows], logsumexp.dtype, ctx.temperature, writable=True)
             log_p.sub_(logsumexp[rows, None])
             probs = torch.exp(log_p)
             grad = log_p.add_(entropy[rows, None]).mul_(probs)
@@ -99,17 +126,17 @@ class _Entropy(torch.autograd.Function):
         return grad_logits, None, None
 
 
-def _check_common(logits: Tensor, temperature: float, chunk_size: int) -> None:
+def _check_common(logits: Tensor, temperature: float, chunk_size: int | None) -> None:
     if logits.dim() != 3 or not logits.is_floating_point():
         raise ValueError(f"logits must be a float (B, T, V) tensor, got shape {tuple(logits.shape)} dtype {logits.dtype}")
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
-    if chunk_size < 1:
+    if chunk_size is not None and chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
 
 
 def logprobs_from_logits(
-    logits: Tensor, labels: Tensor, temperature: float = 1.0, chunk_size: int = 4096
+    logits: Tensor, labels: Tensor, temperature: float = 1.0, chunk_size: int | None = None
 ) -> Tensor:
     """log softmax(logits / temperature) at ``labels``: (B, T, V), (B, T) -> (B, T), chunked.
 
@@ -126,14 +153,14 @@ def logprobs_from_logits(
             "replace ignore-index values (e.g. -100) by a valid id and mask them"
         )
     flat = _TokenLogProbs.apply(
-        logits.reshape(-1, vocab), labels.reshape(-1).long(), float(temperature), int(chunk_size)
+        logits.reshape(-1, vocab), labels.reshape(-1).long(), float(temperature), _chunk_rows(logits, chunk_size)
     )
     return flat.view(batch, length)
 
 
-def entropy_from_logits(logits: Tensor, temperature: float = 1.0, chunk_size: int = 4096) -> Tensor:
+def entropy_from_logits(logits: Tensor, temperature: float = 1.0, chunk_size: int | None = None) -> Tensor:
     """Entropy of softmax(logits / temperature) at each position: (B, T, V) -> (B, T), chunked."""
     _check_common(logits, temperature, chunk_size)
     batch, length, vocab = logits.shape
-    flat = _Entropy.apply(logits.reshape(-1, vocab), float(temperature), int(chunk_size))
+    flat = _Entropy.apply(logits.reshape(-1, vocab), float(temperature), _chunk_rows(logits, chunk_size))
     return flat.view(batch, length)

@@ -340,8 +340,9 @@ class TrainerConfig:
     micro_batch_tokens: int = 16384
     # Padding-free micro-batches: each micro-batch's sequences back to back in one row, positions
     # restarting per sequence and attention confined to each (varlen flash-attention with
-    # model.attn_implementation=flash_attention_2; a block-diagonal mask with sdpa/eager). Same
-    # loss and gradients as padding; pays off where padding is large and attention is varlen (GPU).
+    # model.attn_implementation=flash_attention_2; with sdpa/eager, causal sdpa on each sequence,
+    # no row-wide mask). Same loss and gradients as padding; pays off where sequences are long and
+    # uneven, costs where they are short and many (one attention call per sequence and layer).
     packing: bool = False
     # Forward each distinct prompt of a micro-batch once: its group's G responses continue from
     # the prompt's cached keys and values (a prompt pass, then a response pass), so the layers see

@@ -10,14 +10,15 @@ one, and the model only needs ``logits_to_keep=R+1``.
 
 Packed (padding-free) layout, with ``collate(..., layout="packed")``: the model's input is instead ONE
 row of the sequences back to back, positions restarting at 0 for each, no attention mask, so
-transformers confines attention to each sequence (varlen flash-attention with
-flash_attention_2, a block-diagonal causal mask with sdpa/eager):
+attention is confined to each sequence (varlen flash-attention with flash_attention_2; with
+sdpa/eager, causal sdpa on each sequence, :mod:`dapo.trainer.packed_attention`):
 
     packed_input_ids:    [p0 p1 p2 r0 r1 r2 | q0 q1 s0 s1]
     packed_position_ids: [ 0  1  2  3  4  5 |  0  1  2  3]
     packed_logits_index: the positions whose logits predict a response token (p2 r0 r1 | q1 s0),
     packed_labels:       those response tokens (r0 r1 r2 | s0 s1),
-    packed_rows/cols:    where each of those lands in the padded (B, R) response layout.
+    packed_rows/cols:    where each of those lands in the padded (B, R) response layout,
+    packed_cu_seq_lens:  where each sequence starts, and the row's length: [0, 6, 10].
 
 Shared-prompt layout, with ``collate(..., layout="shared_prompt")``: a group's G responses share
 one prompt, so each distinct prompt of the micro-batch is forwarded ONCE (left-padded rows,
@@ -171,6 +172,7 @@ def pack(samples: list[Sample]) -> dict[str, torch.Tensor]:
     labels: list[int] = []
     rows: list[int] = []
     cols: list[int] = []
+    bounds = [0]
     for row, sample in enumerate(samples):
         start, p, r = len(input_ids), len(sample.prompt_ids), len(sample.response_ids)
         input_ids += sample.prompt_ids + sample.response_ids
@@ -179,6 +181,7 @@ def pack(samples: list[Sample]) -> dict[str, torch.Tensor]:
         labels += sample.response_ids
         rows += [row] * r
         cols += range(r)
+        bounds.append(len(input_ids))
     as_long = {"dtype": torch.long}
     return {
         "packed_input_ids": torch.tensor([input_ids], **as_long),
@@ -187,6 +190,7 @@ def pack(samples: list[Sample]) -> dict[str, torch.Tensor]:
         "packed_labels": torch.tensor([labels], **as_long),
         "packed_rows": torch.tensor(rows, **as_long),
         "packed_cols": torch.tensor(cols, **as_long),
+        "packed_cu_seq_lens": torch.tensor(bounds, dtype=torch.int32),
     }
 
 

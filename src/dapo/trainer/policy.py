@@ -35,6 +35,7 @@ from dapo.trainer.checkpoint import (
     save_hf_model,
 )
 from dapo.trainer.fsdp import all_ranks_true, same_count
+from dapo.trainer.packed_attention import packed_logits, use_packed_attention
 from dapo.trainer.shared_prompt import check_shared_prompt, shared_prompt_logits
 
 
@@ -145,6 +146,10 @@ class PolicyWorker:
         self._set_up_loss_scaling()
         if trainer.shared_prompt:  # before any rollout, not at the first update
             check_shared_prompt(model)
+        if trainer.packing:  # sdpa/eager: causal attention per sequence, no row-wide mask
+            for packed_model in (model, ref_model):
+                if packed_model is not None:
+                    use_packed_attention(packed_model)
 
     def _set_up_loss_scaling(self) -> None:
         """Dynamic loss scaling when computing in float16, kept in the optimizer's first param
@@ -173,18 +178,19 @@ class PolicyWorker:
         (trainer.packing), where the model sees no padding and computes output logits only at
         those N positions. Read them with :meth:`_logprobs` / :meth:`_entropy`, which return the
         padded (B, R) layout either way."""
-        packed = "packed_input_ids" in tensors
         with self._autocast():
             if "prompt_input_ids" in tensors:
                 return shared_prompt_logits(model, tensors)
+            if "packed_input_ids" in tensors:
+                return packed_logits(model, tensors)
             out = model(
-                input_ids=tensors["packed_input_ids" if packed else "input_ids"],
-                attention_mask=None if packed else tensors["attention_mask"],
-                position_ids=tensors["packed_position_ids" if packed else "position_ids"],
-                logits_to_keep=tensors["packed_logits_index"] if packed else tensors["responses"].shape[1] + 1,
+                input_ids=tensors["input_ids"],
+                attention_mask=tensors["attention_mask"],
+                position_ids=tensors["position_ids"],
+                logits_to_keep=tensors["responses"].shape[1] + 1,
                 use_cache=False,
             )
-        return out.logits if packed else out.logits[:, :-1, :]
+        return out.logits[:, :-1, :]
 
     def _logprobs(self, logits: torch.Tensor, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
         """log pi(response token) at the rollout temperature, (B, R)."""

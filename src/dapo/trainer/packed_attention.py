@@ -1,0 +1,112 @@
+"""Attention confined to each sequence of a packed row, without a row-wide mask (sdpa and eager).
+
+A packed micro-batch (trainer.packing) is one row of sequences back to back. flash_attention_2
+confines attention to each sequence by the row's cumulative sequence lengths (varlen). sdpa and
+eager are instead given a block-diagonal causal mask over the whole row: each of the row's N
+queries scores all N keys, N^2 products where the sequences need sum(n_i^2)/2, and no kernel
+skips the masked blocks (16 sequences of 256 tokens: 32x the products), so packed rows had to
+be kept short on CPU.
+
+:data:`PACKED_SDPA` is an attention implementation registered with transformers'
+AttentionInterface. Given a packed row's ``cu_seq_lens_q`` (the policy worker passes them with
+every packed row, as flash_attention_2 takes them), it runs causal sdpa on each sequence's own
+queries, keys and values,
+
+    out[s:e] = softmax(q[s:e] k[s:e]^T * scaling + causal) v[s:e]    for each sequence [s, e),
+
+the same softmax over the same keys as the block-diagonal mask. :func:`packed_logits` makes the
+packed forward call: with the bounds, and without transformers building the row-wide mask (a
+(N, N) bool tensor: 16 ms at N = 4096 on CPU, 1.3 s and 256 MB at 16k). A call without them (a
+padded batch, a generation) is transformers' sdpa, mask included. :func:`use_packed_attention`
+switches a model to it where packing would otherwise get the mask.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
+
+import torch
+import torch.nn.functional as F
+from transformers import AttentionInterface, PreTrainedModel
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
+
+PACKED_SDPA = "dapo_packed_sdpa"
+# the implementations whose packed rows get a row-wide mask (flash-attention kernels are varlen)
+_MASKED_IMPLEMENTATIONS = ("sdpa", "eager")
+
+
+def packed_sdpa_forward(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
+    """query (1, H, N, d), key/value (1, Hkv, N, d) of a packed row -> (1, N, H, d); see the module doc."""
+    bounds = kwargs.get("cu_seq_lens_q")
+    if bounds is None or query.shape[0] != 1:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      **kwargs)
+    window = kwargs.get("sliding_window")
+    bounds = bounds.tolist()
+    outputs = []
+    for start, end in zip(bounds[:-1], bounds[1:]):
+        mask = None
+        if window is not None and end - start > window:  # a key is seen by the next `window` queries only
+            offset = torch.arange(end - start, device=query.device)
+            offset = offset[:, None] - offset[None, :]
+            mask = (offset >= 0) & (offset < window)
+        outputs.append(F.scaled_dot_product_attention(
+            query[:, :, start:end], key[:, :, start:end], value[:, :, start:end], attn_mask=mask,
+            dropout_p=dropout, is_causal=mask is None, scale=scaling, enable_gqa=query.shape[1] != key.shape[1]))
+    return torch.cat(outputs, dim=2).transpose(1, 2).contiguous(), None
+
+
+_PACKED_ROW = ContextVar("dapo_packed_row", default=False)  # inside packed_logits' model call
+
+
+def _sdpa_mask_unless_packed(**kwargs) -> torch.Tensor | None:
+    """sdpa's mask, except for a packed row (its attention needs the sequence bounds only)."""
+    return None if _PACKED_ROW.get() else sdpa_mask(**kwargs)
+
+
+AttentionInterface.register(PACKED_SDPA, packed_sdpa_forward)
+ALL_MASK_ATTENTION_FUNCTIONS.register(PACKED_SDPA, _sdpa_mask_unless_packed)
+
+
+@contextlib.contextmanager
+def _packed_row() -> Iterator[None]:
+    token = _PACKED_ROW.set(True)
+    try:
+        yield
+    finally:
+        _PACKED_ROW.reset(token)
+
+
+def packed_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
+    """(1, N, V) logits of a packed row's N response positions (trainer.batch's packed layout).
+    The flag that skips the row-wide mask is read while the model makes its masks, before any
+    layer runs; a checkpointed layer's recompute in backward reuses the call's mask (none) and
+    bounds."""
+    inputs = {"input_ids": tensors["packed_input_ids"], "position_ids": tensors["packed_position_ids"],
+              "logits_to_keep": tensors["packed_logits_index"], "use_cache": False}
+    if model.config._attn_implementation != PACKED_SDPA:  # flash-attention: varlen from the positions
+        return model(**inputs).logits
+    with _packed_row():
+        return model(**inputs, cu_seq_lens_q=tensors["packed_cu_seq_lens"]).logits
+
+
+def use_packed_attention(model: PreTrainedModel) -> bool:
+    """Switch ``model`` from sdpa/eager to :data:`PACKED_SDPA` (its padded calls stay sdpa);
+    False where it keeps its own implementation (flash-attention is varlen already)."""
+    if getattr(model.config, "_attn_implementation", None) not in _MASKED_IMPLEMENTATIONS:
+        return False
+    model.set_attn_implementation(PACKED_SDPA)
+    return True
+

@@ -1,0 +1,97 @@
+"""Per-sequence attention of a packed row (trainer.packing with sdpa/eager) against the
+block-diagonal mask it replaces, in float64; and the models it is switched on for."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+import torch
+import torch.nn.functional as F
+from transformers import AutoModelForCausalLM
+
+from dapo.trainer.packed_attention import PACKED_SDPA, packed_sdpa_forward, use_packed_attention
+
+
+def _block_diagonal_reference(query, key, value, lengths, window=None):
+    """softmax(q k^T * scaling + mask) v with the row-wide mask transformers builds for a packed row."""
+    sequence = torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(lengths))
+    position = torch.cat([torch.arange(n) for n in lengths])
+    allowed = (sequence[:, None] == sequence[None, :]) & (position[:, None] >= position[None, :])
+    if window is not None:
+        allowed &= position[:, None] - position[None, :] < window
+    groups = query.shape[1] // key.shape[1]
+    key, value = key.repeat_interleave(groups, dim=1), value.repeat_interleave(groups, dim=1)
+    scores = query @ key.transpose(-1, -2) * 0.125 + torch.where(allowed, 0.0, float("-inf")).double()
+    return (scores.softmax(-1) @ value).transpose(1, 2)
+
+
+@pytest.mark.parametrize("window", [None, 3])  # a sliding window shorter than some sequences
+def test_per_sequence_attention_equals_the_block_diagonal_mask(window):
+    gen = torch.Generator().manual_seed(0)
+    lengths = [5, 1, 7, 4]  # a one-token sequence among them
+    total = sum(lengths)
+    query = torch.randn(1, 4, total, 8, generator=gen, dtype=torch.float64, requires_grad=True)
+    key = torch.randn(1, 2, total, 8, generator=gen, dtype=torch.float64, requires_grad=True)  # GQA: 2 per KV head
+    value = torch.randn(1, 2, total, 8, generator=gen, dtype=torch.float64, requires_grad=True)
+    bounds = torch.tensor([0, 5, 6, 13, 17], dtype=torch.int32)
+    ours, weights = packed_sdpa_forward(SimpleNamespace(), query, key, value, None, scaling=0.125,
+                                        cu_seq_lens_q=bounds, sliding_window=window)
+    assert weights is None and ours.shape == (1, total, 4, 8)
+    reference = _block_diagonal_reference(query, key, value, lengths, window)
+    torch.testing.assert_close(ours, reference, atol=1e-12, rtol=1e-12)
+    upstream = torch.randn(ours.shape, generator=gen, dtype=torch.float64)
+    ours_grads = torch.autograd.grad((ours * upstream).sum(), (query, key, value))
+    reference_grads = torch.autograd.grad((reference * upstream).sum(), (query, key, value))
+    for mine, theirs in zip(ours_grads, reference_grads):
+        torch.testing.assert_close(mine, theirs, atol=1e-12, rtol=1e-12)
+
+
+def test_calls_without_sequence_bounds_are_sdpa_with_the_mask():
+    gen = torch.Generator().manual_seed(1)
+    query, key, value = (torch.randn(2, 2, 5, 8, generator=gen, dtype=torch.float64) for _ in range(3))
+    mask = torch.ones(2, 1, 5, 5, dtype=torch.bool).tril()
+    mask[1, :, :, :2] = False  # the second row's first two keys are padding
+    mask[1, :, :2, 0] = True  # (padding queries see something: no empty softmax row)
+    module = SimpleNamespace(is_causal=True)
+    ours, _ = packed_sdpa_forward(module, query, key, value, mask, scaling=0.125)
+    expected = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=0.125).transpose(1, 2)
+    torch.testing.assert_close(ours, expected, atol=1e-12, rtol=1e-12)
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_packing_models_switch_and_their_checkpoints_load_anywhere(tiny_model_dir, tmp_path, attn):
+    """The switch is the model's own: a checkpoint saved after it names no implementation a fresh
+    process would not know."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, attn_implementation=attn)
+    assert use_packed_attention(model) and model.config._attn_implementation == PACKED_SDPA
+    model.save_pretrained(tmp_path)
+    assert PACKED_SDPA not in json.dumps(json.loads((tmp_path / "config.json").read_text()))
+    model.config._attn_implementation_internal = "flash_attention_2"  # varlen already: left alone
+    assert not use_packed_attention(model)
+    assert model.config._attn_implementation == "flash_attention_2"
+
+
+def test_a_packed_row_builds_no_row_wide_mask_and_padded_calls_keep_theirs(tiny_model_dir, monkeypatch):
+    """The switched model computes a packed row without the (N, N) mask, and a padded batch (a
+    generation, say) with its padding mask, as plain sdpa does."""
+    import dapo.trainer.packed_attention as packed_attention
+    from dapo.trainer.batch import Sample, collate
+
+    built = []
+    real_mask = packed_attention.sdpa_mask
+    monkeypatch.setattr(packed_attention, "sdpa_mask", lambda **kw: built.append(kw) or real_mask(**kw))
+    sdpa = AutoModelForCausalLM.from_pretrained(tiny_model_dir, attn_implementation="sdpa", dtype=torch.float64)
+    switched = AutoModelForCausalLM.from_pretrained(tiny_model_dir, attn_implementation="sdpa", dtype=torch.float64)
+    use_packed_attention(switched)
+    samples = [Sample(0, "a", [5, 6, 7], [8, 9, 10], [0.0] * 3, False), Sample(1, "b", [11], [13, 14], [0.0] * 2, False)]
+    packed = collate(samples, pad_token_id=0, layout="packed")
+    ours = packed_attention.packed_logits(switched, packed)
+    assert not built
+    theirs = packed_attention.packed_logits(sdpa, packed)  # transformers' block-diagonal mask
+    torch.testing.assert_close(ours, theirs, atol=1e-10, rtol=1e-10)
+    padded = collate(samples, pad_token_id=0, layout="padded")
+    inputs = {k: padded[k] for k in ("input_ids", "attention_mask", "position_ids")}
+    torch.testing.assert_close(switched(**inputs).logits, sdpa(**inputs).logits, atol=1e-10, rtol=1e-10)
+    assert built  # the padded call's mask

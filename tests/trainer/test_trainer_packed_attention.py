@@ -95,3 +95,31 @@ def test_a_packed_row_builds_no_row_wide_mask_and_padded_calls_keep_theirs(tiny_
     inputs = {k: padded[k] for k in ("input_ids", "attention_mask", "position_ids")}
     torch.testing.assert_close(switched(**inputs).logits, sdpa(**inputs).logits, atol=1e-10, rtol=1e-10)
     assert built  # the padded call's mask
+
+
+def test_checkpointed_layers_recompute_the_per_sequence_attention(tiny_model_dir):
+    """Backward's recompute of a checkpointed layer reads the packed call's bounds and no mask,
+    so the gradients are those of the run without checkpointing."""
+    import copy
+
+    from dapo.config import AlgorithmConfig, TrainerConfig
+    from dapo.trainer.policy import PolicyWorker
+    from tests.trainer.test_trainer_policy import make_samples
+
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, attn_implementation="sdpa", dtype=torch.float64)
+    samples = make_samples(torch.Generator().manual_seed(5))
+    for s in samples:
+        s.old_logprobs = [-2.0] * len(s.response_ids)
+    grads = []
+    for checkpointing in (False, True):
+        model = copy.deepcopy(base)
+        if checkpointing:
+            model.activation_checkpointing_enable()
+        trainer = TrainerConfig(prompts_per_step=3, mini_batch_prompts=3, micro_batch_tokens=40, packing=True,
+                                lr=1e-2, warmup_steps=0, grad_clip=1e9)
+        worker = PolicyWorker(model, AlgorithmConfig(), trainer, pad_token_id=0, temperature=1.0, total_steps=1,
+                              norm_const=16.0)
+        worker.accumulate_gradients(samples)
+        grads.append([p.grad.clone() for p in model.parameters()])
+    for plain, recomputed in zip(*grads):
+        torch.testing.assert_close(recomputed, plain, atol=1e-12, rtol=1e-10)

@@ -162,7 +162,7 @@ def test_gradient_checkpointing_keeps_the_prompt_cache(tiny_model_dir):
     for layout, checkpointing in (("padded", False), ("shared_prompt", True)):
         model = copy.deepcopy(base)
         if checkpointing:
-            model.gradient_checkpointing_enable()  # as model.gradient_checkpointing=true does
+            model.activation_checkpointing_enable()  # as model.gradient_checkpointing=true does
         stats = worker(model, layout, 100_000).accumulate_gradients(samples)
         assert _checkpointing(model) == checkpointing
         grads[layout] = (stats.loss, [p.grad.clone() for p in model.parameters()])
@@ -175,7 +175,7 @@ def test_gradient_checkpointing_keeps_the_prompt_cache(tiny_model_dir):
 def test_shared_prompt_refuses_what_it_cannot_compute_exactly(tiny_model_dir, monkeypatch):
     samples = make_group_samples(torch.Generator().manual_seed(3))
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).double()
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+    model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": True})
     with pytest.raises(RuntimeError, match="non-reentrant"):  # the prompt's keys would get no gradient
         worker(model, "shared_prompt", 1000).accumulate_gradients(samples)
     # RoPE whose frequencies follow a call's longest position: refused when the worker is built

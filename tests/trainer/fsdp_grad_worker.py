@@ -16,6 +16,7 @@ from transformers import AutoConfig, AutoModelForCausalLM
 from dapo.config import AlgorithmConfig, TrainerConfig
 from dapo.trainer.batch import Sample, count_loss_tokens, split_across_ranks
 from dapo.trainer.fsdp import shard_from_rank0
+from dapo.trainer.packed_attention import PACKED_SDPA
 from dapo.trainer.policy import PolicyWorker
 
 
@@ -40,6 +41,8 @@ def main(model_dir: str, samples_path: str, out_path: str, micro_batch_tokens: i
                             shared_prompt=layout == "shared_prompt")
     worker = PolicyWorker(model, AlgorithmConfig(), trainer, pad_token_id=0, temperature=1.0, total_steps=1,
                           norm_const=16.0)
+    # a packed row's attention runs per sequence on the sharded model too (not the row-wide mask)
+    assert (model.config._attn_implementation == PACKED_SDPA) == (layout == "packed")
     samples = [Sample(**fields) for fields in torch.load(samples_path, weights_only=True)]
     num_tokens, num_seqs = count_loss_tokens(samples)  # the whole mini-batch, all ranks
     share = split_across_ranks(samples, world)[rank]

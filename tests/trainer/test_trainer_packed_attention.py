@@ -123,3 +123,29 @@ def test_checkpointed_layers_recompute_the_per_sequence_attention(tiny_model_dir
         grads.append([p.grad.clone() for p in model.parameters()])
     for plain, recomputed in zip(*grads):
         torch.testing.assert_close(recomputed, plain, atol=1e-12, rtol=1e-10)
+
+
+def test_what_per_sequence_sdpa_cannot_compute_is_refused_not_computed_wrong():
+    """Inside a packed call (no row-wide mask was built), a layer without the bounds (a model that
+    drops its forward's keyword arguments) or with softcapping/non-causal attention raises."""
+    from dapo.trainer.packed_attention import _packed_row
+
+    query = key = value = torch.zeros(1, 2, 6, 4)
+    bounds = torch.tensor([0, 2, 6], dtype=torch.int32)
+    with _packed_row():
+        with pytest.raises(RuntimeError, match="without its sequence bounds"):
+            packed_sdpa_forward(SimpleNamespace(), query, key, value, None)
+        with pytest.raises(ValueError, match="softcap"):
+            packed_sdpa_forward(SimpleNamespace(), query, key, value, None, cu_seq_lens_q=bounds, softcap=50.0)
+        with pytest.raises(ValueError, match="non-causal"):
+            packed_sdpa_forward(SimpleNamespace(is_causal=False), query, key, value, None, cu_seq_lens_q=bounds)
+
+
+def test_a_model_without_sdpa_keeps_eager_and_its_mask():
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+
+    config = Gemma2Config(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                          num_key_value_heads=1, head_dim=8, attn_implementation="eager")
+    model = Gemma2ForCausalLM(config)
+    assert not model._supports_sdpa  # transformers' own refusal (softcapping)
+    assert not use_packed_attention(model) and model.config._attn_implementation == "eager"

@@ -31,6 +31,7 @@ def test_packed_layout_by_hand():
     assert t["packed_labels"].tolist() == [[8, 9, 10, 13, 14]]
     assert "input_ids" not in t  # the padded input is not built for a packed micro-batch
     assert t["packed_rows"].tolist() == [0, 0, 0, 1, 1] and t["packed_cols"].tolist() == [0, 1, 2, 0, 1]
+    assert t["packed_cu_seq_lens"].tolist() == [0, 6, 10]  # where each sequence starts, then the row's end
 
 
 # float64 with sdpa: equal to rounding; eager in float32 (the default config's kernel; its padded

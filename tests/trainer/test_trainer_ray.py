@@ -54,6 +54,8 @@ def test_two_ranks_train_log_the_same_metrics_as_one_and_export_a_loadable_model
     # each rank wrote its shard (DCP); nothing full-size went through the driver, which holds none
     step_3 = two / "checkpoints" / "step-000003"
     assert sorted(p.name for p in (step_3 / SHARDED_DIR).glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
+    # each rank's own generators, beside its shard
+    assert sorted(p.name for p in (step_3 / SHARDED_DIR).glob("rng-rank*.pt")) == ["rng-rank00000.pt", "rng-rank00001.pt"]
     # checkpoint.hf_export=final: the periodic checkpoints hold the shards alone, the final one the export too
     for periodic in ("step-000001", "step-000002"):
         files = {p.name for p in (two / "checkpoints" / periodic).iterdir()}

@@ -67,6 +67,26 @@ def set_rng_state(state: dict[str, Any]) -> None:
             torch.cuda.set_rng_state(cuda_state, index)
 
 
+def save_rank_rng(directory: str | Path, rank: int) -> None:
+    """A policy rank's own generators (its process's torch, Python and CUDA RNG: dropout draws
+    from them) into ``directory/policy/rng-rank<rank>.pt``; the driver's are in its state file."""
+    torch.save(rng_state(), _rank_rng_path(directory, rank))
+
+
+def load_rank_rng(directory: str | Path, rank: int) -> bool:
+    """Restore :func:`save_rank_rng`'s generators of ``rank``; False where the checkpoint holds
+    none for it (saved by fewer ranks, or in one process): that rank keeps its seeded state."""
+    path = _rank_rng_path(directory, rank)
+    if not path.exists():
+        return False
+    set_rng_state(torch.load(path, map_location="cpu", weights_only=True))
+    return True
+
+
+def _rank_rng_path(directory: str | Path, rank: int) -> Path:
+    return Path(directory) / SHARDED_DIR / f"rng-rank{rank:05d}.pt"
+
+
 def list_checkpoints(run_dir: str | Path) -> list[Path]:
     """Complete checkpoints of a run, oldest first."""
     root = Path(run_dir) / "checkpoints"

@@ -18,7 +18,10 @@ the same softmax over the same keys as the block-diagonal mask. :func:`packed_lo
 packed forward call: with the bounds, and without transformers building the row-wide mask (a
 (N, N) bool tensor: 16 ms at N = 4096 on CPU, 1.3 s and 256 MB at 16k). A call without them (a
 padded batch, a generation) is transformers' sdpa, mask included. :func:`use_packed_attention`
-switches a model to it where packing would otherwise get the mask.
+switches a model to it where packing would otherwise get the mask; a model without sdpa support
+keeps eager and the mask. Inside a packed call, a layer the per-sequence path would compute
+wrongly raises instead (no bounds: the model drops its forward's keyword arguments; softcapping,
+attention sinks, a position bias, non-causal attention).
 """
 
 from __future__ import annotations
@@ -30,12 +33,17 @@ from contextvars import ContextVar
 import torch
 import torch.nn.functional as F
 from transformers import AttentionInterface, PreTrainedModel
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.integrations.sdpa_attention import (
+    repeat_kv,
+    sdpa_attention_forward,
+    use_gqa_in_sdpa,
+)
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
 PACKED_SDPA = "dapo_packed_sdpa"
 # the implementations whose packed rows get a row-wide mask (flash-attention kernels are varlen)
 _MASKED_IMPLEMENTATIONS = ("sdpa", "eager")
+_PACKED_ROW = ContextVar("dapo_packed_row", default=False)  # inside packed_logits' model call
 
 
 def packed_sdpa_forward(
@@ -50,25 +58,43 @@ def packed_sdpa_forward(
 ) -> tuple[torch.Tensor, None]:
     """query (1, H, N, d), key/value (1, Hkv, N, d) of a packed row -> (1, N, H, d); see the module doc."""
     bounds = kwargs.get("cu_seq_lens_q")
-    if bounds is None or query.shape[0] != 1:
+    # the bounds, not the flag, pick the path: a checkpointed layer's recompute in backward runs
+    # after packed_logits' call has returned, with the call's arguments
+    if bounds is None and not _PACKED_ROW.get():
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
+    _check_packed_call(module, query, bounds, kwargs)
     window = kwargs.get("sliding_window")
-    bounds = bounds.tolist()
-    outputs = []
-    for start, end in zip(bounds[:-1], bounds[1:]):
-        mask = None
+    groups = query.shape[1] // key.shape[1]
+    outputs, edges = [], bounds.tolist()
+    for start, end in zip(edges, edges[1:]):
+        keys, values, mask = key[:, :, start:end], value[:, :, start:end], None
         if window is not None and end - start > window:  # a key is seen by the next `window` queries only
             offset = torch.arange(end - start, device=query.device)
             offset = offset[:, None] - offset[None, :]
             mask = (offset >= 0) & (offset < window)
-        outputs.append(F.scaled_dot_product_attention(
-            query[:, :, start:end], key[:, :, start:end], value[:, :, start:end], attn_mask=mask,
-            dropout_p=dropout, is_causal=mask is None, scale=scaling, enable_gqa=query.shape[1] != key.shape[1]))
+        gqa = groups > 1 and use_gqa_in_sdpa(mask, keys, values)  # else sdpa's slow kernel on CUDA: repeat
+        if groups > 1 and not gqa:
+            keys, values = repeat_kv(keys, groups), repeat_kv(values, groups)
+        outputs.append(F.scaled_dot_product_attention(query[:, :, start:end], keys, values, attn_mask=mask,
+                                                      dropout_p=dropout, is_causal=mask is None, scale=scaling,
+                                                      enable_gqa=gqa))
     return torch.cat(outputs, dim=2).transpose(1, 2).contiguous(), None
 
 
-_PACKED_ROW = ContextVar("dapo_packed_row", default=False)  # inside packed_logits' model call
+def _check_packed_call(module: torch.nn.Module, query: torch.Tensor, bounds: torch.Tensor | None, kwargs: dict) -> None:
+    """Raise where the per-sequence causal attention would not be this layer's attention: without
+    the bounds nothing confines attention (no mask was built for the packed row)."""
+    unsupported = [name for name in ("softcap", "s_aux", "position_bias") if kwargs.get(name) is not None]
+    if kwargs.get("is_causal") is False or getattr(module, "is_causal", True) is False:
+        unsupported.append("non-causal attention")
+    if unsupported:
+        raise ValueError(f"trainer.packing with sdpa/eager: {module.__class__.__name__} uses {unsupported[0]}, which "
+                         "per-sequence sdpa does not compute; set trainer.packing=false")
+    if bounds is None or query.shape[0] != 1 or int(bounds[-1]) != query.shape[2]:
+        raise RuntimeError(f"a packed row reached {module.__class__.__name__}'s attention without its sequence "
+                           "bounds (cu_seq_lens_q): the model does not pass its forward's keyword arguments to its "
+                           "attention; set trainer.packing=false")
 
 
 def _sdpa_mask_unless_packed(**kwargs) -> torch.Tensor | None:
@@ -98,15 +124,19 @@ def packed_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor]) -> t
               "logits_to_keep": tensors["packed_logits_index"], "use_cache": False}
     if model.config._attn_implementation != PACKED_SDPA:  # flash-attention: varlen from the positions
         return model(**inputs).logits
+    bounds = tensors["packed_cu_seq_lens"].cpu()  # read by every layer: one device sync per call
     with _packed_row():
-        return model(**inputs, cu_seq_lens_q=tensors["packed_cu_seq_lens"]).logits
+        return model(**inputs, cu_seq_lens_q=bounds).logits
 
 
 def use_packed_attention(model: PreTrainedModel) -> bool:
-    """Switch ``model`` from sdpa/eager to :data:`PACKED_SDPA` (its padded calls stay sdpa);
-    False where it keeps its own implementation (flash-attention is varlen already)."""
+    """Switch ``model`` from sdpa/eager to :data:`PACKED_SDPA`; False where it keeps its own
+    implementation (flash-attention is varlen already; a model without sdpa support keeps eager
+    and its mask). An eager model's padded calls (a Hugging Face rollout in this process) then
+    run sdpa, equal to float rounding."""
     if getattr(model.config, "_attn_implementation", None) not in _MASKED_IMPLEMENTATIONS:
         return False
+    if not getattr(model, "_supports_sdpa", False):
+        return False
     model.set_attn_implementation(PACKED_SDPA)
-    return True
-
+    return model.config._attn_implementation == PACKED_SDPA

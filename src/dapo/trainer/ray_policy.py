@@ -18,8 +18,9 @@ makes) and :class:`RayRolloutEngine` (a rollout engine), so the loop itself does
 - weight sync: after a step's updates every rank all-gathers the full weights, one tensor at a
   time as its engine loads them (peak: one full tensor), in memory.
 - checkpoints: every rank writes its shard of the model and optimizer state (and the scheduler
-  state) with ``torch.distributed.checkpoint`` into the checkpoint being built, and rank 0 writes
-  the Hugging Face export gathered from the shards; on resume every rank reads its shard back.
+  state) with ``torch.distributed.checkpoint`` into the checkpoint being built, and its own RNG
+  states, and rank 0 writes the Hugging Face export gathered from the shards; on resume every
+  rank reads its shard and RNG back.
   Only the driver's own state (step, sampler, RNG, counters) is written by the driver, and nothing
   full-size passes through it (see :mod:`dapo.trainer.checkpoint`).
 
@@ -49,6 +50,8 @@ from dapo.rollout.base import GenerationResult, SamplingParams, request_seed
 from dapo.trainer.batch import Sample, count_loss_tokens, deal_prompts, split_across_ranks
 from dapo.trainer.checkpoint import (
     export_hf_from_shards,
+    load_rank_rng,
+    save_rank_rng,
     save_sharded_policy,
     sharded_policy_state,
 )
@@ -146,17 +149,20 @@ class PolicyRank:
 
     def save_checkpoint(self, directory: str, hf_export: bool) -> None:
         """Write this rank's shard of model, optimizer and scheduler state into ``directory/policy``
-        (DCP), then, with ``hf_export``, the Hugging Face export into ``directory`` (gathered;
-        written by rank 0). Every rank must call it."""
+        (DCP) and its RNG states, then, with ``hf_export``, the Hugging Face export into
+        ``directory`` (gathered; written by rank 0). Every rank must call it."""
         policy = self.policy
         save_sharded_policy(directory, self.model, policy.optimizer, policy.scheduler)
+        save_rank_rng(directory, self.rank)
         if hf_export:
             export_hf_from_shards(directory, self.model, self.tokenizer, self.rank)
 
     def load_checkpoint(self, directory: str) -> float:
-        """Read this rank's shard of model, optimizer and scheduler state from ``directory/policy``;
-        the learning rate it resumes with. Every rank must call it; the engines are synced later."""
+        """Read this rank's shard of model, optimizer and scheduler state and its RNG states from
+        ``directory/policy``; the learning rate it resumes with. Every rank must call it; the
+        engines are synced later."""
         self.policy.load_shards(Path(directory))
+        load_rank_rng(directory, self.rank)
         return self.policy.lr
 
 

@@ -3,6 +3,7 @@ block-diagonal mask it replaces, in float64; and the models it is switched on fo
 
 from __future__ import annotations
 
+import itertools
 import json
 from types import SimpleNamespace
 
@@ -28,14 +29,15 @@ def _block_diagonal_reference(query, key, value, lengths, window=None):
 
 
 @pytest.mark.parametrize("window", [None, 3])  # a sliding window shorter than some sequences
-def test_per_sequence_attention_equals_the_block_diagonal_mask(window):
+# a one-token sequence among them; runs of equal lengths (computed as one batch)
+@pytest.mark.parametrize("lengths", [[5, 1, 7, 4], [3, 3, 5, 1, 1, 4, 4, 4]])
+def test_per_sequence_attention_equals_the_block_diagonal_mask(window, lengths):
     gen = torch.Generator().manual_seed(0)
-    lengths = [5, 1, 7, 4]  # a one-token sequence among them
     total = sum(lengths)
     query = torch.randn(1, 4, total, 8, generator=gen, dtype=torch.float64, requires_grad=True)
     key = torch.randn(1, 2, total, 8, generator=gen, dtype=torch.float64, requires_grad=True)  # GQA: 2 per KV head
     value = torch.randn(1, 2, total, 8, generator=gen, dtype=torch.float64, requires_grad=True)
-    bounds = torch.tensor([0, 5, 6, 13, 17], dtype=torch.int32)
+    bounds = torch.tensor([0, *itertools.accumulate(lengths)], dtype=torch.int32)
     ours, weights = packed_sdpa_forward(SimpleNamespace(), query, key, value, None, scaling=0.125,
                                         cu_seq_lens_q=bounds, sliding_window=window)
     assert weights is None and ours.shape == (1, total, 4, 8)

@@ -27,6 +27,7 @@ attention sinks, a position bias, non-causal attention).
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Iterator
 from contextvars import ContextVar
 
@@ -66,20 +67,27 @@ def packed_sdpa_forward(
     _check_packed_call(module, query, bounds, kwargs)
     window = kwargs.get("sliding_window")
     groups = query.shape[1] // key.shape[1]
-    outputs, edges = [], bounds.tolist()
-    for start, end in zip(edges, edges[1:]):
-        keys, values, mask = key[:, :, start:end], value[:, :, start:end], None
-        if window is not None and end - start > window:  # a key is seen by the next `window` queries only
-            offset = torch.arange(end - start, device=query.device)
+    edges = bounds.tolist()
+    # Runs of sequences of one length n (length-sorted micro-batches make them long) go through
+    # sdpa as one batch of (count, heads, n, d); one split per tensor, so that backward assembles
+    # each gradient once rather than a row-sized zero tensor per slice.
+    runs = [(n, len(list(same))) for n, same in itertools.groupby(e - s for s, e in zip(edges, edges[1:]))]
+    sizes = [n * count for n, count in runs]
+    outputs = []
+    for (n, count), q, k, v in zip(runs, query.split(sizes, dim=2), key.split(sizes, dim=2), value.split(sizes, dim=2)):
+        q, k, v = (t[0].unflatten(1, (count, n)).transpose(0, 1) for t in (q, k, v))  # (count, heads, n, d)
+        mask = None
+        if window is not None and n > window:  # a key is seen by the next `window` queries only
+            offset = torch.arange(n, device=query.device)
             offset = offset[:, None] - offset[None, :]
             mask = (offset >= 0) & (offset < window)
-        gqa = groups > 1 and use_gqa_in_sdpa(mask, keys, values)  # else sdpa's slow kernel on CUDA: repeat
+        gqa = groups > 1 and use_gqa_in_sdpa(mask, k, v)  # else sdpa's slow kernel on CUDA: repeat
         if groups > 1 and not gqa:
-            keys, values = repeat_kv(keys, groups), repeat_kv(values, groups)
-        outputs.append(F.scaled_dot_product_attention(query[:, :, start:end], keys, values, attn_mask=mask,
-                                                      dropout_p=dropout, is_causal=mask is None, scale=scaling,
-                                                      enable_gqa=gqa))
-    return torch.cat(outputs, dim=2).transpose(1, 2).contiguous(), None
+            k, v = repeat_kv(k, groups), repeat_kv(v, groups)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=mask is None,
+                                             scale=scaling, enable_gqa=gqa)
+        outputs.append(out.transpose(0, 1).flatten(1, 2))  # (heads, count * n, d)
+    return torch.cat(outputs, dim=1).transpose(0, 1).unsqueeze(0).contiguous(), None
 
 
 def _check_packed_call(module: torch.nn.Module, query: torch.Tensor, bounds: torch.Tensor | None, kwargs: dict) -> None:

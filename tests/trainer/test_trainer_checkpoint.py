@@ -1,3 +1,4 @@
+import random
 from pathlib import Path
 
 import pytest
@@ -5,13 +6,16 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from dapo.trainer.checkpoint import (
+    SHARDED_DIR,
     ResumePoint,
     export_hf_from_shards,
     list_checkpoints,
     load_model_weights,
+    load_rank_rng,
     load_trainer_state,
     resolve_resume,
     save_checkpoint,
+    save_rank_rng,
 )
 from tests.rollout.conftest import tiny_qwen3_moe
 
@@ -137,22 +141,23 @@ def test_a_checkpoint_half_deleted_by_a_kill_during_rotation_is_cleaned_up(tiny_
 def test_a_policy_rank_resumes_its_own_random_streams(tmp_path: Path):
     """Each rank's generators (what its dropout draws) are saved with its shard and restored by
     rank: the numbers drawn after a resume are those drawn after the save."""
-    import random
-
-    from dapo.trainer.checkpoint import SHARDED_DIR, load_rank_rng, save_rank_rng
-
     (tmp_path / SHARDED_DIR).mkdir()
-    drawn = {}
-    for rank in (0, 1):
-        torch.manual_seed(100 + rank)
-        random.seed(rank)
-        save_rank_rng(tmp_path, rank)
-        drawn[rank] = (torch.rand(4), random.random())
-    torch.manual_seed(7)
-    for rank in (1, 0):
-        assert load_rank_rng(tmp_path, rank)
-        after = (torch.rand(4), random.random())
-        assert torch.equal(after[0], drawn[rank][0]) and after[1] == drawn[rank][1]
-    state = torch.get_rng_state()
-    assert not load_rank_rng(tmp_path, 2)  # a checkpoint of fewer ranks: the seeded state stays
-    assert torch.equal(torch.get_rng_state(), state)
+    python_state = random.getstate()
+    with torch.random.fork_rng():  # the test's seeding stays in the test
+        try:
+            drawn = {}
+            for rank in (0, 1):
+                torch.manual_seed(100 + rank)
+                random.seed(rank)
+                save_rank_rng(tmp_path, rank)
+                drawn[rank] = (torch.rand(4), random.random())
+            torch.manual_seed(7)
+            for rank in (1, 0):
+                assert load_rank_rng(tmp_path, rank)
+                after = (torch.rand(4), random.random())
+                assert torch.equal(after[0], drawn[rank][0]) and after[1] == drawn[rank][1]
+            state = torch.get_rng_state()
+            assert not load_rank_rng(tmp_path, 2)  # a checkpoint of fewer ranks: the seeded state stays
+            assert torch.equal(torch.get_rng_state(), state)
+        finally:
+            random.setstate(python_state)

@@ -87,7 +87,8 @@ def test_a_packed_row_builds_no_row_wide_mask_and_padded_calls_keep_theirs(tiny_
     sdpa = AutoModelForCausalLM.from_pretrained(tiny_model_dir, attn_implementation="sdpa", dtype=torch.float64)
     switched = AutoModelForCausalLM.from_pretrained(tiny_model_dir, attn_implementation="sdpa", dtype=torch.float64)
     use_packed_attention(switched)
-    samples = [Sample(0, "a", [5, 6, 7], [8, 9, 10], [0.0] * 3, False), Sample(1, "b", [11], [13, 14], [0.0] * 2, False)]
+    samples = [Sample(0, "a", [5, 6, 7], [8, 9, 10], [0.0] * 3, False), Sample(1, "b", [11], [13, 14], [0.0] * 2, False),
+               Sample(2, "c", [15, 16], [17], [0.0], False)]  # two of length 3 after each other: one batched run
     packed = collate(samples, pad_token_id=0, layout="packed")
     ours = packed_attention.packed_logits(switched, packed)
     assert not built

@@ -34,11 +34,7 @@ from contextvars import ContextVar
 import torch
 import torch.nn.functional as F
 from transformers import AttentionInterface, PreTrainedModel
-from transformers.integrations.sdpa_attention import (
-    repeat_kv,
-    sdpa_attention_forward,
-    use_gqa_in_sdpa,
-)
+from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
 PACKED_SDPA = "dapo_packed_sdpa"
@@ -81,13 +77,14 @@ def packed_sdpa_forward(
             offset = torch.arange(n, device=query.device)
             offset = offset[:, None] - offset[None, :]
             mask = (offset >= 0) & (offset < window)
-        gqa = groups > 1 and use_gqa_in_sdpa(mask, k, v)  # else sdpa's slow kernel on CUDA: repeat
+        # with a mask or wide heads, grouped-query sdpa falls back to CUDA's slow kernel: repeat K/V
+        gqa = groups > 1 and mask is None and k.shape[-1] == v.shape[-1] <= 256
         if groups > 1 and not gqa:
             k, v = repeat_kv(k, groups), repeat_kv(v, groups)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=mask is None,
                                              scale=scaling, enable_gqa=gqa)
-        outputs.append(out.transpose(0, 1).flatten(1, 2))  # (heads, count * n, d)
-    return torch.cat(outputs, dim=1).transpose(0, 1).unsqueeze(0).contiguous(), None
+        outputs.append(out.transpose(1, 2).flatten(0, 1))  # (count * n, heads, d): sdpa's own layout, no copy
+    return torch.cat(outputs).unsqueeze(0), None
 
 
 def _check_packed_call(module: torch.nn.Module, query: torch.Tensor, bounds: torch.Tensor | None, kwargs: dict) -> None:

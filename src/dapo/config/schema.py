@@ -342,7 +342,7 @@ class TrainerConfig:
     # restarting per sequence and attention confined to each (varlen flash-attention with
     # model.attn_implementation=flash_attention_2; with sdpa/eager, causal sdpa on each sequence,
     # no row-wide mask). Same loss and gradients as padding; pays off where sequences are long and
-    # uneven, costs where they are short and many (one attention call per sequence and layer).
+    # uneven, costs where they are short and many (an attention call per run of equal lengths).
     packing: bool = False
     # Forward each distinct prompt of a micro-batch once: its group's G responses continue from
     # the prompt's cached keys and values (a prompt pass, then a response pass), so the layers see

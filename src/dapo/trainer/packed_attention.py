@@ -16,7 +16,7 @@ queries, keys and values,
 
 the same softmax over the same keys as the block-diagonal mask. :func:`packed_logits` makes the
 packed forward call: with the bounds, and without transformers building the row-wide mask (a
-(N, N) bool tensor: 16 ms at N = 4096 on CPU, 1.3 s and 256 MB at 16k). A call without them (a
+(N, N) bool tensor, 256 MB at 16k tokens, rebuilt every call). A call without them (a
 padded batch, a generation) is transformers' sdpa, mask included. :func:`use_packed_attention`
 switches a model to it where packing would otherwise get the mask; a model without sdpa support
 keeps eager and the mask. Inside a packed call, a layer the per-sequence path would compute

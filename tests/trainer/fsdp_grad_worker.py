@@ -14,7 +14,7 @@ from torch.distributed.fsdp import FSDPModule
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from dapo.config import AlgorithmConfig, TrainerConfig
-from dapo.trainer.batch import Sample, count_loss_tokens, split_across_ranks
+from dapo.trainer.batch import Sample, count_loss_tokens, iter_micro_batches, split_across_ranks
 from dapo.trainer.fsdp import shard_from_rank0
 from dapo.trainer.packed_attention import PACKED_SDPA
 from dapo.trainer.policy import PolicyWorker
@@ -49,7 +49,11 @@ def main(model_dir: str, samples_path: str, out_path: str, micro_batch_tokens: i
     stats = worker.accumulate_gradients(share, num_tokens, num_seqs)
     summed = full_gradients(model)
     grad_norm = worker.clip_gradients()
-    micro_batches = torch.tensor([len(worker._micro_batches(sorted(share, key=lambda s: s.num_tokens)))])
+    # each rank's own count, before the padding with empty micro-batches that evens them out
+    own = torch.tensor([len(list(iter_micro_batches(sorted(share, key=lambda s: s.num_tokens), micro_batch_tokens,
+                                                    trainer.layout)))])
+    micro_batches = [torch.zeros_like(own) for _ in range(world)]
+    dist.all_gather(micro_batches, own)
     for module in model.modules():  # FSDP's default: divide by the world size (averaging)
         if isinstance(module, FSDPModule):
             module.set_gradient_divide_factor(float(world))
@@ -59,7 +63,7 @@ def main(model_dir: str, samples_path: str, out_path: str, micro_batch_tokens: i
     dist.all_reduce(tokens)
     if rank == 0:
         torch.save({"summed": summed, "averaged": averaged, "grad_norm": grad_norm,
-                    "loss_tokens": float(tokens.item()), "micro_batches": int(micro_batches.item())}, out_path)
+                    "loss_tokens": float(tokens.item()), "micro_batches": [int(n) for n in micro_batches]}, out_path)
     dist.barrier()  # no rank tears its connections down while another still uses them
     dist.destroy_process_group()
 

@@ -36,6 +36,11 @@ def reference_gradients(model_dir: Path, samples, micro_batch_tokens: int, layou
     return grads, worker.clip_gradients()
 
 
+# Several micro-batches, a different number on each rank: the rank with fewer runs an empty one
+# (PolicyWorker._empty_loss), which must make the same model calls as a real one in its layout.
+MICRO_BATCH_TOKENS = {"padded": 44, "packed": 56, "shared_prompt": 60}
+
+
 # shared_prompt: FSDP2 all-gathers for two forward calls (prompts, then continuations) before one
 # backward; samples in groups that share their prompt. packed: each rank's rows hold other
 # sequences (per-sequence attention, trainer.packed_attention).
@@ -46,7 +51,7 @@ def test_two_rank_fsdp_gradients_equal_one_rank_gradients(tiny_model_dir, tmp_pa
     for index, sample in enumerate(samples):  # off-policy ratios, so clipping paths are exercised
         sample.old_logprobs = [-4.0 - 0.1 * (index % 3)] * len(sample.response_ids)
     samples[3].loss_weight = 0.0  # a response masked out by overlong filtering
-    budget = 40  # several micro-batches, and a different number on each rank
+    budget = MICRO_BATCH_TOKENS[layout]
     torch.save([dataclasses.asdict(s) for s in samples], tmp_path / "samples.pt")
     out = tmp_path / "grads.pt"
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
@@ -66,6 +71,7 @@ def test_two_rank_fsdp_gradients_equal_one_rank_gradients(tiny_model_dir, tmp_pa
     # of its responses than in one process (Qwen2's RMSNorm rounds each sum to float32)
     tol = 1e-5 if shared_prompt else 1e-6
     assert two_rank["loss_tokens"] == count_loss_tokens(samples)[0]  # every loss token, once
+    assert min(two_rank["micro_batches"]) >= 1 and len(set(two_rank["micro_batches"])) == 2  # an empty one ran
     shares = split_across_ranks(samples, 2)
     assert sorted(id(s) for share in shares for s in share) == sorted(id(s) for s in samples)
     for name, reference in one_rank.items():

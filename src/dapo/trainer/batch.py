@@ -227,8 +227,10 @@ def iter_micro_batches(samples: list[Sample], token_budget: int, layout: str = "
             size = total + sample.num_tokens
         elif layout == "shared_prompt":
             size = (len(prompts) + (tuple(sample.prompt_ids) not in prompts)) * new_prompt + (len(current) + 1) * new_response
-        else:
+        elif layout == "padded":
             size = (len(current) + 1) * (new_prompt + new_response)
+        else:
+            raise ValueError(f"unknown micro-batch layout {layout!r}: one of {LAYOUTS}")
         if current and size > token_budget:
             yield current
             current, prompts, new_prompt, new_response, total = [], set(), len(sample.prompt_ids), len(sample.response_ids), 0

@@ -76,7 +76,7 @@ def shared_prompt_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor
             raise ValueError(f"trainer.shared_prompt: {type(model).__name__}'s layers did not fill a key/value "
                              "cache (not a standard attention model?); set trainer.shared_prompt=false")
         index = tensors["prompt_index"]
-        prefix = Cache(layers=[_PrefixLayer(layer.keys[index], layer.values[index]) for layer in recorded.layers])
+        prefix = Cache(layers=[_PrefixLayer(layer.keys, layer.values, index) for layer in recorded.layers])
         continuations = model(
             input_ids=tensors["continuation_input_ids"],
             attention_mask=tensors["continuation_attention_mask"],
@@ -133,13 +133,16 @@ if DynamicLayer is not None:
             return key_states, value_states
 
     class _PrefixLayer(DynamicLayer):
-        """The continuation call's cache layer: each row's prompt keys and values before the
-        continuation's own, never written (a recompute reads the same)."""
+        """The continuation call's cache layer: each row's prompt keys and values (row ``index``
+        of the distinct prompts') before the continuation's own, never written (a recompute reads
+        the same). The rows are gathered at each call, so a checkpointed layer, which holds its
+        cache until backward, keeps the distinct prompts' keys and values, not G copies."""
 
-        def __init__(self, keys: torch.Tensor, values: torch.Tensor) -> None:
+        def __init__(self, keys: torch.Tensor, values: torch.Tensor, index: torch.Tensor) -> None:
             super().__init__()
             self.dtype, self.device, self.is_initialized = keys.dtype, keys.device, True
-            self.keys, self.values = keys, values
+            self.keys, self.values, self.index = keys, values, index
 
         def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
-            return torch.cat([self.keys, key_states], dim=-2), torch.cat([self.values, value_states], dim=-2)
+            return (torch.cat([self.keys[self.index], key_states], dim=-2),
+                    torch.cat([self.values[self.index], value_states], dim=-2))

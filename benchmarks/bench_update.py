@@ -1,7 +1,7 @@
 """Throughput of the policy update (forward, backward, optimizer) and its share of the matmul peak.
 
     flock /tmp/dapo-cpu.lock python benchmarks/bench_update.py [--models builtin 75m] \
-        [--precisions bf16 fp32] [--layouts padded packed shared_prompt] [--updates 4]
+        [--precisions bf16 bf16-weights fp32] [--layouts padded packed shared_prompt] [--updates 4]
 
 For each model shape and precision, one DAPO update (``PolicyWorker.update``: token-budget
 micro-batches, decoupled-clip token-level loss, AdamW) runs on a synthetic mini-batch (16 groups
@@ -17,7 +17,8 @@ Model FLOPs per trained token (PaLM's convention, causal attention counted as fu
 with N_matmul the parameters of the transformer's matmuls (not the embedding lookup) plus the
 output layer for response tokens only (the update computes logits only there), and T the
 sequence's length. bf16 rows train under bf16 autocast over float32 weights (the default
-config); fp32 rows in float32. ``padded`` rows use length-sorted padded micro-batches (the
+config); bf16-weights rows on bf16 copies of float32 weights (``trainer.param_dtype=bf16``);
+fp32 rows in float32. ``padded`` rows use length-sorted padded micro-batches (the
 default), ``packed`` rows padding-free ones (``trainer.packing=true``), ``shared_prompt`` rows
 forward each group's prompt once (``trainer.shared_prompt=true``). Tokens/s counts the real
 prompt+response tokens of the samples trained in every layout (the same work); model FLOPs count
@@ -63,6 +64,8 @@ SHAPES = {
     "75m": Shape(768, 10, 12, 4, 2304, 32000, (32, 96), (64, 192), 4096, 4, 4),
 }
 CPU = torch.device("cpu")
+# the matmul peak each precision is measured against
+PEAK_DTYPE = {"bf16": torch.bfloat16, "bf16-weights": torch.bfloat16, "fp32": torch.float32}
 
 
 def build_model(shape: Shape) -> Qwen2ForCausalLM:
@@ -140,6 +143,7 @@ def bench(name: str, precision: str, layout: str, updates: int) -> dict:
     shape = SHAPES[name]
     model = build_model(shape)
     trainer = TrainerConfig(autocast="bf16" if precision == "bf16" else "none", lr=1e-6, warmup_steps=0,
+                            param_dtype="bf16" if precision == "bf16-weights" else "none",
                             micro_batch_tokens=shape.micro_batch_tokens,
                             device="cpu", packing=layout == "packed", shared_prompt=layout == "shared_prompt")
     worker = PolicyWorker(model, AlgorithmConfig(), trainer, pad_token_id=0, temperature=1.0, total_steps=10,
@@ -165,31 +169,31 @@ def bench(name: str, precision: str, layout: str, updates: int) -> dict:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", nargs="+", default=list(SHAPES), choices=list(SHAPES))
-    parser.add_argument("--precisions", nargs="+", default=["bf16", "fp32"], choices=["bf16", "fp32"])
+    parser.add_argument("--precisions", nargs="+", default=list(PEAK_DTYPE), choices=list(PEAK_DTYPE))
     parser.add_argument("--layouts", nargs="+", default=["padded", "packed", "shared_prompt"],
                         choices=["padded", "packed", "shared_prompt"])
     parser.add_argument("--updates", type=int, default=4, help="timed updates per row (the best counts)")
     parser.add_argument("--matmul-size", type=int, default=2048)
     args = parser.parse_args(argv)
-    dtypes = {"bf16": torch.bfloat16, "fp32": torch.float32}
-    peaks = dict.fromkeys(args.precisions, 0.0)
+    peaks = {PEAK_DTYPE[precision]: 0.0 for precision in args.precisions}
     rows = []
     for name in args.models:
         for precision in args.precisions:
             for layout in args.layouts:
                 # the peak is re-measured around every row and the best counts: a machine shared with
                 # other work (a VM's neighbours, a turbo clock) only ever lowers a measurement
-                peaks[precision] = max(peaks[precision], matmul_peak(dtypes[precision], args.matmul_size))
+                dtype = PEAK_DTYPE[precision]
+                peaks[dtype] = max(peaks[dtype], matmul_peak(dtype, args.matmul_size))
                 rows.append(bench(name, precision, layout, args.updates))
-                peaks[precision] = max(peaks[precision], matmul_peak(dtypes[precision], args.matmul_size))
+                peaks[dtype] = max(peaks[dtype], matmul_peak(dtype, args.matmul_size))
                 print(f"[bench_update] {name} {precision} {layout}: {rows[-1]['update_s']:.2f} s", flush=True)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; matmul peak ({args.matmul_size}^2, best "
-          "of all measurements): " + ", ".join(f"{p} {peak / 1e12:.3f} TFLOP/s" for p, peak in peaks.items()))
+          "of all measurements): " + ", ".join(f"{str(d)[6:]} {peak / 1e12:.3f} TFLOP/s" for d, peak in peaks.items()))
     print("| model | params (M) | precision | layout | tokens/update | update s | tokens/s | model TFLOP/s "
           "| matmul peak TFLOP/s | MFU |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        peak = peaks[r["precision"]]
+        peak = peaks[PEAK_DTYPE[r["precision"]]]
         print(f"| {r['model']} | {r['params_m']:.1f} | {r['precision']} | {r['layout']} | {r['tokens']} "
               f"| {r['update_s']:.2f} | {r['tokens_per_s']:.0f} | {r['achieved_flops'] / 1e12:.3f} "
               f"| {peak / 1e12:.3f} | {r['achieved_flops'] / peak:.0%} |")

@@ -21,6 +21,18 @@ def test_paper_config_plan_names_its_placement_and_fits_an_80gb_gpu(capsys):
     assert "DOES NOT FIT" not in out
 
 
+@pytest.mark.parametrize(("overrides", "gathered_bytes"),
+                         [([], 2), (["trainer.param_dtype=none", "trainer.autocast=bf16"], 4)])
+def test_plan_gathers_the_layers_in_the_dtype_they_compute_in(overrides, gathered_bytes):
+    """trainer.param_dtype=bf16 (the 32B config's): FSDP2 all-gathers bf16 copies of the float32
+    shards; under autocast it gathers the float32 shards themselves."""
+    cfg = load_config([builtin_config_path("dapo_qwen2.5_32b")], overrides)
+    out = plan(cfg, params=32.8e9)
+    row = next(line for line in out.splitlines() if "gathered layers" in line)
+    assert row.endswith(f"{2 * 32.8e9 / 64 * gathered_bytes / GIB:9.2f} GiB")
+    assert ("computing on bf16 copies" in out) == (gathered_bytes == 2)
+
+
 def test_plan_says_when_a_whole_engine_per_rank_does_not_fit(capsys):
     assert main(["plan", "dapo_qwen2.5_32b", "rollout.vllm_tensor_parallel_size=1", "--params", "32.8e9"]) == 0
     assert "DOES NOT FIT: vLLM's share (40 GiB" in capsys.readouterr().out

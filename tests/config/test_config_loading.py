@@ -74,14 +74,16 @@ def test_paper_config_carries_the_reference_hyperparameters():
     assert (t.lr, t.warmup_steps, t.lr_schedule, t.weight_decay, t.grad_clip) == (1e-6, 10, "constant", 0.1, 1.0)
     assert (r.temperature, r.top_p, e.temperature, e.top_p, e.k) == (1.0, 1.0, 1.0, 0.7, 32)
     assert cfg.data.max_prompt_length == 2048
-    # fp32 master weights and AdamW state, bf16 compute; surplus groups dropped, as verl does
-    assert cfg.model.dtype == "float32" and t.autocast == "bf16" and r.vllm_dtype == "bfloat16"
+    # fp32 master weights and AdamW state, bf16 compute on bf16 copies (verl's FSDP mixed
+    # precision); surplus groups dropped, as verl does
+    assert cfg.model.dtype == "float32" and t.param_dtype == "bf16" and r.vllm_dtype == "bfloat16"
     assert not a.keep_surplus_groups
 
 
 @pytest.mark.parametrize("name", ["default", "dapo_qwen2.5_32b", "qwen2.5_1.5b_1gpu"])
 def test_no_shipped_config_trains_pure_low_precision_weights(name: str):
-    # AdamW on bf16 weights at lr ~1e-6 rounds most updates away: precision belongs in autocast
+    # AdamW on bf16 weights at lr ~1e-6 rounds most updates away: bf16 belongs in autocast or
+    # trainer.param_dtype's copies
     assert load_config([builtin_config_path(name)]).model.dtype == "float32"
 
 

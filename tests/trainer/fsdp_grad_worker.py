@@ -1,7 +1,8 @@
 """One rank of the FSDP2 gradient check (run by tests/trainer/test_trainer_fsdp.py under
 ``torch.distributed.run``): shard the policy over a gloo mesh, take this rank's token-balanced
 share of the mini-batch, backpropagate with the mini-batch's GLOBAL normalisers, and (rank 0)
-save the full gradients; then again with FSDP's default averaging, to show what it would cost."""
+save the full gradients; then again with FSDP's default averaging, to show what it would cost.
+Arguments: model_dir samples.pt out.pt micro_batch_tokens layout param_dtype."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ def full_gradients(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {name: p.grad.full_tensor().clone() for name, p in model.named_parameters()}
 
 
-def main(model_dir: str, samples_path: str, out_path: str, micro_batch_tokens: int, layout: str) -> None:
+def main(model_dir: str, samples_path: str, out_path: str, micro_batch_tokens: int, layout: str,
+         param_dtype: str) -> None:
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     mesh = init_device_mesh("cpu", (world,))
@@ -35,18 +37,24 @@ def main(model_dir: str, samples_path: str, out_path: str, micro_batch_tokens: i
     else:
         with torch.device("meta"):
             model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model_dir), dtype=torch.float32)
-    model = shard_from_rank0(model, mesh, torch.device("cpu"))
+    model = shard_from_rank0(model, mesh, torch.device("cpu"), param_dtype)
     trainer = TrainerConfig(prompts_per_step=3, mini_batch_prompts=3, micro_batch_tokens=micro_batch_tokens,
                             lr=1e-2, warmup_steps=0, grad_clip=1e9, packing=layout == "packed",
-                            shared_prompt=layout == "shared_prompt")
+                            shared_prompt=layout == "shared_prompt", param_dtype=param_dtype)
     worker = PolicyWorker(model, AlgorithmConfig(), trainer, pad_token_id=0, temperature=1.0, total_steps=1,
                           norm_const=16.0)
     # a packed row's attention runs per sequence on the sharded model too (not the row-wide mask)
     assert (model.config._attn_implementation == PACKED_SDPA) == (layout == "packed")
+    compute_dtypes = set()  # the dtype of the weights a layer computes on (FSDP2's unsharded ones)
+    q_proj = model.model.layers[0].self_attn.q_proj
+    q_proj.register_forward_pre_hook(lambda module, args: compute_dtypes.add(module.weight.dtype))
     samples = [Sample(**fields) for fields in torch.load(samples_path, weights_only=True)]
     num_tokens, num_seqs = count_loss_tokens(samples)  # the whole mini-batch, all ranks
     share = split_across_ranks(samples, world)[rank]
     stats = worker.accumulate_gradients(share, num_tokens, num_seqs)
+    assert compute_dtypes == {torch.bfloat16 if param_dtype == "bf16" else torch.float32}, compute_dtypes
+    # the shards (master weights) and their gradients stay float32
+    assert {p.dtype for p in model.parameters()} == {p.grad.dtype for p in model.parameters()} == {torch.float32}
     summed = full_gradients(model)
     grad_norm = worker.clip_gradients()
     # each rank's own count, before the padding with empty micro-batches that evens them out
@@ -69,4 +77,4 @@ def main(model_dir: str, samples_path: str, out_path: str, micro_batch_tokens: i
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
+    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6])

@@ -24,11 +24,12 @@ WORKER = Path(__file__).with_name("fsdp_grad_worker.py")
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def reference_gradients(model_dir: Path, samples, micro_batch_tokens: int, layout: str = "padded"):
+def reference_gradients(model_dir: Path, samples, micro_batch_tokens: int, layout: str = "padded",
+                        param_dtype: str = "none"):
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     trainer = TrainerConfig(prompts_per_step=3, mini_batch_prompts=3, micro_batch_tokens=micro_batch_tokens,
                             lr=1e-2, warmup_steps=0, grad_clip=1e9, packing=layout == "packed",
-                            shared_prompt=layout == "shared_prompt")
+                            shared_prompt=layout == "shared_prompt", param_dtype=param_dtype)
     worker = PolicyWorker(model, AlgorithmConfig(), trainer, pad_token_id=0, temperature=1.0, total_steps=1,
                           norm_const=16.0)
     worker.accumulate_gradients(samples)
@@ -43,9 +44,11 @@ MICRO_BATCH_TOKENS = {"padded": 44, "packed": 56, "shared_prompt": 60}
 
 # shared_prompt: FSDP2 all-gathers for two forward calls (prompts, then continuations) before one
 # backward; samples in groups that share their prompt. packed: each rank's rows hold other
-# sequences (per-sequence attention, trainer.packed_attention).
-@pytest.mark.parametrize("layout", ["padded", "packed", "shared_prompt"])
-def test_two_rank_fsdp_gradients_equal_one_rank_gradients(tiny_model_dir, tmp_path, layout):
+# sequences (per-sequence attention, trainer.packed_attention). bf16: trainer.param_dtype=bf16,
+# FSDP2's MixedPrecisionPolicy against one process's bf16 copies (dapo.trainer.mixed_precision).
+@pytest.mark.parametrize(("layout", "param_dtype"),
+                         [("padded", "none"), ("packed", "none"), ("shared_prompt", "none"), ("padded", "bf16")])
+def test_two_rank_fsdp_gradients_equal_one_rank_gradients(tiny_model_dir, tmp_path, layout, param_dtype):
     shared_prompt = layout == "shared_prompt"
     samples = (make_group_samples if shared_prompt else make_samples)(torch.Generator().manual_seed(4))
     for index, sample in enumerate(samples):  # off-policy ratios, so clipping paths are exercised
@@ -55,7 +58,7 @@ def test_two_rank_fsdp_gradients_equal_one_rank_gradients(tiny_model_dir, tmp_pa
     torch.save([dataclasses.asdict(s) for s in samples], tmp_path / "samples.pt")
     out = tmp_path / "grads.pt"
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-               str(WORKER), str(tiny_model_dir), str(tmp_path / "samples.pt"), str(out), str(budget), layout]
+               str(WORKER), str(tiny_model_dir), str(tmp_path / "samples.pt"), str(out), str(budget), layout, param_dtype]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
     if result.returncode != 0 and "terminate called" in result.stderr:
@@ -66,10 +69,11 @@ def test_two_rank_fsdp_gradients_equal_one_rank_gradients(tiny_model_dir, tmp_pa
     assert result.returncode == 0, result.stderr[-4000:]
     two_rank = torch.load(out, weights_only=True)
 
-    one_rank, one_rank_norm = reference_gradients(tiny_model_dir, samples, budget, layout)
+    one_rank, one_rank_norm = reference_gradients(tiny_model_dir, samples, budget, layout, param_dtype)
     # float32: the ranks split groups, so a shared prompt's gradient is summed over other subsets
-    # of its responses than in one process (Qwen2's RMSNorm rounds each sum to float32)
-    tol = 1e-5 if shared_prompt else 1e-6
+    # of its responses than in one process (Qwen2's RMSNorm rounds each sum to float32). bf16: each
+    # rank's micro-batches are others than one process's, and each one's gradient is rounded to bf16
+    tol = 1e-2 if param_dtype == "bf16" else 1e-5 if shared_prompt else 1e-6
     assert two_rank["loss_tokens"] == count_loss_tokens(samples)[0]  # every loss token, once
     assert min(two_rank["micro_batches"]) >= 1 and len(set(two_rank["micro_batches"])) == 2  # an empty one ran
     shares = split_across_ranks(samples, 2)

@@ -5,7 +5,8 @@ device: no weights are read), or from ``--params`` when the directory is not on 
 Per policy rank (FSDP2 over W ranks, N parameters, L layers, hidden size H, vocabulary V):
 
     sharded training state  = N/W x (param bytes + grad bytes + 8 AdamW bytes)
-    gathered layer          = 2 x N/L x param bytes      (the unit being used and the next, prefetched)
+    gathered layer          = 2 x N/L x compute bytes    (the unit being used and the next, prefetched;
+                                                        param bytes, or 2 with trainer.param_dtype=bf16)
     activations             = T x H x 2 x L (model.gradient_checkpointing: the layer inputs, bf16)
                               or T x H x 34 x L (without it: every tensor a layer saves for backward,
                               16-bit, attention scores not stored, Korthikanti et al. 2022)
@@ -69,12 +70,13 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
     n, layers, hidden, vocab, guessed = model_shape(cfg, params)
     res, world = cfg.resources, cfg.resources.world_size
     param_bytes = DTYPE_BYTES[cfg.model.dtype]
+    compute_bytes = DTYPE_BYTES["bfloat16"] if cfg.trainer.param_dtype == "bf16" else param_bytes
     tokens = cfg.trainer.micro_batch_tokens
     checkpointed = cfg.model.gradient_checkpointing
     layer_bytes_per_token = hidden * (2 if checkpointed else 34)
     rows = [
         ("sharded weights + grads + AdamW", n / world * (2 * param_bytes + 8)),
-        ("gathered layers (FSDP2 unit + prefetch)", 2 * n / layers * param_bytes),
+        ("gathered layers (FSDP2 unit + prefetch)", 2 * n / layers * compute_bytes),
         (f"activations ({'checkpointed inputs' if checkpointed else 'no checkpointing'} + logits)",
          tokens * layer_bytes_per_token * layers + tokens * vocab * 4),
     ]
@@ -97,7 +99,9 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
         f"placement: {res.nnodes} node(s) x {res.devices_per_node} device(s) = {world} policy rank(s)"
         + (" in this process (no Ray)" if world == 1 else
            f" on Ray ({res.ray_address or 'a local Ray started by dapo train'})"),
-        f"each rank: an FSDP2 shard of the policy ({cfg.model.dtype} weights, autocast {cfg.trainer.autocast}) and a rollout engine: {engine}",
+        f"each rank: an FSDP2 shard of the policy ({cfg.model.dtype} weights, "
+        + ("computing on bf16 copies (trainer.param_dtype=bf16)" if cfg.trainer.param_dtype == "bf16"
+           else f"autocast {cfg.trainer.autocast}") + f") and a rollout engine: {engine}",
         "the driver: the DAPO loop, rewards, its own part of each checkpoint (no weights: the model's structure "
         "on the meta device)" if world > 1 else "this process: the DAPO loop, rewards, checkpoints",
         "per-rank memory estimate:",

@@ -376,6 +376,14 @@ class TrainerConfig:
     # scaling: see dapo.trainer.policy.LOSS_SCALE_INIT). A float16 model.dtype is scaled too, but
     # its gradients are stored in float16 and can still underflow: prefer float32 weights.
     autocast: str = "none"
+    # "bf16": forward and backward on a bfloat16 copy of the float32 weights, as verl's FSDP
+    # default (MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)). Every op computes in bf16
+    # (autocast keeps the residual stream and norms in float32 and re-casts each matmul's input);
+    # gradients are summed (over micro-batches and FSDP ranks) in float32 and AdamW updates the
+    # float32 weights (dapo.trainer.mixed_precision). FSDP2 ranks all-gather the bf16 copy: half
+    # the bytes of float32 weights under autocast. Needs autocast=none and model.dtype=float32.
+    # "none": compute on the weights as stored, autocast choosing the matmuls' precision.
+    param_dtype: str = "none"
 
     def __post_init__(self) -> None:
         _check(self.total_steps >= 1, "trainer.total_steps must be >= 1")
@@ -400,6 +408,10 @@ class TrainerConfig:
                "trainer.packing and trainer.shared_prompt are two layouts of a micro-batch: choose one")
         _one_of("trainer.lr_schedule", self.lr_schedule, ("constant", "cosine"))
         _one_of("trainer.autocast", self.autocast, ("none", "bf16", "fp16"))
+        _one_of("trainer.param_dtype", self.param_dtype, ("none", "bf16"))
+        _check(self.param_dtype == "none" or self.autocast == "none",
+               f"trainer.param_dtype=bf16 computes on bf16 weights, where trainer.autocast={self.autocast} would "
+               "compute on float32 ones: choose one (set trainer.autocast=none)")
         _check(re.fullmatch(r"auto|cpu|cuda(:[0-9]+)?|mps|xpu(:[0-9]+)?", self.device) is not None,
                f"trainer.device={self.device!r} is not a device: use auto, cpu, cuda or cuda:N")
 
@@ -544,6 +556,9 @@ class DAPOConfig:
                 f"devices each, within a node: it needs rollout.engine=vllm and resources.devices_per_node "
                 f"({res.devices_per_node}) divisible by it",
             )
+        _check(self.trainer.param_dtype == "none" or self.model.dtype == "float32",
+               f"trainer.param_dtype=bf16 keeps float32 master weights: model.dtype={self.model.dtype} "
+               "must be float32")
         if self.resources.world_size > 1:
             _check(
                 a.kl_coef == 0,

@@ -22,7 +22,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.fsdp import FSDPModule, fully_shard
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
 
@@ -35,15 +35,20 @@ def decoder_layers(model: nn.Module) -> list[nn.Module]:
     return [m for m in model.modules() if type(m).__name__.endswith("DecoderLayer")]
 
 
-def shard_policy(model: nn.Module, mesh: DeviceMesh) -> nn.Module:
+def shard_policy(model: nn.Module, mesh: DeviceMesh, param_dtype: str = "none") -> nn.Module:
     """Shard ``model`` in place: each decoder layer is an FSDP2 unit, the rest (embeddings, tied
-    output layer, final norm) the root unit. Gradients are summed across ranks."""
+    output layer, final norm) the root unit. Gradients are summed across ranks. ``param_dtype``
+    (trainer.param_dtype) "bf16": units all-gather and compute on bf16 copies of the float32
+    shards, and reduce-scatter and accumulate gradients in float32."""
     layers = decoder_layers(model)
     if not layers:
         raise ValueError(f"{type(model).__name__} has no *DecoderLayer modules to shard")
+    mp_policy = MixedPrecisionPolicy()  # FSDP2's default: compute on the shards' dtype
+    if param_dtype == "bf16":
+        mp_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     for layer in layers:
-        fully_shard(layer, mesh=mesh)
-    fully_shard(model, mesh=mesh)
+        fully_shard(layer, mesh=mesh, mp_policy=mp_policy)
+    fully_shard(model, mesh=mesh, mp_policy=mp_policy)
     gloo = dist.get_backend(mesh.get_group()) == "gloo"
     for module in model.modules():
         if isinstance(module, FSDPModule):
@@ -53,15 +58,16 @@ def shard_policy(model: nn.Module, mesh: DeviceMesh) -> nn.Module:
     return model
 
 
-def shard_from_rank0(model: nn.Module, mesh: DeviceMesh, device: torch.device) -> nn.Module:
+def shard_from_rank0(model: nn.Module, mesh: DeviceMesh, device: torch.device, param_dtype: str = "none") -> nn.Module:
     """Shard a policy whose weights only rank 0 has read: rank 0 passes the loaded model (in CPU
     memory), the other ranks its structure on the meta device. After sharding, rank 0's weights are
     broadcast and every rank keeps only its shard, on ``device``: no device ever holds the whole
     model (a 32B float32 policy is 131 GB) and the files are read once per run, not once per rank.
-    Non-persistent buffers (RoPE's inv_freq), which no state dict carries, are broadcast too."""
+    Non-persistent buffers (RoPE's inv_freq), which no state dict carries, are broadcast too.
+    ``param_dtype``: as :func:`shard_policy`'s."""
     rank0 = dist.get_rank() == 0
     full = model.state_dict() if rank0 else {}  # keeps rank 0's full tensors alive through the broadcast
-    shard_policy(model, mesh)
+    shard_policy(model, mesh, param_dtype)
     if not rank0:  # storage for this rank's shards (and buffers), filled in place below: parameters
         model.to_empty(device=device)  # swapped in instead (assign) would not be the ones FSDP2 uses
     set_model_state_dict(model, full, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))

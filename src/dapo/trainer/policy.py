@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from torch.distributed.fsdp import FSDPModule
 from torch.distributed.tensor import DTensor
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
@@ -35,6 +36,7 @@ from dapo.trainer.checkpoint import (
     save_hf_model,
 )
 from dapo.trainer.fsdp import all_ranks_true, same_count
+from dapo.trainer.mixed_precision import Bf16ComputeWeights, cast_parameters
 from dapo.trainer.packed_attention import packed_logits, use_packed_attention
 from dapo.trainer.shared_prompt import check_shared_prompt, shared_prompt_logits
 
@@ -144,6 +146,12 @@ class PolicyWorker:
         self.num_nonfinite_skipped = 0
         self.version = 0  # optimizer updates applied since this worker was built
         self._set_up_loss_scaling()
+        # trainer.param_dtype=bf16: FSDP2 casts a sharded policy's weights itself (shard_policy)
+        self.bf16_weights = (
+            Bf16ComputeWeights(model) if trainer.param_dtype == "bf16" and not isinstance(model, FSDPModule) else None
+        )
+        if trainer.param_dtype == "bf16" and ref_model is not None:
+            cast_parameters(ref_model, torch.bfloat16)  # frozen: no updates to keep in float32
         if trainer.shared_prompt:  # before any rollout, not at the first update
             check_shared_prompt(model)
         if trainer.packing:  # sdpa/eager: causal attention per sequence, no row-wide mask
@@ -161,6 +169,10 @@ class PolicyWorker:
         else:
             group.pop("loss_scale", None)
             group.pop("updates_since_overflow", None)
+
+    def _compute_weights(self) -> contextlib.AbstractContextManager:
+        """The weights passes run on: bf16 copies (trainer.param_dtype=bf16), or the weights."""
+        return self.bf16_weights.computing() if self.bf16_weights is not None else contextlib.nullcontext()
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         if self.cfg.autocast == "none":
@@ -209,16 +221,17 @@ class PolicyWorker:
         was_training = model.training
         model.eval()
         result = LogprobPass()
-        for micro in self._micro_batches(samples):
-            if not micro:  # this rank has run out of samples; the others still need it
-                self._empty_loss()
-                continue
-            tensors = self._collate(micro)
-            logits = self._response_logits(model, tensors)
-            logprobs = self._logprobs(logits, tensors)
-            self._diagnose(logits, logprobs, tensors, result)
-            for row, sample in enumerate(micro):
-                result.logprobs.append(logprobs[row, : len(sample.response_ids)].float().cpu().tolist())
+        with self._compute_weights():
+            for micro in self._micro_batches(samples):
+                if not micro:  # this rank has run out of samples; the others still need it
+                    self._empty_loss()
+                    continue
+                tensors = self._collate(micro)
+                logits = self._response_logits(model, tensors)
+                logprobs = self._logprobs(logits, tensors)
+                self._diagnose(logits, logprobs, tensors, result)
+                for row, sample in enumerate(micro):
+                    result.logprobs.append(logprobs[row, : len(sample.response_ids)].float().cpu().tolist())
         model.train(was_training)
         return result
 
@@ -295,18 +308,25 @@ class PolicyWorker:
         # Length-sorted micro-batches carry less padding; the loss is a sum over tokens with a
         # global normaliser, so their order does not change the gradient.
         by_length = sorted(mini_batch, key=lambda s: (len(s.prompt_ids) + len(s.response_ids)))
-        for micro in self._micro_batches(by_length):
-            if micro:
-                loss, pg_loss = self._micro_batch_loss(micro, num_tokens, num_seqs, stats, on_policy)
-            else:
-                loss = pg_loss = self._empty_loss()
-            total, policy_gradient = torch.stack([loss.detach(), pg_loss.detach()]).tolist()  # one device sync
-            # decided by all ranks together, so that none is left waiting in a collective
-            if not all_ranks_true(math.isfinite(total)):
-                return self._skip(stats, f"loss is {total} (on this or another rank)")
-            (loss if self.loss_scale == 1.0 else loss * self.loss_scale).backward()
-            stats.loss += total
-            stats.pg_loss += policy_gradient
+        nonfinite = None  # a loss that was not finite, on this rank or another
+        with self._compute_weights():
+            for micro in self._micro_batches(by_length):
+                if micro:
+                    loss, pg_loss = self._micro_batch_loss(micro, num_tokens, num_seqs, stats, on_policy)
+                else:
+                    loss = pg_loss = self._empty_loss()
+                total, policy_gradient = torch.stack([loss.detach(), pg_loss.detach()]).tolist()  # one device sync
+                # decided by all ranks together, so that none is left waiting in a collective
+                if not all_ranks_true(math.isfinite(total)):
+                    nonfinite = total
+                    break
+                (loss if self.loss_scale == 1.0 else loss * self.loss_scale).backward()
+                if self.bf16_weights is not None:
+                    self.bf16_weights.fold_gradients()  # float32 sums: bf16 ones would round small terms away
+                stats.loss += total
+                stats.pg_loss += policy_gradient
+        if nonfinite is not None:  # skipped once the float32 weights are back
+            return self._skip(stats, f"loss is {nonfinite} (on this or another rank)")
         return stats
 
     @property

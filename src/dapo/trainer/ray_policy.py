@@ -100,7 +100,7 @@ class PolicyRank:
         engine_model = model if vllm else copy.deepcopy(model)  # native: a full copy, filled below
         self.engine = create_engine(cfg.rollout, engine_model, tokenizer, model_path=str(model_path),
                                     **vllm_options(cfg, model))
-        self.model = shard_from_rank0(model, mesh, device)
+        self.model = shard_from_rank0(model, mesh, device, cfg.trainer.param_dtype)
         if not vllm:
             engine_model.to_empty(device=device)
             buffers = dict(self.model.named_buffers())

@@ -1,0 +1,76 @@
+"""bf16 weights over float32 master weights (``trainer.param_dtype=bf16``) for one process.
+
+FSDP's mixed precision, as verl runs it (``MixedPrecisionPolicy(param_dtype=bf16,
+reduce_dtype=fp32)``): the forward and backward run on a bfloat16 copy of the weights, so every
+op computes in bf16 (the residual stream and the norms' scales too, where autocast keeps them in
+float32 and re-casts each matmul's input); the gradient of each micro-batch is added into a
+float32 gradient, and AdamW updates the float32 weights:
+
+    w16 = bf16(w32);   g32 = sum over micro-batches of float32(dL_m / dw16);   w32 <- AdamW(w32, g32)
+
+An update smaller than bf16's resolution at w (lr 1e-6 against a spacing of 2^-8 |w|) still moves
+w32; bf16 weights alone would round it away. Under FSDP2 the sharded policy gets this from
+``fully_shard(mp_policy=...)`` (:func:`dapo.trainer.fsdp.shard_policy`) instead of this class.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+from torch import nn
+
+
+class Bf16ComputeWeights:
+    """Swaps a float32 model's parameters to bf16 copies for a pass, and folds their gradients
+    into float32 ones. The parameters stay the same ``nn.Parameter`` objects (the optimizer's, the
+    rollout engine's and the checkpoint's): only their ``.data`` is swapped, as FSDP1 did."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        wrong = sorted({str(p.dtype) for p in self.params if p.dtype != torch.float32})
+        if wrong:
+            raise ValueError(
+                f"trainer.param_dtype=bf16 keeps float32 master weights, but the policy's are {', '.join(wrong)}: "
+                "load it with model.dtype=float32")
+        self._master_grads: list[torch.Tensor | None] = []
+
+    @contextlib.contextmanager
+    def computing(self) -> Iterator[None]:
+        """Inside: the parameters hold fresh bf16 copies of the float32 weights (backward must run
+        inside too, and :meth:`fold_gradients` after each). After: the float32 weights again, with
+        the float32 gradient folded so far as ``.grad`` (None where nothing was folded)."""
+        masters = [p.data for p in self.params]
+        self._master_grads = [p.grad for p in self.params]  # zero_grad ran before: None, normally
+        for p in self.params:
+            p.grad = None  # a float32 gradient cannot sit on a bf16 parameter
+            p.data = p.data.to(torch.bfloat16)
+        try:
+            yield
+        finally:
+            for p, master, grad in zip(self.params, masters, self._master_grads):
+                p.grad = None
+                p.data = master
+                p.grad = grad
+            self._master_grads = []
+
+    def fold_gradients(self) -> None:
+        """Add the bf16 gradients of the last backward into the float32 ones and clear them."""
+        for index, p in enumerate(self.params):
+            if p.grad is None:
+                continue
+            master = self._master_grads[index]
+            if master is None:
+                self._master_grads[index] = p.grad.float()
+            else:
+                master.add_(p.grad)
+            p.grad = None
+
+
+def cast_parameters(model: nn.Module, dtype: torch.dtype) -> nn.Module:
+    """``model`` with its parameters (not its buffers) in ``dtype``, as FSDP's param_dtype casts
+    them: ``model.to(dtype)`` would also round float32 buffers such as RoPE's inverse frequencies."""
+    for p in model.parameters():
+        p.data = p.data.to(dtype)
+    return model

@@ -3,14 +3,14 @@
     flock /tmp/dapo-cpu.lock python benchmarks/bench_update.py [--models builtin 75m] \
         [--precisions bf16 bf16-weights fp32] [--layouts padded packed shared_prompt] [--updates 4]
 
-For each model shape and precision, one DAPO update (``PolicyWorker.update``: token-budget
-micro-batches, decoupled-clip token-level loss, AdamW) runs on a synthetic mini-batch (16 groups
-x G=8 for the built-in shape, 4 x 4 longer ones for the 75M one), ``--updates`` times after one
-warm-up; the best counts. Weights are
-random (speed does not depend on them). The peak is a matmul micro-benchmark in the same run and
+For each model shape, layout and precision, one DAPO update (``PolicyWorker.update``:
+token-budget micro-batches, decoupled-clip token-level loss, AdamW) runs on a synthetic mini-batch
+(16 groups x G=8 for the built-in shape, 4 x 4 longer ones for the 75M one), ``--updates`` times
+after one warm-up; the best counts. The precisions of a layout take turns, update by update, so a
+slow spell of the machine slows them alike. Weights are random (speed does not depend on them). The peak is a matmul micro-benchmark in the same run and
 precision (square ``torch.mm`` of ``--matmul-size``, best of several), so MFU compares the update
 with what this machine's matmul reaches, not with a datasheet (measured before and after every
-row; the best counts).
+layout; the best counts).
 
 Model FLOPs per trained token (PaLM's convention, causal attention counted as full):
     6 * N_matmul + 12 * layers * hidden * T
@@ -139,31 +139,41 @@ def matmul_peak(dtype: torch.dtype, size: int, device: torch.device = CPU) -> fl
     return best
 
 
-def bench(name: str, precision: str, layout: str, updates: int) -> dict:
-    shape = SHAPES[name]
-    model = build_model(shape)
+def build_worker(shape: Shape, precision: str, layout: str) -> PolicyWorker:
     trainer = TrainerConfig(autocast="bf16" if precision == "bf16" else "none", lr=1e-6, warmup_steps=0,
                             param_dtype="bf16" if precision == "bf16-weights" else "none",
                             micro_batch_tokens=shape.micro_batch_tokens,
                             device="cpu", packing=layout == "packed", shared_prompt=layout == "shared_prompt")
-    worker = PolicyWorker(model, AlgorithmConfig(), trainer, pad_token_id=0, temperature=1.0, total_steps=10,
-                          norm_const=float(shape.response_tokens[1]))
+    return PolicyWorker(build_model(shape), AlgorithmConfig(), trainer, pad_token_id=0, temperature=1.0,
+                        total_steps=10, norm_const=float(shape.response_tokens[1]))
+
+
+def bench(name: str, precisions: list[str], layout: str, updates: int) -> list[dict]:
+    """One row per precision: each precision's worker updates in turn, ``updates`` rounds, so
+    that a slow spell of the machine hits every precision alike (best of the rounds counts)."""
+    shape = SHAPES[name]
     samples = synthetic_mini_batch(shape)
     num_tokens, num_seqs = count_loss_tokens(samples)
-    worker.update(samples, num_tokens, num_seqs)  # warm-up
-    seconds = []
+    workers = {precision: build_worker(shape, precision, layout) for precision in precisions}
+    for worker in workers.values():
+        worker.update(samples, num_tokens, num_seqs)  # warm-up
+    seconds: dict[str, list[float]] = {precision: [] for precision in precisions}
     for _ in range(updates):
-        started = time.perf_counter()
-        worker.update(samples, num_tokens, num_seqs)
-        seconds.append(time.perf_counter() - started)
-    update_s = min(seconds)  # the best, as for the peak: interference only ever slows a round
-    return {
-        "model": name, "params_m": sum(p.numel() for p in model.parameters()) / 1e6, "precision": precision,
-        "layout": layout,
-        "tokens": sum(s.num_tokens for s in samples), "update_s": update_s,
-        "tokens_per_s": sum(s.num_tokens for s in samples) / update_s,
-        "achieved_flops": model_flops(model, samples, layout == "shared_prompt") / update_s,
-    }
+        for precision, worker in workers.items():
+            started = time.perf_counter()
+            worker.update(samples, num_tokens, num_seqs)
+            seconds[precision].append(time.perf_counter() - started)
+    rows = []
+    for precision, worker in workers.items():
+        update_s = min(seconds[precision])  # the best, as for the peak: interference only ever slows a round
+        rows.append({
+            "model": name, "params_m": sum(p.numel() for p in worker.model.parameters()) / 1e6,
+            "precision": precision, "layout": layout,
+            "tokens": sum(s.num_tokens for s in samples), "update_s": update_s,
+            "tokens_per_s": sum(s.num_tokens for s in samples) / update_s,
+            "achieved_flops": model_flops(worker.model, samples, layout == "shared_prompt") / update_s,
+        })
+    return rows
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -178,15 +188,19 @@ def main(argv: list[str] | None = None) -> None:
     peaks = {PEAK_DTYPE[precision]: 0.0 for precision in args.precisions}
     rows = []
     for name in args.models:
-        for precision in args.precisions:
-            for layout in args.layouts:
-                # the peak is re-measured around every row and the best counts: a machine shared with
-                # other work (a VM's neighbours, a turbo clock) only ever lowers a measurement
-                dtype = PEAK_DTYPE[precision]
+        for layout in args.layouts:
+            # the peaks are re-measured around every layout and the best counts: a machine shared
+            # with other work (a VM's neighbours, a turbo clock) only ever lowers a measurement
+            for dtype in peaks:
                 peaks[dtype] = max(peaks[dtype], matmul_peak(dtype, args.matmul_size))
-                rows.append(bench(name, precision, layout, args.updates))
+            rows += bench(name, args.precisions, layout, args.updates)
+            for dtype in peaks:
                 peaks[dtype] = max(peaks[dtype], matmul_peak(dtype, args.matmul_size))
-                print(f"[bench_update] {name} {precision} {layout}: {rows[-1]['update_s']:.2f} s", flush=True)
+            print(f"[bench_update] {name} {layout}: " + ", ".join(
+                f"{r['precision']} {r['update_s']:.2f} s" for r in rows[-len(args.precisions):]), flush=True)
+    order = {(name, precision, layout): index for index, (name, precision, layout) in enumerate(
+        (n, p, layout) for n in args.models for p in args.precisions for layout in args.layouts)}
+    rows.sort(key=lambda r: order[r["model"], r["precision"], r["layout"]])
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; matmul peak ({args.matmul_size}^2, best "
           "of all measurements): " + ", ".join(f"{str(d)[6:]} {peak / 1e12:.3f} TFLOP/s" for d, peak in peaks.items()))
     print("| model | params (M) | precision | layout | tokens/update | update s | tokens/s | model TFLOP/s "

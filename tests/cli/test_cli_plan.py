@@ -33,6 +33,13 @@ def test_plan_gathers_the_layers_in_the_dtype_they_compute_in(overrides, gathere
     assert ("computing on bf16 copies" in out) == (gathered_bytes == 2)
 
 
+def test_a_one_process_plan_counts_the_bf16_copy_of_the_whole_model():
+    cfg = load_config([builtin_config_path("qwen2.5_1.5b_1gpu")], ["trainer.param_dtype=bf16", "trainer.autocast=none"])
+    out = plan(cfg, params=1.54e9)
+    row = next(line for line in out.splitlines() if "bf16 weights + grads" in line)
+    assert row.endswith(f"{1.54e9 * 4 / GIB:9.2f} GiB") and "gathered layers" not in out  # no FSDP2 units
+
+
 def test_plan_says_when_a_whole_engine_per_rank_does_not_fit(capsys):
     assert main(["plan", "dapo_qwen2.5_32b", "rollout.vllm_tensor_parallel_size=1", "--params", "32.8e9"]) == 0
     assert "DOES NOT FIT: vLLM's share (40 GiB" in capsys.readouterr().out

@@ -11,7 +11,7 @@ import sys
 import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import FSDPModule
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from dapo.config import AlgorithmConfig, TrainerConfig
@@ -53,6 +53,10 @@ def main(model_dir: str, samples_path: str, out_path: str, micro_batch_tokens: i
     share = split_across_ranks(samples, world)[rank]
     stats = worker.accumulate_gradients(share, num_tokens, num_seqs)
     assert compute_dtypes == {torch.bfloat16 if param_dtype == "bf16" else torch.float32}, compute_dtypes
+    # bf16: gradients reduce-scattered in float32 (a bf16 reduction would hide in the test's tolerance)
+    wanted = MixedPrecisionPolicy(torch.bfloat16, torch.float32) if param_dtype == "bf16" else MixedPrecisionPolicy()
+    groups = [m._get_fsdp_state()._fsdp_param_group for m in model.modules() if isinstance(m, FSDPModule)]
+    assert all(group.mp_policy == wanted for group in groups if group is not None)
     # the shards (master weights) and their gradients stay float32
     assert {p.dtype for p in model.parameters()} == {p.grad.dtype for p in model.parameters()} == {torch.float32}
     summed = full_gradients(model)

@@ -10,7 +10,7 @@ from transformers import AutoModelForCausalLM
 
 from dapo.config import AlgorithmConfig, ConfigError, DAPOConfig, ModelConfig, TrainerConfig
 from dapo.trainer.batch import count_loss_tokens, iter_micro_batches
-from dapo.trainer.mixed_precision import cast_parameters
+from dapo.trainer.mixed_precision import Bf16ComputeWeights, cast_parameters
 from dapo.trainer.policy import PolicyWorker
 from tests.trainer.test_trainer_policy import make_samples
 
@@ -101,6 +101,36 @@ def test_a_nan_loss_leaves_the_float32_weights_and_no_gradient(tiny_model_dir):
         assert p.dtype == torch.float32 and p.grad is None, name
     for name, tensor in model.state_dict().items():
         assert torch.equal(tensor, before[name]), name
+
+
+def test_an_error_inside_a_pass_gives_back_the_float32_weights_and_their_gradients(tiny_model_dir):
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    model.model.norm.weight.requires_grad_(False)  # frozen: cast too, or its matmul would mix dtypes
+    weights = Bf16ComputeWeights(model)
+    params = list(model.parameters())
+    params[1].grad = torch.ones_like(params[1])  # a float32 gradient from before the pass
+    with pytest.raises(RuntimeError, match="inside the pass"), weights.computing():
+        assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+        model(input_ids=torch.tensor([[3, 4, 5]])).logits.float().sum().backward()
+        weights.fold_gradients()
+        raise RuntimeError("inside the pass")
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    assert model.model.norm.weight.grad is None
+    assert all(p.grad is not None and p.grad.dtype == torch.float32 for p in params if p.requires_grad)
+    assert torch.all(params[1].grad != 1)  # the pass's gradient was added to the earlier one
+    with weights.computing(), pytest.raises(RuntimeError, match="does not nest"), weights.computing():
+        pass
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+
+
+def test_the_frozen_reference_computes_on_bf16_weights_with_float32_rope(tiny_model_dir):
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    reference = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    trainer = TrainerConfig(prompts_per_step=3, mini_batch_prompts=3, warmup_steps=0, param_dtype="bf16")
+    PolicyWorker(model, AlgorithmConfig(kl_coef=0.1), trainer, pad_token_id=0, temperature=1.0, total_steps=1,
+                 norm_const=16.0, ref_model=reference)
+    assert {p.dtype for p in reference.parameters()} == {torch.bfloat16}
+    assert reference.model.rotary_emb.inv_freq.dtype == torch.float32  # model.to(bf16) would round it
 
 
 def test_logprob_passes_run_on_the_bf16_copy(tiny_model_dir):

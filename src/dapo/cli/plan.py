@@ -74,9 +74,12 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
     tokens = cfg.trainer.micro_batch_tokens
     checkpointed = cfg.model.gradient_checkpointing
     layer_bytes_per_token = hidden * (2 if checkpointed else 34)
-    rows = [
-        ("sharded weights + grads + AdamW", n / world * (2 * param_bytes + 8)),
-        ("gathered layers (FSDP2 unit + prefetch)", 2 * n / layers * compute_bytes),
+    rows = [("sharded weights + grads + AdamW", n / world * (2 * param_bytes + 8))]
+    if world > 1:
+        rows.append(("gathered layers (FSDP2 unit + prefetch)", 2 * n / layers * compute_bytes))
+    elif cfg.trainer.param_dtype == "bf16":  # one process: the whole model's bf16 copy and its gradient
+        rows.append(("bf16 weights + grads (trainer.param_dtype)", n * 2 * compute_bytes))
+    rows += [
         (f"activations ({'checkpointed inputs' if checkpointed else 'no checkpointing'} + logits)",
          tokens * layer_bytes_per_token * layers + tokens * vocab * 4),
     ]

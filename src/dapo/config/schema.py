@@ -377,12 +377,13 @@ class TrainerConfig:
     # its gradients are stored in float16 and can still underflow: prefer float32 weights.
     autocast: str = "none"
     # "bf16": forward and backward on a bfloat16 copy of the float32 weights, as verl's FSDP
-    # default (MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)). Every op computes in bf16
-    # (autocast keeps the residual stream and norms in float32 and re-casts each matmul's input);
-    # gradients are summed (over micro-batches and FSDP ranks) in float32 and AdamW updates the
-    # float32 weights (dapo.trainer.mixed_precision). FSDP2 ranks all-gather the bf16 copy: half
-    # the bytes of float32 weights under autocast. Needs autocast=none and model.dtype=float32.
-    # "none": compute on the weights as stored, autocast choosing the matmuls' precision.
+    # default (MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)). Activations are bf16,
+    # the residual stream too (autocast keeps it in float32 and casts each matmul's input again);
+    # each micro-batch's gradient is added (and, over FSDP ranks, reduced) in float32 and AdamW
+    # updates the float32 weights (dapo.trainer.mixed_precision). FSDP2 ranks all-gather the bf16
+    # copy: half the bytes of float32 weights under autocast. Needs autocast=none and
+    # model.dtype=float32. "none": compute on the weights as stored, autocast choosing the
+    # matmuls' precision.
     param_dtype: str = "none"
 
     def __post_init__(self) -> None:

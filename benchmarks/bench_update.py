@@ -7,10 +7,10 @@ For each model shape, layout and precision, one DAPO update (``PolicyWorker.upda
 token-budget micro-batches, decoupled-clip token-level loss, AdamW) runs on a synthetic mini-batch
 (16 groups x G=8 for the built-in shape, 4 x 4 longer ones for the 75M one), ``--updates`` times
 after one warm-up; the best counts. The precisions of a layout take turns, update by update, so a
-slow spell of the machine slows them alike. Weights are random (speed does not depend on them). The peak is a matmul micro-benchmark in the same run and
-precision (square ``torch.mm`` of ``--matmul-size``, best of several), so MFU compares the update
-with what this machine's matmul reaches, not with a datasheet (measured before and after every
-layout; the best counts).
+slow spell of the machine slows them alike. Weights are random (speed does not depend on them).
+The peak is a matmul micro-benchmark in the same run and precision (square ``torch.mm`` of
+``--matmul-size``, best of several), so MFU compares the update with what this machine's matmul
+reaches, not with a datasheet (measured before and after every layout; the best counts).
 
 Model FLOPs per trained token (PaLM's convention, causal attention counted as full):
     6 * N_matmul + 12 * layers * hidden * T

@@ -56,7 +56,7 @@ def main(model_dir: str, samples_path: str, out_path: str, micro_batch_tokens: i
     # bf16: gradients reduce-scattered in float32 (a bf16 reduction would hide in the test's tolerance)
     wanted = MixedPrecisionPolicy(torch.bfloat16, torch.float32) if param_dtype == "bf16" else MixedPrecisionPolicy()
     groups = [m._get_fsdp_state()._fsdp_param_group for m in model.modules() if isinstance(m, FSDPModule)]
-    assert all(group.mp_policy == wanted for group in groups if group is not None)
+    assert groups and all(group is not None and group.mp_policy == wanted for group in groups)
     # the shards (master weights) and their gradients stay float32
     assert {p.dtype for p in model.parameters()} == {p.grad.dtype for p in model.parameters()} == {torch.float32}
     summed = full_gradients(model)

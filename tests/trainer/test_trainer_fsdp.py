@@ -47,7 +47,8 @@ MICRO_BATCH_TOKENS = {"padded": 44, "packed": 56, "shared_prompt": 60}
 # sequences (per-sequence attention, trainer.packed_attention). bf16: trainer.param_dtype=bf16,
 # FSDP2's MixedPrecisionPolicy against one process's bf16 copies (dapo.trainer.mixed_precision).
 @pytest.mark.parametrize(("layout", "param_dtype"),
-                         [("padded", "none"), ("packed", "none"), ("shared_prompt", "none"), ("padded", "bf16")])
+                         [("padded", "none"), ("packed", "none"), ("shared_prompt", "none"), ("padded", "bf16"),
+                          ("shared_prompt", "bf16")])
 def test_two_rank_fsdp_gradients_equal_one_rank_gradients(tiny_model_dir, tmp_path, layout, param_dtype):
     shared_prompt = layout == "shared_prompt"
     samples = (make_group_samples if shared_prompt else make_samples)(torch.Generator().manual_seed(4))
@@ -73,7 +74,8 @@ def test_two_rank_fsdp_gradients_equal_one_rank_gradients(tiny_model_dir, tmp_pa
     # float32: the ranks split groups, so a shared prompt's gradient is summed over other subsets
     # of its responses than in one process (Qwen2's RMSNorm rounds each sum to float32). bf16: each
     # rank's micro-batches are others than one process's, and each one's gradient is rounded to bf16
-    tol = 1e-2 if param_dtype == "bf16" else 1e-5 if shared_prompt else 1e-6
+    # (with the shared prompt, after a bf16 sum over the responses of each prompt: 1.2% here)
+    tol = 3e-2 if param_dtype == "bf16" else 1e-5 if shared_prompt else 1e-6
     assert two_rank["loss_tokens"] == count_loss_tokens(samples)[0]  # every loss token, once
     assert min(two_rank["micro_batches"]) >= 1 and len(set(two_rank["micro_batches"])) == 2  # an empty one ran
     shares = split_across_ranks(samples, 2)

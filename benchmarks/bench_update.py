@@ -5,7 +5,8 @@
 
 For each model shape, layout and precision, one DAPO update (``PolicyWorker.update``:
 token-budget micro-batches, decoupled-clip token-level loss, AdamW) runs on a synthetic mini-batch
-(16 groups x G=8 for the built-in shape, 4 x 4 longer ones for the 75M one), ``--updates`` times
+(16 groups x G=8 for the built-in shape, 4 x 4 longer ones for the "75m" one: 93M parameters, 69M
+of them outside its 32k-token embedding), ``--updates`` times
 after one warm-up; the best counts. The precisions of a layout take turns, update by update, so a
 slow spell of the machine slows them alike. Weights are random (speed does not depend on them).
 The peak is a matmul micro-benchmark in the same run and precision (square ``torch.mm`` of
@@ -64,8 +65,9 @@ SHAPES = {
     "75m": Shape(768, 10, 12, 4, 2304, 32000, (32, 96), (64, 192), 4096, 4, 4),
 }
 CPU = torch.device("cpu")
-# the matmul peak each precision is measured against
-PEAK_DTYPE = {"bf16": torch.bfloat16, "bf16-weights": torch.bfloat16, "fp32": torch.float32}
+# the matmul peak (by its dtype's name) each precision is measured against
+PEAK = {"bf16": "bf16", "bf16-weights": "bf16", "fp32": "fp32"}
+PEAK_DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 
 
 def build_model(shape: Shape) -> Qwen2ForCausalLM:
@@ -158,8 +160,11 @@ def bench(name: str, precisions: list[str], layout: str, updates: int) -> list[d
     for worker in workers.values():
         worker.update(samples, num_tokens, num_seqs)  # warm-up
     seconds: dict[str, list[float]] = {precision: [] for precision in precisions}
-    for _ in range(updates):
-        for precision, worker in workers.items():
+    for round_index in range(updates):
+        # each round starts with another precision: none always follows the same one
+        turn = list(workers.items())
+        turn = turn[round_index % len(turn):] + turn[:round_index % len(turn)]
+        for precision, worker in turn:
             started = time.perf_counter()
             worker.update(samples, num_tokens, num_seqs)
             seconds[precision].append(time.perf_counter() - started)
@@ -179,35 +184,36 @@ def bench(name: str, precisions: list[str], layout: str, updates: int) -> list[d
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", nargs="+", default=list(SHAPES), choices=list(SHAPES))
-    parser.add_argument("--precisions", nargs="+", default=list(PEAK_DTYPE), choices=list(PEAK_DTYPE))
+    parser.add_argument("--precisions", nargs="+", default=list(PEAK), choices=list(PEAK))
     parser.add_argument("--layouts", nargs="+", default=["padded", "packed", "shared_prompt"],
                         choices=["padded", "packed", "shared_prompt"])
     parser.add_argument("--updates", type=int, default=4, help="timed updates per row (the best counts)")
     parser.add_argument("--matmul-size", type=int, default=2048)
     args = parser.parse_args(argv)
-    peaks = {PEAK_DTYPE[precision]: 0.0 for precision in args.precisions}
+    args.precisions = list(dict.fromkeys(args.precisions))  # each once
+    peaks = {PEAK[precision]: 0.0 for precision in args.precisions}
     rows = []
     for name in args.models:
         for layout in args.layouts:
             # the peaks are re-measured around every layout and the best counts: a machine shared
             # with other work (a VM's neighbours, a turbo clock) only ever lowers a measurement
-            for dtype in peaks:
-                peaks[dtype] = max(peaks[dtype], matmul_peak(dtype, args.matmul_size))
-            rows += bench(name, args.precisions, layout, args.updates)
-            for dtype in peaks:
-                peaks[dtype] = max(peaks[dtype], matmul_peak(dtype, args.matmul_size))
+            for peak in peaks:
+                peaks[peak] = max(peaks[peak], matmul_peak(PEAK_DTYPES[peak], args.matmul_size))
+            layout_rows = bench(name, args.precisions, layout, args.updates)
+            for peak in peaks:
+                peaks[peak] = max(peaks[peak], matmul_peak(PEAK_DTYPES[peak], args.matmul_size))
             print(f"[bench_update] {name} {layout}: " + ", ".join(
-                f"{r['precision']} {r['update_s']:.2f} s" for r in rows[-len(args.precisions):]), flush=True)
-    order = {(name, precision, layout): index for index, (name, precision, layout) in enumerate(
-        (n, p, layout) for n in args.models for p in args.precisions for layout in args.layouts)}
-    rows.sort(key=lambda r: order[r["model"], r["precision"], r["layout"]])
+                f"{r['precision']} {r['update_s']:.2f} s" for r in layout_rows), flush=True)
+            rows += layout_rows
+    rows.sort(key=lambda r: (args.models.index(r["model"]), args.precisions.index(r["precision"]),
+                             args.layouts.index(r["layout"])))
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; matmul peak ({args.matmul_size}^2, best "
-          "of all measurements): " + ", ".join(f"{str(d)[6:]} {peak / 1e12:.3f} TFLOP/s" for d, peak in peaks.items()))
+          "of all measurements): " + ", ".join(f"{name} {peak / 1e12:.3f} TFLOP/s" for name, peak in peaks.items()))
     print("| model | params (M) | precision | layout | tokens/update | update s | tokens/s | model TFLOP/s "
           "| matmul peak TFLOP/s | MFU |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        peak = peaks[PEAK_DTYPE[r["precision"]]]
+        peak = peaks[PEAK[r["precision"]]]
         print(f"| {r['model']} | {r['params_m']:.1f} | {r['precision']} | {r['layout']} | {r['tokens']} "
               f"| {r['update_s']:.2f} | {r['tokens_per_s']:.0f} | {r['achieved_flops'] / 1e12:.3f} "
               f"| {peak / 1e12:.3f} | {r['achieved_flops'] / peak:.0%} |")

@@ -55,6 +55,7 @@ def main(model_dir: str, samples_path: str, out_path: str, micro_batch_tokens: i
     assert compute_dtypes == {torch.bfloat16 if param_dtype == "bf16" else torch.float32}, compute_dtypes
     # bf16: gradients reduce-scattered in float32 (a bf16 reduction would hide in the test's tolerance)
     wanted = MixedPrecisionPolicy(torch.bfloat16, torch.float32) if param_dtype == "bf16" else MixedPrecisionPolicy()
+    # (FSDP2 keeps the policy in a private attribute: a torch upgrade may move it)
     groups = [m._get_fsdp_state()._fsdp_param_group for m in model.modules() if isinstance(m, FSDPModule)]
     assert groups and all(group is not None and group.mp_policy == wanted for group in groups)
     # the shards (master weights) and their gradients stay float32

@@ -24,6 +24,14 @@ def make_worker(model, param_dtype: str = "bf16", lr: float = 1e-2) -> PolicyWor
                         norm_const=16.0)
 
 
+def record_compute_dtype(model) -> set[torch.dtype]:
+    """The dtypes of the weights the first layer's q_proj computes on, as the passes go."""
+    seen: set[torch.dtype] = set()
+    q_proj = model.model.layers[0].self_attn.q_proj
+    q_proj.register_forward_pre_hook(lambda module, args: seen.add(module.weight.dtype))
+    return seen
+
+
 def off_policy_samples(model, seed: int):
     """make_samples' responses, their pi_old 0.1-0.3 nats off the model's (ratios 1.1-1.35: some
     clipped, most not)."""
@@ -70,8 +78,10 @@ def test_an_update_below_bf16_resolution_still_moves_the_float32_weights(tiny_mo
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     worker = make_worker(model, lr=1e-6)
-    stats = worker.update(off_policy_samples(model, 1))
-    assert not stats.skipped and math.isfinite(stats.grad_norm)
+    samples = off_policy_samples(model, 1)
+    compute_dtypes = record_compute_dtype(model)
+    stats = worker.update(samples)
+    assert not stats.skipped and math.isfinite(stats.grad_norm) and compute_dtypes == {torch.bfloat16}
     for name, p in model.named_parameters():
         assert p.dtype == torch.float32, name
         assert all(state.dtype == torch.float32 for state in worker.optimizer.state[p].values()
@@ -94,9 +104,10 @@ def test_a_nan_loss_leaves_the_float32_weights_and_no_gradient(tiny_model_dir):
     worker = make_worker(model)
     samples = off_policy_samples(model, 2)
     samples[-1].advantage = math.nan  # the longest sample: its micro-batch comes after others' backward
+    compute_dtypes = record_compute_dtype(model)
     with pytest.warns(UserWarning, match="skipped an optimizer update"):
         stats = worker.update(samples)
-    assert stats.skipped
+    assert stats.skipped and compute_dtypes == {torch.bfloat16}
     for name, p in model.named_parameters():
         assert p.dtype == torch.float32 and p.grad is None, name
     for name, tensor in model.state_dict().items():

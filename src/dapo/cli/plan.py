@@ -5,8 +5,11 @@ device: no weights are read), or from ``--params`` when the directory is not on 
 Per policy rank (FSDP2 over W ranks, N parameters, L layers, hidden size H, vocabulary V):
 
     sharded training state  = N/W x (param bytes + grad bytes + 8 AdamW bytes)
-    gathered layer          = 2 x N/L x compute bytes    (the unit being used and the next, prefetched;
-                                                        param bytes, or 2 with trainer.param_dtype=bf16)
+    gathered layer          = 2 x N/L x compute bytes    (W > 1: the unit being used and the next,
+                                                        prefetched; param bytes, or 2 with
+                                                        trainer.param_dtype=bf16)
+    bf16 weights + grads    = N x 2 x 2                  (W = 1 with trainer.param_dtype=bf16: the
+                                                        whole model's bf16 copy and its gradient)
     activations             = T x H x 2 x L (model.gradient_checkpointing: the layer inputs, bf16)
                               or T x H x 34 x L (without it: every tensor a layer saves for backward,
                               16-bit, attention scores not stored, Korthikanti et al. 2022)
@@ -70,14 +73,15 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
     n, layers, hidden, vocab, guessed = model_shape(cfg, params)
     res, world = cfg.resources, cfg.resources.world_size
     param_bytes = DTYPE_BYTES[cfg.model.dtype]
-    compute_bytes = DTYPE_BYTES["bfloat16"] if cfg.trainer.param_dtype == "bf16" else param_bytes
+    bf16_weights = cfg.trainer.param_dtype == "bf16"
+    compute_bytes = DTYPE_BYTES["bfloat16"] if bf16_weights else param_bytes
     tokens = cfg.trainer.micro_batch_tokens
     checkpointed = cfg.model.gradient_checkpointing
     layer_bytes_per_token = hidden * (2 if checkpointed else 34)
     rows = [("sharded weights + grads + AdamW", n / world * (2 * param_bytes + 8))]
     if world > 1:
         rows.append(("gathered layers (FSDP2 unit + prefetch)", 2 * n / layers * compute_bytes))
-    elif cfg.trainer.param_dtype == "bf16":  # one process: the whole model's bf16 copy and its gradient
+    elif bf16_weights:  # one process: the whole model's bf16 copy and its gradient
         rows.append(("bf16 weights + grads (trainer.param_dtype)", n * 2 * compute_bytes))
     rows += [
         (f"activations ({'checkpointed inputs' if checkpointed else 'no checkpointing'} + logits)",
@@ -103,7 +107,7 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
         + (" in this process (no Ray)" if world == 1 else
            f" on Ray ({res.ray_address or 'a local Ray started by dapo train'})"),
         f"each rank: an FSDP2 shard of the policy ({cfg.model.dtype} weights, "
-        + ("computing on bf16 copies (trainer.param_dtype=bf16)" if cfg.trainer.param_dtype == "bf16"
+        + ("computing on bf16 copies (trainer.param_dtype=bf16)" if bf16_weights
            else f"autocast {cfg.trainer.autocast}") + f") and a rollout engine: {engine}",
         "the driver: the DAPO loop, rewards, its own part of each checkpoint (no weights: the model's structure "
         "on the meta device)" if world > 1 else "this process: the DAPO loop, rewards, checkpoints",

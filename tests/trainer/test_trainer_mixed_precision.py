@@ -17,9 +17,10 @@ from tests.trainer.test_trainer_policy import make_samples
 MICRO_BATCH_TOKENS = 24  # several micro-batches of make_samples' 12 responses
 
 
-def make_worker(model, param_dtype: str = "bf16", lr: float = 1e-2) -> PolicyWorker:
+def make_worker(model, param_dtype: str = "bf16", lr: float = 1e-2, layout: str = "padded") -> PolicyWorker:
     trainer = TrainerConfig(prompts_per_step=3, mini_batch_prompts=3, micro_batch_tokens=MICRO_BATCH_TOKENS,
-                            lr=lr, warmup_steps=0, weight_decay=0.0, grad_clip=1e9, param_dtype=param_dtype)
+                            lr=lr, warmup_steps=0, weight_decay=0.0, grad_clip=1e9, param_dtype=param_dtype,
+                            packing=layout == "packed", shared_prompt=layout == "shared_prompt")
     return PolicyWorker(model, AlgorithmConfig(), trainer, pad_token_id=0, temperature=1.0, total_steps=10,
                         norm_const=16.0)
 
@@ -42,26 +43,35 @@ def off_policy_samples(model, seed: int):
     return samples
 
 
-def test_gradients_are_float32_sums_of_each_micro_batchs_bf16_gradients(tiny_model_dir):
+# every micro-batch layout; gradient checkpointing (layers recomputed in backward, inside the swap);
+# an on-policy update (pi_old from the same forward)
+@pytest.mark.parametrize(("layout", "checkpointed", "on_policy"), [
+    ("padded", False, False), ("packed", False, False), ("shared_prompt", False, False),
+    ("padded", True, False), ("padded", False, True)])
+def test_gradients_are_float32_sums_of_each_micro_batchs_bf16_gradients(tiny_model_dir, layout, checkpointed,
+                                                                        on_policy):
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    if checkpointed:
+        model.activation_checkpointing_enable()  # as model.gradient_checkpointing=true does
     bf16_model = cast_parameters(copy.deepcopy(model), torch.bfloat16)
     float32_model = copy.deepcopy(model)
     samples = off_policy_samples(model, 0)
     num_tokens, num_seqs = count_loss_tokens(samples)
 
-    make_worker(model).accumulate_gradients(samples, num_tokens, num_seqs)
+    make_worker(model, layout=layout).accumulate_gradients(samples, num_tokens, num_seqs, on_policy)
 
     # the reference: a bf16 model's gradient of each micro-batch on its own, added up in float32
-    reference_worker = make_worker(bf16_model, param_dtype="none")
+    reference_worker = make_worker(bf16_model, param_dtype="none", layout=layout)
     by_length = sorted(samples, key=lambda s: s.num_tokens)
-    micro_batches = list(iter_micro_batches(by_length, MICRO_BATCH_TOKENS, "padded"))
+    micro_batches = list(iter_micro_batches(by_length, MICRO_BATCH_TOKENS, layout))
     assert len(micro_batches) >= 3
     reference = {name: torch.zeros_like(p, dtype=torch.float32) for name, p in bf16_model.named_parameters()}
     for micro in micro_batches:
-        reference_worker.accumulate_gradients(micro, num_tokens, num_seqs)
+        reference_worker.accumulate_gradients(micro, num_tokens, num_seqs, on_policy)
         for name, p in bf16_model.named_parameters():
             reference[name] += p.grad.float()
-    make_worker(float32_model, param_dtype="none").accumulate_gradients(samples, num_tokens, num_seqs)
+    make_worker(float32_model, param_dtype="none", layout=layout).accumulate_gradients(
+        samples, num_tokens, num_seqs, on_policy)
     float32_grads = dict(float32_model.named_parameters())
     computed_in_bf16 = False
     for name, p in model.named_parameters():

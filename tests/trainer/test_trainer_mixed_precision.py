@@ -53,7 +53,8 @@ def test_gradients_are_float32_sums_of_each_micro_batchs_bf16_gradients(tiny_mod
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
     if checkpointed:
         model.activation_checkpointing_enable()  # as model.gradient_checkpointing=true does
-    bf16_model = cast_parameters(copy.deepcopy(model), torch.bfloat16)
+    bf16_model = copy.deepcopy(model)
+    cast_parameters(bf16_model.parameters(), torch.bfloat16)
     float32_model = copy.deepcopy(model)
     samples = off_policy_samples(model, 0)
     num_tokens, num_seqs = count_loss_tokens(samples)
@@ -156,7 +157,8 @@ def test_the_frozen_reference_computes_on_bf16_weights_with_float32_rope(tiny_mo
 
 def test_logprob_passes_run_on_the_bf16_copy(tiny_model_dir):
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
-    bf16_model = cast_parameters(copy.deepcopy(model), torch.bfloat16)
+    bf16_model = copy.deepcopy(model)
+    cast_parameters(bf16_model.parameters(), torch.bfloat16)
     samples = off_policy_samples(model, 3)
     logprobs = make_worker(model).compute_logprobs(samples).logprobs
     assert logprobs == make_worker(bf16_model, param_dtype="none").compute_logprobs(samples).logprobs

@@ -17,7 +17,7 @@ w32; bf16 weights alone would round it away. Under FSDP2 the sharded policy gets
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import torch
 from torch import nn
@@ -51,7 +51,7 @@ class Bf16ComputeWeights:
         try:
             for p in self.params:
                 p.grad = None  # a float32 gradient cannot sit on a bf16 parameter
-                p.data = p.data.to(torch.bfloat16)
+            cast_parameters(self.params, torch.bfloat16)
             yield
         finally:
             for p, master, grad in zip(self.params, masters, self._master_grads, strict=True):
@@ -74,9 +74,9 @@ class Bf16ComputeWeights:
             p.grad = None
 
 
-def cast_parameters(model: nn.Module, dtype: torch.dtype) -> nn.Module:
-    """``model`` with its parameters (not its buffers) in ``dtype``, as FSDP's param_dtype casts
-    them: ``model.to(dtype)`` would also round float32 buffers such as RoPE's inverse frequencies."""
-    for p in model.parameters():
+def cast_parameters(params: Iterable[nn.Parameter], dtype: torch.dtype) -> None:
+    """Put ``params`` (a model's ``parameters()``, not its buffers) in ``dtype``, as FSDP's
+    param_dtype casts them: ``model.to(dtype)`` would also round float32 buffers such as RoPE's
+    inverse frequencies. The same Parameter objects, with new ``.data``."""
+    for p in params:
         p.data = p.data.to(dtype)
-    return model

@@ -151,7 +151,7 @@ class PolicyWorker:
             Bf16ComputeWeights(model) if trainer.param_dtype == "bf16" and not isinstance(model, FSDPModule) else None
         )
         if trainer.param_dtype == "bf16" and ref_model is not None:
-            cast_parameters(ref_model, torch.bfloat16)  # frozen: no updates to keep in float32
+            cast_parameters(ref_model.parameters(), torch.bfloat16)  # frozen: no updates to keep in float32
         if trainer.shared_prompt:  # before any rollout, not at the first update
             check_shared_prompt(model)
         if trainer.packing:  # sdpa/eager: causal attention per sequence, no row-wide mask

@@ -12,6 +12,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy
+from torch.distributed.tensor import DTensor
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from dapo.config import AlgorithmConfig, TrainerConfig
@@ -72,6 +73,11 @@ def main(model_dir: str, samples_path: str, out_path: str, micro_batch_tokens: i
             module.set_gradient_divide_factor(float(world))
     worker.accumulate_gradients(share, num_tokens, num_seqs)
     averaged = full_gradients(model)
+    # a no-grad pass leaves no unit gathered: FSDP2 would keep the root's full embedding (and
+    # output layer) until the next backward
+    worker.compute_logprobs(share)
+    unsharded = [name for name, p in model.named_parameters() if not isinstance(p, DTensor)]
+    assert not unsharded, f"full weights held after compute_logprobs: {unsharded}"
     tokens = torch.tensor([float(stats.policy.token_count) if stats.policy is not None else 0.0])
     dist.all_reduce(tokens)
     if rank == 0:

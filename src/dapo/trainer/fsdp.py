@@ -80,6 +80,16 @@ def shard_from_rank0(model: nn.Module, mesh: DeviceMesh, device: torch.device, p
     return model
 
 
+def reshard_root(model: nn.Module) -> None:
+    """Free the full weights of a sharded model's root unit (embeddings, final norm, an untied
+    output layer) after a pass that runs no backward: FSDP2 keeps the root unsharded after its
+    forward for the backward that usually follows, so a no-grad log-prob pass or a skipped update
+    would otherwise hold them until the next backward (a 32B Qwen2.5's two 152k x 5120 matrices:
+    3 GB in bf16). No-op on a model that is not sharded."""
+    if isinstance(model, FSDPModule):
+        model.reshard()
+
+
 def process_group_backend(device_type: str) -> str:
     """The torch.distributed backend for ranks on ``device_type``: gloo on CPU; on CUDA, NCCL for
     CUDA tensors and gloo for CPU ones (:func:`same_count` and :func:`all_ranks_true` reduce small

@@ -35,7 +35,7 @@ from dapo.trainer.checkpoint import (
     load_sharded_policy,
     save_hf_model,
 )
-from dapo.trainer.fsdp import all_ranks_true, same_count
+from dapo.trainer.fsdp import all_ranks_true, reshard_root, same_count
 from dapo.trainer.mixed_precision import Bf16ComputeWeights, cast_parameters
 from dapo.trainer.packed_attention import packed_logits, use_packed_attention
 from dapo.trainer.shared_prompt import check_shared_prompt, shared_prompt_logits
@@ -232,6 +232,7 @@ class PolicyWorker:
                 self._diagnose(logits, logprobs, tensors, result)
                 for row, sample in enumerate(micro):
                     result.logprobs.append(logprobs[row, : len(sample.response_ids)].float().cpu().tolist())
+        reshard_root(model)
         model.train(was_training)
         return result
 
@@ -326,6 +327,7 @@ class PolicyWorker:
                 stats.loss += total
                 stats.pg_loss += policy_gradient
         if nonfinite is not None:  # skipped once the float32 weights are back
+            reshard_root(self.model)  # its forward ran, its backward will not
             return self._skip(stats, f"loss is {nonfinite} (on this or another rank)")
         return stats
 

@@ -27,7 +27,7 @@ from transformers import (
 )
 
 from dapo.rollout import NativeEngine, SamplingParams
-from dapo.rollout.batching import left_pad
+from dapo.rollout.batching import left_pad, left_pad_mask
 
 
 def random_builtin_shape_model() -> PreTrainedModel:
@@ -71,7 +71,7 @@ def time_native(
 
 def time_generate(model: PreTrainedModel, prompts: list[list[int]], max_new_tokens: int) -> float:
     input_ids, pad_lengths = left_pad(prompts, 0, torch.device("cpu"))
-    attention_mask = (torch.arange(input_ids.shape[1]).unsqueeze(0) >= pad_lengths.unsqueeze(1)).long()
+    attention_mask = left_pad_mask(pad_lengths, input_ids.shape[1])
     config = GenerationConfig(do_sample=True, top_k=0, top_p=1.0, max_new_tokens=max_new_tokens, pad_token_id=0)
     # generate() fills unset fields from the model's own generation_config, whose eos_token_id
     # would end the batch once every row has sampled it: the library defaults instead, no stop

@@ -51,6 +51,13 @@ def left_pad(
     )
 
 
+def left_pad_mask(pad_lengths: torch.Tensor, width: int) -> torch.Tensor:
+    """The attention mask (B, width) of rows left-padded by ``pad_lengths`` (B,): 0 on each row's
+    padding columns, 1 on its tokens (Hugging Face's ``attention_mask``)."""
+    slots = torch.arange(width, device=pad_lengths.device)
+    return (slots[None, :] >= pad_lengths[:, None]).long()
+
+
 @contextmanager
 def eval_mode(model: nn.Module) -> Iterator[None]:
     """Switch ``model`` to eval (no dropout) and restore its previous train/eval mode after."""

@@ -11,6 +11,8 @@ import torch
 from torch import nn
 from transformers import DynamicCache
 
+from dapo.rollout.batching import left_pad_mask
+
 
 class HFDecodeSession:
     def __init__(self, model: nn.Module) -> None:
@@ -33,7 +35,7 @@ class HFDecodeSession:
     def prefill(self, input_ids: torch.Tensor, pad_lengths: torch.Tensor) -> torch.Tensor:
         prompt_length = input_ids.shape[1]
         slots = torch.arange(prompt_length, device=input_ids.device).unsqueeze(0)
-        self.attention_mask = (slots >= pad_lengths.unsqueeze(1)).long()
+        self.attention_mask = left_pad_mask(pad_lengths, prompt_length)
         position_ids = (slots - pad_lengths.unsqueeze(1)).clamp(min=0)
         logits = self._logits(input_ids, position_ids)
         self.positions = position_ids[:, -1] + 1

@@ -32,6 +32,7 @@ from dapo.rollout.batching import (
     check_request,
     eval_mode,
     left_pad,
+    left_pad_mask,
     model_device,
 )
 from dapo.rollout.stopping import cut_at_stop_string
@@ -82,8 +83,7 @@ class HFGenerateEngine:
         device = model_device(self.model)
         input_ids, pad_lengths = left_pad(prompt_token_ids, self.pad_token_id, device)
         input_ids = input_ids.repeat_interleave(params.n, dim=0)
-        slots = torch.arange(input_ids.shape[1], device=device)
-        attention_mask = (slots.unsqueeze(0) >= pad_lengths.repeat_interleave(params.n).unsqueeze(1)).long()
+        attention_mask = left_pad_mask(pad_lengths.repeat_interleave(params.n), input_ids.shape[1])
         seeded = params.seed is not None  # unseeded calls draw from (and advance) the global RNG
         with (torch.inference_mode(), eval_mode(self.model), _neutral_generation_config(self.model),
               torch.random.fork_rng(devices=_cuda_devices(device), enabled=seeded)):

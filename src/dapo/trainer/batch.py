@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dapo.rollout.batching import left_pad
+from dapo.rollout.batching import left_pad, left_pad_mask
 
 
 @dataclass
@@ -151,7 +151,7 @@ def _left_padded(sequences: list[list[int]] | list[tuple[int, ...]], pad_token_i
     """``sequences`` left-padded to the longest (the rollout engines' :func:`left_pad`), and their
     attention mask (1 on real tokens)."""
     ids, pad_lengths = left_pad(sequences, pad_token_id, torch.device("cpu"))
-    return ids, (torch.arange(ids.shape[1])[None, :] >= pad_lengths[:, None]).long()
+    return ids, left_pad_mask(pad_lengths, ids.shape[1])
 
 
 def _positions(attention_mask: torch.Tensor) -> torch.Tensor:

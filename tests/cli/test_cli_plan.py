@@ -38,6 +38,7 @@ def test_a_one_process_plan_counts_the_bf16_copy_of_the_whole_model():
     out = plan(cfg, params=1.54e9)
     row = next(line for line in out.splitlines() if "bf16 weights + grads" in line)
     assert row.endswith(f"{1.54e9 * 4 / GIB:9.2f} GiB") and "gathered layers" not in out  # no FSDP2 units
+    assert "FSDP2" not in out and "sharded" not in out and "the policy, whole" in out
 
 
 def test_plan_says_when_a_whole_engine_per_rank_does_not_fit(capsys):

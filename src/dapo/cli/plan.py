@@ -78,7 +78,7 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
     tokens = cfg.trainer.micro_batch_tokens
     checkpointed = cfg.model.gradient_checkpointing
     layer_bytes_per_token = hidden * (2 if checkpointed else 34)
-    rows = [("sharded weights + grads + AdamW", n / world * (2 * param_bytes + 8))]
+    rows = [(f"{'sharded ' if world > 1 else ''}weights + grads + AdamW", n / world * (2 * param_bytes + 8))]
     if world > 1:
         rows.append(("gathered layers (FSDP2 unit + prefetch)", 2 * n / layers * compute_bytes))
     elif bf16_weights:  # one process: the whole model's bf16 copy and its gradient
@@ -106,12 +106,13 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
         f"placement: {res.nnodes} node(s) x {res.devices_per_node} device(s) = {world} policy rank(s)"
         + (" in this process (no Ray)" if world == 1 else
            f" on Ray ({res.ray_address or 'a local Ray started by dapo train'})"),
-        f"each rank: an FSDP2 shard of the policy ({cfg.model.dtype} weights, "
+        ("each rank: an FSDP2 shard of the policy" if world > 1 else "the policy, whole")
+        + f" ({cfg.model.dtype} weights, "
         + ("computing on bf16 copies (trainer.param_dtype=bf16)" if bf16_weights
            else f"autocast {cfg.trainer.autocast}") + f") and a rollout engine: {engine}",
         "the driver: the DAPO loop, rewards, its own part of each checkpoint (no weights: the model's structure "
         "on the meta device)" if world > 1 else "this process: the DAPO loop, rewards, checkpoints",
-        "per-rank memory estimate:",
+        "per-rank memory estimate:" if world > 1 else "memory estimate (this process's device):",
     ]
     lines += [f"  {name:44s} {size / GIB:9.2f} GiB" for name, size in rows]
     total = sum(size for _, size in rows) / GIB

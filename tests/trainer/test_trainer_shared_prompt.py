@@ -190,7 +190,9 @@ def test_shared_prompt_refuses_what_it_cannot_compute_exactly(tiny_model_dir, mo
                                                  "sliding_attention": {"rope_type": "longrope"}}
     with pytest.raises(ValueError, match="'longrope'"):
         check_shared_prompt(per_attention_type)
-    monkeypatch.setattr("dapo.trainer.shared_prompt.Cache", None)  # transformers 4
+    class Transformers4Cache:  # a cache of whole-model tensors, no per-layer objects
+        def __init__(self) -> None: ...
+    monkeypatch.setattr("dapo.trainer.shared_prompt.Cache", Transformers4Cache)
     with pytest.raises(ValueError, match="needs transformers 5"):
         worker(LlamaForCausalLM(config), "shared_prompt", 1000)
 

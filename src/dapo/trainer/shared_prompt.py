@@ -30,18 +30,14 @@ from collections.abc import Iterator
 
 import torch
 from transformers import PreTrainedModel
-
-try:  # transformers 5: caches made of per-layer objects, layers that checkpoint themselves
-    from transformers.cache_utils import Cache, DynamicLayer
-    from transformers.modeling_layers import GradientCheckpointingLayer
-except ImportError:  # pragma: no cover - transformers 4
-    Cache = DynamicLayer = GradientCheckpointingLayer = None  # type: ignore[assignment,misc]
+from transformers.cache_utils import Cache, DynamicLayer
+from transformers.modeling_layers import GradientCheckpointingLayer
 
 
 def check_shared_prompt(model: torch.nn.Module) -> None:
     """Raise, naming the reason, where the shared-prompt layout cannot compute ``model``'s padded
     logits exactly (called when the policy worker is built, before any rollout)."""
-    if Cache is None or "layer_class_to_replicate" not in inspect.signature(Cache.__init__).parameters:
+    if "layer_class_to_replicate" not in inspect.signature(Cache.__init__).parameters:
         raise ValueError("trainer.shared_prompt needs transformers 5 (its per-layer key/value caches); "
                          "upgrade transformers or set trainer.shared_prompt=false")
     config = getattr(model, "config", None)
@@ -92,7 +88,7 @@ def shared_prompt_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor
 def _layers_may_keep_the_cache(model: torch.nn.Module) -> Iterator[None]:
     """Let checkpointed layers keep our caches during these calls (see the module doc); fail,
     rather than compute without the prompt, where transformers cannot be told so."""
-    layers = [m for m in model.modules() if GradientCheckpointingLayer is not None and isinstance(m, GradientCheckpointingLayer)]
+    layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
     if model.training and _checkpointing(model):
         if not (layers and hasattr(GradientCheckpointingLayer, "_can_checkpoint_with_cache")):
             raise RuntimeError(f"trainer.shared_prompt with model.gradient_checkpointing: {type(model).__name__}'s "
@@ -121,28 +117,27 @@ def _checkpointing(model: torch.nn.Module) -> bool:
     return False
 
 
-if DynamicLayer is not None:
+class _RecordingLayer(DynamicLayer):
+    """The prompt call's cache layer: returns a layer's keys and values as they are and keeps
+    them; a recompute (gradient checkpointing) keeps its own, equal ones instead of appending."""
 
-    class _RecordingLayer(DynamicLayer):
-        """The prompt call's cache layer: returns a layer's keys and values as they are and keeps
-        them; a recompute (gradient checkpointing) keeps its own, equal ones instead of appending."""
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        self.dtype, self.device, self.is_initialized = key_states.dtype, key_states.device, True
+        self.keys, self.values = key_states, value_states
+        return key_states, value_states
 
-        def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
-            self.dtype, self.device, self.is_initialized = key_states.dtype, key_states.device, True
-            self.keys, self.values = key_states, value_states
-            return key_states, value_states
 
-    class _PrefixLayer(DynamicLayer):
-        """The continuation call's cache layer: each row's prompt keys and values (row ``index``
-        of the distinct prompts') before the continuation's own, never written (a recompute reads
-        the same). The rows are gathered at each call, so a checkpointed layer, which holds its
-        cache until backward, keeps the distinct prompts' keys and values, not G copies."""
+class _PrefixLayer(DynamicLayer):
+    """The continuation call's cache layer: each row's prompt keys and values (row ``index``
+    of the distinct prompts') before the continuation's own, never written (a recompute reads
+    the same). The rows are gathered at each call, so a checkpointed layer, which holds its
+    cache until backward, keeps the distinct prompts' keys and values, not G copies."""
 
-        def __init__(self, keys: torch.Tensor, values: torch.Tensor, index: torch.Tensor) -> None:
-            super().__init__()
-            self.dtype, self.device, self.is_initialized = keys.dtype, keys.device, True
-            self.keys, self.values, self.index = keys, values, index
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, index: torch.Tensor) -> None:
+        super().__init__()
+        self.dtype, self.device, self.is_initialized = keys.dtype, keys.device, True
+        self.keys, self.values, self.index = keys, values, index
 
-        def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
-            return (torch.cat([self.keys[self.index], key_states], dim=-2),
-                    torch.cat([self.values[self.index], value_states], dim=-2))
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        return (torch.cat([self.keys[self.index], key_states], dim=-2),
+                torch.cat([self.values[self.index], value_states], dim=-2))

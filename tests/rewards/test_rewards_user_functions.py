@@ -51,7 +51,8 @@ def test_sleeping_function_times_out_alone(scorer: RewardScorer) -> None:
     results = scorer.score(["Answer: 34"] * 4, ["34"] * 4, extras=extras)
     assert time.monotonic() - start < TIMEOUT_S + SLACK_S
     assert [r.timed_out for r in results] == [False, True, False, False]
-    assert [r.acc for r in results] == [True, False, True, True]
+    # the verifier judged all four correct: a bonus function's timeout does not make one wrong
+    assert [r.acc for r in results] == [True, True, True, True]
     # The timed-out function contributes weight * incorrect_score (-1) instead of 0.5.
     assert results[1].score == pytest.approx(results[0].score - 1.5)
 
@@ -62,7 +63,7 @@ def test_raising_function_is_counted_and_its_traceback_shown_once(
     with caplog.at_level(logging.WARNING, logger="dapo.rewards"):
         for _ in range(2):
             results = scorer.score(["Answer: 34"] * 3, ["34"] * 3, extras=[{"boom": True}] * 3)
-            assert all(r.error and not r.acc for r in results)
+            assert all(r.error and r.acc for r in results)  # correct, by the verifier
     shown = [r for r in caplog.records if "raises_when_asked raised" in r.getMessage()]
     assert len(shown) == 1
     assert "boom from the reward function" in shown[0].getMessage()
@@ -77,13 +78,17 @@ def test_acc_from_first_user_function_when_verifier_is_off() -> None:
     assert [r.score for r in results] == [1.0, 0.0]
 
 
+@pytest.mark.parametrize("verifier_weight", [1.0, 0.0])
 def test_function_that_always_sleeps_warns_at_start_and_times_out(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, verifier_weight: float
 ) -> None:
-    cfg = RewardConfig(functions=[spec("sleeps_forever")], timeout_s=TIMEOUT_S, num_workers=1)
+    cfg = RewardConfig(functions=[spec("sleeps_forever")], timeout_s=TIMEOUT_S, num_workers=1,
+                       verifier_weight=verifier_weight)
     with caplog.at_level(logging.WARNING, logger="dapo.rewards"), RewardScorer(cfg) as scorer:
         [result] = scorer.score(["Answer: 1"], ["1"])
-    assert result.timed_out and not result.acc
+    # without the verifier the function is where acc comes from: its timeout makes the item wrong
+    assert result.timed_out and result.acc == (verifier_weight != 0)
+    assert result.score == pytest.approx(verifier_weight * 1.0 - 1.0)
     assert any("deadline on a dummy item" in r.getMessage() for r in caplog.records)
 
 
@@ -127,11 +132,13 @@ def test_load_by_module_path() -> None:
 
 
 def test_function_that_kills_its_worker_is_an_error_not_a_hang() -> None:
-    cfg = RewardConfig(functions=[spec("exits_when_asked")], timeout_s=TIMEOUT_S, num_workers=1)
+    # no verifier: the function is where acc comes from, so its crash makes the item wrong
+    cfg = RewardConfig(functions=[spec("exits_when_asked")], timeout_s=TIMEOUT_S, num_workers=1, verifier_weight=0.0)
     with RewardScorer(cfg) as scorer:
         results = scorer.score(["Answer: 1"] * 3, ["1"] * 3, extras=[{}, {"exit": True}, {}])
         assert [r.error for r in results] == [False, True, False]
         assert [r.acc for r in results] == [True, False, True]
+        assert [r.score for r in results] == [1.0, -1.0, 1.0]
         assert scorer.score(["Answer: 1"], ["1"])[0].acc  # the replacement worker serves
 
 

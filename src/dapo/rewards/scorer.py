@@ -7,8 +7,11 @@ Per response i (DAPO: correct_score = +1, incorrect_score = -1, one verifier, no
 
 ``acc`` comes from the verifier when ``verifier_weight != 0``, else from the first user
 function (its ``"acc"`` if it returns one, else ``score > 0``). A scorer that runs past its
-deadline or fails (raises, wrong return type, worker crash) sets ``timed_out`` / ``error``,
-contributes ``weight * incorrect_score`` and makes the item incorrect (``acc = False``).
+deadline or fails (raises, wrong return type, worker crash) sets ``timed_out`` / ``error`` and
+contributes ``weight * incorrect_score``; the item is incorrect (``acc = False``) when the failed
+scorer is the one ``acc`` comes from (the verifier's math-verify call, or the first user function
+without the verifier). Another function's failure costs its weight in the score but does not
+make a correct answer wrong: avg@k and the correctness filter read the verifier's verdict.
 
 Extraction and the integer comparison run here, in the parent: linear-time string work on
 length-bounded text. Only math-verify calls and user functions go to the worker pool, where
@@ -145,9 +148,9 @@ class RewardScorer:
             result.score += cfg.verifier_weight * (
                 cfg.correct_score if correct else cfg.incorrect_score
             )
+        # False when acc's own source failed: verifier_acc (math-verify) or user_acc (never set)
         result.acc = bool(verifier_acc if prepared is not None else user_acc)
         if result.timed_out or result.error:
-            result.acc = False
             self.num_timeouts += result.timed_out
             self.num_errors += result.error
         return result
@@ -186,7 +189,7 @@ class RewardScorer:
         last_line = next((line for line in reversed(message.splitlines()) if line.strip()), message)
         self.first_failure.setdefault(label, message if kind != "raised" else f"{label} raised {last_line.strip()}")
         logger.warning(
-            "%s (scored as incorrect; further failures of this kind are counted, not shown)",
+            "%s (it scores weight * incorrect_score; further failures of this kind are counted, not shown)",
             message,
         )
 

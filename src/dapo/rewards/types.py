@@ -11,7 +11,7 @@ class RewardResult:
     acc: bool  # correctness; what dynamic sampling filters on by default
     pred: str = ""  # the extracted answer, shortened for logs ("" when none was found)
     answer: str = ""  # the extracted answer in full (what maj@k votes on)
-    timed_out: bool = False  # some scorer ran past its deadline (item scored as incorrect)
-    error: bool = False  # some scorer raised or returned a wrong type (item scored as incorrect)
+    timed_out: bool = False  # some scorer ran past its deadline (it scores weight * incorrect_score)
+    error: bool = False  # some scorer raised or returned a wrong type (the same)
     extra: dict[str, float] = field(default_factory=dict)  # extra metrics from user functions
     failed: list[str] = field(default_factory=list)  # labels of the scorers that timed out or failed on it

@@ -121,3 +121,13 @@ def test_an_empty_list_value_is_the_empty_list():
 
 def test_the_own_model_recipe_does_not_evaluate_on_the_built_in_task():
     assert load_config([builtin_config_path("dapo_recipe")]).data.eval_files == []
+
+
+def test_auto_filter_metric_is_correctness_with_the_verifier_and_the_reward_without():
+    """Without the verifier a user reward's correctness is score > 0 unless it says otherwise:
+    filtering on it would drop groups whose scores differ (non-zero advantages) as all correct."""
+    assert load_config().resolved_filter_metric() == "acc"  # the paper's filter
+    user_reward = ["reward.verifier_weight=0", "reward.functions=[{path: 'rewards.py:graded'}]"]
+    assert load_config(overrides=user_reward).resolved_filter_metric() == "score"
+    chosen = load_config(overrides=[*user_reward, "algorithm.filter_metric=acc"])
+    assert chosen.resolved_filter_metric() == "acc"

@@ -259,8 +259,13 @@ class AlgorithmConfig:
     old_logprobs: str = "recompute"
     # Dynamic Sampling: drop groups whose filter metric is constant and refill with new prompts.
     dynamic_sampling: bool = True
-    # Per-response metric that dynamic sampling filters on: "acc" (raw correctness) or "score".
-    filter_metric: str = "acc"
+    # Per-response metric that dynamic sampling filters on (a group is dropped when it is the same
+    # for all G responses): "acc" (correctness, the paper's filter), "score" (the reward: any
+    # spread gives non-zero advantages, for rewards that are not right/wrong), or "auto": "acc"
+    # when the built-in verifier scores (reward.verifier_weight != 0), else "score" (a user
+    # function without the verifier; its correctness would be score > 0 unless it returns "acc",
+    # which would drop a group scored [0.2, 0.5, 0.9, 0.9] as "all correct").
+    filter_metric: str = "auto"
     # Most generation rounds per training step before training on what was collected.
     max_gen_rounds: int = 10
     # Keep accepted groups beyond the batch for the next step instead of discarding them. Their
@@ -306,7 +311,7 @@ class AlgorithmConfig:
         _check(self.kl_coef >= 0, "algorithm.kl_coef must be >= 0")
         _one_of("algorithm.kl_estimator", self.kl_estimator, algo.KL_ESTIMATORS)
         _check(self.tis_cap is None or self.tis_cap >= 1, "algorithm.tis_cap must be >= 1 or null")
-        _one_of("algorithm.filter_metric", self.filter_metric, ("acc", "score"))
+        _one_of("algorithm.filter_metric", self.filter_metric, ("auto", "acc", "score"))
         _one_of("algorithm.old_logprobs", self.old_logprobs, ("recompute", "rollout"))
         _check(
             self.old_logprobs == "recompute" or self.tis_cap is None,
@@ -530,6 +535,12 @@ class DAPOConfig:
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     resources: ResourcesConfig = field(default_factory=ResourcesConfig)
+
+    def resolved_filter_metric(self) -> str:
+        """algorithm.filter_metric with "auto" resolved: "acc" with the built-in verifier, else "score"."""
+        if self.algorithm.filter_metric != "auto":
+            return self.algorithm.filter_metric
+        return "acc" if self.reward.verifier_weight != 0 else "score"
 
     def __post_init__(self) -> None:
         a, r = self.algorithm, self.rollout

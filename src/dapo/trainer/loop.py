@@ -126,7 +126,7 @@ class Trainer:
             gen_prompts_per_round=cfg.trainer.gen_prompts_per_round,
             max_gen_rounds=cfg.algorithm.max_gen_rounds,
             dynamic_sampling=cfg.algorithm.dynamic_sampling,
-            filter_metric=cfg.algorithm.filter_metric,
+            filter_metric=cfg.resolved_filter_metric(),
             keep_surplus=cfg.algorithm.keep_surplus_groups,
             max_surplus_fraction=cfg.algorithm.max_surplus_fraction,
         )

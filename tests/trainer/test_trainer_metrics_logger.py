@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 import types
 from types import SimpleNamespace
 
@@ -83,6 +84,10 @@ def test_tensorboard_keeps_one_point_per_step_after_a_kill_in_the_final_evaluati
     first.log(2, {"loss": 2.0})  # the final checkpoint records these 2 lines
     first.log(2, {"eval/avg@4": 0.5})  # killed after this, before the run finished
     first.close()
+    # a resumed run is a later process: its event file sorts after the killed one's. Within one
+    # second, one process's file names differ only by a counter that sorts as text (".10" before
+    # ".9"), which once read the files in the wrong order in the full suite.
+    time.sleep(1.01 - time.time() % 1.0)
     resumed = MetricsLogger(tmp_path, tensorboard=True, wandb=False, wandb_project="p", config={})
     resumed.truncate_after(2, [2, 0])
     resumed.log(2, {"eval/avg@4": 0.6})

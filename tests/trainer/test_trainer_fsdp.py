@@ -107,3 +107,32 @@ def test_the_process_group_reduces_cpu_tensors_on_every_device():
     # (a CPU build of torch cannot create an NCCL group, so the CUDA spec is checked as written)
     assert process_group_backend("cpu") == "gloo"
     assert process_group_backend("cuda") == "cpu:gloo,cuda:nccl"
+
+
+def test_ranks_built_on_the_meta_device_take_the_dtypes_rank0_loaded(tmp_path):
+    """from_pretrained keeps DeepSeek-V3's expert-routing bias in float32 in a bf16 model;
+    from_config on the meta device does not: the broadcast of rank 0's weights then failed (gloo)."""
+    from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
+
+    config = DeepseekV3Config(vocab_size=64, hidden_size=32, intermediate_size=64, moe_intermediate_size=16,
+                              num_hidden_layers=2, first_k_dense_replace=1, num_attention_heads=2,
+                              num_key_value_heads=2, n_routed_experts=4, num_experts_per_tok=2, n_group=1,
+                              topk_group=1, q_lora_rank=16, kv_lora_rank=16, qk_nope_head_dim=8,
+                              qk_rope_head_dim=8, v_head_dim=8, head_dim=8)
+    model = DeepseekV3ForCausalLM(config)
+    bias = "model.layers.1.mlp.gate.e_score_correction_bias"
+    with torch.no_grad():
+        dict(model.named_buffers())[bias].uniform_(-1, 1)  # values a bf16 copy would round
+    model.save_pretrained(tmp_path / "model")
+    out = tmp_path / "tensors.pt"
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               str(WORKER.with_name("fsdp_dtype_worker.py")), str(tmp_path / "model"), str(out)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    rank0, rank1 = torch.load(out, weights_only=False)
+    assert rank0[bias][0] == torch.float32 and rank0["model.embed_tokens.weight"][0] == torch.bfloat16
+    assert rank0.keys() == rank1.keys()
+    for name, (dtype, value) in rank0.items():
+        assert rank1[name][0] == dtype, name
+        assert torch.equal(rank1[name][1], value), name

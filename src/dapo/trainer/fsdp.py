@@ -15,6 +15,7 @@ calls of a real micro-batch).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Collection, Iterator
 
 import torch
@@ -66,6 +67,7 @@ def shard_from_rank0(model: nn.Module, mesh: DeviceMesh, device: torch.device, p
     Non-persistent buffers (RoPE's inv_freq), which no state dict carries, are broadcast too.
     ``param_dtype``: as :func:`shard_policy`'s."""
     rank0 = dist.get_rank() == 0
+    match_rank0_dtypes(model)
     full = model.state_dict() if rank0 else {}  # keeps rank 0's full tensors alive through the broadcast
     shard_policy(model, mesh, param_dtype)
     if not rank0:  # storage for this rank's shards (and buffers), filled in place below: parameters
@@ -78,6 +80,33 @@ def shard_from_rank0(model: nn.Module, mesh: DeviceMesh, device: torch.device, p
                 module._buffers[name] = buffer = buffer.to(device)
             dist.broadcast(buffer, src=0)
     return model
+
+
+def match_rank0_dtypes(model: nn.Module) -> None:
+    """Give this rank's ``model`` rank 0's dtype for every parameter and buffer. Collective.
+
+    Rank 0 loads the weights with ``from_pretrained``, which keeps some tensors of a bf16 model in
+    float32 (transformers' ``_keep_in_fp32_modules``: the expert-routing bias of DeepSeek-V3,
+    GLM-4-MoE, dots1 and others); the other ranks build the structure with ``from_config`` on the
+    meta device, which does not. Left so, the broadcast of rank 0's weights fails (gloo: a size
+    mismatch) or corrupts them (NCCL), and a rank's own copy for rollout would route experts at
+    another precision."""
+    ours = {name: t.dtype for name, t in itertools.chain(model.named_parameters(), model.named_buffers())}
+    sent = [ours if dist.get_rank() == 0 else None]
+    dist.broadcast_object_list(sent, src=0)
+    wanted = sent[0]
+    if wanted.keys() != ours.keys():
+        differ = sorted(wanted.keys() ^ ours.keys())
+        raise RuntimeError(f"rank {dist.get_rank()} built another model than rank 0: {len(differ)} tensor "
+                           f"name(s) differ, e.g. {differ[:3]}")
+    for module_name, module in model.named_modules():
+        prefix = f"{module_name}." if module_name else ""
+        for name, param in module.named_parameters(recurse=False):
+            if param.dtype != wanted[prefix + name]:
+                param.data = param.data.to(wanted[prefix + name])
+        for name, buffer in module.named_buffers(recurse=False):
+            if buffer.dtype != wanted[prefix + name]:
+                module._buffers[name] = buffer.to(wanted[prefix + name])
 
 
 def reshard_root(model: nn.Module) -> None:

@@ -55,7 +55,12 @@ from dapo.trainer.checkpoint import (
     save_sharded_policy,
     sharded_policy_state,
 )
-from dapo.trainer.fsdp import gathered_weights, process_group_backend, shard_from_rank0
+from dapo.trainer.fsdp import (
+    gathered_weights,
+    match_rank0_dtypes,
+    process_group_backend,
+    shard_from_rank0,
+)
 from dapo.trainer.policy import LogprobPass, PolicyWorker, UpdateStats
 from dapo.trainer.setup import load_model_and_tokenizer, resolve_device, vllm_options
 
@@ -96,6 +101,7 @@ class PolicyRank:
         # meta device, and each rank receives its shard (shard_from_rank0)
         model, tokenizer, model_path = load_model_and_tokenizer(cfg.model, torch.device("cpu"), weights=rank == 0)
         self.tokenizer = tokenizer  # for the checkpoints' Hugging Face export (rank 0)
+        match_rank0_dtypes(model)  # before the engine's copy (and shard_from_rank0 checks again)
         vllm = cfg.rollout.engine == "vllm"  # vLLM loads and holds its own weights
         engine_model = model if vllm else copy.deepcopy(model)  # native: a full copy, filled below
         self.engine = create_engine(cfg.rollout, engine_model, tokenizer, model_path=str(model_path),

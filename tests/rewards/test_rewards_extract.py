@@ -8,7 +8,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dapo.rewards.equivalence import answer_items, canonical_integer, join_items, quick_verdict
+from dapo.rewards.equivalence import (
+    answer_items,
+    canonical_integer,
+    join_items,
+    quick_verdict,
+    vote_key,
+)
 from dapo.rewards.extract import extract_answer, resolve_extractor
 from dapo.rewards.verifier import prepare, shorten
 
@@ -69,6 +75,17 @@ def test_huge_integers_compare_exactly_without_int() -> None:
 )
 def test_canonical_integer(text: str, expected: str | None) -> None:
     assert canonical_integer(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("x = 34", "34"), ("34.0", "34"), ("1/3", "\\frac{1}{3}"), ("$\\dfrac{1}{3}$.", "\\frac{1}{3}"),
+     ("\\frac{-1}{3}", "-\\frac{1}{3}"), ("-\\frac{-1}{3}", "\\frac{1}{3}"), ("-1/3", "-\\frac{1}{3}"),
+     ("\\left( 1,\\, 2 \\right)", "(1,2)"), ("2 \\sqrt{3}", "2\\sqrt{3}"), ("\\frac{a}{b}", "\\frac{a}{b}"),
+     ("0.5", "0.5")],  # equal values in other forms keep their own keys
+)
+def test_vote_key(text: str, expected: str) -> None:
+    assert vote_key(text) == expected
 
 
 def test_answer_line_takes_the_rest_of_the_last_anchor_line() -> None:

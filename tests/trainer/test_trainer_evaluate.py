@@ -37,6 +37,10 @@ def test_maj_at_k_votes_for_answers_not_for_their_spelling():
     # wrong answers that state the same integer are one answer too: 3 votes for 35 beat 2 for 34
     wrong = [r(True, "34"), r(True, "34"), r(False, "35"), r(False, "n = 35"), r(False, "035")]
     assert score_at_k(wrong, 5)["eval/maj@5"] == 0.0
+    # and wrong fractions in LaTeX spellings: 3 votes for 1/3 beat 2 (correct) for 1/2
+    fractions = [r(True, "\\frac{1}{2}"), r(True, "0.5"), r(False, "\\frac{1}{3}"), r(False, "1/3"),
+                 r(False, "$\\dfrac{1}{3}$")]
+    assert score_at_k(fractions, 5)["eval/maj@5"] == 0.0
     # a tie goes to the answer seen first
     assert score_at_k([r(False, "35"), r(True, "34")], 2)["eval/maj@2"] == 0.0
     assert score_at_k([r(True, "34"), r(False, "35")], 2)["eval/maj@2"] == 1.0

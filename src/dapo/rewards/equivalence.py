@@ -172,6 +172,33 @@ def canonical_integer(answer: str) -> str | None:
     return "-" + digits if negative and digits != "0" else digits
 
 
+# LaTeX that does not change an answer's value, dropped from maj@k's vote keys
+_COSMETIC = ("\\left", "\\right", "\\displaystyle", "\\!", "$", *_SPACES)
+_SIMPLE_FRACTION = re.compile(r"(-?)\\[dt]?frac\{(-?[0-9]{1,50})\}\{([0-9]{1,50})\}|(-?[0-9]{1,50})/([0-9]{1,50})")
+
+
+def vote_key(answer: str) -> str:
+    """The form maj@k counts ``answer``'s vote under: answers of the same key vote together. An
+    integer is its digits (``x = 34``, ``34.0``); otherwise the text without whitespace, LaTeX
+    spacing, sizing or math delimiters, ``\\dfrac``/``\\tfrac`` as ``\\frac``, a final period,
+    and ``a/b`` as ``\\frac{a}{b}`` (``1/3``, ``\\dfrac{1}{3}`` and ``\\frac{1}{3}`` vote together).
+    String operations only, linear time: other equal values (``0.5`` and ``\\frac{1}{2}``) still
+    vote apart."""
+    if (integer := canonical_integer(answer)) is not None:
+        return integer
+    for cosmetic in _COSMETIC:
+        answer = answer.replace(cosmetic, "")
+    answer = _compact(answer).replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").rstrip(".")
+    fraction = _SIMPLE_FRACTION.fullmatch(answer)
+    if fraction is None:
+        return answer
+    sign, numerator, denominator, slash_numerator, slash_denominator = fraction.groups()
+    if slash_numerator is not None:
+        sign, numerator, denominator = "", slash_numerator, slash_denominator
+    negative = (sign == "-") != numerator.startswith("-")
+    return f"{'-' if negative else ''}\\frac{{{numerator.lstrip('-')}}}{{{denominator}}}"
+
+
 def is_plain_number(answer: str) -> bool:
     """True for a decimal or scientific literal (``34.5``, ``3.4e1``): decidable without parsing."""
     return _PLAIN_NUMBER.fullmatch(_strip_number_decorations(answer)) is not None

@@ -20,7 +20,7 @@ from transformers import PreTrainedTokenizerBase
 from dapo.config import ConfigError, DAPOConfig
 from dapo.data.records import Problem
 from dapo.rewards import RewardScorer
-from dapo.rewards.equivalence import canonical_integer
+from dapo.rewards.equivalence import vote_key
 from dapo.rewards.types import RewardResult
 from dapo.rollout.base import Completion, RolloutEngine, SamplingParams
 from dapo.trainer.scoring import sample_record, score_completions
@@ -56,11 +56,12 @@ def unique_problems(problems: list[Problem], max_problems: int = 0) -> list[Prob
 
 def _vote(result: RewardResult) -> str:
     """The answer a sample votes for in maj@k. Every answer the verifier judged correct equals the
-    ground truth, so they are one answer; others count as the same when they state the same
-    integer (``34``, ``x = 34``, ``34.0``) or are the same text."""
+    ground truth, so they are one answer; others count as the same when their :func:`vote_key`
+    is (the same integer, or the same text up to LaTeX cosmetics). Wrong answers of equal value in
+    other forms (``0.5``, ``\\frac{1}{2}``) vote apart, which can favour the correct answer."""
     if result.acc:
         return _CORRECT_VOTE
-    return canonical_integer(result.answer) or "".join(result.answer.split())
+    return vote_key(result.answer)
 
 
 def score_at_k(results: list[RewardResult], k: int, majority_vote: bool = True) -> dict[str, float]:

@@ -14,6 +14,7 @@ from dapo.cli.ablate import (
     variant_config,
 )
 from dapo.config import ConfigError
+from dapo.trainer.metrics import read_metrics
 from tests.trainer.conftest import PARITY_REWARD, make_tiny_model, tiny_overrides
 
 # (clip_ratio_high, loss_agg_mode, overlong_filtering, overlong_soft_punishment, dynamic_sampling)
@@ -104,6 +105,11 @@ def test_ablation_runs_every_variant_and_writes_tables_and_plot(tmp_path):
     for name, _ in VARIANTS:
         assert sum(line.startswith(f"| {name} |") for line in table.splitlines()) == 2
     assert Path(out / "naive_GRPO-seed0").is_dir()
+    # run again into the same directory: each run's metrics start afresh, not after the last attempt's
+    first = read_metrics(out / "naive_GRPO-seed0")
+    run_ablation(seeds=1, steps=2, output_dir=str(out), overrides=overrides, evals=1)
+    again = read_metrics(out / "naive_GRPO-seed0")
+    assert [row["step"] for row in again] == [row["step"] for row in first]
 
 
 def test_an_override_a_later_variant_refuses_fails_before_any_run(tmp_path, monkeypatch):

@@ -131,3 +131,18 @@ def test_auto_filter_metric_is_correctness_with_the_verifier_and_the_reward_with
     assert load_config(overrides=user_reward).resolved_filter_metric() == "score"
     chosen = load_config(overrides=[*user_reward, "algorithm.filter_metric=acc"])
     assert chosen.resolved_filter_metric() == "acc"
+
+
+def test_a_section_whose_keys_are_all_commented_out_changes_nothing(tmp_path: Path):
+    """YAML reads such a section as null: it reset the section an earlier file set, and refused
+    an override into it."""
+    (tmp_path / "a.yaml").write_text("trainer:\n  lr: 2.0e-5\n")
+    (tmp_path / "b.yaml").write_text("trainer:\n  # lr: 3.0e-5\neval:\n  # k: 8\n")
+    cfg = load_config([tmp_path / "a.yaml", tmp_path / "b.yaml"], ["eval.k=4"])
+    assert cfg.trainer.lr == 2.0e-5 and cfg.eval.k == 4
+
+
+def test_an_integer_in_scientific_notation_is_an_integer():
+    assert load_config(overrides=["trainer.total_steps=1e3"]).trainer.total_steps == 1000
+    with pytest.raises(ConfigError, match="total_steps"):
+        load_config(overrides=["trainer.total_steps=1.5e0"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -72,8 +73,9 @@ def test_few_steps_log_documented_finite_metrics_and_loadable_checkpoints(
     assert dapo_main(["plot", str(run_dir)]) == 0 and (run_dir / "report.png").stat().st_size > 10_000
 
 
-def test_dapo_eval_scores_a_checkpoint_directory(tiny_model_dir, capsys):
-    code = dapo_main(["eval", str(tiny_model_dir), "data.eval_files=[builtin:arithmetic]", "data.builtin_eval_size=6", "eval.k=3",
+def test_dapo_eval_scores_a_checkpoint_directory(tiny_model_dir, tmp_path, capsys):
+    named = shutil.copytree(tiny_model_dir, tmp_path / "run #3")  # a name that YAML would cut at '#'
+    code = dapo_main(["eval", str(named), "data.eval_files=[builtin:arithmetic]", "data.builtin_eval_size=6", "eval.k=3",
                       "rollout.max_response_length=8", "algorithm.overlong_buffer_len=4", "trainer.device=cpu", "reward.num_workers=1"])
     assert code == 0
     out = capsys.readouterr().out

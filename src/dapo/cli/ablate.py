@@ -127,26 +127,29 @@ def run_variant(cfg: DAPOConfig, name: str, steps: int, evals: int) -> RunCurve:
     from dapo.trainer import Trainer
 
     trainer = Trainer(cfg)
-    budget = steps * cfg.trainer.prompts_per_step
-    key = f"eval/avg@{cfg.eval.k}"
-    curve = RunCurve(name, cfg.trainer.seed, [0.0], [trainer.evaluate()[key]])
-    curve.diagnostics = {column: [] for column, _, _ in DIAGNOSTICS}
-    generated, next_eval = 0.0, budget / evals
-    while generated < budget:
-        metrics = trainer.step_once().metrics
-        generated += metrics["sampling/groups_generated"]
-        curve.updates += int("actor/entropy" in metrics)
-        if all(key in metrics for key in ("rollout/truncation_rate", "actor/entropy", "actor/clip_frac_high")):
-            curve.steps.append(trainer.step)
-            for column, read, _ in DIAGNOSTICS:
-                curve.diagnostics[column].append(read(metrics))
-        if generated >= next_eval or generated >= budget:
-            metrics.update(trainer.evaluate())
-            curve.generated.append(generated)
-            curve.accuracy.append(metrics[key])
-            next_eval += budget / evals
-        trainer.state.log(trainer.step, metrics)
-    trainer.close()
+    try:
+        trainer.resume()  # checkpoint.resume=never: a fresh start, an earlier attempt's metric lines dropped
+        budget = steps * cfg.trainer.prompts_per_step
+        key = f"eval/avg@{cfg.eval.k}"
+        curve = RunCurve(name, cfg.trainer.seed, [0.0], [trainer.evaluate()[key]])
+        curve.diagnostics = {column: [] for column, _, _ in DIAGNOSTICS}
+        generated, next_eval = 0.0, budget / evals
+        while generated < budget:
+            metrics = trainer.step_once().metrics
+            generated += metrics["sampling/groups_generated"]
+            curve.updates += int("actor/entropy" in metrics)
+            if all(key in metrics for key in ("rollout/truncation_rate", "actor/entropy", "actor/clip_frac_high")):
+                curve.steps.append(trainer.step)
+                for column, read, _ in DIAGNOSTICS:
+                    curve.diagnostics[column].append(read(metrics))
+            if generated >= next_eval or generated >= budget:
+                metrics.update(trainer.evaluate())
+                curve.generated.append(generated)
+                curve.accuracy.append(metrics[key])
+                next_eval += budget / evals
+            trainer.state.log(trainer.step, metrics)
+    finally:
+        trainer.close()
     return curve
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -123,7 +124,9 @@ def cmd_eval(ns: argparse.Namespace) -> int:
         print(f"dapo eval: config: {saved}, the run's own (a CONFIG or key=value overrides it)", file=sys.stderr)
         args = [str(saved), *args]
     # evaluation runs in this process, whatever placement the run trained with
-    cfg = resolve([*args, f"model.path={ns.model}", "resources.nnodes=1", "resources.devices_per_node=1"], "eval")
+    # quoted: a directory name is text, not YAML ("run #3" is no comment, "0.10" no number)
+    model_path = f"model.path={json.dumps(str(ns.model))}"
+    cfg = resolve([*args, model_path, "resources.nnodes=1", "resources.devices_per_node=1"], "eval")
     save_dir = Path(ns.save_dir) if ns.save_dir else default_eval_dir(Path(ns.model), saved.is_file())
     check_run(cfg, write_output=False, train_data=False)
     if problems := output_problems(save_dir, 0, key="--save-dir"):

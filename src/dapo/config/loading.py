@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import math
@@ -57,7 +58,9 @@ def _set_dotted(tree: dict[str, Any], path: list[str], value: Any) -> None:
     (``trainer={lr: 1e-5}`` changes the lr alone, not the rest of trainer)."""
     node = tree
     for part in path[:-1]:
-        node = node.setdefault(part, {})
+        if node.get(part) is None:  # absent, or a section whose keys are all commented out
+            node[part] = {}
+        node = node[part]
         if not isinstance(node, dict):
             raise ConfigError(f"override {'.'.join(path)}: {part} is not a section")
     old = node.get(path[-1])
@@ -67,6 +70,8 @@ def _set_dotted(tree: dict[str, Any], path: list[str], value: Any) -> None:
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for key, value in extra.items():
+        if value is None and isinstance(out.get(key), dict):
+            continue  # a section whose keys are all commented out changes nothing (it did reset it)
         if isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = _merge(out[key], value)
         else:
@@ -97,6 +102,10 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
             value = float(value)
         except ValueError:
             raise ConfigError(f"{where}={value!r} is not a number") from None
+    if annotation is int and isinstance(value, str):  # YAML 1.1 reads 1e3 as a string
+        with contextlib.suppress(ValueError):
+            number = float(value)
+            value = int(number) if number.is_integer() else value
     if annotation is int and isinstance(value, float) and value.is_integer():
         return int(value)
     if origin is list:

@@ -51,6 +51,17 @@ def test_a_response_longer_than_the_models_context_is_an_error(tmp_path):
         check_run(cfg)
 
 
+def test_a_prompt_and_response_past_the_context_warn_natively_and_refuse_vllm(tmp_path):
+    """vLLM ends a request at the context, so responses would be cut short of the overlong buffer."""
+    model = fake_model_dir(tmp_path / "model", context=5000)  # dapo_recipe: 1024 + 4096 tokens
+    args = [f"model.path={model}", f"output_dir={tmp_path / 'run'}"]
+    with pytest.warns(UserWarning, match="past the positions the model was trained on"):
+        check_run(load_config([builtin_config_path("dapo_recipe")], args))
+    vllm = load_config([builtin_config_path("dapo_recipe")], [*args, "rollout.engine=vllm"])
+    with pytest.raises(PreflightError, match=r"1024 \+ 4096 is more than the model's context of 5000 tokens, where vLLM"):
+        check_run(vllm)
+
+
 def test_a_directory_that_is_not_a_model_is_named(tmp_path):
     cfg = load_config([builtin_config_path("dapo_recipe")], [f"model.path={tmp_path}", f"output_dir={tmp_path / 'r'}"])
     with pytest.raises(PreflightError, match="has no config.json"):

@@ -115,6 +115,11 @@ def _context_problems(config_file: Path, cfg: DAPOConfig) -> list[str]:
     if response >= context:
         return [f"rollout.max_response_length={response} does not fit the model's context of {context} tokens "
                 f"(max_position_embeddings in {config_file})"]
+    if prompt + response > context and cfg.rollout.engine == "vllm":
+        return [f"data.max_prompt_length + rollout.max_response_length = {prompt} + {response} is more than the "
+                f"model's context of {context} tokens, where vLLM ends a request: a prompt of {prompt} tokens "
+                f"would leave its response {context - prompt} tokens, cut there and flagged truncated before the "
+                "overlong buffer (the native engine would generate on); lower one of the two"]
     if prompt + response > context:
         warnings.warn(
             f"data.max_prompt_length + rollout.max_response_length = {prompt} + {response} is more than the "

@@ -104,10 +104,9 @@ def engine_rows(out: str) -> list[str]:
 
 def test_a_native_engine_in_one_process_decodes_the_trainers_weights_and_a_rank_holds_a_copy():
     one = ["rollout.engine=native", "rollout.native_dtype=model"]
-    rows = engine_rows
     base = [builtin_config_path("qwen2.5_1.5b_1gpu")]
-    assert rows(plan(load_config(base, one), params=1.54e9)) == []  # shares the trainer's model
-    cast = rows(plan(load_config(base, [*one[:1], "rollout.native_dtype=bfloat16"]), params=1.54e9))
+    assert engine_rows(plan(load_config(base, one), params=1.54e9)) == []  # shares the trainer's model
+    cast = engine_rows(plan(load_config(base, [*one[:1], "rollout.native_dtype=bfloat16"]), params=1.54e9))
     assert len(cast) == 1 and cast[0].endswith(f"{1.54e9 * 2 / GIB:9.2f} GiB")  # a bf16 copy while generating
-    ranks = rows(plan(load_config(base, [*one, "resources.devices_per_node=2"]), params=1.54e9))
+    ranks = engine_rows(plan(load_config(base, [*one, "resources.devices_per_node=2"]), params=1.54e9))
     assert len(ranks) == 1 and ranks[0].endswith(f"{1.54e9 * 4 / GIB:9.2f} GiB")  # each rank's float32 copy

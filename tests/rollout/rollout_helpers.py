@@ -38,5 +38,5 @@ def reference_filtered_logprobs(logits: torch.Tensor, temperature: float, top_k:
 class LetterTokenizer:
     """Decodes token id i to the letter 'abc'[i % 3], so stop strings like "ab" occur often."""
 
-    def decode(self, token_ids: list[int], skip_special_tokens: bool = False) -> str:
+    def decode(self, token_ids: list[int], skip_special_tokens: bool = False, clean_up_tokenization_spaces: bool = False) -> str:
         return "".join("abc"[i % 3] for i in token_ids)

@@ -115,6 +115,19 @@ def test_a_stop_string_of_many_byte_tokens_is_found(stop: str) -> None:
     assert cut is not None and tokenizer.decode(ids[:cut]) == f"some reasoning {stop}"
 
 
+def test_a_stop_string_is_matched_in_the_text_as_generated_not_cleaned_up() -> None:
+    """WordPiece-style decoding "cleans up" " ." to "." unless told not to; vLLM matches the text
+    as generated, so a stop string " ." must be found here too."""
+    from dapo.rollout.stopping import cut_at_stop_string
+
+    class CleaningTokenizer:  # ids 0, 1, 2 -> "a", " ", "."
+        def decode(self, token_ids, skip_special_tokens=False, clean_up_tokenization_spaces=True):
+            text = "".join("a ."[i] for i in token_ids)
+            return text.replace(" .", ".") if clean_up_tokenization_spaces else text
+
+    assert cut_at_stop_string([0, 1, 2, 0], [" ."], CleaningTokenizer()) == 3
+
+
 def test_stop_strings_without_tokenizer_is_a_clear_error(qwen2: torch.nn.Module) -> None:
     with pytest.raises(ValueError, match="tokenizer"):
         NativeEngine(qwen2, PAD_ID).generate(PROMPTS, SamplingParams(stop_strings=["x"]))

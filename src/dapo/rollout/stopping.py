@@ -73,7 +73,9 @@ class StopStringMatcher:
         for row, token in zip(row_ids, tokens):
             history = self.histories.setdefault(row, [])
             history.append(token)
-            text = self.tokenizer.decode(history[-self.window :], skip_special_tokens=False)
+            # as vLLM matches: the text as generated, not "cleaned up" (Llama 3's decode turns " ." into ".")
+            text = self.tokenizer.decode(history[-self.window :], skip_special_tokens=False,
+                                         clean_up_tokenization_spaces=False)
             hits.append(any(stop in text for stop in self.stop_strings))
         return hits
 

@@ -286,3 +286,18 @@ def test_non_finite_logits_stop_generation_instead_of_sampling_noise(qwen2: torc
     engine = NativeEngine(qwen2, PAD_ID, fast_forward=fast_forward)
     with pytest.raises(RuntimeError, match=r"logits were not finite \(row 0 .*diverged"):
         engine.generate([[5, 6], [7]], SamplingParams(n=1, max_new_tokens=3, seed=0))
+
+
+def test_only_a_responses_own_positions_must_be_finite(qwen2: torch.nn.Module) -> None:
+    """A finished row decodes on past its end until it is dropped (float16 may overflow there);
+    what it samples there is discarded, so it is no reason to stop the run."""
+    from dapo.rollout.native import _Outputs
+
+    outputs = _Outputs(rows=2, max_new_tokens=4, device=torch.device("cpu"))
+    outputs.finish([0], 2)
+    outputs.logprobs[0, 3] = float("inf")  # past row 0's end
+    engine = NativeEngine(qwen2, PAD_ID)
+    engine._check_finite(outputs)
+    outputs.logprobs[1, 3] = float("nan")  # inside row 1, which ran to the limit
+    with pytest.raises(RuntimeError, match=r"not finite \(row 1 "):
+        engine._check_finite(outputs)

@@ -108,17 +108,22 @@ class NativeEngine:
                 session.expand(params.n)
                 logits = logits.repeat_interleave(params.n, dim=0)
             outputs = _sample_loop(session, logits, params, matcher, make_generator(params.seed, device))
-        self._check_finite(outputs.logprobs)
+        self._check_finite(outputs)
         token_ids, logprobs = outputs.as_lists()
         completions = build_completions(token_ids, logprobs, outputs.stopped, params.n)
         return GenerationResult(completions, time.perf_counter() - start, sum(outputs.lengths))
 
-    def _check_finite(self, logprobs: torch.Tensor) -> None:
-        """A NaN or infinite logit samples noise with a NaN log-prob, which would reach the loss
-        (unwritten positions hold 0)."""
-        if bool(torch.isfinite(logprobs).all()):
+    def _check_finite(self, outputs: _Outputs) -> None:
+        """A NaN or infinite logit samples noise with a NaN log-prob, which would reach the loss.
+        Only each response's own positions count: a finished row decodes on past its end until
+        it is dropped, and what it samples there is discarded (unwritten positions hold 0)."""
+        logprobs = outputs.logprobs
+        lengths = torch.tensor(outputs.lengths, device=logprobs.device)
+        in_response = torch.arange(logprobs.shape[1], device=logprobs.device)[None, :] < lengths[:, None]
+        bad = ~torch.isfinite(logprobs) & in_response
+        if not bool(bad.any()):
             return
-        row = int((~torch.isfinite(logprobs)).any(dim=1).nonzero()[0])
+        row = int(bad.any(dim=1).nonzero()[0])
         why = ("float16 decoding (rollout.native_dtype=float16) overflowed: use bfloat16"
                if self.compute_dtype == torch.float16 or next(self.model.parameters()).dtype == torch.float16
                else "the weights may have diverged (NaN or inf)")

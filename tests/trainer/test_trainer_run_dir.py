@@ -238,3 +238,14 @@ def test_resuming_past_total_steps_says_there_is_nothing_to_train(tiny_model_dir
     Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=2", *overrides)).train()
     with pytest.warns(UserWarning, match="resumed at step 2, past trainer.total_steps=1: nothing to train"):
         assert Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=1", *overrides)).train().steps == 2
+
+
+def test_resuming_a_final_checkpoint_at_total_steps_says_there_is_nothing_to_train(tiny_model_dir, reward_file,
+                                                                                   tmp_path):
+    """Another run's final checkpoint named with the same total_steps trains nothing: said, not silent."""
+    overrides = ("eval.every_steps=0", "eval.before_training=false", "trainer.total_steps=2")
+    Trainer(tiny_config(tiny_model_dir, tmp_path / "first", reward_file, *overrides)).train()
+    final = tmp_path / "first" / "checkpoints" / "step-000002"
+    with pytest.warns(UserWarning, match="resumed at step 2, from a final checkpoint, at trainer.total_steps=2"):
+        Trainer(tiny_config(tiny_model_dir, tmp_path / "second", reward_file, *overrides,
+                            f"checkpoint.resume={final}")).train()

@@ -365,8 +365,9 @@ class Trainer:
             # A periodic checkpoint at the last step is not the end: a run killed during the final
             # evaluation or export resumes from it and does them.
             finished_before_start = resumed and self.step >= cfg.trainer.total_steps and self.resumed_final
-            if self.step > cfg.trainer.total_steps:
-                warnings.warn(f"the run resumed at step {self.step}, past trainer.total_steps={cfg.trainer.total_steps}: "
+            if self.step > cfg.trainer.total_steps or finished_before_start:
+                where = "past" if self.step > cfg.trainer.total_steps else "from a final checkpoint, at"
+                warnings.warn(f"the run resumed at step {self.step}, {where} trainer.total_steps={cfg.trainer.total_steps}: "
                               "nothing to train; raise total_steps to go on", stacklevel=2)
             if not resumed:  # step 0 of a fresh run: what the data held, and the baseline
                 eval_before = self.evaluate() if cfg.eval.before_training else None

@@ -90,8 +90,8 @@ def test_ablation_runs_every_variant_and_writes_tables_and_plot(tmp_path):
     overrides = tiny_overrides(model_dir, tmp_path / "unused", reward_file) + [
         "data.builtin_max_digits=2", "eval.max_problems=4", "trainer.prompts_per_step=2"
     ]
-    table = run_ablation(seeds=1, steps=2, output_dir=str(tmp_path / "out"), overrides=overrides, evals=1)
-    out = tmp_path / "out"
+    out = tmp_path / "out #1"  # a '#' would start a YAML comment in an override
+    table = run_ablation(seeds=1, steps=2, output_dir=str(out), overrides=overrides, evals=1)
     assert (out / "results.md").read_text() == table and (out / "ablation.png").stat().st_size > 10_000
     curves = json.loads((out / "curves.json").read_text())
     assert [c["variant"] for c in curves] == [name for name, _ in VARIANTS]

@@ -102,11 +102,14 @@ def engine_rows(out: str) -> list[str]:
     return [line for line in out.splitlines() if "engine (full copy)" in line or "engine's" in line]
 
 
-def test_a_native_engine_in_one_process_decodes_the_trainers_weights_and_a_rank_holds_a_copy():
+def test_a_native_engine_counts_its_working_weights_and_a_rank_its_own_copy_too():
     one = ["rollout.engine=native", "rollout.native_dtype=model"]
     base = [builtin_config_path("qwen2.5_1.5b_1gpu")]
-    assert engine_rows(plan(load_config(base, one), params=1.54e9)) == []  # shares the trainer's model
+    gib = [f"{1.54e9 * size / GIB:9.2f} GiB" for size in (2, 4)]
+    # one process: no copy of the model, but fused (on CPU also packed) projections per generation
+    working = engine_rows(plan(load_config(base, one), params=1.54e9))
+    assert len(working) == 1 and "float32 working weights" in working[0] and working[0].endswith(gib[1])
     cast = engine_rows(plan(load_config(base, [*one[:1], "rollout.native_dtype=bfloat16"]), params=1.54e9))
-    assert len(cast) == 1 and cast[0].endswith(f"{1.54e9 * 2 / GIB:9.2f} GiB")  # a bf16 copy while generating
+    assert len(cast) == 1 and "bfloat16 working weights" in cast[0] and cast[0].endswith(gib[0])
     ranks = engine_rows(plan(load_config(base, [*one, "resources.devices_per_node=2"]), params=1.54e9))
-    assert len(ranks) == 1 and ranks[0].endswith(f"{1.54e9 * 4 / GIB:9.2f} GiB")  # each rank's float32 copy
+    assert [row.endswith(gib[1]) for row in ranks] == [True, True]  # each rank's float32 copy, and working weights

@@ -82,6 +82,7 @@ def test_canonical_integer(text: str, expected: str | None) -> None:
     [("x = 34", "34"), ("34.0", "34"), ("1/3", "\\frac{1}{3}"), ("$\\dfrac{1}{3}$.", "\\frac{1}{3}"),
      ("\\frac{-1}{3}", "-\\frac{1}{3}"), ("-\\frac{-1}{3}", "\\frac{1}{3}"), ("-1/3", "-\\frac{1}{3}"),
      ("\\left( 1,\\, 2 \\right)", "(1,2)"), ("2 \\sqrt{3}", "2\\sqrt{3}"), ("\\frac{a}{b}", "\\frac{a}{b}"),
+     ("\\leftarrow", "\\leftarrow"), ("\\$5.50", "5.50"),
      ("0.5", "0.5")],  # equal values in other forms keep their own keys
 )
 def test_vote_key(text: str, expected: str) -> None:

@@ -182,3 +182,18 @@ def test_carried_over_groups_never_fill_a_step(fraction, cap):
     # mismatch) holds this step's groups
     assert [s.carried_over for s in batch] == [s.group_id < 24 for s in batch]
     assert sorted(batch, key=lambda s: s.carried_over) == batch
+
+
+@pytest.mark.parametrize(("verifier_weight", "metric"), [("0", "score"), ("1", "acc")])
+def test_the_trainers_sampler_filters_on_the_resolved_metric(tiny_model_dir, reward_file, tmp_path, verifier_weight,
+                                                             metric):
+    """algorithm.filter_metric=auto (the default) reaches the sampler resolved."""
+    from dapo.trainer import Trainer
+    from tests.trainer.conftest import tiny_config
+
+    trainer = Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file,
+                                  f"reward.verifier_weight={verifier_weight}"))
+    try:
+        assert trainer.cfg.algorithm.filter_metric == "auto" and trainer.sampler.filter_metric == metric
+    finally:
+        trainer.close()

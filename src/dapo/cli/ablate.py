@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dapo.config import DAPOConfig, builtin_config_path, load_config
+from dapo.config.loading import yaml_text
 
 # Cumulative, in the paper's order; each entry lists the overrides that turn its technique on.
 VARIANTS: list[tuple[str, list[str]]] = [
@@ -116,7 +117,7 @@ def variant_config(
     return load_config(
         [builtin_config_path("default")],
         task_settings + ABLATION_COMMON + techniques + list(overrides) + [
-            f"trainer.seed={seed}", f"output_dir={run_dir}", "checkpoint.resume=never",
+            f"trainer.seed={seed}", f"output_dir={yaml_text(str(run_dir))}", "checkpoint.resume=never",
             f"trainer.total_steps={steps * 20}",  # a cap only: the generation budget ends the run
         ],
     )

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
 
 from dapo.cli.ablate import ABLATION_TASKS, DEFAULT_TASK
 from dapo.config import ConfigError, DAPOConfig, builtin_config_path, load_config
-from dapo.config.loading import parse_override, shipped_config_names
+from dapo.config.loading import parse_override, shipped_config_names, yaml_text
 from dapo.errors import UserError
 
 EPILOG = """\
@@ -124,8 +123,7 @@ def cmd_eval(ns: argparse.Namespace) -> int:
         print(f"dapo eval: config: {saved}, the run's own (a CONFIG or key=value overrides it)", file=sys.stderr)
         args = [str(saved), *args]
     # evaluation runs in this process, whatever placement the run trained with
-    # quoted: a directory name is text, not YAML ("run #3" is no comment, "0.10" no number)
-    model_path = f"model.path={json.dumps(str(ns.model))}"
+    model_path = f"model.path={yaml_text(str(ns.model))}"
     cfg = resolve([*args, model_path, "resources.nnodes=1", "resources.devices_per_node=1"], "eval")
     save_dir = Path(ns.save_dir) if ns.save_dir else default_eval_dir(Path(ns.model), saved.is_file())
     check_run(cfg, write_output=False, train_data=False)

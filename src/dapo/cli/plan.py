@@ -95,14 +95,13 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
         if tp > 1:
             engine += (f"; every {tp} consecutive ranks form one tensor-parallel engine "
                        f"({world // tp if world > 1 else 1} engine(s))")
-    else:  # one process: the engine decodes the trainer's own weights; a rank: its own full copy
+    else:  # one process: the engine reads the trainer's own weights; a rank: its own full copy
         engine = f"{cfg.rollout.engine}, " + ("the trainer's own weights" if world == 1 else "a full copy of the weights")
         if world > 1:
             rows.append(("rollout engine (full copy)", n * param_bytes))
-        native_dtype = cfg.rollout.native_dtype
-        if cfg.rollout.engine == "native" and native_dtype not in ("model", cfg.model.dtype):
-            rows.append((f"engine's {native_dtype} copy (while generating)", n * DTYPE_BYTES[native_dtype]))
-            engine += f", cast to {native_dtype} for each generation"
+        if cfg.rollout.engine == "native":  # its fast path fuses (and on CPU packs) the projections per generate()
+            decode_dtype = cfg.model.dtype if cfg.rollout.native_dtype == "model" else cfg.rollout.native_dtype
+            rows.append((f"native engine's {decode_dtype} working weights", n * DTYPE_BYTES[decode_dtype]))
     lines = [
         f"model: {cfg.model.path} ({n / 1e9:.2f}B parameters, {layers} layers, hidden {hidden}, vocabulary {vocab}"
         + (", the shape of the Qwen2.5 model nearest in size: its config.json is not on this machine" if guessed else "")

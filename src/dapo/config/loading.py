@@ -46,6 +46,12 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         raise ConfigError(f"override {text!r}: the value is not valid YAML ({_yaml_problem(error)})") from None
 
 
+def yaml_text(text: str) -> str:
+    """``text`` as a YAML string (single-quoted, no escapes): for ``key=`` + a path in an override,
+    which would otherwise be parsed (``run #3`` cut at the comment, ``0.10`` read as a number)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 def _yaml_problem(error: yaml.YAMLError) -> str:
     """A YAML error in one line: 'line L, column C: what is wrong'."""
     mark = getattr(error, "problem_mark", None)
@@ -102,7 +108,7 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
             value = float(value)
         except ValueError:
             raise ConfigError(f"{where}={value!r} is not a number") from None
-    if annotation is int and isinstance(value, str):  # YAML 1.1 reads 1e3 as a string
+    if annotation is int and isinstance(value, str) and "e" in value.lower():  # YAML 1.1 reads 1e3 as a string
         with contextlib.suppress(ValueError):
             number = float(value)
             value = int(number) if number.is_integer() else value

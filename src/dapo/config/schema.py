@@ -263,8 +263,8 @@ class AlgorithmConfig:
     # for all G responses): "acc" (correctness, the paper's filter), "score" (the reward: any
     # spread gives non-zero advantages, for rewards that are not right/wrong), or "auto": "acc"
     # when the built-in verifier scores (reward.verifier_weight != 0), else "score" (a user
-    # function without the verifier; its correctness would be score > 0 unless it returns "acc",
-    # which would drop a group scored [0.2, 0.5, 0.9, 0.9] as "all correct").
+    # function without the verifier, even one that returns "acc": its correctness would otherwise
+    # be score > 0, which would drop a group scored [0.2, 0.5, 0.9, 0.9] as "all correct").
     filter_metric: str = "auto"
     # Most generation rounds per training step before training on what was collected.
     max_gen_rounds: int = 10

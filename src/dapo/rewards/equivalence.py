@@ -172,9 +172,10 @@ def canonical_integer(answer: str) -> str | None:
     return "-" + digits if negative and digits != "0" else digits
 
 
-# LaTeX that does not change an answer's value, dropped from maj@k's vote keys
-_COSMETIC = ("\\left", "\\right", "\\displaystyle", "\\!", "$", *_SPACES)
-_SIMPLE_FRACTION = re.compile(r"(-?)\\[dt]?frac\{(-?[0-9]{1,50})\}\{([0-9]{1,50})\}|(-?[0-9]{1,50})/([0-9]{1,50})")
+# LaTeX that does not change an answer's value, dropped from maj@k's vote keys (\left, not \leftarrow)
+_SIZING = re.compile(r"\\(?:left|right|displaystyle)(?![A-Za-z])")
+_COSMETIC = ("\\!", "\\$", "$", *_SPACES)  # an escaped dollar (currency) before the math delimiter
+_SIMPLE_FRACTION = re.compile(r"(-?)\\frac\{(-?[0-9]{1,50})\}\{([0-9]{1,50})\}|(-?[0-9]{1,50})/([0-9]{1,50})")
 
 
 def vote_key(answer: str) -> str:
@@ -186,6 +187,7 @@ def vote_key(answer: str) -> str:
     vote apart."""
     if (integer := canonical_integer(answer)) is not None:
         return integer
+    answer = _SIZING.sub("", answer)
     for cosmetic in _COSMETIC:
         answer = answer.replace(cosmetic, "")
     answer = _compact(answer).replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").rstrip(".")

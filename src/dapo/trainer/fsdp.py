@@ -96,18 +96,19 @@ def match_rank0_dtypes(model: nn.Module) -> None:
     sent = [ours if dist.get_rank() == 0 else None]
     dist.broadcast_object_list(sent, src=0)
     wanted = sent[0]
-    if wanted.keys() != ours.keys():
-        differ = sorted(wanted.keys() ^ ours.keys())
-        raise RuntimeError(f"rank {dist.get_rank()} built another model than rank 0: {len(differ)} tensor "
-                           f"name(s) differ, e.g. {differ[:3]}")
+    differ = sorted(wanted.keys() ^ ours.keys())
+    if not all_ranks_true(not differ):  # all ranks stop, not one while the others wait in a broadcast
+        raise RuntimeError(f"the ranks built other models than rank 0's: {len(differ)} tensor name(s) differ "
+                           f"on rank {dist.get_rank()}{', e.g. ' + str(differ[:3]) if differ else ''}")
+    cast: dict[int, torch.Tensor] = {}  # by the original's id: a buffer two modules share stays shared
     for module_name, module in model.named_modules():
         prefix = f"{module_name}." if module_name else ""
         for name, param in module.named_parameters(recurse=False):
-            if param.dtype != wanted[prefix + name]:
+            if param.dtype != wanted[prefix + name]:  # in place: a tied parameter is one object
                 param.data = param.data.to(wanted[prefix + name])
         for name, buffer in module.named_buffers(recurse=False):
             if buffer.dtype != wanted[prefix + name]:
-                module._buffers[name] = buffer.to(wanted[prefix + name])
+                module._buffers[name] = cast.setdefault(id(buffer), buffer.to(wanted[prefix + name]))
 
 
 def reshard_root(model: nn.Module) -> None:

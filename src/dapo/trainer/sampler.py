@@ -122,6 +122,8 @@ class DynamicSampler:
         keep_surplus: bool,
         max_surplus_fraction: float = 0.5,
     ) -> None:
+        if filter_metric not in ("acc", "score"):  # "auto" is the config's, resolved by DAPOConfig
+            raise ValueError(f"filter_metric={filter_metric!r}: 'acc' or 'score' (DAPOConfig.resolved_filter_metric)")
         self.stream = stream
         self.prompts_per_step, self.gen_prompts_per_round = prompts_per_step, gen_prompts_per_round
         self.max_gen_rounds, self.dynamic_sampling = max_gen_rounds, dynamic_sampling

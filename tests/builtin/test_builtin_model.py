@@ -179,6 +179,20 @@ def test_the_default_base_model_installs_from_its_shipped_weights_in_seconds(tmp
     assert tokenizer.decode(tokenizer(TEXT)["input_ids"], skip_special_tokens=True) == TEXT
 
 
+def test_an_install_removes_the_staging_directories_of_builds_killed_a_day_ago(tmp_path: Path) -> None:
+    import os
+    import time
+
+    abandoned, recent = tmp_path / ".building-killed", tmp_path / ".building-running"
+    for staging in (abandoned, recent):
+        staging.mkdir()
+        (staging / "model.safetensors").write_bytes(b"partial")
+    day_and_a_minute_ago = time.time() - 24 * 3600 - 60
+    os.utime(abandoned, (day_and_a_minute_ago, day_and_a_minute_ago))
+    ensure_base_model(str(tmp_path), progress=False)  # the default recipe: installed from its shipped weights
+    assert not abandoned.exists() and recent.exists()  # a build of another process may still be running
+
+
 def test_a_damaged_cached_model_is_installed_again(tmp_path: Path) -> None:
     directory = ensure_base_model(str(tmp_path), progress=False)
     weights = directory / "model.safetensors"

@@ -66,6 +66,17 @@ from dapo.data.arithmetic import TASK_SEED, make_arithmetic_problems, solution_t
 from dapo.data.records import Problem
 from dapo.durable import fsync_dir, fsync_tree
 
+ABANDONED_BUILD_S = 24 * 3600  # a build takes minutes: a staging directory a day old was killed
+
+
+def remove_abandoned_builds(root: Path) -> None:
+    """Delete staging directories that killed builds left in the cache (a base model's worth of
+    files each); one younger than a day may be another process's build in progress."""
+    for staging in root.glob(".building-*"):
+        with contextlib.suppress(OSError):
+            if time.time() - staging.stat().st_mtime > ABANDONED_BUILD_S:
+                shutil.rmtree(staging, ignore_errors=True)
+
 
 def ensure_base_model(
     cache_dir: str = "~/.cache/dapo-rl",
@@ -82,6 +93,7 @@ def ensure_base_model(
         warnings.warn(f"the cached base model {target} is damaged ({damage}): installing it again", stacklevel=2)
         _discard(target)
     root.mkdir(parents=True, exist_ok=True)
+    remove_abandoned_builds(root)
     staging = Path(tempfile.mkdtemp(prefix=".building-", dir=root))
     try:
         started = time.perf_counter()

@@ -75,8 +75,9 @@ def test_few_steps_log_documented_finite_metrics_and_loadable_checkpoints(
 
 def test_dapo_eval_scores_a_checkpoint_directory(tiny_model_dir, tmp_path, capsys):
     named = shutil.copytree(tiny_model_dir, tmp_path / "run #3")  # a name that YAML would cut at '#'
-    code = dapo_main(["eval", str(named), "data.eval_files=[builtin:arithmetic]", "data.builtin_eval_size=6", "eval.k=3",
-                      "rollout.max_response_length=8", "algorithm.overlong_buffer_len=4", "trainer.device=cpu", "reward.num_workers=1"])
+    code = dapo_main(["eval", str(named), "--save-dir", str(tmp_path / "eval"), "data.eval_files=[builtin:arithmetic]",
+                      "data.builtin_eval_size=6", "eval.k=3", "rollout.max_response_length=8",
+                      "algorithm.overlong_buffer_len=4", "trainer.device=cpu", "reward.num_workers=1"])
     assert code == 0
     out = capsys.readouterr().out
     for key in ("eval/avg@3", "eval/pass@3", "eval/maj@3", "eval/truncation_rate"):

@@ -121,6 +121,44 @@ def test_what_a_reward_function_started_stops_with_its_worker(tmp_path):
         pool.close()
 
 
+@pytest.mark.parametrize("hangs", [True, False], ids=["killed-at-the-deadline", "closed"])
+def test_a_daemon_a_reward_function_starts_stops_with_its_worker(tmp_path, hangs):
+    """A daemon (fork, setsid, fork again, the middle process exits) is no child of the worker's:
+    init adopted it, and it outlived the worker. The worker now adopts its orphans (a subreaper)."""
+    pid_file = tmp_path / "daemon.pid"
+    module = tmp_path / "starts_a_daemon.py"
+    module.write_text(
+        "import os, time\n"
+        "def f(response, ground_truth, extra):\n"
+        "    middle = os.fork()\n"
+        "    if middle == 0:\n"
+        "        os.setsid()\n"
+        "        if os.fork() == 0:\n"
+        f"            open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+        "            time.sleep(300)\n"
+        "        os._exit(0)\n"
+        "    os.waitpid(middle, 0)\n"
+        "    if extra.get('hang'):\n"
+        "        time.sleep(300)\n"
+        "    return 1.0\n"
+    )
+    pool = WorkerPool(1, [f"{module}:f"], timeout_s=2.0)
+    try:
+        [(kind, _)] = pool.run(fn_tasks([{"hang": hangs}]))
+        assert kind == ("timeout" if hangs else "ok")
+        deadline = time.monotonic() + 10
+        while not pid_file.exists() or not pid_file.read_text():
+            assert time.monotonic() < deadline, "the daemon never started"
+            time.sleep(0.05)
+        daemon = int(pid_file.read_text())
+    finally:
+        pool.close()
+    deadline = time.monotonic() + 10
+    while _alive(daemon) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(daemon)
+
+
 def test_sys_exit_in_a_reward_function_fails_the_item_and_keeps_the_worker():
     pool = WorkerPool(1, [f"{FNS}:calls_sys_exit"], timeout_s=5.0)
     try:

@@ -36,6 +36,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
+from dapo.rewards.process_tree import descendants
 from dapo.rewards.user_functions import RewardFunctionError
 
 Outcome = tuple[str, Any]
@@ -76,23 +77,6 @@ def _launch(function_specs: list[str]) -> _Worker:
     conn = Connection(parent_sock.detach())
     conn.send((function_specs, list(sys.path), os.getcwd()))
     return _Worker(process=process, conn=conn, started_at=time.monotonic())
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (Linux /proc; elsewhere none), deepest first."""
-    children: dict[int, list[int]] = {}
-    with contextlib.suppress(OSError):
-        for name in os.listdir("/proc"):
-            if not name.isdigit():
-                continue
-            with contextlib.suppress(OSError, ValueError, IndexError), open(f"/proc/{name}/stat") as stat:
-                ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
-                children.setdefault(ppid, []).append(int(name))
-    found, frontier = [], [pid]
-    while frontier:
-        frontier = [child for parent in frontier for child in children.get(parent, [])]
-        found += frontier
-    return found[::-1]
 
 
 class WorkerPool:
@@ -289,7 +273,7 @@ class WorkerPool:
                 worker.process.wait(timeout=max(0.0, deadline - time.monotonic()))
         if worker.process.poll() is None:
             # at interpreter exit open() is gone: the worker alone then
-            children = [] if sys.is_finalizing() else _descendants(worker.process.pid)
+            children = [] if sys.is_finalizing() else descendants(worker.process.pid)
             for pid in [*children, worker.process.pid]:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)

@@ -30,6 +30,7 @@ from typing import Any
 import math_verify  # noqa: F401  # load sympy before saying ready, not inside a task's deadline
 
 from dapo.rewards.equivalence import math_equal, silence_math_verify_logging
+from dapo.rewards.process_tree import adopt_orphans, descendants, reap_orphans
 from dapo.rewards.user_functions import RewardFunction, load_reward_function, normalize_return
 
 Outcome = tuple[str, Any]
@@ -61,6 +62,7 @@ def main(argv: list[str]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if die_with_parent:
         _die_with_parent(parent_pid)
+    adopt_orphans()  # a daemon a reward function starts stays below the worker, to be stopped with it
     conn = Connection(fd)
     function_specs, parent_sys_path, parent_cwd = conn.recv()
     # The trainer's import path in its order, and its working directory last, where
@@ -83,7 +85,10 @@ def serve(conn: Connection, function_specs: list[str]) -> None:
             chunk = conn.recv()
         except (EOFError, OSError):
             return  # the parent is gone
-        if chunk is None:
+        if chunk is None:  # asked to stop: what the functions started (and left running) stops too
+            for pid in descendants(os.getpid()):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
             return
         for task_id, pickled_task in chunk:
             output = BoundedOutput()
@@ -92,6 +97,7 @@ def serve(conn: Connection, function_specs: list[str]) -> None:
             if output.total:
                 conn.send(("output", task_id, output.kept.getvalue(), output.total))
             conn.send(("result", task_id, outcome))
+        reap_orphans()
 
 
 def run_task(pickled_task: bytes, functions: list[RewardFunction]) -> Outcome:

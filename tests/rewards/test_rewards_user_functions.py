@@ -160,3 +160,14 @@ def test_functions_of_the_same_name_in_two_files_keep_their_own_metrics(tmp_path
     with RewardScorer(RewardConfig(functions=functions, num_workers=1, verifier_weight=0.0)) as scorer:
         [result] = scorer.score(["x"], ["1"])
     assert result.extra == {"accuracy.reward/score": 1.0, "style.reward/score": 0.25}
+
+
+def test_a_finite_score_whose_weighted_sum_overflows_is_a_failure_not_a_crash(tmp_path: Path) -> None:
+    """1e308 is a valid float, twice it is not: an infinite reward stopped the run in the advantages."""
+    module = tmp_path / "huge.py"
+    module.write_text("def huge(response, ground_truth, extra):\n    return 1e308\n")
+    cfg = RewardConfig(functions=[RewardFunctionSpec(path=f"{module}:huge", weight=2.0)], num_workers=1)
+    with RewardScorer(cfg) as scorer:
+        [result] = scorer.score(["Answer: 34"], ["34"])
+    assert result.error and result.failed == ["huge"]
+    assert result.acc and result.score == 1.0 + 2.0 * -1.0  # the verifier's +1, the function's weight x -1

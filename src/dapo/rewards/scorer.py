@@ -21,6 +21,7 @@ every task has a hard, kill-enforced deadline.
 from __future__ import annotations
 
 import logging
+import math
 import os
 from typing import Any
 
@@ -138,6 +139,10 @@ class RewardScorer:
                 result.score += self._weights[k] * cfg.incorrect_score
                 continue
             score, acc, metrics = outcome[1]
+            if not math.isfinite(result.score + self._weights[k] * score):  # finite, but 1e308 * 2 is not
+                self._outcome_ok(("bad", f"{score} x weight {self._weights[k]} overflows the reward"), label, result)
+                result.score += self._weights[k] * cfg.incorrect_score
+                continue
             result.score += self._weights[k] * score
             result.extra[f"{label}/score"] = score
             result.extra.update({f"{label}/{key}": value for key, value in metrics.items()})

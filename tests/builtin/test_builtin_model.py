@@ -179,7 +179,7 @@ def test_the_default_base_model_installs_from_its_shipped_weights_in_seconds(tmp
     assert tokenizer.decode(tokenizer(TEXT)["input_ids"], skip_special_tokens=True) == TEXT
 
 
-def test_an_install_removes_the_staging_directories_of_builds_killed_a_day_ago(tmp_path: Path) -> None:
+def test_the_cache_removes_the_staging_directories_of_builds_killed_a_day_ago(tmp_path: Path) -> None:
     import os
     import time
 
@@ -191,6 +191,9 @@ def test_an_install_removes_the_staging_directories_of_builds_killed_a_day_ago(t
     os.utime(abandoned, (day_and_a_minute_ago, day_and_a_minute_ago))
     ensure_base_model(str(tmp_path), progress=False)  # the default recipe: installed from its shipped weights
     assert not abandoned.exists() and recent.exists()  # a build of another process may still be running
+    os.utime(recent, (day_and_a_minute_ago, day_and_a_minute_ago))
+    ensure_base_model(str(tmp_path), progress=False)  # cached now: the usual case after a killed build's rerun
+    assert not recent.exists()
 
 
 def test_a_damaged_cached_model_is_installed_again(tmp_path: Path) -> None:

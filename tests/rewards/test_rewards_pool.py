@@ -3,7 +3,9 @@ that could not start is tried again on the next run, and one bad item fails alon
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
 import sys
 import time
 import types
@@ -157,6 +159,33 @@ def test_a_daemon_a_reward_function_starts_stops_with_its_worker(tmp_path, hangs
     while _alive(daemon) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(daemon)
+
+
+REAP_CHECK = """
+import os, subprocess, sys, time
+from dapo.rewards.process_tree import adopt_orphans, reap_orphans
+adopt_orphans()
+child = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(3)"])  # kept by 'user code'
+middle = os.fork()
+if middle == 0:  # a daemon: fork, setsid, fork; the middle exits and this process adopts the last
+    os.setsid()
+    if os.fork() == 0:
+        os._exit(0)
+    os._exit(0)
+os.waitpid(middle, 0)
+time.sleep(1.0)
+reap_orphans()
+zombies = [line.split() for line in os.popen(f"ps -o pid=,stat= --ppid {os.getpid()}").read().splitlines()]
+print(sorted(int(pid) for pid, stat in zombies if "Z" in stat) == [child.pid], child.wait())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and PR_SET_CHILD_SUBREAPER")
+def test_a_worker_reaps_the_daemons_it_adopted_and_leaves_its_own_children_to_their_wait():
+    """(In a subprocess: adopting orphans would change the test process for every later test.)"""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    out = subprocess.run([sys.executable, "-c", REAP_CHECK], capture_output=True, text=True, timeout=60, env=env)
+    assert out.stdout.split() == ["True", "3"], out.stderr  # the daemon reaped; the Popen's own exit status kept
 
 
 def test_sys_exit_in_a_reward_function_fails_the_item_and_keeps_the_worker():

@@ -162,12 +162,18 @@ def test_functions_of_the_same_name_in_two_files_keep_their_own_metrics(tmp_path
     assert result.extra == {"accuracy.reward/score": 1.0, "style.reward/score": 0.25}
 
 
-def test_a_finite_score_whose_weighted_sum_overflows_is_a_failure_not_a_crash(tmp_path: Path) -> None:
-    """1e308 is a valid float, twice it is not: an infinite reward stopped the run in the advantages."""
-    module = tmp_path / "huge.py"
-    module.write_text("def huge(response, ground_truth, extra):\n    return 1e308\n")
-    cfg = RewardConfig(functions=[RewardFunctionSpec(path=f"{module}:huge", weight=2.0)], num_workers=1)
-    with RewardScorer(cfg) as scorer:
+def test_scores_too_large_for_the_advantages_are_failures_not_a_crash(tmp_path: Path) -> None:
+    """1e200 is a finite float, but the group's std of such scores is not: every advantage came
+    out 0 or NaN, and an infinite weighted sum stopped the run."""
+    module = tmp_path / "large.py"
+    module.write_text("def large(response, ground_truth, extra):\n    return 1e7 if extra.get('big') else 1e6\n")
+    always = RewardConfig(functions=[RewardFunctionSpec(path=f"{module}:large", weight=1.0)], num_workers=1)
+    with RewardScorer(always) as scorer:
+        results = scorer.score(["Answer: 34"] * 2, ["34"] * 2, extras=[{}, {"big": True}])
+    assert [r.error for r in results] == [False, True] and results[1].failed == ["large"]
+    assert [r.score for r in results] == [1.0 + 1e6, 1.0 - 1.0]  # the verifier's +1; the failure's weight x -1
+    # each score bounded, the weight not: 1e6 x 1e303 overflows, and is that function's failure
+    heavy = RewardConfig(functions=[RewardFunctionSpec(path=f"{module}:large", weight=1e303)], num_workers=1)
+    with RewardScorer(heavy) as scorer:
         [result] = scorer.score(["Answer: 34"], ["34"])
-    assert result.error and result.failed == ["huge"]
-    assert result.acc and result.score == 1.0 + 2.0 * -1.0  # the verifier's +1, the function's weight x -1
+    assert result.error and result.failed == ["large"] and result.acc and result.score == 1.0 - 1e303

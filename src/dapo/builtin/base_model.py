@@ -87,13 +87,13 @@ def ensure_base_model(
     recipe = recipe or BaseModelRecipe()
     root = Path(cache_dir).expanduser()
     target = root / f"base-model-{recipe.cache_key()}"
+    remove_abandoned_builds(root)  # also when the model is cached: a killed build's rerun is the usual case
     if (target / "config.json").exists():
         if (damage := _cache_damage(target)) is None:
             return target
         warnings.warn(f"the cached base model {target} is damaged ({damage}): installing it again", stacklevel=2)
         _discard(target)
     root.mkdir(parents=True, exist_ok=True)
-    remove_abandoned_builds(root)
     staging = Path(tempfile.mkdtemp(prefix=".building-", dir=root))
     try:
         started = time.perf_counter()

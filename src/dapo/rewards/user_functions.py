@@ -88,6 +88,13 @@ def _check_signature(function: RewardFunction, spec: str) -> None:
         ) from exc
 
 
+def _bounded_score(score: float) -> float:
+    if abs(score) > MAX_ABS_SCORE:
+        raise TypeError(f"the score {score:g} is beyond +-{MAX_ABS_SCORE:g}: rewards this large make the "
+                        "group advantages overflow; scale the reward down")
+    return score
+
+
 def _finite_number(value: Any, what: str) -> float:
     if callable(getattr(value, "item", None)):  # numpy / torch scalars
         try:
@@ -102,17 +109,22 @@ def _finite_number(value: Any, what: str) -> float:
     raise TypeError(f"{what} is a {type(value).__name__}, not a number")
 
 
+# Largest |score| a reward function may return: group advantages square the scores' deviations
+# (std), which overflows float32 long before the scores do (1e200: the std is inf, every advantage 0).
+MAX_ABS_SCORE = 1e6
+
+
 def normalize_return(value: Any) -> tuple[float, bool | None, dict[str, float]]:
     """(score, acc or None, extra metrics) from a user function's return value.
 
     Raises ``TypeError`` with a message naming the problem for anything but a finite number or
-    a dict with a numeric ``"score"`` and numeric other values.
+    a dict with a numeric ``"score"`` and numeric other values, or a score beyond MAX_ABS_SCORE.
     """
     if not isinstance(value, dict):
-        return _finite_number(value, "the return value"), None, {}
+        return _bounded_score(_finite_number(value, "the return value")), None, {}
     if "score" not in value:
         raise TypeError(f"the returned dict has no 'score' key (keys: {sorted(map(str, value))})")
-    score = _finite_number(value["score"], "'score'")
+    score = _bounded_score(_finite_number(value["score"], "'score'"))
     acc = value.get("acc")
     if acc is not None:
         acc = bool(_finite_number(acc, "'acc'"))

@@ -51,6 +51,12 @@ def left_pad(
     )
 
 
+def within_lengths(lengths: torch.Tensor, width: int) -> torch.Tensor:
+    """(B, width) bool mask of rows right-padded to ``width``: True on the first ``lengths[i]``
+    columns of row i (a response's own positions)."""
+    return torch.arange(width, device=lengths.device)[None, :] < lengths[:, None]
+
+
 def left_pad_mask(pad_lengths: torch.Tensor, width: int) -> torch.Tensor:
     """The attention mask (B, width) of rows left-padded by ``pad_lengths`` (B,): 0 on each row's
     padding columns, 1 on its tokens (Hugging Face's ``attention_mask``)."""

@@ -24,6 +24,7 @@ from dapo.rollout.batching import (
     eval_mode,
     left_pad,
     model_device,
+    within_lengths,
 )
 from dapo.rollout.hf_decoder import HFDecodeSession
 from dapo.rollout.sampling import make_generator, sample_next_tokens
@@ -119,8 +120,7 @@ class NativeEngine:
         it is dropped, and what it samples there is discarded (unwritten positions hold 0)."""
         logprobs = outputs.logprobs
         lengths = torch.tensor(outputs.lengths, device=logprobs.device)
-        in_response = torch.arange(logprobs.shape[1], device=logprobs.device)[None, :] < lengths[:, None]
-        bad = ~torch.isfinite(logprobs) & in_response
+        bad = ~torch.isfinite(logprobs) & within_lengths(lengths, logprobs.shape[1])
         if not bool(bad.any()):
             return
         row = int(bad.any(dim=1).nonzero()[0])

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dapo.rollout.batching import left_pad, left_pad_mask
+from dapo.rollout.batching import left_pad, left_pad_mask, within_lengths
 
 
 @dataclass
@@ -161,7 +161,7 @@ def _positions(attention_mask: torch.Tensor) -> torch.Tensor:
 
 def _within(width: int, lengths: list[int]) -> torch.Tensor:
     """(len(lengths), width) long mask, 1 on the first lengths[i] columns of row i."""
-    return (torch.arange(width)[None, :] < torch.tensor(lengths)[:, None]).long()
+    return within_lengths(torch.tensor(lengths), width).long()
 
 
 def pack(samples: list[Sample]) -> dict[str, torch.Tensor]:

@@ -28,6 +28,7 @@ from dapo.algo import (
     tis_weights,
 )
 from dapo.config import AlgorithmConfig, TrainerConfig
+from dapo.rollout.batching import within_lengths
 from dapo.trainer.batch import Sample, collate, count_loss_tokens, iter_micro_batches
 from dapo.trainer.checkpoint import (
     is_sharded,
@@ -241,7 +242,7 @@ class PolicyWorker:
         """Add entropy sums over the real response tokens, and rollout/trainer mismatch sums over
         those of the responses sampled this step."""
         lengths = tensors["response_lengths"]
-        mask = torch.arange(logprobs.shape[1], device=logprobs.device)[None, :] < lengths[:, None]
+        mask = within_lengths(lengths, logprobs.shape[1])
         entropy = self._entropy(logits.detach(), tensors)
         into.entropy_sum += float((entropy * mask).sum())
         into.tokens += float(mask.sum())

@@ -80,6 +80,7 @@ def test_shared_prompt_micro_batches_count_each_prompt_once():
 # prompt before that rounding rather than after it (the padded layout), so they agree to float32's.
 @pytest.mark.parametrize(("attn", "dtype", "tol", "grad_tol"),
                          [("sdpa", torch.float64, 1e-10, 1e-6), ("eager", torch.float32, 2e-5, 1e-4)])
+@pytest.mark.filterwarnings("error:`past_key_values` is deprecated:FutureWarning")
 def test_shared_prompt_logprobs_loss_and_gradients_equal_the_padded_ones(tiny_model_dir, attn, dtype, tol, grad_tol,
                                                                          monkeypatch):
     base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, attn_implementation=attn).to(dtype)
@@ -151,6 +152,7 @@ def test_one_token_responses_equal_the_padded_ones(tiny_model_dir):
         assert (a - b).abs().max() <= 1e-6 * a.abs().max()
 
 
+@pytest.mark.filterwarnings("error:`past_key_values` is deprecated:FutureWarning")
 def test_gradient_checkpointing_keeps_the_prompt_cache(tiny_model_dir):
     """Hugging Face's checkpointed layers drop a cache unless told they may keep it: the recompute
     in backward must read the same prompt keys and values as the forward did."""

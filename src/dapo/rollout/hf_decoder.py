@@ -12,12 +12,14 @@ from torch import nn
 from transformers import DynamicCache
 
 from dapo.rollout.batching import left_pad_mask
+from dapo.rollout.hf_compat import cache_keyword
 
 
 class HFDecodeSession:
     def __init__(self, model: nn.Module) -> None:
         self.model = model
         self.cache = DynamicCache(config=model.config)
+        self.cache_keyword = cache_keyword(model)
         self.attention_mask = torch.empty(0)  # (B, tokens so far): 1 real, 0 padding
         self.positions = torch.empty(0, dtype=torch.long)  # (B,) position of the next token
 
@@ -26,9 +28,9 @@ class HFDecodeSession:
             input_ids=input_ids,
             attention_mask=self.attention_mask,
             position_ids=position_ids,
-            past_key_values=self.cache,
             use_cache=True,
             logits_to_keep=1,
+            **{self.cache_keyword: self.cache},
         )
         return output.logits[:, -1].float()
 

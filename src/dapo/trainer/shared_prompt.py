@@ -33,6 +33,8 @@ from transformers import PreTrainedModel
 from transformers.cache_utils import Cache, DynamicLayer
 from transformers.modeling_layers import GradientCheckpointingLayer
 
+from dapo.rollout.hf_compat import cache_keyword
+
 
 def check_shared_prompt(model: torch.nn.Module) -> None:
     """Raise, naming the reason, where the shared-prompt layout cannot compute ``model``'s padded
@@ -58,14 +60,15 @@ def check_shared_prompt(model: torch.nn.Module) -> None:
 def shared_prompt_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
     """(B, R, V) logits that predict each response token, from the shared-prompt layout."""
     recorded = Cache(layer_class_to_replicate=_RecordingLayer)
+    keyword = cache_keyword(model)
     with _layers_may_keep_the_cache(model):
         prompts = model(
             input_ids=tensors["prompt_input_ids"],
             attention_mask=tensors["prompt_attention_mask"],
             position_ids=tensors["prompt_position_ids"],
-            past_key_values=recorded,
             logits_to_keep=1,
             use_cache=True,
+            **{keyword: recorded},
         )
         if not recorded.layers or not all(isinstance(layer, _RecordingLayer) and layer.is_initialized
                                           for layer in recorded.layers):
@@ -77,8 +80,8 @@ def shared_prompt_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor
             input_ids=tensors["continuation_input_ids"],
             attention_mask=tensors["continuation_attention_mask"],
             position_ids=tensors["continuation_position_ids"],
-            past_key_values=prefix,
             use_cache=True,
+            **{keyword: prefix},
         )
     # (a one-token response's continuation column, there for the second call, predicts nothing)
     return torch.cat([prompts.logits[index], continuations.logits], dim=1)[:, : tensors["responses"].shape[1]]

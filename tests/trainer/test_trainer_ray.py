@@ -167,3 +167,47 @@ def test_the_ranks_update_equals_one_process_on_the_same_mini_batch(tiny_model_d
     finally:
         one.close()
         two.close()
+
+
+def test_one_ranks_error_is_raised_at_once_and_a_dead_rank_is_named():
+    """A rank's own error (an out-of-memory on one GPU) is raised when it happens, not when the
+    other ranks, waiting for it in a collective, reach the backend's timeout; a rank that died
+    is named even when the collective it broke fails first on a peer."""
+    import time
+
+    import ray
+
+    from dapo.trainer.ray_policy import PolicyRankDied, RayPolicyGroup
+
+    @ray.remote(num_cpus=0)
+    class Rank:
+        def ready(self) -> bool:
+            return True
+
+        def wait_for_peer(self) -> None:  # as a rank blocked in a collective
+            time.sleep(300)
+
+        def fail(self, delay_s: float) -> None:
+            time.sleep(delay_s)
+            raise torch.OutOfMemoryError("CUDA out of memory on this rank")
+
+        def die(self, delay_s: float) -> None:
+            time.sleep(delay_s)
+            os._exit(1)
+
+    ray.init(num_cpus=2, include_dashboard=False)
+    try:
+        group = object.__new__(RayPolicyGroup)
+        group._ray, group.ranks = ray, [Rank.remote(), Rank.remote()]
+        ray.get([rank.ready.remote() for rank in group.ranks])
+        started = time.monotonic()
+        with pytest.raises(torch.OutOfMemoryError, match="out of memory on this rank"):
+            group._get([group.ranks[0].wait_for_peer.remote(), group.ranks[1].fail.remote(0.0)])
+        assert time.monotonic() - started < 60  # the blocked rank sleeps 300 s
+
+        group.ranks = [Rank.remote(), Rank.remote()]
+        ray.get([rank.ready.remote() for rank in group.ranks])
+        with pytest.raises(PolicyRankDied, match=r"policy rank 1 \(Ray actor PolicyRank\) died"):
+            group._get([group.ranks[0].fail.remote(0.0), group.ranks[1].die.remote(1.0)])
+    finally:
+        ray.shutdown()

@@ -29,6 +29,7 @@ makes) and :class:`RayRolloutEngine` (a rollout engine), so the loop itself does
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import math
@@ -195,6 +196,7 @@ class PlacementFailed(UserError, RuntimeError):
 
 
 PLACEMENT_TIMEOUT_S = 600.0  # how long the cluster may take to find room for the ranks
+RANK_DEATH_GRACE_S = 10.0  # after one rank's error, how long a rank's death may take to show
 
 
 def _node_placement_groups(ray: Any, nnodes: int, devices_per_node: int, cpus: float, gpus: int) -> list[Any]:
@@ -261,15 +263,38 @@ class RayPolicyGroup:
         self.version, self.num_nonfinite_skipped = 0, 0
 
     def _get(self, refs: list[Any]) -> list[Any]:
-        """Results of one call on every rank; a dead rank stops the run with an error naming it."""
+        """Results of one call on every rank. The first rank to fail stops the call at once: the
+        others may be waiting for it in a collective, which would hold them until the backend's
+        timeout (gloo 30 minutes, NCCL 10). A dead rank stops the run with an error naming it,
+        also when a rank it left in a collective fails first (the grace below)."""
+        pending = list(refs)
         try:
+            while pending:
+                done, pending = self._ray.wait(pending, num_returns=1)
+                try:
+                    self._ray.get(done)
+                except self._ray.exceptions.RayTaskError:
+                    self._raise_if_a_rank_died(pending)
+                    raise
             return self._ray.get(refs)
         except self._ray.exceptions.RayActorError as error:
-            raise PolicyRankDied(f"{self._dead_ranks()} died ({type(error).__name__}); the run stops here. "
+            raise PolicyRankDied(f"{self._dead_ranks(error)} died ({type(error).__name__}); the run stops here. "
                                  "Rerun the same command to resume from the last checkpoint") from error
 
-    def _dead_ranks(self) -> str:
-        """Which ranks no longer answer, e.g. "policy rank 1 (Ray actor PolicyRank)"."""
+    def _raise_if_a_rank_died(self, pending: list[Any]) -> None:
+        """After one rank's error: a rank that died is the likelier cause (a collective fails
+        when a peer dies), so its death is raised instead if it shows within the grace."""
+        ended, _ = self._ray.wait(pending, num_returns=len(pending), timeout=RANK_DEATH_GRACE_S) if pending else ([], [])
+        for ref in ended:
+            with contextlib.suppress(self._ray.exceptions.RayTaskError):
+                self._ray.get(ref)  # raises RayActorError for a dead rank
+
+    def _dead_ranks(self, error: Exception) -> str:
+        """Which ranks no longer answer, e.g. "policy rank 1 (Ray actor PolicyRank)": the one the
+        error names, else those that do not answer (a rank blocked in a collective counts too)."""
+        by_actor = {rank._actor_id.hex(): index for index, rank in enumerate(self.ranks)}
+        if getattr(error, "actor_id", None) in by_actor:
+            return f"policy rank {by_actor[error.actor_id]} (Ray actor PolicyRank)"
         dead = []
         for index, rank in enumerate(self.ranks):
             try:

@@ -250,3 +250,43 @@ def test_a_run_interrupted_part_way_does_not_hand_its_results_to_the_next():
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
         pool.close()
+
+
+WALKER = """
+import os, time
+def f(response, ground_truth, extra):
+    if os.fork() == 0:
+        if extra.get("own_session"):
+            os.setsid()
+        while True:  # fork, exit, go on as the child: the walker's pid never stays
+            if os.fork():
+                os._exit(0)
+            with open({pid_file!r}, "a") as out:
+                out.write(f"{{os.getpid()}} ")
+            time.sleep(0.001)
+    time.sleep(0.5)
+    if extra.get("hang"):
+        time.sleep(300)
+    return 1.0
+"""
+
+
+@pytest.mark.parametrize("own_session", [False, True], ids=["in-the-workers-group", "setsid"])
+@pytest.mark.parametrize("hangs", [True, False], ids=["killed-at-the-deadline", "closed"])
+def test_a_process_that_forks_and_exits_in_a_loop_stops_with_its_worker(tmp_path, hangs, own_session):
+    """A process that forks and exits over and over is gone from where a listing saw it by the
+    time the kill comes: listing a worker's processes and then killing them let it live on."""
+    pid_file = tmp_path / "walker.pid"
+    module = tmp_path / "walks.py"
+    module.write_text(WALKER.format(pid_file=str(pid_file)))
+    pool = WorkerPool(1, [f"{module}:f"], timeout_s=2.0)
+    try:
+        [(kind, _)] = pool.run(fn_tasks([{"hang": hangs, "own_session": own_session}]))
+        assert kind == ("timeout" if hangs else "ok")
+    finally:
+        pool.close()
+    time.sleep(0.5)
+    walked = pid_file.read_text()
+    time.sleep(0.5)
+    assert pid_file.read_text() == walked and len(walked.split()) > 10  # it walked, and walks no more
+    assert not _alive(int(walked.split()[-1]))

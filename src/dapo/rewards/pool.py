@@ -36,7 +36,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from dapo.rewards.process_tree import descendants
+from dapo.rewards.process_tree import kill_descendants, signal_process
 from dapo.rewards.user_functions import RewardFunctionError
 
 Outcome = tuple[str, Any]
@@ -72,6 +72,7 @@ def _launch(function_specs: list[str]) -> _Worker:
         pass_fds=(child_sock.fileno(),),
         stdin=subprocess.DEVNULL,
         env=env,
+        start_new_session=True,  # its own process group, to be stopped as one (see _stop)
     )
     child_sock.close()
     conn = Connection(parent_sock.detach())
@@ -267,16 +268,18 @@ class WorkerPool:
     def _stop(self, worker: _Worker, deadline: float | None = None) -> None:
         """End the worker and reap it (no zombie): a worker asked to stop may exit by itself until
         ``deadline``; then SIGKILL, to it and to the processes it started (a sandboxed program a
-        reward function runs), children first, so none is left running on its own."""
+        reward function runs), frozen first, so none is left running on its own."""
         if deadline is not None and not worker.dead:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 worker.process.wait(timeout=max(0.0, deadline - time.monotonic()))
         if worker.process.poll() is None:
-            # at interpreter exit open() is gone: the worker alone then
-            children = [] if sys.is_finalizing() else descendants(worker.process.pid)
-            for pid in [*children, worker.process.pid]:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
+            # The worker leads its own process group: SIGSTOP freezes it and every process it
+            # started that stayed in the group at once; what left the group (a daemon's setsid) is
+            # frozen and killed next, then the group. (At interpreter exit open() is gone.)
+            signal_process(worker.process.pid, signal.SIGSTOP, group=True)
+            if not sys.is_finalizing():
+                kill_descendants(worker.process.pid)
+            signal_process(worker.process.pid, signal.SIGKILL, group=True)
         worker.process.wait()
         worker.conn.close()
         worker.dead = True

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 from collections.abc import Iterator
+
+_MAX_FREEZE_ROUNDS = 100  # a bound; a tree is frozen in two or three
 
 
 def _processes() -> Iterator[tuple[int, str, int, int]]:
@@ -30,6 +33,42 @@ def descendants(pid: int) -> list[int]:
         frontier = [child for parent in frontier for child in children.get(parent, [])]
         found += frontier
     return found[::-1]
+
+
+def kill_descendants(pid: int) -> None:
+    """SIGKILL every process below ``pid`` but those in the caller's own process group (a worker
+    kills its own group last, itself included). One listing, then the kill, let a process forked
+    in between live on, so each process found is first stopped (SIGSTOP: it cannot fork) with its
+    process group (a group stops at once, however fast its members fork and exit), and the tree is
+    listed again until nothing new shows; then the processes and their groups are killed."""
+    own_group, frozen, groups = os.getpgid(0), [], set()
+    for _ in range(_MAX_FREEZE_ROUNDS):
+        new = [child for child in descendants(pid) if child not in frozen and _group(child) != own_group]
+        if not new:
+            break
+        for child in new:
+            signal_process(child, signal.SIGSTOP)
+            if (group := _group(child)) not in (None, own_group):  # a group made below pid (setsid)
+                signal_process(group, signal.SIGSTOP, group=True)
+                groups.add(group)
+        frozen += new
+    for group in groups:
+        signal_process(group, signal.SIGKILL, group=True)
+    for child in frozen:
+        signal_process(child, signal.SIGKILL)
+
+
+def _group(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
+def signal_process(pid: int, signum: int, group: bool = False) -> None:
+    """Send ``signum`` to a process (or the process group ``pid``) that may already be gone."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        (os.killpg if group else os.kill)(pid, signum)
 
 
 def adopt_orphans() -> None:

@@ -30,7 +30,12 @@ from typing import Any
 import math_verify  # noqa: F401  # load sympy before saying ready, not inside a task's deadline
 
 from dapo.rewards.equivalence import math_equal, silence_math_verify_logging
-from dapo.rewards.process_tree import adopt_orphans, descendants, reap_orphans
+from dapo.rewards.process_tree import (
+    adopt_orphans,
+    kill_descendants,
+    reap_orphans,
+    signal_process,
+)
 from dapo.rewards.user_functions import RewardFunction, load_reward_function, normalize_return
 
 Outcome = tuple[str, Any]
@@ -58,7 +63,8 @@ class BoundedOutput(io.TextIOBase):
 def main(argv: list[str]) -> None:
     """Entry point of a worker interpreter: ``argv`` = [socket fd, parent pid, die_with_parent]."""
     fd, parent_pid, die_with_parent = int(argv[0]), int(argv[1]), argv[2] == "1"
-    # Ctrl-C goes to the whole process group; the parent decides when workers stop.
+    # the parent decides when workers stop (a worker leads its own process group, but a user's
+    # kill -INT of it, or of a reward function's group, must not end it mid-task)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if die_with_parent:
         _die_with_parent(parent_pid)
@@ -86,9 +92,8 @@ def serve(conn: Connection, function_specs: list[str]) -> None:
         except (EOFError, OSError):
             return  # the parent is gone
         if chunk is None:  # asked to stop: what the functions started (and left running) stops too
-            for pid in descendants(os.getpid()):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
+            kill_descendants(os.getpid())
+            signal_process(0, signal.SIGKILL, group=True)  # this worker's own group, itself included
             return
         for task_id, pickled_task in chunk:
             output = BoundedOutput()

@@ -53,9 +53,11 @@ METRICS: dict[str, str] = {
     "actor/loss": "the loss minimised: actor/pg_loss - entropy_coef x entropy + kl_coef x KL to the reference, "
     "the extra terms aggregated as the policy-gradient loss (mean over the step's mini-batches)",
     "actor/pg_loss": "policy-gradient loss, the decoupled-clip term alone (mean over the step's mini-batches)",
-    "actor/entropy": "mean per-token entropy of pi_old on the trained responses (at rollout temperature): with "
-    "algorithm.old_logprobs=recompute, those sampled this step (carried-over ones hold their own step's pi_old); "
-    "with rollout, the first mini-batch's (this step's groups)",
+    "actor/entropy": "mean per-token entropy of pi_old on the trained responses (at rollout temperature), from the "
+    "step's first pass over them: with algorithm.old_logprobs=recompute and several updates per step, those "
+    "sampled this step (carried-over ones hold their own step's pi_old); with one update per step, all of them "
+    "(the update's own forward, carried-over ones included); with rollout, the first mini-batch's (carried-over "
+    "groups come last in the batch)",
     "actor/clip_frac_low": "fraction of loss tokens clipped at 1 - clip_ratio_low (A < 0)",
     "actor/clip_frac_high": "fraction of loss tokens clipped at 1 + clip_ratio_high (A > 0)",
     "actor/clip_frac_dual": "fraction of loss tokens bounded by dual-clip c (A < 0, ratio > c)",

@@ -3,6 +3,7 @@ import pytest
 from dapo.data.records import Problem
 from dapo.trainer.batch import Sample
 from dapo.trainer.sampler import DynamicSampler, PromptStream
+from dapo.trainer.step_metrics import rollout_metrics
 
 PROBLEMS = [Problem(uid=str(i), prompt=f"p{i}", ground_truth=str(i)) for i in range(10)]
 
@@ -149,8 +150,9 @@ def test_without_dynamic_sampling_every_group_trains_and_no_signal_groups_are_co
     ds = sampler(dynamic_sampling=False, prompts_per_step=7)
     batch, report = ds.next_batch(make_round(lambda p: pattern[int(p.uid) % 3]), step=0)
     assert len({s.group_id for s in batch}) == 7 and report.gen_rounds == 1
-    assert report.groups_generated == report.groups_kept == 7
+    assert report.groups_generated == 7 and report.groups_kept == 2  # kept: with signal, as dynamic sampling would
     assert report.groups_all_correct == 3 and report.groups_all_wrong == 2
+    assert rollout_metrics(report, batch, [])["sampling/filtered_ratio"] == pytest.approx(5 / 7)  # was 0
 
 
 @pytest.mark.parametrize("settings", [{"dynamic_sampling": False}, {"keep_surplus": False}])

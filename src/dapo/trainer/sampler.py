@@ -93,7 +93,7 @@ class SamplingReport:
 
     gen_rounds: int = 0
     groups_generated: int = 0
-    groups_kept: int = 0
+    groups_kept: int = 0  # with signal: those dynamic sampling keeps (with it off, all train)
     groups_all_correct: int = 0  # filter metric constant, every response correct (acc); filtered if dynamic
     groups_all_wrong: int = 0  # filter metric constant, no response correct (acc); filtered if dynamic
     # filter metric varies, but overlong filtering masked every response out of the loss (all
@@ -144,8 +144,7 @@ class DynamicSampler:
         if not self.dynamic_sampling:
             samples = generate_round(self.stream.take(self.prompts_per_step), 0)
             report.gen_rounds, report.generated = 1, samples
-            self._groups_with_signal(samples, report)  # what dynamic sampling would drop
-            report.groups_kept = report.groups_generated
+            self._groups_with_signal(samples, report)  # counts what dynamic sampling would drop
             return samples, report
         while len(accepted) < self.prompts_per_step and report.gen_rounds < self.max_gen_rounds:
             samples = generate_round(self.stream.take(self.gen_prompts_per_round), report.gen_rounds)

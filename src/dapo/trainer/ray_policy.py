@@ -263,28 +263,23 @@ class RayPolicyGroup:
         self.version, self.num_nonfinite_skipped = 0, 0
 
     def _get(self, refs: list[Any]) -> list[Any]:
-        """Results of one call on every rank. The first rank to fail stops the call at once: the
-        others may be waiting for it in a collective, which would hold them until the backend's
-        timeout (gloo 30 minutes, NCCL 10). A dead rank stops the run with an error naming it,
-        also when a rank it left in a collective fails first (the grace below)."""
-        pending = list(refs)
+        """Results of one call on every rank (Ray raises the first rank's error as it happens). A
+        dead rank stops the run with an error naming it, also when a rank it left in a collective
+        fails first (the grace below)."""
         try:
-            while pending:
-                done, pending = self._ray.wait(pending, num_returns=1)
-                try:
-                    self._ray.get(done)
-                except self._ray.exceptions.RayTaskError:
-                    self._raise_if_a_rank_died(pending)
-                    raise
-            return self._ray.get(refs)
+            try:
+                return self._ray.get(refs)
+            except self._ray.exceptions.RayTaskError:
+                self._raise_if_a_rank_died(refs)
+                raise
         except self._ray.exceptions.RayActorError as error:
             raise PolicyRankDied(f"{self._dead_ranks(error)} died ({type(error).__name__}); the run stops here. "
                                  "Rerun the same command to resume from the last checkpoint") from error
 
-    def _raise_if_a_rank_died(self, pending: list[Any]) -> None:
+    def _raise_if_a_rank_died(self, refs: list[Any]) -> None:
         """After one rank's error: a rank that died is the likelier cause (a collective fails
         when a peer dies), so its death is raised instead if it shows within the grace."""
-        ended, _ = self._ray.wait(pending, num_returns=len(pending), timeout=RANK_DEATH_GRACE_S) if pending else ([], [])
+        ended, _ = self._ray.wait(refs, num_returns=len(refs), timeout=RANK_DEATH_GRACE_S)
         for ref in ended:
             with contextlib.suppress(self._ray.exceptions.RayTaskError):
                 self._ray.get(ref)  # raises RayActorError for a dead rank

@@ -1,3 +1,10 @@
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
 
 from dapo.cli.main import main, split_config_args
@@ -110,3 +117,46 @@ def test_eval_of_a_run_directory_names_its_newest_checkpoint(tmp_path, capsys):
 def test_explain_followed_by_an_override_explains_every_field_with_it(capsys):
     assert main(["config", "--explain", "trainer.lr=1e-5"]) == 0
     assert "trainer.lr (float) = 1e-05" in capsys.readouterr().out
+
+
+TERMINATED = """
+import sys
+from dapo.cli.main import exit_on_termination
+from dapo.rewards.pool import WorkerPool
+exit_on_termination()
+pool = WorkerPool(1, [sys.argv[1] + ":f"], timeout_s=300.0)
+try:
+    pool.run([("fn", 0, "response", "1", {})])
+finally:
+    pool.close()
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_or_sighup_to_the_commands_group_stops_what_reward_functions_started(tmp_path, signum):
+    """Reward workers lead their own process groups, so a signal to the command's group (`timeout`,
+    `kill -- -PGID`, a closed terminal) reaches the trainer alone: it must unwind and close them."""
+    pid_file = tmp_path / "child.pid"
+    module = tmp_path / "runs_a_program.py"
+    module.write_text(
+        "import subprocess, time\n"
+        "def f(response, ground_truth, extra):\n"
+        "    child = subprocess.Popen(['sleep', '300'])\n"
+        f"    open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "    time.sleep(300)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    command = subprocess.Popen([sys.executable, "-c", TERMINATED, str(module)], start_new_session=True,
+                               env={**os.environ, "PYTHONPATH": str(root / "src")}, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 120
+        while not (pid_file.exists() and pid_file.read_text()):
+            assert time.monotonic() < deadline and command.poll() is None, "the reward function never ran"
+            time.sleep(0.05)
+        child = int(pid_file.read_text())
+        os.killpg(command.pid, signum)
+        assert command.wait(timeout=60) == 128 + signum
+    finally:
+        if command.poll() is None:
+            os.killpg(command.pid, signal.SIGKILL)
+    assert not Path(f"/proc/{child}").exists() or Path(f"/proc/{child}/stat").read_text().split()[2] == "Z"

@@ -88,7 +88,7 @@ ABLATION_COMMON = [
 # metrics, how to format the run means in the table).
 DIAGNOSTICS: list[tuple[str, Callable[[dict[str, float]], float], str]] = [
     ("truncated", lambda m: m["rollout/truncation_rate"], ".1%"),
-    ("no-signal groups", lambda m: m["sampling/all_correct_ratio"] + m["sampling/all_wrong_ratio"], ".1%"),
+    ("no-signal groups", lambda m: m["sampling/filtered_ratio"], ".1%"),  # all-masked ones too
     ("clip-high frac", lambda m: m["actor/clip_frac_high"], ".2%"),
     ("clip-low frac", lambda m: m["actor/clip_frac_low"], ".2%"),
     ("response length", lambda m: m["rollout/response_length_mean"], ".2f"),

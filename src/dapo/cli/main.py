@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from dapo.cli.ablate import ABLATION_TASKS, DEFAULT_TASK
@@ -267,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     debug = ns.debug or os.environ.get("DAPO_DEBUG", "") not in ("", "0")
+    exit_on_termination()
     try:
         return ns.func(ns)
     except (UserError, OSError) as error:  # the user's to fix: a config value, a file, a full disk
@@ -277,6 +280,22 @@ def main(argv: list[str] | None = None) -> int:
             print(f"dapo {ns.command}: error: {line}", file=sys.stderr)
         print(f"(dapo --debug {ns.command} ... shows the traceback)", file=sys.stderr)
         return 2
+
+
+def exit_on_termination() -> None:
+    """SIGTERM (a scheduler, `timeout`, `kill`) and SIGHUP (a closed terminal) end the command as
+    Ctrl-C does, by unwinding: the trainer then closes its reward workers and what their functions
+    started, which lead their own process groups and get no signal sent to this one. A second
+    signal ends the process at once."""
+
+    def unwind(signum: int, _frame: object) -> None:
+        signal.signal(signum, signal.SIG_DFL)
+        raise SystemExit(128 + signum)
+
+    if threading.current_thread() is threading.main_thread():  # (signal.signal's own rule)
+        for name in ("SIGTERM", "SIGHUP"):  # (no SIGHUP on Windows)
+            if hasattr(signal, name):
+                signal.signal(getattr(signal, name), unwind)
 
 
 def _os_error_line(error: OSError) -> str:

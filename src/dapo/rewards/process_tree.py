@@ -7,9 +7,10 @@ import contextlib
 import os
 import signal
 import sys
+import time
 from collections.abc import Iterator
 
-_MAX_FREEZE_ROUNDS = 100  # a bound; a tree is frozen in two or three
+_MAX_FREEZE_ROUNDS = 100  # a bound; a tree is frozen in two or three rounds
 
 
 def _processes() -> Iterator[tuple[int, str, int, int]]:
@@ -35,27 +36,47 @@ def descendants(pid: int) -> list[int]:
     return found[::-1]
 
 
-def kill_descendants(pid: int) -> None:
-    """SIGKILL every process below ``pid`` but those in the caller's own process group (a worker
-    kills its own group last, itself included). One listing, then the kill, let a process forked
-    in between live on, so each process found is first stopped (SIGSTOP: it cannot fork) with its
-    process group (a group stops at once, however fast its members fork and exit), and the tree is
-    listed again until nothing new shows; then the processes and their groups are killed."""
-    own_group, frozen, groups = os.getpgid(0), [], set()
+def kill_descendants(pid: int, leave_group: int | None = None) -> None:
+    """SIGKILL every process below ``pid`` (but those of process group ``leave_group``, which
+    the caller kills as one). One listing, then the kill, let a process forked in between live
+    on, so each process found is first stopped (SIGSTOP: a stopped process cannot fork), with the
+    process group it is in unless that is the caller's own (a group stops at once, however fast
+    its members fork and exit), and the tree is listed again once they have stopped, until
+    nothing new shows. The processes are killed first, while their parents, stopped too, cannot
+    reap them and free their pids, then their groups."""
+    own_group, frozen, groups = os.getpgid(0), set(), set()
     for _ in range(_MAX_FREEZE_ROUNDS):
-        new = [child for child in descendants(pid) if child not in frozen and _group(child) != own_group]
+        new = [child for child in descendants(pid) if child not in frozen and _group(child) != leave_group]
         if not new:
             break
         for child in new:
             signal_process(child, signal.SIGSTOP)
-            if (group := _group(child)) not in (None, own_group):  # a group made below pid (setsid)
+            if (group := _group(child)) not in (None, own_group, *groups):
                 signal_process(group, signal.SIGSTOP, group=True)
                 groups.add(group)
-        frozen += new
-    for group in groups:
-        signal_process(group, signal.SIGKILL, group=True)
+        wait_stopped(new)  # kill() returns before the stop: a fork under way would finish unseen
+        frozen.update(new)
     for child in frozen:
         signal_process(child, signal.SIGKILL)
+    for group in groups:
+        signal_process(group, signal.SIGKILL, group=True)
+
+
+def wait_stopped(pids: list[int], timeout_s: float = 1.0) -> None:
+    """Until each of ``pids`` is stopped, ended or gone (at most ``timeout_s``: a process in an
+    uninterruptible sleep stops when it leaves it)."""
+    deadline = time.monotonic() + timeout_s
+    for pid in pids:
+        while _state(pid) not in ("T", "t", "Z", "X", None) and time.monotonic() < deadline:
+            time.sleep(0.0005)
+
+
+def _state(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
 
 
 def _group(pid: int) -> int | None:

@@ -63,8 +63,8 @@ class BoundedOutput(io.TextIOBase):
 def main(argv: list[str]) -> None:
     """Entry point of a worker interpreter: ``argv`` = [socket fd, parent pid, die_with_parent]."""
     fd, parent_pid, die_with_parent = int(argv[0]), int(argv[1]), argv[2] == "1"
-    # the parent decides when workers stop (a worker leads its own process group, but a user's
-    # kill -INT of it, or of a reward function's group, must not end it mid-task)
+    # the parent decides when workers stop (it leads its own process group, so Ctrl-C reaches it
+    # only through the trainer's close(); this is in case something signals its group)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if die_with_parent:
         _die_with_parent(parent_pid)
@@ -92,8 +92,10 @@ def serve(conn: Connection, function_specs: list[str]) -> None:
         except (EOFError, OSError):
             return  # the parent is gone
         if chunk is None:  # asked to stop: what the functions started (and left running) stops too
-            kill_descendants(os.getpid())
-            signal_process(0, signal.SIGKILL, group=True)  # this worker's own group, itself included
+            leads_its_group = os.getpgid(0) == os.getpid()  # as the pool starts it (its own session)
+            kill_descendants(os.getpid(), leave_group=os.getpid() if leads_its_group else None)
+            if leads_its_group:
+                signal_process(0, signal.SIGKILL, group=True)  # its group at once, itself included
             return
         for task_id, pickled_task in chunk:
             output = BoundedOutput()

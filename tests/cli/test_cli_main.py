@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from dapo.cli.main import main, split_config_args
+from tests.rewards.test_rewards_pool import alive, program_running_reward
 
 
 def test_help_documents_commands_and_overrides(capsys):
@@ -136,15 +137,7 @@ finally:
 def test_sigterm_or_sighup_to_the_commands_group_stops_what_reward_functions_started(tmp_path, signum):
     """Reward workers lead their own process groups, so a signal to the command's group (`timeout`,
     `kill -- -PGID`, a closed terminal) reaches the trainer alone: it must unwind and close them."""
-    pid_file = tmp_path / "child.pid"
-    module = tmp_path / "runs_a_program.py"
-    module.write_text(
-        "import subprocess, time\n"
-        "def f(response, ground_truth, extra):\n"
-        "    child = subprocess.Popen(['sleep', '300'])\n"
-        f"    open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
-        "    time.sleep(300)\n"
-    )
+    module, pid_file = program_running_reward(tmp_path)
     root = Path(__file__).resolve().parents[2]
     command = subprocess.Popen([sys.executable, "-c", TERMINATED, str(module)], start_new_session=True,
                                env={**os.environ, "PYTHONPATH": str(root / "src")}, cwd=tmp_path)
@@ -159,4 +152,4 @@ def test_sigterm_or_sighup_to_the_commands_group_stops_what_reward_functions_sta
     finally:
         if command.poll() is None:
             os.killpg(command.pid, signal.SIGKILL)
-    assert not Path(f"/proc/{child}").exists() or Path(f"/proc/{child}/stat").read_text().split()[2] == "Z"
+    assert not alive(child)

@@ -89,7 +89,7 @@ def test_an_item_the_worker_cannot_unpickle_fails_alone():
         del sys.modules[only_here.__name__]
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     """Running (not gone, not a zombie waiting for its new parent to reap it)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -98,9 +98,8 @@ def _alive(pid: int) -> bool:
     return fields[0] != "Z"
 
 
-def test_what_a_reward_function_started_stops_with_its_worker(tmp_path):
-    """A code-execution reward runs a program that hangs: when the worker is killed at the
-    deadline, the program must not live on (burning a core for the rest of training)."""
+def program_running_reward(tmp_path: Path) -> tuple[Path, Path]:
+    """A reward function (module, its f) that runs a program, writes its pid, then hangs."""
     pid_file = tmp_path / "child.pid"
     module = tmp_path / "runs_a_program.py"
     module.write_text(
@@ -110,15 +109,22 @@ def test_what_a_reward_function_started_stops_with_its_worker(tmp_path):
         f"    open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
         "    time.sleep(300)\n"
     )
+    return module, pid_file
+
+
+def test_what_a_reward_function_started_stops_with_its_worker(tmp_path):
+    """A code-execution reward runs a program that hangs: when the worker is killed at the
+    deadline, the program must not live on (burning a core for the rest of training)."""
+    module, pid_file = program_running_reward(tmp_path)
     pool = WorkerPool(1, [f"{module}:f"], timeout_s=1.0)
     try:
         [(kind, _)] = pool.run(fn_tasks([{}]))
         assert kind == "timeout"
         child = int(pid_file.read_text())
         deadline = time.monotonic() + 10
-        while _alive(child) and time.monotonic() < deadline:
+        while alive(child) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not _alive(child)
+        assert not alive(child)
     finally:
         pool.close()
 
@@ -156,9 +162,9 @@ def test_a_daemon_a_reward_function_starts_stops_with_its_worker(tmp_path, hangs
     finally:
         pool.close()
     deadline = time.monotonic() + 10
-    while _alive(daemon) and time.monotonic() < deadline:
+    while alive(daemon) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(daemon)
+    assert not alive(daemon)
 
 
 REAP_CHECK = """
@@ -289,4 +295,4 @@ def test_a_process_that_forks_and_exits_in_a_loop_stops_with_its_worker(tmp_path
     walked = pid_file.read_text()
     time.sleep(0.5)
     assert pid_file.read_text() == walked and len(walked.split()) > 10  # it walked, and walks no more
-    assert not _alive(int(walked.split()[-1]))
+    assert not alive(int(walked.split()[-1]))

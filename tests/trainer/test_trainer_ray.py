@@ -170,10 +170,9 @@ def test_the_ranks_update_equals_one_process_on_the_same_mini_batch(tiny_model_d
 
 
 def test_one_ranks_error_is_raised_at_once_and_a_dead_rank_is_named():
-    """A rank's own error (an out-of-memory on one GPU) is raised when it happens, not when the
-    other ranks, waiting for it in a collective, reach the backend's timeout; a rank that died
-    is named even when the collective it broke fails first on a peer (it was not: the peer's
-    error was raised)."""
+    """A rank's own error (an out-of-memory on one GPU) is raised when it happens, without waiting
+    for the ranks blocked in a collective with it; a rank that died is named even when the
+    collective it broke fails first on a peer (before, the peer's error was raised)."""
     import time
 
     import ray

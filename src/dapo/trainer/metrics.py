@@ -37,8 +37,7 @@ METRICS: dict[str, str] = {
     "sampling/groups_generated": "groups (prompts x G responses) generated in this step",
     "sampling/groups_trained": "groups in the training batch (prompts_per_step unless the round limit was hit)",
     "sampling/filtered_ratio": "fraction of generated groups without signal: a constant filter metric, or every "
-    "response masked by overlong filtering (dropped under dynamic sampling, trained on "
-    "without it)",
+    "response masked by overlong filtering (dropped under dynamic sampling, trained on without it)",
     "sampling/all_correct_ratio": "fraction of generated groups with a constant filter metric and every response "
     "correct (acc; dropped under dynamic sampling)",
     "sampling/all_wrong_ratio": "fraction of generated groups with a constant filter metric and no response correct "

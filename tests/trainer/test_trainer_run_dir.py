@@ -131,6 +131,20 @@ def test_starting_over_or_going_back_sets_the_abandoned_checkpoints_aside(tiny_m
     assert [row["step"] for row in read_metrics(run) if "actor/loss" in row] == [1]
 
 
+def test_a_checkpoint_that_fails_to_load_leaves_the_later_ones_in_place(tiny_model_dir, reward_file, tmp_path):
+    """Going back to an earlier checkpoint sets the later ones aside only once it has loaded:
+    a damaged one must not move the run's good checkpoints out of resume=auto's reach."""
+    run = tmp_path / "run"
+    Trainer(tiny_config(tiny_model_dir, run, reward_file, "eval.every_steps=0", "trainer.total_steps=2")).train()
+    checkpoints = run / "checkpoints"
+    (checkpoints / "step-000001" / "model.safetensors").write_bytes(b"\0" * 64)
+    going_back = tiny_config(tiny_model_dir, run, reward_file, "eval.every_steps=0",
+                             f"checkpoint.resume={checkpoints / 'step-000001'}", "trainer.total_steps=2")
+    with pytest.raises(Exception, match="(?i)safetensor|header|deserializ"):
+        Trainer(going_back).train()
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["step-000001", "step-000002"]
+
+
 def test_a_checkpoint_left_half_swapped_by_a_kill_is_put_back(tiny_model_dir, reward_file, tmp_path):
     run = tmp_path / "run"
     Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=1", "eval.every_steps=0")).train()

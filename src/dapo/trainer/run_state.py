@@ -116,7 +116,8 @@ class RunState:
         """The checkpoint ``checkpoint.resume`` names and its ``trainer_state.pt``, after checking
         it belongs to this run (model, settings, rank layout); None for a fresh start. What an
         earlier attempt wrote after the point this run starts from is dropped (metrics) or set
-        aside (checkpoints: :func:`set_aside_checkpoints_after`)."""
+        aside (checkpoints: :func:`set_aside_checkpoints_after`) once it has loaded
+        (:meth:`resumed_at`)."""
         point = resolve_resume(self.cfg.checkpoint.resume, self.run_dir)
         if point is None:
             self.logger.truncate_after(-1)
@@ -136,8 +137,6 @@ class RunState:
                 f"cannot resume from {path}: {mismatch}. Give this run a new output_dir, or set "
                 "checkpoint.resume=never to start over in this one"
             )
-        set_aside_checkpoints_after(self.run_dir, state["step"])  # resumed from an earlier checkpoint
-        self._write_config()
         return path, state
 
     def _write_config(self) -> None:
@@ -149,9 +148,13 @@ class RunState:
             self._config_written = True
 
     def resumed_at(self, step: int, log_lines: list[int] | None = None) -> None:
-        """The run goes on after ``step``, from a checkpoint written when the logs had
-        ``log_lines`` lines: metrics and completions logged after it are dropped."""
+        """The run goes on after ``step``, its checkpoint loaded (written when the logs had
+        ``log_lines`` lines): metrics and completions logged after it are dropped, checkpoints
+        after it set aside (resumed from an earlier one). Not before the load: a checkpoint that
+        fails to load leaves the directory as it was."""
         self.logger.truncate_after(step, log_lines)
+        set_aside_checkpoints_after(self.run_dir, step)
+        self._write_config()
 
     # ------------------------------------------------------------------ logging
     def log(self, step: int, metrics: dict[str, float]) -> None:

@@ -153,3 +153,11 @@ def test_sigterm_or_sighup_to_the_commands_group_stops_what_reward_functions_sta
         if command.poll() is None:
             os.killpg(command.pid, signal.SIGKILL)
     assert not alive(child)
+
+
+def test_main_called_from_python_leaves_the_callers_signal_handlers(capsys):
+    """(else a SIGTERM to a notebook or a pytest session that called main() fails one cell or
+    test and goes on)"""
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    assert main(["config", "default"]) == 0
+    assert {signum: signal.getsignal(signum) for signum in before} == before

@@ -8,6 +8,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 from dapo.cli.ablate import ABLATION_TASKS, DEFAULT_TASK
 from dapo.config import ConfigError, DAPOConfig, builtin_config_path, load_config
@@ -269,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     debug = ns.debug or os.environ.get("DAPO_DEBUG", "") not in ("", "0")
-    exit_on_termination()
+    previous_handlers = exit_on_termination()
     try:
         return ns.func(ns)
     except (UserError, OSError) as error:  # the user's to fix: a config value, a file, a full disk
@@ -280,22 +281,29 @@ def main(argv: list[str] | None = None) -> int:
             print(f"dapo {ns.command}: error: {line}", file=sys.stderr)
         print(f"(dapo --debug {ns.command} ... shows the traceback)", file=sys.stderr)
         return 2
+    finally:  # main() called from Python (a notebook, a test) leaves the caller's handlers as they were
+        for signum, handler in previous_handlers.items():
+            signal.signal(signum, handler)
 
 
-def exit_on_termination() -> None:
+def exit_on_termination() -> dict[int, Any]:
     """SIGTERM (a scheduler, `timeout`, `kill`) and SIGHUP (a closed terminal) end the command as
     Ctrl-C does, by unwinding: the trainer then closes its reward workers and what their functions
     started, which lead their own process groups and get no signal sent to this one. A second
-    signal ends the process at once."""
+    signal ends the process at once. (A run on Ray: ray.init installs its own SIGTERM handler,
+    which unwinds too, with exit status 15, and again on a second signal.) Returns the handlers
+    replaced."""
 
     def unwind(signum: int, _frame: object) -> None:
         signal.signal(signum, signal.SIG_DFL)
         raise SystemExit(128 + signum)
 
+    replaced: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():  # (signal.signal's own rule)
         for name in ("SIGTERM", "SIGHUP"):  # (no SIGHUP on Windows)
             if hasattr(signal, name):
-                signal.signal(getattr(signal, name), unwind)
+                replaced[getattr(signal, name)] = signal.signal(getattr(signal, name), unwind)
+    return replaced
 
 
 def _os_error_line(error: OSError) -> str:

@@ -62,9 +62,10 @@ def kill_descendants(pid: int, leave_group: int | None = None) -> None:
         signal_process(group, signal.SIGKILL, group=True)
 
 
-def wait_stopped(pids: list[int], timeout_s: float = 1.0) -> None:
-    """Until each of ``pids`` is stopped, ended or gone (at most ``timeout_s``: a process in an
-    uninterruptible sleep stops when it leaves it)."""
+def wait_stopped(pids: list[int], timeout_s: float = 0.1) -> None:
+    """Until each of ``pids`` is stopped, ended or gone: a stop takes microseconds, but a process
+    in an uninterruptible sleep stops only when it leaves it, or never (another user's, whose
+    SIGSTOP was refused), hence the bound: at most ``timeout_s`` for them all."""
     deadline = time.monotonic() + timeout_s
     for pid in pids:
         while _state(pid) not in ("T", "t", "Z", "X", None) and time.monotonic() < deadline:

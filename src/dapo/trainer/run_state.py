@@ -152,8 +152,9 @@ class RunState:
         ``log_lines`` lines): metrics and completions logged after it are dropped, checkpoints
         after it set aside (resumed from an earlier one). Not before the load: a checkpoint that
         fails to load leaves the directory as it was."""
-        self.logger.truncate_after(step, log_lines)
+        # the checkpoints first: stopped in between, resume=auto then goes back to this one again
         set_aside_checkpoints_after(self.run_dir, step)
+        self.logger.truncate_after(step, log_lines)
         self._write_config()
 
     # ------------------------------------------------------------------ logging

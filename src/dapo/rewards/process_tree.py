@@ -13,15 +13,23 @@ from collections.abc import Iterator
 _MAX_FREEZE_ROUNDS = 100  # a bound; a tree is frozen in two or three rounds
 
 
+def _stat(pid: int | str) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state, parent pid, group, session,
+    ...), or None for a process that is gone (or no /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
 def _processes() -> Iterator[tuple[int, str, int, int]]:
     """(pid, state, parent pid, session id) of every process (Linux /proc; elsewhere none)."""
     with contextlib.suppress(OSError):
         for name in os.listdir("/proc"):
-            if not name.isdigit():
-                continue
-            with contextlib.suppress(OSError, ValueError, IndexError), open(f"/proc/{name}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-                yield int(name), fields[0], int(fields[1]), int(fields[3])
+            if name.isdigit() and (fields := _stat(name)) is not None:
+                with contextlib.suppress(ValueError, IndexError):
+                    yield int(name), fields[0], int(fields[1]), int(fields[3])
 
 
 def descendants(pid: int) -> list[int]:
@@ -46,15 +54,16 @@ def kill_descendants(pid: int, leave_group: int | None = None) -> None:
     reap them and free their pids, then their groups."""
     own_group, frozen, groups = os.getpgid(0), set(), set()
     for _ in range(_MAX_FREEZE_ROUNDS):
-        new = [child for child in descendants(pid) if child not in frozen and _group(child) != leave_group]
+        new = {child: _group(child) for child in descendants(pid) if child not in frozen}
+        new = {child: group for child, group in new.items() if group != leave_group}
         if not new:
             break
-        for child in new:
+        for child, group in new.items():
             signal_process(child, signal.SIGSTOP)
-            if (group := _group(child)) not in (None, own_group, *groups):
+            if group not in (None, own_group, *groups):
                 signal_process(group, signal.SIGSTOP, group=True)
                 groups.add(group)
-        wait_stopped(new)  # kill() returns before the stop: a fork under way would finish unseen
+        wait_stopped(list(new))  # kill() returns before the stop: a fork under way would finish unseen
         frozen.update(new)
     for child in frozen:
         signal_process(child, signal.SIGKILL)
@@ -73,11 +82,8 @@ def wait_stopped(pids: list[int], timeout_s: float = 0.1) -> None:
 
 
 def _state(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
+    fields = _stat(pid)
+    return fields[0] if fields else None
 
 
 def _group(pid: int) -> int | None:

@@ -88,6 +88,11 @@ def _check_signature(function: RewardFunction, spec: str) -> None:
         ) from exc
 
 
+# Largest |score| a reward function may return: group advantages square the scores' deviations
+# (std), which overflows float32 long before the scores do (1e200: the std is inf, every advantage 0).
+MAX_ABS_SCORE = 1e6
+
+
 def _bounded_score(score: float) -> float:
     if abs(score) > MAX_ABS_SCORE:
         raise TypeError(f"the score {score:g} is beyond +-{MAX_ABS_SCORE:g}: rewards this large make the "
@@ -107,11 +112,6 @@ def _finite_number(value: Any, what: str) -> float:
             return number
         raise TypeError(f"{what} is {number}, not a finite number")
     raise TypeError(f"{what} is a {type(value).__name__}, not a number")
-
-
-# Largest |score| a reward function may return: group advantages square the scores' deviations
-# (std), which overflows float32 long before the scores do (1e200: the std is inf, every advantage 0).
-MAX_ABS_SCORE = 1e6
 
 
 def normalize_return(value: Any) -> tuple[float, bool | None, dict[str, float]]:

@@ -30,11 +30,12 @@ from dapo.rollout import NativeEngine, SamplingParams
 from dapo.rollout.batching import left_pad, left_pad_mask
 
 
-def random_builtin_shape_model() -> PreTrainedModel:
-    """A randomly initialised Qwen2 of the built-in model's shape."""
+def random_builtin_shape_model(vocab_size: int = 100) -> PreTrainedModel:
+    """A randomly initialised Qwen2 of the built-in model's shape (and its vocabulary size, or
+    another: 151936 is Qwen2.5's)."""
     torch.manual_seed(0)
     config = Qwen2Config(
-        vocab_size=100, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+        vocab_size=vocab_size, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
         num_key_value_heads=2, intermediate_size=688, max_position_embeddings=1024, tie_word_embeddings=True,
     )
     return Qwen2ForCausalLM(config)
@@ -43,6 +44,8 @@ def random_builtin_shape_model() -> PreTrainedModel:
 def load_model(args: argparse.Namespace) -> tuple[PreTrainedModel, str]:
     if args.model_dir:
         return AutoModelForCausalLM.from_pretrained(args.model_dir, dtype=torch.float32), args.model_dir
+    if args.vocab_size:
+        return random_builtin_shape_model(args.vocab_size), f"random Qwen2 of the built-in shape, vocabulary {args.vocab_size}"
     if not args.random_model:
         try:
             from dapo.builtin import ensure_base_model
@@ -92,6 +95,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model-dir", help="Hugging Face model directory (default: the built-in model)")
     parser.add_argument("--random-model", action="store_true", help="random Qwen2 of the built-in shape")
+    parser.add_argument("--vocab-size", type=int, default=0,
+                        help="random Qwen2 of the built-in shape with this vocabulary (151936: Qwen2.5's)")
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[8, 16, 64, 128])
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)

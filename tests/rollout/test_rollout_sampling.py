@@ -6,6 +6,7 @@ import pytest
 import torch
 from rollout_helpers import reference_filtered_logprobs
 
+from dapo.rollout import sampling
 from dapo.rollout.base import SamplingParams
 from dapo.rollout.sampling import filter_logits, sample_next_tokens, validate_sampling_params
 
@@ -56,20 +57,49 @@ def test_bad_sampling_params_are_rejected_with_the_field_named(field: str, value
         validate_sampling_params(SamplingParams(**{field: value}))
 
 
+@pytest.mark.parametrize("draw", [0.0, 1.0 - 2.0**-53])
+@pytest.mark.parametrize("vocab", [8, 3000])
 @pytest.mark.parametrize(("temperature", "top_k", "top_p"), [(1.0, 1, 1.0), (1.0, 0, 0.5), (1e-3, 0, 1.0)])
-def test_a_uniform_draw_of_exactly_zero_still_samples_the_only_allowed_token(monkeypatch, temperature, top_k, top_p):
-    # torch.rand draws an exact 0 once in 2^24: its race value was inf, every p/E of a
-    # one-token support was 0, and argmax returned token 0, a masked one, with log-prob -inf
-    logits = torch.zeros(2, 8)
-    logits[:, 5] = 30.0  # token 5 is the only one top_k=1 / top_p=0.5 / a tiny temperature allows
-    real_rand = torch.rand
-
-    def rand_with_a_zero(*args, **kwargs):
-        uniform = real_rand(*args, **kwargs)
-        uniform[:, 5] = 0.0
-        return uniform
-
-    monkeypatch.setattr(torch, "rand", rand_with_a_zero)
+def test_extreme_uniform_draws_still_sample_the_only_allowed_token(monkeypatch, draw, vocab, temperature, top_k, top_p):
+    # The inverse-CDF draw at its two ends: 0 must not pick a masked token before the allowed one,
+    # and the largest draw below 1 (u * total can round up to total) must not run past the last
+    logits = torch.zeros(2, vocab)
+    logits[:, 5] = logits[:, -3] = -1000.0  # masked by any of the filters below, either side of 5
+    logits[:, 1500 % vocab] = 40.0  # the only token top_k=1 / top_p=0.5 / a tiny temperature allows
+    monkeypatch.setattr(torch, "rand", lambda *args, **kwargs: torch.full(args, draw, **{
+        k: v for k, v in kwargs.items() if k != "generator"}))
     tokens, logprobs = sample_next_tokens(logits, temperature, top_k, top_p, torch.Generator().manual_seed(0))
-    assert tokens.tolist() == [5, 5]
+    assert tokens.tolist() == [1500 % vocab] * 2
     assert torch.isfinite(logprobs).all() and logprobs.tolist() == pytest.approx([0.0, 0.0], abs=1e-6)
+
+
+def test_a_large_vocabulary_is_sampled_exactly_across_blocks_and_in_the_last_partial_block(monkeypatch) -> None:
+    """The two-level draw (blocks of _BLOCK tokens, here 128): tokens either side of a block
+    boundary, in the vocabulary's last, partial block, and of a tiny probability are drawn at
+    their rates; a masked token in a block of mass is never drawn, nor is a block of masked tokens."""
+    monkeypatch.setattr(sampling, "_BLOCK", 128)
+    vocab = 8 * sampling._BLOCK + 37
+    probs = torch.zeros(vocab, dtype=torch.float64)
+    probs[384:1000] = 1e-3 / 616  # 616 tokens of 1.6e-6 (blocks 3-7); block 2 is all masked
+    picks = {sampling._BLOCK - 1: 0.3, sampling._BLOCK: 0.2, vocab - 1: 0.25, 5: 0.25 - 1e-3}
+    for token, p in picks.items():
+        probs[token] = p
+    generator = torch.Generator().manual_seed(2)
+    tokens = sampling._sample(probs.float().expand(200_000, vocab), generator)  # a view of one row
+    counts = torch.bincount(tokens, minlength=vocab).double()
+    for token, p in picks.items():
+        assert counts[token] / len(tokens) == pytest.approx(p, abs=0.005)
+    tail = counts[384:1000].sum() / len(tokens)
+    assert tail == pytest.approx(1e-3, abs=3e-4)  # 200 expected draws, sd 14
+    assert counts[probs == 0].sum() == 0
+    tokens, logprobs = sample_next_tokens(probs.log().float().expand(64, vocab), 1.0, 0, 1.0, generator)
+    assert torch.allclose(logprobs.double(), probs.log()[tokens], atol=1e-5)
+
+
+def test_non_finite_logits_give_nan_log_probs_not_an_index_error() -> None:
+    """A NaN logit (diverged weights) must reach the caller's finite check as a NaN log-prob."""
+    logits = torch.zeros(3, 2000)
+    logits[1, 7] = float("nan")
+    tokens, logprobs = sample_next_tokens(logits, 1.0, 0, 1.0, torch.Generator().manual_seed(0))
+    assert ((tokens >= 0) & (tokens < 2000)).all()
+    assert torch.isnan(logprobs[1]) and torch.isfinite(logprobs[[0, 2]]).all()

@@ -1,6 +1,7 @@
 """Generation throughput: the native rollout engine vs ``model.generate``.
 
-    python benchmarks/bench_rollout.py [--model-dir DIR] [--random-model] [--batch-sizes 8 16 64 128]
+    python benchmarks/bench_rollout.py [--model-dir DIR | --random-model [builtin|qwen2.5-0.5b]]
+        [--vocab-size V] [--batch-sizes 8 16 64 128]
 
 Both engines sample (temperature 1, no top-k/top-p) exactly ``--max-new-tokens`` tokens per row
 (no stop tokens), from the same prompts, on the same model and thread count. Each engine is timed
@@ -29,24 +30,29 @@ from transformers import (
 from dapo.rollout import NativeEngine, SamplingParams
 from dapo.rollout.batching import left_pad, left_pad_mask
 
+# Random-weight Qwen2 shapes: the built-in model's, and Qwen2.5-0.5B's (its config, random weights).
+SHAPES = {
+    "builtin": dict(vocab_size=100, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                    num_key_value_heads=2, intermediate_size=688, max_position_embeddings=1024),
+    "qwen2.5-0.5b": dict(vocab_size=151936, hidden_size=896, num_hidden_layers=24, num_attention_heads=14,
+                         num_key_value_heads=2, intermediate_size=4864, max_position_embeddings=32768,
+                         rms_norm_eps=1e-6, rope_theta=1000000.0),
+}
 
-def random_builtin_shape_model(vocab_size: int = 100) -> PreTrainedModel:
-    """A randomly initialised Qwen2 of the built-in model's shape (and its vocabulary size, or
-    another: 151936 is Qwen2.5's)."""
+
+def random_model(shape: str = "builtin", vocab_size: int = 0) -> PreTrainedModel:
+    """A randomly initialised Qwen2 of one of SHAPES, with its vocabulary size or ``vocab_size``."""
     torch.manual_seed(0)
-    config = Qwen2Config(
-        vocab_size=vocab_size, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
-        num_key_value_heads=2, intermediate_size=688, max_position_embeddings=1024, tie_word_embeddings=True,
-    )
-    return Qwen2ForCausalLM(config)
+    config = dict(SHAPES[shape], tie_word_embeddings=True)
+    if vocab_size:
+        config["vocab_size"] = vocab_size
+    return Qwen2ForCausalLM(Qwen2Config(**config))
 
 
 def load_model(args: argparse.Namespace) -> tuple[PreTrainedModel, str]:
     if args.model_dir:
         return AutoModelForCausalLM.from_pretrained(args.model_dir, dtype=torch.float32), args.model_dir
-    if args.vocab_size:
-        return random_builtin_shape_model(args.vocab_size), f"random Qwen2 of the built-in shape, vocabulary {args.vocab_size}"
-    if not args.random_model:
+    if not args.random_model and not args.vocab_size:
         try:
             from dapo.builtin import ensure_base_model
 
@@ -54,7 +60,9 @@ def load_model(args: argparse.Namespace) -> tuple[PreTrainedModel, str]:
             return AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32), f"built-in ({path})"
         except ImportError:
             pass
-    return random_builtin_shape_model(), "random Qwen2 of the built-in shape"
+    shape = args.random_model or "builtin"
+    model = random_model(shape, args.vocab_size)
+    return model, f"random Qwen2 of the {shape} shape, vocabulary {model.config.vocab_size}"
 
 
 def make_prompts(batch_size: int, vocab_size: int, seed: int) -> list[list[int]]:
@@ -94,9 +102,10 @@ def time_generate(model: PreTrainedModel, prompts: list[list[int]], max_new_toke
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model-dir", help="Hugging Face model directory (default: the built-in model)")
-    parser.add_argument("--random-model", action="store_true", help="random Qwen2 of the built-in shape")
+    parser.add_argument("--random-model", nargs="?", const="builtin", choices=sorted(SHAPES),
+                        help="a random Qwen2 of this shape (default: builtin) instead of the built-in model")
     parser.add_argument("--vocab-size", type=int, default=0,
-                        help="random Qwen2 of the built-in shape with this vocabulary (151936: Qwen2.5's)")
+                        help="the random model's vocabulary size (151936: Qwen2.5's); implies --random-model")
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[8, 16, 64, 128])
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)

@@ -65,6 +65,18 @@ def test_naming_the_demo_config_with_your_model_prints_a_note(capsys):
     assert "demo's laptop settings" in capsys.readouterr().err
 
 
+def test_your_model_with_the_builtin_task_as_held_out_set_gets_a_note(tmp_path, capsys):
+    # a config file of one's own that leaves out data.eval_files got the schema's default, the
+    # built-in arithmetic set, and evaluated a math model on bare sums without a word
+    config = tmp_path / "mine.yaml"
+    config.write_text("model:\n  path: /models/mine\ndata:\n  train_files: [/data/dapo-math-17k.parquet]\n")
+    assert main(["config", str(config)]) == 0
+    err = capsys.readouterr().err
+    assert "data.eval_files holds the built-in arithmetic task" in err and "data.train_files" not in err
+    assert main(["config", str(config), "data.eval_files=[/data/aime.parquet]"]) == 0
+    assert "built-in arithmetic" not in capsys.readouterr().err
+
+
 def test_overrides_after_an_option_count_and_other_strays_are_refused(capsys):
     assert main(["config", "default", "--explain", "trainer.lr", "rollout.n=3"]) == 0
     assert "rollout.n" not in capsys.readouterr().err

@@ -95,6 +95,28 @@ def test_datasets_directory_loads(tmp_path: Path) -> None:
         assert [(p.prompt, p.ground_truth) for p in loaded.problems] == [("3*3?", "9")], fmt
 
 
+def test_a_datasets_chat_column_of_sequence_features_loads_as_messages(tmp_path: Path) -> None:
+    # Sequence({"role", "content"}) comes back as a dict of lists, not a list of messages
+    import datasets
+
+    features = datasets.Features({"prompt": datasets.Sequence({"role": datasets.Value("string"),
+                                                               "content": datasets.Value("string")}),
+                                  "answer": datasets.Value("string")})
+    rows = {"prompt": [{"role": ["system", "user"], "content": ["S", "3*3?"]}], "answer": ["9"]}
+    datasets.Dataset.from_dict(rows, features=features).save_to_disk(str(tmp_path / "ds"))
+    loaded = load_problems([str(tmp_path / "ds")], DataConfig(answer_key="answer"), "train")
+    assert loaded.problems[0].prompt == [{"role": "system", "content": "S"}, {"role": "user", "content": "3*3?"}]
+
+
+def test_files_that_start_with_a_byte_order_mark_load(tmp_path: Path) -> None:
+    # Windows editors and spreadsheet exports write one; JSON has none
+    row = {"question": "1+1?", "answer": 2}
+    for name, text in (("bom.jsonl", json.dumps(row) + "\n"), ("bom.json", json.dumps([row]))):
+        (tmp_path / name).write_bytes(b"\xef\xbb\xbf" + text.encode())
+        loaded = load_problems([str(tmp_path / name)], DataConfig(prompt_key="question", answer_key="answer"), "train")
+        assert [(p.prompt, p.ground_truth) for p in loaded.problems] == [("1+1?", "2")], name
+
+
 def test_a_data_path_under_home_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
     _write_jsonl(tmp_path / "qa.jsonl", [{"prompt": "1+1?", "answer": "2"}])
@@ -237,14 +259,29 @@ def test_json_array_file_loads_and_its_bad_elements_are_named(tmp_path: Path) ->
         load_problems([str(path)], cfg, "train")
 
 
+def test_eval_copies_with_another_answer_are_counted_and_named(tmp_path: Path) -> None:
+    """Evaluation scores each (data_source, uid) once, by its first copy: a later copy labelled
+    otherwise was merged without a word. Copies of one prompt in two benchmarks are two problems."""
+    path = _write_jsonl(tmp_path / "qa.jsonl", [
+        {"question": "q", "answer": 1, "data_source": "a"}, {"question": "q", "answer": 2, "data_source": "a"},
+        {"question": "q", "answer": 3, "data_source": "b"}, {"question": "q", "answer": 1, "data_source": "a"}])
+    loaded = load_problems([path], DataConfig(prompt_key="question", answer_key="answer"), "eval")
+    assert len(loaded.problems) == 4 and loaded.num_conflicting_duplicates == 1
+    assert any("another answer ('2'; first: '1'); only the first copy is evaluated" in w for w in loaded.warnings)
+    assert loaded.counts("eval")["data/eval_conflicting_duplicates"] == 1.0
+    # without de-duplication every training copy is trained on: nothing was hidden
+    kept = load_problems([path], DataConfig(prompt_key="question", answer_key="answer", dedup_train=False), "train")
+    assert len(kept.problems) == 4 and kept.num_conflicting_duplicates == 0
+
+
 def test_a_dropped_duplicate_with_another_answer_is_counted_and_named(tmp_path: Path) -> None:
     path = _write_jsonl(tmp_path / "qa.jsonl", [{"question": "1+1?", "answer": 2}, {"question": "1+1?", "answer": 3},
                                                 {"question": "1+1?", "answer": 2}])
     loaded = load_problems([path], DataConfig(prompt_key="question", answer_key="answer"), "train")
     assert [p.ground_truth for p in loaded.problems] == ["2"]
     assert loaded.num_duplicates_dropped == 2 and loaded.num_conflicting_duplicates == 1
-    assert any("another answer ('3'; kept: '2')" in warning for warning in loaded.warnings)
-    assert "1 dropped duplicate prompts had another answer" in loaded.describe("train")
+    assert any("another answer ('3'; first: '2'); only the first copy is trained on" in w for w in loaded.warnings)
+    assert "1 copies of a prompt had another answer" in loaded.describe("train")
     # a DAPO-Math chat prompt is named by its problem, not by the instruction every prompt shares
     from dapo.data.prompts import DAPO_TEMPLATE
 

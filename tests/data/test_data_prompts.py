@@ -1,10 +1,12 @@
-"""Prompt rendering (DAPO template, chat template, plain text) and left truncation."""
+"""Prompt rendering (DAPO template, chat template, plain text) and prompts over the length limit."""
 
 from __future__ import annotations
 
+import pytest
+
 from dapo.builtin import build_tokenizer
 from dapo.config import DataConfig
-from dapo.data import DAPO_TEMPLATE, Problem, PromptEncoder
+from dapo.data import DAPO_TEMPLATE, DataError, LoadedProblems, Problem, PromptEncoder
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
@@ -48,18 +50,33 @@ def test_builtin_problems_pass_through_verbatim() -> None:
     assert encoder.render(problem) == "12+34="
 
 
-def test_long_prompts_are_left_truncated_and_counted() -> None:
+def _loaded(problems: list[Problem]) -> LoadedProblems:
+    return LoadedProblems(problems, len(problems), 0, 0, ["test.jsonl"])
+
+
+def test_prompts_over_the_limit_are_left_out_whole_not_cut() -> None:
+    """Cut from the left, a chat-templated prompt lost its BOS and header (and with the DAPO
+    template, the question, keeping the closing instruction); now it is left out, counted."""
     tokenizer = build_tokenizer()
-    encoder = PromptEncoder(tokenizer, DataConfig(template="none", max_prompt_length=5))
-    problems = [
-        Problem(uid="a", prompt="1234567890", ground_truth="0"),
-        Problem(uid="b", prompt="12", ground_truth="0"),
-    ]
-    encoded = encoder.encode(problems)
-    assert encoded.num_truncated == 1
-    assert tokenizer.decode(encoded.token_ids[0]) == "67890"  # the end of the prompt is kept
-    assert tokenizer.decode(encoded.token_ids[1], skip_special_tokens=True) == "12"
-    assert all(len(ids) <= 5 for ids in encoded.token_ids)
+    tokenizer.chat_template = "{{ bos_token }}" + CHAT_TEMPLATE
+    short = Problem(uid="s", prompt="What is 6*7?", ground_truth="42")
+    long = Problem(uid="l", prompt="What is " + "1+" * 300 + "1?", ground_truth="301")
+    encoder = PromptEncoder(tokenizer, DataConfig(max_prompt_length=400))
+    loaded = _loaded([long, short, long])
+    encoder.drop_overlong(loaded, "train")
+    assert [p.uid for p in loaded.problems] == ["s"] and loaded.num_overlong_dropped == 2
+    assert loaded.counts("train")["data/train_overlong_dropped"] == 2.0
+    assert "2 prompts over data.max_prompt_length dropped" in loaded.describe("train")
+    assert "the prompt of problem l" in loaded.warnings[-1]
+    encoded = encoder.encode(loaded.problems)
+    assert encoded.token_ids[0][0] == tokenizer.bos_token_id and len(encoded.token_ids[0]) <= 400
+    with pytest.raises(DataError, match=r"problem l .* more than data.max_prompt_length=400"):
+        encoder.encode([short, long])  # problems that were not loaded through drop_overlong
+    strict = PromptEncoder(tokenizer, DataConfig(max_prompt_length=400, overlong_prompts="error"))
+    with pytest.raises(DataError, match=r"eval data: 1 prompts are longer .* problem l "):
+        strict.drop_overlong(_loaded([short, long]), "eval")
+    with pytest.raises(DataError, match=r"no train prompt fits data.max_prompt_length=5 tokens \(the shortest"):
+        PromptEncoder(tokenizer, DataConfig(max_prompt_length=5)).drop_overlong(_loaded([short, long]), "train")
 
 
 def test_a_verbatim_prompt_keeps_the_tokenizers_bos_when_other_prompts_use_a_chat_template() -> None:

@@ -22,18 +22,24 @@ def needs_a_field(response, ground_truth, extra):
 def test_loader_counts_are_printed_and_logged_at_step_0(tiny_model_dir, reward_file, tmp_path, capsys):
     data = tmp_path / "train.jsonl"
     rows = [{"prompt": f"{i} + 1 =", "reward_model": {"ground_truth": str(i + 1)}} for i in range(6)]
-    lines = [json.dumps(r) for r in rows + rows[:2]] + ['{"prompt": "no answer"}', "{torn"]
+    too_long = {"prompt": "9" * 200 + " + 1 =", "reward_model": {"ground_truth": "1" + "0" * 200}}
+    lines = [json.dumps(r) for r in [*rows, *rows[:2], too_long]] + ['{"prompt": "no answer"}', "{torn"]
     data.write_text("\n".join(lines) + "\n")
     run = tmp_path / "run"
     cfg = tiny_config(tiny_model_dir, run, reward_file, f"data.train_files=[{data}]", "data.lenient=true",
-                      "trainer.total_steps=1", "eval.before_training=false")
+                      "data.max_prompt_length=64", "trainer.total_steps=1", "eval.before_training=false",
+                      "logging.completions_per_step=100")
     Trainer(cfg).train()
     out = capsys.readouterr().out
-    assert f"train data: 6 problems from {data} (10 rows; 2 duplicate prompts dropped; 2 malformed rows skipped)" in out
-    assert "skipped:" in out  # with the reasons
+    assert (f"train data: 6 problems from {data} (11 rows; 2 duplicate prompts dropped; 2 malformed rows skipped; "
+            "1 prompts over data.max_prompt_length dropped)") in out
+    assert "skipped:" in out and "longer than data.max_prompt_length=64 tokens were left out" in out  # reasons
     first = read_metrics(run)[0]
     assert first["step"] == 0 and first["data/train_malformed_skipped"] == 2
     assert first["data/train_duplicates_dropped"] == 2 and first["data/train_problems"] == 6
+    assert first["data/train_overlong_dropped"] == 1 and first["data/eval_overlong_dropped"] == 0
+    prompts = {json.loads(line)["prompt"] for line in (run / "completions.jsonl").read_text().splitlines()}
+    assert prompts and not any("9" * 200 in prompt for prompt in prompts)  # left out whole, never cut
 
 
 def test_a_reward_failing_on_everything_stops_the_run_naming_it(tiny_model_dir, tmp_path, capsys):
@@ -66,17 +72,6 @@ def test_sampled_completions_are_written_each_step(tiny_model_dir, reward_file, 
         assert record["score"] in (1.0, -1.0)  # the parity reward
     events = list((run / "tensorboard").glob("events.out.tfevents.*"))
     assert events and b"completions" in events[0].read_bytes()
-
-
-def test_prompts_cut_to_max_prompt_length_are_said_once(tiny_model_dir, reward_file, tmp_path):
-    # the policy saw them without their beginning; only a metric counted them
-    run = tmp_path / "run"
-    cfg = tiny_config(tiny_model_dir, run, reward_file, "data.max_prompt_length=3", "trainer.total_steps=2",
-                      "eval.before_training=false", "eval.every_steps=0", "checkpoint.every_steps=0")
-    with pytest.warns(UserWarning, match=r"prompts this step were longer than data.max_prompt_length=3") as seen:
-        Trainer(cfg).train()
-    assert sum("data.max_prompt_length=3" in str(w.message) for w in seen) == 1  # once a run, not every step
-    assert all(r["rollout/prompts_truncated"] > 0 for r in read_metrics(run) if "rollout/prompts_truncated" in r)
 
 
 def test_a_reward_function_refused_at_start_leaves_the_run_directory_free(tiny_model_dir, reward_file, tmp_path):

@@ -93,9 +93,12 @@ def resolve(args: list[str], command: str = "train") -> DAPOConfig:
               f"template, lr 1.5e-4 cosine, bf16 decode, eval top_p 1.0); for your model start from {RECIPE_CONFIG!r}",
               file=sys.stderr)
     cfg = load_config(files, overrides)
-    if command == "train" and not is_builtin_model(model_path) and cfg.data.train_files == ["builtin:arithmetic"]:
-        print(f"dapo {command}: note: data.train_files is the built-in arithmetic task; give "
-              "data.train_files=[FILE,...] to train your model on your data", file=sys.stderr)
+    if not is_builtin_model(cfg.model.path):  # (set by an override or in a config file)
+        for split in ("train", "eval") if command == "train" else ("eval",):
+            if "builtin:arithmetic" in getattr(cfg.data, f"{split}_files"):
+                print(f"dapo {command}: note: data.{split}_files holds the built-in arithmetic task (bare sums, no "
+                      f"template: the built-in model's task, not {cfg.model.path}'s); give data.{split}_files="
+                      "[FILE,...] for your data", file=sys.stderr)
     return cfg
 
 

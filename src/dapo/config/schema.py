@@ -90,8 +90,12 @@ class DataConfig:
     template: str = "dapo"
     # Render chat-list prompts with the tokenizer's chat template when it has one.
     use_chat_template: bool = True
-    # Longest prompt in tokens; longer prompts are truncated from the left and counted.
+    # Longest prompt in tokens, once rendered (template, chat template) and tokenised.
     max_prompt_length: int = 2048
+    # A longer prompt: "drop" it when the data is loaded (counted in data/<split>_overlong_dropped,
+    # with a warning), or "error" (stop, naming it). Never cut: cut from the left it would lose its
+    # BOS and chat header, from the right the generation prompt, and either way part of the question.
+    overlong_prompts: str = "drop"
     # Shuffle the training problems each epoch (seeded by trainer.seed and the epoch).
     shuffle: bool = True
     # Built-in arithmetic task: number of training / held-out problems generated.
@@ -106,6 +110,7 @@ class DataConfig:
         _check(len(self.train_files) > 0, "data.train_files is empty: name at least one dataset")
         _one_of("data.template", self.template, ("dapo", "none"))
         _check(self.max_prompt_length > 0, "data.max_prompt_length must be > 0")
+        _one_of("data.overlong_prompts", self.overlong_prompts, ("drop", "error"))
         _check(
             1 <= self.builtin_min_digits <= self.builtin_max_digits,
             "data.builtin_min_digits must be >= 1 and <= data.builtin_max_digits",

@@ -30,8 +30,7 @@ import numpy
 from dapo.config.schema import DataConfig
 from dapo.data.arithmetic import make_arithmetic_problems
 from dapo.data.prompts import DAPO_TEMPLATE
-from dapo.data.records import Problem
-from dapo.errors import UserError
+from dapo.data.records import DataError, Problem
 
 BUILTIN_ARITHMETIC = "builtin:arithmetic"
 
@@ -46,10 +45,6 @@ _PARQUET_BATCH_ROWS = 8192
 _MAX_WARNINGS = 20
 
 
-class DataError(UserError, ValueError):
-    """Malformed data; the message names the file and the row (0-based) and says what is wrong."""
-
-
 @dataclass
 class LoadedProblems:
     problems: list[Problem]
@@ -58,7 +53,8 @@ class LoadedProblems:
     num_malformed_skipped: int  # rows (or unreadable files) skipped in lenient mode
     sources: list[str]  # the files (or "builtin:arithmetic") the problems came from
     warnings: list[str] = field(default_factory=list)  # why rows were skipped or dropped (first few)
-    num_conflicting_duplicates: int = 0  # dropped copies whose answer differs from the kept copy's
+    num_conflicting_duplicates: int = 0  # copies whose answer differs from their first copy's
+    num_overlong_dropped: int = 0  # prompts longer than data.max_prompt_length (PromptEncoder.drop_overlong)
 
     @property
     def num_unique(self) -> int:
@@ -71,6 +67,8 @@ class LoadedProblems:
             f"data/{split}_rows": float(self.num_rows + self.num_malformed_skipped),
             f"data/{split}_duplicates_dropped": float(self.num_duplicates_dropped),
             f"data/{split}_malformed_skipped": float(self.num_malformed_skipped),
+            f"data/{split}_conflicting_duplicates": float(self.num_conflicting_duplicates),
+            f"data/{split}_overlong_dropped": float(self.num_overlong_dropped),
         }
 
     def describe(self, split: str) -> str:
@@ -79,11 +77,11 @@ class LoadedProblems:
             f"{split} data: {self.num_unique} problems from {', '.join(self.sources)} "
             f"({self.num_rows + self.num_malformed_skipped} rows; "
             f"{self.num_duplicates_dropped} duplicate prompts dropped; {self.num_malformed_skipped} malformed "
-            "rows skipped)"
+            f"rows skipped; {self.num_overlong_dropped} prompts over data.max_prompt_length dropped)"
         )
         if self.num_conflicting_duplicates:
-            line += (f"\n  warning: {self.num_conflicting_duplicates} dropped duplicate prompts had another answer "
-                     "than their kept copy")
+            line += (f"\n  warning: {self.num_conflicting_duplicates} copies of a prompt had another answer "
+                     "than its first copy")
         return "\n".join([line, *(f"  {warning}" for warning in self.warnings[:5])])
 
 
@@ -94,32 +92,38 @@ def load_problems(files: list[str], cfg: DataConfig, split: str) -> LoadedProble
     if not files:
         raise DataError(f"no {split} data files given")
     result = LoadedProblems([], 0, 0, 0, [])
-    answer_of: dict[str, str] = {}  # uid -> the ground truth of its first copy
+    # the ground truth of each problem's first copy: by uid for training's de-duplication, by
+    # (data_source, uid) for evaluation, which scores each such problem once (unique_problems)
+    answer_of: dict[tuple[str, str], str] = {}
     dedup = split == "train" and cfg.dedup_train
     for path in files:
         result.sources.append(path)
         for problem in _read_source(path, cfg, split, result):
             result.num_rows += 1
-            if dedup and problem.uid in answer_of:
+            key = ("", problem.uid) if split == "train" else (problem.data_source, problem.uid)
+            collapsed = dedup or split == "eval"  # only the first copy counts
+            if collapsed and key in answer_of and problem.ground_truth != answer_of[key]:
+                _note_conflict(problem, answer_of[key], path, result, split)
+            if dedup and key in answer_of:
                 result.num_duplicates_dropped += 1
-                if problem.ground_truth != answer_of[problem.uid]:
-                    _note_conflict(problem, answer_of[problem.uid], path, result)
                 continue
-            answer_of.setdefault(problem.uid, problem.ground_truth)
+            answer_of.setdefault(key, problem.ground_truth)
             result.problems.append(problem)
     if not result.problems:
         raise DataError(f"no usable {split} problems in {files}: " + "; ".join(result.warnings[:3]))
     return result
 
 
-def _note_conflict(problem: Problem, kept_answer: str, path: str, result: LoadedProblems) -> None:
-    """A dropped copy of a training prompt whose answer differs from the kept copy's: count it and
-    say so (the data has a labelling problem that de-duplication would otherwise hide)."""
+def _note_conflict(problem: Problem, kept_answer: str, path: str, result: LoadedProblems, split: str) -> None:
+    """A copy of a prompt whose answer differs from its first copy's: count it and say so (the
+    data has a labelling problem that training's de-duplication, or evaluation's one score per
+    problem, would otherwise hide)."""
     result.num_conflicting_duplicates += 1
+    used = "trained on" if split == "train" else "evaluated"
     if len(result.warnings) < _MAX_WARNINGS:
         result.warnings.append(
             f"{path}: a copy of the problem {_problem_text(problem.prompt)[:80]!r} (uid {problem.uid}) has another "
-            f"answer ({problem.ground_truth[:40]!r}; kept: {kept_answer[:40]!r}); only the first copy is trained on"
+            f"answer ({problem.ground_truth[:40]!r}; first: {kept_answer[:40]!r}); only the first copy is {used}"
         )
 
 
@@ -202,13 +206,13 @@ def _rows_of(path: str, split: str) -> Iterator[tuple[int, Row]]:
 def _starts_with(path: str, prefix: bytes) -> bool:
     """Whether the file's first non-blank bytes are ``prefix`` (a .json file: an array, or JSON lines)."""
     with open(path, "rb") as handle:
-        return handle.read(4096).lstrip().startswith(prefix)
+        return handle.read(4096).removeprefix(b"\xef\xbb\xbf").lstrip().startswith(prefix)
 
 
 def _json_array_rows(path: str) -> Iterator[tuple[int, Row]]:
     """A .json file holding one array of objects (as ``json.dump(rows)`` writes); row i is element i."""
     try:
-        rows = json.loads(Path(path).read_bytes().decode("utf-8"))
+        rows = json.loads(Path(path).read_bytes().decode("utf-8-sig"))  # (a byte-order mark is not JSON)
     except UnicodeDecodeError as error:
         raise DataError(f"{path}: undecodable bytes, not UTF-8 ({error.reason} at byte {error.start})") from None
     except json.JSONDecodeError as error:
@@ -236,6 +240,8 @@ def _jsonl_rows(path: str) -> Iterator[tuple[int, Row]]:
     row_index = 0
     with open(path, "rb") as handle:
         for line_number, raw_line in enumerate(handle, start=1):
+            if line_number == 1:
+                raw_line = raw_line.removeprefix(b"\xef\xbb\xbf")  # a byte-order mark is not JSON
             if not raw_line.strip():
                 continue
             yield (
@@ -298,7 +304,7 @@ def problem_from_row(row: dict[str, Any], cfg: DataConfig, path: str, row_index:
         uid=prompt_uid(prompt),
         prompt=prompt,
         ground_truth=ground_truth,
-        data_source=str(data_source) if data_source is not None else Path(path).stem,
+        data_source=str(data_source) if data_source not in (None, "") else Path(path).stem,  # (eval/<source>/...)
         extra=extra,
     )
 
@@ -351,6 +357,8 @@ def _plain_decimal(value: float) -> str:
 
 
 def _prompt_of(value: Any, where: str, key: str) -> str | list[dict[str, str]]:
+    if _is_column_of_messages(value):  # datasets' Sequence({role, content}): a dict of lists
+        value = [{"role": role, "content": content} for role, content in zip(value["role"], value["content"])]
     if isinstance(value, str):
         if not value.strip():
             raise DataError(f"{where}: empty prompt at {key!r}")
@@ -376,6 +384,11 @@ def _prompt_of(value: Any, where: str, key: str) -> str | list[dict[str, str]]:
     raise DataError(
         f"{where}: wrong type at {key!r}: prompt must be text or a chat list, got {type(value).__name__}"
     )
+
+
+def _is_column_of_messages(value: Any) -> bool:
+    return (isinstance(value, dict) and set(value) == {"role", "content"}
+            and all(isinstance(v, list) for v in value.values()) and len(value["role"]) == len(value["content"]))
 
 
 def _answer_of(value: Any, where: str, key: str) -> str:

@@ -12,17 +12,22 @@ Rendering rules, in order:
    contents are joined with blank lines as plain text.
 
 Chat lists are not wrapped again: DAPO-style files already carry the instruction in the message.
-Encoding keeps the last ``cfg.max_prompt_length`` tokens (left truncation keeps the question's
-end and the generation prompt) and counts how many prompts were cut.
+A prompt longer than ``cfg.max_prompt_length`` tokens is never cut (from the left it would lose
+its BOS and chat header, from the right its generation prompt, and either way part of the
+question): :meth:`PromptEncoder.drop_overlong` leaves such problems out when the data is loaded
+(or stops, with data.overlong_prompts=error), and :meth:`PromptEncoder.encode` refuses one.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dapo.config.schema import DataConfig
-from dapo.data.records import Problem
+from dapo.data.records import DataError, Problem
+
+if TYPE_CHECKING:
+    from dapo.data.loaders import LoadedProblems
 
 DAPO_TEMPLATE = (
     "Solve the following math problem step by step. The last line of your response should be of "
@@ -37,12 +42,11 @@ _DAPO_HEAD = DAPO_TEMPLATE.partition("{problem}")[0].strip()
 @dataclass
 class EncodedPrompts:
     token_ids: list[list[int]]  # one list per problem, at most max_prompt_length ids
-    num_truncated: int  # prompts longer than max_prompt_length, cut from the left
     texts: list[str]  # the rendered prompts before tokenisation (for logs and debugging)
 
 
 class PromptEncoder:
-    """Renders problems with the configured template and tokenises them with left truncation."""
+    """Renders problems with the configured template and tokenises them."""
 
     def __init__(self, tokenizer: Any, cfg: DataConfig) -> None:
         self.tokenizer = tokenizer
@@ -67,22 +71,56 @@ class PromptEncoder:
         return "\n\n".join(message["content"] for message in prompt)
 
     def encode(self, problems: list[Problem]) -> EncodedPrompts:
-        """Token ids of each rendered prompt, left-truncated to ``cfg.max_prompt_length``.
+        """Token ids of each rendered prompt; a DataError names one longer than
+        ``cfg.max_prompt_length`` (loaded data has had them dropped: :meth:`drop_overlong`).
 
         Chat-templated text already holds the model's special tokens, so none are added then;
         plain text (a verbatim problem, or any prompt without a chat template) gets the
         tokenizer's usual ones (e.g. a BOS for Llama-style models).
         """
+        texts, token_ids = self._tokenize(problems)
+        for problem, ids in zip(problems, token_ids):
+            if len(ids) > self.cfg.max_prompt_length:
+                raise DataError(self._too_long(problem, len(ids)))
+        return EncodedPrompts(token_ids=token_ids, texts=texts)
+
+    def drop_overlong(self, loaded: LoadedProblems, split: str) -> None:
+        """Apply data.overlong_prompts to ``loaded``: leave out (counted, with a warning) the
+        problems whose rendered prompt is longer than data.max_prompt_length, or raise naming the
+        first. One tokenisation of every problem: 0.35 s for 20000 built-in ones."""
+        limit = self.cfg.max_prompt_length
+        lengths = [len(ids) for ids in self._tokenize(loaded.problems)[1]]
+        overlong = [i for i, length in enumerate(lengths) if length > limit]
+        if not overlong:
+            return
+        first = loaded.problems[overlong[0]]
+        if self.cfg.overlong_prompts == "error":
+            raise DataError(f"{split} data: {len(overlong)} prompts are longer than data.max_prompt_length; the "
+                            f"first: {self._too_long(first, lengths[overlong[0]])}")
+        dropped = set(overlong)
+        kept = [problem for i, problem in enumerate(loaded.problems) if i not in dropped]
+        if not kept:
+            raise DataError(f"no {split} prompt fits data.max_prompt_length={limit} tokens (the shortest has "
+                            f"{min(lengths)}): raise it")
+        loaded.problems = kept
+        loaded.num_overlong_dropped = len(overlong)
+        loaded.warnings.append(f"{len(overlong)} prompts longer than data.max_prompt_length={limit} tokens were "
+                               f"left out (data.overlong_prompts=drop); the first: {self._too_long(first, lengths[overlong[0]])}")
+
+    def _too_long(self, problem: Problem, length: int) -> str:
+        text = problem.prompt if isinstance(problem.prompt, str) else problem.prompt[-1].get("content", "")
+        return (f"the prompt of problem {problem.uid} ({problem.data_source}: {text[:60]!r}...) is {length} tokens "
+                f"once rendered, more than data.max_prompt_length={self.cfg.max_prompt_length}")
+
+    def _tokenize(self, problems: list[Problem]) -> tuple[list[str], list[list[int]]]:
+        """The rendered texts and their token ids (one batched tokenizer call per kind)."""
         texts = [self.render(problem) for problem in problems]
         templated = [self.uses_chat_template and not (p.verbatim and isinstance(p.prompt, str)) for p in problems]
         encoded: list[list[int]] = [[] for _ in texts]
-        for chat in (True, False):  # one batched tokenizer call per kind
+        for chat in (True, False):
             rows = [i for i, is_chat in enumerate(templated) if is_chat == chat]
             if rows:
                 batch = self.tokenizer([texts[i] for i in rows], add_special_tokens=not chat)["input_ids"]
                 for i, ids in zip(rows, batch):
                     encoded[i] = list(ids)
-        limit = self.cfg.max_prompt_length
-        num_truncated = sum(len(ids) > limit for ids in encoded)
-        token_ids = [ids[-limit:] if len(ids) > limit else ids for ids in encoded]
-        return EncodedPrompts(token_ids=token_ids, num_truncated=num_truncated, texts=texts)
+        return texts, encoded

@@ -1,9 +1,15 @@
-"""The problem record every dataset loads into."""
+"""The problem record every dataset loads into, and the error malformed data raises."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from dapo.errors import UserError
+
+
+class DataError(UserError, ValueError):
+    """Malformed data; the message names the file and the row (0-based) and says what is wrong."""
 
 
 @dataclass

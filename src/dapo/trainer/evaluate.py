@@ -147,6 +147,4 @@ def evaluate_held_out(
     problems = unique_problems(run.data.eval.problems, cfg.eval.max_problems)
     encoded = run.encoder.encode(problems)
     params = make_sampling_params(cfg, run.stop_token_ids, evaluation=True)
-    result = evaluate(run.engine, run.tokenizer, scorer, encoded.token_ids, problems, params, on_progress)
-    result.metrics["eval/prompts_truncated"] = float(encoded.num_truncated)
-    return result
+    return evaluate(run.engine, run.tokenizer, scorer, encoded.token_ids, problems, params, on_progress)

@@ -64,7 +64,6 @@ class StepResult:
     timer: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
     reward_results: list[RewardResult] = field(default_factory=list)
     completions: list[dict[str, Any]] = field(default_factory=list)
-    prompts_truncated: int = 0
 
 
 @dataclass
@@ -211,7 +210,6 @@ class Trainer:
         """Sample G responses per problem, score them and shape their rewards; the round's
         timings, results and (first round) completions go into ``record``."""
         encoded = self.run.encoder.encode(problems)
-        record.prompts_truncated += encoded.num_truncated
         seed = self.cfg.trainer.seed * 1_000_003 + self.step * 1_009 + round_index
         record.timer["weight_sync"] += self.sync_engine()
         started = time.perf_counter()
@@ -272,7 +270,6 @@ class Trainer:
 
         metrics = record.metrics
         metrics.update(rollout_metrics(report, batch, record.reward_results))
-        metrics["rollout/prompts_truncated"] = record.prompts_truncated
         if not batch:
             failed = sum(bool(r.failed) for r in record.reward_results)
             why = (f": {failed} of {len(record.reward_results)} responses could not be scored "

@@ -29,7 +29,6 @@ METRICS: dict[str, str] = {
     "rollout/overlong_penalty_mean": "mean soft overlong penalty over trained responses (<= 0)",
     "rollout/reward_timeouts": "responses whose scoring hit the reward deadline (scored as wrong)",
     "rollout/reward_errors": "responses whose reward function raised or returned a wrong type",
-    "rollout/prompts_truncated": "prompts cut from the left to data.max_prompt_length",
     "reward/<function>/score": "mean score a user reward function returned this step (over the responses it scored)",
     "reward/<function>/<key>": "mean of each other number a user reward function returned in its dict",
     # dynamic sampling
@@ -97,7 +96,6 @@ METRICS: dict[str, str] = {
     "the reward extracts no answers: reward.verifier_weight=0)",
     "eval/response_length_mean": "mean response length on the held-out set",
     "eval/truncation_rate": "fraction of held-out responses cut at the length limit",
-    "eval/prompts_truncated": "held-out prompts cut from the left to data.max_prompt_length",
     "eval/num_problems": "held-out problems evaluated (eval.max_problems keeps the first ones)",
     "eval/<data_source>/<metric>": "avg@k, pass@k, maj@k and num_problems on the held-out problems of one "
     "data_source (logged when the held-out set has several)",
@@ -106,6 +104,9 @@ METRICS: dict[str, str] = {
     "data/<split>_rows": "rows read from the data files (malformed ones included)",
     "data/<split>_duplicates_dropped": "repeated training prompts dropped (data.dedup_train)",
     "data/<split>_malformed_skipped": "malformed rows skipped (data.lenient)",
+    "data/<split>_conflicting_duplicates": "copies of a prompt labelled with another answer than its first copy, "
+    "which alone is trained on (data.dedup_train) or evaluated",
+    "data/<split>_overlong_dropped": "problems left out: prompt longer than data.max_prompt_length (data.overlong_prompts)",
 }
 
 

@@ -94,7 +94,6 @@ class RunState:
         self._progress: Progress | None = None
         self._task: Any = None
         self._last_step_note = ""  # the bar's tail: the last finished step's accuracy and rounds
-        self._warned_prompts_cut = False  # prompts cut to data.max_prompt_length: said once a run
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, step: int, loop_state: dict[str, Any], policy: CheckpointingPolicy, tokenizer: Any,
@@ -169,17 +168,7 @@ class RunState:
         self.logger.log_completions(step, records)
 
     def warn_if_truncating(self, metrics: dict[str, float]) -> None:
-        """Warn when most responses hit the length limit (every step), or when prompts were cut
-        to data.max_prompt_length (once a run: the policy sees them without their beginning)."""
-        if metrics.get("rollout/prompts_truncated", 0) and not self._warned_prompts_cut:
-            self._warned_prompts_cut = True
-            warnings.warn(
-                f"{int(metrics['rollout/prompts_truncated'])} prompts this step were longer than "
-                f"data.max_prompt_length={self.cfg.data.max_prompt_length} tokens and were cut from the left: the "
-                "policy sees them without their beginning (a BOS or chat header included). Raise "
-                "data.max_prompt_length; rollout/prompts_truncated counts them every step.",
-                stacklevel=2,
-            )
+        """Warn when most responses hit the length limit (every step)."""
         rate = metrics.get("rollout/truncation_rate", 0.0)
         if rate > TRUNCATION_WARNING_RATE:
             warnings.warn(

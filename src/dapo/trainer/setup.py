@@ -187,9 +187,12 @@ def build_run(cfg: DAPOConfig, engine: RolloutEngine | None = None, train_data: 
     device = resolve_device(cfg.trainer.device)
     model, tokenizer, model_path = load_model_and_tokenizer(cfg.model, device, weights=engine is None)
     data = load_run_data(cfg, train=train_data)
+    encoder = PromptEncoder(tokenizer, cfg.data)
+    for split, loaded in (("train", data.train), ("eval", data.eval)):
+        if loaded is not None:
+            encoder.drop_overlong(loaded, split)  # data.overlong_prompts
     if engine is None:
         engine = create_engine(cfg.rollout, model, tokenizer, model_path=str(model_path), **vllm_options(cfg, model))
     return RunSetup(
-        device, model, tokenizer, model_path, data, PromptEncoder(tokenizer, cfg.data),
-        stop_token_ids_of(model, tokenizer), engine,
+        device, model, tokenizer, model_path, data, encoder, stop_token_ids_of(model, tokenizer), engine,
     )

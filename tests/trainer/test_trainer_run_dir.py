@@ -224,6 +224,35 @@ def test_rerunning_a_run_started_from_another_runs_checkpoint_goes_on(tiny_model
     Trainer(tiny_config(tiny_model_dir, other, reward_file, "eval.every_steps=0", "trainer.total_steps=1")).train()
     start = first / "checkpoints" / "step-000001"
     assert resolve_resume(str(start), other) == ResumePoint(start, automatic=False)
+    # ... and nothing of that attempt goes on: its metrics were kept below the resumed step, and
+    # its checkpoint stayed where keep_last and resume=auto see it
+    from_start = tiny_config(tiny_model_dir, other, reward_file, "eval.every_steps=0", f"checkpoint.resume={start}",
+                             "trainer.total_steps=2")
+    with pytest.warns(UserWarning, match=r"moved 1 checkpoint\(s\) after step 0 \(step-000001\)"):
+        Trainer(from_start).train()
+    assert [p.name for p in (other / "checkpoints").glob("step-*")] == ["step-000002"]
+    assert {row["step"] for row in read_metrics(other)} == {2}
+
+
+def test_resuming_a_set_aside_checkpoint_continues_nothing_of_the_attempt_that_went_back(
+    tiny_model_dir, reward_file, tmp_path
+):
+    """A set-aside checkpoint's log line counts are of files that the attempt which went back has
+    rewritten since: its metrics (kept up to the resumed step) and its checkpoints must go."""
+    run, checkpoints = tmp_path / "run", tmp_path / "run" / "checkpoints"
+    Trainer(tiny_config(tiny_model_dir, run, reward_file, "eval.every_steps=0")).train()  # steps 1-3
+    going_back = tiny_config(tiny_model_dir, run, reward_file, "eval.every_steps=0", "trainer.total_steps=2",
+                             f"checkpoint.resume={checkpoints / 'step-000001'}")
+    with pytest.warns(UserWarning, match="moved 2 checkpoint"):
+        Trainer(going_back).train()  # step 2 again
+    [aside] = checkpoints.glob("abandoned-*")
+    back_again = tiny_config(tiny_model_dir, run, reward_file, "eval.every_steps=0", "trainer.total_steps=4",
+                             f"checkpoint.resume={aside / 'step-000003'}")
+    with pytest.warns(UserWarning, match=r"moved 2 checkpoint\(s\) after step 0 \(step-000001, step-000002\)"):
+        Trainer(back_again).train()
+    assert [p.name for p in checkpoints.glob("step-*")] == ["step-000004"]
+    assert {row["step"] for row in read_metrics(run)} == {4}
+    assert len(list(checkpoints.glob("abandoned-*"))) == 2  # two set-asides, two folders
 
 
 def test_a_run_killed_while_writing_its_final_checkpoint_logs_the_final_evaluation_once(

@@ -27,6 +27,7 @@ import os
 import random
 import re
 import shutil
+import tempfile
 import time
 import warnings
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ from dapo.trainer.run_dir import STATE_FILE
 
 CHECKPOINT_PATTERN = re.compile(r"^step-(\d+)$")
 SHARDED_DIR = "policy"  # the ranks' DCP shards of model, optimizer and scheduler
+SET_ASIDE_PREFIX = "abandoned-"  # checkpoints/abandoned-<time>-<suffix>/: set_aside_checkpoints_after
 
 
 def rng_state() -> dict[str, Any]:
@@ -102,7 +104,7 @@ def checkpoint_step(path: Path) -> int:
 
 
 def set_aside_checkpoints_after(run_dir: str | Path, step: int) -> Path | None:
-    """Move the run's checkpoints of steps after ``step`` into ``checkpoints/abandoned-<time>/``:
+    """Move the run's checkpoints of steps after ``step`` into ``checkpoints/abandoned-<time>-*/``:
     they belong to an attempt this run does not continue (it starts over, or goes on from an
     earlier checkpoint). There neither ``resume=auto`` nor ``keep_last`` sees them, so a crash
     cannot resume the abandoned attempt and retention cannot delete the new one's checkpoints in
@@ -111,8 +113,8 @@ def set_aside_checkpoints_after(run_dir: str | Path, step: int) -> Path | None:
     if not later:
         return None
     root = Path(run_dir) / "checkpoints"
-    folder = root / f"abandoned-{time.strftime('%Y%m%d-%H%M%S')}"
-    folder.mkdir(exist_ok=True)
+    # a new folder even when two set-asides fall in one second (a name in it would collide)
+    folder = Path(tempfile.mkdtemp(prefix=f"{SET_ASIDE_PREFIX}{time.strftime('%Y%m%d-%H%M%S')}-", dir=root))
     for path in later:
         path.rename(folder / path.name)
     fsync_dir(root)
@@ -408,6 +410,12 @@ def resolve_resume(resume: str, run_dir: str | Path) -> ResumePoint | None:
                       f"resuming its newest, {own[-1]}", stacklevel=2)
         return ResumePoint(own[-1], automatic=True)
     return ResumePoint(path, automatic=False)
+
+
+def is_set_aside(path: Path, run_dir: str | Path) -> bool:
+    """Whether checkpoint ``path`` is one :func:`set_aside_checkpoints_after` moved away."""
+    folder = path.resolve().parent
+    return folder.name.startswith(SET_ASIDE_PREFIX) and folder.parent == (Path(run_dir) / "checkpoints").resolve()
 
 
 def is_own_checkpoint(path: Path, run_dir: str | Path) -> bool:

@@ -28,6 +28,7 @@ from dapo.durable import write_atomically
 from dapo.trainer.checkpoint import (
     begin_checkpoint,
     is_own_checkpoint,
+    is_set_aside,
     layout_mismatch,
     load_trainer_state,
     publish_checkpoint,
@@ -88,6 +89,7 @@ class RunState:
         # the checkpoint of another run this run started from (checkpoint.resume=PATH), if any:
         # recorded in every checkpoint, so that rerunning the command goes on (resolve_resume)
         self.started_from: str | None = None
+        self._resuming_another_lineage = False  # see find_checkpoint
         self.logger = MetricsLogger(
             self.run_dir, cfg.logging.tensorboard, cfg.logging.wandb, cfg.logging.wandb_project, config_to_dict(cfg)
         )
@@ -118,17 +120,20 @@ class RunState:
         aside (checkpoints: :func:`set_aside_checkpoints_after`) once it has loaded
         (:meth:`resumed_at`)."""
         point = resolve_resume(self.cfg.checkpoint.resume, self.run_dir)
-        if point is None:
+        if point is None:  # checkpoint.resume=never in a used directory (in resumed_at's order)
+            set_aside_checkpoints_after(self.run_dir, -1)
             self.logger.truncate_after(-1)
-            set_aside_checkpoints_after(self.run_dir, -1)  # checkpoint.resume=never in a used directory
             self._write_config()
             return None
         path, own = point.path, is_own_checkpoint(point.path, self.run_dir)
+        # another run's checkpoint, or one set aside (the logs have since been rewritten by the
+        # attempt that went back): nothing in this directory continues it
+        self._resuming_another_lineage = not own or is_set_aside(path, self.run_dir)
         # the run's settings are checked when the run resumes itself (auto, or a rerun redirected)
         mismatch = checkpoint_mismatch(path, model_config, config_to_dict(self.cfg), point.automatic)
         state = load_trainer_state(path)
         self.started_from = state.get("started_from") if own else str(path.resolve())
-        if not own:  # its log line counts are another run's files'
+        if self._resuming_another_lineage:  # its log line counts are of files since rewritten
             state["log_lines"] = None
         mismatch = mismatch or layout_mismatch(state["policy"], self.cfg.resources.world_size)
         if mismatch:
@@ -149,11 +154,14 @@ class RunState:
     def resumed_at(self, step: int, log_lines: list[int] | None = None) -> None:
         """The run goes on after ``step``, its checkpoint loaded (written when the logs had
         ``log_lines`` lines): metrics and completions logged after it are dropped, checkpoints
-        after it set aside (resumed from an earlier one). Not before the load: a checkpoint that
-        fails to load leaves the directory as it was."""
+        after it set aside (resumed from an earlier one). From another run's checkpoint, or a
+        set-aside one, every checkpoint is set aside and the logs emptied: they are another
+        attempt's, whatever their steps. Not before the load: a checkpoint that fails to load
+        leaves the directory as it was."""
+        kept_up_to = -1 if self._resuming_another_lineage else step
         # the checkpoints first: stopped in between, resume=auto then goes back to this one again
-        set_aside_checkpoints_after(self.run_dir, step)
-        self.logger.truncate_after(step, log_lines)
+        set_aside_checkpoints_after(self.run_dir, kept_up_to)
+        self.logger.truncate_after(kept_up_to, log_lines)
         self._write_config()
 
     # ------------------------------------------------------------------ logging

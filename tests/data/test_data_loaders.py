@@ -148,6 +148,13 @@ def test_rows_that_would_fail_later_are_refused_naming_file_and_row(tmp_path: Pa
     cut.write_text('{"prompt": "ok", "answer": "1"}\n{"prompt": "x \\ud835", "answer": "2"}\n')
     with pytest.raises(DataError, match=r"cut.jsonl row 1: invalid text at 'prompt'"):
         load_problems([str(cut)], DataConfig(answer_key="answer"), "train")
+    # a chat prompt that ends with the answer: the policy would read it, then answer after it
+    solved = _write_jsonl(tmp_path / "solved.jsonl", [
+        {"prompt": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"},
+                    {"role": "user", "content": "3+3?"}], "answer": "6"},  # a few-shot prompt: fine
+        {"prompt": [{"role": "user", "content": "1+1?"}, {"role": "assistant", "content": "2"}], "answer": "2"}])
+    with pytest.raises(DataError, match=r"solved.jsonl row 1: the prompt at 'prompt' ends with an assistant message"):
+        load_problems([solved], DataConfig(answer_key="answer"), "train")
 
 
 def test_a_nested_prompt_key_leaves_its_struct_to_reward_functions(tmp_path: Path) -> None:

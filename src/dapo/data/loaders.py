@@ -378,6 +378,9 @@ def _prompt_of(value: Any, where: str, key: str) -> str | list[dict[str, str]]:
             messages.append({"role": message["role"], "content": _encodable(message["content"], where, key)})
         if not any(message["content"].strip() for message in messages):
             raise DataError(f"{where}: empty prompt at {key!r} (every message is empty)")
+        if messages[-1]["role"] == "assistant":  # the policy would read it, then answer after it
+            raise DataError(f"{where}: the prompt at {key!r} ends with an assistant message (a reference "
+                            "solution?); a prompt ends with the message to answer")
         return messages
     if isinstance(value, list):
         raise DataError(f"{where}: empty prompt at {key!r} (no messages)")

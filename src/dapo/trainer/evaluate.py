@@ -97,6 +97,8 @@ def evaluate(
 ) -> EvalResult:
     """Sample ``params.n`` responses per problem, score them, and compute the @k metrics, overall
     and per ``data_source``. Chunk c of the problems samples with seed ``params.seed + c``."""
+    if len(prompt_token_ids) != len(problems):  # metrics index results by problem
+        raise ValueError(f"{len(prompt_token_ids)} prompts for {len(problems)} problems")
     texts: list[str] = []
     results: list[RewardResult] = []
     completions: list[Completion] = []
@@ -111,6 +113,8 @@ def evaluate(
         completions += generation.completions
         if on_progress is not None:
             on_progress(chunk.stop, len(problems))
+    if len(results) != len(problems) * params.n:  # an engine that dropped or added samples
+        raise RuntimeError(f"evaluation got {len(results)} samples for {len(problems)} problems x k={params.n}")
     metrics = score_at_k(results, params.n, scorer.extracts_answers)
     metrics["eval/num_problems"] = float(len(problems))
     metrics["eval/response_length_mean"] = sum(len(c.token_ids) for c in completions) / max(len(completions), 1)

@@ -178,9 +178,10 @@ def test_mismatch_counts_only_responses_sampled_this_step_and_pg_loss_excludes_t
         s.rollout_logprobs = s.old_logprobs = lp  # this step's: an engine that agrees exactly
     for s in samples[:4]:  # group 0 was carried over: the policy has moved by 0.5 nats a token since
         s.carried_over, s.rollout_logprobs = True, [x - 0.5 for x in s.rollout_logprobs]
+    samples[5].loss_weight = 0.0  # overlong-filtered: out of the loss, so out of actor/entropy too
     passed = w.compute_logprobs(samples)
-    assert passed.tokens == sum(len(s.response_ids) for s in samples)  # entropy: every response
-    assert passed.mismatch_tokens == sum(len(s.response_ids) for s in samples[4:])
+    assert passed.tokens == sum(len(s.response_ids) for s in samples if s.loss_weight)
+    assert passed.mismatch_tokens == sum(len(s.response_ids) for s in samples[4:])  # sampled, filtered or not
     assert passed.mismatch_abs_sum < 1e-5 * passed.mismatch_tokens  # float32 storage only
 
     w.algo.entropy_coef = 0.05

@@ -143,6 +143,8 @@ def test_one_token_responses_equal_the_padded_ones(tiny_model_dir):
         model = copy.deepcopy(base)
         w = worker(model, layout, 1000)
         logprobs = w.compute_logprobs(samples).logprobs
+        for sample, old in zip(samples, logprobs):
+            sample.old_logprobs = old  # pi_old (the first layout's, for both)
         loss = w.accumulate_gradients(samples).loss
         outcomes[layout] = (torch.tensor(logprobs), loss, [p.grad.clone() for p in model.parameters()])
     assert outcomes["shared_prompt"][0].shape == (2, 1)

@@ -52,7 +52,8 @@ METRICS: dict[str, str] = {
     "actor/loss": "the loss minimised: actor/pg_loss - entropy_coef x entropy + kl_coef x KL to the reference, "
     "the extra terms aggregated as the policy-gradient loss (mean over the step's mini-batches)",
     "actor/pg_loss": "policy-gradient loss, the decoupled-clip term alone (mean over the step's mini-batches)",
-    "actor/entropy": "mean per-token entropy of pi_old on the trained responses (at rollout temperature), from the "
+    "actor/entropy": "mean per-token entropy of pi_old over the loss's tokens (overlong-filtered responses left out) "
+    "of the trained responses (at rollout temperature), from the "
     "step's first pass over them: with algorithm.old_logprobs=recompute and several updates per step, those "
     "sampled this step (carried-over ones hold their own step's pi_old); with one update per step, all of them "
     "(the update's own forward, carried-over ones included); with rollout, the first mini-batch's (carried-over "
@@ -73,7 +74,8 @@ METRICS: dict[str, str] = {
     "responses included; generated tokens dynamic sampling dropped are not)",
     "actor/advantage_abs_mean": "mean |advantage| over the step's batch (overlong-filtered responses, which carry no loss, included)",
     "mismatch/rollout_trainer_logprob_diff": "mean |log pi_rollout - log pi_old_trainer| per token (engine/trainer mismatch; "
-    "over responses sampled this step, not carried-over ones, whose gap includes a step of training; "
+    "over every token of the responses sampled this step, overlong-filtered ones included, not carried-over ones, "
+    "whose gap includes a step of training; "
     "with algorithm.old_logprobs=rollout, measured on the first mini-batch; absent when it holds none)",
     "mismatch/rollout_trainer_kl": "k3 estimate of KL(pi_rollout || pi_old_trainer) per token, over the same tokens",
     # timing and throughput

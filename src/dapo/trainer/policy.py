@@ -239,13 +239,14 @@ class PolicyWorker:
 
     @torch.no_grad()
     def _diagnose(self, logits: torch.Tensor, logprobs: torch.Tensor, tensors: dict, into: LogprobPass) -> None:
-        """Add entropy sums over the real response tokens, and rollout/trainer mismatch sums over
-        those of the responses sampled this step."""
-        lengths = tensors["response_lengths"]
-        mask = within_lengths(lengths, logprobs.shape[1])
+        """Add entropy sums over the loss's tokens (overlong-filtered responses left out, as the
+        loss and its entropy bonus leave them), and rollout/trainer mismatch sums over every token
+        of the responses sampled this step (filtered or not: the engine sampled them all)."""
+        mask = within_lengths(tensors["response_lengths"], logprobs.shape[1])
+        in_loss = mask & (tensors["response_mask"] > 0)
         entropy = self._entropy(logits.detach(), tensors)
-        into.entropy_sum += float((entropy * mask).sum())
-        into.tokens += float(mask.sum())
+        into.entropy_sum += float((entropy * in_loss).sum())
+        into.tokens += float(in_loss.sum())
         mask = mask & tensors["sampled_this_step"].to(mask.device)[:, None]
         # log(pi_old_trainer / pi_rollout) per token: the engine/trainer mismatch
         delta = (logprobs.detach() - tensors["rollout_logprobs"]) * mask
@@ -299,10 +300,12 @@ class PolicyWorker:
     ) -> UpdateStats:
         """Zero the gradients, then backpropagate this worker's share of a mini-batch, micro-batch
         by micro-batch, each loss normalised by the GLOBAL ``num_tokens``/``num_seqs``."""
-        if num_tokens is None or num_seqs is None:  # update() passes them: counted once
-            local_tokens, local_seqs = count_loss_tokens(mini_batch)
-            num_tokens = local_tokens if num_tokens is None else num_tokens
-            num_seqs = local_seqs if num_seqs is None else num_seqs
+        local_tokens, local_seqs = count_loss_tokens(mini_batch)
+        num_tokens = local_tokens if num_tokens is None else num_tokens
+        num_seqs = local_seqs if num_seqs is None else num_seqs
+        if local_tokens > num_tokens or local_seqs > num_seqs:  # a normaliser of another batch
+            raise ValueError(f"the mini-batch's global counts ({num_tokens} loss tokens, {num_seqs} sequences) are "
+                             f"below this rank's share ({local_tokens}, {local_seqs})")
         diagnose = on_policy if diagnose is None else diagnose
         stats = UpdateStats(diagnostics=LogprobPass() if diagnose else None)
         self.model.train()
@@ -396,6 +399,9 @@ class PolicyWorker:
         logits = self._response_logits(self.model, tensors)
         logprobs = self._logprobs(logits, tensors)
         mask = tensors["response_mask"]
+        if not on_policy and not bool(tensors["has_old_logprobs"].all()):  # zeros would be log pi_old
+            raise ValueError("an off-policy update needs every sample's old_logprobs (pi_old): compute them first "
+                             "(compute_logprobs), or update on_policy")
         if on_policy:  # pi_old is this forward's policy, but where a sample holds its own (carried over)
             given = tensors["has_old_logprobs"].to(logprobs.device)[:, None]
             tensors["old_logprobs"] = torch.where(given, tensors["old_logprobs"], logprobs.detach())

@@ -234,6 +234,31 @@ def test_rerunning_a_run_started_from_another_runs_checkpoint_goes_on(tiny_model
     assert {row["step"] for row in read_metrics(other)} == {2}
 
 
+def test_rerunning_a_command_that_went_back_goes_on_instead_of_back_again(tiny_model_dir, reward_file, tmp_path):
+    """checkpoint.resume=<this run's step 1> in a job script that is requeued after a preemption:
+    each restart went back to step 1 again, setting aside what the last one had trained."""
+    run, checkpoints = tmp_path / "run", tmp_path / "run" / "checkpoints"
+    Trainer(tiny_config(tiny_model_dir, run, reward_file, "eval.every_steps=0")).train()  # steps 1-3
+    command = tiny_config(tiny_model_dir, run, reward_file, "eval.every_steps=0", "trainer.total_steps=4",
+                          f"checkpoint.resume={checkpoints / 'step-000001'}")
+    preempted = Trainer(command)
+    steps = preempted.step_once
+
+    def preempt_at_step_3():
+        if preempted.step == 2:
+            raise KeyboardInterrupt
+        return steps()
+
+    preempted.step_once = preempt_at_step_3
+    with pytest.warns(UserWarning, match="moved 2 checkpoint"), pytest.raises(KeyboardInterrupt):
+        preempted.train()  # went back to step 1, trained and checkpointed step 2
+    with pytest.warns(UserWarning, match=r"went back to it and has checkpointed since: resuming its newest, "
+                                         r".*step-000002"):
+        summary = Trainer(command).train()
+    assert summary.steps == 4 and len(list(checkpoints.glob("abandoned-*"))) == 1  # not set aside again
+    assert [row["step"] for row in read_metrics(run) if "actor/loss" in row] == [1, 2, 3, 4]
+
+
 def test_resuming_a_set_aside_checkpoint_continues_nothing_of_the_attempt_that_went_back(
     tiny_model_dir, reward_file, tmp_path
 ):

@@ -473,7 +473,8 @@ class CheckpointConfig:
     # or a path to a checkpoint directory: another run's starts this one from it (once this run
     # has checkpoints of its own, rerunning the command resumes the newest of them; the directory's
     # other checkpoints are moved to checkpoints/abandoned-<time>-*/ and its logs emptied, as for a
-    # set-aside checkpoint); one of this run's own goes back to it (the later ones moved there).
+    # set-aside checkpoint); one of this run's own goes back to it (the later ones moved there;
+    # once the run has checkpointed since, rerunning the command resumes the newest instead).
     resume: str = "auto"
     # Which checkpoints of a multi-rank run hold the Hugging Face export (save_pretrained's
     # layout, gathered from the shards; 131 GB for a float32 32B policy): "every" one, or only

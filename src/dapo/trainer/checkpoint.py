@@ -394,7 +394,8 @@ def resolve_resume(resume: str, run_dir: str | Path) -> ResumePoint | None:
     checkpoints of its own that started from it (their ``started_from``), the newest of them is
     resumed instead, so that rerunning the same command after a crash goes on rather than back.
     A checkpoint of the run itself is a deliberate step back, honoured (the later ones are set
-    aside)."""
+    aside) once: when the run has gone back to it and checkpointed since (their ``went_back_to``),
+    a rerun of the command (a requeued job) resumes the newest instead, as above."""
     if resume == "never":
         return None
     own = list_checkpoints(run_dir)
@@ -403,12 +404,17 @@ def resolve_resume(resume: str, run_dir: str | Path) -> ResumePoint | None:
     path = Path(resume).expanduser()
     if not (path / STATE_FILE).exists():
         raise FileNotFoundError(f"checkpoint.resume={resume!r}: no {STATE_FILE} there")
-    if own and not is_own_checkpoint(path, run_dir) and (
-        load_trainer_state(own[-1], peek=True).get("started_from") == str(path.resolve())
-    ):
-        warnings.warn(f"checkpoint.resume={resume!r} started this run, which has checkpoints of its own since: "
-                      f"resuming its newest, {own[-1]}", stacklevel=2)
-        return ResumePoint(own[-1], automatic=True)
+    if own and own[-1].resolve() != path.resolve():
+        newest = load_trainer_state(own[-1], peek=True)
+        if not is_own_checkpoint(path, run_dir) and newest.get("started_from") == str(path.resolve()):
+            warnings.warn(f"checkpoint.resume={resume!r} started this run, which has checkpoints of its own "
+                          f"since: resuming its newest, {own[-1]}", stacklevel=2)
+            return ResumePoint(own[-1], automatic=True)
+        if is_own_checkpoint(path, run_dir) and newest.get("went_back_to") == str(path.resolve()):
+            warnings.warn(f"checkpoint.resume={resume!r}: this run went back to it and has checkpointed since: "
+                          f"resuming its newest, {own[-1]} (to go back to it once more, resume a copy of it)",
+                          stacklevel=2)
+            return ResumePoint(own[-1], automatic=True)
     return ResumePoint(path, automatic=False)
 
 

@@ -89,6 +89,9 @@ class RunState:
         # the checkpoint of another run this run started from (checkpoint.resume=PATH), if any:
         # recorded in every checkpoint, so that rerunning the command goes on (resolve_resume)
         self.started_from: str | None = None
+        # the checkpoint of this run it went back to (checkpoint.resume=PATH of its own), if any:
+        # recorded likewise, so that rerunning that command (a requeued job) does not go back again
+        self.went_back_to: str | None = None
         self._resuming_another_lineage = False  # see find_checkpoint
         self.logger = MetricsLogger(
             self.run_dir, cfg.logging.tensorboard, cfg.logging.wandb, cfg.logging.wandb_project, config_to_dict(cfg)
@@ -108,7 +111,8 @@ class RunState:
         that a resume can still check the checkpoint is of this run's model."""
         tmp = begin_checkpoint(self.run_dir, step)
         state = {**loop_state, "policy": policy.save_checkpoint(tmp, tokenizer, hf_export),
-                 "log_lines": self.logger.line_counts(), "started_from": self.started_from}
+                 "log_lines": self.logger.line_counts(), "started_from": self.started_from,
+                 "went_back_to": self.went_back_to}
         if not (tmp / "config.json").is_file():
             (tmp / MODEL_CONFIG_FILE).write_text(model_config.to_json_string())
         return publish_checkpoint(self.run_dir, step, tmp, state, self.config_yaml, self.cfg.checkpoint.keep_last)
@@ -133,6 +137,10 @@ class RunState:
         mismatch = checkpoint_mismatch(path, model_config, config_to_dict(self.cfg), point.automatic)
         state = load_trainer_state(path)
         self.started_from = state.get("started_from") if own else str(path.resolve())
+        if not own:
+            self.went_back_to = None
+        else:
+            self.went_back_to = state.get("went_back_to") if point.automatic else str(path.resolve())
         if self._resuming_another_lineage:  # its log line counts are of files since rewritten
             state["log_lines"] = None
         mismatch = mismatch or layout_mismatch(state["policy"], self.cfg.resources.world_size)

@@ -93,7 +93,9 @@ def resolve(args: list[str], command: str = "train") -> DAPOConfig:
               f"template, lr 1.5e-4 cosine, bf16 decode, eval top_p 1.0); for your model start from {RECIPE_CONFIG!r}",
               file=sys.stderr)
     cfg = load_config(files, overrides)
-    if not is_builtin_model(cfg.model.path):  # (set by an override or in a config file)
+    # (model.path set by an override or in a config file; `dapo eval` names a checkpoint, maybe of
+    # a built-in model's run, whose held-out set is then the right one)
+    if command in ("train", "config") and not is_builtin_model(cfg.model.path):
         for split in ("train", "eval") if command == "train" else ("eval",):
             if "builtin:arithmetic" in getattr(cfg.data, f"{split}_files"):
                 print(f"dapo {command}: note: data.{split}_files holds the built-in arithmetic task (bare sums, no "

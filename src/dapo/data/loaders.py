@@ -196,6 +196,9 @@ def _rows_of(path: str, split: str) -> Iterator[tuple[int, Row]]:
         return _parquet_rows(path)
     if path.endswith(".json") and _starts_with(path, b"["):
         return _json_array_rows(path)
+    if path.endswith(".json") and _is_one_json_object(path):
+        raise DataError(f"{path}: one JSON object, not rows: give an array of row objects ([{{...}}, ...]) or "
+                        "one object per line (JSON lines; pandas: df.to_json(path, orient='records', lines=True))")
     if path.endswith((".jsonl", ".json")):
         return _jsonl_rows(path)
     raise DataError(
@@ -207,6 +210,22 @@ def _starts_with(path: str, prefix: bytes) -> bool:
     """Whether the file's first non-blank bytes are ``prefix`` (a .json file: an array, or JSON lines)."""
     with open(path, "rb") as handle:
         return handle.read(4096).removeprefix(b"\xef\xbb\xbf").lstrip().startswith(prefix)
+
+
+def _is_one_json_object(path: str) -> bool:
+    """Whether a .json file's first line is not a whole JSON value (so not JSON lines) while the
+    file is one object (pretty-printed, or pandas' default orient='columns')."""
+    with open(path, "rb") as handle:
+        first = handle.readline().removeprefix(b"\xef\xbb\xbf")
+    try:
+        json.loads(first)
+        return False
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        pass
+    try:
+        return isinstance(json.loads(Path(path).read_bytes().decode("utf-8-sig")), dict)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
 
 
 def _json_array_rows(path: str) -> Iterator[tuple[int, Row]]:

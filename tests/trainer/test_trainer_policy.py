@@ -265,3 +265,19 @@ def test_an_on_policy_update_takes_a_carried_over_samples_pi_old_from_the_sample
     assert ratio_sum == pytest.approx(carried_tokens * math.exp(0.5) + (tokens - carried_tokens), rel=1e-6)
     # group 0's advantages are -1.5..1.5: its positive-advantage tokens are clipped at 1 + 0.28
     assert float(stats.policy.clip_high_count) == sum(len(s.response_ids) for s in samples[:4] if s.advantage > 0)
+
+
+def test_an_update_without_pi_old_or_with_a_normaliser_below_its_share_is_refused(tiny_model_dir):
+    """Zeros stood in for a missing log pi_old (ratios of e^-4: every token clipped), and a global
+    token count below the rank's own share scaled its gradient up; both trained silently."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).double()
+    before = [p.detach().clone() for p in model.parameters()]
+    w = worker(model, 1000)
+    samples = make_samples(torch.Generator().manual_seed(5))
+    with pytest.raises(ValueError, match="needs every sample's old_logprobs"):
+        w.update(samples)
+    for s, lp in zip(samples, w.compute_logprobs(samples).logprobs):
+        s.old_logprobs = lp
+    with pytest.raises(ValueError, match="below this rank's share"):
+        w.update(samples, num_tokens=1.0, num_seqs=1.0)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters())) and w.version == 0

@@ -181,7 +181,7 @@ def test_shared_prompt_refuses_what_it_cannot_compute_exactly(tiny_model_dir, mo
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).double()
     model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": True})
     with pytest.raises(RuntimeError, match="non-reentrant"):  # the prompt's keys would get no gradient
-        worker(model, "shared_prompt", 1000).accumulate_gradients(samples)
+        worker(model, "shared_prompt", 1000).accumulate_gradients(samples, on_policy=True)
     # RoPE whose frequencies follow a call's longest position: refused when the worker is built
     config = LlamaConfig(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=16,

@@ -96,12 +96,12 @@ def load_problems(files: list[str], cfg: DataConfig, split: str) -> LoadedProble
     # (data_source, uid) for evaluation, which scores each such problem once (unique_problems)
     answer_of: dict[tuple[str, str], str] = {}
     dedup = split == "train" and cfg.dedup_train
+    collapsed = dedup or split == "eval"  # only a problem's first copy counts: a conflict is hidden
     for path in files:
         result.sources.append(path)
         for problem in _read_source(path, cfg, split, result):
             result.num_rows += 1
             key = ("", problem.uid) if split == "train" else (problem.data_source, problem.uid)
-            collapsed = dedup or split == "eval"  # only the first copy counts
             if collapsed and key in answer_of and problem.ground_truth != answer_of[key]:
                 _note_conflict(problem, answer_of[key], path, result, split)
             if dedup and key in answer_of:

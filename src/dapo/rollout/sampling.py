@@ -108,8 +108,8 @@ def _sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Ten
     probability. Each level's cumulative sum is float64, so every token keeps its probability to
     float32 precision (relative), the tail's 1e-10s included; zero-probability (masked) tokens are
     never drawn. One pass over the vocabulary (the block sums) and two uniform draws per row: the
-    exponential race, argmax p_v / E_v, draws V exponentials per row (a 152k vocabulary on CPU:
-    150 ms a step at 128 rows against 25 ms for softmax and this)."""
+    exponential race, argmax p_v / E_v, draws V exponentials per row (with a 152k vocabulary on
+    CPU, native decoding 2-3x slower: README, Generation speed, `bench_rollout.py --vocab-size`)."""
     rows, vocab = probs.shape
     uniform = torch.rand(rows, 2, dtype=torch.float64, generator=generator, device=probs.device)
     if vocab <= _BLOCK:

@@ -306,6 +306,9 @@ class PolicyWorker:
         if local_tokens > num_tokens or local_seqs > num_seqs:  # a normaliser of another batch
             raise ValueError(f"the mini-batch's global counts ({num_tokens} loss tokens, {num_seqs} sequences) are "
                              f"below this rank's share ({local_tokens}, {local_seqs})")
+        if not on_policy and not all(s.old_logprobs for s in mini_batch):  # zeros would be log pi_old
+            raise ValueError("an off-policy update needs every sample's old_logprobs (pi_old): compute them first "
+                             "(compute_logprobs), or update on_policy")
         diagnose = on_policy if diagnose is None else diagnose
         stats = UpdateStats(diagnostics=LogprobPass() if diagnose else None)
         self.model.train()
@@ -399,9 +402,6 @@ class PolicyWorker:
         logits = self._response_logits(self.model, tensors)
         logprobs = self._logprobs(logits, tensors)
         mask = tensors["response_mask"]
-        if not on_policy and not bool(tensors["has_old_logprobs"].all()):  # zeros would be log pi_old
-            raise ValueError("an off-policy update needs every sample's old_logprobs (pi_old): compute them first "
-                             "(compute_logprobs), or update on_policy")
         if on_policy:  # pi_old is this forward's policy, but where a sample holds its own (carried over)
             given = tensors["has_old_logprobs"].to(logprobs.device)[:, None]
             tensors["old_logprobs"] = torch.where(given, tensors["old_logprobs"], logprobs.detach())

@@ -29,7 +29,7 @@ import numpy
 
 from dapo.config.schema import DataConfig
 from dapo.data.arithmetic import make_arithmetic_problems
-from dapo.data.prompts import DAPO_TEMPLATE
+from dapo.data.prompts import problem_text
 from dapo.data.records import DataError, Problem
 
 BUILTIN_ARITHMETIC = "builtin:arithmetic"
@@ -122,17 +122,9 @@ def _note_conflict(problem: Problem, kept_answer: str, path: str, result: Loaded
     used = "trained on" if split == "train" else "evaluated"
     if len(result.warnings) < _MAX_WARNINGS:
         result.warnings.append(
-            f"{path}: a copy of the problem {_problem_text(problem.prompt)[:80]!r} (uid {problem.uid}) has another "
+            f"{path}: a copy of the problem {problem_text(problem.prompt)[:80]!r} (uid {problem.uid}) has another "
             f"answer ({problem.ground_truth[:40]!r}; first: {kept_answer[:40]!r}); only the first copy is {used}"
         )
-
-
-def _problem_text(prompt: str | list[dict[str, str]]) -> str:
-    """The problem a prompt states, for messages: its last message, without the DAPO instruction
-    that every DAPO-Math prompt begins and ends with."""
-    text = prompt if isinstance(prompt, str) else prompt[-1]["content"]
-    head, _, tail = DAPO_TEMPLATE.partition("{problem}")
-    return text.removeprefix(head).removesuffix(tail).strip()
 
 
 def _read_source(

@@ -39,6 +39,14 @@ DAPO_TEMPLATE = (
 _DAPO_HEAD = DAPO_TEMPLATE.partition("{problem}")[0].strip()
 
 
+def problem_text(prompt: str | list[dict[str, str]]) -> str:
+    """The problem a prompt states, for messages: its last message, without the DAPO instruction
+    that every DAPO-Math prompt begins and ends with."""
+    text = prompt if isinstance(prompt, str) else prompt[-1]["content"]
+    head, _, tail = DAPO_TEMPLATE.partition("{problem}")
+    return text.removeprefix(head).removesuffix(tail).strip()
+
+
 @dataclass
 class EncodedPrompts:
     token_ids: list[list[int]]  # one list per problem, at most max_prompt_length ids
@@ -108,8 +116,7 @@ class PromptEncoder:
                                f"left out (data.overlong_prompts=drop); the first: {self._too_long(first, lengths[overlong[0]])}")
 
     def _too_long(self, problem: Problem, length: int) -> str:
-        text = problem.prompt if isinstance(problem.prompt, str) else problem.prompt[-1].get("content", "")
-        return (f"the prompt of problem {problem.uid} ({problem.data_source}: {text[:60]!r}...) is {length} tokens "
+        return (f"the prompt of problem {problem.uid} ({problem.data_source}: {problem_text(problem.prompt)[:60]!r}) is {length} tokens "
                 f"once rendered, more than data.max_prompt_length={self.cfg.max_prompt_length}")
 
     def _tokenize(self, problems: list[Problem]) -> tuple[list[str], list[list[int]]]:

@@ -278,7 +278,7 @@ class WorkerPool:
             # frozen and killed next, then the group. (At interpreter exit open() is gone.)
             signal_process(worker.process.pid, signal.SIGSTOP, group=True)
             if not sys.is_finalizing():
-                kill_descendants(worker.process.pid)
+                kill_descendants(worker.process.pid, leave_group=worker.process.pid)
             signal_process(worker.process.pid, signal.SIGKILL, group=True)
         worker.process.wait()
         worker.conn.close()

@@ -92,10 +92,9 @@ def serve(conn: Connection, function_specs: list[str]) -> None:
         except (EOFError, OSError):
             return  # the parent is gone
         if chunk is None:  # asked to stop: what the functions started (and left running) stops too
-            leads_its_group = os.getpgid(0) == os.getpid()  # as the pool starts it (its own session)
-            kill_descendants(os.getpid(), leave_group=os.getpid() if leads_its_group else None)
-            if leads_its_group:
-                signal_process(0, signal.SIGKILL, group=True)  # its group at once, itself included
+            # the worker leads its own process group (the pool starts it in its own session)
+            kill_descendants(os.getpid(), leave_group=os.getpid())
+            signal_process(0, signal.SIGKILL, group=True)  # its group at once, itself included
             return
         for task_id, pickled_task in chunk:
             output = BoundedOutput()

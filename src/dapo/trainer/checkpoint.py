@@ -404,17 +404,14 @@ def resolve_resume(resume: str, run_dir: str | Path) -> ResumePoint | None:
     path = Path(resume).expanduser()
     if not (path / STATE_FILE).exists():
         raise FileNotFoundError(f"checkpoint.resume={resume!r}: no {STATE_FILE} there")
-    if own and own[-1].resolve() != path.resolve():
-        newest = load_trainer_state(own[-1], peek=True)
-        if not is_own_checkpoint(path, run_dir) and newest.get("started_from") == str(path.resolve()):
-            warnings.warn(f"checkpoint.resume={resume!r} started this run, which has checkpoints of its own "
-                          f"since: resuming its newest, {own[-1]}", stacklevel=2)
-            return ResumePoint(own[-1], automatic=True)
-        if is_own_checkpoint(path, run_dir) and newest.get("went_back_to") == str(path.resolve()):
-            warnings.warn(f"checkpoint.resume={resume!r}: this run went back to it and has checkpointed since: "
-                          f"resuming its newest, {own[-1]} (to go back to it once more, resume a copy of it)",
-                          stacklevel=2)
-            return ResumePoint(own[-1], automatic=True)
+    went_back = is_own_checkpoint(path, run_dir)  # a step back, or where the run started
+    if own and own[-1].resolve() != path.resolve() and load_trainer_state(own[-1], peek=True).get(
+        "went_back_to" if went_back else "started_from"
+    ) == str(path.resolve()):
+        why = ("this run went back to it and has checkpointed since (resume a copy of it to go back again)" if went_back
+               else "it started this run, which has checkpoints of its own since")
+        warnings.warn(f"checkpoint.resume={resume!r}: {why}: resuming its newest, {own[-1]}", stacklevel=2)
+        return ResumePoint(own[-1], automatic=True)
     return ResumePoint(path, automatic=False)
 
 

@@ -243,7 +243,7 @@ class PolicyWorker:
         loss and its entropy bonus leave them), and rollout/trainer mismatch sums over every token
         of the responses sampled this step (filtered or not: the engine sampled them all)."""
         mask = within_lengths(tensors["response_lengths"], logprobs.shape[1])
-        in_loss = mask & (tensors["response_mask"] > 0)
+        in_loss = tensors["response_mask"] > 0  # (zero past each response's length)
         entropy = self._entropy(logits.detach(), tensors)
         into.entropy_sum += float((entropy * in_loss).sum())
         into.tokens += float(in_loss.sum())

@@ -141,8 +141,6 @@ class RunState:
             self.went_back_to = None
         else:
             self.went_back_to = state.get("went_back_to") if point.automatic else str(path.resolve())
-        if self._resuming_another_lineage:  # its log line counts are of files since rewritten
-            state["log_lines"] = None
         mismatch = mismatch or layout_mismatch(state["policy"], self.cfg.resources.world_size)
         if mismatch:
             raise RunDirError(

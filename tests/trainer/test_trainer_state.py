@@ -136,3 +136,31 @@ def test_surplus_groups_train_against_the_policy_that_sampled_them(tiny_model_di
         assert not [s for samples in passes for s in samples if id(s) in trained_with]
     finally:
         trainer.close()
+
+
+def test_surplus_from_a_rollout_pi_old_step_keeps_its_sampling_policy_under_recompute(tiny_model_dir, reward_file,
+                                                                                       tmp_path):
+    """Surplus sampled in a step run with old_logprobs=rollout holds no forward of its policy; a
+    run resumed with recompute trains it against its behaviour log-probs (that policy's), not
+    against a recompute by the next step's policy."""
+    trainer = Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, "algorithm.old_logprobs=rollout",
+                                  "trainer.gen_prompts_per_round=8", "checkpoint.every_steps=0",
+                                  "eval.every_steps=0"))
+    try:
+        trainer.step_once()
+        carry = trainer.sampler.to_carry(trainer.step)
+        assert carry and not any(s.old_logprobs for s in carry), "the test needs surplus without pi_old"
+        trainer.cfg.algorithm.old_logprobs = "recompute"  # as a resume with the setting changed
+        trained_with = {}
+        update = trainer.policy.update
+
+        def record_pi_old(mini_batch, *args, **kwargs):
+            trained_with.update({id(s): list(s.old_logprobs) for s in mini_batch if s.carried_over})
+            return update(mini_batch, *args, **kwargs)
+
+        trainer.policy.update = record_pi_old
+        trainer.step_once()
+        expected = {id(s): s.rollout_logprobs for s in carry}
+        assert trained_with and trained_with == {key: expected[key] for key in trained_with}
+    finally:
+        trainer.close()

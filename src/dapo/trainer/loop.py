@@ -295,6 +295,12 @@ class Trainer:
             for sample in batch:
                 sample.old_logprobs = sample.rollout_logprobs
         else:
+            # Surplus carried from a step run with old_logprobs=rollout (a checkpoint resumed with
+            # recompute) holds no forward of its sampling policy: its behaviour log-probs are
+            # that policy's, where a recompute now would take the next one's.
+            for sample in batch:
+                if sample.carried_over and not sample.old_logprobs:
+                    sample.old_logprobs = sample.rollout_logprobs
             t0 = time.perf_counter()
             # The surplus the next step trains on was sampled by this step's policy: its pi_old is
             # taken now, before the update (the next step's recompute or on-policy update would

@@ -129,6 +129,43 @@ def test_what_a_reward_function_started_stops_with_its_worker(tmp_path):
         pool.close()
 
 
+DRIVEN_FROM_PYTHON = """
+import sys
+from dapo.rewards.pool import WorkerPool
+pool = WorkerPool(1, [sys.argv[1] + ":f"], timeout_s=300.0)
+pool.run([("fn", 0, "response", "1", {})])
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_what_a_reward_function_started_stops_when_the_trainer_dies_without_closing(tmp_path, signum):
+    """A trainer driven from Python (a notebook, a script: no dapo CLI to unwind on SIGTERM), or
+    one SIGKILLed, runs no close(): its workers end when it dies, and what their functions started
+    must end with them, not run on under init."""
+    module, pid_file = program_running_reward(tmp_path)
+    root = Path(__file__).resolve().parents[2]
+    trainer = subprocess.Popen([sys.executable, "-c", DRIVEN_FROM_PYTHON, str(module)],
+                               env={**os.environ, "PYTHONPATH": str(root / "src")}, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 120
+        while not (pid_file.exists() and pid_file.read_text()):
+            assert time.monotonic() < deadline and trainer.poll() is None, "the reward function never ran"
+            time.sleep(0.05)
+        child = int(pid_file.read_text())
+        trainer.send_signal(signum)
+        assert trainer.wait(timeout=60) == -signum  # died by the signal: nothing unwound
+        deadline = time.monotonic() + 20
+        while alive(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(child)
+    finally:
+        if trainer.poll() is None:
+            trainer.kill()
+        if pid_file.exists() and pid_file.read_text() and alive(int(pid_file.read_text())):
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+
 @pytest.mark.parametrize("hangs", [True, False], ids=["killed-at-the-deadline", "closed"])
 def test_a_daemon_a_reward_function_starts_stops_with_its_worker(tmp_path, hangs):
     """A daemon (fork, setsid, fork again, the middle process exits) is no child of the worker's:

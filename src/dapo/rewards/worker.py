@@ -92,10 +92,7 @@ def serve(conn: Connection, function_specs: list[str]) -> None:
         except (EOFError, OSError):
             return  # the parent is gone
         if chunk is None:  # asked to stop: what the functions started (and left running) stops too
-            # the worker leads its own process group (the pool starts it in its own session)
-            kill_descendants(os.getpid(), leave_group=os.getpid())
-            signal_process(0, signal.SIGKILL, group=True)  # its group at once, itself included
-            return
+            _end_with_everything_started()
         for task_id, pickled_task in chunk:
             output = BoundedOutput()
             with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
@@ -125,14 +122,28 @@ def run_task(pickled_task: bytes, functions: list[RewardFunction]) -> Outcome:
         return "bad", f"{exc} (got a {type(value).__name__})"
 
 
+def _end_with_everything_started(*_: object) -> None:
+    """Kill what the reward functions started (frozen first, see :func:`kill_descendants`), then
+    this worker's process group, the worker included: it leads the group (the pool starts it in
+    its own session)."""
+    kill_descendants(os.getpid(), leave_group=os.getpid())
+    signal_process(0, signal.SIGKILL, group=True)
+    os._exit(1)  # (not reached: the group's SIGKILL ends this process)
+
+
 def _die_with_parent(parent_pid: int) -> None:
-    """Linux: get SIGKILL when the parent dies, so a worker stuck in a task is never orphaned."""
+    """Linux: end, with what the reward functions started, when the parent dies, however it dies
+    (SIGKILL, or SIGTERM to a trainer driven from Python, which runs no close()). The parent's
+    death sends SIGTERM, not SIGKILL: a killed worker would leave its functions' programs running.
+    The handler runs between two Python bytecodes, so a task stuck in C code holding the GIL delays
+    it until the code returns."""
     if not sys.platform.startswith("linux"):
         return
+    signal.signal(signal.SIGTERM, _end_with_everything_started)
     with contextlib.suppress(Exception):
         import ctypes
 
         pr_set_pdeathsig = 1
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
     if os.getppid() != parent_pid:  # the parent died before prctl took effect
         os._exit(1)

@@ -108,3 +108,34 @@ def test_a_problem_two_benchmarks_share_is_evaluated_in_each():
     problems = [p("aime", "P1"), p("aime", "P1"), p("aime", "P2"), p("math500", "P2"), p("math500", "P3")]
     assert [(q.data_source, q.uid) for q in unique_problems(problems)] == [
         ("aime", "P1"), ("aime", "P2"), ("math500", "P2"), ("math500", "P3")]
+
+
+@pytest.mark.parametrize("fault", ["one missing", "one extra", "interleaved"])
+def test_an_engine_that_breaks_prompt_major_order_is_refused(fault):
+    """Groups (training) and @k metrics (evaluation) take completions by position: an engine, a
+    user's too, that drops, adds or interleaves samples would pair responses with the wrong
+    problem and group, so scoring refuses it, on both paths."""
+    from dapo.trainer.scoring import score_completions
+
+    tokenizer = build_tokenizer()
+    problems = [Problem(uid=str(i), prompt=f"{i} + 1 =", ground_truth=str(i + 1)) for i in range(3)]
+
+    class Faulty(ScriptedEngine):
+        def generate(self, prompt_token_ids, params):
+            completions = super().generate(prompt_token_ids, params).completions
+            if fault == "one missing":
+                completions = completions[:-1]
+            elif fault == "one extra":
+                completions = [*completions, completions[-1]]
+            else:  # prompt 0, 1, 2, 0, 1, 2: right count, wrong order
+                completions = sorted(completions, key=lambda c: completions.index(c) % params.n)
+            return GenerationResult(completions, 0.0, 0)
+
+    engine = Faulty(tokenizer, problems, [1, 1, 1])
+    with RewardScorer(RewardConfig(num_workers=1)) as scorer:
+        generation = engine.generate([[1]] * 3, SamplingParams(n=2))
+        with pytest.raises(RuntimeError, match=r"for 3 prompts x n=2, or not prompt-major"):
+            score_completions(tokenizer, scorer, problems, generation, 2)
+        engine.calls.clear()
+        with pytest.raises(RuntimeError, match="not prompt-major"):
+            evaluate(engine, tokenizer, scorer, [[1]] * 3, problems, SamplingParams(n=2, seed=0))

@@ -216,7 +216,7 @@ class Trainer:
         generation = self.engine.generate(encoded.token_ids, make_sampling_params(self.cfg, self.run.stop_token_ids, seed))
         record.timer["generate"] += time.perf_counter() - started
         started = time.perf_counter()
-        scored = score_completions(self.tokenizer, self.scorer, problems, generation)
+        scored = score_completions(self.tokenizer, self.scorer, problems, generation, self.cfg.rollout.n)
         results = scored.results
         record.timer["reward"] += time.perf_counter() - started
         if round_index == 0:

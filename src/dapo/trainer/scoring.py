@@ -27,10 +27,22 @@ class ScoredGeneration:
 
 
 def score_completions(
-    tokenizer: PreTrainedTokenizerBase, scorer: RewardScorer, problems: list[Problem], generation: GenerationResult
+    tokenizer: PreTrainedTokenizerBase,
+    scorer: RewardScorer,
+    problems: list[Problem],
+    generation: GenerationResult,
+    samples_per_prompt: int,
 ) -> ScoredGeneration:
-    """Decode prompt-major completions and score each against its problem."""
+    """Decode prompt-major completions and score each against its problem. An engine (a user's
+    too) that returned other than ``samples_per_prompt`` completions per prompt, in prompt-major
+    order, is refused: groups and @k metrics index completions by position."""
     completions = generation.completions
+    owners = [c.prompt_index for c in completions]
+    if owners != [i // samples_per_prompt for i in range(len(problems) * samples_per_prompt)]:
+        raise RuntimeError(
+            f"the rollout engine returned {len(completions)} completions for {len(problems)} prompts x "
+            f"n={samples_per_prompt}, or not prompt-major (prompt 0's n samples, then prompt 1's, ...)"
+        )
     texts = tokenizer.batch_decode([c.token_ids for c in completions], skip_special_tokens=True)
     owners = [problems[c.prompt_index] for c in completions]
     results = scorer.score(

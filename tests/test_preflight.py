@@ -37,7 +37,7 @@ def test_every_problem_is_reported_at_once_in_one_line_each_before_loading(tmp_p
     ])
     assert code == 2 and time.perf_counter() - started < 30
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("dapo train: error:")]
-    expected = ["no tokenizer files", "missing.parquet does not exist", "vLLM is not installed",
+    expected = ["no tokenizer files", "missing.parquet: file not found", "vLLM is not installed",
                 "CUDA is not available", "nope.py does not exist", "cannot be written"]
     for phrase in expected:
         assert sum(phrase in line for line in errors) == 1, (phrase, errors)

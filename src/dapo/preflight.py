@@ -36,7 +36,6 @@ from dapo.user_code import is_file_location
 WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin", "*.safetensors.index.json", "pytorch_model.bin.index.json")
 # Any one of these makes AutoTokenizer load a real vocabulary (a fast tokenizer, or a slow one's files).
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model")
-DATA_SUFFIXES = (".parquet", ".jsonl", ".json")
 
 
 class PreflightError(UserError):
@@ -129,19 +128,24 @@ def _context_problems(config_file: Path, cfg: DAPOConfig) -> list[str]:
 
 
 def data_problems(files: list[str], key: str) -> list[str]:
+    from dapo.data.files import DATA_SUFFIXES, data_files
     from dapo.data.loaders import builtin_dataset_problem
+    from dapo.data.records import DataError
 
     problems = []
+    split = "train" if key == "data.train_files" else "eval"
     for entry in files:
         if _is_builtin(entry):
             if (problem := builtin_dataset_problem(entry)) is not None:
                 problems.append(f"{key}: {problem}")
             continue
-        path = Path(entry).expanduser()
-        if not path.exists():
-            problems.append(f"{key}: {entry} does not exist")
-        elif path.is_file() and not entry.endswith(DATA_SUFFIXES):
-            problems.append(f"{key}: {entry} is not .parquet, .jsonl, .json or a `datasets` directory")
+        try:
+            paths = data_files(entry, split)
+        except DataError as error:
+            problems.append(f"{key}: {error}")
+            continue
+        problems += [f"{key}: {path} is not .parquet, .jsonl, .json or a `datasets` directory"
+                     for path in paths if Path(path).is_file() and not path.endswith(DATA_SUFFIXES)]
     return problems
 
 

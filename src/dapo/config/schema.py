@@ -72,7 +72,9 @@ class ModelConfig:
 
 @dataclass
 class DataConfig:
-    # Training data: parquet / JSONL / JSON-array files, local `datasets` directories, or "builtin:arithmetic".
+    # Training data: parquet / JSONL / JSON-array files, local `datasets` directories, globs
+    # (shards/*.parquet), directories of data files such as a downloaded Hub dataset (the split's
+    # files by their names: data/train-*, test/...; see dapo.data.files), or "builtin:arithmetic".
     train_files: list[str] = field(default_factory=lambda: ["builtin:arithmetic"])
     # Held-out evaluation data, same forms as train_files; empty disables evaluation.
     eval_files: list[str] = field(default_factory=lambda: ["builtin:arithmetic"])

@@ -1,4 +1,5 @@
-"""Load problems from parquet, JSON (lines, or one array), local ``datasets`` directories, or the built-in task.
+"""Load problems from parquet, JSON (lines, or one array), local ``datasets`` directories, or the built-in task
+(an entry may also be a glob or a directory of such files: :mod:`dapo.data.files`).
 
 Every row becomes a :class:`~dapo.data.records.Problem`. Columns are found by dotted paths from
 :class:`~dapo.config.schema.DataConfig` (``prompt_key``, ``answer_key``, ``data_source_key``), so
@@ -12,7 +13,8 @@ named in ``warnings``); for "eval" copies are kept so avg@k is computed per prob
 
 Bad data: a malformed row or unreadable file raises :class:`DataError` naming the file and row;
 with ``cfg.lenient`` it is skipped, counted in ``num_malformed_skipped`` and described in
-``warnings``. A path that does not exist is always an error (a typo, not bad data).
+``warnings``. A path that does not exist, or a pattern or directory naming no file, is always an
+error (a typo, not bad data).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import numpy
 
 from dapo.config.schema import DataConfig
 from dapo.data.arithmetic import make_arithmetic_problems
+from dapo.data.files import data_files
 from dapo.data.prompts import problem_text
 from dapo.data.records import DataError, Problem
 
@@ -97,7 +100,7 @@ def load_problems(files: list[str], cfg: DataConfig, split: str) -> LoadedProble
     answer_of: dict[tuple[str, str], str] = {}
     dedup = split == "train" and cfg.dedup_train
     collapsed = dedup or split == "eval"  # only a problem's first copy counts: a conflict is hidden
-    for path in files:
+    for path in (path for entry in files for path in _paths_of(entry, split)):
         result.sources.append(path)
         for problem in _read_source(path, cfg, split, result):
             result.num_rows += 1
@@ -127,6 +130,15 @@ def _note_conflict(problem: Problem, kept_answer: str, path: str, result: Loaded
         )
 
 
+def _paths_of(entry: str, split: str) -> list[str]:
+    """What one entry of data.*_files reads: builtin:arithmetic, or its files (:func:`data_files`)."""
+    if entry == BUILTIN_ARITHMETIC:
+        return [entry]
+    if (problem := builtin_dataset_problem(entry)) is not None:
+        raise DataError(problem)
+    return data_files(entry, split)
+
+
 def _read_source(
     path: str, cfg: DataConfig, split: str, result: LoadedProblems
 ) -> Iterator[Problem]:
@@ -140,11 +152,6 @@ def _read_source(
             raise DataError(f"{path}: {error} (data.builtin_{split}_size, data.builtin_*_digits)") from None
         yield from problems
         return
-    if (problem := builtin_dataset_problem(path)) is not None:
-        raise DataError(problem)
-    path = str(Path(path).expanduser())  # as preflight checks it: ~/data.parquet
-    if not Path(path).exists():
-        raise DataError(f"{path}: file not found")
     for row_index, row in _file_rows(path, split, cfg, result):
         try:
             if isinstance(row, DataError):

@@ -1,0 +1,88 @@
+"""Entries of data.*_files that name several files: a Hugging Face Hub snapshot directory (split
+by file or folder names), a directory of shards, a glob; and the errors when they name none."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dapo.config import DataConfig, load_config
+from dapo.data import DataError, load_problems
+from dapo.data.files import data_files
+from dapo.preflight import data_problems
+
+
+def _dapo_rows(first: int, count: int) -> list[dict]:
+    return [{"data_source": "math_dapo", "prompt": [{"role": "user", "content": f"Solve: problem {i}"}],
+             "reward_model": {"ground_truth": str(i), "style": "rule"}} for i in range(first, first + count)]
+
+
+def _parquet(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), path)
+
+
+def test_a_hub_snapshot_reads_its_splits_shards_in_order_and_names_the_shard_of_a_bad_row(tmp_path: Path):
+    """huggingface-cli download --local-dir: data/train-0000k-of-00002.parquet and a test shard,
+    with a README and the download's own .cache folder beside them."""
+    snapshot = tmp_path / "snapshot"
+    _parquet(snapshot / "data" / "train-00001-of-00002.parquet", _dapo_rows(3, 2))
+    _parquet(snapshot / "data" / "train-00000-of-00002.parquet", _dapo_rows(0, 3))
+    _parquet(snapshot / "data" / "test-00000-of-00001.parquet", _dapo_rows(100, 2))
+    _parquet(snapshot / ".cache" / "huggingface" / "train-stale.parquet", _dapo_rows(50, 1))
+    (snapshot / "README.md").write_text("# a dataset card\n")
+    train = load_problems([str(snapshot)], DataConfig(), "train")
+    assert [p.ground_truth for p in train.problems] == ["0", "1", "2", "3", "4"]  # shard 0, then shard 1
+    assert [Path(source).name for source in train.sources] == ["train-00000-of-00002.parquet",
+                                                               "train-00001-of-00002.parquet"]
+    held_out = load_problems([str(snapshot)], DataConfig(), "eval")
+    assert [p.ground_truth for p in held_out.problems] == ["100", "101"]
+
+    bad = _dapo_rows(5, 2)
+    bad[1]["reward_model"] = {"style": "rule"}  # no ground truth
+    _parquet(snapshot / "data" / "train-00001-of-00002.parquet", bad)
+    with pytest.raises(DataError, match=r"train-00001-of-00002\.parquet row 1"):
+        load_problems([str(snapshot)], DataConfig(), "train")
+
+
+def test_split_folders_and_a_directory_without_splits(tmp_path: Path):
+    by_folder = tmp_path / "by_folder"
+    (by_folder / "validation").mkdir(parents=True)
+    (by_folder / "validation" / "aime.jsonl").write_text(
+        "".join(json.dumps(row) + "\n" for row in _dapo_rows(7, 1)))
+    _parquet(by_folder / "train" / "part.parquet", _dapo_rows(0, 1))
+    assert [Path(f).name for f in data_files(str(by_folder), "eval")] == ["aime.jsonl"]
+    assert [Path(f).name for f in data_files(str(by_folder), "train")] == ["part.parquet"]
+    # BytedTsinghua-SIA/DAPO-Math-17k's layout: one file, no split in its name: read for either
+    plain = tmp_path / "DAPO-Math-17k"
+    _parquet(plain / "data" / "dapo-math-17k.parquet", _dapo_rows(0, 2))
+    assert [Path(f).name for f in data_files(str(plain), "train")] == ["dapo-math-17k.parquet"]
+    assert len(load_problems([str(plain)], DataConfig(), "eval").problems) == 2
+
+
+def test_a_glob_reads_its_matches_in_sorted_order(tmp_path: Path):
+    for index in (2, 0, 1):
+        _parquet(tmp_path / "shards" / f"part-{index}.parquet", _dapo_rows(index * 10, 1))
+    loaded = load_problems([str(tmp_path / "shards" / "part-*.parquet")], DataConfig(), "train")
+    assert [p.ground_truth for p in loaded.problems] == ["0", "10", "20"]
+
+
+def test_entries_naming_no_file_are_errors_before_and_at_load(tmp_path: Path):
+    (tmp_path / "empty").mkdir()
+    _parquet(tmp_path / "only_train" / "train.parquet", _dapo_rows(0, 1))
+    cases = {
+        str(tmp_path / "shards" / "*.parquet"): "the pattern matches no file",
+        str(tmp_path / "empty"): "a directory with no .parquet, .jsonl, .json files",
+        str(tmp_path / "only_train"): "holds files of the train split\\(s\\) only, none of the eval split",
+    }
+    for entry, message in cases.items():
+        with pytest.raises(DataError, match=message):
+            load_problems([entry], DataConfig(), "eval")
+    cfg = load_config([], overrides=[f"data.eval_files=[{entry}]" for entry in list(cases)[:1]])
+    [problem] = data_problems(cfg.data.eval_files, "data.eval_files")
+    assert problem.startswith("data.eval_files: ") and "the pattern matches no file" in problem
+    assert data_problems([str(tmp_path / "only_train")], "data.train_files") == []

@@ -119,11 +119,16 @@ def test_files_that_start_with_a_byte_order_mark_load(tmp_path: Path) -> None:
 
 def test_a_json_file_holding_one_object_says_what_rows_look_like(tmp_path: Path) -> None:
     # pretty-printed over several lines, it was read as JSON lines and failed with "invalid JSON
-    # at column 2" on row 0 (on one line it is a one-row JSON lines file, read as such)
-    for name, indent in (("pretty.json", 2), ("columns.json", 1)):
+    # at column 2" on row 0; on one line (pandas' df.to_json(path)) with "prompt got dict" on row 0
+    for name, indent in (("pretty.json", 2), ("columns.json", 1), ("pandas.json", None)):
         (tmp_path / name).write_text(json.dumps({"question": {"0": "1+1?"}, "answer": {"0": 2}}, indent=indent))
         with pytest.raises(DataError, match=rf"{name}: one JSON object, not rows"):
             load_problems([str(tmp_path / name)], DataConfig(prompt_key="question", answer_key="answer"), "train")
+    # one row on one line, of nested columns, is JSON lines
+    (tmp_path / "one_row.json").write_text(json.dumps({"question": "1+1?", "meta": {"answer": 2}}) + "\n")
+    loaded = load_problems([str(tmp_path / "one_row.json")], DataConfig(prompt_key="question", answer_key="meta.answer"),
+                           "train")
+    assert [p.ground_truth for p in loaded.problems] == ["2"]
 
 
 def test_a_data_path_under_home_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

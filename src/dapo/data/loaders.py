@@ -212,13 +212,15 @@ def _starts_with(path: str, prefix: bytes) -> bool:
 
 
 def _is_one_json_object(path: str) -> bool:
-    """Whether a .json file's first line is not a whole JSON value (so not JSON lines) while the
-    file is one object (pretty-printed, or pandas' default orient='columns')."""
+    """Whether a .json file is one object rather than rows: pretty-printed (its first line is not
+    a whole JSON value, so not JSON lines), or on one line with a column of values in each key
+    (pandas' default ``to_json``, orient='columns': {"prompt": {"0": ..., "1": ...}, ...})."""
     with open(path, "rb") as handle:
         first = handle.readline().removeprefix(b"\xef\xbb\xbf")
+        alone = not handle.read(4096).strip()
     try:
-        json.loads(first)
-        return False
+        value = json.loads(first)
+        return alone and isinstance(value, dict) and bool(value) and all(isinstance(v, dict) for v in value.values())
     except (json.JSONDecodeError, UnicodeDecodeError):
         pass
     try:

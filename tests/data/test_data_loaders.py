@@ -95,6 +95,16 @@ def test_datasets_directory_loads(tmp_path: Path) -> None:
         assert [(p.prompt, p.ground_truth) for p in loaded.problems] == [("3*3?", "9")], fmt
 
 
+def test_a_chat_list_stored_as_json_text_loads_as_messages_and_bracketed_text_stays_text(tmp_path: Path) -> None:
+    # a CSV export or a string column holds the chat list's JSON: the model would read the JSON
+    messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "3*3?"}]
+    texts = ["[1, 2] + [3]: how many elements?", '[{"a": 1}] has how many keys?']
+    rows = [{"prompt": json.dumps(messages), "answer": "9"}, *({"prompt": t, "answer": "3"} for t in texts)]
+    path = _write_jsonl(tmp_path / "rows.jsonl", rows)
+    loaded = load_problems([path], DataConfig(answer_key="answer", template="none"), "eval")
+    assert [p.prompt for p in loaded.problems] == [messages, *texts]
+
+
 def test_a_datasets_chat_column_of_sequence_features_loads_as_messages(tmp_path: Path) -> None:
     # Sequence({"role", "content"}) comes back as a dict of lists, not a list of messages
     import datasets

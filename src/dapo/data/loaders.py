@@ -379,6 +379,7 @@ def _plain_decimal(value: float) -> str:
 def _prompt_of(value: Any, where: str, key: str) -> str | list[dict[str, str]]:
     if _is_column_of_messages(value):  # datasets' Sequence({role, content}): a dict of lists
         value = [{"role": role, "content": content} for role, content in zip(value["role"], value["content"])]
+    value = _json_chat_list(value)
     if isinstance(value, str):
         if not value.strip():
             raise DataError(f"{where}: empty prompt at {key!r}")
@@ -407,6 +408,21 @@ def _prompt_of(value: Any, where: str, key: str) -> str | list[dict[str, str]]:
     raise DataError(
         f"{where}: wrong type at {key!r}: prompt must be text or a chat list, got {type(value).__name__}"
     )
+
+
+def _json_chat_list(value: Any) -> Any:
+    """A chat list stored as its JSON text (a CSV export's, a string column's) as the list; any
+    other value as it is. Only a list of {role, content} objects counts, so a text prompt that
+    happens to start with a bracket stays text."""
+    if not (isinstance(value, str) and value.lstrip().startswith("[{")):
+        return value
+    try:
+        decoded = json.loads(value)
+    except json.JSONDecodeError:
+        return value
+    is_chat = isinstance(decoded, list) and all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in decoded)
+    return decoded if is_chat else value
 
 
 def _is_column_of_messages(value: Any) -> bool:

@@ -76,3 +76,12 @@ def echoes_index(response: str, ground_truth: str, extra: dict) -> float:
     """extra["i"], after sleeping extra.get("slow", 0) seconds."""
     time.sleep(extra.get("slow", 0))
     return float(extra["i"])
+
+
+def draws(response: str, ground_truth: str, extra: dict) -> dict:
+    """Random draws: Python's random and numpy's global generator."""
+    import random
+
+    import numpy
+
+    return {"score": random.random(), "numpy": float(numpy.random.random())}

@@ -177,3 +177,19 @@ def test_scores_too_large_for_the_advantages_are_failures_not_a_crash(tmp_path: 
     with RewardScorer(heavy) as scorer:
         [result] = scorer.score(["Answer: 34"], ["34"])
     assert result.error and result.failed == ["large"] and result.acc and result.score == 1.0 - 1e303
+
+
+def test_a_function_drawing_random_numbers_scores_a_response_alike_in_any_worker_and_run() -> None:
+    """Reward workers hold no checkpointed state: a function using random (or numpy's global
+    generator) is seeded from the call, so a rerun or a resumed run scores a response as before,
+    whichever of the workers gets it."""
+    cfg = RewardConfig(functions=[spec("draws")], verifier_weight=0.0, num_workers=2)
+    responses = [f"response {i}" for i in range(6)] * 2
+    runs = []
+    for _ in range(2):
+        with RewardScorer(cfg) as reward_scorer:
+            results = reward_scorer.score(responses, ["1"] * 12, ["s"] * 12, [{}] * 12)
+        runs.append([(r.score, r.extra["draws/numpy"]) for r in results])
+    assert runs[0] == runs[1]
+    assert runs[0][:6] == runs[0][6:]  # the same response, another task (and maybe worker)
+    assert len(set(runs[0][:6])) == 6  # while different responses draw differently

@@ -281,3 +281,22 @@ def test_an_update_without_pi_old_or_with_a_normaliser_below_its_share_is_refuse
     with pytest.raises(ValueError, match="below this rank's share"):
         w.update(samples, num_tokens=1.0, num_seqs=1.0)
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters())) and w.version == 0
+
+
+def test_a_ranks_empty_micro_batch_loss_is_zero_even_where_the_pad_logits_overflow(tiny_model_dir):
+    """A rank out of samples forwards one pad token (joining FSDP's collectives) with loss 0 x
+    logits; a float16 logit that overflowed made it 0 * inf = NaN, which skips every rank's step."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    w = worker(model, 1000)
+    real = w._response_logits
+
+    def overflowed(model, tensors):
+        logits = real(model, tensors)
+        return logits + torch.where(torch.arange(logits.shape[-1]) == 3, math.inf, 0.0)
+
+    w._response_logits = overflowed
+    loss = w._empty_loss()
+    assert loss.item() == 0.0
+    loss.backward()
+    assert all(p.grad is None or torch.equal(p.grad, torch.zeros_like(p.grad)) for p in model.parameters())
+    assert any(p.grad is not None for p in model.parameters())  # it reached the weights, as FSDP needs

@@ -375,9 +375,11 @@ class PolicyWorker:
 
     def _empty_loss(self) -> torch.Tensor:
         """A zero loss through a one-token prompt and response of pad tokens: an empty micro-batch
-        still makes the model calls of a real one in this layout, so it joins FSDP's collectives."""
+        still makes the model calls of a real one in this layout, so it joins FSDP's collectives.
+        (An overflowed float16 logit of the pad token would make 0 * inf a NaN that skips the step.)"""
         pad = Sample(-1, "", [self.pad_token_id], [self.pad_token_id], [0.0], False)
-        return self._response_logits(self.model, self._collate([pad])).float().sum() * 0.0
+        logits = self._response_logits(self.model, self._collate([pad])).float()
+        return logits.nan_to_num(0.0, 0.0, 0.0).sum() * 0.0
 
     def end_step(self) -> None:
         """Advance the learning-rate schedule by one training step (after the step's updates)."""

@@ -127,9 +127,9 @@ def run_task(pickled_task: bytes, functions: list[RewardFunction]) -> Outcome:
 
 
 def seed_global_generators(function_index: int, response: str, ground_truth: str) -> None:
-    """Seed Python's ``random`` and numpy's global generator from the call itself, so a function that draws from them scores the same response
-    the same way whichever worker runs it, in a rerun and after a resume (which restores no
-    worker state)."""
+    """Seed Python's ``random`` and numpy's global generator from the call itself, so a function
+    that draws from them scores the same response the same way whichever worker runs it, in a
+    rerun and after a resume (which restores no worker state)."""
     text = f"{function_index}\0{ground_truth}\0{response}".encode("utf-8", "surrogatepass")
     seed = int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little")
     random.seed(seed)

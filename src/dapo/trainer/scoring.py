@@ -37,8 +37,8 @@ def score_completions(
     too) that returned other than ``samples_per_prompt`` completions per prompt, in prompt-major
     order, is refused: groups and @k metrics index completions by position."""
     completions = generation.completions
-    owners = [c.prompt_index for c in completions]
-    if owners != [i // samples_per_prompt for i in range(len(problems) * samples_per_prompt)]:
+    prompt_indices = [c.prompt_index for c in completions]
+    if prompt_indices != [i // samples_per_prompt for i in range(len(problems) * samples_per_prompt)]:
         raise RuntimeError(
             f"the rollout engine returned {len(completions)} completions for {len(problems)} prompts x "
             f"n={samples_per_prompt}, or not prompt-major (prompt 0's n samples, then prompt 1's, ...)"

@@ -10,6 +10,7 @@ from transformers import AutoModelForCausalLM
 from dapo.config import AlgorithmConfig, TrainerConfig
 from dapo.trainer.batch import Sample
 from dapo.trainer.policy import PolicyWorker
+from dapo.trainer.step_metrics import update_metrics
 
 
 def make_samples(generator: torch.Generator) -> list[Sample]:
@@ -214,6 +215,10 @@ def test_kl_penalty_to_the_reference_enters_the_loss_by_its_hand_value(tiny_mode
     stats = w.update(samples)
     assert stats.loss == pytest.approx(stats.pg_loss + 0.1 * expected_kl, rel=1e-6)
     assert expected_kl > 1e-4  # the term is really there
+    # and actor/kl_ref logs it, before kl_coef (absent without the penalty)
+    assert update_metrics([stats], samples, lr=0.0)["actor/kl_ref"] == pytest.approx(expected_kl, rel=1e-6)
+    stats.ref_kl_sum = None
+    assert "actor/kl_ref" not in update_metrics([stats], samples, lr=0.0)
     assert all(torch.equal(t, frozen[name]) for name, t in reference.state_dict().items())
 
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
+from dapo.trainer import Trainer
 from dapo.trainer.batch import Sample
 from dapo.trainer.sampler import SamplingReport
 from dapo.trainer.step_metrics import rollout_metrics, update_metrics
+from tests.trainer.conftest import tiny_config
 
 
 def test_truncation_counts_cut_responses_not_ones_that_stopped_on_their_last_allowed_token():
@@ -27,3 +31,38 @@ def test_a_step_without_a_trained_batch_logs_no_loss_or_reward_figures_instead_o
     absent = ("rollout/reward_mean", "rollout/overlong_penalty_mean", "actor/loss", "actor/pg_loss",
               "actor/clip_frac_low", "actor/grad_norm", "actor/advantage_abs_mean")
     assert not [key for key in absent if key in metrics]
+
+
+def test_entropy_is_reported_when_the_first_mini_batch_has_no_loss_token(tiny_model_dir, reward_file, tmp_path):
+    """Without an old-log-prob pass, entropy comes from the first update's forward. A first
+    mini-batch whose every response overlong filtering masked (possible without dynamic sampling)
+    has no token to report it on; the next update, still on pi_old (the empty one made no step),
+    reports it instead of the step logging none."""
+    trainer = Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, "algorithm.dynamic_sampling=false",
+                                  "algorithm.overlong_filtering=true", "algorithm.old_logprobs=rollout",
+                                  "checkpoint.every_steps=0", "eval.every_steps=0"))
+    try:
+        generate_round = trainer.generate_round
+
+        def first_groups_all_truncated(record, problems, round_index):
+            samples = generate_round(record, problems, round_index)
+            first_groups = sorted({s.group_id for s in samples})[: trainer.cfg.trainer.mini_batch_prompts]
+            for sample in samples:
+                if sample.group_id in first_groups:
+                    sample.truncated, sample.loss_weight = True, 0.0
+            return samples
+
+        expected = []
+        update = trainer.policy.update
+
+        def record_entropy_on_pi_old(mini_batch, *args, **kwargs):
+            if not expected and any(s.loss_weight for s in mini_batch):
+                expected.append(trainer.policy.compute_logprobs(mini_batch))
+            return update(mini_batch, *args, **kwargs)
+
+        trainer.generate_round, trainer.policy.update = first_groups_all_truncated, record_entropy_on_pi_old
+        metrics = trainer.step_once().metrics
+        assert metrics["actor/empty_updates"] == 1 and metrics["actor/updates"] == 1
+        assert math.isclose(metrics["actor/entropy"], expected[0].entropy_sum / expected[0].tokens, rel_tol=1e-5)
+    finally:
+        trainer.close()

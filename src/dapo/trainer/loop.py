@@ -40,7 +40,7 @@ from dapo.rollout import RolloutEngine
 from dapo.trainer.batch import Sample, count_loss_tokens, split_mini_batches
 from dapo.trainer.checkpoint import rng_state, set_rng_state
 from dapo.trainer.evaluate import evaluate_held_out
-from dapo.trainer.policy import PolicyWorker, UpdateStats
+from dapo.trainer.policy import LogprobPass, PolicyWorker, UpdateStats
 from dapo.trainer.run_state import RunState
 from dapo.trainer.sampler import DynamicSampler, PromptStream, SamplingReport
 from dapo.trainer.scoring import RewardFailureWatch, completion_records, score_completions
@@ -322,14 +322,18 @@ class Trainer:
             for mini_batch in mini_batches:
                 num_tokens, num_seqs = count_loss_tokens(mini_batch)
                 # without an old-log-prob pass, the first update (still on pi_old) reports
-                # entropy and engine/trainer mismatch for its mini-batch
-                diagnose = (on_policy or from_rollout) and not stats
+                # entropy and engine/trainer mismatch for its mini-batch, and so do the next ones
+                # while none has stepped (one with no loss token has no entropy to report)
+                diagnose = (on_policy or from_rollout) and all(s.empty for s in stats)
                 stats.append(self.policy.update(mini_batch, num_tokens, num_seqs, on_policy, diagnose))
                 self.state.bar_advance(1)
         record.timer["update"] = time.perf_counter() - t0
         self.state.bar_skip(self.updates_per_step - len(stats))
         record.timer["weight_sync"] += self.sync_engine()
-        diagnostics = stats[0].diagnostics if on_policy or from_rollout else old
+        if on_policy or from_rollout:
+            diagnostics = LogprobPass.sum_of([s.diagnostics for s in stats if s.diagnostics is not None])
+        else:
+            diagnostics = old
         if diagnostics.tokens:  # none when every trained response was carried over
             metrics["actor/entropy"] = diagnostics.entropy_sum / diagnostics.tokens
         if diagnostics.mismatch_tokens:  # none when every measured response was carried over

@@ -21,7 +21,8 @@ from dapo.durable import write_atomically
 METRICS: dict[str, str] = {
     # rollout: what the policy sampled in this step's generation rounds (all groups, pre-filter)
     "rollout/score_mean": "mean verifier/user reward over all generated responses, before overlong shaping",
-    "rollout/reward_mean": "mean reward after soft overlong punishment (what advantages use), over trained responses",
+    "rollout/reward_mean": "mean reward after soft overlong punishment (what advantages use), over trained responses "
+    "(another population than score_mean's: their difference is not overlong_penalty_mean)",
     "rollout/acc": "fraction of generated responses judged correct",
     "rollout/response_length_mean": "mean response length in tokens over generated responses",
     "rollout/response_length_max": "longest generated response in tokens",
@@ -35,8 +36,10 @@ METRICS: dict[str, str] = {
     "sampling/gen_rounds": "generation rounds used to fill this step's batch (<= algorithm.max_gen_rounds)",
     "sampling/groups_generated": "groups (prompts x G responses) generated in this step",
     "sampling/groups_trained": "groups in the training batch (prompts_per_step unless the round limit was hit)",
-    "sampling/filtered_ratio": "fraction of generated groups without signal: a constant filter metric, or every "
-    "response masked by overlong filtering (dropped under dynamic sampling, trained on without it)",
+    "sampling/filtered_ratio": "fraction of the groups generated this step (carried-in ones not counted, as in every "
+    "sampling/*_ratio) without signal: a constant filter metric (DAPO's: acc; soft overlong punishment may still "
+    "set their rewards apart by length), or every response masked by overlong filtering (dropped under dynamic "
+    "sampling, trained on without it)",
     "sampling/all_correct_ratio": "fraction of generated groups with a constant filter metric and every response "
     "correct (acc; dropped under dynamic sampling)",
     "sampling/all_wrong_ratio": "fraction of generated groups with a constant filter metric and no response correct "
@@ -52,16 +55,20 @@ METRICS: dict[str, str] = {
     "actor/loss": "the loss minimised: actor/pg_loss - entropy_coef x entropy + kl_coef x KL to the reference, "
     "the extra terms aggregated as the policy-gradient loss (mean over the step's mini-batches)",
     "actor/pg_loss": "policy-gradient loss, the decoupled-clip term alone (mean over the step's mini-batches)",
-    "actor/entropy": "mean per-token entropy of pi_old over the loss's tokens (overlong-filtered responses left out) "
+    "actor/entropy": "mean per-token entropy of the policy before this step's update over the loss's tokens (overlong-filtered responses left out) "
     "of the trained responses (at rollout temperature), from the "
     "step's first pass over them: with algorithm.old_logprobs=recompute and several updates per step, those "
     "sampled this step (carried-over ones hold their own step's pi_old); with one update per step, all of them "
     "(the update's own forward, carried-over ones included); with rollout, the first mini-batch's (carried-over "
-    "groups come last in the batch)",
+    "groups come last in the batch), or the first mini-batches' up to one with loss tokens)",
     "actor/clip_frac_low": "fraction of loss tokens clipped at 1 - clip_ratio_low (A < 0)",
     "actor/clip_frac_high": "fraction of loss tokens clipped at 1 + clip_ratio_high (A > 0)",
     "actor/clip_frac_dual": "fraction of loss tokens bounded by dual-clip c (A < 0, ratio > c)",
-    "actor/approx_kl": "k3 estimate of KL(pi_old || pi_theta) per token during the update",
+    "actor/approx_kl": "k3 estimate of KL(pi_old || pi_theta) per loss token, from each mini-batch's forward before "
+    "its optimizer step (0 where pi_old is that forward's own: the first mini-batch with one update per step or "
+    "old_logprobs=recompute; the KL to the engine that sampled is mismatch/rollout_trainer_kl)",
+    "actor/kl_ref": "mean per loss token of the KL penalty's estimate (algorithm.kl_estimator) of the policy's KL "
+    "to the reference model, before kl_coef (logged when algorithm.kl_coef > 0; verl's actor/kl_loss)",
     "actor/ratio_mean": "mean importance ratio pi_theta / pi_old per loss token during the update",
     "actor/grad_norm": "gradient norm before clipping (mean over the step's optimizer updates)",
     "actor/lr": "learning rate of the step's updates (the schedule moves once per training step)",
@@ -74,8 +81,8 @@ METRICS: dict[str, str] = {
     "responses included; generated tokens dynamic sampling dropped are not)",
     "actor/advantage_abs_mean": "mean |advantage| over the step's batch (overlong-filtered responses, which carry no loss, included)",
     "mismatch/rollout_trainer_logprob_diff": "mean |log pi_rollout - log pi_old_trainer| per token (engine/trainer mismatch; "
-    "over every token of the responses sampled this step, overlong-filtered ones included, not carried-over ones, "
-    "whose gap includes a step of training; "
+    "over every token of the responses sampled this step and trained in it, overlong-filtered ones included, not "
+    "carried-over ones, whose gap includes a step of training, nor this step's surplus kept for the next; "
     "with algorithm.old_logprobs=rollout, measured on the first mini-batch; absent when it holds none)",
     "mismatch/rollout_trainer_kl": "k3 estimate of KL(pi_rollout || pi_old_trainer) per token, over the same tokens",
     # timing and throughput

@@ -82,6 +82,9 @@ class UpdateStats:
     # by overlong filtering): AdamW would still move the weights by momentum and weight decay
     empty: bool = False
     diagnostics: LogprobPass | None = None  # entropy / mismatch sums, for on-policy updates
+    # sum over the loss's tokens of the KL penalty's estimate to the reference model (a 0-dim
+    # tensor until the driver gets it; None without the penalty: algorithm.kl_coef = 0)
+    ref_kl_sum: torch.Tensor | float | None = None
 
 
 def build_optimizer(model: torch.nn.Module, cfg: TrainerConfig) -> torch.optim.Optimizer:
@@ -436,6 +439,8 @@ class PolicyWorker:
                 ref_logprobs = self._logprobs(self._response_logits(self.ref_model, tensors), tensors)
             kl = kl_penalty(logprobs, ref_logprobs, self.algo.kl_estimator)
             loss = loss + self.algo.kl_coef * aggregate_loss(kl, mask, self.algo.loss_agg_mode, **agg)
+            kl_sum = torch.where(mask != 0, kl.detach(), 0.0).sum()  # over policy stats' tokens; no device sync
+            stats.ref_kl_sum = kl_sum if stats.ref_kl_sum is None else stats.ref_kl_sum + kl_sum
         stats.policy = pg if stats.policy is None else stats.policy + pg
         return loss, pg_loss
 

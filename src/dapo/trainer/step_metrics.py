@@ -84,4 +84,8 @@ def update_metrics(stats: list[UpdateStats], batch: list[Sample] | tuple, lr: fl
             **{f"actor/{name}": value for name, value in PolicyLossStats.total(sums).to_metrics().items()},
             "actor/grad_norm": _mean([s.grad_norm for s in made]),
         })
+        with_kl = [s for s in made if s.ref_kl_sum is not None and s.policy is not None]
+        if with_kl:  # token-weighted over the updates, like the clip fractions
+            tokens = sum(float(s.policy.token_count) for s in with_kl)
+            metrics["actor/kl_ref"] = sum(float(s.ref_kl_sum) for s in with_kl) / max(tokens, 1.0)
     return metrics

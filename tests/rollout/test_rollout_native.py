@@ -238,6 +238,21 @@ def test_bf16_decode_of_a_float32_policy_stays_close_to_the_float32_logprobs(
     assert any(a.logprobs != b.logprobs for a, b in zip(result.completions, fp32.completions))
 
 
+def test_a_decode_dtype_the_generic_path_cannot_apply_is_said_once(qwen2, recwarn: pytest.WarningsRecorder):
+    """Models the fast path does not run (here: fast_forward off, as for a Qwen3 or a LoRA
+    wrapper) decode in their own dtype: rollout.native_dtype=bfloat16 must say it has no effect,
+    once, not speed nothing up silently."""
+    engine = NativeEngine(qwen2, pad_token_id=0, fast_forward=False, compute_dtype=torch.bfloat16)
+    params = SamplingParams(n=2, max_new_tokens=4, seed=0)
+    for _ in range(2):
+        engine.generate([[3, 4, 5]], params)
+    said = [str(w.message) for w in recwarn if "native_dtype" in str(w.message)]
+    assert len(said) == 1 and "native_dtype=bfloat16 has no effect" in said[0] and "fast_forward=False" in said[0]
+    assert engine.last_path == "hf"
+    NativeEngine(qwen2, pad_token_id=0, fast_forward=False).generate([[3, 4, 5]], params)  # nothing asked: silent
+    assert len([w for w in recwarn if "native_dtype" in str(w.message)]) == 1
+
+
 def test_float16_decode_survives_a_large_residual_stream(qwen2):
     """rollout.native_dtype=float16 on a float32 policy: the folded RMSNorm's sum of squares must
     not overflow float16 (65504) when activations are large, as real LLMs' outlier dimensions are;

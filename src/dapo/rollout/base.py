@@ -22,9 +22,10 @@ class SamplingParams:
     max_new_tokens: int = 256
     stop_token_ids: list[int] = field(default_factory=list)  # EOS etc.; the stop token is kept
     stop_strings: list[str] = field(default_factory=list)  # response is cut after the match
-    # Same seed + same inputs -> same samples. Each prompt of a generate() call samples from its
-    # own stream (vLLM: a per-request seed from request_seed), so equal prompts in one batch
-    # never share their samples.
+    # Same seed + same inputs (the whole batch) -> same samples; equal prompts in one batch never
+    # share their samples. vLLM gives each prompt a stream of its own (a per-request seed from
+    # request_seed), so a prompt's samples do not depend on the rest of the batch; the native and
+    # hf engines draw all rows from one stream, so theirs do (a rerun of a config batches alike).
     seed: int | None = None
 
 

@@ -11,6 +11,7 @@ finished rows cost (almost) nothing. Llama-family models run a lean functional f
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any, Protocol
 
 import torch
@@ -87,9 +88,14 @@ class NativeEngine:
         self.last_path = ""  # "llama" or "hf": which forward the last generate() used
 
     def _open_session(self, max_length: int, rows: int) -> DecodeSession:
-        if self.fast_forward and llama_decoder.unsupported_reason(self.model, max_length) is None:
+        reason = llama_decoder.unsupported_reason(self.model, max_length) if self.fast_forward else "fast_forward=False"
+        if reason is None:
             self.last_path = "llama"
             return llama_decoder.LlamaDecodeSession(self.model, max_length, rows, self.compute_dtype)
+        if self.last_path != "hf" and self.compute_dtype not in (None, next(self.model.parameters()).dtype):
+            warnings.warn(f"rollout.native_dtype={str(self.compute_dtype).removeprefix('torch.')} has no effect: "
+                          f"the native engine's fast path does not run this model ({reason}), and its generic "
+                          "Hugging Face forward decodes in the model's own dtype", stacklevel=3)
         self.last_path = "hf"
         return HFDecodeSession(self.model)
 
@@ -124,9 +130,10 @@ class NativeEngine:
         if not bool(bad.any()):
             return
         row = int(bad.any(dim=1).nonzero()[0])
-        why = ("float16 decoding (rollout.native_dtype=float16) overflowed: use bfloat16"
-               if self.compute_dtype == torch.float16 or next(self.model.parameters()).dtype == torch.float16
-               else "the weights may have diverged (NaN or inf)")
+        on_fast_path = self.last_path == "llama" and self.compute_dtype is not None
+        decode_dtype = self.compute_dtype if on_fast_path else next(self.model.parameters()).dtype
+        why = ("float16 decoding overflowed: use bfloat16 (rollout.native_dtype, model.dtype)"
+               if decode_dtype == torch.float16 else "the weights may have diverged (NaN or inf)")
         raise RuntimeError(f"the policy's next-token logits were not finite (row {row} of the batch): {why}")
 
     def sync_weights(self, model: Weights) -> None:

@@ -133,3 +133,20 @@ def test_vllm_engine_logprobs_and_weight_sync(qwen2: torch.nn.Module, tmp_path: 
     for completion in engine.generate(PROMPTS, params).completions:
         reference = teacher_forced_logprobs(qwen2, PROMPTS[completion.prompt_index], completion, 0.7)
         assert torch.allclose(reference, torch.tensor(completion.logprobs, dtype=torch.float64), atol=1e-3)
+
+
+@pytest.mark.parametrize("engine_kind", ["native", "native-generic", "hf"])
+@pytest.mark.parametrize("max_new_tokens", [1, 4])
+def test_a_stop_token_sampled_on_the_last_allowed_step_is_a_stop_not_a_truncation(qwen2, engine_kind, max_new_tokens):
+    """(Overlong filtering masks truncated responses out of the loss: a response that ended
+    properly on its last allowed token must not be one.) max_new_tokens=1 never decodes after
+    the prefill."""
+    engines = {"native": lambda: NativeEngine(qwen2, PAD_ID), "hf": lambda: HFGenerateEngine(qwen2, PAD_ID),
+               "native-generic": lambda: NativeEngine(qwen2, PAD_ID, fast_forward=False)}
+    engine = engines[engine_kind]()
+    free = engine.generate([[5, 6, 7]], SamplingParams(n=1, max_new_tokens=max_new_tokens, seed=11)).completions[0]
+    last = free.token_ids[-1]
+    assert free.finish_reason == "length" and last not in free.token_ids[:-1], "pick another seed"
+    params = SamplingParams(n=1, max_new_tokens=max_new_tokens, seed=11, stop_token_ids=[last])
+    stopped = engine.generate([[5, 6, 7]], params).completions[0]
+    assert stopped.token_ids == free.token_ids and stopped.finish_reason == "stop"

@@ -44,7 +44,7 @@ def test_a_list_of_mappings_explains_its_items_fields():
     # reward.functions said "see RewardFunctionSpec", a class the CLI user cannot see
     text = explain(load_config([], ["reward.functions=[{path: r.py:fn, weight: 0.5}]"]), "reward.functions")
     lines = text.splitlines()
-    assert lines[0] == "reward.functions (list[RewardFunctionSpec]) = [RewardFunctionSpec(path='r.py:fn', weight=0.5)]"
+    assert lines[0] == "reward.functions (list[RewardFunctionSpec]) = [RewardFunctionSpec(path='r.py:fn', weight=0.5, batch_size=0, timeout_s=None)]"
     assert "  reward.functions[].path (str), default ''" in lines
     assert "  reward.functions[].weight (float), default 1.0" in lines
     assert "package.module:function" in text and "Weight of this function's score" in text

@@ -85,3 +85,18 @@ def draws(response: str, ground_truth: str, extra: dict) -> dict:
     import numpy
 
     return {"score": random.random(), "numpy": float(numpy.random.random())}
+
+
+def batched_judge(responses: list, ground_truths: list, extras: list) -> list:
+    """A batched function: the batch's size in a metric, a dict per response; NaN where the
+    extra asks for it (a bad value for that response alone), or a sleep or a raise for the batch."""
+    if any(extra.get("sleep") for extra in extras):
+        time.sleep(3600)
+    if any(extra.get("boom") for extra in extras):
+        raise RuntimeError("the judge is down")
+    return [{"score": float(len(r)), "acc": r.endswith(g), "batch": float(len(responses))}
+            if not extra.get("nan") else float("nan") for r, g, extra in zip(responses, ground_truths, extras)]
+
+
+def batched_wrong_length(responses: list, ground_truths: list, extras: list) -> list:
+    return [1.0] * (len(responses) + 1)

@@ -193,3 +193,27 @@ def test_a_function_drawing_random_numbers_scores_a_response_alike_in_any_worker
     assert runs[0] == runs[1]
     assert runs[0][:6] == runs[0][6:]  # the same response, another task (and maybe worker)
     assert len(set(runs[0][:6])) == 6  # while different responses draw differently
+
+
+def test_a_batched_function_scores_in_batches_and_fails_alone_or_by_batch() -> None:
+    """batch_size N: the function gets up to N responses a call (an LLM judge, a sandbox) and
+    returns one value each; a bad value fails its response alone, a raise or a timeout the
+    batch's responses alone, under the function's own deadline."""
+    cfg = RewardConfig(functions=[RewardFunctionSpec(path=f"{FNS}:batched_judge", batch_size=3, timeout_s=1.0)],
+                       verifier_weight=0.0, num_workers=2, timeout_s=60.0)
+    responses = [f"answer {i}" for i in range(7)]
+    extras = [{}, {"nan": True}, {}, {"boom": True}, {}, {}, {"sleep": True}]  # batches [0-2] [3-5] [6]
+    with RewardScorer(cfg) as reward_scorer:
+        started = time.monotonic()
+        results = reward_scorer.score(responses, [str(i) for i in range(7)], ["s"] * 7, extras)
+        assert time.monotonic() - started < 1.0 + SLACK_S + 5  # the function's 1 s, not reward.timeout_s
+        assert [r.extra.get("batched_judge/batch") for r in results] == [3.0, None, 3.0, None, None, None, None]
+        assert [r.score for r in results[:3]] == [8.0, -1.0, 8.0]  # its own score, weight 1; NaN: incorrect_score
+        assert [r.acc for r in results[:3]] == [True, False, True]
+        assert [r.error for r in results] == [False, True, False, True, True, True, False]
+        assert results[6].timed_out and not any(r.timed_out for r in results[:6])
+        assert reward_scorer.num_errors == 4 and reward_scorer.num_timeouts == 1
+    wrong = RewardConfig(functions=[RewardFunctionSpec(path=f"{FNS}:batched_wrong_length", batch_size=4)],
+                         verifier_weight=0.0, num_workers=1)
+    with pytest.raises(RewardFunctionError, match="holds 2 scores for 1 responses"):
+        RewardScorer(wrong)  # found by the start-up call, as a per-response function's bad return is

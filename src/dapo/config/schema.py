@@ -129,6 +129,12 @@ class RewardFunctionSpec:
     path: str = ""
     # Weight of this function's score in the summed reward.
     weight: float = 1.0
+    # 0: the function scores one response, fn(response, ground_truth, extra) -> float | dict.
+    # N > 0: it scores up to N at once (an LLM judge, a code sandbox serving batches),
+    # fn(responses, ground_truths, extras) -> a list of float | dict, one per response.
+    batch_size: int = 0
+    # Deadline in seconds of one call (of a whole batch with batch_size > 0); null: reward.timeout_s.
+    timeout_s: float | None = None
 
 
 @dataclass
@@ -142,8 +148,8 @@ class RewardConfig:
     incorrect_score: float = -1.0
     # Weight of the built-in verifier in the summed reward; 0 disables it.
     verifier_weight: float = 1.0
-    # User reward functions, summed with their weights: a list of {path, weight} mappings
-    # (RewardFunctionSpec), e.g. [{path: my_rewards.py:fn, weight: 0.5}].
+    # User reward functions, summed with their weights: a list of {path, weight[, batch_size,
+    # timeout_s]} mappings (RewardFunctionSpec), e.g. [{path: my_rewards.py:fn, weight: 0.5}].
     functions: list[RewardFunctionSpec] = field(default_factory=list)
     # Hard per-response deadline in seconds; a worker past it is killed and the item scored wrong.
     timeout_s: float = 5.0
@@ -168,6 +174,10 @@ class RewardConfig:
         ]
         for spec in self.functions:
             _check(":" in spec.path, f"reward.functions path {spec.path!r} must be 'file.py:fn' or 'module:fn'")
+            _check(spec.batch_size >= 0, f"reward.functions {spec.path!r}: batch_size must be >= 0 (0: one response "
+                   "a call)")
+            _check(spec.timeout_s is None or spec.timeout_s > 0,
+                   f"reward.functions {spec.path!r}: timeout_s must be > 0 (null: reward.timeout_s)")
         _check(
             self.verifier_weight != 0 or len(self.functions) > 0,
             "reward.verifier_weight is 0 and no reward.functions are given: nothing scores responses",

@@ -96,6 +96,7 @@ class WorkerPool:
         self._specs = list(function_specs)
         self._workers: list[_Worker] = []
         self._results: list[Outcome | None] = []
+        self._timeouts: list[float | None] = []  # the run's per-task deadlines (see run)
         self._done = 0
         # What tasks of the last run() printed: task id -> (first characters, total characters).
         self.outputs: dict[int, tuple[str, int]] = {}
@@ -134,9 +135,11 @@ class WorkerPool:
                         f"{worker.process.wait()}); see its output above"
                     )
 
-    def run(self, tasks: list[tuple]) -> list[Outcome]:
-        """Run every task; return one outcome per task, in order. Never blocks past deadlines."""
+    def run(self, tasks: list[tuple], timeouts: list[float | None] | None = None) -> list[Outcome]:
+        """Run every task; return one outcome per task, in order. Never blocks past deadlines:
+        each task's own (``timeouts[i]``; None, or no list: the pool's ``timeout_s``)."""
         self._results = [None] * len(tasks)
+        self._timeouts = timeouts or []
         self._done = 0
         self.outputs = {}
         self._init_error = None
@@ -179,7 +182,16 @@ class WorkerPool:
                 worker.inflight.clear()
                 pending.extendleft(reversed([i for i, _ in chunk]))  # none of them started
                 continue
-            worker.deadline = time.monotonic() + self.timeout_s if chunk else math.inf
+            worker.deadline = self._deadline_of(worker)
+
+    def _deadline_of(self, worker: _Worker) -> float:
+        """When the task at the head of the worker's queue must be done, from now (it has just
+        started: the previous one reported, or the chunk was sent)."""
+        if not worker.inflight:
+            return math.inf
+        task_id = worker.inflight[0]
+        timeout = self._timeouts[task_id] if task_id < len(self._timeouts) else None
+        return time.monotonic() + (self.timeout_s if timeout is None else timeout)
 
     def _pickled(self, task_id: int, task: tuple) -> bytes | None:
         """The task as the worker receives it, or None (and the task failed) if it cannot be sent."""
@@ -198,9 +210,7 @@ class WorkerPool:
                     _, task_id, outcome = message
                     worker.inflight.popleft()
                     self._finish(task_id, outcome)
-                    worker.deadline = (
-                        time.monotonic() + self.timeout_s if worker.inflight else math.inf
-                    )
+                    worker.deadline = self._deadline_of(worker)
                 elif message[0] == "output":
                     _, task_id, text, total = message
                     self.outputs[task_id] = (text, total)

@@ -44,6 +44,8 @@ class RewardScorer:
         self._specs = [absolute_spec(f.path) for f in cfg.functions]
         self._labels = function_labels(self._specs)
         self._weights = [f.weight for f in cfg.functions]
+        self._batch_sizes = [f.batch_size for f in cfg.functions]
+        self._timeouts = [f.timeout_s for f in cfg.functions]
         self._reported: set[tuple[str, str]] = set()
         self.num_timeouts = 0  # items that timed out, over the scorer's life
         self.num_errors = 0  # items with a failing scorer, over the scorer's life
@@ -64,9 +66,11 @@ class RewardScorer:
         (it has no extra fields): warn, showing the traceback, but do not count it as the
         function's first failure, so that a real one is still shown and named.
         """
-        response, ground_truth, extra = _SMOKE_ITEM
-        tasks = [("fn", k, response, ground_truth, extra) for k in range(len(self._specs))]
-        for spec, label, (kind, detail) in zip(self._specs, self._labels, self._pool.run(tasks)):
+        tasks = [self._task(k, [_SMOKE_ITEM]) for k in range(len(self._specs))]
+        outcomes = self._pool.run(tasks, self._timeouts)
+        for k, (spec, label, (kind, detail)) in enumerate(zip(self._specs, self._labels, outcomes)):
+            if kind == "ok" and self._batch_sizes[k]:
+                kind, detail = detail[0]  # the dummy item's own outcome in the batch of one
             if kind == "bad":
                 raise RewardFunctionError(f"reward function {spec!r} returned a bad value: {detail}")
             if kind != "ok":
@@ -98,19 +102,31 @@ class RewardScorer:
             if item is not None and item.verdict is None:
                 math_task[i] = len(tasks)
                 tasks.append(("math", item.ground_truth, item.pred))
-        first_fn_task = len(tasks)
-        for k in range(len(self._specs)):
-            tasks.extend(("fn", k, texts[i], golds[i], dict(extras[i] or {})) for i in range(n))
-        outcomes = self._pool.run(tasks) if tasks else []
+        calls = [(k, range(start, min(start + (size or 1), n)))  # (function, the responses of one call)
+                 for k, size in enumerate(self._batch_sizes) for start in range(0, n, size or 1)]
+        fn_tasks = [self._task(k, [(texts[i], golds[i], dict(extras[i] or {})) for i in items]) for k, items in calls]
+        timeouts = [None] * len(tasks) + [self._timeouts[k] for k, _ in calls]
+        tasks += fn_tasks
+        outcomes = self._pool.run(tasks, timeouts) if tasks else []
         self._report_output(tasks)
+        # each response's outcome of each function; a batch that failed as a whole fails its every response
+        fn_outcomes: list[list[Outcome]] = [[] for _ in range(n)]
+        for (k, items), (kind, detail) in zip(calls, outcomes[len(tasks) - len(calls):]):
+            for position, i in enumerate(items):
+                fn_outcomes[i].append(detail[position] if self._batch_sizes[k] and kind == "ok" else (kind, detail))
         return [
-            self._combine(
-                prepared[i],
-                outcomes[math_task[i]] if i in math_task else None,
-                [outcomes[first_fn_task + k * n + i] for k in range(len(self._specs))],
-            )
+            self._combine(prepared[i], outcomes[math_task[i]] if i in math_task else None, fn_outcomes[i])
             for i in range(n)
         ]
+
+    def _task(self, k: int, items: list[tuple[str, str, dict]]) -> tuple:
+        """Function ``k``'s task for ``items`` (response, ground truth, extra): one item for a
+        per-response function, up to its batch_size for a batched one."""
+        if self._batch_sizes[k]:
+            responses, ground_truths, extras = (list(column) for column in zip(*items))
+            return ("batch", k, responses, ground_truths, extras)
+        (response, ground_truth, extra), = items
+        return ("fn", k, response, ground_truth, extra)
 
     def _prepare(
         self, texts: list[str], golds: list[str], data_sources: list[str | None]
@@ -163,7 +179,7 @@ class RewardScorer:
     def _report_output(self, tasks: list[tuple]) -> None:
         """Count what user functions printed; show the first output of each function once."""
         for task_id, (text, total) in sorted(self._pool.outputs.items()):
-            label = self._labels[tasks[task_id][1]] if tasks[task_id][0] == "fn" else "math-verify"
+            label = self._labels[tasks[task_id][1]] if tasks[task_id][0] != "math" else "math-verify"
             if label not in self.printed_chars:
                 logger.warning(
                     "%s printed while scoring; what reward functions print is captured, not shown (this is "

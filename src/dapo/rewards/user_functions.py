@@ -1,8 +1,9 @@
 """User reward functions: loading by ``file.py:fn`` / ``pkg.module:fn`` and checking returns.
 
-Contract: ``fn(response: str, ground_truth: str, extra: dict) -> float | dict``. A dict needs a
-numeric ``"score"``; an optional ``"acc"`` (bool) is the correctness dynamic sampling filters on;
-every other key must be numeric and becomes an extra metric.
+Contract: ``fn(response: str, ground_truth: str, extra: dict) -> float | dict``, or for a batched
+function (``batch_size`` > 0) lists of each in and a list of values out, one per response. A dict
+needs a numeric ``"score"``; an optional ``"acc"`` (bool) is the correctness dynamic sampling
+filters on; every other key must be numeric and becomes an extra metric.
 """
 
 from __future__ import annotations
@@ -83,7 +84,8 @@ def _check_signature(function: RewardFunction, spec: str) -> None:
         signature.bind("response", "ground truth", {})
     except TypeError as exc:
         raise RewardFunctionError(
-            f"reward function {spec!r}: must accept (response, ground_truth, extra); "
+            f"reward function {spec!r}: must accept (response, ground_truth, extra), or lists of each when "
+            "batched (batch_size > 0); "
             f"its signature is {signature} ({exc})"
         ) from exc
 

@@ -4,10 +4,12 @@ Each worker is a fresh interpreter started by the pool; it loads the user reward
 tasks one task at a time, sending ``("result", task_id, outcome)`` after each, so the parent
 can hold every task to its own deadline and kill the worker when one runs past it.
 
-Tasks:   ``("math", ground_truth, pred)`` and ``("fn", index, response, ground_truth, extra)``,
-each pickled on its own: a chunk is a list of ``(task_id, pickled task)``.
+Tasks:   ``("math", ground_truth, pred)``, ``("fn", index, response, ground_truth, extra)`` and,
+for a batched function, ``("batch", index, responses, ground_truths, extras)``, each pickled on
+its own: a chunk is a list of ``(task_id, pickled task)``.
 Outcome: ``("ok", value)``, ``("raised", traceback text)`` or ``("bad", why the return value
-is wrong)``; the parent adds ``("timeout", None)`` and ``("died", None)``.
+is wrong)``; the parent adds ``("timeout", None)`` and ``("died", None)``. A batch's ``value``
+is one outcome per response: ``("ok", value)`` or ``("bad", why)``.
 
 What a user function prints (``sys.stdout`` / ``sys.stderr``) is captured per task, not written
 to the trainer's terminal: a task that printed sends ``("output", task_id, first characters,
@@ -114,16 +116,32 @@ def run_task(pickled_task: bytes, functions: list[RewardFunction]) -> Outcome:
         if task[0] == "math":
             _, ground_truth, pred = task
             return "ok", math_equal(pred, ground_truth)
-        _, index, response, ground_truth, extra = task
-        seed_global_generators(index, response, ground_truth)
+        kind, index, response, ground_truth, extra = task
+        seed_global_generators(index, str(response), str(ground_truth))
         value = functions[index](response, ground_truth, extra)
     except BaseException:  # sys.exit() in a reward function too: the item fails, the worker lives
         # Formatting the traceback happens here, under the task's deadline, never in the parent.
         return "raised", traceback.format_exc()[-_MAX_TRACEBACK_CHARS:]
+    if kind == "batch":
+        return _batch_outcome(value, len(response))
+    return _item_outcome(value)
+
+
+def _item_outcome(value: Any) -> Outcome:
     try:
         return "ok", normalize_return(value)
     except Exception as exc:
         return "bad", f"{exc} (got a {type(value).__name__})"
+
+
+def _batch_outcome(values: Any, size: int) -> Outcome:
+    """A batched function's return: a list with one value per response, each checked alone (one
+    bad value fails its response, not the batch)."""
+    if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__len__") or not hasattr(values, "__iter__"):
+        return "bad", f"a batched function returns a list of scores, one per response (got a {type(values).__name__})"
+    if len(values) != size:
+        return "bad", f"the returned list holds {len(values)} scores for {size} responses"
+    return "ok", [_item_outcome(value) for value in values]
 
 
 def seed_global_generators(function_index: int, response: str, ground_truth: str) -> None:

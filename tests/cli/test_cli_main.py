@@ -46,7 +46,19 @@ def test_split_config_args_tells_files_from_overrides(tmp_path):
 
 def test_unknown_shipped_config_name_is_an_error(capsys):
     assert main(["config", "no_such_config"]) == 2
-    assert "shipped configs" in capsys.readouterr().err
+    assert "'no_such_config' is not a config file, a shipped config (dapo_qwen2.5_32b, dapo_recipe, default" in \
+        capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["data.train_files=[a.parquet,", "b.parquet]"], "the shell split 'data.train_files=[a.parquet,' at a space"),
+    (["trainer.lr", "=", "1e-5"], "without spaces around '='"),
+    (["trainer.lr", "1e-5"], "an override needs '=' (e.g. trainer.lr=VALUE)"),
+])
+def test_an_override_the_shell_split_or_without_its_equals_says_so(capsys, argv, says):
+    """(each was reported as 'no shipped config named ...', pointing away from the mistake)"""
+    assert main(["config", *argv]) == 2
+    assert says in capsys.readouterr().err
 
 
 def test_your_model_starts_from_the_papers_recipe_and_says_so(capsys):

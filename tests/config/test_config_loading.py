@@ -146,3 +146,18 @@ def test_an_integer_in_scientific_notation_is_an_integer():
     assert load_config(overrides=["trainer.total_steps=1e3"]).trainer.total_steps == 1000
     with pytest.raises(ConfigError, match="total_steps"):
         load_config(overrides=["trainer.total_steps=1.5e0"])
+
+
+def test_a_config_file_repeating_a_section_is_refused_not_half_read(tmp_path: Path):
+    """PyYAML keeps a repeated key's last copy: the first trainer: section's settings were lost."""
+    path = tmp_path / "dup.yaml"
+    path.write_text("trainer:\n  lr: 1.0e-6\nrollout:\n  n: 4\ntrainer:\n  total_steps: 3\n")
+    with pytest.raises(ConfigError, match=r"dup\.yaml is not valid YAML: line 5, column 1: the key 'trainer' appears twice"):
+        load_config([path])
+
+
+def test_yaml_dates_and_booleans_in_text_fields():
+    # an unquoted 2024-06-01 is a date to YAML: a text field takes it as written
+    assert load_config([], ["output_dir=2024-06-01"]).output_dir == "2024-06-01"
+    with pytest.raises(ConfigError, match="trainer.autocast=False should be of type str; YAML reads no/off/false"):
+        load_config([], ["trainer.autocast=no"])

@@ -32,15 +32,34 @@ configuration:
 def split_config_args(args: list[str]) -> tuple[list[str], list[str]]:
     """Separate YAML files / shipped config names from key=value overrides."""
     files, overrides = [], []
-    for arg in args:
+    for index, arg in enumerate(args):
         kind = config_arg_kind(arg)
         if kind == "override":
             overrides.append(arg)
         elif kind == "file":
             files.append(arg)
-        else:  # a shipped config's name (builtin_config_path says so when it is none)
+        elif kind == "shipped":
             files.append(str(builtin_config_path(arg)))
+        else:
+            raise ConfigError(_not_a_config_arg(args, index))
     return files, overrides
+
+
+def _not_a_config_arg(args: list[str], index: int) -> str:
+    """Why ``args[index]`` is neither a CONFIG nor an override, as the likely mistake: an override
+    the shell split at a space, one without its ``=``, a checkpoint given as a config."""
+    arg, previous = args[index], args[index - 1] if index else ""
+    following = args[index + 1] if index + 1 < len(args) else ""
+    why = f"{arg!r} is not a config file, a shipped config ({', '.join(shipped_config_names())}) or key=value"
+    if previous.count("[") > previous.count("]") or previous.count("{") > previous.count("}"):
+        return f"{why}: the shell split {previous!r} at a space; quote it: '{previous} {arg}'"
+    if previous.endswith("=") or arg.startswith("=") or following.startswith("="):
+        return f"{why}: write key=value without spaces around '='"
+    if Path(arg).is_dir():
+        return f"{why}: to start from a checkpoint directory, give checkpoint.resume={arg}"
+    if "." in arg and not Path(arg).exists():
+        return f"{why}: an override needs '=' (e.g. {arg}=VALUE)"
+    return why
 
 
 def config_arg_kind(arg: str) -> str:

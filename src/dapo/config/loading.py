@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
 import difflib
 import math
 import types
@@ -50,6 +51,22 @@ def yaml_text(text: str) -> str:
     """``text`` as a YAML string (single-quoted, no escapes): for ``key=`` + a path in an override,
     which would otherwise be parsed (``run #3`` cut at the comment, ``0.10`` read as a number)."""
     return "'" + text.replace("'", "''") + "'"
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """safe_load, refusing a mapping that repeats a key: PyYAML keeps the last copy, so a config
+    file with two ``trainer:`` sections silently lost the first one's settings."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key!r} appears twice in one mapping (the first would be lost)",
+                    key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 def _yaml_problem(error: yaml.YAMLError) -> str:
@@ -100,7 +117,10 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
             raise ConfigError(f"{where} must be a mapping, got {value!r}")
         return _build(annotation, value, where)
     if isinstance(value, bool) and annotation in (int, float, str):  # YAML reads true/false/yes/no as bools
-        raise ConfigError(f"{where}={value!r} should be of type {annotation.__name__}")
+        hint = "; YAML reads no/off/false and yes/on/true as booleans: quote the word" if annotation is str else ""
+        raise ConfigError(f"{where}={value!r} should be of type {annotation.__name__}{hint}")
+    if annotation is str and isinstance(value, (datetime.date, datetime.datetime)):
+        return value.isoformat()  # YAML reads an unquoted 2024-06-01 as a date
     if annotation is float and isinstance(value, int):
         return float(value)
     if annotation is float and isinstance(value, str):
@@ -162,7 +182,7 @@ def load_config(
         if not path.exists():
             raise ConfigError(f"config file {path} does not exist")
         try:
-            loaded = yaml.safe_load(path.read_text()) or {}
+            loaded = yaml.load(path.read_text(), Loader=_UniqueKeyLoader) or {}  # (a SafeLoader)
         except yaml.YAMLError as error:
             raise ConfigError(f"config file {path} is not valid YAML: {_yaml_problem(error)}") from None
         if not isinstance(loaded, dict):

@@ -161,3 +161,11 @@ def test_yaml_dates_and_booleans_in_text_fields():
     assert load_config([], ["output_dir=2024-06-01"]).output_dir == "2024-06-01"
     with pytest.raises(ConfigError, match="trainer.autocast=False should be of type str; YAML reads no/off/false"):
         load_config([], ["trainer.autocast=no"])
+
+
+def test_a_quoted_tilde_in_output_dir_and_tokenizer_path_is_the_home_directory(monkeypatch):
+    """(the shell expands ~ only unquoted and at a word's start: output_dir=~/runs/x made ./~/runs/x,
+    and an unexpanded tokenizer path was taken for a Hub repository id)"""
+    monkeypatch.setenv("HOME", "/home/someone")
+    cfg = load_config([], ["output_dir=~/runs/x", "model.tokenizer_path=~/tok"])
+    assert (cfg.output_dir, cfg.model.tokenizer_path) == ("/home/someone/runs/x", "/home/someone/tok")

@@ -11,6 +11,7 @@ embedded default (``configs/default.yaml``) overrides them for a laptop CPU.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,6 +69,8 @@ class ModelConfig:
                f"model.attn_implementation={self.attn_implementation!r} is not one of {ATTENTION_KERNELS} "
                "(or a Hugging Face kernels repository, org/name, or a paged|kernel form)")
         _check(bool(self.path), "model.path must name a model directory or 'builtin'")
+        if self.tokenizer_path is not None:  # (transformers takes an unexpanded ~/tok for a hub repo id)
+            self.tokenizer_path = os.path.expanduser(self.tokenizer_path)
 
 
 @dataclass
@@ -562,6 +565,7 @@ class DAPOConfig:
         return "acc" if self.reward.verifier_weight != 0 else "score"
 
     def __post_init__(self) -> None:
+        self.output_dir = os.path.expanduser(self.output_dir)  # a quoted ~ made a directory named ~
         a, r = self.algorithm, self.rollout
         if a.overlong_soft_punishment:
             _check(

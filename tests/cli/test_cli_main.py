@@ -185,3 +185,29 @@ def test_main_called_from_python_leaves_the_callers_signal_handlers(capsys):
     before = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGHUP)}
     assert main(["config", "default"]) == 0
     assert {signum: signal.getsignal(signum) for signum in before} == before
+
+
+@pytest.mark.parametrize("stop, code, says", [
+    (KeyboardInterrupt(), 130, "stopped by Ctrl-C; no checkpoint in"),
+    (SystemExit(128 + signal.SIGTERM), 143, "stopped by SIGTERM; the same command resumes from its newest checkpoint"),
+])
+def test_an_interrupted_train_says_where_it_goes_on_instead_of_a_traceback(tmp_path, capsys, monkeypatch, stop, code,
+                                                                           says):
+    import dapo.trainer
+
+    class Interrupted:
+        def __init__(self, cfg):
+            pass
+
+        def train(self):
+            raise stop
+
+    monkeypatch.setattr(dapo.trainer, "Trainer", Interrupted)
+    if code == 143:
+        (tmp_path / "checkpoints" / "step-000004").mkdir(parents=True)
+        (tmp_path / "checkpoints" / "step-000004" / "trainer_state.pt").write_bytes(b"")
+    assert main(["train", f"output_dir={tmp_path}"]) == code
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err
+    if code == 143:
+        assert err.rstrip().endswith(str(tmp_path / "checkpoints" / "step-000004"))

@@ -130,9 +130,28 @@ def cmd_train(ns: argparse.Namespace) -> int:
     check_run(cfg)  # every problem with files, device, extras and output_dir, before anything loads
     from dapo.trainer import Trainer, print_summary
 
-    summary = Trainer(cfg).train()
+    try:
+        summary = Trainer(cfg).train()
+    except (KeyboardInterrupt, SystemExit) as stop:  # Ctrl-C, or SIGTERM / SIGHUP (exit_on_termination)
+        code = 130 if isinstance(stop, KeyboardInterrupt) else stop.code
+        if code not in (130, 128 + signal.SIGTERM, 128 + getattr(signal, "SIGHUP", 1)):
+            raise
+        print(f"dapo train: stopped by {'Ctrl-C' if code == 130 else signal.Signals(code - 128).name}; "
+              f"{_resume_note(cfg)}", file=sys.stderr)
+        return code
     print_summary(summary)
     return 0
+
+
+def _resume_note(cfg: DAPOConfig) -> str:
+    """Where an interrupted run goes on from when its command is run again."""
+    from dapo.trainer.checkpoint import list_checkpoints
+
+    newest = list_checkpoints(cfg.output_dir)
+    if not newest:
+        return f"no checkpoint in {cfg.output_dir} yet: the same command starts over"
+    how = "checkpoint.resume=auto resumes" if cfg.checkpoint.resume == "never" else "the same command resumes"
+    return f"{how} from its newest checkpoint, {newest[-1]}"
 
 
 def cmd_eval(ns: argparse.Namespace) -> int:

@@ -123,7 +123,7 @@ def _context_problems(config_file: Path, cfg: DAPOConfig) -> list[str]:
         warnings.warn(
             f"data.max_prompt_length + rollout.max_response_length = {prompt} + {response} is more than the "
             f"model's context of {context} tokens: a prompt longer than {context - response} tokens leaves its "
-            "response past the positions the model was trained on", stacklevel=3)
+            "response past the positions the model was trained on", stacklevel=1)  # one place: shown once
     return []
 
 
@@ -216,7 +216,7 @@ def output_problems(run_dir: Path, checkpoint_bytes: int, keep_last: int = 1, ke
     if checkpoint_bytes * (keep_last + 1) > free:
         warnings.warn(f"{key}={str(run_dir)!r} has {free / 2**30:.1f} GiB free: room for one checkpoint of "
                       f"{checkpoint_bytes / 2**30:.1f} GiB, not the {keep_last + 1} that coexist while the oldest "
-                      f"is rotated out (checkpoint.keep_last={keep_last})", stacklevel=3)
+                      f"is rotated out (checkpoint.keep_last={keep_last})", stacklevel=1)  # one place: shown once
     return []
 
 

@@ -211,3 +211,18 @@ def test_an_interrupted_train_says_where_it_goes_on_instead_of_a_traceback(tmp_p
     assert says in err and "Traceback" not in err
     if code == 143:
         assert err.rstrip().endswith(str(tmp_path / "checkpoints" / "step-000004"))
+
+
+def test_dapo_rl_warnings_print_as_one_line_of_the_command_and_main_restores_the_format():
+    import warnings
+
+    import dapo.preflight
+    from dapo.cli.main import _warning_format
+
+    before = warnings.formatwarning
+    assert main(["config", "default"]) == 0 and warnings.formatwarning is before
+    format_warning = _warning_format("train", before)
+    ours = format_warning(UserWarning("most responses hit the limit"), UserWarning, dapo.preflight.__file__, 120)
+    assert ours == "dapo train: warning: most responses hit the limit\n"
+    theirs = format_warning(UserWarning("x"), UserWarning, "/usr/lib/python3/site-packages/torch/a.py", 7)
+    assert theirs.startswith("/usr/lib/python3/site-packages/torch/a.py:7: UserWarning: x")

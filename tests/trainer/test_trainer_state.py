@@ -164,3 +164,14 @@ def test_surplus_from_a_rollout_pi_old_step_keeps_its_sampling_policy_under_reco
         assert trained_with and trained_with == {key: expected[key] for key in trained_with}
     finally:
         trainer.close()
+
+
+def test_the_truncation_warning_is_said_once_not_every_step(tmp_path, recwarn):
+    state = RunState(config.load_config([], [f"output_dir={tmp_path}", "logging.tensorboard=false"]))
+    try:
+        for rate in (0.9, 0.95, 0.2, 0.97):
+            state.warn_if_truncating({"rollout/truncation_rate": rate})
+        said = [w for w in recwarn if "hit rollout.max_response_length" in str(w.message)]
+        assert len(said) == 1 and str(said[0].message).startswith("90% of responses")
+    finally:
+        state.lock.release()

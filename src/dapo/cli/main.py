@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 import threading
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -314,6 +315,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     debug = ns.debug or os.environ.get("DAPO_DEBUG", "") not in ("", "0")
     previous_handlers = exit_on_termination()
+    previous_format = warnings.formatwarning
+    if not debug:
+        warnings.formatwarning = _warning_format(ns.command, previous_format)
     try:
         return ns.func(ns)
     except (UserError, OSError) as error:  # the user's to fix: a config value, a file, a full disk
@@ -327,6 +331,23 @@ def main(argv: list[str] | None = None) -> int:
     finally:  # main() called from Python (a notebook, a test) leaves the caller's handlers as they were
         for signum, handler in previous_handlers.items():
             signal.signal(signum, handler)
+        warnings.formatwarning = previous_format
+
+
+_PACKAGE_DIR = str(Path(__file__).resolve().parents[1])
+
+
+def _warning_format(command: str, default: Any) -> Any:
+    """dapo-rl's own warnings as ``dapo COMMAND: warning: ...`` (they speak to the user, not of a
+    source line); a library's in Python's format, which names where it came from."""
+
+    def format_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                       line: str | None = None) -> str:
+        if str(Path(filename).resolve()).startswith(_PACKAGE_DIR):
+            return f"dapo {command}: warning: {message}\n"
+        return default(message, category, filename, lineno, line)
+
+    return format_warning
 
 
 def exit_on_termination() -> dict[int, Any]:

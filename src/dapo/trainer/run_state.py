@@ -99,6 +99,7 @@ class RunState:
         self._progress: Progress | None = None
         self._task: Any = None
         self._last_step_note = ""  # the bar's tail: the last finished step's accuracy and rounds
+        self._warned_truncation = False
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, step: int, loop_state: dict[str, Any], policy: CheckpointingPolicy, tokenizer: Any,
@@ -182,13 +183,16 @@ class RunState:
         self.logger.log_completions(step, records)
 
     def warn_if_truncating(self, metrics: dict[str, float]) -> None:
-        """Warn when most responses hit the length limit (every step)."""
+        """Warn when most responses hit the length limit: the first step it happens (the rate is
+        in rollout/truncation_rate every step; a warning a step would bury the log)."""
         rate = metrics.get("rollout/truncation_rate", 0.0)
-        if rate > TRUNCATION_WARNING_RATE:
+        if rate > TRUNCATION_WARNING_RATE and not self._warned_truncation:
+            self._warned_truncation = True
             warnings.warn(
                 f"{rate:.0%} of responses hit rollout.max_response_length={self.cfg.rollout.max_response_length}: "
                 "truncated responses rarely contain a final answer, so rewards are mostly -1 (or masked by "
-                "overlong filtering) and learning stalls. Raise rollout.max_response_length or shorten the task.",
+                "overlong filtering) and learning stalls. Raise rollout.max_response_length or shorten the task "
+                "(said once; rollout/truncation_rate has the rate of every step).",
                 stacklevel=2,
             )
 

@@ -13,7 +13,7 @@ import pytest
 
 from dapo.cli.main import main as dapo_main
 from dapo.config import builtin_config_path, load_config
-from dapo.preflight import PreflightError, check_run
+from dapo.preflight import PreflightError, check_run, resume_problems, reward_problems
 
 
 def fake_model_dir(path: Path, tokenizer: bool = True, context: int = 32768) -> Path:
@@ -173,3 +173,26 @@ def test_preflight_of_the_built_in_model_does_not_load_transformers():
             "assert model_problems(cfg) and data_problems(['builtin:nope'], 'data.train_files')\n"
             "assert 'transformers' not in sys.modules and 'dapo.builtin.base_model' not in sys.modules\n")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_a_reward_function_name_the_file_lacks_and_a_bad_resume_are_found_before_loading(tmp_path):
+    """(both failed only after the model and the data had loaded: minutes on a large model)"""
+    rewards = tmp_path / "rewards.py"
+    rewards.write_text("import math\n\ndef brevity(response, ground_truth, extra):\n    return 1.0\n\n"
+                       "try:\n    def fancy(response, ground_truth, extra):\n        return 0.0\nexcept Exception:\n"
+                       "    pass\nalias = brevity\n")
+    broken = tmp_path / "broken.py"
+    broken.write_text("def f(response, ground_truth, extra)\n    return 1\n")
+
+    def problems(*overrides):
+        cfg = load_config([], [f"output_dir={tmp_path / 'run'}", *overrides])
+        return reward_problems(cfg) + resume_problems(cfg)
+
+    assert problems(f"reward.functions=[{{path: {rewards}:brevty}}]") == [
+        f"reward.functions: '{rewards}:brevty': rewards.py defines no 'brevty' (its functions: ['brevity'])"]
+    assert all(problems(f"reward.functions=[{{path: {rewards}:{name}}}]") == [] for name in ("brevity", "fancy", "alias"))
+    [syntax] = problems(f"reward.functions=[{{path: {broken}:f}}]")
+    assert "broken.py line 1: expected ':'" in syntax
+    assert problems("checkpoint.resume=disable") == [
+        "checkpoint.resume='disable' is not auto, never or a checkpoint directory (none with a trainer_state.pt "
+        "is there)"]

@@ -60,6 +60,7 @@ def check_run(cfg: DAPOConfig, write_output: bool = True, train_data: bool = Tru
     ]
     if write_output:
         problems += output_problems(Path(cfg.output_dir), checkpoint_bytes(cfg), cfg.checkpoint.keep_last)
+        problems += resume_problems(cfg)
     if problems:
         raise PreflightError(problems)
 
@@ -190,13 +191,56 @@ def extras_problems(cfg: DAPOConfig) -> list[str]:
     return problems
 
 
+def resume_problems(cfg: DAPOConfig) -> list[str]:
+    """checkpoint.resume names a checkpoint, when it is not auto or never (verl's resume_mode
+    words, disable, are neither)."""
+    if cfg.checkpoint.resume in ("auto", "never"):
+        return []
+    from dapo.trainer.checkpoint import resume_path_problem
+
+    return [problem] if (problem := resume_path_problem(cfg.checkpoint.resume)) else []
+
+
 def reward_problems(cfg: DAPOConfig) -> list[str]:
     problems = []
     for spec in cfg.reward.functions:
-        location = spec.path.rpartition(":")[0]
-        if is_file_location(location) and not Path(location).expanduser().is_file():
+        location, _, name = spec.path.rpartition(":")
+        if not is_file_location(location):
+            continue
+        if not Path(location).expanduser().is_file():
             problems.append(f"reward.functions: {spec.path!r}: file {os.path.abspath(location)} does not exist")
+        elif (problem := _undefined_name(Path(location).expanduser(), name)) is not None:
+            problems.append(f"reward.functions: {spec.path!r}: {problem}")
     return problems
+
+
+def _undefined_name(path: Path, name: str) -> str | None:
+    """Why the file defines no top-level ``name`` (read, not imported: the reward workers import
+    it), or None when it does or cannot tell (a star import, a module __getattr__)."""
+    import ast
+
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except SyntaxError as error:
+        return f"{path.name} line {error.lineno}: {error.msg}"
+    except (OSError, ValueError):
+        return None  # unreadable or NUL bytes: the import says how
+    defined: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            defined.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        else:  # assignments, and what if/try blocks at the top level define
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store):
+                    defined.add(inner.id)
+                elif isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    defined.add(inner.name)
+    if name in defined or "*" in defined or "__getattr__" in defined:
+        return None
+    functions = sorted(n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    return f"{path.name} defines no {name!r} (its functions: {functions})"
 
 
 def output_problems(run_dir: Path, checkpoint_bytes: int, keep_last: int = 1, key: str = "output_dir") -> list[str]:

@@ -403,7 +403,7 @@ def resolve_resume(resume: str, run_dir: str | Path) -> ResumePoint | None:
         return ResumePoint(own[-1], automatic=True) if own else None
     path = Path(resume).expanduser()
     if not (path / STATE_FILE).exists():
-        raise FileNotFoundError(f"checkpoint.resume={resume!r}: no {STATE_FILE} there")
+        raise FileNotFoundError(resume_path_problem(resume))
     went_back = is_own_checkpoint(path, run_dir)  # a step back, or where the run started
     if own and own[-1].resolve() != path.resolve() and load_trainer_state(own[-1], peek=True).get(
         "went_back_to" if went_back else "started_from"
@@ -413,6 +413,14 @@ def resolve_resume(resume: str, run_dir: str | Path) -> ResumePoint | None:
         warnings.warn(f"checkpoint.resume={resume!r}: {why}: resuming its newest, {own[-1]}", stacklevel=2)
         return ResumePoint(own[-1], automatic=True)
     return ResumePoint(path, automatic=False)
+
+
+def resume_path_problem(resume: str) -> str | None:
+    """Why ``checkpoint.resume`` (not auto or never) names no checkpoint, or None."""
+    if (Path(resume).expanduser() / STATE_FILE).is_file():
+        return None
+    return (f"checkpoint.resume={resume!r} is not auto, never or a checkpoint directory (none with a {STATE_FILE} "
+            "is there)")
 
 
 def is_set_aside(path: Path, run_dir: str | Path) -> bool:

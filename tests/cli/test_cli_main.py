@@ -61,8 +61,9 @@ def test_an_override_the_shell_split_or_without_its_equals_says_so(capsys, argv,
     assert says in capsys.readouterr().err
 
 
-def test_your_model_starts_from_the_papers_recipe_and_says_so(capsys):
-    assert main(["config", "model.path=/models/mine"]) == 0
+@pytest.mark.parametrize("override", ["model.path=/models/mine", "model={path: /models/mine}"])
+def test_your_model_starts_from_the_papers_recipe_and_says_so(capsys, override):
+    assert main(["config", override]) == 0
     captured = capsys.readouterr()
     assert "shipped config 'dapo_recipe'" in captured.err
     for line in ("template: dapo", "lr: 1.0e-06", "top_p: 0.7", "clip_ratio_high: 0.28", "n: 16"):

@@ -13,7 +13,7 @@ from typing import Any
 
 from dapo.cli.ablate import ABLATION_TASKS, DEFAULT_TASK
 from dapo.config import ConfigError, DAPOConfig, builtin_config_path, load_config
-from dapo.config.loading import parse_override, shipped_config_names, yaml_text
+from dapo.config.loading import parse_override, set_dotted, shipped_config_names, yaml_text
 from dapo.errors import UserError
 
 EPILOG = """\
@@ -87,9 +87,13 @@ SAVED_CONFIG = "dapo_config.yaml"  # a checkpoint's copy of its run's resolved c
 
 
 def model_path_override(overrides: list[str]) -> str | None:
-    """The value of a ``model.path=...`` override, if one is given (the last one wins)."""
-    values = [parse_override(text)[1] for text in overrides if text.split("=", 1)[0].strip() == "model.path"]
-    return str(values[-1]) if values else None
+    """The model.path the overrides set, if any (``model.path=X`` or ``model={path: X}``; the last wins)."""
+    tree: dict[str, Any] = {}
+    for text in overrides:
+        set_dotted(tree, *parse_override(text))
+    model = tree.get("model")
+    path = model.get("path") if isinstance(model, dict) else None
+    return None if path is None else str(path)
 
 
 def is_builtin_model(path: str | None) -> bool:

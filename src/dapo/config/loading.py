@@ -76,7 +76,7 @@ def _yaml_problem(error: yaml.YAMLError) -> str:
     return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" if mark is not None else problem
 
 
-def _set_dotted(tree: dict[str, Any], path: list[str], value: Any) -> None:
+def set_dotted(tree: dict[str, Any], path: list[str], value: Any) -> None:
     """Set ``a.b.c=value``; a mapping value merges into the section as a later YAML file would
     (``trainer={lr: 1e-5}`` changes the lr alone, not the rest of trainer)."""
     node = tree
@@ -190,7 +190,7 @@ def load_config(
         tree = _merge(tree, loaded)
     for text in overrides or []:
         path_parts, value = parse_override(text)
-        _set_dotted(tree, path_parts, value)
+        set_dotted(tree, path_parts, value)
     return _build(DAPOConfig, tree, "")
 
 

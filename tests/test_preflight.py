@@ -196,3 +196,9 @@ def test_a_reward_function_name_the_file_lacks_and_a_bad_resume_are_found_before
     assert problems("checkpoint.resume=disable") == [
         "checkpoint.resume='disable' is not auto, never or a checkpoint directory (none with a trainer_state.pt "
         "is there)"]
+
+
+def test_an_output_dir_that_is_a_file_says_so(tmp_path):
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(PreflightError, match=r"output_dir='.*afile' is a file, not a directory"):
+        check_run(load_config([], [f"output_dir={tmp_path / 'afile'}"]))

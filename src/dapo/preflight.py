@@ -247,6 +247,8 @@ def output_problems(run_dir: Path, checkpoint_bytes: int, keep_last: int = 1, ke
     """The run directory (the setting ``key`` names) can be created and written, and has room for
     one checkpoint of ``checkpoint_bytes`` (a warning when not for the ``keep_last + 1`` that
     coexist while the oldest is rotated out)."""
+    if run_dir.is_file():
+        return [f"{key}={str(run_dir)!r} is a file, not a directory"]
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=run_dir, prefix=".write-test-"):

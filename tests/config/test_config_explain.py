@@ -49,3 +49,12 @@ def test_a_list_of_mappings_explains_its_items_fields():
     assert "  reward.functions[].weight (float), default 1.0" in lines
     assert "package.module:function" in text and "Weight of this function's score" in text
     assert explain(load_config([], []), "trainer.betas").startswith("trainer.betas (list[float]) = [0.9, 0.999]")
+
+
+def test_explaining_a_misspelled_or_bare_key_suggests_the_field(capsys):
+    from dapo.cli.main import main
+
+    assert main(["config", "--explain", "trainer.lrr"]) == 2
+    assert "no config field 'trainer.lrr' (did you mean trainer.lr," in capsys.readouterr().err
+    assert main(["config", "--explain", "lr"]) == 2
+    assert "(did you mean trainer.lr?)" in capsys.readouterr().err

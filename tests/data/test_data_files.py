@@ -76,6 +76,7 @@ def test_entries_naming_no_file_are_errors_before_and_at_load(tmp_path: Path):
     _parquet(tmp_path / "only_train" / "train.parquet", _dapo_rows(0, 1))
     cases = {
         str(tmp_path / "shards" / "*.parquet"): "the pattern matches no file",
+        f"{tmp_path}/a.parquet,{tmp_path}/b.parquet": r"file not found \(several files are a list: \[",
         str(tmp_path / "empty"): "a directory with no .parquet, .jsonl, .json files",
         str(tmp_path / "only_train"): "holds files of the train split\\(s\\) only, none of the eval split",
     }

@@ -7,6 +7,7 @@ comment, as ``temperature`` / ``top_p`` do), so the help a user sees is the sche
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import re
 import typing
@@ -55,8 +56,12 @@ def explain(config: DAPOConfig, prefix: str = "") -> str:
     lies under it ("" for all); ValueError naming the sections when nothing matches."""
     entries = {k: v for k, v in field_docs().items() if not prefix or k == prefix or k.startswith(prefix + ".")}
     if not entries:
-        sections = sorted({key.split(".")[0] for key in field_docs()})
-        raise ValueError(f"no config field {prefix!r}; sections: {sections}")
+        keys = list(field_docs())
+        # a misspelled key, or its last part alone (lr -> trainer.lr)
+        guesses = difflib.get_close_matches(prefix, keys, n=3) or [k for k in keys if k.rsplit(".", 1)[-1] == prefix]
+        sections = sorted({key.split(".")[0] for key in keys})
+        hint = f" (did you mean {', '.join(guesses)}?)" if guesses else ""
+        raise ValueError(f"no config field {prefix!r}{hint}; sections: {sections}")
     blocks = []
     for key, (doc, kind) in entries.items():
         value: Any = config

@@ -42,7 +42,8 @@ def data_files(entry: str, split: str) -> list[str]:
             raise DataError(f"{entry}: the pattern matches no file")
         return matches
     if not path.exists():
-        raise DataError(f"{entry}: file not found")
+        hint = f" (several files are a list: [{entry.replace(',', ', ')}])" if "," in entry else ""
+        raise DataError(f"{entry}: file not found{hint}")
     if path.is_file() or is_datasets_directory(path):
         return [str(path)]
     files = sorted(

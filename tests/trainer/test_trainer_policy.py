@@ -305,3 +305,17 @@ def test_a_ranks_empty_micro_batch_loss_is_zero_even_where_the_pad_logits_overfl
     loss.backward()
     assert all(p.grad is None or torch.equal(p.grad, torch.zeros_like(p.grad)) for p in model.parameters())
     assert any(p.grad is not None for p in model.parameters())  # it reached the weights, as FSDP needs
+
+
+def test_a_rank_skipping_for_another_ranks_non_finite_loss_does_not_blame_its_own(tiny_model_dir, monkeypatch):
+    """(its warning read 'loss is -0.0607 (on this or another rank)', naming a finite loss)"""
+    import dapo.trainer.policy as policy_module
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    before = copy.deepcopy(model.state_dict())
+    w = worker(model, 1000)
+    samples = make_samples(torch.Generator().manual_seed(1))
+    monkeypatch.setattr(policy_module, "all_ranks_true", lambda flag: False)  # as if another rank got a NaN
+    with pytest.warns(UserWarning, match="skipped an optimizer update: another rank's loss is not finite"):
+        assert w.update(samples, on_policy=True).skipped
+    assert all(torch.equal(t, before[name]) for name, t in model.state_dict().items())

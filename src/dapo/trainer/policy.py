@@ -319,7 +319,7 @@ class PolicyWorker:
         # Length-sorted micro-batches carry less padding; the loss is a sum over tokens with a
         # global normaliser, so their order does not change the gradient.
         by_length = sorted(mini_batch, key=lambda s: (len(s.prompt_ids) + len(s.response_ids)))
-        nonfinite = None  # a loss that was not finite, on this rank or another
+        nonfinite = None  # why the update is skipped: a loss that was not finite, on this rank or another
         with self._compute_weights():
             for micro in self._micro_batches(by_length):
                 if micro:
@@ -329,7 +329,7 @@ class PolicyWorker:
                 total, policy_gradient = torch.stack([loss.detach(), pg_loss.detach()]).tolist()  # one device sync
                 # decided by all ranks together, so that none is left waiting in a collective
                 if not all_ranks_true(math.isfinite(total)):
-                    nonfinite = total
+                    nonfinite = f"loss is {total}" if not math.isfinite(total) else "another rank's loss is not finite"
                     break
                 (loss if self.loss_scale == 1.0 else loss * self.loss_scale).backward()
                 if self.bf16_weights is not None:
@@ -338,7 +338,7 @@ class PolicyWorker:
                 stats.pg_loss += policy_gradient
         if nonfinite is not None:  # skipped once the float32 weights are back
             reshard_root(self.model)  # its forward ran, its backward will not
-            return self._skip(stats, f"loss is {nonfinite} (on this or another rank)")
+            return self._skip(stats, nonfinite)
         return stats
 
     @property

@@ -26,6 +26,7 @@ from dapo.trainer.checkpoint import (
     SHARDED_DIR,
     layout_mismatch,
     load_sharded_policy,
+    missing_shards,
     save_sharded_policy,
     sharded_policy_state,
 )
@@ -218,3 +219,17 @@ def test_a_sharded_resume_has_the_float16_loss_scale_of_the_resumed_run(tiny_mod
     resumed.load_shards(tmp_path)
     assert resumed.loss_scale == expected_scale
     assert resumed.optimizer.param_groups[0].get("updates_since_overflow") == expected_since_overflow
+
+
+def test_a_checkpoint_missing_a_ranks_shard_as_the_driver_sees_it_is_named(tmp_path):
+    """Several nodes without a shared output_dir: each rank wrote on its own node, and the driver
+    published a checkpoint that could not resume (found only at the resume)."""
+    policy = tmp_path / SHARDED_DIR
+    policy.mkdir()
+    assert missing_shards(tmp_path, 2) == [f"{SHARDED_DIR}/.metadata", f"{SHARDED_DIR}/rng-rank00000.pt",
+                                           f"{SHARDED_DIR}/rng-rank00001.pt"]
+    (policy / ".metadata").write_bytes(b"")
+    (policy / "rng-rank00000.pt").write_bytes(b"")
+    assert missing_shards(tmp_path, 2) == [f"{SHARDED_DIR}/rng-rank00001.pt"]
+    (policy / "rng-rank00001.pt").write_bytes(b"")
+    assert missing_shards(tmp_path, 2) == []

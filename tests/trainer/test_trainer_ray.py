@@ -211,3 +211,21 @@ def test_one_ranks_error_is_raised_at_once_and_a_dead_rank_is_named():
             group._get([group.ranks[0].fail.remote(0.0), group.ranks[1].die.remote(1.0)])
     finally:
         ray.shutdown()
+
+
+def test_the_ranks_get_absolute_paths_a_rank_on_another_node_can_follow(tmp_path, monkeypatch):
+    """(a rank of a cluster does not run in the driver's directory: a relative output_dir made it
+    write its checkpoint shards somewhere the driver never looked)"""
+    from dapo.config import load_config
+    from dapo.config.loading import config_to_dict
+    from dapo.trainer.ray_policy import paths_for_ranks
+
+    (tmp_path / "models" / "mine").mkdir(parents=True)
+    (tmp_path / "algo.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    cfg = config_to_dict(load_config([], ["output_dir=runs/x", "model.path=models/mine", "algorithm.plugins=[algo.py]"]))
+    ranks = paths_for_ranks(cfg)
+    assert ranks["output_dir"] == str(tmp_path / "runs" / "x") and ranks["model"]["path"] == str(tmp_path / "models/mine")
+    assert ranks["algorithm"]["plugins"] == [str(tmp_path / "algo.py")] and cfg["output_dir"] == "runs/x"
+    builtin = paths_for_ranks(config_to_dict(load_config([], [])))
+    assert builtin["model"]["path"] == "builtin" and builtin["model"]["tokenizer_path"] is None

@@ -355,6 +355,15 @@ def load_trainer_state(checkpoint_dir: str | Path, peek: bool = False) -> dict[s
 SHARDED_FORMAT = "dcp"  # trainer_state.pt["policy"]["sharded"]: the ranks' state is in policy/
 
 
+def missing_shards(directory: str | Path, world_size: int) -> list[str]:
+    """What of ``world_size`` ranks' sharded policy is not visible in ``directory`` from this
+    process: DCP's .metadata and each rank's RNG file. A multi-node run whose output_dir is not
+    on a filesystem every node shares writes them on each rank's own node."""
+    policy = Path(directory) / SHARDED_DIR
+    expected = [policy / ".metadata", *(_rank_rng_path(directory, rank) for rank in range(world_size))]
+    return [str(path.relative_to(directory)) for path in expected if not path.is_file()]
+
+
 def sharded_policy_state(world_size: int, num_nonfinite_skipped: int) -> dict[str, Any]:
     """The driver's part of a sharded policy's checkpoint (``trainer_state.pt["policy"]``): the
     weights, AdamW state and schedule are the ranks' DCP shards in policy/."""

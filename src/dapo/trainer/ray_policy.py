@@ -52,6 +52,7 @@ from dapo.trainer.batch import Sample, count_loss_tokens, deal_prompts, split_ac
 from dapo.trainer.checkpoint import (
     export_hf_from_shards,
     load_rank_rng,
+    missing_shards,
     save_rank_rng,
     save_sharded_policy,
     sharded_policy_state,
@@ -63,6 +64,7 @@ from dapo.trainer.fsdp import (
     shard_from_rank0,
 )
 from dapo.trainer.policy import LogprobPass, PolicyWorker, UpdateStats
+from dapo.trainer.run_dir import RunDirError
 from dapo.trainer.setup import load_model_and_tokenizer, resolve_device, vllm_options
 
 
@@ -179,6 +181,21 @@ class PolicyRank:
         return self.policy.lr
 
 
+def paths_for_ranks(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with its local paths absolute (model, tokenizer, output_dir, plugin files): a
+    rank on another node of a cluster (ray_address) does not run in the driver's directory, and
+    a relative path there names another file, or none (a checkpoint's shards written elsewhere)."""
+    def absolute(path: str | None) -> str | None:
+        return path if path is None or not os.path.exists(path) else os.path.abspath(path)
+
+    config = copy.deepcopy(config)
+    model = config["model"]
+    model["path"], model["tokenizer_path"] = absolute(model["path"]), absolute(model["tokenizer_path"])
+    config["output_dir"] = os.path.abspath(config["output_dir"])
+    config["algorithm"]["plugins"] = [absolute(entry) for entry in config["algorithm"]["plugins"]]
+    return config
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("", 0))  # every interface: the other nodes' ranks connect to it
@@ -245,7 +262,7 @@ class RayPolicyGroup:
         self._ray = ray
         gpus = 1 if _ranks_use_gpus(cfg, ray) else 0
         actor = ray.remote(num_cpus=res.cpus_per_rank, num_gpus=gpus)(PolicyRank)
-        config = config_to_dict(cfg)
+        config = paths_for_ranks(config_to_dict(cfg))
         self.ranks, self.node_groups = [], []
         try:
             self.node_groups = _node_placement_groups(ray, res.nnodes, res.devices_per_node, res.cpus_per_rank, gpus)
@@ -344,13 +361,18 @@ class RayPolicyGroup:
         driver's part of the policy state (counters, and how it was written) is returned for
         ``trainer_state.pt``. (The ranks export with their own tokenizer: ``tokenizer`` is
         PolicyWorker's argument.)"""
-        self._on_all("save_checkpoint", str(directory), hf_export)
+        self._on_all("save_checkpoint", os.path.abspath(directory), hf_export)
+        if missing := missing_shards(directory, self.world_size):  # never publish a checkpoint that cannot resume
+            raise RunDirError(
+                f"the policy ranks wrote their checkpoint shards, but {', '.join(missing[:4])} are not in {directory} "
+                "as this driver sees it: on several nodes, output_dir must be on a filesystem every node shares "
+                "(NFS, Lustre, a mounted bucket)")
         return sharded_policy_state(self.world_size, self.num_nonfinite_skipped)
 
     def load_checkpoint(self, directory: Path, state: dict[str, Any]) -> None:
         """Every rank reads its shards from checkpoint ``directory``; ``state`` is what
         :meth:`save_checkpoint` returned. The engines still hold older weights: sync before use."""
-        self.lr = self._on_all("load_checkpoint", str(directory))[0]
+        self.lr = self._on_all("load_checkpoint", os.path.abspath(directory))[0]
         self.num_nonfinite_skipped = state["num_nonfinite_skipped"]
 
     def close(self) -> None:

@@ -55,8 +55,8 @@ METRICS: dict[str, str] = {
     "actor/loss": "the loss minimised: actor/pg_loss - entropy_coef x entropy + kl_coef x KL to the reference, "
     "the extra terms aggregated as the policy-gradient loss (mean over the step's mini-batches)",
     "actor/pg_loss": "policy-gradient loss, the decoupled-clip term alone (mean over the step's mini-batches)",
-    "actor/entropy": "mean per-token entropy of the policy before this step's update over the loss's tokens (overlong-filtered responses left out) "
-    "of the trained responses (at rollout temperature), from the "
+    "actor/entropy": "mean per-token entropy of the policy before this step's update over the loss's tokens "
+    "(overlong-filtered responses left out) of the trained responses (at rollout temperature), from the "
     "step's first pass over them: with algorithm.old_logprobs=recompute and several updates per step, those "
     "sampled this step (carried-over ones hold their own step's pi_old); with one update per step, all of them "
     "(the update's own forward, carried-over ones included); with rollout, the first mini-batch's (carried-over "

@@ -202,3 +202,11 @@ def test_an_output_dir_that_is_a_file_says_so(tmp_path):
     (tmp_path / "afile").write_text("")
     with pytest.raises(PreflightError, match=r"output_dir='.*afile' is a file, not a directory"):
         check_run(load_config([], [f"output_dir={tmp_path / 'afile'}"]))
+
+
+def test_a_warm_up_as_long_as_the_run_is_said(tmp_path, recwarn):
+    check_run(load_config([], [f"output_dir={tmp_path / 'a'}", "trainer.total_steps=5", "trainer.warmup_steps=10"]))
+    assert any("trainer.warmup_steps=10 is not below trainer.total_steps=5" in str(w.message) for w in recwarn)
+    recwarn.clear()
+    check_run(load_config([], [f"output_dir={tmp_path / 'b'}", "trainer.total_steps=50", "trainer.warmup_steps=10"]))
+    assert not any("warmup_steps" in str(w.message) for w in recwarn)

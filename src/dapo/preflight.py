@@ -61,6 +61,7 @@ def check_run(cfg: DAPOConfig, write_output: bool = True, train_data: bool = Tru
     if write_output:
         problems += output_problems(Path(cfg.output_dir), checkpoint_bytes(cfg), cfg.checkpoint.keep_last)
         problems += resume_problems(cfg)
+        warn_about_schedule(cfg)
     if problems:
         raise PreflightError(problems)
 
@@ -189,6 +190,15 @@ def extras_problems(cfg: DAPOConfig) -> list[str]:
             "installed: `pip install 'dapo-rl[ray]'`"
         )
     return problems
+
+
+def warn_about_schedule(cfg: DAPOConfig) -> None:
+    """A warm-up as long as the run keeps every step below the peak learning rate (a recipe's
+    warm-up with a short total_steps, as a quick trial sets it)."""
+    t = cfg.trainer
+    if 0 < t.total_steps <= t.warmup_steps:
+        warnings.warn(f"trainer.warmup_steps={t.warmup_steps} is not below trainer.total_steps={t.total_steps}: "
+                      f"every step trains below the peak lr {t.lr:g}", stacklevel=1)  # one place: shown once
 
 
 def resume_problems(cfg: DAPOConfig) -> list[str]:

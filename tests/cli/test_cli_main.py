@@ -1,14 +1,10 @@
 import os
 import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 
 from dapo.cli.main import main, split_config_args
-from tests.rewards.test_rewards_pool import alive, program_running_reward
+from tests.rewards.test_rewards_pool import alive, start_scoring_program
 
 
 def test_help_documents_commands_and_overrides(capsys):
@@ -162,16 +158,8 @@ finally:
 def test_sigterm_or_sighup_to_the_commands_group_stops_what_reward_functions_started(tmp_path, signum):
     """Reward workers lead their own process groups, so a signal to the command's group (`timeout`,
     `kill -- -PGID`, a closed terminal) reaches the trainer alone: it must unwind and close them."""
-    module, pid_file = program_running_reward(tmp_path)
-    root = Path(__file__).resolve().parents[2]
-    command = subprocess.Popen([sys.executable, "-c", TERMINATED, str(module)], start_new_session=True,
-                               env={**os.environ, "PYTHONPATH": str(root / "src")}, cwd=tmp_path)
+    command, child = start_scoring_program(tmp_path, TERMINATED, start_new_session=True)
     try:
-        deadline = time.monotonic() + 120
-        while not (pid_file.exists() and pid_file.read_text()):
-            assert time.monotonic() < deadline and command.poll() is None, "the reward function never ran"
-            time.sleep(0.05)
-        child = int(pid_file.read_text())
         os.killpg(command.pid, signum)
         assert command.wait(timeout=60) == 128 + signum
     finally:

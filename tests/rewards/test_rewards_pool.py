@@ -129,6 +129,25 @@ def test_what_a_reward_function_started_stops_with_its_worker(tmp_path):
         pool.close()
 
 
+def start_scoring_program(tmp_path: Path, script: str, **popen: object) -> tuple[subprocess.Popen, int]:
+    """Run ``script`` (``python -c``, given :func:`program_running_reward`'s module as argv[1])
+    in a fresh interpreter until the reward function has started its program; the interpreter,
+    and the program's pid."""
+    module, pid_file = program_running_reward(tmp_path)
+    root = Path(__file__).resolve().parents[2]
+    process = subprocess.Popen([sys.executable, "-c", script, str(module)], cwd=tmp_path,
+                               env={**os.environ, "PYTHONPATH": str(root / "src")}, **popen)
+    try:
+        deadline = time.monotonic() + 120
+        while not (pid_file.exists() and pid_file.read_text()):
+            assert time.monotonic() < deadline and process.poll() is None, "the reward function never ran"
+            time.sleep(0.05)
+    except BaseException:
+        process.kill()
+        raise
+    return process, int(pid_file.read_text())
+
+
 DRIVEN_FROM_PYTHON = """
 import sys
 from dapo.rewards.pool import WorkerPool
@@ -143,16 +162,8 @@ def test_what_a_reward_function_started_stops_when_the_trainer_dies_without_clos
     """A trainer driven from Python (a notebook, a script: no dapo CLI to unwind on SIGTERM), or
     one SIGKILLed, runs no close(): its workers end when it dies, and what their functions started
     must end with them, not run on under init."""
-    module, pid_file = program_running_reward(tmp_path)
-    root = Path(__file__).resolve().parents[2]
-    trainer = subprocess.Popen([sys.executable, "-c", DRIVEN_FROM_PYTHON, str(module)],
-                               env={**os.environ, "PYTHONPATH": str(root / "src")}, cwd=tmp_path)
+    trainer, child = start_scoring_program(tmp_path, DRIVEN_FROM_PYTHON)
     try:
-        deadline = time.monotonic() + 120
-        while not (pid_file.exists() and pid_file.read_text()):
-            assert time.monotonic() < deadline and trainer.poll() is None, "the reward function never ran"
-            time.sleep(0.05)
-        child = int(pid_file.read_text())
         trainer.send_signal(signum)
         assert trainer.wait(timeout=60) == -signum  # died by the signal: nothing unwound
         deadline = time.monotonic() + 20
@@ -162,8 +173,8 @@ def test_what_a_reward_function_started_stops_when_the_trainer_dies_without_clos
     finally:
         if trainer.poll() is None:
             trainer.kill()
-        if pid_file.exists() and pid_file.read_text() and alive(int(pid_file.read_text())):
-            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+        if alive(child):
+            os.kill(child, signal.SIGKILL)
 
 
 @pytest.mark.parametrize("hangs", [True, False], ids=["killed-at-the-deadline", "closed"])

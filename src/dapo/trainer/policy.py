@@ -83,8 +83,8 @@ class UpdateStats:
     empty: bool = False
     diagnostics: LogprobPass | None = None  # entropy / mismatch sums, for on-policy updates
     # sum over the loss's tokens of the KL penalty's estimate to the reference model (a 0-dim
-    # tensor until the driver gets it; None without the penalty: algorithm.kl_coef = 0)
-    ref_kl_sum: torch.Tensor | float | None = None
+    # tensor; None without the penalty: algorithm.kl_coef = 0, which several ranks require)
+    ref_kl_sum: torch.Tensor | None = None
 
 
 def build_optimizer(model: torch.nn.Module, cfg: TrainerConfig) -> torch.optim.Optimizer:

@@ -141,8 +141,6 @@ class PolicyRank:
         if stats.policy is not None:  # its sums are tensors on this rank's device: the driver gets CPU ones
             stats.policy = dataclasses.replace(stats.policy, **{
                 f.name: getattr(stats.policy, f.name).detach().cpu() for f in dataclasses.fields(stats.policy)})
-        if stats.ref_kl_sum is not None:
-            stats.ref_kl_sum = float(stats.ref_kl_sum)
         return stats
 
     def end_step(self) -> float:
@@ -338,8 +336,6 @@ class RayPolicyGroup:
                              empty=parts[0].empty)  # decided on the global token count: alike on every rank
         sums = [p.policy for p in parts if p.policy is not None]
         merged.policy = PolicyLossStats.total(sums) if sums else None
-        if any(p.ref_kl_sum is not None for p in parts):
-            merged.ref_kl_sum = sum(p.ref_kl_sum or 0.0 for p in parts)
         diagnostics = [p.diagnostics for p in parts if p.diagnostics is not None]
         if diagnostics:
             merged.diagnostics = LogprobPass.sum_of(diagnostics)

@@ -62,6 +62,20 @@ def test_a_prompt_and_response_past_the_context_warn_natively_and_refuse_vllm(tm
         check_run(vllm)
 
 
+def test_the_builtin_models_context_is_checked_too(tmp_path):
+    """The built-in model has no config.json to read until it is built: its recipe's 1024
+    positions bound a response all the same (before, 2048-token responses ran past them)."""
+    args = [f"output_dir={tmp_path / 'run'}", "model.path=builtin"]
+    check_run(load_config([builtin_config_path("default")], args))  # 512 + 64 tokens fit
+    long = load_config([builtin_config_path("default")], [*args, "rollout.max_response_length=2048",
+                                                          "algorithm.overlong_buffer_len=16"])
+    with pytest.raises(PreflightError, match=r"max_response_length=2048 does not fit the model's context of 1024 "
+                                             r"tokens \(the built-in model builtin's recipe\)"):
+        check_run(long)
+    with pytest.warns(UserWarning, match=r"512 \+ 600 is more than the model's context of 1024"):
+        check_run(load_config([builtin_config_path("default")], [*args, "rollout.max_response_length=600"]))
+
+
 def test_a_directory_that_is_not_a_model_is_named(tmp_path):
     cfg = load_config([builtin_config_path("dapo_recipe")], [f"model.path={tmp_path}", f"output_dir={tmp_path / 'r'}"])
     with pytest.raises(PreflightError, match="has no config.json"):
@@ -205,8 +219,9 @@ def test_an_output_dir_that_is_a_file_says_so(tmp_path):
 
 
 def test_a_warm_up_as_long_as_the_run_is_said(tmp_path, recwarn):
-    check_run(load_config([], [f"output_dir={tmp_path / 'a'}", "trainer.total_steps=5", "trainer.warmup_steps=10"]))
+    default = [builtin_config_path("default")]
+    check_run(load_config(default, [f"output_dir={tmp_path / 'a'}", "trainer.total_steps=5", "trainer.warmup_steps=10"]))
     assert any("trainer.warmup_steps=10 is not below trainer.total_steps=5" in str(w.message) for w in recwarn)
     recwarn.clear()
-    check_run(load_config([], [f"output_dir={tmp_path / 'b'}", "trainer.total_steps=50", "trainer.warmup_steps=10"]))
+    check_run(load_config(default, [f"output_dir={tmp_path / 'b'}", "trainer.total_steps=50", "trainer.warmup_steps=10"]))
     assert not any("warmup_steps" in str(w.message) for w in recwarn)

@@ -73,9 +73,12 @@ def _is_builtin(path: str) -> bool:
 def model_problems(cfg: DAPOConfig) -> list[str]:
     m = cfg.model
     if _is_builtin(m.path):
-        from dapo.builtin.recipes import builtin_model_problem  # torch-free
+        from dapo.builtin.recipes import builtin_model_problem, recipe_for_model_path  # torch-free
 
-        return [problem] if (problem := builtin_model_problem(m.path)) else []
+        if (problem := builtin_model_problem(m.path)) is not None:
+            return [problem]
+        context = recipe_for_model_path(m.path).max_position_embeddings
+        return _context_problems(context, f"the built-in model {m.path}'s recipe", cfg)
     model_dir = Path(m.path).expanduser()
     if not model_dir.is_dir():
         return [f"model.path={m.path!r} is not a local directory (dapo-rl never downloads at run time: "
@@ -91,7 +94,7 @@ def model_problems(cfg: DAPOConfig) -> list[str]:
     elif not any(any(model_dir.glob(pattern)) for pattern in WEIGHT_PATTERNS):
         problems.append(f"model.path={m.path!r} has no weights (*.safetensors or pytorch_model*.bin)")
     else:
-        problems += _context_problems(config_file, cfg)
+        problems += _config_file_context_problems(config_file, cfg)
     tokenizer_dir = Path(m.tokenizer_path).expanduser() if m.tokenizer_path else model_dir
     where = f"model.tokenizer_path={m.tokenizer_path!r}" if m.tokenizer_path else f"model.path={m.path!r}"
     if not tokenizer_dir.is_dir():
@@ -104,7 +107,7 @@ def model_problems(cfg: DAPOConfig) -> list[str]:
     return problems
 
 
-def _context_problems(config_file: Path, cfg: DAPOConfig) -> list[str]:
+def _config_file_context_problems(config_file: Path, cfg: DAPOConfig) -> list[str]:
     try:
         model_config = json.loads(config_file.read_text())
     except (OSError, ValueError) as error:
@@ -112,10 +115,17 @@ def _context_problems(config_file: Path, cfg: DAPOConfig) -> list[str]:
     context = model_config.get("max_position_embeddings") if isinstance(model_config, dict) else None
     if not isinstance(context, int):
         return []
+    return _context_problems(context, f"max_position_embeddings in {config_file}", cfg)
+
+
+def _context_problems(context: int, source: str, cfg: DAPOConfig) -> list[str]:
+    """A response must fit the model's context of ``context`` tokens (read from ``source``); a
+    prompt plus a response past it is an error under vLLM (which ends the request) and a warning
+    on the other engines."""
     prompt, response = cfg.data.max_prompt_length, cfg.rollout.max_response_length
     if response >= context:
         return [f"rollout.max_response_length={response} does not fit the model's context of {context} tokens "
-                f"(max_position_embeddings in {config_file})"]
+                f"({source})"]
     if prompt + response > context and cfg.rollout.engine == "vllm":
         return [f"data.max_prompt_length + rollout.max_response_length = {prompt} + {response} is more than the "
                 f"model's context of {context} tokens, where vLLM ends a request: a prompt of {prompt} tokens "

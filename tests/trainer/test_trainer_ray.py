@@ -164,6 +164,11 @@ def test_the_ranks_update_equals_one_process_on_the_same_mini_batch(tiny_model_d
         assert ranks.loss == pytest.approx(single.loss, rel=1e-5, abs=1e-7)
         assert ranks.grad_norm == pytest.approx(single.grad_norm, rel=1e-4)
         assert float((ranks_after - single_after).abs().max()) < 1e-4
+        # each rank draws its own random numbers (dropout masks); before, every rank drew rank 0's
+        import ray
+
+        draws = ray.get([rank.__ray_call__.remote(lambda _: torch.rand(4)) for rank in two.policy.ranks])
+        assert not torch.equal(draws[0], draws[1])
     finally:
         one.close()
         two.close()

@@ -67,6 +67,8 @@ from dapo.trainer.policy import LogprobPass, PolicyWorker, UpdateStats
 from dapo.trainer.run_dir import RunDirError
 from dapo.trainer.setup import load_model_and_tokenizer, resolve_device, vllm_options
 
+RANK_SEED_STRIDE = 7_919  # rank r's torch seed: trainer.seed + r * this
+
 
 class PolicyRankDied(UserError, RuntimeError):
     """A policy rank's actor died (its process was killed, crashed or ran out of memory)."""
@@ -92,7 +94,9 @@ class PolicyRank:
         os.environ.update(MASTER_ADDR=master[0], MASTER_PORT=str(master[1]), RANK=str(rank),
                           WORLD_SIZE=str(world_size), LOCAL_RANK="0")
         cfg: DAPOConfig = config_from_dict(self.config)  # re-validated here: imports algorithm.plugins
-        torch.manual_seed(cfg.trainer.seed)
+        # each rank its own torch stream (dropout masks under model.disable_dropout=false); rank 0
+        # keeps the run's seed, as one process does
+        torch.manual_seed(cfg.trainer.seed + RANK_SEED_STRIDE * rank)
         device = resolve_device(cfg.trainer.device)
         # the cores Ray reserved for this rank, not every core of the node
         torch.set_num_threads(cfg.trainer.num_threads or max(1, int(cfg.resources.cpus_per_rank)))

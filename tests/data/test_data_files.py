@@ -64,6 +64,27 @@ def test_split_folders_and_a_directory_without_splits(tmp_path: Path):
     assert len(load_problems([str(plain)], DataConfig(), "eval").problems) == 2
 
 
+def test_rows_without_a_data_source_are_named_after_their_dataset_not_their_shard(tmp_path: Path):
+    """eval/<data_source>/ groups the held-out metrics: a Hub snapshot's two test shards are one
+    dataset (before: two groups, "test-00000-of-00002" and "test-00001-of-00002"), and the files
+    of a folder of benchmarks are one each."""
+    rows = [{k: v for k, v in row.items() if k != "data_source"} for row in _dapo_rows(0, 4)]
+    snapshot = tmp_path / "aime-2024"
+    _parquet(snapshot / "data" / "test-00000-of-00002.parquet", rows[:2])
+    _parquet(snapshot / "data" / "test-00001-of-00002.parquet", rows[2:])
+    assert {p.data_source for p in load_problems([str(snapshot)], DataConfig(), "eval").problems} == {"aime-2024"}
+    glob = str(snapshot / "data" / "test-*.parquet")  # no directory entry: the shards' folder
+    assert {p.data_source for p in load_problems([glob], DataConfig(), "eval").problems} == {"data"}
+    benchmarks = tmp_path / "benchmarks"
+    _parquet(benchmarks / "aime.parquet", rows[:2])
+    _parquet(benchmarks / "math500.parquet", rows[2:])
+    loaded = load_problems([str(benchmarks)], DataConfig(), "eval")
+    assert [p.data_source for p in loaded.problems] == ["aime", "aime", "math500", "math500"]
+    _parquet(benchmarks / "aime.parquet", _dapo_rows(0, 2))  # a row's own data_source wins
+    assert {p.data_source for p in load_problems([str(benchmarks)], DataConfig(), "eval").problems} == {
+        "math_dapo", "math500"}
+
+
 def test_a_glob_reads_its_matches_in_sorted_order(tmp_path: Path):
     for index in (2, 0, 1):
         _parquet(tmp_path / "shards" / f"part-{index}.parquet", _dapo_rows(index * 10, 1))

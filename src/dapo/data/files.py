@@ -24,6 +24,7 @@ SPLIT_WORDS = {
 }
 _SPLIT_OF_WORD = {word: split for split, words in SPLIT_WORDS.items() for word in words}
 _GLOB_CHARS = re.compile(r"[*?\[]")
+_SHARD_SUFFIX = re.compile(r"-\d+-of-\d+$")  # train-00000-of-00002, as `datasets` names shards
 
 
 def is_datasets_directory(path: Path) -> bool:
@@ -62,6 +63,18 @@ def data_files(entry: str, split: str) -> list[str]:
             raise DataError(f"{entry}: holds files of the {' and '.join(found)} split(s) only, none of the "
                             f"{split} split (its file or folder names start with one of {SPLIT_WORDS[split]})")
     return [str(p) for p in files]
+
+
+def default_data_source(file: str, entry: str) -> str:
+    """The data_source of a row that has none: its file's stem without a shard suffix
+    (``aime.jsonl`` -> "aime"); when that is only a split word (a Hub snapshot's
+    ``data/test-00000-of-00002.parquet``), the name of the directory the entry names (or else of
+    the file's folder), so that one dataset's shards are one source in eval/<data_source>/."""
+    stem = _SHARD_SUFFIX.sub("", Path(file).stem)
+    if stem.lower() not in _SPLIT_OF_WORD:
+        return stem
+    entry_path = Path(entry).expanduser()
+    return (entry_path if entry_path.is_dir() else Path(file).parent).resolve().name
 
 
 def _split_named(relative: Path) -> str | None:

@@ -31,7 +31,7 @@ import numpy
 
 from dapo.config.schema import DataConfig
 from dapo.data.arithmetic import make_arithmetic_problems
-from dapo.data.files import data_files
+from dapo.data.files import data_files, default_data_source
 from dapo.data.prompts import problem_text
 from dapo.data.records import DataError, Problem
 
@@ -100,9 +100,9 @@ def load_problems(files: list[str], cfg: DataConfig, split: str) -> LoadedProble
     answer_of: dict[tuple[str, str], str] = {}
     dedup = split == "train" and cfg.dedup_train
     collapsed = dedup or split == "eval"  # only a problem's first copy counts: a conflict is hidden
-    for path in (path for entry in files for path in _paths_of(entry, split)):
+    for entry, path in ((e, path) for e in files for path in _paths_of(e, split)):
         result.sources.append(path)
-        for problem in _read_source(path, cfg, split, result):
+        for problem in _read_source(path, cfg, split, result, default_data_source(path, entry)):
             result.num_rows += 1
             key = ("", problem.uid) if split == "train" else (problem.data_source, problem.uid)
             if collapsed and key in answer_of and problem.ground_truth != answer_of[key]:
@@ -140,7 +140,7 @@ def _paths_of(entry: str, split: str) -> list[str]:
 
 
 def _read_source(
-    path: str, cfg: DataConfig, split: str, result: LoadedProblems
+    path: str, cfg: DataConfig, split: str, result: LoadedProblems, source_name: str
 ) -> Iterator[Problem]:
     if path == BUILTIN_ARITHMETIC:
         size = cfg.builtin_train_size if split == "train" else cfg.builtin_eval_size
@@ -156,7 +156,7 @@ def _read_source(
         try:
             if isinstance(row, DataError):
                 raise row
-            yield problem_from_row(row, cfg, path, row_index)
+            yield problem_from_row(row, cfg, path, row_index, source_name)
         except DataError as error:
             _skip_or_raise(error, cfg, result)
 
@@ -308,8 +308,11 @@ def _pick_split(path: str, available: list[str], split: str) -> str:
     raise DataError(f"{path}: cannot tell which of the splits {available} is the {split} split")
 
 
-def problem_from_row(row: dict[str, Any], cfg: DataConfig, path: str, row_index: int) -> Problem:
-    """One validated :class:`Problem` from a row, or DataError naming ``path`` and ``row_index``."""
+def problem_from_row(
+    row: dict[str, Any], cfg: DataConfig, path: str, row_index: int, source_name: str | None = None
+) -> Problem:
+    """One validated :class:`Problem` from a row, or DataError naming ``path`` and ``row_index``;
+    a row without a data_source gets ``source_name`` (default: the file's stem)."""
     where = f"{path} row {row_index}"
     prompt = _prompt_of(_lookup(row, cfg.prompt_key, where, "prompt"), where, cfg.prompt_key)
     ground_truth = _answer_of(
@@ -324,7 +327,7 @@ def problem_from_row(row: dict[str, Any], cfg: DataConfig, path: str, row_index:
         uid=prompt_uid(prompt),
         prompt=prompt,
         ground_truth=ground_truth,
-        data_source=str(data_source) if data_source not in (None, "") else Path(path).stem,  # (eval/<source>/...)
+        data_source=str(data_source) if data_source not in (None, "") else source_name or Path(path).stem,
         extra=extra,
     )
 

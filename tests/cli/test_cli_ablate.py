@@ -83,7 +83,10 @@ def test_summary_reports_seed_means_and_spreads():
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
-def test_ablation_runs_every_variant_and_writes_tables_and_plot(tmp_path):
+def test_ablation_runs_every_variant_and_writes_tables_and_plot(tmp_path, monkeypatch):
+    from dapo.cli import ablate
+
+    real_run = ablate.run_variant
     model_dir = make_tiny_model(tmp_path / "model")
     reward_file = tmp_path / "rewards.py"
     reward_file.write_text(PARITY_REWARD)
@@ -105,9 +108,22 @@ def test_ablation_runs_every_variant_and_writes_tables_and_plot(tmp_path):
     for name, _ in VARIANTS:
         assert sum(line.startswith(f"| {name} |") for line in table.splitlines()) == 2
     assert Path(out / "naive_GRPO-seed0").is_dir()
-    # run again into the same directory: each run's metrics start afresh, not after the last attempt's
+    # the same command again (after a Ctrl-C, say): the finished runs are reused, not rerun
     first = read_metrics(out / "naive_GRPO-seed0")
-    run_ablation(seeds=1, steps=2, output_dir=str(out), overrides=overrides, evals=1)
+    dapo_run = out / "dynamic_sampling_DAPO-seed0"
+    (dapo_run / "curve.json").unlink()  # as if the last run was interrupted
+    ran = []
+    monkeypatch.setattr(ablate, "run_variant", lambda cfg, *args: ran.append(cfg.output_dir) or real_run(cfg, *args))
+    assert run_ablation(seeds=1, steps=2, output_dir=str(out), overrides=overrides, evals=1) == table
+    assert ran == [str(dapo_run)]
+    assert read_metrics(out / "naive_GRPO-seed0") == first
+    # ... unless its config changed, or --fresh: then its metrics start afresh, not after the last attempt's
+    ran.clear()
+    run_ablation(seeds=1, steps=2, output_dir=str(out), overrides=[*overrides, "trainer.lr=6e-5"], evals=1)
+    assert len(ran) == len(VARIANTS)
+    ran.clear()
+    run_ablation(seeds=1, steps=2, output_dir=str(out), overrides=overrides, evals=1, fresh=True)
+    assert len(ran) == len(VARIANTS)
     again = read_metrics(out / "naive_GRPO-seed0")
     assert [row["step"] for row in again] == [row["step"] for row in first]
 

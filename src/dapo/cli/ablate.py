@@ -7,6 +7,10 @@ Here every variant gets the same compute: the same budget of generated groups (p
 responses), since generation dominates a step's cost. Dynamic sampling spends part of its budget
 on groups it filters out, so it makes fewer optimizer updates from the same generation.
 
+A run that finished leaves its curve in ``<run dir>/curve.json`` with its config: rerunning the
+same command (after a Ctrl-C, say) reuses every finished run whose config is unchanged and runs
+the rest; ``--fresh`` reruns them all.
+
 Besides accuracy, each run reports what the techniques had to act on (run means of per-step
 metrics): the truncated share (overlong filtering and soft punishment), groups without signal
 (dynamic sampling), clip fractions (clip-higher), response lengths (token-level loss), entropy.
@@ -15,13 +19,14 @@ metrics): the truncated share (overlong filtering and soft punishment), groups w
 from __future__ import annotations
 
 import json
+import os
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from dapo.config import DAPOConfig, builtin_config_path, load_config
-from dapo.config.loading import yaml_text
+from dapo.config.loading import config_to_dict, yaml_text
 
 # Cumulative, in the paper's order; each entry lists the overrides that turn its technique on.
 VARIANTS: list[tuple[str, list[str]]] = [
@@ -154,6 +159,34 @@ def run_variant(cfg: DAPOConfig, name: str, steps: int, evals: int) -> RunCurve:
     return curve
 
 
+CURVE_FILE = "curve.json"  # in a run's directory once it has finished: its curve and config
+
+
+def _run_record(cfg: DAPOConfig, steps: int, evals: int) -> dict:
+    """What a finished run's curve depends on besides the code: its config and budget (as JSON
+    reads them back)."""
+    return json.loads(json.dumps({"config": config_to_dict(cfg), "steps": steps, "evals": evals}))
+
+
+def finished_curve(cfg: DAPOConfig, steps: int, evals: int) -> RunCurve | None:
+    """The curve a finished run of exactly this config and budget saved, or None."""
+    try:
+        saved = json.loads((Path(cfg.output_dir) / CURVE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(saved, dict) or saved.get("run") != _run_record(cfg, steps, evals):
+        return None
+    return RunCurve(**saved["curve"])
+
+
+def save_curve(cfg: DAPOConfig, steps: int, evals: int, curve: RunCurve) -> None:
+    """Written once the run has finished, atomically: an interrupted run leaves none."""
+    path = Path(cfg.output_dir) / CURVE_FILE
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps({"run": _run_record(cfg, steps, evals), "curve": curve.__dict__}))
+    os.replace(partial, path)
+
+
 def _mean_spread(values: list[float], fmt: str = ".1%") -> str:
     spread = statistics.stdev(values) if len(values) > 1 else 0.0
     return f"{statistics.mean(values):{fmt}} ± {spread:{fmt}}"
@@ -228,7 +261,8 @@ def _run_dir(output_dir: Path, name: str, seed: int) -> Path:
 
 
 def run_ablation(
-    seeds: int, steps: int, output_dir: str, overrides: list[str], evals: int = 4, task: str = DEFAULT_TASK
+    seeds: int, steps: int, output_dir: str, overrides: list[str], evals: int = 4, task: str = DEFAULT_TASK,
+    fresh: bool = False,
 ) -> str:
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -237,9 +271,15 @@ def run_ablation(
                for index, (name, _) in enumerate(VARIANTS) for seed in range(seeds)]
     curves: list[RunCurve] = []
     for name, seed, cfg in configs:
-        curve = run_variant(cfg, name, steps, evals)
+        curve = None if fresh else finished_curve(cfg, steps, evals)
+        reused = curve is not None
+        if curve is None:
+            (Path(cfg.output_dir) / CURVE_FILE).unlink(missing_ok=True)  # another config's: stale from now on
+            curve = run_variant(cfg, name, steps, evals)
+            save_curve(cfg, steps, evals, curve)
         curves.append(curve)
-        print(f"{name:28s} seed {seed}: avg@k {curve.accuracy[0]:.1%} -> {curve.accuracy[-1]:.1%}", flush=True)
+        note = f" (finished earlier: {Path(cfg.output_dir) / CURVE_FILE})" if reused else ""
+        print(f"{name:28s} seed {seed}: avg@k {curve.accuracy[0]:.1%} -> {curve.accuracy[-1]:.1%}{note}", flush=True)
     table = summarise(curves)
     (out / "results.md").write_text(table)
     (out / "curves.json").write_text(json.dumps([c.__dict__ for c in curves]))

@@ -236,7 +236,8 @@ def cmd_plan(ns: argparse.Namespace) -> int:
 def cmd_ablate(ns: argparse.Namespace) -> int:
     from dapo.cli.ablate import run_ablation
 
-    run_ablation(seeds=ns.seeds, steps=ns.steps, output_dir=ns.output_dir, overrides=ns.config, task=ns.task)
+    run_ablation(seeds=ns.seeds, steps=ns.steps, output_dir=ns.output_dir, overrides=ns.config, task=ns.task,
+                 fresh=ns.fresh)
     return 0
 
 
@@ -296,6 +297,8 @@ def build_parser() -> argparse.ArgumentParser:
     ablate.add_argument("--task", default=DEFAULT_TASK, choices=sorted(ABLATION_TASKS),
                         help="built-in task and base model (see dapo.cli.ablate.ABLATION_TASKS)")
     ablate.add_argument("--output-dir", default="runs/ablation")
+    ablate.add_argument("--fresh", action="store_true",
+                        help="rerun every run (default: reuse the runs that finished with the same config)")
     ablate.add_argument("config", nargs="*", metavar="ARG", help="key=value overrides applied to every run")
     ablate.set_defaults(func=cmd_ablate)
     for command in sub.choices.values():  # `dapo train --debug` as well as `dapo --debug train`

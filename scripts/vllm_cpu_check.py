@@ -12,7 +12,9 @@ at 33.3%. Checks:
   2. it stays at that level at every later step (the engine follows training);
   3. held-out accuracy moves up (the updates reach the sampler);
   4. (one process) a closed engine frees its memory: three engines, each closed before the next
-     starts, all generate (without ``close`` the second fails vLLM's memory check on CPU).
+     starts, all generate (without ``close`` the second fails vLLM's memory check on CPU);
+  5. (one process) a stop token sampled as the last allowed token is a stop, not a truncation
+     (vLLM itself reports "length" there).
 With ``--ranks 2 --tp 2`` the same run has two FSDP2 policy ranks on a local Ray, which together
 form ONE vLLM engine, tensor parallel 2 (each rank holds half of every sharded weight, both get
 the same prompts); after each step every rank gathers the full weights and loads its slice.
@@ -104,6 +106,14 @@ def check_engines_in_sequence(count: int = 3) -> list[str]:
         try:
             engine = VLLMEngine(str(ensure_base_model()), cfg, dtype="float32", seed=0, max_model_len=128)
             result = engine.generate([[5, 6, 7]], SamplingParams(n=2, max_new_tokens=8, seed=0))
+            if index == 0:  # every token stops: the one allowed token ends each response
+                every_token = list(range(engine.llm.get_tokenizer().vocab_size))
+                last = engine.generate([[5, 6, 7]], SamplingParams(n=4, max_new_tokens=1, seed=0,
+                                                                   stop_token_ids=every_token))
+                reasons = [c.finish_reason for c in last.completions]
+                if reasons != ["stop"] * 4:
+                    engine.close()
+                    return [f"a stop token as the last allowed token came back as {reasons}, not a stop"]
             engine.close()
         except Exception as error:  # noqa: BLE001 - reported as the check's failure
             return [f"engine {index + 1} of {count} in one process: {type(error).__name__}: {error}"]

@@ -80,6 +80,21 @@ def test_every_prompt_gets_its_own_seed_and_the_models_stop_tokens(fake_vllm):
     assert result.completions[0].logprobs == [-0.5, -0.25] and result.completions[0].finish_reason == "stop"
 
 
+def test_a_stop_token_on_the_last_allowed_step_is_a_stop_not_a_truncation(fake_vllm, monkeypatch):
+    """vLLM's check_stop tests the length limit first: EOS as the max_tokens-th token comes back
+    with finish_reason "length". Overlong filtering would mask that finished response."""
+    def generate(self, prompts, params, use_tqdm=False):
+        ends = [([7, 2], "length"), ([7, 8], "length"), ([2], "stop")]  # EOS last, cut, EOS first
+        return [SimpleNamespace(outputs=[SimpleNamespace(token_ids=ids, logprobs=[{t: SimpleNamespace(logprob=-1.0)}
+                                                                                   for t in ids], finish_reason=reason)
+                                         for ids, reason in ends])]
+
+    monkeypatch.setattr(FakeLLM, "generate", generate)
+    engine = VLLMEngine("/models/m", RolloutConfig(engine="vllm"))
+    result = engine.generate([[5]], SamplingParams(n=3, max_new_tokens=2, stop_token_ids=[2]))
+    assert [c.finish_reason for c in result.completions] == ["stop", "length", "stop"]
+
+
 def test_sync_reloads_checkpoint_format_weights_in_memory_then_drops_cached_prefixes(fake_vllm):
     engine = VLLMEngine("/models/m", RolloutConfig(engine="vllm"))
     model = torch.nn.Linear(3, 2)

@@ -159,9 +159,10 @@ class VLLMEngine:
         per_prompt = [self._sampling_params(params, index) for index in range(len(prompts))]
         outputs = self.llm.generate(prompts, per_prompt, use_tqdm=False) if prompts else []
         completions = []
+        stop_token_ids = frozenset(params.stop_token_ids)
         for prompt_index, request in enumerate(outputs):
             for sample in request.outputs:
-                completions.append(_completion(prompt_index, sample))
+                completions.append(_completion(prompt_index, sample, stop_token_ids))
         num_tokens = sum(len(c.token_ids) for c in completions)
         return GenerationResult(completions, time.perf_counter() - start, num_tokens)
 
@@ -218,12 +219,17 @@ class VLLMEngine:
             torch.cuda.empty_cache()
 
 
-def _completion(prompt_index: int, sample: Any) -> Completion:
-    """Convert a vLLM CompletionOutput; its logprobs are one {token: Logprob} dict per token."""
+def _completion(prompt_index: int, sample: Any, stop_token_ids: frozenset[int] = frozenset()) -> Completion:
+    """Convert a vLLM CompletionOutput; its logprobs are one {token: Logprob} dict per token.
+
+    vLLM checks the length limit before the stop tokens (v1's ``check_stop``), so a response
+    whose last allowed token is EOS comes back as "length"; it ended, as the native engine says,
+    and is not a truncated response for overlong filtering or the truncation rate."""
     token_ids = list(sample.token_ids)
     logprobs = [float(step[token].logprob) for token, step in zip(token_ids, sample.logprobs or [])]
     if len(logprobs) != len(token_ids):
         raise RuntimeError(f"vLLM returned {len(logprobs)} log-probs for {len(token_ids)} tokens")
     if sample.finish_reason not in ("stop", "length"):  # "abort", "error": not a sample to train on
         raise RuntimeError(f"vLLM ended a request with finish_reason={sample.finish_reason!r}")
-    return Completion(prompt_index, token_ids, logprobs, sample.finish_reason)
+    ended = sample.finish_reason == "length" and bool(token_ids) and token_ids[-1] in stop_token_ids
+    return Completion(prompt_index, token_ids, logprobs, "stop" if ended else sample.finish_reason)

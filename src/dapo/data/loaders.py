@@ -61,7 +61,7 @@ class LoadedProblems:
 
     @property
     def num_unique(self) -> int:
-        return len({(p.data_source, p.uid) for p in self.problems})  # as evaluation counts them
+        return len({p.eval_key for p in self.problems})  # as evaluation counts them
 
     def counts(self, split: str) -> dict[str, float]:
         """What was read and what was dropped, as ``data/<split>_*`` metrics."""
@@ -104,7 +104,7 @@ def load_problems(files: list[str], cfg: DataConfig, split: str) -> LoadedProble
         result.sources.append(path)
         for problem in _read_source(path, cfg, split, result, default_data_source(path, entry)):
             result.num_rows += 1
-            key = ("", problem.uid) if split == "train" else (problem.data_source, problem.uid)
+            key = ("", problem.uid) if split == "train" else problem.eval_key
             if collapsed and key in answer_of and problem.ground_truth != answer_of[key]:
                 _note_conflict(problem, answer_of[key], path, result, split)
             if dedup and key in answer_of:
@@ -184,6 +184,8 @@ def _skip_or_raise(error: DataError, cfg: DataConfig, result: LoadedProblems) ->
         result.warnings.append(f"skipped: {error}")
 
 
+_UTF8_BOM = b"\xef\xbb\xbf"  # a byte-order mark (Excel, Notepad) before the first row: not JSON
+
 # A row, or the DataError that made it unreadable (so lenient mode can go on to the next row).
 Row = dict[str, Any] | DataError
 
@@ -208,7 +210,7 @@ def _rows_of(path: str, split: str) -> Iterator[tuple[int, Row]]:
 def _starts_with(path: str, prefix: bytes) -> bool:
     """Whether the file's first non-blank bytes are ``prefix`` (a .json file: an array, or JSON lines)."""
     with open(path, "rb") as handle:
-        return handle.read(4096).removeprefix(b"\xef\xbb\xbf").lstrip().startswith(prefix)
+        return handle.read(4096).removeprefix(_UTF8_BOM).lstrip().startswith(prefix)
 
 
 def _is_one_json_object(path: str) -> bool:
@@ -216,7 +218,7 @@ def _is_one_json_object(path: str) -> bool:
     a whole JSON value, so not JSON lines), or on one line with a column of values in each key
     (pandas' default ``to_json``, orient='columns': {"prompt": {"0": ..., "1": ...}, ...})."""
     with open(path, "rb") as handle:
-        first = handle.readline().removeprefix(b"\xef\xbb\xbf")
+        first = handle.readline().removeprefix(_UTF8_BOM)
         alone = not handle.read(4096).strip()
     try:
         value = json.loads(first)
@@ -261,7 +263,7 @@ def _jsonl_rows(path: str) -> Iterator[tuple[int, Row]]:
     with open(path, "rb") as handle:
         for line_number, raw_line in enumerate(handle, start=1):
             if line_number == 1:
-                raw_line = raw_line.removeprefix(b"\xef\xbb\xbf")  # a byte-order mark is not JSON
+                raw_line = raw_line.removeprefix(_UTF8_BOM)
             if not raw_line.strip():
                 continue
             yield (

@@ -20,3 +20,9 @@ class Problem:
     data_source: str = "unknown"
     extra: dict[str, Any] = field(default_factory=dict)  # the row's other fields (extra_info, ...)
     verbatim: bool = False  # a completion prompt, used as is: no instruction, no chat template
+
+    @property
+    def eval_key(self) -> tuple[str, str]:
+        """A problem's identity in evaluation: copies of a prompt within one data_source are one
+        problem, scored once."""
+        return (self.data_source, self.uid)

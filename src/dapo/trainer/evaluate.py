@@ -49,7 +49,7 @@ def unique_problems(problems: list[Problem], max_problems: int = 0) -> list[Prob
     a problem two benchmarks share counts in each); at most ``max_problems`` when > 0."""
     seen: dict[tuple[str, str], Problem] = {}
     for problem in problems:
-        seen.setdefault((problem.data_source, problem.uid), problem)
+        seen.setdefault(problem.eval_key, problem)
     unique = list(seen.values())
     return unique[:max_problems] if max_problems > 0 else unique
 

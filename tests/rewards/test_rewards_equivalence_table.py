@@ -57,6 +57,8 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 34 (in thousands)", "34", False, "answer"),
     (A + "Answer: $34$ (in thousands of $x$)", "34", False, "answer"),
     (A + "Answer: $34$ (but $35$ if $n$ is odd)", "34", False, "answer"),
+    (A + "Answer: 34 (35 if n is odd)", "34", False, "answer"),  # before: dropped as a remark
+    (A + "Answer: 34 hundredths", "34", False, "answer"),  # a fraction word, not a unit
     (A + "Answer: $34$ (though $35$ also works)", "34", False, "answer"),
     (A + "Answer: $34$, which could also be $35$", "34", False, "answer"),
     (A + "Answer: 540, which is 541", "540", False, "answer"),
@@ -200,15 +202,32 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: $\\pi$", "2\\pi", False, "answer"),
     (A + "Answer: $2x+1$", "1+2x", True, "answer"),
     (A + "Answer: $2x-1$", "1+2x", False, "answer"),
+    # --- word answers: compared as words (math-verify reads "seat" as s*e*a*t = "east") ---
+    (A + "So \\boxed{\\text{seat}}", "\\text{east}", False, "boxed"),
+    (A + "So \\boxed{ACB}", "ABC", False, "boxed"),
+    (A + "So \\boxed{\\text{East}}", "\\text{east}", True, "boxed"),
+    (A + "Answer: New York", "new york", True, "answer"),
+    # --- one answer in two boxes is one answer ---
+    (A + "Answer: \\boxed{34} and \\boxed{34.0}", "34", True, "answer"),
+    # --- after a box, "answer:" in prose states no answer; an answer line corrects the box ---
+    (A + "So \\boxed{34}.\nTo verify the answer: plug n = 3 back in.", "34", True, "any"),
+    (A + "So \\boxed{34}\n**Why this is the right answer:** 7 is prime", "34", True, "any"),
+    (A + "So \\boxed{34}\nThat is my final answer:", "34", True, "any"),
+    (A + "So \\boxed{34}\nFinal Answer: 35", "34", False, "any"),
+    (A + "So \\boxed{34}\nTherefore, the final answer: 35", "35", True, "any"),
     # --- intervals and tuples ---
     (A + "Answer: $[1, 3)$", "[1,3)", True, "answer"),
     (A + "Answer: $(1, 3)$", "[1,3)", False, "answer"),
     (A + "Answer: $(-\\infty, 2]$", "(-\\infty,2]", True, "answer"),
     (A + "Answer: $(1, 2, 3)$", "(1,2,3)", True, "answer"),
     (A + "Answer: $(1, 3, 2)$", "(1,2,3)", False, "answer"),
-    # --- percentages, degrees, units (non-integer ground truths go to math-verify) ---
+    # --- percentages, degrees, units: a percent sign is dropped, never scaled, on every number ---
     (A + "Answer: $12.5\\%$", "12.5\\%", True, "answer"),
-    (A + "Answer: $0.125$", "12.5\\%", True, "answer"),
+    (A + "Answer: 12.5", "12.5\\%", True, "answer"),  # before: wrong, where 50 for 50\% was right
+    (A + "So \\boxed{12.5\\%}", "12.5", True, "boxed"),
+    (A + "Answer: $0.125$", "12.5\\%", False, "answer"),  # as 0.5 for 50\% (verl: wrong too)
+    (A + "Answer: .5", "0.5", True, "answer"),  # plain numbers by exact value
+    (A + "Answer: 0.50000000000000000000000000001", "0.5", False, "answer"),
     (A + "Answer: 50", "50\\%", True, "answer"),  # integer percentages: the integer path
     (A + "Answer: 0.5", "50\\%", False, "answer"),
     (A + "Answer: $\\frac{1}{2}$", "50\\%", False, "answer"),

@@ -7,23 +7,28 @@ cosmetic normalisation: thousands separators in groups of three (``1,234``, ``1 
 or currency signs. No tolerance and no percentage scaling: ``0.34`` is not ``34``. A non-integer
 plain number (``34.5``, scientific notation such as ``3.4e1`` or ``1e999999``) against an integer
 ground truth is wrong without parsing. These checks are linear-time string operations that never
-call ``int()`` (which refuses more than 4300 digits), so they are safe on any input.
+call ``int()`` (which refuses more than 4300 digits), so they are safe on any input. Two plain
+numbers are compared by exact decimal value (``12.5`` and ``12.50``; the same decorations dropped,
+so ``12.5\\%`` is ``12.5``), and two word answers as words, ignoring case and spacing (``\\text{East}``
+and ``east``; math-verify would read ``ACB`` as a product equal to ``ABC``).
 
 List and set answers (a ground truth ``1, 2``, ``\\{1,2\\}``, ``3 and 5``): :func:`answer_items`
 splits an answer at its top-level separators (``,`` ``;`` ``and`` ``or``, outside brackets;
 an answer that is one integer, such as ``1,000``, is never split). Two lists of integers are
 compared as sets here; any other list goes to math-verify joined as ``a, b, c`` (a set there).
 
-Everything else (fractions, roots, pi, intervals, tuples, percentages, expressions) is decided by
+Everything else (fractions, roots, pi, intervals, tuples, expressions) is decided by
 the ``math-verify`` library in :func:`math_equal`, which the scorer only calls inside a worker
 process with a hard deadline, on answers no longer than :data:`MAX_MATH_CHARS`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import unicodedata
+from decimal import Decimal, InvalidOperation
 
 MAX_MATH_CHARS = 1000  # longer answers are not parsed at all (and count as wrong)
 
@@ -34,6 +39,8 @@ _VARIABLE_PREFIX = re.compile(r"[A-Za-z](?:_\{?[A-Za-z0-9]{1,8}\}?)? {0,4}= {0,4
 _GLUED_COMMA = re.compile(r",\\!\s{0,3}")  # 11,\! 111 is one number
 _BRACED_COMMA = re.compile(r" ?\{ ?, ?\} ?")  # 14{,}916 and 14 {, }916
 _TEXT_CONNECTIVE = re.compile(r"\\(?:text|textrm|mbox|textnormal)\{ {0,3}(and|or) {0,3}\}")
+_TEXT_WRAPPED = re.compile(r"\\(?:text|textrm|textbf|textit|mbox|mathrm|textnormal)\{([^{}]{0,200})\}")
+_WORDS = re.compile(r"[A-Za-z]{2,40}(?:[ '-]{1,3}[A-Za-z]{1,40}){0,8}")
 _UNIT_WORD = re.compile(r"[A-Za-z]{1,20}(?:\^\{?[0-9]\}?|/[A-Za-z]{1,20})?")  # cm, cm^2, m/s
 # A remark after a number: "7 (mod 10)", "34 (since n is even)", "34 (n = 3)", "34 (for n \geq 2)",
 # "60 (seconds/minute)"; not arithmetic, which makes a product: "2(n+1)", "4 (2 + \sqrt{2})",
@@ -49,6 +56,7 @@ SCALE_WORDS = frozenset(("hundred", "hundreds", "thousand", "thousands", "millio
 _NOT_UNITS = SCALE_WORDS | frozenset((
     "pi", "half", "halves", "third", "thirds", "quarter", "quarters", "fourth", "fourths", "fifth", "fifths",
     "sixth", "sixths", "seventh", "sevenths", "eighth", "eighths", "ninth", "ninths", "tenth", "tenths",
+    "hundredth", "hundredths", "thousandth", "thousandths", "millionth", "millionths",
     "times", "over", "minus", "plus", "and", "or", "is", "not", "of", "divided", "root", "roots", "sqrt", "factorial",
 ))
 _UNIT_LETTERS = frozenset("mgshlLKVWJNACFTS")  # metre, gram, second, hour, litre, kelvin, volt, watt,
@@ -118,6 +126,7 @@ def _strip_unit_suffix(answer: str) -> str:
 _ANOTHER_ANSWER = re.compile(
     r"\s*(?:or|and|otherwise|else|alternatively|either|but|though|although|also)[\s$({]{1,8}[+-]?[0-9]",
     re.IGNORECASE)
+_OPENS_WITH_A_NUMBER = re.compile(r"\s{0,3}[$]?\s{0,3}[+-]?[0-9]")
 # A remark that opens with a scale word changes the number: "(in thousands)", "(millions)"; "(one
 # thousand)" spells it out.
 _OPENING_WORD = re.compile(r"\s*(?:in\s+)?([A-Za-z]+)")
@@ -125,8 +134,9 @@ _OPENING_WORD = re.compile(r"\s*(?:in\s+)?([A-Za-z]+)")
 
 def _remark_changes_the_number(remark: str) -> bool:
     """A remark after an answer that opens with a second one (``or 35``, ``and 35``, ``but 35 if n
-    is odd``) or with a word that scales it (``in thousands``)."""
-    return _ANOTHER_ANSWER.match(remark) is not None or starts_with_scale_word(remark)
+    is odd``, ``35 if n is odd``) or with a word that scales it (``in thousands``)."""
+    return (_ANOTHER_ANSWER.match(remark) is not None or _OPENS_WITH_A_NUMBER.match(remark) is not None
+            or starts_with_scale_word(remark))
 
 
 def starts_with_scale_word(remark: str) -> bool:
@@ -228,7 +238,20 @@ def quick_verdict(pred: str, ground_truth: str) -> bool | None:
         return True
     if len(pred) > MAX_MATH_CHARS or len(ground_truth) > MAX_MATH_CHARS:
         return False
+    if is_plain_number(ground_truth) and is_plain_number(pred):  # 12.5 and 12.50, 12.5\% and 12.5
+        with contextlib.suppress(InvalidOperation):  # an exponent past 10^18 digits: math-verify's
+            return Decimal(_strip_number_decorations(pred)) == Decimal(_strip_number_decorations(ground_truth))
+    pred_word, gold_word = _word_answer(pred), _word_answer(ground_truth)
+    if pred_word and gold_word:  # math-verify reads "seat" as s*e*a*t, which equals "east"
+        return pred_word == gold_word
     return None
+
+
+def _word_answer(answer: str) -> str | None:
+    """A word answer's letters, lower-cased (``\\text{East}``, ``New York``, ``ACB``), or None
+    when it is not two or more letters alone (``x``, ``2x``, ``\\pi``)."""
+    answer = _TEXT_WRAPPED.sub(r"\1", answer).strip()
+    return _compact(answer).lower() if _WORDS.fullmatch(answer) else None
 
 
 def answer_items(answer: str) -> list[str]:

@@ -27,11 +27,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from dapo.rewards.equivalence import SCALE_WORDS, starts_with_scale_word
+from dapo.rewards.equivalence import SCALE_WORDS, starts_with_scale_word, vote_key
 
 # "Answer:", "**Answer:**", "Final answer :", full-width colon; quantifier bounded so a long run
 # of spaces or stars cannot make the match backtrack quadratically.
 _ANSWER_ANCHOR = re.compile(r"answer[ \t*]{0,8}[:：]", re.IGNORECASE)
+# What may precede an anchor that states the answer on its own line (see _opens_its_line).
+_SENTENCE_END = re.compile(r"[.!?。](?:\s|\$)")
+_LINE_OPENING = re.compile(r"[\s#*>\-]{0,12}(?:(?:[A-Za-z]{1,12}[ ,]{1,3}){0,3}final[ \t]{1,3})?", re.IGNORECASE)
 _BOX_COMMANDS = ("\\boxed", "\\fbox")
 # Words that offer several candidates ("34 or 35", "either 3 or 4").
 _HEDGE = re.compile(r"(?<![a-z\\])(?:or|either)(?![a-z])|\\lor(?![a-z])", re.IGNORECASE)
@@ -88,7 +91,8 @@ def resolve_extractor(extractor: str, data_source: str | None) -> str:
 def extract_answer(text: str, extractor: str) -> Extracted | None:
     """Return the final answer behind the last anchor of the chosen kind, or None if none.
 
-    ``extractor`` is "answer", "boxed" or "any" (the later of the two anchors wins).
+    ``extractor`` is "answer", "boxed" or "any" (the later of the two anchors wins; after a box,
+    only an ``Answer:`` that opens its line or sentence counts, see :func:`_opens_its_line`).
     """
     if extractor == "answer":
         return _from_answer_line(text)
@@ -101,10 +105,25 @@ def extract_answer(text: str, extractor: str) -> Extracted | None:
             return _from_last_box(text)
         # A box on the answer line itself ("Answer: \boxed{34}") is unwrapped by the line path;
         # a box on a later line is the answer stated last.
-        if box_at < _answer_line_end(text, anchor):
-            return _from_answer_line(text)
-        return _from_last_box(text)
+        if box_at >= _answer_line_end(text, anchor):
+            return _from_last_box(text)
+        # After a box, "answer:" in prose ("To verify the answer: plug n = 3 in") states no
+        # answer; an anchor that opens its line ("Final Answer: 35") corrects the box.
+        if box_at >= 0 and not _opens_its_line(text, anchor):
+            return _from_last_box(text)
+        return _from_answer_line(text) or (_from_last_box(text) if box_at >= 0 else None)
     raise ValueError(f"extractor={extractor!r} is not one of {list(EXTRACTORS)}")
+
+
+def _opens_its_line(text: str, anchor: re.Match[str]) -> bool:
+    """Whether the anchor starts its line or sentence, after markup and a few words ending in
+    "final" (``**Answer:**``, ``## Final Answer:``, ``... = 10,455. Final Answer:``,
+    ``Therefore, the final answer:``); not ``To verify the answer:``."""
+    line_start = text.rfind("\n", 0, anchor.start()) + 1
+    before = text[max(line_start, anchor.start() - 80) : anchor.start()]
+    sentence_ends = list(_SENTENCE_END.finditer(before))
+    opening = before[sentence_ends[-1].end() :] if sentence_ends else before
+    return (bool(sentence_ends) or anchor.start() - line_start <= 80) and _LINE_OPENING.fullmatch(opening) is not None
 
 
 def _last_answer_anchor(text: str) -> re.Match[str] | None:
@@ -267,7 +286,7 @@ def _from_last_box(text: str) -> Extracted | None:
     line_start = text.rfind("\n", 0, start) + 1
     boxes = _boxes_in(text[line_start:start])
     # Several boxes with different contents on the final line offer several candidates.
-    candidates = 1 + len({clean_answer(c) for _, _, c in boxes} - {answer})
+    candidates = 1 + len({vote_key(clean_answer(c)) for _, _, c in boxes} - {vote_key(answer)})  # 34 and 34.0: one
     items = _chained_items(text[line_start:start], boxes, answer)
     return Extracted(answer, candidates=candidates, items=items)
 

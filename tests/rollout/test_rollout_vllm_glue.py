@@ -81,8 +81,8 @@ def test_every_prompt_gets_its_own_seed_and_the_models_stop_tokens(fake_vllm):
 
 
 def test_a_stop_token_on_the_last_allowed_step_is_a_stop_not_a_truncation(fake_vllm, monkeypatch):
-    """vLLM's check_stop tests the length limit first: EOS as the max_tokens-th token comes back
-    with finish_reason "length". Overlong filtering would mask that finished response."""
+    """Some vLLM releases' check_stop tests the length limit first: EOS as the max_tokens-th token
+    comes back with finish_reason "length". Overlong filtering would mask that finished response."""
     def generate(self, prompts, params, use_tqdm=False):
         ends = [([7, 2], "length"), ([7, 8], "length"), ([2], "stop")]  # EOS last, cut, EOS first
         return [SimpleNamespace(outputs=[SimpleNamespace(token_ids=ids, logprobs=[{t: SimpleNamespace(logprob=-1.0)}

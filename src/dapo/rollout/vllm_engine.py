@@ -222,9 +222,10 @@ class VLLMEngine:
 def _completion(prompt_index: int, sample: Any, stop_token_ids: frozenset[int] = frozenset()) -> Completion:
     """Convert a vLLM CompletionOutput; its logprobs are one {token: Logprob} dict per token.
 
-    vLLM checks the length limit before the stop tokens (v1's ``check_stop``), so a response
-    whose last allowed token is EOS comes back as "length"; it ended, as the native engine says,
-    and is not a truncated response for overlong filtering or the truncation rate."""
+    Some vLLM releases check the length limit before the stop tokens (v1's ``check_stop``; 0.32
+    checks the stop tokens first), so a response whose last allowed token is EOS comes back as
+    "length"; it ended, as the native engine says, and is not a truncated response for overlong
+    filtering or the truncation rate."""
     token_ids = list(sample.token_ids)
     logprobs = [float(step[token].logprob) for token, step in zip(token_ids, sample.logprobs or [])]
     if len(logprobs) != len(token_ids):

@@ -190,6 +190,13 @@ def test_a_resumed_run_trains_with_its_own_optimizer_settings(tiny_model_dir, re
     groups = torch.load(run / "checkpoints" / "step-000003" / "trainer_state.pt",
                         weights_only=True)["policy"]["optimizer"]["param_groups"]
     assert [(g["lr"], g["weight_decay"], tuple(g["betas"])) for g in groups] == [(5e-3, 0.0, (0.8, 0.9))] * 2
+    # a schedule changed on resume ("train longer": total_steps up re-stretches a cosine) says so
+    cosine = ("eval.every_steps=0", "eval.before_training=false", "trainer.warmup_steps=0", "trainer.lr=1e-3",
+              "trainer.lr_schedule=cosine")
+    longer = tmp_path / "longer"
+    Trainer(tiny_config(tiny_model_dir, longer, reward_file, "trainer.total_steps=2", *cosine)).train()
+    with pytest.warns(UserWarning, match=r"learning rate at step 2 0.0001 -> 0.00055 \(trainer.lr, lr_schedule"):
+        Trainer(tiny_config(tiny_model_dir, longer, reward_file, "trainer.total_steps=4", *cosine)).train()
 
 
 def test_rerunning_a_run_started_from_another_runs_checkpoint_goes_on(tiny_model_dir, reward_file, tmp_path):

@@ -486,6 +486,7 @@ class PolicyWorker:
         learning rate is set from the schedule at the resumed step, so a changed schedule applies
         from the first step, not one step late."""
         changed = []
+        saved_lrs = [group["lr"] for group in self.optimizer.param_groups]  # the checkpoint's next lr
         for group, settings in zip(self.optimizer.param_groups, group_settings(self.cfg)):
             wanted = {"initial_lr": settings["lr"], "weight_decay": settings["weight_decay"], "betas": settings["betas"]}
             saved = {key: tuple(v) if isinstance(v, list) else v for key, v in group.items() if key in wanted}
@@ -497,6 +498,9 @@ class PolicyWorker:
         for group, lr in zip(self.optimizer.param_groups, lrs):
             group["lr"] = lr
         self.scheduler._last_lr = lrs  # what get_last_lr() reports
+        if not math.isclose(saved_lrs[0], lrs[0], rel_tol=1e-9, abs_tol=0.0):  # a schedule that moved too
+            changed.append(f"learning rate at step {self.scheduler.last_epoch} {saved_lrs[0]:.4g} -> {lrs[0]:.4g} "
+                           "(trainer.lr, lr_schedule, warmup_steps, total_steps, min_lr_ratio)")
         self._set_up_loss_scaling()
         if changed:
             warnings.warn("resumed with this run's optimizer settings, not the checkpoint's: "

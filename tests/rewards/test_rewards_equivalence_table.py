@@ -207,6 +207,9 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "So \\boxed{ACB}", "ABC", False, "boxed"),
     (A + "So \\boxed{\\text{East}}", "\\text{east}", True, "boxed"),
     (A + "Answer: New York", "new york", True, "answer"),
+    # --- words in math delimiters after the answer are words, not a second answer ---
+    (A + "Answer: $34$ $\\text{square units}$", "34", True, "answer"),
+    (A + "Answer: $34$ $\\text{thousand}$", "34", False, "answer"),
     # --- one answer in two boxes is one answer ---
     (A + "Answer: \\boxed{34} and \\boxed{34.0}", "34", True, "answer"),
     # --- after a box, "answer:" in prose states no answer; an answer line corrects the box ---

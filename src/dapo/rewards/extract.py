@@ -33,6 +33,8 @@ from dapo.rewards.equivalence import SCALE_WORDS, starts_with_scale_word, vote_k
 # of spaces or stars cannot make the match backtrack quadratically.
 _ANSWER_ANCHOR = re.compile(r"answer[ \t*]{0,8}[:：]", re.IGNORECASE)
 # What may precede an anchor that states the answer on its own line (see _opens_its_line).
+# A math segment that only wraps words ("$\text{square units}$").
+_WORDS_SEGMENT = re.compile(r"\$\s{0,3}\\(?:text|textrm|mathrm|mbox)\{\s{0,3}([A-Za-z][A-Za-z .]{0,40})\}\s{0,3}\$")
 _SENTENCE_END = re.compile(r"[.!?。](?:\s|\$)")
 _LINE_OPENING = re.compile(r"[\s#*>\-]{0,12}(?:(?:[A-Za-z]{1,12}[ ,]{1,3}){0,3}final[ \t]{1,3})?", re.IGNORECASE)
 _BOX_COMMANDS = ("\\boxed", "\\fbox")
@@ -188,6 +190,9 @@ def _clean_line(line: str) -> Extracted | None:
     line = line.replace("$$", "$").replace("\\(", "$").replace("\\)", "$")
     line = _drop_remark_after_math(_after_copula(line.replace("\\[", "$").replace("\\]", "$")))
     segments = _math_segments(line)
+    # "$34$ $\text{square units}$": words in math delimiters are words after the answer
+    if len(segments) > 1 and (as_words := _WORDS_SEGMENT.sub(r" \1 ", line)) != line and _math_segments(as_words):
+        line, segments = as_words, _math_segments(as_words)
     if len(segments) > 1:
         items = tuple(clean_answer(s) for s in segments)
         return Extracted(" ; ".join(items), candidates=len(segments), items=items)

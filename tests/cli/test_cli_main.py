@@ -202,6 +202,30 @@ def test_an_interrupted_train_says_where_it_goes_on_instead_of_a_traceback(tmp_p
         assert err.rstrip().endswith(str(tmp_path / "checkpoints" / "step-000004"))
 
 
+def test_dapo_train_says_each_preflight_warning_once(tmp_path, monkeypatch):
+    """The CLI checks the run before anything loads and the Trainer checks it again (it is also
+    driven from Python); the CLI's check raises its errors but leaves the warnings to the
+    Trainer's. Before, each was printed twice: imports in between change the warning filters,
+    which resets the registry that keeps a warning once."""
+    import warnings
+
+    import dapo.trainer
+    from dapo.preflight import check_run
+
+    class Checked:
+        def __init__(self, cfg):
+            check_run(cfg)  # as Trainer.__init__ does
+
+        def train(self):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(dapo.trainer, "Trainer", Checked)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")  # as after a filter change: nothing is remembered
+        assert main(["train", f"output_dir={tmp_path}", "trainer.total_steps=2", "trainer.warmup_steps=5"]) == 130
+    assert sum("warmup_steps=5 is not below" in str(w.message) for w in said) == 1
+
+
 def test_dapo_rl_warnings_print_as_one_line_of_the_command_and_main_restores_the_format():
     import warnings
 

@@ -120,7 +120,7 @@ def resolve(args: list[str], command: str = "train") -> DAPOConfig:
     # (model.path set by an override or in a config file; `dapo eval` names a checkpoint, maybe of
     # a built-in model's run, whose held-out set is then the right one)
     if command in ("train", "config") and not is_builtin_model(cfg.model.path):
-        for split in ("train", "eval") if command == "train" else ("eval",):
+        for split in ("train", "eval"):
             if "builtin:arithmetic" in getattr(cfg.data, f"{split}_files"):
                 print(f"dapo {command}: note: data.{split}_files holds the built-in arithmetic task (bare sums, no "
                       f"template: the built-in model's task, not {cfg.model.path}'s); give data.{split}_files="
@@ -132,7 +132,9 @@ def cmd_train(ns: argparse.Namespace) -> int:
     from dapo.preflight import check_run
 
     cfg = resolve(ns.config)
-    check_run(cfg)  # every problem with files, device, extras and output_dir, before anything loads
+    with warnings.catch_warnings():  # Trainer's own check_run says them, once (filter changes
+        warnings.simplefilter("ignore")  # in between reset the registry that keeps them once)
+        check_run(cfg)  # every problem with files, device, extras and output_dir, before anything loads
     from dapo.trainer import Trainer, print_summary
 
     try:

@@ -162,13 +162,18 @@ def test_old_logprobs_from_rollout_skip_the_recompute_and_feed_the_ratio(tiny_mo
     assert math.isfinite(metrics["actor/entropy"]) and 0 < metrics["mismatch/rollout_trainer_logprob_diff"] < 0.05
 
 
-def test_dapo_eval_layers_a_config_file_on_the_runs_own(tiny_model_dir, reward_file, tmp_path, capsys):
+def test_dapo_eval_layers_a_config_file_on_the_runs_own(tiny_model_dir, reward_file, tmp_path, capsys, monkeypatch):
     """`dapo eval CKPT my.yaml`: my.yaml changes what it holds; the rest stays the run's (it was
     replaced by schema defaults: max_response_length 20480 on a 1024-token model). The training
-    data is not read (it was, all of it, and a missing file stopped the evaluation)."""
+    data is not read (it was, all of it, and a missing file stopped the evaluation). A reward
+    file named relative to where the run started is found from anywhere (the saved config holds
+    absolute paths; before, `dapo eval` elsewhere said the file did not exist)."""
     run = tmp_path / "run"
+    monkeypatch.chdir(tmp_path)
     Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=1", "eval.every_steps=0",
-                        "eval.before_training=false")).train()
+                        "eval.before_training=false", "reward.functions=[{path: rewards.py:parity}]")).train()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
     mine = tmp_path / "my_eval.yaml"
     mine.write_text("eval: {k: 2}\n")
     checkpoint = run / "checkpoints" / "step-000001"

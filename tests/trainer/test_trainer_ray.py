@@ -220,17 +220,26 @@ def test_one_ranks_error_is_raised_at_once_and_a_dead_rank_is_named():
 
 def test_the_ranks_get_absolute_paths_a_rank_on_another_node_can_follow(tmp_path, monkeypatch):
     """(a rank of a cluster does not run in the driver's directory: a relative output_dir made it
-    write its checkpoint shards somewhere the driver never looked)"""
+    write its checkpoint shards somewhere the driver never looked). The run's saved config is
+    written the same way, so that `dapo eval CHECKPOINT` finds its files from any directory."""
     from dapo.config import load_config
-    from dapo.config.loading import config_to_dict
-    from dapo.trainer.ray_policy import paths_for_ranks
+    from dapo.config.loading import config_to_dict, with_absolute_paths
 
     (tmp_path / "models" / "mine").mkdir(parents=True)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "a.parquet").write_text("")
     (tmp_path / "algo.py").write_text("")
+    (tmp_path / "rewards.py").write_text("")
     monkeypatch.chdir(tmp_path)
-    cfg = config_to_dict(load_config([], ["output_dir=runs/x", "model.path=models/mine", "algorithm.plugins=[algo.py]"]))
-    ranks = paths_for_ranks(cfg)
+    cfg = config_to_dict(load_config([], [
+        "output_dir=runs/x", "model.path=models/mine", "algorithm.plugins=[algo.py]",
+        "data.train_files=[data/*.parquet, builtin:arithmetic]", "data.eval_files=[data/a.parquet]",
+        "reward.functions=[{path: rewards.py:fn}, {path: my_module:fn}]"]))
+    ranks = with_absolute_paths(cfg)
     assert ranks["output_dir"] == str(tmp_path / "runs" / "x") and ranks["model"]["path"] == str(tmp_path / "models/mine")
     assert ranks["algorithm"]["plugins"] == [str(tmp_path / "algo.py")] and cfg["output_dir"] == "runs/x"
-    builtin = paths_for_ranks(config_to_dict(load_config([], [])))
+    assert ranks["data"]["train_files"] == [str(tmp_path / "data" / "*.parquet"), "builtin:arithmetic"]
+    assert ranks["data"]["eval_files"] == [str(tmp_path / "data" / "a.parquet")]
+    assert [f["path"] for f in ranks["reward"]["functions"]] == [f"{tmp_path / 'rewards.py'}:fn", "my_module:fn"]
+    builtin = with_absolute_paths(config_to_dict(load_config([], [])))
     assert builtin["model"]["path"] == "builtin" and builtin["model"]["tokenizer_path"] is None

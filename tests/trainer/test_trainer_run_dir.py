@@ -324,3 +324,24 @@ def test_resuming_a_final_checkpoint_at_total_steps_says_there_is_nothing_to_tra
     with pytest.warns(UserWarning, match="resumed at step 2, from a final checkpoint, at trainer.total_steps=2"):
         Trainer(tiny_config(tiny_model_dir, tmp_path / "second", reward_file, *overrides,
                             f"checkpoint.resume={final}")).train()
+
+
+def test_an_automatic_resume_compares_the_runs_paths_as_absolute_paths(tmp_path, monkeypatch):
+    """Checkpoints save their run's paths absolute (dapo eval finds them from anywhere); a
+    rerun of the command with relative paths, or an older checkpoint saved with them, is still
+    the same run. Another model is not."""
+    from dapo.trainer.run_dir import checkpoint_mismatch
+
+    (tmp_path / "models" / "mine").mkdir(parents=True)
+    (tmp_path / "models" / "other").mkdir()
+    monkeypatch.chdir(tmp_path)
+    checkpoint = tmp_path / "run" / "checkpoints" / "step-000001"
+    checkpoint.mkdir(parents=True)
+    for saved in ("models/mine", str(tmp_path / "models" / "mine")):  # older, and today's
+        (checkpoint / "dapo_config.yaml").write_text(
+            f"model: {{path: {saved}}}\ndata: {{train_files: [builtin:arithmetic]}}\n")
+        for now in ("models/mine", str(tmp_path / "models" / "mine")):
+            run = {"model": {"path": now}, "data": {"train_files": ["builtin:arithmetic"]}}
+            assert checkpoint_mismatch(checkpoint, None, run, automatic=True) is None
+        other = {"model": {"path": "models/other"}, "data": {"train_files": ["builtin:arithmetic"]}}
+        assert "model.path" in checkpoint_mismatch(checkpoint, None, other, automatic=True)

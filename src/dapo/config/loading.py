@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import datetime
 import difflib
+import glob
 import math
+import os
 import types
 import typing
 from importlib import resources
@@ -16,6 +19,7 @@ from typing import Any
 import yaml
 
 from dapo.config.schema import ConfigError, DAPOConfig
+from dapo.user_code import is_file_location
 
 
 def builtin_config_path(name: str) -> Path:
@@ -196,6 +200,33 @@ def load_config(
 
 def config_to_dict(config: Any) -> dict[str, Any]:
     return dataclasses.asdict(config)
+
+
+def with_absolute_paths(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` (:func:`config_to_dict`'s form) with its local paths absolute: output_dir, the
+    model and tokenizer, data files (globs too), reward-function and plugin files. A run's saved
+    config then names the same files from any directory (``dapo eval CHECKPOINT``), and so does
+    a policy rank on another node. What names no local file (``builtin:...``, a module, a Hub
+    id) is kept as it is."""
+    config = copy.deepcopy(config)
+    model, data, reward = config["model"], config["data"], config["reward"]
+    config["output_dir"] = os.path.abspath(config["output_dir"])
+    model["path"], model["tokenizer_path"] = (absolute_local_path(model[key]) for key in ("path", "tokenizer_path"))
+    for key in ("train_files", "eval_files"):
+        data[key] = [absolute_local_path(entry) for entry in data[key]]
+    for spec in reward["functions"]:
+        location, colon, name = spec["path"].rpartition(":")
+        if is_file_location(location):
+            spec["path"] = f"{absolute_local_path(location)}{colon}{name}"
+    config["algorithm"]["plugins"] = [absolute_local_path(entry) for entry in config["algorithm"]["plugins"]]
+    return config
+
+
+def absolute_local_path(path: str | None) -> str | None:
+    """A path (or a glob) that names local files, made absolute; anything else unchanged."""
+    if path is None or not (os.path.exists(path) or glob.glob(path)):
+        return path
+    return os.path.abspath(path)
 
 
 def config_from_dict(values: dict[str, Any]) -> DAPOConfig:

@@ -44,7 +44,7 @@ from torch.distributed.device_mesh import init_device_mesh
 
 from dapo.algo import PolicyLossStats
 from dapo.config import DAPOConfig
-from dapo.config.loading import config_from_dict, config_to_dict
+from dapo.config.loading import config_from_dict, config_to_dict, with_absolute_paths
 from dapo.errors import UserError
 from dapo.rollout import create_engine
 from dapo.rollout.base import GenerationResult, SamplingParams, request_seed, tied_duplicates
@@ -183,21 +183,6 @@ class PolicyRank:
         return self.policy.lr
 
 
-def paths_for_ranks(config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` with its local paths absolute (model, tokenizer, output_dir, plugin files): a
-    rank on another node of a cluster (ray_address) does not run in the driver's directory, and
-    a relative path there names another file, or none (a checkpoint's shards written elsewhere)."""
-    def absolute(path: str | None) -> str | None:
-        return path if path is None or not os.path.exists(path) else os.path.abspath(path)
-
-    config = copy.deepcopy(config)
-    model = config["model"]
-    model["path"], model["tokenizer_path"] = absolute(model["path"]), absolute(model["tokenizer_path"])
-    config["output_dir"] = os.path.abspath(config["output_dir"])
-    config["algorithm"]["plugins"] = [absolute(entry) for entry in config["algorithm"]["plugins"]]
-    return config
-
-
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("", 0))  # every interface: the other nodes' ranks connect to it
@@ -264,7 +249,7 @@ class RayPolicyGroup:
         self._ray = ray
         gpus = 1 if _ranks_use_gpus(cfg, ray) else 0
         actor = ray.remote(num_cpus=res.cpus_per_rank, num_gpus=gpus)(PolicyRank)
-        config = paths_for_ranks(config_to_dict(cfg))
+        config = with_absolute_paths(config_to_dict(cfg))  # a rank of another node runs elsewhere
         self.ranks, self.node_groups = [], []
         try:
             self.node_groups = _node_placement_groups(ray, res.nnodes, res.devices_per_node, res.cpus_per_rank, gpus)

@@ -22,6 +22,7 @@ from typing import IO, Any
 
 import yaml
 
+from dapo.config.loading import absolute_local_path
 from dapo.errors import UserError
 
 LOCK_FILE = ".lock"
@@ -100,6 +101,13 @@ def saved_model_config(checkpoint: Path) -> dict[str, Any]:
     return {}
 
 
+def _local_paths(value: Any) -> Any:
+    """A path, or a list of them, with the entries that name local files made absolute."""
+    if isinstance(value, list):
+        return [absolute_local_path(entry) if isinstance(entry, str) else entry for entry in value]
+    return absolute_local_path(value) if isinstance(value, str) else value
+
+
 def checkpoint_mismatch(checkpoint: Path, model_config: Any, run_config: dict, automatic: bool) -> str | None:
     """Why ``checkpoint`` cannot be resumed into this run, or None when it can."""
     saved_model = saved_model_config(checkpoint)
@@ -112,7 +120,8 @@ def checkpoint_mismatch(checkpoint: Path, model_config: Any, run_config: dict, a
     if automatic and saved_config_file.exists():
         saved_run = yaml.safe_load(saved_config_file.read_text()) or {}
         for section, name in RUN_IDENTITY_FIELDS:
-            before, now = saved_run.get(section, {}).get(name), run_config.get(section, {}).get(name)
+            # as absolute paths: checkpoints save them so, and an older one or the command may not
+            before, now = (_local_paths(config.get(section, {}).get(name)) for config in (saved_run, run_config))
             if before != now:
                 differences.append(f"{section}.{name} {before!r} (checkpoint) != {now!r} (this run)")
     return "; ".join(differences) or None

@@ -23,7 +23,7 @@ from rich.progress import (
 )
 
 from dapo.config import DAPOConfig
-from dapo.config.loading import config_to_dict
+from dapo.config.loading import config_to_dict, with_absolute_paths
 from dapo.durable import write_atomically
 from dapo.trainer.checkpoint import (
     begin_checkpoint,
@@ -84,7 +84,8 @@ class RunState:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.lock = RunDirLock(self.run_dir)  # before anything is written: one run per directory
         remove_stale_checkpoint_temps(self.run_dir)
-        self.config_yaml = yaml.safe_dump(config_to_dict(cfg), sort_keys=False)
+        # with absolute paths: the saved config means the same files from any directory
+        self.config_yaml = yaml.safe_dump(with_absolute_paths(config_to_dict(cfg)), sort_keys=False)
         self._config_written = False
         # the checkpoint of another run this run started from (checkpoint.resume=PATH), if any:
         # recorded in every checkpoint, so that rerunning the command goes on (resolve_resume)

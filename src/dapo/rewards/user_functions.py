@@ -86,7 +86,7 @@ def _check_signature(function: RewardFunction, spec: str) -> None:
         raise RewardFunctionError(
             f"reward function {spec!r}: must accept (response, ground_truth, extra), or lists of each when "
             "batched (batch_size > 0); "
-            f"its signature is {signature} ({exc})"
+            f"its signature is {signature}, which a call with those 3 arguments does not fit ({exc})"
         ) from exc
 
 

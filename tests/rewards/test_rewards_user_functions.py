@@ -114,7 +114,7 @@ def test_import_error_fails_before_training() -> None:
     [
         (f"{FNS}:no_such_function", "has no attribute 'no_such_function'"),
         (f"{FNS}:not_callable", "is not callable"),
-        (f"{FNS}:wrong_arity", r"must accept .*its signature is \(response: str\) -> float, which a call with those 3 "),
+        (f"{FNS}:wrong_arity", r"must accept .*its signature is \(response: .?str.?\) -> .?float.?, which a call with those 3 arguments "),
         ("/nonexistent/rewards.py:f", "does not exist"),
         ("no_such_package_xyz.mod:f", "No module named"),
         ("just_a_name", "expected 'path/to/file.py:function'"),

@@ -239,3 +239,16 @@ def test_dapo_rl_warnings_print_as_one_line_of_the_command_and_main_restores_the
     assert ours == "dapo train: warning: most responses hit the limit\n"
     theirs = format_warning(UserWarning("x"), UserWarning, "/usr/lib/python3/site-packages/torch/a.py", 7)
     assert theirs.startswith("/usr/lib/python3/site-packages/torch/a.py:7: UserWarning: x")
+
+
+def test_output_piped_into_a_reader_that_stops_early_ends_quietly():
+    """`dapo config --explain | head -3`: before, exit 2 and "dapo config: error: Broken pipe"."""
+    import subprocess
+    import sys
+
+    program = "import sys; from dapo.cli.main import main; sys.exit(main(sys.argv[1:]))"
+    proc = subprocess.Popen([sys.executable, "-c", program, "config", "--explain"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()  # as head does once it has its lines: here before the first
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0 and "error" not in stderr.lower(), stderr

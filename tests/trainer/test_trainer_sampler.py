@@ -174,10 +174,12 @@ def test_carried_over_groups_never_fill_a_step(fraction, cap):
     ds = sampler(prompts_per_step=8, gen_prompts_per_round=24, max_surplus_fraction=fraction)
     mixed = make_round(lambda p: [1, 0, 1, 0])
     _, first = ds.next_batch(mixed, step=0)
-    assert first.groups_carried_out == 16
+    # carried out: what the next step will use; the rest is dropped, and counted, now (before, all
+    # 16 were "carried out" and the next step dropped 16 - cap)
+    assert first.groups_carried_out == cap and first.groups_discarded == 16 - cap
     batch, report = ds.next_batch(mixed, step=1)
     assert report.groups_carried_in == cap < 8 and report.gen_rounds == 1
-    assert report.groups_discarded == 16 - cap
+    assert report.groups_discarded == 16 and report.groups_carried_out == cap  # its own 16 + cap beyond the batch
     carried = {s.group_id for s in batch if s.group_id < 24}
     assert len(carried) == cap and len({s.group_id for s in batch}) == 8
     # marked, and last: the first mini-batch (where old_logprobs=rollout measures the engine/trainer

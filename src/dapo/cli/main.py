@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -329,6 +330,10 @@ def main(argv: list[str] | None = None) -> int:
         warnings.formatwarning = _warning_format(ns.command, previous_format)
     try:
         return ns.func(ns)
+    except BrokenPipeError:  # `dapo config --explain | head`: the reader has what it wanted
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 0
     except (UserError, OSError) as error:  # the user's to fix: a config value, a file, a full disk
         if debug:
             raise

@@ -47,9 +47,11 @@ METRICS: dict[str, str] = {
     "sampling/all_masked_ratio": "fraction of generated groups whose filter metric varies but whose every response "
     "overlong filtering masked out of the loss (all truncated: no token to train on; dropped under dynamic sampling)",
     "sampling/groups_carried_in": "surplus accepted groups from the previous step used in this one",
-    "sampling/groups_carried_out": "surplus accepted groups kept for the next step",
-    "sampling/groups_discarded": "accepted groups dropped: surplus when keeping is off, older than one step, "
-    "or beyond algorithm.max_surplus_fraction of the next step",
+    "sampling/groups_carried_out": "surplus accepted groups kept for the next step, which uses them all "
+    "(at most algorithm.max_surplus_fraction of its groups)",
+    "sampling/groups_discarded": "accepted groups dropped: surplus when keeping is off or beyond "
+    "algorithm.max_surplus_fraction of the next step (counted in the step that made it), or restored from a "
+    "checkpoint and older than one step",
     "sampling/hit_round_limit": "1 when the round limit stopped generation before the batch was full",
     # policy update (token-weighted over the step's optimizer mini-batches)
     "actor/loss": "the loss minimised: actor/pg_loss - entropy_coef x entropy + kl_coef x KL to the reference, "

@@ -164,11 +164,10 @@ class DynamicSampler:
                 stacklevel=2,
             )
         batch, rest = accepted[: self.prompts_per_step], accepted[self.prompts_per_step :]
-        if self.keep_surplus:
-            self.surplus = rest
-            report.groups_carried_out = len(rest)
-        else:
-            report.groups_discarded += len(rest)
+        # the next step takes at most max_carried_in of them: the rest is dropped now, and counted so
+        self.surplus = rest[: self.max_carried_in] if self.keep_surplus else []
+        report.groups_carried_out = len(self.surplus)
+        report.groups_discarded += len(rest) - len(self.surplus)
         batch = batch[report.groups_carried_in :] + batch[: report.groups_carried_in]  # this step's first
         return [s for group in batch for s in group], report
 

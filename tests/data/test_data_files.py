@@ -85,6 +85,34 @@ def test_rows_without_a_data_source_are_named_after_their_dataset_not_their_shar
         "math_dapo", "math500"}
 
 
+def test_split_words_anywhere_in_a_name_keep_the_splits_apart(tmp_path: Path):
+    """`datasets` reads gsm8k_test.parquet as the test split (a split word between separators):
+    before, only a name starting with one counted, and both files were read for both splits,
+    training on the held-out problems. A file naming no split beside them is left out, and said."""
+    folder = tmp_path / "gsm8k"
+    _parquet(folder / "gsm8k_train.parquet", _dapo_rows(0, 2))
+    _parquet(folder / "gsm8k_test.parquet", _dapo_rows(100, 1))
+    _parquet(folder / "math-validation.parquet", _dapo_rows(200, 1))
+    _parquet(folder / "contest.parquet", _dapo_rows(300, 1))  # "test" inside a word: no split
+    assert [Path(f).name for f in data_files(str(folder), "train")] == ["gsm8k_train.parquet"]
+    assert [Path(f).name for f in data_files(str(folder), "eval")] == ["gsm8k_test.parquet", "math-validation.parquet"]
+    held_out = load_problems([str(folder)], DataConfig(), "eval")
+    assert [p.ground_truth for p in held_out.problems] == ["100", "200"]
+    assert any("left out 1 file(s) whose names name no split, e.g. contest.parquet" in w for w in held_out.warnings)
+
+
+def test_a_datasetdict_without_the_split_is_an_error_naming_what_to_give(tmp_path: Path):
+    """Before, a DatasetDict holding only "test" was read as training data."""
+    import datasets
+
+    rows = [{"prompt": "1+1?", "reward_model": {"ground_truth": "2"}}]
+    datasets.DatasetDict({"test": datasets.Dataset.from_list(rows)}).save_to_disk(str(tmp_path / "aime"))
+    assert len(load_problems([str(tmp_path / "aime")], DataConfig(), "eval").problems) == 1
+    with pytest.raises(DataError, match=r"none of them the train split .* name its directory: .*aime/test"):
+        load_problems([str(tmp_path / "aime")], DataConfig(), "train")
+    assert len(load_problems([str(tmp_path / "aime" / "test")], DataConfig(), "train").problems) == 1
+
+
 def test_a_glob_reads_its_matches_in_sorted_order(tmp_path: Path):
     for index in (2, 0, 1):
         _parquet(tmp_path / "shards" / f"part-{index}.parquet", _dapo_rows(index * 10, 1))

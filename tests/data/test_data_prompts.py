@@ -62,11 +62,13 @@ def test_prompts_over_the_limit_are_left_out_whole_not_cut() -> None:
     short = Problem(uid="s", prompt="What is 6*7?", ground_truth="42")
     long = Problem(uid="l", prompt="What is " + "1+" * 300 + "1?", ground_truth="301")
     encoder = PromptEncoder(tokenizer, DataConfig(max_prompt_length=400))
-    loaded = _loaded([long, short, long])
+    other_long = Problem(uid="l2", prompt="What is " + "2+" * 300 + "1?", ground_truth="601")
+    loaded = _loaded([long, short, long, other_long])
     encoder.drop_overlong(loaded, "train")
+    # counted in problems, as data/<split>_problems is: the two copies of `long` are one (were 2)
     assert [p.uid for p in loaded.problems] == ["s"] and loaded.num_overlong_dropped == 2
     assert loaded.counts("train")["data/train_overlong_dropped"] == 2.0
-    assert "2 prompts over data.max_prompt_length dropped" in loaded.describe("train")
+    assert "2 problems over data.max_prompt_length dropped" in loaded.describe("train")
     assert "the prompt of problem l" in loaded.warnings[-1]
     encoded = encoder.encode(loaded.problems)
     assert encoded.token_ids[0][0] == tokenizer.bos_token_id and len(encoded.token_ids[0]) <= 400

@@ -32,7 +32,7 @@ def test_loader_counts_are_printed_and_logged_at_step_0(tiny_model_dir, reward_f
     Trainer(cfg).train()
     out = capsys.readouterr().out
     assert (f"train data: 6 problems from {data} (11 rows; 2 duplicate prompts dropped; 2 malformed rows skipped; "
-            "1 prompts over data.max_prompt_length dropped)") in out
+            "1 problems over data.max_prompt_length dropped)") in out
     assert "skipped:" in out and "longer than data.max_prompt_length=64 tokens were left out" in out  # reasons
     first = read_metrics(run)[0]
     assert first["step"] == 0 and first["data/train_malformed_skipped"] == 2

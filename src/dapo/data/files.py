@@ -23,6 +23,8 @@ SPLIT_WORDS = {
     "eval": ("test", "testing", "eval", "evaluation", "validation", "valid", "val", "dev"),
 }
 _SPLIT_OF_WORD = {word: split for split, words in SPLIT_WORDS.items() for word in words}
+_SPLIT_WORD = re.compile(r"(?:^|[-._ 0-9])(" + "|".join(sorted(_SPLIT_OF_WORD, key=len, reverse=True))
+                         + r")(?=[-._ 0-9]|$)", re.IGNORECASE)
 _GLOB_CHARS = re.compile(r"[*?\[]")
 _SHARD_SUFFIX = re.compile(r"-\d+-of-\d+$")  # train-00000-of-00002, as `datasets` names shards
 
@@ -33,9 +35,10 @@ def is_datasets_directory(path: Path) -> bool:
     return (path / "state.json").is_file() or (path / "dataset_dict.json").is_file()
 
 
-def data_files(entry: str, split: str) -> list[str]:
+def data_files(entry: str, split: str, notes: list[str] | None = None) -> list[str]:
     """The files (or the one ``datasets`` directory) ``entry`` names for ``split``, in reading
-    order; a DataError when it names none."""
+    order; a DataError when it names none. ``notes`` gets a line naming the data files a split
+    layout leaves out (their names name no split)."""
     path = Path(entry).expanduser()
     if not path.exists() and _GLOB_CHARS.search(entry):
         matches = sorted(m for m in glob.glob(str(path), recursive=True) if Path(m).is_file())
@@ -57,11 +60,16 @@ def data_files(entry: str, split: str) -> list[str]:
                         "directory (save_to_disk)")
     splits = {p: _split_named(p.relative_to(path)) for p in files}
     if any(splits.values()):  # a split layout: the split's files, and none of another split's
+        unnamed = [p.relative_to(path) for p in files if splits[p] is None]
         files = [p for p in files if splits[p] == split]
         if not files:
             found = sorted({s for s in splits.values() if s})
             raise DataError(f"{entry}: holds files of the {' and '.join(found)} split(s) only, none of the "
-                            f"{split} split (its file or folder names start with one of {SPLIT_WORDS[split]})")
+                            f"{split} split (its file or folder names hold one of {SPLIT_WORDS[split]} as a word); "
+                            "to read one of them anyway, name the file")
+        if unnamed and notes is not None:
+            notes.append(f"{entry}: left out {len(unnamed)} file(s) whose names name no split, e.g. {unnamed[0]} "
+                         "(name them in data.*_files to read them)")
     return [str(p) for p in files]
 
 
@@ -78,10 +86,11 @@ def default_data_source(file: str, entry: str) -> str:
 
 
 def _split_named(relative: Path) -> str | None:
-    """The split a file's path names: the first folder or file name (without suffix) that is a
-    split word or starts with one followed by - _ or . (train-00000-of-00002, test_aime)."""
+    """The split a file's path names: in the first folder or file name holding a split word
+    between separators (- . _ space or digits), as `datasets` reads a Hub repo: ``test/``,
+    ``train-00000-of-00002``, ``gsm8k_test.parquet``, ``math-validation.jsonl``; not ``contest``."""
     for part in relative.parts:
-        word = re.split(r"[-_.]", part, maxsplit=1)[0].lower()
-        if word in _SPLIT_OF_WORD:
-            return _SPLIT_OF_WORD[word]
+        word = _SPLIT_WORD.search(part)
+        if word is not None:
+            return _SPLIT_OF_WORD[word.group(1).lower()]
     return None

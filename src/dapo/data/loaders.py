@@ -57,7 +57,7 @@ class LoadedProblems:
     sources: list[str]  # the files (or "builtin:arithmetic") the problems came from
     warnings: list[str] = field(default_factory=list)  # why rows were skipped or dropped (first few)
     num_conflicting_duplicates: int = 0  # copies whose answer differs from their first copy's
-    num_overlong_dropped: int = 0  # prompts longer than data.max_prompt_length (PromptEncoder.drop_overlong)
+    num_overlong_dropped: int = 0  # problems longer than data.max_prompt_length (PromptEncoder.drop_overlong)
 
     @property
     def num_unique(self) -> int:
@@ -80,7 +80,7 @@ class LoadedProblems:
             f"{split} data: {self.num_unique} problems from {', '.join(self.sources)} "
             f"({self.num_rows + self.num_malformed_skipped} rows; "
             f"{self.num_duplicates_dropped} duplicate prompts dropped; {self.num_malformed_skipped} malformed "
-            f"rows skipped; {self.num_overlong_dropped} prompts over data.max_prompt_length dropped)"
+            f"rows skipped; {self.num_overlong_dropped} problems over data.max_prompt_length dropped)"
         )
         if self.num_conflicting_duplicates:
             line += (f"\n  warning: {self.num_conflicting_duplicates} copies of a prompt had another answer "
@@ -100,7 +100,7 @@ def load_problems(files: list[str], cfg: DataConfig, split: str) -> LoadedProble
     answer_of: dict[tuple[str, str], str] = {}
     dedup = split == "train" and cfg.dedup_train
     collapsed = dedup or split == "eval"  # only a problem's first copy counts: a conflict is hidden
-    for entry, path in ((e, path) for e in files for path in _paths_of(e, split)):
+    for entry, path in ((e, path) for e in files for path in _paths_of(e, split, result.warnings)):
         result.sources.append(path)
         for problem in _read_source(path, cfg, split, result, default_data_source(path, entry)):
             result.num_rows += 1
@@ -130,13 +130,13 @@ def _note_conflict(problem: Problem, kept_answer: str, path: str, result: Loaded
         )
 
 
-def _paths_of(entry: str, split: str) -> list[str]:
+def _paths_of(entry: str, split: str, notes: list[str]) -> list[str]:
     """What one entry of data.*_files reads: builtin:arithmetic, or its files (:func:`data_files`)."""
     if entry == BUILTIN_ARITHMETIC:
         return [entry]
     if (problem := builtin_dataset_problem(entry)) is not None:
         raise DataError(problem)
-    return data_files(entry, split)
+    return data_files(entry, split, notes)
 
 
 def _read_source(
@@ -301,13 +301,14 @@ def _dataset_dir_rows(path: str, split: str) -> Iterator[tuple[int, Row]]:
 
 
 def _pick_split(path: str, available: list[str], split: str) -> str:
+    """The DatasetDict split read as ``split``: by its name, never another split's (a test split
+    read as training data would train on the held-out problems)."""
     preferred = ["train"] if split == "train" else ["test", "validation", "eval", "valid"]
     for name in preferred:
         if name in available:
             return name
-    if len(available) == 1:
-        return available[0]
-    raise DataError(f"{path}: cannot tell which of the splits {available} is the {split} split")
+    raise DataError(f"{path}: a DatasetDict of the splits {available}, none of them the {split} split ({preferred}); "
+                    f"to read one anyway, name its directory: {Path(path) / available[0]}")
 
 
 def problem_from_row(

@@ -110,9 +110,10 @@ class PromptEncoder:
         if not kept:
             raise DataError(f"no {split} prompt fits data.max_prompt_length={limit} tokens (the shortest has "
                             f"{min(lengths)}): raise it")
+        # problems, as data/<split>_problems counts them: an eval file's copies of a problem are one
+        loaded.num_overlong_dropped = len({loaded.problems[i].eval_key for i in overlong})
         loaded.problems = kept
-        loaded.num_overlong_dropped = len(overlong)
-        loaded.warnings.append(f"{len(overlong)} prompts longer than data.max_prompt_length={limit} tokens were "
+        loaded.warnings.append(f"{loaded.num_overlong_dropped} problems longer than data.max_prompt_length={limit} tokens were "
                                f"left out (data.overlong_prompts=drop); the first: {self._too_long(first, lengths[overlong[0]])}")
 
     def _too_long(self, problem: Problem, length: int) -> str:

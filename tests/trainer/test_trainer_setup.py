@@ -72,3 +72,22 @@ def test_the_model_directory_decides_the_stop_tokens(tiny_model_dir, tmp_path):
     assert stop_token_ids_of(model, tokenizer) == [5, tokenizer.eos_token_id, im_end]
     params = make_sampling_params(load_config([], []), stop_token_ids_of(model, tokenizer), seed=0)
     assert params.stop_token_ids == [5, tokenizer.eos_token_id, im_end]
+
+
+def test_held_out_problems_that_are_training_problems_too_are_said(tmp_path):
+    """The same file in train_files and eval_files (or a split read twice): held-out accuracy
+    would measure memorisation, so the data line says how many."""
+    import json
+
+    from dapo.trainer.setup import load_run_data
+
+    rows = [{"prompt": f"What is {i}+1?", "reward_model": {"ground_truth": str(i + 1)}} for i in range(4)]
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "held_out.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[2:] + [
+        {"prompt": "What is 9+9?", "reward_model": {"ground_truth": "18"}}]))
+    cfg = load_config([], [f"data.train_files=[{tmp_path / 'train.jsonl'}]",
+                           f"data.eval_files=[{tmp_path / 'held_out.jsonl'}]"])
+    data = load_run_data(cfg)
+    assert "warning: 2 of the 3 held-out problems are training problems too" in data.eval.describe("eval")
+    disjoint = load_config([], [f"data.train_files=[{tmp_path / 'train.jsonl'}]", "data.eval_files=[builtin:arithmetic]"])
+    assert "training problems too" not in load_run_data(disjoint).eval.describe("eval")

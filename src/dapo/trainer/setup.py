@@ -117,6 +117,12 @@ def load_run_data(cfg: DAPOConfig, train: bool = True) -> RunData:
     """The held-out problems, and with ``train`` the training ones (an evaluation reads none)."""
     train_problems = load_problems(cfg.data.train_files, cfg.data, split="train") if train else None
     held_out = load_problems(cfg.data.eval_files, cfg.data, split="eval") if cfg.data.eval_files else None
+    if train_problems is not None and held_out is not None:
+        trained = {problem.uid for problem in train_problems.problems}
+        seen = {p.eval_key for p in held_out.problems if p.uid in trained}
+        if seen:  # (the same file in both lists, a split read twice): held-out accuracy would flatter
+            held_out.warnings.insert(0, f"warning: {len(seen)} of the {held_out.num_unique} held-out problems are "
+                                        "training problems too (the same prompt)")
     return RunData(train=train_problems, eval=held_out)
 
 

@@ -164,10 +164,15 @@ def _sample_loop(
     row_ids = torch.arange(len(logits), device=device)  # batch position -> output row
     live = torch.ones(len(logits), dtype=torch.bool, device=device)
     stop_ids = torch.tensor(params.stop_token_ids, dtype=torch.long, device=device)
+    all_rows = True  # no row dropped yet: the batch's rows are the output rows, in order
     for step in range(params.max_new_tokens):
         tokens, logprobs = sample_next_tokens(logits, params.temperature, params.top_k, params.top_p, generator)
-        outputs.tokens[row_ids, step] = tokens
-        outputs.logprobs[row_ids, step] = logprobs
+        if all_rows:  # a plain copy, cheaper than an indexed write
+            outputs.tokens[:, step] = tokens
+            outputs.logprobs[:, step] = logprobs
+        else:
+            outputs.tokens[row_ids, step] = tokens
+            outputs.logprobs[row_ids, step] = logprobs
         hit = _stop_hits(tokens, stop_ids, matcher, row_ids, live)
         if hit is not None and bool(hit.any()):
             outputs.finish(row_ids[hit].tolist(), step + 1)
@@ -179,6 +184,7 @@ def _sample_loop(
                 keep = live.nonzero().squeeze(1)
                 session.keep_rows(keep)
                 row_ids, live, tokens = row_ids[keep], live[keep], tokens[keep]
+                all_rows = False
         if step + 1 < params.max_new_tokens:
             logits = session.decode(tokens)
     return outputs

@@ -82,6 +82,7 @@ def filter_logits(logits: torch.Tensor, temperature: float, top_k: int, top_p: f
 # Tokens per block of the two-level draw (see _sample): one float64 cumulative sum over the block
 # masses and one over the drawn block's tokens instead of over the whole vocabulary.
 _BLOCK = 1024
+_BELOW_ONE = 1.0 - 2.0**-52
 
 
 def sample_next_tokens(
@@ -112,6 +113,9 @@ def _sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Ten
     CPU, native decoding 2-3x slower: README, Generation speed, `bench_rollout.py --vocab-size`)."""
     rows, vocab = probs.shape
     uniform = torch.rand(rows, 2, dtype=torch.float64, generator=generator, device=probs.device)
+    # at most 1 - 3 * 2^-53 (torch.rand's largest is 1 - 2^-53): then u * total rounds to below
+    # total (by at least one ulp), so some cumulative weight exceeds it (see _inverse_cdf)
+    uniform.mul_(_BELOW_ONE)
     if vocab <= _BLOCK:
         return _inverse_cdf(probs, uniform[:, :1])
     full_blocks = vocab // _BLOCK
@@ -126,11 +130,10 @@ def _sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Ten
 
 def _inverse_cdf(weights: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
     """Per row of ``weights`` (B, N), the first index whose cumulative weight exceeds
-    uniform * total (``uniform`` (B, 1) in [0, 1)): index i with probability weights[i] / total.
-    A zero weight adds nothing to the cumulative sum, so it is never the first to exceed it."""
-    cumulative = weights.to(torch.float64).cumsum(dim=-1)
-    total = cumulative[:, -1:]
-    # u * total can round up to total: kept strictly below it, so some index exceeds it
-    point = torch.minimum(uniform * total, torch.nextafter(total, torch.zeros_like(total)))
+    uniform * total (``uniform`` (B, 1) in [0, 1 - 3 * 2^-53], so that u * total rounds to below
+    total and some index exceeds it): index i with probability weights[i] / total. A zero weight
+    adds nothing to the cumulative sum, so it is never the first to exceed it."""
+    cumulative = torch.cumsum(weights, dim=-1, dtype=torch.float64)
+    point = uniform * cumulative[:, -1:]
     # (clamped: NaN weights, which the caller reports, find no index)
     return torch.searchsorted(cumulative, point, right=True).squeeze(-1).clamp_max_(weights.shape[-1] - 1)

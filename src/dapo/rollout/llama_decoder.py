@@ -94,6 +94,8 @@ _HAS_MKLDNN_BF16_LINEAR = (
     and hasattr(torch.ops.mkldnn, "_linear_pointwise")
     and torch.ops.mkldnn._is_mkldnn_bf16_supported()
 )
+# the residual add as a post-op of that call (a private overload: checked, not assumed)
+_HAS_MKLDNN_BINARY_POST_OP = _HAS_MKLDNN_BF16_LINEAR and "binary" in torch.ops.mkldnn._linear_pointwise.overloads()
 
 
 class _Projection:
@@ -126,7 +128,7 @@ class _Projection:
         """residual + x W^T + b: the residual stream's update, in one oneDNN call (a binary post-op,
         added to the float32 accumulator before rounding) where the weight is oneDNN-packed
         (saves an op per call: 3% faster decoding at 128 rows)."""
-        if self.kind == "onednn":
+        if self.kind == "onednn" and _HAS_MKLDNN_BINARY_POST_OP:
             return torch.ops.mkldnn._linear_pointwise.binary(x.contiguous(), residual, self.packed, self.bias, "add")
         return residual.add_(self(x))
 

@@ -19,7 +19,6 @@ metrics): the truncated share (overlong filtering and soft punishment), groups w
 from __future__ import annotations
 
 import json
-import os
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from pathlib import Path
 
 from dapo.config import DAPOConfig, builtin_config_path, load_config
 from dapo.config.loading import config_to_dict, yaml_text
+from dapo.durable import write_atomically
 
 # Cumulative, in the paper's order; each entry lists the overrides that turn its technique on.
 VARIANTS: list[tuple[str, list[str]]] = [
@@ -181,10 +181,8 @@ def finished_curve(cfg: DAPOConfig, steps: int, evals: int) -> RunCurve | None:
 
 def save_curve(cfg: DAPOConfig, steps: int, evals: int, curve: RunCurve) -> None:
     """Written once the run has finished, atomically: an interrupted run leaves none."""
-    path = Path(cfg.output_dir) / CURVE_FILE
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps({"run": _run_record(cfg, steps, evals), "curve": curve.__dict__}))
-    os.replace(partial, path)
+    write_atomically(Path(cfg.output_dir) / CURVE_FILE,
+                     json.dumps({"run": _run_record(cfg, steps, evals), "curve": curve.__dict__}))
 
 
 def _mean_spread(values: list[float], fmt: str = ".1%") -> str:

@@ -213,7 +213,13 @@ def vote_key(answer: str) -> str:
 
 def is_plain_number(answer: str) -> bool:
     """True for a decimal or scientific literal (``34.5``, ``3.4e1``): decidable without parsing."""
-    return _PLAIN_NUMBER.fullmatch(_strip_number_decorations(answer)) is not None
+    return _plain_number(answer) is not None
+
+
+def _plain_number(answer: str) -> str | None:
+    """The decimal or scientific literal ``answer`` states without its decorations, or None."""
+    text = _strip_number_decorations(answer)
+    return text if _PLAIN_NUMBER.fullmatch(text) else None
 
 
 def _compact(answer: str) -> str:
@@ -238,9 +244,10 @@ def quick_verdict(pred: str, ground_truth: str) -> bool | None:
         return True
     if len(pred) > MAX_MATH_CHARS or len(ground_truth) > MAX_MATH_CHARS:
         return False
-    if is_plain_number(ground_truth) and is_plain_number(pred):  # 12.5 and 12.50, 12.5\% and 12.5
+    pred_number, gold_number = _plain_number(pred), _plain_number(ground_truth)
+    if pred_number is not None and gold_number is not None:  # 12.5 and 12.50, 12.5\% and 12.5
         with contextlib.suppress(InvalidOperation):  # an exponent past 10^18 digits: math-verify's
-            return Decimal(_strip_number_decorations(pred)) == Decimal(_strip_number_decorations(ground_truth))
+            return Decimal(pred_number) == Decimal(gold_number)
     pred_word, gold_word = _word_answer(pred), _word_answer(ground_truth)
     if pred_word and gold_word:  # math-verify reads "seat" as s*e*a*t, which equals "east"
         return pred_word == gold_word

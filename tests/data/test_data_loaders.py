@@ -300,9 +300,11 @@ def test_eval_copies_with_another_answer_are_counted_and_named(tmp_path: Path) -
     assert len(loaded.problems) == 4 and loaded.num_conflicting_duplicates == 1
     assert any("another answer ('2'; first: '1'); only the first copy is evaluated" in w for w in loaded.warnings)
     assert loaded.counts("eval")["data/eval_conflicting_duplicates"] == 1.0
-    # without de-duplication every training copy is trained on: nothing was hidden
+    # without de-duplication every training copy is trained on, each rewarding its own answer:
+    # the contradiction is counted and named too (by prompt: training ignores data_source)
     kept = load_problems([path], DataConfig(prompt_key="question", answer_key="answer", dedup_train=False), "train")
-    assert len(kept.problems) == 4 and kept.num_conflicting_duplicates == 0
+    assert len(kept.problems) == 4 and kept.num_conflicting_duplicates == 2
+    assert any("('2'; first: '1'); both are trained on (data.dedup_train=false)" in w for w in kept.warnings)
 
 
 def test_a_dropped_duplicate_with_another_answer_is_counted_and_named(tmp_path: Path) -> None:

@@ -46,6 +46,8 @@ def test_maj_at_k_votes_for_answers_not_for_their_spelling():
     assert score_at_k([r(True, "34"), r(False, "35")], 2)["eval/maj@2"] == 1.0
     # no answer extracted: wrong; and with a reward that extracts none (no verifier), no maj@k, not 0
     assert score_at_k([r(False, ""), r(False, "")], 2)["eval/maj@2"] == 0.0
+    # a sample judged correct without an extracted answer (a user reward function) votes correct
+    assert score_at_k([r(True, ""), r(True, ""), r(False, "35")], 3)["eval/maj@3"] == 1.0
     metrics = score_at_k([r(True, ""), r(True, "")], 2, majority_vote=False)
     assert metrics["eval/avg@2"] == 1.0 and "eval/maj@2" not in metrics
     # long answers vote in full, not as the head...tail the logs show: three different wrong

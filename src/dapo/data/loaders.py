@@ -8,8 +8,9 @@ the DAPO schema (``prompt`` chat list, ``reward_model.ground_truth``) and others
 
 Duplicates: ``uid`` is a hash of the prompt content, so copies of a problem share it. For the
 "train" split copies are dropped when ``cfg.dedup_train`` (DAPO-Math-17K repeats each prompt
-about 100x) and counted (a dropped copy with another answer than the kept one is counted apart and
-named in ``warnings``); for "eval" copies are kept so avg@k is computed per problem over them.
+about 100x) and counted; for "eval" copies are kept so avg@k is computed per problem over them. A
+copy with another answer than its first copy is counted apart and named in ``warnings`` (de-duped
+or not: without de-duplication both answers are rewarded).
 
 Bad data: a malformed row or unreadable file raises :class:`DataError` naming the file and row;
 with ``cfg.lenient`` it is skipped, counted in ``num_malformed_skipped`` and described in
@@ -99,14 +100,13 @@ def load_problems(files: list[str], cfg: DataConfig, split: str) -> LoadedProble
     # (data_source, uid) for evaluation, which scores each such problem once (unique_problems)
     answer_of: dict[tuple[str, str], str] = {}
     dedup = split == "train" and cfg.dedup_train
-    collapsed = dedup or split == "eval"  # only a problem's first copy counts: a conflict is hidden
     for entry, path in ((e, path) for e in files for path in _paths_of(e, split, result.warnings)):
         result.sources.append(path)
         for problem in _read_source(path, cfg, split, result, default_data_source(path, entry)):
             result.num_rows += 1
             key = ("", problem.uid) if split == "train" else problem.eval_key
-            if collapsed and key in answer_of and problem.ground_truth != answer_of[key]:
-                _note_conflict(problem, answer_of[key], path, result, split)
+            if key in answer_of and problem.ground_truth != answer_of[key]:
+                _note_conflict(problem, answer_of[key], path, result, split, dedup)
             if dedup and key in answer_of:
                 result.num_duplicates_dropped += 1
                 continue
@@ -117,16 +117,23 @@ def load_problems(files: list[str], cfg: DataConfig, split: str) -> LoadedProble
     return result
 
 
-def _note_conflict(problem: Problem, kept_answer: str, path: str, result: LoadedProblems, split: str) -> None:
+def _note_conflict(
+    problem: Problem, kept_answer: str, path: str, result: LoadedProblems, split: str, dedup: bool
+) -> None:
     """A copy of a prompt whose answer differs from its first copy's: count it and say so (the
     data has a labelling problem that training's de-duplication, or evaluation's one score per
-    problem, would otherwise hide)."""
+    problem, would otherwise hide; without de-duplication both answers are rewarded)."""
     result.num_conflicting_duplicates += 1
-    used = "trained on" if split == "train" else "evaluated"
+    if split == "eval":
+        used = "only the first copy is evaluated"
+    elif dedup:
+        used = "only the first copy is trained on"
+    else:
+        used = "both are trained on (data.dedup_train=false), each rewarding its own answer"
     if len(result.warnings) < _MAX_WARNINGS:
         result.warnings.append(
             f"{path}: a copy of the problem {problem_text(problem.prompt)[:80]!r} (uid {problem.uid}) has another "
-            f"answer ({problem.ground_truth[:40]!r}; first: {kept_answer[:40]!r}); only the first copy is {used}"
+            f"answer ({problem.ground_truth[:40]!r}; first: {kept_answer[:40]!r}); {used}"
         )
 
 

@@ -66,8 +66,8 @@ def _vote(result: RewardResult) -> str:
 
 def score_at_k(results: list[RewardResult], k: int, majority_vote: bool = True) -> dict[str, float]:
     """avg@k, pass@k, maj@k from prompt-major results (k consecutive results per problem). maj@k:
-    the most voted answer (ties: the first of them to appear) is correct; a problem without any
-    extracted answer counts as wrong. ``majority_vote=False`` (results without extracted answers:
+    the most voted answer (ties: the first of them to appear) is correct; a sample judged correct
+    votes for the correct answer, extracted or not; a problem without any vote counts as wrong. ``majority_vote=False`` (results without extracted answers:
     a reward with no verifier) leaves maj@k out rather than report 0."""
     num_problems = len(results) // k
     avg = passed = majority = 0.0
@@ -76,7 +76,9 @@ def score_at_k(results: list[RewardResult], k: int, majority_vote: bool = True) 
         correct = [r.acc for r in group]
         avg += sum(correct) / k
         passed += float(any(correct))
-        votes = Counter(_vote(r) for r in group if r.answer)  # first-seen order breaks ties
+        # a sample judged correct votes for the correct answer even when no answer was extracted
+        # (a user reward function can judge without one); first-seen order breaks ties
+        votes = Counter(_vote(r) for r in group if r.answer or r.acc)
         if votes:
             majority += float(votes.most_common(1)[0][0] == _CORRECT_VOTE)
     n = max(num_problems, 1)

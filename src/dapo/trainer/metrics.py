@@ -116,7 +116,7 @@ METRICS: dict[str, str] = {
     "data/<split>_duplicates_dropped": "repeated training prompts dropped (data.dedup_train)",
     "data/<split>_malformed_skipped": "malformed rows skipped (data.lenient)",
     "data/<split>_conflicting_duplicates": "copies of a prompt labelled with another answer than its first copy, "
-    "which alone is trained on (data.dedup_train) or evaluated",
+    "which alone is evaluated, and trained on with data.dedup_train (without it, every copy is)",
     "data/<split>_overlong_dropped": "problems left out: prompt longer than data.max_prompt_length (data.overlong_prompts)",
 }
 

@@ -99,6 +99,17 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 34 (base-10)", "34", True, "answer"),
     (A + "Answer: 60 (seconds/minute)", "60", True, "answer"),
     (A + "Answer: 7(mod 10)", "7", True, "answer"),
+    (A + "Answer: 34 \\pmod{1000}", "34", True, "answer"),
+    (A + "Answer: $34 \\pmod {1000}$", "34", True, "answer"),
+    (A + "Answer: 34 \\pmod 1000", "34", True, "answer"),
+    (A + "Answer: $x \\equiv 34 \\pmod{1000}$", "34", True, "answer"),
+    (A + "Answer: $35 \\pmod{1000}$", "34", False, "answer"),
+    (A + "Answer: $34 \\bmod 1000$", "34", False, "answer"),  # an operation, not a remark
+    # two segments joined by "=" are one equation: its value is compared
+    (A + "Answer: $a+b$ = $34$", "34", True, "answer"),
+    (A + "Answer: the sum $a+b$=$34$.", "34", True, "any"),
+    (A + "Answer: $a+b$ = $35$", "34", False, "answer"),
+    (A + "Answer: $a+b$ = $34$ or $35$", "34", False, "answer"),
     (A + "Answer: 34^\\circ \\text{ F}", "34", True, "answer"),
     # one $...$ on the line: the text around it can still offer another answer or change the number
     (A + "Answer: $34$ or 35", "34", False, "answer"),

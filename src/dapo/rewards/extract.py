@@ -188,6 +188,7 @@ def _clean_line(line: str) -> Extracted | None:
                 return Extracted(boxed.text, candidates=2, items=boxed.items)
             return boxed
     line = line.replace("$$", "$").replace("\\(", "$").replace("\\)", "$")
+    line = _EQUATED_SEGMENTS.sub(" = ", line)  # "$a+b$ = $34$" is one equation, not two answers
     line = _drop_remark_after_math(_after_copula(line.replace("\\[", "$").replace("\\]", "$")))
     segments = _math_segments(line)
     # "$34$ $\text{square units}$": words in math delimiters are words after the answer
@@ -231,6 +232,8 @@ def _after_copula(line: str) -> str:
     return line
 
 
+# Two $...$ segments joined by an equals sign: "$a+b$ = $34$".
+_EQUATED_SEGMENTS = re.compile(r"(?<!\\)\$ {0,3}= {0,3}\$")
 # A parenthesis closing the line right after a $...$ segment: "$540$ (since $n$ is even)".
 _REMARK_AFTER_MATH = re.compile(r"(?<=\$) {0,3}\(([^()]{0,400})\)\s*$")
 

@@ -17,7 +17,9 @@ as the advantage of every token of o_i. The registry also holds the variants use
 - ``reinforce_pp_baseline`` (REINFORCE++ with a group baseline): A_i = R_i - mean(R) (group of
   one: mean 0), then whitened over the whole batch of responses: (x - mean(x)) / (std(x) + eps),
   unbiased batch std. verl whitens over response tokens instead, so long responses weigh more in
-  its statistics; we whiten over responses because this function sees no token mask.
+  its statistics; we whiten over responses because this function sees no token mask. Even with
+  equal lengths T the two differ by Bessel's correction over N*T tokens rather than N responses:
+  ours = verl's * sqrt(N*T*(N-1) / ((N*T-1)*N)), 6% smaller at N=8, T=100; < 0.1% from N=1000.
   Whitening shifts a constant group's zero advantages by -mean(x) / (std(x) + eps): before
   whitening they are exactly zero (that is the quantity Dynamic Sampling relies on).
 

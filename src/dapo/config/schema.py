@@ -280,8 +280,9 @@ class AlgorithmConfig:
     # Dynamic Sampling: drop groups whose filter metric is constant and refill with new prompts.
     dynamic_sampling: bool = True
     # Per-response metric that dynamic sampling filters on (a group is dropped when it is the same
-    # for all G responses): "acc" (correctness, the paper's filter), "score" (the reward: any
-    # spread gives non-zero advantages, for rewards that are not right/wrong), or "auto": "acc"
+    # for all G responses): "acc" (correctness, the paper's filter), "score" (the reward before
+    # overlong shaping, verl's "score": any spread gives non-zero advantages, for rewards that are
+    # not right/wrong; a spread from the overlong penalty alone does not keep a group), or "auto": "acc"
     # when the built-in verifier scores (reward.verifier_weight != 0), else "score" (a user
     # function without the verifier, even one that returns "acc": its correctness would otherwise
     # be score > 0, which would drop a group scored [0.2, 0.5, 0.9, 0.9] as "all correct").

@@ -226,6 +226,24 @@ def test_dapo_train_says_each_preflight_warning_once(tmp_path, monkeypatch):
     assert sum("warmup_steps=5 is not below" in str(w.message) for w in said) == 1
 
 
+def test_the_real_trainer_checks_the_run_before_loading_anything(tmp_path, monkeypatch):
+    """The test above stands in a stub for the Trainer; the warnings are said once only if the
+    real one checks the run too (as the first thing it does)."""
+    import dapo.trainer.loop
+    from dapo.config import builtin_config_path, load_config
+
+    class Checked(Exception):
+        pass
+
+    def check_run(cfg):
+        raise Checked(cfg.output_dir)
+
+    monkeypatch.setattr(dapo.trainer.loop, "check_run", check_run)
+    cfg = load_config([builtin_config_path("default")], overrides=[f"output_dir={tmp_path}"])
+    with pytest.raises(Checked, match=str(tmp_path)):
+        dapo.trainer.loop.Trainer(cfg)
+
+
 def test_dapo_rl_warnings_print_as_one_line_of_the_command_and_main_restores_the_format():
     import warnings
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -25,6 +26,10 @@ pytest.importorskip("ray")
 TWO_RANKS = ["resources.devices_per_node=2", "trainer.num_threads=1"]
 
 
+def unwind(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def logged_keys(run_dir) -> set[str]:
     return {key for row in read_metrics(run_dir) for key in row}
 
@@ -38,7 +43,13 @@ def test_two_ranks_train_log_the_same_metrics_as_one_and_export_a_loadable_model
     one = tmp_path / "one"
     Trainer(tiny_config(tiny_model_dir, one, reward_file, "trainer.num_threads=1", *exact)).train()
     two = tmp_path / "two"
-    trainer = Trainer(tiny_config(tiny_model_dir, two, reward_file, *TWO_RANKS, *exact, "checkpoint.hf_export=final"))
+    previous = signal.signal(signal.SIGTERM, unwind)  # as the dapo CLI's (exit_on_termination)
+    try:
+        trainer = Trainer(tiny_config(tiny_model_dir, two, reward_file, *TWO_RANKS, *exact, "checkpoint.hf_export=final"))
+        # ray.init installed its own (exit status 15, no "stopped by SIGTERM"); the caller's is kept
+        assert signal.getsignal(signal.SIGTERM) is unwind
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     summary = trainer.train()
     assert summary.steps == 3 and summary.eval_after
     assert logged_keys(two) == logged_keys(one)

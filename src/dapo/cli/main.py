@@ -368,9 +368,8 @@ def exit_on_termination() -> dict[int, Any]:
     """SIGTERM (a scheduler, `timeout`, `kill`) and SIGHUP (a closed terminal) end the command as
     Ctrl-C does, by unwinding: the trainer then closes its reward workers and what their functions
     started, which lead their own process groups and get no signal sent to this one. A second
-    signal ends the process at once. (A run on Ray: ray.init installs its own SIGTERM handler,
-    which unwinds too, with exit status 15, and again on a second signal.) Returns the handlers
-    replaced."""
+    signal ends the process at once (a run on Ray keeps this handler over ray.init's). Returns the
+    handlers replaced."""
 
     def unwind(signum: int, _frame: object) -> None:
         signal.signal(signum, signal.SIG_DFL)

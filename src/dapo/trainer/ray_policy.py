@@ -34,7 +34,10 @@ import copy
 import dataclasses
 import math
 import os
+import signal
 import socket
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -189,6 +192,20 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+@contextlib.contextmanager
+def keeping_sigterm_handler() -> Iterator[None]:
+    """Keep the caller's SIGTERM handler over ``ray.init``, which installs its own (``sys.exit(15)``):
+    the dapo CLI's unwinds with status 143 and says the run stopped (Ray's atexit shutdown runs
+    either way). A caller without a Python handler (SIG_DFL, a script) keeps Ray's, which unwinds."""
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGTERM) if main_thread else None
+    try:
+        yield
+    finally:
+        if callable(previous):
+            signal.signal(signal.SIGTERM, previous)
+
+
 def _ranks_use_gpus(cfg: DAPOConfig, ray: Any) -> bool:
     """Whether each policy rank asks Ray for a GPU: trainer.device names CUDA, or is "auto" and
     the cluster has GPUs (the driver may run on a CPU-only head node or a client)."""
@@ -240,12 +257,13 @@ class RayPolicyGroup:
         res = cfg.resources
         self._started_ray = not ray.is_initialized()
         if self._started_ray:
-            if res.ray_address is None:
-                # rounded up: 3 ranks of 1.5 CPUs need 5 Ray CPUs, or the third never starts
-                ray.init(num_cpus=max(math.ceil(res.world_size * res.cpus_per_rank), 1), include_dashboard=False,
-                         log_to_driver=True)
-            else:
-                ray.init(address=res.ray_address)
+            with keeping_sigterm_handler():
+                if res.ray_address is None:
+                    # rounded up: 3 ranks of 1.5 CPUs need 5 Ray CPUs, or the third never starts
+                    ray.init(num_cpus=max(math.ceil(res.world_size * res.cpus_per_rank), 1),
+                             include_dashboard=False, log_to_driver=True)
+                else:
+                    ray.init(address=res.ray_address)
         self._ray = ray
         gpus = 1 if _ranks_use_gpus(cfg, ray) else 0
         actor = ray.remote(num_cpus=res.cpus_per_rank, num_gpus=gpus)(PolicyRank)

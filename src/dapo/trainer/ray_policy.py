@@ -93,6 +93,10 @@ class PolicyRank:
     def setup(self, master: tuple[str, int]) -> float:
         """Join the process group at ``master``, take this rank's shard of the policy, build its
         engine; the learning rate it starts with."""
+        from transformers.utils import logging as hf_logging
+
+        # a rank's bars reach the driver's terminal as lines of their own ("Writing model shards: 0it")
+        hf_logging.disable_progress_bar()
         rank, world_size = self.rank, self.world_size
         os.environ.update(MASTER_ADDR=master[0], MASTER_PORT=str(master[1]), RANK=str(rank),
                           WORLD_SIZE=str(world_size), LOCAL_RANK="0")

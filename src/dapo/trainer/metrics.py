@@ -102,7 +102,7 @@ METRICS: dict[str, str] = {
     "eval/avg@k": "mean accuracy over k samples per held-out problem (DAPO reports avg@32)",
     "eval/pass@k": "fraction of held-out problems with at least one correct sample among k",
     "eval/maj@k": "fraction of held-out problems whose majority-vote answer is correct (answers judged correct "
-    "are one answer, others the same when they state the same integer or the same text up to LaTeX cosmetics, "
+    "are one answer, extracted or not, others the same when they state the same integer or the same text up to LaTeX cosmetics, "
     "1/3 = \\dfrac{1}{3}, but 0.5 and \\frac{1}{2} apart; ties: first seen; absent when "
     "the reward extracts no answers: reward.verifier_weight=0)",
     "eval/response_length_mean": "mean response length on the held-out set",

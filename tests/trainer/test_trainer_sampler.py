@@ -168,6 +168,12 @@ def test_surplus_restored_under_other_settings_is_discarded_and_counted(settings
     assert not any(s.carried_over for s in batch) and len({s.group_id for s in batch}) == 3
 
 
+def test_the_surplus_cap_is_the_fraction_of_a_step_exactly():
+    # 0.29 * 100 is 28.999999999999996 in floating point: the cap was 28
+    assert [sampler(prompts_per_step=100, max_surplus_fraction=f).max_carried_in for f in (0.29, 0.57, 0.58, 0.5)] == [
+        29, 57, 58, 50]
+
+
 @pytest.mark.parametrize("fraction, cap", [(0.5, 4), (0.0, 0), (0.99, 7)])
 def test_carried_over_groups_never_fill_a_step(fraction, cap):
     # 8 groups a step; one round of 24 all-mixed prompts leaves 16 surplus groups behind

@@ -39,7 +39,8 @@ METRICS: dict[str, str] = {
     "sampling/filtered_ratio": "fraction of the groups generated this step (carried-in ones not counted, as in every "
     "sampling/*_ratio) without signal: a constant filter metric (DAPO's: acc; soft overlong punishment may still "
     "set their rewards apart by length), or every response masked by overlong filtering (dropped under dynamic "
-    "sampling, trained on without it)",
+    "sampling, trained on without it); with rollout.n=1 (no dynamic sampling) every group is constant: 1.0, although "
+    "grpo and dr_grpo give a lone response its reward as advantage",
     "sampling/all_correct_ratio": "fraction of generated groups with a constant filter metric and every response "
     "correct (acc; dropped under dynamic sampling)",
     "sampling/all_wrong_ratio": "fraction of generated groups with a constant filter metric and no response correct "
@@ -85,7 +86,8 @@ METRICS: dict[str, str] = {
     "mismatch/rollout_trainer_logprob_diff": "mean |log pi_rollout - log pi_old_trainer| per token (engine/trainer mismatch; "
     "over every token of the responses sampled this step and trained in it, overlong-filtered ones included, not "
     "carried-over ones, whose gap includes a step of training, nor this step's surplus kept for the next; "
-    "with algorithm.old_logprobs=rollout, measured on the first mini-batch; absent when it holds none)",
+    "with algorithm.old_logprobs=rollout, measured on the first mini-batch, or the first mini-batches' up to one "
+    "with loss tokens; absent when they hold no response sampled this step)",
     "mismatch/rollout_trainer_kl": "k3 estimate of KL(pi_rollout || pi_old_trainer) per token, over the same tokens",
     # timing and throughput
     "time/generate": "seconds generating responses this step",

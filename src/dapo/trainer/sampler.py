@@ -129,7 +129,8 @@ class DynamicSampler:
         self.max_gen_rounds, self.dynamic_sampling = max_gen_rounds, dynamic_sampling
         self.filter_metric, self.keep_surplus = filter_metric, keep_surplus
         # most carried-over groups one step may use (always fewer than a whole step)
-        self.max_carried_in = min(int(max_surplus_fraction * prompts_per_step), prompts_per_step - 1)
+        # (rounded before the floor: 0.29 * 100 is 28.999999999999996 in floating point)
+        self.max_carried_in = min(int(round(max_surplus_fraction * prompts_per_step, 6)), prompts_per_step - 1)
         self.surplus: list[list[Sample]] = []  # accepted groups waiting for the next step
 
     def next_batch(self, generate_round: GenerateRound, step: int) -> tuple[list[Sample], SamplingReport]:

@@ -47,7 +47,8 @@ _UNIT_WORD = re.compile(r"[A-Za-z]{1,20}(?:\^\{?[0-9]\}?|/[A-Za-z]{1,20})?")  # 
 # "34 (\times 10^3)", "2 (n-1)".
 _TRAILING_REMARK = re.compile(r"(?<=[0-9]) {0,3}\(([^()]{0,400})\)$")
 # The same remark as a LaTeX command: "34 \pmod{1000}", "34 \pmod 1000", "34 \mod{1000}".
-_TRAILING_PMOD = re.compile(r"(?<=[0-9]) {0,3}\\p?mod(?![A-Za-z]) {0,3}(?:\{ {0,3}[0-9A-Za-z]{1,20} {0,3}\}|[0-9A-Za-z]{1,20})$")
+_TRAILING_PMOD = re.compile(r"(?<=[0-9]) {0,3}\\p?mod(?![A-Za-z]) {0,3}"
+                            r"(?:\{ {0,3}[0-9A-Za-z]{1,20} {0,3}\}|[0-9A-Za-z]{1,20})$")
 _ARITHMETIC = re.compile(r"[+*^]|\\(?:times|sqrt|d?frac|tfrac|cdot|div|pm|mp|pi)(?![A-Za-z])"
                          r"|[0-9] {0,3}[-/] {0,3}[0-9]|(?<![A-Za-z])[A-Za-z] {0,3}[-/] {0,3}(?:[0-9]|[A-Za-z](?![A-Za-z]))")
 # Words that change a number's value, so never dropped as units.
@@ -105,9 +106,10 @@ def _strip_number_decorations(answer: str) -> str:
 
 def _strip_unit_suffix(answer: str) -> str:
     """Drop one trailing unit: ``\\text{ cm}`` (no digits inside), a plain word (``cm``), a unit
-    with a power or per (``cm^2``, ``m/s``), or a remark in parentheses after a number (``7 (mod
-    10)``, also as ``7 \\pmod{10}``). Not a unit: a scale word (``34 thousand`` is not ``34``), a word of an expression
-    (``2 pi``, ``2 times n``) or a lone letter other than an SI symbol (``2 i``, ``$2\\mathrm{e}$``)."""
+    with a power or per (``cm^2``, ``m/s``), or a remark after a number, in parentheses (``7 (mod
+    10)``) or as ``7 \\pmod{10}``. Not a unit: a scale word (``34 thousand`` is not ``34``), a word of
+    an expression (``2 pi``, ``2 times n``) or a lone letter other than an SI symbol (``2 i``,
+    ``$2\\mathrm{e}$``)."""
     if answer.endswith("}"):
         start = max(answer.rfind(wrapper) for wrapper in _UNIT_WRAPPERS)
         inner = answer[start:].split("{", 1)[-1].rstrip("}").strip()

@@ -67,8 +67,9 @@ def _vote(result: RewardResult) -> str:
 def score_at_k(results: list[RewardResult], k: int, majority_vote: bool = True) -> dict[str, float]:
     """avg@k, pass@k, maj@k from prompt-major results (k consecutive results per problem). maj@k:
     the most voted answer (ties: the first of them to appear) is correct; a sample judged correct
-    votes for the correct answer, extracted or not; a problem without any vote counts as wrong. ``majority_vote=False`` (results without extracted answers:
-    a reward with no verifier) leaves maj@k out rather than report 0."""
+    votes for the correct answer, extracted or not; a problem without any vote counts as wrong.
+    ``majority_vote=False`` (results without extracted answers: a reward with no verifier) leaves
+    maj@k out rather than report 0."""
     num_problems = len(results) // k
     avg = passed = majority = 0.0
     for i in range(num_problems):

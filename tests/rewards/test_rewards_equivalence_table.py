@@ -105,6 +105,13 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: $x \\equiv 34 \\pmod{1000}$", "34", True, "answer"),
     (A + "Answer: $35 \\pmod{1000}$", "34", False, "answer"),
     (A + "Answer: $34 \\bmod 1000$", "34", False, "answer"),  # an operation, not a remark
+    # a finite decimal is rational: never an irrational number, whatever math-verify's rounding says
+    (A + "Answer: $3.141593$", "\\pi", False, "answer"),
+    (A + "Answer: $1.414214$", "\\sqrt{2}", False, "answer"),
+    (A + "Answer: $1.5708$", "\\frac{\\pi}{2}", False, "answer"),
+    (A + "Answer: $\\sqrt{17}$", "4.123105625617661", True, "answer"),  # a rounded gold: math-verify's call
+    (A + "Answer: $2.0$", "\\sqrt{4}", True, "answer"),
+    (A + "Answer: $\\frac{\\pi}{1}$", "\\pi", True, "answer"),
     # two segments joined by "=" are one equation: its value is compared
     (A + "Answer: $a+b$ = $34$", "34", True, "answer"),
     (A + "Answer: the sum $a+b$=$34$.", "34", True, "any"),

@@ -402,4 +402,15 @@ def math_equal(pred: str, ground_truth: str) -> bool:
     target = parse(f"${pred}$", parsing_timeout=None)  # type: ignore[arg-type]
     if not gold or not target:
         return False
+    if is_plain_number(pred) and _is_irrational(gold[0]):
+        return False
     return bool(verify(gold, target, timeout_seconds=None))
+
+
+def _is_irrational(parsed: object) -> bool:
+    """Whether math-verify's parse is a number known to be irrational (``\\pi``, ``\\sqrt{2}``,
+    ``e^2``). A plain decimal answer is rational, so never one of them (``3.141593`` for ``\\pi``),
+    though math-verify's 6-digit rounding accepts it (verl's string match does not). The other way
+    round, a decimal ground truth is often a rounded exact value: ``\\sqrt{17}`` for
+    ``4.123105625617661`` is left to math-verify (the Math-Verify suite counts it right)."""
+    return getattr(parsed, "is_number", False) is True and getattr(parsed, "is_rational", None) is False

@@ -105,6 +105,7 @@ class LlamaDecodeSession:
         config, decoder = model.config, model.model
         self.num_heads = config.num_attention_heads
         self.num_kv_heads = config.num_key_value_heads
+        self.groups = self.num_heads // self.num_kv_heads  # G: query heads per KV head
         attn0 = decoder.layers[0].self_attn
         self.head_dim = attn0.head_dim
         self.scaling = attn0.scaling
@@ -162,7 +163,7 @@ class LlamaDecodeSession:
         viewed as (Hkv, G+2, d) then holds each attention pair's queries, key and value together,
         so one strided view of it is the (B*Hkv, G, d) query batch of a decode step, and K and V go
         to the cache in one copy."""
-        groups = self.num_heads // self.num_kv_heads
+        groups = self.groups
 
         def by_kv_head(tensor: torch.Tensor, heads_per_kv: int) -> torch.Tensor:
             return tensor.reshape(self.num_kv_heads, heads_per_kv, self.head_dim, *tensor.shape[1:])
@@ -193,7 +194,7 @@ class LlamaDecodeSession:
         positions = torch.arange(max_length, device=self.embed.device).unsqueeze(0)
         cos, sin = rotary_emb(self.embed[:1].unsqueeze(0), positions)
         cos, sin = cos[0].to(self.dtype), sin[0].to(self.dtype)
-        half, groups = self.head_dim // 2, self.num_heads // self.num_kv_heads
+        half, groups = self.head_dim // 2, self.groups
         sin = torch.cat([-sin[:, :half], sin[:, half:]], dim=-1)
         value_cos, value_sin = torch.ones_like(cos), torch.zeros_like(sin)
         cos = torch.stack([cos] * (groups + 1) + [value_cos], dim=1)
@@ -245,12 +246,12 @@ class LlamaDecodeSession:
         out = out.view(batch, self.num_kv_heads, num_queries, groups, self.head_dim).transpose(1, 2)
         return out.reshape(batch, num_queries, -1).to(self.dtype)
 
-    def _forward(
+    def _prefill_forward(
         self, token_ids: torch.Tensor, is_real: torch.Tensor, positions: torch.Tensor, bias: torch.Tensor
     ) -> torch.Tensor:
         """Encode left-padded prompts ``token_ids`` (B, P) at cache slots [0, P) under ``bias``
         (B*Hkv, P*G, P); return each row's last-position logits (B, V). (Decode steps run
-        _decode_forward, the same ops.)
+        _decode_forward, the same ops on one token per row.)
 
         Packed: the projections, norms, RoPE and MLP run on the T real tokens alone (T, hidden),
         not on the (B, P) grid with its padding (a quarter of the grid for prompts of 10-20
@@ -262,7 +263,7 @@ class LlamaDecodeSession:
         last = is_real.sum(dim=1).cumsum(dim=0) - 1
         rope = self.rope[positions.flatten()[real]]  # (T, 2, G+2, d)
         cos, sin = rope[:, None, 0], rope[:, None, 1]  # (T, 1, G+2, d)
-        groups = self.num_heads // self.num_kv_heads
+        groups = self.groups
         hidden = F.embedding(token_ids.flatten()[real], self.embed)  # (T, hidden)
         grid = hidden.new_zeros(batch * length, self.num_kv_heads, groups + 2, self.head_dim)
         for index, w in enumerate(self.layers):
@@ -285,13 +286,12 @@ class LlamaDecodeSession:
         return self._normed_projection(hidden, self.final_norm, self.lm_head).float()
 
     def _decode_forward(self, tokens: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-        """_forward for one token per row (B,), at slot ``length`` under ``bias`` (B*Hkv, 1,
-        capacity): the same ops on 2-D activations, with each layer's cache views made once per
+        """The next token of each row (B,), at slot ``length`` under ``bias`` (B*Hkv, 1, capacity):
+        _prefill_forward's layers on 2-D activations, with each layer's cache views made once per
         cache (fewer view ops per step: at 16 rows a step is mostly per-op overhead)."""
         if self._views_of is not self.cache:
             self._views_of, self._views = self.cache, [self._layer_views(index) for index in range(len(self.layers))]
-        batch, slot = len(tokens), self.length
-        groups = self.num_heads // self.num_kv_heads
+        batch, slot, groups = len(tokens), self.length, self.groups
         pairs = batch * self.num_kv_heads
         rope = self.rope[self.positions]  # (B, 2, G+2, d)
         cos, sin = rope[:, None, 0], rope[:, None, 1]  # (B, 1, G+2, d)
@@ -337,7 +337,7 @@ class LlamaDecodeSession:
         allowed = (causal & is_real[:, None, :prompt_length]) | torch.eye(
             prompt_length, dtype=torch.bool, device=device
         )
-        groups = self.num_heads // self.num_kv_heads
+        groups = self.groups
         bias = (  # (B*Hkv, P*G, P), row q*G + g
             torch.where(allowed, zero, float("-inf"))[:, None, :, None]
             .expand(batch, self.num_kv_heads, prompt_length, groups, prompt_length)
@@ -345,7 +345,7 @@ class LlamaDecodeSession:
         )
         positions = (slots[:prompt_length].unsqueeze(0) - pad_lengths.unsqueeze(1)).clamp(min=0)
         self.length = 0
-        logits = self._forward(input_ids, is_real[:, :prompt_length], positions, bias)
+        logits = self._prefill_forward(input_ids, is_real[:, :prompt_length], positions, bias)
         self.positions = positions[:, -1] + 1
         return logits
 

@@ -1,7 +1,7 @@
 """Throughput of the policy update (forward, backward, optimizer) and its share of the matmul peak.
 
     flock /tmp/dapo-cpu.lock python benchmarks/bench_update.py [--models builtin 75m] \
-        [--precisions bf16 bf16-weights fp32] [--layouts padded packed shared_prompt] [--updates 4]
+        [--precisions bf16 bf16-weights fp32] [--layouts padded packed shared_prompt native] [--updates 4]
 
 For each model shape, layout and precision, one DAPO update (``PolicyWorker.update``:
 token-budget micro-batches, decoupled-clip token-level loss, AdamW) runs on a synthetic mini-batch
@@ -21,10 +21,13 @@ sequence's length. bf16 rows train under bf16 autocast over float32 weights (the
 config); bf16-weights rows on bf16 copies of float32 weights (``trainer.param_dtype=bf16``);
 fp32 rows in float32. ``padded`` rows use length-sorted padded micro-batches (the
 default), ``packed`` rows padding-free ones (``trainer.packing=true``), ``shared_prompt`` rows
-forward each group's prompt once (``trainer.shared_prompt=true``). Tokens/s counts the real
-prompt+response tokens of the samples trained in every layout (the same work); model FLOPs count
-what the layout computes: a ``shared_prompt`` row each group's prompt once (a lower bound: a group
-split across micro-batches has its prompt forwarded once in each).
+forward each group's prompt once (``trainer.shared_prompt=true``) through Hugging Face's forward
+(``trainer.forward=hf``), ``native`` rows the same layout through dapo-rl's own forward
+(``trainer.forward=native``, the embedded default's on CPU: no padding outside attention). Tokens/s
+counts the real prompt+response tokens of the samples trained in every layout (the same work);
+model FLOPs count what the layout computes: a ``shared_prompt`` or ``native`` row each group's
+prompt once and no padding (a lower bound for ``shared_prompt``, whose layers also compute the
+padding, and wherever a group split across micro-batches has its prompt forwarded once in each).
 """
 
 from __future__ import annotations
@@ -40,6 +43,9 @@ from transformers import PreTrainedModel, Qwen2Config, Qwen2ForCausalLM
 from dapo.config import AlgorithmConfig, TrainerConfig
 from dapo.trainer.batch import Sample, count_loss_tokens
 from dapo.trainer.policy import PolicyWorker
+
+LAYOUTS = ("padded", "packed", "shared_prompt", "native")  # native: the shared-prompt layout, dapo-rl's forward
+SHARED_PROMPT = ("shared_prompt", "native")
 
 
 @dataclass
@@ -145,7 +151,8 @@ def build_worker(shape: Shape, precision: str, layout: str) -> PolicyWorker:
     trainer = TrainerConfig(autocast="bf16" if precision == "bf16" else "none", lr=1e-6, warmup_steps=0,
                             param_dtype="bf16" if precision == "bf16-weights" else "none",
                             micro_batch_tokens=shape.micro_batch_tokens,
-                            device="cpu", packing=layout == "packed", shared_prompt=layout == "shared_prompt")
+                            device="cpu", packing=layout == "packed", shared_prompt=layout in SHARED_PROMPT,
+                            forward="native" if layout == "native" else "hf")
     return PolicyWorker(build_model(shape), AlgorithmConfig(), trainer, pad_token_id=0, temperature=1.0,
                         total_steps=10, norm_const=float(shape.response_tokens[1]))
 
@@ -176,7 +183,7 @@ def bench(name: str, precisions: list[str], layout: str, updates: int) -> list[d
             "precision": precision, "layout": layout,
             "tokens": sum(s.num_tokens for s in samples), "update_s": update_s,
             "tokens_per_s": sum(s.num_tokens for s in samples) / update_s,
-            "achieved_flops": model_flops(worker.model, samples, layout == "shared_prompt") / update_s,
+            "achieved_flops": model_flops(worker.model, samples, layout in SHARED_PROMPT) / update_s,
         })
     return rows
 
@@ -185,8 +192,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", nargs="+", default=list(SHAPES), choices=list(SHAPES))
     parser.add_argument("--precisions", nargs="+", default=list(PEAK), choices=list(PEAK))
-    parser.add_argument("--layouts", nargs="+", default=["padded", "packed", "shared_prompt"],
-                        choices=["padded", "packed", "shared_prompt"])
+    parser.add_argument("--layouts", nargs="+", default=list(LAYOUTS), choices=list(LAYOUTS))
     parser.add_argument("--updates", type=int, default=4, help="timed updates per row (the best counts)")
     parser.add_argument("--matmul-size", type=int, default=2048)
     args = parser.parse_args(argv)

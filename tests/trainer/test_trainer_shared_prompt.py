@@ -14,7 +14,7 @@ from dapo.config import AlgorithmConfig, DAPOConfig, TrainerConfig
 from dapo.config.loading import builtin_config_path, load_config
 from dapo.trainer.batch import Sample, collate, count_loss_tokens, iter_micro_batches
 from dapo.trainer.policy import PolicyWorker
-from dapo.trainer.shared_prompt import _checkpointing, check_shared_prompt
+from dapo.trainer.shared_prompt import check_shared_prompt, checkpointing
 
 
 def make_group_samples(generator: torch.Generator, groups: int = 3, group_size: int = 4) -> list[Sample]:
@@ -32,10 +32,12 @@ def make_group_samples(generator: torch.Generator, groups: int = 3, group_size: 
     return samples
 
 
-def worker(model, layout: str, micro_batch_tokens: int, kl_coef: float = 0.0, ref_model=None) -> PolicyWorker:
+def worker(model, layout: str, micro_batch_tokens: int, kl_coef: float = 0.0, ref_model=None,
+           forward: str = "hf") -> PolicyWorker:
+    """A policy worker; Hugging Face's forward unless told (dapo-rl's own: test_trainer_native_forward.py)."""
     trainer = TrainerConfig(prompts_per_step=3, mini_batch_prompts=3, micro_batch_tokens=micro_batch_tokens,
                             packing=layout == "packed", shared_prompt=layout == "shared_prompt",
-                            lr=1e-2, warmup_steps=0, grad_clip=1e9)
+                            forward=forward, lr=1e-2, warmup_steps=0, grad_clip=1e9)
     return PolicyWorker(model, AlgorithmConfig(kl_coef=kl_coef), trainer, pad_token_id=0, temperature=0.9,
                         total_steps=10, norm_const=16.0, ref_model=ref_model)
 
@@ -163,12 +165,12 @@ def test_gradient_checkpointing_keeps_the_prompt_cache(tiny_model_dir):
     for s in samples:
         s.old_logprobs = [-2.0] * len(s.response_ids)
     grads = {}
-    for layout, checkpointing in (("padded", False), ("shared_prompt", True)):
+    for layout, recompute in (("padded", False), ("shared_prompt", True)):
         model = copy.deepcopy(base)
-        if checkpointing:
+        if recompute:
             model.activation_checkpointing_enable()  # as model.gradient_checkpointing=true does
         stats = worker(model, layout, 100_000).accumulate_gradients(samples)
-        assert _checkpointing(model) == checkpointing
+        assert checkpointing(model) == recompute
         grads[layout] = (stats.loss, [p.grad.clone() for p in model.parameters()])
     assert grads["shared_prompt"][0] == pytest.approx(grads["padded"][0], rel=1e-10)
     for a, b in zip(grads["padded"][1], grads["shared_prompt"][1]):

@@ -38,6 +38,7 @@ from dapo.trainer.checkpoint import (
 )
 from dapo.trainer.fsdp import all_ranks_true, reshard_root, same_count
 from dapo.trainer.mixed_precision import Bf16ComputeWeights, cast_parameters
+from dapo.trainer.native_forward import native_forward_reason, native_shared_prompt_logits
 from dapo.trainer.packed_attention import packed_logits, use_packed_attention
 from dapo.trainer.shared_prompt import check_shared_prompt, shared_prompt_logits
 
@@ -158,10 +159,22 @@ class PolicyWorker:
             cast_parameters(ref_model.parameters(), torch.bfloat16)  # frozen: no updates to keep in float32
         if trainer.shared_prompt:  # before any rollout, not at the first update
             check_shared_prompt(model)
+        self.native_policy = self._runs_native(model)
+        self.native_ref = ref_model is not None and self._runs_native(ref_model)
         if trainer.packing:  # sdpa/eager: causal attention per sequence, no row-wide mask
             for packed_model in (model, ref_model):
                 if packed_model is not None:
                     use_packed_attention(packed_model)
+
+    def _runs_native(self, model: PreTrainedModel) -> bool:
+        """Whether ``model``'s shared-prompt forward is dapo-rl's own (trainer.forward)."""
+        if self.cfg.forward == "hf" or self.cfg.layout != "shared_prompt":
+            return False
+        reason = native_forward_reason(model)
+        if self.cfg.forward == "native" and reason:
+            raise ValueError(f"trainer.forward=native does not compute this model: {reason}; "
+                             "set trainer.forward=hf (or auto, which picks Hugging Face's forward for it)")
+        return reason is None and (self.cfg.forward == "native" or self.device.type == "cpu")
 
     def _set_up_loss_scaling(self) -> None:
         """Dynamic loss scaling when computing in float16, kept in the optimizer's first param
@@ -196,7 +209,8 @@ class PolicyWorker:
         padded (B, R) layout either way."""
         with self._autocast():
             if "prompt_input_ids" in tensors:
-                return shared_prompt_logits(model, tensors)
+                native = self.native_ref if model is self.ref_model else self.native_policy
+                return (native_shared_prompt_logits if native else shared_prompt_logits)(model, tensors)
             if "packed_input_ids" in tensors:
                 return packed_logits(model, tensors)
             out = model(

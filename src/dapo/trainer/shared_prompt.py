@@ -92,7 +92,7 @@ def _layers_may_keep_the_cache(model: torch.nn.Module) -> Iterator[None]:
     """Let checkpointed layers keep our caches during these calls (see the module doc); fail,
     rather than compute without the prompt, where transformers cannot be told so."""
     layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
-    if model.training and _checkpointing(model):
+    if model.training and checkpointing(model):
         if not (layers and hasattr(GradientCheckpointingLayer, "_can_checkpoint_with_cache")):
             raise RuntimeError(f"trainer.shared_prompt with model.gradient_checkpointing: {type(model).__name__}'s "
                                "checkpointed layers cannot be told to keep a key/value cache in this transformers "
@@ -112,7 +112,7 @@ def _layers_may_keep_the_cache(model: torch.nn.Module) -> Iterator[None]:
             del layer._can_checkpoint_with_cache
 
 
-def _checkpointing(model: torch.nn.Module) -> bool:
+def checkpointing(model: torch.nn.Module) -> bool:
     """Whether the model recomputes its layers in backward (transformers renamed the property)."""
     for name in ("is_activation_checkpointing", "is_gradient_checkpointing"):
         if hasattr(type(model), name):

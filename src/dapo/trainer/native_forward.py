@@ -1,0 +1,196 @@
+"""dapo-rl's own training forward for the Llama family (Llama, Qwen2, Mistral), in the
+shared-prompt layout (trainer.forward; the layout: module doc of dapo.trainer.batch).
+
+Hugging Face's forward runs every layer on padded grids: the distinct prompts left-padded to the
+longest, the responses right-padded to the longest, every projection, norm, RoPE and MLP computed
+on the padding too (a fifth of the update's tokens in the embedded default). This forward computes
+the same logits,
+
+    h = h + W_o Attn(RoPE(W_q x), RoPE(W_k x), W_v x),  x = RMSNorm(h)
+    h = h + W_down (SiLU(W_gate x) * W_up x),             x = RMSNorm(h)
+    logits = W_lm RMSNorm(h)    (at the positions that predict a response token only)
+
+with the token-wise work on the real tokens alone, packed one after another (the prompts' tokens,
+then the continuations'), Q/K/V as one matmul and gate/up as another. Attention alone runs on the
+grids: each layer scatters its rotated queries, keys and values into the padded prompt and
+continuation grids, attends there (a prompt causally to itself; a response to its prompt's keys
+and values, then causally to itself: the shared-prompt layout's two calls in one layer) and
+gathers the real positions back. Autograd differentiates it all: no hand-written backward.
+
+It is the same arithmetic as Hugging Face's eager attention in the same precision (autocast casts
+the same matmul inputs; the norms, the activation and the output projections are the model's own
+modules), so logits agree to rounding: bf16 ones bit for bit on CPU in our measurements, float32
+ones to ~1e-5 (a fused matmul sums in another order), float64 ones to ~1e-12
+(tests/trainer/test_trainer_native_forward.py). Configurations it does not compute are refused,
+with the reason (:func:`native_forward_reason`); trainer.forward=auto then uses Hugging Face's.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.distributed.tensor import DTensor
+from torch.utils.checkpoint import checkpoint
+from transformers import PreTrainedModel
+
+from dapo.rollout.llama_decoder import unsupported_reason
+from dapo.trainer.shared_prompt import checkpointing
+
+
+def native_forward_reason(model: nn.Module) -> str | None:
+    """Why :func:`native_shared_prompt_logits` cannot compute ``model``'s logits, or None."""
+    if reason := unsupported_reason(model, max_length=0):
+        return reason
+    config = model.config
+    if getattr(config, "attention_dropout", 0.0):
+        return f"attention_dropout={config.attention_dropout} (dropout in training)"
+    if config.model_type == "mistral" and getattr(config, "sliding_window", None) is not None:
+        return f"Mistral's sliding window ({config.sliding_window} tokens)"
+    if any(isinstance(p, DTensor) for p in model.parameters()):
+        return "the model is sharded (FSDP2): its layers gather their weights in their own forward"
+    return None
+
+
+def native_shared_prompt_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
+    """(B, R, V) logits that predict each response token (zeros past a response's length), from
+    the shared-prompt layout's tensors: :func:`dapo.trainer.shared_prompt.shared_prompt_logits`'s."""
+    decoder = model.model
+    grids = _Grids(tensors)
+    tokens = torch.cat([tensors["prompt_input_ids"].flatten()[grids.prompt_slots],
+                        tensors["continuation_input_ids"].flatten()[grids.continuation_slots]])
+    positions = torch.cat([tensors["prompt_position_ids"].flatten()[grids.prompt_slots],
+                           tensors["continuation_position_ids"].flatten()[grids.continuation_slots]])
+    hidden = decoder.embed_tokens(tokens)  # (N, hidden): every real token once
+    grids.make_biases(hidden.dtype)
+    cos, sin = _rope_tables(decoder.rotary_emb, hidden, positions)
+    recompute = model.training and checkpointing(model)
+    for layer in decoder.layers:
+        if recompute:  # non-reentrant: the grids and tables are read again in backward, unchanged
+            hidden = checkpoint(_layer_forward, layer, hidden, cos, sin, grids, use_reentrant=False)
+        else:
+            hidden = _layer_forward(layer, hidden, cos, sin, grids)
+    rows, width = tensors["responses"].shape
+    predicting, wanted = grids.predicting_positions(tensors["response_lengths"], width)
+    logits = model.lm_head(decoder.norm(hidden.index_select(0, predicting)))
+    return logits.new_zeros(rows * width, logits.shape[-1]).index_copy(0, wanted, logits).view(rows, width, -1)
+
+
+class _Grids:
+    """Where each packed token sits in the padded prompt (U, P) and continuation (B, C) grids,
+    and the additive attention biases over them (0 where a query sees a key, the dtype's min
+    where not, as Hugging Face's eager mask)."""
+
+    def __init__(self, tensors: dict[str, torch.Tensor]) -> None:
+        self.prompt_mask = tensors["prompt_attention_mask"].bool()
+        self.prompt_rows, self.prompt_width = self.prompt_mask.shape
+        self.continuation_mask = tensors["continuation_attention_mask"][:, self.prompt_width:].bool()
+        self.rows, self.width = self.continuation_mask.shape
+        self.prompt_index = tensors["prompt_index"].to(self.prompt_mask.device)
+        self.prompt_slots = self.prompt_mask.flatten().nonzero().squeeze(1)
+        self.continuation_slots = self.continuation_mask.flatten().nonzero().squeeze(1)
+        self.num_prompt_tokens = self.prompt_slots.numel()
+
+    def make_biases(self, dtype: torch.dtype) -> None:
+        device = self.prompt_mask.device
+        prompt_causal = torch.ones(self.prompt_width, self.prompt_width, dtype=torch.bool, device=device).tril()
+        sees = prompt_causal & self.prompt_mask[:, None, :]  # (U, P, P)
+        continuation_causal = torch.ones(self.width, self.width, dtype=torch.bool, device=device).tril()
+        continuation_sees = torch.cat([
+            self.prompt_mask[self.prompt_index][:, None, :].expand(self.rows, self.width, self.prompt_width),
+            continuation_causal & self.continuation_mask[:, None, :],
+        ], dim=2)  # (B, C, P + C)
+        # A padding query sees itself too: its output is dropped, but a row that sees nothing is
+        # a softmax of -inf alone (the dtype's min in float64 is -inf in float32), NaN, whose
+        # zero gradient would still make NaN in backward.
+        sees |= torch.eye(self.prompt_width, dtype=torch.bool, device=device)
+        continuation_sees[:, :, self.prompt_width:] |= torch.eye(self.width, dtype=torch.bool, device=device)
+        lowest = torch.finfo(dtype).min
+        # (rows, 1 KV head, 1 query of its group, queries, keys): broadcast over both
+        self.prompt_bias = torch.zeros(sees.shape, dtype=dtype, device=device).masked_fill_(~sees, lowest)[:, None, None]
+        self.continuation_bias = (torch.zeros(continuation_sees.shape, dtype=dtype, device=device)
+                                  .masked_fill_(~continuation_sees, lowest)[:, None, None])
+
+    def scatter(self, packed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(N, F) packed rows -> the prompt grid (U, P, F) and the continuation grid (B, C, F), zeros at padding."""
+        features, split = packed.shape[1], self.num_prompt_tokens
+        prompts = packed.new_zeros(self.prompt_rows * self.prompt_width, features).index_copy(
+            0, self.prompt_slots, packed[:split])
+        continuations = packed.new_zeros(self.rows * self.width, features).index_copy(
+            0, self.continuation_slots, packed[split:])
+        return (prompts.view(self.prompt_rows, self.prompt_width, features),
+                continuations.view(self.rows, self.width, features))
+
+    def gather(self, prompts: torch.Tensor, continuations: torch.Tensor) -> torch.Tensor:
+        """The real positions of (U*P, F) and (B*C, F) grids, packed again: (N, F)."""
+        return torch.cat([prompts.index_select(0, self.prompt_slots),
+                          continuations.index_select(0, self.continuation_slots)])
+
+    def predicting_positions(self, response_lengths: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the packed positions whose logits predict a response token, where each lands in the
+        flattened (B, R) response layout). Token 0 of a response is predicted by its prompt's
+        last token, token j > 0 by continuation column j - 1."""
+        device = self.prompt_mask.device
+        last_prompt_token = torch.cumsum(self.prompt_mask.sum(dim=1), dim=0) - 1
+        continuation_position = torch.full((self.rows * self.width,), -1, dtype=torch.long, device=device)
+        continuation_position[self.continuation_slots] = torch.arange(
+            self.num_prompt_tokens, self.num_prompt_tokens + self.continuation_slots.numel(), device=device)
+        source = torch.cat([last_prompt_token[self.prompt_index][:, None],
+                            continuation_position.view(self.rows, self.width)], dim=1)[:, :width]
+        within = torch.arange(width, device=device)[None] < response_lengths.to(device)[:, None]
+        wanted = within.flatten().nonzero().squeeze(1)
+        return source.flatten()[wanted], wanted
+
+
+def _rope_tables(rotary_emb: nn.Module, hidden: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sign-folded sin per packed token, (N, 1, head_dim), from the model's own rotary
+    module (its dtype, as Hugging Face's): rotate_half(x) * sin = roll(x, d/2) * [-sin_1, sin_2]."""
+    cos, sin = rotary_emb(hidden[None], positions[None])
+    half = cos.shape[-1] // 2
+    return cos[0, :, None], torch.cat([-sin[0, :, :half], sin[0, :, half:]], dim=-1)[:, None]
+
+
+def _fused(projections: list[nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One weight (and bias: zeros for a projection without) for several projections of one input."""
+    weight = torch.cat([p.weight for p in projections])
+    if all(p.bias is None for p in projections):
+        return weight, None
+    return weight, torch.cat([p.weight.new_zeros(p.out_features) if p.bias is None else p.bias for p in projections])
+
+
+def _layer_forward(layer: nn.Module, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                   grids: _Grids) -> torch.Tensor:
+    attn, mlp = layer.self_attn, layer.mlp
+    qkv = F.linear(layer.input_layernorm(hidden), *_fused([attn.q_proj, attn.k_proj, attn.v_proj]))
+    head_dim = attn.head_dim
+    query_heads, kv_heads = attn.q_proj.out_features // head_dim, attn.k_proj.out_features // head_dim
+    rotated = (query_heads + kv_heads) * head_dim
+    queries_keys = qkv[:, :rotated].view(len(qkv), query_heads + kv_heads, head_dim)
+    queries_keys = queries_keys * cos + queries_keys.roll(head_dim // 2, dims=-1) * sin
+    prompt_qk, continuation_qk = grids.scatter(queries_keys.flatten(1))
+    prompt_v, continuation_v = grids.scatter(qkv[:, rotated:])
+    heads = (query_heads, kv_heads, head_dim, attn.scaling)
+    split = query_heads * head_dim
+    prompt_out = _attend(prompt_qk[..., :split], prompt_qk[..., split:], prompt_v, grids.prompt_bias, heads)
+    keys = torch.cat([prompt_qk[..., split:][grids.prompt_index], continuation_qk[..., split:]], dim=1)
+    values = torch.cat([prompt_v[grids.prompt_index], continuation_v], dim=1)
+    continuation_out = _attend(continuation_qk[..., :split], keys, values, grids.continuation_bias, heads)
+    hidden = hidden + attn.o_proj(grids.gather(prompt_out, continuation_out))
+    gate, up = F.linear(layer.post_attention_layernorm(hidden), *_fused([mlp.gate_proj, mlp.up_proj])).chunk(2, dim=-1)
+    return hidden + mlp.down_proj(mlp.act_fn(gate) * up)
+
+
+def _attend(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, bias: torch.Tensor,
+            heads: tuple[int, int, int, float]) -> torch.Tensor:
+    """Grouped-query attention on a grid, as Hugging Face's eager attention computes it: queries
+    (R, Q, H*d), keys/values (R, K, Hkv*d), bias (R, 1, 1, Q, K) -> (R*Q, H*d). Each KV head
+    serves G = H/Hkv query heads (repeat_kv's grouping); softmax in float32 (float64 in a float64 model)."""
+    query_heads, kv_heads, head_dim, scaling = heads
+    rows, num_queries, num_keys = queries.shape[0], queries.shape[1], keys.shape[1]
+    grouped = queries.view(rows, num_queries, kv_heads, query_heads // kv_heads, head_dim).permute(0, 2, 3, 1, 4)
+    keys = keys.view(rows, num_keys, kv_heads, 1, head_dim).permute(0, 2, 3, 1, 4)
+    values = values.view(rows, num_keys, kv_heads, 1, head_dim).permute(0, 2, 3, 1, 4)
+    scores = torch.matmul(grouped, keys.transpose(-1, -2)) * scaling + bias
+    probs = torch.softmax(scores, dim=-1, dtype=torch.promote_types(scores.dtype, torch.float32)).to(grouped.dtype)
+    out = torch.matmul(probs, values)  # (R, Hkv, G, Q, d)
+    return out.permute(0, 3, 1, 2, 4).reshape(rows * num_queries, query_heads * head_dim)

@@ -100,9 +100,9 @@ class _Grids:
             self.prompt_mask[self.prompt_index][:, None, :].expand(self.rows, self.width, self.prompt_width),
             continuation_causal & self.continuation_mask[:, None, :],
         ], dim=2)  # (B, C, P + C)
-        # A padding query sees itself too: its output is dropped, but a row that sees nothing is
-        # a softmax of -inf alone (the dtype's min in float64 is -inf in float32), NaN, whose
-        # zero gradient would still make NaN in backward.
+        # A padding query sees itself too: its output is dropped, but a row that sees nothing can
+        # be a softmax of -inf alone (float16's min plus a negative score overflows), which is NaN
+        # and, times its zero gradient, NaN in backward.
         sees |= torch.eye(self.prompt_width, dtype=torch.bool, device=device)
         continuation_sees[:, :, self.prompt_width:] |= torch.eye(self.width, dtype=torch.bool, device=device)
         lowest = torch.finfo(dtype).min

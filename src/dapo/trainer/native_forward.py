@@ -3,7 +3,7 @@ shared-prompt layout (trainer.forward; the layout: module doc of dapo.trainer.ba
 
 Hugging Face's forward runs every layer on padded grids: the distinct prompts left-padded to the
 longest, the responses right-padded to the longest, every projection, norm, RoPE and MLP computed
-on the padding too (a fifth of the update's tokens in the embedded default). This forward computes
+on the padding too (about a fifth of the update's tokens in the embedded default). This forward computes
 the same logits,
 
     h = h + W_o Attn(RoPE(W_q x), RoPE(W_k x), W_v x),  x = RMSNorm(h)

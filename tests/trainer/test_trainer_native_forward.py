@@ -40,12 +40,14 @@ def qwen2() -> Qwen2ForCausalLM:
 
 def llama() -> LlamaForCausalLM:
     """Attention and MLP biases (o_proj and down_proj too), one KV head, an explicit head_dim
-    other than hidden/heads, an untied output layer."""
+    other than hidden/heads, an untied output layer, Llama 3's RoPE scaling."""
     torch.manual_seed(1)
     model = LlamaForCausalLM(LlamaConfig(
         vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=1, head_dim=16, max_position_embeddings=128, attention_bias=True, mlp_bias=True,
-        tie_word_embeddings=False, rope_theta=500.0))
+        tie_word_embeddings=False, rope_parameters={"rope_type": "llama3", "rope_theta": 500.0, "factor": 8.0,
+                                                    "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                                    "original_max_position_embeddings": 16}))
     with torch.no_grad():  # random init leaves biases at zero; make them matter
         for name, parameter in model.named_parameters():
             if name.endswith("bias"):
@@ -59,6 +61,11 @@ def rms_norm_in_float64(self, hidden: torch.Tensor) -> torch.Tensor:
     return self.weight * (hidden * torch.rsqrt(hidden.pow(2).mean(-1, keepdim=True) + self.variance_epsilon))
 
 
+def with_attention(model: torch.nn.Module, attention: str) -> torch.nn.Module:
+    model.set_attn_implementation(attention)
+    return model
+
+
 def logits_both_ways(model: torch.nn.Module, samples: list[Sample], autocast: bool) -> tuple[torch.Tensor, ...]:
     tensors = collate(samples, 0, "shared_prompt")
     within = torch.arange(tensors["responses"].shape[1])[None] < tensors["response_lengths"][:, None]
@@ -66,11 +73,13 @@ def logits_both_ways(model: torch.nn.Module, samples: list[Sample], autocast: bo
         return shared_prompt_logits(model, tensors)[within], native_shared_prompt_logits(model, tensors)[within]
 
 
+@pytest.mark.parametrize("attention", ["eager", "sdpa"])
 @pytest.mark.parametrize("make_model", [qwen2, llama])
-def test_native_logits_equal_hugging_faces(make_model, monkeypatch):
+def test_native_logits_equal_hugging_faces(make_model, attention, monkeypatch):
+    """Either attention kernel, as the model's attn_implementation asks, against Hugging Face's."""
     samples = make_group_samples(torch.Generator().manual_seed(4), groups=4)
     samples.append(Sample(9, "x", [5, 6, 7, 8, 9, 10, 11], [12], [-1.0], False))  # a long prompt, a 1-token response
-    model = make_model().eval()
+    model = with_attention(make_model().eval(), attention)
     assert native_forward_reason(model) is None
     hf, native = logits_both_ways(model, samples, autocast=False)
     torch.testing.assert_close(native, hf, rtol=0, atol=2e-5)  # fused projections sum in another order
@@ -79,17 +88,23 @@ def test_native_logits_equal_hugging_faces(make_model, monkeypatch):
     torch.testing.assert_close(native, hf, rtol=0, atol=2e-2)
     monkeypatch.setattr(modeling_llama.LlamaRMSNorm, "forward", rms_norm_in_float64)
     monkeypatch.setattr(modeling_qwen2.Qwen2RMSNorm, "forward", rms_norm_in_float64)
-    hf, native = logits_both_ways(model.double(), samples, autocast=False)
+    # float64 against Hugging Face's sdpa: its eager attention is NaN in float64 here (a padding
+    # query that sees no key: the float32 softmax of float64's min), dapo-rl's is not
+    model.double()
+    hf = logits_both_ways(with_attention(model, "sdpa"), samples, autocast=False)[0]
+    native = logits_both_ways(with_attention(model, attention), samples, autocast=False)[1]
+    assert native.isfinite().all()
     torch.testing.assert_close(native, hf, rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("make_model", [qwen2, llama])
-def test_native_logprobs_loss_and_gradients_equal_hugging_faces(make_model, monkeypatch):
+@pytest.mark.parametrize(("make_model", "attention"), [(qwen2, "eager"), (llama, "sdpa")])
+def test_native_logprobs_loss_and_gradients_equal_hugging_faces(make_model, attention, monkeypatch):
     """Through the policy worker, with a KL term to a reference model (its forward native too)
-    and micro-batches small enough to split groups: the update of Hugging Face's forward."""
+    and micro-batches small enough to split groups: the update of Hugging Face's forward (with
+    sdpa: its eager attention is NaN in float64, see above), dapo-rl's with ``attention``."""
     monkeypatch.setattr(modeling_llama.LlamaRMSNorm, "forward", rms_norm_in_float64)
     monkeypatch.setattr(modeling_qwen2.Qwen2RMSNorm, "forward", rms_norm_in_float64)
-    base = make_model().double()
+    base = with_attention(make_model().double(), "sdpa")
     reference = copy.deepcopy(base).eval()
     with torch.no_grad():
         for p in reference.parameters():
@@ -98,7 +113,7 @@ def test_native_logprobs_loss_and_gradients_equal_hugging_faces(make_model, monk
     num_tokens, num_seqs = count_loss_tokens(samples)
     outcomes = {}
     for forward, budget in (("hf", 100_000), ("native", 100_000), ("native", 30)):
-        model = copy.deepcopy(base)
+        model = copy.deepcopy(base) if forward == "hf" else with_attention(copy.deepcopy(base), attention)
         w = worker(model, "shared_prompt", budget, kl_coef=0.1, ref_model=reference, forward=forward)
         assert (w.native_policy, w.native_ref) == ((forward == "native"),) * 2
         logprobs = w.compute_logprobs(samples).logprobs
@@ -146,9 +161,23 @@ def test_the_worker_runs_native_only_where_it_computes_the_model():
     with pytest.raises(ConfigError, match="set trainer.shared_prompt=true"):
         TrainerConfig(forward="native")
     dropout = qwen2()
-    dropout.config.attention_dropout = 0.1
+    dropout.model.layers[1].self_attn.attention_dropout = 0.1  # the module's rate (disable_dropout zeroes it)
+    hooked = qwen2()
+    hooked.model.layers[0].self_attn.k_proj.register_forward_hook(lambda module, args, out: out * 2)
+    extra_norm = qwen2()  # as Qwen3's attention has (a per-head norm this forward would skip)
+    extra_norm.model.layers[0].self_attn.k_norm = torch.nn.RMSNorm(8)
+    dynamic = qwen2()
+    dynamic.model.rotary_emb.rope_type = "dynamic"
     gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=1, n_head=4, n_positions=64))
-    for model, reason in ((dropout, "attention_dropout=0.1"), (gpt2, "model_type 'gpt2'")):
-        assert not worker(model, "shared_prompt", 1000, forward="auto").native_policy  # Hugging Face's forward
-        with pytest.raises(ValueError, match=f"trainer.forward=native does not compute this model: {reason}"):
-            worker(model, "shared_prompt", 1000, forward="native")
+    refused = ((dropout, "attention dropout 0.1 in layer 1"), (hooked, "forward hooks on layer 0"),
+               (extra_norm, r"layer 0.self_attn has submodules this forward does not compute \(k_norm\)"),
+               (dynamic, "rope type 'dynamic'"), (gpt2, "model_type 'gpt2'"))
+    for model, reason in refused:
+        assert native_forward_reason(model) is not None
+        if model is not dynamic:  # (the shared-prompt layout itself refuses a dynamic RoPE)
+            assert not worker(model, "shared_prompt", 1000, forward="auto").native_policy  # Hugging Face's forward
+            with pytest.raises(ValueError, match=f"trainer.forward=native does not compute this model: {reason}"):
+                worker(model, "shared_prompt", 1000, forward="native")
+        tensors = collate(make_group_samples(torch.Generator().manual_seed(0)), 0, "shared_prompt")
+        with pytest.raises(ValueError, match=f"does not compute this model: {reason}"):  # never wrong logits
+            native_shared_prompt_logits(model, tensors)

@@ -49,8 +49,9 @@ def _is_plain_linear(module: object) -> bool:
     return type(module) is nn.Linear  # rules out LoRA and quantised wrappers
 
 
-def unsupported_reason(model: nn.Module, max_length: int) -> str | None:
-    """Why ``model`` cannot use the fast path for sequences of ``max_length`` tokens, or None."""
+def unsupported_reason(model: nn.Module, max_length: int, rope_scaling: bool = False) -> str | None:
+    """Why ``model`` cannot use the fast path for sequences of ``max_length`` tokens, or None.
+    ``rope_scaling``: the caller checks the RoPE type itself (the trainer's forward)."""
     config = model.config
     if config.model_type not in _SUPPORTED_MODEL_TYPES:
         return f"model_type {config.model_type!r} is not one of {_SUPPORTED_MODEL_TYPES}"
@@ -59,7 +60,7 @@ def unsupported_reason(model: nn.Module, max_length: int) -> str | None:
     decoder = getattr(model, "model", None)
     if not all(hasattr(decoder, name) for name in ("embed_tokens", "layers", "norm", "rotary_emb")):
         return "model does not have the model.{embed_tokens,layers,norm,rotary_emb} layout"
-    if getattr(decoder.rotary_emb, "rope_type", "default") != "default":
+    if not rope_scaling and getattr(decoder.rotary_emb, "rope_type", "default") != "default":
         return f"rope type {decoder.rotary_emb.rope_type!r} (RoPE scaling) is not supported"
     if any(kind != "full_attention" for kind in getattr(config, "layer_types", None) or []):
         return "sliding-window attention layers are not supported"

@@ -17,12 +17,14 @@ continuation grids, attends there (a prompt causally to itself; a response to it
 and values, then causally to itself: the shared-prompt layout's two calls in one layer) and
 gathers the real positions back. Autograd differentiates it all: no hand-written backward.
 
-It is the same arithmetic as Hugging Face's eager attention in the same precision (autocast casts
-the same matmul inputs; the norms, the activation and the output projections are the model's own
-modules), so logits agree to rounding: bf16 ones bit for bit on CPU in our measurements, float32
-ones to ~1e-5 (a fused matmul sums in another order), float64 ones to ~1e-12
-(tests/trainer/test_trainer_native_forward.py). Configurations it does not compute are refused,
-with the reason (:func:`native_forward_reason`); trainer.forward=auto then uses Hugging Face's.
+Attention follows the model's attn_implementation: eager is Hugging Face's eager arithmetic in the
+same precision (autocast casts the same matmul inputs; the norms, the activation, the rotary
+module and the output projections are the model's own modules), so bf16 logits agree with its
+eager forward bit for bit on CPU in our measurements; anything else runs torch's
+scaled_dot_product_attention, as its sdpa forward does. Float32 logits agree to ~1e-5 (a fused
+matmul sums in another order), float64 ones to ~1e-12 (tests/trainer/test_trainer_native_forward.py).
+Configurations it would not compute are refused, with the reason (:func:`native_forward_reason`,
+checked at every call too); trainer.forward=auto then uses Hugging Face's.
 """
 
 from __future__ import annotations
@@ -37,16 +39,37 @@ from transformers import PreTrainedModel
 from dapo.rollout.llama_decoder import unsupported_reason
 from dapo.trainer.shared_prompt import checkpointing
 
+# The submodules this forward reads (a layer's, its attention's, its MLP's): anything else would be
+# skipped silently (a newer transformers' or a variant's extra norm, an adapter), so it is refused.
+_LAYER_PARTS = {"self_attn", "mlp", "input_layernorm", "post_attention_layernorm"}
+_ATTENTION_PARTS = {"q_proj", "k_proj", "v_proj", "o_proj"}
+_MLP_PARTS = {"gate_proj", "up_proj", "down_proj", "act_fn"}
+
 
 def native_forward_reason(model: nn.Module) -> str | None:
     """Why :func:`native_shared_prompt_logits` cannot compute ``model``'s logits, or None."""
-    if reason := unsupported_reason(model, max_length=0):
+    if reason := unsupported_reason(model, max_length=0, rope_scaling=True):
         return reason
+    # RoPE comes from the model's own rotary module, so scaled variants are computed; only those
+    # whose frequencies follow a call's longest position are not (dynamic, longrope)
+    rope_type = str(getattr(model.model.rotary_emb, "rope_type", "default"))
+    if "dynamic" in rope_type or rope_type == "longrope":
+        return f"rope type {rope_type!r} (frequencies that follow the longest position of a call)"
     config = model.config
-    if getattr(config, "attention_dropout", 0.0):
-        return f"attention_dropout={config.attention_dropout} (dropout in training)"
     if config.model_type == "mistral" and getattr(config, "sliding_window", None) is not None:
         return f"Mistral's sliding window ({config.sliding_window} tokens)"
+    for index, layer in enumerate(model.model.layers):
+        attn, mlp = layer.self_attn, layer.mlp
+        for module, parts, where in ((layer, _LAYER_PARTS, ""), (attn, _ATTENTION_PARTS, ".self_attn"),
+                                     (mlp, _MLP_PARTS, ".mlp")):
+            if extra := sorted({name for name, _ in module.named_children()} - parts):
+                return f"layer {index}{where} has submodules this forward does not compute ({', '.join(extra)})"
+        if getattr(attn, "attention_dropout", 0.0):  # the module's rate, which disable_dropout zeroes
+            return f"attention dropout {attn.attention_dropout} in layer {index} (dropout in training)"
+        bypassed = [layer, attn, mlp, attn.q_proj, attn.k_proj, attn.v_proj, mlp.gate_proj, mlp.up_proj]
+        if any(m._forward_hooks or m._forward_pre_hooks for m in bypassed):
+            return (f"forward hooks on layer {index} (its layer, attention, MLP or Q/K/V/gate/up modules), which "
+                    "this forward would skip: it reads those weights instead of calling the modules")
     if any(isinstance(p, DTensor) for p in model.parameters()):
         return "the model is sharded (FSDP2): its layers gather their weights in their own forward"
     return None
@@ -54,9 +77,13 @@ def native_forward_reason(model: nn.Module) -> str | None:
 
 def native_shared_prompt_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
     """(B, R, V) logits that predict each response token (zeros past a response's length), from
-    the shared-prompt layout's tensors: :func:`dapo.trainer.shared_prompt.shared_prompt_logits`'s."""
+    the shared-prompt layout's tensors: :func:`dapo.trainer.shared_prompt.shared_prompt_logits`'s.
+    Attention as the model's attn_implementation asks: eager (scores materialised, Hugging Face's
+    eager arithmetic) or, for any other, torch's scaled_dot_product_attention."""
+    if reason := native_forward_reason(model):  # under a millisecond; without it, wrong logits, not an error
+        raise ValueError(f"dapo-rl's training forward does not compute this model: {reason}")
     decoder = model.model
-    grids = _Grids(tensors)
+    grids = _Grids(tensors, eager=getattr(model.config, "_attn_implementation", None) == "eager")
     tokens = torch.cat([tensors["prompt_input_ids"].flatten()[grids.prompt_slots],
                         tensors["continuation_input_ids"].flatten()[grids.continuation_slots]])
     positions = torch.cat([tensors["prompt_position_ids"].flatten()[grids.prompt_slots],
@@ -81,7 +108,8 @@ class _Grids:
     and the additive attention biases over them (0 where a query sees a key, the dtype's min
     where not, as Hugging Face's eager mask)."""
 
-    def __init__(self, tensors: dict[str, torch.Tensor]) -> None:
+    def __init__(self, tensors: dict[str, torch.Tensor], eager: bool) -> None:
+        self.eager = eager
         self.prompt_mask = tensors["prompt_attention_mask"].bool()
         self.prompt_rows, self.prompt_width = self.prompt_mask.shape
         self.continuation_mask = tensors["continuation_attention_mask"][:, self.prompt_width:].bool()
@@ -92,6 +120,7 @@ class _Grids:
         self.num_prompt_tokens = self.prompt_slots.numel()
 
     def make_biases(self, dtype: torch.dtype) -> None:
+        """The attention masks: additive biases in ``dtype`` (eager), or boolean ones (sdpa)."""
         device = self.prompt_mask.device
         prompt_causal = torch.ones(self.prompt_width, self.prompt_width, dtype=torch.bool, device=device).tril()
         sees = prompt_causal & self.prompt_mask[:, None, :]  # (U, P, P)
@@ -105,6 +134,9 @@ class _Grids:
         # and, times its zero gradient, NaN in backward.
         sees |= torch.eye(self.prompt_width, dtype=torch.bool, device=device)
         continuation_sees[:, :, self.prompt_width:] |= torch.eye(self.width, dtype=torch.bool, device=device)
+        if not self.eager:  # scaled_dot_product_attention's boolean mask, (rows, 1 head, queries, keys)
+            self.prompt_bias, self.continuation_bias = sees[:, None], continuation_sees[:, None]
+            return
         lowest = torch.finfo(dtype).min
         # (rows, 1 KV head, 1 query of its group, queries, keys): broadcast over both
         self.prompt_bias = torch.zeros(sees.shape, dtype=dtype, device=device).masked_fill_(~sees, lowest)[:, None, None]
@@ -171,10 +203,11 @@ def _layer_forward(layer: nn.Module, hidden: torch.Tensor, cos: torch.Tensor, si
     prompt_v, continuation_v = grids.scatter(qkv[:, rotated:])
     heads = (query_heads, kv_heads, head_dim, attn.scaling)
     split = query_heads * head_dim
-    prompt_out = _attend(prompt_qk[..., :split], prompt_qk[..., split:], prompt_v, grids.prompt_bias, heads)
+    attend = _attend if grids.eager else _attend_sdpa
+    prompt_out = attend(prompt_qk[..., :split], prompt_qk[..., split:], prompt_v, grids.prompt_bias, heads)
     keys = torch.cat([prompt_qk[..., split:][grids.prompt_index], continuation_qk[..., split:]], dim=1)
     values = torch.cat([prompt_v[grids.prompt_index], continuation_v], dim=1)
-    continuation_out = _attend(continuation_qk[..., :split], keys, values, grids.continuation_bias, heads)
+    continuation_out = attend(continuation_qk[..., :split], keys, values, grids.continuation_bias, heads)
     hidden = hidden + attn.o_proj(grids.gather(prompt_out, continuation_out))
     gate, up = F.linear(layer.post_attention_layernorm(hidden), *_fused([mlp.gate_proj, mlp.up_proj])).chunk(2, dim=-1)
     return hidden + mlp.down_proj(mlp.act_fn(gate) * up)
@@ -194,3 +227,19 @@ def _attend(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, bia
     probs = torch.softmax(scores, dim=-1, dtype=torch.promote_types(scores.dtype, torch.float32)).to(grouped.dtype)
     out = torch.matmul(probs, values)  # (R, Hkv, G, Q, d)
     return out.permute(0, 3, 1, 2, 4).reshape(rows * num_queries, query_heads * head_dim)
+
+
+def _attend_sdpa(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
+                 heads: tuple[int, int, int, float]) -> torch.Tensor:
+    """:func:`_attend` through torch's scaled_dot_product_attention (boolean mask (R, 1, Q, K)),
+    as Hugging Face's sdpa attention: no (R, H, Q, K) scores kept for backward on CPU, where its
+    flash kernel runs, so long sequences take far less memory than eager attention."""
+    query_heads, kv_heads, head_dim, scaling = heads
+    rows, num_queries, num_keys = queries.shape[0], queries.shape[1], keys.shape[1]
+    out = F.scaled_dot_product_attention(
+        queries.view(rows, num_queries, query_heads, head_dim).transpose(1, 2),
+        keys.view(rows, num_keys, kv_heads, head_dim).transpose(1, 2),
+        values.view(rows, num_keys, kv_heads, head_dim).transpose(1, 2),
+        attn_mask=mask, scale=scaling, enable_gqa=kv_heads != query_heads,
+    )  # (R, H, Q, d)
+    return out.transpose(1, 2).reshape(rows * num_queries, query_heads * head_dim)

@@ -384,8 +384,8 @@ class TrainerConfig:
     # says (dapo.trainer.native_forward; refused, with the reason, where it would not compute the
     # model: other architectures, RoPE that follows a call's length, attention dropout, forward
     # hooks or submodules it would skip, FSDP2-sharded policies); "auto": native where it computes
-    # the model on CPU, where it was measured (1.3x the update's tokens/s on the built-in model,
-    # 1.5-1.7x on a 93M one), Hugging Face's elsewhere.
+    # the model on CPU, where it was measured (1.2-1.3x the update's tokens/s on the built-in
+    # model, 1.3-1.7x on a 93M one), Hugging Face's elsewhere.
     forward: str = "auto"
     # AdamW: learning rate, betas, weight decay; gradient-norm clip (DAPO: 1e-6, 0.1, 1.0). Weight
     # decay applies to matrices only, not to biases and norm weights (verl's FSDP optimizer decays all).

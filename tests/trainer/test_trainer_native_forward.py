@@ -80,6 +80,7 @@ def test_native_logits_equal_hugging_faces(make_model, attention, monkeypatch):
     samples = make_group_samples(torch.Generator().manual_seed(4), groups=4)
     samples.append(Sample(9, "x", [5, 6, 7, 8, 9, 10, 11], [12], [-1.0], False))  # a long prompt, a 1-token response
     model = with_attention(make_model().eval(), attention)
+    assert model.model.rotary_emb.rope_type == ("llama3" if make_model is llama else "default")
     assert native_forward_reason(model) is None
     hf, native = logits_both_ways(model, samples, autocast=False)
     torch.testing.assert_close(native, hf, rtol=0, atol=2e-5)  # fused projections sum in another order

@@ -165,12 +165,15 @@ def test_the_worker_runs_native_only_where_it_computes_the_model():
     dropout.model.layers[1].self_attn.attention_dropout = 0.1  # the module's rate (disable_dropout zeroes it)
     hooked = qwen2()
     hooked.model.layers[0].self_attn.k_proj.register_forward_hook(lambda module, args, out: out * 2)
+    offloaded = qwen2()  # accelerate's hooks replace a module's forward
+    offloaded.model.forward = lambda *args, **kwargs: None
     extra_norm = qwen2()  # as Qwen3's attention has (a per-head norm this forward would skip)
     extra_norm.model.layers[0].self_attn.k_norm = torch.nn.RMSNorm(8)
     dynamic = qwen2()
     dynamic.model.rotary_emb.rope_type = "dynamic"
     gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=1, n_head=4, n_positions=64))
-    refused = ((dropout, "attention dropout 0.1 in layer 1"), (hooked, "forward hooks on layer 0"),
+    refused = ((dropout, "attention dropout 0.1 in layer 1"), (hooked, r"forward hooks \(or a replaced forward"),
+               (offloaded, r"forward hooks \(or a replaced forward\) on the model"),
                (extra_norm, r"layer 0.self_attn has submodules this forward does not compute \(k_norm\)"),
                (dynamic, "rope type 'dynamic'"), (gpt2, "model_type 'gpt2'"))
     for model, reason in refused:

@@ -58,6 +58,8 @@ def native_forward_reason(model: nn.Module) -> str | None:
     config = model.config
     if config.model_type == "mistral" and getattr(config, "sliding_window", None) is not None:
         return f"Mistral's sliding window ({config.sliding_window} tokens)"
+    if _skips_hooks(model, model.model):
+        return "forward hooks (or a replaced forward) on the model, which this forward would skip"
     for index, layer in enumerate(model.model.layers):
         attn, mlp = layer.self_attn, layer.mlp
         for module, parts, where in ((layer, _LAYER_PARTS, ""), (attn, _ATTENTION_PARTS, ".self_attn"),
@@ -66,13 +68,19 @@ def native_forward_reason(model: nn.Module) -> str | None:
                 return f"layer {index}{where} has submodules this forward does not compute ({', '.join(extra)})"
         if getattr(attn, "attention_dropout", 0.0):  # the module's rate, which disable_dropout zeroes
             return f"attention dropout {attn.attention_dropout} in layer {index} (dropout in training)"
-        bypassed = [layer, attn, mlp, attn.q_proj, attn.k_proj, attn.v_proj, mlp.gate_proj, mlp.up_proj]
-        if any(m._forward_hooks or m._forward_pre_hooks for m in bypassed):
-            return (f"forward hooks on layer {index} (its layer, attention, MLP or Q/K/V/gate/up modules), which "
-                    "this forward would skip: it reads those weights instead of calling the modules")
+        if _skips_hooks(layer, attn, mlp, attn.q_proj, attn.k_proj, attn.v_proj, mlp.gate_proj, mlp.up_proj):
+            return (f"forward hooks (or a replaced forward, as accelerate's offloading installs) on layer {index} "
+                    "(its layer, attention, MLP or Q/K/V/gate/up modules), which this forward would skip: it "
+                    "reads those weights instead of calling the modules")
     if any(isinstance(p, DTensor) for p in model.parameters()):
         return "the model is sharded (FSDP2): its layers gather their weights in their own forward"
     return None
+
+
+def _skips_hooks(*modules: nn.Module) -> bool:
+    """Whether any of ``modules``, whose forward this one does not call, has forward hooks or an
+    instance's own forward (accelerate's hooks replace it)."""
+    return any(m._forward_hooks or m._forward_pre_hooks or "forward" in vars(m) for m in modules)
 
 
 def native_shared_prompt_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor]) -> torch.Tensor:

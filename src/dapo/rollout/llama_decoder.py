@@ -49,9 +49,22 @@ def _is_plain_linear(module: object) -> bool:
     return type(module) is nn.Linear  # rules out LoRA and quantised wrappers
 
 
-def unsupported_reason(model: nn.Module, max_length: int, rope_scaling: bool = False) -> str | None:
-    """Why ``model`` cannot use the fast path for sequences of ``max_length`` tokens, or None.
-    ``rope_scaling``: the caller checks the RoPE type itself (the trainer's forward)."""
+def unsupported_reason(model: nn.Module, max_length: int) -> str | None:
+    """Why ``model`` cannot use the fast path for sequences of ``max_length`` tokens, or None."""
+    if reason := architecture_reason(model):
+        return reason
+    config = model.config
+    if getattr(model.model.rotary_emb, "rope_type", "default") != "default":
+        return f"rope type {model.model.rotary_emb.rope_type!r} (RoPE scaling) is not supported"
+    window = getattr(config, "sliding_window", None)
+    if config.model_type == "mistral" and window is not None and max_length > window:
+        return f"sequence length {max_length} exceeds Mistral's sliding window {window}"
+    return None
+
+
+def architecture_reason(model: nn.Module) -> str | None:
+    """Why ``model`` is not a Llama-family model whose layers a functional forward can compute
+    from their weights (this decoder's, and the trainer's native_forward), or None."""
     config = model.config
     if config.model_type not in _SUPPORTED_MODEL_TYPES:
         return f"model_type {config.model_type!r} is not one of {_SUPPORTED_MODEL_TYPES}"
@@ -60,13 +73,8 @@ def unsupported_reason(model: nn.Module, max_length: int, rope_scaling: bool = F
     decoder = getattr(model, "model", None)
     if not all(hasattr(decoder, name) for name in ("embed_tokens", "layers", "norm", "rotary_emb")):
         return "model does not have the model.{embed_tokens,layers,norm,rotary_emb} layout"
-    if not rope_scaling and getattr(decoder.rotary_emb, "rope_type", "default") != "default":
-        return f"rope type {decoder.rotary_emb.rope_type!r} (RoPE scaling) is not supported"
     if any(kind != "full_attention" for kind in getattr(config, "layer_types", None) or []):
         return "sliding-window attention layers are not supported"
-    window = getattr(config, "sliding_window", None)
-    if config.model_type == "mistral" and window is not None and max_length > window:
-        return f"sequence length {max_length} exceeds Mistral's sliding window {window}"
     for layer in decoder.layers:
         attn, mlp = layer.self_attn, layer.mlp
         projections = [

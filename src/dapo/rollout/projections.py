@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 
-def _fused(linears: list[nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:
+def fused(linears: list[nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Concatenate Linear layers along their outputs: one matmul computes all of them."""
     weight = torch.cat([lin.weight for lin in linears], dim=0)
     if all(lin.bias is None for lin in linears):
@@ -111,7 +111,7 @@ class GatedUp:
             self.gate = make(scaled(gate.weight), gate.bias)
             self.up = make(scaled(up.weight), up.bias)
         else:
-            weight, bias = _fused([gate, up])
+            weight, bias = fused([gate, up])
             self.gate = make(scaled(weight), bias)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:

@@ -3,7 +3,7 @@ shared-prompt layout (trainer.forward; the layout: module doc of dapo.trainer.ba
 
 Hugging Face's forward runs every layer on padded grids: the distinct prompts left-padded to the
 longest, the responses right-padded to the longest, every projection, norm, RoPE and MLP computed
-on the padding too (about a fifth of the update's tokens in the embedded default). This forward computes
+on the padding too. This forward computes
 the same logits,
 
     h = h + W_o Attn(RoPE(W_q x), RoPE(W_k x), W_v x),  x = RMSNorm(h)
@@ -20,7 +20,7 @@ gathers the real positions back. Autograd differentiates it all: no hand-written
 Attention follows the model's attn_implementation: eager is Hugging Face's eager arithmetic in the
 same precision (autocast casts the same matmul inputs; the norms, the activation, the rotary
 module and the output projections are the model's own modules), so bf16 logits agree with its
-eager forward bit for bit on CPU in our measurements; anything else runs torch's
+eager forward bit for bit on CPU (the tests assert it); anything else runs torch's
 scaled_dot_product_attention, as its sdpa forward does. Float32 logits agree to ~1e-5 (a fused
 matmul sums in another order), float64 ones to ~1e-12 (tests/trainer/test_trainer_native_forward.py).
 Configurations it would not compute are refused, with the reason (:func:`native_forward_reason`,
@@ -36,8 +36,9 @@ from torch.distributed.tensor import DTensor
 from torch.utils.checkpoint import checkpoint
 from transformers import PreTrainedModel
 
-from dapo.rollout.llama_decoder import unsupported_reason
-from dapo.trainer.shared_prompt import checkpointing
+from dapo.rollout.llama_decoder import architecture_reason
+from dapo.rollout.projections import fused
+from dapo.trainer.shared_prompt import checkpointing, length_following_rope
 
 # The submodules this forward reads (a layer's, its attention's, its MLP's): anything else would be
 # skipped silently (a newer transformers' or a variant's extra norm, an adapter), so it is refused.
@@ -48,12 +49,11 @@ _MLP_PARTS = {"gate_proj", "up_proj", "down_proj", "act_fn"}
 
 def native_forward_reason(model: nn.Module) -> str | None:
     """Why :func:`native_shared_prompt_logits` cannot compute ``model``'s logits, or None."""
-    if reason := unsupported_reason(model, max_length=0, rope_scaling=True):
+    if reason := architecture_reason(model):
         return reason
     # RoPE comes from the model's own rotary module, so scaled variants are computed; only those
-    # whose frequencies follow a call's longest position are not (dynamic, longrope)
-    rope_type = str(getattr(model.model.rotary_emb, "rope_type", "default"))
-    if "dynamic" in rope_type or rope_type == "longrope":
+    # whose frequencies follow a call's longest position are not
+    if rope_type := length_following_rope(model):
         return f"rope type {rope_type!r} (frequencies that follow the longest position of a call)"
     config = model.config
     if config.model_type == "mistral" and getattr(config, "sliding_window", None) is not None:
@@ -190,18 +190,10 @@ def _rope_tables(rotary_emb: nn.Module, hidden: torch.Tensor, positions: torch.T
     return cos[0, :, None], torch.cat([-sin[0, :, :half], sin[0, :, half:]], dim=-1)[:, None]
 
 
-def _fused(projections: list[nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """One weight (and bias: zeros for a projection without) for several projections of one input."""
-    weight = torch.cat([p.weight for p in projections])
-    if all(p.bias is None for p in projections):
-        return weight, None
-    return weight, torch.cat([p.weight.new_zeros(p.out_features) if p.bias is None else p.bias for p in projections])
-
-
 def _layer_forward(layer: nn.Module, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                    grids: _Grids) -> torch.Tensor:
     attn, mlp = layer.self_attn, layer.mlp
-    qkv = F.linear(layer.input_layernorm(hidden), *_fused([attn.q_proj, attn.k_proj, attn.v_proj]))
+    qkv = F.linear(layer.input_layernorm(hidden), *fused([attn.q_proj, attn.k_proj, attn.v_proj]))
     head_dim = attn.head_dim
     query_heads, kv_heads = attn.q_proj.out_features // head_dim, attn.k_proj.out_features // head_dim
     rotated = (query_heads + kv_heads) * head_dim
@@ -217,7 +209,7 @@ def _layer_forward(layer: nn.Module, hidden: torch.Tensor, cos: torch.Tensor, si
     values = torch.cat([prompt_v[grids.prompt_index], continuation_v], dim=1)
     continuation_out = attend(continuation_qk[..., :split], keys, values, grids.continuation_bias, heads)
     hidden = hidden + attn.o_proj(grids.gather(prompt_out, continuation_out))
-    gate, up = F.linear(layer.post_attention_layernorm(hidden), *_fused([mlp.gate_proj, mlp.up_proj])).chunk(2, dim=-1)
+    gate, up = F.linear(layer.post_attention_layernorm(hidden), *fused([mlp.gate_proj, mlp.up_proj])).chunk(2, dim=-1)
     return hidden + mlp.down_proj(mlp.act_fn(gate) * up)
 
 

@@ -42,6 +42,15 @@ def check_shared_prompt(model: torch.nn.Module) -> None:
     if "layer_class_to_replicate" not in inspect.signature(Cache.__init__).parameters:
         raise ValueError("trainer.shared_prompt needs transformers 5 (its per-layer key/value caches); "
                          "upgrade transformers or set trainer.shared_prompt=false")
+    if refused := length_following_rope(model):
+        raise ValueError(f"trainer.shared_prompt: this model's RoPE ({refused!r}) picks its frequencies from the "
+                         "longest position of each forward call, so a prompt pass and a response pass would not "
+                         "rotate as one sequence does; set trainer.shared_prompt=false")
+
+
+def length_following_rope(model: torch.nn.Module) -> str | None:
+    """The type of ``model``'s RoPE if its frequencies follow a forward call's longest position
+    (``longrope``, ``dynamic``), or None."""
     config = getattr(model, "config", None)
     if callable(getattr(config, "get_text_config", None)):  # a composite (vision-language) config
         config = config.get_text_config()
@@ -51,10 +60,7 @@ def check_shared_prompt(model: torch.nn.Module) -> None:
     ropes = [v for v in rope.values() if isinstance(v, dict)] if per_type else [rope]
     types = [str(r.get("rope_type", r.get("type"))) for r in ropes if isinstance(r, dict)]
     # (transformers' own test for a dynamic RoPE is a substring one)
-    if refused := [t for t in types if t == "longrope" or "dynamic" in t]:
-        raise ValueError(f"trainer.shared_prompt: this model's RoPE ({refused[0]!r}) picks its frequencies from the "
-                         "longest position of each forward call, so a prompt pass and a response pass would not "
-                         "rotate as one sequence does; set trainer.shared_prompt=false")
+    return next((t for t in types if t == "longrope" or "dynamic" in t), None)
 
 
 def shared_prompt_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -47,6 +47,26 @@ def test_same_generator_seed_gives_same_tokens() -> None:
     assert torch.equal(first, second)
 
 
+@pytest.mark.parametrize(("temperature", "top_k", "top_p"), [(1.0, 0, 1.0), (0.7, 50, 0.9)])
+def test_chunks_of_rows_sample_what_the_whole_batch_would(monkeypatch, temperature, top_k, top_p) -> None:
+    """Rows go through in chunks (bounded temporaries); the tokens and log-probs must not depend
+    on the chunking, and bf16 logits sample as their float32 values do."""
+    vocab = 3 * sampling._BLOCK + 11  # the two-level draw
+    logits = (torch.randn(23, vocab, generator=torch.Generator().manual_seed(0)) * 3).bfloat16()
+
+    def sample(chunk_entries: int, batch: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        monkeypatch.setattr(sampling, "_CHUNK_ENTRIES", chunk_entries)
+        return sample_next_tokens(batch, temperature, top_k, top_p, torch.Generator().manual_seed(4))
+
+    whole_tokens, whole_logprobs = sample(2**40, logits.float())
+    for chunk_rows in (1, 5, 23):
+        tokens, logprobs = sample(chunk_rows * vocab, logits)
+        assert torch.equal(tokens, whole_tokens), chunk_rows
+        assert torch.equal(logprobs, whole_logprobs), chunk_rows
+        assert logprobs.dtype == torch.float32
+    assert len(set(whole_tokens.tolist())) > 10  # the rows drew different tokens (a shared draw would not)
+
+
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [("temperature", 0.0, "temperature"), ("top_p", 0.0, "top_p"), ("top_k", -1, "top_k"),
@@ -85,7 +105,8 @@ def test_a_large_vocabulary_is_sampled_exactly_across_blocks_and_in_the_last_par
     for token, p in picks.items():
         probs[token] = p
     generator = torch.Generator().manual_seed(2)
-    tokens = sampling._sample(probs.float().expand(200_000, vocab), generator)  # a view of one row
+    uniform = sampling._uniforms(200_000, generator, probs.device)
+    tokens = sampling._sample(probs.float().expand(200_000, vocab), uniform)  # a view of one row
     counts = torch.bincount(tokens, minlength=vocab).double()
     for token, p in picks.items():
         assert counts[token] / len(tokens) == pytest.approx(p, abs=0.005)

@@ -32,7 +32,7 @@ class HFDecodeSession:
             logits_to_keep=1,
             **{self.cache_keyword: self.cache},
         )
-        return output.logits[:, -1].float()
+        return output.logits[:, -1]
 
     def prefill(self, input_ids: torch.Tensor, pad_lengths: torch.Tensor) -> torch.Tensor:
         prompt_length = input_ids.shape[1]

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dapo.rollout.projections import GatedUp, Projection
+from dapo.rollout.projections import GatedUp, Projection, scaled_to
 
 _SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "mistral")
 # KV-cache slots added when the cache is full: at least this many, or a quarter of the length.
@@ -110,7 +110,8 @@ class LlamaDecodeSession:
         """``rows``: the decode batch size (prompts x samples), a hint for packing weights.
         ``compute_dtype``: run the decode in this dtype (e.g. bfloat16 on a float32 policy, about
         2x faster on CPUs with bf16 units); weights are cast once per generate(), norm statistics
-        are accumulated in float32 and logits returned in float32."""
+        are accumulated in float32; logits come out in the compute dtype (the sampler reads them
+        in float32, a few rows at a time)."""
         config, decoder = model.config, model.model
         self.num_heads = config.num_attention_heads
         self.num_kv_heads = config.num_key_value_heads
@@ -121,7 +122,8 @@ class LlamaDecodeSession:
         self.eps = config.rms_norm_eps
         self.max_length = max_length
         self.dtype = compute_dtype or decoder.embed_tokens.weight.dtype
-        self.embed = decoder.embed_tokens.weight.to(self.dtype)
+        # rows are looked up, then cast: no compute-dtype copy of the whole table per generate()
+        self.embed = decoder.embed_tokens.weight
         # RMSNorm(x) * w followed by W is (x @ (W * w)^T) / rms(x): fold w into W and apply
         # 1/rms(x) to the product, in float32 only (in low precision the rounding would differ from
         # the trainer's forward, so a bf16 model keeps its norms as they are).
@@ -131,10 +133,8 @@ class LlamaDecodeSession:
         self.layers = [self._layer_weights(layer, rows) for layer in decoder.layers]
         final_norm, head = decoder.norm.weight, model.lm_head
         self.final_norm = None if self.fold_norms else final_norm.to(self.dtype)
-        head_weight = (
-            head.weight * (final_norm * self.sqrt_hidden) if self.fold_norms else head.weight
-        )
-        self.lm_head = self._projection(head_weight, head.bias, rows)
+        head_scale = final_norm * self.sqrt_hidden if self.fold_norms else None
+        self.lm_head = self._projection(scaled_to(head.weight, head_scale, self.dtype), head.bias, rows)
         self.rope = self._rope_tables(decoder.rotary_emb, max_length)
         on_cpu = self.embed.device.type == "cpu"
         self.attention_dtype = torch.float32 if on_cpu and rows <= _FLOAT32_ATTENTION_MAX_ROWS else self.dtype
@@ -151,8 +151,7 @@ class LlamaDecodeSession:
         attn, mlp = layer.self_attn, layer.mlp
         input_norm, post_norm = layer.input_layernorm.weight, layer.post_attention_layernorm.weight
         qkv_weight, qkv_bias = self._grouped_qkv(attn)
-        if self.fold_norms:
-            qkv_weight = qkv_weight * (input_norm * self.sqrt_hidden)
+        qkv_weight = scaled_to(qkv_weight, input_norm * self.sqrt_hidden if self.fold_norms else None, self.dtype)
         post_scale = post_norm * self.sqrt_hidden if self.fold_norms else None
         gate_up = GatedUp(
             mlp.gate_proj, mlp.up_proj, post_scale, self.dtype, lambda w, b: self._projection(w, b, rows)
@@ -259,7 +258,8 @@ class LlamaDecodeSession:
         self, token_ids: torch.Tensor, is_real: torch.Tensor, positions: torch.Tensor, bias: torch.Tensor
     ) -> torch.Tensor:
         """Encode left-padded prompts ``token_ids`` (B, P) at cache slots [0, P) under ``bias``
-        (B*Hkv, P*G, P); return each row's last-position logits (B, V). (Decode steps run
+        (B*Hkv, P*G, P); return each row's last-position logits (B, V), in the compute dtype
+        (sample_next_tokens converts a few rows at a time). (Decode steps run
         _decode_forward, the same ops on one token per row.)
 
         Packed: the projections, norms, RoPE and MLP run on the T real tokens alone (T, hidden),
@@ -273,7 +273,7 @@ class LlamaDecodeSession:
         rope = self.rope[positions.flatten()[real]]  # (T, 2, G+2, d)
         cos, sin = rope[:, None, 0], rope[:, None, 1]  # (T, 1, G+2, d)
         groups = self.groups
-        hidden = F.embedding(token_ids.flatten()[real], self.embed)  # (T, hidden)
+        hidden = F.embedding(token_ids.flatten()[real], self.embed).to(self.dtype)  # (T, hidden)
         grid = hidden.new_zeros(batch * length, self.num_kv_heads, groups + 2, self.head_dim)
         for index, w in enumerate(self.layers):
             qkv = self._normed_projection(hidden, w.input_norm, w.qkv).view(-1, *grid.shape[1:])
@@ -292,7 +292,7 @@ class LlamaDecodeSession:
             hidden = w.o_proj.add_to(out, hidden)
             hidden = w.down_proj.add_to(self._normed_projection(hidden, w.post_norm, w.gate_up), hidden)
         self.length = length
-        return self._normed_projection(hidden, self.final_norm, self.lm_head).float()
+        return self._normed_projection(hidden, self.final_norm, self.lm_head)
 
     def _decode_forward(self, tokens: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         """The next token of each row (B,), at slot ``length`` under ``bias`` (B*Hkv, 1, capacity):
@@ -304,7 +304,7 @@ class LlamaDecodeSession:
         pairs = batch * self.num_kv_heads
         rope = self.rope[self.positions]  # (B, 2, G+2, d)
         cos, sin = rope[:, None, 0], rope[:, None, 1]  # (B, 1, G+2, d)
-        hidden = F.embedding(tokens, self.embed)
+        hidden = F.embedding(tokens, self.embed).to(self.dtype)
         for w, (kv_slot, keys_t, values) in zip(self.layers, self._views):
             qkv = self._normed_projection(hidden, w.input_norm, w.qkv).view(batch, self.num_kv_heads, groups + 2, self.head_dim)
             qkv = self._rotate(qkv, cos, sin)
@@ -315,7 +315,7 @@ class LlamaDecodeSession:
             hidden = w.o_proj.add_to(out, hidden)
             hidden = w.down_proj.add_to(self._normed_projection(hidden, w.post_norm, w.gate_up), hidden)
         self.length = slot + 1
-        return self._normed_projection(hidden, self.final_norm, self.lm_head).float()
+        return self._normed_projection(hidden, self.final_norm, self.lm_head)
 
     def _layer_views(self, index: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Layer ``index``'s cache as (slots, 2, B, Hkv, d) (a slot's K and V, written per step),

@@ -26,6 +26,28 @@ def fused(linears: list[nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:
     return weight, torch.cat(biases)
 
 
+# Entries of the full-precision product that scaled_to computes at a time (4 MB in float32).
+_SCALE_CHUNK_ENTRIES = 2**20
+
+
+def scaled_to(weight: torch.Tensor, scale: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor:
+    """``weight * scale`` (a folded RMSNorm weight over its input columns; None: no scale) in
+    ``dtype``: the product in the weight's precision, rounded once, as ``(weight * scale).to(dtype)``.
+    A few rows at a time through one small buffer: the whole product would be a fresh temporary
+    as large as the weight (545 MB in float32 for a 152k-vocabulary output layer) that glibc maps
+    from the OS at every generate(), its page faults costing more than the arithmetic (that output
+    layer: 104 ms instead of 298 ms on this project's CPU machine)."""
+    if scale is None:
+        return weight.to(dtype)
+    out = weight.new_empty(weight.shape, dtype=dtype)
+    rows = max(1, _SCALE_CHUNK_ENTRIES // max(1, weight.shape[1]))
+    buffer = weight.new_empty(min(rows, weight.shape[0]), weight.shape[1])
+    for start in range(0, weight.shape[0], rows):
+        chunk = weight[start : start + rows]
+        out[start : start + rows].copy_(torch.mul(chunk, scale, out=buffer[: len(chunk)]))
+    return out
+
+
 _HAS_MKL_LINEAR = torch.backends.mkl.is_available() and hasattr(torch.ops.mkl, "_mkl_linear")
 _HAS_MKLDNN_BF16_LINEAR = (
     torch.backends.mkldnn.is_available()
@@ -104,7 +126,7 @@ class GatedUp:
         ``make(weight, bias)`` builds a projection in ``dtype``, the session's."""
 
         def scaled(weight: torch.Tensor) -> torch.Tensor:
-            return weight if scale is None else weight * scale
+            return scaled_to(weight, scale, dtype)
 
         self.split = _HAS_MKLDNN_BINARY_POST_OP and runs_on_onednn(gate.weight.device, dtype)
         if self.split:

@@ -83,6 +83,8 @@ def filter_logits(logits: torch.Tensor, temperature: float, top_k: int, top_p: f
 # masses and one over the drawn block's tokens instead of over the whole vocabulary.
 _BLOCK = 1024
 _BELOW_ONE = 1.0 - 2.0**-52
+# Float32 entries per chunk of rows that sample_next_tokens filters and normalises at a time (8 MB).
+_CHUNK_ENTRIES = 2**21
 
 
 def sample_next_tokens(
@@ -92,30 +94,53 @@ def sample_next_tokens(
     top_p: float,
     generator: torch.Generator | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sample one token per row of ``logits`` (B, V); return (tokens (B,), logprobs (B,)).
+    """Sample one token per row of ``logits`` (B, V), any float dtype; return (tokens (B,),
+    logprobs (B,)).
 
     ``logprobs`` is log pi_b(token), pi_b the renormalised distribution after temperature,
-    top-k and top-p (see :func:`filter_logits`); tokens are drawn from pi_b by inverse transform
-    sampling (:func:`_sample`), with no host sync.
+    top-k and top-p (see :func:`filter_logits`), in float32; tokens are drawn from pi_b by
+    inverse transform sampling (:func:`_sample`), with no host sync.
+
+    Rows go through in chunks of at most _CHUNK_ENTRIES float32 entries (13 rows of a 152k
+    vocabulary): every temporary of a whole batch's probabilities (64 rows: 39 MB) is a fresh
+    allocation that glibc maps from the OS, and its page faults cost more than the softmax
+    (a 64-row float32 softmax of Qwen2.5's vocabulary: 3.6 ms in memory already mapped, 12.8 ms
+    freshly mapped, on this project's CPU machine). The uniform draws are made for all rows first,
+    so the tokens do not depend on the chunking.
     """
-    probs = torch.softmax(filter_logits(logits.float(), temperature, top_k, top_p), dim=-1)
-    tokens = _sample(probs, generator)
-    return tokens, probs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1).log()
+    rows, vocab = logits.shape
+    uniform = _uniforms(rows, generator, logits.device)
+    chunk_rows = max(1, _CHUNK_ENTRIES // vocab)
+    tokens, logprobs = [], []
+    for start in range(0, rows, chunk_rows):
+        chunk = logits[start : start + chunk_rows].float()
+        probs = torch.softmax(filter_logits(chunk, temperature, top_k, top_p), dim=-1)
+        chunk_tokens = _sample(probs, uniform[start : start + chunk_rows])
+        tokens.append(chunk_tokens)
+        logprobs.append(probs.gather(-1, chunk_tokens.unsqueeze(-1)).squeeze(-1).log())
+    if len(tokens) == 1:
+        return tokens[0], logprobs[0]
+    return torch.cat(tokens), torch.cat(logprobs)
 
 
-def _sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
-    """Draw index v of each row of ``probs`` (B, V) with probability probs[v] / sum(probs), in two
-    levels: a block of _BLOCK tokens by the blocks' masses, then a token of that block by its
-    probability. Each level's cumulative sum is float64, so every token keeps its probability to
-    float32 precision (relative), the tail's 1e-10s included; zero-probability (masked) tokens are
-    never drawn. One pass over the vocabulary (the block sums) and two uniform draws per row: the
-    exponential race, argmax p_v / E_v, draws V exponentials per row (with a 152k vocabulary on
-    CPU, native decoding 2-3x slower: README, Generation speed, `bench_rollout.py --vocab-size`)."""
-    rows, vocab = probs.shape
-    uniform = torch.rand(rows, 2, dtype=torch.float64, generator=generator, device=probs.device)
+def _uniforms(rows: int, generator: torch.Generator | None, device: torch.device) -> torch.Tensor:
+    """(rows, 2) float64 uniform draws in [0, 1 - 3 * 2^-53], the two levels of :func:`_sample`."""
+    uniform = torch.rand(rows, 2, dtype=torch.float64, generator=generator, device=device)
     # at most 1 - 3 * 2^-53 (torch.rand's largest is 1 - 2^-53): then u * total rounds to below
     # total (by at least one ulp), so some cumulative weight exceeds it (see _inverse_cdf)
-    uniform.mul_(_BELOW_ONE)
+    return uniform.mul_(_BELOW_ONE)
+
+
+def _sample(probs: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
+    """Draw index v of each row of ``probs`` (B, V) with probability probs[v] / sum(probs), in two
+    levels: a block of _BLOCK tokens by the blocks' masses (``uniform[:, 0]``), then a token of
+    that block by its probability (``uniform[:, 1]``; ``uniform``: :func:`_uniforms`). Each level's cumulative sum is float64, so every token keeps its
+    probability to float32 precision (relative), the tail's 1e-10s included; zero-probability
+    (masked) tokens are never drawn. One pass over the vocabulary (the block sums) and two uniform
+    draws per row: the exponential race, argmax p_v / E_v, draws V exponentials per row (with a
+    152k vocabulary on CPU, native decoding 2-3x slower: README, Generation speed,
+    `bench_rollout.py --vocab-size`)."""
+    vocab = probs.shape[1]
     if vocab <= _BLOCK:
         return _inverse_cdf(probs, uniform[:, :1])
     full_blocks = vocab // _BLOCK

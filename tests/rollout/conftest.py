@@ -45,6 +45,31 @@ def tiny_llama(seed: int = 0) -> LlamaForCausalLM:
     return model
 
 
+def tiny_llama3_rope(seed: int = 0) -> LlamaForCausalLM:
+    """Llama 3's scaled RoPE (its low frequencies divided by 8, a smooth band between), with an
+    original context of 16 positions so that the scaling shows at the tests' lengths."""
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=VOCAB_SIZE, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, intermediate_size=96, max_position_embeddings=256, tie_word_embeddings=True,
+        rope_parameters={"rope_type": "llama3", "rope_theta": 500.0, "factor": 8.0, "low_freq_factor": 1.0,
+                         "high_freq_factor": 4.0, "original_max_position_embeddings": 16},
+    )
+    return LlamaForCausalLM(config).eval()
+
+
+def tiny_qwen2_yarn(seed: int = 0) -> Qwen2ForCausalLM:
+    """YaRN RoPE: interpolated frequencies and cos/sin scaled by its attention factor (1.14 here)."""
+    torch.manual_seed(seed)
+    config = Qwen2Config(
+        vocab_size=VOCAB_SIZE, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, intermediate_size=128, max_position_embeddings=256, tie_word_embeddings=True,
+        rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                         "original_max_position_embeddings": 8},
+    )
+    return Qwen2ForCausalLM(config).eval()
+
+
 def tiny_qwen3_moe(seed: int = 0, vocab_size: int = VOCAB_SIZE) -> Qwen3MoeForCausalLM:
     """A Qwen3-MoE: transformers 5 fuses its experts in memory and writes them one by one."""
     torch.manual_seed(seed)
@@ -73,3 +98,13 @@ def qwen2() -> Qwen2ForCausalLM:
 @pytest.fixture
 def llama() -> LlamaForCausalLM:
     return tiny_llama()
+
+
+@pytest.fixture
+def llama3_rope() -> LlamaForCausalLM:
+    return tiny_llama3_rope()
+
+
+@pytest.fixture
+def qwen2_yarn() -> Qwen2ForCausalLM:
+    return tiny_qwen2_yarn()

@@ -28,14 +28,25 @@ def _max_logprob_error(model: torch.nn.Module, engine: NativeEngine, params: Sam
 @pytest.mark.filterwarnings("error:`past_key_values` is deprecated:FutureWarning")
 @pytest.mark.parametrize("fast_forward", [True, False])
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
-@pytest.mark.parametrize("model_name", ["qwen2", "llama"])
+@pytest.mark.parametrize("model_name", ["qwen2", "llama", "llama3_rope", "qwen2_yarn"])
 def test_logprobs_match_teacher_forced_forward(model_name: str, temperature: float, fast_forward: bool, request: pytest.FixtureRequest) -> None:
     model = request.getfixturevalue(model_name)
+    assert model.model.rotary_emb.rope_type == {"llama3_rope": "llama3", "qwen2_yarn": "yarn"}.get(model_name, "default")
     engine = NativeEngine(model, PAD_ID, fast_forward=fast_forward)
     # stop tokens make rows finish at different steps, so finished rows get dropped mid-batch
     params = SamplingParams(n=3, temperature=temperature, max_new_tokens=12, stop_token_ids=[1, 2, 3, 4], seed=0)
     assert _max_logprob_error(model, engine, params) < 1e-4
     assert engine.last_path == ("llama" if fast_forward else "hf")
+
+
+def test_a_rope_that_follows_the_longest_position_takes_the_generic_path(qwen2: torch.nn.Module) -> None:
+    """Dynamic NTK RoPE picks its frequencies from each forward call's longest position, which a
+    table built once for all positions cannot follow: refused, named, and served by Hugging Face's forward."""
+    qwen2.config.rope_parameters = {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}
+    assert "'dynamic'" in llama_decoder.unsupported_reason(qwen2, 64)
+    engine = NativeEngine(qwen2, PAD_ID)
+    engine.generate(PROMPTS, SamplingParams(max_new_tokens=2, seed=0))
+    assert engine.last_path == "hf"
 
 
 def test_generic_path_serves_other_architectures() -> None:

@@ -1,4 +1,5 @@
-"""What differs between the transformers versions dapo-rl supports (>= 5.0), in one place."""
+"""Facts about Hugging Face models that several layers read, in one place: what differs between
+the transformers versions dapo-rl supports (>= 5.0), and which RoPE variants a model uses."""
 
 from __future__ import annotations
 
@@ -13,3 +14,18 @@ def cache_keyword(model: nn.Module) -> str:
     before, and in models (remote code included) that have not been renamed."""
     parameters = inspect.signature(model.forward).parameters  # follows the deprecation wrapper
     return "cache" if "cache" in parameters else "past_key_values"
+
+
+def length_following_rope(model: nn.Module) -> str | None:
+    """The type of ``model``'s RoPE if its frequencies follow a forward call's longest position
+    (``longrope``, ``dynamic``), or None."""
+    config = getattr(model, "config", None)
+    if callable(getattr(config, "get_text_config", None)):  # a composite (vision-language) config
+        config = config.get_text_config()
+    rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
+    # one RoPE, or one per attention type (Gemma 3: {"full_attention": {...}, "sliding_attention": {...}})
+    per_type = isinstance(rope, dict) and any(isinstance(v, dict) for v in rope.values())
+    ropes = [v for v in rope.values() if isinstance(v, dict)] if per_type else [rope]
+    types = [str(r.get("rope_type", r.get("type"))) for r in ropes if isinstance(r, dict)]
+    # (transformers' own test for a dynamic RoPE is a substring one)
+    return next((t for t in types if t == "longrope" or "dynamic" in t), None)

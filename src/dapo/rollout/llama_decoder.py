@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from dapo.rollout.hf_compat import length_following_rope
 from dapo.rollout.projections import GatedUp, Projection, scaled_to
 
 _SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "mistral")
@@ -54,8 +55,10 @@ def unsupported_reason(model: nn.Module, max_length: int) -> str | None:
     if reason := architecture_reason(model):
         return reason
     config = model.config
-    if getattr(model.model.rotary_emb, "rope_type", "default") != "default":
-        return f"rope type {model.model.rotary_emb.rope_type!r} (RoPE scaling) is not supported"
+    # the RoPE table comes from the model's own rotary module (scaled variants included, e.g.
+    # Llama 3's), built once for all positions: not for frequencies that follow the longest position
+    if rope_type := length_following_rope(model):
+        return f"rope type {rope_type!r} (frequencies that follow the longest position of a call)"
     window = getattr(config, "sliding_window", None)
     if config.model_type == "mistral" and window is not None and max_length > window:
         return f"sequence length {max_length} exceeds Mistral's sliding window {window}"

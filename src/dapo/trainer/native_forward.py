@@ -36,9 +36,10 @@ from torch.distributed.tensor import DTensor
 from torch.utils.checkpoint import checkpoint
 from transformers import PreTrainedModel
 
+from dapo.rollout.hf_compat import length_following_rope
 from dapo.rollout.llama_decoder import architecture_reason
 from dapo.rollout.projections import fused
-from dapo.trainer.shared_prompt import checkpointing, length_following_rope
+from dapo.trainer.shared_prompt import checkpointing
 
 # The submodules this forward reads (a layer's, its attention's, its MLP's): anything else would be
 # skipped silently (a newer transformers' or a variant's extra norm, an adapter), so it is refused.

@@ -33,7 +33,7 @@ from transformers import PreTrainedModel
 from transformers.cache_utils import Cache, DynamicLayer
 from transformers.modeling_layers import GradientCheckpointingLayer
 
-from dapo.rollout.hf_compat import cache_keyword
+from dapo.rollout.hf_compat import cache_keyword, length_following_rope
 
 
 def check_shared_prompt(model: torch.nn.Module) -> None:
@@ -46,21 +46,6 @@ def check_shared_prompt(model: torch.nn.Module) -> None:
         raise ValueError(f"trainer.shared_prompt: this model's RoPE ({refused!r}) picks its frequencies from the "
                          "longest position of each forward call, so a prompt pass and a response pass would not "
                          "rotate as one sequence does; set trainer.shared_prompt=false")
-
-
-def length_following_rope(model: torch.nn.Module) -> str | None:
-    """The type of ``model``'s RoPE if its frequencies follow a forward call's longest position
-    (``longrope``, ``dynamic``), or None."""
-    config = getattr(model, "config", None)
-    if callable(getattr(config, "get_text_config", None)):  # a composite (vision-language) config
-        config = config.get_text_config()
-    rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
-    # one RoPE, or one per attention type (Gemma 3: {"full_attention": {...}, "sliding_attention": {...}})
-    per_type = isinstance(rope, dict) and any(isinstance(v, dict) for v in rope.values())
-    ropes = [v for v in rope.values() if isinstance(v, dict)] if per_type else [rope]
-    types = [str(r.get("rope_type", r.get("type"))) for r in ropes if isinstance(r, dict)]
-    # (transformers' own test for a dynamic RoPE is a substring one)
-    return next((t for t in types if t == "longrope" or "dynamic" in t), None)
 
 
 def shared_prompt_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor]) -> torch.Tensor:

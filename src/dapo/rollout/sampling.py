@@ -101,7 +101,7 @@ def sample_next_tokens(
     top-k and top-p (see :func:`filter_logits`), in float32; tokens are drawn from pi_b by
     inverse transform sampling (:func:`_sample`), with no host sync.
 
-    Rows go through in chunks of at most _CHUNK_ENTRIES float32 entries (13 rows of a 152k
+    On CPU rows go through in chunks of at most _CHUNK_ENTRIES float32 entries (13 rows of a 152k
     vocabulary): every temporary of a whole batch's probabilities (64 rows: 39 MB) is a fresh
     allocation that glibc maps from the OS, and its page faults cost more than the softmax
     (a 64-row float32 softmax of Qwen2.5's vocabulary: 3.6 ms in memory already mapped, 12.8 ms
@@ -110,9 +110,10 @@ def sample_next_tokens(
     """
     rows, vocab = logits.shape
     uniform = _uniforms(rows, generator, logits.device)
-    chunk_rows = max(1, _CHUNK_ENTRIES // vocab)
+    # (accelerators' caching allocators reuse memory: there the whole batch at once)
+    chunk_rows = max(1, _CHUNK_ENTRIES // vocab) if logits.device.type == "cpu" else max(1, rows)
     tokens, logprobs = [], []
-    for start in range(0, rows, chunk_rows):
+    for start in range(0, max(rows, 1), chunk_rows):  # (no rows: one empty chunk, empty results)
         chunk = logits[start : start + chunk_rows].float()
         probs = torch.softmax(filter_logits(chunk, temperature, top_k, top_p), dim=-1)
         chunk_tokens = _sample(probs, uniform[start : start + chunk_rows])

@@ -30,7 +30,8 @@ from dapo.trainer.checkpoint import (
     save_sharded_policy,
     sharded_policy_state,
 )
-from dapo.trainer.policy import LOSS_SCALE_INIT, PolicyWorker
+from dapo.trainer.optim import LOSS_SCALE_INIT
+from dapo.trainer.policy import PolicyWorker
 from tests.trainer.test_trainer_policy import make_samples, worker
 
 WORKER = Path(__file__).with_name("dcp_checkpoint_worker.py")

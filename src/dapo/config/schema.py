@@ -409,7 +409,7 @@ class TrainerConfig:
     # CPU threads for torch; 0 leaves torch's default.
     num_threads: int = 0
     # Mixed precision autocast for forward passes: "none", "bf16", "fp16" (with dynamic loss
-    # scaling: see dapo.trainer.policy.LOSS_SCALE_INIT). A float16 model.dtype is scaled too, but
+    # scaling: see dapo.trainer.optim.LOSS_SCALE_INIT). A float16 model.dtype is scaled too, but
     # its gradients are stored in float16 and can still underflow: prefer float32 weights.
     autocast: str = "none"
     # "bf16": forward and backward on a bfloat16 copy of the float32 weights, as verl's FSDP

@@ -29,6 +29,7 @@ from dapo.algo import (
 )
 from dapo.config import AlgorithmConfig, TrainerConfig
 from dapo.rollout.batching import within_lengths
+from dapo.trainer import optim
 from dapo.trainer.batch import Sample, collate, count_loss_tokens, iter_micro_batches
 from dapo.trainer.checkpoint import (
     is_sharded,
@@ -88,48 +89,6 @@ class UpdateStats:
     ref_kl_sum: torch.Tensor | None = None
 
 
-def build_optimizer(model: torch.nn.Module, cfg: TrainerConfig) -> torch.optim.Optimizer:
-    """AdamW with weight decay on matrices only (no decay on biases and norm weights)."""
-    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
-    groups = [{"params": params, **settings} for params, settings in zip((decay, no_decay), group_settings(cfg))]
-    return torch.optim.AdamW(groups, foreach=True)
-
-
-def group_settings(cfg: TrainerConfig) -> list[dict]:
-    """The config's AdamW settings of the two param groups (matrices; biases and norm weights)."""
-    shared = {"lr": cfg.lr, "betas": tuple(cfg.betas)}
-    return [{**shared, "weight_decay": cfg.weight_decay}, {**shared, "weight_decay": 0.0}]
-
-
-def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainerConfig, total_steps: int):
-    """Linear warm-up over ``warmup_steps`` TRAINING (rollout) steps, then constant or cosine
-    decay to the last step. As in verl, the schedule moves once per training step, not per
-    optimizer update: every update of training step s uses lr * factor(s)."""
-
-    def factor(step: int) -> float:
-        if step < cfg.warmup_steps:
-            return (step + 1) / (cfg.warmup_steps + 1)
-        if cfg.lr_schedule == "constant":
-            return 1.0
-        progress = (step - cfg.warmup_steps) / max(1, total_steps - cfg.warmup_steps)
-        cosine = 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
-        return cfg.min_lr_ratio + (1.0 - cfg.min_lr_ratio) * cosine
-
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
-
-
-# Dynamic loss scaling in float16 (trainer.autocast=fp16, or a float16 policy). The token-mean
-# divides the loss by the mini-batch's token count, so a long-response batch's per-token gradients
-# (about |A| / num_tokens, 1e-6 at 1M tokens) fall below float16's range in the backward pass and
-# flush to zero. The loss is multiplied by the scale before backward and the gradients divided by
-# it before clipping; an overflow (a non-finite gradient) halves the scale and skips the update,
-# and the scale doubles after LOSS_SCALE_GROWTH_INTERVAL updates without one (torch's GradScaler
-# defaults).
-LOSS_SCALE_INIT = 2.0**16
-LOSS_SCALE_GROWTH_INTERVAL = 2000
-
-
 class PolicyWorker:
     def __init__(
         self,
@@ -146,11 +105,11 @@ class PolicyWorker:
         self.algo, self.cfg = algo, trainer
         self.pad_token_id, self.temperature, self.norm_const = pad_token_id, temperature, norm_const
         self.device = next(model.parameters()).device
-        self.optimizer = build_optimizer(model, trainer)
-        self.scheduler = build_scheduler(self.optimizer, trainer, total_steps)
+        self.optimizer = optim.build_optimizer(model, trainer)
+        self.scheduler = optim.build_scheduler(self.optimizer, trainer, total_steps)
         self.num_nonfinite_skipped = 0
         self.version = 0  # optimizer updates applied since this worker was built
-        self._set_up_loss_scaling()
+        optim.set_up_loss_scaling(self.optimizer, self._float16())
         # trainer.param_dtype=bf16: FSDP2 casts a sharded policy's weights itself (shard_policy)
         self.bf16_weights = (
             Bf16ComputeWeights(model) if trainer.param_dtype == "bf16" and not isinstance(model, FSDPModule) else None
@@ -175,17 +134,6 @@ class PolicyWorker:
             raise ValueError(f"trainer.forward=native does not compute this model: {reason}; "
                              "set trainer.forward=hf (or auto, which picks Hugging Face's forward for it)")
         return reason is None and (self.cfg.forward == "native" or self.device.type == "cpu")
-
-    def _set_up_loss_scaling(self) -> None:
-        """Dynamic loss scaling when computing in float16, kept in the optimizer's first param
-        group so that every checkpoint carries it (a resume keeps a saved scale)."""
-        group = self.optimizer.param_groups[0]
-        if self.cfg.autocast == "fp16" or next(self.model.parameters()).dtype == torch.float16:
-            group.setdefault("loss_scale", LOSS_SCALE_INIT)
-            group.setdefault("updates_since_overflow", 0)
-        else:
-            group.pop("loss_scale", None)
-            group.pop("updates_since_overflow", None)
 
     def _compute_weights(self) -> contextlib.AbstractContextManager:
         """The weights passes run on: bf16 copies (trainer.param_dtype=bf16), or the weights."""
@@ -300,8 +248,8 @@ class PolicyWorker:
             return stats
         stats.grad_norm = self.clip_gradients()
         if not math.isfinite(stats.grad_norm):
-            return self._skip(stats, f"gradient norm is {stats.grad_norm}{self._rescale_after(overflow=True)}")
-        self._rescale_after(overflow=False)
+            return self._skip(stats, f"gradient norm is {stats.grad_norm}{optim.rescale_after(self.optimizer, overflow=True)}")
+        optim.rescale_after(self.optimizer, overflow=False)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.version += 1
@@ -358,21 +306,7 @@ class PolicyWorker:
     @property
     def loss_scale(self) -> float:
         """The factor the loss is multiplied by before backward (1 unless computing in float16)."""
-        return self.optimizer.param_groups[0].get("loss_scale", 1.0)
-
-    def _rescale_after(self, overflow: bool) -> str:
-        """Dynamic loss scaling's move after an update (float16 only): halve the scale on an
-        overflow, double it after a long run without one. A note for the skip warning."""
-        group = self.optimizer.param_groups[0]
-        if "loss_scale" not in group:
-            return ""
-        if overflow:
-            group["loss_scale"], group["updates_since_overflow"] = group["loss_scale"] / 2, 0
-            return f" (a float16 overflow: loss scale halved to {group['loss_scale']:g})"
-        group["updates_since_overflow"] += 1
-        if group["updates_since_overflow"] >= LOSS_SCALE_GROWTH_INTERVAL:
-            group["loss_scale"], group["updates_since_overflow"] = group["loss_scale"] * 2, 0
-        return ""
+        return optim.loss_scale(self.optimizer)
 
     def clip_gradients(self) -> float:
         """Clip the gradient norm to trainer.grad_clip; the norm before clipping (of the true,
@@ -495,30 +429,17 @@ class PolicyWorker:
         self.apply_config_to_optimizer()
 
     def apply_config_to_optimizer(self) -> None:
-        """After a resume: the run's trainer.lr, weight_decay and betas, not those the checkpoint's
-        optimizer state was saved with (it carries them, and loading it restores them); the
-        learning rate is set from the schedule at the resumed step, so a changed schedule applies
-        from the first step, not one step late."""
-        changed = []
-        saved_lrs = [group["lr"] for group in self.optimizer.param_groups]  # the checkpoint's next lr
-        for group, settings in zip(self.optimizer.param_groups, group_settings(self.cfg)):
-            wanted = {"initial_lr": settings["lr"], "weight_decay": settings["weight_decay"], "betas": settings["betas"]}
-            saved = {key: tuple(v) if isinstance(v, list) else v for key, v in group.items() if key in wanted}
-            changed += [f"{key} {saved[key]} -> {value}" for key, value in wanted.items() if saved.get(key, value) != value]
-            group.update(wanted)
-        self.scheduler.base_lrs = [self.cfg.lr] * len(self.optimizer.param_groups)
-        lrs = [base * schedule(self.scheduler.last_epoch)
-               for base, schedule in zip(self.scheduler.base_lrs, self.scheduler.lr_lambdas)]
-        for group, lr in zip(self.optimizer.param_groups, lrs):
-            group["lr"] = lr
-        self.scheduler._last_lr = lrs  # what get_last_lr() reports
-        if not math.isclose(saved_lrs[0], lrs[0], rel_tol=1e-9, abs_tol=0.0):  # a schedule that moved too
-            changed.append(f"learning rate at step {self.scheduler.last_epoch} {saved_lrs[0]:.4g} -> {lrs[0]:.4g} "
-                           "(trainer.lr, lr_schedule, warmup_steps, total_steps, min_lr_ratio)")
-        self._set_up_loss_scaling()
+        """After a resume: the run's optimizer settings and schedule
+        (:func:`dapo.trainer.optim.apply_config`), and loss scaling as this run computes."""
+        changed = optim.apply_config(self.optimizer, self.scheduler, self.cfg)
+        optim.set_up_loss_scaling(self.optimizer, self._float16())
         if changed:
             warnings.warn("resumed with this run's optimizer settings, not the checkpoint's: "
                           + ", ".join(sorted(set(changed))), stacklevel=2)
+
+    def _float16(self) -> bool:
+        """Whether the passes compute in float16 (autocast or a float16 policy): loss scaling."""
+        return self.cfg.autocast == "fp16" or next(self.model.parameters()).dtype == torch.float16
 
     def close(self) -> None:
         """Nothing to release in this process."""

@@ -1,0 +1,107 @@
+"""The policy's optimizer: AdamW, its learning-rate schedule, float16 dynamic loss scaling (kept
+in the optimizer's first param group, so every checkpoint carries it), and applying a resumed
+run's settings over a checkpoint's."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from dapo.config import TrainerConfig
+
+
+def build_optimizer(model: torch.nn.Module, cfg: TrainerConfig) -> torch.optim.Optimizer:
+    """AdamW with weight decay on matrices only (no decay on biases and norm weights)."""
+    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
+    groups = [{"params": params, **settings} for params, settings in zip((decay, no_decay), group_settings(cfg))]
+    return torch.optim.AdamW(groups, foreach=True)
+
+
+def group_settings(cfg: TrainerConfig) -> list[dict]:
+    """The config's AdamW settings of the two param groups (matrices; biases and norm weights)."""
+    shared = {"lr": cfg.lr, "betas": tuple(cfg.betas)}
+    return [{**shared, "weight_decay": cfg.weight_decay}, {**shared, "weight_decay": 0.0}]
+
+
+def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainerConfig, total_steps: int):
+    """Linear warm-up over ``warmup_steps`` TRAINING (rollout) steps, then constant or cosine
+    decay to the last step. As in verl, the schedule moves once per training step, not per
+    optimizer update: every update of training step s uses lr * factor(s)."""
+
+    def factor(step: int) -> float:
+        if step < cfg.warmup_steps:
+            return (step + 1) / (cfg.warmup_steps + 1)
+        if cfg.lr_schedule == "constant":
+            return 1.0
+        progress = (step - cfg.warmup_steps) / max(1, total_steps - cfg.warmup_steps)
+        cosine = 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+        return cfg.min_lr_ratio + (1.0 - cfg.min_lr_ratio) * cosine
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+# Dynamic loss scaling in float16 (trainer.autocast=fp16, or a float16 policy). The token-mean
+# divides the loss by the mini-batch's token count, so a long-response batch's per-token gradients
+# (about |A| / num_tokens, 1e-6 at 1M tokens) fall below float16's range in the backward pass and
+# flush to zero. The loss is multiplied by the scale before backward and the gradients divided by
+# it before clipping; an overflow (a non-finite gradient) halves the scale and skips the update,
+# and the scale doubles after LOSS_SCALE_GROWTH_INTERVAL updates without one (torch's GradScaler
+# defaults).
+LOSS_SCALE_INIT = 2.0**16
+LOSS_SCALE_GROWTH_INTERVAL = 2000
+
+
+def set_up_loss_scaling(optimizer: torch.optim.Optimizer, float16: bool) -> None:
+    """Dynamic loss scaling when computing in float16 (a resume keeps a saved scale); none otherwise."""
+    group = optimizer.param_groups[0]
+    if float16:
+        group.setdefault("loss_scale", LOSS_SCALE_INIT)
+        group.setdefault("updates_since_overflow", 0)
+    else:
+        group.pop("loss_scale", None)
+        group.pop("updates_since_overflow", None)
+
+
+def loss_scale(optimizer: torch.optim.Optimizer) -> float:
+    """The factor the loss is multiplied by before backward (1 unless computing in float16)."""
+    return optimizer.param_groups[0].get("loss_scale", 1.0)
+
+
+def rescale_after(optimizer: torch.optim.Optimizer, overflow: bool) -> str:
+    """Dynamic loss scaling's move after an update (float16 only): halve the scale on an
+    overflow, double it after a long run without one. A note for the skip warning."""
+    group = optimizer.param_groups[0]
+    if "loss_scale" not in group:
+        return ""
+    if overflow:
+        group["loss_scale"], group["updates_since_overflow"] = group["loss_scale"] / 2, 0
+        return f" (a float16 overflow: loss scale halved to {group['loss_scale']:g})"
+    group["updates_since_overflow"] += 1
+    if group["updates_since_overflow"] >= LOSS_SCALE_GROWTH_INTERVAL:
+        group["loss_scale"], group["updates_since_overflow"] = group["loss_scale"] * 2, 0
+    return ""
+
+
+def apply_config(optimizer: torch.optim.Optimizer, scheduler, cfg: TrainerConfig) -> list[str]:
+    """After a resume: the run's trainer.lr, weight_decay and betas, not those the checkpoint's
+    optimizer state was saved with (it carries them, and loading it restores them); the
+    learning rate is set from the schedule at the resumed step, so a changed schedule applies
+    from the first step, not one step late. Returns what changed, for the caller's warning."""
+    changed = []
+    saved_lrs = [group["lr"] for group in optimizer.param_groups]  # the checkpoint's next lr
+    for group, settings in zip(optimizer.param_groups, group_settings(cfg)):
+        wanted = {"initial_lr": settings["lr"], "weight_decay": settings["weight_decay"], "betas": settings["betas"]}
+        saved = {key: tuple(v) if isinstance(v, list) else v for key, v in group.items() if key in wanted}
+        changed += [f"{key} {saved[key]} -> {value}" for key, value in wanted.items() if saved.get(key, value) != value]
+        group.update(wanted)
+    scheduler.base_lrs = [cfg.lr] * len(optimizer.param_groups)
+    lrs = [base * schedule(scheduler.last_epoch) for base, schedule in zip(scheduler.base_lrs, scheduler.lr_lambdas)]
+    for group, lr in zip(optimizer.param_groups, lrs):
+        group["lr"] = lr
+    scheduler._last_lr = lrs  # what get_last_lr() reports
+    if not math.isclose(saved_lrs[0], lrs[0], rel_tol=1e-9, abs_tol=0.0):  # a schedule that moved too
+        changed.append(f"learning rate at step {scheduler.last_epoch} {saved_lrs[0]:.4g} -> {lrs[0]:.4g} "
+                       "(trainer.lr, lr_schedule, warmup_steps, total_steps, min_lr_ratio)")
+    return changed

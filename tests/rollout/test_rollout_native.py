@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import PAD_ID, VOCAB_SIZE, tiny_qwen2
 from rollout_helpers import LetterTokenizer, reference_filtered_logprobs, teacher_forced_logprobs
-from transformers import GPT2Config, GPT2LMHeadModel
+from transformers import GPT2Config, GPT2LMHeadModel, Qwen2Config, Qwen2ForCausalLM
 
 from dapo.rollout import NativeEngine, SamplingParams, llama_decoder
 
@@ -39,14 +39,29 @@ def test_logprobs_match_teacher_forced_forward(model_name: str, temperature: flo
     assert engine.last_path == ("llama" if fast_forward else "hf")
 
 
-def test_a_rope_that_follows_the_longest_position_takes_the_generic_path(qwen2: torch.nn.Module) -> None:
+def test_a_rope_that_follows_the_longest_position_takes_the_generic_path() -> None:
     """Dynamic NTK RoPE picks its frequencies from each forward call's longest position, which a
-    table built once for all positions cannot follow: refused, named, and served by Hugging Face's forward."""
-    qwen2.config.rope_parameters = {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}
-    assert "'dynamic'" in llama_decoder.unsupported_reason(qwen2, 64)
-    engine = NativeEngine(qwen2, PAD_ID)
+    table built once for all positions cannot follow: refused, named, and served by Hugging Face's
+    forward; also when the config no longer says so (the rotary module does)."""
+    model = Qwen2ForCausalLM(Qwen2Config(
+        vocab_size=VOCAB_SIZE, hidden_size=32, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=64, rope_parameters={"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}))
+    assert "'dynamic'" in llama_decoder.unsupported_reason(model, 64)
+    engine = NativeEngine(model.eval(), PAD_ID)
     engine.generate(PROMPTS, SamplingParams(max_new_tokens=2, seed=0))
     assert engine.last_path == "hf"
+    model.config.rope_parameters = {"rope_type": "default", "rope_theta": 10000.0}
+    assert "'dynamic'" in llama_decoder.unsupported_reason(model, 64)
+
+
+def test_the_rope_table_of_a_low_precision_model_decoded_in_float32_is_float32s(qwen2_yarn) -> None:
+    """The rotary module returns its input's dtype: the table must come from a float32 input (not
+    be bf16's cos/sin cast up), as Hugging Face's float32 forward of those weights computes it."""
+    model = qwen2_yarn.to(torch.bfloat16)
+    session = llama_decoder.LlamaDecodeSession(model, 40, 2, torch.float32)
+    cos, sin = model.model.rotary_emb(torch.zeros(1, 1, dtype=torch.float32), torch.arange(40)[None])
+    assert session.rope.dtype == torch.float32
+    assert torch.equal(session.rope[:, 0, 0], cos[0])  # the first query head's cos at every position
 
 
 def test_generic_path_serves_other_architectures() -> None:

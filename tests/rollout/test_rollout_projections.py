@@ -22,3 +22,7 @@ def test_a_folded_norm_weight_is_the_product_rounded_once_whatever_the_chunking(
         assert folded.dtype == dtype
         assert torch.equal(folded, expected), chunk_rows
     assert torch.equal(projections.scaled_to(weight, None, dtype), weight.to(dtype))
+    # a parameter (autograd on) and a low-precision weight with a float32 scale (promoted, as a product)
+    assert torch.equal(projections.scaled_to(weight.requires_grad_(), scale, dtype), expected)
+    low = weight.detach().to(torch.bfloat16)
+    assert torch.equal(projections.scaled_to(low, scale, dtype), (low * scale).to(dtype))

@@ -408,6 +408,12 @@ class TrainerConfig:
     device: str = "auto"
     # CPU threads for torch; 0 leaves torch's default.
     num_threads: int = 0
+    # Keep freed memory in the process for reuse (glibc malloc; dapo.trainer.allocator): large
+    # tensors are not mapped from the OS afresh and page-faulted in at every allocation, which on
+    # CPU costs more than the arithmetic for 100k-vocabulary logits and per-generate() weight
+    # copies. Resident memory then stays near its peak. False: glibc's defaults. No effect
+    # outside glibc (macOS, musl).
+    keep_freed_memory: bool = True
     # Mixed precision autocast for forward passes: "none", "bf16", "fp16" (with dynamic loss
     # scaling: see dapo.trainer.optim.LOSS_SCALE_INIT). A float16 model.dtype is scaled too, but
     # its gradients are stored in float16 and can still underflow: prefer float32 weights.

@@ -27,5 +27,7 @@ def length_following_rope(model: nn.Module) -> str | None:
     per_type = isinstance(rope, dict) and any(isinstance(v, dict) for v in rope.values())
     ropes = [v for v in rope.values() if isinstance(v, dict)] if per_type else [rope]
     types = [str(r.get("rope_type", r.get("type"))) for r in ropes if isinstance(r, dict)]
+    # and the rotary module's own type, which the config may no longer say (edited after the build)
+    types.append(str(getattr(getattr(getattr(model, "model", None), "rotary_emb", None), "rope_type", None)))
     # (transformers' own test for a dynamic RoPE is a substring one)
     return next((t for t in types if t == "longrope" or "dynamic" in t), None)

@@ -203,7 +203,8 @@ class LlamaDecodeSession:
         [-sin_1, sin_2], which saves the negate-and-concatenate; the value head's cos is 1 and
         its sin 0, so RoPE runs on the whole contiguous projection (see _rotate)."""
         positions = torch.arange(max_length, device=self.embed.device).unsqueeze(0)
-        cos, sin = rotary_emb(self.embed[:1].unsqueeze(0), positions)
+        # (the module returns its input's dtype: the compute dtype's, as when it read a cast table)
+        cos, sin = rotary_emb(self.embed[:1].to(self.dtype).unsqueeze(0), positions)
         cos, sin = cos[0].to(self.dtype), sin[0].to(self.dtype)
         half, groups = self.head_dim // 2, self.groups
         sin = torch.cat([-sin[:, :half], sin[:, half:]], dim=-1)

@@ -32,7 +32,7 @@ _SCALE_CHUNK_ENTRIES = 2**20
 
 def scaled_to(weight: torch.Tensor, scale: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor:
     """``weight * scale`` (a folded RMSNorm weight over its input columns; None: no scale) in
-    ``dtype``: the product in the weight's precision, rounded once, as ``(weight * scale).to(dtype)``.
+    ``dtype``: the product in their promoted precision, rounded once, as ``(weight * scale).to(dtype)``.
     On CPU a few rows at a time through one small buffer: the whole product would be a fresh temporary
     as large as the weight (545 MB in float32 for a 152k-vocabulary output layer) that glibc maps
     from the OS at every generate(), its page faults costing more than the arithmetic (that output
@@ -43,10 +43,12 @@ def scaled_to(weight: torch.Tensor, scale: torch.Tensor | None, dtype: torch.dty
         return (weight * scale).to(dtype)
     out = weight.new_empty(weight.shape, dtype=dtype)
     rows = max(1, _SCALE_CHUNK_ENTRIES // max(1, weight.shape[1]))
-    buffer = weight.new_empty(min(rows, weight.shape[0]), weight.shape[1])
-    for start in range(0, weight.shape[0], rows):
-        chunk = weight[start : start + rows]
-        out[start : start + rows].copy_(torch.mul(chunk, scale, out=buffer[: len(chunk)]))
+    product_dtype = torch.promote_types(weight.dtype, scale.dtype)
+    buffer = weight.new_empty(min(rows, weight.shape[0]), weight.shape[1], dtype=product_dtype)
+    with torch.no_grad():  # (out= takes no autograd; the decoder's weights are constants)
+        for start in range(0, weight.shape[0], rows):
+            chunk = weight[start : start + rows]
+            out[start : start + rows].copy_(torch.mul(chunk, scale, out=buffer[: len(chunk)]))
     return out
 
 

@@ -37,6 +37,7 @@ from dapo.preflight import check_run
 from dapo.rewards import RewardScorer
 from dapo.rewards.types import RewardResult
 from dapo.rollout import RolloutEngine
+from dapo.trainer.allocator import keep_freed_memory
 from dapo.trainer.batch import Sample, count_loss_tokens, split_mini_batches
 from dapo.trainer.checkpoint import rng_state, set_rng_state
 from dapo.trainer.evaluate import evaluate_held_out
@@ -81,6 +82,8 @@ class Trainer:
         check_run(cfg)  # files, device, extras, output_dir: every problem at once, before loading
         if cfg.trainer.num_threads > 0:
             torch.set_num_threads(cfg.trainer.num_threads)
+        if cfg.trainer.keep_freed_memory:
+            keep_freed_memory()
         torch.manual_seed(cfg.trainer.seed)
         self.state = RunState(cfg)  # first: takes the run directory's lock, before any loading
         self.policy: PolicyWorker | RayPolicyGroup | None = None

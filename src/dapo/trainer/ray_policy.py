@@ -51,6 +51,7 @@ from dapo.config.loading import config_from_dict, config_to_dict, with_absolute_
 from dapo.errors import UserError
 from dapo.rollout import create_engine
 from dapo.rollout.base import GenerationResult, SamplingParams, request_seed, tied_duplicates
+from dapo.trainer.allocator import keep_freed_memory
 from dapo.trainer.batch import Sample, count_loss_tokens, deal_prompts, split_across_ranks
 from dapo.trainer.checkpoint import (
     export_hf_from_shards,
@@ -107,6 +108,8 @@ class PolicyRank:
         device = resolve_device(cfg.trainer.device)
         # the cores Ray reserved for this rank, not every core of the node
         torch.set_num_threads(cfg.trainer.num_threads or max(1, int(cfg.resources.cpus_per_rank)))
+        if cfg.trainer.keep_freed_memory:
+            keep_freed_memory()
         if device.type == "cuda":
             torch.cuda.set_device(0)  # Ray gives each actor its own GPU as device 0
         dist.init_process_group(process_group_backend(device.type))

@@ -8,7 +8,9 @@ Both engines sample (temperature 1, no top-k/top-p) exactly ``--max-new-tokens``
 ``--repeats`` times, interleaved so background load hits both alike; the best run counts.
 Speedups are relative to ``model.generate`` on the float32 model (as the trainer holds it);
 ``model.generate bf16`` (a bf16 copy of the model) is shown for an equal-precision comparison
-with ``native bf16`` (``rollout.native_dtype=bfloat16``, the embedded default).
+with ``native bf16`` (``rollout.native_dtype=bfloat16``, the embedded default). The process keeps
+freed memory for reuse, as dapo-rl's trainer does (trainer.keep_freed_memory), for both engines
+alike; ``--glibc-default-allocator`` leaves glibc's malloc as it is.
 Run it alone on the machine (``flock /tmp/dapo-cpu.lock python benchmarks/bench_rollout.py``).
 """
 
@@ -29,6 +31,7 @@ from transformers import (
 
 from dapo.rollout import NativeEngine, SamplingParams
 from dapo.rollout.batching import left_pad, left_pad_mask
+from dapo.trainer.allocator import keep_freed_memory
 
 # Random-weight Qwen2 shapes: the built-in model's, and Qwen2.5-0.5B's (its config, random weights).
 SHAPES = {
@@ -110,14 +113,19 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--glibc-default-allocator", action="store_true",
+                        help="leave glibc's malloc as it is (default: keep freed memory, as dapo-rl's trainer does: "
+                             "trainer.keep_freed_memory)")
     args = parser.parse_args()
+    kept = not args.glibc_default_allocator and keep_freed_memory()
     if args.threads:
         torch.set_num_threads(args.threads)
     model, name = load_model(args)
     model.eval()
     vocab_size = model.get_input_embeddings().num_embeddings
     print(f"model: {name}, {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters")
-    print(f"threads: {torch.get_num_threads()}, max_new_tokens: {args.max_new_tokens}, best of {args.repeats}")
+    print(f"threads: {torch.get_num_threads()}, max_new_tokens: {args.max_new_tokens}, best of {args.repeats}, "
+          f"freed memory {'kept' if kept else 'returned (glibc default)'}")
     time_native(model, make_prompts(4, vocab_size, 0), 4)  # warm-up
     time_native(model, make_prompts(4, vocab_size, 0), 4, torch.bfloat16)
     bf16_model = copy.deepcopy(model).to(torch.bfloat16)

@@ -38,6 +38,7 @@ from trl.rewards import get_soft_overlong_punishment  # noqa: E402
 from dapo.config import DataConfig  # noqa: E402
 from dapo.data import load_problems  # noqa: E402
 from dapo.rewards import verify  # noqa: E402
+from dapo.trainer.allocator import keep_freed_memory  # noqa: E402
 
 
 class CorrectnessReward:
@@ -159,6 +160,9 @@ def make_config(settings: dict[str, Any], output_dir: str) -> GRPOConfig:
 
 def train_trl(settings: dict[str, Any], model_dir: str, work_dir: str) -> dict[str, Any]:
     """Train with TRL for ``settings["seconds"]`` and save the final policy to ``<work_dir>/final``."""
+    # the process setting dapo-rl's trainer makes (trainer.keep_freed_memory), so that both
+    # systems allocate alike
+    keep_freed_memory()
     torch.manual_seed(settings["seed"])
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     # eager for the update, the kernel dapo-rl's default config trains with (faster than sdpa here);

@@ -23,7 +23,8 @@ Both systems run at EQUAL precision, once per precision asked for (``--precision
 
 Each training run and each evaluation runs in its own subprocess (no shared state, and a clean
 peak-memory reading). Both training processes keep freed memory for reuse (dapo-rl's
-``trainer.keep_freed_memory``, its default; set in TRL's process too). Every system trains for the same wall-clock budget, then all final models are
+``trainer.keep_freed_memory``, its default; set in TRL's process too). Every system trains for
+the same wall-clock budget, then all final models are
 scored by the same sampled held-out evaluation (dapo-rl's ``evaluate_model``: same problems, same
 k samples each at temperature 1 / top-p 1, same seed, same verifier).
 

@@ -19,23 +19,26 @@ VOCAB_SIZE = 50
 PAD_ID = 0
 
 
-def tiny_qwen2(seed: int = 0) -> Qwen2ForCausalLM:
+def tiny_qwen2(seed: int = 0, rope: dict | None = None) -> Qwen2ForCausalLM:
+    """``rope``: the config's rope_parameters (default: plain RoPE, theta 10000)."""
     torch.manual_seed(seed)
     config = Qwen2Config(
         vocab_size=VOCAB_SIZE, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, intermediate_size=128, max_position_embeddings=256,
-        tie_word_embeddings=True, rope_theta=10000.0,
+        tie_word_embeddings=True, **({"rope_parameters": rope} if rope else {"rope_theta": 10000.0}),
     )
     return Qwen2ForCausalLM(config).eval()
 
 
-def tiny_llama(seed: int = 0) -> LlamaForCausalLM:
-    """Llama with o_proj/MLP biases and untied embeddings: covers the bias and lm_head paths."""
+def tiny_llama(seed: int = 0, rope: dict | None = None) -> LlamaForCausalLM:
+    """Llama with o_proj/MLP biases and untied embeddings: covers the bias and lm_head paths.
+    ``rope``: the config's rope_parameters (default: plain RoPE, theta 500)."""
     torch.manual_seed(seed)
     config = LlamaConfig(
         vocab_size=VOCAB_SIZE, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=1, intermediate_size=96, max_position_embeddings=256,
-        attention_bias=True, mlp_bias=True, tie_word_embeddings=False, rope_theta=500.0,
+        attention_bias=True, mlp_bias=True, tie_word_embeddings=False,
+        **({"rope_parameters": rope} if rope else {"rope_theta": 500.0}),
     )
     model = LlamaForCausalLM(config).eval()
     with torch.no_grad():  # random init leaves biases at zero; make them matter
@@ -45,29 +48,12 @@ def tiny_llama(seed: int = 0) -> LlamaForCausalLM:
     return model
 
 
-def tiny_llama3_rope(seed: int = 0) -> LlamaForCausalLM:
-    """Llama 3's scaled RoPE (its low frequencies divided by 8, a smooth band between), with an
-    original context of 16 positions so that the scaling shows at the tests' lengths."""
-    torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=VOCAB_SIZE, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, intermediate_size=96, max_position_embeddings=256, tie_word_embeddings=True,
-        rope_parameters={"rope_type": "llama3", "rope_theta": 500.0, "factor": 8.0, "low_freq_factor": 1.0,
-                         "high_freq_factor": 4.0, "original_max_position_embeddings": 16},
-    )
-    return LlamaForCausalLM(config).eval()
-
-
-def tiny_qwen2_yarn(seed: int = 0) -> Qwen2ForCausalLM:
-    """YaRN RoPE: interpolated frequencies and cos/sin scaled by its attention factor (1.14 here)."""
-    torch.manual_seed(seed)
-    config = Qwen2Config(
-        vocab_size=VOCAB_SIZE, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, intermediate_size=128, max_position_embeddings=256, tie_word_embeddings=True,
-        rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
-                         "original_max_position_embeddings": 8},
-    )
-    return Qwen2ForCausalLM(config).eval()
+# Llama 3's scaled RoPE (its low frequencies divided by 8, a smooth band between), with an original
+# context of 16 positions so that the scaling shows at the tests' lengths
+LLAMA3_ROPE = {"rope_type": "llama3", "rope_theta": 500.0, "factor": 8.0, "low_freq_factor": 1.0,
+               "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
+# YaRN: interpolated frequencies and cos/sin scaled by its attention factor (1.14 here)
+YARN_ROPE = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 8}
 
 
 def tiny_qwen3_moe(seed: int = 0, vocab_size: int = VOCAB_SIZE) -> Qwen3MoeForCausalLM:
@@ -102,9 +88,9 @@ def llama() -> LlamaForCausalLM:
 
 @pytest.fixture
 def llama3_rope() -> LlamaForCausalLM:
-    return tiny_llama3_rope()
+    return tiny_llama(rope=LLAMA3_ROPE)
 
 
 @pytest.fixture
 def qwen2_yarn() -> Qwen2ForCausalLM:
-    return tiny_qwen2_yarn()
+    return tiny_qwen2(rope=YARN_ROPE)

@@ -6,6 +6,7 @@ import pytest
 import torch
 from rollout_helpers import reference_filtered_logprobs
 
+from dapo.algo import logprobs as logprobs_module
 from dapo.rollout import sampling
 from dapo.rollout.base import SamplingParams
 from dapo.rollout.sampling import filter_logits, sample_next_tokens, validate_sampling_params
@@ -54,13 +55,13 @@ def test_chunks_of_rows_sample_what_the_whole_batch_would(monkeypatch, temperatu
     vocab = 3 * sampling._BLOCK + 11  # the two-level draw
     logits = (torch.randn(23, vocab, generator=torch.Generator().manual_seed(0)) * 3).bfloat16()
 
-    def sample(chunk_entries: int, batch: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        monkeypatch.setattr(sampling, "_CHUNK_ENTRIES", chunk_entries)
+    def sample(chunk_bytes: int, batch: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        monkeypatch.setattr(logprobs_module, "_CPU_CHUNK_BYTES", chunk_bytes)
         return sample_next_tokens(batch, temperature, top_k, top_p, torch.Generator().manual_seed(4))
 
     whole_tokens, whole_logprobs = sample(2**40, logits.float())
     for chunk_rows in (1, 5, 23):
-        tokens, logprobs = sample(chunk_rows * vocab, logits)
+        tokens, logprobs = sample(chunk_rows * vocab * 4, logits)  # float32 rows
         assert torch.equal(tokens, whole_tokens), chunk_rows
         assert torch.equal(logprobs, whole_logprobs), chunk_rows
         assert logprobs.dtype == torch.float32

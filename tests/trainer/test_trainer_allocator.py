@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from dapo.config import load_config
+from dapo.trainer import Trainer, loop
+from tests.trainer.conftest import tiny_config
 
 # Allocate a 64 MiB tensor, write it and free it, a few times (as training steps do); count the
 # page faults of the last time.
@@ -40,6 +41,10 @@ def test_a_freed_large_tensor_is_reused_without_page_faults() -> None:
     assert default > 4 * kept
 
 
-def test_keep_freed_memory_is_on_by_default_and_can_be_switched_off() -> None:
-    assert load_config([], overrides=[]).trainer.keep_freed_memory is True
-    assert load_config([], overrides=["trainer.keep_freed_memory=false"]).trainer.keep_freed_memory is False
+@pytest.mark.parametrize(("overrides", "told"), [((), 1), (("trainer.keep_freed_memory=false",), 0)])
+def test_the_trainer_keeps_freed_memory_unless_switched_off(monkeypatch, tiny_model_dir, reward_file, tmp_path,
+                                                            overrides, told) -> None:
+    calls = []
+    monkeypatch.setattr(loop, "keep_freed_memory", lambda: calls.append(True) or True)
+    Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *overrides)).close()
+    assert len(calls) == told

@@ -64,6 +64,13 @@ def _row_chunks(num_rows: int, chunk_size: int) -> list[slice]:
     return [slice(start, min(start + chunk_size, num_rows)) for start in range(0, num_rows, chunk_size)]
 
 
+def row_chunks(logits: Tensor) -> list[slice]:
+    """The rows of ``logits`` (N, V) in this module's default chunks (a 16 MiB float32 buffer on
+    CPU, 4096 rows on accelerators: see the module doc), for other passes over a batch's logits
+    (the rollout sampler's softmax)."""
+    return _row_chunks(logits.shape[0], _chunk_rows(logits, None))
+
+
 class _TokenLogProbs(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, logits: Tensor, labels: Tensor, temperature: float, chunk_size: int) -> Tensor:

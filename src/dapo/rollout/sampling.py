@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from dapo.algo.logprobs import row_chunks
 from dapo.rollout.base import SamplingParams
 
 
@@ -83,8 +84,6 @@ def filter_logits(logits: torch.Tensor, temperature: float, top_k: int, top_p: f
 # masses and one over the drawn block's tokens instead of over the whole vocabulary.
 _BLOCK = 1024
 _BELOW_ONE = 1.0 - 2.0**-52
-# Float32 entries per chunk of rows that sample_next_tokens filters and normalises at a time (8 MB).
-_CHUNK_ENTRIES = 2**21
 
 
 def sample_next_tokens(
@@ -101,22 +100,18 @@ def sample_next_tokens(
     top-k and top-p (see :func:`filter_logits`), in float32; tokens are drawn from pi_b by
     inverse transform sampling (:func:`_sample`), with no host sync.
 
-    On CPU rows go through in chunks of at most _CHUNK_ENTRIES float32 entries (13 rows of a 152k
-    vocabulary): every temporary of a whole batch's probabilities (64 rows: 39 MB) is a fresh
-    allocation that glibc maps from the OS, and its page faults cost more than the softmax
-    (a 64-row float32 softmax of Qwen2.5's vocabulary: 3.6 ms in memory already mapped, 12.8 ms
-    freshly mapped, on this project's CPU machine). The uniform draws are made for all rows first,
-    so the tokens do not depend on the chunking.
+    Rows go through in the chunks of the loss's log-probs (:func:`dapo.algo.logprobs.row_chunks`:
+    27 rows of a 152k vocabulary on CPU): a whole batch's float32 probabilities (64 rows: 39 MB)
+    would be fresh allocations that glibc maps from the OS at every step, their page faults costing
+    more than the softmax (a micro-benchmark: 12.8 ms freshly mapped, 3.6 ms in memory already
+    mapped). The uniform draws are made for all rows first, so the tokens do not depend on the
+    chunking.
     """
-    rows, vocab = logits.shape
-    uniform = _uniforms(rows, generator, logits.device)
-    # (accelerators' caching allocators reuse memory: there the whole batch at once)
-    chunk_rows = max(1, _CHUNK_ENTRIES // vocab) if logits.device.type == "cpu" else max(1, rows)
+    uniform = _uniforms(len(logits), generator, logits.device)
     tokens, logprobs = [], []
-    for start in range(0, max(rows, 1), chunk_rows):  # (no rows: one empty chunk, empty results)
-        chunk = logits[start : start + chunk_rows].float()
-        probs = torch.softmax(filter_logits(chunk, temperature, top_k, top_p), dim=-1)
-        chunk_tokens = _sample(probs, uniform[start : start + chunk_rows])
+    for rows in row_chunks(logits) or [slice(0, 0)]:  # (no rows: empty results)
+        probs = torch.softmax(filter_logits(logits[rows].float(), temperature, top_k, top_p), dim=-1)
+        chunk_tokens = _sample(probs, uniform[rows])
         tokens.append(chunk_tokens)
         logprobs.append(probs.gather(-1, chunk_tokens.unsqueeze(-1)).squeeze(-1).log())
     if len(tokens) == 1:

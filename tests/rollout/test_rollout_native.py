@@ -11,6 +11,7 @@ from rollout_helpers import LetterTokenizer, reference_filtered_logprobs, teache
 from transformers import GPT2Config, GPT2LMHeadModel, Qwen2Config, Qwen2ForCausalLM
 
 from dapo.rollout import NativeEngine, SamplingParams, llama_decoder
+from dapo.rollout.llama_weights import LlamaWeights
 
 PROMPTS = [[5, 6, 7], [8, 9, 10, 11, 12, 13, 14, 15], [3], [20, 21, 22, 23]]
 
@@ -58,7 +59,7 @@ def test_the_rope_table_of_a_low_precision_model_decoded_in_float32_is_float32s(
     """The rotary module returns its input's dtype: the table must come from a float32 input (not
     be bf16's cos/sin cast up), as Hugging Face's float32 forward of those weights computes it."""
     model = qwen2_yarn.to(torch.bfloat16)
-    session = llama_decoder.LlamaDecodeSession(model, 40, 2, torch.float32)
+    session = llama_decoder.LlamaDecodeSession(LlamaWeights(model, 2, torch.float32), 40, 2)
     cos, sin = model.model.rotary_emb(torch.zeros(1, 1, dtype=torch.float32), torch.arange(40)[None])
     assert session.rope.dtype == torch.float32
     assert torch.equal(session.rope[:, 0, 0], cos[0])  # the first query head's cos at every position

@@ -7,7 +7,8 @@ import copy
 
 import torch
 
-from dapo.rollout import NativeEngine
+from dapo.rollout import NativeEngine, native
+from dapo.rollout.llama_weights import LlamaWeights
 from dapo.trainer import Trainer
 from tests.trainer.conftest import tiny_config
 
@@ -80,3 +81,43 @@ def test_the_engine_sleeps_once_a_step_after_its_generation_rounds_and_before_th
     rounds = calls.index("sleep")
     assert rounds >= 2 and set(calls[:rounds]) == {"generate"}  # several rounds (2 prompts each), then sleep
     assert calls.count("sleep") == 1 and calls[rounds + 1] == "update" and calls[-1] == "sync_weights"
+
+
+def _prepared_weights_are_current(engine: NativeEngine) -> bool:
+    """Whether the native engine's kept weights equal those it would prepare from its model now."""
+    kept, (dtype, rows, _) = engine._weights, engine._weights_key
+    fresh = LlamaWeights(engine.model, rows, dtype)
+    projections = [(kept.lm_head, fresh.lm_head)]
+    for ours, theirs in zip(kept.layers, fresh.layers):
+        projections += [(ours.qkv, theirs.qkv), (ours.o_proj, theirs.o_proj), (ours.down_proj, theirs.down_proj),
+                        (ours.gate_up.gate, theirs.gate_up.gate)]
+        if ours.gate_up.split:
+            projections.append((ours.gate_up.up, theirs.gate_up.up))
+    return all(torch.equal(a.weight, b.weight) for a, b in projections)
+
+
+def test_the_trainers_own_engine_keeps_prepared_weights_only_while_they_are_current(
+        tiny_model_dir, reward_file, tmp_path, monkeypatch):
+    """The trainer's native engine shares the policy's tensors: its prepared (bf16, fused,
+    packed) weights are reused by a step's later generation rounds and by evaluation's chunks,
+    and never outlive an update."""
+    trainer = Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, "trainer.gen_prompts_per_round=2",
+                                  "eval.every_steps=1", "checkpoint.every_steps=0"))
+    engine, current, builds = trainer.engine, [], []
+    real_build = native.LlamaWeights
+    monkeypatch.setattr(native, "LlamaWeights", lambda *args: builds.append(1) or real_build(*args))
+    generate = engine.generate
+
+    def checked(*args, **kwargs):
+        result = generate(*args, **kwargs)
+        current.append(_prepared_weights_are_current(engine))
+        return result
+
+    engine.generate = checked
+    try:
+        trainer.train()
+    finally:
+        trainer.close()
+    assert engine.compute_dtype == torch.bfloat16 and engine.last_path == "llama"
+    assert len(current) >= 6 and all(current), current
+    assert len(builds) < len(current)  # kept across calls

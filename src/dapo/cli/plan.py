@@ -99,7 +99,7 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
         engine = f"{cfg.rollout.engine}, " + ("the trainer's own weights" if world == 1 else "a full copy of the weights")
         if world > 1:
             rows.append(("rollout engine (full copy)", n * param_bytes))
-        if cfg.rollout.engine == "native":  # its fast path fuses (and on CPU packs) the projections per generate()
+        if cfg.rollout.engine == "native":  # its fast path fuses (on CPU packs) the projections, kept until it sleeps
             decode_dtype = cfg.model.dtype if cfg.rollout.native_dtype == "model" else cfg.rollout.native_dtype
             rows.append((f"native engine's {decode_dtype} working weights", n * DTYPE_BYTES[decode_dtype]))
     lines = [

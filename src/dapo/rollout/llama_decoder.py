@@ -7,11 +7,11 @@ building, cache bookkeeping, module dispatch). This module computes the same fun
     h = h + W_down (SiLU(W_gate x) * W_up x),             x = RMSNorm(h)
     logits = W_lm RMSNorm(h)
 
-with a handful of tensor ops per layer, reading the model's own parameter tensors at every
-``generate`` (so in-place weight updates by the trainer are picked up automatically). Q/K/V
-projections are fused into one matmul, and so are gate/up, or their SiLU and product ride on two
-oneDNN matmuls as post-ops (:mod:`dapo.rollout.projections`). The prefill packs out the prompts'
-left padding everywhere but in attention. RoPE tables come from the model's own rotary module.
+with a handful of tensor ops per layer, on the model's weights as :mod:`dapo.rollout.llama_weights`
+prepares them (the engine rebuilds them when the model's change). Q/K/V projections are fused
+into one matmul, and so are gate/up, or their SiLU and product ride on two oneDNN matmuls as
+post-ops (:mod:`dapo.rollout.projections`). The prefill packs out the prompts' left padding
+everywhere but in attention. RoPE tables come from the model's own rotary module.
 Unsupported configurations (see :func:`unsupported_reason`) use the generic Hugging Face path
 instead.
 
@@ -26,14 +26,13 @@ Small decode batches on CPU keep the cache and attend in float32 (_FLOAT32_ATTEN
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from dapo.rollout.hf_compat import length_following_rope
-from dapo.rollout.projections import GatedUp, Projection, scaled_to
+from dapo.rollout.llama_weights import LlamaWeights
 
 _SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "mistral")
 # KV-cache slots added when the cache is full: at least this many, or a quarter of the length.
@@ -94,51 +93,20 @@ def architecture_reason(model: nn.Module) -> str | None:
     return None
 
 
-@dataclass
-class _LayerWeights:
-    input_norm: torch.Tensor | None  # None: folded into qkv (see LlamaDecodeSession.fold_norms)
-    qkv: Projection
-    o_proj: Projection
-    post_norm: torch.Tensor | None
-    gate_up: GatedUp
-    down_proj: Projection
-
-
 class LlamaDecodeSession:
-    """One generation's worth of state: fused weights, RoPE tables, KV cache, per-row padding."""
+    """One generation's worth of state: RoPE tables, KV cache, per-row padding, on prepared weights."""
 
-    def __init__(
-        self, model: nn.Module, max_length: int, rows: int, compute_dtype: torch.dtype | None = None
-    ) -> None:
-        """``rows``: the decode batch size (prompts x samples), a hint for packing weights.
-        ``compute_dtype``: run the decode in this dtype (e.g. bfloat16 on a float32 policy, about
-        2x faster on CPUs with bf16 units); weights are cast once per generate(), norm statistics
-        are accumulated in float32; logits come out in the compute dtype (the sampler reads them
-        in float32, a few rows at a time)."""
-        config, decoder = model.config, model.model
-        self.num_heads = config.num_attention_heads
-        self.num_kv_heads = config.num_key_value_heads
-        self.groups = self.num_heads // self.num_kv_heads  # G: query heads per KV head
-        attn0 = decoder.layers[0].self_attn
-        self.head_dim = attn0.head_dim
-        self.scaling = attn0.scaling
-        self.eps = config.rms_norm_eps
+    def __init__(self, weights: LlamaWeights, max_length: int, rows: int) -> None:
+        """``weights``: the model's, prepared for decoding in their compute dtype (norm statistics
+        are accumulated in float32; logits come out in the compute dtype, and the sampler reads
+        them in float32, a few rows at a time). ``rows``: the decode batch size (prompts x samples)."""
+        self.weights = weights
+        self.num_kv_heads, self.groups, self.head_dim = weights.num_kv_heads, weights.groups, weights.head_dim
+        self.scaling, self.eps, self.norm_floor = weights.scaling, weights.eps, weights.norm_floor
+        self.dtype, self.embed = weights.dtype, weights.embed
+        self.layers, self.final_norm, self.lm_head = weights.layers, weights.final_norm, weights.lm_head
         self.max_length = max_length
-        self.dtype = compute_dtype or decoder.embed_tokens.weight.dtype
-        # rows are looked up, then cast: no compute-dtype copy of the whole table per generate()
-        self.embed = decoder.embed_tokens.weight
-        # RMSNorm(x) * w followed by W is (x @ (W * w)^T) / rms(x): fold w into W and apply
-        # 1/rms(x) to the product, in float32 only (in low precision the rounding would differ from
-        # the trainer's forward, so a bf16 model keeps its norms as they are).
-        self.fold_norms = decoder.embed_tokens.weight.dtype == torch.float32
-        self.sqrt_hidden = config.hidden_size**0.5
-        self.norm_floor = torch.tensor((config.hidden_size * self.eps) ** 0.5, dtype=self.dtype, device=self.embed.device)
-        self.layers = [self._layer_weights(layer, rows) for layer in decoder.layers]
-        final_norm, head = decoder.norm.weight, model.lm_head
-        self.final_norm = None if self.fold_norms else final_norm.to(self.dtype)
-        head_scale = final_norm * self.sqrt_hidden if self.fold_norms else None
-        self.lm_head = self._projection(scaled_to(head.weight, head_scale, self.dtype), head.bias, rows)
-        self.rope = self._rope_tables(decoder.rotary_emb, max_length)
+        self.rope = weights.rope_tables(max_length)
         on_cpu = self.embed.device.type == "cpu"
         self.attention_dtype = torch.float32 if on_cpu and rows <= _FLOAT32_ATTENTION_MAX_ROWS else self.dtype
         self.cache = torch.empty(0)
@@ -149,68 +117,6 @@ class LlamaDecodeSession:
         self.length = 0  # cache slots filled
         self._views_of: torch.Tensor | None = None  # the cache that _views were made of
         self._views: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
-
-    def _layer_weights(self, layer: nn.Module, rows: int) -> _LayerWeights:
-        attn, mlp = layer.self_attn, layer.mlp
-        input_norm, post_norm = layer.input_layernorm.weight, layer.post_attention_layernorm.weight
-        qkv_weight, qkv_bias = self._grouped_qkv(attn)
-        qkv_weight = scaled_to(qkv_weight, input_norm * self.sqrt_hidden if self.fold_norms else None, self.dtype)
-        post_scale = post_norm * self.sqrt_hidden if self.fold_norms else None
-        gate_up = GatedUp(
-            mlp.gate_proj, mlp.up_proj, post_scale, self.dtype, lambda w, b: self._projection(w, b, rows)
-        )
-        return _LayerWeights(
-            None if self.fold_norms else input_norm.to(self.dtype),
-            self._projection(qkv_weight, qkv_bias, rows),
-            self._projection(attn.o_proj.weight, attn.o_proj.bias, rows),
-            None if self.fold_norms else post_norm.to(self.dtype),
-            gate_up,
-            self._projection(mlp.down_proj.weight, mlp.down_proj.bias, rows),
-        )
-
-    def _grouped_qkv(self, attn: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Q, K and V projections fused, their output rows ordered by KV head: for each KV head,
-        its G = H/Hkv query heads, then its key head, then its value head. A token's projection
-        viewed as (Hkv, G+2, d) then holds each attention pair's queries, key and value together,
-        so one strided view of it is the (B*Hkv, G, d) query batch of a decode step, and K and V go
-        to the cache in one copy."""
-        groups = self.groups
-
-        def by_kv_head(tensor: torch.Tensor, heads_per_kv: int) -> torch.Tensor:
-            return tensor.reshape(self.num_kv_heads, heads_per_kv, self.head_dim, *tensor.shape[1:])
-
-        def layout(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-            parts = [by_kv_head(q, groups), by_kv_head(k, 1), by_kv_head(v, 1)]
-            return torch.cat(parts, dim=1).flatten(0, 2)
-
-        projections = (attn.q_proj, attn.k_proj, attn.v_proj)
-        weight = layout(*(p.weight for p in projections))
-        if all(p.bias is None for p in projections):
-            return weight, None
-        biases = [p.bias if p.bias is not None else weight.new_zeros(p.out_features) for p in projections]
-        return weight, layout(*biases)
-
-    def _projection(
-        self, weight: torch.Tensor, bias: torch.Tensor | None, rows: int
-    ) -> Projection:
-        return Projection(
-            weight.to(self.dtype), None if bias is None else bias.to(self.dtype), rows
-        )
-
-    def _rope_tables(self, rotary_emb: nn.Module, max_length: int) -> torch.Tensor:
-        """cos and sign-folded sin for a token's whole Q/K/V projection, (max_length, 2, G+2,
-        head_dim) (one gather per step for both): rotate_half(x) * sin equals roll(x, d/2) *
-        [-sin_1, sin_2], which saves the negate-and-concatenate; the value head's cos is 1 and
-        its sin 0, so RoPE runs on the whole contiguous projection (see _rotate)."""
-        positions = torch.arange(max_length, device=self.embed.device).unsqueeze(0)
-        # (the module returns its input's dtype: the compute dtype's, as when it read a cast table)
-        cos, sin = rotary_emb(self.embed[:1].to(self.dtype).unsqueeze(0), positions)
-        cos, sin = cos[0].to(self.dtype), sin[0].to(self.dtype)
-        half, groups = self.head_dim // 2, self.groups
-        sin = torch.cat([-sin[:, :half], sin[:, half:]], dim=-1)
-        value_cos, value_sin = torch.ones_like(cos), torch.zeros_like(sin)
-        cos = torch.stack([cos] * (groups + 1) + [value_cos], dim=1)
-        return torch.stack([cos, torch.stack([sin] * (groups + 1) + [value_sin], dim=1)], dim=1)
 
     def _rotate(self, qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """RoPE of the queries and keys in ``qkv`` (..., G+2, d), a new tensor: three ops over the

@@ -5,7 +5,9 @@ token per live row with :func:`sample_next_tokens`, which also gives the behavio
 log pi_b(token) under the distribution actually sampled from. Rows that hit a stop token or stop
 string are recorded as finished and dropped from the batch once enough of them accumulate, so
 finished rows cost (almost) nothing. Llama-family models run a lean functional forward
-(:mod:`dapo.rollout.llama_decoder`); others run their own Hugging Face forward.
+(:mod:`dapo.rollout.llama_decoder`) on weights prepared for it (:mod:`dapo.rollout.llama_weights`),
+kept across generate() calls while the model's weights stay as they were; others run their own
+Hugging Face forward.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from dapo.rollout.batching import (
     within_lengths,
 )
 from dapo.rollout.hf_decoder import HFDecodeSession
+from dapo.rollout.llama_weights import LlamaWeights, weights_key
 from dapo.rollout.sampling import make_generator, sample_next_tokens
 from dapo.rollout.stopping import StopStringMatcher
 
@@ -65,7 +68,13 @@ class _Outputs:
 
 
 class NativeEngine:
-    """Rollout engine on a reference to the trainer's model; weight updates are seen directly."""
+    """Rollout engine on a reference to the trainer's model.
+
+    Weight updates are seen without a copy: the fast path's prepared weights (cast, fused,
+    packed) are rebuilt at the next generate() after ``sync_weights`` or after any in-place write
+    the parameters' version counters record (optimizer steps, ``load_state_dict``); writes they do
+    not record (through ``param.data``, a fused optimizer) need ``sync_weights``, as the trainer
+    calls after every update. ``sleep`` releases them."""
 
     def __init__(
         self,
@@ -86,12 +95,14 @@ class NativeEngine:
         self.tokenizer = tokenizer
         self.fast_forward = fast_forward  # False forces the generic Hugging Face forward
         self.last_path = ""  # "llama" or "hf": which forward the last generate() used
+        self._weights: LlamaWeights | None = None  # the fast path's, prepared for _weights_key
+        self._weights_key: object = None
 
     def _open_session(self, max_length: int, rows: int) -> DecodeSession:
         reason = llama_decoder.unsupported_reason(self.model, max_length) if self.fast_forward else "fast_forward=False"
         if reason is None:
             self.last_path = "llama"
-            return llama_decoder.LlamaDecodeSession(self.model, max_length, rows, self.compute_dtype)
+            return llama_decoder.LlamaDecodeSession(self._prepared_weights(rows), max_length, rows)
         if self.last_path != "hf" and self.compute_dtype not in (None, next(self.model.parameters()).dtype):
             warnings.warn(f"rollout.native_dtype={str(self.compute_dtype).removeprefix('torch.')} has no effect: "
                           f"the native engine's fast path does not run this model ({reason}), and its generic "
@@ -120,6 +131,16 @@ class NativeEngine:
         completions = build_completions(token_ids, logprobs, outputs.stopped, params.n)
         return GenerationResult(completions, time.perf_counter() - start, sum(outputs.lengths))
 
+    def _prepared_weights(self, rows: int) -> LlamaWeights:
+        """The fast path's weights for ``rows`` decode rows: the kept ones while the model's
+        weights, the compute dtype and the row count are those they were prepared for."""
+        key = weights_key(self.model, self.compute_dtype, rows)
+        if key is None or self._weights is None or key != self._weights_key:
+            self._weights = None  # the old set goes before the new one is built: one copy at a time
+            self._weights = LlamaWeights(self.model, rows, self.compute_dtype)
+            self._weights_key = key
+        return self._weights
+
     def _check_finite(self, outputs: _Outputs) -> None:
         """A NaN or infinite logit samples noise with a NaN log-prob, which would reach the loss.
         Only each response's own positions count: a finished row decodes on past its end until
@@ -137,18 +158,22 @@ class NativeEngine:
         raise RuntimeError(f"the policy's next-token logits were not finite (row {row} of the batch): {why}")
 
     def sync_weights(self, model: Weights) -> None:
-        """No-op for the trainer's own model (shared tensors); otherwise copy its weights in."""
+        """Copy ``model``'s weights in (none to copy from the trainer's own model, whose tensors
+        this engine holds); the prepared weights are rebuilt at the next generate()."""
+        self._weights = None
         if model is not self.model:
             copy_weights(self.model, model)
 
     def sleep(self) -> None:
-        """Nothing to release: the KV cache lives only during generate()."""
+        """Release the prepared weights (the KV cache lives only during generate())."""
+        self._weights = None
 
     def wake_up(self) -> None:
-        """Nothing to re-acquire."""
+        """Nothing to re-acquire: generate() prepares the weights it needs."""
 
     def close(self) -> None:
-        """Nothing to release: the model is the trainer's."""
+        """Release the prepared weights (the model is the trainer's)."""
+        self._weights = None
 
 
 def _sample_loop(

@@ -1,6 +1,6 @@
 """Linear layers as the native decoder runs them: pre-packed weights, post-ops fused into the matmul.
 
-On CPU a weight is reordered once per generate() into the layout its matmul library wants (MKL
+On CPU a weight is reordered once (per weight change) into the layout its matmul library wants (MKL
 for float32, oneDNN for bfloat16) instead of at every call, and oneDNN applies an activation, a
 product or a residual add to the float32 accumulator of the same call (one op instead of two or
 three over the output). Elsewhere (GPU, float16) plain F.linear.
@@ -72,7 +72,7 @@ class Projection:
 
     Folded RMSNorms are applied to the input: RMSNorm(x) W'^T = (x / rms(x)) W'^T with the
     norm's weight folded into W', so the norm costs one reduction and one division. On
-    CPU the weight is pre-packed once per generate() (MKL for float32, oneDNN for bfloat16), which
+    CPU the weight is pre-packed once per weight change (MKL for float32, oneDNN for bfloat16), which
     saves re-packing it at every call: bit-identical results, 1.3-1.5x faster small-batch matmuls."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, rows_hint: int) -> None:

@@ -41,12 +41,13 @@ from dapo.trainer.allocator import keep_freed_memory
 from dapo.trainer.batch import Sample, count_loss_tokens, split_mini_batches
 from dapo.trainer.checkpoint import rng_state, set_rng_state
 from dapo.trainer.evaluate import evaluate_held_out
-from dapo.trainer.policy import LogprobPass, PolicyWorker, UpdateStats
+from dapo.trainer.policy import PolicyWorker
 from dapo.trainer.run_state import RunState
 from dapo.trainer.sampler import DynamicSampler, PromptStream, SamplingReport
 from dapo.trainer.scoring import RewardFailureWatch, completion_records, score_completions
 from dapo.trainer.setup import RunSetup, build_run, load_reference_model, make_sampling_params
 from dapo.trainer.step_metrics import rollout_metrics, update_metrics
+from dapo.trainer.update_stats import LogprobPass, UpdateStats
 
 if TYPE_CHECKING:
     from dapo.trainer.ray_policy import RayPolicyGroup

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import math
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -20,7 +19,6 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from dapo.algo import (
     POLICY_LOSSES,
-    PolicyLossStats,
     aggregate_loss,
     entropy_from_logits,
     kl_penalty,
@@ -42,51 +40,7 @@ from dapo.trainer.mixed_precision import Bf16ComputeWeights, cast_parameters
 from dapo.trainer.native_forward import native_forward_reason, native_shared_prompt_logits
 from dapo.trainer.packed_attention import packed_logits, use_packed_attention
 from dapo.trainer.shared_prompt import check_shared_prompt, shared_prompt_logits
-
-
-@dataclass
-class LogprobPass:
-    """Result of a no-grad log-prob pass over a batch (sums over response tokens)."""
-
-    logprobs: list[list[float]] = field(default_factory=list)
-    tokens: float = 0.0
-    entropy_sum: float = 0.0
-    # Over the tokens of responses sampled this step only: a carried-over response's rollout
-    # log-probs are an older policy's, so its gap would add a step of training to the mismatch.
-    mismatch_tokens: float = 0.0
-    mismatch_abs_sum: float = 0.0  # sum |log pi_old_trainer - log pi_rollout|
-    mismatch_kl_sum: float = 0.0  # sum of k3 estimates of KL(pi_rollout || pi_old_trainer)
-
-    @staticmethod
-    def sum_of(parts: list[LogprobPass], logprobs: list[list[float]] | None = None) -> LogprobPass:
-        """The sums of several passes (e.g. one per data-parallel rank), with ``logprobs`` given."""
-        total = LogprobPass(logprobs=logprobs or [])
-        for part in parts:
-            total.tokens += part.tokens
-            total.entropy_sum += part.entropy_sum
-            total.mismatch_tokens += part.mismatch_tokens
-            total.mismatch_abs_sum += part.mismatch_abs_sum
-            total.mismatch_kl_sum += part.mismatch_kl_sum
-        return total
-
-
-@dataclass
-class UpdateStats:
-    """One optimizer update: its loss and gradient norm, and the policy-loss sums (clip counts,
-    KL, token count) of its micro-batches, added up."""
-
-    loss: float = 0.0  # what was minimised: pg_loss - entropy bonus + KL penalty
-    pg_loss: float = 0.0  # the policy-gradient loss alone
-    policy: PolicyLossStats | None = None  # None until a micro-batch has been computed
-    grad_norm: float = 0.0
-    skipped: bool = False  # the update was dropped because the loss or gradient was not finite
-    # no update was made because no token of the mini-batch is in the loss (every response masked
-    # by overlong filtering): AdamW would still move the weights by momentum and weight decay
-    empty: bool = False
-    diagnostics: LogprobPass | None = None  # entropy / mismatch sums, for on-policy updates
-    # sum over the loss's tokens of the KL penalty's estimate to the reference model (a 0-dim
-    # tensor; None without the penalty: algorithm.kl_coef = 0, which several ranks require)
-    ref_kl_sum: torch.Tensor | None = None
+from dapo.trainer.update_stats import LogprobPass, UpdateStats
 
 
 class PolicyWorker:

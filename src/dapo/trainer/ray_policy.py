@@ -67,9 +67,10 @@ from dapo.trainer.fsdp import (
     process_group_backend,
     shard_from_rank0,
 )
-from dapo.trainer.policy import LogprobPass, PolicyWorker, UpdateStats
+from dapo.trainer.policy import PolicyWorker
 from dapo.trainer.run_dir import RunDirError
 from dapo.trainer.setup import load_model_and_tokenizer, resolve_device, vllm_options
+from dapo.trainer.update_stats import LogprobPass, UpdateStats
 
 RANK_SEED_STRIDE = 7_919  # rank r's torch seed: trainer.seed + r * this
 

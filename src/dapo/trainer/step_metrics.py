@@ -5,8 +5,8 @@ from __future__ import annotations
 from dapo.algo import PolicyLossStats
 from dapo.rewards.types import RewardResult
 from dapo.trainer.batch import Sample
-from dapo.trainer.policy import UpdateStats
 from dapo.trainer.sampler import SamplingReport
+from dapo.trainer.update_stats import UpdateStats
 
 
 def _mean(values: list[float]) -> float:

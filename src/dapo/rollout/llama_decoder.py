@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from dapo.rollout.hf_compat import length_following_rope
-from dapo.rollout.llama_weights import LlamaWeights
+from dapo.rollout.llama_weights import LayerWeights, LlamaWeights
 
 _SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "mistral")
 # KV-cache slots added when the cache is full: at least this many, or a quarter of the length.
@@ -199,8 +199,7 @@ class LlamaDecodeSession:
                 hidden = hidden[last]
             else:
                 out = self._attend(padded, keys, values, bias).flatten(0, 1)[real]
-            hidden = w.o_proj.add_to(out, hidden)
-            hidden = w.down_proj.add_to(self._normed_projection(hidden, w.post_norm, w.gate_up), hidden)
+            hidden = self._after_attention(w, out, hidden)
         self.length = length
         return self._normed_projection(hidden, self.final_norm, self.lm_head)
 
@@ -222,10 +221,14 @@ class LlamaDecodeSession:
             grouped = qkv[:, :, :groups].reshape(pairs, groups, self.head_dim)  # a view
             scores = torch.baddbmm(bias, grouped.to(keys_t.dtype), keys_t, alpha=self.scaling)
             out = torch.bmm(scores.softmax(dim=-1), values).view(batch, -1).to(self.dtype)
-            hidden = w.o_proj.add_to(out, hidden)
-            hidden = w.down_proj.add_to(self._normed_projection(hidden, w.post_norm, w.gate_up), hidden)
+            hidden = self._after_attention(w, out, hidden)
         self.length = slot + 1
         return self._normed_projection(hidden, self.final_norm, self.lm_head)
+
+    def _after_attention(self, w: LayerWeights, attention_out: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+        """The rest of a layer: h = h + W_o attn; h = h + W_down (SiLU(W_gate x) * W_up x), x = RMSNorm(h)."""
+        hidden = w.o_proj.add_to(attention_out, hidden)
+        return w.down_proj.add_to(self._normed_projection(hidden, w.post_norm, w.gate_up), hidden)
 
     def _layer_views(self, index: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Layer ``index``'s cache as (slots, 2, B, Hkv, d) (a slot's K and V, written per step),

@@ -8,16 +8,19 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 
 import pytest
 import torch
+import torch.distributed as dist
 from transformers import AutoModelForCausalLM
 
 from dapo.trainer import Trainer
 from dapo.trainer.checkpoint import SHARDED_DIR, load_trainer_state
 from dapo.trainer.metrics import read_metrics
+from dapo.trainer.ray_policy import PolicyRank
 from dapo.trainer.run_dir import MODEL_CONFIG_FILE, RunDirError
 from tests.trainer.conftest import tiny_config
 from tests.trainer.test_trainer_e2e import assert_sigkill_then_resume_is_bit_identical
@@ -254,3 +257,15 @@ def test_the_ranks_get_absolute_paths_a_rank_on_another_node_can_follow(tmp_path
     assert [f["path"] for f in ranks["reward"]["functions"]] == [f"{tmp_path / 'rewards.py'}:fn", "my_module:fn"]
     builtin = with_absolute_paths(config_to_dict(load_config([], [])))
     assert builtin["model"]["path"] == "builtin" and builtin["model"]["tokenizer_path"] is None
+
+
+def test_rank_zero_holds_the_rendezvous_port_from_the_moment_it_names_it():
+    """The port the driver hands to the other ranks is already bound by rank 0's store: no other
+    process on the node can take it before they join (a port found free, then closed, could be)."""
+    rank0 = PolicyRank({}, rank=0, world_size=2)
+    host, port = rank0.rendezvous_address()
+    with socket.socket() as other, pytest.raises(OSError):
+        other.bind(("", port))
+    joining = dist.TCPStore(host, port, 2, is_master=False)  # where rank 1 joins
+    joining.set("seen", "yes")
+    assert rank0.store.get("seen") == b"yes"

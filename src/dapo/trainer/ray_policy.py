@@ -35,7 +35,6 @@ import dataclasses
 import math
 import os
 import signal
-import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -84,13 +83,18 @@ class PolicyRank:
 
     def __init__(self, config: dict, rank: int, world_size: int) -> None:
         self.config, self.rank, self.world_size = config, rank, world_size
+        self.store: dist.TCPStore | None = None  # rank 0's rendezvous (rendezvous_address)
 
     def rendezvous_address(self) -> tuple[str, int]:
-        """Rank 0's: its node's address and a port free there, where the others join its process
-        group (the driver's node may hold no rank at all on a cluster)."""
+        """Rank 0's: its node's address (the driver's node may hold no rank at all on a cluster)
+        and the port of the store where the others join its process group. The store listens from
+        here on, on a port the OS picked for it: no other process can take the port between its
+        choice and the others' joining, as one found free and closed again could be."""
         import ray  # in a Ray actor: installed
 
-        return ray.util.get_node_ip_address(), _free_port()
+        host = ray.util.get_node_ip_address()
+        self.store = dist.TCPStore(host, 0, self.world_size, is_master=True, wait_for_workers=False)
+        return host, self.store.port
 
     def setup(self, master: tuple[str, int]) -> float:
         """Join the process group at ``master``, take this rank's shard of the policy, build its
@@ -113,7 +117,8 @@ class PolicyRank:
             keep_freed_memory()
         if device.type == "cuda":
             torch.cuda.set_device(0)  # Ray gives each actor its own GPU as device 0
-        dist.init_process_group(process_group_backend(device.type))
+        store = self.store if rank == 0 else dist.TCPStore(master[0], master[1], world_size, is_master=False)
+        dist.init_process_group(process_group_backend(device.type), store=store, rank=rank, world_size=world_size)
         mesh = init_device_mesh(device.type, (world_size,))
         # only rank 0 reads the weights, into CPU memory; the others build the structure on the
         # meta device, and each rank receives its shard (shard_from_rank0)
@@ -192,12 +197,6 @@ class PolicyRank:
         self.policy.load_shards(Path(directory))
         load_rank_rng(directory, self.rank)
         return self.policy.lr
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("", 0))  # every interface: the other nodes' ranks connect to it
-        return sock.getsockname()[1]
 
 
 @contextlib.contextmanager

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from dapo.rollout.projections import GatedUp, Projection, scaled_to
+from dapo.rollout.projections import GatedUp, Projection, biases_or_zeros, scaled_to
 
 
 def weights_key(model: nn.Module, compute_dtype: torch.dtype | None, rows: int) -> Hashable | None:
@@ -108,11 +108,8 @@ class LlamaWeights:
             return torch.cat(parts, dim=1).flatten(0, 2)
 
         projections = (attn.q_proj, attn.k_proj, attn.v_proj)
-        weight = layout(*(p.weight for p in projections))
-        if all(p.bias is None for p in projections):
-            return weight, None
-        biases = [p.bias if p.bias is not None else weight.new_zeros(p.out_features) for p in projections]
-        return weight, layout(*biases)
+        biases = biases_or_zeros(projections)
+        return layout(*(p.weight for p in projections)), None if biases is None else layout(*biases)
 
     def _projection(self, weight: torch.Tensor, bias: torch.Tensor | None, rows: int) -> Projection:
         return Projection(weight.to(self.dtype), None if bias is None else bias.to(self.dtype), rows)

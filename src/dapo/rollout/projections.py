@@ -18,12 +18,15 @@ from torch import nn
 def fused(linears: list[nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Concatenate Linear layers along their outputs: one matmul computes all of them."""
     weight = torch.cat([lin.weight for lin in linears], dim=0)
+    biases = biases_or_zeros(linears)
+    return weight, None if biases is None else torch.cat(biases)
+
+
+def biases_or_zeros(linears: list[nn.Linear] | tuple[nn.Linear, ...]) -> list[torch.Tensor] | None:
+    """Each layer's bias, zeros for a layer without one (to be fused with others'); None if none has one."""
     if all(lin.bias is None for lin in linears):
-        return weight, None
-    biases = [
-        lin.bias if lin.bias is not None else weight.new_zeros(lin.out_features) for lin in linears
-    ]
-    return weight, torch.cat(biases)
+        return None
+    return [lin.bias if lin.bias is not None else lin.weight.new_zeros(lin.out_features) for lin in linears]
 
 
 # Entries of the full-precision product that scaled_to computes at a time (4 MB in float32).

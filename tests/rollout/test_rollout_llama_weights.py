@@ -67,11 +67,17 @@ def _write_in_place(model: torch.nn.Module) -> None:
         model.model.layers[1].mlp.down_proj.weight.mul_(-1)
 
 
-@pytest.mark.parametrize("change", [_adamw_step, _load_other_weights, _replace_a_tensor, _write_in_place])
+def _scale_rope_frequencies(model: torch.nn.Module) -> None:
+    model.model.rotary_emb.inv_freq.mul_(0.25)  # a buffer: the RoPE table is built from it
+
+
+@pytest.mark.parametrize(
+    "change", [_adamw_step, _load_other_weights, _replace_a_tensor, _write_in_place, _scale_rope_frequencies])
 @pytest.mark.parametrize("compute_dtype", [None, torch.bfloat16])
 def test_a_recorded_weight_change_is_sampled_from_without_a_sync(change, compute_dtype) -> None:
     """Optimizer steps, load_state_dict, in-place writes and replaced tensors move a parameter's
-    version counter or storage: the next generate() prepares the weights again."""
+    (or the RoPE frequencies buffer's) version counter or storage: the next generate() prepares
+    the weights again."""
     model = tiny_qwen2()
     engine = NativeEngine(model, PAD_ID, compute_dtype=compute_dtype)
     before = _outputs(engine)
@@ -115,3 +121,17 @@ def test_a_model_made_under_inference_mode_is_prepared_at_every_call(builds: lis
         model.lm_head.weight.mul_(2)  # tied to the embedding: both change
     assert _outputs(engine) == _fresh(model, None) != first
     assert len(builds) == 3
+
+
+def test_a_replaced_tensors_old_storage_is_kept_while_the_key_holds_its_address() -> None:
+    """The key names storages by address: the engine keeps the tensors it read alive, so a
+    replacement cannot be allocated where the old one was and pass for it."""
+    model = tiny_qwen2()
+    engine = NativeEngine(model, PAD_ID)
+    _outputs(engine)
+    old_address = model.lm_head.weight.data_ptr()
+    model.lm_head.weight.data = model.lm_head.weight.data.clone()
+    assert any(t.data_ptr() == old_address for t in engine._key_tensors)
+    assert model.lm_head.weight.data_ptr() != old_address
+    engine.sleep()
+    assert engine._key_tensors == []

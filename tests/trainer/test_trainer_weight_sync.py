@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 import torch
 
 from dapo.rollout import NativeEngine, native
@@ -84,25 +85,30 @@ def test_the_engine_sleeps_once_a_step_after_its_generation_rounds_and_before_th
 
 
 def _prepared_weights_are_current(engine: NativeEngine) -> bool:
-    """Whether the native engine's kept weights equal those it would prepare from its model now."""
+    """Whether the native engine's kept weights compute what those it would prepare from its model
+    now compute: every projection (packed weights and biases) on a probe input, norms, RoPE."""
     kept, (dtype, rows, _) = engine._weights, engine._weights_key
     fresh = LlamaWeights(engine.model, rows, dtype)
-    projections = [(kept.lm_head, fresh.lm_head)]
+    hidden = engine.model.config.hidden_size
+    probe = torch.randn(rows, hidden, generator=torch.Generator().manual_seed(0)).to(kept.dtype)
+    pairs = [(kept.lm_head(probe), fresh.lm_head(probe)), (kept.rope_tables(16), fresh.rope_tables(16))]
     for ours, theirs in zip(kept.layers, fresh.layers):
-        projections += [(ours.qkv, theirs.qkv), (ours.o_proj, theirs.o_proj), (ours.down_proj, theirs.down_proj),
-                        (ours.gate_up.gate, theirs.gate_up.gate)]
-        if ours.gate_up.split:
-            projections.append((ours.gate_up.up, theirs.gate_up.up))
-    return all(torch.equal(a.weight, b.weight) for a, b in projections)
+        attention_out = probe.new_ones(rows, ours.o_proj.weight.shape[1])
+        pairs += [(ours.qkv(probe), theirs.qkv(probe)), (ours.o_proj(attention_out), theirs.o_proj(attention_out)),
+                  (ours.down_proj(ours.gate_up(probe)), theirs.down_proj(theirs.gate_up(probe)))]
+        pairs += [(a, b) for a, b in [(ours.input_norm, theirs.input_norm), (ours.post_norm, theirs.post_norm)]
+                  if a is not None]
+    return all(torch.equal(a, b) for a, b in pairs)
 
 
+@pytest.mark.parametrize("native_dtype", ["bfloat16", "model"])
 def test_the_trainers_own_engine_keeps_prepared_weights_only_while_they_are_current(
-        tiny_model_dir, reward_file, tmp_path, monkeypatch):
+        tiny_model_dir, reward_file, tmp_path, monkeypatch, native_dtype):
     """The trainer's native engine shares the policy's tensors: its prepared (bf16, fused,
     packed) weights are reused by a step's later generation rounds and by evaluation's chunks,
     and never outlive an update."""
     trainer = Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, "trainer.gen_prompts_per_round=2",
-                                  "eval.every_steps=1", "checkpoint.every_steps=0"))
+                                  "eval.every_steps=1", "checkpoint.every_steps=0", f"rollout.native_dtype={native_dtype}"))
     engine, current, builds = trainer.engine, [], []
     real_build = native.LlamaWeights
     monkeypatch.setattr(native, "LlamaWeights", lambda *args: builds.append(1) or real_build(*args))
@@ -118,6 +124,7 @@ def test_the_trainers_own_engine_keeps_prepared_weights_only_while_they_are_curr
         trainer.train()
     finally:
         trainer.close()
-    assert engine.compute_dtype == torch.bfloat16 and engine.last_path == "llama"
+    assert engine.compute_dtype == (torch.bfloat16 if native_dtype == "bfloat16" else None)
+    assert engine.last_path == "llama"
     assert len(current) >= 6 and all(current), current
     assert len(builds) < len(current)  # kept across calls

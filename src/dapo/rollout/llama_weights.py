@@ -20,16 +20,23 @@ from dapo.rollout.projections import GatedUp, Projection, biases_or_zeros, scale
 
 
 def weights_key(model: nn.Module, compute_dtype: torch.dtype | None, rows: int) -> Hashable | None:
-    """What a prepared set of ``model``'s weights depends on: each parameter's storage and its
-    in-place-write counter (optimizer steps, ``load_state_dict``, ``param.copy_``/``add_`` move
-    it), the compute dtype, and the decode rows the packing was chosen for. Writes the counter
-    does not see (through ``param.data``, or a fused optimizer's kernel) need the engine's
-    ``sync_weights``, as every rollout engine does. None where a parameter has no counter (made
-    under ``torch.inference_mode``): its writes cannot be told, so no prepared set is kept."""
-    parameters = list(model.parameters())
-    if any(p.is_inference() for p in parameters):
+    """What a prepared set of ``model``'s weights depends on: each parameter's and buffer's (the
+    RoPE frequencies) storage and in-place-write counter (optimizer steps, ``load_state_dict``,
+    ``param.copy_``/``add_`` move it), the compute dtype, and the decode rows the packing was
+    chosen for. Writes the counter does not see (through ``param.data``, or a fused optimizer's
+    kernel) need the engine's ``sync_weights``, as every rollout engine does: until then the
+    prepared set is an inconsistent mix (where a dtype needs no cast it holds the live tensors).
+    None where a tensor has no counter (made under ``torch.inference_mode``): its writes cannot be
+    told, so no prepared set is kept."""
+    tensors = model_tensors(model)
+    if any(t.is_inference() for t in tensors):
         return None
-    return compute_dtype, rows, tuple((p.data_ptr(), p._version) for p in parameters)
+    return compute_dtype, rows, tuple((t.data_ptr(), t._version) for t in tensors)
+
+
+def model_tensors(model: nn.Module) -> list[torch.Tensor]:
+    """Every parameter and buffer of ``model`` (tied ones once)."""
+    return [*model.parameters(), *model.buffers()]
 
 
 @dataclass

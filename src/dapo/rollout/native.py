@@ -30,7 +30,7 @@ from dapo.rollout.batching import (
     within_lengths,
 )
 from dapo.rollout.hf_decoder import HFDecodeSession
-from dapo.rollout.llama_weights import LlamaWeights, weights_key
+from dapo.rollout.llama_weights import LlamaWeights, model_tensors, weights_key
 from dapo.rollout.sampling import make_generator, sample_next_tokens
 from dapo.rollout.stopping import StopStringMatcher
 
@@ -72,9 +72,10 @@ class NativeEngine:
 
     Weight updates are seen without a copy: the fast path's prepared weights (cast, fused,
     packed) are rebuilt at the next generate() after ``sync_weights`` or after any in-place write
-    the parameters' version counters record (optimizer steps, ``load_state_dict``); writes they do
+    the tensors' version counters record (optimizer steps, ``load_state_dict``); writes they do
     not record (through ``param.data``, a fused optimizer) need ``sync_weights``, as the trainer
-    calls after every update. ``sleep`` releases them."""
+    calls after every update (see :func:`dapo.rollout.llama_weights.weights_key`). ``sleep``
+    releases them."""
 
     def __init__(
         self,
@@ -97,6 +98,9 @@ class NativeEngine:
         self.last_path = ""  # "llama" or "hf": which forward the last generate() used
         self._weights: LlamaWeights | None = None  # the fast path's, prepared for _weights_key
         self._weights_key: object = None
+        # the tensors _weights_key was read from, kept alive so that no new tensor can take a
+        # storage address in the key while it is in use (replaced tensors are freed otherwise)
+        self._key_tensors: list[torch.Tensor] = []
 
     def _open_session(self, max_length: int, rows: int) -> DecodeSession:
         reason = llama_decoder.unsupported_reason(self.model, max_length) if self.fast_forward else "fast_forward=False"
@@ -136,10 +140,13 @@ class NativeEngine:
         weights, the compute dtype and the row count are those they were prepared for."""
         key = weights_key(self.model, self.compute_dtype, rows)
         if key is None or self._weights is None or key != self._weights_key:
-            self._weights = None  # the old set goes before the new one is built: one copy at a time
+            self._release_weights()  # the old set goes before the new one is built: one copy at a time
             self._weights = LlamaWeights(self.model, rows, self.compute_dtype)
-            self._weights_key = key
+            self._weights_key, self._key_tensors = key, [t.detach() for t in model_tensors(self.model)]
         return self._weights
+
+    def _release_weights(self) -> None:
+        self._weights, self._weights_key, self._key_tensors = None, None, []
 
     def _check_finite(self, outputs: _Outputs) -> None:
         """A NaN or infinite logit samples noise with a NaN log-prob, which would reach the loss.
@@ -160,20 +167,20 @@ class NativeEngine:
     def sync_weights(self, model: Weights) -> None:
         """Copy ``model``'s weights in (none to copy from the trainer's own model, whose tensors
         this engine holds); the prepared weights are rebuilt at the next generate()."""
-        self._weights = None
+        self._release_weights()
         if model is not self.model:
             copy_weights(self.model, model)
 
     def sleep(self) -> None:
         """Release the prepared weights (the KV cache lives only during generate())."""
-        self._weights = None
+        self._release_weights()
 
     def wake_up(self) -> None:
         """Nothing to re-acquire: generate() prepares the weights it needs."""
 
     def close(self) -> None:
         """Release the prepared weights (the model is the trainer's)."""
-        self._weights = None
+        self._release_weights()
 
 
 def _sample_loop(

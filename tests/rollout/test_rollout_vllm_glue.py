@@ -143,19 +143,24 @@ def test_on_a_gpu_the_engine_sleeps_once_per_step_not_after_every_generation_rou
     copied the weights to CPU and back every round. The loop puts it to sleep before the update."""
     monkeypatch.setattr(sys.modules["vllm.platforms"], "current_platform", SimpleNamespace(is_cpu=lambda: False))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
     monkeypatch.setattr(FakeLLM, "sleep", lambda self, level: self.calls.append(("sleep", level)), raising=False)
     monkeypatch.setattr(FakeLLM, "wake_up", lambda self, tags=None: self.calls.append(("wake_up", tags)),
                         raising=False)
     engine = VLLMEngine("/models/m", RolloutConfig(engine="vllm"), dtype="bfloat16")
+    # the update's cached blocks go back to the GPU before vLLM maps its memory back
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: engine.llm.calls.append(("empty_cache",)))
     assert engine.llm.kwargs["enable_sleep_mode"] is True
     for _ in range(3):  # three generation rounds
         engine.generate([[5]], SamplingParams(n=1, max_new_tokens=2))
     engine.sleep()  # the update
     engine.sync_weights(torch.nn.Linear(1, 1))
     assert [c[0] if c[0] != "wake_up" else c for c in engine.llm.calls] == [
-        "generate", "generate", "generate", "sleep", ("wake_up", ["weights"]), "reload_weights",
-        "reset_prefix_cache", ("wake_up", ["kv_cache"])]
+        "generate", "generate", "generate", "sleep", "empty_cache", ("wake_up", ["weights"]), "reload_weights",
+        "reset_prefix_cache", "empty_cache", ("wake_up", ["kv_cache"])]
+    engine.sleep()  # a step without an update: no weight sync, generate() wakes it
+    engine.generate([[5]], SamplingParams(n=1, max_new_tokens=2))
+    assert [c[0] if c[0] != "wake_up" else c for c in engine.llm.calls[-4:]] == [
+        "sleep", "empty_cache", ("wake_up", None), "generate"]
 
 
 def test_sync_sends_a_moe_models_experts_as_the_checkpoint_holds_them(fake_vllm, tmp_path):

@@ -111,6 +111,20 @@ def test_a_resume_seeing_fewer_gpus_than_the_save_restores_those_it_sees(monkeyp
     assert restored == [(7, 0)]
 
 
+@pytest.mark.parametrize("initialized", [True, False])
+def test_cuda_generators_are_saved_only_by_a_process_that_used_cuda(monkeypatch, initialized):
+    """The driver of policy ranks on Ray never initialises CUDA: reading every GPU's generator
+    state would open a CUDA context (memory) on each GPU the ranks and vLLM use."""
+    from dapo.trainer import checkpoint
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: initialized)
+    read = []
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: read.append(1) or [torch.tensor([7], dtype=torch.uint8)])
+    state = checkpoint.rng_state()
+    assert ("cuda" in state) == initialized and len(read) == int(initialized)
+
+
 def test_a_checkpoint_half_deleted_by_a_kill_during_rotation_is_cleaned_up(tiny_model_dir: Path, tmp_path: Path,
                                                                           monkeypatch):
     import shutil

@@ -7,12 +7,47 @@ import copy
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM
+import torch.nn.functional as F
+from transformers import AttentionInterface, AutoModelForCausalLM
+from transformers.integrations.sdpa_attention import repeat_kv
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, flash_attention_mask
 
 from dapo.config import AlgorithmConfig, TrainerConfig
+from dapo.trainer import packed_attention
 from dapo.trainer.batch import Sample, collate, count_loss_tokens
 from dapo.trainer.policy import PolicyWorker
 from tests.trainer.test_trainer_policy import make_samples
+
+FAKE_FLASH = "dapo_test_varlen"  # (a name with "flash" in it makes transformers load a kernel)
+varlen_calls: list[tuple[list[int], int]] = []  # (cu_seq_lens_q, max_length_q) of each packed call
+
+
+def _fake_flash_varlen(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
+    """What a varlen flash-attention kernel computes, in plain torch, from what it is given: per
+    sequence of cu_seq_lens_q/k in a packed row (int32 bounds, int lengths, as flash_attn takes
+    them), else causal attention under the 2-D padding mask (a padding query sees itself)."""
+    key = repeat_kv(key, module.num_key_value_groups)
+    value = repeat_kv(value, module.num_key_value_groups)
+    bounds = kwargs.get("cu_seq_lens_q")
+    if bounds is not None:
+        assert bounds.dtype == torch.int32 and kwargs["cu_seq_lens_k"] is bounds
+        assert type(kwargs["max_length_q"]) is int and kwargs["max_length_k"] == kwargs["max_length_q"]
+        varlen_calls.append((bounds.tolist(), kwargs["max_length_q"]))
+        edges = bounds.tolist()
+        out = torch.cat([F.scaled_dot_product_attention(query[..., a:b, :], key[..., a:b, :], value[..., a:b, :],
+                                                        is_causal=True, scale=scaling)
+                         for a, b in zip(edges, edges[1:])], dim=2)
+    else:
+        length = query.shape[2]
+        allowed = torch.ones(length, length, dtype=torch.bool).tril()
+        if attention_mask is not None:
+            allowed = (allowed & attention_mask.bool()[:, None, None, :]) | torch.eye(length, dtype=torch.bool)
+        out = F.scaled_dot_product_attention(query, key, value, attn_mask=allowed, scale=scaling)
+    return out.transpose(1, 2).contiguous(), None
+
+
+AttentionInterface.register(FAKE_FLASH, _fake_flash_varlen)
+ALL_MASK_ATTENTION_FUNCTIONS.register(FAKE_FLASH, flash_attention_mask)
 
 
 def worker(model, packing: bool, micro_batch_tokens: int) -> PolicyWorker:
@@ -35,9 +70,12 @@ def test_packed_layout_by_hand():
 
 
 # float64 with sdpa: equal to rounding; eager in float32 (the default config's kernel; its padded
-# path is NaN in float64, left-padding rows attend to nothing), to float32 rounding.
-@pytest.mark.parametrize(("attn", "dtype", "tol"), [("sdpa", torch.float64, 1e-10), ("eager", torch.float32, 2e-5)])
+# path is NaN in float64, left-padding rows attend to nothing), to float32 rounding; a varlen
+# flash-attention kernel (played by _fake_flash_varlen) given the packed rows' bounds.
+@pytest.mark.parametrize(("attn", "dtype", "tol"), [("sdpa", torch.float64, 1e-10), ("eager", torch.float32, 2e-5),
+                                                    (FAKE_FLASH, torch.float64, 1e-10)])
 def test_packed_logprobs_loss_and_gradients_equal_the_padded_ones(tiny_model_dir, attn, dtype, tol, monkeypatch):
+    monkeypatch.setattr(packed_attention, "is_flash_attention", lambda name: name == FAKE_FLASH)
     base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, attn_implementation=attn).to(dtype)
     layouts: list[tuple[bool, int]] = []  # (packed?, tokens) of every micro-batch the workers build
     real_collate = PolicyWorker._collate
@@ -74,3 +112,12 @@ def test_packed_logprobs_loss_and_gradients_equal_the_padded_ones(tiny_model_dir
         for a, b in zip(padded_grads, grads):
             torch.testing.assert_close(a, b, rtol=tol * 10, atol=tol)
     assert any(g.abs().sum() > 0 for g in padded_grads)
+    if attn == FAKE_FLASH:  # every layer of every packed call got the row's bounds, as given
+        assert varlen_calls and all(max_length == max(b - a for a, b in zip(edges, edges[1:]))
+                                    for edges, max_length in varlen_calls)
+
+
+def test_flash_attention_kernels_are_told_apart_from_masked_attention():
+    assert all(packed_attention.is_flash_attention(name)
+               for name in ("flash_attention_2", "flash_attention_3", "kernels-community/flash-attn2"))
+    assert not any(packed_attention.is_flash_attention(name) for name in ("sdpa", "eager", packed_attention.PACKED_SDPA))

@@ -20,7 +20,7 @@ from transformers import AutoModelForCausalLM
 from dapo.trainer import Trainer
 from dapo.trainer.checkpoint import SHARDED_DIR, load_trainer_state
 from dapo.trainer.metrics import read_metrics
-from dapo.trainer.ray_policy import PolicyRank
+from dapo.trainer.ray_policy import PolicyRank, rank_device
 from dapo.trainer.run_dir import MODEL_CONFIG_FILE, RunDirError
 from tests.trainer.conftest import tiny_config
 from tests.trainer.test_trainer_e2e import assert_sigkill_then_resume_is_bit_identical
@@ -269,3 +269,11 @@ def test_rank_zero_holds_the_rendezvous_port_from_the_moment_it_names_it():
     joining = dist.TCPStore(host, port, 2, is_master=False)  # where rank 1 joins
     joining.set("seen", "yes")
     assert rank0.store.get("seen") == b"yes"
+
+
+def test_a_rank_uses_the_gpu_ray_gave_it_whatever_index_trainer_device_names():
+    """Ray shows each rank actor one GPU, as cuda:0: trainer.device=cuda:3 (a GPU of the
+    one-process trainer) would be an invalid ordinal inside the actor."""
+    assert rank_device(torch.device("cuda", 3)) == torch.device("cuda", 0)
+    assert rank_device(torch.device("cuda")) == torch.device("cuda", 0)
+    assert rank_device(torch.device("cpu")) == torch.device("cpu")

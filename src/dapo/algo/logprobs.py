@@ -48,7 +48,7 @@ def _scaled(logits: Tensor, dtype: torch.dtype, temperature: float, writable: bo
 
 
 _CPU_CHUNK_BYTES = 16 * 2**20
-_ACCELERATOR_CHUNK_ROWS = 4096
+ACCELERATOR_CHUNK_ROWS = 4096
 
 
 def _chunk_rows(logits: Tensor, chunk_size: int | None) -> int:
@@ -56,7 +56,7 @@ def _chunk_rows(logits: Tensor, chunk_size: int | None) -> int:
     if chunk_size is not None:
         return chunk_size
     if logits.device.type != "cpu":
-        return _ACCELERATOR_CHUNK_ROWS
+        return ACCELERATOR_CHUNK_ROWS
     return max(1, _CPU_CHUNK_BYTES // (logits.shape[-1] * _compute_dtype(logits).itemsize))
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from dapo.algo.logprobs import ACCELERATOR_CHUNK_ROWS
 from dapo.config import DAPOConfig
 from dapo.config.schema import DTYPE_BYTES
 
@@ -69,6 +70,15 @@ QWEN25_SHAPES = {
 }
 
 
+def logits_bytes(cfg: DAPOConfig, tokens: int, vocab: int) -> int:
+    """A micro-batch's (tokens, vocabulary) logits in the compute dtype and their gradient, of the
+    same size, plus the float32 buffers the log-prob and entropy passes work in, two chunks of
+    dapo.algo.logprobs' accelerator chunk rows."""
+    low_precision = cfg.trainer.param_dtype == "bf16" or cfg.trainer.autocast != "none"
+    logit_bytes = 2 if low_precision else DTYPE_BYTES[cfg.model.dtype]
+    return 2 * tokens * vocab * logit_bytes + 2 * min(tokens, ACCELERATOR_CHUNK_ROWS) * vocab * 4
+
+
 def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0) -> str:
     n, layers, hidden, vocab, guessed = model_shape(cfg, params)
     res, world = cfg.resources, cfg.resources.world_size
@@ -84,8 +94,9 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
     elif bf16_weights:  # one process: the whole model's bf16 copy and its gradient
         rows.append(("bf16 weights + grads (trainer.param_dtype)", n * 2 * compute_bytes))
     rows += [
-        (f"activations ({'checkpointed inputs' if checkpointed else 'no checkpointing'} + logits)",
-         tokens * layer_bytes_per_token * layers + tokens * vocab * 4),
+        (f"activations ({'checkpointed inputs' if checkpointed else 'no checkpointing'})",
+         tokens * layer_bytes_per_token * layers),
+        ("logits, their gradient, log-prob chunks", logits_bytes(cfg, tokens, vocab)),
     ]
     tp = cfg.rollout.vllm_tensor_parallel_size if cfg.rollout.engine == "vllm" else 1
     vllm_weights = 2 * n / tp  # bf16 bytes of this device's slice of the engine

@@ -404,7 +404,8 @@ class TrainerConfig:
     min_lr_ratio: float = 0.0
     # Seed for data order, sampling and initialisation.
     seed: int = 0
-    # "auto" (CUDA when available), "cpu", "cuda", "cuda:1", ...
+    # "auto" (CUDA when available), "cpu", "cuda", "cuda:1", ... (policy ranks on Ray each use
+    # the GPU Ray gives them, whatever the index)
     device: str = "auto"
     # CPU threads for torch; 0 leaves torch's default.
     num_threads: int = 0

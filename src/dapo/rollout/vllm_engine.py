@@ -86,6 +86,15 @@ def _remove_stale_cpu_shm() -> None:
     dist.barrier()
 
 
+def _return_cached_gpu_memory() -> None:
+    """Hand the blocks PyTorch's caching allocator keeps (the update's freed activations and
+    logits, at their peak) back to the GPU: vLLM's sleep mode maps its weights and KV cache back
+    outside that allocator, and would find the memory taken."""
+    if torch.cuda.is_available():
+        gc.collect()  # tensors only a reference cycle still holds
+        torch.cuda.empty_cache()
+
+
 class VLLMEngine:
     """Rollout engine on a colocated vLLM ``LLM`` built from ``model_path``."""
 
@@ -170,6 +179,7 @@ class VLLMEngine:
         """Load the trainer's weights into vLLM in place, under the names and in the layout of the
         Hugging Face checkpoint (what vLLM's loaders read; a MoE's experts one by one)."""
         if self.asleep:
+            _return_cached_gpu_memory()
             self.llm.wake_up(tags=["weights"])  # weights first: the KV cache is not needed yet
         layout = model if isinstance(model, torch.nn.Module) else self._weightless_model
         weights: Iterable[tuple[str, torch.Tensor]] = (
@@ -181,6 +191,7 @@ class VLLMEngine:
             raise RuntimeError("vLLM kept its prefix cache after a weight update: it would reuse the old "
                                "weights' keys and values")
         if self.asleep:
+            _return_cached_gpu_memory()  # what loading the weights left cached
             self.llm.wake_up(tags=["kv_cache"])
             self.asleep = False
 
@@ -201,6 +212,7 @@ class VLLMEngine:
 
     def wake_up(self) -> None:
         if self.asleep:
+            _return_cached_gpu_memory()
             self.llm.wake_up()
             self.asleep = False
 

@@ -53,8 +53,11 @@ SET_ASIDE_PREFIX = "abandoned-"  # checkpoints/abandoned-<time>-<suffix>/: set_a
 
 
 def rng_state() -> dict[str, Any]:
+    """This process's torch, Python and (where it has used CUDA) CUDA generators. A process that
+    never initialised CUDA, as the driver of policy ranks on Ray, has drawn nothing from it, and
+    reading its states would open a context on every visible GPU, memory the ranks need."""
     state: dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
-    if torch.cuda.is_available():
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
 

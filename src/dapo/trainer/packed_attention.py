@@ -127,11 +127,23 @@ def packed_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor]) -> t
     bounds."""
     inputs = {"input_ids": tensors["packed_input_ids"], "position_ids": tensors["packed_position_ids"],
               "logits_to_keep": tensors["packed_logits_index"], "use_cache": False}
-    if model.config._attn_implementation != PACKED_SDPA:  # flash-attention: varlen from the positions
+    implementation = model.config._attn_implementation
+    if is_flash_attention(implementation):  # varlen kernels: given the bounds, or every layer infers them again
+        bounds = tensors["packed_cu_seq_lens"]  # int32, on the device, as the kernels take them
+        longest = int(bounds.diff().max())  # one device sync per call, not a few per layer
+        return model(**inputs, cu_seq_lens_q=bounds, cu_seq_lens_k=bounds, max_length_q=longest,
+                     max_length_k=longest).logits
+    if implementation != PACKED_SDPA:  # eager kept (no sdpa): its mask, from the positions
         return model(**inputs).logits
     bounds = tensors["packed_cu_seq_lens"].cpu()  # read by every layer: one device sync per call
     with _packed_row():
         return model(**inputs, cu_seq_lens_q=bounds).logits
+
+
+def is_flash_attention(implementation: str) -> bool:
+    """Whether ``model.attn_implementation`` names a flash-attention kernel (flash_attention_2/3,
+    a hub kernel such as kernels-community/flash-attn2): varlen, taking a packed row's bounds."""
+    return "flash" in implementation
 
 
 def use_packed_attention(model: PreTrainedModel) -> bool:

@@ -150,8 +150,8 @@ class PolicyWorker:
                 logits = self._response_logits(model, tensors)
                 logprobs = self._logprobs(logits, tensors)
                 self._diagnose(logits, logprobs, tensors, result)
-                for row, sample in enumerate(micro):
-                    result.logprobs.append(logprobs[row, : len(sample.response_ids)].float().cpu().tolist())
+                rows = logprobs.float().cpu().tolist()  # one device-to-host copy per micro-batch
+                result.logprobs.extend(row[: len(sample.response_ids)] for row, sample in zip(rows, micro))
         reshard_root(model)
         model.train(was_training)
         return result
@@ -164,14 +164,18 @@ class PolicyWorker:
         mask = within_lengths(tensors["response_lengths"], logprobs.shape[1])
         in_loss = tensors["response_mask"] > 0  # (zero past each response's length)
         entropy = self._entropy(logits.detach(), tensors)
-        into.entropy_sum += float((entropy * in_loss).sum())
-        into.tokens += float(in_loss.sum())
         mask = mask & tensors["sampled_this_step"].to(mask.device)[:, None]
         # log(pi_old_trainer / pi_rollout) per token: the engine/trainer mismatch
         delta = (logprobs.detach() - tensors["rollout_logprobs"]) * mask
-        into.mismatch_abs_sum += float(delta.abs().sum())
-        into.mismatch_kl_sum += float(((delta.exp() - 1 - delta) * mask).sum())
-        into.mismatch_tokens += float(mask.sum())
+        sums = [(entropy * in_loss).sum(), in_loss.sum(), delta.abs().sum(), ((delta.exp() - 1 - delta) * mask).sum(),
+                mask.sum()]
+        # one device-to-host copy (float64: the float32 sums exactly, the counts exactly)
+        entropy_sum, tokens, abs_sum, kl_sum, mismatch_tokens = torch.stack([x.double() for x in sums]).tolist()
+        into.entropy_sum += entropy_sum
+        into.tokens += tokens
+        into.mismatch_abs_sum += abs_sum
+        into.mismatch_kl_sum += kl_sum
+        into.mismatch_tokens += mismatch_tokens
 
     def update(
         self,

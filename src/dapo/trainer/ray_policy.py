@@ -110,13 +110,13 @@ class PolicyRank:
         # each rank its own torch stream (dropout masks under model.disable_dropout=false); rank 0
         # keeps the run's seed, as one process does
         torch.manual_seed(cfg.trainer.seed + RANK_SEED_STRIDE * rank)
-        device = resolve_device(cfg.trainer.device)
+        device = rank_device(resolve_device(cfg.trainer.device))
         # the cores Ray reserved for this rank, not every core of the node
         torch.set_num_threads(cfg.trainer.num_threads or max(1, int(cfg.resources.cpus_per_rank)))
         if cfg.trainer.keep_freed_memory:
             keep_freed_memory()
         if device.type == "cuda":
-            torch.cuda.set_device(0)  # Ray gives each actor its own GPU as device 0
+            torch.cuda.set_device(device)
         store = self.store if rank == 0 else dist.TCPStore(master[0], master[1], world_size, is_master=False)
         dist.init_process_group(process_group_backend(device.type), store=store, rank=rank, world_size=world_size)
         mesh = init_device_mesh(device.type, (world_size,))
@@ -197,6 +197,12 @@ class PolicyRank:
         self.policy.load_shards(Path(directory))
         load_rank_rng(directory, self.rank)
         return self.policy.lr
+
+
+def rank_device(device: torch.device) -> torch.device:
+    """A policy rank's device: Ray gives each rank actor its own GPU, which it sees as device 0
+    (trainer.device=cuda:N names a GPU of the one-process trainer, not of a rank)."""
+    return torch.device("cuda", 0) if device.type == "cuda" else device
 
 
 @contextlib.contextmanager

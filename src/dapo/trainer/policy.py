@@ -169,8 +169,10 @@ class PolicyWorker:
         delta = (logprobs.detach() - tensors["rollout_logprobs"]) * mask
         sums = [(entropy * in_loss).sum(), in_loss.sum(), delta.abs().sum(), ((delta.exp() - 1 - delta) * mask).sum(),
                 mask.sum()]
-        # one device-to-host copy (float64: the float32 sums exactly, the counts exactly)
-        entropy_sum, tokens, abs_sum, kl_sum, mismatch_tokens = torch.stack([x.double() for x in sums]).tolist()
+        # one device-to-host copy, in the sums' own dtype (no float64 on MPS); the counts are exact
+        # in float32 up to 2^24 tokens a micro-batch
+        dtype = torch.promote_types(entropy.dtype, delta.dtype)
+        entropy_sum, tokens, abs_sum, kl_sum, mismatch_tokens = torch.stack([x.to(dtype) for x in sums]).tolist()
         into.entropy_sum += entropy_sum
         into.tokens += tokens
         into.mismatch_abs_sum += abs_sum

@@ -411,7 +411,7 @@ class TrainerConfig:
     num_threads: int = 0
     # Keep freed memory in the process for reuse (glibc malloc; dapo.trainer.allocator): large
     # tensors are not mapped from the OS afresh and page-faulted in at every allocation, which on
-    # CPU costs more than the arithmetic for 100k-vocabulary logits and per-generate() weight
+    # CPU costs more than the arithmetic for 100k-vocabulary logits and the decoder's weight
     # copies. Resident memory then stays near its peak. False: glibc's defaults. No effect
     # outside glibc (macOS, musl).
     keep_freed_memory: bool = True

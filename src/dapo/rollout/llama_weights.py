@@ -19,16 +19,15 @@ from torch import nn
 from dapo.rollout.projections import GatedUp, Projection, biases_or_zeros, scaled_to
 
 
-def weights_key(model: nn.Module, compute_dtype: torch.dtype | None, rows: int) -> Hashable | None:
-    """What a prepared set of ``model``'s weights depends on: each parameter's and buffer's (the
-    RoPE frequencies) storage and in-place-write counter (optimizer steps, ``load_state_dict``,
-    ``param.copy_``/``add_`` move it), the compute dtype, and the decode rows the packing was
-    chosen for. Writes the counter does not see (through ``param.data``, or a fused optimizer's
-    kernel) need the engine's ``sync_weights``, as every rollout engine does: until then the
-    prepared set is an inconsistent mix (where a dtype needs no cast it holds the live tensors).
-    None where a tensor has no counter (made under ``torch.inference_mode``): its writes cannot be
-    told, so no prepared set is kept."""
-    tensors = model_tensors(model)
+def weights_key(tensors: list[torch.Tensor], compute_dtype: torch.dtype | None, rows: int) -> Hashable | None:
+    """What a prepared set of a model's weights depends on: the storage and in-place-write counter
+    of each of its ``tensors`` (:func:`model_tensors`: parameters, and buffers such as the RoPE
+    frequencies; optimizer steps, ``load_state_dict``, ``param.copy_``/``add_`` move the counter),
+    the compute dtype, and the decode rows the packing was chosen for. Writes the counter does not
+    see (through ``param.data``, or a fused optimizer's kernel) need the engine's ``sync_weights``,
+    as every rollout engine does: until then the prepared set is an inconsistent mix (where a dtype
+    needs no cast it holds the live tensors). None where a tensor has no counter (made under
+    ``torch.inference_mode``): its writes cannot be told, so no prepared set is kept."""
     if any(t.is_inference() for t in tensors):
         return None
     return compute_dtype, rows, tuple((t.data_ptr(), t._version) for t in tensors)

@@ -138,11 +138,12 @@ class NativeEngine:
     def _prepared_weights(self, rows: int) -> LlamaWeights:
         """The fast path's weights for ``rows`` decode rows: the kept ones while the model's
         weights, the compute dtype and the row count are those they were prepared for."""
-        key = weights_key(self.model, self.compute_dtype, rows)
+        tensors = model_tensors(self.model)
+        key = weights_key(tensors, self.compute_dtype, rows)
         if key is None or self._weights is None or key != self._weights_key:
             self._release_weights()  # the old set goes before the new one is built: one copy at a time
             self._weights = LlamaWeights(self.model, rows, self.compute_dtype)
-            self._weights_key, self._key_tensors = key, [t.detach() for t in model_tensors(self.model)]
+            self._weights_key, self._key_tensors = key, [t.detach() for t in tensors]
         return self._weights
 
     def _release_weights(self) -> None:

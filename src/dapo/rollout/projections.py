@@ -38,7 +38,7 @@ def scaled_to(weight: torch.Tensor, scale: torch.Tensor | None, dtype: torch.dty
     ``dtype``: the product in their promoted precision, rounded once, as ``(weight * scale).to(dtype)``.
     On CPU a few rows at a time through one small buffer: the whole product would be a fresh temporary
     as large as the weight (545 MB in float32 for a 152k-vocabulary output layer) that glibc maps
-    from the OS at every generate(), its page faults costing more than the arithmetic (that output
+    from the OS at every preparation, its page faults costing more than the arithmetic (that output
     layer, a micro-benchmark on this project's CPU machine: 104 ms instead of 298 ms)."""
     if scale is None:
         return weight.to(dtype)

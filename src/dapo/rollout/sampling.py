@@ -132,10 +132,10 @@ def _sample(probs: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
     levels: a block of _BLOCK tokens by the blocks' masses (``uniform[:, 0]``), then a token of
     that block by its probability (``uniform[:, 1]``; ``uniform``: :func:`_uniforms`). Each
     level's cumulative sum is float64, so every token keeps its probability to float32 precision
-    (relative), the tail's 1e-10s included; zero-probability (masked) tokens are never drawn. One pass over the vocabulary (the block sums) and two uniform
-    draws per row: the exponential race, argmax p_v / E_v, draws V exponentials per row (with a
-    152k vocabulary on CPU, native decoding 2-3x slower: README, Generation speed,
-    `bench_rollout.py --vocab-size`)."""
+    (relative), the tail's 1e-10s included; zero-probability (masked) tokens are never drawn. One
+    pass over the vocabulary (the block sums) and two uniform draws per row: the exponential race,
+    argmax p_v / E_v, draws V exponentials per row (with a 152k vocabulary on CPU, native decoding
+    2-3x slower: README, Generation speed, `bench_rollout.py --vocab-size`)."""
     vocab = probs.shape[1]
     if vocab <= _BLOCK:
         return _inverse_cdf(probs, uniform[:, :1])

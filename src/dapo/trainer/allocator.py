@@ -4,7 +4,7 @@ glibc's malloc serves a request above its mmap threshold (128 KiB, rising with t
 to at most 32 MiB) with a fresh mapping from the OS and unmaps it on free, so every page of the
 next such tensor faults in again, zero-filled by the kernel. A training step on CPU allocates
 such tensors by the hundred (logits and probabilities over a 152k vocabulary, the decode
-weights' bf16 copies and oneDNN-packed layouts at every generate()), and on this project's 2-core
+weights' bf16 copies and oneDNN-packed layouts at every weight change), and on this project's 2-core
 VM the faults cost more than the arithmetic (README, Generation speed: ``bench_rollout.py``
 with and without ``--glibc-default-allocator``). Two ``mallopt`` settings keep the memory: large
 blocks come from the heap (M_MMAP_MAX = 0) and freed heap memory stays mapped unless 2 GiB lie

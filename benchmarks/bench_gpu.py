@@ -1,5 +1,6 @@
-"""GPU figures for one device: vLLM rollout vs ``model.generate``, policy-update throughput and
-MFU, and seconds per DAPO step with ``rollout.engine=vllm``.
+"""GPU figures for one device: rollout engines (native, and vLLM where installed) vs
+``model.generate``, policy-update throughput and MFU, and seconds per DAPO step (on vLLM where
+installed, else on the native engine; ``--step-engine`` picks).
 
     python benchmarks/bench_gpu.py                 # Qwen2.5-0.5B shape, random weights, 1 GPU
     python benchmarks/bench_gpu.py --shape tiny --allow-cpu --vllm-memory 0.15 --gen-prompts 4 --n 2
@@ -9,8 +10,10 @@ MFU, and seconds per DAPO step with ``rollout.engine=vllm``.
 The model is built locally with random weights in the Qwen2.5-0.5B shape (24 layers, hidden 896,
 14 heads / 2 KV heads, MLP 4864, vocabulary 151936, tied embeddings: 494M parameters), with the
 built-in byte-level tokenizer (ids beyond it decode to nothing). Nothing is downloaded. Equal
-precision throughout: vLLM and ``model.generate`` both run bf16 weights; the update runs bf16
-autocast over fp32 master weights (the trainer's configuration).
+precision throughout: vLLM, ``model.generate`` and the native engine all decode in bf16 (the
+native engine as the trainer runs it: ``rollout.native_dtype=bfloat16`` over the float32 policy;
+``model.generate`` on a bf16 copy); the update runs bf16 autocast over fp32 master weights (the
+trainer's configuration).
 
 - generation: the same prompts, ``--gen-tokens`` sampled per row, no stop tokens, temperature 1;
   tokens/s of new tokens, best of ``--repeats``.
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import json
 import statistics
 import sys
@@ -46,7 +50,7 @@ from dapo.config import (
     builtin_config_path,
     load_config,
 )
-from dapo.rollout import HFGenerateEngine, SamplingParams
+from dapo.rollout import HFGenerateEngine, NativeEngine, SamplingParams
 from dapo.trainer.batch import Sample
 from dapo.trainer.policy import PolicyWorker
 
@@ -90,19 +94,27 @@ def random_prompts(count: int, length: int, vocab: int, seed: int) -> list[list[
     return torch.randint(3, min(vocab, 259), (count, length), generator=generator).tolist()
 
 
-def bench_generation(model_dir: Path, device: torch.device, args: argparse.Namespace) -> list[tuple[str, float]]:
-    from dapo.rollout.vllm_engine import VLLMEngine
+def has_vllm() -> bool:
+    return importlib.util.find_spec("vllm") is not None
 
+
+def bench_generation(model_dir: Path, device: torch.device, args: argparse.Namespace) -> list[tuple[str, float]]:
     prompts = random_prompts(args.gen_prompts, args.prompt_len, 259, seed=1)
     params = SamplingParams(n=args.n, temperature=1.0, max_new_tokens=args.gen_tokens, seed=0)
-    rollout = RolloutConfig(engine="vllm", vllm_gpu_memory_utilization=args.vllm_memory,
-                            vllm_sleep_between_rollouts=False)
-    engine = VLLMEngine(str(model_dir), rollout, dtype="bfloat16", seed=0,
-                        max_model_len=args.prompt_len + args.gen_tokens)
+    engines: list[tuple[str, object]] = []
+    if has_vllm():
+        from dapo.rollout.vllm_engine import VLLMEngine
+
+        rollout = RolloutConfig(engine="vllm", vllm_gpu_memory_utilization=args.vllm_memory,
+                                vllm_sleep_between_rollouts=False)
+        engines.append(("vLLM bf16", VLLMEngine(str(model_dir), rollout, dtype="bfloat16", seed=0,
+                                                max_model_len=args.prompt_len + args.gen_tokens)))
+    policy = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).to(device)
+    engines.append(("native bf16", NativeEngine(policy, pad_token_id=0, compute_dtype=torch.bfloat16)))
     hf_model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16).to(device)
-    hf = HFGenerateEngine(hf_model, pad_token_id=0)
+    engines.append(("model.generate bf16", HFGenerateEngine(hf_model, pad_token_id=0)))
     rows = []
-    for name, eng in (("vLLM bf16", engine), ("model.generate bf16", hf)):
+    for name, eng in engines:
         eng.generate(prompts[:2], SamplingParams(n=1, max_new_tokens=8, seed=0))  # warm-up
         best = 0.0
         for _ in range(args.repeats):
@@ -112,8 +124,9 @@ def bench_generation(model_dir: Path, device: torch.device, args: argparse.Names
             sync(device)
             best = max(best, result.num_generated_tokens / (time.perf_counter() - start))
         rows.append((name, best))
-    engine.close()  # its memory back, for the DAPO step's own engine
-    del engine, hf, hf_model
+        if hasattr(eng, "close"):
+            eng.close()  # vLLM's memory back, for the DAPO step's own engine
+    del engines, policy, hf_model, eng
     free_memory(device)
     return rows
 
@@ -151,6 +164,7 @@ def bench_update(model_dir: Path, device: torch.device, args: argparse.Namespace
 
 
 def bench_dapo_step(model_dir: Path, device: torch.device, args: argparse.Namespace, work: Path) -> float:
+    """Median seconds of a training step after the first, on ``args.step_engine``."""
     from dapo.trainer import Trainer
 
     reward = work / "parity.py"
@@ -158,7 +172,8 @@ def bench_dapo_step(model_dir: Path, device: torch.device, args: argparse.Namesp
     overrides = [
         f"output_dir={work / 'run'}", f"model.path={model_dir}", "model.dtype=float32",
         "model.gradient_checkpointing=true", "data.template=none", "data.eval_files=[]",
-        "rollout.engine=vllm", f"rollout.n={args.n}", f"rollout.max_response_length={args.gen_tokens}",
+        f"rollout.engine={args.step_engine}", "rollout.native_dtype=bfloat16", f"rollout.n={args.n}",
+        f"rollout.max_response_length={args.gen_tokens}", "model.attn_implementation=sdpa",
         f"rollout.vllm_gpu_memory_utilization={args.vllm_memory}", "algorithm.overlong_buffer_len=16",
         "reward.verifier_weight=0", f"reward.functions=[{{path: '{reward}:parity'}}]",
         f"trainer.total_steps={args.steps}", f"trainer.prompts_per_step={args.gen_prompts}",
@@ -188,7 +203,10 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--vllm-memory", type=float, default=0.3, help="vLLM's share of device memory")
+    parser.add_argument("--step-engine", choices=["vllm", "native"], default=None,
+                        help="rollout engine of the DAPO step (default: vllm where installed, else native)")
     args = parser.parse_args()
+    args.step_engine = args.step_engine or ("vllm" if has_vllm() else "native")
     if torch.cuda.is_available():
         device = torch.device("cuda")
         name = torch.cuda.get_device_name(device)
@@ -212,11 +230,13 @@ def main() -> int:
     base = dict(generation)["model.generate bf16"]
     for engine, tps in generation:
         print(f"  {engine:22s} {tps:12,.0f} tokens/s  {tps / base:5.2f}x")
+    if not has_vllm():
+        print("  (vLLM is not installed here: no vLLM row)")
     print(f"update: {args.update_seqs} x ({args.prompt_len} + {args.response_len}) tokens, fp32 weights, bf16 autocast,"
           " gradient checkpointing")
     print(f"  {update_tps:,.0f} tokens/s, {update_tflops:.1f} model TFLOP/s: MFU {update_tflops / peak:.1%} of the"
           " measured peak" + (f", {update_tflops / datasheet:.1%} of the datasheet's" if datasheet else ""))
-    print(f"DAPO step (vLLM rollout, {args.gen_prompts} prompts x {args.n}, <= {args.gen_tokens} tokens): "
+    print(f"DAPO step ({args.step_engine} rollout, {args.gen_prompts} prompts x {args.n}, <= {args.gen_tokens} tokens): "
           f"{step_seconds:.2f} s median over steps 2..{args.steps}")
     return 0
 

@@ -2,11 +2,13 @@
 
     flock /tmp/dapo-cpu.lock python benchmarks/bench_update.py [--models builtin 75m] \
         [--precisions bf16 bf16-weights fp32] [--layouts padded packed shared_prompt native] [--updates 4]
+    python benchmarks/bench_update.py --device cuda --models 0.5b 75m --matmul-size 8192   # a GPU
 
 For each model shape, layout and precision, one DAPO update (``PolicyWorker.update``:
 token-budget micro-batches, decoupled-clip token-level loss, AdamW) runs on a synthetic mini-batch
 (16 groups x G=8 for the built-in shape, 4 x 4 longer ones for the "75m" one: 93M parameters, 69M
-of them outside its 32k-token embedding), ``--updates`` times
+of them outside its 32k-token embedding; 8 x 8 of 64-256 + 256-1024 tokens for "0.5b", Qwen2.5-0.5B's
+shape, a GPU's size), ``--updates`` times
 after one warm-up; the best counts. The precisions of a layout take turns, update by update, so a
 slow spell of the machine slows them alike. Weights are random (speed does not depend on them).
 The peak is a matmul micro-benchmark in the same run and precision (square ``torch.mm`` of
@@ -69,6 +71,8 @@ SHAPES = {
     # a ~75M-parameter Qwen2 (Qwen2.5's 151k vocabulary would be most of it; a 32k one is not),
     # with a smaller mini-batch: about 4k tokens, some seconds per update on 2 cores
     "75m": Shape(768, 10, 12, 4, 2304, 32000, (32, 96), (64, 192), 4096, 4, 4),
+    # Qwen2.5-0.5B (494M parameters, 151,936-token vocabulary) at reasoning-RL lengths: for a GPU
+    "0.5b": Shape(896, 24, 14, 2, 4864, 151936, (64, 256), (256, 1024), 16384, 8, 8),
 }
 CPU = torch.device("cpu")
 # the matmul peak (by its dtype's name) each precision is measured against
@@ -76,7 +80,8 @@ PEAK = {"bf16": "bf16", "bf16-weights": "bf16", "fp32": "fp32"}
 PEAK_DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 
 
-def build_model(shape: Shape) -> Qwen2ForCausalLM:
+def build_model(shape: Shape, device: torch.device = CPU) -> Qwen2ForCausalLM:
+    """Random weights, initialised on ``device`` (a GPU initialises 0.5B parameters in moments)."""
     torch.manual_seed(0)
     config = Qwen2Config(
         vocab_size=shape.vocab, hidden_size=shape.hidden, num_hidden_layers=shape.layers,
@@ -84,7 +89,8 @@ def build_model(shape: Shape) -> Qwen2ForCausalLM:
         intermediate_size=shape.intermediate, max_position_embeddings=4096, tie_word_embeddings=True,
         attn_implementation="eager" if shape.hidden <= 256 else "sdpa",
     )
-    return Qwen2ForCausalLM(config)
+    with device:
+        return Qwen2ForCausalLM(config)
 
 
 def synthetic_mini_batch(shape: Shape, seed: int = 0) -> list[Sample]:
@@ -147,23 +153,23 @@ def matmul_peak(dtype: torch.dtype, size: int, device: torch.device = CPU) -> fl
     return best
 
 
-def build_worker(shape: Shape, precision: str, layout: str) -> PolicyWorker:
+def build_worker(shape: Shape, precision: str, layout: str, device: torch.device) -> PolicyWorker:
     trainer = TrainerConfig(autocast="bf16" if precision == "bf16" else "none", lr=1e-6, warmup_steps=0,
                             param_dtype="bf16" if precision == "bf16-weights" else "none",
                             micro_batch_tokens=shape.micro_batch_tokens,
-                            device="cpu", packing=layout == "packed", shared_prompt=layout in SHARED_PROMPT,
+                            device=str(device), packing=layout == "packed", shared_prompt=layout in SHARED_PROMPT,
                             forward="native" if layout == "native" else "hf")
-    return PolicyWorker(build_model(shape), AlgorithmConfig(), trainer, pad_token_id=0, temperature=1.0,
+    return PolicyWorker(build_model(shape, device), AlgorithmConfig(), trainer, pad_token_id=0, temperature=1.0,
                         total_steps=10, norm_const=float(shape.response_tokens[1]))
 
 
-def bench(name: str, precisions: list[str], layout: str, updates: int) -> list[dict]:
+def bench(name: str, precisions: list[str], layout: str, updates: int, device: torch.device) -> list[dict]:
     """One row per precision: each precision's worker updates in turn, ``updates`` rounds, so
     that a slow spell of the machine hits every precision alike (best of the rounds counts)."""
     shape = SHAPES[name]
     samples = synthetic_mini_batch(shape)
     num_tokens, num_seqs = count_loss_tokens(samples)
-    workers = {precision: build_worker(shape, precision, layout) for precision in precisions}
+    workers = {precision: build_worker(shape, precision, layout, device) for precision in precisions}
     for worker in workers.values():
         worker.update(samples, num_tokens, num_seqs)  # warm-up
     seconds: dict[str, list[float]] = {precision: [] for precision in precisions}
@@ -172,8 +178,10 @@ def bench(name: str, precisions: list[str], layout: str, updates: int) -> list[d
         turn = list(workers.items())
         turn = turn[round_index % len(turn):] + turn[:round_index % len(turn)]
         for precision, worker in turn:
+            sync(device)
             started = time.perf_counter()
             worker.update(samples, num_tokens, num_seqs)
+            sync(device)
             seconds[precision].append(time.perf_counter() - started)
     rows = []
     for precision, worker in workers.items():
@@ -195,7 +203,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--layouts", nargs="+", default=list(LAYOUTS), choices=list(LAYOUTS))
     parser.add_argument("--updates", type=int, default=4, help="timed updates per row (the best counts)")
     parser.add_argument("--matmul-size", type=int, default=2048)
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N")
     args = parser.parse_args(argv)
+    device = torch.device(args.device)
     args.precisions = list(dict.fromkeys(args.precisions))  # each once
     peaks = {PEAK[precision]: 0.0 for precision in args.precisions}
     rows = []
@@ -204,16 +214,17 @@ def main(argv: list[str] | None = None) -> None:
             # the peaks are re-measured around every layout and the best counts: a machine shared
             # with other work (a VM's neighbours, a turbo clock) only ever lowers a measurement
             for peak in peaks:
-                peaks[peak] = max(peaks[peak], matmul_peak(PEAK_DTYPES[peak], args.matmul_size))
-            layout_rows = bench(name, args.precisions, layout, args.updates)
+                peaks[peak] = max(peaks[peak], matmul_peak(PEAK_DTYPES[peak], args.matmul_size, device))
+            layout_rows = bench(name, args.precisions, layout, args.updates, device)
             for peak in peaks:
-                peaks[peak] = max(peaks[peak], matmul_peak(PEAK_DTYPES[peak], args.matmul_size))
+                peaks[peak] = max(peaks[peak], matmul_peak(PEAK_DTYPES[peak], args.matmul_size, device))
             print(f"[bench_update] {name} {layout}: " + ", ".join(
                 f"{r['precision']} {r['update_s']:.2f} s" for r in layout_rows), flush=True)
             rows += layout_rows
     rows.sort(key=lambda r: (args.models.index(r["model"]), args.precisions.index(r["precision"]),
                              args.layouts.index(r["layout"])))
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; matmul peak ({args.matmul_size}^2, best "
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{torch.get_num_threads()} threads"
+    print(f"torch {torch.__version__}, {where}; matmul peak ({args.matmul_size}^2, best "
           "of all measurements): " + ", ".join(f"{name} {peak / 1e12:.3f} TFLOP/s" for name, peak in peaks.items()))
     print("| model | params (M) | precision | layout | tokens/update | update s | tokens/s | model TFLOP/s "
           "| matmul peak TFLOP/s | MFU |")

@@ -108,8 +108,16 @@ def native_shared_prompt_logits(model: PreTrainedModel, tensors: dict[str, torch
             hidden = _layer_forward(layer, hidden, cos, sin, grids)
     rows, width = tensors["responses"].shape
     predicting, wanted = grids.predicting_positions(tensors["response_lengths"], width)
-    logits = model.lm_head(decoder.norm(hidden.index_select(0, predicting)))
+    logits = model.lm_head(decoder.norm(_rows(hidden, predicting)))
     return logits.new_zeros(rows * width, logits.shape[-1]).index_copy(0, wanted, logits).view(rows, width, -1)
+
+
+def _rows(tensor: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``tensor[index]`` for an ``index`` with repeats (a prompt's last position predicts token 0
+    of each of its G responses), with a backward that sums the repeats' gradients in a fixed
+    order: index_select's on CPU; on CUDA indexing's, which sorts them (index_select's adds them
+    with atomics there, and indexing's is the unordered one on CPU: torch's reproducibility notes)."""
+    return tensor[index] if tensor.is_cuda else tensor.index_select(0, index)
 
 
 class _Grids:

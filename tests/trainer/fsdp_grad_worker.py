@@ -22,6 +22,15 @@ from dapo.trainer.packed_attention import PACKED_SDPA
 from dapo.trainer.policy import PolicyWorker
 
 
+def layout_settings(layout: str) -> dict:
+    """TrainerConfig fields of a layout: padded, packed, shared_prompt (Hugging Face's forward) or
+    native (the shared-prompt layout through dapo-rl's forward; native-checkpointed: its layers
+    recomputed in backward)."""
+    native = layout.startswith("native")
+    return {"packing": layout == "packed", "shared_prompt": native or layout == "shared_prompt",
+            "forward": "native" if native else "hf"}
+
+
 def full_gradients(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {name: p.grad.full_tensor().clone() for name, p in model.named_parameters()}
 
@@ -38,22 +47,28 @@ def main(model_dir: str, samples_path: str, out_path: str, micro_batch_tokens: i
     else:
         with torch.device("meta"):
             model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model_dir), dtype=torch.float32)
+    if layout == "native-checkpointed":  # before sharding, as the trainer's setup does
+        model.activation_checkpointing_enable()
     model = shard_from_rank0(model, mesh, torch.device("cpu"), param_dtype)
     trainer = TrainerConfig(prompts_per_step=3, mini_batch_prompts=3, micro_batch_tokens=micro_batch_tokens,
-                            lr=1e-2, warmup_steps=0, grad_clip=1e9, packing=layout == "packed",
-                            shared_prompt=layout == "shared_prompt", param_dtype=param_dtype)
+                            lr=1e-2, warmup_steps=0, grad_clip=1e9, param_dtype=param_dtype,
+                            **layout_settings(layout))
     worker = PolicyWorker(model, AlgorithmConfig(), trainer, pad_token_id=0, temperature=1.0, total_steps=1,
                           norm_const=16.0)
+    assert worker.native_policy == layout.startswith("native")  # dapo-rl's forward on the sharded policy
     # a packed row's attention runs per sequence on the sharded model too (not the row-wide mask)
     assert (model.config._attn_implementation == PACKED_SDPA) == (layout == "packed")
-    compute_dtypes = set()  # the dtype of the weights a layer computes on (FSDP2's unsharded ones)
-    q_proj = model.model.layers[0].self_attn.q_proj
-    q_proj.register_forward_pre_hook(lambda module, args: compute_dtypes.add(module.weight.dtype))
+    compute_dtypes = []  # the dtype of the weights layer 0 computes on (FSDP2's unsharded ones), per call
+    # (on the norm: dapo-rl's forward calls it, while it reads q_proj's weight without a call, and
+    # refuses a model with hooks there)
+    norm = model.model.layers[0].input_layernorm
+    norm.register_forward_pre_hook(lambda module, args: compute_dtypes.append(module.weight.dtype))
     samples = [Sample(**fields) for fields in torch.load(samples_path, weights_only=True)]
     num_tokens, num_seqs = count_loss_tokens(samples)  # the whole mini-batch, all ranks
     share = split_across_ranks(samples, world)[rank]
     stats = worker.accumulate_gradients(share, num_tokens, num_seqs)
-    assert compute_dtypes == {torch.bfloat16 if param_dtype == "bf16" else torch.float32}, compute_dtypes
+    assert set(compute_dtypes) == {torch.bfloat16 if param_dtype == "bf16" else torch.float32}, compute_dtypes
+    layer_calls = len(compute_dtypes)
     # bf16: gradients reduce-scattered in float32 (a bf16 reduction would hide in the test's tolerance)
     wanted = MixedPrecisionPolicy(torch.bfloat16, torch.float32) if param_dtype == "bf16" else MixedPrecisionPolicy()
     # (FSDP2 keeps the policy in a private attribute: a torch upgrade may move it)
@@ -68,6 +83,10 @@ def main(model_dir: str, samples_path: str, out_path: str, micro_batch_tokens: i
                                                     trainer.layout)))])
     micro_batches = [torch.zeros_like(own) for _ in range(world)]
     dist.all_gather(micro_batches, own)
+    # each micro-batch (the empty ones evening the ranks out too) ran layer 0 once, twice in Hugging
+    # Face's shared-prompt layout (prompts, then continuations: gathered twice), twice recomputed
+    calls = {"shared_prompt": 2, "native-checkpointed": 2}.get(layout, 1)
+    assert layer_calls == calls * max(int(n) for n in micro_batches), (layer_calls, micro_batches)
     for module in model.modules():  # FSDP's default: divide by the world size (averaging)
         if isinstance(module, FSDPModule):
             module.set_gradient_divide_factor(float(world))

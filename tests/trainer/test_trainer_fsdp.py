@@ -17,6 +17,7 @@ from transformers import AutoModelForCausalLM
 from dapo.config import AlgorithmConfig, TrainerConfig
 from dapo.trainer.batch import count_loss_tokens, split_across_ranks
 from dapo.trainer.policy import PolicyWorker
+from tests.trainer.fsdp_grad_worker import layout_settings
 from tests.trainer.test_trainer_policy import make_samples
 from tests.trainer.test_trainer_shared_prompt import make_group_samples
 
@@ -28,8 +29,8 @@ def reference_gradients(model_dir: Path, samples, micro_batch_tokens: int, layou
                         param_dtype: str = "none"):
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     trainer = TrainerConfig(prompts_per_step=3, mini_batch_prompts=3, micro_batch_tokens=micro_batch_tokens,
-                            lr=1e-2, warmup_steps=0, grad_clip=1e9, packing=layout == "packed",
-                            shared_prompt=layout == "shared_prompt", param_dtype=param_dtype)
+                            lr=1e-2, warmup_steps=0, grad_clip=1e9, param_dtype=param_dtype,
+                            **layout_settings(layout))
     worker = PolicyWorker(model, AlgorithmConfig(), trainer, pad_token_id=0, temperature=1.0, total_steps=1,
                           norm_const=16.0)
     worker.accumulate_gradients(samples)
@@ -39,18 +40,20 @@ def reference_gradients(model_dir: Path, samples, micro_batch_tokens: int, layou
 
 # Several micro-batches, a different number on each rank: the rank with fewer runs an empty one
 # (PolicyWorker._empty_loss), which must make the same model calls as a real one in its layout.
-MICRO_BATCH_TOKENS = {"padded": 44, "packed": 56, "shared_prompt": 60}
+MICRO_BATCH_TOKENS = {"padded": 44, "packed": 56, "shared_prompt": 60, "native": 60, "native-checkpointed": 60}
 
 
 # shared_prompt: FSDP2 all-gathers for two forward calls (prompts, then continuations) before one
-# backward; samples in groups that share their prompt. packed: each rank's rows hold other
+# backward; samples in groups that share their prompt. native: that layout in one call of dapo-rl's
+# forward, each layer through its FSDP2 unit's hooks (gathered once, reduce-scattered in backward). packed: each rank's rows hold other
 # sequences (per-sequence attention, trainer.packed_attention). bf16: trainer.param_dtype=bf16,
 # FSDP2's MixedPrecisionPolicy against one process's bf16 copies (dapo.trainer.mixed_precision).
 @pytest.mark.parametrize(("layout", "param_dtype"),
-                         [("padded", "none"), ("packed", "none"), ("shared_prompt", "none"), ("padded", "bf16"),
-                          ("shared_prompt", "bf16")])
+                         [("padded", "none"), ("packed", "none"), ("shared_prompt", "none"), ("native", "none"),
+                          ("native-checkpointed", "none"), ("padded", "bf16"), ("shared_prompt", "bf16"),
+                          ("native", "bf16")])
 def test_two_rank_fsdp_gradients_equal_one_rank_gradients(tiny_model_dir, tmp_path, layout, param_dtype):
-    shared_prompt = layout == "shared_prompt"
+    shared_prompt = layout_settings(layout)["shared_prompt"]
     samples = (make_group_samples if shared_prompt else make_samples)(torch.Generator().manual_seed(4))
     for index, sample in enumerate(samples):  # off-policy ratios, so clipping paths are exercised
         sample.old_logprobs = [-4.0 - 0.1 * (index % 3)] * len(sample.response_ids)

@@ -381,11 +381,12 @@ class TrainerConfig:
     # padded grids); "native", dapo-rl's own for the Llama family (Llama, Qwen2, Mistral without a
     # sliding window): the same logits (to rounding), with projections, norms, RoPE and MLP on the
     # real tokens only and attention alone on the grids, eager or sdpa as model.attn_implementation
-    # says (dapo.trainer.native_forward; refused, with the reason, where it would not compute the
-    # model: other architectures, RoPE that follows a call's length, attention dropout, forward
-    # hooks or submodules it would skip, FSDP2-sharded policies); "auto": native where it computes
-    # the model on CPU, where it was measured (1.2-1.3x the update's tokens/s on the built-in
-    # model, 1.3-1.7x on a 93M one), Hugging Face's elsewhere.
+    # says, FSDP2-sharded policies too (dapo.trainer.native_forward; refused, with the reason,
+    # where it would not compute the model: other architectures, RoPE that follows a call's length,
+    # attention dropout, forward hooks or submodules it would skip); "auto": native where it
+    # computes the model on CPU, where it was measured (1.2-1.3x the update's tokens/s on the
+    # built-in model, 1.3-1.7x on a 93M one), Hugging Face's elsewhere (on an H200 native was
+    # 1.13-1.54x but not yet bit-reproducible: README, "On a GPU").
     forward: str = "auto"
     # AdamW: learning rate, betas, weight decay; gradient-norm clip (DAPO: 1e-6, 0.1, 1.0). Weight
     # decay applies to matrices only, not to biases and norm weights (verl's FSDP optimizer decays all).

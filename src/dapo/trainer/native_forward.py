@@ -24,14 +24,22 @@ eager forward bit for bit on CPU (the tests assert it); anything else runs torch
 scaled_dot_product_attention, as its sdpa forward does. Float32 logits agree to ~1e-5 (a fused
 matmul sums in another order), float64 ones to ~1e-12 (tests/trainer/test_trainer_native_forward.py).
 Configurations it would not compute are refused, with the reason (:func:`native_forward_reason`,
-checked at every call too); trainer.forward=auto then uses Hugging Face's.
+checked at every call too); trainer.forward=auto then uses Hugging Face's. An FSDP2-sharded policy
+is called through its units: the model's forward and each layer's stand in for their modules'
+while this forward runs, so FSDP2's hooks gather each unit's weights once per call, cast its inputs
+(mixed precision) and reduce-scatter its gradients in backward.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+from collections.abc import Callable, Iterator
+
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.distributed.fsdp import FSDPModule
 from torch.distributed.tensor import DTensor
 from torch.utils.checkpoint import checkpoint
 from transformers import PreTrainedModel
@@ -73,15 +81,43 @@ def native_forward_reason(model: nn.Module) -> str | None:
             return (f"forward hooks (or a replaced forward, as accelerate's offloading installs) on layer {index} "
                     "(its layer, attention, MLP or Q/K/V/gate/up modules), which this forward would skip: it "
                     "reads those weights instead of calling the modules")
-    if any(isinstance(p, DTensor) for p in model.parameters()):
-        return "the model is sharded (FSDP2): its layers gather their weights in their own forward"
+    sharded = [m for m in (model, *model.model.layers) if isinstance(m, FSDPModule)]
+    if any(isinstance(p, DTensor) for p in model.parameters()) and model not in sharded:
+        return "the model is sharded, but not by FSDP2 at its root (fully_shard(model))"
     return None
 
 
 def _skips_hooks(*modules: nn.Module) -> bool:
     """Whether any of ``modules``, whose forward this one does not call, has forward hooks or an
-    instance's own forward (accelerate's hooks replace it)."""
-    return any(m._forward_hooks or m._forward_pre_hooks or "forward" in vars(m) for m in modules)
+    instance's own forward (accelerate's hooks replace it). FSDP2's own hooks do not count: an
+    FSDP2 unit (the model, a layer) is called, its forward standing in for the module's."""
+    return any(_foreign_hooks(m) or "forward" in vars(m) for m in modules)
+
+
+def _foreign_hooks(module: nn.Module) -> list:
+    state = module._get_fsdp_state() if isinstance(module, FSDPModule) else None
+    hooks = [*module._forward_hooks.values(), *module._forward_pre_hooks.values()]
+    return [hook for hook in hooks if state is None or getattr(hook, "__self__", None) is not state]
+
+
+@contextlib.contextmanager
+def _forward_replaced(module: nn.Module, forward: Callable) -> Iterator[None]:
+    """``module(...)`` runs ``forward`` (its hooks too: FSDP2's gather the unit's weights, cast
+    its inputs in mixed precision, and reduce-scatter its gradients in backward)."""
+    module.forward = forward
+    try:
+        yield
+    finally:
+        del module.forward
+
+
+def _call_layer(layer: nn.Module, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                grids: _Grids) -> torch.Tensor:
+    """One layer through its FSDP2 unit, or as a function of its weights where it is not one."""
+    if not isinstance(layer, FSDPModule):
+        return _layer_forward(layer, hidden, cos, sin, grids)
+    with _forward_replaced(layer, functools.partial(_layer_forward, layer)):
+        return layer(hidden, cos, sin, grids)
 
 
 def native_shared_prompt_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -91,6 +127,15 @@ def native_shared_prompt_logits(model: PreTrainedModel, tensors: dict[str, torch
     eager arithmetic) or, for any other, torch's scaled_dot_product_attention."""
     if reason := native_forward_reason(model):  # under a millisecond; without it, wrong logits, not an error
         raise ValueError(f"dapo-rl's training forward does not compute this model: {reason}")
+    if not isinstance(model, FSDPModule):
+        return _logits(model, tensors)
+    # an FSDP2-sharded policy: through its root unit's hooks (the embedding, final norm and output
+    # layer gathered, then reduce-scattered in backward), each layer through its own (_call_layer)
+    with _forward_replaced(model, functools.partial(_logits, model)):
+        return model(tensors)
+
+
+def _logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
     decoder = model.model
     grids = _Grids(tensors, eager=getattr(model.config, "_attn_implementation", None) == "eager")
     tokens = torch.cat([tensors["prompt_input_ids"].flatten()[grids.prompt_slots],
@@ -103,9 +148,9 @@ def native_shared_prompt_logits(model: PreTrainedModel, tensors: dict[str, torch
     recompute = model.training and checkpointing(model)
     for layer in decoder.layers:
         if recompute:  # non-reentrant: the grids and tables are read again in backward, unchanged
-            hidden = checkpoint(_layer_forward, layer, hidden, cos, sin, grids, use_reentrant=False)
+            hidden = checkpoint(_call_layer, layer, hidden, cos, sin, grids, use_reentrant=False)
         else:
-            hidden = _layer_forward(layer, hidden, cos, sin, grids)
+            hidden = _call_layer(layer, hidden, cos, sin, grids)
     rows, width = tensors["responses"].shape
     predicting, wanted = grids.predicting_positions(tensors["response_lengths"], width)
     logits = model.lm_head(decoder.norm(_rows(hidden, predicting)))

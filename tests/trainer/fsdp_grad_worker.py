@@ -7,6 +7,7 @@ Arguments: model_dir samples.pt out.pt micro_batch_tokens layout param_dtype."""
 from __future__ import annotations
 
 import sys
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -37,6 +38,8 @@ def full_gradients(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 def main(model_dir: str, samples_path: str, out_path: str, micro_batch_tokens: int, layout: str,
          param_dtype: str) -> None:
+    # an FSDP2 unit's output that is a view loses its pre-backward hook to an in-place op: none is
+    warnings.filterwarnings("error", message=".*returned a view tensor")
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     mesh = init_device_mesh("cpu", (world,))

@@ -128,14 +128,17 @@ def native_shared_prompt_logits(model: PreTrainedModel, tensors: dict[str, torch
     if reason := native_forward_reason(model):  # under a millisecond; without it, wrong logits, not an error
         raise ValueError(f"dapo-rl's training forward does not compute this model: {reason}")
     if not isinstance(model, FSDPModule):
-        return _logits(model, tensors)
-    # an FSDP2-sharded policy: through its root unit's hooks (the embedding, final norm and output
-    # layer gathered, then reduce-scattered in backward), each layer through its own (_call_layer)
-    with _forward_replaced(model, functools.partial(_logits, model)):
-        return model(tensors)
+        logits = _logits(model, tensors)
+    else:
+        # an FSDP2-sharded policy: through its root unit's hooks (the embedding, final norm and output
+        # layer gathered, then reduce-scattered in backward), each layer through its own (_call_layer)
+        with _forward_replaced(model, functools.partial(_logits, model)):
+            logits = model(tensors)
+    return logits.view(*tensors["responses"].shape, -1)  # (a view of the unit's output, not the output)
 
 
 def _logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
+    """(B * R, V) logits, zeros past each response's length."""
     decoder = model.model
     grids = _Grids(tensors, eager=getattr(model.config, "_attn_implementation", None) == "eager")
     tokens = torch.cat([tensors["prompt_input_ids"].flatten()[grids.prompt_slots],
@@ -154,7 +157,7 @@ def _logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor]) -> torch.T
     rows, width = tensors["responses"].shape
     predicting, wanted = grids.predicting_positions(tensors["response_lengths"], width)
     logits = model.lm_head(decoder.norm(_rows(hidden, predicting)))
-    return logits.new_zeros(rows * width, logits.shape[-1]).index_copy(0, wanted, logits).view(rows, width, -1)
+    return logits.new_zeros(rows * width, logits.shape[-1]).index_copy(0, wanted, logits)
 
 
 def _rows(tensor: torch.Tensor, index: torch.Tensor) -> torch.Tensor:

@@ -81,8 +81,7 @@ def native_forward_reason(model: nn.Module) -> str | None:
             return (f"forward hooks (or a replaced forward, as accelerate's offloading installs) on layer {index} "
                     "(its layer, attention, MLP or Q/K/V/gate/up modules), which this forward would skip: it "
                     "reads those weights instead of calling the modules")
-    sharded = [m for m in (model, *model.model.layers) if isinstance(m, FSDPModule)]
-    if any(isinstance(p, DTensor) for p in model.parameters()) and model not in sharded:
+    if not isinstance(model, FSDPModule) and any(isinstance(p, DTensor) for p in model.parameters()):
         return "the model is sharded, but not by FSDP2 at its root (fully_shard(model))"
     return None
 
@@ -134,7 +133,8 @@ def native_shared_prompt_logits(model: PreTrainedModel, tensors: dict[str, torch
         # layer gathered, then reduce-scattered in backward), each layer through its own (_call_layer)
         with _forward_replaced(model, functools.partial(_logits, model)):
             logits = model(tensors)
-    return logits.view(*tensors["responses"].shape, -1)  # (a view of the unit's output, not the output)
+    # viewed outside the unit: FSDP2's backward hook on a unit's output is lost to an in-place op on a view
+    return logits.view(*tensors["responses"].shape, -1)
 
 
 def _logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor]) -> torch.Tensor:

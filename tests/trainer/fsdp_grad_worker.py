@@ -2,7 +2,8 @@
 ``torch.distributed.run``): shard the policy over a gloo mesh, take this rank's token-balanced
 share of the mini-batch, backpropagate with the mini-batch's GLOBAL normalisers, and (rank 0)
 save the full gradients; then again with FSDP's default averaging, to show what it would cost.
-Arguments: model_dir samples.pt out.pt micro_batch_tokens layout param_dtype."""
+Arguments: model_dir samples.pt out.pt micro_batch_tokens layout param_dtype (layout: padded, packed,
+shared_prompt, native or native-checkpointed: :func:`layout_settings`)."""
 
 from __future__ import annotations
 

@@ -45,7 +45,8 @@ MICRO_BATCH_TOKENS = {"padded": 44, "packed": 56, "shared_prompt": 60, "native":
 
 # shared_prompt: FSDP2 all-gathers for two forward calls (prompts, then continuations) before one
 # backward; samples in groups that share their prompt. native: that layout in one call of dapo-rl's
-# forward, each layer through its FSDP2 unit's hooks (gathered once, reduce-scattered in backward). packed: each rank's rows hold other
+# forward, each layer through its FSDP2 unit's hooks (gathered once, reduce-scattered in backward;
+# native-checkpointed: recomputed in backward). packed: each rank's rows hold other
 # sequences (per-sequence attention, trainer.packed_attention). bf16: trainer.param_dtype=bf16,
 # FSDP2's MixedPrecisionPolicy against one process's bf16 copies (dapo.trainer.mixed_precision).
 @pytest.mark.parametrize(("layout", "param_dtype"),

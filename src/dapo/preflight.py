@@ -213,12 +213,12 @@ def warn_about_schedule(cfg: DAPOConfig) -> None:
 
 def resume_problems(cfg: DAPOConfig) -> list[str]:
     """checkpoint.resume names a checkpoint, when it is not auto or never (verl's resume_mode
-    words, disable, are neither)."""
+    words, disable, are neither), or one the run in output_dir has gone on from."""
     if cfg.checkpoint.resume in ("auto", "never"):
         return []
-    from dapo.trainer.checkpoint import resume_path_problem
+    from dapo.trainer.resume import resume_path_problem
 
-    return [problem] if (problem := resume_path_problem(cfg.checkpoint.resume)) else []
+    return [problem] if (problem := resume_path_problem(cfg.checkpoint.resume, cfg.output_dir)) else []
 
 
 def reward_problems(cfg: DAPOConfig) -> list[str]:

@@ -7,16 +7,15 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from dapo.trainer.checkpoint import (
     SHARDED_DIR,
-    ResumePoint,
     export_hf_from_shards,
     list_checkpoints,
     load_model_weights,
     load_rank_rng,
     load_trainer_state,
-    resolve_resume,
     save_checkpoint,
     save_rank_rng,
 )
+from dapo.trainer.resume import ResumePoint, resolve_resume
 from tests.rollout.conftest import tiny_qwen3_moe
 
 

@@ -217,7 +217,7 @@ def test_rerunning_a_run_started_from_another_runs_checkpoint_goes_on(tiny_model
     crashing.step_once = crash_at_step_3
     with pytest.raises(KeyboardInterrupt):
         crashing.train()
-    from dapo.trainer.checkpoint import ResumePoint, resolve_resume
+    from dapo.trainer.resume import ResumePoint, resolve_resume
 
     with pytest.warns(UserWarning, match="resuming its newest"):  # a redirect is the run's own choice
         point = resolve_resume(str(first / "checkpoints" / "step-000001"), tmp_path / "second")
@@ -264,6 +264,51 @@ def test_rerunning_a_command_that_went_back_goes_on_instead_of_back_again(tiny_m
         summary = Trainer(command).train()
     assert summary.steps == 4 and len(list(checkpoints.glob("abandoned-*"))) == 1  # not set aside again
     assert [row["step"] for row in read_metrics(run) if "actor/loss" in row] == [1, 2, 3, 4]
+
+
+def test_a_requeued_command_goes_on_after_keep_last_deleted_the_checkpoint_it_names(
+    tiny_model_dir, reward_file, tmp_path
+):
+    """The job script's checkpoint.resume=<step 1> names a checkpoint that checkpoint.keep_last
+    deletes once the run has gone on from it: the requeued command must resume the newest, not
+    stop with "not a checkpoint directory" (nor start over). Likewise for another run's checkpoint
+    that this run started from, deleted by that run's own retention."""
+    from dapo.preflight import resume_problems
+    from dapo.trainer.resume import ResumePoint, resolve_resume
+
+    run, checkpoints = tmp_path / "run", tmp_path / "run" / "checkpoints"
+    Trainer(tiny_config(tiny_model_dir, run, reward_file, "eval.every_steps=0")).train()  # steps 1-3
+    command = tiny_config(tiny_model_dir, run, reward_file, "eval.every_steps=0", "trainer.total_steps=4",
+                          "checkpoint.keep_last=1", f"checkpoint.resume={checkpoints / 'step-000001'}")
+    preempted = Trainer(command)
+    steps = preempted.step_once
+
+    def preempt_at_step_3():
+        if preempted.step == 2:
+            raise KeyboardInterrupt
+        return steps()
+
+    preempted.step_once = preempt_at_step_3
+    with pytest.warns(UserWarning, match="moved 2 checkpoint"), pytest.raises(KeyboardInterrupt):
+        preempted.train()  # went back to step 1, checkpointed step 2: keep_last=1 deleted step 1
+    assert [p.name for p in checkpoints.glob("step-*")] == ["step-000002"]
+    assert resume_problems(command) == []  # the preflight check agrees
+    with pytest.warns(UserWarning, match=r"went back to it .*: resuming its newest, .*step-000002"):
+        summary = Trainer(command).train()
+    assert summary.steps == 4
+    assert [row["step"] for row in read_metrics(run) if "actor/loss" in row] == [1, 2, 3, 4]
+
+    # a run started from another run's checkpoint, which that run's retention deleted since
+    second = tmp_path / "second"
+    start = checkpoints / "step-000004"
+    Trainer(tiny_config(tiny_model_dir, second, reward_file, "eval.every_steps=0", "trainer.total_steps=5",
+                        f"checkpoint.resume={start}")).train()
+    shutil.rmtree(start)
+    with pytest.warns(UserWarning, match="it started this run"):
+        assert resolve_resume(str(start), second) == ResumePoint(second / "checkpoints" / "step-000005", automatic=True)
+    # a deleted checkpoint that no checkpoint of the run descends from is still an error
+    with pytest.raises(FileNotFoundError, match="not auto, never or a checkpoint directory"):
+        resolve_resume(str(checkpoints / "step-000002"), second)
 
 
 def test_resuming_a_set_aside_checkpoint_continues_nothing_of_the_attempt_that_went_back(

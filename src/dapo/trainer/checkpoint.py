@@ -30,7 +30,6 @@ import shutil
 import tempfile
 import time
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -386,61 +385,3 @@ def layout_mismatch(policy_state: dict[str, Any], world_size: int) -> str | None
         return (f"it holds the optimizer state of one process, not {SHARDED_DIR}/ shards, and this run has "
                 f"{world_size} policy ranks; resume it with one (resources.nnodes=1 resources.devices_per_node=1)")
     return None
-
-
-@dataclass(frozen=True)
-class ResumePoint:
-    """The checkpoint a run resumes from, and how it was chosen."""
-
-    path: Path
-    # chosen by the run rather than named by the user: checkpoint.resume=auto, or a rerun of a
-    # command naming where the run started, redirected to the run's own newest checkpoint
-    automatic: bool
-
-
-def resolve_resume(resume: str, run_dir: str | Path) -> ResumePoint | None:
-    """``checkpoint.resume``: "auto" -> newest checkpoint of the run (or None), "never" -> None,
-    anything else -> that checkpoint directory, which must exist.
-
-    A path outside the run's own checkpoints is where the run STARTS: once the run has
-    checkpoints of its own that started from it (their ``started_from``), the newest of them is
-    resumed instead, so that rerunning the same command after a crash goes on rather than back.
-    A checkpoint of the run itself is a deliberate step back, honoured (the later ones are set
-    aside) once: when the run has gone back to it and checkpointed since (their ``went_back_to``),
-    a rerun of the command (a requeued job) resumes the newest instead, as above."""
-    if resume == "never":
-        return None
-    own = list_checkpoints(run_dir)
-    if resume == "auto":
-        return ResumePoint(own[-1], automatic=True) if own else None
-    path = Path(resume).expanduser()
-    if not (path / STATE_FILE).exists():
-        raise FileNotFoundError(resume_path_problem(resume))
-    went_back = is_own_checkpoint(path, run_dir)  # a step back, or where the run started
-    if own and own[-1].resolve() != path.resolve() and load_trainer_state(own[-1], peek=True).get(
-        "went_back_to" if went_back else "started_from"
-    ) == str(path.resolve()):
-        why = ("this run went back to it and has checkpointed since (resume a copy of it to go back again)" if went_back
-               else "it started this run, which has checkpoints of its own since")
-        warnings.warn(f"checkpoint.resume={resume!r}: {why}: resuming its newest, {own[-1]}", stacklevel=2)
-        return ResumePoint(own[-1], automatic=True)
-    return ResumePoint(path, automatic=False)
-
-
-def resume_path_problem(resume: str) -> str | None:
-    """Why ``checkpoint.resume`` (not auto or never) names no checkpoint, or None."""
-    if (Path(resume).expanduser() / STATE_FILE).is_file():
-        return None
-    return (f"checkpoint.resume={resume!r} is not auto, never or a checkpoint directory (none with a {STATE_FILE} "
-            "is there)")
-
-
-def is_set_aside(path: Path, run_dir: str | Path) -> bool:
-    """Whether checkpoint ``path`` is one :func:`set_aside_checkpoints_after` moved away."""
-    folder = path.resolve().parent
-    return folder.name.startswith(SET_ASIDE_PREFIX) and folder.parent == (Path(run_dir) / "checkpoints").resolve()
-
-
-def is_own_checkpoint(path: Path, run_dir: str | Path) -> bool:
-    """Whether checkpoint ``path`` is one of the run's (set-aside ones in abandoned-*/ included)."""
-    return (Path(run_dir) / "checkpoints").resolve() in path.resolve().parents

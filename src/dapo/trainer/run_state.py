@@ -27,16 +27,14 @@ from dapo.config.loading import config_to_dict, with_absolute_paths
 from dapo.durable import write_atomically
 from dapo.trainer.checkpoint import (
     begin_checkpoint,
-    is_own_checkpoint,
-    is_set_aside,
     layout_mismatch,
     load_trainer_state,
     publish_checkpoint,
-    resolve_resume,
     set_aside_checkpoints_after,
 )
 from dapo.trainer.evaluate import ProgressCallback
 from dapo.trainer.metrics import MetricsLogger
+from dapo.trainer.resume import is_own_checkpoint, is_set_aside, resolve_resume
 from dapo.trainer.run_dir import (
     MODEL_CONFIG_FILE,
     RunDirError,

@@ -1,0 +1,82 @@
+"""Which checkpoint a run resumes from (``checkpoint.resume``): the run's newest, a named one, or,
+when the run has gone on from the named one since (a rerun of the same command), the run's newest."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from dapo.trainer.checkpoint import SET_ASIDE_PREFIX, list_checkpoints, load_trainer_state
+from dapo.trainer.run_dir import STATE_FILE
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """The checkpoint a run resumes from, and how it was chosen."""
+
+    path: Path
+    # chosen by the run rather than named by the user: checkpoint.resume=auto, or a rerun of a
+    # command naming where the run started, redirected to the run's own newest checkpoint
+    automatic: bool
+
+
+def resolve_resume(resume: str, run_dir: str | Path) -> ResumePoint | None:
+    """``checkpoint.resume``: "auto" -> newest checkpoint of the run (or None), "never" -> None,
+    anything else -> that checkpoint directory, which must exist, unless the run has gone on from it.
+
+    A path outside the run's own checkpoints is where the run STARTS: once the run has
+    checkpoints of its own that started from it (their ``started_from``), the newest of them is
+    resumed instead, so that rerunning the same command after a crash goes on rather than back.
+    A checkpoint of the run itself is a deliberate step back, honoured (the later ones are set
+    aside) once: when the run has gone back to it and checkpointed since (their ``went_back_to``),
+    a rerun of the command (a requeued job) resumes the newest instead, as above. Either holds
+    after the named checkpoint is deleted (:func:`newest_descendant`)."""
+    if resume == "never":
+        return None
+    own = list_checkpoints(run_dir)
+    if resume == "auto":
+        return ResumePoint(own[-1], automatic=True) if own else None
+    path = Path(resume).expanduser()
+    if (newest := newest_descendant(path, run_dir)) is not None:
+        why = ("this run went back to it and has checkpointed since (resume a copy of it to go back again)"
+               if is_own_checkpoint(path, run_dir) else "it started this run, which has checkpoints of its own since")
+        warnings.warn(f"checkpoint.resume={resume!r}: {why}: resuming its newest, {newest}", stacklevel=2)
+        return ResumePoint(newest, automatic=True)
+    if not (path / STATE_FILE).exists():
+        raise FileNotFoundError(resume_path_problem(resume))
+    return ResumePoint(path, automatic=False)
+
+
+def newest_descendant(path: Path, run_dir: str | Path) -> Path | None:
+    """The run's newest checkpoint, if it descends from checkpoint ``path``: the run went back to
+    ``path`` (one of its own) or started from it (another run's) and has checkpointed since (the
+    newest records it as ``went_back_to`` / ``started_from``). ``path`` may be gone by then:
+    checkpoint.keep_last deletes the run's older checkpoints, another run's the one this run
+    started from, and a requeued job names it still."""
+    own = list_checkpoints(run_dir)
+    if not own or own[-1].resolve() == path.resolve():
+        return None
+    key = "went_back_to" if is_own_checkpoint(path, run_dir) else "started_from"
+    return own[-1] if load_trainer_state(own[-1], peek=True).get(key) == str(path.resolve()) else None
+
+
+def resume_path_problem(resume: str, run_dir: str | Path | None = None) -> str | None:
+    """Why ``checkpoint.resume`` (not auto or never) names no checkpoint to resume from, or None
+    (also where it is gone but ``run_dir`` has gone on from it: :func:`newest_descendant`)."""
+    path = Path(resume).expanduser()
+    if (path / STATE_FILE).is_file() or (run_dir is not None and newest_descendant(path, run_dir) is not None):
+        return None
+    return (f"checkpoint.resume={resume!r} is not auto, never or a checkpoint directory (none with a {STATE_FILE} "
+            "is there)")
+
+
+def is_set_aside(path: Path, run_dir: str | Path) -> bool:
+    """Whether checkpoint ``path`` is one :func:`set_aside_checkpoints_after` moved away."""
+    folder = path.resolve().parent
+    return folder.name.startswith(SET_ASIDE_PREFIX) and folder.parent == (Path(run_dir) / "checkpoints").resolve()
+
+
+def is_own_checkpoint(path: Path, run_dir: str | Path) -> bool:
+    """Whether checkpoint ``path`` is one of the run's (set-aside ones in abandoned-*/ included)."""
+    return (Path(run_dir) / "checkpoints").resolve() in path.resolve().parents

@@ -38,6 +38,13 @@ steps (so it counts generation, scoring and the update); trained tokens/s = the 
 the trained batches / the same time; peak memory = the training process's RSS high-water mark
 (``ru_maxrss``) plus that of each reward worker process (dapo-rl's; TRL scores in-process); held-out
 avg@k before and after.
+
+The floor: under each precision's ratios, the seconds a dapo-rl step would take if the matmuls of its
+response tokens (2W FLOPs per generated token, 6W per trained one, W its matmul weights) ran at this
+machine's matmul peak (measured before and after that precision's runs) and nothing else took time;
+the completion tokens/s ratio over TRL that floor would reach; and the share of the peak, across the
+whole step, that a 3x ratio needs. The header names the CPU and its bf16 matmul instructions: a CPU
+with AMX has over twice the bf16 peak of one with AVX-512 BF16 alone, so ratios move between machines.
 """
 
 from __future__ import annotations
@@ -176,7 +183,16 @@ def train_dapo(settings: BenchSettings, model_dir: str, work_dir: str) -> dict[s
         "train_acc_first": accs[0] if accs else None,
         "train_acc_last": accs[-1] if accs else None,
         "final_model_dir": str(final_dir),
+        "matmul_weights_per_token": matmul_weights_per_token(trainer.model),
     }
+
+
+def matmul_weights_per_token(model: Any) -> int:
+    """Weights a token's matmuls multiply by: every 2-D weight but the embedding lookup's, plus the
+    output layer (the embedding matrix again where the two are tied)."""
+    embedding = model.get_input_embeddings().weight
+    matmuls = sum(p.numel() for p in model.parameters() if p.dim() == 2 and p is not embedding)
+    return matmuls + model.get_output_embeddings().weight.numel() * model.config.tie_word_embeddings
 
 
 def _peak_rss_mib(pid: int) -> float:
@@ -257,7 +273,18 @@ def summarize(train: dict[str, Any], accuracy: dict[str, float], k: int) -> dict
         "peak_rss_mib": train["peak_rss_mib"],
         "acc_after": accuracy.get(f"eval/avg@{k}", float("nan")),
         "pass_after": accuracy.get(f"eval/pass@{k}", float("nan")),
+        "matmul_flops_per_step": _response_matmul_flops(train) / max(train["steps"], 1),
+        "matmul_weights_m": train.get("matmul_weights_per_token", 0) / 1e6,
     }
+
+
+def _response_matmul_flops(train: dict[str, Any]) -> float:
+    """The matmul FLOPs of a dapo-rl run's response tokens: 2W for each generated token (its
+    forward), 6W for each trained one (forward and backward), W = matmul_weights_per_token. Prompts,
+    attention, elementwise ops and the optimizer are left out, so the time it takes at the matmul peak
+    is a lower bound on the step's (TRL's rows: none recorded)."""
+    weights = train.get("matmul_weights_per_token", 0)
+    return 2 * weights * train["completion_tokens"] + 6 * weights * train["trained_tokens"]
 
 
 RATIOS = (("tokens_per_s", "completion tokens/s"), ("trained_tokens_per_s", "trained tokens/s"),
@@ -265,8 +292,10 @@ RATIOS = (("tokens_per_s", "completion tokens/s"), ("trained_tokens_per_s", "tra
 
 
 def render_table(rows: dict[str, dict[str, Any]], before: dict[str, float], settings: BenchSettings,
-                 eval_problems: int) -> str:
-    """The table, then per precision the dapo-rl / TRL ratios (median and range over repeats)."""
+                 eval_problems: int, peaks: dict[str, float] | None = None) -> str:
+    """The table, then per precision the dapo-rl / TRL ratios (median and range over repeats) and,
+    given this machine's matmul ``peaks`` (FLOP/s by precision), what they bound (:func:`_floor_line`)."""
+    peaks = peaks or {}
     k = settings.eval_k
     acc_before = before.get(f"eval/avg@{k}", float("nan"))
     lines = [
@@ -275,7 +304,7 @@ def render_table(rows: dict[str, dict[str, Any]], before: dict[str, float], sett
         f"Built-in base model and arithmetic task; G={settings.group_size}, {settings.prompts_per_step} "
         f"prompts/step, 1 update/step, max {settings.max_response_length} new tokens, lr {settings.lr:g} constant, "
         f"clip {settings.clip_low}/{settings.clip_high}, no KL, token-level loss, soft overlong punishment "
-        f"(buffer {settings.overlong_buffer}), gradient checkpointing off, torch threads {_threads()}. "
+        f"(buffer {settings.overlong_buffer}), gradient checkpointing off, {_cpu()}, torch threads {_threads()}. "
         f"Held-out: avg@{k} over {eval_problems} problems, temperature 1, top-p 1, same seed and the same "
         "(bf16) evaluation for every model. fp32 rows: float32 generation and training in both systems; bf16 "
         "rows: bfloat16 generation and training over float32 master weights in both (TRL's `bf16=True`).",
@@ -304,6 +333,8 @@ def render_table(rows: dict[str, dict[str, Any]], before: dict[str, float], sett
         accuracy = "; ".join(f"dapo-rl {d['acc_after']:.1%} vs TRL {t['acc_after']:.1%}" for t, d in pairs)
         lines.append(f"{precision}, dapo-rl / TRL ({len(pairs)} run(s) each{', median [range]' if len(pairs) > 1 else ''}): "
                      f"{'; '.join(ratios)}. Held-out avg@{k} after equal wall time: {accuracy} (base {acc_before:.1%}).")
+        if precision in peaks:
+            lines.append(_floor_line(pairs, precision, peaks[precision]))
     lines += [
         "",
         "Columns: steps/s is steps / training seconds; generate+score (per-step median) is everything but the update: "
@@ -328,6 +359,33 @@ def render_table(rows: dict[str, dict[str, Any]], before: dict[str, float], sett
     return "\n".join(lines)
 
 
+def _floor_line(pairs: list[tuple[dict[str, Any], dict[str, Any]]], precision: str, peak: float) -> str:
+    """What the machine's matmul peak allows: dapo-rl's response-token matmuls at the peak (a lower
+    bound on its step time: :func:`_response_matmul_flops`), the completion tokens/s ratio that floor
+    would reach over TRL's measured rate, and the share of the peak a 3x ratio needs across the step."""
+    floors, measured, bounds, needed = [], [], [], []
+    for trl, dapo in pairs:
+        floor = dapo["matmul_flops_per_step"] / peak  # seconds a step at the peak
+        tokens_per_step = dapo["tokens_per_s"] / max(dapo["steps_per_s"], 1e-9)
+        floors.append(floor)
+        measured.append(floor * dapo["steps_per_s"])  # the share of the peak the measured steps ran at
+        bounds.append(tokens_per_step / floor / max(trl["tokens_per_s"], 1e-9))
+        needed.append(floor / (tokens_per_step / (3 * trl["tokens_per_s"])))
+    return (f"{precision} at this machine's {precision} matmul peak ({peak / 1e12:.3f} TFLOP/s): the matmuls of "
+            f"dapo-rl's response tokens alone (2W FLOPs per generated token, 6W per trained one, W = "
+            f"{pairs[0][1].get('matmul_weights_m', 0):.2f}M matmul weights) take {_plain(floors, '.2f')} s a step, "
+            f"{_plain(measured, '.0%')} of its measured steps' time; at that floor, with nothing else to compute, "
+            f"it would generate {_spread(bounds)} TRL's completion tokens/s; 3x needs "
+            f"{_plain(needed, '.0%')} of the peak across the whole step.")
+
+
+def _plain(values: list[float], spec: str) -> str:
+    """The median of ``values`` (and their range, when several) in format ``spec``."""
+    if len(values) == 1:
+        return format(values[0], spec)
+    return f"{format(statistics.median(values), spec)} [{format(min(values), spec)}-{format(max(values), spec)}]"
+
+
 def _pairs(rows: dict[str, dict[str, Any]], precision: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(TRL row, dapo-rl row) of each repeat at ``precision``, in repeat order."""
     trl = [row for name, row in rows.items() if name.startswith("TRL") and f"({precision})" in name]
@@ -339,6 +397,29 @@ def _spread(values: list[float]) -> str:
     if len(values) == 1:
         return f"{values[0]:.2f}x"
     return f"{statistics.median(values):.2f}x [{min(values):.2f}-{max(values):.2f}]"
+
+
+def matmul_peak(precision: str) -> float:
+    """This machine's matmul peak now, FLOP/s: bench_update.py's square 2048 x 2048 ``torch.mm``,
+    best of ten rounds, in float32 or bfloat16, with the benchmark's thread count."""
+    import torch
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_update import matmul_peak as square_matmul_peak
+
+    return square_matmul_peak(torch.bfloat16 if precision == "bf16" else torch.float32, 2048)
+
+
+def _cpu() -> str:
+    """The CPU's model name and the matmul instructions that set its bf16 peak (AMX, AVX-512 BF16)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "CPU unknown"
+    name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "CPU")
+    flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
+    units = [unit for flag, unit in (("amx_bf16", "AMX"), ("avx512_bf16", "AVX-512 BF16")) if flag in flags]
+    return f"{name} ({', '.join(units) or 'no bf16 matmul instructions'})"
 
 
 def _threads() -> int:
@@ -394,8 +475,9 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"--base-model {args.base_model!r} is not a model directory")
     work = Path(args.output).parent / "work"
     before = run_part("eval", settings, base_dir, work / "eval_base")
-    rows = {}
+    rows, peaks = {}, {}
     for precision in PRECISIONS[args.precision]:
+        peaks[precision] = matmul_peak(precision)
         run = replace(settings, precision=precision)
         for repeat in range(args.repeats):
             # Each system in a fresh process, the order alternating between repeats (a machine that
@@ -410,7 +492,8 @@ def main(argv: list[str] | None = None) -> None:
             suffix = f" #{repeat + 1}" if args.repeats > 1 else ""
             rows[f"TRL {trl['version']} GRPOTrainer ({precision}){suffix}"] = summarize(trl, trl_eval, settings.eval_k)
             rows[f"dapo-rl ({precision}){suffix}"] = summarize(dapo, dapo_eval, settings.eval_k)
-    table = render_table(rows, before, settings, int(before["problems"]))
+        peaks[precision] = max(peaks[precision], matmul_peak(precision))  # before and after: the best counts
+    table = render_table(rows, before, settings, int(before["problems"]), peaks)
     print(table)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(table)

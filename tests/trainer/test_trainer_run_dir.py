@@ -241,6 +241,19 @@ def test_rerunning_a_run_started_from_another_runs_checkpoint_goes_on(tiny_model
     assert {row["step"] for row in read_metrics(other)} == {2}
 
 
+def stopping_after_step(step: int, trainer: Trainer) -> Trainer:
+    """``trainer``, whose train() raises KeyboardInterrupt (a preemption) once ``step`` is done."""
+    steps = trainer.step_once
+
+    def preempted():
+        if trainer.step == step:
+            raise KeyboardInterrupt
+        return steps()
+
+    trainer.step_once = preempted
+    return trainer
+
+
 def test_rerunning_a_command_that_went_back_goes_on_instead_of_back_again(tiny_model_dir, reward_file, tmp_path):
     """checkpoint.resume=<this run's step 1> in a job script that is requeued after a preemption:
     each restart went back to step 1 again, setting aside what the last one had trained."""
@@ -248,15 +261,7 @@ def test_rerunning_a_command_that_went_back_goes_on_instead_of_back_again(tiny_m
     Trainer(tiny_config(tiny_model_dir, run, reward_file, "eval.every_steps=0")).train()  # steps 1-3
     command = tiny_config(tiny_model_dir, run, reward_file, "eval.every_steps=0", "trainer.total_steps=4",
                           f"checkpoint.resume={checkpoints / 'step-000001'}")
-    preempted = Trainer(command)
-    steps = preempted.step_once
-
-    def preempt_at_step_3():
-        if preempted.step == 2:
-            raise KeyboardInterrupt
-        return steps()
-
-    preempted.step_once = preempt_at_step_3
+    preempted = stopping_after_step(2, Trainer(command))
     with pytest.warns(UserWarning, match="moved 2 checkpoint"), pytest.raises(KeyboardInterrupt):
         preempted.train()  # went back to step 1, trained and checkpointed step 2
     with pytest.warns(UserWarning, match=r"went back to it and has checkpointed since .*: resuming its newest, "
@@ -280,15 +285,7 @@ def test_a_requeued_command_goes_on_after_keep_last_deleted_the_checkpoint_it_na
     Trainer(tiny_config(tiny_model_dir, run, reward_file, "eval.every_steps=0")).train()  # steps 1-3
     command = tiny_config(tiny_model_dir, run, reward_file, "eval.every_steps=0", "trainer.total_steps=4",
                           "checkpoint.keep_last=1", f"checkpoint.resume={checkpoints / 'step-000001'}")
-    preempted = Trainer(command)
-    steps = preempted.step_once
-
-    def preempt_at_step_3():
-        if preempted.step == 2:
-            raise KeyboardInterrupt
-        return steps()
-
-    preempted.step_once = preempt_at_step_3
+    preempted = stopping_after_step(2, Trainer(command))
     with pytest.warns(UserWarning, match="moved 2 checkpoint"), pytest.raises(KeyboardInterrupt):
         preempted.train()  # went back to step 1, checkpointed step 2: keep_last=1 deleted step 1
     assert [p.name for p in checkpoints.glob("step-*")] == ["step-000002"]

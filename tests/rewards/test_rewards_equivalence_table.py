@@ -312,6 +312,37 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "\\boxed{1}\n\\boxed{2}", "1, 2", False, "boxed"),  # only the last box's line
     (A + "So \\boxed{1, 2}", "\\boxed{1} then \\boxed{2}", False, "boxed"),
     (A + "Answer: 2, 1", "(1, 2)", False, "answer"),  # a tuple keeps its order
+    (A + "Answer: x=4, 3", "x=3, y=4", False, "answer"),  # the label it names must hold
+    (A + "Answer: y=4, 3", "x=3, y=4", True, "answer"),
+    # --- a space after \boxed: the same box to TeX ---
+    (A + "The answer is \\boxed { 34 }.", "34", True, "boxed"),
+    (A + "So \\boxed {x + 1}", "x+1", True, "boxed"),
+    (A + "Answer: $\\boxed {2 \\sqrt{3}}$", "2\\sqrt3", True, "answer"),
+    (A + "So \\boxed {1, 2}", "1, 2", True, "boxed"),
+    (A + "So \\boxed 5", "5", True, "boxed"),
+    (A + "So $35$ or \\boxed {34}.", "34", False, "boxed"),
+    # --- Unicode mathematics: read whole, not up to the first symbol math-verify does not know ---
+    (A + "Answer: 34·2", "34", False, "answer"),
+    (A + "Answer: 34·2", "68", True, "answer"),
+    (A + "Answer: 34²", "34", False, "answer"),
+    (A + "Answer: 34²", "1156", True, "answer"),
+    (A + "Answer: 34×10³", "34", False, "answer"),
+    (A + "Answer: 34×10³", "34000", True, "answer"),
+    (A + "Answer: 10⁶", "10", False, "answer"),
+    (A + "Answer: 2√3", "2", False, "answer"),
+    (A + "Answer: 2√3", "2\\sqrt{3}", True, "answer"),
+    (A + "Answer: √3", "\\sqrt{3}", True, "answer"),
+    (A + "Answer: 12 ÷ 4", "3", True, "answer"),
+    (A + "Answer: 34 ≈ 35", "34", False, "answer"),  # two values
+    (A + "Answer: x ≈ 11", "11", True, "answer"),  # Math-Verify's suite counts it right
+    (A + "Answer: 1,000.99m²", "1000.99", True, "answer"),  # a unit, as before
+    # --- a remark that multiplies the number or offers another answer ---
+    (A + "Answer: 34 (x 1000)", "34", False, "answer"),
+    (A + "Answer: 34 (times 10)", "34", False, "answer"),
+    (A + "Answer: 34 (possibly 35)", "34", False, "answer"),
+    (A + "Answer: 34 (maybe 35)", "34", False, "answer"),
+    (A + "Answer: 34\\text{ (or 35)}", "34", False, "answer"),
+    (A + "Answer: 34 (x = 3)", "34", True, "answer"),  # a condition, not a product
 ]
 
 

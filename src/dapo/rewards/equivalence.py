@@ -84,6 +84,34 @@ def to_ascii_digits(text: str) -> str:
     return "".join(out).replace("\u2212", "-").replace("\uff0b", "+").replace("\uff0c", ",")
 
 
+# Unicode mathematics a model may write, as the LaTeX math-verify reads: it stops reading at a
+# symbol it does not know, so "34·2", "34²" and "34×10³" were read as 34.
+_UNICODE_OPERATORS = {"×": "\\times ", "·": "\\cdot ", "⋅": "\\cdot ", "∙": "\\cdot ", "÷": "\\div ",
+                      "±": "\\pm ", "∓": "\\mp ", "π": "\\pi ", "∞": "\\infty ", "≈": "\\approx ",
+                      "≤": "\\leq ", "≥": "\\geq ", "≠": "\\neq "}
+_SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁽⁾ⁿ", "0123456789+-()n")
+_SUBSCRIPTS = str.maketrans("₀₁₂₃₄₅₆₇₈₉₊₋₍₎", "0123456789+-()")
+# a power of a number or bracket ("34²", "10⁶", "(x+1)²"); after a letter it is left alone: "m²" is
+# a unit of area, which the unit rules and math-verify drop (not so "m^{2}" glued to "1,000.99")
+_SUPERSCRIPT_RUN = re.compile(r"(?<=[0-9)}\]])[⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁽⁾ⁿ]+")
+_SUBSCRIPT_RUN = re.compile("[₀₁₂₃₄₅₆₇₈₉₊₋₍₎]+")
+# a root sign and what it covers: a number or name, a parenthesis, or braces ("√3", "√(x+1)")
+_ROOT = re.compile(r"([√∛∜]) {0,3}([0-9A-Za-z.]{1,100}|\([^()]{0,200}\)|\{[^{}]{0,200}\})?")
+_ROOT_INDEX = {"√": "", "∛": "[3]", "∜": "[4]"}
+
+
+def unicode_math_to_latex(answer: str) -> str:
+    """``34·2`` -> ``34\\cdot 2``, ``34²`` -> ``34^{2}``, ``2√3`` -> ``2\\sqrt{3}``, ``x₁`` -> ``x_{1}``:
+    the operators, powers, indices and roots of Unicode as LaTeX (ASCII text is returned as is)."""
+    if answer.isascii():
+        return answer
+    answer = _ROOT.sub(lambda m: f"\\sqrt{_ROOT_INDEX[m.group(1)]}{{{(m.group(2) or '').strip('(){}')}}}"
+                       if m.group(2) else f"\\sqrt{_ROOT_INDEX[m.group(1)]}", answer)
+    answer = _SUPERSCRIPT_RUN.sub(lambda m: "^{" + m.group(0).translate(_SUPERSCRIPTS) + "}", answer)
+    answer = _SUBSCRIPT_RUN.sub(lambda m: "_{" + m.group(0).translate(_SUBSCRIPTS) + "}", answer)
+    return "".join(_UNICODE_OPERATORS.get(char, char) for char in answer)
+
+
 def _strip_number_decorations(answer: str) -> str:
     """Remove what can surround a number without changing it: prefixes, units, signs."""
     answer = _GLUED_COMMA.sub(",", to_ascii_digits(answer))
@@ -131,8 +159,10 @@ def _strip_unit_suffix(answer: str) -> str:
 # A remark that opens with an alternative and a number offers another answer: "(or 35)", "(and
 # $35$)", "(but 35 if n is odd)"; "(for both n = 3 and 4)" and "(n = 3 and m = 4)" state conditions.
 _ANOTHER_ANSWER = re.compile(
-    r"\s*(?:or|and|otherwise|else|alternatively|either|but|though|although|also)[\s$({]{1,8}[+-]?[0-9]",
-    re.IGNORECASE)
+    r"\s*(?:or|and|otherwise|else|alternatively|either|but|though|although|also|possibly|perhaps|maybe|probably"
+    r"|likely)[\s$({]{1,8}[+-]?[0-9]", re.IGNORECASE)
+# ... and one that opens with a product multiplies it: "(x 1000)", "(times 10)", "(\times 10^3)".
+_MULTIPLIES_IT = re.compile(r"\s*(?:x|times|multiplied by|\\times|\\cdot|\*)[\s$({]{0,8}[+-]?[0-9]", re.IGNORECASE)
 _OPENS_WITH_A_NUMBER = re.compile(r"\s{0,3}[$]?\s{0,3}[+-]?[0-9]")
 # A remark that opens with a scale word changes the number: "(in thousands)", "(millions)"; "(one
 # thousand)" spells it out.
@@ -140,10 +170,11 @@ _OPENING_WORD = re.compile(r"\s*(?:in\s+)?([A-Za-z]+)")
 
 
 def _remark_changes_the_number(remark: str) -> bool:
-    """A remark after an answer that opens with a second one (``or 35``, ``and 35``, ``but 35 if n
-    is odd``, ``35 if n is odd``) or with a word that scales it (``in thousands``)."""
+    """A remark after an answer that opens with a second one (``or 35``, ``and 35``, ``possibly 35``,
+    ``but 35 if n is odd``, ``35 if n is odd``), with a product (``x 1000``, ``times 10``) or with a
+    word that scales it (``in thousands``)."""
     return (_ANOTHER_ANSWER.match(remark) is not None or _OPENS_WITH_A_NUMBER.match(remark) is not None
-            or starts_with_scale_word(remark))
+            or _MULTIPLIES_IT.match(remark) is not None or starts_with_scale_word(remark))
 
 
 def starts_with_scale_word(remark: str) -> bool:
@@ -162,8 +193,8 @@ def _is_remark(inside: str, spaced: bool) -> bool:
 
 def _changes_the_number(answer: str) -> bool:
     """``34 (in thousands)``, ``34 (and 35)``: a parenthesis after a number whose words change it
-    or add another answer (math-verify would read both as 34)."""
-    remark = _TRAILING_REMARK.search(answer)
+    or add another answer (math-verify would read both as 34), in \\text{} too (``34\\text{ (or 35)}``)."""
+    remark = _TRAILING_REMARK.search(answer) or _TRAILING_REMARK.search(_TEXT_WRAPPED.sub(r"\1", answer).rstrip())
     return remark is not None and _remark_changes_the_number(remark.group(1))
 
 
@@ -237,11 +268,16 @@ def quick_verdict(pred: str, ground_truth: str) -> bool | None:
     """Decide equivalence with string operations alone; None means "ask math-verify".
 
     Integer ground truth: an integer prediction is compared exactly, a plain non-integer number
-    is wrong; only symbolic predictions (``\\frac{68}{2}``) go on to math-verify. Any ground
-    truth: identical strings (ignoring whitespace) are right; over-long answers are wrong.
+    or two values (``34 \\approx 35``) are wrong; only symbolic predictions (``\\frac{68}{2}``)
+    go on to math-verify. Any ground truth: identical strings (ignoring whitespace) are right;
+    over-long answers are wrong.
     """
     gold_integer = canonical_integer(ground_truth)
     if gold_integer is not None:
+        if "\\approx" in pred:  # "x \approx 11" states 11 (as math-verify reads it); "34 \approx 35" two values
+            named, _, pred = pred.rpartition("\\approx")
+            if any(char.isdigit() for char in named):
+                return False
         pred_integer = canonical_integer(pred)
         if pred_integer is not None:
             return pred_integer == gold_integer
@@ -350,8 +386,13 @@ def quick_list_verdict(pred_items: list[str], gold_items: list[str]) -> bool | N
         pred = [canonical_integer(item) for item in pred_items]
         if all(item is not None for item in pred):
             gold_labels, pred_labels = _labels(gold_items), _labels(pred_items)
-            if gold_labels is None or (pred_labels is None and _labels_any(pred_items)):
-                return set(pred) == set(gold)  # the gold names no variables (or the answer names some)
+            if gold_labels is None:
+                return set(pred) == set(gold)  # the gold names no variables
+            if pred_labels is None and _labels_any(pred_items):  # the answer names some: each must hold
+                gold_values = dict(zip(gold_labels, gold))
+                named = [(_label(item), value) for item, value in zip(pred_items, pred)]
+                return set(pred) == set(gold) and all(gold_values.get(label) == value
+                                                      for label, value in named if label is not None)
             pred_labels = pred_labels or gold_labels  # an unlabelled answer is read in the gold's order
             return len(pred) == len(gold) and set(zip(gold_labels, gold)) == set(zip(pred_labels, pred))
         if any(is_plain_number(item) for item in pred_items):
@@ -367,15 +408,18 @@ def quick_list_verdict(pred_items: list[str], gold_items: list[str]) -> bool | N
 def _labels(items: list[str]) -> list[str] | None:
     """The variable each item names (``x`` of ``x = 3``), or None unless every item names one
     (``a = 4, -8, -10`` is the set of a's values)."""
-    prefixes = [_VARIABLE_PREFIX.match(item.strip()) for item in items]
-    if not all(prefixes):
-        return None
-    # x_{1} is x_1, X is x
-    return [re.sub(r"[{} ]", "", p.group(0).split("=")[0]).lower() for p in prefixes if p]
+    labels = [_label(item) for item in items]
+    return None if None in labels else labels  # type: ignore[return-value]
+
+
+def _label(item: str) -> str | None:
+    """The variable ``item`` names (``x`` of ``x = 3``; ``x_{1}`` is ``x_1``, ``X`` is ``x``), or None."""
+    prefix = _VARIABLE_PREFIX.match(item.strip())
+    return re.sub(r"[{} ]", "", prefix.group(0).split("=")[0]).lower() if prefix else None
 
 
 def _labels_any(items: list[str]) -> bool:
-    return any(_VARIABLE_PREFIX.match(item.strip()) for item in items)
+    return any(_label(item) is not None for item in items)
 
 
 def silence_math_verify_logging() -> None:

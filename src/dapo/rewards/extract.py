@@ -25,9 +25,14 @@ process for that reason).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from dapo.rewards.equivalence import SCALE_WORDS, starts_with_scale_word, vote_key
+from dapo.rewards.equivalence import (
+    SCALE_WORDS,
+    starts_with_scale_word,
+    unicode_math_to_latex,
+    vote_key,
+)
 
 # "Answer:", "**Answer:**", "Final answer :", full-width colon; quantifier bounded so a long run
 # of spaces or stars cannot make the match backtrack quadratically.
@@ -40,6 +45,8 @@ _LINE_OPENING = re.compile(r"[\s#*>\-]{0,12}(?:(?:[A-Za-z]{1,12}[ ,]{1,3}){0,3}f
 _BOX_COMMANDS = ("\\boxed", "\\fbox")
 # Words that offer several candidates ("34 or 35", "either 3 or 4").
 _HEDGE = re.compile(r"(?<![a-z\\])(?:or|either)(?![a-z])|\\lor(?![a-z])", re.IGNORECASE)
+# a number or math just before the last box, joined to it by "or": "$35$ or \\boxed{34}"
+_ALTERNATIVE_BEFORE = re.compile(r"[0-9$})] {0,3}(?:or|\\lor) {0,3}$", re.IGNORECASE)
 _HOPE = re.compile(r"i hope it is correct", re.IGNORECASE)
 _CONTINUES_MATH = frozenset("\\0123456789^_({")  # what after a $...$ segment belongs to its answer
 # "The largest $n$ is 34": the answer follows the last copula outside math.
@@ -72,6 +79,11 @@ class Extracted:
     def hedged(self) -> bool:
         """True when the final answer offers several candidates ("34 or 35"): scored wrong."""
         return self.candidates > 1 or _HEDGE.search(self.text) is not None
+
+    def in_latex(self) -> Extracted:
+        """This answer with its Unicode mathematics as LaTeX (``34²`` -> ``34^{2}``)."""
+        return replace(self, text=unicode_math_to_latex(self.text),
+                       items=tuple(unicode_math_to_latex(item) for item in self.items))
 
 
 def resolve_extractor(extractor: str, data_source: str | None) -> str:
@@ -295,6 +307,8 @@ def _from_last_box(text: str) -> Extracted | None:
     boxes = _boxes_in(text[line_start:start])
     # Several boxes with different contents on the final line offer several candidates.
     candidates = 1 + len({vote_key(clean_answer(c)) for _, _, c in boxes} - {vote_key(answer)})  # 34 and 34.0: one
+    if _ALTERNATIVE_BEFORE.search(text[line_start:start]):  # "$35$ or \boxed{34}": an answer outside the box
+        candidates = max(candidates, 2)
     items = _chained_items(text[line_start:start], boxes, answer)
     return Extracted(answer, candidates=candidates, items=items)
 
@@ -324,12 +338,8 @@ def _boxes_in(text: str) -> list[tuple[int, int, str]]:
         at = text.find(box)
         while at >= 0 and tried < _MAX_BOXES_PER_LINE:
             tried += 1
-            content = _box_content(text, at)
-            if content is not None and text.startswith("{", at + len(box)):
-                end = at + len(box) + len(content) + 2
-                boxes.append((at, end, content))
-            elif content is not None:
-                boxes.append((at, at + len(box) + 1 + len(content), content))
+            if (span := _box_span(text, at)) is not None:
+                boxes.append((at, span[1], span[0]))
             at = text.find(box, at + len(box))
     boxes.sort()
     # A box nested in another (\boxed{\boxed{1}}) is part of its parent, not a separate answer.
@@ -351,23 +361,34 @@ def _strip_boxes(line: str) -> str:
 
 
 def _box_content(text: str, start: int) -> str | None:
-    """Content of the box command at ``start``: brace-balanced, or one token (``\\boxed 5``)."""
+    """Content of the box command at ``start`` (:func:`_box_span`)."""
+    span = _box_span(text, start)
+    return span[0] if span is not None else None
+
+
+def _box_span(text: str, start: int) -> tuple[str, int] | None:
+    """(content, end just past it) of the box command at ``start``: brace-balanced (``\\boxed{34}``,
+    and ``\\boxed {34}``, the same box to TeX, which skips the spaces), or one token (``\\boxed 5``);
+    None where no answer is stated (nothing after it, or a box that never closes)."""
     at = start + (6 if text.startswith("\\boxed", start) else 5)
-    if at < len(text) and text[at] == " ":
-        token = text[at + 1 :].split(maxsplit=1)
-        return token[0].rstrip("$") if token else None
-    if at >= len(text) or text[at] != "{":
+    brace = at
+    while brace < len(text) and text[brace] == " ":
+        brace += 1
+    if brace < len(text) and text[brace] == "{":
+        depth = 0
+        for i in range(brace, len(text)):
+            char = text[i]
+            if char == "{" and text[i - 1] != "\\":
+                depth += 1
+            elif char == "}" and text[i - 1] != "\\":
+                depth -= 1
+                if depth == 0:
+                    return text[brace + 1 : i], i + 1
+        return None  # unbalanced: the box never closes, so no answer was stated
+    token = text[brace:].split(maxsplit=1)
+    if brace == at or not token:  # \boxedx is another command; nothing after the spaces
         return None
-    depth = 0
-    for i in range(at, len(text)):
-        char = text[i]
-        if char == "{" and text[i - 1] != "\\":
-            depth += 1
-        elif char == "}" and text[i - 1] != "\\":
-            depth -= 1
-            if depth == 0:
-                return text[at + 1 : i]
-    return None  # unbalanced: the box never closes, so no answer was stated
+    return token[0].rstrip("$"), brace + len(token[0])
 
 
 def clean_answer(answer: str) -> str:

@@ -29,6 +29,7 @@ from dapo.rewards.equivalence import (
     math_equal,
     quick_list_verdict,
     quick_verdict,
+    unicode_math_to_latex,
 )
 from dapo.rewards.extract import (
     Extracted,
@@ -75,11 +76,12 @@ def prepare(
 ) -> Prepared:
     """Extract the answer and decide it when that needs no parsing (steps 1-5 above)."""
     text = bound_response(response, max_response_chars)
-    gold = clean_ground_truth(bound_response(ground_truth, max_response_chars))
+    gold = unicode_math_to_latex(clean_ground_truth(bound_response(ground_truth, max_response_chars)))
     gold = canonical_integer(gold) or gold  # math-verify sees "50", never "50\%"
     extracted = extract_answer(text, resolve_extractor(extractor, None))
     if extracted is None or not extracted.text:
         return Prepared(pred="", ground_truth=gold, verdict=False)
+    extracted = extracted.in_latex()  # 34·2, 34², 2√3: Unicode mathematics as LaTeX
     gold_items = answer_items(gold)
     if len(gold_items) > 1:  # a list / set ground truth: compare the stated answers as a set
         pred_items = _stated_items(extracted)

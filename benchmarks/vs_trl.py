@@ -43,8 +43,9 @@ The floor: under each precision's ratios, the seconds a dapo-rl step would take 
 response tokens (2W FLOPs per generated token, 6W per trained one, W its matmul weights) ran at this
 machine's matmul peak (measured before and after that precision's runs) and nothing else took time;
 the completion tokens/s ratio over TRL that floor would reach; and the share of the peak, across the
-whole step, that a 3x ratio needs. The header names the CPU and its bf16 matmul instructions: a CPU
-with AMX has over twice the bf16 peak of one with AVX-512 BF16 alone, so ratios move between machines.
+whole step, that a 3x ratio needs. The header names the CPU and its bf16 matmul instructions: the
+bf16 peak differs far more between CPUs than the fp32 one (1.01 and 0.42 TFLOP/s on two machines
+this project ran on, 0.24 and 0.20 in fp32), so ratios move between machines.
 """
 
 from __future__ import annotations

@@ -64,3 +64,29 @@ def test_traces_show_columns_carries_and_borrows() -> None:
 def test_too_many_problems_for_the_digit_range_is_an_error() -> None:
     with pytest.raises(ValueError, match="distinct"):
         make_arithmetic_problems(200, "train", 1, 1, ["+"])
+
+
+
+def test_the_last_problem_found_on_the_last_attempt_is_returned(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The attempt budget (50 per problem + 1000) is checked after each find: a request whose
+    n-th problem comes on the very last attempt gets it, not "only n found"."""
+    import dapo.data.arithmetic as arithmetic
+
+    attempts = 0
+    split_of = arithmetic.split_of
+
+    def counted(*args: object) -> str:
+        nonlocal attempts
+        attempts += 1  # one call per attempt until the first problem (nothing is seen before it)
+        return split_of(*args)
+
+    monkeypatch.setattr(arithmetic, "split_of", counted)
+    [first] = make_arithmetic_problems(1, "eval", 1, 1, ["+"])
+    needed = attempts
+    assert needed > 1  # some draws were train problems: the budget below is tight, not trivial
+    monkeypatch.setattr(arithmetic, "_MAX_ATTEMPTS_PER_PROBLEM", needed - 1000)  # budget: exactly those
+    assert make_arithmetic_problems(1, "eval", 1, 1, ["+"]) == [first]
+    monkeypatch.setattr(arithmetic, "_MAX_ATTEMPTS_PER_PROBLEM", needed - 1001)  # one fewer
+    with pytest.raises(ValueError, match="only 0 distinct eval problems"):
+        make_arithmetic_problems(1, "eval", 1, 1, ["+"])
+    assert make_arithmetic_problems(0, "eval", 1, 1, ["+"]) == []

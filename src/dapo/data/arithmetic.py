@@ -72,9 +72,9 @@ def make_arithmetic_problems(
     rng = random.Random(f"{seed}/{split}/{min_digits}-{max_digits}/{''.join(ops)}")
     problems: list[Problem] = []
     seen: set[str] = set()
+    if n == 0:
+        return problems
     for _ in range(_MAX_ATTEMPTS_PER_PROBLEM * n + 1000):
-        if len(problems) == n:
-            return problems
         op = rng.choice(ops)
         a, b = _operand(rng, min_digits, max_digits), _operand(rng, min_digits, max_digits)
         prompt = f"{a}{op}{b}="
@@ -91,6 +91,8 @@ def make_arithmetic_problems(
                 verbatim=True,
             )
         )
+        if len(problems) == n:  # checked after each find: the n-th may come on the last attempt
+            return problems
     raise ValueError(
         f"only {len(problems)} distinct {split} problems found with {min_digits}-{max_digits} digit "
         f"operands and ops {ops}; ask for fewer than {n} or widen the digit range"

@@ -58,6 +58,15 @@ def test_unknown_task_is_an_error_that_lists_the_tasks(tmp_path):
         variant_config(0, 0, 30, tmp_path, [], task="nope")
 
 
+def test_an_override_of_what_the_ablation_sets_itself_is_refused_naming_the_option(tmp_path):
+    """trainer.seed, output_dir, checkpoint.resume and trainer.total_steps are set per run after the
+    user's overrides: silently overwritten, they are refused instead."""
+    with pytest.raises(ConfigError, match=r"trainer.seed \(use --seeds.*trainer.total_steps \(use --steps"):
+        variant_config(0, 0, 30, tmp_path, ["trainer.total_steps=50", "trainer.seed=7", "eval.k=2"])
+    with pytest.raises(ConfigError, match=r"output_dir \(use --output-dir"):
+        variant_config(0, 0, 30, tmp_path, ["output_dir=/tmp/other"])
+
+
 def test_user_overrides_apply_to_every_variant(tmp_path):
     cfgs = [variant_config(i, 0, 30, tmp_path, ["rollout.max_response_length=80"]) for i in range(len(VARIANTS))]
     assert {c.rollout.max_response_length for c in cfgs} == {80}
@@ -90,7 +99,8 @@ def test_ablation_runs_every_variant_and_writes_tables_and_plot(tmp_path, monkey
     model_dir = make_tiny_model(tmp_path / "model")
     reward_file = tmp_path / "rewards.py"
     reward_file.write_text(PARITY_REWARD)
-    overrides = tiny_overrides(model_dir, tmp_path / "unused", reward_file) + [
+    overrides = [o for o in tiny_overrides(model_dir, tmp_path / "unused", reward_file)
+                 if o.split("=", 1)[0] not in ablate.ABLATION_OWNED_KEYS] + [
         "data.builtin_max_digits=2", "eval.max_problems=4", "trainer.prompts_per_step=2"
     ]
     out = tmp_path / "out #1"  # a '#' would start a YAML comment in an override

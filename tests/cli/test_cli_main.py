@@ -270,3 +270,16 @@ def test_output_piped_into_a_reader_that_stops_early_ends_quietly():
     proc.stdout.close()  # as head does once it has its lines: here before the first
     stderr = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 0 and "error" not in stderr.lower(), stderr
+
+
+def test_a_config_file_whose_path_holds_an_equals_sign_is_a_file(tmp_path):
+    """Run directories named as Hydra names them (lr=1e-5): `dapo eval` passes the checkpoint's own
+    dapo_config.yaml, which was read as a key=value override."""
+    from dapo.cli.main import config_arg_kind
+
+    run = tmp_path / "lr=1e-5"
+    run.mkdir()
+    (run / "dapo_config.yaml").write_text("trainer:\n  lr: 1.0e-5\n")
+    assert config_arg_kind(str(run / "dapo_config.yaml")) == "file"
+    assert config_arg_kind("trainer.lr=1e-5") == "override"
+    assert main(["config", str(run / "dapo_config.yaml")]) == 0

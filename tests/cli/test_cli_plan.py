@@ -41,6 +41,11 @@ def test_a_one_process_plan_counts_the_bf16_copy_of_the_whole_model():
     assert "FSDP2" not in out and "sharded" not in out and "the policy, whole" in out
 
 
+def test_plan_counts_vllm_weights_in_the_dtype_it_loads_them(capsys):
+    assert main(["plan", "dapo_qwen2.5_32b", "rollout.vllm_dtype=float32", "--params", "32.8e9"]) == 0
+    assert f"weights {4 * 32.8e9 / 4 / GIB:.1f} GiB in float32" in capsys.readouterr().out
+
+
 def test_plan_says_when_a_whole_engine_per_rank_does_not_fit(capsys):
     assert main(["plan", "dapo_qwen2.5_32b", "rollout.vllm_tensor_parallel_size=1", "--params", "32.8e9"]) == 0
     assert "DOES NOT FIT: vLLM's share (40 GiB" in capsys.readouterr().out

@@ -142,6 +142,29 @@ def test_a_section_whose_keys_are_all_commented_out_changes_nothing(tmp_path: Pa
     assert cfg.trainer.lr == 2.0e-5 and cfg.eval.k == 4
 
 
+def test_a_list_whose_items_are_all_commented_out_is_empty(tmp_path: Path):
+    """YAML reads ``eval_files:`` with its items commented out as null: the empty list the schema
+    documents (no evaluation), not a list of one null refused as "[0]=None"."""
+    (tmp_path / "a.yaml").write_text("data:\n  eval_files:\n    # - eval.parquet\nreward:\n  functions:\n"
+                                     "    # - {path: rewards.py:fn}\nalgorithm:\n  plugins:\n")
+    cfg = load_config([tmp_path / "a.yaml"])
+    assert cfg.data.eval_files == [] and cfg.reward.functions == [] and cfg.algorithm.plugins == []
+
+
+def test_a_plugin_package_in_the_working_directory_stays_a_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A run's saved config (and a rank's) makes local files absolute; a plugin that is a package
+    found in the working directory is a module name, made a path it failed to import as a file."""
+    from dapo.config.loading import config_from_dict, config_to_dict, with_absolute_paths
+
+    (tmp_path / "my_pkg").mkdir()
+    (tmp_path / "my_pkg" / "__init__.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    saved = with_absolute_paths(config_to_dict(load_config([], ["algorithm.plugins=[my_pkg]"])))
+    assert saved["algorithm"]["plugins"] == ["my_pkg"]
+    assert config_from_dict(saved).algorithm.plugins == ["my_pkg"]
+
+
 def test_an_integer_in_scientific_notation_is_an_integer():
     assert load_config(overrides=["trainer.total_steps=1e3"]).trainer.total_steps == 1000
     with pytest.raises(ConfigError, match="total_steps"):

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dapo.config import DAPOConfig, builtin_config_path, load_config
+from dapo.config import ConfigError, DAPOConfig, builtin_config_path, load_config
 from dapo.config.loading import config_to_dict, yaml_text
 from dapo.durable import write_atomically
 
@@ -112,11 +112,20 @@ class RunCurve:
     diagnostics: dict[str, list[float]] = field(default_factory=dict)  # DIAGNOSTICS at those steps
 
 
+# Keys each run sets itself, after the user's overrides: the option that sets each instead.
+ABLATION_OWNED_KEYS = {"trainer.seed": "--seeds (runs seeds 0..N-1)", "output_dir": "--output-dir",
+                       "checkpoint.resume": "--fresh (finished runs are reused, others start over)",
+                       "trainer.total_steps": "--steps (the generation budget ends a run)"}
+
+
 def variant_config(
     index: int, seed: int, steps: int, run_dir: Path, overrides: list[str], task: str = DEFAULT_TASK
 ) -> DAPOConfig:
     """The config of VARIANTS[index] on ``task``: the task, every technique up to ``index``,
-    then the user's ``overrides``."""
+    then the user's ``overrides`` (refused for the keys the ablation sets itself: ABLATION_OWNED_KEYS)."""
+    if owned := sorted({key for o in overrides if (key := o.split("=", 1)[0].strip()) in ABLATION_OWNED_KEYS}):
+        raise ConfigError("dapo ablate sets " + ", ".join(f"{key} (use {ABLATION_OWNED_KEYS[key]})" for key in owned)
+                         + " itself for every run: drop the override")
     task_settings = task_overrides(task)
     techniques = [o for _, variant_overrides in VARIANTS[: index + 1] for o in variant_overrides]
     return load_config(

@@ -66,7 +66,10 @@ def _not_a_config_arg(args: list[str], index: int) -> str:
 
 def config_arg_kind(arg: str) -> str:
     """How the CLI reads an argument: "override" (key=value), "file" (a YAML file) or "shipped" (a
-    shipped config's name); "" for anything else (a field's key, for --explain)."""
+    shipped config's name); "" for anything else (a field's key, for --explain). A YAML file that
+    exists is a file even with '=' in its path (a run directory named lr=1e-5, as Hydra names them)."""
+    if arg.endswith((".yaml", ".yml")) and Path(arg).is_file():
+        return "file"
     if "=" in arg:
         return "override"
     if arg.endswith((".yaml", ".yml")) or Path(arg).is_file():

@@ -99,10 +99,12 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
         ("logits, their gradient, log-prob chunks", logits_bytes(cfg, tokens, vocab)),
     ]
     tp = cfg.rollout.vllm_tensor_parallel_size if cfg.rollout.engine == "vllm" else 1
-    vllm_weights = 2 * n / tp  # bf16 bytes of this device's slice of the engine
+    # bytes of this device's slice of the engine: rollout.vllm_dtype ("auto": the checkpoint's, bf16 for most)
+    vllm_dtype = cfg.rollout.vllm_dtype if cfg.rollout.vllm_dtype in ("float32", "float16") else "bf16"
+    vllm_weights = (4 if vllm_dtype == "float32" else 2) * n / tp
     if cfg.rollout.engine == "vllm":
         engine = (f"vLLM, {cfg.rollout.vllm_gpu_memory_utilization:.0%} of the device (weights {vllm_weights / GIB:.1f} GiB "
-                  "in bf16 + KV cache)")
+                  f"in {vllm_dtype} + KV cache)")
         if tp > 1:
             engine += (f"; every {tp} consecutive ranks form one tensor-parallel engine "
                        f"({world // tp if world > 1 else 1} engine(s))")
@@ -134,7 +136,7 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
     share = cfg.rollout.vllm_gpu_memory_utilization * device_gib if cfg.rollout.engine == "vllm" else 0.0
     if cfg.rollout.engine == "vllm" and share < vllm_weights / GIB:
         lines.append(f"DOES NOT FIT: vLLM's share ({share:.0f} GiB of a {device_gib:.0f} GiB device) is smaller than "
-                     f"its bf16 weights ({vllm_weights / GIB:.0f} GiB); raise rollout.vllm_gpu_memory_utilization "
+                     f"its {vllm_dtype} weights ({vllm_weights / GIB:.0f} GiB); raise rollout.vllm_gpu_memory_utilization "
                      "or rollout.vllm_tensor_parallel_size")
     if total + share > device_gib:
         lines.append(f"DOES NOT FIT: {total + share:.0f} GiB per rank on a {device_gib:.0f} GiB device; add ranks, "

@@ -139,8 +139,8 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
     if annotation is int and isinstance(value, float) and value.is_integer():
         return int(value)
     if origin is list:
-        if value == "":  # `data.eval_files=`: none (as Hydra users write it)
-            return []
+        if value == "" or value is None:  # `data.eval_files=` (as Hydra users write it), or a YAML key
+            return []                     # whose items are all commented out: none
         if isinstance(value, (str, dict)) or not hasattr(value, "__iter__"):
             value = [value]
         (item_type,) = typing.get_args(annotation) or (Any,)
@@ -218,7 +218,9 @@ def with_absolute_paths(config: dict[str, Any]) -> dict[str, Any]:
         location, colon, name = spec["path"].rpartition(":")
         if is_file_location(location):
             spec["path"] = f"{absolute_local_path(location)}{colon}{name}"
-    config["algorithm"]["plugins"] = [absolute_local_path(entry) for entry in config["algorithm"]["plugins"]]
+    # a module name stays one, though a package of that name lies in the working directory
+    config["algorithm"]["plugins"] = [absolute_local_path(entry) if is_file_location(entry) else entry
+                                      for entry in config["algorithm"]["plugins"]]
     return config
 
 

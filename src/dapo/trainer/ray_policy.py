@@ -130,6 +130,8 @@ class PolicyRank:
         engine_model = model if vllm else copy.deepcopy(model)  # native: a full copy, filled below
         self.engine = create_engine(cfg.rollout, engine_model, tokenizer, model_path=str(model_path),
                                     **vllm_options(cfg, model))
+        if vllm:  # vLLM's worker seeded torch with the run's seed, the same on every rank: each its own again
+            torch.manual_seed(cfg.trainer.seed + RANK_SEED_STRIDE * rank)
         self.model = shard_from_rank0(model, mesh, device, cfg.trainer.param_dtype)
         if not vllm:
             engine_model.to_empty(device=device)

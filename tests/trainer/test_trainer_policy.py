@@ -1,6 +1,7 @@
 """The policy worker's update: exact global token-mean under micro-batching, and the NaN guard."""
 
 import copy
+import json
 import math
 
 import pytest
@@ -222,9 +223,18 @@ def test_kl_penalty_to_the_reference_enters_the_loss_by_its_hand_value(tiny_mode
     assert all(torch.equal(t, frozen[name]) for name, t in reference.state_dict().items())
 
 
-@pytest.mark.parametrize("family", ["gpt2", "opt"])
+@pytest.mark.parametrize("family", ["gpt2", "opt", "falcon", "persimmon"])
 def test_the_policys_dropout_is_off_so_the_first_ratio_is_exactly_one(tmp_path, family):
-    from transformers import GPT2Config, GPT2LMHeadModel, OPTConfig, OPTForCausalLM
+    from transformers import (
+        FalconConfig,
+        FalconForCausalLM,
+        GPT2Config,
+        GPT2LMHeadModel,
+        OPTConfig,
+        OPTForCausalLM,
+        PersimmonConfig,
+        PersimmonForCausalLM,
+    )
 
     from dapo.builtin import build_tokenizer
     from dapo.config import ModelConfig
@@ -234,10 +244,18 @@ def test_the_policys_dropout_is_off_so_the_first_ratio_is_exactly_one(tmp_path, 
     if family == "gpt2":  # nn.Dropout modules
         GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_embd=32, n_layer=2, n_head=2, n_positions=64,
                                    resid_pdrop=0.5, embd_pdrop=0.5, attn_pdrop=0.5)).save_pretrained(tmp_path)
-    else:  # functional dropout at float rates held by the modules
+    elif family == "opt":  # functional dropout at float rates held by the modules
         OPTForCausalLM(OPTConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, ffn_dim=64,
                                  num_attention_heads=2, max_position_embeddings=64, word_embed_proj_dim=32,
                                  dropout=0.5, attention_dropout=0.5, pad_token_id=0)).save_pretrained(tmp_path)
+    elif family == "falcon":  # rates read from the config in forward
+        FalconForCausalLM(FalconConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
+                                       num_attention_heads=2, hidden_dropout=0.5,
+                                       attention_dropout=0.5)).save_pretrained(tmp_path)
+    else:
+        PersimmonForCausalLM(PersimmonConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
+                                             intermediate_size=64, num_attention_heads=2, max_position_embeddings=64,
+                                             attention_dropout=0.5)).save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
     model, _, _ = load_model_and_tokenizer(ModelConfig(path=str(tmp_path)), torch.device("cpu"))
     w = worker(model, 1000)
@@ -248,8 +266,13 @@ def test_the_policys_dropout_is_off_so_the_first_ratio_is_exactly_one(tmp_path, 
     metrics = stats.policy.to_metrics()
     assert metrics["approx_kl"] < 1e-9 and abs(metrics["ratio_mean"] - 1.0) < 1e-6
     assert metrics["clip_frac_low"] == metrics["clip_frac_high"] == 0.0
-    # the model's config keeps its rates, so a checkpoint saved from it has them
-    assert (model.config.resid_pdrop if family == "gpt2" else model.config.dropout) == 0.5
+    # a checkpoint saved from it has the model's own rates
+    from dapo.trainer.checkpoint import save_hf_model
+
+    save_hf_model(tmp_path / "saved", model, tokenizer)
+    saved = json.loads((tmp_path / "saved" / "config.json").read_text())
+    rate = {"gpt2": "resid_pdrop", "opt": "dropout", "falcon": "hidden_dropout", "persimmon": "attention_dropout"}
+    assert saved[rate[family]] == 0.5
 
 
 def test_an_on_policy_update_takes_a_carried_over_samples_pi_old_from_the_sample(tiny_model_dir):

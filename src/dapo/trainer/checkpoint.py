@@ -43,6 +43,7 @@ from torch.distributed.checkpoint.state_dict import (
 
 from dapo.durable import fsync_dir, fsync_tree
 from dapo.rollout.base import checkpoint_format, tied_duplicates
+from dapo.trainer.dropout import config_dropout_restored
 from dapo.trainer.fsdp import gathered_weights
 from dapo.trainer.run_dir import STATE_FILE
 
@@ -187,7 +188,8 @@ def save_hf_model(directory: str | Path, model: Any, tokenizer: Any, state_dict:
     ``state_dict``: the weights to write instead of the model's own (a sharded model's, gathered)."""
     if state_dict is not None:  # transformers 5's save_pretrained empties the dict it is given: a copy
         state_dict = dict(state_dict)
-    model.save_pretrained(directory, state_dict=state_dict, safe_serialization=True)
+    with config_dropout_restored(model):  # the config's own rates, not the zeros the policy trains with
+        model.save_pretrained(directory, state_dict=state_dict, safe_serialization=True)
     tokenizer.save_pretrained(directory)
 
 

@@ -22,6 +22,7 @@ from dapo.data import LoadedProblems, PromptEncoder, load_problems
 from dapo.rollout import RolloutEngine, create_engine
 from dapo.rollout.base import SamplingParams
 from dapo.rollout.stopping import model_stop_token_ids
+from dapo.trainer.dropout import disable_dropout
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -79,21 +80,6 @@ def load_model_and_tokenizer(
     if cfg.gradient_checkpointing:  # transformers 5 renamed it (the old name warns)
         (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
     return model, tokenizer, path
-
-
-def disable_dropout(model: torch.nn.Module) -> None:
-    """Dropout off in the trained policy, whatever its config says (GPT-2, OPT, Phi carry 0.1):
-    the update runs in train mode and the old log-probs in eval mode, so with dropout pi_old and
-    pi_theta would differ before any update (ratio != 1, spurious clipping and KL). Its
-    ``nn.Dropout`` modules get p = 0, and every module's float rates of functional dropout
-    (``dropout``, ``attention_dropout``, ``*_dropout``, ``*_pdrop``, ``layerdrop``: Llama, Qwen, OPT)
-    0; the saved config keeps the model's values."""
-    for module in model.modules():
-        if isinstance(module, torch.nn.Dropout):
-            module.p = 0.0
-        for name, value in vars(module).items():
-            if isinstance(value, float) and (name.endswith(("dropout", "_pdrop")) or name == "layerdrop"):
-                setattr(module, name, 0.0)
 
 
 def load_reference_model(path: Path, cfg: ModelConfig, device: torch.device) -> PreTrainedModel:

@@ -60,8 +60,11 @@ def test_a_resume_goes_on_in_its_wandb_run_unless_wandb_holds_lines_it_drops(fak
     with pytest.warns(UserWarning, match=r"holds steps 7-7"):
         attempt(tmp_path, 7, range(7, 8), line_counts=[8, 0])
     assert "id" not in fake_wandb.inits[-1]
-    attempt(tmp_path, -1, range(0, 1))  # checkpoint.resume=never: a run of its own, in a new group
-    assert "id" not in fake_wandb.inits[-1] and fake_wandb.inits[-1]["group"] != group
+    # checkpoint.resume=never (or a rerun killed before its first checkpoint): a run of its own, in
+    # the group of the directory's runs
+    with pytest.warns(UserWarning, match=r"W&B run run5 holds the attempt this run starts over from"):
+        attempt(tmp_path, -1, range(0, 1))
+    assert "id" not in fake_wandb.inits[-1] and fake_wandb.inits[-1]["group"] == group
 
 
 def test_wandb_opens_at_first_use_and_only_once(fake_wandb, tmp_path):

@@ -208,6 +208,12 @@ def test_a_damaged_cached_model_is_installed_again(tmp_path: Path) -> None:
     (directory / "recipe.json").unlink()
     with pytest.warns(UserWarning, match="damaged .*recipe.json"):
         ensure_base_model(str(tmp_path), progress=False)
+    # without them from_pretrained would build an empty-vocabulary tokenizer, silently
+    (directory / "tokenizer.json").unlink()
+    (directory / "tokenizer_config.json").unlink()
+    with pytest.warns(UserWarning, match="damaged .*missing tokenizer.json, tokenizer_config.json"):
+        ensure_base_model(str(tmp_path), progress=False)
+    assert AutoTokenizer.from_pretrained(directory)("12+3")["input_ids"]
     assert [p.name for p in tmp_path.iterdir()] == [directory.name]  # nothing left aside
 
 

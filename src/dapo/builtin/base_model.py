@@ -122,6 +122,9 @@ def ensure_base_model(
     return target
 
 
+CACHED_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json")  # besides the checked weights
+
+
 def _cache_damage(directory: Path) -> str | None:
     """Why a cached model cannot be used (its weights no longer match the checksum recorded when
     it was cached, or files are missing), or None when it is intact."""
@@ -130,7 +133,11 @@ def _cache_damage(directory: Path) -> str | None:
         actual = sha256_of(directory / "model.safetensors")
     except (OSError, ValueError, KeyError) as error:
         return f"{type(error).__name__}: {error}"
-    return None if actual == recorded else "model.safetensors does not match the SHA-256 recorded when it was cached"
+    if actual != recorded:
+        return "model.safetensors does not match the SHA-256 recorded when it was cached"
+    # without them from_pretrained builds a model of defaults or an empty-vocabulary tokenizer, silently
+    missing = [name for name in CACHED_FILES if not (directory / name).is_file()]
+    return f"missing {', '.join(missing)}" if missing else None
 
 
 def _discard(directory: Path) -> None:

@@ -168,4 +168,8 @@ def _neutral_generation_config(model: nn.Module) -> Iterator[None]:
 
 
 def _cuda_devices(device: torch.device) -> list[int]:
-    return [device.index or 0] if device.type == "cuda" else []
+    """The CUDA devices whose generators a seeded call must leave as it found them: all of them,
+    since torch.manual_seed seeds every one (the model's device alone when CUDA was not initialised)."""
+    if device.type != "cuda":
+        return []
+    return list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else [device.index or 0]

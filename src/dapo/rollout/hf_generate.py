@@ -86,7 +86,7 @@ class HFGenerateEngine:
         attention_mask = left_pad_mask(pad_lengths.repeat_interleave(params.n), input_ids.shape[1])
         seeded = params.seed is not None  # unseeded calls draw from (and advance) the global RNG
         with (torch.inference_mode(), eval_mode(self.model), _neutral_generation_config(self.model),
-              torch.random.fork_rng(devices=_cuda_devices(device), enabled=seeded)):
+              torch.random.fork_rng(devices=_cuda_devices(), enabled=seeded)):
             if seeded:
                 torch.manual_seed(params.seed)
             recorder = _StepLogprobs()
@@ -167,9 +167,7 @@ def _neutral_generation_config(model: nn.Module) -> Iterator[None]:
         model.generation_config = saved
 
 
-def _cuda_devices(device: torch.device) -> list[int]:
-    """The CUDA devices whose generators a seeded call must leave as it found them: all of them,
-    since torch.manual_seed seeds every one (the model's device alone when CUDA was not initialised)."""
-    if device.type != "cuda":
-        return []
-    return list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else [device.index or 0]
+def _cuda_devices() -> list[int]:
+    """The CUDA devices whose generators a seeded call must leave as it found them: every one,
+    since torch.manual_seed seeds them all, whichever device the model is on."""
+    return list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []

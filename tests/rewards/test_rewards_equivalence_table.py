@@ -343,6 +343,8 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 34 (maybe 35)", "34", False, "answer"),
     (A + "Answer: 34\\text{ (or 35)}", "34", False, "answer"),
     (A + "Answer: 34 (x = 3)", "34", True, "answer"),  # a condition, not a product
+    (A + "Answer: 34 (n odd: 35)", "34", False, "answer"),  # another answer, after a colon
+    (A + "Answer: 34 (mod 1000)", "34", True, "answer"),
 ]
 
 

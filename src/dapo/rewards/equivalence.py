@@ -164,6 +164,8 @@ _ANOTHER_ANSWER = re.compile(
 # ... and one that opens with a product multiplies it: "(x 1000)", "(times 10)", "(\times 10^3)".
 _MULTIPLIES_IT = re.compile(r"\s*(?:x|times|multiplied by|\\times|\\cdot|\*)[\s$({]{0,8}[+-]?[0-9]", re.IGNORECASE)
 _OPENS_WITH_A_NUMBER = re.compile(r"\s{0,3}[$]?\s{0,3}[+-]?[0-9]")
+# ... or that ends in a value after a colon: "(n odd: 35)", "(if n = 2: 35)", "(units: 10^3)".
+_ENDS_WITH_A_VALUE = re.compile(r":\s{0,3}\$?\s{0,3}[+-]?[0-9][0-9.,^{} ]{0,40}\$?\s{0,3}$")
 # A remark that opens with a scale word changes the number: "(in thousands)", "(millions)"; "(one
 # thousand)" spells it out.
 _OPENING_WORD = re.compile(r"\s*(?:in\s+)?([A-Za-z]+)")
@@ -171,10 +173,11 @@ _OPENING_WORD = re.compile(r"\s*(?:in\s+)?([A-Za-z]+)")
 
 def _remark_changes_the_number(remark: str) -> bool:
     """A remark after an answer that opens with a second one (``or 35``, ``and 35``, ``possibly 35``,
-    ``but 35 if n is odd``, ``35 if n is odd``), with a product (``x 1000``, ``times 10``) or with a
-    word that scales it (``in thousands``)."""
+    ``but 35 if n is odd``, ``35 if n is odd``, ``n odd: 35``), with a product (``x 1000``,
+    ``times 10``) or with a word that scales it (``in thousands``)."""
     return (_ANOTHER_ANSWER.match(remark) is not None or _OPENS_WITH_A_NUMBER.match(remark) is not None
-            or _MULTIPLIES_IT.match(remark) is not None or starts_with_scale_word(remark))
+            or _MULTIPLIES_IT.match(remark) is not None or _ENDS_WITH_A_VALUE.search(remark) is not None
+            or starts_with_scale_word(remark))
 
 
 def starts_with_scale_word(remark: str) -> bool:

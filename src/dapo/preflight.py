@@ -82,7 +82,7 @@ def model_problems(cfg: DAPOConfig) -> list[str]:
     model_dir = Path(m.path).expanduser()
     if not model_dir.is_dir():
         return [f"model.path={m.path!r} is not a local directory (dapo-rl never downloads at run time: "
-                "download the model first, e.g. `huggingface-cli download Qwen/Qwen2.5-0.5B --local-dir DIR`)"]
+                "download the model first, e.g. `hf download Qwen/Qwen2.5-0.5B --local-dir DIR`)"]
     problems = []
     config_file = model_dir / "config.json"
     if not config_file.is_file() and (model_dir / "policy" / ".metadata").is_file():  # checkpoint.SHARDED_DIR

@@ -27,7 +27,7 @@ def _parquet(path: Path, rows: list[dict]) -> None:
 
 
 def test_a_hub_snapshot_reads_its_splits_shards_in_order_and_names_the_shard_of_a_bad_row(tmp_path: Path):
-    """huggingface-cli download --local-dir: data/train-0000k-of-00002.parquet and a test shard,
+    """hf download --local-dir: data/train-0000k-of-00002.parquet and a test shard,
     with a README and the download's own .cache folder beside them."""
     snapshot = tmp_path / "snapshot"
     _parquet(snapshot / "data" / "train-00001-of-00002.parquet", _dapo_rows(3, 2))

@@ -235,8 +235,9 @@ def cmd_plan(ns: argparse.Namespace) -> int:
 
     if (ns.params is not None and ns.params <= 0) or ns.device_gib <= 0:
         raise UserError("--params and --device-gib must be > 0")
-    print(plan(resolve(ns.config, "plan"), ns.params, ns.device_gib))
-    return 0
+    estimate = plan(resolve(ns.config, "plan"), ns.params, ns.device_gib)
+    print(estimate)
+    return 1 if "DOES NOT FIT" in estimate else 0  # a script can stop before it asks for a cluster
 
 
 def cmd_ablate(ns: argparse.Namespace) -> int:
@@ -290,7 +291,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "fields, with their types and values in this config")
     show.set_defaults(func=cmd_config)
 
-    dry = sub.add_parser("plan", help="where a run goes and a per-device memory estimate, without a cluster")
+    dry = sub.add_parser("plan", help="where a run goes and a per-device memory estimate, without a cluster "
+                                      "(exit status 1 when it does not fit)")
     dry.add_argument("config", nargs="*", metavar="ARG", help=cfg_help)
     dry.add_argument("--params", type=float, default=None,
                      help="parameter count when model.path is not on this machine (e.g. 32.8e9)")

@@ -593,7 +593,9 @@ class DAPOConfig:
             _check(
                 a.overlong_buffer_len < r.max_response_length,
                 f"algorithm.overlong_buffer_len={a.overlong_buffer_len} must be smaller than "
-                f"rollout.max_response_length={r.max_response_length}",
+                f"rollout.max_response_length={r.max_response_length} (the soft overlong punishment's "
+                f"buffer; set it too, e.g. algorithm.overlong_buffer_len={r.max_response_length // 4}, or "
+                "algorithm.overlong_soft_punishment=false)",
             )
         if a.dynamic_sampling:
             t = self.trainer

@@ -2,7 +2,7 @@
 
 An entry is a data file (.parquet, .jsonl, .json), a ``datasets`` directory
 (``save_to_disk``), a glob (``/data/shards/*.parquet``), or a directory of data files such as a
-Hugging Face Hub snapshot (``huggingface-cli download ... --local-dir``). A directory's files
+Hugging Face Hub snapshot (``hf download ... --local-dir``). A directory's files
 are read in sorted path order; where their names or folders carry split names, as the Hub's
 layout does (``data/train-00000-of-00002.parquet``, ``test/aime.jsonl``), only the split's are
 read, with the split words ``datasets`` uses for them.

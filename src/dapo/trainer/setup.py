@@ -46,7 +46,7 @@ def resolve_model_path(cfg: ModelConfig) -> Path:
     if not path.is_dir():
         raise FileNotFoundError(
             f"model.path={cfg.path!r} is not a local directory. dapo-rl never downloads at run time: "
-            "download the model first (e.g. `huggingface-cli download Qwen/Qwen2.5-0.5B --local-dir ...`)"
+            "download the model first (e.g. `hf download Qwen/Qwen2.5-0.5B --local-dir ...`)"
         )
     return path
 

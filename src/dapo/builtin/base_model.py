@@ -99,6 +99,9 @@ def ensure_base_model(
         started = time.perf_counter()
         source = install_shipped(recipe, staging)
         if source is None:
+            if progress:  # minutes of SFT before anything else prints: say what it is, once
+                print(f"[base model] building the base model of this recipe (no shipped weights): once, a few "
+                      f"minutes on 2 cores, then cached in {target}", flush=True)
             build_base_model(recipe, staging, progress=progress)
         _write_json(
             staging / "recipe.json",

@@ -131,6 +131,7 @@ def test_the_hf_export_streams_into_files_of_bounded_size_that_load_as_one_model
         assert torch.equal(tensor, states["saved"]["model"][name]), name
 
 
+@pytest.mark.filterwarnings("error:torch.distributed is disabled")  # one process by design: no warning to read
 def test_one_process_resumes_the_shards_of_two_ranks(round_trip, tiny_model_dir):
     states, checkpoint = round_trip
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)

@@ -239,7 +239,9 @@ def load_sharded_policy(directory: str | Path, model: torch.nn.Module, optimizer
             if not any(entry == name or entry.startswith(name + ".") for entry in saved):
                 del group[key]
     # in place, into the tensors ``whole`` shares with ``unique``; one process (no process group) reads it all
-    dcp.load(unique, checkpoint_id=path, no_dist=not dist.is_initialized())
+    with warnings.catch_warnings():  # DCP warns it then assumes one process: it is one, by design
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
+        dcp.load(unique, checkpoint_id=path, no_dist=not dist.is_initialized())
     set_state_dict(model, optimizer, model_state_dict=whole["model"], optim_state_dict=unique["optimizer"])
     scheduler.load_state_dict(unique["scheduler"])
 

@@ -272,7 +272,7 @@ def test_rerunning_a_command_that_went_back_goes_on_instead_of_back_again(tiny_m
 
 
 def test_a_requeued_command_goes_on_after_keep_last_deleted_the_checkpoint_it_names(
-    tiny_model_dir, reward_file, tmp_path
+    tiny_model_dir, reward_file, tmp_path, capsys
 ):
     """The job script's checkpoint.resume=<step 1> names a checkpoint that checkpoint.keep_last
     deletes once the run has gone on from it: the requeued command must resume the newest, not
@@ -292,7 +292,11 @@ def test_a_requeued_command_goes_on_after_keep_last_deleted_the_checkpoint_it_na
     assert resume_problems(command) == []  # the preflight check agrees
     with pytest.warns(UserWarning, match=r"went back to it .*: resuming its newest, .*step-000002"):
         summary = Trainer(command).train()
-    assert summary.steps == 4
+    assert summary.steps == 4 and summary.resumed_at == 2
+    from dapo.trainer.summary import print_summary
+
+    print_summary(summary)  # the seconds are this attempt's: the title says how many steps they hold
+    assert "4 steps (2 in" in capsys.readouterr().out.replace("\n", " ")
     assert [row["step"] for row in read_metrics(run) if "actor/loss" in row] == [1, 2, 3, 4]
 
     # a run started from another run's checkpoint, which that run's retention deleted since

@@ -70,11 +70,12 @@ class StepResult:
 
 @dataclass
 class TrainSummary:
-    steps: int
+    steps: int  # the run's, earlier attempts' included
     eval_before: dict[str, float] | None
     eval_after: dict[str, float] | None
     run_dir: str
-    seconds: float
+    seconds: float  # this attempt's
+    resumed_at: int = 0  # the step this attempt started from (0: a fresh run)
 
 
 class Trainer:
@@ -373,6 +374,7 @@ class Trainer:
         eval_before = eval_after = None
         try:
             resumed = self.resume()
+            first_step = self.step
             # A periodic checkpoint at the last step is not the end: a run killed during the final
             # evaluation or export resumes from it and does them.
             finished_before_start = resumed and self.step >= cfg.trainer.total_steps and self.resumed_final
@@ -401,4 +403,5 @@ class Trainer:
                 self.save_checkpoint(final=True)
         finally:
             self.close()
-        return TrainSummary(self.step, eval_before, eval_after, cfg.output_dir, time.perf_counter() - started)
+        return TrainSummary(self.step, eval_before, eval_after, cfg.output_dir, time.perf_counter() - started,
+                            resumed_at=first_step)

@@ -25,7 +25,10 @@ def print_summary(summary: TrainSummary) -> None:
         evals = [m for m in read_metrics(summary.run_dir) if any(k.startswith("eval/avg@") for k in m)]
         before = {k: v for k, v in evals[0].items() if k.startswith("eval/")} if evals and evals[0]["step"] == 0 else None
     after = summary.eval_after or {}
-    table = Table(title=f"dapo-rl: {summary.steps} steps in {summary.seconds:.0f} s, run dir {summary.run_dir}")
+    this_attempt = (f"{summary.steps} steps in {summary.seconds:.0f} s" if not summary.resumed_at else
+                    f"{summary.steps} steps ({summary.steps - summary.resumed_at} in {summary.seconds:.0f} s after the "
+                    f"resume at step {summary.resumed_at})")
+    table = Table(title=f"dapo-rl: {this_attempt}, run dir {summary.run_dir}")
     table.add_column("held-out metric")
     table.add_column("before", justify="right")
     table.add_column("after", justify="right")

@@ -129,6 +129,33 @@ def test_what_a_reward_function_started_stops_with_its_worker(tmp_path):
         pool.close()
 
 
+def test_what_a_reward_function_started_stops_when_its_worker_dies_by_itself(tmp_path):
+    """A reward function that starts a program and then ends its worker (os._exit, a crash, the
+    OOM killer): the item fails as "died", and the program, left in the worker's process group,
+    must not live on. (Before, it was killed only when the pool saw the worker's socket close
+    before the worker had fully exited: a race.)"""
+    pid_file = tmp_path / "child.pid"
+    module = tmp_path / "exits.py"
+    module.write_text(
+        "import os, subprocess\n"
+        "def f(response, ground_truth, extra):\n"
+        "    child = subprocess.Popen(['sleep', '300'])\n"
+        f"    open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "    os._exit(3)\n"
+    )
+    pool = WorkerPool(1, [f"{module}:f"], timeout_s=30.0)
+    try:
+        [(kind, _)] = pool.run(fn_tasks([{}]))
+        assert kind == "died"
+        child = int(pid_file.read_text())
+        deadline = time.monotonic() + 10
+        while alive(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(child)
+    finally:
+        pool.close()
+
+
 def start_scoring_program(tmp_path: Path, script: str, **popen: object) -> tuple[subprocess.Popen, int]:
     """Run ``script`` (``python -c``, given :func:`program_running_reward`'s module as argv[1])
     in a fresh interpreter until the reward function has started its program; the interpreter,
@@ -284,9 +311,11 @@ def test_a_file_in_the_working_directory_does_not_shadow_the_stdlib_in_workers(t
         pool.close()
 
 
-def test_a_run_interrupted_part_way_does_not_hand_its_results_to_the_next():
+@pytest.mark.parametrize("results_waiting", [False, True], ids=["still-scoring", "results-sent"])
+def test_a_run_interrupted_part_way_does_not_hand_its_results_to_the_next(results_waiting):
     """Ctrl-C in a notebook (or any exception) mid-run left the worker busy with the old items:
-    their results came back as the next run's items of the same index."""
+    their results came back as the next run's items of the same index, also once the worker had
+    sent them (they waited in its socket, and the next run's first read took them)."""
     pool = WorkerPool(1, [f"{FNS}:echoes_index"], timeout_s=10.0)
 
     def interrupt(*_):
@@ -298,6 +327,8 @@ def test_a_run_interrupted_part_way_does_not_hand_its_results_to_the_next():
         with pytest.raises(KeyboardInterrupt):
             pool.run(fn_tasks([{"i": 1000 + i, "slow": 0.05} for i in range(64)]))  # chunks of 16
         signal.setitimer(signal.ITIMER_REAL, 0)
+        if results_waiting:
+            time.sleep(1.5)  # the chunk under way (16 x 0.05 s) is scored and its results sent
         outcomes = pool.run(fn_tasks([{"i": i} for i in range(16)]))
         assert [value[0] for _, value in outcomes] == [float(i) for i in range(16)]
     finally:

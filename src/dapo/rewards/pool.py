@@ -36,7 +36,12 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from dapo.rewards.process_tree import kill_descendants, signal_process
+from dapo.rewards.process_tree import (
+    group_members,
+    kill_descendants,
+    signal_process,
+    signals_deferred,
+)
 from dapo.rewards.user_functions import RewardFunctionError
 
 Outcome = tuple[str, Any]
@@ -146,7 +151,8 @@ class WorkerPool:
         # Replaced: a replacement stuck importing, and the workers a run interrupted part-way (Ctrl-C
         # in a notebook, an exception) left busy with its items, whose results would be taken for
         # this run's items of the same index.
-        for worker in [w for w in self._workers if self._hung_starting(w) or w.inflight]:
+        # (inflight first: reading a busy worker's socket would take its old result for this run's)
+        for worker in [w for w in self._workers if w.inflight or self._hung_starting(w)]:
             self._stop(worker)
             self._workers.remove(worker)
         self._workers += [self._start_worker() for _ in range(self.num_workers - len(self._workers))]
@@ -282,14 +288,13 @@ class WorkerPool:
         if deadline is not None and not worker.dead:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 worker.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        leader = worker.process.pid
         if worker.process.poll() is None:
-            # The worker leads its own process group: SIGSTOP freezes it and every process it
-            # started that stayed in the group at once; what left the group (a daemon's setsid) is
-            # frozen and killed next, then the group. (At interpreter exit open() is gone.)
-            signal_process(worker.process.pid, signal.SIGSTOP, group=True)
-            if not sys.is_finalizing():
-                kill_descendants(worker.process.pid, leave_group=worker.process.pid)
-            signal_process(worker.process.pid, signal.SIGKILL, group=True)
+            _kill_group(leader, roots=[leader])
+        elif members := group_members(leader):
+            # it ended by itself (os._exit, a crash, the OOM killer): what it started in its group
+            # lives on, and keeps the group's id from being reused while it does
+            _kill_group(leader, roots=members)
         worker.process.wait()
         worker.conn.close()
         worker.dead = True
@@ -317,3 +322,16 @@ class WorkerPool:
         torn down, so then the workers are killed instead of asked."""
         if hasattr(self, "_workers"):
             self._stop_all(graceful=not sys.is_finalizing())
+
+
+def _kill_group(leader: int, roots: list[int]) -> None:
+    """SIGKILL process group ``leader`` (a worker's) and what ``roots`` started outside it. SIGSTOP
+    freezes the group at once, every process in it that stayed there; what left it (a daemon's
+    setsid) is frozen and killed next, then the group; no signal to this process ends it in
+    between, which would leave them frozen. (At interpreter exit open() is gone.)"""
+    with signals_deferred():
+        signal_process(leader, signal.SIGSTOP, group=True)
+        if not sys.is_finalizing():
+            for root in roots:
+                kill_descendants(root, leave_group=leader)
+        signal_process(leader, signal.SIGKILL, group=True)

@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 
@@ -30,6 +31,41 @@ def _processes() -> Iterator[tuple[int, str, int, int]]:
             if name.isdigit() and (fields := _stat(name)) is not None:
                 with contextlib.suppress(ValueError, IndexError):
                     yield int(name), fields[0], int(fields[1]), int(fields[3])
+
+
+def group_members(group: int) -> list[int]:
+    """The processes of process group ``group`` (Linux /proc; elsewhere none)."""
+    members = []
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc"):
+            if name.isdigit() and (fields := _stat(name)) is not None:
+                with contextlib.suppress(ValueError, IndexError):
+                    if int(fields[2]) == group:
+                        members.append(int(name))
+    return members
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP held back while the block runs, then sent again: a process that
+    freezes others (SIGSTOP) to kill them must not die in between, which would leave them frozen
+    for good (a worker in a session of its own gets no SIGCONT from the kernel). In the main
+    thread only, where Python handles signals; elsewhere, and for a handler Python did not set,
+    nothing changes."""
+    caught: list[int] = []
+    previous = {}
+    if threading.current_thread() is threading.main_thread() and not sys.is_finalizing():
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            if (handler := signal.getsignal(signum)) is not None:
+                previous[signum] = handler
+                signal.signal(signum, lambda received, _frame: caught.append(received))
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in caught:  # under the handlers they would have met
+            os.kill(os.getpid(), signum)
 
 
 def descendants(pid: int) -> list[int]:

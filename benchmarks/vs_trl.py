@@ -1,6 +1,6 @@
 """dapo-rl vs TRL's GRPOTrainer, side by side at equal wall time, on CPU.
 
-Both systems start from the built-in base model (char-level Qwen2, ~3.4M parameters) and train on
+Both systems start from the built-in base model (char-level Qwen2, ~3.2M parameters) and train on
 the built-in arithmetic task with the same settings: G = 8 responses per prompt, 16 prompts (groups)
 per step, one optimizer update per step, at most 64 new tokens, temperature 1 / top-p 1, the same
 learning rate (constant, no warm-up), Clip-Higher eps_low = 0.2 / eps_high = 0.28, no KL, token-level

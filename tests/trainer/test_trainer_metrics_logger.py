@@ -99,3 +99,28 @@ def test_tensorboard_keeps_one_point_per_step_after_a_kill_in_the_final_evaluati
     board.Reload()
     assert [(e.step, e.value) for e in board.Scalars("eval/avg@4")] == [(2, pytest.approx(0.6))]
     assert [(e.step, e.value) for e in board.Scalars("loss")] == [(1, 1.0), (2, 2.0)]  # the step's own, kept
+
+
+def test_a_resume_killed_before_its_first_point_leaves_its_purge_to_the_next(tmp_path):
+    """Resume 1 dropped the final evaluation's line (metrics.jsonl no longer shows it) and was
+    killed in its own final evaluation, before TensorBoard got its purge: resume 2 must still hide
+    the first attempt's point at that step, not only the steps after it."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    first = MetricsLogger(tmp_path, tensorboard=True, wandb=False, wandb_project="p", config={})
+    first.log(1, {"loss": 1.0})
+    first.log(2, {"loss": 2.0})  # the final checkpoint records these 2 lines
+    first.log(2, {"eval/avg@4": 0.5})  # killed after this
+    first.close()
+    killed = MetricsLogger(tmp_path, tensorboard=True, wandb=False, wandb_project="p", config={})
+    killed.truncate_after(2, [2, 0])  # and killed before logging anything
+    time.sleep(1.01 - time.time() % 1.0)  # a later process's event file sorts after (see above)
+    resumed = MetricsLogger(tmp_path, tensorboard=True, wandb=False, wandb_project="p", config={})
+    resumed.truncate_after(2, [2, 0])
+    resumed.log(2, {"eval/avg@4": 0.6})
+    resumed.close()
+    board = EventAccumulator(str(tmp_path / "tensorboard"))
+    board.Reload()
+    assert [(e.step, e.value) for e in board.Scalars("eval/avg@4")] == [(2, pytest.approx(0.6))]
+    assert [(e.step, e.value) for e in board.Scalars("loss")] == [(1, 1.0), (2, 2.0)]
+    assert not (tmp_path / "tensorboard" / "purge_pending.json").exists()  # written into the events

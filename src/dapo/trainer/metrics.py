@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import uuid
 import warnings
@@ -187,7 +188,34 @@ class MetricsLogger:
             self._tb.close()
             self._tb = None
         self._tb_purge_step = step if self._tb_replay else step + 1
+        if self._tb_dir is not None and Path(self._tb_dir).is_dir():  # an earlier attempt's events
+            # a purge an earlier resume set up and never wrote (killed before its first point): its
+            # step's points are still shown, though metrics.jsonl no longer says which they are
+            pending = self._pending_purge()
+            if pending is not None and pending < self._tb_purge_step:
+                self._tb_purge_step = pending
+                self._tb_replay = [row for row in parse_metrics_lines(self.path) if row["step"] == pending]
+            write_atomically(self._pending_purge_path(), json.dumps({"purge_step": self._tb_purge_step}) + "\n")
         self._resumed_at = step if step >= 0 else None
+
+    def _pending_purge_path(self) -> Path:
+        return Path(self._tb_dir or ".") / "purge_pending.json"  # not an event file: TensorBoard skips it
+
+    def _pending_purge(self) -> int | None:
+        try:
+            return int(json.loads(self._pending_purge_path().read_text())["purge_step"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def sync(self) -> None:
+        """metrics.jsonl, completions.jsonl and the TensorBoard events on disk (fsync): a checkpoint
+        records their line counts, and must not outlive (a power loss) the lines it counts."""
+        for path in (self.path, self.completions_path):
+            if path.exists():
+                with path.open("rb") as handle:
+                    os.fsync(handle.fileno())
+        if self._tb is not None:
+            self._tb.flush()
 
     def _wandb_run(self) -> Any:
         """The W&B run (opened at first use), or None when disabled or not installed."""
@@ -206,6 +234,8 @@ class MetricsLogger:
             replay, self._tb_replay = self._tb_replay, []
             for row in replay:
                 self._write_scalars(self._tb, row["step"], row)
+            self._tb.flush()  # the purge is in the event file now
+            self._pending_purge_path().unlink(missing_ok=True)
         return self._tb
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:

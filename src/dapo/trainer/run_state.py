@@ -110,6 +110,7 @@ class RunState:
         it is published. Without the export, ``model_config`` goes into ``model_config.json``, so
         that a resume can still check the checkpoint is of this run's model."""
         tmp = begin_checkpoint(self.run_dir, step)
+        self.logger.sync()  # the lines it counts are on disk before it is
         state = {**loop_state, "policy": policy.save_checkpoint(tmp, tokenizer, hf_export),
                  "log_lines": self.logger.line_counts(), "started_from": self.started_from,
                  "went_back_to": self.went_back_to}

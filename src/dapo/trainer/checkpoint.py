@@ -133,7 +133,7 @@ def begin_checkpoint(run_dir: str | Path, step: int) -> Path:
     """A fresh, empty temporary directory to build checkpoint ``step`` in."""
     root = Path(run_dir) / "checkpoints"
     if not root.is_dir():  # its entry in the run directory made durable too, not only what it holds
-        root.mkdir(parents=True)
+        root.mkdir(parents=True, exist_ok=True)
         fsync_dir(root.parent)
     tmp = root / f".tmp-step-{step:06d}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)

@@ -30,9 +30,9 @@ from dataclasses import dataclass, replace
 from dapo.rewards.equivalence import (
     SCALE_WORDS,
     starts_with_scale_word,
-    unicode_math_to_latex,
     vote_key,
 )
+from dapo.rewards.unicode_math import unicode_math_to_latex
 
 # "Answer:", "**Answer:**", "Final answer :", full-width colon; quantifier bounded so a long run
 # of spaces or stars cannot make the match backtrack quadratically.

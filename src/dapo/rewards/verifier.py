@@ -29,7 +29,6 @@ from dapo.rewards.equivalence import (
     math_equal,
     quick_list_verdict,
     quick_verdict,
-    unicode_math_to_latex,
 )
 from dapo.rewards.extract import (
     Extracted,
@@ -38,6 +37,7 @@ from dapo.rewards.extract import (
     extract_answer,
     resolve_extractor,
 )
+from dapo.rewards.unicode_math import unicode_math_to_latex
 
 DEFAULT_MAX_RESPONSE_CHARS = 20000
 PRED_DISPLAY_CHARS = 100

@@ -143,15 +143,28 @@ def cmd_train(ns: argparse.Namespace) -> int:
 
     try:
         summary = Trainer(cfg).train()
-    except (KeyboardInterrupt, SystemExit) as stop:  # Ctrl-C, or SIGTERM / SIGHUP (exit_on_termination)
-        code = 130 if isinstance(stop, KeyboardInterrupt) else stop.code
-        if code not in (130, 128 + signal.SIGTERM, 128 + getattr(signal, "SIGHUP", 1)):
+    except BaseException as error:
+        if (code := _stopped_by_signal(error)) is None:
             raise
         print(f"dapo train: stopped by {'Ctrl-C' if code == 130 else signal.Signals(code - 128).name}; "
               f"{_resume_note(cfg)}", file=sys.stderr)
         return code
     print_summary(summary)
     return 0
+
+
+def _stopped_by_signal(error: BaseException) -> int | None:
+    """The exit code of the Ctrl-C (130), SIGTERM or SIGHUP (exit_on_termination) behind ``error``:
+    it, or what it was raised while handling (torch.save interrupted mid-file raises an error of its
+    own); None for anything else."""
+    for _ in range(8):  # a short chain: what a signal interrupted, and what that raised
+        if isinstance(error, KeyboardInterrupt):
+            return 130
+        if isinstance(error, SystemExit) and error.code in (128 + signal.SIGTERM, 128 + getattr(signal, "SIGHUP", 1)):
+            return int(error.code)
+        if (error := error.__context__) is None:  # type: ignore[assignment]
+            return None
+    return None
 
 
 def _resume_note(cfg: DAPOConfig) -> str:

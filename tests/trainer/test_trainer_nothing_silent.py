@@ -84,3 +84,11 @@ def test_a_reward_function_refused_at_start_leaves_the_run_directory_free(tiny_m
         Trainer(tiny_config(tiny_model_dir, run, broken, fn="says_text"))
     Trainer(tiny_config(tiny_model_dir, run, reward_file)).close()
     assert refused.value is not None
+
+
+def test_training_data_smaller_than_a_generation_round_is_said(tiny_model_dir, reward_file, tmp_path):
+    """3 problems for rounds of 6 prompts: each round draws some of them twice, which nothing said."""
+    cfg = tiny_config(tiny_model_dir, tmp_path, reward_file, "data.builtin_train_size=3")
+    with pytest.warns(UserWarning, match=r"holds 3 problem\(s\), fewer than a generation round's 6 prompts "
+                                         r"\(trainer.gen_prompts_per_round\)"):
+        Trainer(cfg).close()

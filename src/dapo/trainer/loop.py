@@ -76,6 +76,7 @@ class TrainSummary:
     run_dir: str
     seconds: float  # this attempt's
     resumed_at: int = 0  # the step this attempt started from (0: a fresh run)
+    updates: int = -1  # optimizer updates this attempt applied (-1: not counted)
 
 
 class Trainer:
@@ -124,6 +125,11 @@ class Trainer:
             raise
         self.reward_watch = RewardFailureWatch(self.scorer, cfg.reward.max_failing_steps)
         self.updates_per_step = cfg.trainer.optimizer_steps_per_rollout
+        per_round, key = ((cfg.trainer.gen_prompts_per_round, "gen_prompts_per_round") if cfg.algorithm.dynamic_sampling
+                          else (cfg.trainer.prompts_per_step, "prompts_per_step"))
+        if (problems := len(run.data.train.problems)) < per_round:
+            warnings.warn(f"the training data holds {problems} problem(s), fewer than a generation round's {per_round} "
+                          f"prompts (trainer.{key}): each round draws some of them more than once", stacklevel=2)
         self.sampler = DynamicSampler(
             PromptStream(run.data.train.problems, seed=cfg.trainer.seed, shuffle=cfg.data.shuffle),
             prompts_per_step=cfg.trainer.prompts_per_step,
@@ -374,7 +380,7 @@ class Trainer:
         eval_before = eval_after = None
         try:
             resumed = self.resume()
-            first_step = self.step
+            first_step, first_version = self.step, self.policy.version
             # A periodic checkpoint at the last step is not the end: a run killed during the final
             # evaluation or export resumes from it and does them.
             finished_before_start = resumed and self.step >= cfg.trainer.total_steps and self.resumed_final
@@ -404,4 +410,4 @@ class Trainer:
         finally:
             self.close()
         return TrainSummary(self.step, eval_before, eval_after, cfg.output_dir, time.perf_counter() - started,
-                            resumed_at=first_step)
+                            resumed_at=first_step, updates=self.policy.version - first_version)

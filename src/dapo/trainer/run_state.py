@@ -190,8 +190,8 @@ class RunState:
             self._warned_truncation = True
             warnings.warn(
                 f"{rate:.0%} of responses hit rollout.max_response_length={self.cfg.rollout.max_response_length}: "
-                "truncated responses rarely contain a final answer, so rewards are mostly -1 (or masked by "
-                "overlong filtering) and learning stalls. Raise rollout.max_response_length or shorten the task "
+                "truncated responses rarely contain a final answer, so the verifier scores most of them wrong (or "
+                "overlong filtering masks them) and learning stalls. Raise rollout.max_response_length or shorten the task "
                 "(said once; rollout/truncation_rate has the rate of every step).",
                 stacklevel=2,
             )

@@ -160,8 +160,9 @@ class DynamicSampler:
                 f"{self.max_gen_rounds}); {report.groups_all_correct} groups were all-correct, "
                 f"{report.groups_all_wrong} all-wrong and {report.groups_all_masked} all truncated and masked by "
                 f"overlong filtering. Training on the {len(accepted)} groups there are. "
-                "If this persists, the task is too easy or too hard for the model: raise "
-                "max_gen_rounds / gen_prompts_per_round or change the data.",
+                "If this persists, the reward does not tell a group's responses apart: the task is too easy or "
+                "too hard for the model (raise max_gen_rounds / gen_prompts_per_round or change the data), or a "
+                "reward function returns the same score for every response.",
                 stacklevel=2,
             )
         batch, rest = accepted[: self.prompts_per_step], accepted[self.prompts_per_step :]

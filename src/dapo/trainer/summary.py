@@ -25,9 +25,15 @@ def print_summary(summary: TrainSummary) -> None:
         evals = [m for m in read_metrics(summary.run_dir) if any(k.startswith("eval/avg@") for k in m)]
         before = {k: v for k, v in evals[0].items() if k.startswith("eval/")} if evals and evals[0]["step"] == 0 else None
     after = summary.eval_after or {}
-    this_attempt = (f"{summary.steps} steps in {summary.seconds:.0f} s" if not summary.resumed_at else
-                    f"{summary.steps} steps ({summary.steps - summary.resumed_at} in {summary.seconds:.0f} s after the "
+    steps = f"{summary.steps} step{'s' if summary.steps != 1 else ''}"
+    this_attempt = (f"{steps} in {summary.seconds:.0f} s" if not summary.resumed_at else
+                    f"{steps} ({summary.steps - summary.resumed_at} in {summary.seconds:.0f} s after the "
                     f"resume at step {summary.resumed_at})")
+    if summary.updates == 0 and summary.steps > summary.resumed_at:  # every step skipped: the weights are unchanged
+        this_attempt += ", no optimizer update (every step skipped its update: see the warnings above)"
+    if not before and not after:  # data.eval_files=[]: no table of nothing
+        Console().print(f"dapo-rl: {this_attempt}, run dir {summary.run_dir} (no held-out evaluation)")
+        return
     table = Table(title=f"dapo-rl: {this_attempt}, run dir {summary.run_dir}")
     table.add_column("held-out metric")
     table.add_column("before", justify="right")

@@ -98,6 +98,13 @@ def alive(pid: int) -> bool:
     return fields[0] != "Z"
 
 
+def assert_ends(pid: int, within_s: float = 10.0) -> None:
+    deadline = time.monotonic() + within_s
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(pid)
+
+
 def program_running_reward(tmp_path: Path) -> tuple[Path, Path]:
     """A reward function (module, its f) that runs a program, writes its pid, then hangs."""
     pid_file = tmp_path / "child.pid"
@@ -120,11 +127,7 @@ def test_what_a_reward_function_started_stops_with_its_worker(tmp_path):
     try:
         [(kind, _)] = pool.run(fn_tasks([{}]))
         assert kind == "timeout"
-        child = int(pid_file.read_text())
-        deadline = time.monotonic() + 10
-        while alive(child) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not alive(child)
+        assert_ends(int(pid_file.read_text()))
     finally:
         pool.close()
 
@@ -147,11 +150,7 @@ def test_what_a_reward_function_started_stops_when_its_worker_dies_by_itself(tmp
     try:
         [(kind, _)] = pool.run(fn_tasks([{}]))
         assert kind == "died"
-        child = int(pid_file.read_text())
-        deadline = time.monotonic() + 10
-        while alive(child) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not alive(child)
+        assert_ends(int(pid_file.read_text()))
     finally:
         pool.close()
 

@@ -24,25 +24,18 @@ def _stat(pid: int | str) -> list[str] | None:
         return None
 
 
-def _processes() -> Iterator[tuple[int, str, int, int]]:
-    """(pid, state, parent pid, session id) of every process (Linux /proc; elsewhere none)."""
+def _processes() -> Iterator[tuple[int, str, int, int, int]]:
+    """(pid, state, parent pid, process group, session id) of every process (Linux /proc; elsewhere none)."""
     with contextlib.suppress(OSError):
         for name in os.listdir("/proc"):
             if name.isdigit() and (fields := _stat(name)) is not None:
                 with contextlib.suppress(ValueError, IndexError):
-                    yield int(name), fields[0], int(fields[1]), int(fields[3])
+                    yield int(name), fields[0], int(fields[1]), int(fields[2]), int(fields[3])
 
 
 def group_members(group: int) -> list[int]:
     """The processes of process group ``group`` (Linux /proc; elsewhere none)."""
-    members = []
-    with contextlib.suppress(OSError):
-        for name in os.listdir("/proc"):
-            if name.isdigit() and (fields := _stat(name)) is not None:
-                with contextlib.suppress(ValueError, IndexError):
-                    if int(fields[2]) == group:
-                        members.append(int(name))
-    return members
+    return [pid for pid, _, _, their_group, _ in _processes() if their_group == group]
 
 
 @contextlib.contextmanager
@@ -71,7 +64,7 @@ def signals_deferred() -> Iterator[None]:
 def descendants(pid: int) -> list[int]:
     """Every process below ``pid`` (Linux /proc; elsewhere none), deepest first."""
     children: dict[int, list[int]] = {}
-    for child, _, parent, _ in _processes():
+    for child, _, parent, _, _ in _processes():
         children.setdefault(parent, []).append(child)
     found, frontier = [], [pid]
     while frontier:
@@ -154,7 +147,7 @@ def reap_orphans() -> None:
     reward function started itself stay in this session and are left to its own wait(): reaping
     them would report a Popen's exit status as 0 and leave a multiprocessing.Process alive forever."""
     me, session = os.getpid(), os.getsid(0)
-    for pid, state, parent, their_session in _processes():
+    for pid, state, parent, _, their_session in _processes():
         if parent == me and state == "Z" and their_session != session:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, os.WNOHANG)

@@ -374,17 +374,10 @@ def _floor_line(pairs: list[tuple[dict[str, Any], dict[str, Any]]], precision: s
         needed.append(floor / (tokens_per_step / (3 * trl["tokens_per_s"])))
     return (f"{precision} at this machine's {precision} matmul peak ({peak / 1e12:.3f} TFLOP/s): the matmuls of "
             f"dapo-rl's response tokens alone (2W FLOPs per generated token, 6W per trained one, W = "
-            f"{pairs[0][1].get('matmul_weights_m', 0):.2f}M matmul weights) take {_plain(floors, '.2f')} s a step, "
-            f"{_plain(measured, '.0%')} of its measured steps' time; at that floor, with nothing else to compute, "
+            f"{pairs[0][1].get('matmul_weights_m', 0):.2f}M matmul weights) take {_spread(floors, '.2f', '')} s a step, "
+            f"{_spread(measured, '.0%', '')} of its measured steps' time; at that floor, with nothing else to compute, "
             f"it would generate {_spread(bounds)} TRL's completion tokens/s; 3x needs "
-            f"{_plain(needed, '.0%')} of the peak across the whole step.")
-
-
-def _plain(values: list[float], spec: str) -> str:
-    """The median of ``values`` (and their range, when several) in format ``spec``."""
-    if len(values) == 1:
-        return format(values[0], spec)
-    return f"{format(statistics.median(values), spec)} [{format(min(values), spec)}-{format(max(values), spec)}]"
+            f"{_spread(needed, '.0%', '')} of the peak across the whole step.")
 
 
 def _pairs(rows: dict[str, dict[str, Any]], precision: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
@@ -394,10 +387,10 @@ def _pairs(rows: dict[str, dict[str, Any]], precision: str) -> list[tuple[dict[s
     return list(zip(trl, dapo))
 
 
-def _spread(values: list[float]) -> str:
-    if len(values) == 1:
-        return f"{values[0]:.2f}x"
-    return f"{statistics.median(values):.2f}x [{min(values):.2f}-{max(values):.2f}]"
+def _spread(values: list[float], spec: str = ".2f", unit: str = "x") -> str:
+    """The median of ``values`` in format ``spec`` and ``unit``, and their range when several."""
+    median = f"{format(statistics.median(values), spec)}{unit}"
+    return median if len(values) == 1 else f"{median} [{format(min(values), spec)}-{format(max(values), spec)}]"
 
 
 def matmul_peak(precision: str) -> float:

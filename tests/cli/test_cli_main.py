@@ -176,6 +176,20 @@ def test_main_called_from_python_leaves_the_callers_signal_handlers(capsys):
     assert {signum: signal.getsignal(signum) for signum in before} == before
 
 
+def train_raising(monkeypatch, error: BaseException) -> None:
+    """`dapo train`'s Trainer stands in for one whose train() raises ``error``."""
+    import dapo.trainer
+
+    class Raising:
+        def __init__(self, cfg):
+            pass
+
+        def train(self):
+            raise error
+
+    monkeypatch.setattr(dapo.trainer, "Trainer", Raising)
+
+
 def raised_while_handling(stop: BaseException) -> RuntimeError:
     """What torch.save raises when a Ctrl-C lands in its writer: an error of its own, the
     KeyboardInterrupt its context."""
@@ -195,16 +209,7 @@ def raised_while_handling(stop: BaseException) -> RuntimeError:
 ])
 def test_an_interrupted_train_says_where_it_goes_on_instead_of_a_traceback(tmp_path, capsys, monkeypatch, stop, code,
                                                                            says):
-    import dapo.trainer
-
-    class Interrupted:
-        def __init__(self, cfg):
-            pass
-
-        def train(self):
-            raise stop
-
-    monkeypatch.setattr(dapo.trainer, "Trainer", Interrupted)
+    train_raising(monkeypatch, stop)
     if code == 143:
         (tmp_path / "checkpoints" / "step-000004").mkdir(parents=True)
         (tmp_path / "checkpoints" / "step-000004" / "trainer_state.pt").write_bytes(b"")
@@ -216,16 +221,7 @@ def test_an_interrupted_train_says_where_it_goes_on_instead_of_a_traceback(tmp_p
 
 
 def test_an_error_that_no_signal_caused_is_raised_as_it_is(tmp_path, monkeypatch):
-    import dapo.trainer
-
-    class Failing:
-        def __init__(self, cfg):
-            pass
-
-        def train(self):
-            raise RuntimeError("a real failure")
-
-    monkeypatch.setattr(dapo.trainer, "Trainer", Failing)
+    train_raising(monkeypatch, RuntimeError("a real failure"))
     with pytest.raises(RuntimeError, match="a real failure"):
         main(["train", f"output_dir={tmp_path}"])
 

@@ -14,7 +14,11 @@ def test_a_signal_during_the_freeze_is_handled_after_it_by_the_handler_it_would_
     SIGTERM (or a second Ctrl-C, whose handler is the default one) in between would end the
     trainer and leave the group frozen for good. Held back, it reaches its handler afterwards."""
     received: list[int] = []
-    previous = signal.signal(signal.SIGTERM, lambda signum, _frame: received.append(signum))
+
+    def handler(signum: int, _frame: object) -> None:
+        received.append(signum)
+
+    previous = signal.signal(signal.SIGTERM, handler)
     try:
         with signals_deferred():
             os.kill(os.getpid(), signal.SIGTERM)
@@ -24,7 +28,7 @@ def test_a_signal_during_the_freeze_is_handled_after_it_by_the_handler_it_would_
         for _ in range(1000):
             pass
         assert received == [signal.SIGTERM]
-        assert signal.getsignal(signal.SIGTERM) is not previous  # the test's handler is back
+        assert signal.getsignal(signal.SIGTERM) is handler  # put back
     finally:
         signal.signal(signal.SIGTERM, previous)
 

@@ -199,6 +199,19 @@ def test_a_resumed_run_trains_with_its_own_optimizer_settings(tiny_model_dir, re
         Trainer(tiny_config(tiny_model_dir, longer, reward_file, "trainer.total_steps=4", *cosine)).train()
 
 
+def stopping_after_step(step: int, trainer: Trainer) -> Trainer:
+    """``trainer``, whose train() raises KeyboardInterrupt (a preemption) once ``step`` is done."""
+    steps = trainer.step_once
+
+    def preempted():
+        if trainer.step == step:
+            raise KeyboardInterrupt
+        return steps()
+
+    trainer.step_once = preempted
+    return trainer
+
+
 def test_rerunning_a_run_started_from_another_runs_checkpoint_goes_on(tiny_model_dir, reward_file, tmp_path):
     """checkpoint.resume=<another run's checkpoint> is where the run starts: rerunning the same
     command after a crash must resume this run's newest checkpoint, not start over from it."""
@@ -206,15 +219,7 @@ def test_rerunning_a_run_started_from_another_runs_checkpoint_goes_on(tiny_model
     Trainer(tiny_config(tiny_model_dir, first, reward_file, "eval.every_steps=0", "trainer.total_steps=1")).train()
     command = tiny_config(tiny_model_dir, tmp_path / "second", reward_file, "eval.every_steps=0",
                           f"checkpoint.resume={first / 'checkpoints' / 'step-000001'}", "trainer.total_steps=3")
-    crashing = Trainer(command)
-    steps = crashing.step_once  # crash after step 2 has been checkpointed
-
-    def crash_at_step_3():
-        if crashing.step == 2:
-            raise KeyboardInterrupt
-        return steps()
-
-    crashing.step_once = crash_at_step_3
+    crashing = stopping_after_step(2, Trainer(command))  # a crash after step 2 has been checkpointed
     with pytest.raises(KeyboardInterrupt):
         crashing.train()
     from dapo.trainer.resume import ResumePoint, resolve_resume
@@ -239,19 +244,6 @@ def test_rerunning_a_run_started_from_another_runs_checkpoint_goes_on(tiny_model
         Trainer(from_start).train()
     assert [p.name for p in (other / "checkpoints").glob("step-*")] == ["step-000002"]
     assert {row["step"] for row in read_metrics(other)} == {2}
-
-
-def stopping_after_step(step: int, trainer: Trainer) -> Trainer:
-    """``trainer``, whose train() raises KeyboardInterrupt (a preemption) once ``step`` is done."""
-    steps = trainer.step_once
-
-    def preempted():
-        if trainer.step == step:
-            raise KeyboardInterrupt
-        return steps()
-
-    trainer.step_once = preempted
-    return trainer
 
 
 def test_rerunning_a_command_that_went_back_goes_on_instead_of_back_again(tiny_model_dir, reward_file, tmp_path):

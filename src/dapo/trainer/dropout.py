@@ -21,7 +21,7 @@ from transformers import PretrainedConfig
 _KEPT = "_dapo_config_dropout"  # on the model: [(config, name, rate)] that disable_dropout zeroed
 
 
-def is_dropout_rate(name: str, value: Any) -> bool:
+def _is_dropout_rate(name: str, value: Any) -> bool:
     return isinstance(value, float) and (name.endswith(("dropout", "_pdrop")) or name == "layerdrop")
 
 
@@ -31,12 +31,12 @@ def disable_dropout(model: torch.nn.Module) -> None:
         if isinstance(module, torch.nn.Dropout):
             module.p = 0.0
         for name, value in vars(module).items():
-            if is_dropout_rate(name, value):
+            if _is_dropout_rate(name, value):
                 setattr(module, name, 0.0)
     kept = model.__dict__.setdefault(_KEPT, [])
     for config in _configs(getattr(model, "config", None)):
         for name, value in list(vars(config).items()):
-            if is_dropout_rate(name, value) and value != 0.0:
+            if _is_dropout_rate(name, value) and value != 0.0:
                 kept.append((config, name, value))
                 setattr(config, name, 0.0)
 

@@ -152,6 +152,8 @@ class MetricsLogger:
         self.completions_path = Path(run_dir) / "completions.jsonl"
         self._tb = self._wandb = None
         self._tb_dir = str(Path(run_dir) / "tensorboard") if tensorboard else None
+        # a purge a resume set up, until the event file holds it (not an event file: TensorBoard skips it)
+        self._purge_marker = Path(run_dir) / "tensorboard" / "purge_pending.json"
         self._tb_purge_step: int | None = None  # set on resume: hide an earlier attempt's later points
         self._tb_replay: list[dict[str, Any]] = []  # kept lines of the purge step, written again
         # lines of metrics.jsonl and completions.jsonl, counted as written (one read, here)
@@ -195,15 +197,12 @@ class MetricsLogger:
             if pending is not None and pending < self._tb_purge_step:
                 self._tb_purge_step = pending
                 self._tb_replay = [row for row in parse_metrics_lines(self.path) if row["step"] == pending]
-            write_atomically(self._pending_purge_path(), json.dumps({"purge_step": self._tb_purge_step}) + "\n")
+            write_atomically(self._purge_marker, json.dumps({"purge_step": self._tb_purge_step}) + "\n")
         self._resumed_at = step if step >= 0 else None
-
-    def _pending_purge_path(self) -> Path:
-        return Path(self._tb_dir or ".") / "purge_pending.json"  # not an event file: TensorBoard skips it
 
     def _pending_purge(self) -> int | None:
         try:
-            return int(json.loads(self._pending_purge_path().read_text())["purge_step"])
+            return int(json.loads(self._purge_marker.read_text())["purge_step"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -235,7 +234,7 @@ class MetricsLogger:
             for row in replay:
                 self._write_scalars(self._tb, row["step"], row)
             self._tb.flush()  # the purge is in the event file now
-            self._pending_purge_path().unlink(missing_ok=True)
+            self._purge_marker.unlink(missing_ok=True)
         return self._tb
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:

@@ -175,3 +175,26 @@ def test_the_truncation_warning_is_said_once_not_every_step(tmp_path, recwarn):
         assert len(said) == 1 and str(said[0].message).startswith("90% of responses")
     finally:
         state.lock.release()
+
+
+def test_a_shards_only_checkpoint_records_the_models_own_dropout_rates(tmp_path):
+    """model_config.json (a checkpoint without the Hugging Face export) holds the config the model
+    came with, not the zeroed dropout rates the policy trains with; training keeps its zeros."""
+    from types import SimpleNamespace
+
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from dapo.trainer.dropout import disable_dropout
+
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=16, hidden_size=8, intermediate_size=16, num_hidden_layers=1,
+                                         num_attention_heads=2, attention_dropout=0.25))
+    disable_dropout(model)
+    saved: dict[str, str] = {}
+    trainer = SimpleNamespace(
+        cfg=SimpleNamespace(checkpoint=SimpleNamespace(hf_export="final")), step=2, model=model, policy=None,
+        tokenizer=None, state_dict=dict,
+        state=SimpleNamespace(save=lambda step, state, policy, tokenizer, model_config_json, hf_export:
+                              saved.update(json=model_config_json)))
+    Trainer.save_checkpoint(trainer)
+    assert '"attention_dropout": 0.25' in saved["json"]
+    assert model.config.attention_dropout == 0.0

@@ -40,6 +40,7 @@ from dapo.rollout import RolloutEngine
 from dapo.trainer.allocator import keep_freed_memory
 from dapo.trainer.batch import Sample, count_loss_tokens, split_mini_batches
 from dapo.trainer.checkpoint import rng_state, set_rng_state
+from dapo.trainer.dropout import config_dropout_restored
 from dapo.trainer.evaluate import evaluate_held_out
 from dapo.trainer.policy import PolicyWorker
 from dapo.trainer.run_state import RunState
@@ -193,7 +194,9 @@ class Trainer:
         hf_export = final or self.cfg.checkpoint.hf_export == "every"
         # "final": written after the final evaluation, so a run resumed from it has nothing left to do
         state = {**self.state_dict(), "final": final}
-        return self.state.save(self.step, state, self.policy, self.tokenizer, self.model.config, hf_export)
+        with config_dropout_restored(self.model):  # the rates the model came with, not training's zeros
+            model_config_json = self.model.config.to_json_string()
+        return self.state.save(self.step, state, self.policy, self.tokenizer, model_config_json, hf_export)
 
     def resume(self) -> bool:
         """Restore policy and loop from ``checkpoint.resume``; True when a checkpoint was loaded."""

@@ -102,12 +102,12 @@ class RunState:
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, step: int, loop_state: dict[str, Any], policy: CheckpointingPolicy, tokenizer: Any,
-             model_config: Any, hf_export: bool = True) -> Path:
+             model_config_json: str, hf_export: bool = True) -> Path:
         """Checkpoint step ``step`` (layout: :mod:`dapo.trainer.checkpoint`): the policy writes the
         model (one process: its Hugging Face directory; several ranks: their shards and, with
         ``hf_export``, rank 0's export) into the checkpoint being built; ``loop_state`` (the
         trainer's ``state_dict()``) and what the policy returned go into ``trainer_state.pt``; then
-        it is published. Without the export, ``model_config`` goes into ``model_config.json``, so
+        it is published. Without the export, ``model_config_json`` goes into ``model_config.json``, so
         that a resume can still check the checkpoint is of this run's model."""
         tmp = begin_checkpoint(self.run_dir, step)
         self.logger.sync()  # the lines it counts are on disk before it is
@@ -115,7 +115,7 @@ class RunState:
                  "log_lines": self.logger.line_counts(), "started_from": self.started_from,
                  "went_back_to": self.went_back_to}
         if not (tmp / "config.json").is_file():
-            (tmp / MODEL_CONFIG_FILE).write_text(model_config.to_json_string())
+            (tmp / MODEL_CONFIG_FILE).write_text(model_config_json)
         return publish_checkpoint(self.run_dir, step, tmp, state, self.config_yaml, self.cfg.checkpoint.keep_last)
 
     def find_checkpoint(self, model_config: Any) -> tuple[Path, dict[str, Any]] | None:

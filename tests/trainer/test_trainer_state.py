@@ -198,3 +198,36 @@ def test_a_shards_only_checkpoint_records_the_models_own_dropout_rates(tmp_path)
     Trainer.save_checkpoint(trainer)
     assert '"attention_dropout": 0.25' in saved["json"]
     assert model.config.attention_dropout == 0.0
+
+
+def test_a_checkpoint_is_durable_after_the_log_lines_it_counts(tmp_path, monkeypatch):
+    """Power-loss order: metrics.jsonl and completions.jsonl are fsynced before the checkpoint
+    that records their line counts; the new checkpoints/ folder's entry in the run directory,
+    the checkpoint's files and its rename into checkpoints/ are fsynced too."""
+    import os
+    from types import SimpleNamespace
+
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    run_dir = (tmp_path / "run").resolve()
+    state = RunState(config.load_config([], [f"output_dir={run_dir}", "logging.tensorboard=false"]))
+    try:
+        state.logger.log(1, {"reward/mean": 0.5})
+        state.logger.log_completions(1, [{"prompt": "p", "response": "r", "reward": 1.0}])
+        policy = SimpleNamespace(save_checkpoint=lambda directory, tokenizer, hf_export: {})
+        checkpoint = state.save(1, {"step": 1}, policy, None, "{}", hf_export=False)
+    finally:
+        state.lock.release()
+    order = {path: index for index, path in enumerate(synced)}  # a path's last fsync
+    state_file = next(path for path in synced if path.endswith("/trainer_state.pt"))
+    for log in ("metrics.jsonl", "completions.jsonl"):
+        assert order[str(run_dir / log)] < order[state_file], (log, synced)
+    assert str(run_dir) in order  # checkpoints/ made: its entry in the run directory
+    assert order[str(run_dir / "checkpoints")] > order[state_file]  # the rename that publishes it
+    assert checkpoint == run_dir / "checkpoints" / "step-000001"

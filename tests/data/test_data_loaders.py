@@ -166,18 +166,18 @@ def test_rows_that_would_fail_later_are_refused_naming_file_and_row(tmp_path: Pa
     training hours later when the tokenizer met it."""
     nan = tmp_path / "nan.jsonl"
     nan.write_text('{"prompt": "q", "answer": 1}\n{"prompt": "q2", "answer": NaN}\n')
-    with pytest.raises(DataError, match=r"nan.jsonl row 1: ground truth .* is nan"):
+    with pytest.raises(DataError, match=r"nan.jsonl line 2: ground truth .* is nan"):
         load_problems([str(nan)], DataConfig(answer_key="answer"), "train")
     cut = tmp_path / "cut.jsonl"
     cut.write_text('{"prompt": "ok", "answer": "1"}\n{"prompt": "x \\ud835", "answer": "2"}\n')
-    with pytest.raises(DataError, match=r"cut.jsonl row 1: invalid text at 'prompt'"):
+    with pytest.raises(DataError, match=r"cut.jsonl line 2: invalid text at 'prompt'"):
         load_problems([str(cut)], DataConfig(answer_key="answer"), "train")
     # a chat prompt that ends with the answer: the policy would read it, then answer after it
     solved = _write_jsonl(tmp_path / "solved.jsonl", [
         {"prompt": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"},
                     {"role": "user", "content": "3+3?"}], "answer": "6"},  # a few-shot prompt: fine
         {"prompt": [{"role": "user", "content": "1+1?"}, {"role": "assistant", "content": "2"}], "answer": "2"}])
-    with pytest.raises(DataError, match=r"solved.jsonl row 1: the prompt at 'prompt' ends with an assistant message"):
+    with pytest.raises(DataError, match=r"solved.jsonl line 2: the prompt at 'prompt' ends with an assistant message"):
         load_problems([solved], DataConfig(answer_key="answer"), "train")
 
 
@@ -222,13 +222,13 @@ def test_malformed_row_names_file_and_row_or_is_skipped_when_lenient(
     bad_row, reason = MALFORMED[kind]
     path = _write_jsonl(tmp_path / "data.jsonl", [GOOD, GOOD, bad_row, GOOD])
     cfg = DataConfig(prompt_key="question", answer_key="answer")
-    with pytest.raises(DataError, match=rf"data\.jsonl row 2: .*{reason}"):
+    with pytest.raises(DataError, match=rf"data\.jsonl line 3: .*{reason}"):
         load_problems([path], cfg, "eval")
     lenient = load_problems(
         [path], DataConfig(prompt_key="question", answer_key="answer", lenient=True), "eval"
     )
     assert len(lenient.problems) == 3 and lenient.num_malformed_skipped == 1
-    assert "row 2" in lenient.warnings[0]
+    assert lenient.warnings[0].startswith(f"skipped: {path} line 3: ")
 
 
 @pytest.mark.parametrize(
@@ -238,12 +238,12 @@ def test_malformed_row_names_file_and_row_or_is_skipped_when_lenient(
         (b'{"question": "Q?", "answer"', "invalid JSON"),
     ],
 )
-def test_unreadable_jsonl_line_names_file_and_row(tmp_path: Path, line: bytes, reason: str) -> None:
+def test_unreadable_jsonl_line_names_file_and_line(tmp_path: Path, line: bytes, reason: str) -> None:
     path = tmp_path / "broken.jsonl"
     path.write_bytes(
         json.dumps(GOOD).encode() + b"\n" + line + b"\n" + json.dumps(GOOD).encode() + b"\n"
     )
-    with pytest.raises(DataError, match=rf"broken\.jsonl row 1 \(line 2\): {reason}"):
+    with pytest.raises(DataError, match=rf"broken\.jsonl line 2: {reason}"):
         load_problems([str(path)], DataConfig(prompt_key="question", answer_key="answer"), "train")
     lenient = load_problems(
         [str(path)], DataConfig(prompt_key="question", answer_key="answer", lenient=True), "eval"
@@ -251,12 +251,70 @@ def test_unreadable_jsonl_line_names_file_and_row(tmp_path: Path, line: bytes, r
     assert len(lenient.problems) == 2 and lenient.num_malformed_skipped == 1
 
 
+def test_a_bad_jsonl_row_is_named_by_its_line_as_an_editor_numbers_it(tmp_path: Path) -> None:
+    """A field error named the row's 0-based index among the non-blank lines ("row 2" for the
+    row on line 4 below): an editor's line numbers count from 1 and count the blank lines."""
+    path = tmp_path / "qa.jsonl"
+    lines = [json.dumps(GOOD), "", json.dumps(GOOD), json.dumps({"question": "3+3?"}), "", '{"question": ']
+    path.write_text("\n".join(lines) + "\n")
+    missing = f"{path} line 4: missing ground truth at 'answer' (row has keys ['question']; set data.answer_key)"
+    with pytest.raises(DataError) as refused:
+        load_problems([str(path)], DataConfig(prompt_key="question", answer_key="answer"), "train")
+    assert str(refused.value) == missing
+    lenient = load_problems([str(path)], DataConfig(prompt_key="question", answer_key="answer", lenient=True), "eval")
+    assert lenient.counts("eval")["data/eval_malformed_skipped"] == 2.0
+    assert lenient.warnings[0] == f"skipped: {missing}"
+    # the column just past '{"question": ', not column 1 (of the line break json.loads was given)
+    assert lenient.warnings[1] == f"skipped: {path} line 6: invalid JSON (Expecting value at column 14)"
+
+
+def test_a_bad_table_row_is_named_by_its_index_said_to_be_0_based(tmp_path: Path) -> None:
+    """Parquet files and `datasets` directories have no lines: their rows are named as pandas'
+    df.iloc[i] and datasets' ds[i] index them, and the message says so; a .json array's element
+    by that index and the line it starts on (json.dump(rows, indent=2) writes one per few lines)."""
+    import datasets
+
+    rows = [GOOD, GOOD, {"question": "3+3?", "answer": None}, {"question": " ", "answer": "6"}]
+    table = tmp_path / "qa.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), table)
+    cfg = DataConfig(prompt_key="question", answer_key="answer")
+    null = f"{table} row 2 (0-based): missing ground truth at 'answer' (null)"  # not "set data.answer_key"
+    with pytest.raises(DataError) as refused:
+        load_problems([str(table)], cfg, "train")
+    assert str(refused.value) == null
+    lenient = load_problems([str(table)], DataConfig(prompt_key="question", answer_key="answer", lenient=True), "train")
+    assert lenient.warnings == [f"skipped: {null}", f"skipped: {table} row 3 (0-based): empty prompt at 'question'"]
+    datasets.DatasetDict({"test": datasets.Dataset.from_list(rows[1:])}).save_to_disk(str(tmp_path / "ds"))
+    with pytest.raises(DataError, match=r"ds row 1 \(0-based\) of the 'test' split: missing ground truth"):
+        load_problems([str(tmp_path / "ds")], cfg, "eval")
+    array = tmp_path / "qa.json"
+    array.write_text(json.dumps(rows, indent=2))
+    with pytest.raises(DataError, match=r"qa\.json row 2 \(0-based\) at line 10: missing ground truth"):
+        load_problems([str(array)], cfg, "train")
+
+
+def test_a_file_unreadable_part_way_names_the_last_row_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A parquet file corrupt in its second row group: the rows before it load (lenient), and
+    the error names the last row read, not "row 0" or the index of a row never reached."""
+    monkeypatch.setattr("dapo.data.readers._PARQUET_BATCH_ROWS", 3)  # one batch per row group
+    path = tmp_path / "qa.parquet"
+    pq.write_table(pa.Table.from_pylist([GOOD] * 6), path, row_group_size=3, compression="none")
+    second = pq.ParquetFile(path).metadata.row_group(1).column(0)
+    start = second.dictionary_page_offset or second.data_page_offset
+    corrupt = bytearray(path.read_bytes())
+    corrupt[start:start + 8] = b"\xff" * 8  # the second row group's first page header
+    path.write_bytes(bytes(corrupt))
+    lenient = load_problems([str(path)], DataConfig(prompt_key="question", answer_key="answer", lenient=True), "train")
+    assert lenient.num_rows == 3 and lenient.num_malformed_skipped == 1
+    assert lenient.warnings[0].startswith(f"skipped: {path}: unreadable after row 2 (0-based) (")
+
+
 def test_nonexistent_and_unreadable_files_are_named(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"missing\.parquet: file not found"):
         load_problems([str(tmp_path / "missing.parquet")], DataConfig(), "train")
     corrupt = tmp_path / "corrupt.parquet"
     corrupt.write_bytes(b"this is not parquet")
-    with pytest.raises(DataError, match=r"corrupt\.parquet row 0: unreadable file"):
+    with pytest.raises(DataError, match=r"corrupt\.parquet: unreadable file \("):
         load_problems([str(corrupt)], DataConfig(), "train")
     good = _write_jsonl(tmp_path / "good.jsonl", [GOOD])
     cfg = DataConfig(prompt_key="question", answer_key="answer", lenient=True)
@@ -268,7 +326,7 @@ def test_missing_key_message_lists_the_row_keys(tmp_path: Path) -> None:
     path = _write_jsonl(tmp_path / "other.jsonl", [GOOD])
     with pytest.raises(
         DataError,
-        match=r"other\.jsonl row 0: missing prompt at 'prompt' \(row has keys \['answer', 'question'\]",
+        match=r"other\.jsonl line 1: missing prompt at 'prompt' \(row has keys \['answer', 'question'\]",
     ):
         load_problems([path], DataConfig(), "train")
 
@@ -281,7 +339,7 @@ def test_json_array_file_loads_and_its_bad_elements_are_named(tmp_path: Path) ->
     assert [(p.prompt, p.ground_truth) for p in load_problems([str(path), str(path)], cfg, "eval").problems] == [
         ("1+1?", "2"), ("2+2?", "4"), ("1+1?", "2"), ("2+2?", "4")]
     path.write_text(json.dumps([rows[0], ["not", "an", "object"], rows[1]]))
-    with pytest.raises(DataError, match=r"qa.json row 1: wrong type: expected a JSON object, got list"):
+    with pytest.raises(DataError, match=r"qa.json row 1 \(0-based\) at line 1: wrong type: expected a JSON object, got list"):
         load_problems([str(path)], cfg, "train")
     lenient = load_problems([str(path)], DataConfig(prompt_key="question", answer_key="answer", lenient=True), "train")
     assert len(lenient.problems) == 2 and lenient.num_malformed_skipped == 1
@@ -299,6 +357,7 @@ def test_eval_copies_with_another_answer_are_counted_and_named(tmp_path: Path) -
     loaded = load_problems([path], DataConfig(prompt_key="question", answer_key="answer"), "eval")
     assert len(loaded.problems) == 4 and loaded.num_conflicting_duplicates == 1
     assert any("another answer ('2'; first: '1'); only the first copy is evaluated" in w for w in loaded.warnings)
+    assert any(w.startswith(f"{path} line 2: a copy of the problem 'q'") for w in loaded.warnings)  # where it is
     assert loaded.counts("eval")["data/eval_conflicting_duplicates"] == 1.0
     # without de-duplication every training copy is trained on, each rewarding its own answer:
     # the contradiction is counted and named too (by prompt: training ignores data_source)

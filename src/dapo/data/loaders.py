@@ -12,7 +12,8 @@ about 100x) and counted; for "eval" copies are kept so avg@k is computed per pro
 copy with another answer than its first copy is counted apart and named in ``warnings`` (de-duped
 or not: without de-duplication both answers are rewarded).
 
-Bad data: a malformed row or unreadable file raises :class:`DataError` naming the file and row;
+Bad data: a malformed row or unreadable file raises :class:`DataError` naming the file and where
+in it the row is (a JSON-lines file's line, 1-based; a table's row, 0-based: :mod:`dapo.data.readers`);
 with ``cfg.lenient`` it is skipped, counted in ``num_malformed_skipped`` and described in
 ``warnings``. A path that does not exist, or a pattern or directory naming no file, is always an
 error (a typo, not bad data).
@@ -25,7 +26,6 @@ import json
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy
@@ -34,6 +34,7 @@ from dapo.config.schema import DataConfig
 from dapo.data.arithmetic import make_arithmetic_problems
 from dapo.data.files import data_files, default_data_source
 from dapo.data.prompts import problem_text
+from dapo.data.readers import Row, rows_of
 from dapo.data.records import DataError, Problem
 
 BUILTIN_ARITHMETIC = "builtin:arithmetic"
@@ -45,7 +46,8 @@ def builtin_dataset_problem(entry: str) -> str | None:
     if entry.startswith("builtin:") and entry != BUILTIN_ARITHMETIC:
         return f"unknown built-in dataset {entry!r}; the built-in task is {BUILTIN_ARITHMETIC!r}"
     return None
-_PARQUET_BATCH_ROWS = 8192
+
+
 _MAX_WARNINGS = 20
 
 
@@ -102,11 +104,11 @@ def load_problems(files: list[str], cfg: DataConfig, split: str) -> LoadedProble
     dedup = split == "train" and cfg.dedup_train
     for entry, path in ((e, path) for e in files for path in _paths_of(e, split, result.warnings)):
         result.sources.append(path)
-        for problem in _read_source(path, cfg, split, result, default_data_source(path, entry)):
+        for where, problem in _read_source(path, cfg, split, result, default_data_source(path, entry)):
             result.num_rows += 1
             key = ("", problem.uid) if split == "train" else problem.eval_key
             if key in answer_of and problem.ground_truth != answer_of[key]:
-                _note_conflict(problem, answer_of[key], path, result, split, dedup)
+                _note_conflict(problem, answer_of[key], where, result, split, dedup)
             if dedup and key in answer_of:
                 result.num_duplicates_dropped += 1
                 continue
@@ -118,7 +120,7 @@ def load_problems(files: list[str], cfg: DataConfig, split: str) -> LoadedProble
 
 
 def _note_conflict(
-    problem: Problem, kept_answer: str, path: str, result: LoadedProblems, split: str, dedup: bool
+    problem: Problem, kept_answer: str, where: str, result: LoadedProblems, split: str, dedup: bool
 ) -> None:
     """A copy of a prompt whose answer differs from its first copy's: count it and say so (the
     data has a labelling problem that training's de-duplication, or evaluation's one score per
@@ -132,7 +134,7 @@ def _note_conflict(
         used = "both are trained on (data.dedup_train=false), each rewarding its own answer"
     if len(result.warnings) < _MAX_WARNINGS:
         result.warnings.append(
-            f"{path}: a copy of the problem {problem_text(problem.prompt)[:80]!r} (uid {problem.uid}) has another "
+            f"{where}: a copy of the problem {problem_text(problem.prompt)[:80]!r} (uid {problem.uid}) has another "
             f"answer ({problem.ground_truth[:40]!r}; first: {kept_answer[:40]!r}); {used}"
         )
 
@@ -148,7 +150,9 @@ def _paths_of(entry: str, split: str, notes: list[str]) -> list[str]:
 
 def _read_source(
     path: str, cfg: DataConfig, split: str, result: LoadedProblems, source_name: str
-) -> Iterator[Problem]:
+) -> Iterator[tuple[str, Problem]]:
+    """The problems of one file (or the built-in task), each with where it is: the file and its
+    row's location in it (:mod:`dapo.data.readers`)."""
     if path == BUILTIN_ARITHMETIC:
         size = cfg.builtin_train_size if split == "train" else cfg.builtin_eval_size
         try:
@@ -157,30 +161,32 @@ def _read_source(
             )
         except ValueError as error:  # e.g. more problems asked for than the digit range holds
             raise DataError(f"{path}: {error} (data.builtin_{split}_size, data.builtin_*_digits)") from None
-        yield from problems
+        yield from ((f"{path} problem {index}", problem) for index, problem in enumerate(problems))
         return
-    for row_index, row in _file_rows(path, split, cfg, result):
+    for location, row in _file_rows(path, split, cfg, result):
         try:
             if isinstance(row, DataError):
                 raise row
-            yield problem_from_row(row, cfg, path, row_index, source_name)
+            where = f"{path} {location}"
+            yield where, problem_from_row(row, cfg, where, source_name)
         except DataError as error:
             _skip_or_raise(error, cfg, result)
 
 
 def _file_rows(
     path: str, split: str, cfg: DataConfig, result: LoadedProblems
-) -> Iterator[tuple[int, Row]]:
-    """The file's rows; a file that cannot be read (at all, or from some row on) is one error."""
-    next_row = 0
+) -> Iterator[tuple[str, Row]]:
+    """The file's rows with their locations; a file that cannot be read (at all, or from some row
+    on) is one error, naming the last row read."""
+    last_location = None
     try:
-        for row_index, row in _rows_of(path, split):
-            next_row = row_index + 1
-            yield row_index, row
+        for last_location, row in rows_of(path, split):  # (still the last row read when the next fails)
+            yield last_location, row
     except DataError as error:
         _skip_or_raise(error, cfg, result)
     except (OSError, ValueError) as error:
-        _skip_or_raise(DataError(f"{path} row {next_row}: unreadable file ({error})"), cfg, result)
+        what = f"unreadable after {last_location}" if last_location is not None else "unreadable file"
+        _skip_or_raise(DataError(f"{path}: {what} ({error})"), cfg, result)
 
 
 def _skip_or_raise(error: DataError, cfg: DataConfig, result: LoadedProblems) -> None:
@@ -191,139 +197,9 @@ def _skip_or_raise(error: DataError, cfg: DataConfig, result: LoadedProblems) ->
         result.warnings.append(f"skipped: {error}")
 
 
-_UTF8_BOM = b"\xef\xbb\xbf"  # a byte-order mark (Excel, Notepad) before the first row: not JSON
-
-# A row, or the DataError that made it unreadable (so lenient mode can go on to the next row).
-Row = dict[str, Any] | DataError
-
-
-def _rows_of(path: str, split: str) -> Iterator[tuple[int, Row]]:
-    if Path(path).is_dir():
-        return _dataset_dir_rows(path, split)
-    if path.endswith(".parquet"):
-        return _parquet_rows(path)
-    if path.endswith(".json") and _starts_with(path, b"["):
-        return _json_array_rows(path)
-    if path.endswith(".json") and _is_one_json_object(path):
-        raise DataError(f"{path}: one JSON object, not rows: give an array of row objects ([{{...}}, ...]) or "
-                        "one object per line (JSON lines; pandas: df.to_json(path, orient='records', lines=True))")
-    if path.endswith((".jsonl", ".json")):
-        return _jsonl_rows(path)
-    raise DataError(
-        f"{path}: unknown file type; expected .parquet, .jsonl, .json, or a `datasets` directory"
-    )
-
-
-def _starts_with(path: str, prefix: bytes) -> bool:
-    """Whether the file's first non-blank bytes are ``prefix`` (a .json file: an array, or JSON lines)."""
-    with open(path, "rb") as handle:
-        return handle.read(4096).removeprefix(_UTF8_BOM).lstrip().startswith(prefix)
-
-
-def _is_one_json_object(path: str) -> bool:
-    """Whether a .json file is one object rather than rows: pretty-printed (its first line is not
-    a whole JSON value, so not JSON lines), or on one line with a column of values in each key
-    (pandas' default ``to_json``, orient='columns': {"prompt": {"0": ..., "1": ...}, ...})."""
-    with open(path, "rb") as handle:
-        first = handle.readline().removeprefix(_UTF8_BOM)
-        alone = not handle.read(4096).strip()
-    try:
-        value = json.loads(first)
-        return alone and isinstance(value, dict) and bool(value) and all(isinstance(v, dict) for v in value.values())
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        pass
-    try:
-        return isinstance(json.loads(Path(path).read_bytes().decode("utf-8-sig")), dict)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return False
-
-
-def _json_array_rows(path: str) -> Iterator[tuple[int, Row]]:
-    """A .json file holding one array of objects (as ``json.dump(rows)`` writes); row i is element i."""
-    try:
-        rows = json.loads(Path(path).read_bytes().decode("utf-8-sig"))  # (a byte-order mark is not JSON)
-    except UnicodeDecodeError as error:
-        raise DataError(f"{path}: undecodable bytes, not UTF-8 ({error.reason} at byte {error.start})") from None
-    except json.JSONDecodeError as error:
-        raise DataError(f"{path}: invalid JSON array ({error.msg} at line {error.lineno} column {error.colno})") from None
-    for row_index, row in enumerate(rows):
-        if not isinstance(row, dict):
-            yield row_index, DataError(f"{path} row {row_index}: wrong type: expected a JSON object, got "
-                                       f"{type(row).__name__}")
-        else:
-            yield row_index, row
-
-
-def _parquet_rows(path: str) -> Iterator[tuple[int, Row]]:
-    import pyarrow.parquet as pq
-
-    row_index = 0
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=_PARQUET_BATCH_ROWS):
-        for row in batch.to_pylist():
-            yield row_index, row
-            row_index += 1
-
-
-def _jsonl_rows(path: str) -> Iterator[tuple[int, Row]]:
-    """One JSON object per line; blank lines are ignored. Row i is the i-th non-blank line."""
-    row_index = 0
-    with open(path, "rb") as handle:
-        for line_number, raw_line in enumerate(handle, start=1):
-            if line_number == 1:
-                raw_line = raw_line.removeprefix(_UTF8_BOM)
-            if not raw_line.strip():
-                continue
-            yield (
-                row_index,
-                _parse_json_line(raw_line, f"{path} row {row_index} (line {line_number})"),
-            )
-            row_index += 1
-
-
-def _parse_json_line(raw_line: bytes, where: str) -> Row:
-    try:
-        row = json.loads(raw_line.decode("utf-8"))
-    except UnicodeDecodeError as error:
-        return DataError(
-            f"{where}: undecodable bytes, not UTF-8 ({error.reason} at byte {error.start})"
-        )
-    except json.JSONDecodeError as error:
-        return DataError(f"{where}: invalid JSON ({error.msg} at column {error.colno})")
-    if not isinstance(row, dict):
-        return DataError(f"{where}: wrong type: expected a JSON object, got {type(row).__name__}")
-    return row
-
-
-def _dataset_dir_rows(path: str, split: str) -> Iterator[tuple[int, Row]]:
-    """A ``Dataset.save_to_disk`` directory, or a ``DatasetDict`` one (its ``split`` part)."""
-    import datasets
-
-    try:
-        loaded = datasets.load_from_disk(path)
-    except (FileNotFoundError, ValueError) as error:
-        raise DataError(f"{path} row 0: not a readable `datasets` directory ({error})") from None
-    if isinstance(loaded, datasets.DatasetDict):
-        loaded = loaded[_pick_split(path, list(loaded.keys()), split)]
-    yield from enumerate(loaded.with_format(None))  # saved with set_format("numpy"/...): plain rows
-
-
-def _pick_split(path: str, available: list[str], split: str) -> str:
-    """The DatasetDict split read as ``split``: by its name, never another split's (a test split
-    read as training data would train on the held-out problems)."""
-    preferred = ["train"] if split == "train" else ["test", "validation", "eval", "valid"]
-    for name in preferred:
-        if name in available:
-            return name
-    raise DataError(f"{path}: a DatasetDict of the splits {available}, none of them the {split} split ({preferred}); "
-                    f"to read one anyway, name its directory: {Path(path) / available[0]}")
-
-
-def problem_from_row(
-    row: dict[str, Any], cfg: DataConfig, path: str, row_index: int, source_name: str | None = None
-) -> Problem:
-    """One validated :class:`Problem` from a row, or DataError naming ``path`` and ``row_index``;
-    a row without a data_source gets ``source_name`` (default: the file's stem)."""
-    where = f"{path} row {row_index}"
+def problem_from_row(row: dict[str, Any], cfg: DataConfig, where: str, source_name: str) -> Problem:
+    """One validated :class:`Problem` from a row, or DataError starting with ``where`` (the file
+    and the row's location in it); a row without a data_source gets ``source_name``."""
     prompt = _prompt_of(_lookup(row, cfg.prompt_key, where, "prompt"), where, cfg.prompt_key)
     ground_truth = _answer_of(
         _lookup(row, cfg.answer_key, where, "ground truth"), where, cfg.answer_key
@@ -337,7 +213,7 @@ def problem_from_row(
         uid=prompt_uid(prompt),
         prompt=prompt,
         ground_truth=ground_truth,
-        data_source=str(data_source) if data_source not in (None, "") else source_name or Path(path).stem,
+        data_source=str(data_source) if data_source not in (None, "") else source_name,
         extra=extra,
     )
 
@@ -347,22 +223,27 @@ def prompt_uid(prompt: str | list[dict[str, str]]) -> str:
     return hashlib.sha1(json.dumps(prompt, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _get(row: dict[str, Any], dotted_key: str) -> Any:
+_ABSENT = object()  # a key the row does not have (its value may be None: a null in a nullable column)
+
+
+def _get(row: dict[str, Any], dotted_key: str, absent: Any = None) -> Any:
     """``row[dotted_key]`` when the row has a column of that very name (a flattened table:
-    pandas' json_normalize writes ``reward_model.ground_truth``), else the nested path."""
+    pandas' json_normalize writes ``reward_model.ground_truth``), else the nested path, else ``absent``."""
     if dotted_key in row:
         return row[dotted_key]
     value: Any = row
     for part in dotted_key.split("."):
         if not isinstance(value, dict) or part not in value:
-            return None
+            return absent
         value = value[part]
     return value
 
 
 def _lookup(row: dict[str, Any], dotted_key: str, where: str, what: str) -> Any:
-    value = _get(row, dotted_key)
-    if value is None:
+    value = _get(row, dotted_key, _ABSENT)
+    if value is None:  # the key is right (other rows have it); this row's value is missing
+        raise DataError(f"{where}: missing {what} at {dotted_key!r} (null)")
+    if value is _ABSENT:
         setting = "data.prompt_key" if what == "prompt" else "data.answer_key"
         raise DataError(
             f"{where}: missing {what} at {dotted_key!r} (row has keys {sorted(row)}; set {setting})"

@@ -9,7 +9,10 @@ from dapo.errors import UserError
 
 
 class DataError(UserError, ValueError):
-    """Malformed data; the message names the file and the row (0-based) and says what is wrong."""
+    """Malformed data; the message names the file and the row, and says what is wrong. A row is
+    named as :mod:`dapo.data.readers` locates it: ``line N`` (1-based) in a JSON-lines file,
+    ``row N (0-based)`` in a parquet file or ``datasets`` directory, ``row N (0-based) at line M``
+    in a .json array."""
 
 
 @dataclass

@@ -1,0 +1,190 @@
+"""The rows of one data file or ``datasets`` directory, each with where it is in that file.
+
+Where a row is, as every message about it says, so that a user can go to it:
+
+- JSON lines (.jsonl, or a .json of one object per line): ``line N``, 1-based and counting blank
+  lines, as an editor (or ``sed -n Np``) numbers them;
+- parquet files and ``datasets`` directories: ``row N (0-based)``, as pandas (``df.iloc[N]``) and
+  ``datasets`` (``ds[N]``) index them; they have no lines;
+- a .json file holding one array: ``row N (0-based) at line M``, the element's index (as
+  ``json.load(f)[N]`` finds it) and the line it starts on (one line for all of them when the
+  array is not pretty-printed).
+
+:func:`rows_of` yields ``(location, row)``, the location without the path; a row that cannot be
+read is yielded as the :class:`DataError` saying why, so that lenient loading can go on to the next.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from dapo.data.records import DataError
+
+# A row, or the DataError that made it unreadable (so lenient mode can go on to the next row).
+Row = dict[str, Any] | DataError
+
+_PARQUET_BATCH_ROWS = 8192
+_UTF8_BOM = b"\xef\xbb\xbf"  # a byte-order mark (Excel, Notepad) before the first row: not JSON
+_JSON_WHITESPACE = re.compile(r"[ \t\n\r]*")  # what JSON allows between values (str.isspace allows more)
+
+
+def row_location(row_index: int) -> str:
+    """Where a row of a table is: its 0-based index, said to be 0-based (pandas' and ``datasets``')."""
+    return f"row {row_index} (0-based)"
+
+
+def rows_of(path: str, split: str) -> Iterator[tuple[str, Row]]:
+    """The rows of the data file (or ``datasets`` directory, its ``split`` part) at ``path``;
+    a DataError when the file as a whole is not rows of a kind this reads."""
+    if Path(path).is_dir():
+        return _dataset_dir_rows(path, split)
+    if path.endswith(".parquet"):
+        return _parquet_rows(path)
+    if path.endswith(".json") and _starts_with(path, b"["):
+        return _json_array_rows(path)
+    if path.endswith(".json") and _is_one_json_object(path):
+        raise DataError(f"{path}: one JSON object, not rows: give an array of row objects ([{{...}}, ...]) or "
+                        "one object per line (JSON lines; pandas: df.to_json(path, orient='records', lines=True))")
+    if path.endswith((".jsonl", ".json")):
+        return _jsonl_rows(path)
+    raise DataError(
+        f"{path}: unknown file type; expected .parquet, .jsonl, .json, or a `datasets` directory"
+    )
+
+
+def _starts_with(path: str, prefix: bytes) -> bool:
+    """Whether the file's first non-blank bytes are ``prefix`` (a .json file: an array, or JSON lines)."""
+    with open(path, "rb") as handle:
+        return handle.read(4096).removeprefix(_UTF8_BOM).lstrip().startswith(prefix)
+
+
+def _is_one_json_object(path: str) -> bool:
+    """Whether a .json file is one object rather than rows: pretty-printed (its first line is not
+    a whole JSON value, so not JSON lines), or on one line with a column of values in each key
+    (pandas' default ``to_json``, orient='columns': {"prompt": {"0": ..., "1": ...}, ...})."""
+    with open(path, "rb") as handle:
+        first = handle.readline().removeprefix(_UTF8_BOM)
+        alone = not handle.read(4096).strip()
+    try:
+        value = json.loads(first)
+        return alone and isinstance(value, dict) and bool(value) and all(isinstance(v, dict) for v in value.values())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        pass
+    try:
+        return isinstance(json.loads(Path(path).read_bytes().decode("utf-8-sig")), dict)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
+
+
+def _json_array_rows(path: str) -> Iterator[tuple[str, Row]]:
+    """A .json file holding one array of objects (as ``json.dump(rows)`` writes); row i is element i.
+    The whole array is parsed before the first row is yielded: a file that is not one is one error."""
+    try:
+        text = Path(path).read_bytes().decode("utf-8-sig")  # (a byte-order mark is not JSON)
+        elements = list(_array_elements(text))
+    except UnicodeDecodeError as error:
+        raise DataError(f"{path}: undecodable bytes, not UTF-8 ({error.reason} at byte {error.start})") from None
+    except json.JSONDecodeError as error:
+        raise DataError(f"{path}: invalid JSON array ({error.msg} at line {error.lineno} column {error.colno})") from None
+    line_number, counted_up_to = 1, 0
+    for row_index, (start, row) in enumerate(elements):
+        line_number += text.count("\n", counted_up_to, start)  # counted on from the previous element
+        counted_up_to = start
+        location = f"{row_location(row_index)} at line {line_number}"
+        if not isinstance(row, dict):
+            yield location, DataError(f"{path} {location}: wrong type: expected a JSON object, got "
+                                      f"{type(row).__name__}")
+        else:
+            yield location, row
+
+
+def _array_elements(text: str) -> Iterator[tuple[int, Any]]:
+    """The elements of the JSON array ``text``, each with the offset it starts at (``json.loads``
+    gives no positions), or the JSONDecodeError ``json.loads`` would raise, near enough."""
+    decoder = json.JSONDecoder()
+    position = _JSON_WHITESPACE.match(text).end()
+    if not text.startswith("[", position):
+        raise json.JSONDecodeError("Expecting '['", text, position)
+    position = _JSON_WHITESPACE.match(text, position + 1).end()
+    while not text.startswith("]", position):
+        element, end = decoder.raw_decode(text, position)
+        yield position, element
+        position = _JSON_WHITESPACE.match(text, end).end()
+        if text.startswith(",", position):
+            position = _JSON_WHITESPACE.match(text, position + 1).end()
+            if text.startswith("]", position):  # [1,]: json.loads refuses it too
+                raise json.JSONDecodeError("Expecting value", text, position)
+        elif not text.startswith("]", position):
+            raise json.JSONDecodeError("Expecting ',' delimiter", text, position)
+    after = _JSON_WHITESPACE.match(text, position + 1).end()
+    if after != len(text):
+        raise json.JSONDecodeError("Extra data", text, after)
+
+
+def _parquet_rows(path: str) -> Iterator[tuple[str, Row]]:
+    import pyarrow.parquet as pq
+
+    row_index = 0
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=_PARQUET_BATCH_ROWS):
+        for row in batch.to_pylist():
+            yield row_location(row_index), row
+            row_index += 1
+
+
+def _jsonl_rows(path: str) -> Iterator[tuple[str, Row]]:
+    """One JSON object per line; blank lines are skipped, but counted in the line numbers."""
+    with open(path, "rb") as handle:
+        for line_number, raw_line in enumerate(handle, start=1):
+            if line_number == 1:
+                raw_line = raw_line.removeprefix(_UTF8_BOM)
+            if raw_line.strip():
+                location = f"line {line_number}"
+                yield location, _parse_json_line(raw_line, f"{path} {location}")
+
+
+def _parse_json_line(raw_line: bytes, where: str) -> Row:
+    try:
+        # without its line break: an error at the end of the line is in its last column, not the
+        # next line's first (json's colno counts from the last newline it saw)
+        row = json.loads(raw_line.decode("utf-8").rstrip("\r\n"))
+    except UnicodeDecodeError as error:
+        return DataError(
+            f"{where}: undecodable bytes, not UTF-8 ({error.reason} at byte {error.start})"
+        )
+    except json.JSONDecodeError as error:
+        return DataError(f"{where}: invalid JSON ({error.msg} at column {error.colno})")
+    if not isinstance(row, dict):
+        return DataError(f"{where}: wrong type: expected a JSON object, got {type(row).__name__}")
+    return row
+
+
+def _dataset_dir_rows(path: str, split: str) -> Iterator[tuple[str, Row]]:
+    """A ``Dataset.save_to_disk`` directory, or a ``DatasetDict`` one (its ``split`` part, which
+    each row's location names: the directory holds each split's row 0)."""
+    import datasets
+
+    try:
+        loaded = datasets.load_from_disk(path)
+    except (FileNotFoundError, ValueError) as error:
+        raise DataError(f"{path}: not a readable `datasets` directory ({error})") from None
+    of_split = ""
+    if isinstance(loaded, datasets.DatasetDict):
+        picked = _pick_split(path, list(loaded.keys()), split)
+        loaded, of_split = loaded[picked], f" of the {picked!r} split"
+    for row_index, row in enumerate(loaded.with_format(None)):  # saved with set_format("numpy"/...): plain rows
+        yield row_location(row_index) + of_split, row
+
+
+def _pick_split(path: str, available: list[str], split: str) -> str:
+    """The DatasetDict split read as ``split``: by its name, never another split's (a test split
+    read as training data would train on the held-out problems)."""
+    preferred = ["train"] if split == "train" else ["test", "validation", "eval", "valid"]
+    for name in preferred:
+        if name in available:
+            return name
+    raise DataError(f"{path}: a DatasetDict of the splits {available}, none of them the {split} split ({preferred}); "
+                    f"to read one anyway, name its directory: {Path(path) / available[0]}")

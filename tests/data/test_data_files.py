@@ -45,7 +45,7 @@ def test_a_hub_snapshot_reads_its_splits_shards_in_order_and_names_the_shard_of_
     bad = _dapo_rows(5, 2)
     bad[1]["reward_model"] = {"style": "rule"}  # no ground truth
     _parquet(snapshot / "data" / "train-00001-of-00002.parquet", bad)
-    with pytest.raises(DataError, match=r"train-00001-of-00002\.parquet row 1"):
+    with pytest.raises(DataError, match=r"train-00001-of-00002\.parquet row 1 \(0-based\): missing ground truth"):
         load_problems([str(snapshot)], DataConfig(), "train")
 
 
@@ -136,3 +136,20 @@ def test_entries_naming_no_file_are_errors_before_and_at_load(tmp_path: Path):
     [problem] = data_problems(cfg.data.eval_files, "data.eval_files")
     assert problem.startswith("data.eval_files: ") and "the pattern matches no file" in problem
     assert data_problems([str(tmp_path / "only_train")], "data.train_files") == []
+
+
+def test_a_glob_over_both_splits_of_a_snapshot_reads_only_the_splits_own(tmp_path: Path):
+    """Before, ``snapshot/**/*.parquet`` as training data read the test shards too: training on
+    the held-out problems. A glob whose matches name one split (or none) is read as matched."""
+    snapshot = tmp_path / "test_runs" / "snapshot"  # a split word above the pattern names nothing
+    _parquet(snapshot / "data" / "train-00000-of-00001.parquet", _dapo_rows(0, 2))
+    _parquet(snapshot / "data" / "test-00000-of-00001.parquet", _dapo_rows(100, 1))
+    _parquet(snapshot / "data" / "extra.parquet", _dapo_rows(200, 1))
+    pattern = str(snapshot / "**" / "*.parquet")
+    train = load_problems([pattern], DataConfig(), "train")
+    assert sorted(p.ground_truth for p in train.problems) == ["0", "1", "200"]
+    assert any("left out 1 file(s) of another split than train, e.g. data/test-00000-of-00001.parquet" in w
+               for w in train.warnings)
+    assert sorted(p.ground_truth for p in load_problems([pattern], DataConfig(), "eval").problems) == ["100", "200"]
+    test_only = str(snapshot / "data" / "test-*.parquet")  # named on purpose: read as matched
+    assert [p.ground_truth for p in load_problems([test_only], DataConfig(), "train").problems] == ["100"]

@@ -5,7 +5,8 @@ An entry is a data file (.parquet, .jsonl, .json), a ``datasets`` directory
 Hugging Face Hub snapshot (``hf download ... --local-dir``). A directory's files
 are read in sorted path order; where their names or folders carry split names, as the Hub's
 layout does (``data/train-00000-of-00002.parquet``, ``test/aime.jsonl``), only the split's are
-read, with the split words ``datasets`` uses for them.
+read, with the split words ``datasets`` uses for them. A glob whose matches name both splits
+leaves out the other split's files too.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def data_files(entry: str, split: str, notes: list[str] | None = None) -> list[s
         matches = sorted(m for m in glob.glob(str(path), recursive=True) if Path(m).is_file())
         if not matches:
             raise DataError(f"{entry}: the pattern matches no file")
-        return matches
+        return _split_of_glob(entry, path, matches, split, notes)
     if not path.exists():
         hint = f" (several files are a list: [{entry.replace(',', ', ')}])" if "," in entry else ""
         raise DataError(f"{entry}: file not found{hint}")
@@ -71,6 +72,23 @@ def data_files(entry: str, split: str, notes: list[str] | None = None) -> list[s
             notes.append(f"{entry}: left out {len(unnamed)} file(s) whose names name no split, e.g. {unnamed[0]} "
                          "(name them in data.*_files to read them)")
     return [str(p) for p in files]
+
+
+def _split_of_glob(entry: str, pattern: Path, matches: list[str], split: str, notes: list[str] | None) -> list[str]:
+    """A glob's matches for ``split``: all of them, unless they name both splits (``snapshot/**/*.parquet``
+    over a Hub snapshot's train and test shards), when another split's are left out, with a note:
+    the held-out problems must not be trained on. Split words are read below the pattern's fixed
+    folders (``/tmp/test_run/*.jsonl`` names no split)."""
+    fixed = Path(*next((pattern.parts[:i] for i, part in enumerate(pattern.parts) if _GLOB_CHARS.search(part)),
+                       pattern.parts))
+    splits = {match: _split_named(Path(match).relative_to(fixed)) for match in matches}
+    if len(set(splits.values()) - {None}) < 2:
+        return matches
+    other = [match for match in matches if splits[match] not in (split, None)]
+    if notes is not None:
+        notes.append(f"{entry}: left out {len(other)} file(s) of another split than {split}, e.g. "
+                     f"{Path(other[0]).relative_to(fixed)} (name them in data.*_files to read them)")
+    return [match for match in matches if match not in other]
 
 
 def default_data_source(file: str, entry: str) -> str:

@@ -186,7 +186,8 @@ def _file_rows(
         _skip_or_raise(error, cfg, result)
     except (OSError, ValueError) as error:
         what = f"unreadable after {last_location}" if last_location is not None else "unreadable file"
-        _skip_or_raise(DataError(f"{path}: {what} ({error})"), cfg, result)
+        reason = " ".join(str(error).split())  # pyarrow's can hold line breaks: a warning is one line
+        _skip_or_raise(DataError(f"{path}: {what} ({reason})"), cfg, result)
 
 
 def _skip_or_raise(error: DataError, cfg: DataConfig, result: LoadedProblems) -> None:

@@ -242,6 +242,29 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: $(-\\infty, 2]$", "(-\\infty,2]", True, "answer"),
     (A + "Answer: $(1, 2, 3)$", "(1,2,3)", True, "answer"),
     (A + "Answer: $(1, 3, 2)$", "(1,2,3)", False, "answer"),
+    # --- an inequality disjunction is one set of reals, not a hedge (before: all scored hedges) ---
+    (A + "So \\boxed{x<-1 \\text{ or } x>2}", "(-\\infty,-1)\\cup(2,\\infty)", True, "boxed"),
+    (A + "Answer: x < -1 or x > 2", "(-\\infty,-1)\\cup(2,\\infty)", True, "answer"),
+    (A + "Answer: $x \\le 0 \\text{ or } x \\ge 3$", "(-\\infty,0]\\cup[3,\\infty)", True, "answer"),
+    (A + "Answer: $x<-1 \\lor x>2$", "(-\\infty,-1)\\cup(2,\\infty)", True, "answer"),
+    (A + "Answer: $x<-1$ or $x>2$", "(-\\infty, -1) \\cup (2, \\infty)", True, "answer"),
+    (A + "Answer: x > 2 or x < -1", "(-\\infty,-1)\\cup(2,\\infty)", True, "answer"),
+    (A + "Answer: x<\\frac12 \\text{ or } x>\\sqrt2", "(-\\infty,0.5)\\cup(\\sqrt{2},\\infty)", True,
+     "answer"),
+    (A + "Answer: $-1 < x \\le 2$ or $x > 5$", "(-1,2]\\cup(5,\\infty)", True, "answer"),
+    (A + "Answer: $(-\\infty,-1)\\cup(2,\\infty)$", "x<-1 \\text{ or } x>2", True, "answer"),
+    (A + "Answer: -1 > x or 2 < x", "x<-1 \\text{ or } x>2", True, "answer"),
+    (A + "Answer: x<-1, x>2", "x<-1 \\text{ or } x>2", True, "answer"),  # a list, as before
+    # ...describing another set is wrong: another endpoint, a closed end for an open one
+    (A + "Answer: x < -1 or x > 3", "(-\\infty,-1)\\cup(2,\\infty)", False, "answer"),
+    (A + "Answer: x \\le -1 or x > 2", "(-\\infty,-1)\\cup(2,\\infty)", False, "answer"),
+    (A + "So \\boxed{x \\le -1 \\text{ or } x>2}", "x<-1 \\text{ or } x>2", False, "boxed"),
+    (A + "Answer: x>2", "x<-1 \\text{ or } x>2", False, "answer"),
+    # ...and a hedge around a disjunction, or equations joined by "or", stay hedges
+    (A + "Answer: x=3 or x=4", "3", False, "answer"),
+    (A + "Answer: $35$ or \\boxed{x<-1 \\text{ or } x>2}", "(-\\infty,-1)\\cup(2,\\infty)", False,
+     "answer"),
+    (A + "Answer: x < -1 or x > 2 or x = 5", "(-\\infty,-1)\\cup(2,\\infty)", False, "answer"),
     # --- percentages, degrees, units: a percent sign is dropped, never scaled, on every number ---
     (A + "Answer: $12.5\\%$", "12.5\\%", True, "answer"),
     (A + "Answer: 12.5", "12.5\\%", True, "answer"),  # before: wrong, where 50 for 50\% was right

@@ -144,7 +144,8 @@ def test_chained_boxes(text: str, items: tuple[str, ...], candidates: int) -> No
      ("Answer:\n\\[\n7\n\\]\nDone.", "7"),
      ("Answer: $$\n7\n$$", "7"),
      ("Answer: $f(x)=x$, which is a polynomial of degree 1", "f(x)=x"),
-     ("Answer: The answer is 34, which is even.", "34")],
+     ("Answer: The answer is 34, which is even.", "34"),
+     ("Answer: The solution set is $x<-1$ or $x>2$.", "x<-1 or x>2")],
 )
 def test_answer_line_forms(text: str, expected: str) -> None:
     extracted = extract_answer(text, "answer")
@@ -157,6 +158,16 @@ def test_hedges_are_flagged() -> None:
         assert extracted is not None and extracted.hedged, text
     extracted = extract_answer("Answer: \\text{orange}", "answer")
     assert extracted is not None and not extracted.hedged
+
+
+def test_inequality_disjunction_is_one_answer_not_a_hedge() -> None:
+    """Before, every "or" was a hedge: ``x<-1 or x>2`` against its interval union was wrong."""
+    union = "(-\\infty,-1)\\cup(2,\\infty)"
+    for text in ("Answer: x<-1 or x>2", "\\boxed{x<-1 \\text{ or } x>2}", "Answer: $x<-1$ or $x>2$"):
+        prepared = prepare(text, union, "any")
+        assert (prepared.pred, prepared.verdict) == (union, True), text
+    for text, gold in (("Answer: x=3 or x=4", "3"), ("Answer: 34 or 35", "34"), ("$35$ or \\boxed{34}", "34")):
+        assert prepare(text, gold, "any").verdict is False, text
 
 
 def test_no_anchor_no_answer() -> None:

@@ -2,6 +2,7 @@
 
 - ``extract``: the final answer behind the last ``Answer:`` line or ``\\boxed{}``.
 - ``equivalence``: exact integers in pure string code; math-verify for everything else.
+- ``inequalities``: ``x<-1 or x>2`` as the interval union it states (one answer, not a hedge).
 - ``verifier``: the policy between them; :func:`verify` for one response, in-process.
 - ``user_functions``: ``file.py:fn`` / ``pkg.mod:fn`` loading and return-value checks.
 - ``worker`` / ``pool``: scoring processes with a hard, kill-enforced per-item deadline.

@@ -8,7 +8,8 @@ Two anchors, as in the DAPO reference and the MATH convention:
   token (``<|im_end|>``) ends it; ``I hope it is correct`` (the Minerva format "The final answer
   is X. I hope it is correct.") ends it; a ``\\boxed{}`` on it wins over everything else; a
   sentence ``... is X`` / ``... are X`` gives X (when X states a number or math, or the words
-  before it do not); several ``$...$`` segments are several candidates.
+  before it do not); several ``$...$`` segments are several candidates, unless together they
+  state one inequality disjunction (``$x<-1$ or $x>2$``, see :mod:`dapo.rewards.inequalities`).
 - ``boxed``: the content of the last brace-balanced ``\\boxed{...}`` (or ``\\fbox{...}``).
   Boxes on the last box's line that are chained to it by list separators (``,`` ``;`` ``and``
   ``or``, or only blank space, ``\\quad`` and math delimiters between them) are the *items*
@@ -32,6 +33,7 @@ from dapo.rewards.equivalence import (
     starts_with_scale_word,
     vote_key,
 )
+from dapo.rewards.inequalities import is_inequality_disjunction
 from dapo.rewards.unicode_math import unicode_math_to_latex
 
 # "Answer:", "**Answer:**", "Final answer :", full-width colon; quantifier bounded so a long run
@@ -203,6 +205,8 @@ def _clean_line(line: str) -> Extracted | None:
     line = _EQUATED_SEGMENTS.sub(" = ", line)  # "$a+b$ = $34$" is one equation, not two answers
     line = _drop_remark_after_math(_after_copula(line.replace("\\[", "$").replace("\\]", "$")))
     segments = _math_segments(line)
+    if len(segments) > 1 and is_inequality_disjunction(whole := clean_answer(line)):
+        return Extracted(whole)  # "$x<-1$ or $x>2$": one set of reals, not two answers
     # "$34$ $\text{square units}$": words in math delimiters are words after the answer
     if len(segments) > 1 and (as_words := _WORDS_SEGMENT.sub(r" \1 ", line)) != line and _math_segments(as_words):
         line, segments = as_words, _math_segments(as_words)

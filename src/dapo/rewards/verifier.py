@@ -5,8 +5,12 @@ Policy (what counts as correct), in order:
 2. The final answer is taken behind the last anchor (``Answer:`` line or ``\\boxed{}``); no
    anchor means no answer, which is wrong. The ground truth is cleaned the same way when it
    has an anchor itself (a boxed or "Final Answer:" solution); chained boxes in it are a list.
-3. Ground truth with one answer: a final answer offering several candidates ("34 or 35", two
-   different boxes on the last line, two ``$...$`` segments on the answer line) is wrong.
+3. An inequality disjunction (``x<-1 or x>2``, see :mod:`~dapo.rewards.inequalities`) is one
+   answer, not a hedge: when the final answer is one, or the ground truth is one and the final
+   answer states a single item, each disjunction is compared as the interval union it describes
+   (``(-\\infty,-1)\\cup(2,\\infty)``).
+   Otherwise, ground truth with one answer: a final answer offering several candidates ("34 or 35",
+   two different boxes on the last line, two ``$...$`` segments on the answer line) is wrong.
 4. Ground truth that is a list or set (``1, 2``, ``\\{1,2\\}``, ``3 and 5``, see
    :func:`~dapo.rewards.equivalence.answer_items`): the stated answers (chained boxes
    ``\\boxed{1}, \\boxed{2}``, several math segments, or one ``1, 2`` / ``1 or 2``) are joined
@@ -37,6 +41,7 @@ from dapo.rewards.extract import (
     extract_answer,
     resolve_extractor,
 )
+from dapo.rewards.inequalities import interval_union
 from dapo.rewards.unicode_math import unicode_math_to_latex
 
 DEFAULT_MAX_RESPONSE_CHARS = 20000
@@ -68,6 +73,19 @@ def _stated_items(extracted: Extracted) -> list[str]:
     return [item for part in parts for item in answer_items(part)]
 
 
+def _as_sets_of_reals(extracted: Extracted, gold: str) -> tuple[str, str] | None:
+    """(answer, ground truth) with each inequality disjunction rewritten as its interval union,
+    or None when neither side is one (step 3). The answer must be a single stated answer: a
+    hedge around a disjunction stays a hedge, and against a disjunction ground truth, a list
+    (``x<-1, x>2``, chained boxes) keeps the list comparison it always had."""
+    single = extracted.candidates == 1 and not extracted.items
+    pred_union = interval_union(extracted.text) if single else None
+    gold_union = interval_union(gold)
+    if pred_union is None and (gold_union is None or len(_stated_items(extracted)) > 1):
+        return None
+    return pred_union or extracted.text, gold_union or gold
+
+
 def prepare(
     response: str,
     ground_truth: str,
@@ -82,6 +100,10 @@ def prepare(
     if extracted is None or not extracted.text:
         return Prepared(pred="", ground_truth=gold, verdict=False)
     extracted = extracted.in_latex()  # 34·2, 34², 2√3: Unicode mathematics as LaTeX
+    as_sets = _as_sets_of_reals(extracted, gold)
+    if as_sets is not None:  # "x<-1 or x>2": one set of reals, neither a hedge nor a list
+        pred_set, gold_set = as_sets
+        return Prepared(pred_set, gold_set, quick_verdict(pred_set, gold_set))
     gold_items = answer_items(gold)
     if len(gold_items) > 1:  # a list / set ground truth: compare the stated answers as a set
         pred_items = _stated_items(extracted)

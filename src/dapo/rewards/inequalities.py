@@ -1,0 +1,132 @@
+"""Inequality disjunctions: ``x<-1 or x>2`` states one set of reals, not two answers.
+
+Rule: an answer is an *inequality disjunction* when it is two or more inequalities in one and
+the same single-letter variable joined by "or" (``or``, ``\\text{ or }``, ``\\lor``, ``\\vee``),
+each one-sided (``x < a``, ``x \\ge a``, ``a > x``) or a chain whose two relations point the
+same way (``a < x \\le b``, ``b > x \\ge a``). Its "or" does not offer two candidates (as in
+``x=3 or x=4``): it is the union of the sets its inequalities describe, one answer. The verifier
+compares it as that union of intervals, each endpoint closed exactly where its relation admits
+equality: ``x<-1 \\text{ or } x>2`` -> ``(-\\infty,-1)\\cup(2,\\infty)``,
+``x \\le 0 \\lor x \\ge 3`` -> ``(-\\infty,0]\\cup[3,\\infty)``. A ground truth written as a
+disjunction is rewritten the same way, so either form matches the other.
+
+Not disjunctions (left to the hedge and list rules): a single inequality (``x > 2``: an
+inequality is not an interval, math-verify's default policy), equations (``x=3 or x=4``),
+inequalities in different variables or joined by "and" or a comma (``x>0, x<5`` may mean both),
+and bounds that are words or hold the variable, a relation or a comma (``x < 3 apples``,
+``x < 2x``, ``x < 1,000``). String scanning only, linear time; answers longer than
+:data:`~dapo.rewards.equivalence.MAX_MATH_CHARS` are never rewritten.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from dapo.rewards.equivalence import MAX_MATH_CHARS
+
+# "or" between two inequalities: a word, the word in \text{}, or logic's \lor / \vee.
+_OR = re.compile(r"\\(?:text|textrm|textnormal|mathrm|mbox)\{ {0,3}or {0,3}\}"
+                 r"|\\(?:lor|vee)(?![A-Za-z])|(?<![A-Za-z\\])or(?![A-Za-z])", re.IGNORECASE)
+# Spacing, sizing and math delimiters: dropped before parsing.
+_NOISE = re.compile(r"\\(?:quad|qquad|left|right|displaystyle)(?![A-Za-z])|\\[,;:! ]|[~$]")
+# Every spelling of a relation, mapped to one character: <, >, ≤, ≥.
+_RELATION_SPELLINGS = (
+    (re.compile(r"\\(?:leqslant|leq|le)(?![A-Za-z])|<="), "≤"),
+    (re.compile(r"\\(?:geqslant|geq|ge)(?![A-Za-z])|>="), "≥"),
+    (re.compile(r"\\lt(?![A-Za-z])"), "<"),
+    (re.compile(r"\\gt(?![A-Za-z])"), ">"),
+)
+_RELATION = re.compile(r"([<>≤≥])")
+_FLIPPED = {"<": ">", ">": "<", "≤": "≥", "≥": "≤"}
+_VARIABLE = re.compile(r"[A-Za-z]")
+# A bound is math: no word (two letters outside a command name), no equation, list or set sign.
+_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
+_NOT_A_BOUND = re.compile(r"[=,;:]|\\(?:neq?|in|notin|approx|text[a-z]*|mbox|cup|cap)(?![A-Za-z])")
+
+
+@dataclass(frozen=True)
+class Interval:
+    """An interval of reals; a missing endpoint is infinite (and so open)."""
+
+    lower: str | None = None
+    upper: str | None = None
+    lower_closed: bool = False
+    upper_closed: bool = False
+
+    def latex(self) -> str:
+        lower = "-\\infty" if self.lower is None else self.lower
+        upper = "\\infty" if self.upper is None else self.upper
+        return f"{'[' if self.lower_closed else '('}{lower},{upper}{']' if self.upper_closed else ')'}"
+
+
+def interval_union(answer: str) -> str | None:
+    """The interval union an inequality disjunction states (``x<-1 or x>2`` ->
+    ``(-\\infty,-1)\\cup(2,\\infty)``), or None when ``answer`` is not one (see the module rule).
+
+    Unbounded-below intervals come first and unbounded-above ones last, so the usual way of
+    writing a union (``(-\\infty,a)\\cup(b,\\infty)``) matches as a string, without math-verify.
+    """
+    if len(answer) > MAX_MATH_CHARS or _OR.search(answer) is None:
+        return None
+    parts = _OR.split(_normalise(answer))
+    inequalities = [parsed for part in parts if (parsed := _inequality(part)) is not None]
+    if len(parts) < 2 or len(inequalities) != len(parts):
+        return None
+    if len({variable for variable, _ in inequalities}) != 1:  # "x<1 or y>2": a region of the plane
+        return None
+    intervals = sorted((interval for _, interval in inequalities), key=_unbounded_first)
+    return "\\cup".join(interval.latex() for interval in intervals)
+
+
+def is_inequality_disjunction(answer: str) -> bool:
+    """Whether ``answer`` states one set of reals as inequalities joined by "or" (module rule)."""
+    return interval_union(answer) is not None
+
+
+def _normalise(answer: str) -> str:
+    answer = _NOISE.sub(" ", answer)
+    for spelling, relation in _RELATION_SPELLINGS:
+        answer = spelling.sub(relation, answer)
+    return answer
+
+
+def _inequality(part: str) -> tuple[str, Interval] | None:
+    """(variable, interval) of one inequality: ``x < a``, ``a \\le x`` or ``a < x \\le b``."""
+    tokens = [token.strip() for token in _RELATION.split(part)]
+    if len(tokens) == 3:
+        left, relation, right = tokens
+        if _VARIABLE.fullmatch(left) and _is_bound(right, left):
+            return left, _one_sided(relation, right)
+        if _VARIABLE.fullmatch(right) and _is_bound(left, right):
+            return right, _one_sided(_FLIPPED[relation], left)
+        return None
+    if len(tokens) == 5:
+        first_bound, first, variable, second, second_bound = tokens
+        if not (_VARIABLE.fullmatch(variable) and _is_bound(first_bound, variable)
+                and _is_bound(second_bound, variable)):
+            return None
+        if first in "<≤" and second in "<≤":  # a < x <= b
+            return variable, Interval(first_bound, second_bound, first == "≤", second == "≤")
+        if first in ">≥" and second in ">≥":  # b > x >= a
+            return variable, Interval(second_bound, first_bound, second == "≥", first == "≥")
+    return None  # no relation, a chain that turns back (a < x > b), or more than two relations
+
+
+def _one_sided(relation: str, bound: str) -> Interval:
+    """The interval of ``x <relation> bound``."""
+    if relation in "<≤":
+        return Interval(upper=bound, upper_closed=relation == "≤")
+    return Interval(lower=bound, lower_closed=relation == "≥")
+
+
+def _is_bound(text: str, variable: str) -> bool:
+    """Whether ``text`` can be an endpoint: balanced math that is not a word and does not
+    mention the variable (``x < 2x`` is not an interval)."""
+    mentions_variable = re.search(rf"(?<![\\A-Za-z]){variable}(?![A-Za-z])", text) is not None
+    return (bool(text) and text.count("{") == text.count("}") and not mentions_variable
+            and _NOT_A_BOUND.search(text) is None and _WORD.search(text) is None)
+
+
+def _unbounded_first(interval: Interval) -> int:
+    return 0 if interval.lower is None else 2 if interval.upper is None else 1

@@ -383,3 +383,14 @@ def test_an_automatic_resume_compares_the_runs_paths_as_absolute_paths(tmp_path,
             assert checkpoint_mismatch(checkpoint, None, run, automatic=True) is None
         other = {"model": {"path": "models/other"}, "data": {"train_files": ["builtin:arithmetic"]}}
         assert "model.path" in checkpoint_mismatch(checkpoint, None, other, automatic=True)
+
+
+def test_a_run_without_held_out_data_logs_no_empty_final_row(tiny_model_dir, reward_file, tmp_path):
+    """data.eval_files=[]: the final evaluation has nothing to log, and metrics.jsonl (and
+    TensorBoard, W&B) get no row holding the step alone."""
+    run = tmp_path / "run"
+    Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=1", "data.eval_files=[]",
+                        "eval.before_training=false", "eval.every_steps=0")).train()
+    rows = read_metrics(run)
+    assert [row["step"] for row in rows] == [0, 1] and "actor/loss" in rows[1]  # step 0: the data's counts
+    assert all(len(row) > 1 for row in rows), rows

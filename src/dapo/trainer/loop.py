@@ -408,7 +408,8 @@ class Trainer:
                         self.save_checkpoint()
             if self.step == cfg.trainer.total_steps and not finished_before_start:
                 eval_after = self.evaluate()
-                self.state.log(self.step, eval_after)
+                if eval_after:  # no held-out data: no row holding the step alone
+                    self.state.log(self.step, eval_after)
                 self.save_checkpoint(final=True)
         finally:
             self.close()

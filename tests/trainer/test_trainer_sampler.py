@@ -33,6 +33,20 @@ def test_a_cursor_into_changed_data_starts_a_new_epoch_saying_so(changed):
     assert len(resumed.take(len(resumed.problems))) == len(resumed.problems)  # a whole epoch, no IndexError
 
 
+def test_without_shuffling_another_seed_continues_the_epoch():
+    """The unshuffled order is the data's whatever the seed: a resume with another trainer.seed
+    goes on with the epoch's rest (it skipped to a new epoch, never training that rest); a
+    checkpoint whose key held the seed (before 2026-11-29) continues too."""
+    stream = PromptStream(PROBLEMS, seed=3, shuffle=False)
+    stream.take(4)
+    resumed = PromptStream(PROBLEMS, seed=4, shuffle=False)
+    resumed.load_state_dict(stream.state_dict())
+    assert [p.uid for p in resumed.take(6)] == ["4", "5", "6", "7", "8", "9"]
+    older = PromptStream(PROBLEMS, seed=3, shuffle=False)
+    older.load_state_dict({**stream.state_dict(), "order_key": stream._order_key(seeded=True)})
+    assert (older.epoch, older.cursor) == (0, 4)
+
+
 def test_a_cursor_past_the_end_from_an_older_checkpoint_starts_a_new_epoch():
     resumed = PromptStream(PROBLEMS[:5], seed=3)
     with pytest.warns(UserWarning, match="new epoch"):

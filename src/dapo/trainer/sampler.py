@@ -59,9 +59,12 @@ class PromptStream:
             self.cursor += 1
         return out
 
-    def _order_key(self) -> str:
-        """What fixes the epochs' order: the problems (by uid, in order), the seed and shuffling."""
-        digest = hashlib.sha256(f"{self.seed}|{self.shuffle}|".encode())
+    def _order_key(self, seeded: bool | None = None) -> str:
+        """What fixes the epochs' order: the problems (by uid, in order), shuffling, and the seed
+        where it shuffles (``seeded``: whether the seed is in the key; before 2026-11-29 it always
+        was, so a checkpoint's key without shuffling may hold it too)."""
+        seed = self.seed if (self.shuffle if seeded is None else seeded) else ""
+        digest = hashlib.sha256(f"{seed}|{self.shuffle}|".encode())
         for problem in self.problems:
             digest.update(problem.uid.encode() + b"\n")
         return digest.hexdigest()[:16]
@@ -70,12 +73,13 @@ class PromptStream:
         return {"epoch": self.epoch, "cursor": self.cursor, "order_key": self.order_key}
 
     def load_state_dict(self, state: dict) -> None:
-        """Continue at the saved cursor; if the data, the seed or data.shuffle changed since the
-        state was saved (the cursor would point into a different order, or past its end), start
+        """Continue at the saved cursor; if the data, the seed (when shuffling) or data.shuffle
+        changed since the state was saved (the cursor would point into a different order, or past its end), start
         the next epoch instead, saying so."""
         epoch, cursor = state["epoch"], state["cursor"]
         saved_key = state.get("order_key")  # absent in checkpoints written before it was kept
-        if (saved_key is not None and saved_key != self.order_key) or cursor > len(self.problems):
+        same_order = saved_key in (None, self.order_key, self._order_key(seeded=True))
+        if not same_order or cursor > len(self.problems):
             warnings.warn(
                 f"the training data, trainer.seed or data.shuffle changed since this checkpoint (now "
                 f"{len(self.problems)} problems): its data cursor (epoch {epoch}, position {cursor}) "

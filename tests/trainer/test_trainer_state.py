@@ -231,3 +231,23 @@ def test_a_checkpoint_is_durable_after_the_log_lines_it_counts(tmp_path, monkeyp
     assert str(run_dir) in order  # checkpoints/ made: its entry in the run directory
     assert order[str(run_dir / "checkpoints")] > order[state_file]  # the rename that publishes it
     assert checkpoint == run_dir / "checkpoints" / "step-000001"
+
+
+def test_a_resumed_progress_bar_leaves_out_the_updates_earlier_steps_skipped(tiny_model_dir, reward_file, tmp_path):
+    """Steps with no group to train on make no update and shrink the bar's total; a resume
+    rebuilt the bar as if every earlier step had made all its updates (4/8 where 0/4 were made)."""
+    run = tmp_path / "run"
+    constant = ("trainer.total_steps=2", "eval.before_training=false", "eval.every_steps=0")
+    with pytest.warns(UserWarning, match="no group with mixed outcomes"):
+        first = Trainer(tiny_config(tiny_model_dir, run, reward_file, *constant, fn="always_right"))
+        first.train()
+    assert first.updates_skipped == 2 * first.updates_per_step and first.policy.version == 0
+    resumed = Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=3", "logging.progress=true",
+                                  fn="always_right"))
+    try:
+        assert resumed.resume() and resumed.updates_skipped == first.updates_skipped
+        with resumed.state.progress(resumed.step, resumed.updates_skipped):
+            [bar] = resumed.state._progress.tasks
+            assert (bar.completed, bar.total) == (0, resumed.updates_per_step)  # step 3's updates alone
+    finally:
+        resumed.close()

@@ -143,6 +143,7 @@ class Trainer:
         )
         # the loop's own state (state_dict): steps done, the next round's first group id
         self.step, self.next_group_id = 0, 0
+        self.updates_skipped = 0  # updates that steps did not make (too few groups), for the bar of a resume
         self.resumed_final = False  # the checkpoint resumed from is the run's final one (see train)
         # policy.version the engine's weights are at; None: unknown (resumed), sync before use
         self.engine_version: int | None = self.policy.version
@@ -179,13 +180,15 @@ class Trainer:
         """The driver's part of a checkpoint: where the loop is, the sampler's cursor and surplus,
         and the RNG (the policy writes its own part: :meth:`PolicyWorker.save_checkpoint`)."""
         return {"step": self.step, "next_group_id": self.next_group_id, "sampler": self.sampler.state_dict(),
-                "rng": rng_state(), "reward_failure_streak": dict(self.reward_watch.streak)}
+                "rng": rng_state(), "reward_failure_streak": dict(self.reward_watch.streak),
+                "updates_skipped": self.updates_skipped}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.step, self.next_group_id = state["step"], state["next_group_id"]
         self.sampler.load_state_dict(state["sampler"])
         set_rng_state(state["rng"])
         self.reward_watch.streak = dict(state.get("reward_failure_streak", {}))  # older checkpoints: none
+        self.updates_skipped = state.get("updates_skipped", 0)
         self.engine_version = None  # the engine may hold the initial weights: sync before its next use
 
     def save_checkpoint(self, final: bool = False) -> Path:
@@ -289,7 +292,7 @@ class Trainer:
             why = (f": {failed} of {len(record.reward_results)} responses could not be scored "
                    "(rollout/reward_errors, rollout/reward_timeouts)" if failed else "")
             warnings.warn(f"no group with mixed outcomes this step{why}: skipping the update", stacklevel=2)
-            self.state.bar_skip(self.updates_per_step)
+            self._skip_updates(self.updates_per_step)
             return self._finish_step(record, [], report, started)
 
         group_ids = torch.tensor([s.group_id for s in batch])
@@ -342,7 +345,7 @@ class Trainer:
                 stats.append(self.policy.update(mini_batch, num_tokens, num_seqs, on_policy, diagnose))
                 self.state.bar_advance(1)
         record.timer["update"] = time.perf_counter() - t0
-        self.state.bar_skip(self.updates_per_step - len(stats))
+        self._skip_updates(self.updates_per_step - len(stats))
         record.timer["weight_sync"] += self.sync_engine()
         if on_policy or from_rollout:
             diagnostics = LogprobPass.sum_of([s.diagnostics for s in stats if s.diagnostics is not None])
@@ -354,6 +357,11 @@ class Trainer:
             metrics["mismatch/rollout_trainer_logprob_diff"] = diagnostics.mismatch_abs_sum / diagnostics.mismatch_tokens
             metrics["mismatch/rollout_trainer_kl"] = diagnostics.mismatch_kl_sum / diagnostics.mismatch_tokens
         return self._finish_step(record, stats, report, started, batch)
+
+    def _skip_updates(self, updates: int) -> None:
+        """A step made ``updates`` fewer optimizer updates than planned: off the bar's total, now and after a resume."""
+        self.updates_skipped += updates
+        self.state.bar_skip(updates)
 
     def _finish_step(self, record: StepResult, stats: list[UpdateStats], report: SamplingReport, started: float,
                      batch: list[Sample] | tuple = ()) -> StepResult:
@@ -394,7 +402,7 @@ class Trainer:
             if not resumed:  # step 0 of a fresh run: what the data held, and the baseline
                 eval_before = self.evaluate() if cfg.eval.before_training else None
                 self.state.log(0, {**self.run.data.counts(), **(eval_before or {})})
-            with self.state.progress(self.step):
+            with self.state.progress(self.step, self.updates_skipped):
                 while self.step < cfg.trainer.total_steps:
                     result = self.step_once()
                     metrics = result.metrics

@@ -198,15 +198,15 @@ class RunState:
 
     # ------------------------------------------------------------------ progress bar
     @contextlib.contextmanager
-    def progress(self, start_step: int) -> Iterator[None]:
+    def progress(self, start_step: int, updates_skipped: int = 0) -> Iterator[None]:
         """A bar over optimizer updates, from ``start_step``; steps that make fewer updates shrink
-        its total."""
+        its total, the ones before ``start_step`` by ``updates_skipped`` in all."""
         if not self.cfg.logging.progress:
             yield
             return
         updates_per_step = self.cfg.trainer.optimizer_steps_per_rollout
-        total = self.cfg.trainer.total_steps * updates_per_step
-        done = start_step * updates_per_step
+        total = self.cfg.trainer.total_steps * updates_per_step - updates_skipped
+        done = start_step * updates_per_step - updates_skipped
         with Progress(*BAR_COLUMNS, TimeRemainingColumn()) as progress:
             self._progress = progress
             self._task = progress.add_task("training", total=total, completed=done, unit="updates")

@@ -1,7 +1,8 @@
 """The prompt stream (an exactly resumable data cursor) and DAPO's Dynamic Sampling loop.
 
 Dynamic Sampling (DAPO section 3.2): groups whose filter metric is constant (all correct or all
-wrong under binary correctness) have zero advantage and carry no gradient. We over-sample and
+wrong under binary correctness) have zero advantage, but for the soft overlong penalty's share
+of their scores: no signal about correctness. We over-sample and
 filter them out, generating further rounds until the step holds ``prompts_per_step`` groups with
 mixed outcomes, at most ``max_gen_rounds`` rounds. Accepted groups beyond the target are kept for
 the next step (``keep_surplus_groups``) instead of being thrown away; they are at most one step

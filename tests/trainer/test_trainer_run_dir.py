@@ -394,3 +394,21 @@ def test_a_run_without_held_out_data_logs_no_empty_final_row(tiny_model_dir, rew
     rows = read_metrics(run)
     assert [row["step"] for row in rows] == [0, 1] and "actor/loss" in rows[1]  # step 0: the data's counts
     assert all(len(row) > 1 for row in rows), rows
+
+
+def test_a_final_evaluation_that_fails_leaves_the_trained_steps_checkpointed(tiny_model_dir, reward_file, tmp_path):
+    """checkpoint.every_steps=2 does not divide total_steps=3: step 3 had no checkpoint but the
+    final one, written after the final evaluation, so an evaluation that failed lost step 3."""
+    run = tmp_path / "run"
+    overrides = ("trainer.total_steps=3", "checkpoint.every_steps=2", "eval.every_steps=0", "eval.before_training=false")
+    failing = Trainer(tiny_config(tiny_model_dir, run, reward_file, *overrides))
+
+    def out_of_memory() -> dict:
+        raise RuntimeError("out of memory")
+
+    failing.evaluate = out_of_memory
+    with pytest.raises(RuntimeError, match="out of memory"):
+        failing.train()
+    assert load_trainer_state(run / "checkpoints" / "step-000003")["final"] is False
+    summary = Trainer(tiny_config(tiny_model_dir, run, reward_file, *overrides)).train()
+    assert summary.steps == 3 and summary.resumed_at == 3 and summary.eval_after

@@ -358,6 +358,18 @@ class Trainer:
             metrics["mismatch/rollout_trainer_kl"] = diagnostics.mismatch_kl_sum / diagnostics.mismatch_tokens
         return self._finish_step(record, stats, report, started, batch)
 
+    def _final_evaluation(self) -> dict[str, float]:
+        """The held-out evaluation after the last step (the final checkpoint follows it). Should it
+        fail, the trained steps are checkpointed first when no periodic checkpoint holds them: a
+        resume then has only the evaluation left to do."""
+        try:
+            return self.evaluate()
+        except Exception:
+            every = self.cfg.checkpoint.every_steps
+            if not (every and self.step % every == 0):
+                self.save_checkpoint()
+            raise
+
     def _skip_updates(self, updates: int) -> None:
         """A step made ``updates`` fewer optimizer updates than planned: off the bar's total, now and after a resume."""
         self.updates_skipped += updates
@@ -415,7 +427,7 @@ class Trainer:
                     if cfg.checkpoint.every_steps and self.step % cfg.checkpoint.every_steps == 0:
                         self.save_checkpoint()
             if self.step == cfg.trainer.total_steps and not finished_before_start:
-                eval_after = self.evaluate()
+                eval_after = self._final_evaluation()
                 if eval_after:  # no held-out data: no row holding the step alone
                     self.state.log(self.step, eval_after)
                 self.save_checkpoint(final=True)

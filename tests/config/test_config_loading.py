@@ -57,6 +57,16 @@ def test_tis_cap_with_rollout_old_logprobs_says_why():
         load_config(overrides=["algorithm.old_logprobs=rollout", "algorithm.tis_cap=2.0"])
 
 
+@pytest.mark.parametrize("truncation", ["rollout.top_p=0.7", "rollout.top_k=20"])
+def test_rollout_old_logprobs_with_truncated_sampling_is_refused_naming_recompute(truncation):
+    """The engine's log-probs are of the top-p/top-k truncated, renormalised distribution and the
+    trainer's are not: as pi_old they would start the ratio at the kept mass (0.7, not 1) and clip
+    the negative-advantage tokens of the first update."""
+    with pytest.raises(ConfigError, match=r"ratio would start below 1 .* algorithm.old_logprobs=recompute"):
+        load_config(overrides=["algorithm.old_logprobs=rollout", truncation])
+    assert load_config(overrides=["algorithm.old_logprobs=recompute", "algorithm.tis_cap=2", truncation])
+
+
 def test_override_without_equals_is_rejected():
     with pytest.raises(ConfigError, match="key=value"):
         load_config(overrides=["trainer.lr"])

@@ -597,6 +597,14 @@ class DAPOConfig:
                 f"buffer; set it too, e.g. algorithm.overlong_buffer_len={r.max_response_length // 4}, or "
                 "algorithm.overlong_soft_punishment=false)",
             )
+        _check(
+            a.old_logprobs == "recompute" or (r.top_p == 1 and r.top_k == 0),
+            f"algorithm.old_logprobs=rollout takes pi_old from the engine, whose log-probs are of the "
+            f"distribution it samples: truncated by rollout.top_p={r.top_p} / rollout.top_k={r.top_k} and "
+            "renormalised, while the trainer's pi_theta is not, so the ratio would start below 1 (at the kept "
+            "mass) and clip most negative-advantage tokens; use algorithm.old_logprobs=recompute (its "
+            "algorithm.tis_cap, e.g. 2, corrects for the truncation) or rollout.top_p=1 rollout.top_k=0",
+        )
         if a.dynamic_sampling:
             t = self.trainer
             _check(t.gen_prompts_per_round * a.max_gen_rounds >= t.prompts_per_step,

@@ -275,7 +275,8 @@ class AlgorithmConfig:
     # Where pi_old comes from: "recompute" (a forward pass of the trainer's model before the
     # updates, as verl and the paper do) or "rollout" (the engine's behaviour log-probs: no extra
     # pass, and the ratio pi_theta / pi_rollout then carries the engine mismatch itself, bounded
-    # by the clip; tis_cap has nothing left to correct).
+    # by the clip; tis_cap has nothing left to correct; it needs rollout.top_p=1 and top_k=0, the
+    # engine's log-probs being of the truncated distribution it samples, the trainer's not).
     old_logprobs: str = "recompute"
     # Dynamic Sampling: drop groups whose filter metric is constant and refill with new prompts.
     dynamic_sampling: bool = True

@@ -157,6 +157,27 @@ def test_a_stop_string_is_matched_in_the_text_as_generated_not_cleaned_up() -> N
     assert cut_at_stop_string([0, 1, 2, 0], [" ."], CleaningTokenizer()) == 3
 
 
+def test_a_stop_string_with_a_leading_space_is_found_at_the_responses_start() -> None:
+    """A SentencePiece decoder (Llama 2, Mistral) drops the leading space of the first token it
+    decodes: " Answer:" as a response's first tokens read "Answer:" alone and was missed, where
+    vLLM, decoding after the prompt, stops."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from dapo.rollout.stopping import cut_at_stop_string
+
+    vocab = {"<unk>": 0, "▁Answer": 1, ":": 2, "▁42": 3, "▁a": 4}
+    spm = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>"))
+    spm.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")
+    spm.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                     decoders.Strip(" ", 1, 0)])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=spm)
+    assert tokenizer.decode([1, 2, 3]) == "Answer: 42"  # the space the decoder drops
+    assert cut_at_stop_string([1, 2, 3], [" Answer:"], tokenizer) == 2
+    assert cut_at_stop_string([4, 1, 2, 3], [" Answer:"], tokenizer) == 3
+    assert cut_at_stop_string([1, 2, 3], [" 42."], tokenizer) is None
+
+
 def test_stop_strings_without_tokenizer_is_a_clear_error(qwen2: torch.nn.Module) -> None:
     with pytest.raises(ValueError, match="tokenizer"):
         NativeEngine(qwen2, PAD_ID).generate(PROMPTS, SamplingParams(stop_strings=["x"]))

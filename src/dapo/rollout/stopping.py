@@ -59,6 +59,23 @@ class StopStringMatcher:
         self.tokenizer = tokenizer
         self.window = max((len(s.encode()) for s in stop_strings), default=0) + _WINDOW_SLACK_TOKENS
         self.histories: dict[int, list[int]] = {}
+        # A token decoded in front of each window, its text then cut off: a SentencePiece decoder
+        # (Llama 2, Mistral) drops the leading space of the text's first token, so " Answer:" as the
+        # response's first token would not match (vLLM decodes after the prompt, where it does).
+        encode = getattr(tokenizer, "encode", None)
+        self.anchor: list[int] = list(encode("a", add_special_tokens=False)[:1]) if stop_strings and encode else []
+        self.anchor_text = self._decode(self.anchor) if self.anchor else ""
+
+    def _decode(self, tokens: list[int]) -> str:
+        # as vLLM matches: the text as generated, not "cleaned up" (Llama 3's decode turns " ." into ".")
+        return self.tokenizer.decode(tokens, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+    def _window_text(self, history: list[int]) -> str:
+        """The text of the newest ``window`` tokens, as it reads after the tokens before them."""
+        text = self._decode(self.anchor + history[-self.window :])
+        if self.anchor and text.startswith(self.anchor_text):
+            return text[len(self.anchor_text):]
+        return self._decode(history[-self.window :])
 
     def __bool__(self) -> bool:
         return bool(self.stop_strings)
@@ -73,9 +90,7 @@ class StopStringMatcher:
         for row, token in zip(row_ids, tokens):
             history = self.histories.setdefault(row, [])
             history.append(token)
-            # as vLLM matches: the text as generated, not "cleaned up" (Llama 3's decode turns " ." into ".")
-            text = self.tokenizer.decode(history[-self.window :], skip_special_tokens=False,
-                                         clean_up_tokenization_spaces=False)
+            text = self._window_text(history)
             hits.append(any(stop in text for stop in self.stop_strings))
         return hits
 

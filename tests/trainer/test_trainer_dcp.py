@@ -175,6 +175,34 @@ def test_a_checkpoint_before_the_first_update_leaves_adamw_as_fresh(tiny_model_d
         assert all(torch.equal(tensor, expected[name]) for name, tensor in policy.model.state_dict().items())
 
 
+def test_sharded_state_resumes_when_some_parameters_never_had_a_gradient(tmp_path):
+    """AdamW keeps no state for a parameter that never had a gradient (a multimodal class's vision
+    tower in a text-only run: Gemma 3 loads as Gemma3ForConditionalGeneration), so the shards hold
+    none; the resume asked DCP for it anyway and failed ("Missing key in checkpoint state_dict")."""
+    from dapo.trainer.checkpoint import load_sharded_policy, save_sharded_policy
+
+    def policy() -> tuple[torch.nn.Module, torch.optim.Optimizer, Any]:
+        torch.manual_seed(0)
+        model = torch.nn.ModuleDict({"text": torch.nn.Linear(2, 2), "vision": torch.nn.Linear(2, 2)})
+        optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+        return model, optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+
+    def train(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+        model["text"](torch.ones(1, 2)).sum().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+    model, optimizer, scheduler = policy()
+    train(model, optimizer)
+    save_sharded_policy(tmp_path, model, optimizer, scheduler)
+    resumed, resumed_optimizer, resumed_scheduler = policy()
+    load_sharded_policy(tmp_path, resumed, resumed_optimizer, resumed_scheduler)
+    for _ in range(2):  # the next updates are the uninterrupted run's
+        train(model, optimizer)
+        train(resumed, resumed_optimizer)
+    assert all(torch.equal(tensor, resumed.state_dict()[name]) for name, tensor in model.state_dict().items())
+
+
 @pytest.mark.parametrize(("saved_scale", "resumed_scale"), [(None, 65536.0), (1024.0, None), (1024.0, 65536.0)])
 def test_sharded_state_resumes_across_a_change_of_float16_loss_scaling(tmp_path, saved_scale, resumed_scale):
     """A run resumed with trainer.autocast=fp16 from shards saved without it (or the reverse):

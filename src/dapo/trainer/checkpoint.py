@@ -240,11 +240,19 @@ def load_sharded_policy(directory: str | Path, model: torch.nn.Module, optimizer
             name = f"optimizer.param_groups.{index}.{key}"
             if not any(entry == name or entry.startswith(name + ".") for entry in saved):
                 del group[key]
+    # Parameters the checkpoint holds no AdamW state for (never given a gradient: a multimodal
+    # class's vision tower in a text-only run) keep the fresh optimizer's (step 0, zero moments,
+    # which AdamW treats as none): DCP is not asked for what it never saved.
+    optimizer_state = unique["optimizer"]
+    stated = {entry.removeprefix("optimizer.state.").rsplit(".", 1)[0] for entry in saved
+              if entry.startswith("optimizer.state.")}
+    asked = {**unique, "optimizer": {**optimizer_state, "state": {
+        name: state for name, state in optimizer_state["state"].items() if name in stated}}}
     # in place, into the tensors ``whole`` shares with ``unique``; one process (no process group) reads it all
     with warnings.catch_warnings():  # DCP warns it then assumes one process: it is one, by design
         warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
-        dcp.load(unique, checkpoint_id=path, no_dist=not dist.is_initialized())
-    set_state_dict(model, optimizer, model_state_dict=whole["model"], optim_state_dict=unique["optimizer"])
+        dcp.load(asked, checkpoint_id=path, no_dist=not dist.is_initialized())
+    set_state_dict(model, optimizer, model_state_dict=whole["model"], optim_state_dict=optimizer_state)
     scheduler.load_state_dict(unique["scheduler"])
 
 

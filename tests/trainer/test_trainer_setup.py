@@ -91,3 +91,20 @@ def test_held_out_problems_that_are_training_problems_too_are_said(tmp_path):
     assert "warning: 2 of the 3 held-out problems are training problems too" in data.eval.describe("eval")
     disjoint = load_config([], [f"data.train_files=[{tmp_path / 'train.jsonl'}]", "data.eval_files=[builtin:arithmetic]"])
     assert "training problems too" not in load_run_data(disjoint).eval.describe("eval")
+
+
+def test_an_evaluation_with_vllm_loads_no_second_copy_of_the_weights(tiny_model_dir, reward_file, tmp_path, monkeypatch):
+    """vLLM loads the model directory itself: `dapo eval` with rollout.engine=vllm materialised a
+    full Hugging Face copy beside it that nothing used (131 GB for the 32B config's float32)."""
+    from dapo.trainer import setup
+    from tests.trainer.conftest import tiny_config
+
+    built = {}
+    monkeypatch.setattr(setup, "create_engine", lambda rollout, model, tokenizer, **kwargs: built.update(
+        model=model, path=kwargs["model_path"]) or "engine")
+    cfg = tiny_config(tiny_model_dir, tmp_path / "run", reward_file, "rollout.engine=vllm")
+    run = setup.build_run(cfg, train_data=False)
+    assert run.engine == "engine" and built["path"] == str(tiny_model_dir)
+    assert {p.device.type for p in run.model.parameters()} == {"meta"}
+    trained = setup.build_run(tiny_config(tiny_model_dir, tmp_path / "run2", reward_file, "rollout.engine=vllm"))
+    assert {p.device.type for p in trained.model.parameters()} == {"cpu"}  # training's policy holds them

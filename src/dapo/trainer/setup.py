@@ -175,9 +175,12 @@ class RunSetup:
 def build_run(cfg: DAPOConfig, engine: RolloutEngine | None = None, train_data: bool = True) -> RunSetup:
     """Everything a run needs. Given an ``engine`` (the policy ranks' generation, when they hold
     the weights), the model is only its structure on the meta device and no engine is built here.
-    ``train_data=False`` (an evaluation) leaves the training files unread."""
+    ``train_data=False`` (an evaluation) leaves the training files unread; with rollout.engine=vllm,
+    which loads its own copy of the weights, its model is only the structure too."""
     device = resolve_device(cfg.trainer.device)
-    model, tokenizer, model_path = load_model_and_tokenizer(cfg.model, device, weights=engine is None)
+    vllm_evaluation = not train_data and cfg.rollout.engine == "vllm"
+    model, tokenizer, model_path = load_model_and_tokenizer(cfg.model, device,
+                                                            weights=engine is None and not vllm_evaluation)
     data = load_run_data(cfg, train=train_data)
     encoder = PromptEncoder(tokenizer, cfg.data)
     for split, loaded in (("train", data.train), ("eval", data.eval)):

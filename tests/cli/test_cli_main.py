@@ -307,3 +307,44 @@ def test_a_config_file_whose_path_holds_an_equals_sign_is_a_file(tmp_path):
     assert config_arg_kind(str(run / "dapo_config.yaml")) == "file"
     assert config_arg_kind("trainer.lr=1e-5") == "override"
     assert main(["config", str(run / "dapo_config.yaml")]) == 0
+
+
+def test_ctrl_c_outside_the_training_loop_stops_without_a_traceback(tmp_path, capsys, monkeypatch):
+    """`dapo eval` and `dapo ablate`, or `dapo train` while it imports and checks the run, printed
+    a KeyboardInterrupt traceback: only the training loop caught it."""
+    import dapo.cli.main as cli
+
+    def interrupted(ns):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "cmd_eval", interrupted)
+    assert main(["eval", str(tmp_path)]) == 130
+    assert capsys.readouterr().err == "dapo eval: stopped by Ctrl-C\n"
+
+
+def test_eval_mistakes_get_advice_for_eval(tmp_path, capsys, monkeypatch):
+    """An override before the model, two models, no held-out data (said before the model loads)."""
+    import dapo.trainer
+
+    assert main(["eval", "eval.k=4", str(tmp_path)]) == 2
+    assert "name the model first ('eval.k=4' is an override)" in capsys.readouterr().err
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    assert main(["eval", str(tmp_path / "a"), str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    assert "dapo eval evaluates one model: run it once for each" in err and "checkpoint.resume" not in err
+    monkeypatch.setattr(dapo.trainer, "evaluate_model", lambda *args, **kwargs: pytest.fail("the model loaded"))
+    assert main(["eval", str(tmp_path / "a"), "data.eval_files=[]"]) == 2
+    assert "data.eval_files is empty: nothing to evaluate on" in capsys.readouterr().err
+
+
+def test_a_misspelled_shipped_config_gets_a_did_you_mean(capsys):
+    """(it was told an override needs '=': dapo_qwen2.5_32=VALUE)"""
+    assert main(["config", "dapo_qwen2.5_32"]) == 2
+    assert "did you mean the shipped config 'dapo_qwen2.5_32b'?" in capsys.readouterr().err
+
+
+def test_a_config_after_an_option_counts_as_one(tmp_path, capsys):
+    lr = tmp_path / "lr.yaml"
+    lr.write_text("trainer:\n  lr: 3.0e-6\n")
+    assert main(["config", "default", "--explain", "trainer.lr", str(lr)]) == 0
+    assert "trainer.lr (float) = 3e-06" in capsys.readouterr().out

@@ -98,8 +98,9 @@ def test_a_model_not_on_this_machine_gets_the_shape_of_the_qwen25_model_nearest_
     assert main(["plan", "qwen2.5_1.5b_1gpu", "--params", "7.6e9"]) == 1  # 7.6B does not fit its one GPU
     out = capsys.readouterr().out
     assert "28 layers, hidden 3584" in out and "nearest in size" in out  # Qwen2.5-7B, not the 1.5B's 1536
-    assert main(["plan", "qwen2.5_1.5b_1gpu", "--params", "-5"]) == 2
-    assert "--params and --device-gib must be > 0" in capsys.readouterr().err
+    for bad in (["--params", "-5"], ["--params", "nan"], ["--params", "inf"], ["--device-gib", "nan"]):
+        assert main(["plan", "qwen2.5_1.5b_1gpu", *bad]) == 2  # nan printed 'nan GiB'; inf, a traceback
+        assert "--params and --device-gib must be finite numbers > 0" in capsys.readouterr().err
 
 
 def engine_rows(out: str) -> list[str]:

@@ -202,3 +202,40 @@ def test_a_quoted_tilde_in_output_dir_and_tokenizer_path_is_the_home_directory(m
     monkeypatch.setenv("HOME", "/home/someone")
     cfg = load_config([], ["output_dir=~/runs/x", "model.tokenizer_path=~/tok"])
     assert (cfg.output_dir, cfg.model.tokenizer_path) == ("/home/someone/runs/x", "/home/someone/tok")
+
+
+def test_values_that_fail_later_or_silently_are_refused_with_the_reason(tmp_path):
+    """Each was accepted: an empty stop string crashed after the model loaded, an empty
+    output_dir wrote the run into the working directory, ' #3' was dropped as a YAML comment."""
+    cases = {
+        "rollout.stop_strings=['']": "empty string, which would match anywhere",
+        "output_dir=": "output_dir is empty",
+        "model.cache_dir=": "model.cache_dir is empty",
+        "output_dir=runs/exp #3": r"would drop what follows it; quote the value: output_dir='runs/exp #3'",
+    }
+    for override, message in cases.items():
+        with pytest.raises(ConfigError, match=message):
+            load_config(overrides=[override])
+    assert load_config(overrides=["output_dir='runs/exp #3'"]).output_dir == "runs/exp #3"
+    assert load_config(overrides=["output_dir=runs/exp#3"]).output_dir == "runs/exp#3"  # no space: not a comment
+
+
+def test_config_files_a_user_may_hand_in_by_mistake_or_by_yaml_habit(tmp_path):
+    """A data file given as CONFIG, a key YAML reads as a bool, a merge key (<<), which PyYAML
+    itself accepts: a one-line error or the merged settings, not a traceback or a refusal."""
+    data = tmp_path / "train.parquet"
+    data.write_bytes(b"PAR1\xb0\xff\x00")
+    with pytest.raises(ConfigError, match=r"is not a YAML text file \(a data file goes in data.train_files="):
+        load_config([data])
+    boolean_key = tmp_path / "b.yaml"
+    boolean_key.write_text("trainer:\n  lr: 1.0e-5\n  yes: 3\n")
+    with pytest.raises(ConfigError, match=r"config key\(s\) \[True\] under trainer are not names"):
+        load_config([boolean_key])
+    merged = tmp_path / "merge.yaml"
+    merged.write_text("trainer:\n  <<: {lr: 3.0e-5, seed: 4}\n  seed: 5\n")
+    cfg = load_config([merged])
+    assert (cfg.trainer.lr, cfg.trainer.seed) == (3.0e-5, 5)
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("trainer:\n  seed: 4\n  seed: 5\n")
+    with pytest.raises(ConfigError, match="appears twice"):
+        load_config([twice])

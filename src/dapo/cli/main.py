@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
+import math
 import os
 import signal
 import sys
@@ -21,7 +23,7 @@ EPILOG = """\
 configuration:
   CONFIG is a YAML file or the name of a shipped config (default, dapo_recipe, dapo_qwen2.5_32b,
   qwen2.5_1.5b_1gpu). With no CONFIG, `dapo train` runs the embedded default (the built-in
-  arithmetic task and tiny base model, a few minutes on a laptop CPU), or with a model.path of
+  arithmetic task and tiny base model, a minute or two on a laptop CPU), or with a model.path of
   your own the paper's recipe (dapo_recipe). A CONFIG file is layered on the schema's defaults.
   Any field can be overridden with dotted key=value pairs, e.g.
       dapo train trainer.lr=1e-5 rollout.n=8 algorithm.clip_ratio_high=0.28
@@ -31,7 +33,7 @@ configuration:
 """
 
 
-def split_config_args(args: list[str]) -> tuple[list[str], list[str]]:
+def split_config_args(args: list[str], command: str = "train") -> tuple[list[str], list[str]]:
     """Separate YAML files / shipped config names from key=value overrides."""
     files, overrides = [], []
     for index, arg in enumerate(args):
@@ -43,13 +45,14 @@ def split_config_args(args: list[str]) -> tuple[list[str], list[str]]:
         elif kind == "shipped":
             files.append(str(builtin_config_path(arg)))
         else:
-            raise ConfigError(_not_a_config_arg(args, index))
+            raise ConfigError(_not_a_config_arg(args, index, command))
     return files, overrides
 
 
-def _not_a_config_arg(args: list[str], index: int) -> str:
+def _not_a_config_arg(args: list[str], index: int, command: str = "train") -> str:
     """Why ``args[index]`` is neither a CONFIG nor an override, as the likely mistake: an override
-    the shell split at a space, one without its ``=``, a checkpoint given as a config."""
+    the shell split at a space, one without its ``=``, a checkpoint given as a config, a misspelled
+    shipped config."""
     arg, previous = args[index], args[index - 1] if index else ""
     following = args[index + 1] if index + 1 < len(args) else ""
     why = f"{arg!r} is not a config file, a shipped config ({', '.join(shipped_config_names())}) or key=value"
@@ -57,8 +60,12 @@ def _not_a_config_arg(args: list[str], index: int) -> str:
         return f"{why}: the shell split {previous!r} at a space; quote it: '{previous} {arg}'"
     if previous.endswith("=") or arg.startswith("=") or following.startswith("="):
         return f"{why}: write key=value without spaces around '='"
+    if Path(arg).is_dir() and command == "eval":
+        return f"{why}: dapo eval evaluates one model: run it once for each"
     if Path(arg).is_dir():
         return f"{why}: to start from a checkpoint directory, give checkpoint.resume={arg}"
+    if close := difflib.get_close_matches(arg, shipped_config_names(), n=1, cutoff=0.75):
+        return f"{why}: did you mean the shipped config {close[0]!r}?"
     if "." in arg and not Path(arg).exists():
         return f"{why}: an override needs '=' (e.g. {arg}=VALUE)"
     return why
@@ -107,7 +114,7 @@ def is_builtin_model(path: str | None) -> bool:
 def resolve(args: list[str], command: str = "train") -> DAPOConfig:
     """Load CONFIG files + overrides. With no CONFIG: the embedded default for the built-in model,
     the paper's recipe (dapo_recipe) for any other model.path, saying so on stderr."""
-    files, overrides = split_config_args(args)
+    files, overrides = split_config_args(args, command)
     model_path = model_path_override(overrides)
     if not files:
         name = DEMO_CONFIG if is_builtin_model(model_path) else RECIPE_CONFIG
@@ -182,6 +189,8 @@ def cmd_eval(ns: argparse.Namespace) -> int:
     from dapo.preflight import check_run, output_problems
 
     args = list(ns.config)
+    if config_arg_kind(ns.model) == "override":
+        raise UserError(f"dapo eval MODEL [CONFIG] [key=value ...]: name the model first ({ns.model!r} is an override)")
     if (Path(ns.model) / "checkpoints").is_dir() and not (Path(ns.model) / "config.json").exists():
         from dapo.trainer.checkpoint import list_checkpoints
 
@@ -196,6 +205,8 @@ def cmd_eval(ns: argparse.Namespace) -> int:
     model_path = f"model.path={yaml_text(str(ns.model))}"
     cfg = resolve([*args, model_path, "resources.nnodes=1", "resources.devices_per_node=1"], "eval")
     save_dir = Path(ns.save_dir) if ns.save_dir else default_eval_dir(Path(ns.model), saved.is_file())
+    if not cfg.data.eval_files:  # before the model loads
+        raise ConfigError("data.eval_files is empty: nothing to evaluate on (give data.eval_files=[FILE,...])")
     check_run(cfg, write_output=False, train_data=False)
     if problems := output_problems(save_dir, 0, key="--save-dir"):
         raise UserError(problems[0])
@@ -246,8 +257,8 @@ def cmd_config(ns: argparse.Namespace) -> int:
 def cmd_plan(ns: argparse.Namespace) -> int:
     from dapo.cli.plan import plan
 
-    if (ns.params is not None and ns.params <= 0) or ns.device_gib <= 0:
-        raise UserError("--params and --device-gib must be > 0")
+    if not all(math.isfinite(x) and x > 0 for x in (ns.device_gib, 1.0 if ns.params is None else ns.params)):
+        raise UserError("--params and --device-gib must be finite numbers > 0")
     estimate = plan(resolve(ns.config, "plan"), ns.params, ns.device_gib)
     print(estimate)
     return 1 if "DOES NOT FIT" in estimate else 0  # a script can stop before it asks for a cluster
@@ -333,8 +344,8 @@ def main(argv: list[str] | None = None) -> int:
     hf_logging.disable_progress_bar()  # per-file load/save bars would drown our own progress bar
     parser = build_parser()
     ns, extra = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
-    # key=value overrides after an option (`dapo plan CFG --params 32.8e9 a.b=1`) join the others
-    if extra and hasattr(ns, "config") and all("=" in arg and not arg.startswith("-") for arg in extra):
+    # CONFIGs and key=value overrides after an option (`dapo plan CFG --params 32.8e9 a.b=1`) join the others
+    if extra and hasattr(ns, "config") and all(is_config_arg(arg) and not arg.startswith("-") for arg in extra):
         ns.config = [*ns.config, *extra]
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
@@ -348,6 +359,12 @@ def main(argv: list[str] | None = None) -> int:
         warnings.formatwarning = _warning_format(ns.command, previous_format)
     try:
         return ns.func(ns)
+    except (KeyboardInterrupt, SystemExit) as error:  # `dapo train` says its own, with where it resumes
+        if debug or (code := _stopped_by_signal(error)) is None:
+            raise
+        print(f"dapo {ns.command}: stopped by {'Ctrl-C' if code == 130 else signal.Signals(code - 128).name}",
+              file=sys.stderr)
+        return code
     except BrokenPipeError:  # `dapo config --explain | head`: the reader has what it wanted
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit

@@ -46,9 +46,24 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if not key:
         raise ConfigError(f"override {text!r} has an empty key")
     try:
-        return key.split("."), yaml.safe_load(raw) if raw.strip() else ""
+        value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError as error:
         raise ConfigError(f"override {text!r}: the value is not valid YAML ({_yaml_problem(error)})") from None
+    if _ends_in_comment(raw):
+        raise ConfigError(f"override {text!r}: YAML reads ' #' as the start of a comment and would drop what "
+                          f"follows it; quote the value: {key}={yaml_text(raw)}")
+    return key.split("."), value
+
+
+def _ends_in_comment(raw: str) -> bool:
+    """Whether YAML drops the end of ``raw`` as a comment (``runs/exp #3`` reads ``runs/exp``): a
+    character added at the end then changes nothing, where anywhere else it changes the value."""
+    if "#" not in raw:
+        return False
+    try:
+        return yaml.safe_load(raw + "_") == yaml.safe_load(raw)
+    except yaml.YAMLError:
+        return False
 
 
 def yaml_text(text: str) -> str:
@@ -64,6 +79,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *defaults`: its keys may be set again
+                continue
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
@@ -161,6 +178,9 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
 def _build(cls: type, values: dict[str, Any], where: str) -> Any:
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
+    if not_names := [key for key in values if not isinstance(key, str)]:
+        raise ConfigError(f"config key(s) {not_names} under {where or 'the top level'} are not names: YAML reads an "
+                          "unquoted yes/no/on/off/null or number as a value; quote the key, or fix its spelling")
     unknown = sorted(set(values) - names)
     if unknown:
         prefix = f"{where}." if where else ""
@@ -189,6 +209,9 @@ def load_config(
             loaded = yaml.load(path.read_text(), Loader=_UniqueKeyLoader) or {}  # (a SafeLoader)
         except yaml.YAMLError as error:
             raise ConfigError(f"config file {path} is not valid YAML: {_yaml_problem(error)}") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"config file {path} is not a YAML text file (a data file goes in "
+                              f"data.train_files=[{path}] or data.eval_files=[{path}])") from None
         if not isinstance(loaded, dict):
             raise ConfigError(f"config file {path} must hold a mapping at the top level")
         tree = _merge(tree, loaded)

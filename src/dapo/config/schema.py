@@ -69,6 +69,7 @@ class ModelConfig:
                f"model.attn_implementation={self.attn_implementation!r} is not one of {ATTENTION_KERNELS} "
                "(or a Hugging Face kernels repository, org/name, or a paged|kernel form)")
         _check(bool(self.path), "model.path must name a model directory or 'builtin'")
+        _check(bool(self.cache_dir.strip()), "model.cache_dir is empty: name a directory (default ~/.cache/dapo-rl)")
         if self.tokenizer_path is not None:  # (transformers takes an unexpanded ~/tok for a hub repo id)
             self.tokenizer_path = os.path.expanduser(self.tokenizer_path)
 
@@ -237,6 +238,7 @@ class RolloutConfig:
         _check(0 < self.top_p <= 1, "rollout.top_p must be in (0, 1]")
         _check(self.top_k >= 0, "rollout.top_k must be >= 0 (0 disables it)")
         _check(self.max_response_length > 0, "rollout.max_response_length must be > 0")
+        _check(all(self.stop_strings), "rollout.stop_strings holds an empty string, which would match anywhere")
 
 
 @dataclass
@@ -588,6 +590,7 @@ class DAPOConfig:
         return "acc" if self.reward.verifier_weight != 0 else "score"
 
     def __post_init__(self) -> None:
+        _check(bool(self.output_dir.strip()), "output_dir is empty: name the run directory (e.g. output_dir=runs/exp1)")
         self.output_dir = os.path.expanduser(self.output_dir)  # a quoted ~ made a directory named ~
         a, r = self.algorithm, self.rollout
         if a.overlong_soft_punishment:

@@ -3,10 +3,13 @@
 One dataclass per component; each field is documented once, here, by the comment above it.
 Every dataclass validates itself in ``__post_init__`` and raises :class:`ConfigError` saying
 which field is wrong and why. Algorithm defaults follow the DAPO reference run where one exists
-(see ``configs/dapo_qwen2.5_32b.yaml``), with two exceptions that a partial YAML file inherits:
-``trainer.autocast`` is "none" (the reference computes in bf16; not every device can) and
-``algorithm.keep_surplus_groups`` is true (the reference, as verl, drops the extra groups). The
-embedded default (``configs/default.yaml``) overrides them for a laptop CPU.
+(see ``configs/dapo_qwen2.5_32b.yaml``), with exceptions that a partial YAML file inherits:
+float32 compute (``trainer.param_dtype`` and ``trainer.autocast`` "none"; the reference computes
+in bf16, ``param_dtype: bf16``, which not every device can), ``algorithm.keep_surplus_groups``
+true (the reference, as verl, drops the extra groups), ``reward.extractor`` "auto" (the
+reference reads the last "Answer:" line, "answer") and ``rollout.vllm_dtype`` "auto" (the
+model's; the reference rolls out in bf16). The embedded default (``configs/default.yaml``) sets
+its own for a laptop CPU.
 """
 
 from __future__ import annotations

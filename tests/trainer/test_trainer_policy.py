@@ -342,3 +342,24 @@ def test_a_rank_skipping_for_another_ranks_non_finite_loss_does_not_blame_its_ow
     with pytest.warns(UserWarning, match="skipped an optimizer update: another rank's loss is not finite"):
         assert w.update(samples, on_policy=True).skipped
     assert all(torch.equal(t, before[name]) for name, t in model.state_dict().items())
+
+
+def test_the_entropy_and_mismatch_sums_ignore_whatever_padding_holds(tiny_model_dir):
+    """A model that masks its pad token gives it a -inf log-prob at padding positions: masking by
+    a product (-inf * 0) made the step's entropy and rollout/trainer mismatch NaN."""
+    from dapo.trainer.update_stats import LogprobPass
+
+    policy = worker(AutoModelForCausalLM.from_pretrained(tiny_model_dir), 4096)
+    logits = torch.zeros(2, 3, 5)
+    logits[1, 2] = float("nan")  # past row 1's length
+    logprobs = torch.tensor([[-1.0, -2.0, -0.5], [-1.0, float("-inf"), float("-inf")]])
+    tensors = {"response_lengths": torch.tensor([3, 1]), "response_mask": torch.tensor([[1.0, 1, 1], [1, 0, 0]]),
+               "sampled_this_step": torch.tensor([True, True]),
+               "rollout_logprobs": torch.tensor([[-1.0, -2.0, -1.0], [-1.5, 0.0, 0.0]])}
+    sums = LogprobPass()
+    policy._diagnose(logits, logprobs, tensors, sums)
+    log5 = torch.log(torch.tensor(5.0)).item()  # uniform logits: entropy log 5 at each of the 4 tokens
+    assert sums.tokens == 4 and sums.entropy_sum == pytest.approx(4 * log5)
+    assert sums.mismatch_tokens == 4 and sums.mismatch_abs_sum == pytest.approx(0.5 + 0.5)
+    k3 = torch.expm1(torch.tensor(0.5)).item() - 0.5  # exp(d) - 1 - d of each token's d = 0.5
+    assert sums.mismatch_kl_sum == pytest.approx(2 * k3)

@@ -165,10 +165,11 @@ class PolicyWorker:
         in_loss = tensors["response_mask"] > 0  # (zero past each response's length)
         entropy = self._entropy(logits.detach(), tensors)
         mask = mask & tensors["sampled_this_step"].to(mask.device)[:, None]
-        # log(pi_old_trainer / pi_rollout) per token: the engine/trainer mismatch
-        delta = (logprobs.detach() - tensors["rollout_logprobs"]) * mask
-        sums = [(entropy * in_loss).sum(), in_loss.sum(), delta.abs().sum(), ((delta.exp() - 1 - delta) * mask).sum(),
-                mask.sum()]
+        # log(pi_old_trainer / pi_rollout) per token: the engine/trainer mismatch; masked by where, not
+        # by a product: a padding position's -inf log-prob (a model that masks its pad token) times 0 is NaN
+        delta = torch.where(mask, logprobs.detach() - tensors["rollout_logprobs"], 0.0)
+        sums = [torch.where(in_loss, entropy, 0.0).sum(), in_loss.sum(), delta.abs().sum(),
+                (delta.exp() - 1 - delta).sum(), mask.sum()]
         # one device-to-host copy, in the sums' own dtype (no float64 on MPS); the counts are exact
         # in float32 up to 2^24 tokens a micro-batch
         dtype = torch.promote_types(entropy.dtype, delta.dtype)

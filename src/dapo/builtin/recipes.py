@@ -54,7 +54,7 @@ class BaseModelRecipe:
     trace_opening_share: float = 1.0
     # SFT batches draw an operand digit-count bucket (and operator) uniformly, then a problem in
     # it, as the task draws its problems. Sampling the distinct problems uniformly instead
-    # starves the small buckets, which hold few distinct problems (90 one-digit training sums
+    # starves the small buckets, which hold few distinct problems (85 one-digit training sums
     # among 20000): that model fails most held-out one-digit sums greedily ("3+4=9").
     balance_digit_counts: bool = True
 

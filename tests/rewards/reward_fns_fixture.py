@@ -100,3 +100,23 @@ def batched_judge(responses: list, ground_truths: list, extras: list) -> list:
 
 def batched_wrong_length(responses: list, ground_truths: list, extras: list) -> list:
     return [1.0] * (len(responses) + 1)
+
+
+def forks_and_returns_in_the_child(response: str, ground_truth: str, extra: dict) -> float:
+    """A sandbox with a bug: its child returns (or raises) instead of calling os._exit."""
+    import os
+
+    pid = os.fork()
+    if pid == 0:
+        if extra.get("child_raises"):
+            raise RuntimeError("the sandboxed code failed")
+        return -5.0
+    os.waitpid(pid, 0)
+    return float(extra["i"])
+
+
+def reads_stdout_encoding(response: str, ground_truth: str, extra: dict) -> float:
+    """Code that picks a codec from sys.stdout, as many libraries do."""
+    import sys
+
+    return 1.0 if sys.stdout.encoding.lower() == "utf-8" else 0.0

@@ -217,3 +217,40 @@ def test_a_batched_function_scores_in_batches_and_fails_alone_or_by_batch() -> N
                          verifier_weight=0.0, num_workers=1)
     with pytest.raises(RewardFunctionError, match="holds 2 scores for 1 responses"):
         RewardScorer(wrong)  # found by the start-up call, as a per-response function's bad return is
+
+
+def test_a_failing_penalty_function_is_charged_not_paid(caplog: pytest.LogCaptureFixture) -> None:
+    """A penalty (a negative weight) that raised added weight * incorrect_score = +0.5: more than
+    it ever gives when it works, so a policy could learn to make it fail. A failure now adds the
+    lower of weight * incorrect_score and weight * correct_score, and its timeout message names
+    the function's own deadline."""
+    cfg = RewardConfig(functions=[RewardFunctionSpec(path=f"{FNS}:raises_when_asked", weight=-0.5),
+                                  RewardFunctionSpec(path=f"{FNS}:sleeps_when_asked", weight=1.0, timeout_s=0.5)],
+                       timeout_s=30.0, num_workers=1)
+    with RewardScorer(cfg) as penalized:
+        works, fails = penalized.score(["Answer: 34"] * 2, ["34"] * 2, extras=[{}, {"boom": True}])
+        [slow] = penalized.score(["Answer: 34"], ["34"], extras=[{"sleep": 5}])
+    assert works.score == pytest.approx(1.0 - 0.5 + 0.5) and fails.error
+    assert fails.score == pytest.approx(1.0 - 0.5 + 0.5)  # the penalty at its worst (-0.5 * 1), not +0.5
+    assert slow.timed_out and "sleeps_when_asked ran past its 0.5 s deadline" in caplog.text
+
+
+def test_a_forked_child_returning_into_the_worker_does_not_answer_for_it() -> None:
+    """The child went on serving the worker's socket: duplicate results crashed score() with
+    IndexError, or (a child that raised) every item got the child's outcome."""
+    cfg = RewardConfig(functions=[spec("forks_and_returns_in_the_child")], verifier_weight=0.0,
+                       timeout_s=10.0, num_workers=1)
+    with RewardScorer(cfg) as forking:
+        for child_raises in (False, True):
+            extras = [{"i": i, "child_raises": child_raises} for i in range(6)]
+            results = forking.score(["x"] * 6, ["1"] * 6, extras=extras)
+            assert [r.score for r in results] == [float(i) for i in range(6)]
+            assert not any(r.error or r.timed_out for r in results)
+
+
+def test_what_a_function_prints_through_has_an_encoding() -> None:
+    """The captured sys.stdout had encoding None: code reading it failed on every response."""
+    cfg = RewardConfig(functions=[spec("reads_stdout_encoding")], verifier_weight=0.0, timeout_s=10.0, num_workers=1)
+    with RewardScorer(cfg) as scorer_:
+        [result] = scorer_.score(["x"], ["1"], extras=[{}])
+    assert result.score == 1.0 and not result.error

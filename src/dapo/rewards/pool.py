@@ -214,6 +214,9 @@ class WorkerPool:
                 message = worker.conn.recv()
                 if message[0] == "result":
                     _, task_id, outcome = message
+                    if not worker.inflight or worker.inflight[0] != task_id:
+                        worker.dead = True  # not the answer it owes (a process its function forked wrote
+                        return  # on its socket): retired, its running task charged, the rest requeued
                     worker.inflight.popleft()
                     self._finish(task_id, outcome)
                     worker.deadline = self._deadline_of(worker)
@@ -226,6 +229,8 @@ class WorkerPool:
                     self._init_error = f"a reward worker could not start: {message[1]}"
         except (EOFError, OSError):
             worker.dead = True  # closed socket: the worker exited or was killed
+        except Exception:  # (unpickling errors and the like) not the protocol's messages: as dead
+            worker.dead = True
 
     def _finish(self, task_id: int, outcome: Outcome) -> None:
         if self._results[task_id] is None:

@@ -152,12 +152,12 @@ class RewardScorer:
         for k, outcome in enumerate(fn_outcomes):
             label = self._labels[k]
             if not self._outcome_ok(outcome, label, result):
-                result.score += self._weights[k] * cfg.incorrect_score
+                result.score += self._failure_score(k)
                 continue
             score, acc, metrics = outcome[1]
             if not math.isfinite(result.score + self._weights[k] * score):  # finite, but 1e308 * 2 is not
                 self._outcome_ok(("bad", f"{score} x weight {self._weights[k]} overflows the reward"), label, result)
-                result.score += self._weights[k] * cfg.incorrect_score
+                result.score += self._failure_score(k)
                 continue
             result.score += self._weights[k] * score
             result.extra[f"{label}/score"] = score
@@ -175,6 +175,18 @@ class RewardScorer:
             self.num_timeouts += result.timed_out
             self.num_errors += result.error
         return result
+
+    def _failure_score(self, k: int) -> float:
+        """What user function ``k`` adds when it fails: the lower of weight * incorrect_score and
+        weight * correct_score, never a bonus (a negative weight, a penalty, times incorrect_score
+        would pay the policy for making the function fail)."""
+        weight = self._weights[k]
+        return min(weight * self.cfg.incorrect_score, weight * self.cfg.correct_score)
+
+    def _deadline_of(self, label: str) -> float:
+        """The per-item deadline of the scorer named ``label``: its own timeout_s, or reward.timeout_s."""
+        own = self._timeouts[self._labels.index(label)] if label in self._labels else None
+        return own or self.cfg.timeout_s
 
     def _report_output(self, tasks: list[tuple]) -> None:
         """Count what user functions printed; show the first output of each function once."""
@@ -210,13 +222,14 @@ class RewardScorer:
         last_line = next((line for line in reversed(message.splitlines()) if line.strip()), message)
         self.first_failure.setdefault(label, message if kind != "raised" else f"{label} raised {last_line.strip()}")
         logger.warning(
-            "%s (it scores weight * incorrect_score; further failures of this kind are counted, not shown)",
+            "%s (it scores the lower of weight * incorrect_score and weight * correct_score; further failures "
+            "of this kind are counted, not shown)",
             message,
         )
 
     def _failure_message(self, label: str, kind: str, detail: Any, during: str) -> str:
         if kind == "timeout":
-            return f"{label} ran past its {self.cfg.timeout_s} s deadline on {during}"
+            return f"{label} ran past its {self._deadline_of(label)} s deadline on {during}"
         if kind == "raised":
             return f"{label} raised on {during}:\n{detail}"
         if kind == "bad":

@@ -54,6 +54,10 @@ class BoundedOutput(io.TextIOBase):
     def __init__(self, limit: int = MAX_OUTPUT_CHARS) -> None:
         self.limit, self.kept, self.total = limit, io.StringIO(), 0
 
+    @property
+    def encoding(self) -> str:  # what code that prints bytes or picks a codec reads (None broke it)
+        return "utf-8"
+
     def writable(self) -> bool:
         return True
 
@@ -91,6 +95,7 @@ def serve(conn: Connection, function_specs: list[str]) -> None:
         conn.send(("init_error", f"{type(exc).__name__}: {exc}"))
         return
     conn.send(("ready", None))
+    server = os.getpid()
     while True:
         try:
             chunk = conn.recv()
@@ -102,6 +107,8 @@ def serve(conn: Connection, function_specs: list[str]) -> None:
             output = BoundedOutput()
             with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
                 outcome = run_task(pickled_task, functions)
+            if os.getpid() != server:  # a process the function forked that returned (or raised) into
+                os._exit(0)  # this loop: it must not answer on the worker's socket
             if output.total:
                 conn.send(("output", task_id, output.kept.getvalue(), output.total))
             conn.send(("result", task_id, outcome))

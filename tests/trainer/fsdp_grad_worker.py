@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import warnings
+from types import SimpleNamespace
 
 import torch
 import torch.distributed as dist
@@ -60,6 +61,11 @@ def main(model_dir: str, samples_path: str, out_path: str, micro_batch_tokens: i
     worker = PolicyWorker(model, AlgorithmConfig(), trainer, pad_token_id=0, temperature=1.0, total_steps=1,
                           norm_const=16.0)
     assert worker.native_policy == layout.startswith("native")  # dapo-rl's forward on the sharded policy
+    # trainer.autocast on a sharded policy: no cast cache, which kept a bf16 copy of every layer
+    # FSDP2 gathered until the model call ended (the whole model on each rank)
+    stand_in = SimpleNamespace(cfg=SimpleNamespace(autocast="bf16"), device=torch.device("cpu"), model=model)
+    with PolicyWorker._autocast(stand_in):
+        assert not torch.is_autocast_cache_enabled()
     # a packed row's attention runs per sequence on the sharded model too (not the row-wide mask)
     assert (model.config._attn_implementation == PACKED_SDPA) == (layout == "packed")
     compute_dtypes = []  # the dtype of the weights layer 0 computes on (FSDP2's unsharded ones), per call

@@ -97,7 +97,10 @@ class PolicyWorker:
         if self.cfg.autocast == "none":
             return contextlib.nullcontext()
         dtype = torch.bfloat16 if self.cfg.autocast == "bf16" else torch.float16
-        return torch.autocast(device_type=self.device.type, dtype=dtype)
+        # FSDP2 gathers each layer's weights for its own forward; autocast's cast cache would keep a
+        # bf16 copy of every layer's until the model call ends: the whole model on each rank
+        return torch.autocast(device_type=self.device.type, dtype=dtype,
+                              cache_enabled=not isinstance(self.model, FSDPModule))
 
     def _collate(self, micro: list[Sample]) -> dict[str, torch.Tensor]:
         """A micro-batch's tensors on this worker's device, in trainer.layout."""

@@ -397,10 +397,11 @@ class RayPolicyGroup:
         """Stop the ranks, free their placement, and stop the local Ray this group started."""
         for rank in self.ranks:
             self._ray.kill(rank)
+        if self._started_ray:  # its shutdown frees the placement: a SIGTERM to the whole process
+            self._ray.shutdown()  # group has killed its GCS, and removing a group would wait 60 s for it
+            return
         for group in self.node_groups:
             self._ray.util.remove_placement_group(group)
-        if self._started_ray:
-            self._ray.shutdown()
 
 
 def _sampled(result: GenerationResult) -> list[list[int]]:

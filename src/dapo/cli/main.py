@@ -153,7 +153,7 @@ def cmd_train(ns: argparse.Namespace) -> int:
     except BaseException as error:
         if (code := _stopped_by_signal(error)) is None:
             raise
-        print(f"dapo train: stopped by {'Ctrl-C' if code == 130 else signal.Signals(code - 128).name}; "
+        print(f"dapo train: {_stopped_by(code)}; "
               f"{_resume_note(cfg)}", file=sys.stderr)
         return code
     print_summary(summary)
@@ -172,6 +172,11 @@ def _stopped_by_signal(error: BaseException) -> int | None:
         if (error := error.__context__) is None:  # type: ignore[assignment]
             return None
     return None
+
+
+def _stopped_by(code: int) -> str:
+    """'stopped by Ctrl-C' / 'stopped by SIGTERM', for the exit code :func:`_stopped_by_signal` gave."""
+    return f"stopped by {'Ctrl-C' if code == 130 else signal.Signals(code - 128).name}"
 
 
 def _resume_note(cfg: DAPOConfig) -> str:
@@ -206,7 +211,9 @@ def cmd_eval(ns: argparse.Namespace) -> int:
     cfg = resolve([*args, model_path, "resources.nnodes=1", "resources.devices_per_node=1"], "eval")
     save_dir = Path(ns.save_dir) if ns.save_dir else default_eval_dir(Path(ns.model), saved.is_file())
     if not cfg.data.eval_files:  # before the model loads
-        raise ConfigError("data.eval_files is empty: nothing to evaluate on (give data.eval_files=[FILE,...])")
+        from dapo.trainer.evaluate import NO_EVAL_DATA
+
+        raise ConfigError(NO_EVAL_DATA)
     check_run(cfg, write_output=False, train_data=False)
     if problems := output_problems(save_dir, 0, key="--save-dir"):
         raise UserError(problems[0])
@@ -362,8 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     except (KeyboardInterrupt, SystemExit) as error:  # `dapo train` says its own, with where it resumes
         if debug or (code := _stopped_by_signal(error)) is None:
             raise
-        print(f"dapo {ns.command}: stopped by {'Ctrl-C' if code == 130 else signal.Signals(code - 128).name}",
-              file=sys.stderr)
+        print(f"dapo {ns.command}: {_stopped_by(code)}", file=sys.stderr)
         return code
     except BrokenPipeError:  # `dapo config --explain | head`: the reader has what it wanted
         with contextlib.suppress(OSError):

@@ -30,6 +30,8 @@ from dapo.trainer.setup import RunSetup, make_sampling_params
 # without starving a batched engine (a chunk is a whole generate() call).
 MIN_SEQUENCES_PER_CHUNK = 256
 MAX_CHUNKS = 20
+# (dapo eval says it before the model loads, evaluate_model and evaluate_held_out where they meet it)
+NO_EVAL_DATA = "data.eval_files is empty: nothing to evaluate on (give data.eval_files=[FILE,...])"
 _CORRECT_VOTE = "\x00correct"  # maj@k's one vote for every answer judged correct (no answer text equals it)
 
 ProgressCallback = Callable[[int, int], None]  # (problems done, problems in all)
@@ -148,7 +150,7 @@ def evaluate_held_out(
     """The @k metrics of ``run``'s model on its held-out problems (data.eval_files, one entry per
     (data_source, uid), at most eval.max_problems), sampled with the eval.* settings."""
     if run.data.eval is None:
-        raise ConfigError("data.eval_files is empty: nothing to evaluate on (give data.eval_files=[FILE,...])")
+        raise ConfigError(NO_EVAL_DATA)
     problems = unique_problems(run.data.eval.problems, cfg.eval.max_problems)
     encoded = run.encoder.encode(problems)
     params = make_sampling_params(cfg, run.stop_token_ids, evaluation=True)

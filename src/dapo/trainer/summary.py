@@ -11,7 +11,7 @@ from rich.table import Table
 from dapo.config import ConfigError, DAPOConfig, save_config
 from dapo.durable import write_atomically
 from dapo.rewards import RewardScorer
-from dapo.trainer.evaluate import EvalResult, evaluate_held_out
+from dapo.trainer.evaluate import NO_EVAL_DATA, EvalResult, evaluate_held_out
 from dapo.trainer.loop import TrainSummary
 from dapo.trainer.metrics import read_metrics
 from dapo.trainer.run_state import problem_progress
@@ -51,7 +51,7 @@ def evaluate_model(cfg: DAPOConfig, save_dir: str | Path | None = None, progress
     ``generations.jsonl``, the metrics to ``metrics.json`` and the config used to ``config.yaml``."""
     run = build_run(cfg, train_data=False)
     if run.data.eval is None:
-        raise ConfigError("data.eval_files is empty: nothing to evaluate on (give data.eval_files=[FILE,...])")
+        raise ConfigError(NO_EVAL_DATA)
     print(run.data.eval.describe("eval"))
     e = cfg.eval
     limit = f", the first {e.max_problems}" if e.max_problems else ""

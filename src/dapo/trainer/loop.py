@@ -365,10 +365,14 @@ class Trainer:
         try:
             return self.evaluate()
         except Exception:
-            every = self.cfg.checkpoint.every_steps
-            if not (every and self.step % every == 0):
+            if not self._periodic_checkpoint_due():
                 self.save_checkpoint()
             raise
+
+    def _periodic_checkpoint_due(self) -> bool:
+        """Whether checkpoint.every_steps checkpoints the step just done."""
+        every = self.cfg.checkpoint.every_steps
+        return bool(every) and self.step % every == 0
 
     def _skip_updates(self, updates: int) -> None:
         """A step made ``updates`` fewer optimizer updates than planned: off the bar's total, now and after a resume."""
@@ -424,7 +428,7 @@ class Trainer:
                     self.state.log(self.step, metrics)
                     self.state.log_completions(self.step, result.completions)
                     self.reward_watch.observe(result.reward_results)
-                    if cfg.checkpoint.every_steps and self.step % cfg.checkpoint.every_steps == 0:
+                    if self._periodic_checkpoint_due():
                         self.save_checkpoint()
             if self.step == cfg.trainer.total_steps and not finished_before_start:
                 eval_after = self._final_evaluation()

@@ -9,6 +9,11 @@ from dapo.cli.plan import GIB, plan
 from dapo.config import builtin_config_path, load_config
 from tests.trainer.conftest import make_tiny_model
 
+# Qwen2.5-32B's decoder layer: q, k, v (biased; 8 KV heads of 128) and o projections, the SwiGLU
+# MLP (27648 wide) and two RMSNorm weights
+HIDDEN = 5120
+QWEN32B_LAYER = 2 * HIDDEN * HIDDEN + 2 * HIDDEN * 1024 + HIDDEN + 2 * 1024 + 3 * HIDDEN * 27648 + 2 * HIDDEN
+
 
 def test_paper_config_plan_names_its_placement_and_fits_an_80gb_gpu(capsys):
     assert main(["plan", "dapo_qwen2.5_32b", "--params", "32.8e9"]) == 0
@@ -29,7 +34,7 @@ def test_plan_gathers_the_layers_in_the_dtype_they_compute_in(overrides, gathere
     cfg = load_config([builtin_config_path("dapo_qwen2.5_32b")], overrides)
     out = plan(cfg, params=32.8e9)
     row = next(line for line in out.splitlines() if "gathered layers" in line)
-    assert row.endswith(f"{2 * 32.8e9 / 64 * gathered_bytes / GIB:9.2f} GiB")
+    assert row.endswith(f"{2 * QWEN32B_LAYER * gathered_bytes / GIB:9.2f} GiB")
     assert ("computing on bf16 copies" in out) == (gathered_bytes == 2)
 
 
@@ -80,15 +85,16 @@ def test_plan_of_the_embedded_default_uses_the_built_in_models_shape(tmp_path, m
 
 
 def test_plan_counts_every_saved_activation_without_gradient_checkpointing(capsys):
-    """Without model.gradient_checkpointing each layer keeps ~34 bytes x hidden per token for the
-    backward pass, not only its 2-byte input: the 32B recipe would then not fit an 80 GB GPU."""
+    """Without model.gradient_checkpointing each layer keeps what it saves for the backward pass
+    (about 67 x hidden bytes per token for a Qwen2.5 layer in bf16, measured), not only its 2-byte
+    input: the 32B recipe would then not fit an 80 GB GPU."""
     cfg = load_config([builtin_config_path("dapo_qwen2.5_32b")])
-    tokens, hidden, layers = cfg.trainer.micro_batch_tokens, 5120, 64
-    assert f"{tokens * hidden * 2 * layers / GIB:9.2f} GiB" in plan(cfg, params=32.8e9)
+    tokens, layers = cfg.trainer.micro_batch_tokens, 64
+    assert f"{tokens * HIDDEN * 2 * layers / GIB:9.2f} GiB" in plan(cfg, params=32.8e9)
     assert main(["plan", "dapo_qwen2.5_32b", "--params", "32.8e9", "model.gradient_checkpointing=false"]) == 1
     out = capsys.readouterr().out
-    row = next(line for line in out.splitlines() if "activations (no checkpointing)" in line)
-    assert row.endswith(f"{tokens * hidden * 34 * layers / GIB:9.2f} GiB")
+    row = next(line for line in out.splitlines() if "every layer's (no checkpointing)" in line)
+    assert tokens * HIDDEN * 64 * layers / GIB < float(row.split()[-2]) < tokens * HIDDEN * 70 * layers / GIB
     assert "DOES NOT FIT" in out and "set model.gradient_checkpointing=true" in out
 
 
@@ -127,5 +133,123 @@ def test_plan_counts_the_logits_their_gradient_and_the_log_prob_chunks():
     cfg = load_config([builtin_config_path("dapo_qwen2.5_32b")])
     tokens, vocab = cfg.trainer.micro_batch_tokens, 152064
     expected = 2 * tokens * vocab * 2 + 2 * 4096 * vocab * 4  # param_dtype=bf16
-    row = next(line for line in plan(cfg, params=32.8e9).splitlines() if "logits, their gradient" in line)
+    row = next(line for line in plan(cfg, params=32.8e9).splitlines() if "logits, gradient" in line)
     assert row.endswith(f"{expected / GIB:9.2f} GiB")
+
+
+def test_the_fsdp2_root_unit_and_the_output_layers_gradient_are_counted():
+    """FSDP2 keeps the root unit (embeddings, final norm, untied output layer) gathered from the
+    forward through the backward, and the output layer's gradient unsharded until it ends."""
+    out = plan(load_config([builtin_config_path("dapo_qwen2.5_32b")]), params=32.8e9)
+    root = next(line for line in out.splitlines() if "root unit, gathered" in line)
+    grad = next(line for line in out.splitlines() if "output layer's gradient" in line)
+    assert root.endswith(f"{(2 * 152064 * HIDDEN + HIDDEN) * 2 / GIB:9.2f} GiB")  # bf16
+    assert grad.endswith(f"{152064 * HIDDEN * 2 / GIB:9.2f} GiB")
+
+
+@pytest.mark.parametrize(("model_dtype", "expected"), [("float32", 16), ("bfloat16", 8)])
+def test_adamw_states_take_the_weights_dtype(model_dtype, expected):
+    """torch's AdamW keeps m and v in the parameters' dtype: 8 bytes a parameter for a bf16 model
+    (weights, gradient, m, v at 2 bytes), not 12."""
+    cfg = load_config([builtin_config_path("dapo_qwen2.5_32b")],
+                      [f"model.dtype={model_dtype}", "trainer.param_dtype=none"])
+    row = next(line for line in plan(cfg, params=32.8e9).splitlines() if "weights + grads + AdamW" in line)
+    assert row.endswith(f"{32.8e9 * expected / 128 / GIB:9.2f} GiB")
+
+
+def test_a_sleeping_vllm_engine_is_not_added_to_the_update():
+    """With rollout.vllm_sleep_between_rollouts vLLM gives its share back while the trainer
+    updates: the device needs the larger of the update and generation (weights, AdamW and the
+    share; the gradients are freed), not their sum."""
+    cfg = load_config([builtin_config_path("dapo_qwen2.5_32b")])
+    lines = plan(cfg, params=32.8e9).splitlines()
+    generating = next(line for line in lines if "total while generating" in line)
+    assert generating.endswith(f"{32.8e9 * 12 / 128 / GIB + 40.0:9.2f} GiB")  # fp32 weights + m + v, 50% of 80 GiB
+    awake = plan(load_config([builtin_config_path("dapo_qwen2.5_32b")], ["rollout.vllm_sleep_between_rollouts=false"]),
+                 params=32.8e9).splitlines()
+    updating = float(next(line for line in lines if "total while updating" in line).split()[-2])
+    total = float(next(line for line in awake if "total with the vLLM share" in line).split()[-2])
+    assert total == pytest.approx(updating + 40.0, abs=0.011)
+
+
+def test_activation_bytes_are_measured_at_the_runs_precision():
+    """Two Qwen2.5-32B layers on fake tensors: the layer input is 2 bytes x hidden in bf16 and 4
+    under autocast (the residual stream stays float32), where autocast also saves a bf16 copy of
+    each weight it casts; a layer keeps 60-75 x hidden bytes a token in bf16."""
+    import torch
+    from transformers import AutoModelForCausalLM, Qwen2Config
+
+    from dapo.trainer.activation_memory import measure
+
+    config = Qwen2Config(num_hidden_layers=64, hidden_size=HIDDEN, intermediate_size=27648, num_attention_heads=40,
+                         num_key_value_heads=8, vocab_size=152064, tie_word_embeddings=False)
+
+    def measured(compute: torch.dtype, autocast: torch.dtype | None):
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+        return measure(model, compute, autocast)
+
+    bf16, autocast = measured(torch.bfloat16, None), measured(torch.float32, torch.bfloat16)
+    assert bf16.layer_input == 2 * HIDDEN and autocast.layer_input == 4 * HIDDEN
+    assert 60 * HIDDEN < bf16.layer < 75 * HIDDEN and autocast.layer > bf16.layer
+    matrices = QWEN32B_LAYER - (HIDDEN + 2 * 1024) - 2 * HIDDEN  # autocast casts the linear weights, not biases/norms
+    assert bf16.weight_copies == 0 and autocast.weight_copies == pytest.approx(2 * matrices, rel=1e-3)
+
+
+def test_a_model_that_cannot_run_on_fake_tensors_gets_a_doubled_rule_of_thumb_and_says_so(monkeypatch):
+    import dapo.trainer.activation_memory as activation_memory
+
+    def refuse(*_args, **_kwargs):
+        raise RuntimeError("data-dependent shape")
+
+    monkeypatch.setattr(activation_memory, "measure", refuse)
+    out = plan(load_config([builtin_config_path("dapo_qwen2.5_32b")], ["model.gradient_checkpointing=false"]),
+               params=32.8e9)
+    assert "rule of thumb, doubled: its layers could not run on fake tensors (RuntimeError: data-dependent shape):" in out
+    row = next(line for line in out.splitlines() if "every layer's" in line)
+    assert row.endswith(f"{24576 * HIDDEN * 68 * 64 / GIB:9.2f} GiB")
+
+
+@pytest.mark.parametrize("overrides", [["model.gradient_checkpointing=true"],
+                                       ["model.gradient_checkpointing=false", "trainer.autocast=bf16"]])
+def test_the_estimate_bounds_the_measured_peak_of_a_real_update(tmp_path, overrides):
+    """One policy update of a small Qwen2 on this CPU, every tensor's bytes tracked (torch's
+    MemTracker), against the plan's estimate for the same config: the estimate is not below the
+    peak, and not far above it (it counts the gradients, which the first micro-batch's peak
+    comes before)."""
+    import torch
+    from torch.distributed._tools.mem_tracker import MemTracker
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from dapo.builtin import build_tokenizer
+    from dapo.cli.plan import model_shape, training_rows
+    from dapo.trainer.batch import Sample
+    from dapo.trainer.policy import PolicyWorker
+    from dapo.trainer.setup import load_model_and_tokenizer
+
+    tokens, vocab = 1024, 2048
+    Qwen2ForCausalLM(Qwen2Config(vocab_size=vocab, hidden_size=128, intermediate_size=688, num_hidden_layers=4,
+                                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=tokens,
+                                 tie_word_embeddings=False)).save_pretrained(tmp_path)
+    build_tokenizer().save_pretrained(tmp_path)
+    cfg = load_config([builtin_config_path("qwen2.5_1.5b_1gpu")], [
+        f"model.path={tmp_path}", "model.dtype=float32", "trainer.device=cpu", "rollout.engine=hf",
+        f"trainer.micro_batch_tokens={tokens}", "trainer.forward=hf", "trainer.packing=false",
+        "trainer.shared_prompt=false", "trainer.autocast=none", "trainer.param_dtype=none", *overrides])
+    rows, moments = training_rows(cfg, model_shape(cfg, None))
+    estimate = sum(size for _, size in rows) + max(size for _, size in moments)
+
+    model, _, _ = load_model_and_tokenizer(cfg.model, torch.device("cpu"))
+    worker = PolicyWorker(model, cfg.algorithm, cfg.trainer, pad_token_id=0, temperature=1.0, total_steps=2,
+                          norm_const=1.0)
+    ids = torch.randint(3, vocab, (tokens,), generator=torch.Generator().manual_seed(0)).tolist()
+    sample = Sample(group_id=0, uid="a", prompt_ids=ids[:8], response_ids=ids[8:], rollout_logprobs=[-7.0] * (tokens - 8),
+                    truncated=False, advantage=1.0, old_logprobs=[-7.0] * (tokens - 8))
+    tracker = MemTracker()
+    tracker.track_external(model, worker.optimizer)
+    for _ in range(2):  # the second holds AdamW's states from the start
+        tracker.reset_mod_stats()
+        with tracker:
+            worker.update([sample], on_policy=True)
+    peak = tracker.get_tracker_snapshot("peak")[torch.device("cpu")]["Total"]
+    assert peak <= estimate <= 1.3 * peak, f"estimate {estimate / 2**20:.1f} MiB, measured peak {peak / 2**20:.1f} MiB"

@@ -1,72 +1,129 @@
 """``dapo plan CONFIG``: where a run goes and what each device holds, without a cluster.
 
-The parameter count comes from the model directory's config.json (a model built on the meta
-device: no weights are read), or from ``--params`` when the directory is not on this machine.
-Per policy rank (FSDP2 over W ranks, N parameters, L layers, hidden size H, vocabulary V):
+The model's shape comes from its directory's config.json, built on the meta device (no weights
+are read), or, given only ``--params``, from the Qwen2.5 model nearest in size. Per policy rank
+(FSDP2 over W ranks; N parameters, L layers, a layer of N_l; p bytes a parameter in model.dtype,
+c in the dtype the passes compute in: 2 with trainer.param_dtype=bf16, else p; T =
+trainer.micro_batch_tokens; V the vocabulary):
 
-    sharded training state  = N/W x (param bytes + grad bytes + 8 AdamW bytes)
-    gathered layer          = 2 x N/L x compute bytes    (W > 1: the unit being used and the next,
-                                                        prefetched; param bytes, or 2 with
-                                                        trainer.param_dtype=bf16)
-    bf16 weights + grads    = N x 2 x 2                  (W = 1 with trainer.param_dtype=bf16: the
-                                                        whole model's bf16 copy and its gradient)
-    activations             = T x H x 2 x L (model.gradient_checkpointing: the layer inputs, bf16)
-                              or T x H x 34 x L (without it: every tensor a layer saves for backward,
-                              16-bit, attention scores not stored, Korthikanti et al. 2022)
-                              + T x V x 4 (logits)
-    rollout engine          = vLLM: its memory share of the device, holding N/tp bf16 weights
-                              (tp = rollout.vllm_tensor_parallel_size) + KV cache;
-                              native: a full copy, N x bytes
+    kept through the run:
+      weights + grads + AdamW m, v   = N/W x 4p       (AdamW's states take the weights' dtype)
+    while updating:
+      bf16 weights + grads           = N x 2 x 2      (W = 1 with param_dtype=bf16)
+      autocast's weight copies       = N x 2          (W = 1 under autocast: its cast cache)
+      root unit, gathered            = N_root x c     (W > 1: embeddings, final norm, output layer:
+                                                       FSDP2 keeps the root gathered from forward
+                                                       through backward)
+      output layer's gradient        = N_out x c      (W > 1: unsharded until the backward ends)
+      gathered layers                = 2 N_l x c      (W > 1: the unit computing and the one prefetched)
+      activations                    = T x L x a_in   (model.gradient_checkpointing: each layer's input)
+                                       T x L x a      (without: all a layer saves for backward)
+                                       + T x a_out    (embeddings' output, final norm)
+      then the larger of two moments of the backward:
+        the output layer's             = 2 x T x V x c + the log-prob pass's float32 chunks
+                                         (logits and their gradient; dapo.algo.logprobs)
+        one layer's                    = T x a (with checkpointing: the layer recomputed)
+                                         + N_l x (c + r) (W > 1: its unsharded gradient and the
+                                         copy reduce-scattered in r bytes: 4 with param_dtype=bf16)
+    rollout engine: vLLM's share of the device (N/tp weights + KV cache), which it gives back
+    while the trainer updates when rollout.vllm_sleep_between_rollouts (on GPU; the trainer's
+    gradients are freed then, so the generation moment holds N/W x 3p and the share); native/hf:
+    the trainer's own weights (W = 1) or a full copy (W > 1), and the native engine's working
+    weights.
 
-with T = trainer.micro_batch_tokens. An estimate: allocator slack, attention workspaces and
-the vLLM KV cache's use of its share are not modelled.
+a, a_in, a_out (bytes per token) are measured by running two of the model's layers on fake
+tensors at the run's precision (:mod:`dapo.trainer.activation_memory`): about 67 x hidden for a
+Qwen2.5 layer in bf16, against the 34 of the rule of thumb. An estimate: the allocator's slack
+and fragmentation, backward's short-lived gradients of activations, CUDA context and workspaces,
+and vLLM's own memory while asleep are not modelled; leave 10-15% of the device.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 from dapo.algo.logprobs import ACCELERATOR_CHUNK_ROWS
 from dapo.config import DAPOConfig
 from dapo.config.schema import DTYPE_BYTES
+from dapo.trainer.activation_memory import ActivationBytes
 
 GIB = 1024**3
 
 
-def model_shape(cfg: DAPOConfig, params: float | None) -> tuple[float, int, int, int, bool]:
-    """(parameters, layers, hidden size, vocabulary, whether the shape is guessed) of
-    ``cfg.model.path``."""
+@dataclass
+class ModelShape:
+    params: float
+    layers: int
+    hidden: int
+    vocab: int
+    layer_params: float  # the largest decoder layer's
+    root_params: float  # outside the decoder layers: embeddings, final norm, an untied output layer
+    output_params: float  # the output layer's (the embeddings' when tied)
+    activations: ActivationBytes | None  # None: not measurable on fake tensors (see activation_note)
+    activation_note: str = ""
+    guessed: bool = False  # the shape of the Qwen2.5 model nearest in size
+
+
+def model_shape(cfg: DAPOConfig, params: float | None) -> ModelShape:
+    """The shape of ``cfg.model.path`` (``params`` replaces its parameter count when given for a
+    model that is not on this machine) and its activation bytes at the run's precision."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, Qwen2Config
+
     config_file = Path(cfg.model.path).expanduser() / "config.json"
     builtin = cfg.model.path.partition(":")[0] == "builtin"
-    if config_file.exists() or builtin:
-        import torch
-        from transformers import AutoConfig, AutoModelForCausalLM
+    guessed = not (config_file.exists() or builtin)
+    if builtin:  # its recipe's shape: nothing is built or installed
+        from dapo.builtin import builtin_model_config
 
-        if builtin:  # its recipe's shape: nothing is built or installed
-            from dapo.builtin import builtin_model_config
-
-            config = builtin_model_config(cfg.model.path)
-        else:
-            config = AutoConfig.from_pretrained(config_file.parent)
-        with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(config)
-        count = float(sum(p.numel() for p in model.parameters()))
-        return count, config.num_hidden_layers, config.hidden_size, config.vocab_size, False
-    if params is None:
+        config = builtin_model_config(cfg.model.path)
+    elif not guessed:
+        config = AutoConfig.from_pretrained(config_file.parent)
+    elif params is None:
         raise FileNotFoundError(
-            f"{config_file} is not on this machine: give the model's size, e.g. dapo plan CONFIG --params 32.8e9"
-        )
-    # Without the config: the shape of the Qwen2.5 model nearest in size (layers, hidden, vocabulary)
-    _, (layers, hidden, vocab) = min(QWEN25_SHAPES.items(), key=lambda item: abs(math.log(item[0] / params)))
-    return params, layers, hidden, vocab, True
+            f"{config_file} is not on this machine: give the model's size, e.g. dapo plan CONFIG --params 32.8e9")
+    else:
+        _, shape = min(QWEN25_SHAPES.items(), key=lambda item: abs(math.log(item[0] / params)))
+        config = Qwen2Config(**dict(zip(QWEN25_FIELDS, shape)))
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    count = float(sum(p.numel() for p in model.parameters()))
+    from dapo.trainer.fsdp import decoder_layers
+
+    layer_sizes = [sum(p.numel() for p in layer.parameters()) for layer in decoder_layers(model)]
+    output = model.get_output_embeddings()
+    shape = ModelShape(
+        params=params if guessed and params else count, layers=len(layer_sizes), hidden=config.hidden_size,
+        vocab=config.vocab_size, layer_params=float(max(layer_sizes)), root_params=count - sum(layer_sizes),
+        output_params=float(output.weight.numel()), activations=None, guessed=guessed)
+    try:
+        shape.activations = _measure_activations(cfg, model)
+    except Exception as error:  # e.g. a model whose forward needs real values (data-dependent shapes)
+        shape.activation_note = f"its layers could not run on fake tensors ({type(error).__name__}: {error})"
+    return shape
 
 
-# Qwen2.5 base models by parameter count: (layers, hidden size, vocabulary), from their config.json
+def _measure_activations(cfg: DAPOConfig, model) -> ActivationBytes:
+    import torch
+
+    from dapo.trainer.activation_memory import measure
+
+    low = {"bf16": torch.bfloat16, "fp16": torch.float16}
+    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    compute = torch.bfloat16 if cfg.trainer.param_dtype == "bf16" else dtypes[cfg.model.dtype]
+    return measure(model, compute, low.get(cfg.trainer.autocast))
+
+
+# Qwen2.5 base models by parameter count, from their config.json
+QWEN25_FIELDS = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads",
+                 "num_key_value_heads", "vocab_size", "tie_word_embeddings")
 QWEN25_SHAPES = {
-    0.49e9: (24, 896, 151936), 1.54e9: (28, 1536, 151936), 3.09e9: (36, 2048, 151936),
-    7.62e9: (28, 3584, 152064), 14.7e9: (48, 5120, 152064), 32.8e9: (64, 5120, 152064),
-    72.7e9: (80, 8192, 152064),
+    0.49e9: (24, 896, 4864, 14, 2, 151936, True), 1.54e9: (28, 1536, 8960, 12, 2, 151936, True),
+    3.09e9: (36, 2048, 11008, 16, 2, 151936, True), 7.62e9: (28, 3584, 18944, 28, 4, 152064, False),
+    14.7e9: (48, 5120, 13824, 40, 8, 152064, False), 32.8e9: (64, 5120, 27648, 40, 8, 152064, False),
+    72.7e9: (80, 8192, 29568, 64, 8, 152064, False),
 }
 
 
@@ -79,32 +136,62 @@ def logits_bytes(cfg: DAPOConfig, tokens: int, vocab: int) -> int:
     return 2 * tokens * vocab * logit_bytes + 2 * min(tokens, ACCELERATOR_CHUNK_ROWS) * vocab * 4
 
 
-def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0) -> str:
-    n, layers, hidden, vocab, guessed = model_shape(cfg, params)
-    res, world = cfg.resources, cfg.resources.world_size
+def _fallback_activations(cfg: DAPOConfig, shape: ModelShape, compute_bytes: int) -> ActivationBytes:
+    """Korthikanti et al.'s 34 x hidden bytes per token in 16 bits, doubled as a margin (a
+    Qwen2.5 layer measures 67), for a model that cannot be measured."""
+    residual = 4 if cfg.trainer.autocast != "none" else compute_bytes
+    return ActivationBytes(layer=68 * shape.hidden * compute_bytes / 2, layer_input=residual * shape.hidden,
+                           outside_layers=3 * residual * shape.hidden, weight_copies=0.0)
+
+
+def training_rows(cfg: DAPOConfig, shape: ModelShape) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+    """(rows held through the update, rows of the backward's two moments of which the larger counts)."""
+    world, n, tokens = cfg.resources.world_size, shape.params, cfg.trainer.micro_batch_tokens
     param_bytes = DTYPE_BYTES[cfg.model.dtype]
     bf16_weights = cfg.trainer.param_dtype == "bf16"
-    compute_bytes = DTYPE_BYTES["bfloat16"] if bf16_weights else param_bytes
-    tokens = cfg.trainer.micro_batch_tokens
-    checkpointed = cfg.model.gradient_checkpointing
-    layer_bytes_per_token = hidden * (2 if checkpointed else 34)
-    rows = [(f"{'sharded ' if world > 1 else ''}weights + grads + AdamW", n / world * (2 * param_bytes + 8))]
+    compute = 2 if bf16_weights else param_bytes
+    act = shape.activations or _fallback_activations(cfg, shape, compute)
+    rows = [(f"{'sharded ' if world > 1 else ''}weights + grads + AdamW", n / world * 4 * param_bytes)]
+    if world == 1 and bf16_weights:
+        rows.append(("bf16 weights + grads (trainer.param_dtype)", n * 2 * 2))
+    if world == 1 and cfg.trainer.autocast != "none":
+        rows.append(("autocast's weight copies (its cast cache)", n * 2))
+    copies = act.weight_copies if world > 1 else 0.0  # one process: the cast cache, above
     if world > 1:
-        rows.append(("gathered layers (FSDP2 unit + prefetch)", 2 * n / layers * compute_bytes))
-    elif bf16_weights:  # one process: the whole model's bf16 copy and its gradient
-        rows.append(("bf16 weights + grads (trainer.param_dtype)", n * 2 * compute_bytes))
-    rows += [
-        (f"activations ({'checkpointed inputs' if checkpointed else 'no checkpointing'})",
-         tokens * layer_bytes_per_token * layers),
-        ("logits, their gradient, log-prob chunks", logits_bytes(cfg, tokens, vocab)),
-    ]
-    tp = cfg.rollout.vllm_tensor_parallel_size if cfg.rollout.engine == "vllm" else 1
+        rows += [("root unit, gathered (embeddings, output layer)", shape.root_params * compute),
+                 ("output layer's gradient (unsharded)", shape.output_params * compute),
+                 ("gathered layers (FSDP2 unit + prefetch)", 2 * shape.layer_params * compute)]
+    if cfg.model.gradient_checkpointing:
+        rows.append(("activations: checkpointed layer inputs", tokens * shape.layers * act.layer_input))
+    else:
+        rows.append(("activations: every layer's (no checkpointing)",
+                     shape.layers * (tokens * act.layer + copies)))
+    rows.append(("activations outside the layers", tokens * act.outside_layers))
+    layer_moment = tokens * act.layer + copies if cfg.model.gradient_checkpointing else 0.0
+    if world > 1:  # the unsharded gradient and its reduce-scatter copy (float32 under param_dtype=bf16)
+        layer_moment += shape.layer_params * (compute + (4 if bf16_weights else compute))
+    what = [*(["recomputed"] if cfg.model.gradient_checkpointing else []),
+            *(["gradient + reduce copy"] if world > 1 else [])]
+    moments = [("backward at the output: logits, gradient, log-prob chunks", logits_bytes(cfg, tokens, shape.vocab)),
+               ("backward at a layer: " + (", ".join(what) or "nothing more"), layer_moment)]
+    return rows, moments
+
+
+def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0) -> str:
+    shape = model_shape(cfg, params)
+    res, world, n = cfg.resources, cfg.resources.world_size, shape.params
+    param_bytes = DTYPE_BYTES[cfg.model.dtype]
+    bf16_weights = cfg.trainer.param_dtype == "bf16"
+    rows, moments = training_rows(cfg, shape)
+    vllm = cfg.rollout.engine == "vllm"
+    tp = cfg.rollout.vllm_tensor_parallel_size if vllm else 1
     # bytes of this device's slice of the engine: rollout.vllm_dtype ("auto": the checkpoint's, bf16 for most)
     vllm_dtype = cfg.rollout.vllm_dtype if cfg.rollout.vllm_dtype in ("float32", "float16") else "bf16"
     vllm_weights = (4 if vllm_dtype == "float32" else 2) * n / tp
-    if cfg.rollout.engine == "vllm":
+    sleeps = vllm and cfg.rollout.vllm_sleep_between_rollouts and cfg.trainer.device != "cpu"
+    if vllm:
         engine = (f"vLLM, {cfg.rollout.vllm_gpu_memory_utilization:.0%} of the device (weights {vllm_weights / GIB:.1f} GiB "
-                  f"in {vllm_dtype} + KV cache)")
+                  f"in {vllm_dtype} + KV cache{', released while the trainer updates' if sleeps else ''})")
         if tp > 1:
             engine += (f"; every {tp} consecutive ranks form one tensor-parallel engine "
                        f"({world // tp if world > 1 else 1} engine(s))")
@@ -115,10 +202,13 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
         if cfg.rollout.engine == "native":  # its fast path fuses (on CPU packs) the projections, kept until it sleeps
             decode_dtype = cfg.model.dtype if cfg.rollout.native_dtype == "model" else cfg.rollout.native_dtype
             rows.append((f"native engine's {decode_dtype} working weights", n * DTYPE_BYTES[decode_dtype]))
+    act_line = ("; activation bytes measured on two of its layers at this precision:" if shape.activations else
+                f"; activation bytes from a rule of thumb, doubled: {shape.activation_note}:")
     lines = [
-        f"model: {cfg.model.path} ({n / 1e9:.2f}B parameters, {layers} layers, hidden {hidden}, vocabulary {vocab}"
-        + (", the shape of the Qwen2.5 model nearest in size: its config.json is not on this machine" if guessed else "")
-        + ")",
+        f"model: {cfg.model.path} ({n / 1e9:.2f}B parameters, {shape.layers} layers, hidden {shape.hidden}, "
+        f"vocabulary {shape.vocab}"
+        + (", the shape of the Qwen2.5 model nearest in size: its config.json is not on this machine"
+           if shape.guessed else "") + ")",
         f"placement: {res.nnodes} node(s) x {res.devices_per_node} device(s) = {world} policy rank(s)"
         + (" in this process (no Ray)" if world == 1 else
            f" on Ray ({res.ray_address or 'a local Ray started by dapo train'})"),
@@ -128,18 +218,28 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
            else f"autocast {cfg.trainer.autocast}") + f") and a rollout engine: {engine}",
         "the driver: the DAPO loop, rewards, its own part of each checkpoint (no weights: the model's structure "
         "on the meta device)" if world > 1 else "this process: the DAPO loop, rewards, checkpoints",
-        "per-rank memory estimate:" if world > 1 else "memory estimate (this process's device):",
+        ("per-rank memory estimate" if world > 1 else "memory estimate (this process's device)") + act_line,
     ]
-    lines += [f"  {name:44s} {size / GIB:9.2f} GiB" for name, size in rows]
-    total = sum(size for _, size in rows) / GIB
-    lines.append(f"  {'total, without the vLLM share' if cfg.rollout.engine == 'vllm' else 'total':44s} {total:9.2f} GiB")
-    share = cfg.rollout.vllm_gpu_memory_utilization * device_gib if cfg.rollout.engine == "vllm" else 0.0
-    if cfg.rollout.engine == "vllm" and share < vllm_weights / GIB:
+    lines += [f"  {name:58s} {size / GIB:9.2f} GiB" for name, size in rows]
+    lines += [f"  {'the larger of:'}"] + [f"    {name:56s} {size / GIB:9.2f} GiB" for name, size in moments]
+    updating = (sum(size for _, size in rows) + max(size for _, size in moments)) / GIB
+    share = cfg.rollout.vllm_gpu_memory_utilization * device_gib if vllm else 0.0
+    if vllm and sleeps:  # gradients are freed after each update; weights and AdamW stay
+        generating = n / world * 3 * param_bytes / GIB + share
+        lines.append(f"  {'total while updating (vLLM asleep)':58s} {updating:9.2f} GiB")
+        lines.append(f"  {'total while generating (weights, AdamW, vLLM share)':58s} {generating:9.2f} GiB")
+        need = max(updating, generating)
+    else:
+        need = updating + share
+        lines.append(f"  {'total' + (' with the vLLM share' if vllm else ''):58s} {need:9.2f} GiB")
+    if vllm and share < vllm_weights / GIB:
         lines.append(f"DOES NOT FIT: vLLM's share ({share:.0f} GiB of a {device_gib:.0f} GiB device) is smaller than "
                      f"its {vllm_dtype} weights ({vllm_weights / GIB:.0f} GiB); raise rollout.vllm_gpu_memory_utilization "
                      "or rollout.vllm_tensor_parallel_size")
-    if total + share > device_gib:
-        lines.append(f"DOES NOT FIT: {total + share:.0f} GiB per rank on a {device_gib:.0f} GiB device; add ranks, "
-                     "lower trainer.micro_batch_tokens, " + ("" if checkpointed else "set model.gradient_checkpointing=true, ")
-                     + "or lower the vLLM share")
+    if need > device_gib:
+        fixes = ["add ranks", "lower trainer.micro_batch_tokens"]
+        fixes += [] if cfg.model.gradient_checkpointing else ["set model.gradient_checkpointing=true"]
+        fixes += ["lower the vLLM share"] if vllm and not sleeps else []
+        lines.append(f"DOES NOT FIT: {need:.0f} GiB per rank on a {device_gib:.0f} GiB device; "
+                     + ", ".join(fixes[:-1]) + f" or {fixes[-1]}")
     return "\n".join(lines)

@@ -253,3 +253,32 @@ def test_the_estimate_bounds_the_measured_peak_of_a_real_update(tmp_path, overri
             worker.update([sample], on_policy=True)
     peak = tracker.get_tracker_snapshot("peak")[torch.device("cpu")]["Total"]
     assert peak <= estimate <= 1.3 * peak, f"estimate {estimate / 2**20:.1f} MiB, measured peak {peak / 2**20:.1f} MiB"
+
+
+def test_the_per_rank_estimate_bounds_the_measured_peak_of_two_fsdp2_ranks(tmp_path):
+    """Two gloo ranks shard a Qwen2 with a large vocabulary (so the root unit and the logits
+    matter) at the 32B recipe's precision and checkpointing; each rank's measured peak is at
+    most the plan's per-rank estimate (which assumes a GPU's 4096-row log-prob chunks, above
+    this CPU's, hence the wider upper bound)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from dapo.builtin import build_tokenizer
+
+    Qwen2ForCausalLM(Qwen2Config(vocab_size=8192, hidden_size=128, intermediate_size=688, num_hidden_layers=4,
+                                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+                                 tie_word_embeddings=False)).save_pretrained(tmp_path / "model")
+    build_tokenizer().save_pretrained(tmp_path / "model")
+    root = Path(__file__).resolve().parents[2]
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               str(Path(__file__).with_name("plan_peak_worker.py")), str(tmp_path / "model"), str(tmp_path / "out.json")]
+    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    measured = json.loads((tmp_path / "out.json").read_text())
+    assert measured["peak"] <= measured["estimate"] <= 2.0 * measured["peak"], measured

@@ -78,12 +78,16 @@ def test_bad_sampling_params_are_rejected_with_the_field_named(field: str, value
         validate_sampling_params(SamplingParams(**{field: value}))
 
 
-@pytest.mark.parametrize("draw", [0.0, 1.0 - 2.0**-53])
+@pytest.mark.parametrize(("draw", "sum_dtype"), [(0.0, torch.float64), (1.0 - 2.0**-53, torch.float64),
+                                               (1.0 - 2.0**-24, torch.float32)])
 @pytest.mark.parametrize("vocab", [8, 3000])
 @pytest.mark.parametrize(("temperature", "top_k", "top_p"), [(1.0, 1, 1.0), (1.0, 0, 0.5), (1e-3, 0, 1.0)])
-def test_extreme_uniform_draws_still_sample_the_only_allowed_token(monkeypatch, draw, vocab, temperature, top_k, top_p):
+def test_extreme_uniform_draws_still_sample_the_only_allowed_token(monkeypatch, draw, sum_dtype, vocab, temperature,
+                                                                   top_k, top_p):
     # The inverse-CDF draw at its two ends: 0 must not pick a masked token before the allowed one,
-    # and the largest draw below 1 (u * total can round up to total) must not run past the last
+    # and the largest draw below 1 (u * total can round up to total) must not run past the last;
+    # float32: a device without float64 (MPS), its largest draw
+    monkeypatch.setattr(sampling, "_sum_dtype", lambda device: sum_dtype)
     logits = torch.zeros(2, vocab)
     logits[:, 5] = logits[:, -3] = -1000.0  # masked by any of the filters below, either side of 5
     logits[:, 1500 % vocab] = 40.0  # the only token top_k=1 / top_p=0.5 / a tiny temperature allows
@@ -94,11 +98,16 @@ def test_extreme_uniform_draws_still_sample_the_only_allowed_token(monkeypatch, 
     assert torch.isfinite(logprobs).all() and logprobs.tolist() == pytest.approx([0.0, 0.0], abs=1e-6)
 
 
-def test_a_large_vocabulary_is_sampled_exactly_across_blocks_and_in_the_last_partial_block(monkeypatch) -> None:
+@pytest.mark.parametrize("sum_dtype", [torch.float64, torch.float32])
+def test_a_large_vocabulary_is_sampled_exactly_across_blocks_and_in_the_last_partial_block(monkeypatch,
+                                                                                          sum_dtype) -> None:
     """The two-level draw (blocks of _BLOCK tokens, here 128): tokens either side of a block
     boundary, in the vocabulary's last, partial block, and of a tiny probability are drawn at
-    their rates; a masked token in a block of mass is never drawn, nor is a block of masked tokens."""
+    their rates; a masked token in a block of mass is never drawn, nor is a block of masked tokens.
+    float32: the draws and sums on a device without float64 (MPS; not run here, so its dtype is
+    forced on the CPU)."""
     monkeypatch.setattr(sampling, "_BLOCK", 128)
+    monkeypatch.setattr(sampling, "_sum_dtype", lambda device: sum_dtype)
     vocab = 8 * sampling._BLOCK + 37
     probs = torch.zeros(vocab, dtype=torch.float64)
     probs[384:1000] = 1e-3 / 616  # 616 tokens of 1.6e-6 (blocks 3-7); block 2 is all masked
@@ -107,6 +116,7 @@ def test_a_large_vocabulary_is_sampled_exactly_across_blocks_and_in_the_last_par
         probs[token] = p
     generator = torch.Generator().manual_seed(2)
     uniform = sampling._uniforms(200_000, generator, probs.device)
+    assert uniform.dtype == sum_dtype and uniform.max() < 1.0
     tokens = sampling._sample(probs.float().expand(200_000, vocab), uniform)  # a view of one row
     counts = torch.bincount(tokens, minlength=vocab).double()
     for token, p in picks.items():

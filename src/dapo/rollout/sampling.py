@@ -83,7 +83,12 @@ def filter_logits(logits: torch.Tensor, temperature: float, top_k: int, top_p: f
 # Tokens per block of the two-level draw (see _sample): one float64 cumulative sum over the block
 # masses and one over the drawn block's tokens instead of over the whole vocabulary.
 _BLOCK = 1024
-_BELOW_ONE = 1.0 - 2.0**-52
+
+
+def _sum_dtype(device: torch.device) -> torch.dtype:
+    """float64 for the draws and cumulative sums; float32 on MPS, which has no float64 (a token's
+    probability is then kept to about 1e-7 of its block's mass rather than to float32 precision)."""
+    return torch.float32 if device.type == "mps" else torch.float64
 
 
 def sample_next_tokens(
@@ -120,18 +125,20 @@ def sample_next_tokens(
 
 
 def _uniforms(rows: int, generator: torch.Generator | None, device: torch.device) -> torch.Tensor:
-    """(rows, 2) float64 uniform draws in [0, 1 - 3 * 2^-53], the two levels of :func:`_sample`."""
-    uniform = torch.rand(rows, 2, dtype=torch.float64, generator=generator, device=device)
-    # at most 1 - 3 * 2^-53 (torch.rand's largest is 1 - 2^-53): then u * total rounds to below
+    """(rows, 2) uniform draws in [0, 1 - 3 ulp(1)/2] (float64: 1 - 3 * 2^-53; float32 on MPS:
+    1 - 3 * 2^-24), the two levels of :func:`_sample`."""
+    dtype = _sum_dtype(device)
+    uniform = torch.rand(rows, 2, dtype=dtype, generator=generator, device=device)
+    # at most 1 - 3 ulp/2 (torch.rand's largest is 1 - ulp/2): then u * total rounds to below
     # total (by at least one ulp), so some cumulative weight exceeds it (see _inverse_cdf)
-    return uniform.mul_(_BELOW_ONE)
+    return uniform.mul_(1.0 - torch.finfo(dtype).eps)
 
 
 def _sample(probs: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
     """Draw index v of each row of ``probs`` (B, V) with probability probs[v] / sum(probs), in two
     levels: a block of _BLOCK tokens by the blocks' masses (``uniform[:, 0]``), then a token of
     that block by its probability (``uniform[:, 1]``; ``uniform``: :func:`_uniforms`). Each
-    level's cumulative sum is float64, so every token keeps its probability to float32 precision
+    level's cumulative sum is float64 (float32 on MPS: :func:`_sum_dtype`), so every token keeps its probability to float32 precision
     (relative), the tail's 1e-10s included; zero-probability (masked) tokens are never drawn. One
     pass over the vocabulary (the block sums) and two uniform draws per row: the exponential race,
     argmax p_v / E_v, draws V exponentials per row (with a 152k vocabulary on CPU, native decoding
@@ -154,7 +161,7 @@ def _inverse_cdf(weights: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
     uniform * total (``uniform`` (B, 1) in [0, 1 - 3 * 2^-53], so that u * total rounds to below
     total and some index exceeds it): index i with probability weights[i] / total. A zero weight
     adds nothing to the cumulative sum, so it is never the first to exceed it."""
-    cumulative = torch.cumsum(weights, dim=-1, dtype=torch.float64)
+    cumulative = torch.cumsum(weights, dim=-1, dtype=uniform.dtype)
     point = uniform * cumulative[:, -1:]
     # (clamped: NaN weights, which the caller reports, find no index)
     return torch.searchsorted(cumulative, point, right=True).squeeze(-1).clamp_max_(weights.shape[-1] - 1)

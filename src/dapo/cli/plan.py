@@ -97,7 +97,7 @@ def model_shape(cfg: DAPOConfig, params: float | None) -> ModelShape:
     shape = ModelShape(
         params=params if guessed and params else count, layers=len(layer_sizes), hidden=config.hidden_size,
         vocab=config.vocab_size, layer_params=float(max(layer_sizes)), root_params=count - sum(layer_sizes),
-        output_params=float(output.weight.numel()), activations=None, guessed=guessed)
+        output_params=float(output.weight.numel() if output is not None else 0), activations=None, guessed=guessed)
     try:
         shape.activations = _measure_activations(cfg, model)
     except Exception as error:  # e.g. a model whose forward needs real values (data-dependent shapes)

@@ -173,7 +173,7 @@ def training_rows(cfg: DAPOConfig, shape: ModelShape) -> tuple[list[tuple[str, f
     what = [*(["recomputed"] if cfg.model.gradient_checkpointing else []),
             *(["gradient + reduce copy"] if world > 1 else [])]
     moments = [("backward at the output: logits, gradient, log-prob chunks", logits_bytes(cfg, tokens, shape.vocab)),
-               ("backward at a layer: " + (", ".join(what) or "nothing more"), layer_moment)]
+               ("backward at a layer: " + ", ".join(what), layer_moment)]
     return rows, moments
 
 
@@ -221,7 +221,11 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
         ("per-rank memory estimate" if world > 1 else "memory estimate (this process's device)") + act_line,
     ]
     lines += [f"  {name:58s} {size / GIB:9.2f} GiB" for name, size in rows]
-    lines += [f"  {'the larger of:'}"] + [f"    {name:56s} {size / GIB:9.2f} GiB" for name, size in moments]
+    moments = [(name, size) for name, size in moments if size > 0]  # a layer's backward adds nothing in one process
+    if len(moments) > 1:
+        lines += ["  the larger of:"] + [f"    {name:56s} {size / GIB:9.2f} GiB" for name, size in moments]
+    else:
+        lines += [f"  {name:58s} {size / GIB:9.2f} GiB" for name, size in moments]
     updating = (sum(size for _, size in rows) + max(size for _, size in moments)) / GIB
     share = cfg.rollout.vllm_gpu_memory_utilization * device_gib if vllm else 0.0
     if vllm and sleeps:  # gradients are freed after each update; weights and AdamW stay

@@ -27,9 +27,10 @@ configuration:
   your own the paper's recipe (dapo_recipe). A CONFIG file is layered on the schema's defaults.
   Any field can be overridden with dotted key=value pairs, e.g.
       dapo train trainer.lr=1e-5 rollout.n=8 algorithm.clip_ratio_high=0.28
-  Every field is documented in src/dapo/config/schema.py: `dapo config --explain KEY` shows a
-  field's documentation (`--explain trainer` a section's, `--explain` all), `dapo config` prints
-  the resolved YAML; the resolved config of a run is saved as RUN_DIR/config.yaml.
+  Every field is documented in src/dapo/config/ (schema.py and its section modules): `dapo
+  config --explain KEY` shows a field's documentation (`--explain trainer` a section's,
+  `--explain` all), `dapo config` prints the resolved YAML; the resolved config of a run is saved
+  as RUN_DIR/config.yaml.
 """
 
 

@@ -1,8 +1,9 @@
 """Field documentation read from the schema itself: ``dapo config --explain KEY``.
 
-Every field is documented once, by the comment above it in :mod:`dapo.config.schema`; this module
-reads those comments back (a field directly under another with no comment of its own shares that
-comment, as ``temperature`` / ``top_p`` do), so the help a user sees is the schema's text.
+Every field is documented once, by the comment above it in its section's dataclass (in the
+modules :mod:`dapo.config.schema` imports them from); this module reads those comments back (a
+field directly under another with no comment of its own shares that comment, as ``temperature``
+/ ``top_p`` do), so the help a user sees is the schema's text.
 """
 
 from __future__ import annotations

@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
-import datetime
-import difflib
 import glob
-import math
 import os
-import types
-import typing
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from dapo.config.coerce import build, field_type
 from dapo.config.schema import ConfigError, DAPOConfig
 from dapo.user_code import is_file_location
 
@@ -46,7 +41,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if not key:
         raise ConfigError(f"override {text!r} has an empty key")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = yaml.load(raw, Loader=_ConfigLoader) if raw.strip() else ""
     except yaml.YAMLError as error:
         raise ConfigError(f"override {text!r}: the value is not valid YAML ({_yaml_problem(error)})") from None
     if _ends_in_comment(raw):
@@ -72,9 +67,22 @@ def yaml_text(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """safe_load, refusing a mapping that repeats a key: PyYAML keeps the last copy, so a config
-    file with two ``trainer:`` sections silently lost the first one's settings."""
+# YAML 1.1 types the plain scalars a config field reads by its own type (dapo.config.coerce)
+_TYPED_BY_THE_FIELD = {"tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:timestamp"}
+
+
+class _ConfigLoader(yaml.SafeLoader):
+    """safe_load of config files and override values, with two differences. Numbers and dates
+    stay the text written, for the field's type to read (:func:`dapo.config.coerce.coerce`): YAML
+    1.1 reads ``010`` as octal 8, ``1:30`` as 90 and ``0.10`` as 0.1, so ``model.path=010`` named
+    a directory "8" and ``trainer.seed=010`` was 8. And a mapping that repeats a key is refused:
+    PyYAML keeps the last copy, so a config file with two ``trainer:`` sections silently lost the
+    first one's settings."""
+
+    yaml_implicit_resolvers = {
+        first: [(tag, pattern) for tag, pattern in resolvers if tag not in _TYPED_BY_THE_FIELD]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -123,79 +131,6 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _coerce(value: Any, annotation: Any, where: str) -> Any:
-    """Convert a YAML value to the field's annotated type (ints for floats, nested dataclasses)."""
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if value is None or value in ("None", "none"):  # YAML reads only null as None; Python users write None
-            return None
-        return _coerce(value, args[0], where)
-    if dataclasses.is_dataclass(annotation):
-        if value is None:  # a section whose keys are all commented out: its defaults
-            value = {}
-        if not isinstance(value, dict):
-            raise ConfigError(f"{where} must be a mapping, got {value!r}")
-        return _build(annotation, value, where)
-    if isinstance(value, bool) and annotation in (int, float, str):  # YAML reads true/false/yes/no as bools
-        hint = "; YAML reads no/off/false and yes/on/true as booleans: quote the word" if annotation is str else ""
-        raise ConfigError(f"{where}={value!r} should be of type {annotation.__name__}{hint}")
-    if annotation is str and isinstance(value, (datetime.date, datetime.datetime)):
-        return value.isoformat()  # YAML reads an unquoted 2024-06-01 as a date
-    if annotation is float and isinstance(value, int):
-        return float(value)
-    if annotation is float and isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            raise ConfigError(f"{where}={value!r} is not a number") from None
-    if annotation is int and isinstance(value, str) and "e" in value.lower():  # YAML 1.1 reads 1e3 as a string
-        with contextlib.suppress(ValueError):
-            number = float(value)
-            value = int(number) if number.is_integer() else value
-    if annotation is int and isinstance(value, float) and value.is_integer():
-        return int(value)
-    if origin is list:
-        if value == "" or value is None:  # `data.eval_files=` (as Hydra users write it), or a YAML key
-            return []                     # whose items are all commented out: none
-        if isinstance(value, (str, dict)) or not hasattr(value, "__iter__"):
-            value = [value]
-        (item_type,) = typing.get_args(annotation) or (Any,)
-        return [_coerce(v, item_type, f"{where}[{i}]") for i, v in enumerate(value)]
-    if annotation is float and isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(f"{where}={value!r}: must be a finite number")
-    if annotation in (int, float, str, bool) and not isinstance(value, annotation):
-        if annotation is str and isinstance(value, (int, float)):
-            return str(value)
-        hint = ""
-        if annotation is str and isinstance(value, dict) and len(value) == 1 and None in value.values():
-            # YAML reads an unquoted `User:` as the mapping {'User': None}
-            hint = f"; YAML reads {next(iter(value))}: as a mapping, quote it: \"{next(iter(value))}:\""
-        raise ConfigError(f"{where}={value!r} should be of type {annotation.__name__}{hint}")
-    return value
-
-
-def _build(cls: type, values: dict[str, Any], where: str) -> Any:
-    hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    if not_names := [key for key in values if not isinstance(key, str)]:
-        raise ConfigError(f"config key(s) {not_names} under {where or 'the top level'} are not names: YAML reads an "
-                          "unquoted yes/no/on/off/null or number as a value; quote the key, or fix its spelling")
-    unknown = sorted(set(values) - names)
-    if unknown:
-        prefix = f"{where}." if where else ""
-        guesses = [f"{prefix}{guess}" for u in unknown for guess in difflib.get_close_matches(u, names, n=1)]
-        raise ConfigError(
-            f"unknown config key(s) {[prefix + u for u in unknown]}"
-            + (f" (did you mean {', '.join(guesses)}?)" if guesses else "")
-            + f"; valid keys under {where or 'the top level'}: {sorted(names)}"
-        )
-    kwargs = {
-        k: _coerce(v, hints[k], f"{where}.{k}" if where else k) for k, v in values.items()
-    }
-    return cls(**kwargs)
-
-
 def load_config(
     files: list[str | Path] | None = None, overrides: list[str] | None = None
 ) -> DAPOConfig:
@@ -206,7 +141,7 @@ def load_config(
         if not path.exists():
             raise ConfigError(f"config file {path} does not exist")
         try:
-            loaded = yaml.load(path.read_text(), Loader=_UniqueKeyLoader) or {}  # (a SafeLoader)
+            loaded = yaml.load(path.read_text(), Loader=_ConfigLoader) or {}  # (a SafeLoader)
         except yaml.YAMLError as error:
             raise ConfigError(f"config file {path} is not valid YAML: {_yaml_problem(error)}") from None
         except UnicodeDecodeError:
@@ -217,8 +152,26 @@ def load_config(
         tree = _merge(tree, loaded)
     for text in overrides or []:
         path_parts, value = parse_override(text)
+        _check_override_target(text, path_parts, value)
         set_dotted(tree, path_parts, value)
-    return _build(DAPOConfig, tree, "")
+    return build(DAPOConfig, tree, "")
+
+
+def _check_override_target(text: str, path: list[str], value: Any) -> None:
+    """Refuse an override that names a whole section with anything but a mapping: ``trainer=null``
+    (or ``trainer=~``, ``trainer=``) silently reset every trainer setting the config files made,
+    where Hydra and verl users expect an error (a YAML file's empty ``trainer:`` still changes
+    nothing: there it is a section whose keys are all commented out)."""
+    try:
+        kind = field_type(DAPOConfig, path)
+    except ConfigError as error:
+        raise ConfigError(f"override {text!r}: {error}") from None
+    if dataclasses.is_dataclass(kind) and not isinstance(value, dict):
+        key = ".".join(path)
+        example = next(f for f in dataclasses.fields(kind) if isinstance(f.default, (str, int, float)))
+        raise ConfigError(f"override {text!r}: {key} is a section, not one value (it cannot be null or reset): set "
+                          f"its fields, {key}.FIELD=value (e.g. {key}.{example.name}={example.default}), or several "
+                          f"as {key}={{FIELD: value, ...}}")
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:
@@ -227,13 +180,18 @@ def config_to_dict(config: Any) -> dict[str, Any]:
 
 def with_absolute_paths(config: dict[str, Any]) -> dict[str, Any]:
     """``config`` (:func:`config_to_dict`'s form) with its local paths absolute: output_dir, the
-    model and tokenizer, data files (globs too), reward-function and plugin files. A run's saved
+    model and tokenizer, data files (globs too), reward-function and plugin files, the checkpoint
+    to resume (unless auto or never; also one that is gone by now: it names where it was, which a
+    rerun finds in the run's own checkpoints' ``started_from``). A run's saved
     config then names the same files from any directory (``dapo eval CHECKPOINT``), and so does
     a policy rank on another node. What names no local file (``builtin:...``, a module, a Hub
     id) is kept as it is."""
     config = copy.deepcopy(config)
     model, data, reward = config["model"], config["data"], config["reward"]
     config["output_dir"] = os.path.abspath(config["output_dir"])
+    checkpoint = config["checkpoint"]
+    if checkpoint["resume"] not in ("auto", "never"):  # (a directory named auto stays the keyword)
+        checkpoint["resume"] = os.path.abspath(os.path.expanduser(checkpoint["resume"]))
     model["path"], model["tokenizer_path"] = (absolute_local_path(model[key]) for key in ("path", "tokenizer_path"))
     for key in ("train_files", "eval_files"):
         data[key] = [absolute_local_path(entry) for entry in data[key]]
@@ -248,16 +206,19 @@ def with_absolute_paths(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def absolute_local_path(path: str | None) -> str | None:
-    """A path (or a glob) that names local files, made absolute; anything else unchanged."""
-    if path is None or not (os.path.exists(path) or glob.glob(path)):
+    """A path (or a glob) that names local files, made absolute (a leading ~ expanded, as the
+    readers of these fields do: a run given model.path=~/m then /home/me/m is one run, not a
+    changed model.path); anything else unchanged."""
+    if path is None:
         return path
-    return os.path.abspath(path)
+    expanded = os.path.expanduser(path)
+    return os.path.abspath(expanded) if os.path.exists(expanded) or glob.glob(expanded) else path
 
 
 def config_from_dict(values: dict[str, Any]) -> DAPOConfig:
     """Rebuild and re-validate a config from :func:`config_to_dict`'s output (in another process:
     validation imports algorithm.plugins there too)."""
-    return _build(DAPOConfig, values, "")
+    return build(DAPOConfig, values, "")
 
 
 def save_config(config: DAPOConfig, path: str | Path) -> None:

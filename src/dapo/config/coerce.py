@@ -1,0 +1,132 @@
+"""YAML values to the schema's types: the dataclasses built from a loaded tree, field by field.
+
+The YAML reader (:mod:`dapo.config.loading`) leaves numbers and dates as the text written, so that
+the field's own type reads it: a text field keeps ``010``, ``0.10``, ``1_000`` or ``1:30`` as
+written (YAML 1.1 made them 8, 0.1, 1000 and 90, and ``model.path=010`` named a directory "8"),
+and a number field reads ``010`` as ten (YAML 1.1: octal eight), as YAML 1.2 and Python do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import decimal
+import difflib
+import math
+import re
+import types
+import typing
+from typing import Any
+
+from dapo.config.checks import ConfigError
+
+
+def build(cls: type, values: dict[str, Any], where: str) -> Any:
+    """``cls`` (a config dataclass) from a mapping, each value converted to its field's type;
+    ConfigError for an unknown key (with a "did you mean") or a value of the wrong type."""
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    if not_names := [key for key in values if not isinstance(key, str)]:
+        raise ConfigError(f"config key(s) {not_names} under {where or 'the top level'} are not names: YAML reads an "
+                          "unquoted yes/no/on/off/true/false/null as a value; quote the key, or fix its spelling")
+    unknown = sorted(set(values) - names)
+    if unknown:
+        prefix = f"{where}." if where else ""
+        guesses = [f"{prefix}{guess}" for u in unknown for guess in difflib.get_close_matches(u, names, n=1)]
+        raise ConfigError(
+            f"unknown config key(s) {[prefix + u for u in unknown]}"
+            + (f" (did you mean {', '.join(guesses)}?)" if guesses else "")
+            + f"; valid keys under {where or 'the top level'}: {sorted(names)}"
+        )
+    kwargs = {
+        k: coerce(v, hints[k], f"{where}.{k}" if where else k) for k, v in values.items()
+    }
+    return cls(**kwargs)
+
+
+def field_type(root: type, path: list[str]) -> Any:
+    """The annotated type of the dotted field ``path`` under ``root``; None where a part names no
+    field (the unknown key is reported, with a guess, when the config is built). ConfigError when
+    a part before the last names a value, not a section (``trainer.lr.x=1``)."""
+    kind: Any = root
+    for depth, part in enumerate(path):
+        if not dataclasses.is_dataclass(kind):
+            raise ConfigError(f"{'.'.join(path[:depth])} is a value, not a section: it has no key {part!r}")
+        kind = typing.get_type_hints(kind).get(part)
+        if kind is None:
+            return None
+    return kind
+
+
+def coerce(value: Any, annotation: Any, where: str) -> Any:
+    """Convert a YAML value to the field's annotated type (numbers from their text, nested dataclasses)."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if value is None or value in ("None", "none"):  # YAML reads only null as None; Python users write None
+            return None
+        return coerce(value, args[0], where)
+    if dataclasses.is_dataclass(annotation):
+        if value is None:  # a section whose keys are all commented out: its defaults
+            value = {}
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where} must be a mapping, got {value!r}")
+        return build(annotation, value, where)
+    if isinstance(value, bool) and annotation in (int, float, str):  # YAML reads true/false/yes/no as bools
+        hint = "; YAML reads no/off/false and yes/on/true as booleans: quote the word" if annotation is str else ""
+        raise ConfigError(f"{where}={value!r} should be of type {annotation.__name__}{hint}")
+    if annotation is str and isinstance(value, (datetime.date, datetime.datetime)):
+        return value.isoformat()  # (a tree read by yaml.safe_load, not by dapo.config.loading)
+    if annotation is float and isinstance(value, int):
+        return float(value)
+    if annotation is float and isinstance(value, str):
+        value = _real(value, where)
+    if annotation is int and isinstance(value, str):
+        value = _integer(value, where)
+    if annotation is int and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if origin is list:
+        if value == "" or value is None:  # `data.eval_files=` (as Hydra users write it), or a YAML key
+            return []                     # whose items are all commented out: none
+        if isinstance(value, (str, dict)) or not hasattr(value, "__iter__"):
+            value = [value]
+        (item_type,) = typing.get_args(annotation) or (Any,)
+        return [coerce(v, item_type, f"{where}[{i}]") for i, v in enumerate(value)]
+    if annotation is float and isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{where}={value!r}: must be a finite number")
+    if annotation in (int, float, str, bool) and not isinstance(value, annotation):
+        if annotation is str and isinstance(value, (int, float)):
+            return str(value)
+        hint = ""
+        if annotation is str and isinstance(value, dict) and len(value) == 1 and None in value.values():
+            # YAML reads an unquoted `User:` as the mapping {'User': None}
+            hint = f"; YAML reads {next(iter(value))}: as a mapping, quote it: \"{next(iter(value))}:\""
+        raise ConfigError(f"{where}={value!r} should be of type {annotation.__name__}{hint}")
+    return value
+
+
+def _integer(text: str, where: str) -> int:
+    """An int field's text: decimal (``010`` is ten), ``0x10`` / ``0o10`` / ``0b10``, ``1_000``, or
+    a whole number in float notation (``1e3``, ``3.0``). Not ``1:30``: YAML 1.1's base 60."""
+    for base in (10, 0):  # (base 0 reads the prefixes and refuses a leading zero)
+        with contextlib.suppress(ValueError):
+            return int(text, base)
+    with contextlib.suppress(decimal.InvalidOperation):  # exact, where float(1e30) is not 10**30
+        number = decimal.Decimal(text)
+        # (at most 100 digits: int() of 1e999999999 would build a billion-digit number)
+        if number.is_finite() and number.adjusted() < 100 and number == number.to_integral_value():
+            return int(number)
+    raise ConfigError(f"{where}={text!r} should be of type int (a whole number)")
+
+
+def _real(text: str, where: str) -> float:
+    """A float field's text: Python's float syntax (``.5``, ``1e-6``, ``010`` is ten), YAML's
+    ``.inf`` / ``.nan`` (refused later as not finite), or an int with a base prefix (``0x10``)."""
+    if special := re.fullmatch(r"([-+]?)\.(inf|nan)", text, re.IGNORECASE):
+        text = special[1] + special[2]
+    with contextlib.suppress(ValueError):
+        return float(text)
+    with contextlib.suppress(ValueError, OverflowError):
+        return float(int(text, 0))
+    raise ConfigError(f"{where}={text!r} is not a number")

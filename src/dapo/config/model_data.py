@@ -1,0 +1,104 @@
+"""What is trained, and on what: the ``model`` and ``data`` sections (fields documented by the
+comment above each; ``dapo config --explain model``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from dapo.config.checks import check, one_of
+
+# Bytes per element of the dtypes a config names (model.dtype, rollout.native_dtype)
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+# model.attn_implementation values transformers knows (None: its default, sdpa)
+ATTENTION_KERNELS = (None, "eager", "sdpa", "flash_attention_2", "flash_attention_3", "flash_attention_4",
+                     "flex_attention")
+
+
+@dataclass
+class ModelConfig:
+    # Hugging Face model directory (anything `AutoModelForCausalLM.from_pretrained` loads), or
+    # "builtin" for the built-in tiny base model (its weights ship with the package and are
+    # installed into model.cache_dir); "builtin:<name>" for another built-in recipe ("mixed",
+    # "rare-trace": see dapo.builtin.BUILTIN_RECIPES, built and cached on first use), used by `dapo ablate`.
+    path: str = "builtin"
+    # Tokenizer directory; None means the model directory.
+    tokenizer_path: str | None = None
+    # Parameter dtype of the trained policy: "float32", "bfloat16" or "float16".
+    dtype: str = "float32"
+    # Recompute activations in the backward pass to save memory (slower).
+    gradient_checkpointing: bool = False
+    # Turn the policy's dropout off (as TRL's disable_dropout): with it, the old log-probs (eval
+    # mode) and the update's forward (train mode) differ before any update. Qwen and Llama have none.
+    disable_dropout: bool = True
+    # Attention kernel of the trained policy's forward, passed to `from_pretrained`: null keeps
+    # transformers' default (sdpa); "eager" is faster for short sequences on CPU; GPUs may use
+    # "flash_attention_2" when installed.
+    attn_implementation: str | None = None
+    # Where the built-in base model and other derived artefacts are cached.
+    cache_dir: str = "~/.cache/dapo-rl"
+
+    def __post_init__(self) -> None:
+        one_of("model.dtype", self.dtype, ("float32", "bfloat16", "float16"))
+        check(self.attn_implementation in ATTENTION_KERNELS or any(c in (self.attn_implementation or "") for c in "/|"),
+              f"model.attn_implementation={self.attn_implementation!r} is not one of {ATTENTION_KERNELS} "
+              "(or a Hugging Face kernels repository, org/name, or a paged|kernel form)")
+        check(bool(self.path), "model.path must name a model directory or 'builtin'")
+        check(bool(self.cache_dir.strip()), "model.cache_dir is empty: name a directory (default ~/.cache/dapo-rl)")
+        if self.tokenizer_path is not None:  # (transformers takes an unexpanded ~/tok for a hub repo id)
+            self.tokenizer_path = os.path.expanduser(self.tokenizer_path)
+
+
+@dataclass
+class DataConfig:
+    # Training data: parquet / JSONL / JSON-array files, local `datasets` directories, globs
+    # (shards/*.parquet), directories of data files such as a downloaded Hub dataset (the split's
+    # files by their names: data/train-*, test/...; see dapo.data.files), or "builtin:arithmetic".
+    train_files: list[str] = field(default_factory=lambda: ["builtin:arithmetic"])
+    # Held-out evaluation data, same forms as train_files; empty disables evaluation.
+    eval_files: list[str] = field(default_factory=lambda: ["builtin:arithmetic"])
+    # Dotted column path of the prompt (a chat list or raw text) in each row.
+    prompt_key: str = "prompt"
+    # Dotted column path of the ground-truth answer in each row.
+    answer_key: str = "reward_model.ground_truth"
+    # Column holding the data source name (optional in the file).
+    data_source_key: str = "data_source"
+    # Drop repeated training prompts (DAPO-Math-17K repeats each about 100x); count is reported.
+    dedup_train: bool = True
+    # Skip and count malformed rows instead of stopping with an error naming file and row.
+    lenient: bool = False
+    # Wrap raw problem text: "dapo" (solve step by step, end with "Answer: $Answer"), "none".
+    template: str = "dapo"
+    # Render chat-list prompts with the tokenizer's chat template when it has one.
+    use_chat_template: bool = True
+    # Longest prompt in tokens, once rendered (template, chat template) and tokenised.
+    max_prompt_length: int = 2048
+    # A longer prompt: "drop" it when the data is loaded (counted in data/<split>_overlong_dropped,
+    # with a warning), or "error" (stop, naming it). Never cut: cut from the left it would lose its
+    # BOS and chat header, from the right the generation prompt, and either way part of the question.
+    overlong_prompts: str = "drop"
+    # Shuffle the training problems each epoch (seeded by trainer.seed and the epoch).
+    shuffle: bool = True
+    # Built-in arithmetic task: number of training / held-out problems generated.
+    builtin_train_size: int = 20000
+    builtin_eval_size: int = 200
+    # Built-in task difficulty: operand digit range and operators used.
+    builtin_min_digits: int = 1
+    builtin_max_digits: int = 3
+    builtin_ops: list[str] = field(default_factory=lambda: ["+"])
+
+    def __post_init__(self) -> None:
+        check(len(self.train_files) > 0, "data.train_files is empty: name at least one dataset")
+        one_of("data.template", self.template, ("dapo", "none"))
+        check(self.max_prompt_length > 0, "data.max_prompt_length must be > 0")
+        one_of("data.overlong_prompts", self.overlong_prompts, ("drop", "error"))
+        check(
+            1 <= self.builtin_min_digits <= self.builtin_max_digits,
+            "data.builtin_min_digits must be >= 1 and <= data.builtin_max_digits",
+        )
+        check(self.builtin_train_size >= 1 and self.builtin_eval_size >= 1,
+              "data.builtin_train_size and data.builtin_eval_size must be >= 1")
+        check(len(self.builtin_ops) > 0, "data.builtin_ops is empty: name the operators, e.g. [+, -, *]")
+        for op in self.builtin_ops:
+            one_of("data.builtin_ops[...]", op, ("+", "-", "*"))

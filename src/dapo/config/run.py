@@ -1,0 +1,102 @@
+"""The run around the training loop: the ``eval``, ``checkpoint``, ``logging`` and ``resources``
+sections (fields documented by the comment above each; ``dapo config --explain checkpoint``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dapo.config.checks import check, one_of
+
+
+@dataclass
+class EvalConfig:
+    # Evaluate every this many training (rollout) steps (0: only before and after training).
+    every_steps: int = 0
+    # Evaluate before the first step, giving the baseline.
+    before_training: bool = True
+    # Samples per problem (k of avg@k, pass@k, maj@k); DAPO: 32.
+    k: int = 32
+    # Sampling for evaluation (DAPO: temperature 1.0, top_p 0.7); top_k, stop strings and the
+    # length limit are the rollout's (rollout.top_k, rollout.stop_strings, rollout.max_response_length).
+    temperature: float = 1.0
+    top_p: float = 0.7
+    # Evaluate on at most this many problems (0: all): the first ones, in the order of
+    # data.eval_files and their rows (eval/num_problems and eval/<source>/num_problems count them).
+    max_problems: int = 0
+    # Sampling seed of every evaluation; null derives it from trainer.seed. Pin it to compare runs
+    # of different trainer seeds on the same evaluation samples (as `dapo ablate` does).
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        check(self.every_steps >= 0, "eval.every_steps must be >= 0")
+        check(self.k >= 1, "eval.k must be >= 1")
+        check(self.max_problems >= 0, "eval.max_problems must be >= 0 (0: all)")
+        check(self.temperature > 0, "eval.temperature must be > 0")
+        check(0 < self.top_p <= 1, "eval.top_p must be in (0, 1]")
+
+
+@dataclass
+class CheckpointConfig:
+    # Save a checkpoint every this many training (rollout) steps (0: only the final one).
+    every_steps: int = 0
+    # Keep the newest K checkpoints (the final one is always written).
+    keep_last: int = 2
+    # "auto" resumes from the newest checkpoint in the run directory, "never" starts fresh,
+    # or a path to a checkpoint directory: another run's starts this one from it (once this run
+    # has checkpoints of its own, rerunning the command resumes the newest of them; the directory's
+    # other checkpoints are moved to checkpoints/abandoned-<time>-*/ and its logs emptied, as for a
+    # set-aside checkpoint); one of this run's own goes back to it (the later ones moved there;
+    # once the run has checkpointed since, rerunning the command resumes the newest instead).
+    resume: str = "auto"
+    # Which checkpoints of a multi-rank run hold the Hugging Face export (save_pretrained's
+    # layout, gathered from the shards; 131 GB for a float32 32B policy): "every" one, or only
+    # the "final" one. The others hold the ranks' DCP shards, which resume the run (in any number
+    # of ranks) but do not load with from_pretrained. A one-process checkpoint is always a Hugging
+    # Face directory: that is where its weights are.
+    hf_export: str = "every"
+
+    def __post_init__(self) -> None:
+        check(self.every_steps >= 0, "checkpoint.every_steps must be >= 0")
+        check(self.keep_last >= 1, "checkpoint.keep_last must be >= 1")
+        check(bool(self.resume.strip()), "checkpoint.resume is empty: use auto, never or a checkpoint directory")
+        one_of("checkpoint.hf_export", self.hf_export, ("every", "final"))
+
+
+@dataclass
+class LoggingConfig:
+    # TensorBoard event files in the run directory.
+    tensorboard: bool = True
+    # Weights & Biases, when the package is installed.
+    wandb: bool = False
+    wandb_project: str = "dapo-rl"
+    # A rich progress bar counting optimizer steps (and evaluation's problems).
+    progress: bool = True
+    # Sampled completions written each step (prompt, response, extracted answer, ground truth,
+    # reward) to RUN_DIR/completions.jsonl, TensorBoard text and a W&B table; 0 disables.
+    completions_per_step: int = 4
+
+    def __post_init__(self) -> None:
+        check(self.completions_per_step >= 0, "logging.completions_per_step must be >= 0 (0 disables)")
+
+
+@dataclass
+class ResourcesConfig:
+    # Nodes and devices per node of the policy: one policy rank (a Ray actor that FSDP2-shards the
+    # policy with the others and generates its share of the prompts) per device. 1 x 1 trains in
+    # this process, without Ray.
+    nnodes: int = 1
+    devices_per_node: int = 1
+    # Ray cluster to run the ranks on: null starts a local Ray when more than one rank is asked
+    # for; "auto" joins the cluster of `ray start` on this machine; or "ray://host:port".
+    ray_address: str | None = None
+    # CPU cores reserved per policy rank (on CPU-only machines, what each rank computes with).
+    cpus_per_rank: float = 1.0
+
+    def __post_init__(self) -> None:
+        check(self.nnodes >= 1 and self.devices_per_node >= 1, "resources.nnodes and devices_per_node must be >= 1")
+        check(self.cpus_per_rank > 0, "resources.cpus_per_rank must be > 0")
+
+    @property
+    def world_size(self) -> int:
+        return self.nnodes * self.devices_per_node

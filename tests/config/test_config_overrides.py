@@ -1,0 +1,133 @@
+"""How ``key=value`` overrides and YAML files are read into typed fields, and how a run's saved
+config names its paths: each case here was silently wrong before (a section reset to its
+defaults, a number read as octal, a path a later run read from another directory)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from dapo.config import ConfigError, load_config
+from dapo.config.loading import absolute_local_path, config_to_dict, with_absolute_paths
+
+
+@pytest.mark.parametrize("override", ["trainer=null", "trainer=~", "trainer=", "trainer=3"])
+def test_an_override_cannot_null_a_whole_section(tmp_path: Path, override: str):
+    """``trainer=null`` reset every trainer setting of the config files to its default, silently;
+    Hydra and verl users expect an error, and one naming how to set the section's fields."""
+    (tmp_path / "run.yaml").write_text("trainer:\n  lr: 2.0e-5\n")
+    with pytest.raises(ConfigError, match=rf"override '{override}': trainer is a section, not one value .* "
+                                          r"trainer\.FIELD=value \(e\.g\. trainer\.total_steps=100\)"):
+        load_config([tmp_path / "run.yaml"], [override])
+    with pytest.raises(ConfigError, match="model is a section"):  # before a later override fills it again
+        load_config([], ["model=null", "model.path=builtin"])
+
+
+def test_an_empty_section_in_a_file_or_an_empty_mapping_override_changes_nothing(tmp_path: Path):
+    (tmp_path / "a.yaml").write_text("trainer:\n  lr: 2.0e-5\n")
+    for empty in ("trainer:\n", "trainer: null\n", "trainer: ~\n", "trainer: {}\n"):
+        (tmp_path / "b.yaml").write_text(empty)
+        assert load_config([tmp_path / "a.yaml", tmp_path / "b.yaml"], ["trainer={}"]).trainer.lr == 2.0e-5
+
+
+def test_an_override_through_a_value_says_it_is_not_a_section():
+    with pytest.raises(ConfigError, match=r"override 'trainer.lr.x=1': trainer.lr is a value, not a section"):
+        load_config([], ["trainer.lr.x=1"])
+
+
+def test_a_relative_or_home_resume_path_is_saved_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The saved config (RUN_DIR/config.yaml, each checkpoint's) kept checkpoint.resume as typed:
+    rerun from another directory, it named another (or no) checkpoint."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    checkpoint = tmp_path / "other" / "checkpoints" / "step-000002"
+    checkpoint.mkdir(parents=True)
+    (tmp_path / "auto").mkdir()  # a directory named like the keyword does not make it a path
+
+    def saved(resume: str) -> str:
+        return with_absolute_paths(config_to_dict(load_config([], [f"checkpoint.resume={resume}"])))["checkpoint"]["resume"]
+
+    assert saved("other/checkpoints/step-000002") == str(checkpoint)
+    assert saved("gone/step-000001") == str(tmp_path / "gone" / "step-000001")  # deleted since: where it was
+    assert saved("~/ckpt") == str(tmp_path / "home" / "ckpt")
+    assert (saved("auto"), saved("never")) == ("auto", "never")
+    with pytest.raises(ConfigError, match="checkpoint.resume is empty"):  # (it would be saved as the cwd)
+        load_config([], ["checkpoint.resume="])
+
+
+def test_a_home_relative_local_path_is_saved_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """model.path=~/m was saved as typed, so an automatic resume of the same run given /home/me/m
+    refused it as a changed model.path."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "m").mkdir()
+    assert absolute_local_path("~/m") == str(tmp_path / "m")
+    assert absolute_local_path("~/absent") == "~/absent"  # no local file: kept (a Hub id, a later error)
+
+
+TEXTS = ["010", "0777", "0x10", "0o10", "1e3", "1_000", ".5", "0.10", "1.", "1:30", "12:30:00", "2024-6-1", "-0"]
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_a_text_field_keeps_what_was_written(tmp_path: Path, text: str):
+    """YAML 1.1 read these as numbers or dates: model.path=010 named the directory "8", 1:30 was
+    "90", 0.10 "0.1", 2024-6-1 "2024-06-01"."""
+    cfg = load_config([], [f"model.path={text}", f"logging.wandb_project={text}", f"rollout.stop_strings=[{text}]"])
+    assert cfg.model.path == cfg.logging.wandb_project == text and cfg.rollout.stop_strings == [text]
+    (tmp_path / "run.yaml").write_text(f"model:\n  path: {text}\noutput_dir: {text}\n")
+    cfg = load_config([tmp_path / "run.yaml"])
+    assert cfg.model.path == cfg.output_dir == text
+
+
+def test_the_cli_reads_the_model_path_override_as_written():
+    from dapo.cli.main import model_path_override
+
+    assert model_path_override(["model.path=010"]) == "010"
+
+
+@pytest.mark.parametrize(("text", "number"), [
+    ("010", 10), ("08", 8), ("0777", 777), ("0x10", 16), ("0o10", 8), ("0b11", 3), ("1_000", 1000),
+    ("1e3", 1000), ("3.0", 3), ("+5", 5), ("1e23", 10**23),
+])
+def test_an_integer_field_reads_decimal_not_yaml_1_1_octal(tmp_path: Path, text: str, number: int):
+    """010 was octal 8 (and 08 refused), 1e23 went through a float (99999999999999991611392)."""
+    assert load_config([], [f"eval.seed={text}"]).eval.seed == number
+    (tmp_path / "run.yaml").write_text(f"trainer:\n  seed: {text}\n")
+    assert load_config([tmp_path / "run.yaml"]).trainer.seed == number
+
+
+@pytest.mark.parametrize(("text", "number"), [("010", 10.0), ("0777", 777.0), (".5", 0.5), ("1e-6", 1e-6),
+                                              ("0x10", 16.0), ("1_000", 1000.0)])
+def test_a_float_field_reads_decimal_not_yaml_1_1_octal(text: str, number: float):
+    assert load_config([], [f"trainer.lr={text}"]).trainer.lr == number
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("eval.seed=1:30", r"eval.seed='1:30' should be of type int"),  # YAML 1.1's base 60: 90
+    ("eval.seed=12:30:00", "should be of type int"),
+    ("trainer.lr=1:30", r"trainer.lr='1:30' is not a number"),
+    ("eval.seed=1e999999999", "should be of type int"),  # refused, not built digit by digit
+    ("trainer.lr=.inf", "must be a finite number"),
+    ("trainer.total_steps=2024-06-01", "should be of type int"),
+])
+def test_what_is_no_number_is_refused_naming_the_field(override: str, message: str):
+    with pytest.raises(ConfigError, match=message):
+        load_config([], [override])
+
+
+def test_an_empty_builtin_operator_list_is_refused_not_replaced_by_plus():
+    """(the task generator silently used "+" for an empty list)"""
+    with pytest.raises(ConfigError, match="data.builtin_ops is empty"):
+        load_config([], ["data.builtin_ops=[]"])
+
+
+def test_every_section_is_importable_from_the_schema_and_each_module_stays_small():
+    """The sections live in their own modules; ``dapo.config.schema`` still names them all."""
+    from dapo.config import schema
+
+    for name in schema.__all__:
+        assert getattr(schema, name) is not None
+    config_dir = Path(schema.__file__).parent
+    assert not [p.name for p in config_dir.glob("*.py") if len(p.read_text().splitlines()) > 400]
+    assert os.path.basename(schema.__file__) == "schema.py"

@@ -239,3 +239,35 @@ def test_config_files_a_user_may_hand_in_by_mistake_or_by_yaml_habit(tmp_path):
     twice.write_text("trainer:\n  seed: 4\n  seed: 5\n")
     with pytest.raises(ConfigError, match="appears twice"):
         load_config([twice])
+
+
+def test_a_seed_outside_what_numpy_and_the_round_seeds_take_is_refused():
+    """trainer.seed is multiplied by 1_000_003 for each round's seed (int64) and vLLM seeds numpy
+    ([0, 2**32)): a larger one crashed mid-run with a traceback."""
+    assert load_config([], [f"trainer.seed={2**32 - 1}"]).trainer.seed == 2**32 - 1
+    for seed in (2**32, 10**14, -1):
+        with pytest.raises(ConfigError, match=r"trainer.seed=.* must be in \[0, 2\*\*32\)"):
+            load_config([], [f"trainer.seed={seed}"])
+        with pytest.raises(ConfigError, match=r"eval.seed=.* must be in \[0, 2\*\*32\)"):
+            load_config([], [f"eval.seed={seed}"])
+
+
+def test_rewards_whose_every_weight_is_zero_are_refused(tmp_path):
+    """A reward function of weight 0 beside verifier_weight=0 passed the 'nothing scores' check,
+    and every reward of the run was 0 (no group had signal, no update ever happened)."""
+    spec = "{path: 'r.py:f', weight: 0}"
+    with pytest.raises(ConfigError, match="every reward would be 0"):
+        load_config([], ["reward.verifier_weight=0", f"reward.functions=[{spec}]"])
+    assert load_config([], ["reward.verifier_weight=0", "reward.functions=[{path: 'r.py:f', weight: 0.5}]"])
+
+
+def test_the_saved_config_names_the_model_cache_directory_absolute(tmp_path, monkeypatch):
+    """model.cache_dir is where the built-in base model is installed: a relative one named
+    another directory from another working directory."""
+    from dapo.config.loading import config_to_dict, with_absolute_paths
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    for given, expected in [("cache", tmp_path / "cache"), ("~/c", tmp_path / "home" / "c")]:
+        saved = with_absolute_paths(config_to_dict(load_config([], [f"model.cache_dir={given}"])))
+        assert saved["model"]["cache_dir"] == str(expected)

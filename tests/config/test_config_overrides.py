@@ -92,9 +92,9 @@ def test_the_cli_reads_the_model_path_override_as_written():
 ])
 def test_an_integer_field_reads_decimal_not_yaml_1_1_octal(tmp_path: Path, text: str, number: int):
     """010 was octal 8 (and 08 refused), 1e23 went through a float (99999999999999991611392)."""
-    assert load_config([], [f"eval.seed={text}"]).eval.seed == number
-    (tmp_path / "run.yaml").write_text(f"trainer:\n  seed: {text}\n")
-    assert load_config([tmp_path / "run.yaml"]).trainer.seed == number
+    assert load_config([], [f"trainer.total_steps={text}"]).trainer.total_steps == number
+    (tmp_path / "run.yaml").write_text(f"trainer:\n  total_steps: {text}\n")
+    assert load_config([tmp_path / "run.yaml"]).trainer.total_steps == number
 
 
 @pytest.mark.parametrize(("text", "number"), [("010", 10.0), ("0777", 777.0), (".5", 0.5), ("1e-6", 1e-6),

@@ -68,6 +68,8 @@ class RewardConfig:
             self.verifier_weight != 0 or len(self.functions) > 0,
             "reward.verifier_weight is 0 and no reward.functions are given: nothing scores responses",
         )
+        check(self.verifier_weight != 0 or any(spec.weight != 0 for spec in self.functions),
+              "reward.verifier_weight and every reward.functions weight are 0: every reward would be 0")
 
 
 @dataclass

@@ -180,7 +180,7 @@ def config_to_dict(config: Any) -> dict[str, Any]:
 
 def with_absolute_paths(config: dict[str, Any]) -> dict[str, Any]:
     """``config`` (:func:`config_to_dict`'s form) with its local paths absolute: output_dir, the
-    model and tokenizer, data files (globs too), reward-function and plugin files, the checkpoint
+    model, its tokenizer and cache directory, data files (globs too), reward-function and plugin files, the checkpoint
     to resume (unless auto or never; also one that is gone by now: it names where it was, which a
     rerun finds in the run's own checkpoints' ``started_from``). A run's saved
     config then names the same files from any directory (``dapo eval CHECKPOINT``), and so does
@@ -193,6 +193,8 @@ def with_absolute_paths(config: dict[str, Any]) -> dict[str, Any]:
     if checkpoint["resume"] not in ("auto", "never"):  # (a directory named auto stays the keyword)
         checkpoint["resume"] = os.path.abspath(os.path.expanduser(checkpoint["resume"]))
     model["path"], model["tokenizer_path"] = (absolute_local_path(model[key]) for key in ("path", "tokenizer_path"))
+    if model["cache_dir"] is not None:  # a directory the run creates: absolute whether or not it exists yet
+        model["cache_dir"] = os.path.abspath(os.path.expanduser(model["cache_dir"]))
     for key in ("train_files", "eval_files"):
         data[key] = [absolute_local_path(entry) for entry in data[key]]
     for spec in reward["functions"]:

@@ -33,6 +33,7 @@ class EvalConfig:
         check(self.k >= 1, "eval.k must be >= 1")
         check(self.max_problems >= 0, "eval.max_problems must be >= 0 (0: all)")
         check(self.temperature > 0, "eval.temperature must be > 0")
+        check(self.seed is None or 0 <= self.seed < 2**32, f"eval.seed={self.seed} must be in [0, 2**32) (or null)")
         check(0 < self.top_p <= 1, "eval.top_p must be in (0, 1]")
 
 

@@ -222,6 +222,8 @@ class TrainerConfig:
         check(self.weight_decay >= 0, "trainer.weight_decay must be >= 0")
         check(0 <= self.min_lr_ratio <= 1, "trainer.min_lr_ratio must be in [0, 1] (the cosine's floor, a share of trainer.lr)")
         check(self.num_threads >= 0, "trainer.num_threads must be >= 0 (0: torch's default)")
+        # numpy (which vLLM seeds) takes [0, 2**32); the rounds' seeds (seed * 1_000_003 + ...) stay in int64
+        check(0 <= self.seed < 2**32, f"trainer.seed={self.seed} must be in [0, 2**32)")
         check(self.warmup_steps >= 0, "trainer.warmup_steps must be >= 0")
         check(not (self.packing and self.shared_prompt),
               "trainer.packing and trainer.shared_prompt are two layouts of a micro-batch: choose one")

@@ -76,8 +76,8 @@ def test_packing_models_switch_and_their_checkpoints_load_anywhere(tiny_model_di
 
 
 def test_a_packed_row_builds_no_row_wide_mask_and_padded_calls_keep_theirs(tiny_model_dir, monkeypatch):
-    """The switched model computes a packed row without the (N, N) mask, and a padded batch (a
-    generation, say) with its padding mask, as plain sdpa does."""
+    """The switched model computes a packed row without the (N, N) mask (its longest sequence's
+    alone), and a padded batch (a generation, say) with its padding mask, as plain sdpa does."""
     import dapo.trainer.packed_attention as packed_attention
     from dapo.trainer.batch import Sample, collate
 
@@ -91,7 +91,10 @@ def test_a_packed_row_builds_no_row_wide_mask_and_padded_calls_keep_theirs(tiny_
                Sample(2, "c", [15, 16], [17], [0.0], False)]  # two of length 3 after each other: one batched run
     packed = collate(samples, pad_token_id=0, layout="packed")
     ours = packed_attention.packed_logits(switched, packed)
-    assert not built
+    # only the last row of the longest sequence's (6 x 6) mask, which is causal: no mask is passed on,
+    # and neither the longest's whole mask nor the row's (12 x 12) is built
+    assert built and all(kw["q_length"] == 1 and kw["kv_length"] == 6 for kw in built)
+    built.clear()
     theirs = packed_attention.packed_logits(sdpa, packed)  # transformers' block-diagonal mask
     torch.testing.assert_close(ours, theirs, atol=1e-10, rtol=1e-10)
     padded = collate(samples, pad_token_id=0, layout="padded")
@@ -135,7 +138,7 @@ def test_what_per_sequence_sdpa_cannot_compute_is_refused_not_computed_wrong():
 
     query = key = value = torch.zeros(1, 2, 6, 4)
     bounds = torch.tensor([0, 2, 6], dtype=torch.int32)
-    with _packed_row():
+    with _packed_row(bounds):
         with pytest.raises(RuntimeError, match="without its sequence bounds"):
             packed_sdpa_forward(SimpleNamespace(), query, key, value, None)
         with pytest.raises(ValueError, match="softcap"):

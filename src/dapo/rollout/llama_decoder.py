@@ -35,6 +35,13 @@ from dapo.rollout.hf_compat import length_following_rope
 from dapo.rollout.llama_weights import LayerWeights, LlamaWeights
 
 _SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "mistral")
+# The submodules a functional forward reads (the decoder's, a layer's, its attention's, its MLP's):
+# anything else would be skipped silently (a newer transformers' or a variant's extra norm, an
+# adapter), so it is refused.
+_DECODER_PARTS = {"embed_tokens", "layers", "norm", "rotary_emb"}
+_LAYER_PARTS = {"self_attn", "mlp", "input_layernorm", "post_attention_layernorm"}
+_ATTENTION_PARTS = {"q_proj", "k_proj", "v_proj", "o_proj"}
+_MLP_PARTS = {"gate_proj", "up_proj", "down_proj", "act_fn"}
 # KV-cache slots added when the cache is full: at least this many, or a quarter of the length.
 # Decode attends over every allocated slot, so small chunks waste little compute.
 _MIN_GROWTH_SLOTS = 32
@@ -77,8 +84,14 @@ def architecture_reason(model: nn.Module) -> str | None:
         return "model does not have the model.{embed_tokens,layers,norm,rotary_emb} layout"
     if any(kind != "full_attention" for kind in getattr(config, "layer_types", None) or []):
         return "sliding-window attention layers are not supported"
-    for layer in decoder.layers:
+    if extra := sorted({name for name, _ in decoder.named_children()} - _DECODER_PARTS):
+        return f"the decoder has submodules this forward does not compute ({', '.join(extra)})"
+    for index, layer in enumerate(decoder.layers):
         attn, mlp = layer.self_attn, layer.mlp
+        for module, parts, where in ((layer, _LAYER_PARTS, ""), (attn, _ATTENTION_PARTS, ".self_attn"),
+                                     (mlp, _MLP_PARTS, ".mlp")):
+            if extra := sorted({name for name, _ in module.named_children()} - parts):
+                return f"layer {index}{where} has submodules this forward does not compute ({', '.join(extra)})"
         projections = [
             attn.q_proj,
             attn.k_proj,

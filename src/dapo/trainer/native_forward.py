@@ -49,15 +49,10 @@ from dapo.rollout.llama_decoder import architecture_reason
 from dapo.rollout.projections import fused
 from dapo.trainer.shared_prompt import checkpointing
 
-# The submodules this forward reads (a layer's, its attention's, its MLP's): anything else would be
-# skipped silently (a newer transformers' or a variant's extra norm, an adapter), so it is refused.
-_LAYER_PARTS = {"self_attn", "mlp", "input_layernorm", "post_attention_layernorm"}
-_ATTENTION_PARTS = {"q_proj", "k_proj", "v_proj", "o_proj"}
-_MLP_PARTS = {"gate_proj", "up_proj", "down_proj", "act_fn"}
-
 
 def native_forward_reason(model: nn.Module) -> str | None:
-    """Why :func:`native_shared_prompt_logits` cannot compute ``model``'s logits, or None."""
+    """Why :func:`native_shared_prompt_logits` cannot compute ``model``'s logits, or None
+    (:func:`architecture_reason` refuses the submodules it would skip)."""
     if reason := architecture_reason(model):
         return reason
     # RoPE comes from the model's own rotary module, so scaled variants are computed; only those
@@ -71,10 +66,6 @@ def native_forward_reason(model: nn.Module) -> str | None:
         return "forward hooks (or a replaced forward) on the model, which this forward would skip"
     for index, layer in enumerate(model.model.layers):
         attn, mlp = layer.self_attn, layer.mlp
-        for module, parts, where in ((layer, _LAYER_PARTS, ""), (attn, _ATTENTION_PARTS, ".self_attn"),
-                                     (mlp, _MLP_PARTS, ".mlp")):
-            if extra := sorted({name for name, _ in module.named_children()} - parts):
-                return f"layer {index}{where} has submodules this forward does not compute ({', '.join(extra)})"
         if getattr(attn, "attention_dropout", 0.0):  # the module's rate, which disable_dropout zeroes
             return f"attention dropout {attn.attention_dropout} in layer {index} (dropout in training)"
         if _skips_hooks(layer, attn, mlp, attn.q_proj, attn.k_proj, attn.v_proj, mlp.gate_proj, mlp.up_proj):

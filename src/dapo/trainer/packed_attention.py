@@ -17,11 +17,20 @@ queries, keys and values,
 the same softmax over the same keys as the block-diagonal mask. :func:`packed_logits` makes the
 packed forward call: with the bounds, and without transformers building the row-wide mask (a
 (N, N) bool tensor, 256 MB at 16k tokens, rebuilt every call). A call without them (a
-padded batch, a generation) is transformers' sdpa, mask included. :func:`use_packed_attention`
-switches a model to it where packing would otherwise get the mask; a model without sdpa support
-keeps eager and the mask. Inside a packed call, a layer the per-sequence path would compute
-wrongly raises instead (no bounds: the model drops its forward's keyword arguments; softcapping,
-attention sinks, a position bias, non-causal attention).
+padded batch, a generation) is transformers' sdpa, mask included.
+
+Where a layer's mask is not causal within a sequence (a sliding window, Llama 4's chunked
+attention), the window is not always among the attention's keyword arguments (Qwen2-MoE and
+PhiMoE give it to the mask alone): so each mask transformers asks for in a packed call is
+built for the row's longest sequence only, from the model's own mask function (n^2 for the
+longest n; its top-left corner is a shorter sequence's, the mask depending on positions only),
+and given to the layers that use it (None where it is causal, as before).
+
+:func:`use_packed_attention` switches a model to this attention where packing would otherwise
+get the mask; a model without sdpa support keeps eager and the mask. Inside a packed call, a
+layer the per-sequence path would compute wrongly raises instead (no bounds: the model drops its
+forward's keyword arguments; softcapping, attention sinks, a position bias, non-causal attention,
+a mask that depends on more than the positions).
 """
 
 from __future__ import annotations
@@ -40,7 +49,10 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 PACKED_SDPA = "dapo_packed_sdpa"
 # the implementations whose packed rows get a row-wide mask (flash-attention kernels are varlen)
 _MASKED_IMPLEMENTATIONS = ("sdpa", "eager")
-_PACKED_ROW = ContextVar("dapo_packed_row", default=False)  # inside packed_logits' model call
+# inside packed_logits' model call: the row's sequence bounds (on the CPU), None outside
+_PACKED_ROW: ContextVar[torch.Tensor | None] = ContextVar("dapo_packed_row", default=None)
+# the attribute of a longest sequence's mask that says up to which length its corners are causal
+_CAUSAL_UP_TO = "dapo_causal_up_to"
 
 
 def packed_sdpa_forward(
@@ -53,11 +65,13 @@ def packed_sdpa_forward(
     scaling: float | None = None,
     **kwargs,
 ) -> tuple[torch.Tensor, None]:
-    """query (1, H, N, d), key/value (1, Hkv, N, d) of a packed row -> (1, N, H, d); see the module doc."""
+    """query (1, H, N, d), key/value (1, Hkv, N, d) of a packed row -> (1, N, H, d); see the module doc.
+    In a packed call ``attention_mask`` is None (causal) or the longest sequence's (1, 1, n, n)
+    mask (:func:`_sdpa_mask_unless_packed`)."""
     bounds = kwargs.get("cu_seq_lens_q")
     # the bounds, not the flag, pick the path: a checkpointed layer's recompute in backward runs
     # after packed_logits' call has returned, with the call's arguments
-    if bounds is None and not _PACKED_ROW.get():
+    if bounds is None and _PACKED_ROW.get() is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
     _check_packed_call(module, query, bounds, kwargs)
@@ -72,11 +86,7 @@ def packed_sdpa_forward(
     outputs = []
     for (n, count), q, k, v in zip(runs, query.split(sizes, dim=2), key.split(sizes, dim=2), value.split(sizes, dim=2)):
         q, k, v = (t[0].unflatten(1, (count, n)).transpose(0, 1) for t in (q, k, v))  # (count, heads, n, d)
-        mask = None
-        if window is not None and n > window:  # a key is seen by the next `window` queries only
-            offset = torch.arange(n, device=query.device)
-            offset = offset[:, None] - offset[None, :]
-            mask = (offset >= 0) & (offset < window)
+        mask = _sequence_mask(attention_mask, window, n, query.device)
         # with a mask or wide heads, grouped-query sdpa falls back to CUDA's slow kernel: repeat K/V
         gqa = groups > 1 and mask is None and k.shape[-1] == v.shape[-1] <= 256
         if groups > 1 and not gqa:
@@ -85,6 +95,23 @@ def packed_sdpa_forward(
                                              scale=scaling, enable_gqa=gqa)
         outputs.append(out.transpose(1, 2).flatten(0, 1))  # (count * n, heads, d): sdpa's own layout, no copy
     return torch.cat(outputs).unsqueeze(0), None
+
+
+def _sequence_mask(longest: torch.Tensor | None, window: int | None, n: int,
+                   device: torch.device) -> torch.Tensor | None:
+    """The boolean mask of a sequence of ``n`` tokens (True: seen), None where it is causal:
+    the corner of the longest sequence's mask where the model made one, else causal within
+    ``window`` (a key is seen by the next ``window`` queries only)."""
+    if longest is not None:
+        mask = longest[0, 0, :n, :n]
+        causal_up_to = getattr(longest, _CAUSAL_UP_TO, None)
+        if causal_up_to is None:  # (a model made a new tensor of it: a device sync per call, not wrong)
+            causal_up_to = n if torch.equal(mask, torch.ones_like(mask).tril()) else 0
+        return None if n <= causal_up_to else mask
+    if window is None or n <= window:
+        return None
+    offset = torch.arange(n, device=device)
+    return (offset[:, None] >= offset[None, :]) & (offset[:, None] - offset[None, :] < window)
 
 
 def _check_packed_call(module: torch.nn.Module, query: torch.Tensor, bounds: torch.Tensor | None, kwargs: dict) -> None:
@@ -103,8 +130,34 @@ def _check_packed_call(module: torch.nn.Module, query: torch.Tensor, bounds: tor
 
 
 def _sdpa_mask_unless_packed(**kwargs) -> torch.Tensor | None:
-    """sdpa's mask, except for a packed row (its attention needs the sequence bounds only)."""
-    return None if _PACKED_ROW.get() else sdpa_mask(**kwargs)
+    """sdpa's mask; for a packed row, the (1, 1, n, n) mask of its longest sequence where that is not
+    causal, else None (no row-wide mask: its attention needs the sequence bounds only)."""
+    bounds = _PACKED_ROW.get()
+    if bounds is None:
+        return sdpa_mask(**kwargs)
+    if kwargs.get("use_vmap"):  # transformers' sign of a custom or_mask/and_mask function
+        raise ValueError("trainer.packing with sdpa/eager: the model's attention mask depends on more than the "
+                         "positions in a sequence (an or/and mask function, e.g. image tokens' bidirectional "
+                         "attention), which per-sequence sdpa does not compute; set trainer.packing=false")
+    edges = bounds.tolist()
+    start, end = max(zip(edges, edges[1:]), key=lambda edge: edge[1] - edge[0])
+    n = end - start
+    # the model's mask function over the packed row (positions remapped per sequence), at the longest's block
+    block = {**kwargs, "batch_size": 1, "kv_length": n, "kv_offset": start, "attention_mask": None,
+             "allow_is_causal_skip": False, "allow_is_bidirectional_skip": False}
+    # first its last query's row alone (n values, not n^2: 400 MB at 20k tokens): a window or chunk
+    # hides keys from the last query whenever it hides any, so a full row means a causal mask
+    if bool(sdpa_mask(**{**block, "q_length": 1, "q_offset": end - 1}).all()):
+        return None
+    longest = sdpa_mask(**{**block, "q_length": n, "q_offset": start})
+    causal = torch.ones(n, n, dtype=torch.bool, device=longest.device).tril()
+    differs = (longest[0, 0] != causal).nonzero()  # (query, key) pairs; one device sync per mask and call
+    if not len(differs):
+        return None
+    longest = longest[:1, :1]
+    # a sequence of n tokens has the corner [:n, :n]: causal while n <= the nearest difference's max(query, key)
+    setattr(longest, _CAUSAL_UP_TO, int(differs.max(dim=1).values.min()))
+    return longest
 
 
 AttentionInterface.register(PACKED_SDPA, packed_sdpa_forward)
@@ -112,8 +165,8 @@ ALL_MASK_ATTENTION_FUNCTIONS.register(PACKED_SDPA, _sdpa_mask_unless_packed)
 
 
 @contextlib.contextmanager
-def _packed_row() -> Iterator[None]:
-    token = _PACKED_ROW.set(True)
+def _packed_row(bounds: torch.Tensor) -> Iterator[None]:
+    token = _PACKED_ROW.set(bounds)
     try:
         yield
     finally:
@@ -136,7 +189,7 @@ def packed_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor]) -> t
     if implementation != PACKED_SDPA:  # eager kept (no sdpa): its mask, from the positions
         return model(**inputs).logits
     bounds = tensors["packed_cu_seq_lens"].cpu()  # read by every layer: one device sync per call
-    with _packed_row():
+    with _packed_row(bounds):
         return model(**inputs, cu_seq_lens_q=bounds).logits
 
 

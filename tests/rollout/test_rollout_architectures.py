@@ -1,0 +1,128 @@
+"""The native engine across architectures and config options: where its fast decoder accepts a
+model, it generates greedily what Hugging Face's generate does and reports the log-probs of the
+model's own forward; where it refuses one (a sliding window shorter than the call, other
+architectures), the generic Hugging Face path does, its sliding-window caches repeated for n
+samples and cut to the live rows."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import transformers
+from transformers import AutoModelForCausalLM, PreTrainedConfig
+
+from dapo.rollout.base import SamplingParams
+from dapo.rollout.llama_decoder import unsupported_reason
+from dapo.rollout.native import NativeEngine
+
+VOCAB = 64
+TINY = {"vocab_size": VOCAB, "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64}
+PROMPT_LENGTHS = (3, 9, 12)  # left-padded to 12
+NEW_TOKENS = 10  # a call of 12 + 10 positions
+SLIDING_THEN_FULL = ["sliding_attention", "full_attention"]
+
+
+def build(config: PreTrainedConfig) -> torch.nn.Module:
+    """A float32 model whose every weight matters: biases and norm weights off their init."""
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa", dtype=torch.float32)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.dim() == 1:
+                parameter.add_(torch.randn_like(parameter) * 0.2)
+            else:
+                parameter.normal_(0, 0.15)
+    return model.eval()
+
+
+def prompts() -> list[list[int]]:
+    generator = torch.Generator().manual_seed(3)
+    return [torch.randint(3, VOCAB, (n,), generator=generator).tolist() for n in PROMPT_LENGTHS]
+
+
+def check_engine(model: torch.nn.Module, path: str) -> None:
+    """Greedy tokens of each prompt as generate() gives them for that prompt alone; sampled
+    responses (two per prompt, stop tokens ending some early: rows dropped) with the log-probs
+    of one forward over prompt + response."""
+    engine = NativeEngine(model, pad_token_id=0)
+    greedy = engine.generate(prompts(), SamplingParams(top_k=1, max_new_tokens=NEW_TOKENS))
+    assert engine.last_path == path
+    for prompt, completion in zip(prompts(), greedy.completions):
+        expected = model.generate(torch.tensor([prompt]), max_new_tokens=NEW_TOKENS, do_sample=False,
+                                  pad_token_id=0, eos_token_id=None)[0, len(prompt):]
+        assert completion.token_ids == expected.tolist()
+    sampled = engine.generate(prompts(), SamplingParams(n=2, max_new_tokens=NEW_TOKENS, seed=2,
+                                                        stop_token_ids=list(range(5, 12))))
+    assert sorted({len(c.token_ids) for c in sampled.completions})[0] < NEW_TOKENS  # some stopped early
+    for completion in sampled.completions:
+        prompt = prompts()[completion.prompt_index]
+        with torch.no_grad():
+            logits = model(torch.tensor([prompt + completion.token_ids])).logits[0, len(prompt) - 1: -1]
+        expected = logits.double().log_softmax(-1).gather(-1, torch.tensor(completion.token_ids)[:, None])[:, 0]
+        torch.testing.assert_close(torch.tensor(completion.logprobs, dtype=torch.float64), expected,
+                                   rtol=0, atol=2e-5)
+
+
+FAST = {
+    "llama_linear_rope_tied": lambda: transformers.LlamaConfig(
+        **TINY, tie_word_embeddings=True, rope_parameters={"rope_type": "linear", "rope_theta": 10000.0, "factor": 3.0}),
+    # YaRN's attention factor scales cos and sin; an explicit head_dim; one KV head; biases everywhere
+    "llama_yarn_head_dim_biases": lambda: transformers.LlamaConfig(
+        **TINY | {"num_key_value_heads": 1}, head_dim=12, attention_bias=True, mlp_bias=True,
+        rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                         "original_max_position_embeddings": 8, "attention_factor": 1.3}),
+    # half the head's dimensions rotated (the rotary module's cos 1, sin 0 on the rest); a large eps
+    "llama_proportional_partial_rotary": lambda: transformers.LlamaConfig(
+        **TINY | {"num_key_value_heads": 4}, rms_norm_eps=0.3,
+        rope_parameters={"rope_type": "proportional", "rope_theta": 10000.0, "partial_rotary_factor": 0.5}),
+    # a sliding window asked for, on no layer (max_window_layers covers them all)
+    "qwen2_no_sliding_layer": lambda: transformers.Qwen2Config(
+        **TINY, use_sliding_window=True, sliding_window=3, max_window_layers=2),
+    # a window as long as the call: no key ever leaves it
+    "mistral_window_as_long_as_the_call": lambda: transformers.MistralConfig(
+        **TINY, sliding_window=max(PROMPT_LENGTHS) + NEW_TOKENS),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FAST))
+def test_the_fast_decoder_generates_as_hugging_face(name: str) -> None:
+    model = build(FAST[name]())
+    assert unsupported_reason(model, max(PROMPT_LENGTHS) + NEW_TOKENS) is None
+    check_engine(model, "llama")
+
+
+GENERIC = {
+    "mistral_window_shorter_than_the_call": (
+        lambda: transformers.MistralConfig(**TINY, sliding_window=3), "exceeds Mistral's sliding window 3"),
+    "qwen2_sliding_layer": (
+        lambda: transformers.Qwen2Config(**TINY, use_sliding_window=True, sliding_window=3, max_window_layers=1),
+        "sliding-window attention layers"),
+    "gemma3_sliding_layer_softcapping": (
+        lambda: transformers.Gemma3TextConfig(**TINY, head_dim=8, sliding_window=3, query_pre_attn_scalar=16,
+                                              layer_types=SLIDING_THEN_FULL, final_logit_softcapping=5.0),
+        "model_type 'gemma3_text'"),
+    "llama4_chunked": (
+        lambda: transformers.Llama4TextConfig(**TINY, head_dim=8, intermediate_size_mlp=48, num_local_experts=2,
+                                              attention_chunk_size=3, no_rope_layers=[1, 0],
+                                              interleave_moe_layer_step=2),
+        "model_type 'llama4_text'"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GENERIC))
+def test_what_the_fast_decoder_refuses_decodes_as_hugging_face(name: str) -> None:
+    make_config, reason = GENERIC[name]
+    model = build(make_config())
+    assert reason in (unsupported_reason(model, max(PROMPT_LENGTHS) + NEW_TOKENS) or "")
+    check_engine(model, "hf")
+
+
+def test_a_submodule_the_decoder_does_not_read_sends_the_model_to_the_generic_path() -> None:
+    """A layer's extra module (a newer transformers' norm, say) is not skipped silently."""
+    model = build(transformers.LlamaConfig(**TINY))
+    model.model.layers[0].self_attn.k_norm = torch.nn.RMSNorm(8)
+    assert unsupported_reason(model, 16) == "layer 0.self_attn has submodules this forward does not compute (k_norm)"
+    engine = NativeEngine(model, pad_token_id=0)
+    engine.generate([[3, 4, 5]], SamplingParams(max_new_tokens=2))
+    assert engine.last_path == "hf"

@@ -3,7 +3,8 @@ import signal
 
 import pytest
 
-from dapo.cli.main import main, split_config_args
+from dapo.cli.args import split_config_args
+from dapo.cli.main import main
 from tests.rewards.test_rewards_pool import alive, start_scoring_program
 
 
@@ -299,7 +300,7 @@ def test_output_piped_into_a_reader_that_stops_early_ends_quietly():
 def test_a_config_file_whose_path_holds_an_equals_sign_is_a_file(tmp_path):
     """Run directories named as Hydra names them (lr=1e-5): `dapo eval` passes the checkpoint's own
     dapo_config.yaml, which was read as a key=value override."""
-    from dapo.cli.main import config_arg_kind
+    from dapo.cli.args import config_arg_kind
 
     run = tmp_path / "lr=1e-5"
     run.mkdir()

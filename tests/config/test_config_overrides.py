@@ -81,7 +81,7 @@ def test_a_text_field_keeps_what_was_written(tmp_path: Path, text: str):
 
 
 def test_the_cli_reads_the_model_path_override_as_written():
-    from dapo.cli.main import model_path_override
+    from dapo.cli.args import model_path_override
 
     assert model_path_override(["model.path=010"]) == "010"
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import difflib
 import math
 import os
 import signal
@@ -15,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from dapo.cli.ablate import ABLATION_TASKS, DEFAULT_TASK
-from dapo.config import ConfigError, DAPOConfig, builtin_config_path, load_config
-from dapo.config.loading import parse_override, set_dotted, shipped_config_names, yaml_text
+from dapo.cli.args import SAVED_CONFIG, config_arg_kind, is_config_arg, resolve
+from dapo.config import ConfigError, DAPOConfig
+from dapo.config.loading import yaml_text
 from dapo.errors import UserError
 
 EPILOG = """\
@@ -32,112 +32,6 @@ configuration:
   `--explain` all), `dapo config` prints the resolved YAML; the resolved config of a run is saved
   as RUN_DIR/config.yaml.
 """
-
-
-def split_config_args(args: list[str], command: str = "train") -> tuple[list[str], list[str]]:
-    """Separate YAML files / shipped config names from key=value overrides."""
-    files, overrides = [], []
-    for index, arg in enumerate(args):
-        kind = config_arg_kind(arg)
-        if kind == "override":
-            overrides.append(arg)
-        elif kind == "file":
-            files.append(arg)
-        elif kind == "shipped":
-            files.append(str(builtin_config_path(arg)))
-        else:
-            raise ConfigError(_not_a_config_arg(args, index, command))
-    return files, overrides
-
-
-def _not_a_config_arg(args: list[str], index: int, command: str = "train") -> str:
-    """Why ``args[index]`` is neither a CONFIG nor an override, as the likely mistake: an override
-    the shell split at a space, one without its ``=``, a checkpoint given as a config, a misspelled
-    shipped config."""
-    arg, previous = args[index], args[index - 1] if index else ""
-    following = args[index + 1] if index + 1 < len(args) else ""
-    why = f"{arg!r} is not a config file, a shipped config ({', '.join(shipped_config_names())}) or key=value"
-    if previous.count("[") > previous.count("]") or previous.count("{") > previous.count("}"):
-        return f"{why}: the shell split {previous!r} at a space; quote it: '{previous} {arg}'"
-    if previous.endswith("=") or arg.startswith("=") or following.startswith("="):
-        return f"{why}: write key=value without spaces around '='"
-    if Path(arg).is_dir() and command == "eval":
-        return f"{why}: dapo eval evaluates one model: run it once for each"
-    if Path(arg).is_dir():
-        return f"{why}: to start from a checkpoint directory, give checkpoint.resume={arg}"
-    if close := difflib.get_close_matches(arg, shipped_config_names(), n=1, cutoff=0.75):
-        return f"{why}: did you mean the shipped config {close[0]!r}?"
-    if "." in arg and not Path(arg).exists():
-        return f"{why}: an override needs '=' (e.g. {arg}=VALUE)"
-    return why
-
-
-def config_arg_kind(arg: str) -> str:
-    """How the CLI reads an argument: "override" (key=value), "file" (a YAML file) or "shipped" (a
-    shipped config's name); "" for anything else (a field's key, for --explain). A YAML file that
-    exists is a file even with '=' in its path (a run directory named lr=1e-5, as Hydra names them)."""
-    if arg.endswith((".yaml", ".yml")) and Path(arg).is_file():
-        return "file"
-    if "=" in arg:
-        return "override"
-    if arg.endswith((".yaml", ".yml")) or Path(arg).is_file():
-        return "file"
-    return "shipped" if arg in shipped_config_names() else ""
-
-
-def is_config_arg(arg: str) -> bool:
-    """Whether ``arg`` is a CONFIG or a key=value override, as :func:`split_config_args` reads
-    them, rather than a field's key."""
-    return config_arg_kind(arg) != ""
-
-
-# The shipped configs a run starts from when no CONFIG is given, by whose model it trains: the
-# embedded default's laptop settings suit only the built-in model; any other model starts from the
-# paper's recipe for one device (README "Train your own model").
-DEMO_CONFIG, RECIPE_CONFIG = "default", "dapo_recipe"
-SAVED_CONFIG = "dapo_config.yaml"  # a checkpoint's copy of its run's resolved config
-
-
-def model_path_override(overrides: list[str]) -> str | None:
-    """The model.path the overrides set, if any (``model.path=X`` or ``model={path: X}``; the last wins)."""
-    tree: dict[str, Any] = {}
-    for text in overrides:
-        set_dotted(tree, *parse_override(text))
-    model = tree.get("model")
-    path = model.get("path") if isinstance(model, dict) else None
-    return None if path is None else str(path)
-
-
-def is_builtin_model(path: str | None) -> bool:
-    return path is None or path.partition(":")[0] == "builtin"
-
-
-def resolve(args: list[str], command: str = "train") -> DAPOConfig:
-    """Load CONFIG files + overrides. With no CONFIG: the embedded default for the built-in model,
-    the paper's recipe (dapo_recipe) for any other model.path, saying so on stderr."""
-    files, overrides = split_config_args(args, command)
-    model_path = model_path_override(overrides)
-    if not files:
-        name = DEMO_CONFIG if is_builtin_model(model_path) else RECIPE_CONFIG
-        if name != DEMO_CONFIG:
-            print(f"dapo {command}: model.path={model_path} is not the built-in model, so the settings start from "
-                  f"the shipped config {name!r} (the paper's DAPO recipe for one device; `dapo config "
-                  f"{name}` shows it), not from the embedded demo's", file=sys.stderr)
-        files = [str(builtin_config_path(name))]
-    elif str(builtin_config_path(DEMO_CONFIG)) in map(str, files) and not is_builtin_model(model_path):
-        print(f"dapo {command}: note: config {DEMO_CONFIG!r} holds the built-in demo's laptop settings (no prompt "
-              f"template, lr 1.5e-4 cosine, bf16 decode, eval top_p 1.0); for your model start from {RECIPE_CONFIG!r}",
-              file=sys.stderr)
-    cfg = load_config(files, overrides)
-    # (model.path set by an override or in a config file; `dapo eval` names a checkpoint, maybe of
-    # a built-in model's run, whose held-out set is then the right one)
-    if command in ("train", "config") and not is_builtin_model(cfg.model.path):
-        for split in ("train", "eval"):
-            if "builtin:arithmetic" in getattr(cfg.data, f"{split}_files"):
-                print(f"dapo {command}: note: data.{split}_files holds the built-in arithmetic task (bare sums, no "
-                      f"template: the built-in model's task, not {cfg.model.path}'s); give data.{split}_files="
-                      "[FILE,...] for your data", file=sys.stderr)
-    return cfg
 
 
 def cmd_train(ns: argparse.Namespace) -> int:

@@ -21,6 +21,16 @@ def noisy(response, ground_truth, extra):
 
 def broken(response, ground_truth, extra):
     raise KeyError("no such field")
+
+def below_python(response, ground_truth, extra):
+    import ctypes, faulthandler, os, subprocess
+    print("python", flush=True)
+    os.write(1, b"fd 1\\n")
+    ctypes.CDLL(None).printf(b"C printf\\n")  # C stdio: buffered until flushed
+    subprocess.run([sys.executable, "-c", "print('child')"], stdout=sys.stdout, stderr=sys.stderr, check=True)
+    faulthandler.dump_traceback(sys.stderr)  # needs sys.stderr.fileno()
+    os.write(2, b"e" * 100_000)
+    return 1.0
 '''
 
 
@@ -51,3 +61,19 @@ def test_each_result_names_the_scorers_that_failed_on_it(functions_file):
     assert [r.failed for r in results] == [["broken"], ["broken"]]
     assert all(r.error for r in results) and [r.acc for r in results] == [True, False]  # the verifier's
     assert scorer.first_failure["broken"].endswith("KeyError: 'no such field'")
+
+
+def test_output_written_below_python_is_captured_and_a_real_fileno_is_there(functions_file, capfd, caplog):
+    """os.write(1, ...), C printf, a subprocess given sys.stdout: they reached the trainer's
+    terminal, and sys.stdout.fileno() raised (subprocess and faulthandler need it)."""
+    cfg = RewardConfig(functions=[RewardFunctionSpec(path=f"{functions_file}:below_python")], num_workers=1,
+                       timeout_s=60.0)
+    with caplog.at_level(logging.WARNING, logger="dapo.rewards"), RewardScorer(cfg) as scorer:
+        results = scorer.score(["Answer: 1"] * 2, ["1"] * 2)
+    assert [r.score for r in results] == [2.0, 2.0] and not any(r.error for r in results)
+    out, err = capfd.readouterr()
+    assert "fd 1" not in out + err and "child" not in out + err and "e" * 1000 not in out + err
+    [shown] = [r.getMessage() for r in caplog.records if "printed while scoring" in r.getMessage()]
+    assert shown.index("python\nfd 1\n") < shown.index("child\n")  # in the order written
+    assert "C printf" in shown and "most recent call first" in shown  # (C stdio's buffer flushed)
+    assert 2 * 100_000 < scorer.printed_chars["below_python"] < 2 * 110_000

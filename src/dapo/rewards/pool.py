@@ -15,7 +15,15 @@ item the worker cannot rebuild fails alone, as ``raised``.
 
 Workers are fresh interpreters (``python -c "...worker.main()"``) talking over a socket pair:
 the trainer process holds torch threads, so forking it is unsafe, and multiprocessing's spawn
-and forkserver re-import the trainer's ``__main__`` (torch and all) in every worker.
+and forkserver re-import the trainer's ``__main__`` (torch and all) in every worker. On Linux
+that interpreter forks at start and stays behind as the worker's keeper (``pids``; see
+:func:`dapo.rewards.process_tree.start_keeper`).
+
+The parent never blocks on a socket (:class:`dapo.rewards.worker.Channel`): a worker stuck
+after an item (a thread its function left holding the GIL in C code) held the whole run, every
+deadline included, in the send of a chunk larger than the socket's buffer, or in the read of a
+result it had half sent. A chunk's first task's clock starts when the chunk is queued: a worker
+that does not take it in time is retired as at a timeout.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ import contextlib
 import math
 import os
 import pickle
-import signal
+import select
 import socket
 import subprocess
 import sys
@@ -32,31 +40,36 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from dapo.rewards.process_tree import (
-    group_members,
-    kill_descendants,
-    signal_process,
-    signals_deferred,
-)
+from dapo.rewards import process_tree
+from dapo.rewards.process_tree import group_members, kill_group
 from dapo.rewards.user_functions import RewardFunctionError
+from dapo.rewards.worker import Channel
 
 Outcome = tuple[str, Any]
 _MAX_CHUNK = 16
 _POLL_S = 0.5
 # `python -c` puts the working directory first on sys.path: drop it before any import, so a
 # file there (random.py) does not shadow the stdlib in workers only; main() sets the trainer's path.
-_WORKER_CODE = "import sys; del sys.path[0]; from dapo.rewards.worker import main; main(sys.argv[1:])"
+# The keeper forks off before the package is imported (process_tree.py, stdlib only, loaded from
+# its file): it stays a bare interpreter, a few MB.
+_WORKER_CODE = (
+    "import sys; del sys.path[0]; from importlib import util; "
+    "spec = util.spec_from_file_location('dapo_keeper', sys.argv[4]); tree = util.module_from_spec(spec); "
+    "spec.loader.exec_module(tree); "
+    "keeper = tree.start_keeper(int(sys.argv[1]), int(sys.argv[2]) if sys.argv[3] == '1' else None); "
+    "from dapo.rewards.worker import main; main(sys.argv[1:4], keeper)"
+)
 
 
 @dataclass
 class _Worker:
-    process: subprocess.Popen
-    conn: Connection
+    process: subprocess.Popen  # the keeper on Linux (see the module's docstring)
+    channel: Channel
     started_at: float
+    scoring_pid: int | None = None  # the process that runs the tasks, as it said when ready
     ready: bool = False
     dead: bool = False  # its connection closed: it exited or was killed
     inflight: deque[int] = field(default_factory=deque)
@@ -71,7 +84,7 @@ def _launch(function_specs: list[str]) -> _Worker:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
     # PR_SET_PDEATHSIG fires when the creating *thread* exits, so only ask for it from main.
     die_with_parent = threading.current_thread() is threading.main_thread()
-    argv = [str(child_sock.fileno()), str(os.getpid()), str(int(die_with_parent))]
+    argv = [str(child_sock.fileno()), str(os.getpid()), str(int(die_with_parent)), process_tree.__file__]
     process = subprocess.Popen(
         [sys.executable, "-c", _WORKER_CODE, *argv],
         pass_fds=(child_sock.fileno(),),
@@ -80,13 +93,13 @@ def _launch(function_specs: list[str]) -> _Worker:
         start_new_session=True,  # its own process group, to be stopped as one (see _stop)
     )
     child_sock.close()
-    conn = Connection(parent_sock.detach())
-    conn.send((function_specs, list(sys.path), os.getcwd()))
-    return _Worker(process=process, conn=conn, started_at=time.monotonic())
+    worker = _Worker(process=process, channel=Channel(parent_sock), started_at=time.monotonic())
+    worker.channel.send((function_specs, list(sys.path), os.getcwd()))
+    return worker
 
 
 class WorkerPool:
-    """``num_workers`` processes running :func:`dapo.rewards.worker.worker_main`."""
+    """``num_workers`` processes running :func:`dapo.rewards.worker.main`."""
 
     def __init__(
         self,
@@ -115,7 +128,13 @@ class WorkerPool:
 
     @property
     def pids(self) -> list[int]:
+        """The processes the pool started and reaps (on Linux the keepers, not the scorers)."""
         return [w.process.pid for w in self._workers]
+
+    @property
+    def scoring_pids(self) -> list[int]:
+        """The processes that run the tasks (for resource accounting); until one is ready, its keeper's."""
+        return [w.scoring_pid or w.process.pid for w in self._workers]
 
     def _start_worker(self) -> _Worker:
         return _launch(self._specs)
@@ -129,7 +148,7 @@ class WorkerPool:
                     f"reward workers did not start within {self.startup_timeout_s:.0f} s "
                     "(does importing a reward function hang?)"
                 )
-            wait([w.conn for w in self._workers if not w.ready], timeout=_POLL_S)
+            _wait([w for w in self._workers if not w.ready], _POLL_S)
             for worker in self._workers:
                 self._drain(worker)
                 if self._init_error is not None:
@@ -170,7 +189,7 @@ class WorkerPool:
                 self._fail_pending(pending, self._init_error or "no scoring worker could start")
                 break
             self._dispatch(pending, tasks, chunk_size)
-            wait(self._waitables(), timeout=self._wait_timeout())
+            _wait(self._workers, self._wait_timeout())
         results, self._results = self._results, []
         return results  # type: ignore[return-value]
 
@@ -182,17 +201,17 @@ class WorkerPool:
             chunk = [(i, blob) for i in ids if (blob := self._pickled(i, tasks[i])) is not None]
             # in flight before the send: an interrupt right after it leaves the worker marked busy
             worker.inflight.extend(i for i, _ in chunk)
-            try:
-                worker.conn.send(chunk)
-            except (BrokenPipeError, OSError):
+            worker.channel.send(chunk)
+            if worker.channel.closed:  # it was gone before it could take any of them
                 worker.inflight.clear()
                 pending.extendleft(reversed([i for i, _ in chunk]))  # none of them started
                 continue
+            # from now, not from the end of the transfer (see the module's docstring)
             worker.deadline = self._deadline_of(worker)
 
     def _deadline_of(self, worker: _Worker) -> float:
         """When the task at the head of the worker's queue must be done, from now (it has just
-        started: the previous one reported, or the chunk was sent)."""
+        started: the previous one reported, or the chunk was queued)."""
         if not worker.inflight:
             return math.inf
         task_id = worker.inflight[0]
@@ -208,10 +227,10 @@ class WorkerPool:
             return None
 
     def _drain(self, worker: _Worker) -> None:
-        """Read every message the worker has sent so far."""
+        """Send the worker what its socket takes, and read every message it has sent so far."""
+        worker.channel.flush()
         try:
-            while worker.conn.poll():
-                message = worker.conn.recv()
+            for message in worker.channel.receive():
                 if message[0] == "result":
                     _, task_id, outcome = message
                     if not worker.inflight or worker.inflight[0] != task_id:
@@ -224,13 +243,13 @@ class WorkerPool:
                     _, task_id, text, total = message
                     self.outputs[task_id] = (text, total)
                 elif message[0] == "ready":
-                    worker.ready = True
+                    worker.ready, worker.scoring_pid = True, message[1]
                 elif message[0] == "init_error":
                     self._init_error = f"a reward worker could not start: {message[1]}"
-        except (EOFError, OSError):
-            worker.dead = True  # closed socket: the worker exited or was killed
         except Exception:  # (unpickling errors and the like) not the protocol's messages: as dead
             worker.dead = True
+        if worker.channel.closed:
+            worker.dead = True  # closed socket: the worker exited or was killed
 
     def _finish(self, task_id: int, outcome: Outcome) -> None:
         if self._results[task_id] is None:
@@ -279,9 +298,6 @@ class WorkerPool:
         now = time.monotonic()
         return all(self._past_startup(w, now) for w in self._workers)
 
-    def _waitables(self) -> list[Any]:
-        return [w.conn for w in self._workers]  # a dying worker makes its socket readable (EOF)
-
     def _wait_timeout(self) -> float:
         next_deadline = min((w.deadline for w in self._workers), default=math.inf)
         return max(0.0, min(_POLL_S, next_deadline - time.monotonic()))
@@ -295,13 +311,13 @@ class WorkerPool:
                 worker.process.wait(timeout=max(0.0, deadline - time.monotonic()))
         leader = worker.process.pid
         if worker.process.poll() is None:
-            _kill_group(leader, roots=[leader])
+            kill_group(leader, roots=[leader])
         elif members := group_members(leader):
-            # it ended by itself (os._exit, a crash, the OOM killer): what it started in its group
-            # lives on, and keeps the group's id from being reused while it does
-            _kill_group(leader, roots=members)
+            # it ended by itself (os._exit, a crash, the OOM killer; its keeper, if it had none):
+            # what it started in its group lives on, and keeps the group's id from being reused
+            kill_group(leader, roots=members)
         worker.process.wait()
-        worker.conn.close()
+        worker.channel.close()
         worker.dead = True
 
     def _stop_all(self, graceful: bool) -> None:
@@ -311,8 +327,7 @@ class WorkerPool:
         deadline = None
         if graceful:
             for worker in workers:
-                with contextlib.suppress(OSError):
-                    worker.conn.send(None)
+                worker.channel.send(None)
             deadline = time.monotonic() + 2.0
         for worker in workers:
             self._stop(worker, deadline)
@@ -329,14 +344,11 @@ class WorkerPool:
             self._stop_all(graceful=not sys.is_finalizing())
 
 
-def _kill_group(leader: int, roots: list[int]) -> None:
-    """SIGKILL process group ``leader`` (a worker's) and what ``roots`` started outside it. SIGSTOP
-    freezes the group at once, every process in it that stayed there; what left it (a daemon's
-    setsid) is frozen and killed next, then the group; no signal to this process ends it in
-    between, which would leave them frozen. (At interpreter exit open() is gone.)"""
-    with signals_deferred():
-        signal_process(leader, signal.SIGSTOP, group=True)
-        if not sys.is_finalizing():
-            for root in roots:
-                kill_descendants(root, leave_group=leader)
-        signal_process(leader, signal.SIGKILL, group=True)
+def _wait(workers: list[_Worker], timeout: float) -> None:
+    """Until a worker's socket has something to read (a dying worker's: the end of the stream) or
+    takes more of what is queued for it, or ``timeout`` s. (poll(): a trainer may hold fd 1024+.)"""
+    poller = select.poll()
+    for worker in workers:
+        if not worker.channel.closed:
+            poller.register(worker.channel, select.POLLIN | (select.POLLOUT if worker.channel.outbox else 0))
+    poller.poll(math.ceil(timeout * 1000))

@@ -1,5 +1,5 @@
 """The processes below a process (Linux /proc): what a reward function started, so that a
-worker's end is also theirs."""
+worker's end is also theirs, and the keeper that outlives a worker to end them."""
 
 from __future__ import annotations
 
@@ -151,3 +151,78 @@ def reap_orphans() -> None:
         if parent == me and state == "Z" and their_session != session:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, os.WNOHANG)
+
+
+def kill_group(leader: int, roots: list[int]) -> None:
+    """SIGKILL process group ``leader`` (a worker's) and what ``roots`` started outside it. SIGSTOP
+    freezes the group at once, every process in it that stayed there; what left it (a daemon's
+    setsid) is frozen and killed next, then the group; no signal to this process ends it in
+    between, which would leave them frozen. (At interpreter exit open() is gone.)"""
+    with signals_deferred():
+        signal_process(leader, signal.SIGSTOP, group=True)
+        if not sys.is_finalizing():
+            for root in roots:
+                kill_descendants(root, leave_group=leader)
+        signal_process(leader, signal.SIGKILL, group=True)
+
+
+def end_everything_below(*_: object) -> None:
+    """Kill what this process started (frozen first, see :func:`kill_descendants`), then its
+    process group, this process included (a worker and its keeper share the group the pool
+    started them in)."""
+    kill_descendants(os.getpid(), leave_group=os.getpgid(0))
+    signal_process(0, signal.SIGKILL, group=True)
+    os._exit(1)  # (not reached: the group's SIGKILL ends this process)
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Linux: get SIGTERM, handled by :func:`end_everything_below`, when process ``parent_pid``
+    (this one's parent) dies, however it dies; exit now if it already has. Python runs the handler
+    between two bytecodes: a task stuck in C code that holds the GIL delays it in a worker, never
+    in its keeper, which waits in waitpid()."""
+    if not sys.platform.startswith("linux"):
+        return
+    signal.signal(signal.SIGTERM, end_everything_below)
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    if os.getppid() != parent_pid:  # it died before prctl took effect
+        os._exit(1)
+
+
+def start_keeper(close_in_keeper: int, parent_pid: int | None) -> int | None:
+    """Linux: fork, and return in the child, which goes on as the worker, the pid of this process,
+    which stays behind as its keeper and never returns: a subreaper, it reaps the orphans it
+    adopts, and when the worker ends, however it ends (``os._exit`` in a reward function, a crash,
+    the OOM killer), kills every process left below it, then exits as the worker did. Without it
+    a daemon a reward function started (fork, setsid, fork), which the worker had adopted, was
+    orphaned again by the worker's death, to init, in no group or session the pool could find.
+    ``close_in_keeper``: the worker's socket, so that the parent sees it close with the worker;
+    ``parent_pid``: end (with everything below) when that process, the pool's, dies. Elsewhere
+    (no subreaper): None, and no fork. (The pool runs this from this file, before the package is
+    imported: stdlib only here.)"""
+    # the parent decides when workers stop (it leads their process group, so Ctrl-C reaches them
+    # only through the trainer's close(); this is in case something signals their group)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if not sys.platform.startswith("linux"):
+        return None
+    keeper = os.getpid()
+    adopt_orphans()
+    if parent_pid is not None:
+        die_with_parent(parent_pid)
+    worker = os.fork()
+    if worker == 0:
+        return keeper
+    os.close(close_in_keeper)
+    while True:  # interrupted by SIGTERM only to run its handler, which ends this process
+        pid, status = os.waitpid(-1, 0)
+        if pid == worker:
+            break
+    kill_descendants(keeper)  # all in the keeper's group or below it: it adopted every orphan
+    code = os.waitstatus_to_exitcode(status)
+    if code < 0:  # killed by a signal: the same signal, so that the pool reports the same cause
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(keeper, -code)
+    os._exit(code if code >= 0 else 1)

@@ -238,8 +238,9 @@ class RewardScorer:
 
     @property
     def worker_pids(self) -> list[int]:
-        """Process ids of the scoring workers (for resource accounting)."""
-        return self._pool.pids
+        """Process ids of the scoring workers (for resource accounting; not their keepers, which
+        the pool starts and reaps: ``_pool.pids``)."""
+        return self._pool.scoring_pids
 
     @property
     def extracts_answers(self) -> bool:

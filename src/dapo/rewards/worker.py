@@ -1,8 +1,12 @@
-"""What runs inside a scoring worker process (the parent side is :mod:`dapo.rewards.pool`).
+"""What runs inside a scoring worker process (the parent side is :mod:`dapo.rewards.pool`), and
+the socket's two ends.
 
-Each worker is a fresh interpreter started by the pool; it loads the user reward functions, says ``("ready", None)``, then answers chunks of
-tasks one task at a time, sending ``("result", task_id, outcome)`` after each, so the parent
-can hold every task to its own deadline and kill the worker when one runs past it.
+Each worker is a fresh interpreter started by the pool (on Linux the child of a keeper, see
+:func:`dapo.rewards.process_tree.start_keeper`); it loads the user reward functions, says
+``("ready", its pid)``, then answers chunks of tasks one task at a time, sending
+``("result", task_id, outcome)`` after each, so the parent can hold every task to its own
+deadline and kill the worker when one runs past it. Messages travel as their pickle's length
+(:data:`HEADER`), then the pickle.
 
 Tasks:   ``("math", ground_truth, pred)``, ``("fn", index, response, ground_truth, extra)`` and,
 for a batched function, ``("batch", index, responses, ground_truths, extras)``, each pickled on
@@ -11,107 +15,272 @@ Outcome: ``("ok", value)``, ``("raised", traceback text)`` or ``("bad", why the 
 is wrong)``; the parent adds ``("timeout", None)`` and ``("died", None)``. A batch's ``value``
 is one outcome per response: ``("ok", value)`` or ``("bad", why)``.
 
-What a user function prints (``sys.stdout`` / ``sys.stderr``) is captured per task, not written
-to the trainer's terminal: a task that printed sends ``("output", task_id, first characters,
-total characters)`` before its result, at most ``MAX_OUTPUT_CHARS`` of text, however much it
-printed.
+What a user function prints is captured per task, not written to the trainer's terminal, at the
+file-descriptor level (see :class:`OutputCapture`): a task that printed sends ``("output",
+task_id, first characters, total characters)`` before its result, at most ``MAX_OUTPUT_CHARS``
+of text, however much it printed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hashlib
 import io
 import os
 import pickle
 import random
-import signal
+import socket
+import struct
 import sys
+import tempfile
 import traceback
-from multiprocessing.connection import Connection
+from collections.abc import Iterator
 from typing import Any
-
-import math_verify  # noqa: F401  # load sympy before saying ready, not inside a task's deadline
-import numpy  # (its global generator is seeded per call; 40 ms at start)
 
 from dapo.rewards.equivalence import math_equal, silence_math_verify_logging
 from dapo.rewards.process_tree import (
     adopt_orphans,
-    kill_descendants,
+    die_with_parent,
+    end_everything_below,
     reap_orphans,
-    signal_process,
 )
 from dapo.rewards.user_functions import RewardFunction, load_reward_function, normalize_return
 
 Outcome = tuple[str, Any]
 _MAX_TRACEBACK_CHARS = 4000
 MAX_OUTPUT_CHARS = 2000
+HEADER = struct.Struct("!Q")  # a message's length, before its pickle, on a worker's socket
+_READ_BYTES = 1 << 20
+_MAX_MESSAGE_BYTES = 1 << 30  # a longer one is garbage (a process a function forked wrote there)
 
 
-class BoundedOutput(io.TextIOBase):
-    """A text stream that keeps the first ``limit`` characters written to it and counts the rest."""
+def send_message(sock: socket.socket, message: object) -> None:
+    """Write one message, however long the other end takes to read it: the worker's side (the
+    parent, which must not wait, sends through a :class:`Channel`)."""
+    data = pickle.dumps(message)
+    sock.sendall(HEADER.pack(len(data)))
+    sock.sendall(data)
+
+
+def receive_message(sock: socket.socket) -> Any:
+    """Read one message, waiting for it: the worker's side. EOFError once the other end closed."""
+    (size,) = HEADER.unpack(_read_exactly(sock, HEADER.size))
+    return pickle.loads(_read_exactly(sock, size))
+
+
+def _read_exactly(sock: socket.socket, size: int) -> bytearray:
+    data = bytearray(size)
+    view, got = memoryview(data), 0
+    while got < size:
+        received = sock.recv_into(view[got:])
+        if not received:
+            raise EOFError("the other end of the socket closed")
+        got += received
+    return data
+
+
+class Channel:
+    """The parent's end of a worker's socket, which never blocks (see :mod:`dapo.rewards.pool`):
+    what it sends is queued and written as the worker takes it; what arrives is kept until a
+    whole message is there."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        sock.setblocking(False)
+        self.sock = sock
+        self.inbox = bytearray()  # what arrived of messages not yet whole
+        self.outbox: bytes | memoryview = b""  # what the worker has not taken yet
+        self.closed = False  # the worker's end closed (it exited or was killed), or this one
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def send(self, message: object) -> None:
+        """Queue ``message`` and write what the socket takes now (a closed end: ``closed``)."""
+        data = pickle.dumps(message)
+        self.outbox = b"".join((self.outbox, HEADER.pack(len(data)), data))
+        self.flush()
+
+    def flush(self) -> None:
+        while self.outbox and not self.closed:
+            try:
+                sent = self.sock.send(self.outbox)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # EPIPE, ECONNRESET: the worker is gone
+                self.closed, self.outbox = True, b""
+                return
+            self.outbox = memoryview(self.outbox)[sent:]
+
+    def receive(self) -> Iterator[Any]:
+        """Each whole message that has arrived, in order; the end of the stream sets ``closed``.
+        (At most 64 reads a call: a process flooding the socket does not keep the parent here.)"""
+        for _ in range(64):
+            try:
+                data = self.sock.recv(_READ_BYTES)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                data = b""
+            if not data:
+                self.closed = True
+                break
+            self.inbox += data
+        while len(self.inbox) >= HEADER.size:
+            (size,) = HEADER.unpack_from(self.inbox)
+            if size > _MAX_MESSAGE_BYTES:  # not waited for, growing the inbox all the while
+                raise ValueError(f"a message of {size} bytes announced on a worker's socket")
+            if len(self.inbox) < HEADER.size + size:
+                break
+            message = self.inbox[HEADER.size : HEADER.size + size]
+            del self.inbox[: HEADER.size + size]
+            yield pickle.loads(message)
+
+    def close(self) -> None:
+        self.closed = True
+        self.sock.close()
+
+
+class OutputCapture:
+    """What a task prints, wherever it prints it: for each task, fds 1 and 2 lead to one unnamed
+    file (``dup2``), so ``os.write(1, ...)``, a C extension's ``printf`` and a subprocess that
+    inherits them are captured, and ``sys.stdout`` / ``sys.stderr`` are :class:`_CapturedStream`,
+    which write there too, in order, and have a real ``fileno()`` (``subprocess.run(...,
+    stdout=sys.stdout)`` and ``faulthandler`` need one). What prints through Python is written
+    until it makes ``limit`` characters and only counted after, so a function printing gigabytes
+    fills neither memory nor disk; below Python the file holds what is written during the task."""
 
     def __init__(self, limit: int = MAX_OUTPUT_CHARS) -> None:
-        self.limit, self.kept, self.total = limit, io.StringIO(), 0
+        import fcntl  # (POSIX, like a worker; the trainer imports this module too)
+
+        self.limit = limit
+        self._file = tempfile.TemporaryFile()  # noqa: SIM115  # the worker's life long; unlinked
+        self._fd = self._file.fileno()
+        # O_APPEND: a process left running that still writes there after the file was emptied
+        # writes at its (new) end, not at its old offset, past a hole
+        fcntl.fcntl(self._fd, fcntl.F_SETFL, fcntl.fcntl(self._fd, fcntl.F_GETFL) | os.O_APPEND)
+        self._libc = ctypes.CDLL(None)  # fflush(): what C code printed, out before fds 1, 2 go back
+        self._saved = (os.dup(1), os.dup(2))  # the worker's own: the trainer's terminal
+        self.kept = self.total = self.written = 0  # characters written, characters printed, bytes written
+
+    @contextlib.contextmanager
+    def capturing(self) -> Iterator[None]:
+        """Around one task: what it prints goes to the file (see :meth:`collect`)."""
+        self.kept = self.total = self.written = 0
+        streams = sys.stdout, sys.stderr
+        self._flush_below_python()  # the worker's own, not the task's
+        os.dup2(self._fd, 1)
+        os.dup2(self._fd, 2)
+        sys.stdout, sys.stderr = _CapturedStream(self, 1), _CapturedStream(self, 2)
+        try:
+            yield
+        finally:
+            self._flush_below_python()  # into the file, while fds 1 and 2 still lead there
+            os.dup2(self._saved[0], 1)
+            os.dup2(self._saved[1], 2)
+            sys.stdout, sys.stderr = streams
+
+    def _flush_below_python(self) -> None:
+        """Write out what is buffered on its way to fds 1 and 2: the interpreter's own streams
+        (``sys.__stdout__``) and C stdio's (``printf`` in an extension)."""
+        for stream in (sys.__stdout__, sys.__stderr__):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        with contextlib.suppress(Exception):
+            self._libc.fflush(None)
+
+    def collect(self) -> tuple[str, int] | None:
+        """(The first ``limit`` characters, how many there were) of what the last task printed,
+        or None if nothing; empties the file. (Below Python, a byte counts as a character.)"""
+        size = os.fstat(self._fd).st_size
+        if not size and not self.total:
+            return None
+        head = os.pread(self._fd, 4 * self.limit, 0).decode("utf-8", "replace")[: self.limit]
+        os.ftruncate(self._fd, 0)
+        return head, self.total + max(0, size - self.written)
+
+
+class _CapturedStream(io.TextIOBase):
+    """``sys.stdout`` or ``sys.stderr`` while a task runs (see :class:`OutputCapture`)."""
+
+    def __init__(self, capture: OutputCapture, fd: int) -> None:
+        self._capture, self._fd = capture, fd
 
     @property
     def encoding(self) -> str:  # what code that prints bytes or picks a codec reads (None broke it)
         return "utf-8"
 
+    @property
+    def buffer(self) -> io.RawIOBase:  # sys.stdout.buffer.write(b"..."): straight to the file
+        return io.FileIO(self._fd, "w", closefd=False)
+
+    def fileno(self) -> int:
+        return self._fd
+
     def writable(self) -> bool:
         return True
 
     def write(self, text: str) -> int:
-        room = self.limit - self.kept.tell()
-        if room > 0:
-            self.kept.write(text[:room])
-        self.total += len(text)
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        capture = self._capture
+        if (room := capture.limit - capture.kept) > 0 and text:
+            data = text[:room].encode("utf-8", "backslashreplace")
+            with contextlib.suppress(OSError):  # a full disk loses the output, not the item
+                capture.written += os.write(self._fd, data)
+            capture.kept += len(text[:room])
+        capture.total += len(text)
         return len(text)
 
 
-def main(argv: list[str]) -> None:
-    """Entry point of a worker interpreter: ``argv`` = [socket fd, parent pid, die_with_parent]."""
-    fd, parent_pid, die_with_parent = int(argv[0]), int(argv[1]), argv[2] == "1"
-    # the parent decides when workers stop (it leads its own process group, so Ctrl-C reaches it
-    # only through the trainer's close(); this is in case something signals its group)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if die_with_parent:
-        _die_with_parent(parent_pid)
+def main(argv: list[str], keeper: int | None) -> None:
+    """Entry point of a worker interpreter: ``argv`` = [socket fd, parent pid, die_with_parent];
+    ``keeper``: what :func:`dapo.rewards.process_tree.start_keeper` returned, before this module
+    was imported."""
+    fd, parent_pid, with_parent = int(argv[0]), int(argv[1]), argv[2] == "1"  # (SIGINT: start_keeper)
+    os.set_inheritable(fd, False)  # not to the programs a function runs: the worker's end is its own
+    if keeper is not None:
+        die_with_parent(keeper)
+    elif with_parent:
+        die_with_parent(parent_pid)
     adopt_orphans()  # a daemon a reward function starts stays below the worker, to be stopped with it
-    conn = Connection(fd)
-    function_specs, parent_sys_path, parent_cwd = conn.recv()
+    sock = socket.socket(fileno=fd)
+    function_specs, parent_sys_path, parent_cwd = receive_message(sock)
     # The trainer's import path in its order, and its working directory last, where
     # dapo.user_code looks for "module:fn" reward functions.
     sys.path[:] = [*parent_sys_path, *([parent_cwd] if parent_cwd not in parent_sys_path else [])]
-    serve(conn, function_specs)
+    serve(sock, function_specs)
 
 
-def serve(conn: Connection, function_specs: list[str]) -> None:
+def serve(sock: socket.socket, function_specs: list[str]) -> None:
     """Load the user functions, say ready, then run chunks of tasks until told to stop."""
+    import math_verify  # noqa: F401  # sympy loaded before saying ready, not inside a task's deadline
+    import numpy  # noqa: F401  # (its global generator is seeded per call; 40 ms at start)
+
     silence_math_verify_logging()
     try:
+        capture = OutputCapture()
         functions = [load_reward_function(spec) for spec in function_specs]
     except Exception as exc:
-        conn.send(("init_error", f"{type(exc).__name__}: {exc}"))
+        send_message(sock, ("init_error", f"{type(exc).__name__}: {exc}"))
         return
-    conn.send(("ready", None))
+    send_message(sock, ("ready", os.getpid()))
     server = os.getpid()
     while True:
         try:
-            chunk = conn.recv()
+            chunk = receive_message(sock)
         except (EOFError, OSError):
             return  # the parent is gone
         if chunk is None:  # asked to stop: what the functions started (and left running) stops too
-            _end_with_everything_started()
+            end_everything_below()
         for task_id, pickled_task in chunk:
-            output = BoundedOutput()
-            with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+            with capture.capturing():
                 outcome = run_task(pickled_task, functions)
             if os.getpid() != server:  # a process the function forked that returned (or raised) into
                 os._exit(0)  # this loop: it must not answer on the worker's socket
-            if output.total:
-                conn.send(("output", task_id, output.kept.getvalue(), output.total))
-            conn.send(("result", task_id, outcome))
+            if printed := capture.collect():
+                send_message(sock, ("output", task_id, *printed))
+            send_message(sock, ("result", task_id, outcome))
         reap_orphans()
 
 
@@ -158,31 +327,7 @@ def seed_global_generators(function_index: int, response: str, ground_truth: str
     text = f"{function_index}\0{ground_truth}\0{response}".encode("utf-8", "surrogatepass")
     seed = int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little")
     random.seed(seed)
+    import numpy  # (imported by serve(), after the keeper's fork: a lookup here)
+
     numpy.random.seed(seed % 2**32)
 
-
-def _end_with_everything_started(*_: object) -> None:
-    """Kill what the reward functions started (frozen first, see :func:`kill_descendants`), then
-    this worker's process group, the worker included: it leads the group (the pool starts it in
-    its own session)."""
-    kill_descendants(os.getpid(), leave_group=os.getpid())
-    signal_process(0, signal.SIGKILL, group=True)
-    os._exit(1)  # (not reached: the group's SIGKILL ends this process)
-
-
-def _die_with_parent(parent_pid: int) -> None:
-    """Linux: end, with what the reward functions started, when the parent dies, however it dies
-    (SIGKILL, or SIGTERM to a trainer driven from Python, which runs no close()). The parent's
-    death sends SIGTERM, not SIGKILL: a killed worker would leave its functions' programs running.
-    The handler runs between two Python bytecodes, so a task stuck in C code holding the GIL delays
-    it until the code returns."""
-    if not sys.platform.startswith("linux"):
-        return
-    signal.signal(signal.SIGTERM, _end_with_everything_started)
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
-        os._exit(1)

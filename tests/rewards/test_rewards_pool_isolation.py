@@ -1,0 +1,146 @@
+"""A worker stuck outside any task, or gone with a daemon still running, holds no run past its
+deadlines and leaves nothing behind (the pool's sockets never block; each worker has a keeper)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dapo.rewards.pool import WorkerPool
+
+FNS = str(Path(__file__).resolve().parent / "reward_fns_fixture.py")
+
+
+def fn_tasks(extras: list[dict]) -> list[tuple]:
+    return [("fn", 0, "response", "1", extra) for extra in extras]
+
+
+def alive(pid: int) -> bool:
+    """Running (not gone, not a zombie waiting for its new parent to reap it)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return False
+    return fields[0] != "Z"
+
+
+# A thread a reward function leaves behind that takes the GIL at the worst moment and keeps it in
+# C code (ctypes.PyDLL does not release it): it spins (so it gets the GIL whenever the main thread
+# lets go of it) until the main thread's innermost Python frame is one of `extra["when"]`.
+GIL_HOLDER = """
+import ctypes, sys, threading
+
+def _hold_the_gil(when, seconds):
+    main = threading.main_thread().ident
+    while True:
+        frame = sys._current_frames().get(main)
+        if frame is not None and frame.f_code.co_name in when:
+            ctypes.PyDLL(None).usleep(int(seconds * 1e6))
+            return
+
+def f(response, ground_truth, extra):
+    if "when" in extra:
+        threading.Thread(target=_hold_the_gil, args=(extra["when"], 60.0), daemon=True).start()
+    if extra.get("big_result"):  # no "score": a "bad" outcome quoting the key, a message sent in
+        return {"x" * 20_000_000: 1.0}  # many writes, the main thread letting go of the GIL in each
+    return 1.0
+"""
+# the main thread's frames: reading the next chunk, sending a message (this code, and the
+# multiprocessing.connection the pool used before)
+WAITING_FOR_A_CHUNK = ["_read_exactly", "_recv"]
+SENDING = ["send_message", "_send"]
+
+
+@pytest.fixture()
+def gil_holder(tmp_path: Path) -> str:
+    module = tmp_path / "holds_the_gil.py"
+    module.write_text(GIL_HOLDER)
+    return f"{module}:f"
+
+
+def test_a_chunk_a_stuck_worker_cannot_take_is_held_to_the_deadline(gil_holder):
+    """The item returned in time, but left a thread holding the GIL while the worker waits for
+    its next chunk: the worker reads no more of its socket. The parent's send of a chunk larger
+    than the socket's buffer blocked until the thread let go (60 s here), past every deadline."""
+    pool = WorkerPool(1, [gil_holder], timeout_s=2.0)
+    try:
+        assert [kind for kind, _ in pool.run(fn_tasks([{"when": WAITING_FOR_A_CHUNK}]))] == ["ok"]
+        time.sleep(1.0)  # the thread holds the GIL by now
+        started = time.monotonic()
+        [(kind, _)] = pool.run([("fn", 0, "x" * 4_000_000, "1", {})])  # 4 MB: more than the buffer
+        assert kind == "timeout" and time.monotonic() - started < 2.0 + 20.0
+        assert [kind for kind, _ in pool.run(fn_tasks([{}, {}]))] == ["ok", "ok"]  # its replacement
+    finally:
+        pool.close()
+
+
+def test_a_result_half_sent_by_a_stuck_worker_is_held_to_the_deadline(gil_holder):
+    """A result longer than the socket's buffer, sent while the item's thread takes the GIL: the
+    parent read the start of the message and blocked for the rest until the thread let go (60 s
+    here; the thread takes the GIL when the main thread waits for the parent to read)."""
+    pool = WorkerPool(1, [gil_holder], timeout_s=3.0)
+    try:
+        started = time.monotonic()
+        [(kind, _)] = pool.run(fn_tasks([{"when": SENDING, "big_result": True}]))
+        assert kind == "timeout" and time.monotonic() - started < 3.0 + 20.0
+    finally:
+        pool.close()
+
+
+DAEMON_THEN_EXIT = """
+import os, time
+def f(response, ground_truth, extra):
+    middle = os.fork()
+    if middle == 0:  # a daemon: fork, setsid, fork; the middle exits
+        os.setsid()
+        if os.fork() == 0:
+            with open({pid_file!r}, "w") as out:
+                out.write(str(os.getpid()))
+            time.sleep(300)
+            os._exit(0)
+        os._exit(0)
+    os.waitpid(middle, 0)
+    while not (os.path.exists({pid_file!r}) and open({pid_file!r}).read()):  # (written whole)
+        time.sleep(0.01)
+    os._exit(3)  # the worker ends by itself, its daemon (adopted, in a session of its own) running
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the keeper is a Linux subreaper")
+def test_a_daemon_of_a_worker_that_exits_by_itself_does_not_outlive_it(tmp_path):
+    """The worker's death orphaned its daemon again, to init, outside the worker's group: nothing
+    found it. It also held the worker's socket open, so the item was charged a timeout at the
+    deadline instead of "died" at once. The worker's keeper now adopts it and kills it."""
+    pid_file = tmp_path / "daemon.pid"
+    module = tmp_path / "daemon_then_exit.py"
+    module.write_text(DAEMON_THEN_EXIT.format(pid_file=str(pid_file)))
+    pool = WorkerPool(1, [f"{module}:f"], timeout_s=60.0)
+    try:
+        [(kind, _)] = pool.run(fn_tasks([{}]))
+    finally:
+        pool.close()
+        daemon = int(pid_file.read_text()) if pid_file.exists() else None
+    deadline = time.monotonic() + 10
+    while daemon and alive(daemon) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    outlived = daemon is not None and alive(daemon)
+    if outlived:
+        os.kill(daemon, signal.SIGKILL)
+    assert kind == "died" and daemon is not None and not outlived
+
+
+def test_the_workers_scoring_processes_are_told_apart_from_their_keepers():
+    pool = WorkerPool(2, [f"{FNS}:length_bonus"], timeout_s=30.0)
+    try:
+        assert len(set(pool.scoring_pids)) == 2 and all(alive(pid) for pid in pool.scoring_pids)
+        if sys.platform.startswith("linux"):  # each keeper is its worker's parent
+            assert set(pool.scoring_pids).isdisjoint(pool.pids)
+            for keeper, worker in zip(pool.pids, pool.scoring_pids):
+                assert Path(f"/proc/{worker}/stat").read_text().rsplit(")", 1)[1].split()[1] == str(keeper)
+    finally:
+        pool.close()

@@ -223,8 +223,11 @@ def test_one_ranks_error_is_raised_at_once_and_a_dead_rank_is_named():
         with pytest.raises(torch.OutOfMemoryError, match="out of memory on this rank"):
             group._get([group.ranks[0].wait_for_peer.remote(), group.ranks[1].fail.remote(0.0)])
         assert time.monotonic() - started < 60  # the blocked rank sleeps 300 s
+        assert group.broken  # a further call would wait behind the blocked rank: it raises instead
+        with pytest.raises(RuntimeError, match="no further call"):
+            group._get([group.ranks[1].ready.remote()])
 
-        group.ranks = [Rank.remote(), Rank.remote()]
+        group.ranks, group.broken = [Rank.remote(), Rank.remote()], None
         ray.get([rank.ready.remote() for rank in group.ranks])
         with pytest.raises(PolicyRankDied, match=r"policy rank 1 \(Ray actor PolicyRank\) died"):
             group._get([group.ranks[0].fail.remote(0.0), group.ranks[1].die.remote(1.0)])

@@ -26,7 +26,8 @@ class FakeRank:
 
 
 def fake_group(world: int, engine_tp: int = 1):
-    return SimpleNamespace(world_size=world, engine_tp=engine_tp, ranks=[FakeRank(r) for r in range(world)], _get=list)
+    return SimpleNamespace(world_size=world, engine_tp=engine_tp, ranks=[FakeRank(r) for r in range(world)],
+                           _get=lambda refs, collective=True: list(refs))
 
 
 class TensorParallelRank(FakeRank):

@@ -361,11 +361,16 @@ class Trainer:
     def _final_evaluation(self) -> dict[str, float]:
         """The held-out evaluation after the last step (the final checkpoint follows it). Should it
         fail, the trained steps are checkpointed first when no periodic checkpoint holds them: a
-        resume then has only the evaluation left to do."""
+        resume then has only the evaluation left to do. Not where the failure left the policy
+        ranks unusable (dead, or one blocked in a collective): their checkpoint would never end."""
         try:
             return self.evaluate()
         except Exception:
-            if not self._periodic_checkpoint_due():
+            if not self._periodic_checkpoint_due() and self.policy.broken:
+                warnings.warn(f"the final evaluation failed and left the policy ranks unusable ({self.policy.broken}): "
+                              f"no checkpoint of step {self.step} could be written; a rerun resumes from the last "
+                              "checkpoint", stacklevel=2)
+            elif not self._periodic_checkpoint_due():
                 self.save_checkpoint()
             raise
 

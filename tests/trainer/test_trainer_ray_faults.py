@@ -1,0 +1,149 @@
+"""Faults on the policy ranks must not hang the driver: a rank's error that leaves its peers
+inside a collective (a vLLM tensor-parallel engine's ranks mid-generate, the weight sync's
+all-gather), and the calls that would queue behind them. Faults are injected inside the rank
+actors (their engines' methods replaced through ``__ray_call__``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+
+import pytest
+import torch
+
+from dapo.trainer import Trainer
+from tests.trainer.conftest import tiny_config
+
+pytest.importorskip("ray")
+TWO_RANKS = ["resources.devices_per_node=2", "trainer.num_threads=1"]
+
+
+def call_in_thread(fn, timeout_s: float):
+    """``fn()``'s result or exception, or ``"hung"`` after ``timeout_s``."""
+    outcome: list = ["hung"]
+
+    def run() -> None:
+        try:
+            outcome[0] = fn()
+        except BaseException as error:  # noqa: BLE001 - handed back to the test
+            outcome[0] = error
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    return outcome[0]
+
+
+def on_rank(trainer: Trainer, rank: int, fn) -> None:
+    import ray
+
+    ray.get(trainer.policy.ranks[rank].__ray_call__.remote(fn))
+
+
+@pytest.mark.parametrize("engine_tp", [2, 1])
+def test_a_final_evaluation_that_fails_on_one_rank_does_not_hang_the_run(tiny_model_dir, reward_file, tmp_path,
+                                                                         engine_tp):
+    """A rank's engine fails mid-generate in the final evaluation. engine_tp=2 (both ranks one
+    vLLM tensor-parallel engine): its peer stays blocked in the engine's collective, and the
+    fallback checkpoint (every rank into DCP's collectives) would wait on it forever; the run
+    must stop with the evaluation's error instead, saying there is no checkpoint of the last
+    steps. (A sleeping native engine stands in for the blocked peer.) engine_tp=1: the other
+    rank's own engine only takes longer than the grace to finish its share; the fallback
+    checkpoint waits for it and is written."""
+    trainer = Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *TWO_RANKS,
+                                  "checkpoint.every_steps=0", "trainer.total_steps=1"))
+    try:
+        trainer.step = 1  # the last step is done and no periodic checkpoint holds it
+        trainer.policy.engine_tp = engine_tp
+
+        def fail(self) -> None:
+            def generate(prompts, params):
+                raise RuntimeError("engine failed on this rank")
+            self.engine.generate = generate
+
+        def block(self) -> None:
+            generate = self.engine.generate
+
+            def slow_generate(prompts, params):  # tp 2: as a rank waiting in the engine's all-reduce for good
+                time.sleep(600 if engine_tp == 2 else 15)
+                return generate(prompts, params)
+            self.engine.generate = slow_generate
+
+        on_rank(trainer, 0, fail)
+        on_rank(trainer, 1, block)
+        started = time.monotonic()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            outcome = call_in_thread(trainer._final_evaluation, timeout_s=120)
+        assert outcome != "hung", "the fallback checkpoint waited on a rank blocked in a collective"
+        assert isinstance(outcome, RuntimeError) and "engine failed on this rank" in str(outcome), outcome
+        assert time.monotonic() - started < 90
+        checkpoint = tmp_path / "run" / "checkpoints" / "step-000001"
+        if engine_tp == 2:
+            assert trainer.policy.broken
+            assert any("no checkpoint of step 1" in str(w.message) for w in caught), [str(w.message) for w in caught]
+            assert not checkpoint.exists()
+            with pytest.raises(RuntimeError, match="no further call"):  # raised, not queued behind the blocked rank
+                trainer.policy.end_step()
+        else:
+            assert not trainer.policy.broken and checkpoint.is_dir()
+    finally:
+        trainer.close()
+
+
+def test_an_engine_that_fails_mid_sync_leaves_no_rank_in_the_weights_gather(tiny_model_dir, reward_file, tmp_path):
+    """One rank's engine fails while loading the gathered weights: the other ranks, mid-way
+    through the all-gathers, must not wait in the next one for good (its peer finishes the
+    gathers it left), so the error is raised and the ranks still take calls."""
+    from tests.trainer.test_trainer_policy import make_samples
+
+    trainer = Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *TWO_RANKS))
+    try:
+        def fail_mid_sync(self) -> None:
+            def sync_weights(weights):
+                next(iter(weights))  # the first tensor gathered, the rest not
+                raise RuntimeError("engine failed loading weights")
+            self.engine.sync_weights = sync_weights
+
+        on_rank(trainer, 1, fail_mid_sync)
+        outcome = call_in_thread(trainer.policy.sync_engines, timeout_s=120)
+        assert isinstance(outcome, RuntimeError) and "engine failed loading weights" in str(outcome), outcome
+        assert trainer.policy.broken is None  # every rank finished the call
+        on_rank(trainer, 1, lambda self: delattr(self.engine, "sync_weights"))
+        trainer.policy.sync_engines()  # the ranks' collectives still pair up
+        samples = make_samples(torch.Generator().manual_seed(0))
+        assert len(trainer.policy.compute_logprobs(samples).logprobs) == len(samples)
+    finally:
+        trainer.close()
+
+
+def test_uneven_shares_and_a_skipped_update_keep_the_ranks_in_step(tiny_model_dir, reward_file, tmp_path):
+    """Not faults, but paths where one rank could enter a collective the other does not: a
+    mini-batch or log-prob pass with a rank holding no sample, a non-finite loss on one rank's share
+    only (every rank skips the update), the weight sync after it, and a generate with fewer prompts
+    than ranks."""
+    from dapo.rollout.base import SamplingParams
+    from tests.trainer.test_trainer_policy import make_samples
+
+    trainer = Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *TWO_RANKS))
+    policy = trainer.policy
+    try:
+        samples = make_samples(torch.Generator().manual_seed(0))
+        for sample, logprobs in zip(samples, policy.compute_logprobs(samples).logprobs):
+            sample.old_logprobs = logprobs
+        one = samples[:1]  # rank 1's share is empty
+        assert len(policy.compute_logprobs(one).logprobs) == 1
+        stats = call_in_thread(lambda: policy.update(one), timeout_s=120)
+        assert not isinstance(stats, (str, BaseException)) and not stats.skipped and policy.version == 1, stats
+        samples[-1].old_logprobs = [float("nan")] * len(samples[-1].old_logprobs)  # on one rank's share
+        stats = call_in_thread(lambda: policy.update(samples), timeout_s=120)  # (the rank warns, in its process)
+        assert not isinstance(stats, (str, BaseException)) and stats.skipped, stats
+        assert policy.version == 1 and policy.num_nonfinite_skipped == 1
+        assert call_in_thread(policy.sync_engines, timeout_s=120) is None
+        samples[-1].old_logprobs = samples[0].old_logprobs[:1] * len(samples[-1].response_ids)
+        assert not call_in_thread(lambda: policy.update(samples), timeout_s=120).skipped
+        result = call_in_thread(lambda: trainer.engine.generate([[5, 6, 7]], SamplingParams(n=2, max_new_tokens=4)), 120)
+        assert [c.prompt_index for c in result.completions] == [0, 0]
+    finally:
+        trainer.close()

@@ -225,3 +225,28 @@ def test_a_warm_up_as_long_as_the_run_is_said(tmp_path, recwarn):
     recwarn.clear()
     check_run(load_config(default, [f"output_dir={tmp_path / 'b'}", "trainer.total_steps=50", "trainer.warmup_steps=10"]))
     assert not any("warmup_steps" in str(w.message) for w in recwarn)
+
+
+def test_weights_shipped_both_as_safetensors_and_bin_are_counted_once(tmp_path):
+    """Many Hub repositories hold the same weights twice (model.safetensors and
+    pytorch_model.bin); transformers loads the safetensors, and the disk check asked for twice
+    the room (refusing a run that fits)."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    from dapo.preflight import checkpoint_bytes
+
+    model = fake_model_dir(tmp_path / "model")
+    save_file({"w": np.zeros(1000, "float32")}, str(model / "model.safetensors"))
+    cfg = load_config([builtin_config_path("dapo_recipe")], [f"model.path={model}"])
+    assert checkpoint_bytes(cfg) == 3 * 1000 * 4  # weights + AdamW's two moments, float32
+    (model / "pytorch_model.bin").write_bytes(b"\0" * 4000)  # the same 1000 weights again
+    assert checkpoint_bytes(cfg) == 3 * 1000 * 4
+    (model / "model.safetensors").unlink()  # .bin alone: sized from the file and config's dtype
+    assert checkpoint_bytes(cfg) == 3 * 1000 * 4
+
+
+def test_a_missing_reward_file_under_home_is_named_where_it_was_looked_for(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    cfg = load_config([], [f"output_dir={tmp_path / 'run'}", "reward.functions=[{path: '~/nope.py:fn'}]"])
+    assert reward_problems(cfg) == [f"reward.functions: '~/nope.py:fn': file {tmp_path / 'nope.py'} does not exist"]

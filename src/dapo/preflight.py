@@ -228,7 +228,8 @@ def reward_problems(cfg: DAPOConfig) -> list[str]:
         if not is_file_location(location):
             continue
         if not Path(location).expanduser().is_file():
-            problems.append(f"reward.functions: {spec.path!r}: file {os.path.abspath(location)} does not exist")
+            problems.append(f"reward.functions: {spec.path!r}: file {os.path.abspath(os.path.expanduser(location))} "
+                            "does not exist")  # the path the scorer looks at: ~ expanded
         elif (problem := _undefined_name(Path(location).expanduser(), name)) is not None:
             problems.append(f"reward.functions: {spec.path!r}: {problem}")
     return problems
@@ -299,15 +300,20 @@ def checkpoint_bytes(cfg: DAPOConfig) -> int:
 
 def _parameter_count(model_dir: Path) -> int:
     """Parameters in the model's weight files: from the safetensors headers, or for .bin files
-    from their size and the dtype config.json gives (float32 when it names none)."""
+    from their size and the dtype config.json gives (float32 when it names none). A directory
+    holding both (many Hub repositories ship the weights twice) is counted once, by its
+    safetensors, which transformers loads in preference."""
     count = 0
-    for path in model_dir.glob("*.safetensors"):
+    safetensors = list(model_dir.glob("*.safetensors"))
+    for path in safetensors:
         try:
             with open(path, "rb") as handle:  # the format: 8-byte header size, then a JSON header
                 header = json.loads(handle.read(int.from_bytes(handle.read(8), "little")))
             count += sum(math.prod(t["shape"]) for name, t in header.items() if name != "__metadata__")
         except (OSError, ValueError, TypeError, KeyError, AttributeError):
             pass  # not a safetensors file: loading the model names that
+    if safetensors:
+        return count
     bin_bytes = sum(path.stat().st_size for path in model_dir.glob(WEIGHT_PATTERNS[1]))
     if bin_bytes:
         config = json.loads((model_dir / "config.json").read_text()) if (model_dir / "config.json").is_file() else {}

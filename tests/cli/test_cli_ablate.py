@@ -147,3 +147,18 @@ def test_an_override_a_later_variant_refuses_fails_before_any_run(tmp_path, monk
     monkeypatch.setattr(ablate, "run_variant", ran)
     with pytest.raises(ConfigError, match="dynamic_sampling needs rollout.n >= 2"):
         run_ablation(seeds=1, steps=2, output_dir=str(tmp_path), overrides=["rollout.n=1"])
+
+
+def test_a_finished_curve_of_another_build_of_the_base_model_is_not_reused(tmp_path, monkeypatch):
+    """``builtin:rare-trace`` names whatever its recipe builds: once the recipe (or the tokenizer
+    or SFT texts its cache key covers) changes, a curve measured on the old model is stale,
+    although the run's config reads the same."""
+    from dapo.builtin.recipes import BaseModelRecipe
+    from dapo.cli.ablate import finished_curve, save_curve
+
+    cfg = variant_config(0, 0, 30, tmp_path, [])
+    curve = RunCurve(VARIANTS[0][0], 0, [0.0, 960.0], [0.03, 0.6], updates=30)
+    save_curve(cfg, 30, 4, curve)
+    assert finished_curve(cfg, 30, 4) == curve
+    monkeypatch.setattr(BaseModelRecipe, "cache_key", lambda self: "0123456789ab")  # a rebuilt base model
+    assert finished_curve(cfg, 30, 4) is None

@@ -27,3 +27,38 @@ def test_a_run_whose_every_step_skipped_its_update_says_the_weights_did_not_move
 def test_a_run_without_held_out_data_prints_no_empty_table(capsys, tmp_path):
     out = title(capsys, TrainSummary(1, {}, {}, str(tmp_path), 3.0, updates=1))
     assert "1 step in 3 s" in out and "(no held-out evaluation)" in out and "held-out metric" not in out
+
+
+def test_per_source_counts_are_not_printed_as_percentages_whatever_the_source_is_called(capsys, tmp_path):
+    """The format follows the metric's own name: a data_source named "curated" (holds "rate") or
+    "aime@24" (holds "@") printed its num_problems as 1000.0%."""
+    after = {"eval/curated/num_problems": 10.0, "eval/aime@24/num_problems": 20.0, "eval/curated/avg@4": 0.4,
+             "eval/truncation_rate": 0.25, "eval/num_problems": 30.0}
+    out = " ".join(title(capsys, TrainSummary(1, {}, after, str(tmp_path), 3.0, updates=1)).replace("│", " ").split())
+    assert "eval/aime@24/num_problems - 20.0" in out and "eval/curated/num_problems - 10.0" in out
+    assert "eval/curated/avg@4 - 40.0%" in out and "eval/truncation_rate - 25.0%" in out
+
+
+def test_dapo_eval_says_the_first_n_problems_only_when_max_problems_leaves_some_out(capsys, monkeypatch):
+    import contextlib
+    from types import SimpleNamespace
+
+    from dapo.config import load_config
+    from dapo.data.loaders import LoadedProblems
+    from dapo.data.records import Problem
+    from dapo.trainer import summary
+    from dapo.trainer.evaluate import EvalResult
+
+    problems = [Problem(uid=str(i), prompt=f"{i}+1=", ground_truth=str(i + 1)) for i in range(30)]
+    loaded = LoadedProblems(problems, 30, 0, 0, ["eval.jsonl"])
+    monkeypatch.setattr(summary, "build_run", lambda cfg, train_data: SimpleNamespace(data=SimpleNamespace(eval=loaded)))
+    monkeypatch.setattr(summary, "RewardScorer", lambda cfg: contextlib.nullcontext())
+    monkeypatch.setattr(summary, "evaluate_held_out", lambda *args: EvalResult({}, 0, 4))
+
+    def said(max_problems: int) -> str:
+        summary.evaluate_model(load_config([], [f"eval.max_problems={max_problems}"]), progress=False)
+        return capsys.readouterr().out
+
+    assert ", the first 10:" in said(10)
+    assert "the first" not in said(500)  # all 30 are evaluated
+    assert "the first" not in said(0)

@@ -97,7 +97,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--recipe", choices=sorted(BUILTIN_RECIPES), default="addition")
     parser.add_argument("--sft-steps", type=int, default=None)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0,
+                        help="the recipe's SFT seed (not the sampling seed): another value builds another "
+                             "base model, minutes on first use")
     parser.add_argument("--samples", type=int, default=4, help="samples per held-out problem")
     parser.add_argument("--eval-size", type=int, default=200, help="held-out problems")
     args = parser.parse_args(argv)

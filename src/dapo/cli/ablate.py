@@ -8,7 +8,7 @@ responses), since generation dominates a step's cost. Dynamic sampling spends pa
 on groups it filters out, so it makes fewer optimizer updates from the same generation.
 
 A run that finished leaves its curve in ``<run dir>/curve.json`` with its config: rerunning the
-same command (after a Ctrl-C, say) reuses every finished run whose config is unchanged and runs
+same command (after a Ctrl-C, say) reuses every finished run whose config and built-in base model are unchanged and runs
 the rest; ``--fresh`` reruns them all.
 
 Besides accuracy, each run reports what the techniques had to act on (run means of per-step
@@ -173,8 +173,15 @@ CURVE_FILE = "curve.json"  # in a run's directory once it has finished: its curv
 
 def _run_record(cfg: DAPOConfig, steps: int, evals: int) -> dict:
     """What a finished run's curve depends on besides the code: its config and budget (as JSON
-    reads them back)."""
-    return json.loads(json.dumps({"config": config_to_dict(cfg), "steps": steps, "evals": evals}))
+    reads them back), and for a built-in base model its recipe's cache key: ``builtin:rare-trace``
+    names another model once its recipe, tokenizer or SFT texts change, and a curve of the old one
+    must not be reused for it."""
+    record = {"config": config_to_dict(cfg), "steps": steps, "evals": evals}
+    if cfg.model.path.partition(":")[0] == "builtin":
+        from dapo.builtin import recipe_for_model_path
+
+        record["base_model"] = recipe_for_model_path(cfg.model.path).cache_key()
+    return json.loads(json.dumps(record))
 
 
 def finished_curve(cfg: DAPOConfig, steps: int, evals: int) -> RunCurve | None:

@@ -39,7 +39,10 @@ def print_summary(summary: TrainSummary) -> None:
     table.add_column("before", justify="right")
     table.add_column("after", justify="right")
     for key in sorted(set(before or {}) | set(after)):
-        fmt = "{:.1%}" if "@" in key or "rate" in key else "{:.1f}"
+        # by the metric's own name, not the data_source inside eval/<data_source>/...: a source
+        # named "curated" or "aime@24" must not print its num_problems as a percentage
+        metric = key.rsplit("/", 1)[-1]
+        fmt = "{:.1%}" if "@" in metric or metric.endswith("_rate") else "{:.1f}"
         table.add_row(key, fmt.format(before[key]) if before and key in before else "-",
                       fmt.format(after[key]) if key in after else "-")
     Console().print(table)
@@ -54,7 +57,8 @@ def evaluate_model(cfg: DAPOConfig, save_dir: str | Path | None = None, progress
         raise ConfigError(NO_EVAL_DATA)
     print(run.data.eval.describe("eval"))
     e = cfg.eval
-    limit = f", the first {e.max_problems}" if e.max_problems else ""
+    # only when it leaves problems out: "the first 500" of 30 problems says 500 are evaluated
+    limit = f", the first {e.max_problems}" if 0 < e.max_problems < run.data.eval.num_unique else ""
     print(f"evaluating {cfg.model.path}{limit}: k={e.k} samples per problem, temperature {e.temperature}, "
           f"top_p {e.top_p}, at most {cfg.rollout.max_response_length} tokens, {cfg.rollout.engine} engine")
     with RewardScorer(cfg.reward) as scorer, problem_progress(None, progress) as on_progress:

@@ -88,7 +88,7 @@ def ensure_base_model(
     root = Path(cache_dir).expanduser()
     target = root / f"base-model-{recipe.cache_key()}"
     remove_abandoned_builds(root)  # also when the model is cached: a killed build's rerun is the usual case
-    if (target / "config.json").exists():
+    if target.exists():  # (one without config.json too: the rename into its place would fail on every run)
         if (damage := _cache_damage(target)) is None:
             return target
         warnings.warn(f"the cached base model {target} is damaged ({damage}): installing it again", stacklevel=2)

@@ -368,6 +368,18 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 34 (x = 3)", "34", True, "answer"),  # a condition, not a product
     (A + "Answer: 34 (n odd: 35)", "34", False, "answer"),  # another answer, after a colon
     (A + "Answer: 34 (mod 1000)", "34", True, "answer"),
+    # --- what the box or number is part of (before: each read as the bare box / number) ---
+    (A + "So \\boxed{34} or 35", "34", False, "boxed"),
+    (A + "So \\boxed{2}\\sqrt{3}", "2", False, "boxed"),
+    (A + "So $x = -\\boxed{34}$", "34", False, "boxed"),
+    (A + "So $x = -\\boxed{34}$", "-34", True, "boxed"),
+    (A + "Answer: at least $34$", "34", False, "answer"),
+    (A + "Answer: $34.\\overline{3}$", "34", False, "answer"),
+    (A + "Answer: $0.\\overline{3}$", "\\frac13", True, "answer"),
+    (A + "Answer: 0.5000001", "\\frac12", False, "answer"),
+    (A + "Answer: 34 hours", "34 \\text{ minutes}", False, "answer"),
+    (A + "Answer: $x > 2$", "(2,\\infty)", True, "answer"),
+    (A + "So \\boxed{x<-1} or \\boxed{x>2}", "(-\\infty,-1)\\cup(2,\\infty)", True, "boxed"),
 ]
 
 

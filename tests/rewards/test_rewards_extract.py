@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dapo.rewards import verify
 from dapo.rewards.equivalence import (
     answer_items,
     canonical_integer,
@@ -39,6 +40,12 @@ HOSTILE_RESPONSES = {
     # the integer path's "number then a word" test backtracked quadratically on these (1.9 s)
     "spaces in a box after a digit": "\\boxed{1" + " " * 19_980 + "!}",
     "spaces after an answer digit": "Answer: 1" + " " * 19_980 + "!",
+    "minus signs before a box": "-" * 50_000 + "\\boxed{34}",
+    "ors after a box": "\\boxed{34}" + " or" * 50_000,
+    "boxes joined by or": "\\boxed{x<1} or " * 50_000 + "\\boxed{x>2}",
+    "qualifiers before a number": "Answer: " + "not " * 50_000 + "34",
+    "repeating digits": "Answer: 0." + "3" * 50_000 + "\\overline{3}",
+    "long unit tail": "Answer: 34" + " cm" * 50_000,
 }
 
 
@@ -170,6 +177,87 @@ def test_inequality_disjunction_is_one_answer_not_a_hedge() -> None:
         assert prepare(text, gold, "any").verdict is False, text
 
 
+@pytest.mark.parametrize(
+    "text",
+    [  # after the last box: another answer, or math that continues it (before: the box alone was read)
+     "So \\boxed{34} or 35", "So \\boxed{34}$ or $35$", "So \\boxed{34}, or $x = 35$", "So \\boxed{34} (or 35)",
+     "So \\boxed{34} (35 if n is odd)", "So \\boxed{34} or more", "So \\boxed{34}^2", "So \\boxed{2}\\sqrt{3}",
+     "So \\boxed{34} \\times 10^3", "So \\boxed{34}35", "So \\boxed{34} thousand", "So \\boxed{34} (in thousands)",
+     "Answer: \\boxed{34}^2",
+     # words before the answer that negate or bound it, or a bare relation (before: read as 34)
+     "Answer: not $34$", "Answer: at least $34$", "Answer: more than $34$", "Answer: The answer isn't 34",
+     "Answer: \\ge 34", "Answer: $\\neq 34$"],
+)
+def test_the_box_or_number_is_not_the_whole_answer(text: str) -> None:
+    extracted = extract_answer(text, "any")
+    assert extracted is not None and extracted.hedged, text
+    assert prepare(text, "34", "any").verdict is False
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["So \\boxed{34}.", "So \\boxed{34}^\\circ", "So \\boxed{34}!", "So \\boxed{34} (since $n$ is even)",
+     "So \\boxed{34}. Or, equivalently, thirty-four.", "\\[\\boxed{34}\\]", "So \\boxed{34} \\text{ cm}",
+     "Answer: The number of integers not divisible by 3 is $34$.", "Answer: 34 is the answer.",
+     "- \\boxed{34}", "Final answer - \\boxed{34}"],
+)
+def test_the_box_or_number_is_the_answer(text: str) -> None:
+    assert verify(text, "34", "any")[0] is True, text
+
+
+@pytest.mark.parametrize(
+    ("text", "pred"),
+    [  # a minus sign written before the box or math is the answer's (before: dropped, read as 34)
+     ("So -\\boxed{34}", "-34"), ("So $-\\boxed{34}$", "-34"), ("So $x = - \\boxed{34}$", "-34"),
+     ("Answer: -$34$", "-34"), ("So -\\boxed{-34}", "34"), ("So -\\boxed{x+1}", "-(x+1)"),
+     ("So \\pm\\boxed{3}", "\\pm 3"),
+     # a dash in prose or a bullet is not a sign
+     ("So the answer - \\boxed{34}", "34"), ("- \\boxed{34}", "34"), ("Answer: - $34$", "34")],
+)
+def test_sign_before_the_answer(text: str, pred: str) -> None:
+    extracted = extract_answer(text, "any")
+    assert extracted is not None and extracted.text == pred
+
+
+def test_sign_before_a_chained_box() -> None:
+    extracted = extract_answer("So \\boxed{1}, -\\boxed{2}", "boxed")
+    assert extracted is not None and extracted.items == ("1", "-2")
+
+
+@pytest.mark.parametrize(
+    ("pred", "gold", "expected"),
+    [  # repeating decimals are exact (before: math-verify read 34.\overline{3} as 34, 0.(3) as 0)
+     ("34.\\overline{3}", "34", False), ("34.(3)", "34", False), ("33.\\overline{9}", "34", True),
+     ("0.\\overline{3}", "\\frac13", True), ("0.(3)", "\\frac{1}{3}", True), ("0.1\\overline{6}", "\\frac16", True),
+     ("0.\\overline{142857}", "\\frac{1}{7}", True), ("0.\\dot{3}", "1/3", True), ("0.\\overline{3}", "\\frac12", False),
+     # a decimal for a fraction: its expansion, rounded to 6+ places (before: 0.5000001 = 1/2)
+     ("0.5000001", "\\frac12", False), ("0.4999999", "\\frac{1}{2}", False), ("0.5", "\\frac12", True),
+     ("0.3333333", "\\frac13", True), ("0.333333", "\\frac13", True), ("0.3333334", "\\frac13", False),
+     ("0.33", "\\frac13", False), ("0.0833333333333333", "\\frac{1}{12}", True), ("\\frac{68}{2}", "34", True),
+     ("\\frac13", "0.333333", True), ("\\frac13", "0.3333334", False),  # a rounded ground truth
+     # a scale word the ground truth lacks changes any number (before: only integers)
+     ("\\frac{1}{2} \\text{ thousand}", "\\frac12", False), ("2.5 million", "2.5", False)],
+)
+def test_rational_numbers_are_exact(pred: str, gold: str, expected: bool) -> None:
+    assert quick_verdict(pred, gold) is expected
+
+
+@pytest.mark.parametrize(
+    ("answer", "gold", "expected"),
+    [  # both sides name a unit: the units must agree (before: both were dropped)
+     ("34 hours", "34 \\text{ minutes}", False), ("34 \\text{ rad}", "34^\\circ", False),
+     ("34 cm", "34 \\text{ m}", False), ("34^\\circ \\text{C}", "34^\\circ \\text{F}", False),
+     ("34 \\text{ cm}", "34 \\text{ cm}^2", False), ("34\\%", "34 \\text{ dollars}", False),
+     ("34 minutes", "34 \\text{ min}", True), ("34 degrees", "34^\\circ", True), ("34 inches", "34 \\text{ in}", True),
+     ("34^\\circ \\text{C}", "34^\\circ", True), ("34", "34 \\text{ cm}", True), ("34 apples", "34 \\text{ cm}", True),
+     # K is as often "thousand" as kelvin; sign words negate
+     ("34 K", "34", False), ("34 grand", "34", False), ("34 (negative)", "34", False),
+     ("34 \\text{ (negative)}", "34", False)],
+)
+def test_units_and_scale_words(answer: str, gold: str, expected: bool) -> None:
+    assert prepare(f"Answer: {answer}", gold, "answer").verdict is expected
+
+
 def test_no_anchor_no_answer() -> None:
     assert extract_answer("the result is 34", "answer") is None
     assert extract_answer("the result is 34", "boxed") is None
@@ -189,12 +277,13 @@ def test_auto_extractor_rule() -> None:
 
 ALPHABET = ["Answer:", "\\boxed{", "\\fbox", "{", "}", "$", "\\", "**", " or ", "\n", " ", ",",
             "1", "34", "-", ".", "e9", "\\frac", "^{", "\u0663", "x =", "\\text{", "%", "\\$",
-            " is ", " and ", ";", "$$", "\\[", "\\]", "<|", "I hope it is correct", ",\\!", "\\quad"]
+            " is ", " and ", ";", "$$", "\\[", "\\]", "<|", "I hope it is correct", ",\\!", "\\quad",
+            "x<", "\\ge", "\\infty", "(", ")", "\\cup", "\\in", "\\overline{", " not ", " hours", "^\\circ"]
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.sampled_from(ALPHABET), max_size=3000),
-       st.sampled_from(["34", "\\frac12", "1, 34", "\\{1, 2\\}"]))
+       st.sampled_from(["34", "\\frac12", "1, 34", "\\{1, 2\\}", "(2,\\infty)", "x<-1 \\text{ or } x>2", "34 \\text{ cm}"]))
 def test_prepare_never_raises_and_stays_fast(tokens: list[str], ground_truth: str) -> None:
     text = "".join(tokens)
     for extractor in ("answer", "boxed", "any"):

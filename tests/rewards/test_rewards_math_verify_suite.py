@@ -27,7 +27,10 @@ POLICY_DIFFERENCES = {
     142: "no answer anchor in the original text: no number is picked out of prose",
     156: "the 'Final Answer:' line is prose with no math and no 'is X'",
     163: "no answer anchor in the original text: no number is picked out of prose",
-    186: "no set-relation comparison (math-verify's allow_set_relation_comp option)",
+    # An inequality and its interval are one answer here, but this row's prediction doubles its
+    # backslashes ("-2 \\le x \\le 7": a line break and "le"), so it states no inequality to us. Row
+    # 187 (same pair, allow_set_relation_comp=False, expected wrong) passes for that reason alone.
+    186: "the prediction's \\\\le is not a relation (math-verify's allow_set_relation_comp row)",
     191: "boxes joined only across list separators, not across '++++++'",
     254: "variables are compared strictly (math-verify's strict=False option)",
 }

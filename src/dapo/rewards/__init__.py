@@ -1,7 +1,11 @@
 """Rule-based rewards: the built-in math verifier and pluggable user reward functions.
 
-- ``extract``: the final answer behind the last ``Answer:`` line or ``\\boxed{}``.
-- ``equivalence``: exact integers in pure string code; math-verify for everything else.
+- ``extract``: the final answer behind the last ``Answer:`` line or ``\\boxed{}`` (``boxes``: the
+  boxes; ``answer_text``: the extracted answer and the presentation stripped from it;
+  ``unicode_math``: Unicode maths as LaTeX).
+- ``equivalence``: exact integers in pure string code (``number_forms``), exact rationals
+  (``exact_numbers``), lists and sets (``answer_lists``), units (``units``); math-verify for
+  everything else (``math_verify_call``).
 - ``inequalities``: ``x<-1 or x>2`` as the interval union it states (one answer, not a hedge).
 - ``verifier``: the policy between them; :func:`verify` for one response, in-process.
 - ``user_functions``: ``file.py:fn`` / ``pkg.mod:fn`` loading and return-value checks.

@@ -26,15 +26,19 @@ process for that reason).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
 
-from dapo.rewards.equivalence import (
-    SCALE_WORDS,
-    starts_with_scale_word,
-    vote_key,
+from dapo.rewards.answer_text import HEDGE, Extracted, sign_before, signed
+from dapo.rewards.answer_text import bound_response as bound_response
+from dapo.rewards.answer_text import clean_answer as clean_answer
+from dapo.rewards.boxes import (
+    BOX_COMMANDS,
+    from_last_box,
+    join_inequality_boxes,
+    last_box_start,
+    strip_boxes,
 )
 from dapo.rewards.inequalities import is_inequality_disjunction
-from dapo.rewards.unicode_math import unicode_math_to_latex
+from dapo.rewards.number_forms import SCALE_WORDS, starts_with_scale_word
 
 # "Answer:", "**Answer:**", "Final answer :", full-width colon; quantifier bounded so a long run
 # of spaces or stars cannot make the match backtrack quadratically.
@@ -44,48 +48,24 @@ _ANSWER_ANCHOR = re.compile(r"answer[ \t*]{0,8}[:：]", re.IGNORECASE)
 _WORDS_SEGMENT = re.compile(r"\$\s{0,3}\\(?:text|textrm|mathrm|mbox)\{\s{0,3}([A-Za-z][A-Za-z .]{0,40})\}\s{0,3}\$")
 _SENTENCE_END = re.compile(r"[.!?。](?:\s|\$)")
 _LINE_OPENING = re.compile(r"[\s#*>\-]{0,12}(?:(?:[A-Za-z]{1,12}[ ,]{1,3}){0,3}final[ \t]{1,3})?", re.IGNORECASE)
-_BOX_COMMANDS = ("\\boxed", "\\fbox")
-# Words that offer several candidates ("34 or 35", "either 3 or 4").
-_HEDGE = re.compile(r"(?<![a-z\\])(?:or|either)(?![a-z])|\\lor(?![a-z])", re.IGNORECASE)
-# a number or math just before the last box, joined to it by "or": "$35$ or \\boxed{34}"
-_ALTERNATIVE_BEFORE = re.compile(r"[0-9$})] {0,3}(?:or|\\lor) {0,3}$", re.IGNORECASE)
 _HOPE = re.compile(r"i hope it is correct", re.IGNORECASE)
 _CONTINUES_MATH = frozenset("\\0123456789^_({")  # what after a $...$ segment belongs to its answer
 # "The largest $n$ is 34": the answer follows the last copula outside math.
 _COPULA = re.compile(r"(?<![A-Za-z\\])(?:is|are|equals)(?![A-Za-z])", re.IGNORECASE)
 _RELATIVE_WORDS = ("which", "what")
 _RELATIVE_CLAUSE = re.compile(r",\s{0,3}(?:which|where|since|because)(?![A-Za-z])", re.IGNORECASE)
-# Between two chained boxes: spacing and math delimiters, dropped before looking for a separator.
-_GAP_NOISE = re.compile(r"\\(?:quad|qquad|[,;: ()\[\]])|[\s$.]")
-_LIST_SEPARATOR = re.compile(r"[,;]|(?<![A-Za-z])(?:and|or)(?![A-Za-z])", re.IGNORECASE)
-_GLUED_COMMA = re.compile(r",\\!\s{0,3}")
+# "34 is the answer": a copula whose tail only names the answer, which is before it.
+_NAMES_THE_ANSWER = re.compile(r"(?:(?:the|my|our)\s{1,3})?(?:final\s{1,3}|correct\s{1,3})?(?:answer|result)\.?",
+                               re.IGNORECASE)
+# Words just before a number that negate or bound it, so it is not the answer: "not $34$",
+# "isn't 34", "at least $34$", "more than $34$", "no fewer than 34", "up to $34$".
+_QUALIFIER = re.compile(r"(?<![A-Za-z])(?:not|isn't|aren't|never|no|neither|nor|except|than|least|most|over|under"
+                        r"|below|above|beyond|exceeds?|exceeding|up\s{1,3}to)[\s$]{0,4}$", re.IGNORECASE)
+_NUMBER = re.compile(r"[0-9][0-9.,]*")  # the number a qualifier may stand before
+# A relation with nothing before it states a bound, not a value: "\ge 34", "< 34", "\neq 34".
+_BARE_RELATION = re.compile(r"\s{0,3}(?:\\(?:geq?|leq?|neq?|gt|lt|geqslant|leqslant)(?![A-Za-z])|[<>≤≥≠])")
 _MAX_LINE_CHARS = 5000  # an "answer line" longer than this is not a final answer
-_MAX_BOXES_PER_LINE = 16  # boxes compared when looking for several candidates on one line
-_MAX_GAP_CHARS = 80  # boxes further apart than this are not one multi-box answer
 EXTRACTORS = ("answer", "boxed", "any")
-
-
-@dataclass(frozen=True)
-class Extracted:
-    """A final-answer candidate: its cleaned text and how many answers the model offered.
-
-    ``items``: the separate answers when several were stated (chained boxes, or several
-    ``$...$`` segments on the answer line); empty for a single answer.
-    """
-
-    text: str
-    candidates: int = 1
-    items: tuple[str, ...] = ()
-
-    @property
-    def hedged(self) -> bool:
-        """True when the final answer offers several candidates ("34 or 35"): scored wrong."""
-        return self.candidates > 1 or _HEDGE.search(self.text) is not None
-
-    def in_latex(self) -> Extracted:
-        """This answer with its Unicode mathematics as LaTeX (``34²`` -> ``34^{2}``)."""
-        return replace(self, text=unicode_math_to_latex(self.text),
-                       items=tuple(unicode_math_to_latex(item) for item in self.items))
 
 
 def resolve_extractor(extractor: str, data_source: str | None) -> str:
@@ -113,21 +93,21 @@ def extract_answer(text: str, extractor: str) -> Extracted | None:
     if extractor == "answer":
         return _from_answer_line(text)
     if extractor == "boxed":
-        return _from_last_box(text)
+        return from_last_box(text)
     if extractor == "any":
         anchor = _last_answer_anchor(text)
-        box_at = _last_box_start(text)
+        box_at = last_box_start(text)
         if anchor is None:
-            return _from_last_box(text)
+            return from_last_box(text)
         # A box on the answer line itself ("Answer: \boxed{34}") is unwrapped by the line path;
         # a box on a later line is the answer stated last.
         if box_at >= _answer_line_end(text, anchor):
-            return _from_last_box(text)
+            return from_last_box(text)
         # After a box, "answer:" in prose ("To verify the answer: plug n = 3 in") states no
         # answer; an anchor that opens its line ("Final Answer: 35") corrects the box.
         if box_at >= 0 and not _opens_its_line(text, anchor):
-            return _from_last_box(text)
-        return _from_answer_line(text) or (_from_last_box(text) if box_at >= 0 else None)
+            return from_last_box(text)
+        return _from_answer_line(text) or (from_last_box(text) if box_at >= 0 else None)
     raise ValueError(f"extractor={extractor!r} is not one of {list(EXTRACTORS)}")
 
 
@@ -193,12 +173,13 @@ def _clean_line(line: str) -> Extracted | None:
     if hope is not None:
         line = line[: hope.start()]
     line = line.replace("**", "").replace("`", "").strip()
-    if any(box in line for box in _BOX_COMMANDS):
-        boxed = _from_last_box(line)
+    if any(box in line for box in BOX_COMMANDS):
+        line = join_inequality_boxes(line)  # "\boxed{x<-1} or \boxed{x>2}": one set, its "or" no hedge
+        boxed = from_last_box(line)
         if boxed is not None:
             # "$34$ or $\boxed{35}$": a hedge outside the boxes still offers two answers.
-            outside = _strip_boxes(line)
-            if boxed.candidates == 1 and _HEDGE.search(outside):
+            outside = strip_boxes(line)
+            if boxed.candidates == 1 and HEDGE.search(outside):
                 return Extracted(boxed.text, candidates=2, items=boxed.items)
             return boxed
     line = line.replace("$$", "$").replace("\\(", "$").replace("\\)", "$")
@@ -218,7 +199,17 @@ def _clean_line(line: str) -> Extracted | None:
         if line is None:
             return Extracted(clean_answer(segments[0]), candidates=2)
     answer = clean_answer(line)
-    return Extracted(answer) if answer else None
+    if not answer:
+        return None
+    # the number math-verify would read is the last one: "not 10 which is 1,000.99" states 1,000.99
+    last_number = None
+    for last_number in _NUMBER.finditer(answer):  # noqa: B007 - we want the last match
+        pass
+    bare_relation = _BARE_RELATION.match(answer) is not None and not answer.endswith(">")  # not "<1, 2>"
+    if bare_relation or (
+            last_number is not None and _QUALIFIER.search(answer[: last_number.start()][-40:])):
+        return Extracted(answer, candidates=2)  # "\ge 34", "The answer isn't 34": not the value 34
+    return Extracted(answer)
 
 
 def _after_copula(line: str) -> str:
@@ -243,6 +234,8 @@ def _after_copula(line: str) -> str:
         return head.strip() if clause and _states_math(head) and not any(c.isdigit() for c in clause[0]) else line
     head, tail = line[: last.start()], line[last.end() :].strip(" :")
     tail = _RELATIVE_CLAUSE.split(tail, maxsplit=1)[0].strip()
+    if _NAMES_THE_ANSWER.fullmatch(tail) and _states_math(head):  # "34 is the answer."
+        return head.strip()
     if tail and (_states_math(tail) or not _states_math(head)):
         return tail
     return line
@@ -263,7 +256,7 @@ def _drop_remark_after_math(line: str) -> str:
         return line
     inside = remark.group(1)
     words = "".join(inside.replace("\\$", "").split("$")[0::2])
-    if (re.search(r"[A-Za-z]{2}", words) and not _HEDGE.search(words)
+    if (re.search(r"[A-Za-z]{2}", words) and not HEDGE.search(words)
             and not any(c.isdigit() for segment in _math_segments(inside) for c in segment)
             and not starts_with_scale_word(inside)):
         return line[: remark.start()]
@@ -275,14 +268,16 @@ def _states_math(text: str) -> bool:
 
 
 def _single_segment_answer(line: str, segment: str) -> str | None:
-    """The answer on a line with one ``$...$``: the segment (``the value $34$ degrees``), or the
-    segment and what continues it (``$2$\\sqrt{2}``, ``$34$ thousand``, ``$34$ (mod 10)``: the
-    verifier decides whether that is still the number); None when the text around it offers
-    another answer (``$34$ or 35``), as for boxes."""
+    """The answer on a line with one ``$...$``: the segment (``the value $34$ degrees``), with a
+    sign written before it (``-$34$``), or the segment and what continues it (``$2$\\sqrt{2}``,
+    ``$34$ thousand``, ``$34$ (mod 10)``: the verifier decides whether that is still the number);
+    None when the text around it offers another answer (``$34$ or 35``), as for boxes, or the
+    words before it negate or bound it (``not $34$``, ``at least $34$``)."""
     parts = line.replace("\\$", "").split("$")
     after = "".join(parts[2:]).strip()
-    if _HEDGE.search(parts[0] + " " + after):
+    if HEDGE.search(parts[0] + " " + after) or _QUALIFIER.search(parts[0][-40:]):
         return None
+    segment = signed(segment.strip(), sign_before(parts[0]))
     first_word = re.match(r"[A-Za-z]*", after).group(0).lower()  # type: ignore[union-attr]
     if after[:1] in _CONTINUES_MATH or first_word in SCALE_WORDS:
         return f"{segment} {after}"
@@ -293,120 +288,3 @@ def _math_segments(line: str) -> list[str]:
     """Contents of the ``$...$`` segments of a line (an escaped ``\\$`` is a dollar sign)."""
     parts = line.replace("\\$", "").split("$")
     return [parts[i] for i in range(1, len(parts) - 1, 2)]
-
-
-def _last_box_start(text: str) -> int:
-    return max(text.rfind(box) for box in _BOX_COMMANDS)
-
-
-def _from_last_box(text: str) -> Extracted | None:
-    start = _last_box_start(text)
-    if start < 0:
-        return None
-    content = _box_content(text, start)
-    if content is None or not content.strip():
-        return None
-    answer = clean_answer(content)
-    line_start = text.rfind("\n", 0, start) + 1
-    boxes = _boxes_in(text[line_start:start])
-    # Several boxes with different contents on the final line offer several candidates.
-    candidates = 1 + len({vote_key(clean_answer(c)) for _, _, c in boxes} - {vote_key(answer)})  # 34 and 34.0: one
-    if _ALTERNATIVE_BEFORE.search(text[line_start:start]):  # "$35$ or \boxed{34}": an answer outside the box
-        candidates = max(candidates, 2)
-    items = _chained_items(text[line_start:start], boxes, answer)
-    return Extracted(answer, candidates=candidates, items=items)
-
-
-def _chained_items(line: str, boxes: list[tuple[int, int, str]], last: str) -> tuple[str, ...]:
-    """The boxes chained to the last one by list separators, in order; () for a lone box."""
-    items = [last]
-    gap_end = len(line)
-    for box_start, box_end, content in reversed(boxes):
-        gap = line[box_end:gap_end]
-        if len(gap) > _MAX_GAP_CHARS:
-            break
-        bare = _GAP_NOISE.sub(" ", gap).strip()
-        if bare and not _LIST_SEPARATOR.search(bare):
-            break
-        items.append(clean_answer(content))
-        gap_end = box_start
-    return tuple(reversed(items)) if len(items) > 1 else ()
-
-
-def _boxes_in(text: str) -> list[tuple[int, int, str]]:
-    """(start, end, content) of the first few boxes, in order: capped, so nested boxes cannot
-    make this quadratic. ``end`` is just past the closing brace."""
-    boxes: list[tuple[int, int, str]] = []
-    tried = 0  # unbalanced boxes count too: each try scans to the end of the text
-    for box in _BOX_COMMANDS:
-        at = text.find(box)
-        while at >= 0 and tried < _MAX_BOXES_PER_LINE:
-            tried += 1
-            if (span := _box_span(text, at)) is not None:
-                boxes.append((at, span[1], span[0]))
-            at = text.find(box, at + len(box))
-    boxes.sort()
-    # A box nested in another (\boxed{\boxed{1}}) is part of its parent, not a separate answer.
-    outer: list[tuple[int, int, str]] = []
-    for item in boxes:
-        if not outer or item[0] >= outer[-1][1]:
-            outer.append(item)
-    return outer
-
-
-def _strip_boxes(line: str) -> str:
-    """The line without its (first few) boxes."""
-    kept, at = [], 0
-    for start, end, _ in _boxes_in(line):
-        kept.append(line[at:start])
-        at = end
-    kept.append(line[at:])
-    return " ".join(kept)
-
-
-def _box_content(text: str, start: int) -> str | None:
-    """Content of the box command at ``start`` (:func:`_box_span`)."""
-    span = _box_span(text, start)
-    return span[0] if span is not None else None
-
-
-def _box_span(text: str, start: int) -> tuple[str, int] | None:
-    """(content, end just past it) of the box command at ``start``: brace-balanced (``\\boxed{34}``,
-    and ``\\boxed {34}``, the same box to TeX, which skips the spaces), or one token (``\\boxed 5``);
-    None where no answer is stated (nothing after it, or a box that never closes)."""
-    at = start + (6 if text.startswith("\\boxed", start) else 5)
-    brace = at
-    while brace < len(text) and text[brace] == " ":
-        brace += 1
-    if brace < len(text) and text[brace] == "{":
-        depth = 0
-        for i in range(brace, len(text)):
-            char = text[i]
-            if char == "{" and text[i - 1] != "\\":
-                depth += 1
-            elif char == "}" and text[i - 1] != "\\":
-                depth -= 1
-                if depth == 0:
-                    return text[brace + 1 : i], i + 1
-        return None  # unbalanced: the box never closes, so no answer was stated
-    token = text[brace:].split(maxsplit=1)
-    if brace == at or not token:  # \boxedx is another command; nothing after the spaces
-        return None
-    return token[0].rstrip("$"), brace + len(token[0])
-
-
-def clean_answer(answer: str) -> str:
-    """Strip presentation around an answer: ``$``, bold, ``\\text{}`` wrapper, trailing period."""
-    answer = answer.replace("\\$", "").replace("$", "").replace("**", "").strip()
-    answer = _GLUED_COMMA.sub(",", answer)  # 11,\! 111 is one number; "11, 111" is a list
-    answer = answer.replace("\\displaystyle", "").replace("\\!", "").strip()
-    while answer.endswith((".", "。", "\\.", ",")) and not answer.endswith("..."):
-        answer = answer[:-1].rstrip()
-    if answer.startswith("\\text{") and answer.endswith("}") and answer.count("{") == 1:
-        answer = answer[6:-1].strip()
-    return answer
-
-
-def bound_response(response: str, max_chars: int) -> str:
-    """Keep the tail: the final answer is at the end, and parsing cost must stay bounded."""
-    return response if len(response) <= max_chars else response[-max_chars:]

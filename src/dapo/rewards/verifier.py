@@ -8,11 +8,13 @@ Policy (what counts as correct), in order:
 3. An inequality disjunction (``x<-1 or x>2``, see :mod:`~dapo.rewards.inequalities`) is one
    answer, not a hedge: when the final answer is one, or the ground truth is one and the final
    answer states a single item, each disjunction is compared as the interval union it describes
-   (``(-\\infty,-1)\\cup(2,\\infty)``).
+   (``(-\\infty,-1)\\cup(2,\\infty)``); so are one inequality and one interval (``x > 2`` and
+   ``(2,\\infty)``, either way round). Sets stated in two different variables are wrong.
    Otherwise, ground truth with one answer: a final answer offering several candidates ("34 or 35",
-   two different boxes on the last line, two ``$...$`` segments on the answer line) is wrong.
+   two different boxes on the last line, two ``$...$`` segments on the answer line) is wrong, and
+   so is one naming a unit other than the ground truth's (``34 hours`` for ``34 minutes``).
 4. Ground truth that is a list or set (``1, 2``, ``\\{1,2\\}``, ``3 and 5``, see
-   :func:`~dapo.rewards.equivalence.answer_items`): the stated answers (chained boxes
+   :func:`~dapo.rewards.answer_lists.answer_items`): the stated answers (chained boxes
    ``\\boxed{1}, \\boxed{2}``, several math segments, or one ``1, 2`` / ``1 or 2``) are joined
    and compared as a set: every element right, none missing, none extra.
 5. :func:`~dapo.rewards.equivalence.quick_verdict` (``quick_list_verdict`` for lists) decides
@@ -26,23 +28,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dapo.rewards.equivalence import (
-    answer_items,
-    canonical_integer,
-    join_items,
-    math_equal,
-    quick_list_verdict,
-    quick_verdict,
-)
-from dapo.rewards.extract import (
-    Extracted,
-    bound_response,
-    clean_answer,
-    extract_answer,
-    resolve_extractor,
-)
-from dapo.rewards.inequalities import interval_union
+from dapo.rewards.answer_lists import answer_items, join_items, quick_list_verdict
+from dapo.rewards.answer_text import Extracted, bound_response, clean_answer
+from dapo.rewards.equivalence import quick_verdict
+from dapo.rewards.extract import extract_answer, resolve_extractor
+from dapo.rewards.inequalities import real_set
+from dapo.rewards.math_verify_call import math_equal
+from dapo.rewards.number_forms import canonical_integer
 from dapo.rewards.unicode_math import unicode_math_to_latex
+from dapo.rewards.units import units_differ
 
 DEFAULT_MAX_RESPONSE_CHARS = 20000
 PRED_DISPLAY_CHARS = 100
@@ -73,17 +67,32 @@ def _stated_items(extracted: Extracted) -> list[str]:
     return [item for part in parts for item in answer_items(part)]
 
 
-def _as_sets_of_reals(extracted: Extracted, gold: str) -> tuple[str, str] | None:
-    """(answer, ground truth) with each inequality disjunction rewritten as its interval union,
-    or None when neither side is one (step 3). The answer must be a single stated answer: a
-    hedge around a disjunction stays a hedge, and against a disjunction ground truth, a list
-    (``x<-1, x>2``, chained boxes) keeps the list comparison it always had."""
-    single = extracted.candidates == 1 and not extracted.items
-    pred_union = interval_union(extracted.text) if single else None
-    gold_union = interval_union(gold)
-    if pred_union is None and (gold_union is None or len(_stated_items(extracted)) > 1):
+def _as_sets_of_reals(extracted: Extracted, gold: str) -> Prepared | None:
+    """The comparison of step 3, or None when it does not apply: each side that states a set of
+    reals (:func:`~dapo.rewards.inequalities.real_set`) rewritten as that set when one side is an
+    inequality disjunction, or one is an inequality and the other an interval (``x > 2`` and
+    ``(2,\\infty)``, either way round). The answer must be a single stated answer: a hedge around
+    a disjunction stays a hedge, and against a disjunction ground truth, a list (``x<-1, x>2``,
+    chained boxes) keeps the list comparison it always had. Two inequalities, or two intervals,
+    are compared as before (math-verify). Sets stated in two different variables are different
+    answers (``y > 2`` for ``x > 2``); a bare interval names none, so fits any."""
+    if extracted.candidates > 1:  # "$35$ or \\boxed{(-\\infty,-1)\\cup(2,\\infty)}": a hedge (before: right)
         return None
-    return pred_union or extracted.text, gold_union or gold
+    pred_set = real_set(extracted.text) if not extracted.items else None
+    gold_set = real_set(gold)
+    kinds = {found.kind for found in (pred_set, gold_set) if found is not None}
+    if "disjunction" in kinds:
+        pred_is_union = pred_set is not None and pred_set.kind == "disjunction"
+        if not pred_is_union and len(_stated_items(extracted)) > 1:
+            return None
+    elif kinds != {"inequality", "interval"} or pred_set is None or gold_set is None:
+        return None
+    pred = pred_set.latex if pred_set is not None else extracted.text
+    gold_text = gold_set.latex if gold_set is not None else gold
+    if pred_set is not None and gold_set is not None and None not in (pred_set.variable, gold_set.variable) \
+            and pred_set.variable != gold_set.variable:
+        return Prepared(pred, gold_text, verdict=False)
+    return Prepared(pred, gold_text, quick_verdict(pred, gold_text))
 
 
 def prepare(
@@ -94,22 +103,23 @@ def prepare(
 ) -> Prepared:
     """Extract the answer and decide it when that needs no parsing (steps 1-5 above)."""
     text = bound_response(response, max_response_chars)
-    gold = unicode_math_to_latex(clean_ground_truth(bound_response(ground_truth, max_response_chars)))
-    gold = canonical_integer(gold) or gold  # math-verify sees "50", never "50\%"
+    stated_gold = unicode_math_to_latex(clean_ground_truth(bound_response(ground_truth, max_response_chars)))
+    gold = canonical_integer(stated_gold) or stated_gold  # math-verify sees "50", never "50\%"
     extracted = extract_answer(text, resolve_extractor(extractor, None))
     if extracted is None or not extracted.text:
         return Prepared(pred="", ground_truth=gold, verdict=False)
     extracted = extracted.in_latex()  # 34·2, 34², 2√3: Unicode mathematics as LaTeX
     as_sets = _as_sets_of_reals(extracted, gold)
-    if as_sets is not None:  # "x<-1 or x>2": one set of reals, neither a hedge nor a list
-        pred_set, gold_set = as_sets
-        return Prepared(pred_set, gold_set, quick_verdict(pred_set, gold_set))
+    if as_sets is not None:  # "x<-1 or x>2", "x > 2" for (2,\infty): sets of reals, not hedges or lists
+        return as_sets
     gold_items = answer_items(gold)
     if len(gold_items) > 1:  # a list / set ground truth: compare the stated answers as a set
         pred_items = _stated_items(extracted)
         verdict = quick_list_verdict(pred_items, gold_items)
         return Prepared(join_items(pred_items), join_items(gold_items), verdict)
     if extracted.hedged:
+        return Prepared(pred=extracted.text, ground_truth=gold, verdict=False)
+    if units_differ(extracted.text, stated_gold):  # "34 hours" for "34 minutes": both units dropped below
         return Prepared(pred=extracted.text, ground_truth=gold, verdict=False)
     return Prepared(extracted.text, gold, quick_verdict(extracted.text, gold))
 

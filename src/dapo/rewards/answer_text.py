@@ -1,0 +1,83 @@
+"""An extracted final answer, and the presentation stripped from it.
+
+:class:`Extracted` is what :mod:`dapo.rewards.extract` returns: the cleaned answer and how many
+candidates the model offered; :func:`clean_answer` strips ``$``, bold, a ``\\text{}`` wrapper and
+a trailing period. Plain string scanning, linear in the input length.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from dapo.rewards.number_forms import GLUED_COMMA
+from dapo.rewards.unicode_math import unicode_math_to_latex
+
+# A sign written just before an answer's box or math belongs to it: glued ("-\\boxed{34}",
+# "-$34$"), or after math punctuation ("x = - \\boxed{34}", "$ - \\boxed{34}$"); "\\pm\\boxed{3}". Not a
+# dash in prose ("Answer - \\boxed{34}": a space, a word before it), a bullet ("- \\boxed{34}") or "--".
+_MINUS_BEFORE = re.compile(r"(?:(?<![-−])[-−]\$?|[=(\[{:,$]\s{0,3}[-−]\s{0,3}\$?\s{0,3})$")
+_PLUS_MINUS_BEFORE = re.compile(r"(?:\\pm|\\mp|±)\s{0,3}\$?\s{0,3}$")
+# An answer a sign applies to without parentheses: one term, no sum or list ("34", "\\frac{1}{2}").
+_TERM = re.compile(r"[0-9A-Za-z.\\{}^_]{1,200}")
+# Words that offer several candidates ("34 or 35", "either 3 or 4").
+HEDGE = re.compile(r"(?<![a-z\\])(?:or|either)(?![a-z])|\\lor(?![a-z])", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Extracted:
+    """A final-answer candidate: its cleaned text and how many answers the model offered.
+
+    ``items``: the separate answers when several were stated (chained boxes, or several
+    ``$...$`` segments on the answer line); empty for a single answer.
+    """
+
+    text: str
+    candidates: int = 1
+    items: tuple[str, ...] = ()
+
+    @property
+    def hedged(self) -> bool:
+        """True when the final answer offers several candidates ("34 or 35"): scored wrong."""
+        return self.candidates > 1 or HEDGE.search(self.text) is not None
+
+    def in_latex(self) -> Extracted:
+        """This answer with its Unicode mathematics as LaTeX (``34²`` -> ``34^{2}``)."""
+        return replace(self, text=unicode_math_to_latex(self.text),
+                       items=tuple(unicode_math_to_latex(item) for item in self.items))
+
+
+def clean_answer(answer: str) -> str:
+    """Strip presentation around an answer: ``$``, bold, ``\\text{}`` wrapper, trailing period."""
+    answer = answer.replace("\\$", "").replace("$", "").replace("**", "").strip()
+    answer = GLUED_COMMA.sub(",", answer)  # 11,\! 111 is one number; "11, 111" is a list
+    answer = answer.replace("\\displaystyle", "").replace("\\!", "").strip()
+    while answer.endswith((".", "。", "\\.", ",")) and not answer.endswith("..."):
+        answer = answer[:-1].rstrip()
+    if answer.startswith("\\text{") and answer.endswith("}") and answer.count("{") == 1:
+        answer = answer[6:-1].strip()
+    return answer
+
+
+def sign_before(before: str) -> str:
+    """The sign written just before an answer (``-``, ``\\pm``), or "" (see ``_MINUS_BEFORE``)."""
+    before = before[-40:]  # only its end matters; bounded, so the regexes stay linear
+    if _PLUS_MINUS_BEFORE.search(before):
+        return "\\pm"
+    return "-" if _MINUS_BEFORE.search(before) else ""
+
+
+def signed(answer: str, sign: str) -> str:
+    """``answer`` with the sign written before it: ``-34``, ``34`` for ``-`` before ``-34``,
+    ``-(x+1)``, ``\\pm 3``."""
+    if not sign:
+        return answer
+    if sign == "-" and answer.startswith("-") and _TERM.fullmatch(answer[1:]):
+        return answer[1:]
+    term = answer if _TERM.fullmatch(answer) else f"({answer})"
+    return f"-{term}" if sign == "-" else f"{sign} {term}"
+
+
+def bound_response(response: str, max_chars: int) -> str:
+    """Keep the tail: the final answer is at the end, and parsing cost must stay bounded."""
+    return response if len(response) <= max_chars else response[-max_chars:]

@@ -1,0 +1,182 @@
+"""Boxed answers: the last brace-balanced ``\\boxed{...}`` / ``\\fbox{...}``, and the boxes chained to it.
+
+Boxes on the last box's line that are chained to it by list separators (``,`` ``;`` ``and``
+``or``, or only blank space, ``\\quad`` and math delimiters between them) are the *items* of a
+multi-box answer (``\\boxed{1}, \\boxed{2}``); other boxes on that line with a different content
+are further candidates (a hedge), except boxes joined by "or" that together state one inequality
+disjunction (``\\boxed{x<-1} or \\boxed{x>2}``, :func:`join_inequality_boxes`). The box must hold the
+whole answer: another answer next to it (``$35$ or \\boxed{34}``, ``\\boxed{34} or 35``) or math
+that continues it (``\\boxed{34}^2``) is a further candidate too, and a sign written before it
+belongs to it (``-\\boxed{34}`` is -34). Capped scans, linear in the input length.
+"""
+
+from __future__ import annotations
+
+import re
+
+from dapo.rewards.answer_text import Extracted, clean_answer, sign_before, signed
+from dapo.rewards.equivalence import vote_key
+from dapo.rewards.inequalities import is_inequality_disjunction, is_or
+from dapo.rewards.number_forms import remark_changes_the_number, starts_with_scale_word
+
+BOX_COMMANDS = ("\\boxed", "\\fbox")
+# a number or math just before the last box, joined to it by "or": "$35$ or \\boxed{34}"
+_ALTERNATIVE_BEFORE = re.compile(r"[0-9$})] {0,3}(?:or|\\lor) {0,3}$", re.IGNORECASE)
+# ... or just after it: "\\boxed{34} or 35", "\\boxed{34}$, or $x = 35$" (a number after the "or"),
+# "\\boxed{34} or more" (as "$34$ or more").
+_ALTERNATIVE_AFTER = re.compile(
+    r"(?:\\[)\]]|[\s$.,]){0,8}(?:or|\\lor|\\vee|\\text\{ {0,3}or {0,3}\})(?![A-Za-z])(?:\\\(|[\s$(]){0,8}"
+    r"(?:(?:[A-Za-z] {0,3}= {0,3})?[+-]? {0,3}(?:[0-9]|\\(?:d?frac|sqrt|boxed)(?![A-Za-z]))"
+    r"|(?:more|less|fewer|greater|higher|lower|above|below)(?![A-Za-z]))", re.IGNORECASE)
+# Between two chained boxes: spacing and math delimiters, dropped before looking for a separator.
+_GAP_NOISE = re.compile(r"\\(?:quad|qquad|[,;: ()\[\]])|[\s$.]")
+_LIST_SEPARATOR = re.compile(r"[,;]|(?<![A-Za-z])(?:and|or)(?![A-Za-z])", re.IGNORECASE)
+# Math that continues the box, so that the box is not the whole answer: a digit or brace glued to
+# it ("\\boxed{34}35"), a power that is not a degree sign ("\\boxed{34}^2", not "^\\circ"), a
+# product or root ("\\boxed{2}\\sqrt{3}", "\\boxed{34} \\times 10^3") or arithmetic on a number.
+_CONTINUED_AFTER = re.compile(
+    r"[0-9{]| {0,3}(?:\^(?! {0,3}\{? {0,3}\\(?:circ|prime)(?![A-Za-z]))|\\(?:sqrt|times|cdot|pi|d?frac)(?![A-Za-z])"
+    r"|[+\-*/] {0,3}(?:[0-9]|\\(?:d?frac|sqrt|pi)(?![A-Za-z])))")
+# A parenthesis just after the box: a remark, unless it offers another answer or scales it ("(or 35)").
+_REMARK_AFTER = re.compile(r"[\s$]{0,4}\(([^()]{0,200})\)")
+_TEXT_OPENING = re.compile(r"\$|\\(?:text|textrm|mathrm|mbox)\{")  # "$ \\text{ thousand}$": the word
+_MAX_AFTER_CHARS = 100  # how much of the line after the last box is read
+_MAX_BOXES_PER_LINE = 16  # boxes compared when looking for several candidates on one line
+_MAX_GAP_CHARS = 80  # boxes further apart than this are not one multi-box answer
+
+
+def last_box_start(text: str) -> int:
+    return max(text.rfind(box) for box in BOX_COMMANDS)
+
+
+def from_last_box(text: str) -> Extracted | None:
+    text = join_inequality_boxes(text)
+    start = last_box_start(text)
+    if start < 0:
+        return None
+    span = _box_span(text, start)
+    if span is None or not span[0].strip():
+        return None
+    line_start = text.rfind("\n", 0, start) + 1
+    answer = signed(clean_answer(span[0]), sign_before(text[line_start:start]))  # "-\boxed{34}" is -34
+    boxes = _boxes_in(text[line_start:start])
+    # Several boxes with different contents on the final line offer several candidates.
+    candidates = 1 + len({vote_key(clean_answer(c)) for _, _, c in boxes} - {vote_key(answer)})  # 34 and 34.0: one
+    if _ALTERNATIVE_BEFORE.search(text[line_start:start]):  # "$35$ or \boxed{34}": an answer outside the box
+        candidates = max(candidates, 2)
+    if _changed_after(text[span[1] : span[1] + _MAX_AFTER_CHARS].split("\n", 1)[0]):
+        candidates = max(candidates, 2)  # "\boxed{34} or 35", "\boxed{34}^2": not the whole answer
+    items = _chained_items(text[line_start:start], boxes, answer)
+    return Extracted(answer, candidates=candidates, items=items)
+
+
+def _changed_after(after: str) -> bool:
+    """Whether the text after the last box offers another answer or continues its math."""
+    if _ALTERNATIVE_AFTER.match(after) or _CONTINUED_AFTER.match(after):
+        return True
+    if starts_with_scale_word(_TEXT_OPENING.sub(" ", after)):  # "\\boxed{34} thousand", as "$34$ thousand"
+        return True
+    remark = _REMARK_AFTER.match(after)
+    return remark is not None and remark_changes_the_number(remark.group(1))
+
+
+def join_inequality_boxes(text: str) -> str:
+    """``\\boxed{x<-1} or \\boxed{x>2}`` -> ``\\boxed{x<-1 \\text{ or } x>2}``: boxes chained to the
+    last one by "or" alone (``or``, ``\\text{ or }``, ``\\lor``), whose contents together are an
+    inequality disjunction in one variable, state one set of reals, not several answers. Anything
+    else (``\\boxed{3} or \\boxed{4}``, ``\\boxed{x=3} or \\boxed{x=4}``, boxes joined by a comma or
+    "and", inequalities in two variables) is returned unchanged, for the hedge and list rules."""
+    start = last_box_start(text)
+    span = _box_span(text, start) if start >= 0 else None
+    if span is None:
+        return text
+    line_start = text.rfind("\n", 0, start) + 1
+    boxes = _boxes_in(text[line_start : span[1]])
+    if len(boxes) < 2 or boxes[-1][0] != start - line_start:
+        return text
+    chain = [boxes[-1]]
+    for box in reversed(boxes[:-1]):
+        gap = text[line_start + box[1] : line_start + chain[0][0]]
+        if len(gap) > _MAX_GAP_CHARS or not is_or(_GAP_NOISE.sub(" ", gap)):
+            break
+        chain.insert(0, box)
+    joined = " \\text{ or } ".join(clean_answer(content) for _, _, content in chain)
+    if len(chain) < 2 or not is_inequality_disjunction(joined):
+        return text
+    return f"{text[: line_start + chain[0][0]]}\\boxed{{{joined}}}{text[line_start + chain[-1][1] :]}"
+
+
+def _chained_items(line: str, boxes: list[tuple[int, int, str]], last: str) -> tuple[str, ...]:
+    """The boxes chained to the last one by list separators, in order, each with the sign written
+    before it (``\\boxed{1}, -\\boxed{2}``); () for a lone box."""
+    items = [last]
+    gap_end = len(line)
+    for index in range(len(boxes) - 1, -1, -1):
+        box_start, box_end, content = boxes[index]
+        gap = line[box_end:gap_end]
+        if len(gap) > _MAX_GAP_CHARS:
+            break
+        bare = _GAP_NOISE.sub(" ", gap).strip()
+        if bare and not _LIST_SEPARATOR.search(bare):
+            break
+        before = line[boxes[index - 1][1] if index > 0 else 0 : box_start]
+        items.append(signed(clean_answer(content), sign_before(before)))
+        gap_end = box_start
+    return tuple(reversed(items)) if len(items) > 1 else ()
+
+
+def _boxes_in(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, content) of the first few boxes, in order: capped, so nested boxes cannot
+    make this quadratic. ``end`` is just past the closing brace."""
+    boxes: list[tuple[int, int, str]] = []
+    tried = 0  # unbalanced boxes count too: each try scans to the end of the text
+    for box in BOX_COMMANDS:
+        at = text.find(box)
+        while at >= 0 and tried < _MAX_BOXES_PER_LINE:
+            tried += 1
+            if (span := _box_span(text, at)) is not None:
+                boxes.append((at, span[1], span[0]))
+            at = text.find(box, at + len(box))
+    boxes.sort()
+    # A box nested in another (\boxed{\boxed{1}}) is part of its parent, not a separate answer.
+    outer: list[tuple[int, int, str]] = []
+    for item in boxes:
+        if not outer or item[0] >= outer[-1][1]:
+            outer.append(item)
+    return outer
+
+
+def strip_boxes(line: str) -> str:
+    """The line without its (first few) boxes."""
+    kept, at = [], 0
+    for start, end, _ in _boxes_in(line):
+        kept.append(line[at:start])
+        at = end
+    kept.append(line[at:])
+    return " ".join(kept)
+
+
+def _box_span(text: str, start: int) -> tuple[str, int] | None:
+    """(content, end just past it) of the box command at ``start``: brace-balanced (``\\boxed{34}``,
+    and ``\\boxed {34}``, the same box to TeX, which skips the spaces), or one token (``\\boxed 5``);
+    None where no answer is stated (nothing after it, or a box that never closes)."""
+    at = start + (6 if text.startswith("\\boxed", start) else 5)
+    brace = at
+    while brace < len(text) and text[brace] == " ":
+        brace += 1
+    if brace < len(text) and text[brace] == "{":
+        depth = 0
+        for i in range(brace, len(text)):
+            char = text[i]
+            if char == "{" and text[i - 1] != "\\":
+                depth += 1
+            elif char == "}" and text[i - 1] != "\\":
+                depth -= 1
+                if depth == 0:
+                    return text[brace + 1 : i], i + 1
+        return None  # unbalanced: the box never closes, so no answer was stated
+    token = text[brace:].split(maxsplit=1)
+    if brace == at or not token:  # \boxedx is another command; nothing after the spaces
+        return None
+    return token[0].rstrip("$"), brace + len(token[0])
+

@@ -1,0 +1,208 @@
+"""Number forms: when an answer states a plain integer or decimal, and what around it may go.
+
+An integer is compared as a digit string after cosmetic normalisation: thousands separators in
+groups of three (``1,234``, ``1 234``, ``1{,}234``), a leading ``+``, a zero fraction (``34.0``),
+Unicode decimal digits mapped to ASCII (``٣٤``, full-width ``３４``), a variable prefix
+(``x = 34``), and trailing units, degree, percent or currency signs, or a remark in words
+(``7 (mod 10)``). What changes the number is never dropped: a scale word (``34 thousand``), a word
+of an expression (``2 pi``), a remark that offers another answer or multiplies it (``34 (or 35)``,
+``34 (x 1000)``). Linear-time string operations that never call ``int()`` (which refuses more than
+4300 digits), so they are safe on any input.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+SPACES = ("\\,", "\\;", "\\:", "\\ ", "~", "\u00a0", "\u2009", "\u202f", "\u2007")
+_SUFFIXES = ("^{\\circ}", "^\\circ", "\\circ", "°", "\\degree", "\\%", "%", "\\$")
+_UNIT_WRAPPERS = ("\\text{", "\\textrm{", "\\mbox{", "\\mathrm{", "\\textnormal{")
+VARIABLE_PREFIX = re.compile(r"[A-Za-z](?:_\{?[A-Za-z0-9]{1,8}\}?)? {0,4}= {0,4}")
+GLUED_COMMA = re.compile(r",\\!\s{0,3}")  # 11,\! 111 is one number
+_BRACED_COMMA = re.compile(r" ?\{ ?, ?\} ?")  # 14{,}916 and 14 {, }916
+TEXT_WRAPPED = re.compile(r"\\(?:text|textrm|textbf|textit|mbox|mathrm|textnormal)\{([^{}]{0,200})\}")
+_UNIT_WORD = re.compile(r"[A-Za-z]{1,20}(?:\^\{?[0-9]\}?|/[A-Za-z]{1,20})?")  # cm, cm^2, m/s
+# A remark after a number: "7 (mod 10)", "34 (since n is even)", "34 (n = 3)", "34 (for n \geq 2)",
+# "60 (seconds/minute)"; not arithmetic, which makes a product: "2(n+1)", "4 (2 + \sqrt{2})",
+# "34 (\times 10^3)", "2 (n-1)".
+_TRAILING_REMARK = re.compile(r"(?<=[0-9]) {0,3}\(([^()]{0,400})\)$")
+# The same remark as a LaTeX command: "34 \pmod{1000}", "34 \pmod 1000", "34 \mod{1000}".
+_TRAILING_PMOD = re.compile(r"(?<=[0-9]) {0,3}\\p?mod(?![A-Za-z]) {0,3}"
+                            r"(?:\{ {0,3}[0-9A-Za-z]{1,20} {0,3}\}|[0-9A-Za-z]{1,20})$")
+_ARITHMETIC = re.compile(r"[+*^]|\\(?:times|sqrt|d?frac|tfrac|cdot|div|pm|mp|pi)(?![A-Za-z])"
+                         r"|[0-9] {0,3}[-/] {0,3}[0-9]|(?<![A-Za-z])[A-Za-z] {0,3}[-/] {0,3}(?:[0-9]|[A-Za-z](?![A-Za-z]))")
+# Words that change a number's value, so never dropped as units.
+SCALE_WORDS = frozenset(("hundred", "hundreds", "thousand", "thousands", "million", "millions", "billion",
+                         "billions", "trillion", "trillions", "dozen", "dozens", "squared", "cubed",
+                         "grand", "lakh", "lakhs", "crore", "crores", "bn", "mn", "mil"))
+# Nor words that make the number part of an expression ("2 pi", "7 and a half", "2 times n",
+# "540 is not correct"), nor one letter ("2 i", "3 x") unless it is an SI unit symbol.
+_NOT_UNITS = SCALE_WORDS | frozenset((
+    "pi", "half", "halves", "third", "thirds", "quarter", "quarters", "fourth", "fourths", "fifth", "fifths",
+    "sixth", "sixths", "seventh", "sevenths", "eighth", "eighths", "ninth", "ninths", "tenth", "tenths",
+    "hundredth", "hundredths", "thousandth", "thousandths", "millionth", "millionths",
+    "times", "over", "minus", "plus", "and", "or", "is", "not", "of", "divided", "root", "roots", "sqrt", "factorial",
+    "negative", "below", "zero",
+))
+# metre, gram, second, hour, litre, volt, watt, joule, newton, ampere, Celsius and Fahrenheit (after a
+# degree sign), tesla, siemens; not K, which is as often "thousand" (34K) as kelvin
+_UNIT_LETTERS = frozenset("mgshlLVWJNACFTS")
+# A number, then one word (bare or in \text{...}, \mathrm{...}) and the end: "34 thousand", "2 \text{ pi}".
+# No two quantifiers compete for the same whitespace (that backtracked quadratically): linear.
+_ENDS_IN_WORD = re.compile(r"[0-9][\s}{$]*(?:\\[a-z]+\{\s*)?([A-Za-z]+)\s*(?:\}\s*)?(?:\$\s*)?$")
+_PLAIN_INTEGER = re.compile(r"[+-]?[0-9]+(?:\.0*)?")
+_GROUPED_INTEGER = re.compile(r"[+-]?[0-9]{1,3}(?:[, ][0-9]{3})+(?:\.0*)?")
+# Unambiguous (no two quantifiers compete for the same characters): linear even on 10^5 digits.
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def to_ascii_digits(text: str) -> str:
+    """Map every Unicode decimal digit (Arabic-Indic, full-width, ...) to its ASCII digit."""
+    if text.isascii():
+        return text
+    out = []
+    for char in text:
+        digit = unicodedata.decimal(char, None)
+        out.append(str(digit) if digit is not None else char)
+    return "".join(out).replace("\u2212", "-").replace("\uff0b", "+").replace("\uff0c", ",")
+
+
+def _strip_number_decorations(answer: str) -> str:
+    """Remove what can surround a number without changing it: prefixes, units, signs."""
+    answer = GLUED_COMMA.sub(",", to_ascii_digits(answer))
+    for space in SPACES:
+        answer = answer.replace(space, " ")
+    answer = _BRACED_COMMA.sub(",", answer).strip()
+    prefix = VARIABLE_PREFIX.match(answer)
+    if prefix:
+        answer = answer[prefix.end() :]
+    for _ in range(3):  # e.g. "34^\circ \text{ F}", "34 degrees Celsius": two passes
+        before = answer.strip()
+        answer = _strip_unit_suffix(before)
+        for suffix in _SUFFIXES:
+            if answer.endswith(suffix):
+                answer = answer[: -len(suffix)].rstrip()
+        if answer == before:
+            break
+    return answer.strip()
+
+
+def _strip_unit_suffix(answer: str) -> str:
+    """Drop one trailing unit: ``\\text{ cm}`` (no digits inside), a plain word (``cm``), a unit
+    with a power or per (``cm^2``, ``m/s``), or a remark after a number, in parentheses (``7 (mod
+    10)``) or as ``7 \\pmod{10}``. Not a unit: a scale word (``34 thousand`` is not ``34``), a word of
+    an expression (``2 pi``, ``2 times n``) or a lone letter other than an SI symbol (``2 i``,
+    ``$2\\mathrm{e}$``)."""
+    if answer.endswith("}"):
+        start = max(answer.rfind(wrapper) for wrapper in _UNIT_WRAPPERS)
+        inner = answer[start:].split("{", 1)[-1].rstrip("}").strip()
+        remark = inner.startswith("(") and remark_changes_the_number(inner.strip("()"))  # "\\text{ (negative)}"
+        if start > 0 and not any(c.isdigit() for c in answer[start:]) and _is_unit(inner) and not remark:
+            return answer[:start]
+    pmod = _TRAILING_PMOD.search(answer)
+    if pmod:
+        return answer[: pmod.start()]
+    remark = _TRAILING_REMARK.search(answer)
+    if remark and _is_remark(remark.group(1), spaced=answer[remark.start()] == " "):
+        return answer[: remark.start()]
+    space = answer.rfind(" ")
+    word = answer[space + 1 :]
+    if space > 0 and word.isascii() and _UNIT_WORD.fullmatch(word) and _is_unit(word):
+        return answer[:space]
+    return answer
+
+
+# A remark that opens with an alternative and a number offers another answer: "(or 35)", "(and
+# $35$)", "(but 35 if n is odd)"; "(for both n = 3 and 4)" and "(n = 3 and m = 4)" state conditions.
+_ANOTHER_ANSWER = re.compile(
+    r"\s*(?:or|and|otherwise|else|alternatively|either|but|though|although|also|possibly|perhaps|maybe|probably"
+    r"|likely)[\s$({]{1,8}[+-]?[0-9]", re.IGNORECASE)
+# ... and one that opens with a product multiplies it: "(x 1000)", "(times 10)", "(\times 10^3)".
+_MULTIPLIES_IT = re.compile(r"\s*(?:x|times|multiplied by|\\times|\\cdot|\*)[\s$({]{0,8}[+-]?[0-9]", re.IGNORECASE)
+_OPENS_WITH_A_NUMBER = re.compile(r"\s{0,3}[$]?\s{0,3}[+-]?[0-9]")
+# ... or that ends in a value after a colon: "(n odd: 35)", "(if n = 2: 35)", "(units: 10^3)".
+_ENDS_WITH_A_VALUE = re.compile(r":\s{0,3}\$?\s{0,3}[+-]?[0-9][0-9.,^{} ]{0,40}\$?\s{0,3}$")
+# A remark that opens with a scale word changes the number: "(in thousands)", "(millions)"; "(one
+# thousand)" spells it out.
+_OPENING_WORD = re.compile(r"\s*(?:in\s+)?([A-Za-z]+)")
+# ... and one that opens with a sign word negates it: "34 (negative)", "34 (below zero)".
+_SIGN_WORDS = frozenset(("negative", "minus", "neg", "below"))
+
+
+def remark_changes_the_number(remark: str) -> bool:
+    """A remark after an answer that opens with a second one (``or 35``, ``and 35``, ``possibly 35``,
+    ``but 35 if n is odd``, ``35 if n is odd``, ``n odd: 35``), with a product (``x 1000``,
+    ``times 10``), with a word that scales it (``in thousands``) or gives it a sign (``negative``)."""
+    return (_ANOTHER_ANSWER.match(remark) is not None or _OPENS_WITH_A_NUMBER.match(remark) is not None
+            or _MULTIPLIES_IT.match(remark) is not None or _ENDS_WITH_A_VALUE.search(remark) is not None
+            or starts_with_scale_word(remark) or _opening_word(remark) in _SIGN_WORDS)
+
+
+def starts_with_scale_word(remark: str) -> bool:
+    """``in thousands``, ``millions of dollars``: a remark after a number that scales it."""
+    return _opening_word(remark) in SCALE_WORDS
+
+
+def _opening_word(remark: str) -> str:
+    opening = _OPENING_WORD.match(remark)
+    return opening.group(1).lower() if opening is not None else ""
+
+
+def _is_remark(inside: str, spaced: bool) -> bool:
+    """Whether ``(inside)`` after a number is a remark on it: words (two letters in a row, or one
+    letter after a space: "(n = 3)"), no arithmetic, no second answer ("(or 35)") and no scale
+    word ("(in thousands)" changes the number)."""
+    words = re.search(r"[A-Za-z]{2}", inside) or (spaced and re.search(r"[A-Za-z]", inside))
+    return bool(words) and _ARITHMETIC.search(inside) is None and not remark_changes_the_number(inside)
+
+
+def changes_the_number(answer: str) -> bool:
+    """``34 (in thousands)``, ``34 (and 35)``: a parenthesis after a number whose words change it
+    or add another answer (math-verify would read both as 34), in \\text{} too (``34\\text{ (or 35)}``)."""
+    remark = _TRAILING_REMARK.search(answer) or _TRAILING_REMARK.search(TEXT_WRAPPED.sub(r"\1", answer).rstrip())
+    return remark is not None and remark_changes_the_number(remark.group(1))
+
+
+def ends_in_a_word_that_is_not_a_unit(answer: str) -> bool:
+    """``34 thousand``, ``2 \\text{ pi}``, ``$2\\mathrm{i}$``: a number, then a word that changes it."""
+    match = _ENDS_IN_WORD.search(answer)
+    return match is not None and not _is_unit(match.group(1))
+
+
+def ends_in_a_scale_word(answer: str) -> bool:
+    """``34 thousand``, ``\\frac{1}{2} \\text{ million}``: a number, then a word that scales it."""
+    match = _ENDS_IN_WORD.search(answer)
+    return match is not None and match.group(1).lower() in SCALE_WORDS
+
+
+def _is_unit(word: str) -> bool:
+    name = re.split(r"[\^/]", word, maxsplit=1)[0]  # cm^2, m/s: the unit's name
+    return name.lower() not in _NOT_UNITS and (len(name) != 1 or name in _UNIT_LETTERS)
+
+
+def canonical_integer(answer: str) -> str | None:
+    """The integer ``answer`` states, as a canonical digit string ("-34", "0"), else None."""
+    text = _strip_number_decorations(answer)
+    if not (_PLAIN_INTEGER.fullmatch(text) or _GROUPED_INTEGER.fullmatch(text)):
+        return None
+    negative = text.startswith("-")
+    digits = text.lstrip("+-").split(".", 1)[0].replace(",", "").replace(" ", "")
+    digits = digits.lstrip("0") or "0"
+    return "-" + digits if negative and digits != "0" else digits
+
+
+def is_plain_number(answer: str) -> bool:
+    """True for a decimal or scientific literal (``34.5``, ``3.4e1``): decidable without parsing."""
+    return plain_number(answer) is not None
+
+
+def plain_number(answer: str) -> str | None:
+    """The decimal or scientific literal ``answer`` states without its decorations, or None."""
+    text = _strip_number_decorations(answer)
+    return text if _PLAIN_NUMBER.fullmatch(text) else None
+
+
+def compact(answer: str) -> str:
+    """``answer`` without whitespace."""
+    return "".join(answer.split())

@@ -1,0 +1,60 @@
+"""Units on both sides: ``34 hours`` is not ``34 \\text{ minutes}``, whatever the numbers say.
+
+The number rules drop a unit after a number (``34 cm`` is 34) and math-verify drops it too, on
+both sides; so when the ground truth and the answer both name a unit, the units must agree.
+Only units this module knows are compared (length, time, mass, angle, temperature, percent,
+money; their symbols, names and plurals, ``cm^2`` with its power): an unknown word, or a unit on
+one side only (``34`` for ``34 \\text{ cm}``), is left to the number rules as before.
+"""
+
+from __future__ import annotations
+
+import re
+
+_UNIT_NAMES = {
+    "mm": ("mm", "millimeter", "millimetre"), "cm": ("cm", "centimeter", "centimetre"),
+    "m": ("m", "meter", "metre"), "km": ("km", "kilometer", "kilometre"), "in": ("in", "inch", "inche"),
+    "ft": ("ft", "foot", "feet"), "yd": ("yd", "yard"), "mi": ("mi", "mile"),
+    "s": ("s", "sec", "second"), "ms": ("ms", "millisecond"), "min": ("min", "minute"), "h": ("h", "hr", "hour"), "day": ("day",),
+    "week": ("week", "wk"), "month": ("month",), "year": ("year", "yr"),
+    "mg": ("mg", "milligram"), "g": ("g", "gram"), "kg": ("kg", "kilogram"), "lb": ("lb", "pound"),
+    "deg": ("°", "degree", "deg"), "rad": ("rad", "radian"),
+    "degC": ("°c", "degreec", "degreecelsius", "degreescelsius", "celsius"),
+    "degF": ("°f", "degreef", "degreefahrenheit", "degreesfahrenheit", "fahrenheit"),
+    "%": ("%", "percent"), "dollar": ("dollar", "usd"), "cent": ("cent", "¢"),
+}
+_CANONICAL = {name: unit for unit, names in _UNIT_NAMES.items() for name in names}
+# An angle in degrees and a temperature in degrees: "34^\circ" names no scale, so fits either.
+_COMPATIBLE = {frozenset(("deg", "degC")), frozenset(("deg", "degF"))}
+# What follows the number: the unit, possibly in \text{}/\mathrm{}, with a degree sign or a power.
+_TAIL = re.compile(r"[0-9}.]((?:\\[a-z]{1,12}|\\[,;: ]|\^\{?[23]\}?|[\s{}^~°%¢A-Za-z]){1,60})$")
+_DEGREE = re.compile(r"\^\s{0,3}\{?\s{0,3}\\circ\s{0,3}\}?|\\circ|\\degree")
+_POWER = re.compile(r"\^\s{0,3}\{?\s{0,3}([23])\s{0,3}\}?")
+_MARKUP = re.compile(r"\\(?:text|textrm|mathrm|mbox|textnormal|operatorname)\s{0,3}|\\[,;: ]|[{}\s~]")
+
+
+def unit_of(answer: str) -> str | None:
+    """The known unit ``answer`` states after its number (``cm``, ``cm^2``, ``deg``, ``%``), or None."""
+    # math delimiters go; a currency sign before the number ("\$34") is cleaned off before this
+    text = answer[-80:].replace("\\$", "").replace("$", "").replace("\\%", "%")
+    tail = _TAIL.search(text)
+    if tail is None:
+        return None
+    unit = _DEGREE.sub("°", tail.group(1))
+    power = _POWER.search(unit)
+    unit = _MARKUP.sub("", _POWER.sub("", unit)).lower()
+    if unit.endswith("s") and unit[:-1] in _CANONICAL and unit not in _CANONICAL:
+        unit = unit[:-1]  # plurals: hours, inches (inche), degrees
+    canonical = _CANONICAL.get(unit)
+    if canonical is None:
+        return None
+    return f"{canonical}^{power.group(1)}" if power is not None else canonical
+
+
+def units_differ(pred: str, ground_truth: str) -> bool:
+    """Whether both sides name a known unit and the units differ (``34 hours`` for ``34 minutes``)."""
+    gold_unit = unit_of(ground_truth)  # usually none (an integer): the answer is not read then
+    pred_unit = unit_of(pred) if gold_unit is not None else None
+    if pred_unit is None or gold_unit is None or pred_unit == gold_unit:
+        return False
+    return frozenset((pred_unit, gold_unit)) not in _COMPATIBLE

@@ -41,6 +41,7 @@ def on_rank(trainer: Trainer, rank: int, fn) -> None:
     ray.get(trainer.policy.ranks[rank].__ray_call__.remote(fn))
 
 
+@pytest.mark.slow  # 40 s on 2 cores: two Ray runs of two ranks
 @pytest.mark.parametrize("engine_tp", [2, 1])
 def test_a_final_evaluation_that_fails_on_one_rank_does_not_hang_the_run(tiny_model_dir, reward_file, tmp_path,
                                                                          engine_tp):

@@ -186,7 +186,12 @@ def test_inequality_disjunction_is_one_answer_not_a_hedge() -> None:
      "Answer: \\boxed{34}^2",
      # words before the answer that negate or bound it, or a bare relation (before: read as 34)
      "Answer: not $34$", "Answer: at least $34$", "Answer: more than $34$", "Answer: The answer isn't 34",
-     "Answer: \\ge 34", "Answer: $\\neq 34$"],
+     "Answer: \\ge 34", "Answer: $\\neq 34$",
+     # a remark that bounds, negates or changes it; plus-minus after the box (before: read as 34)
+     "So \\boxed{34} (or more)", "So \\boxed{34} (at least)", "So \\boxed{34} \\pm 1",
+     "So \\boxed{34} \\text{ (negative)}", "So \\boxed{34} (or \u221234)",
+     # a remark that restates another value is no restatement (as before)
+     "So \\boxed{34} (34 or 35)", "So \\boxed{34} (34 thousand)", "So \\boxed{34}{\\text{ thousand}}"],
 )
 def test_the_box_or_number_is_not_the_whole_answer(text: str) -> None:
     extracted = extract_answer(text, "any")
@@ -203,6 +208,31 @@ def test_the_box_or_number_is_not_the_whole_answer(text: str) -> None:
 )
 def test_the_box_or_number_is_the_answer(text: str) -> None:
     assert verify(text, "34", "any")[0] is True, text
+
+
+@pytest.mark.parametrize(
+    ("text", "gold"),
+    [  # a remark or an "or" that restates the answer's value (before: another answer, wrong)
+     ("So \\boxed{34} (34 ways)", "34"), ("So \\boxed{34} (answer: 34)", "34"), ("So \\boxed{34} (or 34.0)", "34"),
+     ("So \\boxed{1,000} (1000 ways)", "1000"), ("The answer is \\boxed{\\frac{1}{2}}, or 0.5.", "\\frac12"),
+     ("So \\boxed{\\frac{1}{2}} (0.5)", "\\frac12"), ("Answer: 34 (34 ways)", "34"),
+     # a sign word on a negative answer describes it; "below" a bound other than zero is no sign
+     ("So \\boxed{-5} (negative)", "-5"), ("Answer: $-5$ (negative)", "-5"), ("Answer: 34 (below the limit of 50)", "34"),
+     # a qualifier inside a remark or a reason after the number does not qualify it
+     ("Answer: 34 (not 35)", "34"), ("Answer: 34 (at most 2 per row)", "34"), ("Answer: 0 because n over 2 is odd", "0"),
+     # an empty or text brace group, or an ordinal, after the box; invisible delimiters in it
+     ("So \\boxed{34}{\\text{ cm}}", "34"), ("So \\boxed{34}{}", "34"), ("the \\boxed{34}^{\\text{th}} term", "34"),
+     ("So \\boxed{\\left. 34 \\right.}", "34")],
+)
+def test_what_follows_the_answer_restates_it(text: str, gold: str) -> None:
+    assert verify(text, gold, "any")[0] is True, text
+
+
+def test_spaced_dash_after_a_colon_is_no_sign() -> None:
+    """``Answer: - \\boxed{34}``: the Answer: line reads 34; the box alone read -34 (before)."""
+    for extractor in ("answer", "boxed", "any"):
+        assert verify("Answer: - \\boxed{34}", "34", extractor)[0] is True, extractor
+    assert verify("Answer: -\\boxed{34}", "-34", "boxed")[0] is True
 
 
 @pytest.mark.parametrize(
@@ -252,7 +282,7 @@ def test_rational_numbers_are_exact(pred: str, gold: str, expected: bool) -> Non
      ("34^\\circ \\text{C}", "34^\\circ", True), ("34", "34 \\text{ cm}", True), ("34 apples", "34 \\text{ cm}", True),
      # K is as often "thousand" as kelvin; sign words negate
      ("34 K", "34", False), ("34 grand", "34", False), ("34 (negative)", "34", False),
-     ("34 \\text{ (negative)}", "34", False)],
+     ("34 \\text{ (negative)}", "34", False), ("34 (at least)", "34", False), ("34 (or more)", "34", False)],
 )
 def test_units_and_scale_words(answer: str, gold: str, expected: bool) -> None:
     assert prepare(f"Answer: {answer}", gold, "answer").verdict is expected

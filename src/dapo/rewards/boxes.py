@@ -17,7 +17,11 @@ import re
 from dapo.rewards.answer_text import Extracted, clean_answer, sign_before, signed
 from dapo.rewards.equivalence import vote_key
 from dapo.rewards.inequalities import is_inequality_disjunction, is_or
-from dapo.rewards.number_forms import remark_changes_the_number, starts_with_scale_word
+from dapo.rewards.number_forms import (
+    only_restates,
+    remark_changes_the_number,
+    starts_with_scale_word,
+)
 
 BOX_COMMANDS = ("\\boxed", "\\fbox")
 # a number or math just before the last box, joined to it by "or": "$35$ or \\boxed{34}"
@@ -32,10 +36,13 @@ _ALTERNATIVE_AFTER = re.compile(
 _GAP_NOISE = re.compile(r"\\(?:quad|qquad|[,;: ()\[\]])|[\s$.]")
 _LIST_SEPARATOR = re.compile(r"[,;]|(?<![A-Za-z])(?:and|or)(?![A-Za-z])", re.IGNORECASE)
 # Math that continues the box, so that the box is not the whole answer: a digit or brace glued to
-# it ("\\boxed{34}35"), a power that is not a degree sign ("\\boxed{34}^2", not "^\\circ"), a
-# product or root ("\\boxed{2}\\sqrt{3}", "\\boxed{34} \\times 10^3") or arithmetic on a number.
+# it ("\\boxed{34}35", "\\boxed{34}{,}000"), a power that is not a degree sign or an ordinal
+# ("\\boxed{34}^2", not "^\\circ" or "^{th}"), a product, root or plus-minus ("\\boxed{2}\\sqrt{3}",
+# "\\boxed{34} \\times 10^3", "\\boxed{34} \\pm 1") or arithmetic on a number.
 _CONTINUED_AFTER = re.compile(
-    r"[0-9{]| {0,3}(?:\^(?! {0,3}\{? {0,3}\\(?:circ|prime)(?![A-Za-z]))|\\(?:sqrt|times|cdot|pi|d?frac)(?![A-Za-z])"
+    r"[0-9]|\{(?! {0,3}(?:\}|\\(?:text|textrm|mathrm|mbox|[,;]|quad)(?![A-Za-z])))"  # not "{}", "{\\text{ cm}}"
+    r"| {0,3}(?:\^(?! {0,3}\{? {0,3}(?:\\(?:circ|prime)(?![A-Za-z])|(?:\\(?:text|textrm|mathrm)\{ {0,3})?(?:th|st|nd|rd)"
+    r"(?![A-Za-z])))|\\(?:sqrt|times|cdot|pi|d?frac|pm|mp)(?![A-Za-z])|±"
     r"|[+\-*/] {0,3}(?:[0-9]|\\(?:d?frac|sqrt|pi)(?![A-Za-z])))")
 # A parenthesis just after the box: a remark, unless it offers another answer or scales it ("(or 35)").
 _REMARK_AFTER = re.compile(r"[\s$]{0,4}\(([^()]{0,200})\)")
@@ -64,20 +71,25 @@ def from_last_box(text: str) -> Extracted | None:
     candidates = 1 + len({vote_key(clean_answer(c)) for _, _, c in boxes} - {vote_key(answer)})  # 34 and 34.0: one
     if _ALTERNATIVE_BEFORE.search(text[line_start:start]):  # "$35$ or \boxed{34}": an answer outside the box
         candidates = max(candidates, 2)
-    if _changed_after(text[span[1] : span[1] + _MAX_AFTER_CHARS].split("\n", 1)[0]):
+    if _changed_after(text[span[1] : span[1] + _MAX_AFTER_CHARS].split("\n", 1)[0], answer):
         candidates = max(candidates, 2)  # "\boxed{34} or 35", "\boxed{34}^2": not the whole answer
     items = _chained_items(text[line_start:start], boxes, answer)
     return Extracted(answer, candidates=candidates, items=items)
 
 
-def _changed_after(after: str) -> bool:
-    """Whether the text after the last box offers another answer or continues its math."""
-    if _ALTERNATIVE_AFTER.match(after) or _CONTINUED_AFTER.match(after):
+def _changed_after(after: str, answer: str) -> bool:
+    """Whether the text after the last box (whose content is ``answer``) offers another answer or
+    continues its math; an "or" or a remark that restates the box's value does not
+    (``\\boxed{\\frac12} or 0.5``, ``\\boxed{34} (34 ways)``)."""
+    if _ALTERNATIVE_AFTER.match(after) and not only_restates(answer, after):
         return True
-    if starts_with_scale_word(_TEXT_OPENING.sub(" ", after)):  # "\\boxed{34} thousand", as "$34$ thousand"
+    if _CONTINUED_AFTER.match(after):
         return True
-    remark = _REMARK_AFTER.match(after)
-    return remark is not None and remark_changes_the_number(remark.group(1))
+    words = _TEXT_OPENING.sub(" ", after).replace("{", " ")  # "\\boxed{34}{\\text{ thousand}}" too
+    if starts_with_scale_word(words):  # "\\boxed{34} thousand", as "$34$ thousand"
+        return True
+    remark = _REMARK_AFTER.match(after) or _REMARK_AFTER.match(words)  # "\\boxed{34} \\text{ (negative)}"
+    return remark is not None and remark_changes_the_number(remark.group(1), answer)
 
 
 def join_inequality_boxes(text: str) -> str:

@@ -27,7 +27,8 @@ _DECIMAL = re.compile(rf"([+-]?)({_DIGITS})(?:\.({_DIGITS}))?")
 _FRACTION = re.compile(r"([+-]?)\\[dt]?frac(?:\{([+-]?[0-9]{1,50})\}|([0-9]))(?:\{([+-]?[0-9]{1,50})\}|([0-9]))"
                        r"|([+-]?[0-9]{1,50})/([+-]?[0-9]{1,50})")
 # Math delimiters and sizing, and spaces that do not separate digits ("1 2" is not 12).
-_NOISE = re.compile(r"\$|\\left(?![A-Za-z])|\\right(?![A-Za-z])|(?<![0-9])\s+|\s+(?![0-9])")
+# \left. and \right. are invisible delimiters ("\left. 34 \right." is 34, not .34).
+_NOISE = re.compile(r"\$|\\left(?![A-Za-z])\.?|\\right(?![A-Za-z])\.?|(?<![0-9])\s+|\s+(?![0-9])")
 
 
 def exact_rational(answer: str) -> Fraction | None:

@@ -62,6 +62,8 @@ _NAMES_THE_ANSWER = re.compile(r"(?:(?:the|my|our)\s{1,3})?(?:final\s{1,3}|corre
 _QUALIFIER = re.compile(r"(?<![A-Za-z])(?:not|isn't|aren't|never|no|neither|nor|except|than|least|most|over|under"
                         r"|below|above|beyond|exceeds?|exceeding|up\s{1,3}to)[\s$]{0,4}$", re.IGNORECASE)
 _NUMBER = re.compile(r"[0-9][0-9.,]*")  # the number a qualifier may stand before
+_REASON_CLAUSE = re.compile(r"(?<![A-Za-z\\])(?:because|since)(?![A-Za-z])", re.IGNORECASE)
+_CLOSING_REMARK = re.compile(r"(?<=\S) {0,3}\([^()]{0,400}\)\s*$")  # "34 (not 35)"
 # A relation with nothing before it states a bound, not a value: "\ge 34", "< 34", "\neq 34".
 _BARE_RELATION = re.compile(r"\s{0,3}(?:\\(?:geq?|leq?|neq?|gt|lt|geqslant|leqslant)(?![A-Za-z])|[<>≤≥≠])")
 _MAX_LINE_CHARS = 5000  # an "answer line" longer than this is not a final answer
@@ -201,15 +203,25 @@ def _clean_line(line: str) -> Extracted | None:
     answer = clean_answer(line)
     if not answer:
         return None
-    # the number math-verify would read is the last one: "not 10 which is 1,000.99" states 1,000.99
+    # the number math-verify would read is the last one: "not 10 which is 1,000.99" states 1,000.99;
+    # not one in a remark or a reason after it: "34 (not 35)", "34 because n over 2 is odd"
+    stated = _stated_part(answer)
     last_number = None
-    for last_number in _NUMBER.finditer(answer):  # noqa: B007 - we want the last match
+    for last_number in _NUMBER.finditer(stated):  # noqa: B007 - we want the last match
         pass
     bare_relation = _BARE_RELATION.match(answer) is not None and not answer.endswith(">")  # not "<1, 2>"
     if bare_relation or (
-            last_number is not None and _QUALIFIER.search(answer[: last_number.start()][-40:])):
+            last_number is not None and _QUALIFIER.search(stated[: last_number.start()][-40:])):
         return Extracted(answer, candidates=2)  # "\ge 34", "The answer isn't 34": not the value 34
     return Extracted(answer)
+
+
+def _stated_part(answer: str) -> str:
+    """``answer`` without a parenthesis that closes it or a reason clause after it, when what is
+    left still states a number: ``34 (not 35)`` and ``34 because n over 2 is odd`` state 34."""
+    head = _REASON_CLAUSE.split(answer, maxsplit=1)[0]
+    head = _CLOSING_REMARK.sub("", head)
+    return head if any(char.isdigit() for char in head) else answer
 
 
 def _after_copula(line: str) -> str:

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from fractions import Fraction
+
+from dapo.rewards.exact_numbers import exact_rational
 
 SPACES = ("\\,", "\\;", "\\:", "\\ ", "~", "\u00a0", "\u2009", "\u202f", "\u2007")
 _SUFFIXES = ("^{\\circ}", "^\\circ", "\\circ", "°", "\\degree", "\\%", "%", "\\$")
@@ -97,14 +100,14 @@ def _strip_unit_suffix(answer: str) -> str:
     if answer.endswith("}"):
         start = max(answer.rfind(wrapper) for wrapper in _UNIT_WRAPPERS)
         inner = answer[start:].split("{", 1)[-1].rstrip("}").strip()
-        remark = inner.startswith("(") and remark_changes_the_number(inner.strip("()"))  # "\\text{ (negative)}"
+        remark = inner.startswith("(") and remark_changes_the_number(inner.strip("()"), answer[:start])  # "(negative)"
         if start > 0 and not any(c.isdigit() for c in answer[start:]) and _is_unit(inner) and not remark:
             return answer[:start]
     pmod = _TRAILING_PMOD.search(answer)
     if pmod:
         return answer[: pmod.start()]
     remark = _TRAILING_REMARK.search(answer)
-    if remark and _is_remark(remark.group(1), spaced=answer[remark.start()] == " "):
+    if remark and _is_remark(remark.group(1), answer[: remark.start()], spaced=answer[remark.start()] == " "):
         return answer[: remark.start()]
     space = answer.rfind(" ")
     word = answer[space + 1 :]
@@ -117,26 +120,68 @@ def _strip_unit_suffix(answer: str) -> str:
 # $35$)", "(but 35 if n is odd)"; "(for both n = 3 and 4)" and "(n = 3 and m = 4)" state conditions.
 _ANOTHER_ANSWER = re.compile(
     r"\s*(?:or|and|otherwise|else|alternatively|either|but|though|although|also|possibly|perhaps|maybe|probably"
-    r"|likely)[\s$({]{1,8}[+-]?[0-9]", re.IGNORECASE)
+    r"|likely)[\s$({]{1,8}[+\-\u2212]?[0-9]", re.IGNORECASE)
 # ... and one that opens with a product multiplies it: "(x 1000)", "(times 10)", "(\times 10^3)".
-_MULTIPLIES_IT = re.compile(r"\s*(?:x|times|multiplied by|\\times|\\cdot|\*)[\s$({]{0,8}[+-]?[0-9]", re.IGNORECASE)
-_OPENS_WITH_A_NUMBER = re.compile(r"\s{0,3}[$]?\s{0,3}[+-]?[0-9]")
+_MULTIPLIES_IT = re.compile(r"\s*(?:x|times|multiplied by|\\times|\\cdot|\*)[\s$({]{0,8}[+\-\u2212]?[0-9]", re.IGNORECASE)
+_OPENS_WITH_A_NUMBER = re.compile(r"\s{0,3}[$]?\s{0,3}[+\-\u2212]?[0-9]")
+# ... or that is only a bound, as "$34$ or more" is: "(or more)", "(at least)"; not "(at most 2 per row)".
+_BOUNDS_IT = re.compile(r"\s*(?:or\s+(?:more|less|fewer|greater|higher|lower|above|below|over|under)|at\s+(?:least|most))"
+                        r"[\s.!]*$", re.IGNORECASE)
 # ... or that ends in a value after a colon: "(n odd: 35)", "(if n = 2: 35)", "(units: 10^3)".
-_ENDS_WITH_A_VALUE = re.compile(r":\s{0,3}\$?\s{0,3}[+-]?[0-9][0-9.,^{} ]{0,40}\$?\s{0,3}$")
+_ENDS_WITH_A_VALUE = re.compile(r":\s{0,3}\$?\s{0,3}[+\-\u2212]?[0-9][0-9.,^{} ]{0,40}\$?\s{0,3}$")
 # A remark that opens with a scale word changes the number: "(in thousands)", "(millions)"; "(one
 # thousand)" spells it out.
 _OPENING_WORD = re.compile(r"\s*(?:in\s+)?([A-Za-z]+)")
-# ... and one that opens with a sign word negates it: "34 (negative)", "34 (below zero)".
+# ... and one that opens with a sign word negates it: "34 (negative)", "34 (below zero)"; not "(below 50)",
+# and not a negative answer, which it describes: "-5 (negative)".
 _SIGN_WORDS = frozenset(("negative", "minus", "neg", "below"))
+_BELOW_ZERO = re.compile(r"\s*below(?:\s+(?:zero|0|sea\s+level|freezing))?\s*$", re.IGNORECASE)
+# A number a remark or an "or" may restate: 34, 1,000, 0.5, -2, 1/2, \frac{1}{2}.
+_NUMBER_TOKEN = re.compile(r"[+\-\u2212]?(?:\\[dt]?frac\{[+-]?[0-9]{1,50}\}\{[0-9]{1,50}\}"
+                           r"|[0-9][0-9,]{0,60}(?:\.[0-9]{1,50})?(?:/[0-9]{1,50})?)")
+_SCALE_LETTERS = frozenset(("k", "m", "b"))  # 34K, 3M, 2B
 
 
-def remark_changes_the_number(remark: str) -> bool:
+def remark_changes_the_number(remark: str, answer: str = "") -> bool:
     """A remark after an answer that opens with a second one (``or 35``, ``and 35``, ``possibly 35``,
     ``but 35 if n is odd``, ``35 if n is odd``, ``n odd: 35``), with a product (``x 1000``,
-    ``times 10``), with a word that scales it (``in thousands``) or gives it a sign (``negative``)."""
+    ``times 10``), with a word that scales it (``in thousands``) or gives it a sign (``negative``), or
+    that makes it a bound (``or more``, ``at least``). Given the ``answer`` it follows, a remark whose every number is that answer's value restates
+    it (``34 (34 ways)``, ``34 (answer: 34)``, ``\\frac12 (or 0.5)``), and a sign word describes
+    a negative answer (``-5 (negative)``)."""
+    opening = _opening_word(remark)
+    if opening in _SIGN_WORDS and (opening != "below" or _BELOW_ZERO.match(remark)):
+        return not _is_negative(answer)
+    if answer and only_restates(answer, remark):
+        return False
     return (_ANOTHER_ANSWER.match(remark) is not None or _OPENS_WITH_A_NUMBER.match(remark) is not None
             or _MULTIPLIES_IT.match(remark) is not None or _ENDS_WITH_A_VALUE.search(remark) is not None
-            or starts_with_scale_word(remark) or _opening_word(remark) in _SIGN_WORDS)
+            or _BOUNDS_IT.match(remark) is not None or starts_with_scale_word(remark))
+
+
+def only_restates(answer: str, text: str) -> bool:
+    """Whether ``text`` (a remark, or what follows "or") states a number, and every number it states
+    has the rational value ``answer`` states (``34 ways`` or ``answer: 34`` for 34, ``0.5`` for
+    ``\\frac12``), with no scale word (``34 thousand``); False when ``answer`` is not rational."""
+    stated = _rational_value(answer)
+    numbers = _NUMBER_TOKEN.findall(text[:400])
+    if stated is None or not numbers or len(numbers) > 8:
+        return False
+    words = {word.lower() for word in re.findall(r"[A-Za-z]+", text[:400])}
+    return not words & (SCALE_WORDS | _SCALE_LETTERS) and all(_rational_value(n.rstrip(",")) == stated for n in numbers)
+
+
+def _rational_value(text: str) -> Fraction | None:
+    integer = canonical_integer(text)
+    if integer is not None:
+        return Fraction(int(integer)) if len(integer) <= 50 else None
+    return exact_rational(text)
+
+
+def _is_negative(answer: str) -> bool:
+    answer = to_ascii_digits(answer.strip())
+    prefix = VARIABLE_PREFIX.match(answer)
+    return answer[prefix.end() if prefix else 0 :].startswith("-")
 
 
 def starts_with_scale_word(remark: str) -> bool:
@@ -149,19 +194,21 @@ def _opening_word(remark: str) -> str:
     return opening.group(1).lower() if opening is not None else ""
 
 
-def _is_remark(inside: str, spaced: bool) -> bool:
+def _is_remark(inside: str, number: str, spaced: bool) -> bool:
     """Whether ``(inside)`` after a number is a remark on it: words (two letters in a row, or one
     letter after a space: "(n = 3)"), no arithmetic, no second answer ("(or 35)") and no scale
     word ("(in thousands)" changes the number)."""
     words = re.search(r"[A-Za-z]{2}", inside) or (spaced and re.search(r"[A-Za-z]", inside))
-    return bool(words) and _ARITHMETIC.search(inside) is None and not remark_changes_the_number(inside)
+    return bool(words) and _ARITHMETIC.search(inside) is None and not remark_changes_the_number(inside, number)
 
 
 def changes_the_number(answer: str) -> bool:
     """``34 (in thousands)``, ``34 (and 35)``: a parenthesis after a number whose words change it
     or add another answer (math-verify would read both as 34), in \\text{} too (``34\\text{ (or 35)}``)."""
-    remark = _TRAILING_REMARK.search(answer) or _TRAILING_REMARK.search(TEXT_WRAPPED.sub(r"\1", answer).rstrip())
-    return remark is not None and remark_changes_the_number(remark.group(1))
+    for text in (answer, TEXT_WRAPPED.sub(r"\1", answer).rstrip()):
+        if (remark := _TRAILING_REMARK.search(text)) is not None:
+            return remark_changes_the_number(remark.group(1), text[: remark.start()])
+    return False
 
 
 def ends_in_a_word_that_is_not_a_unit(answer: str) -> bool:

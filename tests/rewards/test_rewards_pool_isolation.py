@@ -3,8 +3,10 @@ deadlines and leaves nothing behind (the pool's sockets never block; each worker
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -144,3 +146,137 @@ def test_the_workers_scoring_processes_are_told_apart_from_their_keepers():
                 assert Path(f"/proc/{worker}/stat").read_text().rsplit(")", 1)[1].split()[1] == str(keeper)
     finally:
         pool.close()
+
+
+AS_PID_1 = """
+import ctypes, os, sys, time
+ctypes.CDLL(None).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphans come to this process, as to a container's PID 1
+from dapo.rewards.pool import WorkerPool
+
+def zombie_children():
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            fields = open(f"/proc/{name}/stat").read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] == "Z" and int(fields[1]) == os.getpid():
+            found.append(int(name))
+    return found
+
+pool = WorkerPool(1, [sys.argv[1] + ":f"], timeout_s=2.0)
+kinds = [kind for kind, _ in pool.run([("fn", 0, "response", "1", {"mode": mode}) for mode in sys.argv[2:]])]
+pool.close()
+deadline = time.monotonic() + 10
+while zombie_children() and time.monotonic() < deadline:
+    time.sleep(0.1)
+print(" ".join(kinds), len(zombie_children()))
+"""
+STARTS_A_PROGRAM_THEN = """
+import os, subprocess, time
+def f(response, ground_truth, extra):
+    subprocess.Popen(["sleep", "300"])
+    if extra["mode"] == "hang":
+        time.sleep(300)
+    if extra["mode"] == "exit":
+        os._exit(3)
+    return 1.0
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the keeper is a Linux subreaper")
+def test_a_trainer_that_is_a_containers_pid_1_is_left_no_zombies(tmp_path):
+    """A trainer that is a container's PID 1 (or a subreaper) inherits every orphan and reaps none
+    it did not start: a worker killed with its keeper (at a deadline, on close) and the programs
+    its function started were its zombies for good, one more at each worker restart. The keeper
+    now outlives them and reaps them. (In a subprocess: a subreaper would change the test process.)"""
+    module = tmp_path / "starts_a_program.py"
+    module.write_text(STARTS_A_PROGRAM_THEN)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    out = subprocess.run([sys.executable, "-c", AS_PID_1, str(module), "hang", "ok", "exit", "ok"],
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert out.stdout.split() == ["timeout", "ok", "died", "ok", "0"], out.stdout + out.stderr
+    assert "Traceback" not in out.stderr, out.stderr
+
+
+WALKS_PROC_ONLY_WHEN_NEEDED = """
+import os, subprocess, sys, time
+from dapo.rewards import process_tree
+walks, listing = [], process_tree._processes
+process_tree._processes = lambda: walks.append(1) or listing()
+process_tree.reap_orphans()  # no child
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1)"])
+process_tree.reap_orphans()  # a child, running
+before = len(walks)
+while os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT) is None:
+    pass
+process_tree.reap_orphans()  # a child that ended: looked for among the adopted
+print(before, len(walks), child.wait())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
+def test_a_worker_walks_proc_for_ended_orphans_only_when_a_child_has_ended():
+    """After every chunk a worker walked all of /proc (a millisecond: half the worker's time per
+    item with a trivial reward function) to find adopted daemons to reap, most often none."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    out = subprocess.run([sys.executable, "-c", WALKS_PROC_ONLY_WHEN_NEEDED], capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert out.stdout.split() == ["0", "1", "0"], out.stdout + out.stderr  # (and the Popen's own status kept)
+
+
+HANGS_WITH_A_PROGRAM = """
+import subprocess, time
+def f(response, ground_truth, extra):
+    child = subprocess.Popen(["sleep", "300"])
+    if extra.get("hang"):
+        open({pid_file!r}, "w").write(str(child.pid))
+        time.sleep(300)
+    return 1.0
+"""
+FROM_A_THREAD = """
+import sys, threading, time
+from dapo.rewards.pool import WorkerPool
+made = []
+thread = threading.Thread(target=lambda: made.append(WorkerPool(1, [sys.argv[1] + ":f"], timeout_s=300.0)))
+thread.start()
+thread.join()  # the thread that started the workers has ended
+time.sleep(0.5)
+[(kind, _)] = made[0].run([("fn", 0, "response", "1", {})])
+print(kind, made[0].pids[0], made[0].scoring_pids[0], flush=True)
+made[0].run([("fn", 0, "response", "1", {"hang": True})])
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_workers_a_thread_started_end_with_the_trainer_not_with_the_thread(tmp_path):
+    """A pool made by a thread other than the main one (PR_SET_PDEATHSIG fires when the thread
+    that started a process ends) was not tied to the trainer at all: SIGKILLed while an item
+    hung, it left the keeper, the worker and the item's program running for good."""
+    pid_file, module = tmp_path / "program.pid", tmp_path / "hangs.py"
+    module.write_text(HANGS_WITH_A_PROGRAM.format(pid_file=str(pid_file)))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    trainer = subprocess.Popen([sys.executable, "-c", FROM_A_THREAD, str(module)], stdout=subprocess.PIPE,
+                               text=True, env=env)
+    left: list[int] = []
+    try:
+        kind, keeper, worker = trainer.stdout.readline().split()
+        left = [int(keeper), int(worker)]
+        deadline = time.monotonic() + 60
+        while not (pid_file.exists() and pid_file.read_text()):
+            assert time.monotonic() < deadline, "the item never ran"
+            time.sleep(0.05)
+        left.append(int(pid_file.read_text()))  # the item's program
+        assert kind == "ok" and all(alive(pid) for pid in left)  # the thread's end stopped nothing
+        trainer.kill()
+        trainer.wait(timeout=60)
+        deadline = time.monotonic() + 20
+        while any(alive(pid) for pid in left) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(alive(pid) for pid in left)
+    finally:
+        trainer.kill()
+        trainer.stdout.close()
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

@@ -10,6 +10,7 @@ import pytest
 
 from dapo.config.schema import RewardConfig, RewardFunctionSpec
 from dapo.rewards import RewardScorer
+from dapo.rewards.pool import WorkerPool
 
 NOISY = '''
 import sys
@@ -77,3 +78,36 @@ def test_output_written_below_python_is_captured_and_a_real_fileno_is_there(func
     assert shown.index("python\nfd 1\n") < shown.index("child\n")  # in the order written
     assert "C printf" in shown and "most recent call first" in shown  # (C stdio's buffer flushed)
     assert 2 * 100_000 < scorer.printed_chars["below_python"] < 2 * 110_000
+
+
+FLOOD = '''
+import os
+
+def flood(response, ground_truth, extra):
+    """300 MB to fd 1, as a program that inherits it and prints in a loop would; the largest the
+    capture file grew to, in MB."""
+    import time
+    os.write(1, b"start\\n")
+    largest = 0
+    for _ in range(300):
+        os.write(1, b"y" * (1 << 20))
+        largest = max(largest, os.fstat(1).st_size)
+        time.sleep(0.005)
+    return largest / (1 << 20)
+'''
+
+
+def test_output_written_below_python_is_bounded_on_disk(tmp_path):
+    """What a program printed below Python went to the capture file whole, however much it was:
+    300 MB on disk (or in a tmpfs's memory) for 300 MB printed. Now it is cut back to its head
+    past a few MB, and counted."""
+    (tmp_path / "floods.py").write_text(FLOOD)
+    pool = WorkerPool(1, [f"{tmp_path / 'floods.py'}:flood"], timeout_s=120.0)
+    try:
+        [(kind, (largest_mb, _, _))] = pool.run([("fn", 0, "response", "1", {})])
+        head, total = pool.outputs[0]
+    finally:
+        pool.close()
+    assert kind == "ok" and largest_mb < 100, largest_mb
+    assert head.startswith("start\nyyy") and len(head) == 2000
+    assert 150 << 20 < total <= (300 << 20) + 6  # (what is written while the file is cut is not counted)

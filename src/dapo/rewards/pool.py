@@ -44,13 +44,14 @@ from pathlib import Path
 from typing import Any
 
 from dapo.rewards import process_tree
-from dapo.rewards.process_tree import group_members, kill_group
+from dapo.rewards.process_tree import end_below_keeper, group_members, has_keeper, kill_group
 from dapo.rewards.user_functions import RewardFunctionError
 from dapo.rewards.worker import Channel
 
 Outcome = tuple[str, Any]
 _MAX_CHUNK = 16
 _POLL_S = 0.5
+_KEEPER_EXIT_S = 5.0  # for a keeper to reap what was killed below it and exit (milliseconds, usually)
 # `python -c` puts the working directory first on sys.path: drop it before any import, so a
 # file there (random.py) does not shadow the stdlib in workers only; main() sets the trainer's path.
 # The keeper forks off before the package is imported (process_tree.py, stdlib only, loaded from
@@ -59,7 +60,7 @@ _WORKER_CODE = (
     "import sys; del sys.path[0]; from importlib import util; "
     "spec = util.spec_from_file_location('dapo_keeper', sys.argv[4]); tree = util.module_from_spec(spec); "
     "spec.loader.exec_module(tree); "
-    "keeper = tree.start_keeper(int(sys.argv[1]), int(sys.argv[2]) if sys.argv[3] == '1' else None); "
+    "keeper = tree.start_keeper(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == '1'); "
     "from dapo.rewards.worker import main; main(sys.argv[1:4], keeper)"
 )
 
@@ -82,7 +83,8 @@ def _launch(function_specs: list[str]) -> _Worker:
     env = dict(os.environ)
     package_root = str(Path(__file__).resolve().parents[2])  # the directory holding dapo/
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    # PR_SET_PDEATHSIG fires when the creating *thread* exits, so only ask for it from main.
+    # PR_SET_PDEATHSIG fires when the creating *thread* exits: from another thread, the keeper
+    # ignores it while the trainer lives (a worker without keeper, off Linux, asks only from main)
     die_with_parent = threading.current_thread() is threading.main_thread()
     argv = [str(child_sock.fileno()), str(os.getpid()), str(int(die_with_parent)), process_tree.__file__]
     process = subprocess.Popen(
@@ -305,17 +307,27 @@ class WorkerPool:
     def _stop(self, worker: _Worker, deadline: float | None = None) -> None:
         """End the worker and reap it (no zombie): a worker asked to stop may exit by itself until
         ``deadline``; then SIGKILL, to it and to the processes it started (a sandboxed program a
-        reward function runs), frozen first, so none is left running on its own."""
+        reward function runs), frozen first, so none is left running on its own. On Linux what is
+        below the keeper is killed and the keeper reaps it (killed with it, the worker and what
+        it started were zombies of init: of the trainer, when it is a container's PID 1)."""
         if deadline is not None and not worker.dead:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 worker.process.wait(timeout=max(0.0, deadline - time.monotonic()))
         leader = worker.process.pid
+        alive = worker.process.poll() is None
+        # (nothing below a keeper whose worker's socket is still open: it has not forked yet)
+        keeper_reaps = alive and has_keeper() and not sys.is_finalizing()
+        if keeper_reaps and (end_below_keeper(leader) or worker.channel.closed):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                worker.process.wait(timeout=_KEEPER_EXIT_S)
         if worker.process.poll() is None:
             kill_group(leader, roots=[leader])
-        elif members := group_members(leader):
+        elif not alive:
             # it ended by itself (os._exit, a crash, the OOM killer; its keeper, if it had none):
             # what it started in its group lives on, and keeps the group's id from being reused
-            kill_group(leader, roots=members)
+            for group in {leader, worker.scoring_pid or leader}:
+                if members := group_members(group):
+                    kill_group(group, roots=members)
         worker.process.wait()
         worker.channel.close()
         worker.dead = True

@@ -73,14 +73,14 @@ def descendants(pid: int) -> list[int]:
     return found[::-1]
 
 
-def kill_descendants(pid: int, leave_group: int | None = None) -> None:
+def kill_descendants(pid: int, leave_group: int | None = None) -> set[int]:
     """SIGKILL every process below ``pid`` (but those of process group ``leave_group``, which
-    the caller kills as one). One listing, then the kill, let a process forked in between live
-    on, so each process found is first stopped (SIGSTOP: a stopped process cannot fork), with the
-    process group it is in unless that is the caller's own (a group stops at once, however fast
-    its members fork and exit), and the tree is listed again once they have stopped, until
-    nothing new shows. The processes are killed first, while their parents, stopped too, cannot
-    reap them and free their pids, then their groups."""
+    the caller kills as one); return those it killed. One listing, then the kill, let a process
+    forked in between live on, so each process found is first stopped (SIGSTOP: a stopped process
+    cannot fork), with the process group it is in unless that is the caller's own (a group stops
+    at once, however fast its members fork and exit), and the tree is listed again once they have
+    stopped, until nothing new shows. The processes are killed first, while their parents,
+    stopped too, cannot reap them and free their pids, then their groups."""
     own_group, frozen, groups = os.getpgid(0), set(), set()
     for _ in range(_MAX_FREEZE_ROUNDS):
         new = {child: _group(child) for child in descendants(pid) if child not in frozen}
@@ -98,6 +98,7 @@ def kill_descendants(pid: int, leave_group: int | None = None) -> None:
         signal_process(child, signal.SIGKILL)
     for group in groups:
         signal_process(group, signal.SIGKILL, group=True)
+    return frozen
 
 
 def wait_stopped(pids: list[int], timeout_s: float = 0.1) -> None:
@@ -145,12 +146,55 @@ def reap_orphans() -> None:
     """Collect the adopted daemons that have ended (zombies until their new parent does): ended
     children in another session than this process's, as a daemon's setsid makes them. Children a
     reward function started itself stay in this session and are left to its own wait(): reaping
-    them would report a Popen's exit status as 0 and leave a multiprocessing.Process alive forever."""
+    them would report a Popen's exit status as 0 and leave a multiprocessing.Process alive forever.
+    (Only when some child has ended: the walk of /proc took a millisecond, after every chunk.)"""
+    if not sys.platform.startswith("linux"):
+        return
+    try:  # WNOWAIT: reaps nothing, only says whether there is a child to reap
+        if os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+            return
+    except ChildProcessError:  # no children at all
+        return
     me, session = os.getpid(), os.getsid(0)
     for pid, state, parent, _, their_session in _processes():
         if parent == me and state == "Z" and their_session != session:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, os.WNOHANG)
+
+
+def has_keeper() -> bool:
+    """Whether a worker runs below a keeper (:func:`start_keeper`): on Linux."""
+    return sys.platform.startswith("linux")
+
+
+def end_below_keeper(keeper: int) -> bool:
+    """Kill every process below ``keeper`` (frozen first, see :func:`kill_descendants`), the
+    keeper itself frozen meanwhile, then left to reap them and exit (:func:`start_keeper`): so
+    nothing it leaves becomes a zombie of init, which, when the trainer is a container's PID 1
+    (or a subreaper), is the trainer, which reaps no process it did not start. Whether there was
+    anything below it (none: it has not forked its worker yet, or has already reaped it)."""
+    with signals_deferred():
+        signal_process(keeper, signal.SIGSTOP)
+        try:
+            killed = kill_descendants(keeper)
+        finally:
+            signal_process(keeper, signal.SIGCONT)
+    return bool(killed)
+
+
+def reap_children(timeout_s: float) -> None:
+    """Reap every child of this process, those killed included, until there is none or for
+    ``timeout_s`` (a process in an uninterruptible sleep dies only when it leaves it)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if not pid:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.001)
 
 
 def kill_group(leader: int, roots: list[int]) -> None:
@@ -168,21 +212,28 @@ def kill_group(leader: int, roots: list[int]) -> None:
 
 def end_everything_below(*_: object) -> None:
     """Kill what this process started (frozen first, see :func:`kill_descendants`), then its
-    process group, this process included (a worker and its keeper share the group the pool
-    started them in)."""
+    process group, this process included (a worker leads a group of its own below its keeper,
+    which reaps them all; a keeper, the group the pool started it in)."""
     kill_descendants(os.getpid(), leave_group=os.getpgid(0))
     signal_process(0, signal.SIGKILL, group=True)
     os._exit(1)  # (not reached: the group's SIGKILL ends this process)
 
 
-def die_with_parent(parent_pid: int) -> None:
+def die_with_parent(parent_pid: int, by_a_thread: bool = False) -> None:
     """Linux: get SIGTERM, handled by :func:`end_everything_below`, when process ``parent_pid``
     (this one's parent) dies, however it dies; exit now if it already has. Python runs the handler
     between two bytecodes: a task stuck in C code that holds the GIL delays it in a worker, never
-    in its keeper, which waits in waitpid()."""
+    in its keeper, which waits in waitpid(). ``by_a_thread``: started by a thread other than the
+    parent's main thread, whose end (the parent living on) sends the signal too (then ignored:
+    it comes again when the process ends)."""
     if not sys.platform.startswith("linux"):
         return
-    signal.signal(signal.SIGTERM, end_everything_below)
+
+    def on_sigterm(*_: object) -> None:
+        if not by_a_thread or os.getppid() != parent_pid:
+            end_everything_below()
+
+    signal.signal(signal.SIGTERM, on_sigterm)
     with contextlib.suppress(Exception):
         import ctypes
 
@@ -192,7 +243,7 @@ def die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
-def start_keeper(close_in_keeper: int, parent_pid: int | None) -> int | None:
+def start_keeper(close_in_keeper: int, parent_pid: int, by_main_thread: bool = True) -> int | None:
     """Linux: fork, and return in the child, which goes on as the worker, the pid of this process,
     which stays behind as its keeper and never returns: a subreaper, it reaps the orphans it
     adopts, and when the worker ends, however it ends (``os._exit`` in a reward function, a crash,
@@ -200,29 +251,36 @@ def start_keeper(close_in_keeper: int, parent_pid: int | None) -> int | None:
     a daemon a reward function started (fork, setsid, fork), which the worker had adopted, was
     orphaned again by the worker's death, to init, in no group or session the pool could find.
     ``close_in_keeper``: the worker's socket, so that the parent sees it close with the worker;
-    ``parent_pid``: end (with everything below) when that process, the pool's, dies. Elsewhere
+    ``parent_pid``: end (with everything below) when that process, the pool's, dies (also when
+    a thread other than its main one started this process: see :func:`die_with_parent`). Elsewhere
     (no subreaper): None, and no fork. (The pool runs this from this file, before the package is
-    imported: stdlib only here.)"""
+    imported: stdlib only here.) The worker leads a process group of its own, so that the pool
+    kills it, and the processes in its group, as one, and the keeper, left alive, reaps them all
+    before it exits (see :func:`end_below_keeper`)."""
     # the parent decides when workers stop (it leads their process group, so Ctrl-C reaches them
     # only through the trainer's close(); this is in case something signals their group)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if not sys.platform.startswith("linux"):
+    if not has_keeper():
         return None
     keeper = os.getpid()
     adopt_orphans()
-    if parent_pid is not None:
-        die_with_parent(parent_pid)
+    die_with_parent(parent_pid, by_a_thread=not by_main_thread)
     worker = os.fork()
     if worker == 0:
+        os.setpgid(0, 0)
         return keeper
     os.close(close_in_keeper)
+    with contextlib.suppress(OSError):  # (on both sides: in its group before anyone signals it)
+        os.setpgid(worker, worker)
     while True:  # interrupted by SIGTERM only to run its handler, which ends this process
         pid, status = os.waitpid(-1, 0)
         if pid == worker:
             break
-    kill_descendants(keeper)  # all in the keeper's group or below it: it adopted every orphan
+    kill_descendants(keeper)  # all below the keeper: it adopted every orphan
+    reap_children(timeout_s=2.0)  # (the pool waits for this process a little longer)
     code = os.waitstatus_to_exitcode(status)
     if code < 0:  # killed by a signal: the same signal, so that the pool reports the same cause
-        signal.signal(-code, signal.SIG_DFL)
+        with contextlib.suppress(OSError, ValueError):  # (SIGKILL's cannot be set, nor needs to be)
+            signal.signal(-code, signal.SIG_DFL)
         os.kill(keeper, -code)
     os._exit(code if code >= 0 else 1)

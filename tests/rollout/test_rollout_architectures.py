@@ -9,18 +9,21 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers
+from tests.architecture_configs import (
+    ACCEPTED,
+    SLIDING_THEN_FULL,
+    TINY,
+    VOCAB,
+    proportional_partial_rotary,
+)
 from transformers import AutoModelForCausalLM, PreTrainedConfig
 
 from dapo.rollout.base import SamplingParams
 from dapo.rollout.llama_decoder import unsupported_reason
 from dapo.rollout.native import NativeEngine
 
-VOCAB = 64
-TINY = {"vocab_size": VOCAB, "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64}
 PROMPT_LENGTHS = (3, 9, 12)  # left-padded to 12
 NEW_TOKENS = 10  # a call of 12 + 10 positions
-SLIDING_THEN_FULL = ["sliding_attention", "full_attention"]
 
 
 def build(config: PreTrainedConfig) -> torch.nn.Module:
@@ -65,20 +68,9 @@ def check_engine(model: torch.nn.Module, path: str) -> None:
 
 
 FAST = {
-    "llama_linear_rope_tied": lambda: transformers.LlamaConfig(
-        **TINY, tie_word_embeddings=True, rope_parameters={"rope_type": "linear", "rope_theta": 10000.0, "factor": 3.0}),
-    # YaRN's attention factor scales cos and sin; an explicit head_dim; one KV head; biases everywhere
-    "llama_yarn_head_dim_biases": lambda: transformers.LlamaConfig(
-        **TINY | {"num_key_value_heads": 1}, head_dim=12, attention_bias=True, mlp_bias=True,
-        rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
-                         "original_max_position_embeddings": 8, "attention_factor": 1.3}),
-    # half the head's dimensions rotated (the rotary module's cos 1, sin 0 on the rest); a large eps
-    "llama_proportional_partial_rotary": lambda: transformers.LlamaConfig(
-        **TINY | {"num_key_value_heads": 4}, rms_norm_eps=0.3,
-        rope_parameters={"rope_type": "proportional", "rope_theta": 10000.0, "partial_rotary_factor": 0.5}),
-    # a sliding window asked for, on no layer (max_window_layers covers them all)
-    "qwen2_no_sliding_layer": lambda: transformers.Qwen2Config(
-        **TINY, use_sliding_window=True, sliding_window=3, max_window_layers=2),
+    **ACCEPTED,
+    # with every KV head its own and a large eps
+    "llama_proportional_partial_rotary": lambda: proportional_partial_rotary(num_key_value_heads=4, rms_norm_eps=0.3),
     # a window as long as the call: no key ever leaves it
     "mistral_window_as_long_as_the_call": lambda: transformers.MistralConfig(
         **TINY, sliding_window=max(PROMPT_LENGTHS) + NEW_TOKENS),

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from dapo.rewards import process_tree
 from dapo.rewards.pool import WorkerPool
 
 FNS = str(Path(__file__).resolve().parent / "reward_fns_fixture.py")
@@ -92,11 +93,7 @@ def test_an_item_the_worker_cannot_unpickle_fails_alone():
 
 def alive(pid: int) -> bool:
     """Running (not gone, not a zombie waiting for its new parent to reap it)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except FileNotFoundError:
-        return False
-    return fields[0] != "Z"
+    return process_tree._state(pid) not in (None, "Z")
 
 
 def assert_ends(pid: int, within_s: float = 10.0) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from dapo.rewards import process_tree
 from dapo.rewards.pool import WorkerPool
 
 FNS = str(Path(__file__).resolve().parent / "reward_fns_fixture.py")
@@ -24,11 +25,7 @@ def fn_tasks(extras: list[dict]) -> list[tuple]:
 
 def alive(pid: int) -> bool:
     """Running (not gone, not a zombie waiting for its new parent to reap it)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except FileNotFoundError:
-        return False
-    return fields[0] != "Z"
+    return process_tree._state(pid) not in (None, "Z")
 
 
 # A thread a reward function leaves behind that takes the GIL at the worst moment and keeps it in

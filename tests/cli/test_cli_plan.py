@@ -252,6 +252,8 @@ def test_the_estimate_bounds_the_measured_peak_of_a_real_update(tmp_path, overri
         with tracker:
             worker.update([sample], on_policy=True)
     peak = tracker.get_tracker_snapshot("peak")[torch.device("cpu")]["Total"]
+    print(f"one process {overrides}: estimate {estimate / 2**20:.1f} MiB, measured peak {peak / 2**20:.1f} MiB, "
+          f"{estimate / peak:.2f}x")  # (the README's figures: pytest -s -k measured_peak)
     assert peak <= estimate <= 1.3 * peak, f"estimate {estimate / 2**20:.1f} MiB, measured peak {peak / 2**20:.1f} MiB"
 
 
@@ -281,4 +283,6 @@ def test_the_per_rank_estimate_bounds_the_measured_peak_of_two_fsdp2_ranks(tmp_p
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stderr[-4000:]
     measured = json.loads((tmp_path / "out.json").read_text())
+    print(f"two FSDP2 ranks: estimate {measured['estimate'] / 2**20:.1f} MiB, measured peak "
+          f"{measured['peak'] / 2**20:.1f} MiB, {measured['estimate'] / measured['peak']:.2f}x")
     assert measured["peak"] <= measured["estimate"] <= 2.0 * measured["peak"], measured

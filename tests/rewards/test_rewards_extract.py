@@ -308,12 +308,14 @@ def test_auto_extractor_rule() -> None:
 ALPHABET = ["Answer:", "\\boxed{", "\\fbox", "{", "}", "$", "\\", "**", " or ", "\n", " ", ",",
             "1", "34", "-", ".", "e9", "\\frac", "^{", "\u0663", "x =", "\\text{", "%", "\\$",
             " is ", " and ", ";", "$$", "\\[", "\\]", "<|", "I hope it is correct", ",\\!", "\\quad",
-            "x<", "\\ge", "\\infty", "(", ")", "\\cup", "\\in", "\\overline{", " not ", " hours", "^\\circ"]
+            "x<", "\\ge", "\\infty", "(", ")", "\\cup", "\\in", "\\overline{", " not ", " hours", "^\\circ",
+            "\n**Final Answer**\n", " (about 35)", " (3 cases)", "\\approx ", "x^2=", " \\text{ K}", " +"]
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.sampled_from(ALPHABET), max_size=3000),
-       st.sampled_from(["34", "\\frac12", "1, 34", "\\{1, 2\\}", "(2,\\infty)", "x<-1 \\text{ or } x>2", "34 \\text{ cm}"]))
+       st.sampled_from(["34", "\\frac12", "1, 34", "\\{1, 2\\}", "(2,\\infty)", "x<-1 \\text{ or } x>2", "34 \\text{ cm}",
+                        "(3,5)"]))
 def test_prepare_never_raises_and_stays_fast(tokens: list[str], ground_truth: str) -> None:
     text = "".join(tokens)
     for extractor in ("answer", "boxed", "any"):

@@ -2,14 +2,16 @@
 
 Two anchors, as in the DAPO reference and the MATH convention:
 - ``answer``: the text after the last ``Answer:`` (DAPO's prompt asks for a last line
-  ``Answer: $Answer``; ``**Answer:**`` and ``Final Answer:`` count too); the answer is the rest of
-  that line, or the next non-empty line when the anchor ends its line. A display block opened
-  on that line (``$$`` or ``\\[``) runs to its closing delimiter. On the line: a chat-template
-  token (``<|im_end|>``) ends it; ``I hope it is correct`` (the Minerva format "The final answer
-  is X. I hope it is correct.") ends it; a ``\\boxed{}`` on it wins over everything else; a
-  sentence ``... is X`` / ``... are X`` gives X (when X states a number or math, or the words
-  before it do not); several ``$...$`` segments are several candidates, unless together they
-  state one inequality disjunction (``$x<-1$ or $x>2$``, see :mod:`dapo.rewards.inequalities`).
+  ``Answer: $Answer``; ``**Answer:**`` and ``Final Answer:`` count too, and so does a heading alone
+  on its line without a colon, ``**Final Answer**`` or ``## Answer``, as models write it before a
+  box on the next line); the answer is the rest of that line, or the next non-empty line when the
+  anchor ends its line. A display block opened on that line (``$$`` or ``\\[``) runs to its
+  closing delimiter. On the line: a chat-template token (``<|im_end|>``) ends it; ``I hope it is
+  correct`` (the Minerva format "The final answer is X. I hope it is correct.") ends it; a
+  ``\\boxed{}`` on it wins over everything else; a sentence ``... is X`` / ``... are X`` gives X
+  (when X states a number or math, or the words before it do not); several ``$...$`` segments
+  are several candidates, unless together they state one inequality disjunction
+  (``$x<-1$ or $x>2$``, see :mod:`dapo.rewards.inequalities`).
 - ``boxed``: the content of the last brace-balanced ``\\boxed{...}`` (or ``\\fbox{...}``).
   Boxes on the last box's line that are chained to it by list separators (``,`` ``;`` ``and``
   ``or``, or only blank space, ``\\quad`` and math delimiters between them) are the *items*
@@ -40,9 +42,11 @@ from dapo.rewards.boxes import (
 from dapo.rewards.inequalities import is_inequality_disjunction
 from dapo.rewards.number_forms import SCALE_WORDS, starts_with_scale_word
 
-# "Answer:", "**Answer:**", "Final answer :", full-width colon; quantifier bounded so a long run
-# of spaces or stars cannot make the match backtrack quadratically.
-_ANSWER_ANCHOR = re.compile(r"answer[ \t*]{0,8}[:：]", re.IGNORECASE)
+# "Answer:", "**Answer:**", "Final answer :", full-width colon; or a heading alone on its line with
+# no colon ("**Final Answer**", "## Answer"), whose answer is the next non-empty line. Quantifiers
+# bounded so a long run of spaces or stars cannot make the match backtrack quadratically.
+_ANSWER_ANCHOR = re.compile(r"answer[ \t*]{0,8}[:：]"
+                            r"|(?<![^\n])[ \t#*>]{0,12}(?:final[ \t]{1,3})?answer[ \t*#]{0,8}(?![^\n])", re.IGNORECASE)
 # What may precede an anchor that states the answer on its own line (see _opens_its_line).
 # A math segment that only wraps words ("$\text{square units}$").
 _WORDS_SEGMENT = re.compile(r"\$\s{0,3}\\(?:text|textrm|mathrm|mbox)\{\s{0,3}([A-Za-z][A-Za-z .]{0,40})\}\s{0,3}\$")

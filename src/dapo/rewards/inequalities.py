@@ -14,7 +14,10 @@ disjunction is rewritten the same way, so either form matches the other.
 or union of intervals, bare or as ``x \\in (2,\\infty)``: the verifier compares an inequality
 with an interval as the sets they state, in either direction (math-verify alone accepts the
 interval for an inequality ground truth but not the inequality for an interval one). Two single
-inequalities are left to math-verify's relation comparison (``-x > -1`` is ``x < 1``).
+inequalities are left to math-verify's relation comparison (``-x > -1`` is ``x < 1``). A ground
+truth ``(3, 5)`` (:func:`is_open_pair`) may be a point: it is not read as an interval, so ``3<x<5``
+is not compared with it as a set (math-verify decides: wrong); ``x \\in (3,5)``, ``(3,5]`` or
+``(3,\\infty)`` are intervals.
 
 Not disjunctions (left to the hedge and list rules): equations (``x=3 or x=4``),
 inequalities in different variables or joined by "and" or a comma (``x>0, x<5`` may mean both),
@@ -107,6 +110,14 @@ def real_set(answer: str) -> RealSet | None:
     if all(_is_interval(part.strip()) for part in parts):
         return RealSet("interval", intervals, variable)
     return None
+
+
+def is_open_pair(answer: str) -> bool:
+    """Whether ``answer`` is ``(a, b)`` with two finite endpoints: an ordered pair (a point) as
+    often as an open interval, and nothing in it tells which; a square bracket, an infinite
+    endpoint, a union or ``x \\in`` (:func:`real_set`'s variable) make it an interval."""
+    text = _normalise(answer).strip()
+    return text[:1] == "(" and text[-1:] == ")" and _is_interval(text) and "\\infty" not in text
 
 
 def is_or(text: str) -> bool:

@@ -92,16 +92,17 @@ def _strip_number_decorations(answer: str) -> str:
 
 
 def _strip_unit_suffix(answer: str) -> str:
-    """Drop one trailing unit: ``\\text{ cm}`` (no digits inside), a plain word (``cm``), a unit
-    with a power or per (``cm^2``, ``m/s``), or a remark after a number, in parentheses (``7 (mod
-    10)``) or as ``7 \\pmod{10}``. Not a unit: a scale word (``34 thousand`` is not ``34``), a word of
-    an expression (``2 pi``, ``2 times n``) or a lone letter other than an SI symbol (``2 i``,
-    ``$2\\mathrm{e}$``)."""
+    """Drop one trailing unit: ``\\text{ cm}`` (no digits inside; ``\\text{ K}`` after a space is
+    kelvin), a plain word (``cm``), a unit with a power or per (``cm^2``, ``m/s``), or a remark
+    after a number, in parentheses (``7 (mod 10)``) or as ``7 \\pmod{10}``. Not a unit: a scale
+    word (``34 thousand`` is not ``34``), a word of an expression (``2 pi``, ``2 times n``) or a
+    lone letter other than an SI symbol (``2 i``, ``$2\\mathrm{e}$``)."""
     if answer.endswith("}"):
         start = max(answer.rfind(wrapper) for wrapper in _UNIT_WRAPPERS)
         inner = answer[start:].split("{", 1)[-1].rstrip("}").strip()
         remark = inner.startswith("(") and remark_changes_the_number(inner.strip("()"), answer[:start])  # "(negative)"
-        if start > 0 and not any(c.isdigit() for c in answer[start:]) and _is_unit(inner) and not remark:
+        unit = _is_unit(inner) or _is_spaced_kelvin(answer, start, inner)
+        if start > 0 and not any(c.isdigit() for c in answer[start:]) and unit and not remark:
             return answer[:start]
     pmod = _TRAILING_PMOD.search(answer)
     if pmod:
@@ -114,6 +115,13 @@ def _strip_unit_suffix(answer: str) -> str:
     if space > 0 and word.isascii() and _UNIT_WORD.fullmatch(word) and _is_unit(word):
         return answer[:space]
     return answer
+
+
+def _is_spaced_kelvin(answer: str, start: int, inner: str) -> bool:
+    """``300 \\text{ K}``, ``300\\,\\mathrm{K}``: a K in a text wrapper, set off from the number by a
+    space, is kelvin (a unit), as typeset units are; a bare ``300K`` or ``300 K`` stays "thousand"."""
+    wrapped = answer[start:].split("{", 1)[-1]
+    return inner == "K" and (wrapped[:1].isspace() or answer[:start].endswith(" "))
 
 
 # A remark that opens with an alternative and a number offers another answer: "(or 35)", "(and
@@ -140,6 +148,18 @@ _BELOW_ZERO = re.compile(r"\s*below(?:\s+(?:zero|0|sea\s+level|freezing))?\s*$",
 _NUMBER_TOKEN = re.compile(r"[+\-\u2212]?(?:\\[dt]?frac\{[+-]?[0-9]{1,50}\}\{[0-9]{1,50}\}"
                            r"|[0-9][0-9,]{0,60}(?:\.[0-9]{1,50})?(?:/[0-9]{1,50})?)")
 _SCALE_LETTERS = frozenset(("k", "m", "b"))  # 34K, 3M, 2B
+# A remark that opens with an approximation and a number: "(about 35)", "(\approx 0.33)", "(~35)".
+_APPROXIMATELY = re.compile(
+    r"\s*(?:(?:about|approximately|approx|roughly|around|nearly|almost|circa|ca)(?![A-Za-z])\.?|close\s+to"
+    r"|\\(?:approx|sim|simeq|thickapprox)(?![A-Za-z])|[≈~∼])"
+    r"[\s$({]{0,8}([+\-\u2212]?[0-9][0-9,]{0,60}(?:\.[0-9]{1,50})?)",
+    re.IGNORECASE)
+# A remark that counts the steps of the derivation, not the answer: "(3 cases)", "(in 2 steps)",
+# "(over 4 subcases considered)": a number, then one of these nouns, and no other number or "or".
+_DERIVATION_COUNT = re.compile(r"\s*(?:(?:in|from|over|across|after|with)\s+)?[0-9]{1,6}\s+(?:sub)?"
+                               r"(?:cases?|steps?|stages?|phases?|iterations?)(?![A-Za-z])[^0-9]{0,200}$",
+                               re.IGNORECASE)
+_OR_WORD = re.compile(r"(?<![A-Za-z])(?:or|either)(?![A-Za-z])", re.IGNORECASE)
 
 
 def remark_changes_the_number(remark: str, answer: str = "") -> bool:
@@ -148,12 +168,26 @@ def remark_changes_the_number(remark: str, answer: str = "") -> bool:
     ``times 10``), with a word that scales it (``in thousands``) or gives it a sign (``negative``), or
     that makes it a bound (``or more``, ``at least``). Given the ``answer`` it follows, a remark whose every number is that answer's value restates
     it (``34 (34 ways)``, ``34 (answer: 34)``, ``\\frac12 (or 0.5)``), and a sign word describes
-    a negative answer (``-5 (negative)``)."""
+    a negative answer (``-5 (negative)``).
+
+    Approximations: a qualifier (``about``, ``approximately``, ``roughly``, ``~``, ``\\approx``) and a
+    number that is not the answer's value rounded to the places it gives hedges with another
+    value (``34 (about 35)``: which one is meant?), so it changes the answer; one that is that
+    rounding restates it (``\\frac13 (\\approx 0.33)``), and so does any approximation of an answer
+    whose value is not a plain rational (``\\sqrt2 (about 1.41)``: not decidable with strings, so
+    left a remark). A count of the derivation's steps (``34 (3 cases)``, ``(in 2 steps)``: cases,
+    steps, stages, phases, iterations) is a remark, not a second answer; a count of anything the
+    question may ask for (``34 (35 ways)``, ``(3 solutions)``) still offers another number."""
     opening = _opening_word(remark)
     if opening in _SIGN_WORDS and (opening != "below" or _BELOW_ZERO.match(remark)):
         return not _is_negative(answer)
     if answer and only_restates(answer, remark):
         return False
+    approximately = _APPROXIMATELY.match(remark)
+    if approximately is not None and not _rounds_to_the_answer(answer, approximately.group(1)):
+        return True  # "34 (about 35)": two values
+    if _DERIVATION_COUNT.match(remark) and not _OR_WORD.search(remark):
+        return False  # "34 (3 cases)": how it was found
     return (_ANOTHER_ANSWER.match(remark) is not None or _OPENS_WITH_A_NUMBER.match(remark) is not None
             or _MULTIPLIES_IT.match(remark) is not None or _ENDS_WITH_A_VALUE.search(remark) is not None
             or _BOUNDS_IT.match(remark) is not None or starts_with_scale_word(remark))
@@ -169,6 +203,17 @@ def only_restates(answer: str, text: str) -> bool:
         return False
     words = {word.lower() for word in re.findall(r"[A-Za-z]+", text[:400])}
     return not words & (SCALE_WORDS | _SCALE_LETTERS) and all(_rational_value(n.rstrip(",")) == stated for n in numbers)
+
+
+def _rounds_to_the_answer(answer: str, number: str) -> bool:
+    """Whether ``number`` (``35``, ``0.33``) is ``answer``'s value rounded to the places it gives,
+    or ``answer`` states no plain rational value to check it against (``\\sqrt2``, an expression)."""
+    value = _rational_value(answer)
+    approximation = _rational_value(number.replace("\u2212", "-").rstrip(",.").replace(",", ""))
+    if value is None or approximation is None:
+        return value is None
+    places = len(number.partition(".")[2].rstrip(",."))
+    return abs(value - approximation) <= Fraction(1, 2 * 10**places)
 
 
 def _rational_value(text: str) -> Fraction | None:

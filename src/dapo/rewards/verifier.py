@@ -5,11 +5,15 @@ Policy (what counts as correct), in order:
 2. The final answer is taken behind the last anchor (``Answer:`` line or ``\\boxed{}``); no
    anchor means no answer, which is wrong. The ground truth is cleaned the same way when it
    has an anchor itself (a boxed or "Final Answer:" solution); chained boxes in it are a list.
+   An answer that states no value math-verify reads one out of is wrong: a dangling operator
+   (``34 +``), a bare relation (``\\approx 34``, ``\\ge 34``), an equation on an expression of one
+   variable (``x^2=34``); see :mod:`~dapo.rewards.incomplete`.
 3. An inequality disjunction (``x<-1 or x>2``, see :mod:`~dapo.rewards.inequalities`) is one
    answer, not a hedge: when the final answer is one, or the ground truth is one and the final
    answer states a single item, each disjunction is compared as the interval union it describes
    (``(-\\infty,-1)\\cup(2,\\infty)``); so are one inequality and one interval (``x > 2`` and
-   ``(2,\\infty)``, either way round). Sets stated in two different variables are wrong.
+   ``(2,\\infty)``, either way round), except a ground truth ``(3,5)``, which may be a point
+   (:func:`~dapo.rewards.inequalities.is_open_pair`). Sets stated in two different variables are wrong.
    Otherwise, ground truth with one answer: a final answer offering several candidates ("34 or 35",
    two different boxes on the last line, two ``$...$`` segments on the answer line) is wrong, and
    so is one naming a unit other than the ground truth's (``34 hours`` for ``34 minutes``).
@@ -32,7 +36,8 @@ from dapo.rewards.answer_lists import answer_items, join_items, quick_list_verdi
 from dapo.rewards.answer_text import Extracted, bound_response, clean_answer
 from dapo.rewards.equivalence import quick_verdict
 from dapo.rewards.extract import extract_answer, resolve_extractor
-from dapo.rewards.inequalities import real_set
+from dapo.rewards.incomplete import states_no_value
+from dapo.rewards.inequalities import is_open_pair, real_set
 from dapo.rewards.math_verify_call import math_equal
 from dapo.rewards.number_forms import canonical_integer
 from dapo.rewards.unicode_math import unicode_math_to_latex
@@ -80,6 +85,8 @@ def _as_sets_of_reals(extracted: Extracted, gold: str) -> Prepared | None:
         return None
     pred_set = real_set(extracted.text) if not extracted.items else None
     gold_set = real_set(gold)
+    if gold_set is not None and gold_set.variable is None and is_open_pair(gold):
+        gold_set = None  # a gold (3,5) may be a point: "3<x<5" is not it (before: right, as an interval)
     kinds = {found.kind for found in (pred_set, gold_set) if found is not None}
     if "disjunction" in kinds:
         pred_is_union = pred_set is not None and pred_set.kind == "disjunction"
@@ -109,6 +116,8 @@ def prepare(
     if extracted is None or not extracted.text:
         return Prepared(pred="", ground_truth=gold, verdict=False)
     extracted = extracted.in_latex()  # 34·2, 34², 2√3: Unicode mathematics as LaTeX
+    if any(states_no_value(item, gold) for item in extracted.items or (extracted.text,)):
+        return Prepared(pred=extracted.text, ground_truth=gold, verdict=False)  # "34 +", "\\approx 34", "x^2=34"
     as_sets = _as_sets_of_reals(extracted, gold)
     if as_sets is not None:  # "x<-1 or x>2", "x > 2" for (2,\infty): sets of reals, not hedges or lists
         return as_sets

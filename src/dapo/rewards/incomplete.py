@@ -1,0 +1,76 @@
+"""Answers that do not state a value, though math-verify reads one out of them.
+
+math-verify drops what it cannot use and compares what is left, so it accepts for a ground truth
+``34``: ``34 +`` (a dangling operator: it reads ``34``), ``\\approx 34`` and ``\\ge 34`` (a relation
+with nothing on its left: it reads the right side), and ``x^2=34`` (an equation: it compares the
+right side). Each is a different answer, or none, so each is wrong here:
+
+- a *dangling operator*: the answer ends in ``+ - * / = ^ _ \\times \\cdot \\div \\pm`` or a relation
+  (the expression was never finished). Not a sign in a power or index (``0^+``, ``a_-``), and not
+  when the ground truth ends in one too (a grade ``B+``).
+- a *bare relation*: the answer opens with ``<``, ``>``, ``\\le``, ``\\ge``, ``\\neq``, ``\\approx``,
+  ``\\sim`` or their Unicode signs; it bounds or approximates a value (``\\approx 34`` is "about 34",
+  not 34). Not a vector ``<1, 2>``, and not when the ground truth opens with a relation too.
+  Math-verify accepts ``\\approx 34``; we do not, as for ``\\ge 34``. ``x \\approx 34`` (a name
+  on the left) is kept as math-verify reads it: its own test suite counts ``x\\approx11`` right.
+- an *equation on an expression of one variable*: the left side of the first ``=`` is made of one
+  letter, numbers and arithmetic (``x^2``, ``2x``, ``-x``, ``x+1``, ``\\sqrt{x}``) but is not the
+  letter alone, and the ground truth has no ``=``: ``x^2=34`` says x is ``\\sqrt{34}``, not 34. A
+  bare name (``x = 34``, ``a_1 = 34``), a function value (``f(2) = 34``) or an expression in
+  several letters (``m+n = 34``, ``a+b=34``: the quantity asked for, by AIME's habit) states the
+  value on its right, as before.
+
+String scanning of bounded length: linear, safe in the parent process.
+"""
+
+from __future__ import annotations
+
+import re
+
+# LaTeX spacing and math delimiters: dropped before reading the two ends.
+_SPACING = re.compile(r"\\[,;:! ]|\\q?quad(?![A-Za-z])|[$~\s]")
+_DANGLING = re.compile(r"(?<![\^_{])(?:[+\-*/=^_<>≤≥≠≈±∓×÷·]"
+                       r"|\\(?:times|cdot|div|pm|mp|le|leq|ge|geq|lt|gt|neq?|approx|sim|simeq|leqslant|geqslant)"
+                       r"(?![A-Za-z]))$")
+_OPENING_RELATION = re.compile(r"(?:[<>≤≥≠≈∼]|\\(?:le|leq|ge|geq|lt|gt|neq?|approx|sim|simeq|thickapprox"
+                               r"|leqslant|geqslant)(?![A-Za-z]))")
+# What the left side of an equation on one variable may hold besides the letter.
+_ARITHMETIC_COMMANDS = re.compile(r"\\(?:cdot|times|d?frac|sqrt|left|right)(?![A-Za-z])")
+_EXPRESSION = re.compile(r"[A-Za-z0-9+\-*/^{}().]{1,60}")
+_MAX_CHARS = 1000
+
+
+def states_no_value(answer: str, ground_truth: str) -> bool:
+    """Whether ``answer`` does not state a value that could be ``ground_truth`` (module rules)."""
+    if len(answer) > _MAX_CHARS:
+        return False  # the caller's length rule decides these
+    text, gold = _SPACING.sub("", answer), _SPACING.sub("", ground_truth)
+    return (_dangling_operator(text, gold) or _bare_relation(text, gold)
+            or (_equates_an_expression(text) and "=" not in gold))
+
+
+def _dangling_operator(text: str, gold: str) -> bool:
+    return not _is_vector(text) and bool(_DANGLING.search(text)) and not _DANGLING.search(gold)
+
+
+def _bare_relation(text: str, gold: str) -> bool:
+    return not _is_vector(text) and bool(_OPENING_RELATION.match(text)) and not _OPENING_RELATION.match(gold)
+
+
+def _is_vector(text: str) -> bool:
+    """``<1, 2>``: angle brackets, not two relations."""
+    return text.startswith("<") and text.endswith(">")
+
+
+def _equates_an_expression(text: str) -> bool:
+    """Whether the left side of the first ``=`` is an expression of one letter, not the letter."""
+    left = text.split("=", 1)[0] if "=" in text else None
+    if not left or left.endswith(("<", ">", "!", "\\")):  # "<=", "!=": a relation, not an equation
+        return False
+    bare = _ARITHMETIC_COMMANDS.sub("", left)
+    if not _EXPRESSION.fullmatch(bare) or re.search(r"[A-Za-z]\(", bare):  # f(2): a function's value
+        return False
+    if bare.count("(") != bare.count(")") or bare.count("{") != bare.count("}"):
+        return False  # "34 (n = 3)": the equation is in a remark, not the answer
+    letters = set(re.findall(r"[A-Za-z]", bare))
+    return len(letters) == 1 and left.strip("{}()") not in letters  # "{x}", "(x)": the letter alone

@@ -1,0 +1,145 @@
+"""Wrong verdicts left from a review, each fixed with its rule (rows marked "before:" failed then).
+
+1. A remark after the answer: an approximation of another value hedges (``(about 35)``); a count
+   of the derivation's cases or steps is a remark (``(3 cases)``) -- number_forms.
+2. Answers that state no value math-verify reads one out of: a dangling operator, a bare relation
+   (``\\approx 34``), an equation on an expression of the variable (``x^2=34``) -- incomplete.
+3. A ``**Final Answer**`` heading with the answer on the next line -- extract.
+4. ``300 \\text{ K}`` is 300 kelvin, not 300 thousand -- number_forms.
+5. A ground truth ``(3,5)`` may be a point: ``3<x<5`` is not compared with it as a set -- inequalities.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from dapo.rewards import verify
+from dapo.rewards.incomplete import states_no_value
+from dapo.rewards.inequalities import is_open_pair
+from dapo.rewards.number_forms import remark_changes_the_number
+from dapo.rewards.verifier import prepare
+
+A = "Let me think step by step.\nSo the total is computed.\n"
+
+CASES: list[tuple[str, str, bool, str]] = [
+    # --- 1. remarks after the answer ---
+    (A + "So \\boxed{34} (about 35)", "34", False, "any"),  # before: right
+    (A + "So \\boxed{34} (about 35)", "34", False, "boxed"),  # before: right
+    (A + "Answer: 34 (about 35)", "34", False, "answer"),  # before: right
+    (A + "So \\boxed{34} (~35)", "34", False, "any"),  # before: right
+    (A + "So \\boxed{34} (≈ 35)", "34", False, "any"),  # before: right
+    (A + "So \\boxed{\\frac{1}{3}} (\\approx 0.35)", "\\frac13", False, "any"),  # before: right
+    (A + "So \\boxed{34} (3 cases)", "34", True, "any"),  # before: wrong
+    (A + "So \\boxed{34} (3 cases)", "34", True, "boxed"),  # before: wrong
+    (A + "Answer: 34 (3 cases)", "34", True, "answer"),  # before: wrong
+    (A + "So \\boxed{34} (in 3 steps)", "34", True, "any"),
+    (A + "So \\boxed{34} (about 34)", "34", True, "any"),  # restates the value
+    (A + "So \\boxed{\\frac{1}{3}} (\\approx 0.333)", "\\frac13", True, "any"),  # its rounding
+    (A + "So \\boxed{\\sqrt{2}} (about 1.41)", "\\sqrt2", True, "any"),  # not decidable: a remark
+    (A + "So \\boxed{34} (35 ways)", "34", False, "any"),  # a count the question may ask for
+    (A + "So \\boxed{34} (3 cases or 35)", "34", False, "any"),
+    # --- 2. answers that state no value ---
+    (A + "Answer: 34 +", "34", False, "answer"),  # before: right
+    (A + "So \\boxed{34 +}", "34", False, "boxed"),  # before: right
+    (A + "Answer: 34 \\times", "34", False, "answer"),  # before: right
+    (A + "Answer: \\approx 34", "34", False, "answer"),  # before: right
+    (A + "So \\boxed{\\approx 34}", "34", False, "boxed"),  # before: right
+    (A + "Answer: ≈ 34", "34", False, "answer"),  # before: right
+    (A + "So \\boxed{\\ge 34}", "34", False, "boxed"),  # before: right (the Answer: line said wrong)
+    (A + "So \\boxed{\\neq 34}", "34", False, "boxed"),  # before: right
+    (A + "Answer: x^2=34", "34", False, "answer"),  # before: right
+    (A + "So \\boxed{x^2 = 34}", "34", False, "boxed"),  # before: right
+    (A + "So \\boxed{2x = 34}", "34", False, "boxed"),  # before: right
+    (A + "So \\boxed{-x = 34}", "34", False, "boxed"),  # before: right
+    (A + "So \\boxed{\\sqrt{x} = 34}", "34", False, "boxed"),  # before: right
+    (A + "Answer: x=34", "34", True, "answer"),
+    (A + "Answer: x = 34", "34", True, "answer"),
+    (A + "Answer: x \\approx 34", "34", True, "answer"),  # as Math-Verify's suite (x\approx11)
+    (A + "So \\boxed{a_1 = 34}", "34", True, "boxed"),
+    (A + "So \\boxed{f(2) = 34}", "34", True, "boxed"),
+    (A + "So \\boxed{m + n = 34}", "34", True, "boxed"),
+    (A + "So \\boxed{(x) = 34}", "34", True, "boxed"),
+    (A + "So \\boxed{x^2 = 34}", "x^2=34", True, "boxed"),  # the ground truth is the equation
+    (A + "So \\boxed{0^+}", "0^+", True, "boxed"),  # a sign in a power, not an operator
+    (A + "So \\boxed{B+}", "B+", True, "boxed"),  # the ground truth ends in it too
+    (A + "So \\boxed{<1, 2>}", "<1,2>", True, "boxed"),  # a vector, not two relations
+    # --- 3. a "Final Answer" heading without a colon ---
+    (A + "...\n**Final Answer**\n\\boxed{34}", "34", True, "answer"),  # before: wrong (no anchor)
+    (A + "...\n**Final Answer**\n\\[\n\\boxed{34}\n\\]", "34", True, "answer"),  # before: wrong
+    (A + "## Final Answer\n\nThe answer is $34$.", "34", True, "any"),  # before: wrong
+    ("Answer: 35\n**Final Answer**\n\\boxed{34}", "34", True, "answer"),  # before: wrong (read 35)
+    ("Answer: 34\n**Final Answer**\n\\boxed{35}", "34", False, "answer"),  # before: right (read 34)
+    (A + "...\n**Final Answer**\n\\boxed{34}", "34", True, "any"),
+    (A + "The final answer is below.\n**Final Answer**", "34", False, "answer"),
+    # --- 4. kelvin ---
+    (A + "Answer: 300 \\text{ K}", "300", True, "answer"),  # before: wrong (300 thousand)
+    (A + "So \\boxed{300 \\text{ K}}", "300", True, "boxed"),  # before: wrong
+    (A + "Answer: 300\\,\\mathrm{K}", "300", True, "answer"),  # math-verify's verdict before
+    (A + "Answer: 300K", "300", False, "answer"),  # glued: "thousand" as before
+    (A + "Answer: 300 K", "300", False, "answer"),  # no text wrapper: as before
+    (A + "Answer: 300\\text{K}", "300", False, "answer"),
+    # --- 5. a ground truth (3,5) may be a point ---
+    (A + "Answer: $3<x<5$", "(3,5)", False, "answer"),  # before: right
+    (A + "So \\boxed{3<x<5}", "(3,5)", False, "boxed"),  # before: right
+    (A + "Answer: $3<x<5$", "\\left(3, 5\\right)", False, "answer"),  # before: right
+    (A + "Answer: $3<x<5$", "x \\in (3,5)", True, "answer"),  # interval context: still a set
+    (A + "Answer: $3<x\\le 5$", "(3,5]", True, "answer"),
+    (A + "Answer: $x>3$", "(3,\\infty)", True, "answer"),
+    (A + "Answer: $(3,5)$", "(3,5)", True, "answer"),
+    (A + "Answer: $(3,5)$", "3<x<5", True, "answer"),  # an inequality gold: math-verify's call
+]
+
+
+@pytest.mark.parametrize(("response", "ground_truth", "expected", "extractor"), CASES)
+def test_verdict(response: str, ground_truth: str, expected: bool, extractor: str) -> None:
+    correct, pred = verify(response, ground_truth, extractor=extractor)
+    assert correct is expected, f"pred={pred!r}"
+
+
+@pytest.mark.parametrize(
+    ("answer", "gold", "expected"),
+    [("34 +", "34", True), ("34-", "34", True), ("34 =", "34", True), ("34 \\cdot", "34", True),
+     ("\\approx 34", "34", True), ("\\sim 34", "34", True), ("< 34", "34", True), ("\\ge 2", "\\ge 2", False),
+     ("x^2=34", "34", True), ("3x+1 = 34", "34", True), ("x^{2}=34", "34", True),
+     ("x=34", "34", False), ("x_{1} = 34", "34", False), ("AB = 34", "34", False), ("34 (n = 3)", "34", False),
+     ("x \\le 34", "34", False), ("x^2=34", "x=\\sqrt{34}", False), ("0^-", "0", False), ("\\{+,-\\}", "1", False),
+     ("x" * 2000 + "=34", "34", False)],
+)
+def test_states_no_value(answer: str, gold: str, expected: bool) -> None:
+    assert states_no_value(answer, gold) is expected
+
+
+@pytest.mark.parametrize(
+    ("remark", "answer", "expected"),
+    [("about 35", "34", True), ("approximately 35", "34", True), ("\\approx 35", "34", True),
+     ("about 34", "34", False), ("\\approx 0.33", "\\frac13", False), ("\\approx 0.34", "\\frac13", True),
+     ("about 1.41", "\\sqrt{2}", False), ("3 cases", "34", False), ("2 subcases considered", "34", False),
+     ("35 ways", "34", True), ("3 cases, 35 total", "34", True), ("3 cases or 35", "34", True)],
+)
+def test_approximations_and_counts_in_remarks(remark: str, answer: str, expected: bool) -> None:
+    assert remark_changes_the_number(remark, answer) is expected
+
+
+@pytest.mark.parametrize(
+    ("gold", "expected"),
+    [("(3,5)", True), ("(3, 5)", True), ("\\left( -1, \\frac12 \\right)", True),
+     ("(3,5]", False), ("[3,5]", False), ("(3,\\infty)", False), ("(1,2)\\cup(3,4)", False), ("(1,2,3)", False),
+     ("x \\in (3,5)", False), ("5", False)],
+)
+def test_open_pair(gold: str, expected: bool) -> None:
+    assert is_open_pair(gold) is expected
+
+
+@pytest.mark.parametrize(
+    "response",
+    ["**Final Answer**\n" * 50_000, "Final Answer" + " " * 100_000 + "\n34", "Answer: 34" + " +" * 50_000,
+     "\\boxed{" + "x" * 100_000 + "=34}", "\\boxed{34} (" + "about " * 30 + "35)",
+     "Answer: 34 (" + "3 cases " * 20 + ")"],
+)
+def test_new_rules_stay_fast_on_hostile_text(response: str) -> None:
+    for extractor in ("answer", "boxed", "any"):
+        start = time.perf_counter()
+        prepare(response, "34", extractor)  # the parent-process part: string work only
+        assert time.perf_counter() - start < 0.5, extractor

@@ -111,3 +111,81 @@ def test_output_written_below_python_is_bounded_on_disk(tmp_path):
     assert kind == "ok" and largest_mb < 100, largest_mb
     assert head.startswith("start\nyyy") and len(head) == 2000
     assert 150 << 20 < total <= (300 << 20) + 6  # (what is written while the file is cut is not counted)
+
+
+FLOOD_HOLDING_THE_GIL = '''
+import ctypes, os, shlex, sys
+
+CHILD = """
+import os, time
+os.write(1, b"start\\\\n")
+largest = 0
+for _ in range(300):
+    os.write(1, b"y" * (1 << 20))
+    largest = max(largest, os.fstat(1).st_size)
+    time.sleep(0.005)
+raise SystemExit(min(255, largest >> 20))
+"""
+
+def flood(response, ground_truth, extra):
+    """FLOOD's 300 MB, written by a program run from C code that holds the GIL meanwhile (PyDLL
+    does not release it, as a C extension that calls system() need not): the largest the capture
+    file grew to, in MB (at most 255)."""
+    status = ctypes.PyDLL(None).system(f"{shlex.quote(sys.executable)} -c {shlex.quote(CHILD)}".encode())
+    return float(os.waitstatus_to_exitcode(status))
+'''
+
+
+def test_output_is_bounded_on_disk_while_c_code_holds_the_workers_gil(tmp_path):
+    """The cap was held by a thread of the worker, which C code holding the GIL stops: the file
+    took all 300 MB. Now the keeper, a process of its own, holds it."""
+    (tmp_path / "floods.py").write_text(FLOOD_HOLDING_THE_GIL)
+    pool = WorkerPool(1, [f"{tmp_path / 'floods.py'}:flood"], timeout_s=120.0)
+    try:
+        [(kind, (largest_mb, _, _))] = pool.run([("fn", 0, "response", "1", {})])
+        head, total = pool.outputs[0]
+    finally:
+        pool.close()
+    assert kind == "ok" and largest_mb < 100, largest_mb
+    assert head.startswith("start\nyyy") and len(head) == 2000
+    assert 150 << 20 < total <= (300 << 20) + 6
+
+
+LEAVES_A_PRINTER = '''
+import os, threading, time
+
+def leaves_a_printer(response, ground_truth, extra):
+    """Starts (once a worker) a thread that prints every 10 ms, through Python and below it, and
+    returns at once: most of what it prints comes between items."""
+    if not any(t.name == "printer" for t in threading.enumerate()):
+        def loop():
+            while True:
+                print("left running: print")
+                os.write(2, b"left running: fd 2\\n")
+                time.sleep(0.01)
+        threading.Thread(target=loop, name="printer", daemon=True).start()
+    return 1.0
+'''
+
+
+def test_what_a_thread_left_running_prints_between_items_is_captured(tmp_path, capfd, caplog):
+    """Output written between items went to the trainer's terminal (fds 1 and 2, and sys.stdout,
+    were the worker's own again as soon as an item ended)."""
+    import time
+
+    (tmp_path / "printers.py").write_text(LEAVES_A_PRINTER)
+    cfg = RewardConfig(functions=[RewardFunctionSpec(path=f"{tmp_path / 'printers.py'}:leaves_a_printer")],
+                       num_workers=1, timeout_s=30.0)
+    with caplog.at_level(logging.WARNING, logger="dapo.rewards"), RewardScorer(cfg) as scorer:
+        time.sleep(0.5)  # (the thread started in the smoke test, at start-up)
+        results = scorer.score(["Answer: 1"] * 4, ["1"] * 4)
+        time.sleep(0.5)
+        results += scorer.score(["Answer: 1"] * 4, ["1"] * 4)
+    out, err = capfd.readouterr()
+    assert "left running" not in out + err, "a thread's prints between items reached the trainer's terminal"
+    # (and the worker lived: print() holds sys.stdout unreferenced while it writes, and the worker
+    # freed the task's own stream under a thread still printing there)
+    assert [r.score for r in results] == [2.0] * 8 and not any(r.error for r in results)
+    assert scorer.printed_between_items > 20 * len("left running: fd 2\n")
+    [shown] = [r.getMessage() for r in caplog.records if "printed between items" in r.getMessage()]
+    assert "left running: print\n" in shown and "left running: fd 2\n" in shown

@@ -55,13 +55,15 @@ _KEEPER_EXIT_S = 5.0  # for a keeper to reap what was killed below it and exit (
 # `python -c` puts the working directory first on sys.path: drop it before any import, so a
 # file there (random.py) does not shadow the stdlib in workers only; main() sets the trainer's path.
 # The keeper forks off before the package is imported (process_tree.py, stdlib only, loaded from
-# its file): it stays a bare interpreter, a few MB.
+# its file): it stays a bare interpreter, a few MB. It holds the file the worker's output goes to
+# (made before the fork) to its cap, which C code holding the worker's GIL cannot hold up.
 _WORKER_CODE = (
     "import sys; del sys.path[0]; from importlib import util; "
     "spec = util.spec_from_file_location('dapo_keeper', sys.argv[4]); tree = util.module_from_spec(spec); "
     "spec.loader.exec_module(tree); "
-    "keeper = tree.start_keeper(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == '1'); "
-    "from dapo.rewards.worker import main; main(sys.argv[1:4], keeper)"
+    "capture = tree.CaptureFile(); "
+    "keeper = tree.start_keeper(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == '1', capture); "
+    "from dapo.rewards.worker import main; main(sys.argv[1:4], keeper, capture)"
 )
 
 
@@ -120,6 +122,9 @@ class WorkerPool:
         self._done = 0
         # What tasks of the last run() printed: task id -> (first characters, total characters).
         self.outputs: dict[int, tuple[str, int]] = {}
+        # What was printed between tasks (by a thread or a program a function left running) and
+        # reported in the last run(): (the first report's characters, total characters), or None.
+        self.stray_output: tuple[str, int] | None = None
         self._init_error: str | None = None
         try:
             self._workers = [self._start_worker() for _ in range(num_workers)]
@@ -168,6 +173,7 @@ class WorkerPool:
         self._timeouts = timeouts or []
         self._done = 0
         self.outputs = {}
+        self.stray_output = None
         self._init_error = None
         # Replaced: a replacement stuck importing, and the workers a run interrupted part-way (Ctrl-C
         # in a notebook, an exception) left busy with its items, whose results would be taken for
@@ -243,7 +249,11 @@ class WorkerPool:
                     worker.deadline = self._deadline_of(worker)
                 elif message[0] == "output":
                     _, task_id, text, total = message
-                    self.outputs[task_id] = (text, total)
+                    if task_id is not None:
+                        self.outputs[task_id] = (text, total)
+                    else:
+                        head, before = self.stray_output or (text, 0)
+                        self.stray_output = (head, before + total)
                 elif message[0] == "ready":
                     worker.ready, worker.scoring_pid = True, message[1]
                 elif message[0] == "init_error":

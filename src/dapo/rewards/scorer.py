@@ -51,6 +51,7 @@ class RewardScorer:
         self.num_errors = 0  # items with a failing scorer, over the scorer's life
         self.first_failure: dict[str, str] = {}  # scorer label -> its first failure, in one line
         self.printed_chars: dict[str, int] = {}  # user function label -> characters it printed
+        self.printed_between_items = 0  # characters printed between items (whose, nobody knows)
         num_workers = cfg.num_workers or default_num_workers()
         self._pool = WorkerPool(num_workers, self._specs, cfg.timeout_s)
         try:
@@ -189,7 +190,8 @@ class RewardScorer:
         return own or self.cfg.timeout_s
 
     def _report_output(self, tasks: list[tuple]) -> None:
-        """Count what user functions printed; show the first output of each function once."""
+        """Count what user functions printed; show the first output of each function once, and
+        the first of what was printed between items (by no item: its function is unknown)."""
         for task_id, (text, total) in sorted(self._pool.outputs.items()):
             label = self._labels[tasks[task_id][1]] if tasks[task_id][0] != "math" else "math-verify"
             if label not in self.printed_chars:
@@ -199,6 +201,15 @@ class RewardScorer:
                     label, len(text), total, text,
                 )
             self.printed_chars[label] = self.printed_chars.get(label, 0) + total
+        if self._pool.stray_output is not None:
+            text, total = self._pool.stray_output
+            if not self.printed_between_items:
+                logger.warning(
+                    "something printed between items, in a scoring worker: a thread or a program a reward "
+                    "function left running? It is captured, not shown (the first of it, %d of %d "
+                    "characters; later output is only counted):\n%s", len(text), total, text,
+                )
+            self.printed_between_items += total
 
     def _outcome_ok(self, outcome: Outcome, label: str, result: RewardResult) -> bool:
         kind, detail = outcome

@@ -18,7 +18,8 @@ is one outcome per response: ``("ok", value)`` or ``("bad", why)``.
 What a user function prints is captured per task, not written to the trainer's terminal, at the
 file-descriptor level (see :class:`OutputCapture`): a task that printed sends ``("output",
 task_id, first characters, total characters)`` before its result, at most ``MAX_OUTPUT_CHARS``
-of text, however much it printed.
+of text, however much it printed; what was printed between two tasks (by a thread or a program
+a function left running), ``("output", None, ...)`` before the second.
 """
 
 from __future__ import annotations
@@ -33,15 +34,14 @@ import random
 import socket
 import struct
 import sys
-import tempfile
-import threading
-import time
 import traceback
 from collections.abc import Iterator
 from typing import Any
 
 from dapo.rewards.equivalence import math_equal, silence_math_verify_logging
 from dapo.rewards.process_tree import (
+    CAPTURE_HEAD_BYTES,
+    CaptureFile,
     adopt_orphans,
     die_with_parent,
     end_everything_below,
@@ -51,12 +51,10 @@ from dapo.rewards.user_functions import RewardFunction, load_reward_function, no
 
 Outcome = tuple[str, Any]
 _MAX_TRACEBACK_CHARS = 4000
-MAX_OUTPUT_CHARS = 2000
+MAX_OUTPUT_CHARS = CAPTURE_HEAD_BYTES // 4  # (UTF-8: at most 4 bytes a character)
 HEADER = struct.Struct("!Q")  # a message's length, before its pickle, on a worker's socket
 _READ_BYTES = 1 << 20
 _MAX_MESSAGE_BYTES = 1 << 30  # a longer one is garbage (a process a function forked wrote there)
-_MAX_FILE_BYTES = 1 << 22  # what output written below Python may take of disk (see OutputCapture)
-_TRIM_EVERY_S = 0.05
 
 
 def send_message(sock: socket.socket, message: object) -> None:
@@ -145,50 +143,49 @@ class Channel:
 
 
 class OutputCapture:
-    """What a task prints, wherever it prints it: for each task, fds 1 and 2 lead to one unnamed
-    file (``dup2``), so ``os.write(1, ...)``, a C extension's ``printf`` and a subprocess that
-    inherits them are captured, and ``sys.stdout`` / ``sys.stderr`` are :class:`_CapturedStream`,
-    which write there too, in order, and have a real ``fileno()`` (``subprocess.run(...,
-    stdout=sys.stdout)`` and ``faulthandler`` need one). What prints through Python is written
-    until it makes ``limit`` characters and only counted after, so a function printing gigabytes
-    fills neither memory nor disk; below Python (a program that inherits fd 1 and prints in a
-    loop) a thread cuts the file back to its head whenever it holds more than ``_MAX_FILE_BYTES``
-    (checked every ``_TRIM_EVERY_S``), counting what it cut: bounded too, and the count exact but
-    for what is written while it cuts."""
+    """What a worker prints once it is ready, wherever it prints it: fds 1 and 2 lead to one
+    :class:`~dapo.rewards.process_tree.CaptureFile` (``dup2``), so ``os.write(1, ...)``, a C
+    extension's ``printf`` and a subprocess that inherits them are captured, and ``sys.stdout`` /
+    ``sys.stderr`` are :class:`_CapturedStream`, which write there too, in order, and have a real
+    ``fileno()`` (``subprocess.run(..., stdout=sys.stdout)`` and ``faulthandler`` need one). For
+    the worker's whole life, not a task's: a thread or a program a function left running printed
+    between tasks onto the trainer's terminal. :meth:`collect` after a task takes what it printed;
+    before the next, what was printed in between (sent unattributed, see :func:`serve`).
+    What prints through Python is written until it makes ``limit`` characters and only counted
+    after, so a function printing gigabytes fills neither memory nor disk; below Python the file
+    is cut back to its head past a few MB by the keeper, a process of its own (a thread here
+    stops while C code holds the GIL; see :class:`~dapo.rewards.process_tree.CaptureFile`),
+    which counts what it cut: bounded too, and the count exact but for what is written while it
+    cuts."""
 
-    def __init__(self, limit: int = MAX_OUTPUT_CHARS) -> None:
-        import fcntl  # (POSIX, like a worker; the trainer imports this module too)
-
+    def __init__(self, file: CaptureFile, limit: int = MAX_OUTPUT_CHARS) -> None:
         self.limit = limit
-        self._file = tempfile.TemporaryFile()  # noqa: SIM115  # the worker's life long; unlinked
-        self._fd = self._file.fileno()
-        # O_APPEND: a process left running that still writes there after the file was emptied
-        # writes at its (new) end, not at its old offset, past a hole
-        fcntl.fcntl(self._fd, fcntl.F_SETFL, fcntl.fcntl(self._fd, fcntl.F_GETFL) | os.O_APPEND)
-        self._libc = ctypes.CDLL(None)  # fflush(): what C code printed, out before fds 1, 2 go back
-        self._saved = (os.dup(1), os.dup(2))  # the worker's own: the trainer's terminal
+        self._file = file
+        self._fd = file.fd
+        self._libc = ctypes.CDLL(None)  # fflush(): what C code printed, into the file before it is read
+        self._saved = (os.dup(1), os.dup(2))  # the worker's own: the trainer's terminal (see release)
+        self.server = os.getpid()  # (a process a task forks has another)
         self.kept = self.total = self.written = 0  # characters written, characters printed, bytes written
-        self.cut = 0  # bytes cut off the file's end since it was last emptied
-        self._streams = sys.stdout, sys.stderr  # the worker's own, while a task runs
-        self._lock = threading.Lock()  # (not taken by start/stop: a forked child runs stop)
-        threading.Thread(target=self._trim_forever, name="dapo-output-cap", daemon=True).start()
-
-    def start(self) -> None:
-        """Before one task: what it prints goes to the file (see :meth:`collect`); then, whatever
-        happens, :meth:`stop`. (Not a context manager: a few µs a task.)"""
-        self.kept = self.total = self.written = 0
-        self._streams = sys.stdout, sys.stderr
-        self._flush_below_python()  # the worker's own, not the task's
+        self._streams = _CapturedStream(self, 1), _CapturedStream(self, 2)
+        self._flush_below_python()  # the worker's own, onto its terminal
         os.dup2(self._fd, 1)
         os.dup2(self._fd, 2)
-        sys.stdout, sys.stderr = _CapturedStream(self, 1), _CapturedStream(self, 2)
+        sys.stdout, sys.stderr = self._streams
 
-    def stop(self) -> None:
-        """After the task (in a process it forked too, which then exits)."""
-        self._flush_below_python()  # into the file, while fds 1 and 2 still lead there
+    def settle(self) -> None:
+        """Before and after each task (in a process it forked too, which then exits): what is
+        buffered of what was printed, into the file, to be collected; ``sys.stdout`` /
+        ``sys.stderr`` the capture's again, whatever the task set them to."""
+        self._flush_below_python()
+        sys.stdout, sys.stderr = self._streams
+
+    def release(self) -> None:
+        """fds 1 and 2 and ``sys.stdout`` / ``sys.stderr`` back to the worker's own: for its own
+        traceback, if it fails."""
+        self._flush_below_python()
         os.dup2(self._saved[0], 1)
         os.dup2(self._saved[1], 2)
-        sys.stdout, sys.stderr = self._streams
+        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
 
     def _flush_below_python(self) -> None:
         """Write out what is buffered on its way to fds 1 and 2: the interpreter's own streams
@@ -203,26 +200,19 @@ class OutputCapture:
         except Exception:
             pass
 
-    def _trim_forever(self) -> None:
-        while True:
-            time.sleep(_TRIM_EVERY_S)
-            with contextlib.suppress(OSError), self._lock:
-                size = os.fstat(self._fd).st_size
-                if size > _MAX_FILE_BYTES:  # keep the head, count the rest
-                    os.ftruncate(self._fd, 4 * self.limit)
-                    self.cut += size - 4 * self.limit
-
     def collect(self) -> tuple[str, int] | None:
-        """(The first ``limit`` characters, how many there were) of what the last task printed,
-        or None if nothing; empties the file. (Below Python, a byte counts as a character.)"""
-        with self._lock:
-            size, cut = os.fstat(self._fd).st_size, self.cut
-            if not size and not cut and not self.total:
-                return None
+        """(The first ``limit`` characters, how many there were) of what was printed since the
+        last call, or None if nothing; empties the file. (Below Python, a byte counts as a
+        character.) A file found empty was not cut either (a cut leaves its head): no lock then."""
+        if not (size := os.fstat(self._fd).st_size) and not self.total:
+            return None
+        with self._file.locked():
+            size, cut = os.fstat(self._fd).st_size, self._file.take_cut()
             head = os.pread(self._fd, 4 * self.limit, 0).decode("utf-8", "replace")[: self.limit]
             os.ftruncate(self._fd, 0)
-            self.cut = 0
-        return head, self.total + max(0, size + cut - self.written)
+        total = self.total + max(0, size + cut - self.written)
+        self.kept = self.total = self.written = 0
+        return (head, total) if total else None
 
 
 class _CapturedStream(io.TextIOBase):
@@ -258,39 +248,55 @@ class _CapturedStream(io.TextIOBase):
         return len(text)
 
 
-def main(argv: list[str], keeper: int | None) -> None:
+def main(argv: list[str], keeper: int | None, capture_file: CaptureFile) -> None:
     """Entry point of a worker interpreter: ``argv`` = [socket fd, parent pid, die_with_parent];
     ``keeper``: what :func:`dapo.rewards.process_tree.start_keeper` returned, before this module
-    was imported."""
+    was imported; ``capture_file``: what the worker's output goes to, which the keeper holds to
+    its cap (without a keeper, a thread of this process does)."""
     fd, parent_pid, with_parent = int(argv[0]), int(argv[1]), argv[2] == "1"  # (SIGINT: start_keeper)
     os.set_inheritable(fd, False)  # not to the programs a function runs: the worker's end is its own
     if keeper is not None:
         die_with_parent(keeper)
-    elif with_parent:
-        die_with_parent(parent_pid)
+    else:
+        capture_file.watch()
+        if with_parent:
+            die_with_parent(parent_pid)
     adopt_orphans()  # a daemon a reward function starts stays below the worker, to be stopped with it
     sock = socket.socket(fileno=fd)
     function_specs, parent_sys_path, parent_cwd = receive_message(sock)
     # The trainer's import path in its order, and its working directory last, where
     # dapo.user_code looks for "module:fn" reward functions.
     sys.path[:] = [*parent_sys_path, *([parent_cwd] if parent_cwd not in parent_sys_path else [])]
-    serve(sock, function_specs)
+    serve(sock, function_specs, capture_file)
 
 
-def serve(sock: socket.socket, function_specs: list[str]) -> None:
-    """Load the user functions, say ready, then run chunks of tasks until told to stop."""
+def serve(sock: socket.socket, function_specs: list[str], capture_file: CaptureFile) -> None:
+    """Load the user functions, say ready, then run chunks of tasks until told to stop. What the
+    functions print on import is the worker's own (on the trainer's terminal, before a failed
+    start is reported); from ready on, everything it prints is captured (:class:`OutputCapture`)."""
     import math_verify  # noqa: F401  # sympy loaded before saying ready, not inside a task's deadline
     import numpy  # noqa: F401  # (its global generator is seeded per call; 40 ms at start)
 
     silence_math_verify_logging()
     try:
-        capture = OutputCapture()
         functions = [load_reward_function(spec) for spec in function_specs]
     except Exception as exc:
         send_message(sock, ("init_error", f"{type(exc).__name__}: {exc}"))
         return
+    capture = OutputCapture(capture_file)
     send_message(sock, ("ready", os.getpid()))
-    server = os.getpid()
+    try:
+        _serve_chunks(sock, functions, capture)
+    except BaseException:
+        if os.getpid() == capture.server:
+            capture.release()  # the worker's own traceback, onto its terminal
+        raise
+
+
+def _serve_chunks(sock: socket.socket, functions: list[RewardFunction], capture: OutputCapture) -> None:
+    """Each task in turn, with what it printed, and first what was printed since the last (by a
+    thread or a program a function left running), as ``("output", None, ...)``."""
+    server = capture.server
     while True:
         try:
             chunk = receive_message(sock)
@@ -299,11 +305,16 @@ def serve(sock: socket.socket, function_specs: list[str]) -> None:
         if chunk is None:  # asked to stop: what the functions started (and left running) stops too
             end_everything_below()
         for task_id, pickled_task in chunk:
-            capture.start()
+            capture.settle()
+            try:
+                if stray := capture.collect():
+                    send_message(sock, ("output", None, *stray))
+            except OSError:
+                return
             try:
                 outcome = run_task(pickled_task, functions)
             finally:
-                capture.stop()
+                capture.settle()
             if os.getpid() != server:  # a process the function forked that returned (or raised) into
                 os._exit(0)  # this loop: it must not answer on the worker's socket
             try:

@@ -76,6 +76,54 @@ def test_the_builtin_models_context_is_checked_too(tmp_path):
         check_run(load_config([builtin_config_path("default")], [*args, "rollout.max_response_length=600"]))
 
 
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}
+OLD_YARN = {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}  # transformers < 4.45
+
+
+@pytest.mark.parametrize(("config", "context"), [
+    ({"max_position_embeddings": 4096}, 4096),
+    ({"max_position_embeddings": 4096, "rope_scaling": YARN}, 16384),  # Qwen2.5's recipe, at 1/8 scale
+    ({"max_position_embeddings": 5120, "rope_scaling": OLD_YARN}, 16384),
+    ({"max_position_embeddings": 4096, "rope_parameters": {**YARN, "rope_theta": 1e6}}, 16384),  # transformers 5
+    ({"max_position_embeddings": 4096, "rope_scaling": {"rope_type": "yarn", "factor": 2}}, 8192),  # original: mpe
+    ({"max_position_embeddings": 163840, "rope_scaling": {**YARN, "factor": None}}, 163840),  # factor from the two
+    ({"max_position_embeddings": 2048, "rope_scaling": {"type": "linear", "factor": 2.0}}, 4096),
+    ({"max_position_embeddings": 2048, "rope_scaling": {"rope_type": "dynamic", "factor": 3}}, 6144),
+    ({"max_position_embeddings": 131072, "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+                                                         "original_max_position_embeddings": 8192}}, 131072),
+    ({"max_position_embeddings": 131072, "rope_scaling": {"type": "longrope", "factor": 32,
+                                                         "original_max_position_embeddings": 4096}}, 131072),
+    ({"model_type": "gemma3_text", "max_position_embeddings": 131072,
+      "rope_scaling": {"rope_type": "linear", "factor": 8.0}}, 131072),  # (already scaled, as vLLM reads it)
+    ({"max_position_embeddings": 4096, "rope_parameters": {"full_attention": YARN,
+                                                          "sliding_attention": {"rope_type": "default"}}}, 4096),
+    ({"max_position_embeddings": 4096, "rope_scaling": {"rope_type": "mystery", "factor": 4.0}}, 4096),
+    ({"text_config": {"max_position_embeddings": 4096, "rope_scaling": YARN}}, 16384),
+])
+def test_the_models_context_counts_a_rope_scaling_that_extends_it(config: dict, context: int):
+    """A YaRN-extended model (Qwen2.5 at 128K) was held to its pre-extension 32K, so preflight
+    refused the responses it was extended for."""
+    from dapo.preflight import model_context
+
+    assert model_context(config)[0] == context
+
+
+def test_a_yarn_extended_model_takes_responses_past_its_max_position_embeddings(tmp_path):
+    model = fake_model_dir(tmp_path / "model", context=4096)
+    (model / "config.json").write_text(json.dumps({"model_type": "qwen2", "max_position_embeddings": 4096,
+                                                   "rope_scaling": OLD_YARN}))
+    args = [f"model.path={model}", f"output_dir={tmp_path / 'run'}", "rollout.engine=vllm"]
+    extended = ["rollout.max_response_length=8192", "algorithm.overlong_buffer_len=1024"]
+    try:  # (vLLM and CUDA may be missing here: problems of their own)
+        check_run(load_config([builtin_config_path("dapo_recipe")], [*args, *extended]))
+    except PreflightError as error:
+        assert not [problem for problem in error.problems if "context" in problem]
+    too_long = ["rollout.max_response_length=16384", "algorithm.overlong_buffer_len=1024"]
+    with pytest.raises(PreflightError, match=r"context of 16384 tokens \(rope_scaling yarn: factor 4 x "
+                                             r"original_max_position_embeddings 4096 in .*config.json\)"):
+        check_run(load_config([builtin_config_path("dapo_recipe")], [*args, *too_long]))
+
+
 def test_a_directory_that_is_not_a_model_is_named(tmp_path):
     cfg = load_config([builtin_config_path("dapo_recipe")], [f"model.path={tmp_path}", f"output_dir={tmp_path / 'r'}"])
     with pytest.raises(PreflightError, match="has no config.json"):
@@ -117,7 +165,9 @@ def test_config_values_that_would_crash_later_are_named_up_front(tmp_path):
         load_config(default, ["trainer.device=gpu"])
     with pytest.raises(ConfigError, match="builtin_train_size"):
         load_config(default, ["data.builtin_train_size=-1"])
-    assert load_config(default, ["model.attn_implementation=None"]).model.attn_implementation is None
+    assert load_config(default, ["model.attn_implementation=null"]).model.attn_implementation is None
+    with pytest.raises(ConfigError, match=r"null \(not the text None\)"):  # as Hydra reads it (dapo.config.coerce)
+        load_config(default, ["model.attn_implementation=None"])
     cfg = load_config(default, ["data.builtin_max_digits=1"])
     with pytest.raises(DataError, match="only 85 distinct train problems"):
         load_problems(cfg.data.train_files, cfg.data, "train")

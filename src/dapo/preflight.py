@@ -5,7 +5,8 @@ it finds in one :class:`PreflightError` (the ``dapo`` command prints one ``error
 problem), instead of failing on the first one after the model has loaded:
 
 - the model directory: exists, has ``config.json``, weights and tokenizer files; its context
-  (``max_position_embeddings``) holds a response (and, else a warning, the longest prompt too);
+  (``max_position_embeddings``, extended by a YaRN / linear / dynamic ``rope_scaling``: see
+  :func:`model_context`) holds a response (and, else a warning, the longest prompt too);
 - data files exist and have a supported form;
 - the device exists (``trainer.device=cuda`` on a machine without CUDA);
 - the extras the config needs are installed (vLLM for ``rollout.engine=vllm``, Ray for more than
@@ -112,10 +113,51 @@ def _config_file_context_problems(config_file: Path, cfg: DAPOConfig) -> list[st
         model_config = json.loads(config_file.read_text())
     except (OSError, ValueError) as error:
         return [f"{config_file} cannot be read: {error}"]
-    context = model_config.get("max_position_embeddings") if isinstance(model_config, dict) else None
-    if not isinstance(context, int):
+    limit = model_context(model_config) if isinstance(model_config, dict) else None
+    if limit is None:
         return []
-    return _context_problems(context, f"max_position_embeddings in {config_file}", cfg)
+    context, how = limit
+    return _context_problems(context, f"{how} in {config_file}", cfg)
+
+
+# RoPE types whose max_position_embeddings already is the extended context (Llama 3.1's 131072
+# over its original_max_position_embeddings 8192; Phi-3's longrope, "su" its old name)
+_EXTENDED_IN_MAX_POSITIONS = ("default", "llama3", "longrope", "su")
+
+
+def model_context(model_config: dict) -> tuple[int, str] | None:
+    """The context in tokens a model's ``config.json`` (as a dict) gives, and how it was read; None
+    when it names none. ``max_position_embeddings``, extended by a RoPE scaling that stretches the
+    positions past it, as vLLM derives its ``max_model_len`` (the engine where a prompt plus a
+    response past the context is an error): ``yarn`` holds ``factor`` x its
+    ``original_max_position_embeddings`` (Qwen2.5's 4 x 32768), ``linear`` and ``dynamic`` (NTK)
+    ``factor`` x ``max_position_embeddings``. ``llama3`` and ``longrope`` change no length: their
+    ``max_position_embeddings`` already is the extended one. Before, a model extended with YaRN was
+    held to its pre-extension length. Read from ``rope_scaling`` (transformers 4) or
+    ``rope_parameters`` (5), with ``rope_type`` or the older ``type``; a RoPE per attention type
+    (Gemma 3: sliding layers unscaled) and Gemma 3's linear factor (already in its
+    ``max_position_embeddings``, vLLM's own exception) extend nothing."""
+    if not isinstance(model_config.get("max_position_embeddings"), int) and isinstance(
+            model_config.get("text_config"), dict):  # a composite (vision-language) config
+        model_config = model_config["text_config"]
+    positions = model_config.get("max_position_embeddings")
+    if not isinstance(positions, int) or isinstance(positions, bool):
+        return None
+    where = "rope_scaling" if model_config.get("rope_scaling") else "rope_parameters"
+    rope = model_config.get(where)
+    kind = str(rope.get("rope_type") or rope.get("type") or "default") if isinstance(rope, dict) else "default"
+    factor = rope.get("factor") if isinstance(rope, dict) else None
+    if (kind in _EXTENDED_IN_MAX_POSITIONS or not isinstance(factor, (int, float)) or isinstance(factor, bool)
+            or not 1 < factor < math.inf or "gemma3" in str(model_config.get("model_type", ""))):
+        return positions, "max_position_embeddings"
+    if kind == "yarn":
+        original = rope.get("original_max_position_embeddings") or model_config.get("original_max_position_embeddings")
+        base, base_name = (original, "original_max_position_embeddings") if isinstance(original, int) else (
+            positions, "max_position_embeddings")
+        return int(base * factor), f"{where} yarn: factor {factor:g} x {base_name} {base}"
+    if kind in ("linear", "dynamic"):
+        return int(positions * factor), f"{where} {kind}: factor {factor:g} x max_position_embeddings {positions}"
+    return positions, "max_position_embeddings"  # an unknown scaling: the length written, not a guess
 
 
 def _context_problems(context: int, source: str, cfg: DAPOConfig) -> list[str]:

@@ -81,7 +81,7 @@ def test_model_path_names_a_builtin_recipe():
 
 def test_the_cache_key_covers_the_tokenizer_and_the_sft_texts(monkeypatch: pytest.MonkeyPatch) -> None:
     # Both are code, not recipe fields: a change to either must not reuse a model trained on the old.
-    from dapo.builtin import recipes, tokenizer
+    from dapo.builtin import tokenizer
     from dapo.data import arithmetic
 
     key = BaseModelRecipe().cache_key()
@@ -92,10 +92,61 @@ def test_the_cache_key_covers_the_tokenizer_and_the_sft_texts(monkeypatch: pytes
     ]:
         with monkeypatch.context() as patch:
             patch.setattr(module, name, changed)
-            recipes._build_inputs_fingerprint.cache_clear()
+            _clear_fingerprints()
             assert BaseModelRecipe().cache_key() != key, name
-    recipes._build_inputs_fingerprint.cache_clear()
+    _clear_fingerprints()
     assert BaseModelRecipe().cache_key() == key
+
+
+def _clear_fingerprints() -> None:
+    from dapo.builtin import recipes
+
+    recipes._build_inputs_fingerprint.cache_clear()
+    recipes._sft_problems_digest.cache_clear()
+
+
+@pytest.mark.parametrize("change", ["operands", "answer", "solution"])
+def test_the_cache_key_covers_every_sft_problem_the_generator_gives(monkeypatch: pytest.MonkeyPatch, change: str):
+    """The key fingerprinted one problem per operator: a generator change past those (here the
+    10,000th of the recipe's 20,000 problems) reused a base model SFT-ed on the old problems."""
+    import dataclasses
+
+    from dapo.builtin import recipes
+    from dapo.data import arithmetic
+
+    key, fingerprint = BaseModelRecipe().cache_key(), recipes._build_inputs_fingerprint()
+    real_make, real_solution = arithmetic.make_arithmetic_problems, arithmetic.solution_text
+    later = real_make(20000, "train", 1, 3, ["+"])[9999]
+
+    def make(n: int, *args, **kwargs):
+        problems = real_make(n, *args, **kwargs)
+        if n > 9999 and change != "solution":
+            p = problems[9999]
+            problems[9999] = dataclasses.replace(p, extra={**p.extra, "a": p.extra["b"], "b": p.extra["a"]}) \
+                if change == "operands" else dataclasses.replace(p, ground_truth=p.ground_truth + "0")
+        return problems
+
+    def solution(problem) -> str:
+        return real_solution(problem) + (" " if problem.prompt == later.prompt else "")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(arithmetic, "make_arithmetic_problems", make)
+        patch.setattr(arithmetic, "solution_text", solution if change == "solution" else real_solution)
+        _clear_fingerprints()
+        assert recipes._build_inputs_fingerprint() == fingerprint  # what the key held before: no change seen
+        assert BaseModelRecipe().cache_key() != key
+    _clear_fingerprints()
+    assert BaseModelRecipe().cache_key() == key
+
+
+def test_the_default_recipes_key_finds_its_shipped_weights_under_their_file_name() -> None:
+    """The key changed (it digests every SFT problem now), the problems and so the weights did
+    not: the default run still installs them in seconds instead of a 9-minute build."""
+    from dapo.builtin import shipped
+
+    key = BaseModelRecipe().cache_key()
+    assert key in shipped.SHIPPED and shipped.shipped_weights(key) is not None
+    assert shipped.checksum_ok(key, shipped.shipped_weights(key))
 
 
 def _tokenizer_with_another_bos():

@@ -75,8 +75,9 @@ def test_user_overrides_apply_to_every_variant(tmp_path):
 def _curve(variant: str, seed: int, accuracy: list[float], truncated: list[float]) -> RunCurve:
     diagnostics = {column: [0.5] * len(truncated) for column, _, _ in DIAGNOSTICS}
     diagnostics["truncated"] = truncated
-    return RunCurve(variant, seed, [0.0, 32.0], accuracy, updates=len(truncated),
-                    steps=list(range(1, len(truncated) + 1)), diagnostics=diagnostics)
+    return RunCurve(variant, seed, [0.0, 32.0], accuracy, trained_steps=len(truncated),
+                    steps=list(range(1, len(truncated) + 1)), step_groups=[16.0] * len(truncated),
+                    step_tokens=[400] * len(truncated), diagnostics=diagnostics)
 
 
 def test_summary_reports_seed_means_and_spreads():
@@ -92,7 +93,7 @@ def test_summary_reports_seed_means_and_spreads():
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
-def test_ablation_runs_every_variant_and_writes_tables_and_plot(tmp_path, monkeypatch):
+def test_ablation_runs_every_variant_and_writes_tables_and_plot(tmp_path, monkeypatch, capsys):
     from dapo.cli import ablate
 
     real_run = ablate.run_variant
@@ -106,6 +107,8 @@ def test_ablation_runs_every_variant_and_writes_tables_and_plot(tmp_path, monkey
     out = tmp_path / "out #1"  # a '#' would start a YAML comment in an override
     table = run_ablation(seeds=1, steps=2, output_dir=str(out), overrides=overrides, evals=1)
     assert (out / "results.md").read_text() == table and (out / "ablation.png").stat().st_size > 10_000
+    printed = [line for line in capsys.readouterr().out.splitlines() if " seed 0: avg@k " in line]
+    assert len(printed) == len(VARIANTS) and all("groups (budget 4) and" in line for line in printed), printed
     curves = json.loads((out / "curves.json").read_text())
     assert [c["variant"] for c in curves] == [name for name, _ in VARIANTS]
     for curve in curves:
@@ -157,8 +160,81 @@ def test_a_finished_curve_of_another_build_of_the_base_model_is_not_reused(tmp_p
     from dapo.cli.ablate import finished_curve, save_curve
 
     cfg = variant_config(0, 0, 30, tmp_path, [])
-    curve = RunCurve(VARIANTS[0][0], 0, [0.0, 960.0], [0.03, 0.6], updates=30)
+    curve = RunCurve(VARIANTS[0][0], 0, [0.0, 960.0], [0.03, 0.6], trained_steps=30)
     save_curve(cfg, 30, 4, curve)
     assert finished_curve(cfg, 30, 4) == curve
     monkeypatch.setattr(BaseModelRecipe, "cache_key", lambda self: "0123456789ab")  # a rebuilt base model
+    assert finished_curve(cfg, 30, 4) is None
+
+
+class _ScriptedTrainer:
+    """A Trainer stand-in for :func:`run_variant` whose steps report scripted metrics."""
+
+    STEPS = [  # dynamic sampling: a step of all no-signal groups makes no update
+        {"sampling/groups_generated": 6.0, "actor/updates": 3.0, "rollout/truncation_rate": 0.1,
+         "sampling/filtered_ratio": 0.5, "actor/clip_frac_high": 0.02, "actor/clip_frac_low": 0.04,
+         "rollout/response_length_mean": 10.0, "actor/entropy": 0.4},
+        {"sampling/groups_generated": 12.0, "actor/updates": 0.0, "rollout/truncation_rate": 0.0,
+         "sampling/filtered_ratio": 1.0, "rollout/response_length_mean": 20.0},
+        {"sampling/groups_generated": 6.0, "actor/updates": 3.0, "rollout/truncation_rate": 0.4,
+         "sampling/filtered_ratio": 0.25, "actor/clip_frac_high": 0.04, "actor/clip_frac_low": 0.02,
+         "rollout/response_length_mean": 30.0, "actor/entropy": 0.2},
+    ]
+
+    def __init__(self, cfg) -> None:
+        from types import SimpleNamespace
+
+        self.step, self.state = 0, SimpleNamespace(log=lambda step, metrics: None)
+
+    def resume(self) -> None:
+        pass
+
+    def evaluate(self) -> dict[str, float]:
+        return {"eval/avg@4": 0.1 * self.step}
+
+    def step_once(self):
+        from types import SimpleNamespace
+
+        self.step += 1
+        return SimpleNamespace(metrics=dict(self.STEPS[self.step - 1]))
+
+    def close(self) -> None:
+        pass
+
+
+def test_steps_without_an_update_count_in_what_was_generated_and_the_compute_is_reported(tmp_path, monkeypatch):
+    """A dynamic-sampling step whose groups all lacked signal made no update, and was left out of
+    every diagnostic: the no-signal share read 37.5% where 69% of the generated groups had none.
+    ``updates`` counted steps, not optimizer updates; the budget's overshoot went unreported."""
+    import dapo.trainer
+    from dapo.cli.ablate import run_mean, run_variant
+
+    monkeypatch.setattr(dapo.trainer, "Trainer", _ScriptedTrainer)
+    cfg = variant_config(5, 0, 1, tmp_path, ["trainer.prompts_per_step=20", "trainer.mini_batch_prompts=4"])
+    curve = run_variant(cfg, VARIANTS[5][0], steps=1, evals=1)  # a budget of 20 groups: 24 generated
+    assert (curve.steps, curve.trained_steps, curve.optimizer_updates) == ([1, 2, 3], 2, 6)
+    assert curve.generated == [0.0, 24.0] and curve.generated_groups == 24.0
+    n = cfg.rollout.n
+    assert curve.generated_tokens == (6 * 10 + 12 * 20 + 6 * 30) * n
+    assert run_mean(curve, "no-signal groups") == pytest.approx((6 * 0.5 + 12 * 1.0 + 6 * 0.25) / 24)
+    assert run_mean(curve, "response length") == pytest.approx(20.0)
+    assert run_mean(curve, "entropy") == pytest.approx(0.3)  # the updates' own: none measured at step 2
+    assert curve.diagnostics["entropy"] == [0.4, None, 0.2]
+    table = summarise([curve])
+    row = next(line for line in table.splitlines() if line.startswith(f"| {VARIANTS[5][0]} |"))
+    assert f"| 24 ± 0 | {24 * 20 * n} ± 0 | 3 (2) | 1 |" in row
+    diagnostics_row = [line for line in table.splitlines() if line.startswith(f"| {VARIANTS[5][0]} |")][1]
+    assert "68.8% ± 0.0%" in diagnostics_row and "3.00% ± 0.00%" in diagnostics_row
+
+
+def test_a_curve_saved_by_the_format_that_dropped_steps_is_not_reused(tmp_path):
+    """Its diagnostics left out the steps without an update: averaged with new ones, they would mislead."""
+    from dapo.cli.ablate import CURVE_FILE, finished_curve, save_curve
+
+    cfg = variant_config(0, 0, 30, tmp_path, [])
+    save_curve(cfg, 30, 4, RunCurve(VARIANTS[0][0], 0, [0.0, 960.0], [0.03, 0.6], trained_steps=30))
+    saved = json.loads((tmp_path / CURVE_FILE).read_text())
+    del saved["run"]["curve_format"]
+    saved["curve"]["updates"] = saved["curve"].pop("trained_steps")
+    (tmp_path / CURVE_FILE).write_text(json.dumps(saved))
     assert finished_curve(cfg, 30, 4) is None

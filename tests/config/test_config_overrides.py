@@ -131,3 +131,37 @@ def test_every_section_is_importable_from_the_schema_and_each_module_stays_small
     config_dir = Path(schema.__file__).parent
     assert not [p.name for p in config_dir.glob("*.py") if len(p.read_text().splitlines()) > 400]
     assert os.path.basename(schema.__file__) == "schema.py"
+
+
+@pytest.mark.parametrize("text", ["none", "None", "'null'"])
+def test_the_text_none_in_a_text_field_is_the_text_as_hydra_reads_it(tmp_path: Path, text: str):
+    """``model.tokenizer_path=none`` silently meant "unset" (the model's directory), so no text
+    field could hold the word; as in Hydra/verl only YAML's null is null. It survives a save."""
+    word = text.strip("'")
+    cfg = load_config([], [f"model.tokenizer_path={text}"])
+    assert cfg.model.tokenizer_path == os.path.abspath(word) or cfg.model.tokenizer_path == word
+    (tmp_path / "run.yaml").write_text(f"model:\n  tokenizer_path: {text}\n")
+    from_file = load_config([tmp_path / "run.yaml"])
+    assert from_file.model.tokenizer_path == cfg.model.tokenizer_path
+    from dapo.config import save_config
+
+    save_config(cfg, tmp_path / "saved.yaml")
+    assert load_config([tmp_path / "saved.yaml"]).model.tokenizer_path == cfg.model.tokenizer_path
+
+
+@pytest.mark.parametrize("null", ["null", "Null", "NULL", "~"])
+def test_yaml_null_still_unsets_a_text_field_and_none_still_unsets_a_number(null: str):
+    assert load_config([], [f"model.tokenizer_path={null}"]).model.tokenizer_path is None
+    assert load_config([], [f"resources.ray_address={null}"]).resources.ray_address is None
+    for none in ("None", "none", null):  # a number has no other reading of the text
+        assert load_config([], [f"algorithm.clip_ratio_c={none}"]).algorithm.clip_ratio_c is None
+        assert load_config([], [f"eval.seed={none}"]).eval.seed is None
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("model.attn_implementation=None", r"attn_implementation='None' is not one of .* null \(not the text None\)"),
+    ("resources.ray_address=none", r"ray_address='none' is no Ray address: null \(not the text None\)"),
+])
+def test_the_text_none_where_no_text_fits_is_refused_saying_to_write_null(override: str, message: str):
+    with pytest.raises(ConfigError, match=message):
+        load_config([], [override])

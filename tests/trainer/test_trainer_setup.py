@@ -11,6 +11,7 @@ from dapo.trainer.setup import (
     load_model_and_tokenizer,
     make_sampling_params,
     stop_token_ids_of,
+    vllm_options,
 )
 
 
@@ -32,6 +33,22 @@ def test_eval_seed_is_pinned_by_eval_seed_or_derived_from_the_trainer_seed():
     assert make_sampling_params(load_config([], []), stop_token_ids=[2], seed=5).seed == 5
     with pytest.raises(ValueError, match="seed"):
         make_sampling_params(load_config([], []), stop_token_ids=[2])
+
+
+def test_vllm_context_counts_the_rope_scaling_extension():
+    """A model extended by YaRN (factor 4 x 64 positions) gives vLLM the run's whole context, not
+    its 64 pre-extension positions, which would cut every request past them."""
+    from types import SimpleNamespace
+
+    from transformers import Qwen2Config
+
+    cfg = load_config([], ["rollout.engine=vllm", "data.max_prompt_length=100", "rollout.max_response_length=100", "algorithm.overlong_buffer_len=20",
+                           "rollout.top_p=1.0"])
+    scaled = Qwen2Config(max_position_embeddings=64,
+                         rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64})
+    assert vllm_options(cfg, SimpleNamespace(config=scaled))["max_model_len"] == 200
+    plain = SimpleNamespace(config=Qwen2Config(max_position_embeddings=64))
+    assert vllm_options(cfg, plain)["max_model_len"] == 64
 
 
 QWEN_CHAT_TEMPLATE = (

@@ -5,7 +5,11 @@ The paper (Table 1, AIME avg@32, Qwen2.5-32B) adds one technique at a time:
     -> +token-level loss 42 -> +dynamic sampling 50.
 Here every variant gets the same compute: the same budget of generated groups (prompts x G
 responses), since generation dominates a step's cost. Dynamic sampling spends part of its budget
-on groups it filters out, so it makes fewer optimizer updates from the same generation.
+on groups it filters out, so it makes fewer optimizer updates from the same generation. A run
+ends with the step that reaches the budget, and a dynamic-sampling step generates whole rounds
+(trainer.gen_prompts_per_round groups each) until its batch is full: its last step can pass the
+budget (by up to ~15% at the README's sizes). Stopping mid-step would leave a batch short, so each
+run's actual compute, groups and response tokens generated, is reported next to its results.
 
 A run that finished leaves its curve in ``<run dir>/curve.json`` with its config: rerunning the
 same command (after a Ctrl-C, say) reuses every finished run whose config and built-in base model are unchanged and runs
@@ -14,11 +18,15 @@ the rest; ``--fresh`` reruns them all.
 Besides accuracy, each run reports what the techniques had to act on (run means of per-step
 metrics): the truncated share (overlong filtering and soft punishment), groups without signal
 (dynamic sampling), clip fractions (clip-higher), response lengths (token-level loss), entropy.
+What was generated is averaged over every step, a step without a policy update included (see
+:func:`run_mean`): before, such steps (every group without signal, under dynamic sampling) were
+left out of every column, and the no-signal share read low for the runs that had most of them.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -90,15 +98,19 @@ ABLATION_COMMON = [
 ]
 
 # Per-step metrics averaged over a run: (column name, how to read one value from a step's
-# metrics, how to format the run means in the table).
-DIAGNOSTICS: list[tuple[str, Callable[[dict[str, float]], float], str]] = [
-    ("truncated", lambda m: m["rollout/truncation_rate"], ".1%"),
-    ("no-signal groups", lambda m: m["sampling/filtered_ratio"], ".1%"),  # all-masked ones too
-    ("clip-high frac", lambda m: m["actor/clip_frac_high"], ".2%"),
-    ("clip-low frac", lambda m: m["actor/clip_frac_low"], ".2%"),
-    ("response length", lambda m: m["rollout/response_length_mean"], ".2f"),
-    ("entropy", lambda m: m["actor/entropy"], ".2f"),
+# metrics, None where the step has none, how to format the run means in the table).
+DIAGNOSTICS: list[tuple[str, Callable[[dict[str, float]], float | None], str]] = [
+    ("truncated", lambda m: m.get("rollout/truncation_rate"), ".1%"),
+    ("no-signal groups", lambda m: m.get("sampling/filtered_ratio"), ".1%"),  # all-masked ones too
+    ("clip-high frac", lambda m: m.get("actor/clip_frac_high"), ".2%"),
+    ("clip-low frac", lambda m: m.get("actor/clip_frac_low"), ".2%"),
+    ("response length", lambda m: m.get("rollout/response_length_mean"), ".2f"),
+    ("entropy", lambda m: m.get("actor/entropy"), ".2f"),
 ]
+# Columns measured by a policy update: a step without one has none (None), not a zero (it
+# clipped no token, but of none; it measured no entropy). The others describe the step's
+# generated responses, which every step has and whose compute every step spent.
+UPDATE_COLUMNS = frozenset({"clip-high frac", "clip-low frac", "entropy"})
 
 
 @dataclass
@@ -107,9 +119,40 @@ class RunCurve:
     seed: int
     generated: list[float] = field(default_factory=list)  # cumulative generated groups at each eval
     accuracy: list[float] = field(default_factory=list)  # held-out avg@k at each eval
-    updates: int = 0  # optimizer steps taken
-    steps: list[int] = field(default_factory=list)  # the steps that generated (some train on carried groups only)
-    diagnostics: dict[str, list[float]] = field(default_factory=dict)  # DIAGNOSTICS at those steps
+    # Steps that updated the policy (at least one optimizer update; each makes
+    # prompts_per_step / mini_batch_prompts of them): was `updates`, described as optimizer steps.
+    trained_steps: int = 0
+    optimizer_updates: int = 0  # optimizer updates made (actor/updates summed over the run)
+    steps: list[int] = field(default_factory=list)  # every step of the run (each generates)
+    step_groups: list[float] = field(default_factory=list)  # groups generated at each of those steps
+    step_tokens: list[int] = field(default_factory=list)  # response tokens generated at each of those steps
+    # DIAGNOSTICS at those steps; None where a step has no value (UPDATE_COLUMNS without an update)
+    diagnostics: dict[str, list[float | None]] = field(default_factory=dict)
+
+    @property
+    def generated_groups(self) -> float:
+        """The compute the run actually spent, in groups (its last step may pass the budget)."""
+        return sum(self.step_groups)
+
+    @property
+    def generated_tokens(self) -> int:
+        """The compute the run actually spent, in generated response tokens."""
+        return sum(self.step_tokens)
+
+
+def run_mean(curve: RunCurve, column: str) -> float | None:
+    """A run's mean of a DIAGNOSTICS column, None when no step has a value. What was generated
+    (truncated, no-signal groups, response length) over every step, weighted by the groups it
+    generated: the share of all the run's generated groups or responses, a step that made no
+    update (all its groups without signal) counted as the compute it spent. What an update
+    measured (clip fractions, entropy) over the steps that updated, each step once."""
+    values = curve.diagnostics.get(column, [])
+    if column in UPDATE_COLUMNS:
+        measured = [v for v in values if v is not None]
+        return statistics.mean(measured) if measured else None
+    weighted = [(v, w) for v, w in zip(values, curve.step_groups) if v is not None and w > 0]
+    total = sum(w for _, w in weighted)
+    return sum(v * w for v, w in weighted) / total if total else None
 
 
 # Keys each run sets itself, after the user's overrides: the option that sets each instead.
@@ -151,12 +194,16 @@ def run_variant(cfg: DAPOConfig, name: str, steps: int, evals: int) -> RunCurve:
         generated, next_eval = 0.0, budget / evals
         while generated < budget:
             metrics = trainer.step_once().metrics
-            generated += metrics["sampling/groups_generated"]
-            curve.updates += int("actor/entropy" in metrics)
-            if all(key in metrics for key in ("rollout/truncation_rate", "actor/entropy", "actor/clip_frac_high")):
-                curve.steps.append(trainer.step)
-                for column, read, _ in DIAGNOSTICS:
-                    curve.diagnostics[column].append(read(metrics))
+            groups = metrics["sampling/groups_generated"]
+            generated += groups
+            curve.trained_steps += int(metrics.get("actor/updates", 0) > 0)
+            curve.optimizer_updates += int(metrics.get("actor/updates", 0))
+            curve.steps.append(trainer.step)
+            curve.step_groups.append(groups)
+            # (the mean over every generated response, times their number)
+            curve.step_tokens.append(round(metrics.get("rollout/response_length_mean", 0.0) * groups * cfg.rollout.n))
+            for column, read, _ in DIAGNOSTICS:
+                curve.diagnostics[column].append(read(metrics))
             if generated >= next_eval or generated >= budget:
                 metrics.update(trainer.evaluate())
                 curve.generated.append(generated)
@@ -169,6 +216,8 @@ def run_variant(cfg: DAPOConfig, name: str, steps: int, evals: int) -> RunCurve:
 
 
 CURVE_FILE = "curve.json"  # in a run's directory once it has finished: its curve and config
+# 2: every step's diagnostics and compute recorded (format 1 left out steps without an update)
+CURVE_FORMAT = 2
 
 
 def _run_record(cfg: DAPOConfig, steps: int, evals: int) -> dict:
@@ -176,7 +225,7 @@ def _run_record(cfg: DAPOConfig, steps: int, evals: int) -> dict:
     reads them back), and for a built-in base model its recipe's cache key: ``builtin:rare-trace``
     names another model once its recipe, tokenizer or SFT texts change, and a curve of the old one
     must not be reused for it."""
-    record = {"config": config_to_dict(cfg), "steps": steps, "evals": evals}
+    record = {"config": config_to_dict(cfg), "steps": steps, "evals": evals, "curve_format": CURVE_FORMAT}
     if cfg.model.path.partition(":")[0] == "builtin":
         from dapo.builtin import recipe_for_model_path
 
@@ -192,7 +241,10 @@ def finished_curve(cfg: DAPOConfig, steps: int, evals: int) -> RunCurve | None:
         return None
     if not isinstance(saved, dict) or saved.get("run") != _run_record(cfg, steps, evals):
         return None
-    return RunCurve(**saved["curve"])
+    try:
+        return RunCurve(**saved["curve"])
+    except TypeError:  # another format's fields
+        return None
 
 
 def save_curve(cfg: DAPOConfig, steps: int, evals: int, curve: RunCurve) -> None:
@@ -207,9 +259,13 @@ def _mean_spread(values: list[float], fmt: str = ".1%") -> str:
 
 
 def summarise(curves: list[RunCurve]) -> str:
-    """Two markdown tables, mean ± std over seeds: held-out avg@k, and the run-mean diagnostics."""
-    accuracy = ["| variant | final avg@k | best avg@k | gain over base | training steps | seeds |",
-                "|---|---|---|---|---|---|"]
+    """Two markdown tables, mean ± std over seeds: held-out avg@k with the compute each run
+    actually spent (groups and response tokens generated: a dynamic-sampling run's last step may
+    pass the budget) and its steps (of them, those that updated the policy), and the run-mean
+    diagnostics (:func:`run_mean`)."""
+    accuracy = ["| variant | final avg@k | best avg@k | gain over base | generated groups | generated tokens "
+                "| steps (updated) | seeds |",
+                "|---|---|---|---|---|---|---|---|"]
     acted_on = ["| variant | " + " | ".join(column for column, _, _ in DIAGNOSTICS) + " |",
                 "|---" * (len(DIAGNOSTICS) + 1) + "|"]
     for name, _ in VARIANTS:
@@ -218,22 +274,31 @@ def summarise(curves: list[RunCurve]) -> str:
             continue
         final = [c.accuracy[-1] for c in runs]
         gain = [c.accuracy[-1] - c.accuracy[0] for c in runs]
+        steps = f"{statistics.mean(len(c.steps) for c in runs):.0f} ({statistics.mean(c.trained_steps for c in runs):.0f})"
         accuracy.append(
             f"| {name} | {_mean_spread(final)} | {_mean_spread([max(c.accuracy) for c in runs])} | "
-            f"{_mean_spread(gain)} | {statistics.mean(c.updates for c in runs):.0f} | {len(runs)} |"
+            f"{_mean_spread(gain)} | {_mean_spread([c.generated_groups for c in runs], '.0f')} | "
+            f"{_mean_spread([c.generated_tokens for c in runs], '.0f')} | {steps} | {len(runs)} |"
         )
         cells = []
         for column, _, fmt in DIAGNOSTICS:
-            run_means = [statistics.mean(c.diagnostics[column]) for c in runs if c.diagnostics.get(column)]
+            run_means = [m for c in runs if (m := run_mean(c, column)) is not None]
             cells.append(_mean_spread(run_means, fmt) if run_means else "-")
         acted_on.append(f"| {name} | " + " | ".join(cells) + " |")
-    return "\n".join(accuracy) + "\n\nWhat the techniques act on (run means):\n\n" + "\n".join(acted_on) + "\n"
+    return ("\n".join(accuracy) + "\n\nWhat the techniques act on (run means: truncated, no-signal groups and response "
+            "length over every generated group, clip fractions and entropy over the steps that updated):\n\n"
+            + "\n".join(acted_on) + "\n")
 
 
-def _seed_mean(series: list[list[float]]) -> list[float]:
-    """Element-wise mean over runs, as long as the shortest run."""
+def _seed_mean(series: list[list[float]] | list[list[float | None]]) -> list[float]:
+    """Element-wise mean over runs, as long as the shortest run; over the runs with a value at
+    that point (NaN, a gap in the plot, where none has one: a step without an update)."""
     length = min(len(s) for s in series)
-    return [statistics.mean(s[i] for s in series) for i in range(length)]
+    means = []
+    for i in range(length):
+        values = [s[i] for s in series if s[i] is not None]
+        means.append(statistics.mean(values) if values else math.nan)
+    return means
 
 
 def plot(curves: list[RunCurve], output: Path, task: str) -> None:
@@ -293,7 +358,9 @@ def run_ablation(
             save_curve(cfg, steps, evals, curve)
         curves.append(curve)
         note = f" (finished earlier: {Path(cfg.output_dir) / CURVE_FILE})" if reused else ""
-        print(f"{name:28s} seed {seed}: avg@k {curve.accuracy[0]:.1%} -> {curve.accuracy[-1]:.1%}{note}", flush=True)
+        print(f"{name:28s} seed {seed}: avg@k {curve.accuracy[0]:.1%} -> {curve.accuracy[-1]:.1%}, generated "
+              f"{curve.generated_groups:.0f} groups (budget {steps * cfg.trainer.prompts_per_step}) and "
+              f"{curve.generated_tokens} response tokens in {len(curve.steps)} steps{note}", flush=True)
     table = summarise(curves)
     (out / "results.md").write_text(table)
     (out / "curves.json").write_text(json.dumps([c.__dict__ for c in curves]))

@@ -4,6 +4,13 @@ The YAML reader (:mod:`dapo.config.loading`) leaves numbers and dates as the tex
 the field's own type reads it: a text field keeps ``010``, ``0.10``, ``1_000`` or ``1:30`` as
 written (YAML 1.1 made them 8, 0.1, 1000 and 90, and ``model.path=010`` named a directory "8"),
 and a number field reads ``010`` as ten (YAML 1.1: octal eight), as YAML 1.2 and Python do.
+
+Null is what YAML reads as null: ``null`` / ``Null`` / ``NULL`` / ``~`` or no value (in a file),
+as Hydra and verl read it. In a ``str | None`` field the text ``none`` or ``None`` is that text:
+``model.tokenizer_path=none`` names a directory "none", as it would under Hydra (before, it
+silently meant "unset", so a field could not hold the text). In a number field that may be null
+(``algorithm.clip_ratio_c``, ``eval.seed``) ``None`` / ``none`` also means null, as Python
+users write it: a number has no other reading of that text, so nothing valid changes meaning.
 """
 
 from __future__ import annotations
@@ -64,9 +71,11 @@ def coerce(value: Any, annotation: Any, where: str) -> Any:
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if value is None or value in ("None", "none"):  # YAML reads only null as None; Python users write None
+        if value is None:  # YAML's null: null, Null, NULL, ~ or nothing
             return None
-        return coerce(value, args[0], where)
+        if value in ("None", "none") and args[0] is not str:
+            return None  # a number can be written no other way: the text can only mean unset
+        return coerce(value, args[0], where)  # a text field keeps "none" / "None" as the text (see above)
     if dataclasses.is_dataclass(annotation):
         if value is None:  # a section whose keys are all commented out: its defaults
             value = {}

@@ -23,7 +23,7 @@ class ModelConfig:
     # installed into model.cache_dir); "builtin:<name>" for another built-in recipe ("mixed",
     # "rare-trace": see dapo.builtin.BUILTIN_RECIPES, built and cached on first use), used by `dapo ablate`.
     path: str = "builtin"
-    # Tokenizer directory; None means the model directory.
+    # Tokenizer directory; null means the model directory ("none" is a directory of that name).
     tokenizer_path: str | None = None
     # Parameter dtype of the trained policy: "float32", "bfloat16" or "float16".
     dtype: str = "float32"
@@ -43,7 +43,9 @@ class ModelConfig:
         one_of("model.dtype", self.dtype, ("float32", "bfloat16", "float16"))
         check(self.attn_implementation in ATTENTION_KERNELS or any(c in (self.attn_implementation or "") for c in "/|"),
               f"model.attn_implementation={self.attn_implementation!r} is not one of {ATTENTION_KERNELS} "
-              "(or a Hugging Face kernels repository, org/name, or a paged|kernel form)")
+              "(or a Hugging Face kernels repository, org/name, or a paged|kernel form)"
+              + ("; null (not the text None) keeps transformers' default" if self.attn_implementation in ("None", "none")
+                 else ""))
         check(bool(self.path), "model.path must name a model directory or 'builtin'")
         check(bool(self.cache_dir.strip()), "model.cache_dir is empty: name a directory (default ~/.cache/dapo-rl)")
         if self.tokenizer_path is not None:  # (transformers takes an unexpanded ~/tok for a hub repo id)

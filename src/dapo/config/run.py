@@ -97,6 +97,8 @@ class ResourcesConfig:
     def __post_init__(self) -> None:
         check(self.nnodes >= 1 and self.devices_per_node >= 1, "resources.nnodes and devices_per_node must be >= 1")
         check(self.cpus_per_rank > 0, "resources.cpus_per_rank must be > 0")
+        check(self.ray_address not in ("None", "none"),  # (the text: see dapo.config.coerce)
+              f"resources.ray_address={self.ray_address!r} is no Ray address: null (not the text None) starts a local Ray")
 
     @property
     def world_size(self) -> int:

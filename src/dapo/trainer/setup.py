@@ -19,6 +19,7 @@ from transformers import (
 
 from dapo.config import DAPOConfig, ModelConfig
 from dapo.data import LoadedProblems, PromptEncoder, load_problems
+from dapo.preflight import model_context
 from dapo.rollout import RolloutEngine, create_engine
 from dapo.rollout.base import SamplingParams
 from dapo.rollout.stopping import model_stop_token_ids
@@ -148,13 +149,14 @@ def make_sampling_params(
 
 def vllm_options(cfg: DAPOConfig, model: PreTrainedModel) -> dict:
     """Keyword arguments of a vLLM engine for this run (nothing for the in-process engines):
-    the run's seed, a context as long as a prompt plus a response (within the model's), and on
-    the policy ranks of a multi-rank run, one engine shard per rank (``spmd``)."""
+    the run's seed, a context as long as a prompt plus a response (within the model's, RoPE
+    scaling's extension included, as preflight reads it), and on the policy ranks of a multi-rank
+    run, one engine shard per rank (``spmd``)."""
     if cfg.rollout.engine != "vllm":
         return {}
     longest = cfg.data.max_prompt_length + cfg.rollout.max_response_length
-    model_limit = getattr(model.config, "max_position_embeddings", None)
-    return {"seed": cfg.trainer.seed, "max_model_len": min(longest, model_limit) if model_limit else longest,
+    context = model_context(model.config.to_dict())
+    return {"seed": cfg.trainer.seed, "max_model_len": min(longest, context[0]) if context else longest,
             "spmd": cfg.resources.world_size > 1}
 
 

@@ -227,7 +227,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     ablate = sub.add_parser("ablate", help="the paper's ablation (naive GRPO -> full DAPO) on a built-in task")
     ablate.add_argument("--seeds", type=_positive_int, default=3)
-    ablate.add_argument("--steps", type=_positive_int, default=30, help="training steps per run (equal compute)")
+    ablate.add_argument("--steps", type=_positive_int, default=30, help="each run's generation budget, in plain steps: steps x prompts_per_step generated groups "
+                        "(equal compute; a dynamic-sampling run makes fewer training steps of it)")
     ablate.add_argument("--task", default=DEFAULT_TASK, choices=sorted(ABLATION_TASKS),
                         help="built-in task and base model (see dapo.cli.ablate.ABLATION_TASKS)")
     ablate.add_argument("--output-dir", default="runs/ablation")

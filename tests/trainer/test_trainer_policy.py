@@ -344,12 +344,12 @@ def test_a_rank_skipping_for_another_ranks_non_finite_loss_does_not_blame_its_ow
     assert all(torch.equal(t, before[name]) for name, t in model.state_dict().items())
 
 
-def test_the_entropy_and_mismatch_sums_ignore_whatever_padding_holds(tiny_model_dir):
+def test_the_entropy_and_mismatch_sums_ignore_whatever_padding_holds():
     """A model that masks its pad token gives it a -inf log-prob at padding positions: masking by
     a product (-inf * 0) made the step's entropy and rollout/trainer mismatch NaN."""
+    from dapo.trainer.response_logits import add_diagnostics
     from dapo.trainer.update_stats import LogprobPass
 
-    policy = worker(AutoModelForCausalLM.from_pretrained(tiny_model_dir), 4096)
     logits = torch.zeros(2, 3, 5)
     logits[1, 2] = float("nan")  # past row 1's length
     logprobs = torch.tensor([[-1.0, -2.0, -0.5], [-1.0, float("-inf"), float("-inf")]])
@@ -357,9 +357,35 @@ def test_the_entropy_and_mismatch_sums_ignore_whatever_padding_holds(tiny_model_
                "sampled_this_step": torch.tensor([True, True]),
                "rollout_logprobs": torch.tensor([[-1.0, -2.0, -1.0], [-1.5, 0.0, 0.0]])}
     sums = LogprobPass()
-    policy._diagnose(logits, logprobs, tensors, sums)
+    add_diagnostics(logits, logprobs, tensors, sums, temperature=1.0)
     log5 = torch.log(torch.tensor(5.0)).item()  # uniform logits: entropy log 5 at each of the 4 tokens
     assert sums.tokens == 4 and sums.entropy_sum == pytest.approx(4 * log5)
     assert sums.mismatch_tokens == 4 and sums.mismatch_abs_sum == pytest.approx(0.5 + 0.5)
     k3 = torch.expm1(torch.tensor(0.5)).item() - 0.5  # exp(d) - 1 - d of each token's d = 0.5
     assert sums.mismatch_kl_sum == pytest.approx(2 * k3)
+
+
+@pytest.mark.parametrize("layout", ["padded", "packed", "shared_prompt"])
+def test_log_probs_are_each_responses_own_columns_of_the_pass_exactly(tiny_model_dir, layout):
+    """compute_logprobs now cuts the rows from one flat float32 tensor (what a Ray rank sends the
+    driver): the values must be those the padded (B, R) pass gives, bit for bit, in sample order,
+    as Python floats, across micro-batches of unequal widths."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    trainer = TrainerConfig(prompts_per_step=3, mini_batch_prompts=3, micro_batch_tokens=24,
+                            packing=layout == "packed", shared_prompt=layout == "shared_prompt")
+    w = PolicyWorker(model, AlgorithmConfig(), trainer, pad_token_id=0, temperature=0.7, total_steps=10, norm_const=16.0)
+    samples = make_samples(torch.Generator().manual_seed(3))
+    got = w.compute_logprobs(samples).logprobs
+    assert w.cfg.layout == layout
+    expected = []
+    with torch.no_grad():
+        model.eval()
+        for micro in w._micro_batches(samples):  # the rows as computed before: each row's first len(response)
+            tensors = w._collate(micro)
+            rows = w._logprobs(w._response_logits(model, tensors), tensors).float().cpu().tolist()
+            expected += [row[: len(s.response_ids)] for row, s in zip(rows, micro)]
+    assert got == expected and all(type(x) is float for row in got for x in row)
+    assert [len(row) for row in got] == [len(s.response_ids) for s in samples]
+    _, flat = w.flat_logprobs(samples)
+    assert flat.dtype == torch.float32 and flat.tolist() == [x for row in got for x in row]
+    assert w.compute_logprobs([]).logprobs == []

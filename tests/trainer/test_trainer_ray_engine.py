@@ -27,6 +27,7 @@ class FakeRank:
 
 def fake_group(world: int, engine_tp: int = 1):
     return SimpleNamespace(world_size=world, engine_tp=engine_tp, ranks=[FakeRank(r) for r in range(world)],
+                           _submit=lambda calls: [method.remote(*args) for method, args in calls],
                            _get=lambda refs, collective=True: list(refs))
 
 

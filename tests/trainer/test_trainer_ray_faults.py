@@ -93,18 +93,24 @@ def test_a_final_evaluation_that_fails_on_one_rank_does_not_hang_the_run(tiny_mo
         trainer.close()
 
 
-def test_an_engine_that_fails_mid_sync_leaves_no_rank_in_the_weights_gather(tiny_model_dir, reward_file, tmp_path):
+@pytest.mark.parametrize("through", ["iterator", "generator"])
+def test_an_engine_that_fails_mid_sync_leaves_no_rank_in_the_weights_gather(tiny_model_dir, reward_file, tmp_path,
+                                                                            through):
     """One rank's engine fails while loading the gathered weights: the other ranks, mid-way
     through the all-gathers, must not wait in the next one for good (its peer finishes the
-    gathers it left), so the error is raised and the ranks still take calls."""
+    gathers it left), so the error is raised and the ranks still take calls. ``generator``: the
+    engine reads them through a generator of its own by ``yield from`` (vLLM's, through
+    checkpoint_format), which, closed on the error, closed the gathers before they were drained."""
     from tests.trainer.test_trainer_policy import make_samples
 
     trainer = Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *TWO_RANKS))
     try:
         def fail_mid_sync(self) -> None:
-            def sync_weights(weights):
-                next(iter(weights))  # the first tensor gathered, the rest not
-                raise RuntimeError("engine failed loading weights")
+            def sync_weights(gathered):
+                def renamed():
+                    yield from gathered
+                for _ in renamed() if through == "generator" else gathered:  # the first tensor gathered
+                    raise RuntimeError("engine failed loading weights")
             self.engine.sync_weights = sync_weights
 
         on_rank(trainer, 1, fail_mid_sync)
@@ -146,5 +152,30 @@ def test_uneven_shares_and_a_skipped_update_keep_the_ranks_in_step(tiny_model_di
         assert not call_in_thread(lambda: policy.update(samples), timeout_s=120).skipped
         result = call_in_thread(lambda: trainer.engine.generate([[5, 6, 7]], SamplingParams(n=2, max_new_tokens=4)), 120)
         assert [c.prompt_index for c in result.completions] == [0, 0]
+    finally:
+        trainer.close()
+
+
+def test_an_export_that_fails_on_rank_0_leaves_no_rank_in_a_gather(tiny_model_dir, reward_file, tmp_path):
+    """Rank 0 fails writing the Hugging Face export (a full disk) after its first tensor: the other
+    rank, mid-way through the export's all-gathers, must not wait in the next one for good (rank 0
+    finishes the gathers it left), so the error is raised at once, not after the grace, and the
+    ranks still take calls (before, the group was left broken)."""
+    trainer = Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *TWO_RANKS))
+    try:
+        def fail_mid_export(self) -> None:
+            from dapo.trainer import checkpoint
+
+            def add(writer, name, tensor):
+                raise OSError("No space left on device")
+            checkpoint._SafetensorsWriter.add = add
+
+        on_rank(trainer, 0, fail_mid_export)
+        started = time.monotonic()
+        outcome = call_in_thread(lambda: trainer.policy.save_checkpoint(tmp_path / "ckpt", hf_export=True), 120)
+        assert isinstance(outcome, OSError) and "No space left" in str(outcome), outcome
+        assert time.monotonic() - started < 60
+        assert trainer.policy.broken is None  # every rank finished the call
+        trainer.policy.sync_engines()  # the ranks' collectives still pair up
     finally:
         trainer.close()

@@ -22,6 +22,8 @@ never a half-written one; the next run removes the temporary directory.
 
 from __future__ import annotations
 
+import collections
+import itertools
 import json
 import os
 import random
@@ -30,6 +32,7 @@ import shutil
 import tempfile
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -267,17 +270,29 @@ def export_hf_from_shards(directory: str | Path, model: torch.nn.Module, tokeniz
     ``model.safetensors.index.json``; a tied output layer once; a MoE's experts one by one, as
     :func:`checkpoint_format` names them). Streamed: the ranks all-gather one full tensor at a time
     and rank 0 holds at most one file's worth in CPU memory, not the model (131 GB at 32B float32).
-    Collective: every rank must call it."""
-    writer = None
-    if rank == 0:  # everything but the weights first: save_pretrained removes weight files it did not write
+    Collective: every rank must call it. Rank 0 failing (a full disk, a tokenizer that will not
+    save) still takes part in every all-gather left, so that no other rank waits in one for good
+    and the ranks still take calls (as the weight sync does, ``PolicyRank.sync_engine``)."""
+    weights = gathered_weights(model, skip=tied_duplicates(model))
+    try:
+        if rank != 0:
+            return  # gathered in the finally
+        # everything but the weights first: save_pretrained removes weight files it did not write
         save_hf_model(directory, model, tokenizer, state_dict={})
         writer = _SafetensorsWriter(Path(directory), max_file_bytes)
-    weights = gathered_weights(model, skip=tied_duplicates(model))
-    for name, tensor in checkpoint_format(model, weights) if writer is not None else weights:
-        if writer is not None:
+        for name, tensor in checkpoint_format(model, unclosed(weights)):
             writer.add(name, tensor.detach().cpu())  # a gathered copy already, or written before training moves it
-    if writer is not None:
         writer.close()
+    finally:  # (a gather that failed closed the generator: nothing left)
+        collections.deque(weights, maxlen=0)
+
+
+def unclosed(items: Iterator[tuple[str, torch.Tensor]]) -> Iterator[tuple[str, torch.Tensor]]:
+    """``items`` behind an iterator without ``close``: a generator that consumes it by ``yield
+    from`` (:func:`dapo.rollout.base.checkpoint_format`), stopped by an error and closed, would
+    close ``items`` too, and a collective ``items`` (the ranks' all-gathers) could no longer be
+    drained to its end, leaving the other ranks waiting in the next gather."""
+    return itertools.chain(items)
 
 
 class _SafetensorsWriter:

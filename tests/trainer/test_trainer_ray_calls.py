@@ -1,0 +1,155 @@
+"""How the driver submits a call to the policy ranks and finds which died: all ranks or none get a
+call (a signal while submitting waits; an error part-way marks the group broken), inputs that no
+rank could take are refused before any rank is called, and the ranks that no longer answer are
+asked together, under one deadline. The ranks are stand-ins, Ray actors only where Ray's waiting is
+what is tested."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from dapo.trainer import ray_faults
+from dapo.trainer.ray_policy import RayPolicyGroup
+from tests.trainer.test_trainer_policy import make_samples
+
+
+class RayTaskError(Exception):
+    pass
+
+
+class RayActorError(Exception):
+    pass
+
+
+FAKE_RAY = SimpleNamespace(get=lambda refs: list(refs),
+                           exceptions=SimpleNamespace(RayTaskError=RayTaskError, RayActorError=RayActorError))
+
+
+class Method:
+    def __init__(self, rank: FakeRank, name: str) -> None:
+        self.rank, self.name = rank, name
+
+    def remote(self, *args):
+        self.rank.calls.append(self.name)
+        if self.rank.on_call is not None:
+            self.rank.on_call()
+        return 0.5  # a learning rate, as end_step returns
+
+
+class FakeRank:
+    """A rank handle that records the calls submitted to it (``on_call`` runs as one is)."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.on_call = None
+
+    def __getattr__(self, name: str) -> Method:
+        return Method(self, name)
+
+
+def fake_group(world_size: int) -> RayPolicyGroup:
+    group = object.__new__(RayPolicyGroup)
+    group._ray, group.ranks, group.world_size = FAKE_RAY, [FakeRank() for _ in range(world_size)], world_size
+    return group
+
+
+def test_an_interrupt_while_submitting_is_raised_once_every_rank_has_the_call():
+    """Before, a Ctrl-C between two ranks' submissions left rank 0 alone in the call's collectives."""
+    import threading
+
+    assert threading.current_thread() is threading.main_thread()
+    group = fake_group(3)
+    group.ranks[0].on_call = lambda: os.kill(os.getpid(), signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt):
+        group.end_step()
+    assert [rank.calls for rank in group.ranks] == [["end_step"]] * 3
+    assert group.broken is None  # the ranks are in step
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is back
+
+
+def test_a_second_interrupt_while_submitting_is_raised_at_once_and_marks_the_group_broken():
+    """(a submission that hangs must still be interruptible): the ranks are then out of step."""
+    group = fake_group(3)
+    group.ranks[0].on_call = group.ranks[1].on_call = lambda: os.kill(os.getpid(), signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt):
+        group.end_step()
+    assert [rank.calls for rank in group.ranks] == [["end_step"], ["end_step"], []]
+    assert group.broken and "KeyboardInterrupt while submitting" in group.broken
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_an_error_part_way_through_submitting_marks_the_group_broken():
+    """(rank 1's arguments would not serialise): rank 0 may wait in a collective for the others,
+    so a further call raises at once instead of queueing behind it."""
+    group = fake_group(2)
+
+    def unpicklable() -> None:
+        raise TypeError("cannot pickle this rank's arguments")
+
+    group.ranks[1].on_call = unpicklable
+    with pytest.raises(TypeError, match="cannot pickle"):
+        group.end_step()
+    assert group.broken and "only 1 of the 2 rank(s)" in group.broken
+    with pytest.raises(RuntimeError, match="no further call"):
+        group.end_step()
+    assert [rank.calls for rank in group.ranks] == [["end_step"], ["end_step"]]  # nothing more submitted
+
+
+@pytest.mark.parametrize("bad", ["no old log-probs", "normaliser of another batch"])
+def test_update_inputs_no_rank_could_take_are_refused_before_any_rank_is_called(bad):
+    """Before, the ranks checked them: one rank raised while the others went on into the update's
+    collectives, and the run stopped only after the grace (RANK_DEATH_GRACE_S)."""
+    import torch
+
+    group = fake_group(2)
+    samples = make_samples(torch.Generator().manual_seed(0))
+    if bad == "no old log-probs":
+        with pytest.raises(ValueError, match="off-policy update needs every sample's old_logprobs"):
+            group.update(samples)
+    else:
+        for sample in samples:
+            sample.old_logprobs = [0.0] * len(sample.response_ids)
+        with pytest.raises(ValueError, match="global counts .* are below this rank's share"):
+            group.update(samples, num_tokens=3.0, num_seqs=1.0)
+    assert [rank.calls for rank in group.ranks] == [[], []]
+
+
+def test_the_ranks_that_do_not_answer_are_asked_together_under_one_deadline(monkeypatch):
+    """Before, each rank was asked in turn with 30 s of its own: every blocked rank (a peer left in
+    a collective) added 30 s before the run stopped; now all of them together take one deadline."""
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class Rank:
+        def ready(self) -> bool:
+            return True
+
+        def block(self) -> None:  # as a rank blocked in a collective
+            time.sleep(300)
+
+    monkeypatch.setattr(ray_faults, "RANK_PROBE_TIMEOUT_S", 3.0)
+    ray.init(num_cpus=2, include_dashboard=False)
+    try:
+        group = object.__new__(RayPolicyGroup)
+        group._ray, group.ranks = ray, [Rank.remote() for _ in range(4)]
+        ray.get([rank.ready.remote() for rank in group.ranks])
+        group.ranks[1].block.remote()
+        group.ranks[3].block.remote()
+        ray.kill(group.ranks[2])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # ray.kill is asynchronous: until rank 2 is dead
+            try:
+                ray.get(group.ranks[2].ready.remote(), timeout=60)
+            except ray.exceptions.RayActorError:
+                break
+            time.sleep(0.1)
+        started = time.monotonic()
+        assert group._dead_ranks(RuntimeError("a collective failed")) == "policy rank 1, 2, 3 (Ray actor PolicyRank)"
+        assert time.monotonic() - started < 3.0 + 4.0  # one deadline, not one per blocked rank
+    finally:
+        ray.shutdown()

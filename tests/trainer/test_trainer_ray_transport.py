@@ -1,0 +1,91 @@
+"""Log-probs from the policy ranks to the driver: one float32 array per rank's reply, not a list of
+Python floats per token (which Ray pickled float by float: seconds a step at 512 x 10k tokens),
+and the same values as lists at the driver."""
+
+from __future__ import annotations
+
+import pickle
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from dapo.trainer.ray_transport import LogprobRows
+from dapo.trainer.update_stats import LogprobPass
+from tests.trainer.conftest import tiny_config
+
+TWO_RANKS = ["resources.devices_per_node=2", "trainer.num_threads=1"]
+
+
+def pickle_round_trip_s(reply: object) -> tuple[float, float, int]:
+    """(seconds to pickle, seconds to unpickle, bytes) of ``reply``, as Ray's pickle5 sends it."""
+    started = time.perf_counter()
+    blob = pickle.dumps(reply, protocol=5)
+    pickled = time.perf_counter()
+    pickle.loads(blob)
+    return pickled - started, time.perf_counter() - pickled, len(blob)
+
+
+def test_rows_come_back_as_the_float32_values_exactly_in_one_buffer():
+    lengths = [3, 0, 5, 1]
+    flat = torch.randn(sum(lengths)) * 10
+    flat[2] = float("-inf")  # a masked pad token's log-prob
+    rows = LogprobRows.of(flat, lengths)
+    assert rows.values.dtype == np.float32 and rows.values.shape == (9,)
+    back = pickle.loads(pickle.dumps(rows, protocol=5)).rows()
+    expected = flat.tolist()
+    assert back == [expected[0:3], [], expected[3:8], expected[8:9]]
+    assert all(type(x) is float for row in back for x in row)  # what a Sample holds
+    with pytest.raises(ValueError, match="9 log-probs for rows of 10 tokens"):
+        LogprobRows.of(flat, [*lengths, 1])
+    # 4 bytes a token, not a pickled float (9 bytes) and a list slot per token
+    big = LogprobRows.of(torch.zeros(100_000), [1000] * 100)
+    assert len(pickle.dumps(big, protocol=5)) < 4 * 100_000 + 2_000
+
+
+@pytest.mark.slow  # ~10 s: 5M floats as lists
+def test_a_reply_of_512_responses_of_10k_tokens_pickles_in_a_fraction_of_the_time():
+    """The micro-benchmark: a rank's reply at the DAPO reference scale (512 x 10k tokens), as
+    lists of floats (before) and as one array (now, with the driver's conversion to lists)."""
+    rows, width = 512, 10_000
+    flat = torch.randn(rows * width) - 2
+    before = pickle_round_trip_s(LogprobPass(logprobs=flat.view(rows, width).tolist()))
+    reply = (LogprobPass(), LogprobRows.of(flat, [width] * rows))
+    after = pickle_round_trip_s(reply)
+    started = time.perf_counter()
+    as_lists = reply[1].rows()
+    to_lists = time.perf_counter() - started
+    print(f"\n{rows} x {width} log-probs: lists of floats: pickle {before[0]:.3f} s, unpickle {before[1]:.3f} s, "
+          f"{before[2] / 1e6:.1f} MB; float32 array: pickle {after[0]:.4f} s, unpickle {after[1]:.4f} s, "
+          f"{after[2] / 1e6:.1f} MB, then rows() at the driver {to_lists:.3f} s")
+    assert len(as_lists) == rows and len(as_lists[0]) == width
+    # the transport; the driver's one conversion (a Python float per token, as a Sample holds
+    # them) is what remains, and is printed above
+    assert after[0] + after[1] < (before[0] + before[1]) / 5
+
+
+def test_a_ranks_log_probs_reach_the_driver_as_an_array_and_land_in_the_samples_as_lists(tiny_model_dir, reward_file,
+                                                                                         tmp_path):
+    import ray
+
+    from dapo.trainer import Trainer
+    from tests.trainer.test_trainer_policy import make_samples
+
+    trainer = Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *TWO_RANKS))
+    try:
+        samples = make_samples(torch.Generator().manual_seed(0))
+        # (a collective: every rank must get the call; here each the whole batch)
+        replies = ray.get([rank.compute_logprobs.remote(samples) for rank in trainer.policy.ranks], timeout=120)
+        sums, rows = replies[0]
+        assert isinstance(rows, LogprobRows) and rows.values.dtype == np.float32 and sums.logprobs == []
+        assert rows.lengths.tolist() == [len(s.response_ids) for s in samples]
+        result = trainer.policy.compute_logprobs(samples)
+        assert [len(lp) for lp in result.logprobs] == [len(s.response_ids) for s in samples]
+        assert all(type(x) is float for row in result.logprobs for x in row)
+        assert np.array_equal(replies[1][1].values, rows.values)
+        # the same weights on both ranks (each its share): rank 0's pass over them all agrees
+        assert np.abs(np.concatenate([np.float32(lp) for lp in result.logprobs]) - rows.values).max() < 1e-5
+        assert result.tokens == pytest.approx(sums.tokens)
+    finally:
+        trainer.close()

@@ -24,6 +24,10 @@ from dapo.rollout.native import NativeEngine
 
 PROMPT_LENGTHS = (3, 9, 12)  # left-padded to 12
 NEW_TOKENS = 10  # a call of 12 + 10 positions
+# the longest sequence the forward computes: the last sampled token is never fed back
+LONGEST = max(PROMPT_LENGTHS) + NEW_TOKENS - 1
+LONGROPE = {"rope_type": "longrope", "rope_theta": 10000.0, "factor": 2.0, "short_factor": [1.0, 1.5, 2.0, 1.0],
+            "long_factor": [3.0, 2.0, 4.0, 8.0]}
 
 
 def build(config: PreTrainedConfig) -> torch.nn.Module:
@@ -71,22 +75,37 @@ FAST = {
     **ACCEPTED,
     # with every KV head its own and a large eps
     "llama_proportional_partial_rotary": lambda: proportional_partial_rotary(num_key_value_heads=4, rms_norm_eps=0.3),
-    # a window as long as the call: no key ever leaves it
-    "mistral_window_as_long_as_the_call": lambda: transformers.MistralConfig(
-        **TINY, sliding_window=max(PROMPT_LENGTHS) + NEW_TOKENS),
+    # prompt + max_new_tokens exactly max_position_embeddings (as Hugging Face, no limit there)
+    "llama_call_as_long_as_max_position_embeddings": lambda: transformers.LlamaConfig(
+        **TINY | {"max_position_embeddings": max(PROMPT_LENGTHS) + NEW_TOKENS}),
+    # Mistral's default window (4096), longer than any call
+    "mistral_default_window": lambda: transformers.MistralConfig(**TINY),
+    # a window as long as the longest sequence computed: no key ever leaves it
+    "mistral_window_as_long_as_the_longest_sequence": lambda: transformers.MistralConfig(
+        **TINY, sliding_window=LONGEST),
+    # frequencies that follow the longest position, which no sequence passes (the short ones
+    # throughout), its last sampled token included: the trainer's forward rotates it with the rest
+    "llama_longrope_up_to_its_threshold": lambda: transformers.LlamaConfig(
+        **TINY, rope_parameters=LONGROPE | {"original_max_position_embeddings": LONGEST + 1}),
+    "llama_dynamic_up_to_its_threshold": lambda: transformers.LlamaConfig(
+        **TINY | {"max_position_embeddings": LONGEST + 1}, rope_parameters={"rope_type": "dynamic",
+                                                                       "rope_theta": 10000.0, "factor": 4.0}),
 }
 
 
 @pytest.mark.parametrize("name", sorted(FAST))
 def test_the_fast_decoder_generates_as_hugging_face(name: str) -> None:
     model = build(FAST[name]())
-    assert unsupported_reason(model, max(PROMPT_LENGTHS) + NEW_TOKENS) is None
+    assert unsupported_reason(model, LONGEST) is None
     check_engine(model, "llama")
 
 
 GENERIC = {
     "mistral_window_shorter_than_the_call": (
         lambda: transformers.MistralConfig(**TINY, sliding_window=3), "exceeds Mistral's sliding window 3"),
+    "mistral_window_one_short_of_the_longest_sequence": (
+        lambda: transformers.MistralConfig(**TINY, sliding_window=LONGEST - 1),
+        f"sequence length {LONGEST} exceeds Mistral's sliding window {LONGEST - 1}"),
     "qwen2_sliding_layer": (
         lambda: transformers.Qwen2Config(**TINY, use_sliding_window=True, sliding_window=3, max_window_layers=1),
         "sliding-window attention layers"),
@@ -106,7 +125,7 @@ GENERIC = {
 def test_what_the_fast_decoder_refuses_decodes_as_hugging_face(name: str) -> None:
     make_config, reason = GENERIC[name]
     model = build(make_config())
-    assert reason in (unsupported_reason(model, max(PROMPT_LENGTHS) + NEW_TOKENS) or "")
+    assert reason in (unsupported_reason(model, LONGEST) or "")
     check_engine(model, "hf")
 
 
@@ -118,3 +137,51 @@ def test_a_submodule_the_decoder_does_not_read_sends_the_model_to_the_generic_pa
     engine = NativeEngine(model, pad_token_id=0)
     engine.generate([[3, 4, 5]], SamplingParams(max_new_tokens=2))
     assert engine.last_path == "hf"
+
+
+@pytest.mark.parametrize("rope", [
+    LONGROPE | {"original_max_position_embeddings": LONGEST},
+    {"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 4.0},
+])
+def test_a_rope_whose_frequencies_change_within_the_generation_is_refused(rope: dict) -> None:
+    """A sequence one token past the threshold (its last sampled token included) rotates by other
+    frequencies in the trainer's forward, and Hugging Face's generate recomputes them for new
+    tokens while the cache keeps its keys' rotation: one table follows neither."""
+    config = transformers.LlamaConfig(**TINY | {"max_position_embeddings": LONGEST}, rope_parameters=rope)
+    model = build(config)
+    assert f"up to {LONGEST + 1} tokens (prompt and response) pass {LONGEST}, where rope type" in (
+        unsupported_reason(model, LONGEST))
+    engine = NativeEngine(model, pad_token_id=0)
+    engine.generate(prompts(), SamplingParams(max_new_tokens=NEW_TOKENS))
+    assert engine.last_path == "hf"
+
+
+@pytest.mark.parametrize(("where", "pre"), [("", True), ("model.layers.1.mlp.down_proj", False),
+                                            ("model.layers.0.self_attn", True), ("model.rotary_emb", False)])
+def test_a_hook_on_a_module_the_decoder_replaces_sends_the_model_to_the_generic_path(where: str, pre: bool) -> None:
+    """The decoder reads the weights and calls none of the modules: their hooks would never run."""
+    model = build(transformers.LlamaConfig(**TINY))
+    calls = []
+    module = model.get_submodule(where)
+    if pre:
+        module.register_forward_pre_hook(lambda *args: calls.append(where))
+    else:
+        module.register_forward_hook(lambda *args: calls.append(where))
+    assert f"forward hooks (or a replaced forward) on {where or 'the model'}," in unsupported_reason(model, 16)
+    engine = NativeEngine(model, pad_token_id=0)
+    engine.generate([[3, 4, 5]], SamplingParams(max_new_tokens=2))
+    assert engine.last_path == "hf" and calls
+
+
+def test_a_global_forward_hook_sends_the_model_to_the_generic_path() -> None:
+    model = build(transformers.LlamaConfig(**TINY))
+    calls = []
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda *args: calls.append(1))
+    try:
+        assert "global forward hooks" in unsupported_reason(model, 16)
+        engine = NativeEngine(model, pad_token_id=0)
+        engine.generate([[3, 4, 5]], SamplingParams(max_new_tokens=2))
+    finally:
+        handle.remove()
+    assert engine.last_path == "hf" and calls
+    assert unsupported_reason(model, 16) is None

@@ -40,19 +40,22 @@ def test_logprobs_match_teacher_forced_forward(model_name: str, temperature: flo
     assert engine.last_path == ("llama" if fast_forward else "hf")
 
 
-def test_a_rope_that_follows_the_longest_position_takes_the_generic_path() -> None:
-    """Dynamic NTK RoPE picks its frequencies from each forward call's longest position, which a
-    table built once for all positions cannot follow: refused, named, and served by Hugging Face's
-    forward; also when the config no longer says so (the rotary module does)."""
+def test_a_rope_that_follows_the_longest_position_takes_the_generic_path_past_its_threshold() -> None:
+    """Dynamic NTK RoPE recomputes its frequencies once a call passes max_position_embeddings,
+    which a table built once for all positions cannot follow: accepted up to it, refused past it,
+    named, and served by Hugging Face's forward; also when the config no longer says so (the
+    rotary module does)."""
     model = Qwen2ForCausalLM(Qwen2Config(
         vocab_size=VOCAB_SIZE, hidden_size=32, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2,
-        intermediate_size=64, rope_parameters={"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}))
-    assert "'dynamic'" in llama_decoder.unsupported_reason(model, 64)
+        intermediate_size=64, max_position_embeddings=16,
+        rope_parameters={"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}))
+    assert llama_decoder.unsupported_reason(model, 15) is None  # 15 tokens computed, 16 with the last sampled
+    assert "'dynamic'" in llama_decoder.unsupported_reason(model, 16)
     engine = NativeEngine(model.eval(), PAD_ID)
-    engine.generate(PROMPTS, SamplingParams(max_new_tokens=2, seed=0))
+    engine.generate(PROMPTS, SamplingParams(max_new_tokens=16, seed=0))
     assert engine.last_path == "hf"
     model.config.rope_parameters = {"rope_type": "default", "rope_theta": 10000.0}
-    assert "'dynamic'" in llama_decoder.unsupported_reason(model, 64)
+    assert "'dynamic'" in llama_decoder.unsupported_reason(model, 16)
 
 
 def test_the_rope_table_of_a_low_precision_model_decoded_in_float32_is_float32s(qwen2_yarn) -> None:

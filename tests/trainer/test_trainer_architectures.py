@@ -26,6 +26,8 @@ from dapo.trainer.packed_attention import (
     packed_sdpa_forward,
     use_packed_attention,
 )
+from dapo.trainer.response_logits import response_logits
+from dapo.trainer.rope_groups import rope_per_row
 from tests.architecture_configs import (
     ACCEPTED,
     SLIDING_THEN_FULL,
@@ -103,6 +105,12 @@ def rms_norm_in_float64(self, hidden: torch.Tensor) -> torch.Tensor:
 NATIVE = {
     **ACCEPTED,
     "mistral_without_window": lambda: transformers.MistralConfig(**TINY, sliding_window=None, head_dim=12),
+    # Mistral's default window, longer than any sequence: causal attention, no window mask built
+    "mistral_default_window": lambda: transformers.MistralConfig(**TINY, head_dim=12),
+    # as long as the longest sequence (12 + 11 tokens): no key leaves it
+    "mistral_window_as_long_as_the_longest_sequence": lambda: transformers.MistralConfig(**TINY, sliding_window=23),
+    # shorter than most sequences: keys leave it, in the prompt pass and in the continuations'
+    "mistral_window_shorter_than_the_sequences": lambda: transformers.MistralConfig(**TINY, sliding_window=3),
 }
 
 
@@ -116,7 +124,6 @@ def test_native_forward_equals_each_sequences_own_forward(name, monkeypatch):
 
 
 REFUSED = {
-    "mistral_window": (lambda: transformers.MistralConfig(**TINY, sliding_window=3), "Mistral's sliding window"),
     "qwen2_sliding_layer": (lambda: transformers.Qwen2Config(**TINY, use_sliding_window=True, sliding_window=3,
                                                              max_window_layers=1), "sliding-window attention"),
     "llama_longrope": (lambda: transformers.LlamaConfig(**TINY, rope_parameters={
@@ -151,7 +158,16 @@ def test_a_submodule_neither_fast_path_reads_is_refused_by_both():
     assert unsupported_reason(model, 16) == reason
 
 
+LONGROPE = {"rope_type": "longrope", "rope_theta": 10000.0, "factor": 2.0, "short_factor": [1.0, 1.5, 2.0, 1.0],
+            "long_factor": [3.0, 2.0, 4.0, 8.0], "original_max_position_embeddings": 12}
+
 PACKED = {
+    # frequencies that follow the longest sequence of a call: sequences of 4 to 23 tokens, on both
+    # sides of the threshold (12 tokens: the short factors; 16: dynamic's own frequencies)
+    "llama_longrope_across_its_threshold": lambda: transformers.LlamaConfig(**TINY, rope_parameters=LONGROPE),
+    "llama_dynamic_across_its_threshold": lambda: transformers.LlamaConfig(
+        **TINY | {"max_position_embeddings": 16}, rope_parameters={"rope_type": "dynamic", "rope_theta": 10000.0,
+                                                                   "factor": 4.0}),
     # the window reaches the attention as a keyword argument
     "mistral_window": lambda: transformers.MistralConfig(**TINY, sliding_window=3),
     # the window reaches the mask only (the attention gets no sliding_window argument)
@@ -211,3 +227,57 @@ def test_a_sequences_mask_is_the_corner_of_the_longest_ones(marked):
     torch.testing.assert_close(ours, by_window, rtol=0, atol=0)
     causal = packed_sdpa_forward(module, query, key, value, None, scaling=0.125, cu_seq_lens_q=bounds)[0]
     assert not torch.allclose(ours, causal)
+
+
+@pytest.mark.parametrize(("threshold", "rotations"), [(23, 1), (3, 1), (12, 2)])
+def test_a_packed_rows_sequences_rotate_as_alone_in_one_call(threshold, rotations):
+    """Sequences all on one side of a longrope threshold (at most 23 tokens: 23 is the longest's
+    length, still short; past 3: every one long) share one rotation; mixed ones get one per side,
+    in one model call still (FSDP2's collectives need the same calls on every rank)."""
+    model = build(transformers.LlamaConfig(**TINY, rope_parameters=LONGROPE | {
+        "original_max_position_embeddings": threshold}), torch.float32)
+    use_packed_attention(model)
+    calls = {"model": 0, "rotary": 0}
+    model.model.register_forward_pre_hook(lambda *args: calls.__setitem__("model", calls["model"] + 1))
+    forward = type(model.model.rotary_emb).forward
+    model.model.rotary_emb.forward = lambda *args, **kwargs: (
+        calls.__setitem__("rotary", calls["rotary"] + 1), forward(model.model.rotary_emb, *args, **kwargs))[1]
+    assert_same(model, lambda m, samples: packed_logits(m, collate(samples, 0, "packed"))[0], atol=1e-5)
+    # (the reference's forwards of each sequence alone: one call and one rotation each)
+    samples = len(make_samples())
+    assert calls == {"model": samples + 1, "rotary": samples + rotations}
+    assert vars(model.model.rotary_emb)["forward"]  # the instance's own forward is put back
+
+
+def test_transformers_own_inert_hooks_keep_both_fast_paths():
+    """transformers hooks every layer for good at the first call that asks for hidden states
+    (they record only inside such a call), and gradient_checkpointing_enable hooks the embedding
+    (its output made to need a gradient): neither is a user's hook that a fast path would skip."""
+    model = build(transformers.LlamaConfig(**TINY))
+    model(input_ids=torch.tensor([[3, 4, 5]]), output_hidden_states=True)
+    (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
+    assert model.model.layers[0]._forward_hooks and model.model.embed_tokens._forward_hooks
+    assert native_forward_reason(model) is None
+    assert unsupported_reason(model, 16) is None
+
+
+@pytest.mark.parametrize("name", ["llama_longrope_across_its_threshold", "llama_dynamic_across_its_threshold"])
+def test_padded_rows_rotate_as_each_sequence_alone_under_rope_per_row(name):
+    """The padded layout's call (a left-padded batch), as the policy would wrap it: each row
+    rotated by its own length's frequencies, not the longest row's."""
+    model = build(PACKED[name](), torch.float32)
+    samples = make_samples()
+    tensors = collate(samples, 0, "padded")
+    with torch.no_grad(), rope_per_row(model, tensors["attention_mask"]):
+        logits = model(input_ids=tensors["input_ids"], attention_mask=tensors["attention_mask"],
+                       position_ids=tensors["position_ids"]).logits
+    with torch.no_grad():
+        for row, s in enumerate(samples):
+            alone = model(input_ids=torch.tensor([s.prompt_ids + s.response_ids])).logits[0]
+            length = len(s.prompt_ids) + len(s.response_ids)
+            start = int(tensors["attention_mask"][row].nonzero().min())  # (the prompt's left padding)
+            torch.testing.assert_close(logits[row, start:start + length], alone, rtol=0, atol=1e-5)
+        # the policy's padded-layout forward is wrapped so (before, off by 1.4 for longrope)
+        responses = tensors["responses"].shape[1]
+        torch.testing.assert_close(response_logits(model, tensors, native=False),
+                                   logits[:, -responses - 1:-1], rtol=0, atol=1e-6)

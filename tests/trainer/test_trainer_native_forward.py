@@ -193,3 +193,19 @@ def test_the_worker_runs_native_only_where_it_computes_the_model():
         tensors = collate(make_group_samples(torch.Generator().manual_seed(0)), 0, "shared_prompt")
         with pytest.raises(ValueError, match=f"does not compute this model: {reason}"):  # never wrong logits
             native_shared_prompt_logits(model, tensors)
+
+
+def test_backward_hooks_and_global_hooks_are_refused():
+    """A full backward hook on a projection this forward reads (it runs only when the module is
+    called), and a global hook (it would run on the norms and o_proj/down_proj this forward calls,
+    not on Q/K/V or gate/up), would be skipped in part, silently."""
+    backward_hooked = qwen2()
+    backward_hooked.model.layers[1].mlp.up_proj.register_full_backward_hook(lambda *args: None)
+    assert "forward hooks (or a replaced forward" in native_forward_reason(backward_hooked)
+    model = qwen2()
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(lambda *args: None)
+    try:
+        assert "global forward hooks" in native_forward_reason(model)
+    finally:
+        handle.remove()
+    assert native_forward_reason(model) is None

@@ -30,8 +30,9 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.distributed.fsdp import FSDPModule
 
-from dapo.rollout.hf_compat import length_following_rope
+from dapo.rollout.hf_compat import rope_length_threshold
 from dapo.rollout.llama_weights import LayerWeights, LlamaWeights
 
 _SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "mistral")
@@ -57,18 +58,66 @@ def _is_plain_linear(module: object) -> bool:
 
 
 def unsupported_reason(model: nn.Module, max_length: int) -> str | None:
-    """Why ``model`` cannot use the fast path for sequences of ``max_length`` tokens, or None."""
+    """Why ``model`` cannot use the fast path for sequences of ``max_length`` tokens (the
+    longest the forward computes: a prompt and all but the last of its new tokens), or None."""
     if reason := architecture_reason(model):
         return reason
     config = model.config
     # the RoPE table comes from the model's own rotary module (scaled variants included, e.g.
-    # Llama 3's), built once for all positions: not for frequencies that follow the longest position
-    if rope_type := length_following_rope(model):
-        return f"rope type {rope_type!r} (frequencies that follow the longest position of a call)"
+    # Llama 3's), built once for all positions: for frequencies that follow the longest position
+    # (longrope, dynamic) only while no sequence passes the length where they change. Past it
+    # Hugging Face's generate recomputes them for new tokens while the cache keeps its keys'
+    # rotation, and the trainer's forward rotates a whole sequence, its last sampled token
+    # included (max_length + 1 tokens), by the frequencies of that length.
+    rope = rope_length_threshold(model)
+    if rope is not None and max_length + 1 > rope[1]:
+        return (f"sequences of up to {max_length + 1} tokens (prompt and response) pass {rope[1]}, where rope "
+                f"type {rope[0]!r} changes its frequencies")
     window = getattr(config, "sliding_window", None)
     if config.model_type == "mistral" and window is not None and max_length > window:
         return f"sequence length {max_length} exceeds Mistral's sliding window {window}"
+    hooked = next((name for name, module in model.named_modules() if skipped_hooks(module)), None)
+    if hooked is not None:  # ("" names the model itself)
+        return (f"forward hooks (or a replaced forward) on {hooked or 'the model'}, which this decoder would "
+                "skip: it reads the weights instead of calling the modules")
+    if global_hooks():
+        return "global forward hooks (torch.nn.modules.module.register_module_forward_hook), which this decoder would skip"
     return None
+
+
+def skipped_hooks(module: nn.Module) -> bool:
+    """Whether ``module`` has forward hooks, forward pre-hooks, full backward hooks or an
+    instance's own forward (accelerate's hooks replace it): a forward that reads its weights
+    instead of calling it would skip them silently. FSDP2's own hooks do not count (a functional
+    forward that supports FSDP2 calls its units)."""
+    state = module._get_fsdp_state() if isinstance(module, FSDPModule) else None
+    hooks = [*module._forward_hooks.values(), *module._forward_pre_hooks.values(),
+             *module._backward_hooks.values(), *module._backward_pre_hooks.values()]
+    foreign = [hook for hook in hooks if not _inert(hook) and (state is None or getattr(hook, "__self__", None) is not state)]
+    return bool(foreign) or "forward" in vars(module)
+
+
+# transformers' own hooks that a functional forward may skip, by (module, function name):
+# output_capturing_hook records a layer's output only inside a call that asked for hidden states
+# or attentions (installed for good by the first such call; neither fast path asks);
+# make_inputs_require_grads (gradient_checkpointing_enable) marks the embedding's output as
+# needing a gradient, for reentrant checkpointing: the training forward calls the embedding, and
+# the decoder runs under inference_mode.
+_INERT_HOOKS = {("transformers.utils.output_capturing", "output_capturing_hook"),
+                ("transformers.modeling_utils", "make_inputs_require_grads")}
+
+
+def _inert(hook: object) -> bool:
+    name = getattr(hook, "__qualname__", "").rsplit(".", 1)[-1]
+    return (getattr(hook, "__module__", None), name) in _INERT_HOOKS
+
+
+def global_hooks() -> bool:
+    """Whether hooks registered for every module's calls (torch's global forward and backward
+    hooks) exist: they would run on the modules a functional forward calls and not on the rest."""
+    hooks = torch.nn.modules.module
+    return any(getattr(hooks, name, None) for name in (
+        "_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks", "_global_backward_pre_hooks"))
 
 
 def architecture_reason(model: nn.Module) -> str | None:

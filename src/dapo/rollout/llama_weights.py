@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from dapo.rollout.hf_compat import reset_dynamic_rope
 from dapo.rollout.projections import GatedUp, Projection, biases_or_zeros, scaled_to
 
 
@@ -126,13 +127,15 @@ class LlamaWeights:
         [-sin_1, sin_2], which saves the negate-and-concatenate; the value head's cos is 1 and
         its sin 0, so RoPE runs on the whole contiguous projection (see the decoder's _rotate).
         Built for the longest length asked so far (a position's entries do not depend on the
-        length: RoPE whose frequencies do is refused, llama_decoder.unsupported_reason)."""
+        length: RoPE whose frequencies do is accepted only up to the length where they change,
+        llama_decoder.unsupported_reason, so every table holds the short sequences' frequencies)."""
         if len(self._rope) < max_length:
             self._rope = self._build_rope_tables(max_length)
         return self._rope[:max_length]
 
     def _build_rope_tables(self, max_length: int) -> torch.Tensor:
         positions = torch.arange(max_length, device=self.embed.device).unsqueeze(0)
+        reset_dynamic_rope(self.rotary_emb)  # a dynamic RoPE's own frequencies, not those a longer call grew
         # (the module returns its input's dtype: the compute dtype's, as when it read a cast table)
         cos, sin = self.rotary_emb(self.embed[:1].to(self.dtype).unsqueeze(0), positions)
         cos, sin = cos[0].to(self.dtype), sin[0].to(self.dtype)

@@ -124,7 +124,10 @@ class NativeEngine:
         device = model_device(self.model)
         with torch.inference_mode(), eval_mode(self.model):
             input_ids, pad_lengths = left_pad(prompt_token_ids, self.pad_token_id, device)
-            session = self._open_session(input_ids.shape[1] + params.max_new_tokens, len(prompt_token_ids) * params.n)
+            # the longest sequence the forward computes: the last sampled token is never fed back
+            # (a window or RoPE threshold of exactly this length holds the whole generation)
+            longest = input_ids.shape[1] + params.max_new_tokens - 1
+            session = self._open_session(longest, len(prompt_token_ids) * params.n)
             logits = session.prefill(input_ids, pad_lengths)
             if params.n > 1:
                 session.expand(params.n)

@@ -23,8 +23,9 @@ module and the output projections are the model's own modules), so bf16 logits a
 eager forward bit for bit on CPU (the tests assert it); anything else runs torch's
 scaled_dot_product_attention, as its sdpa forward does. Float32 logits agree to ~1e-5 (a fused
 matmul sums in another order), float64 ones to ~1e-12 (tests/trainer/test_trainer_native_forward.py).
-Configurations it would not compute are refused, with the reason (:func:`native_forward_reason`,
-checked at every call too); trainer.forward=auto then uses Hugging Face's. An FSDP2-sharded policy
+Mistral's sliding window is masked in the grids where a sequence is longer than it (causal
+attention where none is). Configurations it would not compute are refused, with the reason
+(:func:`native_forward_reason`, checked at every call too); trainer.forward=auto then uses Hugging Face's. An FSDP2-sharded policy
 is called through its units: the model's forward and each layer's stand in for their modules'
 while this forward runs, so FSDP2's hooks gather each unit's weights once per call, cast its inputs
 (mixed precision) and reduce-scatter its gradients in backward.
@@ -45,7 +46,7 @@ from torch.utils.checkpoint import checkpoint
 from transformers import PreTrainedModel
 
 from dapo.rollout.hf_compat import length_following_rope
-from dapo.rollout.llama_decoder import architecture_reason
+from dapo.rollout.llama_decoder import architecture_reason, global_hooks, skipped_hooks
 from dapo.rollout.projections import fused
 from dapo.trainer.shared_prompt import checkpointing
 
@@ -59,9 +60,10 @@ def native_forward_reason(model: nn.Module) -> str | None:
     # whose frequencies follow a call's longest position are not
     if rope_type := length_following_rope(model):
         return f"rope type {rope_type!r} (frequencies that follow the longest position of a call)"
-    config = model.config
-    if config.model_type == "mistral" and getattr(config, "sliding_window", None) is not None:
-        return f"Mistral's sliding window ({config.sliding_window} tokens)"
+    # (Mistral's sliding window is computed: _Grids masks the keys that leave it, where any do)
+    if global_hooks():
+        return ("global forward hooks (torch.nn.modules.module.register_module_forward_hook), which would run on "
+                "the modules this forward calls and not on the projections it reads")
     if _skips_hooks(model, model.model):
         return "forward hooks (or a replaced forward) on the model, which this forward would skip"
     for index, layer in enumerate(model.model.layers):
@@ -78,16 +80,10 @@ def native_forward_reason(model: nn.Module) -> str | None:
 
 
 def _skips_hooks(*modules: nn.Module) -> bool:
-    """Whether any of ``modules``, whose forward this one does not call, has forward hooks or an
+    """Whether any of ``modules``, whose forward this one does not call, has hooks or an
     instance's own forward (accelerate's hooks replace it). FSDP2's own hooks do not count: an
     FSDP2 unit (the model, a layer) is called, its forward standing in for the module's."""
-    return any(_foreign_hooks(m) or "forward" in vars(m) for m in modules)
-
-
-def _foreign_hooks(module: nn.Module) -> list:
-    state = module._get_fsdp_state() if isinstance(module, FSDPModule) else None
-    hooks = [*module._forward_hooks.values(), *module._forward_pre_hooks.values()]
-    return [hook for hook in hooks if state is None or getattr(hook, "__self__", None) is not state]
+    return any(skipped_hooks(m) for m in modules)
 
 
 @contextlib.contextmanager
@@ -131,7 +127,10 @@ def native_shared_prompt_logits(model: PreTrainedModel, tensors: dict[str, torch
 def _logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
     """(B * R, V) logits, zeros past each response's length."""
     decoder = model.model
-    grids = _Grids(tensors, eager=getattr(model.config, "_attn_implementation", None) == "eager")
+    config = model.config
+    # Mistral's window is every layer's; Qwen2's layer_types say where it applies (nowhere here: architecture_reason)
+    window = getattr(config, "sliding_window", None) if config.model_type == "mistral" else None
+    grids = _Grids(tensors, eager=getattr(config, "_attn_implementation", None) == "eager", window=window)
     tokens = torch.cat([tensors["prompt_input_ids"].flatten()[grids.prompt_slots],
                         tensors["continuation_input_ids"].flatten()[grids.continuation_slots]])
     positions = torch.cat([tensors["prompt_position_ids"].flatten()[grids.prompt_slots],
@@ -162,10 +161,14 @@ def _rows(tensor: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 class _Grids:
     """Where each packed token sits in the padded prompt (U, P) and continuation (B, C) grids,
     and the additive attention biases over them (0 where a query sees a key, the dtype's min
-    where not, as Hugging Face's eager mask)."""
+    where not, as Hugging Face's eager mask). ``window``: Mistral's sliding window, where a query
+    at position p sees keys at p - window + 1 .. p only (transformers' sliding_window_overlay)."""
 
-    def __init__(self, tensors: dict[str, torch.Tensor], eager: bool) -> None:
+    def __init__(self, tensors: dict[str, torch.Tensor], eager: bool, window: int | None = None) -> None:
         self.eager = eager
+        self.window = window
+        self.prompt_positions = tensors["prompt_position_ids"]
+        self.continuation_positions = tensors["continuation_position_ids"]
         self.prompt_mask = tensors["prompt_attention_mask"].bool()
         self.prompt_rows, self.prompt_width = self.prompt_mask.shape
         self.continuation_mask = tensors["continuation_attention_mask"][:, self.prompt_width:].bool()
@@ -185,6 +188,8 @@ class _Grids:
             self.prompt_mask[self.prompt_index][:, None, :].expand(self.rows, self.width, self.prompt_width),
             continuation_causal & self.continuation_mask[:, None, :],
         ], dim=2)  # (B, C, P + C)
+        if self.window is not None:
+            self._apply_window(sees, continuation_sees)
         # A padding query sees itself too: its output is dropped, but a row that sees nothing can
         # be a softmax of -inf alone (float16's min plus a negative score overflows), which is NaN
         # and, times its zero gradient, NaN in backward.
@@ -198,6 +203,20 @@ class _Grids:
         self.prompt_bias = torch.zeros(sees.shape, dtype=dtype, device=device).masked_fill_(~sees, lowest)[:, None, None]
         self.continuation_bias = (torch.zeros(continuation_sees.shape, dtype=dtype, device=device)
                                   .masked_fill_(~continuation_sees, lowest)[:, None, None])
+
+    def _apply_window(self, sees: torch.Tensor, continuation_sees: torch.Tensor) -> None:
+        """Hide the keys that have left a query's window, in place; nothing where no sequence is
+        longer than the window (the common case: causal attention then equals the window's).
+        Positions, not grid columns: the padding between a prompt and its continuation is not
+        between them in the sequence."""
+        prompt_positions = self.prompt_positions.to(sees.device)
+        continuation_positions = self.continuation_positions.to(sees.device)
+        # the longest sequence computed: its last position + 1 (one device sync per call, windowed models only)
+        if int(continuation_positions.max()) + 1 <= self.window:
+            return
+        sees &= prompt_positions[:, :, None] - prompt_positions[:, None, :] < self.window
+        keys = torch.cat([prompt_positions[self.prompt_index], continuation_positions], dim=1)
+        continuation_sees &= continuation_positions[:, :, None] - keys[:, None, :] < self.window
 
     def scatter(self, packed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(N, F) packed rows -> the prompt grid (U, P, F) and the continuation grid (B, C, F), zeros at padding."""

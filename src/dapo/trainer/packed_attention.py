@@ -26,6 +26,12 @@ built for the row's longest sequence only, from the model's own mask function (n
 longest n; its top-left corner is a shorter sequence's, the mask depending on positions only),
 and given to the layers that use it (None where it is causal, as before).
 
+A RoPE whose frequencies follow a call's longest position (longrope past
+``original_max_position_embeddings``, dynamic past ``max_position_embeddings``) would give every
+sequence of a row the longest one's: :func:`packed_logits` has the rotary module compute each
+set of sequences that rotate alike on its own positions, in the same single model call
+(:mod:`dapo.trainer.rope_groups`).
+
 :func:`use_packed_attention` switches a model to this attention where packing would otherwise
 get the mask; a model without sdpa support keeps eager and the mask. Inside a packed call, a
 layer the per-sequence path would compute wrongly raises instead (no bounds: the model drops its
@@ -45,6 +51,9 @@ import torch.nn.functional as F
 from transformers import AttentionInterface, PreTrainedModel
 from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
+
+from dapo.rollout.hf_compat import length_following_rope
+from dapo.trainer.rope_groups import rope_per_sequence
 
 PACKED_SDPA = "dapo_packed_sdpa"
 # the implementations whose packed rows get a row-wide mask (flash-attention kernels are varlen)
@@ -177,7 +186,17 @@ def packed_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor]) -> t
     """(1, N, V) logits of a packed row's N response positions (trainer.batch's packed layout).
     The flag that skips the row-wide mask is read while the model makes its masks, before any
     layer runs; a checkpointed layer's recompute in backward reuses the call's mask (none) and
-    bounds."""
+    bounds. A RoPE whose frequencies follow the call's longest sequence (longrope, dynamic) is
+    computed for each sequence as it would be alone (:mod:`dapo.trainer.rope_groups`)."""
+    if length_following_rope(model) is None:
+        return _packed_call(model, tensors)
+    edges = tensors["packed_cu_seq_lens"].tolist()
+    with rope_per_sequence(model, [end - start for start, end in zip(edges, edges[1:])]):
+        return _packed_call(model, tensors)
+
+
+def _packed_call(model: PreTrainedModel, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The model's forward of one packed row: (1, N, V) logits at ``packed_logits_index``."""
     inputs = {"input_ids": tensors["packed_input_ids"], "position_ids": tensors["packed_position_ids"],
               "logits_to_keep": tensors["packed_logits_index"], "use_cache": False}
     implementation = model.config._attn_implementation

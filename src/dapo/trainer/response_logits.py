@@ -16,6 +16,7 @@ from dapo.algo import entropy_from_logits, logprobs_from_logits
 from dapo.rollout.batching import within_lengths
 from dapo.trainer.native_forward import native_shared_prompt_logits
 from dapo.trainer.packed_attention import packed_logits
+from dapo.trainer.rope_groups import rope_per_row
 from dapo.trainer.shared_prompt import shared_prompt_logits
 from dapo.trainer.update_stats import LogprobPass
 
@@ -27,13 +28,15 @@ def response_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor], na
         return (native_shared_prompt_logits if native else shared_prompt_logits)(model, tensors)
     if "packed_input_ids" in tensors:
         return packed_logits(model, tensors)
-    out = model(
-        input_ids=tensors["input_ids"],
-        attention_mask=tensors["attention_mask"],
-        position_ids=tensors["position_ids"],
-        logits_to_keep=tensors["responses"].shape[1] + 1,
-        use_cache=False,
-    )
+    # longrope/dynamic RoPE: each row rotates at its own length, not the longest row's (as alone)
+    with rope_per_row(model, tensors["attention_mask"]):
+        out = model(
+            input_ids=tensors["input_ids"],
+            attention_mask=tensors["attention_mask"],
+            position_ids=tensors["position_ids"],
+            logits_to_keep=tensors["responses"].shape[1] + 1,
+            use_cache=False,
+        )
     return out.logits[:, :-1, :]
 
 

@@ -1,0 +1,94 @@
+"""RoPE computed for each sequence of a batch as it would be alone, where its frequencies follow a
+call's longest position (longrope past ``original_max_position_embeddings``, dynamic NTK past
+``max_position_embeddings``: :func:`dapo.rollout.hf_compat.rope_length_threshold`).
+
+transformers' rotary modules pick such frequencies from ``max(position_ids) + 1`` over the whole
+call: a sequence batched (padded rows) or packed (one row) with a longer one past the threshold
+is rotated by the longer one's frequencies, unlike computed alone (a longrope model's 6-token
+sequence in a padded batch with a 20-token one, threshold 12: logits off by 1.4). Within one
+model call (FSDP2's collectives need the same calls on every rank), these context managers have
+the model's rotary module compute each set of sequences that rotate alike on their own positions:
+the short set first, then longer ones in order, so that a dynamic RoPE grows from its own
+frequencies at each (and was put back to them before the call).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+
+import torch
+from transformers import PreTrainedModel
+
+from dapo.rollout.hf_compat import (
+    reset_dynamic_rope,
+    rope_frequency_group,
+    rope_length_threshold,
+    rotary_module,
+)
+
+
+@contextlib.contextmanager
+def rope_per_sequence(model: PreTrainedModel, lengths: list[int]) -> Iterator[None]:
+    """For a packed row of sequences of ``lengths`` back to back (position ids restarting at 0)."""
+    rope = rope_length_threshold(model)
+    groups = [] if rope is None else [rope_frequency_group(rope, n) for n in lengths]
+    with _grouped_rotary(model, groups, lambda device: torch.repeat_interleave(
+            torch.tensor(groups, device=device), torch.tensor(lengths, device=device)), dim=-1):
+        yield
+
+
+@contextlib.contextmanager
+def rope_per_row(model: PreTrainedModel, attention_mask: torch.Tensor) -> Iterator[None]:
+    """For padded rows (``attention_mask`` (B, T), 1 on real tokens), e.g. the padded layout's call."""
+    rope = rope_length_threshold(model)
+    groups = [] if rope is None else [rope_frequency_group(rope, n) for n in attention_mask.sum(dim=1).tolist()]
+    with _grouped_rotary(model, groups, lambda device: torch.tensor(groups, device=device), dim=0):
+        yield
+
+
+@contextlib.contextmanager
+def _grouped_rotary(model: PreTrainedModel, groups: list[int], member_groups: Callable[[torch.device], torch.Tensor],
+                    dim: int) -> Iterator[None]:
+    """The rotary module computes each group's members (along ``dim`` of the position ids: tokens
+    of a packed row, or rows) alone; nothing changes where all are in one group (or none)."""
+    rotary = rotary_module(model)
+    reset_dynamic_rope(rotary)
+    if len(set(groups)) <= 1:
+        yield
+        return
+    if rotary is None:
+        raise ValueError("this model's RoPE frequencies follow the longest sequence of a call and its rotary module "
+                         "is not model.model.rotary_emb: a batch's sequences would rotate as the longest one")
+    forward = rotary.forward
+    members = len(groups) if dim == 0 else None
+
+    def grouped(x: torch.Tensor, position_ids: torch.Tensor, *args, **kwargs) -> tuple[torch.Tensor, ...]:
+        which = member_groups(position_ids.device)
+        if position_ids.shape[dim] != (members or len(which)):  # not the batch's call
+            return forward(x, position_ids, *args, **kwargs)
+        outputs = None
+        for group in sorted(set(groups)):
+            index = (which == group).nonzero().squeeze(1)
+            if dim == 0:
+                part = forward(x[index] if x.shape[0] == len(groups) else x, position_ids[index], *args, **kwargs)
+            else:
+                part = forward(x, position_ids[..., index], *args, **kwargs)
+            if outputs is None:
+                outputs = [t.new_empty(*position_ids.shape, t.shape[-1]) for t in part]
+            for whole, piece in zip(outputs, part):
+                if dim == 0:
+                    whole[index] = piece
+                else:
+                    whole[..., index, :] = piece
+        return tuple(outputs)
+
+    own = vars(rotary).get("forward")  # an instance's own forward (a wrapper's), put back after
+    rotary.forward = grouped
+    try:
+        yield
+    finally:
+        if own is None:
+            del rotary.forward
+        else:
+            rotary.forward = own

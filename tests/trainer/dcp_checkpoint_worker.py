@@ -25,6 +25,7 @@ from dapo.trainer.batch import Sample, count_loss_tokens, split_across_ranks
 from dapo.trainer.checkpoint import export_hf_from_shards, load_sharded_policy, save_sharded_policy
 from dapo.trainer.fsdp import shard_policy
 from dapo.trainer.policy import PolicyWorker
+from dapo.trainer.sampler import sample_from_state
 
 FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
 
@@ -59,7 +60,7 @@ def main(model_dir: str, samples_path: str, checkpoint_dir: str, out_path: str) 
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     mesh = init_device_mesh("cpu", (world,))
-    samples = [Sample(**fields) for fields in torch.load(samples_path, weights_only=True)]
+    samples = [sample_from_state(fields) for fields in torch.load(samples_path, weights_only=True)]
     worker = build(model_dir, mesh)
     step(worker, samples, rank, world)
     saved = snapshot(worker)

@@ -19,10 +19,11 @@ from torch.distributed.tensor import DTensor
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from dapo.config import AlgorithmConfig, TrainerConfig
-from dapo.trainer.batch import Sample, count_loss_tokens, iter_micro_batches, split_across_ranks
+from dapo.trainer.batch import count_loss_tokens, iter_micro_batches, split_across_ranks
 from dapo.trainer.fsdp import shard_from_rank0
 from dapo.trainer.packed_attention import PACKED_SDPA
 from dapo.trainer.policy import PolicyWorker
+from dapo.trainer.sampler import sample_from_state
 
 
 def layout_settings(layout: str) -> dict:
@@ -73,7 +74,7 @@ def main(model_dir: str, samples_path: str, out_path: str, micro_batch_tokens: i
     # refuses a model with hooks there)
     norm = model.model.layers[0].input_layernorm
     norm.register_forward_pre_hook(lambda module, args: compute_dtypes.append(module.weight.dtype))
-    samples = [Sample(**fields) for fields in torch.load(samples_path, weights_only=True)]
+    samples = [sample_from_state(fields) for fields in torch.load(samples_path, weights_only=True)]
     num_tokens, num_seqs = count_loss_tokens(samples)  # the whole mini-batch, all ranks
     share = split_across_ranks(samples, world)[rank]
     stats = worker.accumulate_gradients(share, num_tokens, num_seqs)

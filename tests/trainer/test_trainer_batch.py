@@ -1,9 +1,14 @@
+import pickle
+
+import numpy as np
 import torch
 
 from dapo.trainer.batch import (
     Sample,
+    as_logprobs,
     collate,
     count_loss_tokens,
+    has_logprobs,
     iter_micro_batches,
     split_mini_batches,
 )
@@ -50,3 +55,42 @@ def test_mini_batches_never_split_a_group():
 def test_collate_dtypes():
     batch = collate([sample(0, [1], [2])], 0)
     assert batch["input_ids"].dtype == torch.long and batch["advantages"].dtype == torch.float32
+
+
+def test_a_sample_holds_its_log_probs_as_float32_arrays_and_pickles_them_as_buffers():
+    """Ray pickles every Sample it sends a policy rank: a list of floats went float by float
+    (9 bytes and a list slot a token), a float32 array goes as one buffer (4 bytes a token)."""
+    tokens = 10_000
+    rollout = (-np.arange(tokens, dtype=np.float64) / 7).tolist()  # float64 values: rounded once
+    s = Sample(0, "u", [1, 2], list(range(tokens)), rollout, False, old_logprobs=rollout)
+    for values in (s.rollout_logprobs, s.old_logprobs):
+        assert isinstance(values, np.ndarray) and values.dtype == np.float32 and values.shape == (tokens,)
+    # rounded as the collate's float32 tensors always rounded the lists; still one array for both
+    assert s.old_logprobs is s.rollout_logprobs
+    assert torch.equal(torch.from_numpy(s.rollout_logprobs), torch.tensor(rollout, dtype=torch.float32))
+    ids_only = len(pickle.dumps(Sample(0, "u", [1, 2], list(range(tokens)), [], False), protocol=5))
+    blob = pickle.dumps(s, protocol=5)
+    assert len(blob) - ids_only < 4 * tokens + 500  # the shared array once, 4 bytes a token
+    back = pickle.loads(blob)
+    assert back == s and back.old_logprobs is back.rollout_logprobs
+    s.old_logprobs = s.rollout_logprobs + 1  # now its own
+    blob = pickle.dumps(s, protocol=5)
+    assert 8 * tokens < len(blob) - ids_only < 8 * tokens + 500
+
+
+def test_absent_old_logprobs_are_an_empty_array_and_collate_as_not_given():
+    given, absent = sample(0, [1], [2, 3]), sample(0, [1], [2])
+    given.old_logprobs = np.array([-1.0, -2.0], dtype=np.float32)
+    assert absent.old_logprobs.dtype == np.float32 and len(absent.old_logprobs) == 0
+    assert has_logprobs(given.old_logprobs) and not has_logprobs(absent.old_logprobs) and not has_logprobs(None)
+    read_only = np.array([-1.5, -2.5], dtype=np.float32)
+    read_only.setflags(write=False)  # as Ray's zero-copy buffers on a rank
+    given.rollout_logprobs = read_only
+    batch = collate([given, absent], 0)
+    assert batch["has_old_logprobs"].tolist() == [True, False]
+    assert batch["old_logprobs"].tolist() == [[-1.0, -2.0], [0.0, 0.0]]
+    assert batch["rollout_logprobs"].tolist() == [[-1.5, -2.5], [-0.5, 0.0]]
+    # a list assigned after construction (older callers) collates the same
+    given.old_logprobs = [-1.0, -2.0]
+    assert torch.equal(collate([given, absent], 0)["old_logprobs"], batch["old_logprobs"])
+    assert as_logprobs(torch.tensor([[1.0], [2.0]])).tolist() == [1.0, 2.0]

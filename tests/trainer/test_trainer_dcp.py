@@ -6,7 +6,6 @@ The same checkpoint holds a Hugging Face export of the saved weights, and loads 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess
@@ -32,6 +31,7 @@ from dapo.trainer.checkpoint import (
 )
 from dapo.trainer.optim import LOSS_SCALE_INIT
 from dapo.trainer.policy import PolicyWorker
+from dapo.trainer.sampler import sample_state
 from tests.trainer.test_trainer_policy import make_samples, worker
 
 WORKER = Path(__file__).with_name("dcp_checkpoint_worker.py")
@@ -62,7 +62,7 @@ def round_trip(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
     samples = make_samples(torch.Generator().manual_seed(7))
     for index, sample in enumerate(samples):  # off-policy ratios: a step that moves everything
         sample.old_logprobs = [-4.0 - 0.1 * (index % 3)] * len(sample.response_ids)
-    torch.save([dataclasses.asdict(s) for s in samples], tmp / "samples.pt")
+    torch.save([sample_state(s) for s in samples], tmp / "samples.pt")
     checkpoint, out = tmp / "checkpoint", tmp / "states.pt"
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                str(WORKER), str(tiny_model_dir), str(tmp / "samples.pt"), str(checkpoint), str(out)]

@@ -4,7 +4,6 @@ Compared on GRADIENTS, not on parameters after AdamW, which would hide a factor-
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from transformers import AutoModelForCausalLM
 from dapo.config import AlgorithmConfig, TrainerConfig
 from dapo.trainer.batch import count_loss_tokens, split_across_ranks
 from dapo.trainer.policy import PolicyWorker
+from dapo.trainer.sampler import sample_state
 from tests.trainer.fsdp_grad_worker import layout_settings
 from tests.trainer.test_trainer_policy import make_samples
 from tests.trainer.test_trainer_shared_prompt import make_group_samples
@@ -60,7 +60,7 @@ def test_two_rank_fsdp_gradients_equal_one_rank_gradients(tiny_model_dir, tmp_pa
         sample.old_logprobs = [-4.0 - 0.1 * (index % 3)] * len(sample.response_ids)
     samples[3].loss_weight = 0.0  # a response masked out by overlong filtering
     budget = MICRO_BATCH_TOKENS[layout]
-    torch.save([dataclasses.asdict(s) for s in samples], tmp_path / "samples.pt")
+    torch.save([sample_state(s) for s in samples], tmp_path / "samples.pt")
     out = tmp_path / "grads.pt"
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                str(WORKER), str(tiny_model_dir), str(tmp_path / "samples.pt"), str(out), str(budget), layout, param_dtype]

@@ -39,7 +39,7 @@ def off_policy_samples(model, seed: int):
     samples = make_samples(torch.Generator().manual_seed(seed))
     logprobs = make_worker(copy.deepcopy(model), param_dtype="none").compute_logprobs(samples).logprobs
     for index, (sample, own) in enumerate(zip(samples, logprobs)):
-        sample.old_logprobs = [x - 0.1 * (1 + index % 3) for x in own]
+        sample.old_logprobs = [x - 0.1 * (1 + index % 3) for x in own.tolist()]
     return samples
 
 
@@ -161,7 +161,8 @@ def test_logprob_passes_run_on_the_bf16_copy(tiny_model_dir):
     cast_parameters(bf16_model.parameters(), torch.bfloat16)
     samples = off_policy_samples(model, 3)
     logprobs = make_worker(model).compute_logprobs(samples).logprobs
-    assert logprobs == make_worker(bf16_model, param_dtype="none").compute_logprobs(samples).logprobs
+    bf16 = make_worker(bf16_model, param_dtype="none").compute_logprobs(samples).logprobs
+    assert [row.tolist() for row in logprobs] == [row.tolist() for row in bf16]
     assert all(p.dtype == torch.float32 for p in model.parameters())
 
 

@@ -4,6 +4,7 @@ import copy
 import json
 import math
 
+import numpy as np
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
@@ -369,7 +370,7 @@ def test_the_entropy_and_mismatch_sums_ignore_whatever_padding_holds():
 def test_log_probs_are_each_responses_own_columns_of_the_pass_exactly(tiny_model_dir, layout):
     """compute_logprobs now cuts the rows from one flat float32 tensor (what a Ray rank sends the
     driver): the values must be those the padded (B, R) pass gives, bit for bit, in sample order,
-    as Python floats, across micro-batches of unequal widths."""
+    as the float32 arrays a Sample holds, across micro-batches of unequal widths."""
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     trainer = TrainerConfig(prompts_per_step=3, mini_batch_prompts=3, micro_batch_tokens=24,
                             packing=layout == "packed", shared_prompt=layout == "shared_prompt")
@@ -384,8 +385,9 @@ def test_log_probs_are_each_responses_own_columns_of_the_pass_exactly(tiny_model
             tensors = w._collate(micro)
             rows = w._logprobs(w._response_logits(model, tensors), tensors).float().cpu().tolist()
             expected += [row[: len(s.response_ids)] for row, s in zip(rows, micro)]
-    assert got == expected and all(type(x) is float for row in got for x in row)
+    assert [row.tolist() for row in got] == expected
+    assert all(isinstance(row, np.ndarray) and row.dtype == np.float32 for row in got)
     assert [len(row) for row in got] == [len(s.response_ids) for s in samples]
     _, flat = w.flat_logprobs(samples)
-    assert flat.dtype == torch.float32 and flat.tolist() == [x for row in got for x in row]
+    assert flat.dtype == torch.float32 and flat.tolist() == [x for row in got for x in row.tolist()]
     assert w.compute_logprobs([]).logprobs == []

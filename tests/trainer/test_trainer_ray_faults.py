@@ -148,7 +148,7 @@ def test_uneven_shares_and_a_skipped_update_keep_the_ranks_in_step(tiny_model_di
         assert not isinstance(stats, (str, BaseException)) and stats.skipped, stats
         assert policy.version == 1 and policy.num_nonfinite_skipped == 1
         assert call_in_thread(policy.sync_engines, timeout_s=120) is None
-        samples[-1].old_logprobs = samples[0].old_logprobs[:1] * len(samples[-1].response_ids)
+        samples[-1].old_logprobs = [float(samples[0].old_logprobs[0])] * len(samples[-1].response_ids)
         assert not call_in_thread(lambda: policy.update(samples), timeout_s=120).skipped
         result = call_in_thread(lambda: trainer.engine.generate([[5, 6, 7]], SamplingParams(n=2, max_new_tokens=4)), 120)
         assert [c.prompt_index for c in result.completions] == [0, 0]

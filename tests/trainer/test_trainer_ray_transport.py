@@ -1,6 +1,6 @@
 """Log-probs from the policy ranks to the driver: one float32 array per rank's reply, not a list of
 Python floats per token (which Ray pickled float by float: seconds a step at 512 x 10k tokens),
-and the same values as lists at the driver."""
+and the same values as the float32 arrays the driver's samples hold."""
 
 from __future__ import annotations
 
@@ -33,10 +33,13 @@ def test_rows_come_back_as_the_float32_values_exactly_in_one_buffer():
     flat[2] = float("-inf")  # a masked pad token's log-prob
     rows = LogprobRows.of(flat, lengths)
     assert rows.values.dtype == np.float32 and rows.values.shape == (9,)
-    back = pickle.loads(pickle.dumps(rows, protocol=5)).rows()
+    received = pickle.loads(pickle.dumps(rows, protocol=5))
+    back = received.rows()
     expected = flat.tolist()
-    assert back == [expected[0:3], [], expected[3:8], expected[8:9]]
-    assert all(type(x) is float for row in back for x in row)  # what a Sample holds
+    assert [row.tolist() for row in back] == [expected[0:3], [], expected[3:8], expected[8:9]]
+    # what a Sample holds: float32 arrays, each its own (none keeps the reply's buffer alive)
+    assert all(row.dtype == np.float32 and row.ndim == 1 for row in back)
+    assert not any(np.shares_memory(row, received.values) for row in back)
     with pytest.raises(ValueError, match="9 log-probs for rows of 10 tokens"):
         LogprobRows.of(flat, [*lengths, 1])
     # 4 bytes a token, not a pickled float (9 bytes) and a list slot per token
@@ -47,26 +50,25 @@ def test_rows_come_back_as_the_float32_values_exactly_in_one_buffer():
 @pytest.mark.slow  # ~10 s: 5M floats as lists
 def test_a_reply_of_512_responses_of_10k_tokens_pickles_in_a_fraction_of_the_time():
     """The micro-benchmark: a rank's reply at the DAPO reference scale (512 x 10k tokens), as
-    lists of floats (before) and as one array (now, with the driver's conversion to lists)."""
+    lists of floats (before) and as one array (now, with the driver's cut into rows)."""
     rows, width = 512, 10_000
     flat = torch.randn(rows * width) - 2
     before = pickle_round_trip_s(LogprobPass(logprobs=flat.view(rows, width).tolist()))
     reply = (LogprobPass(), LogprobRows.of(flat, [width] * rows))
     after = pickle_round_trip_s(reply)
     started = time.perf_counter()
-    as_lists = reply[1].rows()
-    to_lists = time.perf_counter() - started
+    as_rows = reply[1].rows()
+    to_rows = time.perf_counter() - started
     print(f"\n{rows} x {width} log-probs: lists of floats: pickle {before[0]:.3f} s, unpickle {before[1]:.3f} s, "
           f"{before[2] / 1e6:.1f} MB; float32 array: pickle {after[0]:.4f} s, unpickle {after[1]:.4f} s, "
-          f"{after[2] / 1e6:.1f} MB, then rows() at the driver {to_lists:.3f} s")
-    assert len(as_lists) == rows and len(as_lists[0]) == width
-    # the transport; the driver's one conversion (a Python float per token, as a Sample holds
-    # them) is what remains, and is printed above
-    assert after[0] + after[1] < (before[0] + before[1]) / 5
+          f"{after[2] / 1e6:.1f} MB, then rows() at the driver {to_rows:.3f} s")
+    assert len(as_rows) == rows and len(as_rows[0]) == width
+    # the transport, and the driver's cut into the samples' arrays (no Python float per token)
+    assert after[0] + after[1] + to_rows < (before[0] + before[1]) / 5
 
 
-def test_a_ranks_log_probs_reach_the_driver_as_an_array_and_land_in_the_samples_as_lists(tiny_model_dir, reward_file,
-                                                                                         tmp_path):
+def test_a_ranks_log_probs_reach_the_driver_as_an_array_and_land_in_the_samples_as_arrays(tiny_model_dir, reward_file,
+                                                                                          tmp_path):
     import ray
 
     from dapo.trainer import Trainer
@@ -82,7 +84,7 @@ def test_a_ranks_log_probs_reach_the_driver_as_an_array_and_land_in_the_samples_
         assert rows.lengths.tolist() == [len(s.response_ids) for s in samples]
         result = trainer.policy.compute_logprobs(samples)
         assert [len(lp) for lp in result.logprobs] == [len(s.response_ids) for s in samples]
-        assert all(type(x) is float for row in result.logprobs for x in row)
+        assert all(isinstance(lp, np.ndarray) and lp.dtype == np.float32 for lp in result.logprobs)
         assert np.array_equal(replies[1][1].values, rows.values)
         # the same weights on both ranks (each its share): rank 0's pass over them all agrees
         assert np.abs(np.concatenate([np.float32(lp) for lp in result.logprobs]) - rows.values).max() < 1e-5

@@ -226,9 +226,10 @@ def test_the_trainers_sampler_filters_on_the_resolved_metric(tiny_model_dir, rew
 def test_the_surplus_round_trips_a_checkpoint_exactly_as_tensors(tmp_path):
     """The surplus's token ids and log-probs are saved as tensors (pickled lists took seconds per
     100k tokens each way), load with weights_only=True, and come back equal to the last bit;
-    an older checkpoint's lists still load."""
+    an older checkpoint's lists or float64 tensors still load."""
     import dataclasses
 
+    import numpy as np
     import torch
 
     ds = sampler()
@@ -241,6 +242,18 @@ def test_the_surplus_round_trips_a_checkpoint_exactly_as_tensors(tmp_path):
     resumed = sampler()
     resumed.load_state_dict(state)
     assert resumed.surplus == ds.surplus
-    older = {**state, "surplus": [[dataclasses.asdict(s) for s in group] for group in ds.surplus]}
-    resumed.load_state_dict(older)
-    assert resumed.surplus == ds.surplus
+    held = resumed.surplus[0][0]
+    assert held.rollout_logprobs.dtype == np.float32 and held.old_logprobs.dtype == np.float32
+    assert state["surplus"][0][0]["old_logprobs"].dtype == torch.float32
+    # older checkpoints: the log-probs as float64 tensors, and before those as lists of floats
+    as_lists = [[{**dataclasses.asdict(s), "rollout_logprobs": s.rollout_logprobs.tolist(),
+                  "old_logprobs": s.old_logprobs.tolist()} for s in group] for group in ds.surplus]
+    as_float64 = [[{**fields, **{name: fields[name].to(torch.float64)
+                                 for name in ("rollout_logprobs", "old_logprobs")}} for fields in group]
+                  for group in state["surplus"]]
+    for older in ({**state, "surplus": as_lists}, {**state, "surplus": as_float64}):
+        torch.save(older, tmp_path / "older.pt")
+        resumed.load_state_dict(torch.load(tmp_path / "older.pt", weights_only=True))
+        assert resumed.surplus == ds.surplus
+        assert isinstance(resumed.surplus[0][0].old_logprobs, np.ndarray)
+        assert resumed.surplus[0][0].old_logprobs.dtype == np.float32

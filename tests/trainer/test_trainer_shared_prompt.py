@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
@@ -148,7 +149,7 @@ def test_one_token_responses_equal_the_padded_ones(tiny_model_dir):
         for sample, old in zip(samples, logprobs):
             sample.old_logprobs = old  # pi_old (the first layout's, for both)
         loss = w.accumulate_gradients(samples).loss
-        outcomes[layout] = (torch.tensor(logprobs), loss, [p.grad.clone() for p in model.parameters()])
+        outcomes[layout] = (torch.from_numpy(np.stack(logprobs)), loss, [p.grad.clone() for p in model.parameters()])
     assert outcomes["shared_prompt"][0].shape == (2, 1)
     torch.testing.assert_close(outcomes["shared_prompt"][0], outcomes["padded"][0], rtol=0, atol=1e-10)
     assert outcomes["shared_prompt"][1] == pytest.approx(outcomes["padded"][1], rel=1e-10)

@@ -113,13 +113,13 @@ def test_surplus_groups_train_against_the_policy_that_sampled_them(tiny_model_di
         assert carry, "no surplus groups carried: the test would not cover them"
         updated = copy.deepcopy(trainer.model.state_dict())
         trainer.model.load_state_dict(sampling_policy)
-        expected = {id(s): lp for s, lp in zip(carry, trainer.policy.compute_logprobs(carry).logprobs)}
+        expected = {id(s): lp.tolist() for s, lp in zip(carry, trainer.policy.compute_logprobs(carry).logprobs)}
         trainer.model.load_state_dict(updated)
         trained_with = {}
         update = trainer.policy.update
 
         def record_pi_old(mini_batch, *args, **kwargs):
-            trained_with.update({id(s): list(s.old_logprobs) for s in mini_batch if s.carried_over})
+            trained_with.update({id(s): s.old_logprobs.tolist() for s in mini_batch if s.carried_over})
             return update(mini_batch, *args, **kwargs)
 
         passes: list[list] = []
@@ -149,18 +149,18 @@ def test_surplus_from_a_rollout_pi_old_step_keeps_its_sampling_policy_under_reco
     try:
         trainer.step_once()
         carry = trainer.sampler.to_carry(trainer.step)
-        assert carry and not any(s.old_logprobs for s in carry), "the test needs surplus without pi_old"
+        assert carry and not any(len(s.old_logprobs) for s in carry), "the test needs surplus without pi_old"
         trainer.cfg.algorithm.old_logprobs = "recompute"  # as a resume with the setting changed
         trained_with = {}
         update = trainer.policy.update
 
         def record_pi_old(mini_batch, *args, **kwargs):
-            trained_with.update({id(s): list(s.old_logprobs) for s in mini_batch if s.carried_over})
+            trained_with.update({id(s): s.old_logprobs.tolist() for s in mini_batch if s.carried_over})
             return update(mini_batch, *args, **kwargs)
 
         trainer.policy.update = record_pi_old
         trainer.step_once()
-        expected = {id(s): s.rollout_logprobs for s in carry}
+        expected = {id(s): s.rollout_logprobs.tolist() for s in carry}
         assert trained_with and trained_with == {key: expected[key] for key in trained_with}
     finally:
         trainer.close()

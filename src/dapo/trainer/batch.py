@@ -38,32 +38,67 @@ loss and gradients (backward sums the G responses' gradients into their prompt's
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, fields
 
+import numpy as np
 import torch
 
 from dapo.rollout.batching import left_pad, left_pad_mask, within_lengths
 
 
-@dataclass
+def as_logprobs(values: Sequence[float] | np.ndarray | torch.Tensor | None = None) -> np.ndarray:
+    """Per-token log-probs as a Sample holds them: a 1-D float32 array (no copy of one already
+    is; None or nothing: empty). Ray then moves them as one buffer, not float by float, and a
+    collate copies them with no Python float per token. A Python float is rounded to float32 as
+    the collate's float32 tensors always rounded it (the engines report float32 values: exact)."""
+    if values is None:
+        return np.zeros(0, dtype=np.float32)
+    if isinstance(values, torch.Tensor):
+        values = values.detach().to("cpu", torch.float32).numpy()
+    return np.asarray(values, dtype=np.float32).reshape(-1)
+
+
+def has_logprobs(values: Sequence[float] | np.ndarray | None) -> bool:
+    """Whether per-token log-probs are there (None or empty: absent)."""
+    return values is not None and len(values) > 0
+
+
+LOGPROB_FIELDS = ("rollout_logprobs", "old_logprobs")  # a Sample's per-token float fields
+
+
+@dataclass(eq=False)
 class Sample:
-    """One response to one prompt, with everything the update needs."""
+    """One response to one prompt, with everything the update needs. Its per-token log-probs are
+    1-D float32 arrays (:func:`as_logprobs`; lists given are converted); ``old_logprobs`` empty
+    when absent."""
 
     group_id: int  # responses to the same prompt in the same round share it
     uid: str  # the problem's uid
     prompt_ids: list[int]
     response_ids: list[int]
-    rollout_logprobs: list[float]  # behaviour log-probs reported by the rollout engine
+    rollout_logprobs: np.ndarray  # behaviour log-probs reported by the rollout engine
     truncated: bool  # cut at rollout.max_response_length
     score: float = 0.0  # verifier/user reward before overlong shaping
     acc: bool = False
     reward: float = 0.0  # score + soft overlong penalty: what advantages are computed from
     advantage: float = 0.0
     loss_weight: float = 1.0  # 0 when overlong filtering masks this response out
-    old_logprobs: list[float] = field(default_factory=list)  # trainer's recomputed log-probs
+    old_logprobs: np.ndarray = field(default_factory=as_logprobs)  # pi_old's: recomputed, or the rollout's
     policy_version: int = 0  # training step whose policy generated it (>0 age = carried over)
     carried_over: bool = False  # dynamic sampling's surplus from an earlier step (an older policy)
+
+    def __post_init__(self) -> None:
+        same = self.old_logprobs is self.rollout_logprobs
+        self.rollout_logprobs = as_logprobs(self.rollout_logprobs)
+        self.old_logprobs = self.rollout_logprobs if same else as_logprobs(self.old_logprobs)
+
+    def __eq__(self, other: object) -> bool:
+        """Field by field, the log-probs' values compared (a generated ``==`` would ask an array's truth)."""
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(np.array_equal(getattr(self, f.name), getattr(other, f.name)) if f.name in LOGPROB_FIELDS
+                   else getattr(self, f.name) == getattr(other, f.name) for f in fields(self))
 
     @property
     def num_tokens(self) -> int:
@@ -83,15 +118,17 @@ def collate(samples: list[Sample], pad_token_id: int, layout: str = "padded") ->
     response_mask = torch.zeros((batch, response_len), dtype=torch.float32)
     old_logprobs = torch.zeros((batch, response_len), dtype=torch.float32)
     rollout_logprobs = torch.zeros((batch, response_len), dtype=torch.float32)
+    # written through numpy views: a sample's arrays may be read-only (Ray's zero-copy buffers)
+    old_rows, rollout_rows = old_logprobs.numpy(), rollout_logprobs.numpy()
     for row, sample in enumerate(samples):
         r = len(sample.response_ids)
         responses[row, :r] = torch.tensor(sample.response_ids, dtype=torch.long)
         response_mask[row, :r] = sample.loss_weight
-        rollout_logprobs[row, :r] = torch.tensor(sample.rollout_logprobs)
+        rollout_rows[row, :r] = as_logprobs(sample.rollout_logprobs)
         if sample.old_logprobs is sample.rollout_logprobs:  # old_logprobs=rollout: convert once
-            old_logprobs[row, :r] = rollout_logprobs[row, :r]
-        elif sample.old_logprobs:
-            old_logprobs[row, :r] = torch.tensor(sample.old_logprobs)
+            old_rows[row, :r] = rollout_rows[row, :r]
+        elif has_logprobs(sample.old_logprobs):
+            old_rows[row, :r] = as_logprobs(sample.old_logprobs)
     return {
         **_model_inputs(samples, responses, pad_token_id, layout),
         "responses": responses,
@@ -101,7 +138,7 @@ def collate(samples: list[Sample], pad_token_id: int, layout: str = "padded") ->
         "advantages": torch.tensor([s.advantage for s in samples], dtype=torch.float32),
         "response_lengths": torch.tensor([len(s.response_ids) for s in samples], dtype=torch.long),
         "sampled_this_step": torch.tensor([not s.carried_over for s in samples], dtype=torch.bool),
-        "has_old_logprobs": torch.tensor([bool(s.old_logprobs) for s in samples], dtype=torch.bool),
+        "has_old_logprobs": torch.tensor([has_logprobs(s.old_logprobs) for s in samples], dtype=torch.bool),
     }
 
 

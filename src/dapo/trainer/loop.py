@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from dapo.algo import compute_advantages, overlong_filter_mask, soft_overlong_penalty
+from dapo.algo import compute_advantages
 from dapo.config import DAPOConfig
 from dapo.data.records import Problem
 from dapo.preflight import check_run
@@ -38,14 +38,19 @@ from dapo.rewards import RewardScorer
 from dapo.rewards.types import RewardResult
 from dapo.rollout import RolloutEngine
 from dapo.trainer.allocator import keep_freed_memory
-from dapo.trainer.batch import Sample, count_loss_tokens, split_mini_batches
+from dapo.trainer.batch import Sample, count_loss_tokens, has_logprobs, split_mini_batches
 from dapo.trainer.checkpoint import rng_state, set_rng_state
 from dapo.trainer.dropout import config_dropout_restored
 from dapo.trainer.evaluate import evaluate_held_out
 from dapo.trainer.policy import PolicyWorker
 from dapo.trainer.run_state import RunState
 from dapo.trainer.sampler import DynamicSampler, PromptStream, SamplingReport
-from dapo.trainer.scoring import RewardFailureWatch, completion_records, score_completions
+from dapo.trainer.scoring import (
+    RewardFailureWatch,
+    completion_records,
+    score_completions,
+    shape_rewards,
+)
 from dapo.trainer.setup import RunSetup, build_run, load_reference_model, make_sampling_params
 from dapo.trainer.step_metrics import rollout_metrics, update_metrics
 from dapo.trainer.update_stats import LogprobPass, UpdateStats
@@ -256,24 +261,8 @@ class Trainer:
         ]
         self.next_group_id += len(problems)
         record.reward_results.extend(results)
-        self.shape_rewards(samples)
+        shape_rewards(samples, self.cfg)
         return samples
-
-    def shape_rewards(self, samples: list[Sample]) -> None:
-        """Overlong Reward Shaping: soft punishment added to the reward, and/or overlong filtering."""
-        a = self.cfg.algorithm
-        lengths = torch.tensor([len(s.response_ids) for s in samples], dtype=torch.float64)
-        penalty = torch.zeros_like(lengths)
-        if a.overlong_soft_punishment:
-            penalty = soft_overlong_penalty(
-                lengths, self.cfg.rollout.max_response_length, a.overlong_buffer_len, a.overlong_penalty_factor
-            )
-        weights = torch.ones_like(lengths)
-        if a.overlong_filtering:
-            weights = overlong_filter_mask(torch.tensor([s.truncated for s in samples]))
-        for sample, pen, weight in zip(samples, penalty.tolist(), weights.tolist()):
-            sample.reward = sample.score + pen
-            sample.loss_weight = weight
 
     # ---------------------------------------------------------------------- the step
     def step_once(self) -> StepResult:
@@ -316,7 +305,7 @@ class Trainer:
             # recompute) holds no forward of its sampling policy: its behaviour log-probs are
             # that policy's, where a recompute now would take the next one's.
             for sample in batch:
-                if sample.carried_over and not sample.old_logprobs:
+                if sample.carried_over and not has_logprobs(sample.old_logprobs):
                     sample.old_logprobs = sample.rollout_logprobs
             t0 = time.perf_counter()
             # The surplus the next step trains on was sampled by this step's policy: its pi_old is
@@ -326,7 +315,7 @@ class Trainer:
                 for sample, logprobs in zip(carry, self.policy.compute_logprobs(carry).logprobs):
                     sample.old_logprobs = logprobs
             if not on_policy:  # carried-over samples hold theirs, from their own step
-                fresh = [sample for sample in batch if not (sample.carried_over and sample.old_logprobs)]
+                fresh = [sample for sample in batch if not (sample.carried_over and has_logprobs(sample.old_logprobs))]
                 old = self.policy.compute_logprobs(fresh)
                 for sample, logprobs in zip(fresh, old.logprobs):
                     sample.old_logprobs = logprobs

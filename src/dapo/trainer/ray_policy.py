@@ -156,7 +156,7 @@ class RayPolicyGroup(RankCalls):
 
     def compute_logprobs(self, samples: list[Sample]) -> LogprobPass:
         """Each rank's share of ``samples``; its log-probs come back as one float32 array
-        (:class:`dapo.trainer.ray_transport.LogprobRows`), turned into lists here, once."""
+        (:class:`dapo.trainer.ray_transport.LogprobRows`), cut into the samples' rows here."""
         shares = split_across_ranks(samples, self.world_size)
         replies = self._call([(r.compute_logprobs, (s,)) for r, s in zip(self.ranks, shares)])
         by_sample = {id(s): lp for share, (_, rows) in zip(shares, replies) for s, lp in zip(share, rows.rows())}

@@ -3,9 +3,8 @@ lengths, not a list of Python floats per response.
 
 Ray pickles a list of floats float by float (at the DAPO reference scale, 512 responses of up to
 10k tokens a step, seconds to pickle on the rank and more to unpickle on the driver); a numpy
-array goes as one out-of-band buffer. The driver turns it into the lists its samples hold, one
-``ndarray.tolist`` a row (:meth:`LogprobRows.rows`): a Python float per token is still made there,
-but no longer pickled on the rank nor unpickled on the driver."""
+array goes as one out-of-band buffer. The driver cuts it into the float32 arrays its samples hold
+(:meth:`LogprobRows.rows`): no Python float per token is made on either side."""
 
 from __future__ import annotations
 
@@ -31,6 +30,6 @@ class LogprobRows:
             raise ValueError(f"{flat.numel()} log-probs for rows of {sum(lengths)} tokens")
         return cls(flat.detach().to(torch.float32).numpy(), np.asarray(lengths, dtype=np.int64))
 
-    def rows(self) -> list[list[float]]:
-        """The rows as lists of Python floats, the float32 values exactly (as a sample holds them)."""
+    def rows(self) -> list[np.ndarray]:
+        """The rows as float32 arrays of their own (as a sample holds them; none keeps ``values``)."""
         return split_rows(self.values, self.lengths.tolist())

@@ -30,7 +30,7 @@ import torch
 
 from dapo.algo import filter_groups
 from dapo.data.records import Problem
-from dapo.trainer.batch import Sample
+from dapo.trainer.batch import LOGPROB_FIELDS, Sample, as_logprobs
 
 
 class PromptStream:
@@ -230,27 +230,34 @@ class DynamicSampler:
 
     def state_dict(self) -> dict:
         # Plain dicts and tensors, so a checkpoint loads with torch.load(weights_only=True).
-        surplus = [[_sample_state(s) for s in group] for group in self.surplus]
+        surplus = [[sample_state(s) for s in group] for group in self.surplus]
         return {"stream": self.stream.state_dict(), "surplus": surplus}
 
     def load_state_dict(self, state: dict) -> None:
         self.stream.load_state_dict(state["stream"])
-        self.surplus = [[_sample_from_state(fields) for fields in group] for group in state["surplus"]]
+        self.surplus = [[sample_from_state(fields) for fields in group] for group in state["surplus"]]
 
 
 # A sample's token ids and log-probs are saved as tensors: pickled Python lists took seconds per
-# 100k tokens to save and to load (a reference-size surplus holds tens of millions); float64
-# holds every log-prob exactly as the list did.
+# 100k tokens to save and to load (a reference-size surplus holds tens of millions). The log-probs
+# are float32, as the sample holds them; an older checkpoint's float64 tensors or lists of them
+# held float32 values (what the engines and the trainer compute), and load as those exactly.
 _TENSOR_FIELDS = {"prompt_ids": torch.long, "response_ids": torch.long,
-                  "rollout_logprobs": torch.float64, "old_logprobs": torch.float64}
+                  "rollout_logprobs": torch.float32, "old_logprobs": torch.float32}
 
 
-def _sample_state(sample: Sample) -> dict:
+def sample_state(sample: Sample) -> dict:
+    """``sample`` as plain values and tensors (loads with ``torch.load(weights_only=True)``)."""
     fields = {f.name: getattr(sample, f.name) for f in dataclasses.fields(sample)}
     return {**fields, **{name: torch.tensor(fields[name], dtype=dtype) for name, dtype in _TENSOR_FIELDS.items()}}
 
 
-def _sample_from_state(fields: dict) -> Sample:
-    """A Sample from :func:`_sample_state`'s dict (or an older checkpoint's, of lists)."""
-    return Sample(**{name: value.tolist() if isinstance(value, torch.Tensor) else value
-                     for name, value in fields.items()})
+def sample_from_state(fields: dict) -> Sample:
+    """A Sample from :func:`sample_state`'s dict (or an older checkpoint's: float64 log-probs, or lists)."""
+    return Sample(**{name: _field_from_state(name, value) for name, value in fields.items()})
+
+
+def _field_from_state(name: str, value: object) -> object:
+    if not isinstance(value, torch.Tensor):
+        return value  # the Sample makes its log-probs float32 arrays
+    return as_logprobs(value) if name in LOGPROB_FIELDS else value.tolist()

@@ -9,13 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from transformers import PreTrainedTokenizerBase
 
+from dapo.algo import overlong_filter_mask, soft_overlong_penalty
+from dapo.config import DAPOConfig
 from dapo.data.records import Problem
 from dapo.rewards import RewardScorer
 from dapo.rewards.types import RewardResult
 from dapo.rewards.user_functions import RewardFunctionError
 from dapo.rollout.base import Completion, GenerationResult
+from dapo.trainer.batch import Sample
 
 
 @dataclass
@@ -109,3 +113,20 @@ class RewardFailureWatch:
                     f"this step), so the reward gives no learning signal; first failure: {first} (the whole "
                     f"traceback is logged above). Fix {label}, or set reward.max_failing_steps=0 to go on"
                 )
+
+
+def shape_rewards(samples: list[Sample], cfg: DAPOConfig) -> None:
+    """Overlong Reward Shaping: soft punishment added to the reward, and/or overlong filtering."""
+    a = cfg.algorithm
+    lengths = torch.tensor([len(s.response_ids) for s in samples], dtype=torch.float64)
+    penalty = torch.zeros_like(lengths)
+    if a.overlong_soft_punishment:
+        penalty = soft_overlong_penalty(
+            lengths, cfg.rollout.max_response_length, a.overlong_buffer_len, a.overlong_penalty_factor
+        )
+    weights = torch.ones_like(lengths)
+    if a.overlong_filtering:
+        weights = overlong_filter_mask(torch.tensor([s.truncated for s in samples]))
+    for sample, pen, weight in zip(samples, penalty.tolist(), weights.tolist()):
+        sample.reward = sample.score + pen
+        sample.loss_weight = weight

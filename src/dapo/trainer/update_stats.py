@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from dapo.algo import PolicyLossStats
@@ -14,7 +15,7 @@ from dapo.algo import PolicyLossStats
 class LogprobPass:
     """Result of a no-grad log-prob pass over a batch (sums over response tokens)."""
 
-    logprobs: list[list[float]] = field(default_factory=list)
+    logprobs: list[np.ndarray] = field(default_factory=list)  # per response, float32 (as a Sample holds them)
     tokens: float = 0.0
     entropy_sum: float = 0.0
     # Over the tokens of responses sampled this step only: a carried-over response's rollout
@@ -24,7 +25,7 @@ class LogprobPass:
     mismatch_kl_sum: float = 0.0  # sum of k3 estimates of KL(pi_rollout || pi_old_trainer)
 
     @staticmethod
-    def sum_of(parts: list[LogprobPass], logprobs: list[list[float]] | None = None) -> LogprobPass:
+    def sum_of(parts: list[LogprobPass], logprobs: list[np.ndarray] | None = None) -> LogprobPass:
         """The sums of several passes (e.g. one per data-parallel rank), with ``logprobs`` given."""
         total = LogprobPass(logprobs=logprobs or [])
         for part in parts:

@@ -97,11 +97,10 @@ def flood(response, ground_truth, extra):
 '''
 
 
-def test_output_written_below_python_is_bounded_on_disk(tmp_path):
-    """What a program printed below Python went to the capture file whole, however much it was:
-    300 MB on disk (or in a tmpfs's memory) for 300 MB printed. Now it is cut back to its head
-    past a few MB, and counted."""
-    (tmp_path / "floods.py").write_text(FLOOD)
+def assert_flood_bounded(tmp_path, source: str) -> None:
+    """``source``'s flood() prints 300 MB below Python: its capture stays under 100 MB, keeps its
+    head, and counts what was cut."""
+    (tmp_path / "floods.py").write_text(source)
     pool = WorkerPool(1, [f"{tmp_path / 'floods.py'}:flood"], timeout_s=120.0)
     try:
         [(kind, (largest_mb, _, _))] = pool.run([("fn", 0, "response", "1", {})])
@@ -111,6 +110,13 @@ def test_output_written_below_python_is_bounded_on_disk(tmp_path):
     assert kind == "ok" and largest_mb < 100, largest_mb
     assert head.startswith("start\nyyy") and len(head) == 2000
     assert 150 << 20 < total <= (300 << 20) + 6  # (what is written while the file is cut is not counted)
+
+
+def test_output_written_below_python_is_bounded_on_disk(tmp_path):
+    """What a program printed below Python went to the capture file whole, however much it was:
+    300 MB on disk (or in a tmpfs's memory) for 300 MB printed. Now it is cut back to its head
+    past a few MB, and counted."""
+    assert_flood_bounded(tmp_path, FLOOD)
 
 
 FLOOD_HOLDING_THE_GIL = '''
@@ -139,16 +145,7 @@ def flood(response, ground_truth, extra):
 def test_output_is_bounded_on_disk_while_c_code_holds_the_workers_gil(tmp_path):
     """The cap was held by a thread of the worker, which C code holding the GIL stops: the file
     took all 300 MB. Now the keeper, a process of its own, holds it."""
-    (tmp_path / "floods.py").write_text(FLOOD_HOLDING_THE_GIL)
-    pool = WorkerPool(1, [f"{tmp_path / 'floods.py'}:flood"], timeout_s=120.0)
-    try:
-        [(kind, (largest_mb, _, _))] = pool.run([("fn", 0, "response", "1", {})])
-        head, total = pool.outputs[0]
-    finally:
-        pool.close()
-    assert kind == "ok" and largest_mb < 100, largest_mb
-    assert head.startswith("start\nyyy") and len(head) == 2000
-    assert 150 << 20 < total <= (300 << 20) + 6
+    assert_flood_bounded(tmp_path, FLOOD_HOLDING_THE_GIL)
 
 
 LEAVES_A_PRINTER = '''

@@ -101,6 +101,7 @@ def assert_flood_bounded(tmp_path, source: str) -> None:
     """``source``'s flood() prints 300 MB below Python: its capture stays under 100 MB, keeps its
     head, and counts what was cut."""
     (tmp_path / "floods.py").write_text(source)
+    (tmp_path / "flood_loop.py").write_text(FLOOD)  # (FLOOD_HOLDING_THE_GIL runs it as a program)
     pool = WorkerPool(1, [f"{tmp_path / 'floods.py'}:flood"], timeout_s=120.0)
     try:
         [(kind, (largest_mb, _, _))] = pool.run([("fn", 0, "response", "1", {})])
@@ -122,22 +123,17 @@ def test_output_written_below_python_is_bounded_on_disk(tmp_path):
 FLOOD_HOLDING_THE_GIL = '''
 import ctypes, os, shlex, sys
 
-CHILD = """
-import os, time
-os.write(1, b"start\\\\n")
-largest = 0
-for _ in range(300):
-    os.write(1, b"y" * (1 << 20))
-    largest = max(largest, os.fstat(1).st_size)
-    time.sleep(0.005)
-raise SystemExit(min(255, largest >> 20))
-"""
+# FLOOD's flood() (flood_loop.py, beside this file) run as a program: its largest capture in MB
+CHILD = ("import sys; sys.path.insert(0, sys.argv[1]); from flood_loop import flood; "
+         "raise SystemExit(min(255, int(flood(None, None, None))))")
 
 def flood(response, ground_truth, extra):
     """FLOOD's 300 MB, written by a program run from C code that holds the GIL meanwhile (PyDLL
     does not release it, as a C extension that calls system() need not): the largest the capture
     file grew to, in MB (at most 255)."""
-    status = ctypes.PyDLL(None).system(f"{shlex.quote(sys.executable)} -c {shlex.quote(CHILD)}".encode())
+    here = os.path.dirname(os.path.abspath(__file__))
+    command = f"{shlex.quote(sys.executable)} -c {shlex.quote(CHILD)} {shlex.quote(here)}"
+    status = ctypes.PyDLL(None).system(command.encode())
     return float(os.waitstatus_to_exitcode(status))
 '''
 

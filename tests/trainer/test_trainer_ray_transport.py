@@ -1,30 +1,20 @@
 """Log-probs from the policy ranks to the driver: one float32 array per rank's reply, not a list of
 Python floats per token (which Ray pickled float by float: seconds a step at 512 x 10k tokens),
-and the same values as the float32 arrays the driver's samples hold."""
+and the same values as the float32 arrays the driver's samples hold. (The time it saves:
+`benchmarks/bench_ray_transport.py`.)"""
 
 from __future__ import annotations
 
 import pickle
-import time
 
 import numpy as np
 import pytest
 import torch
 
 from dapo.trainer.ray_transport import LogprobRows
-from dapo.trainer.update_stats import LogprobPass
 from tests.trainer.conftest import tiny_config
 
 TWO_RANKS = ["resources.devices_per_node=2", "trainer.num_threads=1"]
-
-
-def pickle_round_trip_s(reply: object) -> tuple[float, float, int]:
-    """(seconds to pickle, seconds to unpickle, bytes) of ``reply``, as Ray's pickle5 sends it."""
-    started = time.perf_counter()
-    blob = pickle.dumps(reply, protocol=5)
-    pickled = time.perf_counter()
-    pickle.loads(blob)
-    return pickled - started, time.perf_counter() - pickled, len(blob)
 
 
 def test_rows_come_back_as_the_float32_values_exactly_in_one_buffer():
@@ -45,26 +35,6 @@ def test_rows_come_back_as_the_float32_values_exactly_in_one_buffer():
     # 4 bytes a token, not a pickled float (9 bytes) and a list slot per token
     big = LogprobRows.of(torch.zeros(100_000), [1000] * 100)
     assert len(pickle.dumps(big, protocol=5)) < 4 * 100_000 + 2_000
-
-
-@pytest.mark.slow  # ~10 s: 5M floats as lists
-def test_a_reply_of_512_responses_of_10k_tokens_pickles_in_a_fraction_of_the_time():
-    """The micro-benchmark: a rank's reply at the DAPO reference scale (512 x 10k tokens), as
-    lists of floats (before) and as one array (now, with the driver's cut into rows)."""
-    rows, width = 512, 10_000
-    flat = torch.randn(rows * width) - 2
-    before = pickle_round_trip_s(LogprobPass(logprobs=flat.view(rows, width).tolist()))
-    reply = (LogprobPass(), LogprobRows.of(flat, [width] * rows))
-    after = pickle_round_trip_s(reply)
-    started = time.perf_counter()
-    as_rows = reply[1].rows()
-    to_rows = time.perf_counter() - started
-    print(f"\n{rows} x {width} log-probs: lists of floats: pickle {before[0]:.3f} s, unpickle {before[1]:.3f} s, "
-          f"{before[2] / 1e6:.1f} MB; float32 array: pickle {after[0]:.4f} s, unpickle {after[1]:.4f} s, "
-          f"{after[2] / 1e6:.1f} MB, then rows() at the driver {to_rows:.3f} s")
-    assert len(as_rows) == rows and len(as_rows[0]) == width
-    # the transport, and the driver's cut into the samples' arrays (no Python float per token)
-    assert after[0] + after[1] + to_rows < (before[0] + before[1]) / 5
 
 
 def test_a_ranks_log_probs_reach_the_driver_as_an_array_and_land_in_the_samples_as_arrays(tiny_model_dir, reward_file,

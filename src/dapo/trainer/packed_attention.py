@@ -52,7 +52,7 @@ from transformers import AttentionInterface, PreTrainedModel
 from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
-from dapo.rollout.hf_compat import length_following_rope
+from dapo.rollout.hf_compat import rope_length_threshold
 from dapo.trainer.rope_groups import rope_per_sequence
 
 PACKED_SDPA = "dapo_packed_sdpa"
@@ -188,10 +188,11 @@ def packed_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor]) -> t
     layer runs; a checkpointed layer's recompute in backward reuses the call's mask (none) and
     bounds. A RoPE whose frequencies follow the call's longest sequence (longrope, dynamic) is
     computed for each sequence as it would be alone (:mod:`dapo.trainer.rope_groups`)."""
-    if length_following_rope(model) is None:
+    rope = rope_length_threshold(model)
+    if rope is None:
         return _packed_call(model, tensors)
     edges = tensors["packed_cu_seq_lens"].tolist()
-    with rope_per_sequence(model, [end - start for start, end in zip(edges, edges[1:])]):
+    with rope_per_sequence(model, [end - start for start, end in zip(edges, edges[1:])], rope):
         return _packed_call(model, tensors)
 
 

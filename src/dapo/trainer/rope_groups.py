@@ -29,10 +29,10 @@ from dapo.rollout.hf_compat import (
 
 
 @contextlib.contextmanager
-def rope_per_sequence(model: PreTrainedModel, lengths: list[int]) -> Iterator[None]:
-    """For a packed row of sequences of ``lengths`` back to back (position ids restarting at 0)."""
-    rope = rope_length_threshold(model)
-    groups = [] if rope is None else [rope_frequency_group(rope, n) for n in lengths]
+def rope_per_sequence(model: PreTrainedModel, lengths: list[int], rope: tuple[str, int]) -> Iterator[None]:
+    """For a packed row of sequences of ``lengths`` back to back (position ids restarting at 0),
+    ``rope`` the model's :func:`rope_length_threshold` (read once by the caller, who tests it)."""
+    groups = [rope_frequency_group(rope, n) for n in lengths]
     with _grouped_rotary(model, groups, lambda device: torch.repeat_interleave(
             torch.tensor(groups, device=device), torch.tensor(lengths, device=device)), dim=-1):
         yield

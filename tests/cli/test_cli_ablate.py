@@ -173,12 +173,12 @@ class _ScriptedTrainer:
     STEPS = [  # dynamic sampling: a step of all no-signal groups makes no update
         {"sampling/groups_generated": 6.0, "actor/updates": 3.0, "rollout/truncation_rate": 0.1,
          "sampling/filtered_ratio": 0.5, "actor/clip_frac_high": 0.02, "actor/clip_frac_low": 0.04,
-         "rollout/response_length_mean": 10.0, "actor/entropy": 0.4},
+         "rollout/response_length_mean": 10.0, "rollout/response_tokens": 479.0, "actor/entropy": 0.4},
         {"sampling/groups_generated": 12.0, "actor/updates": 0.0, "rollout/truncation_rate": 0.0,
-         "sampling/filtered_ratio": 1.0, "rollout/response_length_mean": 20.0},
+         "sampling/filtered_ratio": 1.0, "rollout/response_length_mean": 20.0, "rollout/response_tokens": 1913.0},
         {"sampling/groups_generated": 6.0, "actor/updates": 3.0, "rollout/truncation_rate": 0.4,
          "sampling/filtered_ratio": 0.25, "actor/clip_frac_high": 0.04, "actor/clip_frac_low": 0.02,
-         "rollout/response_length_mean": 30.0, "actor/entropy": 0.2},
+         "rollout/response_length_mean": 30.0, "rollout/response_tokens": 1441.0, "actor/entropy": 0.2},
     ]
 
     def __init__(self, cfg) -> None:
@@ -214,15 +214,14 @@ def test_steps_without_an_update_count_in_what_was_generated_and_the_compute_is_
     curve = run_variant(cfg, VARIANTS[5][0], steps=1, evals=1)  # a budget of 20 groups: 24 generated
     assert (curve.steps, curve.trained_steps, curve.optimizer_updates) == ([1, 2, 3], 2, 6)
     assert curve.generated == [0.0, 24.0] and curve.generated_groups == 24.0
-    n = cfg.rollout.n
-    assert curve.generated_tokens == (6 * 10 + 12 * 20 + 6 * 30) * n
+    assert curve.generated_tokens == 479 + 1913 + 1441  # the counts the steps logged, not mean x responses
     assert run_mean(curve, "no-signal groups") == pytest.approx((6 * 0.5 + 12 * 1.0 + 6 * 0.25) / 24)
     assert run_mean(curve, "response length") == pytest.approx(20.0)
     assert run_mean(curve, "entropy") == pytest.approx(0.3)  # the updates' own: none measured at step 2
     assert curve.diagnostics["entropy"] == [0.4, None, 0.2]
     table = summarise([curve])
     row = next(line for line in table.splitlines() if line.startswith(f"| {VARIANTS[5][0]} |"))
-    assert f"| 24 ± 0 | {24 * 20 * n} ± 0 | 3 (2) | 1 |" in row
+    assert "| 24 ± 0 | 3833 ± 0 | 3 (2) | 1 |" in row
     diagnostics_row = [line for line in table.splitlines() if line.startswith(f"| {VARIANTS[5][0]} |")][1]
     assert "68.8% ± 0.0%" in diagnostics_row and "3.00% ± 0.00%" in diagnostics_row
 

@@ -200,8 +200,7 @@ def run_variant(cfg: DAPOConfig, name: str, steps: int, evals: int) -> RunCurve:
             curve.optimizer_updates += int(metrics.get("actor/updates", 0))
             curve.steps.append(trainer.step)
             curve.step_groups.append(groups)
-            # (the mean over every generated response, times their number)
-            curve.step_tokens.append(round(metrics.get("rollout/response_length_mean", 0.0) * groups * cfg.rollout.n))
+            curve.step_tokens.append(round(metrics.get("rollout/response_tokens", 0.0)))
             for column, read, _ in DIAGNOSTICS:
                 curve.diagnostics[column].append(read(metrics))
             if generated >= next_eval or generated >= budget:

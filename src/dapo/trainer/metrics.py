@@ -27,6 +27,7 @@ METRICS: dict[str, str] = {
     "rollout/acc": "fraction of generated responses judged correct",
     "rollout/response_length_mean": "mean response length in tokens over generated responses",
     "rollout/response_length_max": "longest generated response in tokens",
+    "rollout/response_tokens": "response tokens generated this step, every round's groups (filtered ones too)",
     "rollout/truncation_rate": "fraction of generated responses cut at rollout.max_response_length",
     "rollout/overlong_penalty_mean": "mean soft overlong penalty over trained responses (<= 0)",
     "rollout/reward_timeouts": "responses whose scoring hit the reward deadline (scored as wrong)",

@@ -41,6 +41,7 @@ def rollout_metrics(report: SamplingReport, batch: list[Sample], results: list[R
         "rollout/acc": _mean([float(s.acc) for s in generated]),
         "rollout/response_length_mean": _mean([float(n) for n in lengths]),
         "rollout/response_length_max": float(max(lengths, default=0)),
+        "rollout/response_tokens": float(sum(lengths)),
         # cut by the length limit; a response whose EOS is its last allowed token was not cut
         "rollout/truncation_rate": _mean([float(s.truncated) for s in generated]),
         **trained,

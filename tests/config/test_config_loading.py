@@ -52,6 +52,30 @@ def test_invalid_values_say_why(override: str, message: str):
         load_config(overrides=[override])
 
 
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [  # accepted before, and then trained silently on zero updates or toward wrong answers
+        (["algorithm.advantage=rloo", "rollout.n=1", "algorithm.dynamic_sampling=false"],
+         "rloo needs rollout.n >= 2"),
+        (["reward.correct_score=0", "reward.incorrect_score=0"], "must be greater than reward.incorrect_score"),
+        (["reward.correct_score=-1", "reward.incorrect_score=1"], "must be greater than reward.incorrect_score"),
+        (["reward.verifier_weight=-1"], "would reward wrong answers over right ones"),
+        (["algorithm.overlong_buffer_len=0"], "overlong_buffer_len=0 never punishes"),
+    ],
+)
+def test_settings_that_would_train_on_nothing_or_backwards_are_refused(overrides: list[str], message: str):
+    with pytest.raises(ConfigError, match=message):
+        load_config(overrides=overrides)
+
+
+def test_what_those_refusals_leave_allowed():
+    # a user function as the whole reward: the verifier's scores do not matter
+    load_config(overrides=["reward.verifier_weight=0", "reward.correct_score=0", "reward.incorrect_score=0",
+                           "reward.functions=[{path: f.py:g, weight: 1.0}]"])
+    load_config(overrides=["algorithm.overlong_buffer_len=0", "algorithm.overlong_soft_punishment=false"])
+    load_config(overrides=["algorithm.advantage=grpo", "rollout.n=1", "algorithm.dynamic_sampling=false"])
+
+
 def test_tis_cap_with_rollout_old_logprobs_says_why():
     with pytest.raises(ConfigError, match="tis_cap has nothing to correct"):
         load_config(overrides=["algorithm.old_logprobs=rollout", "algorithm.tis_cap=2.0"])

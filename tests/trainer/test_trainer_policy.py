@@ -191,6 +191,10 @@ def test_mismatch_counts_only_responses_sampled_this_step_and_pg_loss_excludes_t
     stats = w.update(samples, diagnose=True)
     entropy = stats.diagnostics.entropy_sum / stats.diagnostics.tokens  # token-mean, as the loss
     assert stats.loss == pytest.approx(stats.pg_loss - 0.05 * entropy, rel=1e-9)
+    w.algo.entropy_coef = -0.05  # an entropy penalty, as verl applies one (it was ignored: coef > 0 only)
+    stats = w.update(samples, diagnose=True)
+    entropy = stats.diagnostics.entropy_sum / stats.diagnostics.tokens
+    assert stats.loss == pytest.approx(stats.pg_loss + 0.05 * entropy, rel=1e-9)
 
 
 def test_kl_penalty_to_the_reference_enters_the_loss_by_its_hand_value(tiny_model_dir):

@@ -65,6 +65,17 @@ class RewardConfig:
             check(spec.timeout_s is None or spec.timeout_s > 0,
                   f"reward.functions {spec.path!r}: timeout_s must be > 0 (null: reward.timeout_s)")
         check(
+            self.verifier_weight >= 0,
+            f"reward.verifier_weight={self.verifier_weight} would reward wrong answers over right ones: it must "
+            "be >= 0 (0 switches the verifier off)",
+        )
+        check(
+            self.verifier_weight == 0 or self.correct_score > self.incorrect_score,
+            f"reward.correct_score={self.correct_score} must be greater than reward.incorrect_score="
+            f"{self.incorrect_score}: the policy would be trained toward wrong answers (or, equal, get no "
+            "signal from the verifier at all)",
+        )
+        check(
             self.verifier_weight != 0 or len(self.functions) > 0,
             "reward.verifier_weight is 0 and no reward.functions are given: nothing scores responses",
         )

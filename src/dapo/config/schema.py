@@ -59,6 +59,13 @@ class DAPOConfig:
         a, r = self.algorithm, self.rollout
         if a.overlong_soft_punishment:
             check(
+                a.overlong_buffer_len > 0,
+                "algorithm.overlong_soft_punishment with algorithm.overlong_buffer_len=0 never punishes: the "
+                "penalty ramps over the last overlong_buffer_len tokens before rollout.max_response_length, and "
+                "no response is longer than that; give it a buffer (DAPO: 4096 of 20480) or set "
+                "algorithm.overlong_soft_punishment=false",
+            )
+            check(
                 a.overlong_buffer_len < r.max_response_length,
                 f"algorithm.overlong_buffer_len={a.overlong_buffer_len} must be smaller than "
                 f"rollout.max_response_length={r.max_response_length} (the soft overlong punishment's "
@@ -100,6 +107,11 @@ class DAPOConfig:
                 "algorithm.kl_coef > 0 needs a reference model on every policy rank, which the multi-rank "
                 "path does not load yet: use kl_coef=0 (as DAPO does) or one rank",
             )
+        check(
+            a.advantage != "rloo" or r.n >= 2,
+            "algorithm.advantage=rloo needs rollout.n >= 2: its baseline is the mean of the other responses "
+            "of a group, and a group of one gets the advantage 0 (every update would be zero)",
+        )
         if a.dynamic_sampling:
             check(
                 r.n >= 2,

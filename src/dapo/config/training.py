@@ -40,7 +40,8 @@ class AlgorithmConfig:
     kl_coef: float = 0.0
     # KL estimator when kl_coef > 0: "k1", "abs", "k2" (mse) or "k3" (low variance).
     kl_estimator: str = "k3"
-    # Entropy bonus coefficient (DAPO: 0).
+    # Entropy bonus coefficient (DAPO: 0): loss = pg_loss - entropy_coef x entropy, so a negative
+    # one penalises entropy (as verl applies any non-zero coefficient).
     entropy_coef: float = 0.0
     # Truncated importance sampling: cap on the per-token weight pi_old_trainer / pi_rollout
     # correcting rollout-engine vs trainer log-prob mismatch; null disables the correction.

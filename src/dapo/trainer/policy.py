@@ -306,7 +306,7 @@ class PolicyWorker:
         )
         pg_loss = loss
         agg = {"num_tokens": num_tokens, "num_seqs": num_seqs, "norm_const": self.norm_const}
-        if self.algo.entropy_coef > 0:
+        if self.algo.entropy_coef != 0:
             entropy = response_entropy(logits, tensors, self.temperature)
             loss = loss - self.algo.entropy_coef * aggregate_loss(entropy, mask, self.algo.loss_agg_mode, **agg)
         if self.algo.kl_coef > 0 and self.ref_model is not None:

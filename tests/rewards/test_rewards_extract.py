@@ -90,6 +90,10 @@ def test_canonical_integer(text: str, expected: str | None) -> None:
      ("\\frac{-1}{3}", "-\\frac{1}{3}"), ("-\\frac{-1}{3}", "\\frac{1}{3}"), ("-1/3", "-\\frac{1}{3}"),
      ("\\left( 1,\\, 2 \\right)", "(1,2)"), ("2 \\sqrt{3}", "2\\sqrt{3}"), ("\\frac{a}{b}", "\\frac{a}{b}"),
      ("\\leftarrow", "\\leftarrow"), ("\\$5.50", "5.50"),
+     # one-character arguments without braces: the same fraction or root as with them
+     ("\\frac12", "\\frac{1}{2}"), ("\\dfrac 1{2}", "\\frac{1}{2}"), ("-\\tfrac{1}2", "-\\frac{1}{2}"),
+     ("\\sqrt2", "\\sqrt{2}"), ("2\\sqrt 3", "2\\sqrt{3}"), ("\\frac{\\sqrt3}2", "\\frac{\\sqrt{3}}{2}"),
+     ("\\frac123", "\\frac{1}{2}3"), ("\\sqrt[3]{2}", "\\sqrt[3]{2}"),
      ("0.5", "0.5")],  # equal values in other forms keep their own keys
 )
 def test_vote_key(text: str, expected: str) -> None:
@@ -280,8 +284,8 @@ def test_rational_numbers_are_exact(pred: str, gold: str, expected: bool) -> Non
      ("34 \\text{ cm}", "34 \\text{ cm}^2", False), ("34\\%", "34 \\text{ dollars}", False),
      ("34 minutes", "34 \\text{ min}", True), ("34 degrees", "34^\\circ", True), ("34 inches", "34 \\text{ in}", True),
      ("34^\\circ \\text{C}", "34^\\circ", True), ("34", "34 \\text{ cm}", True), ("34 apples", "34 \\text{ cm}", True),
-     # K is as often "thousand" as kelvin; sign words negate
-     ("34 K", "34", False), ("34 grand", "34", False), ("34 (negative)", "34", False),
+     # a K set apart from the number is kelvin (before: wrong), glued to it a thousand; sign words negate
+     ("34 K", "34", True), ("34K", "34", False), ("34 grand", "34", False), ("34 (negative)", "34", False),
      ("34 \\text{ (negative)}", "34", False), ("34 (at least)", "34", False), ("34 (or more)", "34", False)],
 )
 def test_units_and_scale_words(answer: str, gold: str, expected: bool) -> None:

@@ -1,11 +1,14 @@
 """Wrong verdicts left from a review, each fixed with its rule (rows marked "before:" failed then).
 
-1. A remark after the answer: an approximation of another value hedges (``(about 35)``); a count
-   of the derivation's cases or steps is a remark (``(3 cases)``) -- number_forms.
+1. A remark after the answer: an approximation of another value hedges (``(about 35)``, also after
+   "or": ``(or about 0.5)``); one of its own value rounded restates it, on the Answer line as after
+   a box (``$\\frac13$ (approximately 0.33)``); a count of the derivation's cases or steps is a
+   remark (``(3 cases)``) -- number_forms, verifier, boxes.
 2. Answers that state no value math-verify reads one out of: a dangling operator, a bare relation
-   (``\\approx 34``), an equation on an expression of the variable (``x^2=34``) -- incomplete.
+   (``\\approx 34``), an equation on an expression of the variable (``x^2=34``, ``34 = 35x``) or
+   between two numerals (``34 = 35``); ``34 = x`` is read as ``x = 34`` -- incomplete.
 3. A ``**Final Answer**`` heading with the answer on the next line -- extract.
-4. ``300 \\text{ K}`` is 300 kelvin, not 300 thousand -- number_forms.
+4. ``300 \\text{ K}`` and ``300 K`` are 300 kelvin; ``34K`` (glued) is 34 thousand -- number_forms.
 5. A ground truth ``(3,5)`` may be a point: ``3<x<5`` is not compared with it as a set -- inequalities.
 """
 
@@ -16,9 +19,13 @@ import time
 import pytest
 
 from dapo.rewards import verify
-from dapo.rewards.incomplete import states_no_value
+from dapo.rewards.incomplete import name_first, states_no_value
 from dapo.rewards.inequalities import is_open_pair
-from dapo.rewards.number_forms import remark_changes_the_number
+from dapo.rewards.number_forms import (
+    canonical_integer,
+    remark_changes_the_number,
+    without_closing_remark,
+)
 from dapo.rewards.verifier import prepare
 
 A = "Let me think step by step.\nSo the total is computed.\n"
@@ -40,6 +47,50 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "So \\boxed{\\sqrt{2}} (about 1.41)", "\\sqrt2", True, "any"),  # not decidable: a remark
     (A + "So \\boxed{34} (35 ways)", "34", False, "any"),  # a count the question may ask for
     (A + "So \\boxed{34} (3 cases or 35)", "34", False, "any"),
+    # ... on the Answer line, after any answer (before: only after an integer)
+    (A + "Answer: $\\frac{1}{3}$ (approximately 0.33)", "\\frac{1}{3}", True, "answer"),  # before: wrong
+    (A + "Answer: $\\frac{1}{3}$ (\\approx 0.333)", "\\frac{1}{3}", True, "answer"),  # before: wrong
+    (A + "Answer: $\\frac{1}{3}$ (≈ 0.33)", "\\frac{1}{3}", True, "answer"),  # before: wrong
+    (A + "Answer: $\\frac{1}{3}$ (about 0.33)", "\\frac{1}{3}", True, "answer"),  # before: wrong
+    (A + "Answer: $\\frac{1}{3}$ (~0.33)", "\\frac{1}{3}", True, "answer"),  # before: wrong
+    (A + "Answer: $\\frac{1}{3}$ (or about 0.33)", "\\frac{1}{3}", True, "answer"),  # before: wrong (a hedge)
+    (A + "Answer: \\frac{1}{3} (or about 0.33)", "\\frac{1}{3}", True, "answer"),  # before: wrong (a hedge)
+    (A + "Answer: \\frac{1}{3} (approximately 0.33)", "\\frac{1}{3}", True, "answer"),  # before: wrong
+    (A + "Answer: 1/3 (approximately 0.33)", "\\frac{1}{3}", True, "answer"),  # before: wrong
+    (A + "Answer: $\\frac{1}{3}$ (\\text{approximately } 0.33)", "\\frac13", True, "answer"),  # before: wrong
+    (A + "Answer: $\\frac{1}{3}$ (since $n$ is odd)", "\\frac{1}{3}", True, "answer"),
+    (A + "Answer: \\frac{1}{3} (since n is odd)", "\\frac{1}{3}", True, "answer"),  # before: wrong
+    (A + "Answer: $\\sqrt{2}$ (about 1.41)", "\\sqrt{2}", True, "answer"),  # before: wrong
+    (A + "Answer: 34 (or 34.0)", "34", True, "answer"),  # before: wrong (a hedge; \\boxed{34} (or 34.0) right)
+    (A + "Answer: 34 (approximately 34.0)", "34", True, "answer"),
+    (A + "Answer: $\\frac{1}{3}$ (about 0.5)", "\\frac{1}{3}", False, "answer"),
+    (A + "Answer: $\\frac{1}{3}$ (about 0.34)", "\\frac{1}{3}", False, "answer"),
+    (A + "Answer: $\\frac{1}{3}$ (\\approx 0.5)", "\\frac{1}{3}", False, "answer"),
+    (A + "Answer: $\\frac{1}{3}$ (or about 0.5)", "\\frac{1}{3}", False, "answer"),
+    (A + "Answer: \\frac{1}{3} (or about 0.5)", "\\frac{1}{3}", False, "answer"),
+    (A + "Answer: $\\frac{1}{3}$ (or 0.5)", "\\frac{1}{3}", False, "answer"),
+    (A + "Answer: $\\frac{1}{3}$ (\\text{approximately } 0.5)", "\\frac13", False, "answer"),
+    (A + "Answer: $\\frac{1}{3}$ (about 0.33 thousand)", "\\frac{1}{3}", False, "answer"),
+    (A + "Answer: 34 (or x = 35)", "34", False, "answer"),
+    (A + "Answer: $\\frac{1}{2}$ (x + 1)", "\\frac{1}{2}", False, "answer"),  # a product, not a remark
+    # ... an approximation after "or", "i.e.", "which is" is an approximation
+    (A + "So \\boxed{\\frac13} (or about 0.5)", "\\frac13", False, "boxed"),  # before: right
+    (A + "So \\boxed{\\frac13} (i.e. about 0.5)", "\\frac13", False, "boxed"),  # before: right
+    (A + "So \\boxed{\\frac13} (which is about 0.5)", "\\frac13", False, "boxed"),  # before: right
+    (A + "So \\boxed{\\frac13} (about 0.33 thousand)", "\\frac13", False, "boxed"),  # before: right
+    (A + "So \\boxed{34} (or about 35)", "34", False, "boxed"),  # before: right
+    (A + "So \\boxed{34}, or about 35", "34", False, "boxed"),  # before: right
+    (A + "So \\boxed{\\frac13} or about 0.5", "\\frac13", False, "boxed"),  # before: right
+    (A + "So \\boxed{\\frac13} (or about 0.33)", "\\frac13", True, "boxed"),
+    (A + "So \\boxed{\\frac13}, or approximately 0.33", "\\frac13", True, "boxed"),
+    (A + "So \\boxed{\\frac13} (approximately 0.33)", "\\frac13", True, "boxed"),
+    (A + "Answer: $\\frac{1}{2}$ (ab)", "\\frac12", False, "answer"),  # letters of a product, not words
+    # ... and a restatement as another number is another value
+    (A + "So \\boxed{34} (which is 35)", "34", False, "boxed"),  # before: right
+    (A + "Answer: 34 (i.e. 35)", "34", False, "answer"),  # before: right
+    (A + "So \\boxed{\\frac12} (i.e. 0.6)", "\\frac12", False, "boxed"),  # before: right
+    (A + "So \\boxed{\\frac12} (i.e. 0.5)", "\\frac12", True, "boxed"),
+    (A + "So \\boxed{34} (which is even)", "34", True, "boxed"),
     # --- 2. answers that state no value ---
     (A + "Answer: 34 +", "34", False, "answer"),  # before: right
     (A + "So \\boxed{34 +}", "34", False, "boxed"),  # before: right
@@ -61,6 +112,22 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "So \\boxed{f(2) = 34}", "34", True, "boxed"),
     (A + "So \\boxed{m + n = 34}", "34", True, "boxed"),
     (A + "So \\boxed{(x) = 34}", "34", True, "boxed"),
+    # an equation written value first is read name first
+    (A + "So \\boxed{34 = x}", "34", True, "boxed"),  # before: wrong
+    (A + "Answer: $34 = x$", "34", True, "answer"),  # before: wrong
+    (A + "So \\boxed{34 = a_{1}}", "34", True, "boxed"),  # before: wrong
+    (A + "So \\boxed{34 = m + n}", "34", True, "boxed"),  # before: wrong
+    (A + "So \\boxed{\\frac{1}{3} = x}", "\\frac13", True, "boxed"),  # before: wrong
+    (A + "So \\boxed{2\\sqrt{3} = x}", "2\\sqrt{3}", True, "boxed"),  # before: wrong
+    (A + "So \\boxed{5 = x}", "x = 5", True, "boxed"),  # before: wrong
+    (A + "So \\boxed{34 = 35x}", "34", False, "boxed"),
+    (A + "So \\boxed{34 = 2x}", "34", False, "boxed"),
+    (A + "So \\boxed{34 = x^2}", "34", False, "boxed"),
+    (A + "So \\boxed{34 = \\sqrt{x}}", "34", False, "boxed"),
+    (A + "So \\boxed{35 = x}", "34", False, "boxed"),
+    (A + "So \\boxed{34 = 34}", "34", True, "boxed"),  # both sides state 34
+    (A + "So \\boxed{34 = 35}", "35", False, "boxed"),  # before: right (math-verify reads the right side)
+    (A + "So \\boxed{34 = 35}", "34", False, "boxed"),
     (A + "So \\boxed{x^2 = 34}", "x^2=34", True, "boxed"),  # the ground truth is the equation
     (A + "So \\boxed{0^+}", "0^+", True, "boxed"),  # a sign in a power, not an operator
     (A + "So \\boxed{B+}", "B+", True, "boxed"),  # the ground truth ends in it too
@@ -78,8 +145,31 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "So \\boxed{300 \\text{ K}}", "300", True, "boxed"),  # before: wrong
     (A + "Answer: 300\\,\\mathrm{K}", "300", True, "answer"),  # math-verify's verdict before
     (A + "Answer: 300K", "300", False, "answer"),  # glued: "thousand" as before
-    (A + "Answer: 300 K", "300", False, "answer"),  # no text wrapper: as before
-    (A + "Answer: 300\\text{K}", "300", False, "answer"),
+    (A + "Answer: 300 K", "300", True, "answer"),  # before: wrong (spaced: kelvin, as 300 \\text{ K})
+    (A + "Answer: $300$ K", "300", True, "answer"),
+    (A + "So \\boxed{300 K}", "300", True, "boxed"),  # before: wrong
+    (A + "So \\boxed{300} K", "300", True, "boxed"),  # a unit after the box
+    (A + "Answer: 300\\,K", "300", True, "answer"),  # before: wrong
+    (A + "Answer: 300 cm", "300", True, "answer"),
+    (A + "Answer: 300\\text{K}", "300", False, "answer"),  # glued in a wrapper: neither reading
+    (A + "Answer: 300\\text{K}", "300000", False, "answer"),
+    (A + "Answer: 300 k", "300", False, "answer"),  # a lone k: not kelvin's symbol
+    # a K glued to a number is a thousand (an answer's, not a ground truth's: 2k may be an expression)
+    (A + "Answer: 34K", "34000", True, "answer"),  # before: wrong
+    (A + "Answer: 34k", "34000", True, "answer"),  # before: wrong
+    (A + "So \\boxed{34K}", "34000", True, "boxed"),  # before: wrong
+    (A + "Answer: $34$K", "34000", True, "answer"),  # before: wrong
+    (A + "Answer: 300K", "300000", True, "answer"),  # before: wrong
+    (A + "Answer: 2.5K", "2500", True, "answer"),  # before: wrong
+    (A + "Answer: \\$34K", "34000", True, "answer"),  # before: wrong
+    (A + "Answer: x = 34K", "34000", True, "answer"),  # before: wrong
+    (A + "Answer: 34K", "34", False, "answer"),
+    (A + "Answer: $34$K", "34", False, "answer"),  # before: right
+    (A + "So \\boxed{34}K", "34", False, "boxed"),  # before: right (the box is not the whole answer)
+    (A + "So \\boxed{34}K", "34000", False, "boxed"),
+    (A + "Answer: 34 K", "34000", False, "answer"),  # spaced: kelvin
+    (A + "Answer: 2.5005K", "2500", False, "answer"),
+    (A + "Answer: 2000", "2k", False, "answer"),  # a ground truth 2k is not read as 2000
     # --- 5. a ground truth (3,5) may be a point ---
     (A + "Answer: $3<x<5$", "(3,5)", False, "answer"),  # before: right
     (A + "So \\boxed{3<x<5}", "(3,5)", False, "boxed"),  # before: right
@@ -105,7 +195,8 @@ def test_verdict(response: str, ground_truth: str, expected: bool, extractor: st
      ("x^2=34", "34", True), ("3x+1 = 34", "34", True), ("x^{2}=34", "34", True),
      ("x=34", "34", False), ("x_{1} = 34", "34", False), ("AB = 34", "34", False), ("34 (n = 3)", "34", False),
      ("x \\le 34", "34", False), ("x^2=34", "x=\\sqrt{34}", False), ("0^-", "0", False), ("\\{+,-\\}", "1", False),
-     ("x" * 2000 + "=34", "34", False)],
+     ("x" * 2000 + "=34", "34", False), ("34=35", "35", True), ("34=34.0", "34", False), ("34=35", "x=35", False),
+     ("\\frac{1}{2}=\\frac{10}{9}", "10/9", False)],
 )
 def test_states_no_value(answer: str, gold: str, expected: bool) -> None:
     assert states_no_value(answer, gold) is expected
@@ -116,10 +207,45 @@ def test_states_no_value(answer: str, gold: str, expected: bool) -> None:
     [("about 35", "34", True), ("approximately 35", "34", True), ("\\approx 35", "34", True),
      ("about 34", "34", False), ("\\approx 0.33", "\\frac13", False), ("\\approx 0.34", "\\frac13", True),
      ("about 1.41", "\\sqrt{2}", False), ("3 cases", "34", False), ("2 subcases considered", "34", False),
-     ("35 ways", "34", True), ("3 cases, 35 total", "34", True), ("3 cases or 35", "34", True)],
+     ("35 ways", "34", True), ("3 cases, 35 total", "34", True), ("3 cases or 35", "34", True),
+     ("or about 0.5", "\\frac13", True), ("or about 0.33", "\\frac13", False), ("i.e. \\approx 35", "34", True),
+     ("which is about 34", "34", False), ("about 0.33 thousand", "\\frac13", True), ("which is 35", "34", True),
+     ("= 35", "34", True), ("i.e. 34.0", "34", False)],
 )
 def test_approximations_and_counts_in_remarks(remark: str, answer: str, expected: bool) -> None:
     assert remark_changes_the_number(remark, answer) is expected
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [("34 = x", "x = 34"), ("34=a_{1}", "a_{1} = 34"), ("\\frac{1}{3} = x", "x = \\frac{1}{3}"),
+     ("34 = m+n", "m+n = 34"), ("34 = 35x", "35x = 34"), ("34 = \\theta", "\\theta = 34"), ("x = 34", "x = 34"), ("34 = 35", "34 = 35"),
+     ("a = b", "a = b"), ("34 <= x", "34 <= x"), ("34 = x = 34", "34 = x = 34"), ("34 = ", "34 = ")],
+)
+def test_name_first(answer: str, expected: str) -> None:
+    assert name_first(answer) == expected
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [("\\frac{1}{3} (approximately 0.33)", "\\frac{1}{3}"), ("\\frac{1}{3} (\\approx 0.333)", "\\frac{1}{3}"),
+     ("\\frac{1}{3} (or about 0.33)", "\\frac{1}{3}"), ("\\frac{1}{3} (since n is odd)", "\\frac{1}{3}"),
+     ("\\frac{1}{3} (about 0.5)", None), ("\\frac{1}{3} (or 0.5)", None),
+     ("\\frac{1}{3} (or n is odd)", "\\frac{1}{3} (or n is odd)"),  # an "or" that restates nothing: kept
+     ("\\frac{1}{2} (x+1)", "\\frac{1}{2} (x+1)"), ("\\frac{1}{2} (ab)", "\\frac{1}{2} (ab)"), ("f(x)", "f(x)"), ("(1, 2)", "(1, 2)"), ("34", "34")],
+)
+def test_without_closing_remark(answer: str, expected: str | None) -> None:
+    assert without_closing_remark(answer) == expected
+
+
+@pytest.mark.parametrize(
+    ("answer", "thousands", "expected"),
+    [("34K", True, "34000"), ("34k", True, "34000"), ("2.5K", True, "2500"), ("0.25K", True, "250"),
+     ("1,200K", True, "1200000"), ("-3K", True, "-3000"), ("34K", False, None), ("34 K", True, "34"),
+     ("34\\text{K}", True, None), ("2.5005K", True, None), ("34Kg", True, None)],
+)
+def test_glued_k_is_a_thousand_in_answers(answer: str, thousands: bool, expected: str | None) -> None:
+    assert canonical_integer(answer, thousands=thousands) == expected
 
 
 @pytest.mark.parametrize(
@@ -136,7 +262,9 @@ def test_open_pair(gold: str, expected: bool) -> None:
     "response",
     ["**Final Answer**\n" * 50_000, "Final Answer" + " " * 100_000 + "\n34", "Answer: 34" + " +" * 50_000,
      "\\boxed{" + "x" * 100_000 + "=34}", "\\boxed{34} (" + "about " * 30 + "35)",
-     "Answer: 34 (" + "3 cases " * 20 + ")"],
+     "Answer: 34 (" + "3 cases " * 20 + ")", "Answer: \\frac{1}{3} (" + "or about " * 40 + "0.33)",
+     "\\boxed{" + "3" * 100_000 + " = x}", "Answer: " + "3" * 100_000 + "K", "\\boxed{34}, or" + " about" * 30 + " 35",
+     "Answer: $34$" + "K" * 100_000],
 )
 def test_new_rules_stay_fast_on_hostile_text(response: str) -> None:
     for extractor in ("answer", "boxed", "any"):

@@ -41,6 +41,9 @@ def test_maj_at_k_votes_for_answers_not_for_their_spelling():
     fractions = [r(True, "\\frac{1}{2}"), r(True, "0.5"), r(False, "\\frac{1}{3}"), r(False, "1/3"),
                  r(False, "$\\dfrac{1}{3}$")]
     assert score_at_k(fractions, 5)["eval/maj@5"] == 0.0
+    # ... braced or not: 3 + 3 votes for 1/2 beat 4 (correct) for 1/3
+    braces = [r(True, "\\frac{1}{3}")] * 4 + [r(False, "\\frac{1}{2}")] * 3 + [r(False, "\\frac12")] * 3
+    assert score_at_k(braces, 10)["eval/maj@10"] == 0.0
     # a tie goes to the answer seen first
     assert score_at_k([r(False, "35"), r(True, "34")], 2)["eval/maj@2"] == 0.0
     assert score_at_k([r(True, "34"), r(False, "35")], 2)["eval/maj@2"] == 1.0

@@ -18,29 +18,32 @@ from dapo.rewards.answer_text import Extracted, clean_answer, sign_before, signe
 from dapo.rewards.equivalence import vote_key
 from dapo.rewards.inequalities import is_inequality_disjunction, is_or
 from dapo.rewards.number_forms import (
-    only_restates,
     remark_changes_the_number,
+    restates,
     starts_with_scale_word,
 )
 
 BOX_COMMANDS = ("\\boxed", "\\fbox")
 # a number or math just before the last box, joined to it by "or": "$35$ or \\boxed{34}"
 _ALTERNATIVE_BEFORE = re.compile(r"[0-9$})] {0,3}(?:or|\\lor) {0,3}$", re.IGNORECASE)
-# ... or just after it: "\\boxed{34} or 35", "\\boxed{34}$, or $x = 35$" (a number after the "or"),
-# "\\boxed{34} or more" (as "$34$ or more").
+# ... or just after it: "\\boxed{34} or 35", "\\boxed{34}$, or $x = 35$" (a number after the "or", or
+# an approximation: "\\boxed{34}, or about 35"), "\\boxed{34} or more" (as "$34$ or more").
 _ALTERNATIVE_AFTER = re.compile(
     r"(?:\\[)\]]|[\s$.,]){0,8}(?:or|\\lor|\\vee|\\text\{ {0,3}or {0,3}\})(?![A-Za-z])(?:\\\(|[\s$(]){0,8}"
+    r"(?:(?:about|approximately|approx\.?|roughly|around|nearly|almost|\\approx|[≈~∼])(?:\\\(|[\s$(]){0,8})?"
     r"(?:(?:[A-Za-z] {0,3}= {0,3})?[+-]? {0,3}(?:[0-9]|\\(?:d?frac|sqrt|boxed)(?![A-Za-z]))"
     r"|(?:more|less|fewer|greater|higher|lower|above|below)(?![A-Za-z]))", re.IGNORECASE)
 # Between two chained boxes: spacing and math delimiters, dropped before looking for a separator.
 _GAP_NOISE = re.compile(r"\\(?:quad|qquad|[,;: ()\[\]])|[\s$.]")
 _LIST_SEPARATOR = re.compile(r"[,;]|(?<![A-Za-z])(?:and|or)(?![A-Za-z])", re.IGNORECASE)
-# Math that continues the box, so that the box is not the whole answer: a digit or brace glued to
-# it ("\\boxed{34}35", "\\boxed{34}{,}000"), a power that is not a degree sign or an ordinal
-# ("\\boxed{34}^2", not "^\\circ" or "^{th}"), a product, root or plus-minus ("\\boxed{2}\\sqrt{3}",
-# "\\boxed{34} \\times 10^3", "\\boxed{34} \\pm 1") or arithmetic on a number.
+# Math that continues the box, so that the box is not the whole answer: a digit, brace or K ("thousand")
+# glued to it ("\\boxed{34}35", "\\boxed{34}{,}000", "\\boxed{34}K"; "\\boxed{300} K" is kelvin), a
+# power that is not a degree sign or an ordinal ("\\boxed{34}^2", not "^\\circ" or "^{th}"), a product,
+# root or plus-minus ("\\boxed{2}\\sqrt{3}", "\\boxed{34} \\times 10^3", "\\boxed{34} \\pm 1") or
+# arithmetic on a number.
 _CONTINUED_AFTER = re.compile(
-    r"[0-9]|\{(?! {0,3}(?:\}|\\(?:text|textrm|mathrm|mbox|[,;]|quad)(?![A-Za-z])))"  # not "{}", "{\\text{ cm}}"
+    r"[0-9]|[Kk](?![A-Za-z])"
+    r"|\{(?! {0,3}(?:\}|\\(?:text|textrm|mathrm|mbox|[,;]|quad)(?![A-Za-z])))"  # not "{}", "{\\text{ cm}}"
     r"| {0,3}(?:\^(?! {0,3}\{? {0,3}(?:\\(?:circ|prime)(?![A-Za-z])|(?:\\(?:text|textrm|mathrm)\{ {0,3})?(?:th|st|nd|rd)"
     r"(?![A-Za-z])))|\\(?:sqrt|times|cdot|pi|d?frac|pm|mp)(?![A-Za-z])|±"
     r"|[+\-*/] {0,3}(?:[0-9]|\\(?:d?frac|sqrt|pi)(?![A-Za-z])))")
@@ -80,8 +83,8 @@ def from_last_box(text: str) -> Extracted | None:
 def _changed_after(after: str, answer: str) -> bool:
     """Whether the text after the last box (whose content is ``answer``) offers another answer or
     continues its math; an "or" or a remark that restates the box's value does not
-    (``\\boxed{\\frac12} or 0.5``, ``\\boxed{34} (34 ways)``)."""
-    if _ALTERNATIVE_AFTER.match(after) and not only_restates(answer, after):
+    (``\\boxed{\\frac12} or 0.5``, ``\\boxed{\\frac13}, or about 0.33``, ``\\boxed{34} (34 ways)``)."""
+    if _ALTERNATIVE_AFTER.match(after) and not restates(answer, after.lstrip(" \t$.,")):
         return True
     if _CONTINUED_AFTER.match(after):
         return True

@@ -54,14 +54,22 @@ _WORDS = re.compile(r"[A-Za-z]{2,40}(?:[ '-]{1,3}[A-Za-z]{1,40}){0,8}")
 # LaTeX that does not change an answer's value, dropped from maj@k's vote keys (\left, not \leftarrow)
 _SIZING = re.compile(r"\\(?:left|right|displaystyle)(?![A-Za-z])")
 _COSMETIC = ("\\!", "\\$", "$", *SPACES)  # an escaped dollar (currency) before the math delimiter
+# A \frac or \sqrt whose argument is one character without braces (\frac12, \frac1{2}, \sqrt2)
+_FRACTION_ARGUMENTS = re.compile(r"\\frac(\{[^{}]{0,200}\}|[0-9A-Za-z])(\{[^{}]{0,200}\}|[0-9A-Za-z])")
+_ROOT_ARGUMENT = re.compile(r"\\sqrt([0-9A-Za-z])")
 _SIMPLE_FRACTION = re.compile(r"(-?)\\frac\{(-?[0-9]{1,50})\}\{([0-9]{1,50})\}|(-?[0-9]{1,50})/([0-9]{1,50})")
+
+
+def _braced_fraction(match: re.Match[str]) -> str:
+    return "\\frac" + "".join(arg if arg.startswith("{") else f"{{{arg}}}" for arg in match.groups())
 
 
 def vote_key(answer: str) -> str:
     """The form maj@k counts ``answer``'s vote under: answers of the same key vote together. An
     integer is its digits (``x = 34``, ``34.0``); otherwise the text without whitespace, LaTeX
     spacing, sizing or math delimiters, ``\\dfrac``/``\\tfrac`` as ``\\frac``, a final period,
-    and ``a/b`` as ``\\frac{a}{b}`` (``1/3``, ``\\dfrac{1}{3}`` and ``\\frac{1}{3}`` vote together).
+    one-character arguments braced (``\\frac12``, ``\\sqrt2`` as ``\\frac{1}{2}``, ``\\sqrt{2}``)
+    and ``a/b`` as ``\\frac{a}{b}`` (``1/3``, ``\\dfrac{1}{3}``, ``\\frac13`` and ``\\frac{1}{3}`` vote together).
     String operations only, linear time: other equal values (``0.5`` and ``\\frac{1}{2}``) still
     vote apart."""
     if (integer := canonical_integer(answer)) is not None:
@@ -70,6 +78,7 @@ def vote_key(answer: str) -> str:
     for cosmetic in _COSMETIC:
         answer = answer.replace(cosmetic, "")
     answer = compact(answer).replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").rstrip(".")
+    answer = _ROOT_ARGUMENT.sub(r"\\sqrt{\1}", _FRACTION_ARGUMENTS.sub(_braced_fraction, answer))
     fraction = _SIMPLE_FRACTION.fullmatch(answer)
     if fraction is None:
         return answer
@@ -83,7 +92,8 @@ def vote_key(answer: str) -> str:
 def quick_verdict(pred: str, ground_truth: str) -> bool | None:
     """Decide equivalence with string operations alone; None means "ask math-verify".
 
-    Integer ground truth: an integer prediction is compared exactly, a plain non-integer number,
+    Integer ground truth: an integer prediction is compared exactly (a K glued to it is a thousand:
+    ``34K`` is 34000, never 34; ``300 K``, spaced, is kelvin, 300), a plain non-integer number,
     a repeating decimal (``34.\\overline{3}``) or two values (``34 \\approx 35``) are wrong; only
     symbolic predictions (``\\frac{68}{2}``) go on. Any ground truth: identical strings (ignoring
     whitespace) are right; over-long answers and a scale word the ground truth lacks
@@ -96,10 +106,10 @@ def quick_verdict(pred: str, ground_truth: str) -> bool | None:
             named, _, pred = pred.rpartition("\\approx")
             if any(char.isdigit() for char in named):
                 return False
-        pred_integer = canonical_integer(pred)
+        pred_integer = canonical_integer(pred, thousands=True)  # "34K" is 34000
         if pred_integer is not None:
             return pred_integer == gold_integer
-        if is_plain_number(pred) or ends_in_a_word_that_is_not_a_unit(pred) or changes_the_number(pred):
+        if is_plain_number(pred, thousands=True) or ends_in_a_word_that_is_not_a_unit(pred) or changes_the_number(pred):
             return False  # 34.5; 34 thousand or 2 \text{ pi} (which math-verify reads as 34 and 2)
         if is_repeating_decimal(pred):  # 34.\overline{3}, which math-verify reads as 34
             return rational_verdict(pred, ground_truth) is True
@@ -109,7 +119,7 @@ def quick_verdict(pred: str, ground_truth: str) -> bool | None:
         return False
     if ends_in_a_scale_word(pred) and not ends_in_a_scale_word(ground_truth):
         return False  # "\frac{1}{2} \text{ thousand}": math-verify drops the word
-    pred_number, gold_number = plain_number(pred), plain_number(ground_truth)
+    pred_number, gold_number = plain_number(pred, thousands=True), plain_number(ground_truth)
     if pred_number is not None and gold_number is not None:  # 12.5 and 12.50, 12.5\% and 12.5
         with contextlib.suppress(InvalidOperation):  # an exponent past 10^18 digits: math-verify's
             return Decimal(pred_number) == Decimal(gold_number)

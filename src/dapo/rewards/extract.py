@@ -40,7 +40,7 @@ from dapo.rewards.boxes import (
     strip_boxes,
 )
 from dapo.rewards.inequalities import is_inequality_disjunction
-from dapo.rewards.number_forms import SCALE_WORDS, starts_with_scale_word
+from dapo.rewards.number_forms import SCALE_WORDS, restates, starts_with_scale_word
 
 # "Answer:", "**Answer:**", "Final answer :", full-width colon; or a heading alone on its line with
 # no colon ("**Final Answer**", "## Answer"), whose answer is the next non-empty line. Quantifiers
@@ -259,6 +259,8 @@ def _after_copula(line: str) -> str:
 
 # Two $...$ segments joined by an equals sign: "$a+b$ = $34$".
 _EQUATED_SEGMENTS = re.compile(r"(?<!\\)\$ {0,3}= {0,3}\$")
+# What follows a lone $...$ segment when it is one parenthesis: "$\\frac13$ (or about 0.33)".
+_WHOLE_REMARK = re.compile(r"\(([^()]{0,400})\)")
 # A parenthesis closing the line right after a $...$ segment: "$540$ (since $n$ is even)".
 _REMARK_AFTER_MATH = re.compile(r"(?<=\$) {0,3}\(([^()]{0,400})\)\s*$")
 
@@ -286,15 +288,21 @@ def _states_math(text: str) -> bool:
 def _single_segment_answer(line: str, segment: str) -> str | None:
     """The answer on a line with one ``$...$``: the segment (``the value $34$ degrees``), with a
     sign written before it (``-$34$``), or the segment and what continues it (``$2$\\sqrt{2}``,
-    ``$34$ thousand``, ``$34$ (mod 10)``: the verifier decides whether that is still the number);
-    None when the text around it offers another answer (``$34$ or 35``), as for boxes, or the
-    words before it negate or bound it (``not $34$``, ``at least $34$``)."""
+    ``$34$ thousand``, ``$34$ (mod 10)``, a glued ``$34$K`` read as ``34K``: the verifier decides
+    whether that is still the number); None when the text around it offers another answer
+    (``$34$ or 35``, ``$34$ (or 35)``), as for boxes, or the words before it negate or bound it
+    (``not $34$``, ``at least $34$``). A closing remark that only restates the segment's value, its
+    "or" included, offers none (``$\\frac13$ (or about 0.33)``, ``$34$ (or 34.0)``)."""
     parts = line.replace("\\$", "").split("$")
     after = "".join(parts[2:]).strip()
-    if HEDGE.search(parts[0] + " " + after) or _QUALIFIER.search(parts[0][-40:]):
-        return None
     segment = signed(segment.strip(), sign_before(parts[0]))
+    remark = _WHOLE_REMARK.fullmatch(after)
+    restated = remark is not None and restates(segment, remark.group(1))
+    if HEDGE.search(parts[0] + " " + ("" if restated else after)) or _QUALIFIER.search(parts[0][-40:]):
+        return None
     first_word = re.match(r"[A-Za-z]*", after).group(0).lower()  # type: ignore[union-attr]
+    if first_word == "k" and parts[2][:1] in "Kk":  # "$34$K" reads 34K; "$34$ K" is kelvin
+        return f"{segment}{after}"
     if after[:1] in _CONTINUES_MATH or first_word in SCALE_WORDS:
         return f"{segment} {after}"
     return segment

@@ -19,6 +19,16 @@ right side). Each is a different answer, or none, so each is wrong here:
   bare name (``x = 34``, ``a_1 = 34``), a function value (``f(2) = 34``) or an expression in
   several letters (``m+n = 34``, ``a+b=34``: the quantity asked for, by AIME's habit) states the
   value on its right, as before.
+- an *equation between two different numerals* (``34 = 35``, ``0.5 = 0.6``): it states no one value
+  (math-verify compares its right side, so ``34 = 35`` was right for 35). ``34 = 34`` and
+  ``34 = 34.0`` state 34. Fractions and expressions are left to math-verify, which reads the right
+  side (its own suite counts ``\\frac12 \\$ = \\frac{10}{9}`` right for ``10/9``). Not when the
+  ground truth has an ``=`` too.
+
+An equation written the other way round, a value on the left and what it names on the right
+(``34 = x``, ``34 = a_1``, ``34 = m+n``), is read name first (:func:`name_first`: ``x = 34``) before
+these rules, so both ways round are judged alike: ``34 = x`` states 34, while ``34 = 35x`` and
+``34 = x^2`` are ``35x = 34`` and ``x^2 = 34``, equations on an expression of one letter (wrong).
 
 String scanning of bounded length: linear, safe in the parent process.
 """
@@ -26,6 +36,8 @@ String scanning of bounded length: linear, safe in the parent process.
 from __future__ import annotations
 
 import re
+
+from dapo.rewards.exact_numbers import exact_rational
 
 # LaTeX spacing and math delimiters: dropped before reading the two ends.
 _SPACING = re.compile(r"\\[,;:! ]|\\q?quad(?![A-Za-z])|[$~\s]")
@@ -38,6 +50,32 @@ _OPENING_RELATION = re.compile(r"(?:[<>≤≥≠≈∼]|\\(?:le|leq|ge|geq|lt|gt
 _ARITHMETIC_COMMANDS = re.compile(r"\\(?:cdot|times|d?frac|sqrt|left|right)(?![A-Za-z])")
 _EXPRESSION = re.compile(r"[A-Za-z0-9+\-*/^{}().]{1,60}")
 _MAX_CHARS = 1000
+_NUMERAL = re.compile(r"[+-]?(?:[0-9]{1,50}(?:\.[0-9]{0,50})?|\.[0-9]{1,50})")
+# A LaTeX command name (\frac, \sqrt, \pi): not a letter of the answer.
+_COMMAND = re.compile(r"\\[A-Za-z]+")
+# A lone Greek letter, optionally subscripted: a name, as a Latin letter is.
+_GREEK_NAME = re.compile(r"\\(?:alpha|beta|gamma|delta|epsilon|varepsilon|zeta|eta|theta|vartheta|lambda|mu|nu|xi"
+                         r"|rho|sigma|tau|phi|varphi|chi|psi|omega)(?:_\{?[A-Za-z0-9]{1,8}\}?)?")
+
+
+def name_first(answer: str) -> str:
+    """``34 = x`` -> ``x = 34``: one equation whose left side is a value (no letter outside LaTeX
+    commands: ``34``, ``\\frac{1}{3}``, ``2\\sqrt{3}``) and whose right side names something (it has
+    a letter, or is a lone Greek letter) is turned round, so that the rules here and the number
+    rules, which read ``x = 34`` as 34, judge it as written name first. Anything else is returned
+    as it is (``34 = 35``, ``x = 34``, ``a = b``, relations such as ``34 <= x``)."""
+    if len(answer) > _MAX_CHARS or answer.count("=") != 1:
+        return answer
+    left, right = (side.strip() for side in answer.split("="))
+    bare_left, bare_right = _SPACING.sub("", left), _SPACING.sub("", right)
+    if not bare_left or not bare_right or bare_left.endswith(("<", ">", "!", "\\", ":")):
+        return answer
+    if _OPENING_RELATION.search(bare_left) or _OPENING_RELATION.search(bare_right):
+        return answer
+    names_something = re.search(r"[A-Za-z]", _COMMAND.sub("", bare_right)) or _GREEK_NAME.fullmatch(bare_right)
+    if re.search(r"[A-Za-z]", _COMMAND.sub("", bare_left)) or not names_something:
+        return answer
+    return f"{right} = {left}"
 
 
 def states_no_value(answer: str, ground_truth: str) -> bool:
@@ -46,7 +84,7 @@ def states_no_value(answer: str, ground_truth: str) -> bool:
         return False  # the caller's length rule decides these
     text, gold = _SPACING.sub("", answer), _SPACING.sub("", ground_truth)
     return (_dangling_operator(text, gold) or _bare_relation(text, gold)
-            or (_equates_an_expression(text) and "=" not in gold))
+            or ("=" not in gold and (_equates_an_expression(text) or _equates_two_numbers(text))))
 
 
 def _dangling_operator(text: str, gold: str) -> bool:
@@ -60,6 +98,16 @@ def _bare_relation(text: str, gold: str) -> bool:
 def _is_vector(text: str) -> bool:
     """``<1, 2>``: angle brackets, not two relations."""
     return text.startswith("<") and text.endswith(">")
+
+
+def _equates_two_numbers(text: str) -> bool:
+    """``34 = 35``: one equation between two numerals (integers or decimals) of different values."""
+    if text.count("=") != 1:
+        return False
+    sides = text.split("=")
+    if not all(_NUMERAL.fullmatch(side) for side in sides):
+        return False
+    return exact_rational(sides[0]) != exact_rational(sides[1])
 
 
 def _equates_an_expression(text: str) -> bool:

@@ -6,8 +6,10 @@ Unicode decimal digits mapped to ASCII (``٣٤``, full-width ``３４``), a vari
 (``x = 34``), and trailing units, degree, percent or currency signs, or a remark in words
 (``7 (mod 10)``). What changes the number is never dropped: a scale word (``34 thousand``), a word
 of an expression (``2 pi``), a remark that offers another answer or multiplies it (``34 (or 35)``,
-``34 (x 1000)``). Linear-time string operations that never call ``int()`` (which refuses more than
-4300 digits), so they are safe on any input.
+``34 (x 1000)``). A K or k glued to a number is a thousand (``34K`` is 34000, read so in an answer
+only: :func:`canonical_integer` with ``thousands=True``); a capital K set apart from it by a space
+is kelvin, a unit (``300 K``, ``300 \\text{ K}`` are 300). Linear-time string operations that
+never call ``int()`` (which refuses more than 4300 digits), so they are safe on any input.
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ _NOT_UNITS = SCALE_WORDS | frozenset((
     "negative", "below", "zero",
 ))
 # metre, gram, second, hour, litre, volt, watt, joule, newton, ampere, Celsius and Fahrenheit (after a
-# degree sign), tesla, siemens; not K, which is as often "thousand" (34K) as kelvin
+# degree sign), tesla, siemens; K only set apart by a space (kelvin, see _strip_unit_suffix): glued
+# to the number (34K) it is "thousand"
 _UNIT_LETTERS = frozenset("mgshlLVWJNACFTS")
 # A number, then one word (bare or in \text{...}, \mathrm{...}) and the end: "34 thousand", "2 \text{ pi}".
 # No two quantifiers compete for the same whitespace (that backtracked quadratically): linear.
@@ -58,6 +61,8 @@ _PLAIN_INTEGER = re.compile(r"[+-]?[0-9]+(?:\.0*)?")
 _GROUPED_INTEGER = re.compile(r"[+-]?[0-9]{1,3}(?:[, ][0-9]{3})+(?:\.0*)?")
 # Unambiguous (no two quantifiers compete for the same characters): linear even on 10^5 digits.
 _PLAIN_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+# A number with a K or k glued to it: "34K", "2.5k", "1,200K" (a thousand times it).
+_GLUED_THOUSANDS = re.compile(r"([+-]?)([0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.([0-9]*))?[Kk]")
 
 
 def to_ascii_digits(text: str) -> str:
@@ -71,8 +76,9 @@ def to_ascii_digits(text: str) -> str:
     return "".join(out).replace("\u2212", "-").replace("\uff0b", "+").replace("\uff0c", ",")
 
 
-def _strip_number_decorations(answer: str) -> str:
-    """Remove what can surround a number without changing it: prefixes, units, signs."""
+def _strip_number_decorations(answer: str, thousands: bool = False) -> str:
+    """Remove what can surround a number without changing it: prefixes, units, signs; with
+    ``thousands``, a K glued to what is left is read as a thousand (``34K`` -> ``34000``)."""
     answer = GLUED_COMMA.sub(",", to_ascii_digits(answer))
     for space in SPACES:
         answer = answer.replace(space, " ")
@@ -88,12 +94,26 @@ def _strip_number_decorations(answer: str) -> str:
                 answer = answer[: -len(suffix)].rstrip()
         if answer == before:
             break
-    return answer.strip()
+    answer = answer.strip()
+    return _times_a_thousand(answer) if thousands else answer
+
+
+def _times_a_thousand(number: str) -> str:
+    """``34K`` -> ``34000``, ``2.5k`` -> ``2500``, ``0.25K`` -> ``0250``: the decimal point moved
+    three places (string work, no parsing); anything else is returned as it is."""
+    glued = _GLUED_THOUSANDS.fullmatch(number)
+    if glued is None:
+        return number
+    sign, whole, fraction = glued.group(1), glued.group(2).replace(",", ""), glued.group(3) or ""
+    fraction = fraction.ljust(3, "0")
+    rest = fraction[3:]
+    return f"{sign}{whole}{fraction[:3]}" + (f".{rest}" if rest else "")
 
 
 def _strip_unit_suffix(answer: str) -> str:
     """Drop one trailing unit: ``\\text{ cm}`` (no digits inside; ``\\text{ K}`` after a space is
-    kelvin), a plain word (``cm``), a unit with a power or per (``cm^2``, ``m/s``), or a remark
+    kelvin), a plain word (``cm``; ``K`` after a space is kelvin too), a unit with a power or per
+    (``cm^2``, ``m/s``), or a remark
     after a number, in parentheses (``7 (mod 10)``) or as ``7 \\pmod{10}``. Not a unit: a scale
     word (``34 thousand`` is not ``34``), a word of an expression (``2 pi``, ``2 times n``) or a
     lone letter other than an SI symbol (``2 i``, ``$2\\mathrm{e}$``)."""
@@ -112,14 +132,15 @@ def _strip_unit_suffix(answer: str) -> str:
         return answer[: remark.start()]
     space = answer.rfind(" ")
     word = answer[space + 1 :]
-    if space > 0 and word.isascii() and _UNIT_WORD.fullmatch(word) and _is_unit(word):
-        return answer[:space]
+    if space > 0 and word.isascii() and _UNIT_WORD.fullmatch(word) and (_is_unit(word) or word == "K"):
+        return answer[:space]  # "34 cm", "300 K" (kelvin)
     return answer
 
 
 def _is_spaced_kelvin(answer: str, start: int, inner: str) -> bool:
     """``300 \\text{ K}``, ``300\\,\\mathrm{K}``: a K in a text wrapper, set off from the number by a
-    space, is kelvin (a unit), as typeset units are; a bare ``300K`` or ``300 K`` stays "thousand"."""
+    space, is kelvin (a unit), as ``300 K`` is; glued to it (``300\\text{K}``) it is neither (kelvin
+    or "thousand": not read), and ``300K`` without markup is "thousand"."""
     wrapped = answer[start:].split("{", 1)[-1]
     return inner == "K" and (wrapped[:1].isspace() or answer[:start].endswith(" "))
 
@@ -132,6 +153,9 @@ _ANOTHER_ANSWER = re.compile(
 # ... and one that opens with a product multiplies it: "(x 1000)", "(times 10)", "(\times 10^3)".
 _MULTIPLIES_IT = re.compile(r"\s*(?:x|times|multiplied by|\\times|\\cdot|\*)[\s$({]{0,8}[+\-\u2212]?[0-9]", re.IGNORECASE)
 _OPENS_WITH_A_NUMBER = re.compile(r"\s{0,3}[$]?\s{0,3}[+\-\u2212]?[0-9]")
+# ... or that restates it as another number: "(which is 35)", "(i.e. 0.6)", "(that is, 35)", "(= 35)".
+_RESTATED_AS = re.compile(r"\s*(?:(?:i\.\s?e\.|ie|that\s+is|which\s+is|which\s+equals|equals)(?![A-Za-z])|=)"
+                          r"[\s,$({]{0,8}[+\-\u2212]?[0-9]", re.IGNORECASE)
 # ... or that is only a bound, as "$34$ or more" is: "(or more)", "(at least)"; not "(at most 2 per row)".
 _BOUNDS_IT = re.compile(r"\s*(?:or\s+(?:more|less|fewer|greater|higher|lower|above|below|over|under)|at\s+(?:least|most))"
                         r"[\s.!]*$", re.IGNORECASE)
@@ -148,9 +172,11 @@ _BELOW_ZERO = re.compile(r"\s*below(?:\s+(?:zero|0|sea\s+level|freezing))?\s*$",
 _NUMBER_TOKEN = re.compile(r"[+\-\u2212]?(?:\\[dt]?frac\{[+-]?[0-9]{1,50}\}\{[0-9]{1,50}\}"
                            r"|[0-9][0-9,]{0,60}(?:\.[0-9]{1,50})?(?:/[0-9]{1,50})?)")
 _SCALE_LETTERS = frozenset(("k", "m", "b"))  # 34K, 3M, 2B
-# A remark that opens with an approximation and a number: "(about 35)", "(\approx 0.33)", "(~35)".
+# A remark that opens with an approximation and a number: "(about 35)", "(\approx 0.33)", "(~35)", also
+# after a connective: "(or about 35)", "(i.e. about 35)", "(which is about 35)".
 _APPROXIMATELY = re.compile(
-    r"\s*(?:(?:about|approximately|approx|roughly|around|nearly|almost|circa|ca)(?![A-Za-z])\.?|close\s+to"
+    r"\s*(?:(?:or|i\.\s?e\.|ie|that\s+is|which\s+is|so)(?![A-Za-z])[\s,$]{0,4})?"
+    r"(?:(?:about|approximately|approx|roughly|around|nearly|almost|circa|ca)(?![A-Za-z])\.?|close\s+to"
     r"|\\(?:approx|sim|simeq|thickapprox)(?![A-Za-z])|[≈~∼])"
     r"[\s$({]{0,8}([+\-\u2212]?[0-9][0-9,]{0,60}(?:\.[0-9]{1,50})?)",
     re.IGNORECASE)
@@ -164,16 +190,18 @@ _OR_WORD = re.compile(r"(?<![A-Za-z])(?:or|either)(?![A-Za-z])", re.IGNORECASE)
 
 def remark_changes_the_number(remark: str, answer: str = "") -> bool:
     """A remark after an answer that opens with a second one (``or 35``, ``and 35``, ``possibly 35``,
-    ``but 35 if n is odd``, ``35 if n is odd``, ``n odd: 35``), with a product (``x 1000``,
+    ``but 35 if n is odd``, ``35 if n is odd``, ``n odd: 35``) or restates it as another number
+    (``which is 35``, ``i.e. 35``, ``= 35``), with a product (``x 1000``,
     ``times 10``), with a word that scales it (``in thousands``) or gives it a sign (``negative``), or
     that makes it a bound (``or more``, ``at least``). Given the ``answer`` it follows, a remark whose every number is that answer's value restates
     it (``34 (34 ways)``, ``34 (answer: 34)``, ``\\frac12 (or 0.5)``), and a sign word describes
     a negative answer (``-5 (negative)``).
 
-    Approximations: a qualifier (``about``, ``approximately``, ``roughly``, ``~``, ``\\approx``) and a
-    number that is not the answer's value rounded to the places it gives hedges with another
-    value (``34 (about 35)``: which one is meant?), so it changes the answer; one that is that
-    rounding restates it (``\\frac13 (\\approx 0.33)``), and so does any approximation of an answer
+    Approximations: a qualifier (``about``, ``approximately``, ``roughly``, ``~``, ``\\approx``; also
+    after ``or``, ``i.e.``, ``which is``) and a number that is not the answer's value rounded to
+    the places it gives, or that a scale word follows, hedges with another value (``34 (about
+    35)``, ``\\frac13 (or about 0.5)``: which one is meant?), so it changes the answer; one that is
+    that rounding restates it (``\\frac13 (\\approx 0.33)``), and so does any approximation of an answer
     whose value is not a plain rational (``\\sqrt2 (about 1.41)``: not decidable with strings, so
     left a remark). A count of the derivation's steps (``34 (3 cases)``, ``(in 2 steps)``: cases,
     steps, stages, phases, iterations) is a remark, not a second answer; a count of anything the
@@ -184,12 +212,14 @@ def remark_changes_the_number(remark: str, answer: str = "") -> bool:
     if answer and only_restates(answer, remark):
         return False
     approximately = _APPROXIMATELY.match(remark)
-    if approximately is not None and not _rounds_to_the_answer(answer, approximately.group(1)):
-        return True  # "34 (about 35)": two values
+    if approximately is not None and (not _rounds_to_the_answer(answer, approximately.group(1))
+                                      or starts_with_scale_word(remark[approximately.end() :])):
+        return True  # "34 (about 35)", "\\frac13 (about 0.33 thousand)": two values
     if _DERIVATION_COUNT.match(remark) and not _OR_WORD.search(remark):
         return False  # "34 (3 cases)": how it was found
     return (_ANOTHER_ANSWER.match(remark) is not None or _OPENS_WITH_A_NUMBER.match(remark) is not None
             or _MULTIPLIES_IT.match(remark) is not None or _ENDS_WITH_A_VALUE.search(remark) is not None
+            or _RESTATED_AS.match(remark) is not None
             or _BOUNDS_IT.match(remark) is not None or starts_with_scale_word(remark))
 
 
@@ -203,6 +233,55 @@ def only_restates(answer: str, text: str) -> bool:
         return False
     words = {word.lower() for word in re.findall(r"[A-Za-z]+", text[:400])}
     return not words & (SCALE_WORDS | _SCALE_LETTERS) and all(_rational_value(n.rstrip(",")) == stated for n in numbers)
+
+
+def restates(answer: str, remark: str) -> bool:
+    """Whether ``remark`` only restates ``answer``'s value: every number in it is that value
+    (:func:`only_restates`: ``or 0.5`` for ``\\frac12``), or it is one approximation of the value,
+    rounded to the places it gives (``or about 0.33``, ``\\approx 0.333`` for ``\\frac13``)."""
+    if only_restates(answer, remark):
+        return True
+    approximately = _APPROXIMATELY.match(remark)
+    return (approximately is not None and _rational_value(answer) is not None
+            and len(_NUMBER_TOKEN.findall(remark[:400])) == 1
+            and not starts_with_scale_word(remark[approximately.end() :])
+            and _rounds_to_the_answer(answer, approximately.group(1)))
+
+
+# A parenthesis closing an answer after a value: "\frac{1}{3} (approximately 0.33)", "1/3 (since n is odd)".
+_CLOSING_PARENTHESIS = re.compile(r"(?<=[0-9}]) {0,3}\(([^()]{0,400})\)$")
+_COMMAND_NAME = re.compile(r"\\[A-Za-z]+")
+
+
+def without_closing_remark(answer: str) -> str | None:
+    """``answer`` without a remark that closes it, for any ground truth (the integer rules drop
+    one after a number already): a parenthesis after a value (a digit or ``}``) holding words (a
+    word of three letters or more outside LaTeX commands, and something else or a fourth letter:
+    ``(mod 7)``, ``(exact)``, not ``(ab)`` or ``(abc)``, which may be a product), an approximation
+    (``(\\approx 0.333)``, ``(~0.33)``), an "or" (``(or 0.5)``) or a restatement (``(= 0.5)``), and
+    no arithmetic (``\\frac12 (x+1)`` is a product, kept). None when the remark changes the answer
+    (:func:`remark_changes_the_number`: ``\\frac13 (about 0.5)``, ``(or 35)``, ``(= 0.6)``); one with
+    an "or" or "either" is dropped only when it restates the value (:func:`restates`), else kept
+    for the hedge rule. ``answer`` itself when there is no such remark."""
+    closing = _CLOSING_PARENTHESIS.search(answer[-500:])
+    if closing is None:
+        return answer
+    inside = TEXT_WRAPPED.sub(r"\1", closing.group(1))  # "(\text{about } 0.5)": its words
+    head = answer[: len(answer) - len(closing.group(0))].rstrip()
+    is_remark = (_states_words(inside) or _APPROXIMATELY.match(inside) is not None
+                 or _OR_WORD.search(inside) is not None or _RESTATED_AS.match(inside) is not None)
+    if not is_remark or _ARITHMETIC.search(inside):
+        return answer
+    if remark_changes_the_number(inside, head):
+        return None
+    return head if not _OR_WORD.search(inside) or restates(head, inside) else answer
+
+
+def _states_words(remark: str) -> bool:
+    """Whether ``remark`` is in words (see :func:`without_closing_remark`), not letters of a product."""
+    tokens = _COMMAND_NAME.sub(" ", remark).split()
+    longest = max((len(word) for word in re.findall(r"[A-Za-z]+", " ".join(tokens))), default=0)
+    return longest >= 4 or (longest == 3 and len(tokens) > 1)
 
 
 def _rounds_to_the_answer(answer: str, number: str) -> bool:
@@ -273,9 +352,11 @@ def _is_unit(word: str) -> bool:
     return name.lower() not in _NOT_UNITS and (len(name) != 1 or name in _UNIT_LETTERS)
 
 
-def canonical_integer(answer: str) -> str | None:
-    """The integer ``answer`` states, as a canonical digit string ("-34", "0"), else None."""
-    text = _strip_number_decorations(answer)
+def canonical_integer(answer: str, thousands: bool = False) -> str | None:
+    """The integer ``answer`` states, as a canonical digit string ("-34", "0"), else None. With
+    ``thousands`` (an answer, not a ground truth, where ``2k`` may be an expression in k), a K
+    glued to the number is a thousand: ``34K`` and ``2.5k`` state 34000 and 2500."""
+    text = _strip_number_decorations(answer, thousands)
     if not (_PLAIN_INTEGER.fullmatch(text) or _GROUPED_INTEGER.fullmatch(text)):
         return None
     negative = text.startswith("-")
@@ -284,14 +365,16 @@ def canonical_integer(answer: str) -> str | None:
     return "-" + digits if negative and digits != "0" else digits
 
 
-def is_plain_number(answer: str) -> bool:
-    """True for a decimal or scientific literal (``34.5``, ``3.4e1``): decidable without parsing."""
-    return plain_number(answer) is not None
+def is_plain_number(answer: str, thousands: bool = False) -> bool:
+    """True for a decimal or scientific literal (``34.5``, ``3.4e1``, with ``thousands`` also
+    ``34.5K``): decidable without parsing."""
+    return plain_number(answer, thousands) is not None
 
 
-def plain_number(answer: str) -> str | None:
-    """The decimal or scientific literal ``answer`` states without its decorations, or None."""
-    text = _strip_number_decorations(answer)
+def plain_number(answer: str, thousands: bool = False) -> str | None:
+    """The decimal or scientific literal ``answer`` states without its decorations, or None
+    (``thousands``: as in :func:`canonical_integer`)."""
+    text = _strip_number_decorations(answer, thousands)
     return text if _PLAIN_NUMBER.fullmatch(text) else None
 
 

@@ -5,18 +5,24 @@ Policy (what counts as correct), in order:
 2. The final answer is taken behind the last anchor (``Answer:`` line or ``\\boxed{}``); no
    anchor means no answer, which is wrong. The ground truth is cleaned the same way when it
    has an anchor itself (a boxed or "Final Answer:" solution); chained boxes in it are a list.
-   An answer that states no value math-verify reads one out of is wrong: a dangling operator
-   (``34 +``), a bare relation (``\\approx 34``, ``\\ge 34``), an equation on an expression of one
-   variable (``x^2=34``); see :mod:`~dapo.rewards.incomplete`.
+   An equation written value first (``34 = x``) is read name first (``x = 34``). An answer that
+   states no value math-verify reads one out of is wrong: a dangling operator (``34 +``), a bare
+   relation (``\\approx 34``, ``\\ge 34``), an equation on an expression of one variable
+   (``x^2=34``, ``34 = 35x``) or between two different numbers (``34 = 35``); see
+   :mod:`~dapo.rewards.incomplete`.
 3. An inequality disjunction (``x<-1 or x>2``, see :mod:`~dapo.rewards.inequalities`) is one
    answer, not a hedge: when the final answer is one, or the ground truth is one and the final
    answer states a single item, each disjunction is compared as the interval union it describes
    (``(-\\infty,-1)\\cup(2,\\infty)``); so are one inequality and one interval (``x > 2`` and
    ``(2,\\infty)``, either way round), except a ground truth ``(3,5)``, which may be a point
    (:func:`~dapo.rewards.inequalities.is_open_pair`). Sets stated in two different variables are wrong.
-   Otherwise, ground truth with one answer: a final answer offering several candidates ("34 or 35",
-   two different boxes on the last line, two ``$...$`` segments on the answer line) is wrong, and
-   so is one naming a unit other than the ground truth's (``34 hours`` for ``34 minutes``).
+   Otherwise, ground truth with one answer: a remark closing the answer is dropped when it only
+   describes or restates it (``\\frac13 (approximately 0.33)``, ``(or about 0.33)``) and makes it
+   wrong when it offers another value (``(about 0.5)``, ``(or 35)``), see
+   :func:`~dapo.rewards.number_forms.without_closing_remark`; then a final answer offering several
+   candidates ("34 or 35", two different boxes on the last line, two ``$...$`` segments on the
+   answer line) is wrong, and so is one naming a unit other than the ground truth's (``34 hours``
+   for ``34 minutes``).
 4. Ground truth that is a list or set (``1, 2``, ``\\{1,2\\}``, ``3 and 5``, see
    :func:`~dapo.rewards.answer_lists.answer_items`): the stated answers (chained boxes
    ``\\boxed{1}, \\boxed{2}``, several math segments, or one ``1, 2`` / ``1 or 2``) are joined
@@ -30,16 +36,16 @@ the scorer runs in the parent process. :func:`verify` is the whole pipeline in-p
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dapo.rewards.answer_lists import answer_items, join_items, quick_list_verdict
 from dapo.rewards.answer_text import Extracted, bound_response, clean_answer
 from dapo.rewards.equivalence import quick_verdict
 from dapo.rewards.extract import extract_answer, resolve_extractor
-from dapo.rewards.incomplete import states_no_value
+from dapo.rewards.incomplete import name_first, states_no_value
 from dapo.rewards.inequalities import is_open_pair, real_set
 from dapo.rewards.math_verify_call import math_equal
-from dapo.rewards.number_forms import canonical_integer
+from dapo.rewards.number_forms import canonical_integer, without_closing_remark
 from dapo.rewards.unicode_math import unicode_math_to_latex
 from dapo.rewards.units import units_differ
 
@@ -116,6 +122,8 @@ def prepare(
     if extracted is None or not extracted.text:
         return Prepared(pred="", ground_truth=gold, verdict=False)
     extracted = extracted.in_latex()  # 34·2, 34², 2√3: Unicode mathematics as LaTeX
+    extracted = replace(extracted, text=name_first(extracted.text),  # "34 = x" is read as "x = 34"
+                        items=tuple(name_first(item) for item in extracted.items))
     if any(states_no_value(item, gold) for item in extracted.items or (extracted.text,)):
         return Prepared(pred=extracted.text, ground_truth=gold, verdict=False)  # "34 +", "\\approx 34", "x^2=34"
     as_sets = _as_sets_of_reals(extracted, gold)
@@ -126,6 +134,11 @@ def prepare(
         pred_items = _stated_items(extracted)
         verdict = quick_list_verdict(pred_items, gold_items)
         return Prepared(join_items(pred_items), join_items(gold_items), verdict)
+    gold_has_a_remark = without_closing_remark(gold) != gold  # then the answer's is compared with it
+    answer = extracted.text if gold_has_a_remark else without_closing_remark(extracted.text)
+    if answer is None:  # "\\frac13 (about 0.5)", "34 (or 35)": a second value in a remark
+        return Prepared(pred=extracted.text, ground_truth=gold, verdict=False)
+    extracted = replace(extracted, text=answer)  # "\\frac13 (or about 0.33)": the value, restated
     if extracted.hedged:
         return Prepared(pred=extracted.text, ground_truth=gold, verdict=False)
     if units_differ(extracted.text, stated_gold):  # "34 hours" for "34 minutes": both units dropped below

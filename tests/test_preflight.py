@@ -277,6 +277,23 @@ def test_a_warm_up_as_long_as_the_run_is_said(tmp_path, recwarn):
     assert not any("warmup_steps" in str(w.message) for w in recwarn)
 
 
+def test_bfloat16_weights_are_said_to_round_small_steps_away(tmp_path, recwarn):
+    """At lr 1e-6 a bfloat16 weight above 5.1e-4 in magnitude cannot move by one AdamW step."""
+    import torch
+
+    weight = torch.nn.Parameter((torch.randn(64, 64, generator=torch.Generator().manual_seed(0)) * 0.05).bfloat16())
+    before = weight.detach().clone()
+    weight.grad = torch.randn(64, 64).bfloat16()
+    torch.optim.AdamW([weight], lr=1e-6, weight_decay=0.0).step()
+    assert (weight.detach() != before).float().mean() < 0.02  # the warning's premise
+    default = [builtin_config_path("default")]
+    check_run(load_config(default, [f"output_dir={tmp_path / 'a'}", "model.dtype=bfloat16", "trainer.lr=1e-6"]))
+    assert any("every weight larger than 0.00051 in magnitude" in str(w.message) for w in recwarn)
+    recwarn.clear()
+    check_run(load_config(default, [f"output_dir={tmp_path / 'b'}", "trainer.param_dtype=bf16", "trainer.autocast=none"]))
+    assert not any("model.dtype=bfloat16" in str(w.message) for w in recwarn)
+
+
 def test_weights_shipped_both_as_safetensors_and_bin_are_counted_once(tmp_path):
     """Many Hub repositories hold the same weights twice (model.safetensors and
     pytorch_model.bin); transformers loads the safetensors, and the disk check asked for twice

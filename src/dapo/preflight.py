@@ -13,7 +13,9 @@ problem), instead of failing on the first one after the model has loaded:
   one rank);
 - reward-function files exist;
 - the output directory can be written, and holds a checkpoint (weights in ``model.dtype`` + AdamW
-  state; a warning when not ``checkpoint.keep_last + 1`` of them).
+  state; a warning when not ``checkpoint.keep_last + 1`` of them);
+- warnings for a warm-up as long as the run and for bfloat16 weights (``model.dtype``), whose
+  rounding swallows small AdamW steps.
 
 Nothing here imports transformers or loads a model, so ``dapo train`` reports a typo in a second.
 """
@@ -63,6 +65,7 @@ def check_run(cfg: DAPOConfig, write_output: bool = True, train_data: bool = Tru
         problems += output_problems(Path(cfg.output_dir), checkpoint_bytes(cfg), cfg.checkpoint.keep_last)
         problems += resume_problems(cfg)
         warn_about_schedule(cfg)
+        warn_about_weight_precision(cfg)
     if problems:
         raise PreflightError(problems)
 
@@ -251,6 +254,19 @@ def warn_about_schedule(cfg: DAPOConfig) -> None:
     if 0 < t.total_steps <= t.warmup_steps:
         warnings.warn(f"trainer.warmup_steps={t.warmup_steps} is not below trainer.total_steps={t.total_steps}: "
                       f"every step trains below the peak lr {t.lr:g}", stacklevel=1)  # one place: shown once
+
+
+def warn_about_weight_precision(cfg: DAPOConfig) -> None:
+    """bfloat16 weights (model.dtype) keep 8 significant bits: AdamW moves a weight by about lr a
+    step, and a move below half a unit in the last place (|w| x 2^-9) rounds to nothing."""
+    if cfg.model.dtype != "bfloat16":
+        return
+    lr = cfg.trainer.lr
+    warnings.warn(f"model.dtype=bfloat16 trains bfloat16 weights: an AdamW step of about trainer.lr={lr:g} is rounded "
+                  f"away on every weight larger than {lr * 512:.2g} in magnitude, so most weights of a typical "
+                  "model move seldom or never (at lr 1e-6, 99% of weights of magnitude ~0.05 stay as they are). "
+                  "model.dtype=float32 with trainer.param_dtype=bf16 computes in bf16 over float32 weights, "
+                  "as verl does", stacklevel=1)
 
 
 def resume_problems(cfg: DAPOConfig) -> list[str]:

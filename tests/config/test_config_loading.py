@@ -61,6 +61,7 @@ def test_invalid_values_say_why(override: str, message: str):
         (["reward.correct_score=-1", "reward.incorrect_score=1"], "must be greater than reward.incorrect_score"),
         (["reward.verifier_weight=-1"], "would reward wrong answers over right ones"),
         (["algorithm.overlong_buffer_len=0"], "overlong_buffer_len=0 never punishes"),
+        (["model.dtype=float16"], "the first update writes NaN/inf into the weights"),
     ],
 )
 def test_settings_that_would_train_on_nothing_or_backwards_are_refused(overrides: list[str], message: str):

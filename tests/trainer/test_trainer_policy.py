@@ -68,6 +68,26 @@ def test_nan_loss_never_reaches_the_weights(tiny_model_dir):
         assert torch.equal(tensor, before[name]), name
 
 
+def test_a_step_that_leaves_a_weight_non_finite_stops_the_run_before_a_checkpoint(tiny_model_dir):
+    """Finite, clipped gradients, and AdamW on float16 weights (as model.dtype=float16 trained
+    them, which the config now refuses): eps 1e-8 is 0 in float16 and a small gradient's second
+    moment underflows to 0, so the step writes NaN/inf into the weights, which the gradient-norm
+    guard cannot see. The update raises, naming the parameters, and counts no policy version
+    (nothing may checkpoint them); the same update in float32 passes the check."""
+    samples = make_samples(torch.Generator().manual_seed(1))
+    for dtype in (torch.float32, torch.float16):
+        w = worker(AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=dtype), 1000)
+        for s, lp in zip(samples, w.compute_logprobs(samples).logprobs):
+            s.old_logprobs = lp
+        if dtype == torch.float32:
+            w.update(samples)
+            assert w.version == 1
+            continue
+        with pytest.raises(FloatingPointError, match=r"non-finite: model\..*\(on this rank\)"):
+            w.update(samples)
+        assert w.version == 0
+
+
 def test_a_mini_batch_with_no_token_in_the_loss_makes_no_update(tiny_model_dir):
     """Every response masked (overlong filtering): the gradient is zero, and an AdamW step would
     still move the weights by its momentum and count a step in its bias correction."""

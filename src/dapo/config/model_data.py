@@ -25,7 +25,10 @@ class ModelConfig:
     path: str = "builtin"
     # Tokenizer directory; null means the model directory ("none" is a directory of that name).
     tokenizer_path: str | None = None
-    # Parameter dtype of the trained policy: "float32", "bfloat16" or "float16".
+    # Parameter dtype of the trained policy (and of its optimizer state): "float32" or "bfloat16".
+    # bfloat16 weights round an AdamW step of a small lr away (preflight warns); bf16 compute over
+    # float32 weights is trainer.param_dtype=bf16 or trainer.autocast=bf16, float16 compute
+    # trainer.autocast=fp16.
     dtype: str = "float32"
     # Recompute activations in the backward pass to save memory (slower).
     gradient_checkpointing: bool = False
@@ -40,7 +43,12 @@ class ModelConfig:
     cache_dir: str = "~/.cache/dapo-rl"
 
     def __post_init__(self) -> None:
-        one_of("model.dtype", self.dtype, ("float32", "bfloat16", "float16"))
+        check(self.dtype != "float16",
+              "model.dtype=float16 would train float16 weights with float16 AdamW state: its eps (1e-8) is 0 in "
+              "float16 and a small gradient's second moment underflows to 0, so the first update writes NaN/inf "
+              "into the weights. Use model.dtype=float32 with trainer.autocast=fp16 (float16 compute, loss "
+              "scaling, float32 weights), and rollout.native_dtype=float16 to generate in float16")
+        one_of("model.dtype", self.dtype, ("float32", "bfloat16"))
         check(self.attn_implementation in ATTENTION_KERNELS or any(c in (self.attn_implementation or "") for c in "/|"),
               f"model.attn_implementation={self.attn_implementation!r} is not one of {ATTENTION_KERNELS} "
               "(or a Hugging Face kernels repository, org/name, or a paged|kernel form)"

@@ -192,8 +192,7 @@ class TrainerConfig:
     # outside glibc (macOS, musl).
     keep_freed_memory: bool = True
     # Mixed precision autocast for forward passes: "none", "bf16", "fp16" (with dynamic loss
-    # scaling: see dapo.trainer.optim.LOSS_SCALE_INIT). A float16 model.dtype is scaled too, but
-    # its gradients are stored in float16 and can still underflow: prefer float32 weights.
+    # scaling: see dapo.trainer.optim.LOSS_SCALE_INIT).
     autocast: str = "none"
     # "bf16": forward and backward on a bfloat16 copy of the float32 weights, as verl's FSDP
     # default (MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)). Activations are bf16,

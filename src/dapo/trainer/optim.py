@@ -42,7 +42,7 @@ def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainerConfig, total_
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
-# Dynamic loss scaling in float16 (trainer.autocast=fp16, or a float16 policy). The token-mean
+# Dynamic loss scaling in float16 (trainer.autocast=fp16). The token-mean
 # divides the loss by the mini-batch's token count, so a long-response batch's per-token gradients
 # (about |A| / num_tokens, 1e-6 at 1M tokens) fall below float16's range in the backward pass and
 # flush to zero. The loss is multiplied by the scale before backward and the gradients divided by

@@ -255,6 +255,11 @@ def test_a_reward_function_name_the_file_lacks_and_a_bad_resume_are_found_before
     assert problems(f"reward.functions=[{{path: {rewards}:brevty}}]") == [
         f"reward.functions: '{rewards}:brevty': rewards.py defines no 'brevty' (its functions: ['brevity'])"]
     assert all(problems(f"reward.functions=[{{path: {rewards}:{name}}}]") == [] for name in ("brevity", "fancy", "alias"))
+    # functions made at run time, which the import finds and a reading of the file cannot
+    made = tmp_path / "made.py"
+    made.write_text("def _make(n):\n    return lambda response, ground_truth, extra: -len(response) / n\n\n"
+                    "for n in (10, 100):\n    globals()[f'short_{n}'] = _make(n)\n")
+    assert problems(f"reward.functions=[{{path: {made}:short_100}}]") == []
     [syntax] = problems(f"reward.functions=[{{path: {broken}:f}}]")
     assert "broken.py line 1: expected ':'" in syntax
     assert problems("checkpoint.resume=disable") == [

@@ -295,7 +295,8 @@ def reward_problems(cfg: DAPOConfig) -> list[str]:
 
 def _undefined_name(path: Path, name: str) -> str | None:
     """Why the file defines no top-level ``name`` (read, not imported: the reward workers import
-    it), or None when it does or cannot tell (a star import, a module __getattr__)."""
+    it), or None when it does or cannot tell (a star import, a module __getattr__, or names made
+    at run time: ``globals()[...] = ``, ``setattr``, ``exec``, ``vars()``)."""
     import ast
 
     try:
@@ -317,6 +318,10 @@ def _undefined_name(path: Path, name: str) -> str | None:
                 elif isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                     defined.add(inner.name)
     if name in defined or "*" in defined or "__getattr__" in defined:
+        return None
+    made_at_run_time = {"globals", "setattr", "exec", "vars", "__dict__"}
+    if any(isinstance(node, ast.Name) and node.id in made_at_run_time
+           or isinstance(node, ast.Attribute) and node.attr in made_at_run_time for node in ast.walk(tree)):
         return None
     functions = sorted(n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
     return f"{path.name} defines no {name!r} (its functions: {functions})"

@@ -200,6 +200,18 @@ def test_a_plugin_package_in_the_working_directory_stays_a_module(tmp_path: Path
     assert config_from_dict(saved).algorithm.plugins == ["my_pkg"]
 
 
+def test_the_builtin_keyword_stays_one_beside_a_folder_of_that_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A run started where a builtin/ folder lies saved model.path as that folder: its ranks and
+    its resumes then loaded the folder, not the built-in model."""
+    from dapo.config.loading import config_to_dict, with_absolute_paths
+
+    (tmp_path / "builtin").mkdir()
+    monkeypatch.chdir(tmp_path)
+    for given in ("builtin", "builtin:mixed"):
+        saved = with_absolute_paths(config_to_dict(load_config([], [f"model.path={given}", "data.train_files=[builtin]"])))
+        assert saved["model"]["path"] == given and saved["data"]["train_files"] == ["builtin"]
+
+
 def test_an_integer_in_scientific_notation_is_an_integer():
     assert load_config(overrides=["trainer.total_steps=1e3"]).trainer.total_steps == 1000
     with pytest.raises(ConfigError, match="total_steps"):

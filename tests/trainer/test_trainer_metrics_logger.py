@@ -105,3 +105,40 @@ def test_tensorboard_keeps_one_point_per_step_after_a_kill_in_the_final_evaluati
     assert [(e.step, e.value) for e in board.Scalars("eval/avg@4")] == [(2, pytest.approx(0.6))]
     assert [(e.step, e.value) for e in board.Scalars("loss")] == [(1, 1.0), (2, 2.0)]  # the step's own, kept
     assert not (tmp_path / "tensorboard" / "purge_pending.json").exists()  # written into the events
+
+
+def test_a_non_finite_value_is_written_as_null_and_the_line_stays_json(tmp_path):
+    """json.dumps wrote Infinity and NaN, which strict JSON readers (JSON.parse, jq) refuse."""
+    logger = MetricsLogger(tmp_path, tensorboard=False, wandb=False, wandb_project="p", config={})
+    logger.log(1, {"loss": 0.5, "reward/f/big": float("inf"), "actor/kl": float("nan"), "n": 3})
+    logger.close()
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"non-standard JSON constant {constant}")
+
+    [row] = [json.loads(line, parse_constant=refuse) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert row == {"step": 1, "loss": 0.5, "reward/f/big": None, "actor/kl": None, "n": 3.0}
+
+
+def test_a_wandb_that_cannot_start_stops_the_run_before_the_baseline_evaluation(
+        tiny_model_dir, reward_file, tmp_path, monkeypatch):
+    """W&B opened at the first log line, after the baseline evaluation (AIME avg@32 on a real
+    run), and its error ended the run with a traceback and that evaluation lost."""
+    from dapo.errors import UserError
+    from dapo.trainer import Trainer
+    from tests.trainer.conftest import tiny_config
+
+    module = types.ModuleType("wandb")
+
+    def init(**kwargs):
+        raise RuntimeError("api_key not configured (no-tty)")  # as wandb.errors.UsageError says it
+
+    module.init = init
+    monkeypatch.setitem(sys.modules, "wandb", module)
+    run_dir = tmp_path / "run"
+    trainer = Trainer(tiny_config(tiny_model_dir, run_dir, reward_file, "logging.wandb=true"))
+    evaluated = []
+    monkeypatch.setattr(trainer, "evaluate", lambda: evaluated.append(1) or {})
+    with pytest.raises(UserError, match=r"W&B could not start a run \(RuntimeError: api_key not configured"):
+        trainer.train()
+    assert evaluated == [] and not (run_dir / "metrics.jsonl").exists()

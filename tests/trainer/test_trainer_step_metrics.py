@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from dapo.trainer import Trainer
 from dapo.trainer.batch import Sample
 from dapo.trainer.sampler import SamplingReport
@@ -66,3 +68,12 @@ def test_entropy_is_reported_when_the_first_mini_batch_has_no_loss_token(tiny_mo
         assert math.isclose(metrics["actor/entropy"], expected[0].entropy_sum / expected[0].tokens, rel_tol=1e-5)
     finally:
         trainer.close()
+
+
+def test_reward_function_metrics_average_huge_values_without_overflow():
+    """A sum of two finite 1e308s is inf: the mean is taken as it goes."""
+    from dapo.rewards.types import RewardResult
+    from dapo.trainer.step_metrics import reward_function_metrics
+
+    results = [RewardResult(0.0, False, "", "", extra={"f/big": value}) for value in (1e308, 1e308, -1e308, 1e308)]
+    assert reward_function_metrics(results) == {"reward/f/big": pytest.approx(0.5e308)}

@@ -184,8 +184,9 @@ def with_absolute_paths(config: dict[str, Any]) -> dict[str, Any]:
     to resume (unless auto or never; also one that is gone by now: it names where it was, which a
     rerun finds in the run's own checkpoints' ``started_from``). A run's saved
     config then names the same files from any directory (``dapo eval CHECKPOINT``), and so does
-    a policy rank on another node. What names no local file (``builtin:...``, a module, a Hub
-    id) is kept as it is."""
+    a policy rank on another node. What names no local file (a module, a Hub id) is kept as it
+    is, and so is ``builtin`` / ``builtin:<name>``, a keyword though a folder of that name lies in
+    the working directory."""
     config = copy.deepcopy(config)
     model, data, reward = config["model"], config["data"], config["reward"]
     config["output_dir"] = os.path.abspath(config["output_dir"])
@@ -210,8 +211,8 @@ def with_absolute_paths(config: dict[str, Any]) -> dict[str, Any]:
 def absolute_local_path(path: str | None) -> str | None:
     """A path (or a glob) that names local files, made absolute (a leading ~ expanded, as the
     readers of these fields do: a run given model.path=~/m then /home/me/m is one run, not a
-    changed model.path); anything else unchanged."""
-    if path is None:
+    changed model.path); anything else unchanged, the built-in keyword too."""
+    if path is None or path.partition(":")[0] == "builtin":
         return path
     expanded = os.path.expanduser(path)
     return os.path.abspath(expanded) if os.path.exists(expanded) or glob.glob(expanded) else path

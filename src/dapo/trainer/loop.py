@@ -401,6 +401,7 @@ class Trainer:
         eval_before = eval_after = None
         try:
             resumed = self.resume()
+            self.state.open_dashboards()
             first_step, first_version = self.step, self.policy.version
             # A periodic checkpoint at the last step is not the end: a run killed during the final
             # evaluation or export resumes from it and does them.

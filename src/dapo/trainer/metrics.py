@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dapo.durable import write_atomically
+from dapo.errors import UserError
 
 METRICS: dict[str, str] = {
     # rollout: what the policy sampled in this step's generation rounds (all groups, pre-filter)
@@ -217,10 +218,21 @@ class MetricsLogger:
         if self._tb is not None:
             self._tb.flush()
 
+    def open_dashboards(self) -> None:
+        """Open W&B (and TensorBoard) now, once a resume has said where the run goes on from and
+        before anything is computed: a W&B that cannot start (not logged in, no network) stops the
+        run here, not after the baseline evaluation, whose result it would lose."""
+        self._board()
+        self._wandb_run()
+
     def _wandb_run(self) -> Any:
         """The W&B run (opened at first use), or None when disabled or not installed."""
         if self._wandb is None and self._wandb_settings is not None:
-            self._wandb = open_wandb_run(*self._wandb_settings, self._resumed_at, self._abandoned)
+            try:
+                self._wandb = open_wandb_run(*self._wandb_settings, self._resumed_at, self._abandoned)
+            except Exception as error:  # wandb's own errors (UsageError, CommError) share no base of ours
+                raise UserError(f"W&B could not start a run ({type(error).__name__}: {error}); log in (`wandb login` "
+                                "or WANDB_API_KEY), set WANDB_MODE=offline, or logging.wandb=false") from error
             if self._wandb is None:
                 self._wandb_settings = None
         return self._wandb
@@ -239,9 +251,12 @@ class MetricsLogger:
         return self._tb
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
+        """One line of metrics.jsonl (a non-finite value as null: the file stays valid JSON for any
+        reader), TensorBoard scalars (finite ones) and W&B."""
         clean = {k: (float(v) if isinstance(v, (int, float)) else v) for k, v in metrics.items()}
+        as_json = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in clean.items()}
         with self.path.open("a") as handle:
-            handle.write(json.dumps({"step": step, **clean}) + "\n")
+            handle.write(json.dumps({"step": step, **as_json}, allow_nan=False) + "\n")
         self._lines[0] += 1
         if (board := self._board()) is not None:
             self._write_scalars(board, step, clean)

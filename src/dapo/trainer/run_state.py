@@ -172,6 +172,10 @@ class RunState:
         self._write_config()
 
     # ------------------------------------------------------------------ logging
+    def open_dashboards(self) -> None:
+        """W&B and TensorBoard, opened before the first step or evaluation (see MetricsLogger)."""
+        self.logger.open_dashboards()
+
     def log(self, step: int, metrics: dict[str, float]) -> None:
         self._write_config()
         self.logger.log(step, metrics)

@@ -54,14 +54,16 @@ def rollout_metrics(report: SamplingReport, batch: list[Sample], results: list[R
 
 def reward_function_metrics(results: list[RewardResult]) -> dict[str, float]:
     """``reward/<function>/<key>``: the mean of each score and metric user reward functions
-    returned, over the responses that returned it."""
-    sums: dict[str, float] = {}
+    returned, over the responses that returned it: a running mean, finite for finite values (a
+    sum of two 1e308s is inf)."""
+    means: dict[str, float] = {}
     counts: dict[str, int] = {}
     for result in results:
         for key, value in result.extra.items():
-            sums[key] = sums.get(key, 0.0) + value
             counts[key] = counts.get(key, 0) + 1
-    return {f"reward/{key}": sums[key] / counts[key] for key in sums}
+            mean = means.get(key, 0.0)  # a weighted mean of the two, no difference (1e308 - -1e308)
+            means[key] = mean - mean / counts[key] + value / counts[key]
+    return {f"reward/{key}": mean for key, mean in means.items()}
 
 
 def update_metrics(stats: list[UpdateStats], batch: list[Sample] | tuple, lr: float) -> dict[str, float]:

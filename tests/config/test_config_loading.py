@@ -134,9 +134,10 @@ def test_unknown_shipped_config_lists_the_shipped_ones():
         builtin_config_path("nope")
 
 
-def test_multi_rank_runs_refuse_what_they_cannot_do_yet():
-    with pytest.raises(ConfigError, match="kl_coef > 0 needs a reference model on every policy rank"):
-        load_config([], ["resources.devices_per_node=2", "algorithm.kl_coef=0.01"])
+def test_multi_rank_runs_take_a_kl_penalty():
+    """Each policy rank holds a shard of the reference model (tests/trainer/test_trainer_ray.py)."""
+    cfg = load_config([], ["resources.devices_per_node=2", "algorithm.kl_coef=0.01", "algorithm.kl_estimator=k3"])
+    assert cfg.algorithm.kl_coef == 0.01 and cfg.resources.world_size == 2
     assert load_config([], ["resources.nnodes=2", "resources.devices_per_node=4"]).resources.world_size == 8
 
 

@@ -189,6 +189,55 @@ def test_the_ranks_update_equals_one_process_on_the_same_mini_batch(tiny_model_d
         two.close()
 
 
+def test_two_ranks_kl_penalty_to_their_sharded_reference_equals_one_process(tiny_model_dir, reward_file, tmp_path):
+    """algorithm.kl_coef > 0 on two ranks: each holds an FSDP2 shard of the frozen reference (the
+    initial policy) and runs it in every micro-batch, the empty ones of the rank with fewer too (else
+    the other waits in the reference's all-gathers for good). Loss and actor/kl_ref are one
+    process's: 0 KL at the first update (policy == reference), > 0 after it."""
+    import ray
+    from torch.distributed.tensor import DTensor
+
+    from dapo.trainer.batch import Sample
+    from dapo.trainer.step_metrics import update_metrics
+    from tests.trainer.test_trainer_policy import make_samples
+
+    # bf16 compute (the 32B recipe's): one process casts its reference to bf16, the ranks' mixed
+    # precision gathers bf16 copies of float32 shards (casting the shards too made the first KL 1e-7)
+    exact = ["trainer.autocast=none", "trainer.param_dtype=bf16", "trainer.micro_batch_tokens=24",
+             "algorithm.kl_coef=0.1", "algorithm.kl_estimator=k3"]
+    one = Trainer(tiny_config(tiny_model_dir, tmp_path / "one", reward_file, "trainer.num_threads=1", *exact))
+    two = Trainer(tiny_config(tiny_model_dir, tmp_path / "two", reward_file, *TWO_RANKS, *exact))
+    try:
+        runs = []
+        for trainer in (one, two):
+            samples = make_samples(torch.Generator().manual_seed(0))
+            # alone on one rank (as many tokens as the others together): 1 micro-batch against 4
+            samples.append(Sample(3, "3", [5, 6, 7], list(range(10, 130)), [-1.0] * 120, False, advantage=1.0))
+            metrics = []
+            for _ in range(2):
+                for sample, logprobs in zip(samples, trainer.policy.compute_logprobs(samples).logprobs):
+                    sample.old_logprobs = logprobs
+                metrics.append(update_metrics([trainer.policy.update(samples)], samples, trainer.policy.lr))
+            runs.append(metrics)
+        single, ranks = runs
+        for one_process, two_ranks in zip(single, ranks):
+            assert two_ranks["actor/loss"] == pytest.approx(one_process["actor/loss"], rel=1e-5, abs=1e-7)
+            assert two_ranks["actor/kl_ref"] == pytest.approx(one_process["actor/kl_ref"], rel=1e-4, abs=1e-9)
+        assert single[0]["actor/kl_ref"] == ranks[0]["actor/kl_ref"] == 0.0
+        assert ranks[1]["actor/kl_ref"] > 1e-6
+        # the penalty is in the ranks' loss (token-mean: kl_coef x the mean KL per loss token)
+        penalty = ranks[1]["actor/loss"] - ranks[1]["actor/pg_loss"]
+        assert penalty == pytest.approx(0.1 * ranks[1]["actor/kl_ref"], rel=1e-3)
+        # each rank holds shards of a frozen reference, its root resharded after the update's forwards
+        held = ray.get([rank.__ray_call__.remote(lambda r: [
+            (isinstance(p, DTensor), p.requires_grad, r.policy.ref_model.training)
+            for p in r.policy.ref_model.parameters()]) for rank in two.policy.ranks])
+        assert all(flags == (True, False, False) for rank in held for flags in rank)
+    finally:
+        one.close()
+        two.close()
+
+
 def test_one_ranks_error_is_raised_at_once_and_a_dead_rank_is_named():
     """A rank's own error (an out-of-memory on one GPU) is raised when it happens, without waiting
     for the ranks blocked in a collective with it; a rank that died is named even when the

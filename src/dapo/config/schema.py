@@ -101,12 +101,6 @@ class DAPOConfig:
         check(self.trainer.param_dtype == "none" or self.model.dtype == "float32",
               f"trainer.param_dtype=bf16 keeps float32 master weights: model.dtype={self.model.dtype} "
               "must be float32")
-        if self.resources.world_size > 1:
-            check(
-                a.kl_coef == 0,
-                "algorithm.kl_coef > 0 needs a reference model on every policy rank, which the multi-rank "
-                "path does not load yet: use kl_coef=0 (as DAPO does) or one rank",
-            )
         check(
             a.advantage != "rloo" or r.n >= 2,
             "algorithm.advantage=rloo needs rollout.n >= 2: its baseline is the mean of the other responses "

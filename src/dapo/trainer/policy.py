@@ -76,8 +76,9 @@ class PolicyWorker:
         self.bf16_weights = (
             Bf16ComputeWeights(model) if trainer.param_dtype == "bf16" and not isinstance(model, FSDPModule) else None
         )
-        if trainer.param_dtype == "bf16" and ref_model is not None:
-            cast_parameters(ref_model.parameters(), torch.bfloat16)  # frozen: no updates to keep in float32
+        # frozen: no updates to keep in float32; a sharded one's mixed precision computes in bf16 (shard_policy)
+        if trainer.param_dtype == "bf16" and ref_model is not None and not isinstance(ref_model, FSDPModule):
+            cast_parameters(ref_model.parameters(), torch.bfloat16)
         if trainer.shared_prompt:  # before any rollout, not at the first update
             check_shared_prompt(model)
         self.native_policy = self._runs_native(model)
@@ -233,7 +234,7 @@ class PolicyWorker:
                 if micro:
                     loss, pg_loss = self._micro_batch_loss(micro, num_tokens, num_seqs, stats, on_policy)
                 else:
-                    loss = pg_loss = self._empty_loss()
+                    loss = pg_loss = self._empty_loss(reference=self.algo.kl_coef > 0 and self.ref_model is not None)
                 total, policy_gradient = torch.stack([loss.detach(), pg_loss.detach()]).tolist()  # one device sync
                 # decided by all ranks together, so that none is left waiting in a collective
                 if not all_ranks_true(math.isfinite(total)):
@@ -270,13 +271,24 @@ class PolicyWorker:
         micro_batches = list(iter_micro_batches(samples, self.cfg.micro_batch_tokens, self.cfg.layout))
         return micro_batches + [[]] * (same_count(len(micro_batches)) - len(micro_batches))
 
-    def _empty_loss(self) -> torch.Tensor:
+    def _empty_loss(self, reference: bool = False) -> torch.Tensor:
         """A zero loss through a one-token prompt and response of pad tokens: an empty micro-batch
-        still makes the model calls of a real one in this layout, so it joins FSDP's collectives.
+        still makes the model calls of a real one in this layout (with ``reference``, an update's
+        reference forward too), so it joins FSDP's collectives.
         (An overflowed float16 logit of the pad token would make 0 * inf a NaN that skips the step.)"""
-        pad = Sample(-1, "", [self.pad_token_id], [self.pad_token_id], [0.0], False)
-        logits = self._response_logits(self.model, self._collate([pad])).float()
+        tensors = self._collate([Sample(-1, "", [self.pad_token_id], [self.pad_token_id], [0.0], False)])
+        logits = self._response_logits(self.model, tensors).float()
+        if reference:
+            self._ref_logprobs(tensors)
         return logits.nan_to_num(0.0, 0.0, 0.0).sum() * 0.0
+
+    @torch.no_grad()
+    def _ref_logprobs(self, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The reference's log-probs; a sharded one's root unit is resharded after its forward-only
+        pass, which would otherwise keep its full weights (:func:`~dapo.trainer.fsdp.reshard_root`)."""
+        logprobs = self._logprobs(self._response_logits(self.ref_model, tensors), tensors)
+        reshard_root(self.ref_model)
+        return logprobs
 
     def end_step(self) -> None:
         """Advance the learning-rate schedule by one training step (after the step's updates)."""
@@ -328,10 +340,8 @@ class PolicyWorker:
         if self.algo.entropy_coef != 0:
             entropy = response_entropy(logits, tensors, self.temperature)
             loss = loss - self.algo.entropy_coef * aggregate_loss(entropy, mask, self.algo.loss_agg_mode, **agg)
-        if self.algo.kl_coef > 0 and self.ref_model is not None:
-            with torch.no_grad():
-                ref_logprobs = self._logprobs(self._response_logits(self.ref_model, tensors), tensors)
-            kl = kl_penalty(logprobs, ref_logprobs, self.algo.kl_estimator)
+        if self.algo.kl_coef > 0 and self.ref_model is not None:  # so do empty micro-batches (_empty_loss)
+            kl = kl_penalty(logprobs, self._ref_logprobs(tensors), self.algo.kl_estimator)
             loss = loss + self.algo.kl_coef * aggregate_loss(kl, mask, self.algo.loss_agg_mode, **agg)
             kl_sum = torch.where(mask != 0, kl.detach(), 0.0).sum()  # over policy stats' tokens; no device sync
             stats.ref_kl_sum = kl_sum if stats.ref_kl_sum is None else stats.ref_kl_sum + kl_sum

@@ -179,6 +179,8 @@ class RayPolicyGroup(RankCalls):
         diagnostics = [p.diagnostics for p in parts if p.diagnostics is not None]
         if diagnostics:
             merged.diagnostics = LogprobPass.sum_of(diagnostics)
+        if kl_sums := [p.ref_kl_sum for p in parts if p.ref_kl_sum is not None]:  # a rank of empty micro-batches has none
+            merged.ref_kl_sum = torch.stack(kl_sums).sum()
         if merged.skipped:
             self.num_nonfinite_skipped += 1
         elif not merged.empty:

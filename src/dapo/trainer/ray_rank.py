@@ -14,7 +14,8 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from torch.distributed.device_mesh import init_device_mesh
+from torch import nn
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
 from dapo.config import DAPOConfig
 from dapo.config.loading import config_from_dict
@@ -37,7 +38,12 @@ from dapo.trainer.fsdp import (
 )
 from dapo.trainer.policy import PolicyWorker
 from dapo.trainer.ray_transport import LogprobRows
-from dapo.trainer.setup import load_model_and_tokenizer, resolve_device, vllm_options
+from dapo.trainer.setup import (
+    load_model_and_tokenizer,
+    load_reference_model,
+    resolve_device,
+    vllm_options,
+)
 from dapo.trainer.update_stats import LogprobPass, UpdateStats
 
 RANK_SEED_STRIDE = 7_919  # rank r's torch seed: trainer.seed + r * this
@@ -104,10 +110,13 @@ class PolicyRank:
             for name, buffer in engine_model.named_buffers():
                 buffer.copy_(buffers[name])
             self.sync_engine()  # every rank: the gathered weights into its copy
+        # after the policy is sharded: rank 0 has freed the policy's full state dict before it reads the reference
+        ref = sharded_reference(cfg, model_path, mesh, device) if cfg.algorithm.kl_coef > 0 else None
         self.policy = PolicyWorker(
             self.model, cfg.algorithm, cfg.trainer, pad_token_id=tokenizer.pad_token_id,
             temperature=cfg.rollout.temperature, total_steps=cfg.trainer.total_steps,
             norm_const=cfg.algorithm.loss_agg_norm_const or float(cfg.rollout.max_response_length),
+            ref_model=ref,
         )
         return self.policy.lr
 
@@ -126,6 +135,8 @@ class PolicyRank:
     def update(self, samples: list[Sample], num_tokens: float, num_seqs: float, on_policy: bool,
                diagnose: bool | None) -> UpdateStats:
         stats = self.policy.update(samples, num_tokens, num_seqs, on_policy, diagnose)
+        if stats.ref_kl_sum is not None:
+            stats.ref_kl_sum = stats.ref_kl_sum.detach().cpu()
         if stats.policy is not None:  # its sums are tensors on this rank's device: the driver gets CPU ones
             stats.policy = dataclasses.replace(stats.policy, **{
                 f.name: getattr(stats.policy, f.name).detach().cpu() for f in dataclasses.fields(stats.policy)})
@@ -166,6 +177,16 @@ class PolicyRank:
         self.policy.load_shards(Path(directory))
         load_rank_rng(directory, self.rank)
         return self.policy.lr
+
+
+def sharded_reference(cfg: DAPOConfig, model_path: Path, mesh: DeviceMesh, device: torch.device) -> nn.Module:
+    """This rank's FSDP2 shard of the KL penalty's frozen reference: the initial policy from
+    model.path (on a resume too, as in one process), sharded as the policy is (only rank 0 reads the
+    files; trainer.param_dtype's mixed precision computes it in bf16, the shards stay float32). Its
+    forward runs inside every micro-batch of an update on every rank (PolicyWorker._empty_loss), so
+    its all-gathers match across ranks. Collective."""
+    ref = load_reference_model(model_path, cfg.model, torch.device("cpu"), weights=dist.get_rank() == 0)
+    return shard_from_rank0(ref, mesh, device, cfg.trainer.param_dtype).eval().requires_grad_(False)
 
 
 def rank_device(device: torch.device) -> torch.device:

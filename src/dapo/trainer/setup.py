@@ -59,6 +59,13 @@ def _load_kwargs(cfg: ModelConfig) -> dict:
     return kwargs
 
 
+def _structure(path: Path, cfg: ModelConfig) -> PreTrainedModel:
+    """The model at ``path`` built on the meta device (no memory, no weights read), with the same
+    dtype and attention as the loaded model would have."""
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path), **_load_kwargs(cfg))
+
+
 def load_model_and_tokenizer(
     cfg: ModelConfig, device: torch.device, weights: bool = True
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, Path]:
@@ -70,8 +77,7 @@ def load_model_and_tokenizer(
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     if not weights:
-        with torch.device("meta"):  # the same dtype and attention as the loaded model would have
-            model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path), **_load_kwargs(cfg))
+        model = _structure(path, cfg)
         with contextlib.suppress(OSError):  # the stop tokens are read from it
             model.generation_config = GenerationConfig.from_pretrained(path)
     else:
@@ -83,9 +89,10 @@ def load_model_and_tokenizer(
     return model, tokenizer, path
 
 
-def load_reference_model(path: Path, cfg: ModelConfig, device: torch.device) -> PreTrainedModel:
-    """A frozen copy of the initial policy, loaded only when algorithm.kl_coef > 0."""
-    model = AutoModelForCausalLM.from_pretrained(path, **_load_kwargs(cfg)).to(device)
+def load_reference_model(path: Path, cfg: ModelConfig, device: torch.device, weights: bool = True) -> PreTrainedModel:
+    """A frozen copy of the initial policy, loaded only when algorithm.kl_coef > 0 (``weights=False``:
+    its structure on the meta device, for a policy rank whose shard of it comes from rank 0)."""
+    model = AutoModelForCausalLM.from_pretrained(path, **_load_kwargs(cfg)).to(device) if weights else _structure(path, cfg)
     model.eval().requires_grad_(False)
     return model
 

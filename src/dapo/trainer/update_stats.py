@@ -52,5 +52,5 @@ class UpdateStats:
     empty: bool = False
     diagnostics: LogprobPass | None = None  # entropy / mismatch sums, for on-policy updates
     # sum over the loss's tokens of the KL penalty's estimate to the reference model (a 0-dim
-    # tensor; None without the penalty: algorithm.kl_coef = 0, which several ranks require)
+    # tensor; None without the penalty, algorithm.kl_coef = 0, or on a rank of empty micro-batches)
     ref_kl_sum: torch.Tensor | None = None

@@ -7,8 +7,11 @@ from __future__ import annotations
 import math
 
 import torch
+from torch import nn
+from torch.distributed.tensor import DTensor
 
 from dapo.config import TrainerConfig
+from dapo.trainer.fsdp import all_ranks_true
 
 
 def build_optimizer(model: torch.nn.Module, cfg: TrainerConfig) -> torch.optim.Optimizer:
@@ -105,3 +108,22 @@ def apply_config(optimizer: torch.optim.Optimizer, scheduler, cfg: TrainerConfig
         changed.append(f"learning rate at step {scheduler.last_epoch} {saved_lrs[0]:.4g} -> {lrs[0]:.4g} "
                        "(trainer.lr, lr_schedule, warmup_steps, total_steps, min_lr_ratio)")
     return changed
+
+
+def stop_if_weights_not_finite(model: nn.Module, update: int) -> None:
+    """Stop the run when optimizer step number ``update`` left a weight non-finite (from finite,
+    clipped gradients: an lr far too large, or a precision the step overflows), before a checkpoint
+    can hold the weights or a rotation delete the last good one. All ranks decide together, each on
+    its shard (its least and largest values: NaN or inf, never an overflow of a sum of squares; a
+    max-norm, torch._foreach_norm(.., inf), took 25 ms where this takes 1 ms on the built-in model)."""
+    shards = [(name, p.to_local() if isinstance(p, DTensor) else p) for name, p in model.named_parameters()]
+    shards = [(name, shard.detach()) for name, shard in shards if shard.numel()]  # (an FSDP2 rank's may be empty)
+    ends = [torch.stack(torch.aminmax(shard)) for _, shard in shards]
+    finite = bool(torch.stack(ends).isfinite().all()) if ends else True
+    if not all_ranks_true(finite):
+        where = "" if finite else ": " + ", ".join(
+            name for (name, _), pair in zip(shards, ends) if not bool(pair.isfinite().all()))[:300]
+        raise FloatingPointError(
+            f"the optimizer step at update {update} made the policy's weights non-finite{where} (on "
+            f"{'another rank' if finite else 'this rank'}); the run stops before they reach a checkpoint (the "
+            "last one holds finite weights). Lower trainer.lr or trainer.grad_clip")

@@ -188,27 +188,9 @@ class PolicyWorker:
         optim.rescale_after(self.optimizer, overflow=False)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        self._check_weights_finite()
+        optim.stop_if_weights_not_finite(self.model, self.version + 1)
         self.version += 1
         return stats
-
-    def _check_weights_finite(self) -> None:
-        """Stop the run when an optimizer step left a weight non-finite (from finite, clipped
-        gradients: an lr far too large, or a precision the step overflows), before a checkpoint can
-        hold the weights or a rotation delete the last good one. All ranks decide together, each on
-        its shard (its least and largest values: NaN or inf, never an overflow of a sum of squares;
-        a max-norm, torch._foreach_norm(.., inf), took 25 ms where this takes 1 ms on the built-in model)."""
-        shards = [(name, p.to_local() if isinstance(p, DTensor) else p) for name, p in self.model.named_parameters()]
-        shards = [(name, shard.detach()) for name, shard in shards if shard.numel()]  # (an FSDP2 rank's may be empty)
-        ends = [torch.stack(torch.aminmax(shard)) for _, shard in shards]
-        finite = bool(torch.stack(ends).isfinite().all()) if ends else True
-        if not all_ranks_true(finite):
-            where = "" if finite else ": " + ", ".join(
-                name for (name, _), pair in zip(shards, ends) if not bool(pair.isfinite().all()))[:300]
-            raise FloatingPointError(
-                f"the optimizer step at update {self.version + 1} made the policy's weights non-finite{where} "
-                f"(on {'another rank' if finite else 'this rank'}); the run stops before they reach a checkpoint "
-                "(the last one holds finite weights). Lower trainer.lr or trainer.grad_clip")
 
     def accumulate_gradients(
         self,

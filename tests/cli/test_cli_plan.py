@@ -172,6 +172,24 @@ def test_a_sleeping_vllm_engine_is_not_added_to_the_update():
     assert total == pytest.approx(updating + 40.0, abs=0.011)
 
 
+def test_a_kl_reference_model_is_counted():
+    """algorithm.kl_coef > 0: each rank holds a float32 shard of the frozen reference, gathers its
+    units in its forward (a moment of its own: resharded before the backward), and keeps the shard
+    while vLLM generates; one process a bf16 copy."""
+    recipe = [builtin_config_path("dapo_qwen2.5_32b")]
+    lines = plan(load_config(recipe, ["algorithm.kl_coef=0.001"]), params=32.8e9).splitlines()
+    shard = next(line for line in lines if "sharded reference model" in line)
+    assert shard.endswith(f"{32.8e9 / 128 * 4 / GIB:9.2f} GiB")
+    assert any("the reference's forward: its root and layers gathered" in line for line in lines)
+    generating = next(line for line in lines if "total while generating" in line)
+    assert generating.endswith(f"{32.8e9 * 16 / 128 / GIB + 40.0:9.2f} GiB")  # fp32 weights, m, v + the reference
+    without = plan(load_config(recipe), params=32.8e9)
+    assert "reference" not in without
+    one = plan(load_config(recipe, ["algorithm.kl_coef=0.001", "resources.nnodes=1", "resources.devices_per_node=1"]),
+               params=0.5e9).splitlines()
+    assert next(line for line in one if "reference model" in line).endswith(f"{0.5e9 * 2 / GIB:9.2f} GiB")
+
+
 def test_activation_bytes_are_measured_at_the_runs_precision():
     """Two Qwen2.5-32B layers on fake tensors: the layer input is 2 bytes x hidden in bf16 and 4
     under autocast (the residual stream stays float32), where autocast also saves a bf16 copy of

@@ -25,6 +25,10 @@ trainer.micro_batch_tokens; V the vocabulary):
         one layer's                    = T x a (with checkpointing: the layer recomputed)
                                          + N_l x (c + r) (W > 1: its unsharded gradient and the
                                          copy reduce-scattered in r bytes: 4 with param_dtype=bf16)
+        the reference's forward        = (N_root + 2 N_l) x c (W > 1, algorithm.kl_coef > 0: its
+                                         root and layers gathered; resharded before the backward)
+      reference model              = N/W x p        (algorithm.kl_coef > 0: frozen, no grads or AdamW;
+                                                       one process, param_dtype=bf16: N x 2)
     rollout engine: vLLM's share of the device (N/tp weights + KV cache), which it gives back
     while the trainer updates when rollout.vllm_sleep_between_rollouts (on GPU; the trainer's
     gradients are freed then, so the generation moment holds N/W x 3p and the share); native/hf:
@@ -156,6 +160,9 @@ def training_rows(cfg: DAPOConfig, shape: ModelShape) -> tuple[list[tuple[str, f
         rows.append(("bf16 weights + grads (trainer.param_dtype)", n * 2 * 2))
     if world == 1 and cfg.trainer.autocast != "none":
         rows.append(("autocast's weight copies (its cast cache)", n * 2))
+    if cfg.algorithm.kl_coef > 0:  # frozen: one process casts it to bf16 under param_dtype=bf16, shards stay
+        rows.append((f"{'sharded ' if world > 1 else ''}reference model (algorithm.kl_coef)",
+                     n / world * (2 if world == 1 and bf16_weights else param_bytes)))
     copies = act.weight_copies if world > 1 else 0.0  # one process: the cast cache, above
     if world > 1:
         rows += [("root unit, gathered (embeddings, output layer)", shape.root_params * compute),
@@ -174,6 +181,9 @@ def training_rows(cfg: DAPOConfig, shape: ModelShape) -> tuple[list[tuple[str, f
             *(["gradient + reduce copy"] if world > 1 else [])]
     moments = [("backward at the output: logits, gradient, log-prob chunks", logits_bytes(cfg, tokens, shape.vocab)),
                ("backward at a layer: " + ", ".join(what), layer_moment)]
+    if cfg.algorithm.kl_coef > 0 and world > 1:  # between the policy's forward and its backward
+        moments.append(("the reference's forward: its root and layers gathered",
+                        (shape.root_params + 2 * shape.layer_params) * compute))
     return rows, moments
 
 
@@ -228,8 +238,9 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
         lines += [f"  {name:58s} {size / GIB:9.2f} GiB" for name, size in moments]
     updating = (sum(size for _, size in rows) + max(size for _, size in moments)) / GIB
     share = cfg.rollout.vllm_gpu_memory_utilization * device_gib if vllm else 0.0
-    if vllm and sleeps:  # gradients are freed after each update; weights and AdamW stay
-        generating = n / world * 3 * param_bytes / GIB + share
+    if vllm and sleeps:  # gradients are freed after each update; weights, AdamW and the reference stay
+        reference = n / world * param_bytes if cfg.algorithm.kl_coef > 0 else 0.0
+        generating = (n / world * 3 * param_bytes + reference) / GIB + share
         lines.append(f"  {'total while updating (vLLM asleep)':58s} {updating:9.2f} GiB")
         lines.append(f"  {'total while generating (weights, AdamW, vLLM share)':58s} {generating:9.2f} GiB")
         need = max(updating, generating)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import time
+from decimal import Decimal
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dapo.rewards import verify
+from dapo.rewards.approximations import real_value, states_the_value
 from dapo.rewards.equivalence import (
     answer_items,
     canonical_integer,
@@ -309,11 +311,45 @@ def test_auto_extractor_rule() -> None:
         resolve_extractor("last_number", None)
 
 
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [("\\sqrt{2}", "1.41421356237309504880"), ("\\sqrt2", "1.41421356237309504880"), ("2\\sqrt{3}", "3.46410161513775458705"),
+     ("\\frac{\\sqrt{3}}{2}", "0.86602540378443864676"), ("\\dfrac{\\pi}{4}", "0.78539816339744830962"),
+     ("\\frac\\pi2", "1.57079632679489661923"), ("3\\pi", "9.42477796076937971539"), ("\\pi^2", "9.86960440108935861883"),
+     ("2(1+\\sqrt2)", "4.82842712474619009760"), ("\\left(1+\\sqrt{2}\\right)^{2}", "5.82842712474619009760"),
+     ("\\sqrt[3]{2}", "1.25992104989487316477"), ("2^{\\frac13}", "1.25992104989487316477"), ("-\\sqrt2", "-1.41421356237309504880"),
+     ("x = 2\\pi", "6.28318530717958647693"), ("$\\sqrt{2}$", "1.41421356237309504880"), ("√2", "1.41421356237309504880"),
+     ("2^{10}", "1024"), ("2 \\cdot 3 \\div 4", "1.5"),
+     # not evaluated: letters, functions, units, ambiguous TeX, past the bounds
+     ("e^2", None), ("x+1", None), ("\\ln 2", None), ("45^\\circ", None), ("\\sqrt{2} \\text{ cm}", None),
+     ("\\sqrt23", None), ("\\frac123", None), ("2^10", None), ("2 3", None), ("2{3}", None), ("\\sqrt{-1}", None),
+     ("\\frac{1}{0}", None), ("0^{-1}", None), ("(-8)^{\\frac13}", None), ("2^{100}", None), ("(10^{50})^{64}", None),
+     ("2^{2^{2^{2^{2}}}}", None), ("\\sqrt[65]{2}", None), ("{" * 30 + "1" + "}" * 30, None), ("\\sqrt{2}" * 200, None)],
+)
+def test_real_value_of_closed_forms(answer: str, expected: str | None) -> None:
+    value = real_value(answer)
+    if expected is None:
+        assert value is None
+    else:
+        assert value is not None and abs(value - Decimal(expected)) < Decimal("1e-20")
+
+
+@pytest.mark.parametrize(
+    ("remark", "answer", "expected"),
+    [("or \\frac{1}{\\sqrt{2}}", "\\frac{\\sqrt{2}}{2}", True), ("= 2\\sqrt{2}", "\\sqrt{8}", True),
+     ("or equivalently $x = \\frac{\\pi}{2}$", "\\frac\\pi2", True), ("or \\frac{1}{\\sqrt{3}}", "\\frac{\\sqrt{2}}{2}", False),
+     ("since \\sqrt{2} is irrational", "\\sqrt{2}", False), ("or e", "\\sqrt{2}", False)],
+)
+def test_a_remark_may_state_the_value_in_another_closed_form(remark: str, answer: str, expected: bool) -> None:
+    assert states_the_value(remark, real_value(answer)) is expected
+
+
 ALPHABET = ["Answer:", "\\boxed{", "\\fbox", "{", "}", "$", "\\", "**", " or ", "\n", " ", ",",
             "1", "34", "-", ".", "e9", "\\frac", "^{", "\u0663", "x =", "\\text{", "%", "\\$",
             " is ", " and ", ";", "$$", "\\[", "\\]", "<|", "I hope it is correct", ",\\!", "\\quad",
             "x<", "\\ge", "\\infty", "(", ")", "\\cup", "\\in", "\\overline{", " not ", " hours", "^\\circ",
-            "\n**Final Answer**\n", " (about 35)", " (3 cases)", "\\approx ", "x^2=", " \\text{ K}", " +"]
+            "\n**Final Answer**\n", " (about 35)", " (3 cases)", "\\approx ", "x^2=", " \\text{ K}", " +",
+            "\\sqrt", "\\pi", "[", "]", " (or x = 35)", ", or about 0.33", "K", " (i.e. 3 cases)"]
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -10,6 +10,12 @@
 3. A ``**Final Answer**`` heading with the answer on the next line -- extract.
 4. ``300 \\text{ K}`` and ``300 K`` are 300 kelvin; ``34K`` (glued) is 34 thousand -- number_forms.
 5. A ground truth ``(3,5)`` may be a point: ``3<x<5`` is not compared with it as a set -- inequalities.
+6. A second review of remarks (rows marked "before:" failed before it): a named value after "or"
+   hedges (``\\boxed{34} (or x = 35)``); an approximation of an answer that is not a plain rational
+   is checked against its computed value (``\\sqrt{2} (about 7)``, ``\\pi (about 3.2)``); an "or"
+   restating the value without brackets is a remark on the Answer line as after a box
+   (``$\\frac13$, or about 0.33``); ``(i.e. 3 cases)`` counts cases; ``34K, 5K`` is a list of
+   thousands -- approximations, number_forms, boxes, extract, answer_lists.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import time
 import pytest
 
 from dapo.rewards import verify
+from dapo.rewards.answer_lists import quick_list_verdict
 from dapo.rewards.incomplete import name_first, states_no_value
 from dapo.rewards.inequalities import is_open_pair
 from dapo.rewards.number_forms import (
@@ -44,7 +51,7 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "So \\boxed{34} (in 3 steps)", "34", True, "any"),
     (A + "So \\boxed{34} (about 34)", "34", True, "any"),  # restates the value
     (A + "So \\boxed{\\frac{1}{3}} (\\approx 0.333)", "\\frac13", True, "any"),  # its rounding
-    (A + "So \\boxed{\\sqrt{2}} (about 1.41)", "\\sqrt2", True, "any"),  # not decidable: a remark
+    (A + "So \\boxed{\\sqrt{2}} (about 1.41)", "\\sqrt2", True, "any"),  # its value, rounded
     (A + "So \\boxed{34} (35 ways)", "34", False, "any"),  # a count the question may ask for
     (A + "So \\boxed{34} (3 cases or 35)", "34", False, "any"),
     # ... on the Answer line, after any answer (before: only after an integer)
@@ -179,6 +186,84 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: $x>3$", "(3,\\infty)", True, "answer"),
     (A + "Answer: $(3,5)$", "(3,5)", True, "answer"),
     (A + "Answer: $(3,5)$", "3<x<5", True, "answer"),  # an inequality gold: math-verify's call
+    # --- 6a. a named value after "or" is another answer ---
+    (A + "So \\boxed{34} (or x = 35)", "34", False, "boxed"),  # before: right
+    (A + "So \\boxed{34} (or $x = 35$)", "34", False, "boxed"),  # before: right
+    (A + "So \\boxed{34} (or n=35)", "34", False, "boxed"),  # before: right
+    (A + "So \\boxed{34} (or x_1 = 35)", "34", False, "boxed"),  # before: right
+    (A + "So \\boxed{34} (or \\theta = 35)", "34", False, "any"),  # before: right
+    (A + "So \\boxed{34} (or equivalently 35)", "34", False, "boxed"),  # before: right
+    (A + "So \\boxed{34}, or equivalently 35", "34", False, "boxed"),  # before: right
+    (A + "So \\boxed{34}, or x_1 = 35", "34", False, "boxed"),  # before: right
+    (A + "So \\boxed{34} (or \\frac{69}{2})", "34", False, "boxed"),  # before: right
+    (A + "So \\boxed{\\frac{\\sqrt2}{2}} (or \\frac{1}{\\sqrt3})", "\\frac{\\sqrt2}{2}", False, "boxed"),  # before: right
+    (A + "So \\boxed{34}, or x = 35", "34", False, "boxed"),
+    (A + "Answer: 34 (or x = 35)", "34", False, "answer"),
+    (A + "So \\boxed{34} (or x = 34)", "34", True, "boxed"),  # the same value, named
+    (A + "So \\boxed{34} (or equivalently 34)", "34", True, "boxed"),
+    (A + "So \\boxed{34} (and n = 3)", "34", True, "boxed"),  # a condition, not a second answer
+    (A + "So \\boxed{34} (either n = 3 or n = 4)", "34", True, "boxed"),
+    (A + "So \\boxed{3\\pi} (but \\pi is irrational)", "3\\pi", True, "boxed"),
+    (A + "So \\boxed{\\frac{1}{2}} (or \\frac{2}{4})", "\\frac12", True, "boxed"),
+    (A + "So \\boxed{\\frac{\\sqrt2}{2}} (or \\frac{1}{\\sqrt2})", "\\frac{\\sqrt2}{2}", True, "boxed"),
+    (A + "So \\boxed{\\frac{\\sqrt2}{2}}, or \\frac{1}{\\sqrt2}", "\\frac{\\sqrt2}{2}", True, "boxed"),  # before: wrong
+    # --- 6b. an approximation of a closed form is checked against its value ---
+    (A + "So \\boxed{\\sqrt{2}} (about 7)", "\\sqrt{2}", False, "boxed"),  # before: right
+    (A + "Answer: $\\sqrt{2}$ (about 7)", "\\sqrt{2}", False, "answer"),  # before: right
+    (A + "Answer: \\sqrt{2} (about 7)", "\\sqrt{2}", False, "answer"),  # before: right
+    (A + "So \\boxed{\\pi} (about 3.2)", "\\pi", False, "boxed"),  # before: right
+    (A + "So \\boxed{2\\pi} (about 6.2)", "2\\pi", False, "boxed"),  # before: right
+    (A + "So \\boxed{\\frac{\\pi}{4}} (\\approx 0.78)", "\\frac{\\pi}{4}", False, "boxed"),  # before: right
+    (A + "So \\boxed{x = \\sqrt{2}} (about 7)", "\\sqrt{2}", False, "boxed"),  # before: right
+    (A + "So \\boxed{10\\sqrt{2} \\text{ m}} (about 20 m)", "10\\sqrt{2}", False, "boxed"),  # before: right
+    (A + "So \\boxed{\\sqrt{2}}, or about 7", "\\sqrt{2}", False, "boxed"),
+    (A + "So \\boxed{\\pi} (about 3)", "\\pi", True, "boxed"),
+    (A + "So \\boxed{\\pi} (about 3.14)", "\\pi", True, "boxed"),
+    (A + "So \\boxed{\\sqrt{2}} (\\approx 1.414)", "\\sqrt{2}", True, "boxed"),
+    (A + "So \\boxed{3\\sqrt{3}} (approximately 5.196)", "3\\sqrt3", True, "boxed"),
+    (A + "So \\boxed{\\frac{\\pi}{4}} (\\approx 0.785)", "\\frac{\\pi}{4}", True, "boxed"),
+    (A + "So \\boxed{10\\sqrt{2} \\text{ m}} (about 14.14 m)", "10\\sqrt{2}", True, "boxed"),
+    (A + "Answer: $\\sqrt{2}$ (\\approx 1.414)", "\\sqrt{2}", True, "answer"),
+    (A + "Answer: $\\pi$ (about 3.14)", "\\pi", True, "answer"),  # before: wrong (no remark after \\pi)
+    (A + "Answer: 2\\pi (about 6.28)", "2\\pi", True, "answer"),  # before: wrong
+    (A + "Answer: $\\pi$ (about 3.2)", "\\pi", False, "answer"),
+    (A + "So \\boxed{\\sqrt{2}}, or about 1.41", "\\sqrt{2}", True, "boxed"),  # before: wrong (a hedge)
+    (A + "So \\boxed{e^2} (about 9)", "e^2", True, "boxed"),  # e is not evaluated: a remark, as before
+    # --- 6c. an "or" restating the value, without brackets, on the Answer line as after a box ---
+    (A + "Answer: $\\frac13$, or about 0.33", "\\frac13", True, "answer"),  # before: wrong (a hedge)
+    (A + "Answer: $\\frac13$ or about 0.33", "\\frac13", True, "answer"),  # before: wrong
+    (A + "Answer: \\frac13, or about 0.33", "\\frac13", True, "answer"),  # before: wrong
+    (A + "Answer: \\frac13, or 1/3", "\\frac13", True, "answer"),  # before: wrong
+    (A + "Answer: $\\pi$, or about 3.14", "\\pi", True, "answer"),  # before: wrong
+    (A + "Answer: 34, or about 34", "34", True, "answer"),  # before: wrong (\\boxed{34}, or about 34: right)
+    (A + "Answer: $\\frac13$, or about 0.5", "\\frac13", False, "answer"),
+    (A + "Answer: \\frac13, or about 0.5", "\\frac13", False, "answer"),
+    (A + "Answer: $\\frac13$, or about 0.33 thousand", "\\frac13", False, "answer"),
+    (A + "Answer: \\pi, or about 3.2", "\\pi", False, "answer"),
+    (A + "Answer: 34, or 35", "34", False, "answer"),
+    # --- 6d. a count of the derivation's steps after "i.e." ---
+    (A + "So \\boxed{34} (i.e. 3 cases)", "34", True, "boxed"),  # before: wrong
+    (A + "So \\boxed{34} (i.e., 3 cases)", "34", True, "boxed"),  # before: wrong
+    (A + "So \\boxed{34} (that is, 2 steps)", "34", True, "boxed"),  # before: wrong
+    (A + "Answer: 34 (i.e. 3 cases)", "34", True, "answer"),  # before: wrong
+    (A + "Answer: $34$ (i.e. 3 cases)", "34", True, "answer"),  # before: wrong
+    (A + "So \\boxed{34} (i.e. 35)", "34", False, "boxed"),
+    (A + "So \\boxed{34} (i.e. 3 ways)", "34", False, "boxed"),  # a count the question may ask for
+    (A + "So \\boxed{34} (i.e. 3 cases or 35)", "34", False, "boxed"),
+    # --- 6e. a glued K in each item of a list ---
+    (A + "Answer: 34K, 5K", "34000, 5000", True, "answer"),  # before: wrong
+    (A + "Answer: 34k and 5k", "34000, 5000", True, "answer"),  # before: wrong
+    (A + "Answer: 2.5K, 5K", "2500, 5000", True, "answer"),  # before: wrong
+    (A + "Answer: x = 34K, y = 5K", "x = 34000, y = 5000", True, "answer"),  # before: wrong
+    (A + "So \\boxed{34K}, \\boxed{5K}", "34000, 5000", True, "boxed"),  # before: wrong
+    (A + "Answer: $34$K, $5$K", "34000, 5000", True, "answer"),  # before: wrong
+    (A + "Answer: $34$K, $5$K", "34, 5", False, "answer"),  # before: right (the K after each was dropped)
+    (A + "Answer: $34$ thousand, $5$ thousand", "34, 5", False, "answer"),  # before: right
+    (A + "Answer: 34K, 5K", "34, 5", False, "answer"),
+    (A + "Answer: 2.5K, 5K", "2, 5", False, "answer"),
+    (A + "Answer: 34 K, 5 K", "34000, 5000", False, "answer"),  # spaced: kelvin
+    (A + "Answer: 34 K, 5 K", "34, 5", True, "answer"),
+    (A + "Answer: 34K, 5K", "2k, 5k", False, "answer"),  # a ground truth 2k is not read as 2000
 ]
 
 
@@ -210,7 +295,14 @@ def test_states_no_value(answer: str, gold: str, expected: bool) -> None:
      ("35 ways", "34", True), ("3 cases, 35 total", "34", True), ("3 cases or 35", "34", True),
      ("or about 0.5", "\\frac13", True), ("or about 0.33", "\\frac13", False), ("i.e. \\approx 35", "34", True),
      ("which is about 34", "34", False), ("about 0.33 thousand", "\\frac13", True), ("which is 35", "34", True),
-     ("= 35", "34", True), ("i.e. 34.0", "34", False)],
+     ("= 35", "34", True), ("i.e. 34.0", "34", False),
+     # second review: a closed form's value is computed; a named value after "or"; "i.e." before a count
+     ("about 7", "\\sqrt{2}", True), ("about 3.2", "\\pi", True), ("about 3.14", "\\pi", False),
+     ("\\approx 0.785", "\\frac{\\pi}{4}", False), ("about 7", "x+1", False), ("about 7", "\\ln 2", False),
+     ("or x = 35", "34", True), ("or $n=35$", "34", True), ("or x = 34", "34", False), ("and n = 3", "34", False),
+     ("either n = 3 or n = 4", "34", False), ("but \\pi is irrational", "3\\pi", False), ("otherwise x = 35", "34", True),
+     ("or \\frac{69}{2}", "34", True), ("or \\frac{1}{\\sqrt{2}}", "\\frac{\\sqrt{2}}{2}", False),
+     ("i.e. 3 cases", "34", False), ("i.e. 35", "34", True), ("i.e. 3 solutions", "34", True)],
 )
 def test_approximations_and_counts_in_remarks(remark: str, answer: str, expected: bool) -> None:
     assert remark_changes_the_number(remark, answer) is expected
@@ -232,7 +324,9 @@ def test_name_first(answer: str, expected: str) -> None:
      ("\\frac{1}{3} (or about 0.33)", "\\frac{1}{3}"), ("\\frac{1}{3} (since n is odd)", "\\frac{1}{3}"),
      ("\\frac{1}{3} (about 0.5)", None), ("\\frac{1}{3} (or 0.5)", None),
      ("\\frac{1}{3} (or n is odd)", "\\frac{1}{3} (or n is odd)"),  # an "or" that restates nothing: kept
-     ("\\frac{1}{2} (x+1)", "\\frac{1}{2} (x+1)"), ("\\frac{1}{2} (ab)", "\\frac{1}{2} (ab)"), ("f(x)", "f(x)"), ("(1, 2)", "(1, 2)"), ("34", "34")],
+     ("\\frac{1}{2} (x+1)", "\\frac{1}{2} (x+1)"), ("\\frac{1}{2} (ab)", "\\frac{1}{2} (ab)"), ("f(x)", "f(x)"), ("(1, 2)", "(1, 2)"), ("34", "34"),
+     ("\\sqrt{2} (about 7)", None), ("\\pi (about 3.14)", "\\pi"), ("\\frac{1}{3}, or about 0.33", "\\frac{1}{3}"),
+     ("\\frac{1}{3}, or about 0.5", "\\frac{1}{3}, or about 0.5"), ("\\frac{1}{3} or 1/3", "\\frac{1}{3}")],
 )
 def test_without_closing_remark(answer: str, expected: str | None) -> None:
     assert without_closing_remark(answer) == expected
@@ -259,12 +353,25 @@ def test_open_pair(gold: str, expected: bool) -> None:
 
 
 @pytest.mark.parametrize(
+    ("pred", "gold", "expected"),
+    [(["34K", "5K"], ["34000", "5000"], True), (["5k", "34k"], ["34000", "5000"], True), (["34K", "5K"], ["34", "5"], False),
+     (["34 K", "5"], ["34", "5"], True), (["2.5K", "5"], ["2", "5"], False), (["34 thousand", "5"], ["34", "5"], False),
+     (["34 cm", "5"], ["34", "5"], True)],
+)
+def test_each_list_item_reads_a_glued_k_as_a_thousand(pred: list[str], gold: list[str], expected: bool) -> None:
+    assert quick_list_verdict(pred, gold) is expected
+
+
+@pytest.mark.parametrize(
     "response",
     ["**Final Answer**\n" * 50_000, "Final Answer" + " " * 100_000 + "\n34", "Answer: 34" + " +" * 50_000,
      "\\boxed{" + "x" * 100_000 + "=34}", "\\boxed{34} (" + "about " * 30 + "35)",
      "Answer: 34 (" + "3 cases " * 20 + ")", "Answer: \\frac{1}{3} (" + "or about " * 40 + "0.33)",
      "\\boxed{" + "3" * 100_000 + " = x}", "Answer: " + "3" * 100_000 + "K", "\\boxed{34}, or" + " about" * 30 + " 35",
-     "Answer: $34$" + "K" * 100_000],
+     "Answer: $34$" + "K" * 100_000, "\\boxed{" + "\\sqrt{" * 5000 + "2" + "}" * 5000 + "} (about 7)",
+     "\\boxed{" + "2^{" * 3000 + "2" + "}" * 3000 + "} (about 7)", "\\boxed{" + "\\sqrt2" * 20_000 + "} (about 7)",
+     "Answer: $34$K, " * 5000, "Answer: \\frac13" + ", or about 0.33" * 5000, "\\boxed{34} (or " + "x = " * 100 + "35)",
+     "\\boxed{\\frac{\\sqrt2}{2}} (or " + "\\frac{1}{" * 2000 + "2" + "}" * 2000 + ")", "Answer: \\pi" + " (about 3.14)" * 400],
 )
 def test_new_rules_stay_fast_on_hostile_text(response: str) -> None:
     for extractor in ("answer", "boxed", "any"):

@@ -17,6 +17,7 @@ from dapo.rewards.number_forms import (
     VARIABLE_PREFIX,
     canonical_integer,
     compact,
+    ends_in_a_word_that_is_not_a_unit,
     is_plain_number,
 )
 
@@ -99,10 +100,13 @@ def _unwrap_braces(answer: str) -> str:
 def quick_list_verdict(pred_items: list[str], gold_items: list[str]) -> bool | None:
     """:func:`quick_verdict` for a list / set ground truth: integer lists compare as sets, or,
     when the gold names every value (``x=3, y=4``), as labelled values: ``y=4, x=3`` is right,
-    ``x=4, y=3`` wrong, and an unlabelled ``4, 3`` is read in the gold's order (wrong)."""
+    ``x=4, y=3`` wrong, and an unlabelled ``4, 3`` is read in the gold's order (wrong). Each answer
+    item is read as a single answer is: a K glued to it is a thousand (``34K, 5K`` is 34000 and
+    5000, not 34 and 5), and one with a decimal or a word that is not a unit (``34 thousand``) is
+    not an integer of the gold's."""
     gold = [canonical_integer(item) for item in gold_items]
     if all(item is not None for item in gold):
-        pred = [canonical_integer(item) for item in pred_items]
+        pred = [canonical_integer(item, thousands=True) for item in pred_items]
         if all(item is not None for item in pred):
             gold_labels, pred_labels = _labels(gold_items), _labels(pred_items)
             if gold_labels is None:
@@ -114,7 +118,7 @@ def quick_list_verdict(pred_items: list[str], gold_items: list[str]) -> bool | N
                                                       for label, value in named if label is not None)
             pred_labels = pred_labels or gold_labels  # an unlabelled answer is read in the gold's order
             return len(pred) == len(gold) and set(zip(gold_labels, gold)) == set(zip(pred_labels, pred))
-        if any(is_plain_number(item) for item in pred_items):
+        if any(is_plain_number(item, thousands=True) or ends_in_a_word_that_is_not_a_unit(item) for item in pred_items):
             return False
     joined_pred, joined_gold = join_items(pred_items), join_items(gold_items)
     if compact(joined_pred) == compact(joined_gold):

@@ -26,12 +26,15 @@ from dapo.rewards.number_forms import (
 BOX_COMMANDS = ("\\boxed", "\\fbox")
 # a number or math just before the last box, joined to it by "or": "$35$ or \\boxed{34}"
 _ALTERNATIVE_BEFORE = re.compile(r"[0-9$})] {0,3}(?:or|\\lor) {0,3}$", re.IGNORECASE)
-# ... or just after it: "\\boxed{34} or 35", "\\boxed{34}$, or $x = 35$" (a number after the "or", or
-# an approximation: "\\boxed{34}, or about 35"), "\\boxed{34} or more" (as "$34$ or more").
+# ... or just after it: "\\boxed{34} or 35", "\\boxed{34}$, or $x = 35$", "\\boxed{34}, or equivalently
+# x_1 = 35" (a number after the "or", or an approximation: "\\boxed{34}, or about 35"), "\\boxed{34} or
+# more" (as "$34$ or more").
 _ALTERNATIVE_AFTER = re.compile(
     r"(?:\\[)\]]|[\s$.,]){0,8}(?:or|\\lor|\\vee|\\text\{ {0,3}or {0,3}\})(?![A-Za-z])(?:\\\(|[\s$(]){0,8}"
+    r"(?:(?:equivalently|rather|even|simply|just|else)(?![A-Za-z])[\s,$]{0,8})?"
     r"(?:(?:about|approximately|approx\.?|roughly|around|nearly|almost|\\approx|[≈~∼])(?:\\\(|[\s$(]){0,8})?"
-    r"(?:(?:[A-Za-z] {0,3}= {0,3})?[+-]? {0,3}(?:[0-9]|\\(?:d?frac|sqrt|boxed)(?![A-Za-z]))"
+    r"(?:(?:(?:[A-Za-z]|\\[A-Za-z]{2,12})(?:_\{?[A-Za-z0-9]{1,8}\}?)? {0,3}= {0,3})?[+-]? {0,3}"
+    r"(?:[0-9]|\\(?:d?frac|sqrt|boxed|pi)(?![A-Za-z]))"
     r"|(?:more|less|fewer|greater|higher|lower|above|below)(?![A-Za-z]))", re.IGNORECASE)
 # Between two chained boxes: spacing and math delimiters, dropped before looking for a separator.
 _GAP_NOISE = re.compile(r"\\(?:quad|qquad|[,;: ()\[\]])|[\s$.]")

@@ -198,7 +198,7 @@ def _clean_line(line: str) -> Extracted | None:
     if len(segments) > 1 and (as_words := _WORDS_SEGMENT.sub(r" \1 ", line)) != line and _math_segments(as_words):
         line, segments = as_words, _math_segments(as_words)
     if len(segments) > 1:
-        items = tuple(clean_answer(s) for s in segments)
+        items = _segment_items(line)
         return Extracted(" ; ".join(items), candidates=len(segments), items=items)
     if len(segments) == 1:
         line = _single_segment_answer(line, segments[0])
@@ -292,12 +292,13 @@ def _single_segment_answer(line: str, segment: str) -> str | None:
     whether that is still the number); None when the text around it offers another answer
     (``$34$ or 35``, ``$34$ (or 35)``), as for boxes, or the words before it negate or bound it
     (``not $34$``, ``at least $34$``). A closing remark that only restates the segment's value, its
-    "or" included, offers none (``$\\frac13$ (or about 0.33)``, ``$34$ (or 34.0)``)."""
+    "or" included, offers none, in brackets or not, as after a box (``$\\frac13$ (or about 0.33)``,
+    ``$\\frac13$, or about 0.33``, ``$34$ (or 34.0)``)."""
     parts = line.replace("\\$", "").split("$")
     after = "".join(parts[2:]).strip()
     segment = signed(segment.strip(), sign_before(parts[0]))
     remark = _WHOLE_REMARK.fullmatch(after)
-    restated = remark is not None and restates(segment, remark.group(1))
+    restated = restates(segment, remark.group(1) if remark is not None else after.lstrip(" \t.,;"))
     if HEDGE.search(parts[0] + " " + ("" if restated else after)) or _QUALIFIER.search(parts[0][-40:]):
         return None
     first_word = re.match(r"[A-Za-z]*", after).group(0).lower()  # type: ignore[union-attr]
@@ -306,6 +307,23 @@ def _single_segment_answer(line: str, segment: str) -> str | None:
     if after[:1] in _CONTINUES_MATH or first_word in SCALE_WORDS:
         return f"{segment} {after}"
     return segment
+
+
+def _segment_items(line: str) -> tuple[str, ...]:
+    """The answers of a line with several ``$...$`` segments, each with what continues it as a lone
+    segment's does (:func:`_single_segment_answer`): a K glued after it or a scale word (``$34$K,
+    $5$K`` states 34K and 5K; ``$34$ thousand, $5$ thousand`` is not 34 and 5)."""
+    parts = line.replace("\\$", "").split("$")
+    items = []
+    for index in range(1, len(parts) - 1, 2):
+        item, after = clean_answer(parts[index]), parts[index + 1]
+        word = re.match(r"\s{0,3}([A-Za-z]+)", after)
+        if word is not None and word.group(1) in ("K", "k") and word.start(1) == 0:
+            item += after[0]  # "$34$K"; "$300$ K" is kelvin
+        elif word is not None and word.group(1).lower() in SCALE_WORDS:
+            item += f" {word.group(1)}"
+        items.append(item)
+    return tuple(items)
 
 
 def _math_segments(line: str) -> list[str]:

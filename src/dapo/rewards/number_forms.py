@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from decimal import Decimal
 from fractions import Fraction
 
+from dapo.rewards.approximations import APPROXIMATELY, is_rounding_of, real_value, states_the_value
 from dapo.rewards.exact_numbers import exact_rational
 
 SPACES = ("\\,", "\\;", "\\:", "\\ ", "~", "\u00a0", "\u2009", "\u202f", "\u2007")
@@ -146,10 +148,15 @@ def _is_spaced_kelvin(answer: str, start: int, inner: str) -> bool:
 
 
 # A remark that opens with an alternative and a number offers another answer: "(or 35)", "(and
-# $35$)", "(but 35 if n is odd)"; "(for both n = 3 and 4)" and "(n = 3 and m = 4)" state conditions.
+# $35$)", "(but 35 if n is odd)"; after a word that offers it in place of the answer, also math or
+# a named value: "(or \frac{69}{2})", "(or x = 35)", "(or $n=35$)", "(or equivalently x_1 = 35)".
+# "(for both n = 3 and 4)", "(and n = 3)", "(either n = 3 or n = 4)" and "(but \pi is irrational)"
+# state conditions or reasons.
 _ANOTHER_ANSWER = re.compile(
-    r"\s*(?:or|and|otherwise|else|alternatively|either|but|though|although|also|possibly|perhaps|maybe|probably"
-    r"|likely)[\s$({]{1,8}[+\-\u2212]?[0-9]", re.IGNORECASE)
+    r"\s*(?:(?:or|otherwise|else|alternatively)(?![A-Za-z])(?:[\s,]{1,3}(?:equivalently|rather|even|simply|just|else)"
+    r"(?![A-Za-z]))?[\s$({]{1,8}(?:(?:[A-Za-z]|\\[A-Za-z]{2,12})(?:_\{?[A-Za-z0-9]{1,8}\}?)?[\s$]{0,4}=[\s$({]{0,8})?"
+    r"|(?:either|possibly|perhaps|maybe|probably|likely)[\s$({]{1,8})[+\-\u2212]?(?:[0-9]|\\(?:d?frac|sqrt|pi)(?![A-Za-z]))"
+    r"|\s*(?:and|but|though|although|also)[\s$({]{1,8}[+\-\u2212]?[0-9]", re.IGNORECASE)
 # ... and one that opens with a product multiplies it: "(x 1000)", "(times 10)", "(\times 10^3)".
 _MULTIPLIES_IT = re.compile(r"\s*(?:x|times|multiplied by|\\times|\\cdot|\*)[\s$({]{0,8}[+\-\u2212]?[0-9]", re.IGNORECASE)
 _OPENS_WITH_A_NUMBER = re.compile(r"\s{0,3}[$]?\s{0,3}[+\-\u2212]?[0-9]")
@@ -168,21 +175,14 @@ _OPENING_WORD = re.compile(r"\s*(?:in\s+)?([A-Za-z]+)")
 # and not a negative answer, which it describes: "-5 (negative)".
 _SIGN_WORDS = frozenset(("negative", "minus", "neg", "below"))
 _BELOW_ZERO = re.compile(r"\s*below(?:\s+(?:zero|0|sea\s+level|freezing))?\s*$", re.IGNORECASE)
-# A number a remark or an "or" may restate: 34, 1,000, 0.5, -2, 1/2, \frac{1}{2}.
-_NUMBER_TOKEN = re.compile(r"[+\-\u2212]?(?:\\[dt]?frac\{[+-]?[0-9]{1,50}\}\{[0-9]{1,50}\}"
+# A number a remark or an "or" may restate: 34, 1,000, 0.5, -2, 1/2, \frac{1}{2}, \frac12.
+_NUMBER_TOKEN = re.compile(r"[+\-\u2212]?(?:\\[dt]?frac(?:\{[+-]?[0-9]{1,50}\}|[0-9])(?:\{[0-9]{1,50}\}|[0-9])(?![0-9])"
                            r"|[0-9][0-9,]{0,60}(?:\.[0-9]{1,50})?(?:/[0-9]{1,50})?)")
 _SCALE_LETTERS = frozenset(("k", "m", "b"))  # 34K, 3M, 2B
-# A remark that opens with an approximation and a number: "(about 35)", "(\approx 0.33)", "(~35)", also
-# after a connective: "(or about 35)", "(i.e. about 35)", "(which is about 35)".
-_APPROXIMATELY = re.compile(
-    r"\s*(?:(?:or|i\.\s?e\.|ie|that\s+is|which\s+is|so)(?![A-Za-z])[\s,$]{0,4})?"
-    r"(?:(?:about|approximately|approx|roughly|around|nearly|almost|circa|ca)(?![A-Za-z])\.?|close\s+to"
-    r"|\\(?:approx|sim|simeq|thickapprox)(?![A-Za-z])|[≈~∼])"
-    r"[\s$({]{0,8}([+\-\u2212]?[0-9][0-9,]{0,60}(?:\.[0-9]{1,50})?)",
-    re.IGNORECASE)
 # A remark that counts the steps of the derivation, not the answer: "(3 cases)", "(in 2 steps)",
 # "(over 4 subcases considered)": a number, then one of these nouns, and no other number or "or".
-_DERIVATION_COUNT = re.compile(r"\s*(?:(?:in|from|over|across|after|with)\s+)?[0-9]{1,6}\s+(?:sub)?"
+_DERIVATION_COUNT = re.compile(r"\s*(?:(?:i\.\s?e\.|ie|that\s+is|namely)(?![A-Za-z])[\s,]{0,4})?"
+                               r"(?:(?:in|from|over|across|after|with)\s+)?[0-9]{1,6}\s+(?:sub)?"
                                r"(?:cases?|steps?|stages?|phases?|iterations?)(?![A-Za-z])[^0-9]{0,200}$",
                                re.IGNORECASE)
 _OR_WORD = re.compile(r"(?<![A-Za-z])(?:or|either)(?![A-Za-z])", re.IGNORECASE)
@@ -201,17 +201,20 @@ def remark_changes_the_number(remark: str, answer: str = "") -> bool:
     after ``or``, ``i.e.``, ``which is``) and a number that is not the answer's value rounded to
     the places it gives, or that a scale word follows, hedges with another value (``34 (about
     35)``, ``\\frac13 (or about 0.5)``: which one is meant?), so it changes the answer; one that is
-    that rounding restates it (``\\frac13 (\\approx 0.33)``), and so does any approximation of an answer
-    whose value is not a plain rational (``\\sqrt2 (about 1.41)``: not decidable with strings, so
-    left a remark). A count of the derivation's steps (``34 (3 cases)``, ``(in 2 steps)``: cases,
+    that rounding restates it (``\\frac13 (\\approx 0.33)``). An answer that is not a plain rational
+    is checked against the value :func:`~dapo.rewards.approximations.real_value` computes for it
+    (``\\sqrt2 (about 1.41)`` restates, ``\\sqrt2 (about 7)`` and ``\\pi (about 3.2)`` hedge); one it
+    cannot compute (a letter, ``\\ln 2``) keeps any approximation a remark. A remark that restates the
+    answer in another closed form is no second value either (``\\frac{\\sqrt2}{2} (or \\frac{1}{\\sqrt2})``).
+    A count of the derivation's steps (``34 (3 cases)``, ``(in 2 steps)``, ``(i.e. 3 cases)``: cases,
     steps, stages, phases, iterations) is a remark, not a second answer; a count of anything the
     question may ask for (``34 (35 ways)``, ``(3 solutions)``) still offers another number."""
     opening = _opening_word(remark)
     if opening in _SIGN_WORDS and (opening != "below" or _BELOW_ZERO.match(remark)):
         return not _is_negative(answer)
-    if answer and only_restates(answer, remark):
+    if answer and (only_restates(answer, remark) or ("\\" in remark and states_the_value(remark, _value_of(answer)))):
         return False
-    approximately = _APPROXIMATELY.match(remark)
+    approximately = APPROXIMATELY.match(remark)
     if approximately is not None and (not _rounds_to_the_answer(answer, approximately.group(1))
                                       or starts_with_scale_word(remark[approximately.end() :])):
         return True  # "34 (about 35)", "\\frac13 (about 0.33 thousand)": two values
@@ -237,19 +240,23 @@ def only_restates(answer: str, text: str) -> bool:
 
 def restates(answer: str, remark: str) -> bool:
     """Whether ``remark`` only restates ``answer``'s value: every number in it is that value
-    (:func:`only_restates`: ``or 0.5`` for ``\\frac12``), or it is one approximation of the value,
-    rounded to the places it gives (``or about 0.33``, ``\\approx 0.333`` for ``\\frac13``)."""
-    if only_restates(answer, remark):
+    (:func:`only_restates`: ``or 0.5`` for ``\\frac12``), it is that value in another closed form
+    (``or \\frac{1}{\\sqrt2}`` for ``\\frac{\\sqrt2}{2}``), or it is one approximation of the value, rounded
+    to the places it gives (``or about 0.33``, ``\\approx 0.333`` for ``\\frac13``, ``or about 1.41`` for
+    ``\\sqrt2``: a value :func:`~dapo.rewards.approximations.real_value` computes)."""
+    if only_restates(answer, remark) or ("\\" in remark and states_the_value(remark, _value_of(answer))):
         return True
-    approximately = _APPROXIMATELY.match(remark)
-    return (approximately is not None and _rational_value(answer) is not None
+    approximately = APPROXIMATELY.match(remark)
+    return (approximately is not None and _value_of(answer) is not None
             and len(_NUMBER_TOKEN.findall(remark[:400])) == 1
             and not starts_with_scale_word(remark[approximately.end() :])
             and _rounds_to_the_answer(answer, approximately.group(1)))
 
 
-# A parenthesis closing an answer after a value: "\frac{1}{3} (approximately 0.33)", "1/3 (since n is odd)".
-_CLOSING_PARENTHESIS = re.compile(r"(?<=[0-9}]) {0,3}\(([^()]{0,400})\)$")
+# A parenthesis closing an answer after a value: "\frac{1}{3} (approximately 0.33)", "1/3 (since n is odd)",
+# "\pi (about 3.14)"; or an "or" that may restate it: "\frac{1}{3}, or about 0.33".
+_CLOSING_PARENTHESIS = re.compile(r"(?:(?<=[0-9}])|(?<=\\pi)) {0,3}\(([^()]{0,400})\)$")
+_CLOSING_OR = re.compile(r"(?:(?<=[0-9}])|(?<=\\pi)) {0,3},? {0,3}((?:or|\\text\{ {0,3}or {0,3}\})(?![A-Za-z])[^()]{0,400})$")
 _COMMAND_NAME = re.compile(r"\\[A-Za-z]+")
 
 
@@ -262,13 +269,16 @@ def without_closing_remark(answer: str) -> str | None:
     no arithmetic (``\\frac12 (x+1)`` is a product, kept). None when the remark changes the answer
     (:func:`remark_changes_the_number`: ``\\frac13 (about 0.5)``, ``(or 35)``, ``(= 0.6)``); one with
     an "or" or "either" is dropped only when it restates the value (:func:`restates`), else kept
-    for the hedge rule. ``answer`` itself when there is no such remark."""
+    for the hedge rule, as is an "or" without brackets (``\\frac13, or about 0.33`` is ``\\frac13``, as
+    after a box). ``answer`` itself when there is no such remark."""
     closing = _CLOSING_PARENTHESIS.search(answer[-500:])
     if closing is None:
-        return answer
+        alternative = _CLOSING_OR.search(answer[-500:])
+        head = answer[: len(answer) - len(alternative.group(0))] if alternative else ""
+        return head.rstrip() if alternative and restates(head, TEXT_WRAPPED.sub(r"\1", alternative.group(1))) else answer
     inside = TEXT_WRAPPED.sub(r"\1", closing.group(1))  # "(\text{about } 0.5)": its words
     head = answer[: len(answer) - len(closing.group(0))].rstrip()
-    is_remark = (_states_words(inside) or _APPROXIMATELY.match(inside) is not None
+    is_remark = (_states_words(inside) or APPROXIMATELY.match(inside) is not None
                  or _OR_WORD.search(inside) is not None or _RESTATED_AS.match(inside) is not None)
     if not is_remark or _ARITHMETIC.search(inside):
         return answer
@@ -286,17 +296,20 @@ def _states_words(remark: str) -> bool:
 
 def _rounds_to_the_answer(answer: str, number: str) -> bool:
     """Whether ``number`` (``35``, ``0.33``) is ``answer``'s value rounded to the places it gives,
-    or ``answer`` states no plain rational value to check it against (``\\sqrt2``, an expression)."""
+    or ``answer`` states no value that can be computed to check it against (``x+1``, ``\\ln 2``)."""
+    value = _value_of(answer)
+    return value is None or is_rounding_of(number, value)
+
+
+def _value_of(answer: str) -> Fraction | Decimal | None:
+    """``answer``'s value: exact when rational, else computed for a closed form (``\\sqrt{2}``,
+    ``x = 2\\pi``, ``10\\sqrt{2} \\text{ m}``: :func:`~dapo.rewards.approximations.real_value`), else None."""
     value = _rational_value(answer)
-    approximation = _rational_value(number.replace("\u2212", "-").rstrip(",.").replace(",", ""))
-    if value is None or approximation is None:
-        return value is None
-    places = len(number.partition(".")[2].rstrip(",."))
-    return abs(value - approximation) <= Fraction(1, 2 * 10**places)
+    return value if value is not None else real_value(_strip_number_decorations(answer))
 
 
 def _rational_value(text: str) -> Fraction | None:
-    integer = canonical_integer(text)
+    integer = canonical_integer(text, thousands=True)  # an answer's: "34K" is 34000
     if integer is not None:
         return Fraction(int(integer)) if len(integer) <= 50 else None
     return exact_rational(text)

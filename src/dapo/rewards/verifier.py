@@ -17,8 +17,9 @@ Policy (what counts as correct), in order:
    ``(2,\\infty)``, either way round), except a ground truth ``(3,5)``, which may be a point
    (:func:`~dapo.rewards.inequalities.is_open_pair`). Sets stated in two different variables are wrong.
    Otherwise, ground truth with one answer: a remark closing the answer is dropped when it only
-   describes or restates it (``\\frac13 (approximately 0.33)``, ``(or about 0.33)``) and makes it
-   wrong when it offers another value (``(about 0.5)``, ``(or 35)``), see
+   describes or restates it (``\\frac13 (approximately 0.33)``, ``(or about 0.33)``, ``\\frac13, or
+   about 0.33``, ``\\sqrt2 (about 1.41)``) and makes it wrong when it offers another value
+   (``(about 0.5)``, ``(or 35)``, ``(or x = 35)``, ``\\sqrt2 (about 7)``), see
    :func:`~dapo.rewards.number_forms.without_closing_remark`; then a final answer offering several
    candidates ("34 or 35", two different boxes on the last line, two ``$...$`` segments on the
    answer line) is wrong, and so is one naming a unit other than the ground truth's (``34 hours``

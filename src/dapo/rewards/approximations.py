@@ -1,0 +1,250 @@
+"""Approximations in a remark after an answer, and the value they are checked against.
+
+A remark that approximates (``\\boxed{\\sqrt{2}} (about 1.41)``, ``(\\approx 0.33)``, ``or about 0.33``)
+restates the answer when its number is the answer's value rounded to the places it gives, and
+hedges with another value otherwise (``(about 7)`` for ``\\sqrt{2}``). The value of a rational answer
+is exact (:mod:`~dapo.rewards.number_forms`); the value of a closed form is computed here by
+:func:`real_value`, a small evaluator of a bounded grammar:
+
+- decimal numerals (at most 50 digits a part), ``\\pi``;
+- ``\\sqrt{x}``, ``\\sqrt[n]{x}`` (``n`` an integer from 2 to 64), ``\\frac{a}{b}`` (``\\dfrac``,
+  ``\\tfrac``; a one-digit or ``\\pi`` argument may go unbraced: ``\\frac12``, ``\\sqrt2``);
+- ``+``, ``-``, ``*``, ``/``, ``\\cdot``, ``\\times``, ``\\div``, a product written by juxtaposition
+  before a root, fraction, ``\\pi`` or parenthesis (``2\\sqrt{3}``, ``3\\pi``, ``2(1+\\sqrt2)``);
+- powers with a one-digit or braced exponent whose value is at most 64 in size (``\\pi^2``,
+  ``2^{-1}``, ``2^{\\frac13}``; a non-integer one only on a positive base);
+- ``( )``, ``{ }``, ``\\left``/``\\right``, LaTeX spacing and math delimiters.
+
+Anything else (a letter, ``e``, a function such as ``\\ln``, a unit, a degree sign, ambiguous
+TeX such as ``\\sqrt23`` or ``2^10``) is not evaluated: None, and the caller keeps such a remark a
+remark, as before. Input is at most :data:`MAX_CHARS` characters and :data:`MAX_DEPTH` nested
+groups, arithmetic is :mod:`decimal` at :data:`PRECISION` digits with exponents bounded (an
+overflow, a division by zero or a root of a negative is None), so each call is a few hundred
+bounded operations: linear, safe in the parent process.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Context, Decimal, DecimalException, localcontext
+from fractions import Fraction
+
+from dapo.rewards.exact_numbers import exact_rational
+from dapo.rewards.unicode_math import unicode_math_to_latex
+
+# A remark that opens with an approximation and a number: "(about 35)", "(\approx 0.33)", "(~35)", also
+# after a connective: "(or about 35)", "(i.e. about 35)", "(which is about 35)".
+APPROXIMATELY = re.compile(
+    r"\s*(?:(?:or|i\.\s?e\.|ie|that\s+is|which\s+is|so)(?![A-Za-z])[\s,$]{0,4})?"
+    r"(?:(?:about|approximately|approx|roughly|around|nearly|almost|circa|ca)(?![A-Za-z])\.?|close\s+to"
+    r"|\\(?:approx|sim|simeq|thickapprox)(?![A-Za-z])|[≈~∼])"
+    r"[\s$({]{0,8}([+\-\u2212]?[0-9][0-9,]{0,60}(?:\.[0-9]{1,50})?)",
+    re.IGNORECASE)
+
+MAX_CHARS = 200  # longer answers are not evaluated
+MAX_DEPTH = 12  # nested groups, roots, fractions and powers
+PRECISION = 120  # significant digits: an approximation gives at most 50 places
+_MAX_EXPONENT = 64
+_CONTEXT = Context(prec=PRECISION, Emax=400, Emin=-400)  # traps overflow, division by zero, invalid
+_SLACK = Fraction(1, 10**100)  # the computed value's own rounding error, far below any place given
+_PI = Decimal("3.14159265358979323846264338327950288419716939937510582097494459230781640628620899862803"
+              "482534211706798214808651328230664709384461")
+_NOISE = re.compile(r"\$|\\(?:left|right|displaystyle|[,;:! ])(?![A-Za-z])|~|\\q?quad(?![A-Za-z])")
+_TOKEN = re.compile(r"\s*(?:([0-9]{1,50}(?:\.[0-9]{0,50})?|\.[0-9]{1,50})|(\\[A-Za-z]+)|([-+*/^(){}\[\]]))")
+_COMMANDS = {"\\dfrac": "\\frac", "\\tfrac": "\\frac", "\\cdot": "*", "\\times": "*", "\\div": "/"}
+# A name the answer is given as, read as its value: "x = ", "a_{1} = ", "\\theta = ".
+_NAME = re.compile(r"\s*(?:[A-Za-z]|\\[A-Za-z]{2,12})(?:_\{?[A-Za-z0-9]{1,8}\}?)?\s{0,4}=(?!=)")
+# What opens a remark that restates the answer in another form: "or", "i.e.", "=", "or equivalently".
+_RESTATEMENT = re.compile(r"\s*(?:(?:or|i\.\s?e\.|ie|that\s+is|which\s+is|equivalently|=)(?![A-Za-z])[\s,$]{0,4}){1,2}",
+                          re.IGNORECASE)
+_JUXTAPOSED = frozenset(("\\pi", "\\sqrt", "\\frac", "("))  # what may follow a factor as a product
+
+
+class _NotEvaluated(Exception):
+    """The answer is outside the grammar (or past its bounds)."""
+
+
+def real_value(answer: str) -> Decimal | None:
+    """The value of ``answer`` when it is a closed form of the grammar in the module docstring
+    (``\\sqrt{2}``, ``\\frac{\\pi}{4}``, ``2\\sqrt{3}+1``; after a name, ``x = 2\\pi``), to
+    :data:`PRECISION` digits; else None."""
+    if len(answer) > 4 * MAX_CHARS:  # (spacing and delimiters dropped below do not count)
+        return None
+    text = _NOISE.sub(" ", unicode_math_to_latex(answer)).strip()
+    if (name := _NAME.match(text)) is not None:
+        text = text[name.end() :]
+    if len(text) > MAX_CHARS:
+        return None
+    tokens = _tokens(text)
+    if tokens is None:
+        return None
+    parser = _Parser(tokens)
+    try:
+        with localcontext(_CONTEXT):
+            value = parser.sum(0)
+            if parser.at < len(parser.tokens):
+                return None
+            value = +value
+    except (_NotEvaluated, DecimalException):
+        return None
+    return value if value.is_finite() else None
+
+
+def states_the_value(remark: str, value: Fraction | Decimal | None) -> bool:
+    """Whether ``remark``, after an opening "or", "i.e.", "=" or "or equivalently", is ``value`` in
+    another closed form (``or \\frac{1}{\\sqrt{2}}`` for ``\\frac{\\sqrt{2}}{2}``, ``= 2\\sqrt{2}`` for
+    ``\\sqrt{8}``): :func:`real_value` of the rest equals it, to the margin of its rounding."""
+    opening = _RESTATEMENT.match(remark[:MAX_CHARS])
+    if value is None or opening is None:
+        return False
+    stated = real_value(remark[opening.end() :].strip().rstrip(".$ "))
+    value = Fraction(value)
+    return stated is not None and abs(Fraction(stated) - value) <= _SLACK * max(1, abs(value))
+
+
+def is_rounding_of(number: str, value: Fraction | Decimal) -> bool:
+    """Whether ``number`` (``1.41``, ``-35``, ``1,414.2``) is ``value`` rounded to the places it gives
+    (either way at a tie). A computed value (a :class:`~decimal.Decimal`) gets a margin for its own
+    rounding, far below any place a number may give."""
+    approximation = exact_rational(number.replace("\u2212", "-").rstrip(",.").replace(",", ""))
+    if approximation is None:
+        return False
+    places = len(number.partition(".")[2].rstrip(",."))
+    slack = _SLACK if isinstance(value, Decimal) else 0
+    return abs(Fraction(value) - approximation) <= Fraction(1, 2 * 10**places) + slack
+
+
+def _tokens(text: str) -> list[str] | None:
+    tokens, at = [], 0
+    while at < len(text):
+        match = _TOKEN.match(text, at)
+        if match is None:
+            return None if text[at:].strip() else tokens
+        token = match.group(match.lastindex or 0)
+        tokens.append(_COMMANDS.get(token, token))
+        at = match.end()
+    return tokens
+
+
+class _Parser:
+    """Recursive descent over the tokens; every method raises :class:`_NotEvaluated` off-grammar."""
+
+    def __init__(self, tokens: list[str]) -> None:
+        self.tokens = tokens
+        self.at = 0
+
+    def peek(self) -> str:
+        return self.tokens[self.at] if self.at < len(self.tokens) else ""
+
+    def take(self, expected: str | None = None) -> str:
+        token = self.peek()
+        if not token or (expected is not None and token != expected):
+            raise _NotEvaluated
+        self.at += 1
+        return token
+
+    def digit(self) -> str | None:
+        """One digit of a numeral, as TeX reads ``\\frac12`` (the rest stays a token); None if the
+        next token is not a numeral."""
+        token = self.peek()
+        if not token[:1].isdigit():
+            return None
+        if len(token) == 1:
+            self.at += 1
+        else:
+            self.tokens[self.at] = token[1:]
+        return token[0]
+
+    def sum(self, depth: int) -> Decimal:
+        if depth > MAX_DEPTH:
+            raise _NotEvaluated
+        value = self.product(depth)
+        while self.peek() in ("+", "-"):
+            value = value + self.product(depth) if self.take() == "+" else value - self.product(depth)
+        return value
+
+    def product(self, depth: int) -> Decimal:
+        value = self.signed(depth)
+        while True:
+            token = self.peek()
+            if token in ("*", "/"):
+                self.take()
+                value = value * self.signed(depth) if token == "*" else value / self.signed(depth)
+            elif token in _JUXTAPOSED:
+                value = value * self.power(depth)
+            else:
+                return value
+
+    def signed(self, depth: int) -> Decimal:
+        negative = False
+        while self.peek() in ("+", "-"):
+            negative ^= self.take() == "-"
+        value = self.power(depth)
+        return -value if negative else value
+
+    def power(self, depth: int) -> Decimal:
+        base = self.atom(depth)
+        if self.peek() != "^":
+            return base
+        self.take()
+        digit = self.digit()
+        if digit is not None:
+            if self.peek()[:1].isdigit():  # "2^10": TeX's 2^1 0, or 2^{10}? not read
+                raise _NotEvaluated
+            exponent = Decimal(digit)
+        else:
+            exponent = self.group(depth + 1)
+        if abs(exponent) > _MAX_EXPONENT or (base <= 0 and exponent != exponent.to_integral_value()) \
+                or (base == 0 and exponent <= 0):
+            raise _NotEvaluated
+        return base**exponent
+
+    def atom(self, depth: int) -> Decimal:
+        token = self.take()
+        if token[:1].isdigit() or token.startswith("."):
+            return Decimal(token)
+        if token == "\\pi":
+            return +_PI
+        if token in ("(", "{"):
+            value = self.sum(depth + 1)
+            self.take(")" if token == "(" else "}")
+            return value
+        if token == "\\frac":
+            numerator = self.argument(depth + 1)
+            return numerator / self.argument(depth + 1)
+        if token == "\\sqrt":
+            return self.root(depth + 1)
+        raise _NotEvaluated
+
+    def root(self, depth: int) -> Decimal:
+        index = 2
+        if self.peek() == "[":
+            self.take()
+            index_token = self.take()
+            if not index_token.isdigit() or len(index_token) > 2 or not 2 <= int(index_token) <= _MAX_EXPONENT:
+                raise _NotEvaluated
+            index = int(index_token)
+            self.take("]")
+        radicand = self.argument(depth)
+        if index == 2:
+            return radicand.sqrt()
+        if radicand < 0:
+            raise _NotEvaluated
+        return radicand ** (Decimal(1) / index)
+
+    def argument(self, depth: int) -> Decimal:
+        """A command's argument: braced, one digit (``\\frac12``, ``\\sqrt2``: a longer numeral right
+        after it, ``\\sqrt23``, is not read) or ``\\pi``."""
+        if self.peek() == "{":
+            return self.group(depth)
+        digit = self.digit()
+        if digit is not None:
+            return Decimal(digit)
+        self.take("\\pi")
+        return +_PI
+
+    def group(self, depth: int) -> Decimal:
+        self.take("{")
+        value = self.sum(depth)
+        self.take("}")
+        return value

@@ -30,12 +30,16 @@ class Extracted:
     """A final-answer candidate: its cleaned text and how many answers the model offered.
 
     ``items``: the separate answers when several were stated (chained boxes, or several
-    ``$...$`` segments on the answer line); empty for a single answer.
+    ``$...$`` segments on the answer line); empty for a single answer. ``qualified``: text around
+    the stated answer offers another one, continues its math or bounds it (``\\boxed{34, 5} (or
+    35)``, ``\\boxed{34, 5}^2``, ``$34, 5$ or 35``, ``not 34``): wrong for a list ground truth too,
+    where several candidates are the list's items and do not make a hedge.
     """
 
     text: str
     candidates: int = 1
     items: tuple[str, ...] = ()
+    qualified: bool = False
 
     @property
     def hedged(self) -> bool:

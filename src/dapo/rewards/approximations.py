@@ -15,6 +15,10 @@ is exact (:mod:`~dapo.rewards.number_forms`); the value of a closed form is comp
   ``2^{-1}``, ``2^{\\frac13}``; a non-integer one only on a positive base);
 - ``( )``, ``{ }``, ``\\left``/``\\right``, LaTeX spacing and math delimiters.
 
+A decimal written with ``=`` after an answer with a root, ``\\pi`` or a fractional power
+(``\\sqrt2 (= 1.414)``) can only approximate it: :func:`rounds_loosely` reads it as the approximation
+it is, with the same rounding rule.
+
 Anything else (a letter, ``e``, a function such as ``\\ln``, a unit, a degree sign, ambiguous
 TeX such as ``\\sqrt23`` or ``2^10``) is not evaluated: None, and the caller keeps such a remark a
 remark, as before. Input is at most :data:`MAX_CHARS` characters and :data:`MAX_DEPTH` nested
@@ -100,6 +104,32 @@ def states_the_value(remark: str, value: Fraction | Decimal | None) -> bool:
     stated = real_value(remark[opening.end() :].strip().rstrip(".$ "))
     value = Fraction(value)
     return stated is not None and abs(Fraction(stated) - value) <= _SLACK * max(1, abs(value))
+
+
+# A restatement as one decimal and nothing after it: "= 1.414", "i.e. 1.41", "which is 1.414".
+_RESTATED_DECIMAL = re.compile(r"\s*(?:=|(?:i\.\s?e\.|ie|that\s+is|which\s+is|which\s+equals|equals)(?![A-Za-z]))"
+                               r"[\s,$]{0,8}([+\-\u2212]?[0-9][0-9,]{0,60}(?:\.[0-9]{1,50})?)[\s$.]{0,8}$", re.IGNORECASE)
+# What makes a closed form's value possibly irrational: a root, pi, or a fractional power.
+_IRRATIONAL_PART = re.compile(r"\\(?:sqrt|pi)(?![A-Za-z])|[√π]|\^\s{0,3}\{[^{}]{0,40}(?:\\d?frac|/|\.)")
+
+
+def rounds_loosely(remark: str, answer: str, value: Fraction | Decimal | None) -> bool:
+    """Whether ``remark`` restates ``answer`` as its value rounded to the places it gives, written
+    with ``=`` (or "i.e.", "which is") where ``\\approx`` is meant: ``\\sqrt2 (= 1.414)``, ``\\pi =
+    3.14``. Only for an answer whose ``value`` was computed (a :class:`~decimal.Decimal`, not a
+    plain rational) and that has a root, ``\\pi`` or a fractional power: no finite decimal equals
+    such a value, so the decimal can only be its approximation (``\\sqrt{4} (= 2)`` is exact). A
+    rational answer keeps the strict rule: ``\\frac13 (= 0.33)`` and ``34 (= 35)`` state another value."""
+    restated = _RESTATED_DECIMAL.match(remark[:MAX_CHARS])
+    return (isinstance(value, Decimal) and restated is not None and _IRRATIONAL_PART.search(answer[:MAX_CHARS]) is not None
+            and is_rounding_of(restated.group(1), value))
+
+
+def restates_value(remark: str, answer: str, value: Fraction | Decimal | None) -> bool:
+    """Whether ``remark`` restates ``answer`` (of ``value``) in another closed form
+    (:func:`states_the_value`, when it has a LaTeX command) or as its approximation written with
+    ``=`` (:func:`rounds_loosely`)."""
+    return ("\\" in remark and states_the_value(remark, value)) or rounds_loosely(remark, answer, value)
 
 
 def is_rounding_of(number: str, value: Fraction | Decimal) -> bool:

@@ -14,8 +14,17 @@ from __future__ import annotations
 
 import re
 
+from dapo.rewards.answer_lists import answer_items
 from dapo.rewards.answer_text import Extracted, clean_answer, sign_before, signed
 from dapo.rewards.equivalence import vote_key
+from dapo.rewards.hedges import (
+    bare_remark_changes,
+    item_count,
+    list_remark_changes,
+    list_tail_changes,
+    restates_list,
+    without_bare_remark,
+)
 from dapo.rewards.inequalities import is_inequality_disjunction, is_or
 from dapo.rewards.number_forms import (
     remark_changes_the_number,
@@ -75,27 +84,51 @@ def from_last_box(text: str) -> Extracted | None:
     boxes = _boxes_in(text[line_start:start])
     # Several boxes with different contents on the final line offer several candidates.
     candidates = 1 + len({vote_key(clean_answer(c)) for _, _, c in boxes} - {vote_key(answer)})  # 34 and 34.0: one
-    if _ALTERNATIVE_BEFORE.search(text[line_start:start]):  # "$35$ or \boxed{34}": an answer outside the box
-        candidates = max(candidates, 2)
-    if _changed_after(text[span[1] : span[1] + _MAX_AFTER_CHARS].split("\n", 1)[0], answer):
-        candidates = max(candidates, 2)  # "\boxed{34} or 35", "\boxed{34}^2": not the whole answer
     items = _chained_items(text[line_start:start], boxes, answer)
-    return Extracted(answer, candidates=candidates, items=items)
+    qualified = offers_another_before(text[line_start:start])  # "$35$ or \boxed{34}"
+    after = text[span[1] : span[1] + _MAX_AFTER_CHARS].split("\n", 1)[0]
+    qualified = qualified or changed_after(after, answer, list(items) or answer_items(answer))
+    if qualified:  # "\boxed{34} or 35", "\boxed{34}^2", "\boxed{34, 5} (or 35)": not the whole answer
+        candidates = max(candidates, 2)
+    return Extracted(answer, candidates=candidates, items=items, qualified=qualified)
 
 
-def _changed_after(after: str, answer: str) -> bool:
-    """Whether the text after the last box (whose content is ``answer``) offers another answer or
+def offers_another_before(text: str) -> bool:
+    """Whether ``text``, before an answer, ends in a number or math and "or" (``$35$ or``, ``35 or``)."""
+    return _ALTERNATIVE_BEFORE.search(text[-_MAX_AFTER_CHARS:]) is not None
+
+
+def changed_after(after: str, answer: str, stated: list[str] | None = None) -> bool:
+    """Whether the text after the last box (whose content is ``answer``; ``stated``: the items of
+    the answer when it is a list, chained boxes or ``34, 5`` in one) offers another answer or
     continues its math; an "or" or a remark that restates the box's value does not
-    (``\\boxed{\\frac12} or 0.5``, ``\\boxed{\\frac13}, or about 0.33``, ``\\boxed{34} (34 ways)``)."""
-    if _ALTERNATIVE_AFTER.match(after) and not restates(answer, after.lstrip(" \t$.,")):
+    (``\\boxed{\\frac12} or 0.5``, ``\\boxed{\\frac13}, or about 0.33``, ``\\boxed{34} (34 ways)``), nor one
+    that restates a list's values or counts its items (``\\boxed{1, 2} (2 solutions)``,
+    :func:`~dapo.rewards.hedges.list_remark_changes`). An approximation or a restatement without
+    brackets is read as in brackets (``\\boxed{\\frac13} \\approx 0.5``, ``\\boxed{\\frac13}, i.e. about 0.5``,
+    ``\\boxed{34} = 35``: another value; :func:`~dapo.rewards.hedges.bare_remark_changes`)."""
+    is_list = stated is not None and item_count(stated) > 1  # "\\pm 3" states two
+    own = answer if is_list else without_bare_remark(answer)  # "\\boxed{34 \\approx 34} (about 35)": on 34
+    if own is None:
+        return True  # "\\boxed{\\sqrt2 \\approx 7} (since n is odd)": two values already
+    answer = own
+    tail = after.lstrip(" \t$.,")
+    restated = restates_list(stated, tail) if is_list and stated is not None else restates(answer, tail)
+    if _ALTERNATIVE_AFTER.match(after) and not restated:
         return True
     if _CONTINUED_AFTER.match(after):
         return True
     words = _TEXT_OPENING.sub(" ", after).replace("{", " ")  # "\\boxed{34}{\\text{ thousand}}" too
     if starts_with_scale_word(words):  # "\\boxed{34} thousand", as "$34$ thousand"
         return True
+    if list_tail_changes(stated, tail) if is_list and stated is not None else bare_remark_changes(answer, tail):
+        return True  # "\\boxed{\\frac13} \\approx 0.5", "\\boxed{34, 5} \\approx 35"
     remark = _REMARK_AFTER.match(after) or _REMARK_AFTER.match(words)  # "\\boxed{34} \\text{ (negative)}"
-    return remark is not None and remark_changes_the_number(remark.group(1), answer)
+    if remark is None:
+        return False
+    if is_list and stated is not None:
+        return list_remark_changes(remark.group(1), stated)
+    return remark_changes_the_number(remark.group(1), answer)
 
 
 def join_inequality_boxes(text: str) -> str:

@@ -29,16 +29,20 @@ from __future__ import annotations
 
 import re
 
+from dapo.rewards.answer_lists import answer_items
 from dapo.rewards.answer_text import HEDGE, Extracted, sign_before, signed
 from dapo.rewards.answer_text import bound_response as bound_response
 from dapo.rewards.answer_text import clean_answer as clean_answer
 from dapo.rewards.boxes import (
     BOX_COMMANDS,
+    changed_after,
     from_last_box,
     join_inequality_boxes,
     last_box_start,
+    offers_another_before,
     strip_boxes,
 )
+from dapo.rewards.hedges import bare_remark_changes, list_tail_changes, restates_list
 from dapo.rewards.inequalities import is_inequality_disjunction
 from dapo.rewards.number_forms import SCALE_WORDS, restates, starts_with_scale_word
 
@@ -186,7 +190,7 @@ def _clean_line(line: str) -> Extracted | None:
             # "$34$ or $\boxed{35}$": a hedge outside the boxes still offers two answers.
             outside = strip_boxes(line)
             if boxed.candidates == 1 and HEDGE.search(outside):
-                return Extracted(boxed.text, candidates=2, items=boxed.items)
+                return Extracted(boxed.text, candidates=2, items=boxed.items, qualified=True)
             return boxed
     line = line.replace("$$", "$").replace("\\(", "$").replace("\\)", "$")
     line = _EQUATED_SEGMENTS.sub(" = ", line)  # "$a+b$ = $34$" is one equation, not two answers
@@ -199,11 +203,12 @@ def _clean_line(line: str) -> Extracted | None:
         line, segments = as_words, _math_segments(as_words)
     if len(segments) > 1:
         items = _segment_items(line)
-        return Extracted(" ; ".join(items), candidates=len(segments), items=items)
+        qualified = _segments_qualified(line, items)  # "$34$, $5$ (or 35)": not the whole answer
+        return Extracted(" ; ".join(items), candidates=len(segments), items=items, qualified=qualified)
     if len(segments) == 1:
         line = _single_segment_answer(line, segments[0])
         if line is None:
-            return Extracted(clean_answer(segments[0]), candidates=2)
+            return Extracted(clean_answer(segments[0]), candidates=2, qualified=True)
     answer = clean_answer(line)
     if not answer:
         return None
@@ -216,7 +221,7 @@ def _clean_line(line: str) -> Extracted | None:
     bare_relation = _BARE_RELATION.match(answer) is not None and not answer.endswith(">")  # not "<1, 2>"
     if bare_relation or (
             last_number is not None and _QUALIFIER.search(stated[: last_number.start()][-40:])):
-        return Extracted(answer, candidates=2)  # "\ge 34", "The answer isn't 34": not the value 34
+        return Extracted(answer, candidates=2, qualified=True)  # "\ge 34", "The answer isn't 34": not the value 34
     return Extracted(answer)
 
 
@@ -298,9 +303,16 @@ def _single_segment_answer(line: str, segment: str) -> str | None:
     after = "".join(parts[2:]).strip()
     segment = signed(segment.strip(), sign_before(parts[0]))
     remark = _WHOLE_REMARK.fullmatch(after)
-    restated = restates(segment, remark.group(1) if remark is not None else after.lstrip(" \t.,;"))
-    if HEDGE.search(parts[0] + " " + ("" if restated else after)) or _QUALIFIER.search(parts[0][-40:]):
+    tail = remark.group(1) if remark is not None else after.lstrip(" \t.,;")
+    items = answer_items(segment)
+    restated = restates(segment, tail) or (len(items) > 1 and restates_list(items, tail))
+    bare = None if remark is not None or restated else bare_remark_changes(segment, tail)  # "$\frac13$ \approx 0.5"
+    if len(items) > 1 and remark is None and not restated and list_tail_changes(items, tail):
+        bare = True  # "$5, 34$ \approx 34": the list's values are 5 and 34
+    if HEDGE.search(parts[0] + " " + ("" if restated else after)) or _QUALIFIER.search(parts[0][-40:]) or bare:
         return None
+    if bare is False:  # "$\frac13$, i.e. about 0.33", "$\sqrt2$ = 1.414": its value, rounded
+        return segment
     first_word = re.match(r"[A-Za-z]*", after).group(0).lower()  # type: ignore[union-attr]
     if first_word == "k" and parts[2][:1] in "Kk":  # "$34$K" reads 34K; "$34$ K" is kelvin
         return f"{segment}{after}"
@@ -324,6 +336,17 @@ def _segment_items(line: str) -> tuple[str, ...]:
             item += f" {word.group(1)}"
         items.append(item)
     return tuple(items)
+
+
+def _segments_qualified(line: str, items: tuple[str, ...]) -> bool:
+    """Whether the text around a line's several ``$...$`` segments (a list: ``items``) offers another
+    answer or continues the last one's math, as after a box (:func:`~dapo.rewards.boxes.changed_after`):
+    ``$34$, $5$ (or 35)``, ``$34$, $5$, or 35``, ``35 or $34$, $5$``; not ``$1$, $2$ (2 solutions)``."""
+    parts = line.replace("\\$", "").split("$")
+    if len(parts) % 2 == 0:  # an unclosed "$": no text after the last segment
+        return False
+    tail = parts[-1][1:] if parts[-1][:1] in ("K", "k") and items[-1][-1:] in ("K", "k") else parts[-1]
+    return offers_another_before(parts[0]) or changed_after(tail, items[-1], list(items))
 
 
 def _math_segments(line: str) -> list[str]:

@@ -19,7 +19,7 @@ import unicodedata
 from decimal import Decimal
 from fractions import Fraction
 
-from dapo.rewards.approximations import APPROXIMATELY, is_rounding_of, real_value, states_the_value
+from dapo.rewards.approximations import APPROXIMATELY, is_rounding_of, real_value, restates_value
 from dapo.rewards.exact_numbers import exact_rational
 
 SPACES = ("\\,", "\\;", "\\:", "\\ ", "~", "\u00a0", "\u2009", "\u202f", "\u2007")
@@ -191,7 +191,8 @@ _OR_WORD = re.compile(r"(?<![A-Za-z])(?:or|either)(?![A-Za-z])", re.IGNORECASE)
 def remark_changes_the_number(remark: str, answer: str = "") -> bool:
     """A remark after an answer that opens with a second one (``or 35``, ``and 35``, ``possibly 35``,
     ``but 35 if n is odd``, ``35 if n is odd``, ``n odd: 35``) or restates it as another number
-    (``which is 35``, ``i.e. 35``, ``= 35``), with a product (``x 1000``,
+    (``which is 35``, ``i.e. 35``, ``= 35``; an irrational answer's rounding, ``\\sqrt2 (= 1.414)``, is
+    its approximation: :func:`~dapo.rewards.approximations.rounds_loosely`), with a product (``x 1000``,
     ``times 10``), with a word that scales it (``in thousands``) or gives it a sign (``negative``), or
     that makes it a bound (``or more``, ``at least``). Given the ``answer`` it follows, a remark whose every number is that answer's value restates
     it (``34 (34 ways)``, ``34 (answer: 34)``, ``\\frac12 (or 0.5)``), and a sign word describes
@@ -212,7 +213,7 @@ def remark_changes_the_number(remark: str, answer: str = "") -> bool:
     opening = _opening_word(remark)
     if opening in _SIGN_WORDS and (opening != "below" or _BELOW_ZERO.match(remark)):
         return not _is_negative(answer)
-    if answer and (only_restates(answer, remark) or ("\\" in remark and states_the_value(remark, _value_of(answer)))):
+    if answer and (only_restates(answer, remark) or restates_value(remark, answer, value_of(answer))):
         return False
     approximately = APPROXIMATELY.match(remark)
     if approximately is not None and (not _rounds_to_the_answer(answer, approximately.group(1))
@@ -244,10 +245,10 @@ def restates(answer: str, remark: str) -> bool:
     (``or \\frac{1}{\\sqrt2}`` for ``\\frac{\\sqrt2}{2}``), or it is one approximation of the value, rounded
     to the places it gives (``or about 0.33``, ``\\approx 0.333`` for ``\\frac13``, ``or about 1.41`` for
     ``\\sqrt2``: a value :func:`~dapo.rewards.approximations.real_value` computes)."""
-    if only_restates(answer, remark) or ("\\" in remark and states_the_value(remark, _value_of(answer))):
+    if only_restates(answer, remark) or restates_value(remark, answer, value_of(answer)):
         return True
     approximately = APPROXIMATELY.match(remark)
-    return (approximately is not None and _value_of(answer) is not None
+    return (approximately is not None and value_of(answer) is not None
             and len(_NUMBER_TOKEN.findall(remark[:400])) == 1
             and not starts_with_scale_word(remark[approximately.end() :])
             and _rounds_to_the_answer(answer, approximately.group(1)))
@@ -297,11 +298,11 @@ def _states_words(remark: str) -> bool:
 def _rounds_to_the_answer(answer: str, number: str) -> bool:
     """Whether ``number`` (``35``, ``0.33``) is ``answer``'s value rounded to the places it gives,
     or ``answer`` states no value that can be computed to check it against (``x+1``, ``\\ln 2``)."""
-    value = _value_of(answer)
+    value = value_of(answer)
     return value is None or is_rounding_of(number, value)
 
 
-def _value_of(answer: str) -> Fraction | Decimal | None:
+def value_of(answer: str) -> Fraction | Decimal | None:
     """``answer``'s value: exact when rational, else computed for a closed form (``\\sqrt{2}``,
     ``x = 2\\pi``, ``10\\sqrt{2} \\text{ m}``: :func:`~dapo.rewards.approximations.real_value`), else None."""
     value = _rational_value(answer)

@@ -27,7 +27,12 @@ Policy (what counts as correct), in order:
 4. Ground truth that is a list or set (``1, 2``, ``\\{1,2\\}``, ``3 and 5``, see
    :func:`~dapo.rewards.answer_lists.answer_items`): the stated answers (chained boxes
    ``\\boxed{1}, \\boxed{2}``, several math segments, or one ``1, 2`` / ``1 or 2``) are joined
-   and compared as a set: every element right, none missing, none extra.
+   and compared as a set: every element right, none missing, none extra. Text around the list that
+   offers another answer or continues its math makes it wrong as for one answer (``\\boxed{34, 5} (or
+   35)``, ``\\boxed{34, 5}^2``); a remark closing it is dropped when it counts its items right (``(2
+   solutions)``) or is in words (:mod:`~dapo.rewards.hedges`). An approximation written without
+   brackets after a value (``\\sqrt2 \\approx 1.414``; ``\\sqrt2 \\approx 7`` is wrong) follows the rule of a
+   bracketed one, in a single answer and in each item.
 5. :func:`~dapo.rewards.equivalence.quick_verdict` (``quick_list_verdict`` for lists) decides
    integers exactly with string operations; everything else goes to math-verify.
 
@@ -43,6 +48,7 @@ from dapo.rewards.answer_lists import answer_items, join_items, quick_list_verdi
 from dapo.rewards.answer_text import Extracted, bound_response, clean_answer
 from dapo.rewards.equivalence import quick_verdict
 from dapo.rewards.extract import extract_answer, resolve_extractor
+from dapo.rewards.hedges import without_bare_remark, without_list_remark
 from dapo.rewards.incomplete import name_first, states_no_value
 from dapo.rewards.inequalities import is_open_pair, real_set
 from dapo.rewards.math_verify_call import math_equal
@@ -77,6 +83,22 @@ def _stated_items(extracted: Extracted) -> list[str]:
     """Every element the final answer states: chained boxes / segments, each possibly a list."""
     parts = extracted.items or (extracted.text,)
     return [item for part in parts for item in answer_items(part)]
+
+
+def _list_answer(extracted: Extracted) -> list[str] | None:
+    """The items a list answer states (:func:`_stated_items`), with a remark closing it dropped
+    (``34, 5 (2 solutions)``) and an approximation after an item's value dropped (``\\sqrt2 \\approx
+    1.41, 3``); None when text around it offers another answer (``\\boxed{34, 5} (or 35)``,
+    ``\\boxed{34, 5}^2``, ``$34, 5$ or 35``: :attr:`Extracted.qualified`, :mod:`~dapo.rewards.hedges`)."""
+    if extracted.qualified:
+        return None
+    if not extracted.items:
+        text = without_list_remark(extracted.text)
+        if text is None:
+            return None
+        extracted = replace(extracted, text=text)
+    items = [without_bare_remark(item) for item in _stated_items(extracted)]
+    return None if None in items else items  # type: ignore[return-value]
 
 
 def _as_sets_of_reals(extracted: Extracted, gold: str) -> Prepared | None:
@@ -132,11 +154,16 @@ def prepare(
         return as_sets
     gold_items = answer_items(gold)
     if len(gold_items) > 1:  # a list / set ground truth: compare the stated answers as a set
-        pred_items = _stated_items(extracted)
+        pred_items = _list_answer(extracted)
+        if pred_items is None:  # "\\boxed{34, 5} (or 35)", "(3 solutions)": another answer
+            return Prepared(join_items(_stated_items(extracted)), join_items(gold_items), verdict=False)
         verdict = quick_list_verdict(pred_items, gold_items)
         return Prepared(join_items(pred_items), join_items(gold_items), verdict)
-    gold_has_a_remark = without_closing_remark(gold) != gold  # then the answer's is compared with it
-    answer = extracted.text if gold_has_a_remark else without_closing_remark(extracted.text)
+    # a remark in the gold too: the answer's is compared with it
+    gold_has_a_remark = without_closing_remark(gold) != gold or without_bare_remark(gold) != gold
+    answer = extracted.text if gold_has_a_remark else without_bare_remark(extracted.text)  # "\\sqrt2 \\approx 1.41"
+    if answer is not None and not gold_has_a_remark:  # "\\frac13 (about 0.33)"; "\\sqrt2 \\approx 7": two values
+        answer = without_closing_remark(answer)
     if answer is None:  # "\\frac13 (about 0.5)", "34 (or 35)": a second value in a remark
         return Prepared(pred=extracted.text, ground_truth=gold, verdict=False)
     extracted = replace(extracted, text=answer)  # "\\frac13 (or about 0.33)": the value, restated

@@ -1,0 +1,228 @@
+"""Hedges around a list answer, and approximations written without brackets.
+
+Rules (each a false positive before: a hedge or a second value was accepted):
+
+- **A list answer is hedged as a single one is.** Text around ``\\boxed{34, 5}`` or ``$34, 5$``
+  that offers another answer or continues its math (``(or 35)``, ``^2``, ``thousand``, ``or 35``)
+  makes it wrong for a list ground truth too (the extractors flag it, :attr:`Extracted.qualified
+  <dapo.rewards.answer_text.Extracted>`). A remark after a list (:func:`list_remark_changes`) is
+  read as after one answer, with the list's values in place of the answer's: a count of the items
+  with a counting noun is a remark when it is their number (``\\boxed{1, 2} (2 solutions)``; ``(3
+  solutions)`` offers another), so is a remark in words (``(since n is odd)``) and one whose numbers
+  restate the items (``(i.e. 5 and 34)``, ``(\\approx 0.33, 0.5)`` for ``\\frac13, \\frac12``);
+  an "or" or an approximation with another number (``(or 35)``, ``(about 35)``) offers another.
+- **An approximation without brackets is a remark as in brackets** (:func:`bare_remark_changes`,
+  :func:`without_bare_remark`): ``\\boxed{\\frac13} \\approx 0.33``, ``\\sqrt2 \\approx 1.414``,
+  ``\\frac13, i.e. about 0.33`` restate the answer (its value rounded to the places given),
+  ``\\frac13 \\approx 0.5``, ``\\sqrt2 \\approx 7`` and ``\\boxed{\\frac13}, i.e. about 0.5`` offer
+  another value (wrong), and so does a restatement as another number (``\\boxed{34} = 35``,
+  ``\\boxed{34}, which is 35``). ``34 \\approx 34`` states 34; ``34 \\approx 35`` is wrong. An answer
+  whose value is not computed (a name, ``x \\approx 34``, which math-verify's suite counts right;
+  ``e^2 \\approx 7.39``) is left as it is.
+
+String work on at most the last 500 characters, with bounded quantifiers: linear, safe in the
+parent process.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from fractions import Fraction
+
+from dapo.rewards.answer_lists import answer_items
+from dapo.rewards.approximations import APPROXIMATELY, is_rounding_of, real_value, states_the_value
+from dapo.rewards.number_forms import (
+    _ARITHMETIC,
+    _NUMBER_TOKEN,
+    SCALE_WORDS,
+    TEXT_WRAPPED,
+    VARIABLE_PREFIX,
+    _states_words,
+    remark_changes_the_number,
+    restates,
+    value_of,
+)
+
+_MAX_TAIL = 500  # how much of an answer's end is read for a closing remark
+_MAX_NUMBERS = 16  # numbers a remark on a list may restate
+_SPELLED = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
+            "ten": 10, "eleven": 11, "twelve": 12}
+# A count of the answer's items: "(2 solutions)", "(i.e. two distinct real roots)", "(3 ordered pairs in all)".
+_COUNT = re.compile(
+    r"\s*(?:(?:i\.\s?e\.|ie|that\s+is|namely|so)(?![A-Za-z])[\s,]{0,4})?(?:(?:exactly|only|just|the)\s+)?"
+    r"([0-9]{1,3}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\s+"
+    r"(?:(?:distinct|different|real|possible|positive|negative|integer|integral|complex|valid|ordered|unordered"
+    r"|unique|total|such)\s+){0,3}"
+    r"(?:solutions?|values?|roots?|answers?|pairs?|triples?|tuples?|numbers?|integers?|zeros|zeroes|zero|points?"
+    r"|elements?|possibilities|possibility|choices?|options?|candidates?|intersections?)(?![A-Za-z])([^0-9]{0,200})$",
+    re.IGNORECASE)
+_OR = re.compile(r"(?<![A-Za-z\\])(?:or|either)(?![A-Za-z])|\\lor(?![A-Za-z])", re.IGNORECASE)
+# What opens a remark written without brackets after a value: an approximation ("\approx 0.33", ", i.e.
+# about 0.33", "≈ 0.33") or a restatement as a number ("= 0.5", ", i.e. 0.5", ", which is 0.5").
+_BARE_MARKER = re.compile(
+    r"(?:(?:i\.\s?e\.|ie|that\s+is|which\s+is|so)(?![A-Za-z])[\s,]{0,4})?"
+    r"(?:(?:about|approximately|approx|roughly|around|nearly|almost|circa)(?![A-Za-z])\.?|close\s+to"
+    r"|\\(?:approx|sim|simeq|thickapprox)(?![A-Za-z])|[≈∼])"
+    r"|(?:i\.\s?e\.|ie|that\s+is|which\s+is|which\s+equals|equals)(?![A-Za-z])[\s,$]{0,4}[+\-\u2212]?[0-9]"
+    r"|=(?!=)", re.IGNORECASE)
+# Where such a remark may start in an answer: after a value's end (a digit, a brace, \pi), past a comma.
+# ... of which an answer's own text is read for approximations only: "34, which is 35" and "\\frac12 = \\frac{10}{9}"
+# on the Answer line keep their rules (the value after the last copula; math-verify's right side).
+_APPROXIMATION_MARKER = re.compile(
+    r"(?:(?:i\.\s?e\.|ie|that\s+is|which\s+is|so)(?![A-Za-z])[\s,]{0,4})?"
+    r"(?:(?:about|approximately|approx|roughly|around|nearly|almost|circa)(?![A-Za-z])\.?|close\s+to"
+    r"|\\(?:approx|sim|simeq|thickapprox)(?![A-Za-z])|[≈∼])", re.IGNORECASE)
+_ALL_MARKER_STARTS = frozenset("=≈∼\\iatwsrncle")  # ... of _BARE_MARKER
+# A parenthesis closing a remark: "\\pi \\approx 3.14 (3 cases)".
+_CLOSING_PARENTHESIS = re.compile(r"\(([^()]{0,400})\)$")
+_GLUED_THOUSAND = re.compile(r"[0-9][Kk](?![A-Za-z])")  # "\\approx 34K" is 34000
+_MARKER_STARTS = frozenset("≈∼\\iatwsrnc")  # the first character of each marker, lower-cased
+_VALUE_END = re.compile(r"(?:[0-9}]|\\pi) {0,3},? {0,3}$")
+
+
+def item_count(items: list[str]) -> int:
+    """How many values ``items`` state: ``\\pm 3`` states two."""
+    return sum(2 if ("\\pm" in item or "±" in item) else 1 for item in items)
+
+
+def list_remark_changes(remark: str, items: list[str]) -> bool:
+    """Whether a remark after a list answer (``items``) offers another answer or changes it (module
+    rules): a count of the items with a counting noun (``2 solutions``) changes it unless it is
+    their number; a remark whose numbers restate the items is none; an approximation or an "or"
+    with another number is one; otherwise as after one answer (:func:`remark_changes_the_number`,
+    whose answer is left unknown: ``since n is odd`` and ``3 cases`` are remarks, ``35 ways``,
+    ``= 35``, ``in thousands`` change it)."""
+    remark = TEXT_WRAPPED.sub(r"\1", remark[:_MAX_TAIL])
+    count = _COUNT.match(remark)
+    if count is not None and not _OR.search(count.group(2)):
+        stated = count.group(1).lower()
+        return (int(stated) if stated.isdigit() else _SPELLED[stated]) != item_count(items)
+    if restates_list(items, remark):
+        return False
+    if _NUMBER_TOKEN.search(remark) and (APPROXIMATELY.match(remark) or _OR.search(remark)):
+        return True  # "(about 35)", "(or 35)", "(2 solutions or 3)"
+    return remark_changes_the_number(remark)
+
+
+def restates_list(items: list[str], remark: str) -> bool:
+    """Whether every number in ``remark`` is the value of one of ``items`` (rounded to the places it
+    gives, after an approximation), every item's value is among them, and no scale word follows:
+    ``or 5, 34`` and ``i.e. 34 and 5`` for ``34, 5``; ``\\approx 0.33, 0.5`` for ``\\frac13, \\frac12``."""
+    numbers = [number.rstrip(",") for number in _NUMBER_TOKEN.findall(remark[:_MAX_TAIL])]
+    if not numbers or len(numbers) > _MAX_NUMBERS or len(items) > _MAX_NUMBERS:
+        return False
+    if {word.lower() for word in re.findall(r"[A-Za-z]+", remark[:_MAX_TAIL])} & SCALE_WORDS:
+        return False
+    values = [value_of(item) for item in items]
+    if any(value is None for value in values):
+        return False
+    approximate = APPROXIMATELY.match(remark) is not None
+    covered: set[int] = set()
+    for number in numbers:
+        stated = value_of(number)
+        found = [index for index, value in enumerate(values) if value is not None and (
+            (stated is not None and Fraction(stated) == Fraction(value))
+            or (approximate and is_rounding_of(number, value)))]
+        if not found:
+            return False
+        covered.update(found)
+    return len(covered) == len(items)
+
+
+def list_tail_changes(items: list[str], tail: str) -> bool:
+    """Whether ``tail``, text after a list answer without brackets, approximates it or restates it as
+    other numbers (``\\boxed{34, 5} \\approx 35``, ``= 35``): the items' values must all be there."""
+    tail = tail[:_MAX_TAIL]
+    return _BARE_MARKER.match(tail) is not None and not restates_list(items, tail)
+
+
+def bare_remark_changes(answer: str, tail: str) -> bool | None:
+    """For ``tail``, the text right after ``answer`` (a box's content, a ``$...$`` segment) with its
+    leading blank space and commas dropped: True when it is an approximation or a restatement
+    without brackets that offers another value (``\\approx 0.5`` or ``i.e. about 0.5`` after
+    ``\\frac13``, ``= 35`` or ``which is 35`` after ``34``), False when it restates ``answer``
+    (:func:`~dapo.rewards.number_forms.restates`, the rule of a bracketed remark: ``\\approx 0.33``,
+    ``= 0.5`` after ``\\frac12``, ``= 1.414`` after ``\\sqrt2``, ``= 2\\sqrt2`` after ``\\sqrt8``). Each
+    link of a chain is checked against the answer's value (``\\sqrt2 \\approx 1.414 \\approx 1.41``), and a
+    closing parenthesis as a bracketed remark (``\\pi \\approx 3.14 (3 cases)``). An approximation must
+    be that rounding (``\\pi \\approx \\frac{22}{7}`` is another value); an ``=`` is checked only when what
+    follows it has a value computed here (``= 5!`` is left). None when ``tail`` is no such remark or
+    ``answer`` has no computed value (``e^2 \\approx 7.39``, ``x = 35``): the caller's other rules decide."""
+    tail = TEXT_WRAPPED.sub(r"\1", tail[:_MAX_TAIL]).rstrip(" .")
+    if _BARE_MARKER.match(tail) is None:
+        return None
+    own = without_bare_remark(answer)  # "\\boxed{34 \\approx 34} \\approx 7": the remark is on 34
+    value = value_of(own) if own is not None else None
+    if own is None or value is None:
+        return None if own is not None else True
+    closing = _CLOSING_PARENTHESIS.search(tail)
+    if closing is not None:  # "\\pi \\approx 3.14 (3 cases)": read as after the answer
+        if remark_changes_the_number(closing.group(1), own):
+            return True
+        tail = tail[: closing.start()].rstrip(" ,")
+    starts = [at for at in _markers(tail, _BARE_MARKER, _ALL_MARKER_STARTS) if at > 0]
+    for piece in (tail[start:end].rstrip(" ,") for start, end in zip([0, *starts], [*starts, len(tail)])):
+        if _GLUED_THOUSAND.search(piece) is None and (restates(own, piece) or states_the_value(piece, value)):
+            continue
+        rest = piece[1:].strip().rstrip(".$ ")
+        if piece.startswith("=") and value_of(rest) is None and real_value(rest) is None:
+            return None  # "= 5!": not checked here
+        return True
+    return False
+
+
+def _markers(text: str, pattern: re.Pattern[str], starts: frozenset[str]) -> Iterator[int]:
+    """Where ``pattern`` (a marker) matches ``text`` outside brackets, right after a value (a digit, a
+    brace or ``\\pi``, then blank space or a comma), not inside a word: ``\\approx`` in ``\\sqrt2
+    \\approx 7``, not in ``x \\approx 34`` or ``\\sqrt``. One bounded match per character: linear."""
+    depth = 0
+    for at, char in enumerate(text[:_MAX_TAIL]):
+        depth += char in "([{"
+        depth -= char in ")]}"
+        if depth != 0 or char.lower() not in starts or (char.isalpha() and at and text[at - 1].isalpha()):
+            continue
+        if pattern.match(text, at) is not None and _VALUE_END.search(text[max(0, at - 12) : at]) is not None:
+            yield at
+
+
+def without_bare_remark(answer: str) -> str | None:
+    """``answer`` without an approximation written after its value without brackets
+    (:func:`bare_remark_changes`): ``\\sqrt2 \\approx 1.414`` -> ``\\sqrt2``, ``34 \\approx 34`` ->
+    ``34``, ``\\frac13, i.e. about 0.33`` -> ``\\frac13``; None when it offers another value
+    (``\\sqrt2 \\approx 7``, ``\\frac13, i.e. about 0.5``). The remark starts at the first approximation
+    marker after a value (a digit, a brace or ``\\pi``) outside brackets. ``answer`` itself when there
+    is no such remark, its head has no computed value (``e^2 \\approx 7.39``; a later marker is still
+    read) or is a named value (``x \\approx 34``, ``x = 1/3 \\approx 1.3``: both right in math-verify's
+    own suite, left to it). An ``=`` or ``which is 35`` in the answer's own text keeps the Answer
+    line's rules (``\\frac12 = \\frac{10}{9}`` is read by math-verify, ``10 which is 1,000.99`` states
+    1,000.99); after a box or a ``$...$`` segment it is a remark (:func:`bare_remark_changes`). At
+    most :data:`_MAX_TAIL` characters: linear."""
+    if len(answer) > _MAX_TAIL:
+        return answer
+    for at in _markers(answer, _APPROXIMATION_MARKER, _MARKER_STARTS):
+        head = answer[:at].rstrip(" ,")
+        if VARIABLE_PREFIX.match(head):
+            return answer  # "x = 1/3 \\approx 1.3": a named value, as math-verify's suite reads it (right)
+        changes = bare_remark_changes(head, answer[at:])
+        if changes is not None:  # else a value not computed before it ("e^2"): a later marker may follow one
+            return None if changes else head
+    return answer
+
+
+def without_list_remark(answer: str) -> str | None:
+    """A list answer (``34, 5 (2 solutions)``) without the parenthesis closing it when that is a
+    remark in words, an approximation or an "or", not arithmetic or an item (``(3, 4)``); None when
+    the remark changes the list (:func:`list_remark_changes`: ``(or 35)``, ``(3 solutions)``);
+    ``answer`` itself when there is none, or what is before it is not a list."""
+    tail = answer[-_MAX_TAIL:]
+    if not tail.endswith(")") or "(" not in tail:
+        return answer
+    opening = len(answer) - len(tail) + tail.rfind("(")
+    inside, head = TEXT_WRAPPED.sub(r"\1", answer[opening + 1 : -1]), answer[:opening].rstrip()
+    items = answer_items(head) if head and head[-1] not in ",;" else []
+    if len(items) < 2 or _ARITHMETIC.search(inside):
+        return answer
+    if not (_states_words(inside) or APPROXIMATELY.match(inside) or _OR.search(inside)):
+        return answer
+    return None if list_remark_changes(inside, items) else head

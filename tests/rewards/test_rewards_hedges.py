@@ -1,0 +1,159 @@
+"""Hedges around list answers and approximations written without brackets (rows marked "before:"
+had the other verdict before this change; the rest guard what stays).
+
+1. A list answer is hedged as a single one is: text around ``\\boxed{34, 5}`` / ``$34, 5$`` that
+   offers another answer or continues its math makes it wrong; a count of its items with a
+   counting noun is a remark when it is their number -- hedges, boxes, extract, verifier.
+2. An approximation without brackets follows the rule of a bracketed one: the answer's value
+   rounded to the places it gives restates it, another number hedges -- hedges, verifier.
+3. ``= 1.414`` after an irrational answer is its approximation written loosely: a remark when it
+   is the value rounded; ``(= 35)`` after 34 and ``(= 0.33)`` after ``\\frac13`` stay wrong --
+   approximations.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from dapo.rewards import verify
+from dapo.rewards.approximations import rounds_loosely
+from dapo.rewards.hedges import list_remark_changes, without_bare_remark, without_list_remark
+from dapo.rewards.number_forms import value_of
+
+A = "Let me think step by step.\nSo the total is computed.\n"
+
+CASES: list[tuple[str, str, bool, str]] = [
+    # --- 1. list answers: hedges around them ---
+    (A + "So \\boxed{34, 5} (or 35)", "34, 5", False, "boxed"),  # before: right
+    (A + "So \\boxed{34, 5} (or 35)", "34, 5", False, "any"),  # before: right
+    (A + "So \\boxed{34, 5}^2", "34, 5", False, "boxed"),  # before: right
+    (A + "So \\boxed{34, 5} thousand", "34, 5", False, "boxed"),  # before: right
+    (A + "Answer: $34, 5$ or 35", "34, 5", False, "answer"),  # before: right
+    (A + "So \\boxed{34}, \\boxed{5} (or 35)", "34, 5", False, "boxed"),  # before: right
+    (A + "So \\boxed{34}, \\boxed{5}^2", "34, 5", False, "boxed"),  # before: right
+    (A + "Answer: $34$, $5$ (or 35)", "34, 5", False, "answer"),  # before: right
+    (A + "Answer: $34$, $5$, or 35", "34, 5", False, "answer"),  # before: right
+    (A + "Answer: 35 or $34$, $5$", "34, 5", False, "answer"),  # before: right
+    (A + "So $35$ or \\boxed{34, 5}", "34, 5", False, "boxed"),  # before: right
+    (A + "So \\boxed{34, 5} (about 35)", "34, 5", False, "boxed"),  # before: right
+    (A + "So \\boxed{34, 5} \\approx 35", "34, 5", False, "boxed"),  # before: right
+    (A + "So \\boxed{1, 2} (3 solutions)", "1, 2", False, "boxed"),  # before: right
+    (A + "So \\boxed{1, 2} (three solutions)", "1, 2", False, "boxed"),  # before: right
+    (A + "So \\boxed{\\pm 3} (3 solutions)", "3, -3", False, "boxed"),  # before: right
+    # ... remarks that are remarks
+    (A + "So \\boxed{1, 2} (2 solutions)", "1, 2", True, "boxed"),
+    (A + "So \\boxed{1, 2} (two distinct solutions)", "1, 2", True, "boxed"),
+    (A + "So \\boxed{34, 5} (since n is odd)", "34, 5", True, "boxed"),
+    (A + "So \\boxed{34, 5} (i.e. 5 and 34)", "34, 5", True, "boxed"),
+    (A + "So \\boxed{1}, \\boxed{3} (2 solutions)", "1, 3", True, "boxed"),
+    (A + "So \\boxed{\\pm 3} (2 solutions)", "3, -3", True, "boxed"),
+    (A + "Answer: 34, 5 (2 solutions)", "34, 5", True, "answer"),  # before: wrong
+    (A + "Answer: $34, 5$ (2 solutions)", "34, 5", True, "answer"),  # before: wrong
+    (A + "Answer: $34$, $5$ (2 solutions)", "34, 5", True, "answer"),
+    (A + "Answer: $34$K, $5$K", "34000, 5000", True, "answer"),
+    (A + "Answer: either $1$ or $2$", "1, 2", True, "answer"),
+    (A + "So \\boxed{(2, 2)} \\quad \\text{and} \\quad \\boxed{(6, 2)}", "(2, 2), (6, 2)", True, "boxed"),
+    # --- 2. approximations without brackets ---
+    (A + "So \\boxed{\\frac13} \\approx 0.5", "\\frac13", False, "boxed"),  # before: right
+    (A + "So \\boxed{\\sqrt2 \\approx 7}", "\\sqrt2", False, "boxed"),  # before: right
+    (A + "Answer: $\\sqrt2 \\approx 7$", "\\sqrt2", False, "answer"),  # before: right
+    (A + "So \\boxed{\\frac13}, i.e. about 0.5", "\\frac13", False, "boxed"),  # before: right
+    (A + "Answer: $\\frac13$, i.e. about 0.5", "\\frac13", False, "answer"),  # before: right
+    (A + "Answer: $\\frac13$ \\approx 0.5", "\\frac13", False, "answer"),  # before: right
+    (A + "So \\boxed{\\pi \\approx 3.2}", "\\pi", False, "boxed"),  # before: right
+    (A + "So \\boxed{\\pi} \\approx \\frac{22}{7}", "\\pi", False, "boxed"),  # before: right
+    (A + "So \\boxed{34} = 35", "34", False, "boxed"),  # before: right
+    (A + "So \\boxed{34}, which is 35", "34", False, "boxed"),  # before: right
+    (A + "So \\boxed{34}, i.e. 35", "34", False, "boxed"),  # before: right
+    (A + "So \\boxed{34 \\approx 35}", "34", False, "boxed"),
+    (A + "Answer: \\sqrt2 \\approx 1.414 \\approx 7", "\\sqrt2", False, "answer"),  # before: right
+    (A + "Answer: \\sqrt2 \\approx 1.414 \\approx 1.41", "\\sqrt2", True, "answer"),  # each link a rounding
+    (A + "Answer: $\\pi \\approx 3.14$ (3 cases)", "\\pi", True, "answer"),
+    (A + "So \\boxed{34} \\approx 34K", "34", False, "boxed"),  # before: right (34K is 34000)
+    (A + "So \\boxed{34 \\approx 34}", "34", True, "boxed"),  # before: wrong (34 restated)
+    (A + "So \\boxed{\\frac13} \\approx 0.33", "\\frac13", True, "boxed"),
+    (A + "So \\boxed{\\sqrt2 \\approx 1.414}", "\\sqrt2", True, "boxed"),
+    (A + "Answer: $\\sqrt{2} \\approx 1.41$", "\\sqrt2", True, "answer"),
+    (A + "Answer: $\\frac13$, i.e. about 0.33", "\\frac13", True, "answer"),
+    (A + "So \\boxed{\\pi} \\approx 3.14", "\\pi", True, "boxed"),
+    (A + "So \\boxed{x \\approx 34}", "34", True, "boxed"),  # math-verify's suite: x\approx11
+    (A + "Answer: x \\approx 34", "34", True, "answer"),
+    (A + "So \\boxed{e^2} \\approx 7.39", "e^2", True, "boxed"),  # not computed: a remark, as in brackets
+    (A + "So \\boxed{120} = 5!", "120", True, "boxed"),  # "= 5!" is not computed here: left
+    (A + "Answer: a_{1} = 34", "34", True, "answer"),
+    # --- 3. "=" and a rounding of an irrational value ---
+    (A + "So \\boxed{\\sqrt2} (= 1.414)", "\\sqrt2", True, "boxed"),  # before: wrong
+    (A + "So \\boxed{\\sqrt2} = 1.414", "\\sqrt2", True, "boxed"),
+    (A + "So \\boxed{\\sqrt4} (= 2)", "2", True, "boxed"),  # before: wrong (exact)
+    (A + "Answer: $\\pi$ (= 3.14)", "\\pi", True, "answer"),  # before: wrong
+    (A + "So \\boxed{\\sqrt2} (= 1.5)", "\\sqrt2", False, "boxed"),
+    (A + "So \\boxed{34} (= 35)", "34", False, "boxed"),
+    (A + "So \\boxed{\\frac13} (= 0.33)", "\\frac13", False, "boxed"),  # a rational: another value
+]
+
+
+@pytest.mark.parametrize("response,gold,expected,extractor", CASES)
+def test_hedges_and_approximations(response: str, gold: str, expected: bool, extractor: str) -> None:
+    assert verify(response, gold, extractor)[0] is expected
+
+
+@pytest.mark.parametrize(
+    "remark,items,expected",
+    [("2 solutions", ["1", "2"], False), ("3 solutions", ["1", "2"], True), ("i.e. two real roots", ["1", "2"], False),
+     ("2 ordered pairs", ["(1,2)", "(3,4)"], False), ("since n is odd", ["34", "5"], False),
+     ("or 35", ["34", "5"], True), ("about 35", ["34", "5"], True), ("\\approx 0.33, 0.5", ["\\frac13", "\\frac12"], False),
+     ("\\approx 0.33, 0.6", ["\\frac13", "\\frac12"], True), ("or 5, 34", ["34", "5"], False), ("34", ["34", "5"], True),
+     ("3 cases", ["34", "5"], False), ("35 ways", ["34", "5"], True), ("in thousands", ["34", "5"], True),
+     ("2 solutions or 3", ["1", "2"], True), ("2 solutions", ["\\pm 3"], False)],
+)
+def test_list_remark_changes(remark: str, items: list[str], expected: bool) -> None:
+    assert list_remark_changes(remark, items) is expected
+
+
+@pytest.mark.parametrize(
+    "answer,expected",
+    [("\\sqrt2 \\approx 7", None), ("\\sqrt2 \\approx 1.414", "\\sqrt2"), ("34 \\approx 34", "34"), ("34 \\approx 35", None),
+     ("x \\approx 34", "x \\approx 34"), ("x = 1/3\\approx1.3", "x = 1/3\\approx1.3"), ("\\frac13, i.e. about 0.5", None),
+     ("\\frac13, i.e. about 0.33", "\\frac13"), ("\\pi\\approx 3.14", "\\pi"), ("e^2 \\approx 7.39", "e^2 \\approx 7.39"),
+     ("\\frac12 = \\frac{10}{9}", "\\frac12 = \\frac{10}{9}"), ("10 which is 1,000.99", "10 which is 1,000.99"),
+     ("\\frac13 \\approx 0.33 \\approx 0.5", None), ("(\\sqrt2 \\approx 7)", "(\\sqrt2 \\approx 7)")],
+)
+def test_without_bare_remark(answer: str, expected: str | None) -> None:
+    assert without_bare_remark(answer) == expected
+
+
+@pytest.mark.parametrize(
+    "answer,expected",
+    [("34, 5 (2 solutions)", "34, 5"), ("1, 2 (3 solutions)", None), ("34, 5 (or 35)", None),
+     ("34, 5 (since n is odd)", "34, 5"), ("(1, 2), (3, 4)", "(1, 2), (3, 4)"), ("34 (since n is odd)", "34 (since n is odd)"),
+     ("1, 2 (x+1)", "1, 2 (x+1)")],
+)
+def test_without_list_remark(answer: str, expected: str | None) -> None:
+    assert without_list_remark(answer) == expected
+
+
+@pytest.mark.parametrize(
+    "remark,answer,expected",
+    [("= 1.414", "\\sqrt2", True), ("= 1.41", "\\sqrt{2}", True), ("= 1.42", "\\sqrt2", False), ("= 3.14", "\\pi", True),
+     ("i.e. 1.414", "\\sqrt2", True), ("= 2", "\\sqrt4", True), ("= 0.33", "\\frac13", False), ("= 35", "34", False),
+     ("= 0.33", "1/3+0", False), ("\\approx 1.414", "\\sqrt2", False), ("= 1.414 or 7", "\\sqrt2", False)],
+)
+def test_rounds_loosely(remark: str, answer: str, expected: bool) -> None:
+    assert rounds_loosely(remark, answer, value_of(answer)) is expected
+
+
+def test_hostile_inputs_stay_fast() -> None:
+    hostile = [
+        "\\boxed{" + ", ".join(["1"] * 20000) + "} (" + "2 solutions " * 2000 + ")",
+        "Answer: " + "1 \\approx " * 20000 + "1",
+        "Answer: " + "1, " * 20000 + "(" * 5000 + "or 3" + ")" * 5000,
+        "Answer: " + "$1$, " * 10000 + "(about 2)",
+        "\\boxed{\\sqrt2}" + " = 1.4" * 10000,
+    ]
+    for response in hostile:
+        start = time.perf_counter()
+        verify(response, "1, 2", "any")
+        verify(response, "\\sqrt2", "any")
+        assert time.perf_counter() - start < 2.0

@@ -36,12 +36,16 @@ from fractions import Fraction
 from dapo.rewards.exact_numbers import exact_rational
 from dapo.rewards.unicode_math import unicode_math_to_latex
 
+# The words and signs that make what follows an approximation: "about", "\approx", "≈" (the bare
+# form, after a value without brackets, :mod:`~dapo.rewards.hedges`; a remark in brackets also
+# takes "ca" and "~", which outside them is LaTeX's unbreakable space).
+APPROXIMATION_WORDS = (r"(?:about|approximately|approx|roughly|around|nearly|almost|circa{extra})(?![A-Za-z])\.?"
+                       r"|close\s+to|\\(?:approx|sim|simeq|thickapprox)(?![A-Za-z])|[≈∼{signs}]")
 # A remark that opens with an approximation and a number: "(about 35)", "(\approx 0.33)", "(~35)", also
 # after a connective: "(or about 35)", "(i.e. about 35)", "(which is about 35)".
 APPROXIMATELY = re.compile(
     r"\s*(?:(?:or|i\.\s?e\.|ie|that\s+is|which\s+is|so)(?![A-Za-z])[\s,$]{0,4})?"
-    r"(?:(?:about|approximately|approx|roughly|around|nearly|almost|circa|ca)(?![A-Za-z])\.?|close\s+to"
-    r"|\\(?:approx|sim|simeq|thickapprox)(?![A-Za-z])|[≈~∼])"
+    r"(?:" + APPROXIMATION_WORDS.format(extra="|ca", signs="~") + ")"
     r"[\s$({]{0,8}([+\-\u2212]?[0-9][0-9,]{0,60}(?:\.[0-9]{1,50})?)",
     re.IGNORECASE)
 

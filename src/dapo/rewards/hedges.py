@@ -31,7 +31,13 @@ from collections.abc import Iterator
 from fractions import Fraction
 
 from dapo.rewards.answer_lists import answer_items
-from dapo.rewards.approximations import APPROXIMATELY, is_rounding_of, real_value, states_the_value
+from dapo.rewards.approximations import (
+    APPROXIMATELY,
+    APPROXIMATION_WORDS,
+    is_rounding_of,
+    real_value,
+    states_the_value,
+)
 from dapo.rewards.number_forms import (
     _ARITHMETIC,
     _NUMBER_TOKEN,
@@ -60,19 +66,17 @@ _COUNT = re.compile(
 _OR = re.compile(r"(?<![A-Za-z\\])(?:or|either)(?![A-Za-z])|\\lor(?![A-Za-z])", re.IGNORECASE)
 # What opens a remark written without brackets after a value: an approximation ("\approx 0.33", ", i.e.
 # about 0.33", "≈ 0.33") or a restatement as a number ("= 0.5", ", i.e. 0.5", ", which is 0.5").
-_BARE_MARKER = re.compile(
+# ... of which an answer's own text is read for approximations only (_APPROXIMATION_MARKER): "34, which is 35"
+# and "\\frac12 = \\frac{10}{9}" on the Answer line keep their rules (the value after the last copula;
+# math-verify's right side).
+_APPROXIMATION_MARKER = re.compile(
     r"(?:(?:i\.\s?e\.|ie|that\s+is|which\s+is|so)(?![A-Za-z])[\s,]{0,4})?"
-    r"(?:(?:about|approximately|approx|roughly|around|nearly|almost|circa)(?![A-Za-z])\.?|close\s+to"
-    r"|\\(?:approx|sim|simeq|thickapprox)(?![A-Za-z])|[≈∼])"
+    r"(?:" + APPROXIMATION_WORDS.format(extra="", signs="") + ")", re.IGNORECASE)
+_BARE_MARKER = re.compile(
+    r"(?:" + _APPROXIMATION_MARKER.pattern + ")"
     r"|(?:i\.\s?e\.|ie|that\s+is|which\s+is|which\s+equals|equals)(?![A-Za-z])[\s,$]{0,4}[+\-\u2212]?[0-9]"
     r"|=(?!=)", re.IGNORECASE)
 # Where such a remark may start in an answer: after a value's end (a digit, a brace, \pi), past a comma.
-# ... of which an answer's own text is read for approximations only: "34, which is 35" and "\\frac12 = \\frac{10}{9}"
-# on the Answer line keep their rules (the value after the last copula; math-verify's right side).
-_APPROXIMATION_MARKER = re.compile(
-    r"(?:(?:i\.\s?e\.|ie|that\s+is|which\s+is|so)(?![A-Za-z])[\s,]{0,4})?"
-    r"(?:(?:about|approximately|approx|roughly|around|nearly|almost|circa)(?![A-Za-z])\.?|close\s+to"
-    r"|\\(?:approx|sim|simeq|thickapprox)(?![A-Za-z])|[≈∼])", re.IGNORECASE)
 _ALL_MARKER_STARTS = frozenset("=≈∼\\iatwsrncle")  # ... of _BARE_MARKER
 # A parenthesis closing a remark: "\\pi \\approx 3.14 (3 cases)".
 _CLOSING_PARENTHESIS = re.compile(r"\(([^()]{0,400})\)$")

@@ -216,7 +216,7 @@ class PolicyWorker:
                 if micro:
                     loss, pg_loss = self._micro_batch_loss(micro, num_tokens, num_seqs, stats, on_policy)
                 else:
-                    loss = pg_loss = self._empty_loss(reference=self.algo.kl_coef > 0 and self.ref_model is not None)
+                    loss = pg_loss = self._empty_loss(reference=self._kl_penalty)
                 total, policy_gradient = torch.stack([loss.detach(), pg_loss.detach()]).tolist()  # one device sync
                 # decided by all ranks together, so that none is left waiting in a collective
                 if not all_ranks_true(math.isfinite(total)):
@@ -231,6 +231,11 @@ class PolicyWorker:
             reshard_root(self.model)  # its forward ran, its backward will not
             return self._skip(stats, nonfinite)
         return stats
+
+    @property
+    def _kl_penalty(self) -> bool:
+        """Whether the loss has the KL term to the reference (read at each use: tests set both later)."""
+        return self.algo.kl_coef > 0 and self.ref_model is not None
 
     @property
     def loss_scale(self) -> float:
@@ -322,7 +327,7 @@ class PolicyWorker:
         if self.algo.entropy_coef != 0:
             entropy = response_entropy(logits, tensors, self.temperature)
             loss = loss - self.algo.entropy_coef * aggregate_loss(entropy, mask, self.algo.loss_agg_mode, **agg)
-        if self.algo.kl_coef > 0 and self.ref_model is not None:  # so do empty micro-batches (_empty_loss)
+        if self._kl_penalty:  # so do empty micro-batches (_empty_loss)
             kl = kl_penalty(logprobs, self._ref_logprobs(tensors), self.algo.kl_estimator)
             loss = loss + self.algo.kl_coef * aggregate_loss(kl, mask, self.algo.loss_agg_mode, **agg)
             kl_sum = torch.where(mask != 0, kl.detach(), 0.0).sum()  # over policy stats' tokens; no device sync

@@ -1,15 +1,23 @@
 """Importing a user's Python code: reward functions and algorithm plugins.
 
 A location is a file (``path/to/file.py``, or anything with a path separator) or a module path
-(``package.module``, looked up on sys.path plus the working directory). Each file is imported
-once per process, under a name derived from its absolute path, so listing it twice (or loading a
-config twice) does not run its registrations twice.
+(``package.module``, looked up on sys.path plus the working directory, appended). Each file is
+imported once per process, under a name derived from its absolute path, so listing it twice (or
+loading a config twice) does not run its registrations twice; its directory is appended to
+sys.path first, so that it imports a module beside it (``from helpers import x``) from any
+working directory, as Python lets a script do.
+
+A module found only through the working directory (``my_rewards:fn`` with ``my_rewards.py``
+there) would not be found by a process started elsewhere (``dapo eval CHECKPOINT``, a Ray rank):
+:func:`working_directory_origin` names the directory, which a run's saved config records in its
+``python_path`` and :func:`use_python_path` puts back on sys.path.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import os
 import sys
@@ -20,6 +28,17 @@ def is_file_location(location: str) -> bool:
     return location.endswith(".py") or os.sep in location or "/" in location
 
 
+def use_python_path(directories: list[str]) -> None:
+    """Append each of ``directories`` (``~`` expanded, relative ones read from the working
+    directory) to sys.path, unless it is there already: after everything else, so that none
+    shadows an installed package or the standard library. A missing directory is appended too:
+    the import system skips it, as it skips one on PYTHONPATH."""
+    for directory in directories:
+        path = os.path.abspath(os.path.expanduser(directory))
+        if path not in sys.path:
+            sys.path.append(path)
+
+
 def import_user_code(location: str, what: str, error: type[Exception] = ImportError) -> ModuleType:
     """Import ``location``; on failure raise ``error`` with a message that starts with ``what``."""
     if not is_file_location(location):
@@ -28,13 +47,18 @@ def import_user_code(location: str, what: str, error: type[Exception] = ImportEr
         try:
             return importlib.import_module(location)
         except Exception as exc:
-            raise error(f"{what}: importing module {location} raised {type(exc).__name__}: {exc}") from exc
+            hint = ""
+            if isinstance(exc, ModuleNotFoundError) and exc.name == location.partition(".")[0]:
+                hint = (f" (looked for on sys.path and in the working directory {os.getcwd()}; for a module in "
+                        "another directory, add that directory to the config's python_path)")
+            raise error(f"{what}: importing module {location} raised {type(exc).__name__}: {exc}{hint}") from exc
     path = os.path.abspath(os.path.expanduser(location))
     if not os.path.isfile(path):
         raise error(f"{what}: file {path} does not exist")
     module_name = "dapo_user_" + hashlib.sha1(path.encode()).hexdigest()[:12]
     if module_name in sys.modules:
         return sys.modules[module_name]
+    use_python_path([os.path.dirname(path)])  # its sibling modules, from any working directory
     module_spec = importlib.util.spec_from_file_location(module_name, path)
     if module_spec is None or module_spec.loader is None:
         raise error(f"{what}: cannot import {path}")
@@ -46,3 +70,42 @@ def import_user_code(location: str, what: str, error: type[Exception] = ImportEr
         del sys.modules[module_name]
         raise error(f"{what}: importing {path} raised {type(exc).__name__}: {exc}") from exc
     return module
+
+
+def working_directory_origin(location: str) -> str | None:
+    """The directory (absolute) that module path ``location``'s top-level package is imported
+    from when only the working directory finds it: the working directory itself (where
+    :func:`import_user_code` looks last), or a sys.path entry that depends on it (``''``, a
+    relative one). None when the import system finds it otherwise (an installed or standard
+    module, a built-in one, a sys.path entry such as PYTHONPATH's or python_path's), or not at all."""
+    top = location.partition(".")[0]
+    cwd = os.getcwd()
+    real_cwd = os.path.realpath(cwd)
+    entries = [entry for entry in sys.path if isinstance(entry, str)]
+
+    def depends_on_cwd(entry: str) -> bool:
+        return not os.path.isabs(entry) or os.path.realpath(entry) == real_cwd
+
+    if _finds(top, [entry for entry in entries if not depends_on_cwd(entry)]):
+        return None
+    for entry in [*(entry for entry in entries if depends_on_cwd(entry)), cwd]:
+        directory = os.path.abspath(entry)
+        if importlib.machinery.PathFinder.find_spec(top, [directory]) is not None:
+            return directory
+    return None
+
+
+def _finds(top: str, path: list[str]) -> bool:
+    """Whether the import system finds the top-level module ``top`` with ``path`` as sys.path
+    (its other finders, the built-in modules' and an editable install's, asked as they are)."""
+    for finder in sys.meta_path:
+        if finder is importlib.machinery.PathFinder:
+            spec = importlib.machinery.PathFinder.find_spec(top, path)
+        else:
+            try:
+                spec = finder.find_spec(top, None)
+            except Exception:  # (a finder without find_spec, or one that fails on a name not its own)
+                spec = None
+        if spec is not None:
+            return True
+    return False

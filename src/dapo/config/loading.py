@@ -12,9 +12,9 @@ from typing import Any
 
 import yaml
 
-from dapo.config.coerce import build, field_type
+from dapo.config.coerce import build, coerce, field_type
 from dapo.config.schema import ConfigError, DAPOConfig
-from dapo.user_code import is_file_location
+from dapo.user_code import is_file_location, use_python_path, working_directory_origin
 
 
 def builtin_config_path(name: str) -> Path:
@@ -154,6 +154,14 @@ def load_config(
         path_parts, value = parse_override(text)
         _check_override_target(text, path_parts, value)
         set_dotted(tree, path_parts, value)
+    return _build_config(tree)
+
+
+def _build_config(tree: dict[str, Any]) -> DAPOConfig:
+    """The validated config of a merged tree, its python_path put on sys.path first: building the
+    algorithm section imports algorithm.plugins, which may be found only there."""
+    if "python_path" in tree:
+        use_python_path([entry for entry in coerce(tree["python_path"], list[str], "python_path") if entry.strip()])
     return build(DAPOConfig, tree, "")
 
 
@@ -182,11 +190,12 @@ def with_absolute_paths(config: dict[str, Any]) -> dict[str, Any]:
     """``config`` (:func:`config_to_dict`'s form) with its local paths absolute: output_dir, the
     model, its tokenizer and cache directory, data files (globs too), reward-function and plugin files, the checkpoint
     to resume (unless auto or never; also one that is gone by now: it names where it was, which a
-    rerun finds in the run's own checkpoints' ``started_from``). A run's saved
-    config then names the same files from any directory (``dapo eval CHECKPOINT``), and so does
-    a policy rank on another node. What names no local file (a module, a Hub id) is kept as it
-    is, and so is ``builtin`` / ``builtin:<name>``, a keyword though a folder of that name lies in
-    the working directory."""
+    rerun finds in the run's own checkpoints' ``started_from``), python_path's directories. A run's
+    saved config then names the same files from any directory (``dapo eval CHECKPOINT``), and so
+    does a policy rank on another node. What names no local file (a module, a Hub id) is kept as
+    it is, and so is ``builtin`` / ``builtin:<name>``, a keyword though a folder of that name lies
+    in the working directory; a reward function or plugin module that only the working directory
+    holds (``my_rewards:fn``, my_rewards.py there) has that directory added to python_path."""
     config = copy.deepcopy(config)
     model, data, reward = config["model"], config["data"], config["reward"]
     config["output_dir"] = os.path.abspath(config["output_dir"])
@@ -205,6 +214,12 @@ def with_absolute_paths(config: dict[str, Any]) -> dict[str, Any]:
     # a module name stays one, though a package of that name lies in the working directory
     config["algorithm"]["plugins"] = [absolute_local_path(entry) if is_file_location(entry) else entry
                                       for entry in config["algorithm"]["plugins"]]
+    python_path = [os.path.abspath(os.path.expanduser(entry)) for entry in config["python_path"]]
+    modules = [spec["path"].rpartition(":")[0] for spec in reward["functions"]] + config["algorithm"]["plugins"]
+    for location in modules:
+        if not is_file_location(location) and (directory := working_directory_origin(location)) is not None:
+            python_path += [directory] if directory not in python_path else []
+    config["python_path"] = python_path
     return config
 
 
@@ -220,8 +235,8 @@ def absolute_local_path(path: str | None) -> str | None:
 
 def config_from_dict(values: dict[str, Any]) -> DAPOConfig:
     """Rebuild and re-validate a config from :func:`config_to_dict`'s output (in another process:
-    validation imports algorithm.plugins there too)."""
-    return build(DAPOConfig, values, "")
+    validation imports algorithm.plugins there too, after python_path is on sys.path)."""
+    return _build_config(values)
 
 
 def save_config(config: DAPOConfig, path: str | Path) -> None:

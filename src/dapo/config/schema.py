@@ -24,6 +24,7 @@ from dapo.config.generation import RewardConfig, RewardFunctionSpec, RolloutConf
 from dapo.config.model_data import ATTENTION_KERNELS, DTYPE_BYTES, DataConfig, ModelConfig
 from dapo.config.run import CheckpointConfig, EvalConfig, LoggingConfig, ResourcesConfig
 from dapo.config.training import AlgorithmConfig, TrainerConfig
+from dapo.user_code import use_python_path
 
 __all__ = [
     "ATTENTION_KERNELS", "DTYPE_BYTES", "AlgorithmConfig", "CheckpointConfig", "ConfigError", "DAPOConfig",
@@ -36,6 +37,16 @@ __all__ = [
 class DAPOConfig:
     # Directory of this run: resolved config, metrics.jsonl, TensorBoard logs, checkpoints.
     output_dir: str = "runs/dapo"
+    # Directories appended to sys.path (after its entries: none shadows an installed package)
+    # before any user code is imported, where reward.functions and algorithm.plugins given as
+    # module names (my_rewards:fn, my_pkg.plugin) are also looked for; ~ and relative paths are
+    # read from the working directory; a missing one is skipped, as on PYTHONPATH. A run's saved
+    # config (RUN_DIR/config.yaml, every checkpoint's) adds the directory such a module was found
+    # in when only the working directory held it (my_rewards.py there), so that `dapo eval
+    # CHECKPOINT`, a resume or a Ray rank started elsewhere imports the same module. (A file,
+    # rewards.py:fn, needs no entry: its directory is appended when it is imported, for its
+    # imports of the modules beside it.)
+    python_path: list[str] = field(default_factory=list)
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
@@ -56,6 +67,9 @@ class DAPOConfig:
     def __post_init__(self) -> None:
         check(bool(self.output_dir.strip()), "output_dir is empty: name the run directory (e.g. output_dir=runs/exp1)")
         self.output_dir = os.path.expanduser(self.output_dir)  # a quoted ~ made a directory named ~
+        check(all(entry.strip() for entry in self.python_path),
+              f"python_path={self.python_path} holds an empty entry: name directories (or python_path=[] for none)")
+        use_python_path(self.python_path)  # (the loaders put it there before the sections are built)
         a, r = self.algorithm, self.rollout
         if a.overlong_soft_punishment:
             check(

@@ -1,0 +1,90 @@
+"""dapo.user_code: a reward file imports the modules beside it from any working directory, and
+which module names only the working directory finds (what a run's saved config records in
+python_path)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from dapo.rewards.pool import WorkerPool
+from dapo.rewards.user_functions import RewardFunctionError, load_reward_function
+from dapo.user_code import import_user_code, use_python_path, working_directory_origin
+
+REWARD_WITH_A_HELPER = ("from uc_helpers import bonus\n\n"
+                        "def score(response, ground_truth, extra):\n    return bonus()\n")
+
+
+@pytest.fixture
+def restored_imports(monkeypatch: pytest.MonkeyPatch):
+    """sys.path as it was, and the test's modules forgotten, after."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    modules = set(sys.modules)
+    yield
+    for name in set(sys.modules) - modules:
+        if name.startswith(("uc_", "dapo_user_")):
+            del sys.modules[name]
+
+
+@pytest.fixture
+def reward_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A rewards.py that imports uc_helpers.py beside it; the working directory another one."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "rewards.py").write_text(REWARD_WITH_A_HELPER)
+    (code / "uc_helpers.py").write_text("def bonus():\n    return 0.75\n")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    return code
+
+
+def test_a_reward_file_imports_a_module_beside_it_from_another_directory(reward_dir: Path, restored_imports: None):
+    assert load_reward_function(f"{reward_dir / 'rewards.py'}:score")("response", "truth", {}) == 0.75
+    assert sys.path[-1] == str(reward_dir)  # appended: it shadows no installed module
+
+
+def test_a_reward_worker_imports_the_module_beside_a_reward_file(reward_dir: Path, restored_imports: None):
+    """A worker imports the file itself (the trainer has not): its directory goes on its own sys.path."""
+    pool = WorkerPool(1, [f"{reward_dir / 'rewards.py'}:score"], timeout_s=30.0, startup_timeout_s=60.0)
+    try:
+        [(kind, (score, _, _))] = pool.run([("fn", 0, "response", "1", {})])
+        assert (kind, score) == ("ok", 0.75)
+    finally:
+        pool.close()
+
+
+def test_only_a_module_that_only_the_working_directory_holds_has_an_origin(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, restored_imports: None):
+    (tmp_path / "uc_local.py").write_text("")
+    (tmp_path / "uc_pkg").mkdir()
+    (tmp_path / "uc_pkg" / "__init__.py").write_text("")
+    (tmp_path / "os.py").write_text("")  # the standard library's still wins
+    listed = tmp_path / "listed"
+    listed.mkdir()
+    (listed / "uc_listed.py").write_text("")
+    monkeypatch.syspath_prepend(str(listed))
+    monkeypatch.chdir(tmp_path)
+    assert working_directory_origin("uc_local") == str(tmp_path)
+    assert working_directory_origin("uc_pkg.sub") == str(tmp_path)  # the directory of its top-level package
+    for found_anywhere in ("os", "math", "sys", "yaml", "dapo.rewards", "uc_listed", "uc_nowhere"):
+        assert working_directory_origin(found_anywhere) is None, found_anywhere
+    monkeypatch.syspath_prepend("")  # as `python -c` has it: the working directory, by another name
+    assert working_directory_origin("uc_local") == str(tmp_path)
+
+
+def test_python_path_is_appended_once_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               restored_imports: None):
+    monkeypatch.chdir(tmp_path)
+    before = list(sys.path)
+    use_python_path(["code", str(tmp_path / "code"), "~"])
+    assert sys.path == [*before, str(tmp_path / "code"), os.path.expanduser("~")]
+
+
+def test_a_module_found_nowhere_says_where_it_was_looked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             restored_imports: None):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RewardFunctionError, match=f"in the working directory {tmp_path}; .* python_path"):
+        import_user_code("uc_nowhere", "reward function 'uc_nowhere:f'", RewardFunctionError)

@@ -110,6 +110,7 @@ def test_two_ranks_train_log_the_same_metrics_as_one_and_export_a_loadable_model
         other.close()
 
 
+@pytest.mark.slow  # 40 s on 2 cores: a Ray run of two ranks killed, then resumed, then a reference run
 def test_sigkill_of_the_driver_then_resume_is_bit_identical_with_two_ranks(tiny_model_dir, tmp_path):
     assert_sigkill_then_resume_is_bit_identical(tiny_model_dir, tmp_path, TWO_RANKS)
 

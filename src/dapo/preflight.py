@@ -89,7 +89,7 @@ def model_problems(cfg: DAPOConfig) -> list[str]:
                 "download the model first, e.g. `hf download Qwen/Qwen2.5-0.5B --local-dir DIR`)"]
     problems = []
     config_file = model_dir / "config.json"
-    if not config_file.is_file() and (model_dir / "policy" / ".metadata").is_file():  # checkpoint.SHARDED_DIR
+    if not config_file.is_file() and (model_dir / "policy" / ".metadata").is_file():  # run_dir.SHARDED_DIR
         problems.append(f"model.path={m.path!r} is a checkpoint of a multi-rank run that holds only the ranks' "
                         "shards (checkpoint.hf_export=final exports the final checkpoint alone): resume the run "
                         "from it (checkpoint.resume=PATH) or start from its final checkpoint")

@@ -1,4 +1,3 @@
-import random
 from pathlib import Path
 
 import pytest
@@ -6,14 +5,11 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from dapo.trainer.checkpoint import (
-    SHARDED_DIR,
     export_hf_from_shards,
     list_checkpoints,
     load_model_weights,
-    load_rank_rng,
     load_trainer_state,
     save_checkpoint,
-    save_rank_rng,
 )
 from dapo.trainer.resume import ResumePoint, resolve_resume
 from tests.rollout.conftest import tiny_qwen3_moe
@@ -97,33 +93,6 @@ def test_the_multi_rank_export_of_a_moe_model_is_what_save_pretrained_writes(tmp
         assert torch.equal(tensor, reloaded), name
 
 
-def test_a_resume_seeing_fewer_gpus_than_the_save_restores_those_it_sees(monkeypatch):
-    from dapo.trainer import checkpoint
-
-    restored = []
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, device: restored.append((int(state[0]), device)))
-    saved = {"torch": torch.get_rng_state(), "python": __import__("random").getstate(),
-             "cuda": [torch.tensor([7], dtype=torch.uint8)] * 8}  # saved with 8 GPUs visible
-    checkpoint.set_rng_state(saved)
-    assert restored == [(7, 0)]
-
-
-@pytest.mark.parametrize("initialized", [True, False])
-def test_cuda_generators_are_saved_only_by_a_process_that_used_cuda(monkeypatch, initialized):
-    """The driver of policy ranks on Ray never initialises CUDA: reading every GPU's generator
-    state would open a CUDA context (memory) on each GPU the ranks and vLLM use."""
-    from dapo.trainer import checkpoint
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: initialized)
-    read = []
-    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: read.append(1) or [torch.tensor([7], dtype=torch.uint8)])
-    state = checkpoint.rng_state()
-    assert ("cuda" in state) == initialized and len(read) == int(initialized)
-
-
 def test_a_checkpoint_half_deleted_by_a_kill_during_rotation_is_cleaned_up(tiny_model_dir: Path, tmp_path: Path,
                                                                           monkeypatch):
     import shutil
@@ -151,26 +120,3 @@ def test_a_checkpoint_half_deleted_by_a_kill_during_rotation_is_cleaned_up(tiny_
     assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["step-000002"]
 
 
-def test_a_policy_rank_resumes_its_own_random_streams(tmp_path: Path):
-    """Each rank's generators (what its dropout draws) are saved with its shard and restored by
-    rank: the numbers drawn after a resume are those drawn after the save."""
-    (tmp_path / SHARDED_DIR).mkdir()
-    python_state = random.getstate()
-    with torch.random.fork_rng():  # the test's seeding stays in the test
-        try:
-            drawn = {}
-            for rank in (0, 1):
-                torch.manual_seed(100 + rank)
-                random.seed(rank)
-                save_rank_rng(tmp_path, rank)
-                drawn[rank] = (torch.rand(4), random.random())
-            torch.manual_seed(7)
-            for rank in (1, 0):
-                assert load_rank_rng(tmp_path, rank)
-                after = (torch.rand(4), random.random())
-                assert torch.equal(after[0], drawn[rank][0]) and after[1] == drawn[rank][1]
-            state = torch.get_rng_state()
-            assert not load_rank_rng(tmp_path, 2)  # a checkpoint of fewer ranks: the seeded state stays
-            assert torch.equal(torch.get_rng_state(), state)
-        finally:
-            random.setstate(python_state)

@@ -12,7 +12,7 @@ import torch
 
 from dapo import config
 from dapo.trainer import Trainer
-from dapo.trainer.checkpoint import set_rng_state
+from dapo.trainer.rng import set_rng_state
 from dapo.trainer.run_state import RunState
 from tests.trainer.conftest import tiny_config
 

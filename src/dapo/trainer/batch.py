@@ -38,6 +38,7 @@ loss and gradients (backward sums the G responses' gradients into their prompt's
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields
 
@@ -320,3 +321,29 @@ def deal_prompts(prompt_lengths: list[int], world_size: int) -> list[list[int]]:
         shares[rank].append(index)
         loads[rank] += prompt_lengths[index]
     return [sorted(share) for share in shares]
+
+
+def check_update_inputs(share: list[Sample], num_tokens: float | None, num_seqs: float | None,
+                        on_policy: bool) -> tuple[float, float]:
+    """The normalisers an update of this rank's ``share`` uses (its own counts where not given);
+    raises on inputs no update can take. The Ray driver checks every rank's share with it before
+    calling any rank: one rank raising here would leave the others in the update's collectives."""
+    local_tokens, local_seqs = count_loss_tokens(share)
+    num_tokens = local_tokens if num_tokens is None else num_tokens
+    num_seqs = local_seqs if num_seqs is None else num_seqs
+    if local_tokens > num_tokens or local_seqs > num_seqs:  # a normaliser of another batch
+        raise ValueError(f"the mini-batch's global counts ({num_tokens} loss tokens, {num_seqs} sequences) are "
+                         f"below this rank's share ({local_tokens}, {local_seqs})")
+    if not on_policy and not all(has_logprobs(s.old_logprobs) for s in share):  # zeros would be log pi_old
+        raise ValueError("an off-policy update needs every sample's old_logprobs (pi_old): compute them first "
+                         "(compute_logprobs), or update on_policy")
+    return num_tokens, num_seqs
+
+
+def split_rows(values: np.ndarray, lengths: list[int]) -> list[np.ndarray]:
+    """Rows of the given ``lengths`` cut from ``values`` (the rows back to back) as float32
+    arrays, as a Sample holds its log-probs: each its own copy, so none keeps ``values`` (a Ray
+    reply's read-only buffer, or a whole pass's tensor) alive, and no Python float per token."""
+    values = np.asarray(values, dtype=np.float32)
+    ends = list(itertools.accumulate(lengths))
+    return [values[end - length:end].copy() for end, length in zip(ends, lengths)]

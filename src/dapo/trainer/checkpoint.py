@@ -26,7 +26,6 @@ import collections
 import itertools
 import json
 import os
-import random
 import re
 import shutil
 import tempfile
@@ -48,51 +47,11 @@ from dapo.durable import fsync_dir, fsync_tree
 from dapo.rollout.base import checkpoint_format, tied_duplicates
 from dapo.trainer.dropout import config_dropout_restored
 from dapo.trainer.fsdp import gathered_weights
-from dapo.trainer.run_dir import STATE_FILE
+from dapo.trainer.rng import rank_rng_path
+from dapo.trainer.run_dir import SHARDED_DIR, STATE_FILE
 
 CHECKPOINT_PATTERN = re.compile(r"^step-(\d+)$")
-SHARDED_DIR = "policy"  # the ranks' DCP shards of model, optimizer and scheduler
 SET_ASIDE_PREFIX = "abandoned-"  # checkpoints/abandoned-<time>-<suffix>/: set_aside_checkpoints_after
-
-
-def rng_state() -> dict[str, Any]:
-    """This process's torch, Python and (where it has used CUDA) CUDA generators. A process that
-    never initialised CUDA, as the driver of policy ranks on Ray, has drawn nothing from it, and
-    reading its states would open a context on every visible GPU, memory the ranks need."""
-    state: dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    """Restore :func:`rng_state`'s generators; a CUDA state per GPU visible now (a resume may see
-    fewer or more GPUs than the save did: the others keep their seeds)."""
-    torch.set_rng_state(state["torch"])
-    random.setstate(state["python"])
-    if "cuda" in state and torch.cuda.is_available():
-        for index, cuda_state in enumerate(state["cuda"][: torch.cuda.device_count()]):
-            torch.cuda.set_rng_state(cuda_state, index)
-
-
-def save_rank_rng(directory: str | Path, rank: int) -> None:
-    """A policy rank's own generators (its process's torch, Python and CUDA RNG: dropout draws
-    from them) into ``directory/policy/rng-rank<rank>.pt``; the driver's are in its state file."""
-    torch.save(rng_state(), _rank_rng_path(directory, rank))
-
-
-def load_rank_rng(directory: str | Path, rank: int) -> bool:
-    """Restore :func:`save_rank_rng`'s generators of ``rank``; False where the checkpoint holds
-    none for it (saved by fewer ranks, or in one process): that rank keeps its seeded state."""
-    path = _rank_rng_path(directory, rank)
-    if not path.exists():
-        return False
-    set_rng_state(torch.load(path, map_location="cpu", weights_only=True))
-    return True
-
-
-def _rank_rng_path(directory: str | Path, rank: int) -> Path:
-    return Path(directory) / SHARDED_DIR / f"rng-rank{rank:05d}.pt"
 
 
 def list_checkpoints(run_dir: str | Path) -> list[Path]:
@@ -391,7 +350,7 @@ def missing_shards(directory: str | Path, world_size: int) -> list[str]:
     process: DCP's .metadata and each rank's RNG file. A multi-node run whose output_dir is not
     on a filesystem every node shares writes them on each rank's own node."""
     policy = Path(directory) / SHARDED_DIR
-    expected = [policy / ".metadata", *(_rank_rng_path(directory, rank) for rank in range(world_size))]
+    expected = [policy / ".metadata", *(rank_rng_path(directory, rank) for rank in range(world_size))]
     return [str(path.relative_to(directory)) for path in expected if not path.is_file()]
 
 

@@ -38,11 +38,12 @@ from dapo.rewards import RewardScorer
 from dapo.rewards.types import RewardResult
 from dapo.rollout import RolloutEngine
 from dapo.trainer.allocator import keep_freed_memory
-from dapo.trainer.batch import Sample, count_loss_tokens, has_logprobs, split_mini_batches
-from dapo.trainer.checkpoint import rng_state, set_rng_state
+from dapo.trainer.batch import Sample, count_loss_tokens, split_mini_batches
 from dapo.trainer.dropout import config_dropout_restored
 from dapo.trainer.evaluate import evaluate_held_out
+from dapo.trainer.old_logprobs import assign_old_logprobs
 from dapo.trainer.policy import PolicyWorker
+from dapo.trainer.rng import rng_state, set_rng_state
 from dapo.trainer.run_state import RunState
 from dapo.trainer.sampler import DynamicSampler, PromptStream, SamplingReport
 from dapo.trainer.scoring import (
@@ -292,33 +293,13 @@ class Trainer:
         for sample, advantage in zip(batch, advantages.tolist()):
             sample.advantage = advantage
 
-        # pi_old: the engine's behaviour log-probs (old_logprobs=rollout); else, with a single
-        # update per step, the current policy, whose log-probs the update takes from its own
-        # forward pass (see PolicyWorker.update); else a separate recompute pass.
+        # pi_old (see old_logprobs.py); the surplus the next step trains on gets this policy's
         from_rollout = self.cfg.algorithm.old_logprobs == "rollout"
         on_policy = self.updates_per_step == 1 and not from_rollout
-        if from_rollout:
-            for sample in batch:
-                sample.old_logprobs = sample.rollout_logprobs
-        else:
-            # Surplus carried from a step run with old_logprobs=rollout (a checkpoint resumed with
-            # recompute) holds no forward of its sampling policy: its behaviour log-probs are
-            # that policy's, where a recompute now would take the next one's.
-            for sample in batch:
-                if sample.carried_over and not has_logprobs(sample.old_logprobs):
-                    sample.old_logprobs = sample.rollout_logprobs
-            t0 = time.perf_counter()
-            # The surplus the next step trains on was sampled by this step's policy: its pi_old is
-            # taken now, before the update (the next step's recompute or on-policy update would
-            # take the next policy's, and the ratio would ignore a step of training).
-            if carry := self.sampler.to_carry(self.step + 1):
-                for sample, logprobs in zip(carry, self.policy.compute_logprobs(carry).logprobs):
-                    sample.old_logprobs = logprobs
-            if not on_policy:  # carried-over samples hold theirs, from their own step
-                fresh = [sample for sample in batch if not (sample.carried_over and has_logprobs(sample.old_logprobs))]
-                old = self.policy.compute_logprobs(fresh)
-                for sample, logprobs in zip(fresh, old.logprobs):
-                    sample.old_logprobs = logprobs
+        t0 = time.perf_counter()
+        carry = [] if from_rollout else self.sampler.to_carry(self.step + 1)
+        old = assign_old_logprobs(batch, carry, self.policy, from_rollout, on_policy)
+        if not from_rollout:
             record.timer["old_logprob"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -336,10 +317,7 @@ class Trainer:
         record.timer["update"] = time.perf_counter() - t0
         self._skip_updates(self.updates_per_step - len(stats))
         record.timer["weight_sync"] += self.sync_engine()
-        if on_policy or from_rollout:
-            diagnostics = LogprobPass.sum_of([s.diagnostics for s in stats if s.diagnostics is not None])
-        else:
-            diagnostics = old
+        diagnostics = old if old is not None else LogprobPass.sum_of([s.diagnostics for s in stats if s.diagnostics is not None])
         if diagnostics.tokens:  # none when every trained response was carried over
             metrics["actor/entropy"] = diagnostics.entropy_sum / diagnostics.tokens
         if diagnostics.mismatch_tokens:  # none when every measured response was carried over
@@ -381,8 +359,7 @@ class Trainer:
         step_seconds = time.perf_counter() - started
         metrics.update({f"time/{k}": v for k, v in timer.items()})
         metrics["time/step"] = step_seconds
-        generated_tokens = sum(len(s.response_ids) for s in report.generated)
-        metrics["perf/gen_tokens_per_s"] = generated_tokens / max(timer["generate"], 1e-9)
+        metrics["perf/gen_tokens_per_s"] = metrics["rollout/response_tokens"] / max(timer["generate"], 1e-9)
         metrics["perf/tokens_per_s"] = sum(s.num_tokens for s in batch) / max(step_seconds, 1e-9)
         self.step += 1
         return record

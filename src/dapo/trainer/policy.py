@@ -8,12 +8,10 @@ methods and all-reduces the mini-batch normalisers ``num_tokens``/``num_seqs`` b
 from __future__ import annotations
 
 import contextlib
-import itertools
 import math
 import warnings
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch.distributed.fsdp import FSDPModule
 from torch.distributed.tensor import DTensor
@@ -28,7 +26,14 @@ from dapo.algo import (
 from dapo.config import AlgorithmConfig, TrainerConfig
 from dapo.rollout.batching import within_lengths
 from dapo.trainer import optim
-from dapo.trainer.batch import Sample, collate, count_loss_tokens, has_logprobs, iter_micro_batches
+from dapo.trainer.batch import (
+    Sample,
+    check_update_inputs,
+    collate,
+    count_loss_tokens,
+    iter_micro_batches,
+    split_rows,
+)
 from dapo.trainer.checkpoint import (
     is_sharded,
     load_model_weights,
@@ -390,30 +395,3 @@ class PolicyWorker:
     @property
     def lr(self) -> float:
         return float(self.optimizer.param_groups[0]["lr"])
-
-
-def check_update_inputs(share: list[Sample], num_tokens: float | None, num_seqs: float | None,
-                        on_policy: bool) -> tuple[float, float]:
-    """The normalisers an update of this rank's ``share`` uses (its own counts where not given);
-    raises on inputs no update can take. The Ray driver checks every rank's share with it before
-    calling any rank: one rank raising here would leave the others in the update's collectives."""
-    local_tokens, local_seqs = count_loss_tokens(share)
-    num_tokens = local_tokens if num_tokens is None else num_tokens
-    num_seqs = local_seqs if num_seqs is None else num_seqs
-    if local_tokens > num_tokens or local_seqs > num_seqs:  # a normaliser of another batch
-        raise ValueError(f"the mini-batch's global counts ({num_tokens} loss tokens, {num_seqs} sequences) are "
-                         f"below this rank's share ({local_tokens}, {local_seqs})")
-    if not on_policy and not all(has_logprobs(s.old_logprobs) for s in share):  # zeros would be log pi_old
-        raise ValueError("an off-policy update needs every sample's old_logprobs (pi_old): compute them first "
-                         "(compute_logprobs), or update on_policy")
-    return num_tokens, num_seqs
-
-
-def split_rows(values: np.ndarray, lengths: list[int]) -> list[np.ndarray]:
-    """Rows of the given ``lengths`` cut from ``values`` (the rows back to back) as float32
-    arrays, as a Sample holds its log-probs: each its own copy, so none keeps ``values`` (a Ray
-    reply's read-only buffer, or a whole pass's tensor) alive, and no Python float per token."""
-    values = np.asarray(values, dtype=np.float32)
-    ends = list(itertools.accumulate(lengths))
-    return [values[end - length:end].copy() for end, length in zip(ends, lengths)]
-

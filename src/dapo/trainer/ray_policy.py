@@ -45,9 +45,14 @@ from dapo.config import DAPOConfig
 from dapo.config.loading import config_to_dict, with_absolute_paths
 from dapo.errors import UserError
 from dapo.rollout.base import GenerationResult, SamplingParams, request_seed
-from dapo.trainer.batch import Sample, count_loss_tokens, deal_prompts, split_across_ranks
+from dapo.trainer.batch import (
+    Sample,
+    check_update_inputs,
+    count_loss_tokens,
+    deal_prompts,
+    split_across_ranks,
+)
 from dapo.trainer.checkpoint import missing_shards, sharded_policy_state
-from dapo.trainer.policy import check_update_inputs
 from dapo.trainer.ray_faults import RANK_DEATH_GRACE_S, PolicyRankDied, RankCalls
 from dapo.trainer.ray_rank import RANK_SEED_STRIDE, PolicyRank, rank_device
 from dapo.trainer.run_dir import RunDirError

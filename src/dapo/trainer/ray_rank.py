@@ -23,13 +23,7 @@ from dapo.rollout import create_engine
 from dapo.rollout.base import GenerationResult, SamplingParams, tied_duplicates
 from dapo.trainer.allocator import keep_freed_memory
 from dapo.trainer.batch import Sample
-from dapo.trainer.checkpoint import (
-    export_hf_from_shards,
-    load_rank_rng,
-    save_rank_rng,
-    save_sharded_policy,
-    unclosed,
-)
+from dapo.trainer.checkpoint import export_hf_from_shards, save_sharded_policy, unclosed
 from dapo.trainer.fsdp import (
     gathered_weights,
     match_rank0_dtypes,
@@ -38,6 +32,7 @@ from dapo.trainer.fsdp import (
 )
 from dapo.trainer.policy import PolicyWorker
 from dapo.trainer.ray_transport import LogprobRows
+from dapo.trainer.rng import load_rank_rng, save_rank_rng
 from dapo.trainer.setup import (
     load_model_and_tokenizer,
     load_reference_model,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from dapo.trainer.policy import split_rows
+from dapo.trainer.batch import split_rows
 
 
 @dataclass

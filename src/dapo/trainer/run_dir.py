@@ -27,6 +27,7 @@ from dapo.errors import UserError
 
 LOCK_FILE = ".lock"
 STATE_FILE = "trainer_state.pt"  # a checkpoint is complete once this is in it (written last)
+SHARDED_DIR = "policy"  # a checkpoint's DCP shards of model, optimizer and scheduler (several ranks)
 # A checkpoint without the Hugging Face export keeps its model config here (not as config.json,
 # which would make the directory look like a loadable model directory without weights).
 MODEL_CONFIG_FILE = "model_config.json"

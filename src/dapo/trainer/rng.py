@@ -1,0 +1,53 @@
+"""The random generators a checkpoint saves and a resume restores, so that a resumed run draws
+the same numbers as one never stopped: the driver's (in its state file) and each policy rank's
+(``policy/rng-rank<rank>.pt``: dropout draws from them)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dapo.trainer.run_dir import SHARDED_DIR
+
+
+def rng_state() -> dict[str, Any]:
+    """This process's torch, Python and (where it has used CUDA) CUDA generators. A process that
+    never initialised CUDA, as the driver of policy ranks on Ray, has drawn nothing from it, and
+    reading its states would open a context on every visible GPU, memory the ranks need."""
+    state: dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore :func:`rng_state`'s generators; a CUDA state per GPU visible now (a resume may see
+    fewer or more GPUs than the save did: the others keep their seeds)."""
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    if "cuda" in state and torch.cuda.is_available():
+        for index, cuda_state in enumerate(state["cuda"][: torch.cuda.device_count()]):
+            torch.cuda.set_rng_state(cuda_state, index)
+
+
+def save_rank_rng(directory: str | Path, rank: int) -> None:
+    """A policy rank's own generators (its process's torch, Python and CUDA RNG: dropout draws
+    from them) into ``directory/policy/rng-rank<rank>.pt``; the driver's are in its state file."""
+    torch.save(rng_state(), rank_rng_path(directory, rank))
+
+
+def load_rank_rng(directory: str | Path, rank: int) -> bool:
+    """Restore :func:`save_rank_rng`'s generators of ``rank``; False where the checkpoint holds
+    none for it (saved by fewer ranks, or in one process): that rank keeps its seeded state."""
+    path = rank_rng_path(directory, rank)
+    if not path.exists():
+        return False
+    set_rng_state(torch.load(path, map_location="cpu", weights_only=True))
+    return True
+
+
+def rank_rng_path(directory: str | Path, rank: int) -> Path:
+    return Path(directory) / SHARDED_DIR / f"rng-rank{rank:05d}.pt"

@@ -70,11 +70,23 @@ def test_settings_that_would_train_on_nothing_or_backwards_are_refused(overrides
 
 
 def test_what_those_refusals_leave_allowed():
+    """Each refusal above stops at its boundary: the settings next to it load as given."""
     # a user function as the whole reward: the verifier's scores do not matter
-    load_config(overrides=["reward.verifier_weight=0", "reward.correct_score=0", "reward.incorrect_score=0",
-                           "reward.functions=[{path: f.py:g, weight: 1.0}]"])
-    load_config(overrides=["algorithm.overlong_buffer_len=0", "algorithm.overlong_soft_punishment=false"])
-    load_config(overrides=["algorithm.advantage=grpo", "rollout.n=1", "algorithm.dynamic_sampling=false"])
+    cfg = load_config(overrides=["reward.verifier_weight=0", "reward.correct_score=0", "reward.incorrect_score=0",
+                                 "reward.functions=[{path: f.py:g, weight: 1.0}]"])
+    assert (cfg.reward.verifier_weight, cfg.reward.correct_score, cfg.reward.incorrect_score) == (0, 0, 0)
+    cfg = load_config(overrides=["algorithm.overlong_buffer_len=0", "algorithm.overlong_soft_punishment=false"])
+    assert (cfg.algorithm.overlong_buffer_len, cfg.algorithm.overlong_soft_punishment) == (0, False)
+    cfg = load_config(overrides=["algorithm.advantage=grpo", "rollout.n=1", "algorithm.dynamic_sampling=false"])
+    assert (cfg.algorithm.advantage, cfg.rollout.n) == ("grpo", 1)
+    # one step inside each boundary
+    cfg = load_config(overrides=["algorithm.advantage=rloo", "rollout.n=2", "algorithm.dynamic_sampling=false"])
+    assert (cfg.algorithm.advantage, cfg.rollout.n) == ("rloo", 2)
+    cfg = load_config(overrides=["reward.correct_score=0.001", "reward.incorrect_score=0"])
+    assert cfg.reward.correct_score > cfg.reward.incorrect_score
+    cfg = load_config(overrides=["algorithm.overlong_buffer_len=1", "algorithm.overlong_soft_punishment=true"])
+    assert cfg.algorithm.overlong_buffer_len == 1
+    assert load_config(overrides=["model.dtype=bfloat16"]).model.dtype == "bfloat16"  # warned in preflight, not refused
 
 
 def test_tis_cap_with_rollout_old_logprobs_says_why():

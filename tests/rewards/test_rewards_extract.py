@@ -320,8 +320,9 @@ def test_auto_extractor_rule() -> None:
      ("\\sqrt[3]{2}", "1.25992104989487316477"), ("2^{\\frac13}", "1.25992104989487316477"), ("-\\sqrt2", "-1.41421356237309504880"),
      ("x = 2\\pi", "6.28318530717958647693"), ("$\\sqrt{2}$", "1.41421356237309504880"), ("√2", "1.41421356237309504880"),
      ("2^{10}", "1024"), ("2 \\cdot 3 \\div 4", "1.5"),
-     # not evaluated: letters, functions, units, ambiguous TeX, past the bounds
-     ("e^2", None), ("x+1", None), ("\\ln 2", None), ("45^\\circ", None), ("\\sqrt{2} \\text{ cm}", None),
+     # not evaluated: letters, functions of letters, units, ambiguous TeX, past the bounds (e and
+     # functions: test_rewards_hedges)
+     ("a^2", None), ("x+1", None), ("\\ln x", None), ("45^\\circ", None), ("\\sqrt{2} \\text{ cm}", None),
      ("\\sqrt23", None), ("\\frac123", None), ("2^10", None), ("2 3", None), ("2{3}", None), ("\\sqrt{-1}", None),
      ("\\frac{1}{0}", None), ("0^{-1}", None), ("(-8)^{\\frac13}", None), ("2^{100}", None), ("(10^{50})^{64}", None),
      ("2^{2^{2^{2^{2}}}}", None), ("\\sqrt[65]{2}", None), ("{" * 30 + "1" + "}" * 30, None), ("\\sqrt{2}" * 200, None)],

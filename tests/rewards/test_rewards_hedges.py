@@ -9,16 +9,33 @@ had the other verdict before this change; the rest guard what stays).
 3. ``= 1.414`` after an irrational answer is its approximation written loosely: a remark when it
    is the value rounded; ``(= 35)`` after 34 and ``(= 0.33)`` after ``\\frac13`` stay wrong --
    approximations.
+4. A third review (rows marked "before:" had the other verdict before it): (a) a K glued to an
+   approximation's number counts thousands (``34 (about 34K)`` is wrong, ``34000 (about 34K)``
+   right); (b) a named closed form's approximation is checked (``x = \\sqrt2 \\approx 7``; a named
+   rational stays math-verify's, as its suite reads ``x=1/3\\approx1.3``); (c) ``e`` and ``\\exp``,
+   ``\\ln``, ``\\log_b``, ``\\sin``, ``\\cos``, ``\\tan`` are evaluated (``e^2 (about 9)`` is wrong);
+   (d) an approximation by a closed form is another value unless it is the value
+   (``\\sqrt2 (\\approx \\frac{1}{1})``); (e) a numeral equated to another number is wrong
+   (``\\frac12 = 0.6``); (f) a count of one answer's items is a remark when it is their number
+   (``34 (1 solution)``) -- approximations, hedges, incomplete, counts, number_forms.
 """
 
 from __future__ import annotations
 
 import time
+from decimal import Decimal
+from fractions import Fraction
 
 import pytest
 
 from dapo.rewards import verify
-from dapo.rewards.approximations import rounds_loosely
+from dapo.rewards.approximations import (
+    approximates_with_a_form,
+    is_rounding_of,
+    real_value,
+    rounds_loosely,
+)
+from dapo.rewards.counts import stated_count
 from dapo.rewards.hedges import list_remark_changes, without_bare_remark, without_list_remark
 from dapo.rewards.number_forms import value_of
 
@@ -91,6 +108,68 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "So \\boxed{\\sqrt2} (= 1.5)", "\\sqrt2", False, "boxed"),
     (A + "So \\boxed{34} (= 35)", "34", False, "boxed"),
     (A + "So \\boxed{\\frac13} (= 0.33)", "\\frac13", False, "boxed"),  # a rational: another value
+    # --- 4a. a K glued to an approximation's number: thousands ---
+    (A + "So \\boxed{34} (about 34K)", "34", False, "any"),  # before: right
+    (A + "Answer: 34 (about 34K)", "34", False, "answer"),  # before: right
+    (A + "Answer: $34$ (about 34k)", "34", False, "answer"),  # before: right
+    (A + "So \\boxed{34000} (about 34K)", "34000", True, "any"),  # before: wrong
+    (A + "So \\boxed{34200} (\\approx 34K)", "34200", True, "boxed"),  # before: wrong
+    (A + "So \\boxed{34000} \\approx 34K", "34000", True, "boxed"),  # before: wrong
+    (A + "So \\boxed{34, 5} (\\approx 34K, 5K)", "34, 5", False, "boxed"),  # before: right
+    (A + "So \\boxed{34000, 5000} (\\approx 34K, 5K)", "34000, 5000", True, "boxed"),  # before: wrong
+    (A + "So \\boxed{34} (about 34 K)", "34", True, "boxed"),  # spaced: kelvin
+    # --- 4b. a named closed form ---
+    (A + "Answer: x = \\sqrt2 \\approx 7", "\\sqrt{2}", False, "answer"),  # before: right
+    (A + "Answer: $x = \\sqrt2 \\approx 7$", "\\sqrt{2}", False, "answer"),  # before: right
+    (A + "So \\boxed{x = \\sqrt2 \\approx 7}", "\\sqrt{2}", False, "boxed"),  # before: right
+    (A + "Answer: x = \\sqrt2 \\approx 1.41", "\\sqrt{2}", True, "answer"),
+    (A + "Answer: x = 2\\pi \\approx 6.28", "2\\pi", True, "answer"),
+    (A + "Answer: x = 1/3 \\approx 1.3", "1/3", True, "answer"),  # a named rational: math-verify's suite
+    # --- 4c. e and functions are evaluated ---
+    (A + "So \\boxed{e^2} (about 9)", "e^2", False, "boxed"),  # before: right
+    (A + "Answer: $e^2$ (about 9)", "e^2", False, "answer"),  # before: right
+    (A + "So \\boxed{e^2} \\approx 9", "e^2", False, "boxed"),  # before: right
+    (A + "So \\boxed{\\ln 2} (about 7)", "\\ln 2", False, "boxed"),  # before: right
+    (A + "So \\boxed{\\log_2 10} (about 7)", "\\log_2 10", False, "boxed"),  # before: right
+    (A + "So \\boxed{e^2} (= 7.39)", "e^2", True, "boxed"),  # before: wrong (as \\sqrt2 (= 1.414))
+    (A + "So \\boxed{e^2} (about 7.39)", "e^2", True, "boxed"),
+    (A + "So \\boxed{\\ln 2} (about 0.69)", "\\ln 2", True, "boxed"),
+    (A + "So \\boxed{2\\sin 1} (about 1.68)", "2\\sin 1", True, "boxed"),
+    (A + "So \\boxed{\\log 100} (about 7)", "\\log 100", True, "boxed"),  # base 10 or e? a remark
+    (A + "So \\boxed{\\sin 30} (about 0.5)", "\\sin 30", True, "boxed"),  # degrees? a remark
+    (A + "So \\boxed{1e-5} (about 0.00001)", "1e-5", True, "boxed"),  # no Euler's e
+    # --- 4d. an approximation by a closed form ---
+    (A + "So \\boxed{\\sqrt2} (\\approx \\frac{1}{1})", "\\sqrt{2}", False, "boxed"),  # before: right
+    (A + "So \\boxed{\\sqrt2} (about 1/3)", "\\sqrt{2}", False, "boxed"),  # before: right (read "about 1")
+    (A + "So \\boxed{\\pi} (\\approx \\frac{22}{7})", "\\pi", False, "boxed"),  # before: right
+    (A + "Answer: \\sqrt{2} (\\approx \\frac{1}{1})", "\\sqrt{2}", False, "answer"),
+    (A + "So \\boxed{2\\sqrt2} (\\approx 2\\sqrt{2})", "2\\sqrt2", True, "boxed"),  # before: wrong
+    (A + "So \\boxed{2000} (about 2 \\times 10^3)", "2000", True, "boxed"),  # before: wrong
+    (A + "So \\boxed{2048} (about 2 \\times 10^3)", "2048", False, "boxed"),
+    (A + "So \\boxed{\\sqrt2} (\\approx 1.41)", "\\sqrt{2}", True, "boxed"),
+    (A + "So \\boxed{\\frac{\\sqrt2}{2}} (\\approx \\frac{1}{\\sqrt2})", "\\frac{\\sqrt2}{2}", True, "boxed"),
+    # --- 4e. a numeral equated to another number ---
+    (A + "Answer: \\frac12 = 0.6", "0.6", False, "answer"),  # before: right
+    (A + "Answer: $\\frac{1}{2} = 0.6$", "0.6", False, "answer"),  # before: right
+    (A + "So \\boxed{\\frac12 = 0.6}", "0.6", False, "boxed"),  # before: right
+    (A + "Answer: 1/2 = 0.6", "0.6", False, "answer"),  # before: right
+    (A + "Answer: \\frac13 = 0.33", "0.33", False, "answer"),  # before: right
+    (A + "Answer: \\frac12 = 0.6", "1/2", False, "answer"),
+    (A + "Answer: \\frac12 = 0.5", "1/2", True, "answer"),
+    (A + "Answer: \\frac12 = 0.5", "0.5", True, "answer"),
+    (A + "Answer: \\frac13 = 0.333333", "1/3", True, "answer"),  # six places, as for an answer
+    (A + "Answer: \\frac{1}{2} \\$ = \\frac{10}{9}", "10/9", True, "answer"),  # two fractions: math-verify's suite
+    # --- 4f. a count of one answer's items ---
+    (A + "So \\boxed{34} (1 solution)", "34", True, "boxed"),  # before: wrong
+    (A + "So \\boxed{34} (1 solution)", "34", True, "any"),  # before: wrong
+    (A + "Answer: $\\frac13$ (1 solution)", "\\frac13", True, "answer"),  # before: wrong
+    (A + "Answer: 34 (two solutions)", "34", False, "answer"),  # before: right
+    (A + "Answer: 34 (one solution)", "34", True, "answer"),
+    (A + "So \\boxed{34} (exactly one real root)", "34", True, "boxed"),
+    (A + "So \\boxed{\\pm 3} (2 solutions)", "\\pm 3", True, "boxed"),
+    (A + "So \\boxed{2} (2 solutions)", "2", True, "boxed"),  # restates the answer
+    (A + "So \\boxed{34} (2 solutions)", "34", False, "boxed"),
+    (A + "So \\boxed{34} (1 solution or 2)", "34", False, "boxed"),
 ]
 
 
@@ -116,9 +195,11 @@ def test_list_remark_changes(remark: str, items: list[str], expected: bool) -> N
     "answer,expected",
     [("\\sqrt2 \\approx 7", None), ("\\sqrt2 \\approx 1.414", "\\sqrt2"), ("34 \\approx 34", "34"), ("34 \\approx 35", None),
      ("x \\approx 34", "x \\approx 34"), ("x = 1/3\\approx1.3", "x = 1/3\\approx1.3"), ("\\frac13, i.e. about 0.5", None),
-     ("\\frac13, i.e. about 0.33", "\\frac13"), ("\\pi\\approx 3.14", "\\pi"), ("e^2 \\approx 7.39", "e^2 \\approx 7.39"),
+     ("\\frac13, i.e. about 0.33", "\\frac13"), ("\\pi\\approx 3.14", "\\pi"), ("a^2 \\approx 7.39", "a^2 \\approx 7.39"),
      ("\\frac12 = \\frac{10}{9}", "\\frac12 = \\frac{10}{9}"), ("10 which is 1,000.99", "10 which is 1,000.99"),
-     ("\\frac13 \\approx 0.33 \\approx 0.5", None), ("(\\sqrt2 \\approx 7)", "(\\sqrt2 \\approx 7)")],
+     ("\\frac13 \\approx 0.33 \\approx 0.5", None), ("(\\sqrt2 \\approx 7)", "(\\sqrt2 \\approx 7)"),
+     ("e^2 \\approx 7.39", "e^2"), ("e^2 \\approx 9", None), ("x = \\sqrt2 \\approx 7", None),
+     ("x = \\sqrt2 \\approx 1.41", "x = \\sqrt2")],
 )
 def test_without_bare_remark(answer: str, expected: str | None) -> None:
     assert without_bare_remark(answer) == expected
@@ -142,6 +223,54 @@ def test_without_list_remark(answer: str, expected: str | None) -> None:
 )
 def test_rounds_loosely(remark: str, answer: str, expected: bool) -> None:
     assert rounds_loosely(remark, answer, value_of(answer)) is expected
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [("e", "2.71828182845904523536"), ("e^2", "7.38905609893065022723"), ("2 e", "5.43656365691809047072"),
+     ("\\frac{e}{2}", "1.35914091422952261768"), ("\\sqrt e", "1.64872127070012814684"), ("\\ln 2", "0.69314718055994530942"),
+     ("\\ln(2)", "0.69314718055994530942"), ("2\\ln 3", "2.19722457733621938279"), ("\\ln 2 + 1", "1.69314718055994530942"),
+     ("\\ln e^2", "2"), ("\\exp(1)", "2.71828182845904523536"), ("\\log_2 8", "3"), ("\\log_{10} 1000", "3"),
+     ("\\sin\\frac{\\pi}{6}", "0.5"), ("\\cos \\pi", "-1"), ("\\tan\\frac{\\pi}{4}", "1"), ("\\sin 1", "0.84147098480789650665"),
+     ("\\sin(1)\\cos(1)", "0.45464871341284084770"),
+     # not evaluated: scientific notation, a bare \\log, degrees?, ambiguous products, off the domain
+     ("1e-5", None), ("1e5", None), ("\\log 100", None), ("\\sin 30", None), ("\\sin 30^\\circ", None), ("\\ln 2\\pi", None),
+     ("\\sin 2x", None), ("\\sin^2(1)", None), ("\\ln 0", None), ("\\ln(-1)", None), ("\\log_1 5", None),
+     ("\\tan\\frac{\\pi}{2}", None), ("\\exp(100)", None), ("\\mathrm{e}", None), ("\\ln x", None)],
+)
+def test_real_value_of_e_and_functions(answer: str, expected: str | None) -> None:
+    value = real_value(answer)
+    if expected is None:
+        assert value is None
+    else:
+        assert value is not None and abs(value - Decimal(expected)) < Decimal("1e-20")
+
+
+@pytest.mark.parametrize(
+    ("remark", "answer", "expected"),
+    [("\\approx \\frac{1}{1}", "\\sqrt2", False), ("about 1/3", "\\sqrt2", False), ("about \\sqrt{2}", "\\sqrt2", True),
+     ("\\approx 2\\sqrt2", "2\\sqrt2", True), ("about 1.41", "\\sqrt2", None), ("\\approx \\frac{1}{x}", "\\sqrt2", None),
+     ("or \\frac{1}{1}", "\\sqrt2", None)],
+)
+def test_approximates_with_a_form(remark: str, answer: str, expected: bool | None) -> None:
+    assert approximates_with_a_form(remark, real_value(answer)) is expected
+
+
+@pytest.mark.parametrize(
+    ("number", "value", "expected"),
+    [("34K", 34000, True), ("34K", 34400, True), ("34K", 34600, False), ("34K", 34, False), ("34.2k", 34200, True)],
+)
+def test_a_glued_k_counts_thousands(number: str, value: int, expected: bool) -> None:
+    assert is_rounding_of(number, Fraction(value)) is expected
+
+
+@pytest.mark.parametrize(
+    ("remark", "expected"),
+    [("1 solution", 1), ("one solution", 1), ("i.e. two distinct real roots", 2), ("exactly 3 values", 3),
+     ("1 solution or 2", None), ("3 cases", None), ("35 ways", None), ("since n is odd", None)],
+)
+def test_stated_count(remark: str, expected: int | None) -> None:
+    assert stated_count(remark) == expected
 
 
 def test_hostile_inputs_stay_fast() -> None:

@@ -228,7 +228,7 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 2\\pi (about 6.28)", "2\\pi", True, "answer"),  # before: wrong
     (A + "Answer: $\\pi$ (about 3.2)", "\\pi", False, "answer"),
     (A + "So \\boxed{\\sqrt{2}}, or about 1.41", "\\sqrt{2}", True, "boxed"),  # before: wrong (a hedge)
-    (A + "So \\boxed{e^2} (about 9)", "e^2", True, "boxed"),  # e is not evaluated: a remark, as before
+    (A + "So \\boxed{e^2} (about 9)", "e^2", False, "boxed"),  # e is evaluated now (test_rewards_hedges, 4c)
     # --- 6c. an "or" restating the value, without brackets, on the Answer line as after a box ---
     (A + "Answer: $\\frac13$, or about 0.33", "\\frac13", True, "answer"),  # before: wrong (a hedge)
     (A + "Answer: $\\frac13$ or about 0.33", "\\frac13", True, "answer"),  # before: wrong
@@ -298,7 +298,7 @@ def test_states_no_value(answer: str, gold: str, expected: bool) -> None:
      ("= 35", "34", True), ("i.e. 34.0", "34", False),
      # second review: a closed form's value is computed; a named value after "or"; "i.e." before a count
      ("about 7", "\\sqrt{2}", True), ("about 3.2", "\\pi", True), ("about 3.14", "\\pi", False),
-     ("\\approx 0.785", "\\frac{\\pi}{4}", False), ("about 7", "x+1", False), ("about 7", "\\ln 2", False),
+     ("\\approx 0.785", "\\frac{\\pi}{4}", False), ("about 7", "x+1", False), ("about 7", "\\ln x", False),
      ("or x = 35", "34", True), ("or $n=35$", "34", True), ("or x = 34", "34", False), ("and n = 3", "34", False),
      ("either n = 3 or n = 4", "34", False), ("but \\pi is irrational", "3\\pi", False), ("otherwise x = 35", "34", True),
      ("or \\frac{69}{2}", "34", True), ("or \\frac{1}{\\sqrt{2}}", "\\frac{\\sqrt{2}}{2}", False),

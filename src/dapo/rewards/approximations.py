@@ -6,21 +6,33 @@ hedges with another value otherwise (``(about 7)`` for ``\\sqrt{2}``). The value
 is exact (:mod:`~dapo.rewards.number_forms`); the value of a closed form is computed here by
 :func:`real_value`, a small evaluator of a bounded grammar:
 
-- decimal numerals (at most 50 digits a part), ``\\pi``;
+- decimal numerals (at most 50 digits a part), ``\\pi``, Euler's ``e`` (a lone letter e; not right
+  after a digit when a digit or sign follows it, ``1e-5`` and ``2e3`` being scientific notation);
 - ``\\sqrt{x}``, ``\\sqrt[n]{x}`` (``n`` an integer from 2 to 64), ``\\frac{a}{b}`` (``\\dfrac``,
-  ``\\tfrac``; a one-digit or ``\\pi`` argument may go unbraced: ``\\frac12``, ``\\sqrt2``);
+  ``\\tfrac``; a one-digit, ``\\pi`` or ``e`` argument may go unbraced: ``\\frac12``, ``\\sqrt2``);
+- the functions ``\\exp``, ``\\ln``, ``\\log_b`` (a base must be written: a bare ``\\log`` may be
+  base 10 or e), ``\\sin``, ``\\cos``, ``\\tan`` (radians, an argument at most two turns in size: a
+  larger one, ``\\sin 30``, may be degrees written without their sign), on a parenthesised or braced
+  argument or on one power (``\\ln 2``, ``\\ln e^2``); ``\\exp`` of at most 64 in size, ``\\ln`` and
+  ``\\log`` of a positive number; ``\\tan`` not at a pole. A power of a function (``\\sin^2 x``) and
+  a product after an unbracketed argument (``\\ln 2\\pi``: ``\\ln(2\\pi)`` or ``\\pi\\ln 2``?) are not read;
 - ``+``, ``-``, ``*``, ``/``, ``\\cdot``, ``\\times``, ``\\div``, a product written by juxtaposition
-  before a root, fraction, ``\\pi`` or parenthesis (``2\\sqrt{3}``, ``3\\pi``, ``2(1+\\sqrt2)``);
+  before a root, fraction, ``\\pi``, ``e``, a function or parenthesis (``2\\sqrt{3}``, ``3\\pi``,
+  ``2(1+\\sqrt2)``, ``2\\ln 3``);
 - powers with a one-digit or braced exponent whose value is at most 64 in size (``\\pi^2``,
-  ``2^{-1}``, ``2^{\\frac13}``; a non-integer one only on a positive base);
+  ``2^{-1}``, ``2^{\\frac13}``, ``e^2``; a non-integer one only on a positive base);
 - ``( )``, ``{ }``, ``\\left``/``\\right``, LaTeX spacing and math delimiters.
 
-A decimal written with ``=`` after an answer with a root, ``\\pi`` or a fractional power
-(``\\sqrt2 (= 1.414)``) can only approximate it: :func:`rounds_loosely` reads it as the approximation
+A decimal written with ``=`` after an answer with a root, ``\\pi``, ``e``, a function or a fractional
+power (``\\sqrt2 (= 1.414)``) can only approximate it: :func:`rounds_loosely` reads it as the approximation
 it is, with the same rounding rule.
 
-Anything else (a letter, ``e``, a function such as ``\\ln``, a unit, a degree sign, ambiguous
-TeX such as ``\\sqrt23`` or ``2^10``) is not evaluated: None, and the caller keeps such a remark a
+An approximation by a closed form rather than a decimal (``(\\approx \\frac{22}{7})`` after ``\\pi``) is
+another value unless it is the value itself (:func:`approximates_with_a_form`); a K glued to an
+approximation's number is a thousand (``(about 34K)`` is about 34000, :func:`is_rounding_of`).
+
+Anything else (another letter, a function not listed, a unit, a degree sign, ambiguous TeX such as
+``\\sqrt23`` or ``2^10``) is not evaluated: None, and the caller keeps such a remark a
 remark, as before. Input is at most :data:`MAX_CHARS` characters and :data:`MAX_DEPTH` nested
 groups, arithmetic is :mod:`decimal` at :data:`PRECISION` digits with exponents bounded (an
 overflow, a division by zero or a root of a negative is None), so each call is a few hundred
@@ -46,8 +58,14 @@ APPROXIMATION_WORDS = (r"(?:about|approximately|approx|roughly|around|nearly|alm
 APPROXIMATELY = re.compile(
     r"\s*(?:(?:or|i\.\s?e\.|ie|that\s+is|which\s+is|so)(?![A-Za-z])[\s,$]{0,4})?"
     r"(?:" + APPROXIMATION_WORDS.format(extra="|ca", signs="~") + ")"
-    r"[\s$({]{0,8}([+\-\u2212]?[0-9][0-9,]{0,60}(?:\.[0-9]{1,50})?)",
+    r"[\s$({]{0,8}([+\-\u2212]?[0-9][0-9,]{0,60}(?:\.[0-9]{1,50})?(?:[Kk](?![A-Za-z]))?)"
+    # "about 1/3", "\approx 2\sqrt2": no decimal, a closed form (approximates_with_a_form reads it)
+    r"(?![0-9.]{0,60} {0,3}(?:/ {0,3}[0-9]|\^|\\(?:d?frac|sqrt|pi|cdot|times)(?![A-Za-z])))",
     re.IGNORECASE)
+# ... an opening of that kind before any value: "(\approx \frac{22}{7})", "(about \sqrt{2})".
+APPROXIMATION_OPENING = re.compile(
+    r"\s*(?:(?:or|i\.\s?e\.|ie|that\s+is|which\s+is|so)(?![A-Za-z])[\s,$]{0,4})?"
+    r"(?:" + APPROXIMATION_WORDS.format(extra="|ca", signs="~") + r")[\s$]{0,8}", re.IGNORECASE)
 
 MAX_CHARS = 200  # longer answers are not evaluated
 MAX_DEPTH = 12  # nested groups, roots, fractions and powers
@@ -57,15 +75,20 @@ _CONTEXT = Context(prec=PRECISION, Emax=400, Emin=-400)  # traps overflow, divis
 _SLACK = Fraction(1, 10**100)  # the computed value's own rounding error, far below any place given
 _PI = Decimal("3.14159265358979323846264338327950288419716939937510582097494459230781640628620899862803"
               "482534211706798214808651328230664709384461")
+_E = Decimal(1).exp(_CONTEXT)
+_MAX_TURNS = 4 * _PI  # a trigonometric function's argument, in radians: larger ones may be degrees
+_POLE = Decimal("1e-50")  # a cosine this small: tan at a pole, not evaluated
 _NOISE = re.compile(r"\$|\\(?:left|right|displaystyle|[,;:! ])(?![A-Za-z])|~|\\q?quad(?![A-Za-z])")
-_TOKEN = re.compile(r"\s*(?:([0-9]{1,50}(?:\.[0-9]{0,50})?|\.[0-9]{1,50})|(\\[A-Za-z]+)|([-+*/^(){}\[\]]))")
+_TOKEN = re.compile(r"\s*(?:([0-9]{1,50}(?:\.[0-9]{0,50})?|\.[0-9]{1,50})|(\\[A-Za-z]+)|([-+*/^_(){}\[\]])"
+                    r"|((?:(?<![A-Za-z0-9.])e|(?<=[0-9.])e(?![0-9+\-]))(?![A-Za-z])))")  # e: not 1e-5
 _COMMANDS = {"\\dfrac": "\\frac", "\\tfrac": "\\frac", "\\cdot": "*", "\\times": "*", "\\div": "/"}
 # A name the answer is given as, read as its value: "x = ", "a_{1} = ", "\\theta = ".
 _NAME = re.compile(r"\s*(?:[A-Za-z]|\\[A-Za-z]{2,12})(?:_\{?[A-Za-z0-9]{1,8}\}?)?\s{0,4}=(?!=)")
 # What opens a remark that restates the answer in another form: "or", "i.e.", "=", "or equivalently".
 _RESTATEMENT = re.compile(r"\s*(?:(?:or|i\.\s?e\.|ie|that\s+is|which\s+is|equivalently|=)(?![A-Za-z])[\s,$]{0,4}){1,2}",
                           re.IGNORECASE)
-_JUXTAPOSED = frozenset(("\\pi", "\\sqrt", "\\frac", "("))  # what may follow a factor as a product
+_FUNCTIONS = frozenset(("\\exp", "\\ln", "\\log", "\\sin", "\\cos", "\\tan"))
+_JUXTAPOSED = frozenset(("\\pi", "\\sqrt", "\\frac", "(", "e", *_FUNCTIONS))  # what may follow a factor as a product
 
 
 class _NotEvaluated(Exception):
@@ -106,23 +129,43 @@ def states_the_value(remark: str, value: Fraction | Decimal | None) -> bool:
     if value is None or opening is None:
         return False
     stated = real_value(remark[opening.end() :].strip().rstrip(".$ "))
+    return stated is not None and _equal(stated, value)
+
+
+def approximates_with_a_form(remark: str, value: Fraction | Decimal | None) -> bool | None:
+    """For ``remark`` that approximates by a closed form, not a decimal numeral (``\\approx
+    \\frac{22}{7}``, ``about \\sqrt{2}``, ``about 1/3``): whether the form's value is ``value`` (True:
+    it restates the answer) or another (False: a second value, as ``\\pi \\approx \\frac{22}{7}``
+    without brackets is; a form is exact, so no rounding makes it the answer's value). None when
+    ``remark`` is no such approximation (a decimal's is read with its rounding, :data:`APPROXIMATELY`),
+    ``value`` is unknown, or :func:`real_value` does not compute the form."""
+    opening = APPROXIMATION_OPENING.match(remark[:MAX_CHARS])
+    if value is None or opening is None or APPROXIMATELY.match(remark[:MAX_CHARS]) is not None:
+        return None
+    stated = real_value(remark[opening.end() :].strip().rstrip(".$ "))
+    return None if stated is None else _equal(stated, value)
+
+
+def _equal(stated: Decimal, value: Fraction | Decimal) -> bool:
+    """Whether a computed ``stated`` is ``value``, to the margin of its rounding."""
     value = Fraction(value)
-    return stated is not None and abs(Fraction(stated) - value) <= _SLACK * max(1, abs(value))
+    return abs(Fraction(stated) - value) <= _SLACK * max(1, abs(value))
 
 
 # A restatement as one decimal and nothing after it: "= 1.414", "i.e. 1.41", "which is 1.414".
 _RESTATED_DECIMAL = re.compile(r"\s*(?:=|(?:i\.\s?e\.|ie|that\s+is|which\s+is|which\s+equals|equals)(?![A-Za-z]))"
                                r"[\s,$]{0,8}([+\-\u2212]?[0-9][0-9,]{0,60}(?:\.[0-9]{1,50})?)[\s$.]{0,8}$", re.IGNORECASE)
-# What makes a closed form's value possibly irrational: a root, pi, or a fractional power.
-_IRRATIONAL_PART = re.compile(r"\\(?:sqrt|pi)(?![A-Za-z])|[√π]|\^\s{0,3}\{[^{}]{0,40}(?:\\d?frac|/|\.)")
+# What makes a closed form's value possibly irrational: a root, pi, e, a function, or a fractional power.
+_IRRATIONAL_PART = re.compile(r"\\(?:sqrt|pi|exp|ln|log|sin|cos|tan)(?![A-Za-z])|[√π]|(?<![A-Za-z\\])e(?![A-Za-z])"
+                              r"|\^\s{0,3}\{[^{}]{0,40}(?:\\d?frac|/|\.)")
 
 
 def rounds_loosely(remark: str, answer: str, value: Fraction | Decimal | None) -> bool:
     """Whether ``remark`` restates ``answer`` as its value rounded to the places it gives, written
     with ``=`` (or "i.e.", "which is") where ``\\approx`` is meant: ``\\sqrt2 (= 1.414)``, ``\\pi =
-    3.14``. Only for an answer whose ``value`` was computed (a :class:`~decimal.Decimal`, not a
-    plain rational) and that has a root, ``\\pi`` or a fractional power: no finite decimal equals
-    such a value, so the decimal can only be its approximation (``\\sqrt{4} (= 2)`` is exact). A
+    3.14``, ``e^2 (= 7.39)``. Only for an answer whose ``value`` was computed (a :class:`~decimal.Decimal`,
+    not a plain rational) and that has a root, ``\\pi``, ``e``, a function or a fractional power: no finite
+    decimal equals such a value, so the decimal can only be its approximation (``\\sqrt{4} (= 2)`` is exact). A
     rational answer keeps the strict rule: ``\\frac13 (= 0.33)`` and ``34 (= 35)`` state another value."""
     restated = _RESTATED_DECIMAL.match(remark[:MAX_CHARS])
     return (isinstance(value, Decimal) and restated is not None and _IRRATIONAL_PART.search(answer[:MAX_CHARS]) is not None
@@ -138,14 +181,17 @@ def restates_value(remark: str, answer: str, value: Fraction | Decimal | None) -
 
 def is_rounding_of(number: str, value: Fraction | Decimal) -> bool:
     """Whether ``number`` (``1.41``, ``-35``, ``1,414.2``) is ``value`` rounded to the places it gives
-    (either way at a tie). A computed value (a :class:`~decimal.Decimal`) gets a margin for its own
+    (either way at a tie); a K glued to it counts thousands (``34K`` is 34000 rounded to the nearest
+    thousand, never 34). A computed value (a :class:`~decimal.Decimal`) gets a margin for its own
     rounding, far below any place a number may give."""
+    scale = 1000 if number[-1:] in ("K", "k") else 1
+    number = number[:-1] if scale != 1 else number
     approximation = exact_rational(number.replace("\u2212", "-").rstrip(",.").replace(",", ""))
     if approximation is None:
         return False
     places = len(number.partition(".")[2].rstrip(",."))
     slack = _SLACK if isinstance(value, Decimal) else 0
-    return abs(Fraction(value) - approximation) <= Fraction(1, 2 * 10**places) + slack
+    return abs(Fraction(value) / scale - approximation) <= Fraction(1, 2 * 10**places) + slack
 
 
 def _tokens(text: str) -> list[str] | None:
@@ -248,7 +294,28 @@ class _Parser:
             return numerator / self.argument(depth + 1)
         if token == "\\sqrt":
             return self.root(depth + 1)
+        if token == "e":
+            return +_E
+        if token in _FUNCTIONS:
+            return self.function(token, depth + 1)
         raise _NotEvaluated
+
+    def function(self, name: str, depth: int) -> Decimal:
+        """``\\ln 2``, ``\\sin(\\frac{\\pi}{6})``, ``\\log_2 8``, ``\\exp{2}`` (module rules): the argument
+        is bracketed or one power, and a product right after an unbracketed one is not read."""
+        if depth > MAX_DEPTH:  # "\\sin\\sin\\sin...": bounded as nested groups are
+            raise _NotEvaluated
+        base = None
+        if name == "\\log":
+            self.take("_")  # a bare \log: base 10 or e? not read
+            base = self.argument(depth)
+        if self.peek() in ("(", "{"):
+            argument = self.atom(depth)
+        else:
+            argument = self.power(depth)  # "\sin^2 x" fails here: "^" is no atom
+            if self.peek() in _JUXTAPOSED or self.peek()[:1].isdigit():  # "\ln 2\pi": ln(2π) or π ln 2?
+                raise _NotEvaluated
+        return _apply(name, argument, base)
 
     def root(self, depth: int) -> Decimal:
         index = 2
@@ -268,12 +335,15 @@ class _Parser:
 
     def argument(self, depth: int) -> Decimal:
         """A command's argument: braced, one digit (``\\frac12``, ``\\sqrt2``: a longer numeral right
-        after it, ``\\sqrt23``, is not read) or ``\\pi``."""
+        after it, ``\\sqrt23``, is not read), ``\\pi`` or ``e``."""
         if self.peek() == "{":
             return self.group(depth)
         digit = self.digit()
         if digit is not None:
             return Decimal(digit)
+        if self.take() == "e":
+            return +_E
+        self.at -= 1
         self.take("\\pi")
         return +_PI
 
@@ -282,3 +352,41 @@ class _Parser:
         value = self.sum(depth)
         self.take("}")
         return value
+
+
+def _apply(name: str, argument: Decimal, base: Decimal | None) -> Decimal:
+    """``name`` (one of :data:`_FUNCTIONS`) of ``argument`` (``\\log`` to ``base``), within the module's
+    bounds, in the current (bounded) decimal context; :class:`_NotEvaluated` outside them."""
+    if name == "\\exp":
+        if abs(argument) > _MAX_EXPONENT:
+            raise _NotEvaluated
+        return argument.exp()
+    if name in ("\\ln", "\\log"):
+        if argument <= 0 or (base is not None and (base <= 0 or base == 1)):
+            raise _NotEvaluated
+        return argument.ln() if base is None else argument.ln() / base.ln()
+    if abs(argument) > _MAX_TURNS:
+        raise _NotEvaluated
+    sine, cosine = _sin_cos(argument)
+    if name == "\\sin":
+        return sine
+    if name == "\\cos":
+        return cosine
+    if abs(cosine) < _POLE:
+        raise _NotEvaluated
+    return sine / cosine
+
+
+def _sin_cos(x: Decimal) -> tuple[Decimal, Decimal]:
+    """(sin x, cos x) by their Taylor series, after reducing ``x`` to [-pi, pi]: at most 80 terms."""
+    x -= 2 * _PI * (x / (2 * _PI)).to_integral_value()
+    square, tiny = x * x, Decimal(10) ** -(PRECISION + 5)
+    sine = sine_term = x
+    cosine = cosine_term = Decimal(1)
+    for n in range(1, 80):
+        sine_term = -sine_term * square / ((2 * n) * (2 * n + 1))
+        cosine_term = -cosine_term * square / ((2 * n - 1) * (2 * n))
+        sine, cosine = sine + sine_term, cosine + cosine_term
+        if abs(sine_term) + abs(cosine_term) < tiny:
+            break
+    return sine, cosine

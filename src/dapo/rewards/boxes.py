@@ -16,10 +16,10 @@ import re
 
 from dapo.rewards.answer_lists import answer_items
 from dapo.rewards.answer_text import Extracted, clean_answer, sign_before, signed
+from dapo.rewards.counts import item_count
 from dapo.rewards.equivalence import vote_key
 from dapo.rewards.hedges import (
     bare_remark_changes,
-    item_count,
     list_remark_changes,
     list_tail_changes,
     restates_list,

@@ -9,8 +9,9 @@ Rules (each a false positive before: a hedge or a second value was accepted):
   read as after one answer, with the list's values in place of the answer's: a count of the items
   with a counting noun is a remark when it is their number (``\\boxed{1, 2} (2 solutions)``; ``(3
   solutions)`` offers another), so is a remark in words (``(since n is odd)``) and one whose numbers
-  restate the items (``(i.e. 5 and 34)``, ``(\\approx 0.33, 0.5)`` for ``\\frac13, \\frac12``);
-  an "or" or an approximation with another number (``(or 35)``, ``(about 35)``) offers another.
+  restate the items (``(i.e. 5 and 34)``, ``(\\approx 0.33, 0.5)`` for ``\\frac13, \\frac12``; a glued
+  K counts thousands: ``(\\approx 34K, 5K)`` for ``34000, 5000``, not ``34, 5``); an "or" or an
+  approximation with another number (``(or 35)``, ``(about 35)``) offers another.
 - **An approximation without brackets is a remark as in brackets** (:func:`bare_remark_changes`,
   :func:`without_bare_remark`): ``\\boxed{\\frac13} \\approx 0.33``, ``\\sqrt2 \\approx 1.414``,
   ``\\frac13, i.e. about 0.33`` restate the answer (its value rounded to the places given),
@@ -18,7 +19,8 @@ Rules (each a false positive before: a hedge or a second value was accepted):
   another value (wrong), and so does a restatement as another number (``\\boxed{34} = 35``,
   ``\\boxed{34}, which is 35``). ``34 \\approx 34`` states 34; ``34 \\approx 35`` is wrong. An answer
   whose value is not computed (a name, ``x \\approx 34``, which math-verify's suite counts right;
-  ``e^2 \\approx 7.39``) is left as it is.
+  ``a^2 \\approx 7.39``) or a named rational (``x = 1/3 \\approx 1.3``, right in that suite) is left
+  as it is; a named closed form is not (``x = \\sqrt2 \\approx 7`` is wrong).
 
 String work on at most the last 500 characters, with bounded quantifiers: linear, safe in the
 parent process.
@@ -28,41 +30,32 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from decimal import Decimal
 from fractions import Fraction
 
 from dapo.rewards.answer_lists import answer_items
 from dapo.rewards.approximations import (
-    APPROXIMATELY,
+    APPROXIMATION_OPENING,
     APPROXIMATION_WORDS,
     is_rounding_of,
     real_value,
     states_the_value,
 )
+from dapo.rewards.counts import item_count, stated_count
 from dapo.rewards.number_forms import (
-    _ARITHMETIC,
-    _NUMBER_TOKEN,
+    ARITHMETIC,
+    NUMBER_TOKEN,
     SCALE_WORDS,
     TEXT_WRAPPED,
     VARIABLE_PREFIX,
-    _states_words,
     remark_changes_the_number,
     restates,
+    states_words,
     value_of,
 )
 
 _MAX_TAIL = 500  # how much of an answer's end is read for a closing remark
 _MAX_NUMBERS = 16  # numbers a remark on a list may restate
-_SPELLED = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
-            "ten": 10, "eleven": 11, "twelve": 12}
-# A count of the answer's items: "(2 solutions)", "(i.e. two distinct real roots)", "(3 ordered pairs in all)".
-_COUNT = re.compile(
-    r"\s*(?:(?:i\.\s?e\.|ie|that\s+is|namely|so)(?![A-Za-z])[\s,]{0,4})?(?:(?:exactly|only|just|the)\s+)?"
-    r"([0-9]{1,3}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\s+"
-    r"(?:(?:distinct|different|real|possible|positive|negative|integer|integral|complex|valid|ordered|unordered"
-    r"|unique|total|such)\s+){0,3}"
-    r"(?:solutions?|values?|roots?|answers?|pairs?|triples?|tuples?|numbers?|integers?|zeros|zeroes|zero|points?"
-    r"|elements?|possibilities|possibility|choices?|options?|candidates?|intersections?)(?![A-Za-z])([^0-9]{0,200})$",
-    re.IGNORECASE)
 _OR = re.compile(r"(?<![A-Za-z\\])(?:or|either)(?![A-Za-z])|\\lor(?![A-Za-z])", re.IGNORECASE)
 # What opens a remark written without brackets after a value: an approximation ("\approx 0.33", ", i.e.
 # about 0.33", "≈ 0.33") or a restatement as a number ("= 0.5", ", i.e. 0.5", ", which is 0.5").
@@ -80,14 +73,10 @@ _BARE_MARKER = re.compile(
 _ALL_MARKER_STARTS = frozenset("=≈∼\\iatwsrncle")  # ... of _BARE_MARKER
 # A parenthesis closing a remark: "\\pi \\approx 3.14 (3 cases)".
 _CLOSING_PARENTHESIS = re.compile(r"\(([^()]{0,400})\)$")
-_GLUED_THOUSAND = re.compile(r"[0-9][Kk](?![A-Za-z])")  # "\\approx 34K" is 34000
+# A number a remark on a list may restate, with a K glued to it: "\\approx 34K, 5K" states 34000 and 5000.
+_NUMBER_OR_THOUSANDS = re.compile(NUMBER_TOKEN.pattern + r"(?:[Kk](?![A-Za-z]))?")
 _MARKER_STARTS = frozenset("≈∼\\iatwsrnc")  # the first character of each marker, lower-cased
 _VALUE_END = re.compile(r"(?:[0-9}]|\\pi) {0,3},? {0,3}$")
-
-
-def item_count(items: list[str]) -> int:
-    """How many values ``items`` state: ``\\pm 3`` states two."""
-    return sum(2 if ("\\pm" in item or "±" in item) else 1 for item in items)
 
 
 def list_remark_changes(remark: str, items: list[str]) -> bool:
@@ -98,13 +87,12 @@ def list_remark_changes(remark: str, items: list[str]) -> bool:
     whose answer is left unknown: ``since n is odd`` and ``3 cases`` are remarks, ``35 ways``,
     ``= 35``, ``in thousands`` change it)."""
     remark = TEXT_WRAPPED.sub(r"\1", remark[:_MAX_TAIL])
-    count = _COUNT.match(remark)
-    if count is not None and not _OR.search(count.group(2)):
-        stated = count.group(1).lower()
-        return (int(stated) if stated.isdigit() else _SPELLED[stated]) != item_count(items)
+    count = stated_count(remark)
+    if count is not None:
+        return count != item_count(items)
     if restates_list(items, remark):
         return False
-    if _NUMBER_TOKEN.search(remark) and (APPROXIMATELY.match(remark) or _OR.search(remark)):
+    if NUMBER_TOKEN.search(remark) and (APPROXIMATION_OPENING.match(remark) or _OR.search(remark)):
         return True  # "(about 35)", "(or 35)", "(2 solutions or 3)"
     return remark_changes_the_number(remark)
 
@@ -113,7 +101,7 @@ def restates_list(items: list[str], remark: str) -> bool:
     """Whether every number in ``remark`` is the value of one of ``items`` (rounded to the places it
     gives, after an approximation), every item's value is among them, and no scale word follows:
     ``or 5, 34`` and ``i.e. 34 and 5`` for ``34, 5``; ``\\approx 0.33, 0.5`` for ``\\frac13, \\frac12``."""
-    numbers = [number.rstrip(",") for number in _NUMBER_TOKEN.findall(remark[:_MAX_TAIL])]
+    numbers = [number.rstrip(",") for number in _NUMBER_OR_THOUSANDS.findall(remark[:_MAX_TAIL])]
     if not numbers or len(numbers) > _MAX_NUMBERS or len(items) > _MAX_NUMBERS:
         return False
     if {word.lower() for word in re.findall(r"[A-Za-z]+", remark[:_MAX_TAIL])} & SCALE_WORDS:
@@ -121,7 +109,7 @@ def restates_list(items: list[str], remark: str) -> bool:
     values = [value_of(item) for item in items]
     if any(value is None for value in values):
         return False
-    approximate = APPROXIMATELY.match(remark) is not None
+    approximate = APPROXIMATION_OPENING.match(remark) is not None
     covered: set[int] = set()
     for number in numbers:
         stated = value_of(number)
@@ -152,7 +140,7 @@ def bare_remark_changes(answer: str, tail: str) -> bool | None:
     closing parenthesis as a bracketed remark (``\\pi \\approx 3.14 (3 cases)``). An approximation must
     be that rounding (``\\pi \\approx \\frac{22}{7}`` is another value); an ``=`` is checked only when what
     follows it has a value computed here (``= 5!`` is left). None when ``tail`` is no such remark or
-    ``answer`` has no computed value (``e^2 \\approx 7.39``, ``x = 35``): the caller's other rules decide."""
+    ``answer`` has no computed value (``a^2 \\approx 7.39``, ``x = 35``): the caller's other rules decide."""
     tail = TEXT_WRAPPED.sub(r"\1", tail[:_MAX_TAIL]).rstrip(" .")
     if _BARE_MARKER.match(tail) is None:
         return None
@@ -167,7 +155,7 @@ def bare_remark_changes(answer: str, tail: str) -> bool | None:
         tail = tail[: closing.start()].rstrip(" ,")
     starts = [at for at in _markers(tail, _BARE_MARKER, _ALL_MARKER_STARTS) if at > 0]
     for piece in (tail[start:end].rstrip(" ,") for start, end in zip([0, *starts], [*starts, len(tail)])):
-        if _GLUED_THOUSAND.search(piece) is None and (restates(own, piece) or states_the_value(piece, value)):
+        if restates(own, piece) or states_the_value(piece, value):  # "\\approx 34K" is 34000
             continue
         rest = piece[1:].strip().rstrip(".$ ")
         if piece.startswith("=") and value_of(rest) is None and real_value(rest) is None:
@@ -196,20 +184,22 @@ def without_bare_remark(answer: str) -> str | None:
     ``34``, ``\\frac13, i.e. about 0.33`` -> ``\\frac13``; None when it offers another value
     (``\\sqrt2 \\approx 7``, ``\\frac13, i.e. about 0.5``). The remark starts at the first approximation
     marker after a value (a digit, a brace or ``\\pi``) outside brackets. ``answer`` itself when there
-    is no such remark, its head has no computed value (``e^2 \\approx 7.39``; a later marker is still
-    read) or is a named value (``x \\approx 34``, ``x = 1/3 \\approx 1.3``: both right in math-verify's
-    own suite, left to it). An ``=`` or ``which is 35`` in the answer's own text keeps the Answer
-    line's rules (``\\frac12 = \\frac{10}{9}`` is read by math-verify, ``10 which is 1,000.99`` states
-    1,000.99); after a box or a ``$...$`` segment it is a remark (:func:`bare_remark_changes`). At
-    most :data:`_MAX_TAIL` characters: linear."""
+    is no such remark, its head has no computed value (``a^2 \\approx 7.39``; a later marker is still
+    read) or is a name (``x \\approx 34``) or a named rational (``x = 1/3 \\approx 1.3``): both right in
+    math-verify's own suite, left to it. A named closed form is checked as a bare one (``x = \\sqrt2
+    \\approx 7`` is wrong, as ``\\sqrt2 \\approx 7`` is: the suite has no such row). An ``=`` or
+    ``which is 35`` in the answer's own text keeps the Answer line's rules (``\\frac12 = \\frac{10}{9}``
+    is read by math-verify, ``10 which is 1,000.99`` states 1,000.99); after a box or a ``$...$``
+    segment it is a remark (:func:`bare_remark_changes`). At most :data:`_MAX_TAIL` characters: linear."""
     if len(answer) > _MAX_TAIL:
         return answer
     for at in _markers(answer, _APPROXIMATION_MARKER, _MARKER_STARTS):
         head = answer[:at].rstrip(" ,")
-        if VARIABLE_PREFIX.match(head):
-            return answer  # "x = 1/3 \\approx 1.3": a named value, as math-verify's suite reads it (right)
+        name = VARIABLE_PREFIX.match(head)
+        if name is not None and not isinstance(value_of(head[name.end() :]), Decimal):
+            return answer  # "x = 1/3 \\approx 1.3": a named rational, as math-verify's suite reads it (right)
         changes = bare_remark_changes(head, answer[at:])
-        if changes is not None:  # else a value not computed before it ("e^2"): a later marker may follow one
+        if changes is not None:  # else a value not computed before it ("a^2"): a later marker may follow one
             return None if changes else head
     return answer
 
@@ -225,8 +215,8 @@ def without_list_remark(answer: str) -> str | None:
     opening = len(answer) - len(tail) + tail.rfind("(")
     inside, head = TEXT_WRAPPED.sub(r"\1", answer[opening + 1 : -1]), answer[:opening].rstrip()
     items = answer_items(head) if head and head[-1] not in ",;" else []
-    if len(items) < 2 or _ARITHMETIC.search(inside):
+    if len(items) < 2 or ARITHMETIC.search(inside):
         return answer
-    if not (_states_words(inside) or APPROXIMATELY.match(inside) or _OR.search(inside)):
+    if not (states_words(inside) or APPROXIMATION_OPENING.match(inside) or _OR.search(inside)):
         return answer
     return None if list_remark_changes(inside, items) else head

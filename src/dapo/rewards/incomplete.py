@@ -19,11 +19,15 @@ right side). Each is a different answer, or none, so each is wrong here:
   bare name (``x = 34``, ``a_1 = 34``), a function value (``f(2) = 34``) or an expression in
   several letters (``m+n = 34``, ``a+b=34``: the quantity asked for, by AIME's habit) states the
   value on its right, as before.
-- an *equation between two different numerals* (``34 = 35``, ``0.5 = 0.6``): it states no one value
-  (math-verify compares its right side, so ``34 = 35`` was right for 35). ``34 = 34`` and
-  ``34 = 34.0`` state 34. Fractions and expressions are left to math-verify, which reads the right
-  side (its own suite counts ``\\frac12 \\$ = \\frac{10}{9}`` right for ``10/9``). Not when the
-  ground truth has an ``=`` too.
+- an *equation between a numeral and another number* (``34 = 35``, ``0.5 = 0.6``, a fraction
+  converted to a decimal: ``\\frac12 = 0.6``, ``1/2 = 0.6``, ``0.\\overline{3} = 0.3``): it states no
+  one value (math-verify compares its right side, so ``34 = 35`` was right for 35 and ``\\frac12 =
+  0.6`` for 0.6). The sides are the same number as two answers would be
+  (:func:`~dapo.rewards.exact_numbers.rational_verdict`): ``34 = 34.0`` and ``\\frac12 = 0.5`` state
+  it, ``\\frac13 = 0.333333`` too (six places), ``\\frac13 = 0.33`` does not. Two fractions and
+  expressions are left to math-verify, which reads the right side (its own suite counts ``\\frac12
+  \\$ = \\frac{10}{9}`` right for ``10/9``, the currency sign dropped before these rules). Not when
+  the ground truth has an ``=`` too.
 
 An equation written the other way round, a value on the left and what it names on the right
 (``34 = x``, ``34 = a_1``, ``34 = m+n``), is read name first (:func:`name_first`: ``x = 34``) before
@@ -37,7 +41,7 @@ from __future__ import annotations
 
 import re
 
-from dapo.rewards.exact_numbers import exact_rational
+from dapo.rewards.exact_numbers import rational_verdict
 
 # LaTeX spacing and math delimiters: dropped before reading the two ends.
 _SPACING = re.compile(r"\\[,;:! ]|\\q?quad(?![A-Za-z])|[$~\s]")
@@ -101,13 +105,14 @@ def _is_vector(text: str) -> bool:
 
 
 def _equates_two_numbers(text: str) -> bool:
-    """``34 = 35``: one equation between two numerals (integers or decimals) of different values."""
+    """``34 = 35``, ``\\frac12 = 0.6``: one equation between a numeral and another rational number
+    that are not the same answer (module rules)."""
     if text.count("=") != 1:
         return False
-    sides = text.split("=")
-    if not all(_NUMERAL.fullmatch(side) for side in sides):
-        return False
-    return exact_rational(sides[0]) != exact_rational(sides[1])
+    left, right = text.split("=")
+    if not (_NUMERAL.fullmatch(left) or _NUMERAL.fullmatch(right)):
+        return False  # "\\frac12 = \\frac{10}{9}": math-verify's (its suite's "\\frac12 \\$ = \\frac{10}{9}")
+    return rational_verdict(left, right) is False
 
 
 def _equates_an_expression(text: str) -> bool:

@@ -19,7 +19,14 @@ import unicodedata
 from decimal import Decimal
 from fractions import Fraction
 
-from dapo.rewards.approximations import APPROXIMATELY, is_rounding_of, real_value, restates_value
+from dapo.rewards.approximations import (
+    APPROXIMATELY,
+    approximates_with_a_form,
+    is_rounding_of,
+    real_value,
+    restates_value,
+)
+from dapo.rewards.counts import counts_the_derivation, item_count, stated_count
 from dapo.rewards.exact_numbers import exact_rational
 
 SPACES = ("\\,", "\\;", "\\:", "\\ ", "~", "\u00a0", "\u2009", "\u202f", "\u2007")
@@ -37,7 +44,7 @@ _TRAILING_REMARK = re.compile(r"(?<=[0-9]) {0,3}\(([^()]{0,400})\)$")
 # The same remark as a LaTeX command: "34 \pmod{1000}", "34 \pmod 1000", "34 \mod{1000}".
 _TRAILING_PMOD = re.compile(r"(?<=[0-9]) {0,3}\\p?mod(?![A-Za-z]) {0,3}"
                             r"(?:\{ {0,3}[0-9A-Za-z]{1,20} {0,3}\}|[0-9A-Za-z]{1,20})$")
-_ARITHMETIC = re.compile(r"[+*^]|\\(?:times|sqrt|d?frac|tfrac|cdot|div|pm|mp|pi)(?![A-Za-z])"
+ARITHMETIC = re.compile(r"[+*^]|\\(?:times|sqrt|d?frac|tfrac|cdot|div|pm|mp|pi)(?![A-Za-z])"
                          r"|[0-9] {0,3}[-/] {0,3}[0-9]|(?<![A-Za-z])[A-Za-z] {0,3}[-/] {0,3}(?:[0-9]|[A-Za-z](?![A-Za-z]))")
 # Words that change a number's value, so never dropped as units.
 SCALE_WORDS = frozenset(("hundred", "hundreds", "thousand", "thousands", "million", "millions", "billion",
@@ -176,15 +183,9 @@ _OPENING_WORD = re.compile(r"\s*(?:in\s+)?([A-Za-z]+)")
 _SIGN_WORDS = frozenset(("negative", "minus", "neg", "below"))
 _BELOW_ZERO = re.compile(r"\s*below(?:\s+(?:zero|0|sea\s+level|freezing))?\s*$", re.IGNORECASE)
 # A number a remark or an "or" may restate: 34, 1,000, 0.5, -2, 1/2, \frac{1}{2}, \frac12.
-_NUMBER_TOKEN = re.compile(r"[+\-\u2212]?(?:\\[dt]?frac(?:\{[+-]?[0-9]{1,50}\}|[0-9])(?:\{[0-9]{1,50}\}|[0-9])(?![0-9])"
+NUMBER_TOKEN = re.compile(r"[+\-\u2212]?(?:\\[dt]?frac(?:\{[+-]?[0-9]{1,50}\}|[0-9])(?:\{[0-9]{1,50}\}|[0-9])(?![0-9])"
                            r"|[0-9][0-9,]{0,60}(?:\.[0-9]{1,50})?(?:/[0-9]{1,50})?)")
 _SCALE_LETTERS = frozenset(("k", "m", "b"))  # 34K, 3M, 2B
-# A remark that counts the steps of the derivation, not the answer: "(3 cases)", "(in 2 steps)",
-# "(over 4 subcases considered)": a number, then one of these nouns, and no other number or "or".
-_DERIVATION_COUNT = re.compile(r"\s*(?:(?:i\.\s?e\.|ie|that\s+is|namely)(?![A-Za-z])[\s,]{0,4})?"
-                               r"(?:(?:in|from|over|across|after|with)\s+)?[0-9]{1,6}\s+(?:sub)?"
-                               r"(?:cases?|steps?|stages?|phases?|iterations?)(?![A-Za-z])[^0-9]{0,200}$",
-                               re.IGNORECASE)
 _OR_WORD = re.compile(r"(?<![A-Za-z])(?:or|either)(?![A-Za-z])", re.IGNORECASE)
 
 
@@ -194,32 +195,32 @@ def remark_changes_the_number(remark: str, answer: str = "") -> bool:
     (``which is 35``, ``i.e. 35``, ``= 35``; an irrational answer's rounding, ``\\sqrt2 (= 1.414)``, is
     its approximation: :func:`~dapo.rewards.approximations.rounds_loosely`), with a product (``x 1000``,
     ``times 10``), with a word that scales it (``in thousands``) or gives it a sign (``negative``), or
-    that makes it a bound (``or more``, ``at least``). Given the ``answer`` it follows, a remark whose every number is that answer's value restates
-    it (``34 (34 ways)``, ``34 (answer: 34)``, ``\\frac12 (or 0.5)``), and a sign word describes
-    a negative answer (``-5 (negative)``).
+    that makes it a bound (``or more``, ``at least``). Given the ``answer`` it follows, a remark whose
+    every number is that answer's value restates it (``34 (34 ways)``, ``\\frac12 (or 0.5)``), and a
+    sign word describes a negative answer (``-5 (negative)``).
 
-    Approximations: a qualifier (``about``, ``approximately``, ``roughly``, ``~``, ``\\approx``; also
-    after ``or``, ``i.e.``, ``which is``) and a number that is not the answer's value rounded to
-    the places it gives, or that a scale word follows, hedges with another value (``34 (about
-    35)``, ``\\frac13 (or about 0.5)``: which one is meant?), so it changes the answer; one that is
-    that rounding restates it (``\\frac13 (\\approx 0.33)``). An answer that is not a plain rational
-    is checked against the value :func:`~dapo.rewards.approximations.real_value` computes for it
-    (``\\sqrt2 (about 1.41)`` restates, ``\\sqrt2 (about 7)`` and ``\\pi (about 3.2)`` hedge); one it
-    cannot compute (a letter, ``\\ln 2``) keeps any approximation a remark. A remark that restates the
-    answer in another closed form is no second value either (``\\frac{\\sqrt2}{2} (or \\frac{1}{\\sqrt2})``).
-    A count of the derivation's steps (``34 (3 cases)``, ``(in 2 steps)``, ``(i.e. 3 cases)``: cases,
-    steps, stages, phases, iterations) is a remark, not a second answer; a count of anything the
-    question may ask for (``34 (35 ways)``, ``(3 solutions)``) still offers another number."""
+    Approximations (``about``, ``~``, ``\\approx``, also after ``or``, ``i.e.``): a number that is not
+    the answer's value (:func:`~dapo.rewards.approximations.real_value` computes a closed form's) rounded
+    to the places it gives (a glued K counts thousands), or that a scale word follows, hedges with
+    another value (``34 (about 34K)``, ``e^2 (about 9)``); so does a closed form that is not the value
+    (``\\sqrt2 (\\approx \\frac{1}{1})``). An answer not computed (``\\ln x``) keeps them remarks. Counts
+    (:mod:`~dapo.rewards.counts`): of the derivation's steps, a remark (``34 (3 cases)``); of the
+    answer's items, a remark when it is their number or the answer (``34 (1 solution)``, ``2 (two
+    solutions)``); any other offers another answer (``34 (2 solutions)``, ``34 (35 ways)``)."""
     opening = _opening_word(remark)
     if opening in _SIGN_WORDS and (opening != "below" or _BELOW_ZERO.match(remark)):
         return not _is_negative(answer)
-    if answer and (only_restates(answer, remark) or restates_value(remark, answer, value_of(answer))):
-        return False
+    value = value_of(answer) if answer else None
+    form = approximates_with_a_form(remark, value)  # computed, so it decides: "2 (\\approx \\sqrt{2})" is another
+    if form is not None or (answer and (only_restates(answer, remark) or restates_value(remark, answer, value))):
+        return form is False
     approximately = APPROXIMATELY.match(remark)
-    if approximately is not None and (not _rounds_to_the_answer(answer, approximately.group(1))
+    if approximately is not None and (not (value is None or is_rounding_of(approximately.group(1), value))
                                       or starts_with_scale_word(remark[approximately.end() :])):
-        return True  # "34 (about 35)", "\\frac13 (about 0.33 thousand)": two values
-    if _DERIVATION_COUNT.match(remark) and not _OR_WORD.search(remark):
+        return True  # "34 (about 35)", "34 (about 34K)", "\\frac13 (about 0.33 thousand)": two values
+    if answer and (count := stated_count(remark)) is not None:
+        return count not in (item_count([answer]), value)  # "34 (1 solution)", "2 (two solutions)": remarks
+    if counts_the_derivation(remark):
         return False  # "34 (3 cases)": how it was found
     return (_ANOTHER_ANSWER.match(remark) is not None or _OPENS_WITH_A_NUMBER.match(remark) is not None
             or _MULTIPLIES_IT.match(remark) is not None or _ENDS_WITH_A_VALUE.search(remark) is not None
@@ -232,7 +233,7 @@ def only_restates(answer: str, text: str) -> bool:
     has the rational value ``answer`` states (``34 ways`` or ``answer: 34`` for 34, ``0.5`` for
     ``\\frac12``), with no scale word (``34 thousand``); False when ``answer`` is not rational."""
     stated = _rational_value(answer)
-    numbers = _NUMBER_TOKEN.findall(text[:400])
+    numbers = NUMBER_TOKEN.findall(text[:400])
     if stated is None or not numbers or len(numbers) > 8:
         return False
     words = {word.lower() for word in re.findall(r"[A-Za-z]+", text[:400])}
@@ -242,16 +243,19 @@ def only_restates(answer: str, text: str) -> bool:
 def restates(answer: str, remark: str) -> bool:
     """Whether ``remark`` only restates ``answer``'s value: every number in it is that value
     (:func:`only_restates`: ``or 0.5`` for ``\\frac12``), it is that value in another closed form
-    (``or \\frac{1}{\\sqrt2}`` for ``\\frac{\\sqrt2}{2}``), or it is one approximation of the value, rounded
+    (``or \\frac{1}{\\sqrt2}`` for ``\\frac{\\sqrt2}{2}``; after an approximation word too, where another
+    form is another value: ``\\approx \\sqrt2`` after 2), or it is one approximation of the value, rounded
     to the places it gives (``or about 0.33``, ``\\approx 0.333`` for ``\\frac13``, ``or about 1.41`` for
     ``\\sqrt2``: a value :func:`~dapo.rewards.approximations.real_value` computes)."""
-    if only_restates(answer, remark) or restates_value(remark, answer, value_of(answer)):
-        return True
+    value = value_of(answer)
+    form = approximates_with_a_form(remark, value)  # "\\approx \\sqrt2" after 2: another value, whatever its digits
+    if form is not None or only_restates(answer, remark) or restates_value(remark, answer, value):
+        return form is not False
     approximately = APPROXIMATELY.match(remark)
-    return (approximately is not None and value_of(answer) is not None
-            and len(_NUMBER_TOKEN.findall(remark[:400])) == 1
+    return (approximately is not None and value is not None
+            and len(NUMBER_TOKEN.findall(remark[:400])) == 1
             and not starts_with_scale_word(remark[approximately.end() :])
-            and _rounds_to_the_answer(answer, approximately.group(1)))
+            and is_rounding_of(approximately.group(1), value))
 
 
 # A parenthesis closing an answer after a value: "\frac{1}{3} (approximately 0.33)", "1/3 (since n is odd)",
@@ -266,12 +270,13 @@ def without_closing_remark(answer: str) -> str | None:
     one after a number already): a parenthesis after a value (a digit or ``}``) holding words (a
     word of three letters or more outside LaTeX commands, and something else or a fourth letter:
     ``(mod 7)``, ``(exact)``, not ``(ab)`` or ``(abc)``, which may be a product), an approximation
-    (``(\\approx 0.333)``, ``(~0.33)``), an "or" (``(or 0.5)``) or a restatement (``(= 0.5)``), and
-    no arithmetic (``\\frac12 (x+1)`` is a product, kept). None when the remark changes the answer
-    (:func:`remark_changes_the_number`: ``\\frac13 (about 0.5)``, ``(or 35)``, ``(= 0.6)``); one with
-    an "or" or "either" is dropped only when it restates the value (:func:`restates`), else kept
-    for the hedge rule, as is an "or" without brackets (``\\frac13, or about 0.33`` is ``\\frac13``, as
-    after a box). ``answer`` itself when there is no such remark."""
+    (``(\\approx 0.333)``, ``(~0.33)``), an "or" (``(or 0.5)``) or a restatement (``(= 0.5)``), and no
+    arithmetic (``\\frac12 (x+1)`` is a product, kept) unless it is an approximation by a closed form
+    that is computed (``\\sqrt2 (\\approx \\frac{1}{1})``, :func:`~dapo.rewards.approximations.approximates_with_a_form`).
+    None when the remark changes the answer (:func:`remark_changes_the_number`: ``\\frac13 (about
+    0.5)``, ``(or 35)``, ``(= 0.6)``); one with an "or" or "either" is dropped only when it restates
+    the value (:func:`restates`), else kept for the hedge rule, as is an "or" without brackets
+    (``\\frac13, or about 0.33`` is ``\\frac13``, as after a box). ``answer`` itself when there is none."""
     closing = _CLOSING_PARENTHESIS.search(answer[-500:])
     if closing is None:
         alternative = _CLOSING_OR.search(answer[-500:])
@@ -279,27 +284,21 @@ def without_closing_remark(answer: str) -> str | None:
         return head.rstrip() if alternative and restates(head, TEXT_WRAPPED.sub(r"\1", alternative.group(1))) else answer
     inside = TEXT_WRAPPED.sub(r"\1", closing.group(1))  # "(\text{about } 0.5)": its words
     head = answer[: len(answer) - len(closing.group(0))].rstrip()
-    is_remark = (_states_words(inside) or APPROXIMATELY.match(inside) is not None
+    form = ARITHMETIC.search(inside) and approximates_with_a_form(inside, value_of(head)) is not None  # checked
+    is_remark = (states_words(inside) or form or APPROXIMATELY.match(inside) is not None  # "(\\approx \\frac{1}{1})"
                  or _OR_WORD.search(inside) is not None or _RESTATED_AS.match(inside) is not None)
-    if not is_remark or _ARITHMETIC.search(inside):
+    if not is_remark or (ARITHMETIC.search(inside) and not form):
         return answer
     if remark_changes_the_number(inside, head):
         return None
     return head if not _OR_WORD.search(inside) or restates(head, inside) else answer
 
 
-def _states_words(remark: str) -> bool:
+def states_words(remark: str) -> bool:
     """Whether ``remark`` is in words (see :func:`without_closing_remark`), not letters of a product."""
     tokens = _COMMAND_NAME.sub(" ", remark).split()
     longest = max((len(word) for word in re.findall(r"[A-Za-z]+", " ".join(tokens))), default=0)
     return longest >= 4 or (longest == 3 and len(tokens) > 1)
-
-
-def _rounds_to_the_answer(answer: str, number: str) -> bool:
-    """Whether ``number`` (``35``, ``0.33``) is ``answer``'s value rounded to the places it gives,
-    or ``answer`` states no value that can be computed to check it against (``x+1``, ``\\ln 2``)."""
-    value = value_of(answer)
-    return value is None or is_rounding_of(number, value)
 
 
 def value_of(answer: str) -> Fraction | Decimal | None:
@@ -337,7 +336,7 @@ def _is_remark(inside: str, number: str, spaced: bool) -> bool:
     letter after a space: "(n = 3)"), no arithmetic, no second answer ("(or 35)") and no scale
     word ("(in thousands)" changes the number)."""
     words = re.search(r"[A-Za-z]{2}", inside) or (spaced and re.search(r"[A-Za-z]", inside))
-    return bool(words) and _ARITHMETIC.search(inside) is None and not remark_changes_the_number(inside, number)
+    return bool(words) and ARITHMETIC.search(inside) is None and not remark_changes_the_number(inside, number)
 
 
 def changes_the_number(answer: str) -> bool:

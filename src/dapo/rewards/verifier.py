@@ -8,7 +8,7 @@ Policy (what counts as correct), in order:
    An equation written value first (``34 = x``) is read name first (``x = 34``). An answer that
    states no value math-verify reads one out of is wrong: a dangling operator (``34 +``), a bare
    relation (``\\approx 34``, ``\\ge 34``), an equation on an expression of one variable
-   (``x^2=34``, ``34 = 35x``) or between two different numbers (``34 = 35``); see
+   (``x^2=34``, ``34 = 35x``) or between a numeral and another number (``34 = 35``, ``\\frac12 = 0.6``); see
    :mod:`~dapo.rewards.incomplete`.
 3. An inequality disjunction (``x<-1 or x>2``, see :mod:`~dapo.rewards.inequalities`) is one
    answer, not a hedge: when the final answer is one, or the ground truth is one and the final
@@ -19,7 +19,9 @@ Policy (what counts as correct), in order:
    Otherwise, ground truth with one answer: a remark closing the answer is dropped when it only
    describes or restates it (``\\frac13 (approximately 0.33)``, ``(or about 0.33)``, ``\\frac13, or
    about 0.33``, ``\\sqrt2 (about 1.41)``) and makes it wrong when it offers another value
-   (``(about 0.5)``, ``(or 35)``, ``(or x = 35)``, ``\\sqrt2 (about 7)``), see
+   (``(about 0.5)``, ``(or 35)``, ``(or x = 35)``, ``\\sqrt2 (about 7)``, ``e^2 (about 9)``, ``34 (about 34K)``,
+   ``\\sqrt2 (\\approx \\frac{1}{1})``); a count of the answer's items is a remark when it is their
+   number (``34 (1 solution)``; ``(2 solutions)`` offers another), see
    :func:`~dapo.rewards.number_forms.without_closing_remark`; then a final answer offering several
    candidates ("34 or 35", two different boxes on the last line, two ``$...$`` segments on the
    answer line) is wrong, and so is one naming a unit other than the ground truth's (``34 hours``
@@ -31,8 +33,8 @@ Policy (what counts as correct), in order:
    offers another answer or continues its math makes it wrong as for one answer (``\\boxed{34, 5} (or
    35)``, ``\\boxed{34, 5}^2``); a remark closing it is dropped when it counts its items right (``(2
    solutions)``) or is in words (:mod:`~dapo.rewards.hedges`). An approximation written without
-   brackets after a value (``\\sqrt2 \\approx 1.414``; ``\\sqrt2 \\approx 7`` is wrong) follows the rule of a
-   bracketed one, in a single answer and in each item.
+   brackets after a value (``\\sqrt2 \\approx 1.414``; ``\\sqrt2 \\approx 7`` and ``x = \\sqrt2 \\approx 7`` are
+   wrong) follows the rule of a bracketed one, in a single answer and in each item.
 5. :func:`~dapo.rewards.equivalence.quick_verdict` (``quick_list_verdict`` for lists) decides
    integers exactly with string operations; everything else goes to math-verify.
 

@@ -54,6 +54,22 @@ MICRO_BATCH_TOKENS = {"padded": 44, "packed": 56, "shared_prompt": 60, "native":
                           ("native-checkpointed", "none"), ("padded", "bf16"), ("shared_prompt", "bf16"),
                           ("native", "bf16")])
 def test_two_rank_fsdp_gradients_equal_one_rank_gradients(tiny_model_dir, tmp_path, layout, param_dtype):
+    assert_two_ranks_gradients_equal_one_ranks(tiny_model_dir, tmp_path, layout, param_dtype)
+
+
+def test_two_rank_fsdp_gradients_of_a_mixture_of_experts_equal_one_rank_gradients(tiny_model_dir, tmp_path):
+    """A Qwen3-MoE (DAPO runs on Qwen3-30B-A3B): each rank routes its own tokens, so an expert may
+    get tokens on one rank and none on the other; FSDP2 reduce-scatters every expert's gradient (the
+    experts are one fused parameter in transformers 5) and the sum is one process's."""
+    from tests.rollout.conftest import tiny_qwen3_moe
+
+    vocab_size = AutoModelForCausalLM.from_pretrained(tiny_model_dir).config.vocab_size
+    moe_dir = tmp_path / "moe"
+    tiny_qwen3_moe(vocab_size=vocab_size).save_pretrained(moe_dir)
+    assert_two_ranks_gradients_equal_one_ranks(moe_dir, tmp_path, "padded", "none")
+
+
+def assert_two_ranks_gradients_equal_one_ranks(model_dir: Path, tmp_path: Path, layout: str, param_dtype: str) -> None:
     shared_prompt = layout_settings(layout)["shared_prompt"]
     samples = (make_group_samples if shared_prompt else make_samples)(torch.Generator().manual_seed(4))
     for index, sample in enumerate(samples):  # off-policy ratios, so clipping paths are exercised
@@ -63,7 +79,7 @@ def test_two_rank_fsdp_gradients_equal_one_rank_gradients(tiny_model_dir, tmp_pa
     torch.save([sample_state(s) for s in samples], tmp_path / "samples.pt")
     out = tmp_path / "grads.pt"
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-               str(WORKER), str(tiny_model_dir), str(tmp_path / "samples.pt"), str(out), str(budget), layout, param_dtype]
+               str(WORKER), str(model_dir), str(tmp_path / "samples.pt"), str(out), str(budget), layout, param_dtype]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
     if result.returncode != 0 and "terminate called" in result.stderr:
@@ -74,7 +90,7 @@ def test_two_rank_fsdp_gradients_equal_one_rank_gradients(tiny_model_dir, tmp_pa
     assert result.returncode == 0, result.stderr[-4000:]
     two_rank = torch.load(out, weights_only=True)
 
-    one_rank, one_rank_norm = reference_gradients(tiny_model_dir, samples, budget, layout, param_dtype)
+    one_rank, one_rank_norm = reference_gradients(model_dir, samples, budget, layout, param_dtype)
     # float32: the ranks split groups, so a shared prompt's gradient is summed over other subsets
     # of its responses than in one process (Qwen2's RMSNorm rounds each sum to float32). bf16: each
     # rank's micro-batches are others than one process's, and each one's gradient is rounded to bf16

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 
+from dapo.rewards.alternatives import alternative_is_the_value
 from dapo.rewards.answer_lists import answer_items
 from dapo.rewards.answer_text import Extracted, clean_answer, sign_before, signed
 from dapo.rewards.counts import item_count
@@ -30,6 +31,7 @@ from dapo.rewards.number_forms import (
     remark_changes_the_number,
     restates,
     starts_with_scale_word,
+    value_of,
 )
 
 BOX_COMMANDS = ("\\boxed", "\\fbox")
@@ -61,6 +63,7 @@ _CONTINUED_AFTER = re.compile(
     r"|[+\-*/] {0,3}(?:[0-9]|\\(?:d?frac|sqrt|pi)(?![A-Za-z])))")
 # A parenthesis just after the box: a remark, unless it offers another answer or scales it ("(or 35)").
 _REMARK_AFTER = re.compile(r"[\s$]{0,4}\(([^()]{0,200})\)")
+_NESTED_REMARK_AFTER = re.compile(r"[\s$]{0,4}\(((?:[^()]|\([^()]{0,100}\)){0,200})\)")  # "(or \\exp(2))"
 _TEXT_OPENING = re.compile(r"\$|\\(?:text|textrm|mathrm|mbox)\{")  # "$ \\text{ thousand}$": the word
 _MAX_AFTER_CHARS = 100  # how much of the line after the last box is read
 _MAX_BOXES_PER_LINE = 16  # boxes compared when looking for several candidates on one line
@@ -102,11 +105,14 @@ def changed_after(after: str, answer: str, stated: list[str] | None = None) -> b
     """Whether the text after the last box (whose content is ``answer``; ``stated``: the items of
     the answer when it is a list, chained boxes or ``34, 5`` in one) offers another answer or
     continues its math; an "or" or a remark that restates the box's value does not
-    (``\\boxed{\\frac12} or 0.5``, ``\\boxed{\\frac13}, or about 0.33``, ``\\boxed{34} (34 ways)``), nor one
+    (``\\boxed{\\frac12} or 0.5``, ``\\boxed{\\frac13}, or about 0.33``, ``\\boxed{34} (34 ways)``, ``\\boxed{2} or
+    \\sqrt{4}``; a closed form is computed: ``\\boxed{2} or \\sqrt{2}`` and ``\\boxed{2} or e^2`` offer another
+    value, :mod:`~dapo.rewards.alternatives`), nor one
     that restates a list's values or counts its items (``\\boxed{1, 2} (2 solutions)``,
     :func:`~dapo.rewards.hedges.list_remark_changes`). An approximation or a restatement without
     brackets is read as in brackets (``\\boxed{\\frac13} \\approx 0.5``, ``\\boxed{\\frac13}, i.e. about 0.5``,
-    ``\\boxed{34} = 35``: another value; :func:`~dapo.rewards.hedges.bare_remark_changes`)."""
+    ``\\boxed{34} = 35``: another value; :func:`~dapo.rewards.hedges.bare_remark_changes`). A parenthesis
+    with brackets inside is read only for a computed form of another value (``\\boxed{2} (or \\exp(2))``)."""
     is_list = stated is not None and item_count(stated) > 1  # "\\pm 3" states two
     own = answer if is_list else without_bare_remark(answer)  # "\\boxed{34 \\approx 34} (about 35)": on 34
     if own is None:
@@ -116,6 +122,9 @@ def changed_after(after: str, answer: str, stated: list[str] | None = None) -> b
     restated = restates_list(stated, tail) if is_list and stated is not None else restates(answer, tail)
     if _ALTERNATIVE_AFTER.match(after) and not restated:
         return True
+    value = value_of(answer) if tail and not is_list else None  # nothing after the box: not computed
+    if alternative_is_the_value(tail, answer, value) is False:
+        return True  # "\\boxed{2} or e^2", "\\boxed{2}, otherwise 35": a value _ALTERNATIVE_AFTER does not name
     if _CONTINUED_AFTER.match(after):
         return True
     words = _TEXT_OPENING.sub(" ", after).replace("{", " ")  # "\\boxed{34}{\\text{ thousand}}" too
@@ -124,8 +133,9 @@ def changed_after(after: str, answer: str, stated: list[str] | None = None) -> b
     if list_tail_changes(stated, tail) if is_list and stated is not None else bare_remark_changes(answer, tail):
         return True  # "\\boxed{\\frac13} \\approx 0.5", "\\boxed{34, 5} \\approx 35"
     remark = _REMARK_AFTER.match(after) or _REMARK_AFTER.match(words)  # "\\boxed{34} \\text{ (negative)}"
-    if remark is None:
-        return False
+    if remark is None:  # "\\boxed{2} (or \\exp(2))": brackets inside, only a computed form is read
+        nested = _NESTED_REMARK_AFTER.match(after)
+        return nested is not None and alternative_is_the_value(nested.group(1), answer, value) is False
     if is_list and stated is not None:
         return list_remark_changes(remark.group(1), stated)
     return remark_changes_the_number(remark.group(1), answer)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import re
 
+from dapo.rewards.alternatives import alternative_is_the_value
 from dapo.rewards.answer_lists import answer_items
 from dapo.rewards.answer_text import HEDGE, Extracted, sign_before, signed
 from dapo.rewards.answer_text import bound_response as bound_response
@@ -44,7 +45,7 @@ from dapo.rewards.boxes import (
 )
 from dapo.rewards.hedges import bare_remark_changes, list_tail_changes, restates_list
 from dapo.rewards.inequalities import is_inequality_disjunction
-from dapo.rewards.number_forms import SCALE_WORDS, restates, starts_with_scale_word
+from dapo.rewards.number_forms import SCALE_WORDS, restates, starts_with_scale_word, value_of
 
 # "Answer:", "**Answer:**", "Final answer :", full-width colon; or a heading alone on its line with
 # no colon ("**Final Answer**", "## Answer"), whose answer is the next non-empty line. Quantifiers
@@ -273,11 +274,17 @@ _REMARK_AFTER_MATH = re.compile(r"(?<=\$) {0,3}\(([^()]{0,400})\)\s*$")
 def _drop_remark_after_math(line: str) -> str:
     """``$540$ (since $n$ is even)`` -> ``$540$``: a remark in words after the answer's math, whose
     own math states no number (``$34$ (but $35$ if $n$ is odd)`` offers a second answer) and which
-    does not scale it (``(in thousands of $x$)``)."""
+    does not scale it (``(in thousands of $x$)``); or an alternative or restatement whose computed
+    value is the answer's (``$2$ (or $\\sqrt{4}$)``; ``$2$ (which is $\\pi$)`` is kept: two answers,
+    :mod:`~dapo.rewards.alternatives`)."""
     remark = _REMARK_AFTER_MATH.search(line)
     if remark is None or "$" not in remark.group(1):
         return line
     inside = remark.group(1)
+    segment = (_math_segments(line[: remark.start()]) or [""])[-1]  # "$2$ (or $\\sqrt{4}$)": a form computed decides
+    same = alternative_is_the_value(inside.replace("$", " "), segment, value_of(segment)) if segment else None
+    if same is not None:
+        return line[: remark.start()] if same else line
     words = "".join(inside.replace("\\$", "").split("$")[0::2])
     if (re.search(r"[A-Za-z]{2}", words) and not HEDGE.search(words)
             and not any(c.isdigit() for segment in _math_segments(inside) for c in segment)
@@ -298,7 +305,8 @@ def _single_segment_answer(line: str, segment: str) -> str | None:
     (``$34$ or 35``, ``$34$ (or 35)``), as for boxes, or the words before it negate or bound it
     (``not $34$``, ``at least $34$``). A closing remark that only restates the segment's value, its
     "or" included, offers none, in brackets or not, as after a box (``$\\frac13$ (or about 0.33)``,
-    ``$\\frac13$, or about 0.33``, ``$34$ (or 34.0)``)."""
+    ``$\\frac13$, or about 0.33``, ``$34$ (or 34.0)``); an alternative or restatement whose computed value
+    is another offers one (``$2$ alternatively \\sqrt{2}``, :mod:`~dapo.rewards.alternatives`)."""
     parts = line.replace("\\$", "").split("$")
     after = "".join(parts[2:]).strip()
     segment = signed(segment.strip(), sign_before(parts[0]))
@@ -307,6 +315,8 @@ def _single_segment_answer(line: str, segment: str) -> str | None:
     items = answer_items(segment)
     restated = restates(segment, tail) or (len(items) > 1 and restates_list(items, tail))
     bare = None if remark is not None or restated else bare_remark_changes(segment, tail)  # "$\frac13$ \approx 0.5"
+    if bare is None and not restated and tail and len(items) == 1:  # "$2$ alternatively \sqrt{2}"
+        bare = alternative_is_the_value(tail, segment, value_of(segment)) is False or None
     if len(items) > 1 and remark is None and not restated and list_tail_changes(items, tail):
         bare = True  # "$5, 34$ \approx 34": the list's values are 5 and 34
     if HEDGE.search(parts[0] + " " + ("" if restated else after)) or _QUALIFIER.search(parts[0][-40:]) or bare:

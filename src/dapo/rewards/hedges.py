@@ -20,7 +20,9 @@ Rules (each a false positive before: a hedge or a second value was accepted):
   ``\\boxed{34}, which is 35``). ``34 \\approx 34`` states 34; ``34 \\approx 35`` is wrong. An answer
   whose value is not computed (a name, ``x \\approx 34``, which math-verify's suite counts right;
   ``a^2 \\approx 7.39``) or a named rational (``x = 1/3 \\approx 1.3``, right in that suite) is left
-  as it is; a named closed form is not (``x = \\sqrt2 \\approx 7`` is wrong).
+  as it is; a named closed form is not (``x = \\sqrt2 \\approx 7`` is wrong). A value may end in Euler's
+  ``e`` or a parenthesis as in a digit (before, such an approximation was never read: ``x = e \\approx
+  3.5`` and ``\\ln(2) \\approx 7`` were right).
 
 String work on at most the last 500 characters, with bounded quantifiers: linear, safe in the
 parent process.
@@ -33,6 +35,12 @@ from collections.abc import Iterator
 from decimal import Decimal
 from fractions import Fraction
 
+from dapo.rewards.alternatives import (
+    NUMBER_OR_THOUSANDS,
+    NUMBER_TOKEN,
+    OPENING,
+    alternative_is_the_value,
+)
 from dapo.rewards.answer_lists import answer_items
 from dapo.rewards.approximations import (
     APPROXIMATION_OPENING,
@@ -44,7 +52,6 @@ from dapo.rewards.approximations import (
 from dapo.rewards.counts import item_count, stated_count
 from dapo.rewards.number_forms import (
     ARITHMETIC,
-    NUMBER_TOKEN,
     SCALE_WORDS,
     TEXT_WRAPPED,
     VARIABLE_PREFIX,
@@ -73,10 +80,9 @@ _BARE_MARKER = re.compile(
 _ALL_MARKER_STARTS = frozenset("=≈∼\\iatwsrncle")  # ... of _BARE_MARKER
 # A parenthesis closing a remark: "\\pi \\approx 3.14 (3 cases)".
 _CLOSING_PARENTHESIS = re.compile(r"\(([^()]{0,400})\)$")
-# A number a remark on a list may restate, with a K glued to it: "\\approx 34K, 5K" states 34000 and 5000.
-_NUMBER_OR_THOUSANDS = re.compile(NUMBER_TOKEN.pattern + r"(?:[Kk](?![A-Za-z]))?")
 _MARKER_STARTS = frozenset("≈∼\\iatwsrnc")  # the first character of each marker, lower-cased
-_VALUE_END = re.compile(r"(?:[0-9}]|\\pi) {0,3},? {0,3}$")
+# A value's end: a digit, a brace, \\pi, Euler's e (a lone e: "x = e \\approx 2.72") or a parenthesis ("\\ln(2)").
+_VALUE_END = re.compile(r"(?:[0-9})]|\\pi|(?<![A-Za-z\\])e) {0,3},? {0,3}$")
 
 
 def list_remark_changes(remark: str, items: list[str]) -> bool:
@@ -101,13 +107,13 @@ def restates_list(items: list[str], remark: str) -> bool:
     """Whether every number in ``remark`` is the value of one of ``items`` (rounded to the places it
     gives, after an approximation), every item's value is among them, and no scale word follows:
     ``or 5, 34`` and ``i.e. 34 and 5`` for ``34, 5``; ``\\approx 0.33, 0.5`` for ``\\frac13, \\frac12``."""
-    numbers = [number.rstrip(",") for number in _NUMBER_OR_THOUSANDS.findall(remark[:_MAX_TAIL])]
+    numbers = [number.rstrip(",") for number in NUMBER_OR_THOUSANDS.findall(remark[:_MAX_TAIL])]
     if not numbers or len(numbers) > _MAX_NUMBERS or len(items) > _MAX_NUMBERS:
         return False
     if {word.lower() for word in re.findall(r"[A-Za-z]+", remark[:_MAX_TAIL])} & SCALE_WORDS:
         return False
     values = [value_of(item) for item in items]
-    if any(value is None for value in values):
+    if any(value is None for value in values) or _names_another_value(remark, items, values):
         return False
     approximate = APPROXIMATION_OPENING.match(remark) is not None
     covered: set[int] = set()
@@ -120,6 +126,17 @@ def restates_list(items: list[str], remark: str) -> bool:
             return False
         covered.update(found)
     return len(covered) == len(items)
+
+
+def _names_another_value(remark: str, items: list[str], values: list[Fraction | Decimal | None]) -> bool:
+    """Whether a part of ``remark`` (after an "or", "i.e.", "=") is a closed form, not a plain numeral,
+    whose computed value is none of the items' ``values``: ``or 1, \\sqrt{2}`` for ``1, 2`` (the 2 inside
+    ``\\sqrt{2}`` restates nothing, :mod:`~dapo.rewards.alternatives`). A form not computed is left."""
+    opening = OPENING.match(remark[:_MAX_TAIL])
+    parts = answer_items(remark[opening.end() if opening else 0 : _MAX_TAIL])[:_MAX_NUMBERS]
+    units = " ".join(items)[:_MAX_TAIL]  # "50\\%, 25\\%": a form may restate them in other units
+    return any(not NUMBER_OR_THOUSANDS.fullmatch(part.strip()) and all(
+        alternative_is_the_value(f"or {part}", units, value) is False for value in values) for part in parts)
 
 
 def list_tail_changes(items: list[str], tail: str) -> bool:
@@ -165,16 +182,17 @@ def bare_remark_changes(answer: str, tail: str) -> bool | None:
 
 
 def _markers(text: str, pattern: re.Pattern[str], starts: frozenset[str]) -> Iterator[int]:
-    """Where ``pattern`` (a marker) matches ``text`` outside brackets, right after a value (a digit, a
-    brace or ``\\pi``, then blank space or a comma), not inside a word: ``\\approx`` in ``\\sqrt2
-    \\approx 7``, not in ``x \\approx 34`` or ``\\sqrt``. One bounded match per character: linear."""
+    """Where ``pattern`` (a marker) matches ``text`` outside brackets, right after a value (a digit, a brace,
+    a closing parenthesis, ``\\pi`` or a lone ``e``, then blank space or a comma), not inside a word:
+    ``\\approx`` in ``\\sqrt2 \\approx 7``, not in ``x \\approx 34`` or ``\\sqrt``. One bounded match per
+    character: linear."""
     depth = 0
     for at, char in enumerate(text[:_MAX_TAIL]):
         depth += char in "([{"
         depth -= char in ")]}"
         if depth != 0 or char.lower() not in starts or (char.isalpha() and at and text[at - 1].isalpha()):
             continue
-        if pattern.match(text, at) is not None and _VALUE_END.search(text[max(0, at - 12) : at]) is not None:
+        if pattern.match(text, at) is not None and _VALUE_END.search(text, max(0, at - 12), at) is not None:
             yield at
 
 
@@ -183,7 +201,8 @@ def without_bare_remark(answer: str) -> str | None:
     (:func:`bare_remark_changes`): ``\\sqrt2 \\approx 1.414`` -> ``\\sqrt2``, ``34 \\approx 34`` ->
     ``34``, ``\\frac13, i.e. about 0.33`` -> ``\\frac13``; None when it offers another value
     (``\\sqrt2 \\approx 7``, ``\\frac13, i.e. about 0.5``). The remark starts at the first approximation
-    marker after a value (a digit, a brace or ``\\pi``) outside brackets. ``answer`` itself when there
+    marker after a value (a digit, a brace, ``)``, ``\\pi`` or Euler's ``e``: ``x = e \\approx 3.5`` is
+    wrong, ``\\ln(2) \\approx 0.69`` right) outside brackets. ``answer`` itself when there
     is no such remark, its head has no computed value (``a^2 \\approx 7.39``; a later marker is still
     read) or is a name (``x \\approx 34``) or a named rational (``x = 1/3 \\approx 1.3``): both right in
     math-verify's own suite, left to it. A named closed form is checked as a bare one (``x = \\sqrt2

@@ -19,13 +19,8 @@ import unicodedata
 from decimal import Decimal
 from fractions import Fraction
 
-from dapo.rewards.approximations import (
-    APPROXIMATELY,
-    approximates_with_a_form,
-    is_rounding_of,
-    real_value,
-    restates_value,
-)
+from dapo.rewards.alternatives import NUMBER_OR_THOUSANDS, NUMBER_TOKEN, computed_form
+from dapo.rewards.approximations import APPROXIMATELY, is_rounding_of, real_value, restates_value
 from dapo.rewards.counts import counts_the_derivation, item_count, stated_count
 from dapo.rewards.exact_numbers import exact_rational
 
@@ -182,9 +177,6 @@ _OPENING_WORD = re.compile(r"\s*(?:in\s+)?([A-Za-z]+)")
 # and not a negative answer, which it describes: "-5 (negative)".
 _SIGN_WORDS = frozenset(("negative", "minus", "neg", "below"))
 _BELOW_ZERO = re.compile(r"\s*below(?:\s+(?:zero|0|sea\s+level|freezing))?\s*$", re.IGNORECASE)
-# A number a remark or an "or" may restate: 34, 1,000, 0.5, -2, 1/2, \frac{1}{2}, \frac12.
-NUMBER_TOKEN = re.compile(r"[+\-\u2212]?(?:\\[dt]?frac(?:\{[+-]?[0-9]{1,50}\}|[0-9])(?:\{[0-9]{1,50}\}|[0-9])(?![0-9])"
-                           r"|[0-9][0-9,]{0,60}(?:\.[0-9]{1,50})?(?:/[0-9]{1,50})?)")
 _SCALE_LETTERS = frozenset(("k", "m", "b"))  # 34K, 3M, 2B
 _OR_WORD = re.compile(r"(?<![A-Za-z])(?:or|either)(?![A-Za-z])", re.IGNORECASE)
 
@@ -199,19 +191,19 @@ def remark_changes_the_number(remark: str, answer: str = "") -> bool:
     every number is that answer's value restates it (``34 (34 ways)``, ``\\frac12 (or 0.5)``), and a
     sign word describes a negative answer (``-5 (negative)``).
 
-    Approximations (``about``, ``~``, ``\\approx``, also after ``or``, ``i.e.``): a number that is not
-    the answer's value (:func:`~dapo.rewards.approximations.real_value` computes a closed form's) rounded
-    to the places it gives (a glued K counts thousands), or that a scale word follows, hedges with
-    another value (``34 (about 34K)``, ``e^2 (about 9)``); so does a closed form that is not the value
-    (``\\sqrt2 (\\approx \\frac{1}{1})``). An answer not computed (``\\ln x``) keeps them remarks. Counts
-    (:mod:`~dapo.rewards.counts`): of the derivation's steps, a remark (``34 (3 cases)``); of the
-    answer's items, a remark when it is their number or the answer (``34 (1 solution)``, ``2 (two
-    solutions)``); any other offers another answer (``34 (2 solutions)``, ``34 (35 ways)``)."""
+    Approximations (``about``, ``~``, ``\\approx``, also after ``or``, ``i.e.``): a number that is not the
+    answer's value (:func:`~dapo.rewards.approximations.real_value` computes a closed form's) rounded to the
+    places it gives (a glued K counts thousands), or that a scale word follows, hedges with another value
+    (``34 (about 34K)``, ``e^2 (about 9)``); so does a closed form that is not the value (``\\sqrt2 (\\approx
+    \\frac{1}{1})``, ``2 (or \\sqrt{2})``: :mod:`~dapo.rewards.alternatives`). An answer not computed (``\\ln
+    x``) keeps them remarks. Counts (:mod:`~dapo.rewards.counts`): of the derivation's steps, a remark (``34
+    (3 cases)``); of the answer's items, a remark when it is their number or the answer (``34 (1 solution)``,
+    ``2 (two solutions)``); any other offers another answer (``34 (2 solutions)``, ``34 (35 ways)``)."""
     opening = _opening_word(remark)
     if opening in _SIGN_WORDS and (opening != "below" or _BELOW_ZERO.match(remark)):
         return not _is_negative(answer)
     value = value_of(answer) if answer else None
-    form = approximates_with_a_form(remark, value)  # computed, so it decides: "2 (\\approx \\sqrt{2})" is another
+    form = computed_form(remark, answer, value)  # computed, so it decides: "2 (or \\sqrt{2})" is another
     if form is not None or (answer and (only_restates(answer, remark) or restates_value(remark, answer, value))):
         return form is False
     approximately = APPROXIMATELY.match(remark)
@@ -231,24 +223,27 @@ def remark_changes_the_number(remark: str, answer: str = "") -> bool:
 def only_restates(answer: str, text: str) -> bool:
     """Whether ``text`` (a remark, or what follows "or") states a number, and every number it states
     has the rational value ``answer`` states (``34 ways`` or ``answer: 34`` for 34, ``0.5`` for
-    ``\\frac12``), with no scale word (``34 thousand``); False when ``answer`` is not rational."""
+    ``\\frac12``; a glued K counts thousands: ``34K`` for 34000, not 34), with no scale word (``34
+    thousand``); False when ``answer`` is not rational. Digits inside a closed form are no number it
+    states: :func:`~dapo.rewards.alternatives.computed_form` decides those first (``or \\sqrt{2}``)."""
     stated = _rational_value(answer)
-    numbers = NUMBER_TOKEN.findall(text[:400])
+    numbers = NUMBER_OR_THOUSANDS.findall(text[:400])  # "34K" is 34000, as in an approximation
     if stated is None or not numbers or len(numbers) > 8:
         return False
-    words = {word.lower() for word in re.findall(r"[A-Za-z]+", text[:400])}
+    words = {word.lower() for word in re.findall(r"[A-Za-z]+", NUMBER_OR_THOUSANDS.sub(" ", text[:400]))}
     return not words & (SCALE_WORDS | _SCALE_LETTERS) and all(_rational_value(n.rstrip(",")) == stated for n in numbers)
 
 
 def restates(answer: str, remark: str) -> bool:
     """Whether ``remark`` only restates ``answer``'s value: every number in it is that value
-    (:func:`only_restates`: ``or 0.5`` for ``\\frac12``), it is that value in another closed form
-    (``or \\frac{1}{\\sqrt2}`` for ``\\frac{\\sqrt2}{2}``; after an approximation word too, where another
-    form is another value: ``\\approx \\sqrt2`` after 2), or it is one approximation of the value, rounded
-    to the places it gives (``or about 0.33``, ``\\approx 0.333`` for ``\\frac13``, ``or about 1.41`` for
-    ``\\sqrt2``: a value :func:`~dapo.rewards.approximations.real_value` computes)."""
+    (:func:`only_restates`: ``or 0.5`` for ``\\frac12``), it is that value in another closed form (``or
+    \\frac{1}{\\sqrt2}`` for ``\\frac{\\sqrt2}{2}``, ``or \\sqrt{4}`` for 2; a computed form that is another
+    value never restates it, whatever its digits: ``or \\sqrt{2}``, ``\\approx \\sqrt2`` after 2), or it is
+    one approximation of the value, rounded to the places it gives (``or about 0.33``, ``\\approx 0.333`` for
+    ``\\frac13``, ``or about 1.41`` for ``\\sqrt2``: a value :func:`~dapo.rewards.approximations.real_value`
+    computes)."""
     value = value_of(answer)
-    form = approximates_with_a_form(remark, value)  # "\\approx \\sqrt2" after 2: another value, whatever its digits
+    form = computed_form(remark, answer, value)  # "\\approx \\sqrt2", "or \\sqrt2" after 2: another value
     if form is not None or only_restates(answer, remark) or restates_value(remark, answer, value):
         return form is not False
     approximately = APPROXIMATELY.match(remark)
@@ -272,7 +267,8 @@ def without_closing_remark(answer: str) -> str | None:
     ``(mod 7)``, ``(exact)``, not ``(ab)`` or ``(abc)``, which may be a product), an approximation
     (``(\\approx 0.333)``, ``(~0.33)``), an "or" (``(or 0.5)``) or a restatement (``(= 0.5)``), and no
     arithmetic (``\\frac12 (x+1)`` is a product, kept) unless it is an approximation by a closed form
-    that is computed (``\\sqrt2 (\\approx \\frac{1}{1})``, :func:`~dapo.rewards.approximations.approximates_with_a_form`).
+    or an alternative in one that is computed (``\\sqrt2 (\\approx \\frac{1}{1})``, ``2 (or \\sqrt{4})``,
+    :func:`~dapo.rewards.alternatives.computed_form`).
     None when the remark changes the answer (:func:`remark_changes_the_number`: ``\\frac13 (about
     0.5)``, ``(or 35)``, ``(= 0.6)``); one with an "or" or "either" is dropped only when it restates
     the value (:func:`restates`), else kept for the hedge rule, as is an "or" without brackets
@@ -284,7 +280,7 @@ def without_closing_remark(answer: str) -> str | None:
         return head.rstrip() if alternative and restates(head, TEXT_WRAPPED.sub(r"\1", alternative.group(1))) else answer
     inside = TEXT_WRAPPED.sub(r"\1", closing.group(1))  # "(\text{about } 0.5)": its words
     head = answer[: len(answer) - len(closing.group(0))].rstrip()
-    form = ARITHMETIC.search(inside) and approximates_with_a_form(inside, value_of(head)) is not None  # checked
+    form = ARITHMETIC.search(inside) and computed_form(inside, head, value_of(head)) is not None  # checked
     is_remark = (states_words(inside) or form or APPROXIMATELY.match(inside) is not None  # "(\\approx \\frac{1}{1})"
                  or _OR_WORD.search(inside) is not None or _RESTATED_AS.match(inside) is not None)
     if not is_remark or (ARITHMETIC.search(inside) and not form):

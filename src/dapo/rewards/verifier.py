@@ -20,8 +20,9 @@ Policy (what counts as correct), in order:
    describes or restates it (``\\frac13 (approximately 0.33)``, ``(or about 0.33)``, ``\\frac13, or
    about 0.33``, ``\\sqrt2 (about 1.41)``) and makes it wrong when it offers another value
    (``(about 0.5)``, ``(or 35)``, ``(or x = 35)``, ``\\sqrt2 (about 7)``, ``e^2 (about 9)``, ``34 (about 34K)``,
-   ``\\sqrt2 (\\approx \\frac{1}{1})``); a count of the answer's items is a remark when it is their
-   number (``34 (1 solution)``; ``(2 solutions)`` offers another), see
+   ``\\sqrt2 (\\approx \\frac{1}{1})``; a closed form by its computed value, ``2 (or \\sqrt{2})`` offers
+   another and ``2 (or \\sqrt{4})`` restates it, :mod:`~dapo.rewards.alternatives`); a count of the
+   answer's items is a remark when it is their number (``34 (1 solution)``; ``(2 solutions)`` offers another), see
    :func:`~dapo.rewards.number_forms.without_closing_remark`; then a final answer offering several
    candidates ("34 or 35", two different boxes on the last line, two ``$...$`` segments on the
    answer line) is wrong, and so is one naming a unit other than the ground truth's (``34 hours``

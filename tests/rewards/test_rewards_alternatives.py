@@ -1,0 +1,182 @@
+"""An alternative or restatement in math after an answer, an approximation after ``e`` or ``)``,
+and a glued K in a restatement (rows marked "before:" had the other verdict before this change;
+the rest guard what stays).
+
+1. An alternative or restatement in a closed form is compared by its computed value, not digit by
+   digit: ``\\boxed{2} (or \\sqrt{2})`` offered another value and was accepted because of the 2
+   inside ``\\sqrt{2}``; ``(or \\sqrt{4})`` and ``\\boxed{\\sqrt2} (or 2^{1/2})`` restate it --
+   alternatives, number_forms, boxes, extract.
+2. An approximation without brackets after an answer ending in Euler's ``e`` or ``)`` is checked:
+   ``x = e \\approx 3.5`` is wrong -- hedges.
+3. A K glued to a restated number counts thousands: ``\\boxed{34000} = 34K`` is right, ``\\boxed{34}
+   = 34K`` wrong -- number_forms (only_restates), alternatives (NUMBER_OR_THOUSANDS).
+"""
+
+from __future__ import annotations
+
+import time
+from decimal import Decimal
+from fractions import Fraction
+
+import pytest
+
+from dapo.rewards import verify
+from dapo.rewards.alternatives import alternative_is_the_value
+from dapo.rewards.hedges import without_bare_remark
+from dapo.rewards.number_forms import only_restates, restates, value_of
+from dapo.rewards.verifier import prepare
+
+A = "Let me think step by step.\nSo the total is computed.\n"
+_SQRT2 = value_of("\\sqrt2")  # as the verifier computes it (120 digits)
+
+CASES: list[tuple[str, str, bool, str]] = [
+    # --- 1. an alternative in a closed form: its value, not its digits ---
+    (A + "So \\boxed{2} (or \\sqrt{2})", "2", False, "boxed"),  # before: right
+    (A + "So \\boxed{2} (or \\sqrt{2})", "2", False, "any"),  # before: right
+    (A + "So \\boxed{2} (or 2\\sqrt{2})", "2", False, "boxed"),  # before: right
+    (A + "So \\boxed{2} (or \\frac{2}{3})", "2", False, "boxed"),
+    (A + "So \\boxed{2}, or \\sqrt{2}", "2", False, "boxed"),  # before: right
+    (A + "So \\boxed{2} or \\sqrt 2", "2", False, "boxed"),  # before: right
+    (A + "So \\boxed{2} (or 2^2)", "2", False, "boxed"),  # before: right
+    (A + "So \\boxed{2} (or 2\\pi)", "2", False, "boxed"),  # before: right
+    (A + "So \\boxed{2} (or x = \\sqrt{2})", "2", False, "boxed"),  # before: right
+    (A + "So \\boxed{2} (= \\sqrt{2})", "2", False, "boxed"),  # before: right
+    (A + "So \\boxed{2} (or e^2)", "2", False, "boxed"),  # before: right
+    (A + "So \\boxed{2} (or \\ln 5)", "2", False, "boxed"),  # before: right
+    (A + "So \\boxed{2}, or e^2", "2", False, "boxed"),  # before: right (no digit after the "or")
+    (A + "So \\boxed{2} (or \\exp(2))", "2", False, "boxed"),  # before: right (brackets inside)
+    (A + "So \\boxed{2} (or \\log 7)", "2", False, "boxed"),  # before: right (0.85 or 1.95: neither is 2)
+    (A + "So \\boxed{34} (= \\frac{2}{3})", "34", False, "boxed"),  # before: right
+    (A + "So \\boxed{34} (which is \\frac{69}{2})", "34", False, "boxed"),  # before: right
+    (A + "So \\boxed{\\pi} (= \\frac{22}{7})", "\\pi", False, "boxed"),  # before: right
+    (A + "So \\boxed{34}, otherwise 35", "34", False, "boxed"),  # before: right
+    (A + "So \\boxed{\\sqrt2} (\\lor 1.414)", "\\sqrt2", False, "boxed"),  # before: right
+    (A + "So \\boxed{2} (or \\sqrt{2} if n is odd)", "2", False, "boxed"),  # before: right
+    (A + "So \\boxed{2} (and \\sqrt{2})", "2", False, "boxed"),  # before: right
+    (A + "So \\boxed{1, 2} (or 1, \\sqrt{2})", "1, 2", False, "boxed"),  # before: right
+    (A + "So \\boxed{1, 2} (or 2, 1)", "1, 2", True, "boxed"),
+    (A + "So \\boxed{2} (or \\sqrt{4} if simplified)", "2", True, "boxed"),  # before: wrong
+    (A + "Answer: 2 (or \\sqrt 2)", "2", False, "answer"),
+    (A + "Answer: 2 (or \\sqrt{2})", "2", False, "answer"),
+    (A + "Answer: 2, or \\sqrt{2}", "2", False, "answer"),  # before: right
+    (A + "Answer: $2$ alternatively \\sqrt{2}", "2", False, "answer"),  # before: right
+    (A + "Answer: $2$ (which is $\\pi$)", "2", False, "answer"),  # before: right (a relative clause)
+    (A + "So \\boxed{2} (or \\frac{4}{2})", "2", True, "boxed"),
+    (A + "So \\boxed{2} (or \\sqrt{4})", "2", True, "boxed"),
+    (A + "So \\boxed{2} (or 2.0)", "2", True, "boxed"),
+    (A + "So \\boxed{2} (or two)", "2", True, "boxed"),
+    (A + "So \\boxed{2} (or \\ln e^2)", "2", True, "boxed"),
+    (A + "So \\boxed{4} (or 2^2)", "4", True, "boxed"),  # before: wrong
+    (A + "So \\boxed{\\frac12} (or 0.5)", "\\frac12", True, "boxed"),
+    (A + "So \\boxed{\\sqrt2} (or 2^{1/2})", "\\sqrt2", True, "boxed"),  # before: wrong
+    (A + "So \\boxed{\\sqrt2} (or \\sqrt{2})", "\\sqrt2", True, "boxed"),
+    (A + "So \\boxed{\\sqrt2} (or \\frac{2}{\\sqrt2})", "\\sqrt2", True, "boxed"),
+    (A + "Answer: 2 (or \\sqrt{4})", "2", True, "answer"),  # before: wrong (a hedge)
+    (A + "Answer: $2$ (or $\\sqrt{4}$)", "2", True, "answer"),  # before: wrong (two segments)
+    (A + "Answer: \\sqrt2 (or \\sqrt{2})", "\\sqrt2", True, "answer"),  # before: wrong (a hedge)
+    # ... left as before where nothing is computed: a letter, a bare \log that may be the value, a
+    # condition after "i.e.", a rounding written with "=", an answer in degrees
+    (A + "So \\boxed{2} (or x^2)", "2", True, "boxed"),
+    (A + "So \\boxed{2} (or 2x)", "2", True, "boxed"),
+    (A + "So \\boxed{2} (or \\log 100)", "2", True, "boxed"),  # base 10: 2
+    (A + "So \\boxed{34} (i.e. n = 3)", "34", True, "boxed"),
+    (A + "So \\boxed{34} (and n = 3)", "34", True, "boxed"),
+    (A + "So \\boxed{\\sqrt2} (= 1.414)", "\\sqrt2", True, "boxed"),
+    (A + "So \\boxed{\\pi} = 3.14", "\\pi", True, "boxed"),
+    (A + "So \\boxed{30^\\circ} (= \\frac{\\pi}{6})", "30^\\circ", True, "boxed"),
+    (A + "So \\boxed{34} (or 35)", "34", False, "boxed"),
+    # --- 2. an approximation after an answer ending in e or ) ---
+    (A + "Answer: x = e \\approx 3.5", "e", False, "answer"),  # before: right
+    (A + "Answer: e \\approx 3.5", "e", False, "answer"),  # before: right
+    (A + "So \\boxed{x = e \\approx 3.5}", "e", False, "boxed"),  # before: right
+    (A + "Answer: 2e \\approx 6", "2e", False, "answer"),  # before: right
+    (A + "Answer: \\ln(2) \\approx 7", "\\ln 2", False, "answer"),  # before: right
+    (A + "Answer: (1+\\sqrt2) \\approx 2.5", "1+\\sqrt2", False, "answer"),  # before: right
+    (A + "Answer: x = e \\approx 2.72", "e", True, "answer"),
+    (A + "Answer: e \\sim 2.72", "e", True, "answer"),  # before: wrong
+    (A + "Answer: \\ln(2) \\sim 0.69", "\\ln 2", True, "answer"),  # before: wrong
+    (A + "Answer: (1+\\sqrt2) \\approx 2.41", "1+\\sqrt2", True, "answer"),
+    (A + "Answer: x \\approx 34", "34", True, "answer"),  # a name: math-verify's suite
+    (A + "Answer: f(2) \\approx 34", "34", False, "answer"),  # not computed: left as it was (wrong)
+    # --- 3. a K glued to a restated number: thousands ---
+    (A + "So \\boxed{34000} = 34K", "34000", True, "boxed"),  # before: wrong
+    (A + "So \\boxed{34000} (= 34K)", "34000", True, "boxed"),  # before: wrong
+    (A + "So \\boxed{34000} (34K)", "34000", True, "boxed"),  # before: wrong
+    (A + "So \\boxed{34000} (or 34k)", "34000", True, "boxed"),  # before: wrong
+    (A + "So \\boxed{2500} = 2.5K", "2500", True, "boxed"),  # before: wrong
+    (A + "Answer: $34000$ = 34K", "34000", True, "answer"),  # before: wrong
+    (A + "So \\boxed{34} = 34K", "34", False, "boxed"),
+    (A + "So \\boxed{34} (= 34K)", "34", False, "boxed"),
+    (A + "So \\boxed{34000} = 35K", "34000", False, "boxed"),
+    (A + "So \\boxed{34000} (= 34 K)", "34000", False, "boxed"),  # spaced: kelvin, 34
+]
+
+
+@pytest.mark.parametrize("response,gold,expected,extractor", CASES)
+def test_alternatives_and_restatements(response: str, gold: str, expected: bool, extractor: str) -> None:
+    assert verify(response, gold, extractor)[0] is expected
+
+
+@pytest.mark.parametrize(
+    "remark,answer,value,expected",
+    [("or \\sqrt{2}", "2", Fraction(2), False), ("or \\sqrt{4}", "2", Fraction(2), True),
+     ("or \\frac{4}{2}", "2", Fraction(2), True), ("= \\sqrt 2", "2", Fraction(2), False),
+     ("or equivalently x = 2^{1/2}", "\\sqrt2", _SQRT2, True), ("\\lor e", "2", Fraction(2), False),
+     ("or \\log 7", "2", Fraction(2), False), ("or \\log 100", "2", Fraction(2), None),
+     ("or x^2", "2", Fraction(2), None), ("or 2x", "2", Fraction(2), None), ("or two", "2", Fraction(2), None),
+     ("i.e. n = 3", "34", Fraction(34), None), ("or n = 3", "34", Fraction(34), False),
+     ("= 1.414", "\\sqrt2", _SQRT2, None), ("or 1.414", "\\sqrt2", _SQRT2, False),
+     ("= \\frac{\\pi}{6}", "30^\\circ", Fraction(30), None), ("or \\frac{1}{2}", "50\\%", Fraction(50), None),
+     ("and \\sqrt{2}", "2", Fraction(2), False), ("since \\sqrt{2} > 1", "2", Fraction(2), None),
+     ("or \\sqrt{2}", "x", None, None), ("or \\frac{1}{3}\\cdot 3", "1", Fraction(1), True),
+     ("or $\\sqrt{4}$.", "2", Fraction(2), True), ("or \\(\\sqrt{2}\\)", "2", Fraction(2), False),
+     ("or \\sqrt{2} if n is odd", "2", Fraction(2), False), ("or \\sqrt{2} if n > 1", "2", Fraction(2), None),
+     ("or 2 for n = 1", "2", Fraction(2), None), ("and x = \\sqrt{2}", "2", Fraction(2), None),
+     ("but 3", "2", Fraction(2), False)],
+)
+def test_alternative_is_the_value(remark: str, answer: str, value: Fraction | Decimal | None,
+                                  expected: bool | None) -> None:
+    assert alternative_is_the_value(remark, answer, value) is expected
+
+
+@pytest.mark.parametrize(
+    "answer,text,expected",
+    [("34000", "34K", True), ("34000", "= 34k", True), ("34", "34K", False), ("2500", "2.5K", True),
+     ("34000", "34 K", False), ("34", "34 ways", True), ("34", "34 thousand", False), ("34", "34Km", True)],
+)
+def test_only_restates_reads_a_glued_k_as_thousands(answer: str, text: str, expected: bool) -> None:
+    assert only_restates(answer, text) is expected
+
+
+@pytest.mark.parametrize(
+    "answer,remark,expected",
+    [("2", "or \\sqrt{2}", False), ("2", "or \\sqrt{4}", True), ("\\sqrt2", "or 2^{1/2}", True),
+     ("2", "\\approx \\sqrt2", False), ("\\frac12", "or 0.5", True), ("34000", "= 34K", True)],
+)
+def test_restates_by_value(answer: str, remark: str, expected: bool) -> None:
+    assert restates(answer, remark) is expected
+
+
+@pytest.mark.parametrize(
+    "answer,expected",
+    [("x = e \\approx 3.5", None), ("x = e \\approx 2.72", "x = e"), ("e\\approx 2.718", "e"),
+     ("\\ln(2) \\approx 7", None), ("(1+\\sqrt2) \\approx 2.41", "(1+\\sqrt2)"),
+     ("f(2) \\approx 34", "f(2) \\approx 34"),
+     ("the value \\approx 3", "the value \\approx 3"), ("x \\approx 34", "x \\approx 34")],
+)
+def test_an_approximation_after_e_or_a_parenthesis(answer: str, expected: str | None) -> None:
+    assert without_bare_remark(answer) == expected
+
+
+@pytest.mark.parametrize(
+    "response",
+    ["\\boxed{2} (or " + "\\sqrt{" * 3000 + "2" + "}" * 3000 + ")", "\\boxed{2} (or " + "(" * 50_000 + ")",
+     "\\boxed{2}, or " + "\\log " * 20_000 + "7", "Answer: $2$ (or $" + "2^{" * 5000 + "}" * 5000 + "$)",
+     "Answer: x = e" + " \\approx 2.72" * 5000, "\\boxed{34000} = " + "34K" * 30_000,
+     "Answer: $2$ alternatively " + "\\exp(" * 10_000 + "1" + ")" * 10_000],
+)
+def test_alternatives_stay_fast_on_hostile_text(response: str) -> None:
+    for extractor in ("answer", "boxed", "any"):
+        start = time.perf_counter()
+        prepare(response, "2", extractor)  # the parent-process part: string work only
+        assert time.perf_counter() - start < 0.5, extractor

@@ -325,7 +325,18 @@ def test_auto_extractor_rule() -> None:
      ("a^2", None), ("x+1", None), ("\\ln x", None), ("45^\\circ", None), ("\\sqrt{2} \\text{ cm}", None),
      ("\\sqrt23", None), ("\\frac123", None), ("2^10", None), ("2 3", None), ("2{3}", None), ("\\sqrt{-1}", None),
      ("\\frac{1}{0}", None), ("0^{-1}", None), ("(-8)^{\\frac13}", None), ("2^{100}", None), ("(10^{50})^{64}", None),
-     ("2^{2^{2^{2^{2}}}}", None), ("\\sqrt[65]{2}", None), ("{" * 30 + "1" + "}" * 30, None), ("\\sqrt{2}" * 200, None)],
+     ("2^{2^{2^{2^{2}}}}", None), ("\\sqrt[65]{2}", None), ("{" * 30 + "1" + "}" * 30, None), ("\\sqrt{2}" * 200, None),
+     # e and the elementary functions
+     ("e", "2.71828182845904523536"), ("e^2", "7.38905609893065022723"), ("2 e", "5.43656365691809047072"),
+     ("\\frac{e}{2}", "1.35914091422952261768"), ("\\sqrt e", "1.64872127070012814684"), ("\\ln 2", "0.69314718055994530942"),
+     ("\\ln(2)", "0.69314718055994530942"), ("2\\ln 3", "2.19722457733621938279"), ("\\ln 2 + 1", "1.69314718055994530942"),
+     ("\\ln e^2", "2"), ("\\exp(1)", "2.71828182845904523536"), ("\\log_2 8", "3"), ("\\log_{10} 1000", "3"),
+     ("\\sin\\frac{\\pi}{6}", "0.5"), ("\\cos \\pi", "-1"), ("\\tan\\frac{\\pi}{4}", "1"), ("\\sin 1", "0.84147098480789650665"),
+     ("\\sin(1)\\cos(1)", "0.45464871341284084770"),
+     # not evaluated: scientific notation, a bare \\log, degrees?, ambiguous products, off the domain
+     ("1e-5", None), ("1e5", None), ("\\log 100", None), ("\\sin 30", None), ("\\sin 30^\\circ", None), ("\\ln 2\\pi", None),
+     ("\\sin 2x", None), ("\\sin^2(1)", None), ("\\ln 0", None), ("\\ln(-1)", None), ("\\log_1 5", None),
+     ("\\tan\\frac{\\pi}{2}", None), ("\\exp(100)", None), ("\\mathrm{e}", None), ("\\ln x", None)],
 )
 def test_real_value_of_closed_forms(answer: str, expected: str | None) -> None:
     value = real_value(answer)

@@ -45,7 +45,7 @@ from dapo.trainer.old_logprobs import assign_old_logprobs
 from dapo.trainer.policy import PolicyWorker
 from dapo.trainer.rng import rng_state, set_rng_state
 from dapo.trainer.run_state import RunState
-from dapo.trainer.sampler import DynamicSampler, PromptStream, SamplingReport
+from dapo.trainer.sampler import DynamicSampler, PromptStream
 from dapo.trainer.scoring import (
     RewardFailureWatch,
     completion_records,
@@ -283,7 +283,7 @@ class Trainer:
                    "(rollout/reward_errors, rollout/reward_timeouts)" if failed else "")
             warnings.warn(f"no group with mixed outcomes this step{why}: skipping the update", stacklevel=2)
             self._skip_updates(self.updates_per_step)
-            return self._finish_step(record, [], report, started)
+            return self._finish_step(record, [], started)
 
         group_ids = torch.tensor([s.group_id for s in batch])
         rewards = torch.tensor([s.reward for s in batch], dtype=torch.float64)
@@ -323,7 +323,7 @@ class Trainer:
         if diagnostics.mismatch_tokens:  # none when every measured response was carried over
             metrics["mismatch/rollout_trainer_logprob_diff"] = diagnostics.mismatch_abs_sum / diagnostics.mismatch_tokens
             metrics["mismatch/rollout_trainer_kl"] = diagnostics.mismatch_kl_sum / diagnostics.mismatch_tokens
-        return self._finish_step(record, stats, report, started, batch)
+        return self._finish_step(record, stats, started, batch)
 
     def _final_evaluation(self) -> dict[str, float]:
         """The held-out evaluation after the last step (the final checkpoint follows it). Should it
@@ -351,7 +351,7 @@ class Trainer:
         self.updates_skipped += updates
         self.state.bar_skip(updates)
 
-    def _finish_step(self, record: StepResult, stats: list[UpdateStats], report: SamplingReport, started: float,
+    def _finish_step(self, record: StepResult, stats: list[UpdateStats], started: float,
                      batch: list[Sample] | tuple = ()) -> StepResult:
         metrics, timer = record.metrics, record.timer
         metrics.update(update_metrics(stats, batch, self.policy.lr))

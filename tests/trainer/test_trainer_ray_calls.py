@@ -58,7 +58,17 @@ def fake_group(world_size: int) -> RayPolicyGroup:
     return group
 
 
-def test_an_interrupt_while_submitting_is_raised_once_every_rank_has_the_call():
+@pytest.fixture
+def ctrl_c_raises():
+    """Python's own Ctrl-C handler for the test: a test run started in the background of a shell
+    without job control (`cmd &` in a script) inherits SIGINT ignored, and the deferral then
+    rightly puts back "ignored" and raises nothing."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_an_interrupt_while_submitting_is_raised_once_every_rank_has_the_call(ctrl_c_raises):
     """Before, a Ctrl-C between two ranks' submissions left rank 0 alone in the call's collectives."""
     import threading
 
@@ -72,7 +82,7 @@ def test_an_interrupt_while_submitting_is_raised_once_every_rank_has_the_call():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is back
 
 
-def test_a_second_interrupt_while_submitting_is_raised_at_once_and_marks_the_group_broken():
+def test_a_second_interrupt_while_submitting_is_raised_at_once_and_marks_the_group_broken(ctrl_c_raises):
     """(a submission that hangs must still be interruptible): the ranks are then out of step."""
     group = fake_group(3)
     group.ranks[0].on_call = group.ranks[1].on_call = lambda: os.kill(os.getpid(), signal.SIGINT)

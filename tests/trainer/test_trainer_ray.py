@@ -5,12 +5,15 @@ exact resume from the shards after the driver is SIGKILLed."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -157,6 +160,22 @@ def test_ranks_that_fail_to_set_up_are_stopped_with_the_ray_they_started(tiny_mo
     assert not ray.is_initialized()
 
 
+@contextlib.contextmanager
+def one_process_and_two_ranks(model_dir: Path, reward_file: Path, tmp_path: Path,
+                              *overrides: str) -> Iterator[tuple[Trainer, Trainer]]:
+    """The same config as one process and as two Ray ranks, both closed after (the first one also
+    when the second fails to start)."""
+    one = Trainer(tiny_config(model_dir, tmp_path / "one", reward_file, "trainer.num_threads=1", *overrides))
+    try:
+        two = Trainer(tiny_config(model_dir, tmp_path / "two", reward_file, *TWO_RANKS, *overrides))
+        try:
+            yield one, two
+        finally:
+            two.close()
+    finally:
+        one.close()
+
+
 def test_the_ranks_update_equals_one_process_on_the_same_mini_batch(tiny_model_dir, reward_file, tmp_path):
     """Values, not just keys: the driver sends the whole mini-batch's token count (a rank
     normalising by its own share would double the gradient), the ranks' losses add up, and the
@@ -164,9 +183,7 @@ def test_the_ranks_update_equals_one_process_on_the_same_mini_batch(tiny_model_d
     from tests.trainer.test_trainer_policy import make_samples
 
     exact = ["trainer.autocast=none", "trainer.grad_clip=0.05", "trainer.micro_batch_tokens=24"]
-    one = Trainer(tiny_config(tiny_model_dir, tmp_path / "one", reward_file, "trainer.num_threads=1", *exact))
-    two = Trainer(tiny_config(tiny_model_dir, tmp_path / "two", reward_file, *TWO_RANKS, *exact))
-    try:
+    with one_process_and_two_ranks(tiny_model_dir, reward_file, tmp_path, *exact) as (one, two):
         results = []
         for trainer in (one, two):
             samples = make_samples(torch.Generator().manual_seed(0))
@@ -185,9 +202,6 @@ def test_the_ranks_update_equals_one_process_on_the_same_mini_batch(tiny_model_d
 
         draws = ray.get([rank.__ray_call__.remote(lambda _: torch.rand(4)) for rank in two.policy.ranks])
         assert not torch.equal(draws[0], draws[1])
-    finally:
-        one.close()
-        two.close()
 
 
 @pytest.mark.parametrize("forward", ["auto", pytest.param("hf", marks=pytest.mark.slow)])
@@ -209,9 +223,7 @@ def test_two_ranks_kl_penalty_to_their_sharded_reference_equals_one_process(tiny
     # precision gathers bf16 copies of float32 shards (casting the shards too made the first KL 1e-7)
     exact = ["trainer.autocast=none", "trainer.param_dtype=bf16", "trainer.micro_batch_tokens=24",
              "algorithm.kl_coef=0.1", "algorithm.kl_estimator=k3", f"trainer.forward={forward}"]
-    one = Trainer(tiny_config(tiny_model_dir, tmp_path / "one", reward_file, "trainer.num_threads=1", *exact))
-    two = Trainer(tiny_config(tiny_model_dir, tmp_path / "two", reward_file, *TWO_RANKS, *exact))
-    try:
+    with one_process_and_two_ranks(tiny_model_dir, reward_file, tmp_path, *exact) as (one, two):
         runs = []
         for trainer in (one, two):
             samples = make_samples(torch.Generator().manual_seed(0))
@@ -238,9 +250,6 @@ def test_two_ranks_kl_penalty_to_their_sharded_reference_equals_one_process(tiny
             (isinstance(p, DTensor), p.requires_grad, r.policy.ref_model.training)
             for p in r.policy.ref_model.parameters()]) for rank in two.policy.ranks])
         assert all(flags == (True, False, False) for rank in held for flags in rank)
-    finally:
-        one.close()
-        two.close()
 
 
 def test_one_ranks_error_is_raised_at_once_and_a_dead_rank_is_named():

@@ -261,6 +261,6 @@ def test_hostile_inputs_stay_fast() -> None:
     ]
     for response in hostile:
         start = time.perf_counter()
-        verify(response, "1, 2", "any")
-        verify(response, "\\sqrt2", "any")
+        verdicts = verify(response, "1, 2", "any"), verify(response, "\\sqrt2", "any")
         assert time.perf_counter() - start < 2.0
+        assert not any(correct for correct, *_ in verdicts)  # none of this text states either answer

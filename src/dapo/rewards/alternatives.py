@@ -13,7 +13,7 @@ Rules (each a false positive before: a hedge with another value was accepted):
   wrong). Before, the remark's digits were compared one by one with the answer, so the 2 inside
   ``\\sqrt{2}`` "restated" 2: a hedge a policy learns to write. The form's value is computed by
   :func:`~dapo.rewards.approximations.real_value` (the answer's by the caller) and compared exactly
-  where both are rational, else to :data:`_SLACK` (far below any rounding a remark may give). A bare
+  where both are rational, else to :data:`~dapo.rewards.approximations._SLACK` (far below any rounding a remark may give). A bare
   ``\\log`` is read both ways, base 10 and e: another value only when neither reading is the answer
   (``(or \\log 7)`` after 2 is; ``(or \\log 100)`` is left). What the evaluator does not compute (a
   letter, ``2x``, a unit, words after the form), and after a restatement (not an alternative) a named
@@ -37,7 +37,12 @@ import re
 from decimal import Decimal
 from fractions import Fraction
 
-from dapo.rewards.approximations import MAX_CHARS, approximates_with_a_form, real_value
+from dapo.rewards.approximations import (
+    MAX_CHARS,
+    approximates_with_a_form,
+    equals_value,
+    real_value,
+)
 from dapo.rewards.exact_numbers import exact_rational
 
 # A number a remark or an "or" may restate: 34, 1,000, 0.5, -2, 1/2, \frac{1}{2}, \frac12.
@@ -62,7 +67,6 @@ _DELIMITERS = re.compile(r"\\[()\[\]]")  # \( \) \[ \]: math delimiters
 _BARE_LOG = re.compile(r"\\log(?![A-Za-z_])")  # \log without a base: 10 or e
 # An answer in degrees or percent: a form after it may restate it in other units (radians, a fraction).
 _OTHER_UNITS = re.compile(r"\\circ|°|\\degree|degree|%", re.IGNORECASE)
-_SLACK = Fraction(1, 10**100)  # the evaluator's own rounding error (it computes 120 digits)
 
 
 def computed_form(remark: str, answer: str, value: Fraction | Decimal | None) -> bool | None:
@@ -100,11 +104,11 @@ def alternative_is_the_value(remark: str, answer: str, value: Fraction | Decimal
 
 def _has_the_value(form: str, value: Fraction | Decimal) -> bool | None:
     """Whether ``form``'s computed value is ``value``: exactly when both are rational, else to
-    :data:`_SLACK` relative; None when the form is not computed."""
+    :data:`~dapo.rewards.approximations._SLACK` relative; None when the form is not computed."""
     stated = real_value(form)
     if stated is None:
         return None
     exact = exact_rational(form) if isinstance(value, Fraction) else None
     if exact is not None:
         return exact == value
-    return abs(Fraction(stated) - Fraction(value)) <= _SLACK * max(1, abs(Fraction(value)))
+    return equals_value(stated, value)

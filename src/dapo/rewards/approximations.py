@@ -41,6 +41,7 @@ bounded operations: linear, safe in the parent process.
 
 from __future__ import annotations
 
+import functools
 import re
 from decimal import Context, Decimal, DecimalException, localcontext
 from fractions import Fraction
@@ -95,6 +96,7 @@ class _NotEvaluated(Exception):
     """The answer is outside the grammar (or past its bounds)."""
 
 
+@functools.lru_cache(maxsize=4096)  # a pure function of the text: a verify call asks it of one form several times
 def real_value(answer: str) -> Decimal | None:
     """The value of ``answer`` when it is a closed form of the grammar in the module docstring
     (``\\sqrt{2}``, ``\\frac{\\pi}{4}``, ``2\\sqrt{3}+1``; after a name, ``x = 2\\pi``), to
@@ -129,7 +131,7 @@ def states_the_value(remark: str, value: Fraction | Decimal | None) -> bool:
     if value is None or opening is None:
         return False
     stated = real_value(remark[opening.end() :].strip().rstrip(".$ "))
-    return stated is not None and _equal(stated, value)
+    return stated is not None and equals_value(stated, value)
 
 
 def approximates_with_a_form(remark: str, value: Fraction | Decimal | None) -> bool | None:
@@ -143,10 +145,10 @@ def approximates_with_a_form(remark: str, value: Fraction | Decimal | None) -> b
     if value is None or opening is None or APPROXIMATELY.match(remark[:MAX_CHARS]) is not None:
         return None
     stated = real_value(remark[opening.end() :].strip().rstrip(".$ "))
-    return None if stated is None else _equal(stated, value)
+    return None if stated is None else equals_value(stated, value)
 
 
-def _equal(stated: Decimal, value: Fraction | Decimal) -> bool:
+def equals_value(stated: Decimal, value: Fraction | Decimal) -> bool:
     """Whether a computed ``stated`` is ``value``, to the margin of its rounding."""
     value = Fraction(value)
     return abs(Fraction(stated) - value) <= _SLACK * max(1, abs(value))

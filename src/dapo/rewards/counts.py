@@ -32,7 +32,8 @@ _DERIVATION_COUNT = re.compile(r"\s*(?:(?:i\.\s?e\.|ie|that\s+is|namely)(?![A-Za
                                r"(?:(?:in|from|over|across|after|with)\s+)?[0-9]{1,6}\s+(?:sub)?"
                                r"(?:cases?|steps?|stages?|phases?|iterations?)(?![A-Za-z])[^0-9]{0,200}$",
                                re.IGNORECASE)
-_OR = re.compile(r"(?<![A-Za-z\\])(?:or|either)(?![A-Za-z])|\\lor(?![A-Za-z])", re.IGNORECASE)
+# "or", "either", \lor: an alternative, not a count (shared with hedges.py)
+OR = re.compile(r"(?<![A-Za-z\\])(?:or|either)(?![A-Za-z])|\\lor(?![A-Za-z])", re.IGNORECASE)
 _MAX_CHARS = 500  # a longer remark is no count
 
 
@@ -46,7 +47,7 @@ def stated_count(remark: str) -> int | None:
     root`` -> 1), or None when it is no such count (no counting noun, another number after it, or
     an "or": ``2 solutions or 3``)."""
     count = _ITEM_COUNT.match(remark[:_MAX_CHARS])
-    if count is None or _OR.search(count.group(2)):
+    if count is None or OR.search(count.group(2)):
         return None
     stated = count.group(1).lower()
     return int(stated) if stated.isdigit() else _SPELLED[stated]
@@ -55,4 +56,4 @@ def stated_count(remark: str) -> int | None:
 def counts_the_derivation(remark: str) -> bool:
     """Whether ``remark`` counts the derivation's steps (``3 cases``, ``in 2 steps``), with no "or"."""
     remark = remark[:_MAX_CHARS]
-    return _DERIVATION_COUNT.match(remark) is not None and _OR.search(remark) is None
+    return _DERIVATION_COUNT.match(remark) is not None and OR.search(remark) is None

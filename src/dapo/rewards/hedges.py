@@ -49,7 +49,7 @@ from dapo.rewards.approximations import (
     real_value,
     states_the_value,
 )
-from dapo.rewards.counts import item_count, stated_count
+from dapo.rewards.counts import OR, item_count, stated_count
 from dapo.rewards.number_forms import (
     ARITHMETIC,
     SCALE_WORDS,
@@ -63,7 +63,6 @@ from dapo.rewards.number_forms import (
 
 _MAX_TAIL = 500  # how much of an answer's end is read for a closing remark
 _MAX_NUMBERS = 16  # numbers a remark on a list may restate
-_OR = re.compile(r"(?<![A-Za-z\\])(?:or|either)(?![A-Za-z])|\\lor(?![A-Za-z])", re.IGNORECASE)
 # What opens a remark written without brackets after a value: an approximation ("\approx 0.33", ", i.e.
 # about 0.33", "≈ 0.33") or a restatement as a number ("= 0.5", ", i.e. 0.5", ", which is 0.5").
 # ... of which an answer's own text is read for approximations only (_APPROXIMATION_MARKER): "34, which is 35"
@@ -98,7 +97,7 @@ def list_remark_changes(remark: str, items: list[str]) -> bool:
         return count != item_count(items)
     if restates_list(items, remark):
         return False
-    if NUMBER_TOKEN.search(remark) and (APPROXIMATION_OPENING.match(remark) or _OR.search(remark)):
+    if NUMBER_TOKEN.search(remark) and (APPROXIMATION_OPENING.match(remark) or OR.search(remark)):
         return True  # "(about 35)", "(or 35)", "(2 solutions or 3)"
     return remark_changes_the_number(remark)
 
@@ -236,6 +235,6 @@ def without_list_remark(answer: str) -> str | None:
     items = answer_items(head) if head and head[-1] not in ",;" else []
     if len(items) < 2 or ARITHMETIC.search(inside):
         return answer
-    if not (states_words(inside) or APPROXIMATION_OPENING.match(inside) or _OR.search(inside)):
+    if not (states_words(inside) or APPROXIMATION_OPENING.match(inside) or OR.search(inside)):
         return answer
     return None if list_remark_changes(inside, items) else head

@@ -14,6 +14,7 @@ never call ``int()`` (which refuses more than 4300 digits), so they are safe on 
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from decimal import Decimal
@@ -297,6 +298,7 @@ def states_words(remark: str) -> bool:
     return longest >= 4 or (longest == 3 and len(tokens) > 1)
 
 
+@functools.lru_cache(maxsize=4096)  # pure: the box, its remark and the Answer line's checks each ask it
 def value_of(answer: str) -> Fraction | Decimal | None:
     """``answer``'s value: exact when rational, else computed for a closed form (``\\sqrt{2}``,
     ``x = 2\\pi``, ``10\\sqrt{2} \\text{ m}``: :func:`~dapo.rewards.approximations.real_value`), else None."""

@@ -50,6 +50,17 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture()
+def short_rank_death_grace(monkeypatch: pytest.MonkeyPatch) -> float:
+    """The driver's wait for a rank's death after another rank's error (10 s) cut to 4 s: the
+    tests whose failing rank leaves a peer blocked wait it out in full; a death they expect shows
+    within a second or two."""
+    from dapo.trainer import ray_faults
+
+    monkeypatch.setattr(ray_faults, "RANK_DEATH_GRACE_S", 4.0)
+    return 4.0
+
+
+@pytest.fixture()
 def reward_file(tmp_path: Path) -> Path:
     path = tmp_path / "rewards.py"
     path.write_text(PARITY_REWARD)

@@ -146,7 +146,9 @@ def test_a_dead_policy_rank_stops_the_run_naming_it(tiny_model_dir, reward_file,
     trainer.close()
 
 
-def test_ranks_that_fail_to_set_up_are_stopped_with_the_ray_they_started(tiny_model_dir, reward_file, tmp_path):
+def test_ranks_that_fail_to_set_up_are_stopped_with_the_ray_they_started(
+    tiny_model_dir, reward_file, tmp_path, short_rank_death_grace
+):
     """Else their CPUs stay taken, and a second Trainer in this process (a notebook) waits forever."""
     import shutil
 
@@ -252,7 +254,7 @@ def test_two_ranks_kl_penalty_to_their_sharded_reference_equals_one_process(tiny
         assert all(flags == (True, False, False) for rank in held for flags in rank)
 
 
-def test_one_ranks_error_is_raised_at_once_and_a_dead_rank_is_named():
+def test_one_ranks_error_is_raised_at_once_and_a_dead_rank_is_named(short_rank_death_grace):
     """A rank's own error (an out-of-memory on one GPU) is raised when it happens, without waiting
     for the ranks blocked in a collective with it; a rank that died is named even when the
     collective it broke fails first on a peer (before, the peer's error was raised)."""

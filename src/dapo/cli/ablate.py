@@ -8,7 +8,7 @@ responses), since generation dominates a step's cost. Dynamic sampling spends pa
 on groups it filters out, so it makes fewer optimizer updates from the same generation. A run
 ends with the step that reaches the budget, and a dynamic-sampling step generates whole rounds
 (trainer.gen_prompts_per_round groups each) until its batch is full: its last step can pass the
-budget (by up to ~15% at the README's sizes). Stopping mid-step would leave a batch short, so each
+budget (by up to ~15% at the sizes of docs/benchmarks.md's ablation). Stopping mid-step would leave a batch short, so each
 run's actual compute, groups and response tokens generated, is reported next to its results.
 
 A run that finished leaves its curve in ``<run dir>/curve.json`` with its config: rerunning the
@@ -83,7 +83,7 @@ def task_overrides(task: str) -> list[str]:
 # evaluation seed for every run, so variants and seeds are compared on the same samples.
 ABLATION_COMMON = [
     "trainer.mini_batch_prompts=2",
-    # A constant lr (the README's ablation was measured at 5e-5): the run ends on a generation
+    # A constant lr (the ablation of docs/benchmarks.md was measured at 5e-5): the run ends on a generation
     # budget, so the embedded default's cosine decay would follow the step cap, not the run.
     "trainer.lr=5e-5",
     "trainer.lr_schedule=constant",

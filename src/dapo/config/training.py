@@ -161,7 +161,7 @@ class TrainerConfig:
     # attention dropout, forward hooks or submodules it would skip); "auto": native where it
     # computes the model on CPU, where it was measured (1.2-1.3x the update's tokens/s on the
     # built-in model, 1.3-1.7x on a 93M one), Hugging Face's elsewhere (on an H200 native was
-    # 1.13-1.54x but not yet bit-reproducible: README, "On a GPU").
+    # 1.13-1.54x but not yet bit-reproducible: docs/benchmarks.md, "On a GPU").
     forward: str = "auto"
     # AdamW: learning rate, betas, weight decay; gradient-norm clip (DAPO: 1e-6, 0.1, 1.0). Weight
     # decay applies to matrices only, not to biases and norm weights (verl's FSDP optimizer decays all).

@@ -142,7 +142,7 @@ def _sample(probs: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
     (relative), the tail's 1e-10s included; zero-probability (masked) tokens are never drawn. One
     pass over the vocabulary (the block sums) and two uniform draws per row: the exponential race,
     argmax p_v / E_v, draws V exponentials per row (with a 152k vocabulary on CPU, native decoding
-    2-3x slower: README, Generation speed, `bench_rollout.py --vocab-size`)."""
+    2-3x slower: docs/benchmarks.md, Generation speed, `bench_rollout.py --vocab-size`)."""
     vocab = probs.shape[1]
     if vocab <= _BLOCK:
         return _inverse_cdf(probs, uniform[:, :1])

@@ -5,7 +5,7 @@ to at most 32 MiB) with a fresh mapping from the OS and unmaps it on free, so ev
 next such tensor faults in again, zero-filled by the kernel. A training step on CPU allocates
 such tensors by the hundred (logits and probabilities over a 152k vocabulary, the decode
 weights' bf16 copies and oneDNN-packed layouts at every weight change), and on this project's 2-core
-VM the faults cost more than the arithmetic (README, Generation speed: ``bench_rollout.py``
+VM the faults cost more than the arithmetic (docs/benchmarks.md, Generation speed: ``bench_rollout.py``
 with and without ``--glibc-default-allocator``). Two ``mallopt`` settings keep the memory: large
 blocks come from the heap (M_MMAP_MAX = 0) and freed heap memory stays mapped unless 2 GiB lie
 free at its top (M_TRIM_THRESHOLD). The process's resident memory then stays near its peak, as

@@ -153,7 +153,7 @@ class TrainerConfig:
     # standard key/value cache, and RoPE that is not longrope/dynamic (refused, with the reason).
     shared_prompt: bool = False
     # The training forward in the shared-prompt layout: "hf", Hugging Face's (every layer on
-    # padded grids); "native", dapo-rl's own for the Llama family (Llama, Qwen2, Mistral without a
+    # padded grids); "native", dapo-rl's own for the Llama family (Llama, Qwen2, Mistral with its
     # sliding window): the same logits (to rounding), with projections, norms, RoPE and MLP on the
     # real tokens only and attention alone on the grids, eager or sdpa as model.attn_implementation
     # says, FSDP2-sharded policies too (dapo.trainer.native_forward; refused, with the reason,

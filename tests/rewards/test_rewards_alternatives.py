@@ -10,6 +10,13 @@ the rest guard what stays).
    ``x = e \\approx 3.5`` is wrong -- hedges.
 3. A K glued to a restated number counts thousands: ``\\boxed{34000} = 34K`` is right, ``\\boxed{34}
    = 34K`` wrong -- number_forms (only_restates), alternatives (NUMBER_OR_THOUSANDS).
+4. A restatement without brackets after "i.e.", "ie", "that is", "equivalently" in the answer's own
+   text is judged as in brackets: ``Answer: 34, i.e. \\frac{2}{3}`` and ``2, i.e. \\sqrt{2}`` offered
+   another value and were accepted (math-verify read one of the two); ``2, i.e. \\sqrt{4}`` restates
+   it; a chain of such remarks after a value not computed is read in polynomial time (it was
+   exponential) -- hedges (restatement_changes), extract (", that is" no copula), number_forms.
+5. A numeral equated to another number with a unit is wrong (``34 = 2 \\text{ cm}``; the unit made
+   it a name, and no rational) -- incomplete, units (number_and_unit).
 """
 
 from __future__ import annotations
@@ -22,7 +29,8 @@ import pytest
 
 from dapo.rewards import verify
 from dapo.rewards.alternatives import alternative_is_the_value
-from dapo.rewards.hedges import without_bare_remark
+from dapo.rewards.hedges import restatement_changes, without_bare_remark
+from dapo.rewards.incomplete import states_no_value
 from dapo.rewards.number_forms import only_restates, restates, value_of
 from dapo.rewards.verifier import prepare
 
@@ -109,6 +117,48 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "So \\boxed{34} (= 34K)", "34", False, "boxed"),
     (A + "So \\boxed{34000} = 35K", "34000", False, "boxed"),
     (A + "So \\boxed{34000} (= 34 K)", "34000", False, "boxed"),  # spaced: kelvin, 34
+    # --- 4. a restatement without brackets in the answer's own text: as in brackets ---
+    (A + "Answer: 34, i.e. \\frac{2}{3}", "34", False, "answer"),  # before: right
+    (A + "Answer: 2, i.e. \\sqrt{2}", "2", False, "answer"),  # before: right
+    (A + "Answer: 2; i.e. \\sqrt{2}", "2", False, "answer"),  # before: right
+    (A + "Answer: x = 2, i.e. \\sqrt{2}", "2", False, "answer"),  # before: right
+    (A + "Answer: 34 i.e. \\frac{2}{3}", "34", False, "answer"),  # before: right
+    (A + "Answer: 34, i.e., \\frac{2}{3}", "34", False, "answer"),  # before: right
+    (A + "Answer: 34, i.e. \\frac{69}{2}", "34", False, "answer"),  # before: right
+    (A + "Answer: 34 \\text{, i.e. } \\frac{2}{3}", "34", False, "answer"),  # before: right
+    (A + "Answer: 34, that is, \\frac{2}{3}", "\\frac23", False, "answer"),
+    (A + "Answer: 34, that is, 35", "35", False, "answer"),  # before: right (read after "is")
+    (A + "Answer: 2, equivalently \\sqrt{2}", "2", False, "answer"),
+    (A + "Answer: \\sqrt2, equivalently 35", "\\sqrt2", False, "answer"),
+    (A + "Answer: x = \\frac12, equivalently 34", "\\frac12", False, "answer"),
+    (A + "Answer: \\sqrt2 (equivalently 35)", "\\sqrt2", False, "answer"),  # before: right
+    (A + "Answer: 34, i.e. 35", "34", False, "answer"),
+    (A + "Answer: 2, i.e. \\sqrt{4}", "2", True, "answer"),
+    (A + "Answer: 2, that is, \\sqrt{4}", "2", True, "answer"),  # before: wrong (read after "is")
+    (A + "Answer: \\frac12, i.e. 0.5", "1/2", True, "answer"),
+    (A + "Answer: x = \\frac12, i.e. 0.5", "\\frac12", True, "answer"),
+    (A + "Answer: 34, i.e. 34", "34", True, "answer"),
+    (A + "Answer: \\frac23, i.e. 0.666667", "\\frac23", True, "answer"),  # six places: its value, as an answer
+    (A + "Answer: \\sqrt2, i.e. 1.414", "\\sqrt2", True, "answer"),  # before: wrong (a rounding, as "(= 1.414)")
+    (A + "Answer: 34, equivalently x = 34", "34", True, "answer"),  # before: wrong
+    (A + "Answer: 34, that is, 34 \\text{ cm}", "34", True, "answer"),
+    (A + "Answer: 34, i.e. 3 cases", "34", True, "answer"),  # before: wrong (a count of cases, as "(i.e. 3 cases)")
+    # ... left as before: a form not computed, "=" and "which is" (the Answer line's rules), brackets
+    (A + "Answer: 34, i.e. 2x", "34", False, "answer"),
+    (A + "Answer: 34 (i.e. \\frac{2}{3})", "34", False, "answer"),
+    (A + "Answer: 2, which is \\sqrt{2}", "2", False, "answer"),
+    (A + "Answer: 2 = \\sqrt{2}", "2", False, "answer"),
+    (A + "Answer: 2 = \\sqrt{4}", "2", True, "answer"),
+    (A + "Answer: \\frac12 = \\frac{10}{9}", "\\frac{10}{9}", True, "answer"),
+    # --- 5. a numeral equated to another number with a unit ---
+    (A + "Answer: 34 = 2 \\text{ cm}", "34", False, "answer"),  # before: right
+    (A + "Answer: 34 = 2 cm", "34", False, "answer"),  # before: right
+    (A + "Answer: 34 \\text{ cm} = 2 \\text{ cm}", "34", False, "answer"),  # before: right
+    (A + "Answer: 34 = 34 \\text{ cm}", "34", True, "answer"),
+    (A + "Answer: x = 34 \\text{ cm}", "34", True, "answer"),
+    (A + "Answer: 34 \\text{ cm}", "34", True, "answer"),
+    (A + "Answer: 34 \\text{ cm} = 340 \\text{ mm}", "34", True, "answer"),  # two units: a conversion, left
+    (A + "Answer: 0.5 = 50\\%", "50\\%", True, "answer"),  # percent: another scale, left
 ]
 
 
@@ -169,8 +219,43 @@ def test_an_approximation_after_e_or_a_parenthesis(answer: str, expected: str | 
 
 
 @pytest.mark.parametrize(
+    "answer,remark,expected",
+    [("34", "i.e. \\frac{2}{3}", True), ("2", "i.e. \\sqrt{4}", False), ("x = \\frac12", "i.e. 0.5", False),
+     ("x = 2", "i.e. \\sqrt{2}", True), ("\\sqrt2", "i.e. 1.414", False), ("\\sqrt2", "equivalently 35", True),
+     ("34", "that is, 2 cm", True), ("34", "that is, 34 cm", False), ("34", "equivalently x = 34", False),
+     ("\\frac23", "i.e. 0.666667", False), ("\\frac23", "i.e. 0.67", True), ("34", "i.e. 3 cases", False),
+     ("34", "i.e. 2x", None), ("34", "i.e. n = 3", None), ("34", "i.e. thirty-four", None), ("a^2", "i.e. \\sqrt{2}", None),
+     ("30^\\circ", "i.e. \\frac{\\pi}{6}", None), ("\\sqrt2 \\approx 7", "i.e. \\sqrt{2}", True)],
+)
+def test_restatement_changes(answer: str, remark: str, expected: bool | None) -> None:
+    assert restatement_changes(answer, remark) is expected
+
+
+@pytest.mark.parametrize(
+    "answer,expected",
+    [("34, i.e. \\frac{2}{3}", None), ("2; i.e. \\sqrt{2}", None), ("34 \\text{, i.e. } 35", None),
+     ("2, i.e. \\sqrt{4}", "2"), ("x = 2 ie \\sqrt{4}", "x = 2"), ("34, i.e. 34, i.e. 35", None),
+     ("34, i.e. 2x", "34, i.e. 2x"), ("34, which is \\sqrt{2}", "34, which is \\sqrt{2}"), ("2 = \\sqrt{2}", "2 = \\sqrt{2}")],
+)
+def test_without_bare_remark_reads_a_restatement(answer: str, expected: str | None) -> None:
+    assert without_bare_remark(answer) == expected
+
+
+@pytest.mark.parametrize(
+    "answer,gold,expected",
+    [("34 = 2 \\text{ cm}", "34", True), ("2 \\text{ cm} = 34", "34", True), ("34 = 2cm", "2", True),
+     ("34 \\text{ cm} = 35 \\text{ cm}", "35", True), ("34 = 34 \\text{ cm}", "34", False),
+     ("x = 34 \\text{ cm}", "34", False), ("34 \\text{ cm} = 340 \\text{ mm}", "34", False), ("0.5 = 50\\%", "50", False),
+     ("\\frac{1}{2} \\text{ cm} = 0.5", "0.5", False), ("34 = 2 \\text{ cm}", "x = 34", False)],
+)
+def test_a_numeral_equated_to_a_number_with_a_unit(answer: str, gold: str, expected: bool) -> None:
+    assert states_no_value(answer, gold) is expected
+
+
+@pytest.mark.parametrize(
     "response",
-    ["\\boxed{2} (or " + "\\sqrt{" * 3000 + "2" + "}" * 3000 + ")", "\\boxed{2} (or " + "(" * 50_000 + ")",
+    ["Answer: a^2" + " \\approx 2" * 45, "Answer: a^2" + ", i.e. 2" * 60, "Answer: a^2" + " i.e. (2)" * 50,
+     "\\boxed{2} (or " + "\\sqrt{" * 3000 + "2" + "}" * 3000 + ")", "\\boxed{2} (or " + "(" * 50_000 + ")",
      "\\boxed{2}, or " + "\\log " * 20_000 + "7", "Answer: $2$ (or $" + "2^{" * 5000 + "}" * 5000 + "$)",
      "Answer: x = e" + " \\approx 2.72" * 5000, "\\boxed{34000} = " + "34K" * 30_000,
      "Answer: $2$ alternatively " + "\\exp(" * 10_000 + "1" + ")" * 10_000],

@@ -155,7 +155,7 @@ def equals_value(stated: Decimal, value: Fraction | Decimal) -> bool:
 
 
 # A restatement as one decimal and nothing after it: "= 1.414", "i.e. 1.41", "which is 1.414".
-_RESTATED_DECIMAL = re.compile(r"\s*(?:=|(?:i\.\s?e\.|ie|that\s+is|which\s+is|which\s+equals|equals)(?![A-Za-z]))"
+_RESTATED_DECIMAL = re.compile(r"\s*(?:=|(?:i\.\s?e\.|ie|that\s+is|equivalently|which\s+is|which\s+equals|equals)(?![A-Za-z]))"
                                r"[\s,$]{0,8}([+\-\u2212]?[0-9][0-9,]{0,60}(?:\.[0-9]{1,50})?)[\s$.]{0,8}$", re.IGNORECASE)
 # What makes a closed form's value possibly irrational: a root, pi, e, a function, or a fractional power.
 _IRRATIONAL_PART = re.compile(r"\\(?:sqrt|pi|exp|ln|log|sin|cos|tan)(?![A-Za-z])|[√π]|(?<![A-Za-z\\])e(?![A-Za-z])"

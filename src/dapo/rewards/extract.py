@@ -63,6 +63,8 @@ _CONTINUES_MATH = frozenset("\\0123456789^_({")  # what after a $...$ segment be
 _COPULA = re.compile(r"(?<![A-Za-z\\])(?:is|are|equals)(?![A-Za-z])", re.IGNORECASE)
 _RELATIVE_WORDS = ("which", "what")
 _RELATIVE_CLAUSE = re.compile(r",\s{0,3}(?:which|where|since|because)(?![A-Za-z])", re.IGNORECASE)
+# ", that is," after a value restates it (a remark, hedges.restatement_changes), no copula: "34, that is, 35".
+_RESTATING_THAT = re.compile(r"(?:[0-9})$]|\\pi)\s{0,3},\s{0,3}that\s{0,3}$", re.IGNORECASE)
 # "34 is the answer": a copula whose tail only names the answer, which is before it.
 _NAMES_THE_ANSWER = re.compile(r"(?:(?:the|my|our)\s{1,3})?(?:final\s{1,3}|correct\s{1,3})?(?:answer|result)\.?",
                                re.IGNORECASE)
@@ -240,7 +242,8 @@ def _after_copula(line: str) -> str:
     Taken when the tail states a number or math, or when the words before the copula do not
     (``The winner is Evelyn``); ``$x = 5$ is the only solution`` keeps the whole line. A
     relative clause describes the answer and is skipped: ``$x^2$, which is even`` keeps
-    ``x^2``; ``34, which is even`` after a copula is cut to ``34``.
+    ``x^2``; ``34, which is even`` after a copula is cut to ``34``. A ``, that is`` after a value restates
+    it, no copula: ``34, that is, \\frac{2}{3}`` is kept whole (the verifier judges the remark).
     """
     last = None
     dollars = 0
@@ -248,7 +251,8 @@ def _after_copula(line: str) -> str:
     for match in _COPULA.finditer(line):
         dollars += line.count("$", at, match.start())
         at = match.start()
-        relative = line[max(0, at - 8) : at].rstrip().lower().endswith(_RELATIVE_WORDS)
+        relative = (line[max(0, at - 8) : at].rstrip().lower().endswith(_RELATIVE_WORDS)
+                    or _RESTATING_THAT.search(line, max(0, at - 16), at) is not None)
         if dollars % 2 == 0 and not relative:
             last = match
     if last is None:  # "540, which is even": a relative clause without a number describes the answer

@@ -12,6 +12,13 @@ Rules (each a false positive before: a hedge or a second value was accepted):
   restate the items (``(i.e. 5 and 34)``, ``(\\approx 0.33, 0.5)`` for ``\\frac13, \\frac12``; a glued
   K counts thousands: ``(\\approx 34K, 5K)`` for ``34000, 5000``, not ``34, 5``); an "or" or an
   approximation with another number (``(or 35)``, ``(about 35)``) offers another.
+- **A restatement without brackets in the answer's own text is judged as in brackets**
+  (:func:`restatement_changes`): after "i.e.", "ie", "that is" or "equivalently" (a comma or semicolon
+  before it or none, also in ``\\text{, i.e. }``), a computed form with another value makes the answer
+  wrong (``Answer: 34, i.e. \\frac{2}{3}``, ``2; i.e. \\sqrt{2}``, ``x = 2, i.e. \\sqrt{2}``, ``34 i.e.
+  35``; before, math-verify read one of the two values), one with its value leaves the head (``2, i.e.
+  \\sqrt{4}``, ``\\frac12, i.e. 0.5``); a number follows the number rules (``\\sqrt2, i.e. 1.414`` is its
+  rounding); a form not computed (``34, i.e. 2x``) or words are left as before.
 - **An approximation without brackets is a remark as in brackets** (:func:`bare_remark_changes`,
   :func:`without_bare_remark`): ``\\boxed{\\frac13} \\approx 0.33``, ``\\sqrt2 \\approx 1.414``,
   ``\\frac13, i.e. about 0.33`` restate the answer (its value rounded to the places given),
@@ -24,12 +31,13 @@ Rules (each a false positive before: a hedge or a second value was accepted):
   ``e`` or a parenthesis as in a digit (before, such an approximation was never read: ``x = e \\approx
   3.5`` and ``\\ln(2) \\approx 7`` were right).
 
-String work on at most the last 500 characters, with bounded quantifiers: linear, safe in the
-parent process.
+String work on at most the last 500 characters, with bounded quantifiers, each head's remark read
+once (:func:`without_bare_remark` is cached): at most quadratic in the markers, safe in the parent process.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from decimal import Decimal
@@ -50,11 +58,13 @@ from dapo.rewards.approximations import (
     states_the_value,
 )
 from dapo.rewards.counts import OR, item_count, stated_count
+from dapo.rewards.exact_numbers import rational_verdict
 from dapo.rewards.number_forms import (
     ARITHMETIC,
     SCALE_WORDS,
     TEXT_WRAPPED,
     VARIABLE_PREFIX,
+    only_restates,
     remark_changes_the_number,
     restates,
     states_words,
@@ -65,9 +75,9 @@ _MAX_TAIL = 500  # how much of an answer's end is read for a closing remark
 _MAX_NUMBERS = 16  # numbers a remark on a list may restate
 # What opens a remark written without brackets after a value: an approximation ("\approx 0.33", ", i.e.
 # about 0.33", "≈ 0.33") or a restatement as a number ("= 0.5", ", i.e. 0.5", ", which is 0.5").
-# ... of which an answer's own text is read for approximations only (_APPROXIMATION_MARKER): "34, which is 35"
-# and "\\frac12 = \\frac{10}{9}" on the Answer line keep their rules (the value after the last copula;
-# math-verify's right side).
+# ... of which an answer's own text is read for approximations (_APPROXIMATION_MARKER) and for restatements
+# after "i.e.", "that is", "equivalently" (_RESTATEMENT_MARKER): "34, which is 35" and "\\frac12 =
+# \\frac{10}{9}" on the Answer line keep their rules (the value after the last copula; math-verify's right side).
 _APPROXIMATION_MARKER = re.compile(
     r"(?:(?:i\.\s?e\.|ie|that\s+is|which\s+is|so)(?![A-Za-z])[\s,]{0,4})?"
     r"(?:" + APPROXIMATION_WORDS.format(extra="", signs="") + ")", re.IGNORECASE)
@@ -75,13 +85,19 @@ _BARE_MARKER = re.compile(
     r"(?:" + _APPROXIMATION_MARKER.pattern + ")"
     r"|(?:i\.\s?e\.|ie|that\s+is|which\s+is|which\s+equals|equals)(?![A-Za-z])[\s,$]{0,4}[+\-\u2212]?[0-9]"
     r"|=(?!=)", re.IGNORECASE)
+# ... and a restatement by "i.e.", "that is" or "equivalently" (:func:`restatement_changes`; not "=" or "which
+# is": see above), also in a text wrapper ("34 \\text{, i.e. } \\frac{2}{3}").
+_RESTATEMENT_MARKER = re.compile(r"(?:i\.\s?e\.|ie|that\s+is|equivalently)(?![A-Za-z])", re.IGNORECASE)
+_OWN_MARKER = re.compile(_APPROXIMATION_MARKER.pattern + "|" + _RESTATEMENT_MARKER.pattern, re.IGNORECASE)
+_WRAPPED_RESTATEMENT = re.compile(r"\\(?:text|textrm|mbox|mathrm|textnormal)\{([\s,;]{0,4}(?:i\.\s?e\.|ie|that\s+is"
+                                  r"|equivalently)(?![A-Za-z])[\s,]{0,4})\}", re.IGNORECASE)
 # Where such a remark may start in an answer: after a value's end (a digit, a brace, \pi), past a comma.
 _ALL_MARKER_STARTS = frozenset("=≈∼\\iatwsrncle")  # ... of _BARE_MARKER
 # A parenthesis closing a remark: "\\pi \\approx 3.14 (3 cases)".
 _CLOSING_PARENTHESIS = re.compile(r"\(([^()]{0,400})\)$")
-_MARKER_STARTS = frozenset("≈∼\\iatwsrnc")  # the first character of each marker, lower-cased
+_MARKER_STARTS = frozenset("≈∼\\iatwsrnce")  # the first character of each marker of _OWN_MARKER, lower-cased
 # A value's end: a digit, a brace, \\pi, Euler's e (a lone e: "x = e \\approx 2.72") or a parenthesis ("\\ln(2)").
-_VALUE_END = re.compile(r"(?:[0-9})]|\\pi|(?<![A-Za-z\\])e) {0,3},? {0,3}$")
+_VALUE_END = re.compile(r"(?:[0-9})]|\\pi|(?<![A-Za-z\\])e) {0,3}[,;]? {0,3}$")
 
 
 def list_remark_changes(remark: str, items: list[str]) -> bool:
@@ -195,28 +211,74 @@ def _markers(text: str, pattern: re.Pattern[str], starts: frozenset[str]) -> Ite
             yield at
 
 
+def restatement_changes(answer: str, remark: str) -> bool | None:
+    """For ``remark`` (``i.e. \\frac{2}{3}``, ``that is, 35``, ``equivalently \\sqrt{4}``) written without
+    brackets after ``answer`` in the answer's own text: judged as in brackets (``34 (i.e. \\frac{2}{3})``).
+    A form whose value is computed decides (:func:`~dapo.rewards.alternatives.alternative_is_the_value`):
+    True (another value) for ``\\sqrt{2}`` or ``\\frac{69}{2}`` after 2 or 34, False (it restates the
+    answer) for ``\\sqrt{4}`` after 2, ``0.5`` after ``\\frac12`` or ``x = \\frac12`` (a decimal rounding a
+    fraction to six places or more is its value, as between two answers: ``0.666667`` after
+    ``\\frac23``); a number the form rule leaves (after an irrational answer), or one with a unit or words
+    and no arithmetic, follows the number rules (:func:`remark_changes_the_number`: ``i.e. 1.414`` after
+    ``\\sqrt2`` is its rounding, as ``(= 1.414)`` is; ``that is, 2 cm`` after 34 another number; ``that is,
+    34 cm`` and ``i.e. 3 cases`` remarks). A named value restates the answer when it is its value (``that is, x = 34``).
+    None, left to the Answer line's rules as before, when ``answer`` has no computed value or the remark
+    is none of these (``i.e. 2x``, ``i.e. n = 3``, words, a form after an answer in degrees: ``30^\\circ,
+    i.e. \\frac{\\pi}{6}``); True when ``answer`` itself offers two values."""
+    own = without_bare_remark(answer)  # "34, i.e. 34, i.e. 35": the second remark is on 34
+    if own is None:
+        return True
+    name = VARIABLE_PREFIX.match(own)
+    own = own[name.end() :] if name is not None else own  # "x = \\frac12": the rational 1/2
+    value = value_of(own)
+    opening = OPENING.match(remark[:_MAX_TAIL])
+    rest = remark[opening.end() : _MAX_TAIL].strip().rstrip(".$ ") if opening is not None else ""
+    if value is None or not rest:
+        return None
+    if rational_verdict(rest, own) is True:
+        return False  # "\\frac23, i.e. 0.666667", "34, i.e. 34.0"
+    form = alternative_is_the_value(remark, own, value)
+    if form is not None:
+        return not form
+    if VARIABLE_PREFIX.match(rest) is not None:  # "i.e. n = 3" may be a condition
+        return False if only_restates(own, rest) else None
+    number = NUMBER_TOKEN.match(rest) is not None and ARITHMETIC.search(rest) is None  # "35", "2 cm", "3 cases"
+    return remark_changes_the_number(remark, own) if number and value_of(rest) is not None else None
+
+
 def without_bare_remark(answer: str) -> str | None:
-    """``answer`` without an approximation written after its value without brackets
-    (:func:`bare_remark_changes`): ``\\sqrt2 \\approx 1.414`` -> ``\\sqrt2``, ``34 \\approx 34`` ->
-    ``34``, ``\\frac13, i.e. about 0.33`` -> ``\\frac13``; None when it offers another value
-    (``\\sqrt2 \\approx 7``, ``\\frac13, i.e. about 0.5``). The remark starts at the first approximation
-    marker after a value (a digit, a brace, ``)``, ``\\pi`` or Euler's ``e``: ``x = e \\approx 3.5`` is
-    wrong, ``\\ln(2) \\approx 0.69`` right) outside brackets. ``answer`` itself when there
-    is no such remark, its head has no computed value (``a^2 \\approx 7.39``; a later marker is still
-    read) or is a name (``x \\approx 34``) or a named rational (``x = 1/3 \\approx 1.3``): both right in
+    """``answer`` without an approximation or a restatement (after "i.e.", "ie", "that is",
+    "equivalently") written after its value without brackets (:func:`bare_remark_changes`,
+    :func:`restatement_changes`): ``\\sqrt2 \\approx 1.414`` -> ``\\sqrt2``, ``34 \\approx 34`` ->
+    ``34``, ``\\frac13, i.e. about 0.33`` -> ``\\frac13``, ``2, i.e. \\sqrt{4}`` -> ``2``; None when it
+    offers another value (``\\sqrt2 \\approx 7``, ``\\frac13, i.e. about 0.5``, ``34, i.e. \\frac{2}{3}``,
+    ``x = 2; i.e. \\sqrt{2}``, ``34 \\text{, i.e. } 35``). The remark starts at the first such
+    marker after a value (a digit, a brace, ``)``, ``\\pi`` or Euler's ``e``, then a comma or semicolon or
+    none: ``x = e \\approx 3.5`` is wrong, ``\\ln(2) \\approx 0.69`` right) outside brackets. ``answer``
+    itself when there is no such remark, its head has no computed value (``a^2 \\approx 7.39``; a later
+    marker is still read), the restatement is not computed (``34, i.e. 2x``) or, for an approximation, the
+    head is a name (``x \\approx 34``) or a named rational (``x = 1/3 \\approx 1.3``): both right in
     math-verify's own suite, left to it. A named closed form is checked as a bare one (``x = \\sqrt2
     \\approx 7`` is wrong, as ``\\sqrt2 \\approx 7`` is: the suite has no such row). An ``=`` or
     ``which is 35`` in the answer's own text keeps the Answer line's rules (``\\frac12 = \\frac{10}{9}``
     is read by math-verify, ``10 which is 1,000.99`` states 1,000.99); after a box or a ``$...$``
-    segment it is a remark (:func:`bare_remark_changes`). At most :data:`_MAX_TAIL` characters: linear."""
-    if len(answer) > _MAX_TAIL:
-        return answer
-    for at in _markers(answer, _APPROXIMATION_MARKER, _MARKER_STARTS):
-        head = answer[:at].rstrip(" ,")
-        name = VARIABLE_PREFIX.match(head)
-        if name is not None and not isinstance(value_of(head[name.end() :]), Decimal):
+    segment it is a remark (:func:`bare_remark_changes`). At most :data:`_MAX_TAIL` characters, and each
+    head's own remark read once (cached: a chain of markers after a value not computed, ``a^2 \\approx 2
+    \\approx 2 ...``, asked it of every head again, exponentially in their number)."""
+    return answer if len(answer) > _MAX_TAIL else _without_bare_remark(answer)
+
+
+@functools.lru_cache(maxsize=4096)  # pure; a restatement or approximation asks it of each head before it
+def _without_bare_remark(answer: str) -> str | None:
+    text = _WRAPPED_RESTATEMENT.sub(r" \1 ", answer)  # "34 \\text{, i.e. } \\frac{2}{3}"
+    for at in _markers(text, _OWN_MARKER, _MARKER_STARTS):
+        head = text[:at].rstrip(" ,;")
+        if _APPROXIMATION_MARKER.match(text, at) is None:  # "34, i.e. \\frac{2}{3}": a restatement
+            changes = restatement_changes(head, text[at:])
+        elif (name := VARIABLE_PREFIX.match(head)) is not None and not isinstance(value_of(head[name.end() :]), Decimal):
             return answer  # "x = 1/3 \\approx 1.3": a named rational, as math-verify's suite reads it (right)
-        changes = bare_remark_changes(head, answer[at:])
+        else:
+            changes = bare_remark_changes(head, text[at:])
         if changes is not None:  # else a value not computed before it ("a^2"): a later marker may follow one
             return None if changes else head
     return answer

@@ -26,8 +26,12 @@ right side). Each is a different answer, or none, so each is wrong here:
   (:func:`~dapo.rewards.exact_numbers.rational_verdict`): ``34 = 34.0`` and ``\\frac12 = 0.5`` state
   it, ``\\frac13 = 0.333333`` too (six places), ``\\frac13 = 0.33`` does not. Two fractions and
   expressions are left to math-verify, which reads the right side (its own suite counts ``\\frac12
-  \\$ = \\frac{10}{9}`` right for ``10/9``, the currency sign dropped before these rules). Not when
-  the ground truth has an ``=`` too.
+  \\$ = \\frac{10}{9}`` right for ``10/9``, the currency sign dropped before these rules). A unit of
+  length, time, mass or money (:func:`~dapo.rewards.units.number_and_unit`) on one side, or the same on
+  both, is dropped: ``34 = 2 \\text{ cm}`` is wrong (before, the unit made the right side a name, read
+  ``2 \\text{ cm} = 34``, and no rational: math-verify read 34), ``34 = 34 \\text{ cm}`` states 34; two
+  different units are a conversion (``34 \\text{ cm} = 340 \\text{ mm}``) and a percent or degree sign
+  another scale (``0.5 = 50\\%``): left as before. Not when the ground truth has an ``=`` too.
 
 An equation written the other way round, a value on the left and what it names on the right
 (``34 = x``, ``34 = a_1``, ``34 = m+n``), is read name first (:func:`name_first`: ``x = 34``) before
@@ -42,6 +46,7 @@ from __future__ import annotations
 import re
 
 from dapo.rewards.exact_numbers import rational_verdict
+from dapo.rewards.units import number_and_unit
 
 # LaTeX spacing and math delimiters: dropped before reading the two ends.
 _SPACING = re.compile(r"\\[,;:! ]|\\q?quad(?![A-Za-z])|[$~\s]")
@@ -54,6 +59,8 @@ _OPENING_RELATION = re.compile(r"(?:[<>≤≥≠≈∼]|\\(?:le|leq|ge|geq|lt|gt
 _ARITHMETIC_COMMANDS = re.compile(r"\\(?:cdot|times|d?frac|sqrt|left|right)(?![A-Za-z])")
 _EXPRESSION = re.compile(r"[A-Za-z0-9+\-*/^{}().]{1,60}")
 _MAX_CHARS = 1000
+# Units whose number is another scale of the value (50% is 0.5, 30° is π/6): an equation may convert to them.
+_OTHER_SCALES = frozenset(("%", "deg", "degC", "degF", "rad"))
 _NUMERAL = re.compile(r"[+-]?(?:[0-9]{1,50}(?:\.[0-9]{0,50})?|\.[0-9]{1,50})")
 # A LaTeX command name (\frac, \sqrt, \pi): not a letter of the answer.
 _COMMAND = re.compile(r"\\[A-Za-z]+")
@@ -105,11 +112,15 @@ def _is_vector(text: str) -> bool:
 
 
 def _equates_two_numbers(text: str) -> bool:
-    """``34 = 35``, ``\\frac12 = 0.6``: one equation between a numeral and another rational number
-    that are not the same answer (module rules)."""
+    """``34 = 35``, ``\\frac12 = 0.6``, ``34 = 2 \\text{ cm}``: one equation between a numeral and another
+    rational number that are not the same answer (module rules), a unit of length, time, mass or money on
+    one side or the same on both dropped (two different units are a conversion: left)."""
     if text.count("=") != 1:
         return False
-    left, right = text.split("=")
+    (left, left_unit), (right, right_unit) = (number_and_unit(side) for side in text.split("="))
+    units = {left_unit, right_unit} - {None}
+    if units & _OTHER_SCALES or len(units) > 1:
+        return False  # "0.5 = 50\\%", "1 \\text{ km} = 1000 \\text{ m}": the same value in other units
     if not (_NUMERAL.fullmatch(left) or _NUMERAL.fullmatch(right)):
         return False  # "\\frac12 = \\frac{10}{9}": math-verify's (its suite's "\\frac12 \\$ = \\frac{10}{9}")
     return rational_verdict(left, right) is False

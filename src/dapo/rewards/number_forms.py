@@ -163,8 +163,8 @@ _ANOTHER_ANSWER = re.compile(
 # ... and one that opens with a product multiplies it: "(x 1000)", "(times 10)", "(\times 10^3)".
 _MULTIPLIES_IT = re.compile(r"\s*(?:x|times|multiplied by|\\times|\\cdot|\*)[\s$({]{0,8}[+\-\u2212]?[0-9]", re.IGNORECASE)
 _OPENS_WITH_A_NUMBER = re.compile(r"\s{0,3}[$]?\s{0,3}[+\-\u2212]?[0-9]")
-# ... or that restates it as another number: "(which is 35)", "(i.e. 0.6)", "(that is, 35)", "(= 35)".
-_RESTATED_AS = re.compile(r"\s*(?:(?:i\.\s?e\.|ie|that\s+is|which\s+is|which\s+equals|equals)(?![A-Za-z])|=)"
+# ... or that restates it as another number: "(which is 35)", "(i.e. 0.6)", "(that is, 35)", "(equivalently 35)", "(= 35)".
+_RESTATED_AS = re.compile(r"\s*(?:(?:i\.\s?e\.|ie|that\s+is|equivalently|which\s+is|which\s+equals|equals)(?![A-Za-z])|=)"
                           r"[\s,$({]{0,8}[+\-\u2212]?[0-9]", re.IGNORECASE)
 # ... or that is only a bound, as "$34$ or more" is: "(or more)", "(at least)"; not "(at most 2 per row)".
 _BOUNDS_IT = re.compile(r"\s*(?:or\s+(?:more|less|fewer|greater|higher|lower|above|below|over|under)|at\s+(?:least|most))"
@@ -185,7 +185,7 @@ _OR_WORD = re.compile(r"(?<![A-Za-z])(?:or|either)(?![A-Za-z])", re.IGNORECASE)
 def remark_changes_the_number(remark: str, answer: str = "") -> bool:
     """A remark after an answer that opens with a second one (``or 35``, ``and 35``, ``possibly 35``,
     ``but 35 if n is odd``, ``35 if n is odd``, ``n odd: 35``) or restates it as another number
-    (``which is 35``, ``i.e. 35``, ``= 35``; an irrational answer's rounding, ``\\sqrt2 (= 1.414)``, is
+    (``which is 35``, ``i.e. 35``, ``equivalently 35``, ``= 35``; an irrational answer's rounding, ``\\sqrt2 (= 1.414)``, is
     its approximation: :func:`~dapo.rewards.approximations.rounds_loosely`), with a product (``x 1000``,
     ``times 10``), with a word that scales it (``in thousands``) or gives it a sign (``negative``), or
     that makes it a bound (``or more``, ``at least``). Given the ``answer`` it follows, a remark whose

@@ -58,3 +58,15 @@ def units_differ(pred: str, ground_truth: str) -> bool:
     if pred_unit is None or gold_unit is None or pred_unit == gold_unit:
         return False
     return frozenset((pred_unit, gold_unit)) not in _COMPATIBLE
+
+
+def number_and_unit(answer: str) -> tuple[str, str | None]:
+    """``2 \\text{ cm}`` -> (``2``, ``cm``): ``answer`` without the known unit after its number
+    (:func:`unit_of`), and that unit; (``answer``, None) when it names none (a ``$`` or ``\\%`` after it:
+    not read)."""
+    tail = _TAIL.search(answer) if len(answer) <= 80 else None
+    unit = unit_of(answer) if tail is not None else None
+    if tail is None or unit is None:
+        return answer, None
+    closing = len(tail.group(1)) - len(tail.group(1).lstrip("}"))  # "\\frac{1}{2} cm": the braces are the number's
+    return answer[: tail.start(1) + closing].rstrip(), unit

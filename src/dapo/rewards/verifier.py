@@ -8,7 +8,8 @@ Policy (what counts as correct), in order:
    An equation written value first (``34 = x``) is read name first (``x = 34``). An answer that
    states no value math-verify reads one out of is wrong: a dangling operator (``34 +``), a bare
    relation (``\\approx 34``, ``\\ge 34``), an equation on an expression of one variable
-   (``x^2=34``, ``34 = 35x``) or between a numeral and another number (``34 = 35``, ``\\frac12 = 0.6``); see
+   (``x^2=34``, ``34 = 35x``) or between a numeral and another number (``34 = 35``, ``\\frac12 = 0.6``,
+   ``34 = 2 \\text{ cm}``: a unit on one side, or the same on both, is dropped); see
    :mod:`~dapo.rewards.incomplete`.
 3. An inequality disjunction (``x<-1 or x>2``, see :mod:`~dapo.rewards.inequalities`) is one
    answer, not a hedge: when the final answer is one, or the ground truth is one and the final
@@ -35,7 +36,10 @@ Policy (what counts as correct), in order:
    35)``, ``\\boxed{34, 5}^2``); a remark closing it is dropped when it counts its items right (``(2
    solutions)``) or is in words (:mod:`~dapo.rewards.hedges`). An approximation written without
    brackets after a value (``\\sqrt2 \\approx 1.414``; ``\\sqrt2 \\approx 7`` and ``x = \\sqrt2 \\approx 7`` are
-   wrong) follows the rule of a bracketed one, in a single answer and in each item.
+   wrong) follows the rule of a bracketed one, in a single answer and in each item; so does a
+   restatement after "i.e.", "ie", "that is" or "equivalently" (``2, i.e. \\sqrt{4}`` states 2; ``34, i.e.
+   \\frac{2}{3}``, ``x = 2; i.e. \\sqrt{2}`` are wrong; ``34, i.e. 2x`` is left to math-verify), while an
+   ``=`` or "which is" keeps the rules of the Answer line (:mod:`~dapo.rewards.hedges`).
 5. :func:`~dapo.rewards.equivalence.quick_verdict` (``quick_list_verdict`` for lists) decides
    integers exactly with string operations; everything else goes to math-verify.
 

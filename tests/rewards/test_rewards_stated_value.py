@@ -378,3 +378,18 @@ def test_new_rules_stay_fast_on_hostile_text(response: str) -> None:
         start = time.perf_counter()
         prepare(response, "34", extractor)  # the parent-process part: string work only
         assert time.perf_counter() - start < 0.5, extractor
+
+
+@pytest.mark.parametrize(
+    ("response", "gold", "verdict"),
+    [("Answer: 2" + " \\text{(a)}" * 18, "2", None),  # before: 5 s, each remark's value read every head again
+     ("\\boxed{34" + " \\text{(a)}" * 20 + "}", "34", None),  # before: about 30 s (2.6 s at 16)
+     ("\\boxed{2" + "\\text{(or \\pi)}" * 400 + "}", "2", False),  # before: RecursionError
+     ("Answer: 1" + "\\boxed" * 13 + "(", "2 \\text{ cm}", None),  # before: over 30 s, the unit's pattern backtracked
+     ("Answer: 2 = 1" + "\\sqrt" * 14 + "(", "2", None)],  # before: over 30 s (the same, on a side of an equation)
+)
+def test_stacked_remarks_and_unit_tails_stay_fast(response: str, gold: str, verdict: bool | None) -> None:
+    start = time.perf_counter()
+    prepared = prepare(response, gold, "any")  # the parent-process part: now about a millisecond
+    assert time.perf_counter() - start < 2.0
+    assert prepared.verdict is verdict  # None: math-verify decides, as before (smaller chains: same verdicts)

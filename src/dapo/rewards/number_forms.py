@@ -28,6 +28,7 @@ from dapo.rewards.exact_numbers import exact_rational
 SPACES = ("\\,", "\\;", "\\:", "\\ ", "~", "\u00a0", "\u2009", "\u202f", "\u2007")
 _SUFFIXES = ("^{\\circ}", "^\\circ", "\\circ", "°", "\\degree", "\\%", "%", "\\$")
 _UNIT_WRAPPERS = ("\\text{", "\\textrm{", "\\mbox{", "\\mathrm{", "\\textnormal{")
+_PASSES = 3  # decorations a number sheds from its end, one a pass (_strip_number_decorations)
 VARIABLE_PREFIX = re.compile(r"[A-Za-z](?:_\{?[A-Za-z0-9]{1,8}\}?)? {0,4}= {0,4}")
 GLUED_COMMA = re.compile(r",\\!\s{0,3}")  # 11,\! 111 is one number
 _BRACED_COMMA = re.compile(r" ?\{ ?, ?\} ?")  # 14{,}916 and 14 {, }916
@@ -91,7 +92,7 @@ def _strip_number_decorations(answer: str, thousands: bool = False) -> str:
     prefix = VARIABLE_PREFIX.match(answer)
     if prefix:
         answer = answer[prefix.end() :]
-    for _ in range(3):  # e.g. "34^\circ \text{ F}", "34 degrees Celsius": two passes
+    for _ in range(_PASSES):  # e.g. "34^\circ \text{ F}", "34 degrees Celsius": two passes
         before = answer.strip()
         answer = _strip_unit_suffix(before)
         for suffix in _SUFFIXES:
@@ -125,9 +126,10 @@ def _strip_unit_suffix(answer: str) -> str:
     if answer.endswith("}"):
         start = max(answer.rfind(wrapper) for wrapper in _UNIT_WRAPPERS)
         inner = answer[start:].split("{", 1)[-1].rstrip("}").strip()
-        remark = inner.startswith("(") and remark_changes_the_number(inner.strip("()"), answer[:start])  # "(negative)"
         unit = _is_unit(inner) or _is_spaced_kelvin(answer, start, inner)
-        if start > 0 and not any(c.isdigit() for c in answer[start:]) and unit and not remark:
+        # the remark last, only for a wrapper that may go: it reads the value before it (see value_of)
+        if start > 0 and not any(c.isdigit() for c in answer[start:]) and unit and not (
+                inner.startswith("(") and remark_changes_the_number(inner.strip("()"), answer[:start])):  # "(negative)"
             return answer[:start]
     pmod = _TRAILING_PMOD.search(answer)
     if pmod:
@@ -227,9 +229,11 @@ def only_restates(answer: str, text: str) -> bool:
     ``\\frac12``; a glued K counts thousands: ``34K`` for 34000, not 34), with no scale word (``34
     thousand``); False when ``answer`` is not rational. Digits inside a closed form are no number it
     states: :func:`~dapo.rewards.alternatives.computed_form` decides those first (``or \\sqrt{2}``)."""
-    stated = _rational_value(answer)
     numbers = NUMBER_OR_THOUSANDS.findall(text[:400])  # "34K" is 34000, as in an approximation
-    if stated is None or not numbers or len(numbers) > 8:
+    if not numbers or len(numbers) > 8:
+        return False
+    stated = _rational_value(answer)
+    if stated is None:
         return False
     words = {word.lower() for word in re.findall(r"[A-Za-z]+", NUMBER_OR_THOUSANDS.sub(" ", text[:400]))}
     return not words & (SCALE_WORDS | _SCALE_LETTERS) and all(_rational_value(n.rstrip(",")) == stated for n in numbers)
@@ -301,7 +305,16 @@ def states_words(remark: str) -> bool:
 @functools.lru_cache(maxsize=4096)  # pure: the box, its remark and the Answer line's checks each ask it
 def value_of(answer: str) -> Fraction | Decimal | None:
     """``answer``'s value: exact when rational, else computed for a closed form (``\\sqrt{2}``,
-    ``x = 2\\pi``, ``10\\sqrt{2} \\text{ m}``: :func:`~dapo.rewards.approximations.real_value`), else None."""
+    ``x = 2\\pi``, ``10\\sqrt{2} \\text{ m}``: :func:`~dapo.rewards.approximations.real_value`), else None.
+
+    None at once when the text holds more remarks in a wrapper (``\\text{(``) than :data:`_PASSES`
+    (``2 \\text{(a)} \\text{(a)} ...``): a pass of :func:`_strip_number_decorations` strips at most one
+    (from the last wrapper on; the bracket, word or sign it may strip instead holds none), so one is
+    left, and a ``\\text`` is no number or closed form. Each such remark is checked against the value
+    before it (:func:`_strip_unit_suffix`), so a chain of them read every head again, recursively:
+    exponential in the wrappers (5 s at 18), and a RecursionError from about 170."""
+    if sum(answer.count(f"{wrapper}(") for wrapper in _UNIT_WRAPPERS) > _PASSES:
+        return None
     value = _rational_value(answer)
     return value if value is not None else real_value(_strip_number_decorations(answer))
 

@@ -26,8 +26,11 @@ _UNIT_NAMES = {
 _CANONICAL = {name: unit for unit, names in _UNIT_NAMES.items() for name in names}
 # An angle in degrees and a temperature in degrees: "34^\circ" names no scale, so fits either.
 _COMPATIBLE = {frozenset(("deg", "degC")), frozenset(("deg", "degF"))}
-# What follows the number: the unit, possibly in \text{}/\mathrm{}, with a degree sign or a power.
-_TAIL = re.compile(r"[0-9}.]((?:\\[a-z]{1,12}|\\[,;: ]|\^\{?[23]\}?|[\s{}^~°%¢A-Za-z]){1,60})$")
+# What follows the number: the unit, possibly in \text{}/\mathrm{}, with a degree sign or a power. A command
+# name or a power is taken whole (a lookahead's capture, then its backreference: an atomic group). Read letter by
+# letter, or a power without its closing brace, they split one text many ways, and a tail that is no unit
+# ("1\boxed\boxed...(") backtracked through every split: 8 s at 11 \boxed. Taken whole, the same tails match.
+_TAIL = re.compile(r"[0-9}.]((?:(?=(\\[a-z]{1,12}|\^\{?[23]\}?))\2|\\[,;: ]|[\s{}^~°%¢A-Za-z]){1,60})$")
 _DEGREE = re.compile(r"\^\s{0,3}\{?\s{0,3}\\circ\s{0,3}\}?|\\circ|\\degree")
 _POWER = re.compile(r"\^\s{0,3}\{?\s{0,3}([23])\s{0,3}\}?")
 _MARKUP = re.compile(r"\\(?:text|textrm|mathrm|mbox|textnormal|operatorname)\s{0,3}|\\[,;: ]|[{}\s~]")

@@ -73,6 +73,9 @@ from dapo.rewards.number_forms import (
 
 _MAX_TAIL = 500  # how much of an answer's end is read for a closing remark
 _MAX_NUMBERS = 16  # numbers a remark on a list may restate
+# Markers an answer's own text is read for (without_bare_remark): every head before one is read for its
+# own, so a chain costs the square of its length (240 links after "a^2": 0.16 s an answer, 4.6 s a list of 40).
+_MAX_MARKERS = 16
 # What opens a remark written without brackets after a value: an approximation ("\approx 0.33", ", i.e.
 # about 0.33", "≈ 0.33") or a restatement as a number ("= 0.5", ", i.e. 0.5", ", which is 0.5").
 # ... of which an answer's own text is read for approximations (_APPROXIMATION_MARKER) and for restatements
@@ -262,16 +265,19 @@ def without_bare_remark(answer: str) -> str | None:
     \\approx 7`` is wrong, as ``\\sqrt2 \\approx 7`` is: the suite has no such row). An ``=`` or
     ``which is 35`` in the answer's own text keeps the Answer line's rules (``\\frac12 = \\frac{10}{9}``
     is read by math-verify, ``10 which is 1,000.99`` states 1,000.99); after a box or a ``$...$``
-    segment it is a remark (:func:`bare_remark_changes`). At most :data:`_MAX_TAIL` characters, and each
-    head's own remark read once (cached: a chain of markers after a value not computed, ``a^2 \\approx 2
-    \\approx 2 ...``, asked it of every head again, exponentially in their number)."""
+    segment it is a remark (:func:`bare_remark_changes`). At most :data:`_MAX_TAIL` characters and
+    :data:`_MAX_MARKERS` markers (``answer`` itself after as many undecided ones), and each head's own
+    remark read once (cached: a chain of markers after a value not computed, ``a^2 \\approx 2 \\approx 2
+    ...``, asked it of every head again, exponentially in their number)."""
     return answer if len(answer) > _MAX_TAIL else _without_bare_remark(answer)
 
 
 @functools.lru_cache(maxsize=4096)  # pure; a restatement or approximation asks it of each head before it
 def _without_bare_remark(answer: str) -> str | None:
     text = _WRAPPED_RESTATEMENT.sub(r" \1 ", answer)  # "34 \\text{, i.e. } \\frac{2}{3}"
-    for at in _markers(text, _OWN_MARKER, _MARKER_STARTS):
+    for read, at in enumerate(_markers(text, _OWN_MARKER, _MARKER_STARTS)):
+        if read == _MAX_MARKERS:
+            return answer  # "a^2 \approx 2 \approx 2 ...": undecided after as many remarks as no answer holds
         head = text[:at].rstrip(" ,;")
         if _APPROXIMATION_MARKER.match(text, at) is None:  # "34, i.e. \\frac{2}{3}": a restatement
             changes = restatement_changes(head, text[at:])

@@ -96,13 +96,18 @@ class _NotEvaluated(Exception):
     """The answer is outside the grammar (or past its bounds)."""
 
 
-@functools.lru_cache(maxsize=4096)  # a pure function of the text: a verify call asks it of one form several times
 def real_value(answer: str) -> Decimal | None:
     """The value of ``answer`` when it is a closed form of the grammar in the module docstring
     (``\\sqrt{2}``, ``\\frac{\\pi}{4}``, ``2\\sqrt{3}+1``; after a name, ``x = 2\\pi``), to
-    :data:`PRECISION` digits; else None."""
+    :data:`PRECISION` digits; else None. Cached (a verify call asks it of one form several times)
+    for the texts it may evaluate: a longer one is refused before the cache keeps it."""
     if len(answer) > 4 * MAX_CHARS:  # (spacing and delimiters dropped below do not count)
         return None
+    return _real_value(answer)
+
+
+@functools.lru_cache(maxsize=4096)
+def _real_value(answer: str) -> Decimal | None:
     text = _NOISE.sub(" ", unicode_math_to_latex(answer)).strip()
     if (name := _NAME.match(text)) is not None:
         text = text[name.end() :]

@@ -28,6 +28,7 @@ from dapo.rewards.exact_numbers import exact_rational
 SPACES = ("\\,", "\\;", "\\:", "\\ ", "~", "\u00a0", "\u2009", "\u202f", "\u2007")
 _SUFFIXES = ("^{\\circ}", "^\\circ", "\\circ", "°", "\\degree", "\\%", "%", "\\$")
 _UNIT_WRAPPERS = ("\\text{", "\\textrm{", "\\mbox{", "\\mathrm{", "\\textnormal{")
+CACHED_CHARS = 1000  # the longest text whose value is cached (value_of)
 _PASSES = 3  # decorations a number sheds from its end, one a pass (_strip_number_decorations)
 VARIABLE_PREFIX = re.compile(r"[A-Za-z](?:_\{?[A-Za-z0-9]{1,8}\}?)? {0,4}= {0,4}")
 GLUED_COMMA = re.compile(r",\\!\s{0,3}")  # 11,\! 111 is one number
@@ -302,21 +303,27 @@ def states_words(remark: str) -> bool:
     return longest >= 4 or (longest == 3 and len(tokens) > 1)
 
 
-@functools.lru_cache(maxsize=4096)  # pure: the box, its remark and the Answer line's checks each ask it
 def value_of(answer: str) -> Fraction | Decimal | None:
     """``answer``'s value: exact when rational, else computed for a closed form (``\\sqrt{2}``,
     ``x = 2\\pi``, ``10\\sqrt{2} \\text{ m}``: :func:`~dapo.rewards.approximations.real_value`), else None.
 
-    None at once when the text holds more remarks in a wrapper (``\\text{(``) than :data:`_PASSES`
-    (``2 \\text{(a)} \\text{(a)} ...``): a pass of :func:`_strip_number_decorations` strips at most one
-    (from the last wrapper on; the bracket, word or sign it may strip instead holds none), so one is
-    left, and a ``\\text`` is no number or closed form. Each such remark is checked against the value
-    before it (:func:`_strip_unit_suffix`), so a chain of them read every head again, recursively:
-    exponential in the wrappers (5 s at 18), and a RecursionError from about 170."""
+    None at once past :data:`_PASSES` remarks in a wrapper (``2 \\text{(a)} \\text{(a)} ...``): a pass of
+    :func:`_strip_number_decorations` strips at most one, so a ``\\text`` would be left (no value), and
+    each is checked against the value before it (:func:`_strip_unit_suffix`): a chain read every head
+    again, exponentially (5 s at 18 wrappers; a RecursionError from about 170). Cached (the box, its
+    remark and the Answer line's checks each ask it) up to :data:`CACHED_CHARS` characters: not whole
+    boxes of a rambling response, keys of up to 20,000 characters."""
+    return _cached_value_of(answer) if len(answer) <= CACHED_CHARS else _value_of(answer)
+
+
+def _value_of(answer: str) -> Fraction | Decimal | None:
     if sum(answer.count(f"{wrapper}(") for wrapper in _UNIT_WRAPPERS) > _PASSES:
         return None
     value = _rational_value(answer)
     return value if value is not None else real_value(_strip_number_decorations(answer))
+
+
+_cached_value_of = functools.lru_cache(maxsize=4096)(_value_of)
 
 
 def _rational_value(text: str) -> Fraction | None:

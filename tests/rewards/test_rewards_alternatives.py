@@ -71,6 +71,11 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: $2$ (which is $\\pi$)", "2", False, "answer"),  # before: right (a relative clause)
     (A + "So \\boxed{2} (or \\frac{4}{2})", "2", True, "boxed"),
     (A + "So \\boxed{2} (or \\sqrt{4})", "2", True, "boxed"),
+    # a decimal of six places or more that rounds a fraction is its value, as between two answers
+    (A + "So \\boxed{\\frac23} (= 0.666667)", "\\frac{2}{3}", True, "boxed"),  # before: wrong
+    (A + "Answer: \\frac23 (i.e. 0.666667)", "\\frac{2}{3}", True, "answer"),  # before: wrong (bare: right)
+    (A + "So \\boxed{\\frac23} (= 0.666666)", "\\frac{2}{3}", False, "boxed"),  # not its rounding
+    (A + "So \\boxed{\\frac23} (= 0.67)", "\\frac{2}{3}", False, "boxed"),  # too few places
     (A + "So \\boxed{2} (or 2.0)", "2", True, "boxed"),
     (A + "So \\boxed{2} (or two)", "2", True, "boxed"),
     (A + "So \\boxed{2} (or \\ln e^2)", "2", True, "boxed"),

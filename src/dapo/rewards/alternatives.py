@@ -43,7 +43,7 @@ from dapo.rewards.approximations import (
     equals_value,
     real_value,
 )
-from dapo.rewards.exact_numbers import exact_rational
+from dapo.rewards.exact_numbers import states_fraction
 
 # A number a remark or an "or" may restate: 34, 1,000, 0.5, -2, 1/2, \frac{1}{2}, \frac12.
 NUMBER_TOKEN = re.compile(r"[+\-\u2212]?(?:\\[dt]?frac(?:\{[+-]?[0-9]{1,50}\}|[0-9])(?:\{[0-9]{1,50}\}|[0-9])(?![0-9])"
@@ -103,12 +103,13 @@ def alternative_is_the_value(remark: str, answer: str, value: Fraction | Decimal
 
 
 def _has_the_value(form: str, value: Fraction | Decimal) -> bool | None:
-    """Whether ``form``'s computed value is ``value``: exactly when both are rational, else to
-    :data:`~dapo.rewards.approximations._SLACK` relative; None when the form is not computed."""
+    """Whether ``form``'s computed value is ``value``: exactly when both are rational (or a decimal of six
+    places or more that rounds it), else to :data:`~dapo.rewards.approximations._SLACK` relative; None
+    when the form is not computed."""
     stated = real_value(form)
     if stated is None:
         return None
-    exact = exact_rational(form) if isinstance(value, Fraction) else None
-    if exact is not None:
-        return exact == value
+    exact = states_fraction(form, value) if isinstance(value, Fraction) else None
+    if exact is not None:  # "(= 0.666667)" after \\frac23: its rounding to six places, as between two answers
+        return exact
     return equals_value(stated, value)

@@ -82,6 +82,18 @@ def rational_verdict(pred: str, ground_truth: str) -> bool | None:
     return False  # fractions, repeating or short decimals: exact, or wrong
 
 
+def states_fraction(text: str, value: Fraction) -> bool | None:
+    """Whether ``text``, a rational number, is ``value`` as :func:`rational_verdict` reads two answers:
+    exactly, or as a decimal of at least :data:`MIN_ROUNDED_DECIMALS` places that is ``value`` rounded
+    (``0.666667`` for 2/3); None when ``text`` states no rational number."""
+    stated = exact_rational(text)
+    if stated is None:
+        return None
+    places = _decimal_places(text)
+    return stated == value or (places is not None and places >= MIN_ROUNDED_DECIMALS
+                               and _rounds_to(value, places, stated))
+
+
 def _decimal_places(answer: str) -> int | None:
     """How many places a plain decimal gives (``0.3333`` -> 4, ``12`` -> 0), None when not one."""
     decimal = _DECIMAL.fullmatch(_NOISE.sub("", answer))

@@ -39,6 +39,7 @@ from fractions import Fraction
 
 from dapo.rewards.approximations import (
     MAX_CHARS,
+    RESTATING_WORDS,
     approximates_with_a_form,
     equals_value,
     real_value,
@@ -56,7 +57,7 @@ OPENING = re.compile(
     r"\s*(?:(?P<alternative>(?:or|\\lor|\\vee|\\text\{\s{0,3}or\s{0,3}\})(?![A-Za-z])"
     r"(?:[\s,]{1,3}(?:equivalently|rather|even|simply|just|else)(?![A-Za-z]))?|(?:otherwise|alternatively)(?![A-Za-z]))"
     r"|(?P<conjunction>and|but|also)(?![A-Za-z])"
-    r"|(?:equivalently|i\.\s?e\.|ie|that\s+is|which\s+is|which\s+equals|equals)(?![A-Za-z])|=(?!=))[\s,$]{0,8}",
+    r"|(?:" + RESTATING_WORDS + r")(?![A-Za-z])|=(?!=))[\s,$]{0,8}",
     re.IGNORECASE)
 # A condition closing the form, with no number in it: "or \\sqrt{2} if n is odd" offers \\sqrt{2}.
 _CONDITION = re.compile(r"[\s,]+(?:if|when|whenever|unless|for|since|because|provided|assuming|where)"

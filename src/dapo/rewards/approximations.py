@@ -52,12 +52,16 @@ from dapo.rewards.unicode_math import unicode_math_to_latex
 # The words and signs that make what follows an approximation: "about", "\approx", "≈" (the bare
 # form, after a value without brackets, :mod:`~dapo.rewards.hedges`; a remark in brackets also
 # takes "ca" and "~", which outside them is LaTeX's unbreakable space).
+# The words that say what comes before them again: "i.e.", "ie", "that is" (THAT_IS), and with them
+# "equivalently", "which is", "which equals", "equals" (RESTATING_WORDS). Each pattern below composes them.
+THAT_IS = r"i\.\s?e\.|ie|that\s+is"
+RESTATING_WORDS = THAT_IS + r"|equivalently|which\s+is|which\s+equals|equals"
 APPROXIMATION_WORDS = (r"(?:about|approximately|approx|roughly|around|nearly|almost|circa{extra})(?![A-Za-z])\.?"
                        r"|close\s+to|\\(?:approx|sim|simeq|thickapprox)(?![A-Za-z])|[≈∼{signs}]")
 # A remark that opens with an approximation and a number: "(about 35)", "(\approx 0.33)", "(~35)", also
 # after a connective: "(or about 35)", "(i.e. about 35)", "(which is about 35)".
 APPROXIMATELY = re.compile(
-    r"\s*(?:(?:or|i\.\s?e\.|ie|that\s+is|which\s+is|so)(?![A-Za-z])[\s,$]{0,4})?"
+    r"\s*(?:(?:or|" + THAT_IS + r"|which\s+is|so)(?![A-Za-z])[\s,$]{0,4})?"
     r"(?:" + APPROXIMATION_WORDS.format(extra="|ca", signs="~") + ")"
     r"[\s$({]{0,8}([+\-\u2212]?[0-9][0-9,]{0,60}(?:\.[0-9]{1,50})?(?:[Kk](?![A-Za-z]))?)"
     # "about 1/3", "\approx 2\sqrt2": no decimal, a closed form (approximates_with_a_form reads it)
@@ -65,7 +69,7 @@ APPROXIMATELY = re.compile(
     re.IGNORECASE)
 # ... an opening of that kind before any value: "(\approx \frac{22}{7})", "(about \sqrt{2})".
 APPROXIMATION_OPENING = re.compile(
-    r"\s*(?:(?:or|i\.\s?e\.|ie|that\s+is|which\s+is|so)(?![A-Za-z])[\s,$]{0,4})?"
+    r"\s*(?:(?:or|" + THAT_IS + r"|which\s+is|so)(?![A-Za-z])[\s,$]{0,4})?"
     r"(?:" + APPROXIMATION_WORDS.format(extra="|ca", signs="~") + r")[\s$]{0,8}", re.IGNORECASE)
 
 MAX_CHARS = 200  # longer answers are not evaluated
@@ -86,7 +90,7 @@ _COMMANDS = {"\\dfrac": "\\frac", "\\tfrac": "\\frac", "\\cdot": "*", "\\times":
 # A name the answer is given as, read as its value: "x = ", "a_{1} = ", "\\theta = ".
 _NAME = re.compile(r"\s*(?:[A-Za-z]|\\[A-Za-z]{2,12})(?:_\{?[A-Za-z0-9]{1,8}\}?)?\s{0,4}=(?!=)")
 # What opens a remark that restates the answer in another form: "or", "i.e.", "=", "or equivalently".
-_RESTATEMENT = re.compile(r"\s*(?:(?:or|i\.\s?e\.|ie|that\s+is|which\s+is|equivalently|=)(?![A-Za-z])[\s,$]{0,4}){1,2}",
+_RESTATEMENT = re.compile(r"\s*(?:(?:or|" + THAT_IS + r"|which\s+is|equivalently|=)(?![A-Za-z])[\s,$]{0,4}){1,2}",
                           re.IGNORECASE)
 _FUNCTIONS = frozenset(("\\exp", "\\ln", "\\log", "\\sin", "\\cos", "\\tan"))
 _JUXTAPOSED = frozenset(("\\pi", "\\sqrt", "\\frac", "(", "e", *_FUNCTIONS))  # what may follow a factor as a product
@@ -160,7 +164,7 @@ def equals_value(stated: Decimal, value: Fraction | Decimal) -> bool:
 
 
 # A restatement as one decimal and nothing after it: "= 1.414", "i.e. 1.41", "which is 1.414".
-_RESTATED_DECIMAL = re.compile(r"\s*(?:=|(?:i\.\s?e\.|ie|that\s+is|equivalently|which\s+is|which\s+equals|equals)(?![A-Za-z]))"
+_RESTATED_DECIMAL = re.compile(r"\s*(?:=|(?:" + RESTATING_WORDS + r")(?![A-Za-z]))"
                                r"[\s,$]{0,8}([+\-\u2212]?[0-9][0-9,]{0,60}(?:\.[0-9]{1,50})?)[\s$.]{0,8}$", re.IGNORECASE)
 # What makes a closed form's value possibly irrational: a root, pi, e, a function, or a fractional power.
 _IRRATIONAL_PART = re.compile(r"\\(?:sqrt|pi|exp|ln|log|sin|cos|tan)(?![A-Za-z])|[√π]|(?<![A-Za-z\\])e(?![A-Za-z])"

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import re
 
+from dapo.rewards.approximations import THAT_IS
+
 _SPELLED = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
             "ten": 10, "eleven": 11, "twelve": 12}
 # A count of the answer's items: "(2 solutions)", "(i.e. two distinct real roots)", "(3 ordered pairs in all)".
 _ITEM_COUNT = re.compile(
-    r"\s*(?:(?:i\.\s?e\.|ie|that\s+is|namely|so)(?![A-Za-z])[\s,]{0,4})?(?:(?:exactly|only|just|the)\s+)?"
+    r"\s*(?:(?:" + THAT_IS + r"|namely|so)(?![A-Za-z])[\s,]{0,4})?(?:(?:exactly|only|just|the)\s+)?"
     r"([0-9]{1,3}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\s+"
     r"(?:(?:distinct|different|real|possible|positive|negative|integer|integral|complex|valid|ordered|unordered"
     r"|unique|total|such)\s+){0,3}"
@@ -28,7 +30,7 @@ _ITEM_COUNT = re.compile(
     r"|elements?|possibilities|possibility|choices?|options?|candidates?|intersections?)(?![A-Za-z])([^0-9]{0,200})$",
     re.IGNORECASE)
 # A count of the derivation's steps: a number, then one of these nouns, and no other number or "or".
-_DERIVATION_COUNT = re.compile(r"\s*(?:(?:i\.\s?e\.|ie|that\s+is|namely)(?![A-Za-z])[\s,]{0,4})?"
+_DERIVATION_COUNT = re.compile(r"\s*(?:(?:" + THAT_IS + r"|namely)(?![A-Za-z])[\s,]{0,4})?"
                                r"(?:(?:in|from|over|across|after|with)\s+)?[0-9]{1,6}\s+(?:sub)?"
                                r"(?:cases?|steps?|stages?|phases?|iterations?)(?![A-Za-z])[^0-9]{0,200}$",
                                re.IGNORECASE)

@@ -53,6 +53,7 @@ from dapo.rewards.answer_lists import answer_items
 from dapo.rewards.approximations import (
     APPROXIMATION_OPENING,
     APPROXIMATION_WORDS,
+    THAT_IS,
     is_rounding_of,
     real_value,
     states_the_value,
@@ -82,18 +83,18 @@ _MAX_MARKERS = 16
 # after "i.e.", "that is", "equivalently" (_RESTATEMENT_MARKER): "34, which is 35" and "\\frac12 =
 # \\frac{10}{9}" on the Answer line keep their rules (the value after the last copula; math-verify's right side).
 _APPROXIMATION_MARKER = re.compile(
-    r"(?:(?:i\.\s?e\.|ie|that\s+is|which\s+is|so)(?![A-Za-z])[\s,]{0,4})?"
+    r"(?:(?:" + THAT_IS + r"|which\s+is|so)(?![A-Za-z])[\s,]{0,4})?"
     r"(?:" + APPROXIMATION_WORDS.format(extra="", signs="") + ")", re.IGNORECASE)
 _BARE_MARKER = re.compile(
     r"(?:" + _APPROXIMATION_MARKER.pattern + ")"
-    r"|(?:i\.\s?e\.|ie|that\s+is|which\s+is|which\s+equals|equals)(?![A-Za-z])[\s,$]{0,4}[+\-\u2212]?[0-9]"
+    r"|(?:" + THAT_IS + r"|which\s+is|which\s+equals|equals)(?![A-Za-z])[\s,$]{0,4}[+\-\u2212]?[0-9]"
     r"|=(?!=)", re.IGNORECASE)
 # ... and a restatement by "i.e.", "that is" or "equivalently" (:func:`restatement_changes`; not "=" or "which
 # is": see above), also in a text wrapper ("34 \\text{, i.e. } \\frac{2}{3}").
-_RESTATEMENT_MARKER = re.compile(r"(?:i\.\s?e\.|ie|that\s+is|equivalently)(?![A-Za-z])", re.IGNORECASE)
+_RESTATEMENT_MARKER = re.compile(r"(?:" + THAT_IS + r"|equivalently)(?![A-Za-z])", re.IGNORECASE)
 _OWN_MARKER = re.compile(_APPROXIMATION_MARKER.pattern + "|" + _RESTATEMENT_MARKER.pattern, re.IGNORECASE)
-_WRAPPED_RESTATEMENT = re.compile(r"\\(?:text|textrm|mbox|mathrm|textnormal)\{([\s,;]{0,4}(?:i\.\s?e\.|ie|that\s+is"
-                                  r"|equivalently)(?![A-Za-z])[\s,]{0,4})\}", re.IGNORECASE)
+_WRAPPED_RESTATEMENT = re.compile(r"\\(?:text|textrm|mbox|mathrm|textnormal)\{([\s,;]{0,4}(?:" + THAT_IS
+                                  + r"|equivalently)(?![A-Za-z])[\s,]{0,4})\}", re.IGNORECASE)
 # Where such a remark may start in an answer: after a value's end (a digit, a brace, \pi), past a comma.
 _ALL_MARKER_STARTS = frozenset("=≈∼\\iatwsrncle")  # ... of _BARE_MARKER
 # A parenthesis closing a remark: "\\pi \\approx 3.14 (3 cases)".

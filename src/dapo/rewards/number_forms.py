@@ -21,7 +21,13 @@ from decimal import Decimal
 from fractions import Fraction
 
 from dapo.rewards.alternatives import NUMBER_OR_THOUSANDS, NUMBER_TOKEN, computed_form
-from dapo.rewards.approximations import APPROXIMATELY, is_rounding_of, real_value, restates_value
+from dapo.rewards.approximations import (
+    APPROXIMATELY,
+    RESTATING_WORDS,
+    is_rounding_of,
+    real_value,
+    restates_value,
+)
 from dapo.rewards.counts import counts_the_derivation, item_count, stated_count
 from dapo.rewards.exact_numbers import exact_rational
 
@@ -167,7 +173,7 @@ _ANOTHER_ANSWER = re.compile(
 _MULTIPLIES_IT = re.compile(r"\s*(?:x|times|multiplied by|\\times|\\cdot|\*)[\s$({]{0,8}[+\-\u2212]?[0-9]", re.IGNORECASE)
 _OPENS_WITH_A_NUMBER = re.compile(r"\s{0,3}[$]?\s{0,3}[+\-\u2212]?[0-9]")
 # ... or that restates it as another number: "(which is 35)", "(i.e. 0.6)", "(that is, 35)", "(equivalently 35)", "(= 35)".
-_RESTATED_AS = re.compile(r"\s*(?:(?:i\.\s?e\.|ie|that\s+is|equivalently|which\s+is|which\s+equals|equals)(?![A-Za-z])|=)"
+_RESTATED_AS = re.compile(r"\s*(?:(?:" + RESTATING_WORDS + r")(?![A-Za-z])|=)"
                           r"[\s,$({]{0,8}[+\-\u2212]?[0-9]", re.IGNORECASE)
 # ... or that is only a bound, as "$34$ or more" is: "(or more)", "(at least)"; not "(at most 2 per row)".
 _BOUNDS_IT = re.compile(r"\s*(?:or\s+(?:more|less|fewer|greater|higher|lower|above|below|over|under)|at\s+(?:least|most))"
@@ -307,12 +313,9 @@ def value_of(answer: str) -> Fraction | Decimal | None:
     """``answer``'s value: exact when rational, else computed for a closed form (``\\sqrt{2}``,
     ``x = 2\\pi``, ``10\\sqrt{2} \\text{ m}``: :func:`~dapo.rewards.approximations.real_value`), else None.
 
-    None at once past :data:`_PASSES` remarks in a wrapper (``2 \\text{(a)} \\text{(a)} ...``): a pass of
-    :func:`_strip_number_decorations` strips at most one, so a ``\\text`` would be left (no value), and
-    each is checked against the value before it (:func:`_strip_unit_suffix`): a chain read every head
-    again, exponentially (5 s at 18 wrappers; a RecursionError from about 170). Cached (the box, its
-    remark and the Answer line's checks each ask it) up to :data:`CACHED_CHARS` characters: not whole
-    boxes of a rambling response, keys of up to 20,000 characters."""
+    None at once past :data:`_PASSES` remarks in wrappers (``2 \\text{(a)} \\text{(a)} ...``: a ``\\text``
+    would be left; checking each against the value before it took exponential time). Cached up to
+    :data:`CACHED_CHARS` characters (not whole boxes of a rambling response)."""
     return _cached_value_of(answer) if len(answer) <= CACHED_CHARS else _value_of(answer)
 
 

@@ -39,12 +39,12 @@ from fractions import Fraction
 
 from dapo.rewards.approximations import (
     MAX_CHARS,
-    RESTATING_WORDS,
     approximates_with_a_form,
     equals_value,
     real_value,
 )
 from dapo.rewards.exact_numbers import states_fraction
+from dapo.rewards.remark_words import NAME, OR_ADVERBS, RESTATING_WORDS
 
 # A number a remark or an "or" may restate: 34, 1,000, 0.5, -2, 1/2, \frac{1}{2}, \frac12.
 NUMBER_TOKEN = re.compile(r"[+\-\u2212]?(?:\\[dt]?frac(?:\{[+-]?[0-9]{1,50}\}|[0-9])(?:\{[0-9]{1,50}\}|[0-9])(?![0-9])"
@@ -55,7 +55,7 @@ NUMBER_OR_THOUSANDS = re.compile(NUMBER_TOKEN.pattern + r"(?:[Kk](?![A-Za-z]))?"
 # unnamed only, "and n = 3" may be a condition) or a restatement ("=", "i.e.").
 OPENING = re.compile(
     r"\s*(?:(?P<alternative>(?:or|\\lor|\\vee|\\text\{\s{0,3}or\s{0,3}\})(?![A-Za-z])"
-    r"(?:[\s,]{1,3}(?:equivalently|rather|even|simply|just|else)(?![A-Za-z]))?|(?:otherwise|alternatively)(?![A-Za-z]))"
+    r"(?:[\s,]{1,3}(?:" + OR_ADVERBS + r")(?![A-Za-z]))?|(?:otherwise|alternatively)(?![A-Za-z]))"
     r"|(?P<conjunction>and|but|also)(?![A-Za-z])"
     r"|(?:" + RESTATING_WORDS + r")(?![A-Za-z])|=(?!=))[\s,$]{0,8}",
     re.IGNORECASE)
@@ -63,7 +63,7 @@ OPENING = re.compile(
 _CONDITION = re.compile(r"[\s,]+(?:if|when|whenever|unless|for|since|because|provided|assuming|where)"
                         r"(?![A-Za-z])[^0-9]*$", re.IGNORECASE)
 # A name the alternative is given as: "x = ", "a_{1} = ", "\\theta = ".
-_NAME = re.compile(r"(?:[A-Za-z]|\\[A-Za-z]{2,12})(?:_\{?[A-Za-z0-9]{1,8}\}?)?\s{0,4}=(?!=)\s{0,4}")
+_NAME = re.compile(NAME + r"\s{0,4}=(?!=)\s{0,4}")
 _DELIMITERS = re.compile(r"\\[()\[\]]")  # \( \) \[ \]: math delimiters
 _BARE_LOG = re.compile(r"\\log(?![A-Za-z_])")  # \log without a base: 10 or e
 # An answer in degrees or percent: a form after it may restate it in other units (radians, a fraction).

@@ -47,17 +47,9 @@ from decimal import Context, Decimal, DecimalException, localcontext
 from fractions import Fraction
 
 from dapo.rewards.exact_numbers import exact_rational
+from dapo.rewards.remark_words import APPROXIMATION_WORDS, NAME, RESTATING_WORDS, THAT_IS
 from dapo.rewards.unicode_math import unicode_math_to_latex
 
-# The words and signs that make what follows an approximation: "about", "\approx", "≈" (the bare
-# form, after a value without brackets, :mod:`~dapo.rewards.hedges`; a remark in brackets also
-# takes "ca" and "~", which outside them is LaTeX's unbreakable space).
-# The words that say what comes before them again: "i.e.", "ie", "that is" (THAT_IS), and with them
-# "equivalently", "which is", "which equals", "equals" (RESTATING_WORDS). Each pattern below composes them.
-THAT_IS = r"i\.\s?e\.|ie|that\s+is"
-RESTATING_WORDS = THAT_IS + r"|equivalently|which\s+is|which\s+equals|equals"
-APPROXIMATION_WORDS = (r"(?:about|approximately|approx|roughly|around|nearly|almost|circa{extra})(?![A-Za-z])\.?"
-                       r"|close\s+to|\\(?:approx|sim|simeq|thickapprox)(?![A-Za-z])|[≈∼{signs}]")
 # A remark that opens with an approximation and a number: "(about 35)", "(\approx 0.33)", "(~35)", also
 # after a connective: "(or about 35)", "(i.e. about 35)", "(which is about 35)".
 APPROXIMATELY = re.compile(
@@ -88,7 +80,7 @@ _TOKEN = re.compile(r"\s*(?:([0-9]{1,50}(?:\.[0-9]{0,50})?|\.[0-9]{1,50})|(\\[A-
                     r"|((?:(?<![A-Za-z0-9.])e|(?<=[0-9.])e(?![0-9+\-]))(?![A-Za-z])))")  # e: not 1e-5
 _COMMANDS = {"\\dfrac": "\\frac", "\\tfrac": "\\frac", "\\cdot": "*", "\\times": "*", "\\div": "/"}
 # A name the answer is given as, read as its value: "x = ", "a_{1} = ", "\\theta = ".
-_NAME = re.compile(r"\s*(?:[A-Za-z]|\\[A-Za-z]{2,12})(?:_\{?[A-Za-z0-9]{1,8}\}?)?\s{0,4}=(?!=)")
+_NAME = re.compile(r"\s*" + NAME + r"\s{0,4}=(?!=)")
 # What opens a remark that restates the answer in another form: "or", "i.e.", "=", "or equivalently".
 _RESTATEMENT = re.compile(r"\s*(?:(?:or|" + THAT_IS + r"|which\s+is|equivalently|=)(?![A-Za-z])[\s,$]{0,4}){1,2}",
                           re.IGNORECASE)

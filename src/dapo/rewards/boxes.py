@@ -33,6 +33,7 @@ from dapo.rewards.number_forms import (
     starts_with_scale_word,
     value_of,
 )
+from dapo.rewards.remark_words import NAME, OR_ADVERBS
 
 BOX_COMMANDS = ("\\boxed", "\\fbox")
 # a number or math just before the last box, joined to it by "or": "$35$ or \\boxed{34}"
@@ -42,9 +43,9 @@ _ALTERNATIVE_BEFORE = re.compile(r"[0-9$})] {0,3}(?:or|\\lor) {0,3}$", re.IGNORE
 # more" (as "$34$ or more").
 _ALTERNATIVE_AFTER = re.compile(
     r"(?:\\[)\]]|[\s$.,]){0,8}(?:or|\\lor|\\vee|\\text\{ {0,3}or {0,3}\})(?![A-Za-z])(?:\\\(|[\s$(]){0,8}"
-    r"(?:(?:equivalently|rather|even|simply|just|else)(?![A-Za-z])[\s,$]{0,8})?"
+    r"(?:(?:" + OR_ADVERBS + r")(?![A-Za-z])[\s,$]{0,8})?"
     r"(?:(?:about|approximately|approx\.?|roughly|around|nearly|almost|\\approx|[≈~∼])(?:\\\(|[\s$(]){0,8})?"
-    r"(?:(?:(?:[A-Za-z]|\\[A-Za-z]{2,12})(?:_\{?[A-Za-z0-9]{1,8}\}?)? {0,3}= {0,3})?[+-]? {0,3}"
+    r"(?:(?:" + NAME + r" {0,3}= {0,3})?[+-]? {0,3}"
     r"(?:[0-9]|\\(?:d?frac|sqrt|boxed|pi)(?![A-Za-z]))"
     r"|(?:more|less|fewer|greater|higher|lower|above|below)(?![A-Za-z]))", re.IGNORECASE)
 # Between two chained boxes: spacing and math delimiters, dropped before looking for a separator.

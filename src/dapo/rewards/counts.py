@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from dapo.rewards.approximations import THAT_IS
+from dapo.rewards.remark_words import THAT_IS
 
 _SPELLED = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
             "ten": 10, "eleven": 11, "twelve": 12}

@@ -52,8 +52,6 @@ from dapo.rewards.alternatives import (
 from dapo.rewards.answer_lists import answer_items
 from dapo.rewards.approximations import (
     APPROXIMATION_OPENING,
-    APPROXIMATION_WORDS,
-    THAT_IS,
     is_rounding_of,
     real_value,
     states_the_value,
@@ -71,6 +69,7 @@ from dapo.rewards.number_forms import (
     states_words,
     value_of,
 )
+from dapo.rewards.remark_words import APPROXIMATION_WORDS, THAT_IS
 
 _MAX_TAIL = 500  # how much of an answer's end is read for a closing remark
 _MAX_NUMBERS = 16  # numbers a remark on a list may restate

@@ -23,13 +23,13 @@ from fractions import Fraction
 from dapo.rewards.alternatives import NUMBER_OR_THOUSANDS, NUMBER_TOKEN, computed_form
 from dapo.rewards.approximations import (
     APPROXIMATELY,
-    RESTATING_WORDS,
     is_rounding_of,
     real_value,
     restates_value,
 )
 from dapo.rewards.counts import counts_the_derivation, item_count, stated_count
 from dapo.rewards.exact_numbers import exact_rational
+from dapo.rewards.remark_words import NAME, OR_ADVERBS, RESTATING_WORDS
 
 SPACES = ("\\,", "\\;", "\\:", "\\ ", "~", "\u00a0", "\u2009", "\u202f", "\u2007")
 _SUFFIXES = ("^{\\circ}", "^\\circ", "\\circ", "°", "\\degree", "\\%", "%", "\\$")
@@ -165,8 +165,8 @@ def _is_spaced_kelvin(answer: str, start: int, inner: str) -> bool:
 # "(for both n = 3 and 4)", "(and n = 3)", "(either n = 3 or n = 4)" and "(but \pi is irrational)"
 # state conditions or reasons.
 _ANOTHER_ANSWER = re.compile(
-    r"\s*(?:(?:or|otherwise|else|alternatively)(?![A-Za-z])(?:[\s,]{1,3}(?:equivalently|rather|even|simply|just|else)"
-    r"(?![A-Za-z]))?[\s$({]{1,8}(?:(?:[A-Za-z]|\\[A-Za-z]{2,12})(?:_\{?[A-Za-z0-9]{1,8}\}?)?[\s$]{0,4}=[\s$({]{0,8})?"
+    r"\s*(?:(?:or|otherwise|else|alternatively)(?![A-Za-z])(?:[\s,]{1,3}(?:" + OR_ADVERBS + r")"
+    r"(?![A-Za-z]))?[\s$({]{1,8}(?:" + NAME + r"[\s$]{0,4}=[\s$({]{0,8})?"
     r"|(?:either|possibly|perhaps|maybe|probably|likely)[\s$({]{1,8})[+\-\u2212]?(?:[0-9]|\\(?:d?frac|sqrt|pi)(?![A-Za-z]))"
     r"|\s*(?:and|but|though|although|also)[\s$({]{1,8}[+\-\u2212]?[0-9]", re.IGNORECASE)
 # ... and one that opens with a product multiplies it: "(x 1000)", "(times 10)", "(\times 10^3)".

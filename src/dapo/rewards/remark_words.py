@@ -1,0 +1,23 @@
+"""The words the verifier's remark patterns share, written once and composed into each pattern.
+
+Pattern fragments (regular-expression source, no groups that capture): the modules that read an
+answer's remarks (:mod:`~dapo.rewards.approximations`, :mod:`~dapo.rewards.alternatives`,
+:mod:`~dapo.rewards.number_forms`, :mod:`~dapo.rewards.hedges`, :mod:`~dapo.rewards.counts`,
+:mod:`~dapo.rewards.boxes`) put their own openings, spacing and bounds around them.
+"""
+
+from __future__ import annotations
+
+# The words that say what comes before them again: "i.e.", "ie", "that is", and with them "equivalently",
+# "which is", "which equals", "equals".
+THAT_IS = r"i\.\s?e\.|ie|that\s+is"
+RESTATING_WORDS = THAT_IS + r"|equivalently|which\s+is|which\s+equals|equals"
+# What may follow an "or" that offers the same answer again: "or equivalently", "or rather", "or simply".
+OR_ADVERBS = r"equivalently|rather|even|simply|just|else"
+# A name a value is given: "x", "a_{1}", "\\theta" (before an "=" in each pattern that reads one).
+NAME = r"(?:[A-Za-z]|\\[A-Za-z]{2,12})(?:_\{?[A-Za-z0-9]{1,8}\}?)?"
+# The words and signs that make what follows an approximation: "about", "\approx", "≈" (the bare
+# form, after a value without brackets, :mod:`~dapo.rewards.hedges`; a remark in brackets also
+# takes "ca" and "~", which outside them is LaTeX's unbreakable space).
+APPROXIMATION_WORDS = (r"(?:about|approximately|approx|roughly|around|nearly|almost|circa{extra})(?![A-Za-z])\.?"
+                       r"|close\s+to|\\(?:approx|sim|simeq|thickapprox)(?![A-Za-z])|[≈∼{signs}]")

@@ -57,7 +57,6 @@ from dapo.rewards.approximations import (
     states_the_value,
 )
 from dapo.rewards.counts import OR, item_count, stated_count
-from dapo.rewards.exact_numbers import rational_verdict
 from dapo.rewards.number_forms import (
     ARITHMETIC,
     SCALE_WORDS,
@@ -238,9 +237,7 @@ def restatement_changes(answer: str, remark: str) -> bool | None:
     rest = remark[opening.end() : _MAX_TAIL].strip().rstrip(".$ ") if opening is not None else ""
     if value is None or not rest:
         return None
-    if rational_verdict(rest, own) is True:
-        return False  # "\\frac23, i.e. 0.666667", "34, i.e. 34.0"
-    form = alternative_is_the_value(remark, own, value)
+    form = alternative_is_the_value(remark, own, value)  # "\\frac23, i.e. 0.666667", "34, i.e. 34.0": the value
     if form is not None:
         return not form
     if VARIABLE_PREFIX.match(rest) is not None:  # "i.e. n = 3" may be a condition

@@ -14,7 +14,9 @@ the rest guard what stays).
    text is judged as in brackets: ``Answer: 34, i.e. \\frac{2}{3}`` and ``2, i.e. \\sqrt{2}`` offered
    another value and were accepted (math-verify read one of the two); ``2, i.e. \\sqrt{4}`` restates
    it; a chain of such remarks after a value not computed is read in polynomial time (it was
-   exponential) -- hedges (restatement_changes), extract (", that is" no copula), number_forms.
+   exponential) -- hedges (restatement_changes), extract (", that is" no copula), number_forms. After a
+   name (bare or in math) ", that is" gives its value, as "is" does, and the comma after it goes:
+   ``x, that is, \\frac{2}{3}`` and ``$x$, that is, 34`` were wrong -- extract (_after_copula).
 5. A numeral equated to another number with a unit is wrong (``34 = 2 \\text{ cm}``; the unit made
    it a name, and no rational) -- incomplete, units (number_and_unit).
 """
@@ -148,6 +150,20 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 34, equivalently x = 34", "34", True, "answer"),  # before: wrong
     (A + "Answer: 34, that is, 34 \\text{ cm}", "34", True, "answer"),
     (A + "Answer: 34, i.e. 3 cases", "34", True, "answer"),  # before: wrong (a count of cases, as "(i.e. 3 cases)")
+    # ... after a name, "that is" gives its value, a copula without its comma (a value's "$" or digit: a name's)
+    (A + "Answer: x, that is, 34", "34", True, "answer"),
+    (A + "Answer: x, that is, 35", "34", False, "answer"),
+    (A + "Answer: x, that is, \\frac{2}{3}", "\\frac23", True, "answer"),  # before: wrong (", \\frac{2}{3}" read)
+    (A + "Answer: x, that is, 34K", "34000", True, "answer"),  # before: wrong (the same)
+    (A + "Answer: $x$, that is, 34", "34", True, "answer"),  # before: wrong ("$" read as a value's end: x)
+    (A + "Answer: $x$, that is, 35", "34", False, "answer"),
+    (A + "Answer: $a_1$, that is, 34", "34", True, "answer"),  # before: wrong
+    (A + "Answer: a_{1}, that is, 34", "34", True, "answer"),  # before: wrong ("}" read as a value's end)
+    (A + "Answer: $\\theta$, that is, 34", "34", True, "answer"),  # before: wrong
+    (A + "Answer: a_1, that is, 35", "34", False, "answer"),
+    (A + "Answer: $34$, that is, 35", "34", False, "answer"),  # a value: its remark
+    (A + "Answer: $x = 5$, that is, 34", "34", False, "answer"),
+    (A + "Answer: $e$, that is, 2.718", "e", True, "answer"),  # Euler's e, a value: its rounding
     # ... left as before: a form not computed, "=" and "which is" (the Answer line's rules), brackets
     (A + "Answer: 34, i.e. 2x", "34", False, "answer"),
     (A + "Answer: 34 (i.e. \\frac{2}{3})", "34", False, "answer"),
@@ -155,6 +171,9 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 2 = \\sqrt{2}", "2", False, "answer"),
     (A + "Answer: 2 = \\sqrt{4}", "2", True, "answer"),
     (A + "Answer: \\frac12 = \\frac{10}{9}", "\\frac{10}{9}", True, "answer"),
+    (A + "Answer: 10 which is 1,000.99", "1000.99", False, "answer"),  # math-verify: a pair, neither value
+    (A + "Answer: 10 which is 1,000.99", "10", False, "answer"),
+    (A + "Answer: so the number is 10 which is 1,000.99m²", "1000.99", True, "answer"),  # its suite: 1,000.99
     # --- 5. a numeral equated to another number with a unit ---
     (A + "Answer: 34 = 2 \\text{ cm}", "34", False, "answer"),  # before: right
     (A + "Answer: 34 = 2 cm", "34", False, "answer"),  # before: right

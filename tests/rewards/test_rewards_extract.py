@@ -158,6 +158,8 @@ def test_chained_boxes(text: str, items: tuple[str, ...], candidates: int) -> No
      ("Answer: $$\n7\n$$", "7"),
      ("Answer: $f(x)=x$, which is a polynomial of degree 1", "f(x)=x"),
      ("Answer: The answer is 34, which is even.", "34"),
+     ("Answer: x, that is, \\frac{2}{3}", "\\frac{2}{3}"), ("Answer: $x$, that is, 34", "34"),
+     ("Answer: 34, that is, 35", "34, that is, 35"),
      ("Answer: The solution set is $x<-1$ or $x>2$.", "x<-1 or x>2")],
 )
 def test_answer_line_forms(text: str, expected: str) -> None:

@@ -37,6 +37,7 @@ from dapo.rewards.approximations import (
 from dapo.rewards.counts import stated_count
 from dapo.rewards.hedges import list_remark_changes, without_bare_remark, without_list_remark
 from dapo.rewards.number_forms import value_of
+from dapo.rewards.verifier import prepare
 
 A = "Let me think step by step.\nSo the total is computed.\n"
 
@@ -264,3 +265,13 @@ def test_hostile_inputs_stay_fast() -> None:
         verdicts = verify(response, "1, 2", "any"), verify(response, "\\sqrt2", "any")
         assert time.perf_counter() - start < 2.0
         assert not any(correct for correct, *_ in verdicts)  # none of this text states either answer
+
+
+def test_a_chain_of_markers_in_one_answer_reads_at_most_the_bound() -> None:
+    """``Answer: a^{i}∼2∼2...``, 240 links after a value not computed: each head before a marker is
+    read for its own markers, so an answer costs the square of its chain, which its 500 characters
+    cap at about 0.16 s (hedges._MAX_MARKERS unbounded); 40 such answers took 6 s, now a few ms each."""
+    start = time.perf_counter()
+    for i in range(40):  # distinct answers: no cache holds one for the next
+        assert prepare(f"Answer: a^{{{i}}}" + "∼2" * 240, "2", "any").verdict is None  # math-verify decides
+    assert time.perf_counter() - start < 1.0

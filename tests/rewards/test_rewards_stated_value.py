@@ -387,8 +387,8 @@ def test_new_rules_stay_fast_on_hostile_text(response: str) -> None:
      ("\\boxed{2" + "\\text{(or \\pi)}" * 400 + "}", "2", False),  # before: RecursionError
      ("Answer: 1" + "\\boxed" * 13 + "(", "2 \\text{ cm}", None),  # before: over 30 s, the unit's pattern backtracked
      ("Answer: 2 = 1" + "\\sqrt" * 14 + "(", "2", None),  # before: over 30 s (the same, on a side of an equation)
-     ("\\boxed{" + "; ".join(f"a^{{{i}}}" + "∼2" * 240 for i in range(40)) + "}", "1, 2", False),  # before: 4.6 s
-     ("Answer: a^2" + "∼2" * 240, "2", None)],  # before: 0.16 s (every head read for its own markers)
+     ("\\boxed{" + "; ".join(f"a^{{{i}}}" + "∼2" * 240 for i in range(40)) + "}", "1, 2", False)],  # before: 4.6 s
+    # one answer's chain ("Answer: a^2∼2∼2..."): test_rewards_hedges, whose 40 answers exceed the bound without it
 )
 def test_stacked_remarks_and_unit_tails_stay_fast(response: str, gold: str, verdict: bool | None) -> None:
     start = time.perf_counter()

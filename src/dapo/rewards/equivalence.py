@@ -35,7 +35,6 @@ from dapo.rewards.exact_numbers import is_repeating_decimal, rational_verdict
 from dapo.rewards.math_verify_call import MAX_MATH_CHARS
 from dapo.rewards.math_verify_call import math_equal as math_equal
 from dapo.rewards.math_verify_call import silence_math_verify_logging as silence_math_verify_logging
-from dapo.rewards.number_forms import SCALE_WORDS as SCALE_WORDS
 from dapo.rewards.number_forms import (
     SPACES,
     TEXT_WRAPPED,
@@ -48,6 +47,7 @@ from dapo.rewards.number_forms import (
     plain_number,
 )
 from dapo.rewards.number_forms import starts_with_scale_word as starts_with_scale_word
+from dapo.rewards.unit_suffix import SCALE_WORDS as SCALE_WORDS
 
 _WORDS = re.compile(r"[A-Za-z]{2,40}(?:[ '-]{1,3}[A-Za-z]{1,40}){0,8}")
 

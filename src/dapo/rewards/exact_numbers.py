@@ -68,18 +68,14 @@ def rational_verdict(pred: str, ground_truth: str) -> bool | None:
     pred_value = exact_rational(pred) if gold_value is not None else None
     if pred_value is None or gold_value is None:
         return None
-    if pred_value == gold_value:
-        return True
     pred_places, gold_places = _decimal_places(pred), _decimal_places(ground_truth)
     if pred_places is not None and gold_places is not None:
-        return False  # two decimals: exact values only (12.5 and 12.50)
+        return pred_value == gold_value  # two decimals: exact values only (12.5 and 12.50)
     # A decimal with enough places is right for a fraction (on either side: a ground truth given as
     # 0.333333 is a rounded 1/3) when it is the fraction rounded to that many places.
-    if pred_places is not None and pred_places >= MIN_ROUNDED_DECIMALS:
-        return _rounds_to(gold_value, pred_places, pred_value)
-    if gold_places is not None and gold_places >= MIN_ROUNDED_DECIMALS:
-        return _rounds_to(pred_value, gold_places, gold_value)
-    return False  # fractions, repeating or short decimals: exact, or wrong
+    if gold_places is not None:
+        return _is_or_rounds(gold_value, gold_places, pred_value)
+    return _is_or_rounds(pred_value, pred_places, gold_value)  # fractions, repeating decimals: exact
 
 
 def states_fraction(text: str, value: Fraction) -> bool | None:
@@ -87,9 +83,12 @@ def states_fraction(text: str, value: Fraction) -> bool | None:
     exactly, or as a decimal of at least :data:`MIN_ROUNDED_DECIMALS` places that is ``value`` rounded
     (``0.666667`` for 2/3); None when ``text`` states no rational number."""
     stated = exact_rational(text)
-    if stated is None:
-        return None
-    places = _decimal_places(text)
+    return None if stated is None else _is_or_rounds(stated, _decimal_places(text), value)
+
+
+def _is_or_rounds(stated: Fraction, places: int | None, value: Fraction) -> bool:
+    """The rule of the module, for one side: ``stated`` (given with ``places`` decimal places, None when
+    not a plain decimal) is ``value`` exactly, or rounds it to at least :data:`MIN_ROUNDED_DECIMALS` places."""
     return stated == value or (places is not None and places >= MIN_ROUNDED_DECIMALS
                                and _rounds_to(value, places, stated))
 

@@ -45,7 +45,9 @@ from dapo.rewards.boxes import (
 )
 from dapo.rewards.hedges import bare_remark_changes, list_tail_changes, restates_list
 from dapo.rewards.inequalities import is_inequality_disjunction
-from dapo.rewards.number_forms import SCALE_WORDS, restates, starts_with_scale_word, value_of
+from dapo.rewards.number_forms import restates, starts_with_scale_word, value_of
+from dapo.rewards.remark_words import NAME
+from dapo.rewards.unit_suffix import SCALE_WORDS
 
 # "Answer:", "**Answer:**", "Final answer :", full-width colon; or a heading alone on its line with
 # no colon ("**Final Answer**", "## Answer"), whose answer is the next non-empty line. Quantifiers
@@ -65,6 +67,11 @@ _RELATIVE_WORDS = ("which", "what")
 _RELATIVE_CLAUSE = re.compile(r",\s{0,3}(?:which|where|since|because)(?![A-Za-z])", re.IGNORECASE)
 # ", that is," after a value restates it (a remark, hedges.restatement_changes), no copula: "34, that is, 35".
 _RESTATING_THAT = re.compile(r"(?:[0-9})$]|\\pi)\s{0,3},\s{0,3}that\s{0,3}$", re.IGNORECASE)
+# ... but after a name, bare or in math, it gives the name's value, as "is" does: "x, that is, 34", "$a_1$,
+# that is, 34" (the digit, brace or "$" ending the name is none of a value); \pi and Euler's e are values.
+_NAMED_THAT = re.compile(r"(?<![A-Za-z0-9\\_^{}])\$?\s{0,3}(?!(?:\\pi|e)(?![A-Za-z_]))" + NAME
+                         + r"\s{0,3}\$?\s{0,3},\s{0,3}that\s{0,3}$", re.IGNORECASE)
+_COMMA_THAT = re.compile(r",\s{0,3}that\s{0,3}$", re.IGNORECASE)  # ", that is, 34" read as a copula: its comma goes
 # "34 is the answer": a copula whose tail only names the answer, which is before it.
 _NAMES_THE_ANSWER = re.compile(r"(?:(?:the|my|our)\s{1,3})?(?:final\s{1,3}|correct\s{1,3})?(?:answer|result)\.?",
                                re.IGNORECASE)
@@ -215,8 +222,9 @@ def _clean_line(line: str) -> Extracted | None:
     answer = clean_answer(line)
     if not answer:
         return None
-    # the number math-verify would read is the last one: "not 10 which is 1,000.99" states 1,000.99;
-    # not one in a remark or a reason after it: "34 (not 35)", "34 because n over 2 is odd"
+    # a qualifier bounds the last number, the one math-verify reads when it falls back to numbers ("not 10
+    # which is 1,000.99€" is right for 1000.99, as in its suite; "not" is 10's), not one in a remark or a
+    # reason after it: "34 (not 35)", "34 because n over 2 is odd"
     stated = _stated_part(answer)
     last_number = None
     for last_number in _NUMBER.finditer(stated):  # noqa: B007 - we want the last match
@@ -243,7 +251,9 @@ def _after_copula(line: str) -> str:
     (``The winner is Evelyn``); ``$x = 5$ is the only solution`` keeps the whole line. A
     relative clause describes the answer and is skipped: ``$x^2$, which is even`` keeps
     ``x^2``; ``34, which is even`` after a copula is cut to ``34``. A ``, that is`` after a value restates
-    it, no copula: ``34, that is, \\frac{2}{3}`` is kept whole (the verifier judges the remark).
+    it, no copula: ``34, that is, \\frac{2}{3}`` is kept whole (the verifier judges the remark); after a
+    name (``x``, ``$x$``, ``a_{1}``) or a word (``34 cm, that is, 35`` gives 35) it is one, and the comma
+    closing it goes: ``x, that is, \\frac{2}{3}`` gives ``\\frac{2}{3}``.
     """
     last = None
     dollars = 0
@@ -252,7 +262,8 @@ def _after_copula(line: str) -> str:
         dollars += line.count("$", at, match.start())
         at = match.start()
         relative = (line[max(0, at - 8) : at].rstrip().lower().endswith(_RELATIVE_WORDS)
-                    or _RESTATING_THAT.search(line, max(0, at - 16), at) is not None)
+                    or (_RESTATING_THAT.search(line, max(0, at - 16), at) is not None
+                        and _NAMED_THAT.search(line, max(0, at - 40), at) is None))
         if dollars % 2 == 0 and not relative:
             last = match
     if last is None:  # "540, which is even": a relative clause without a number describes the answer
@@ -260,6 +271,8 @@ def _after_copula(line: str) -> str:
         return head.strip() if clause and _states_math(head) and not any(c.isdigit() for c in clause[0]) else line
     head, tail = line[: last.start()], line[last.end() :].strip(" :")
     tail = _RELATIVE_CLAUSE.split(tail, maxsplit=1)[0].strip()
+    if _COMMA_THAT.search(head, max(0, len(head) - 16)) is not None:
+        tail = tail.lstrip(", ")  # "x, that is, \\frac{2}{3}": the copula's comma, not the answer's
     if _NAMES_THE_ANSWER.fullmatch(tail) and _states_math(head):  # "34 is the answer."
         return head.strip()
     if tail and (_states_math(tail) or not _states_math(head)):

@@ -58,8 +58,6 @@ from dapo.rewards.approximations import (
 )
 from dapo.rewards.counts import OR, item_count, stated_count
 from dapo.rewards.number_forms import (
-    ARITHMETIC,
-    SCALE_WORDS,
     TEXT_WRAPPED,
     VARIABLE_PREFIX,
     only_restates,
@@ -69,6 +67,7 @@ from dapo.rewards.number_forms import (
     value_of,
 )
 from dapo.rewards.remark_words import APPROXIMATION_WORDS, THAT_IS
+from dapo.rewards.unit_suffix import ARITHMETIC, SCALE_WORDS
 
 _MAX_TAIL = 500  # how much of an answer's end is read for a closing remark
 _MAX_NUMBERS = 16  # numbers a remark on a list may restate
@@ -261,8 +260,10 @@ def without_bare_remark(answer: str) -> str | None:
     math-verify's own suite, left to it. A named closed form is checked as a bare one (``x = \\sqrt2
     \\approx 7`` is wrong, as ``\\sqrt2 \\approx 7`` is: the suite has no such row). An ``=`` or
     ``which is 35`` in the answer's own text keeps the Answer line's rules (``\\frac12 = \\frac{10}{9}``
-    is read by math-verify, ``10 which is 1,000.99`` states 1,000.99); after a box or a ``$...$``
-    segment it is a remark (:func:`bare_remark_changes`). At most :data:`_MAX_TAIL` characters and
+    is read by math-verify; so is ``10 which is 1,000.99``, which it parses as the pair of ``10 w h i c h
+    i s 1`` and ``0.99``: wrong for 10 and for 1000.99; with a unit or currency sign glued after it,
+    ``1,000.99m²`` or ``1,000.99€``, it reads 1,000.99, right as its own suite has it); after a box or a
+    ``$...$`` segment it is a remark (:func:`bare_remark_changes`). At most :data:`_MAX_TAIL` characters and
     :data:`_MAX_MARKERS` markers (``answer`` itself after as many undecided ones), and each head's own
     remark read once (cached: a chain of markers after a value not computed, ``a^2 \\approx 2 \\approx 2
     ...``, asked it of every head again, exponentially in their number)."""

@@ -4,12 +4,14 @@ An integer is compared as a digit string after cosmetic normalisation: thousands
 groups of three (``1,234``, ``1 234``, ``1{,}234``), a leading ``+``, a zero fraction (``34.0``),
 Unicode decimal digits mapped to ASCII (``٣٤``, full-width ``３４``), a variable prefix
 (``x = 34``), and trailing units, degree, percent or currency signs, or a remark in words
-(``7 (mod 10)``). What changes the number is never dropped: a scale word (``34 thousand``), a word
-of an expression (``2 pi``), a remark that offers another answer or multiplies it (``34 (or 35)``,
-``34 (x 1000)``). A K or k glued to a number is a thousand (``34K`` is 34000, read so in an answer
-only: :func:`canonical_integer` with ``thousands=True``); a capital K set apart from it by a space
-is kelvin, a unit (``300 K``, ``300 \\text{ K}`` are 300). Linear-time string operations that
-never call ``int()`` (which refuses more than 4300 digits), so they are safe on any input.
+(``7 (mod 10)``; which suffixes may go: :mod:`~dapo.rewards.unit_suffix`). What changes the
+number is never dropped: a scale word (``34 thousand``), a word of an expression (``2 pi``), a
+remark that offers another answer or multiplies it (``34 (or 35)``, ``34 (x 1000)``:
+:func:`remark_changes_the_number`). A K or k glued to a number is a thousand (``34K`` is 34000,
+read so in an answer only: :func:`canonical_integer` with ``thousands=True``); a capital K set
+apart from it by a space is kelvin, a unit (``300 K``, ``300 \\text{ K}`` are 300). Linear-time
+string operations that never call ``int()`` (which refuses more than 4300 digits), so they are
+safe on any input.
 """
 
 from __future__ import annotations
@@ -30,43 +32,23 @@ from dapo.rewards.approximations import (
 from dapo.rewards.counts import counts_the_derivation, item_count, stated_count
 from dapo.rewards.exact_numbers import exact_rational
 from dapo.rewards.remark_words import NAME, OR_ADVERBS, RESTATING_WORDS
+from dapo.rewards.unit_suffix import (
+    ARITHMETIC,
+    SCALE_WORDS,
+    TRAILING_REMARK,
+    UNIT_WRAPPERS,
+    is_unit,
+    strip_unit_suffix,
+)
 
 SPACES = ("\\,", "\\;", "\\:", "\\ ", "~", "\u00a0", "\u2009", "\u202f", "\u2007")
 _SUFFIXES = ("^{\\circ}", "^\\circ", "\\circ", "°", "\\degree", "\\%", "%", "\\$")
-_UNIT_WRAPPERS = ("\\text{", "\\textrm{", "\\mbox{", "\\mathrm{", "\\textnormal{")
 CACHED_CHARS = 1000  # the longest text whose value is cached (value_of)
 _PASSES = 3  # decorations a number sheds from its end, one a pass (_strip_number_decorations)
 VARIABLE_PREFIX = re.compile(r"[A-Za-z](?:_\{?[A-Za-z0-9]{1,8}\}?)? {0,4}= {0,4}")
 GLUED_COMMA = re.compile(r",\\!\s{0,3}")  # 11,\! 111 is one number
 _BRACED_COMMA = re.compile(r" ?\{ ?, ?\} ?")  # 14{,}916 and 14 {, }916
 TEXT_WRAPPED = re.compile(r"\\(?:text|textrm|textbf|textit|mbox|mathrm|textnormal)\{([^{}]{0,200})\}")
-_UNIT_WORD = re.compile(r"[A-Za-z]{1,20}(?:\^\{?[0-9]\}?|/[A-Za-z]{1,20})?")  # cm, cm^2, m/s
-# A remark after a number: "7 (mod 10)", "34 (since n is even)", "34 (n = 3)", "34 (for n \geq 2)",
-# "60 (seconds/minute)"; not arithmetic, which makes a product: "2(n+1)", "4 (2 + \sqrt{2})",
-# "34 (\times 10^3)", "2 (n-1)".
-_TRAILING_REMARK = re.compile(r"(?<=[0-9]) {0,3}\(([^()]{0,400})\)$")
-# The same remark as a LaTeX command: "34 \pmod{1000}", "34 \pmod 1000", "34 \mod{1000}".
-_TRAILING_PMOD = re.compile(r"(?<=[0-9]) {0,3}\\p?mod(?![A-Za-z]) {0,3}"
-                            r"(?:\{ {0,3}[0-9A-Za-z]{1,20} {0,3}\}|[0-9A-Za-z]{1,20})$")
-ARITHMETIC = re.compile(r"[+*^]|\\(?:times|sqrt|d?frac|tfrac|cdot|div|pm|mp|pi)(?![A-Za-z])"
-                         r"|[0-9] {0,3}[-/] {0,3}[0-9]|(?<![A-Za-z])[A-Za-z] {0,3}[-/] {0,3}(?:[0-9]|[A-Za-z](?![A-Za-z]))")
-# Words that change a number's value, so never dropped as units.
-SCALE_WORDS = frozenset(("hundred", "hundreds", "thousand", "thousands", "million", "millions", "billion",
-                         "billions", "trillion", "trillions", "dozen", "dozens", "squared", "cubed",
-                         "grand", "lakh", "lakhs", "crore", "crores", "bn", "mn", "mil"))
-# Nor words that make the number part of an expression ("2 pi", "7 and a half", "2 times n",
-# "540 is not correct"), nor one letter ("2 i", "3 x") unless it is an SI unit symbol.
-_NOT_UNITS = SCALE_WORDS | frozenset((
-    "pi", "half", "halves", "third", "thirds", "quarter", "quarters", "fourth", "fourths", "fifth", "fifths",
-    "sixth", "sixths", "seventh", "sevenths", "eighth", "eighths", "ninth", "ninths", "tenth", "tenths",
-    "hundredth", "hundredths", "thousandth", "thousandths", "millionth", "millionths",
-    "times", "over", "minus", "plus", "and", "or", "is", "not", "of", "divided", "root", "roots", "sqrt", "factorial",
-    "negative", "below", "zero",
-))
-# metre, gram, second, hour, litre, volt, watt, joule, newton, ampere, Celsius and Fahrenheit (after a
-# degree sign), tesla, siemens; K only set apart by a space (kelvin, see _strip_unit_suffix): glued
-# to the number (34K) it is "thousand"
-_UNIT_LETTERS = frozenset("mgshlLVWJNACFTS")
 # A number, then one word (bare or in \text{...}, \mathrm{...}) and the end: "34 thousand", "2 \text{ pi}".
 # No two quantifiers compete for the same whitespace (that backtracked quadratically): linear.
 _ENDS_IN_WORD = re.compile(r"[0-9][\s}{$]*(?:\\[a-z]+\{\s*)?([A-Za-z]+)\s*(?:\}\s*)?(?:\$\s*)?$")
@@ -101,7 +83,7 @@ def _strip_number_decorations(answer: str, thousands: bool = False) -> str:
         answer = answer[prefix.end() :]
     for _ in range(_PASSES):  # e.g. "34^\circ \text{ F}", "34 degrees Celsius": two passes
         before = answer.strip()
-        answer = _strip_unit_suffix(before)
+        answer = strip_unit_suffix(before, remark_changes_the_number)
         for suffix in _SUFFIXES:
             if answer.endswith(suffix):
                 answer = answer[: -len(suffix)].rstrip()
@@ -121,42 +103,6 @@ def _times_a_thousand(number: str) -> str:
     fraction = fraction.ljust(3, "0")
     rest = fraction[3:]
     return f"{sign}{whole}{fraction[:3]}" + (f".{rest}" if rest else "")
-
-
-def _strip_unit_suffix(answer: str) -> str:
-    """Drop one trailing unit: ``\\text{ cm}`` (no digits inside; ``\\text{ K}`` after a space is
-    kelvin), a plain word (``cm``; ``K`` after a space is kelvin too), a unit with a power or per
-    (``cm^2``, ``m/s``), or a remark
-    after a number, in parentheses (``7 (mod 10)``) or as ``7 \\pmod{10}``. Not a unit: a scale
-    word (``34 thousand`` is not ``34``), a word of an expression (``2 pi``, ``2 times n``) or a
-    lone letter other than an SI symbol (``2 i``, ``$2\\mathrm{e}$``)."""
-    if answer.endswith("}"):
-        start = max(answer.rfind(wrapper) for wrapper in _UNIT_WRAPPERS)
-        inner = answer[start:].split("{", 1)[-1].rstrip("}").strip()
-        unit = _is_unit(inner) or _is_spaced_kelvin(answer, start, inner)
-        # the remark last, only for a wrapper that may go: it reads the value before it (see value_of)
-        if start > 0 and not any(c.isdigit() for c in answer[start:]) and unit and not (
-                inner.startswith("(") and remark_changes_the_number(inner.strip("()"), answer[:start])):  # "(negative)"
-            return answer[:start]
-    pmod = _TRAILING_PMOD.search(answer)
-    if pmod:
-        return answer[: pmod.start()]
-    remark = _TRAILING_REMARK.search(answer)
-    if remark and _is_remark(remark.group(1), answer[: remark.start()], spaced=answer[remark.start()] == " "):
-        return answer[: remark.start()]
-    space = answer.rfind(" ")
-    word = answer[space + 1 :]
-    if space > 0 and word.isascii() and _UNIT_WORD.fullmatch(word) and (_is_unit(word) or word == "K"):
-        return answer[:space]  # "34 cm", "300 K" (kelvin)
-    return answer
-
-
-def _is_spaced_kelvin(answer: str, start: int, inner: str) -> bool:
-    """``300 \\text{ K}``, ``300\\,\\mathrm{K}``: a K in a text wrapper, set off from the number by a
-    space, is kelvin (a unit), as ``300 K`` is; glued to it (``300\\text{K}``) it is neither (kelvin
-    or "thousand": not read), and ``300K`` without markup is "thousand"."""
-    wrapped = answer[start:].split("{", 1)[-1]
-    return inner == "K" and (wrapped[:1].isspace() or answer[:start].endswith(" "))
 
 
 # A remark that opens with an alternative and a number offers another answer: "(or 35)", "(and
@@ -320,7 +266,7 @@ def value_of(answer: str) -> Fraction | Decimal | None:
 
 
 def _value_of(answer: str) -> Fraction | Decimal | None:
-    if sum(answer.count(f"{wrapper}(") for wrapper in _UNIT_WRAPPERS) > _PASSES:
+    if sum(answer.count(f"{wrapper}(") for wrapper in UNIT_WRAPPERS) > _PASSES:
         return None
     value = _rational_value(answer)
     return value if value is not None else real_value(_strip_number_decorations(answer))
@@ -352,19 +298,11 @@ def _opening_word(remark: str) -> str:
     return opening.group(1).lower() if opening is not None else ""
 
 
-def _is_remark(inside: str, number: str, spaced: bool) -> bool:
-    """Whether ``(inside)`` after a number is a remark on it: words (two letters in a row, or one
-    letter after a space: "(n = 3)"), no arithmetic, no second answer ("(or 35)") and no scale
-    word ("(in thousands)" changes the number)."""
-    words = re.search(r"[A-Za-z]{2}", inside) or (spaced and re.search(r"[A-Za-z]", inside))
-    return bool(words) and ARITHMETIC.search(inside) is None and not remark_changes_the_number(inside, number)
-
-
 def changes_the_number(answer: str) -> bool:
     """``34 (in thousands)``, ``34 (and 35)``: a parenthesis after a number whose words change it
     or add another answer (math-verify would read both as 34), in \\text{} too (``34\\text{ (or 35)}``)."""
     for text in (answer, TEXT_WRAPPED.sub(r"\1", answer).rstrip()):
-        if (remark := _TRAILING_REMARK.search(text)) is not None:
+        if (remark := TRAILING_REMARK.search(text)) is not None:
             return remark_changes_the_number(remark.group(1), text[: remark.start()])
     return False
 
@@ -372,18 +310,13 @@ def changes_the_number(answer: str) -> bool:
 def ends_in_a_word_that_is_not_a_unit(answer: str) -> bool:
     """``34 thousand``, ``2 \\text{ pi}``, ``$2\\mathrm{i}$``: a number, then a word that changes it."""
     match = _ENDS_IN_WORD.search(answer)
-    return match is not None and not _is_unit(match.group(1))
+    return match is not None and not is_unit(match.group(1))
 
 
 def ends_in_a_scale_word(answer: str) -> bool:
     """``34 thousand``, ``\\frac{1}{2} \\text{ million}``: a number, then a word that scales it."""
     match = _ENDS_IN_WORD.search(answer)
     return match is not None and match.group(1).lower() in SCALE_WORDS
-
-
-def _is_unit(word: str) -> bool:
-    name = re.split(r"[\^/]", word, maxsplit=1)[0]  # cm^2, m/s: the unit's name
-    return name.lower() not in _NOT_UNITS and (len(name) != 1 or name in _UNIT_LETTERS)
 
 
 def canonical_integer(answer: str, thousands: bool = False) -> str | None:

@@ -39,7 +39,14 @@ _MARKUP = re.compile(r"\\(?:text|textrm|mathrm|mbox|textnormal|operatorname)\s{0
 def unit_of(answer: str) -> str | None:
     """The known unit ``answer`` states after its number (``cm``, ``cm^2``, ``deg``, ``%``), or None."""
     # math delimiters go; a currency sign before the number ("\$34") is cleaned off before this
-    text = answer[-80:].replace("\\$", "").replace("$", "").replace("\\%", "%")
+    found = _unit_at_end(answer[-80:].replace("\\$", "").replace("$", "").replace("\\%", "%"))
+    return found[0] if found is not None else None
+
+
+def _unit_at_end(text: str) -> tuple[str, int] | None:
+    """The known unit after the number that ends ``text`` and where it starts (past the number's own
+    closing braces: ``\\frac{1}{2} cm``), or None; ``text`` is read as it is (see :func:`unit_of`,
+    :func:`number_and_unit`)."""
     tail = _TAIL.search(text)
     if tail is None:
         return None
@@ -51,7 +58,8 @@ def unit_of(answer: str) -> str | None:
     canonical = _CANONICAL.get(unit)
     if canonical is None:
         return None
-    return f"{canonical}^{power.group(1)}" if power is not None else canonical
+    closing = len(tail.group(1)) - len(tail.group(1).lstrip("}"))  # "\\frac{1}{2} cm": the braces are the number's
+    return (f"{canonical}^{power.group(1)}" if power is not None else canonical), tail.start(1) + closing
 
 
 def units_differ(pred: str, ground_truth: str) -> bool:
@@ -66,10 +74,9 @@ def units_differ(pred: str, ground_truth: str) -> bool:
 def number_and_unit(answer: str) -> tuple[str, str | None]:
     """``2 \\text{ cm}`` -> (``2``, ``cm``): ``answer`` without the known unit after its number
     (:func:`unit_of`), and that unit; (``answer``, None) when it names none (a ``$`` or ``\\%`` after it:
-    not read)."""
-    tail = _TAIL.search(answer) if len(answer) <= 80 else None
-    unit = unit_of(answer) if tail is not None else None
-    if tail is None or unit is None:
+    not read, the text is not cleaned as :func:`unit_of` cleans it)."""
+    found = _unit_at_end(answer) if len(answer) <= 80 else None
+    if found is None:
         return answer, None
-    closing = len(tail.group(1)) - len(tail.group(1).lstrip("}"))  # "\\frac{1}{2} cm": the braces are the number's
-    return answer[: tail.start(1) + closing].rstrip(), unit
+    unit, start = found
+    return answer[:start].rstrip(), unit

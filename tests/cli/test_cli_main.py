@@ -1,5 +1,6 @@
 import os
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -135,6 +136,17 @@ def test_eval_of_a_run_directory_names_its_newest_checkpoint(tmp_path, capsys):
     (checkpoint / "trainer_state.pt").write_bytes(b"")
     assert main(["eval", str(tmp_path)]) == 2
     assert f"is a run directory: name one of its checkpoints, e.g. dapo eval {checkpoint}" in capsys.readouterr().err
+
+
+def test_eval_of_a_runs_checkpoints_folder_names_its_newest_checkpoint(tmp_path, capsys):
+    """RUN_DIR/checkpoints (tab completion stops there) was read as a model and failed on
+    'data.eval_files is empty', which says nothing about the path."""
+    for step in ("step-000001", "step-000002"):
+        (tmp_path / "checkpoints" / step).mkdir(parents=True)
+        (tmp_path / "checkpoints" / step / "trainer_state.pt").write_bytes(b"")
+    assert main(["eval", str(tmp_path / "checkpoints")]) == 2
+    newest = tmp_path / "checkpoints" / "step-000002"
+    assert f"is a run's checkpoints folder: name one of its checkpoints, e.g. dapo eval {newest}" in capsys.readouterr().err
 
 
 def test_explain_followed_by_an_override_explains_every_field_with_it(capsys):
@@ -349,3 +361,23 @@ def test_a_config_after_an_option_counts_as_one(tmp_path, capsys):
     lr.write_text("trainer:\n  lr: 3.0e-6\n")
     assert main(["config", "default", "--explain", "trainer.lr", str(lr)]) == 0
     assert "trainer.lr (float) = 3e-06" in capsys.readouterr().out
+
+
+def test_a_second_evaluation_of_a_checkpoint_keeps_the_first_ones_results(tmp_path, monkeypatch):
+    """dapo eval's default folder for a checkpoint is RUN_DIR/eval/step-N; a second evaluation (other
+    data, another k) wrote its generations.jsonl over the first one's: it now takes step-N-2, -3, ..."""
+    from dapo.cli.main import default_eval_dir
+
+    checkpoint = tmp_path / "run" / "checkpoints" / "step-000002"
+    checkpoint.mkdir(parents=True)
+    saved = []
+    for _ in range(3):
+        folder = default_eval_dir(checkpoint, is_checkpoint=True)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "generations.jsonl").write_text("{}\n")
+        saved.append(folder)
+    assert saved == [tmp_path / "run" / "eval" / name for name in ("step-000002", "step-000002-2", "step-000002-3")]
+    monkeypatch.chdir(tmp_path)
+    assert default_eval_dir(tmp_path / "my-model", is_checkpoint=False) == Path("runs") / "eval" / "my-model"
+    (tmp_path / "runs" / "eval" / "my-model").mkdir(parents=True)  # a folder without results: used
+    assert default_eval_dir(tmp_path / "my-model", is_checkpoint=False) == Path("runs") / "eval" / "my-model"

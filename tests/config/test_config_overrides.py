@@ -165,3 +165,45 @@ def test_yaml_null_still_unsets_a_text_field_and_none_still_unsets_a_number(null
 def test_the_text_none_where_no_text_fits_is_refused_saying_to_write_null(override: str, message: str):
     with pytest.raises(ConfigError, match=message):
         load_config([], [override])
+
+
+@pytest.mark.parametrize("override, message", [
+    ("trainer={lr:1e-5}", r"\['trainer.lr:1e-5'\] hold a value after a colon without a space.*\{lr: 1e-5\}"),
+    ("reward.functions=[{path:r.py:fn,weight:0.5}]",
+     r"without a space.*\{path: r.py:fn, weight: 0.5\}"),
+])
+def test_a_flow_mapping_without_a_space_after_the_colon_says_so(override: str, message: str):
+    """Hydra users write ``{lr:1e-5}``; YAML reads it as the key 'lr:1e-5' with no value, which was
+    reported as an unknown key (with a "did you mean" pointing at the key that was written)."""
+    with pytest.raises(ConfigError, match=message):
+        load_config([], [override])
+
+
+def test_a_section_key_without_a_space_after_the_colon_in_a_file_says_so(tmp_path: Path):
+    (tmp_path / "run.yaml").write_text("trainer:\n  lr:1e-5\n")
+    with pytest.raises(ConfigError, match=r"trainer must be a mapping, got 'lr:1e-5'; .*write `lr: 1e-5`"):
+        load_config([tmp_path / "run.yaml"])
+
+
+def test_a_bare_reward_function_spec_says_how_to_write_it():
+    with pytest.raises(ConfigError, match=r"reward.functions\[0\] must be a mapping, got 'r.py:fn' .*\{path: r.py:fn\}"):
+        load_config([], ["reward.functions=[r.py:fn]"])
+
+
+@pytest.mark.parametrize("override", ["+trainer.lr=1e-5", "++trainer.lr=1e-5", "~trainer.lr"])
+def test_hydra_prefixes_say_to_set_the_field_plainly(override: str):
+    """verl users write +key=value; it was an unknown key '+trainer' (did you mean trainer?)."""
+    with pytest.raises(ConfigError, match=r"Hydra's \+ / \+\+ / ~ prefixes are not read here.* trainer\.lr=value"):
+        load_config([], [override])
+
+
+def test_a_list_item_override_says_to_give_the_whole_list():
+    with pytest.raises(ConfigError, match=r"reward.functions is a list, whose items are not set one by one .* "
+                                          r"reward.functions=\[\.\.\.\]"):
+        load_config([], ["reward.functions.0.weight=0.5"])
+
+
+@pytest.mark.parametrize("key", ["prompt_key", "answer_key"])
+def test_an_empty_column_key_is_a_config_error_not_a_missing_column_in_every_row(key: str):
+    with pytest.raises(ConfigError, match=rf"data.{key} is empty: name the column"):
+        load_config([], [f"data.{key}="])

@@ -382,3 +382,11 @@ def test_a_dropped_duplicate_with_another_answer_is_counted_and_named(tmp_path: 
     rows = [{**_dapo_row("x", "540", 0), "prompt": chat}, {**_dapo_row("x", "541", 1), "prompt": chat}]
     loaded = load_problems([_write_jsonl(tmp_path / "dapo.jsonl", rows)], DataConfig(), "train")
     assert any("problem 'Find the largest n.' (uid " in warning for warning in loaded.warnings)
+
+
+def test_a_data_file_without_rows_says_so(tmp_path: Path) -> None:
+    """An empty parquet (a filter that kept nothing) ended the message at 'problems in [...]: '."""
+    path = tmp_path / "empty.parquet"
+    pq.write_table(pa.Table.from_pylist([_dapo_row("1+1", "2", 0)]).slice(0, 0), path)
+    with pytest.raises(DataError, match=r"no usable train problems in \[.*empty.parquet'\]: it holds no rows$"):
+        load_problems([str(path)], DataConfig(), "train")

@@ -100,3 +100,18 @@ def test_a_flattened_dapo_prompt_is_not_wrapped_in_the_instruction_twice() -> No
     already = DAPO_TEMPLATE.format(problem="What is 1+1?")
     assert encoder.render(Problem(uid="u", prompt=already, ground_truth="2")) == already
     assert encoder.render(Problem(uid="u", prompt="  \n" + already, ground_truth="2")).count("Solve the following") == 1
+
+
+def test_an_overlong_prompt_is_named_by_its_file_and_row(tmp_path) -> None:
+    """data.overlong_prompts=error named the problem's hash alone: the row to fix was not said."""
+    import json
+
+    from dapo.data import load_problems
+
+    path = tmp_path / "data.jsonl"
+    rows = [{"prompt": "What is 1+1?", "answer": "2"}, {"prompt": "What is " + "1+" * 300 + "1?", "answer": "301"}]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    cfg = DataConfig(max_prompt_length=100, overlong_prompts="error", answer_key="answer", template="none")
+    loaded = load_problems([str(path)], cfg, "train")
+    with pytest.raises(DataError, match=rf"the prompt of problem \w+ at {path} line 2 \(data: 'What is 1\+1\+"):
+        PromptEncoder(build_tokenizer(), cfg).drop_overlong(loaded, "train")

@@ -97,6 +97,12 @@ def cmd_eval(ns: argparse.Namespace) -> int:
         newest = list_checkpoints(ns.model)
         example = newest[-1] if newest else Path(ns.model) / "checkpoints" / "step-N"
         raise UserError(f"{ns.model} is a run directory: name one of its checkpoints, e.g. dapo eval {example}")
+    if Path(ns.model).resolve().name == "checkpoints" and not (Path(ns.model) / "config.json").exists():
+        from dapo.trainer.checkpoint import list_checkpoints
+
+        if newest := list_checkpoints(Path(ns.model).resolve().parent):  # RUN_DIR/checkpoints named
+            raise UserError(f"{ns.model} is a run's checkpoints folder: name one of its checkpoints, e.g. "
+                            f"dapo eval {Path(ns.model) / newest[-1].name}")
     saved = Path(ns.model) / SAVED_CONFIG
     if saved.is_file():  # the run's own, under any CONFIG and key=value given (a later file wins)
         print(f"dapo eval: config: {saved}, the run's own (a CONFIG or key=value overrides it)", file=sys.stderr)
@@ -122,10 +128,20 @@ def cmd_eval(ns: argparse.Namespace) -> int:
 
 
 def default_eval_dir(model: Path, is_checkpoint: bool) -> Path:
-    """RUN_DIR/eval/step-N for a run's checkpoint RUN_DIR/checkpoints/step-N, else runs/eval/<name>."""
+    """RUN_DIR/eval/step-N for a run's checkpoint RUN_DIR/checkpoints/step-N, else runs/eval/<name>;
+    where an earlier evaluation is saved there (another k, other data), the first of <dir>-2, -3, ...
+    that holds none: a second ``dapo eval`` of a checkpoint wrote over the first one's samples."""
+    from dapo.trainer.summary import EVAL_OUTPUTS
+
     if is_checkpoint and model.resolve().parent.name == "checkpoints":
-        return model.resolve().parent.parent / "eval" / model.resolve().name
-    return Path("runs") / "eval" / (model.name or "model")
+        first = model.resolve().parent.parent / "eval" / model.resolve().name
+    else:
+        first = Path("runs") / "eval" / (model.name or "model")
+    candidate, number = first, 1
+    while any((candidate / name).exists() for name in EVAL_OUTPUTS):
+        number += 1
+        candidate = first.with_name(f"{first.name}-{number}")
+    return candidate
 
 
 def cmd_plot(ns: argparse.Namespace) -> int:
@@ -202,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("config", nargs="*", metavar="ARG", help=cfg_help)
     ev.add_argument("--save-dir", default=None,
                     help="where generations.jsonl, metrics.json and config.yaml go (default: RUN_DIR/eval/step-N "
-                         "for a checkpoint, else runs/eval/NAME)")
+                         "for a checkpoint, else runs/eval/NAME; step-N-2, -3, ... when an earlier evaluation is there)")
     ev.set_defaults(func=cmd_eval)
 
     plot = sub.add_parser("plot", help="PNG report of a run: reward, accuracy, entropy, length, clipping, filtering")

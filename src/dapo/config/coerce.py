@@ -40,6 +40,14 @@ def build(cls: type, values: dict[str, Any], where: str) -> Any:
     unknown = sorted(set(values) - names)
     if unknown:
         prefix = f"{where}." if where else ""
+        # {lr:1e-5}: YAML reads `key:value` without a space after the colon as one key, valued null
+        glued = [u for u in unknown if values[u] is None and u.partition(":")[0].strip() in names]
+        if glued:
+            examples = ", ".join(f"{u.partition(':')[0].strip()}: {u.partition(':')[2].strip()}" for u in glued)
+            raise ConfigError(
+                f"config key(s) {[prefix + u for u in glued]} hold a value after a colon without a space: YAML reads "
+                f"`key:value` as one key; write a space after the colon: {{{examples}}}"
+            )
         guesses = [f"{prefix}{guess}" for u in unknown for guess in difflib.get_close_matches(u, names, n=1)]
         raise ConfigError(
             f"unknown config key(s) {[prefix + u for u in unknown]}"
@@ -59,7 +67,11 @@ def field_type(root: type, path: list[str]) -> Any:
     kind: Any = root
     for depth, part in enumerate(path):
         if not dataclasses.is_dataclass(kind):
-            raise ConfigError(f"{'.'.join(path[:depth])} is a value, not a section: it has no key {part!r}")
+            where = ".".join(path[:depth])
+            if typing.get_origin(kind) is list:  # Hydra's reward.functions.0.weight=...: no item is set alone
+                raise ConfigError(f"{where} is a list, whose items are not set one by one ({'.'.join(path)}): give "
+                                  f"the whole list, {where}=[...]")
+            raise ConfigError(f"{where} is a value, not a section: it has no key {part!r}")
         kind = typing.get_type_hints(kind).get(part)
         if kind is None:
             return None
@@ -80,7 +92,13 @@ def coerce(value: Any, annotation: Any, where: str) -> Any:
         if value is None:  # a section whose keys are all commented out: its defaults
             value = {}
         if not isinstance(value, dict):
-            raise ConfigError(f"{where} must be a mapping, got {value!r}")
+            key, colon, rest = value.partition(":") if isinstance(value, str) else ("", "", "")
+            glued = colon and key.strip() in {f.name for f in dataclasses.fields(annotation)}
+            hint = (f"; YAML reads `{key.strip()}:{rest.strip()}` without a space after the colon as text, not a key and its "
+                    f"value: write `{key.strip()}: {rest.strip()}`") if glued else ""
+            if not glued and colon and "path" in {f.name for f in dataclasses.fields(annotation)}:
+                hint = f" (a bare spec; write it as {{path: {value}}}, with weight etc. beside it)"  # reward.functions
+            raise ConfigError(f"{where} must be a mapping, got {value!r}{hint}")
         return build(annotation, value, where)
     if isinstance(value, bool) and annotation in (int, float, str):  # YAML reads true/false/yes/no as bools
         hint = "; YAML reads no/off/false and yes/on/true as booleans: quote the word" if annotation is str else ""

@@ -34,6 +34,10 @@ _CONFIGS_DIR = Path(str(resources.files("dapo") / "configs"))
 
 def parse_override(text: str) -> tuple[list[str], Any]:
     """``"trainer.lr=1e-5"`` -> (["trainer", "lr"], 1e-5); the value is parsed as YAML."""
+    if text.lstrip()[:1] in ("+", "~"):  # Hydra's +key=value (add), ++key=value (force), ~key (delete)
+        key = text.partition("=")[0].strip().lstrip("+~")
+        raise ConfigError(f"override {text!r}: Hydra's + / ++ / ~ prefixes are not read here; every field exists "
+                          f"(with its default), so set it as {key}=value")
     if "=" not in text:
         raise ConfigError(f"override {text!r} is not of the form key=value (e.g. trainer.lr=1e-5)")
     key, raw = text.split("=", 1)

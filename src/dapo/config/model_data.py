@@ -100,6 +100,9 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         check(len(self.train_files) > 0, "data.train_files is empty: name at least one dataset")
+        for key in ("prompt_key", "answer_key"):  # (data_source_key may name no column: it is optional)
+            check(bool(getattr(self, key).strip()), f"data.{key} is empty: name the column (a dotted path for a "
+                  "nested one, e.g. reward_model.ground_truth)")
         one_of("data.template", self.template, ("dapo", "none"))
         check(self.max_prompt_length > 0, "data.max_prompt_length must be > 0")
         one_of("data.overlong_prompts", self.overlong_prompts, ("drop", "error"))

@@ -115,7 +115,8 @@ def load_problems(files: list[str], cfg: DataConfig, split: str) -> LoadedProble
             answer_of.setdefault(key, problem.ground_truth)
             result.problems.append(problem)
     if not result.problems:
-        raise DataError(f"no usable {split} problems in {files}: " + "; ".join(result.warnings[:3]))
+        why = "; ".join(result.warnings[:3]) or f"{'it holds' if len(result.sources) == 1 else 'they hold'} no rows"
+        raise DataError(f"no usable {split} problems in {files}: {why}")
     return result
 
 
@@ -216,6 +217,7 @@ def problem_from_row(row: dict[str, Any], cfg: DataConfig, where: str, source_na
         ground_truth=ground_truth,
         data_source=str(data_source) if data_source not in (None, "") else source_name,
         extra=extra,
+        where=where,
     )
 
 

@@ -117,7 +117,8 @@ class PromptEncoder:
                                f"left out (data.overlong_prompts=drop); the first: {self._too_long(first, lengths[overlong[0]])}")
 
     def _too_long(self, problem: Problem, length: int) -> str:
-        return (f"the prompt of problem {problem.uid} ({problem.data_source}: {problem_text(problem.prompt)[:60]!r}) is {length} tokens "
+        at = f" at {problem.where}" if problem.where else ""
+        return (f"the prompt of problem {problem.uid}{at} ({problem.data_source}: {problem_text(problem.prompt)[:60]!r}) is {length} tokens "
                 f"once rendered, more than data.max_prompt_length={self.cfg.max_prompt_length}")
 
     def _tokenize(self, problems: list[Problem]) -> tuple[list[str], list[list[int]]]:

@@ -23,6 +23,8 @@ class Problem:
     data_source: str = "unknown"
     extra: dict[str, Any] = field(default_factory=dict)  # the row's other fields (extra_info, ...)
     verbatim: bool = False  # a completion prompt, used as is: no instruction, no chat template
+    # where the row is (its file and row, as DataError names them), for messages about the problem
+    where: str = field(default="", compare=False, repr=False)
 
     @property
     def eval_key(self) -> tuple[str, str]:

@@ -48,6 +48,9 @@ def print_summary(summary: TrainSummary) -> None:
     Console().print(table)
 
 
+EVAL_OUTPUTS = ("generations.jsonl", "metrics.json", "config.yaml")  # what evaluate_model saves
+
+
 def evaluate_model(cfg: DAPOConfig, save_dir: str | Path | None = None, progress: bool = True) -> EvalResult:
     """avg@k / pass@k / maj@k of ``cfg.model.path`` (an HF directory or checkpoint) on data.eval_files,
     saying which data, how many problems and which sampling. With ``save_dir``: every sample to
@@ -66,9 +69,10 @@ def evaluate_model(cfg: DAPOConfig, save_dir: str | Path | None = None, progress
     if save_dir is not None:
         out = Path(save_dir)
         out.mkdir(parents=True, exist_ok=True)
-        write_atomically(out / "generations.jsonl", "".join(json.dumps(r) + "\n" for r in result.samples))
+        samples_file, metrics_file, config_file = (out / name for name in EVAL_OUTPUTS)
+        write_atomically(samples_file, "".join(json.dumps(r) + "\n" for r in result.samples))
         summary = {"model": cfg.model.path, "eval_files": cfg.data.eval_files, "num_problems": result.num_problems,
                    "k": result.k, "metrics": result.metrics}
-        write_atomically(out / "metrics.json", json.dumps(summary, indent=2) + "\n")
-        save_config(cfg, out / "config.yaml")
+        write_atomically(metrics_file, json.dumps(summary, indent=2) + "\n")
+        save_config(cfg, config_file)
     return result

@@ -78,6 +78,17 @@ def test_acc_from_first_user_function_when_verifier_is_off() -> None:
     assert [r.score for r in results] == [1.0, 0.0]
 
 
+@pytest.mark.parametrize("weight", [1.0, -1.0])
+def test_acc_without_an_acc_key_follows_the_weighted_score(weight: float) -> None:
+    """A float return is correct when it adds to the reward: a penalty function (negative weight) that
+    scores a response 0.3 takes 0.3 off its reward, so it is no success (it was counted correct)."""
+    cfg = RewardConfig(verifier_weight=0.0, functions=[spec("length_bonus", weight=weight)], num_workers=1)
+    with RewardScorer(cfg) as scorer:
+        results = scorer.score(["x" * 300, ""], ["34", "34"])
+    assert [r.score for r in results] == pytest.approx([0.3 * weight, 0.0])
+    assert [r.acc for r in results] == [weight > 0, False]
+
+
 @pytest.mark.parametrize("verifier_weight", [1.0, 0.0])
 def test_function_that_always_sleeps_warns_at_start_and_times_out(
     caplog: pytest.LogCaptureFixture, verifier_weight: float

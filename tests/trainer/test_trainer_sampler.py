@@ -112,6 +112,20 @@ def test_non_binary_scores_filter_on_variance():
     assert report.groups_kept == 3 and {s.group_id for s in batch} == {1, 2, 3}
 
 
+
+def test_groups_scored_alike_with_mixed_correctness_are_counted_in_the_warning():
+    """Filtering on the score, a group whose responses score alike but differ in acc (a user reward
+    whose "acc" is not its score) is neither all-correct nor all-wrong: the warning's counts added
+    up to fewer groups than were filtered."""
+    def alike(problems, round_index):
+        return [Sample(g, problem.uid, [1], [2], [0.0], False, score=0.5, acc=i % 2 == 0)
+                for g, problem in enumerate(problems) for i in range(4)]
+
+    ds = sampler(filter_metric="score", max_gen_rounds=1)
+    with pytest.warns(UserWarning, match="0 groups were all-correct, 0 all-wrong, 4 scored alike with mixed "
+                                         "correctness and 0 all truncated"):
+        ds.next_batch(alike, step=0)
+
 def test_constant_score_groups_are_all_correct_or_all_wrong_by_their_acc():
     # a hard task: every response scores -1 and is wrong; with filter_metric=score the groups are
     # constant at the round's highest score, which must not make them "all-correct"

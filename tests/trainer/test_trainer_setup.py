@@ -110,6 +110,25 @@ def test_held_out_problems_that_are_training_problems_too_are_said(tmp_path):
     assert "training problems too" not in load_run_data(disjoint).eval.describe("eval")
 
 
+
+def test_the_overlap_counts_only_the_held_out_problems_that_stay(tmp_path):
+    """A problem dropped as longer than data.max_prompt_length is not held out: the same file as
+    both splits said "4 of the 4 held-out problems" where 3 were evaluated."""
+    import json
+
+    from dapo.data import PromptEncoder
+    from dapo.trainer.setup import load_run_data
+
+    rows = [{"prompt": f"What is {i}+1?", "reward_model": {"ground_truth": str(i + 1)}} for i in range(3)]
+    rows.append({"prompt": "What is " + "1+" * 300 + "1?", "reward_model": {"ground_truth": "301"}})
+    (tmp_path / "both.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = load_config([], [f"data.train_files=[{tmp_path / 'both.jsonl'}]", f"data.eval_files=[{tmp_path / 'both.jsonl'}]",
+                           "data.max_prompt_length=400"])
+    encoder = PromptEncoder(build_tokenizer(), cfg.data)
+    data = load_run_data(cfg, drop_overlong=encoder.drop_overlong)
+    assert data.eval.num_unique == 3 and data.train.num_unique == 3
+    assert "warning: 3 of the 3 held-out problems are training problems too" in data.eval.describe("eval")
+
 def test_an_evaluation_with_vllm_loads_no_second_copy_of_the_weights(tiny_model_dir, reward_file, tmp_path, monkeypatch):
     """vLLM loads the model directory itself: `dapo eval` with rollout.engine=vllm materialised a
     full Hugging Face copy beside it that nothing used (131 GB for the 32B config's float32)."""

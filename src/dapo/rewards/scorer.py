@@ -6,7 +6,7 @@ Per response i (DAPO: correct_score = +1, incorrect_score = -1, one verifier, no
               + sum_k weight_k * user_score_{k,i}
 
 ``acc`` comes from the verifier when ``verifier_weight != 0``, else from the first user
-function (its ``"acc"`` if it returns one, else ``score > 0``). A scorer that runs past its
+function (its ``"acc"`` if it returns one, else ``weight * score > 0``). A scorer that runs past its
 deadline or fails (raises, wrong return type, worker crash) sets ``timed_out`` / ``error`` and
 contributes ``weight * incorrect_score``; the item is incorrect (``acc = False``) when the failed
 scorer is the one ``acc`` comes from (the verifier's math-verify call, or the first user function
@@ -163,8 +163,8 @@ class RewardScorer:
             result.score += self._weights[k] * score
             result.extra[f"{label}/score"] = score
             result.extra.update({f"{label}/{key}": value for key, value in metrics.items()})
-            if k == 0:
-                user_acc = acc if acc is not None else score > 0
+            if k == 0:  # its contribution, not its raw return: under a negative weight a high score is a penalty
+                user_acc = acc if acc is not None else self._weights[k] * score > 0
         if prepared is not None:
             correct = bool(verifier_acc)
             result.score += cfg.verifier_weight * (

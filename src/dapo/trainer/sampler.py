@@ -159,11 +159,16 @@ class DynamicSampler:
             accepted.extend(self._filter(samples, report))
         if len(accepted) < self.prompts_per_step:
             report.hit_round_limit = True
+            # filtering on the score, a group may score alike with mixed correctness: neither of the two
+            alike = (report.groups_generated - report.groups_kept - report.groups_all_masked
+                     - report.groups_all_correct - report.groups_all_wrong)
             warnings.warn(
                 f"dynamic sampling: only {len(accepted)} of {self.prompts_per_step} groups with mixed "
                 f"outcomes after {report.gen_rounds} generation rounds (algorithm.max_gen_rounds="
                 f"{self.max_gen_rounds}); {report.groups_all_correct} groups were all-correct, "
-                f"{report.groups_all_wrong} all-wrong and {report.groups_all_masked} all truncated and masked by "
+                f"{report.groups_all_wrong} all-wrong"
+                + (f", {alike} scored alike with mixed correctness" if alike else "")
+                + f" and {report.groups_all_masked} all truncated and masked by "
                 f"overlong filtering. Training on the {len(accepted)} groups there are. "
                 "If this persists, the reward does not tell a group's responses apart: the task is too easy or "
                 "too hard for the model (raise max_gen_rounds / gen_prompts_per_round or change the data), or a "

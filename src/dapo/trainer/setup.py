@@ -4,6 +4,7 @@ stop tokens and rollout engine (:func:`build_run`, shared by training and ``dapo
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,10 +108,17 @@ class RunData:
         return {**(self.train.counts("train") if self.train else {}), **(self.eval.counts("eval") if self.eval else {})}
 
 
-def load_run_data(cfg: DAPOConfig, train: bool = True) -> RunData:
-    """The held-out problems, and with ``train`` the training ones (an evaluation reads none)."""
+def load_run_data(
+    cfg: DAPOConfig, train: bool = True, drop_overlong: Callable[[LoadedProblems, str], None] | None = None
+) -> RunData:
+    """The held-out problems, and with ``train`` the training ones (an evaluation reads none), each
+    split passed through ``drop_overlong`` (:meth:`PromptEncoder.drop_overlong`) before the two are
+    compared: an overlap counts only the problems that stay."""
     train_problems = load_problems(cfg.data.train_files, cfg.data, split="train") if train else None
     held_out = load_problems(cfg.data.eval_files, cfg.data, split="eval") if cfg.data.eval_files else None
+    for split, loaded in (("train", train_problems), ("eval", held_out)):
+        if loaded is not None and drop_overlong is not None:
+            drop_overlong(loaded, split)
     if train_problems is not None and held_out is not None:
         trained = {problem.uid for problem in train_problems.problems}
         seen = {p.eval_key for p in held_out.problems if p.uid in trained}
@@ -190,11 +198,8 @@ def build_run(cfg: DAPOConfig, engine: RolloutEngine | None = None, train_data: 
     vllm_evaluation = not train_data and cfg.rollout.engine == "vllm"
     model, tokenizer, model_path = load_model_and_tokenizer(cfg.model, device,
                                                             weights=engine is None and not vllm_evaluation)
-    data = load_run_data(cfg, train=train_data)
     encoder = PromptEncoder(tokenizer, cfg.data)
-    for split, loaded in (("train", data.train), ("eval", data.eval)):
-        if loaded is not None:
-            encoder.drop_overlong(loaded, split)  # data.overlong_prompts
+    data = load_run_data(cfg, train=train_data, drop_overlong=encoder.drop_overlong)  # data.overlong_prompts
     if engine is None:
         engine = create_engine(cfg.rollout, model, tokenizer, model_path=str(model_path), **vllm_options(cfg, model))
     return RunSetup(

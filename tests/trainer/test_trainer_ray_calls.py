@@ -163,3 +163,41 @@ def test_the_ranks_that_do_not_answer_are_asked_together_under_one_deadline(monk
         assert time.monotonic() - started < 3.0 + 4.0  # one deadline, not one per blocked rank
     finally:
         ray.shutdown()
+
+
+def test_a_sigterm_while_the_driver_waits_on_the_ranks_ends_as_the_cli_handler_says():
+    """Ray's get runs the signal handlers itself and raised SystemExit(1) in place of the CLI's
+    SystemExit(143): a multi-rank run stopped by SIGTERM during the ranks' set-up, generation or
+    update exited with status 1 and without "stopped by SIGTERM". The handler's own exit now
+    arrives, and the handler that replaced itself (a second signal ends the process) stays so."""
+    import threading
+
+    import ray
+
+    def unwind(signum: int, _frame: object) -> None:  # the dapo CLI's (exit_on_termination)
+        signal.signal(signum, signal.SIG_DFL)
+        raise SystemExit(128 + signum)
+
+    @ray.remote(num_cpus=0)
+    class Rank:
+        def ready(self) -> bool:
+            return True
+
+        def work(self) -> None:
+            time.sleep(30)
+
+    ray.init(num_cpus=1, include_dashboard=False)
+    previous = signal.signal(signal.SIGTERM, unwind)
+    try:
+        group = object.__new__(RayPolicyGroup)
+        group._ray, group.ranks = ray, [Rank.remote()]
+        assert group._get([group.ranks[0].ready.remote()]) == [True]
+        assert signal.getsignal(signal.SIGTERM) is unwind  # put back after a call
+        threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        with pytest.raises(SystemExit) as stopped:
+            group._get([group.ranks[0].work.remote()])
+        assert stopped.value.code == 128 + signal.SIGTERM
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        ray.shutdown()

@@ -8,7 +8,9 @@ must get the same calls in the same order. So the driver
   marks the group ``broken``;
 - raises a rank's error as it happens, naming a dead rank as the likelier cause, and marks the
   group ``broken`` when a rank may still be blocked in a collective another rank left
-  (:meth:`RankCalls._get`): a further call raises instead of queueing behind it for good.
+  (:meth:`RankCalls._get`): a further call raises instead of queueing behind it for good;
+- while it waits on the ranks, a signal handler's own exception reaches the caller
+  (:func:`handler_errors_kept`), not the SystemExit(1) Ray puts in its place.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from dapo.errors import UserError
 RANK_DEATH_GRACE_S = 10.0  # after one rank's error, how long a rank's death may take to show
 RANK_PROBE_TIMEOUT_S = 30.0  # how long a rank may take to answer when the driver asks which died
 DEFERRED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# the signals whose handlers' exceptions handler_errors_kept keeps (the dapo CLI's SIGTERM and SIGHUP)
+KEPT_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
 class PolicyRankDied(UserError, RuntimeError):
@@ -66,6 +70,46 @@ def signals_deferred() -> Iterator[None]:
             signal.raise_signal(signum)
 
 
+@contextlib.contextmanager
+def handler_errors_kept() -> Iterator[None]:
+    """Inside, the exception a Python signal handler raises reaches the caller as raised. Ray's
+    ``get`` and ``wait`` run the handlers themselves while they wait and put their own exception
+    in its place, SystemExit(1) for any SystemExit, nothing chained: the dapo CLI's SIGTERM
+    (SystemExit(143), "stopped by SIGTERM") ended a multi-rank run silently with exit status 1
+    whenever it came while the driver waited on the ranks (their set-up, generation, updates).
+    Only the main thread runs handlers; elsewhere nothing changes. A handler that replaces itself
+    (the CLI's: the second signal ends the process) stays replaced."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    raised: list[BaseException] = []
+    installed: dict[int, tuple[Any, Any]] = {}
+
+    def keeping(handler: Any) -> Any:
+        def call(signum: int, frame: Any) -> None:
+            try:
+                handler(signum, frame)
+            except BaseException as error:
+                raised.append(error)
+                raise
+        return call
+
+    for signum in KEPT_SIGNALS:
+        if callable(handler := signal.getsignal(signum)):
+            installed[signum] = (handler, keeping(handler))
+            signal.signal(signum, installed[signum][1])
+    try:
+        yield
+    except BaseException as error:
+        if raised and error is not raised[-1]:  # Ray's stand-in for it
+            raise raised[-1] from None
+        raise
+    finally:
+        for signum, (handler, wrapper) in installed.items():
+            if signal.getsignal(signum) is wrapper:
+                signal.signal(signum, handler)
+
+
 class RankCalls:
     """The driver's calls on the ranks (``ranks``: Ray actor handles; ``_ray``: the ray module),
     mixed into :class:`dapo.trainer.ray_policy.RayPolicyGroup`."""
@@ -106,16 +150,17 @@ class RankCalls:
         fails first (the grace below). An error that leaves a rank dead, or in a ``collective`` call
         (blocked for good?), makes the group ``broken``: a further call raises, not waits forever."""
         self._check_usable()
-        try:
+        with handler_errors_kept():
             try:
-                return self._ray.get(refs)
-            except self._ray.exceptions.RayTaskError:
-                self._raise_if_a_rank_died(refs, collective)
-                raise
-        except self._ray.exceptions.RayActorError as error:
-            self.broken = f"{self._dead_ranks(error)} died"
-            raise PolicyRankDied(f"{self.broken} ({type(error).__name__}); the run stops here. "
-                                 "Rerun the same command to resume from the last checkpoint") from error
+                try:
+                    return self._ray.get(refs)
+                except self._ray.exceptions.RayTaskError:
+                    self._raise_if_a_rank_died(refs, collective)
+                    raise
+            except self._ray.exceptions.RayActorError as error:
+                self.broken = f"{self._dead_ranks(error)} died"
+                raise PolicyRankDied(f"{self.broken} ({type(error).__name__}); the run stops here. "
+                                     "Rerun the same command to resume from the last checkpoint") from error
 
     def _raise_if_a_rank_died(self, refs: list[Any], collective: bool) -> None:
         """After one rank's error: a rank that died is the likelier cause (a collective fails

@@ -53,7 +53,12 @@ from dapo.trainer.batch import (
     split_across_ranks,
 )
 from dapo.trainer.checkpoint import missing_shards, sharded_policy_state
-from dapo.trainer.ray_faults import RANK_DEATH_GRACE_S, PolicyRankDied, RankCalls
+from dapo.trainer.ray_faults import (
+    RANK_DEATH_GRACE_S,
+    PolicyRankDied,
+    RankCalls,
+    handler_errors_kept,
+)
 from dapo.trainer.ray_rank import RANK_SEED_STRIDE, PolicyRank, rank_device
 from dapo.trainer.run_dir import RunDirError
 from dapo.trainer.update_stats import LogprobPass, UpdateStats
@@ -99,7 +104,8 @@ def _node_placement_groups(ray: Any, nnodes: int, devices_per_node: int, cpus: f
 
     bundle = {"CPU": cpus, **({"GPU": gpus} if gpus else {})}
     groups = [placement_group([bundle] * devices_per_node, strategy="STRICT_PACK") for _ in range(nnodes)]
-    ready, _ = ray.wait([group.ready() for group in groups], num_returns=nnodes, timeout=PLACEMENT_TIMEOUT_S)
+    with handler_errors_kept():  # a SIGTERM while the cluster finds room: "stopped by SIGTERM", status 143
+        ready, _ = ray.wait([group.ready() for group in groups], num_returns=nnodes, timeout=PLACEMENT_TIMEOUT_S)
     if len(ready) < nnodes:
         for group in groups:
             ray.util.remove_placement_group(group)

@@ -146,3 +146,17 @@ def test_matches_loop_reference_and_is_permutation_equivariant(data: list[tuple[
             estimator, torch.tensor(scores, dtype=torch.float64)[perm], torch.tensor(ids)[perm]
         )
         torch.testing.assert_close(permuted, adv[perm], atol=1e-9, rtol=1e-9)
+
+
+@pytest.mark.parametrize(("result", "message"), [
+    (lambda s: s[:-1], r"returned shape \(3,\) for 4 responses: it must return shape \(4,\)"),
+    (lambda s: s.unsqueeze(-1), r"returned shape \(4, 1\) for 4 responses"),
+    (lambda s: s.tolist(), r"returned a list, not a tensor of shape \(4,\)"),
+    (lambda s: s / 0, r"returned NaN or inf for 4 of 4 responses"),
+])
+def test_an_estimator_that_does_not_return_one_finite_advantage_per_response_is_named(result, message, monkeypatch):
+    from dapo.algo import PluginError
+
+    monkeypatch.setitem(ADVANTAGE_ESTIMATORS, "bad_estimator", lambda scores, ids, eps: result(scores))
+    with pytest.raises(PluginError, match=r"advantage estimator 'bad_estimator' \(.*test_algo_advantages.py:\d+\) " + message):
+        compute_advantages("bad_estimator", torch.tensor([1.0, 0.0, 1.0, 0.0]), torch.tensor([0, 0, 1, 1]))

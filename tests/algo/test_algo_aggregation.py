@@ -165,3 +165,13 @@ def test_masked_tokens_get_exactly_zero_gradient(rows: int, length: int, seed: i
         assert torch.isfinite(loss)
         assert torch.equal(leaf.grad[mask == 0], torch.zeros(int((mask == 0).sum()), dtype=torch.float64))
         assert torch.isfinite(leaf.grad).all()
+
+
+def test_a_registered_mode_that_returns_no_scalar_is_named(monkeypatch):
+    from dapo.algo import PluginError
+
+    monkeypatch.setitem(LOSS_AGG_MODES, "per_seq", lambda loss, mask, tokens, seqs, const: loss.sum(-1) / tokens)
+    loss, mask = torch.ones(2, 3, requires_grad=True), torch.ones(2, 3)
+    with pytest.raises(PluginError, match=r"loss aggregation mode 'per_seq' \(.*test_algo_aggregation.py:\d+\) "
+                                          r"returned shape \(2,\): it must return a scalar"):
+        aggregate_loss(loss, mask, "per_seq")

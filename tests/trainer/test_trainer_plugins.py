@@ -4,6 +4,7 @@ policy loss from a file, config selects them by name, and a training step runs w
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,113 @@ def test_unknown_names_and_broken_plugins_are_config_errors_that_say_why(tmp_pat
     broken.write_text("raise RuntimeError('boom')\n")
     with pytest.raises(ConfigError, match=r"algorithm.plugins entry .*broken.py.*RuntimeError: boom"):
         load_config([], [f"algorithm.plugins=[{broken}]"])
+
+
+BROKEN_PLUGINS = '''
+import torch
+from dapo.algo import POLICY_LOSSES, compute_policy_loss, register_advantage
+
+@register_advantage("one_short")
+def one_short(scores, group_ids, eps):
+    return (scores - scores.mean())[:-1]
+
+@POLICY_LOSSES.register("loss_only")
+def loss_only(*args, **kwargs):
+    return compute_policy_loss(*args, **kwargs)[0]
+
+@POLICY_LOSSES.register("no_stats")
+def no_stats(*args, **kwargs):
+    return compute_policy_loss(*args, **kwargs)[0], None
+
+@POLICY_LOSSES.register("four_args")
+def four_args(logprobs, old_logprobs, advantages, response_mask):
+    return compute_policy_loss(logprobs, old_logprobs, advantages, response_mask, clip_ratio_low=0.2, clip_ratio_high=0.28)
+'''
+
+
+@pytest.fixture
+def broken_plugin(tmp_path: Path):
+    path = tmp_path / "broken_algo.py"
+    path.write_text(BROKEN_PLUGINS)
+    yield path
+    for registry, name in [(algo.ADVANTAGE_ESTIMATORS, "one_short"), (algo.POLICY_LOSSES, "loss_only"),
+                           (algo.POLICY_LOSSES, "no_stats"), (algo.POLICY_LOSSES, "four_args")]:
+        registry.pop(name, None)
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    # one advantage short: the last response would have trained at advantage 0, unnoticed
+    ("algorithm.advantage=one_short", r"advantage estimator 'one_short' \(.*broken_algo.py:\d+\) returned shape "
+                                      r"\((\d+),\) for \d+ responses: it must return shape \(\d+,\)"),
+    ("algorithm.policy_loss=loss_only", r"policy loss 'loss_only' \(.*broken_algo.py:\d+\) returned a Tensor: "
+                                        r"it must return \(loss, stats\)"),
+    # no stats: the clip fractions, KL and ratio metrics would have vanished from the logs
+    ("algorithm.policy_loss=no_stats", r"policy loss 'no_stats' \(.*broken_algo.py:\d+\) returned stats of type "
+                                       r"NoneType"),
+], ids=["advantage-one-short", "loss-without-stats-tuple", "stats-none"])
+def test_a_plugin_that_breaks_its_contract_is_named_at_its_first_call_before_any_update(
+        broken_plugin, override, message, tiny_model_dir, reward_file, tmp_path):
+    cfg = tiny_config(tiny_model_dir, tmp_path / "run", reward_file, f"algorithm.plugins=[{broken_plugin}]", override,
+                      "trainer.total_steps=1")
+    trainer = Trainer(cfg)
+    try:
+        with pytest.raises(algo.PluginError, match=message):
+            trainer.step_once()
+        assert trainer.policy.version == 0  # no update was made with it
+    finally:
+        trainer.close()
+
+
+def test_a_plugin_the_trainer_cannot_call_is_a_config_error_naming_its_file(broken_plugin):
+    from dapo.config import load_config
+
+    with pytest.raises(ConfigError, match=r"algorithm.policy_loss='four_args' \(.*broken_algo.py:\d+\) cannot be called "
+                                          r"as the trainer calls it.*unexpected keyword argument 'clip_ratio_low'"):
+        load_config([], [f"algorithm.plugins=[{broken_plugin}]", "algorithm.policy_loss=four_args"])
+
+
+def test_a_plugin_file_that_runs_twice_under_two_module_names_says_so(tmp_path, monkeypatch):
+    """A plugin listed by its path that another plugin also imports by module name runs twice:
+    the duplicate registration names the first definition and the two module names."""
+    from dapo.config import load_config
+
+    (tmp_path / "twice_losses.py").write_text(
+        "from dapo.algo import POLICY_LOSSES, compute_policy_loss\n"
+        "@POLICY_LOSSES.register('twice_clip')\n"
+        "def twice_clip(*args, **kwargs):\n    return compute_policy_loss(*args, **kwargs)\n")
+    (tmp_path / "twice_advs.py").write_text("import twice_losses\n")
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the plugin's directory, appended, is taken off after
+    try:
+        with pytest.raises(ConfigError, match=r"policy loss 'twice_clip' is already registered by twice_clip "
+                                              r"\(.*twice_losses.py:\d+\): the same file ran twice, as modules "
+                                              r"'dapo_user_\w+' and 'twice_losses'"):
+            load_config([], [f"algorithm.plugins=[{tmp_path / 'twice_losses.py'}, {tmp_path / 'twice_advs.py'}]"])
+    finally:
+        algo.POLICY_LOSSES.pop("twice_clip", None)
+        sys.modules.pop("twice_losses", None)
+
+
+def test_a_registration_without_its_name_is_refused_where_it_is_written(tmp_path):
+    """@register_advantage without ("name") would register nothing: the config would then call
+    the plugin's name unknown, with the plugin listed."""
+    from dapo.config import load_config
+
+    plugin = tmp_path / "no_name.py"
+    plugin.write_text("from dapo.algo import register_advantage\n"
+                      "@register_advantage\ndef my_estimator(scores, group_ids, eps):\n    return scores\n")
+    with pytest.raises(ConfigError, match=r"no_name.py raised TypeError: advantage estimator registration needs a "
+                                          r"non-empty name.*got my_estimator \(.*no_name.py:2\)"):
+        load_config([], [f"algorithm.plugins=[{plugin}]", "algorithm.advantage=my_estimator"])
+    assert "my_estimator" not in algo.ADVANTAGE_ESTIMATORS
+
+
+def test_tis_cap_with_a_loss_that_takes_no_importance_weights_is_refused(doc_plugin):
+    """docs/extending.md's plain_pg swallows importance_weights in its **unused: algorithm.tis_cap
+    would have trained exactly as without it, and nothing said so."""
+    from dapo.config import load_config
+
+    overrides = [f"algorithm.plugins=[{doc_plugin}]", "algorithm.old_logprobs=recompute", "algorithm.tis_cap=2"]
+    with pytest.raises(ConfigError, match=r"tis_cap=2\.0 would change nothing: algorithm\.policy_loss='plain_pg' "
+                                          rf"\({re.escape(str(doc_plugin))}:\d+\) takes no importance_weights"):
+        load_config(overrides=[*overrides, "algorithm.policy_loss=plain_pg"])
+    assert load_config(overrides=overrides).algorithm.tis_cap == 2  # decoupled_clip multiplies by them

@@ -24,11 +24,12 @@ from dapo.algo.overlong import overlong_filter_mask, soft_overlong_penalty
 from dapo.algo.policy_loss import (
     POLICY_LOSSES,
     PolicyLossStats,
+    call_policy_loss,
     compute_policy_loss,
     policy_loss_stats,
     tis_weights,
 )
-from dapo.algo.registry import Registry
+from dapo.algo.registry import PluginError, Registry
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
@@ -36,9 +37,11 @@ __all__ = [
     "LOSS_AGG_MODES",
     "POLICY_LOSSES",
     "GroupFilterResult",
+    "PluginError",
     "PolicyLossStats",
     "Registry",
     "aggregate_loss",
+    "call_policy_loss",
     "compute_advantages",
     "compute_policy_loss",
     "count_tokens_and_seqs",

@@ -38,7 +38,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from dapo.algo.registry import Registry
+from dapo.algo.registry import PluginError, Registry, defined_at
 
 # fn(scores_f64 (N,), group_ids (N,), eps) -> advantages (N,)
 AdvantageEstimator = Callable[[Tensor, Tensor, float], Tensor]
@@ -135,5 +135,24 @@ def compute_advantages(estimator: str, scores: Tensor, group_ids: Tensor, eps: f
     estimate = ADVANTAGE_ESTIMATORS.lookup(estimator)
     _check_inputs(scores, group_ids, eps)
     advantages = estimate(scores.to(torch.float64), group_ids, eps)
+    _check_result(estimator, estimate, advantages, scores)
     return advantages.to(scores.dtype)
+
+
+def _check_result(name: str, estimate: AdvantageEstimator, advantages: object, scores: Tensor) -> None:
+    """A registered estimator (a plugin's) must return one finite advantage per response: a
+    shorter result would leave responses at advantage 0 unnoticed, a (N, 1) one fail far from it."""
+    what = f"advantage estimator {name!r} ({defined_at(estimate)})"
+    if not isinstance(advantages, Tensor):
+        raise PluginError(f"{what} returned a {type(advantages).__name__}, not a tensor of shape "
+                          f"({scores.numel()},): one advantage per response")
+    if advantages.shape != scores.shape:
+        raise PluginError(f"{what} returned shape {tuple(advantages.shape)} for {scores.numel()} responses: "
+                          f"it must return shape ({scores.numel()},), one advantage per response")
+    if advantages.dtype == torch.bool or advantages.is_complex():
+        raise PluginError(f"{what} returned a {advantages.dtype} tensor: advantages are real numbers")
+    if not bool(torch.isfinite(advantages).all()):
+        bad = int((~torch.isfinite(advantages)).sum())
+        raise PluginError(f"{what} returned NaN or inf for {bad} of {scores.numel()} responses (their scores are "
+                          "all finite)")
 

@@ -40,7 +40,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from dapo.algo.registry import Registry
+from dapo.algo.registry import PluginError, Registry, defined_at
 
 # fn(masked_loss (B, T) with 0 at masked positions, token_mask (B, T) bool, num_tokens, num_seqs,
 #    norm_const) -> scalar; num_tokens / num_seqs are the global normalisers, never 0.
@@ -125,4 +125,9 @@ def aggregate_loss(
     local_tokens, local_seqs = count_tokens_and_seqs(response_mask)
     total_tokens = _denominator(local_tokens if num_tokens is None else num_tokens, "num_tokens")
     total_seqs = _denominator(local_seqs if num_seqs is None else num_seqs, "num_seqs")
-    return aggregate(masked_loss, token_mask, total_tokens, total_seqs, norm_const)
+    loss = aggregate(masked_loss, token_mask, total_tokens, total_seqs, norm_const)
+    if not isinstance(loss, Tensor) or loss.dim() != 0:  # a plugin's mode; found here, not at backward()
+        got = f"shape {tuple(loss.shape)}" if isinstance(loss, Tensor) else f"a {type(loss).__name__}"
+        raise PluginError(f"loss aggregation mode {mode!r} ({defined_at(aggregate)}) returned {got}: it must "
+                          "return a scalar (0-dim) tensor")
+    return loss

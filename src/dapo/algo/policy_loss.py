@@ -38,7 +38,7 @@ import torch
 from torch import Tensor
 
 from dapo.algo.aggregation import aggregate_loss
-from dapo.algo.registry import Registry
+from dapo.algo.registry import PluginError, Registry, defined_at
 
 LOG_RATIO_CLAMP = 20.0
 
@@ -170,6 +170,30 @@ def compute_policy_loss(
         num_tokens=num_tokens, num_seqs=num_seqs, norm_const=norm_const,
     )
     stats = policy_loss_stats(ratio.detach(), log_ratio.detach(), advantages, response_mask, clip_ratio_low, clip_ratio_high, clip_ratio_c)
+    return loss, stats
+
+
+def call_policy_loss(name: str, logprobs: Tensor, *args, **kwargs) -> tuple[Tensor, PolicyLossStats]:
+    """``POLICY_LOSSES[name](logprobs, *args, **kwargs)``, its result checked: a registered loss
+    (a plugin's) that returns something else than ``(scalar loss with a gradient, PolicyLossStats)``
+    is named with its file, instead of failing later in the update or dropping the policy metrics."""
+    loss_fn = POLICY_LOSSES.lookup(name)
+    result = loss_fn(logprobs, *args, **kwargs)
+    what = f"policy loss {name!r} ({defined_at(loss_fn)})"
+    if not isinstance(result, tuple) or len(result) != 2:
+        got = f"a tuple of {len(result)}" if isinstance(result, tuple) else f"a {type(result).__name__}"
+        raise PluginError(f"{what} returned {got}: it must return (loss, stats), a scalar tensor and the "
+                          "PolicyLossStats of dapo.algo.policy_loss_stats")
+    loss, stats = result
+    if not isinstance(loss, Tensor) or loss.dim() != 0:
+        got = f"shape {tuple(loss.shape)}" if isinstance(loss, Tensor) else f"a {type(loss).__name__}"
+        raise PluginError(f"{what} returned a loss of {got}: it must be a scalar (0-dim) tensor; reduce the "
+                          "per-token loss with dapo.algo.aggregate_loss and the num_tokens/num_seqs it is given")
+    if torch.is_grad_enabled() and logprobs.requires_grad and not loss.requires_grad:
+        raise PluginError(f"{what} returned a loss without a gradient: compute it from logprobs, not detached")
+    if not isinstance(stats, PolicyLossStats):
+        raise PluginError(f"{what} returned stats of type {type(stats).__name__}: return the PolicyLossStats "
+                          "that dapo.algo.policy_loss_stats builds (the clip fractions, KL and ratio metrics)")
     return loss, stats
 
 

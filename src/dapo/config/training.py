@@ -5,11 +5,55 @@ above each (``dapo config --explain algorithm``).
 
 from __future__ import annotations
 
+import inspect
 import re
 from dataclasses import dataclass, field
 
 from dapo.config.checks import ConfigError, check, one_of
 from dapo.user_code import import_user_code
+
+# How the trainer calls each registry's entries (docs/extending.md's signatures): positional
+# argument names, keyword argument names.
+_ADVANTAGE_CALL = (("scores", "group_ids", "eps"), ())
+_POLICY_LOSS_CALL = (
+    ("logprobs", "old_logprobs", "advantages", "response_mask"),
+    ("clip_ratio_low", "clip_ratio_high", "clip_ratio_c", "loss_agg_mode", "num_tokens", "num_seqs", "norm_const",
+     "importance_weights"),
+)
+_LOSS_AGG_CALL = (("masked_loss", "token_mask", "num_tokens", "num_seqs", "norm_const"), ())
+
+
+def _check_callable(what: str, fn: object, positional: tuple[str, ...], keywords: tuple[str, ...]) -> None:
+    """Refuse, before anything loads, a registered entry the trainer cannot call as it will
+    (a plugin's function missing a parameter or its ``**kwargs``), naming it and its file."""
+    from dapo.algo.registry import defined_at
+
+    try:
+        signature = inspect.signature(fn)  # type: ignore[arg-type]
+    except (TypeError, ValueError):  # a callable without a Python signature: its call will tell
+        return
+    try:
+        signature.bind(*positional, **dict.fromkeys(keywords))
+    except TypeError as error:
+        call = ", ".join([*positional, *(["*", *keywords] if keywords else [])])
+        raise ConfigError(f"{what} ({defined_at(fn)}) cannot be called as the trainer calls it, fn({call}): "
+                          f"{error} (docs/extending.md)") from None
+
+
+
+def _check_takes_importance_weights(name: str, loss_fn: object, tis_cap: float) -> None:
+    """A policy loss without an ``importance_weights`` parameter (a plugin's whose ``**kwargs``
+    swallow it, as docs/extending.md's plain_pg does) would leave algorithm.tis_cap without effect."""
+    from dapo.algo.registry import defined_at
+
+    try:
+        parameters = inspect.signature(loss_fn).parameters  # type: ignore[arg-type]
+    except (TypeError, ValueError):  # no Python signature: nothing to tell
+        return
+    check("importance_weights" in parameters,
+          f"algorithm.tis_cap={tis_cap} would change nothing: algorithm.policy_loss={name!r} ({defined_at(loss_fn)}) "
+          "takes no importance_weights parameter (the TIS weights it is passed); multiply its per-token loss by "
+          "them, as decoupled_clip does, or set tis_cap=null")
 
 
 @dataclass
@@ -85,9 +129,16 @@ class AlgorithmConfig:
 
         for location in self.plugins:
             import_user_code(location, f"algorithm.plugins entry {location!r}", ConfigError)
-        one_of("algorithm.advantage", self.advantage, tuple(sorted(algo.ADVANTAGE_ESTIMATORS)))
-        one_of("algorithm.policy_loss", self.policy_loss, tuple(sorted(algo.POLICY_LOSSES)))
-        one_of("algorithm.loss_agg_mode", self.loss_agg_mode, tuple(sorted(algo.LOSS_AGG_MODES)))
+        for key, registry, call in (
+            ("advantage", algo.ADVANTAGE_ESTIMATORS, _ADVANTAGE_CALL),
+            ("policy_loss", algo.POLICY_LOSSES, _POLICY_LOSS_CALL),
+            ("loss_agg_mode", algo.LOSS_AGG_MODES, _LOSS_AGG_CALL),
+        ):
+            name = getattr(self, key)
+            check(name in registry, f"algorithm.{key}={name!r} is not one of {sorted(registry)} (a plugin's name "
+                  "needs its file or module in algorithm.plugins, which every dapo command that loads the config "
+                  "imports; docs/extending.md)")
+            _check_callable(f"algorithm.{key}={name!r}", registry[name], *call)
         check(self.advantage_eps > 0, "algorithm.advantage_eps must be > 0 (a constant group's std is 0)")
         check(0 < self.clip_ratio_low < 1, "algorithm.clip_ratio_low must be in (0, 1)")
         check(self.clip_ratio_high > 0, "algorithm.clip_ratio_high must be > 0")
@@ -114,6 +165,8 @@ class AlgorithmConfig:
             "algorithm.tis_cap has nothing to correct with algorithm.old_logprobs=rollout (pi_old is "
             "the rollout policy, so every TIS weight is 1): set tis_cap=null or old_logprobs=recompute",
         )
+        if self.tis_cap is not None:
+            _check_takes_importance_weights(self.policy_loss, algo.POLICY_LOSSES[self.policy_loss], self.tis_cap)
         check(self.max_gen_rounds >= 1, "algorithm.max_gen_rounds must be >= 1")
         check(
             0 <= self.max_surplus_fraction < 1,

@@ -18,8 +18,8 @@ from torch.distributed.tensor import DTensor
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from dapo.algo import (
-    POLICY_LOSSES,
     aggregate_loss,
+    call_policy_loss,
     kl_penalty,
     tis_weights,
 )
@@ -313,7 +313,8 @@ class PolicyWorker:
         weights = None
         if self.algo.tis_cap is not None:
             weights = tis_weights(tensors["old_logprobs"], tensors["rollout_logprobs"], self.algo.tis_cap)
-        loss, pg = POLICY_LOSSES.lookup(self.algo.policy_loss)(
+        loss, pg = call_policy_loss(
+            self.algo.policy_loss,
             logprobs,
             tensors["old_logprobs"],
             tensors["advantages"],

@@ -53,6 +53,12 @@ def test_resume_refuses_another_models_checkpoint_naming_the_difference(tiny_mod
         trainer.train()
     trainer.state.close()
     assert (run / "config.yaml").read_text() == run_config  # the refused run's config is not the run's
+    # named (checkpoint.resume=PATH) by a run in another directory: no new output_dir would help
+    named = Trainer(tiny_config(wider, tmp_path / "run2", reward_file, "trainer.total_steps=2",
+                                f"checkpoint.resume={run / 'checkpoints' / 'step-000001'}"))
+    with pytest.raises(RunDirError, match=r"hidden_size 32 .*\. Name another checkpoint in checkpoint\.resume"):
+        named.train()
+    named.state.close()
     # the same architecture from another directory: a different model.path is refused too
     same_shape = make_tiny_model(tmp_path / "other", seed=1)
     trainer = Trainer(tiny_config(same_shape, run, reward_file, "trainer.total_steps=2"))

@@ -144,10 +144,11 @@ class RunState:
             self.went_back_to = state.get("went_back_to") if point.automatic else str(path.resolve())
         mismatch = mismatch or layout_mismatch(state["policy"], self.cfg.resources.world_size)
         if mismatch:
-            raise RunDirError(
-                f"cannot resume from {path}: {mismatch}. Give this run a new output_dir, or set "
-                "checkpoint.resume=never to start over in this one"
-            )
+            # found by itself in output_dir, or named (checkpoint.resume=PATH): another output_dir helps only the first
+            remedy = ("Give this run a new output_dir, or set checkpoint.resume=never to start over in this one"
+                      if point.automatic else "Name another checkpoint in checkpoint.resume, or set "
+                      "checkpoint.resume=never to start this run from model.path")
+            raise RunDirError(f"cannot resume from {path}: {mismatch}. {remedy}")
         return path, state
 
     def _write_config(self) -> None:

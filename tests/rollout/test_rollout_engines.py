@@ -150,3 +150,35 @@ def test_a_stop_token_sampled_on_the_last_allowed_step_is_a_stop_not_a_truncatio
     params = SamplingParams(n=1, max_new_tokens=max_new_tokens, seed=11, stop_token_ids=[last])
     stopped = engine.generate([[5, 6, 7]], params).completions[0]
     assert stopped.token_ids == free.token_ids and stopped.finish_reason == "stop"
+
+
+@pytest.mark.parametrize("engine_kind", ["native-generic", "hf"])
+def test_a_dynamic_rope_grown_by_an_earlier_call_does_not_change_a_later_ones_samples(engine_kind):
+    """Dynamic NTK RoPE keeps the frequencies a longer call grew it to, and restores its own only
+    for a call shorter than max_position_embeddings: a prompt of that length or more was rotated
+    by the earlier call's frequencies, so one seed and one batch sampled other tokens, with other
+    log-probs, after a longer generation than before it. Both Hugging Face paths sample as a fresh
+    model does."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(Qwen2Config(
+        vocab_size=VOCAB_SIZE, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=64, max_position_embeddings=16,
+        rope_parameters={"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0})).eval()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.dim() == 2:
+                parameter.normal_(0, 0.3)
+    prompts, params = [list(range(3, 23))], SamplingParams(n=2, max_new_tokens=6, seed=0)  # 20 tokens > 16
+
+    def make(model):
+        return NativeEngine(model, PAD_ID, fast_forward=False) if engine_kind == "native-generic" else HFGenerateEngine(model, PAD_ID)
+
+    fresh = make(copy.deepcopy(model)).generate(prompts, params).completions
+    engine = make(model)
+    engine.generate([list(range(3, 30))], SamplingParams(max_new_tokens=60, seed=1))  # grows it to 86 positions
+    assert model.model.rotary_emb.max_seq_len_cached > 80
+    later = engine.generate(prompts, params).completions
+    assert [c.token_ids for c in later] == [c.token_ids for c in fresh]
+    assert [c.logprobs for c in later] == [c.logprobs for c in fresh]

@@ -12,12 +12,16 @@ from torch import nn
 from transformers import DynamicCache
 
 from dapo.rollout.batching import left_pad_mask
-from dapo.rollout.hf_compat import cache_keyword
+from dapo.rollout.hf_compat import cache_keyword, reset_dynamic_rope, rotary_module
 
 
 class HFDecodeSession:
     def __init__(self, model: nn.Module) -> None:
         self.model = model
+        # a dynamic RoPE grown by an earlier, longer call would otherwise rotate this one's prefill
+        # (of max_position_embeddings tokens or more) by that call's frequencies: the samples of
+        # one seed and one batch would depend on what was generated before
+        reset_dynamic_rope(rotary_module(model))
         self.cache = DynamicCache(config=model.config)
         self.cache_keyword = cache_keyword(model)
         self.attention_mask = torch.empty(0)  # (B, tokens so far): 1 real, 0 padding

@@ -35,6 +35,7 @@ from dapo.rollout.batching import (
     left_pad_mask,
     model_device,
 )
+from dapo.rollout.hf_compat import reset_dynamic_rope, rotary_module
 from dapo.rollout.stopping import cut_at_stop_string
 
 
@@ -89,6 +90,7 @@ class HFGenerateEngine:
               torch.random.fork_rng(devices=_cuda_devices(), enabled=seeded)):
             if seeded:
                 torch.manual_seed(params.seed)
+            reset_dynamic_rope(rotary_module(self.model))  # not the frequencies an earlier, longer call grew
             recorder = _StepLogprobs()
             sequences = self.model.generate(
                 input_ids=input_ids, attention_mask=attention_mask, generation_config=self._generation_config(params),

@@ -418,3 +418,54 @@ def test_a_final_evaluation_that_fails_leaves_the_trained_steps_checkpointed(tin
     assert load_trainer_state(run / "checkpoints" / "step-000003")["final"] is False
     summary = Trainer(tiny_config(tiny_model_dir, run, reward_file, *overrides)).train()
     assert summary.steps == 3 and summary.resumed_at == 3 and summary.eval_after
+
+
+def test_a_checkpoint_that_cannot_be_written_says_why_in_one_line_and_leaves_nothing(
+        tiny_model_dir, reward_file, tmp_path, capsys, monkeypatch):
+    """A full disk stopped a run with a traceback (exit 1) and left the half-written checkpoint
+    taking room until the next start: torch.save raises a RuntimeError of its own over the
+    OSError, and safetensors an error that holds no OSError at all."""
+    import errno
+
+    import safetensors.torch
+    import torch
+
+    from dapo.trainer.policy import PolicyWorker
+
+    run = tmp_path / "run"
+    args = ["train", "default", *tiny_overrides(tiny_model_dir, run, reward_file), "trainer.total_steps=2",
+            "eval.every_steps=0", "eval.before_training=false", "logging.tensorboard=false"]
+    real_save, real_policy_save = torch.save, PolicyWorker.save_checkpoint
+    saves = []
+
+    def full_disk(obj, handle, *rest, **kwargs):  # as torch.save fails on a full disk
+        saves.append(1)
+        if len(saves) < 2:
+            return real_save(obj, handle, *rest, **kwargs)
+        handle.write(b"half")
+        try:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        except OSError:
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 4 vs 2") from None
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    assert dapo_main(args) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert f"error: No space left on device (checkpoint step 2 not written; the earlier ones are kept): {run}" in err
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-000001"]
+    monkeypatch.setattr(torch, "save", real_save)
+
+    def safetensors_fails(self, directory, tokenizer, hf_export=True):  # a real SafetensorError
+        real_policy_save(self, directory, tokenizer, hf_export)
+        safetensors.torch.save_file({"w": torch.zeros(1)}, str(directory / "gone" / "model.safetensors"))
+
+    monkeypatch.setattr(PolicyWorker, "save_checkpoint", safetensors_fails)
+    assert dapo_main(args) == 2  # resumes step 1, fails writing step 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "error: No such file or directory (checkpoint step 2 not written" in err
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-000001"]
+    monkeypatch.setattr(PolicyWorker, "save_checkpoint", real_policy_save)
+    assert dapo_main(args) == 0
+    assert [p.name for p in (run / "checkpoints").iterdir() if p.name.startswith(".")] == []
+    assert load_trainer_state(run / "checkpoints" / "step-000002")["final"] is True

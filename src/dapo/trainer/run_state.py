@@ -7,6 +7,10 @@ that writes its own part of a checkpoint, the step), and takes back what a check
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
+import re
+import shutil
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,6 +79,22 @@ def problem_progress(progress: Progress | None, enabled: bool = True) -> Iterato
             progress.remove_task(task)
 
 
+def os_error_behind(error: BaseException) -> OSError | None:
+    """The operating system's error behind a failed write, or None: ``error`` itself, the one it
+    was raised while handling (torch.save's zip writer, stopped by a full disk, raises a
+    RuntimeError of its own over the OSError), or the one a safetensors error names ("I/O error:
+    No space left on device (os error 28)": it keeps no OSError)."""
+    for _ in range(8):  # a short chain
+        if isinstance(error, OSError):
+            return error
+        if (found := re.search(r"\(os error (\d+)\)", str(error))) is not None:
+            code = int(found.group(1))
+            return OSError(code, os.strerror(code)) if code in errno.errorcode else None
+        if (error := error.__cause__ or error.__context__) is None:  # type: ignore[assignment]
+            return None
+    return None
+
+
 class RunState:
     def __init__(self, cfg: DAPOConfig) -> None:
         self.cfg = cfg
@@ -110,13 +130,21 @@ class RunState:
         it is published. Without the export, ``model_config_json`` goes into ``model_config.json``, so
         that a resume can still check the checkpoint is of this run's model."""
         tmp = begin_checkpoint(self.run_dir, step)
-        self.logger.sync()  # the lines it counts are on disk before it is
-        state = {**loop_state, "policy": policy.save_checkpoint(tmp, tokenizer, hf_export),
-                 "log_lines": self.logger.line_counts(), "started_from": self.started_from,
-                 "went_back_to": self.went_back_to}
-        if not (tmp / "config.json").is_file():
-            (tmp / MODEL_CONFIG_FILE).write_text(model_config_json)
-        return publish_checkpoint(self.run_dir, step, tmp, state, self.config_yaml, self.cfg.checkpoint.keep_last)
+        try:
+            self.logger.sync()  # the lines it counts are on disk before it is
+            state = {**loop_state, "policy": policy.save_checkpoint(tmp, tokenizer, hf_export),
+                     "log_lines": self.logger.line_counts(), "started_from": self.started_from,
+                     "went_back_to": self.went_back_to}
+            if not (tmp / "config.json").is_file():
+                (tmp / MODEL_CONFIG_FILE).write_text(model_config_json)
+            return publish_checkpoint(self.run_dir, step, tmp, state, self.config_yaml, self.cfg.checkpoint.keep_last)
+        except Exception as error:
+            # what a failed write left (a full disk: the room it took) goes now, not at the next start
+            shutil.rmtree(tmp, ignore_errors=True)
+            if (cause := os_error_behind(error)) is not None and cause is not error:
+                raise OSError(cause.errno, f"{cause.strerror} (checkpoint step {step} not written; the earlier "
+                              "ones are kept)", str(self.run_dir / "checkpoints")) from error
+            raise
 
     def find_checkpoint(self, model_config: Any) -> tuple[Path, dict[str, Any]] | None:
         """The checkpoint ``checkpoint.resume`` names and its ``trainer_state.pt``, after checking

@@ -23,14 +23,20 @@ _POLICY_LOSS_CALL = (
 _LOSS_AGG_CALL = (("masked_loss", "token_mask", "num_tokens", "num_seqs", "norm_const"), ())
 
 
+def _signature(fn: object) -> inspect.Signature | None:
+    """``fn``'s signature, or None for a callable without a Python one (a builtin, a C extension's)."""
+    try:
+        return inspect.signature(fn)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+
+
 def _check_callable(what: str, fn: object, positional: tuple[str, ...], keywords: tuple[str, ...]) -> None:
     """Refuse, before anything loads, a registered entry the trainer cannot call as it will
     (a plugin's function missing a parameter or its ``**kwargs``), naming it and its file."""
     from dapo.algo.registry import defined_at
 
-    try:
-        signature = inspect.signature(fn)  # type: ignore[arg-type]
-    except (TypeError, ValueError):  # a callable without a Python signature: its call will tell
+    if (signature := _signature(fn)) is None:  # its call will tell
         return
     try:
         signature.bind(*positional, **dict.fromkeys(keywords))
@@ -46,11 +52,9 @@ def _check_takes_importance_weights(name: str, loss_fn: object, tis_cap: float) 
     swallow it, as docs/extending.md's plain_pg does) would leave algorithm.tis_cap without effect."""
     from dapo.algo.registry import defined_at
 
-    try:
-        parameters = inspect.signature(loss_fn).parameters  # type: ignore[arg-type]
-    except (TypeError, ValueError):  # no Python signature: nothing to tell
+    if (signature := _signature(loss_fn)) is None:  # nothing to tell
         return
-    check("importance_weights" in parameters,
+    check("importance_weights" in signature.parameters,
           f"algorithm.tis_cap={tis_cap} would change nothing: algorithm.policy_loss={name!r} ({defined_at(loss_fn)}) "
           "takes no importance_weights parameter (the TIS weights it is passed); multiply its per-token loss by "
           "them, as decoupled_clip does, or set tis_cap=null")

@@ -56,6 +56,7 @@ def main(model_dir: str, out_path: str) -> None:
         estimate = sum(size for _, size in rows) + max(size for _, size in moments)
         with open(out_path, "w") as f:
             json.dump({"peak": peak, "estimate": estimate}, f)
+    dist.barrier()  # no rank tears its connections down while another still uses them (a gloo abort)
     dist.destroy_process_group()
 
 

@@ -17,6 +17,35 @@ def write_atomically(path: Path, text: str) -> None:
     fsync_dir(path.parent)
 
 
+def current_umask() -> int:
+    """The process's umask, read without changing it where Linux reports it (a swap elsewhere)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def modes_as_umask(root: Path) -> None:
+    """Give ``root``, and every file and directory under it, the mode a plain ``open`` or ``mkdir``
+    would have (0666 or 0777 less the umask). Why: safetensors writes its files 0600 (through a
+    temporary file) and ``tempfile.mkdtemp`` makes 0700 directories, which would lock a checkpoint
+    or a cached model away from the group that shares the run directory (a team on a cluster, a
+    serving job under another user) though every other file there is readable."""
+    mask = current_umask()
+    os.chmod(root, 0o777 & ~mask)
+    for directory, subdirectories, files in os.walk(root):
+        for name in subdirectories:
+            os.chmod(os.path.join(directory, name), 0o777 & ~mask)
+        for name in files:
+            os.chmod(os.path.join(directory, name), 0o666 & ~mask)
+
+
 def fsync_tree(root: Path) -> None:
     """fsync every file under ``root`` and every directory, so a rename publishes durable data."""
     for directory, _, files in os.walk(root):

@@ -213,13 +213,22 @@ def test_report_breaks_accuracy_down_by_operator_and_strategy():
 
 def test_the_default_base_model_installs_from_its_shipped_weights_in_seconds(tmp_path: Path) -> None:
     import json
+    import os
+    import stat
     import time
 
     from dapo.builtin import shipped
 
     started = time.perf_counter()
-    directory = ensure_base_model(str(tmp_path), progress=False)  # the default recipe: no 5-minute build
+    previous = os.umask(0o022)
+    try:
+        directory = ensure_base_model(str(tmp_path), progress=False)  # the default recipe: no 5-minute build
+    finally:
+        os.umask(previous)
     assert time.perf_counter() - started < 20
+    # a cache others can read (not mkdtemp's 0700, not safetensors' 0600)
+    assert {stat.S_IMODE(p.stat().st_mode) for p in directory.iterdir()} == {0o644}
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o755
     key = BaseModelRecipe().cache_key()
     assert shipped.sha256_of(directory / "model.safetensors") == shipped.SHIPPED[key]
     assert json.loads((directory / "recipe.json").read_text())["source"].startswith("shipped")

@@ -1,3 +1,5 @@
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -31,6 +33,23 @@ def test_checkpoint_is_a_hf_model_dir_and_keeps_last_k(tiny_model_dir: Path, tmp
     assert resolve_resume("auto", tmp_path) == ResumePoint(kept[-1], automatic=True)
     assert resolve_resume(str(kept[0]), tmp_path) == ResumePoint(kept[0], automatic=False)  # a step back, named
     assert resolve_resume("never", tmp_path) is None
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_checkpoint_files_have_the_umask_s_modes_not_safetensors_0600(tiny_model_dir: Path, tmp_path: Path, umask: int):
+    """A team sharing a run directory (umask 022) can read the weights as it reads the config; a
+    private umask (077) stays private."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    previous = os.umask(umask)
+    try:
+        path = save_checkpoint(tmp_path, 1, model, tokenizer, {"step": 1}, "", keep_last=1)
+    finally:
+        os.umask(previous)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in path.iterdir()}
+    assert "model.safetensors" in modes and "trainer_state.pt" in modes
+    assert modes == dict.fromkeys(modes, 0o666 & ~umask), modes
+    assert stat.S_IMODE(path.stat().st_mode) == 0o777 & ~umask
 
 
 def test_half_written_checkpoint_is_ignored(tiny_model_dir: Path, tmp_path: Path):

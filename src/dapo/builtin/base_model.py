@@ -64,7 +64,7 @@ from dapo.builtin.shipped import SHIPPED, checksum_ok, sha256_of, shipped_weight
 from dapo.builtin.tokenizer import build_tokenizer, save_tokenizer
 from dapo.data.arithmetic import TASK_SEED, make_arithmetic_problems, solution_text
 from dapo.data.records import Problem
-from dapo.durable import fsync_dir, fsync_tree
+from dapo.durable import fsync_dir, fsync_tree, modes_as_umask
 
 ABANDONED_BUILD_S = 24 * 3600  # a build takes minutes: a staging directory a day old was killed
 
@@ -113,6 +113,7 @@ def ensure_base_model(
                 "weights_sha256": sha256_of(staging / "model.safetensors"),
             },
         )
+        modes_as_umask(staging)  # not mkdtemp's 0700 nor safetensors' 0600: a shared cache stays shareable
         fsync_tree(staging)  # a power loss after the rename must not leave empty or torn files
         try:
             os.rename(staging, target)

@@ -43,7 +43,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_state_dict,
 )
 
-from dapo.durable import fsync_dir, fsync_tree
+from dapo.durable import fsync_dir, fsync_tree, modes_as_umask
 from dapo.rollout.base import checkpoint_format, tied_duplicates
 from dapo.trainer.dropout import config_dropout_restored
 from dapo.trainer.fsdp import gathered_weights
@@ -113,6 +113,7 @@ def publish_checkpoint(
     (tmp / "dapo_config.yaml").write_text(config_yaml)
     with open(tmp / STATE_FILE, "wb") as handle:
         torch.save(trainer_state, handle)
+    modes_as_umask(tmp)  # readable as the run directory's other files are (safetensors writes 0600)
     fsync_tree(tmp)  # every file on disk before the rename publishes the checkpoint
     if final.exists():  # re-saving a step (e.g. final == last periodic): swap, then drop the old
         stale = root / f".old-step-{step:06d}-{os.getpid()}"

@@ -267,6 +267,36 @@ def test_a_reward_function_name_the_file_lacks_and_a_bad_resume_are_found_before
         "is there)"]
 
 
+def test_a_one_process_checkpoint_is_refused_for_several_ranks_before_ray_starts_them(tmp_path):
+    """(it was refused only once Ray had started the ranks and they had loaded the model)"""
+    import torch
+
+    from dapo.trainer.checkpoint import sharded_policy_state
+
+    def checkpoint(run: Path, policy: dict) -> Path:
+        path = run / "checkpoints" / "step-000002"
+        path.mkdir(parents=True)
+        torch.save({"step": 2, "policy": policy}, path / "trainer_state.pt")
+        return path
+
+    one_process = checkpoint(tmp_path / "a", {"model": {}, "optimizer": {}})
+    sharded = checkpoint(tmp_path / "b", sharded_policy_state(2, 0))
+
+    def problems(run: Path, *overrides: str) -> list[str]:
+        return resume_problems(load_config([], [f"output_dir={run}", *overrides]))
+
+    two_ranks = "resources.devices_per_node=2"
+    assert problems(tmp_path / "a", two_ranks) == [
+        f"cannot resume from {one_process}: it holds the optimizer state of one process, not policy/ shards, and this "
+        "run has 2 policy ranks; resume it with one (resources.nnodes=1 resources.devices_per_node=1)"]
+    assert problems(tmp_path / "new", two_ranks, f"checkpoint.resume={one_process}")[0].startswith(
+        f"cannot resume from {one_process}: it holds the optimizer state of one process")
+    assert problems(tmp_path / "a") == []  # one process resumes it
+    assert problems(tmp_path / "a", two_ranks, "checkpoint.resume=never") == []
+    assert problems(tmp_path / "b", two_ranks) == problems(tmp_path / "b", "resources.devices_per_node=4") == []
+    assert problems(tmp_path / "new", two_ranks, f"checkpoint.resume={sharded}") == []
+
+
 def test_an_output_dir_that_is_a_file_says_so(tmp_path):
     (tmp_path / "afile").write_text("")
     with pytest.raises(PreflightError, match=r"output_dir='.*afile' is a file, not a directory"):

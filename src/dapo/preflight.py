@@ -271,12 +271,18 @@ def warn_about_weight_precision(cfg: DAPOConfig) -> None:
 
 def resume_problems(cfg: DAPOConfig) -> list[str]:
     """checkpoint.resume names a checkpoint, when it is not auto or never (verl's resume_mode
-    words, disable, are neither), or one the run in output_dir has gone on from."""
-    if cfg.checkpoint.resume in ("auto", "never"):
-        return []
-    from dapo.trainer.resume import resume_path_problem
+    words, disable, are neither), or one the run in output_dir has gone on from; and the
+    checkpoint it resolves to suits the run's number of policy ranks."""
+    from dapo.trainer.resume import resume_layout_problem, resume_path_problem
 
-    return [problem] if (problem := resume_path_problem(cfg.checkpoint.resume, cfg.output_dir)) else []
+    resume, run_dir = cfg.checkpoint.resume, cfg.output_dir
+    if resume == "never":
+        return []
+    if resume != "auto" and (problem := resume_path_problem(resume, run_dir)) is not None:
+        return [problem]
+    # a one-process checkpoint and several ranks: found before Ray starts them
+    problem = resume_layout_problem(resume, run_dir, cfg.resources.world_size)
+    return [problem] if problem is not None else []
 
 
 def reward_problems(cfg: DAPOConfig) -> list[str]:

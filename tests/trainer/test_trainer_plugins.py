@@ -48,8 +48,9 @@ def test_a_plugin_from_a_file_is_selectable_by_name_and_trains(doc_plugin, tiny_
     counted(algo.ADVANTAGE_ESTIMATORS, "median_baseline")
     counted(algo.POLICY_LOSSES, "plain_pg")
     trainer = Trainer(cfg)
+    assert calls == {"median_baseline": 1, "plain_pg": 1}  # rehearsed before the run loads
     trainer.train()
-    assert calls["median_baseline"] == 1 and calls["plain_pg"] >= 2  # one per micro-batch
+    assert calls["median_baseline"] == 2 and calls["plain_pg"] >= 3  # one per micro-batch
     assert trainer.policy.version == 2  # both optimizer updates of the step were made
 
 
@@ -92,6 +93,15 @@ def loss_only(*args, **kwargs):
 def no_stats(*args, **kwargs):
     return compute_policy_loss(*args, **kwargs)[0], None
 
+@POLICY_LOSSES.register("raises")
+def raises(logprobs, old_logprobs, advantages, response_mask, **kwargs):
+    return kwargs["token_level_rewards"]
+
+@POLICY_LOSSES.register("no_stats_past_3_tokens")
+def no_stats_past_3_tokens(logprobs, *args, **kwargs):
+    loss, stats = compute_policy_loss(logprobs, *args, **kwargs)
+    return loss, stats if logprobs.shape[1] <= 3 else None
+
 @POLICY_LOSSES.register("four_args")
 def four_args(logprobs, old_logprobs, advantages, response_mask):
     return compute_policy_loss(logprobs, old_logprobs, advantages, response_mask, clip_ratio_low=0.2, clip_ratio_high=0.28)
@@ -104,7 +114,8 @@ def broken_plugin(tmp_path: Path):
     path.write_text(BROKEN_PLUGINS)
     yield path
     for registry, name in [(algo.ADVANTAGE_ESTIMATORS, "one_short"), (algo.POLICY_LOSSES, "loss_only"),
-                           (algo.POLICY_LOSSES, "no_stats"), (algo.POLICY_LOSSES, "four_args")]:
+                           (algo.POLICY_LOSSES, "no_stats"), (algo.POLICY_LOSSES, "four_args"),
+                           (algo.POLICY_LOSSES, "raises"), (algo.POLICY_LOSSES, "no_stats_past_3_tokens")]:
         registry.pop(name, None)
 
 
@@ -117,14 +128,28 @@ def broken_plugin(tmp_path: Path):
     # no stats: the clip fractions, KL and ratio metrics would have vanished from the logs
     ("algorithm.policy_loss=no_stats", r"policy loss 'no_stats' \(.*broken_algo.py:\d+\) returned stats of type "
                                        r"NoneType"),
-], ids=["advantage-one-short", "loss-without-stats-tuple", "stats-none"])
-def test_a_plugin_that_breaks_its_contract_is_named_at_its_first_call_before_any_update(
+    ("algorithm.policy_loss=raises", r"policy loss 'raises', raises \(.*broken_algo.py:\d+\), raised KeyError: "
+                                     r"'token_level_rewards'"),
+], ids=["advantage-one-short", "loss-without-stats-tuple", "stats-none", "raises"])
+def test_a_plugin_that_breaks_its_contract_is_named_before_the_run_loads(
         broken_plugin, override, message, tiny_model_dir, reward_file, tmp_path):
+    """(found at the first update before: after minutes of loading and a rollout, on a large model)"""
     cfg = tiny_config(tiny_model_dir, tmp_path / "run", reward_file, f"algorithm.plugins=[{broken_plugin}]", override,
                       "trainer.total_steps=1")
-    trainer = Trainer(cfg)
+    with pytest.raises(algo.PluginError, match=message + r".* \(found before the run loaded, on a synthetic batch"):
+        Trainer(cfg)
+    run_dir = tmp_path / "run"
+    assert not run_dir.exists() or not any(run_dir.iterdir())  # nothing started: no config, logs or workers
+
+
+def test_a_plugin_whose_bug_shows_only_on_real_batches_is_named_at_its_first_call_before_any_update(
+        broken_plugin, tiny_model_dir, reward_file, tmp_path):
+    cfg = tiny_config(tiny_model_dir, tmp_path / "run", reward_file, f"algorithm.plugins=[{broken_plugin}]",
+                      "algorithm.policy_loss=no_stats_past_3_tokens", "trainer.total_steps=1")
+    trainer = Trainer(cfg)  # its rehearsal's 3 tokens pass
     try:
-        with pytest.raises(algo.PluginError, match=message):
+        with pytest.raises(algo.PluginError, match=r"policy loss 'no_stats_past_3_tokens' \(.*broken_algo.py:\d+\) "
+                                                   r"returned stats of type NoneType"):
             trainer.step_once()
         assert trainer.policy.version == 0  # no update was made with it
     finally:

@@ -52,7 +52,14 @@ from dapo.trainer.scoring import (
     score_completions,
     shape_rewards,
 )
-from dapo.trainer.setup import RunSetup, build_run, load_reference_model, make_sampling_params
+from dapo.trainer.setup import (
+    RunSetup,
+    build_run,
+    load_reference_model,
+    loss_norm_const,
+    make_sampling_params,
+    rehearse_plugins_of,
+)
 from dapo.trainer.step_metrics import rollout_metrics, update_metrics
 from dapo.trainer.update_stats import LogprobPass, UpdateStats
 
@@ -90,6 +97,7 @@ class Trainer:
     def __init__(self, cfg: DAPOConfig) -> None:
         self.cfg = cfg
         check_run(cfg)  # files, device, extras, output_dir: every problem at once, before loading
+        rehearse_plugins_of(cfg)  # a plugin that breaks its contract: now, not after the first rollout
         if cfg.trainer.num_threads > 0:
             torch.set_num_threads(cfg.trainer.num_threads)
         if cfg.trainer.keep_freed_memory:
@@ -121,7 +129,7 @@ class Trainer:
                     pad_token_id=self.tokenizer.pad_token_id,
                     temperature=cfg.rollout.temperature,
                     total_steps=cfg.trainer.total_steps,
-                    norm_const=cfg.algorithm.loss_agg_norm_const or float(cfg.rollout.max_response_length),
+                    norm_const=loss_norm_const(cfg),
                     ref_model=ref,
                 )
         except BaseException:  # a run that cannot start leaves its directory, workers and ranks free

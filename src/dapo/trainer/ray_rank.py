@@ -36,6 +36,7 @@ from dapo.trainer.rng import load_rank_rng, save_rank_rng
 from dapo.trainer.setup import (
     load_model_and_tokenizer,
     load_reference_model,
+    loss_norm_const,
     resolve_device,
     vllm_options,
 )
@@ -110,7 +111,7 @@ class PolicyRank:
         self.policy = PolicyWorker(
             self.model, cfg.algorithm, cfg.trainer, pad_token_id=tokenizer.pad_token_id,
             temperature=cfg.rollout.temperature, total_steps=cfg.trainer.total_steps,
-            norm_const=cfg.algorithm.loss_agg_norm_const or float(cfg.rollout.max_response_length),
+            norm_const=loss_norm_const(cfg),
             ref_model=ref,
         )
         return self.policy.lr

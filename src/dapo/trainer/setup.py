@@ -18,6 +18,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from dapo.algo.rehearsal import rehearse_plugins
 from dapo.config import DAPOConfig, ModelConfig
 from dapo.data import LoadedProblems, PromptEncoder, load_problems
 from dapo.preflight import model_context
@@ -27,6 +28,20 @@ from dapo.rollout.stopping import model_stop_token_ids
 from dapo.trainer.dropout import disable_dropout
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def loss_norm_const(cfg: DAPOConfig) -> float:
+    """The constant of the seq-mean-token-sum-norm aggregation: algorithm.loss_agg_norm_const, or
+    the longest response (rollout.max_response_length), as verl defaults it."""
+    return cfg.algorithm.loss_agg_norm_const or float(cfg.rollout.max_response_length)
+
+
+def rehearse_plugins_of(cfg: DAPOConfig) -> None:
+    """:func:`~dapo.algo.rehearsal.rehearse_plugins` with the run's algorithm settings."""
+    algo = cfg.algorithm
+    rehearse_plugins(algo.advantage, algo.policy_loss, algo.loss_agg_mode, advantage_eps=algo.advantage_eps,
+                     clip_ratio_low=algo.clip_ratio_low, clip_ratio_high=algo.clip_ratio_high,
+                     clip_ratio_c=algo.clip_ratio_c, norm_const=loss_norm_const(cfg), tis_cap=algo.tis_cap)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -123,7 +138,7 @@ def load_run_data(
         trained = {problem.uid for problem in train_problems.problems}
         seen = {p.eval_key for p in held_out.problems if p.uid in trained}
         if seen:  # (the same file in both lists, a split read twice): held-out accuracy would flatter
-            held_out.warnings.insert(0, f"warning: {len(seen)} of the {held_out.num_unique} held-out problems are "
+            held_out.warnings.insert(0, f"warning: {len(seen)} of the {held_out.num_problems('eval')} held-out problems are "
                                         "training problems too (the same prompt)")
     return RunData(train=train_problems, eval=held_out)
 

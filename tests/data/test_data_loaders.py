@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -57,6 +58,21 @@ def test_dapo_shaped_parquet_with_repeats_deduplicates_for_training(tmp_path: Pa
     assert train.num_rows == 35 and train.num_duplicates_dropped == 30
     kept = load_problems([path], DataConfig(dedup_train=False), "train")
     assert len(kept.problems) == 35 and kept.num_duplicates_dropped == 0
+    assert kept.counts("train")["data/train_problems"] == 5.0  # copies kept, still 5 problems
+
+
+def test_a_prompt_under_two_data_sources_is_one_training_problem_and_two_held_out_ones(tmp_path: Path) -> None:
+    """Training de-duplicates by prompt; data/train_problems counted (data source, prompt) pairs, so
+    with data.dedup_train=false it said 2 problems of what de-duplication calls one."""
+    path = _write_jsonl(tmp_path / "two.jsonl", [{"prompt": "1+1?", "answer": "2", "source": source}
+                                                 for source in ("a", "b")])
+    cfg = DataConfig(prompt_key="prompt", answer_key="answer", data_source_key="source")
+    for dedup, rows in ((True, 1), (False, 2)):
+        train = load_problems([path], replace(cfg, dedup_train=dedup), "train")
+        assert len(train.problems) == rows and train.counts("train")["data/train_problems"] == 1.0
+        assert train.describe("train").startswith("train data: 1 problems from")
+    held_out = load_problems([path], cfg, "eval")  # avg@k of each source scores it
+    assert held_out.counts("eval")["data/eval_problems"] == 2.0
 
 
 def test_jsonl_with_custom_keys_loads(tmp_path: Path) -> None:

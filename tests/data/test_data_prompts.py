@@ -54,9 +54,12 @@ def _loaded(problems: list[Problem]) -> LoadedProblems:
     return LoadedProblems(problems, len(problems), 0, 0, ["test.jsonl"])
 
 
-def test_prompts_over_the_limit_are_left_out_whole_not_cut() -> None:
+@pytest.mark.parametrize("length_batch", [4096, 3, 1])
+def test_prompts_over_the_limit_are_left_out_whole_not_cut(length_batch: int, monkeypatch) -> None:
     """Cut from the left, a chat-templated prompt lost its BOS and header (and with the DAPO
-    template, the question, keeping the closing instruction); now it is left out, counted."""
+    template, the question, keeping the closing instruction); now it is left out, counted. The
+    lengths are counted a few problems at a time (length_batch): the same problems go."""
+    monkeypatch.setattr("dapo.data.prompts._LENGTH_BATCH", length_batch)
     tokenizer = build_tokenizer()
     tokenizer.chat_template = "{{ bos_token }}" + CHAT_TEMPLATE
     short = Problem(uid="s", prompt="What is 6*7?", ground_truth="42")

@@ -126,7 +126,7 @@ def test_the_overlap_counts_only_the_held_out_problems_that_stay(tmp_path):
                            "data.max_prompt_length=400"])
     encoder = PromptEncoder(build_tokenizer(), cfg.data)
     data = load_run_data(cfg, drop_overlong=encoder.drop_overlong)
-    assert data.eval.num_unique == 3 and data.train.num_unique == 3
+    assert data.eval.num_problems("eval") == 3 and data.train.num_problems("train") == 3
     assert "warning: 3 of the 3 held-out problems are training problems too" in data.eval.describe("eval")
 
 def test_an_evaluation_with_vllm_loads_no_second_copy_of_the_weights(tiny_model_dir, reward_file, tmp_path, monkeypatch):

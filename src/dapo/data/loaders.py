@@ -35,7 +35,7 @@ from dapo.data.arithmetic import make_arithmetic_problems
 from dapo.data.files import data_files, default_data_source
 from dapo.data.prompts import problem_text
 from dapo.data.readers import Row, rows_of
-from dapo.data.records import DataError, Problem
+from dapo.data.records import DataError, Problem, problem_key
 
 BUILTIN_ARITHMETIC = "builtin:arithmetic"
 
@@ -62,14 +62,14 @@ class LoadedProblems:
     num_conflicting_duplicates: int = 0  # copies whose answer differs from their first copy's
     num_overlong_dropped: int = 0  # problems longer than data.max_prompt_length (PromptEncoder.drop_overlong)
 
-    @property
-    def num_unique(self) -> int:
-        return len({p.eval_key for p in self.problems})  # as evaluation counts them
+    def num_problems(self, split: str) -> int:
+        """Distinct problems, as ``split`` tells them apart (:func:`problem_key`)."""
+        return len({problem_key(p, split) for p in self.problems})
 
     def counts(self, split: str) -> dict[str, float]:
         """What was read and what was dropped, as ``data/<split>_*`` metrics."""
         return {
-            f"data/{split}_problems": float(self.num_unique),
+            f"data/{split}_problems": float(self.num_problems(split)),
             f"data/{split}_rows": float(self.num_rows + self.num_malformed_skipped),
             f"data/{split}_duplicates_dropped": float(self.num_duplicates_dropped),
             f"data/{split}_malformed_skipped": float(self.num_malformed_skipped),
@@ -80,7 +80,7 @@ class LoadedProblems:
     def describe(self, split: str) -> str:
         """What was read and what was dropped, for the terminal (with the first skip reasons)."""
         line = (
-            f"{split} data: {self.num_unique} problems from {', '.join(self.sources)} "
+            f"{split} data: {self.num_problems(split)} problems from {', '.join(self.sources)} "
             f"({self.num_rows + self.num_malformed_skipped} rows; "
             f"{self.num_duplicates_dropped} duplicate prompts dropped; {self.num_malformed_skipped} malformed "
             f"rows skipped; {self.num_overlong_dropped} problems over data.max_prompt_length dropped)"
@@ -106,7 +106,7 @@ def load_problems(files: list[str], cfg: DataConfig, split: str) -> LoadedProble
         result.sources.append(path)
         for where, problem in _read_source(path, cfg, split, result, default_data_source(path, entry)):
             result.num_rows += 1
-            key = ("", problem.uid) if split == "train" else problem.eval_key
+            key = problem_key(problem, split)
             if key in answer_of and problem.ground_truth != answer_of[key]:
                 _note_conflict(problem, answer_of[key], where, result, split, dedup)
             if dedup and key in answer_of:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dapo.config.schema import DataConfig
-from dapo.data.records import DataError, Problem
+from dapo.data.records import DataError, Problem, problem_key
 
 if TYPE_CHECKING:
     from dapo.data.loaders import LoadedProblems
@@ -51,6 +51,10 @@ def problem_text(prompt: str | list[dict[str, str]]) -> str:
 class EncodedPrompts:
     token_ids: list[list[int]]  # one list per problem, at most max_prompt_length ids
     texts: list[str]  # the rendered prompts before tokenisation (for logs and debugging)
+
+
+# Problems tokenised per call when only their lengths are needed (drop_overlong).
+_LENGTH_BATCH = 4096
 
 
 class PromptEncoder:
@@ -95,9 +99,13 @@ class PromptEncoder:
     def drop_overlong(self, loaded: LoadedProblems, split: str) -> None:
         """Apply data.overlong_prompts to ``loaded``: leave out (counted, with a warning) the
         problems whose rendered prompt is longer than data.max_prompt_length, or raise naming the
-        first. One batched tokenisation of every problem, once per run."""
+        first. Batched tokenisations of every problem, once per run, a few thousand at a time: the
+        tokenizer's encodings of all of them at once (1.8M rows for DAPO-Math-17K's copies) would
+        take gigabytes only to be counted."""
         limit = self.cfg.max_prompt_length
-        lengths = [len(ids) for ids in self._tokenize(loaded.problems)[1]]
+        lengths = []
+        for start in range(0, len(loaded.problems), _LENGTH_BATCH):
+            lengths += [len(ids) for ids in self._tokenize(loaded.problems[start : start + _LENGTH_BATCH])[1]]
         overlong = [i for i, length in enumerate(lengths) if length > limit]
         if not overlong:
             return
@@ -111,7 +119,7 @@ class PromptEncoder:
             raise DataError(f"no {split} prompt fits data.max_prompt_length={limit} tokens (the shortest has "
                             f"{min(lengths)}): raise it")
         # problems, as data/<split>_problems counts them: an eval file's copies of a problem are one
-        loaded.num_overlong_dropped = len({loaded.problems[i].eval_key for i in overlong})
+        loaded.num_overlong_dropped = len({problem_key(loaded.problems[i], split) for i in overlong})
         loaded.problems = kept
         loaded.warnings.append(f"{loaded.num_overlong_dropped} problems longer than data.max_prompt_length={limit} tokens were "
                                f"left out (data.overlong_prompts=drop); the first: {self._too_long(first, lengths[overlong[0]])}")

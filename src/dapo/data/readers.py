@@ -126,13 +126,20 @@ def _array_elements(text: str) -> Iterator[tuple[int, Any]]:
 
 
 def _parquet_rows(path: str) -> Iterator[tuple[str, Row]]:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     row_index = 0
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=_PARQUET_BATCH_ROWS):
-        for row in batch.to_pylist():
-            yield row_location(row_index), row
-            row_index += 1
+    try:
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=_PARQUET_BATCH_ROWS):
+            for row in batch.to_pylist():
+                yield row_location(row_index), row
+                row_index += 1
+    finally:
+        # Arrow's allocator (mimalloc, jemalloc) keeps the freed batches' pages for reuse, which no
+        # later allocation of the run makes: handed back to the OS (a third of the reader's
+        # resident memory on a 300k-row DAPO-Math-schema file)
+        pa.default_memory_pool().release_unused()
 
 
 def _jsonl_rows(path: str) -> Iterator[tuple[str, Row]]:

@@ -31,3 +31,10 @@ class Problem:
         """A problem's identity in evaluation: copies of a prompt within one data_source are one
         problem, scored once."""
         return (self.data_source, self.uid)
+
+
+def problem_key(problem: Problem, split: str) -> tuple[str, str]:
+    """What makes a problem one: its prompt for training (copies under two data sources are one
+    prompt to de-duplicate), its prompt within its data source for evaluation (``eval_key``: each
+    source's avg@k scores it once)."""
+    return ("", problem.uid) if split == "train" else problem.eval_key

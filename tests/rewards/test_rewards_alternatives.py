@@ -19,6 +19,12 @@ the rest guard what stays).
    ``x, that is, \\frac{2}{3}`` and ``$x$, that is, 34`` were wrong -- extract (_after_copula).
 5. A numeral equated to another number with a unit is wrong (``34 = 2 \\text{ cm}``; the unit made
    it a name, and no rational) -- incomplete, units (number_and_unit).
+6. "that is" is read by one rule in each of its forms (a comma, a semicolon, a parenthesis or nothing
+   before "that"): after a value, a unit's included, it restates it; after a name or words it is a
+   copula. ``34 (that is, 35)`` was right for 35 (", 35)" read after "is"), ``34 cm, that is, 35`` and
+   ``34; that is, 35`` too; ``x (that is, \\frac{2}{3})`` and ``The answer is, \\frac{2}{3}`` were
+   wrong (the comma or parenthesis read as the answer's) -- extract (_restating_that), hedges
+   (a unit ends a value), number_forms (a bracketed remark after a unit).
 """
 
 from __future__ import annotations
@@ -276,13 +282,53 @@ def test_a_numeral_equated_to_a_number_with_a_unit(answer: str, gold: str, expec
     assert states_no_value(answer, gold) is expected
 
 
+# Two values stated by "that is": wrong for either one, in each form (the comma form already was).
+_TWO_VALUES = ["Answer: 34 (that is, 35)", "Answer: 34, that is, 35", "Answer: 34 that is 35", "Answer: 34; that is, 35",
+               "Answer: $34$ (that is, 35)", "Answer: 34 \\text{ cm}, that is, 35", "Answer: 34 \\text{ cm} (that is, 35)",
+               "Answer: 34 cm, that is, 35", "Answer: 34 cm (that is, 35)", "Answer: 34 cm, i.e. 35"]
+
+
+@pytest.mark.parametrize("response", _TWO_VALUES)
+@pytest.mark.parametrize("gold", ["34", "35"])
+def test_that_is_with_another_value_is_a_hedge_for_both(response: str, gold: str) -> None:
+    assert verify(A + response, gold, "answer")[0] is False
+
+
+@pytest.mark.parametrize(
+    "response,gold,pred",
+    [("Answer: 34 (that is, 34)", "34", "34"), ("Answer: 34, that is, 34", "34", "34"),
+     ("Answer: 1/2, that is, 0.5", "\\frac{1}{2}", "1/2"), ("Answer: 1/2 (that is, 0.5)", "\\frac{1}{2}", "1/2"),
+     ("Answer: \\frac{1}{2}, that is, 0.5", "\\frac{1}{2}", "\\frac{1}{2}"),
+     ("Answer: \\frac{1}{2} (that is, 0.5)", "\\frac{1}{2}", "\\frac{1}{2}"),
+     ("Answer: 34 \\text{ cm}, that is, 34", "34", "34 \\text{ cm}"),
+     ("Answer: 34 \\text{ cm} (that is, 34)", "34", "34 \\text{ cm}"),
+     ("Answer: 34 cm, that is, 34", "34", "34 cm"), ("Answer: 34 cm (that is, 34)", "34", "34 cm")],
+)
+def test_that_is_restating_the_same_value_is_the_answer(response: str, gold: str, pred: str) -> None:
+    """The bracketed and unit forms read as the comma form: the restatement goes, the value stays."""
+    assert verify(A + response, gold, "answer") == (True, pred)
+
+
+@pytest.mark.parametrize(
+    "response,gold,pred",
+    [("Answer: x, that is, 34", "34", "34"), ("Answer: x (that is, 34)", "34", "34"),
+     ("Answer: $a_1$ (that is, \\frac{2}{3})", "\\frac23", "\\frac{2}{3}"), ("Answer: x; that is, 34", "34", "34"),
+     ("Answer: the number of ways (that is, 35)", "35", "35")],
+)
+def test_that_is_after_a_name_gives_its_value(response: str, gold: str, pred: str) -> None:
+    """After a name "that is" is a copula as "is" is, in every form (its comma or brackets go)."""
+    assert verify(A + response, gold, "answer") == (True, pred)
+
+
 @pytest.mark.parametrize(
     "response",
     ["Answer: a^2" + " \\approx 2" * 45, "Answer: a^2" + ", i.e. 2" * 60, "Answer: a^2" + " i.e. (2)" * 50,
      "\\boxed{2} (or " + "\\sqrt{" * 3000 + "2" + "}" * 3000 + ")", "\\boxed{2} (or " + "(" * 50_000 + ")",
      "\\boxed{2}, or " + "\\log " * 20_000 + "7", "Answer: $2$ (or $" + "2^{" * 5000 + "}" * 5000 + "$)",
      "Answer: x = e" + " \\approx 2.72" * 5000, "\\boxed{34000} = " + "34K" * 30_000,
-     "Answer: $2$ alternatively " + "\\exp(" * 10_000 + "1" + ")" * 10_000],
+     "Answer: $2$ alternatively " + "\\exp(" * 10_000 + "1" + ")" * 10_000,
+     "Answer: " + "34 cm that is " * 400, "Answer: " + "x (that is, " * 500 + "34" + ")" * 500,
+     "Answer: 34" + " cm" * 2000 + " (that is, 35)", "Answer: " + "is, " * 2000],
 )
 def test_alternatives_stay_fast_on_hostile_text(response: str) -> None:
     for extractor in ("answer", "boxed", "any"):

@@ -159,7 +159,9 @@ def test_chained_boxes(text: str, items: tuple[str, ...], candidates: int) -> No
      ("Answer: $f(x)=x$, which is a polynomial of degree 1", "f(x)=x"),
      ("Answer: The answer is 34, which is even.", "34"),
      ("Answer: x, that is, \\frac{2}{3}", "\\frac{2}{3}"), ("Answer: $x$, that is, 34", "34"),
-     ("Answer: 34, that is, 35", "34, that is, 35"),
+     ("Answer: 34, that is, 35", "34, that is, 35"), ("Answer: 34 (that is, 35)", "34 (that is, 35)"),
+     ("Answer: 34 that is 35", "34 that is 35"), ("Answer: 34 cm, that is, 35", "34 cm, that is, 35"),
+     ("Answer: x (that is, 34)", "34"), ("Answer: The answer is, \\frac{2}{3}", "\\frac{2}{3}"),
      ("Answer: The solution set is $x<-1$ or $x>2$.", "x<-1 or x>2")],
 )
 def test_answer_line_forms(text: str, expected: str) -> None:
@@ -300,6 +302,15 @@ def test_no_anchor_no_answer() -> None:
     assert extract_answer("the result is 34", "answer") is None
     assert extract_answer("the result is 34", "boxed") is None
     assert extract_answer("the result is 34", "any") is None
+
+
+def test_a_comma_after_the_copula_is_not_the_answer() -> None:
+    """``The answer is, \\frac{2}{3}`` read ``, \\frac{2}{3}`` (wrong); now as without the comma. With no
+    anchor, neither form states an answer (no anchor-less fallback, see test_no_anchor_no_answer)."""
+    for text in ("Answer: The answer is, \\frac{2}{3}", "Answer: The answer is \\frac{2}{3}"):
+        assert verify(text, "\\frac{2}{3}") == (True, "\\frac{2}{3}"), text
+    for text in ("The answer is, \\frac{2}{3}", "The answer is \\frac{2}{3}"):
+        assert verify(text, "\\frac{2}{3}", "any") == (False, ""), text
 
 
 def test_auto_extractor_rule() -> None:

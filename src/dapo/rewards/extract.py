@@ -48,6 +48,7 @@ from dapo.rewards.inequalities import is_inequality_disjunction
 from dapo.rewards.number_forms import restates, starts_with_scale_word, value_of
 from dapo.rewards.remark_words import NAME
 from dapo.rewards.unit_suffix import SCALE_WORDS
+from dapo.rewards.units import unit_of
 
 # "Answer:", "**Answer:**", "Final answer :", full-width colon; or a heading alone on its line with
 # no colon ("**Final Answer**", "## Answer"), whose answer is the next non-empty line. Quantifiers
@@ -65,13 +66,12 @@ _CONTINUES_MATH = frozenset("\\0123456789^_({")  # what after a $...$ segment be
 _COPULA = re.compile(r"(?<![A-Za-z\\])(?:is|are|equals)(?![A-Za-z])", re.IGNORECASE)
 _RELATIVE_WORDS = ("which", "what")
 _RELATIVE_CLAUSE = re.compile(r",\s{0,3}(?:which|where|since|because)(?![A-Za-z])", re.IGNORECASE)
-# ", that is," after a value restates it (a remark, hedges.restatement_changes), no copula: "34, that is, 35".
-_RESTATING_THAT = re.compile(r"(?:[0-9})$]|\\pi)\s{0,3},\s{0,3}that\s{0,3}$", re.IGNORECASE)
-# ... but after a name, bare or in math, it gives the name's value, as "is" does: "x, that is, 34", "$a_1$,
-# that is, 34" (the digit, brace or "$" ending the name is none of a value); \pi and Euler's e are values.
-_NAMED_THAT = re.compile(r"(?<![A-Za-z0-9\\_^{}])\$?\s{0,3}(?!(?:\\pi|e)(?![A-Za-z_]))" + NAME
-                         + r"\s{0,3}\$?\s{0,3},\s{0,3}that\s{0,3}$", re.IGNORECASE)
-_COMMA_THAT = re.compile(r",\s{0,3}that\s{0,3}$", re.IGNORECASE)  # ", that is, 34" read as a copula: its comma goes
+# "that is" before a copula's "is", after a comma, semicolon, opening parenthesis or blank space (_restating_that);
+# what it follows: a name, bare or in math ("x", "$a_1$", "a_{1}", "$\\theta$": no value's "$" or brace) ...
+_THAT = re.compile(r"([,;(]?)\s{0,3}(?<![A-Za-z])that\s{0,3}$", re.IGNORECASE)
+_NAME_BEFORE = re.compile(r"(?<![A-Za-z0-9\\_^{}])\$?\s{0,3}(?!(?:\\pi|e)(?![A-Za-z_]))" + NAME + r"\s{0,3}\$?\s{0,3}$")
+# ... or a value: a digit, a closing brace or parenthesis, "$", \pi or a lone e ("34", "\\frac{1}{2}", "34 \\text{ cm}", "$34$").
+_VALUE_BEFORE = re.compile(r"(?:[0-9})$]|\\pi|(?<![A-Za-z\\])e)\s{0,3}$")
 # "34 is the answer": a copula whose tail only names the answer, which is before it.
 _NAMES_THE_ANSWER = re.compile(r"(?:(?:the|my|our)\s{1,3})?(?:final\s{1,3}|correct\s{1,3})?(?:answer|result)\.?",
                                re.IGNORECASE)
@@ -250,10 +250,10 @@ def _after_copula(line: str) -> str:
     Taken when the tail states a number or math, or when the words before the copula do not
     (``The winner is Evelyn``); ``$x = 5$ is the only solution`` keeps the whole line. A
     relative clause describes the answer and is skipped: ``$x^2$, which is even`` keeps
-    ``x^2``; ``34, which is even`` after a copula is cut to ``34``. A ``, that is`` after a value restates
-    it, no copula: ``34, that is, \\frac{2}{3}`` is kept whole (the verifier judges the remark); after a
-    name (``x``, ``$x$``, ``a_{1}``) or a word (``34 cm, that is, 35`` gives 35) it is one, and the comma
-    closing it goes: ``x, that is, \\frac{2}{3}`` gives ``\\frac{2}{3}``.
+    ``x^2``; ``34, which is even`` after a copula is cut to ``34``. A comma after the copula is
+    punctuation, not the answer's (``The answer is, \\frac{2}{3}``). "that is" is read by
+    :func:`_restating_that`: after a value it is no copula (``34, that is, 35`` is kept whole, the verifier
+    judges the remark), after a name it is one (``x, that is, \\frac{2}{3}`` gives ``\\frac{2}{3}``).
     """
     last = None
     dollars = 0
@@ -262,22 +262,39 @@ def _after_copula(line: str) -> str:
         dollars += line.count("$", at, match.start())
         at = match.start()
         relative = (line[max(0, at - 8) : at].rstrip().lower().endswith(_RELATIVE_WORDS)
-                    or (_RESTATING_THAT.search(line, max(0, at - 16), at) is not None
-                        and _NAMED_THAT.search(line, max(0, at - 40), at) is None))
+                    or _restating_that(line, at) is True)
         if dollars % 2 == 0 and not relative:
             last = match
     if last is None:  # "540, which is even": a relative clause without a number describes the answer
         head, *clause = _RELATIVE_CLAUSE.split(line, maxsplit=1)
         return head.strip() if clause and _states_math(head) and not any(c.isdigit() for c in clause[0]) else line
-    head, tail = line[: last.start()], line[last.end() :].strip(" :")
+    head, tail = line[: last.start()], line[last.end() :].strip(" :").lstrip(" ,")
     tail = _RELATIVE_CLAUSE.split(tail, maxsplit=1)[0].strip()
-    if _COMMA_THAT.search(head, max(0, len(head) - 16)) is not None:
-        tail = tail.lstrip(", ")  # "x, that is, \\frac{2}{3}": the copula's comma, not the answer's
+    that = _THAT.search(head, max(0, len(head) - 24))
+    if that is not None and that.group(1) == "(" and tail.endswith(")") and tail.count(")") > tail.count("("):
+        tail = tail[:-1].rstrip()  # "x (that is, 34)": the parenthesis around the copula closes after its value
     if _NAMES_THE_ANSWER.fullmatch(tail) and _states_math(head):  # "34 is the answer."
         return head.strip()
     if tail and (_states_math(tail) or not _states_math(head)):
         return tail
     return line
+
+
+def _restating_that(line: str, at: int) -> bool | None:
+    """For the copula at ``at``: None when it is not the "is" of "that is", else whether it restates a
+    value (as "i.e." does) rather than give a name's value (as "is" does). One rule for every form (a
+    comma, a semicolon, a parenthesis or nothing before "that"): after a value, a unit's included, it is
+    a remark the verifier judges (:func:`~dapo.rewards.hedges.restatement_changes`, the bracket rules):
+    ``34, that is, 35``, ``34 (that is, 35)``, ``34 cm that is 35`` offer two values, ``\\frac12 (that
+    is, 0.5)`` one. After a name (``x, that is, 34``, ``$a_1$ (that is, 34)``) or words (``the number of
+    ways, that is, 35``) it is a copula, the "x, that is," case being no exception to the rule."""
+    that = _THAT.search(line, max(0, at - 24), at)
+    if that is None:
+        return None
+    before = line[max(0, that.start() - 40) : that.start()]
+    if _NAME_BEFORE.search(before) is not None:
+        return False
+    return _VALUE_BEFORE.search(before) is not None or unit_of(before.rstrip()) is not None
 
 
 # Two $...$ segments joined by an equals sign: "$a+b$ = $34$".

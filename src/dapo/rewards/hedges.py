@@ -18,7 +18,8 @@ Rules (each a false positive before: a hedge or a second value was accepted):
   wrong (``Answer: 34, i.e. \\frac{2}{3}``, ``2; i.e. \\sqrt{2}``, ``x = 2, i.e. \\sqrt{2}``, ``34 i.e.
   35``; before, math-verify read one of the two values), one with its value leaves the head (``2, i.e.
   \\sqrt{4}``, ``\\frac12, i.e. 0.5``); a number follows the number rules (``\\sqrt2, i.e. 1.414`` is its
-  rounding); a form not computed (``34, i.e. 2x``) or words are left as before.
+  rounding); a form not computed (``34, i.e. 2x``) or words are left as before. A number's known unit
+  ends its value as ``\\text{ cm}`` does (``34 cm, that is, 35`` is wrong; before, math-verify read 35).
 - **An approximation without brackets is a remark as in brackets** (:func:`bare_remark_changes`,
   :func:`without_bare_remark`): ``\\boxed{\\frac13} \\approx 0.33``, ``\\sqrt2 \\approx 1.414``,
   ``\\frac13, i.e. about 0.33`` restate the answer (its value rounded to the places given),
@@ -68,6 +69,7 @@ from dapo.rewards.number_forms import (
 )
 from dapo.rewards.remark_words import APPROXIMATION_WORDS, THAT_IS
 from dapo.rewards.unit_suffix import ARITHMETIC, SCALE_WORDS
+from dapo.rewards.units import unit_of
 
 _MAX_TAIL = 500  # how much of an answer's end is read for a closing remark
 _MAX_NUMBERS = 16  # numbers a remark on a list may restate
@@ -199,7 +201,8 @@ def bare_remark_changes(answer: str, tail: str) -> bool | None:
 
 def _markers(text: str, pattern: re.Pattern[str], starts: frozenset[str]) -> Iterator[int]:
     """Where ``pattern`` (a marker) matches ``text`` outside brackets, right after a value (a digit, a brace,
-    a closing parenthesis, ``\\pi`` or a lone ``e``, then blank space or a comma), not inside a word:
+    a closing parenthesis, ``\\pi``, a lone ``e`` or a number's known unit, ``34 cm``, as ``34 \\text{ cm}``
+    is one, then blank space or a comma), not inside a word:
     ``\\approx`` in ``\\sqrt2 \\approx 7``, not in ``x \\approx 34`` or ``\\sqrt``. One bounded match per
     character: linear."""
     depth = 0
@@ -208,7 +211,8 @@ def _markers(text: str, pattern: re.Pattern[str], starts: frozenset[str]) -> Ite
         depth -= char in ")]}"
         if depth != 0 or char.lower() not in starts or (char.isalpha() and at and text[at - 1].isalpha()):
             continue
-        if pattern.match(text, at) is not None and _VALUE_END.search(text, max(0, at - 12), at) is not None:
+        if pattern.match(text, at) is not None and (_VALUE_END.search(text, max(0, at - 12), at) is not None
+                                                    or unit_of(text[max(0, at - 40) : at].rstrip(" ,;")) is not None):
             yield at
 
 

@@ -40,6 +40,7 @@ from dapo.rewards.unit_suffix import (
     is_unit,
     strip_unit_suffix,
 )
+from dapo.rewards.units import unit_of
 
 SPACES = ("\\,", "\\;", "\\:", "\\ ", "~", "\u00a0", "\u2009", "\u202f", "\u2007")
 _SUFFIXES = ("^{\\circ}", "^\\circ", "\\circ", "°", "\\degree", "\\%", "%", "\\$")
@@ -212,18 +213,20 @@ def restates(answer: str, remark: str) -> bool:
 
 
 # A parenthesis closing an answer after a value: "\frac{1}{3} (approximately 0.33)", "1/3 (since n is odd)",
-# "\pi (about 3.14)"; or an "or" that may restate it: "\frac{1}{3}, or about 0.33".
-_CLOSING_PARENTHESIS = re.compile(r"(?:(?<=[0-9}])|(?<=\\pi)) {0,3}\(([^()]{0,400})\)$")
+# "\pi (about 3.14)", "34 cm (that is, 35)" (after a letter: a number's known unit only, see without_closing_remark);
+# or an "or" that may restate it: "\frac{1}{3}, or about 0.33".
+_CLOSING_PARENTHESIS = re.compile(r"(?:(?<=[0-9}A-Za-z])|(?<=\\pi)) {0,3}\(([^()]{0,400})\)$")
 _CLOSING_OR = re.compile(r"(?:(?<=[0-9}])|(?<=\\pi)) {0,3},? {0,3}((?:or|\\text\{ {0,3}or {0,3}\})(?![A-Za-z])[^()]{0,400})$")
 _COMMAND_NAME = re.compile(r"\\[A-Za-z]+")
 
 
 def without_closing_remark(answer: str) -> str | None:
     """``answer`` without a remark that closes it, for any ground truth (the integer rules drop
-    one after a number already): a parenthesis after a value (a digit or ``}``) holding words (a
-    word of three letters or more outside LaTeX commands, and something else or a fourth letter:
-    ``(mod 7)``, ``(exact)``, not ``(ab)`` or ``(abc)``, which may be a product), an approximation
-    (``(\\approx 0.333)``, ``(~0.33)``), an "or" (``(or 0.5)``) or a restatement (``(= 0.5)``), and no
+    one after a number already): a parenthesis after a value (a digit, ``}`` or a number's known unit,
+    ``34 cm``) holding words (a word of three letters or more outside LaTeX commands, and something
+    else or a fourth letter: ``(mod 7)``, ``(exact)``, not ``(ab)`` or ``(abc)``, which may be a
+    product), an approximation (``(\\approx 0.333)``, ``(~0.33)``), an "or" (``(or 0.5)``) or a
+    restatement (``(= 0.5)``, ``34 cm (that is, 35)`` after a unit as after ``\\text{ cm}``), and no
     arithmetic (``\\frac12 (x+1)`` is a product, kept) unless it is an approximation by a closed form
     or an alternative in one that is computed (``\\sqrt2 (\\approx \\frac{1}{1})``, ``2 (or \\sqrt{4})``,
     :func:`~dapo.rewards.alternatives.computed_form`).
@@ -232,6 +235,9 @@ def without_closing_remark(answer: str) -> str | None:
     the value (:func:`restates`), else kept for the hedge rule, as is an "or" without brackets
     (``\\frac13, or about 0.33`` is ``\\frac13``, as after a box). ``answer`` itself when there is none."""
     closing = _CLOSING_PARENTHESIS.search(answer[-500:])
+    before = answer[: len(answer) - len(closing.group(0))] if closing is not None else ""
+    if before[-1:].isalpha() and not before.endswith("\\pi") and unit_of(before) is None:
+        return answer  # "x (mod 7)": after a letter only a unit ends a value ("34 cm (that is, 35)", as "\\text{ cm}")
     if closing is None:
         alternative = _CLOSING_OR.search(answer[-500:])
         head = answer[: len(answer) - len(alternative.group(0))] if alternative else ""

@@ -273,7 +273,9 @@ def test_a_bad_jsonl_row_is_named_by_its_line_as_an_editor_numbers_it(tmp_path: 
     path = tmp_path / "qa.jsonl"
     lines = [json.dumps(GOOD), "", json.dumps(GOOD), json.dumps({"question": "3+3?"}), "", '{"question": ']
     path.write_text("\n".join(lines) + "\n")
-    missing = f"{path} line 4: missing ground truth at 'answer' (row has keys ['question']; set data.answer_key)"
+    # (the rows before it have the key: "set data.answer_key" would send the user to a config that is right)
+    missing = (f"{path} line 4: missing ground truth at 'answer' (row has keys ['question']; the rows before it "
+               "have it: fix or drop this row, or set data.lenient=true to skip such rows)")
     with pytest.raises(DataError) as refused:
         load_problems([str(path)], DataConfig(prompt_key="question", answer_key="answer"), "train")
     assert str(refused.value) == missing
@@ -343,7 +345,8 @@ def test_missing_key_message_lists_the_row_keys(tmp_path: Path) -> None:
     path = _write_jsonl(tmp_path / "other.jsonl", [GOOD])
     with pytest.raises(
         DataError,
-        match=r"other\.jsonl line 1: missing prompt at 'prompt' \(row has keys \['answer', 'question'\]",
+        match=r"other\.jsonl line 1: missing prompt at 'prompt' \(row has keys \['answer', 'question'\]; set "
+              r"data\.prompt_key\)$",  # the first row: the configured key is likely wrong
     ):
         load_problems([path], DataConfig(), "train")
 

@@ -7,6 +7,7 @@ import pytest
 from dapo.builtin import build_tokenizer
 from dapo.config import DataConfig
 from dapo.data import DAPO_TEMPLATE, DataError, LoadedProblems, Problem, PromptEncoder
+from dapo.data.loaders import prompt_uid
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
@@ -82,6 +83,20 @@ def test_prompts_over_the_limit_are_left_out_whole_not_cut(length_batch: int, mo
         strict.drop_overlong(_loaded([short, long]), "eval")
     with pytest.raises(DataError, match=r"no train prompt fits data.max_prompt_length=5 tokens \(the shortest"):
         PromptEncoder(tokenizer, DataConfig(max_prompt_length=5)).drop_overlong(_loaded([short, long]), "train")
+
+
+def test_the_copies_of_a_prompt_are_tokenised_once_to_count_their_length(monkeypatch) -> None:
+    """DAPO-Math-17K kept with its copies (data.dedup_train=false) is 1.8M rows of 18k prompts:
+    tokenising every row took 100x the work."""
+    tokenised: list[Problem] = []
+    tokenize = PromptEncoder._tokenize
+    monkeypatch.setattr(PromptEncoder, "_tokenize", lambda self, problems: tokenised.extend(problems) or tokenize(self, problems))
+    short, long = "What is 6*7?", "What is " + "1+" * 300 + "1?"
+    rows = [(long, "301"), (short, "42"), (long, "301"), (short, "42"), (short, "42"), (long, "301")]
+    loaded = _loaded([Problem(uid=prompt_uid(prompt), prompt=prompt, ground_truth=answer) for prompt, answer in rows])
+    PromptEncoder(build_tokenizer(), DataConfig(max_prompt_length=400)).drop_overlong(loaded, "train")
+    assert [p.ground_truth for p in loaded.problems] == ["42"] * 3 and loaded.num_overlong_dropped == 1
+    assert [p.prompt for p in tokenised] == [long, short]  # one tokenisation per distinct prompt
 
 
 def test_a_verbatim_prompt_keeps_the_tokenizers_bos_when_other_prompts_use_a_chat_template() -> None:

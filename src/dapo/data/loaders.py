@@ -101,6 +101,7 @@ def load_problems(files: list[str], cfg: DataConfig, split: str) -> LoadedProble
     # the ground truth of each problem's first copy: by uid for training's de-duplication, by
     # (data_source, uid) for evaluation, which scores each such problem once (unique_problems)
     answer_of: dict[tuple[str, str], str] = {}
+    prompt_of: dict[str, str | list[dict[str, str]]] = {}
     dedup = split == "train" and cfg.dedup_train
     for entry, path in ((e, path) for e in files for path in _paths_of(e, split, result.warnings)):
         result.sources.append(path)
@@ -113,6 +114,9 @@ def load_problems(files: list[str], cfg: DataConfig, split: str) -> LoadedProble
                 result.num_duplicates_dropped += 1
                 continue
             answer_of.setdefault(key, problem.ground_truth)
+            # a copy holds its first copy's prompt (the same content: uid hashes it), not one of its own:
+            # DAPO-Math-17K kept with its copies (data.dedup_train=false) is 1.8M rows of 18k prompts
+            problem.prompt = prompt_of.setdefault(problem.uid, problem.prompt)
             result.problems.append(problem)
     if not result.problems:
         why = "; ".join(result.warnings[:3]) or f"{'it holds' if len(result.sources) == 1 else 'they hold'} no rows"
@@ -164,12 +168,14 @@ def _read_source(
             raise DataError(f"{path}: {error} (data.builtin_{split}_size, data.builtin_*_digits)") from None
         yield from ((f"{path} problem {index}", problem) for index, problem in enumerate(problems))
         return
+    rows_read = 0  # of this file, valid: a key one of its later rows lacks is a gap in the data, not a wrong key
     for location, row in _file_rows(path, split, cfg, result):
         try:
             if isinstance(row, DataError):
                 raise row
             where = f"{path} {location}"
-            yield where, problem_from_row(row, cfg, where, source_name)
+            yield where, problem_from_row(row, cfg, where, source_name, keys_seen=rows_read > 0)
+            rows_read += 1
         except DataError as error:
             _skip_or_raise(error, cfg, result)
 
@@ -199,12 +205,15 @@ def _skip_or_raise(error: DataError, cfg: DataConfig, result: LoadedProblems) ->
         result.warnings.append(f"skipped: {error}")
 
 
-def problem_from_row(row: dict[str, Any], cfg: DataConfig, where: str, source_name: str) -> Problem:
+def problem_from_row(
+    row: dict[str, Any], cfg: DataConfig, where: str, source_name: str, keys_seen: bool = False
+) -> Problem:
     """One validated :class:`Problem` from a row, or DataError starting with ``where`` (the file
-    and the row's location in it); a row without a data_source gets ``source_name``."""
-    prompt = _prompt_of(_lookup(row, cfg.prompt_key, where, "prompt"), where, cfg.prompt_key)
+    and the row's location in it); a row without a data_source gets ``source_name``.
+    ``keys_seen``: earlier rows of the file had the configured keys (a missing one is this row's gap)."""
+    prompt = _prompt_of(_lookup(row, cfg.prompt_key, where, "prompt", keys_seen), where, cfg.prompt_key)
     ground_truth = _answer_of(
-        _lookup(row, cfg.answer_key, where, "ground truth"), where, cfg.answer_key
+        _lookup(row, cfg.answer_key, where, "ground truth", keys_seen), where, cfg.answer_key
     )
     data_source = _get(row, cfg.data_source_key)
     # A top-level column the problem already holds; a nested key (extra_info.raw_problem) leaves
@@ -242,15 +251,15 @@ def _get(row: dict[str, Any], dotted_key: str, absent: Any = None) -> Any:
     return value
 
 
-def _lookup(row: dict[str, Any], dotted_key: str, where: str, what: str) -> Any:
+def _lookup(row: dict[str, Any], dotted_key: str, where: str, what: str, keys_seen: bool) -> Any:
     value = _get(row, dotted_key, _ABSENT)
     if value is None:  # the key is right (other rows have it); this row's value is missing
         raise DataError(f"{where}: missing {what} at {dotted_key!r} (null)")
     if value is _ABSENT:
         setting = "data.prompt_key" if what == "prompt" else "data.answer_key"
-        raise DataError(
-            f"{where}: missing {what} at {dotted_key!r} (row has keys {sorted(row)}; set {setting})"
-        )
+        fix = ("the rows before it have it: fix or drop this row, or set data.lenient=true to skip such rows"
+               if keys_seen else f"set {setting}")
+        raise DataError(f"{where}: missing {what} at {dotted_key!r} (row has keys {sorted(row)}; {fix})")
     return value
 
 

@@ -265,3 +265,81 @@ def test_what_a_function_prints_through_has_an_encoding() -> None:
     with RewardScorer(cfg) as scorer_:
         [result] = scorer_.score(["x"], ["1"], extras=[{}])
     assert result.score == 1.0 and not result.error
+
+
+def test_a_failure_names_the_function_s_file_and_a_dead_worker_its_exit_status(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A timeout, a bad value or a dead worker has no traceback to name the function's file, and
+    the messages named only the function ("bad returned a bad value ...": which bad, in which
+    file?); a worker that ended by itself was "(crashed)", though its exit code (os._exit(3)) or
+    signal (the OOM killer's SIGKILL) says how."""
+    module = tmp_path / "my_rewards.py"
+    module.write_text(
+        "import os, time\n"
+        "def bad(response, ground_truth, extra):\n"
+        "    return 'high' if extra.get('x') else 0.0\n"
+        "def hangs(response, ground_truth, extra):\n"
+        "    if extra.get('x'):\n"
+        "        time.sleep(60)\n"
+        "    return 0.0\n"
+        "def exits(response, ground_truth, extra):\n"
+        "    if extra.get('x'):\n"
+        "        os._exit(3)\n"
+        "    return 0.0\n"
+    )
+    names = ("bad", "hangs", "exits")
+    cfg = RewardConfig(functions=[RewardFunctionSpec(path=f"{module}:{name}") for name in names],
+                       timeout_s=TIMEOUT_S, num_workers=2)
+    with caplog.at_level(logging.WARNING, logger="dapo.rewards"), RewardScorer(cfg) as scorer:
+        [result] = scorer.score(["Answer: 1"], ["1"], extras=[{"x": True}])
+    assert result.failed == list(names)
+    assert scorer.first_failure["bad"] == (
+        f"bad returned a bad value on a response ({module}:bad): the return value is a str, not a number")
+    assert scorer.first_failure["hangs"] == f"hangs ran past its {TIMEOUT_S} s deadline on a response ({module}:hangs)"
+    assert scorer.first_failure["exits"] == f"the worker running exits died on a response ({module}:exits) (exit code 3)"
+    assert all(f"{module}:{name}" in caplog.text for name in names)
+
+
+def test_a_function_gets_the_row_s_data_source_in_extra(tmp_path: Path) -> None:
+    """The loader takes data_source out of the row's fields (Problem.data_source), so a reward
+    function routing on it, as verl's compute_score(data_source, ...) does, never saw it. It is in
+    extra now, batched too, unless the row has a field of that name of its own; the caller's dicts
+    are not changed."""
+    module = tmp_path / "routes.py"
+    module.write_text(
+        "def one(response, ground_truth, extra):\n"
+        "    return {'score': 0.0, 'math': float(extra.get('data_source') == 'math'), 'k': float(extra['k'])}\n"
+        "def batch(responses, ground_truths, extras):\n"
+        "    return [float(extra.get('data_source') == 'math') for extra in extras]\n"
+    )
+    cfg = RewardConfig(functions=[RewardFunctionSpec(path=f"{module}:one"),
+                                  RewardFunctionSpec(path=f"{module}:batch", batch_size=4)], num_workers=1)
+    extras = [{"k": 1}, {"k": 2}, {"k": 3, "data_source": "own"}]
+    with RewardScorer(cfg) as scorer:
+        results = scorer.score(["Answer: 1"] * 3, ["1"] * 3, ["math", "code", "math"], extras)
+    assert [r.extra["one/math"] for r in results] == [1.0, 0.0, 0.0]
+    assert [r.extra["batch/score"] for r in results] == [1.0, 0.0, 0.0]
+    assert [r.extra["one/k"] for r in results] == [1.0, 2.0, 3.0]
+    assert extras == [{"k": 1}, {"k": 2}, {"k": 3, "data_source": "own"}]
+
+
+def test_an_async_function_is_run_to_its_end_in_its_worker(tmp_path: Path) -> None:
+    """An async def function (an async LLM-judge client, as TRL users write them) returned a
+    coroutine, refused at start-up as 'not a number'."""
+    module = tmp_path / "judge.py"
+    module.write_text(
+        "import asyncio\n"
+        "async def judge(response, ground_truth, extra):\n"
+        "    await asyncio.sleep(0.01)\n"
+        "    return {'score': float(response.endswith(ground_truth)), 'acc': response.endswith(ground_truth)}\n"
+        "async def judge_batch(responses, ground_truths, extras):\n"
+        "    return await asyncio.gather(*(judge(r, g, e) for r, g, e in zip(responses, ground_truths, extras)))\n"
+    )
+    cfg = RewardConfig(functions=[RewardFunctionSpec(path=f"{module}:judge"),
+                                  RewardFunctionSpec(path=f"{module}:judge_batch", batch_size=2)], num_workers=1)
+    with RewardScorer(cfg) as scorer:
+        results = scorer.score(["Answer: 1", "Answer: 2", "Answer: 3"], ["1", "1", "3"], extras=[{}] * 3)
+    assert [r.extra["judge/score"] for r in results] == [1.0, 0.0, 1.0]
+    assert [r.extra["judge_batch/score"] for r in results] == [1.0, 0.0, 1.0]
+    assert not any(r.failed for r in results)

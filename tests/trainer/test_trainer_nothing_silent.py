@@ -49,7 +49,8 @@ def test_a_reward_failing_on_everything_stops_the_run_naming_it(tiny_model_dir, 
     cfg = tiny_config(tiny_model_dir, run, broken, "trainer.total_steps=5", "eval.before_training=false",
                       fn="needs_a_field")
     with pytest.raises(RewardFunctionError, match=r"needs_a_field failed on every response of the last 2 steps.*"
-                                                  r"KeyError: 'difficulty'"):
+                                                  r"KeyError: 'difficulty' \(the whole traceback is logged above\)\. "
+                                                  r"Fix needs_a_field"):
         Trainer(cfg).train()
     assert [r["step"] for r in read_metrics(run) if "rollout/reward_errors" in r] == [1, 2]
     # the command line: one line, exit 2, and the run directory is free again

@@ -42,3 +42,30 @@ def test_punishment_off_leaves_the_score() -> None:
     batch = samples(-1.0)
     shape_rewards(batch, reference_config("algorithm.overlong_soft_punishment=false"))
     assert [s.reward for s in batch] == [-1.0] * 4
+
+
+def test_a_reward_function_reads_the_prompt_and_data_source_it_scores(tmp_path) -> None:
+    """An LLM judge needs the question; a reward routing by source (verl's compute_score) its
+    data_source: neither was in extra. A row's own field of that name wins."""
+    from dapo.builtin import build_tokenizer
+    from dapo.config.schema import RewardConfig, RewardFunctionSpec
+    from dapo.data import Problem
+    from dapo.rewards import RewardScorer
+    from dapo.rollout.base import Completion, GenerationResult
+    from dapo.trainer.scoring import score_completions
+
+    module = tmp_path / "judge.py"
+    module.write_text("def judge(response, ground_truth, extra):\n"
+                      "    return {'score': 0.0, 'asks_3_4': float('3+4' in str(extra['prompt'])),\n"
+                      "            'from_b': float(extra['data_source'] == 'b')}\n")
+    problems = [Problem("u1", "What is 3+4?", "7", data_source="a"),
+                Problem("u2", [{"role": "user", "content": "What is 1+1?"}], "2", data_source="b"),
+                Problem("u3", "What is 3+4?", "7", data_source="a", extra={"prompt": "own", "data_source": "b"})]
+    tokenizer = build_tokenizer()
+    ids = tokenizer("Answer: 7")["input_ids"]
+    generation = GenerationResult([Completion(i, ids, [0.0] * len(ids), "stop") for i in range(3)], 0.0, 3 * len(ids))
+    cfg = RewardConfig(functions=[RewardFunctionSpec(path=f"{module}:judge")], num_workers=1)
+    with RewardScorer(cfg) as scorer:
+        results = score_completions(tokenizer, scorer, problems, generation, 1).results
+    assert [r.extra["judge/asks_3_4"] for r in results] == [1.0, 0.0, 0.0]  # the third reads its own "prompt"
+    assert [r.extra["judge/from_b"] for r in results] == [0.0, 1.0, 1.0]

@@ -76,4 +76,19 @@ def test_reward_function_metrics_average_huge_values_without_overflow():
     from dapo.trainer.step_metrics import reward_function_metrics
 
     results = [RewardResult(0.0, False, "", "", extra={"f/big": value}) for value in (1e308, 1e308, -1e308, 1e308)]
-    assert reward_function_metrics(results) == {"reward/f/big": pytest.approx(0.5e308)}
+    assert reward_function_metrics(results) == {"reward/f/big": pytest.approx(0.5e308), "reward_failures/f": 0.0}
+
+
+def test_a_reward_function_s_failures_are_counted_by_name_beside_the_mean_of_what_it_scored():
+    """reward/f/score averaged the responses f scored: 0.5 while f failed on most looked healthy, and
+    rollout/reward_errors sums every function's failures."""
+    from dapo.rewards.types import RewardResult
+    from dapo.trainer.step_metrics import reward_function_metrics
+
+    results = [RewardResult(1.0, True, "", "", extra={"f/score": 1.0, "g/score": 0.5}),
+               RewardResult(0.0, False, "", "", error=True, extra={"g/score": 0.5}, failed=["f"]),
+               RewardResult(0.0, False, "", "", error=True, failed=["f", "g"]),
+               RewardResult(0.0, False, "", "", timed_out=True, failed=["h", "math-verify"])]
+    assert reward_function_metrics(results) == {
+        "reward/f/score": 1.0, "reward/g/score": 0.5, "reward_failures/f": 2.0, "reward_failures/g": 1.0,
+        "reward_failures/h": 1.0, "reward_failures/math-verify": 1.0}

@@ -33,6 +33,7 @@ import math
 import os
 import pickle
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -275,9 +276,11 @@ class WorkerPool:
         replacement would likely die the same way): the pool shrinks, and with no worker left
         the run's remaining tasks fail with the reason instead of waiting.
         """
+        ended_by_itself = worker.channel.closed  # (not killed by _stop: it closed its socket first)
         self._stop(worker)
+        detail = _exit_status(worker.process.returncode) if reason == "died" and ended_by_itself else None
         if worker.inflight:
-            self._finish(worker.inflight.popleft(), (reason, None))
+            self._finish(worker.inflight.popleft(), (reason, detail))
             pending.extendleft(reversed(worker.inflight))
         index = self._workers.index(worker)
         if worker.ready:
@@ -364,6 +367,21 @@ class WorkerPool:
         torn down, so then the workers are killed instead of asked."""
         if hasattr(self, "_workers"):
             self._stop_all(graceful=not sys.is_finalizing())
+
+
+def _exit_status(code: int | None) -> str | None:
+    """How a worker that ended by itself ended, from its keeper's exit status (the keeper exits as
+    its worker did): ``exit code 3`` (``os._exit(3)`` in a reward function), ``killed by SIGKILL``
+    (the OOM killer?), or None when not known."""
+    if code is None:
+        return None
+    if code >= 0:
+        return f"exit code {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    return f"killed by {name}" + (" (out of memory? the OOM killer sends it)" if -code == signal.SIGKILL else "")
 
 
 def _wait(workers: list[_Worker], timeout: float) -> None:

@@ -33,7 +33,8 @@ from dapo.rewards.user_functions import RewardFunctionError, absolute_spec, func
 from dapo.rewards.verifier import Prepared, prepare, shorten
 
 logger = logging.getLogger("dapo.rewards")
-_SMOKE_ITEM = ("Reasoning...\nAnswer: 1", "1", {})
+# the fields every real item's extra has (the trainer's prompt, the row's data_source), no others
+_SMOKE_ITEM = ("Reasoning...\nAnswer: 1", "1", {"prompt": "What is 0 + 1?", "data_source": "smoke_test"})
 
 
 class RewardScorer:
@@ -64,8 +65,8 @@ class RewardScorer:
         """Call each user function once on a dummy item, in a worker, before training starts.
 
         A wrong return type is a bug: raise. Raising or timing out may be the dummy item's fault
-        (it has no extra fields): warn, showing the traceback, but do not count it as the
-        function's first failure, so that a real one is still shown and named.
+        (it has no extra fields but prompt and data_source): warn, showing the traceback, but do
+        not count it as the function's first failure, so that a real one is still shown and named.
         """
         tasks = [self._task(k, [_SMOKE_ITEM]) for k in range(len(self._specs))]
         outcomes = self._pool.run(tasks, self._timeouts)
@@ -75,7 +76,7 @@ class RewardScorer:
             if kind == "bad":
                 raise RewardFunctionError(f"reward function {spec!r} returned a bad value: {detail}")
             if kind != "ok":
-                logger.warning("%s (training goes on: the dummy item has no extra fields)",
+                logger.warning("%s (training goes on: the dummy item has no extra fields but prompt and data_source)",
                                self._failure_message(label, kind, detail, during="a dummy item at start-up"))
 
     def score(
@@ -105,7 +106,8 @@ class RewardScorer:
                 tasks.append(("math", item.ground_truth, item.pred))
         calls = [(k, range(start, min(start + (size or 1), n)))  # (function, the responses of one call)
                  for k, size in enumerate(self._batch_sizes) for start in range(0, n, size or 1)]
-        fn_tasks = [self._task(k, [(texts[i], golds[i], dict(extras[i] or {})) for i in items]) for k, items in calls]
+        fn_tasks = [self._task(k, [(texts[i], golds[i], _function_extra(extras[i], data_sources[i])) for i in items])
+                    for k, items in calls]
         timeouts = [None] * len(tasks) + [self._timeouts[k] for k, _ in calls]
         tasks += fn_tasks
         outcomes = self._pool.run(tasks, timeouts) if tasks else []
@@ -231,7 +233,8 @@ class RewardScorer:
         message = self._failure_message(label, kind, detail, during)
         # one line for the run-stopping error: a traceback's last line names the exception
         last_line = next((line for line in reversed(message.splitlines()) if line.strip()), message)
-        self.first_failure.setdefault(label, message if kind != "raised" else f"{label} raised {last_line.strip()}")
+        self.first_failure.setdefault(label, message if kind != "raised" else
+                                      f"{label} raised {last_line.strip()} (the whole traceback is logged above)")
         logger.warning(
             "%s (it scores the lower of weight * incorrect_score and weight * correct_score; further failures "
             "of this kind are counted, not shown)",
@@ -239,13 +242,16 @@ class RewardScorer:
         )
 
     def _failure_message(self, label: str, kind: str, detail: Any, during: str) -> str:
+        """What went wrong, naming the scorer and, for a user function, its file or module (a
+        traceback names it too, but a timeout, a bad value or a dead worker has none)."""
+        where = f" ({self._specs[self._labels.index(label)]})" if label in self._labels else ""
         if kind == "timeout":
-            return f"{label} ran past its {self._deadline_of(label)} s deadline on {during}"
+            return f"{label} ran past its {self._deadline_of(label)} s deadline on {during}{where}"
         if kind == "raised":
             return f"{label} raised on {during}:\n{detail}"
         if kind == "bad":
-            return f"{label} returned a bad value on {during}: {detail}"
-        return f"the worker running {label} died on {during} ({detail or 'crashed'})"
+            return f"{label} returned a bad value on {during}{where}: {detail}"
+        return f"the worker running {label} died on {during}{where} ({detail or 'crashed'})"
 
     @property
     def worker_pids(self) -> list[int]:
@@ -267,6 +273,16 @@ class RewardScorer:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _function_extra(extra: dict | None, data_source: str | None) -> dict:
+    """What a user function gets as ``extra``: a copy of the row's extra fields, with the row's
+    ``data_source`` (which the loader takes out of the row's fields, as verl's ``compute_score``
+    gets it as an argument) unless a field of that name is already there."""
+    extra = dict(extra or {})
+    if data_source is not None:
+        extra.setdefault("data_source", data_source)
+    return extra
 
 
 def _as_text(value: Any) -> str:

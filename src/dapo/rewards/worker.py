@@ -24,9 +24,11 @@ a function left running), ``("output", None, ...)`` before the second.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
 import hashlib
+import inspect
 import io
 import os
 import pickle
@@ -337,6 +339,8 @@ def run_task(pickled_task: bytes, functions: list[RewardFunction]) -> Outcome:
         kind, index, response, ground_truth, extra = task
         seed_global_generators(index, str(response), str(ground_truth))
         value = functions[index](response, ground_truth, extra)
+        if inspect.iscoroutine(value):  # an async def function (an async judge's client): run to its end, here
+            value = asyncio.run(value)
     except BaseException:  # sys.exit() in a reward function too: the item fails, the worker lives
         # Formatting the traceback happens here, under the task's deadline, never in the parent.
         return "raised", traceback.format_exc()[-_MAX_TRACEBACK_CHARS:]
@@ -349,7 +353,10 @@ def _item_outcome(value: Any) -> Outcome:
     try:
         return "ok", normalize_return(value)
     except Exception as exc:
-        return "bad", f"{exc} (got a {type(value).__name__})"
+        # a dict's bad field is named by its key ('score' is a str): say where; any other message
+        # names the value's type already ("the return value is a NoneType, not a number")
+        field = isinstance(value, dict) and "returned dict" not in str(exc)
+        return "bad", f"{exc} (in the returned dict)" if field else str(exc)
 
 
 def _batch_outcome(values: Any, size: int) -> Outcome:

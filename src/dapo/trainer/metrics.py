@@ -35,6 +35,8 @@ METRICS: dict[str, str] = {
     "rollout/reward_errors": "responses whose reward function raised or returned a wrong type",
     "reward/<function>/score": "mean score a user reward function returned this step (over the responses it scored)",
     "reward/<function>/<key>": "mean of each other number a user reward function returned in its dict",
+    "reward_failures/<function>": "responses a user reward function (or math-verify, in its worker) timed out, raised or "
+                                  "returned a bad value on this step; reward/<function>/score leaves them out",
     # dynamic sampling
     "sampling/gen_rounds": "generation rounds used to fill this step's batch (<= algorithm.max_gen_rounds)",
     "sampling/groups_generated": "groups (prompts x G responses) generated in this step",
@@ -131,6 +133,8 @@ def documented_name(key: str) -> str:
     ``reward/<function>/<key>``, ``data/train_rows`` -> ``data/<split>_rows``, ``eval/aime/avg@32`` ->
     ``eval/<data_source>/<metric>``."""
     key = re.sub(r"@\d+$", "@k", key)
+    if key.startswith("reward_failures/"):
+        return "reward_failures/<function>"
     if key.startswith("reward/"):
         return "reward/<function>/score" if key.endswith("/score") else "reward/<function>/<key>"
     if key.startswith("data/"):

@@ -49,9 +49,10 @@ def score_completions(
         )
     texts = tokenizer.batch_decode([c.token_ids for c in completions], skip_special_tokens=True)
     owners = [problems[c.prompt_index] for c in completions]
-    results = scorer.score(
-        texts, [p.ground_truth for p in owners], [p.data_source for p in owners], [p.extra for p in owners]
-    )
+    # a reward function's extra: the row's other fields and the prompt it answers (an LLM judge reads
+    # the question, as TRL's reward functions get it), unless the row has a field of that name
+    extras = [{"prompt": p.prompt, **p.extra} for p in owners]
+    results = scorer.score(texts, [p.ground_truth for p in owners], [p.data_source for p in owners], extras)
     return ScoredGeneration(texts, results)
 
 
@@ -110,8 +111,8 @@ class RewardFailureWatch:
                 first = self.scorer.first_failure.get(label, "no detail recorded")
                 raise RewardFunctionError(
                     f"reward scorer {label} failed on every response of the last {steps} steps ({len(results)} "
-                    f"this step), so the reward gives no learning signal; first failure: {first} (the whole "
-                    f"traceback is logged above). Fix {label}, or set reward.max_failing_steps=0 to go on"
+                    f"this step), so the reward gives no learning signal; first failure: {first}. Fix {label}, or set "
+                    "reward.max_failing_steps=0 to go on"
                 )
 
 

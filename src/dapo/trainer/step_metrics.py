@@ -55,7 +55,9 @@ def rollout_metrics(report: SamplingReport, batch: list[Sample], results: list[R
 def reward_function_metrics(results: list[RewardResult]) -> dict[str, float]:
     """``reward/<function>/<key>``: the mean of each score and metric user reward functions
     returned, over the responses that returned it: a running mean, finite for finite values (a
-    sum of two 1e308s is inf)."""
+    sum of two 1e308s is inf); and ``reward_failures/<function>``, the responses it timed out,
+    raised or returned a bad value on (whose score the mean leaves out; a namespace of its own, so
+    that no key a function returns collides with it)."""
     means: dict[str, float] = {}
     counts: dict[str, int] = {}
     for result in results:
@@ -63,7 +65,10 @@ def reward_function_metrics(results: list[RewardResult]) -> dict[str, float]:
             counts[key] = counts.get(key, 0) + 1
             mean = means.get(key, 0.0)  # a weighted mean of the two, no difference (1e308 - -1e308)
             means[key] = mean - mean / counts[key] + value / counts[key]
-    return {f"reward/{key}": mean for key, mean in means.items()}
+    failing = {label for result in results for label in result.failed}
+    scorers = sorted({key.partition("/")[0] for key in means} | failing)  # every function this step, math-verify if it failed
+    return {**{f"reward/{key}": mean for key, mean in means.items()},
+            **{f"reward_failures/{name}": float(sum(name in result.failed for result in results)) for name in scorers}}
 
 
 def update_metrics(stats: list[UpdateStats], batch: list[Sample] | tuple, lr: float) -> dict[str, float]:

@@ -12,6 +12,7 @@ import pytest
 
 from dapo.config import DataConfig
 from dapo.data import DataError, load_problems
+from dapo.data.loaders import prompt_uid
 
 AIME = "/work/shared/data/aime-2024.parquet"
 
@@ -59,6 +60,9 @@ def test_dapo_shaped_parquet_with_repeats_deduplicates_for_training(tmp_path: Pa
     kept = load_problems([path], DataConfig(dedup_train=False), "train")
     assert len(kept.problems) == 35 and kept.num_duplicates_dropped == 0
     assert kept.counts("train")["data/train_problems"] == 5.0  # copies kept, still 5 problems
+    # a copy holds its first copy's prompt (1.8M rows of 18k prompts in memory, with the real file)
+    assert kept.problems[0].prompt is kept.problems[1].prompt and kept.problems[0].prompt is not kept.problems[7].prompt
+    assert [p.uid for p in kept.problems[:7]] == [prompt_uid(kept.problems[0].prompt)] * 7
 
 
 def test_a_prompt_under_two_data_sources_is_one_training_problem_and_two_held_out_ones(tmp_path: Path) -> None:

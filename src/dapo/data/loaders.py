@@ -101,11 +101,11 @@ def load_problems(files: list[str], cfg: DataConfig, split: str) -> LoadedProble
     # the ground truth of each problem's first copy: by uid for training's de-duplication, by
     # (data_source, uid) for evaluation, which scores each such problem once (unique_problems)
     answer_of: dict[tuple[str, str], str] = {}
-    prompt_of: dict[str, str | list[dict[str, str]]] = {}
+    prompts_read = PromptMemo()
     dedup = split == "train" and cfg.dedup_train
     for entry, path in ((e, path) for e in files for path in _paths_of(e, split, result.warnings)):
         result.sources.append(path)
-        for where, problem in _read_source(path, cfg, split, result, default_data_source(path, entry)):
+        for where, problem in _read_source(path, cfg, split, result, default_data_source(path, entry), prompts_read):
             result.num_rows += 1
             key = problem_key(problem, split)
             if key in answer_of and problem.ground_truth != answer_of[key]:
@@ -114,9 +114,6 @@ def load_problems(files: list[str], cfg: DataConfig, split: str) -> LoadedProble
                 result.num_duplicates_dropped += 1
                 continue
             answer_of.setdefault(key, problem.ground_truth)
-            # a copy holds its first copy's prompt (the same content: uid hashes it), not one of its own:
-            # DAPO-Math-17K kept with its copies (data.dedup_train=false) is 1.8M rows of 18k prompts
-            problem.prompt = prompt_of.setdefault(problem.uid, problem.prompt)
             result.problems.append(problem)
     if not result.problems:
         why = "; ".join(result.warnings[:3]) or f"{'it holds' if len(result.sources) == 1 else 'they hold'} no rows"
@@ -154,7 +151,7 @@ def _paths_of(entry: str, split: str, notes: list[str]) -> list[str]:
 
 
 def _read_source(
-    path: str, cfg: DataConfig, split: str, result: LoadedProblems, source_name: str
+    path: str, cfg: DataConfig, split: str, result: LoadedProblems, source_name: str, prompts_read: PromptMemo
 ) -> Iterator[tuple[str, Problem]]:
     """The problems of one file (or the built-in task), each with where it is: the file and its
     row's location in it (:mod:`dapo.data.readers`)."""
@@ -174,7 +171,7 @@ def _read_source(
             if isinstance(row, DataError):
                 raise row
             where = f"{path} {location}"
-            yield where, problem_from_row(row, cfg, where, source_name, keys_seen=rows_read > 0)
+            yield where, problem_from_row(row, cfg, where, source_name, keys_seen=rows_read > 0, prompts_read=prompts_read)
             rows_read += 1
         except DataError as error:
             _skip_or_raise(error, cfg, result)
@@ -206,12 +203,15 @@ def _skip_or_raise(error: DataError, cfg: DataConfig, result: LoadedProblems) ->
 
 
 def problem_from_row(
-    row: dict[str, Any], cfg: DataConfig, where: str, source_name: str, keys_seen: bool = False
+    row: dict[str, Any], cfg: DataConfig, where: str, source_name: str, keys_seen: bool = False,
+    prompts_read: PromptMemo | None = None,
 ) -> Problem:
     """One validated :class:`Problem` from a row, or DataError starting with ``where`` (the file
     and the row's location in it); a row without a data_source gets ``source_name``.
-    ``keys_seen``: earlier rows of the file had the configured keys (a missing one is this row's gap)."""
-    prompt = _prompt_of(_lookup(row, cfg.prompt_key, where, "prompt", keys_seen), where, cfg.prompt_key)
+    ``keys_seen``: earlier rows of the file had the configured keys (a missing one is this row's gap);
+    ``prompts_read``: the prompts of the rows before it, whose copies it reuses."""
+    raw_prompt = _lookup(row, cfg.prompt_key, where, "prompt", keys_seen)
+    prompt, uid = (prompts_read or PromptMemo()).prompt_and_uid(raw_prompt, where, cfg.prompt_key)
     ground_truth = _answer_of(
         _lookup(row, cfg.answer_key, where, "ground truth", keys_seen), where, cfg.answer_key
     )
@@ -221,7 +221,7 @@ def problem_from_row(
     used = {key for key in (cfg.prompt_key, cfg.data_source_key) if "." not in key}
     extra = {key: value for key, value in row.items() if key not in used}
     return Problem(
-        uid=prompt_uid(prompt),
+        uid=uid,
         prompt=prompt,
         ground_truth=ground_truth,
         data_source=str(data_source) if data_source not in (None, "") else source_name,
@@ -233,6 +233,38 @@ def problem_from_row(
 def prompt_uid(prompt: str | list[dict[str, str]]) -> str:
     """Stable id of a prompt's content: copies of one problem share it."""
     return hashlib.sha1(json.dumps(prompt, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class PromptMemo:
+    """The validated prompts of the rows read so far, and their uids, by their raw text or (role,
+    content) pairs: a copy of a prompt (DAPO-Math-17K repeats each ~100x) is neither validated nor
+    hashed again (a third of the time of reading that file), and holds its first copy's prompt
+    object, not one of its own (1.8M rows of 18k prompts, kept with data.dedup_train=false)."""
+
+    def __init__(self) -> None:
+        self._read: dict[Any, tuple[str | list[dict[str, str]], str]] = {}
+
+    def prompt_and_uid(self, raw: Any, where: str, key: str) -> tuple[str | list[dict[str, str]], str]:
+        memo_key = _raw_prompt_key(raw)
+        known = self._read.get(memo_key) if memo_key is not None else None
+        if known is None:
+            prompt = _prompt_of(raw, where, key)
+            known = prompt, prompt_uid(prompt)
+            if memo_key is not None:
+                self._read[memo_key] = known
+        return known
+
+
+def _raw_prompt_key(raw: Any) -> Any:
+    """What ``_prompt_of`` makes of ``raw`` depends on alone, hashable: the text, or a chat list's
+    (role, content) pairs (its messages' other keys are dropped); None for another form."""
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, list) and all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in raw
+    ):
+        return tuple((m["role"], m["content"]) for m in raw)
+    return None
 
 
 _ABSENT = object()  # a key the row does not have (its value may be None: a null in a nullable column)

@@ -306,15 +306,11 @@ def test_a_function_gets_the_row_s_data_source_in_extra(tmp_path: Path) -> None:
     function routing on it, as verl's compute_score(data_source, ...) does, never saw it. It is in
     extra now, batched too, unless the row has a field of that name of its own; the caller's dicts
     are not changed."""
-    module = tmp_path / "routes.py"
-    module.write_text(
-        "def one(response, ground_truth, extra):\n"
-        "    return {'score': 0.0, 'math': float(extra.get('data_source') == 'math'), 'k': float(extra['k'])}\n"
-        "def batch(responses, ground_truths, extras):\n"
-        "    return [float(extra.get('data_source') == 'math') for extra in extras]\n"
-    )
-    cfg = RewardConfig(functions=[RewardFunctionSpec(path=f"{module}:one"),
-                                  RewardFunctionSpec(path=f"{module}:batch", batch_size=4)], num_workers=1)
+    cfg = _one_and_batched(tmp_path / "routes.py", "one", "batch", 4,
+                           "def one(response, ground_truth, extra):\n"
+                           "    return {'score': 0.0, 'math': float(extra.get('data_source') == 'math'), 'k': float(extra['k'])}\n"
+                           "def batch(responses, ground_truths, extras):\n"
+                           "    return [float(extra.get('data_source') == 'math') for extra in extras]\n")
     extras = [{"k": 1}, {"k": 2}, {"k": 3, "data_source": "own"}]
     with RewardScorer(cfg) as scorer:
         results = scorer.score(["Answer: 1"] * 3, ["1"] * 3, ["math", "code", "math"], extras)
@@ -327,19 +323,22 @@ def test_a_function_gets_the_row_s_data_source_in_extra(tmp_path: Path) -> None:
 def test_an_async_function_is_run_to_its_end_in_its_worker(tmp_path: Path) -> None:
     """An async def function (an async LLM-judge client, as TRL users write them) returned a
     coroutine, refused at start-up as 'not a number'."""
-    module = tmp_path / "judge.py"
-    module.write_text(
-        "import asyncio\n"
-        "async def judge(response, ground_truth, extra):\n"
-        "    await asyncio.sleep(0.01)\n"
-        "    return {'score': float(response.endswith(ground_truth)), 'acc': response.endswith(ground_truth)}\n"
-        "async def judge_batch(responses, ground_truths, extras):\n"
-        "    return await asyncio.gather(*(judge(r, g, e) for r, g, e in zip(responses, ground_truths, extras)))\n"
-    )
-    cfg = RewardConfig(functions=[RewardFunctionSpec(path=f"{module}:judge"),
-                                  RewardFunctionSpec(path=f"{module}:judge_batch", batch_size=2)], num_workers=1)
+    cfg = _one_and_batched(tmp_path / "judge.py", "judge", "judge_batch", 2,
+                           "import asyncio\n"
+                           "async def judge(response, ground_truth, extra):\n"
+                           "    await asyncio.sleep(0.01)\n"
+                           "    return {'score': float(response.endswith(ground_truth)), 'acc': response.endswith(ground_truth)}\n"
+                           "async def judge_batch(responses, ground_truths, extras):\n"
+                           "    return await asyncio.gather(*(judge(r, g, e) for r, g, e in zip(responses, ground_truths, extras)))\n")
     with RewardScorer(cfg) as scorer:
         results = scorer.score(["Answer: 1", "Answer: 2", "Answer: 3"], ["1", "1", "3"], extras=[{}] * 3)
     assert [r.extra["judge/score"] for r in results] == [1.0, 0.0, 1.0]
     assert [r.extra["judge_batch/score"] for r in results] == [1.0, 0.0, 1.0]
     assert not any(r.failed for r in results)
+
+
+def _one_and_batched(module: Path, one: str, batched: str, batch_size: int, code: str) -> RewardConfig:
+    """A scorer config of ``code``'s per-response function ``one`` and batched function ``batched``."""
+    module.write_text(code)
+    return RewardConfig(functions=[RewardFunctionSpec(path=f"{module}:{one}"),
+                                   RewardFunctionSpec(path=f"{module}:{batched}", batch_size=batch_size)], num_workers=1)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -104,39 +103,6 @@ def test_a_run_killed_during_its_final_evaluation_does_it_on_resume(tiny_model_d
     assert again.eval_after is None
 
 
-def test_starting_over_or_going_back_sets_the_abandoned_checkpoints_aside(tiny_model_dir, reward_file, tmp_path):
-    """checkpoint.resume=never in a used directory, or a resume from an earlier checkpoint: the
-    later checkpoints of the abandoned attempt must neither be resumed by resume=auto nor make
-    keep_last delete the new attempt's checkpoints."""
-    run = tmp_path / "run"
-    Trainer(tiny_config(tiny_model_dir, run, reward_file, "eval.every_steps=0")).train()  # steps 1-3
-    checkpoints = run / "checkpoints"
-    going_back = tiny_config(tiny_model_dir, run, reward_file, "eval.every_steps=0", "checkpoint.keep_last=1",
-                             f"checkpoint.resume={checkpoints / 'step-000001'}", "trainer.total_steps=2")
-    with pytest.warns(UserWarning, match=r"moved 2 checkpoint\(s\) after step 1 \(step-000002, step-000003\)"):
-        Trainer(going_back).train()
-    assert [p.name for p in checkpoints.glob("step-*")] == ["step-000002"]  # the new attempt's, kept
-    [aside] = checkpoints.glob("abandoned-*")
-    assert sorted(p.name for p in aside.iterdir()) == ["step-000002", "step-000003"]
-    assert load_trainer_state(checkpoints / "step-000002")["final"] is True
-    # TensorBoard shows the attempt that goes on: the abandoned steps 2 and 3 are purged
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    board = EventAccumulator(str(run / "tensorboard"))
-    board.Reload()
-    assert [event.step for event in board.Scalars("actor/loss")] == [1, 2]
-    last = [row for row in read_metrics(run) if "actor/loss" in row][-1]
-    assert board.Scalars("actor/loss")[-1].value == pytest.approx(last["actor/loss"])
-    # starting over: every checkpoint is set aside; a crash after step 1 resumes the new attempt
-    shutil.rmtree(aside)
-    over = tiny_config(tiny_model_dir, run, reward_file, "eval.every_steps=0", "checkpoint.resume=never",
-                       "trainer.total_steps=1")
-    with pytest.warns(UserWarning, match=r"moved 1 checkpoint\(s\) after step 0 \(step-000002\)"):
-        Trainer(over).train()
-    assert [p.name for p in checkpoints.glob("step-*")] == ["step-000001"]
-    assert [row["step"] for row in read_metrics(run) if "actor/loss" in row] == [1]
-
-
 def test_a_checkpoint_that_fails_to_load_leaves_the_later_ones_in_place(tiny_model_dir, reward_file, tmp_path):
     """Going back to an earlier checkpoint sets the later ones aside only once it has loaded:
     a damaged one must not move the run's good checkpoints out of resume=auto's reach."""
@@ -205,132 +171,6 @@ def test_a_resumed_run_trains_with_its_own_optimizer_settings(tiny_model_dir, re
         Trainer(tiny_config(tiny_model_dir, longer, reward_file, "trainer.total_steps=4", *cosine)).train()
 
 
-def stopping_after_step(step: int, trainer: Trainer) -> Trainer:
-    """``trainer``, whose train() raises KeyboardInterrupt (a preemption) once ``step`` is done."""
-    steps = trainer.step_once
-
-    def preempted():
-        if trainer.step == step:
-            raise KeyboardInterrupt
-        return steps()
-
-    trainer.step_once = preempted
-    return trainer
-
-
-def test_rerunning_a_run_started_from_another_runs_checkpoint_goes_on(tiny_model_dir, reward_file, tmp_path):
-    """checkpoint.resume=<another run's checkpoint> is where the run starts: rerunning the same
-    command after a crash must resume this run's newest checkpoint, not start over from it."""
-    first = tmp_path / "first"
-    Trainer(tiny_config(tiny_model_dir, first, reward_file, "eval.every_steps=0", "trainer.total_steps=1")).train()
-    command = tiny_config(tiny_model_dir, tmp_path / "second", reward_file, "eval.every_steps=0",
-                          f"checkpoint.resume={first / 'checkpoints' / 'step-000001'}", "trainer.total_steps=3")
-    crashing = stopping_after_step(2, Trainer(command))  # a crash after step 2 has been checkpointed
-    with pytest.raises(KeyboardInterrupt):
-        crashing.train()
-    from dapo.trainer.resume import ResumePoint, resolve_resume
-
-    with pytest.warns(UserWarning, match="resuming its newest"):  # a redirect is the run's own choice
-        point = resolve_resume(str(first / "checkpoints" / "step-000001"), tmp_path / "second")
-    assert point == ResumePoint(tmp_path / "second" / "checkpoints" / "step-000002", automatic=True)
-    with pytest.warns(UserWarning, match="resuming its newest, .*step-000002"):
-        summary = Trainer(command).train()
-    assert summary.steps == 3
-    assert [p.name for p in (tmp_path / "second" / "checkpoints").glob("abandoned-*")] == []
-    # a directory whose checkpoints did not start from PATH (an unrelated attempt) starts from PATH
-    other = tmp_path / "other"
-    Trainer(tiny_config(tiny_model_dir, other, reward_file, "eval.every_steps=0", "trainer.total_steps=1")).train()
-    start = first / "checkpoints" / "step-000001"
-    assert resolve_resume(str(start), other) == ResumePoint(start, automatic=False)
-    # ... and nothing of that attempt goes on: its metrics were kept below the resumed step, and
-    # its checkpoint stayed where keep_last and resume=auto see it
-    from_start = tiny_config(tiny_model_dir, other, reward_file, "eval.every_steps=0", f"checkpoint.resume={start}",
-                             "trainer.total_steps=2")
-    with pytest.warns(UserWarning, match=r"moved 1 checkpoint\(s\) after step 0 \(step-000001\)"):
-        Trainer(from_start).train()
-    assert [p.name for p in (other / "checkpoints").glob("step-*")] == ["step-000002"]
-    assert {row["step"] for row in read_metrics(other)} == {2}
-
-
-def test_rerunning_a_command_that_went_back_goes_on_instead_of_back_again(tiny_model_dir, reward_file, tmp_path):
-    """checkpoint.resume=<this run's step 1> in a job script that is requeued after a preemption:
-    each restart went back to step 1 again, setting aside what the last one had trained."""
-    run, checkpoints = tmp_path / "run", tmp_path / "run" / "checkpoints"
-    Trainer(tiny_config(tiny_model_dir, run, reward_file, "eval.every_steps=0")).train()  # steps 1-3
-    command = tiny_config(tiny_model_dir, run, reward_file, "eval.every_steps=0", "trainer.total_steps=4",
-                          f"checkpoint.resume={checkpoints / 'step-000001'}")
-    preempted = stopping_after_step(2, Trainer(command))
-    with pytest.warns(UserWarning, match="moved 2 checkpoint"), pytest.raises(KeyboardInterrupt):
-        preempted.train()  # went back to step 1, trained and checkpointed step 2
-    with pytest.warns(UserWarning, match=r"went back to it and has checkpointed since .*: resuming its newest, "
-                                         r".*step-000002"):
-        summary = Trainer(command).train()
-    assert summary.steps == 4 and len(list(checkpoints.glob("abandoned-*"))) == 1  # not set aside again
-    assert [row["step"] for row in read_metrics(run) if "actor/loss" in row] == [1, 2, 3, 4]
-
-
-def test_a_requeued_command_goes_on_after_keep_last_deleted_the_checkpoint_it_names(
-    tiny_model_dir, reward_file, tmp_path, capsys
-):
-    """The job script's checkpoint.resume=<step 1> names a checkpoint that checkpoint.keep_last
-    deletes once the run has gone on from it: the requeued command must resume the newest, not
-    stop with "not a checkpoint directory" (nor start over). Likewise for another run's checkpoint
-    that this run started from, deleted by that run's own retention."""
-    from dapo.preflight import resume_problems
-    from dapo.trainer.resume import ResumePoint, resolve_resume
-
-    run, checkpoints = tmp_path / "run", tmp_path / "run" / "checkpoints"
-    Trainer(tiny_config(tiny_model_dir, run, reward_file, "eval.every_steps=0")).train()  # steps 1-3
-    command = tiny_config(tiny_model_dir, run, reward_file, "eval.every_steps=0", "trainer.total_steps=4",
-                          "checkpoint.keep_last=1", f"checkpoint.resume={checkpoints / 'step-000001'}")
-    preempted = stopping_after_step(2, Trainer(command))
-    with pytest.warns(UserWarning, match="moved 2 checkpoint"), pytest.raises(KeyboardInterrupt):
-        preempted.train()  # went back to step 1, checkpointed step 2: keep_last=1 deleted step 1
-    assert [p.name for p in checkpoints.glob("step-*")] == ["step-000002"]
-    assert resume_problems(command) == []  # the preflight check agrees
-    with pytest.warns(UserWarning, match=r"went back to it .*: resuming its newest, .*step-000002"):
-        summary = Trainer(command).train()
-    assert summary.steps == 4 and summary.resumed_at == 2
-    from dapo.trainer.summary import print_summary
-
-    print_summary(summary)  # the seconds are this attempt's: the title says how many steps they hold
-    assert "4 steps (2 in" in capsys.readouterr().out.replace("\n", " ")
-    assert [row["step"] for row in read_metrics(run) if "actor/loss" in row] == [1, 2, 3, 4]
-
-    # a run started from another run's checkpoint, which that run's retention deleted since
-    second = tmp_path / "second"
-    start = checkpoints / "step-000004"
-    Trainer(tiny_config(tiny_model_dir, second, reward_file, "eval.every_steps=0", "trainer.total_steps=5",
-                        f"checkpoint.resume={start}")).train()
-    shutil.rmtree(start)
-    with pytest.warns(UserWarning, match="it started this run"):
-        assert resolve_resume(str(start), second) == ResumePoint(second / "checkpoints" / "step-000005", automatic=True)
-    # a deleted checkpoint that no checkpoint of the run descends from is still an error
-    with pytest.raises(FileNotFoundError, match="not auto, never or a checkpoint directory"):
-        resolve_resume(str(checkpoints / "step-000002"), second)
-
-
-def test_resuming_a_set_aside_checkpoint_continues_nothing_of_the_attempt_that_went_back(
-    tiny_model_dir, reward_file, tmp_path
-):
-    """A set-aside checkpoint's log line counts are of files that the attempt which went back has
-    rewritten since: its metrics (kept up to the resumed step) and its checkpoints must go."""
-    run, checkpoints = tmp_path / "run", tmp_path / "run" / "checkpoints"
-    Trainer(tiny_config(tiny_model_dir, run, reward_file, "eval.every_steps=0")).train()  # steps 1-3
-    going_back = tiny_config(tiny_model_dir, run, reward_file, "eval.every_steps=0", "trainer.total_steps=2",
-                             f"checkpoint.resume={checkpoints / 'step-000001'}")
-    with pytest.warns(UserWarning, match="moved 2 checkpoint"):
-        Trainer(going_back).train()  # step 2 again
-    [aside] = checkpoints.glob("abandoned-*")
-    back_again = tiny_config(tiny_model_dir, run, reward_file, "eval.every_steps=0", "trainer.total_steps=4",
-                             f"checkpoint.resume={aside / 'step-000003'}")
-    with pytest.warns(UserWarning, match=r"moved 2 checkpoint\(s\) after step 0 \(step-000001, step-000002\)"):
-        Trainer(back_again).train()
-    assert [p.name for p in checkpoints.glob("step-*")] == ["step-000004"]
-    assert {row["step"] for row in read_metrics(run)} == {4}
-    assert len(list(checkpoints.glob("abandoned-*"))) == 2  # two set-asides, two folders
-
-
 def test_a_run_killed_while_writing_its_final_checkpoint_logs_the_final_evaluation_once(
         tiny_model_dir, reward_file, tmp_path):
     run = tmp_path / "run"
@@ -368,27 +208,6 @@ def test_resuming_a_final_checkpoint_at_total_steps_says_there_is_nothing_to_tra
     with pytest.warns(UserWarning, match="resumed at step 2, from a final checkpoint, at trainer.total_steps=2"):
         Trainer(tiny_config(tiny_model_dir, tmp_path / "second", reward_file, *overrides,
                             f"checkpoint.resume={final}")).train()
-
-
-def test_an_automatic_resume_compares_the_runs_paths_as_absolute_paths(tmp_path, monkeypatch):
-    """Checkpoints save their run's paths absolute (dapo eval finds them from anywhere); a
-    rerun of the command with relative paths, or an older checkpoint saved with them, is still
-    the same run. Another model is not."""
-    from dapo.trainer.run_dir import checkpoint_mismatch
-
-    (tmp_path / "models" / "mine").mkdir(parents=True)
-    (tmp_path / "models" / "other").mkdir()
-    monkeypatch.chdir(tmp_path)
-    checkpoint = tmp_path / "run" / "checkpoints" / "step-000001"
-    checkpoint.mkdir(parents=True)
-    for saved in ("models/mine", str(tmp_path / "models" / "mine")):  # older, and today's
-        (checkpoint / "dapo_config.yaml").write_text(
-            f"model: {{path: {saved}}}\ndata: {{train_files: [builtin:arithmetic]}}\n")
-        for now in ("models/mine", str(tmp_path / "models" / "mine")):
-            run = {"model": {"path": now}, "data": {"train_files": ["builtin:arithmetic"]}}
-            assert checkpoint_mismatch(checkpoint, None, run, automatic=True) is None
-        other = {"model": {"path": "models/other"}, "data": {"train_files": ["builtin:arithmetic"]}}
-        assert "model.path" in checkpoint_mismatch(checkpoint, None, other, automatic=True)
 
 
 def test_a_run_without_held_out_data_logs_no_empty_final_row(tiny_model_dir, reward_file, tmp_path):

@@ -201,3 +201,110 @@ def test_a_sigterm_while_the_driver_waits_on_the_ranks_ends_as_the_cli_handler_s
     finally:
         signal.signal(signal.SIGTERM, previous)
         ray.shutdown()
+
+
+def failing_group(cause: BaseException) -> tuple[RayPolicyGroup, RayTaskError]:
+    """Two stand-in ranks whose every call fails with ``cause``, as Ray raises a rank's error: a
+    RayTaskError holding it as ``cause``, whose text is the rank's whole remote traceback."""
+    error = RayTaskError("\x1b[36mray::PolicyRank.save_checkpoint()\x1b[39m (pid=1, ip=10.0.0.1)\n"
+                         "Traceback (most recent call last):\n  ...\n" + repr(cause))
+    error.cause = cause
+
+    def get(refs):
+        raise error
+
+    group = fake_group(2)
+    group._ray = SimpleNamespace(get=get, wait=lambda refs, num_returns, timeout: (list(refs), []),
+                                 exceptions=FAKE_RAY.exceptions)
+    return group, error
+
+
+def test_a_ranks_os_error_or_user_error_is_raised_as_the_rank_raised_it():
+    """A rank's FileNotFoundError (a checkpoint without policy/.metadata) reached the CLI as Ray's
+    dual-class stand-in: an OSError without strerror, so `dapo train: error:` printed Ray's whole
+    remote traceback, colour codes and all, instead of one line. The rank's own error is raised
+    now (chained to Ray's, which --debug shows); any other error stays Ray's."""
+    from dapo.errors import UserError
+
+    cause = FileNotFoundError("/runs/x/checkpoints/step-000004 holds no sharded policy state (policy/.metadata)")
+    group, error = failing_group(cause)
+    with pytest.raises(FileNotFoundError) as raised:
+        group.load_checkpoint("/runs/x/checkpoints/step-000004", {"num_nonfinite_skipped": 0})
+    assert raised.value is cause and raised.value.__cause__ is error
+
+    user = UserError("a rank's set-up refused the model")
+    group, _ = failing_group(user)
+    with pytest.raises(UserError) as refused:
+        group.end_step()
+    assert refused.value is user
+
+    group, error = failing_group(RuntimeError("a bug on the rank"))
+    with pytest.raises(RayTaskError) as bug:
+        group.end_step()
+    assert bug.value is error
+
+
+def test_a_rank_that_cannot_write_its_checkpoint_part_reads_as_one_process_full_disk(tmp_path):
+    """The driver's side of a rank's failed checkpoint write: an error that RunState.save turns into
+    "No space left on device (checkpoint step N not written; the earlier ones are kept)", as it
+    does for one process (it finds the OSError behind an error that is not one)."""
+    import errno
+
+    from dapo.trainer.run_state import os_error_behind
+
+    full = OSError(errno.ENOSPC, "No space left on device", str(tmp_path))
+    group, _ = failing_group(full)
+    with pytest.raises(RuntimeError) as raised:
+        group.save_checkpoint(tmp_path, hf_export=True)
+    assert not isinstance(raised.value, OSError)
+    assert os_error_behind(raised.value) is full
+
+
+def rank_whose_dcp_save_fails(monkeypatch, failure: BaseException):
+    """A PolicyRank whose DCP save fails as torch.distributed.checkpoint reports it on every rank:
+    a CheckpointException holding each rank's error as it came through DCP's gather (a pickle,
+    which keeps no __context__)."""
+    import traceback
+
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    from dapo.trainer import ray_rank
+
+    def save_sharded_policy(directory, model, optimizer, scheduler):
+        raise CheckpointException("CheckpointException ranks:dict_keys([0, 1])",
+                                  {0: (failure, traceback.StackSummary()), 1: (failure, traceback.StackSummary())})
+
+    monkeypatch.setattr(ray_rank, "save_sharded_policy", save_sharded_policy)
+    rank = object.__new__(ray_rank.PolicyRank)
+    rank.rank, rank.model, rank.policy = 0, None, SimpleNamespace(optimizer=None, scheduler=None)
+    return rank
+
+
+def test_a_full_disk_under_a_ranks_dcp_save_is_raised_as_no_space_left(monkeypatch, tmp_path):
+    """A 2-rank run whose output_dir filled up mid-checkpoint stopped with a 117-line traceback
+    ending "RuntimeError: [enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598"
+    (torch.save's zip writer over the full disk; DCP's pickled failures keep no OSError), where
+    one process says "No space left on device". The rank now raises the OSError: DCP's failure's
+    own when it holds one, else what the directory's file system says."""
+    import errno
+    import shutil
+
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    rank = rank_whose_dcp_save_fails(monkeypatch, PermissionError(errno.EACCES, "Permission denied", "/x/policy"))
+    with pytest.raises(PermissionError) as denied:
+        rank.save_checkpoint(str(tmp_path), hf_export=False)
+    assert denied.value.filename == "/x/policy"
+
+    rank = rank_whose_dcp_save_fails(monkeypatch, RuntimeError("[enforce fail at inline_container.cc:672] . "
+                                                               "unexpected pos 704 vs 598"))
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=4096))  # the disk it filled
+    with pytest.raises(OSError) as full:
+        rank.save_checkpoint(str(tmp_path), hf_export=False)
+    assert full.value.errno == errno.ENOSPC and full.value.filename == str(tmp_path)
+
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=1 << 30))  # room: not the disk
+    with pytest.raises(CheckpointException):
+        rank.save_checkpoint(str(tmp_path), hf_export=False)
+    assert list(tmp_path.iterdir()) == []  # the probe's file is gone

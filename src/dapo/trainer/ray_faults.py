@@ -6,9 +6,10 @@ must get the same calls in the same order. So the driver
 - submits a call to all ranks or to none (:meth:`RankCalls._submit`): a SIGINT/SIGTERM that
   arrives while it submits is delivered once all are submitted, and any other error part-way
   marks the group ``broken``;
-- raises a rank's error as it happens, naming a dead rank as the likelier cause, and marks the
-  group ``broken`` when a rank may still be blocked in a collective another rank left
-  (:meth:`RankCalls._get`): a further call raises instead of queueing behind it for good;
+- raises a rank's error as it happens (a ``UserError`` or ``OSError`` as the rank raised it, not
+  Ray's wrapper), naming a dead rank as the likelier cause, and marks the group ``broken`` when
+  a rank may still be blocked in a collective another rank left (:meth:`RankCalls._get`): a
+  further call raises instead of queueing behind it for good;
 - while it waits on the ranks, a signal handler's own exception reaches the caller
   (:func:`handler_errors_kept`), not the SystemExit(1) Ray puts in its place.
 """
@@ -154,8 +155,12 @@ class RankCalls:
             try:
                 try:
                     return self._ray.get(refs)
-                except self._ray.exceptions.RayTaskError:
+                except self._ray.exceptions.RayTaskError as error:
                     self._raise_if_a_rank_died(refs, collective)
+                    if isinstance(cause := getattr(error, "cause", None), (UserError, OSError)):
+                        # the user's to fix (a full disk, a missing shard): the rank's own error, which the
+                        # CLI names in a line; Ray's stand-in is its whole remote traceback, colour codes included
+                        raise cause from error
                     raise
             except self._ray.exceptions.RayActorError as error:
                 self.broken = f"{self._dead_ranks(error)} died"

@@ -9,7 +9,9 @@ from __future__ import annotations
 import collections
 import copy
 import dataclasses
+import errno
 import os
+import shutil
 from pathlib import Path
 
 import torch
@@ -33,6 +35,7 @@ from dapo.trainer.fsdp import (
 from dapo.trainer.policy import PolicyWorker
 from dapo.trainer.ray_transport import LogprobRows
 from dapo.trainer.rng import load_rank_rng, save_rank_rng
+from dapo.trainer.run_state import os_error_behind
 from dapo.trainer.setup import (
     load_model_and_tokenizer,
     load_reference_model,
@@ -161,10 +164,15 @@ class PolicyRank:
         (DCP) and its RNG states, then, with ``hf_export``, the Hugging Face export into
         ``directory`` (gathered; written by rank 0). Every rank must call it."""
         policy = self.policy
-        save_sharded_policy(directory, self.model, policy.optimizer, policy.scheduler)
-        save_rank_rng(directory, self.rank)
-        if hf_export:
-            export_hf_from_shards(directory, self.model, self.tokenizer, self.rank)
+        try:
+            save_sharded_policy(directory, self.model, policy.optimizer, policy.scheduler)
+            save_rank_rng(directory, self.rank)
+            if hf_export:
+                export_hf_from_shards(directory, self.model, self.tokenizer, self.rank)
+        except BaseException as error:  # (DCP's CheckpointException is a BaseException)
+            if (cause := checkpoint_write_os_error(directory, error)) is not None:
+                raise cause from error  # the driver names it as one process does: "No space left on device"
+            raise
 
     def load_checkpoint(self, directory: str) -> float:
         """Read this rank's shard of model, optimizer and scheduler state and its RNG states from
@@ -183,6 +191,38 @@ def sharded_reference(cfg: DAPOConfig, model_path: Path, mesh: DeviceMesh, devic
     its all-gathers match across ranks. Collective."""
     ref = load_reference_model(model_path, cfg.model, torch.device("cpu"), weights=dist.get_rank() == 0)
     return shard_from_rank0(ref, mesh, device, cfg.trainer.param_dtype).eval().requires_grad_(False)
+
+
+CHECKPOINT_PROBE_BYTES = 1 << 20  # a failed write with less room than this left: the disk is full
+
+
+def checkpoint_write_os_error(directory: str, error: BaseException) -> OSError | None:
+    """The operating system's error behind this rank's failed checkpoint write, as a plain
+    ``OSError`` the driver can name (a full disk, a read-only or unwritable ``output_dir``), or
+    None. DCP hands every rank's failure round as a pickle, which keeps no ``__context__``: torch's
+    zip writer, stopped by a full disk, leaves only "unexpected pos 704 vs 598", so where no
+    ``OSError`` is found in the chain or DCP's failures, ``directory``'s file system is asked."""
+    if isinstance(error, (KeyboardInterrupt, SystemExit)):
+        return None
+    failures = getattr(error, "failures", None)  # torch.distributed.checkpoint's CheckpointException
+    candidates = [error, *(failure[0] for failure in failures.values())] if isinstance(failures, dict) else [error]
+    for candidate in candidates:
+        if (found := os_error_behind(candidate)) is not None:
+            return OSError(found.errno, found.strerror, found.filename or directory) if found.errno else found
+    try:
+        if shutil.disk_usage(directory).free < CHECKPOINT_PROBE_BYTES:
+            return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), directory)
+        probe = Path(directory) / f".write-probe-{os.getpid()}"
+        try:
+            with open(probe, "wb") as file:
+                file.write(bytes(CHECKPOINT_PROBE_BYTES))
+                file.flush()
+                os.fsync(file.fileno())
+        finally:
+            probe.unlink(missing_ok=True)
+    except OSError as probed:
+        return probed if probed.errno else None
+    return None
 
 
 def rank_device(device: torch.device) -> torch.device:

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from dapo.trainer import Trainer
+from dapo.trainer.run_state import os_error_behind
 from tests.trainer.conftest import tiny_config
 
 pytest.importorskip("ray")
@@ -173,9 +174,34 @@ def test_an_export_that_fails_on_rank_0_leaves_no_rank_in_a_gather(tiny_model_di
         on_rank(trainer, 0, fail_mid_export)
         started = time.monotonic()
         outcome = call_in_thread(lambda: trainer.policy.save_checkpoint(tmp_path / "ckpt", hf_export=True), 120)
-        assert isinstance(outcome, OSError) and "No space left" in str(outcome), outcome
+        # RunState.save finds the OSError behind it: "No space left on device (checkpoint step N not written ...)"
+        assert (cause := os_error_behind(outcome)) is not None and "No space left" in str(cause), outcome
         assert time.monotonic() - started < 60
         assert trainer.policy.broken is None  # every rank finished the call
         trainer.policy.sync_engines()  # the ranks' collectives still pair up
     finally:
         trainer.close()
+
+
+def test_a_malformed_row_and_a_broken_reward_function_are_named_before_ray_starts_the_ranks(
+        tiny_model_dir, reward_file, tmp_path, monkeypatch):
+    """The ranks started, and loaded the model (minutes on a cluster), before the data was read and
+    the reward workers started: one process names both at once."""
+    from dapo.data import DataError
+    from dapo.rewards import RewardFunctionError
+    from dapo.trainer import ray_policy
+
+    def no_ranks(self, cfg):
+        raise AssertionError("the policy ranks were started")
+
+    monkeypatch.setattr(ray_policy.RayPolicyGroup, "__init__", no_ranks)
+    bad_rows = tmp_path / "bad.jsonl"
+    bad_rows.write_text('{"prompt": "1+1=", "answer": "2"}\n{"prompt": "2+2="}\n')
+    cfg = tiny_config(tiny_model_dir, tmp_path / "a", reward_file, *TWO_RANKS, f"data.train_files=[{bad_rows}]",
+                      "data.prompt_key=prompt", "data.answer_key=answer")
+    with pytest.raises(DataError, match=r"bad\.jsonl line 2: missing ground truth"):
+        Trainer(cfg)
+    broken = tmp_path / "broken.py"
+    broken.write_text("def fn(response, ground_truth, extra):\n    return 'high'\n")
+    with pytest.raises(RewardFunctionError, match="returned a bad value"):
+        Trainer(tiny_config(tiny_model_dir, tmp_path / "b", broken, *TWO_RANKS, fn="fn"))

@@ -108,18 +108,19 @@ class Trainer:
         run: RunSetup | None = None
         scorer: RewardScorer | None = None
         try:
-            engine = None
+            self.scorer = scorer = RewardScorer(cfg.reward)  # a reward function that fails its smoke test raises
+            start_ranks = None
             if cfg.resources.world_size > 1:  # policy ranks on Ray actors hold the weights and engines
                 from dapo.trainer.ray_policy import RayPolicyGroup, RayRolloutEngine
 
-                self.policy = RayPolicyGroup(cfg)
-                engine = RayRolloutEngine(self.policy)
+                def start_ranks() -> RolloutEngine:
+                    self.policy = RayPolicyGroup(cfg)
+                    return RayRolloutEngine(self.policy)
             # model (here only its structure when the ranks hold it), tokenizer, data, encoder, engine
-            self.run = run = build_run(cfg, engine)
+            self.run = run = build_run(cfg, start_ranks)
             for split, loaded in (("train", run.data.train), ("eval", run.data.eval)):
                 if loaded is not None:
                     print(loaded.describe(split))
-            self.scorer = scorer = RewardScorer(cfg.reward)  # a reward function that fails its smoke test raises
             if self.policy is None:
                 ref = load_reference_model(run.model_path, cfg.model, run.device) if cfg.algorithm.kl_coef > 0 else None
                 self.policy = PolicyWorker(

@@ -204,18 +204,24 @@ class RunSetup:
     engine: RolloutEngine
 
 
-def build_run(cfg: DAPOConfig, engine: RolloutEngine | None = None, train_data: bool = True) -> RunSetup:
-    """Everything a run needs. Given an ``engine`` (the policy ranks' generation, when they hold
-    the weights), the model is only its structure on the meta device and no engine is built here.
-    ``train_data=False`` (an evaluation) leaves the training files unread; with rollout.engine=vllm,
-    which loads its own copy of the weights, its model is only the structure too."""
+def build_run(
+    cfg: DAPOConfig, start_engine: Callable[[], RolloutEngine] | None = None, train_data: bool = True
+) -> RunSetup:
+    """Everything a run needs. Given ``start_engine`` (which starts the policy ranks, which hold the
+    weights, and returns their generation), the model is only its structure on the meta device,
+    and the ranks start once the data has loaded: a malformed row is named before Ray starts them
+    and they load the model (minutes on a cluster). ``train_data=False`` (an evaluation) leaves the
+    training files unread; with rollout.engine=vllm, which loads its own copy of the weights, its
+    model is only the structure too."""
     device = resolve_device(cfg.trainer.device)
     vllm_evaluation = not train_data and cfg.rollout.engine == "vllm"
     model, tokenizer, model_path = load_model_and_tokenizer(cfg.model, device,
-                                                            weights=engine is None and not vllm_evaluation)
+                                                            weights=start_engine is None and not vllm_evaluation)
     encoder = PromptEncoder(tokenizer, cfg.data)
     data = load_run_data(cfg, train=train_data, drop_overlong=encoder.drop_overlong)  # data.overlong_prompts
-    if engine is None:
+    if start_engine is not None:
+        engine = start_engine()
+    else:
         engine = create_engine(cfg.rollout, model, tokenizer, model_path=str(model_path), **vllm_options(cfg, model))
     return RunSetup(
         device, model, tokenizer, model_path, data, encoder, stop_token_ids_of(model, tokenizer), engine,

@@ -288,7 +288,8 @@ def test_a_one_process_checkpoint_is_refused_for_several_ranks_before_ray_starts
     two_ranks = "resources.devices_per_node=2"
     assert problems(tmp_path / "a", two_ranks) == [
         f"cannot resume from {one_process}: it holds the optimizer state of one process, not policy/ shards, and this "
-        "run has 2 policy ranks; resume it with one (resources.nnodes=1 resources.devices_per_node=1)"]
+        "run has 2 policy ranks; resume it with one (resources.nnodes=1 resources.devices_per_node=1), or start a "
+        "new run from its weights (model.path=<the checkpoint> in another output_dir)"]
     assert problems(tmp_path / "new", two_ranks, f"checkpoint.resume={one_process}")[0].startswith(
         f"cannot resume from {one_process}: it holds the optimizer state of one process")
     assert problems(tmp_path / "a") == []  # one process resumes it

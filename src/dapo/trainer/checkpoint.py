@@ -193,7 +193,9 @@ def load_sharded_policy(directory: str | Path, model: torch.nn.Module, optimizer
     Collective: every rank must call it."""
     path = Path(directory) / SHARDED_DIR
     if not (path / ".metadata").exists():
-        raise FileNotFoundError(f"{directory} holds no sharded policy state ({SHARDED_DIR}/.metadata)")
+        raise FileNotFoundError(f"{directory} holds no sharded policy state ({SHARDED_DIR}/.metadata): name an "
+                                "earlier checkpoint in checkpoint.resume, or set checkpoint.resume=never to start "
+                                "from model.path")
     whole, unique = _policy_state(model, optimizer, scheduler)
     # Param-group entries the checkpoint does not hold (float16 loss scaling, off when it was
     # saved) are not asked for: the policy sets their defaults after the load.
@@ -372,5 +374,6 @@ def layout_mismatch(policy_state: dict[str, Any], world_size: int) -> str | None
     reshards); the whole-model state of one process resumes only in one process."""
     if world_size > 1 and not is_sharded(policy_state):
         return (f"it holds the optimizer state of one process, not {SHARDED_DIR}/ shards, and this run has "
-                f"{world_size} policy ranks; resume it with one (resources.nnodes=1 resources.devices_per_node=1)")
+                f"{world_size} policy ranks; resume it with one (resources.nnodes=1 resources.devices_per_node=1), "
+                "or start a new run from its weights (model.path=<the checkpoint> in another output_dir)")
     return None

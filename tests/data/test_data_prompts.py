@@ -133,3 +133,18 @@ def test_an_overlong_prompt_is_named_by_its_file_and_row(tmp_path) -> None:
     loaded = load_problems([str(path)], cfg, "train")
     with pytest.raises(DataError, match=rf"the prompt of problem \w+ at {path} line 2 \(data: 'What is 1\+1\+"):
         PromptEncoder(build_tokenizer(), cfg).drop_overlong(loaded, "train")
+
+
+def test_a_chat_template_the_tokenizer_lacks_is_said_not_silently_skipped() -> None:
+    """A base model's tokenizer has no chat template: data.use_chat_template=true (the DAPO recipe's)
+    fell back to plain text prompts without a word."""
+    chat = Problem(uid="c", prompt=[{"role": "user", "content": "What is 6*7?"}], ground_truth="42")
+    verbatim = Problem(uid="v", prompt="12+34=", ground_truth="46", verbatim=True)
+    plain = PromptEncoder(build_tokenizer(), DataConfig(use_chat_template=True))
+    assert "the tokenizer has no chat template" in plain.plain_text_note([verbatim, chat])
+    assert plain.render(chat) == "What is 6*7?"  # what the note says happens
+    assert plain.plain_text_note([verbatim]) is None  # the built-in task never uses one
+    assert PromptEncoder(build_tokenizer(), DataConfig(use_chat_template=False)).plain_text_note([chat]) is None
+    templated = build_tokenizer()
+    templated.chat_template = CHAT_TEMPLATE
+    assert PromptEncoder(templated, DataConfig(use_chat_template=True)).plain_text_note([chat]) is None

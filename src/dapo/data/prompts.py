@@ -67,6 +67,18 @@ class PromptEncoder:
             getattr(tokenizer, "chat_template", None)
         )
 
+    def plain_text_note(self, problems: list[Problem]) -> str | None:
+        """A warning when data.use_chat_template asks for a chat template the tokenizer lacks (a
+        base model's) and some of ``problems`` would have used it: their prompts go to the model as
+        plain text, which is right for a base model, but should not happen unsaid. None otherwise."""
+        if not self.cfg.use_chat_template or self.uses_chat_template:
+            return None
+        if all(problem.verbatim and isinstance(problem.prompt, str) for problem in problems):
+            return None  # (the built-in task's completion prompts never use one)
+        return ("warning: data.use_chat_template=true, but the tokenizer has no chat template (a base model's): "
+                "prompts are plain text, a chat list's messages joined by blank lines; set "
+                "data.use_chat_template=false to say so, or give the tokenizer a chat template")
+
     def render(self, problem: Problem) -> str:
         """The prompt text for ``problem`` (see the module docstring for the rules)."""
         prompt = problem.prompt

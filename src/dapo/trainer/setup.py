@@ -219,6 +219,9 @@ def build_run(
                                                             weights=start_engine is None and not vllm_evaluation)
     encoder = PromptEncoder(tokenizer, cfg.data)
     data = load_run_data(cfg, train=train_data, drop_overlong=encoder.drop_overlong)  # data.overlong_prompts
+    for loaded in (data.train, data.eval):
+        if loaded is not None and (note := encoder.plain_text_note(loaded.problems)) is not None:
+            loaded.warnings.insert(0, note)
     if start_engine is not None:
         engine = start_engine()
     else:

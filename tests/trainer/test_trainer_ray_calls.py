@@ -308,3 +308,23 @@ def test_a_full_disk_under_a_ranks_dcp_save_is_raised_as_no_space_left(monkeypat
     with pytest.raises(CheckpointException):
         rank.save_checkpoint(str(tmp_path), hf_export=False)
     assert list(tmp_path.iterdir()) == []  # the probe's file is gone
+
+
+def test_a_stop_signal_during_a_submission_reaches_its_handler_once_every_rank_has_the_call():
+    """SIGHUP (which the dapo CLI handles as SIGTERM) was not held back with SIGINT and SIGTERM: a
+    hang-up between two ranks' submissions left one rank in a collective the others never joined."""
+    import signal
+
+    from dapo.trainer.ray_faults import STOP_SIGNALS, signals_deferred
+
+    assert signal.SIGHUP in STOP_SIGNALS
+    received: list[int] = []
+    for signum in STOP_SIGNALS:
+        previous = signal.signal(signum, lambda number, _frame: received.append(number))
+        try:
+            with signals_deferred():
+                signal.raise_signal(signum)
+                assert received.count(signum) == 0  # held back while the call is submitted
+            assert received.count(signum) == 1
+        finally:
+            signal.signal(signum, previous)

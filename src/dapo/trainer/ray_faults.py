@@ -3,7 +3,7 @@
 Most calls on the ranks are collective (FSDP's all-gathers, the weight sync, DCP): every rank
 must get the same calls in the same order. So the driver
 
-- submits a call to all ranks or to none (:meth:`RankCalls._submit`): a SIGINT/SIGTERM that
+- submits a call to all ranks or to none (:meth:`RankCalls._submit`): a SIGINT/SIGTERM/SIGHUP that
   arrives while it submits is delivered once all are submitted, and any other error part-way
   marks the group ``broken``;
 - raises a rank's error as it happens (a ``UserError`` or ``OSError`` as the rank raised it, not
@@ -26,9 +26,10 @@ from dapo.errors import UserError
 
 RANK_DEATH_GRACE_S = 10.0  # after one rank's error, how long a rank's death may take to show
 RANK_PROBE_TIMEOUT_S = 30.0  # how long a rank may take to answer when the driver asks which died
-DEFERRED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-# the signals whose handlers' exceptions handler_errors_kept keeps (the dapo CLI's SIGTERM and SIGHUP)
-KEPT_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+# The signals that stop a run (the dapo CLI handles SIGHUP as it does SIGTERM): deferred while a call
+# is submitted to the ranks (signals_deferred), their handlers' exceptions kept while the driver
+# waits on the ranks (handler_errors_kept).
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
 class PolicyRankDied(UserError, RuntimeError):
@@ -37,7 +38,7 @@ class PolicyRankDied(UserError, RuntimeError):
 
 @contextlib.contextmanager
 def signals_deferred() -> Iterator[None]:
-    """SIGINT and SIGTERM that arrive inside are delivered (to the handlers they would have met)
+    """SIGINT, SIGTERM and SIGHUP that arrive inside are delivered (to the handlers they would have met)
     when it ends: a Ctrl-C between two ranks' submissions would leave one rank in a collective
     the others never join. A second signal is delivered at once (a submission that hangs can
     still be interrupted). Only the main thread can set handlers; elsewhere nothing is deferred
@@ -61,7 +62,7 @@ def signals_deferred() -> Iterator[None]:
             signal.raise_signal(signum)
 
     try:
-        for signum in DEFERRED_SIGNALS:
+        for signum in STOP_SIGNALS:
             if signal.getsignal(signum) is not None:  # None: installed outside Python, could not be put back
                 previous[signum] = signal.signal(signum, defer)
         yield
@@ -95,7 +96,7 @@ def handler_errors_kept() -> Iterator[None]:
                 raise
         return call
 
-    for signum in KEPT_SIGNALS:
+    for signum in STOP_SIGNALS:
         if callable(handler := signal.getsignal(signum)):
             installed[signum] = (handler, keeping(handler))
             signal.signal(signum, installed[signum][1])

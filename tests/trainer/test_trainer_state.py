@@ -251,3 +251,23 @@ def test_a_resumed_progress_bar_leaves_out_the_updates_earlier_steps_skipped(tin
             assert (bar.completed, bar.total) == (0, resumed.updates_per_step)  # step 3's updates alone
     finally:
         resumed.close()
+
+
+def test_the_bar_names_the_step_whose_accuracy_it_shows_once_that_step_is_logged(tiny_model_dir, reward_file,
+                                                                                   tmp_path):
+    """A finished run's bar read 'step 4/4 | step 3 acc ...': the last step's own line never came."""
+    trainer = Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, "trainer.total_steps=2",
+                                  "logging.progress=true"))
+    try:
+        with trainer.state.progress(0):
+            [bar] = trainer.state._progress.tasks
+            trainer.state.bar_step(1)
+            assert bar.description == "step 1/2"
+            trainer.state.log(1, {"rollout/acc": 0.5, "sampling/gen_rounds": 2.0})
+            assert bar.description == "step 1/2 | step 1 acc 0.50 rounds 2"
+            trainer.state.bar_step(2)  # running step 2: step 1's numbers until it is logged
+            assert bar.description == "step 2/2 | step 1 acc 0.50 rounds 2"
+            trainer.state.log(2, {"rollout/acc": 0.75, "sampling/gen_rounds": 1.0})
+            assert bar.description == "step 2/2 | step 2 acc 0.75 rounds 1"
+    finally:
+        trainer.close()

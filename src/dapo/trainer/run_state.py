@@ -211,6 +211,7 @@ class RunState:
         if "rollout/acc" in metrics:
             self._last_step_note = (f" | step {step} acc {metrics['rollout/acc']:.2f} "
                                     f"rounds {int(metrics.get('sampling/gen_rounds', 0))}")
+            self.bar_step(step)  # the finished step's own line until the next starts (the last step's stays)
 
     def log_completions(self, step: int, records: list[dict[str, Any]]) -> None:
         self.logger.log_completions(step, records)
@@ -249,7 +250,8 @@ class RunState:
                 self._progress = None
 
     def bar_step(self, step: int) -> None:
-        """Label the bar with the step now running (and the last one's accuracy)."""
+        """Label the bar with ``step``, the one now running or just finished (and the last finished
+        one's accuracy)."""
         if self._progress is not None:
             description = f"step {step}/{self.cfg.trainer.total_steps}{self._last_step_note}"
             self._progress.update(self._task, description=description)

@@ -245,19 +245,28 @@ def test_a_ranks_os_error_or_user_error_is_raised_as_the_rank_raised_it():
 
 
 def test_a_rank_that_cannot_write_its_checkpoint_part_reads_as_one_process_full_disk(tmp_path):
-    """The driver's side of a rank's failed checkpoint write: an error that RunState.save turns into
-    "No space left on device (checkpoint step N not written; the earlier ones are kept)", as it
-    does for one process (it finds the OSError behind an error that is not one)."""
+    """The driver's side of a rank's failed checkpoint write: the rank's OSError, as the group raises
+    it, becomes "No space left on device (checkpoint step N not written; the earlier ones are
+    kept)" in RunState.save, as one process's does, and the half-written checkpoint goes."""
     import errno
 
-    from dapo.trainer.run_state import os_error_behind
+    from dapo.config import load_config
+    from dapo.trainer.run_state import RunState
 
     full = OSError(errno.ENOSPC, "No space left on device", str(tmp_path))
     group, _ = failing_group(full)
-    with pytest.raises(RuntimeError) as raised:
+    with pytest.raises(OSError) as raised:
         group.save_checkpoint(tmp_path, hf_export=True)
-    assert not isinstance(raised.value, OSError)
-    assert os_error_behind(raised.value) is full
+    assert raised.value is full
+    state = RunState(load_config([], [f"output_dir={tmp_path / 'run'}"]))
+    try:
+        with pytest.raises(OSError, match=r"^\[Errno 28\] No space left on device \(checkpoint step 2 not written; "
+                                          r"the earlier ones are kept\)") as named:
+            state.save(2, {}, group, tokenizer=None, model_config_json="{}")
+        assert named.value.__cause__ is full
+        assert not [p for p in (tmp_path / "run" / "checkpoints").iterdir()]  # no half-written checkpoint left
+    finally:
+        state.close()
 
 
 def rank_whose_dcp_save_fails(monkeypatch, failure: BaseException):

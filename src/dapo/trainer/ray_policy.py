@@ -208,10 +208,7 @@ class RayPolicyGroup(RankCalls):
         """Every rank writes its shards (and rank 0, with ``hf_export``, the Hugging Face export,
         with the ranks' own tokenizer) into ``directory``, the checkpoint being built; returns the
         driver's part of the policy state (counters, how it was written) for ``trainer_state.pt``."""
-        try:
-            self._on_all("save_checkpoint", os.path.abspath(directory), hf_export)
-        except OSError as error:  # a rank's write (a full disk): RunState.save names it as one process's
-            raise RuntimeError(f"a policy rank could not write its part of checkpoint {directory}: {error}") from error
+        self._on_all("save_checkpoint", os.path.abspath(directory), hf_export)  # a rank's OSError: RunState.save names it
         if missing := missing_shards(directory, self.world_size):  # never publish a checkpoint that cannot resume
             raise RunDirError(
                 f"the policy ranks wrote their checkpoint shards, but {', '.join(missing[:4])} are not in {directory} "

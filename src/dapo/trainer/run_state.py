@@ -141,7 +141,7 @@ class RunState:
         except Exception as error:
             # what a failed write left (a full disk: the room it took) goes now, not at the next start
             shutil.rmtree(tmp, ignore_errors=True)
-            if (cause := os_error_behind(error)) is not None and cause is not error:
+            if (cause := os_error_behind(error)) is not None:  # a rank's own OSError too, as it raised it
                 raise OSError(cause.errno, f"{cause.strerror} (checkpoint step {step} not written; the earlier "
                               "ones are kept)", str(self.run_dir / "checkpoints")) from error
             raise

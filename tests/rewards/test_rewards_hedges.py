@@ -200,9 +200,11 @@ def test_list_remark_changes(remark: str, items: list[str], expected: bool) -> N
      ("\\frac13 \\approx 0.33 \\approx 0.5", None), ("(\\sqrt2 \\approx 7)", "(\\sqrt2 \\approx 7)"),
      ("e^2 \\approx 7.39", "e^2"), ("e^2 \\approx 9", None), ("x = \\sqrt2 \\approx 7", None),
      ("x = \\sqrt2 \\approx 1.41", "x = \\sqrt2"),
-     # a number's known unit ends its value, as "\\text{ cm}" does (before: the remark was not read)
+     # a number's known unit ends its value, as "\\text{ cm}" does (before: the remark was not read); so does
+     # its counted noun (before: "34 ways, that is, 35" was left whole, math-verify read 35); words alone do not
      ("34 cm, that is, 35", None), ("34 cm, that is, 34", "34 cm"), ("34 cm \\approx 34", "34 cm"),
-     ("34 cm i.e. 35", None), ("34 ways, that is, 35", "34 ways, that is, 35")],
+     ("34 cm i.e. 35", None), ("34 ways, that is, 35", None), ("34 ways, that is, 34", "34 ways"),
+     ("the number of ways, that is, 35", "the number of ways, that is, 35")],
 )
 def test_without_bare_remark(answer: str, expected: str | None) -> None:
     assert without_bare_remark(answer) == expected

@@ -327,9 +327,9 @@ def test_name_first(answer: str, expected: str) -> None:
      ("\\frac{1}{2} (x+1)", "\\frac{1}{2} (x+1)"), ("\\frac{1}{2} (ab)", "\\frac{1}{2} (ab)"), ("f(x)", "f(x)"), ("(1, 2)", "(1, 2)"), ("34", "34"),
      ("\\sqrt{2} (about 7)", None), ("\\pi (about 3.14)", "\\pi"), ("\\frac{1}{3}, or about 0.33", "\\frac{1}{3}"),
      ("\\frac{1}{3}, or about 0.5", "\\frac{1}{3}, or about 0.5"), ("\\frac{1}{3} or 1/3", "\\frac{1}{3}"),
-     # after a number's known unit, as after "\\text{ cm}"; after another word, kept
-     ("34 cm (that is, 35)", None), ("34 cm (that is, 34)", "34 cm"), ("34 cm (since n is even)", "34 cm"),
-     ("34 \\text{ cm} (that is, 35)", None), ("x (mod 7)", "x (mod 7)"), ("34 ways (since n is even)", "34 ways (since n is even)")],
+     # after a number's known unit or counted noun, as after "\\text{ cm}" (before: "34 ways (...)" was kept); after a name or words, kept
+     ("34 cm (that is, 35)", None), ("34 cm (that is, 34)", "34 cm"), ("34 cm (since n is even)", "34 cm"), ("ways (mod 7)", "ways (mod 7)"),
+     ("34 \\text{ cm} (that is, 35)", None), ("x (mod 7)", "x (mod 7)"), ("34 ways (since n is even)", "34 ways")],
 )
 def test_without_closing_remark(answer: str, expected: str | None) -> None:
     assert without_closing_remark(answer) == expected

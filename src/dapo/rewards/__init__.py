@@ -2,7 +2,8 @@
 
 - ``extract``: the final answer behind the last ``Answer:`` line or ``\\boxed{}`` (``boxes``: the
   boxes; ``answer_text``: the extracted answer and the presentation stripped from it;
-  ``unicode_math``: Unicode maths as LaTeX).
+  ``unicode_math``: Unicode maths as LaTeX; ``restatements``: where a stated value ends, at a unit,
+  a counted noun or a LaTeX constant, and "that is" after it).
 - ``equivalence``: exact integers in pure string code (``number_forms``), exact rationals
   (``exact_numbers``), lists and sets (``answer_lists``), units (``units``); math-verify for
   everything else (``math_verify_call``).

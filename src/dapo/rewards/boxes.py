@@ -34,6 +34,7 @@ from dapo.rewards.number_forms import (
     value_of,
 )
 from dapo.rewards.remark_words import NAME, OR_ADVERBS
+from dapo.rewards.restatements import after_its_noun
 
 BOX_COMMANDS = ("\\boxed", "\\fbox")
 # a number or math just before the last box, joined to it by "or": "$35$ or \\boxed{34}"
@@ -113,7 +114,10 @@ def changed_after(after: str, answer: str, stated: list[str] | None = None) -> b
     :func:`~dapo.rewards.hedges.list_remark_changes`). An approximation or a restatement without
     brackets is read as in brackets (``\\boxed{\\frac13} \\approx 0.5``, ``\\boxed{\\frac13}, i.e. about 0.5``,
     ``\\boxed{34} = 35``: another value; :func:`~dapo.rewards.hedges.bare_remark_changes`). A parenthesis
-    with brackets inside is read only for a computed form of another value (``\\boxed{2} (or \\exp(2))``)."""
+    with brackets inside is read only for a computed form of another value (``\\boxed{2} (or \\exp(2))``). A
+    unit or counted noun before a remark is the value's (``\\boxed{34} ways, or 35`` and ``\\boxed{34} cm (that
+    is, 35)`` offer 35: :func:`~dapo.rewards.restatements.after_its_noun`)."""
+    after = after_its_noun(after)
     is_list = stated is not None and item_count(stated) > 1  # "\\pm 3" states two
     own = answer if is_list else without_bare_remark(answer)  # "\\boxed{34 \\approx 34} (about 35)": on 34
     if own is None:

@@ -43,12 +43,12 @@ from dapo.rewards.boxes import (
     offers_another_before,
     strip_boxes,
 )
+from dapo.rewards.counts import item_count
 from dapo.rewards.hedges import bare_remark_changes, list_tail_changes, restates_list
 from dapo.rewards.inequalities import is_inequality_disjunction
 from dapo.rewards.number_forms import restates, starts_with_scale_word, value_of
-from dapo.rewards.remark_words import NAME
+from dapo.rewards.restatements import RESTATED_SEGMENTS, THAT, after_its_noun, restating_that
 from dapo.rewards.unit_suffix import SCALE_WORDS
-from dapo.rewards.units import unit_of
 
 # "Answer:", "**Answer:**", "Final answer :", full-width colon; or a heading alone on its line with
 # no colon ("**Final Answer**", "## Answer"), whose answer is the next non-empty line. Quantifiers
@@ -66,12 +66,6 @@ _CONTINUES_MATH = frozenset("\\0123456789^_({")  # what after a $...$ segment be
 _COPULA = re.compile(r"(?<![A-Za-z\\])(?:is|are|equals)(?![A-Za-z])", re.IGNORECASE)
 _RELATIVE_WORDS = ("which", "what")
 _RELATIVE_CLAUSE = re.compile(r",\s{0,3}(?:which|where|since|because)(?![A-Za-z])", re.IGNORECASE)
-# "that is" before a copula's "is", after a comma, semicolon, opening parenthesis or blank space (_restating_that);
-# what it follows: a name, bare or in math ("x", "$a_1$", "a_{1}", "$\\theta$": no value's "$" or brace) ...
-_THAT = re.compile(r"([,;(]?)\s{0,3}(?<![A-Za-z])that\s{0,3}$", re.IGNORECASE)
-_NAME_BEFORE = re.compile(r"(?<![A-Za-z0-9\\_^{}])\$?\s{0,3}(?!(?:\\pi|e)(?![A-Za-z_]))" + NAME + r"\s{0,3}\$?\s{0,3}$")
-# ... or a value: a digit, a closing brace or parenthesis, "$", \pi or a lone e ("34", "\\frac{1}{2}", "34 \\text{ cm}", "$34$").
-_VALUE_BEFORE = re.compile(r"(?:[0-9})$]|\\pi|(?<![A-Za-z\\])e)\s{0,3}$")
 # "34 is the answer": a copula whose tail only names the answer, which is before it.
 _NAMES_THE_ANSWER = re.compile(r"(?:(?:the|my|our)\s{1,3})?(?:final\s{1,3}|correct\s{1,3})?(?:answer|result)\.?",
                                re.IGNORECASE)
@@ -205,6 +199,7 @@ def _clean_line(line: str) -> Extracted | None:
     line = line.replace("$$", "$").replace("\\(", "$").replace("\\)", "$")
     line = _EQUATED_SEGMENTS.sub(" = ", line)  # "$a+b$ = $34$" is one equation, not two answers
     line = _drop_remark_after_math(_after_copula(line.replace("\\[", "$").replace("\\]", "$")))
+    line = RESTATED_SEGMENTS.sub(r"\1", line)  # "$34$, that is, $34$": one value restated, not two answers
     segments = _math_segments(line)
     if len(segments) > 1 and is_inequality_disjunction(whole := clean_answer(line)):
         return Extracted(whole)  # "$x<-1$ or $x>2$": one set of reals, not two answers
@@ -252,8 +247,9 @@ def _after_copula(line: str) -> str:
     relative clause describes the answer and is skipped: ``$x^2$, which is even`` keeps
     ``x^2``; ``34, which is even`` after a copula is cut to ``34``. A comma after the copula is
     punctuation, not the answer's (``The answer is, \\frac{2}{3}``). "that is" is read by
-    :func:`_restating_that`: after a value it is no copula (``34, that is, 35`` is kept whole, the verifier
-    judges the remark), after a name it is one (``x, that is, \\frac{2}{3}`` gives ``\\frac{2}{3}``).
+    :func:`~dapo.rewards.restatements.restating_that`: after a value it is no copula (``34, that is, 35``
+    and ``34 ways, that is, 35`` are kept whole, the verifier judges the remark), after a name it is one
+    (``x, that is, \\frac{2}{3}`` gives ``\\frac{2}{3}``).
     """
     last = None
     dollars = 0
@@ -262,7 +258,7 @@ def _after_copula(line: str) -> str:
         dollars += line.count("$", at, match.start())
         at = match.start()
         relative = (line[max(0, at - 8) : at].rstrip().lower().endswith(_RELATIVE_WORDS)
-                    or _restating_that(line, at) is True)
+                    or restating_that(line, at, _items_in) is True)
         if dollars % 2 == 0 and not relative:
             last = match
     if last is None:  # "540, which is even": a relative clause without a number describes the answer
@@ -270,7 +266,7 @@ def _after_copula(line: str) -> str:
         return head.strip() if clause and _states_math(head) and not any(c.isdigit() for c in clause[0]) else line
     head, tail = line[: last.start()], line[last.end() :].strip(" :").lstrip(" ,")
     tail = _RELATIVE_CLAUSE.split(tail, maxsplit=1)[0].strip()
-    that = _THAT.search(head, max(0, len(head) - 24))
+    that = THAT.search(head, max(0, len(head) - 24))
     if that is not None and that.group(1) == "(" and tail.endswith(")") and tail.count(")") > tail.count("("):
         tail = tail[:-1].rstrip()  # "x (that is, 34)": the parenthesis around the copula closes after its value
     if _NAMES_THE_ANSWER.fullmatch(tail) and _states_math(head):  # "34 is the answer."
@@ -280,21 +276,9 @@ def _after_copula(line: str) -> str:
     return line
 
 
-def _restating_that(line: str, at: int) -> bool | None:
-    """For the copula at ``at``: None when it is not the "is" of "that is", else whether it restates a
-    value (as "i.e." does) rather than give a name's value (as "is" does). One rule for every form (a
-    comma, a semicolon, a parenthesis or nothing before "that"): after a value, a unit's included, it is
-    a remark the verifier judges (:func:`~dapo.rewards.hedges.restatement_changes`, the bracket rules):
-    ``34, that is, 35``, ``34 (that is, 35)``, ``34 cm that is 35`` offer two values, ``\\frac12 (that
-    is, 0.5)`` one. After a name (``x, that is, 34``, ``$a_1$ (that is, 34)``) or words (``the number of
-    ways, that is, 35``) it is a copula, the "x, that is," case being no exception to the rule."""
-    that = _THAT.search(line, max(0, at - 24), at)
-    if that is None:
-        return None
-    before = line[max(0, that.start() - 40) : that.start()]
-    if _NAME_BEFORE.search(before) is not None:
-        return False
-    return _VALUE_BEFORE.search(before) is not None or unit_of(before.rstrip()) is not None
+def _items_in(text: str) -> int:
+    """How many values ``text`` states as a list (``(1,2) and (3,4)``: 2), for :func:`restating_that`."""
+    return item_count(answer_items(text))
 
 
 # Two $...$ segments joined by an equals sign: "$a+b$ = $34$".
@@ -340,9 +324,11 @@ def _single_segment_answer(line: str, segment: str) -> str | None:
     (``not $34$``, ``at least $34$``). A closing remark that only restates the segment's value, its
     "or" included, offers none, in brackets or not, as after a box (``$\\frac13$ (or about 0.33)``,
     ``$\\frac13$, or about 0.33``, ``$34$ (or 34.0)``); an alternative or restatement whose computed value
-    is another offers one (``$2$ alternatively \\sqrt{2}``, :mod:`~dapo.rewards.alternatives`)."""
+    is another offers one (``$2$ alternatively \\sqrt{2}``, :mod:`~dapo.rewards.alternatives`). A unit or
+    counted noun before such a remark is the value's (``$34$ ways, that is, 35`` offers 35:
+    :func:`~dapo.rewards.restatements.after_its_noun`)."""
     parts = line.replace("\\$", "").split("$")
-    after = "".join(parts[2:]).strip()
+    after = after_its_noun("".join(parts[2:])).strip()
     segment = signed(segment.strip(), sign_before(parts[0]))
     remark = _WHOLE_REMARK.fullmatch(after)
     tail = remark.group(1) if remark is not None else after.lstrip(" \t.,;")

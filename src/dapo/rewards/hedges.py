@@ -19,7 +19,10 @@ Rules (each a false positive before: a hedge or a second value was accepted):
   35``; before, math-verify read one of the two values), one with its value leaves the head (``2, i.e.
   \\sqrt{4}``, ``\\frac12, i.e. 0.5``); a number follows the number rules (``\\sqrt2, i.e. 1.414`` is its
   rounding); a form not computed (``34, i.e. 2x``) or words are left as before. A number's known unit
-  ends its value as ``\\text{ cm}`` does (``34 cm, that is, 35`` is wrong; before, math-verify read 35).
+  ends its value as ``\\text{ cm}`` does (``34 cm, that is, 35`` is wrong; before, math-verify read 35), and
+  so do its counted noun and a LaTeX constant (``34 ways, i.e. 35``, ``\\infty, i.e. 35``, ``\\infty \\approx 35``
+  are wrong; a constant with no real value is restated only by itself:
+  :mod:`~dapo.rewards.restatements`).
 - **An approximation without brackets is a remark as in brackets** (:func:`bare_remark_changes`,
   :func:`without_bare_remark`): ``\\boxed{\\frac13} \\approx 0.33``, ``\\sqrt2 \\approx 1.414``,
   ``\\frac13, i.e. about 0.33`` restate the answer (its value rounded to the places given),
@@ -68,8 +71,8 @@ from dapo.rewards.number_forms import (
     value_of,
 )
 from dapo.rewards.remark_words import APPROXIMATION_WORDS, THAT_IS
+from dapo.rewards.restatements import LATEX_CONSTANT, constant_remark_changes, letters_end_a_value
 from dapo.rewards.unit_suffix import ARITHMETIC, SCALE_WORDS
-from dapo.rewards.units import unit_of
 
 _MAX_TAIL = 500  # how much of an answer's end is read for a closing remark
 _MAX_NUMBERS = 16  # numbers a remark on a list may restate
@@ -99,8 +102,9 @@ _ALL_MARKER_STARTS = frozenset("=≈∼\\iatwsrncle")  # ... of _BARE_MARKER
 # A parenthesis closing a remark: "\\pi \\approx 3.14 (3 cases)".
 _CLOSING_PARENTHESIS = re.compile(r"\(([^()]{0,400})\)$")
 _MARKER_STARTS = frozenset("≈∼\\iatwsrnce")  # the first character of each marker of _OWN_MARKER, lower-cased
-# A value's end: a digit, a brace, \\pi, Euler's e (a lone e: "x = e \\approx 2.72") or a parenthesis ("\\ln(2)").
-_VALUE_END = re.compile(r"(?:[0-9})]|\\pi|(?<![A-Za-z\\])e) {0,3}[,;]? {0,3}$")
+# A value's end: a digit, a brace, a constant (\\pi, \\infty, Euler's e: "x = e \\approx 2.72") or a parenthesis
+# ("\\ln(2)"); a number's unit or counted noun too (letters_end_a_value).
+_VALUE_END = re.compile(r"(?:[0-9})]|" + LATEX_CONSTANT + r") {0,3}[,;]? {0,3}$")
 
 
 def list_remark_changes(remark: str, items: list[str]) -> bool:
@@ -181,8 +185,10 @@ def bare_remark_changes(answer: str, tail: str) -> bool | None:
         return None
     own = without_bare_remark(answer)  # "\\boxed{34 \\approx 34} \\approx 7": the remark is on 34
     value = value_of(own) if own is not None else None
-    if own is None or value is None:
-        return None if own is not None else True
+    if own is None:
+        return True
+    if value is None:  # "\\infty \\approx 35": a constant with no real value is restated only by itself
+        return constant_remark_changes(own, tail)
     closing = _CLOSING_PARENTHESIS.search(tail)
     if closing is not None:  # "\\pi \\approx 3.14 (3 cases)": read as after the answer
         if remark_changes_the_number(closing.group(1), own):
@@ -201,8 +207,8 @@ def bare_remark_changes(answer: str, tail: str) -> bool | None:
 
 def _markers(text: str, pattern: re.Pattern[str], starts: frozenset[str]) -> Iterator[int]:
     """Where ``pattern`` (a marker) matches ``text`` outside brackets, right after a value (a digit, a brace,
-    a closing parenthesis, ``\\pi``, a lone ``e`` or a number's known unit, ``34 cm``, as ``34 \\text{ cm}``
-    is one, then blank space or a comma), not inside a word:
+    a closing parenthesis, a constant, ``\\pi``, ``\\infty`` or a lone ``e``, or a number's known unit or counted
+    noun, ``34 cm``, ``34 ways``, as ``34 \\text{ cm}`` is one, then blank space or a comma), not inside a word:
     ``\\approx`` in ``\\sqrt2 \\approx 7``, not in ``x \\approx 34`` or ``\\sqrt``. One bounded match per
     character: linear."""
     depth = 0
@@ -212,7 +218,7 @@ def _markers(text: str, pattern: re.Pattern[str], starts: frozenset[str]) -> Ite
         if depth != 0 or char.lower() not in starts or (char.isalpha() and at and text[at - 1].isalpha()):
             continue
         if pattern.match(text, at) is not None and (_VALUE_END.search(text, max(0, at - 12), at) is not None
-                                                    or unit_of(text[max(0, at - 40) : at].rstrip(" ,;")) is not None):
+                                                    or letters_end_a_value(text[:at])):
             yield at
 
 
@@ -238,7 +244,9 @@ def restatement_changes(answer: str, remark: str) -> bool | None:
     value = value_of(own)
     opening = OPENING.match(remark[:_MAX_TAIL])
     rest = remark[opening.end() : _MAX_TAIL].strip().rstrip(".$ ") if opening is not None else ""
-    if value is None or not rest:
+    if value is None:  # "\\infty, that is, 35": a constant with no real value is restated only by itself
+        return constant_remark_changes(own, remark)
+    if not rest:
         return None
     form = alternative_is_the_value(remark, own, value)  # "\\frac23, i.e. 0.666667", "34, i.e. 34.0": the value
     if form is not None:

@@ -32,6 +32,7 @@ from dapo.rewards.approximations import (
 from dapo.rewards.counts import counts_the_derivation, item_count, stated_count
 from dapo.rewards.exact_numbers import exact_rational
 from dapo.rewards.remark_words import NAME, OR_ADVERBS, RESTATING_WORDS
+from dapo.rewards.restatements import constant_remark_changes, letters_end_a_value
 from dapo.rewards.unit_suffix import (
     ARITHMETIC,
     SCALE_WORDS,
@@ -40,7 +41,6 @@ from dapo.rewards.unit_suffix import (
     is_unit,
     strip_unit_suffix,
 )
-from dapo.rewards.units import unit_of
 
 SPACES = ("\\,", "\\;", "\\:", "\\ ", "~", "\u00a0", "\u2009", "\u202f", "\u2007")
 _SUFFIXES = ("^{\\circ}", "^\\circ", "\\circ", "°", "\\degree", "\\%", "%", "\\$")
@@ -159,6 +159,9 @@ def remark_changes_the_number(remark: str, answer: str = "") -> bool:
     opening = _opening_word(remark)
     if opening in _SIGN_WORDS and (opening != "below" or _BELOW_ZERO.match(remark)):
         return not _is_negative(answer)
+    constant = constant_remark_changes(answer, remark)  # "\\infty (that is, 35)": no value to compare with
+    if constant is not None:
+        return constant
     value = value_of(answer) if answer else None
     form = computed_form(remark, answer, value)  # computed, so it decides: "2 (or \\sqrt{2})" is another
     if form is not None or (answer and (only_restates(answer, remark) or restates_value(remark, answer, value))):
@@ -200,7 +203,11 @@ def restates(answer: str, remark: str) -> bool:
     value never restates it, whatever its digits: ``or \\sqrt{2}``, ``\\approx \\sqrt2`` after 2), or it is
     one approximation of the value, rounded to the places it gives (``or about 0.33``, ``\\approx 0.333`` for
     ``\\frac13``, ``or about 1.41`` for ``\\sqrt2``: a value :func:`~dapo.rewards.approximations.real_value`
-    computes)."""
+    computes). A constant with no real value is restated only by itself (``or \\varnothing`` for
+    ``\\emptyset``: :func:`~dapo.rewards.restatements.constant_remark_changes`)."""
+    constant = constant_remark_changes(answer, remark)
+    if constant is not None:
+        return not constant
     value = value_of(answer)
     form = computed_form(remark, answer, value)  # "\\approx \\sqrt2", "or \\sqrt2" after 2: another value
     if form is not None or only_restates(answer, remark) or restates_value(remark, answer, value):
@@ -213,17 +220,18 @@ def restates(answer: str, remark: str) -> bool:
 
 
 # A parenthesis closing an answer after a value: "\frac{1}{3} (approximately 0.33)", "1/3 (since n is odd)",
-# "\pi (about 3.14)", "34 cm (that is, 35)" (after a letter: a number's known unit only, see without_closing_remark);
-# or an "or" that may restate it: "\frac{1}{3}, or about 0.33".
-_CLOSING_PARENTHESIS = re.compile(r"(?:(?<=[0-9}A-Za-z])|(?<=\\pi)) {0,3}\(([^()]{0,400})\)$")
-_CLOSING_OR = re.compile(r"(?:(?<=[0-9}])|(?<=\\pi)) {0,3},? {0,3}((?:or|\\text\{ {0,3}or {0,3}\})(?![A-Za-z])[^()]{0,400})$")
+# "\pi (about 3.14)", "34 cm (that is, 35)" (after a letter: a constant, a number's unit or counted noun only, see
+# without_closing_remark); or an "or" that may restate it: "\frac{1}{3}, or about 0.33", "34 cm, or about 34".
+_CLOSING_PARENTHESIS = re.compile(r"(?<=[0-9}A-Za-z]) {0,3}\(([^()]{0,400})\)$")
+_CLOSING_OR = re.compile(r"(?<=[0-9}A-Za-z]) {0,3},? {0,3}((?<![A-Za-z])(?:or|\\text\{ {0,3}or {0,3}\})(?![A-Za-z])[^()]{0,400})$")
 _COMMAND_NAME = re.compile(r"\\[A-Za-z]+")
 
 
 def without_closing_remark(answer: str) -> str | None:
     """``answer`` without a remark that closes it, for any ground truth (the integer rules drop
-    one after a number already): a parenthesis after a value (a digit, ``}`` or a number's known unit,
-    ``34 cm``) holding words (a word of three letters or more outside LaTeX commands, and something
+    one after a number already): a parenthesis after a value (a digit, ``}``, a constant, ``\\infty``, or a
+    number's known unit or counted noun, ``34 cm``, ``34 ways``: :func:`~dapo.rewards.restatements.letters_end_a_value`)
+    holding words (a word of three letters or more outside LaTeX commands, and something
     else or a fourth letter: ``(mod 7)``, ``(exact)``, not ``(ab)`` or ``(abc)``, which may be a
     product), an approximation (``(\\approx 0.333)``, ``(~0.33)``), an "or" (``(or 0.5)``) or a
     restatement (``(= 0.5)``, ``34 cm (that is, 35)`` after a unit as after ``\\text{ cm}``), and no
@@ -232,15 +240,18 @@ def without_closing_remark(answer: str) -> str | None:
     :func:`~dapo.rewards.alternatives.computed_form`).
     None when the remark changes the answer (:func:`remark_changes_the_number`: ``\\frac13 (about
     0.5)``, ``(or 35)``, ``(= 0.6)``); one with an "or" or "either" is dropped only when it restates
-    the value (:func:`restates`), else kept for the hedge rule, as is an "or" without brackets
-    (``\\frac13, or about 0.33`` is ``\\frac13``, as after a box). ``answer`` itself when there is none."""
+    the value (:func:`restates`), else kept for the hedge rule, as is an "or" without brackets after a
+    value (``\\frac13, or about 0.33`` is ``\\frac13``, as after a box; ``34 cm, or about 34`` is ``34 cm``).
+    ``answer`` itself when there is none."""
     closing = _CLOSING_PARENTHESIS.search(answer[-500:])
     before = answer[: len(answer) - len(closing.group(0))] if closing is not None else ""
-    if before[-1:].isalpha() and not before.endswith("\\pi") and unit_of(before) is None:
-        return answer  # "x (mod 7)": after a letter only a unit ends a value ("34 cm (that is, 35)", as "\\text{ cm}")
+    if before[-1:].isalpha() and not letters_end_a_value(before):
+        return answer  # "x (mod 7)": after a letter only a constant, unit or counted noun ends a value ("34 cm")
     if closing is None:
         alternative = _CLOSING_OR.search(answer[-500:])
         head = answer[: len(answer) - len(alternative.group(0))] if alternative else ""
+        if head[-1:].isalpha() and not letters_end_a_value(head):
+            return answer  # "x, or 34": no value before the "or"
         return head.rstrip() if alternative and restates(head, TEXT_WRAPPED.sub(r"\1", alternative.group(1))) else answer
     inside = TEXT_WRAPPED.sub(r"\1", closing.group(1))  # "(\text{about } 0.5)": its words
     head = answer[: len(answer) - len(closing.group(0))].rstrip()

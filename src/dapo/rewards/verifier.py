@@ -39,7 +39,9 @@ Policy (what counts as correct), in order:
    wrong) follows the rule of a bracketed one, in a single answer and in each item; so does a
    restatement after "i.e.", "ie", "that is" or "equivalently" (``2, i.e. \\sqrt{4}`` states 2; ``34, i.e.
    \\frac{2}{3}``, ``x = 2; i.e. \\sqrt{2}`` are wrong; ``34, i.e. 2x`` is left to math-verify), while an
-   ``=`` or "which is" keeps the rules of the Answer line (:mod:`~dapo.rewards.hedges`).
+   ``=`` or "which is" keeps the rules of the Answer line (:mod:`~dapo.rewards.hedges`). A value ends at its
+   unit or counted noun, and a LaTeX constant is a value, not a name (``34 ways, that is, 35``, ``\\infty,
+   that is, 35`` are wrong; ``34 cm, or about 34`` states 34: :mod:`~dapo.rewards.restatements`).
 5. :func:`~dapo.rewards.equivalence.quick_verdict` (``quick_list_verdict`` for lists) decides
    integers exactly with string operations; everything else goes to math-verify.
 

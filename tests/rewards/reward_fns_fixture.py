@@ -42,6 +42,10 @@ def returns_dict_without_score(response: str, ground_truth: str, extra: dict) ->
     return {"reward": 1.0}
 
 
+def returns_dict_with_text_score(response: str, ground_truth: str, extra: dict) -> dict:
+    return {"score": "1.0"}
+
+
 def wrong_arity(response: str) -> float:
     return 0.0
 

@@ -166,3 +166,20 @@ def test_the_default_worker_count_follows_this_process_cpus_not_the_machines(mon
     assert default_num_workers() == 4
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(200)), raising=False)
     assert default_num_workers() == MAX_DEFAULT_WORKERS == 32
+
+
+def test_a_function_s_extra_is_the_row_s_fields_with_its_prompt_and_data_source_unless_it_has_its_own() -> None:
+    """Built in one place (the trainer added the prompt, the scorer the data_source): the prompt
+    first, the row's fields over it, the data_source last unless the row has one; the row's dict
+    is not changed, and the start-up dummy item has both fields, as every real item."""
+    from dapo.rewards.scorer import _SMOKE_ITEM, function_extra
+
+    row = {"k": 1}
+    extra = function_extra(row, "math", [{"role": "user", "content": "What is 1+1?"}])
+    assert list(extra.items()) == [("prompt", [{"role": "user", "content": "What is 1+1?"}]), ("k", 1),
+                                   ("data_source", "math")]
+    assert row == {"k": 1}
+    assert function_extra({"prompt": "own", "data_source": "own"}, "math", "asked") == {"prompt": "own",
+                                                                                       "data_source": "own"}
+    assert function_extra(None, None) == {} and function_extra({"k": 1}, None, None) == {"k": 1}
+    assert _SMOKE_ITEM[2] == {"prompt": "What is 0 + 1?", "data_source": "smoke_test"}

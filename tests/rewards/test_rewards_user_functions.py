@@ -105,12 +105,32 @@ def test_function_that_always_sleeps_warns_at_start_and_times_out(
 
 @pytest.mark.parametrize(
     ("name", "message"),
-    [("returns_string", "is a str, not a number"), ("returns_dict_without_score", "no 'score'")],
+    [("returns_string", "is a str, not a number"), ("returns_dict_without_score", "no 'score'"),
+     ("returns_dict_with_text_score", r"'score' is a str, not a number \(in the returned dict\)")],
 )
 def test_wrong_return_type_fails_before_training(name: str, message: str) -> None:
     cfg = RewardConfig(functions=[spec(name)], num_workers=1)
     with pytest.raises(RewardFunctionError, match=message):
         RewardScorer(cfg)
+
+
+@pytest.mark.parametrize(("value", "why"), [
+    ("1.0", "the return value is a str, not a number"),
+    (2e6, "the score 2e+06 is beyond +-1e+06: rewards this large make the group advantages overflow; scale the reward down"),
+    ({"reward": 1.0}, "the returned dict has no 'score' key (keys: ['reward'])"),  # names the dict already
+    ({"score": "1.0"}, "'score' is a str, not a number (in the returned dict)"),
+    ({"score": 2e6}, "the score 2e+06 is beyond +-1e+06: rewards this large make the group advantages overflow; "
+                     "scale the reward down (in the returned dict)"),
+    ({"score": 1.0, "acc": "yes"}, "'acc' is a str, not a number (in the returned dict)"),
+    ({"score": 1.0, "judge": [0.5]}, "'judge' is a list, not a number (in the returned dict)"),
+])
+def test_a_bad_return_value_is_named_and_a_dict_s_bad_field_says_where_it_is(value: object, why: str) -> None:
+    """A dict's bad field is told by its exception's type (DictFieldError), not by what the
+    message says; per response of a batched function too."""
+    from dapo.rewards.worker import _batch_outcome, _item_outcome
+
+    assert _item_outcome(value) == ("bad", why)
+    assert _batch_outcome([value, 1.0], 2) == ("ok", [("bad", why), ("ok", (1.0, None, {}))])
 
 
 def test_import_error_fails_before_training() -> None:

@@ -224,3 +224,44 @@ def test_tis_cap_with_a_loss_that_takes_no_importance_weights_is_refused(doc_plu
                                           rf"\({re.escape(str(doc_plugin))}:\d+\) takes no importance_weights"):
         load_config(overrides=[*overrides, "algorithm.policy_loss=plain_pg"])
     assert load_config(overrides=overrides).algorithm.tis_cap == 2  # decoupled_clip multiplies by them
+
+
+def test_the_rehearsal_and_the_update_pass_a_plugin_loss_the_same_arguments(tiny_model_dir, monkeypatch):
+    """Both call a policy loss through call_policy_loss, whose signature is the one list of what a
+    loss is passed (POLICY_LOSS_CALL): a plugin is rehearsed with the update's arguments, no more
+    and no fewer (the rehearsal had its own copy of the keyword list). The built-in loss and
+    docs/extending.md's table take that list too."""
+    import inspect
+
+    from transformers import AutoModelForCausalLM
+
+    from dapo.algo.policy_loss import POLICY_LOSS_CALL
+    from dapo.algo.rehearsal import rehearse_plugins
+    from dapo.config import AlgorithmConfig, TrainerConfig
+    from dapo.trainer.batch import Sample
+    from dapo.trainer.policy import PolicyWorker
+
+    calls: list[tuple[int, list[str]]] = []
+
+    def recording(*args, importance_weights, **kwargs):  # (importance_weights named: tis_cap's config check)
+        calls.append((len(args), sorted([*kwargs, "importance_weights"])))
+        return algo.compute_policy_loss(*args, importance_weights=importance_weights, **kwargs)
+
+    monkeypatch.setitem(algo.POLICY_LOSSES, "recording", recording)
+    rehearse_plugins("grpo", "recording", "token-mean", advantage_eps=1e-6, clip_ratio_low=0.2, clip_ratio_high=0.28,
+                     clip_ratio_c=10.0, norm_const=8.0, tis_cap=2.0)
+    assert len(calls) == 1  # (a rehearsal call that raised would only have warned)
+    trainer_cfg = TrainerConfig(prompts_per_step=1, mini_batch_prompts=1, micro_batch_tokens=1000, lr=1e-3,
+                                warmup_steps=0)
+    worker = PolicyWorker(AutoModelForCausalLM.from_pretrained(tiny_model_dir),
+                          AlgorithmConfig(policy_loss="recording", tis_cap=2.0), trainer_cfg, pad_token_id=0,
+                          temperature=1.0, total_steps=1, norm_const=8.0)
+    worker.update([Sample(0, "u", [5, 6], [7, 8, 9], [-1.0] * 3, False, advantage=1.0, old_logprobs=[-1.1] * 3)])
+    rehearsed, *updated = calls
+    positional, keywords = POLICY_LOSS_CALL
+    assert updated and all(call == rehearsed for call in updated)
+    assert rehearsed == (len(positional), sorted(keywords))
+    built_in = inspect.signature(algo.compute_policy_loss).parameters.values()
+    assert [p.name for p in built_in if p.kind is p.KEYWORD_ONLY] == list(keywords)
+    documented = re.search(r"like `dapo.algo.compute_policy_loss`: `fn\((.*?)\) ->", DOC.read_text()).group(1)
+    assert documented == ", ".join([*positional, "*", *keywords])

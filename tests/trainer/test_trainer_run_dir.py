@@ -28,7 +28,9 @@ def test_a_second_run_on_the_same_directory_refuses_naming_the_first(tiny_model_
     assert dapo_main(["train", "default", *tiny_overrides(tiny_model_dir, run, reward_file)]) == 2
     assert "error: output_dir" in capsys.readouterr().err  # one line, no traceback
     first.state.close()
+    assert not (run / ".lock").exists()  # a closed run leaves no lock file behind to look stale
     Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=1")).train()  # free again
+    assert not (run / ".lock").exists()  # nor does a run that trained to its end
 
 
 def test_leftover_temporary_checkpoints_of_a_killed_run_are_removed(tiny_model_dir, reward_file, tmp_path):

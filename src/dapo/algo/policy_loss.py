@@ -32,6 +32,7 @@ multiplied by the detached weight w = min(pi_old / pi_rollout, cap); see :func:`
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, fields
 
 import torch
@@ -42,10 +43,9 @@ from dapo.algo.registry import PluginError, Registry, defined_at
 
 LOG_RATIO_CLAMP = 20.0
 
-# fn(logprobs, old_logprobs, advantages, response_mask, *, clip_ratio_low, clip_ratio_high,
-#    clip_ratio_c, loss_agg_mode, num_tokens, num_seqs, norm_const, importance_weights)
-#    -> (scalar loss, PolicyLossStats); selected by algorithm.policy_loss. The built-in
-#    "decoupled_clip" is :func:`compute_policy_loss`.
+# fn(logprobs, old_logprobs, advantages, response_mask, *, <the keywords of call_policy_loss>)
+#    -> (scalar loss, PolicyLossStats), called only through :func:`call_policy_loss`; selected by
+#    algorithm.policy_loss. The built-in "decoupled_clip" is :func:`compute_policy_loss`.
 POLICY_LOSSES: Registry = Registry("policy loss")
 
 
@@ -173,12 +173,38 @@ def compute_policy_loss(
     return loss, stats
 
 
-def call_policy_loss(name: str, logprobs: Tensor, *args, **kwargs) -> tuple[Tensor, PolicyLossStats]:
-    """``POLICY_LOSSES[name](logprobs, *args, **kwargs)``, its result checked: a registered loss
-    (a plugin's) that returns something else than ``(scalar loss with a gradient, PolicyLossStats)``
-    is named with its file, instead of failing later in the update or dropping the policy metrics."""
+def call_policy_loss(
+    name: str,
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    response_mask: Tensor,
+    *,
+    clip_ratio_low: float,
+    clip_ratio_high: float,
+    clip_ratio_c: float | None,
+    loss_agg_mode: str,
+    num_tokens: float | Tensor | None,
+    num_seqs: float | Tensor | None,
+    norm_const: float | None,
+    importance_weights: Tensor | None,
+) -> tuple[Tensor, PolicyLossStats]:
+    """``POLICY_LOSSES[name]`` called as every caller calls it, its result checked: a registered
+    loss (a plugin's) that returns something else than ``(scalar loss with a gradient,
+    PolicyLossStats)`` is named with its file, instead of failing later in the update or dropping
+    the policy metrics.
+
+    This signature is the one list of what a policy loss is passed (:data:`POLICY_LOSS_CALL`):
+    every keyword is required and forwarded by name, so the trainer's update and the plugin
+    rehearsal (:mod:`dapo.algo.rehearsal`), which both call here, cannot pass a plugin different
+    arguments: a keyword added for one is a TypeError in the other until it passes it too."""
     loss_fn = POLICY_LOSSES.lookup(name)
-    result = loss_fn(logprobs, *args, **kwargs)
+    result = loss_fn(
+        logprobs, old_logprobs, advantages, response_mask,
+        clip_ratio_low=clip_ratio_low, clip_ratio_high=clip_ratio_high, clip_ratio_c=clip_ratio_c,
+        loss_agg_mode=loss_agg_mode, num_tokens=num_tokens, num_seqs=num_seqs, norm_const=norm_const,
+        importance_weights=importance_weights,
+    )
     what = f"policy loss {name!r} ({defined_at(loss_fn)})"
     if not isinstance(result, tuple) or len(result) != 2:
         got = f"a tuple of {len(result)}" if isinstance(result, tuple) else f"a {type(result).__name__}"
@@ -195,6 +221,16 @@ def call_policy_loss(name: str, logprobs: Tensor, *args, **kwargs) -> tuple[Tens
         raise PluginError(f"{what} returned stats of type {type(stats).__name__}: return the PolicyLossStats "
                           "that dapo.algo.policy_loss_stats builds (the clip fractions, KL and ratio metrics)")
     return loss, stats
+
+
+_CALL_PARAMETERS = list(inspect.signature(call_policy_loss).parameters.values())[1:]  # (after the registry name)
+# How a policy loss is called, (positional argument names, keyword argument names): read off
+# call_policy_loss, the one call there is, for the config's check of a plugin's signature
+# (dapo.config.training) and docs/extending.md's table, which its test compares.
+POLICY_LOSS_CALL: tuple[tuple[str, ...], tuple[str, ...]] = (
+    tuple(p.name for p in _CALL_PARAMETERS if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD),
+    tuple(p.name for p in _CALL_PARAMETERS if p.kind is inspect.Parameter.KEYWORD_ONLY),
+)
 
 
 def policy_loss_stats(

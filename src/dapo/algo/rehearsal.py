@@ -4,8 +4,10 @@ Why: the trainer checks what a registered advantage estimator, policy loss or ag
 returns at its first call (:class:`~dapo.algo.registry.PluginError`), which on a large model comes
 after minutes of loading and a first rollout. The same calls, with the same arguments, on 2
 prompts x 2 responses of 3 tokens find a wrong shape, a detached loss or an exception in
-milliseconds. An exception is only a warning: it may be the rehearsal's own (a CPU batch for a
-loss that moves its tensors to a GPU), as a reward function's failure on the scorer's dummy item is.
+milliseconds. The policy loss is passed what :func:`~dapo.algo.policy_loss.call_policy_loss`
+passes, through which the trainer's update calls it too: its required keywords are the one list
+of them. An exception is only a warning: it may be the rehearsal's own (a CPU batch for a loss
+that moves its tensors to a GPU), as a reward function's failure on the scorer's dummy item is.
 Built-in entries are not rehearsed: their tests cover them.
 """
 

@@ -13,13 +13,9 @@ from dapo.config.checks import ConfigError, check, one_of
 from dapo.user_code import import_user_code
 
 # How the trainer calls each registry's entries (docs/extending.md's signatures): positional
-# argument names, keyword argument names.
+# argument names, keyword argument names. A policy loss's: dapo.algo.policy_loss.POLICY_LOSS_CALL,
+# read off the one function that calls it (imported with the registries: torch).
 _ADVANTAGE_CALL = (("scores", "group_ids", "eps"), ())
-_POLICY_LOSS_CALL = (
-    ("logprobs", "old_logprobs", "advantages", "response_mask"),
-    ("clip_ratio_low", "clip_ratio_high", "clip_ratio_c", "loss_agg_mode", "num_tokens", "num_seqs", "norm_const",
-     "importance_weights"),
-)
 _LOSS_AGG_CALL = (("masked_loss", "token_mask", "num_tokens", "num_seqs", "norm_const"), ())
 
 
@@ -130,12 +126,13 @@ class AlgorithmConfig:
 
     def __post_init__(self) -> None:
         from dapo import algo  # the registries; imported here so that the config imports no torch
+        from dapo.algo.policy_loss import POLICY_LOSS_CALL
 
         for location in self.plugins:
             import_user_code(location, f"algorithm.plugins entry {location!r}", ConfigError)
         for key, registry, call in (
             ("advantage", algo.ADVANTAGE_ESTIMATORS, _ADVANTAGE_CALL),
-            ("policy_loss", algo.POLICY_LOSSES, _POLICY_LOSS_CALL),
+            ("policy_loss", algo.POLICY_LOSSES, POLICY_LOSS_CALL),
             ("loss_agg_mode", algo.LOSS_AGG_MODES, _LOSS_AGG_CALL),
         ):
             name = getattr(self, key)

@@ -33,8 +33,22 @@ from dapo.rewards.user_functions import RewardFunctionError, absolute_spec, func
 from dapo.rewards.verifier import Prepared, prepare, shorten
 
 logger = logging.getLogger("dapo.rewards")
-# the fields every real item's extra has (the trainer's prompt, the row's data_source), no others
-_SMOKE_ITEM = ("Reasoning...\nAnswer: 1", "1", {"prompt": "What is 0 + 1?", "data_source": "smoke_test"})
+
+
+def function_extra(extra: dict | None, data_source: str | None, prompt: Any = None) -> dict:
+    """What a user function gets as ``extra``, built here alone: a copy of the row's extra fields,
+    after the ``prompt`` it answers (an LLM judge reads the question, as TRL's reward functions
+    get it) and with the row's ``data_source`` (which the loader takes out of the row's fields, as
+    verl's ``compute_score`` gets it as an argument), unless the row has a field of that name."""
+    fields = {} if prompt is None else {"prompt": prompt}
+    fields.update(extra or {})
+    if data_source is not None:
+        fields.setdefault("data_source", data_source)
+    return fields
+
+
+# the fields every real item's extra has (the problem's prompt, the row's data_source), no others
+_SMOKE_ITEM = ("Reasoning...\nAnswer: 1", "1", function_extra(None, "smoke_test", "What is 0 + 1?"))
 
 
 class RewardScorer:
@@ -85,15 +99,19 @@ class RewardScorer:
         ground_truths: list[str],
         data_sources: list[str] | None = None,
         extras: list[dict] | None = None,
+        prompts: list[Any] | None = None,
     ) -> list[RewardResult]:
-        """One :class:`RewardResult` per response, in order; never raises for a bad response."""
+        """One :class:`RewardResult` per response, in order; never raises for a bad response.
+        ``prompts``: the problem each answers (a string or a chat list), for user functions'
+        ``extra`` (:func:`function_extra`)."""
         n = len(responses)
         data_sources = list(data_sources) if data_sources is not None else [None] * n
         extras = list(extras) if extras is not None else [{} for _ in range(n)]
-        if not len(ground_truths) == len(data_sources) == len(extras) == n:
+        prompts = list(prompts) if prompts is not None else [None] * n
+        if not len(ground_truths) == len(data_sources) == len(extras) == len(prompts) == n:
             raise ValueError(
                 f"score() got {n} responses, {len(ground_truths)} ground truths, "
-                f"{len(data_sources)} data sources and {len(extras)} extras; they must match"
+                f"{len(data_sources)} data sources, {len(extras)} extras and {len(prompts)} prompts; they must match"
             )
         texts = [_as_text(r) for r in responses]
         golds = [_as_text(g) for g in ground_truths]
@@ -106,7 +124,8 @@ class RewardScorer:
                 tasks.append(("math", item.ground_truth, item.pred))
         calls = [(k, range(start, min(start + (size or 1), n)))  # (function, the responses of one call)
                  for k, size in enumerate(self._batch_sizes) for start in range(0, n, size or 1)]
-        fn_tasks = [self._task(k, [(texts[i], golds[i], _function_extra(extras[i], data_sources[i])) for i in items])
+        fn_tasks = [self._task(k, [(texts[i], golds[i], function_extra(extras[i], data_sources[i], prompts[i]))
+                                   for i in items])
                     for k, items in calls]
         timeouts = [None] * len(tasks) + [self._timeouts[k] for k, _ in calls]
         tasks += fn_tasks
@@ -273,16 +292,6 @@ class RewardScorer:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-
-def _function_extra(extra: dict | None, data_source: str | None) -> dict:
-    """What a user function gets as ``extra``: a copy of the row's extra fields, with the row's
-    ``data_source`` (which the loader takes out of the row's fields, as verl's ``compute_score``
-    gets it as an argument) unless a field of that name is already there."""
-    extra = dict(extra or {})
-    if data_source is not None:
-        extra.setdefault("data_source", data_source)
-    return extra
 
 
 def _as_text(value: Any) -> str:

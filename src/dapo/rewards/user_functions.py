@@ -26,6 +26,13 @@ class RewardFunctionError(UserError, ValueError):
     """A user reward function cannot be loaded, returns the wrong kind of value, or fails on everything."""
 
 
+class DictFieldError(TypeError):
+    """A returned dict's ``"score"``, ``"acc"`` or metric is wrong. The message names the key
+    (``'score' is a str, not a number``) but not the dict, which whoever shows it adds (the
+    scoring worker: ``... (in the returned dict)``); raised apart from the TypeError of a wrong
+    return value as a whole, whose message names the value or the dict already."""
+
+
 def split_spec(spec: str) -> tuple[str, str]:
     """``"path/to/file.py:fn"`` or ``"pkg.mod:fn"`` -> (location, function name)."""
     location, sep, name = spec.rpartition(":")
@@ -120,12 +127,21 @@ def normalize_return(value: Any) -> tuple[float, bool | None, dict[str, float]]:
     """(score, acc or None, extra metrics) from a user function's return value.
 
     Raises ``TypeError`` with a message naming the problem for anything but a finite number or
-    a dict with a numeric ``"score"`` and numeric other values, or a score beyond MAX_ABS_SCORE.
+    a dict with a numeric ``"score"`` and numeric other values, or a score beyond MAX_ABS_SCORE:
+    :class:`DictFieldError` when it is one of a dict's values.
     """
     if not isinstance(value, dict):
         return _bounded_score(_finite_number(value, "the return value")), None, {}
     if "score" not in value:
         raise TypeError(f"the returned dict has no 'score' key (keys: {sorted(map(str, value))})")
+    try:
+        return _dict_fields(value)
+    except Exception as exc:  # whatever a value's conversion raised: its message names its key
+        raise DictFieldError(str(exc)) from exc
+
+
+def _dict_fields(value: dict) -> tuple[float, bool | None, dict[str, float]]:
+    """:func:`normalize_return` of a dict that has a ``"score"``."""
     score = _bounded_score(_finite_number(value["score"], "'score'"))
     acc = value.get("acc")
     if acc is not None:

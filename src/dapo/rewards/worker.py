@@ -49,7 +49,12 @@ from dapo.rewards.process_tree import (
     end_everything_below,
     reap_orphans,
 )
-from dapo.rewards.user_functions import RewardFunction, load_reward_function, normalize_return
+from dapo.rewards.user_functions import (
+    DictFieldError,
+    RewardFunction,
+    load_reward_function,
+    normalize_return,
+)
 
 Outcome = tuple[str, Any]
 _MAX_TRACEBACK_CHARS = 4000
@@ -352,11 +357,10 @@ def run_task(pickled_task: bytes, functions: list[RewardFunction]) -> Outcome:
 def _item_outcome(value: Any) -> Outcome:
     try:
         return "ok", normalize_return(value)
-    except Exception as exc:
-        # a dict's bad field is named by its key ('score' is a str): say where; any other message
-        # names the value's type already ("the return value is a NoneType, not a number")
-        field = isinstance(value, dict) and "returned dict" not in str(exc)
-        return "bad", f"{exc} (in the returned dict)" if field else str(exc)
+    except DictFieldError as exc:  # a dict's bad field is named by its key ('score' is a str): say where
+        return "bad", f"{exc} (in the returned dict)"
+    except Exception as exc:  # names the value ("the return value is a NoneType, not a number") or the dict
+        return "bad", str(exc)
 
 
 def _batch_outcome(values: Any, size: int) -> Outcome:

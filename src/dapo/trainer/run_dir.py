@@ -2,7 +2,8 @@
 
 - One run per directory: ``dapo train`` holds an exclusive ``flock`` on ``RUN_DIR/.lock`` (with
   its pid written inside) for as long as it runs; a second run on the same directory stops at
-  once, naming the pid. The kernel drops the lock when the process dies, SIGKILL included.
+  once, naming the pid. The kernel drops the lock when the process dies, SIGKILL included; a run
+  that ends removes the file (a killed run's is left, and reused by the next).
 - Leftovers of killed runs (``checkpoints/.tmp-step-*`` and ``.old-step-*``, half-written or
   half-swapped checkpoints) are removed by the next run, which holds the lock, so none is live.
 - A checkpoint resumed into a run must be of the same model (architecture, and model.path and
@@ -12,6 +13,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -26,6 +28,7 @@ from dapo.config.loading import absolute_local_path
 from dapo.errors import UserError
 
 LOCK_FILE = ".lock"
+_LOCK_ATTEMPTS = 100  # a lock file removed each time it is locked: runs releasing it lose no race this often
 STATE_FILE = "trainer_state.pt"  # a checkpoint is complete once this is in it (written last)
 SHARDED_DIR = "policy"  # a checkpoint's DCP shards of model, optimizer and scheduler (several ranks)
 # A checkpoint without the Hugging Face export keeps its model config here (not as config.json,
@@ -43,32 +46,75 @@ class RunDirError(UserError, RuntimeError):
 
 
 class RunDirLock:
-    """An exclusive lock on a run directory for the life of one run."""
+    """An exclusive lock on a run directory for the life of one run (a context manager too).
+
+    The file is removed on release, while still locked, so that a finished run leaves no
+    ``.lock`` behind that looks stale. That opens a race the acquisition closes: a second run
+    that opened the file before the release removed it gets its lock once the first lets go, on
+    a file no longer at the path, while a third could create and lock a new one. So a lock counts
+    only if, once ``flock`` returns, the path still names the locked file (same inode); else the
+    file is opened again, as it is now."""
 
     def __init__(self, run_dir: Path) -> None:
         self.path = run_dir / LOCK_FILE
-        self._handle: IO[str] | None = open(self.path, "a+")  # noqa: SIM115 (held until release)
-        try:
-            fcntl.flock(self._handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._handle.seek(0)
-            holder = self._handle.read().strip() or "unknown"
-            self._handle.close()
-            self._handle = None
-            raise RunDirError(
-                f"output_dir {run_dir} is in use by another dapo train (pid {holder}); wait for it to "
-                "finish, or give this run another output_dir"
-            ) from None
+        self._handle: IO[str] | None = self._acquire(run_dir)
         self._handle.seek(0)
         self._handle.truncate()
         self._handle.write(f"{os.getpid()}\n")
         self._handle.flush()
 
+    def _acquire(self, run_dir: Path) -> IO[str]:
+        for _ in range(_LOCK_ATTEMPTS):
+            handle = open(self.path, "a+")  # noqa: SIM115 (held until release)
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                locked = True
+            except BlockingIOError:
+                locked = False
+            except BaseException:
+                handle.close()
+                raise
+            if not self._names(handle):  # removed (released) or replaced since it was opened: again
+                handle.close()
+                continue
+            if locked:
+                return handle
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            handle.close()
+            raise RunDirError(
+                f"output_dir {run_dir} is in use by another dapo train (pid {holder}); wait for it to "
+                "finish, or give this run another output_dir"
+            )
+        raise RunDirError(f"could not lock {self.path}: it was removed or replaced between its opening and its "
+                          f"locking {_LOCK_ATTEMPTS} times in a row (a program other than dapo train removing it?)")
+
+    def _names(self, handle: IO[str]) -> bool:
+        """Whether the lock file's path names the file ``handle`` has open."""
+        try:
+            at_path = os.stat(self.path)
+        except FileNotFoundError:
+            return False
+        opened = os.fstat(handle.fileno())
+        return (at_path.st_dev, at_path.st_ino) == (opened.st_dev, opened.st_ino)
+
     def release(self) -> None:
+        """Remove the lock file, then unlock it: a run that opened it before then finds it gone
+        once locked, and opens a new one (see the class docstring). Not a file that is no longer
+        this lock's (someone removed it and another run made its own)."""
         if self._handle is not None:
+            if self._names(self._handle):  # (nothing else unlinks it while this lock is held)
+                with contextlib.suppress(FileNotFoundError):
+                    self.path.unlink()
             fcntl.flock(self._handle, fcntl.LOCK_UN)
             self._handle.close()
             self._handle = None
+
+    def __enter__(self) -> RunDirLock:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
 
 
 def remove_stale_checkpoint_temps(run_dir: Path) -> int:

@@ -49,10 +49,8 @@ def score_completions(
         )
     texts = tokenizer.batch_decode([c.token_ids for c in completions], skip_special_tokens=True)
     owners = [problems[c.prompt_index] for c in completions]
-    # a reward function's extra: the row's other fields and the prompt it answers (an LLM judge reads
-    # the question, as TRL's reward functions get it), unless the row has a field of that name
-    extras = [{"prompt": p.prompt, **p.extra} for p in owners]
-    results = scorer.score(texts, [p.ground_truth for p in owners], [p.data_source for p in owners], extras)
+    results = scorer.score(texts, [p.ground_truth for p in owners], [p.data_source for p in owners],
+                           [p.extra for p in owners], [p.prompt for p in owners])
     return ScoredGeneration(texts, results)
 
 

@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 
 from dapo.config.checks import check, one_of
 
+# The smallest address-space cap a scoring worker starts under, with room for a reward function.
+_MIN_WORKER_MEMORY_GB = 0.5
+
 
 @dataclass
 class RewardFunctionSpec:
@@ -41,6 +44,12 @@ class RewardConfig:
     timeout_s: float = 5.0
     # Scoring worker processes; 0 means one per CPU this process may use (its affinity), at most 32.
     num_workers: int = 0
+    # Cap in GiB on each scoring worker's address space (Linux RLIMIT_AS: virtual memory, the
+    # worker's imports included, about 0.2 GiB), what its reward functions start included: an
+    # allocation past it raises MemoryError in the function, scored as a failure like any raise.
+    # 0: no cap. Either way workers are the OOM killer's first choice, so a leak costs a worker
+    # (replaced), not the trainer.
+    memory_limit_gb: float = 0.0
     # Responses longer than this (characters) are cut to their tail before parsing.
     max_response_chars: int = 20000
     # Stop the run when one scorer (a reward function, or math-verify) fails on every response of
@@ -53,6 +62,9 @@ class RewardConfig:
         check(self.max_failing_steps >= 0, "reward.max_failing_steps must be >= 0 (0 never stops)")
         check(self.timeout_s > 0, "reward.timeout_s must be > 0")
         check(self.num_workers >= 0, "reward.num_workers must be >= 0 (0 = one per core)")
+        check(self.memory_limit_gb == 0 or self.memory_limit_gb >= _MIN_WORKER_MEMORY_GB,
+              f"reward.memory_limit_gb={self.memory_limit_gb} would not let a scoring worker start (its imports "
+              f"take about 0.2 GiB of address space): 0 (no cap) or at least {_MIN_WORKER_MEMORY_GB}")
         check(self.max_response_chars >= 1, "reward.max_response_chars must be >= 1 (the tail kept for parsing)")
         self.functions = [
             f if isinstance(f, RewardFunctionSpec) else RewardFunctionSpec(**f)

@@ -63,7 +63,7 @@ _WORKER_CODE = (
     "spec = util.spec_from_file_location('dapo_keeper', sys.argv[4]); tree = util.module_from_spec(spec); "
     "spec.loader.exec_module(tree); "
     "capture = tree.CaptureFile(); "
-    "keeper = tree.start_keeper(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == '1', capture); "
+    "keeper = tree.start_keeper(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == '1', capture, int(sys.argv[5])); "
     "from dapo.rewards.worker import main; main(sys.argv[1:4], keeper, capture)"
 )
 
@@ -80,8 +80,9 @@ class _Worker:
     deadline: float = math.inf  # when the task at the head of ``inflight`` must be done
 
 
-def _launch(function_specs: list[str]) -> _Worker:
-    """Start one worker interpreter and send it what it needs to load the user functions."""
+def _launch(function_specs: list[str], memory_limit_bytes: int = 0) -> _Worker:
+    """Start one worker interpreter and send it what it needs to load the user functions.
+    ``memory_limit_bytes``: its address-space cap, 0 for none (:func:`process_tree.limit_worker_memory`)."""
     parent_sock, child_sock = socket.socketpair()
     env = dict(os.environ)
     package_root = str(Path(__file__).resolve().parents[2])  # the directory holding dapo/
@@ -89,7 +90,8 @@ def _launch(function_specs: list[str]) -> _Worker:
     # PR_SET_PDEATHSIG fires when the creating *thread* exits: from another thread, the keeper
     # ignores it while the trainer lives (a worker without keeper, off Linux, asks only from main)
     die_with_parent = threading.current_thread() is threading.main_thread()
-    argv = [str(child_sock.fileno()), str(os.getpid()), str(int(die_with_parent)), process_tree.__file__]
+    argv = [str(child_sock.fileno()), str(os.getpid()), str(int(die_with_parent)), process_tree.__file__,
+            str(memory_limit_bytes)]
     process = subprocess.Popen(
         [sys.executable, "-c", _WORKER_CODE, *argv],
         pass_fds=(child_sock.fileno(),),
@@ -112,8 +114,12 @@ class WorkerPool:
         function_specs: list[str],
         timeout_s: float,
         startup_timeout_s: float = 60.0,
+        memory_limit_bytes: int = 0,
     ) -> None:
+        """``memory_limit_bytes``: each worker's address-space cap (0: none); every worker is the
+        OOM killer's first choice either way (:func:`dapo.rewards.process_tree.limit_worker_memory`)."""
         self.num_workers = num_workers
+        self.memory_limit_bytes = memory_limit_bytes
         self.timeout_s = timeout_s
         self.startup_timeout_s = startup_timeout_s
         self._specs = list(function_specs)
@@ -145,7 +151,7 @@ class WorkerPool:
         return [w.scoring_pid or w.process.pid for w in self._workers]
 
     def _start_worker(self) -> _Worker:
-        return _launch(self._specs)
+        return _launch(self._specs, self.memory_limit_bytes)
 
     def _await_all_ready(self) -> None:
         """Block until every worker has loaded the user functions; raise if one cannot."""

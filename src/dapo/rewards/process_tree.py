@@ -166,6 +166,28 @@ def reap_orphans() -> None:
                 os.waitpid(pid, os.WNOHANG)
 
 
+# /proc/PID/oom_score_adj's maximum: the first process the kernel's OOM killer picks
+OOM_SCORE_ADJ_FIRST = 1000
+
+
+def limit_worker_memory(memory_limit_bytes: int) -> None:
+    """Make this process (a scoring worker, and what a reward function starts, which inherits
+    both settings) the OOM killer's first choice, so that a reward function that leaks memory costs
+    a worker, which the pool replaces, and not the trainer, whose memory (the model, the optimizer,
+    the run's state) is the largest on the machine; and, with ``memory_limit_bytes`` > 0, cap its
+    address space (RLIMIT_AS): an allocation past the cap raises MemoryError inside the function,
+    which is then scored as a failure, like any raise, before the machine runs short. Raising
+    one's own oom_score_adj needs no privilege; where it cannot be set (not Linux), nothing."""
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as file:
+        file.write(str(OOM_SCORE_ADJ_FIRST))
+    if memory_limit_bytes > 0:
+        import resource
+
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        limit = memory_limit_bytes if hard == resource.RLIM_INFINITY else min(memory_limit_bytes, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
 def has_keeper() -> bool:
     """Whether a worker runs below a keeper (:func:`start_keeper`): on Linux."""
     return sys.platform.startswith("linux")
@@ -334,7 +356,11 @@ class CaptureFile:
 
 
 def start_keeper(
-    close_in_keeper: int, parent_pid: int, by_main_thread: bool = True, capture: CaptureFile | None = None
+    close_in_keeper: int,
+    parent_pid: int,
+    by_main_thread: bool = True,
+    capture: CaptureFile | None = None,
+    memory_limit_bytes: int = 0,
 ) -> int | None:
     """Linux: fork, and return in the child, which goes on as the worker, the pid of this process,
     which stays behind as its keeper and never returns: a subreaper, it reaps the orphans it
@@ -349,11 +375,13 @@ def start_keeper(
     imported: stdlib only here.) The worker leads a process group of its own, so that the pool
     kills it, and the processes in its group, as one, and the keeper, left alive, reaps them all
     before it exits (see :func:`end_below_keeper`). ``capture``: the file the worker's output goes
-    to, which the keeper holds to its cap (:meth:`CaptureFile.watch`)."""
+    to, which the keeper holds to its cap (:meth:`CaptureFile.watch`). ``memory_limit_bytes``: the
+    worker's, see :func:`limit_worker_memory` (the keeper, a bare interpreter, keeps its parent's)."""
     # the parent decides when workers stop (it leads their process group, so Ctrl-C reaches them
     # only through the trainer's close(); this is in case something signals their group)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if not has_keeper():
+        limit_worker_memory(memory_limit_bytes)
         return None
     keeper = os.getpid()
     adopt_orphans()
@@ -361,6 +389,7 @@ def start_keeper(
     worker = os.fork()
     if worker == 0:
         os.setpgid(0, 0)
+        limit_worker_memory(memory_limit_bytes)
         return keeper
     os.close(close_in_keeper)
     if capture is not None:

@@ -68,7 +68,8 @@ class RewardScorer:
         self.printed_chars: dict[str, int] = {}  # user function label -> characters it printed
         self.printed_between_items = 0  # characters printed between items (whose, nobody knows)
         num_workers = cfg.num_workers or default_num_workers()
-        self._pool = WorkerPool(num_workers, self._specs, cfg.timeout_s)
+        self._pool = WorkerPool(num_workers, self._specs, cfg.timeout_s,
+                                memory_limit_bytes=int(cfg.memory_limit_gb * 2**30))
         try:
             self._smoke_test()
         except BaseException:

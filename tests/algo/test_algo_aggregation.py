@@ -73,6 +73,8 @@ def test_bad_mode_and_missing_norm_const_are_rejected() -> None:
         aggregate_loss(LOSS, MASK, "seq-mean-token-sum-norm")
     with pytest.raises(ValueError, match=r"\(B, T\)"):
         aggregate_loss(LOSS, MASK[:, :2], "token-mean")
+    with pytest.raises(ValueError, match="registered:.*token-mean"):  # the name first, as before the shapes
+        aggregate_loss(LOSS, MASK[:, :2], "sample-mean")
 
 
 # ---- global normalisers: micro-batches x shards == the whole mini-batch ---------------------

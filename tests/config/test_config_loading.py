@@ -1,3 +1,5 @@
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -321,3 +323,11 @@ def test_the_saved_config_names_the_model_cache_directory_absolute(tmp_path, mon
     for given, expected in [("cache", tmp_path / "cache"), ("~/c", tmp_path / "home" / "c")]:
         saved = with_absolute_paths(config_to_dict(load_config([], [f"model.cache_dir={given}"])))
         assert saved["model"]["cache_dir"] == str(expected)
+
+
+def test_importing_the_config_loads_no_torch():
+    """The registries (and ADVANTAGE_CALL, POLICY_LOSS_CALL, LOSS_AGG_CALL, read off the functions
+    that call their entries) come with torch: AlgorithmConfig imports them when one is built, so
+    that a tool that only reads or writes configs starts without it."""
+    code = "import sys\nimport dapo.config\nassert 'torch' not in sys.modules, 'dapo.config imported torch'\n"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

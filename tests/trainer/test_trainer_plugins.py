@@ -79,11 +79,19 @@ def test_unknown_names_and_broken_plugins_are_config_errors_that_say_why(tmp_pat
 
 BROKEN_PLUGINS = '''
 import torch
-from dapo.algo import POLICY_LOSSES, compute_policy_loss, register_advantage
+from dapo.algo import LOSS_AGG_MODES, POLICY_LOSSES, compute_policy_loss, register_advantage
 
 @register_advantage("one_short")
 def one_short(scores, group_ids, eps):
     return (scores - scores.mean())[:-1]
+
+@register_advantage("no_eps")
+def no_eps(scores, group_ids):
+    return scores - scores.mean()
+
+@LOSS_AGG_MODES.register("no_norm_const")
+def no_norm_const(masked_loss, token_mask, num_tokens, num_seqs):
+    return masked_loss.sum() / num_tokens
 
 @POLICY_LOSSES.register("loss_only")
 def loss_only(*args, **kwargs):
@@ -115,7 +123,8 @@ def broken_plugin(tmp_path: Path):
     yield path
     for registry, name in [(algo.ADVANTAGE_ESTIMATORS, "one_short"), (algo.POLICY_LOSSES, "loss_only"),
                            (algo.POLICY_LOSSES, "no_stats"), (algo.POLICY_LOSSES, "four_args"),
-                           (algo.POLICY_LOSSES, "raises"), (algo.POLICY_LOSSES, "no_stats_past_3_tokens")]:
+                           (algo.POLICY_LOSSES, "raises"), (algo.POLICY_LOSSES, "no_stats_past_3_tokens"),
+                           (algo.ADVANTAGE_ESTIMATORS, "no_eps"), (algo.LOSS_AGG_MODES, "no_norm_const")]:
         registry.pop(name, None)
 
 
@@ -171,12 +180,20 @@ def test_a_plugin_whose_bug_shows_only_on_real_batches_is_named_at_its_first_cal
         trainer.close()
 
 
-def test_a_plugin_the_trainer_cannot_call_is_a_config_error_naming_its_file(broken_plugin):
+@pytest.mark.parametrize(("override", "message"), [
+    ("algorithm.policy_loss=four_args", r"algorithm.policy_loss='four_args' \(.*broken_algo.py:\d+\) cannot be called "
+                                        r"as the trainer calls it.*unexpected keyword argument 'clip_ratio_low'"),
+    ("algorithm.advantage=no_eps", r"algorithm.advantage='no_eps' \(.*broken_algo.py:\d+\) cannot be called as the "
+                                   r"trainer calls it, fn\(scores, group_ids, eps\): too many positional arguments"),
+    ("algorithm.loss_agg_mode=no_norm_const",
+     r"algorithm.loss_agg_mode='no_norm_const' \(.*broken_algo.py:\d+\) cannot be called as the trainer calls it, "
+     r"fn\(masked_loss, token_mask, num_tokens, num_seqs, norm_const\): too many positional arguments"),
+], ids=["policy-loss", "advantage", "loss-agg-mode"])
+def test_a_plugin_the_trainer_cannot_call_is_a_config_error_naming_its_file(broken_plugin, override, message):
     from dapo.config import load_config
 
-    with pytest.raises(ConfigError, match=r"algorithm.policy_loss='four_args' \(.*broken_algo.py:\d+\) cannot be called "
-                                          r"as the trainer calls it.*unexpected keyword argument 'clip_ratio_low'"):
-        load_config([], [f"algorithm.plugins=[{broken_plugin}]", "algorithm.policy_loss=four_args"])
+    with pytest.raises(ConfigError, match=message):
+        load_config([], [f"algorithm.plugins=[{broken_plugin}]", override])
 
 
 def test_a_plugin_file_that_runs_twice_under_two_module_names_says_so(tmp_path, monkeypatch):
@@ -265,3 +282,62 @@ def test_the_rehearsal_and_the_update_pass_a_plugin_loss_the_same_arguments(tiny
     assert [p.name for p in built_in if p.kind is p.KEYWORD_ONLY] == list(keywords)
     documented = re.search(r"like `dapo.algo.compute_policy_loss`: `fn\((.*?)\) ->", DOC.read_text()).group(1)
     assert documented == ", ".join([*positional, "*", *keywords])
+
+
+def documented_call(key: str) -> list[str]:
+    """The argument names of docs/extending.md's signature for ``algorithm.<key>``, shapes and types dropped."""
+    row = re.search(rf"^\| `algorithm\.{key}` \|.*`fn\((.*?)\) ->", DOC.read_text(), re.M).group(1)
+    return [argument.split()[0] for argument in re.sub(r"\s*\([^)]*\)", "", row).split(", ")]
+
+
+def test_the_rehearsal_and_the_step_pass_a_plugin_estimator_and_aggregation_the_same_arguments(
+        tiny_model_dir, reward_file, tmp_path, monkeypatch):
+    """Both call an advantage estimator through compute_advantages and an aggregation mode through
+    call_loss_aggregation (by way of aggregate_loss), whose signatures are the one lists of what
+    each is passed (ADVANTAGE_CALL, LOSS_AGG_CALL): a plugin is rehearsed with the step's
+    arguments, no more and no fewer, and with the configured eps and norm_const, not a default
+    that a call leaving them out would pass. A step's every aggregation is covered: the policy
+    loss's, the entropy bonus's and the KL penalty's. The built-in entries and docs/extending.md's
+    table take those lists too."""
+    import inspect
+    import traceback
+
+    from dapo.algo.advantages import ADVANTAGE_CALL, grpo_advantages
+    from dapo.algo.aggregation import LOSS_AGG_CALL, token_mean
+
+    calls: dict[str, list[tuple[int, list[str], object]]] = {"advantage": [], "loss_agg_mode": []}
+    sites: set[tuple[str, int]] = set()  # the lines outside dapo.algo that led to an aggregation
+
+    def recording(key: str, built_in, setting: str):
+        position = list(inspect.signature(built_in).parameters).index(setting)
+
+        def record(*args, **kwargs):
+            value = kwargs.get(setting, args[position] if len(args) > position else None)
+            calls[key].append((len(args), sorted(kwargs), value))
+            if key == "loss_agg_mode":
+                sites.add(next((f.name, f.lineno) for f in reversed(traceback.extract_stack()[:-1])
+                               if "/dapo/algo/" not in f.filename))
+            return built_in(*args, **kwargs)
+
+        return record
+
+    monkeypatch.setitem(algo.ADVANTAGE_ESTIMATORS, "recording", recording("advantage", grpo_advantages, "eps"))
+    monkeypatch.setitem(algo.LOSS_AGG_MODES, "recording", recording("loss_agg_mode", token_mean, "norm_const"))
+    cfg = tiny_config(tiny_model_dir, tmp_path / "run", reward_file, "algorithm.advantage=recording",
+                      "algorithm.loss_agg_mode=recording", "algorithm.advantage_eps=0.001",
+                      "algorithm.loss_agg_norm_const=7", "algorithm.entropy_coef=0.001", "algorithm.kl_coef=0.001",
+                      "trainer.total_steps=1")
+    trainer = Trainer(cfg)
+    assert [len(made) for made in calls.values()] == [1, 1]  # (a rehearsal call that raised would only have warned)
+    sites.clear()
+    trainer.train()
+    assert len(sites) >= 3  # the policy loss's, the entropy bonus's and the KL penalty's aggregations
+    for (key, made), (registry, (positional, keywords), setting) in zip(calls.items(), [
+            (algo.ADVANTAGE_ESTIMATORS, ADVANTAGE_CALL, 0.001), (algo.LOSS_AGG_MODES, LOSS_AGG_CALL, 7.0)]):
+        rehearsed, *stepped = made
+        assert stepped and all(call == rehearsed for call in stepped), key
+        assert rehearsed == (len(positional), sorted(keywords), setting), key
+        for fn in registry.values():
+            if fn.__module__.startswith("dapo.algo."):  # the built-in entries
+                assert [p.name for p in inspect.signature(fn).parameters.values()] == [*positional, *keywords], fn
+        assert documented_call(key) == [*positional, *(["*", *keywords] if keywords else [])], key

@@ -16,7 +16,12 @@ from dapo.algo.advantages import (
     compute_advantages,
     register_advantage,
 )
-from dapo.algo.aggregation import LOSS_AGG_MODES, aggregate_loss, count_tokens_and_seqs
+from dapo.algo.aggregation import (
+    LOSS_AGG_MODES,
+    aggregate_loss,
+    call_loss_aggregation,
+    count_tokens_and_seqs,
+)
 from dapo.algo.filtering import GroupFilterResult, filter_groups
 from dapo.algo.kl import KL_ESTIMATORS, kl_penalty
 from dapo.algo.logprobs import entropy_from_logits, logprobs_from_logits
@@ -41,6 +46,7 @@ __all__ = [
     "PolicyLossStats",
     "Registry",
     "aggregate_loss",
+    "call_loss_aggregation",
     "call_policy_loss",
     "compute_advantages",
     "compute_policy_loss",

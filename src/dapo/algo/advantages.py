@@ -38,9 +38,10 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from dapo.algo.registry import PluginError, Registry, defined_at
+from dapo.algo.registry import PluginError, Registry, defined_at, passed_arguments
 
-# fn(scores_f64 (N,), group_ids (N,), eps) -> advantages (N,)
+# fn(scores_f64 (N,), group_ids (N,), eps) -> advantages (N,), called only through
+# :func:`compute_advantages`, whose signature is the list (:data:`ADVANTAGE_CALL`).
 AdvantageEstimator = Callable[[Tensor, Tensor, float], Tensor]
 
 ADVANTAGE_ESTIMATORS: Registry[AdvantageEstimator] = Registry("advantage estimator")
@@ -131,12 +132,24 @@ def compute_advantages(estimator: str, scores: Tensor, group_ids: Tensor, eps: f
 
     Returns:
         Advantages with the dtype of ``scores``; see the module docstring for each formula.
+
+    The one call of ``ADVANTAGE_ESTIMATORS[estimator]``: the trainer's step and the plugin
+    rehearsal (:mod:`dapo.algo.rehearsal`) both call here, so this signature is the one list of
+    what an estimator is passed (:data:`ADVANTAGE_CALL`), forwarded in its order, and a plugin is
+    rehearsed with the arguments the step passes it. (``eps``'s default is for direct calls; both
+    pass algorithm.advantage_eps, which tests/trainer/test_trainer_plugins.py checks.)
     """
     estimate = ADVANTAGE_ESTIMATORS.lookup(estimator)
     _check_inputs(scores, group_ids, eps)
     advantages = estimate(scores.to(torch.float64), group_ids, eps)
     _check_result(estimator, estimate, advantages, scores)
     return advantages.to(scores.dtype)
+
+
+# How an advantage estimator is called, (positional argument names, keyword argument names): read
+# off compute_advantages, the one call there is, for the config's check of a plugin's signature
+# (dapo.config.training) and docs/extending.md's table, which its test compares.
+ADVANTAGE_CALL: tuple[tuple[str, ...], tuple[str, ...]] = passed_arguments(compute_advantages)
 
 
 def _check_result(name: str, estimate: AdvantageEstimator, advantages: object, scores: Tensor) -> None:

@@ -40,10 +40,11 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from dapo.algo.registry import PluginError, Registry, defined_at
+from dapo.algo.registry import PluginError, Registry, defined_at, passed_arguments
 
 # fn(masked_loss (B, T) with 0 at masked positions, token_mask (B, T) bool, num_tokens, num_seqs,
-#    norm_const) -> scalar; num_tokens / num_seqs are the global normalisers, never 0.
+#    norm_const) -> scalar; num_tokens / num_seqs are the global normalisers, never 0. Called only
+#    through :func:`call_loss_aggregation`, whose signature is the list (:data:`LOSS_AGG_CALL`).
 LossAggregator = Callable[[Tensor, Tensor, "float | Tensor", "float | Tensor", "float | None"], Tensor]
 
 LOSS_AGG_MODES: Registry[LossAggregator] = Registry("loss aggregation mode")
@@ -114,7 +115,7 @@ def aggregate_loss(
     or data parallelism. Masked positions are excluded with ``torch.where``, so a NaN or inf
     there (e.g. a padded log-prob) cannot leak into the loss.
     """
-    aggregate = LOSS_AGG_MODES.lookup(mode)
+    LOSS_AGG_MODES.lookup(mode)  # an unknown name is told before a shape error
     if per_token_loss.dim() != 2 or per_token_loss.shape != response_mask.shape:
         raise ValueError(
             f"per_token_loss {tuple(per_token_loss.shape)} and response_mask "
@@ -125,9 +126,35 @@ def aggregate_loss(
     local_tokens, local_seqs = count_tokens_and_seqs(response_mask)
     total_tokens = _denominator(local_tokens if num_tokens is None else num_tokens, "num_tokens")
     total_seqs = _denominator(local_seqs if num_seqs is None else num_seqs, "num_seqs")
-    loss = aggregate(masked_loss, token_mask, total_tokens, total_seqs, norm_const)
+    return call_loss_aggregation(mode, masked_loss, token_mask, total_tokens, total_seqs, norm_const)
+
+
+def call_loss_aggregation(
+    mode: str,
+    masked_loss: Tensor,
+    token_mask: Tensor,
+    num_tokens: float | Tensor,
+    num_seqs: float | Tensor,
+    norm_const: float | None,
+) -> Tensor:
+    """``LOSS_AGG_MODES[mode]`` called as every caller calls it, its result checked: a registered
+    mode (a plugin's) that returns no scalar tensor is named with its file here, not at backward().
+
+    This signature is the one list of what an aggregation mode is passed (:data:`LOSS_AGG_CALL`),
+    forwarded in its order, all required: :func:`aggregate_loss`, which builds the masked loss and
+    the normalisers, calls here for every caller (the policy losses, the trainer's entropy and KL
+    terms, the plugin rehearsal of :mod:`dapo.algo.rehearsal`), so a plugin is rehearsed with the
+    arguments the update passes it."""
+    aggregate = LOSS_AGG_MODES.lookup(mode)
+    loss = aggregate(masked_loss, token_mask, num_tokens, num_seqs, norm_const)
     if not isinstance(loss, Tensor) or loss.dim() != 0:  # a plugin's mode; found here, not at backward()
         got = f"shape {tuple(loss.shape)}" if isinstance(loss, Tensor) else f"a {type(loss).__name__}"
         raise PluginError(f"loss aggregation mode {mode!r} ({defined_at(aggregate)}) returned {got}: it must "
                           "return a scalar (0-dim) tensor")
     return loss
+
+
+# How a loss aggregation mode is called, (positional argument names, keyword argument names): read
+# off call_loss_aggregation, the one call there is, for the config's check of a plugin's signature
+# (dapo.config.training) and docs/extending.md's table, which its test compares.
+LOSS_AGG_CALL: tuple[tuple[str, ...], tuple[str, ...]] = passed_arguments(call_loss_aggregation)

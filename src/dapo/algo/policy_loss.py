@@ -32,14 +32,13 @@ multiplied by the detached weight w = min(pi_old / pi_rollout, cap); see :func:`
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, fields
 
 import torch
 from torch import Tensor
 
 from dapo.algo.aggregation import aggregate_loss
-from dapo.algo.registry import PluginError, Registry, defined_at
+from dapo.algo.registry import PluginError, Registry, defined_at, passed_arguments
 
 LOG_RATIO_CLAMP = 20.0
 
@@ -223,14 +222,10 @@ def call_policy_loss(
     return loss, stats
 
 
-_CALL_PARAMETERS = list(inspect.signature(call_policy_loss).parameters.values())[1:]  # (after the registry name)
 # How a policy loss is called, (positional argument names, keyword argument names): read off
 # call_policy_loss, the one call there is, for the config's check of a plugin's signature
 # (dapo.config.training) and docs/extending.md's table, which its test compares.
-POLICY_LOSS_CALL: tuple[tuple[str, ...], tuple[str, ...]] = (
-    tuple(p.name for p in _CALL_PARAMETERS if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD),
-    tuple(p.name for p in _CALL_PARAMETERS if p.kind is inspect.Parameter.KEYWORD_ONLY),
-)
+POLICY_LOSS_CALL: tuple[tuple[str, ...], tuple[str, ...]] = passed_arguments(call_policy_loss)
 
 
 def policy_loss_stats(

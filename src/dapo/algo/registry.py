@@ -33,6 +33,18 @@ def defined_at(obj: Any) -> str:
         return getattr(sys.modules.get(module or ""), "__file__", None) or module or "unknown file"
 
 
+def passed_arguments(caller: Callable[..., Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What ``caller`` passes a registry's entry, (positional argument names, keyword argument
+    names), read off its signature after the entry's name: each registry has one function that
+    calls its entries (:func:`~dapo.algo.advantages.compute_advantages`,
+    :func:`~dapo.algo.policy_loss.call_policy_loss`,
+    :func:`~dapo.algo.aggregation.call_loss_aggregation`), so that signature is the one list, which
+    the config's check of a plugin's signature and docs/extending.md's table (its tests compare) read."""
+    parameters = list(inspect.signature(caller).parameters.values())[1:]
+    return (tuple(p.name for p in parameters if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD),
+            tuple(p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY))
+
+
 def describe(obj: Any) -> str:
     """``name (file:line)`` of a registered function, for messages that point at its definition."""
     return f"{getattr(obj, '__qualname__', None) or type(obj).__name__} ({defined_at(obj)})"

@@ -4,10 +4,14 @@ Why: the trainer checks what a registered advantage estimator, policy loss or ag
 returns at its first call (:class:`~dapo.algo.registry.PluginError`), which on a large model comes
 after minutes of loading and a first rollout. The same calls, with the same arguments, on 2
 prompts x 2 responses of 3 tokens find a wrong shape, a detached loss or an exception in
-milliseconds. The policy loss is passed what :func:`~dapo.algo.policy_loss.call_policy_loss`
-passes, through which the trainer's update calls it too: its required keywords are the one list
-of them. An exception is only a warning: it may be the rehearsal's own (a CPU batch for a loss
-that moves its tensors to a GPU), as a reward function's failure on the scorer's dummy item is.
+milliseconds. Each entry is called through its registry's one calling function, through which
+the trainer calls it too: an estimator through :func:`~dapo.algo.advantages.compute_advantages`,
+a policy loss through :func:`~dapo.algo.policy_loss.call_policy_loss`, an aggregation mode
+through :func:`~dapo.algo.aggregation.aggregate_loss`'s
+:func:`~dapo.algo.aggregation.call_loss_aggregation`; each signature is the one list of what its
+entries are passed, so a plugin is rehearsed with the arguments the run passes it. An exception
+is only a warning: it may be the rehearsal's own (a CPU batch for a loss that moves its tensors
+to a GPU), as a reward function's failure on the scorer's dummy item is.
 Built-in entries are not rehearsed: their tests cover them.
 """
 

@@ -12,11 +12,10 @@ from dataclasses import dataclass, field
 from dapo.config.checks import ConfigError, check, one_of
 from dapo.user_code import import_user_code
 
-# How the trainer calls each registry's entries (docs/extending.md's signatures): positional
-# argument names, keyword argument names. A policy loss's: dapo.algo.policy_loss.POLICY_LOSS_CALL,
-# read off the one function that calls it (imported with the registries: torch).
-_ADVANTAGE_CALL = (("scores", "group_ids", "eps"), ())
-_LOSS_AGG_CALL = (("masked_loss", "token_mask", "num_tokens", "num_seqs", "norm_const"), ())
+# How the trainer calls each registry's entries (docs/extending.md's signatures), positional
+# argument names and keyword argument names: ADVANTAGE_CALL, POLICY_LOSS_CALL and LOSS_AGG_CALL of
+# dapo.algo's advantages, policy_loss and aggregation, each read off the one function that calls
+# that registry's entries; imported in AlgorithmConfig.__post_init__, with the registries (torch).
 
 
 def _signature(fn: object) -> inspect.Signature | None:
@@ -126,14 +125,16 @@ class AlgorithmConfig:
 
     def __post_init__(self) -> None:
         from dapo import algo  # the registries; imported here so that the config imports no torch
+        from dapo.algo.advantages import ADVANTAGE_CALL
+        from dapo.algo.aggregation import LOSS_AGG_CALL
         from dapo.algo.policy_loss import POLICY_LOSS_CALL
 
         for location in self.plugins:
             import_user_code(location, f"algorithm.plugins entry {location!r}", ConfigError)
         for key, registry, call in (
-            ("advantage", algo.ADVANTAGE_ESTIMATORS, _ADVANTAGE_CALL),
+            ("advantage", algo.ADVANTAGE_ESTIMATORS, ADVANTAGE_CALL),
             ("policy_loss", algo.POLICY_LOSSES, POLICY_LOSS_CALL),
-            ("loss_agg_mode", algo.LOSS_AGG_MODES, _LOSS_AGG_CALL),
+            ("loss_agg_mode", algo.LOSS_AGG_MODES, LOSS_AGG_CALL),
         ):
             name = getattr(self, key)
             check(name in registry, f"algorithm.{key}={name!r} is not one of {sorted(registry)} (a plugin's name "

@@ -223,18 +223,23 @@ def test_a_run_without_held_out_data_logs_no_empty_final_row(tiny_model_dir, rew
     assert all(len(row) > 1 for row in rows), rows
 
 
-def test_a_final_evaluation_that_fails_leaves_the_trained_steps_checkpointed(tiny_model_dir, reward_file, tmp_path):
+@pytest.mark.parametrize("stop", [RuntimeError("out of memory"), KeyboardInterrupt(), SystemExit(143)],
+                         ids=["fails", "ctrl-c", "sigterm"])
+def test_a_final_evaluation_that_fails_leaves_the_trained_steps_checkpointed(tiny_model_dir, reward_file, tmp_path,
+                                                                             stop):
     """checkpoint.every_steps=2 does not divide total_steps=3: step 3 had no checkpoint but the
-    final one, written after the final evaluation, so an evaluation that failed lost step 3."""
+    final one, written after the final evaluation, so an evaluation that failed lost step 3; so
+    did one stopped by Ctrl-C or SIGTERM (dapo's CLI raises SystemExit for it), where a scheduler's
+    time limit lands during a long final avg@32: with checkpoint.every_steps=0, the whole run."""
     run = tmp_path / "run"
     overrides = ("trainer.total_steps=3", "checkpoint.every_steps=2", "eval.every_steps=0", "eval.before_training=false")
     failing = Trainer(tiny_config(tiny_model_dir, run, reward_file, *overrides))
 
-    def out_of_memory() -> dict:
-        raise RuntimeError("out of memory")
+    def stopped() -> dict:
+        raise stop
 
-    failing.evaluate = out_of_memory
-    with pytest.raises(RuntimeError, match="out of memory"):
+    failing.evaluate = stopped
+    with pytest.raises(type(stop)):
         failing.train()
     assert load_trainer_state(run / "checkpoints" / "step-000003")["final"] is False
     summary = Trainer(tiny_config(tiny_model_dir, run, reward_file, *overrides)).train()

@@ -336,12 +336,14 @@ class Trainer:
 
     def _final_evaluation(self) -> dict[str, float]:
         """The held-out evaluation after the last step (the final checkpoint follows it). Should it
-        fail, the trained steps are checkpointed first when no periodic checkpoint holds them: a
-        resume then has only the evaluation left to do. Not where the failure left the policy
-        ranks unusable (dead, or one blocked in a collective): their checkpoint would never end."""
+        fail, or be stopped (Ctrl-C; SIGTERM, a scheduler's time limit landing in a long avg@32),
+        the trained steps are checkpointed first when no periodic checkpoint holds them: a resume
+        then has only the evaluation left to do (every step is complete here, unlike a stop inside
+        one). Not where the failure left the policy ranks unusable (dead, or one blocked in a
+        collective): their checkpoint would never end."""
         try:
             return self.evaluate()
-        except Exception:
+        except BaseException:
             if not self._periodic_checkpoint_due() and self.policy.broken:
                 warnings.warn(f"the final evaluation failed and left the policy ranks unusable ({self.policy.broken}): "
                               f"no checkpoint of step {self.step} could be written; a rerun resumes from the last "

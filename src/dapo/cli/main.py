@@ -111,13 +111,17 @@ def cmd_eval(ns: argparse.Namespace) -> int:
     model_path = f"model.path={yaml_text(str(ns.model))}"
     cfg = resolve([*args, model_path, "resources.nnodes=1", "resources.devices_per_node=1"], "eval")
     save_dir = Path(ns.save_dir) if ns.save_dir else default_eval_dir(Path(ns.model), saved.is_file())
-    if not cfg.data.eval_files:  # before the model loads
+    if not cfg.data.eval_files:  # before the model loads; with what is wrong with the model (a mistyped path)
+        from dapo.preflight import PreflightError, model_problems
         from dapo.trainer.evaluate import NO_EVAL_DATA
 
-        raise ConfigError(NO_EVAL_DATA)
+        raise PreflightError([*model_problems(cfg), NO_EVAL_DATA])
     check_run(cfg, write_output=False, train_data=False)
     if problems := output_problems(save_dir, 0, key="--save-dir"):
         raise UserError(problems[0])
+    if ns.save_dir and (earlier := earlier_evaluation(save_dir)):
+        raise UserError(f"--save-dir {save_dir} holds an earlier evaluation ({', '.join(earlier)}), which this one "
+                        "would replace: give another directory, or remove those files first")
     from dapo.trainer import evaluate_model
 
     result = evaluate_model(cfg, save_dir, progress=True)
@@ -127,18 +131,24 @@ def cmd_eval(ns: argparse.Namespace) -> int:
     return 0
 
 
+def earlier_evaluation(save_dir: Path) -> list[str]:
+    """The files of an earlier ``dapo eval`` in ``save_dir``, which an evaluation saved there replaces."""
+    from dapo.trainer.summary import EVAL_OUTPUTS
+
+    return [name for name in EVAL_OUTPUTS if (save_dir / name).exists()]
+
+
 def default_eval_dir(model: Path, is_checkpoint: bool) -> Path:
     """RUN_DIR/eval/step-N for a run's checkpoint RUN_DIR/checkpoints/step-N, else runs/eval/<name>;
     where an earlier evaluation is saved there (another k, other data), the first of <dir>-2, -3, ...
     that holds none: a second ``dapo eval`` of a checkpoint wrote over the first one's samples."""
-    from dapo.trainer.summary import EVAL_OUTPUTS
 
     if is_checkpoint and model.resolve().parent.name == "checkpoints":
         first = model.resolve().parent.parent / "eval" / model.resolve().name
     else:
         first = Path("runs") / "eval" / (model.name or "model")
     candidate, number = first, 1
-    while any((candidate / name).exists() for name in EVAL_OUTPUTS):
+    while earlier_evaluation(candidate):
         number += 1
         candidate = first.with_name(f"{first.name}-{number}")
     return candidate
@@ -218,7 +228,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("config", nargs="*", metavar="ARG", help=cfg_help)
     ev.add_argument("--save-dir", default=None,
                     help="where generations.jsonl, metrics.json and config.yaml go (default: RUN_DIR/eval/step-N "
-                         "for a checkpoint, else runs/eval/NAME; step-N-2, -3, ... when an earlier evaluation is there)")
+                         "for a checkpoint, else runs/eval/NAME; step-N-2, -3, ... when an earlier evaluation is there; "
+                         "a DIR holding one is refused)")
     ev.set_defaults(func=cmd_eval)
 
     plot = sub.add_parser("plot", help="PNG report of a run: reward, accuracy, entropy, length, clipping, filtering")

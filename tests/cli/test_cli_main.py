@@ -120,6 +120,12 @@ def test_a_section_with_every_key_commented_out_takes_its_defaults(tmp_path, cap
     assert exit_info.value.code == 2 and "not a positive integer" in capsys.readouterr().err
 
 
+def test_plot_of_a_run_with_no_metrics_yet_says_so_and_writes_no_blank_report(tmp_path, capsys):
+    (tmp_path / "metrics.jsonl").write_text("")
+    assert main(["plot", str(tmp_path)]) == 2
+    assert "holds no metrics yet" in capsys.readouterr().err and not (tmp_path / "report.png").exists()
+
+
 def test_plot_to_a_format_matplotlib_cannot_write_is_a_one_line_error(tmp_path, capsys):
     (tmp_path / "metrics.jsonl").write_text('{"step": 1, "rollout/acc": 0.5}\n')
     assert main(["plot", str(tmp_path), "-o", str(tmp_path / "report.txt")]) == 2

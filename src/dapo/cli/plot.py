@@ -45,6 +45,9 @@ def plot_run(run_dir: str | Path, output: str | Path | None = None) -> Path:
     if out.suffix.lstrip(".").lower() not in formats:
         raise UserError(f"cannot write a plot to {out}: name it with one of .{', .'.join(sorted(formats))}")
     rows = read_metrics(run_dir)
+    if not rows:  # a run that has not logged its first row: a blank report would look like a plotting bug
+        raise UserError(f"{Path(run_dir) / 'metrics.jsonl'} holds no metrics yet (a run logs its first row after "
+                        "the data loads and the first evaluation, at step 0): nothing to plot")
     fig, axes = plt.subplots(2, 4, figsize=(18, 8))
     for ax, (title, patterns) in zip(axes.flat, PANELS):
         for pattern in patterns:

@@ -58,3 +58,17 @@ def test_explaining_a_misspelled_or_bare_key_suggests_the_field(capsys):
     assert "no config field 'trainer.lrr' (did you mean trainer.lr," in capsys.readouterr().err
     assert main(["config", "--explain", "lr"]) == 2
     assert "(did you mean trainer.lr?)" in capsys.readouterr().err
+
+
+def test_a_list_items_field_is_explained_by_the_name_the_lists_explanation_gives_it():
+    """`--explain reward.functions` lists `reward.functions[].weight`; asking for that name said
+    'no config field'."""
+    cfg = load_config([builtin_config_path("default")])
+    assert explain(cfg, "reward.functions[].weight") == (
+        "reward.functions[].weight (float), default 1.0\n    Weight of this function's score in the summed reward.")
+    every_item_field = explain(cfg, "reward.functions[]")
+    assert [line.split(" ")[0] for line in every_item_field.splitlines() if not line.startswith(" ")] == [
+        "reward.functions[].path", "reward.functions[].weight", "reward.functions[].batch_size",
+        "reward.functions[].timeout_s"]
+    with pytest.raises(ValueError, match="no config field 'reward.functions\\[\\].wieght'"):
+        explain(cfg, "reward.functions[].wieght")

@@ -56,6 +56,8 @@ def explain(config: DAPOConfig, prefix: str = "") -> str:
     """The documentation, type and value in ``config`` of every field whose key is ``prefix`` or
     lies under it ("" for all); ValueError naming the sections when nothing matches."""
     entries = {k: v for k, v in field_docs().items() if not prefix or k == prefix or k.startswith(prefix + ".")}
+    if not entries and (item_docs := _explain_item_field(prefix)):
+        return item_docs
     if not entries:
         keys = list(field_docs())
         # a misspelled key, or its last part alone (lr -> trainer.lr)
@@ -71,6 +73,18 @@ def explain(config: DAPOConfig, prefix: str = "") -> str:
         blocks.append(f"{key} ({_type_name(kind)}) = {value!r}\n    {doc}")
         blocks += _item_fields(key, kind)
     return "\n".join(blocks)
+
+
+def _explain_item_field(prefix: str) -> str | None:
+    """``reward.functions[].weight`` (as the list's explanation names it) or ``reward.functions[]``:
+    the documentation of that field, or of all fields, of the list's items; None for another key."""
+    list_key, brackets, item_field = prefix.partition("[]")
+    doc_kind = field_docs().get(list_key) if brackets else None
+    if doc_kind is None:
+        return None
+    wanted = f"{list_key}[]{item_field} " if item_field else f"{list_key}[]."
+    lines = [line.strip() for line in _item_fields(list_key, doc_kind[1]) if line.lstrip().startswith(wanted)]
+    return "\n".join(line.replace("\n      ", "\n    ") for line in lines) or None  # as a field's own
 
 
 def _type_name(kind: Any) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +37,16 @@ def row_location(row_index: int) -> str:
     return f"row {row_index} (0-based)"
 
 
-def rows_of(path: str, split: str) -> Iterator[tuple[str, Row]]:
+def rows_of(
+    path: str, split: str, checked: Callable[[Any, int], Any] | None = None
+) -> Iterator[tuple[str, Row | Any]]:
     """The rows of the data file (or ``datasets`` directory, its ``split`` part) at ``path``;
-    a DataError when the file as a whole is not rows of a kind this reads."""
+    a DataError when the file as a whole is not rows of a kind this reads. ``checked``: a parquet
+    file's batches read a column at a time, where it can (:func:`_parquet_rows`)."""
     if Path(path).is_dir():
         return _dataset_dir_rows(path, split)
     if path.endswith(".parquet"):
-        return _parquet_rows(path)
+        return _parquet_rows(path, checked)
     if path.endswith(".json") and _starts_with(path, b"["):
         return _json_array_rows(path)
     if path.endswith(".json") and _is_one_json_object(path):
@@ -125,13 +128,21 @@ def _array_elements(text: str) -> Iterator[tuple[int, Any]]:
         raise json.JSONDecodeError("Extra data", text, after)
 
 
-def _parquet_rows(path: str) -> Iterator[tuple[str, Row]]:
+def _parquet_rows(path: str, checked: Callable[[Any, int], Any] | None) -> Iterator[tuple[str, Any]]:
+    """A parquet file's rows; with ``checked`` (:class:`dapo.data.columnar.ColumnarReader`), a
+    record batch it vouches for is yielded as what it returns, located at its last row, instead
+    of one row at a time (its rows read faster a column at a time)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     row_index = 0
     try:
         for batch in pq.ParquetFile(path).iter_batches(batch_size=_PARQUET_BATCH_ROWS):
+            rows = checked(batch, row_index) if checked is not None else None
+            if rows is not None:
+                row_index += batch.num_rows
+                yield row_location(row_index - 1), rows
+                continue
             for row in batch.to_pylist():
                 yield row_location(row_index), row
                 row_index += 1

@@ -1,0 +1,157 @@
+"""What a row's values become in a :class:`~dapo.data.records.Problem`: a prompt (text or a chat
+list) and its uid, a ground truth, each checked, or a DataError naming the row (``where``) and
+what is wrong. Apart from :mod:`dapo.data.loaders` so that its row-wise reading and the columnar
+one of :mod:`dapo.data.columnar` share them (and so the same messages)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy
+
+from dapo.data.records import DataError
+
+Prompt = str | list[dict[str, str]]  # text, or a chat list of {"role", "content"} (Problem.prompt)
+
+
+def prompt_uid(prompt: Prompt) -> str:
+    """Stable id of a prompt's content: copies of one problem share it."""
+    return hashlib.sha1(json.dumps(prompt, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class PromptMemo:
+    """The validated prompts of the rows read so far, and their uids, by their raw text or (role,
+    content) pairs: a copy of a prompt (DAPO-Math-17K repeats each ~100x) is neither validated nor
+    hashed again (a third of the time of reading that file), and holds its first copy's prompt
+    object, not one of its own (1.8M rows of 18k prompts, kept with data.dedup_train=false)."""
+
+    def __init__(self) -> None:
+        self._read: dict[Any, tuple[Prompt, str]] = {}
+
+    def prompt_and_uid(self, raw: Any, where: str, key: str) -> tuple[Prompt, str]:
+        memo_key = _raw_prompt_key(raw)
+        known = self._read.get(memo_key) if memo_key is not None else None
+        if known is None:
+            prompt = prompt_value(raw, where, key)
+            known = prompt, prompt_uid(prompt)
+            if memo_key is not None:
+                self._read[memo_key] = known
+        return known
+
+    def by_keys(self, memo_keys: list[Any], where_of: Callable[[int], str], key: str) -> list[tuple[Prompt, str]]:
+        """:meth:`prompt_and_uid` of the rows whose raw prompts have these keys (what
+        ``_raw_prompt_key`` makes of them, built from a table's columns, :mod:`dapo.data.columnar`):
+        a copy is one dict look-up, with no row of its own; ``where_of(i)`` names the i-th row."""
+        found = list(map(self._read.get, memo_keys))
+        if None in found:
+            for index, memo_key in enumerate(memo_keys):
+                if found[index] is None:
+                    raw = memo_key if isinstance(memo_key, str) else [{"role": r, "content": c} for r, c in memo_key]
+                    found[index] = self.prompt_and_uid(raw, where_of(index), key)
+        return found
+
+
+def _raw_prompt_key(raw: Any) -> Any:
+    """What ``prompt_value`` makes of ``raw`` depends on alone, hashable: the text, or a chat list's
+    (role, content) pairs (its messages' other keys are dropped); None for another form."""
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, list) and all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in raw
+    ):
+        return tuple((m["role"], m["content"]) for m in raw)
+    return None
+
+
+def _encodable(text: str, where: str, key: str) -> str:
+    """``text``, if it is valid Unicode (a lone surrogate "\\ud835" from a cut JSON escape is not,
+    and would stop training when the tokenizer meets it)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise DataError(f"{where}: invalid text at {key!r}: {error.reason} at character {error.start}") from None
+    return text
+
+
+def _plain_decimal(value: float) -> str:
+    """A finite float as an answer states it: no exponent, no float32 widening noise (a parquet
+    float32 column arrives as the double nearest 0.3f, 0.30000001192092896; it reads 0.3)."""
+    if value.is_integer():
+        return str(int(value))
+    narrow = numpy.float32(value)
+    return numpy.format_float_positional(narrow if float(narrow) == value else value, trim="-")
+
+
+def prompt_value(value: Any, where: str, key: str) -> Prompt:
+    if _is_column_of_messages(value):  # datasets' Sequence({role, content}): a dict of lists
+        value = [{"role": role, "content": content} for role, content in zip(value["role"], value["content"])]
+    value = _json_chat_list(value)
+    if isinstance(value, str):
+        if not value.strip():
+            raise DataError(f"{where}: empty prompt at {key!r}")
+        return _encodable(value, where, key)
+    if isinstance(value, list) and value:
+        messages = []
+        for message in value:
+            if not (
+                isinstance(message, dict)
+                and isinstance(message.get("role"), str)
+                and isinstance(message.get("content"), str)
+            ):
+                raise DataError(
+                    f"{where}: wrong type at {key!r}: chat messages must be "
+                    f"{{'role': str, 'content': str}}, got {message!r:.80}"
+                )
+            messages.append({"role": message["role"], "content": _encodable(message["content"], where, key)})
+        if not any(message["content"].strip() for message in messages):
+            raise DataError(f"{where}: empty prompt at {key!r} (every message is empty)")
+        if messages[-1]["role"] == "assistant":  # the policy would read it, then answer after it
+            raise DataError(f"{where}: the prompt at {key!r} ends with an assistant message (a reference "
+                            "solution?); a prompt ends with the message to answer")
+        return messages
+    if isinstance(value, list):
+        raise DataError(f"{where}: empty prompt at {key!r} (no messages)")
+    raise DataError(
+        f"{where}: wrong type at {key!r}: prompt must be text or a chat list, got {type(value).__name__}"
+    )
+
+
+def _json_chat_list(value: Any) -> Any:
+    """A chat list stored as its JSON text (a CSV export's, a string column's) as the list; any
+    other value as it is. Only a list of {role, content} objects counts, so a text prompt that
+    happens to start with a bracket stays text."""
+    if not (isinstance(value, str) and value.lstrip().startswith("[{")):
+        return value
+    try:
+        decoded = json.loads(value)
+    except json.JSONDecodeError:
+        return value
+    is_chat = isinstance(decoded, list) and all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in decoded)
+    return decoded if is_chat else value
+
+
+def _is_column_of_messages(value: Any) -> bool:
+    return (isinstance(value, dict) and set(value) == {"role", "content"}
+            and all(isinstance(v, list) for v in value.values()) and len(value["role"]) == len(value["content"]))
+
+
+def answer_value(value: Any, where: str, key: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise DataError(
+            f"{where}: wrong type at {key!r}: ground truth must be text or a number, "
+            f"got {type(value).__name__}"
+        )
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise DataError(f"{where}: ground truth at {key!r} is {value}, not a number an answer can state")
+        # 540.0 (JSON writers) -> 540; 1e-05 -> 0.00001; a float32 column's 0.30000001192092896 -> 0.3
+        value = _plain_decimal(value)
+    text = _encodable(str(value), where, key).strip()
+    if not text:
+        raise DataError(f"{where}: missing ground truth at {key!r} (empty)")
+    return text

@@ -285,7 +285,8 @@ def test_a_bad_jsonl_row_is_named_by_its_line_as_an_editor_numbers_it(tmp_path: 
     assert str(refused.value) == missing
     lenient = load_problems([str(path)], DataConfig(prompt_key="question", answer_key="answer", lenient=True), "eval")
     assert lenient.counts("eval")["data/eval_malformed_skipped"] == 2.0
-    assert lenient.warnings[0] == f"skipped: {missing}"
+    # (skipping it is what data.lenient=true does: not told to set it)
+    assert lenient.warnings[0] == f"skipped: {missing.replace(', or set data.lenient=true to skip such rows', '')}"
     # the column just past '{"question": ', not column 1 (of the line break json.loads was given)
     assert lenient.warnings[1] == f"skipped: {path} line 6: invalid JSON (Expecting value at column 14)"
 
@@ -397,7 +398,7 @@ def test_a_dropped_duplicate_with_another_answer_is_counted_and_named(tmp_path: 
     assert [p.ground_truth for p in loaded.problems] == ["2"]
     assert loaded.num_duplicates_dropped == 2 and loaded.num_conflicting_duplicates == 1
     assert any("another answer ('3'; first: '2'); only the first copy is trained on" in w for w in loaded.warnings)
-    assert "1 copies of a prompt had another answer" in loaded.describe("train")
+    assert "1 copy of a prompt had another answer" in loaded.describe("train")
     # a DAPO-Math chat prompt is named by its problem, not by the instruction every prompt shares
     from dapo.data.prompts import DAPO_TEMPLATE
 

@@ -85,17 +85,24 @@ class LoadedProblems:
             f"data/{split}_overlong_dropped": float(self.num_overlong_dropped),
         }
 
+    def _copies_said(self, split: str) -> str:
+        """Training drops repeated prompts (data.dedup_train); evaluation keeps them and scores each
+        problem once (``eval_key``), so "0 dropped" would hide that its copies were merged."""
+        if split == "eval":
+            return f"{len(self.problems) - self.num_problems(split)} repeated prompts evaluated once"
+        return f"{self.num_duplicates_dropped} duplicate prompts dropped"
+
     def describe(self, split: str) -> str:
         """What was read and what was dropped, for the terminal (with the first skip reasons)."""
         line = (
             f"{split} data: {self.num_problems(split)} problems from {', '.join(self.sources)} "
             f"({self.num_rows + self.num_malformed_skipped} rows; "
-            f"{self.num_duplicates_dropped} duplicate prompts dropped; {self.num_malformed_skipped} malformed "
+            f"{self._copies_said(split)}; {self.num_malformed_skipped} malformed "
             f"rows skipped; {self.num_overlong_dropped} problems over data.max_prompt_length dropped)"
         )
         if self.num_conflicting_duplicates:
-            line += (f"\n  warning: {self.num_conflicting_duplicates} copies of a prompt had another answer "
-                     "than its first copy")
+            copies = "1 copy" if self.num_conflicting_duplicates == 1 else f"{self.num_conflicting_duplicates} copies"
+            line += f"\n  warning: {copies} of a prompt had another answer than its first copy"
         return "\n".join([line, *(f"  {warning}" for warning in self.warnings[:5])])
 
 
@@ -292,10 +299,10 @@ def problem_from_row(
     and the row's location in it); a row without a data_source gets ``source_name``.
     ``keys_seen``: earlier rows of the file had the configured keys (a missing one is this row's gap);
     ``prompts_read``: the prompts of the rows before it, whose copies it reuses."""
-    raw_prompt = _lookup(row, cfg.prompt_key, where, "prompt", keys_seen)
+    raw_prompt = _lookup(row, cfg.prompt_key, where, "prompt", keys_seen, cfg.lenient)
     prompt, uid = (prompts_read or PromptMemo()).prompt_and_uid(raw_prompt, where, cfg.prompt_key)
     ground_truth = answer_value(
-        _lookup(row, cfg.answer_key, where, "ground truth", keys_seen), where, cfg.answer_key
+        _lookup(row, cfg.answer_key, where, "ground truth", keys_seen, cfg.lenient), where, cfg.answer_key
     )
     data_source = _get(row, cfg.data_source_key)
     # A top-level column the problem already holds; a nested key (extra_info.raw_problem) leaves
@@ -328,13 +335,13 @@ def _get(row: dict[str, Any], dotted_key: str, absent: Any = None) -> Any:
     return value
 
 
-def _lookup(row: dict[str, Any], dotted_key: str, where: str, what: str, keys_seen: bool) -> Any:
+def _lookup(row: dict[str, Any], dotted_key: str, where: str, what: str, keys_seen: bool, lenient: bool) -> Any:
     value = _get(row, dotted_key, _ABSENT)
     if value is None:  # the key is right (other rows have it); this row's value is missing
         raise DataError(f"{where}: missing {what} at {dotted_key!r} (null)")
     if value is _ABSENT:
         setting = "data.prompt_key" if what == "prompt" else "data.answer_key"
-        fix = ("the rows before it have it: fix or drop this row, or set data.lenient=true to skip such rows"
-               if keys_seen else f"set {setting}")
+        skip = "" if lenient else ", or set data.lenient=true to skip such rows"  # (lenient: it is being skipped)
+        fix = f"the rows before it have it: fix or drop this row{skip}" if keys_seen else f"set {setting}"
         raise DataError(f"{where}: missing {what} at {dotted_key!r} (row has keys {sorted(row)}; {fix})")
     return value

@@ -18,33 +18,37 @@ def test_a_mistyped_model_path_is_named_with_the_missing_held_out_data(tmp_path,
     assert "step-00002' is not a local directory" in err and "data.eval_files is empty" in err
 
 
-def test_a_save_dir_holding_an_earlier_evaluation_is_refused_and_left_as_it_was(tmp_path, capsys, monkeypatch):
-    """--save-dir wrote over an earlier evaluation's samples and metrics without a word (the default
-    directory never does: it moves on to DIR-2)."""
-    import dapo.trainer
-
+@pytest.fixture()
+def eval_into(tmp_path: Path) -> tuple[list[str], Path]:
+    """`dapo eval` arguments for a tiny model and a one-problem file, saving into the (empty) directory
+    returned with them."""
     model = make_tiny_model(tmp_path / "model")
     eval_file = tmp_path / "eval.jsonl"
     eval_file.write_text('{"prompt": "1 + 1 =", "answer": "2"}\n')
     save_dir = tmp_path / "evaluations"
     save_dir.mkdir()
+    return ["eval", str(model), "default", f"data.eval_files=[{eval_file}]", "data.answer_key=answer",
+            "--save-dir", str(save_dir)], save_dir
+
+
+def test_a_save_dir_holding_an_earlier_evaluation_is_refused_and_left_as_it_was(eval_into, capsys, monkeypatch):
+    """--save-dir wrote over an earlier evaluation's samples and metrics without a word (the default
+    directory never does: it moves on to DIR-2)."""
+    import dapo.trainer
+
+    args, save_dir = eval_into
     (save_dir / "generations.jsonl").write_text("earlier samples\n")
     monkeypatch.setattr(dapo.trainer, "evaluate_model", lambda *args, **kwargs: pytest.fail("evaluated"))
-    assert main(["eval", str(model), "default", f"data.eval_files=[{eval_file}]", "data.answer_key=answer",
-                 "--save-dir", str(save_dir)]) == 2
+    assert main(args) == 2
     assert f"--save-dir {save_dir} holds an earlier evaluation (generations.jsonl)" in capsys.readouterr().err
     assert (save_dir / "generations.jsonl").read_text() == "earlier samples\n"
     assert sorted(p.name for p in save_dir.iterdir()) == ["generations.jsonl"]
 
 
-def test_a_save_dir_without_an_earlier_evaluation_is_used(tmp_path, monkeypatch):
+def test_a_save_dir_without_an_earlier_evaluation_is_used(eval_into, monkeypatch):
     import dapo.trainer
 
-    model = make_tiny_model(tmp_path / "model")
-    eval_file = tmp_path / "eval.jsonl"
-    eval_file.write_text('{"prompt": "1 + 1 =", "answer": "2"}\n')
-    save_dir = tmp_path / "evaluations"
-    save_dir.mkdir()
+    args, save_dir = eval_into
     (save_dir / "notes.txt").write_text("mine\n")
     used: list[Path] = []
 
@@ -56,6 +60,5 @@ def test_a_save_dir_without_an_earlier_evaluation_is_used(tmp_path, monkeypatch)
         return Result()
 
     monkeypatch.setattr(dapo.trainer, "evaluate_model", evaluate)
-    assert main(["eval", str(model), "default", f"data.eval_files=[{eval_file}]", "data.answer_key=answer",
-                 "--save-dir", str(save_dir)]) == 0
+    assert main(args) == 0
     assert used == [save_dir]

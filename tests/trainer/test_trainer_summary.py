@@ -62,3 +62,20 @@ def test_dapo_eval_says_the_first_n_problems_only_when_max_problems_leaves_some_
     assert ", the first 10:" in said(10)
     assert "the first" not in said(500)  # all 30 are evaluated
     assert "the first" not in said(0)
+
+
+def test_a_run_resumed_from_its_final_checkpoint_shows_its_logged_final_evaluation(capsys, tmp_path):
+    """Resuming a finished run trains and evaluates nothing: the table read "after: -" for every
+    metric, though metrics.jsonl holds the final evaluation at that step."""
+    import json
+
+    rows = [{"step": 0, "eval/avg@4": 0.25}, {"step": 1, "actor/loss": 0.1}, {"step": 2, "actor/loss": 0.2},
+            {"step": 2, "eval/avg@4": 0.75}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    out = " ".join(title(capsys, TrainSummary(2, None, None, str(tmp_path), 1.0, resumed_at=2, updates=0))
+                   .replace("│", " ").split())
+    assert "eval/avg@4 25.0% 75.0%" in out
+    # resumed mid-run and trained on: the final evaluation is this attempt's own
+    out = " ".join(title(capsys, TrainSummary(3, None, {"eval/avg@4": 0.5}, str(tmp_path), 1.0, resumed_at=2,
+                                              updates=1)).replace("│", " ").split())
+    assert "eval/avg@4 25.0% 50.0%" in out

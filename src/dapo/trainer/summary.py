@@ -18,13 +18,22 @@ from dapo.trainer.run_state import problem_progress
 from dapo.trainer.setup import build_run
 
 
+def _eval_metrics(row: dict) -> dict[str, float]:
+    return {k: v for k, v in row.items() if k.startswith("eval/")}
+
+
 def print_summary(summary: TrainSummary) -> None:
     """Held-out accuracy before and after training, side by side."""
-    before = summary.eval_before
-    if before is None:  # resumed run: the baseline was logged by the first attempt
+    before, after = summary.eval_before, summary.eval_after
+    if before is None or (after is None and summary.steps == summary.resumed_at):
+        # a resumed run: the baseline was logged by the first attempt; one resumed from its final
+        # checkpoint trains and evaluates nothing, its final evaluation logged at its last step
         evals = [m for m in read_metrics(summary.run_dir) if any(k.startswith("eval/avg@") for k in m)]
-        before = {k: v for k, v in evals[0].items() if k.startswith("eval/")} if evals and evals[0]["step"] == 0 else None
-    after = summary.eval_after or {}
+        if before is None:
+            before = _eval_metrics(evals[0]) if evals and evals[0]["step"] == 0 else None
+        if after is None and summary.steps == summary.resumed_at:
+            after = next((_eval_metrics(m) for m in reversed(evals) if m["step"] == summary.steps), None)
+    after = after or {}
     steps = f"{summary.steps} step{'s' if summary.steps != 1 else ''}"
     this_attempt = (f"{steps} in {summary.seconds:.0f} s" if not summary.resumed_at else
                     f"{steps} ({summary.steps - summary.resumed_at} in {summary.seconds:.0f} s after the "

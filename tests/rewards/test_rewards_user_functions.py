@@ -110,8 +110,11 @@ def test_function_that_always_sleeps_warns_at_start_and_times_out(
 )
 def test_wrong_return_type_fails_before_training(name: str, message: str) -> None:
     cfg = RewardConfig(functions=[spec(name)], num_workers=1)
-    with pytest.raises(RewardFunctionError, match=message):
+    with pytest.raises(RewardFunctionError, match=message) as refused:
         RewardScorer(cfg)
+    # which item it was: the user looks for it in their data otherwise
+    assert "on the start-up test item (response 'Reasoning...\\nAnswer: 1', ground truth '1', extra {" in str(
+        refused.value)
 
 
 @pytest.mark.parametrize(("value", "why"), [

@@ -89,7 +89,9 @@ class RewardScorer:
             if kind == "ok" and self._batch_sizes[k]:
                 kind, detail = detail[0]  # the dummy item's own outcome in the batch of one
             if kind == "bad":
-                raise RewardFunctionError(f"reward function {spec!r} returned a bad value: {detail}")
+                raise RewardFunctionError(f"reward function {spec!r} returned a bad value: {detail}, on the start-up "
+                                          f"test item (response {_SMOKE_ITEM[0]!r}, ground truth {_SMOKE_ITEM[1]!r}, "
+                                          f"extra {_SMOKE_ITEM[2]!r}), before training")
             if kind != "ok":
                 logger.warning("%s (training goes on: the dummy item has no extra fields but prompt and data_source)",
                                self._failure_message(label, kind, detail, during="a dummy item at start-up"))

@@ -100,6 +100,7 @@ def test_per_source_metrics_progress_chunks_and_samples(monkeypatch):
     assert (m["eval/num_problems"], m["eval/aime/num_problems"], m["eval/amc/num_problems"]) == (10, 6, 4)
     assert len(result.samples) == 20 and result.samples[0]["response"] == "Answer: 1" and result.samples[0]["acc"]
     assert [s["acc"] for s in result.samples[2:4]] == [True, False]  # problem 1: one of two right
+    assert [s["prompt"] for s in result.samples[2:4]] == ["1 + 1 ="] * 2  # what was asked, with every sample
 
 
 def test_a_problem_two_benchmarks_share_is_evaluated_in_each():

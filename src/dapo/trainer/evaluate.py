@@ -131,7 +131,9 @@ def evaluate(
                             for key, value in score_at_k(per_source, params.n, scorer.extracts_answers).items()})
             metrics[f"eval/{source}/num_problems"] = float(len(picked))
     samples = [
-        {"uid": problems[index // params.n].uid, "sample": index % params.n,
+        # the prompt on every sample, as the data holds it (text or chat list): one file to read
+        # what was asked and answered, as the run's completions.jsonl has it
+        {"uid": problems[index // params.n].uid, "sample": index % params.n, "prompt": problems[index // params.n].prompt,
          **sample_record(problems[index // params.n], text, result, completion)}
         for index, (text, result, completion) in enumerate(zip(texts, results, completions))
     ]

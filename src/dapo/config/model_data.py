@@ -72,7 +72,9 @@ class DataConfig:
     prompt_key: str = "prompt"
     # Dotted column path of the ground-truth answer in each row.
     answer_key: str = "reward_model.ground_truth"
-    # Column holding the data source name (optional in the file).
+    # Column holding the data source name (optional in the file). A row without one takes its
+    # file's name (aime.jsonl -> "aime"), or, when that is only a split word (train.jsonl,
+    # data/test-00000-of-00002.parquet), its folder's: eval/<data_source>/ metrics and logs use it.
     data_source_key: str = "data_source"
     # Drop repeated training prompts (DAPO-Math-17K repeats each about 100x); count is reported.
     dedup_train: bool = True

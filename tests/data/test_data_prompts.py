@@ -148,3 +148,46 @@ def test_a_chat_template_the_tokenizer_lacks_is_said_not_silently_skipped() -> N
     templated = build_tokenizer()
     templated.chat_template = CHAT_TEMPLATE
     assert PromptEncoder(templated, DataConfig(use_chat_template=True)).plain_text_note([chat]) is None
+
+
+def test_a_prompt_the_chat_template_refuses_is_named_by_its_file_and_row(tmp_path) -> None:
+    """A template that refuses a role (Gemma's and Mistral's raise on a system message) stopped
+    the load with jinja's bare TemplateError: no word of which row."""
+    import json
+
+    from dapo.data import load_problems
+
+    path = tmp_path / "data.jsonl"
+    rows = [{"prompt": [{"role": "user", "content": "What is 1+1?"}], "answer": "2"},
+            {"prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}], "answer": "4"}]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    cfg = DataConfig(answer_key="answer", use_chat_template=True)
+    tokenizer = build_tokenizer()
+    tokenizer.chat_template = ("{% for m in messages %}{% if m['role'] == 'system' %}"
+                               "{{ raise_exception('System role not supported') }}{% endif %}{{ m['content'] }}{% endfor %}")
+    loaded = load_problems([str(path)], cfg, "train")
+    with pytest.raises(DataError, match=rf"chat template refused the prompt of problem \w+ at {path} line 2 "
+                                        r"\(data: '2\+2\?'\) \(roles: system, user\): TemplateError: System role not supported"):
+        PromptEncoder(tokenizer, cfg).drop_overlong(loaded, "train")
+
+
+def test_an_unknown_chat_role_is_warned_about_with_its_row(tmp_path) -> None:
+    """A role typo ("usr") or ShareGPT's "human" went through the template as written, unsaid."""
+    import json
+
+    from dapo.data import load_problems
+
+    path = tmp_path / "data.jsonl"
+    rows = [{"prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "1+1?"}], "answer": "2"},
+            {"prompt": [{"role": "usr", "content": "2+2?"}], "answer": "4"},
+            {"prompt": [{"role": "human", "content": "3+3?"}], "answer": "6"}]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    cfg = DataConfig(answer_key="answer", use_chat_template=True)
+    templated = build_tokenizer()
+    templated.chat_template = CHAT_TEMPLATE
+    problems = load_problems([str(path)], cfg, "train").problems
+    note = PromptEncoder(templated, cfg).unknown_roles_note(problems)
+    assert note is not None and "the role(s) 'usr', 'human'" in note and f"the first 'usr' at {path} line 2" in note
+    assert PromptEncoder(templated, cfg).unknown_roles_note(problems[:1]) is None  # system and user are known
+    # without a chat template the roles are not rendered (messages joined as text): nothing to say
+    assert PromptEncoder(build_tokenizer(), cfg).unknown_roles_note(problems) is None

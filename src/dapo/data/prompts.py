@@ -36,6 +36,10 @@ DAPO_TEMPLATE = (
     'Remember to put your answer on its own line after "Answer:".'
 )
 
+# Chat roles that Hugging Face chat templates know (system, user, assistant, tool; developer in
+# OpenAI-style ones, ipython in Llama 3's): another is likely a typo or another format's name.
+KNOWN_ROLES = ("system", "user", "assistant", "tool", "developer", "ipython")
+
 _DAPO_HEAD = DAPO_TEMPLATE.partition("{problem}")[0].strip()
 
 
@@ -79,6 +83,29 @@ class PromptEncoder:
                 "prompts are plain text, a chat list's messages joined by blank lines; set "
                 "data.use_chat_template=false to say so, or give the tokenizer a chat template")
 
+    def unknown_roles_note(self, problems: list[Problem]) -> str | None:
+        """A warning when chat prompts that go through the chat template hold a role outside
+        KNOWN_ROLES (a typo such as "usr", or "human"/"gpt" of ShareGPT-style data): a template that
+        does not check them renders the role as written, or drops the message, and the policy then
+        trains on prompts unlike its chat format. Each distinct prompt is read once. None otherwise."""
+        if not self.uses_chat_template:
+            return None  # joined as plain text: roles are not rendered
+        unknown: dict[str, Problem] = {}
+        seen: set[int] = set()
+        for problem in problems:
+            if isinstance(problem.prompt, list) and id(problem.prompt) not in seen:
+                seen.add(id(problem.prompt))  # copies of a prompt share their list
+                for message in problem.prompt:
+                    if message["role"] not in KNOWN_ROLES:
+                        unknown.setdefault(message["role"], problem)
+        if not unknown:
+            return None
+        role, first = next(iter(unknown.items()))
+        at = f" at {first.where}" if first.where else ""
+        return (f"warning: chat prompts use the role(s) {', '.join(map(repr, unknown))}, not one of "
+                f"{', '.join(KNOWN_ROLES)}; the chat template renders them as it does unknown roles "
+                f"(as written, or not at all): the first {role!r}{at}")
+
     def render(self, problem: Problem) -> str:
         """The prompt text for ``problem`` (see the module docstring for the rules)."""
         prompt = problem.prompt
@@ -89,9 +116,12 @@ class PromptEncoder:
             wrap = self.cfg.template == "dapo" and not prompt.lstrip().startswith(_DAPO_HEAD)
             prompt = [{"role": "user", "content": DAPO_TEMPLATE.format(problem=prompt) if wrap else prompt}]
         if self.uses_chat_template:
-            return self.tokenizer.apply_chat_template(
-                prompt, add_generation_prompt=True, tokenize=False
-            )
+            try:
+                return self.tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+            except Exception as error:  # jinja2's TemplateError (the template's raise_exception), or its code's
+                roles = ", ".join(message["role"] for message in prompt)
+                raise DataError(f"the tokenizer's chat template refused the prompt of {self._named(problem)} "
+                                f"(roles: {roles}): {type(error).__name__}: {error}") from error
         return "\n\n".join(message["content"] for message in prompt)
 
     def encode(self, problems: list[Problem]) -> EncodedPrompts:
@@ -149,9 +179,13 @@ class PromptEncoder:
         return [length_of[problem.uid, problem.verbatim] for problem in problems]
 
     def _too_long(self, problem: Problem, length: int) -> str:
-        at = f" at {problem.where}" if problem.where else ""
-        return (f"the prompt of problem {problem.uid}{at} ({problem.data_source}: {problem_text(problem.prompt)[:60]!r}) is {length} tokens "
+        return (f"the prompt of {self._named(problem)} is {length} tokens "
                 f"once rendered, more than data.max_prompt_length={self.cfg.max_prompt_length}")
+
+    @staticmethod
+    def _named(problem: Problem) -> str:
+        at = f" at {problem.where}" if problem.where else ""
+        return f"problem {problem.uid}{at} ({problem.data_source}: {problem_text(problem.prompt)[:60]!r})"
 
     def _tokenize(self, problems: list[Problem]) -> tuple[list[str], list[list[int]]]:
         """The rendered texts and their token ids (one batched tokenizer call per kind)."""

@@ -220,8 +220,9 @@ def build_run(
     encoder = PromptEncoder(tokenizer, cfg.data)
     data = load_run_data(cfg, train=train_data, drop_overlong=encoder.drop_overlong)  # data.overlong_prompts
     for loaded in (data.train, data.eval):
-        if loaded is not None and (note := encoder.plain_text_note(loaded.problems)) is not None:
-            loaded.warnings.insert(0, note)
+        for note in (encoder.plain_text_note, encoder.unknown_roles_note):
+            if loaded is not None and (said := note(loaded.problems)) is not None:
+                loaded.warnings.insert(0, said)
     if start_engine is not None:
         engine = start_engine()
     else:

@@ -28,14 +28,10 @@ from fractions import Fraction
 import pytest
 
 from dapo.rewards import verify
-from dapo.rewards.approximations import (
-    approximates_with_a_form,
-    is_rounding_of,
-    real_value,
-    rounds_loosely,
-)
+from dapo.rewards.approximations import approximates_with_a_form, is_rounding_of, real_value
 from dapo.rewards.counts import stated_count
 from dapo.rewards.hedges import list_remark_changes, without_bare_remark, without_list_remark
+from dapo.rewards.loose_roundings import rounds_loosely
 from dapo.rewards.number_forms import value_of
 from dapo.rewards.verifier import prepare
 

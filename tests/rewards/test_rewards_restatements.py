@@ -104,8 +104,8 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: \\infty", "\\infty", True, "answer"),
     (A + "Answer: \\pi, that is, \\pi", "\\pi", True, "answer"),
     (A + "Answer: \\pi (about 3.14)", "\\pi", True, "answer"),
-    # "= 3" after pi reads as its rounding to the units, as "\\sqrt2, i.e. 1.414" is one (approximations.rounds_loosely)
-    (A + "Answer: \\pi, that is, 3", "\\pi", True, "answer"),
+    # "3" after pi shows no rounding (loose_roundings.shows_a_rounding): a second value, as "\\pi (= 3)" is
+    (A + "Answer: \\pi, that is, 3", "\\pi", False, "answer"),  # before: right
     # --- 3. "in" after a number is inches: "3 in" is 3, and "that is, 34" a second value ---
     (A + "Answer: 3 in, that is, 34", "3", False, "answer"),
     (A + "Answer: 3 in, that is, 34", "34", False, "answer"),

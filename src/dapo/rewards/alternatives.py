@@ -18,7 +18,7 @@ Rules (each a false positive before: a hedge with another value was accepted):
   (``(or \\log 7)`` after 2 is; ``(or \\log 100)`` is left). What the evaluator does not compute (a
   letter, ``2x``, a unit, words after the form), and after a restatement (not an alternative) a named
   numeral (``(i.e. n = 3)`` may state a condition) and a decimal after an irrational answer (``(=
-  1.414)`` after ``\\sqrt2``: a rounding, :func:`~dapo.rewards.approximations.rounds_loosely`) are left
+  1.414)`` after ``\\sqrt2``: a rounding, :func:`~dapo.rewards.loose_roundings.rounds_loosely`) are left
   to the caller's rules, as before; so is anything after an answer in degrees or percent,
   which a form may restate in other units (``30^\\circ (= \\frac{\\pi}{6})``). A plain fraction or
   number is compared as a form is: ``\\boxed{34} (= \\frac{2}{3})``, ``\\boxed{\\pi} (= \\frac{22}{7})``,

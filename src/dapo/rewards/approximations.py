@@ -24,8 +24,8 @@ is exact (:mod:`~dapo.rewards.number_forms`); the value of a closed form is comp
 - ``( )``, ``{ }``, ``\\left``/``\\right``, LaTeX spacing and math delimiters.
 
 A decimal written with ``=`` after an answer with a root, ``\\pi``, ``e``, a function or a fractional
-power (``\\sqrt2 (= 1.414)``) can only approximate it: :func:`rounds_loosely` reads it as the approximation
-it is, with the same rounding rule.
+power (``\\sqrt2 (= 1.414)``) can only approximate it: :mod:`~dapo.rewards.loose_roundings` reads it as
+the approximation it is, with the same rounding rule, when it shows a rounding.
 
 An approximation by a closed form rather than a decimal (``(\\approx \\frac{22}{7})`` after ``\\pi``) is
 another value unless it is the value itself (:func:`approximates_with_a_form`); a K glued to an
@@ -47,7 +47,7 @@ from decimal import Context, Decimal, DecimalException, localcontext
 from fractions import Fraction
 
 from dapo.rewards.exact_numbers import exact_rational
-from dapo.rewards.remark_words import APPROXIMATION_WORDS, NAME, RESTATING_WORDS, THAT_IS
+from dapo.rewards.remark_words import APPROXIMATION_WORDS, NAME, THAT_IS
 from dapo.rewards.unicode_math import unicode_math_to_latex
 
 # A remark that opens with an approximation and a number: "(about 35)", "(\approx 0.33)", "(~35)", also
@@ -149,37 +149,10 @@ def approximates_with_a_form(remark: str, value: Fraction | Decimal | None) -> b
     return None if stated is None else equals_value(stated, value)
 
 
-def equals_value(stated: Decimal, value: Fraction | Decimal) -> bool:
-    """Whether a computed ``stated`` is ``value``, to the margin of its rounding."""
+def equals_value(stated: Decimal | Fraction, value: Fraction | Decimal) -> bool:
+    """Whether a computed (or exact) ``stated`` is ``value``, to the margin of its rounding."""
     value = Fraction(value)
     return abs(Fraction(stated) - value) <= _SLACK * max(1, abs(value))
-
-
-# A restatement as one decimal and nothing after it: "= 1.414", "i.e. 1.41", "which is 1.414".
-_RESTATED_DECIMAL = re.compile(r"\s*(?:=|(?:" + RESTATING_WORDS + r")(?![A-Za-z]))"
-                               r"[\s,$]{0,8}([+\-\u2212]?[0-9][0-9,]{0,60}(?:\.[0-9]{1,50})?)[\s$.]{0,8}$", re.IGNORECASE)
-# What makes a closed form's value possibly irrational: a root, pi, e, a function, or a fractional power.
-_IRRATIONAL_PART = re.compile(r"\\(?:sqrt|pi|exp|ln|log|sin|cos|tan)(?![A-Za-z])|[√π]|(?<![A-Za-z\\])e(?![A-Za-z])"
-                              r"|\^\s{0,3}\{[^{}]{0,40}(?:\\d?frac|/|\.)")
-
-
-def rounds_loosely(remark: str, answer: str, value: Fraction | Decimal | None) -> bool:
-    """Whether ``remark`` restates ``answer`` as its value rounded to the places it gives, written
-    with ``=`` (or "i.e.", "which is") where ``\\approx`` is meant: ``\\sqrt2 (= 1.414)``, ``\\pi =
-    3.14``, ``e^2 (= 7.39)``. Only for an answer whose ``value`` was computed (a :class:`~decimal.Decimal`,
-    not a plain rational) and that has a root, ``\\pi``, ``e``, a function or a fractional power: no finite
-    decimal equals such a value, so the decimal can only be its approximation (``\\sqrt{4} (= 2)`` is exact). A
-    rational answer keeps the strict rule: ``\\frac13 (= 0.33)`` and ``34 (= 35)`` state another value."""
-    restated = _RESTATED_DECIMAL.match(remark[:MAX_CHARS])
-    return (isinstance(value, Decimal) and restated is not None and _IRRATIONAL_PART.search(answer[:MAX_CHARS]) is not None
-            and is_rounding_of(restated.group(1), value))
-
-
-def restates_value(remark: str, answer: str, value: Fraction | Decimal | None) -> bool:
-    """Whether ``remark`` restates ``answer`` (of ``value``) in another closed form
-    (:func:`states_the_value`, when it has a LaTeX command) or as its approximation written with
-    ``=`` (:func:`rounds_loosely`)."""
-    return ("\\" in remark and states_the_value(remark, value)) or rounds_loosely(remark, answer, value)
 
 
 def is_rounding_of(number: str, value: Fraction | Decimal) -> bool:

@@ -75,6 +75,7 @@ _QUALIFIER = re.compile(r"(?<![A-Za-z])(?:not|isn't|aren't|never|no|neither|nor|
                         r"|below|above|beyond|exceeds?|exceeding|up\s{1,3}to)[\s$]{0,4}$", re.IGNORECASE)
 _NUMBER = re.compile(r"[0-9][0-9.,]*")  # the number a qualifier may stand before
 _REASON_CLAUSE = re.compile(r"(?<![A-Za-z\\])(?:because|since)(?![A-Za-z])", re.IGNORECASE)
+_REASON_AFTER_VALUE = re.compile(r"(?<=[0-9}$A-Za-z])\s{0,3}[,(]\s{0,3}(?:because|since)(?![A-Za-z])", re.IGNORECASE)
 _CLOSING_REMARK = re.compile(r"(?<=\S) {0,3}\([^()]{0,400}\)\s*$")  # "34 (not 35)"
 # A relation with nothing before it states a bound, not a value: "\ge 34", "< 34", "\neq 34".
 _BARE_RELATION = re.compile(r"\s{0,3}(?:\\(?:geq?|leq?|neq?|gt|lt|geqslant|leqslant)(?![A-Za-z])|[<>≤≥≠])")
@@ -249,12 +250,18 @@ def _after_copula(line: str) -> str:
     punctuation, not the answer's (``The answer is, \\frac{2}{3}``). "that is" is read by
     :func:`~dapo.rewards.restatements.restating_that`: after a value it is no copula (``34, that is, 35``
     and ``34 ways, that is, 35`` are kept whole, the verifier judges the remark), after a name it is one
-    (``x, that is, \\frac{2}{3}`` gives ``\\frac{2}{3}``).
+    (``x, that is, \\frac{2}{3}`` gives ``\\frac{2}{3}``). A copula in a reason after a value (a comma or
+    parenthesis, then "since" or "because") is the reason's: ``34 ways, since n is even`` is ``34 ways``, as ``34
+    (since n is even)`` is, and so is one whose every number is the answer's (``5, since x is 5``); one stating
+    another number keeps the line whole (``34, since n is 35``; ``34 (since n is 35)`` is 34, not 35). After words
+    with no value the copula is read as before (``the answer, since it is 35``).
     """
     last = None
     dollars = 0
     at = 0
-    for match in _COPULA.finditer(line):
+    reason = _REASON_AFTER_VALUE.search(line)  # "34 ways, since n is even": its "is" is the reason's
+    reason = reason if reason is not None and _states_math(line[: reason.start()]) else None  # not "x, since it is 34"
+    for match in _COPULA.finditer(line, 0, reason.start() if reason is not None else len(line)):
         dollars += line.count("$", at, match.start())
         at = match.start()
         relative = (line[max(0, at - 8) : at].rstrip().lower().endswith(_RELATIVE_WORDS)
@@ -263,7 +270,9 @@ def _after_copula(line: str) -> str:
             last = match
     if last is None:  # "540, which is even": a relative clause without a number describes the answer
         head, *clause = _RELATIVE_CLAUSE.split(line, maxsplit=1)
-        return head.strip() if clause and _states_math(head) and not any(c.isdigit() for c in clause[0]) else line
+        describes = clause and (not any(c.isdigit() for c in clause[0])  # "5, since x is 5": a reason restating it
+                                or (reason is not None and restates(head.strip(), clause[0])))
+        return head.strip() if describes and _states_math(head) else line
     head, tail = line[: last.start()], line[last.end() :].strip(" :").lstrip(" ,")
     tail = _RELATIVE_CLAUSE.split(tail, maxsplit=1)[0].strip()
     that = THAT.search(head, max(0, len(head) - 24))

@@ -23,14 +23,10 @@ from decimal import Decimal
 from fractions import Fraction
 
 from dapo.rewards.alternatives import NUMBER_OR_THOUSANDS, NUMBER_TOKEN, computed_form
-from dapo.rewards.approximations import (
-    APPROXIMATELY,
-    is_rounding_of,
-    real_value,
-    restates_value,
-)
+from dapo.rewards.approximations import APPROXIMATELY, is_rounding_of, real_value
 from dapo.rewards.counts import counts_the_derivation, item_count, stated_count
 from dapo.rewards.exact_numbers import exact_rational
+from dapo.rewards.loose_roundings import restates_value
 from dapo.rewards.remark_words import NAME, OR_ADVERBS, RESTATING_WORDS
 from dapo.rewards.restatements import constant_remark_changes, letters_end_a_value
 from dapo.rewards.unit_suffix import (
@@ -41,6 +37,7 @@ from dapo.rewards.unit_suffix import (
     is_unit,
     strip_unit_suffix,
 )
+from dapo.rewards.units import other_units_change
 
 SPACES = ("\\,", "\\;", "\\:", "\\ ", "~", "\u00a0", "\u2009", "\u202f", "\u2007")
 _SUFFIXES = ("^{\\circ}", "^\\circ", "\\circ", "°", "\\degree", "\\%", "%", "\\$")
@@ -142,7 +139,7 @@ def remark_changes_the_number(remark: str, answer: str = "") -> bool:
     """A remark after an answer that opens with a second one (``or 35``, ``and 35``, ``possibly 35``,
     ``but 35 if n is odd``, ``35 if n is odd``, ``n odd: 35``) or restates it as another number
     (``which is 35``, ``i.e. 35``, ``equivalently 35``, ``= 35``; an irrational answer's rounding, ``\\sqrt2 (= 1.414)``, is
-    its approximation: :func:`~dapo.rewards.approximations.rounds_loosely`), with a product (``x 1000``,
+    its approximation: :func:`~dapo.rewards.loose_roundings.rounds_loosely`), with a product (``x 1000``,
     ``times 10``), with a word that scales it (``in thousands``) or gives it a sign (``negative``), or
     that makes it a bound (``or more``, ``at least``). Given the ``answer`` it follows, a remark whose
     every number is that answer's value restates it (``34 (34 ways)``, ``\\frac12 (or 0.5)``), and a
@@ -162,6 +159,9 @@ def remark_changes_the_number(remark: str, answer: str = "") -> bool:
     constant = constant_remark_changes(answer, remark)  # "\\infty (that is, 35)": no value to compare with
     if constant is not None:
         return constant
+    converted = other_units_change(remark, answer) if answer else None
+    if converted is not None:  # "5 cm (i.e. 50 mm)": the same quantity; "5 cm (i.e. 5 mm)" another
+        return converted
     value = value_of(answer) if answer else None
     form = computed_form(remark, answer, value)  # computed, so it decides: "2 (or \\sqrt{2})" is another
     if form is not None or (answer and (only_restates(answer, remark) or restates_value(remark, answer, value))):

@@ -28,6 +28,9 @@ two candidates, a hedge, and ``$\\infty$`` a name whose value ``$\\infty$`` was)
 remark), after a name or words it is a copula (``x, that is, 34`` gives 34); after a count of items
 (:func:`counted_items`) the Answer line reads it as a copula when as many items follow (``2 pairs, that is,
 (1,2) and (3,4)``), as a count in brackets is read (:mod:`~dapo.rewards.counts`).
+A count followed by as many items after "i.e.", "that is" or "namely" states the items wherever the answer is
+written, on the Answer line, in a box or a ``$...$`` segment (:func:`items_after_count`: ``2 solutions, i.e. 3 and
+5`` is the list 3, 5; before, the count stayed in the answer, which was wrong).
 
 Bounded regular expressions, on at most the last 80 characters before a remark or (the segments'
 substitution) once over the line: linear, safe in the parent process.
@@ -73,6 +76,10 @@ _NOUN_WORD = re.compile(r"[\s$]{0,4}(?:\\(?:text|textrm|mathrm|mbox|textnormal)\
 _REMARK_OPENS = re.compile(r"[\s$]{0,4}(?:[,;(=≈]|\\approx(?![A-Za-z])|(?:or|i\.\s?e\.|ie|that\s+is|equivalently"
                            r"|which)(?![A-Za-z]))", re.IGNORECASE)
 _MAX_NOUN_WORDS = 3
+# A count of items, then the items after "i.e.", "that is" or "namely" ("2 solutions, i.e. 3 and 5", "2 roots (that
+# is, 1 and 2)"): the count (group 1), an opening parenthesis if any (group 2), the items (group 3).
+_COUNT_THEN_ITEMS = re.compile(r"(.{1,80}?)\s{0,3}(?:[,;:]\s{0,3}|(\()\s{0,3})(?:" + THAT_IS + r"|namely)(?![A-Za-z])"
+                               r"[\s,:]{0,4}(\S.{0,400})", re.IGNORECASE)
 # Two $...$ segments joined by a restatement ("$34$, that is, $34$", "$\\infty$ i.e. $\\infty$"): one value and
 # its remark, judged as without the dollars (after a name, "that is" was read as a copula before this).
 RESTATED_SEGMENTS = re.compile(r"(?<!\\)\$(\s{0,3}[,;]?\s{0,3}(?:" + THAT_IS + r"|equivalently)(?![A-Za-z])[\s,]{0,4})\$",
@@ -175,3 +182,23 @@ def _after_that(line: str, at: int, bracketed: bool) -> str:
     """What "that is" (its "is" at ``at``) introduces, without the parenthesis that closes it when it opened one."""
     tail = line[at + 2 : at + 502].strip(" ,:")
     return tail[:-1] if bracketed and tail.endswith(")") and tail.count(")") > tail.count("(") else tail
+
+
+def items_after_count(answer: str, items_in: Callable[[str], int]) -> str | None:
+    """The items ``answer`` names after counting them, when it is a count of items with a counting noun
+    (:func:`counted_items`) followed, after "i.e.", "that is" or "namely", by as many items (``items_in``: how
+    many values a text states as a list): ``2 solutions, i.e. 3 and 5`` -> ``3 and 5``, ``2 roots (that is, 1
+    and 2)`` -> ``1 and 2``, as ``2 pairs, that is, (1,2) and (3,4)`` is read on the Answer line
+    (:func:`restating_that`) and a count in brackets after a list is (:mod:`~dapo.rewards.counts`). None
+    otherwise: another number of items (``2 solutions, i.e. 3``, ``3 solutions, i.e. 3 and 5``: a count and
+    values that disagree, judged as written), or no count (``34 ways, i.e. 35``, ``x, i.e. 3``)."""
+    found = _COUNT_THEN_ITEMS.fullmatch(answer.strip()) if len(answer) <= 500 else None
+    if found is None:
+        return None
+    items = found.group(3).strip().rstrip(".")
+    if found.group(2) is not None:  # "2 roots (that is, 1 and 2)": the parenthesis closes after the items
+        if not items.endswith(")") or items.count(")") <= items.count("("):
+            return None
+        items = items[:-1].rstrip()
+    count = counted_items(found.group(1))
+    return items if count is not None and count == items_in(items) else None

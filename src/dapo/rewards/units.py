@@ -5,11 +5,21 @@ both sides; so when the ground truth and the answer both name a unit, the units 
 Only units this module knows are compared (length, time, mass, angle, temperature, percent,
 money; their symbols, names and plurals, ``cm^2`` with its power): an unknown word, or a unit on
 one side only (``34`` for ``34 \\text{ cm}``), is left to the number rules as before.
+
+A restatement in other units of the same quantity (``5 cm, i.e. 50 mm``, ``2 h (= 120 min)``, ``1 kg (i.e.
+1000 g)``) restates the value when the two are equal exactly (:func:`other_units_change`): the factors are exact by
+definition (an inch is 0.0254 m, a pound 0.45359237 kg), so a rounded conversion (``1 mi, i.e. 1.6 km``) is
+another value, as any restatement as another number is. Units without a fixed factor (a month, a year), an angle
+(a radian is irrational in degrees), a temperature (an offset, not a factor) and percent are not converted.
 """
 
 from __future__ import annotations
 
 import re
+from fractions import Fraction
+
+from dapo.rewards.exact_numbers import exact_rational
+from dapo.rewards.remark_words import RESTATING_WORDS
 
 _UNIT_NAMES = {
     "mm": ("mm", "millimeter", "millimetre"), "cm": ("cm", "centimeter", "centimetre"),
@@ -80,3 +90,43 @@ def number_and_unit(answer: str) -> tuple[str, str | None]:
         return answer, None
     unit, start = found
     return answer[:start].rstrip(), unit
+
+
+# Each unit with a fixed factor: (its dimension, the size of the unit in that dimension's base unit), exact.
+_FACTORS: dict[str, tuple[str, Fraction]] = {
+    "mm": ("length", Fraction(1, 1000)), "cm": ("length", Fraction(1, 100)), "m": ("length", Fraction(1)),
+    "km": ("length", Fraction(1000)), "in": ("length", Fraction("0.0254")), "ft": ("length", Fraction("0.3048")),
+    "yd": ("length", Fraction("0.9144")), "mi": ("length", Fraction("1609.344")),
+    "ms": ("time", Fraction(1, 1000)), "s": ("time", Fraction(1)), "min": ("time", Fraction(60)),
+    "h": ("time", Fraction(3600)), "day": ("time", Fraction(86400)), "week": ("time", Fraction(604800)),
+    "mg": ("mass", Fraction(1, 1000)), "g": ("mass", Fraction(1)), "kg": ("mass", Fraction(1000)),
+    "lb": ("mass", Fraction("453.59237")), "dollar": ("money", Fraction(1)), "cent": ("money", Fraction(1, 100)),
+}
+# What opens a restatement of a quantity: "=", "i.e.", "that is", "which is", "equivalently" (an "or" offers an
+# alternative, left to its own rules).
+_RESTATED_AS = re.compile(r"\s*(?:=|(?:" + RESTATING_WORDS + r")(?![A-Za-z]))[\s,:$]{0,4}", re.IGNORECASE)
+
+
+def quantity(text: str) -> tuple[str, Fraction] | None:
+    """``text``, a number and its known unit with a fixed factor (``50 mm``, ``2 \\text{ h}``, ``3 cm^2``), as
+    (its dimension, with the unit's power, and its exact value in that dimension's base unit), or None."""
+    number, unit = number_and_unit(text.replace("$", " ").strip().rstrip(". ").strip())
+    base, _, power = (unit or "").partition("^")
+    factor = _FACTORS.get(base)
+    value = exact_rational(number.replace(",", "")) if factor is not None else None
+    if factor is None or value is None:
+        return None
+    return f"{factor[0]}^{power or 1}", value * factor[1] ** int(power or 1)
+
+
+def other_units_change(remark: str, answer: str) -> bool | None:
+    """For ``remark`` after ``answer`` when both state a number with a known unit of fixed factor, the
+    remark opening with a restatement (``=``, "i.e.", "that is", "which is", "equivalently"): False when it is the same quantity
+    (``5 cm, i.e. 50 mm``, ``2 h (= 120 min)``, ``5 in, that is, 12.7 cm``), True when another (``5 cm, i.e. 5
+    mm``, ``1 mi, i.e. 1.6 km``: exact factors, so a rounded conversion is another value; ``5 cm, i.e. 5 s``).
+    None when either has no such unit (``34, that is, 34 cm``, ``5 cm, i.e. 50``: the number rules decide)."""
+    opening = _RESTATED_AS.match(remark[:200])
+    if opening is None or unit_of(answer) is None:
+        return None
+    stated, restated = quantity(answer[-80:]), quantity(remark[opening.end() : 200])
+    return None if stated is None or restated is None else stated != restated

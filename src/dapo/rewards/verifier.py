@@ -10,7 +10,9 @@ Policy (what counts as correct), in order:
    relation (``\\approx 34``, ``\\ge 34``), an equation on an expression of one variable
    (``x^2=34``, ``34 = 35x``) or between a numeral and another number (``34 = 35``, ``\\frac12 = 0.6``,
    ``34 = 2 \\text{ cm}``: a unit on one side, or the same on both, is dropped); see
-   :mod:`~dapo.rewards.incomplete`.
+   :mod:`~dapo.rewards.incomplete`. A count of items then as many items after "i.e.", "that is" or
+   "namely" states the items (``2 solutions, i.e. 3 and 5``:
+   :func:`~dapo.rewards.restatements.items_after_count`).
 3. An inequality disjunction (``x<-1 or x>2``, see :mod:`~dapo.rewards.inequalities`) is one
    answer, not a hedge: when the final answer is one, or the ground truth is one and the final
    answer states a single item, each disjunction is compared as the interval union it describes
@@ -55,6 +57,7 @@ from dataclasses import dataclass, replace
 
 from dapo.rewards.answer_lists import answer_items, join_items, quick_list_verdict
 from dapo.rewards.answer_text import Extracted, bound_response, clean_answer
+from dapo.rewards.counts import item_count
 from dapo.rewards.equivalence import quick_verdict
 from dapo.rewards.extract import extract_answer, resolve_extractor
 from dapo.rewards.hedges import without_bare_remark, without_list_remark
@@ -62,6 +65,7 @@ from dapo.rewards.incomplete import name_first, states_no_value
 from dapo.rewards.inequalities import is_open_pair, real_set
 from dapo.rewards.math_verify_call import math_equal
 from dapo.rewards.number_forms import canonical_integer, without_closing_remark
+from dapo.rewards.restatements import items_after_count
 from dapo.rewards.unicode_math import unicode_math_to_latex
 from dapo.rewards.units import units_differ
 
@@ -92,6 +96,12 @@ def _stated_items(extracted: Extracted) -> list[str]:
     """Every element the final answer states: chained boxes / segments, each possibly a list."""
     parts = extracted.items or (extracted.text,)
     return [item for part in parts for item in answer_items(part)]
+
+
+def _items_in(text: str) -> int:
+    """How many values ``text`` states as a list (``3 and 5``: 2), for
+    :func:`~dapo.rewards.restatements.items_after_count`."""
+    return item_count(answer_items(text))
 
 
 def _list_answer(extracted: Extracted) -> list[str] | None:
@@ -154,6 +164,9 @@ def prepare(
     if extracted is None or not extracted.text:
         return Prepared(pred="", ground_truth=gold, verdict=False)
     extracted = extracted.in_latex()  # 34·2, 34², 2√3: Unicode mathematics as LaTeX
+    listed = items_after_count(extracted.text, _items_in) if not extracted.items else None
+    if listed is not None:  # "2 solutions, i.e. 3 and 5": the items the count names
+        extracted = replace(extracted, text=listed)
     extracted = replace(extracted, text=name_first(extracted.text),  # "34 = x" is read as "x = 34"
                         items=tuple(name_first(item) for item in extracted.items))
     if any(states_no_value(item, gold) for item in extracted.items or (extracted.text,)):

@@ -26,6 +26,8 @@ def test_an_eval_files_copies_are_said_to_be_evaluated_once_not_zero_dropped(tmp
     assert "warning: 1 copy of a prompt had another answer than its first copy" in line
     train = load_problems([_write_jsonl(tmp_path / "train.jsonl", rows)], DataConfig(**KEYS), "train")
     assert "2 duplicate prompts dropped" in train.describe("train")
+    # the logged count says the same (it was 0 for an eval file whatever its copies: metrics audit)
+    assert loaded.counts("eval")["data/eval_duplicates_dropped"] == 2 == train.counts("train")["data/train_duplicates_dropped"]
 
 
 def test_a_row_skipped_in_lenient_mode_is_not_told_to_set_lenient(tmp_path):

@@ -79,18 +79,21 @@ class LoadedProblems:
         return {
             f"data/{split}_problems": float(self.num_problems(split)),
             f"data/{split}_rows": float(self.num_rows + self.num_malformed_skipped),
-            f"data/{split}_duplicates_dropped": float(self.num_duplicates_dropped),
+            f"data/{split}_duplicates_dropped": float(self._copies_dropped(split)),
             f"data/{split}_malformed_skipped": float(self.num_malformed_skipped),
             f"data/{split}_conflicting_duplicates": float(self.num_conflicting_duplicates),
             f"data/{split}_overlong_dropped": float(self.num_overlong_dropped),
         }
 
-    def _copies_said(self, split: str) -> str:
+    def _copies_dropped(self, split: str) -> int:
         """Training drops repeated prompts (data.dedup_train); evaluation keeps them and scores each
-        problem once (``eval_key``), so "0 dropped" would hide that its copies were merged."""
-        if split == "eval":
-            return f"{len(self.problems) - self.num_problems(split)} repeated prompts evaluated once"
-        return f"{self.num_duplicates_dropped} duplicate prompts dropped"
+        problem once (``eval_key``), so its count of dropped copies is those merged."""
+        return len(self.problems) - self.num_problems(split) if split == "eval" else self.num_duplicates_dropped
+
+    def _copies_said(self, split: str) -> str:
+        if split == "eval":  # "0 dropped" would hide that its copies were merged
+            return f"{self._copies_dropped(split)} repeated prompts evaluated once"
+        return f"{self._copies_dropped(split)} duplicate prompts dropped"
 
     def describe(self, split: str) -> str:
         """What was read and what was dropped, for the terminal (with the first skip reasons)."""

@@ -31,7 +31,9 @@ METRICS: dict[str, str] = {
     "rollout/response_tokens": "response tokens generated this step, every round's groups (filtered ones too)",
     "rollout/truncation_rate": "fraction of generated responses cut at rollout.max_response_length",
     "rollout/overlong_penalty_mean": "mean soft overlong penalty over trained responses (<= 0)",
-    "rollout/reward_timeouts": "responses whose scoring hit the reward deadline (scored as wrong)",
+    "rollout/reward_timeouts": "responses whose scoring hit the reward deadline (the function that timed out adds its "
+    "failure score, the lower of weight x incorrect and weight x correct score; the response is incorrect when acc comes "
+    "from that function: a user function's timeout leaves a verifier-correct answer correct)",
     "rollout/reward_errors": "responses whose reward function raised or returned a wrong type",
     "reward/<function>/score": "mean score a user reward function returned this step (over the responses it scored)",
     "reward/<function>/<key>": "mean of each other number a user reward function returned in its dict",
@@ -76,7 +78,8 @@ METRICS: dict[str, str] = {
     "its optimizer step (0 where pi_old is that forward's own: the first mini-batch with one update per step or "
     "old_logprobs=recompute; the KL to the engine that sampled is mismatch/rollout_trainer_kl)",
     "actor/kl_ref": "mean per loss token of the KL penalty's estimate (algorithm.kl_estimator) of the policy's KL "
-    "to the reference model, before kl_coef (logged when algorithm.kl_coef > 0; verl's actor/kl_loss)",
+    "to the reference model, before kl_coef (logged when algorithm.kl_coef > 0; verl's actor/kl_loss; k3's per-token "
+    "estimate is clamped to [-10, 10] as verl's is, so a token far from the reference counts 10: it is what the penalty uses)",
     "actor/ratio_mean": "mean importance ratio pi_theta / pi_old per loss token during the update",
     "actor/grad_norm": "gradient norm before clipping (mean over the step's optimizer updates)",
     "actor/lr": "learning rate of the step's updates (the schedule moves once per training step)",
@@ -120,7 +123,8 @@ METRICS: dict[str, str] = {
     # data (logged once, at step 0 of a fresh run; split is train or eval)
     "data/<split>_problems": "unique problems loaded",
     "data/<split>_rows": "rows read from the data files (malformed ones included)",
-    "data/<split>_duplicates_dropped": "repeated training prompts dropped (data.dedup_train)",
+    "data/<split>_duplicates_dropped": "repeated prompts dropped: training copies (data.dedup_train); held-out copies "
+    "of a problem, each evaluated once (as the terminal's data summary says)",
     "data/<split>_malformed_skipped": "malformed rows skipped (data.lenient)",
     "data/<split>_conflicting_duplicates": "copies of a prompt labelled with another answer than its first copy, "
     "which alone is evaluated, and trained on with data.dedup_train (without it, every copy is)",

@@ -4,3 +4,12 @@
 
 class UserError(Exception):
     """A problem the user can fix; the message says what and how."""
+
+
+class NonFiniteError(UserError, RuntimeError):
+    """The policy's numbers stopped being finite (NaN or inf logits: diverged weights, a float16
+    overflow). A RuntimeError too, as before; a UserError so that the command says it in one line."""
+
+
+class DamagedWeightsError(UserError):
+    """A model's weights file that cannot be read (a truncated download or copy)."""

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
+from dapo.errors import NonFiniteError
 from dapo.rollout import llama_decoder
 from dapo.rollout.base import GenerationResult, SamplingParams, Weights, copy_weights
 from dapo.rollout.batching import (
@@ -166,7 +167,7 @@ class NativeEngine:
         decode_dtype = self.compute_dtype if on_fast_path else next(self.model.parameters()).dtype
         why = ("float16 decoding overflowed: use bfloat16 (rollout.native_dtype, model.dtype)"
                if decode_dtype == torch.float16 else "the weights may have diverged (NaN or inf)")
-        raise RuntimeError(f"the policy's next-token logits were not finite (row {row} of the batch): {why}")
+        raise NonFiniteError(f"the policy's next-token logits were not finite (row {row} of the batch): {why}")
 
     def sync_weights(self, model: Weights) -> None:
         """Copy ``model``'s weights in (none to copy from the trainer's own model, whose tensors

@@ -44,6 +44,7 @@ from torch.distributed.checkpoint.state_dict import (
 )
 
 from dapo.durable import fsync_dir, fsync_tree, modes_as_umask
+from dapo.errors import DamagedWeightsError
 from dapo.rollout.base import checkpoint_format, tied_duplicates
 from dapo.trainer.dropout import config_dropout_restored
 from dapo.trainer.fsdp import gathered_weights
@@ -304,6 +305,7 @@ class _SafetensorsWriter:
 
 def load_model_weights(model: torch.nn.Module, checkpoint_dir: str | Path) -> None:
     """Load the safetensors weights of a checkpoint (single file or sharded) into ``model``."""
+    from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     root = Path(checkpoint_dir)
@@ -313,7 +315,10 @@ def load_model_weights(model: torch.nn.Module, checkpoint_dir: str | Path) -> No
     first = next(model.parameters())
     weights: dict[str, torch.Tensor] = {}
     for file in files:
-        weights.update(load_file(str(file), device=str(first.device)))
+        try:
+            weights.update(load_file(str(file), device=str(first.device)))
+        except SafetensorError as error:  # a checkpoint copied in part: its file, in one line
+            raise DamagedWeightsError(f"cannot read {file}: damaged or incomplete ({error}; copied in part?)") from error
     if set(weights) - set(model.state_dict()):
         # save_pretrained wrote some weights under their on-disk names (a MoE's experts, fused in
         # memory, are written one by one): transformers' own loader converts them back

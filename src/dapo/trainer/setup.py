@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError, safe_open
 from transformers import (
     AutoConfig,
     AutoModelForCausalLM,
@@ -21,6 +22,7 @@ from transformers import (
 from dapo.algo.rehearsal import rehearse_plugins
 from dapo.config import DAPOConfig, ModelConfig
 from dapo.data import LoadedProblems, PromptEncoder, load_problems
+from dapo.errors import DamagedWeightsError
 from dapo.preflight import model_context
 from dapo.rollout import RolloutEngine, create_engine
 from dapo.rollout.base import SamplingParams
@@ -82,6 +84,27 @@ def _structure(path: Path, cfg: ModelConfig) -> PreTrainedModel:
         return AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path), **_load_kwargs(cfg))
 
 
+def load_weights(path: Path, cfg: ModelConfig) -> PreTrainedModel:
+    """``from_pretrained`` of ``path``, a damaged weights file said in one line (it raised safetensors'
+    bare "Error while deserializing header", with a traceback and no file name)."""
+    try:
+        return AutoModelForCausalLM.from_pretrained(path, **_load_kwargs(cfg))
+    except SafetensorError as error:
+        raise DamagedWeightsError(f"cannot read the weights of {path}: {_damaged_file(path) or 'a file'} is damaged "
+                                  f"or incomplete ({error}; an interrupted download or copy?): fetch it again") from error
+
+
+def _damaged_file(path: Path) -> str | None:
+    """The first of ``path``'s safetensors files whose header cannot be read (reading a header is cheap)."""
+    for file in sorted(path.glob("*.safetensors")):
+        try:
+            with safe_open(file, framework="pt"):
+                pass
+        except (SafetensorError, OSError):
+            return file.name
+    return None
+
+
 def load_model_and_tokenizer(
     cfg: ModelConfig, device: torch.device, weights: bool = True
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, Path]:
@@ -97,7 +120,7 @@ def load_model_and_tokenizer(
         with contextlib.suppress(OSError):  # the stop tokens are read from it
             model.generation_config = GenerationConfig.from_pretrained(path)
     else:
-        model = AutoModelForCausalLM.from_pretrained(path, **_load_kwargs(cfg)).to(device)
+        model = load_weights(path, cfg).to(device)
     if cfg.disable_dropout:
         disable_dropout(model)
     if cfg.gradient_checkpointing:  # transformers 5 renamed it (the old name warns)
@@ -108,7 +131,7 @@ def load_model_and_tokenizer(
 def load_reference_model(path: Path, cfg: ModelConfig, device: torch.device, weights: bool = True) -> PreTrainedModel:
     """A frozen copy of the initial policy, loaded only when algorithm.kl_coef > 0 (``weights=False``:
     its structure on the meta device, for a policy rank whose shard of it comes from rank 0)."""
-    model = AutoModelForCausalLM.from_pretrained(path, **_load_kwargs(cfg)).to(device) if weights else _structure(path, cfg)
+    model = load_weights(path, cfg).to(device) if weights else _structure(path, cfg)
     model.eval().requires_grad_(False)
     return model
 

@@ -26,6 +26,8 @@ def test_an_eval_files_copies_are_said_to_be_evaluated_once_not_zero_dropped(tmp
     assert "warning: 1 copy of a prompt had another answer than its first copy" in line
     train = load_problems([_write_jsonl(tmp_path / "train.jsonl", rows)], DataConfig(**KEYS), "train")
     assert "2 duplicate prompts dropped" in train.describe("train")
+    assert "dropped); the first 1 evaluated (eval.max_problems)\n" in loaded.describe("eval", max_problems=1)
+    assert "evaluated (eval.max_problems)" not in loaded.describe("eval", max_problems=2)  # leaves none out
     # the logged count says the same (it was 0 for an eval file whatever its copies: metrics audit)
     assert loaded.counts("eval")["data/eval_duplicates_dropped"] == 2 == train.counts("train")["data/train_duplicates_dropped"]
 

@@ -95,14 +95,18 @@ class LoadedProblems:
             return f"{self._copies_dropped(split)} repeated prompts evaluated once"
         return f"{self._copies_dropped(split)} duplicate prompts dropped"
 
-    def describe(self, split: str) -> str:
-        """What was read and what was dropped, for the terminal (with the first skip reasons)."""
+    def describe(self, split: str, max_problems: int = 0) -> str:
+        """What was read and what was dropped, for the terminal (with the first skip reasons); with
+        ``max_problems`` (eval.max_problems), how many of them are evaluated when it leaves some out."""
+        num_problems = self.num_problems(split)
         line = (
-            f"{split} data: {self.num_problems(split)} problems from {', '.join(self.sources)} "
+            f"{split} data: {num_problems} problems from {', '.join(self.sources)} "
             f"({self.num_rows + self.num_malformed_skipped} rows; "
             f"{self._copies_said(split)}; {self.num_malformed_skipped} malformed "
             f"rows skipped; {self.num_overlong_dropped} problems over data.max_prompt_length dropped)"
         )
+        if 0 < max_problems < num_problems:  # "200 problems" alone read as 200 evaluated
+            line += f"; the first {max_problems} evaluated (eval.max_problems)"
         if self.num_conflicting_duplicates:
             copies = "1 copy" if self.num_conflicting_duplicates == 1 else f"{self.num_conflicting_duplicates} copies"
             line += f"\n  warning: {copies} of a prompt had another answer than its first copy"

@@ -120,7 +120,7 @@ class Trainer:
             self.run = run = build_run(cfg, start_ranks)
             for split, loaded in (("train", run.data.train), ("eval", run.data.eval)):
                 if loaded is not None:
-                    print(loaded.describe(split))
+                    print(loaded.describe(split, cfg.eval.max_problems if split == "eval" else 0))
             if self.policy is None:
                 ref = load_reference_model(run.model_path, cfg.model, run.device) if cfg.algorithm.kl_coef > 0 else None
                 self.policy = PolicyWorker(

@@ -55,13 +55,16 @@ def test_dapo_eval_says_the_first_n_problems_only_when_max_problems_leaves_some_
     monkeypatch.setattr(summary, "RewardScorer", lambda cfg: contextlib.nullcontext())
     monkeypatch.setattr(summary, "evaluate_held_out", lambda *args: EvalResult({}, 0, 4))
 
-    def said(max_problems: int) -> str:
-        summary.evaluate_model(load_config([], [f"eval.max_problems={max_problems}"]), progress=False)
+    def said(max_problems: int, *overrides: str) -> str:
+        summary.evaluate_model(load_config([], [f"eval.max_problems={max_problems}", *overrides]), progress=False)
         return capsys.readouterr().out
 
     assert ", the first 10:" in said(10)
     assert "the first" not in said(500)  # all 30 are evaluated
     assert "the first" not in said(0)
+    # a multi-rank run's config: the ranks it names are not used, said (it ran in one process unsaid)
+    assert "runs in this one process, not on the config's 2 ranks" in said(0, "resources.devices_per_node=2")
+    assert "ranks" not in said(0)
 
 
 def test_a_run_resumed_from_its_final_checkpoint_shows_its_logged_final_evaluation(capsys, tmp_path):

@@ -135,8 +135,9 @@ def test_a_checkpoint_holding_only_shards_says_how_to_use_it(tmp_path):
     (checkpoint / "policy").mkdir(parents=True)
     (checkpoint / "policy" / ".metadata").write_bytes(b"")  # what DCP writes, without the HF export
     cfg = load_config([builtin_config_path("dapo_recipe")], [f"model.path={checkpoint}", f"output_dir={tmp_path / 'r'}"])
-    with pytest.raises(PreflightError, match=r"holds only the ranks' shards .*checkpoint.resume=PATH"):
+    with pytest.raises(PreflightError, match=r"holds only the ranks' shards.*checkpoint.resume=PATH.*the run's final") as raised:
         check_run(cfg)
+    assert "tokenizer" not in str(raised.value)  # the same problem, not a second one
 
 
 def test_yaml_syntax_errors_name_the_file_and_line(tmp_path, capsys):

@@ -90,9 +90,11 @@ def model_problems(cfg: DAPOConfig) -> list[str]:
     problems = []
     config_file = model_dir / "config.json"
     if not config_file.is_file() and (model_dir / "policy" / ".metadata").is_file():  # run_dir.SHARDED_DIR
-        problems.append(f"model.path={m.path!r} is a checkpoint of a multi-rank run that holds only the ranks' "
-                        "shards (checkpoint.hf_export=final exports the final checkpoint alone): resume the run "
-                        "from it (checkpoint.resume=PATH) or start from its final checkpoint")
+        # (its missing tokenizer files are this one problem, not a second)
+        return [f"model.path={m.path!r} is a checkpoint of a multi-rank run that holds only the ranks' shards, no "
+                "Hugging Face model (checkpoint.hf_export=final exports the final checkpoint alone; =every, each): "
+                "its run can resume from it (checkpoint.resume=PATH), but a model is read from an exported "
+                "checkpoint, such as the run's final one"]
     elif not config_file.is_file():
         problems.append(f"model.path={m.path!r} has no config.json: not a Hugging Face model directory")
     elif not any(any(model_dir.glob(pattern)) for pattern in WEIGHT_PATTERNS):

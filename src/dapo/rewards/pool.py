@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from dapo.rewards import process_tree
+from dapo.rewards.breaker import Breaker
 from dapo.rewards.process_tree import end_below_keeper, group_members, has_keeper, kill_group
 from dapo.rewards.user_functions import RewardFunctionError
 from dapo.rewards.worker import Channel
@@ -126,6 +127,7 @@ class WorkerPool:
         self._workers: list[_Worker] = []
         self._results: list[Outcome | None] = []
         self._timeouts: list[float | None] = []  # the run's per-task deadlines (see run)
+        self._breaker = Breaker([], [], 1)  # the run's (see run); this one never trips
         self._done = 0
         # What tasks of the last run() printed: task id -> (first characters, total characters).
         self.outputs: dict[int, tuple[str, int]] = {}
@@ -173,11 +175,14 @@ class WorkerPool:
                         f"{worker.process.wait()}); see its output above"
                     )
 
-    def run(self, tasks: list[tuple], timeouts: list[float | None] | None = None) -> list[Outcome]:
+    def run(self, tasks: list[tuple], timeouts: list[float | None] | None = None,
+            breaker: Breaker | None = None) -> list[Outcome]:
         """Run every task; return one outcome per task, in order. Never blocks past deadlines:
-        each task's own (``timeouts[i]``; None, or no list: the pool's ``timeout_s``)."""
+        each task's own (``timeouts[i]``; None, or no list: the pool's ``timeout_s``). The tasks
+        ``breaker`` trips (:mod:`dapo.rewards.breaker`) are not run: they fail as ``("timeout", "skipped")``."""
         self._results = [None] * len(tasks)
         self._timeouts = timeouts or []
+        self._breaker = breaker or Breaker([], [], 1)
         self._done = 0
         self.outputs = {}
         self.stray_output = None
@@ -198,6 +203,8 @@ class WorkerPool:
                 self._drain(worker)
                 if worker.dead or time.monotonic() > worker.deadline:
                     self._retire(worker, pending, "died" if worker.dead else "timeout")
+            for task_id in self._breaker.skip(pending):
+                self._finish(task_id, ("timeout", "skipped"))
             if self._done == len(tasks):
                 break
             if self._none_can_start():
@@ -273,15 +280,13 @@ class WorkerPool:
     def _finish(self, task_id: int, outcome: Outcome) -> None:
         if self._results[task_id] is None:
             self._done += 1
+            self._breaker.record(task_id, outcome[0])
         self._results[task_id] = outcome
 
     def _retire(self, worker: _Worker, pending: deque[int], reason: str) -> None:
-        """Kill ``worker``, charge its running task, requeue the rest, start a replacement.
-
-        A worker that dies before it was ever ready is not replaced in this run (its
-        replacement would likely die the same way): the pool shrinks, and with no worker left
-        the run's remaining tasks fail with the reason instead of waiting.
-        """
+        """Kill ``worker``, charge its running task, requeue the rest, start a replacement. One that
+        dies before it was ever ready is not replaced in this run (its replacement would likely die the
+        same way): the pool shrinks, and with no worker left the run's remaining tasks fail with the reason."""
         ended_by_itself = worker.channel.closed  # (not killed by _stop: it closed its socket first)
         self._stop(worker)
         detail = _exit_status(worker.process.returncode) if reason == "died" and ended_by_itself else None

@@ -13,6 +13,10 @@ scorer is the one ``acc`` comes from (the verifier's math-verify call, or the fi
 without the verifier). Another function's failure costs its weight in the score but does not
 make a correct answer wrong: avg@k and the correctness filter read the verifier's verdict.
 
+Within one batch, a user function that times out on call after call, across problems, with no
+call finishing in time in between, is taken for hung: its calls not yet started are not run but
+fail as timeouts (:mod:`dapo.rewards.breaker`); the next batch tries it again.
+
 Extraction and the integer comparison run here, in the parent: linear-time string work on
 length-bounded text. Only math-verify calls and user functions go to the worker pool, where
 every task has a hard, kill-enforced deadline.
@@ -26,6 +30,7 @@ import os
 from typing import Any
 
 from dapo.config.schema import RewardConfig
+from dapo.rewards.breaker import Breaker
 from dapo.rewards.extract import resolve_extractor
 from dapo.rewards.pool import Outcome, WorkerPool
 from dapo.rewards.types import RewardResult
@@ -131,18 +136,37 @@ class RewardScorer:
                                    for i in items])
                     for k, items in calls]
         timeouts = [None] * len(tasks) + [self._timeouts[k] for k, _ in calls]
+        # per function, what each call scores (its problems), for the breaker; math-verify's: none
+        groups = [None] * len(tasks) + [k for k, _ in calls]
+        subjects = [None] * len(tasks) + [tuple(_problem(golds[i], prompts[i]) for i in items) for _, items in calls]
+        breaker = Breaker(groups, subjects, self._pool.num_workers if self.cfg.skip_hung else 0)
         tasks += fn_tasks
-        outcomes = self._pool.run(tasks, timeouts) if tasks else []
+        outcomes = self._pool.run(tasks, timeouts, breaker) if tasks else []
         self._report_output(tasks)
         # each response's outcome of each function; a batch that failed as a whole fails its every response
         fn_outcomes: list[list[Outcome]] = [[] for _ in range(n)]
         for (k, items), (kind, detail) in zip(calls, outcomes[len(tasks) - len(calls):]):
             for position, i in enumerate(items):
                 fn_outcomes[i].append(detail[position] if self._batch_sizes[k] and kind == "ok" else (kind, detail))
-        return [
+        results = [
             self._combine(prepared[i], outcomes[math_task[i]] if i in math_task else None, fn_outcomes[i])
             for i in range(n)
         ]
+        self._report_skipped(breaker, calls, len(tasks) - len(calls))  # (after the first timeout's own line)
+        return results
+
+    def _report_skipped(self, breaker: Breaker, calls: list[tuple[int, range]], first_call: int) -> None:
+        """One line per function the breaker stopped in this batch: how many responses it skipped."""
+        for k, skipped in breaker.skipped.items():
+            timeouts, problems = breaker.tripped[k]
+            what = "calls in a row, on %d different sets of problems" if self._batch_sizes[k] else \
+                "responses in a row, of %d different problems"
+            responses = sum(len(calls[task_id - first_call][1]) for task_id in skipped)
+            logger.warning(
+                "%s timed out on %d " + what + ", in this batch, none of its calls finishing in time: it looks hung, "
+                "so its other %d responses in this batch were not run and score as timeouts (it is tried again on "
+                "the next batch) (%s)", self._labels[k], timeouts, problems, responses, self._specs[k],
+            )
 
     def _task(self, k: int, items: list[tuple[str, str, dict]]) -> tuple:
         """Function ``k``'s task for ``items`` (response, ground truth, extra): one item for a
@@ -295,6 +319,11 @@ class RewardScorer:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _problem(ground_truth: str, prompt: Any) -> tuple[str, str | None]:
+    """The problem a response answers, as the breaker tells problems apart (a chat prompt by its text)."""
+    return ground_truth, prompt if prompt is None or isinstance(prompt, str) else repr(prompt)
 
 
 def _as_text(value: Any) -> str:

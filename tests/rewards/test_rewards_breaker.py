@@ -1,0 +1,161 @@
+"""A reward function that hangs on every item costs a batch a few deadlines, not one per item:
+the breaker (dapo/rewards/breaker.py) fails the rest of its batch at once, as timeouts. A function
+that is only slow now and then, or that cannot score one problem's responses, is not tripped."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from pathlib import Path
+
+import pytest
+
+from dapo.config.schema import RewardConfig, RewardFunctionSpec
+from dapo.rewards import RewardScorer
+from dapo.rewards.breaker import Breaker
+
+FNS = str(Path(__file__).resolve().parent / "reward_fns_fixture.py")
+TRIPPED = "in a row"  # in the breaker's warning only
+
+
+def spec(name: str, **kwargs) -> RewardFunctionSpec:
+    return RewardFunctionSpec(path=f"{FNS}:{name}", **kwargs)
+
+
+# -- the rule, without processes --------------------------------------------------------------
+
+def test_the_limit_is_two_timeouts_per_worker_and_at_least_three() -> None:
+    assert [Breaker([], [], w).limit for w in (1, 2, 8, 32)] == [3, 4, 16, 64]
+
+
+def test_a_group_trips_on_timeouts_in_a_row_across_problems_and_its_pending_tasks_are_skipped() -> None:
+    groups = [None, None] + [0] * 6 + [1] * 3
+    breaker = Breaker(groups, [None, None] + list("abcdef") + list("xyz"), num_workers=1)
+    for task_id in (2, 3):
+        breaker.record(task_id, "timeout")
+    breaker.record(0, "timeout")  # math-verify's (no group): never counted, never skipped
+    assert not breaker.tripped
+    breaker.record(4, "timeout")
+    assert breaker.tripped == {0: (3, 3)}
+    pending = deque([1, 5, 8, 6, 9, 7, 10])
+    assert breaker.skip(pending) == [5, 6, 7]
+    assert list(pending) == [1, 8, 9, 10] and breaker.skipped == {0: [5, 6, 7]}
+    assert breaker.skip(pending) == []
+
+
+def test_a_call_that_finishes_in_time_ends_the_streak() -> None:
+    breaker = Breaker([0] * 10, list("abcdefghij"), num_workers=1)
+    for task_id, kind in enumerate(["timeout", "timeout", "ok", "timeout", "timeout", "raised", "timeout"]):
+        breaker.record(task_id, kind)
+    assert not breaker.tripped  # never three timeouts in a row
+
+
+def test_timeouts_on_one_problem_alone_do_not_trip() -> None:
+    """One problem its function cannot score in time (all 16 responses of a prompt) is no hang."""
+    breaker = Breaker([0] * 20, ["hard"] * 16 + ["b", "c", "d", "e"], num_workers=1)
+    for task_id in range(16):
+        breaker.record(task_id, "timeout")
+    assert not breaker.tripped
+    breaker.record(16, "timeout")  # a second problem, still nothing in time: hung
+    assert breaker.tripped == {0: (17, 2)}
+
+
+# -- through the scorer ----------------------------------------------------------------------
+
+N = 40
+
+
+def items(n: int = N) -> tuple[list[str], list[str]]:
+    """Responses and ground truths of ``n`` problems: every other one right; one in four an
+    expression only math-verify (in the workers, with the hanging function's calls) judges right."""
+    responses = [f"Answer: $x^2+{i}$" if i % 4 == 1 else f"Answer: {i if i % 2 else i + 1000}" for i in range(n)]
+    return responses, [f"{i}+x^2" if i % 4 == 1 else str(i) for i in range(n)]
+
+
+def test_a_hanging_function_costs_a_batch_a_few_deadlines_and_every_item_a_timeout(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """40 items, 2 workers, 1 s deadlines: one deadline per item took 20 s and more (32 s measured);
+    with the breaker, about two rounds of deadlines. Every item is a timeout of the function, scored
+    with its failure score, and the verifier's verdicts (math-verify's too) stand."""
+    cfg = RewardConfig(functions=[spec("sleeps_forever", weight=0.5)], timeout_s=1.0, num_workers=2)
+    responses, golds = items()
+    with RewardScorer(cfg) as scorer, caplog.at_level(logging.WARNING, logger="dapo.rewards"):
+        for batch in range(2):  # the next batch tries it again, and trips again
+            caplog.clear()
+            started = time.monotonic()
+            results = scorer.score(responses, golds)
+            elapsed = time.monotonic() - started
+            assert elapsed < 15.0, f"batch {batch}: {elapsed:.1f} s"
+            assert all(r.timed_out and r.failed == ["sleeps_forever"] for r in results)
+            assert [r.acc for r in results] == [i % 2 == 1 for i in range(N)]
+            assert [r.score for r in results] == pytest.approx([(1.0 if i % 2 else -1.0) - 0.5 for i in range(N)])
+            assert scorer.num_timeouts == N * (batch + 1)
+            [tripped] = [r.getMessage() for r in caplog.records if TRIPPED in r.getMessage()]
+            assert tripped.startswith("sleeps_forever timed out on 4 responses in a row")
+            skipped = int(tripped.split("so its other ")[1].split()[0])
+            assert N - 4 - 2 <= skipped <= N - 4  # the rest, less what was already running
+
+
+def test_a_hang_that_passes_is_scored_in_the_next_batch() -> None:
+    cfg = RewardConfig(functions=[spec("sleeps_when_asked")], timeout_s=1.0, num_workers=2)
+    responses, golds = items(20)
+    with RewardScorer(cfg) as scorer:
+        hung = scorer.score(responses, golds, extras=[{"sleep": True}] * 20)
+        well = scorer.score(responses, golds, extras=[{}] * 20)
+    assert all(r.timed_out for r in hung)
+    assert not any(r.timed_out or r.failed for r in well)
+    assert all(r.extra["sleeps_when_asked/score"] == 0.5 for r in well)
+
+
+def test_a_batched_function_that_hangs_is_tripped_by_calls() -> None:
+    cfg = RewardConfig(functions=[spec("batched_judge", batch_size=2)], timeout_s=1.0, num_workers=2,
+                       verifier_weight=0.0)
+    responses, golds = items()
+    with RewardScorer(cfg) as scorer:
+        started = time.monotonic()
+        results = scorer.score(responses, golds, extras=[{"sleep": True}] * N)
+    assert time.monotonic() - started < 15.0  # 20 calls of 1 s on 2 workers: 10 s and more without it
+    assert all(r.timed_out and not r.acc for r in results)
+
+
+def test_a_function_slow_now_and_then_is_not_tripped(caplog: pytest.LogCaptureFixture) -> None:
+    """One item in six hangs, two of them side by side; one worker, so the order is fixed: every
+    item that finishes in time ends the streak, and only the slow ones time out."""
+    slow = {0, 7, 8, 15}
+    cfg = RewardConfig(functions=[spec("sleeps_when_asked")], timeout_s=1.0, num_workers=1)
+    responses, golds = items(24)
+    with RewardScorer(cfg) as scorer, caplog.at_level(logging.WARNING, logger="dapo.rewards"):
+        results = scorer.score(responses, golds, extras=[{"sleep": i in slow} for i in range(24)])
+    assert {i for i, r in enumerate(results) if r.timed_out} == slow
+    assert not any(TRIPPED in r.getMessage() for r in caplog.records)
+
+
+def test_one_problem_the_function_cannot_score_costs_only_its_responses(caplog: pytest.LogCaptureFixture) -> None:
+    """One worker, so nothing else finishes in between: four responses to one problem hang in a
+    row, past the limit of three (a sandbox whose test for that problem loops); the other problems'
+    responses, after them, are scored."""
+    cfg = RewardConfig(functions=[spec("sleeps_when_asked")], timeout_s=1.0, num_workers=1)
+    golds = ["7"] * 4 + [str(i) for i in range(6)]
+    prompts = [[{"role": "user", "content": "the hard one"}]] * 4 + [f"problem {i}" for i in range(6)]
+    with RewardScorer(cfg) as scorer, caplog.at_level(logging.WARNING, logger="dapo.rewards"):
+        results = scorer.score([f"Answer: {g}" for g in golds], golds, prompts=prompts,
+                               extras=[{"sleep": i < 4} for i in range(10)])
+    assert [r.timed_out for r in results] == [True] * 4 + [False] * 6
+    assert all(r.acc for r in results)
+    assert not any(TRIPPED in r.getMessage() for r in caplog.records)
+
+
+def test_skip_hung_false_lets_every_call_wait_out_its_deadline() -> None:
+    """reward.skip_hung=false: a code sandbox whose policy often writes loops keeps every call."""
+    assert RewardConfig().skip_hung
+    never = Breaker([0] * 6, list("abcdef"), num_workers=0)
+    for task_id in range(6):
+        never.record(task_id, "timeout")
+    assert not never.tripped and never.skip(deque([0, 1, 2, 3, 4, 5])) == []
+    cfg = RewardConfig(functions=[spec("sleeps_when_asked")], timeout_s=0.5, num_workers=1, skip_hung=False)
+    responses, golds = items(5)
+    with RewardScorer(cfg) as scorer:
+        results = scorer.score(responses, golds, extras=[{"sleep": i < 4} for i in range(5)])
+    assert [r.timed_out for r in results] == [True] * 4 + [False]  # the fifth still ran, and passed

@@ -291,11 +291,11 @@ def test_dapo_rl_warnings_print_as_one_line_of_the_command_and_main_restores_the
     import warnings
 
     import dapo.preflight
-    from dapo.cli.main import _warning_format
+    from dapo.warning_format import warning_format
 
     before = warnings.formatwarning
     assert main(["config", "default"]) == 0 and warnings.formatwarning is before
-    format_warning = _warning_format("train", before)
+    format_warning = warning_format("train", before)
     ours = format_warning(UserWarning("most responses hit the limit"), UserWarning, dapo.preflight.__file__, 120)
     assert ours == "dapo train: warning: most responses hit the limit\n"
     theirs = format_warning(UserWarning("x"), UserWarning, "/usr/lib/python3/site-packages/torch/a.py", 7)

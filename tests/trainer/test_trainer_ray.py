@@ -1,5 +1,5 @@
 """Scale-out on this CPU machine: `dapo train` with 2 policy ranks on a local Ray (FSDP2 over
-gloo, each rank generating its share with its own engine), the same metrics as 1 rank, sharded
+gloo, each rank generating its share with its own engine), the same metric keys as 1 rank, sharded
 checkpoints (each rank's DCP shard) with a Hugging Face export that `from_pretrained` loads, and an
 exact resume from the shards after the driver is SIGKILLed."""
 

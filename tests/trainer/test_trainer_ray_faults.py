@@ -145,8 +145,13 @@ def test_uneven_shares_and_a_skipped_update_keep_the_ranks_in_step(tiny_model_di
         stats = call_in_thread(lambda: policy.update(one), timeout_s=120)
         assert not isinstance(stats, (str, BaseException)) and not stats.skipped and policy.version == 1, stats
         samples[-1].old_logprobs = [float("nan")] * len(samples[-1].old_logprobs)  # on one rank's share
-        stats = call_in_thread(lambda: policy.update(samples), timeout_s=120)  # (the rank warns, in its process)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            stats = call_in_thread(lambda: policy.update(samples), timeout_s=120)
         assert not isinstance(stats, (str, BaseException)) and stats.skipped, stats
+        # said once, by the driver, with the reason of the rank that saw the NaN (not once per rank, in theirs)
+        assert [str(w.message) for w in caught if "skipped" in str(w.message)] == [
+            "skipped an optimizer update: loss is nan; weights left unchanged"]
         assert policy.version == 1 and policy.num_nonfinite_skipped == 1
         assert call_in_thread(policy.sync_engines, timeout_s=120) is None
         samples[-1].old_logprobs = [float(samples[0].old_logprobs[0])] * len(samples[-1].response_ids)

@@ -18,6 +18,7 @@ from dapo.cli.args import SAVED_CONFIG, config_arg_kind, is_config_arg, resolve
 from dapo.config import ConfigError, DAPOConfig
 from dapo.config.loading import yaml_text
 from dapo.errors import UserError
+from dapo.warning_format import warning_format
 
 EPILOG = """\
 configuration:
@@ -269,11 +270,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    ns, extra = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    if ns.command in RANK_STARTING_COMMANDS and (launcher := multi_process_launcher(os.environ)) is not None:
+        print(f"dapo {ns.command}: error: {launcher}", file=sys.stderr)  # (every copy says it: nothing else runs)
+        return 2
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # per-file load/save bars would drown our own progress bar
-    parser = build_parser()
-    ns, extra = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
     # CONFIGs and key=value overrides after an option (`dapo plan CFG --params 32.8e9 a.b=1`) join the others
     if extra and hasattr(ns, "config") and all(is_config_arg(arg) and not arg.startswith("-") for arg in extra):
         ns.config = [*ns.config, *extra]
@@ -286,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     previous_handlers = exit_on_termination()
     previous_format = warnings.formatwarning
     if not debug:
-        warnings.formatwarning = _warning_format(ns.command, previous_format)
+        warnings.formatwarning = warning_format(ns.command, previous_format)
     try:
         return ns.func(ns)
     except (KeyboardInterrupt, SystemExit) as error:  # `dapo train` says its own, with where it resumes
@@ -312,20 +316,29 @@ def main(argv: list[str] | None = None) -> int:
         warnings.formatwarning = previous_format
 
 
-_PACKAGE_DIR = str(Path(__file__).resolve().parents[1])
+# the commands that load a model: under torchrun, each of its N copies would run one whole, 1-rank
+# run of its own (the copies of `dapo train` then fought over output_dir's lock)
+RANK_STARTING_COMMANDS = ("train", "eval", "ablate")
+# what torchrun (torch.distributed elastic) sets in each process it starts, beside WORLD_SIZE
+_LAUNCHER_VARIABLES = ("TORCHELASTIC_RUN_ID", "LOCAL_RANK", "RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK")
 
 
-def _warning_format(command: str, default: Any) -> Any:
-    """dapo-rl's own warnings as ``dapo COMMAND: warning: ...`` (they speak to the user, not of a
-    source line); a library's in Python's format, which names where it came from."""
-
-    def format_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-                       line: str | None = None) -> str:
-        if str(Path(filename).resolve()).startswith(_PACKAGE_DIR):
-            return f"dapo {command}: warning: {message}\n"
-        return default(message, category, filename, lineno, line)
-
-    return format_warning
+def multi_process_launcher(environ: Any) -> str | None:
+    """Why this process must not run: torchrun (or another torch.distributed launcher) started it
+    as one of WORLD_SIZE > 1 copies, while dapo-rl starts its own policy ranks (on Ray) from one
+    command; None otherwise (WORLD_SIZE=1, as `torchrun --nproc_per_node 1`, is one run)."""
+    try:
+        world_size = int(environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return None
+    found = [name for name in _LAUNCHER_VARIABLES if name in environ]
+    if world_size <= 1 or not found:
+        return None
+    by = "torchrun" if "TORCHELASTIC_RUN_ID" in environ else "a torch.distributed launcher (torchrun?)"
+    return (f"started by {by} as one of WORLD_SIZE={world_size} processes ({found[0]} is set): dapo-rl starts "
+            "its own policy ranks, one per device, on Ray. Launch it once, without torchrun, with "
+            "resources.devices_per_node=N (on a Ray cluster of several nodes also resources.nnodes=M "
+            "resources.ray_address=auto; see the README's Scale out)")
 
 
 def exit_on_termination() -> dict[int, Any]:

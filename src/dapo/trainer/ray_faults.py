@@ -6,8 +6,9 @@ must get the same calls in the same order. So the driver
 - submits a call to all ranks or to none (:meth:`RankCalls._submit`): a SIGINT/SIGTERM/SIGHUP that
   arrives while it submits is delivered once all are submitted, and any other error part-way
   marks the group ``broken``;
-- raises a rank's error as it happens (a ``UserError`` or ``OSError`` as the rank raised it, not
-  Ray's wrapper), naming a dead rank as the likelier cause, and marks the group ``broken`` when
+- raises a rank's error as it happens (a ``UserError``, of any subclass, or ``OSError`` as the
+  rank raised it, not Ray's wrapper; a UserError whose class cannot be rebuilt from its message
+  comes as :class:`dapo.trainer.ray_rank.RankUserError`, with that message), naming a dead rank as the likelier cause, and marks the group ``broken`` when
   a rank may still be blocked in a collective another rank left (:meth:`RankCalls._get`): a
   further call raises instead of queueing behind it for good;
 - while it waits on the ranks, a signal handler's own exception reaches the caller

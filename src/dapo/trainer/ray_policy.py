@@ -33,7 +33,9 @@ import dataclasses
 import math
 import os
 import signal
+import sys
 import threading
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -94,25 +96,90 @@ class PlacementFailed(UserError, RuntimeError):
 
 
 PLACEMENT_TIMEOUT_S = 600.0  # how long the cluster may take to find room for the ranks
+PLACEMENT_NOTICE_S = 5.0  # placement not done by then: say what the run waits for
+PLACEMENT_STATUS_EVERY_S = 60.0  # and again, this often, until it is
 
 
-def _node_placement_groups(ray: Any, nnodes: int, devices_per_node: int, cpus: float, gpus: int) -> list[Any]:
+def _amounts(resources: dict[str, float], keys: Any) -> str:
+    """'CPU 2, GPU 0' of ``resources`` for ``keys`` (Ray's own dicts also hold memory, node:IP...)."""
+    return ", ".join(f"{key} {resources.get(key, 0):g}" for key in keys)
+
+
+def _largest_node(ray: Any, need: dict[str, float]) -> tuple[dict[str, float], bool]:
+    """The total resources of the alive node nearest to holding ``need`` (one node's ranks: a
+    STRICT_PACK group), and whether some node's totals hold it (now busy or not)."""
+    totals = [node.get("Resources", {}) for node in ray.nodes() if node.get("Alive")]
+    fits = [t for t in totals if all(t.get(key, 0) >= amount for key, amount in need.items())]
+    largest = max(totals, key=lambda t: tuple(t.get(key, 0) for key in need), default={})
+    return (fits or [largest])[0], bool(fits)
+
+
+def _placement_status(ray: Any, nnodes: int, devices_per_node: int, bundle: dict[str, float]) -> tuple[str, bool]:
+    """One line on what the ranks wait for and what the cluster has now; and whether any node of
+    the cluster has the total resources one node's ranks need."""
+    need = {key: amount * devices_per_node for key, amount in bundle.items()}
+    node, fits = _largest_node(ray, need)
+    keys = list(bundle)
+    has = (f"the cluster has {_amounts(ray.cluster_resources(), keys)} in all, "
+           f"{_amounts(ray.available_resources(), keys)} free")
+    where = ("" if fits else f"; no node has {_amounts(need, keys)} (a node's ranks are placed on one machine: "
+             f"the largest has {_amounts(node, keys)})")
+    ask = f"{nnodes * devices_per_node} policy rank(s) ({nnodes} node(s) x {devices_per_node}) of {_amounts(bundle, keys)} each"
+    return f"{ask}; {has}{where}", fits
+
+
+def _wait_for_placement(ray: Any, refs: list[Any], nnodes: int, devices_per_node: int, bundle: dict[str, float],
+                        can_grow: bool) -> int:
+    """Wait for the placement groups' ``refs``, up to PLACEMENT_TIMEOUT_S; how many are ready.
+    Not placed within PLACEMENT_NOTICE_S, it says what it waits for (to stderr: Ray itself prints
+    only its autoscaler's lines), then again every PLACEMENT_STATUS_EVERY_S. Where the cluster
+    cannot grow (``can_grow`` False: the local Ray this run started) and no node could ever hold
+    one node's ranks, it returns at once."""
+    import time
+
+    if not can_grow and not _placement_status(ray, nnodes, devices_per_node, bundle)[1]:
+        return 0  # no node can hold one node's ranks, and none will join
+    started = time.monotonic()
+    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=min(PLACEMENT_NOTICE_S, PLACEMENT_TIMEOUT_S))
+    if len(ready) == len(refs):
+        return len(ready)
+    line, _ = _placement_status(ray, nnodes, devices_per_node, bundle)
+    print(f"dapo-rl: waiting for Ray to place {line}; waiting up to {PLACEMENT_TIMEOUT_S:.0f} s for nodes to "
+          "join or free their resources", file=sys.stderr, flush=True)
+    while (left := PLACEMENT_TIMEOUT_S - (time.monotonic() - started)) > 0:
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=min(PLACEMENT_STATUS_EVERY_S, left))
+        if len(ready) == len(refs) or time.monotonic() - started >= PLACEMENT_TIMEOUT_S:
+            return len(ready)
+        line, _ = _placement_status(ray, nnodes, devices_per_node, bundle)
+        print(f"dapo-rl: still waiting after {time.monotonic() - started:.0f} s (of {PLACEMENT_TIMEOUT_S:.0f}) "
+              f"to place {line}", file=sys.stderr, flush=True)
+    return len(ready)
+
+
+def _node_placement_groups(ray: Any, nnodes: int, devices_per_node: int, cpus: float, gpus: int,
+                           can_grow: bool = True) -> list[Any]:
     """One placement group per node (STRICT_PACK: its bundles on one machine), a bundle per
     device: ranks r*devices_per_node ... of node r share a machine, so a tensor-parallel engine
-    (consecutive ranks, dividing devices_per_node) never spans the network."""
+    (consecutive ranks, dividing devices_per_node) never spans the network. ``can_grow``: other
+    nodes may join the cluster (False for the local Ray this run started: a request no node
+    could hold is refused at once instead of after PLACEMENT_TIMEOUT_S)."""
     from ray.util.placement_group import placement_group
 
     bundle = {"CPU": cpus, **({"GPU": gpus} if gpus else {})}
     groups = [placement_group([bundle] * devices_per_node, strategy="STRICT_PACK") for _ in range(nnodes)]
     with handler_errors_kept():  # a SIGTERM while the cluster finds room: "stopped by SIGTERM", status 143
-        ready, _ = ray.wait([group.ready() for group in groups], num_returns=nnodes, timeout=PLACEMENT_TIMEOUT_S)
-    if len(ready) < nnodes:
+        ready = _wait_for_placement(ray, [group.ready() for group in groups], nnodes, devices_per_node, bundle,
+                                    can_grow)
+    if ready < nnodes:
         for group in groups:
             ray.util.remove_placement_group(group)
-        raise PlacementFailed(
-            f"Ray could not place {nnodes} node(s) x {devices_per_node} policy rank(s) of {bundle} each within "
-            f"{PLACEMENT_TIMEOUT_S:.0f} s; the cluster has {ray.cluster_resources()}"
-        )
+        line, fits = _placement_status(ray, nnodes, devices_per_node, bundle)
+        if not fits and not can_grow:
+            raise PlacementFailed(
+                f"the local Ray this run started cannot hold {line}. Ask for fewer ranks "
+                "(resources.devices_per_node), or start a Ray cluster with room for them and give its "
+                "resources.ray_address")
+        raise PlacementFailed(f"Ray could not place {line} within {PLACEMENT_TIMEOUT_S:.0f} s")
     return groups
 
 
@@ -143,13 +210,16 @@ class RayPolicyGroup(RankCalls):
         self._ray = ray
         gpus = 1 if _ranks_use_gpus(cfg, ray) else 0
         actor = ray.remote(num_cpus=res.cpus_per_rank, num_gpus=gpus)(PolicyRank)
+        # the dapo CLI's (not --debug) one-line warnings, in the ranks' processes too
+        warning_command = getattr(warnings.formatwarning, "dapo_command", None)
         config = with_absolute_paths(config_to_dict(cfg))  # a rank of another node runs elsewhere
         self.ranks, self.node_groups = [], []
         try:
-            self.node_groups = _node_placement_groups(ray, res.nnodes, res.devices_per_node, res.cpus_per_rank, gpus)
+            self.node_groups = _node_placement_groups(ray, res.nnodes, res.devices_per_node, res.cpus_per_rank, gpus,
+                                                      can_grow=not (self._started_ray and res.ray_address is None))
             self.ranks = [
                 actor.options(scheduling_strategy=_bundle(self.node_groups, rank, res.devices_per_node)).remote(
-                    config, rank, res.world_size)
+                    config, rank, res.world_size, warning_command)
                 for rank in range(res.world_size)
             ]
             master = self._call([(self.ranks[0].rendezvous_address, ())])[0]
@@ -180,8 +250,9 @@ class RayPolicyGroup(RankCalls):
         shares = split_across_ranks(mini_batch, self.world_size)
         for share in shares:  # here, not on the ranks: one rank raising would leave the others in the update
             check_update_inputs(share, num_tokens, num_seqs, on_policy)
-        parts = self._call([(r.update, (s, num_tokens, num_seqs, on_policy, diagnose))
-                            for r, s in zip(self.ranks, shares)])
+        replies = self._call([(r.update, (s, num_tokens, num_seqs, on_policy, diagnose))
+                              for r, s in zip(self.ranks, shares)])
+        parts = [stats for stats, _ in replies]
         merged = UpdateStats(loss=sum(p.loss for p in parts), pg_loss=sum(p.pg_loss for p in parts),
                              grad_norm=parts[0].grad_norm, skipped=any(p.skipped for p in parts),
                              empty=parts[0].empty)  # decided on the global token count: alike on every rank
@@ -194,6 +265,10 @@ class RayPolicyGroup(RankCalls):
             merged.ref_kl_sum = torch.stack(kl_sums).sum()
         if merged.skipped:
             self.num_nonfinite_skipped += 1
+            if reasons := [reason for _, reason in replies if reason]:  # the ranks' own said nothing: said once here
+                # as one process says it (PolicyWorker._skip), with the reason of a rank that saw it
+                seen = [reason for reason in reasons if "another rank" not in reason]
+                warnings.warn((seen or reasons)[0], stacklevel=1)
         elif not merged.empty:
             self.version += 1
         return merged

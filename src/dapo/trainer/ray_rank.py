@@ -10,9 +10,15 @@ import collections
 import copy
 import dataclasses
 import errno
+import functools
 import os
+import pickle
 import shutil
+import sys
+import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -21,6 +27,7 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
 from dapo.config import DAPOConfig
 from dapo.config.loading import config_from_dict
+from dapo.errors import UserError
 from dapo.rollout import create_engine
 from dapo.rollout.base import GenerationResult, SamplingParams, tied_duplicates
 from dapo.trainer.allocator import keep_freed_memory
@@ -44,16 +51,102 @@ from dapo.trainer.setup import (
     vllm_options,
 )
 from dapo.trainer.update_stats import LogprobPass, UpdateStats
+from dapo.warning_format import is_dapo_source, warning_format
 
 RANK_SEED_STRIDE = 7_919  # rank r's torch seed: trainer.seed + r * this
+# PolicyWorker's warning that an update was skipped (a non-finite loss or gradient): every rank
+# skips the same update, so the driver says it once, with the reason of the rank that saw it
+SKIPPED_UPDATE = "skipped an optimizer update"
 
 
+class RankUserError(UserError):
+    """A rank's :class:`~dapo.errors.UserError` whose own class the driver could not rebuild (an
+    exception is pickled as its class and ``args``: one whose ``__init__`` takes other arguments
+    failed to unpickle, and Ray raised its UnserializableException, a page of traceback, instead):
+    its message, which the CLI prints as the one line it would have been; ``kind``, its class's name."""
+
+    def __init__(self, message: str, kind: str = "") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def _rebuilds(error: BaseException) -> bool:
+    """Whether ``error`` survives the pickling that carries it to the driver, as its own class."""
+    try:
+        from ray import cloudpickle as pickler  # Ray's, as it pickles a task's error
+    except ImportError:  # pragma: no cover - a rank runs in Ray
+        pickler = pickle
+    try:
+        return type(pickler.loads(pickler.dumps(error))) is type(error)
+    except Exception:  # noqa: BLE001 - any failure to rebuild it
+        return False
+
+
+def driver_readable_errors(method: Callable) -> Callable:
+    """A rank method whose UserError reaches the driver as one (:class:`RankUserError` where its
+    own class does not survive the trip), so the driver raises it as the rank did and the CLI
+    names it in one line (:meth:`dapo.trainer.ray_faults.RankCalls._get`)."""
+
+    @functools.wraps(method)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except UserError as error:
+            if _rebuilds(error):
+                raise
+            raise RankUserError(str(error), type(error).__name__) from error
+
+    return call
+
+
+def _in_ray_actor() -> bool:
+    """Whether this process is a Ray actor's (asked without importing or starting Ray)."""
+    ray = sys.modules.get("ray")
+    return ray is not None and ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None
+
+
+def rank_warnings(rank: int, command: str | None, skipped_updates: list[str]) -> None:
+    """How this rank process shows warnings. ``command`` (the dapo CLI's, which the driver passes
+    on; None from Python or under --debug): dapo-rl's own warnings as the CLI's one line, ``dapo
+    COMMAND: warning: ...``, not Python's two lines with their source (a library's keep Python's
+    format, as at the CLI), and from rank 0 only: they come of the config or of decisions the
+    ranks take together, so every rank raises the same one. An update skipped for a non-finite
+    loss or gradient is said by none: its message goes to ``skipped_updates``, for the driver to
+    say once (a rank that saw the NaN says why, its peers only "another rank's loss")."""
+    previous = warnings.showwarning
+    if command is not None:
+        warnings.formatwarning = warning_format(command, warnings.formatwarning)
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
+             line: str | None = None) -> None:
+        if str(message).startswith(SKIPPED_UPDATE):
+            skipped_updates.append(str(message))
+            return
+        if command is not None and rank > 0 and is_dapo_source(filename):
+            return
+        previous(message, category, filename, lineno, sys.stderr if file is None else file, line)
+
+    warnings.showwarning = show
+
+
+def _driver_readable_methods(cls: type) -> type:
+    """``cls`` with every public method (those the driver calls) wrapped by :func:`driver_readable_errors`."""
+    for name, method in list(vars(cls).items()):
+        if not name.startswith("_") and callable(method):
+            setattr(cls, name, driver_readable_errors(method))
+    return cls
+
+
+@_driver_readable_methods
 class PolicyRank:
     """One policy rank: an FSDP2 shard of the policy, its optimizer, and a rollout engine."""
 
-    def __init__(self, config: dict, rank: int, world_size: int) -> None:
+    def __init__(self, config: dict, rank: int, world_size: int, warning_command: str | None = None) -> None:
         self.config, self.rank, self.world_size = config, rank, world_size
         self.store: dist.TCPStore | None = None  # rank 0's rendezvous (rendezvous_address)
+        self.skipped_updates: list[str] = []  # see rank_warnings
+        if _in_ray_actor():  # (not a process that made one to call it, as a test does)
+            rank_warnings(rank, warning_command, self.skipped_updates)
 
     def rendezvous_address(self) -> tuple[str, int]:
         """Rank 0's: its node's address (the driver's node may hold no rank on a cluster) and the
@@ -132,14 +225,16 @@ class PolicyRank:
         return result, LogprobRows.of(flat, [len(s.response_ids) for s in samples])
 
     def update(self, samples: list[Sample], num_tokens: float, num_seqs: float, on_policy: bool,
-               diagnose: bool | None) -> UpdateStats:
+               diagnose: bool | None) -> tuple[UpdateStats, str | None]:
+        """The update's stats, and why it was skipped (the warning the driver says), if it was."""
+        self.skipped_updates.clear()
         stats = self.policy.update(samples, num_tokens, num_seqs, on_policy, diagnose)
         if stats.ref_kl_sum is not None:
             stats.ref_kl_sum = stats.ref_kl_sum.detach().cpu()
         if stats.policy is not None:  # its sums are tensors on this rank's device: the driver gets CPU ones
             stats.policy = dataclasses.replace(stats.policy, **{
                 f.name: getattr(stats.policy, f.name).detach().cpu() for f in dataclasses.fields(stats.policy)})
-        return stats
+        return stats, (self.skipped_updates[-1] if stats.skipped and self.skipped_updates else None)
 
     def end_step(self) -> float:
         self.policy.end_step()

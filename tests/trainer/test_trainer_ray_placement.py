@@ -76,6 +76,7 @@ def test_the_local_ray_refuses_at_once_what_none_of_its_nodes_can_hold(clock, ca
     assert sum(ray.waits) == ray_policy.PLACEMENT_TIMEOUT_S and "waiting up to 600 s" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a real Ray (7 s): the fake-Ray tests above hold the rule
 def test_what_ray_reports_of_a_cluster_too_small_is_said_and_refused(monkeypatch, capsys):
     """A real Ray of 2 CPUs, as `ray start --head --num-cpus=2`, asked for 3 ranks of 1 CPU."""
     ray = pytest.importorskip("ray")

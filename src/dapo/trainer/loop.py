@@ -32,6 +32,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from dapo.algo import compute_advantages
 from dapo.config import DAPOConfig
+from dapo.config.loading import config_to_dict
 from dapo.data.records import Problem
 from dapo.preflight import check_run
 from dapo.rewards import RewardScorer
@@ -45,7 +46,7 @@ from dapo.trainer.old_logprobs import assign_old_logprobs
 from dapo.trainer.policy import PolicyWorker
 from dapo.trainer.rng import rng_state, set_rng_state
 from dapo.trainer.run_state import RunState
-from dapo.trainer.sampler import DynamicSampler, PromptStream
+from dapo.trainer.sampler import DynamicSampler, PromptStream, surplus_settings
 from dapo.trainer.scoring import (
     RewardFailureWatch,
     completion_records,
@@ -155,6 +156,7 @@ class Trainer:
             filter_metric=cfg.resolved_filter_metric(),
             keep_surplus=cfg.algorithm.keep_surplus_groups,
             max_surplus_fraction=cfg.algorithm.max_surplus_fraction,
+            surplus_settings=surplus_settings(config_to_dict(cfg), cfg.resolved_filter_metric()),
         )
         # the loop's own state (state_dict): steps done, the next round's first group id
         self.step, self.next_group_id = 0, 0

@@ -73,10 +73,10 @@ class PromptStream:
     def state_dict(self) -> dict:
         return {"epoch": self.epoch, "cursor": self.cursor, "order_key": self.order_key}
 
-    def load_state_dict(self, state: dict) -> None:
-        """Continue at the saved cursor; if the data, the seed (when shuffling) or data.shuffle
+    def load_state_dict(self, state: dict) -> bool:
+        """Continue at the saved cursor (True); if the data, the seed (when shuffling) or data.shuffle
         changed since the state was saved (the cursor would point into a different order, or past its end), start
-        the next epoch instead, saying so."""
+        the next epoch instead, saying so (False)."""
         epoch, cursor = state["epoch"], state["cursor"]
         saved_key = state.get("order_key")  # absent in checkpoints written before it was kept
         same_order = saved_key in (None, self.order_key, self._order_key(seeded=True))
@@ -88,8 +88,10 @@ class PromptStream:
                 stacklevel=2,
             )
             epoch, cursor = epoch + 1, 0
+        continued = (epoch, cursor) == (state["epoch"], state["cursor"])
         self.epoch, self.cursor = epoch, cursor
         self._order = self._permutation(self.epoch)
+        return continued
 
 
 @dataclass
@@ -126,7 +128,10 @@ class DynamicSampler:
         filter_metric: str,
         keep_surplus: bool,
         max_surplus_fraction: float = 0.5,
+        surplus_settings: dict | None = None,
     ) -> None:
+        """``surplus_settings``: what the groups it keeps were made under (:func:`surplus_settings`),
+        saved with them: a checkpoint's groups made under others are not trained after a resume."""
         if filter_metric not in ("acc", "score"):  # "auto" is the config's, resolved by DAPOConfig
             raise ValueError(f"filter_metric={filter_metric!r}: 'acc' or 'score' (DAPOConfig.resolved_filter_metric)")
         self.stream = stream
@@ -137,10 +142,13 @@ class DynamicSampler:
         # (rounded before the floor: 0.29 * 100 is 28.999999999999996 in floating point)
         self.max_carried_in = min(int(round(max_surplus_fraction * prompts_per_step, 6)), prompts_per_step - 1)
         self.surplus: list[list[Sample]] = []  # accepted groups waiting for the next step
+        self.surplus_settings = surplus_settings or {}
+        self._dropped_on_resume = 0  # a checkpoint's surplus made under other settings (load_state_dict)
 
     def next_batch(self, generate_round: GenerateRound, step: int) -> tuple[list[Sample], SamplingReport]:
         """Collect ``prompts_per_step`` groups for training step ``step``."""
-        report = SamplingReport()
+        report = SamplingReport(groups_discarded=self._dropped_on_resume)
+        self._dropped_on_resume = 0
         carried = self._carried_into(step)
         report.groups_discarded += len(self.surplus) - len(carried)
         for sample in (s for group in carried for s in group):
@@ -236,11 +244,43 @@ class DynamicSampler:
     def state_dict(self) -> dict:
         # Plain dicts and tensors, so a checkpoint loads with torch.load(weights_only=True).
         surplus = [[sample_state(s) for s in group] for group in self.surplus]
-        return {"stream": self.stream.state_dict(), "surplus": surplus}
+        return {"stream": self.stream.state_dict(), "surplus": surplus, "surplus_settings": self.surplus_settings}
 
     def load_state_dict(self, state: dict) -> None:
-        self.stream.load_state_dict(state["stream"])
-        self.surplus = [[sample_from_state(fields) for fields in group] for group in state["surplus"]]
+        """The cursor and the kept groups; the groups are dropped (said, and counted in the next
+        step's sampling/groups_discarded) when the settings they were made under changed since, or
+        the data did: trained as if made under this run's settings, they would be wrong numbers (the
+        log-probs of another temperature as pi_old, groups of another size, another length limit)."""
+        continued = self.stream.load_state_dict(state["stream"])
+        surplus = [[sample_from_state(fields) for fields in group] for group in state["surplus"]]
+        saved = state.get("surplus_settings")  # absent in checkpoints written before it was kept
+        changed = sorted(key for key in {*(saved or {}), *self.surplus_settings}
+                         if saved is not None and saved.get(key) != self.surplus_settings.get(key))
+        if surplus and (changed or not continued):
+            why = f"{', '.join(changed)} changed" if changed else "the training data changed"
+            warnings.warn(f"{why} since this checkpoint: the {len(surplus)} surplus group(s) it kept for the next "
+                          "step were made under the old settings, so they are dropped, not trained", stacklevel=2)
+            self._dropped_on_resume, surplus = len(surplus), []
+        self.surplus = surplus
+
+
+# What a kept group's samples, rewards and advantages depend on, by config section: a resumed run
+# with other values must not train the checkpoint's surplus as if made under its own.
+_SURPLUS_SETTINGS = {
+    "rollout": ("engine", "n", "temperature", "top_p", "top_k", "max_response_length", "stop_strings",
+                "native_dtype", "vllm_dtype"),
+    "algorithm": ("advantage", "advantage_eps", "overlong_buffer_len", "overlong_filtering",
+                  "overlong_penalty_factor", "overlong_soft_punishment"),
+    "reward": ("verifier_weight", "functions", "correct_score", "incorrect_score", "extractor", "max_response_chars"),
+    "data": ("template", "use_chat_template"),
+}
+
+
+def surplus_settings(config: dict, filter_metric: str) -> dict:
+    """The settings of ``config`` (a run's config as a dict) that kept groups were made under, as
+    ``{"section.key": value}``, with the resolved ``filter_metric``."""
+    settings = {f"{section}.{key}": config[section][key] for section, keys in _SURPLUS_SETTINGS.items() for key in keys}
+    return {**settings, "algorithm.filter_metric": filter_metric}
 
 
 # A sample's token ids and log-probs are saved as tensors: pickled Python lists took seconds per

@@ -1,0 +1,78 @@
+"""A checkpoint's kept surplus groups are trained after a resume only when they were made under the
+run's settings (a resume-with-changes audit: groups sampled at temperature 1.0 were trained with
+their 1.0 log-probs as pi_old in a run resumed at 0.5, approx_kl 0.233 against 0.00016, unsaid;
+groups of the old rollout.n beside the new, and of the old length limit)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from dapo.config import load_config
+from dapo.config.loading import config_to_dict
+from dapo.data.records import Problem
+from dapo.trainer.sampler import DynamicSampler, PromptStream, surplus_settings
+from tests.trainer.test_trainer_sampler import PROBLEMS, make_round
+
+
+def settings(*overrides: str) -> dict:
+    cfg = load_config([], list(overrides))
+    return surplus_settings(config_to_dict(cfg), cfg.resolved_filter_metric())
+
+
+def sampler_with_surplus(made_under: dict) -> DynamicSampler:
+    """A sampler that kept one surplus group (of 4 mixed ones, 3 trained) under ``made_under``."""
+    sampler = DynamicSampler(PromptStream(PROBLEMS, seed=0, shuffle=False), prompts_per_step=3, gen_prompts_per_round=4,
+                             max_gen_rounds=5, dynamic_sampling=True, filter_metric="acc", keep_surplus=True,
+                             surplus_settings=made_under)
+    sampler.next_batch(make_round(lambda p: [1, 0, 0, 1]), step=0)
+    assert len(sampler.surplus) == 1
+    return sampler
+
+
+def resumed(state: dict, now: dict, problems: list[Problem] = PROBLEMS) -> DynamicSampler:
+    sampler = DynamicSampler(PromptStream(problems, seed=0, shuffle=False), prompts_per_step=3, gen_prompts_per_round=4,
+                             max_gen_rounds=5, dynamic_sampling=True, filter_metric="acc", keep_surplus=True,
+                             surplus_settings=now)
+    sampler.load_state_dict(state)
+    return sampler
+
+
+@pytest.mark.parametrize("change", ["rollout.temperature=0.5", "rollout.n=8", "rollout.max_response_length=16000",
+                                    "algorithm.overlong_buffer_len=8", "reward.correct_score=2.0",
+                                    "data.template=none"])
+def test_surplus_made_under_other_settings_is_dropped_said_and_counted(change, tmp_path):
+    before = sampler_with_surplus(settings())
+    torch.save(before.state_dict(), tmp_path / "state.pt")  # as a checkpoint holds it
+    state = torch.load(tmp_path / "state.pt", weights_only=True)
+    with pytest.warns(UserWarning, match=rf"{change.split('=')[0]} changed since this checkpoint: the 1 surplus "
+                                         r"group\(s\) it kept .* dropped, not trained"):
+        after = resumed(state, settings(change))
+    assert after.surplus == []
+    batch, report = after.next_batch(make_round(lambda p: [1, 0, 0, 1], counter=[100]), step=1)
+    assert report.groups_carried_in == 0 and report.groups_discarded == 1  # (the round's own excess is carried out)
+    assert report.groups_carried_out == 1
+    assert not any(s.carried_over for s in batch)
+
+
+def test_surplus_made_under_the_same_settings_is_trained_and_an_older_checkpoint_keeps_its_own():
+    before = sampler_with_surplus(settings())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        same = resumed(before.state_dict(), settings("trainer.lr=1e-5", "algorithm.clip_ratio_high=0.3"))
+        older = resumed({k: v for k, v in before.state_dict().items() if k != "surplus_settings"},
+                        settings("rollout.temperature=0.5"))  # written before the settings were kept: unknown
+    assert len(same.surplus) == 1 and len(older.surplus) == 1
+    _, report = same.next_batch(make_round(lambda p: [1, 0, 0, 1], counter=[100]), step=1)
+    assert report.groups_carried_in == 1
+
+
+def test_surplus_of_other_training_data_is_dropped():
+    before = sampler_with_surplus(settings())
+    other = [Problem(uid=f"x{i}", prompt="q", ground_truth="1") for i in range(10)]
+    with pytest.warns(UserWarning) as said:
+        after = resumed(before.state_dict(), settings(), problems=other)
+    assert after.surplus == []
+    assert any("the training data changed since this checkpoint: the 1 surplus" in str(w.message) for w in said)

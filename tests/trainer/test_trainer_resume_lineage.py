@@ -192,3 +192,23 @@ def test_an_automatic_resume_compares_the_runs_paths_as_absolute_paths(tmp_path,
             assert checkpoint_mismatch(checkpoint, None, run, automatic=True) is None
         other = {"model": {"path": "models/other"}, "data": {"train_files": ["builtin:arithmetic"]}}
         assert "model.path" in checkpoint_mismatch(checkpoint, None, other, automatic=True)
+
+
+def test_a_named_checkpoint_of_a_run_with_another_model_path_is_taken_saying_what_model_path_still_gives(tmp_path):
+    """checkpoint.resume=PATH is taken whatever its run's model.path (another run's checkpoint may
+    be continued), but the new model.path was ignored for the weights unsaid (resume audit)."""
+    import warnings
+
+    from dapo.trainer.run_dir import checkpoint_mismatch
+
+    checkpoint = tmp_path / "run" / "checkpoints" / "step-000003"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "dapo_config.yaml").write_text(f"model: {{path: {tmp_path}/a}}\ndata: {{train_files: [x.jsonl]}}\n")
+    other = {"model": {"path": f"{tmp_path}/b"}, "data": {"train_files": ["x.jsonl"]}}
+    with pytest.warns(UserWarning, match=r"model.path .*/b' differs from the checkpoint's run's .*/a'\): training "
+                                         r"goes on from step-000003's weights; model.path gives only the tokenizer"):
+        assert checkpoint_mismatch(checkpoint, None, other, automatic=False) is None
+    same = {"model": {"path": f"{tmp_path}/a"}, "data": {"train_files": ["y.jsonl"]}}  # the data's change: the cursor says it
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert checkpoint_mismatch(checkpoint, None, same, automatic=False) is None

@@ -164,11 +164,17 @@ def checkpoint_mismatch(checkpoint: Path, model_config: Any, run_config: dict, a
         if name in saved_model and saved_model.get(name) != getattr(model_config, name, None)
     ]
     saved_config_file = checkpoint / "dapo_config.yaml"
-    if automatic and saved_config_file.exists():
+    if saved_config_file.exists():
         saved_run = yaml.safe_load(saved_config_file.read_text()) or {}
         for section, name in RUN_IDENTITY_FIELDS:
             # as absolute paths: checkpoints save them so, and an older one or the command may not
             before, now = (_local_paths(config.get(section, {}).get(name)) for config in (saved_run, run_config))
-            if before != now:
+            if before == now:
+                continue
+            if automatic:
                 differences.append(f"{section}.{name} {before!r} (checkpoint) != {now!r} (this run)")
+            elif (section, name) == ("model", "path"):  # named, so taken; but the new path was ignored unsaid
+                warnings.warn(f"model.path {now!r} differs from the checkpoint's run's ({before!r}): training goes on "
+                              f"from {checkpoint.name}'s weights; model.path gives only the tokenizer and, with "
+                              "algorithm.kl_coef > 0, the KL penalty's reference model", stacklevel=3)
     return "; ".join(differences) or None

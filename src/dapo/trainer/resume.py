@@ -62,8 +62,43 @@ def newest_descendant(path: Path, run_dir: str | Path) -> Path | None:
     own = list_checkpoints(run_dir)
     if not own or own[-1].resolve() == path.resolve():
         return None
-    key = "went_back_to" if is_own_checkpoint(path, run_dir) else "started_from"
-    return own[-1] if load_trainer_state(own[-1], peek=True).get(key) == str(path.resolve()) else None
+    recorded = load_trainer_state(own[-1], peek=True)
+    if is_own_checkpoint(path, run_dir):
+        return own[-1] if records_checkpoint(recorded.get("went_back_to"), path, run_dir) else None
+    return own[-1] if recorded.get("started_from") == str(path.resolve()) else None
+
+
+def checkpoint_record(path: Path, run_dir: str | Path) -> str:
+    """How a checkpoint's ``went_back_to`` names checkpoint ``path`` of the run: relative to the run
+    directory (``checkpoints/step-000003``), so that the record still names it once the run
+    directory is moved or copied; absolute for a path outside the run directory."""
+    resolved = path.resolve()
+    try:
+        return resolved.relative_to(Path(run_dir).resolve()).as_posix()
+    except ValueError:
+        return str(resolved)
+
+
+def records_checkpoint(recorded: str | None, path: Path, run_dir: str | Path) -> bool:
+    """Whether ``recorded``, a checkpoint's ``went_back_to`` (:func:`checkpoint_record`), names the
+    run's checkpoint ``path``. A record from before they were relative is the absolute
+    path of a checkpoint of the run where it was then: it is compared by its part under the
+    run's ``checkpoints/`` (``step-000003``, ``abandoned-*/step-000003``), which moving or copying
+    the run directory keeps."""
+    if not recorded:
+        return False
+    if not Path(recorded).is_absolute():
+        return recorded == checkpoint_record(path, run_dir)
+    if recorded == str(path.resolve()):
+        return True
+    parts = Path(recorded).parts
+    if "checkpoints" not in parts:
+        return False
+    tail = parts[len(parts) - parts[::-1].index("checkpoints"):]
+    try:
+        return path.resolve().relative_to((Path(run_dir) / "checkpoints").resolve()).parts == tail
+    except ValueError:
+        return False
 
 
 def resume_path_problem(resume: str, run_dir: str | Path | None = None) -> str | None:

@@ -38,7 +38,7 @@ from dapo.trainer.checkpoint import (
 )
 from dapo.trainer.evaluate import ProgressCallback
 from dapo.trainer.metrics import MetricsLogger
-from dapo.trainer.resume import is_own_checkpoint, is_set_aside, resolve_resume
+from dapo.trainer.resume import checkpoint_record, is_own_checkpoint, is_set_aside, resolve_resume
 from dapo.trainer.run_dir import (
     MODEL_CONFIG_FILE,
     RunDirError,
@@ -109,7 +109,8 @@ class RunState:
         # recorded in every checkpoint, so that rerunning the command goes on (resolve_resume)
         self.started_from: str | None = None
         # the checkpoint of this run it went back to (checkpoint.resume=PATH of its own), if any:
-        # recorded likewise, so that rerunning that command (a requeued job) does not go back again
+        # recorded likewise, so that rerunning that command (a requeued job) does not go back again;
+        # relative to the run directory (resume.checkpoint_record), which may be moved or copied
         self.went_back_to: str | None = None
         self._resuming_another_lineage = False  # see find_checkpoint
         self.logger = MetricsLogger(
@@ -169,7 +170,8 @@ class RunState:
         if not own:
             self.went_back_to = None
         else:
-            self.went_back_to = state.get("went_back_to") if point.automatic else str(path.resolve())
+            self.went_back_to = (state.get("went_back_to") if point.automatic
+                                 else checkpoint_record(path, self.run_dir))
         mismatch = mismatch or layout_mismatch(state["policy"], self.cfg.resources.world_size)
         if mismatch:
             # found by itself in output_dir, or named (checkpoint.resume=PATH): another output_dir helps only the first

@@ -111,8 +111,10 @@ class AlgorithmConfig:
     # pi_old is the policy that sampled them (with "recompute", taken in their own step, before its
     # update), so the clipped ratio covers the step of training since.
     keep_surplus_groups: bool = True
-    # Largest fraction of a step's groups that may be surplus carried over from the step before
-    # (in [0, 1); the rest is sampled from the current policy); surplus beyond it is dropped.
+    # Largest fraction of a step's prompts_per_step groups that may be surplus carried over from the
+    # step before (in [0, 1); the rest is sampled from the current policy); surplus beyond it is
+    # dropped. A step that algorithm.max_gen_rounds leaves short holds fewer groups of its own: the
+    # carried ones are then a larger share of it, all of it when no round found a group with signal.
     max_surplus_fraction: float = 0.5
     # Overlong filtering: mask truncated responses out of the loss.
     overlong_filtering: bool = False
@@ -172,7 +174,7 @@ class AlgorithmConfig:
         check(self.max_gen_rounds >= 1, "algorithm.max_gen_rounds must be >= 1")
         check(
             0 <= self.max_surplus_fraction < 1,
-            "algorithm.max_surplus_fraction must be in [0, 1): a step never trains only on carried-over groups",
+            "algorithm.max_surplus_fraction must be in [0, 1): a full step never trains only on carried-over groups",
         )
         check(self.overlong_buffer_len >= 0, "algorithm.overlong_buffer_len must be >= 0")
         check(self.overlong_penalty_factor >= 0, "algorithm.overlong_penalty_factor must be >= 0")

@@ -11,8 +11,9 @@ for the extra step): its behaviour log-probs with ``algorithm.old_logprobs=rollo
 forward with ``recompute`` (taken in the step that sampled them, before its update; the loop
 asks :meth:`DynamicSampler.to_carry`). A group whose every response overlong filtering masked out
 of the loss has no token to train on and is dropped like a constant one.
-At most ``max_surplus_fraction`` of a step's groups come from that surplus, so every step trains
-on groups sampled from the current policy too; carried groups beyond the cap are dropped
+At most ``max_surplus_fraction`` of a step's ``prompts_per_step`` groups come from that surplus, so
+every full step trains on groups sampled from the current policy too (one the round limit leaves
+short may hold fewer, or none); carried groups beyond the cap are dropped
 (verl keeps none: ``keep_surplus_groups=false``, the paper config's choice). A step's batch
 holds its own groups first and the carried ones last, so the first mini-batch, on which
 ``old_logprobs=rollout`` measures entropy and engine/trainer mismatch, is of this step's policy.

@@ -212,3 +212,24 @@ def test_a_named_checkpoint_of_a_run_with_another_model_path_is_taken_saying_wha
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert checkpoint_mismatch(checkpoint, None, same, automatic=False) is None
+
+
+def test_a_resume_names_the_settings_changed_since_its_checkpoint(tiny_model_dir, reward_file, tmp_path,
+                                                                   monkeypatch):
+    """Only the optimizer's were named (resume audit): clip ratios, batch sizes, rollout settings
+    changed on a resume unsaid. The same command names nothing, its relative paths too (the
+    checkpoint saves them absolute)."""
+    from pathlib import Path
+
+    monkeypatch.chdir(tmp_path)
+    run, reward_file = Path("run"), Path(reward_file.name)
+    Trainer(tiny_config(tiny_model_dir, run, reward_file, "eval.every_steps=0", "trainer.total_steps=1")).train()
+    with pytest.warns(UserWarning, match="nothing to train") as said:  # the same command again
+        Trainer(tiny_config(tiny_model_dir, run, reward_file, "eval.every_steps=0", "trainer.total_steps=1")).train()
+    assert not any("other settings" in str(warning.message) for warning in said)
+    changed = tiny_config(tiny_model_dir, run, reward_file, "eval.every_steps=0", "trainer.total_steps=2",
+                          "algorithm.clip_ratio_high=0.3")
+    with pytest.warns(UserWarning, match=r"resuming step-000001 with other settings than it was saved with, which apply "
+                                         r"from the resumed step: algorithm.clip_ratio_high 0.28 -> 0.3; "
+                                         r"trainer.total_steps 1 -> 2$"):
+        Trainer(changed).train()

@@ -155,6 +155,43 @@ def _local_paths(value: Any) -> Any:
     return absolute_local_path(value) if isinstance(value, str) else value
 
 
+# Settings a resume does not report as changed: where the run writes and what it resumes from.
+_UNREPORTED_SETTINGS = ("output_dir", "checkpoint.resume", "python_path")
+
+
+def changed_settings(checkpoint: Path, run_config: dict) -> list[str]:
+    """The settings of ``run_config`` other than those ``checkpoint`` was saved with (its
+    ``dapo_config.yaml``), as ``key before -> now``: they apply from the resumed step, which the
+    optimizer's own report (trainer.lr, the schedule) would leave unsaid for the others."""
+    saved_config_file = checkpoint / "dapo_config.yaml"
+    if not saved_config_file.exists():
+        return []
+    saved = _flat(yaml.safe_load(saved_config_file.read_text()) or {})
+    now = _flat(run_config)
+    changes = []
+    for key in sorted(set(saved) | set(now)):
+        before, after = (_local_paths(values.get(key)) for values in (saved, now))
+        if before != after and not key.startswith(_UNREPORTED_SETTINGS):
+            changes.append(f"{key} {_short(before)} -> {_short(after)}")
+    return changes
+
+
+def _flat(tree: dict, prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` as ``{"a.b": 1}`` (lists are values)."""
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def checkpoint_mismatch(checkpoint: Path, model_config: Any, run_config: dict, automatic: bool) -> str | None:
     """Why ``checkpoint`` cannot be resumed into this run, or None when it can."""
     saved_model = saved_model_config(checkpoint)

@@ -43,6 +43,7 @@ from dapo.trainer.run_dir import (
     MODEL_CONFIG_FILE,
     RunDirError,
     RunDirLock,
+    changed_settings,
     checkpoint_mismatch,
     remove_stale_checkpoint_temps,
 )
@@ -179,6 +180,10 @@ class RunState:
                       if point.automatic else "Name another checkpoint in checkpoint.resume, or set "
                       "checkpoint.resume=never to start this run from model.path")
             raise RunDirError(f"cannot resume from {path}: {mismatch}. {remedy}")
+        if changes := changed_settings(path, with_absolute_paths(config_to_dict(self.cfg))):  # as checkpoints save it
+            more = f" and {len(changes) - 12} more" if len(changes) > 12 else ""
+            warnings.warn(f"resuming {path.name} with other settings than it was saved with, which apply from the "
+                          f"resumed step: {'; '.join(changes[:12])}{more}", stacklevel=2)
         return path, state
 
     def _write_config(self) -> None:

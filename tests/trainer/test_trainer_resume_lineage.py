@@ -208,6 +208,9 @@ def test_a_named_checkpoint_of_a_run_with_another_model_path_is_taken_saying_wha
     with pytest.warns(UserWarning, match=r"model.path .*/b' differs from the checkpoint's run's .*/a'\): training "
                                          r"goes on from step-000003's weights; model.path gives only the tokenizer"):
         assert checkpoint_mismatch(checkpoint, None, other, automatic=False) is None
+    from dapo.trainer.run_dir import changed_settings
+
+    assert changed_settings(checkpoint, other) == []  # said once, above, not again in the list of changes
     same = {"model": {"path": f"{tmp_path}/a"}, "data": {"train_files": ["y.jsonl"]}}  # the data's change: the cursor says it
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -127,7 +127,7 @@ class WorkerPool:
         self._workers: list[_Worker] = []
         self._results: list[Outcome | None] = []
         self._timeouts: list[float | None] = []  # the run's per-task deadlines (see run)
-        self._breaker = Breaker([], [], 1)  # the run's (see run); this one never trips
+        self._breaker = Breaker([], [], 0)  # the run's (see run); this one never trips
         self._done = 0
         # What tasks of the last run() printed: task id -> (first characters, total characters).
         self.outputs: dict[int, tuple[str, int]] = {}
@@ -182,7 +182,7 @@ class WorkerPool:
         ``breaker`` trips (:mod:`dapo.rewards.breaker`) are not run: they fail as ``("timeout", "skipped")``."""
         self._results = [None] * len(tasks)
         self._timeouts = timeouts or []
-        self._breaker = breaker or Breaker([], [], 1)
+        self._breaker = breaker or Breaker([], [], 0)
         self._done = 0
         self.outputs = {}
         self.stray_output = None

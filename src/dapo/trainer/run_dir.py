@@ -155,19 +155,26 @@ def _local_paths(value: Any) -> Any:
     return absolute_local_path(value) if isinstance(value, str) else value
 
 
-# Settings a resume does not report as changed: where the run writes and what it resumes from.
-_UNREPORTED_SETTINGS = ("output_dir", "checkpoint.resume", "python_path")
+# Settings a resume does not report as changed: where the run writes and what it resumes from, and
+# the run's identity (model.path, data.train_files), which checkpoint_mismatch and the data cursor report.
+_UNREPORTED_SETTINGS = ("output_dir", "checkpoint.resume", "python_path",
+                        *(f"{section}.{name}" for section, name in RUN_IDENTITY_FIELDS))
+
+
+def _saved_run_config(checkpoint: Path) -> dict[str, Any] | None:
+    """The run config ``checkpoint`` was saved with (its ``dapo_config.yaml``), or None."""
+    saved_config_file = checkpoint / "dapo_config.yaml"
+    return (yaml.safe_load(saved_config_file.read_text()) or {}) if saved_config_file.exists() else None
 
 
 def changed_settings(checkpoint: Path, run_config: dict) -> list[str]:
     """The settings of ``run_config`` other than those ``checkpoint`` was saved with (its
     ``dapo_config.yaml``), as ``key before -> now``: they apply from the resumed step, which the
     optimizer's own report (trainer.lr, the schedule) would leave unsaid for the others."""
-    saved_config_file = checkpoint / "dapo_config.yaml"
-    if not saved_config_file.exists():
+    saved_run = _saved_run_config(checkpoint)
+    if saved_run is None:
         return []
-    saved = _flat(yaml.safe_load(saved_config_file.read_text()) or {})
-    now = _flat(run_config)
+    saved, now = _flat(saved_run), _flat(run_config)
     changes = []
     for key in sorted(set(saved) | set(now)):
         before, after = (_local_paths(values.get(key)) for values in (saved, now))
@@ -200,9 +207,8 @@ def checkpoint_mismatch(checkpoint: Path, model_config: Any, run_config: dict, a
         for name in ARCHITECTURE_FIELDS
         if name in saved_model and saved_model.get(name) != getattr(model_config, name, None)
     ]
-    saved_config_file = checkpoint / "dapo_config.yaml"
-    if saved_config_file.exists():
-        saved_run = yaml.safe_load(saved_config_file.read_text()) or {}
+    saved_run = _saved_run_config(checkpoint)
+    if saved_run is not None:
         for section, name in RUN_IDENTITY_FIELDS:
             # as absolute paths: checkpoints save them so, and an older one or the command may not
             before, now = (_local_paths(config.get(section, {}).get(name)) for config in (saved_run, run_config))

@@ -1,5 +1,5 @@
 """Signals held back while a worker's process group is frozen (process_tree.signals_deferred); the
-file a worker's output goes to, held to its cap (process_tree.CaptureFile)."""
+file a worker's output goes to, held to its cap (capture_file.CaptureFile)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,8 @@ import signal
 import threading
 import time
 
-from dapo.rewards.process_tree import (
-    CAPTURE_HEAD_BYTES,
-    CAPTURE_MAX_BYTES,
-    CaptureFile,
-    signals_deferred,
-)
+from dapo.rewards.capture_file import CAPTURE_HEAD_BYTES, CAPTURE_MAX_BYTES, CaptureFile
+from dapo.rewards.process_tree import signals_deferred
 
 
 def test_a_signal_during_the_freeze_is_handled_after_it_by_the_handler_it_would_have_met():

@@ -13,11 +13,8 @@ up to its size, so a passing cause costs one run's capacity.
 Each task travels pickled on its own and is unpickled inside the worker's error handling, so an
 item the worker cannot rebuild fails alone, as ``raised``.
 
-Workers are fresh interpreters (``python -c "...worker.main()"``) talking over a socket pair:
-the trainer process holds torch threads, so forking it is unsafe, and multiprocessing's spawn
-and forkserver re-import the trainer's ``__main__`` (torch and all) in every worker. On Linux
-that interpreter forks at start and stays behind as the worker's keeper (``pids``; see
-:func:`dapo.rewards.process_tree.start_keeper`).
+Workers are fresh interpreters talking over a socket pair, each below a keeper on Linux
+(``pids``): :mod:`dapo.rewards.worker_process` starts, stops and reaps them.
 
 The parent never blocks on a socket (:class:`dapo.rewards.worker.Channel`): a worker stuck
 after an item (a thread its function left holding the GIL in C code) held the whole run, every
@@ -28,82 +25,20 @@ that does not take it in time is retired as at a timeout.
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
 import pickle
-import select
-import signal
-import socket
-import subprocess
 import sys
-import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from dapo.rewards import process_tree
 from dapo.rewards.breaker import Breaker
-from dapo.rewards.process_tree import end_below_keeper, group_members, has_keeper, kill_group
 from dapo.rewards.user_functions import RewardFunctionError
-from dapo.rewards.worker import Channel
+from dapo.rewards.worker_process import WorkerProcess, exit_status, launch, wait_for_any
 
 Outcome = tuple[str, Any]
 _MAX_CHUNK = 16
 _POLL_S = 0.5
-_KEEPER_EXIT_S = 5.0  # for a keeper to reap what was killed below it and exit (milliseconds, usually)
-# `python -c` puts the working directory first on sys.path: drop it before any import, so a
-# file there (random.py) does not shadow the stdlib in workers only; main() sets the trainer's path.
-# The keeper forks off before the package is imported (process_tree.py, stdlib only, loaded from
-# its file): it stays a bare interpreter, a few MB. It holds the file the worker's output goes to
-# (made before the fork) to its cap, which C code holding the worker's GIL cannot hold up.
-_WORKER_CODE = (
-    "import sys; del sys.path[0]; from importlib import util; "
-    "spec = util.spec_from_file_location('dapo_keeper', sys.argv[4]); tree = util.module_from_spec(spec); "
-    "spec.loader.exec_module(tree); "
-    "capture = tree.CaptureFile(); "
-    "keeper = tree.start_keeper(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == '1', capture, int(sys.argv[5])); "
-    "from dapo.rewards.worker import main; main(sys.argv[1:4], keeper, capture)"
-)
-
-
-@dataclass
-class _Worker:
-    process: subprocess.Popen  # the keeper on Linux (see the module's docstring)
-    channel: Channel
-    started_at: float
-    scoring_pid: int | None = None  # the process that runs the tasks, as it said when ready
-    ready: bool = False
-    dead: bool = False  # its connection closed: it exited or was killed
-    inflight: deque[int] = field(default_factory=deque)
-    deadline: float = math.inf  # when the task at the head of ``inflight`` must be done
-
-
-def _launch(function_specs: list[str], memory_limit_bytes: int = 0) -> _Worker:
-    """Start one worker interpreter and send it what it needs to load the user functions.
-    ``memory_limit_bytes``: its address-space cap, 0 for none (:func:`process_tree.limit_worker_memory`)."""
-    parent_sock, child_sock = socket.socketpair()
-    env = dict(os.environ)
-    package_root = str(Path(__file__).resolve().parents[2])  # the directory holding dapo/
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    # PR_SET_PDEATHSIG fires when the creating *thread* exits: from another thread, the keeper
-    # ignores it while the trainer lives (a worker without keeper, off Linux, asks only from main)
-    die_with_parent = threading.current_thread() is threading.main_thread()
-    argv = [str(child_sock.fileno()), str(os.getpid()), str(int(die_with_parent)), process_tree.__file__,
-            str(memory_limit_bytes)]
-    process = subprocess.Popen(
-        [sys.executable, "-c", _WORKER_CODE, *argv],
-        pass_fds=(child_sock.fileno(),),
-        stdin=subprocess.DEVNULL,
-        env=env,
-        start_new_session=True,  # its own process group, to be stopped as one (see _stop)
-    )
-    child_sock.close()
-    worker = _Worker(process=process, channel=Channel(parent_sock), started_at=time.monotonic())
-    worker.channel.send((function_specs, list(sys.path), os.getcwd()))
-    return worker
 
 
 class WorkerPool:
@@ -124,7 +59,7 @@ class WorkerPool:
         self.timeout_s = timeout_s
         self.startup_timeout_s = startup_timeout_s
         self._specs = list(function_specs)
-        self._workers: list[_Worker] = []
+        self._workers: list[WorkerProcess] = []
         self._results: list[Outcome | None] = []
         self._timeouts: list[float | None] = []  # the run's per-task deadlines (see run)
         self._breaker = Breaker([], [], 0)  # the run's (see run); this one never trips
@@ -152,8 +87,8 @@ class WorkerPool:
         """The processes that run the tasks (for resource accounting); until one is ready, its keeper's."""
         return [w.scoring_pid or w.process.pid for w in self._workers]
 
-    def _start_worker(self) -> _Worker:
-        return _launch(self._specs, self.memory_limit_bytes)
+    def _start_worker(self) -> WorkerProcess:
+        return launch(self._specs, self.memory_limit_bytes)
 
     def _await_all_ready(self) -> None:
         """Block until every worker has loaded the user functions; raise if one cannot."""
@@ -164,7 +99,7 @@ class WorkerPool:
                     f"reward workers did not start within {self.startup_timeout_s:.0f} s "
                     "(does importing a reward function hang?)"
                 )
-            _wait([w for w in self._workers if not w.ready], _POLL_S)
+            wait_for_any([w for w in self._workers if not w.ready], _POLL_S)
             for worker in self._workers:
                 self._drain(worker)
                 if self._init_error is not None:
@@ -192,7 +127,7 @@ class WorkerPool:
         # this run's items of the same index.
         # (inflight first: reading a busy worker's socket would take its old result for this run's)
         for worker in [w for w in self._workers if w.inflight or self._hung_starting(w)]:
-            self._stop(worker)
+            worker.stop()
             self._workers.remove(worker)
         self._workers += [self._start_worker() for _ in range(self.num_workers - len(self._workers))]
         pending: deque[int] = deque(range(len(tasks)))
@@ -211,7 +146,7 @@ class WorkerPool:
                 self._fail_pending(pending, self._init_error or "no scoring worker could start")
                 break
             self._dispatch(pending, tasks, chunk_size)
-            _wait(self._workers, self._wait_timeout())
+            wait_for_any(self._workers, self._wait_timeout())
         results, self._results = self._results, []
         return results  # type: ignore[return-value]
 
@@ -231,7 +166,7 @@ class WorkerPool:
             # from now, not from the end of the transfer (see the module's docstring)
             worker.deadline = self._deadline_of(worker)
 
-    def _deadline_of(self, worker: _Worker) -> float:
+    def _deadline_of(self, worker: WorkerProcess) -> float:
         """When the task at the head of the worker's queue must be done, from now (it has just
         started: the previous one reported, or the chunk was queued)."""
         if not worker.inflight:
@@ -248,7 +183,7 @@ class WorkerPool:
             self._finish(task_id, ("raised", f"the item could not be sent to a worker: {exc!r}"))
             return None
 
-    def _drain(self, worker: _Worker) -> None:
+    def _drain(self, worker: WorkerProcess) -> None:
         """Send the worker what its socket takes, and read every message it has sent so far."""
         worker.channel.flush()
         try:
@@ -283,13 +218,13 @@ class WorkerPool:
             self._breaker.record(task_id, outcome[0])
         self._results[task_id] = outcome
 
-    def _retire(self, worker: _Worker, pending: deque[int], reason: str) -> None:
+    def _retire(self, worker: WorkerProcess, pending: deque[int], reason: str) -> None:
         """Kill ``worker``, charge its running task, requeue the rest, start a replacement. One that
         dies before it was ever ready is not replaced in this run (its replacement would likely die the
         same way): the pool shrinks, and with no worker left the run's remaining tasks fail with the reason."""
-        ended_by_itself = worker.channel.closed  # (not killed by _stop: it closed its socket first)
-        self._stop(worker)
-        detail = _exit_status(worker.process.returncode) if reason == "died" and ended_by_itself else None
+        ended_by_itself = worker.channel.closed  # (not killed by stop(): it closed its socket first)
+        worker.stop()
+        detail = exit_status(worker.process.returncode) if reason == "died" and ended_by_itself else None
         if worker.inflight:
             self._finish(worker.inflight.popleft(), (reason, detail))
             pending.extendleft(reversed(worker.inflight))
@@ -309,11 +244,11 @@ class WorkerPool:
         while pending:
             self._finish(pending.popleft(), ("died", why))
 
-    def _past_startup(self, worker: _Worker, now: float) -> bool:
+    def _past_startup(self, worker: WorkerProcess, now: float) -> bool:
         """Not ready ``startup_timeout_s`` after it was started."""
         return not worker.ready and now - worker.started_at > self.startup_timeout_s
 
-    def _hung_starting(self, worker: _Worker) -> bool:
+    def _hung_starting(self, worker: WorkerProcess) -> bool:
         """:meth:`_past_startup`, after reading what it sent."""
         self._drain(worker)
         return self._past_startup(worker, time.monotonic())
@@ -328,34 +263,6 @@ class WorkerPool:
         next_deadline = min((w.deadline for w in self._workers), default=math.inf)
         return max(0.0, min(_POLL_S, next_deadline - time.monotonic()))
 
-    def _stop(self, worker: _Worker, deadline: float | None = None) -> None:
-        """End the worker and reap it (no zombie): a worker asked to stop may exit by itself until
-        ``deadline``; then SIGKILL, to it and to the processes it started (a sandboxed program a
-        reward function runs), frozen first, so none is left running on its own. On Linux what is
-        below the keeper is killed and the keeper reaps it (killed with it, the worker and what
-        it started were zombies of init: of the trainer, when it is a container's PID 1)."""
-        if deadline is not None and not worker.dead:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                worker.process.wait(timeout=max(0.0, deadline - time.monotonic()))
-        leader = worker.process.pid
-        alive = worker.process.poll() is None
-        # (nothing below a keeper whose worker's socket is still open: it has not forked yet)
-        keeper_reaps = alive and has_keeper() and not sys.is_finalizing()
-        if keeper_reaps and (end_below_keeper(leader) or worker.channel.closed):
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                worker.process.wait(timeout=_KEEPER_EXIT_S)
-        if worker.process.poll() is None:
-            kill_group(leader, roots=[leader])
-        elif not alive:
-            # it ended by itself (os._exit, a crash, the OOM killer; its keeper, if it had none):
-            # what it started in its group lives on, and keeps the group's id from being reused
-            for group in {leader, worker.scoring_pid or leader}:
-                if members := group_members(group):
-                    kill_group(group, roots=members)
-        worker.process.wait()
-        worker.channel.close()
-        worker.dead = True
-
     def _stop_all(self, graceful: bool) -> None:
         """Stop every worker: ask them all, then give them 2 s together (busy ones finish their
         task or are killed), unless not ``graceful``."""
@@ -366,7 +273,7 @@ class WorkerPool:
                 worker.channel.send(None)
             deadline = time.monotonic() + 2.0
         for worker in workers:
-            self._stop(worker, deadline)
+            worker.stop(deadline)
 
     def close(self) -> None:
         """Stop every worker and reap it; safe to call twice."""
@@ -378,28 +285,3 @@ class WorkerPool:
         torn down, so then the workers are killed instead of asked."""
         if hasattr(self, "_workers"):
             self._stop_all(graceful=not sys.is_finalizing())
-
-
-def _exit_status(code: int | None) -> str | None:
-    """How a worker that ended by itself ended, from its keeper's exit status (the keeper exits as
-    its worker did): ``exit code 3`` (``os._exit(3)`` in a reward function), ``killed by SIGKILL``
-    (the OOM killer?), or None when not known."""
-    if code is None:
-        return None
-    if code >= 0:
-        return f"exit code {code}"
-    try:
-        name = signal.Signals(-code).name
-    except ValueError:
-        name = f"signal {-code}"
-    return f"killed by {name}" + (" (out of memory? the OOM killer sends it)" if -code == signal.SIGKILL else "")
-
-
-def _wait(workers: list[_Worker], timeout: float) -> None:
-    """Until a worker's socket has something to read (a dying worker's: the end of the stream) or
-    takes more of what is queued for it, or ``timeout`` s. (poll(): a trainer may hold fd 1024+.)"""
-    poller = select.poll()
-    for worker in workers:
-        if not worker.channel.closed:
-            poller.register(worker.channel, select.POLLIN | (select.POLLOUT if worker.channel.outbox else 0))
-    poller.poll(math.ceil(timeout * 1000))

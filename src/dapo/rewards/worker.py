@@ -40,10 +40,9 @@ import traceback
 from collections.abc import Iterator
 from typing import Any
 
+from dapo.rewards.capture_file import CAPTURE_HEAD_BYTES, CaptureFile
 from dapo.rewards.equivalence import math_equal, silence_math_verify_logging
 from dapo.rewards.process_tree import (
-    CAPTURE_HEAD_BYTES,
-    CaptureFile,
     adopt_orphans,
     die_with_parent,
     end_everything_below,
@@ -151,7 +150,7 @@ class Channel:
 
 class OutputCapture:
     """What a worker prints once it is ready, wherever it prints it: fds 1 and 2 lead to one
-    :class:`~dapo.rewards.process_tree.CaptureFile` (``dup2``), so ``os.write(1, ...)``, a C
+    :class:`~dapo.rewards.capture_file.CaptureFile` (``dup2``), so ``os.write(1, ...)``, a C
     extension's ``printf`` and a subprocess that inherits them are captured, and ``sys.stdout`` /
     ``sys.stderr`` are :class:`_CapturedStream`, which write there too, in order, and have a real
     ``fileno()`` (``subprocess.run(..., stdout=sys.stdout)`` and ``faulthandler`` need one). For
@@ -161,7 +160,7 @@ class OutputCapture:
     What prints through Python is written until it makes ``limit`` characters and only counted
     after, so a function printing gigabytes fills neither memory nor disk; below Python the file
     is cut back to its head past a few MB by the keeper, a process of its own (a thread here
-    stops while C code holds the GIL; see :class:`~dapo.rewards.process_tree.CaptureFile`),
+    stops while C code holds the GIL; see :class:`~dapo.rewards.capture_file.CaptureFile`),
     which counts what it cut: bounded too, and the count exact but for what is written while it
     cuts."""
 

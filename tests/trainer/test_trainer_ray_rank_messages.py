@@ -79,22 +79,18 @@ def rank_process(monkeypatch):
 
 @pytest.mark.parametrize("rank", [0, 1])
 def test_a_ranks_warnings_are_one_line_and_dapos_own_come_from_rank_0_only(rank_process, capsys, rank):
-    skipped: list[str] = []
-    rank_warnings(rank, "train", skipped)
+    rank_warnings(rank, "train")
     warnings.warn_explicit("rollout.native_dtype=bf16 has no effect", UserWarning, DAPO_FILE, 112)
     warnings.warn_explicit("a library's deprecation", FutureWarning, "/site-packages/lib/x.py", 7)
-    warnings.warn_explicit("skipped an optimizer update: loss is nan; weights left unchanged", UserWarning,
-                           DAPO_FILE, 297)
     err = capsys.readouterr().err
     ours = "dapo train: warning: rollout.native_dtype=bf16 has no effect\n"
     assert (ours in err) == (rank == 0)
     assert ray_rank.__file__ not in err and "UserWarning" not in err  # no source line, no Python format
     assert "/site-packages/lib/x.py:7: FutureWarning: a library's deprecation" in err  # as the CLI shows it
-    assert "skipped" not in err and skipped == ["skipped an optimizer update: loss is nan; weights left unchanged"]
 
 
 def test_without_the_cli_a_rank_keeps_pythons_format(rank_process, capsys):
-    rank_warnings(1, None, [])
+    rank_warnings(1, None)
     warnings.warn_explicit("rollout.native_dtype=bf16 has no effect", UserWarning, DAPO_FILE, 112)
     assert f"{DAPO_FILE}:112: UserWarning: rollout.native_dtype=bf16 has no effect" in capsys.readouterr().err
 
@@ -107,24 +103,60 @@ class Update:
         return self.reply
 
 
-def test_an_update_every_rank_skipped_is_said_once_by_the_driver_with_the_reason():
-    """Rank 1 saw the NaN; rank 0 only that another rank's loss was not finite: one warning, as
-    one process words it, with rank 1's reason."""
+def group_of(replies: list[UpdateStats]) -> RayPolicyGroup:
+    """A driver whose ranks' updates return ``replies``."""
+    group = object.__new__(RayPolicyGroup)
+    group._ray = SimpleNamespace(get=lambda refs: list(refs))
+    group.ranks = [SimpleNamespace(update=Update(reply)) for reply in replies]
+    group.world_size, group.version, group.num_nonfinite_skipped = len(replies), 0, 0
+    return group
+
+
+@pytest.mark.parametrize("order", ["peer first", "seen first"])
+def test_an_update_every_rank_skipped_is_said_once_by_the_driver_with_the_reason(order):
+    """One rank saw the NaN; the other only that another rank's loss was not finite: one warning,
+    as one process words it, with the reason of the rank that saw it (whatever its rank)."""
     from tests.trainer.test_trainer_policy import make_samples
 
     samples = make_samples(torch.Generator().manual_seed(0))
     for sample in samples:
         sample.old_logprobs = [0.0] * len(sample.response_ids)
-    replies = [(UpdateStats(loss=math.nan, skipped=True),
-                "skipped an optimizer update: another rank's loss is not finite; weights left unchanged"),
-               (UpdateStats(loss=math.nan, skipped=True), "skipped an optimizer update: loss is nan; weights left unchanged")]
-    group = object.__new__(RayPolicyGroup)
-    group._ray = SimpleNamespace(get=lambda refs: list(refs))
-    group.ranks = [SimpleNamespace(update=Update(reply)) for reply in replies]
-    group.world_size, group.version, group.num_nonfinite_skipped = 2, 0, 0
+    replies = [UpdateStats(loss=math.nan, skip_reason="another rank's loss is not finite"),
+               UpdateStats(loss=math.nan, skip_reason="loss is nan")]
+    group = group_of(replies if order == "peer first" else replies[::-1])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         stats = group.update(samples)
-    assert stats.skipped and group.num_nonfinite_skipped == 1 and group.version == 0
+    assert stats.skipped and stats.skip_reason == "loss is nan"
+    assert group.num_nonfinite_skipped == 1 and group.version == 0
     assert [str(w.message) for w in caught] == ["skipped an optimizer update: loss is nan; weights left unchanged"]
     assert caught[0].filename.startswith(str(Path(ray_rank.__file__).parents[1]))  # dapo-rl's: the CLI's one line
+    # an update the ranks made says nothing
+    group = group_of([UpdateStats(loss=0.5), UpdateStats(loss=0.25)])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        stats = group.update(samples)
+    assert not stats.skipped and stats.skip_reason == "" and group.version == 1 and not caught
+
+
+def test_a_rank_says_nothing_of_an_update_it_skipped_and_hands_the_driver_why(tiny_model_dir):
+    """The rank's own PolicyWorker skips the update (a NaN advantage): no warning in the rank's
+    process (the driver says it, once for all ranks), its reason in the stats the driver gets.
+    Before, the rank raised the warning and its showwarning picked it out by its text."""
+    from transformers import AutoModelForCausalLM
+
+    from dapo.trainer.batch import count_loss_tokens
+    from tests.trainer.test_trainer_policy import make_samples, worker
+
+    rank = PolicyRank({}, 0, 1)
+    rank.policy = worker(AutoModelForCausalLM.from_pretrained(tiny_model_dir), 1000)
+    samples = make_samples(torch.Generator().manual_seed(1))
+    for sample, logprobs in zip(samples, rank.policy.compute_logprobs(samples).logprobs):
+        sample.old_logprobs = logprobs
+    samples[5].advantage = math.nan
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        stats = rank.update(samples, *count_loss_tokens(samples), False, None)
+    assert not caught
+    assert stats.skipped and stats.skip_reason == "loss is nan" and rank.policy.num_nonfinite_skipped == 1
+    assert stats.skip_message == "skipped an optimizer update: loss is nan; weights left unchanged"

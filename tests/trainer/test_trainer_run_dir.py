@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -146,9 +147,20 @@ def test_a_driver_that_steps_without_train_still_records_its_config(tiny_model_d
     trainer.close()
 
 
+def resume_warnings(trainer: Trainer) -> list[str]:
+    """What ``trainer.train()`` warned of its resume's settings (what changed, the optimizer's)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.train()
+    return [str(w.message) for w in caught
+            if any(word in str(w.message) for word in ("settings", "lr", "learning rate", "weight_decay", "betas"))]
+
+
 def test_a_resumed_run_trains_with_its_own_optimizer_settings(tiny_model_dir, reward_file, tmp_path):
     """The checkpoint's AdamW state carries the lr, weight decay and betas it was saved with; a
-    run resumed with other values must use its own from its first step, and say so."""
+    run resumed with other values must use its own from its first step, and say so, once: the
+    changed-settings list said trainer.lr and the optimizer again ("resumed with this run's
+    optimizer settings, not the checkpoint's: initial_lr 0.001 -> 0.005, ..."), in two warnings."""
     import torch
 
     run = tmp_path / "run"
@@ -158,19 +170,43 @@ def test_a_resumed_run_trains_with_its_own_optimizer_settings(tiny_model_dir, re
                         "trainer.weight_decay=0.1", *common)).train()
     resumed = tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=3", "trainer.lr=5e-3",
                           "trainer.weight_decay=0.0", "trainer.betas=[0.8,0.9]", *common)
-    with pytest.warns(UserWarning, match=r"not the checkpoint's: .*initial_lr 0.001 -> 0.005.*weight_decay 0.1 -> 0.0"):
-        Trainer(resumed).train()
+    assert resume_warnings(Trainer(resumed)) == [
+        "resuming step-000002 with other settings than it was saved with, which apply from the resumed step: "
+        "trainer.betas [0.9, 0.999] -> [0.8, 0.9]; trainer.lr 0.001 -> 0.005; trainer.total_steps 2 -> 3; "
+        "trainer.weight_decay 0.1 -> 0.0; the learning-rate schedule goes on from step 3 with this run's settings: "
+        "its learning rate 0.001 -> 0.005"]
     assert [row["actor/lr"] for row in read_metrics(run) if "actor/lr" in row] == [1e-3, 1e-3, 5e-3]
     groups = torch.load(run / "checkpoints" / "step-000003" / "trainer_state.pt",
                         weights_only=True)["policy"]["optimizer"]["param_groups"]
     assert [(g["lr"], g["weight_decay"], tuple(g["betas"])) for g in groups] == [(5e-3, 0.0, (0.8, 0.9))] * 2
-    # a schedule changed on resume ("train longer": total_steps up re-stretches a cosine) says so
+    # a schedule changed on resume ("train longer": total_steps up re-stretches a cosine) says so,
+    # with the learning rate it goes on at (0.55 x lr, not the 0.1 x lr the shorter cosine had reached)
     cosine = ("eval.every_steps=0", "eval.before_training=false", "trainer.warmup_steps=0", "trainer.lr=1e-3",
               "trainer.lr_schedule=cosine")
     longer = tmp_path / "longer"
     Trainer(tiny_config(tiny_model_dir, longer, reward_file, "trainer.total_steps=2", *cosine)).train()
-    with pytest.warns(UserWarning, match=r"learning rate at step 2 0.0001 -> 0.00055 \(trainer.lr, lr_schedule"):
-        Trainer(tiny_config(tiny_model_dir, longer, reward_file, "trainer.total_steps=4", *cosine)).train()
+    assert resume_warnings(Trainer(tiny_config(tiny_model_dir, longer, reward_file, "trainer.total_steps=4",
+                                               *cosine))) == [
+        "resuming step-000002 with other settings than it was saved with, which apply from the resumed step: "
+        "trainer.total_steps 2 -> 4; the learning-rate schedule goes on from step 3 with this run's settings: "
+        "its learning rate 0.0001 -> 0.00055"]
+    assert {row["step"]: row["actor/lr"] for row in read_metrics(longer) if "actor/lr" in row}[3] == pytest.approx(5.5e-4)
+
+
+def test_a_changed_lr_resumed_from_a_checkpoint_without_its_run_config_is_said_by_the_optimizer(
+        tiny_model_dir, reward_file, tmp_path):
+    """No dapo_config.yaml in the checkpoint (copied without it): no changed-settings list, so the
+    optimizer's own report is the one that says the lr changed."""
+    run = tmp_path / "run"
+    common = ("eval.every_steps=0", "eval.before_training=false", "trainer.warmup_steps=0",
+              "trainer.lr_schedule=constant", "trainer.total_steps=1")
+    Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.lr=1e-3", *common)).train()
+    (run / "checkpoints" / "step-000001" / "dapo_config.yaml").unlink()
+    said = resume_warnings(Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.lr=2e-3", *common[:-1],
+                                               "trainer.total_steps=2")))
+    assert said == ["resumed with this run's optimizer settings, not the checkpoint's: initial_lr 0.001 -> 0.002, "
+                    "learning rate at step 1 0.001 -> 0.002 (trainer.lr, lr_schedule, warmup_steps, total_steps, "
+                    "min_lr_ratio)"]
 
 
 def test_a_run_killed_while_writing_its_final_checkpoint_logs_the_final_evaluation_once(

@@ -8,6 +8,8 @@ trainer.micro_batch_tokens; V the vocabulary):
 
     kept through the run:
       weights + grads + AdamW m, v   = N/W x 4p       (AdamW's states take the weights' dtype)
+                                       N x p + N_a x 4p (model.lora_rank > 0, W = 1: frozen weights,
+                                       and N_a adapter parameters, r x (in + out) per adapted layer)
     while updating:
       bf16 weights + grads           = N x 2 x 2      (W = 1 with param_dtype=bf16)
       autocast's weight copies       = N x 2          (W = 1 under autocast: its cast cache)
@@ -68,6 +70,7 @@ class ModelShape:
     activations: ActivationBytes | None  # None: not measurable on fake tensors (see activation_note)
     activation_note: str = ""
     guessed: bool = False  # the shape of the Qwen2.5 model nearest in size
+    adapter_params: float = 0.0  # LoRA's (model.lora_rank > 0): the only ones with grads and AdamW state
 
 
 def model_shape(cfg: DAPOConfig, params: float | None) -> ModelShape:
@@ -101,12 +104,27 @@ def model_shape(cfg: DAPOConfig, params: float | None) -> ModelShape:
     shape = ModelShape(
         params=params if guessed and params else count, layers=len(layer_sizes), hidden=config.hidden_size,
         vocab=config.vocab_size, layer_params=float(max(layer_sizes)), root_params=count - sum(layer_sizes),
-        output_params=float(output.weight.numel() if output is not None else 0), activations=None, guessed=guessed)
+        output_params=float(output.weight.numel() if output is not None else 0), activations=None, guessed=guessed,
+        adapter_params=lora_adapter_params(cfg, model))
     try:
         shape.activations = _measure_activations(cfg, model)
     except Exception as error:  # e.g. a model whose forward needs real values (data-dependent shapes)
         shape.activation_note = f"its layers could not run on fake tensors ({type(error).__name__}: {error})"
     return shape
+
+
+def lora_adapter_params(cfg: DAPOConfig, model) -> float:
+    """Parameters of the LoRA adapters ``cfg.model`` puts on ``model`` (0 without): r x (in +
+    out) for every targeted linear layer; ["all-linear"]: every one but the output layer (PEFT's)."""
+    from torch import nn
+
+    rank, targets = cfg.model.lora_rank, cfg.model.lora_target_modules
+    if rank == 0:
+        return 0.0
+    output = model.get_output_embeddings()
+    return float(sum(rank * (module.in_features + module.out_features) for name, module in model.named_modules()
+                     if isinstance(module, nn.Linear) and module is not output
+                     and (targets == ["all-linear"] or name.rsplit(".", 1)[-1] in targets)))
 
 
 def _measure_activations(cfg: DAPOConfig, model) -> ActivationBytes:
@@ -155,9 +173,14 @@ def training_rows(cfg: DAPOConfig, shape: ModelShape) -> tuple[list[tuple[str, f
     bf16_weights = cfg.trainer.param_dtype == "bf16"
     compute = 2 if bf16_weights else param_bytes
     act = shape.activations or _fallback_activations(cfg, shape, compute)
-    rows = [(f"{'sharded ' if world > 1 else ''}weights + grads + AdamW", n / world * 4 * param_bytes)]
+    adapters = shape.adapter_params
+    if adapters:  # LoRA, in one process: the frozen weights have no gradient or AdamW state
+        rows = [("weights (frozen: model.lora_rank)", n * param_bytes),
+                ("LoRA adapters + grads + AdamW", adapters * 4 * param_bytes)]
+    else:
+        rows = [(f"{'sharded ' if world > 1 else ''}weights + grads + AdamW", n / world * 4 * param_bytes)]
     if world == 1 and bf16_weights:
-        rows.append(("bf16 weights + grads (trainer.param_dtype)", n * 2 * 2))
+        rows.append(("bf16 weights + grads (trainer.param_dtype)", (n + adapters) * 2 if adapters else n * 2 * 2))
     if world == 1 and cfg.trainer.autocast != "none":
         rows.append(("autocast's weight copies (its cast cache)", n * 2))
     if cfg.algorithm.kl_coef > 0:  # frozen: one process casts it to bf16 under param_dtype=bf16, shards stay
@@ -223,6 +246,8 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
         + (" in this process (no Ray)" if world == 1 else
            f" on Ray ({res.ray_address or 'a local Ray started by dapo train'})"),
         ("each rank: an FSDP2 shard of the policy" if world > 1 else "the policy, whole")
+        + (f", with LoRA adapters ({shape.adapter_params / 1e6:.1f}M parameters, rank {cfg.model.lora_rank})"
+           if shape.adapter_params else "")
         + f" ({cfg.model.dtype} weights, "
         + ("computing on bf16 copies (trainer.param_dtype=bf16)" if bf16_weights
            else f"autocast {cfg.trainer.autocast}") + f") and a rollout engine: {engine}",
@@ -240,7 +265,8 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
     share = cfg.rollout.vllm_gpu_memory_utilization * device_gib if vllm else 0.0
     if vllm and sleeps:  # gradients are freed after each update; weights, AdamW and the reference stay
         reference = n / world * param_bytes if cfg.algorithm.kl_coef > 0 else 0.0
-        generating = (n / world * 3 * param_bytes + reference) / GIB + share
+        kept = n * param_bytes + shape.adapter_params * 3 * param_bytes if shape.adapter_params else n / world * 3 * param_bytes
+        generating = (kept + reference) / GIB + share
         lines.append(f"  {'total while updating (vLLM asleep)':58s} {updating:9.2f} GiB")
         lines.append(f"  {'total while generating (weights, AdamW, vLLM share)':58s} {generating:9.2f} GiB")
         need = max(updating, generating)

@@ -41,6 +41,18 @@ class ModelConfig:
     attn_implementation: str | None = None
     # Where the built-in base model and other derived artefacts are cached.
     cache_dir: str = "~/.cache/dapo-rl"
+    # LoRA rank r (Hu et al. 2021): 0 trains every weight; r > 0 freezes them and trains low-rank
+    # adapters, y = W x + (lora_alpha / r) B A x, on the lora_target_modules (PEFT; one process:
+    # resources.nnodes and devices_per_node 1). AdamW then holds state for the adapters only.
+    # Checkpoints hold the merged weights (from_pretrained loads them) and the adapters alone
+    # (adapter/, PEFT's format), which a resume continues on the same base model. LoRA usually
+    # wants a larger trainer.lr than full fine-tuning (1e-5 to 1e-4 against 1e-6).
+    lora_rank: int = 0
+    # LoRA's alpha: the adapters' output is scaled by lora_alpha / lora_rank.
+    lora_alpha: float = 16.0
+    # The linear layers that get adapters: ["all-linear"] (every linear layer but the output layer,
+    # PEFT's choice) or module names, e.g. [q_proj, k_proj, v_proj, o_proj].
+    lora_target_modules: list[str] = field(default_factory=lambda: ["all-linear"])
 
     def __post_init__(self) -> None:
         check(self.dtype != "float16",
@@ -55,6 +67,10 @@ class ModelConfig:
               + ("; null (not the text None) keeps transformers' default" if self.attn_implementation in ("None", "none")
                  else ""))
         check(bool(self.path), "model.path must name a model directory or 'builtin'")
+        check(self.lora_rank >= 0, f"model.lora_rank={self.lora_rank} must be >= 0 (0: train every weight)")
+        check(self.lora_alpha > 0, f"model.lora_alpha={self.lora_alpha} must be > 0")
+        check(bool(self.lora_target_modules) and all(name.strip() for name in self.lora_target_modules),
+              f"model.lora_target_modules={self.lora_target_modules} must name modules (or [all-linear])")
         check(bool(self.cache_dir.strip()), "model.cache_dir is empty: name a directory (default ~/.cache/dapo-rl)")
         if self.tokenizer_path is not None:  # (transformers takes an unexpanded ~/tok for a hub repo id)
             self.tokenizer_path = os.path.expanduser(self.tokenizer_path)

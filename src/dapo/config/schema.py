@@ -112,6 +112,13 @@ class DAPOConfig:
                 f"devices each, within a node: it needs rollout.engine=vllm and resources.devices_per_node "
                 f"({res.devices_per_node}) divisible by it",
             )
+        check(self.model.lora_rank == 0 or res.world_size == 1,
+              f"model.lora_rank={self.model.lora_rank} trains LoRA adapters in one process: resources.nnodes and "
+              f"resources.devices_per_node must be 1 (they ask for {res.world_size} ranks; LoRA on FSDP2 ranks "
+              "is not built yet)")
+        check(self.model.lora_rank == 0 or self.trainer.forward != "native",
+              "trainer.forward=native reads the policy's weights and cannot train LoRA adapters: use "
+              "trainer.forward=auto (Hugging Face's forward) with model.lora_rank > 0")
         check(self.trainer.param_dtype == "none" or self.model.dtype == "float32",
               f"trainer.param_dtype=bf16 keeps float32 master weights: model.dtype={self.model.dtype} "
               "must be float32")

@@ -9,6 +9,8 @@ from typing import Literal, Protocol
 
 import torch
 
+from dapo.lora import merged_weights
+
 
 @dataclass
 class SamplingParams:
@@ -36,9 +38,10 @@ Weights = torch.nn.Module | Mapping[str, torch.Tensor] | Iterable[tuple[str, tor
 
 
 def named_weights(weights: Weights) -> Iterable[tuple[str, torch.Tensor]]:
-    """(name, tensor) pairs, whichever form :data:`Weights` they come in."""
+    """(name, tensor) pairs, whichever form :data:`Weights` they come in; a model's LoRA adapters
+    merged into its weights, under the base model's names (:func:`dapo.lora.merged_weights`)."""
     if isinstance(weights, torch.nn.Module):
-        return weights.state_dict().items()
+        return merged_weights(weights)
     return weights.items() if isinstance(weights, Mapping) else weights
 
 

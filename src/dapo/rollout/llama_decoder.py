@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.distributed.fsdp import FSDPModule
 
+from dapo.lora import is_lora_layer
 from dapo.rollout.hf_compat import rope_length_threshold
 from dapo.rollout.llama_weights import LayerWeights, LlamaWeights
 
@@ -53,14 +54,16 @@ _MIN_GROWTH_SLOTS = 32
 _FLOAT32_ATTENTION_MAX_ROWS = 32
 
 
-def _is_plain_linear(module: object) -> bool:
-    return type(module) is nn.Linear  # rules out LoRA and quantised wrappers
+def _is_plain_linear(module: object, adapters: bool = False) -> bool:
+    """An ``nn.Linear`` itself (not a quantised or adapter wrapper), or with ``adapters`` a LoRA
+    layer over one, whose merged weights a forward may read (:func:`dapo.lora.is_lora_layer`)."""
+    return type(module) is nn.Linear or (adapters and is_lora_layer(module))
 
 
 def unsupported_reason(model: nn.Module, max_length: int) -> str | None:
     """Why ``model`` cannot use the fast path for sequences of ``max_length`` tokens (the
     longest the forward computes: a prompt and all but the last of its new tokens), or None."""
-    if reason := architecture_reason(model):
+    if reason := architecture_reason(model, adapters=True):
         return reason
     config = model.config
     # the RoPE table comes from the model's own rotary module (scaled variants included, e.g.
@@ -120,9 +123,11 @@ def global_hooks() -> bool:
         "_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks", "_global_backward_pre_hooks"))
 
 
-def architecture_reason(model: nn.Module) -> str | None:
+def architecture_reason(model: nn.Module, adapters: bool = False) -> str | None:
     """Why ``model`` is not a Llama-family model whose layers a functional forward can compute
-    from their weights (this decoder's, and the trainer's native_forward), or None."""
+    from their weights (this decoder's, and the trainer's native_forward), or None. ``adapters``:
+    LoRA layers count as their merged weights (a decoder reads them once per weight update; a
+    training forward could not, it must train the adapters)."""
     config = model.config
     if config.model_type not in _SUPPORTED_MODEL_TYPES:
         return f"model_type {config.model_type!r} is not one of {_SUPPORTED_MODEL_TYPES}"
@@ -150,8 +155,9 @@ def architecture_reason(model: nn.Module) -> str | None:
             mlp.up_proj,
             mlp.down_proj,
         ]
-        if not all(_is_plain_linear(p) for p in projections) or not _is_plain_linear(model.lm_head):
-            return "projections are not plain nn.Linear (adapter or quantised model)"
+        if not all(_is_plain_linear(p, adapters) for p in projections) or not _is_plain_linear(model.lm_head, adapters):
+            return ("projections are not plain nn.Linear (a quantised model, or adapters"
+                    + (" other than LoRA's)" if adapters else ", which this forward would not train)"))
     return None
 
 

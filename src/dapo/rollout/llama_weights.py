@@ -1,9 +1,9 @@
 """The native decoder's weights: cast to the compute dtype, fused, norm-folded and pre-packed.
 
 Preparing them reads every weight of the model and writes a copy (a bf16 cast of a float32
-policy, the fused Q/K/V and gate/up matrices, the RMSNorm weights folded into the projections
-after them, oneDNN/MKL packing; ``benchmarks/bench_rollout.py`` times a generate() with and
-without it). :class:`dapo.rollout.native.NativeEngine` therefore keeps one
+policy, LoRA adapters merged in (:func:`dapo.lora.merged_linear`), the fused Q/K/V and gate/up
+matrices, the RMSNorm weights folded into the projections after them, oneDNN/MKL packing;
+``benchmarks/bench_rollout.py`` times a generate() with and without it). :class:`dapo.rollout.native.NativeEngine` therefore keeps one
 prepared set while the model's weights stay what they were (see :func:`weights_key`) and rebuilds
 it otherwise, like a serving engine that holds its own copy of the weights between weight syncs.
 """
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from dapo.lora import merged_linear
 from dapo.rollout.hf_compat import reset_dynamic_rope
 from dapo.rollout.projections import GatedUp, Projection, biases_or_zeros, scaled_to
 
@@ -74,7 +75,7 @@ class LlamaWeights:
         self.sqrt_hidden = config.hidden_size**0.5
         self.norm_floor = torch.tensor((config.hidden_size * self.eps) ** 0.5, dtype=self.dtype, device=self.embed.device)
         self.layers = [self._layer_weights(layer, rows) for layer in decoder.layers]
-        final_norm, head = decoder.norm.weight, model.lm_head
+        final_norm, head = decoder.norm.weight, merged_linear(model.lm_head)
         self.final_norm = None if self.fold_norms else final_norm.to(self.dtype)
         head_scale = final_norm * self.sqrt_hidden if self.fold_norms else None
         self.lm_head = self._projection(scaled_to(head.weight, head_scale, self.dtype), head.bias, rows)
@@ -83,20 +84,21 @@ class LlamaWeights:
 
     def _layer_weights(self, layer: nn.Module, rows: int) -> LayerWeights:
         attn, mlp = layer.self_attn, layer.mlp
+        o_proj, gate_proj, up_proj, down_proj = (merged_linear(m) for m in (attn.o_proj, mlp.gate_proj, mlp.up_proj, mlp.down_proj))
         input_norm, post_norm = layer.input_layernorm.weight, layer.post_attention_layernorm.weight
         qkv_weight, qkv_bias = self._grouped_qkv(attn)
         qkv_weight = scaled_to(qkv_weight, input_norm * self.sqrt_hidden if self.fold_norms else None, self.dtype)
         post_scale = post_norm * self.sqrt_hidden if self.fold_norms else None
         gate_up = GatedUp(
-            mlp.gate_proj, mlp.up_proj, post_scale, self.dtype, lambda w, b: self._projection(w, b, rows)
+            gate_proj, up_proj, post_scale, self.dtype, lambda w, b: self._projection(w, b, rows)
         )
         return LayerWeights(
             None if self.fold_norms else input_norm.to(self.dtype),
             self._projection(qkv_weight, qkv_bias, rows),
-            self._projection(attn.o_proj.weight, attn.o_proj.bias, rows),
+            self._projection(o_proj.weight, o_proj.bias, rows),
             None if self.fold_norms else post_norm.to(self.dtype),
             gate_up,
-            self._projection(mlp.down_proj.weight, mlp.down_proj.bias, rows),
+            self._projection(down_proj.weight, down_proj.bias, rows),
         )
 
     def _grouped_qkv(self, attn: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -114,7 +116,7 @@ class LlamaWeights:
             parts = [by_kv_head(q, groups), by_kv_head(k, 1), by_kv_head(v, 1)]
             return torch.cat(parts, dim=1).flatten(0, 2)
 
-        projections = (attn.q_proj, attn.k_proj, attn.v_proj)
+        projections = tuple(merged_linear(m) for m in (attn.q_proj, attn.k_proj, attn.v_proj))
         biases = biases_or_zeros(projections)
         return layout(*(p.weight for p in projections)), None if biases is None else layout(*biases)
 

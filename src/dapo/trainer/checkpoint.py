@@ -240,14 +240,24 @@ def export_hf_from_shards(directory: str | Path, model: torch.nn.Module, tokeniz
     try:
         if rank != 0:
             return  # gathered in the finally
-        # everything but the weights first: save_pretrained removes weight files it did not write
-        save_hf_model(directory, model, tokenizer, state_dict={})
-        writer = _SafetensorsWriter(Path(directory), max_file_bytes)
-        for name, tensor in checkpoint_format(model, unclosed(weights)):
-            writer.add(name, tensor.detach().cpu())  # a gathered copy already, or written before training moves it
-        writer.close()
+        save_hf_model_streamed(directory, model, tokenizer, unclosed(weights), max_file_bytes)
     finally:  # (a gather that failed closed the generator: nothing left)
         collections.deque(weights, maxlen=0)
+
+
+def save_hf_model_streamed(directory: str | Path, model: torch.nn.Module, tokenizer: Any,
+                           weights: Iterator[tuple[str, torch.Tensor]], max_file_bytes: int = HF_MAX_FILE_BYTES) -> None:
+    """:func:`save_hf_model` with ``weights`` (named as in ``model`` in memory, a tied output layer
+    left out) written as they come, at most one file's worth held in CPU memory: the config,
+    generation config and tokenizer by ``save_pretrained``, the weights laid out as it lays them
+    out (``model.safetensors``, or files of at most ``max_file_bytes`` listed in its index; a
+    MoE's experts one by one, as :func:`checkpoint_format` names them)."""
+    # everything but the weights first: save_pretrained removes weight files it did not write
+    save_hf_model(directory, model, tokenizer, state_dict={})
+    writer = _SafetensorsWriter(Path(directory), max_file_bytes)
+    for name, tensor in checkpoint_format(model, weights):
+        writer.add(name, tensor.detach().cpu())  # a gathered copy already, or written before training moves it
+    writer.close()
 
 
 def unclosed(items: Iterator[tuple[str, torch.Tensor]]) -> Iterator[tuple[str, torch.Tensor]]:

@@ -15,7 +15,8 @@ One training step:
 State: what carries from step to step is the loop's ``state_dict()`` (step, next group id, the
 sampler's cursor and surplus groups, RNG) and the policy's (weights, AdamW, schedule); a step's
 own data (timings, scored responses, completions for the logs) travels in a :class:`StepResult`
-that ``step_once`` returns. Checkpoints are these two states, written by ``save_checkpoint``.
+that ``step_once`` returns. Checkpoints are these two states, written by ``save_checkpoint``
+(the loop's state, its checkpoints and resume: :class:`dapo.trainer.loop_state.LoopState`).
 """
 
 from __future__ import annotations
@@ -24,12 +25,12 @@ import functools
 import time
 import warnings
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from dapo import lora
 from dapo.algo import compute_advantages
 from dapo.config import DAPOConfig
 from dapo.config.loading import config_to_dict
@@ -40,11 +41,10 @@ from dapo.rewards.types import RewardResult
 from dapo.rollout import RolloutEngine
 from dapo.trainer.allocator import keep_freed_memory
 from dapo.trainer.batch import Sample, count_loss_tokens, split_mini_batches
-from dapo.trainer.dropout import config_dropout_restored
 from dapo.trainer.evaluate import evaluate_held_out
+from dapo.trainer.loop_state import LoopState
 from dapo.trainer.old_logprobs import assign_old_logprobs
 from dapo.trainer.policy import PolicyWorker
-from dapo.trainer.rng import rng_state, set_rng_state
 from dapo.trainer.run_state import RunState
 from dapo.trainer.sampler import DynamicSampler, PromptStream, surplus_settings
 from dapo.trainer.scoring import (
@@ -94,7 +94,10 @@ class TrainSummary:
     updates: int = -1  # optimizer updates this attempt applied (-1: not counted)
 
 
-class Trainer:
+class Trainer(LoopState):
+    """The DAPO training loop; its state across steps, checkpoints and resume are
+    :class:`~dapo.trainer.loop_state.LoopState`'s (``state_dict``, ``save_checkpoint``, ``resume``)."""
+
     def __init__(self, cfg: DAPOConfig) -> None:
         self.cfg = cfg
         check_run(cfg)  # files, device, extras, output_dir: every problem at once, before loading
@@ -122,6 +125,8 @@ class Trainer:
             for split, loaded in (("train", run.data.train), ("eval", run.data.eval)):
                 if loaded is not None:
                     print(loaded.describe(split, cfg.eval.max_problems if split == "eval" else 0))
+            if (adapters := lora.describe(run.model)) is not None:
+                print(adapters)
             if self.policy is None:
                 ref = load_reference_model(run.model_path, cfg.model, run.device) if cfg.algorithm.kl_coef > 0 else None
                 self.policy = PolicyWorker(
@@ -191,45 +196,6 @@ class Trainer:
         self.engine.sync_weights(self.model)
         self.engine_version = self.policy.version
         return time.perf_counter() - started
-
-    # ------------------------------------------------------------------ state and checkpoints
-    def state_dict(self) -> dict[str, Any]:
-        """The driver's part of a checkpoint: where the loop is, the sampler's cursor and surplus,
-        and the RNG (the policy writes its own part: :meth:`PolicyWorker.save_checkpoint`)."""
-        return {"step": self.step, "next_group_id": self.next_group_id, "sampler": self.sampler.state_dict(),
-                "rng": rng_state(), "reward_failure_streak": dict(self.reward_watch.streak),
-                "updates_skipped": self.updates_skipped}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.step, self.next_group_id = state["step"], state["next_group_id"]
-        self.sampler.load_state_dict(state["sampler"])
-        set_rng_state(state["rng"])
-        self.reward_watch.streak = dict(state.get("reward_failure_streak", {}))  # older checkpoints: none
-        self.updates_skipped = state.get("updates_skipped", 0)
-        self.engine_version = None  # the engine may hold the initial weights: sync before its next use
-
-    def save_checkpoint(self, final: bool = False) -> Path:
-        """Checkpoint the run into ``output_dir/checkpoints/step-N`` (atomically); a multi-rank run
-        writes the Hugging Face export into it unless ``checkpoint.hf_export`` keeps it for the final one."""
-        hf_export = final or self.cfg.checkpoint.hf_export == "every"
-        # "final": written after the final evaluation, so a run resumed from it has nothing left to do
-        state = {**self.state_dict(), "final": final}
-        with config_dropout_restored(self.model):  # the rates the model came with, not training's zeros
-            model_config_json = self.model.config.to_json_string()
-        return self.state.save(self.step, state, self.policy, self.tokenizer, model_config_json, hf_export)
-
-    def resume(self) -> bool:
-        """Restore policy and loop from ``checkpoint.resume``; True when a checkpoint was loaded."""
-        found = self.state.find_checkpoint(self.model.config)
-        if found is None:
-            return False
-        path, state = found
-        self.policy.load_checkpoint(path, state["policy"])  # several ranks: each reads its own shard
-        self.load_state_dict(state)
-        self.resumed_final = state.get("final", True)  # checkpoints from before the marker: as then
-        self.state.resumed_at(self.step, state.get("log_lines"))
-        print(f"resumed from {path} at step {self.step}")
-        return True
 
     def close(self) -> None:
         """Release the run directory, the reward workers, the rollout engine and the policy (its
@@ -335,34 +301,6 @@ class Trainer:
             metrics["mismatch/rollout_trainer_logprob_diff"] = diagnostics.mismatch_abs_sum / diagnostics.mismatch_tokens
             metrics["mismatch/rollout_trainer_kl"] = diagnostics.mismatch_kl_sum / diagnostics.mismatch_tokens
         return self._finish_step(record, stats, started, batch)
-
-    def _final_evaluation(self) -> dict[str, float]:
-        """The held-out evaluation after the last step (the final checkpoint follows it). Should it
-        fail, or be stopped (Ctrl-C; SIGTERM, a scheduler's time limit landing in a long avg@32),
-        the trained steps are checkpointed first when no periodic checkpoint holds them: a resume
-        then has only the evaluation left to do (every step is complete here, unlike a stop inside
-        one). Not where the failure left the policy ranks unusable (dead, or one blocked in a
-        collective): their checkpoint would never end."""
-        try:
-            return self.evaluate()
-        except BaseException:
-            if not self._periodic_checkpoint_due() and self.policy.broken:
-                warnings.warn(f"the final evaluation failed and left the policy ranks unusable ({self.policy.broken}): "
-                              f"no checkpoint of step {self.step} could be written; a rerun resumes from the last "
-                              "checkpoint", stacklevel=2)
-            elif not self._periodic_checkpoint_due():
-                self.save_checkpoint()
-            raise
-
-    def _periodic_checkpoint_due(self) -> bool:
-        """Whether checkpoint.every_steps checkpoints the step just done."""
-        every = self.cfg.checkpoint.every_steps
-        return bool(every) and self.step % every == 0
-
-    def _skip_updates(self, updates: int) -> None:
-        """A step made ``updates`` fewer optimizer updates than planned: off the bar's total, now and after a resume."""
-        self.updates_skipped += updates
-        self.state.bar_skip(updates)
 
     def _finish_step(self, record: StepResult, stats: list[UpdateStats], started: float,
                      batch: list[Sample] | tuple = ()) -> StepResult:

@@ -28,21 +28,24 @@ def group_settings(cfg: TrainerConfig) -> list[dict]:
     return [{**shared, "weight_decay": cfg.weight_decay}, {**shared, "weight_decay": 0.0}]
 
 
+def lr_factor(cfg: TrainerConfig, total_steps: int, step: int) -> float:
+    """The multiplier of ``cfg.lr`` for training step ``step`` (0-based, the steps done before
+    it): linear warm-up over ``warmup_steps`` TRAINING (rollout) steps, then constant or cosine
+    decay to the last step, down to ``min_lr_ratio``."""
+    if step < cfg.warmup_steps:
+        return (step + 1) / (cfg.warmup_steps + 1)
+    if cfg.lr_schedule == "constant":
+        return 1.0
+    progress = (step - cfg.warmup_steps) / max(1, total_steps - cfg.warmup_steps)
+    cosine = 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+    return cfg.min_lr_ratio + (1.0 - cfg.min_lr_ratio) * cosine
+
+
 def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainerConfig, total_steps: int):
-    """Linear warm-up over ``warmup_steps`` TRAINING (rollout) steps, then constant or cosine
-    decay to the last step. As in verl, the schedule moves once per training step, not per
+    """The :func:`lr_factor` schedule. As in verl, it moves once per training step, not per
     optimizer update: every update of training step s uses lr * factor(s)."""
-
-    def factor(step: int) -> float:
-        if step < cfg.warmup_steps:
-            return (step + 1) / (cfg.warmup_steps + 1)
-        if cfg.lr_schedule == "constant":
-            return 1.0
-        progress = (step - cfg.warmup_steps) / max(1, total_steps - cfg.warmup_steps)
-        cosine = 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
-        return cfg.min_lr_ratio + (1.0 - cfg.min_lr_ratio) * cosine
-
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+    # (a function, which LambdaLR's state_dict leaves out: checkpoints hold no copy of the config)
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(cfg, total_steps, step))
 
 
 # Dynamic loss scaling in float16 (trainer.autocast=fp16). The token-mean

@@ -34,24 +34,21 @@ from dapo.trainer.batch import (
     iter_micro_batches,
     split_rows,
 )
-from dapo.trainer.checkpoint import (
-    is_sharded,
-    load_model_weights,
-    load_sharded_policy,
-    save_hf_model,
-)
+from dapo.trainer.checkpoint import is_sharded, load_sharded_policy
 from dapo.trainer.fsdp import all_ranks_true, reshard_root, same_count
 from dapo.trainer.mixed_precision import Bf16ComputeWeights, cast_parameters
 from dapo.trainer.native_forward import native_forward_reason
 from dapo.trainer.packed_attention import use_packed_attention
+from dapo.trainer.policy_weights import load_policy_weights, save_policy_weights
 from dapo.trainer.response_logits import (
     add_diagnostics,
     response_entropy,
     response_logits,
     response_logprobs,
 )
+from dapo.trainer.run_dir import has_saved_run_config
 from dapo.trainer.shared_prompt import check_shared_prompt
-from dapo.trainer.update_stats import LogprobPass, UpdateStats
+from dapo.trainer.update_stats import PEER_NONFINITE_LOSS, LogprobPass, UpdateStats
 
 
 class PolicyWorker:
@@ -168,6 +165,21 @@ class PolicyWorker:
         on_policy: bool = False,
         diagnose: bool | None = None,
     ) -> UpdateStats:
+        """:meth:`apply_update`, saying a skipped update (its ``skip_reason``) once: the one-process
+        trainer's update (a policy rank's is said by the Ray driver, for all ranks)."""
+        stats = self.apply_update(mini_batch, num_tokens, num_seqs, on_policy, diagnose)
+        if stats.skipped:
+            warnings.warn(stats.skip_message, stacklevel=1)
+        return stats
+
+    def apply_update(
+        self,
+        mini_batch: list[Sample],
+        num_tokens: float | None = None,
+        num_seqs: float | None = None,
+        on_policy: bool = False,
+        diagnose: bool | None = None,
+    ) -> UpdateStats:
         """One optimizer update on a mini-batch, accumulated over token-budget micro-batches.
 
         ``num_tokens``/``num_seqs`` are the GLOBAL normalisers of the mini-batch (all micro-batches
@@ -177,6 +189,8 @@ class PolicyWorker:
         samples that hold theirs (dynamic sampling's surplus, generated a policy ago); the separate
         old-log-prob pass is skipped and its diagnostics are taken here instead.
         ``diagnose``: collect entropy and mismatch sums from this update's forward (default: on_policy).
+        An update dropped for a non-finite loss or gradient says nothing here: why is in the
+        stats' ``skip_reason``, for the caller to say once.
         """
         if num_tokens is None or num_seqs is None:
             num_tokens, num_seqs = count_loss_tokens(mini_batch)
@@ -225,7 +239,7 @@ class PolicyWorker:
                 total, policy_gradient = torch.stack([loss.detach(), pg_loss.detach()]).tolist()  # one device sync
                 # decided by all ranks together, so that none is left waiting in a collective
                 if not all_ranks_true(math.isfinite(total)):
-                    nonfinite = f"loss is {total}" if not math.isfinite(total) else "another rank's loss is not finite"
+                    nonfinite = f"loss is {total}" if not math.isfinite(total) else PEER_NONFINITE_LOSS
                     break
                 (loss if self.loss_scale == 1.0 else loss * self.loss_scale).backward()
                 if self.bf16_weights is not None:
@@ -290,11 +304,11 @@ class PolicyWorker:
             self.scheduler.step()
 
     def _skip(self, stats: UpdateStats, why: str) -> UpdateStats:
-        """A non-finite loss or gradient never reaches the weights: drop this update."""
+        """A non-finite loss or gradient never reaches the weights: drop this update, ``why`` in
+        its stats (said once by :meth:`update`, or for a rank by the Ray driver)."""
         self.optimizer.zero_grad(set_to_none=True)
         self.num_nonfinite_skipped += 1
-        stats.skipped = True
-        warnings.warn(f"skipped an optimizer update: {why}; weights left unchanged", stacklevel=2)
+        stats.skip_reason = why
         return stats
 
     def _micro_batch_loss(
@@ -355,9 +369,10 @@ class PolicyWorker:
 
     def save_checkpoint(self, directory: Path, tokenizer: PreTrainedTokenizerBase, hf_export: bool = True) -> dict:
         """Write the model's Hugging Face directory into ``directory`` (the checkpoint being
-        built; always, whatever ``hf_export``: it holds the weights); the optimizer/scheduler
+        built; always, whatever ``hf_export``: it holds the weights; with LoRA, merged, and the
+        adapters in ``adapter/``: :mod:`dapo.trainer.policy_weights`); the optimizer/scheduler
         state, for the driver's ``trainer_state.pt``."""
-        save_hf_model(directory, self.model, tokenizer)
+        save_policy_weights(directory, self.model, tokenizer)
         return self.state_dict()
 
     def load_checkpoint(self, directory: Path, state: dict) -> None:
@@ -367,22 +382,25 @@ class PolicyWorker:
             self.load_shards(directory)
             self.num_nonfinite_skipped = state["num_nonfinite_skipped"]
         else:
-            load_model_weights(self.model, directory)
+            load_policy_weights(self.model, directory)
             self.load_state_dict(state)
-            self.apply_config_to_optimizer()
+            self.apply_config_to_optimizer(directory)
 
     def load_shards(self, directory: Path) -> None:
         """This rank's shard of model, optimizer and scheduler state from a checkpoint of several
         ranks (DCP reshards them); the run's optimizer settings then apply. Collective."""
         load_sharded_policy(directory, self.model, self.optimizer, self.scheduler)
-        self.apply_config_to_optimizer()
+        self.apply_config_to_optimizer(directory)
 
-    def apply_config_to_optimizer(self) -> None:
-        """After a resume: the run's optimizer settings and schedule
-        (:func:`dapo.trainer.optim.apply_config`), and loss scaling as this run computes."""
+    def apply_config_to_optimizer(self, checkpoint: Path | None = None) -> None:
+        """After a resume from ``checkpoint``: the run's optimizer settings and schedule
+        (:func:`dapo.trainer.optim.apply_config`), and loss scaling as this run computes. What
+        changed is said here only where the checkpoint holds no run config (or is not named):
+        from one that does, the resume's list of changed settings has said it, with the learning
+        rate the schedule goes on at (:meth:`dapo.trainer.run_state.RunState.find_checkpoint`)."""
         changed = optim.apply_config(self.optimizer, self.scheduler, self.cfg)
         optim.set_up_loss_scaling(self.optimizer, self._float16())
-        if changed:
+        if changed and (checkpoint is None or not has_saved_run_config(checkpoint)):
             warnings.warn("resumed with this run's optimizer settings, not the checkpoint's: "
                           + ", ".join(sorted(set(changed))), stacklevel=2)
 

@@ -63,7 +63,7 @@ from dapo.trainer.ray_faults import (
 )
 from dapo.trainer.ray_rank import RANK_SEED_STRIDE, PolicyRank, rank_device
 from dapo.trainer.run_dir import RunDirError
-from dapo.trainer.update_stats import LogprobPass, UpdateStats
+from dapo.trainer.update_stats import PEER_NONFINITE_LOSS, LogprobPass, UpdateStats
 
 __all__ = ["RANK_DEATH_GRACE_S", "RANK_SEED_STRIDE", "PolicyRank", "PolicyRankDied", "RayPolicyGroup",
            "RayRolloutEngine", "rank_device"]
@@ -250,11 +250,10 @@ class RayPolicyGroup(RankCalls):
         shares = split_across_ranks(mini_batch, self.world_size)
         for share in shares:  # here, not on the ranks: one rank raising would leave the others in the update
             check_update_inputs(share, num_tokens, num_seqs, on_policy)
-        replies = self._call([(r.update, (s, num_tokens, num_seqs, on_policy, diagnose))
-                              for r, s in zip(self.ranks, shares)])
-        parts = [stats for stats, _ in replies]
+        parts: list[UpdateStats] = self._call([(r.update, (s, num_tokens, num_seqs, on_policy, diagnose))
+                                               for r, s in zip(self.ranks, shares)])
         merged = UpdateStats(loss=sum(p.loss for p in parts), pg_loss=sum(p.pg_loss for p in parts),
-                             grad_norm=parts[0].grad_norm, skipped=any(p.skipped for p in parts),
+                             grad_norm=parts[0].grad_norm, skip_reason=skip_reason_of(parts),
                              empty=parts[0].empty)  # decided on the global token count: alike on every rank
         sums = [p.policy for p in parts if p.policy is not None]
         merged.policy = PolicyLossStats.total(sums) if sums else None
@@ -263,12 +262,9 @@ class RayPolicyGroup(RankCalls):
             merged.diagnostics = LogprobPass.sum_of(diagnostics)
         if kl_sums := [p.ref_kl_sum for p in parts if p.ref_kl_sum is not None]:  # a rank of empty micro-batches has none
             merged.ref_kl_sum = torch.stack(kl_sums).sum()
-        if merged.skipped:
+        if merged.skipped:  # said once, here (the ranks said nothing), as one process says it (PolicyWorker.update)
             self.num_nonfinite_skipped += 1
-            if reasons := [reason for _, reason in replies if reason]:  # the ranks' own said nothing: said once here
-                # as one process says it (PolicyWorker._skip), with the reason of a rank that saw it
-                seen = [reason for reason in reasons if "another rank" not in reason]
-                warnings.warn((seen or reasons)[0], stacklevel=1)
+            warnings.warn(merged.skip_message, stacklevel=1)
         elif not merged.empty:
             self.version += 1
         return merged
@@ -306,6 +302,14 @@ class RayPolicyGroup(RankCalls):
             return
         for group in self.node_groups:
             self._ray.util.remove_placement_group(group)
+
+
+def skip_reason_of(parts: list[UpdateStats]) -> str:
+    """Why the ranks skipped an update (every rank skips it, all ranks deciding together), "" if
+    they made it: the reason of the first rank that saw a non-finite loss or gradient, not of those
+    that only learnt another's was (PEER_NONFINITE_LOSS)."""
+    reasons = [part.skip_reason for part in parts if part.skip_reason]
+    return next((reason for reason in reasons if reason != PEER_NONFINITE_LOSS), reasons[0] if reasons else "")
 
 
 def _sampled(result: GenerationResult) -> list[list[int]]:

@@ -54,9 +54,6 @@ from dapo.trainer.update_stats import LogprobPass, UpdateStats
 from dapo.warning_format import is_dapo_source, warning_format
 
 RANK_SEED_STRIDE = 7_919  # rank r's torch seed: trainer.seed + r * this
-# PolicyWorker's warning that an update was skipped (a non-finite loss or gradient): every rank
-# skips the same update, so the driver says it once, with the reason of the rank that saw it
-SKIPPED_UPDATE = "skipped an optimizer update"
 
 
 class RankUserError(UserError):
@@ -105,23 +102,20 @@ def _in_ray_actor() -> bool:
     return ray is not None and ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None
 
 
-def rank_warnings(rank: int, command: str | None, skipped_updates: list[str]) -> None:
+def rank_warnings(rank: int, command: str | None) -> None:
     """How this rank process shows warnings. ``command`` (the dapo CLI's, which the driver passes
     on; None from Python or under --debug): dapo-rl's own warnings as the CLI's one line, ``dapo
     COMMAND: warning: ...``, not Python's two lines with their source (a library's keep Python's
     format, as at the CLI), and from rank 0 only: they come of the config or of decisions the
-    ranks take together, so every rank raises the same one. An update skipped for a non-finite
-    loss or gradient is said by none: its message goes to ``skipped_updates``, for the driver to
-    say once (a rank that saw the NaN says why, its peers only "another rank's loss")."""
+    ranks take together, so every rank raises the same one. (An update skipped for a non-finite
+    loss or gradient is no warning here: its reason goes back in the update's stats, and the
+    driver says it once, :meth:`PolicyRank.update`.)"""
     previous = warnings.showwarning
     if command is not None:
         warnings.formatwarning = warning_format(command, warnings.formatwarning)
 
     def show(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
              line: str | None = None) -> None:
-        if str(message).startswith(SKIPPED_UPDATE):
-            skipped_updates.append(str(message))
-            return
         if command is not None and rank > 0 and is_dapo_source(filename):
             return
         previous(message, category, filename, lineno, sys.stderr if file is None else file, line)
@@ -144,9 +138,8 @@ class PolicyRank:
     def __init__(self, config: dict, rank: int, world_size: int, warning_command: str | None = None) -> None:
         self.config, self.rank, self.world_size = config, rank, world_size
         self.store: dist.TCPStore | None = None  # rank 0's rendezvous (rendezvous_address)
-        self.skipped_updates: list[str] = []  # see rank_warnings
         if _in_ray_actor():  # (not a process that made one to call it, as a test does)
-            rank_warnings(rank, warning_command, self.skipped_updates)
+            rank_warnings(rank, warning_command)
 
     def rendezvous_address(self) -> tuple[str, int]:
         """Rank 0's: its node's address (the driver's node may hold no rank on a cluster) and the
@@ -225,16 +218,16 @@ class PolicyRank:
         return result, LogprobRows.of(flat, [len(s.response_ids) for s in samples])
 
     def update(self, samples: list[Sample], num_tokens: float, num_seqs: float, on_policy: bool,
-               diagnose: bool | None) -> tuple[UpdateStats, str | None]:
-        """The update's stats, and why it was skipped (the warning the driver says), if it was."""
-        self.skipped_updates.clear()
-        stats = self.policy.update(samples, num_tokens, num_seqs, on_policy, diagnose)
+               diagnose: bool | None) -> UpdateStats:
+        """The update's stats; a skipped one's ``skip_reason`` unsaid here: every rank skips the
+        update, and the driver says it once, with the reason of a rank that saw the NaN."""
+        stats = self.policy.apply_update(samples, num_tokens, num_seqs, on_policy, diagnose)
         if stats.ref_kl_sum is not None:
             stats.ref_kl_sum = stats.ref_kl_sum.detach().cpu()
         if stats.policy is not None:  # its sums are tensors on this rank's device: the driver gets CPU ones
             stats.policy = dataclasses.replace(stats.policy, **{
                 f.name: getattr(stats.policy, f.name).detach().cpu() for f in dataclasses.fields(stats.policy)})
-        return stats, (self.skipped_updates[-1] if stats.skipped and self.skipped_updates else None)
+        return stats
 
     def end_step(self) -> float:
         self.policy.end_step()

@@ -34,6 +34,7 @@ SHARDED_DIR = "policy"  # a checkpoint's DCP shards of model, optimizer and sche
 # A checkpoint without the Hugging Face export keeps its model config here (not as config.json,
 # which would make the directory look like a loadable model directory without weights).
 MODEL_CONFIG_FILE = "model_config.json"
+SAVED_RUN_CONFIG = "dapo_config.yaml"  # a checkpoint's copy of its run's resolved config
 # Model config fields whose difference makes a checkpoint's weights unusable.
 ARCHITECTURE_FIELDS = ("model_type", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                        "num_key_value_heads", "intermediate_size", "tie_word_embeddings")
@@ -163,14 +164,28 @@ _UNREPORTED_SETTINGS = ("output_dir", "checkpoint.resume", "python_path",
 
 def _saved_run_config(checkpoint: Path) -> dict[str, Any] | None:
     """The run config ``checkpoint`` was saved with (its ``dapo_config.yaml``), or None."""
-    saved_config_file = checkpoint / "dapo_config.yaml"
+    saved_config_file = checkpoint / SAVED_RUN_CONFIG
     return (yaml.safe_load(saved_config_file.read_text()) or {}) if saved_config_file.exists() else None
+
+
+def has_saved_run_config(checkpoint: Path) -> bool:
+    """Whether ``checkpoint`` holds the run config it was saved with: a resume from it names every
+    setting changed since (:func:`changed_settings`), the optimizer's among them."""
+    return (checkpoint / SAVED_RUN_CONFIG).is_file()
+
+
+def saved_section(checkpoint: Path, section: str) -> dict[str, Any]:
+    """One section (``trainer``) of the run config ``checkpoint`` was saved with; empty without one."""
+    saved = (_saved_run_config(checkpoint) or {}).get(section)
+    return saved if isinstance(saved, dict) else {}
 
 
 def changed_settings(checkpoint: Path, run_config: dict) -> list[str]:
     """The settings of ``run_config`` other than those ``checkpoint`` was saved with (its
-    ``dapo_config.yaml``), as ``key before -> now``: they apply from the resumed step, which the
-    optimizer's own report (trainer.lr, the schedule) would leave unsaid for the others."""
+    ``dapo_config.yaml``), as ``key before -> now``: they apply from the resumed step. The only
+    report of them, the optimizer's (trainer.lr, betas, weight_decay, the schedule) included
+    (:meth:`dapo.trainer.policy.PolicyWorker.apply_config_to_optimizer` says those only for a
+    checkpoint without its run config)."""
     saved_run = _saved_run_config(checkpoint)
     if saved_run is None:
         return []
@@ -214,8 +229,10 @@ def checkpoint_mismatch(checkpoint: Path, model_config: Any, run_config: dict, a
             before, now = (_local_paths(config.get(section, {}).get(name)) for config in (saved_run, run_config))
             if before == now:
                 continue
-            if automatic:
-                differences.append(f"{section}.{name} {before!r} (checkpoint) != {now!r} (this run)")
+            lora = (section, name) == ("model", "path") and run_config.get("model", {}).get("lora_rank", 0) > 0
+            if automatic or lora:  # (a LoRA checkpoint holds adapters of model.path's base weights)
+                differences.append(f"{section}.{name} {before!r} (checkpoint) != {now!r} (this run)"
+                                   + (": LoRA adapters resume on the base weights they were trained on" if lora else ""))
             elif (section, name) == ("model", "path"):  # named, so taken; but the new path was ignored unsaid
                 warnings.warn(f"model.path {now!r} differs from the checkpoint's run's ({before!r}): training goes on "
                               f"from {checkpoint.name}'s weights; model.path gives only the tokenizer and, with "

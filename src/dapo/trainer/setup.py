@@ -23,6 +23,7 @@ from dapo.algo.rehearsal import rehearse_plugins
 from dapo.config import DAPOConfig, ModelConfig
 from dapo.data import LoadedProblems, PromptEncoder, load_problems
 from dapo.errors import DamagedWeightsError
+from dapo.lora import apply_lora
 from dapo.preflight import model_context
 from dapo.rollout import RolloutEngine, create_engine
 from dapo.rollout.base import SamplingParams
@@ -123,8 +124,12 @@ def load_model_and_tokenizer(
         model = load_weights(path, cfg).to(device)
     if cfg.disable_dropout:
         disable_dropout(model)
+    if cfg.lora_rank > 0 and weights:  # (an evaluation sets lora_rank 0: a checkpoint holds merged weights)
+        apply_lora(model, cfg.lora_rank, cfg.lora_alpha, cfg.lora_target_modules)
     if cfg.gradient_checkpointing:  # transformers 5 renamed it (the old name warns)
         (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
+        if cfg.lora_rank > 0:  # frozen embeddings: reentrant checkpointing needs inputs that require grad
+            model.enable_input_require_grads()
     return model, tokenizer, path
 
 

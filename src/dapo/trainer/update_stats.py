@@ -37,6 +37,11 @@ class LogprobPass:
         return total
 
 
+# The skip reason of a rank whose own loss was finite while another's was not: every rank skips
+# the update, and the Ray driver says the reason of one that saw it (RayPolicyGroup.update).
+PEER_NONFINITE_LOSS = "another rank's loss is not finite"
+
+
 @dataclass
 class UpdateStats:
     """One optimizer update: its loss and gradient norm, and the policy-loss sums (clip counts,
@@ -46,7 +51,10 @@ class UpdateStats:
     pg_loss: float = 0.0  # the policy-gradient loss alone
     policy: PolicyLossStats | None = None  # None until a micro-batch has been computed
     grad_norm: float = 0.0
-    skipped: bool = False  # the update was dropped because the loss or gradient was not finite
+    # why the update was dropped, its loss or gradient not finite ("loss is nan", PEER_NONFINITE_LOSS);
+    # "" for an update made. Said once, from here: by PolicyWorker.update in one process, by the
+    # Ray driver for all its ranks (RayPolicyGroup.update), never by a rank.
+    skip_reason: str = ""
     # no update was made because no token of the mini-batch is in the loss (every response masked
     # by overlong filtering): AdamW would still move the weights by momentum and weight decay
     empty: bool = False
@@ -54,3 +62,13 @@ class UpdateStats:
     # sum over the loss's tokens of the KL penalty's estimate to the reference model (a 0-dim
     # tensor; None without the penalty, algorithm.kl_coef = 0, or on a rank of empty micro-batches)
     ref_kl_sum: torch.Tensor | None = None
+
+    @property
+    def skipped(self) -> bool:
+        """The update was dropped because the loss or gradient was not finite (see ``skip_reason``)."""
+        return bool(self.skip_reason)
+
+    @property
+    def skip_message(self) -> str:
+        """What the user is told of a skipped update (once per update, whatever the ranks)."""
+        return f"skipped an optimizer update: {self.skip_reason}; weights left unchanged"

@@ -1,0 +1,182 @@
+"""LoRA (Hu et al. 2021, "Low-Rank Adaptation"): train low-rank adapters instead of the weights.
+
+Each targeted linear layer computes
+
+    y = W x + b + (alpha / r) B A x,    A: (r, in), B: (out, r), B = 0 at the start,
+
+with its weights W, b frozen: the adapted model starts as the base model, and only A and B train
+(their AdamW state is all the optimizer holds). PEFT injects the adapters (``peft``'s LoRA
+layers replace the targeted ``nn.Linear`` modules in place, so the policy stays the Hugging Face
+model it was); this module adds what a trainer needs around them:
+
+* :func:`merged_linear`: a layer's effective weights, W + (alpha / r) B A, for whatever reads
+  weights instead of calling the modules (the native engine's prepared weights);
+* :func:`merged_weights`: the whole model's weights merged, under the base model's names, as
+  vLLM's weight sync and the checkpoint's Hugging Face export take them (an export that loads
+  with ``from_pretrained``, no PEFT needed);
+* :func:`save_adapter` / :func:`load_adapter`: the adapters alone in PEFT's format
+  (``PeftModel.from_pretrained(base, DIR)`` loads them), which a resume reads back.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from dapo.errors import UserError
+
+ADAPTER_DIR = "adapter"  # a checkpoint's adapters, in PEFT's format
+ADAPTER_FILE = "adapter_model.safetensors"
+# PEFT's saved names are the PeftModel's: the base model sits at base_model.model
+_PEFT_PREFIX = "base_model.model."
+
+
+def apply_lora(model: nn.Module, rank: int, alpha: float, target_modules: list[str]) -> None:
+    """Inject LoRA adapters of ``rank`` into ``model`` in place and freeze everything else.
+    ``target_modules``: module names (``q_proj``, ...) or ``["all-linear"]`` (every linear layer
+    but the output layer, PEFT's choice). No dropout: the policy's dropout is off, so that the
+    update's first forward reproduces the rollout's log-probs (ratio 1)."""
+    try:
+        from peft import LoraConfig, inject_adapter_in_model
+    except ImportError as error:
+        raise ImportError("model.lora_rank > 0 needs PEFT: pip install 'dapo-rl[lora]' (or pip install peft)") from error
+    targets: str | list[str] = "all-linear" if target_modules == ["all-linear"] else list(target_modules)
+    config = LoraConfig(r=rank, lora_alpha=alpha, target_modules=targets, lora_dropout=0.0, bias="none")
+    with warnings.catch_warnings():  # PEFT asks transformers 5 for a deprecated attribute
+        warnings.simplefilter("ignore", FutureWarning)
+        try:
+            inject_adapter_in_model(config, model)
+        except ValueError as error:  # PEFT's NoMatchingPeftModuleError: no module has one of those names
+            names = sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
+                            if isinstance(module, nn.Linear) and module is not model.get_output_embeddings()})
+            raise UserError(f"model.lora_target_modules={list(target_modules)} names no linear layer of the model "
+                            f"(its linear layers: {', '.join(names)}; or [all-linear])") from error
+
+
+def has_lora(model: nn.Module) -> bool:
+    """Whether ``model`` carries PEFT adapters (see :func:`apply_lora`)."""
+    return bool(getattr(model, "peft_config", None))
+
+
+def describe(model: nn.Module) -> str | None:
+    """One line on ``model``'s adapters for the terminal (None without), as PEFT's
+    ``print_trainable_parameters`` counts: trainable parameters of all, adapters included."""
+    if not has_lora(model):
+        return None
+    config = model.peft_config["default"]
+    layers = sum(1 for module in model.modules() if is_lora_layer(module))
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    total = sum(p.numel() for p in model.parameters())
+    return (f"policy: LoRA adapters of rank {config.r} (alpha {config.lora_alpha:g}) on {layers} linear layers: "
+            f"{trainable:,} trainable parameters of {total:,} ({100 * trainable / total:.2f}%)")
+
+
+def is_lora_layer(module: nn.Module) -> bool:
+    """Whether ``module`` is a PEFT LoRA layer over a plain ``nn.Linear`` whose merged weights are
+    W + sum of its active adapters' (alpha / r) B A: not DoRA (which rescales the merged columns),
+    not an adapter with its own bias, not one already merged into W."""
+    base = getattr(module, "base_layer", None)
+    if type(base) is not nn.Linear or not hasattr(module, "get_delta_weight"):
+        return False
+    adapters = list(getattr(module, "active_adapters", []))
+    return (not getattr(module, "merged", False)
+            and not any(getattr(module, "use_dora", {}).get(name, False) for name in adapters)
+            and not any(getattr(module, "lora_bias", {}).get(name, False) for name in adapters))
+
+
+@dataclass
+class MergedLinear:
+    """A linear layer's effective parameters, as :class:`torch.nn.Linear` exposes them."""
+
+    weight: torch.Tensor
+    bias: torch.Tensor | None
+
+    @property
+    def out_features(self) -> int:
+        return self.weight.shape[0]
+
+
+def merged_linear(module: nn.Module) -> nn.Module | MergedLinear:
+    """``module`` itself for a plain linear layer; for a LoRA layer (:func:`is_lora_layer`), its
+    weights merged: W + sum over active adapters of (alpha / r) B A (PEFT's ``get_delta_weight``)."""
+    if not is_lora_layer(module):
+        return module
+    base: nn.Linear = module.base_layer
+    weight = base.weight
+    for name in module.active_adapters:
+        if name in module.lora_A:
+            weight = weight + module.get_delta_weight(name).to(weight.dtype)
+    return MergedLinear(weight, base.bias)
+
+
+def merged_weights(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """``model``'s state dict with every LoRA layer merged (:func:`merged_linear`), under the base
+    model's names (``q_proj.weight``, not ``q_proj.base_layer.weight``), one tensor at a time; a
+    model without adapters gives its state dict as it is."""
+    if not has_lora(model):
+        yield from model.state_dict().items()
+        return
+    layers = {name: module for name, module in model.named_modules() if is_lora_layer(module)}
+    for name, tensor in model.state_dict().items():
+        owner, _, leaf = name.rpartition(".")
+        if ".lora_" in name:
+            continue
+        if owner.endswith(".base_layer") and (layer_name := owner.removesuffix(".base_layer")) in layers:
+            merged = merged_linear(layers[layer_name])
+            tensor = merged.weight if leaf == "weight" else merged.bias
+            name = f"{layer_name}.{leaf}"
+        elif owner.endswith(".base_layer"):
+            raise ValueError(f"{owner.removesuffix('.base_layer')} holds adapters that cannot be merged "
+                             "(DoRA, adapter biases or merged adapters are not supported)")
+        yield name, tensor.detach()
+
+
+def save_adapter(model: nn.Module, directory: str | Path, base_model_path: str) -> None:
+    """The adapters of ``model`` in PEFT's format into ``directory``: ``adapter_config.json`` and
+    ``adapter_model.safetensors`` (``PeftModel.from_pretrained(base, directory)`` loads them on
+    the base model read from ``base_model_path``)."""
+    from peft import get_peft_model_state_dict
+    from safetensors.torch import save_file
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    config = model.peft_config["default"]
+    config.base_model_name_or_path = base_model_path
+    config.save_pretrained(str(directory))
+    state = {_PEFT_PREFIX + name: tensor.detach().contiguous() for name, tensor in get_peft_model_state_dict(model).items()}
+    save_file(state, str(directory / ADAPTER_FILE), metadata={"format": "pt"})
+
+
+def load_adapter(model: nn.Module, directory: str | Path) -> None:
+    """Load the adapters :func:`save_adapter` wrote into ``directory`` into ``model``, whose
+    adapters must have the same rank and targets (every one of its adapter weights is given)."""
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    directory = Path(directory)
+    saved = json.loads((directory / "adapter_config.json").read_text())
+    config = model.peft_config["default"]
+    if (saved.get("r"), saved.get("lora_alpha"), _as_list(saved.get("target_modules"))) != (
+            config.r, config.lora_alpha, _as_list(config.target_modules)):
+        raise ValueError(f"the adapters in {directory} (rank {saved.get('r')}, alpha {saved.get('lora_alpha')}, targets "
+                         f"{saved.get('target_modules')}) are not this run's (model.lora_rank={config.r}, lora_alpha="
+                         f"{config.lora_alpha}, targets {config.target_modules})")
+    device = next(model.parameters()).device
+    state = {name.removeprefix(_PEFT_PREFIX): tensor for name, tensor in load_file(str(directory / ADAPTER_FILE), device=str(device)).items()}
+    result = set_peft_model_state_dict(model, state)
+    missing = [name for name in result.missing_keys if ".lora_" in name]
+    if missing or result.unexpected_keys:
+        raise ValueError(f"the adapters in {directory} do not match the model: missing {missing[:4]}, "
+                         f"unexpected {list(result.unexpected_keys)[:4]}")
+
+
+def _as_list(targets: object) -> list[str]:
+    if targets is None:
+        return []
+    return [targets] if isinstance(targets, str) else sorted(targets)

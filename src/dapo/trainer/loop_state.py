@@ -1,0 +1,112 @@
+"""What the training loop keeps across steps, and its checkpoints: :class:`LoopState`, mixed into
+:class:`dapo.trainer.loop.Trainer`, holds the loop's ``state_dict`` (step, next group id, the
+sampler's cursor and surplus, RNG, the reward-failure streak, updates skipped), writes it with
+the policy's state as a checkpoint, resumes from one, checkpoints the trained steps when the
+final evaluation fails, and keeps the count of the optimizer updates steps did not make (the
+progress bar's total, now and after a resume). Apart from :mod:`dapo.trainer.loop` so that the
+loop itself reads in one sitting."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dapo.trainer.dropout import config_dropout_restored
+from dapo.trainer.rng import rng_state, set_rng_state
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from dapo.config import DAPOConfig
+    from dapo.trainer.policy import PolicyWorker
+    from dapo.trainer.ray_policy import RayPolicyGroup
+    from dapo.trainer.run_state import RunState
+    from dapo.trainer.sampler import DynamicSampler
+    from dapo.trainer.scoring import RewardFailureWatch
+
+
+class LoopState:
+    """The :class:`~dapo.trainer.loop.Trainer` methods that save, restore and count the loop's
+    state; the attributes they use are the trainer's (set in its ``__init__``)."""
+
+    cfg: DAPOConfig
+    state: RunState  # the run directory: checkpoints, logs, progress bar
+    policy: PolicyWorker | RayPolicyGroup
+    sampler: DynamicSampler
+    reward_watch: RewardFailureWatch
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    step: int
+    next_group_id: int
+    updates_skipped: int
+    resumed_final: bool
+    engine_version: int | None
+    evaluate: Callable[[], dict[str, float]]
+
+    def state_dict(self) -> dict[str, Any]:
+        """The driver's part of a checkpoint: where the loop is, the sampler's cursor and surplus,
+        and the RNG (the policy writes its own part: :meth:`PolicyWorker.save_checkpoint`)."""
+        return {"step": self.step, "next_group_id": self.next_group_id, "sampler": self.sampler.state_dict(),
+                "rng": rng_state(), "reward_failure_streak": dict(self.reward_watch.streak),
+                "updates_skipped": self.updates_skipped}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.step, self.next_group_id = state["step"], state["next_group_id"]
+        self.sampler.load_state_dict(state["sampler"])
+        set_rng_state(state["rng"])
+        self.reward_watch.streak = dict(state.get("reward_failure_streak", {}))  # older checkpoints: none
+        self.updates_skipped = state.get("updates_skipped", 0)
+        self.engine_version = None  # the engine may hold the initial weights: sync before its next use
+
+    def save_checkpoint(self, final: bool = False) -> Path:
+        """Checkpoint the run into ``output_dir/checkpoints/step-N`` (atomically); a multi-rank run
+        writes the Hugging Face export into it unless ``checkpoint.hf_export`` keeps it for the final one."""
+        hf_export = final or self.cfg.checkpoint.hf_export == "every"
+        # "final": written after the final evaluation, so a run resumed from it has nothing left to do
+        state = {**self.state_dict(), "final": final}
+        with config_dropout_restored(self.model):  # the rates the model came with, not training's zeros
+            model_config_json = self.model.config.to_json_string()
+        return self.state.save(self.step, state, self.policy, self.tokenizer, model_config_json, hf_export)
+
+    def resume(self) -> bool:
+        """Restore policy and loop from ``checkpoint.resume``; True when a checkpoint was loaded."""
+        found = self.state.find_checkpoint(self.model.config)
+        if found is None:
+            return False
+        path, state = found
+        self.policy.load_checkpoint(path, state["policy"])  # several ranks: each reads its own shard
+        self.load_state_dict(state)
+        self.resumed_final = state.get("final", True)  # checkpoints from before the marker: as then
+        self.state.resumed_at(self.step, state.get("log_lines"))
+        print(f"resumed from {path} at step {self.step}")
+        return True
+
+    def _final_evaluation(self) -> dict[str, float]:
+        """The held-out evaluation after the last step (the final checkpoint follows it). Should it
+        fail, or be stopped (Ctrl-C; SIGTERM, a scheduler's time limit landing in a long avg@32),
+        the trained steps are checkpointed first when no periodic checkpoint holds them: a resume
+        then has only the evaluation left to do (every step is complete here, unlike a stop inside
+        one). Not where the failure left the policy ranks unusable (dead, or one blocked in a
+        collective): their checkpoint would never end."""
+        try:
+            return self.evaluate()
+        except BaseException:
+            if not self._periodic_checkpoint_due() and self.policy.broken:
+                warnings.warn(f"the final evaluation failed and left the policy ranks unusable ({self.policy.broken}): "
+                              f"no checkpoint of step {self.step} could be written; a rerun resumes from the last "
+                              "checkpoint", stacklevel=2)
+            elif not self._periodic_checkpoint_due():
+                self.save_checkpoint()
+            raise
+
+    def _periodic_checkpoint_due(self) -> bool:
+        """Whether checkpoint.every_steps checkpoints the step just done."""
+        every = self.cfg.checkpoint.every_steps
+        return bool(every) and self.step % every == 0
+
+    def _skip_updates(self, updates: int) -> None:
+        """A step made ``updates`` fewer optimizer updates than planned: off the bar's total, now and after a resume."""
+        self.updates_skipped += updates
+        self.state.bar_skip(updates)

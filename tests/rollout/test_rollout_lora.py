@@ -1,0 +1,93 @@
+"""A policy with LoRA adapters: the native engine decodes its merged weights on the fast path, sees
+the adapters' updates, and hands vLLM (and any weight copy) the merged weights by base names."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import PAD_ID, tiny_llama, tiny_qwen2
+from rollout_helpers import teacher_forced_logprobs
+
+from dapo.errors import UserError
+from dapo.lora import apply_lora, merged_weights
+from dapo.rollout import NativeEngine, SamplingParams, llama_decoder
+from dapo.rollout.base import copy_weights, named_weights
+
+PROMPTS = [[5, 6, 7], [8, 9, 10, 11, 12, 13, 14, 15], [3]]
+
+
+def _adapted(model: torch.nn.Module, targets: list[str] | None = None) -> torch.nn.Module:
+    """``model`` with rank-4 adapters whose B is random (at B = 0 they would change nothing)."""
+    apply_lora(model, rank=4, alpha=8.0, target_modules=targets or ["all-linear"])
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, 0.2)
+    return model.eval()
+
+
+@pytest.mark.parametrize("make", [tiny_qwen2, tiny_llama])
+def test_the_fast_path_decodes_the_adapted_model(make) -> None:
+    model = _adapted(make())
+    assert llama_decoder.unsupported_reason(model, 64) is None
+    engine = NativeEngine(model, PAD_ID)
+    result = engine.generate(PROMPTS, SamplingParams(n=2, max_new_tokens=10, seed=0))
+    assert engine.last_path == "llama"
+    for completion in result.completions:  # the adapted model's log-probs, not the base model's
+        reference = teacher_forced_logprobs(model, PROMPTS[completion.prompt_index], completion, 1.0)
+        assert (reference - torch.tensor(completion.logprobs, dtype=torch.float64)).abs().max() < 1e-4
+
+
+def test_a_training_forward_refuses_adapters_it_would_not_train() -> None:
+    model = _adapted(tiny_qwen2())
+    reason = llama_decoder.architecture_reason(model)
+    assert reason is not None and "would not train" in reason
+
+
+def test_adapter_updates_are_decoded_without_a_sync() -> None:
+    model = _adapted(tiny_qwen2())
+    engine = NativeEngine(model, PAD_ID)
+    params = SamplingParams(n=1, max_new_tokens=8, seed=0)
+    before = engine.generate(PROMPTS, params)
+    with torch.no_grad():  # an optimizer step moves the adapters only
+        for name, param in model.named_parameters():
+            if "lora_" in name:
+                param.add_(torch.randn_like(param))
+    after = engine.generate(PROMPTS, params)
+    for completion in after.completions:
+        reference = teacher_forced_logprobs(model, PROMPTS[completion.prompt_index], completion, 1.0)
+        assert (reference - torch.tensor(completion.logprobs, dtype=torch.float64)).abs().max() < 1e-4
+    assert [c.logprobs for c in before.completions] != [c.logprobs for c in after.completions]
+
+
+def test_merged_weights_are_the_base_models_names_and_compute_the_adapted_model() -> None:
+    model = _adapted(tiny_llama(), ["q_proj", "v_proj", "down_proj"])
+    plain = tiny_llama(seed=1)
+    assert set(dict(named_weights(model))) == set(plain.state_dict())
+    copy_weights(plain, model)  # what a separate engine (vLLM) receives
+    ids = torch.tensor([[5, 6, 7, 8, 9]])
+    with torch.no_grad():
+        assert torch.allclose(plain(ids).logits, model(ids).logits, atol=1e-5)
+    # a layer without adapters passes as it is
+    weights = dict(merged_weights(model))
+    assert weights["model.layers.0.self_attn.k_proj.weight"] is not None
+    assert torch.equal(weights["model.layers.0.self_attn.k_proj.weight"], model.model.layers[0].self_attn.k_proj.weight)
+    # W + (alpha / r) B A, by hand
+    layer = model.model.layers[1].self_attn.q_proj
+    expected = layer.base_layer.weight + 2.0 * layer.lora_B["default"].weight @ layer.lora_A["default"].weight
+    assert torch.allclose(weights["model.layers.1.self_attn.q_proj.weight"], expected, atol=1e-6)
+
+
+def test_dora_adapters_are_refused_by_the_fast_path_and_the_merge() -> None:
+    from peft import LoraConfig, inject_adapter_in_model
+
+    model = tiny_qwen2()
+    inject_adapter_in_model(LoraConfig(r=4, target_modules=["q_proj"], use_dora=True), model)
+    assert "other than LoRA's" in llama_decoder.unsupported_reason(model, 64)
+    with pytest.raises(ValueError, match="cannot be merged"):
+        dict(merged_weights(model))
+
+
+def test_targets_that_name_no_layer_are_a_one_line_error_listing_the_layers() -> None:
+    with pytest.raises(UserError, match=r"names no linear layer .*down_proj, gate_proj, k_proj, o_proj, q_proj"):
+        apply_lora(tiny_qwen2(), rank=4, alpha=8.0, target_modules=["qproj"])

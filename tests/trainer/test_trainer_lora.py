@@ -1,0 +1,102 @@
+"""LoRA training (model.lora_rank > 0): only the adapters train, the checkpoint's export is the
+merged policy (from_pretrained, no PEFT) and its adapter/ is PEFT's, and a resume continues the
+adapters and their AdamW state bit for bit."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+from peft import PeftModel
+from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM
+
+from dapo.cli.main import main as dapo_main
+from dapo.config import ConfigError
+from dapo.errors import UserError
+from dapo.trainer import Trainer
+from dapo.trainer.policy_weights import AdapterMismatchError
+from tests.trainer.conftest import tiny_config
+
+LORA = ("model.lora_rank=4", "model.lora_alpha=8", "trainer.num_threads=1", "eval.every_steps=0")
+IDS = torch.tensor([[5, 6, 7, 8, 9, 10]])
+
+
+def _logits(model: torch.nn.Module) -> torch.Tensor:
+    with torch.no_grad():
+        return model(IDS).logits
+
+
+# (PEFT's own loading asks transformers for a deprecated attribute)
+@pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")
+@pytest.mark.parametrize("checkpointing", [False, True], ids=["", "gradient-checkpointing"])
+def test_only_the_adapters_train_and_the_checkpoint_is_the_merged_policy(tiny_model_dir, reward_file, tmp_path,
+                                                                         checkpointing, capsys):
+    trainer = Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *LORA, "trainer.total_steps=2",
+                                  f"model.gradient_checkpointing={str(checkpointing).lower()}"))
+    try:
+        trainable = {name for name, p in trainer.model.named_parameters() if p.requires_grad}
+        assert trainable and all(".lora_A." in name or ".lora_B." in name for name in trainable)
+        optimized = {id(p) for group in trainer.policy.optimizer.param_groups for p in group["params"]}
+        assert optimized == {id(p) for p in trainer.model.parameters() if p.requires_grad}
+        assert "LoRA adapters of rank 4 (alpha 8) on 14 linear layers" in capsys.readouterr().out  # 7 per block
+        frozen = {name: p.detach().clone() for name, p in trainer.model.named_parameters() if not p.requires_grad}
+        trainer.train()
+        assert all(torch.equal(p, frozen[name]) for name, p in trainer.model.named_parameters() if name in frozen)
+        policy_logits = _logits(trainer.model)
+    finally:
+        trainer.close()
+    checkpoint = tmp_path / "run" / "checkpoints" / "step-000002"
+    exported = AutoModelForCausalLM.from_pretrained(checkpoint)
+    assert torch.allclose(_logits(exported), policy_logits, atol=1e-5)
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    assert not torch.allclose(_logits(base), policy_logits, atol=1e-3), "the adapters did not train"
+    adapted = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model_dir), checkpoint / "adapter")
+    assert torch.allclose(_logits(adapted), policy_logits, atol=1e-5)
+    # the export holds base names only, the untargeted weights (embeddings, norms) unchanged
+    weights = load_file(str(checkpoint / "model.safetensors"))
+    assert not any("lora" in name or "base_layer" in name for name in weights)
+    assert torch.equal(weights["model.embed_tokens.weight"], base.model.embed_tokens.weight)
+
+
+def test_a_resume_continues_the_adapters_bit_for_bit(tiny_model_dir, reward_file, tmp_path):
+    Trainer(tiny_config(tiny_model_dir, tmp_path / "reference", reward_file, *LORA)).train()  # 3 steps
+    step2 = tmp_path / "reference" / "checkpoints" / "step-000002"
+    Trainer(tiny_config(tiny_model_dir, tmp_path / "resumed", reward_file, *LORA, f"checkpoint.resume={step2}")).train()
+    for name in ("model.safetensors", "adapter/adapter_model.safetensors"):
+        reference = load_file(str(tmp_path / "reference" / "checkpoints" / "step-000003" / name))
+        resumed = load_file(str(tmp_path / "resumed" / "checkpoints" / "step-000003" / name))
+        assert reference.keys() == resumed.keys()
+        assert all(torch.equal(reference[key], resumed[key]) for key in reference), name
+
+
+def test_resuming_with_and_without_adapters_across_is_refused(tiny_model_dir, reward_file, tmp_path):
+    Trainer(tiny_config(tiny_model_dir, tmp_path / "lora", reward_file, *LORA, "trainer.total_steps=1")).train()
+    lora_checkpoint = tmp_path / "lora" / "checkpoints" / "step-000001"
+    with pytest.raises(AdapterMismatchError, match="trained with LoRA adapters"):
+        Trainer(tiny_config(tiny_model_dir, tmp_path / "full", reward_file, "eval.every_steps=0",
+                            f"checkpoint.resume={lora_checkpoint}")).train()
+    for setting in ("model.lora_rank=8", "model.lora_alpha=4"):
+        with pytest.raises(AdapterMismatchError, match="not this run's"):
+            Trainer(tiny_config(tiny_model_dir, tmp_path / "other", reward_file, *LORA, setting,
+                                f"checkpoint.resume={lora_checkpoint}")).train()
+    # the adapters are of their base model's weights: another model.path is refused, named or not
+    other_base = shutil.copytree(tiny_model_dir, tmp_path / "other-base")
+    with pytest.raises(UserError, match="LoRA adapters resume on the base weights they were trained on"):
+        Trainer(tiny_config(other_base, tmp_path / "other", reward_file, *LORA,
+                            f"checkpoint.resume={lora_checkpoint}")).train()
+
+
+def test_lora_on_several_ranks_is_refused_with_the_reason(tiny_model_dir, reward_file, tmp_path):
+    with pytest.raises(ConfigError, match="one process"):
+        tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *LORA, "resources.devices_per_node=2")
+
+
+def test_dapo_eval_of_a_lora_checkpoint_scores_its_merged_weights(tiny_model_dir, reward_file, tmp_path, capsys):
+    Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *LORA, "trainer.total_steps=1")).train()
+    checkpoint = tmp_path / "run" / "checkpoints" / "step-000001"
+    capsys.readouterr()
+    assert dapo_main(["eval", str(checkpoint), "--save-dir", str(tmp_path / "eval"), "eval.k=2"]) == 0
+    out = capsys.readouterr().out
+    assert "eval/avg@2" in out and "LoRA" not in out  # the merged policy, no adapters added

@@ -10,7 +10,10 @@ the rest guard what stays).
 3. A reason after a value (``34 ways, since n is even``, ``34 (because n is 35)``) is a remark: its copula
    is the reason's, not the answer's (:mod:`~dapo.rewards.extract`).
 4. A restatement in other units of the same quantity (``5 cm, i.e. 50 mm``) restates the value, exactly
-   converted; another quantity (``5 cm, i.e. 5 mm``) is a second value (:func:`~dapo.rewards.units.other_units_change`).
+   converted; another quantity (``5 cm, i.e. 5 mm``) is a second value (:func:`~dapo.rewards.units.other_units_change`),
+   after an "or" too (``5 cm, or 5 mm`` was right for 5), with the unit after a box (``\\boxed{5} cm, i.e. 5 mm`` was
+   right) and across two ``$...$`` segments (``$5$ cm, i.e. $50$ mm`` was a hedge: :func:`~dapo.rewards.units.join_quantities`).
+5. An explicit approximation of an irrational answer (``\\pi (about 3)``) restates it, never states the rounding.
 -- loose_roundings, restatements, extract, units, number_forms, verifier.
 """
 
@@ -98,13 +101,73 @@ LINE_CASES: list[tuple[str, str, bool]] = [
     ("x is 34, since n is even", "34", True),
     ("34 ways, since n is even", "35", False),
     ("34, since n is 35", "35", False),  # before: right (35 read after the reason's copula)
-    ("34, since n is 35", "34", False),  # a reason stating another number is kept, as before
+    ("34, since n is 35", "34", True),  # before: wrong (a reason stating another number kept the line whole; reasons.py)
     ("5, since x is 5", "5", True),  # one whose every number is the answer's is a remark
     ("34 ways, since n is 34", "34", True),
     ("34 (since n is 35)", "35", False),  # before: right (its "is" read as the answer's copula)
     ("34 (because n is 35)", "34", True),  # before: wrong
     ("34 (since n is even)", "34", True),
     ("the answer, since it is 35", "35", True),  # after words with no value, read as before
+]
+
+# 4. (continued) the unit written outside a box or a $...$ segment, and an "or": (response, gold, correct, extractor)
+UNIT_FORM_CASES: list[tuple[str, str, bool, str]] = [
+    (A + "Answer: \\boxed{5} cm, i.e. 5 mm", "5", False, "answer"),  # before: right (read against 5, no unit)
+    (A + "So \\boxed{5} cm, i.e. 5 mm", "5", False, "boxed"),  # before: right
+    (A + "So \\boxed{5} cm (i.e. 5 mm)", "5", False, "any"),  # before: right
+    (A + "So \\boxed{5 \\text{ cm}}, i.e. 5 mm", "5", False, "boxed"),  # before: right
+    (A + "So \\boxed{5} cm, or 5 mm", "5", False, "boxed"),  # before: right
+    (A + "Answer: \\boxed{5} cm, i.e. 50 mm", "5", True, "answer"),  # before: wrong
+    (A + "So \\boxed{5} cm, i.e. 50 mm", "5", True, "boxed"),  # before: wrong
+    (A + "So \\boxed{5} cm (i.e. 50 mm)", "5", True, "any"),  # before: wrong
+    (A + "So \\boxed{5 \\text{ cm}}, i.e. 50 mm", "5", True, "boxed"),  # before: wrong
+    (A + "So \\boxed{5} cm, or 50 mm", "5", True, "boxed"),  # before: wrong
+    (A + "So \\boxed{5} cm, i.e. 50 mm", "50", False, "boxed"),
+    (A + "Answer: 5 cm, or 5 mm", "5", False, "answer"),  # before: right (every number was 5)
+    (A + "Answer: 5 cm (or 5 mm)", "5", False, "answer"),  # before: right
+    (A + "Answer: 5 cm, or 50 mm", "5", True, "answer"),  # before: wrong (a hedge)
+    (A + "Answer: 5 cm (or 50 mm)", "5", True, "answer"),  # before: wrong
+    (A + "Answer: 5 cm, or equivalently 50 mm", "5", True, "answer"),  # before: wrong
+    (A + "Answer: 5 cm, or 50 mm", "50", False, "answer"),
+    (A + "Answer: 5 cm, or 5 s", "5", False, "answer"),  # before: right
+    (A + "Answer: 5 cm, or 34", "5", False, "answer"),
+    (A + "Answer: $5$ cm, i.e. $50$ mm", "5", True, "answer"),  # before: wrong (two segments, a hedge)
+    (A + "Answer: $5$ cm, that is, $50$ mm", "5", True, "answer"),  # before: wrong
+    (A + "Answer: $5$ cm (i.e. $50$ mm)", "5", True, "answer"),  # before: wrong
+    (A + "Answer: $5$ cm, or $50$ mm", "5", True, "answer"),  # before: wrong
+    (A + "Answer: $5 \\text{ cm}$, or $50 \\text{ mm}$", "5", True, "answer"),  # before: wrong
+    (A + "Answer: $5 cm$, or $50 mm$", "5", True, "answer"),  # before: wrong
+    (A + "Answer: the side is $5$ cm, i.e. $50$ mm", "5", True, "answer"),  # before: wrong
+    (A + "Answer: $5$ cm, i.e. 5 mm", "5", False, "answer"),  # before: right (read against the bare 5)
+    (A + "Answer: $5$ cm (i.e. 5 mm)", "5", False, "answer"),  # before: right
+    (A + "Answer: $5$ cm, or 5 s", "5", False, "answer"),  # before: right
+    (A + "Answer: $5$ cm, i.e. 50 mm", "5", True, "answer"),  # before: wrong
+    (A + "Answer: $2$ h, or $120$ min", "2", True, "answer"),  # before: wrong
+    (A + "Answer: $5$ cm, i.e. $5$ mm", "5", False, "answer"),
+    (A + "Answer: $5$ cm (i.e. $5$ mm)", "5", False, "answer"),
+    (A + "Answer: $5$ cm, or $5$ mm", "5", False, "answer"),
+    (A + "Answer: $5$ cm, i.e. $50$ mm", "50", False, "answer"),
+    (A + "Answer: $5$ cm, i.e. $50$", "5", False, "answer"),  # no unit after the second: not converted
+    (A + "Answer: $5$ cm, or $34$ cm", "5", False, "answer"),
+    (A + "Answer: $34$, or $35$", "34", False, "answer"),
+]
+
+# 5. An irrational answer and a rounding in a remark (loose roundings and approximations): an explicit
+# approximation is a rounding to the places it gives (``\\pi (about 3)`` restates pi), never the answer itself
+# (wrong for 3); a closed form after a number approximates it by another value.
+APPROXIMATION_CASES: list[tuple[str, str, bool, str]] = [
+    (A + "Answer: \\pi (about 3)", "3", False, "answer"),
+    (A + "Answer: \\pi (about 3)", "\\pi", True, "answer"),
+    (A + "Answer: \\boxed{\\pi} (about 3)", "3", False, "answer"),
+    (A + "So \\boxed{\\pi} (about 3)", "3", False, "boxed"),
+    (A + "So \\boxed{\\pi} (about 3)", "\\pi", True, "boxed"),
+    (A + "Answer: 3 (about \\pi)", "3", False, "answer"),
+    (A + "Answer: 3 (about \\pi)", "\\pi", False, "answer"),
+    (A + "Answer: e (roughly 2.7)", "2.7", False, "answer"),
+    (A + "Answer: e (roughly 2.7)", "e", True, "answer"),
+    (A + "Answer: e (roughly 2.8)", "e", False, "answer"),
+    (A + "Answer: \\pi (about 3.15)", "\\pi", False, "answer"),
+    (A + "Answer: \\pi (= 3)", "3", False, "answer"),
 ]
 
 
@@ -118,6 +181,11 @@ def test_verdicts(form: str, answer: str, gold: str, correct: bool) -> None:
 @pytest.mark.parametrize("answer,gold,correct", LINE_CASES)
 def test_reason_after_a_comma(answer: str, gold: str, correct: bool) -> None:
     assert verify(A + "Answer: " + answer, gold, "answer")[0] is correct
+
+
+@pytest.mark.parametrize("response,gold,correct,extractor", UNIT_FORM_CASES + APPROXIMATION_CASES)
+def test_unit_and_approximation_forms(response: str, gold: str, correct: bool, extractor: str) -> None:
+    assert verify(response, gold, extractor)[0] is correct
 
 
 @pytest.mark.parametrize(
@@ -148,7 +216,8 @@ def test_items_after_count(answer: str, expected: str | None) -> None:
     [("i.e. 50 mm", "5 cm", False), ("= 120 min", "2 h", False), ("that is, 12.7 cm", "5 in", False),
      ("i.e. 500 mm^2", "5 cm^2", False), ("i.e. 50 \\text{ mm}", "5 \\text{ cm}", False), ("i.e. 5 mm", "5 cm", True),
      ("i.e. 1.6 km", "1 mi", True), ("i.e. 5 s", "5 cm", True), ("i.e. 50", "5 cm", None), ("i.e. 50 mm", "5", None),
-     ("or 50 mm", "5 cm", None), ("i.e. 30 days", "1 month", None), ("i.e. 50 apples", "5 cm", None)],
+     ("or 50 mm", "5 cm", False), ("or 5 mm", "5 cm", True), ("(or 50 mm)", "5 cm", False), ("(i.e. 5 mm)", "5 cm", True),
+     (", or equivalently 50 mm", "5 cm", False), ("or about 50 mm", "5 cm", None), ("i.e. 30 days", "1 month", None), ("i.e. 50 apples", "5 cm", None)],
 )
 def test_other_units_change(remark: str, answer: str, expected: bool | None) -> None:
     assert other_units_change(remark, answer) is expected

@@ -33,8 +33,10 @@ from dapo.rewards.number_forms import (
     starts_with_scale_word,
     value_of,
 )
+from dapo.rewards.reasons import without_reason
 from dapo.rewards.remark_words import NAME, OR_ADVERBS
 from dapo.rewards.restatements import after_its_noun
+from dapo.rewards.units import unit_remark_changes
 
 BOX_COMMANDS = ("\\boxed", "\\fbox")
 # a number or math just before the last box, joined to it by "or": "$35$ or \\boxed{34}"
@@ -85,12 +87,14 @@ def from_last_box(text: str) -> Extracted | None:
     if span is None or not span[0].strip():
         return None
     line_start = text.rfind("\n", 0, start) + 1
-    answer = signed(clean_answer(span[0]), sign_before(text[line_start:start]))  # "-\boxed{34}" is -34
+    content = clean_answer(span[0])
+    stated = without_reason(content)  # "\boxed{34 \text{ since } n = 35}": the reason is no answer (reasons.py)
+    answer = signed(stated if stated is not None else content, sign_before(text[line_start:start]))  # "-\boxed{34}"
     boxes = _boxes_in(text[line_start:start])
     # Several boxes with different contents on the final line offer several candidates.
     candidates = 1 + len({vote_key(clean_answer(c)) for _, _, c in boxes} - {vote_key(answer)})  # 34 and 34.0: one
     items = _chained_items(text[line_start:start], boxes, answer)
-    qualified = offers_another_before(text[line_start:start])  # "$35$ or \boxed{34}"
+    qualified = stated is None or offers_another_before(text[line_start:start])  # "$35$ or \boxed{34}"
     after = text[span[1] : span[1] + _MAX_AFTER_CHARS].split("\n", 1)[0]
     qualified = qualified or changed_after(after, answer, list(items) or answer_items(answer))
     if qualified:  # "\boxed{34} or 35", "\boxed{34}^2", "\boxed{34, 5} (or 35)": not the whole answer
@@ -116,9 +120,14 @@ def changed_after(after: str, answer: str, stated: list[str] | None = None) -> b
     ``\\boxed{34} = 35``: another value; :func:`~dapo.rewards.hedges.bare_remark_changes`). A parenthesis
     with brackets inside is read only for a computed form of another value (``\\boxed{2} (or \\exp(2))``). A
     unit or counted noun before a remark is the value's (``\\boxed{34} ways, or 35`` and ``\\boxed{34} cm (that
-    is, 35)`` offer 35: :func:`~dapo.rewards.restatements.after_its_noun`)."""
-    after = after_its_noun(after)
+    is, 35)`` offer 35: :func:`~dapo.rewards.restatements.after_its_noun`), and a quantity restated in another unit
+    is read with that unit (``\\boxed{5} cm, i.e. 50 mm`` and ``\\boxed{5} cm, or 50 mm`` restate 5 cm, ``\\boxed{5} cm,
+    i.e. 5 mm`` offers another value: :func:`~dapo.rewards.units.unit_remark_changes`)."""
     is_list = stated is not None and item_count(stated) > 1  # "\\pm 3" states two
+    converted = None if is_list else unit_remark_changes(after, answer)
+    if converted is not None:  # "\\boxed{5} cm, i.e. 50 mm": the same quantity; "i.e. 5 mm": another
+        return converted
+    after = after_its_noun(after)
     own = answer if is_list else without_bare_remark(answer)  # "\\boxed{34 \\approx 34} (about 35)": on 34
     if own is None:
         return True  # "\\boxed{\\sqrt2 \\approx 7} (since n is odd)": two values already

@@ -47,8 +47,10 @@ from dapo.rewards.counts import item_count
 from dapo.rewards.hedges import bare_remark_changes, list_tail_changes, restates_list
 from dapo.rewards.inequalities import is_inequality_disjunction
 from dapo.rewards.number_forms import restates, starts_with_scale_word, value_of
-from dapo.rewards.restatements import RESTATED_SEGMENTS, THAT, after_its_noun, restating_that
+from dapo.rewards.reasons import without_reason
+from dapo.rewards.restatements import THAT, after_its_noun, one_value_segments, restating_that
 from dapo.rewards.unit_suffix import SCALE_WORDS
+from dapo.rewards.units import unit_remark_changes
 
 # "Answer:", "**Answer:**", "Final answer :", full-width colon; or a heading alone on its line with
 # no colon ("**Final Answer**", "## Answer"), whose answer is the next non-empty line. Quantifiers
@@ -199,8 +201,10 @@ def _clean_line(line: str) -> Extracted | None:
             return boxed
     line = line.replace("$$", "$").replace("\\(", "$").replace("\\)", "$")
     line = _EQUATED_SEGMENTS.sub(" = ", line)  # "$a+b$ = $34$" is one equation, not two answers
-    line = _drop_remark_after_math(_after_copula(line.replace("\\[", "$").replace("\\]", "$")))
-    line = RESTATED_SEGMENTS.sub(r"\1", line)  # "$34$, that is, $34$": one value restated, not two answers
+    stated = without_reason(line := line.replace("\\[", "$").replace("\\]", "$"))  # "x (since n is 35)" is x
+    if stated is None:  # "34, since n is 35, or 36": an "or" and a value in a reason offer another answer
+        return Extracted(clean_answer(line), candidates=2, qualified=True)
+    line = one_value_segments(_drop_remark_after_math(_after_copula(stated)))  # "$34$, that is, $34$": one value
     segments = _math_segments(line)
     if len(segments) > 1 and is_inequality_disjunction(whole := clean_answer(line)):
         return Extracted(whole)  # "$x<-1$ or $x>2$": one set of reals, not two answers
@@ -252,9 +256,8 @@ def _after_copula(line: str) -> str:
     and ``34 ways, that is, 35`` are kept whole, the verifier judges the remark), after a name it is one
     (``x, that is, \\frac{2}{3}`` gives ``\\frac{2}{3}``). A copula in a reason after a value (a comma or
     parenthesis, then "since" or "because") is the reason's: ``34 ways, since n is even`` is ``34 ways``, as ``34
-    (since n is even)`` is, and so is one whose every number is the answer's (``5, since x is 5``); one stating
-    another number keeps the line whole (``34, since n is 35``; ``34 (since n is 35)`` is 34, not 35). After words
-    with no value the copula is read as before (``the answer, since it is 35``).
+    (since n is even)`` is (one right after a value or name is dropped before this: :mod:`~dapo.rewards.reasons`).
+    After words with no value the copula is read as before (``the answer, since it is 35``).
     """
     last = None
     dollars = 0
@@ -335,15 +338,16 @@ def _single_segment_answer(line: str, segment: str) -> str | None:
     ``$\\frac13$, or about 0.33``, ``$34$ (or 34.0)``); an alternative or restatement whose computed value
     is another offers one (``$2$ alternatively \\sqrt{2}``, :mod:`~dapo.rewards.alternatives`). A unit or
     counted noun before such a remark is the value's (``$34$ ways, that is, 35`` offers 35:
-    :func:`~dapo.rewards.restatements.after_its_noun`)."""
+    :func:`~dapo.rewards.restatements.after_its_noun`; ``$5$ cm, i.e. 5 mm`` another quantity: :func:`~dapo.rewards.units.unit_remark_changes`)."""
     parts = line.replace("\\$", "").split("$")
     after = after_its_noun("".join(parts[2:])).strip()
     segment = signed(segment.strip(), sign_before(parts[0]))
     remark = _WHOLE_REMARK.fullmatch(after)
     tail = remark.group(1) if remark is not None else after.lstrip(" \t.,;")
     items = answer_items(segment)
-    restated = restates(segment, tail) or (len(items) > 1 and restates_list(items, tail))
-    bare = None if remark is not None or restated else bare_remark_changes(segment, tail)  # "$\frac13$ \approx 0.5"
+    converted = unit_remark_changes("".join(parts[2:]), segment) if len(items) == 1 else None  # "$5$ cm, i.e. 50 mm"
+    restated = converted is False or restates(segment, tail) or (len(items) > 1 and restates_list(items, tail))
+    bare = converted or (None if remark is not None or restated else bare_remark_changes(segment, tail))  # "\approx 0.5"
     if bare is None and not restated and tail and len(items) == 1:  # "$2$ alternatively \sqrt{2}"
         bare = alternative_is_the_value(tail, segment, value_of(segment)) is False or None
     if len(items) > 1 and remark is None and not restated and list_tail_changes(items, tail):

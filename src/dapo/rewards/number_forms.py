@@ -204,10 +204,14 @@ def restates(answer: str, remark: str) -> bool:
     one approximation of the value, rounded to the places it gives (``or about 0.33``, ``\\approx 0.333`` for
     ``\\frac13``, ``or about 1.41`` for ``\\sqrt2``: a value :func:`~dapo.rewards.approximations.real_value`
     computes). A constant with no real value is restated only by itself (``or \\varnothing`` for
-    ``\\emptyset``: :func:`~dapo.rewards.restatements.constant_remark_changes`)."""
-    constant = constant_remark_changes(answer, remark)
-    if constant is not None:
-        return not constant
+    ``\\emptyset``: :func:`~dapo.rewards.restatements.constant_remark_changes`), and a quantity in another unit only
+    by the same quantity (``or 50 mm`` for ``5 cm``; ``or 5 mm`` is another, whatever its digits:
+    :func:`~dapo.rewards.units.other_units_change`)."""
+    changes = constant_remark_changes(answer, remark)  # a constant, or a quantity in another unit: decided here
+    if changes is None:
+        changes = other_units_change(remark, answer)
+    if changes is not None:
+        return not changes
     value = value_of(answer)
     form = computed_form(remark, answer, value)  # "\\approx \\sqrt2", "or \\sqrt2" after 2: another value
     if form is not None or only_restates(answer, remark) or restates_value(remark, answer, value):

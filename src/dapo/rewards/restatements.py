@@ -20,9 +20,10 @@ them (:func:`letters_end_a_value`):
 
 After a box or a ``$...$`` segment the unit or noun is dropped before its remark is read
 (:func:`after_its_noun`: ``\\boxed{34} ways, or 35`` offers 35, as ``\\boxed{34}, or 35`` does). Two
-``$...$`` segments joined by a restatement are one value and its remark (:data:`RESTATED_SEGMENTS`:
+``$...$`` segments joined by a restatement are one value and its remark (:func:`one_value_segments`:
 ``$34$, that is, $34$`` states 34, ``$\\infty$, that is, $35$`` two values; before, the two segments were
-two candidates, a hedge, and ``$\\infty$`` a name whose value ``$\\infty$`` was).
+two candidates, a hedge, and ``$\\infty$`` a name whose value ``$\\infty$`` was); so are two quantities, one restated
+in another unit (``$5$ cm, i.e. $50$ mm``, ``$5$ cm, or $50$ mm``: :func:`~dapo.rewards.units.join_quantities`).
 
 "that is" is read by :func:`restating_that`: after a value it restates it (the verifier judges the
 remark), after a name or words it is a copula (``x, that is, 34`` gives 34); after a count of items
@@ -46,7 +47,7 @@ from dapo.rewards.approximations import APPROXIMATION_OPENING
 from dapo.rewards.counts import stated_count
 from dapo.rewards.remark_words import NAME, THAT_IS
 from dapo.rewards.unit_suffix import is_unit
-from dapo.rewards.units import unit_of
+from dapo.rewards.units import join_quantities, unit_of
 
 # The LaTeX constants that are values, not names: "\pi", "\infty", "\emptyset", "\varnothing", a lone "e".
 LATEX_CONSTANT = r"(?:\\(?:pi|infty|emptyset|varnothing)|(?<![A-Za-z\\])e)(?![A-Za-z_])"
@@ -84,6 +85,14 @@ _COUNT_THEN_ITEMS = re.compile(r"(.{1,80}?)\s{0,3}(?:[,;:]\s{0,3}|(\()\s{0,3})(?
 # its remark, judged as without the dollars (after a name, "that is" was read as a copula before this).
 RESTATED_SEGMENTS = re.compile(r"(?<!\\)\$(\s{0,3}[,;]?\s{0,3}(?:" + THAT_IS + r"|equivalently)(?![A-Za-z])[\s,]{0,4})\$",
                                re.IGNORECASE)
+
+
+def one_value_segments(line: str) -> str:
+    """``line`` with two ``$...$`` segments that state one value and its restatement joined into one segment:
+    ``$34$, that is, $34$`` (:data:`RESTATED_SEGMENTS`) and a quantity restated in another unit, ``$5$ cm, i.e. $50$
+    mm`` (:func:`~dapo.rewards.units.join_quantities`). The remark is then judged as in one segment; before, the two
+    segments were two candidates, a hedge."""
+    return join_quantities(RESTATED_SEGMENTS.sub(r"\1", line))
 
 
 def letters_end_a_value(text: str) -> bool:
@@ -126,6 +135,16 @@ def after_its_noun(after: str) -> str:
         if _REMARK_OPENS.match(after, at) is not None:
             return after[at:]
     return after
+
+
+def ends_a_value_or_name(text: str) -> bool:
+    """Whether ``text`` ends where a stated answer may end before a remark on it: a value (a digit, a brace, a
+    closing parenthesis or ``$``, a constant: ``34``, ``\\frac{1}{2}``, ``$x$``, ``\\pi``; a number's unit or counted
+    noun: ``34 cm``, ``34 ways``, :func:`letters_end_a_value`) or a name (``x``, ``a_1``, ``\\theta``); not words
+    (``the answer``, ``\\text{No``), which state no answer a remark could follow."""
+    text = text[-_MAX_CHARS:]
+    return (_VALUE_BEFORE.search(text) is not None or _NAME_BEFORE.search(text) is not None
+            or letters_end_a_value(text))
 
 
 def constant_remark_changes(answer: str, remark: str) -> bool | None:

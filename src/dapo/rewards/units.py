@@ -11,6 +11,10 @@ A restatement in other units of the same quantity (``5 cm, i.e. 50 mm``, ``2 h (
 definition (an inch is 0.0254 m, a pound 0.45359237 kg), so a rounded conversion (``1 mi, i.e. 1.6 km``) is
 another value, as any restatement as another number is. Units without a fixed factor (a month, a year), an angle
 (a radian is irrational in degrees), a temperature (an offset, not a factor) and percent are not converted.
+An "or" offering the quantity in another unit is read the same way (``5 cm, or 50 mm`` states 5 cm; ``5 cm, or
+5 mm`` and ``5 cm, or 5 s`` two values: before, an "or" was left to the number rules, which saw only that every
+number was 5, and a hedge with the same quantity). So are the two quantities written in two ``$...$`` segments
+(:func:`join_quantities`: ``$5$ cm, i.e. $50$ mm`` was two candidates, a hedge).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import re
 from fractions import Fraction
 
 from dapo.rewards.exact_numbers import exact_rational
-from dapo.rewards.remark_words import RESTATING_WORDS
+from dapo.rewards.remark_words import OR_ADVERBS, RESTATING_WORDS
 
 _UNIT_NAMES = {
     "mm": ("mm", "millimeter", "millimetre"), "cm": ("cm", "centimeter", "centimetre"),
@@ -102,9 +106,15 @@ _FACTORS: dict[str, tuple[str, Fraction]] = {
     "mg": ("mass", Fraction(1, 1000)), "g": ("mass", Fraction(1)), "kg": ("mass", Fraction(1000)),
     "lb": ("mass", Fraction("453.59237")), "dollar": ("money", Fraction(1)), "cent": ("money", Fraction(1, 100)),
 }
-# What opens a restatement of a quantity: "=", "i.e.", "that is", "which is", "equivalently" (an "or" offers an
-# alternative, left to its own rules).
-_RESTATED_AS = re.compile(r"\s*(?:=|(?:" + RESTATING_WORDS + r")(?![A-Za-z]))[\s,:$]{0,4}", re.IGNORECASE)
+# What opens a restatement of a quantity, bracketed or not: "=", "i.e.", "that is", "which is", "equivalently", or an
+# "or" that offers the quantity again ("or 50 mm", "or equivalently 50 mm"): group 1 holds a parenthesis opening it.
+_RESTATED_AS = re.compile(r"[\s,;]{0,4}(\(?)\s{0,3}(?:=|(?:" + RESTATING_WORDS + r"|or(?:\s{1,3}(?:" + OR_ADVERBS
+                          + r"))?)(?![A-Za-z]))[\s,:$]{0,4}", re.IGNORECASE)
+# A unit written after a $...$ segment, outside it ("$5$ cm", "$5$ \\text{ cm}", "$3$ cm^2"), and what may join two
+# quantities' segments: the unit, then a restatement (_RESTATED_AS) ending just before the second segment.
+_UNIT_AFTER_SEGMENT = re.compile(r"\s{0,3}(?:\\(?:text|textrm|mathrm|mbox)\s{0,3}\{[^{}$]{1,30}\}|[A-Za-z°]{1,20}(?:\^\{?[23]\}?)?)")
+_CLOSING = re.compile(r"\s{0,3}\)")
+_MAX_SEGMENTS = 16  # segments on a line read for two joined quantities
 
 
 def quantity(text: str) -> tuple[str, Fraction] | None:
@@ -121,12 +131,65 @@ def quantity(text: str) -> tuple[str, Fraction] | None:
 
 def other_units_change(remark: str, answer: str) -> bool | None:
     """For ``remark`` after ``answer`` when both state a number with a known unit of fixed factor, the
-    remark opening with a restatement (``=``, "i.e.", "that is", "which is", "equivalently"): False when it is the same quantity
-    (``5 cm, i.e. 50 mm``, ``2 h (= 120 min)``, ``5 in, that is, 12.7 cm``), True when another (``5 cm, i.e. 5
-    mm``, ``1 mi, i.e. 1.6 km``: exact factors, so a rounded conversion is another value; ``5 cm, i.e. 5 s``).
-    None when either has no such unit (``34, that is, 34 cm``, ``5 cm, i.e. 50``: the number rules decide)."""
+    remark opening with a restatement (``=``, "i.e.", "that is", "which is", "equivalently") or an "or", in brackets
+    or not: False when it is the same quantity (``5 cm, i.e. 50 mm``, ``2 h (= 120 min)``, ``5 in, that is, 12.7 cm``,
+    ``5 cm, or 50 mm``), True when another (``5 cm, i.e. 5 mm``, ``1 mi, i.e. 1.6 km``: exact factors, so a rounded
+    conversion is another value; ``5 cm, i.e. 5 s``, ``5 cm (or 5 mm)``). None when either has no such unit (``34,
+    that is, 34 cm``, ``5 cm, i.e. 50``, ``or about 50 mm``: the number rules decide)."""
     opening = _RESTATED_AS.match(remark[:200])
     if opening is None or unit_of(answer) is None:
         return None
-    stated, restated = quantity(answer[-80:]), quantity(remark[opening.end() : 200])
+    restated_text = remark[opening.end() : 200].rstrip(". ")
+    if opening.group(1):  # "(or 50 mm)": the quantity is what the parenthesis holds
+        if not restated_text.endswith(")"):
+            return None
+        restated_text = restated_text[:-1]
+    stated, restated = quantity(answer[-80:]), quantity(restated_text)
     return None if stated is None or restated is None else stated != restated
+
+
+def unit_remark_changes(after: str, answer: str) -> bool | None:
+    """For ``after``, the text after a box or a ``$...$`` segment that holds ``answer``: whether a restatement of
+    the quantity in another unit offers another value (:func:`other_units_change`), read with the known unit that
+    opens ``after`` as the value's (``\\boxed{5} cm, i.e. 50 mm`` restates 5 cm; ``\\boxed{5} cm, i.e. 5 mm`` and ``$5$
+    cm, or 5 s`` state another quantity: before, the remark was read against the bare 5, so every 5 restated it and
+    50 did not) or with the unit inside (``\\boxed{5 \\text{ cm}}, i.e. 5 mm``). None when no quantity is restated
+    (``\\boxed{34} cm, that is, 35``, ``\\boxed{5}, i.e. 50 mm``): the other rules decide."""
+    after = after[:200].lstrip(" $")
+    unit = _UNIT_AFTER_SEGMENT.match(after)
+    stated = f"{answer} {unit.group(0).strip()}" if unit is not None else answer
+    if unit is not None and unit_of(stated) is not None:  # "cm, i.e. 50 mm" ("or 5 mm": "or" is no unit)
+        return other_units_change(after[unit.end() :], stated)
+    return other_units_change(after, answer)
+
+
+def join_quantities(line: str) -> str:
+    """``$5$ cm, i.e. $50$ mm`` -> ``$5 cm, i.e. 50 mm$``: two ``$...$`` segments that each state a number with a known
+    unit of fixed factor (inside the segment or written right after it), joined by a restatement or an "or"
+    (:data:`_RESTATED_AS`, a parenthesis around the second included: ``$5$ cm (i.e. $50$ mm)``), are one quantity and
+    its restatement, read as in one segment (:func:`other_units_change`: the same quantity restates it, another is a
+    second value). Before, they were two candidates, a hedge (wrong even when the conversion was exact). ``line``
+    itself otherwise (``$34$, or $35$``, ``$5$ cm, i.e. $50$``: a number without a unit is no quantity)."""
+    if "\\$" in line or line.count("$") > 2 * _MAX_SEGMENTS:
+        return line
+    parts = line.split("$")
+    for index in range(1, len(parts) - 3, 2):
+        gap, after = parts[index + 1], parts[index + 3]
+        unit = _UNIT_AFTER_SEGMENT.match(gap)
+        opening = _RESTATED_AS.fullmatch(gap, unit.end()) if unit is not None else None
+        if opening is None:  # "$5 cm$ or $50 mm$": no unit outside ("or" is no unit)
+            unit, opening = None, _RESTATED_AS.fullmatch(gap)
+        if opening is None or len(gap) > 60:
+            continue
+        second_unit = _UNIT_AFTER_SEGMENT.match(after)
+        closing = _CLOSING.match(after, second_unit.end() if second_unit is not None else 0) if opening.group(1) else None
+        if opening.group(1) and closing is None:
+            continue
+        first = parts[index] + (unit.group(0) if unit is not None else "")
+        second = parts[index + 2] + (second_unit.group(0) if second_unit is not None else "")
+        if quantity(first) is None or quantity(second) is None:
+            continue
+        end = closing.end() if closing is not None else second_unit.end() if second_unit is not None else 0
+        joined = first + opening.group(0) + second + (")" if closing is not None else "")
+        return "$".join(parts[:index]) + "$" + joined + "$" + after[end:] + "".join("$" + part for part in parts[index + 4 :])
+    return line

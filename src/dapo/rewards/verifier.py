@@ -10,7 +10,8 @@ Policy (what counts as correct), in order:
    relation (``\\approx 34``, ``\\ge 34``), an equation on an expression of one variable
    (``x^2=34``, ``34 = 35x``) or between a numeral and another number (``34 = 35``, ``\\frac12 = 0.6``,
    ``34 = 2 \\text{ cm}``: a unit on one side, or the same on both, is dropped); see
-   :mod:`~dapo.rewards.incomplete`. A count of items then as many items after "i.e.", "that is" or
+   :mod:`~dapo.rewards.incomplete`. A reason after the answer's value or name is no answer (``x (since n is 35)``,
+   ``34 since n = 35``, ``\\boxed{34 \\text{ since } n = 35}``: :mod:`~dapo.rewards.reasons`, at extraction). A count of items then as many items after "i.e.", "that is" or
    "namely" states the items (``2 solutions, i.e. 3 and 5``:
    :func:`~dapo.rewards.restatements.items_after_count`).
 3. An inequality disjunction (``x<-1 or x>2``, see :mod:`~dapo.rewards.inequalities`) is one

@@ -42,11 +42,12 @@ BOX_COMMANDS = ("\\boxed", "\\fbox")
 # a number or math just before the last box, joined to it by "or": "$35$ or \\boxed{34}"
 _ALTERNATIVE_BEFORE = re.compile(r"[0-9$})] {0,3}(?:or|\\lor) {0,3}$", re.IGNORECASE)
 # ... or just after it: "\\boxed{34} or 35", "\\boxed{34}$, or $x = 35$", "\\boxed{34}, or equivalently
-# x_1 = 35" (a number after the "or", or an approximation: "\\boxed{34}, or about 35"), "\\boxed{34} or
-# more" (as "$34$ or more").
+# x_1 = 35", "\\boxed{34} or maybe 35", "\\boxed{34}, or, perhaps, 35" (a number after the "or" and up to two
+# adverbs, remark_words.OR_ADVERBS, or an approximation: "\\boxed{34}, or about 35"), "\\boxed{34} or more" (as
+# "$34$ or more").
 _ALTERNATIVE_AFTER = re.compile(
-    r"(?:\\[)\]]|[\s$.,]){0,8}(?:or|\\lor|\\vee|\\text\{ {0,3}or {0,3}\})(?![A-Za-z])(?:\\\(|[\s$(]){0,8}"
-    r"(?:(?:" + OR_ADVERBS + r")(?![A-Za-z])[\s,$]{0,8})?"
+    r"(?:\\[)\]]|[\s$.,]){0,8}(?:or|\\lor|\\vee|\\text\{ {0,3}or {0,3}\})(?![A-Za-z])(?:\\\(|[\s$(,]){0,8}"
+    r"(?:(?:" + OR_ADVERBS + r")(?![A-Za-z])[\s,$]{0,8}){0,2}"
     r"(?:(?:about|approximately|approx\.?|roughly|around|nearly|almost|\\approx|[≈~∼])(?:\\\(|[\s$(]){0,8})?"
     r"(?:(?:" + NAME + r" {0,3}= {0,3})?[+-]? {0,3}"
     r"(?:[0-9]|\\(?:d?frac|sqrt|boxed|pi)(?![A-Za-z]))"
@@ -179,6 +180,19 @@ def join_inequality_boxes(text: str) -> str:
     if len(chain) < 2 or not is_inequality_disjunction(joined):
         return text
     return f"{text[: line_start + chain[0][0]]}\\boxed{{{joined}}}{text[line_start + chain[-1][1] :]}"
+
+
+def around_last_box(text: str) -> tuple[str, str] | None:
+    """(the text before the last box, with its boxes stripped; the text after the last box), or None when the
+    last box does not close."""
+    start = last_box_start(text)
+    span = _box_span(text, start) if start >= 0 else None
+    return None if span is None else (strip_boxes(text[:start]), text[span[1] :])
+
+
+def outer_boxes(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, content) of the first few boxes in ``text`` that are not nested in another, in order."""
+    return _boxes_in(text)
 
 
 def _chained_items(line: str, boxes: list[tuple[int, int, str]], last: str) -> tuple[str, ...]:

@@ -8,9 +8,10 @@ Two anchors, as in the DAPO reference and the MATH convention:
   anchor ends its line. A display block opened on that line (``$$`` or ``\\[``) runs to its
   closing delimiter. On the line: a chat-template token (``<|im_end|>``) ends it; ``I hope it is
   correct`` (the Minerva format "The final answer is X. I hope it is correct.") ends it; a
-  ``\\boxed{}`` on it wins over everything else; a sentence ``... is X`` / ``... are X`` gives X
-  (when X states a number or math, or the words before it do not); several ``$...$`` segments
-  are several candidates, unless together they state one inequality disjunction
+  ``\\boxed{}`` on it wins over everything else, unless it is in a reason after the line's value (an "or"
+  around it may still offer another answer: :mod:`dapo.rewards.answer_line_boxes`); a sentence ``... is X`` /
+  ``... are X`` gives X (when X states a number or math, or the words before it do not); several ``$...$``
+  segments are several candidates, unless together they state one inequality disjunction
   (``$x<-1$ or $x>2$``, see :mod:`dapo.rewards.inequalities`).
 - ``boxed``: the content of the last brace-balanced ``\\boxed{...}`` (or ``\\fbox{...}``).
   Boxes on the last box's line that are chained to it by list separators (``,`` ``;`` ``and``
@@ -30,6 +31,7 @@ from __future__ import annotations
 import re
 
 from dapo.rewards.alternatives import alternative_is_the_value
+from dapo.rewards.answer_line_boxes import from_line_box, without_boxed_reason
 from dapo.rewards.answer_lists import answer_items
 from dapo.rewards.answer_text import HEDGE, Extracted, sign_before, signed
 from dapo.rewards.answer_text import bound_response as bound_response
@@ -41,7 +43,6 @@ from dapo.rewards.boxes import (
     join_inequality_boxes,
     last_box_start,
     offers_another_before,
-    strip_boxes,
 )
 from dapo.rewards.counts import item_count
 from dapo.rewards.hedges import bare_remark_changes, list_tail_changes, restates_list
@@ -191,13 +192,10 @@ def _clean_line(line: str) -> Extracted | None:
         line = line[: hope.start()]
     line = line.replace("**", "").replace("`", "").strip()
     if any(box in line for box in BOX_COMMANDS):
-        line = join_inequality_boxes(line)  # "\boxed{x<-1} or \boxed{x>2}": one set, its "or" no hedge
-        boxed = from_last_box(line)
+        line = without_boxed_reason(line)  # "34, since \boxed{n = 35}": the reason's box is no answer
+    if any(box in line for box in BOX_COMMANDS):  # "$34$ or $\boxed{35}$": an "or" outside it may still hedge
+        boxed = from_line_box(line := join_inequality_boxes(line))  # "\boxed{x<-1} or \boxed{x>2}": one set
         if boxed is not None:
-            # "$34$ or $\boxed{35}$": a hedge outside the boxes still offers two answers.
-            outside = strip_boxes(line)
-            if boxed.candidates == 1 and HEDGE.search(outside):
-                return Extracted(boxed.text, candidates=2, items=boxed.items, qualified=True)
             return boxed
     line = line.replace("$$", "$").replace("\\(", "$").replace("\\)", "$")
     line = _EQUATED_SEGMENTS.sub(" = ", line)  # "$a+b$ = $34$" is one equation, not two answers

@@ -12,8 +12,13 @@ from __future__ import annotations
 # "which is", "which equals", "equals".
 THAT_IS = r"i\.\s?e\.|ie|that\s+is"
 RESTATING_WORDS = THAT_IS + r"|equivalently|which\s+is|which\s+equals|equals"
-# What may follow an "or" that offers the same answer again: "or equivalently", "or rather", "or simply".
-OR_ADVERBS = r"equivalently|rather|even|simply|just|else"
+# The adverbs that may stand between an "or" and the value it offers: restating ones ("or equivalently", "or
+# simply"), correcting ones ("or rather", "or else") and hedging ones ("or maybe", "or perhaps", "or possibly").
+# None decides anything by itself: the value after it does. The box's own value again restates the answer
+# ("\\boxed{34} or equivalently 34.0", "or rather 34.0"); another value is a second answer, whatever the adverb
+# ("or maybe 35"; "or rather 35" too: a correction after the answer was stated leaves two values, wrong for both).
+OR_ADVERBS = (r"equivalently|rather|even|simply|just|else|maybe|perhaps|possibly|probably|likely|alternatively"
+              r"|instead|otherwise|conceivably|potentially")
 # A name a value is given: "x", "a_{1}", "\\theta" (before an "=" in each pattern that reads one).
 NAME = r"(?:[A-Za-z]|\\[A-Za-z]{2,12})(?:_\{?[A-Za-z0-9]{1,8}\}?)?"
 # The words and signs that make what follows an approximation: "about", "\approx", "≈" (the bare

@@ -187,7 +187,7 @@ def _context_problems(context: int, source: str, cfg: DAPOConfig) -> list[str]:
 
 
 def data_problems(files: list[str], key: str) -> list[str]:
-    from dapo.data.files import DATA_SUFFIXES, data_files
+    from dapo.data.files import READ_TYPES_SAID, data_files, readable
     from dapo.data.loaders import builtin_dataset_problem
     from dapo.data.records import DataError
 
@@ -203,8 +203,8 @@ def data_problems(files: list[str], key: str) -> list[str]:
         except DataError as error:
             problems.append(f"{key}: {error}")
             continue
-        problems += [f"{key}: {path} is not .parquet, .jsonl, .json or a `datasets` directory"
-                     for path in paths if Path(path).is_file() and not path.endswith(DATA_SUFFIXES)]
+        problems += [f"{key}: {path}: unknown file type; expected {READ_TYPES_SAID}, or a `datasets` directory"
+                     for path in paths if Path(path).is_file() and not readable(Path(path).name)]
     return problems
 
 

@@ -126,7 +126,7 @@ def test_entries_naming_no_file_are_errors_before_and_at_load(tmp_path: Path):
     cases = {
         str(tmp_path / "shards" / "*.parquet"): "the pattern matches no file",
         f"{tmp_path}/a.parquet,{tmp_path}/b.parquet": r"file not found \(several files are a list: \[",
-        str(tmp_path / "empty"): "a directory with no .parquet, .jsonl, .json files",
+        str(tmp_path / "empty"): r"a directory with no data files \(\.parquet, \.jsonl, \.json, \.csv, \.tsv",
         str(tmp_path / "only_train"): "holds files of the train split\\(s\\) only, none of the eval split",
     }
     for entry, message in cases.items():

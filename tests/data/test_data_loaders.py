@@ -238,8 +238,10 @@ def test_nonexistent_and_unreadable_files_are_named(tmp_path: Path) -> None:
         load_problems([str(corrupt)], DataConfig(), "train")
     good = _write_jsonl(tmp_path / "good.jsonl", [GOOD])
     cfg = DataConfig(prompt_key="question", answer_key="answer", lenient=True)
-    lenient = load_problems([str(corrupt), good], cfg, "train")
-    assert len(lenient.problems) == 1 and lenient.num_malformed_skipped == 1
+    # not a malformed row to skip: all of its rows (before, skipped and counted as one row)
+    with pytest.raises(DataError, match=r"corrupt\.parquet: unreadable file \(.*\); data\.lenient skips malformed rows, "
+                                        r"not a file that cannot be read$"):
+        load_problems([str(corrupt), good], cfg, "train")
 
 
 def test_missing_key_message_lists_the_row_keys(tmp_path: Path) -> None:

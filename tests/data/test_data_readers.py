@@ -123,8 +123,9 @@ def test_a_bad_table_row_is_named_by_its_index_said_to_be_0_based(tmp_path: Path
 
 
 def test_a_file_unreadable_part_way_names_the_last_row_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A parquet file corrupt in its second row group: the rows before it load (lenient), and
-    the error names the last row read, not "row 0" or the index of a row never reached."""
+    """A parquet file corrupt in its second row group: the error names the last row read, not
+    "row 0" or the index of a row never reached; lenient or not, it stops the load (lenient
+    skipped the rest of the file, counted as one malformed row)."""
     monkeypatch.setattr("dapo.data.readers._PARQUET_BATCH_ROWS", 3)  # one batch per row group
     path = tmp_path / "qa.parquet"
     pq.write_table(pa.Table.from_pylist([GOOD] * 6), path, row_group_size=3, compression="none")
@@ -133,7 +134,8 @@ def test_a_file_unreadable_part_way_names_the_last_row_read(tmp_path: Path, monk
     corrupt = bytearray(path.read_bytes())
     corrupt[start:start + 8] = b"\xff" * 8  # the second row group's first page header
     path.write_bytes(bytes(corrupt))
-    lenient = load_problems([str(path)], DataConfig(prompt_key="question", answer_key="answer", lenient=True), "train")
-    assert lenient.num_rows == 3 and lenient.num_malformed_skipped == 1
-    assert lenient.warnings[0].startswith(f"skipped: {path}: unreadable after row 2 (0-based) (")
-    assert "\n" not in lenient.warnings[0]  # pyarrow's reason has line breaks: one line in the log
+    for lenient in (False, True):
+        with pytest.raises(DataError) as stopped:
+            load_problems([str(path)], DataConfig(prompt_key="question", answer_key="answer", lenient=lenient), "train")
+        assert str(stopped.value).startswith(f"{path}: unreadable after row 2 (0-based) (")
+        assert "\n" not in str(stopped.value)  # pyarrow's reason has line breaks: one line in the log

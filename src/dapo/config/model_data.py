@@ -78,9 +78,10 @@ class ModelConfig:
 
 @dataclass
 class DataConfig:
-    # Training data: parquet / JSONL / JSON-array files, local `datasets` directories, globs
-    # (shards/*.parquet), directories of data files such as a downloaded Hub dataset (the split's
-    # files by their names: data/train-*, test/...; see dapo.data.files), or "builtin:arithmetic".
+    # Training data: parquet, JSONL, JSON-array, CSV or TSV files (plain or .gz/.bz2/.xz), local
+    # `datasets` directories, globs (shards/*.parquet), directories of data files such as a
+    # downloaded Hub dataset (the split's files by their names: data/train-*, test/...; one of a
+    # type not read, .arrow, .zst, ..., stops the load; see dapo.data.files), or "builtin:arithmetic".
     train_files: list[str] = field(default_factory=lambda: ["builtin:arithmetic"])
     # Held-out evaluation data, same forms as train_files; empty disables evaluation.
     eval_files: list[str] = field(default_factory=lambda: ["builtin:arithmetic"])
@@ -92,9 +93,17 @@ class DataConfig:
     # file's name (aime.jsonl -> "aime"), or, when that is only a split word (train.jsonl,
     # data/test-00000-of-00002.parquet), its folder's: eval/<data_source>/ metrics and logs use it.
     data_source_key: str = "data_source"
+    # data.prompt_key of the data.eval_files rows; null: data.prompt_key (train on DAPO-Math's
+    # `prompt` and evaluate a file whose prompt is `question`: eval_prompt_key=question).
+    eval_prompt_key: str | None = None
+    # data.answer_key of the data.eval_files rows; null: data.answer_key.
+    eval_answer_key: str | None = None
+    # data.data_source_key of the data.eval_files rows; null: data.data_source_key.
+    eval_data_source_key: str | None = None
     # Drop repeated training prompts (DAPO-Math-17K repeats each about 100x); count is reported.
     dedup_train: bool = True
-    # Skip and count malformed rows instead of stopping with an error naming file and row.
+    # Skip and count malformed rows instead of stopping with an error naming file and row. A file
+    # that cannot be read (not valid JSON as a whole, a corrupt parquet or .gz) still stops the load.
     lenient: bool = False
     # Wrap raw problem text: "dapo" (solve step by step, end with "Answer: $Answer"), "none".
     template: str = "dapo"
@@ -121,6 +130,9 @@ class DataConfig:
         for key in ("prompt_key", "answer_key"):  # (data_source_key may name no column: it is optional)
             check(bool(getattr(self, key).strip()), f"data.{key} is empty: name the column (a dotted path for a "
                   "nested one, e.g. reward_model.ground_truth)")
+        for key in ("eval_prompt_key", "eval_answer_key"):
+            check(getattr(self, key) is None or bool(getattr(self, key).strip()),
+                  f"data.{key} is empty: name the column of the eval files, or null for data.{key[5:]}'s")
         one_of("data.template", self.template, ("dapo", "none"))
         check(self.max_prompt_length > 0, "data.max_prompt_length must be > 0")
         one_of("data.overlong_prompts", self.overlong_prompts, ("drop", "error"))

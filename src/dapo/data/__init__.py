@@ -1,6 +1,7 @@
 """Datasets, prompt rendering, and the built-in arithmetic task.
 
-- :func:`load_problems` reads parquet / JSONL / ``datasets`` directories / ``builtin:arithmetic``
+- :func:`load_problems` reads parquet / JSONL / JSON / CSV / TSV files (plain or compressed),
+  ``datasets`` directories and ``builtin:arithmetic``
   into :class:`Problem` records (de-duplicated for training, copies grouped by ``uid`` for eval).
 - :class:`PromptEncoder` renders them (DAPO template, chat template) and tokenises them.
 - :mod:`dapo.data.arithmetic` generates the built-in task.

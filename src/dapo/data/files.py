@@ -1,12 +1,18 @@
 """Which files an entry of ``data.train_files`` / ``data.eval_files`` names.
 
-An entry is a data file (.parquet, .jsonl, .json), a ``datasets`` directory
-(``save_to_disk``), a glob (``/data/shards/*.parquet``), or a directory of data files such as a
-Hugging Face Hub snapshot (``hf download ... --local-dir``). A directory's files
-are read in sorted path order; where their names or folders carry split names, as the Hub's
-layout does (``data/train-00000-of-00002.parquet``, ``test/aime.jsonl``), only the split's are
-read, with the split words ``datasets`` uses for them. A glob whose matches name both splits
-leaves out the other split's files too.
+An entry is a data file, a ``datasets`` directory (``save_to_disk``), a glob
+(``/data/shards/*.parquet``), or a directory of data files such as a Hugging Face Hub snapshot
+(``hf download ... --local-dir``). Data files are .parquet, .jsonl, .json, .csv and .tsv, plain
+or compressed (.gz, .bz2, .xz: ``train-00001-of-00002.jsonl.gz``), the suffix in any case.
+
+A directory's files are read in sorted path order; where their names or folders carry split
+names, as the Hub's layout does (``data/train-00000-of-00002.parquet``, ``test/aime.jsonl``),
+only the split's are read, with the split words ``datasets`` uses for them. A glob whose matches
+name both splits leaves out the other split's files too. Nothing that holds data is left out
+unsaid: a directory's files of the split that hold rows of a type dapo does not read (.arrow,
+.txt, .jsonl.zst, ...) stop the load, named; files that are not data (a dataset card, a licence,
+images, the Hub's dataset_infos.json) are left alone. A file or a glob's match of a type not read
+stops it too (:func:`dapo.data.readers.rows_of`).
 """
 
 from __future__ import annotations
@@ -17,7 +23,18 @@ from pathlib import Path
 
 from dapo.data.records import DataError
 
-DATA_SUFFIXES = (".parquet", ".jsonl", ".json")
+# the types read (readers.rows_of), each also compressed with one of COMPRESSIONS
+DATA_SUFFIXES = (".parquet", ".jsonl", ".json", ".csv", ".tsv")
+COMPRESSIONS = (".gz", ".bz2", ".xz")
+READ_TYPES_SAID = ".parquet, .jsonl, .json, .csv, .tsv (plain or compressed .gz, .bz2, .xz)"
+# types of files that hold rows (`datasets` reads most of them) which dapo does not read, and the
+# compressions and archives it does not open: a directory's such files of the split stop the load
+_OTHER_DATA_SUFFIXES = (".arrow", ".txt", ".ndjson", ".xml", ".h5", ".hdf5", ".tar", ".tgz", ".zip", ".7z", ".lance",
+                        ".geoparquet", ".gpq", ".conll", ".conllu", ".feather", ".orc", ".avro", ".xlsx", ".xls")
+_OTHER_COMPRESSIONS = (".zst", ".zstd", ".lz4", ".zip", ".7z")
+# files of a dataset that are not its rows: its card, licence and the like, and `datasets`' metadata
+_NOT_DATA_STEMS = ("readme", "license", "licence", "notice", "copying", "citation", "changelog", "authors")
+_NOT_DATA_NAMES = ("dataset_infos.json", "dataset_info.json", "dataset_dict.json", "state.json")
 # the words a file or folder name starts with that say its split (as `datasets` reads a Hub repo)
 SPLIT_WORDS = {
     "train": ("train", "training"),
@@ -53,13 +70,14 @@ def data_files(entry: str, split: str, notes: list[str] | None = None) -> list[s
         return [str(path)]
     files = sorted(
         p for p in path.rglob("*")
-        if p.is_file() and p.name.endswith(DATA_SUFFIXES)
+        if p.is_file() and holds_data(p.name)
         and not any(part.startswith(".") for part in p.relative_to(path).parts)  # .cache/, .git/
     )
     if not files:
-        raise DataError(f"{entry}: a directory with no {', '.join(DATA_SUFFIXES)} files and not a `datasets` "
+        raise DataError(f"{entry}: a directory with no data files ({READ_TYPES_SAID}) and not a `datasets` "
                         "directory (save_to_disk)")
     splits = {p: _split_named(p.relative_to(path)) for p in files}
+    of_split = ""
     if any(splits.values()):  # a split layout: the split's files, and none of another split's
         unnamed = [p.relative_to(path) for p in files if splits[p] is None]
         files = [p for p in files if splits[p] == split]
@@ -71,7 +89,36 @@ def data_files(entry: str, split: str, notes: list[str] | None = None) -> list[s
         if unnamed and notes is not None:
             notes.append(f"{entry}: left out {len(unnamed)} file(s) whose names name no split, e.g. {unnamed[0]} "
                          "(name them in data.*_files to read them)")
+        of_split = f" of the {split} split"
+    unread = [str(p.relative_to(path)) for p in files if not readable(p.name)]
+    if unread:  # left out, they would be rows lost unsaid (a shard of the split: half of it)
+        named = ", ".join(unread[:3]) + (f", ... ({len(unread) - 3} more)" if len(unread) > 3 else "")
+        raise DataError(f"{entry}: holds {len(unread)} data file(s){of_split} of a type dapo does not read: {named}; "
+                        f"dapo reads {READ_TYPES_SAID}: convert them, or name the files to read in data.*_files")
     return [str(p) for p in files]
+
+
+def file_type(name: str) -> tuple[str, str]:
+    """A file name's type and compression suffixes, lower-cased: (".jsonl", ".gz") for
+    ``train-00001-of-00002.JSONL.gz``, (".parquet", "") for ``a.parquet``, ("", ".zst") for ``a.zst``."""
+    lower = name.lower()
+    compression = next((c for c in COMPRESSIONS + _OTHER_COMPRESSIONS if lower.endswith(c)), "")
+    return Path(lower[: len(lower) - len(compression)]).suffix, compression
+
+
+def readable(name: str) -> bool:
+    """Whether a file of this name is of a type dapo reads (:func:`dapo.data.readers.rows_of`)."""
+    suffix, compression = file_type(name)
+    return suffix in DATA_SUFFIXES and compression in ("", *COMPRESSIONS)
+
+
+def holds_data(name: str) -> bool:
+    """Whether a directory's file of this name holds rows, read or not: of a data type (plain or
+    compressed) or an archive, and not a dataset card, licence or `datasets`' metadata."""
+    suffix, compression = file_type(name)
+    if name.lower() in _NOT_DATA_NAMES or name.lower().split(".")[0] in _NOT_DATA_STEMS:
+        return False
+    return suffix in DATA_SUFFIXES + _OTHER_DATA_SUFFIXES or compression in (".zip", ".7z")
 
 
 def _split_of_glob(entry: str, pattern: Path, matches: list[str], split: str, notes: list[str] | None) -> list[str]:
@@ -96,7 +143,9 @@ def default_data_source(file: str, entry: str) -> str:
     (``aime.jsonl`` -> "aime"); when that is only a split word (a Hub snapshot's
     ``data/test-00000-of-00002.parquet``), the name of the directory the entry names (or else of
     the file's folder), so that one dataset's shards are one source in eval/<data_source>/."""
-    stem = _SHARD_SUFFIX.sub("", Path(file).stem)
+    name = Path(file).name
+    suffix, compression = file_type(name)
+    stem = _SHARD_SUFFIX.sub("", name[: len(name) - len(suffix) - len(compression)] if suffix else Path(file).stem)
     if stem.lower() not in _SPLIT_OF_WORD:
         return stem
     entry_path = Path(entry).expanduser()

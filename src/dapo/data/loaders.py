@@ -1,5 +1,6 @@
-"""Load problems from parquet, JSON (lines, or one array), local ``datasets`` directories, or the built-in task
-(an entry may also be a glob or a directory of such files: :mod:`dapo.data.files`).
+"""Load problems from parquet, JSON (lines, or one array), CSV / TSV (each plain or compressed), local
+``datasets`` directories, or the built-in task (an entry may also be a glob or a directory of such
+files: :mod:`dapo.data.files`).
 
 Every row becomes a :class:`~dapo.data.records.Problem`. Columns are found by dotted paths from
 :class:`~dapo.config.schema.DataConfig` (``prompt_key``, ``answer_key``, ``data_source_key``), so
@@ -14,11 +15,17 @@ about 100x) and counted; for "eval" copies are kept so avg@k is computed per pro
 copy with another answer than its first copy is counted apart and named in ``warnings`` (de-duped
 or not: without de-duplication both answers are rewarded).
 
-Bad data: a malformed row or unreadable file raises :class:`DataError` naming the file and where
-in it the row is (a JSON-lines file's line, 1-based; a table's row, 0-based: :mod:`dapo.data.readers`);
-with ``cfg.lenient`` it is skipped, counted in ``num_malformed_skipped`` and described in
-``warnings``. A path that does not exist, or a pattern or directory naming no file, is always an
-error (a typo, not bad data).
+The held-out files (split "eval") are read with ``cfg.eval_prompt_key`` / ``eval_answer_key`` /
+``eval_data_source_key`` where they are set (:func:`split_keys`): train on one schema, evaluate
+on another.
+
+Bad data: a malformed row raises :class:`DataError` naming the file and where in it the row is
+(a JSON-lines file's line, 1-based; a table's row, 0-based: :mod:`dapo.data.readers`); with
+``cfg.lenient`` it is skipped, counted in ``num_malformed_skipped`` and described in
+``warnings``. A file that cannot be read (a .json array that is not valid JSON, a corrupt parquet
+or .gz, unreadable part-way) is always an error naming it: it is not a row, and skipping it
+would lose all of its rows. So is a path that does not exist, or a pattern or directory naming
+no file (a typo, not bad data).
 """
 
 from __future__ import annotations
@@ -28,14 +35,14 @@ import gc
 import itertools
 import operator
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from dapo.config.schema import DataConfig
 from dapo.data.arithmetic import make_arithmetic_problems
-from dapo.data.files import data_files, default_data_source
+from dapo.data.files import data_files, default_data_source, file_type
 from dapo.data.prompts import problem_text
-from dapo.data.readers import Row, rows_of
+from dapo.data.readers import UNREADABLE, Row, rows_of
 from dapo.data.records import DataError, Problem, problem_key
 from dapo.data.values import Prompt, PromptMemo, answer_value, prompt_uid
 
@@ -64,7 +71,7 @@ class LoadedProblems:
     problems: list[Problem]
     num_rows: int  # rows read from all files (built-in problems count as rows)
     num_duplicates_dropped: int  # repeated training prompts removed by de-duplication
-    num_malformed_skipped: int  # rows (or unreadable files) skipped in lenient mode
+    num_malformed_skipped: int  # rows skipped in lenient mode (never a whole file)
     sources: list[str]  # the files (or "builtin:arithmetic") the problems came from
     warnings: list[str] = field(default_factory=list)  # why rows were skipped or dropped (first few)
     num_conflicting_duplicates: int = 0  # copies whose answer differs from their first copy's
@@ -119,13 +126,15 @@ def load_problems(files: list[str], cfg: DataConfig, split: str) -> LoadedProble
         raise ValueError(f"split={split!r} must be 'train' or 'eval'")
     if not files:
         raise DataError(f"no {split} data files given")
+    cfg = split_keys(cfg, split)
     result = LoadedProblems([], 0, 0, 0, [])
     admission = _Admission(result, split, dedup=split == "train" and cfg.dedup_train)
     prompts_read = PromptMemo()
     with _collector_paused():
         for entry, path in ((e, path) for e in files for path in _paths_of(e, split, result.warnings)):
             result.sources.append(path)
-            for where, problem in _read_source(path, cfg, split, result, default_data_source(path, entry), prompts_read):
+            source_name = default_data_source(path, entry)
+            for where, problem in _read_source(path, cfg, split, result, source_name, prompts_read):
                 if not isinstance(problem, Problem):  # CheckedRows: a parquet batch, read a column at a time
                     result.problems.extend(admission.rows(problem))
                 elif admission.row(problem, where):
@@ -134,6 +143,15 @@ def load_problems(files: list[str], cfg: DataConfig, split: str) -> LoadedProble
         why = "; ".join(result.warnings[:3]) or f"{'it holds' if len(result.sources) == 1 else 'they hold'} no rows"
         raise DataError(f"no usable {split} problems in {files}: {why}")
     return result
+
+
+def split_keys(cfg: DataConfig, split: str) -> DataConfig:
+    """``cfg`` with the keys ``split``'s files are read with: for "eval", data.eval_*_key where set."""
+    if split != "eval":
+        return cfg
+    keys = {key: getattr(cfg, f"eval_{key}") for key in ("prompt_key", "answer_key", "data_source_key")}
+    keys = {key: value for key, value in keys.items() if value is not None}
+    return replace(cfg, **keys) if keys else cfg
 
 
 @contextlib.contextmanager
@@ -249,7 +267,7 @@ def _read_source(
         return
     rows_read = 0  # of this file, valid: a key one of its later rows lacks is a gap in the data, not a wrong key
     checked = _columnar_reader(path, cfg, source_name, prompts_read)
-    for location, row in _file_rows(path, split, cfg, result, checked):
+    for location, row in _file_rows(path, split, cfg, checked):
         if not isinstance(row, (dict, DataError)):  # CheckedRows: the rows of a batch, each of which loads
             yield location, row
             rows_read += len(row)
@@ -258,7 +276,8 @@ def _read_source(
             if isinstance(row, DataError):
                 raise row
             where = f"{path} {location}"
-            yield where, problem_from_row(row, cfg, where, source_name, keys_seen=rows_read > 0, prompts_read=prompts_read)
+            yield where, problem_from_row(row, cfg, where, source_name, keys_seen=rows_read > 0, prompts_read=prompts_read,
+                                          split=split)
             rows_read += 1
         except DataError as error:
             _skip_or_raise(error, cfg, result)
@@ -266,7 +285,7 @@ def _read_source(
 
 def _columnar_reader(path: str, cfg: DataConfig, source_name: str, memo: PromptMemo) -> ColumnarReader | None:
     """What reads a parquet file's batches a column at a time, where it can; None for another file."""
-    if not path.endswith(".parquet"):
+    if file_type(path)[0] != ".parquet":
         return None
     from dapo.data.columnar import ColumnarReader
 
@@ -274,20 +293,27 @@ def _columnar_reader(path: str, cfg: DataConfig, source_name: str, memo: PromptM
 
 
 def _file_rows(
-    path: str, split: str, cfg: DataConfig, result: LoadedProblems, checked: ColumnarReader | None
+    path: str, split: str, cfg: DataConfig, checked: ColumnarReader | None
 ) -> Iterator[tuple[str, Row | CheckedRows]]:
     """The file's rows with their locations; a file that cannot be read (at all, or from some row
-    on) is one error, naming the last row read."""
+    on) is one error, naming the last row read, lenient or not: not a row, but all of its rows."""
     last_location = None
     try:
         for last_location, row in rows_of(path, split, checked):  # (still the last row read when the next fails)
             yield last_location, row
-    except DataError as error:
-        _skip_or_raise(error, cfg, result)
-    except (OSError, ValueError) as error:
+    except DataError as error:  # (the file as a whole is not rows of a kind read)
+        raise _unread(error, cfg) from None
+    except UNREADABLE as error:
         what = f"unreadable after {last_location}" if last_location is not None else "unreadable file"
-        reason = " ".join(str(error).split())  # pyarrow's can hold line breaks: a warning is one line
-        _skip_or_raise(DataError(f"{path}: {what} ({reason})"), cfg, result)
+        reason = " ".join(str(error).split()) or type(error).__name__  # pyarrow's can hold line breaks: one line
+        raise _unread(DataError(f"{path}: {what} ({reason})"), cfg) from None
+
+
+def _unread(error: DataError, cfg: DataConfig) -> DataError:
+    """The error of a file that cannot be read; when lenient, saying why it still stops the load."""
+    if not cfg.lenient:
+        return error
+    return DataError(f"{error}; data.lenient skips malformed rows, not a file that cannot be read")
 
 
 def _skip_or_raise(error: DataError, cfg: DataConfig, result: LoadedProblems) -> None:
@@ -300,16 +326,19 @@ def _skip_or_raise(error: DataError, cfg: DataConfig, result: LoadedProblems) ->
 
 def problem_from_row(
     row: dict[str, Any], cfg: DataConfig, where: str, source_name: str, keys_seen: bool = False,
-    prompts_read: PromptMemo | None = None,
+    prompts_read: PromptMemo | None = None, split: str = "train",
 ) -> Problem:
     """One validated :class:`Problem` from a row, or DataError starting with ``where`` (the file
     and the row's location in it); a row without a data_source gets ``source_name``.
     ``keys_seen``: earlier rows of the file had the configured keys (a missing one is this row's gap);
-    ``prompts_read``: the prompts of the rows before it, whose copies it reuses."""
-    raw_prompt = _lookup(row, cfg.prompt_key, where, "prompt", keys_seen, cfg.lenient)
+    ``prompts_read``: the prompts of the rows before it, whose copies it reuses; ``split``: whose
+    setting a missing key's message names (``cfg`` holds that split's keys: :func:`split_keys`)."""
+    setting = "data.eval_" if split == "eval" else "data."
+    raw_prompt = _lookup(row, cfg.prompt_key, where, "prompt", keys_seen, cfg.lenient, setting + "prompt_key")
     prompt, uid = (prompts_read or PromptMemo()).prompt_and_uid(raw_prompt, where, cfg.prompt_key)
     ground_truth = answer_value(
-        _lookup(row, cfg.answer_key, where, "ground truth", keys_seen, cfg.lenient), where, cfg.answer_key
+        _lookup(row, cfg.answer_key, where, "ground truth", keys_seen, cfg.lenient, setting + "answer_key"), where,
+        cfg.answer_key
     )
     data_source = _get(row, cfg.data_source_key)
     # A top-level column the problem already holds; a nested key (extra_info.raw_problem) leaves
@@ -342,12 +371,12 @@ def _get(row: dict[str, Any], dotted_key: str, absent: Any = None) -> Any:
     return value
 
 
-def _lookup(row: dict[str, Any], dotted_key: str, where: str, what: str, keys_seen: bool, lenient: bool) -> Any:
+def _lookup(row: dict[str, Any], dotted_key: str, where: str, what: str, keys_seen: bool, lenient: bool,
+            setting: str) -> Any:
     value = _get(row, dotted_key, _ABSENT)
     if value is None:  # the key is right (other rows have it); this row's value is missing
         raise DataError(f"{where}: missing {what} at {dotted_key!r} (null)")
     if value is _ABSENT:
-        setting = "data.prompt_key" if what == "prompt" else "data.answer_key"
         skip = "" if lenient else ", or set data.lenient=true to skip such rows"  # (lenient: it is being skipped)
         fix = f"the rows before it have it: fix or drop this row{skip}" if keys_seen else f"set {setting}"
         raise DataError(f"{where}: missing {what} at {dotted_key!r} (row has keys {sorted(row)}; {fix})")

@@ -4,24 +4,37 @@ Where a row is, as every message about it says, so that a user can go to it:
 
 - JSON lines (.jsonl, or a .json of one object per line): ``line N``, 1-based and counting blank
   lines, as an editor (or ``sed -n Np``) numbers them;
+- CSV and TSV files: ``line N``, the line the row's record starts on (a quoted value may hold
+  line breaks), the header being line 1; every value is read as its text (``"007"``, ``"1.00"``);
 - parquet files and ``datasets`` directories: ``row N (0-based)``, as pandas (``df.iloc[N]``) and
   ``datasets`` (``ds[N]``) index them; they have no lines;
 - a .json file holding one array: ``row N (0-based) at line M``, the element's index (as
   ``json.load(f)[N]`` finds it) and the line it starts on (one line for all of them when the
   array is not pretty-printed).
 
+A compressed file (.gz, .bz2, .xz: :mod:`dapo.data.files`) is read as the file it holds, its
+lines those of the decompressed text (``zcat FILE | sed -n Np``).
+
 :func:`rows_of` yields ``(location, row)``, the location without the path; a row that cannot be
-read is yielded as the :class:`DataError` saying why, so that lenient loading can go on to the next.
+read is yielded as the :class:`DataError` saying why, so that lenient loading can go on to the next;
+a file that cannot be read as a whole raises (one of :data:`UNREADABLE`, or a DataError).
 """
 
 from __future__ import annotations
 
+import bz2
+import csv
+import gzip
+import io
 import json
+import lzma
 import re
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+from dapo.data.files import READ_TYPES_SAID, file_type, readable
 from dapo.data.records import DataError
 
 # A row, or the DataError that made it unreadable (so lenient mode can go on to the next row).
@@ -30,6 +43,10 @@ Row = dict[str, Any] | DataError
 _PARQUET_BATCH_ROWS = 8192
 _UTF8_BOM = b"\xef\xbb\xbf"  # a byte-order mark (Excel, Notepad) before the first row: not JSON
 _JSON_WHITESPACE = re.compile(r"[ \t\n\r]*")  # what JSON allows between values (str.isspace allows more)
+_OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open, "": open}
+# what reading a file that is not what its name says raises (a truncated .gz: EOFError, a corrupt
+# one: zlib.error; a CSV record past the field limit: csv.Error)
+UNREADABLE = (OSError, ValueError, EOFError, zlib.error, lzma.LZMAError, csv.Error)
 
 
 def row_location(row_index: int) -> str:
@@ -45,23 +62,35 @@ def rows_of(
     file's batches read a column at a time, where it can (:func:`_parquet_rows`)."""
     if Path(path).is_dir():
         return _dataset_dir_rows(path, split)
-    if path.endswith(".parquet"):
+    suffix, compression = file_type(Path(path).name)
+    if not readable(Path(path).name):
+        packed = f" ({compression} compressed: decompress it first)" if suffix and compression else ""
+        raise DataError(f"{path}: unknown file type; expected {READ_TYPES_SAID}, or a `datasets` directory{packed}")
+    if suffix == ".parquet":
         return _parquet_rows(path, checked)
-    if path.endswith(".json") and _starts_with(path, b"["):
+    if suffix in (".csv", ".tsv"):
+        return _csv_rows(path, "\t" if suffix == ".tsv" else ",")
+    if suffix == ".json" and _starts_with(path, b"["):
         return _json_array_rows(path)
-    if path.endswith(".json") and _is_one_json_object(path):
+    if suffix == ".json" and _is_one_json_object(path):
         raise DataError(f"{path}: one JSON object, not rows: give an array of row objects ([{{...}}, ...]) or "
                         "one object per line (JSON lines; pandas: df.to_json(path, orient='records', lines=True))")
-    if path.endswith((".jsonl", ".json")):
-        return _jsonl_rows(path)
-    raise DataError(
-        f"{path}: unknown file type; expected .parquet, .jsonl, .json, or a `datasets` directory"
-    )
+    return _jsonl_rows(path)
+
+
+def _open(path: str) -> IO[bytes]:
+    """The file's bytes, decompressed where its name says it is compressed."""
+    return _OPENERS[file_type(Path(path).name)[1]](path, "rb")
+
+
+def _read_bytes(path: str) -> bytes:
+    with _open(path) as handle:
+        return handle.read()
 
 
 def _starts_with(path: str, prefix: bytes) -> bool:
     """Whether the file's first non-blank bytes are ``prefix`` (a .json file: an array, or JSON lines)."""
-    with open(path, "rb") as handle:
+    with _open(path) as handle:
         return handle.read(4096).removeprefix(_UTF8_BOM).lstrip().startswith(prefix)
 
 
@@ -69,7 +98,7 @@ def _is_one_json_object(path: str) -> bool:
     """Whether a .json file is one object rather than rows: pretty-printed (its first line is not
     a whole JSON value, so not JSON lines), or on one line with a column of values in each key
     (pandas' default ``to_json``, orient='columns': {"prompt": {"0": ..., "1": ...}, ...})."""
-    with open(path, "rb") as handle:
+    with _open(path) as handle:
         first = handle.readline().removeprefix(_UTF8_BOM)
         alone = not handle.read(4096).strip()
     try:
@@ -78,7 +107,7 @@ def _is_one_json_object(path: str) -> bool:
     except (json.JSONDecodeError, UnicodeDecodeError):
         pass
     try:
-        return isinstance(json.loads(Path(path).read_bytes().decode("utf-8-sig")), dict)
+        return isinstance(json.loads(_read_bytes(path).decode("utf-8-sig")), dict)
     except (json.JSONDecodeError, UnicodeDecodeError):
         return False
 
@@ -87,7 +116,7 @@ def _json_array_rows(path: str) -> Iterator[tuple[str, Row]]:
     """A .json file holding one array of objects (as ``json.dump(rows)`` writes); row i is element i.
     The whole array is parsed before the first row is yielded: a file that is not one is one error."""
     try:
-        text = Path(path).read_bytes().decode("utf-8-sig")  # (a byte-order mark is not JSON)
+        text = _read_bytes(path).decode("utf-8-sig")  # (a byte-order mark is not JSON)
         elements = list(_array_elements(text))
     except UnicodeDecodeError as error:
         raise DataError(f"{path}: undecodable bytes, not UTF-8 ({error.reason} at byte {error.start})") from None
@@ -137,7 +166,8 @@ def _parquet_rows(path: str, checked: Callable[[Any, int], Any] | None) -> Itera
 
     row_index = 0
     try:
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=_PARQUET_BATCH_ROWS):
+        source = path if not file_type(Path(path).name)[1] else io.BytesIO(_read_bytes(path))  # (pq seeks)
+        for batch in pq.ParquetFile(source).iter_batches(batch_size=_PARQUET_BATCH_ROWS):
             rows = checked(batch, row_index) if checked is not None else None
             if rows is not None:
                 row_index += batch.num_rows
@@ -155,7 +185,7 @@ def _parquet_rows(path: str, checked: Callable[[Any, int], Any] | None) -> Itera
 
 def _jsonl_rows(path: str) -> Iterator[tuple[str, Row]]:
     """One JSON object per line; blank lines are skipped, but counted in the line numbers."""
-    with open(path, "rb") as handle:
+    with _open(path) as handle:
         for line_number, raw_line in enumerate(handle, start=1):
             if line_number == 1:
                 raw_line = raw_line.removeprefix(_UTF8_BOM)
@@ -178,6 +208,45 @@ def _parse_json_line(raw_line: bytes, where: str) -> Row:
     if not isinstance(row, dict):
         return DataError(f"{where}: wrong type: expected a JSON object, got {type(row).__name__}")
     return row
+
+
+def _csv_rows(path: str, delimiter: str) -> Iterator[tuple[str, Row]]:
+    """A CSV (or TSV) file's records under its header's column names, each value its text, as
+    Python's csv module (pandas' and Excel's dialect) reads them; a record of another field
+    count than the header, or with bytes that are not UTF-8, is that row's error."""
+    csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))  # (default 128 KiB: a long prompt)
+    with _open(path) as handle:
+        lines = (line.decode("utf-8", "surrogateescape") for line in _without_bom(handle))
+        reader = csv.reader(lines, delimiter=delimiter)
+        header: list[str] | None = None
+        header_line = next_line = 1
+        for record in reader:
+            line_number, next_line = next_line, reader.line_num + 1
+            if not record or (len(record) == 1 and not record[0].strip()):  # a blank line
+                continue
+            if header is None:
+                header = record
+                if repeated := next((name for name in header if header.count(name) > 1), None):
+                    raise DataError(f"{path}: the header (line {line_number}) names the column {repeated!r} twice")
+                header_line = line_number
+                continue
+            location = f"line {line_number}"
+            try:
+                "".join(record).encode("utf-8")
+            except UnicodeEncodeError as error:
+                yield location, DataError(f"{path} {location}: undecodable bytes, not UTF-8 (invalid byte "
+                                          f"{error.object[error.start].encode('utf-8', 'surrogateescape')!r})")
+                continue
+            if len(record) != len(header):
+                yield location, DataError(f"{path} {location}: {len(record)} fields, the header (line {header_line}) "
+                                          f"has {len(header)}")
+                continue
+            yield location, dict(zip(header, record))
+
+
+def _without_bom(handle: IO[bytes]) -> Iterator[bytes]:
+    for line_number, line in enumerate(handle, start=1):
+        yield line.removeprefix(_UTF8_BOM) if line_number == 1 else line
 
 
 def _dataset_dir_rows(path: str, split: str) -> Iterator[tuple[str, Row]]:

@@ -5,6 +5,7 @@ one of :mod:`dapo.data.columnar` share them (and so the same messages)."""
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import math
@@ -121,15 +122,19 @@ def prompt_value(value: Any, where: str, key: str) -> Prompt:
 
 
 def _json_chat_list(value: Any) -> Any:
-    """A chat list stored as its JSON text (a CSV export's, a string column's) as the list; any
-    other value as it is. Only a list of {role, content} objects counts, so a text prompt that
-    happens to start with a bracket stays text."""
+    """A chat list stored as its JSON text (a CSV export's, a string column's), or as Python's
+    repr of it (pandas' ``to_csv`` of a chat-list column: ``[{'role': 'user', ...}]``), as the
+    list; any other value as it is. Only a list of {role, content} objects counts, so a text
+    prompt that happens to start with a bracket stays text."""
     if not (isinstance(value, str) and value.lstrip().startswith("[{")):
         return value
     try:
         decoded = json.loads(value)
     except json.JSONDecodeError:
-        return value
+        try:
+            decoded = ast.literal_eval(value.strip())  # (literals only: no code runs)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            return value
     is_chat = isinstance(decoded, list) and all(
         isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in decoded)
     return decoded if is_chat else value

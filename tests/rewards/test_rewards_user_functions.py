@@ -193,7 +193,8 @@ def test_functions_of_the_same_name_in_two_files_keep_their_own_metrics(tmp_path
     functions = [RewardFunctionSpec(path=f"{tmp_path / stem}.py:reward") for stem in ("accuracy", "style")]
     with RewardScorer(RewardConfig(functions=functions, num_workers=1, verifier_weight=0.0)) as scorer:
         [result] = scorer.score(["x"], ["1"])
-    assert result.extra == {"accuracy.reward/score": 1.0, "style.reward/score": 0.25}
+    assert result.extra == {"accuracy.reward/score": 1.0, "style.reward/score": 0.25,
+                            "accuracy.reward/not_applicable": 0.0, "style.reward/not_applicable": 0.0}
 
 
 def test_scores_too_large_for_the_advantages_are_failures_not_a_crash(tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ from pathlib import Path
 from dapo.config import ConfigError, DAPOConfig, builtin_config_path, load_config
 from dapo.config.loading import config_to_dict, yaml_text
 from dapo.durable import write_atomically
+from dapo.errors import UserError
 
 # Cumulative, in the paper's order; each entry lists the overrides that turn its technique on.
 VARIANTS: list[tuple[str, list[str]]] = [
@@ -180,6 +181,15 @@ def variant_config(
     )
 
 
+def _accuracy(metrics: dict[str, float], key: str, variant: str) -> float:
+    """``metrics[key]``, the held-out accuracy; an evaluation whose scorer failed on every sample
+    measured none (it warned why): the ablation stops rather than plot a 0."""
+    if key not in metrics:
+        raise UserError(f"variant {variant}: the held-out evaluation measured no {key}: the scorer that decides "
+                        "correctness failed on every sample (see the warning above)")
+    return metrics[key]
+
+
 def run_variant(cfg: DAPOConfig, name: str, steps: int, evals: int) -> RunCurve:
     """Train with ``cfg`` for the generation budget of ``steps`` plain steps, evaluating ``evals`` times."""
     from dapo.trainer import Trainer
@@ -189,7 +199,7 @@ def run_variant(cfg: DAPOConfig, name: str, steps: int, evals: int) -> RunCurve:
         trainer.resume()  # checkpoint.resume=never: a fresh start, an earlier attempt's metric lines dropped
         budget = steps * cfg.trainer.prompts_per_step
         key = f"eval/avg@{cfg.eval.k}"
-        curve = RunCurve(name, cfg.trainer.seed, [0.0], [trainer.evaluate()[key]])
+        curve = RunCurve(name, cfg.trainer.seed, [0.0], [_accuracy(trainer.evaluate(), key, name)])
         curve.diagnostics = {column: [] for column, _, _ in DIAGNOSTICS}
         generated, next_eval = 0.0, budget / evals
         while generated < budget:
@@ -206,7 +216,7 @@ def run_variant(cfg: DAPOConfig, name: str, steps: int, evals: int) -> RunCurve:
             if generated >= next_eval or generated >= budget:
                 metrics.update(trainer.evaluate())
                 curve.generated.append(generated)
-                curve.accuracy.append(metrics[key])
+                curve.accuracy.append(_accuracy(metrics, key, name))
                 next_eval += budget / evals
             trainer.state.log(trainer.step, metrics)
     finally:

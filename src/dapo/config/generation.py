@@ -18,9 +18,10 @@ class RewardFunctionSpec:
     path: str = ""
     # Weight of this function's score in the summed reward.
     weight: float = 1.0
-    # 0: the function scores one response, fn(response, ground_truth, extra) -> float | dict.
+    # 0: the function scores one response, fn(response, ground_truth, extra) -> float | dict |
+    # None (None: it does not apply to this response, TRL's convention; it adds nothing).
     # N > 0: it scores up to N at once (an LLM judge, a code sandbox serving batches),
-    # fn(responses, ground_truths, extras) -> a list of float | dict, one per response.
+    # fn(responses, ground_truths, extras) -> a list of float | dict | None, one per response.
     batch_size: int = 0
     # Deadline in seconds of one call (of a whole batch with batch_size > 0); null: reward.timeout_s.
     timeout_s: float | None = None

@@ -13,6 +13,13 @@ scorer is the one ``acc`` comes from (the verifier's math-verify call, or the fi
 without the verifier). Another function's failure costs its weight in the score but does not
 make a correct answer wrong: avg@k and the correctness filter read the verifier's verdict.
 
+A user function that returns None for an item does not apply to it (TRL's convention, for
+multi-task data): it adds nothing to that item's score, is no failure, and is counted in the metric
+``<function>/not_applicable`` (1.0 on the item, 0.0 on the items it applies to or failed on);
+``acc`` then comes from the first user function that applies. An item that no reward source
+applies to (every user function returned None, the verifier off) has no reward: it fails as
+:data:`NO_REWARD`, scoring what every function's failure would.
+
 Within one batch, a user function that times out on call after call, across problems, with no
 call finishing in time in between, is taken for hung: its calls not yet started are not run but
 fail as timeouts (:mod:`dapo.rewards.breaker`); the next batch tries it again.
@@ -34,10 +41,19 @@ from dapo.rewards.breaker import Breaker
 from dapo.rewards.extract import resolve_extractor
 from dapo.rewards.pool import Outcome, WorkerPool
 from dapo.rewards.types import RewardResult
-from dapo.rewards.user_functions import RewardFunctionError, absolute_spec, function_labels
+from dapo.rewards.user_functions import (
+    NOT_APPLICABLE_KEY,
+    RewardFunctionError,
+    absolute_spec,
+    function_labels,
+)
 from dapo.rewards.verifier import Prepared, prepare, shorten
 
 logger = logging.getLogger("dapo.rewards")
+
+# The failure of an item no reward source applies to, named as a scorer is (RewardResult.failed,
+# reward_failures/<label>): no function's label has a hyphen.
+NO_REWARD = "no-applicable-reward"
 
 
 def function_extra(extra: dict | None, data_source: str | None, prompt: Any = None) -> dict:
@@ -87,6 +103,7 @@ class RewardScorer:
         A wrong return type is a bug: raise. Raising or timing out may be the dummy item's fault
         (it has no extra fields but prompt and data_source): warn, showing the traceback, but do
         not count it as the function's first failure, so that a real one is still shown and named.
+        None is no wrong return: the function may not apply to the dummy item (said at INFO).
         """
         tasks = [self._task(k, [_SMOKE_ITEM]) for k in range(len(self._specs))]
         outcomes = self._pool.run(tasks, self._timeouts)
@@ -100,6 +117,9 @@ class RewardScorer:
             if kind != "ok":
                 logger.warning("%s (training goes on: the dummy item has no extra fields but prompt and data_source)",
                                self._failure_message(label, kind, detail, during="a dummy item at start-up"))
+            elif detail[0] is None:
+                logger.info("%s returned None on the start-up test item: it does not apply to it (its return values "
+                            "are checked on the items it applies to) (%s)", label, spec)
 
     def score(
         self,
@@ -198,12 +218,21 @@ class RewardScorer:
         if math_outcome is not None:
             verifier_acc = self._outcome_ok(math_outcome, "math-verify", result) and math_outcome[1]
         user_acc = None
+        acc_from = None  # the user function acc comes from: the first that applies to the item
         for k, outcome in enumerate(fn_outcomes):
             label = self._labels[k]
-            if not self._outcome_ok(outcome, label, result):
+            ok = self._outcome_ok(outcome, label, result)
+            applies = not ok or outcome[1][0] is not None  # (a failed function's applying is unknown: it does)
+            result.extra[f"{label}/{NOT_APPLICABLE_KEY}"] = 0.0 if applies else 1.0
+            acc_from = k if acc_from is None and applies else acc_from
+            if not ok:
                 result.score += self._failure_score(k)
                 continue
             score, acc, metrics = outcome[1]
+            if score is None:  # None: this function does not apply to this item; it adds nothing
+                result.not_applicable.append(label)
+                result.extra.update({f"{label}/{key}": value for key, value in metrics.items()})
+                continue
             if not math.isfinite(result.score + self._weights[k] * score):  # finite, but 1e308 * 2 is not
                 self._outcome_ok(("bad", f"{score} x weight {self._weights[k]} overflows the reward"), label, result)
                 result.score += self._failure_score(k)
@@ -211,8 +240,10 @@ class RewardScorer:
             result.score += self._weights[k] * score
             result.extra[f"{label}/score"] = score
             result.extra.update({f"{label}/{key}": value for key, value in metrics.items()})
-            if k == 0:  # its contribution, not its raw return: under a negative weight a high score is a penalty
+            if k == acc_from:  # its contribution, not its raw return: under a negative weight a high score is a penalty
                 user_acc = acc if acc is not None else self._weights[k] * score > 0
+        if prepared is None and acc_from is None and fn_outcomes:
+            self._no_reward(result)
         if prepared is not None:
             correct = bool(verifier_acc)
             result.score += cfg.verifier_weight * (
@@ -224,6 +255,16 @@ class RewardScorer:
             self.num_timeouts += result.timed_out
             self.num_errors += result.error
         return result
+
+    def _no_reward(self, result: RewardResult) -> None:
+        """An item no reward source applies to (every user function returned None, the verifier
+        off) has no reward: it fails as :data:`NO_REWARD`, not as any function's failure, scoring
+        what every function's failure would (not 0, TRL's sum of no rewards, which a policy could
+        learn to reach by dodging every function, for more than a wrong answer scores)."""
+        result.score += sum(self._failure_score(k) for k in range(len(self._labels)))
+        result.error = True
+        result.failed.append(NO_REWARD)
+        self._report_once(NO_REWARD, "no_reward", None, during="a response")
 
     def _failure_score(self, k: int) -> float:
         """What user function ``k`` adds when it fails: the lower of weight * incorrect_score and
@@ -281,16 +322,19 @@ class RewardScorer:
         last_line = next((line for line in reversed(message.splitlines()) if line.strip()), message)
         self.first_failure.setdefault(label, message if kind != "raised" else
                                       f"{label} raised {last_line.strip()} (the whole traceback is logged above)")
-        logger.warning(
-            "%s (it scores the lower of weight * incorrect_score and weight * correct_score; further failures "
-            "of this kind are counted, not shown)",
-            message,
-        )
+        costs = "" if kind == "no_reward" else "it scores the lower of weight * incorrect_score and weight * correct_score; "
+        logger.warning("%s (%sfurther failures of this kind are counted, not shown)", message, costs)
 
     def _failure_message(self, label: str, kind: str, detail: Any, during: str) -> str:
         """What went wrong, naming the scorer and, for a user function, its file or module (a
         traceback names it too, but a timeout, a bad value or a dead worker has none)."""
         where = f" ({self._specs[self._labels.index(label)]})" if label in self._labels else ""
+        if kind == "no_reward":
+            return (f"no reward function applies to {during}: every user function returned None (does not apply) "
+                    "and the built-in verifier is off (reward.verifier_weight=0), so it has no reward; it scores the "
+                    f"sum of every function's failure score and counts as {NO_REWARD} in reward_failures/, not as "
+                    "theirs. Have a function apply to every item (to each data_source of the data), or turn the "
+                    "verifier on")
         if kind == "timeout":
             return f"{label} ran past its {self._deadline_of(label)} s deadline on {during}{where}"
         if kind == "raised":

@@ -15,3 +15,4 @@ class RewardResult:
     error: bool = False  # some scorer raised or returned a wrong type (the same)
     extra: dict[str, float] = field(default_factory=dict)  # extra metrics from user functions
     failed: list[str] = field(default_factory=list)  # labels of the scorers that timed out or failed on it
+    not_applicable: list[str] = field(default_factory=list)  # labels of the user functions that returned None on it

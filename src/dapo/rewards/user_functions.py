@@ -1,9 +1,11 @@
 """User reward functions: loading by ``file.py:fn`` / ``pkg.module:fn`` and checking returns.
 
-Contract: ``fn(response: str, ground_truth: str, extra: dict) -> float | dict``, or for a batched
-function (``batch_size`` > 0) lists of each in and a list of values out, one per response. A dict
-needs a numeric ``"score"``; an optional ``"acc"`` (bool) is the correctness dynamic sampling
-filters on; every other key must be numeric and becomes an extra metric.
+Contract: ``fn(response: str, ground_truth: str, extra: dict) -> float | dict | None``, or for a
+batched function (``batch_size`` > 0) lists of each in and a list of values out, one per response.
+A dict needs a numeric ``"score"``; an optional ``"acc"`` (bool) is the correctness dynamic
+sampling filters on; every other key must be numeric and becomes an extra metric. None (or a
+dict whose ``"score"`` is None) is TRL's "this reward does not apply to this item": the function
+adds nothing to the item's reward, and it is no failure.
 """
 
 from __future__ import annotations
@@ -123,13 +125,21 @@ def _finite_number(value: Any, what: str) -> float:
     raise TypeError(f"{what} is a {type(value).__name__}, not a number")
 
 
-def normalize_return(value: Any) -> tuple[float, bool | None, dict[str, float]]:
-    """(score, acc or None, extra metrics) from a user function's return value.
+# The metric of the items a function does not apply to (``reward/<function>/not_applicable``),
+# which no key of a returned dict may be named.
+NOT_APPLICABLE_KEY = "not_applicable"
 
-    Raises ``TypeError`` with a message naming the problem for anything but a finite number or
-    a dict with a numeric ``"score"`` and numeric other values, or a score beyond MAX_ABS_SCORE:
-    :class:`DictFieldError` when it is one of a dict's values.
+
+def normalize_return(value: Any) -> tuple[float | None, bool | None, dict[str, float]]:
+    """(score, acc or None, extra metrics) from a user function's return value; score None (for a
+    return of None, or a dict's ``"score": None``): the function does not apply to the item.
+
+    Raises ``TypeError`` with a message naming the problem for anything but None, a finite number
+    or a dict with a numeric (or None) ``"score"`` and numeric other values, or a score beyond
+    MAX_ABS_SCORE: :class:`DictFieldError` when it is one of a dict's values.
     """
+    if value is None:
+        return None, None, {}
     if not isinstance(value, dict):
         return _bounded_score(_finite_number(value, "the return value")), None, {}
     if "score" not in value:
@@ -140,12 +150,18 @@ def normalize_return(value: Any) -> tuple[float, bool | None, dict[str, float]]:
         raise DictFieldError(str(exc)) from exc
 
 
-def _dict_fields(value: dict) -> tuple[float, bool | None, dict[str, float]]:
+def _dict_fields(value: dict) -> tuple[float | None, bool | None, dict[str, float]]:
     """:func:`normalize_return` of a dict that has a ``"score"``."""
-    score = _bounded_score(_finite_number(value["score"], "'score'"))
+    score = None if value["score"] is None else _bounded_score(_finite_number(value["score"], "'score'"))
     acc = value.get("acc")
     if acc is not None:
+        if score is None:
+            raise TypeError(f"'acc' is {repr(acc)[:40]} but 'score' is None: a function that does not apply to an "
+                            "item (a score of None) gives it no verdict either (leave 'acc' out, or None)")
         acc = bool(_finite_number(acc, "'acc'"))
+    if NOT_APPLICABLE_KEY in value:
+        raise TypeError(f"{NOT_APPLICABLE_KEY!r} is the name of the metric the trainer keeps of the items a function "
+                        f"does not apply to (reward/<function>/{NOT_APPLICABLE_KEY}): name yours otherwise")
     metrics = {
         str(key): _finite_number(metric, repr(key))
         for key, metric in value.items()

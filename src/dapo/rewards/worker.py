@@ -11,9 +11,11 @@ deadline and kill the worker when one runs past it. Messages travel as their pic
 Tasks:   ``("math", ground_truth, pred)``, ``("fn", index, response, ground_truth, extra)`` and,
 for a batched function, ``("batch", index, responses, ground_truths, extras)``, each pickled on
 its own: a chunk is a list of ``(task_id, pickled task)``.
-Outcome: ``("ok", value)``, ``("raised", traceback text)`` or ``("bad", why the return value
-is wrong)``; the parent adds ``("timeout", None)`` and ``("died", None)``. A batch's ``value``
-is one outcome per response: ``("ok", value)`` or ``("bad", why)``.
+Outcome: ``("ok", value)`` (value: :func:`~dapo.rewards.user_functions.normalize_return`'s
+(score, acc, metrics), score None where the function does not apply), ``("raised", traceback
+text)`` or ``("bad", why the return value is wrong)``; the parent adds ``("timeout", None)`` and
+``("died", None)``. A batch's ``value`` is one outcome per response: ``("ok", value)`` or
+``("bad", why)``.
 
 What a user function prints is captured per task, not written to the trainer's terminal, at the
 file-descriptor level (see :class:`OutputCapture`): a task that printed sends ``("output",
@@ -350,7 +352,12 @@ def run_task(pickled_task: bytes, functions: list[RewardFunction]) -> Outcome:
         return "raised", traceback.format_exc()[-_MAX_TRACEBACK_CHARS:]
     if kind == "batch":
         return _batch_outcome(value, len(response))
-    return _item_outcome(value)
+    outcome = _item_outcome(value)
+    # a list (or an array) for one response: a batched function run as a per-response one
+    if outcome[0] == "bad" and hasattr(value, "__len__") and not isinstance(value, (str, bytes, dict)):
+        return "bad", (f"{outcome[1]} (a batched function, lists in and a list out, needs batch_size > 0 on its "
+                       "reward.functions entry: {path: ..., batch_size: N})")
+    return outcome
 
 
 def _item_outcome(value: Any) -> Outcome:
@@ -366,7 +373,8 @@ def _batch_outcome(values: Any, size: int) -> Outcome:
     """A batched function's return: a list with one value per response, each checked alone (one
     bad value fails its response, not the batch)."""
     if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__len__") or not hasattr(values, "__iter__"):
-        return "bad", f"a batched function returns a list of scores, one per response (got a {type(values).__name__})"
+        return "bad", (f"a batched function returns a list of scores, one per response (got a {type(values).__name__}"
+                       + ("; None for a response it does not apply to goes in the list)" if values is None else ")"))
     if len(values) != size:
         return "bad", f"the returned list holds {len(values)} scores for {size} responses"
     return "ok", [_item_outcome(value) for value in values]

@@ -5,11 +5,17 @@ are evaluated once, with k samples per unique problem:
     avg@k = mean over problems of (correct samples / k)        -- DAPO's "avg@32"
     pass@k = mean over problems of [any of the k samples is correct]
     maj@k = mean over problems of [the most frequent extracted answer is correct]
+
+A reward that cannot score (a judge that is down, a function that raises) is counted
+(``eval/reward_errors``, ``eval/reward_timeouts``, ``eval/reward_failures/<function>``) and said; where
+the scorer that decides correctness failed on every sample, the @k are not accuracies and are left
+out (:attr:`EvalResult.unscored` says why: ``dapo eval`` stops with it, a training run warns).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -18,10 +24,15 @@ from typing import Any
 from transformers import PreTrainedTokenizerBase
 
 from dapo.config import ConfigError, DAPOConfig
+from dapo.config.schema import RewardConfig
 from dapo.data.records import Problem
 from dapo.rewards import RewardScorer
+from dapo.rewards.boxes import last_box_start
 from dapo.rewards.equivalence import vote_key
+from dapo.rewards.extract import resolve_extractor
+from dapo.rewards.scorer import NO_REWARD
 from dapo.rewards.types import RewardResult
+from dapo.rewards.user_functions import absolute_spec, function_labels
 from dapo.rollout.base import Completion, RolloutEngine, SamplingParams
 from dapo.trainer.scoring import sample_record, score_completions
 from dapo.trainer.setup import RunSetup, make_sampling_params
@@ -44,6 +55,9 @@ class EvalResult:
     k: int
     # One record per sample (prompt-major): what the model wrote, its extracted answer and score.
     samples: list[dict[str, Any]] = field(default_factory=list)
+    # Why the @k metrics are left out, in one line: the scorer that decides correctness failed on
+    # every sample, so they would be 0 without measuring anything ("" when they are measured).
+    unscored: str = ""
 
 
 def unique_problems(problems: list[Problem], max_problems: int = 0) -> list[Problem]:
@@ -99,9 +113,17 @@ def evaluate(
     problems: list[Problem],
     params: SamplingParams,
     on_progress: ProgressCallback | None = None,
+    said: set[str] | None = None,
 ) -> EvalResult:
     """Sample ``params.n`` responses per problem, score them, and compute the @k metrics, overall
-    and per ``data_source``. Chunk c of the problems samples with seed ``params.seed + c``."""
+    and per ``data_source``. Chunk c of the problems samples with seed ``params.seed + c``.
+
+    Scorings that failed are counted (:func:`failure_metrics`) and each failing function said in a
+    warning; where the scorer that decides correctness failed on every sample (of the whole set,
+    or of one data_source) the @k are left out, not reported as 0 (the whole set's: why, in
+    ``unscored``, for the caller to raise or warn). Notes said once a run (boxed answers an
+    ``Answer:``-line extractor does not read) are left out when their kind is in ``said``, which
+    they are added to (None: always said)."""
     if len(prompt_token_ids) != len(problems):  # metrics index results by problem
         raise ValueError(f"{len(prompt_token_ids)} prompts for {len(problems)} problems")
     texts: list[str] = []
@@ -118,18 +140,33 @@ def evaluate(
         completions += generation.completions
         if on_progress is not None:
             on_progress(chunk.stop, len(problems))
-    metrics = score_at_k(results, params.n, scorer.extracts_answers)
+    culprits = unmeasured_by(results, scorer.cfg)
+    unscored = _all_unmeasured(culprits)
+    metrics = {} if unscored else score_at_k(results, params.n, scorer.extracts_answers)
     metrics["eval/num_problems"] = float(len(problems))
     metrics["eval/response_length_mean"] = sum(len(c.token_ids) for c in completions) / max(len(completions), 1)
     metrics["eval/truncation_rate"] = sum(c.finish_reason == "length" for c in completions) / max(len(completions), 1)
+    metrics.update(failure_metrics(results))
     sources = sorted({p.data_source for p in problems})
+    unscored_sources = []
     if len(sources) > 1:
         for source in sources:
             picked = [i for i, p in enumerate(problems) if p.data_source == source]
             per_source = [results[i * params.n + j] for i in picked for j in range(params.n)]
-            metrics.update({key.replace("eval/", f"eval/{source}/"): value
-                            for key, value in score_at_k(per_source, params.n, scorer.extracts_answers).items()})
+            if _all_unmeasured([culprits[i * params.n + j] for i in picked for j in range(params.n)]):
+                unscored_sources.append(source)
+            else:
+                metrics.update({key.replace("eval/", f"eval/{source}/"): value
+                                for key, value in score_at_k(per_source, params.n, scorer.extracts_answers).items()})
             metrics[f"eval/{source}/num_problems"] = float(len(picked))
+    for message in failure_warnings(scorer, results, culprits, params.n, unscored_sources):
+        warnings.warn(message, stacklevel=2)
+    data_sources = [problems[index // params.n].data_source for index in range(len(results))]
+    note = unread_boxes_note(scorer.cfg, data_sources, texts, results, "evaluation")
+    if note is not None and (said is None or UNREAD_BOXES_EVAL not in said):
+        if said is not None:
+            said.add(UNREAD_BOXES_EVAL)
+        warnings.warn(note + (" (said once a run)" if said is not None else ""), stacklevel=2)
     samples = [
         # the prompt on every sample, as the data holds it (text or chat list): one file to read
         # what was asked and answered, as the run's completions.jsonl has it
@@ -137,7 +174,134 @@ def evaluate(
          **sample_record(problems[index // params.n], text, result, completion)}
         for index, (text, result, completion) in enumerate(zip(texts, results, completions))
     ]
-    return EvalResult(metrics=metrics, num_problems=len(problems), k=params.n, samples=samples)
+    why = unscored_message(scorer, culprits, params.n) if unscored else ""
+    return EvalResult(metrics=metrics, num_problems=len(problems), k=params.n, samples=samples, unscored=why)
+
+
+# ------------------------------------------------------------------ scorings that failed
+UNREAD_BOXES_EVAL = "unread boxes (evaluation)"  # the kind of note evaluate() says once a run
+
+
+def unmeasured_by(results: list[RewardResult], reward: RewardConfig) -> list[str | None]:
+    """Per sample, the scorer whose failure left its correctness unmeasured (``acc`` False whatever
+    the answer), or None where it was measured. Correctness comes, as :mod:`dapo.rewards.scorer`
+    decides it, from the verifier's math-verify call, or without the verifier (reward.verifier_weight=0)
+    from the first user function that scored the sample or failed on it (one that declined it, neither,
+    is passed over); a sample no function scored has its own failure, if any."""
+    if reward.verifier_weight != 0:
+        return ["math-verify" if "math-verify" in r.failed else None for r in results]
+    labels = function_labels([absolute_spec(f.path) for f in reward.functions])
+    culprits: list[str | None] = []
+    for result in results:
+        culprit = None
+        for label in labels:
+            if label in result.failed:
+                culprit = label
+                break
+            if f"{label}/score" in result.extra:  # it scored the sample: correctness measured
+                break
+        else:  # no function scored it
+            culprit = result.failed[0] if result.failed else None
+        culprits.append(culprit)
+    return culprits
+
+
+def _all_unmeasured(culprits: list[str | None]) -> bool:
+    """Whether no sample's correctness was measured (each had its correctness scorer fail)."""
+    return bool(culprits) and all(culprit is not None for culprit in culprits)
+
+
+def failure_metrics(results: list[RewardResult]) -> dict[str, float]:
+    """``eval/reward_timeouts`` and ``eval/reward_errors`` (samples, as rollout/* counts them), and
+    ``eval/reward_failures/<function>`` for each scorer that failed on any sample."""
+    counts = Counter(label for result in results for label in result.failed)
+    return {"eval/reward_timeouts": float(sum(r.timed_out for r in results)),
+            "eval/reward_errors": float(sum(r.error for r in results)),
+            **{f"eval/reward_failures/{label}": float(count) for label, count in sorted(counts.items())}}
+
+
+def _first_failure(scorer: RewardScorer, label: str) -> str:
+    """The scorer's first failure, on one line (a bad value's detail may span several)."""
+    text = scorer.first_failure.get(label, "no detail recorded")
+    return " / ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def _at_k(k: int, majority_vote: bool) -> str:
+    """The @k metrics an evaluation logs, by name (maj@k only where answers are extracted)."""
+    return f"eval/avg@{k}, pass@{k} and maj@{k}" if majority_vote else f"eval/avg@{k} and pass@{k}"
+
+
+def _source(culprit: str) -> str:
+    """Where correctness comes from, when ``culprit`` is where it failed."""
+    return "the verifier's math-verify call" if culprit == "math-verify" else "reward.verifier_weight=0"
+
+
+def failure_warnings(scorer: RewardScorer, results: list[RewardResult], culprits: list[str | None], k: int,
+                     unscored_sources: list[str]) -> list[str]:
+    """One warning per scorer that failed on some samples, naming it, how many and its first
+    failure, and what that does to the @k (``culprits``: :func:`unmeasured_by`'s; what failed on
+    every sample's correctness is :func:`unscored_message`'s, not said here)."""
+    counts = Counter(label for result in results for label in result.failed)
+    decided = Counter(culprit for culprit in culprits if culprit is not None)
+    at_k = _at_k(k, scorer.extracts_answers)
+    messages = []
+    for label, count in counts.most_common():
+        if _all_unmeasured(culprits) and label in decided:
+            continue
+        if label in decided:
+            which = "" if decided[label] == count else f" on {decided[label]} of them"
+            effect = (f"correctness comes from it{which} ({_source(label)}), so those count as wrong in {at_k}, "
+                      "which may understate the model")
+            if unscored_sources:
+                effect += (f"; no sample of data_source {', '.join(unscored_sources)} had its correctness measured: "
+                           "their @k are not logged")
+        else:
+            who = "the verifier does" if scorer.extracts_answers else "another reward function does"
+            effect = f"it decides no sample's correctness ({who}): {at_k} are unaffected"
+        how = ("no reward function applied to them: each returned None" if label == NO_REWARD
+               else "timed out, raised or returned a bad value")
+        messages.append(f"{label} failed on {count} of {len(results)} evaluation samples ({how}; "
+                        f"eval/reward_failures/{label}): {effect}; first failure: {_first_failure(scorer, label)}")
+    return messages
+
+
+def unscored_message(scorer: RewardScorer, culprits: list[str | None], k: int) -> str:
+    """Why an evaluation whose correctness scorer failed on every sample has no @k, in one line."""
+    decided = Counter(culprit for culprit in culprits if culprit is not None).most_common()
+    first = decided[0][0]
+    if len(decided) == 1:
+        what = f"{first} failed on {len(culprits)} of {len(culprits)} evaluation samples, and correctness comes from it"
+    else:
+        what = (f"the scorer correctness comes from failed on every one of the {len(culprits)} evaluation samples "
+                f"({', '.join(f'{label} on {count}' for label, count in decided)})")
+    users = function_labels([absolute_spec(f.path) for f in scorer.cfg.functions])
+    hint = " (a judge that is down, a field the rows lack?)" if first in users else ""
+    return (f"{what} ({_source(first)}): {_at_k(k, scorer.extracts_answers)} would read 0 without measuring "
+            f"anything; first failure: {_first_failure(scorer, first)}. Fix {first}{hint} and evaluate again")
+
+
+def unread_boxes_note(reward: RewardConfig, data_sources: list[str], texts: list[str],
+                      results: list[RewardResult], what: str) -> str | None:
+    """A warning when most responses of the data sources the verifier reads through the
+    ``Answer:``-line extractor (reward.extractor=answer, or auto for a data_source that contains
+    "dapo" or begins with "aime") had no answer extracted but hold a ``\\boxed{...}``: a model that
+    answers in a box scores wrong on every one of them. None otherwise. ``what``: "training" or
+    "evaluation", the responses'."""
+    if reward.verifier_weight == 0:  # no verifier, no extraction
+        return None
+    answer_line = [i for i, source in enumerate(data_sources) if resolve_extractor(reward.extractor, source) == "answer"]
+    unread = [i for i in answer_line if not results[i].answer and last_box_start(texts[i]) >= 0]
+    if 2 * len(unread) <= len(answer_line):
+        return None
+    names = sorted({data_sources[i] for i in unread})
+    named = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    chosen = ('reward.extractor=auto picks the "Answer:" line extractor there (a data_source whose name contains '
+              '"dapo" or begins with "aime")' if reward.extractor == "auto" else
+              'reward.extractor=answer reads only the "Answer:" line')
+    return (f"{len(unread)} of {len(answer_line)} {what} responses on data_source {named} hold a \\boxed{{...}} but "
+            f"no answer the verifier reads: {chosen}, so they score as wrong (pred \"\"). If the model answers in a "
+            "box, set reward.extractor=boxed; or have the prompt ask for a last line \"Answer: ...\" (data.template=dapo "
+            "does for text prompts)")
 
 
 def _chunks(num_problems: int, k: int) -> list[slice]:
@@ -147,13 +311,25 @@ def _chunks(num_problems: int, k: int) -> list[slice]:
 
 
 def evaluate_held_out(
-    cfg: DAPOConfig, run: RunSetup, scorer: RewardScorer, on_progress: ProgressCallback | None = None
+    cfg: DAPOConfig, run: RunSetup, scorer: RewardScorer, on_progress: ProgressCallback | None = None,
+    said: set[str] | None = None,
 ) -> EvalResult:
     """The @k metrics of ``run``'s model on its held-out problems (data.eval_files, one entry per
-    (data_source, uid), at most eval.max_problems), sampled with the eval.* settings."""
+    (data_source, uid), at most eval.max_problems), sampled with the eval.* settings.
+
+    Where the scorer that decides correctness failed on every sample, there are no @k and the
+    result's ``unscored`` says why: one of a training run (``said``: the kinds of note the run has
+    said, see :func:`evaluate`) warns and returns the other metrics, the failure counts among them;
+    a standalone evaluation (``said`` None: ``dapo eval``) leaves it to its caller, which saves the
+    samples and then raises :class:`~dapo.rewards.user_functions.RewardFunctionError`
+    (:func:`dapo.trainer.summary.evaluate_model`)."""
     if run.data.eval is None:
         raise ConfigError(NO_EVAL_DATA)
     problems = unique_problems(run.data.eval.problems, cfg.eval.max_problems)
     encoded = run.encoder.encode(problems)
     params = make_sampling_params(cfg, run.stop_token_ids, evaluation=True)
-    return evaluate(run.engine, run.tokenizer, scorer, encoded.token_ids, problems, params, on_progress)
+    result = evaluate(run.engine, run.tokenizer, scorer, encoded.token_ids, problems, params, on_progress, said)
+    if result.unscored and said is not None:
+        warnings.warn(f"{result.unscored} (this evaluation's {_at_k(params.n, scorer.extracts_answers)} are not "
+                      "logged, its eval/reward_failures/* are; the run goes on)", stacklevel=2)
+    return result

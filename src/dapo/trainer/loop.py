@@ -219,6 +219,8 @@ class Trainer(LoopState):
         scored = score_completions(self.tokenizer, self.scorer, problems, generation, self.cfg.rollout.n)
         results = scored.results
         record.timer["reward"] += time.perf_counter() - started
+        self.state.warn_if_boxes_unread([problems[c.prompt_index].data_source for c in generation.completions],
+                                        scored.texts, results)
         if round_index == 0:
             record.completions = completion_records(
                 self.tokenizer, problems, encoded.token_ids, generation, scored, self.cfg.logging.completions_per_step
@@ -321,7 +323,8 @@ class Trainer(LoopState):
             return {}
         self.sync_engine()
         with self.state.eval_progress() as on_progress:
-            return evaluate_held_out(self.cfg, self.run, self.scorer, on_progress).metrics
+            # a reward failing on every sample: warned, its counts logged, no @k (see evaluate_held_out)
+            return evaluate_held_out(self.cfg, self.run, self.scorer, on_progress, said=self.state.said).metrics
 
     # ---------------------------------------------------------------------- the loop
     def train(self) -> TrainSummary:

@@ -34,11 +34,16 @@ METRICS: dict[str, str] = {
     "rollout/reward_timeouts": "responses whose scoring hit the reward deadline (the function that timed out adds its "
     "failure score, the lower of weight x incorrect and weight x correct score; the response is incorrect when acc comes "
     "from that function: a user function's timeout leaves a verifier-correct answer correct)",
-    "rollout/reward_errors": "responses whose reward function raised or returned a wrong type",
+    "rollout/reward_errors": "responses whose reward function raised or returned a wrong type, or that no reward "
+                             "source applies to (every function returned None, reward.verifier_weight=0)",
     "reward/<function>/score": "mean score a user reward function returned this step (over the responses it scored)",
+    "reward/<function>/not_applicable": "fraction of this step's responses a user reward function returned None on "
+                                        "(it does not apply to them, as TRL's convention: adds nothing, no failure)",
     "reward/<function>/<key>": "mean of each other number a user reward function returned in its dict",
     "reward_failures/<function>": "responses a user reward function (or math-verify, in its worker) timed out, raised or "
-                                  "returned a bad value on this step; reward/<function>/score leaves them out",
+                                  "returned a bad value on this step; reward/<function>/score leaves them out; "
+                                  "no-applicable-reward: responses no reward source applies to (every function returned "
+                                  "None, reward.verifier_weight=0), scored as failures",
     # dynamic sampling
     "sampling/gen_rounds": "generation rounds used to fill this step's batch (<= algorithm.max_gen_rounds)",
     "sampling/groups_generated": "groups (prompts x G responses) generated in this step",
@@ -110,17 +115,26 @@ METRICS: dict[str, str] = {
     "perf/gen_tokens_per_s": "generated response tokens per second of generation time",
     "perf/tokens_per_s": "prompt + response tokens of trained samples per second of step time",
     # evaluation
-    "eval/avg@k": "mean accuracy over k samples per held-out problem (DAPO reports avg@32)",
-    "eval/pass@k": "fraction of held-out problems with at least one correct sample among k",
+    "eval/avg@k": "mean accuracy over k samples per held-out problem (DAPO reports avg@32); a sample whose "
+    "correctness scorer failed (math-verify; with reward.verifier_weight=0, the first reward function that scored "
+    "or failed on it) counts as wrong, and is counted in eval/reward_failures/<function> and said in a warning; absent, with pass@k and "
+    "maj@k, when that scorer failed on every sample: they would read 0 without measuring anything (`dapo eval` "
+    "then stops with an error, a training run warns and goes on)",
+    "eval/pass@k": "fraction of held-out problems with at least one correct sample among k (absent as avg@k is)",
     "eval/maj@k": "fraction of held-out problems whose majority-vote answer is correct (answers judged correct "
     "are one answer, extracted or not, others the same when they state the same integer or the same text up to LaTeX cosmetics, "
     "1/3 = \\dfrac{1}{3}, but 0.5 and \\frac{1}{2} apart; ties: first seen; absent when "
-    "the reward extracts no answers: reward.verifier_weight=0)",
+    "the reward extracts no answers: reward.verifier_weight=0, and as avg@k is)",
     "eval/response_length_mean": "mean response length on the held-out set",
     "eval/truncation_rate": "fraction of held-out responses cut at the length limit",
     "eval/num_problems": "held-out problems evaluated (eval.max_problems keeps the first ones)",
+    "eval/reward_timeouts": "held-out samples whose scoring hit the reward deadline (as rollout/reward_timeouts)",
+    "eval/reward_errors": "held-out samples whose reward function (or math-verify) raised or returned a wrong type",
+    "eval/reward_failures/<function>": "held-out samples a reward function (or math-verify) timed out, raised or "
+    "returned a bad value on (logged for the functions that failed on some)",
     "eval/<data_source>/<metric>": "avg@k, pass@k, maj@k and num_problems on the held-out problems of one "
-    "data_source (logged when the held-out set has several)",
+    "data_source (logged when the held-out set has several; its @k absent when the correctness scorer failed on "
+    "every sample of that data_source)",
     # data (logged once, at step 0 of a fresh run; split is train or eval)
     "data/<split>_problems": "unique problems loaded",
     "data/<split>_rows": "rows read from the data files (malformed ones included)",
@@ -136,12 +150,18 @@ METRICS: dict[str, str] = {
 def documented_name(key: str) -> str:
     """The METRICS entry of a logged key: ``eval/avg@32`` -> ``eval/avg@k``, ``reward/fmt/len`` ->
     ``reward/<function>/<key>``, ``data/train_rows`` -> ``data/<split>_rows``, ``eval/aime/avg@32`` ->
-    ``eval/<data_source>/<metric>``."""
+    ``eval/<data_source>/<metric>``, ``eval/reward_failures/judge`` ->
+    ``eval/reward_failures/<function>``."""
     key = re.sub(r"@\d+$", "@k", key)
     if key.startswith("reward_failures/"):
         return "reward_failures/<function>"
+    if key.startswith("eval/reward_failures/"):
+        return "eval/reward_failures/<function>"
     if key.startswith("reward/"):
-        return "reward/<function>/score" if key.endswith("/score") else "reward/<function>/<key>"
+        for leaf in ("score", "not_applicable"):
+            if key.endswith(f"/{leaf}"):
+                return f"reward/<function>/{leaf}"
+        return "reward/<function>/<key>"
     if key.startswith("data/"):
         return re.sub(r"^data/(train|eval)_", "data/<split>_", key)
     parts = key.split("/")

@@ -31,6 +31,7 @@ from rich.progress import (
 from dapo.config import DAPOConfig, TrainerConfig
 from dapo.config.loading import config_to_dict, with_absolute_paths
 from dapo.durable import write_atomically
+from dapo.rewards.types import RewardResult
 from dapo.trainer import optim
 from dapo.trainer.checkpoint import (
     begin_checkpoint,
@@ -39,7 +40,7 @@ from dapo.trainer.checkpoint import (
     publish_checkpoint,
     set_aside_checkpoints_after,
 )
-from dapo.trainer.evaluate import ProgressCallback
+from dapo.trainer.evaluate import ProgressCallback, unread_boxes_note
 from dapo.trainer.metrics import MetricsLogger
 from dapo.trainer.resume import checkpoint_record, is_own_checkpoint, is_set_aside, resolve_resume
 from dapo.trainer.run_dir import (
@@ -53,6 +54,7 @@ from dapo.trainer.run_dir import (
 )
 
 TRUNCATION_WARNING_RATE = 0.5
+UNREAD_BOXES_TRAIN = "unread boxes (training)"  # the kind of note warn_if_boxes_unread says once a run
 BAR_COLUMNS = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[unit]}"),
                TimeElapsedColumn())
 
@@ -152,6 +154,8 @@ class RunState:
         self._task: Any = None
         self._last_step_note = ""  # the bar's tail: the last finished step's accuracy and rounds
         self._warned_truncation = False
+        # kinds of note said once a run, the evaluations' among them (evaluate.evaluate's ``said``)
+        self.said: set[str] = set()
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, step: int, loop_state: dict[str, Any], policy: CheckpointingPolicy, tokenizer: Any,
@@ -270,6 +274,18 @@ class RunState:
                 "(said once; rollout/truncation_rate has the rate of every step).",
                 stacklevel=2,
             )
+
+    def warn_if_boxes_unread(self, data_sources: list[str], texts: list[str], results: list[RewardResult]) -> None:
+        """Warn when most responses of a generation round (its ``data_sources``, decoded ``texts`` and
+        scored ``results``) that the verifier reads through the ``Answer:``-line extractor hold a
+        ``\\boxed{...}`` it does not read: the first round it happens (such a model scores wrong
+        on all of them, every step; a warning a step would bury the log)."""
+        if UNREAD_BOXES_TRAIN in self.said:
+            return
+        note = unread_boxes_note(self.cfg.reward, data_sources, texts, results, "training")
+        if note is not None:
+            self.said.add(UNREAD_BOXES_TRAIN)
+            warnings.warn(f"{note} (said once; rollout/acc has every step's accuracy)", stacklevel=2)
 
     # ------------------------------------------------------------------ progress bar
     @contextlib.contextmanager

@@ -17,7 +17,7 @@ from dapo.config import DAPOConfig
 from dapo.data.records import Problem
 from dapo.rewards import RewardScorer
 from dapo.rewards.types import RewardResult
-from dapo.rewards.user_functions import RewardFunctionError
+from dapo.rewards.user_functions import RewardFunctionError, absolute_spec, function_labels
 from dapo.rollout.base import Completion, GenerationResult
 from dapo.trainer.batch import Sample
 
@@ -109,9 +109,25 @@ class RewardFailureWatch:
                 first = self.scorer.first_failure.get(label, "no detail recorded")
                 raise RewardFunctionError(
                     f"reward scorer {label} failed on every response of the last {steps} steps ({len(results)} "
-                    f"this step), so the reward gives no learning signal; first failure: {first}. Fix {label}, or set "
-                    "reward.max_failing_steps=0 to go on"
+                    f"this step), so {self._signal_left(label, failed_everywhere)}; first failure: {first}. Fix "
+                    f"{label}, or set reward.max_failing_steps=0 to go on"
                 )
+
+    def _signal_left(self, label: str, failed_everywhere: set[str]) -> str:
+        """What gives no learning signal (``label``, failing on every response) and what still does:
+        the verifier (reward.verifier_weight > 0), the other reward functions, or nothing."""
+        cfg = self.scorer.cfg
+        what = "the verifier (math-verify)" if label == "math-verify" else label
+        verifier = cfg.verifier_weight != 0 and "math-verify" not in failed_everywhere
+        others = [other for other, spec in zip(function_labels([absolute_spec(f.path) for f in cfg.functions]),
+                                               cfg.functions)
+                  if other not in failed_everywhere and spec.weight != 0]
+        still = ([f"the verifier's still does (reward.verifier_weight={cfg.verifier_weight:g})"] if verifier else []) + (
+            [f"{', '.join(others)} still do{'es' if len(others) == 1 else ''}"] if others else [])
+        if still:
+            return f"{what} gives no learning signal; {' and '.join(still)}"
+        off = " (reward.verifier_weight=0)" if cfg.verifier_weight == 0 else ""
+        return f"{what} gives no learning signal, and with no other scorer giving any{off}, the reward gives none"
 
 
 def shape_rewards(samples: list[Sample], cfg: DAPOConfig) -> None:

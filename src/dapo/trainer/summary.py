@@ -11,6 +11,7 @@ from rich.table import Table
 from dapo.config import ConfigError, DAPOConfig, save_config
 from dapo.durable import write_atomically
 from dapo.rewards import RewardScorer
+from dapo.rewards.user_functions import RewardFunctionError
 from dapo.trainer.evaluate import NO_EVAL_DATA, EvalResult, evaluate_held_out
 from dapo.trainer.loop import TrainSummary
 from dapo.trainer.metrics import read_metrics
@@ -63,7 +64,9 @@ EVAL_OUTPUTS = ("generations.jsonl", "metrics.json", "config.yaml")  # what eval
 def evaluate_model(cfg: DAPOConfig, save_dir: str | Path | None = None, progress: bool = True) -> EvalResult:
     """avg@k / pass@k / maj@k of ``cfg.model.path`` (an HF directory or checkpoint) on data.eval_files,
     saying which data, how many problems and which sampling. With ``save_dir``: every sample to
-    ``generations.jsonl``, the metrics to ``metrics.json`` and the config used to ``config.yaml``."""
+    ``generations.jsonl``, the metrics to ``metrics.json`` and the config used to ``config.yaml``.
+    Where the scorer that decides correctness failed on every sample (no @k), raises
+    :class:`~dapo.rewards.user_functions.RewardFunctionError` saying why, after saving."""
     run = build_run(cfg, train_data=False)
     if run.data.eval is None:
         raise ConfigError(NO_EVAL_DATA)
@@ -88,4 +91,6 @@ def evaluate_model(cfg: DAPOConfig, save_dir: str | Path | None = None, progress
                    "k": result.k, "metrics": result.metrics}
         write_atomically(metrics_file, json.dumps(summary, indent=2) + "\n")
         save_config(cfg, config_file)
+    if result.unscored:  # after saving: the samples show what the failing scorer was given
+        raise RewardFunctionError(result.unscored)
     return result

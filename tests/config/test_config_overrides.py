@@ -197,10 +197,12 @@ def test_hydra_prefixes_say_to_set_the_field_plainly(override: str):
         load_config([], [override])
 
 
-def test_a_list_item_override_says_to_give_the_whole_list():
+# (the second form is how validation errors name an item: reward.functions[0].weight='abc' is not a number)
+@pytest.mark.parametrize("key", ["reward.functions.0.weight", "reward.functions[0].weight"])
+def test_a_list_item_override_says_to_give_the_whole_list(key: str):
     with pytest.raises(ConfigError, match=r"reward.functions is a list, whose items are not set one by one .* "
                                           r"reward.functions=\[\.\.\.\]"):
-        load_config([], ["reward.functions.0.weight=0.5"])
+        load_config([], [f"{key}=0.5"])
 
 
 @pytest.mark.parametrize("key", ["prompt_key", "answer_key"])

@@ -49,10 +49,12 @@ MICRO_BATCH_TOKENS = {"padded": 44, "packed": 56, "shared_prompt": 60, "native":
 # native-checkpointed: recomputed in backward). packed: each rank's rows hold other
 # sequences (per-sequence attention, trainer.packed_attention). bf16: trainer.param_dtype=bf16,
 # FSDP2's MixedPrecisionPolicy against one process's bf16 copies (dapo.trainer.mixed_precision).
+# Three run in the default suite (6-7 s each); the others in the slow one (-m slow, which CI runs too).
 @pytest.mark.parametrize(("layout", "param_dtype"),
-                         [("padded", "none"), ("packed", "none"), ("shared_prompt", "none"), ("native", "none"),
-                          ("native-checkpointed", "none"), ("padded", "bf16"), ("shared_prompt", "bf16"),
-                          ("native", "bf16")])
+                         [("padded", "none"), ("native", "none"), ("shared_prompt", "bf16"),
+                          *(pytest.param(layout, dtype, marks=pytest.mark.slow) for layout, dtype in (
+                              ("packed", "none"), ("shared_prompt", "none"), ("native-checkpointed", "none"),
+                              ("padded", "bf16"), ("native", "bf16")))])
 def test_two_rank_fsdp_gradients_equal_one_rank_gradients(tiny_model_dir, tmp_path, layout, param_dtype):
     assert_two_ranks_gradients_equal_one_ranks(tiny_model_dir, tmp_path, layout, param_dtype)
 

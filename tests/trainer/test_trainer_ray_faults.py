@@ -94,7 +94,8 @@ def test_a_final_evaluation_that_fails_on_one_rank_does_not_hang_the_run(tiny_mo
         trainer.close()
 
 
-@pytest.mark.parametrize("through", ["iterator", "generator"])
+# (the iterator form in the slow suite, -m slow: 9 s of Ray for the same gather)
+@pytest.mark.parametrize("through", [pytest.param("iterator", marks=pytest.mark.slow), "generator"])
 def test_an_engine_that_fails_mid_sync_leaves_no_rank_in_the_weights_gather(tiny_model_dir, reward_file, tmp_path,
                                                                             through):
     """One rank's engine fails while loading the gathered weights: the other ranks, mid-way

@@ -60,6 +60,11 @@ def build(cls: type, values: dict[str, Any], where: str) -> Any:
     return cls(**kwargs)
 
 
+def _list_item_error(where: str, path: list[str]) -> ConfigError:
+    return ConfigError(f"{where} is a list, whose items are not set one by one ({'.'.join(path)}): give the whole "
+                       f"list, {where}=[...]")
+
+
 def field_type(root: type, path: list[str]) -> Any:
     """The annotated type of the dotted field ``path`` under ``root``; None where a part names no
     field (the unknown key is reported, with a guess, when the config is built). ConfigError when
@@ -69,10 +74,13 @@ def field_type(root: type, path: list[str]) -> Any:
         if not dataclasses.is_dataclass(kind):
             where = ".".join(path[:depth])
             if typing.get_origin(kind) is list:  # Hydra's reward.functions.0.weight=...: no item is set alone
-                raise ConfigError(f"{where} is a list, whose items are not set one by one ({'.'.join(path)}): give "
-                                  f"the whole list, {where}=[...]")
+                raise _list_item_error(where, path)
             raise ConfigError(f"{where} is a value, not a section: it has no key {part!r}")
-        kind = typing.get_type_hints(kind).get(part)
+        hints = typing.get_type_hints(kind)
+        indexed = re.fullmatch(r"(\w+)\[\d+\]", part)  # reward.functions[0].weight=..., as errors name an item
+        if indexed and typing.get_origin(hints.get(indexed.group(1))) is list:
+            raise _list_item_error(".".join([*path[:depth], indexed.group(1)]), path)
+        kind = hints.get(part)
         if kind is None:
             return None
     return kind

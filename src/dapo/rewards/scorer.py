@@ -113,9 +113,9 @@ class RewardScorer:
             if kind == "bad":
                 raise RewardFunctionError(f"reward function {spec!r} returned a bad value: {detail}, on the start-up "
                                           f"test item (response {_SMOKE_ITEM[0]!r}, ground truth {_SMOKE_ITEM[1]!r}, "
-                                          f"extra {_SMOKE_ITEM[2]!r}), before training")
+                                          f"extra {_SMOKE_ITEM[2]!r}), before the run starts")
             if kind != "ok":
-                logger.warning("%s (training goes on: the dummy item has no extra fields but prompt and data_source)",
+                logger.warning("%s (this run goes on: the dummy item has no extra fields but prompt and data_source)",
                                self._failure_message(label, kind, detail, during="a dummy item at start-up"))
             elif detail[0] is None:
                 logger.info("%s returned None on the start-up test item: it does not apply to it (its return values "

@@ -45,3 +45,18 @@ def reserved_metric(response: str, ground_truth: str, extra: dict) -> dict:
 
 def acc_without_score(response: str, ground_truth: str, extra: dict) -> dict:
     return {"score": None, "acc": True}
+
+
+def judge(response: str, ground_truth: str, extra: dict) -> float | None:
+    """Fails on items whose data_source says so, declines the others it says so of."""
+    source = extra.get("data_source", "")
+    if "judge_fails" in source:
+        raise ConnectionError("judge is down")
+    return None if "judge_declines" in source or source == "none" else 1.0
+
+
+def fmt(response: str, ground_truth: str, extra: dict) -> float | None:
+    source = extra.get("data_source", "")
+    if "fmt_fails" in source:
+        raise ValueError("fmt failed")
+    return None if source == "none" else 1.0

@@ -12,12 +12,19 @@ import pytest
 
 from dapo.config.schema import RewardConfig, RewardFunctionSpec
 from dapo.rewards import RewardFunctionError, RewardScorer
+from dapo.rewards.types import RewardResult
 from dapo.trainer.step_metrics import reward_function_metrics
 
 FNS = str(Path(__file__).resolve().parent / "not_applicable_fixture.py")
 RESPONSES = ["so it is 4", "so it is 5", "print(4)", "print(5)"]
 GROUND_TRUTHS = ["4", "4", "print(4)", "print(9)"]
 SOURCES = ["math", "math", "code", "code"]
+
+
+def declined(result: RewardResult) -> list[str]:
+    """The functions that returned None on ``result``'s item (its ``<function>/not_applicable`` metric)."""
+    return [key.removesuffix("/not_applicable") for key, value in result.extra.items()
+            if key.endswith("/not_applicable") and value == 1.0]
 
 
 def spec(name: str, weight: float = 1.0, batch_size: int = 0) -> RewardFunctionSpec:
@@ -37,7 +44,7 @@ def test_mixed_tasks_each_item_gets_its_applicable_reward_and_no_failure(names: 
     # acc from the first function that applies to the item: math's own "acc", code's weighted score
     assert [r.acc for r in results] == [True, False, True, False]
     assert not any(r.error or r.timed_out or r.failed for r in results)
-    assert [r.not_applicable for r in results] == [["code_reward"]] * 2 + [[math_label]] * 2
+    assert [declined(r) for r in results] == [["code_reward"]] * 2 + [[math_label]] * 2
     assert [r.extra.get(f"{math_label}/score") for r in results] == [1.0, -1.0, None, None]
     assert [r.extra.get("code_reward/score") for r in results] == [None, None, 1.0, -1.0]
     assert [r.extra.get("code_reward/chars") for r in results] == [10.0, 10.0, None, None]  # a None score's metrics
@@ -65,7 +72,7 @@ def test_a_function_that_returns_none_on_the_start_up_item_starts(caplog: pytest
         [result] = scorer.score(["Answer: 4"], ["4"], ["math"], [{}])
     assert not caplog.records
     assert result.score == 1.0 + 0.0 + 1.0 and result.acc and not result.failed
-    assert result.not_applicable == ["always_none"]
+    assert declined(result) == ["always_none"]
 
 
 def test_an_item_no_reward_applies_to_is_a_failure_of_its_own(caplog: pytest.LogCaptureFixture) -> None:
@@ -133,3 +140,20 @@ def test_an_array_for_one_response_names_batch_size_too() -> None:
     assert kind == "bad" and why.startswith("the return value is a ndarray that is not a scalar (a batched function")
     assert "batch_size > 0" in why
     assert run_task(task, [lambda response, ground_truth, extra: "1"]) == ("bad", "the return value is a str, not a number")
+
+
+def test_the_scorer_names_whose_failure_left_correctness_unmeasured() -> None:
+    """Correctness comes from math-verify with the verifier on; without it, from the first function
+    that scored the item or failed on it (one that declined it is passed over); an item no function
+    applies to is unmeasured by its own failure."""
+    cfg = RewardConfig(verifier_weight=0.0, functions=[spec("judge"), spec("fmt")], num_workers=1)
+    sources = ["judge_fails", "fmt_fails", "judge_declines fmt_fails", "both", "none"]
+    with RewardScorer(cfg) as scorer:
+        results = scorer.score(["x"] * 5, ["x"] * 5, sources, [{}] * 5)
+    assert [r.unmeasured_by for r in results] == ["judge", None, "fmt", None, "no-applicable-reward"]
+    with RewardScorer(RewardConfig(functions=[spec("judge")], num_workers=1)) as scorer:
+        [judged_out] = scorer.score(["Answer: 4"], ["4"], ["judge_fails"], [{}])
+        prepared = scorer._prepare(["Answer: 4"], ["4"], ["x"])[0]
+        verifier_down = scorer._combine(prepared, ("timeout", None), [("ok", (1.0, None, {}))])
+    assert judged_out.unmeasured_by is None and judged_out.acc  # the verifier decides, and measured it
+    assert verifier_down.unmeasured_by == "math-verify" and not verifier_down.acc

@@ -17,10 +17,9 @@ from dapo.cli.main import main as dapo_main
 from dapo.config.schema import RewardConfig
 from dapo.data.records import Problem
 from dapo.rewards import RewardScorer
-from dapo.rewards.types import RewardResult
 from dapo.rollout.base import SamplingParams
 from dapo.trainer import Trainer
-from dapo.trainer.evaluate import evaluate, unmeasured_by
+from dapo.trainer.evaluate import evaluate
 from dapo.trainer.metrics import METRICS, documented_name, read_metrics
 from tests.trainer.conftest import tiny_config
 from tests.trainer.test_trainer_evaluate import ScriptedEngine
@@ -158,17 +157,3 @@ def test_an_evaluation_during_training_with_a_judge_down_warns_and_logs_counts_o
         assert row["eval/reward_errors"] == 16 and row["eval/reward_failures/judge_down"] == 16  # 8 problems x k=2
         assert not any(key.startswith(("eval/avg@", "eval/pass@", "eval/maj@")) for key in row), row
     assert summary.eval_before is not None and "eval/avg@2" not in summary.eval_before
-
-
-def test_whose_failure_leaves_a_sample_unmeasured():
-    """Correctness comes from math-verify with the verifier on; without it, from the first function
-    that scored the sample or failed on it (one that declined it is passed over)."""
-    def r(failed: list[str], scored: list[str]) -> RewardResult:
-        return RewardResult(score=0.0, acc=False, failed=failed, extra={f"{label}/score": 1.0 for label in scored})
-
-    two = RewardConfig(verifier_weight=0, functions=[{"path": "a.py:judge"}, {"path": "b.py:fmt"}])
-    samples = [r(["judge"], ["fmt"]), r(["fmt"], ["judge"]), r(["fmt"], []), r([], ["judge", "fmt"]),
-               r(["no-applicable-reward"], [])]
-    assert unmeasured_by(samples, two) == ["judge", None, "fmt", None, "no-applicable-reward"]
-    with_verifier = RewardConfig(functions=[{"path": "a.py:judge"}])
-    assert unmeasured_by([r(["judge"], []), r(["math-verify"], ["judge"])], with_verifier) == [None, "math-verify"]

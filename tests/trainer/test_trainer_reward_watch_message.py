@@ -9,12 +9,13 @@ import pytest
 
 from dapo.config.schema import RewardConfig
 from dapo.rewards.types import RewardResult
-from dapo.rewards.user_functions import RewardFunctionError
+from dapo.rewards.user_functions import RewardFunctionError, absolute_spec, function_labels
 from dapo.trainer.scoring import RewardFailureWatch
 
 
 def stop_message(reward: RewardConfig, label: str) -> str:
-    scorer = SimpleNamespace(cfg=reward, first_failure={label: f"{label} raised ConnectionError: down"})
+    labels = tuple(function_labels([absolute_spec(f.path) for f in reward.functions]))  # as RewardScorer's
+    scorer = SimpleNamespace(cfg=reward, labels=labels, first_failure={label: f"{label} raised ConnectionError: down"})
     watch = RewardFailureWatch(scorer, 2)
     failed = [RewardResult(score=0.0, acc=False, error=True, failed=[label]) for _ in range(4)]
     watch.observe(failed)

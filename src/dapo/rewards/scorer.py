@@ -79,6 +79,7 @@ class RewardScorer:
         self.cfg = cfg
         self._specs = [absolute_spec(f.path) for f in cfg.functions]
         self._labels = function_labels(self._specs)
+        self.labels = tuple(self._labels)  # each user function's label (metrics, messages), in config order
         self._weights = [f.weight for f in cfg.functions]
         self._batch_sizes = [f.batch_size for f in cfg.functions]
         self._timeouts = [f.timeout_s for f in cfg.functions]
@@ -230,7 +231,6 @@ class RewardScorer:
                 continue
             score, acc, metrics = outcome[1]
             if score is None:  # None: this function does not apply to this item; it adds nothing
-                result.not_applicable.append(label)
                 result.extra.update({f"{label}/{key}": value for key, value in metrics.items()})
                 continue
             if not math.isfinite(result.score + self._weights[k] * score):  # finite, but 1e308 * 2 is not
@@ -244,6 +244,8 @@ class RewardScorer:
                 user_acc = acc if acc is not None else self._weights[k] * score > 0
         if prepared is None and acc_from is None and fn_outcomes:
             self._no_reward(result)
+        acc_source = "math-verify" if prepared is not None else (NO_REWARD if acc_from is None else self._labels[acc_from])
+        result.unmeasured_by = acc_source if acc_source in result.failed else None
         if prepared is not None:
             correct = bool(verifier_acc)
             result.score += cfg.verifier_weight * (

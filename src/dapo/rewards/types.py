@@ -15,4 +15,6 @@ class RewardResult:
     error: bool = False  # some scorer raised or returned a wrong type (the same)
     extra: dict[str, float] = field(default_factory=dict)  # extra metrics from user functions
     failed: list[str] = field(default_factory=list)  # labels of the scorers that timed out or failed on it
-    not_applicable: list[str] = field(default_factory=list)  # labels of the user functions that returned None on it
+    # the scorer whose failure left acc unmeasured (False whatever the answer): math-verify with the
+    # verifier on, else the first user function that applies (scorer.py); None: acc was measured
+    unmeasured_by: str | None = None

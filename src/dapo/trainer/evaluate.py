@@ -32,7 +32,6 @@ from dapo.rewards.equivalence import vote_key
 from dapo.rewards.extract import resolve_extractor
 from dapo.rewards.scorer import NO_REWARD
 from dapo.rewards.types import RewardResult
-from dapo.rewards.user_functions import absolute_spec, function_labels
 from dapo.rollout.base import Completion, RolloutEngine, SamplingParams
 from dapo.trainer.scoring import sample_record, score_completions
 from dapo.trainer.setup import RunSetup, make_sampling_params
@@ -140,7 +139,7 @@ def evaluate(
         completions += generation.completions
         if on_progress is not None:
             on_progress(chunk.stop, len(problems))
-    culprits = unmeasured_by(results, scorer.cfg)
+    culprits = [result.unmeasured_by for result in results]
     unscored = _all_unmeasured(culprits)
     metrics = {} if unscored else score_at_k(results, params.n, scorer.extracts_answers)
     metrics["eval/num_problems"] = float(len(problems))
@@ -182,30 +181,6 @@ def evaluate(
 UNREAD_BOXES_EVAL = "unread boxes (evaluation)"  # the kind of note evaluate() says once a run
 
 
-def unmeasured_by(results: list[RewardResult], reward: RewardConfig) -> list[str | None]:
-    """Per sample, the scorer whose failure left its correctness unmeasured (``acc`` False whatever
-    the answer), or None where it was measured. Correctness comes, as :mod:`dapo.rewards.scorer`
-    decides it, from the verifier's math-verify call, or without the verifier (reward.verifier_weight=0)
-    from the first user function that scored the sample or failed on it (one that declined it, neither,
-    is passed over); a sample no function scored has its own failure, if any."""
-    if reward.verifier_weight != 0:
-        return ["math-verify" if "math-verify" in r.failed else None for r in results]
-    labels = function_labels([absolute_spec(f.path) for f in reward.functions])
-    culprits: list[str | None] = []
-    for result in results:
-        culprit = None
-        for label in labels:
-            if label in result.failed:
-                culprit = label
-                break
-            if f"{label}/score" in result.extra:  # it scored the sample: correctness measured
-                break
-        else:  # no function scored it
-            culprit = result.failed[0] if result.failed else None
-        culprits.append(culprit)
-    return culprits
-
-
 def _all_unmeasured(culprits: list[str | None]) -> bool:
     """Whether no sample's correctness was measured (each had its correctness scorer fail)."""
     return bool(culprits) and all(culprit is not None for culprit in culprits)
@@ -239,7 +214,7 @@ def _source(culprit: str) -> str:
 def failure_warnings(scorer: RewardScorer, results: list[RewardResult], culprits: list[str | None], k: int,
                      unscored_sources: list[str]) -> list[str]:
     """One warning per scorer that failed on some samples, naming it, how many and its first
-    failure, and what that does to the @k (``culprits``: :func:`unmeasured_by`'s; what failed on
+    failure, and what that does to the @k (``culprits``: each result's ``unmeasured_by``; what failed on
     every sample's correctness is :func:`unscored_message`'s, not said here)."""
     counts = Counter(label for result in results for label in result.failed)
     decided = Counter(culprit for culprit in culprits if culprit is not None)
@@ -274,8 +249,7 @@ def unscored_message(scorer: RewardScorer, culprits: list[str | None], k: int) -
     else:
         what = (f"the scorer correctness comes from failed on every one of the {len(culprits)} evaluation samples "
                 f"({', '.join(f'{label} on {count}' for label, count in decided)})")
-    users = function_labels([absolute_spec(f.path) for f in scorer.cfg.functions])
-    hint = " (a judge that is down, a field the rows lack?)" if first in users else ""
+    hint = " (a judge that is down, a field the rows lack?)" if first in scorer.labels else ""
     return (f"{what} ({_source(first)}): {_at_k(k, scorer.extracts_answers)} would read 0 without measuring "
             f"anything; first failure: {_first_failure(scorer, first)}. Fix {first}{hint} and evaluate again")
 

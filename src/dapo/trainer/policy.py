@@ -164,21 +164,7 @@ class PolicyWorker:
         num_seqs: float | None = None,
         on_policy: bool = False,
         diagnose: bool | None = None,
-    ) -> UpdateStats:
-        """:meth:`apply_update`, saying a skipped update (its ``skip_reason``) once: the one-process
-        trainer's update (a policy rank's is said by the Ray driver, for all ranks)."""
-        stats = self.apply_update(mini_batch, num_tokens, num_seqs, on_policy, diagnose)
-        if stats.skipped:
-            warnings.warn(stats.skip_message, stacklevel=1)
-        return stats
-
-    def apply_update(
-        self,
-        mini_batch: list[Sample],
-        num_tokens: float | None = None,
-        num_seqs: float | None = None,
-        on_policy: bool = False,
-        diagnose: bool | None = None,
+        say_skipped: bool = True,
     ) -> UpdateStats:
         """One optimizer update on a mini-batch, accumulated over token-budget micro-batches.
 
@@ -189,9 +175,16 @@ class PolicyWorker:
         samples that hold theirs (dynamic sampling's surplus, generated a policy ago); the separate
         old-log-prob pass is skipped and its diagnostics are taken here instead.
         ``diagnose``: collect entropy and mismatch sums from this update's forward (default: on_policy).
-        An update dropped for a non-finite loss or gradient says nothing here: why is in the
-        stats' ``skip_reason``, for the caller to say once.
+        An update dropped for a non-finite loss or gradient has why in the stats' ``skip_reason``,
+        said here once (``say_skipped``; a policy rank's is said by the Ray driver, for all ranks).
         """
+        stats = self._update(mini_batch, num_tokens, num_seqs, on_policy, diagnose)
+        if stats.skipped and say_skipped:
+            warnings.warn(stats.skip_message, stacklevel=1)
+        return stats
+
+    def _update(self, mini_batch: list[Sample], num_tokens: float | None, num_seqs: float | None, on_policy: bool,
+                diagnose: bool | None) -> UpdateStats:
         if num_tokens is None or num_seqs is None:
             num_tokens, num_seqs = count_loss_tokens(mini_batch)
         stats = self.accumulate_gradients(mini_batch, num_tokens, num_seqs, on_policy, diagnose)

@@ -221,7 +221,7 @@ class PolicyRank:
                diagnose: bool | None) -> UpdateStats:
         """The update's stats; a skipped one's ``skip_reason`` unsaid here: every rank skips the
         update, and the driver says it once, with the reason of a rank that saw the NaN."""
-        stats = self.policy.apply_update(samples, num_tokens, num_seqs, on_policy, diagnose)
+        stats = self.policy.update(samples, num_tokens, num_seqs, on_policy, diagnose, say_skipped=False)
         if stats.ref_kl_sum is not None:
             stats.ref_kl_sum = stats.ref_kl_sum.detach().cpu()
         if stats.policy is not None:  # its sums are tensors on this rank's device: the driver gets CPU ones

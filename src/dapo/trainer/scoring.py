@@ -17,7 +17,7 @@ from dapo.config import DAPOConfig
 from dapo.data.records import Problem
 from dapo.rewards import RewardScorer
 from dapo.rewards.types import RewardResult
-from dapo.rewards.user_functions import RewardFunctionError, absolute_spec, function_labels
+from dapo.rewards.user_functions import RewardFunctionError
 from dapo.rollout.base import Completion, GenerationResult
 from dapo.trainer.batch import Sample
 
@@ -119,8 +119,7 @@ class RewardFailureWatch:
         cfg = self.scorer.cfg
         what = "the verifier (math-verify)" if label == "math-verify" else label
         verifier = cfg.verifier_weight != 0 and "math-verify" not in failed_everywhere
-        others = [other for other, spec in zip(function_labels([absolute_spec(f.path) for f in cfg.functions]),
-                                               cfg.functions)
+        others = [other for other, spec in zip(self.scorer.labels, cfg.functions)
                   if other not in failed_everywhere and spec.weight != 0]
         still = ([f"the verifier's still does (reward.verifier_weight={cfg.verifier_weight:g})"] if verifier else []) + (
             [f"{', '.join(others)} still do{'es' if len(others) == 1 else ''}"] if others else [])

@@ -128,8 +128,8 @@ def merged_weights(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
         if ".lora_" in name:
             continue
         if owner.endswith(".base_layer") and (layer_name := owner.removesuffix(".base_layer")) in layers:
-            merged = merged_linear(layers[layer_name])
-            tensor = merged.weight if leaf == "weight" else merged.bias
+            if leaf == "weight":  # (the bias is the base layer's: is_lora_layer rules out adapter biases)
+                tensor = merged_linear(layers[layer_name]).weight
             name = f"{layer_name}.{leaf}"
         elif owner.endswith(".base_layer"):
             raise ValueError(f"{owner.removesuffix('.base_layer')} holds adapters that cannot be merged "

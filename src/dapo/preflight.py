@@ -58,7 +58,7 @@ def check_run(cfg: DAPOConfig, write_output: bool = True, train_data: bool = Tru
         *(data_problems(cfg.data.train_files, "data.train_files") if train_data else []),
         *data_problems(cfg.data.eval_files, "data.eval_files"),
         *device_problems(cfg),
-        *extras_problems(cfg),
+        *extras_problems(cfg, training=train_data),
         *reward_problems(cfg),
     ]
     if write_output:
@@ -227,7 +227,9 @@ def device_problems(cfg: DAPOConfig) -> list[str]:
     return []
 
 
-def extras_problems(cfg: DAPOConfig) -> list[str]:
+def extras_problems(cfg: DAPOConfig, training: bool = True) -> list[str]:
+    """The extras the config needs that are not installed; PEFT only for ``training`` (an
+    evaluation of a LoRA run's checkpoint reads its merged weights)."""
     problems = []
     kernel = cfg.model.attn_implementation
     module, package = {"flash_attention_2": ("flash_attn", "flash-attn"),
@@ -246,7 +248,7 @@ def extras_problems(cfg: DAPOConfig) -> list[str]:
             f"resources ask for {cfg.resources.world_size} policy ranks, which run on Ray, and Ray is not "
             "installed: `pip install 'dapo-rl[ray]'`"
         )
-    if cfg.model.lora_rank > 0 and importlib.util.find_spec("peft") is None:
+    if training and cfg.model.lora_rank > 0 and importlib.util.find_spec("peft") is None:
         problems.append(f"model.lora_rank={cfg.model.lora_rank} trains LoRA adapters through PEFT, which is not "
                         "installed: `pip install 'dapo-rl[lora]'`")
     return problems

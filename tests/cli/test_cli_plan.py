@@ -306,7 +306,7 @@ def test_the_per_rank_estimate_bounds_the_measured_peak_of_two_fsdp2_ranks(tmp_p
     assert measured["peak"] <= measured["estimate"] <= 2.0 * measured["peak"], measured
 
 
-@pytest.mark.parametrize("targets", ["[all-linear]", "[q_proj,v_proj]"])
+@pytest.mark.parametrize("targets", ["[all-linear]", "[q_proj,v_proj]", "[self_attn.q_proj]"])
 def test_a_lora_plan_counts_adamw_for_the_adapters_alone_as_peft_makes_them(tmp_path, targets):
     from transformers import AutoModelForCausalLM
 

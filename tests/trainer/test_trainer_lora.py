@@ -16,6 +16,7 @@ from dapo.cli.main import main as dapo_main
 from dapo.config import ConfigError
 from dapo.errors import UserError
 from dapo.trainer import Trainer
+from dapo.trainer.metrics import read_metrics
 from dapo.trainer.policy_weights import AdapterMismatchError
 from tests.trainer.conftest import tiny_config
 
@@ -64,6 +65,8 @@ def test_a_resume_continues_the_adapters_bit_for_bit(tiny_model_dir, reward_file
     Trainer(tiny_config(tiny_model_dir, tmp_path / "reference", reward_file, *LORA)).train()  # 3 steps
     step2 = tmp_path / "reference" / "checkpoints" / "step-000002"
     Trainer(tiny_config(tiny_model_dir, tmp_path / "resumed", reward_file, *LORA, f"checkpoint.resume={step2}")).train()
+    trained = [row["step"] for row in read_metrics(tmp_path / "resumed") if "time/step" in row]
+    assert trained == [3]  # it trained step 3 alone, from step 2's adapters and AdamW state
     for name in ("model.safetensors", "adapter/adapter_model.safetensors"):
         reference = load_file(str(tmp_path / "reference" / "checkpoints" / "step-000003" / name))
         resumed = load_file(str(tmp_path / "resumed" / "checkpoints" / "step-000003" / name))
@@ -93,10 +96,16 @@ def test_lora_on_several_ranks_is_refused_with_the_reason(tiny_model_dir, reward
         tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *LORA, "resources.devices_per_node=2")
 
 
-def test_dapo_eval_of_a_lora_checkpoint_scores_its_merged_weights(tiny_model_dir, reward_file, tmp_path, capsys):
+def test_dapo_eval_of_a_lora_checkpoint_scores_its_merged_weights(tiny_model_dir, reward_file, tmp_path, capsys,
+                                                                 monkeypatch):
     Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *LORA, "trainer.total_steps=1")).train()
     checkpoint = tmp_path / "run" / "checkpoints" / "step-000001"
     capsys.readouterr()
+
+    def no_adapters(*args, **kwargs):
+        raise AssertionError("an evaluation added LoRA adapters to a checkpoint's merged weights")
+
+    monkeypatch.setattr("dapo.trainer.setup.apply_lora", no_adapters)
     assert dapo_main(["eval", str(checkpoint), "--save-dir", str(tmp_path / "eval"), "eval.k=2"]) == 0
     out = capsys.readouterr().out
     assert "eval/avg@2" in out and "LoRA" not in out  # the merged policy, no adapters added

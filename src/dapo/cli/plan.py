@@ -115,7 +115,8 @@ def model_shape(cfg: DAPOConfig, params: float | None) -> ModelShape:
 
 def lora_adapter_params(cfg: DAPOConfig, model) -> float:
     """Parameters of the LoRA adapters ``cfg.model`` puts on ``model`` (0 without): r x (in +
-    out) for every targeted linear layer; ["all-linear"]: every one but the output layer (PEFT's)."""
+    out) for every targeted linear layer, matched as PEFT matches a name (the module's name, or its
+    end after a dot: q_proj, self_attn.q_proj); ["all-linear"]: every one but the output layer."""
     from torch import nn
 
     rank, targets = cfg.model.lora_rank, cfg.model.lora_target_modules
@@ -124,7 +125,7 @@ def lora_adapter_params(cfg: DAPOConfig, model) -> float:
     output = model.get_output_embeddings()
     return float(sum(rank * (module.in_features + module.out_features) for name, module in model.named_modules()
                      if isinstance(module, nn.Linear) and module is not output
-                     and (targets == ["all-linear"] or name.rsplit(".", 1)[-1] in targets)))
+                     and (targets == ["all-linear"] or any(name == t or name.endswith(f".{t}") for t in targets))))
 
 
 def _measure_activations(cfg: DAPOConfig, model) -> ActivationBytes:
@@ -174,13 +175,14 @@ def training_rows(cfg: DAPOConfig, shape: ModelShape) -> tuple[list[tuple[str, f
     compute = 2 if bf16_weights else param_bytes
     act = shape.activations or _fallback_activations(cfg, shape, compute)
     adapters = shape.adapter_params
-    if adapters:  # LoRA, in one process: the frozen weights have no gradient or AdamW state
+    if cfg.model.lora_rank > 0:  # LoRA, in one process: the frozen weights have no gradient or AdamW state
         rows = [("weights (frozen: model.lora_rank)", n * param_bytes),
                 ("LoRA adapters + grads + AdamW", adapters * 4 * param_bytes)]
     else:
         rows = [(f"{'sharded ' if world > 1 else ''}weights + grads + AdamW", n / world * 4 * param_bytes)]
     if world == 1 and bf16_weights:
-        rows.append(("bf16 weights + grads (trainer.param_dtype)", (n + adapters) * 2 if adapters else n * 2 * 2))
+        rows.append(("bf16 weights + grads (trainer.param_dtype)",
+                     (n + adapters) * 2 if cfg.model.lora_rank > 0 else n * 2 * 2))
     if world == 1 and cfg.trainer.autocast != "none":
         rows.append(("autocast's weight copies (its cast cache)", n * 2))
     if cfg.algorithm.kl_coef > 0:  # frozen: one process casts it to bf16 under param_dtype=bf16, shards stay
@@ -247,7 +249,7 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
            f" on Ray ({res.ray_address or 'a local Ray started by dapo train'})"),
         ("each rank: an FSDP2 shard of the policy" if world > 1 else "the policy, whole")
         + (f", with LoRA adapters ({shape.adapter_params / 1e6:.1f}M parameters, rank {cfg.model.lora_rank})"
-           if shape.adapter_params else "")
+           if cfg.model.lora_rank > 0 else "")
         + f" ({cfg.model.dtype} weights, "
         + ("computing on bf16 copies (trainer.param_dtype=bf16)" if bf16_weights
            else f"autocast {cfg.trainer.autocast}") + f") and a rollout engine: {engine}",
@@ -265,7 +267,8 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
     share = cfg.rollout.vllm_gpu_memory_utilization * device_gib if vllm else 0.0
     if vllm and sleeps:  # gradients are freed after each update; weights, AdamW and the reference stay
         reference = n / world * param_bytes if cfg.algorithm.kl_coef > 0 else 0.0
-        kept = n * param_bytes + shape.adapter_params * 3 * param_bytes if shape.adapter_params else n / world * 3 * param_bytes
+        kept = (n * param_bytes + shape.adapter_params * 3 * param_bytes if cfg.model.lora_rank > 0
+                else n / world * 3 * param_bytes)
         generating = (kept + reference) / GIB + share
         lines.append(f"  {'total while updating (vLLM asleep)':58s} {updating:9.2f} GiB")
         lines.append(f"  {'total while generating (weights, AdamW, vLLM share)':58s} {generating:9.2f} GiB")

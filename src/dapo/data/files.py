@@ -29,7 +29,7 @@ COMPRESSIONS = (".gz", ".bz2", ".xz")
 READ_TYPES_SAID = ".parquet, .jsonl, .json, .csv, .tsv (plain or compressed .gz, .bz2, .xz)"
 # types of files that hold rows (`datasets` reads most of them) which dapo does not read, and the
 # compressions and archives it does not open: a directory's such files of the split stop the load
-_OTHER_DATA_SUFFIXES = (".arrow", ".txt", ".ndjson", ".xml", ".h5", ".hdf5", ".tar", ".tgz", ".zip", ".7z", ".lance",
+_OTHER_DATA_SUFFIXES = (".arrow", ".txt", ".ndjson", ".xml", ".h5", ".hdf5", ".tar", ".tgz", ".lance",
                         ".geoparquet", ".gpq", ".conll", ".conllu", ".feather", ".orc", ".avro", ".xlsx", ".xls")
 _OTHER_COMPRESSIONS = (".zst", ".zstd", ".lz4", ".zip", ".7z")
 # files of a dataset that are not its rows: its card, licence and the like, and `datasets`' metadata

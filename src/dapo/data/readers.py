@@ -41,6 +41,8 @@ from dapo.data.records import DataError
 Row = dict[str, Any] | DataError
 
 _PARQUET_BATCH_ROWS = 8192
+# a CSV field may hold a long prompt (the csv module's default limit is 128 KiB): set once, at import
+csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))
 _UTF8_BOM = b"\xef\xbb\xbf"  # a byte-order mark (Excel, Notepad) before the first row: not JSON
 _JSON_WHITESPACE = re.compile(r"[ \t\n\r]*")  # what JSON allows between values (str.isspace allows more)
 _OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open, "": open}
@@ -214,7 +216,6 @@ def _csv_rows(path: str, delimiter: str) -> Iterator[tuple[str, Row]]:
     """A CSV (or TSV) file's records under its header's column names, each value its text, as
     Python's csv module (pandas' and Excel's dialect) reads them; a record of another field
     count than the header, or with bytes that are not UTF-8, is that row's error."""
-    csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))  # (default 128 KiB: a long prompt)
     with _open(path) as handle:
         lines = (line.decode("utf-8", "surrogateescape") for line in _without_bom(handle))
         reader = csv.reader(lines, delimiter=delimiter)

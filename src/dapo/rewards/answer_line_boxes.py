@@ -31,7 +31,7 @@ import re
 
 from dapo.rewards.answer_text import HEDGE, Extracted
 from dapo.rewards.boxes import around_last_box, from_last_box, last_box_start, outer_boxes
-from dapo.rewards.reasons import without_reason
+from dapo.rewards.reasons import REASON_WORD, without_reason
 from dapo.rewards.restatements import after_its_noun
 
 # The "or" that opens the remark right after the box: "\\boxed{2} or", "\\boxed{5} cm, or", "\\boxed{34} (or",
@@ -39,7 +39,6 @@ from dapo.rewards.restatements import after_its_noun
 _OPENING_OR = re.compile(r"(?:\\[)\]]|[\s$.,;(]){0,8}(?:\\text\{ {0,3})?(?:or|\\lor)(?![A-Za-z])", re.IGNORECASE)
 # What an "or" restating a value states after it: a digit or math ("or 0.33", "or \\sqrt{4}"); not "or so".
 _STATES_A_VALUE = re.compile(r"[0-9]|\\[A-Za-z]")
-_REASON_WORD = re.compile(r"(?<![A-Za-z\\])(?:since|because)(?![A-Za-z])", re.IGNORECASE)
 # A word that ends a reason with what it concludes: "since n is odd, so \\boxed{35}", "hence", "the answer is".
 _CONCLUSION = re.compile(r"(?<![A-Za-z\\])(?:so|hence|thus|therefore|giving|gives|yielding|yields|answer\s+is)"
                          r"(?![A-Za-z])", re.IGNORECASE)
@@ -70,7 +69,7 @@ def without_boxed_reason(line: str) -> str:
 def _concludes(before_box: str) -> bool:
     """Whether a conclusion word stands between the last reason word in ``before_box`` and its end: the box after
     it is what the reason concludes, not part of the reason (``n = 5, since n is odd, so \\boxed{35}``)."""
-    reasons = list(_REASON_WORD.finditer(before_box))
+    reasons = list(REASON_WORD.finditer(before_box))
     return bool(reasons) and _CONCLUSION.search(before_box, reasons[-1].end()) is not None
 
 

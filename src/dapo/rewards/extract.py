@@ -48,7 +48,7 @@ from dapo.rewards.counts import item_count
 from dapo.rewards.hedges import bare_remark_changes, list_tail_changes, restates_list
 from dapo.rewards.inequalities import is_inequality_disjunction
 from dapo.rewards.number_forms import restates, starts_with_scale_word, value_of
-from dapo.rewards.reasons import without_reason
+from dapo.rewards.reasons import REASON_WORD, without_reason
 from dapo.rewards.restatements import THAT, after_its_noun, one_value_segments, restating_that
 from dapo.rewards.unit_suffix import SCALE_WORDS
 from dapo.rewards.units import unit_remark_changes
@@ -77,7 +77,6 @@ _NAMES_THE_ANSWER = re.compile(r"(?:(?:the|my|our)\s{1,3})?(?:final\s{1,3}|corre
 _QUALIFIER = re.compile(r"(?<![A-Za-z])(?:not|isn't|aren't|never|no|neither|nor|except|than|least|most|over|under"
                         r"|below|above|beyond|exceeds?|exceeding|up\s{1,3}to)[\s$]{0,4}$", re.IGNORECASE)
 _NUMBER = re.compile(r"[0-9][0-9.,]*")  # the number a qualifier may stand before
-_REASON_CLAUSE = re.compile(r"(?<![A-Za-z\\])(?:because|since)(?![A-Za-z])", re.IGNORECASE)
 _REASON_AFTER_VALUE = re.compile(r"(?<=[0-9}$A-Za-z])\s{0,3}[,(]\s{0,3}(?:because|since)(?![A-Za-z])", re.IGNORECASE)
 _CLOSING_REMARK = re.compile(r"(?<=\S) {0,3}\([^()]{0,400}\)\s*$")  # "34 (not 35)"
 # A relation with nothing before it states a bound, not a value: "\ge 34", "< 34", "\neq 34".
@@ -237,7 +236,7 @@ def _clean_line(line: str) -> Extracted | None:
 def _stated_part(answer: str) -> str:
     """``answer`` without a parenthesis that closes it or a reason clause after it, when what is
     left still states a number: ``34 (not 35)`` and ``34 because n over 2 is odd`` state 34."""
-    head = _REASON_CLAUSE.split(answer, maxsplit=1)[0]
+    head = REASON_WORD.split(answer, maxsplit=1)[0]
     head = _CLOSING_REMARK.sub("", head)
     return head if any(char.isdigit() for char in head) else answer
 

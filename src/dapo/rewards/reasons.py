@@ -33,7 +33,7 @@ import re
 
 from dapo.rewards.restatements import ends_a_value_or_name
 
-_REASON_WORD = re.compile(r"(?<![A-Za-z\\])(?:since|because)(?![A-Za-z])", re.IGNORECASE)
+REASON_WORD = re.compile(r"(?<![A-Za-z\\])(?:since|because)(?![A-Za-z])", re.IGNORECASE)
 # What sets a reason off from the value before it, read back from the reason word: blank space, a comma, a
 # semicolon, an opening parenthesis, a text wrapper opening ("34 \text{ since }", "34 \text{ (since }").
 _SET_OFF = re.compile(r"(?:\s|[,;(]|\\(?:text|textrm|mathrm|mbox|textnormal)\s{0,3}\{){1,8}$")
@@ -55,7 +55,7 @@ def without_reason(answer: str) -> str | None:
     text = answer
     searched_from = 0
     for _ in range(_MAX_REASONS):
-        word = _REASON_WORD.search(text, searched_from)
+        word = REASON_WORD.search(text, searched_from)
         if word is None:
             return text
         set_off = _SET_OFF.search(text[max(0, word.start() - _LOOK_BACK) : word.start()])
@@ -88,7 +88,10 @@ def _bracket_end(text: str, start: int) -> int | None:
     """Where the parenthesis open at ``start`` (one level deep) closes, or None when it never does."""
     depth = 1
     for at in range(start, len(text)):
-        depth += {"(": 1, ")": -1}.get(text[at], 0)
-        if depth == 0:
-            return at
+        if text[at] == "(":
+            depth += 1
+        elif text[at] == ")":
+            depth -= 1
+            if depth == 0:
+                return at
     return None

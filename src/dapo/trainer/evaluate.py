@@ -160,12 +160,13 @@ def evaluate(
             metrics[f"eval/{source}/num_problems"] = float(len(picked))
     for message in failure_warnings(scorer, results, culprits, params.n, unscored_sources):
         warnings.warn(message, stacklevel=2)
-    data_sources = [problems[index // params.n].data_source for index in range(len(results))]
-    note = unread_boxes_note(scorer.cfg, data_sources, texts, results, "evaluation")
-    if note is not None and (said is None or UNREAD_BOXES_EVAL not in said):
-        if said is not None:
-            said.add(UNREAD_BOXES_EVAL)
-        warnings.warn(note + (" (said once a run)" if said is not None else ""), stacklevel=2)
+    if said is None or UNREAD_BOXES_EVAL not in said:  # (not read again once said)
+        data_sources = [problems[index // params.n].data_source for index in range(len(results))]
+        note = unread_boxes_note(scorer.cfg, data_sources, texts, results, "evaluation")
+        if note is not None:
+            if said is not None:
+                said.add(UNREAD_BOXES_EVAL)
+            warnings.warn(note + (" (said once a run)" if said is not None else ""), stacklevel=2)
     samples = [
         # the prompt on every sample, as the data holds it (text or chat list): one file to read
         # what was asked and answered, as the run's completions.jsonl has it

@@ -107,11 +107,12 @@ def _damaged_file(path: Path) -> str | None:
 
 
 def load_model_and_tokenizer(
-    cfg: ModelConfig, device: torch.device, weights: bool = True
+    cfg: ModelConfig, device: torch.device, weights: bool = True, adapters: bool = True
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, Path]:
     """The model (``weights=False``: its structure on the meta device, no memory, for a driver
     whose policy ranks hold the weights, or a rank whose shard comes from rank 0), its tokenizer
-    and resolved directory."""
+    and resolved directory. ``adapters``: add model.lora_rank's LoRA adapters (False for an
+    evaluation: a LoRA run's checkpoint holds its merged weights, and new adapters start at zero)."""
     path = resolve_model_path(cfg)
     tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer_path or path)
     if tokenizer.pad_token_id is None:
@@ -124,7 +125,7 @@ def load_model_and_tokenizer(
         model = load_weights(path, cfg).to(device)
     if cfg.disable_dropout:
         disable_dropout(model)
-    if cfg.lora_rank > 0 and weights:  # (an evaluation sets lora_rank 0: a checkpoint holds merged weights)
+    if cfg.lora_rank > 0 and weights and adapters:
         apply_lora(model, cfg.lora_rank, cfg.lora_alpha, cfg.lora_target_modules)
     if cfg.gradient_checkpointing:  # transformers 5 renamed it (the old name warns)
         (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
@@ -244,7 +245,8 @@ def build_run(
     device = resolve_device(cfg.trainer.device)
     vllm_evaluation = not train_data and cfg.rollout.engine == "vllm"
     model, tokenizer, model_path = load_model_and_tokenizer(cfg.model, device,
-                                                            weights=start_engine is None and not vllm_evaluation)
+                                                            weights=start_engine is None and not vllm_evaluation,
+                                                            adapters=train_data)
     encoder = PromptEncoder(tokenizer, cfg.data)
     data = load_run_data(cfg, train=train_data, drop_overlong=encoder.drop_overlong)  # data.overlong_prompts
     for loaded in (data.train, data.eval):

@@ -124,3 +124,8 @@ def reads_stdout_encoding(response: str, ground_truth: str, extra: dict) -> floa
     import sys
 
     return 1.0 if sys.stdout.encoding.lower() == "utf-8" else 0.0
+
+
+def confidence_when_given(response: str, ground_truth: str, extra: dict) -> dict:
+    """A judge whose confidence metric has no value where the row gives none (None, not a bad value)."""
+    return {"score": 0.25 if response.endswith(ground_truth) else -0.25, "confidence": extra.get("confidence")}

@@ -11,7 +11,13 @@ before this change; the rest guard what stays).
    was kept whole, wrong for 34).
 3. A hedge stays a hedge: an "or" before a value in a reason without brackets, or after its parenthesis, offers
    another answer; a reason without brackets ends with its sentence (an Answer line of prose goes on).
--- reasons, extract, boxes.
+4. A box that holds a value and ends a reason on the Answer line is the line's boxed answer: ``Answer: n = 5
+   since n is odd and the count is \\boxed{35}`` read ``n = 5`` (wrong for 35), because every box in a reason was
+   the reason's. A box that holds a relation (``\\boxed{n = 35}``) or that the reason goes on to describe
+   (``\\boxed{35} is odd``) is still the reason's (:mod:`~dapo.rewards.answer_line_boxes`).
+5. What :func:`~dapo.rewards.reasons.without_reason` leaves in place (a reason after math that ends in words, or
+   past its cap on reasons read) is still no answer: ``extract._after_copula`` keeps its own reason rule for it.
+-- reasons, answer_line_boxes, extract, boxes.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import time
 import pytest
 
 from dapo.rewards import verify
+from dapo.rewards.answer_line_boxes import without_boxed_reason
 from dapo.rewards.reasons import without_reason
 from dapo.rewards.verifier import prepare
 
@@ -89,6 +96,31 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 34 (since n = 35 or 36)", "34", True, "answer"),  # before: wrong (a bracket ends the reason)
     (A + "So \\boxed{34 \\text{ since } n = 35 \\text{ or } 36}", "36", False, "boxed"),
     (A + "So \\boxed{34 \\text{ since } n = 35 \\text{ or } 36}", "34", False, "boxed"),
+    # --- 4. a box that holds a value and ends a reason is the Answer line's boxed answer ---
+    (A + "Answer: n = 5 since n is odd and the count is \\boxed{35}", "35", True, "answer"),  # before: wrong (n = 5)
+    (A + "Answer: n = 5 since n is odd and the count is \\boxed{35}", "5", False, "answer"),  # before: right
+    (A + "Answer: n = 5 since n is odd and the count is \\boxed{35}", "35", True, "any"),  # before: wrong
+    (A + "Answer: n = 5 because n is odd and the count is \\boxed{35}.", "35", True, "answer"),  # before: wrong
+    (A + "Answer: n = 5 because n is odd and the count is \\boxed{35}.", "5", False, "answer"),  # before: right
+    (A + "Answer: n = 5, since n is odd and the count is $\\boxed{35}$ ways", "35", True, "answer"),  # before: wrong
+    (A + "Answer: 34 since \\boxed{35}", "35", True, "answer"),  # before: wrong (the box is the answer, as anywhere)
+    (A + "Answer: 34 since \\boxed{35}", "34", False, "answer"),  # before: right
+    # ... a box that holds a relation, or that the reason goes on to describe, is still the reason's
+    (A + "Answer: n = 5 since n is odd and the count is \\boxed{n = 35}", "35", False, "answer"),
+    (A + "Answer: n = 5 since n is odd and the count is \\boxed{n = 35}", "5", True, "answer"),
+    (A + "Answer: 34 because n is odd and \\boxed{m = 35}", "34", True, "answer"),
+    (A + "Answer: 34 because \\boxed{35} is odd", "34", True, "answer"),
+    (A + "Answer: 34 because \\boxed{35} is odd", "35", False, "answer"),
+    (A + "Answer: 34, since \\boxed{35} = 5 \\cdot 7", "35", False, "answer"),
+    # ... two boxes state two values (a hedge, as the boxed extractor reads them); an "or" after the box hedges
+    (A + "Answer: \\boxed{34}, since \\boxed{35}", "34", False, "answer"),  # before: right
+    (A + "Answer: \\boxed{34}, since \\boxed{35}", "35", False, "answer"),
+    (A + "Answer: n = 5 since n is odd and the count is \\boxed{35}, or 36", "35", False, "answer"),
+    # --- 5. a reason without_reason leaves in place: _after_copula does not read its copula as the answer ---
+    (A + "Answer: the number of $n$ values, since n is 35", "35", False, "answer"),  # words after the math
+    (A + "Answer: 34 ways and more, since n is 35", "35", False, "answer"),
+    (A + "Answer: 5" + " (since a)" * 8 + ", since x is 6", "6", False, "answer"),  # past without_reason's cap
+    (A + "Answer: 5" + " (since a)" * 8 + ", since x is 5", "5", True, "answer"),  # ... a reason restating it
 ]
 
 
@@ -113,6 +145,17 @@ def test_verdicts(response: str, gold: str, correct: bool, extractor: str) -> No
 )
 def test_without_reason(answer: str, expected: str | None) -> None:
     assert without_reason(answer) == expected
+
+
+@pytest.mark.parametrize(
+    "line,expected",
+    [("n = 5 since n is odd and the count is \\boxed{35}", "n = 5 since n is odd and the count is \\boxed{35}"),
+     ("n = 5 because the count is \\boxed{35} \\text{ ways}.", "n = 5 because the count is \\boxed{35} \\text{ ways}."),
+     ("34, since \\boxed{n = 35}", "34"), ("34 since \\boxed{35} is odd", "34"), ("34 (since \\boxed{n \\ge 35})", "34"),
+     ("\\boxed{34}, since \\boxed{35}", "\\boxed{34}, since \\boxed{35}")],
+)
+def test_without_boxed_reason(line: str, expected: str) -> None:
+    assert without_boxed_reason(line) == expected
 
 
 @pytest.mark.parametrize(

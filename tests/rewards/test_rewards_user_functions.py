@@ -197,6 +197,28 @@ def test_functions_of_the_same_name_in_two_files_keep_their_own_metrics(tmp_path
                             "accuracy.reward/not_applicable": 0.0, "style.reward/not_applicable": 0.0}
 
 
+def test_a_metric_of_none_has_no_value_for_that_response_and_the_score_counts() -> None:
+    """``{"score": 0.25, "confidence": None}`` was a bad value: the response failed, and the start-up item
+    (no confidence in its extra) refused the function. The score counts; the metric is left out for that
+    response alone, so its mean is over the responses that gave it a value. A None score is still "does
+    not apply", its None metrics left out too."""
+    from dapo.rewards.worker import _batch_outcome, _item_outcome
+    from dapo.trainer.step_metrics import reward_function_metrics
+
+    with RewardScorer(RewardConfig(functions=[spec("confidence_when_given", 2.0)], num_workers=1)) as scorer:
+        results = scorer.score(["Answer: 4", "Answer: 4", "Answer: 5"], ["4"] * 3,
+                               extras=[{"confidence": 0.5}, {}, {"confidence": 0.9}])
+    assert [r.score for r in results] == [1.5, 1.5, -1.5]  # verifier +-1, then 2 x +-0.25
+    assert not any(r.error or r.failed for r in results)
+    assert [r.extra.get("confidence_when_given/confidence", "absent") for r in results] == [0.5, "absent", 0.9]
+    metrics = reward_function_metrics(results)
+    assert metrics["reward/confidence_when_given/confidence"] == pytest.approx(0.7)  # (0.5 + 0.9) / 2, not / 3
+    assert metrics["reward/confidence_when_given/score"] == pytest.approx(0.25 / 3)
+    assert metrics["reward_failures/confidence_when_given"] == 0.0
+    assert _item_outcome({"score": None, "m": None}) == ("ok", (None, None, {}))
+    assert _batch_outcome([{"score": 1, "m": None}], 1) == ("ok", [("ok", (1.0, None, {}))])
+
+
 def test_scores_too_large_for_the_advantages_are_failures_not_a_crash(tmp_path: Path) -> None:
     """1e200 is a finite float, but the group's std of such scores is not: every advantage came
     out 0 or NaN, and an infinite weighted sum stopped the run."""

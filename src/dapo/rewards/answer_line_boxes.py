@@ -3,14 +3,19 @@
 A ``\\boxed{}`` on the Answer line wins over the rest of the line (:mod:`~dapo.rewards.extract`), with two rules
 for the text around it:
 
-- **A box in a reason is no answer** (:func:`without_boxed_reason`). A "since" or "because" clause after the line's
-  value or name is the reason's, box and all (:mod:`~dapo.rewards.reasons`): ``Answer: 34, since \\boxed{n = 35}``
-  and ``Answer: 34 (since \\boxed{n = 35})`` state 34, ``Answer: \\boxed{34}, since \\boxed{n = 35}`` states the box
-  before the reason. Before, the last box won even inside the reason (right for 35). A box at the start of the
-  line, after words only (``Answer: since n is odd, \\boxed{35}``) or after a word that concludes the reason
-  (``Answer: n = 5, since n is odd, so \\boxed{35}``: "so", "hence", "thus", "therefore", "giving", "the answer
-  is") is still the answer, as before; a reason whose "or" offers a value stays on the line for the hedge rules
-  (``34, since \\boxed{n = 35}, or 36``: wrong).
+- **A box that states the reason is no answer** (:func:`without_boxed_reason`). A "since" or "because" clause
+  after the line's value or name is the reason's (:mod:`~dapo.rewards.reasons`), and so is a box in it that
+  states the reason rather than an answer: one that holds a relation (``Answer: 34, since \\boxed{n = 35}`` and
+  ``Answer: 34 (since \\boxed{n = 35})`` state 34, ``Answer: \\boxed{34}, since \\boxed{n = 35}`` the box before
+  the reason) or one the reason goes on to describe (``Answer: $34$ because $\\boxed{35}$ is odd``: 34). Before,
+  the last box won even inside the reason (right for 35). A box that holds a value alone and ends the reason (its
+  unit or counted noun and closing punctuation aside) is the line's boxed answer, as a box is everywhere else:
+  ``Answer: n = 5 since n is odd and the count is \\boxed{35}`` states 35 (it read ``n = 5`` when every box in a
+  reason was the reason's), ``Answer: \\boxed{34}, since \\boxed{35}`` boxes two values (a hedge). A box at the
+  start of the line, after words only (``Answer: since n is odd, \\boxed{35}``) or after a word that concludes
+  the reason (``Answer: n = 5, since n is odd, so \\boxed{n = 35}``: "so", "hence", "thus", "therefore",
+  "giving", "the answer is") is the answer too; a reason whose "or" offers a value stays on the line for the
+  hedge rules (``34, since \\boxed{n = 35}, or 36``: wrong).
 - **Only an "or" that restates the box's value is no hedge** (:func:`from_line_box`). An "or" or "either"
   before the box (``35 or \\boxed{34}``, ``either \\boxed{34}``), or anywhere after it but at the opening of the
   remark right after it, offers another answer. The "or" that opens that remark (after the value's unit or
@@ -32,7 +37,7 @@ import re
 from dapo.rewards.answer_text import HEDGE, Extracted
 from dapo.rewards.boxes import around_last_box, from_last_box, last_box_start, outer_boxes
 from dapo.rewards.reasons import REASON_WORD, without_reason
-from dapo.rewards.restatements import after_its_noun
+from dapo.rewards.restatements import after_its_noun, letters_end_a_value
 
 # The "or" that opens the remark right after the box: "\\boxed{2} or", "\\boxed{5} cm, or", "\\boxed{34} (or",
 # "\\boxed{2}$ or", "\\boxed{2} \\text{ or }", "\\boxed{2} \\lor".
@@ -42,6 +47,12 @@ _STATES_A_VALUE = re.compile(r"[0-9]|\\[A-Za-z]")
 # A word that ends a reason with what it concludes: "since n is odd, so \\boxed{35}", "hence", "the answer is".
 _CONCLUSION = re.compile(r"(?<![A-Za-z\\])(?:so|hence|thus|therefore|giving|gives|yielding|yields|answer\s+is)"
                          r"(?![A-Za-z])", re.IGNORECASE)
+# What makes a box a statement of the reason, not a value: a relation ("n = 35", "n \\ge 35", "x \\in S") or a copula.
+_RELATION = re.compile(r"[=<>≤≥≠≈]|\\(?:[lg]eq?|[lg]eqslant|neq?|approx|equiv|sim|in|notin|subseteq|subset)(?![A-Za-z])"
+                       r"|(?<![A-Za-z\\])(?:is|are|equals)(?![A-Za-z])", re.IGNORECASE)
+# Closing delimiters and punctuation around what follows a box: "\\boxed{35}$.", "\\boxed{35}\\)", "\\boxed{35})".
+_CLOSINGS = re.compile(r"(?:\\[)\]]|[\s$.,;!?)\]])+")
+_TEXT_WRAPPER = re.compile(r"\\(?:text|textrm|mathrm|mbox|textnormal)\s{0,3}\{([A-Za-z ]{0,40})\}")
 _PLACEHOLDER = 0xE000  # boxes masked as "\\boxed{<private-use character>}" while the reasons are read
 
 
@@ -59,11 +70,25 @@ def without_boxed_reason(line: str) -> str:
     masked_line = "".join(masked) + line[at:]
     stated = without_reason(masked_line)
     last = f"\\boxed{{{chr(_PLACEHOLDER + len(boxes) - 1)}}}"
-    if stated is None or last in stated or _concludes(masked_line[: masked_line.index(last)]):
+    if (stated is None or last in stated or _concludes(masked_line[: masked_line.index(last)])
+            or _boxes_an_answer(line, boxes[-1])):
         return line
     for index, (start, end, _) in enumerate(boxes):
         stated = stated.replace(f"\\boxed{{{chr(_PLACEHOLDER + index)}}}", line[start:end])
     return stated
+
+
+def _boxes_an_answer(line: str, box: tuple[int, int, str]) -> bool:
+    """Whether the box a reason holds is the line's boxed answer rather than the reason's own statement: it holds a
+    value, no relation (``\\boxed{35}``, not ``\\boxed{n = 35}``), and nothing after it but its unit or counted noun
+    and closing punctuation (``the count is \\boxed{35}.``, ``\\boxed{35} ways``; not ``\\boxed{35} is odd``, which the
+    reason goes on to describe). A box marks the answer wherever else it stands, so one that states a value and
+    ends the reason is that answer (``Answer: n = 5 since n is odd and the count is \\boxed{35}``: 35)."""
+    _, end, content = box
+    if _RELATION.search(content) is not None:
+        return False
+    tail = _CLOSINGS.sub(" ", _TEXT_WRAPPER.sub(r" \1 ", line[end:])).strip()
+    return not tail or letters_end_a_value(f"{content} {tail}")
 
 
 def _concludes(before_box: str) -> bool:

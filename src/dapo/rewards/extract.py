@@ -8,8 +8,9 @@ Two anchors, as in the DAPO reference and the MATH convention:
   anchor ends its line. A display block opened on that line (``$$`` or ``\\[``) runs to its
   closing delimiter. On the line: a chat-template token (``<|im_end|>``) ends it; ``I hope it is
   correct`` (the Minerva format "The final answer is X. I hope it is correct.") ends it; a
-  ``\\boxed{}`` on it wins over everything else, unless it is in a reason after the line's value (an "or"
-  around it may still offer another answer: :mod:`dapo.rewards.answer_line_boxes`); a sentence ``... is X`` /
+  ``\\boxed{}`` on it wins over everything else, unless it states the reason after the line's value (a
+  relation, or a box the reason goes on to describe; an "or" around it may still offer another answer:
+  :mod:`dapo.rewards.answer_line_boxes`); a sentence ``... is X`` /
   ``... are X`` gives X (when X states a number or math, or the words before it do not); several ``$...$``
   segments are several candidates, unless together they state one inequality disjunction
   (``$x<-1$ or $x>2$``, see :mod:`dapo.rewards.inequalities`).
@@ -254,6 +255,8 @@ def _after_copula(line: str) -> str:
     (``x, that is, \\frac{2}{3}`` gives ``\\frac{2}{3}``). A copula in a reason after a value (a comma or
     parenthesis, then "since" or "because") is the reason's: ``34 ways, since n is even`` is ``34 ways``, as ``34
     (since n is even)`` is (one right after a value or name is dropped before this: :mod:`~dapo.rewards.reasons`).
+    This rule is still live for what that pass leaves in place: a reason after math that ends in words
+    (``the number of $n$ values, since n is 35``, not 35) or past its cap on reasons read.
     After words with no value the copula is read as before (``the answer, since it is 35``).
     """
     last = None

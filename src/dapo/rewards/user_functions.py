@@ -3,9 +3,12 @@
 Contract: ``fn(response: str, ground_truth: str, extra: dict) -> float | dict | None``, or for a
 batched function (``batch_size`` > 0) lists of each in and a list of values out, one per response.
 A dict needs a numeric ``"score"``; an optional ``"acc"`` (bool) is the correctness dynamic
-sampling filters on; every other key must be numeric and becomes an extra metric. None (or a
-dict whose ``"score"`` is None) is TRL's "this reward does not apply to this item": the function
-adds nothing to the item's reward, and it is no failure.
+sampling filters on; every other key must be numeric and becomes an extra metric, or None: that
+metric has no value for this response (a judge's confidence where it gave none), so it is left
+out of the response's metrics (its mean is over the responses that have it) and the score still
+counts; refusing it failed the whole response for a missing figure. None (or a dict whose
+``"score"`` is None) is TRL's "this reward does not apply to this item": the function adds
+nothing to the item's reward, and it is no failure.
 """
 
 from __future__ import annotations
@@ -134,9 +137,11 @@ def normalize_return(value: Any) -> tuple[float | None, bool | None, dict[str, f
     """(score, acc or None, extra metrics) from a user function's return value; score None (for a
     return of None, or a dict's ``"score": None``): the function does not apply to the item.
 
+    A dict's metric of None is left out of the metrics: the metric has no value for this item.
+
     Raises ``TypeError`` with a message naming the problem for anything but None, a finite number
-    or a dict with a numeric (or None) ``"score"`` and numeric other values, or a score beyond
-    MAX_ABS_SCORE: :class:`DictFieldError` when it is one of a dict's values.
+    or a dict with a numeric (or None) ``"score"`` and numeric (or None) other values, or a score
+    beyond MAX_ABS_SCORE: :class:`DictFieldError` when it is one of a dict's values.
     """
     if value is None:
         return None, None, {}
@@ -162,9 +167,9 @@ def _dict_fields(value: dict) -> tuple[float | None, bool | None, dict[str, floa
     if NOT_APPLICABLE_KEY in value:
         raise TypeError(f"{NOT_APPLICABLE_KEY!r} is the name of the metric the trainer keeps of the items a function "
                         f"does not apply to (reward/<function>/{NOT_APPLICABLE_KEY}): name yours otherwise")
-    metrics = {
+    metrics = {  # a metric of None has no value for this item: left out, so its mean is over the items with one
         str(key): _finite_number(metric, repr(key))
         for key, metric in value.items()
-        if key not in ("score", "acc")
+        if key not in ("score", "acc") and metric is not None
     }
     return score, acc, metrics

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from dapo.config.schema import DataConfig
 from dapo.data.arithmetic import make_arithmetic_problems
-from dapo.data.files import data_files, default_data_source, file_type
+from dapo.data.files import data_files, default_data_source, file_type, said_briefly
 from dapo.data.prompts import problem_text
 from dapo.data.readers import UNREADABLE, Row, rows_of
 from dapo.data.records import DataError, Problem, problem_key
@@ -77,6 +77,11 @@ class LoadedProblems:
     num_conflicting_duplicates: int = 0  # copies whose answer differs from their first copy's
     num_overlong_dropped: int = 0  # problems longer than data.max_prompt_length (PromptEncoder.drop_overlong)
 
+    @property
+    def rows_read(self) -> int:
+        """The rows read, kept or not (a copy dropped, a malformed row skipped)."""
+        return self.num_rows + self.num_malformed_skipped
+
     def num_problems(self, split: str) -> int:
         """Distinct problems, as ``split`` tells them apart (:func:`problem_key`)."""
         return len({problem_key(p, split) for p in self.problems})
@@ -85,7 +90,7 @@ class LoadedProblems:
         """What was read and what was dropped, as ``data/<split>_*`` metrics."""
         return {
             f"data/{split}_problems": float(self.num_problems(split)),
-            f"data/{split}_rows": float(self.num_rows + self.num_malformed_skipped),
+            f"data/{split}_rows": float(self.rows_read),
             f"data/{split}_duplicates_dropped": float(self._copies_dropped(split)),
             f"data/{split}_malformed_skipped": float(self.num_malformed_skipped),
             f"data/{split}_conflicting_duplicates": float(self.num_conflicting_duplicates),
@@ -108,7 +113,7 @@ class LoadedProblems:
         num_problems = self.num_problems(split)
         line = (
             f"{split} data: {num_problems} problems from {', '.join(self.sources)} "
-            f"({self.num_rows + self.num_malformed_skipped} rows; "
+            f"({self.rows_read} rows; "
             f"{self._copies_said(split)}; {self.num_malformed_skipped} malformed "
             f"rows skipped; {self.num_overlong_dropped} problems over data.max_prompt_length dropped)"
         )
@@ -130,19 +135,36 @@ def load_problems(files: list[str], cfg: DataConfig, split: str) -> LoadedProble
     result = LoadedProblems([], 0, 0, 0, [])
     admission = _Admission(result, split, dedup=split == "train" and cfg.dedup_train)
     prompts_read = PromptMemo()
+    empty: list[str] = []  # the files that held no rows
     with _collector_paused():
         for entry, path in ((e, path) for e in files for path in _paths_of(e, split, result.warnings)):
             result.sources.append(path)
             source_name = default_data_source(path, entry)
+            rows_before = result.rows_read
             for where, problem in _read_source(path, cfg, split, result, source_name, prompts_read):
                 if not isinstance(problem, Problem):  # CheckedRows: a parquet batch, read a column at a time
                     result.problems.extend(admission.rows(problem))
                 elif admission.row(problem, where):
                     result.problems.append(problem)
-    if not result.problems:
-        why = "; ".join(result.warnings[:3]) or f"{'it holds' if len(result.sources) == 1 else 'they hold'} no rows"
-        raise DataError(f"no usable {split} problems in {files}: {why}")
+            if result.rows_read == rows_before:
+                empty.append(path)
+    _stop_or_say_empty(result, files, split, empty)
     return result
+
+
+def _stop_or_say_empty(result: LoadedProblems, files: list[str], split: str, empty: list[str]) -> None:
+    """No problem kept stops the load (every file empty: said first, before the notes on its files);
+    among files with rows, the ``empty`` ones are the summary's first warning: a shard cut short (a
+    download or write that stopped) adds 0 rows, which the row count alone does not show."""
+    if not result.rows_read:
+        said = "it holds no rows" if len(result.sources) == 1 else "they hold no rows"
+        raise DataError(f"no usable {split} problems in {files}: {'; '.join([said, *result.warnings[:2]])}")
+    if empty:
+        holds = "holds" if len(empty) == 1 else "hold"
+        result.warnings.insert(0, f"warning: {len(empty)} of the {len(result.sources)} data files {holds} no rows "
+                                  f"(empty: a truncated download or an unfinished write?): {said_briefly(empty)}")
+    if not result.problems:
+        raise DataError(f"no usable {split} problems in {files}: {'; '.join(result.warnings[:3])}")
 
 
 def split_keys(cfg: DataConfig, split: str) -> DataConfig:

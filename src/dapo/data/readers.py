@@ -2,8 +2,8 @@
 
 Where a row is, as every message about it says, so that a user can go to it:
 
-- JSON lines (.jsonl, or a .json of one object per line): ``line N``, 1-based and counting blank
-  lines, as an editor (or ``sed -n Np``) numbers them;
+- JSON lines (.jsonl or .ndjson, or a .json of one object per line): ``line N``, 1-based and
+  counting blank lines, as an editor (or ``sed -n Np``) numbers them;
 - CSV and TSV files: ``line N``, the line the row's record starts on (a quoted value may hold
   line breaks), the header being line 1; every value is read as its text (``"007"``, ``"1.00"``);
 - parquet files and ``datasets`` directories: ``row N (0-based)``, as pandas (``df.iloc[N]``) and

@@ -30,5 +30,7 @@ fi
 "$VENV/bin/python" scripts/vllm_cpu_check.py "$@"
 "$VENV/bin/python" scripts/vllm_cpu_check.py --ranks 2 --tp 2 --steps 4 "$@"
 "$VENV/bin/python" scripts/vllm_cpu_check.py --tp 2 --steps 3 "$@"
-# LoRA adapters trained in one process; vLLM follows their merged weights
+# LoRA adapters trained in one process, then on two FSDP2 ranks (one tensor-parallel-2 engine);
+# vLLM follows their merged weights
 "$VENV/bin/python" scripts/vllm_cpu_check.py --lora 16 --steps 3 "$@"
+"$VENV/bin/python" scripts/vllm_cpu_check.py --lora 16 --ranks 2 --tp 2 --steps 3 "$@"

@@ -24,7 +24,10 @@ With ``--tp 2`` alone one trainer process drives a tensor-parallel-2 engine whos
 vLLM's own processes: the weights reach them pickled after each step. Measured over 3 steps:
 mismatch 4.6-5.4e-7 per token at every step, held-out avg@4 42.0% -> 52.0%, 59 s.
 With ``--lora R`` one process trains LoRA adapters of rank R (lr 2e-3) and vLLM receives the merged
-weights after each step: the same checks 1-3.
+weights after each step: the same checks 1-3. With ``--lora 16 --ranks 2 --tp 2`` the two policy
+ranks train the adapters on their FSDP2 shards and gather the merged weights into their one
+engine: measured over 3 steps, mismatch 4.3-5.4e-7 per token at every step, held-out avg@4 49.0% ->
+63.7%, 64 s.
 """
 
 from __future__ import annotations

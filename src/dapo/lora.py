@@ -11,18 +11,23 @@ model it was); this module adds what a trainer needs around them:
 
 * :func:`merged_linear`: a layer's effective weights, W + (alpha / r) B A, for whatever reads
   weights instead of calling the modules (the native engine's prepared weights);
-* :func:`merged_weights`: the whole model's weights merged, under the base model's names, as
-  vLLM's weight sync and the checkpoint's Hugging Face export take them (an export that loads
-  with ``from_pretrained``, no PEFT needed);
+* :func:`merged_weights` / :func:`merge_adapters`: the whole model's weights merged, under the
+  base model's names, as vLLM's weight sync and the checkpoint's Hugging Face export take them
+  (an export that loads with ``from_pretrained``, no PEFT needed), from a model in memory or
+  a sharded one's weights gathered one tensor at a time;
 * :func:`save_adapter` / :func:`load_adapter`: the adapters alone in PEFT's format
-  (``PeftModel.from_pretrained(base, DIR)`` loads them), which a resume reads back.
+  (``PeftModel.from_pretrained(base, DIR)`` loads them), which a one-process resume reads back;
+* :func:`adapters_off`: the base model's forward, the KL penalty's reference, from the policy
+  itself (no second copy of the base weights).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,45 +107,107 @@ class MergedLinear:
         return self.weight.shape[0]
 
 
+def merged_weight(weight: torch.Tensor, lora_a: torch.Tensor, lora_b: torch.Tensor, scaling: float) -> torch.Tensor:
+    """W + (alpha / r) B A, the product in float32 (as PEFT's ``get_delta_weight`` computes it
+    on CPU; on a GPU too here: a bf16 B A rounds each of its r-term sums) and added in W's dtype."""
+    return weight + ((lora_b.float() @ lora_a.float()) * scaling).to(weight.dtype)
+
+
 def merged_linear(module: nn.Module) -> nn.Module | MergedLinear:
     """``module`` itself for a plain linear layer; for a LoRA layer (:func:`is_lora_layer`), its
-    weights merged: W + sum over active adapters of (alpha / r) B A (PEFT's ``get_delta_weight``)."""
+    weights merged: W + (alpha / r) B A (:func:`merged_weight`), its bias the base layer's."""
     if not is_lora_layer(module):
         return module
     base: nn.Linear = module.base_layer
-    weight = base.weight
-    for name in module.active_adapters:
-        if name in module.lora_A:
-            weight = weight + module.get_delta_weight(name).to(weight.dtype)
-    return MergedLinear(weight, base.bias)
+    (adapter,) = _adapters(module)
+    return MergedLinear(merged_weight(base.weight, module.lora_A[adapter].weight, module.lora_B[adapter].weight,
+                                      module.scaling[adapter]), base.bias)
+
+
+def _adapters(module: nn.Module) -> list[str]:
+    """The active adapters of LoRA layer ``module`` that hold weights: one (apply_lora injects one)."""
+    adapters = [name for name in module.active_adapters if name in module.lora_A]
+    if len(adapters) != 1:
+        raise ValueError(f"a LoRA layer with {len(adapters)} active adapters ({adapters}): one is supported")
+    return adapters
+
+
+def lora_scalings(model: nn.Module) -> dict[str, float]:
+    """alpha / r of each LoRA layer of ``model`` (:func:`is_lora_layer`), by module name."""
+    return {name: module.scaling[_adapters(module)[0]] for name, module in model.named_modules() if is_lora_layer(module)}
+
+
+# a LoRA layer's entries in a state dict: its base layer's weight and bias, its adapter's A and B
+_LORA_ENTRY = re.compile(r"^(?P<layer>.+)\.(?:base_layer\.(?P<leaf>weight|bias)|lora_(?P<factor>[AB])\.[^.]+\.weight)$")
+
+
+def merge_adapters(weights: Iterable[tuple[str, torch.Tensor]], model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """``weights`` (``model``'s state dict, or a sharded model's gathered one tensor at a time)
+    with every LoRA layer merged (:func:`merged_weight`) under the base model's names
+    (``q_proj.weight``, not ``q_proj.base_layer.weight``), as they come: a layer's W is held only
+    until its A and B follow it. ``weights`` unchanged for a model without adapters."""
+    if not has_lora(model):
+        yield from weights
+        return
+    scalings = lora_scalings(model)
+    pending: dict[str, dict[str, torch.Tensor]] = {}  # layer -> its W, A and B seen so far
+    for name, tensor in weights:
+        entry = _LORA_ENTRY.match(name)
+        if entry is None:
+            yield name, tensor
+            continue
+        layer = entry["layer"]
+        if layer not in scalings:
+            raise ValueError(f"{layer} holds adapters that cannot be merged "
+                             "(DoRA, adapter biases or merged adapters are not supported)")
+        if entry["leaf"] == "bias":  # (the base layer's: is_lora_layer rules out adapter biases)
+            yield f"{layer}.bias", tensor
+            continue
+        parts = pending.setdefault(layer, {})
+        parts[entry["factor"] or "W"] = tensor
+        if len(parts) == 3:
+            del pending[layer]
+            yield f"{layer}.weight", merged_weight(parts["W"], parts["A"], parts["B"], scalings[layer])
+    if pending:
+        raise ValueError(f"LoRA layers given without their weight or adapters: {sorted(pending)[:3]}")
 
 
 def merged_weights(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
-    """``model``'s state dict with every LoRA layer merged (:func:`merged_linear`), under the base
-    model's names (``q_proj.weight``, not ``q_proj.base_layer.weight``), one tensor at a time; a
-    model without adapters gives its state dict as it is."""
-    if not has_lora(model):
-        yield from model.state_dict().items()
-        return
-    layers = {name: module for name, module in model.named_modules() if is_lora_layer(module)}
-    for name, tensor in model.state_dict().items():
-        owner, _, leaf = name.rpartition(".")
-        if ".lora_" in name:
-            continue
-        if owner.endswith(".base_layer") and (layer_name := owner.removesuffix(".base_layer")) in layers:
-            if leaf == "weight":  # (the bias is the base layer's: is_lora_layer rules out adapter biases)
-                tensor = merged_linear(layers[layer_name]).weight
-            name = f"{layer_name}.{leaf}"
-        elif owner.endswith(".base_layer"):
-            raise ValueError(f"{owner.removesuffix('.base_layer')} holds adapters that cannot be merged "
-                             "(DoRA, adapter biases or merged adapters are not supported)")
-        yield name, tensor.detach()
+    """``model``'s state dict with every LoRA layer merged (:func:`merge_adapters`), one tensor
+    at a time; a model without adapters gives its state dict as it is."""
+    return merge_adapters(((name, tensor.detach()) for name, tensor in model.state_dict().items()), model)
 
 
-def save_adapter(model: nn.Module, directory: str | Path, base_model_path: str) -> None:
+def adapter_names(model: nn.Module) -> set[str]:
+    """The state-dict names of ``model``'s adapter weights (A and B of each LoRA layer)."""
+    return {name for name in model.state_dict() if (entry := _LORA_ENTRY.match(name)) and entry["factor"]}
+
+
+@contextlib.contextmanager
+def adapters_off(model: nn.Module) -> Iterator[None]:
+    """``model`` computes its base model inside (every LoRA layer's forward is its base layer's),
+    in eval mode (no dropout, as a frozen reference): the KL penalty's reference for a LoRA
+    policy, without a second copy of the base weights. (PEFT's ``enable_adapters(False)`` would
+    also clear the adapters' ``requires_grad``, which a sharded policy's optimizer relies on.)"""
+    layers = [module for module in model.modules() if is_lora_layer(module)]
+    was_training = model.training
+    model.eval()
+    for layer in layers:
+        layer._disable_adapters = True
+    try:
+        yield
+    finally:
+        for layer in layers:
+            layer._disable_adapters = False
+        model.train(was_training)
+
+
+def save_adapter(model: nn.Module, directory: str | Path, base_model_path: str,
+                 state: Mapping[str, torch.Tensor] | None = None) -> None:
     """The adapters of ``model`` in PEFT's format into ``directory``: ``adapter_config.json`` and
     ``adapter_model.safetensors`` (``PeftModel.from_pretrained(base, directory)`` loads them on
-    the base model read from ``base_model_path``)."""
+    the base model read from ``base_model_path``). ``state``: the adapter weights by state-dict
+    name (:func:`adapter_names`; a sharded model's, gathered), instead of ``model``'s own."""
     from peft import get_peft_model_state_dict
     from safetensors.torch import save_file
 
@@ -149,8 +216,22 @@ def save_adapter(model: nn.Module, directory: str | Path, base_model_path: str) 
     config = model.peft_config["default"]
     config.base_model_name_or_path = base_model_path
     config.save_pretrained(str(directory))
-    state = {_PEFT_PREFIX + name: tensor.detach().contiguous() for name, tensor in get_peft_model_state_dict(model).items()}
+    adapters = get_peft_model_state_dict(model, state_dict=None if state is None else dict(state))
+    state = {_PEFT_PREFIX + name: tensor.detach().contiguous() for name, tensor in adapters.items()}
     save_file(state, str(directory / ADAPTER_FILE), metadata={"format": "pt"})
+
+
+def adapter_config_mismatch(model: nn.Module, directory: str | Path) -> str | None:
+    """Why the adapters saved in ``directory`` (:func:`save_adapter`) are not ``model``'s kind
+    (another rank, alpha or targets), or None when they are."""
+    saved = json.loads((Path(directory) / "adapter_config.json").read_text())
+    config = model.peft_config["default"]
+    if (saved.get("r"), saved.get("lora_alpha"), _as_list(saved.get("target_modules"))) == (
+            config.r, config.lora_alpha, _as_list(config.target_modules)):
+        return None
+    return (f"the adapters in {directory} (rank {saved.get('r')}, alpha {saved.get('lora_alpha')}, targets "
+            f"{saved.get('target_modules')}) are not this run's (model.lora_rank={config.r}, lora_alpha="
+            f"{config.lora_alpha}, targets {config.target_modules})")
 
 
 def load_adapter(model: nn.Module, directory: str | Path) -> None:
@@ -160,13 +241,8 @@ def load_adapter(model: nn.Module, directory: str | Path) -> None:
     from safetensors.torch import load_file
 
     directory = Path(directory)
-    saved = json.loads((directory / "adapter_config.json").read_text())
-    config = model.peft_config["default"]
-    if (saved.get("r"), saved.get("lora_alpha"), _as_list(saved.get("target_modules"))) != (
-            config.r, config.lora_alpha, _as_list(config.target_modules)):
-        raise ValueError(f"the adapters in {directory} (rank {saved.get('r')}, alpha {saved.get('lora_alpha')}, targets "
-                         f"{saved.get('target_modules')}) are not this run's (model.lora_rank={config.r}, lora_alpha="
-                         f"{config.lora_alpha}, targets {config.target_modules})")
+    if (mismatch := adapter_config_mismatch(model, directory)) is not None:
+        raise ValueError(mismatch)
     device = next(model.parameters()).device
     state = {name.removeprefix(_PEFT_PREFIX): tensor for name, tensor in load_file(str(directory / ADAPTER_FILE), device=str(device)).items()}
     result = set_peft_model_state_dict(model, state)

@@ -100,7 +100,7 @@ def model_problems(cfg: DAPOConfig) -> list[str]:
     elif not any(any(model_dir.glob(pattern)) for pattern in WEIGHT_PATTERNS):
         problems.append(f"model.path={m.path!r} has no weights (*.safetensors or pytorch_model*.bin)")
     else:
-        problems += _config_file_context_problems(config_file, cfg)
+        problems += _config_file_context_problems(config_file, cfg) + _sequence_parallel_problems(config_file, cfg)
     tokenizer_dir = Path(m.tokenizer_path).expanduser() if m.tokenizer_path else model_dir
     where = f"model.tokenizer_path={m.tokenizer_path!r}" if m.tokenizer_path else f"model.path={m.path!r}"
     if not tokenizer_dir.is_dir():
@@ -123,6 +123,25 @@ def _config_file_context_problems(config_file: Path, cfg: DAPOConfig) -> list[st
         return []
     context, how = limit
     return _context_problems(context, f"{how} in {config_file}", cfg)
+
+
+def _sequence_parallel_problems(config_file: Path, cfg: DAPOConfig) -> list[str]:
+    """trainer.sequence_parallel_size S splits attention by heads: S must divide the model's
+    attention and key/value heads (found here, before Ray starts the ranks that would refuse it)."""
+    size = cfg.trainer.sequence_parallel_size
+    if size == 1:
+        return []
+    try:
+        model_config = json.loads(config_file.read_text())
+    except (OSError, ValueError):
+        return []  # said by _config_file_context_problems
+    text = model_config.get("text_config") if isinstance(model_config.get("text_config"), dict) else model_config
+    heads = text.get("num_attention_heads")
+    kv_heads = text.get("num_key_value_heads") or heads
+    if isinstance(heads, int) and isinstance(kv_heads, int) and not (heads % size or kv_heads % size):
+        return []
+    return [f"trainer.sequence_parallel_size={size} splits attention by heads: {config_file} gives {heads} attention "
+            f"and {kv_heads} key/value heads, which {size} must divide"]
 
 
 # RoPE types whose max_position_embeddings already is the extended context (Llama 3.1's 131072

@@ -324,3 +324,40 @@ def test_a_lora_plan_counts_adamw_for_the_adapters_alone_as_peft_makes_them(tmp_
     assert rows["LoRA adapters + grads + AdamW"] == adapters * 16
     assert "weights + grads + AdamW" not in rows
     assert f"with LoRA adapters ({adapters / 1e6:.1f}M parameters, rank 8)" in plan(cfg)
+
+
+def test_a_lora_plan_on_two_ranks_shards_the_frozen_weights_and_keeps_no_reference_copy(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from dapo.lora import apply_lora
+
+    tiny_model_dir = make_tiny_model(tmp_path / "model", hidden_size=64)
+    overrides = [f"model.path={tiny_model_dir}", "model.lora_rank=8", "resources.devices_per_node=2",
+                 "algorithm.kl_coef=0.1"]
+    cfg = load_config([builtin_config_path("default")], overrides)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    params = sum(p.numel() for p in model.parameters())
+    apply_lora(model, 8, 16.0, cfg.model.lora_target_modules)
+    adapters = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    rows, moments = training_rows(cfg, model_shape(cfg, None))
+    rows = dict(rows)
+    assert rows["sharded weights (frozen: model.lora_rank)"] == params * 4 / 2
+    assert rows["sharded LoRA adapters + grads + AdamW"] == adapters * 16 / 2
+    # the KL reference is the policy with its adapters off: no copy; the output layer is frozen: no gradient
+    assert not any("reference model" in name or "output layer's gradient" in name for name in rows)
+    assert "the reference's forward (adapters off): its layers gathered" in dict(moments)
+    full = dict(training_rows(load_config([builtin_config_path("default")], overrides[:1] + overrides[2:]),
+                              model_shape(cfg, None))[0])
+    assert full["sharded reference model (algorithm.kl_coef)"] == params * 4 / 2
+
+
+def test_a_sequence_parallel_rank_holds_the_activations_of_its_share_of_the_tokens(tmp_path):
+    tiny_model_dir = make_tiny_model(tmp_path / "model", hidden_size=64)
+    base = [f"model.path={tiny_model_dir}", "resources.devices_per_node=4", "trainer.packing=true",
+            "trainer.shared_prompt=false", "trainer.micro_batch_tokens=8192"]
+    whole = load_config([builtin_config_path("default")], base)
+    split = load_config([builtin_config_path("default")], [*base, "trainer.sequence_parallel_size=4"])
+    rows = [dict(training_rows(cfg, model_shape(cfg, None))[0]) for cfg in (whole, split)]
+    name = "activations: every layer's (no checkpointing)"
+    assert rows[0][name] / 4 <= rows[1][name] < rows[0][name] / 3  # (plus the gathered weights each layer holds)
+    assert "computing 1/4 of each packed row" in plan(split)

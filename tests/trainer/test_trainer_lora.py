@@ -13,7 +13,6 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
 from dapo.cli.main import main as dapo_main
-from dapo.config import ConfigError
 from dapo.errors import UserError
 from dapo.trainer import Trainer
 from dapo.trainer.metrics import read_metrics
@@ -91,9 +90,37 @@ def test_resuming_with_and_without_adapters_across_is_refused(tiny_model_dir, re
                             f"checkpoint.resume={lora_checkpoint}")).train()
 
 
-def test_lora_on_several_ranks_is_refused_with_the_reason(tiny_model_dir, reward_file, tmp_path):
-    with pytest.raises(ConfigError, match="one process"):
-        tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *LORA, "resources.devices_per_node=2")
+def test_a_lora_policys_kl_reference_is_its_base_model_without_a_copy(tiny_model_dir, reward_file, tmp_path):
+    """algorithm.kl_coef > 0 with LoRA: the reference is the policy with its adapters off, not a
+    second copy of the base weights; loss and actor/kl_ref equal those against a frozen copy."""
+    from dapo.trainer.setup import load_reference_model
+    from dapo.trainer.step_metrics import update_metrics
+    from tests.trainer.test_trainer_policy import make_samples
+
+    kl = ("algorithm.kl_coef=0.1", "algorithm.kl_estimator=k3", "trainer.autocast=none", "trainer.lr=1e-2")
+    runs = []
+    for copy in (False, True):
+        trainer = Trainer(tiny_config(tiny_model_dir, tmp_path / f"run{copy}", reward_file, *LORA, *kl))
+        try:
+            if copy:
+                assert trainer.policy.ref_model is None  # none was loaded
+                trainer.policy.ref_model = load_reference_model(tiny_model_dir, trainer.cfg.model, torch.device("cpu"))
+            samples = make_samples(torch.Generator().manual_seed(0))
+            metrics = []
+            for _ in range(2):
+                for sample, logprobs in zip(samples, trainer.policy.compute_logprobs(samples).logprobs):
+                    sample.old_logprobs = logprobs
+                metrics.append(update_metrics([trainer.policy.update(samples)], samples, trainer.policy.lr))
+            assert trainer.model.training and all(p.requires_grad for n, p in trainer.model.named_parameters()
+                                                  if ".lora_" in n)  # the adapters back on after each pass
+            runs.append(metrics)
+        finally:
+            trainer.close()
+    own, copied = runs
+    assert own[0]["actor/kl_ref"] == 0.0 and own[1]["actor/kl_ref"] > 1e-6
+    for a, b in zip(own, copied):
+        assert a["actor/loss"] == pytest.approx(b["actor/loss"], rel=1e-6, abs=1e-8)
+        assert a["actor/kl_ref"] == pytest.approx(b["actor/kl_ref"], rel=1e-6, abs=1e-10)
 
 
 def test_dapo_eval_of_a_lora_checkpoint_scores_its_merged_weights(tiny_model_dir, reward_file, tmp_path, capsys,

@@ -4,19 +4,20 @@ The model's shape comes from its directory's config.json, built on the meta devi
 are read), or, given only ``--params``, from the Qwen2.5 model nearest in size. Per policy rank
 (FSDP2 over W ranks; N parameters, L layers, a layer of N_l; p bytes a parameter in model.dtype,
 c in the dtype the passes compute in: 2 with trainer.param_dtype=bf16, else p; T =
-trainer.micro_batch_tokens; V the vocabulary):
+trainer.micro_batch_tokens / trainer.sequence_parallel_size, a rank's tokens; V the vocabulary):
 
     kept through the run:
       weights + grads + AdamW m, v   = N/W x 4p       (AdamW's states take the weights' dtype)
-                                       N x p + N_a x 4p (model.lora_rank > 0, W = 1: frozen weights,
-                                       and N_a adapter parameters, r x (in + out) per adapted layer)
+                                       (N + 4 N_a)/W x p (model.lora_rank > 0: frozen weights, and
+                                       N_a adapter parameters, r x (in + out) per adapted layer)
     while updating:
       bf16 weights + grads           = N x 2 x 2      (W = 1 with param_dtype=bf16)
       autocast's weight copies       = N x 2          (W = 1 under autocast: its cast cache)
       root unit, gathered            = N_root x c     (W > 1: embeddings, final norm, output layer:
                                                        FSDP2 keeps the root gathered from forward
                                                        through backward)
-      output layer's gradient        = N_out x c      (W > 1: unsharded until the backward ends)
+      output layer's gradient        = N_out x c      (W > 1: unsharded until the backward ends; none
+                                                       with LoRA: the output layer is frozen)
       gathered layers                = 2 N_l x c      (W > 1: the unit computing and the one prefetched)
       activations                    = T x L x a_in   (model.gradient_checkpointing: each layer's input)
                                        T x L x a      (without: all a layer saves for backward)
@@ -26,11 +27,14 @@ trainer.micro_batch_tokens; V the vocabulary):
                                          (logits and their gradient; dapo.algo.logprobs)
         one layer's                    = T x a (with checkpointing: the layer recomputed)
                                          + N_l x (c + r) (W > 1: its unsharded gradient and the
-                                         copy reduce-scattered in r bytes: 4 with param_dtype=bf16)
+                                         copy reduce-scattered in r bytes: 4 with param_dtype=bf16;
+                                         with LoRA, of the layer's adapters alone, N_a/L)
         the reference's forward        = (N_root + 2 N_l) x c (W > 1, algorithm.kl_coef > 0: its
-                                         root and layers gathered; resharded before the backward)
+                                         root and layers gathered; resharded before the backward;
+                                         with LoRA, the policy's own forward: 2 N_l x c)
       reference model              = N/W x p        (algorithm.kl_coef > 0: frozen, no grads or AdamW;
-                                                       one process, param_dtype=bf16: N x 2)
+                                                       one process, param_dtype=bf16: N x 2; none
+                                                       with LoRA: the policy's base model is it)
     rollout engine: vLLM's share of the device (N/tp weights + KV cache), which it gives back
     while the trainer updates when rollout.vllm_sleep_between_rollouts (on GPU; the trainer's
     gradients are freed then, so the generation moment holds N/W x 3p and the share); native/hf:
@@ -169,29 +173,31 @@ def _fallback_activations(cfg: DAPOConfig, shape: ModelShape, compute_bytes: int
 
 def training_rows(cfg: DAPOConfig, shape: ModelShape) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
     """(rows held through the update, rows of the backward's two moments of which the larger counts)."""
-    world, n, tokens = cfg.resources.world_size, shape.params, cfg.trainer.micro_batch_tokens
+    # trainer.sequence_parallel_size S: a rank computes 1/S of each micro-batch's tokens
+    world, n = cfg.resources.world_size, shape.params
+    tokens = math.ceil(cfg.trainer.micro_batch_tokens / cfg.trainer.sequence_parallel_size)
     param_bytes = DTYPE_BYTES[cfg.model.dtype]
     bf16_weights = cfg.trainer.param_dtype == "bf16"
     compute = 2 if bf16_weights else param_bytes
     act = shape.activations or _fallback_activations(cfg, shape, compute)
-    adapters = shape.adapter_params
-    if cfg.model.lora_rank > 0:  # LoRA, in one process: the frozen weights have no gradient or AdamW state
-        rows = [("weights (frozen: model.lora_rank)", n * param_bytes),
-                ("LoRA adapters + grads + AdamW", adapters * 4 * param_bytes)]
+    adapters, lora, sharded = shape.adapter_params, cfg.model.lora_rank > 0, "sharded " if world > 1 else ""
+    if lora:  # the frozen weights have no gradient or AdamW state
+        rows = [(f"{sharded}weights (frozen: model.lora_rank)", n / world * param_bytes),
+                (f"{sharded}LoRA adapters + grads + AdamW", adapters / world * 4 * param_bytes)]
     else:
-        rows = [(f"{'sharded ' if world > 1 else ''}weights + grads + AdamW", n / world * 4 * param_bytes)]
+        rows = [(f"{sharded}weights + grads + AdamW", n / world * 4 * param_bytes)]
     if world == 1 and bf16_weights:
-        rows.append(("bf16 weights + grads (trainer.param_dtype)",
-                     (n + adapters) * 2 if cfg.model.lora_rank > 0 else n * 2 * 2))
+        rows.append(("bf16 weights + grads (trainer.param_dtype)", (n + adapters) * 2 if lora else n * 2 * 2))
     if world == 1 and cfg.trainer.autocast != "none":
         rows.append(("autocast's weight copies (its cast cache)", n * 2))
-    if cfg.algorithm.kl_coef > 0:  # frozen: one process casts it to bf16 under param_dtype=bf16, shards stay
-        rows.append((f"{'sharded ' if world > 1 else ''}reference model (algorithm.kl_coef)",
+    # frozen: one process casts it to bf16 under param_dtype=bf16, shards stay; LoRA: none (its base model)
+    if cfg.algorithm.kl_coef > 0 and not lora:
+        rows.append((f"{sharded}reference model (algorithm.kl_coef)",
                      n / world * (2 if world == 1 and bf16_weights else param_bytes)))
     copies = act.weight_copies if world > 1 else 0.0  # one process: the cast cache, above
     if world > 1:
         rows += [("root unit, gathered (embeddings, output layer)", shape.root_params * compute),
-                 ("output layer's gradient (unsharded)", shape.output_params * compute),
+                 *([] if lora else [("output layer's gradient (unsharded)", shape.output_params * compute)]),
                  ("gathered layers (FSDP2 unit + prefetch)", 2 * shape.layer_params * compute)]
     if cfg.model.gradient_checkpointing:
         rows.append(("activations: checkpointed layer inputs", tokens * shape.layers * act.layer_input))
@@ -201,14 +207,19 @@ def training_rows(cfg: DAPOConfig, shape: ModelShape) -> tuple[list[tuple[str, f
     rows.append(("activations outside the layers", tokens * act.outside_layers))
     layer_moment = tokens * act.layer + copies if cfg.model.gradient_checkpointing else 0.0
     if world > 1:  # the unsharded gradient and its reduce-scatter copy (float32 under param_dtype=bf16)
-        layer_moment += shape.layer_params * (compute + (4 if bf16_weights else compute))
+        layer_grads = adapters / shape.layers if lora else shape.layer_params  # LoRA: the adapters' alone
+        layer_moment += layer_grads * (compute + (4 if bf16_weights else compute))
     what = [*(["recomputed"] if cfg.model.gradient_checkpointing else []),
             *(["gradient + reduce copy"] if world > 1 else [])]
     moments = [("backward at the output: logits, gradient, log-prob chunks", logits_bytes(cfg, tokens, shape.vocab)),
                ("backward at a layer: " + ", ".join(what), layer_moment)]
     if cfg.algorithm.kl_coef > 0 and world > 1:  # between the policy's forward and its backward
-        moments.append(("the reference's forward: its root and layers gathered",
-                        (shape.root_params + 2 * shape.layer_params) * compute))
+        if lora:  # the reference is the policy with its adapters off: its root is gathered already
+            moments.append(("the reference's forward (adapters off): its layers gathered",
+                            2 * shape.layer_params * compute))
+        else:
+            moments.append(("the reference's forward: its root and layers gathered",
+                            (shape.root_params + 2 * shape.layer_params) * compute))
     return rows, moments
 
 
@@ -248,6 +259,8 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
         + (" in this process (no Ray)" if world == 1 else
            f" on Ray ({res.ray_address or 'a local Ray started by dapo train'})"),
         ("each rank: an FSDP2 shard of the policy" if world > 1 else "the policy, whole")
+        + (f", computing 1/{cfg.trainer.sequence_parallel_size} of each packed row in its sequence-parallel group"
+           if cfg.trainer.sequence_parallel_size > 1 else "")
         + (f", with LoRA adapters ({shape.adapter_params / 1e6:.1f}M parameters, rank {cfg.model.lora_rank})"
            if cfg.model.lora_rank > 0 else "")
         + f" ({cfg.model.dtype} weights, "
@@ -266,8 +279,8 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
     updating = (sum(size for _, size in rows) + max(size for _, size in moments)) / GIB
     share = cfg.rollout.vllm_gpu_memory_utilization * device_gib if vllm else 0.0
     if vllm and sleeps:  # gradients are freed after each update; weights, AdamW and the reference stay
-        reference = n / world * param_bytes if cfg.algorithm.kl_coef > 0 else 0.0
-        kept = (n * param_bytes + shape.adapter_params * 3 * param_bytes if cfg.model.lora_rank > 0
+        reference = n / world * param_bytes if cfg.algorithm.kl_coef > 0 and cfg.model.lora_rank == 0 else 0.0
+        kept = ((n + shape.adapter_params * 3) / world * param_bytes if cfg.model.lora_rank > 0
                 else n / world * 3 * param_bytes)
         generating = (kept + reference) / GIB + share
         lines.append(f"  {'total while updating (vLLM asleep)':58s} {updating:9.2f} GiB")

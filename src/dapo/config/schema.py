@@ -23,7 +23,7 @@ from dapo.config.checks import ConfigError, check
 from dapo.config.generation import RewardConfig, RewardFunctionSpec, RolloutConfig
 from dapo.config.model_data import ATTENTION_KERNELS, DTYPE_BYTES, DataConfig, ModelConfig
 from dapo.config.run import CheckpointConfig, EvalConfig, LoggingConfig, ResourcesConfig
-from dapo.config.training import AlgorithmConfig, TrainerConfig
+from dapo.config.training import TOKEN_SUM_AGGREGATIONS, AlgorithmConfig, TrainerConfig
 from dapo.user_code import use_python_path
 
 __all__ = [
@@ -112,10 +112,14 @@ class DAPOConfig:
                 f"devices each, within a node: it needs rollout.engine=vllm and resources.devices_per_node "
                 f"({res.devices_per_node}) divisible by it",
             )
-        check(self.model.lora_rank == 0 or res.world_size == 1,
-              f"model.lora_rank={self.model.lora_rank} trains LoRA adapters in one process: resources.nnodes and "
-              f"resources.devices_per_node must be 1 (they ask for {res.world_size} ranks; LoRA on FSDP2 ranks "
-              "is not built yet)")
+        sp = self.trainer.sequence_parallel_size
+        check(res.world_size % sp == 0,
+              f"trainer.sequence_parallel_size={sp} groups the policy ranks: resources.world_size "
+              f"({res.world_size}) must be a multiple of it")
+        check(sp == 1 or a.loss_agg_mode in TOKEN_SUM_AGGREGATIONS,
+              f"trainer.sequence_parallel_size={sp} sums each rank's chunk of the tokens: "
+              f"algorithm.loss_agg_mode={a.loss_agg_mode} is not a sum over tokens (one of "
+              f"{', '.join(TOKEN_SUM_AGGREGATIONS)})")
         check(self.model.lora_rank == 0 or self.trainer.forward != "native",
               "trainer.forward=native reads the policy's weights and cannot train LoRA adapters: use "
               "trainer.forward=auto (Hugging Face's forward) with model.lora_rank > 0")

@@ -12,6 +12,11 @@ from dataclasses import dataclass, field
 from dapo.config.checks import ConfigError, check, one_of
 from dapo.user_code import import_user_code
 
+# The loss aggregations (dapo.algo.aggregation) that are sums over tokens under a constant: a
+# sequence-parallel rank's sum over its chunk of the tokens is its share of the whole
+# (trainer.sequence_parallel_size; seq-mean-token-mean's per-sequence means need whole sequences).
+TOKEN_SUM_AGGREGATIONS = ("token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+
 # How the trainer calls each registry's entries (docs/extending.md's signatures), positional
 # argument names and keyword argument names: ADVANTAGE_CALL, POLICY_LOSS_CALL and LOSS_AGG_CALL of
 # dapo.algo's advantages, policy_loss and aggregation, each read off the one function that calls
@@ -202,6 +207,14 @@ class TrainerConfig:
     # no row-wide mask). Same loss and gradients as padding; pays off where sequences are long and
     # uneven, costs where they are short and many (an attention call per run of equal lengths).
     packing: bool = False
+    # Ulysses sequence parallelism (verl's ulysses_sequence_parallel_size): groups of this many
+    # consecutive policy ranks share each micro-batch, each computing a 1/S chunk of its packed row
+    # (activations per rank / S), attention on all tokens of H/S heads between two all-to-alls
+    # (dapo.trainer.sequence_parallel). For sequences whose activations do not fit one device;
+    # trainer.micro_batch_tokens still counts a micro-batch's tokens, of which a rank computes 1/S.
+    # Needs trainer.packing, resources.world_size divisible by it, heads and key/value heads
+    # divisible by it, and a loss aggregation that sums tokens (not seq-mean-token-mean).
+    sequence_parallel_size: int = 1
     # Forward each distinct prompt of a micro-batch once: its group's G responses continue from
     # the prompt's cached keys and values (a prompt pass, then a response pass), so the layers see
     # P + G*R tokens of a group instead of G*(P+R). Same loss and gradients as padding. Attention
@@ -282,6 +295,10 @@ class TrainerConfig:
         # numpy (which vLLM seeds) takes [0, 2**32); the rounds' seeds (seed * 1_000_003 + ...) stay in int64
         check(0 <= self.seed < 2**32, f"trainer.seed={self.seed} must be in [0, 2**32)")
         check(self.warmup_steps >= 0, "trainer.warmup_steps must be >= 0")
+        check(self.sequence_parallel_size >= 1, "trainer.sequence_parallel_size must be >= 1")
+        check(self.sequence_parallel_size == 1 or self.packing,
+              f"trainer.sequence_parallel_size={self.sequence_parallel_size} splits a packed row's tokens over "
+              "ranks: set trainer.packing=true" + (" trainer.shared_prompt=false" if self.shared_prompt else ""))
         check(not (self.packing and self.shared_prompt),
               "trainer.packing and trainer.shared_prompt are two layouts of a micro-batch: choose one")
         one_of("trainer.forward", self.forward, ("auto", "native", "hf"))

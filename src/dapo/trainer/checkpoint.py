@@ -45,6 +45,7 @@ from torch.distributed.checkpoint.state_dict import (
 
 from dapo.durable import fsync_dir, fsync_tree, modes_as_umask
 from dapo.errors import DamagedWeightsError
+from dapo.lora import adapter_names, has_lora, merge_adapters
 from dapo.rollout.base import checkpoint_format, tied_duplicates
 from dapo.trainer.dropout import config_dropout_restored
 from dapo.trainer.fsdp import gathered_weights
@@ -163,8 +164,10 @@ def _policy_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                   scheduler: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """This rank's view of the policy's state, as DCP saves and loads it: the model's and the
     optimizer's DTensor shards (optimizer state keyed by parameter name), and the scheduler's state.
-    Returned twice: whole, for ``set_state_dict``, and without a tied output layer's second name
-    for the same weights, for DCP (which would otherwise write them twice)."""
+    Returned twice: whole, for ``set_state_dict``, and for DCP without a tied output layer's second
+    name for the same weights (which it would otherwise write twice) and, for a LoRA policy, with
+    the adapters alone of the model's weights (its frozen base weights are model.path's, read
+    again on a resume as in one process: a checkpoint is not a copy of the base model)."""
     fresh = not optimizer.state
     model_state, optimizer_state = get_state_dict(model, optimizer)
     if fresh:
@@ -175,8 +178,8 @@ def _policy_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
             if isinstance(state.get("step"), torch.Tensor):
                 state["step"].zero_()
     whole = {"model": model_state, "optimizer": optimizer_state, "scheduler": scheduler.state_dict()}
-    tied = tied_duplicates(model)
-    return whole, {**whole, "model": {name: t for name, t in model_state.items() if name not in tied}}
+    saved = adapter_names(model) if has_lora(model) else set(model_state) - tied_duplicates(model)
+    return whole, {**whole, "model": {name: t for name, t in model_state.items() if name in saved}}
 
 
 def save_sharded_policy(directory: str | Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
@@ -231,7 +234,8 @@ def export_hf_from_shards(directory: str | Path, model: torch.nn.Module, tokeniz
     generation config and tokenizer (by ``save_pretrained``), and the weights as save_pretrained
     lays them out (``model.safetensors``, or files of at most ``max_file_bytes`` listed in
     ``model.safetensors.index.json``; a tied output layer once; a MoE's experts one by one, as
-    :func:`checkpoint_format` names them). Streamed: the ranks all-gather one full tensor at a time
+    :func:`checkpoint_format` names them; a LoRA policy's merged, :func:`dapo.lora.merge_adapters`).
+    Streamed: the ranks all-gather one full tensor at a time
     and rank 0 holds at most one file's worth in CPU memory, not the model (131 GB at 32B float32).
     Collective: every rank must call it. Rank 0 failing (a full disk, a tokenizer that will not
     save) still takes part in every all-gather left, so that no other rank waits in one for good
@@ -240,7 +244,7 @@ def export_hf_from_shards(directory: str | Path, model: torch.nn.Module, tokeniz
     try:
         if rank != 0:
             return  # gathered in the finally
-        save_hf_model_streamed(directory, model, tokenizer, unclosed(weights), max_file_bytes)
+        save_hf_model_streamed(directory, model, tokenizer, merge_adapters(unclosed(weights), model), max_file_bytes)
     finally:  # (a gather that failed closed the generator: nothing left)
         collections.deque(weights, maxlen=0)
 

@@ -128,7 +128,9 @@ class Trainer(LoopState):
             if (adapters := lora.describe(run.model)) is not None:
                 print(adapters)
             if self.policy is None:
-                ref = load_reference_model(run.model_path, cfg.model, run.device) if cfg.algorithm.kl_coef > 0 else None
+                # (a LoRA policy's reference is its own base model: PolicyWorker._ref_logprobs)
+                needs_ref = cfg.algorithm.kl_coef > 0 and cfg.model.lora_rank == 0
+                ref = load_reference_model(run.model_path, cfg.model, run.device) if needs_ref else None
                 self.policy = PolicyWorker(
                     self.model,
                     cfg.algorithm,

@@ -54,12 +54,15 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
 from dapo.rollout.hf_compat import rope_length_threshold
 from dapo.trainer.rope_groups import rope_per_sequence
+from dapo.trainer.sequence_parallel import GROUP_KWARG, ULYSSES_PREFIX, SequenceGroup
 
 PACKED_SDPA = "dapo_packed_sdpa"
 # the implementations whose packed rows get a row-wide mask (flash-attention kernels are varlen)
 _MASKED_IMPLEMENTATIONS = ("sdpa", "eager")
 # inside packed_logits' model call: the row's sequence bounds (on the CPU), None outside
 _PACKED_ROW: ContextVar[torch.Tensor | None] = ContextVar("dapo_packed_row", default=None)
+# inside a sequence-parallel rank's call: its input is a chunk of the row (the model's positions too)
+_ROW_CHUNK: ContextVar[bool] = ContextVar("dapo_row_chunk", default=False)
 # the attribute of a longest sequence's mask that says up to which length its corners are causal
 _CAUSAL_UP_TO = "dapo_causal_up_to"
 
@@ -144,6 +147,8 @@ def _sdpa_mask_unless_packed(**kwargs) -> torch.Tensor | None:
     bounds = _PACKED_ROW.get()
     if bounds is None:
         return sdpa_mask(**kwargs)
+    if _ROW_CHUNK.get():  # a chunk's positions cannot make the row's masks: causal, as use_sequence_parallel_attention checked
+        return None
     if kwargs.get("use_vmap"):  # transformers' sign of a custom or_mask/and_mask function
         raise ValueError("trainer.packing with sdpa/eager: the model's attention mask depends on more than the "
                          "positions in a sequence (an or/and mask function, e.g. image tokens' bidirectional "
@@ -174,33 +179,42 @@ ALL_MASK_ATTENTION_FUNCTIONS.register(PACKED_SDPA, _sdpa_mask_unless_packed)
 
 
 @contextlib.contextmanager
-def _packed_row(bounds: torch.Tensor) -> Iterator[None]:
-    token = _PACKED_ROW.set(bounds)
+def _packed_row(bounds: torch.Tensor, chunk: bool = False) -> Iterator[None]:
+    token, chunk_token = _PACKED_ROW.set(bounds), _ROW_CHUNK.set(chunk)
     try:
         yield
     finally:
         _PACKED_ROW.reset(token)
+        _ROW_CHUNK.reset(chunk_token)
 
 
-def packed_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
-    """(1, N, V) logits of a packed row's N response positions (trainer.batch's packed layout).
+def packed_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor],
+                  sequence: SequenceGroup | None = None) -> torch.Tensor:
+    """(1, N, V) logits of a packed row's N response positions (trainer.batch's packed layout);
+    with a ``sequence`` group, of this rank's chunk of the row (:mod:`dapo.trainer.sequence_parallel`).
     The flag that skips the row-wide mask is read while the model makes its masks, before any
     layer runs; a checkpointed layer's recompute in backward reuses the call's mask (none) and
     bounds. A RoPE whose frequencies follow the call's longest sequence (longrope, dynamic) is
     computed for each sequence as it would be alone (:mod:`dapo.trainer.rope_groups`)."""
     rope = rope_length_threshold(model)
     if rope is None:
-        return _packed_call(model, tensors)
+        return _packed_call(model, tensors, sequence)
+    if sequence is not None:  # its rotary module would see a chunk's positions, not each sequence's
+        raise ValueError("trainer.sequence_parallel_size > 1 with a RoPE whose frequencies follow the sequence's "
+                         "length (longrope, dynamic) is not supported")
     edges = tensors["packed_cu_seq_lens"].tolist()
     with rope_per_sequence(model, [end - start for start, end in zip(edges, edges[1:])], rope):
         return _packed_call(model, tensors)
 
 
-def _packed_call(model: PreTrainedModel, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
+def _packed_call(model: PreTrainedModel, tensors: dict[str, torch.Tensor],
+                 sequence: SequenceGroup | None = None) -> torch.Tensor:
     """The model's forward of one packed row: (1, N, V) logits at ``packed_logits_index``."""
     inputs = {"input_ids": tensors["packed_input_ids"], "position_ids": tensors["packed_position_ids"],
               "logits_to_keep": tensors["packed_logits_index"], "use_cache": False}
-    implementation = model.config._attn_implementation
+    if sequence is not None:  # to the attention of every layer, as the bounds (GROUP_KWARG)
+        inputs[GROUP_KWARG] = sequence
+    implementation = model.config._attn_implementation.removeprefix(ULYSSES_PREFIX)
     if is_flash_attention(implementation):  # varlen kernels: given the bounds, or every layer infers them again
         bounds = tensors["packed_cu_seq_lens"]  # int32, on the device, as the kernels take them
         longest = int(bounds.diff().max())  # one device sync per call, not a few per layer
@@ -209,7 +223,7 @@ def _packed_call(model: PreTrainedModel, tensors: dict[str, torch.Tensor]) -> to
     if implementation != PACKED_SDPA:  # eager kept (no sdpa): its mask, from the positions
         return model(**inputs).logits
     bounds = tensors["packed_cu_seq_lens"].cpu()  # read by every layer: one device sync per call
-    with _packed_row(bounds):
+    with _packed_row(bounds, chunk=sequence is not None):
         return model(**inputs, cu_seq_lens_q=bounds).logits
 
 

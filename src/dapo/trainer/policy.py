@@ -10,12 +10,12 @@ from __future__ import annotations
 import contextlib
 import math
 import warnings
-from pathlib import Path
 
 import torch
+import torch.distributed as dist
 from torch.distributed.fsdp import FSDPModule
 from torch.distributed.tensor import DTensor
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel
 
 from dapo.algo import (
     aggregate_loss,
@@ -24,6 +24,7 @@ from dapo.algo import (
     tis_weights,
 )
 from dapo.config import AlgorithmConfig, TrainerConfig
+from dapo.lora import adapters_off, has_lora
 from dapo.rollout.batching import within_lengths
 from dapo.trainer import optim
 from dapo.trainer.batch import (
@@ -34,24 +35,27 @@ from dapo.trainer.batch import (
     iter_micro_batches,
     split_rows,
 )
-from dapo.trainer.checkpoint import is_sharded, load_sharded_policy
 from dapo.trainer.fsdp import all_ranks_true, reshard_root, same_count
 from dapo.trainer.mixed_precision import Bf16ComputeWeights, cast_parameters
 from dapo.trainer.native_forward import native_forward_reason
 from dapo.trainer.packed_attention import use_packed_attention
-from dapo.trainer.policy_weights import load_policy_weights, save_policy_weights
+from dapo.trainer.policy_checkpoint import PolicyCheckpointing
 from dapo.trainer.response_logits import (
     add_diagnostics,
     response_entropy,
     response_logits,
     response_logprobs,
 )
-from dapo.trainer.run_dir import has_saved_run_config
+from dapo.trainer.sequence_parallel import (
+    SequenceGroup,
+    shard_packed,
+    use_sequence_parallel_attention,
+)
 from dapo.trainer.shared_prompt import check_shared_prompt
 from dapo.trainer.update_stats import PEER_NONFINITE_LOSS, LogprobPass, UpdateStats
 
 
-class PolicyWorker:
+class PolicyWorker(PolicyCheckpointing):
     broken: str | None = None  # as RayPolicyGroup's: one process's policy never is
 
     def __init__(
@@ -64,8 +68,13 @@ class PolicyWorker:
         total_steps: int,
         norm_const: float,
         ref_model: PreTrainedModel | None = None,
+        sequence: SequenceGroup | None = None,
     ) -> None:
-        self.model, self.ref_model = model, ref_model
+        """``ref_model``: the KL penalty's frozen reference (algorithm.kl_coef > 0), None without
+        one; a LoRA policy needs none (its base model is the reference, :meth:`_ref_logprobs`).
+        ``sequence``: this rank's sequence-parallel group (trainer.sequence_parallel_size > 1),
+        whose ranks get the same samples and compute a chunk of each packed row each."""
+        self.model, self.ref_model, self.sequence = model, ref_model, sequence
         self.algo, self.cfg = algo, trainer
         self.pad_token_id, self.temperature, self.norm_const = pad_token_id, temperature, norm_const
         self.device = next(model.parameters()).device
@@ -89,6 +98,8 @@ class PolicyWorker:
             for packed_model in (model, ref_model):
                 if packed_model is not None:
                     use_packed_attention(packed_model)
+                    if sequence is not None:  # the same, between the all-to-alls of a chunk
+                        use_sequence_parallel_attention(packed_model, sequence.size)
 
     def _runs_native(self, model: PreTrainedModel) -> bool:
         """Whether ``model``'s shared-prompt forward is dapo-rl's own (trainer.forward)."""
@@ -114,14 +125,19 @@ class PolicyWorker:
                               cache_enabled=not isinstance(self.model, FSDPModule))
 
     def _collate(self, micro: list[Sample]) -> dict[str, torch.Tensor]:
-        """A micro-batch's tensors on this worker's device, in trainer.layout."""
-        return {k: v.to(self.device) for k, v in collate(micro, self.pad_token_id, self.cfg.layout).items()}
+        """A micro-batch's tensors on this worker's device, in trainer.layout (with a sequence
+        group, this rank's chunk of the packed row: :func:`~dapo.trainer.sequence_parallel.shard_packed`)."""
+        tensors = collate(micro, self.pad_token_id, self.cfg.layout)
+        if self.sequence is not None:
+            tensors = shard_packed(tensors, self.sequence, self.pad_token_id)
+        return {k: v.to(self.device) for k, v in tensors.items()}
 
     def _response_logits(self, model: PreTrainedModel, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
         """:func:`~dapo.trainer.response_logits.response_logits` under trainer.autocast, with
         dapo-rl's own shared-prompt forward where it computes ``model``."""
         with self._autocast():
-            return response_logits(model, tensors, self.native_ref if model is self.ref_model else self.native_policy)
+            return response_logits(model, tensors, self.native_ref if model is self.ref_model else self.native_policy,
+                                   self.sequence)
 
     def _logprobs(self, logits: torch.Tensor, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
         return response_logprobs(logits, tensors, self.temperature)
@@ -151,6 +167,8 @@ class PolicyWorker:
                 logits = self._response_logits(model, tensors)
                 logprobs = self._logprobs(logits, tensors)
                 add_diagnostics(logits, logprobs, tensors, result, self.temperature)
+                if self.sequence is not None:  # each rank's chunk (zeros elsewhere): the group's sum is whole
+                    dist.all_reduce(logprobs, group=self.sequence.group)
                 mask = within_lengths(tensors["response_lengths"], logprobs.shape[1])  # each row's first len(response)
                 pieces.append(logprobs.float()[mask].cpu())  # one device-to-host copy per micro-batch
         reshard_root(model)
@@ -246,8 +264,9 @@ class PolicyWorker:
 
     @property
     def _kl_penalty(self) -> bool:
-        """Whether the loss has the KL term to the reference (read at each use: tests set both later)."""
-        return self.algo.kl_coef > 0 and self.ref_model is not None
+        """Whether the loss has the KL term to the reference: a frozen copy of the initial policy,
+        or for a LoRA policy its own base model (read at each use: tests set them later)."""
+        return self.algo.kl_coef > 0 and (self.ref_model is not None or has_lora(self.model))
 
     @property
     def loss_scale(self) -> float:
@@ -284,7 +303,12 @@ class PolicyWorker:
     @torch.no_grad()
     def _ref_logprobs(self, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
         """The reference's log-probs; a sharded one's root unit is resharded after its forward-only
-        pass, which would otherwise keep its full weights (:func:`~dapo.trainer.fsdp.reshard_root`)."""
+        pass, which would otherwise keep its full weights (:func:`~dapo.trainer.fsdp.reshard_root`).
+        A LoRA policy without a reference copy is its own: its forward with the adapters off
+        (:func:`dapo.lora.adapters_off`; its root stays gathered for the policy's backward)."""
+        if self.ref_model is None:
+            with adapters_off(self.model):
+                return self._logprobs(self._response_logits(self.model, tensors), tensors)
         logprobs = self._logprobs(self._response_logits(self.ref_model, tensors), tensors)
         reshard_root(self.ref_model)
         return logprobs
@@ -347,55 +371,6 @@ class PolicyWorker:
             stats.ref_kl_sum = kl_sum if stats.ref_kl_sum is None else stats.ref_kl_sum + kl_sum
         stats.policy = pg if stats.policy is None else stats.policy + pg
         return loss, pg_loss
-
-    def state_dict(self) -> dict:
-        return {
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
-            "num_nonfinite_skipped": self.num_nonfinite_skipped,
-        }
-
-    def load_state_dict(self, state: dict) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        self.num_nonfinite_skipped = state["num_nonfinite_skipped"]
-
-    def save_checkpoint(self, directory: Path, tokenizer: PreTrainedTokenizerBase, hf_export: bool = True) -> dict:
-        """Write the model's Hugging Face directory into ``directory`` (the checkpoint being
-        built; always, whatever ``hf_export``: it holds the weights; with LoRA, merged, and the
-        adapters in ``adapter/``: :mod:`dapo.trainer.policy_weights`); the optimizer/scheduler
-        state, for the driver's ``trainer_state.pt``."""
-        save_policy_weights(directory, self.model, tokenizer)
-        return self.state_dict()
-
-    def load_checkpoint(self, directory: Path, state: dict) -> None:
-        """Restore weights, optimizer and scheduler from a checkpoint: one process's (weights in the
-        HF files, the rest in ``state``), or the shards of several ranks (DCP reshards them)."""
-        if is_sharded(state):
-            self.load_shards(directory)
-            self.num_nonfinite_skipped = state["num_nonfinite_skipped"]
-        else:
-            load_policy_weights(self.model, directory)
-            self.load_state_dict(state)
-            self.apply_config_to_optimizer(directory)
-
-    def load_shards(self, directory: Path) -> None:
-        """This rank's shard of model, optimizer and scheduler state from a checkpoint of several
-        ranks (DCP reshards them); the run's optimizer settings then apply. Collective."""
-        load_sharded_policy(directory, self.model, self.optimizer, self.scheduler)
-        self.apply_config_to_optimizer(directory)
-
-    def apply_config_to_optimizer(self, checkpoint: Path | None = None) -> None:
-        """After a resume from ``checkpoint``: the run's optimizer settings and schedule
-        (:func:`dapo.trainer.optim.apply_config`), and loss scaling as this run computes. What
-        changed is said here only where the checkpoint holds no run config (or is not named):
-        from one that does, the resume's list of changed settings has said it, with the learning
-        rate the schedule goes on at (:meth:`dapo.trainer.run_state.RunState.find_checkpoint`)."""
-        changed = optim.apply_config(self.optimizer, self.scheduler, self.cfg)
-        optim.set_up_loss_scaling(self.optimizer, self._float16())
-        if changed and (checkpoint is None or not has_saved_run_config(checkpoint)):
-            warnings.warn("resumed with this run's optimizer settings, not the checkpoint's: "
-                          + ", ".join(sorted(set(changed))), stacklevel=2)
 
     def _float16(self) -> bool:
         """Whether the passes compute in float16 (autocast or a float16 policy): loss scaling."""

@@ -8,6 +8,10 @@ weights back. With LoRA (``model.lora_rank > 0``, :mod:`dapo.lora`) the checkpoi
 * the adapters alone, in PEFT's format, in ``adapter/`` (``PeftModel.from_pretrained(base,
   CHECKPOINT/adapter)``), which is what a resume reads: it continues A and B (and their AdamW
   state, in ``trainer_state.pt``) on the base weights of ``model.path``, frozen as before.
+
+Several ranks: their DCP shards hold the adapters alone (:mod:`dapo.trainer.checkpoint`), rank 0
+writes ``adapter/`` from them (:func:`export_adapter_from_shards`) and, when exporting, the merged
+Hugging Face directory.
 """
 
 from __future__ import annotations
@@ -19,9 +23,18 @@ from typing import Any
 import torch
 
 from dapo.errors import UserError
-from dapo.lora import ADAPTER_DIR, has_lora, load_adapter, merged_weights, save_adapter
+from dapo.lora import (
+    ADAPTER_DIR,
+    adapter_config_mismatch,
+    adapter_names,
+    has_lora,
+    load_adapter,
+    merged_weights,
+    save_adapter,
+)
 from dapo.rollout.base import tied_duplicates
 from dapo.trainer.checkpoint import load_model_weights, save_hf_model, save_hf_model_streamed
+from dapo.trainer.fsdp import gathered_weights
 
 
 class AdapterMismatchError(UserError):
@@ -42,21 +55,41 @@ def save_policy_weights(directory: str | Path, model: torch.nn.Module, tokenizer
 def load_policy_weights(model: torch.nn.Module, directory: str | Path) -> None:
     """Load a checkpoint's weights into ``model``: its adapters where ``model`` has LoRA adapters
     (its base weights are ``model.path``'s), its full weights otherwise."""
+    check_adapters_match(model, directory)
+    if has_lora(model):
+        try:
+            load_adapter(model, Path(directory) / ADAPTER_DIR)
+        except ValueError as error:
+            raise AdapterMismatchError(f"cannot resume {directory}: {error}") from error
+        return
+    load_model_weights(model, directory)
+
+
+def check_adapters_match(model: torch.nn.Module, directory: str | Path) -> None:
+    """Refuse to resume checkpoint ``directory`` (one process's or several ranks') trained with
+    LoRA into ``model`` without adapters, the other way round, or with adapters of another rank,
+    alpha or targets (their shapes alone would not tell another alpha)."""
     adapter = Path(directory) / ADAPTER_DIR
     if has_lora(model):
         if not adapter.is_dir():
             raise AdapterMismatchError(
                 f"{directory} was trained without LoRA (it holds no {ADAPTER_DIR}/): resume it with model.lora_rank=0, "
                 f"or start LoRA training from its weights with model.path={directory} checkpoint.resume=never")
-        try:
-            load_adapter(model, adapter)
-        except ValueError as error:
-            raise AdapterMismatchError(f"cannot resume {directory}: {error}") from error
-        return
-    if adapter.is_dir():
+        if (mismatch := adapter_config_mismatch(model, adapter)) is not None:
+            raise AdapterMismatchError(f"cannot resume {directory}: {mismatch}")
+    elif adapter.is_dir():
         saved = json.loads((adapter / "adapter_config.json").read_text())
         raise AdapterMismatchError(
             f"{directory} was trained with LoRA adapters ({ADAPTER_DIR}/): resume it with model.lora_rank={saved.get('r')} "
             f"(and its lora_alpha and lora_target_modules), or train every weight from its merged weights with "
             f"model.path={directory} checkpoint.resume=never")
-    load_model_weights(model, directory)
+
+
+def export_adapter_from_shards(directory: str | Path, model: torch.nn.Module, rank: int) -> None:
+    """Rank 0 writes a sharded LoRA policy's adapters into ``directory/adapter`` in PEFT's format
+    (:func:`dapo.lora.save_adapter`), gathered from the ranks' shards (a few MB: all at once).
+    Collective: every rank must call it."""
+    adapters = adapter_names(model)
+    state = dict(gathered_weights(model, skip=set(model.state_dict()) - adapters))
+    if rank == 0:
+        save_adapter(model, Path(directory) / ADAPTER_DIR, base_model_path=str(model.config._name_or_path), state=state)

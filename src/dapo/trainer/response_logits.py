@@ -17,17 +17,20 @@ from dapo.rollout.batching import within_lengths
 from dapo.trainer.native_forward import native_shared_prompt_logits
 from dapo.trainer.packed_attention import packed_logits
 from dapo.trainer.rope_groups import rope_per_row
+from dapo.trainer.sequence_parallel import SequenceGroup
 from dapo.trainer.shared_prompt import shared_prompt_logits
 from dapo.trainer.update_stats import LogprobPass
 
 
-def response_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor], native: bool) -> torch.Tensor:
+def response_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor], native: bool,
+                    sequence: SequenceGroup | None = None) -> torch.Tensor:
     """Logits that predict each response token of a collated micro-batch (layout above);
-    ``native``: the shared-prompt layout runs dapo-rl's own forward (trainer.forward)."""
+    ``native``: the shared-prompt layout runs dapo-rl's own forward (trainer.forward);
+    ``sequence``: a packed row's chunk, this rank's of its sequence-parallel group."""
     if "prompt_input_ids" in tensors:
         return (native_shared_prompt_logits if native else shared_prompt_logits)(model, tensors)
     if "packed_input_ids" in tensors:
-        return packed_logits(model, tensors)
+        return packed_logits(model, tensors, sequence)
     # longrope/dynamic RoPE: each row rotates at its own length, not the longest row's (as alone)
     with rope_per_row(model, tensors["attention_mask"]):
         out = model(
@@ -67,6 +70,8 @@ def add_diagnostics(logits: torch.Tensor, logprobs: torch.Tensor, tensors: dict,
     loss and its entropy bonus leave them), and rollout/trainer mismatch sums over every token
     of the responses sampled this step (filtered or not: the engine sampled them all)."""
     mask = within_lengths(tensors["response_lengths"], logprobs.shape[1])
+    if "sequence_chunk_mask" in tensors:  # a sequence-parallel rank sums its chunk's tokens alone
+        mask = mask & tensors["sequence_chunk_mask"]
     in_loss = tensors["response_mask"] > 0  # (zero past each response's length)
     entropy = response_entropy(logits.detach(), tensors, temperature)
     mask = mask & tensors["sampled_this_step"].to(mask.device)[:, None]

@@ -111,8 +111,10 @@ def load_model_and_tokenizer(
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, Path]:
     """The model (``weights=False``: its structure on the meta device, no memory, for a driver
     whose policy ranks hold the weights, or a rank whose shard comes from rank 0), its tokenizer
-    and resolved directory. ``adapters``: add model.lora_rank's LoRA adapters (False for an
-    evaluation: a LoRA run's checkpoint holds its merged weights, and new adapters start at zero)."""
+    and resolved directory. ``adapters``: add model.lora_rank's LoRA adapters to the weights
+    (:func:`add_adapters`; False for an evaluation: a LoRA run's checkpoint holds its merged
+    weights, and new adapters start at zero; and for a policy rank, which adds them after it
+    copies the base model for its rollout engine)."""
     path = resolve_model_path(cfg)
     tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer_path or path)
     if tokenizer.pad_token_id is None:
@@ -125,13 +127,21 @@ def load_model_and_tokenizer(
         model = load_weights(path, cfg).to(device)
     if cfg.disable_dropout:
         disable_dropout(model)
-    if cfg.lora_rank > 0 and weights and adapters:
-        apply_lora(model, cfg.lora_rank, cfg.lora_alpha, cfg.lora_target_modules)
     if cfg.gradient_checkpointing:  # transformers 5 renamed it (the old name warns)
         (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
-        if cfg.lora_rank > 0:  # frozen embeddings: reentrant checkpointing needs inputs that require grad
-            model.enable_input_require_grads()
+    if adapters:  # (on a structure too: the driver of policy ranks describes them)
+        add_adapters(model, cfg)
     return model, tokenizer, path
+
+
+def add_adapters(model: PreTrainedModel, cfg: ModelConfig) -> None:
+    """model.lora_rank's LoRA adapters into ``model`` (nothing when it is 0); a model whose
+    shard comes from rank 0 gets them on its meta-device structure, rank 0's values after."""
+    if cfg.lora_rank == 0:
+        return
+    apply_lora(model, cfg.lora_rank, cfg.lora_alpha, cfg.lora_target_modules)
+    if cfg.gradient_checkpointing:  # frozen embeddings: reentrant checkpointing needs inputs that require grad
+        model.enable_input_require_grads()
 
 
 def load_reference_model(path: Path, cfg: ModelConfig, device: torch.device, weights: bool = True) -> PreTrainedModel:

@@ -130,6 +130,7 @@ def test_one_rank_never_imports_ray(tiny_model_dir, reward_file, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
 
 
+@pytest.mark.slow  # 9 s; a dead rank is named by the default suite's test_one_ranks_error_is_raised_at_once... too
 def test_a_dead_policy_rank_stops_the_run_naming_it(tiny_model_dir, reward_file, tmp_path):
     import ray
 
@@ -146,6 +147,7 @@ def test_a_dead_policy_rank_stops_the_run_naming_it(tiny_model_dir, reward_file,
     trainer.close()
 
 
+@pytest.mark.slow  # 12 s: a Ray start and a failed load
 def test_ranks_that_fail_to_set_up_are_stopped_with_the_ray_they_started(
     tiny_model_dir, reward_file, tmp_path, short_rank_death_grace
 ):

@@ -55,6 +55,7 @@ class FakeRank:
 def fake_group(world_size: int) -> RayPolicyGroup:
     group = object.__new__(RayPolicyGroup)
     group._ray, group.ranks, group.world_size = FAKE_RAY, [FakeRank() for _ in range(world_size)], world_size
+    group.sequence_parallel_size = 1
     return group
 
 

@@ -109,6 +109,7 @@ def group_of(replies: list[UpdateStats]) -> RayPolicyGroup:
     group._ray = SimpleNamespace(get=lambda refs: list(refs))
     group.ranks = [SimpleNamespace(update=Update(reply)) for reply in replies]
     group.world_size, group.version, group.num_nonfinite_skipped = len(replies), 0, 0
+    group.sequence_parallel_size = 1
     return group
 
 

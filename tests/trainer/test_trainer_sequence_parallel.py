@@ -69,7 +69,8 @@ def test_heads_that_do_not_split_over_the_group_are_found_before_the_ranks_start
 
 
 @pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")
-@pytest.mark.parametrize("checkpointing", [False, True], ids=["", "gradient-checkpointing"])
+@pytest.mark.parametrize("checkpointing", [False, pytest.param(True, marks=pytest.mark.slow)],
+                         ids=["", "gradient-checkpointing"])
 def test_two_sequence_parallel_ranks_update_as_one_process_then_train(tiny_model_dir, reward_file, tmp_path,
                                                                       checkpointing):
     """Values: the driver gives both ranks the same samples, each computes half of every row, the

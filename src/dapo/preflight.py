@@ -138,8 +138,8 @@ def _sequence_parallel_problems(config_file: Path, cfg: DAPOConfig) -> list[str]
     text = model_config.get("text_config") if isinstance(model_config.get("text_config"), dict) else model_config
     heads = text.get("num_attention_heads")
     kv_heads = text.get("num_key_value_heads") or heads
-    if isinstance(heads, int) and isinstance(kv_heads, int) and not (heads % size or kv_heads % size):
-        return []
+    if not (isinstance(heads, int) and isinstance(kv_heads, int)) or not (heads % size or kv_heads % size):
+        return []  # (heads under other names: the ranks check the loaded model's, at set-up)
     return [f"trainer.sequence_parallel_size={size} splits attention by heads: {config_file} gives {heads} attention "
             f"and {kv_heads} key/value heads, which {size} must divide"]
 

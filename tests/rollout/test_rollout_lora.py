@@ -90,3 +90,11 @@ def test_dora_adapters_are_refused_by_the_fast_path_and_the_merge() -> None:
 def test_targets_that_name_no_layer_are_a_one_line_error_listing_the_layers() -> None:
     with pytest.raises(UserError, match=r"names no linear layer .*down_proj, gate_proj, k_proj, o_proj, q_proj"):
         apply_lora(tiny_qwen2(), rank=4, alpha=8.0, target_modules=["qproj"])
+
+
+@pytest.mark.filterwarnings("ignore:Model has `tie_word_embeddings=True`:UserWarning")  # PEFT's, before our refusal
+def test_adapting_an_output_layer_tied_to_the_embeddings_is_refused() -> None:
+    # merged, its W + BA would be one matrix with the input embeddings: they would change too
+    with pytest.raises(UserError, match="ties to its input embeddings: leave it out of the targets"):
+        apply_lora(tiny_qwen2(), rank=4, alpha=8.0, target_modules=["q_proj", "lm_head"])
+    apply_lora(tiny_llama(), rank=4, alpha=8.0, target_modules=["q_proj", "lm_head"])  # untied: its own matrix

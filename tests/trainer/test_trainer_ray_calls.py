@@ -338,3 +338,20 @@ def test_a_stop_signal_during_a_submission_reaches_its_handler_once_every_rank_h
             assert received.count(signum) == 1
         finally:
             signal.signal(signum, previous)
+
+
+def test_closing_twice_stops_nothing_the_second_time():
+    """A notebook's trainer.close() after train() (which closed it) neither starts a new local Ray
+    (ray.kill of ranks that are gone did) nor stops one another trainer started since."""
+    calls = []
+    initialized = [True]
+    fake = SimpleNamespace(is_initialized=lambda: initialized[0], kill=lambda rank: calls.append(("kill", rank)),
+                           shutdown=lambda: (calls.append(("shutdown",)), initialized.__setitem__(0, False)))
+    group = object.__new__(RayPolicyGroup)
+    group._ray, group.ranks, group.node_groups, group._started_ray = fake, ["rank0", "rank1"], [], True
+    group.close()
+    assert calls == [("kill", "rank0"), ("kill", "rank1"), ("shutdown",)]
+    group.close()  # Ray is down: nothing to look for
+    initialized[0] = True  # another trainer's local Ray
+    group.close()
+    assert calls == [("kill", "rank0"), ("kill", "rank1"), ("shutdown",)]

@@ -53,6 +53,35 @@ def test_sequence_parallelism_needs_packing_a_token_sum_and_whole_groups(tiny_mo
         tiny_config(*run, *TWO_RANKS, *PACKED, "trainer.sequence_parallel_size=3")
 
 
+def test_attention_a_chunk_cannot_compute_is_refused_at_set_up():
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from dapo.errors import UserError
+    from dapo.trainer.packed_attention import use_packed_attention
+    from dapo.trainer.sequence_parallel import use_sequence_parallel_attention
+
+    def model(**config) -> Qwen2ForCausalLM:
+        made = Qwen2ForCausalLM(Qwen2Config(vocab_size=64, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                                            num_key_value_heads=2, intermediate_size=64, **config))
+        use_packed_attention(made)
+        return made
+
+    use_sequence_parallel_attention(plain := model(), 2)
+    assert plain.config._attn_implementation == "dapo_ulysses_dapo_packed_sdpa"
+    with pytest.raises(UserError, match="4 attention and 2 key/value heads, which 4 must divide"):
+        use_sequence_parallel_attention(model(), 4)
+    with pytest.raises(UserError, match="dynamic RoPE"):
+        use_sequence_parallel_attention(model(rope_parameters={"rope_type": "dynamic", "factor": 2.0,
+                                                               "rope_theta": 10000.0}), 2)
+    windowed = model(use_sliding_window=True, sliding_window=16, max_window_layers=0)
+    with pytest.raises(UserError, match="causal over whole sequences"):
+        use_sequence_parallel_attention(windowed, 2)
+    flash = model()
+    flash.config._attn_implementation = "flash_attention_2"  # (not installed here: as a GPU run would name it)
+    with pytest.raises(UserError, match="set model.attn_implementation=sdpa"):
+        use_sequence_parallel_attention(flash, 2)
+
+
 def test_heads_that_do_not_split_over_the_group_are_found_before_the_ranks_start(tmp_path):
     model = tmp_path / "model"
     model.mkdir()
@@ -68,19 +97,27 @@ def test_heads_that_do_not_split_over_the_group_are_found_before_the_ranks_start
                                                                  "trainer.packing=true", "trainer.sequence_parallel_size=2"]))
 
 
+# four ranks on two cores: two groups of two, the driver dealing the mini-batch to the groups
+TWO_GROUPS = ["resources.devices_per_node=4", "resources.cpus_per_rank=0.5", "trainer.num_threads=1",
+              "trainer.sequence_parallel_size=2"]
+
+
 @pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")
-@pytest.mark.parametrize("checkpointing", [False, pytest.param(True, marks=pytest.mark.slow)],
-                         ids=["", "gradient-checkpointing"])
+@pytest.mark.parametrize("checkpointing, ranks", [(False, SEQUENCE_PARALLEL),
+                                                  pytest.param(True, SEQUENCE_PARALLEL, marks=pytest.mark.slow),
+                                                  pytest.param(False, TWO_GROUPS, marks=pytest.mark.slow)],
+                         ids=["", "gradient-checkpointing", "two-groups"])
 def test_two_sequence_parallel_ranks_update_as_one_process_then_train(tiny_model_dir, reward_file, tmp_path,
-                                                                      checkpointing):
-    """Values: the driver gives both ranks the same samples, each computes half of every row, the
-    log-probs they return are whole, the loss, gradient norm, KL and updated weights one process's
-    (with gradient checkpointing, each layer's all-to-alls run again in its recompute)."""
+                                                                      checkpointing, ranks):
+    """Values: the driver gives a group's ranks the same samples, each computes half of every row,
+    the log-probs they return are whole, the loss, gradient norm, KL and updated weights one
+    process's (with gradient checkpointing, each layer's all-to-alls run again in its recompute;
+    with two groups, FSDP2 sums over both)."""
     exact = [*PACKED, "algorithm.kl_coef=0.1", "algorithm.kl_estimator=k3",
              f"model.gradient_checkpointing={str(checkpointing).lower()}"]
     one = Trainer(tiny_config(tiny_model_dir, tmp_path / "one", reward_file, "trainer.num_threads=1", *exact))
     try:
-        two = Trainer(tiny_config(tiny_model_dir, tmp_path / "two", reward_file, *SEQUENCE_PARALLEL, *exact,
+        two = Trainer(tiny_config(tiny_model_dir, tmp_path / "two", reward_file, *ranks, *exact,
                                   "trainer.total_steps=2"))
         try:
             runs = []

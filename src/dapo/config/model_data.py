@@ -42,8 +42,8 @@ class ModelConfig:
     # Where the built-in base model and other derived artefacts are cached.
     cache_dir: str = "~/.cache/dapo-rl"
     # LoRA rank r (Hu et al. 2021): 0 trains every weight; r > 0 freezes them and trains low-rank
-    # adapters, y = W x + (lora_alpha / r) B A x, on the lora_target_modules (PEFT; one process:
-    # resources.nnodes and devices_per_node 1). AdamW then holds state for the adapters only.
+    # adapters, y = W x + (lora_alpha / r) B A x, on the lora_target_modules (PEFT; in one process or
+    # on FSDP2 ranks, each holding a shard of both). AdamW then holds state for the adapters only.
     # Checkpoints hold the merged weights (from_pretrained loads them) and the adapters alone
     # (adapter/, PEFT's format), which a resume continues on the same base model. LoRA usually
     # wants a larger trainer.lr than full fine-tuning (1e-5 to 1e-4 against 1e-6).

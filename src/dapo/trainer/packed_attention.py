@@ -147,12 +147,12 @@ def _sdpa_mask_unless_packed(**kwargs) -> torch.Tensor | None:
     bounds = _PACKED_ROW.get()
     if bounds is None:
         return sdpa_mask(**kwargs)
-    if _ROW_CHUNK.get():  # a chunk's positions cannot make the row's masks: causal, as use_sequence_parallel_attention checked
-        return None
     if kwargs.get("use_vmap"):  # transformers' sign of a custom or_mask/and_mask function
         raise ValueError("trainer.packing with sdpa/eager: the model's attention mask depends on more than the "
                          "positions in a sequence (an or/and mask function, e.g. image tokens' bidirectional "
                          "attention), which per-sequence sdpa does not compute; set trainer.packing=false")
+    if _ROW_CHUNK.get():  # a chunk's positions cannot make the row's masks: causal, as use_sequence_parallel_attention checked
+        return None
     edges = bounds.tolist()
     start, end = max(zip(edges, edges[1:]), key=lambda edge: edge[1] - edge[0])
     n = end - start
@@ -199,9 +199,8 @@ def packed_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor],
     rope = rope_length_threshold(model)
     if rope is None:
         return _packed_call(model, tensors, sequence)
-    if sequence is not None:  # its rotary module would see a chunk's positions, not each sequence's
-        raise ValueError("trainer.sequence_parallel_size > 1 with a RoPE whose frequencies follow the sequence's "
-                         "length (longrope, dynamic) is not supported")
+    if sequence is not None:  # (refused at set-up: use_sequence_parallel_attention)
+        raise ValueError("a RoPE whose frequencies follow the sequence's length, with sequence parallelism")
     edges = tensors["packed_cu_seq_lens"].tolist()
     with rope_per_sequence(model, [end - start for start, end in zip(edges, edges[1:])], rope):
         return _packed_call(model, tensors)

@@ -10,8 +10,8 @@ weights back. With LoRA (``model.lora_rank > 0``, :mod:`dapo.lora`) the checkpoi
   state, in ``trainer_state.pt``) on the base weights of ``model.path``, frozen as before.
 
 Several ranks: their DCP shards hold the adapters alone (:mod:`dapo.trainer.checkpoint`), rank 0
-writes ``adapter/`` from them (:func:`export_adapter_from_shards`) and, when exporting, the merged
-Hugging Face directory.
+writes ``adapter/`` from them (:func:`gather_adapters`, :func:`save_adapter_of_shards`) and, when
+exporting, the merged Hugging Face directory.
 """
 
 from __future__ import annotations
@@ -85,11 +85,15 @@ def check_adapters_match(model: torch.nn.Module, directory: str | Path) -> None:
             f"model.path={directory} checkpoint.resume=never")
 
 
-def export_adapter_from_shards(directory: str | Path, model: torch.nn.Module, rank: int) -> None:
-    """Rank 0 writes a sharded LoRA policy's adapters into ``directory/adapter`` in PEFT's format
-    (:func:`dapo.lora.save_adapter`), gathered from the ranks' shards (a few MB: all at once).
-    Collective: every rank must call it."""
+def gather_adapters(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """A sharded LoRA policy's adapter weights, whole, on every rank (a few MB: all at once), for
+    :func:`save_adapter_of_shards`. Collective: every rank must call it."""
     adapters = adapter_names(model)
-    state = dict(gathered_weights(model, skip=set(model.state_dict()) - adapters))
-    if rank == 0:
-        save_adapter(model, Path(directory) / ADAPTER_DIR, base_model_path=str(model.config._name_or_path), state=state)
+    return dict(gathered_weights(model, skip=set(model.state_dict()) - adapters))
+
+
+def save_adapter_of_shards(directory: str | Path, model: torch.nn.Module, adapters: dict[str, torch.Tensor]) -> None:
+    """The adapters :func:`gather_adapters` gathered, in PEFT's format into ``directory/adapter``
+    (:func:`dapo.lora.save_adapter`): rank 0's to write, after every collective of the checkpoint,
+    so a failed write leaves no other rank waiting in one."""
+    save_adapter(model, Path(directory) / ADAPTER_DIR, base_model_path=str(model.config._name_or_path), state=adapters)

@@ -311,6 +311,7 @@ class RayPolicyGroup(RankCalls):
         for rank in ranks:
             self._ray.kill(rank)
         if self._started_ray:  # its shutdown frees the placement: a SIGTERM to the whole process
+            self._started_ray = False  # (a Ray started later, by another trainer, is not this one's to stop)
             self._ray.shutdown()  # group has killed its GCS, and removing a group would wait 60 s for it
             return
         for group in groups:

@@ -41,7 +41,7 @@ from dapo.trainer.fsdp import (
     shard_from_rank0,
 )
 from dapo.trainer.policy import PolicyWorker
-from dapo.trainer.policy_weights import export_adapter_from_shards
+from dapo.trainer.policy_weights import gather_adapters, save_adapter_of_shards
 from dapo.trainer.ray_transport import LogprobRows
 from dapo.trainer.rng import load_rank_rng, save_rank_rng
 from dapo.trainer.run_state import os_error_behind
@@ -268,10 +268,11 @@ class PolicyRank:
         try:
             save_sharded_policy(directory, self.model, policy.optimizer, policy.scheduler)
             save_rank_rng(directory, self.rank)
-            if has_lora(self.model):
-                export_adapter_from_shards(directory, self.model, self.rank)
+            adapters = gather_adapters(self.model) if has_lora(self.model) else None
             if hf_export:
                 export_hf_from_shards(directory, self.model, self.tokenizer, self.rank)
+            if adapters is not None and self.rank == 0:  # after the collectives (see save_adapter_of_shards)
+                save_adapter_of_shards(directory, self.model, adapters)
         except BaseException as error:  # (DCP's CheckpointException is a BaseException)
             if (cause := checkpoint_write_os_error(directory, error)) is not None:
                 raise cause from error  # the driver names it as one process does: "No space left on device"

@@ -84,8 +84,9 @@ def window_problem(model: PreTrainedModel, size: int) -> str | None:
     layer_types = set(getattr(config, "layer_types", None) or ["full_attention"])
     windowed = getattr(config, "sliding_window", None) is not None and getattr(config, "use_sliding_window", True)
     if layer_types != {"full_attention"} or windowed or getattr(config, "attention_chunk_size", None):
+        kinds = sorted(layer_types - {"full_attention"}) or ["sliding_window"]
         return (f"trainer.sequence_parallel_size={size} needs attention that is causal over whole sequences; this "
-                f"model's layers attend within windows or chunks ({sorted(layer_types)})")
+                f"model's layers attend within windows or chunks ({', '.join(kinds)})")
     return None
 
 
@@ -150,21 +151,29 @@ def heads_to_sequence(out: torch.Tensor, sequence: SequenceGroup) -> torch.Tenso
 
 
 def use_sequence_parallel_attention(model: PreTrainedModel, size: int) -> None:
-    """Switch ``model``'s attention (a packed row's: dapo-rl's per-sequence sdpa, or a varlen
-    flash-attention kernel) to the same attention between the two all-to-alls of the module doc,
-    registered as ``dapo_ulysses_<inner>``; a call without a sequence group (no packed row) is the
-    inner attention itself. Raises where the heads do not split over ``size`` ranks or the model
-    attends with a row-wide mask (eager without sdpa support), which no chunk holds."""
-    from dapo.trainer.packed_attention import PACKED_SDPA, is_flash_attention
+    """Switch ``model``'s attention (a packed row's: dapo-rl's per-sequence sdpa) to the same
+    attention between the two all-to-alls of the module doc, registered as ``dapo_ulysses_<inner>``;
+    a call without a sequence group (no packed row) is the inner attention itself. Raises (at a
+    rank's set-up, before any rollout) where it would not compute the model: heads that do not
+    split over ``size`` ranks, attention within windows, a RoPE that follows the sequence's
+    length (a chunk holds other positions than its sequence's longest), or attention other than
+    per-sequence sdpa: eager without sdpa support (a row-wide mask, which no chunk holds) and
+    flash-attention (transformers picks its kernel by the implementation's name, which this
+    wrapping changes; not built)."""
+    from dapo.rollout.hf_compat import rope_length_threshold
+    from dapo.trainer.packed_attention import PACKED_SDPA
 
     if (problem := heads_problem(model, size) or window_problem(model, size)) is not None:
         raise UserError(problem)
+    if (rope := rope_length_threshold(model)) is not None:
+        raise UserError(f"trainer.sequence_parallel_size={size} with a {rope[0]} RoPE, whose frequencies follow the "
+                        "sequence's length, is not supported: a rank computes a chunk of the sequence")
     inner = model.config._attn_implementation
     if inner.startswith(ULYSSES_PREFIX):
         return
-    if inner != PACKED_SDPA and not is_flash_attention(inner):
-        raise UserError(f"trainer.sequence_parallel_size={size} needs the packed row's attention to run per sequence "
-                         f"(sdpa or flash-attention); this model attends with {inner!r} and a row-wide mask")
+    if inner != PACKED_SDPA:
+        raise UserError(f"trainer.sequence_parallel_size={size} runs attention per sequence with sdpa; this model "
+                        f"attends with {inner!r}: set model.attn_implementation=sdpa (or leave it unset)")
     name = ULYSSES_PREFIX + inner
     if name not in ALL_ATTENTION_FUNCTIONS:
         AttentionInterface.register(name, _around(ALL_ATTENTION_FUNCTIONS[inner]))

@@ -163,6 +163,7 @@ def test_uneven_shares_and_a_skipped_update_keep_the_ranks_in_step(tiny_model_di
         trainer.close()
 
 
+@pytest.mark.slow  # 9 s: a fault form (the default suite keeps the engine's mid-sync failure)
 def test_an_export_that_fails_on_rank_0_leaves_no_rank_in_a_gather(tiny_model_dir, reward_file, tmp_path):
     """Rank 0 fails writing the Hugging Face export (a full disk) after its first tensor: the other
     rank, mid-way through the export's all-gathers, must not wait in the next one for good (rank 0

@@ -108,7 +108,7 @@ TWO_GROUPS = ["resources.devices_per_node=4", "resources.cpus_per_rank=0.5", "tr
                                                   pytest.param(False, TWO_GROUPS, marks=pytest.mark.slow)],
                          ids=["", "gradient-checkpointing", "two-groups"])
 def test_two_sequence_parallel_ranks_update_as_one_process_then_train(tiny_model_dir, reward_file, tmp_path,
-                                                                      checkpointing, ranks):
+                                                                      checkpointing, ranks, capsys):
     """Values: the driver gives a group's ranks the same samples, each computes half of every row,
     the log-probs they return are whole, the loss, gradient norm, KL and updated weights one
     process's (with gradient checkpointing, each layer's all-to-alls run again in its recompute;
@@ -120,6 +120,7 @@ def test_two_sequence_parallel_ranks_update_as_one_process_then_train(tiny_model
         two = Trainer(tiny_config(tiny_model_dir, tmp_path / "two", reward_file, *ranks, *exact,
                                   "trainer.total_steps=2"))
         try:
+            assert "ranks in 1 sequence-parallel group(s) of 2" in capsys.readouterr().out or ranks is TWO_GROUPS
             runs = []
             for trainer in (one, two):
                 samples = make_samples(torch.Generator().manual_seed(0))

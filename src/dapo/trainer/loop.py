@@ -127,6 +127,9 @@ class Trainer(LoopState):
                     print(loaded.describe(split, cfg.eval.max_problems if split == "eval" else 0))
             if (adapters := lora.describe(run.model)) is not None:
                 print(adapters)
+            if (size := cfg.trainer.sequence_parallel_size) > 1:
+                print(f"policy: {cfg.resources.world_size} ranks in {cfg.resources.world_size // size} sequence-parallel "
+                      f"group(s) of {size}, each rank computing 1/{size} of every packed row")
             if self.policy is None:
                 # (a LoRA policy's reference is its own base model: PolicyWorker._ref_logprobs)
                 needs_ref = cfg.algorithm.kl_coef > 0 and cfg.model.lora_rank == 0

@@ -236,8 +236,9 @@ def adapter_config_mismatch(model: nn.Module, directory: str | Path) -> str | No
             config.r, config.lora_alpha, _as_list(config.target_modules)):
         return None
     return (f"the adapters in {directory} (rank {saved.get('r')}, alpha {saved.get('lora_alpha')}, targets "
-            f"{saved.get('target_modules')}) are not this run's (model.lora_rank={config.r}, lora_alpha="
-            f"{config.lora_alpha}, targets {config.target_modules})")
+            f"{_as_list(saved.get('target_modules'))}) are not this run's (model.lora_rank={config.r}, lora_alpha="
+            f"{config.lora_alpha}, targets {_as_list(config.target_modules)}): resume with the checkpoint's "
+            "model.lora_* settings, or start over with checkpoint.resume=never")
 
 
 def load_adapter(model: nn.Module, directory: str | Path) -> None:

@@ -22,6 +22,7 @@ Nothing here imports transformers or loads a model, so ``dapo train`` reports a 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import math
@@ -81,8 +82,10 @@ def model_problems(cfg: DAPOConfig) -> list[str]:
 
         if (problem := builtin_model_problem(m.path)) is not None:
             return [problem]
-        context = recipe_for_model_path(m.path).max_position_embeddings
-        return _context_problems(context, f"the built-in model {m.path}'s recipe", cfg)
+        recipe = recipe_for_model_path(m.path)
+        where = f"the built-in model {m.path}'s recipe"
+        return (_context_problems(recipe.max_position_embeddings, where, cfg)
+                + _heads_problems(recipe.num_heads, recipe.num_kv_heads, where, cfg))
     model_dir = Path(m.path).expanduser()
     if not model_dir.is_dir():
         return [f"model.path={m.path!r} is not a local directory (dapo-rl never downloads at run time: "
@@ -91,10 +94,12 @@ def model_problems(cfg: DAPOConfig) -> list[str]:
     config_file = model_dir / "config.json"
     if not config_file.is_file() and (model_dir / "policy" / ".metadata").is_file():  # run_dir.SHARDED_DIR
         # (its missing tokenizer files are this one problem, not a second)
+        adapters = ("; its adapter/ holds the LoRA adapters, which PEFT loads on the base model "
+                    "(PeftModel.from_pretrained(base, adapter/))" if (model_dir / "adapter").is_dir() else "")
         return [f"model.path={m.path!r} is a checkpoint of a multi-rank run that holds only the ranks' shards, no "
                 "Hugging Face model (checkpoint.hf_export=final exports the final checkpoint alone; =every, each): "
                 "its run can resume from it (checkpoint.resume=PATH), but a model is read from an exported "
-                "checkpoint, such as the run's final one"]
+                f"checkpoint, such as the run's final one{adapters}"]
     elif not config_file.is_file():
         problems.append(f"model.path={m.path!r} has no config.json: not a Hugging Face model directory")
     elif not any(any(model_dir.glob(pattern)) for pattern in WEIGHT_PATTERNS):
@@ -126,10 +131,8 @@ def _config_file_context_problems(config_file: Path, cfg: DAPOConfig) -> list[st
 
 
 def _sequence_parallel_problems(config_file: Path, cfg: DAPOConfig) -> list[str]:
-    """trainer.sequence_parallel_size S splits attention by heads: S must divide the model's
-    attention and key/value heads (found here, before Ray starts the ranks that would refuse it)."""
-    size = cfg.trainer.sequence_parallel_size
-    if size == 1:
+    """:func:`_heads_problems` of a model directory's config.json."""
+    if cfg.trainer.sequence_parallel_size == 1:
         return []
     try:
         model_config = json.loads(config_file.read_text())
@@ -137,10 +140,17 @@ def _sequence_parallel_problems(config_file: Path, cfg: DAPOConfig) -> list[str]
         return []  # said by _config_file_context_problems
     text = model_config.get("text_config") if isinstance(model_config.get("text_config"), dict) else model_config
     heads = text.get("num_attention_heads")
-    kv_heads = text.get("num_key_value_heads") or heads
-    if not (isinstance(heads, int) and isinstance(kv_heads, int)) or not (heads % size or kv_heads % size):
-        return []  # (heads under other names: the ranks check the loaded model's, at set-up)
-    return [f"trainer.sequence_parallel_size={size} splits attention by heads: {config_file} gives {heads} attention "
+    return _heads_problems(heads, text.get("num_key_value_heads") or heads, str(config_file), cfg)
+
+
+def _heads_problems(heads: object, kv_heads: object, where: str, cfg: DAPOConfig) -> list[str]:
+    """trainer.sequence_parallel_size S splits attention by heads: S must divide the model's
+    attention and key/value heads (found here, before Ray starts the ranks that would refuse it;
+    heads under other names are left to the ranks, which read the loaded model's)."""
+    size = cfg.trainer.sequence_parallel_size
+    if size == 1 or not (isinstance(heads, int) and isinstance(kv_heads, int)) or not (heads % size or kv_heads % size):
+        return []
+    return [f"trainer.sequence_parallel_size={size} splits attention by heads: {where} gives {heads} attention "
             f"and {kv_heads} key/value heads, which {size} must divide"]
 
 
@@ -298,16 +308,21 @@ def warn_about_weight_precision(cfg: DAPOConfig) -> None:
 def resume_problems(cfg: DAPOConfig) -> list[str]:
     """checkpoint.resume names a checkpoint, when it is not auto or never (verl's resume_mode
     words, disable, are neither), or one the run in output_dir has gone on from; and the
-    checkpoint it resolves to suits the run's number of policy ranks."""
-    from dapo.trainer.resume import resume_layout_problem, resume_path_problem
+    checkpoint it resolves to suits the run's number of policy ranks and LoRA settings."""
+    from dapo.trainer.resume import (
+        resume_adapter_problem,
+        resume_layout_problem,
+        resume_path_problem,
+    )
 
     resume, run_dir = cfg.checkpoint.resume, cfg.output_dir
     if resume == "never":
         return []
     if resume != "auto" and (problem := resume_path_problem(resume, run_dir)) is not None:
         return [problem]
-    # a one-process checkpoint and several ranks: found before Ray starts them
-    problem = resume_layout_problem(resume, run_dir, cfg.resources.world_size)
+    # a one-process checkpoint and several ranks, or other LoRA adapters: found before Ray starts them
+    problem = (resume_layout_problem(resume, run_dir, cfg.resources.world_size)
+               or resume_adapter_problem(resume, run_dir, dataclasses.asdict(cfg.model)))
     return [problem] if problem is not None else []
 
 

@@ -14,6 +14,7 @@ from transformers import AutoModelForCausalLM
 
 from dapo.cli.main import main as dapo_main
 from dapo.errors import UserError
+from dapo.preflight import PreflightError
 from dapo.trainer import Trainer
 from dapo.trainer.metrics import read_metrics
 from dapo.trainer.policy_weights import AdapterMismatchError
@@ -76,13 +77,25 @@ def test_a_resume_continues_the_adapters_bit_for_bit(tiny_model_dir, reward_file
 def test_resuming_with_and_without_adapters_across_is_refused(tiny_model_dir, reward_file, tmp_path):
     Trainer(tiny_config(tiny_model_dir, tmp_path / "lora", reward_file, *LORA, "trainer.total_steps=1")).train()
     lora_checkpoint = tmp_path / "lora" / "checkpoints" / "step-000001"
-    with pytest.raises(AdapterMismatchError, match="trained with LoRA adapters"):
+    # found from the checkpoint's config before anything loads (on ranks: before Ray starts them), with the fix
+    with pytest.raises(PreflightError, match=r"holds LoRA adapters of rank 4, alpha 8, targets \[all-linear\], not what "
+                                             r"this run's model.lora_\* ask; resume it with model.lora_rank=4 "
+                                             r"model.lora_alpha=8.0 model.lora_target_modules=\[all-linear\]"):
         Trainer(tiny_config(tiny_model_dir, tmp_path / "full", reward_file, "eval.every_steps=0",
-                            f"checkpoint.resume={lora_checkpoint}")).train()
-    for setting in ("model.lora_rank=8", "model.lora_alpha=4"):
-        with pytest.raises(AdapterMismatchError, match="not this run's"):
+                            f"checkpoint.resume={lora_checkpoint}"))
+    for setting in ("model.lora_rank=8", "model.lora_alpha=4", "model.lora_target_modules=[q_proj]"):
+        with pytest.raises(PreflightError, match="resume it with model.lora_rank=4"):
             Trainer(tiny_config(tiny_model_dir, tmp_path / "other", reward_file, *LORA, setting,
-                                f"checkpoint.resume={lora_checkpoint}")).train()
+                                f"checkpoint.resume={lora_checkpoint}"))
+    # the load refuses them too, for a checkpoint without its run config (the last line of defence)
+    (lora_checkpoint / "dapo_config.yaml").rename(tmp_path / "saved.yaml")
+    with pytest.raises(AdapterMismatchError, match="trained with LoRA adapters"):
+        Trainer(tiny_config(tiny_model_dir, tmp_path / "full2", reward_file, "eval.every_steps=0",
+                            f"checkpoint.resume={lora_checkpoint}")).train()
+    with pytest.raises(AdapterMismatchError, match=r"not this run's .*resume with the checkpoint's model.lora_\*"):
+        Trainer(tiny_config(tiny_model_dir, tmp_path / "other2", reward_file, *LORA, "model.lora_rank=8",
+                            f"checkpoint.resume={lora_checkpoint}")).train()
+    (tmp_path / "saved.yaml").rename(lora_checkpoint / "dapo_config.yaml")
     # the adapters are of their base model's weights: another model.path is refused, named or not
     other_base = shutil.copytree(tiny_model_dir, tmp_path / "other-base")
     with pytest.raises(UserError, match="LoRA adapters resume on the base weights they were trained on"):

@@ -100,6 +100,7 @@ def test_a_lora_run_on_two_ranks_checkpoints_its_adapters_and_resumes_in_one_pro
     finally:
         one.close()
     # ... and a run without adapters is refused them, before DCP is asked
+    (final / "dapo_config.yaml").rename(tmp_path / "saved.yaml")  # (with it, preflight refuses: test_trainer_lora)
     full = Trainer(tiny_config(tiny_model_dir, tmp_path / "full", reward_file, "trainer.num_threads=1",
                                f"checkpoint.resume={final}"))
     try:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from dapo.cli.main import main as dapo_main
 from dapo.config import ConfigError, builtin_config_path, load_config
 from dapo.preflight import PreflightError, check_run
 from dapo.trainer import Trainer
@@ -45,11 +46,13 @@ def test_a_chunk_holds_its_tokens_and_their_labels_from_the_whole_row():
 
 def test_sequence_parallelism_needs_packing_a_token_sum_and_whole_groups(tiny_model_dir, reward_file, tmp_path):
     run = (tiny_model_dir, tmp_path / "run", reward_file)
-    with pytest.raises(ConfigError, match="trainer.packing=true"):
+    with pytest.raises(ConfigError, match="set trainer.packing=true trainer.shared_prompt=false$"):
         tiny_config(*run, *TWO_RANKS, "trainer.sequence_parallel_size=2")
+    with pytest.raises(ConfigError, match="set trainer.packing=true trainer.shared_prompt=false$"):  # packing alone
+        tiny_config(*run, *TWO_RANKS, "trainer.sequence_parallel_size=2", "trainer.packing=true")
     with pytest.raises(ConfigError, match="seq-mean-token-mean is not a sum over tokens"):
         tiny_config(*run, *SEQUENCE_PARALLEL, *PACKED, "algorithm.loss_agg_mode=seq-mean-token-mean")
-    with pytest.raises(ConfigError, match=r"resources.world_size \(2\) must be a multiple of it"):
+    with pytest.raises(ConfigError, match=r"resources.devices_per_node \(1 x 2 = 2\), must be a multiple of it"):
         tiny_config(*run, *TWO_RANKS, *PACKED, "trainer.sequence_parallel_size=3")
 
 
@@ -95,6 +98,10 @@ def test_heads_that_do_not_split_over_the_group_are_found_before_the_ranks_start
         check_run(load_config([builtin_config_path("dapo_recipe")], overrides))
     check_run(load_config([builtin_config_path("dapo_recipe")], [*overrides[:2], "resources.devices_per_node=2",
                                                                  "trainer.packing=true", "trainer.sequence_parallel_size=2"]))
+    # the built-in model's too (4 attention heads, 2 key/value heads), from its recipe
+    builtin = [f"output_dir={tmp_path / 'run'}", *overrides[2:], "trainer.shared_prompt=false"]
+    with pytest.raises(PreflightError, match="built-in model .* gives 4 attention and 2 key/value heads, which 4 must"):
+        check_run(load_config([builtin_config_path("default")], builtin))
 
 
 # four ranks on two cores: two groups of two, the driver dealing the mini-batch to the groups
@@ -148,6 +155,9 @@ def test_two_sequence_parallel_ranks_update_as_one_process_then_train(tiny_model
             assert summary.steps == 2
             rows = [r for r in read_metrics(tmp_path / "two") if "actor/loss" in r]
             assert len(rows) == 2 and all(np.isfinite(r["actor/loss"]) for r in rows)
+            # its checkpoint evaluates in one process (sequence parallelism splits a training forward only)
+            final = tmp_path / "two" / "checkpoints" / "step-000002"
+            assert dapo_main(["eval", str(final), "--save-dir", str(tmp_path / "eval"), "eval.k=2"]) == 0
         finally:
             two.close()
     finally:

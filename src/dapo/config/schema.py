@@ -114,8 +114,9 @@ class DAPOConfig:
             )
         sp = self.trainer.sequence_parallel_size
         check(res.world_size % sp == 0,
-              f"trainer.sequence_parallel_size={sp} groups the policy ranks: resources.world_size "
-              f"({res.world_size}) must be a multiple of it")
+              f"trainer.sequence_parallel_size={sp} groups the policy ranks: their number, resources.nnodes x "
+              f"resources.devices_per_node ({res.nnodes} x {res.devices_per_node} = {res.world_size}), must be a "
+              "multiple of it")
         check(sp == 1 or a.loss_agg_mode in TOKEN_SUM_AGGREGATIONS,
               f"trainer.sequence_parallel_size={sp} sums each rank's chunk of the tokens: "
               f"algorithm.loss_agg_mode={a.loss_agg_mode} is not a sum over tokens (one of "

@@ -296,7 +296,7 @@ class TrainerConfig:
         check(0 <= self.seed < 2**32, f"trainer.seed={self.seed} must be in [0, 2**32)")
         check(self.warmup_steps >= 0, "trainer.warmup_steps must be >= 0")
         check(self.sequence_parallel_size >= 1, "trainer.sequence_parallel_size must be >= 1")
-        check(self.sequence_parallel_size == 1 or self.packing,
+        check(self.sequence_parallel_size == 1 or (self.packing and not self.shared_prompt),
               f"trainer.sequence_parallel_size={self.sequence_parallel_size} splits a packed row's tokens over "
               "ranks: set trainer.packing=true" + (" trainer.shared_prompt=false" if self.shared_prompt else ""))
         check(not (self.packing and self.shared_prompt),

@@ -13,7 +13,7 @@ from dapo.trainer.checkpoint import (
     list_checkpoints,
     load_trainer_state,
 )
-from dapo.trainer.run_dir import STATE_FILE
+from dapo.trainer.run_dir import STATE_FILE, saved_section
 
 
 @dataclass(frozen=True)
@@ -126,6 +126,41 @@ def resume_layout_problem(resume: str, run_dir: str | Path, world_size: int) -> 
         return None
     mismatch = layout_mismatch(state["policy"], world_size) if state and "policy" in state else None
     return f"cannot resume from {point.path}: {mismatch}" if mismatch else None
+
+
+def resume_adapter_problem(resume: str, run_dir: str | Path, model: dict) -> str | None:
+    """Why the checkpoint this run would resume from holds other LoRA adapters than ``model``
+    (the run's ``model`` config section) asks for: of another rank, alpha or targets, or adapters
+    where it trains every weight, or the other way round; None when they agree (or the
+    checkpoint saved no run config: the load says it then). From its ``dapo_config.yaml``, before
+    Ray starts the ranks and they load the model (minutes for a 32B one)."""
+    try:
+        with warnings.catch_warnings():  # the run says it again when it resumes
+            warnings.simplefilter("ignore")
+            point = resolve_resume(resume, run_dir)
+    except Exception:  # noqa: BLE001 - unreadable or gone: the resume itself says how
+        return None
+    saved = saved_section(point.path, "model") if point is not None else {}
+    if not saved:
+        return None
+    before, now = (_adapters_of(config) for config in (saved, model))
+    if before == now:
+        return None
+    remedy = ("resume it with " + (" ".join(f"model.{key}={value}" for key, value in before.items()) if before
+                                   else "model.lora_rank=0")
+              + (", or start over: checkpoint.resume=never" + (" (or another output_dir)" if resume == "auto" else "")))
+    said = (f"LoRA adapters of rank {before['lora_rank']}, alpha {before['lora_alpha']:g}, targets "
+            f"{before['lora_target_modules']}" if before else "every weight trained (no LoRA adapters)")
+    return f"cannot resume from {point.path}: it holds {said}, not what this run's model.lora_* ask; {remedy}"
+
+
+def _adapters_of(model: dict) -> dict:
+    """The LoRA settings of a ``model`` config section, comparable (targets sorted), or {} without LoRA."""
+    if not model.get("lora_rank"):
+        return {}
+    targets = model.get("lora_target_modules") or ["all-linear"]
+    return {"lora_rank": model["lora_rank"], "lora_alpha": float(model.get("lora_alpha", 16.0)),
+            "lora_target_modules": "[" + ",".join(sorted(targets)) + "]"}
 
 
 def is_set_aside(path: Path, run_dir: str | Path) -> bool:

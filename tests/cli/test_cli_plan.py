@@ -361,3 +361,7 @@ def test_a_sequence_parallel_rank_holds_the_activations_of_its_share_of_the_toke
     name = "activations: every layer's (no checkpointing)"
     assert rows[0][name] / 4 <= rows[1][name] < rows[0][name] / 3  # (plus the gathered weights each layer holds)
     assert "computing 1/4 of each packed row" in plan(split)
+    assert "DOES NOT RUN: trainer.sequence_parallel_size=4 splits attention by heads: the model has 4 attention and 2 " \
+           "key/value heads" in plan(split)  # (make_tiny_model: 4 and 2)
+    assert "DOES NOT RUN" not in plan(load_config([builtin_config_path("default")],
+                                                  [*base, "trainer.sequence_parallel_size=2"]))

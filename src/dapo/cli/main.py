@@ -192,7 +192,7 @@ def cmd_plan(ns: argparse.Namespace) -> int:
         raise UserError("--params and --device-gib must be finite numbers > 0")
     estimate = plan(resolve(ns.config, "plan"), ns.params, ns.device_gib)
     print(estimate)
-    return 1 if "DOES NOT FIT" in estimate else 0  # a script can stop before it asks for a cluster
+    return 1 if "DOES NOT FIT" in estimate or "DOES NOT RUN" in estimate else 0  # a script stops before it asks for a cluster
 
 
 def cmd_ablate(ns: argparse.Namespace) -> int:

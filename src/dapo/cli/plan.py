@@ -75,6 +75,7 @@ class ModelShape:
     activation_note: str = ""
     guessed: bool = False  # the shape of the Qwen2.5 model nearest in size
     adapter_params: float = 0.0  # LoRA's (model.lora_rank > 0): the only ones with grads and AdamW state
+    cannot_run: str = ""  # why the ranks would refuse the model (trainer.sequence_parallel_size's split)
 
 
 def model_shape(cfg: DAPOConfig, params: float | None) -> ModelShape:
@@ -110,6 +111,10 @@ def model_shape(cfg: DAPOConfig, params: float | None) -> ModelShape:
         vocab=config.vocab_size, layer_params=float(max(layer_sizes)), root_params=count - sum(layer_sizes),
         output_params=float(output.weight.numel() if output is not None else 0), activations=None, guessed=guessed,
         adapter_params=lora_adapter_params(cfg, model))
+    if (size := cfg.trainer.sequence_parallel_size) > 1:
+        from dapo.trainer.sequence_parallel import heads_problem, window_problem
+
+        shape.cannot_run = heads_problem(model, size) or window_problem(model, size) or ""
     try:
         shape.activations = _measure_activations(cfg, model)
     except Exception as error:  # e.g. a model whose forward needs real values (data-dependent shapes)
@@ -293,6 +298,8 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
         lines.append(f"DOES NOT FIT: vLLM's share ({share:.0f} GiB of a {device_gib:.0f} GiB device) is smaller than "
                      f"its {vllm_dtype} weights ({vllm_weights / GIB:.0f} GiB); raise rollout.vllm_gpu_memory_utilization "
                      "or rollout.vllm_tensor_parallel_size")
+    if shape.cannot_run:
+        lines.append(f"DOES NOT RUN: {shape.cannot_run}")
     if need > device_gib:
         fixes = ["add ranks", "lower trainer.micro_batch_tokens"]
         fixes += [] if cfg.model.gradient_checkpointing else ["set model.gradient_checkpointing=true"]

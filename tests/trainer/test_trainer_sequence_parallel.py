@@ -61,7 +61,7 @@ def test_attention_a_chunk_cannot_compute_is_refused_at_set_up():
 
     from dapo.errors import UserError
     from dapo.trainer.packed_attention import use_packed_attention
-    from dapo.trainer.sequence_parallel import use_sequence_parallel_attention
+    from dapo.trainer.sequence_parallel import check_sequence_parallel_attention
 
     def model(**config) -> Qwen2ForCausalLM:
         made = Qwen2ForCausalLM(Qwen2Config(vocab_size=64, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
@@ -69,20 +69,19 @@ def test_attention_a_chunk_cannot_compute_is_refused_at_set_up():
         use_packed_attention(made)
         return made
 
-    use_sequence_parallel_attention(plain := model(), 2)
-    assert plain.config._attn_implementation == "dapo_ulysses_dapo_packed_sdpa"
+    check_sequence_parallel_attention(model(), 2)
     with pytest.raises(UserError, match="4 attention and 2 key/value heads, which 4 must divide"):
-        use_sequence_parallel_attention(model(), 4)
+        check_sequence_parallel_attention(model(), 4)
     with pytest.raises(UserError, match="dynamic RoPE"):
-        use_sequence_parallel_attention(model(rope_parameters={"rope_type": "dynamic", "factor": 2.0,
+        check_sequence_parallel_attention(model(rope_parameters={"rope_type": "dynamic", "factor": 2.0,
                                                                "rope_theta": 10000.0}), 2)
     windowed = model(use_sliding_window=True, sliding_window=16, max_window_layers=0)
     with pytest.raises(UserError, match="causal over whole sequences"):
-        use_sequence_parallel_attention(windowed, 2)
+        check_sequence_parallel_attention(windowed, 2)
     flash = model()
     flash.config._attn_implementation = "flash_attention_2"  # (not installed here: as a GPU run would name it)
     with pytest.raises(UserError, match="set model.attn_implementation=sdpa"):
-        use_sequence_parallel_attention(flash, 2)
+        check_sequence_parallel_attention(flash, 2)
 
 
 def test_heads_that_do_not_split_over_the_group_are_found_before_the_ranks_start(tmp_path):
@@ -127,7 +126,8 @@ def test_two_sequence_parallel_ranks_update_as_one_process_then_train(tiny_model
         two = Trainer(tiny_config(tiny_model_dir, tmp_path / "two", reward_file, *ranks, *exact,
                                   "trainer.total_steps=2"))
         try:
-            assert "ranks in 1 sequence-parallel group(s) of 2" in capsys.readouterr().out or ranks is TWO_GROUPS
+            groups = 2 if ranks is TWO_GROUPS else 1
+            assert f"ranks in {groups} sequence-parallel group(s) of 2" in capsys.readouterr().out
             runs = []
             for trainer in (one, two):
                 samples = make_samples(torch.Generator().manual_seed(0))

@@ -54,7 +54,12 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
 from dapo.rollout.hf_compat import rope_length_threshold
 from dapo.trainer.rope_groups import rope_per_sequence
-from dapo.trainer.sequence_parallel import GROUP_KWARG, ULYSSES_PREFIX, SequenceGroup
+from dapo.trainer.sequence_parallel import (
+    GROUP_KWARG,
+    SequenceGroup,
+    heads_to_sequence,
+    sequence_to_heads,
+)
 
 PACKED_SDPA = "dapo_packed_sdpa"
 # the implementations whose packed rows get a row-wide mask (flash-attention kernels are varlen)
@@ -79,7 +84,14 @@ def packed_sdpa_forward(
 ) -> tuple[torch.Tensor, None]:
     """query (1, H, N, d), key/value (1, Hkv, N, d) of a packed row -> (1, N, H, d); see the module doc.
     In a packed call ``attention_mask`` is None (causal) or the longest sequence's (1, 1, n, n)
-    mask (:func:`_sdpa_mask_unless_packed`)."""
+    mask (:func:`_sdpa_mask_unless_packed`). A sequence-parallel rank's call (its group in
+    ``kwargs``) holds a chunk of the row: the same attention on every token of H/S heads, between
+    two all-to-alls (:mod:`dapo.trainer.sequence_parallel`)."""
+    sequence: SequenceGroup | None = kwargs.pop(GROUP_KWARG, None)
+    if sequence is not None:
+        query, key, value = (sequence_to_heads(t, sequence) for t in (query, key, value))
+        out, _ = packed_sdpa_forward(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
+        return heads_to_sequence(out, sequence), None
     bounds = kwargs.get("cu_seq_lens_q")
     # the bounds, not the flag, pick the path: a checkpointed layer's recompute in backward runs
     # after packed_logits' call has returned, with the call's arguments
@@ -151,7 +163,7 @@ def _sdpa_mask_unless_packed(**kwargs) -> torch.Tensor | None:
         raise ValueError("trainer.packing with sdpa/eager: the model's attention mask depends on more than the "
                          "positions in a sequence (an or/and mask function, e.g. image tokens' bidirectional "
                          "attention), which per-sequence sdpa does not compute; set trainer.packing=false")
-    if _ROW_CHUNK.get():  # a chunk's positions cannot make the row's masks: causal, as use_sequence_parallel_attention checked
+    if _ROW_CHUNK.get():  # a chunk's positions cannot make the row's masks: causal, as check_sequence_parallel_attention checked
         return None
     edges = bounds.tolist()
     start, end = max(zip(edges, edges[1:]), key=lambda edge: edge[1] - edge[0])
@@ -199,7 +211,7 @@ def packed_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor],
     rope = rope_length_threshold(model)
     if rope is None:
         return _packed_call(model, tensors, sequence)
-    if sequence is not None:  # (refused at set-up: use_sequence_parallel_attention)
+    if sequence is not None:  # (refused at set-up: check_sequence_parallel_attention)
         raise ValueError("a RoPE whose frequencies follow the sequence's length, with sequence parallelism")
     edges = tensors["packed_cu_seq_lens"].tolist()
     with rope_per_sequence(model, [end - start for start, end in zip(edges, edges[1:])], rope):
@@ -213,7 +225,7 @@ def _packed_call(model: PreTrainedModel, tensors: dict[str, torch.Tensor],
               "logits_to_keep": tensors["packed_logits_index"], "use_cache": False}
     if sequence is not None:  # to the attention of every layer, as the bounds (GROUP_KWARG)
         inputs[GROUP_KWARG] = sequence
-    implementation = model.config._attn_implementation.removeprefix(ULYSSES_PREFIX)
+    implementation = model.config._attn_implementation
     if is_flash_attention(implementation):  # varlen kernels: given the bounds, or every layer infers them again
         bounds = tensors["packed_cu_seq_lens"]  # int32, on the device, as the kernels take them
         longest = int(bounds.diff().max())  # one device sync per call, not a few per layer

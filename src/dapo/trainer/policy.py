@@ -48,8 +48,8 @@ from dapo.trainer.response_logits import (
 )
 from dapo.trainer.sequence_parallel import (
     SequenceGroup,
+    check_sequence_parallel_attention,
     shard_packed,
-    use_sequence_parallel_attention,
 )
 from dapo.trainer.shared_prompt import check_shared_prompt
 from dapo.trainer.update_stats import PEER_NONFINITE_LOSS, LogprobPass, UpdateStats
@@ -99,7 +99,7 @@ class PolicyWorker(PolicyCheckpointing):
                 if packed_model is not None:
                     use_packed_attention(packed_model)
                     if sequence is not None:  # the same, between the all-to-alls of a chunk
-                        use_sequence_parallel_attention(packed_model, sequence.size)
+                        check_sequence_parallel_attention(packed_model, sequence.size)
 
     def _runs_native(self, model: PreTrainedModel) -> bool:
         """Whether ``model``'s shared-prompt forward is dapo-rl's own (trainer.forward)."""

@@ -31,16 +31,13 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 from torch.distributed._functional_collectives import all_to_all_single_autograd, wait_tensor
-from transformers import AttentionInterface, PreTrainedModel
-from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
-from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers import PreTrainedModel
 
 from dapo.errors import UserError
 
 # the keyword argument a packed model call gives its attention (dapo.trainer.packed_attention), as
 # it gives the row's bounds: a checkpointed layer's recompute in backward gets the call's arguments
 GROUP_KWARG = "dapo_sequence_group"
-ULYSSES_PREFIX = "dapo_ulysses_"  # the attention implementation wrapping another: dapo_ulysses_<inner>
 
 
 @dataclass(frozen=True)
@@ -150,16 +147,14 @@ def heads_to_sequence(out: torch.Tensor, sequence: SequenceGroup) -> torch.Tenso
     return received.permute(1, 0, 2, 3).reshape(1, n, sequence.size * heads, d)
 
 
-def use_sequence_parallel_attention(model: PreTrainedModel, size: int) -> None:
-    """Switch ``model``'s attention (a packed row's: dapo-rl's per-sequence sdpa) to the same
-    attention between the two all-to-alls of the module doc, registered as ``dapo_ulysses_<inner>``;
-    a call without a sequence group (no packed row) is the inner attention itself. Raises (at a
-    rank's set-up, before any rollout) where it would not compute the model: heads that do not
-    split over ``size`` ranks, attention within windows, a RoPE that follows the sequence's
-    length (a chunk holds other positions than its sequence's longest), or attention other than
-    per-sequence sdpa: eager without sdpa support (a row-wide mask, which no chunk holds) and
-    flash-attention (transformers picks its kernel by the implementation's name, which this
-    wrapping changes; not built)."""
+def check_sequence_parallel_attention(model: PreTrainedModel, size: int) -> None:
+    """Raise (at a rank's set-up, before any rollout) where splitting ``model``'s packed rows over
+    ``size`` ranks would not compute it: heads that do not split over them, attention within
+    windows, a RoPE that follows the sequence's length (a chunk holds other positions than its
+    sequence's longest), or attention other than dapo-rl's per-sequence sdpa, which runs the two
+    all-to-alls of the module doc when a call carries its group
+    (:func:`dapo.trainer.packed_attention.packed_sdpa_forward`): eager without sdpa support (a
+    row-wide mask, which no chunk holds) and flash-attention (not built)."""
     from dapo.rollout.hf_compat import rope_length_threshold
     from dapo.trainer.packed_attention import PACKED_SDPA
 
@@ -168,29 +163,6 @@ def use_sequence_parallel_attention(model: PreTrainedModel, size: int) -> None:
     if (rope := rope_length_threshold(model)) is not None:
         raise UserError(f"trainer.sequence_parallel_size={size} with a {rope[0]} RoPE, whose frequencies follow the "
                         "sequence's length, is not supported: a rank computes a chunk of the sequence")
-    inner = model.config._attn_implementation
-    if inner.startswith(ULYSSES_PREFIX):
-        return
-    if inner != PACKED_SDPA:
+    if (inner := model.config._attn_implementation) != PACKED_SDPA:
         raise UserError(f"trainer.sequence_parallel_size={size} runs attention per sequence with sdpa; this model "
                         f"attends with {inner!r}: set model.attn_implementation=sdpa (or leave it unset)")
-    name = ULYSSES_PREFIX + inner
-    if name not in ALL_ATTENTION_FUNCTIONS:
-        AttentionInterface.register(name, _around(ALL_ATTENTION_FUNCTIONS[inner]))
-        ALL_MASK_ATTENTION_FUNCTIONS.register(name, ALL_MASK_ATTENTION_FUNCTIONS[inner])
-    model.set_attn_implementation(name)
-
-
-def _around(inner):  # noqa: ANN001, ANN202 - an attention function of transformers' interface
-    """``inner`` between the all-to-alls, where the call carries a sequence group."""
-
-    def attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                  attention_mask: torch.Tensor | None, **kwargs) -> tuple[torch.Tensor, torch.Tensor | None]:
-        sequence: SequenceGroup | None = kwargs.pop(GROUP_KWARG, None)
-        if sequence is None:
-            return inner(module, query, key, value, attention_mask, **kwargs)
-        query, key, value = (sequence_to_heads(t, sequence) for t in (query, key, value))
-        out, weights = inner(module, query, key, value, attention_mask, **kwargs)
-        return heads_to_sequence(out, sequence), weights
-
-    return attention

@@ -341,3 +341,19 @@ def test_the_rehearsal_and_the_step_pass_a_plugin_estimator_and_aggregation_the_
             if fn.__module__.startswith("dapo.algo."):  # the built-in entries
                 assert [p.name for p in inspect.signature(fn).parameters.values()] == [*positional, *keywords], fn
         assert documented_call(key) == [*positional, *(["*", *keywords] if keywords else [])], key
+
+
+def test_sequence_parallelism_runs_a_plugin_loss_only_when_marked_token_level(doc_plugin, tiny_model_dir, reward_file,
+                                                                             tmp_path):
+    """A rank of a sequence-parallel group sees a chunk of each sequence: an unmarked plugin loss
+    (it might take a sequence-level ratio over the chunk) is refused, naming it and the mark;
+    docs/extending.md's plain_pg, marked as that page says, is accepted."""
+    from tests.trainer.test_trainer_sequence_parallel import PACKED, SEQUENCE_PARALLEL
+
+    run = (tiny_model_dir, tmp_path / "run", reward_file, f"algorithm.plugins=[{doc_plugin}]",
+           "algorithm.policy_loss=plain_pg", *SEQUENCE_PARALLEL, *PACKED)
+    with pytest.raises(ConfigError, match=r"policy_loss=plain_pg is not marked token-level.*token_level = True"):
+        tiny_config(*run)
+    algo.POLICY_LOSSES["plain_pg"].token_level = True
+    assert tiny_config(*run).algorithm.policy_loss == "plain_pg"
+    assert "token_level = True" in DOC.read_text()

@@ -172,6 +172,11 @@ def compute_policy_loss(
     return loss, stats
 
 
+# each token's term needs its own token only: a sequence-parallel rank computes it on its chunk
+# (trainer.sequence_parallel_size; a plugin loss marks itself the same way, docs/extending.md)
+compute_policy_loss.token_level = True  # type: ignore[attr-defined]
+
+
 def call_policy_loss(
     name: str,
     logprobs: Tensor,

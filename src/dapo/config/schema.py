@@ -33,6 +33,14 @@ __all__ = [
 ]
 
 
+def token_level_policy_loss(name: str) -> bool:
+    """Whether the policy loss registered as ``name`` is marked ``token_level`` (each token's term
+    needs no other token of its sequence), as sequence parallelism needs."""
+    from dapo.algo.policy_loss import POLICY_LOSSES  # torch: the config imports it with the plugins
+
+    return getattr(POLICY_LOSSES.get(name), "token_level", False) is True
+
+
 @dataclass
 class DAPOConfig:
     # Directory of this run: resolved config, metrics.jsonl, TensorBoard logs, checkpoints.
@@ -121,6 +129,12 @@ class DAPOConfig:
               f"trainer.sequence_parallel_size={sp} sums each rank's chunk of the tokens: "
               f"algorithm.loss_agg_mode={a.loss_agg_mode} is not a sum over tokens (one of "
               f"{', '.join(TOKEN_SUM_AGGREGATIONS)})")
+        check(sp == 1 or token_level_policy_loss(a.policy_loss),
+              f"trainer.sequence_parallel_size={sp} gives each rank a chunk of every sequence's tokens, and "
+              f"algorithm.policy_loss={a.policy_loss} is not marked token-level: a loss that reads other tokens "
+              "of a sequence (a sequence-level ratio, as GSPO's) would be taken over a chunk. If each token's "
+              f"term needs only its own token, mark it (`{a.policy_loss}_function.token_level = True`, "
+              "docs/extending.md); else use trainer.sequence_parallel_size=1")
         check(self.model.lora_rank == 0 or self.trainer.forward != "native",
               "trainer.forward=native reads the policy's weights and cannot train LoRA adapters: use "
               "trainer.forward=auto (Hugging Face's forward) with model.lora_rank > 0")

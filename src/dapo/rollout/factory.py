@@ -33,7 +33,8 @@ def create_engine(
     current by ``sync_weights`` (extra keyword arguments go to :class:`VLLMEngine`)."""
     if cfg.engine == "native":
         dtype = None if cfg.native_dtype == "model" else getattr(torch, cfg.native_dtype)
-        return NativeEngine(model, _pad_token_id(tokenizer, model), tokenizer, compute_dtype=dtype)
+        return NativeEngine(model, _pad_token_id(tokenizer, model), tokenizer, compute_dtype=dtype,
+                            cpu_kernels=cfg.native_cpu_kernels)
     if cfg.engine == "hf":
         return HFGenerateEngine(model, _pad_token_id(tokenizer, model), tokenizer)
     if cfg.engine == "vllm":

@@ -20,7 +20,10 @@ chunks; prompts are left padded so all rows write the same cache slot each step;
 not-yet-written slots are masked out by an additive key bias, and each row's RoPE position is its
 slot minus its padding. A decode step attends over all allocated slots rather than a slice of
 them: a slice is not dense, and oneDNN's bf16 matmul would copy it (twice per layer per token).
-Small decode batches on CPU keep the cache and attend in float32 (_FLOAT32_ATTENTION_MAX_ROWS).
+Small decode batches on CPU keep the cache and attend in float32 (_FLOAT32_ATTENTION_MAX_ROWS),
+unless bf16 decoding runs the fused CPU kernels (:mod:`dapo.rollout.cpu_kernels`: RoPE, the cache
+write and attention in one call per layer, over the filled slots only; the folded RMSNorm in one),
+faster than both torch paths at every batch size.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from torch import nn
 from torch.distributed.fsdp import FSDPModule
 
 from dapo.lora import is_lora_layer
+from dapo.rollout.cpu_kernels import CpuDecodeKernels
 from dapo.rollout.hf_compat import rope_length_threshold
 from dapo.rollout.llama_weights import LayerWeights, LlamaWeights
 
@@ -164,19 +168,28 @@ def architecture_reason(model: nn.Module, adapters: bool = False) -> str | None:
 class LlamaDecodeSession:
     """One generation's worth of state: RoPE tables, KV cache, per-row padding, on prepared weights."""
 
-    def __init__(self, weights: LlamaWeights, max_length: int, rows: int) -> None:
+    def __init__(
+        self, weights: LlamaWeights, max_length: int, rows: int, cpu_kernels: CpuDecodeKernels | None = None
+    ) -> None:
         """``weights``: the model's, prepared for decoding in their compute dtype (norm statistics
         are accumulated in float32; logits come out in the compute dtype, and the sampler reads
-        them in float32, a few rows at a time). ``rows``: the decode batch size (prompts x samples)."""
+        them in float32, a few rows at a time). ``rows``: the decode batch size (prompts x samples).
+        ``cpu_kernels``: the fused kernels, run for bf16 weights on the CPU whose head layout they
+        support (decode steps' attention; every folded RMSNorm)."""
         self.weights = weights
         self.num_kv_heads, self.groups, self.head_dim = weights.num_kv_heads, weights.groups, weights.head_dim
         self.scaling, self.eps, self.norm_floor = weights.scaling, weights.eps, weights.norm_floor
+        self.norm_floor_value = float(self.norm_floor)
         self.dtype, self.embed = weights.dtype, weights.embed
         self.layers, self.final_norm, self.lm_head = weights.layers, weights.final_norm, weights.lm_head
         self.max_length = max_length
         self.rope = weights.rope_tables(max_length)
         on_cpu = self.embed.device.type == "cpu"
-        self.attention_dtype = torch.float32 if on_cpu and rows <= _FLOAT32_ATTENTION_MAX_ROWS else self.dtype
+        kernels_run = (on_cpu and self.dtype == torch.bfloat16 and cpu_kernels is not None
+                       and cpu_kernels.supports(self.groups, self.head_dim) and self.embed.shape[1] % 16 == 0)
+        self.cpu_kernels = cpu_kernels if kernels_run else None
+        float32_attention = on_cpu and rows <= _FLOAT32_ATTENTION_MAX_ROWS and not kernels_run
+        self.attention_dtype = torch.float32 if float32_attention else self.dtype
         self.cache = torch.empty(0)
         # (B, Hkv, capacity), attention dtype: 0 for real tokens, -inf for padding
         self.key_bias = torch.empty(0)
@@ -204,6 +217,8 @@ class LlamaDecodeSession:
         norm, unlike a sum of squares (65504 once rms(x) passes 8.5 at n = 896), does not
         overflow float16 before rms(x) passes 65504 / sqrt(n). Not folded (a low-precision model,
         whose trainer forward rounds as here): in float32 as Hugging Face does."""
+        if norm_weight is None and self.cpu_kernels is not None:
+            return proj(self.cpu_kernels.rms_scale(hidden.contiguous(), self.norm_floor_value))
         if norm_weight is None:
             return proj(hidden / torch.linalg.vector_norm(hidden, dim=-1, keepdim=True).hypot_(self.norm_floor))
         normed = F.rms_norm(hidden.float(), (hidden.shape[-1],), eps=self.eps).to(hidden.dtype)
@@ -275,6 +290,8 @@ class LlamaDecodeSession:
         """The next token of each row (B,), at slot ``length`` under ``bias`` (B*Hkv, 1, capacity):
         _prefill_forward's layers on 2-D activations, with each layer's cache views made once per
         cache (fewer view ops per step: at 16 rows a step is mostly per-op overhead)."""
+        if self.cpu_kernels is not None:
+            return self._kernel_decode_forward(tokens, bias)
         if self._views_of is not self.cache:
             self._views_of, self._views = self.cache, [self._layer_views(index) for index in range(len(self.layers))]
         batch, slot, groups = len(tokens), self.length, self.groups
@@ -290,6 +307,22 @@ class LlamaDecodeSession:
             scores = torch.baddbmm(bias, grouped.to(keys_t.dtype), keys_t, alpha=self.scaling)
             out = torch.bmm(scores.softmax(dim=-1), values).view(batch, -1).to(self.dtype)
             hidden = self._after_attention(w, out, hidden)
+        self.length = slot + 1
+        return self._normed_projection(hidden, self.final_norm, self.lm_head)
+
+    def _kernel_decode_forward(self, tokens: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """_decode_forward on the fused CPU kernels: per layer the folded norm, the QKV matmul, one
+        kernel call (RoPE, this slot's K and V into the cache, attention over the filled slots) and
+        the rest of the layer."""
+        batch, slot, kernels = len(tokens), self.length, self.cpu_kernels
+        pairs = batch * self.num_kv_heads
+        bias = bias.view(pairs, self.capacity)
+        hidden = F.embedding(tokens, self.embed).to(self.dtype)
+        for index, w in enumerate(self.layers):
+            qkv = self._normed_projection(hidden, w.input_norm, w.qkv).view(batch, self.num_kv_heads, -1, self.head_dim)
+            keys, values = (self.cache[index, part].view(pairs, self.capacity, self.head_dim) for part in (0, 1))
+            out = kernels.attention(qkv, self.rope, self.positions, keys, values, bias, slot, self.scaling)
+            hidden = self._after_attention(w, out.view(batch, -1), hidden)
         self.length = slot + 1
         return self._normed_projection(hidden, self.final_norm, self.lm_head)
 

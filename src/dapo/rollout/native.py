@@ -30,6 +30,7 @@ from dapo.rollout.batching import (
     model_device,
     within_lengths,
 )
+from dapo.rollout.cpu_kernels import cpu_decode_kernels
 from dapo.rollout.hf_decoder import HFDecodeSession
 from dapo.rollout.llama_weights import LlamaWeights, model_tensors, weights_key
 from dapo.rollout.sampling import make_generator, sample_next_tokens
@@ -86,17 +87,22 @@ class NativeEngine:
         *,
         fast_forward: bool = True,
         compute_dtype: torch.dtype | None = None,
+        cpu_kernels: bool = True,
     ) -> None:
         """``compute_dtype``: decode in this dtype (fast path only), e.g. bfloat16 for a float32
         policy; the behaviour log-probs are then those of the bf16 model, and the trainer sees the
         difference as rollout/trainer mismatch (corrected by algorithm.tis_cap, or made moot by
-        algorithm.old_logprobs=rollout, which takes these log-probs as pi_old)."""
+        algorithm.old_logprobs=rollout, which takes these log-probs as pi_old). ``cpu_kernels``:
+        bf16 decoding on the CPU runs the fused kernels of :mod:`dapo.rollout.cpu_kernels` where
+        they build and run (rollout.native_cpu_kernels)."""
         self.model = model
         self.compute_dtype = compute_dtype
         self.pad_token_id = pad_token_id
         self.tokenizer = tokenizer
         self.fast_forward = fast_forward  # False forces the generic Hugging Face forward
+        self.cpu_kernels = cpu_kernels
         self.last_path = ""  # "llama" or "hf": which forward the last generate() used
+        self.last_attention = ""  # "cpu kernel" or "torch": what the last generate()'s decode steps attended with
         self._weights: LlamaWeights | None = None  # the fast path's, prepared for _weights_key
         self._weights_key: object = None
         # the tensors _weights_key was read from, kept alive so that no new tensor can take a
@@ -107,12 +113,17 @@ class NativeEngine:
         reason = llama_decoder.unsupported_reason(self.model, max_length) if self.fast_forward else "fast_forward=False"
         if reason is None:
             self.last_path = "llama"
-            return llama_decoder.LlamaDecodeSession(self._prepared_weights(rows), max_length, rows)
+            weights = self._prepared_weights(rows)
+            on_cpu_in_bf16 = weights.dtype == torch.bfloat16 and weights.embed.device.type == "cpu"
+            kernels = cpu_decode_kernels() if self.cpu_kernels and on_cpu_in_bf16 else None
+            session = llama_decoder.LlamaDecodeSession(weights, max_length, rows, kernels)
+            self.last_attention = "torch" if session.cpu_kernels is None else "cpu kernel"
+            return session
         if self.last_path != "hf" and self.compute_dtype not in (None, next(self.model.parameters()).dtype):
             warnings.warn(f"rollout.native_dtype={str(self.compute_dtype).removeprefix('torch.')} has no effect: "
                           f"the native engine's fast path does not run this model ({reason}), and its generic "
                           "Hugging Face forward decodes in the model's own dtype", stacklevel=3)
-        self.last_path = "hf"
+        self.last_path, self.last_attention = "hf", "torch"
         return HFDecodeSession(self.model)
 
     def generate(self, prompt_token_ids: list[list[int]], params: SamplingParams) -> GenerationResult:

@@ -1,0 +1,285 @@
+"""Fused bf16 decode kernels for x86 CPUs with AVX512-BF16, in C, compiled on first use.
+
+Why: a decode step's attention is B*Hkv tiny matrix products (G query heads against a pair's
+keys, then its values), which oneDNN's batched bf16 matmuls run at a few percent of the machine's
+peak, with the softmax, the scores' bias, RoPE and the cache write as more passes; each folded
+RMSNorm is three more ops. At 128 rows of the built-in model they took a third of the decode.
+``kernels/decode_bf16.c`` computes, per decode step and layer, for each (row, KV head) pair:
+RoPE on its query heads and its key, the key and value written into the cache, and for each
+query head, over the filled slots s,
+
+    out = sum_s softmax_s(scale * q . k_s + bias_s) v_s
+
+in one pass over the pair's cache (bf16 products summed in float32, as oneDNN's bf16 matmul;
+softmax and the weighted sum in float32; rounded once to bf16 where the torch path rounds after
+every op), reading the filled slots only (the torch path attends over every allocated one); and
+the folded RMSNorm ``x / hypot(||x||, floor)`` per row in one pass.
+
+The C compiler ($CC, else ``cc``) builds them into ``~/.cache/dapo-rl/kernels`` (keyed by the
+source, the flags and the compiler's version; about a second), ctypes loads them, and a self-test
+against float64 must pass. Where any of that fails (another CPU, no compiler, a build error),
+:func:`cpu_decode_kernels` returns None with the reason in :func:`unavailable_reason` (a warning
+on a CPU they are for) and the decoder runs its torch ops. ``rollout.native_cpu_kernels=false``
+opts out.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+_SOURCE = Path(__file__).with_name("kernels") / "decode_bf16.c"
+_FLAGS = ["-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-fopenmp", "-shared", "-fPIC"]
+_CPU_FLAGS = ("avx512f", "avx512bw", "avx512vl", "avx512_bf16")
+MAX_GROUPS = 16  # MAX_GROUPS and MAX_HEAD_DIM of the C source: query heads per KV head
+MAX_HEAD_DIM = 256
+
+
+class CpuDecodeKernels:
+    """The loaded kernels: ``attention`` (RoPE, the new slot's K and V, attention) and ``rms_scale``."""
+
+    def __init__(self, library: ctypes.CDLL) -> None:
+        pointer, size = ctypes.c_void_p, ctypes.c_long
+        self._attention = library.dapo_decode_attention_bf16
+        self._attention.argtypes = [pointer, pointer, pointer, size, pointer, pointer, pointer, size, size, size,
+                                    ctypes.c_int, ctypes.c_int, ctypes.c_float, pointer, pointer, ctypes.c_int]
+        self._attention.restype = None
+        self._rms_scale = library.dapo_rms_scale_bf16
+        self._rms_scale.argtypes = [pointer, size, size, ctypes.c_float, pointer, ctypes.c_int]
+        self._rms_scale.restype = None
+
+    @staticmethod
+    def supports(groups: int, head_dim: int) -> bool:
+        """Whether the attention kernel computes this head layout (vdpbf16ps reads 32 dims at a time)."""
+        return head_dim % 32 == 0 and head_dim <= MAX_HEAD_DIM and 1 <= groups <= MAX_GROUPS
+
+    def attention(self, qkv: torch.Tensor, rope: torch.Tensor, positions: torch.Tensor, keys: torch.Tensor,
+                  values: torch.Tensor, bias: torch.Tensor, slot: int, scale: float) -> torch.Tensor:
+        """One decode step's attention, all bf16 on the CPU but ``positions`` (int64).
+
+        ``qkv`` (B, Hkv, G+2, d): each (row, KV head) pair's G query heads, key and value, before
+        RoPE; ``rope`` (positions, 2, G+2, d): cos and sign-folded sin (the decoder's table);
+        ``positions`` (B,): each row's position in it; ``keys``/``values`` (B*Hkv, capacity, d):
+        the layer's cache, slot ``slot`` written with the rotated key and the value; ``bias``
+        (B*Hkv, capacity), added to the scaled scores. Attends over slots [0, slot]; returns
+        (B*Hkv, G, d)."""
+        rows, kv_heads, heads, head_dim = qkv.shape
+        pairs, capacity = rows * kv_heads, keys.shape[1]
+        groups = heads - 2
+        tensors = (qkv, rope, keys, values, bias)
+        if any(t.dtype != torch.bfloat16 or not t.is_contiguous() for t in tensors) or positions.dtype != torch.int64:
+            raise TypeError("cpu decode attention: qkv, rope, keys, values, bias must be contiguous bfloat16, "
+                            "positions int64")
+        if (keys.shape != (pairs, capacity, head_dim) or values.shape != keys.shape or bias.shape != (pairs, capacity)
+                or rope.shape[1:] != (2, heads, head_dim) or positions.shape != (rows,)):
+            raise ValueError(f"cpu decode attention: shapes qkv {tuple(qkv.shape)}, rope {tuple(rope.shape)}, positions "
+                             f"{tuple(positions.shape)}, keys {tuple(keys.shape)}, values {tuple(values.shape)}, bias "
+                             f"{tuple(bias.shape)} do not fit together")
+        # a position is its slot minus the row's padding, so slot < len(rope) keeps every read in the table
+        if not (0 <= slot < min(capacity, len(rope)) and self.supports(groups, head_dim)):
+            raise ValueError(f"cpu decode attention: slot {slot} of capacity {capacity} (rope table {len(rope)}), "
+                             f"{groups} query heads per KV head, head_dim {head_dim} unsupported")
+        threads = torch.get_num_threads()
+        scratch = torch.empty(threads * groups * (-(-(slot + 1) // 16) * 16), dtype=torch.float32)
+        out = torch.empty(pairs, groups, head_dim, dtype=torch.bfloat16)
+        self._attention(qkv.data_ptr(), rope.data_ptr(), positions.data_ptr(), kv_heads, keys.data_ptr(),
+                        values.data_ptr(), bias.data_ptr(), capacity, slot, pairs, groups, head_dim, scale,
+                        out.data_ptr(), scratch.data_ptr(), threads)
+        return out
+
+    def rms_scale(self, hidden: torch.Tensor, norm_floor: float) -> torch.Tensor:
+        """``hidden / hypot(||hidden||, norm_floor)`` per row (the decoder's folded RMSNorm), a new
+        bf16 tensor; ``hidden`` contiguous bf16 (rows, n) with n a multiple of 16."""
+        if hidden.dtype != torch.bfloat16 or not hidden.is_contiguous() or hidden.dim() != 2 or hidden.shape[1] % 16:
+            raise ValueError(f"cpu rms_scale: needs contiguous bfloat16 (rows, n), n % 16 == 0: got "
+                             f"{hidden.dtype} {tuple(hidden.shape)}")
+        out = torch.empty_like(hidden)
+        self._rms_scale(hidden.data_ptr(), hidden.shape[0], hidden.shape[1], norm_floor, out.data_ptr(),
+                        torch.get_num_threads())
+        return out
+
+
+def cpu_decode_kernels() -> CpuDecodeKernels | None:
+    """The kernels, built and self-tested once per process; None where they cannot run here."""
+    loaded = _kernels_or_reason()
+    return loaded if isinstance(loaded, CpuDecodeKernels) else None
+
+
+def unavailable_reason() -> str | None:
+    """Why :func:`cpu_decode_kernels` returns None, or None when it returns the kernels."""
+    loaded = _kernels_or_reason()
+    return loaded if isinstance(loaded, str) else None
+
+
+@functools.cache
+def _kernels_or_reason() -> CpuDecodeKernels | str:
+    try:
+        return _load()
+    except _Unavailable as error:
+        if error.cpu_capable:  # a machine it should run on: say why it is slower than it could be
+            warnings.warn(f"the fused CPU decode-attention kernel is not used: {error} (torch's attention "
+                          "decodes instead; rollout.native_cpu_kernels=false silences this)", stacklevel=4)
+        return str(error)
+
+
+class _Unavailable(Exception):
+    def __init__(self, message: str, cpu_capable: bool = True) -> None:
+        super().__init__(message)
+        self.cpu_capable = cpu_capable  # False: a CPU it is not for (no warning)
+
+
+def platform_reason() -> str | None:
+    """Why this machine is not one the kernel is for (an x86-64 Linux CPU with AVX512-BF16), or None."""
+    if platform.machine().lower() not in ("x86_64", "amd64") or platform.system() != "Linux":
+        return f"not an x86-64 Linux machine ({platform.system()} {platform.machine()})"
+    missing = [flag for flag in _CPU_FLAGS if flag not in _cpu_flags()]
+    return f"the CPU lacks {', '.join(missing)}" if missing else None
+
+
+def _load() -> CpuDecodeKernels:
+    if (reason := platform_reason()) is not None:
+        raise _Unavailable(reason, cpu_capable=False)
+    library = _build()
+    try:
+        kernels = CpuDecodeKernels(ctypes.CDLL(str(library)))
+    except (OSError, AttributeError) as error:
+        raise _Unavailable(f"loading {library} failed: {error}") from error
+    if (error := _self_test(kernels)) is not None:
+        raise _Unavailable(f"the built kernels failed their self-test ({error})")
+    return kernels
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    line = next((line for line in text.splitlines() if line.startswith("flags")), "")
+    return set(line.partition(":")[2].split())
+
+
+def _build() -> Path:
+    """The compiled library, from the cache or compiled now (written under a temporary name and
+    renamed, so that processes building it at once never load a half-written file)."""
+    compiler = shutil.which(os.environ.get("CC", "cc"))
+    if compiler is None:
+        raise _Unavailable(f"no C compiler ({os.environ.get('CC', 'cc')}) on PATH")
+    try:
+        version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError) as error:
+        raise _Unavailable(f"{compiler} --version failed: {error}") from error
+    source = _SOURCE.read_bytes()
+    key = hashlib.sha256(source + " ".join(_FLAGS).encode() + version.encode()).hexdigest()[:16]
+    directory = Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "dapo-rl" / "kernels"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        directory = Path(tempfile.gettempdir()) / "dapo-rl-kernels"
+    library = directory / f"decode_bf16-{key}.so"
+    if library.exists():
+        return library
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        handle, name = tempfile.mkstemp(dir=directory, prefix=f".{library.stem}.", suffix=".tmp")
+    except OSError as error:
+        raise _Unavailable(f"no writable directory to build it in ({error})") from error
+    os.close(handle)
+    partial = Path(name)
+    try:
+        result = subprocess.run([compiler, *_FLAGS, str(_SOURCE), "-o", str(partial)],
+                                capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.SubprocessError) as error:
+        partial.unlink(missing_ok=True)
+        raise _Unavailable(f"compiling {_SOURCE.name} failed: {error}") from error
+    if result.returncode != 0:
+        partial.unlink(missing_ok=True)
+        last = (result.stderr.strip().splitlines() or ["no message"])[-1]
+        raise _Unavailable(f"compiling {_SOURCE.name} failed ({compiler}: {last})")
+    os.replace(partial, library)
+    return library
+
+
+def _self_test(kernels: CpuDecodeKernels) -> str | None:
+    """None if the kernels match float64 on a small random case (left padding masked, a length
+    that is not a multiple of 16, slots past it), else what differed."""
+    case = random_decode_case(rows=2, kv_heads=2, groups=2, head_dim=64, capacity=24, slot=18)
+    out = kernels.attention(*case.arguments()).double()
+    errors = {"attention": (out - case.reference()).abs().max().item(),
+              "cached key": (case.keys[:, case.slot].double() - case.rotated_key()).abs().max().item()}
+    hidden = torch.randn(3, 64, generator=torch.Generator().manual_seed(0)).bfloat16()
+    exact = hidden.double() / torch.linalg.vector_norm(hidden.double(), dim=-1, keepdim=True).hypot(torch.tensor(0.5))
+    errors["rms_scale"] = (kernels.rms_scale(hidden, 0.5).double() - exact).abs().max().item()
+    failed = {name: error for name, error in errors.items() if not error < 2e-2}
+    return ", ".join(f"{name}: max error {error:.3g} against float64" for name, error in failed.items()) or None
+
+
+@dataclass
+class DecodeCase:
+    """A decode step's attention inputs (bf16) and what the kernel must make of them, in float64."""
+
+    qkv: torch.Tensor  # (B, Hkv, G+2, d)
+    rope: torch.Tensor  # (positions, 2, G+2, d)
+    positions: torch.Tensor  # (B,)
+    keys: torch.Tensor  # (B*Hkv, capacity, d)
+    values: torch.Tensor
+    bias: torch.Tensor  # (B*Hkv, capacity)
+    slot: int
+    scale: float
+
+    def arguments(self) -> tuple:
+        return self.qkv, self.rope, self.positions, self.keys, self.values, self.bias, self.slot, self.scale
+
+    def _rotated(self, head: slice) -> torch.Tensor:
+        """RoPE of the ``head`` heads of every pair, float64 rounded to bf16 (as the cache and the
+        scores' matmul hold them): (B*Hkv, heads, d)."""
+        table = self.rope[self.positions].double()[:, None, :, 0:1]  # (B, 1, 2, 1, d): query/key row
+        x = self.qkv[:, :, head].double()
+        rotated = x * table[:, :, 0] + x.roll(x.shape[-1] // 2, dims=-1) * table[:, :, 1]
+        return rotated.bfloat16().double().flatten(0, 1)
+
+    def rotated_key(self) -> torch.Tensor:
+        groups = self.qkv.shape[2] - 2
+        return self._rotated(slice(groups, groups + 1))[:, 0]
+
+    def reference(self) -> torch.Tensor:
+        """softmax(scale q k^T + bias) v over slots [0, slot], the new key and value in place."""
+        groups, length = self.qkv.shape[2] - 2, self.slot + 1
+        keys, values = self.keys.double().clone(), self.values.double().clone()
+        keys[:, self.slot] = self.rotated_key()
+        values[:, self.slot] = self.qkv[:, :, groups + 1].double().flatten(0, 1)
+        scores = self.scale * self._rotated(slice(0, groups)) @ keys[:, :length].mT + self.bias[:, None, :length].double()
+        return scores.softmax(dim=-1) @ values[:, :length]
+
+
+def random_decode_case(rows: int, kv_heads: int, groups: int, head_dim: int, capacity: int, slot: int,
+                       seed: int = 0) -> DecodeCase:
+    """Random bf16 inputs: a RoPE table of random angles with its sign-folded sin (value head:
+    cos 1, sin 0), rows at random positions up to ``slot``, up to 5 left-padding slots masked per
+    row, and slots past ``slot`` filled with huge values (a kernel that reads them is wrong)."""
+    generator = torch.Generator().manual_seed(seed)
+    heads, pairs = groups + 2, rows * kv_heads
+    angles = torch.rand(slot + 1, head_dim // 2, generator=generator, dtype=torch.float64) * 6.3
+    cos, sin = angles.cos().repeat(1, 2), angles.sin().repeat(1, 2)
+    sin[:, : head_dim // 2] *= -1
+    rope = torch.stack([torch.stack([cos] * (heads - 1) + [torch.ones_like(cos)], dim=1),
+                        torch.stack([sin] * (heads - 1) + [torch.zeros_like(sin)], dim=1)], dim=1).bfloat16()
+    padding = torch.randint(0, 6, (rows,), generator=generator).clamp(max=slot)
+    keys, values = (torch.randn(pairs, capacity, head_dim, generator=generator).bfloat16() for _ in range(2))
+    keys[:, slot + 1 :] = 1e4
+    values[:, slot + 1 :] = 1e4
+    bias = torch.zeros(rows, kv_heads, capacity, dtype=torch.bfloat16)
+    bias.masked_fill_((torch.arange(capacity) < padding[:, None])[:, None], float("-inf"))
+    return DecodeCase(qkv=torch.randn(rows, kv_heads, heads, head_dim, generator=generator).mul(2).bfloat16(),
+                      rope=rope, positions=slot - padding, keys=keys, values=values, bias=bias.flatten(0, 1),
+                      slot=slot, scale=head_dim**-0.5)

@@ -77,10 +77,11 @@ class CpuDecodeKernels:
         rows, kv_heads, heads, head_dim = qkv.shape
         pairs, capacity = rows * kv_heads, keys.shape[1]
         groups = heads - 2
-        tensors = (qkv, rope, keys, values, bias)
-        if any(t.dtype != torch.bfloat16 or not t.is_contiguous() for t in tensors) or positions.dtype != torch.int64:
-            raise TypeError("cpu decode attention: qkv, rope, keys, values, bias must be contiguous bfloat16, "
-                            "positions int64")
+        tensors = (qkv, rope, keys, values, bias, positions)
+        if (any(t.device.type != "cpu" or not t.is_contiguous() for t in tensors) or positions.dtype != torch.int64
+                or any(t.dtype != torch.bfloat16 for t in tensors[:-1])):
+            raise TypeError("cpu decode attention: qkv, rope, keys, values, bias must be contiguous bfloat16 and "
+                            "positions contiguous int64, on the CPU")
         if (keys.shape != (pairs, capacity, head_dim) or values.shape != keys.shape or bias.shape != (pairs, capacity)
                 or rope.shape[1:] != (2, heads, head_dim) or positions.shape != (rows,)):
             raise ValueError(f"cpu decode attention: shapes qkv {tuple(qkv.shape)}, rope {tuple(rope.shape)}, positions "
@@ -101,9 +102,10 @@ class CpuDecodeKernels:
     def rms_scale(self, hidden: torch.Tensor, norm_floor: float) -> torch.Tensor:
         """``hidden / hypot(||hidden||, norm_floor)`` per row (the decoder's folded RMSNorm), a new
         bf16 tensor; ``hidden`` contiguous bf16 (rows, n) with n a multiple of 16."""
-        if hidden.dtype != torch.bfloat16 or not hidden.is_contiguous() or hidden.dim() != 2 or hidden.shape[1] % 16:
-            raise ValueError(f"cpu rms_scale: needs contiguous bfloat16 (rows, n), n % 16 == 0: got "
-                             f"{hidden.dtype} {tuple(hidden.shape)}")
+        if (hidden.dtype != torch.bfloat16 or hidden.device.type != "cpu" or not hidden.is_contiguous()
+                or hidden.dim() != 2 or hidden.shape[1] % 16):
+            raise ValueError(f"cpu rms_scale: needs contiguous bfloat16 (rows, n) on the CPU, n % 16 == 0: got "
+                             f"{hidden.dtype} {tuple(hidden.shape)} on {hidden.device}")
         out = torch.empty_like(hidden)
         self._rms_scale(hidden.data_ptr(), hidden.shape[0], hidden.shape[1], norm_floor, out.data_ptr(),
                         torch.get_num_threads())
@@ -128,8 +130,8 @@ def _kernels_or_reason() -> CpuDecodeKernels | str:
         return _load()
     except _Unavailable as error:
         if error.cpu_capable:  # a machine it should run on: say why it is slower than it could be
-            warnings.warn(f"the fused CPU decode-attention kernel is not used: {error} (torch's attention "
-                          "decodes instead; rollout.native_cpu_kernels=false silences this)", stacklevel=4)
+            warnings.warn(f"the fused CPU decode kernels are not used: {error} (torch's ops decode instead, "
+                          "slower; rollout.native_cpu_kernels=false silences this)", stacklevel=4)
         return str(error)
 
 

@@ -9,7 +9,8 @@ Both engines sample (temperature 1, no top-k/top-p) exactly ``--max-new-tokens``
 Speedups are relative to ``model.generate`` on the float32 model (as the trainer holds it);
 ``model.generate bf16`` (a bf16 copy of the model, made once before timing) is shown for an
 equal-precision comparison with ``native bf16`` (``rollout.native_dtype=bfloat16``, the embedded
-default), whose engine likewise keeps the weights it prepared (cast to bf16, fused, packed) across
+default; on x86 CPUs with AVX512-BF16 it runs the fused decode kernels of dapo.rollout.cpu_kernels,
+and the header says whether it does), whose engine likewise keeps the weights it prepared (cast to bf16, fused, packed) across
 calls while they do not change: one engine per row, its first call at each batch size preparing
 them (the best run counts). ``native bf16 +prep`` is a new engine at every call, which prepares
 them inside the timed call, as a training step's first generation round does. The process keeps
@@ -35,6 +36,7 @@ from transformers import (
 
 from dapo.rollout import NativeEngine, SamplingParams
 from dapo.rollout.batching import left_pad, left_pad_mask
+from dapo.rollout.cpu_kernels import cpu_decode_kernels, unavailable_reason
 from dapo.trainer.allocator import keep_freed_memory
 
 # Random-weight Qwen2 shapes: the built-in model's, and Qwen2.5-0.5B's (its config, random weights).
@@ -127,6 +129,9 @@ def main() -> None:
     print(f"model: {name}, {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters")
     print(f"threads: {torch.get_num_threads()}, max_new_tokens: {args.max_new_tokens}, best of {args.repeats}, "
           f"freed memory {'kept' if kept else 'returned (glibc default)'}")
+    kernels = cpu_decode_kernels()
+    print("native bf16 decode: " + ("the fused CPU kernels (dapo.rollout.cpu_kernels)" if kernels else
+                                    f"torch ops (the fused CPU kernels are unavailable: {unavailable_reason()})"))
     native = NativeEngine(model, pad_token_id=0)
     native_bf16 = NativeEngine(model, pad_token_id=0, compute_dtype=torch.bfloat16)
     time_native(native, make_prompts(4, vocab_size, 0), 4)  # warm-up

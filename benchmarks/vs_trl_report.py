@@ -161,7 +161,10 @@ def _cpu() -> str:
     name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "CPU")
     flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
     units = [unit for flag, unit in (("amx_bf16", "AMX"), ("avx512_bf16", "AVX-512 BF16")) if flag in flags]
-    return f"{name} ({', '.join(units) or 'no bf16 matmul instructions'})"
+    from dapo.rollout.cpu_kernels import cpu_decode_kernels
+
+    kernels = "dapo-rl's fused bf16 decode kernels on" if cpu_decode_kernels() else "dapo-rl's fused bf16 decode kernels off"
+    return f"{name} ({', '.join(units) or 'no bf16 matmul instructions'}; {kernels})"
 
 
 def _threads() -> int:

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from dapo.config import DAPOConfig
 from dapo.config.schema import DTYPE_BYTES
+from dapo.config.training import heads_split_problem
 from dapo.errors import UserError
 from dapo.user_code import is_file_location
 
@@ -105,7 +106,7 @@ def model_problems(cfg: DAPOConfig) -> list[str]:
     elif not any(any(model_dir.glob(pattern)) for pattern in WEIGHT_PATTERNS):
         problems.append(f"model.path={m.path!r} has no weights (*.safetensors or pytorch_model*.bin)")
     else:
-        problems += _config_file_context_problems(config_file, cfg) + _sequence_parallel_problems(config_file, cfg)
+        problems += _config_file_problems(config_file, cfg)
     tokenizer_dir = Path(m.tokenizer_path).expanduser() if m.tokenizer_path else model_dir
     where = f"model.tokenizer_path={m.tokenizer_path!r}" if m.tokenizer_path else f"model.path={m.path!r}"
     if not tokenizer_dir.is_dir():
@@ -118,40 +119,31 @@ def model_problems(cfg: DAPOConfig) -> list[str]:
     return problems
 
 
-def _config_file_context_problems(config_file: Path, cfg: DAPOConfig) -> list[str]:
+def _config_file_problems(config_file: Path, cfg: DAPOConfig) -> list[str]:
+    """What a model directory's config.json shows before anything loads: a context shorter than
+    the run's sequences, and attention heads that trainer.sequence_parallel_size does not divide
+    (before Ray starts the ranks that would refuse them; heads under other names are left to them)."""
     try:
         model_config = json.loads(config_file.read_text())
     except (OSError, ValueError) as error:
         return [f"{config_file} cannot be read: {error}"]
-    limit = model_context(model_config) if isinstance(model_config, dict) else None
-    if limit is None:
+    if not isinstance(model_config, dict):
         return []
-    context, how = limit
-    return _context_problems(context, f"{how} in {config_file}", cfg)
-
-
-def _sequence_parallel_problems(config_file: Path, cfg: DAPOConfig) -> list[str]:
-    """:func:`_heads_problems` of a model directory's config.json."""
-    if cfg.trainer.sequence_parallel_size == 1:
-        return []
-    try:
-        model_config = json.loads(config_file.read_text())
-    except (OSError, ValueError):
-        return []  # said by _config_file_context_problems
-    text = model_config.get("text_config") if isinstance(model_config.get("text_config"), dict) else model_config
+    problems = []
+    if (limit := model_context(model_config)) is not None:
+        context, how = limit
+        problems += _context_problems(context, f"{how} in {config_file}", cfg)
+    text = model_config["text_config"] if isinstance(model_config.get("text_config"), dict) else model_config
     heads = text.get("num_attention_heads")
-    return _heads_problems(heads, text.get("num_key_value_heads") or heads, str(config_file), cfg)
+    return problems + _heads_problems(heads, text.get("num_key_value_heads") or heads, str(config_file), cfg)
 
 
 def _heads_problems(heads: object, kv_heads: object, where: str, cfg: DAPOConfig) -> list[str]:
-    """trainer.sequence_parallel_size S splits attention by heads: S must divide the model's
-    attention and key/value heads (found here, before Ray starts the ranks that would refuse it;
-    heads under other names are left to the ranks, which read the loaded model's)."""
     size = cfg.trainer.sequence_parallel_size
-    if size == 1 or not (isinstance(heads, int) and isinstance(kv_heads, int)) or not (heads % size or kv_heads % size):
+    if not (isinstance(heads, int) and isinstance(kv_heads, int)):
         return []
-    return [f"trainer.sequence_parallel_size={size} splits attention by heads: {where} gives {heads} attention "
-            f"and {kv_heads} key/value heads, which {size} must divide"]
+    problem = heads_split_problem(size, heads, kv_heads, where)
+    return [problem] if problem else []
 
 
 # RoPE types whose max_position_embeddings already is the extended context (Llama 3.1's 131072

@@ -99,7 +99,7 @@ def test_heads_that_do_not_split_over_the_group_are_found_before_the_ranks_start
                                                                  "trainer.packing=true", "trainer.sequence_parallel_size=2"]))
     # the built-in model's too (4 attention heads, 2 key/value heads), from its recipe
     builtin = [f"output_dir={tmp_path / 'run'}", *overrides[2:], "trainer.shared_prompt=false"]
-    with pytest.raises(PreflightError, match="built-in model .* gives 4 attention and 2 key/value heads, which 4 must"):
+    with pytest.raises(PreflightError, match="built-in model .* has 4 attention and 2 key/value heads, which 4 must"):
         check_run(load_config([builtin_config_path("default")], builtin))
 
 

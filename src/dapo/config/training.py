@@ -17,6 +17,19 @@ from dapo.user_code import import_user_code
 # (trainer.sequence_parallel_size; seq-mean-token-mean's per-sequence means need whole sequences).
 TOKEN_SUM_AGGREGATIONS = ("token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 
+
+
+def heads_split_problem(size: int, heads: int, kv_heads: int, where: str) -> str | None:
+    """Why trainer.sequence_parallel_size=``size`` cannot split attention by heads, ``where`` (a
+    model, its config file, a recipe) having ``heads`` attention and ``kv_heads`` key/value heads:
+    Ulysses gives each rank heads/size of both; None when ``size`` divides both. (The preflight
+    asks it of config.json before Ray starts; the ranks of the loaded model.)"""
+    if heads % size == 0 and kv_heads % size == 0:
+        return None
+    return (f"trainer.sequence_parallel_size={size} splits attention by heads: {where} has {heads} attention and "
+            f"{kv_heads} key/value heads, which {size} must divide")
+
+
 # How the trainer calls each registry's entries (docs/extending.md's signatures), positional
 # argument names and keyword argument names: ADVANTAGE_CALL, POLICY_LOSS_CALL and LOSS_AGG_CALL of
 # dapo.algo's advantages, policy_loss and aggregation, each read off the one function that calls

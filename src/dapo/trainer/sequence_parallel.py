@@ -33,6 +33,7 @@ import torch.distributed as dist
 from torch.distributed._functional_collectives import all_to_all_single_autograd, wait_tensor
 from transformers import PreTrainedModel
 
+from dapo.config.training import heads_split_problem
 from dapo.errors import UserError
 
 # the keyword argument a packed model call gives its attention (dapo.trainer.packed_attention), as
@@ -67,11 +68,9 @@ def heads_problem(model: PreTrainedModel, size: int) -> str | None:
     """Why ``model``'s attention cannot be split over ``size`` ranks by heads, or None."""
     config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
     heads = getattr(config, "num_attention_heads", None)
-    kv_heads = getattr(config, "num_key_value_heads", None) or heads
-    if heads is None or heads % size or kv_heads % size:
-        return (f"trainer.sequence_parallel_size={size} splits attention by heads: the model has {heads} attention "
-                f"and {kv_heads} key/value heads, which {size} must divide")
-    return None
+    if not isinstance(heads, int):
+        return f"trainer.sequence_parallel_size={size} splits attention by heads: the model's config has no num_attention_heads"
+    return heads_split_problem(size, heads, getattr(config, "num_key_value_heads", None) or heads, "the model")
 
 
 def window_problem(model: PreTrainedModel, size: int) -> str | None:

@@ -54,6 +54,16 @@ def test_attention_reads_neither_masked_slots_nor_slots_past_the_step():
 
 
 @needs_kernels
+def test_a_nan_key_reaches_the_output_as_in_torch():
+    """A NaN score is not a zero weight: the pair whose key is NaN gets NaN outputs (torch's
+    softmax propagates it), the other pairs stay finite."""
+    case = cpu_kernels.random_decode_case(rows=2, kv_heads=2, groups=2, head_dim=64, capacity=30, slot=20)
+    case.keys[1, 10] = float("nan")
+    out = KERNELS.attention(*case.arguments())
+    assert out[1].isnan().all() and not out[[0, 2, 3]].isnan().any()
+
+
+@needs_kernels
 def test_results_do_not_depend_on_the_thread_count():
     case = cpu_kernels.random_decode_case(rows=9, kv_heads=2, groups=2, head_dim=64, capacity=60, slot=50)
     hidden = torch.randn(300, 256).bfloat16()  # enough rows for rms_scale to split them
@@ -91,6 +101,12 @@ def test_kernels_refuse_inputs_they_would_misread():
         KERNELS.attention(*arguments[:6], 20, case.scale)
     with pytest.raises(ValueError, match="do not fit together"):
         KERNELS.attention(case.qkv, case.rope, case.positions[:2], *arguments[3:])
+    case.positions[1] = case.rope.shape[0]  # one past the table: refused before anything is read
+    with pytest.raises(ValueError, match="outside the RoPE table"):
+        KERNELS.attention(*case.arguments())
+    case.positions[1] = -1
+    with pytest.raises(ValueError, match="outside the RoPE table"):
+        KERNELS.attention(*case.arguments())
     with pytest.raises(ValueError, match="n % 16 == 0"):
         KERNELS.rms_scale(torch.zeros(2, 40, dtype=torch.bfloat16), 0.1)
     assert not KERNELS.supports(2, 48) and not KERNELS.supports(17, 64) and not KERNELS.supports(2, 512)
@@ -98,20 +114,31 @@ def test_kernels_refuse_inputs_they_would_misread():
 
 
 def _qwen2_head_dim_64() -> Qwen2ForCausalLM:
-    """A tiny Qwen2 whose heads the kernel computes: head_dim 64, two query heads per KV head."""
+    """A tiny Qwen2 whose heads the kernels compute (head_dim 64, two query heads per KV head),
+    its query and key projections scaled up so that attention is peaked: with a random model's
+    near-uniform attention, a decode that skipped RoPE or used the wrong positions would change
+    its logits by less than bf16 rounding does."""
     torch.manual_seed(0)
-    config = Qwen2Config(vocab_size=50, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
+    config = Qwen2Config(vocab_size=50, hidden_size=256, num_hidden_layers=2, num_attention_heads=4,
                          num_key_value_heads=2, intermediate_size=192, max_position_embeddings=256,
                          tie_word_embeddings=True)
-    return Qwen2ForCausalLM(config).eval()
+    model = Qwen2ForCausalLM(config).eval()
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.q_proj.weight.mul_(8)
+            layer.self_attn.k_proj.weight.mul_(8)
+    assert model.config.hidden_size // model.config.num_attention_heads == 64
+    return model
 
 
 @needs_kernels
 @pytest.mark.parametrize("rows", [2, 64])
 def test_decode_steps_with_the_kernels_match_the_torch_ops(rows: int):
-    """The same tokens fed to two bf16 decode sessions, one on the kernels and one on
-    torch ops (float32 attention at 2 rows, bf16 at 64): logits agree to bf16 rounding; the
-    kernels session's cache is bf16 at every batch size."""
+    """The same tokens fed to two bf16 decode sessions, one on the kernels and one on torch ops
+    (float32 attention at 2 rows, bf16 at 64): logits agree to bf16 rounding (at most 0.06 and
+    0.12 apart on this peaked model, where a decode without RoPE, at the slot instead of the
+    position, or without the padding mask at 64 rows is 1.3, 1.0 and 0.5 off); the kernels
+    session's cache is bf16 at every batch size."""
     model = _qwen2_head_dim_64()
     weights = LlamaWeights(model, rows, torch.bfloat16)
     generator = torch.Generator().manual_seed(1)
@@ -125,7 +152,7 @@ def test_decode_steps_with_the_kernels_match_the_torch_ops(rows: int):
     for _ in range(45):  # past the first cache growth (9 + 32 slots)
         tokens = torch.randint(3, 50, (rows,), generator=generator)
         logits = [session.decode(tokens).float() for session in sessions]
-        assert (logits[0] - logits[1]).abs().max() < 0.05
+        assert (logits[0] - logits[1]).abs().max() < 0.3
     assert sessions[0].capacity > 41
 
 
@@ -156,6 +183,7 @@ def test_without_a_compiler_the_kernel_is_unavailable_and_decoding_falls_back(
     for; silent on others, whose reason is the CPU's), and bf16 generation attends with torch's ops."""
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(cpu_kernels, "_warned", False)
     cpu_kernels._kernels_or_reason.cache_clear()
     try:
         with warnings.catch_warnings(record=True) as said:
@@ -175,6 +203,27 @@ def test_without_a_compiler_the_kernel_is_unavailable_and_decoding_falls_back(
         cpu_kernels._kernels_or_reason.cache_clear()
 
 
+def test_any_failure_to_build_falls_back_and_a_raising_warning_filter_raises_once(monkeypatch: pytest.MonkeyPatch):
+    """An unexpected exception while building or loading is a reason, not a crash; under a filter
+    that turns warnings into errors the first call raises (as asked) and later calls decode on."""
+    def broken() -> None:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(cpu_kernels, "_load", broken)
+    monkeypatch.setattr(cpu_kernels, "platform_reason", lambda: None)
+    monkeypatch.setattr(cpu_kernels, "_warned", False)
+    cpu_kernels._kernels_or_reason.cache_clear()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with pytest.raises(UserWarning, match="disk on fire"):
+                cpu_kernels.cpu_decode_kernels()
+            assert cpu_kernels.cpu_decode_kernels() is None
+        assert "unexpectedly" in cpu_kernels.unavailable_reason()
+    finally:
+        cpu_kernels._kernels_or_reason.cache_clear()
+
+
 @needs_kernels
 def test_the_build_is_cached_by_source_flags_and_compiler(monkeypatch: pytest.MonkeyPatch, tmp_path):
     """The first build writes the library into the cache directory; the next process reuses it."""
@@ -184,3 +233,5 @@ def test_the_build_is_cached_by_source_flags_and_compiler(monkeypatch: pytest.Mo
     built = library.stat().st_mtime_ns
     assert cpu_kernels._build() == library and library.stat().st_mtime_ns == built
     assert [path.name for path in library.parent.iterdir()] == [library.name]  # no temporary left
+    monkeypatch.setenv("CC", "env cc")  # a compiler command with words (as "ccache gcc")
+    assert cpu_kernels._build().parent == library.parent

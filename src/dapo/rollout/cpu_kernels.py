@@ -30,6 +30,7 @@ import functools
 import hashlib
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -52,9 +53,9 @@ class CpuDecodeKernels:
     def __init__(self, library: ctypes.CDLL) -> None:
         pointer, size = ctypes.c_void_p, ctypes.c_long
         self._attention = library.dapo_decode_attention_bf16
-        self._attention.argtypes = [pointer, pointer, pointer, size, pointer, pointer, pointer, size, size, size,
-                                    ctypes.c_int, ctypes.c_int, ctypes.c_float, pointer, pointer, ctypes.c_int]
-        self._attention.restype = None
+        self._attention.argtypes = [pointer, pointer, size, pointer, size, pointer, pointer, pointer, size, size,
+                                    size, ctypes.c_int, ctypes.c_int, ctypes.c_float, pointer, pointer, ctypes.c_int]
+        self._attention.restype = ctypes.c_int
         self._rms_scale = library.dapo_rms_scale_bf16
         self._rms_scale.argtypes = [pointer, size, size, ctypes.c_float, pointer, ctypes.c_int]
         self._rms_scale.restype = None
@@ -87,16 +88,18 @@ class CpuDecodeKernels:
             raise ValueError(f"cpu decode attention: shapes qkv {tuple(qkv.shape)}, rope {tuple(rope.shape)}, positions "
                              f"{tuple(positions.shape)}, keys {tuple(keys.shape)}, values {tuple(values.shape)}, bias "
                              f"{tuple(bias.shape)} do not fit together")
-        # a position is its slot minus the row's padding, so slot < len(rope) keeps every read in the table
-        if not (0 <= slot < min(capacity, len(rope)) and self.supports(groups, head_dim)):
-            raise ValueError(f"cpu decode attention: slot {slot} of capacity {capacity} (rope table {len(rope)}), "
-                             f"{groups} query heads per KV head, head_dim {head_dim} unsupported")
+        if not (0 <= slot < capacity and self.supports(groups, head_dim)):
+            raise ValueError(f"cpu decode attention: slot {slot} of capacity {capacity}, {groups} query heads per KV "
+                             f"head, head_dim {head_dim} unsupported")
         threads = torch.get_num_threads()
         scratch = torch.empty(threads * groups * (-(-(slot + 1) // 16) * 16), dtype=torch.float32)
         out = torch.empty(pairs, groups, head_dim, dtype=torch.bfloat16)
-        self._attention(qkv.data_ptr(), rope.data_ptr(), positions.data_ptr(), kv_heads, keys.data_ptr(),
-                        values.data_ptr(), bias.data_ptr(), capacity, slot, pairs, groups, head_dim, scale,
-                        out.data_ptr(), scratch.data_ptr(), threads)
+        status = self._attention(qkv.data_ptr(), rope.data_ptr(), len(rope), positions.data_ptr(), kv_heads,
+                                 keys.data_ptr(), values.data_ptr(), bias.data_ptr(), capacity, slot, pairs, groups,
+                                 head_dim, scale, out.data_ptr(), scratch.data_ptr(), threads)
+        if status != 0:
+            raise ValueError(f"cpu decode attention: a position in {positions.tolist()[:8]} is outside the RoPE "
+                             f"table's {len(rope)} positions")
         return out
 
     def rms_scale(self, hidden: torch.Tensor, norm_floor: float) -> torch.Tensor:
@@ -113,9 +116,17 @@ class CpuDecodeKernels:
 
 
 def cpu_decode_kernels() -> CpuDecodeKernels | None:
-    """The kernels, built and self-tested once per process; None where they cannot run here."""
+    """The kernels, built and self-tested once per process; None where they cannot run here (a
+    warning says why, once, on a CPU they are for)."""
+    global _warned
     loaded = _kernels_or_reason()
-    return loaded if isinstance(loaded, CpuDecodeKernels) else None
+    if isinstance(loaded, CpuDecodeKernels):
+        return loaded
+    if not _warned and platform_reason() is None:
+        _warned = True  # first: a warning filter that raises must not make every later call raise
+        warnings.warn(f"the fused CPU decode kernels are not used: {loaded} (torch's ops decode instead, slower; "
+                      "rollout.native_cpu_kernels=false silences this)", stacklevel=3)
+    return None
 
 
 def unavailable_reason() -> str | None:
@@ -124,21 +135,21 @@ def unavailable_reason() -> str | None:
     return loaded if isinstance(loaded, str) else None
 
 
+_warned = False
+
+
 @functools.cache
 def _kernels_or_reason() -> CpuDecodeKernels | str:
     try:
         return _load()
     except _Unavailable as error:
-        if error.cpu_capable:  # a machine it should run on: say why it is slower than it could be
-            warnings.warn(f"the fused CPU decode kernels are not used: {error} (torch's ops decode instead, "
-                          "slower; rollout.native_cpu_kernels=false silences this)", stacklevel=4)
         return str(error)
+    except Exception as error:  # noqa: BLE001 - anything else in building or loading them: decode without
+        return f"building or loading them failed unexpectedly ({error!r})"
 
 
 class _Unavailable(Exception):
-    def __init__(self, message: str, cpu_capable: bool = True) -> None:
-        super().__init__(message)
-        self.cpu_capable = cpu_capable  # False: a CPU it is not for (no warning)
+    pass
 
 
 def platform_reason() -> str | None:
@@ -151,7 +162,7 @@ def platform_reason() -> str | None:
 
 def _load() -> CpuDecodeKernels:
     if (reason := platform_reason()) is not None:
-        raise _Unavailable(reason, cpu_capable=False)
+        raise _Unavailable(reason)
     library = _build()
     try:
         kernels = CpuDecodeKernels(ctypes.CDLL(str(library)))
@@ -174,42 +185,50 @@ def _cpu_flags() -> set[str]:
 def _build() -> Path:
     """The compiled library, from the cache or compiled now (written under a temporary name and
     renamed, so that processes building it at once never load a half-written file)."""
-    compiler = shutil.which(os.environ.get("CC", "cc"))
-    if compiler is None:
-        raise _Unavailable(f"no C compiler ({os.environ.get('CC', 'cc')}) on PATH")
+    compiler = shlex.split(os.environ.get("CC") or "cc")  # "ccache gcc" too
+    if not compiler or shutil.which(compiler[0]) is None:
+        raise _Unavailable(f"no C compiler ({os.environ.get('CC') or 'cc'}) on PATH")
     try:
-        version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError) as error:
-        raise _Unavailable(f"{compiler} --version failed: {error}") from error
-    source = _SOURCE.read_bytes()
-    key = hashlib.sha256(source + " ".join(_FLAGS).encode() + version.encode()).hexdigest()[:16]
-    directory = Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "dapo-rl" / "kernels"
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        directory = Path(tempfile.gettempdir()) / "dapo-rl-kernels"
-    library = directory / f"decode_bf16-{key}.so"
-    if library.exists():
-        return library
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
+        version = subprocess.run([*compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
+        key = hashlib.sha256(_SOURCE.read_bytes() + " ".join(_FLAGS).encode() + version.encode()).hexdigest()[:16]
+        directory = _cache_directory()
+        library = directory / f"decode_bf16-{key}.so"
+        if library.exists():
+            return library
         handle, name = tempfile.mkstemp(dir=directory, prefix=f".{library.stem}.", suffix=".tmp")
-    except OSError as error:
-        raise _Unavailable(f"no writable directory to build it in ({error})") from error
-    os.close(handle)
+        os.close(handle)
+    except (OSError, subprocess.SubprocessError) as error:
+        raise _Unavailable(f"preparing the build failed: {error}") from error
     partial = Path(name)
     try:
-        result = subprocess.run([compiler, *_FLAGS, str(_SOURCE), "-o", str(partial)],
+        result = subprocess.run([*compiler, *_FLAGS, str(_SOURCE), "-o", str(partial)],
                                 capture_output=True, text=True, timeout=300)
+        if result.returncode != 0:
+            last = (result.stderr.strip().splitlines() or ["no message"])[-1]
+            raise _Unavailable(f"compiling {_SOURCE.name} failed ({' '.join(compiler)}: {last})")
+        os.replace(partial, library)
     except (OSError, subprocess.SubprocessError) as error:
-        partial.unlink(missing_ok=True)
         raise _Unavailable(f"compiling {_SOURCE.name} failed: {error}") from error
-    if result.returncode != 0:
+    finally:
         partial.unlink(missing_ok=True)
-        last = (result.stderr.strip().splitlines() or ["no message"])[-1]
-        raise _Unavailable(f"compiling {_SOURCE.name} failed ({compiler}: {last})")
-    os.replace(partial, library)
     return library
+
+
+def _cache_directory() -> Path:
+    """$XDG_CACHE_HOME/dapo-rl/kernels (~/.cache when unset or empty); where that cannot be made,
+    a directory of this user's own under the temporary directory, mode 0700: a library loaded
+    from a directory another user can write could be theirs."""
+    directory = Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "dapo-rl" / "kernels"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        return directory
+    except OSError:
+        directory = Path(tempfile.gettempdir()) / f"dapo-rl-kernels-{os.getuid()}"
+    directory.mkdir(mode=0o700, exist_ok=True)
+    status = directory.stat()
+    if status.st_uid != os.getuid() or status.st_mode & 0o022:
+        raise _Unavailable(f"{directory} belongs to another user or others can write it")
+    return directory
 
 
 def _self_test(kernels: CpuDecodeKernels) -> str | None:

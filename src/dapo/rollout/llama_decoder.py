@@ -174,8 +174,9 @@ class LlamaDecodeSession:
         """``weights``: the model's, prepared for decoding in their compute dtype (norm statistics
         are accumulated in float32; logits come out in the compute dtype, and the sampler reads
         them in float32, a few rows at a time). ``rows``: the decode batch size (prompts x samples).
-        ``cpu_kernels``: the fused kernels, run for bf16 weights on the CPU whose head layout they
-        support (decode steps' attention; every folded RMSNorm)."""
+        ``cpu_kernels``: the fused kernels, run for bf16 weights on the CPU: decode steps' attention
+        where they support the head layout, every folded RMSNorm where the hidden size is a
+        multiple of 16."""
         self.weights = weights
         self.num_kv_heads, self.groups, self.head_dim = weights.num_kv_heads, weights.groups, weights.head_dim
         self.scaling, self.eps, self.norm_floor = weights.scaling, weights.eps, weights.norm_floor
@@ -185,10 +186,11 @@ class LlamaDecodeSession:
         self.max_length = max_length
         self.rope = weights.rope_tables(max_length)
         on_cpu = self.embed.device.type == "cpu"
-        kernels_run = (on_cpu and self.dtype == torch.bfloat16 and cpu_kernels is not None
-                       and cpu_kernels.supports(self.groups, self.head_dim) and self.embed.shape[1] % 16 == 0)
-        self.cpu_kernels = cpu_kernels if kernels_run else None
-        float32_attention = on_cpu and rows <= _FLOAT32_ATTENTION_MAX_ROWS and not kernels_run
+        usable = cpu_kernels if on_cpu and self.dtype == torch.bfloat16 else None
+        # the attention kernel for its head layouts, the norm's for rows of whole 16-lane vectors
+        self.cpu_kernels = usable if usable and usable.supports(self.groups, self.head_dim) else None
+        self.cpu_rms_scale = usable.rms_scale if usable and self.embed.shape[1] % 16 == 0 else None
+        float32_attention = on_cpu and rows <= _FLOAT32_ATTENTION_MAX_ROWS and self.cpu_kernels is None
         self.attention_dtype = torch.float32 if float32_attention else self.dtype
         self.cache = torch.empty(0)
         # (B, Hkv, capacity), attention dtype: 0 for real tokens, -inf for padding
@@ -217,8 +219,8 @@ class LlamaDecodeSession:
         norm, unlike a sum of squares (65504 once rms(x) passes 8.5 at n = 896), does not
         overflow float16 before rms(x) passes 65504 / sqrt(n). Not folded (a low-precision model,
         whose trainer forward rounds as here): in float32 as Hugging Face does."""
-        if norm_weight is None and self.cpu_kernels is not None:
-            return proj(self.cpu_kernels.rms_scale(hidden.contiguous(), self.norm_floor_value))
+        if norm_weight is None and self.cpu_rms_scale is not None:
+            return proj(self.cpu_rms_scale(hidden.contiguous(), self.norm_floor_value))
         if norm_weight is None:
             return proj(hidden / torch.linalg.vector_norm(hidden, dim=-1, keepdim=True).hypot_(self.norm_floor))
         normed = F.rms_norm(hidden.float(), (hidden.shape[-1],), eps=self.eps).to(hidden.dtype)

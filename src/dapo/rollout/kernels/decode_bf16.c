@@ -25,8 +25,11 @@
 #define MAX_HEAD_DIM 256
 
 /* exp(x) for x <= 0, to float32 precision (|r| <= ln2/2: degree-7 Taylor, error below 1e-8
-   relative); lanes below -87 (masked slots' -inf included) give exactly 0. */
+   relative); lanes below -87 (masked slots' -inf included) give exactly 0, NaN lanes NaN (a NaN
+   score must reach the output, as in torch's softmax, not vanish as a zero weight). */
 static inline __m512 exp_nonpositive(__m512 x) {
+    const __m512 input = x;
+    const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
     const __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GE_OQ);
     x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
     const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
@@ -42,7 +45,7 @@ static inline __m512 exp_nonpositive(__m512 x) {
     poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(0.5f));
     poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(1.0f));
     poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(1.0f));
-    return _mm512_maskz_scalef_ps(live, poly, n); /* poly * 2^n */
+    return _mm512_mask_blend_ps(nan, _mm512_maskz_scalef_ps(live, poly, n), input); /* poly * 2^n */
 }
 
 /* r[j] = the sum of a[j]'s 16 lanes, j < 16: a transposing add tree (45 ops, where 16
@@ -118,18 +121,21 @@ static inline void rotate_head(const uint16_t *x, const uint16_t *cos_row, const
 }
 
 /* qkv: bf16 (rows, kv_heads, G + 2, head_dim), each pair's G query heads, then its key and value;
-   rope: bf16 (positions, 2, G + 2, head_dim), cos and sign-folded sin (every query and key head
-   alike, row 0 is read); positions: int64 (rows,), each row's RoPE position;
+   rope: bf16 (rope_positions, 2, G + 2, head_dim), cos and sign-folded sin (every query and key
+   head alike, row 0 is read); positions: int64 (rows,), each row's RoPE position (-1 is returned,
+   and nothing computed, if one is outside the table; else 0);
    keys, values: bf16 (pairs, capacity, head_dim), slot `slot` written here; bias: bf16 (pairs,
    capacity); slots [0, slot] are attended. out: bf16 (pairs, G, head_dim); scratch: float32,
    threads * G * padded(slot + 1). head_dim % 32 == 0, head_dim <= MAX_HEAD_DIM and
    groups <= MAX_GROUPS (the caller checks). */
-void dapo_decode_attention_bf16(const uint16_t *qkv, const uint16_t *rope, const int64_t *positions, long kv_heads,
-                                uint16_t *keys, uint16_t *values, const uint16_t *bias, long capacity, long slot,
-                                long pairs, int groups, int head_dim, float scale, uint16_t *out, float *scratch,
-                                int threads) {
+int dapo_decode_attention_bf16(const uint16_t *qkv, const uint16_t *rope, long rope_positions,
+                               const int64_t *positions, long kv_heads, uint16_t *keys, uint16_t *values,
+                               const uint16_t *bias, long capacity, long slot, long pairs, int groups, int head_dim,
+                               float scale, uint16_t *out, float *scratch, int threads) {
     const long length = slot + 1, padded = (length + 15) / 16 * 16;
     const long heads = groups + 2;
+    for (long row = 0; row < pairs / kv_heads; ++row)
+        if (positions[row] < 0 || positions[row] >= rope_positions) return -1; /* outside the RoPE table */
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (long p = 0; p < pairs; ++p) {
 #ifdef _OPENMP
@@ -163,6 +169,7 @@ void dapo_decode_attention_bf16(const uint16_t *qkv, const uint16_t *rope, const
                 _mm256_storeu_si256((__m256i *)(pair_out + g * head_dim + c), (__m256i)_mm512_cvtneps_pbh(acc[g]));
         }
     }
+    return 0;
 }
 
 /* x, out: bf16 (rows, n), n % 16 == 0; out = x / hypot(||x||, norm_floor), the norm in float32. Rows

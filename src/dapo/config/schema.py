@@ -133,8 +133,8 @@ class DAPOConfig:
               f"trainer.sequence_parallel_size={sp} gives each rank a chunk of every sequence's tokens, and "
               f"algorithm.policy_loss={a.policy_loss} is not marked token-level: a loss that reads other tokens "
               "of a sequence (a sequence-level ratio, as GSPO's) would be taken over a chunk. If each token's "
-              f"term needs only its own token, mark it (`{a.policy_loss}_function.token_level = True`, "
-              "docs/extending.md); else use trainer.sequence_parallel_size=1")
+              f"term needs only its own token, set `token_level = True` on the function registered as "
+              f"{a.policy_loss!r} (docs/extending.md); else use trainer.sequence_parallel_size=1")
         check(self.model.lora_rank == 0 or self.trainer.forward != "native",
               "trainer.forward=native reads the policy's weights and cannot train LoRA adapters: use "
               "trainer.forward=auto (Hugging Face's forward) with model.lora_rank > 0")

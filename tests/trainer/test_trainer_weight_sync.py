@@ -86,7 +86,15 @@ def test_the_engine_sleeps_once_a_step_after_its_generation_rounds_and_before_th
 
 def _prepared_weights_are_current(engine: NativeEngine) -> bool:
     """Whether the native engine's kept weights compute what those it would prepare from its model
-    now compute: every projection (packed weights and biases) on a probe input, norms, RoPE."""
+    now compute: every projection (packed weights and biases) on a probe input, norms, RoPE.
+    Prepared under inference mode, as generate() prepares them: the same bf16 weight packed outside
+    it (from a parameter that needs a gradient) gave an output one bf16 ulp off (same packed
+    values, other rounding in oneDNN's matmul), which is not staleness."""
+    with torch.inference_mode():
+        return _same_outputs(engine)
+
+
+def _same_outputs(engine: NativeEngine) -> bool:
     kept, (dtype, rows, _) = engine._weights, engine._weights_key
     fresh = LlamaWeights(engine.model, rows, dtype)
     hidden = engine.model.config.hidden_size

@@ -112,9 +112,9 @@ def model_shape(cfg: DAPOConfig, params: float | None) -> ModelShape:
         output_params=float(output.weight.numel() if output is not None else 0), activations=None, guessed=guessed,
         adapter_params=lora_adapter_params(cfg, model))
     if (size := cfg.trainer.sequence_parallel_size) > 1:
-        from dapo.trainer.sequence_parallel import heads_problem, window_problem
+        from dapo.trainer.sequence_parallel import split_problem
 
-        shape.cannot_run = heads_problem(model, size) or window_problem(model, size) or ""
+        shape.cannot_run = split_problem(model, size) or ""
     try:
         shape.activations = _measure_activations(cfg, model)
     except Exception as error:  # e.g. a model whose forward needs real values (data-dependent shapes)

@@ -16,12 +16,16 @@ def cache_keyword(model: nn.Module) -> str:
     return "cache" if "cache" in parameters else "past_key_values"
 
 
+def text_config(model: nn.Module) -> object:
+    """``model``'s config, or its text model's where it is composite (a vision-language model)."""
+    config = getattr(model, "config", None)
+    return config.get_text_config() if callable(getattr(config, "get_text_config", None)) else config
+
+
 def _text_config_and_ropes(model: nn.Module) -> tuple[object, list[dict]]:
     """``model``'s (text) config and its RoPE parameters: one dict, or one per attention type
     (Gemma 3: {"full_attention": {...}, "sliding_attention": {...}})."""
-    config = getattr(model, "config", None)
-    if callable(getattr(config, "get_text_config", None)):  # a composite (vision-language) config
-        config = config.get_text_config()
+    config = text_config(model)
     rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
     per_type = isinstance(rope, dict) and any(isinstance(v, dict) for v in rope.values())
     ropes = [v for v in rope.values() if isinstance(v, dict)] if per_type else [rope]

@@ -35,6 +35,7 @@ from transformers import PreTrainedModel
 
 from dapo.config.training import heads_split_problem
 from dapo.errors import UserError
+from dapo.rollout.hf_compat import rope_length_threshold, text_config
 
 # the keyword argument a packed model call gives its attention (dapo.trainer.packed_attention), as
 # it gives the row's bounds: a checkpointed layer's recompute in backward gets the call's arguments
@@ -64,25 +65,27 @@ def new_sequence_groups(size: int) -> SequenceGroup | None:
     return mine
 
 
-def heads_problem(model: PreTrainedModel, size: int) -> str | None:
-    """Why ``model``'s attention cannot be split over ``size`` ranks by heads, or None."""
-    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+def split_problem(model: PreTrainedModel, size: int) -> str | None:
+    """Why ``model``'s attention cannot be split over ``size`` ranks, or None: heads and key/value
+    heads that ``size`` does not divide (:func:`dapo.config.training.heads_split_problem`), or
+    attention within windows or chunks, which a chunk's causal mask cannot express, or a RoPE that
+    follows the sequence's length (a chunk holds other positions than its sequence's longest);
+    ``dapo plan`` asks it too."""
+    config = text_config(model)
     heads = getattr(config, "num_attention_heads", None)
     if not isinstance(heads, int):
         return f"trainer.sequence_parallel_size={size} splits attention by heads: the model's config has no num_attention_heads"
-    return heads_split_problem(size, heads, getattr(config, "num_key_value_heads", None) or heads, "the model")
-
-
-def window_problem(model: PreTrainedModel, size: int) -> str | None:
-    """Why ``model``'s attention is not causal over whole sequences (a sliding window, chunked
-    attention), which a chunk's mask cannot express, or None."""
-    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    if problem := heads_split_problem(size, heads, getattr(config, "num_key_value_heads", None) or heads, "the model"):
+        return problem
     layer_types = set(getattr(config, "layer_types", None) or ["full_attention"])
     windowed = getattr(config, "sliding_window", None) is not None and getattr(config, "use_sliding_window", True)
     if layer_types != {"full_attention"} or windowed or getattr(config, "attention_chunk_size", None):
         kinds = sorted(layer_types - {"full_attention"}) or ["sliding_window"]
         return (f"trainer.sequence_parallel_size={size} needs attention that is causal over whole sequences; this "
                 f"model's layers attend within windows or chunks ({', '.join(kinds)})")
+    if (rope := rope_length_threshold(model)) is not None:
+        return (f"trainer.sequence_parallel_size={size} with a {rope[0]} RoPE, whose frequencies follow the "
+                "sequence's length, is not supported: a rank computes a chunk of the sequence")
     return None
 
 
@@ -154,14 +157,10 @@ def check_sequence_parallel_attention(model: PreTrainedModel, size: int) -> None
     all-to-alls of the module doc when a call carries its group
     (:func:`dapo.trainer.packed_attention.packed_sdpa_forward`): eager without sdpa support (a
     row-wide mask, which no chunk holds) and flash-attention (not built)."""
-    from dapo.rollout.hf_compat import rope_length_threshold
     from dapo.trainer.packed_attention import PACKED_SDPA
 
-    if (problem := heads_problem(model, size) or window_problem(model, size)) is not None:
+    if (problem := split_problem(model, size)) is not None:
         raise UserError(problem)
-    if (rope := rope_length_threshold(model)) is not None:
-        raise UserError(f"trainer.sequence_parallel_size={size} with a {rope[0]} RoPE, whose frequencies follow the "
-                        "sequence's length, is not supported: a rank computes a chunk of the sequence")
     if (inner := model.config._attn_implementation) != PACKED_SDPA:
         raise UserError(f"trainer.sequence_parallel_size={size} runs attention per sequence with sdpa; this model "
                         f"attends with {inner!r}: set model.attn_implementation=sdpa (or leave it unset)")

@@ -10,7 +10,8 @@ Speedups are relative to ``model.generate`` on the float32 model (as the trainer
 ``model.generate bf16`` (a bf16 copy of the model, made once before timing) is shown for an
 equal-precision comparison with ``native bf16`` (``rollout.native_dtype=bfloat16``, the embedded
 default; on x86 CPUs with AVX512-BF16 it runs the fused decode kernels of dapo.rollout.cpu_kernels,
-and the header says whether it does), whose engine likewise keeps the weights it prepared (cast to bf16, fused, packed) across
+and the header says whether it does; ``native bf16 torch ops`` is the same engine without them,
+``rollout.native_cpu_kernels=false``), whose engine likewise keeps the weights it prepared (cast to bf16, fused, packed) across
 calls while they do not change: one engine per row, its first call at each batch size preparing
 them (the best run counts). ``native bf16 +prep`` is a new engine at every call, which prepares
 them inside the timed call, as a training step's first generation round does. The process keeps
@@ -134,8 +135,10 @@ def main() -> None:
                                     f"torch ops (the fused CPU kernels are unavailable: {unavailable_reason()})"))
     native = NativeEngine(model, pad_token_id=0)
     native_bf16 = NativeEngine(model, pad_token_id=0, compute_dtype=torch.bfloat16)
+    native_bf16_torch = NativeEngine(model, pad_token_id=0, compute_dtype=torch.bfloat16, cpu_kernels=False)
     time_native(native, make_prompts(4, vocab_size, 0), 4)  # warm-up
     time_native(native_bf16, make_prompts(4, vocab_size, 0), 4)
+    time_native(native_bf16_torch, make_prompts(4, vocab_size, 0), 4)
     bf16_model = copy.deepcopy(model).to(torch.bfloat16)
     time_generate(model, make_prompts(4, vocab_size, 0), 4)
     time_generate(bf16_model, make_prompts(4, vocab_size, 0), 4)
@@ -144,12 +147,14 @@ def main() -> None:
         "model.generate bf16": lambda prompts: time_generate(bf16_model, prompts, args.max_new_tokens),
         "native": lambda prompts: time_native(native, prompts, args.max_new_tokens),
         "native bf16": lambda prompts: time_native(native_bf16, prompts, args.max_new_tokens),
+        # the same without the fused CPU decode kernels (rollout.native_cpu_kernels=false): torch's ops
+        "native bf16 torch ops": lambda prompts: time_native(native_bf16_torch, prompts, args.max_new_tokens),
         # a new engine each call: the weights are cast and packed inside the timed call, as in a
         # training step's first generation round
         "native bf16 +prep": lambda prompts: time_native(
             NativeEngine(model, pad_token_id=0, compute_dtype=torch.bfloat16), prompts, args.max_new_tokens),
     }
-    print(f"{'batch':>6} {'engine':>20} {'tokens/s':>10} {'speedup':>8}")
+    print(f"{'batch':>6} {'engine':>21} {'tokens/s':>10} {'speedup':>8}")
     for batch_size in args.batch_sizes:
         prompts = make_prompts(batch_size, vocab_size, batch_size)
         best = dict.fromkeys(engines, 0.0)
@@ -158,7 +163,7 @@ def main() -> None:
                 best[name] = max(best[name], time_engine(prompts))
         for name, tokens_per_second in best.items():
             speedup = tokens_per_second / best["model.generate"]
-            print(f"{batch_size:>6} {name:>20} {tokens_per_second:>10.0f} {speedup:>8.2f}")
+            print(f"{batch_size:>6} {name:>21} {tokens_per_second:>10.0f} {speedup:>8.2f}")
 
 
 if __name__ == "__main__":

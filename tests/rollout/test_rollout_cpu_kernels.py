@@ -3,6 +3,8 @@ decoder's use of them, and the fallback where they cannot be built."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import warnings
 
 import pytest
@@ -18,6 +20,14 @@ from dapo.rollout.llama_weights import LlamaWeights
 KERNELS = cpu_kernels.cpu_decode_kernels()
 needs_kernels = pytest.mark.skipif(KERNELS is None, reason=f"kernels unavailable: {cpu_kernels.unavailable_reason()}")
 BF16_ROUNDING = 2**-8  # half a bf16 spacing, relative: the most one rounding of the result moves it
+
+
+@pytest.mark.skipif(cpu_kernels.platform_reason() is not None or shutil.which(os.environ.get("CC") or "cc") is None,
+                    reason="not a CPU the kernels are for, or no C compiler")
+def test_the_kernels_build_and_pass_their_self_test_where_they_are_for():
+    """The kernel tests below skip where the kernels are unavailable: on a CPU they are for, with a
+    compiler, unavailable is a failure (a broken build or self-test), not a skip."""
+    assert KERNELS is not None, cpu_kernels.unavailable_reason()
 
 
 @needs_kernels
@@ -145,7 +155,7 @@ def test_decode_steps_with_the_kernels_match_the_torch_ops(rows: int):
     prompts = torch.randint(3, 50, (rows, 9), generator=generator)
     pad_lengths = torch.randint(0, 4, (rows,), generator=generator)
     prompts[torch.arange(9) < pad_lengths[:, None]] = 0
-    sessions = [llama_decoder.LlamaDecodeSession(weights, 60, rows, kernels) for kernels in (KERNELS, None)]
+    sessions = [llama_decoder.LlamaDecodeSession(weights, 60, rows, kernels) for kernels in (True, False)]
     assert sessions[0].cpu_kernels is KERNELS and sessions[0].attention_dtype == torch.bfloat16
     assert sessions[1].cpu_kernels is None
     logits = [session.prefill(prompts, pad_lengths) for session in sessions]
@@ -170,10 +180,15 @@ def test_bf16_generation_on_the_kernels_stays_close_to_the_float32_logprobs():
         assert (torch.tensor(completion.logprobs) - exact).abs().max() < 0.1
 
 
-def test_native_cpu_kernels_false_attends_with_torch():
+def test_native_cpu_kernels_false_attends_with_torch(monkeypatch: pytest.MonkeyPatch):
+    """rollout.native_cpu_kernels=false never asks for the kernels (here: asking would raise)."""
+    def asked() -> None:
+        raise AssertionError("the kernels were asked for")
+
+    monkeypatch.setattr(llama_decoder, "cpu_decode_kernels", asked)
     engine = create_engine(RolloutConfig(native_dtype="bfloat16", native_cpu_kernels=False), _qwen2_head_dim_64(), None)
-    engine.generate([[3, 4, 5]], SamplingParams(max_new_tokens=4))
-    assert engine.cpu_kernels is False and engine.last_attention == "torch"
+    result = engine.generate([[3, 4, 5]], SamplingParams(max_new_tokens=4))
+    assert result.num_generated_tokens == 4 and engine.last_path == "llama" and engine.last_attention == "torch"
 
 
 def test_without_a_compiler_the_kernel_is_unavailable_and_decoding_falls_back(

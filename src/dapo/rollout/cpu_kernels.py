@@ -35,6 +35,7 @@ import shutil
 import subprocess
 import tempfile
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,7 +68,7 @@ class CpuDecodeKernels:
 
     def attention(self, qkv: torch.Tensor, rope: torch.Tensor, positions: torch.Tensor, keys: torch.Tensor,
                   values: torch.Tensor, bias: torch.Tensor, slot: int, scale: float) -> torch.Tensor:
-        """One decode step's attention, all bf16 on the CPU but ``positions`` (int64).
+        """One decode step's attention for one layer, all bf16 on the CPU but ``positions`` (int64).
 
         ``qkv`` (B, Hkv, G+2, d): each (row, KV head) pair's G query heads, key and value, before
         RoPE; ``rope`` (positions, 2, G+2, d): cos and sign-folded sin (the decoder's table);
@@ -75,32 +76,31 @@ class CpuDecodeKernels:
         the layer's cache, slot ``slot`` written with the rotated key and the value; ``bias``
         (B*Hkv, capacity), added to the scaled scores. Attends over slots [0, slot]; returns
         (B*Hkv, G, d)."""
-        rows, kv_heads, heads, head_dim = qkv.shape
-        pairs, capacity = rows * kv_heads, keys.shape[1]
-        groups = heads - 2
-        tensors = (qkv, rope, keys, values, bias, positions)
+        return self.attention_step(len(qkv), rope, positions, keys, values, bias, slot, scale)(qkv, keys, values)
+
+    def attention_step(self, rows: int, rope: torch.Tensor, positions: torch.Tensor, keys: torch.Tensor,
+                       values: torch.Tensor, bias: torch.Tensor, slot: int, scale: float) -> DecodeStep:
+        """:meth:`attention`'s arguments checked once for a decode step (``keys``/``values``: one
+        layer's cache, standing for every layer's), and the call for each layer:
+        ``step(qkv, keys, values)``. The decoder calls it once per step, not once per layer."""
+        pairs, capacity, head_dim = keys.shape
+        heads = rope.shape[2] if rope.dim() == 4 else 0
+        tensors = (rope, keys, values, bias, positions)
         if (any(t.device.type != "cpu" or not t.is_contiguous() for t in tensors) or positions.dtype != torch.int64
                 or any(t.dtype != torch.bfloat16 for t in tensors[:-1])):
             raise TypeError("cpu decode attention: qkv, rope, keys, values, bias must be contiguous bfloat16 and "
                             "positions contiguous int64, on the CPU")
-        if (keys.shape != (pairs, capacity, head_dim) or values.shape != keys.shape or bias.shape != (pairs, capacity)
+        if (rows < 1 or pairs % rows or values.shape != keys.shape or bias.shape != (pairs, capacity)
                 or rope.shape[1:] != (2, heads, head_dim) or positions.shape != (rows,)):
-            raise ValueError(f"cpu decode attention: shapes qkv {tuple(qkv.shape)}, rope {tuple(rope.shape)}, positions "
-                             f"{tuple(positions.shape)}, keys {tuple(keys.shape)}, values {tuple(values.shape)}, bias "
-                             f"{tuple(bias.shape)} do not fit together")
-        if not (0 <= slot < capacity and self.supports(groups, head_dim)):
-            raise ValueError(f"cpu decode attention: slot {slot} of capacity {capacity}, {groups} query heads per KV "
-                             f"head, head_dim {head_dim} unsupported")
-        threads = torch.get_num_threads()
-        scratch = torch.empty(threads * groups * (-(-(slot + 1) // 16) * 16), dtype=torch.float32)
-        out = torch.empty(pairs, groups, head_dim, dtype=torch.bfloat16)
-        status = self._attention(qkv.data_ptr(), rope.data_ptr(), len(rope), positions.data_ptr(), kv_heads,
-                                 keys.data_ptr(), values.data_ptr(), bias.data_ptr(), capacity, slot, pairs, groups,
-                                 head_dim, scale, out.data_ptr(), scratch.data_ptr(), threads)
-        if status != 0:
-            raise ValueError(f"cpu decode attention: a position in {positions.tolist()[:8]} is outside the RoPE "
-                             f"table's {len(rope)} positions")
-        return out
+            raise ValueError(f"cpu decode attention: shapes rope {tuple(rope.shape)}, positions {tuple(positions.shape)}, "
+                             f"keys {tuple(keys.shape)}, values {tuple(values.shape)}, bias {tuple(bias.shape)} "
+                             f"do not fit together and {rows} rows")
+        if not (0 <= slot < capacity and self.supports(heads - 2, head_dim)):
+            raise ValueError(f"cpu decode attention: slot {slot} of capacity {capacity}, {heads - 2} query heads per "
+                             f"KV head, head_dim {head_dim} unsupported")
+        return DecodeStep(self._attention, rope, positions, bias, slot, scale, (rows, pairs // rows, heads, head_dim),
+                          keys.shape)
+
 
     def rms_scale(self, hidden: torch.Tensor, norm_floor: float) -> torch.Tensor:
         """``hidden / hypot(||hidden||, norm_floor)`` per row (the decoder's folded RMSNorm), a new
@@ -112,6 +112,39 @@ class CpuDecodeKernels:
         out = torch.empty_like(hidden)
         self._rms_scale(hidden.data_ptr(), hidden.shape[0], hidden.shape[1], norm_floor, out.data_ptr(),
                         torch.get_num_threads())
+        return out
+
+
+class DecodeStep:
+    """One decode step's attention call for each layer (:meth:`CpuDecodeKernels.attention_step`):
+    the step's arguments checked, its scratch allocated once; a layer's call checks only that its
+    tensors have the step's shapes. Each call returns a new (B*Hkv, G, d) tensor."""
+
+    def __init__(self, function: Callable[..., int], rope: torch.Tensor, positions: torch.Tensor, bias: torch.Tensor,
+                 slot: int, scale: float, qkv_shape: tuple[int, ...], cache_shape: torch.Size) -> None:
+        self.function, self.rope, self.positions, self.bias, self.slot, self.scale = function, rope, positions, bias, slot, scale
+        self.qkv_shape, self.cache_shape = qkv_shape, cache_shape
+        rows, self.kv_heads, heads, self.head_dim = qkv_shape
+        self.groups, self.pairs = heads - 2, rows * self.kv_heads
+        self.threads = torch.get_num_threads()
+        self.scratch = torch.empty(self.threads * self.groups * (-(-(slot + 1) // 16) * 16), dtype=torch.float32)
+
+    def __call__(self, qkv: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        if not (qkv.dtype == keys.dtype == values.dtype == torch.bfloat16 and qkv.device.type == "cpu"
+                and qkv.is_contiguous() and keys.is_contiguous() and values.is_contiguous()):
+            raise TypeError("cpu decode attention: qkv, keys and values must be contiguous bfloat16 on the CPU")
+        if qkv.shape != self.qkv_shape or keys.shape != self.cache_shape or values.shape != self.cache_shape:
+            raise ValueError(f"cpu decode attention: qkv {tuple(qkv.shape)}, keys {tuple(keys.shape)}, values "
+                             f"{tuple(values.shape)} do not fit together: the step's are {self.qkv_shape} and "
+                             f"{tuple(self.cache_shape)}")
+        out = torch.empty(self.pairs, self.groups, self.head_dim, dtype=torch.bfloat16)
+        status = self.function(qkv.data_ptr(), self.rope.data_ptr(), len(self.rope), self.positions.data_ptr(),
+                               self.kv_heads, keys.data_ptr(), values.data_ptr(), self.bias.data_ptr(),
+                               self.cache_shape[1], self.slot, self.pairs, self.groups, self.head_dim, self.scale,
+                               out.data_ptr(), self.scratch.data_ptr(), self.threads)
+        if status != 0:
+            raise ValueError(f"cpu decode attention: a position in {self.positions.tolist()[:8]} is outside the RoPE "
+                             f"table's {len(self.rope)} positions")
         return out
 
 

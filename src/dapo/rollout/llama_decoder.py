@@ -36,7 +36,7 @@ from torch import nn
 from torch.distributed.fsdp import FSDPModule
 
 from dapo.lora import is_lora_layer
-from dapo.rollout.cpu_kernels import CpuDecodeKernels
+from dapo.rollout.cpu_kernels import cpu_decode_kernels
 from dapo.rollout.hf_compat import rope_length_threshold
 from dapo.rollout.llama_weights import LayerWeights, LlamaWeights
 
@@ -169,12 +169,13 @@ class LlamaDecodeSession:
     """One generation's worth of state: RoPE tables, KV cache, per-row padding, on prepared weights."""
 
     def __init__(
-        self, weights: LlamaWeights, max_length: int, rows: int, cpu_kernels: CpuDecodeKernels | None = None
+        self, weights: LlamaWeights, max_length: int, rows: int, cpu_kernels: bool = False
     ) -> None:
         """``weights``: the model's, prepared for decoding in their compute dtype (norm statistics
         are accumulated in float32; logits come out in the compute dtype, and the sampler reads
         them in float32, a few rows at a time). ``rows``: the decode batch size (prompts x samples).
-        ``cpu_kernels``: the fused kernels, run for bf16 weights on the CPU: decode steps' attention
+        ``cpu_kernels``: run the fused kernels (:func:`dapo.rollout.cpu_kernels.cpu_decode_kernels`,
+        built on first use) for bf16 weights on the CPU where they build: decode steps' attention
         where they support the head layout, every folded RMSNorm where the hidden size is a
         multiple of 16."""
         self.weights = weights
@@ -186,7 +187,7 @@ class LlamaDecodeSession:
         self.max_length = max_length
         self.rope = weights.rope_tables(max_length)
         on_cpu = self.embed.device.type == "cpu"
-        usable = cpu_kernels if on_cpu and self.dtype == torch.bfloat16 else None
+        usable = cpu_decode_kernels() if cpu_kernels and on_cpu and self.dtype == torch.bfloat16 else None
         # the attention kernel for its head layouts, the norm's for rows of whole 16-lane vectors
         self.cpu_kernels = usable if usable and usable.supports(self.groups, self.head_dim) else None
         self.cpu_rms_scale = usable.rms_scale if usable and self.embed.shape[1] % 16 == 0 else None
@@ -291,40 +292,33 @@ class LlamaDecodeSession:
     def _decode_forward(self, tokens: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         """The next token of each row (B,), at slot ``length`` under ``bias`` (B*Hkv, 1, capacity):
         _prefill_forward's layers on 2-D activations, with each layer's cache views made once per
-        cache (fewer view ops per step: at 16 rows a step is mostly per-op overhead)."""
-        if self.cpu_kernels is not None:
-            return self._kernel_decode_forward(tokens, bias)
+        cache (fewer view ops per step: at 16 rows a step is mostly per-op overhead). With the CPU
+        kernels one call per layer does RoPE, this slot's K and V and attention over the filled
+        slots, its arguments checked once per step."""
         if self._views_of is not self.cache:
             self._views_of, self._views = self.cache, [self._layer_views(index) for index in range(len(self.layers))]
         batch, slot, groups = len(tokens), self.length, self.groups
         pairs = batch * self.num_kv_heads
-        rope = self.rope[self.positions]  # (B, 2, G+2, d)
-        cos, sin = rope[:, None, 0], rope[:, None, 1]  # (B, 1, G+2, d)
+        step = None
+        if self.cpu_kernels is not None:
+            _, keys_t, values = self._views[0]
+            step = self.cpu_kernels.attention_step(batch, self.rope, self.positions, keys_t.mT, values,
+                                                   bias.view(pairs, self.capacity), slot, self.scaling)
+        else:
+            rope = self.rope[self.positions]  # (B, 2, G+2, d)
+            cos, sin = rope[:, None, 0], rope[:, None, 1]  # (B, 1, G+2, d)
         hidden = F.embedding(tokens, self.embed).to(self.dtype)
         for w, (kv_slot, keys_t, values) in zip(self.layers, self._views):
             qkv = self._normed_projection(hidden, w.input_norm, w.qkv).view(batch, self.num_kv_heads, groups + 2, self.head_dim)
-            qkv = self._rotate(qkv, cos, sin)
-            kv_slot[slot] = qkv[:, :, groups:].permute(2, 0, 1, 3)  # K and V, one copy
-            grouped = qkv[:, :, :groups].reshape(pairs, groups, self.head_dim)  # a view
-            scores = torch.baddbmm(bias, grouped.to(keys_t.dtype), keys_t, alpha=self.scaling)
-            out = torch.bmm(scores.softmax(dim=-1), values).view(batch, -1).to(self.dtype)
+            if step is not None:
+                out = step(qkv, keys_t.mT, values).view(batch, -1)
+            else:
+                qkv = self._rotate(qkv, cos, sin)
+                kv_slot[slot] = qkv[:, :, groups:].permute(2, 0, 1, 3)  # K and V, one copy
+                grouped = qkv[:, :, :groups].reshape(pairs, groups, self.head_dim)  # a view
+                scores = torch.baddbmm(bias, grouped.to(keys_t.dtype), keys_t, alpha=self.scaling)
+                out = torch.bmm(scores.softmax(dim=-1), values).view(batch, -1).to(self.dtype)
             hidden = self._after_attention(w, out, hidden)
-        self.length = slot + 1
-        return self._normed_projection(hidden, self.final_norm, self.lm_head)
-
-    def _kernel_decode_forward(self, tokens: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-        """_decode_forward on the fused CPU kernels: per layer the folded norm, the QKV matmul, one
-        kernel call (RoPE, this slot's K and V into the cache, attention over the filled slots) and
-        the rest of the layer."""
-        batch, slot, kernels = len(tokens), self.length, self.cpu_kernels
-        pairs = batch * self.num_kv_heads
-        bias = bias.view(pairs, self.capacity)
-        hidden = F.embedding(tokens, self.embed).to(self.dtype)
-        for index, w in enumerate(self.layers):
-            qkv = self._normed_projection(hidden, w.input_norm, w.qkv).view(batch, self.num_kv_heads, -1, self.head_dim)
-            keys, values = (self.cache[index, part].view(pairs, self.capacity, self.head_dim) for part in (0, 1))
-            out = kernels.attention(qkv, self.rope, self.positions, keys, values, bias, slot, self.scaling)
-            hidden = self._after_attention(w, out.view(batch, -1), hidden)
         self.length = slot + 1
         return self._normed_projection(hidden, self.final_norm, self.lm_head)
 

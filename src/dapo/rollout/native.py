@@ -30,7 +30,6 @@ from dapo.rollout.batching import (
     model_device,
     within_lengths,
 )
-from dapo.rollout.cpu_kernels import cpu_decode_kernels
 from dapo.rollout.hf_decoder import HFDecodeSession
 from dapo.rollout.llama_weights import LlamaWeights, model_tensors, weights_key
 from dapo.rollout.sampling import make_generator, sample_next_tokens
@@ -113,10 +112,7 @@ class NativeEngine:
         reason = llama_decoder.unsupported_reason(self.model, max_length) if self.fast_forward else "fast_forward=False"
         if reason is None:
             self.last_path = "llama"
-            weights = self._prepared_weights(rows)
-            on_cpu_in_bf16 = weights.dtype == torch.bfloat16 and weights.embed.device.type == "cpu"
-            kernels = cpu_decode_kernels() if self.cpu_kernels and on_cpu_in_bf16 else None
-            session = llama_decoder.LlamaDecodeSession(weights, max_length, rows, kernels)
+            session = llama_decoder.LlamaDecodeSession(self._prepared_weights(rows), max_length, rows, self.cpu_kernels)
             self.last_attention = "torch" if session.cpu_kernels is None else "cpu kernel"
             return session
         if self.last_path != "hf" and self.compute_dtype not in (None, next(self.model.parameters()).dtype):

@@ -126,8 +126,8 @@ class RolloutConfig:
     native_dtype: str = "model"
     # Native engine, bf16 decoding on x86 CPUs with AVX512-BF16: run RoPE, the KV-cache write,
     # attention and RMSNorm in fused C kernels (dapo.rollout.cpu_kernels), compiled on first use by
-    # the C compiler ($CC, else cc) into ~/.cache/dapo-rl/kernels: 1.29x, 1.16x and 1.10x the decode
-    # tokens/s at 16, 128 and 384 rows on the built-in model. Where they cannot build or run (a
+    # the C compiler ($CC, else cc) into ~/.cache/dapo-rl/kernels: 1.30x, 1.18x and 1.10x the decode
+    # tokens/s at 16, 128 and 384 rows on the built-in model (bench_rollout.py's torch ops row). Where they cannot build or run (a
     # warning says why on a CPU they are for), torch's ops decode, as with false.
     native_cpu_kernels: bool = True
     # Extra strings that end a response. Stop tokens need no setting: every id of the model's

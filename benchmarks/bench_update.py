@@ -1,7 +1,7 @@
 """Throughput of the policy update (forward, backward, optimizer) and its share of the matmul peak.
 
     flock /tmp/dapo-cpu.lock python benchmarks/bench_update.py [--models builtin 75m] \
-        [--precisions bf16 bf16-weights fp32] [--layouts padded packed shared_prompt native] [--updates 4]
+        [--precisions bf16 bf16-weights fp32] [--layouts padded packed shared_prompt native native_torch_ops] [--updates 4]
     python benchmarks/bench_update.py --device cuda --models 0.5b 75m --matmul-size 8192   # a GPU
 
 For each model shape, layout and precision, one DAPO update (``PolicyWorker.update``:
@@ -25,7 +25,9 @@ fp32 rows in float32. ``padded`` rows use length-sorted padded micro-batches (th
 default), ``packed`` rows padding-free ones (``trainer.packing=true``), ``shared_prompt`` rows
 forward each group's prompt once (``trainer.shared_prompt=true``) through Hugging Face's forward
 (``trainer.forward=hf``), ``native`` rows the same layout through dapo-rl's own forward
-(``trainer.forward=native``, the embedded default's on CPU: no padding outside attention). Tokens/s
+(``trainer.forward=native``, the embedded default's on CPU: no padding outside attention; its RMSNorm,
+SwiGLU and RoPE as fused C kernels on a CPU with AVX512-BF16, the header says whether they ran),
+``native_torch_ops`` rows that forward on torch's ops (``trainer.native_cpu_kernels=false``). Tokens/s
 counts the real prompt+response tokens of the samples trained in every layout (the same work);
 model FLOPs count what the layout computes: a ``shared_prompt`` or ``native`` row each group's
 prompt once and no padding (a lower bound for ``shared_prompt``, whose layers also compute the
@@ -43,11 +45,15 @@ import torch
 from transformers import PreTrainedModel, Qwen2Config, Qwen2ForCausalLM
 
 from dapo.config import AlgorithmConfig, TrainerConfig
+from dapo.rollout import cpu_kernels
 from dapo.trainer.batch import Sample, count_loss_tokens
+from dapo.trainer.fused_cpu_ops import fused_cpu_ops
 from dapo.trainer.policy import PolicyWorker
 
-LAYOUTS = ("padded", "packed", "shared_prompt", "native")  # native: the shared-prompt layout, dapo-rl's forward
-SHARED_PROMPT = ("shared_prompt", "native")
+# native: the shared-prompt layout, dapo-rl's forward (with its fused CPU kernels where they run);
+# native_torch_ops: the same forward on torch's ops (trainer.native_cpu_kernels=false)
+LAYOUTS = ("padded", "packed", "shared_prompt", "native", "native_torch_ops")
+SHARED_PROMPT = ("shared_prompt", "native", "native_torch_ops")
 
 
 @dataclass
@@ -158,7 +164,8 @@ def build_worker(shape: Shape, precision: str, layout: str, device: torch.device
                             param_dtype="bf16" if precision == "bf16-weights" else "none",
                             micro_batch_tokens=shape.micro_batch_tokens,
                             device=str(device), packing=layout == "packed", shared_prompt=layout in SHARED_PROMPT,
-                            forward="native" if layout == "native" else "hf")
+                            forward="native" if layout.startswith("native") else "hf",
+                            native_cpu_kernels=layout != "native_torch_ops")
     return PolicyWorker(build_model(shape, device), AlgorithmConfig(), trainer, pad_token_id=0, temperature=1.0,
                         total_steps=10, norm_const=float(shape.response_tokens[1]))
 
@@ -224,6 +231,9 @@ def main(argv: list[str] | None = None) -> None:
     rows.sort(key=lambda r: (args.models.index(r["model"]), args.precisions.index(r["precision"]),
                              args.layouts.index(r["layout"])))
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{torch.get_num_threads()} threads"
+    if device.type == "cpu":
+        reason = cpu_kernels.unavailable_reason() or "their self-test failed"
+        where += "; fused CPU training kernels " + ("on (native rows)" if fused_cpu_ops(torch.zeros(1)) else f"off: {reason}")
     print(f"torch {torch.__version__}, {where}; matmul peak ({args.matmul_size}^2, best "
           "of all measurements): " + ", ".join(f"{name} {peak / 1e12:.3f} TFLOP/s" for name, peak in peaks.items()))
     print("| model | params (M) | precision | layout | tokens/update | update s | tokens/s | model TFLOP/s "

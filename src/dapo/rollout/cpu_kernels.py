@@ -41,8 +41,13 @@ from pathlib import Path
 
 import torch
 
-_SOURCE = Path(__file__).with_name("kernels") / "decode_bf16.c"
-_FLAGS = ["-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-fopenmp", "-shared", "-fPIC"]
+_KERNELS = Path(__file__).with_name("kernels")
+# decode_bf16.c: these decode kernels; train_fused.c: the training forward's (dapo.trainer.fused_cpu_ops)
+_SOURCES = [_KERNELS / "decode_bf16.c", _KERNELS / "train_fused.c"]
+_HEADERS = [_KERNELS / "vector_math.h"]
+# -ffp-contract=off: a*b + c*d stays two roundings and an add, as torch computes it (no implicit FMA)
+_FLAGS = ["-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-ffp-contract=off", "-fopenmp", "-shared",
+          "-fPIC"]
 _CPU_FLAGS = ("avx512f", "avx512bw", "avx512vl", "avx512_bf16")
 MAX_GROUPS = 16  # MAX_GROUPS and MAX_HEAD_DIM of the C source: query heads per KV head
 MAX_HEAD_DIM = 256
@@ -52,6 +57,7 @@ class CpuDecodeKernels:
     """The loaded kernels: ``attention`` (RoPE, the new slot's K and V, attention) and ``rms_scale``."""
 
     def __init__(self, library: ctypes.CDLL) -> None:
+        self.library = library  # the training kernels' functions too (dapo.trainer.fused_cpu_ops binds them)
         pointer, size = ctypes.c_void_p, ctypes.c_long
         self._attention = library.dapo_decode_attention_bf16
         self._attention.argtypes = [pointer, pointer, size, pointer, size, pointer, pointer, pointer, size, size,
@@ -223,9 +229,10 @@ def _build() -> Path:
         raise _Unavailable(f"no C compiler ({os.environ.get('CC') or 'cc'}) on PATH")
     try:
         version = subprocess.run([*compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
-        key = hashlib.sha256(_SOURCE.read_bytes() + " ".join(_FLAGS).encode() + version.encode()).hexdigest()[:16]
+        text = b"".join(path.read_bytes() for path in [*_SOURCES, *_HEADERS])
+        key = hashlib.sha256(text + " ".join(_FLAGS).encode() + version.encode()).hexdigest()[:16]
         directory = _cache_directory()
-        library = directory / f"decode_bf16-{key}.so"
+        library = directory / f"cpu_kernels-{key}.so"
         if library.exists():
             return library
         handle, name = tempfile.mkstemp(dir=directory, prefix=f".{library.stem}.", suffix=".tmp")
@@ -234,14 +241,14 @@ def _build() -> Path:
         raise _Unavailable(f"preparing the build failed: {error}") from error
     partial = Path(name)
     try:
-        result = subprocess.run([*compiler, *_FLAGS, str(_SOURCE), "-o", str(partial)],
+        result = subprocess.run([*compiler, *_FLAGS, *map(str, _SOURCES), "-o", str(partial)],
                                 capture_output=True, text=True, timeout=300)
         if result.returncode != 0:
             last = (result.stderr.strip().splitlines() or ["no message"])[-1]
-            raise _Unavailable(f"compiling {_SOURCE.name} failed ({' '.join(compiler)}: {last})")
+            raise _Unavailable(f"compiling {_KERNELS} failed ({' '.join(compiler)}: {last})")
         os.replace(partial, library)
     except (OSError, subprocess.SubprocessError) as error:
-        raise _Unavailable(f"compiling {_SOURCE.name} failed: {error}") from error
+        raise _Unavailable(f"compiling {_KERNELS} failed: {error}") from error
     finally:
         partial.unlink(missing_ok=True)
     return library

@@ -20,7 +20,8 @@ gathers the real positions back. Autograd differentiates it all: no hand-written
 Attention follows the model's attn_implementation: eager is Hugging Face's eager arithmetic in the
 same precision (autocast casts the same matmul inputs; the norms, the activation, the rotary
 module and the output projections are the model's own modules), so bf16 logits agree with its
-eager forward bit for bit on CPU (the tests assert it); anything else runs torch's
+eager forward bit for bit on CPU (the tests assert it; with ``cpu_kernels``, the policy worker's
+default on a CPU they run on, to rounding: :mod:`dapo.trainer.fused_cpu_ops`); anything else runs torch's
 scaled_dot_product_attention, as its sdpa forward does. Float32 logits agree to ~1e-5 (a fused
 matmul sums in another order), float64 ones to ~1e-12 (tests/trainer/test_trainer_native_forward.py).
 Mistral's sliding window is masked in the grids where a sequence is longer than it (causal
@@ -48,6 +49,7 @@ from transformers import PreTrainedModel
 from dapo.rollout.hf_compat import length_following_rope
 from dapo.rollout.llama_decoder import architecture_reason, global_hooks, skipped_hooks
 from dapo.rollout.projections import fused
+from dapo.trainer.fused_cpu_ops import FusedCpuOps, fused_cpu_ops
 from dapo.trainer.shared_prompt import checkpointing
 
 
@@ -98,33 +100,36 @@ def _forward_replaced(module: nn.Module, forward: Callable) -> Iterator[None]:
 
 
 def _call_layer(layer: nn.Module, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                grids: _Grids) -> torch.Tensor:
+                grids: _Grids, ops: FusedCpuOps | None) -> torch.Tensor:
     """One layer through its FSDP2 unit, or as a function of its weights where it is not one."""
     if not isinstance(layer, FSDPModule):
-        return _layer_forward(layer, hidden, cos, sin, grids)
+        return _layer_forward(layer, hidden, cos, sin, grids, ops)
     with _forward_replaced(layer, functools.partial(_layer_forward, layer)):
-        return layer(hidden, cos, sin, grids)
+        return layer(hidden, cos, sin, grids, ops)
 
 
-def native_shared_prompt_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
+def native_shared_prompt_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor],
+                                cpu_kernels: bool = False) -> torch.Tensor:
     """(B, R, V) logits that predict each response token (zeros past a response's length), from
     the shared-prompt layout's tensors: :func:`dapo.trainer.shared_prompt.shared_prompt_logits`'s.
     Attention as the model's attn_implementation asks: eager (scores materialised, Hugging Face's
-    eager arithmetic) or, for any other, torch's scaled_dot_product_attention."""
+    eager arithmetic) or, for any other, torch's scaled_dot_product_attention. ``cpu_kernels``:
+    RMSNorm, SwiGLU and RoPE as fused kernels where they run (:mod:`dapo.trainer.fused_cpu_ops`;
+    the same logits to float32 rounding, not bit for bit)."""
     if reason := native_forward_reason(model):  # under a millisecond; without it, wrong logits, not an error
         raise ValueError(f"dapo-rl's training forward does not compute this model: {reason}")
     if not isinstance(model, FSDPModule):
-        logits = _logits(model, tensors)
+        logits = _logits(model, tensors, cpu_kernels)
     else:
         # an FSDP2-sharded policy: through its root unit's hooks (the embedding, final norm and output
         # layer gathered, then reduce-scattered in backward), each layer through its own (_call_layer)
-        with _forward_replaced(model, functools.partial(_logits, model)):
+        with _forward_replaced(model, functools.partial(_logits, model, cpu_kernels=cpu_kernels)):
             logits = model(tensors)
     # viewed outside the unit: FSDP2's backward hook on a unit's output is lost to an in-place op on a view
     return logits.view(*tensors["responses"].shape, -1)
 
 
-def _logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
+def _logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor], cpu_kernels: bool) -> torch.Tensor:
     """(B * R, V) logits, zeros past each response's length."""
     decoder = model.model
     config = model.config
@@ -138,15 +143,16 @@ def _logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor]) -> torch.T
     hidden = decoder.embed_tokens(tokens)  # (N, hidden): every real token once
     grids.make_biases(hidden.dtype)
     cos, sin = _rope_tables(decoder.rotary_emb, hidden, positions)
+    ops = fused_cpu_ops(hidden) if cpu_kernels else None
     recompute = model.training and checkpointing(model)
     for layer in decoder.layers:
         if recompute:  # non-reentrant: the grids and tables are read again in backward, unchanged
-            hidden = checkpoint(_call_layer, layer, hidden, cos, sin, grids, use_reentrant=False)
+            hidden = checkpoint(_call_layer, layer, hidden, cos, sin, grids, ops, use_reentrant=False)
         else:
-            hidden = _call_layer(layer, hidden, cos, sin, grids)
+            hidden = _call_layer(layer, hidden, cos, sin, grids, ops)
     rows, width = tensors["responses"].shape
     predicting, wanted = grids.predicting_positions(tensors["response_lengths"], width)
-    logits = model.lm_head(decoder.norm(_rows(hidden, predicting)))
+    logits = model.lm_head(_norm(decoder.norm, _rows(hidden, predicting), ops))
     return logits.new_zeros(rows * width, logits.shape[-1]).index_copy(0, wanted, logits)
 
 
@@ -257,15 +263,21 @@ def _rope_tables(rotary_emb: nn.Module, hidden: torch.Tensor, positions: torch.T
     return cos[0, :, None], torch.cat([-sin[0, :, :half], sin[0, :, half:]], dim=-1)[:, None]
 
 
+def _norm(norm: nn.Module, hidden: torch.Tensor, ops: FusedCpuOps | None) -> torch.Tensor:
+    return norm(hidden) if ops is None else ops.rms_norm(norm, hidden)
+
+
 def _layer_forward(layer: nn.Module, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                   grids: _Grids) -> torch.Tensor:
+                   grids: _Grids, ops: FusedCpuOps | None) -> torch.Tensor:
     attn, mlp = layer.self_attn, layer.mlp
-    qkv = F.linear(layer.input_layernorm(hidden), *fused([attn.q_proj, attn.k_proj, attn.v_proj]))
+    qkv = F.linear(_norm(layer.input_layernorm, hidden, ops), *fused([attn.q_proj, attn.k_proj, attn.v_proj]))
     head_dim = attn.head_dim
     query_heads, kv_heads = attn.q_proj.out_features // head_dim, attn.k_proj.out_features // head_dim
     rotated = (query_heads + kv_heads) * head_dim
     queries_keys = qkv[:, :rotated].view(len(qkv), query_heads + kv_heads, head_dim)
-    queries_keys = queries_keys * cos + queries_keys.roll(head_dim // 2, dims=-1) * sin
+    fused_rope = None if ops is None else ops.rope(queries_keys, cos, sin)
+    queries_keys = fused_rope if fused_rope is not None else (
+        queries_keys * cos + queries_keys.roll(head_dim // 2, dims=-1) * sin)
     prompt_qk, continuation_qk = grids.scatter(queries_keys.flatten(1))
     prompt_v, continuation_v = grids.scatter(qkv[:, rotated:])
     heads = (query_heads, kv_heads, head_dim, attn.scaling)
@@ -276,7 +288,10 @@ def _layer_forward(layer: nn.Module, hidden: torch.Tensor, cos: torch.Tensor, si
     values = torch.cat([prompt_v[grids.prompt_index], continuation_v], dim=1)
     continuation_out = attend(continuation_qk[..., :split], keys, values, grids.continuation_bias, heads)
     hidden = hidden + attn.o_proj(grids.gather(prompt_out, continuation_out))
-    gate, up = F.linear(layer.post_attention_layernorm(hidden), *fused([mlp.gate_proj, mlp.up_proj])).chunk(2, dim=-1)
+    gate_up = F.linear(_norm(layer.post_attention_layernorm, hidden, ops), *fused([mlp.gate_proj, mlp.up_proj]))
+    if ops is not None:
+        return hidden + mlp.down_proj(ops.swiglu(mlp.act_fn, gate_up))
+    gate, up = gate_up.chunk(2, dim=-1)
     return hidden + mlp.down_proj(mlp.act_fn(gate) * up)
 
 

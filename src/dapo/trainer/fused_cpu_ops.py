@@ -1,0 +1,222 @@
+"""Fused CPU kernels for dapo-rl's training forward (:mod:`dapo.trainer.native_forward`): RMSNorm,
+SwiGLU and RoPE, each one autograd op whose forward and backward are one C pass each
+(``dapo/rollout/kernels/train_fused.c``, built with the decode kernels by
+:mod:`dapo.rollout.cpu_kernels`: x86-64 Linux with AVX512-BF16 and a C compiler).
+
+Why: with the matmuls near this CPU's peak, a third of the built-in model's bf16 update went to
+elementwise chains, each op a pass over memory (RMSNorm: pow, mean, rsqrt, two products and
+autocast's cast; SwiGLU: silu, a product, then their backward ops and the cat of the two halves'
+gradients). The formulas (the C source has them) and their precision are torch's: float32
+arithmetic, bf16 read exactly and rounded to nearest even where torch's bf16 tensors round;
+sums run in another order, so results agree with torch's ops to float32 rounding, and a bf16
+value can land one rounding away (tests/trainer/test_trainer_fused_cpu_ops.py checks both against
+float64). The RoPE backward rounds its two terms' sum once, where torch rounds each term to bf16 first.
+
+Where the kernels do not apply (another CPU or dtype, a norm or activation whose forward was
+replaced or hooked), :func:`fused_cpu_ops` returns None or the op calls the module, as before.
+``trainer.native_cpu_kernels=false`` opts out.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import warnings
+from typing import Any
+
+import torch
+from torch import nn
+from transformers.activations import SiLUActivation
+from transformers.models.llama.modeling_llama import LlamaRMSNorm
+from transformers.models.mistral.modeling_mistral import MistralRMSNorm
+from transformers.models.qwen2.modeling_qwen2 import Qwen2RMSNorm
+
+from dapo.rollout.cpu_kernels import cpu_decode_kernels
+from dapo.rollout.llama_decoder import skipped_hooks
+
+# the norms whose formula the kernel computes, with the forward it stands in for (a forward
+# replaced since, as a test's float64 norm, is called instead)
+_NORM_FORWARDS = {cls: cls.forward for cls in (LlamaRMSNorm, Qwen2RMSNorm, MistralRMSNorm)}
+_SILU = (nn.SiLU, SiLUActivation)
+_FLOAT = (torch.float32, torch.bfloat16)
+
+
+class FusedCpuOps:
+    """The training kernels, bound from the loaded CPU kernel library."""
+
+    def __init__(self, library: ctypes.CDLL) -> None:
+        pointer, size, flag, real = ctypes.c_void_p, ctypes.c_long, ctypes.c_int, ctypes.c_float
+        signatures = {
+            "dapo_rms_norm_forward": [pointer, pointer, size, size, real, pointer, flag, pointer, flag],
+            "dapo_rms_norm_backward": [pointer, flag, pointer, pointer, pointer, size, size, pointer, pointer, pointer, flag],
+            "dapo_swiglu_forward": [pointer, size, size, flag, pointer, flag],
+            "dapo_swiglu_backward": [pointer, pointer, size, size, flag, pointer, flag],
+            "dapo_rope_forward": [pointer, size, flag, size, size, size, pointer, pointer, pointer, flag],
+            "dapo_rope_backward": [pointer, size, size, size, pointer, pointer, pointer, flag, flag],
+        }
+        self.functions: dict[str, Any] = {}
+        for name, arguments in signatures.items():
+            function = getattr(library, name)
+            function.argtypes, function.restype = arguments, None
+            self.functions[name.removeprefix("dapo_")] = function
+
+    def rms_norm(self, norm: nn.Module, hidden: torch.Tensor) -> torch.Tensor:
+        """``norm(hidden)`` for float32 (N, n) ``hidden``, in bf16 under bf16 autocast (the dtype the
+        next matmul casts it to) or float32; the module itself where the kernel does not compute it."""
+        if (_NORM_FORWARDS.get(type(norm)) is not type(norm).forward or skipped_hooks(norm) or hidden.dim() != 2
+                or hidden.dtype != torch.float32 or norm.weight.dtype != torch.float32):
+            return norm(hidden)
+        bf16 = torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
+        return _RMSNorm.apply(hidden, norm.weight, norm.variance_epsilon, bf16, self)
+
+    def swiglu(self, act_fn: nn.Module, gate_up: torch.Tensor) -> torch.Tensor:
+        """``act_fn(gate) * up`` for (N, 2I) ``gate_up`` (gate the first half), the kernel's for SiLU."""
+        if not isinstance(act_fn, _SILU) or skipped_hooks(act_fn) or gate_up.dtype not in _FLOAT:
+            gate, up = gate_up.chunk(2, dim=-1)
+            return act_fn(gate) * up
+        return _SwiGLU.apply(gate_up, self)
+
+    def rope(self, queries_keys: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor | None:
+        """``x * cos + x.roll(d/2, dims=-1) * sin`` in float32 for (N, heads, d) ``queries_keys``
+        (rows contiguous within), (N, 1, d) float32 tables; None where the kernel does not apply."""
+        rows, heads, head_dim = queries_keys.shape
+        if (head_dim % 32 or queries_keys.dtype not in _FLOAT or queries_keys.stride()[1:] != (head_dim, 1)
+                or cos.dtype != torch.float32 or sin.dtype != torch.float32 or cos.requires_grad or sin.requires_grad):
+            return None
+        return _RoPE.apply(queries_keys, cos.reshape(rows, head_dim), sin.reshape(rows, head_dim), self)
+
+
+def fused_cpu_ops(hidden: torch.Tensor) -> FusedCpuOps | None:
+    """The kernels, for a forward whose residual stream is ``hidden``: float32 on the CPU (float32
+    weights, with or without bf16 autocast), where the CPU kernels load and pass :func:`self_test`;
+    else None."""
+    if hidden.device.type != "cpu" or hidden.dtype != torch.float32:
+        return None
+    kernels = cpu_decode_kernels()  # warns once, on a CPU they are for, where they do not load
+    return None if kernels is None else _tested(kernels.library)
+
+
+@functools.cache
+def _tested(library: ctypes.CDLL) -> FusedCpuOps | None:
+    ops = FusedCpuOps(library)
+    # first called inside a forward: under autocast, no_grad or inference_mode, none of which the test is for
+    with torch.autocast("cpu", enabled=False), torch.inference_mode(False), torch.enable_grad():
+        error = self_test(ops)
+    if error is None:
+        return ops
+    warnings.warn(f"the fused CPU training kernels are not used: they failed their self-test ({error}); torch's ops "
+                  "compute the forward instead (trainer.native_cpu_kernels=false silences this)", stacklevel=3)
+    return None
+
+
+def self_test(ops: FusedCpuOps) -> str | None:
+    """None if each kernel's forward and backward match float64 on a small random case (a width
+    that is not a multiple of 16), in float32; else what differed."""
+    generator = torch.Generator().manual_seed(0)
+    hidden = torch.randn(5, 40, generator=generator, requires_grad=True)
+    norm = Qwen2RMSNorm(40, eps=1e-6)
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 1.5, generator=generator)
+    gate_up = torch.randn(5, 2 * 24, generator=generator, requires_grad=True)
+    queries_keys = torch.randn(5, 3, 32, generator=generator, requires_grad=True)
+    cos, sin = torch.randn(2, 5, 1, 32, generator=generator)
+    fused = [ops.rms_norm(norm, hidden), ops.swiglu(nn.SiLU(), gate_up), ops.rope(queries_keys, cos, sin)]
+    exact = [_rms_norm_reference(hidden.double(), norm.weight.double(), norm.variance_epsilon),
+             nn.functional.silu(gate_up[:, :24].double()) * gate_up[:, 24:].double(),
+             queries_keys.double() * cos.double() + queries_keys.double().roll(16, dims=-1) * sin.double()]
+    errors = {}
+    for name, out, reference in zip(("rms_norm", "swiglu", "rope"), fused, exact):
+        grad = torch.randn(out.shape, generator=generator)
+        inputs = [hidden, norm.weight] if name == "rms_norm" else [gate_up] if name == "swiglu" else [queries_keys]
+        got = torch.autograd.grad(out, inputs, grad)
+        expected = torch.autograd.grad(reference, inputs, grad.double())
+        errors[name] = max((out.double() - reference).abs().max().item(),
+                           *((a.double() - b).abs().max().item() for a, b in zip(got, expected)))
+    failed = {name: error for name, error in errors.items() if not error < 1e-4}
+    return ", ".join(f"{name}: max error {error:.3g} against float64" for name, error in failed.items()) or None
+
+
+def _rms_norm_reference(hidden: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    return weight * hidden * torch.rsqrt(hidden.pow(2).mean(-1, keepdim=True) + eps)
+
+
+
+def _threads() -> int:
+    return torch.get_num_threads()
+
+
+class _RMSNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, hidden: torch.Tensor, weight: torch.Tensor, eps: float, bf16: bool,
+                ops: FusedCpuOps) -> torch.Tensor:
+        hidden, weight = hidden.contiguous(), weight.contiguous()
+        rows, width = hidden.shape
+        out = torch.empty(rows, width, dtype=torch.bfloat16 if bf16 else torch.float32)
+        rstd = torch.empty(rows, dtype=torch.float32)
+        ops.functions["rms_norm_forward"](hidden.data_ptr(), weight.data_ptr(), rows, width, eps, out.data_ptr(),
+                                          bf16, rstd.data_ptr(), _threads())
+        ctx.save_for_backward(hidden, weight, rstd)
+        ctx.ops = ops
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        hidden, weight, rstd = ctx.saved_tensors
+        grad_out = grad_out.contiguous()
+        rows, width = hidden.shape
+        grad_hidden, grad_weight = torch.empty_like(hidden), torch.empty_like(weight)
+        threads = _threads()
+        scratch = torch.empty(threads, width, dtype=torch.float32)  # each thread's share of grad_weight
+        ctx.ops.functions["rms_norm_backward"](
+            grad_out.data_ptr(), grad_out.dtype == torch.bfloat16, hidden.data_ptr(), weight.data_ptr(),
+            rstd.data_ptr(), rows, width, grad_hidden.data_ptr(), grad_weight.data_ptr(), scratch.data_ptr(), threads)
+        return grad_hidden, grad_weight if ctx.needs_input_grad[1] else None, None, None, None
+
+
+class _SwiGLU(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, gate_up: torch.Tensor, ops: FusedCpuOps) -> torch.Tensor:
+        gate_up = gate_up.contiguous()
+        width = gate_up.shape[-1] // 2
+        rows = gate_up.numel() // (2 * width)
+        out = gate_up.new_empty(*gate_up.shape[:-1], width)
+        ops.functions["swiglu_forward"](gate_up.data_ptr(), rows, width, gate_up.dtype == torch.bfloat16,
+                                        out.data_ptr(), _threads())
+        ctx.save_for_backward(gate_up)
+        ctx.ops = ops
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        (gate_up,) = ctx.saved_tensors
+        grad_out = grad_out.to(gate_up.dtype).contiguous()
+        width = gate_up.shape[-1] // 2
+        grad_gate_up = torch.empty_like(gate_up)
+        ctx.ops.functions["swiglu_backward"](grad_out.data_ptr(), gate_up.data_ptr(), gate_up.numel() // (2 * width),
+                                             width, gate_up.dtype == torch.bfloat16, grad_gate_up.data_ptr(), _threads())
+        return grad_gate_up, None
+
+
+class _RoPE(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, queries_keys: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                ops: FusedCpuOps) -> torch.Tensor:
+        rows, heads, head_dim = queries_keys.shape
+        cos, sin = cos.contiguous(), sin.contiguous()
+        out = torch.empty(rows, heads, head_dim, dtype=torch.float32)
+        ops.functions["rope_forward"](queries_keys.data_ptr(), queries_keys.stride(0),
+                                      queries_keys.dtype == torch.bfloat16, rows, heads, head_dim, cos.data_ptr(),
+                                      sin.data_ptr(), out.data_ptr(), _threads())
+        ctx.save_for_backward(cos, sin)
+        ctx.ops, ctx.dtype = ops, queries_keys.dtype
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        cos, sin = ctx.saved_tensors
+        grad_out = grad_out.to(torch.float32).contiguous()
+        rows, heads, head_dim = grad_out.shape
+        grad = torch.empty(rows, heads, head_dim, dtype=ctx.dtype)
+        ctx.ops.functions["rope_backward"](grad_out.data_ptr(), rows, heads, head_dim, cos.data_ptr(), sin.data_ptr(),
+                                           grad.data_ptr(), ctx.dtype == torch.bfloat16, _threads())
+        return grad, None, None, None

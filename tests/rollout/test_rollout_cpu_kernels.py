@@ -243,10 +243,15 @@ def test_any_failure_to_build_falls_back_and_a_raising_warning_filter_raises_onc
 def test_the_build_is_cached_by_source_flags_and_compiler(monkeypatch: pytest.MonkeyPatch, tmp_path):
     """The first build writes the library into the cache directory; the next process reuses it."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    directory = tmp_path / "dapo-rl" / "kernels"
+    directory.mkdir(parents=True)
+    for name in ("decode_bf16-0123456789abcdef.so", "cpu_kernels-0123456789abcdef.so", "other.so"):
+        (directory / name).write_bytes(b"")  # other versions' builds, and a file not the cache's
     library = cpu_kernels._build()
-    assert library.parent == tmp_path / "dapo-rl" / "kernels" and library.suffix == ".so"
+    assert library.parent == directory and library.suffix == ".so"
     built = library.stat().st_mtime_ns
     assert cpu_kernels._build() == library and library.stat().st_mtime_ns == built
-    assert [path.name for path in library.parent.iterdir()] == [library.name]  # no temporary left
+    # no temporary left, and the stale builds removed (not what is not a build)
+    assert sorted(path.name for path in directory.iterdir()) == sorted([library.name, "other.so"])
     monkeypatch.setenv("CC", "env cc")  # a compiler command with words (as "ccache gcc")
     assert cpu_kernels._build().parent == library.parent

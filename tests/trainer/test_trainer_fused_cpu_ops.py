@@ -240,3 +240,20 @@ def test_the_worker_uses_them_as_trainer_native_cpu_kernels_says(enabled: bool, 
     assert len(calls) == (2 if enabled else 0)  # each layer's MLP
     w.accumulate_gradients(samples, *count_loss_tokens(samples))
     assert len(calls) == (4 if enabled else 0)
+
+
+@needs_kernels
+def test_checkpointed_layers_recompute_the_same_gradients_through_the_kernels():
+    """Gradient checkpointing runs each layer's kernels again in backward: the same gradients."""
+    samples = make_group_samples(torch.Generator().manual_seed(6))
+    for sample in samples:
+        sample.old_logprobs = [-2.0] * len(sample.response_ids)
+    grads = []
+    for recompute in (False, True):
+        model = qwen2_head_dim_32()
+        if recompute:
+            model.activation_checkpointing_enable()
+        worker(model, "shared_prompt", 100_000, forward="native").accumulate_gradients(samples)
+        grads.append([p.grad.clone() for p in model.parameters()])
+    for a, b in zip(*grads):
+        assert torch.equal(a, b)

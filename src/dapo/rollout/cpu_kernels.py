@@ -15,9 +15,10 @@ softmax and the weighted sum in float32; rounded once to bf16 where the torch pa
 every op), reading the filled slots only (the torch path attends over every allocated one); and
 the folded RMSNorm ``x / hypot(||x||, floor)`` per row in one pass.
 
-The C compiler ($CC, else ``cc``) builds them into ``~/.cache/dapo-rl/kernels`` (keyed by the
-source, the flags and the compiler's version; about a second), ctypes loads them, and a self-test
-against float64 must pass. Where any of that fails (another CPU, no compiler, a build error),
+The C compiler ($CC, else ``cc``) builds them, with the training forward's kernels
+(``kernels/train_fused.c``, :mod:`dapo.trainer.fused_cpu_ops`), into one library in
+``~/.cache/dapo-rl/kernels`` (keyed by the sources, the flags and the compiler's version; about a
+second; a new build removes older ones), ctypes loads it, and a self-test against float64 must pass. Where any of that fails (another CPU, no compiler, a build error),
 :func:`cpu_decode_kernels` returns None with the reason in :func:`unavailable_reason` (a warning
 on a CPU they are for) and the decoder runs its torch ops. ``rollout.native_cpu_kernels=false``
 opts out.
@@ -45,6 +46,7 @@ _KERNELS = Path(__file__).with_name("kernels")
 # decode_bf16.c: these decode kernels; train_fused.c: the training forward's (dapo.trainer.fused_cpu_ops)
 _SOURCES = [_KERNELS / "decode_bf16.c", _KERNELS / "train_fused.c"]
 _HEADERS = [_KERNELS / "vector_math.h"]
+_LIBRARY_NAMES = ("cpu_kernels-", "decode_bf16-", "decode_attention-")  # its file name before the key; older ones
 # -ffp-contract=off: a*b + c*d stays two roundings and an add, as torch computes it (no implicit FMA)
 _FLAGS = ["-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-ffp-contract=off", "-fopenmp", "-shared",
           "-fPIC"]
@@ -232,7 +234,7 @@ def _build() -> Path:
         text = b"".join(path.read_bytes() for path in [*_SOURCES, *_HEADERS])
         key = hashlib.sha256(text + " ".join(_FLAGS).encode() + version.encode()).hexdigest()[:16]
         directory = _cache_directory()
-        library = directory / f"cpu_kernels-{key}.so"
+        library = directory / f"{_LIBRARY_NAMES[0]}{key}.so"
         if library.exists():
             return library
         handle, name = tempfile.mkstemp(dir=directory, prefix=f".{library.stem}.", suffix=".tmp")
@@ -247,6 +249,11 @@ def _build() -> Path:
             last = (result.stderr.strip().splitlines() or ["no message"])[-1]
             raise _Unavailable(f"compiling {_KERNELS} failed ({' '.join(compiler)}: {last})")
         os.replace(partial, library)
+        # builds of other sources, flags or compilers (another dapo-rl version's: it builds again
+        # when it next runs; a process that has one loaded keeps its mapping)
+        for stale in directory.glob("*.so"):
+            if stale != library and stale.name.startswith(_LIBRARY_NAMES):
+                stale.unlink(missing_ok=True)
     except (OSError, subprocess.SubprocessError) as error:
         raise _Unavailable(f"compiling {_KERNELS} failed: {error}") from error
     finally:

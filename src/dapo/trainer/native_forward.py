@@ -15,7 +15,8 @@ then the continuations'), Q/K/V as one matmul and gate/up as another. Attention 
 grids: each layer scatters its rotated queries, keys and values into the padded prompt and
 continuation grids, attends there (a prompt causally to itself; a response to its prompt's keys
 and values, then causally to itself: the shared-prompt layout's two calls in one layer) and
-gathers the real positions back. Autograd differentiates it all: no hand-written backward.
+gathers the real positions back. Autograd differentiates it all (the fused CPU kernels, where they
+run, with their own backward: :mod:`dapo.trainer.fused_cpu_ops`).
 
 Attention follows the model's attn_implementation: eager is Hugging Face's eager arithmetic in the
 same precision (autocast casts the same matmul inputs; the norms, the activation, the rotary

@@ -233,7 +233,9 @@ def main(argv: list[str] | None = None) -> None:
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{torch.get_num_threads()} threads"
     if device.type == "cpu":
         reason = cpu_kernels.unavailable_reason() or "their self-test failed"
-        where += "; fused CPU training kernels " + ("on (native rows)" if fused_cpu_ops(torch.zeros(1)) else f"off: {reason}")
+        where += "; fused CPU training kernels " + (
+            "on (native rows but bf16-weights: those have no float32 residual stream)" if fused_cpu_ops(torch.zeros(1))
+            else f"off: {reason}")
     print(f"torch {torch.__version__}, {where}; matmul peak ({args.matmul_size}^2, best "
           "of all measurements): " + ", ".join(f"{name} {peak / 1e12:.3f} TFLOP/s" for name, peak in peaks.items()))
     print("| model | params (M) | precision | layout | tokens/update | update s | tokens/s | model TFLOP/s "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 import warnings
 
 import pytest
@@ -245,13 +246,18 @@ def test_the_build_is_cached_by_source_flags_and_compiler(monkeypatch: pytest.Mo
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     directory = tmp_path / "dapo-rl" / "kernels"
     directory.mkdir(parents=True)
-    for name in ("decode_bf16-0123456789abcdef.so", "cpu_kernels-0123456789abcdef.so", "other.so"):
+    week_ago = time.time() - 8 * 24 * 3600
+    for name in ("decode_bf16-0123456789abcdef.so", "cpu_kernels-0123456789abcdef.so", "other.so",
+                 "cpu_kernels-fedcba9876543210.so"):
         (directory / name).write_bytes(b"")  # other versions' builds, and a file not the cache's
+        if name != "cpu_kernels-fedcba9876543210.so":  # that one another version is using now
+            os.utime(directory / name, (week_ago, week_ago))
     library = cpu_kernels._build()
     assert library.parent == directory and library.suffix == ".so"
-    built = library.stat().st_mtime_ns
-    assert cpu_kernels._build() == library and library.stat().st_mtime_ns == built
-    # no temporary left, and the stale builds removed (not what is not a build)
-    assert sorted(path.name for path in directory.iterdir()) == sorted([library.name, "other.so"])
+    os.utime(library, (week_ago, week_ago))
+    assert cpu_kernels._build() == library and library.stat().st_mtime > week_ago + 3600  # its use is recorded
+    # no temporary left, and the builds unused for a week removed (not what is not a build)
+    assert sorted(path.name for path in directory.iterdir()) == sorted(
+        [library.name, "other.so", "cpu_kernels-fedcba9876543210.so"])
     monkeypatch.setenv("CC", "env cc")  # a compiler command with words (as "ccache gcc")
     assert cpu_kernels._build().parent == library.parent

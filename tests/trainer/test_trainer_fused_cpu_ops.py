@@ -39,10 +39,23 @@ def test_the_training_kernels_load_wherever_the_decode_kernels_do():
 def test_their_self_test_passes_when_first_called_inside_a_forward(context: str, monkeypatch):
     """The first call comes from a forward under bf16 autocast, in a no-grad or inference-mode
     pass: the self-test must still check float32 outputs and their gradients."""
-    monkeypatch.setattr(fused_module, "_tested", functools.cache(fused_module._tested.__wrapped__))
+    monkeypatch.setattr(fused_module, "_bound", functools.cache(fused_module._bound.__wrapped__))
     with torch.autocast("cpu", dtype=torch.bfloat16), getattr(torch, context)(), warnings.catch_warnings():
         warnings.simplefilter("error")
         assert fused_cpu_ops(torch.zeros(1)) is not None
+
+
+@needs_kernels
+def test_a_failed_self_test_turns_them_off_with_one_warning(monkeypatch):
+    """Even where warnings raise: the first forward sees the warning, later ones run torch's ops."""
+    monkeypatch.setattr(fused_module, "_bound", functools.cache(fused_module._bound.__wrapped__))
+    monkeypatch.setattr(fused_module, "self_test", lambda ops: "rms_norm: max error 1 against float64")
+    monkeypatch.setattr(fused_module, "_failed_warned", False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(UserWarning, match="failed their self-test"):
+            fused_cpu_ops(torch.zeros(1))
+        assert fused_cpu_ops(torch.zeros(1)) is None
 
 
 def within_roundings(got: torch.Tensor, exact: torch.Tensor, scale: torch.Tensor, roundings: float) -> None:
@@ -171,6 +184,9 @@ def test_replaced_or_hooked_modules_are_called_not_bypassed(monkeypatch):
     monkeypatch.setattr(modeling_qwen2.Qwen2RMSNorm, "forward", lambda self, h: h * 2)
     torch.testing.assert_close(OPS.rms_norm(norm, hidden), hidden * 2)
     monkeypatch.undo()
+    monkeypatch.setattr(nn.SiLU, "forward", lambda self, x: x * 3)  # a replaced activation class
+    torch.testing.assert_close(OPS.swiglu(nn.SiLU(), gate_up := torch.randn(3, 32)), gate_up[:, :16] * 3 * gate_up[:, 16:])
+    monkeypatch.undo()
     calls = []
     act_fn = nn.SiLU()
     act_fn.register_forward_hook(lambda module, args, out: calls.append(1))
@@ -243,17 +259,21 @@ def test_the_worker_uses_them_as_trainer_native_cpu_kernels_says(enabled: bool, 
 
 
 @needs_kernels
-def test_checkpointed_layers_recompute_the_same_gradients_through_the_kernels():
+def test_checkpointed_layers_recompute_the_same_gradients_through_the_kernels(monkeypatch):
     """Gradient checkpointing runs each layer's kernels again in backward: the same gradients."""
     samples = make_group_samples(torch.Generator().manual_seed(6))
     for sample in samples:
         sample.old_logprobs = [-2.0] * len(sample.response_ids)
-    grads = []
+    grads, calls = [], []
+    original = FusedCpuOps.swiglu
+    monkeypatch.setattr(FusedCpuOps, "swiglu", lambda self, *args: calls.append(1) or original(self, *args))
     for recompute in (False, True):
         model = qwen2_head_dim_32()
         if recompute:
             model.activation_checkpointing_enable()
+        calls.clear()
         worker(model, "shared_prompt", 100_000, forward="native").accumulate_gradients(samples)
+        assert len(calls) == (4 if recompute else 2)  # each layer's MLP, again in backward where checkpointed
         grads.append([p.grad.clone() for p in model.parameters()])
     for a, b in zip(*grads):
         assert torch.equal(a, b)

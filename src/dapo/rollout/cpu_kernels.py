@@ -18,7 +18,7 @@ the folded RMSNorm ``x / hypot(||x||, floor)`` per row in one pass.
 The C compiler ($CC, else ``cc``) builds them, with the training forward's kernels
 (``kernels/train_fused.c``, :mod:`dapo.trainer.fused_cpu_ops`), into one library in
 ``~/.cache/dapo-rl/kernels`` (keyed by the sources, the flags and the compiler's version; about a
-second; a new build removes older ones), ctypes loads it, and a self-test against float64 must pass. Where any of that fails (another CPU, no compiler, a build error),
+second; a new build removes others unused for a week), ctypes loads it, and a self-test against float64 must pass. Where any of that fails (another CPU, no compiler, a build error),
 :func:`cpu_decode_kernels` returns None with the reason in :func:`unavailable_reason` (a warning
 on a CPU they are for) and the decoder runs its torch ops. ``rollout.native_cpu_kernels=false``
 opts out.
@@ -35,6 +35,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ _KERNELS = Path(__file__).with_name("kernels")
 # decode_bf16.c: these decode kernels; train_fused.c: the training forward's (dapo.trainer.fused_cpu_ops)
 _SOURCES = [_KERNELS / "decode_bf16.c", _KERNELS / "train_fused.c"]
 _HEADERS = [_KERNELS / "vector_math.h"]
+_STALE_AFTER_SECONDS = 7 * 24 * 3600  # another build unused this long is removed by a new build
 _LIBRARY_NAMES = ("cpu_kernels-", "decode_bf16-", "decode_attention-")  # its file name before the key; older ones
 # -ffp-contract=off: a*b + c*d stays two roundings and an add, as torch computes it (no implicit FMA)
 _FLAGS = ["-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-ffp-contract=off", "-fopenmp", "-shared",
@@ -165,8 +167,9 @@ def cpu_decode_kernels() -> CpuDecodeKernels | None:
         return loaded
     if not _warned and platform_reason() is None:
         _warned = True  # first: a warning filter that raises must not make every later call raise
-        warnings.warn(f"the fused CPU decode kernels are not used: {loaded} (torch's ops decode instead, slower; "
-                      "rollout.native_cpu_kernels=false silences this)", stacklevel=3)
+        warnings.warn(f"the fused CPU kernels are not used: {loaded} (torch's ops decode and train instead, slower; "
+                      "rollout.native_cpu_kernels=false and trainer.native_cpu_kernels=false silence this)",
+                      stacklevel=3)
     return None
 
 
@@ -236,6 +239,7 @@ def _build() -> Path:
         directory = _cache_directory()
         library = directory / f"{_LIBRARY_NAMES[0]}{key}.so"
         if library.exists():
+            os.utime(library)  # in use: stale_after counts from the last use
             return library
         handle, name = tempfile.mkstemp(dir=directory, prefix=f".{library.stem}.", suffix=".tmp")
         os.close(handle)
@@ -249,10 +253,12 @@ def _build() -> Path:
             last = (result.stderr.strip().splitlines() or ["no message"])[-1]
             raise _Unavailable(f"compiling {_KERNELS} failed ({' '.join(compiler)}: {last})")
         os.replace(partial, library)
-        # builds of other sources, flags or compilers (another dapo-rl version's: it builds again
-        # when it next runs; a process that has one loaded keeps its mapping)
+        # builds of other sources, flags or compilers that no process has loaded for a week (another
+        # dapo-rl version's in use now, in another environment, is kept: deleting it between its
+        # check and its load would turn its kernels off)
         for stale in directory.glob("*.so"):
-            if stale != library and stale.name.startswith(_LIBRARY_NAMES):
+            if (stale != library and stale.name.startswith(_LIBRARY_NAMES)
+                    and time.time() - stale.stat().st_mtime > _STALE_AFTER_SECONDS):
                 stale.unlink(missing_ok=True)
     except (OSError, subprocess.SubprocessError) as error:
         raise _Unavailable(f"compiling {_KERNELS} failed: {error}") from error

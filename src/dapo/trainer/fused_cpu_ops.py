@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.autograd.function import once_differentiable
 from transformers.activations import SiLUActivation
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
 from transformers.models.mistral.modeling_mistral import MistralRMSNorm
@@ -37,7 +38,7 @@ from dapo.rollout.llama_decoder import skipped_hooks
 # the norms whose formula the kernel computes, with the forward it stands in for (a forward
 # replaced since, as a test's float64 norm, is called instead)
 _NORM_FORWARDS = {cls: cls.forward for cls in (LlamaRMSNorm, Qwen2RMSNorm, MistralRMSNorm)}
-_SILU = (nn.SiLU, SiLUActivation)
+_SILU_FORWARDS = {cls: cls.forward for cls in (nn.SiLU, SiLUActivation)}
 _FLOAT = (torch.float32, torch.bfloat16)
 
 
@@ -71,7 +72,7 @@ class FusedCpuOps:
 
     def swiglu(self, act_fn: nn.Module, gate_up: torch.Tensor) -> torch.Tensor:
         """``act_fn(gate) * up`` for (N, 2I) ``gate_up`` (gate the first half), the kernel's for SiLU."""
-        if not isinstance(act_fn, _SILU) or skipped_hooks(act_fn) or gate_up.dtype not in _FLOAT:
+        if _SILU_FORWARDS.get(type(act_fn)) is not type(act_fn).forward or skipped_hooks(act_fn) or gate_up.dtype not in _FLOAT:
             gate, up = gate_up.chunk(2, dim=-1)
             return act_fn(gate) * up
         return _SwiGLU.apply(gate_up, self)
@@ -96,44 +97,60 @@ def fused_cpu_ops(hidden: torch.Tensor) -> FusedCpuOps | None:
     return None if kernels is None else _tested(kernels.library)
 
 
-@functools.cache
 def _tested(library: ctypes.CDLL) -> FusedCpuOps | None:
+    global _failed_warned
+    ops, error = _bound(library)
+    if error is None:
+        return ops
+    if not _failed_warned:
+        _failed_warned = True  # first: a warning filter that raises must not make every later forward raise
+        warnings.warn(f"the fused CPU training kernels are not used: they failed their self-test ({error}); torch's "
+                      "ops compute the forward instead (trainer.native_cpu_kernels=false silences this)", stacklevel=3)
+    return None
+
+
+_failed_warned = False
+
+
+@functools.cache
+def _bound(library: ctypes.CDLL) -> tuple[FusedCpuOps, str | None]:
     ops = FusedCpuOps(library)
     # first called inside a forward: under autocast, no_grad or inference_mode, none of which the test is for
     with torch.autocast("cpu", enabled=False), torch.inference_mode(False), torch.enable_grad():
-        error = self_test(ops)
-    if error is None:
-        return ops
-    warnings.warn(f"the fused CPU training kernels are not used: they failed their self-test ({error}); torch's ops "
-                  "compute the forward instead (trainer.native_cpu_kernels=false silences this)", stacklevel=3)
-    return None
+        return ops, self_test(ops)
 
 
 def self_test(ops: FusedCpuOps) -> str | None:
     """None if each kernel's forward and backward match float64 on a small random case (a width
-    that is not a multiple of 16), in float32; else what differed."""
-    generator = torch.Generator().manual_seed(0)
-    hidden = torch.randn(5, 40, generator=generator, requires_grad=True)
-    norm = Qwen2RMSNorm(40, eps=1e-6)
-    with torch.no_grad():
-        norm.weight.uniform_(0.5, 1.5, generator=generator)
-    gate_up = torch.randn(5, 2 * 24, generator=generator, requires_grad=True)
-    queries_keys = torch.randn(5, 3, 32, generator=generator, requires_grad=True)
-    cos, sin = torch.randn(2, 5, 1, 32, generator=generator)
-    fused = [ops.rms_norm(norm, hidden), ops.swiglu(nn.SiLU(), gate_up), ops.rope(queries_keys, cos, sin)]
-    exact = [_rms_norm_reference(hidden.double(), norm.weight.double(), norm.variance_epsilon),
-             nn.functional.silu(gate_up[:, :24].double()) * gate_up[:, 24:].double(),
-             queries_keys.double() * cos.double() + queries_keys.double().roll(16, dims=-1) * sin.double()]
+    that is not a multiple of 16, two RoPE chunks per half-head), in float32 and in bf16 (to a
+    few bf16 roundings); else what differed."""
     errors = {}
-    for name, out, reference in zip(("rms_norm", "swiglu", "rope"), fused, exact):
-        grad = torch.randn(out.shape, generator=generator)
-        inputs = [hidden, norm.weight] if name == "rms_norm" else [gate_up] if name == "swiglu" else [queries_keys]
-        got = torch.autograd.grad(out, inputs, grad)
-        expected = torch.autograd.grad(reference, inputs, grad.double())
-        errors[name] = max((out.double() - reference).abs().max().item(),
-                           *((a.double() - b).abs().max().item() for a, b in zip(got, expected)))
-    failed = {name: error for name, error in errors.items() if not error < 1e-4}
-    return ", ".join(f"{name}: max error {error:.3g} against float64" for name, error in failed.items()) or None
+    for dtype, tolerance in ((torch.float32, 1e-4), (torch.bfloat16, 0.05)):
+        generator = torch.Generator().manual_seed(0)
+        hidden = torch.randn(5, 40, generator=generator, requires_grad=True)
+        norm = Qwen2RMSNorm(40, eps=1e-6)
+        with torch.no_grad():
+            norm.weight.uniform_(0.5, 1.5, generator=generator)
+        gate_up = torch.randn(5, 2 * 24, generator=generator).to(dtype).requires_grad_()
+        queries_keys = torch.randn(5, 3, 64, generator=generator).to(dtype).requires_grad_()
+        cos, sin = torch.randn(2, 5, 1, 64, generator=generator)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == torch.bfloat16):
+            normed = ops.rms_norm(norm, hidden)
+        fused = [normed, ops.swiglu(nn.SiLU(), gate_up), ops.rope(queries_keys, cos, sin)]
+        x = queries_keys.double()
+        exact = [_rms_norm_reference(hidden.double(), norm.weight.double(), norm.variance_epsilon),
+                 nn.functional.silu(gate_up[:, :24].double()) * gate_up[:, 24:].double(),
+                 x * cos.double() + x.roll(32, dims=-1) * sin.double()]
+        for name, out, reference in zip(("rms_norm", "swiglu", "rope"), fused, exact):
+            grad = torch.randn(out.shape, generator=generator).to(out.dtype)
+            inputs = [hidden, norm.weight] if name == "rms_norm" else [gate_up] if name == "swiglu" else [queries_keys]
+            got = torch.autograd.grad(out, inputs, grad)
+            expected = torch.autograd.grad(reference, inputs, grad.double())
+            error = max((out.double() - reference).abs().max().item(),
+                        *((a.double() - b).abs().max().item() for a, b in zip(got, expected)))
+            if not error < tolerance:
+                errors[f"{name} ({dtype})"] = error
+    return ", ".join(f"{name}: max error {error:.3g} against float64" for name, error in errors.items()) or None
 
 
 def _rms_norm_reference(hidden: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -160,6 +177,7 @@ class _RMSNorm(torch.autograd.Function):
         return out
 
     @staticmethod
+    @once_differentiable
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         hidden, weight, rstd = ctx.saved_tensors
         grad_out = grad_out.contiguous()
@@ -187,6 +205,7 @@ class _SwiGLU(torch.autograd.Function):
         return out
 
     @staticmethod
+    @once_differentiable
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         (gate_up,) = ctx.saved_tensors
         grad_out = grad_out.to(gate_up.dtype).contiguous()
@@ -212,6 +231,7 @@ class _RoPE(torch.autograd.Function):
         return out
 
     @staticmethod
+    @once_differentiable
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         cos, sin = ctx.saved_tensors
         grad_out = grad_out.to(torch.float32).contiguous()

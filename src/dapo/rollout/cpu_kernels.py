@@ -18,7 +18,8 @@ the folded RMSNorm ``x / hypot(||x||, floor)`` per row in one pass.
 The C compiler ($CC, else ``cc``) builds them, with the training forward's kernels
 (``kernels/train_fused.c``, :mod:`dapo.trainer.fused_cpu_ops`), into one library in
 ``~/.cache/dapo-rl/kernels`` (keyed by the sources, the flags and the compiler's version; about a
-second; a new build removes others unused for a week), ctypes loads it, and a self-test against float64 must pass. Where any of that fails (another CPU, no compiler, a build error),
+second; a new build removes others unused for a week), ctypes loads it, and a self-test against
+float64 must pass. Where any of that fails (another CPU, no compiler, a build error),
 :func:`cpu_decode_kernels` returns None with the reason in :func:`unavailable_reason` (a warning
 on a CPU they are for) and the decoder runs its torch ops. ``rollout.native_cpu_kernels=false``
 opts out.

@@ -87,6 +87,7 @@ def test_rms_norm_forward_and_backward_match_float64(width: int, autocast: bool)
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
         out = OPS.rms_norm(norm, hidden)
         torch_out = norm(hidden).to(out.dtype)  # autocast's cast to the matmul's input
+    assert type(out.grad_fn).__name__ == "_RMSNormBackward"  # the kernel, not the module it falls back to
     assert out.dtype == (torch.bfloat16 if autocast else torch.float32)
     exact = rms_norm_float64(hidden.double(), norm.weight.double(), norm.variance_epsilon)
     if autocast:
@@ -118,7 +119,7 @@ def test_swiglu_forward_and_backward_match_float64(width: int, dtype: torch.dtyp
     gate_up[0, :4] = torch.tensor([30.0, -30.0, 100.0, -100.0])
     gate_up.requires_grad_()
     out = OPS.swiglu(nn.SiLU(), gate_up)
-    assert out.dtype == dtype and out.shape == (29, width)
+    assert type(out.grad_fn).__name__ == "_SwiGLUBackward" and out.dtype == dtype and out.shape == (29, width)
     exact = swiglu_float64(gate_up)
     roundings = 2 if dtype == torch.bfloat16 else 0
     within_roundings(out, exact, exact.abs(), roundings)
@@ -148,6 +149,7 @@ def test_rope_forward_and_backward_match_float64(head_dim: int, dtype: torch.dty
     queries_keys = qkv[:, : heads * head_dim].view(rows, heads, head_dim)
     cos, sin = torch.randn(2, rows, 1, head_dim, generator=generator)
     out = OPS.rope(queries_keys, cos, sin)
+    assert type(out.grad_fn).__name__ == "_RoPEBackward"
     assert out.dtype == torch.float32 and out.shape == (rows, heads, head_dim)
     x = queries_keys.double()
     terms = (x * cos.double(), x.roll(head_dim // 2, dims=-1) * sin.double())
@@ -218,19 +220,22 @@ def test_the_training_forward_with_kernels_is_as_accurate_as_with_torchs_ops(mon
     ties), which a wrong formula, a missing rounding or a wrong RoPE position would not be."""
     model = qwen2_head_dim_32()
     tensors = collate(make_group_samples(torch.Generator().manual_seed(3), groups=4), 0, "shared_prompt")
-    calls = {"rms_norm": 0, "swiglu": 0, "rope": 0}
-    def counting(name: str):
-        original = getattr(FusedCpuOps, name)
+    # the C functions themselves, forward and backward (the wrappers fall back to torch's ops silently)
+    calls = dict.fromkeys(OPS.functions, 0)
 
-        def counted(self, *args):
+    def counting(name: str):
+        function = OPS.functions[name]
+
+        def counted(*args):
             calls[name] += 1
-            return original(self, *args)
+            return function(*args)
         return counted
 
-    for name in calls:  # the kernels run: every layer's norms, MLP and RoPE, and the final norm
-        monkeypatch.setattr(FusedCpuOps, name, counting(name))
+    for name in list(calls):
+        monkeypatch.setitem(OPS.functions, name, counting(name))
     fused32, fused32_grads = logits_and_grads(model, tensors, autocast=False, kernels=True)
-    assert calls == {"rms_norm": 5, "swiglu": 2, "rope": 2}
+    assert calls == {"rms_norm_forward": 5, "rms_norm_backward": 5, "swiglu_forward": 2, "swiglu_backward": 2,
+                     "rope_forward": 2, "rope_backward": 2}
     torch32, torch32_grads = logits_and_grads(model, tensors, autocast=False, kernels=False)
     torch.testing.assert_close(fused32, torch32, rtol=0, atol=2e-6 * torch32.abs().max())
     for a, b in zip(fused32_grads, torch32_grads):

@@ -112,7 +112,6 @@ class CpuDecodeKernels:
         return DecodeStep(self._attention, rope, positions, bias, slot, scale, (rows, pairs // rows, heads, head_dim),
                           keys.shape)
 
-
     def rms_scale(self, hidden: torch.Tensor, norm_floor: float) -> torch.Tensor:
         """``hidden / hypot(||hidden||, norm_floor)`` per row (the decoder's folded RMSNorm), a new
         bf16 tensor; ``hidden`` contiguous bf16 (rows, n) with n a multiple of 16."""
@@ -240,7 +239,7 @@ def _build() -> Path:
         directory = _cache_directory()
         library = directory / f"{_LIBRARY_NAMES[0]}{key}.so"
         if library.exists():
-            os.utime(library)  # in use: stale_after counts from the last use
+            os.utime(library)  # in use: _STALE_AFTER_SECONDS counts from the last use
             return library
         handle, name = tempfile.mkstemp(dir=directory, prefix=f".{library.stem}.", suffix=".tmp")
         os.close(handle)

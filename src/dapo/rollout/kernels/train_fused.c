@@ -2,7 +2,7 @@
    (dapo.trainer.fused_cpu_ops wraps them in autograd; dapo.rollout.cpu_kernels builds them).
 
    Each replaces a chain of torch ops, every one a pass over memory, by one pass forward and one
-   backward; the arithmetic is torch's, in float32, in the same order. A tensor is float32, or
+   backward; the arithmetic is torch's, in float32 (sums in another order). A tensor is float32, or
    bf16 where its `*_bf16` flag says so: read exactly, written rounded to nearest even, once.
 
    RMSNorm (Llama's): y = w * (x * r), r = 1 / sqrt(mean(x^2) + eps), per row of n;

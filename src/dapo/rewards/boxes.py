@@ -34,7 +34,7 @@ from dapo.rewards.number_forms import (
     value_of,
 )
 from dapo.rewards.reasons import without_reason
-from dapo.rewards.remark_words import NAME, OR_ADVERBS
+from dapo.rewards.remark_words import APPROXIMATION_WORDS, NAME, OR_ADVERBS
 from dapo.rewards.restatements import after_its_noun
 from dapo.rewards.units import unit_remark_changes
 
@@ -52,6 +52,19 @@ _ALTERNATIVE_AFTER = re.compile(
     r"(?:(?:" + NAME + r" {0,3}= {0,3})?[+-]? {0,3}"
     r"(?:[0-9]|\\(?:d?frac|sqrt|boxed|pi)(?![A-Za-z]))"
     r"|(?:more|less|fewer|greater|higher|lower|above|below)(?![A-Za-z]))", re.IGNORECASE)
+# ... or a value after it with no "or": "\\boxed{34}; 35", "\\boxed{34}, maybe 35", "\\boxed{34} 35" (spaced; glued,
+# "\\boxed{34}35" continues the box, _CONTINUED_AFTER). A period ends the answer's sentence: "\\boxed{34}. 35 is
+# wrong because" is no second answer.
+_VALUE_AFTER = re.compile(
+    r"(?:\\[)\]]|[\s$]){0,8}[,;]?(?:\\[)\]]|[\s$]){0,8}(?:(?:" + OR_ADVERBS + r")(?![A-Za-z])[\s,$]{0,8}){0,2}"
+    r"(?P<value>(?:" + NAME + r" {0,3}= {0,3})?[+-]? {0,3}(?:[0-9]|\\(?:d?frac|sqrt|boxed|pi)(?![A-Za-z])))",
+    re.IGNORECASE)
+# An estimate's words with no value: "\\boxed{34} or so", "give or take", "more or less" (bracketed or not).
+_ESTIMATE_AFTER = re.compile(r"[\s$,(]{0,8}(?:or\s{1,3}so|give\s{1,3}or\s{1,3}take|more\s{1,3}or\s{1,3}less)(?![A-Za-z])",
+                             re.IGNORECASE)
+# A remark in brackets that is nothing but an approximation word: "\\boxed{34} (approximately)", "(ca.)".
+_ESTIMATE_REMARK = re.compile(r"\s{0,3}(?:" + APPROXIMATION_WORDS.format(extra="|ca|est|estimated", signs="~")
+                              + r")\s{0,3}", re.IGNORECASE)
 # Between two chained boxes: spacing and math delimiters, dropped before looking for a separator.
 _GAP_NOISE = re.compile(r"\\(?:quad|qquad|[,;: ()\[\]])|[\s$.]")
 _LIST_SEPARATOR = re.compile(r"[,;]|(?<![A-Za-z])(?:and|or)(?![A-Za-z])", re.IGNORECASE)
@@ -123,7 +136,11 @@ def changed_after(after: str, answer: str, stated: list[str] | None = None) -> b
     unit or counted noun before a remark is the value's (``\\boxed{34} ways, or 35`` and ``\\boxed{34} cm (that
     is, 35)`` offer 35: :func:`~dapo.rewards.restatements.after_its_noun`), and a quantity restated in another unit
     is read with that unit (``\\boxed{5} cm, i.e. 50 mm`` and ``\\boxed{5} cm, or 50 mm`` restate 5 cm, ``\\boxed{5} cm,
-    i.e. 5 mm`` offers another value: :func:`~dapo.rewards.units.unit_remark_changes`)."""
+    i.e. 5 mm`` offers another value: :func:`~dapo.rewards.units.unit_remark_changes`). A value after the box
+    with no "or" is another answer too (``\\boxed{34}; 35``, ``\\boxed{34}, maybe 35``), so are an estimate's words
+    (``\\boxed{34} or so``, ``(approximately)``), and past a remark that restates the box the line is read on
+    (``\\boxed{34} (34 ways) 35``)."""
+    original = answer
     is_list = stated is not None and item_count(stated) > 1  # "\\pm 3" states two
     converted = None if is_list else unit_remark_changes(after, answer)
     if converted is not None:  # "\\boxed{5} cm, i.e. 50 mm": the same quantity; "i.e. 5 mm": another
@@ -137,6 +154,12 @@ def changed_after(after: str, answer: str, stated: list[str] | None = None) -> b
     restated = restates_list(stated, tail) if is_list and stated is not None else restates(answer, tail)
     if _ALTERNATIVE_AFTER.match(after) and not restated:
         return True
+    if (offered := _VALUE_AFTER.match(after)) and not _CONTINUED_AFTER.match(after):
+        value_text = after[offered.start("value"):]
+        if not (restates_list(stated, value_text) if is_list and stated is not None else restates(answer, value_text)):
+            return True  # "\\boxed{34}; 35": a second value ("\\boxed{34}, 34.0" restates it)
+    if _ESTIMATE_AFTER.match(after):
+        return True  # "\\boxed{34} or so": an estimate, not the value
     value = value_of(answer) if tail and not is_list else None  # nothing after the box: not computed
     if alternative_is_the_value(tail, answer, value) is False:
         return True  # "\\boxed{2} or e^2", "\\boxed{2}, otherwise 35": a value _ALTERNATIVE_AFTER does not name
@@ -152,8 +175,12 @@ def changed_after(after: str, answer: str, stated: list[str] | None = None) -> b
         nested = _NESTED_REMARK_AFTER.match(after)
         return nested is not None and alternative_is_the_value(nested.group(1), answer, value) is False
     if is_list and stated is not None:
-        return list_remark_changes(remark.group(1), stated)
-    return remark_changes_the_number(remark.group(1), answer)
+        changes = list_remark_changes(remark.group(1), stated)
+    else:  # "(roughly)", "(approximately)": the box is an estimate, as in ", roughly" without brackets
+        changes = remark_changes_the_number(remark.group(1), answer) or bool(_ESTIMATE_REMARK.fullmatch(remark.group(1)))
+    if changes or remark.re is not _REMARK_AFTER or remark.string is not after:
+        return changes
+    return changed_after(after[remark.end():], original, stated)  # "\\boxed{34} (34 ways) 35": read on past the remark
 
 
 def join_inequality_boxes(text: str) -> str:

@@ -236,7 +236,8 @@ def test_the_training_forward_with_kernels_is_as_accurate_as_with_torchs_ops(mon
         monkeypatch.setitem(ops.functions, name, counting(name))
     fused32, fused32_grads = logits_and_grads(model, tensors, autocast=False, kernels=True)
     assert calls == {"rms_norm_forward": 5, "rms_norm_backward": 5, "swiglu_forward": 2, "swiglu_backward": 2,
-                     "rope_forward": 2, "rope_backward": 2}
+                     "rope_forward": 2, "rope_backward": 2, "packed_attention_forward": 2,
+                     "packed_attention_backward": 2, "packed_attention_scratch": 4}
     torch32, torch32_grads = logits_and_grads(model, tensors, autocast=False, kernels=False)
     torch.testing.assert_close(fused32, torch32, rtol=0, atol=2e-6 * torch32.abs().max())
     for a, b in zip(fused32_grads, torch32_grads):

@@ -45,8 +45,8 @@ from pathlib import Path
 import torch
 
 _KERNELS = Path(__file__).with_name("kernels")
-# decode_bf16.c: these decode kernels; train_fused.c: the training forward's (dapo.trainer.fused_cpu_ops)
-_SOURCES = [_KERNELS / "decode_bf16.c", _KERNELS / "train_fused.c"]
+# decode_bf16.c: these decode kernels; train_fused.c, train_attention.c: the training forward's (dapo.trainer.fused_cpu_ops)
+_SOURCES = [_KERNELS / "decode_bf16.c", _KERNELS / "train_fused.c", _KERNELS / "train_attention.c"]
 _HEADERS = [_KERNELS / "vector_math.h"]
 _STALE_AFTER_SECONDS = 7 * 24 * 3600  # another build unused this long is removed by a new build
 _LIBRARY_NAMES = ("cpu_kernels-", "decode_bf16-", "decode_attention-")  # its file name before the key; older ones

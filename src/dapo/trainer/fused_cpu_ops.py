@@ -1,7 +1,8 @@
 """Fused CPU kernels for dapo-rl's training forward (:mod:`dapo.trainer.native_forward`): RMSNorm,
 SwiGLU and RoPE, each one autograd op whose forward and backward are one C pass each
 (``dapo/rollout/kernels/train_fused.c``, built with the decode kernels by
-:mod:`dapo.rollout.cpu_kernels`: x86-64 Linux with AVX512-BF16 and a C compiler).
+:mod:`dapo.rollout.cpu_kernels`: x86-64 Linux with AVX512-BF16 and a C compiler), and attention on
+the packed tokens (:mod:`dapo.trainer.fused_cpu_attention`).
 
 Why: with the matmuls near this CPU's peak, much of the rest of the built-in model's bf16 update
 went to elementwise chains, each op a pass over memory (RMSNorm: pow, mean, rsqrt, two products and
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 import warnings
 from typing import Any
 
@@ -34,6 +36,12 @@ from transformers.models.qwen2.modeling_qwen2 import Qwen2RMSNorm
 
 from dapo.rollout.cpu_kernels import cpu_decode_kernels
 from dapo.rollout.llama_decoder import skipped_hooks
+from dapo.trainer.fused_cpu_attention import (
+    AttentionSegments,
+    attention_reference,
+    attention_segments,
+    fused_attention,
+)
 
 # the norms whose formula the kernel computes, with the forward it stands in for (a forward
 # replaced since, as a test's float64 norm, is called instead)
@@ -54,11 +62,18 @@ class FusedCpuOps:
             "dapo_swiglu_backward": [pointer, pointer, size, size, flag, pointer, flag],
             "dapo_rope_forward": [pointer, size, flag, size, size, size, pointer, pointer, pointer, flag],
             "dapo_rope_backward": [pointer, size, size, size, pointer, pointer, pointer, flag, flag],
+            "dapo_packed_attention_forward": [pointer, size, pointer, size, flag, pointer, pointer, size, pointer,
+                                              pointer, pointer, size, size, size, size, real, size, size, pointer,
+                                              pointer, pointer, flag],
+            "dapo_packed_attention_backward": [pointer, pointer, size, pointer, size, flag, pointer, pointer, pointer,
+                                               size, pointer, pointer, pointer, pointer, pointer, size, size, size, real,
+                                               size, size, pointer, pointer, pointer, flag],
+            "dapo_packed_attention_scratch": [size, size, size, size, flag],
         }
         self.functions: dict[str, Any] = {}
         for name, arguments in signatures.items():
             function = getattr(library, name)
-            function.argtypes, function.restype = arguments, None
+            function.argtypes, function.restype = arguments, size if name.endswith("_scratch") else None
             self.functions[name.removeprefix("dapo_")] = function
 
     def rms_norm(self, norm: nn.Module, hidden: torch.Tensor) -> torch.Tensor:
@@ -85,6 +100,12 @@ class FusedCpuOps:
                 or cos.dtype != torch.float32 or sin.dtype != torch.float32 or cos.requires_grad or sin.requires_grad):
             return None
         return _RoPE.apply(queries_keys, cos.reshape(rows, head_dim), sin.reshape(rows, head_dim), self)
+
+
+    def attention(self, queries_keys: torch.Tensor, values: torch.Tensor, segments: AttentionSegments,
+                  heads: tuple[int, int, int, float]) -> torch.Tensor | None:
+        """Attention on the packed tokens of ``segments`` (:func:`dapo.trainer.fused_cpu_attention.fused_attention`)."""
+        return fused_attention(self, queries_keys, values, segments, heads)
 
 
 def fused_cpu_ops(hidden: torch.Tensor) -> FusedCpuOps | None:
@@ -125,8 +146,8 @@ def _bound(library: ctypes.CDLL) -> tuple[FusedCpuOps, str | None]:
 
 def self_test(ops: FusedCpuOps) -> str | None:
     """None if each kernel's forward and backward match float64 on a small random case (a width
-    that is not a multiple of 16, two RoPE chunks per half-head), in float32 and in bf16 (to a
-    few bf16 roundings); else what differed."""
+    that is not a multiple of 16, two RoPE chunks per half-head, attention with an empty response
+    and two query heads per KV head), in float32 and in bf16 (to a few bf16 roundings); else what differed."""
     errors = {}
     for dtype, tolerance in ((torch.float32, 1e-4), (torch.bfloat16, 0.05)):
         generator = torch.Generator().manual_seed(0)
@@ -139,14 +160,26 @@ def self_test(ops: FusedCpuOps) -> str | None:
         cos, sin = torch.randn(2, 5, 1, 64, generator=generator)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == torch.bfloat16):
             normed = ops.rms_norm(norm, hidden)
-        fused = [normed, ops.swiglu(nn.SiLU(), gate_up), ops.rope(queries_keys, cos, sin)]
+        # attention: prompts of 3 and 1 tokens; responses of 4, 0 and 2 after prompts 0, 1, 0; 2 query heads, 1 KV head
+        segments = attention_segments(torch.arange(3) >= torch.tensor([[0], [2]]),
+                                      torch.arange(4) < torch.tensor([[4], [0], [2]]), torch.tensor([0, 1, 0]))
+        attention_qk = torch.randn(10, 3, 32, generator=generator, requires_grad=True)
+        values = torch.randn(10, 32, generator=generator).to(dtype).requires_grad_()
+        heads = (2, 1, 32, 32 ** -0.5)
+        fused = [normed, ops.swiglu(nn.SiLU(), gate_up), ops.rope(queries_keys, cos, sin),
+                 ops.attention(attention_qk, values, segments, heads)]
         x = queries_keys.double()
         exact = [_rms_norm_reference(hidden.double(), norm.weight.double(), norm.variance_epsilon),
                  nn.functional.silu(gate_up[:, :24].double()) * gate_up[:, 24:].double(),
-                 x * cos.double() + x.roll(32, dims=-1) * sin.double()]
-        for name, out, reference in zip(("rms_norm", "swiglu", "rope"), fused, exact):
+                 x * cos.double() + x.roll(32, dims=-1) * sin.double(),
+                 attention_reference(attention_qk.double(), values.double(), segments, heads)]
+        inputs_of = {"rms_norm": [hidden, norm.weight], "swiglu": [gate_up], "rope": [queries_keys],
+                     "attention": [attention_qk, values]}
+        for (name, inputs), out, reference in zip(inputs_of.items(), fused, exact):
+            if out is None:
+                errors[f"{name} ({dtype})"] = math.inf  # it declined a case it is for
+                continue
             grad = torch.randn(out.shape, generator=generator).to(out.dtype)
-            inputs = [hidden, norm.weight] if name == "rms_norm" else [gate_up] if name == "swiglu" else [queries_keys]
             got = torch.autograd.grad(out, inputs, grad)
             expected = torch.autograd.grad(reference, inputs, grad.double())
             error = max((out.double() - reference).abs().max().item(),

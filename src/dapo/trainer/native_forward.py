@@ -11,18 +11,19 @@ the same logits,
     logits = W_lm RMSNorm(h)    (at the positions that predict a response token only)
 
 with the token-wise work on the real tokens alone, packed one after another (the prompts' tokens,
-then the continuations'), Q/K/V as one matmul and gate/up as another. Attention alone runs on the
-grids: each layer scatters its rotated queries, keys and values into the padded prompt and
-continuation grids, attends there (a prompt causally to itself; a response to its prompt's keys
-and values, then causally to itself: the shared-prompt layout's two calls in one layer) and
-gathers the real positions back. Autograd differentiates it all (the fused CPU kernels, where they
-run, with their own backward: :mod:`dapo.trainer.fused_cpu_ops`).
+then the continuations'), Q/K/V as one matmul and gate/up as another. Attention (a prompt causally
+to itself; a response to its prompt's keys and values, then causally to itself: the shared-prompt
+layout's two calls in one layer) runs on the packed tokens too where the fused CPU kernels do
+(:mod:`dapo.trainer.fused_cpu_attention`); elsewhere on the grids: each layer scatters its rotated
+queries, keys and values into the padded prompt and continuation grids, attends there and gathers
+the real positions back. Autograd differentiates it all (the fused CPU kernels with their own
+backward: :mod:`dapo.trainer.fused_cpu_ops`).
 
 Attention follows the model's attn_implementation: eager is Hugging Face's eager arithmetic in the
 same precision (autocast casts the same matmul inputs; the norms, the activation, the rotary
 module and the output projections are the model's own modules), so bf16 logits agree with its
 eager forward bit for bit on CPU (the tests assert it; with ``cpu_kernels``, the policy worker's
-default on a CPU they run on, to rounding: :mod:`dapo.trainer.fused_cpu_ops`); anything else runs torch's
+default on a CPU they run on, to rounding, and closer to float64 in bf16: their attention rounds less); anything else runs torch's
 scaled_dot_product_attention, as its sdpa forward does. Float32 logits agree to ~1e-5 (a fused
 matmul sums in another order), float64 ones to ~1e-12 (tests/trainer/test_trainer_native_forward.py).
 Mistral's sliding window is masked in the grids where a sequence is longer than it (causal
@@ -50,6 +51,7 @@ from transformers import PreTrainedModel
 from dapo.rollout.hf_compat import length_following_rope
 from dapo.rollout.llama_decoder import architecture_reason, global_hooks, skipped_hooks
 from dapo.rollout.projections import fused
+from dapo.trainer.fused_cpu_attention import AttentionSegments, attention_segments
 from dapo.trainer.fused_cpu_ops import FusedCpuOps, fused_cpu_ops
 from dapo.trainer.shared_prompt import checkpointing
 
@@ -142,9 +144,10 @@ def _logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor], cpu_kernel
     positions = torch.cat([tensors["prompt_position_ids"].flatten()[grids.prompt_slots],
                            tensors["continuation_position_ids"].flatten()[grids.continuation_slots]])
     hidden = decoder.embed_tokens(tokens)  # (N, hidden): every real token once
-    grids.make_biases(hidden.dtype)
     cos, sin = _rope_tables(decoder.rotary_emb, hidden, positions)
     ops = fused_cpu_ops(hidden) if cpu_kernels else None
+    if ops is not None and window is None:  # attention on the packed tokens, where the kernel applies
+        grids.segments = attention_segments(grids.prompt_mask, grids.continuation_mask, grids.prompt_index)
     recompute = model.training and checkpointing(model)
     for layer in decoder.layers:
         if recompute:  # non-reentrant: the grids and tables are read again in backward, unchanged
@@ -184,6 +187,9 @@ class _Grids:
         self.prompt_slots = self.prompt_mask.flatten().nonzero().squeeze(1)
         self.continuation_slots = self.continuation_mask.flatten().nonzero().squeeze(1)
         self.num_prompt_tokens = self.prompt_slots.numel()
+        self.prompt_bias: torch.Tensor | None = None  # made when first attended on (make_biases)
+        self.continuation_bias: torch.Tensor | None = None
+        self.segments: AttentionSegments | None = None  # the packed tokens' segments, where the fused kernel attends
 
     def make_biases(self, dtype: torch.dtype) -> None:
         """The attention masks: additive biases in ``dtype`` (eager), or boolean ones (sdpa)."""
@@ -279,21 +285,34 @@ def _layer_forward(layer: nn.Module, hidden: torch.Tensor, cos: torch.Tensor, si
     fused_rope = None if ops is None else ops.rope(queries_keys, cos, sin)
     queries_keys = fused_rope if fused_rope is not None else (
         queries_keys * cos + queries_keys.roll(head_dim // 2, dims=-1) * sin)
-    prompt_qk, continuation_qk = grids.scatter(queries_keys.flatten(1))
-    prompt_v, continuation_v = grids.scatter(qkv[:, rotated:])
     heads = (query_heads, kv_heads, head_dim, attn.scaling)
-    split = query_heads * head_dim
-    attend = _attend if grids.eager else _attend_sdpa
-    prompt_out = attend(prompt_qk[..., :split], prompt_qk[..., split:], prompt_v, grids.prompt_bias, heads)
-    keys = torch.cat([prompt_qk[..., split:][grids.prompt_index], continuation_qk[..., split:]], dim=1)
-    values = torch.cat([prompt_v[grids.prompt_index], continuation_v], dim=1)
-    continuation_out = attend(continuation_qk[..., :split], keys, values, grids.continuation_bias, heads)
-    hidden = hidden + attn.o_proj(grids.gather(prompt_out, continuation_out))
+    attended = None if grids.segments is None else ops.attention(queries_keys, qkv[:, rotated:], grids.segments, heads)
+    if attended is None:
+        attended = _attend_on_grids(queries_keys.flatten(1), qkv[:, rotated:], grids, heads, hidden.dtype)
+    hidden = hidden + attn.o_proj(attended)
     gate_up = F.linear(_norm(layer.post_attention_layernorm, hidden, ops), *fused([mlp.gate_proj, mlp.up_proj]))
     if ops is not None:
         return hidden + mlp.down_proj(ops.swiglu(mlp.act_fn, gate_up))
     gate, up = gate_up.chunk(2, dim=-1)
     return hidden + mlp.down_proj(mlp.act_fn(gate) * up)
+
+
+def _attend_on_grids(queries_keys: torch.Tensor, values: torch.Tensor, grids: _Grids,
+                     heads: tuple[int, int, int, float], bias_dtype: torch.dtype) -> torch.Tensor:
+    """(N, H*d) attention of the packed tokens' (N, (H + Hkv) d) rotated queries and keys and
+    (N, Hkv d) values, on the padded grids: a prompt causally to itself, a response to its prompt
+    and then causally to itself."""
+    if grids.prompt_bias is None:
+        grids.make_biases(bias_dtype)
+    prompt_qk, continuation_qk = grids.scatter(queries_keys)
+    prompt_v, continuation_v = grids.scatter(values)
+    split = heads[0] * heads[2]
+    attend = _attend if grids.eager else _attend_sdpa
+    prompt_out = attend(prompt_qk[..., :split], prompt_qk[..., split:], prompt_v, grids.prompt_bias, heads)
+    keys = torch.cat([prompt_qk[..., split:][grids.prompt_index], continuation_qk[..., split:]], dim=1)
+    values = torch.cat([prompt_v[grids.prompt_index], continuation_v], dim=1)
+    continuation_out = attend(continuation_qk[..., :split], keys, values, grids.continuation_bias, heads)
+    return grids.gather(prompt_out, continuation_out)
 
 
 def _attend(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, bias: torch.Tensor,
@@ -303,13 +322,17 @@ def _attend(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, bia
     serves G = H/Hkv query heads (repeat_kv's grouping); softmax in float32 (float64 in a float64 model)."""
     query_heads, kv_heads, head_dim, scaling = heads
     rows, num_queries, num_keys = queries.shape[0], queries.shape[1], keys.shape[1]
-    grouped = queries.view(rows, num_queries, kv_heads, query_heads // kv_heads, head_dim).permute(0, 2, 3, 1, 4)
-    keys = keys.view(rows, num_keys, kv_heads, 1, head_dim).permute(0, 2, 3, 1, 4)
-    values = values.view(rows, num_keys, kv_heads, 1, head_dim).permute(0, 2, 3, 1, 4)
-    scores = torch.matmul(grouped, keys.transpose(-1, -2)) * scaling + bias
+    group = query_heads // kv_heads
+    # a KV head's G query heads as one (G*Q, d) matrix: one matmul per (row, KV head), keys never repeated
+    grouped = queries.view(rows, num_queries, kv_heads, group, head_dim).permute(0, 2, 3, 1, 4)
+    grouped = grouped.reshape(rows * kv_heads, group * num_queries, head_dim)
+    keys = keys.view(rows, num_keys, kv_heads, head_dim).transpose(1, 2).reshape(rows * kv_heads, num_keys, head_dim)
+    values = values.view(rows, num_keys, kv_heads, head_dim).transpose(1, 2).reshape(rows * kv_heads, num_keys, head_dim)
+    scores = torch.bmm(grouped, keys.transpose(1, 2)).view(rows, kv_heads, group, num_queries, num_keys) * scaling + bias
     probs = torch.softmax(scores, dim=-1, dtype=torch.promote_types(scores.dtype, torch.float32)).to(grouped.dtype)
-    out = torch.matmul(probs, values)  # (R, Hkv, G, Q, d)
-    return out.permute(0, 3, 1, 2, 4).reshape(rows * num_queries, query_heads * head_dim)
+    out = torch.bmm(probs.view(rows * kv_heads, group * num_queries, num_keys), values)  # (R*Hkv, G*Q, d)
+    return out.view(rows, kv_heads, group, num_queries, head_dim).permute(0, 3, 1, 2, 4).reshape(
+        rows * num_queries, query_heads * head_dim)
 
 
 def _attend_sdpa(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,

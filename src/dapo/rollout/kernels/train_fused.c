@@ -19,25 +19,6 @@
 #include <omp.h>
 #endif
 
-static inline __mmask16 tail(long n, long i) {
-    return n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
-}
-
-static inline __m512 load(const void *p, long i, int bf16, __mmask16 m) {
-    if (bf16) return bf16x16_to_f32(_mm256_maskz_loadu_epi16(m, (const uint16_t *)p + i));
-    return _mm512_maskz_loadu_ps(m, (const float *)p + i);
-}
-
-static inline void store(void *p, long i, int bf16, __mmask16 m, __m512 v) {
-    if (bf16) _mm256_mask_storeu_epi16((uint16_t *)p + i, m, (__m256i)_mm512_cvtneps_pbh(v));
-    else _mm512_mask_storeu_ps((float *)p + i, m, v);
-}
-
-/* v as a bf16 tensor holds it (an intermediate that torch rounds), or v itself in float32 */
-static inline __m512 rounded(__m512 v, int bf16) {
-    return bf16 ? bf16x16_to_f32((__m256i)_mm512_cvtneps_pbh(v)) : v;
-}
-
 /* sigmoid(x) = 1 / (1 + e^-x), through e = exp(-|x|) <= 1 (no overflow): 1 / (1 + e) for x >= 0,
    e / (1 + e) below; NaN stays NaN. */
 static inline __m512 sigmoid(__m512 x) {

@@ -1,4 +1,4 @@
-/* Vector helpers shared by dapo-rl's CPU kernels (decode_bf16.c, train_fused.c): AVX-512. */
+/* Vector helpers shared by dapo-rl's CPU kernels (decode_bf16.c, train_fused.c, train_attention.c): AVX-512. */
 #ifndef DAPO_VECTOR_MATH_H
 #define DAPO_VECTOR_MATH_H
 #include <immintrin.h>
@@ -48,6 +48,28 @@ static inline __m512 sum16(const __m512 *a) {
 
 static inline __m512 bf16x16_to_f32(__m256i bits) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+}
+
+/* a mask of the lanes i .. i + 15 that are below n */
+static inline __mmask16 tail(long n, long i) {
+    return n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+}
+
+/* the lanes m of p[i .. i + 15] as float32 (bf16 read exactly), zeros elsewhere */
+static inline __m512 load(const void *p, long i, int bf16, __mmask16 m) {
+    if (bf16) return bf16x16_to_f32(_mm256_maskz_loadu_epi16(m, (const uint16_t *)p + i));
+    return _mm512_maskz_loadu_ps(m, (const float *)p + i);
+}
+
+/* the lanes m of v to p[i .. i + 15]: float32, or bf16 rounded to nearest even */
+static inline void store(void *p, long i, int bf16, __mmask16 m, __m512 v) {
+    if (bf16) _mm256_mask_storeu_epi16((uint16_t *)p + i, m, (__m256i)_mm512_cvtneps_pbh(v));
+    else _mm512_mask_storeu_ps((float *)p + i, m, v);
+}
+
+/* v as a bf16 tensor holds it (an intermediate that torch rounds), or v itself in float32 */
+static inline __m512 rounded(__m512 v, int bf16) {
+    return bf16 ? bf16x16_to_f32((__m256i)_mm512_cvtneps_pbh(v)) : v;
 }
 
 #endif

@@ -48,10 +48,7 @@ class AttentionSegments:
     prompt_rows: torch.Tensor
     max_prompt: int
     max_row: int
-
-    @property
-    def num_tokens(self) -> int:
-        return int(self.prompt_length.sum()) + int(self.row_length.sum())
+    num_tokens: int
 
 
 def attention_segments(prompt_mask: torch.Tensor, continuation_mask: torch.Tensor,
@@ -67,7 +64,8 @@ def attention_segments(prompt_mask: torch.Tensor, continuation_mask: torch.Tenso
     counts = torch.bincount(row_prompt, minlength=len(prompt_length))
     prompt_rows = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
     return AttentionSegments(prompt_start, prompt_length, row_start, row_length, row_prompt, rows_by_prompt,
-                             prompt_rows, max(prompt_length.tolist(), default=0), max(row_length.tolist(), default=0))
+                             prompt_rows, max(prompt_length.tolist(), default=0), max(row_length.tolist(), default=0),
+                             int(prompt_length.sum()) + int(row_length.sum()))
 
 
 def sees(segments: AttentionSegments) -> torch.Tensor:
@@ -124,6 +122,7 @@ def _segment_arguments(segments: AttentionSegments) -> list[int]:
 
 def _scratch(ops: FusedCpuOps, segments: AttentionSegments, heads: tuple[int, int, int, float],
              backward: bool) -> tuple[torch.Tensor, int]:
+    """Each thread's working memory, as the kernel sizes it."""
     query_heads, kv_heads, head_dim, _ = heads
     threads = torch.get_num_threads()
     per_thread = ops.functions["packed_attention_scratch"](segments.max_prompt, segments.max_row,
@@ -142,8 +141,8 @@ class _PackedAttention(torch.autograd.Function):
         scratch, threads = _scratch(ops, segments, heads, backward=False)
         ops.functions["packed_attention_forward"](
             queries_keys.data_ptr(), queries_keys.stride(0), values.data_ptr(), values.stride(0),
-            values.dtype == torch.bfloat16, *_segment_arguments(segments), query_heads, kv_heads, head_dim, scaling,
-            segments.max_prompt, segments.max_row, out.data_ptr(), lse.data_ptr(), scratch.data_ptr(), threads)
+            values.dtype == torch.bfloat16, *_segment_arguments(segments), query_heads, kv_heads, head_dim,
+            scaling, segments.max_prompt, segments.max_row, out.data_ptr(), lse.data_ptr(), scratch.data_ptr(), threads)
         ctx.save_for_backward(queries_keys, values, lse)
         ctx.segments, ctx.heads, ctx.ops = segments, heads, ops
         return out

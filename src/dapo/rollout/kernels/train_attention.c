@@ -11,7 +11,10 @@
        dp_j = g . v_j,  ds_j = p_j (dp_j - sum_l p_l dp_l),
        dq = scale sum_j ds_j k_j,  dk_j = scale sum_t ds_tj q_t,  dv_j = sum_t p_tj g_t,
    each (prompt, KV head) by one thread, so that a prompt's keys, seen by all its responses, sum
-   their gradients in one place, in a fixed order.
+   their gradients in one place, in a fixed order (the same numbers on any thread count).
+
+   Two query heads of a KV head go together, sharing each key's and value's load, and every sum of
+   products runs in at least eight independent registers (an FMA's latency is four).
 
    qk: (N, (H + Hkv) d) float32 at row stride qk_stride: the rotated queries, then keys. v: (N, Hkv d)
    at row stride v_stride, bf16 where `bf16` (then out, grad_out and grad_v are too) or float32.
@@ -32,11 +35,12 @@ typedef struct {
     const void *v;
     long v_stride;
     int bf16;
-    long heads, kv_heads, d;
+    long heads, kv_heads, d, groups;
     float scale;
 } Tensors;
 
-/* The keys one segment's tokens see: `prefix` (its prompt's, or none) then its own `length` from `start`. */
+/* The keys one segment's tokens see: `prefix` of them from prefix_start (its prompt's), then its
+   own `length` from `start`, the i-th token seeing prefix + i + 1 keys. */
 typedef struct {
     long prefix_start, prefix, start, length;
 } Segment;
@@ -45,52 +49,53 @@ static inline long key_token(const Segment *s, long j) {
     return j < s->prefix ? s->prefix_start + j : s->start + j - s->prefix;
 }
 
-/* KV head h's keys and values of the tokens segment s sees, as float32 rows of d */
-static void load_keys(const Tensors *x, const Segment *s, long h, float *keys, float *values) {
-    const long d = x->d;
-    for (long j = 0; j < s->prefix + s->length; ++j) {
-        const long token = key_token(s, j);
-        memcpy(keys + j * d, x->qk + token * x->qk_stride + (x->heads + h) * d, sizeof(float) * d);
-        for (long c = 0; c < d; c += 16)
-            _mm512_storeu_ps(values + j * d + c, load(x->v, token * x->v_stride + h * d + c, x->bf16, 0xFFFF));
-    }
-}
-
-/* out[j] = scale (x . rows[j]) for j < count, rows of d: 16 keys at a time, each key's lanes summed
-   by one transposing add tree (sum16) */
-static void dots(const float *x, const float *rows, long count, long d, float scale, float *out) {
-    for (long j0 = 0; j0 < count; j0 += 16) {
+/* out_g[j] = scale x_g . row(key j of s) for j < count, g = 0, 1 (x1 may be x0), row(token) at
+   rows + token stride + offset, bf16 or float32: 8 keys x 2 queries at a time, 16 independent
+   sums, their lanes added by one transposing add tree (sum16) */
+static void pair_scores(const float *x0, const float *x1, const Segment *s, long count, const void *rows, long stride,
+                        long offset, int bf16, long d, float scale, float *out0, float *out1) {
+    for (long j0 = 0; j0 < count; j0 += 8) {
+        const long n = count - j0 < 8 ? count - j0 : 8;
+        long at[8];
+        for (long k = 0; k < 8; ++k) at[k] = key_token(s, j0 + (k < n ? k : 0)) * stride + offset;
         __m512 acc[16];
-        for (long k = 0; k < 16; ++k) {
-            acc[k] = _mm512_setzero_ps();
-            if (j0 + k >= count) continue;
-            const float *row = rows + (j0 + k) * d;
-            for (long c = 0; c < d; c += 16) acc[k] = _mm512_fmadd_ps(_mm512_loadu_ps(x + c), _mm512_loadu_ps(row + c), acc[k]);
+        for (int k = 0; k < 16; ++k) acc[k] = _mm512_setzero_ps();
+        for (long c = 0; c < d; c += 16) {
+            const __m512 a = _mm512_loadu_ps(x0 + c), b = _mm512_loadu_ps(x1 + c);
+            for (int k = 0; k < 8; ++k) {
+                const __m512 row = load(rows, at[k] + c, bf16, 0xFFFF);
+                acc[k] = _mm512_fmadd_ps(a, row, acc[k]);
+                acc[8 + k] = _mm512_fmadd_ps(b, row, acc[8 + k]);
+            }
         }
-        _mm512_mask_storeu_ps(out + j0, tail(count, j0), _mm512_mul_ps(sum16(acc), _mm512_set1_ps(scale)));
+        const __m512 sums = _mm512_mul_ps(sum16(acc), _mm512_set1_ps(scale));
+        const __mmask16 first = (__mmask16)((1u << n) - 1);
+        _mm512_mask_storeu_ps(out0 + j0, first, sums);
+        _mm512_mask_storeu_ps(out1 + j0 - 8, (__mmask16)(first << 8), sums);  /* lanes 8.. to out1[j0..] */
     }
 }
 
-/* out[0..d) = factor sum over l in [first, last) of weights[l * stride] rows[l], rows of d; in
-   registers 64 columns at a time */
-static void weighted_rows(const float *weights, long stride, const float *rows, long first, long last, long d,
-                          float factor, float *out) {
+/* acc_g[0..d) = factor_g sum_{j < count} w_g[j] row(key j of s), g = 0, 1; row(token) at
+   rows + token stride + offset, bf16 or float32; in registers 64 columns at a time */
+static void key_sums(const float *w0, const float *w1, const Segment *s, long count, const void *rows, long stride,
+                     long offset, int bf16, long d, float f0, float f1, float *acc0, float *acc1) {
     for (long c0 = 0; c0 < d; c0 += 64) {
         const long width = d - c0 < 64 ? d - c0 : 64;
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (long l = first; l < last; ++l) {
-            const __m512 w = _mm512_set1_ps(weights[l * stride]);
-            const float *row = rows + l * d + c0;
-            a0 = _mm512_fmadd_ps(w, _mm512_loadu_ps(row), a0);
-            if (width > 16) a1 = _mm512_fmadd_ps(w, _mm512_loadu_ps(row + 16), a1);
-            if (width > 32) a2 = _mm512_fmadd_ps(w, _mm512_loadu_ps(row + 32), a2);
-            if (width > 48) a3 = _mm512_fmadd_ps(w, _mm512_loadu_ps(row + 48), a3);
+        __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+        __m512 b[4] = {a[0], a[0], a[0], a[0]};
+        for (long j = 0; j < count; ++j) {
+            const long at = key_token(s, j) * stride + offset + c0;
+            const __m512 u = _mm512_set1_ps(w0[j]), w = _mm512_set1_ps(w1[j]);
+            for (long k = 0; k < width / 16; ++k) {
+                const __m512 row = load(rows, at + 16 * k, bf16, 0xFFFF);
+                a[k] = _mm512_fmadd_ps(u, row, a[k]);
+                b[k] = _mm512_fmadd_ps(w, row, b[k]);
+            }
         }
-        const __m512 f = _mm512_set1_ps(factor);
-        _mm512_storeu_ps(out + c0, _mm512_mul_ps(a0, f));
-        if (width > 16) _mm512_storeu_ps(out + c0 + 16, _mm512_mul_ps(a1, f));
-        if (width > 32) _mm512_storeu_ps(out + c0 + 32, _mm512_mul_ps(a2, f));
-        if (width > 48) _mm512_storeu_ps(out + c0 + 48, _mm512_mul_ps(a3, f));
+        for (long k = 0; k < width / 16; ++k) {
+            _mm512_storeu_ps(acc0 + c0 + 16 * k, _mm512_mul_ps(a[k], _mm512_set1_ps(f0)));
+            _mm512_storeu_ps(acc1 + c0 + 16 * k, _mm512_mul_ps(b[k], _mm512_set1_ps(f1)));
+        }
     }
 }
 
@@ -107,12 +112,12 @@ static float largest(const float *scores, long count) {
     return nan ? NAN : _mm512_reduce_max_ps(top);
 }
 
-/* scores[j] = exp(scores[j] - shift) for j < count, zeros after it up to the next multiple of 16;
-   returns their sum */
-static float exponentials(float *scores, long count, float shift) {
+/* scores[j] = exp(scores[j] - shift) for j < count, zeros after it up to `padded` (a multiple of
+   16); returns their sum */
+static float exponentials(float *scores, long count, long padded, float shift) {
     __m512 total = _mm512_setzero_ps();
-    for (long j = 0; j < count; j += 16) {
-        const __mmask16 m = tail(count, j);
+    for (long j = 0; j < padded; j += 16) {
+        const __mmask16 m = j < count ? tail(count, j) : 0;
         const __m512 e = _mm512_maskz_mov_ps(m, exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + j),
                                                                              _mm512_set1_ps(shift))));
         _mm512_storeu_ps(scores + j, e);
@@ -131,30 +136,39 @@ static Segment row_segment(const long *prompt_start, const long *prompt_length, 
     return (Segment){prompt_start[u], prompt_length[u], row_start[r], row_length[r]};
 }
 
-/* floats of scratch per thread: forward (backward = 0) or backward, for the longest prompt and row */
+static long padded_keys(long prefix, long length) {  /* three spare columns, zeros, past the last key */
+    return (prefix + length + 3 + 15) / 16 * 16;
+}
+
+/* floats of scratch per thread: for the forward (backward = 0) or backward, for the longest prompt and row */
 long dapo_packed_attention_scratch(long max_prompt, long max_row, long groups, long d, int backward) {
-    const long keys = max_prompt + max_row, padded = (keys + 15) / 16 * 16;
+    const long padded = padded_keys(max_prompt, max_row);
     const long lines = groups * (max_prompt > max_row ? max_prompt : max_row);
-    if (!backward) return 2 * keys * d + padded + d;
-    return 2 * keys * d + 2 * lines * d + 2 * lines * padded + 2 * max_prompt * d + d;
+    return backward ? 2 * lines * padded + 2 * max_prompt * d + 6 * d : 2 * padded + 2 * d;
 }
 
 /* One segment's forward for KV head h: out (N, H d), lse (N, H) float32. */
 static void segment_forward(const Tensors *x, const Segment *s, long h, float *scratch, void *out, float *lse) {
-    const long d = x->d, groups = x->heads / x->kv_heads, keys = s->prefix + s->length;
-    float *key_rows = scratch, *values = key_rows + keys * d, *probs = values + keys * d;
-    float *acc = probs + (keys + 15) / 16 * 16;
-    load_keys(x, s, h, key_rows, values);
+    const long d = x->d, padded = padded_keys(s->prefix, s->length);
+    float *p0 = scratch, *p1 = p0 + padded, *acc0 = p1 + padded, *acc1 = acc0 + d;
     for (long i = 0; i < s->length; ++i) {
         const long token = s->start + i, count = s->prefix + i + 1;
-        for (long n = h * groups; n < (h + 1) * groups; ++n) {
-            dots(x->qk + token * x->qk_stride + n * d, key_rows, count, d, x->scale, probs);
-            const float top = largest(probs, count);
-            const float total = exponentials(probs, count, top);
-            lse[token * x->heads + n] = top + logf(total);
-            weighted_rows(probs, 1, values, 0, count, d, 1.0f / total, acc);
-            for (long c = 0; c < d; c += 16)
-                store(out, (token * x->heads + n) * d + c, x->bf16, 0xFFFF, _mm512_loadu_ps(acc + c));
+        for (long n = h * x->groups; n < (h + 1) * x->groups; n += 2) {
+            const int pair = n + 1 < (h + 1) * x->groups;
+            const float *q0 = x->qk + token * x->qk_stride + n * d, *q1 = pair ? q0 + d : q0;
+            pair_scores(q0, q1, s, count, x->qk, x->qk_stride, (x->heads + h) * d, 0, d, x->scale, p0, p1);
+            float inverse[2];
+            for (int g = 0; g < 1 + pair; ++g) {
+                float *p = g ? p1 : p0;
+                const float top = largest(p, count), total = exponentials(p, count, count, top);
+                lse[token * x->heads + n + g] = top + logf(total);
+                inverse[g] = 1.0f / total;
+            }
+            key_sums(p0, pair ? p1 : p0, s, count, x->v, x->v_stride, h * d, x->bf16, d, inverse[0],
+                     pair ? inverse[1] : inverse[0], acc0, acc1);
+            for (int g = 0; g < 1 + pair; ++g)
+                for (long c = 0; c < d; c += 16)
+                    store(out, (token * x->heads + n + g) * d + c, x->bf16, 0xFFFF, _mm512_loadu_ps((g ? acc1 : acc0) + c));
         }
     }
 }
@@ -164,8 +178,9 @@ void dapo_packed_attention_forward(const float *qk, long qk_stride, const void *
                                    const long *row_start, const long *row_length, const long *row_prompt, long rows,
                                    long heads, long kv_heads, long d, float scale, long max_prompt, long max_row,
                                    void *out, float *lse, float *scratch, int threads) {
-    const Tensors x = {qk, qk_stride, v, v_stride, bf16, heads, kv_heads, d, scale};
-    const long per_thread = dapo_packed_attention_scratch(max_prompt, max_row, heads / kv_heads, d, 0);
+    const long groups = heads / kv_heads;
+    const Tensors x = {qk, qk_stride, v, v_stride, bf16, heads, kv_heads, d, groups, scale};
+    const long per_thread = dapo_packed_attention_scratch(max_prompt, max_row, groups, d, 0);
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
     for (long item = 0; item < (prompts + rows) * kv_heads; ++item) {
 #ifdef _OPENMP
@@ -181,6 +196,32 @@ void dapo_packed_attention_forward(const float *qk, long qk_stride, const void *
     }
 }
 
+/* acc[k][0..d) = factor sum over lines l in [first, lines) of w[l stride + k] row(l), k < 4 (four
+   keys' sums sharing each row's load); line l = i G + g is row origin + i row_stride + g d of rows,
+   bf16 or float32; acc: 4 rows of d */
+static void line_sums(const float *w, long stride, const void *rows, long origin, long row_stride, int bf16, long groups,
+                      long first, long lines, long d, float factor, float *acc) {
+    for (long c0 = 0; c0 < d; c0 += 64) {
+        const long chunks = (d - c0 < 64 ? d - c0 : 64) / 16;
+        __m512 a[4][4];
+        for (int k = 0; k < 4; ++k)
+            for (int c = 0; c < 4; ++c) a[k][c] = _mm512_setzero_ps();
+        long i = first / groups, g = first % groups;  /* line l's token and head, stepped (no division per line) */
+        for (long l = first; l < lines; ++l) {
+            const long at = origin + i * row_stride + g * d + c0;
+            if (++g == groups) g = 0, ++i;
+            const float *weights = w + l * stride;
+            for (long c = 0; c < chunks; ++c) {
+                const __m512 row = load(rows, at + 16 * c, bf16, 0xFFFF);
+                for (int k = 0; k < 4; ++k) a[k][c] = _mm512_fmadd_ps(_mm512_set1_ps(weights[k]), row, a[k][c]);
+            }
+        }
+        for (int k = 0; k < 4; ++k)
+            for (long c = 0; c < chunks; ++c)
+                _mm512_storeu_ps(acc + k * d + c0 + 16 * c, _mm512_mul_ps(a[k][c], _mm512_set1_ps(factor)));
+    }
+}
+
 /* Where one (prompt, KV head)'s backward writes: grad_qk (N, (H + Hkv) d) float32 and grad_v
    (N, Hkv d), both contiguous; the prompt's keys' and values' gradients summed in prompt_dk and
    prompt_dv (prompt length x d) over its segment and its responses', written last. */
@@ -192,62 +233,79 @@ typedef struct {
     float *prompt_dk, *prompt_dv;
 } Gradients;
 
+/* p_j = exp(s_j - lse) into p, ds_j = p_j (dp_j - sum_l p_l dp_l) into ds (which holds dp), for
+   j < count; zeros up to stride */
+static void softmax_gradient(float *p, float *ds, long count, long stride, float lse) {
+    exponentials(p, count, stride, lse);
+    __m512 weighted = _mm512_setzero_ps();
+    for (long j = 0; j < count; j += 16) {
+        const __mmask16 m = tail(count, j);
+        weighted = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, p + j), _mm512_maskz_loadu_ps(m, ds + j), weighted);
+    }
+    const __m512 mean = _mm512_set1_ps(_mm512_reduce_add_ps(weighted));
+    for (long j = 0; j < stride; j += 16) {
+        const __mmask16 m = j < count ? tail(count, j) : 0;
+        _mm512_storeu_ps(ds + j, _mm512_maskz_mul_ps(m, _mm512_loadu_ps(p + j), _mm512_sub_ps(_mm512_loadu_ps(ds + j), mean)));
+    }
+}
+
+static void add_or_store(int add, float *sum, void *to, long at, int bf16, const float *value, long d) {
+    for (long c = 0; c < d; c += 16) {
+        if (add) _mm512_storeu_ps(sum + c, _mm512_add_ps(_mm512_loadu_ps(sum + c), _mm512_loadu_ps(value + c)));
+        else store(to, at + c, bf16, 0xFFFF, _mm512_loadu_ps(value + c));
+    }
+}
+
 static void segment_backward(const Tensors *x, const Segment *s, long h, int is_prompt, const Gradients *out,
                              float *scratch) {
-    const long d = x->d, groups = x->heads / x->kv_heads, keys = s->prefix + s->length;
-    const long padded = (keys + 15) / 16 * 16, lines = s->length * groups, qk_width = (x->heads + x->kv_heads) * d;
-    float *key_rows = scratch, *values = key_rows + keys * d, *query_rows = values + keys * d;
-    float *grad_rows = query_rows + lines * d, *probs = grad_rows + lines * d, *dscores = probs + lines * padded;
-    float *acc = dscores + lines * padded;
-    load_keys(x, s, h, key_rows, values);
+    const long d = x->d, groups = x->groups, keys = s->prefix + s->length;
+    const long stride = padded_keys(s->prefix, s->length), lines = s->length * groups;
+    const long qk_width = (x->heads + x->kv_heads) * d;
+    float *probs = scratch, *dscores = probs + lines * stride, *acc0 = dscores + lines * stride, *acc1 = acc0 + d;
+    float *g0 = acc1 + d, *g1 = g0 + d, *sums = acc0;  /* sums: 4 rows of d, over acc0 .. g1 (used after them) */
     for (long i = 0; i < s->length; ++i) {  /* each query line: p, ds and dq */
         const long token = s->start + i, count = s->prefix + i + 1;
-        for (long n = h * groups; n < (h + 1) * groups; ++n) {
+        for (long n = h * groups; n < (h + 1) * groups; n += 2) {
+            const int pair = n + 1 < (h + 1) * groups;
             const long line = i * groups + n - h * groups;
-            float *q = query_rows + line * d, *g = grad_rows + line * d, *p = probs + line * padded;
-            float *ds = dscores + line * padded;
-            memcpy(q, x->qk + token * x->qk_stride + n * d, sizeof(float) * d);
-            for (long c = 0; c < d; c += 16)
-                _mm512_storeu_ps(g + c, load(out->grad_out, (token * x->heads + n) * d + c, x->bf16, 0xFFFF));
-            dots(q, key_rows, count, d, x->scale, p);
-            exponentials(p, count, out->lse[token * x->heads + n]);
-            dots(g, values, count, d, 1.0f, ds);  /* dp */
-            __m512 weighted = _mm512_setzero_ps();
-            for (long j = 0; j < count; j += 16) {
-                const __mmask16 m = tail(count, j);
-                weighted = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, p + j), _mm512_maskz_loadu_ps(m, ds + j), weighted);
+            float *p0 = probs + line * stride, *p1 = pair ? p0 + stride : p0;  /* a lone head: written twice */
+            float *ds0 = dscores + line * stride, *ds1 = pair ? ds0 + stride : ds0;
+            const float *q0 = x->qk + token * x->qk_stride + n * d, *q1 = pair ? q0 + d : q0;
+            for (long c = 0; c < d; c += 16) {
+                _mm512_storeu_ps(g0 + c, load(out->grad_out, (token * x->heads + n) * d + c, x->bf16, 0xFFFF));
+                if (pair) _mm512_storeu_ps(g1 + c, load(out->grad_out, (token * x->heads + n + 1) * d + c, x->bf16, 0xFFFF));
             }
-            const __m512 mean = _mm512_set1_ps(_mm512_reduce_add_ps(weighted));
-            for (long j = 0; j < count; j += 16) {
-                const __mmask16 m = tail(count, j);
-                const __m512 dp = _mm512_maskz_loadu_ps(m, ds + j);
-                _mm512_mask_storeu_ps(ds + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, p + j), _mm512_sub_ps(dp, mean)));
-            }
-            weighted_rows(ds, 1, key_rows, 0, count, d, x->scale, acc);
-            memcpy(out->grad_qk + token * qk_width + n * d, acc, sizeof(float) * d);
+            pair_scores(q0, q1, s, count, x->qk, x->qk_stride, (x->heads + h) * d, 0, d, x->scale, p0, p1);
+            pair_scores(g0, pair ? g1 : g0, s, count, x->v, x->v_stride, h * d, x->bf16, d, 1.0f, ds0, ds1); /* dp */
+            if (pair) softmax_gradient(p1, ds1, count, stride, out->lse[token * x->heads + n + 1]);
+            softmax_gradient(p0, ds0, count, stride, out->lse[token * x->heads + n]);
+            key_sums(ds0, pair ? ds1 : ds0, s, count, x->qk, x->qk_stride, x->heads * d + h * d, 0, d, x->scale,
+                     x->scale, acc0, acc1);  /* dq */
+            memcpy(out->grad_qk + token * qk_width + n * d, acc0, sizeof(float) * d);
+            if (pair) memcpy(out->grad_qk + token * qk_width + (n + 1) * d, acc1, sizeof(float) * d);
         }
     }
-    /* each key's: over the lines that see it (all of them for the prompt's; from its own position on
-       for the segment's own) */
-    for (long j = 0; j < keys; ++j) {
-        const long first = j < s->prefix ? 0 : (j - s->prefix) * groups, token = key_token(s, j);
-        const int prompts_key = is_prompt || j < s->prefix;
-        weighted_rows(dscores + j, padded, query_rows, first, lines, d, x->scale, acc);
-        for (long c = 0; c < d; c += 16) {
-            if (prompts_key) {
-                float *sum = out->prompt_dk + j * d + c;
-                _mm512_storeu_ps(sum, _mm512_add_ps(_mm512_loadu_ps(sum), _mm512_loadu_ps(acc + c)));
-            } else {
-                _mm512_storeu_ps(out->grad_qk + token * qk_width + (x->heads + h) * d + c, _mm512_loadu_ps(acc + c));
-            }
-        }
-        weighted_rows(probs + j, padded, grad_rows, first, lines, d, 1.0f, acc);
-        for (long c = 0; c < d; c += 16) {
-            if (prompts_key) {
-                float *sum = out->prompt_dv + j * d + c;
-                _mm512_storeu_ps(sum, _mm512_add_ps(_mm512_loadu_ps(sum), _mm512_loadu_ps(acc + c)));
-            } else {
-                store(out->grad_v, token * x->kv_heads * d + h * d + c, x->bf16, 0xFFFF, _mm512_loadu_ps(acc + c));
+    /* the keys' and values' gradients, four keys at a time: over the lines that see them (all of them
+       for the prompt's keys; from its own position on for the segment's own, ds and p zero before) */
+    const long q_origin = s->start * x->qk_stride + h * groups * d, g_origin = (s->start * x->heads + h * groups) * d;
+    for (long j = 0; j < keys; j += 4) {
+        const long first = j < s->prefix ? 0 : (j - s->prefix) * groups;
+        for (int kind = 0; kind < 2; ++kind) {  /* 0: keys (dk = scale sum ds q), 1: values (dv = sum p g) */
+            if (kind == 0)
+                line_sums(dscores + j, stride, x->qk, q_origin, x->qk_stride, 0, groups, first, lines, d, x->scale, sums);
+            else
+                line_sums(probs + j, stride, out->grad_out, g_origin, x->heads * d, x->bf16, groups, first, lines, d, 1.0f,
+                          sums);
+            for (long k = j; k < j + 4 && k < keys; ++k) {
+                const int prompts_key = is_prompt || k < s->prefix;
+                const long token = key_token(s, k);
+                const float *value = sums + (k - j) * d;
+                if (kind == 0)
+                    add_or_store(prompts_key, out->prompt_dk + k * d, out->grad_qk, token * qk_width + (x->heads + h) * d,
+                                 0, value, d);
+                else
+                    add_or_store(prompts_key, out->prompt_dv + k * d, out->grad_v, token * x->kv_heads * d + h * d,
+                                 x->bf16, value, d);
             }
         }
     }
@@ -260,9 +318,9 @@ void dapo_packed_attention_backward(const void *grad_out, const float *qk, long 
                                     const long *prompt_rows, long heads, long kv_heads, long d, float scale,
                                     long max_prompt, long max_row, float *grad_qk, void *grad_v, float *scratch,
                                     int threads) {
-    const Tensors x = {qk, qk_stride, v, v_stride, bf16, heads, kv_heads, d, scale};
-    const long per_thread = dapo_packed_attention_scratch(max_prompt, max_row, heads / kv_heads, d, 1);
-    const long qk_width = (heads + kv_heads) * d;
+    const long groups = heads / kv_heads, qk_width = (heads + kv_heads) * d;
+    const Tensors x = {qk, qk_stride, v, v_stride, bf16, heads, kv_heads, d, groups, scale};
+    const long per_thread = dapo_packed_attention_scratch(max_prompt, max_row, groups, d, 1);
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
     for (long item = 0; item < prompts * kv_heads; ++item) {
 #ifdef _OPENMP

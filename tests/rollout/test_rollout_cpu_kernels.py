@@ -192,6 +192,12 @@ def test_native_cpu_kernels_false_attends_with_torch(monkeypatch: pytest.MonkeyP
     assert result.num_generated_tokens == 4 and engine.last_path == "llama" and engine.last_attention == "torch"
 
 
+def forget_loaded_kernels() -> None:
+    """The next call builds (or fails to build) and loads the library and the decode kernels again."""
+    cpu_kernels._kernels_or_reason.cache_clear()
+    cpu_kernels._library_or_reason.cache_clear()
+
+
 def test_without_a_compiler_the_kernel_is_unavailable_and_decoding_falls_back(
     monkeypatch: pytest.MonkeyPatch, tmp_path
 ):
@@ -200,7 +206,7 @@ def test_without_a_compiler_the_kernel_is_unavailable_and_decoding_falls_back(
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(cpu_kernels, "_warned", False)
-    cpu_kernels._kernels_or_reason.cache_clear()
+    forget_loaded_kernels()
     try:
         with warnings.catch_warnings(record=True) as said:
             warnings.simplefilter("always")
@@ -216,7 +222,7 @@ def test_without_a_compiler_the_kernel_is_unavailable_and_decoding_falls_back(
         engine.generate([[3, 4, 5]], SamplingParams(max_new_tokens=4))
         assert engine.last_attention == "torch"
     finally:
-        cpu_kernels._kernels_or_reason.cache_clear()
+        forget_loaded_kernels()
 
 
 def test_any_failure_to_build_falls_back_and_a_raising_warning_filter_raises_once(monkeypatch: pytest.MonkeyPatch):
@@ -228,7 +234,7 @@ def test_any_failure_to_build_falls_back_and_a_raising_warning_filter_raises_onc
     monkeypatch.setattr(cpu_kernels, "_load", broken)
     monkeypatch.setattr(cpu_kernels, "platform_reason", lambda: None)
     monkeypatch.setattr(cpu_kernels, "_warned", False)
-    cpu_kernels._kernels_or_reason.cache_clear()
+    forget_loaded_kernels()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error")
@@ -237,7 +243,7 @@ def test_any_failure_to_build_falls_back_and_a_raising_warning_filter_raises_onc
             assert cpu_kernels.cpu_decode_kernels() is None
         assert "unexpectedly" in cpu_kernels.unavailable_reason()
     finally:
-        cpu_kernels._kernels_or_reason.cache_clear()
+        forget_loaded_kernels()
 
 
 @needs_kernels

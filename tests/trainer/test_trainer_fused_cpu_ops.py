@@ -35,6 +35,23 @@ def test_the_training_kernels_load_wherever_the_decode_kernels_do():
 
 
 @needs_kernels
+def test_a_failed_decode_self_test_leaves_the_training_kernels_on(monkeypatch):
+    """Each set binds and tests its own functions on the one library: the decode kernels failing
+    theirs turns them off, not the training forward's."""
+    monkeypatch.setattr(cpu_kernels, "_self_test", lambda kernels: "attention: max error 1 against float64")
+    monkeypatch.setattr(cpu_kernels, "_warned", False)
+    cpu_kernels._kernels_or_reason.cache_clear()
+    try:
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            assert cpu_kernels.cpu_decode_kernels() is None
+        assert len(said) == 1 and "self-test" in str(said[0].message)
+        assert fused_cpu_ops(torch.zeros(1)) is not None
+    finally:
+        cpu_kernels._kernels_or_reason.cache_clear()
+
+
+@needs_kernels
 @pytest.mark.parametrize("context", ["no_grad", "inference_mode"])
 def test_their_self_test_passes_when_first_called_inside_a_forward(context: str, monkeypatch):
     """The first call comes from a forward under bf16 autocast, in a no-grad or inference-mode

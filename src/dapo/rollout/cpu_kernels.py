@@ -16,12 +16,13 @@ every op), reading the filled slots only (the torch path attends over every allo
 the folded RMSNorm ``x / hypot(||x||, floor)`` per row in one pass.
 
 The C compiler ($CC, else ``cc``) builds them, with the training forward's kernels
-(``kernels/train_fused.c``, :mod:`dapo.trainer.fused_cpu_ops`), into one library in
+(``kernels/train_fused.c``, ``kernels/train_attention.c``, :mod:`dapo.trainer.fused_cpu_ops`), into one library in
 ``~/.cache/dapo-rl/kernels`` (keyed by the sources, the flags and the compiler's version; about a
-second; a new build removes others unused for a week), ctypes loads it, and a self-test against
-float64 must pass. Where any of that fails (another CPU, no compiler, a build error),
-:func:`cpu_decode_kernels` returns None with the reason in :func:`unavailable_reason` (a warning
-on a CPU they are for) and the decoder runs its torch ops. ``rollout.native_cpu_kernels=false``
+second; a new build removes others unused for a week; :func:`cpu_kernel_library`), ctypes loads it,
+and a self-test against float64 must pass (the training kernels run their own). Where any of that
+fails (another CPU, no compiler, a build error), :func:`cpu_decode_kernels` returns None with the
+reason in :func:`unavailable_reason` (a warning on a CPU they are for) and the decoder runs its
+torch ops. ``rollout.native_cpu_kernels=false``
 opts out.
 """
 
@@ -62,7 +63,6 @@ class CpuDecodeKernels:
     """The loaded kernels: ``attention`` (RoPE, the new slot's K and V, attention) and ``rms_scale``."""
 
     def __init__(self, library: ctypes.CDLL) -> None:
-        self.library = library  # the training kernels' functions too (dapo.trainer.fused_cpu_ops binds them)
         pointer, size = ctypes.c_void_p, ctypes.c_long
         self._attention = library.dapo_decode_attention_bf16
         self._attention.argtypes = [pointer, pointer, size, pointer, size, pointer, pointer, pointer, size, size,
@@ -159,18 +159,33 @@ class DecodeStep:
 
 
 def cpu_decode_kernels() -> CpuDecodeKernels | None:
-    """The kernels, built and self-tested once per process; None where they cannot run here (a
-    warning says why, once, on a CPU they are for)."""
-    global _warned
+    """The decode kernels, bound and self-tested once per process; None where they cannot run here
+    (a warning says why, once, on a CPU they are for)."""
     loaded = _kernels_or_reason()
     if isinstance(loaded, CpuDecodeKernels):
         return loaded
+    _warn_once(loaded)
+    return None
+
+
+def cpu_kernel_library() -> ctypes.CDLL | None:
+    """The compiled library of every CPU kernel (decode and training: the training forward binds and
+    self-tests its own, :mod:`dapo.trainer.fused_cpu_ops`), built and loaded once per process; None
+    where it cannot be (a warning says why, once, on a CPU it is for)."""
+    loaded = _library_or_reason()
+    if isinstance(loaded, str):
+        _warn_once(loaded)
+        return None
+    return loaded
+
+
+def _warn_once(reason: str) -> None:
+    global _warned
     if not _warned and platform_reason() is None:
         _warned = True  # first: a warning filter that raises must not make every later call raise
-        warnings.warn(f"the fused CPU kernels are not used: {loaded} (torch's ops decode and train instead, slower; "
+        warnings.warn(f"the fused CPU kernels are not used: {reason} (torch's ops decode and train instead, slower; "
                       "rollout.native_cpu_kernels=false and trainer.native_cpu_kernels=false silence this)",
-                      stacklevel=3)
-    return None
+                      stacklevel=4)
 
 
 def unavailable_reason() -> str | None:
@@ -192,6 +207,22 @@ def _kernels_or_reason() -> CpuDecodeKernels | str:
         return f"building or loading them failed unexpectedly ({error!r})"
 
 
+@functools.cache
+def _library_or_reason() -> ctypes.CDLL | str:
+    try:
+        if (reason := platform_reason()) is not None:
+            return reason
+        library = _build()
+        try:
+            return ctypes.CDLL(str(library))
+        except OSError as error:
+            return f"loading {library} failed: {error}"
+    except _Unavailable as error:
+        return str(error)
+    except Exception as error:  # noqa: BLE001 - anything else in building or loading it: run without
+        return f"building or loading them failed unexpectedly ({error!r})"
+
+
 class _Unavailable(Exception):
     pass
 
@@ -205,13 +236,13 @@ def platform_reason() -> str | None:
 
 
 def _load() -> CpuDecodeKernels:
-    if (reason := platform_reason()) is not None:
-        raise _Unavailable(reason)
-    library = _build()
+    library = _library_or_reason()
+    if isinstance(library, str):
+        raise _Unavailable(library)
     try:
-        kernels = CpuDecodeKernels(ctypes.CDLL(str(library)))
-    except (OSError, AttributeError) as error:
-        raise _Unavailable(f"loading {library} failed: {error}") from error
+        kernels = CpuDecodeKernels(library)
+    except AttributeError as error:
+        raise _Unavailable(f"binding the decode kernels failed: {error}") from error
     if (error := _self_test(kernels)) is not None:
         raise _Unavailable(f"the built kernels failed their self-test ({error})")
     return kernels

@@ -34,7 +34,7 @@ from transformers.models.llama.modeling_llama import LlamaRMSNorm
 from transformers.models.mistral.modeling_mistral import MistralRMSNorm
 from transformers.models.qwen2.modeling_qwen2 import Qwen2RMSNorm
 
-from dapo.rollout.cpu_kernels import cpu_decode_kernels
+from dapo.rollout.cpu_kernels import cpu_kernel_library
 from dapo.rollout.llama_decoder import skipped_hooks
 from dapo.trainer.fused_cpu_attention import (
     AttentionSegments,
@@ -114,8 +114,8 @@ def fused_cpu_ops(hidden: torch.Tensor) -> FusedCpuOps | None:
     else None."""
     if hidden.device.type != "cpu" or hidden.dtype != torch.float32:
         return None
-    kernels = cpu_decode_kernels()  # warns once, on a CPU they are for, where they do not load
-    return None if kernels is None else _tested(kernels.library)
+    library = cpu_kernel_library()  # warns once, on a CPU they are for, where it does not load
+    return None if library is None else _tested(library)
 
 
 def _tested(library: ctypes.CDLL) -> FusedCpuOps | None:

@@ -117,8 +117,9 @@ def native_shared_prompt_logits(model: PreTrainedModel, tensors: dict[str, torch
     the shared-prompt layout's tensors: :func:`dapo.trainer.shared_prompt.shared_prompt_logits`'s.
     Attention as the model's attn_implementation asks: eager (scores materialised, Hugging Face's
     eager arithmetic) or, for any other, torch's scaled_dot_product_attention. ``cpu_kernels``:
-    RMSNorm, SwiGLU and RoPE as fused kernels where they run (:mod:`dapo.trainer.fused_cpu_ops`;
-    the same logits to float32 rounding, not bit for bit)."""
+    RMSNorm, SwiGLU, RoPE and attention (for either implementation, on the packed tokens) as fused
+    kernels where they run (:mod:`dapo.trainer.fused_cpu_ops`; the same logits to float32 rounding,
+    not bit for bit)."""
     if reason := native_forward_reason(model):  # under a millisecond; without it, wrong logits, not an error
         raise ValueError(f"dapo-rl's training forward does not compute this model: {reason}")
     if not isinstance(model, FSDPModule):

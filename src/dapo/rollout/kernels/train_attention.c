@@ -71,7 +71,7 @@ static void pair_scores(const float *x0, const float *x1, const Segment *s, long
         const __m512 sums = _mm512_mul_ps(sum16(acc), _mm512_set1_ps(scale));
         const __mmask16 first = (__mmask16)((1u << n) - 1);
         _mm512_mask_storeu_ps(out0 + j0, first, sums);
-        _mm512_mask_storeu_ps(out1 + j0 - 8, (__mmask16)(first << 8), sums);  /* lanes 8.. to out1[j0..] */
+        _mm512_mask_storeu_ps(out1 + j0, first, _mm512_shuffle_f32x4(sums, sums, 0xEE));  /* lanes 8.. */
     }
 }
 

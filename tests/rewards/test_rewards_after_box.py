@@ -1,10 +1,11 @@
 """Text after the last box that makes it no longer the whole answer (rows marked "before:" were
 scored right before this change; the rest guard what stays right):
 
-1. A second value after the box with no "or" (``\\boxed{34}; 35``, ``\\boxed{34}, maybe 35``, ``\\boxed{34} 35``)
-   was dropped, so the box alone was the answer. It is another candidate now, unless it restates the box's
-   value (``\\boxed{34}, 34.0``). A period ends the sentence: ``\\boxed{34}. 35 was my first guess`` is no
-   second answer.
+1. A second value alone after the box with no "or" (``\\boxed{34}; 35``, ``\\boxed{34}, maybe 35``,
+   ``\\boxed{34} 35``) was dropped, so the box alone was the answer. It is another candidate now, unless it
+   restates the box's value (``\\boxed{34}, 34.0``). A value that goes on is a justification, read as before
+   (``\\boxed{34}, 34 = 2 \\cdot 17``), and a period ends the sentence: ``\\boxed{34}. 35 was my first guess``
+   is no second answer.
 2. An estimate's words with no value (``\\boxed{34} or so``, ``give or take``, ``(more or less)``) and a bracketed
    approximation word (``\\boxed{34} (approximately)``, ``(roughly)``) hedged the box only without brackets
    (``\\boxed{34}, roughly`` was already wrong).
@@ -40,6 +41,11 @@ CASES: list[tuple[str, str, bool]] = [
     (A + "So \\boxed{34} is the answer.", "34", True),
     (A + "So \\boxed{34} cm", "34", True),
     (A + "So \\boxed{34} ways, so 34 in all.", "34", True),
+    (A + "So \\boxed{34}, 34 = 2 \\cdot 17", "34", True),  # a justification after the value, not a second one
+    (A + "So \\boxed{34}; 2 \\cdot 17 = 34", "34", True),
+    (A + "So \\boxed{34}; 34 ways to pick 2 of 9", "34", True),
+    (A + "So \\boxed{12}, 12:00", "12", True),
+    (A + "So \\boxed{34}, 35.", "34", False),  # before: right
     # --- 2. an estimate ---
     (A + "So \\boxed{34} or so", "34", False),  # before: right
     (A + "So \\boxed{34}, give or take", "34", False),  # before: right

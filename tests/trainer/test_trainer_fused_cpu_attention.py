@@ -1,6 +1,6 @@
 """The fused CPU attention of the training forward (dapo.trainer.fused_cpu_attention): forward and
 backward against float64 on packed shared-prompt layouts (empty responses, prompts with no
-responses, one to four query heads per KV head), the same numbers on any thread count, NaN kept
+responses, one to seven query heads per KV head), the same numbers on any thread count, NaN kept
 where torch keeps it, the cases it declines, and the windowed models it leaves to the grids."""
 
 from __future__ import annotations
@@ -36,7 +36,9 @@ LAYOUTS = {
     "a_prompt_without_responses": ([4, 2], [3, 5], [1, 1]),
     "long_rows": ([17], [33, 40, 1], [0, 0, 0]),
 }
-HEADS = {"gqa_4_2_64": (4, 2, 64), "mha_2_2_32": (2, 2, 32), "gqa_8_2_16": (8, 2, 16), "mqa_4_1_128": (4, 1, 128)}
+# query heads per KV head: 2, 1, 4, 4, 3 and 7 (Qwen2.5-0.5B's: head pairs and a lone head in one group)
+HEADS = {"gqa_4_2_64": (4, 2, 64), "mha_2_2_32": (2, 2, 32), "gqa_8_2_16": (8, 2, 16), "mqa_4_1_128": (4, 1, 128),
+         "gqa_6_2_64": (6, 2, 64), "gqa_14_2_64": (14, 2, 64)}
 
 
 def inputs(segments, heads: tuple[int, int, int], value_dtype: torch.dtype, seed: int = 0):

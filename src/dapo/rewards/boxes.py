@@ -52,12 +52,14 @@ _ALTERNATIVE_AFTER = re.compile(
     r"(?:(?:" + NAME + r" {0,3}= {0,3})?[+-]? {0,3}"
     r"(?:[0-9]|\\(?:d?frac|sqrt|boxed|pi)(?![A-Za-z]))"
     r"|(?:more|less|fewer|greater|higher|lower|above|below)(?![A-Za-z]))", re.IGNORECASE)
-# ... or a value after it with no "or": "\\boxed{34}; 35", "\\boxed{34}, maybe 35", "\\boxed{34} 35" (spaced; glued,
-# "\\boxed{34}35" continues the box, _CONTINUED_AFTER). A period ends the answer's sentence: "\\boxed{34}. 35 is
-# wrong because" is no second answer.
+# ... or a value alone after it with no "or": "\\boxed{34}; 35", "\\boxed{34}, maybe 35.", "\\boxed{34} 35" (spaced;
+# glued, "\\boxed{34}35" continues the box, _CONTINUED_AFTER). Only a bare value ending the line: one that goes on
+# ("\\boxed{34}, 34 = 2 \\cdot 17", "\\boxed{34}; 2 \\cdot 17 = 34", "12:00") is a justification, read as before. A
+# period ends the answer's sentence: "\\boxed{34}. 35 is wrong because" is no second answer.
 _VALUE_AFTER = re.compile(
     r"(?:\\[)\]]|[\s$]){0,8}[,;]?(?:\\[)\]]|[\s$]){0,8}(?:(?:" + OR_ADVERBS + r")(?![A-Za-z])[\s,$]{0,8}){0,2}"
-    r"(?P<value>(?:" + NAME + r" {0,3}= {0,3})?[+-]? {0,3}(?:[0-9]|\\(?:d?frac|sqrt|boxed|pi)(?![A-Za-z])))",
+    r"(?:" + NAME + r" {0,3}= {0,3})?(?P<value>[+-]? {0,3}(?:[0-9][0-9,]{0,30}(?:\.[0-9]{1,30})?"
+    r"|\\d?frac\{[^{}]{1,20}\}\{[^{}]{1,20}\}|\\sqrt\{[^{}]{1,20}\}|\\pi(?![A-Za-z])))[\s$.]{0,8}$",
     re.IGNORECASE)
 # An estimate's words with no value: "\\boxed{34} or so", "give or take", "more or less" (bracketed or not).
 _ESTIMATE_AFTER = re.compile(r"[\s$,(]{0,8}(?:or\s{1,3}so|give\s{1,3}or\s{1,3}take|more\s{1,3}or\s{1,3}less)(?![A-Za-z])",
@@ -155,7 +157,7 @@ def changed_after(after: str, answer: str, stated: list[str] | None = None) -> b
     if _ALTERNATIVE_AFTER.match(after) and not restated:
         return True
     if (offered := _VALUE_AFTER.match(after)) and not _CONTINUED_AFTER.match(after):
-        value_text = after[offered.start("value"):]
+        value_text = offered.group("value")
         if not (restates_list(stated, value_text) if is_list and stated is not None else restates(answer, value_text)):
             return True  # "\\boxed{34}; 35": a second value ("\\boxed{34}, 34.0" restates it)
     if _ESTIMATE_AFTER.match(after):

@@ -122,9 +122,13 @@ def _segment_arguments(segments: AttentionSegments) -> list[int]:
 
 def _scratch(ops: FusedCpuOps, segments: AttentionSegments, heads: tuple[int, int, int, float],
              backward: bool) -> tuple[torch.Tensor, int]:
-    """Each thread's working memory, as the kernel sizes it."""
+    """Each thread's working memory, as the kernel sizes it, for no more threads than there are
+    (segment or, in backward, prompt) x KV-head items. Backward holds p and ds of one segment's
+    query lines against its keys: G * length x (prefix + length) floats twice, per thread, for the
+    time of the call (not kept between layers, as the grids' scores are)."""
     query_heads, kv_heads, head_dim, _ = heads
-    threads = torch.get_num_threads()
+    segments_count = len(segments.prompt_length) + (0 if backward else len(segments.row_length))
+    threads = max(1, min(torch.get_num_threads(), segments_count * kv_heads))
     per_thread = ops.functions["packed_attention_scratch"](segments.max_prompt, segments.max_row,
                                                            query_heads // kv_heads, head_dim, backward)
     return torch.empty(threads * per_thread, dtype=torch.float32, device="cpu"), threads

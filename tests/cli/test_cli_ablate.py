@@ -92,6 +92,7 @@ def test_summary_reports_seed_means_and_spreads():
     assert "15.0% ± 7.1%" in diagnostics_row and "0.50 ± 0.00" in diagnostics_row
 
 
+@pytest.mark.slow  # an end-to-end run of every variant (about 16 s): the slow suite keeps the default under 10 min
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_ablation_runs_every_variant_and_writes_tables_and_plot(tmp_path, monkeypatch, capsys):
     from dapo.cli import ablate

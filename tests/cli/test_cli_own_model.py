@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from transformers import AutoModelForCausalLM
 
 from dapo.trainer.metrics import read_metrics
@@ -35,6 +36,7 @@ def run(command: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
     return result
 
 
+@pytest.mark.slow  # the README's whole worked example end to end (about 15 s)
 def test_the_readme_worked_example_trains_evaluates_and_reports(tmp_path):
     make, train, evaluate = readme_commands()
     run(make, tmp_path)

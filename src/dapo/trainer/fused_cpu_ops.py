@@ -101,7 +101,6 @@ class FusedCpuOps:
             return None
         return _RoPE.apply(queries_keys, cos.reshape(rows, head_dim), sin.reshape(rows, head_dim), self)
 
-
     def attention(self, queries_keys: torch.Tensor, values: torch.Tensor, segments: AttentionSegments,
                   heads: tuple[int, int, int, float]) -> torch.Tensor | None:
         """Attention on the packed tokens of ``segments`` (:func:`dapo.trainer.fused_cpu_attention.fused_attention`)."""

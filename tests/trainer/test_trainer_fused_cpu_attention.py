@@ -35,10 +35,13 @@ LAYOUTS = {
     "groups": ([5, 3, 1], [6, 6, 2, 0, 9, 1, 4], [0, 0, 1, 1, 2, 0, 2]),
     "a_prompt_without_responses": ([4, 2], [3, 5], [1, 1]),
     "long_rows": ([17], [33, 40, 1], [0, 0, 0]),
+    # segments past the backward's block of 64 query tokens: a prompt of 70, rows of 130 and 65
+    "blocks": ([70, 3], [130, 0, 65], [0, 1, 1]),
 }
-# query heads per KV head: 2, 1, 4, 4, 3 and 7 (Qwen2.5-0.5B's: head pairs and a lone head in one group)
+# query heads per KV head: 2, 1, 4, 4, 3, 7 (Qwen2.5-0.5B's: head pairs and a lone head in one group) and 2,
+# the last with a head of 336 (past 256, and five 64-column blocks and a 16-column one)
 HEADS = {"gqa_4_2_64": (4, 2, 64), "mha_2_2_32": (2, 2, 32), "gqa_8_2_16": (8, 2, 16), "mqa_4_1_128": (4, 1, 128),
-         "gqa_6_2_64": (6, 2, 64), "gqa_14_2_64": (14, 2, 64)}
+         "gqa_6_2_64": (6, 2, 64), "gqa_14_2_64": (14, 2, 64), "gqa_2_1_336": (2, 1, 336)}
 
 
 def inputs(segments, heads: tuple[int, int, int], value_dtype: torch.dtype, seed: int = 0):
@@ -89,9 +92,10 @@ def test_the_reference_mask_is_the_shared_prompt_layouts():
 
 
 @needs_kernels
-def test_the_same_numbers_on_any_thread_count():
+@pytest.mark.parametrize("name", ["groups", "blocks"])
+def test_the_same_numbers_on_any_thread_count(name: str):
     """Each prompt's keys sum their responses' gradients in one thread, in a fixed order."""
-    segments = layout(*LAYOUTS["groups"])
+    segments = layout(*LAYOUTS[name])
     results = []
     threads = torch.get_num_threads()
     try:
@@ -104,6 +108,16 @@ def test_the_same_numbers_on_any_thread_count():
         torch.set_num_threads(threads)
     for other in results[1:]:
         assert all(torch.equal(a, b) for a, b in zip(results[0], other))
+
+
+@needs_kernels
+def test_backward_memory_grows_with_the_keys_not_queries_times_keys():
+    """A thread's backward scratch for Qwen2.5-0.5B's heads (G = 7, d = 64), a 512-token prompt and
+    4096-token responses: p and ds of one block of 64 query tokens, about 17 MB (all of a response's
+    lines at once would be 2 G L (P + L) floats, 1 GB)."""
+    floats = OPS.functions["packed_attention_scratch"](512, 4096, 7, 64, 1)
+    assert floats * 4 < 32 * 2**20
+    assert OPS.functions["packed_attention_scratch"](512, 8192, 7, 64, 1) < 2.2 * floats  # linear in the keys
 
 
 @needs_kernels

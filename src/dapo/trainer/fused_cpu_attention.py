@@ -30,8 +30,6 @@ from torch.autograd.function import once_differentiable
 if TYPE_CHECKING:
     from dapo.trainer.fused_cpu_ops import FusedCpuOps
 
-MAX_HEAD_DIM = 256  # the kernels' register blocks: a head of at most 256 floats, a multiple of 16
-
 
 @dataclass(frozen=True)
 class AttentionSegments:
@@ -103,9 +101,10 @@ def fused_attention(ops: FusedCpuOps, queries_keys: torch.Tensor, values: torch.
                     heads: tuple[int, int, int, float]) -> torch.Tensor | None:
     """(N, H * d) attention output in ``values``' dtype, for (N, H + Hkv, d) float32 rotated queries
     and keys (rows contiguous within) and (N, Hkv * d) float32 or bf16 values (a row-strided view:
-    the Q/K/V matmul's columns); None where the kernel does not apply."""
+    the Q/K/V matmul's columns); None where the kernel does not apply (a head size that is not a
+    multiple of 16: the kernel reads 16 floats at a time)."""
     query_heads, kv_heads, head_dim, _ = heads
-    if (head_dim % 16 or head_dim > MAX_HEAD_DIM or query_heads % kv_heads or queries_keys.dtype != torch.float32
+    if (head_dim % 16 or query_heads % kv_heads or queries_keys.dtype != torch.float32
             or values.dtype not in (torch.float32, torch.bfloat16) or queries_keys.device.type != "cpu"
             or queries_keys.shape[1:] != (query_heads + kv_heads, head_dim) or queries_keys.stride()[1:] != (head_dim, 1)
             or values.shape != (queries_keys.shape[0], kv_heads * head_dim) or values.stride(1) != 1
@@ -114,18 +113,13 @@ def fused_attention(ops: FusedCpuOps, queries_keys: torch.Tensor, values: torch.
     return _PackedAttention.apply(queries_keys, values, segments, heads, ops)
 
 
-def _segment_arguments(segments: AttentionSegments) -> list[int]:
-    return [segments.prompt_start.data_ptr(), segments.prompt_length.data_ptr(), len(segments.prompt_length),
-            segments.row_start.data_ptr(), segments.row_length.data_ptr(), segments.row_prompt.data_ptr(),
-            len(segments.row_length)]
-
-
 def _scratch(ops: FusedCpuOps, segments: AttentionSegments, heads: tuple[int, int, int, float],
              backward: bool) -> tuple[torch.Tensor, int]:
     """Each thread's working memory, as the kernel sizes it, for no more threads than there are
-    (segment or, in backward, prompt) x KV-head items. Backward holds p and ds of one segment's
-    query lines against its keys: G * length x (prefix + length) floats twice, per thread, for the
-    time of the call (not kept between layers, as the grids' scores are)."""
+    (segment or, in backward, prompt) x KV-head items. Backward holds p and ds of a block of at most
+    64 query tokens against their segment's keys, G * 64 x (prefix + length) floats twice, and the
+    keys' and values' gradient sums of a prompt and a row, per thread, for the time of the call
+    (O(keys) memory, not O(queries x keys) as the grids' scores are, which are kept between layers)."""
     query_heads, kv_heads, head_dim, _ = heads
     segments_count = len(segments.prompt_length) + (0 if backward else len(segments.row_length))
     threads = max(1, min(torch.get_num_threads(), segments_count * kv_heads))
@@ -145,7 +139,9 @@ class _PackedAttention(torch.autograd.Function):
         scratch, threads = _scratch(ops, segments, heads, backward=False)
         ops.functions["packed_attention_forward"](
             queries_keys.data_ptr(), queries_keys.stride(0), values.data_ptr(), values.stride(0),
-            values.dtype == torch.bfloat16, *_segment_arguments(segments), query_heads, kv_heads, head_dim,
+            values.dtype == torch.bfloat16, segments.prompt_start.data_ptr(), segments.prompt_length.data_ptr(),
+            len(segments.prompt_length), segments.row_start.data_ptr(), segments.row_length.data_ptr(),
+            segments.row_prompt.data_ptr(), len(segments.row_length), query_heads, kv_heads, head_dim,
             scaling, segments.max_prompt, segments.max_row, out.data_ptr(), lse.data_ptr(), scratch.data_ptr(), threads)
         ctx.save_for_backward(queries_keys, values, lse)
         ctx.segments, ctx.heads, ctx.ops = segments, heads, ops
@@ -165,8 +161,9 @@ class _PackedAttention(torch.autograd.Function):
         scratch, threads = _scratch(ctx.ops, segments, heads, backward=True)
         ctx.ops.functions["packed_attention_backward"](
             grad_out.data_ptr(), queries_keys.data_ptr(), queries_keys.stride(0), values.data_ptr(), values.stride(0),
-            values.dtype == torch.bfloat16, lse.data_ptr(), *_segment_arguments(segments)[:6],
-            segments.rows_by_prompt.data_ptr(), segments.prompt_rows.data_ptr(),
+            values.dtype == torch.bfloat16, lse.data_ptr(), segments.prompt_start.data_ptr(),
+            segments.prompt_length.data_ptr(), len(segments.prompt_length), segments.row_start.data_ptr(),
+            segments.row_length.data_ptr(), segments.row_prompt.data_ptr(), segments.rows_by_prompt.data_ptr(), segments.prompt_rows.data_ptr(),
             query_heads, kv_heads, head_dim, scaling, segments.max_prompt, segments.max_row,
             grad_queries_keys.data_ptr(), grad_values.data_ptr(), scratch.data_ptr(), threads)
         return grad_queries_keys, grad_values, None, None, None

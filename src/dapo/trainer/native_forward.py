@@ -148,7 +148,7 @@ def _logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor], cpu_kernel
     cos, sin = _rope_tables(decoder.rotary_emb, hidden, positions)
     ops = fused_cpu_ops(hidden) if cpu_kernels else None
     if ops is not None and window is None:  # attention on the packed tokens, where the kernel applies
-        grids.segments = attention_segments(grids.prompt_mask, grids.continuation_mask, grids.prompt_index)
+        grids.attend_packed()
     recompute = model.training and checkpointing(model)
     for layer in decoder.layers:
         if recompute:  # non-reentrant: the grids and tables are read again in backward, unchanged
@@ -191,6 +191,11 @@ class _Grids:
         self.prompt_bias: torch.Tensor | None = None  # made when first attended on (make_biases)
         self.continuation_bias: torch.Tensor | None = None
         self.segments: AttentionSegments | None = None  # the packed tokens' segments, where the fused kernel attends
+
+    def attend_packed(self) -> None:
+        """Attend on the packed tokens with the fused CPU kernel (dapo.trainer.fused_cpu_attention)
+        rather than on the grids: the tokens' segments, which the kernel reads."""
+        self.segments = attention_segments(self.prompt_mask, self.continuation_mask, self.prompt_index)
 
     def make_biases(self, dtype: torch.dtype) -> None:
         """The attention masks: additive biases in ``dtype`` (eager), or boolean ones (sdpa)."""

@@ -20,8 +20,8 @@
    at row stride v_stride, bf16 where `bf16` (then out, grad_out and grad_v are too) or float32.
    Segments: prompt u starts at token prompt_start[u], prompt_length[u] long; response row r at
    row_start[r], row_length[r] long, after prompt row_prompt[r]. rows_by_prompt lists the rows
-   prompt by prompt, prompt u's at [prompt_rows[u], prompt_rows[u + 1]). d % 16 == 0, d <= 256 (the
-   caller checks). A NaN score makes its query's output NaN, as torch's softmax does. */
+   prompt by prompt, prompt u's at [prompt_rows[u], prompt_rows[u + 1]). d % 16 == 0 (the caller
+   checks; any such d: a head is read 16 floats at a time, summed 64 columns at a time). A NaN score makes its query's output NaN, as torch's softmax does. */
 #include <string.h>
 
 #include "vector_math.h"
@@ -49,11 +49,12 @@ static inline long key_token(const Segment *s, long j) {
     return j < s->prefix ? s->prefix_start + j : s->start + j - s->prefix;
 }
 
-/* out_g[j] = scale x_g . row(key j of s) for j < count, g = 0, 1 (x1 may be x0), row(token) at
-   rows + token stride + offset, bf16 or float32: 8 keys x 2 queries at a time, 16 independent
-   sums, their lanes added by one transposing add tree (sum16) */
+/* out_g[j] = scale x_g . row(key j of s) for j < count, g = 0, 1, row(token) at rows + token
+   stride + offset, bf16 or float32: 8 keys x 2 queries at a time, 16 independent sums, their lanes
+   added by one transposing add tree (sum16). x1 == x0 (a lone query head): out0 only, 8 sums. */
 static void pair_scores(const float *x0, const float *x1, const Segment *s, long count, const void *rows, long stride,
                         long offset, int bf16, long d, float scale, float *out0, float *out1) {
+    const int two = x1 != x0;
     for (long j0 = 0; j0 < count; j0 += 8) {
         const long n = count - j0 < 8 ? count - j0 : 8;
         long at[8];
@@ -65,20 +66,22 @@ static void pair_scores(const float *x0, const float *x1, const Segment *s, long
             for (int k = 0; k < 8; ++k) {
                 const __m512 row = load(rows, at[k] + c, bf16, 0xFFFF);
                 acc[k] = _mm512_fmadd_ps(a, row, acc[k]);
-                acc[8 + k] = _mm512_fmadd_ps(b, row, acc[8 + k]);
+                if (two) acc[8 + k] = _mm512_fmadd_ps(b, row, acc[8 + k]);
             }
         }
         const __m512 sums = _mm512_mul_ps(sum16(acc), _mm512_set1_ps(scale));
         const __mmask16 first = (__mmask16)((1u << n) - 1);
         _mm512_mask_storeu_ps(out0 + j0, first, sums);
-        _mm512_mask_storeu_ps(out1 + j0, first, _mm512_shuffle_f32x4(sums, sums, 0xEE));  /* lanes 8.. */
+        if (two) _mm512_mask_storeu_ps(out1 + j0, first, _mm512_shuffle_f32x4(sums, sums, 0xEE));  /* lanes 8.. */
     }
 }
 
 /* acc_g[0..d) = factor_g sum_{j < count} w_g[j] row(key j of s), g = 0, 1; row(token) at
-   rows + token stride + offset, bf16 or float32; in registers 64 columns at a time */
+   rows + token stride + offset, bf16 or float32; in registers 64 columns at a time. w1 == w0 (a
+   lone query head): acc0 only. */
 static void key_sums(const float *w0, const float *w1, const Segment *s, long count, const void *rows, long stride,
                      long offset, int bf16, long d, float f0, float f1, float *acc0, float *acc1) {
+    const int two = w1 != w0;
     for (long c0 = 0; c0 < d; c0 += 64) {
         const long width = d - c0 < 64 ? d - c0 : 64;
         __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
@@ -89,12 +92,12 @@ static void key_sums(const float *w0, const float *w1, const Segment *s, long co
             for (long k = 0; k < width / 16; ++k) {
                 const __m512 row = load(rows, at + 16 * k, bf16, 0xFFFF);
                 a[k] = _mm512_fmadd_ps(u, row, a[k]);
-                b[k] = _mm512_fmadd_ps(w, row, b[k]);
+                if (two) b[k] = _mm512_fmadd_ps(w, row, b[k]);
             }
         }
         for (long k = 0; k < width / 16; ++k) {
             _mm512_storeu_ps(acc0 + c0 + 16 * k, _mm512_mul_ps(a[k], _mm512_set1_ps(f0)));
-            _mm512_storeu_ps(acc1 + c0 + 16 * k, _mm512_mul_ps(b[k], _mm512_set1_ps(f1)));
+            if (two) _mm512_storeu_ps(acc1 + c0 + 16 * k, _mm512_mul_ps(b[k], _mm512_set1_ps(f1)));
         }
     }
 }
@@ -140,11 +143,17 @@ static long padded_keys(long prefix, long length) {  /* three spare columns, zer
     return (prefix + length + 3 + 15) / 16 * 16;
 }
 
-/* floats of scratch per thread: for the forward (backward = 0) or backward, for the longest prompt and row */
+/* Backward holds p and ds of at most this many of a segment's query tokens at once (their G lines
+   each against the segment's keys): a thread's memory stays O(keys), not O(tokens x keys). */
+#define BLOCK_TOKENS 64
+
+/* floats of scratch per thread: for the forward (backward = 0) or backward, for the longest prompt
+   and row. Backward: p and ds of one block of lines; the keys' and values' gradient sums of a
+   prompt (over all its segments) and of a row's own tokens; four vectors of d. */
 long dapo_packed_attention_scratch(long max_prompt, long max_row, long groups, long d, int backward) {
-    const long padded = padded_keys(max_prompt, max_row);
-    const long lines = groups * (max_prompt > max_row ? max_prompt : max_row);
-    return backward ? 2 * lines * padded + 2 * max_prompt * d + 6 * d : 2 * padded + 2 * d;
+    const long padded = padded_keys(max_prompt, max_row), longest = max_prompt > max_row ? max_prompt : max_row;
+    const long lines = groups * (longest < BLOCK_TOKENS ? longest : BLOCK_TOKENS);
+    return backward ? 2 * lines * padded + 2 * (max_prompt + max_row) * d + 4 * d : 2 * padded + 2 * d;
 }
 
 /* One segment's forward for KV head h: out (N, H d), lse (N, H) float32. */
@@ -224,13 +233,14 @@ static void line_sums(const float *w, long stride, const void *rows, long origin
 
 /* Where one (prompt, KV head)'s backward writes: grad_qk (N, (H + Hkv) d) float32 and grad_v
    (N, Hkv d), both contiguous; the prompt's keys' and values' gradients summed in prompt_dk and
-   prompt_dv (prompt length x d) over its segment and its responses', written last. */
+   prompt_dv (prompt length x d) over its segment and its responses', written last; a response's
+   own keys' and values' in row_dk and row_dv (row length x d) over its blocks of lines. */
 typedef struct {
     const void *grad_out;
     const float *lse;
     float *grad_qk;
     void *grad_v;
-    float *prompt_dk, *prompt_dv;
+    float *prompt_dk, *prompt_dv, *row_dk, *row_dv;
 } Gradients;
 
 /* p_j = exp(s_j - lse) into p, ds_j = p_j (dp_j - sum_l p_l dp_l) into ds (which holds dp), for
@@ -249,26 +259,23 @@ static void softmax_gradient(float *p, float *ds, long count, long stride, float
     }
 }
 
-static void add_or_store(int add, float *sum, void *to, long at, int bf16, const float *value, long d) {
-    for (long c = 0; c < d; c += 16) {
-        if (add) _mm512_storeu_ps(sum + c, _mm512_add_ps(_mm512_loadu_ps(sum + c), _mm512_loadu_ps(value + c)));
-        else store(to, at + c, bf16, 0xFFFF, _mm512_loadu_ps(value + c));
-    }
+static void add_to(float *sum, const float *value, long d) {
+    for (long c = 0; c < d; c += 16)
+        _mm512_storeu_ps(sum + c, _mm512_add_ps(_mm512_loadu_ps(sum + c), _mm512_loadu_ps(value + c)));
 }
 
-static void segment_backward(const Tensors *x, const Segment *s, long h, int is_prompt, const Gradients *out,
-                             float *scratch) {
-    const long d = x->d, groups = x->groups, keys = s->prefix + s->length;
-    const long stride = padded_keys(s->prefix, s->length), lines = s->length * groups;
-    const long qk_width = (x->heads + x->kv_heads) * d;
-    float *probs = scratch, *dscores = probs + lines * stride, *acc0 = dscores + lines * stride, *acc1 = acc0 + d;
-    float *g0 = acc1 + d, *g1 = g0 + d, *sums = acc0;  /* sums: 4 rows of d, over acc0 .. g1 (used after them) */
-    for (long i = 0; i < s->length; ++i) {  /* each query line: p, ds and dq */
+/* Query tokens [first, last) of segment s, KV head h: p, ds and dq of each of their lines (line
+   (i - first) G + g: token i, query head h G + g), p and ds at row stride `stride` */
+static void block_scores(const Tensors *x, const Segment *s, long h, const Gradients *out, long first, long last,
+                         long stride, float *probs, float *dscores, float *work) {
+    const long d = x->d, groups = x->groups, qk_width = (x->heads + x->kv_heads) * d;
+    float *acc0 = work, *acc1 = acc0 + d, *g0 = acc1 + d, *g1 = g0 + d;
+    for (long i = first; i < last; ++i) {
         const long token = s->start + i, count = s->prefix + i + 1;
         for (long n = h * groups; n < (h + 1) * groups; n += 2) {
             const int pair = n + 1 < (h + 1) * groups;
-            const long line = i * groups + n - h * groups;
-            float *p0 = probs + line * stride, *p1 = pair ? p0 + stride : p0;  /* a lone head: written twice */
+            const long line = (i - first) * groups + n - h * groups;
+            float *p0 = probs + line * stride, *p1 = pair ? p0 + stride : p0;  /* a lone head: p0 alone */
             float *ds0 = dscores + line * stride, *ds1 = pair ? ds0 + stride : ds0;
             const float *q0 = x->qk + token * x->qk_stride + n * d, *q1 = pair ? q0 + d : q0;
             for (long c = 0; c < d; c += 16) {
@@ -285,29 +292,53 @@ static void segment_backward(const Tensors *x, const Segment *s, long h, int is_
             if (pair) memcpy(out->grad_qk + token * qk_width + (n + 1) * d, acc1, sizeof(float) * d);
         }
     }
-    /* the keys' and values' gradients, four keys at a time: over the lines that see them (all of them
-       for the prompt's keys; from its own position on for the segment's own, ds and p zero before) */
-    const long q_origin = s->start * x->qk_stride + h * groups * d, g_origin = (s->start * x->heads + h * groups) * d;
-    for (long j = 0; j < keys; j += 4) {
-        const long first = j < s->prefix ? 0 : (j - s->prefix) * groups;
-        for (int kind = 0; kind < 2; ++kind) {  /* 0: keys (dk = scale sum ds q), 1: values (dv = sum p g) */
-            if (kind == 0)
-                line_sums(dscores + j, stride, x->qk, q_origin, x->qk_stride, 0, groups, first, lines, d, x->scale, sums);
-            else
-                line_sums(probs + j, stride, out->grad_out, g_origin, x->heads * d, x->bf16, groups, first, lines, d, 1.0f,
-                          sums);
-            for (long k = j; k < j + 4 && k < keys; ++k) {
-                const int prompts_key = is_prompt || k < s->prefix;
-                const long token = key_token(s, k);
-                const float *value = sums + (k - j) * d;
+}
+
+/* One segment's backward for KV head h, BLOCK_TOKENS query tokens at a time: their p, ds and dq,
+   then what their lines give the keys and values they see, four keys at a time (all the block's
+   lines for the prompt's keys; for the segment's own key k, the lines from token k on: ds and p
+   are zero before), summed in the prompt's and the row's accumulators (out); a response's own
+   keys and values are written at the end. */
+static void segment_backward(const Tensors *x, const Segment *s, long h, int is_prompt, const Gradients *out,
+                             float *scratch) {
+    const long d = x->d, groups = x->groups, qk_width = (x->heads + x->kv_heads) * d;
+    const long stride = padded_keys(s->prefix, s->length);
+    const long block_lines = groups * (s->length < BLOCK_TOKENS ? s->length : BLOCK_TOKENS);
+    float *probs = scratch, *dscores = probs + block_lines * stride, *sums = dscores + block_lines * stride;
+    if (!is_prompt) {
+        memset(out->row_dk, 0, sizeof(float) * s->length * d);
+        memset(out->row_dv, 0, sizeof(float) * s->length * d);
+    }
+    for (long first = 0; first < s->length; first += BLOCK_TOKENS) {
+        const long last = s->length - first < BLOCK_TOKENS ? s->length : first + BLOCK_TOKENS;
+        const long lines = (last - first) * groups, keys = s->prefix + last;  /* the keys the block sees */
+        block_scores(x, s, h, out, first, last, stride, probs, dscores, sums);
+        const long q_origin = (s->start + first) * x->qk_stride + h * groups * d;
+        const long g_origin = ((s->start + first) * x->heads + h * groups) * d;
+        for (long j = 0; j < keys; j += 4) {
+            const long own = j - s->prefix - first, from = own > 0 ? own * groups : 0;  /* lines before see none */
+            for (int kind = 0; kind < 2; ++kind) {  /* 0: keys (dk = scale sum ds q), 1: values (dv = sum p g) */
                 if (kind == 0)
-                    add_or_store(prompts_key, out->prompt_dk + k * d, out->grad_qk, token * qk_width + (x->heads + h) * d,
-                                 0, value, d);
+                    line_sums(dscores + j, stride, x->qk, q_origin, x->qk_stride, 0, groups, from, lines, d, x->scale,
+                              sums);
                 else
-                    add_or_store(prompts_key, out->prompt_dv + k * d, out->grad_v, token * x->kv_heads * d + h * d,
-                                 x->bf16, value, d);
+                    line_sums(probs + j, stride, out->grad_out, g_origin, x->heads * d, x->bf16, groups, from, lines, d,
+                              1.0f, sums);
+                for (long k = j; k < j + 4 && k < keys; ++k) {
+                    const int prompts_key = is_prompt || k < s->prefix;
+                    float *into = prompts_key ? (kind ? out->prompt_dv : out->prompt_dk) + k * d
+                                              : (kind ? out->row_dv : out->row_dk) + (k - s->prefix) * d;
+                    add_to(into, sums + (k - j) * d, d);
+                }
             }
         }
+    }
+    if (is_prompt) return;  /* the prompt's keys are written by the caller, after all its segments */
+    for (long k = 0; k < s->length; ++k) {
+        const long token = s->start + k;
+        memcpy(out->grad_qk + token * qk_width + (x->heads + h) * d, out->row_dk + k * d, sizeof(float) * d);
+        for (long c = 0; c < d; c += 16)
+            store(out->grad_v, token * x->kv_heads * d + h * d + c, x->bf16, 0xFFFF, _mm512_loadu_ps(out->row_dv + k * d + c));
     }
 }
 
@@ -329,8 +360,10 @@ void dapo_packed_attention_backward(const void *grad_out, const float *qk, long 
         float *mine = scratch;
 #endif
         const long u = item / kv_heads, h = item % kv_heads, length = prompt_length[u];
-        const Gradients out = {grad_out, lse, grad_qk, grad_v, mine, mine + max_prompt * d};
-        float *segment_scratch = mine + 2 * max_prompt * d;
+        float *prompt_sums = mine, *row_sums = mine + 2 * max_prompt * d;
+        const Gradients out = {grad_out, lse, grad_qk, grad_v, prompt_sums, prompt_sums + max_prompt * d, row_sums,
+                               row_sums + max_row * d};
+        float *segment_scratch = row_sums + 2 * max_row * d;
         memset(mine, 0, sizeof(float) * 2 * max_prompt * d);
         const Segment own = prompt_segment(prompt_start, prompt_length, u);
         segment_backward(&x, &own, h, 1, &out, segment_scratch);

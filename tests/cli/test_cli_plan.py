@@ -275,6 +275,7 @@ def test_the_estimate_bounds_the_measured_peak_of_a_real_update(tmp_path, overri
     assert peak <= estimate <= 1.3 * peak, f"estimate {estimate / 2**20:.1f} MiB, measured peak {peak / 2**20:.1f} MiB"
 
 
+@pytest.mark.slow  # two torchrun ranks (about 13 s); the default suite keeps the one-process estimate's test
 def test_the_per_rank_estimate_bounds_the_measured_peak_of_two_fsdp2_ranks(tmp_path):
     """Two gloo ranks shard a Qwen2 with a large vocabulary (so the root unit and the logits
     matter) at the 32B recipe's precision and checkpointing; each rank's measured peak is at

@@ -8,6 +8,7 @@ from dapo.trainer.batch import (
     as_logprobs,
     collate,
     count_loss_tokens,
+    fill_normalisers,
     has_logprobs,
     iter_micro_batches,
     split_mini_batches,
@@ -35,6 +36,16 @@ def test_overlong_filtered_sample_is_masked_and_not_counted():
     kept, filtered = sample(0, [1], [2, 3, 4]), sample(0, [1], [2, 3], weight=0.0)
     assert collate([kept, filtered], 0)["response_mask"][1].sum() == 0
     assert count_loss_tokens([kept, filtered]) == (3.0, 1.0)
+
+
+def test_a_normaliser_given_alone_is_kept_and_the_other_counted():
+    """A sharded caller passing the mini-batch's global token count alone (all the token-mean loss
+    needs) keeps it: this share's own count (3 tokens) would weigh its tokens 40/3 times too much."""
+    share = [sample(0, [1], [2, 3, 4]), sample(0, [1], [2, 3], weight=0.0)]
+    assert fill_normalisers(share, 40.0, None) == (40.0, 1.0)
+    assert fill_normalisers(share, None, 8.0) == (3.0, 8.0)
+    assert fill_normalisers(share, None, None) == (3.0, 1.0)
+    assert fill_normalisers(share, 40.0, 8.0) == (40.0, 8.0)
 
 
 def test_micro_batches_respect_token_budget_and_keep_order():

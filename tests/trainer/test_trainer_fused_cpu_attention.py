@@ -35,8 +35,8 @@ LAYOUTS = {
     "groups": ([5, 3, 1], [6, 6, 2, 0, 9, 1, 4], [0, 0, 1, 1, 2, 0, 2]),
     "a_prompt_without_responses": ([4, 2], [3, 5], [1, 1]),
     "long_rows": ([17], [33, 40, 1], [0, 0, 0]),
-    # segments past the backward's block of 64 query tokens: a prompt of 70, rows of 130 and 65
-    "blocks": ([70, 3], [130, 0, 65], [0, 1, 1]),
+    # segments past the backward's block of 64 query tokens: a prompt of 70, rows of 130, 65 and 64 (one whole block)
+    "blocks": ([70, 3], [130, 0, 65, 64], [0, 1, 1, 0]),
 }
 # query heads per KV head: 2, 1, 4, 4, 3, 7 (Qwen2.5-0.5B's: head pairs and a lone head in one group) and 2,
 # the last with a head of 336 (past 256, and five 64-column blocks and a 16-column one)
@@ -113,7 +113,7 @@ def test_the_same_numbers_on_any_thread_count(name: str):
 @needs_kernels
 def test_backward_memory_grows_with_the_keys_not_queries_times_keys():
     """A thread's backward scratch for Qwen2.5-0.5B's heads (G = 7, d = 64), a 512-token prompt and
-    4096-token responses: p and ds of one block of 64 query tokens, about 17 MB (all of a response's
+    4096-token responses: p and ds of one block of 64 query tokens, about 19 MB (all of a response's
     lines at once would be 2 G L (P + L) floats, 1 GB)."""
     floats = OPS.functions["packed_attention_scratch"](512, 4096, 7, 64, 1)
     assert floats * 4 < 32 * 2**20

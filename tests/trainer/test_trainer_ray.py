@@ -41,6 +41,7 @@ def logged_keys(run_dir) -> set[str]:
     return {key for row in read_metrics(run_dir) for key in row}
 
 
+@pytest.mark.slow  # two Ray runs (about 13 s); the default suite keeps the ranks' update against one process
 def test_two_ranks_train_log_the_same_metrics_as_one_and_export_a_loadable_model(tiny_model_dir, reward_file, tmp_path):
     # float32 engines and trainer, pi_old recomputed, every group sampled in its own step (no
     # surplus carried): the ranks' engines must sample from exactly the weights the ranks train
@@ -208,7 +209,9 @@ def test_the_ranks_update_equals_one_process_on_the_same_mini_batch(tiny_model_d
         assert not torch.equal(draws[0], draws[1])
 
 
-@pytest.mark.parametrize("forward", ["auto", pytest.param("hf", marks=pytest.mark.slow)])
+# a Ray run of two ranks per case (about 11 s); the default suite keeps the one-process KL penalty's test
+@pytest.mark.slow
+@pytest.mark.parametrize("forward", ["auto", "hf"])
 def test_two_ranks_kl_penalty_to_their_sharded_reference_equals_one_process(tiny_model_dir, reward_file, tmp_path,
                                                                             forward):
     """algorithm.kl_coef > 0 on two ranks: each holds an FSDP2 shard of the frozen reference (the

@@ -127,6 +127,7 @@ def test_an_engine_that_fails_mid_sync_leaves_no_rank_in_the_weights_gather(tiny
         trainer.close()
 
 
+@pytest.mark.slow  # about 10 s; the default suite keeps the engine's mid-sync failure
 def test_uneven_shares_and_a_skipped_update_keep_the_ranks_in_step(tiny_model_dir, reward_file, tmp_path):
     """Not faults, but paths where one rank could enter a collective the other does not: a
     mini-batch or log-prob pass with a rank holding no sample, a non-finite loss on one rank's share

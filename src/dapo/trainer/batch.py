@@ -290,6 +290,18 @@ def count_loss_tokens(samples: list[Sample]) -> tuple[float, float]:
     return float(num_tokens), float(num_seqs)
 
 
+def fill_normalisers(samples: list[Sample], num_tokens: float | None,
+                     num_seqs: float | None) -> tuple[float, float]:
+    """``num_tokens`` and ``num_seqs`` as given, each one left None counted from ``samples``
+    (:func:`count_loss_tokens`): a global token count passed alone (all the token-mean loss
+    needs) must not be replaced by this share's own."""
+    if num_tokens is None or num_seqs is None:
+        counted_tokens, counted_seqs = count_loss_tokens(samples)
+        num_tokens = counted_tokens if num_tokens is None else num_tokens
+        num_seqs = counted_seqs if num_seqs is None else num_seqs
+    return float(num_tokens), float(num_seqs)
+
+
 def split_across_ranks(samples: list[Sample], world_size: int) -> list[list[Sample]]:
     """Deal ``samples`` to ``world_size`` ranks so that their token counts (prompt + response)
     are as even as possible: longest first, each to the rank with the fewest tokens so far

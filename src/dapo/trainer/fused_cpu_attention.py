@@ -163,7 +163,8 @@ class _PackedAttention(torch.autograd.Function):
             grad_out.data_ptr(), queries_keys.data_ptr(), queries_keys.stride(0), values.data_ptr(), values.stride(0),
             values.dtype == torch.bfloat16, lse.data_ptr(), segments.prompt_start.data_ptr(),
             segments.prompt_length.data_ptr(), len(segments.prompt_length), segments.row_start.data_ptr(),
-            segments.row_length.data_ptr(), segments.row_prompt.data_ptr(), segments.rows_by_prompt.data_ptr(), segments.prompt_rows.data_ptr(),
+            segments.row_length.data_ptr(), segments.row_prompt.data_ptr(), segments.rows_by_prompt.data_ptr(),
+            segments.prompt_rows.data_ptr(),
             query_heads, kv_heads, head_dim, scaling, segments.max_prompt, segments.max_row,
             grad_queries_keys.data_ptr(), grad_values.data_ptr(), scratch.data_ptr(), threads)
         return grad_queries_keys, grad_values, None, None, None

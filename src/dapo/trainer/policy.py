@@ -31,7 +31,7 @@ from dapo.trainer.batch import (
     Sample,
     check_update_inputs,
     collate,
-    count_loss_tokens,
+    fill_normalisers,
     iter_micro_batches,
     split_rows,
 )
@@ -203,8 +203,7 @@ class PolicyWorker(PolicyCheckpointing):
 
     def _update(self, mini_batch: list[Sample], num_tokens: float | None, num_seqs: float | None, on_policy: bool,
                 diagnose: bool | None) -> UpdateStats:
-        if num_tokens is None or num_seqs is None:
-            num_tokens, num_seqs = count_loss_tokens(mini_batch)
+        num_tokens, num_seqs = fill_normalisers(mini_batch, num_tokens, num_seqs)
         stats = self.accumulate_gradients(mini_batch, num_tokens, num_seqs, on_policy, diagnose)
         if stats.skipped:
             return stats

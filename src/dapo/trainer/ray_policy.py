@@ -50,8 +50,8 @@ from dapo.rollout.base import GenerationResult, SamplingParams, request_seed
 from dapo.trainer.batch import (
     Sample,
     check_update_inputs,
-    count_loss_tokens,
     deal_prompts,
+    fill_normalisers,
     split_across_ranks,
 )
 from dapo.trainer.checkpoint import missing_shards, sharded_policy_state
@@ -253,8 +253,7 @@ class RayPolicyGroup(RankCalls):
 
     def update(self, mini_batch: list[Sample], num_tokens: float | None = None, num_seqs: float | None = None,
                on_policy: bool = False, diagnose: bool | None = None) -> UpdateStats:
-        if num_tokens is None or num_seqs is None:  # the normalisers are the WHOLE mini-batch's
-            num_tokens, num_seqs = count_loss_tokens(mini_batch)
+        num_tokens, num_seqs = fill_normalisers(mini_batch, num_tokens, num_seqs)  # the WHOLE mini-batch's
         shares = self._shares(mini_batch)
         for share in shares:  # here, not on the ranks: one rank raising would leave the others in the update
             check_update_inputs(share, num_tokens, num_seqs, on_policy)

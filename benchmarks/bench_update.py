@@ -6,7 +6,8 @@
 
 For each model shape, layout and precision, one DAPO update (``PolicyWorker.update``:
 token-budget micro-batches, decoupled-clip token-level loss, AdamW) runs on a synthetic mini-batch
-(16 groups x G=8 for the built-in shape, 4 x 4 longer ones for the "75m" one: 93M parameters, 69M
+(16 groups x G=8 for the built-in shape, 2 x 4 of 128-256 + 512-1024 tokens for "long", the
+built-in model at reasoning-RL lengths, 4 x 4 longer ones for the "75m" one: 93M parameters, 69M
 of them outside its 32k-token embedding; 8 x 8 of 64-256 + 256-1024 tokens for "0.5b", Qwen2.5-0.5B's
 shape, a GPU's size), ``--updates`` times
 after one warm-up; the best counts. The precisions of a layout take turns, update by update, so a
@@ -74,6 +75,9 @@ class Shape:
 SHAPES = {
     # the built-in base model, with the embedded default's lengths and micro-batch budget
     "builtin": Shape(256, 4, 4, 2, 768, 260, (10, 20), (20, 64), 4096, 16, 8),
+    # the built-in base model at reasoning-RL lengths (responses of 512-1024 tokens): attention's
+    # share of the update grows with the length, and so does what its layout keeps for backward
+    "long": Shape(256, 4, 4, 2, 768, 260, (128, 256), (512, 1024), 8192, 2, 4),
     # a ~75M-parameter Qwen2 (Qwen2.5's 151k vocabulary would be most of it; a 32k one is not),
     # with a smaller mini-batch: about 4k tokens, some seconds per update on 2 cores
     "75m": Shape(768, 10, 12, 4, 2304, 32000, (32, 96), (64, 192), 4096, 4, 4),

@@ -23,7 +23,8 @@ needs_kernels = pytest.mark.skipif(KERNELS is None, reason=f"kernels unavailable
 BF16_ROUNDING = 2**-8  # half a bf16 spacing, relative: the most one rounding of the result moves it
 
 
-@pytest.mark.skipif(cpu_kernels.platform_reason() is not None or shutil.which(os.environ.get("CC") or "cc") is None,
+@pytest.mark.skipif(cpu_kernels.platform_reason(decode=True) is not None
+                    or shutil.which(os.environ.get("CC") or "cc") is None,
                     reason="not a CPU the kernels are for, or no C compiler")
 def test_the_kernels_build_and_pass_their_self_test_where_they_are_for():
     """The kernel tests below skip where the kernels are unavailable: on a CPU they are for, with a
@@ -212,7 +213,7 @@ def test_without_a_compiler_the_kernel_is_unavailable_and_decoding_falls_back(
             warnings.simplefilter("always")
             assert cpu_kernels.cpu_decode_kernels() is None
             assert cpu_kernels.cpu_decode_kernels() is None
-        reason, platform_reason = cpu_kernels.unavailable_reason(), cpu_kernels.platform_reason()
+        reason, platform_reason = cpu_kernels.unavailable_reason(), cpu_kernels.platform_reason(decode=True)
         if platform_reason is None:
             assert "no C compiler" in reason and "no-such-cc" in reason
             assert len(said) == 1 and reason in str(said[0].message)
@@ -232,7 +233,7 @@ def test_any_failure_to_build_falls_back_and_a_raising_warning_filter_raises_onc
         raise RuntimeError("disk on fire")
 
     monkeypatch.setattr(cpu_kernels, "_load", broken)
-    monkeypatch.setattr(cpu_kernels, "platform_reason", lambda: None)
+    monkeypatch.setattr(cpu_kernels, "platform_reason", lambda decode=False: None)
     monkeypatch.setattr(cpu_kernels, "_warned", False)
     forget_loaded_kernels()
     try:
@@ -267,3 +268,43 @@ def test_the_build_is_cached_by_source_flags_and_compiler(monkeypatch: pytest.Mo
         [library.name, "other.so", "cpu_kernels-fedcba9876543210.so"])
     monkeypatch.setenv("CC", "env cc")  # a compiler command with words (as "ccache gcc")
     assert cpu_kernels._build().parent == library.parent
+
+
+def _swiglu_of_every_bf16(ops) -> list[torch.Tensor]:
+    """SwiGLU's bf16 forward and backward over every bf16 bit pattern as ``up`` (NaNs, infinities,
+    denormals included) with gate 30 (SiLU(30) is 30 in float32): 30 * up, a product of up to 12
+    significant bits, rounded to bf16's 8: a tie in one case of 16."""
+    up = torch.arange(-2**15, 2**15, dtype=torch.int32).to(torch.int16).view(torch.bfloat16).view(256, 256)
+    gate_up = torch.cat([torch.full_like(up, 30.0), up], dim=1).requires_grad_()
+    out = ops.swiglu(torch.nn.SiLU(), gate_up)
+    (grad,) = torch.autograd.grad(out, gate_up, up.flip(0))
+    return [out.detach().view(torch.int16), grad.view(torch.int16)]
+
+
+@needs_kernels
+def test_without_avx512_bf16_the_training_kernels_build_and_round_to_bf16_bit_for_bit(monkeypatch, tmp_path):
+    """A CPU with AVX-512 but not AVX512-BF16 (Intel Skylake-SP to Ice Lake): the library builds
+    without it, the training kernels pass their self-test and round to bf16 in integer ops exactly
+    as vcvtneps2bf16 does (compared on this CPU, which has it), and the bf16 decode kernels, which
+    need it, are silently not used (not a CPU they are for)."""
+    from dapo.trainer.fused_cpu_ops import fused_cpu_ops
+
+    with_bf16 = fused_cpu_ops(torch.zeros(1))
+    assert with_bf16 is not None
+    expected = _swiglu_of_every_bf16(with_bf16)
+    flags = cpu_kernels._cpu_flags() - {"avx512_bf16"}
+    monkeypatch.setattr(cpu_kernels, "_cpu_flags", lambda: flags)
+    monkeypatch.setattr(cpu_kernels, "_warned", False)
+    forget_loaded_kernels()
+    try:
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            without_bf16 = fused_cpu_ops(torch.zeros(1))
+            assert cpu_kernels.cpu_decode_kernels() is None
+        assert not said and "avx512_bf16" in cpu_kernels.unavailable_reason()
+        assert without_bf16 is not None and without_bf16 is not with_bf16  # another build, self-tested
+        assert "-mavx512bf16" not in cpu_kernels._compiler_flags()
+        got = _swiglu_of_every_bf16(without_bf16)
+        assert all(torch.equal(a, b) for a, b in zip(got, expected))
+    finally:
+        forget_loaded_kernels()

@@ -247,8 +247,8 @@ class TrainerConfig:
     # 1.13-1.54x but not yet bit-reproducible: docs/benchmarks.md, "On a GPU").
     forward: str = "auto"
     # dapo-rl's forward (above) on a CPU: RMSNorm, SwiGLU and RoPE each as one fused C kernel
-    # forward and one backward (dapo.trainer.fused_cpu_ops; x86-64 Linux with AVX512-BF16, built
-    # with the decode kernels, rollout.native_cpu_kernels), float32 weights with or without bf16
+    # forward and one backward (dapo.trainer.fused_cpu_ops; x86-64 Linux with AVX-512, AVX512-BF16
+    # not needed, built with the decode kernels, rollout.native_cpu_kernels), float32 weights with or without bf16
     # autocast. Torch's arithmetic in another summation order: the same logits to float32
     # rounding, a bf16 value at most a rounding away. Where they cannot run, torch's ops, as with false.
     native_cpu_kernels: bool = True

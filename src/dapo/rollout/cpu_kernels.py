@@ -1,4 +1,5 @@
-"""Fused bf16 decode kernels for x86 CPUs with AVX512-BF16, in C, compiled on first use.
+"""Fused bf16 decode kernels for x86 CPUs with AVX512-BF16, in C, compiled on first use (with the
+training forward's, which need AVX-512 F, BW and VL only).
 
 Why: a decode step's attention is B*Hkv tiny matrix products (G query heads against a pair's
 keys, then its values), which oneDNN's batched bf16 matmuls run at a few percent of the machine's
@@ -18,7 +19,8 @@ the folded RMSNorm ``x / hypot(||x||, floor)`` per row in one pass.
 The C compiler ($CC, else ``cc``) builds them, with the training forward's kernels
 (``kernels/train_fused.c``, ``kernels/train_attention.c``, :mod:`dapo.trainer.fused_cpu_ops`), into one library in
 ``~/.cache/dapo-rl/kernels`` (keyed by the sources, the flags and the compiler's version; about a
-second; a new build removes others unused for a week; :func:`cpu_kernel_library`), ctypes loads it,
+second; a new build removes others unused for a week; :func:`cpu_kernel_library`; on a CPU without
+AVX512-BF16, without the decode kernels, the training ones rounding to bf16 in integer ops), ctypes loads it,
 and a self-test against float64 must pass (the training kernels run their own). Where any of that
 fails (another CPU, no compiler, a build error), :func:`cpu_decode_kernels` returns None with the
 reason in :func:`unavailable_reason` (a warning on a CPU they are for) and the decoder runs its
@@ -52,9 +54,11 @@ _HEADERS = [_KERNELS / "vector_math.h"]
 _STALE_AFTER_SECONDS = 7 * 24 * 3600  # another build unused this long is removed by a new build
 _LIBRARY_NAMES = ("cpu_kernels-", "decode_bf16-", "decode_attention-")  # its file name before the key; older ones
 # -ffp-contract=off: a*b + c*d stays two roundings and an add, as torch computes it (no implicit FMA)
-_FLAGS = ["-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512bf16", "-ffp-contract=off", "-fopenmp", "-shared",
-          "-fPIC"]
-_CPU_FLAGS = ("avx512f", "avx512bw", "avx512vl", "avx512_bf16")
+_FLAGS = ["-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-ffp-contract=off", "-fopenmp", "-shared", "-fPIC"]
+_CPU_FLAGS = ("avx512f", "avx512bw", "avx512vl")  # every kernel's (the CPU flags of /proc/cpuinfo)
+# AVX512-BF16: the decode kernels' vdpbf16ps, built in only where the CPU has it; without it the
+# training kernels round to bf16 in integer ops, bit for bit (vector_math.h's f32_to_bf16x16)
+_BF16_CPU_FLAG, _BF16_FLAG = "avx512_bf16", "-mavx512bf16"
 MAX_GROUPS = 16  # MAX_GROUPS and MAX_HEAD_DIM of the C source: query heads per KV head
 MAX_HEAD_DIM = 256
 
@@ -160,11 +164,11 @@ class DecodeStep:
 
 def cpu_decode_kernels() -> CpuDecodeKernels | None:
     """The decode kernels, bound and self-tested once per process; None where they cannot run here
-    (a warning says why, once, on a CPU they are for)."""
+    (a warning says why, once, on a CPU they are for: with AVX512-BF16)."""
     loaded = _kernels_or_reason()
     if isinstance(loaded, CpuDecodeKernels):
         return loaded
-    _warn_once(loaded)
+    _warn_once(loaded, decode=True)
     return None
 
 
@@ -179,9 +183,9 @@ def cpu_kernel_library() -> ctypes.CDLL | None:
     return loaded
 
 
-def _warn_once(reason: str) -> None:
+def _warn_once(reason: str, decode: bool = False) -> None:
     global _warned
-    if not _warned and platform_reason() is None:
+    if not _warned and platform_reason(decode) is None:
         _warned = True  # first: a warning filter that raises must not make every later call raise
         warnings.warn(f"the fused CPU kernels are not used: {reason} (torch's ops decode and train instead, slower; "
                       "rollout.native_cpu_kernels=false and trainer.native_cpu_kernels=false silence this)",
@@ -227,15 +231,22 @@ class _Unavailable(Exception):
     pass
 
 
-def platform_reason() -> str | None:
-    """Why this machine is not one the kernel is for (an x86-64 Linux CPU with AVX512-BF16), or None."""
+def platform_reason(decode: bool = False) -> str | None:
+    """Why this machine is not one the kernels are for, or None: an x86-64 Linux CPU with AVX-512
+    F, BW and VL (the training kernels), and AVX512-BF16 too (``decode``: the bf16 decode kernels)."""
     if platform.machine().lower() not in ("x86_64", "amd64") or platform.system() != "Linux":
         return f"not an x86-64 Linux machine ({platform.system()} {platform.machine()})"
-    missing = [flag for flag in _CPU_FLAGS if flag not in _cpu_flags()]
+    missing = [flag for flag in (*_CPU_FLAGS, *([_BF16_CPU_FLAG] if decode else [])) if flag not in _cpu_flags()]
     return f"the CPU lacks {', '.join(missing)}" if missing else None
 
 
+def _compiler_flags() -> list[str]:
+    return [*_FLAGS, _BF16_FLAG] if _BF16_CPU_FLAG in _cpu_flags() else _FLAGS
+
+
 def _load() -> CpuDecodeKernels:
+    if (reason := platform_reason(decode=True)) is not None:
+        raise _Unavailable(reason)
     library = _library_or_reason()
     if isinstance(library, str):
         raise _Unavailable(library)
@@ -266,7 +277,8 @@ def _build() -> Path:
     try:
         version = subprocess.run([*compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
         text = b"".join(path.read_bytes() for path in [*_SOURCES, *_HEADERS])
-        key = hashlib.sha256(text + " ".join(_FLAGS).encode() + version.encode()).hexdigest()[:16]
+        flags = _compiler_flags()
+        key = hashlib.sha256(text + " ".join(flags).encode() + version.encode()).hexdigest()[:16]
         directory = _cache_directory()
         library = directory / f"{_LIBRARY_NAMES[0]}{key}.so"
         if library.exists():
@@ -278,7 +290,7 @@ def _build() -> Path:
         raise _Unavailable(f"preparing the build failed: {error}") from error
     partial = Path(name)
     try:
-        result = subprocess.run([*compiler, *_FLAGS, *map(str, _SOURCES), "-o", str(partial)],
+        result = subprocess.run([*compiler, *flags, *map(str, _SOURCES), "-o", str(partial)],
                                 capture_output=True, text=True, timeout=300)
         if result.returncode != 0:
             last = (result.stderr.strip().splitlines() or ["no message"])[-1]

@@ -1,7 +1,8 @@
 """Fused CPU kernels for dapo-rl's training forward (:mod:`dapo.trainer.native_forward`): RMSNorm,
 SwiGLU and RoPE, each one autograd op whose forward and backward are one C pass each
 (``dapo/rollout/kernels/train_fused.c``, built with the decode kernels by
-:mod:`dapo.rollout.cpu_kernels`: x86-64 Linux with AVX512-BF16 and a C compiler), and attention on
+:mod:`dapo.rollout.cpu_kernels`: x86-64 Linux with AVX-512 F, BW and VL, with or without
+AVX512-BF16, and a C compiler), and attention on
 the packed tokens (:mod:`dapo.trainer.fused_cpu_attention`).
 
 Why: with the matmuls near this CPU's peak, much of the rest of the built-in model's bf16 update

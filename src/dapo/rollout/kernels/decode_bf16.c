@@ -20,6 +20,8 @@
 #include <omp.h>
 #endif
 
+#ifdef __AVX512BF16__ /* vdpbf16ps: built only for a CPU with AVX512-BF16 (dapo.rollout.cpu_kernels) */
+
 #define MAX_GROUPS 16
 #define MAX_HEAD_DIM 256
 
@@ -145,3 +147,4 @@ void dapo_rms_scale_bf16(const uint16_t *x, long rows, long n, float norm_floor,
         }
     }
 }
+#endif /* __AVX512BF16__ */

@@ -1,4 +1,5 @@
-/* Vector helpers shared by dapo-rl's CPU kernels (decode_bf16.c, train_fused.c, train_attention.c): AVX-512. */
+/* Vector helpers shared by dapo-rl's CPU kernels (decode_bf16.c, train_fused.c, train_attention.c):
+   AVX-512 F, BW and VL; AVX512-BF16 where the build has it (__AVX512BF16__). */
 #ifndef DAPO_VECTOR_MATH_H
 #define DAPO_VECTOR_MATH_H
 #include <immintrin.h>
@@ -61,15 +62,34 @@ static inline __m512 load(const void *p, long i, int bf16, __mmask16 m) {
     return _mm512_maskz_loadu_ps(m, (const float *)p + i);
 }
 
+/* v rounded to bf16, to nearest even, as 16 bf16 bit patterns: AVX512-BF16's vcvtneps2bf16, or on
+   a CPU without it the same in integer ops, bit for bit: a NaN made quiet (its top 16 bits, bit 6
+   set), a zero or float32 denormal to a zero of its sign (the instruction reads denormals as zero;
+   a normal float32 never rounds to a bf16 denormal) */
+static inline __m256i f32_to_bf16x16(__m512 v) {
+#ifdef __AVX512BF16__
+    return (__m256i)_mm512_cvtneps_pbh(v);
+#else
+    const __m512i bits = _mm512_castps_si512(v);
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    const __mmask16 tiny = _mm512_testn_epi32_mask(bits, _mm512_set1_epi32(0x7F800000)); /* exponent 0 */
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+    __m512i out = _mm512_add_epi32(bits, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF)));
+    out = _mm512_mask_mov_epi32(out, nan, _mm512_or_si512(bits, _mm512_set1_epi32(0x00400000)));
+    out = _mm512_mask_mov_epi32(out, tiny, _mm512_and_si512(bits, _mm512_set1_epi32((int)0x80000000)));
+    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(out, 16));
+#endif
+}
+
 /* the lanes m of v to p[i .. i + 15]: float32, or bf16 rounded to nearest even */
 static inline void store(void *p, long i, int bf16, __mmask16 m, __m512 v) {
-    if (bf16) _mm256_mask_storeu_epi16((uint16_t *)p + i, m, (__m256i)_mm512_cvtneps_pbh(v));
+    if (bf16) _mm256_mask_storeu_epi16((uint16_t *)p + i, m, f32_to_bf16x16(v));
     else _mm512_mask_storeu_ps((float *)p + i, m, v);
 }
 
 /* v as a bf16 tensor holds it (an intermediate that torch rounds), or v itself in float32 */
 static inline __m512 rounded(__m512 v, int bf16) {
-    return bf16 ? bf16x16_to_f32((__m256i)_mm512_cvtneps_pbh(v)) : v;
+    return bf16 ? bf16x16_to_f32(f32_to_bf16x16(v)) : v;
 }
 
 #endif

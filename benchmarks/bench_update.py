@@ -27,7 +27,7 @@ default), ``packed`` rows padding-free ones (``trainer.packing=true``), ``shared
 forward each group's prompt once (``trainer.shared_prompt=true``) through Hugging Face's forward
 (``trainer.forward=hf``), ``native`` rows the same layout through dapo-rl's own forward
 (``trainer.forward=native``, the embedded default's on CPU: no padding outside attention; its RMSNorm,
-SwiGLU and RoPE as fused C kernels on a CPU with AVX512-BF16, the header says whether they ran),
+SwiGLU, RoPE and attention as fused C kernels on an x86 CPU with AVX-512, the header says whether they ran),
 ``native_torch_ops`` rows that forward on torch's ops (``trainer.native_cpu_kernels=false``). Tokens/s
 counts the real prompt+response tokens of the samples trained in every layout (the same work);
 model FLOPs count what the layout computes: a ``shared_prompt`` or ``native`` row each group's
@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> None:
                              args.layouts.index(r["layout"])))
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{torch.get_num_threads()} threads"
     if device.type == "cpu":
-        reason = cpu_kernels.unavailable_reason() or "their self-test failed"
+        reason = cpu_kernels.unavailable_reason(decode=False) or "their self-test failed"
         where += "; fused CPU training kernels " + (
             "on (native rows but bf16-weights: those have no float32 residual stream)" if fused_cpu_ops(torch.zeros(1))
             else f"off: {reason}")

@@ -294,6 +294,7 @@ def test_without_avx512_bf16_the_training_kernels_build_and_round_to_bf16_bit_fo
     expected = _swiglu_of_every_bf16(with_bf16)
     flags = cpu_kernels._cpu_flags() - {"avx512_bf16"}
     monkeypatch.setattr(cpu_kernels, "_cpu_flags", lambda: flags)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # this build, not the user's cache
     monkeypatch.setattr(cpu_kernels, "_warned", False)
     forget_loaded_kernels()
     try:

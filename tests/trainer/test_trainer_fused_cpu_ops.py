@@ -23,7 +23,8 @@ from dapo.trainer.native_forward import native_shared_prompt_logits
 from tests.trainer.test_trainer_shared_prompt import make_group_samples, worker
 
 OPS = fused_cpu_ops(torch.zeros(1))
-needs_kernels = pytest.mark.skipif(OPS is None, reason=f"kernels unavailable: {cpu_kernels.unavailable_reason()}")
+needs_kernels = pytest.mark.skipif(OPS is None,
+                                   reason=f"kernels unavailable: {cpu_kernels.unavailable_reason(decode=False)}")
 ROUNDING = 2**-8  # half a bf16 spacing, relative: what one rounding to bf16 moves a value at most
 
 

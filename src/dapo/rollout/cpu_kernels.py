@@ -192,9 +192,10 @@ def _warn_once(reason: str, decode: bool = False) -> None:
                       stacklevel=4)
 
 
-def unavailable_reason() -> str | None:
-    """Why :func:`cpu_decode_kernels` returns None, or None when it returns the kernels."""
-    loaded = _kernels_or_reason()
+def unavailable_reason(decode: bool = True) -> str | None:
+    """Why :func:`cpu_decode_kernels` returns None (``decode``), or :func:`cpu_kernel_library`
+    (not ``decode``: the library the training kernels bind), or None when it returns them."""
+    loaded = _kernels_or_reason() if decode else _library_or_reason()
     return loaded if isinstance(loaded, str) else None
 
 

@@ -246,11 +246,12 @@ class TrainerConfig:
     # built-in model, 1.3-1.7x on a 93M one), Hugging Face's elsewhere (on an H200 native was
     # 1.13-1.54x but not yet bit-reproducible: docs/benchmarks.md, "On a GPU").
     forward: str = "auto"
-    # dapo-rl's forward (above) on a CPU: RMSNorm, SwiGLU and RoPE each as one fused C kernel
-    # forward and one backward (dapo.trainer.fused_cpu_ops; x86-64 Linux with AVX-512, AVX512-BF16
-    # not needed, built with the decode kernels, rollout.native_cpu_kernels), float32 weights with or without bf16
-    # autocast. Torch's arithmetic in another summation order: the same logits to float32
-    # rounding, a bf16 value at most a rounding away. Where they cannot run, torch's ops, as with false.
+    # dapo-rl's forward (above) on a CPU: RMSNorm, SwiGLU, RoPE and attention each as one fused C
+    # kernel forward and one backward (dapo.trainer.fused_cpu_ops; x86-64 Linux with AVX-512,
+    # AVX512-BF16 not needed; built with the decode kernels, rollout.native_cpu_kernels), float32
+    # weights with or without bf16 autocast. Torch's arithmetic in another summation order: the
+    # same logits to float32 rounding, a bf16 value at most a rounding away (attention: float32
+    # throughout, nearer float64 than torch's bf16 eager). Where they cannot run, torch's ops, as with false.
     native_cpu_kernels: bool = True
     # AdamW: learning rate, betas, weight decay; gradient-norm clip (DAPO: 1e-6, 0.1, 1.0). Weight
     # decay applies to matrices only, not to biases and norm weights (verl's FSDP optimizer decays all).

@@ -21,7 +21,8 @@
    Segments: prompt u starts at token prompt_start[u], prompt_length[u] long; response row r at
    row_start[r], row_length[r] long, after prompt row_prompt[r]. rows_by_prompt lists the rows
    prompt by prompt, prompt u's at [prompt_rows[u], prompt_rows[u + 1]). d % 16 == 0 (the caller
-   checks; any such d: a head is read 16 floats at a time, summed 64 columns at a time). A NaN score makes its query's output NaN, as torch's softmax does. */
+   checks; any such d: a head is read 16 floats at a time, summed 64 columns at a time). A NaN
+   score makes its query's output NaN, as torch's softmax does. */
 #include <string.h>
 
 #include "vector_math.h"
@@ -338,7 +339,8 @@ static void segment_backward(const Tensors *x, const Segment *s, long h, int is_
         const long token = s->start + k;
         memcpy(out->grad_qk + token * qk_width + (x->heads + h) * d, out->row_dk + k * d, sizeof(float) * d);
         for (long c = 0; c < d; c += 16)
-            store(out->grad_v, token * x->kv_heads * d + h * d + c, x->bf16, 0xFFFF, _mm512_loadu_ps(out->row_dv + k * d + c));
+            store(out->grad_v, token * x->kv_heads * d + h * d + c, x->bf16, 0xFFFF,
+                  _mm512_loadu_ps(out->row_dv + k * d + c));
     }
 }
 

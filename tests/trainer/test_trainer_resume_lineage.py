@@ -236,3 +236,28 @@ def test_a_resume_names_the_settings_changed_since_its_checkpoint(tiny_model_dir
                                          r"from the resumed step: algorithm.clip_ratio_high 0.28 -> 0.3; "
                                          r"trainer.total_steps 1 -> 2$"):
         Trainer(changed).train()
+
+
+def test_a_periodic_evaluation_stopped_at_a_checkpointed_step_checkpoints_that_step_first(tiny_model_dir, reward_file,
+                                                                                        tmp_path):
+    """Ctrl-C (or a scheduler's SIGTERM) in the evaluation after step 2, a step that
+    checkpoint.every_steps checkpoints: step 2 is logged and checkpointed before the stop (as the
+    final evaluation does), and the rerun trains step 3 alone instead of step 2 again."""
+    run = tmp_path / "run"
+    command = tiny_config(tiny_model_dir, run, reward_file)  # evaluated every 2 steps, checkpointed every step
+    trainer = Trainer(command)
+    evaluate = trainer.evaluate
+
+    def stopped_after_step_2():
+        if trainer.step == 2:
+            raise KeyboardInterrupt
+        return evaluate()
+
+    trainer.evaluate = stopped_after_step_2
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train()
+    assert sorted(p.name for p in (run / "checkpoints").glob("step-*")) == ["step-000001", "step-000002"]
+    assert [row["step"] for row in read_metrics(run) if "actor/loss" in row] == [1, 2]
+    summary = Trainer(command).train()
+    assert (summary.resumed_at, summary.steps) == (2, 3)
+    assert [row["step"] for row in read_metrics(run) if "actor/loss" in row] == [1, 2, 3]

@@ -352,13 +352,10 @@ class Trainer(LoopState):
             with self.state.progress(self.step, self.updates_skipped):
                 while self.step < cfg.trainer.total_steps:
                     result = self.step_once()
-                    metrics = result.metrics
-                    self.state.warn_if_truncating(metrics)
+                    self.state.warn_if_truncating(result.metrics)
                     if cfg.eval.every_steps and self.step % cfg.eval.every_steps == 0 and self.step < cfg.trainer.total_steps:
-                        metrics.update(self.evaluate())
-                    self.state.log(self.step, metrics)
-                    self.state.log_completions(self.step, result.completions)
-                    self.reward_watch.observe(result.reward_results)
+                        result.metrics.update(self._periodic_evaluation(result))
+                    self._record(result)
                     if self._periodic_checkpoint_due():
                         self.save_checkpoint()
             if self.step == cfg.trainer.total_steps and not finished_before_start:

@@ -1,8 +1,8 @@
 """What the training loop keeps across steps, and its checkpoints: :class:`LoopState`, mixed into
 :class:`dapo.trainer.loop.Trainer`, holds the loop's ``state_dict`` (step, next group id, the
 sampler's cursor and surplus, RNG, the reward-failure streak, updates skipped), writes it with
-the policy's state as a checkpoint, resumes from one, checkpoints the trained steps when the
-final evaluation fails, and keeps the count of the optimizer updates steps did not make (the
+the policy's state as a checkpoint, resumes from one, checkpoints the trained steps when an
+evaluation fails (the final one, or a periodic one at a checkpoint's step), and keeps the count of the optimizer updates steps did not make (the
 progress bar's total, now and after a resume). Apart from :mod:`dapo.trainer.loop` so that the
 loop itself reads in one sitting."""
 
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
     from dapo.config import DAPOConfig
+    from dapo.trainer.loop import StepResult
     from dapo.trainer.policy import PolicyWorker
     from dapo.trainer.ray_policy import RayPolicyGroup
     from dapo.trainer.run_state import RunState
@@ -82,6 +83,25 @@ class LoopState:
         self.state.resumed_at(self.step, state.get("log_lines"))
         print(f"resumed from {path} at step {self.step}")
         return True
+
+    def _record(self, result: StepResult) -> None:
+        """A finished step's metrics and completions logged, its rewards' failures counted."""
+        self.state.log(self.step, result.metrics)
+        self.state.log_completions(self.step, result.completions)
+        self.reward_watch.observe(result.reward_results)
+
+    def _periodic_evaluation(self, result: StepResult) -> dict[str, float]:
+        """The held-out evaluation of every eval.every_steps. Should it fail, or be stopped (Ctrl-C;
+        SIGTERM in a long avg@32), at a step that checkpoint.every_steps checkpoints, the step just
+        trained is recorded and checkpointed first (as _final_evaluation does): a resume goes on
+        after it rather than training the steps since the last checkpoint again."""
+        try:
+            return self.evaluate()
+        except BaseException:
+            if self._periodic_checkpoint_due() and not self.policy.broken:
+                self._record(result)
+                self.save_checkpoint()
+            raise
 
     def _final_evaluation(self) -> dict[str, float]:
         """The held-out evaluation after the last step (the final checkpoint follows it). Should it

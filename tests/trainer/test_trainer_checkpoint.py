@@ -35,6 +35,27 @@ def test_checkpoint_is_a_hf_model_dir_and_keeps_last_k(tiny_model_dir: Path, tmp
     assert resolve_resume("never", tmp_path) is None
 
 
+def test_an_old_checkpoint_that_cannot_be_removed_stays_and_the_new_one_counts(tiny_model_dir: Path, tmp_path: Path,
+                                                                                monkeypatch):
+    """keep_last's removal of an older checkpoint failing (a file another user owns, a network
+    disk) happens after the new checkpoint is published: a warning, not "checkpoint not written"."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    save_checkpoint(tmp_path, 1, model, tokenizer, {"step": 1}, "a: 1\n", keep_last=1)
+    rename = Path.rename
+
+    def refused(path: Path, target):
+        if "-deleting-" in str(target):
+            raise PermissionError(13, "Permission denied", str(path))
+        return rename(path, target)
+
+    monkeypatch.setattr(Path, "rename", refused)
+    with pytest.warns(UserWarning, match="step-000002 is written, but removing the older step-000001 failed"):
+        written = save_checkpoint(tmp_path, 2, model, tokenizer, {"step": 2}, "a: 1\n", keep_last=1)
+    assert written.name == "step-000002" and load_trainer_state(written)["step"] == 2
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["step-000001", "step-000002"]
+
+
 @pytest.mark.parametrize("umask", [0o022, 0o077])
 def test_checkpoint_files_have_the_umask_s_modes_not_safetensors_0600(tiny_model_dir: Path, tmp_path: Path, umask: int):
     """A team sharing a run directory (umask 022) can read the weights as it reads the config; a

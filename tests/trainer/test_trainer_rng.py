@@ -54,3 +54,28 @@ def test_a_policy_rank_resumes_its_own_random_streams(tmp_path: Path):
             assert torch.equal(torch.get_rng_state(), state)
         finally:
             random.setstate(python_state)
+
+
+def test_numpys_global_generator_resumes_where_it_was_saved(tmp_path: Path):
+    """A user's plugin drawing from np.random draws, after a resume, what it would have drawn after
+    the save; the state goes through torch.save and a weights_only load, as a checkpoint's does.
+    A checkpoint without it (older ones) leaves NumPy as it is."""
+    import numpy as np
+
+    before = np.random.get_state()
+    try:
+        np.random.seed(5)
+        np.random.standard_normal()  # a cached Gaussian in the state
+        torch.save(rng_state(), tmp_path / "rng.pt")
+        expected = np.random.standard_normal(4), np.random.randint(0, 2**31, 4)
+        np.random.seed(6)
+        set_rng_state(torch.load(tmp_path / "rng.pt", weights_only=True))
+        got = np.random.standard_normal(4), np.random.randint(0, 2**31, 4)
+        assert all((a == b).all() for a, b in zip(got, expected))
+        older = {key: value for key, value in rng_state().items() if key != "numpy"}
+        np.random.seed(7)
+        drawn = np.random.get_state()[1].copy()
+        set_rng_state(older)
+        assert (np.random.get_state()[1] == drawn).all()
+    finally:
+        np.random.set_state(before)

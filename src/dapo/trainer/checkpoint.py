@@ -129,7 +129,12 @@ def publish_checkpoint(
         # renamed first (atomically) to a name the next start cleans up: a kill during the delete
         # must not leave gigabytes that no checkpoint listing sees
         doomed = root / f".tmp-{old.name}-deleting-{os.getpid()}"
-        old.rename(doomed)
+        try:
+            old.rename(doomed)
+        except OSError as error:  # checkpoint `step` is published: an old one left is no reason to stop the run
+            warnings.warn(f"checkpoint {final.name} is written, but removing the older {old.name} failed ({error}); "
+                          "it stays (checkpoint.keep_last)", stacklevel=2)
+            continue
         shutil.rmtree(doomed, ignore_errors=True)
     return final
 

@@ -8,26 +8,40 @@ import random
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from dapo.trainer.run_dir import SHARDED_DIR
 
 
 def rng_state() -> dict[str, Any]:
-    """This process's torch, Python and (where it has used CUDA) CUDA generators. A process that
-    never initialised CUDA, as the driver of policy ranks on Ray, has drawn nothing from it, and
-    reading its states would open a context on every visible GPU, memory the ranks need."""
-    state: dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
+    """This process's torch, Python, NumPy (its global generator: a user's advantage or loss plugin
+    may draw from it) and (where it has used CUDA) CUDA generators. A process that never
+    initialised CUDA, as the driver of policy ranks on Ray, has drawn nothing from it, and reading
+    its states would open a context on every visible GPU, memory the ranks need."""
+    state: dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": _numpy_state()}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
 
 
+def _numpy_state() -> dict[str, Any]:
+    """NumPy's global Mersenne Twister as tensors and numbers (a checkpoint loads with weights_only)."""
+    _, keys, position, has_gauss, cached_gauss = np.random.get_state()
+    return {"keys": torch.from_numpy(keys.astype(np.int64)), "position": int(position), "has_gauss": int(has_gauss),
+            "cached_gauss": float(cached_gauss)}
+
+
 def set_rng_state(state: dict[str, Any]) -> None:
-    """Restore :func:`rng_state`'s generators; a CUDA state per GPU visible now (a resume may see
-    fewer or more GPUs than the save did: the others keep their seeds)."""
+    """Restore :func:`rng_state`'s generators (NumPy's where the checkpoint has it: older ones do
+    not); a CUDA state per GPU visible now (a resume may see fewer or more GPUs than the save did:
+    the others keep their seeds)."""
     torch.set_rng_state(state["torch"])
     random.setstate(state["python"])
+    if "numpy" in state:
+        saved = state["numpy"]
+        np.random.set_state(("MT19937", saved["keys"].numpy().astype(np.uint32), saved["position"],
+                             saved["has_gauss"], saved["cached_gauss"]))
     if "cuda" in state and torch.cuda.is_available():
         for index, cuda_state in enumerate(state["cuda"][: torch.cuda.device_count()]):
             torch.cuda.set_rng_state(cuda_state, index)

@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.metadata
 import math
 import os
+import re
 import signal
 import sys
 import threading
@@ -81,6 +83,23 @@ def keeping_sigterm_handler() -> Iterator[None]:
     finally:
         if callable(previous):
             signal.signal(signal.SIGTERM, previous)
+
+
+def quiet_local_token_auth() -> None:
+    """Before a local cluster's ``import ray``: Ray 2.59 and later start a local cluster with token
+    authentication on and say so in a WARNING at every start ("Set RAY_AUTH_MODE=disabled to opt
+    out") unless RAY_AUTH_MODE is set. Setting it to that default keeps the protection and drops
+    the warning. Only before Ray is imported (its config reads the variable then: set later, the
+    driver and the cluster disagree and every call fails), only where the user set no mode, and
+    not for older Rays, where token mode is opt-in."""
+    if "ray" in sys.modules or "RAY_AUTH_MODE" in os.environ:
+        return
+    try:
+        major_minor = re.match(r"(\d+)\.(\d+)", importlib.metadata.version("ray"))
+    except importlib.metadata.PackageNotFoundError:
+        return
+    if major_minor and (int(major_minor[1]), int(major_minor[2])) >= (2, 59):
+        os.environ["RAY_AUTH_MODE"] = "token"
 
 
 def _ranks_use_gpus(cfg: DAPOConfig, ray: Any) -> bool:
@@ -195,9 +214,11 @@ class RayPolicyGroup(RankCalls):
     (how it calls them, and what it does when one fails: :class:`dapo.trainer.ray_faults.RankCalls`)."""
 
     def __init__(self, cfg: DAPOConfig) -> None:
+        res = cfg.resources
+        if res.ray_address is None:
+            quiet_local_token_auth()
         import ray  # the scale-out extra: pip install 'dapo-rl[ray]'
 
-        res = cfg.resources
         self._started_ray = not ray.is_initialized()
         if self._started_ray:
             with keeping_sigterm_handler():

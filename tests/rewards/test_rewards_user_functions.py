@@ -7,7 +7,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 
 from dapo.config.schema import RewardConfig, RewardFunctionSpec
 from dapo.rewards import RewardFunctionError, RewardScorer, load_reward_function
@@ -125,6 +127,10 @@ def test_wrong_return_type_fails_before_training(name: str, message: str) -> Non
     ({"score": 2e6}, "the score 2e+06 is beyond +-1e+06: rewards this large make the group advantages overflow; "
                      "scale the reward down (in the returned dict)"),
     ({"score": 1.0, "acc": "yes"}, "'acc' is a str, not a number (in the returned dict)"),
+    # a judge's probability is not a verdict: bool(0.3) would mark the response correct
+    ({"score": 0.3, "acc": 0.3}, "'acc' is 0.3: a verdict is True or False (or 1 or 0); a judge's probability or "
+                                 "partial credit belongs in 'score' (or a metric of its own) (in the returned dict)"),
+    ({"score": 1.0, "acc": -1}, "'acc' is -1: a verdict is True or False (or 1 or 0)"),
     ({"score": 1.0, "judge": [0.5]}, "'judge' is a list, not a number (in the returned dict)"),
 ])
 def test_a_bad_return_value_is_named_and_a_dict_s_bad_field_says_where_it_is(value: object, why: str) -> None:
@@ -132,8 +138,17 @@ def test_a_bad_return_value_is_named_and_a_dict_s_bad_field_says_where_it_is(val
     message says; per response of a batched function too."""
     from dapo.rewards.worker import _batch_outcome, _item_outcome
 
-    assert _item_outcome(value) == ("bad", why)
-    assert _batch_outcome([value, 1.0], 2) == ("ok", [("bad", why), ("ok", (1.0, None, {}))])
+    outcome, message = _item_outcome(value)
+    assert outcome == "bad" and message.startswith(why)
+    assert _batch_outcome([value, 1.0], 2) == ("ok", [("bad", message), ("ok", (1.0, None, {}))])
+
+
+@pytest.mark.parametrize(("acc", "verdict"), [(True, True), (False, False), (1, True), (0, False), (1.0, True),
+                                              (np.bool_(True), True), (np.float32(0.0), False), (torch.tensor(1), True)])
+def test_acc_takes_bools_and_exact_ones_and_zeros(acc: object, verdict: bool) -> None:
+    from dapo.rewards.user_functions import normalize_return
+
+    assert normalize_return({"score": 0.5, "acc": acc}) == (0.5, verdict, {})
 
 
 def test_import_error_fails_before_training() -> None:

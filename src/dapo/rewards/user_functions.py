@@ -155,6 +155,17 @@ def normalize_return(value: Any) -> tuple[float | None, bool | None, dict[str, f
         raise DictFieldError(str(exc)) from exc
 
 
+def _verdict(acc: Any) -> bool:
+    """A dict's ``"acc"`` as a bool: True or False (numpy's and torch's bools too), or a number
+    that is exactly 1 or 0. Anything else is refused: a judge's probability (0.3) read as
+    ``bool(0.3)`` would mark every such response correct, in dynamic sampling's filter and avg@k."""
+    number = _finite_number(acc, "'acc'")
+    if number not in (0.0, 1.0):
+        raise TypeError(f"'acc' is {repr(acc)[:40]}: a verdict is True or False (or 1 or 0); a judge's probability or "
+                        "partial credit belongs in 'score' (or a metric of its own)")
+    return number == 1.0
+
+
 def _dict_fields(value: dict) -> tuple[float | None, bool | None, dict[str, float]]:
     """:func:`normalize_return` of a dict that has a ``"score"``."""
     score = None if value["score"] is None else _bounded_score(_finite_number(value["score"], "'score'"))
@@ -163,7 +174,7 @@ def _dict_fields(value: dict) -> tuple[float | None, bool | None, dict[str, floa
         if score is None:
             raise TypeError(f"'acc' is {repr(acc)[:40]} but 'score' is None: a function that does not apply to an "
                             "item (a score of None) gives it no verdict either (leave 'acc' out, or None)")
-        acc = bool(_finite_number(acc, "'acc'"))
+        acc = _verdict(acc)
     if NOT_APPLICABLE_KEY in value:
         raise TypeError(f"{NOT_APPLICABLE_KEY!r} is the name of the metric the trainer keeps of the items a function "
                         f"does not apply to (reward/<function>/{NOT_APPLICABLE_KEY}): name yours otherwise")

@@ -175,9 +175,10 @@ def test_keys_the_rows_lack_fail_or_load_as_row_by_row(
         assert fast == row_by_row and taken == columnar_batches
 
 
-def test_invalid_utf8_part_way_reads_as_unreadable_after_the_last_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Parquet does not check UTF-8: a bad string in the second batch's ``ability`` is
-    ``to_pylist``'s error, "unreadable after" the first batch's last row, either way."""
+def test_invalid_utf8_part_way_is_a_malformed_row_named_either_way(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Parquet does not check UTF-8: a bad string in the second batch's ``ability`` is that row's
+    error (row 5), the same whether the batch is read a column at a time or row by row; a lenient
+    load skips it and reads the rest."""
     monkeypatch.setattr("dapo.data.readers._PARQUET_BATCH_ROWS", 4)
     rows = TRICKY_ROWS[:8]
     table = pa.Table.from_pylist(rows, schema=DAPO_SCHEMA)
@@ -188,7 +189,14 @@ def test_invalid_utf8_part_way_reads_as_unreadable_after_the_last_row(tmp_path: 
     for lenient in (True, False):
         fast, row_by_row, _ = _both_readings(monkeypatch, [str(path)], DataConfig(lenient=lenient), "train")
         assert fast == row_by_row
-    assert "unreadable after row 3 (0-based)" in str(fast)
+        if lenient:
+            lenient_load = fast
+    assert "bad.parquet row 5 (0-based): undecodable bytes in a string column, not UTF-8" in str(fast)
+    good = tmp_path / "good.parquet"
+    pq.write_table(table, good)
+    _, counts = lenient_load
+    _, good_counts = _outcome([str(good)], DataConfig(lenient=True), "train")
+    assert counts["num_malformed_skipped"] == good_counts["num_malformed_skipped"] + 1
 
 
 @pytest.mark.parametrize("array", [

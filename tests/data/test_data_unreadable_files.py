@@ -82,3 +82,25 @@ def test_json_lines_stay_skipped_line_by_line_when_lenient(tmp_path: Path) -> No
     loaded = load_problems([str(path)], LENIENT, "train")
     assert [p.ground_truth for p in loaded.problems] == ["1", "4"] and loaded.num_malformed_skipped == 2
     assert "(4 rows; 0 duplicate prompts dropped; 2 malformed rows skipped;" in loaded.describe("train")
+
+
+def _parquet_with_a_non_utf8_cell(path: Path) -> str:
+    """Three rows, the question of row 1 (0-based) bytes that are not UTF-8 in a string column
+    (a writer that does not validate its strings: pyarrow reads the file, not that cell)."""
+    import numpy as np
+
+    questions = [b"What is 1 + 1?", b"What is \xff 2?", b"What is 3 + 1?"]
+    offsets = np.cumsum([0] + [len(q) for q in questions]).astype(np.int32)
+    column = pa.Array.from_buffers(pa.string(), 3, [None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(b"".join(questions))])
+    pq.write_table(pa.table({"question": column, "answer": pa.array(["2", "3", "4"])}), path)
+    return str(path)
+
+
+def test_a_parquet_cell_that_is_not_utf8_is_a_malformed_row_named_by_its_index(tmp_path: Path) -> None:
+    """One bad cell is one malformed row, named (skipped and counted where lenient): before, the
+    whole batch was lost under the name of the row before it, and the load stopped even when lenient."""
+    path = _parquet_with_a_non_utf8_cell(tmp_path / "qa.parquet")
+    loaded = load_problems([path], LENIENT, "train")
+    assert [p.ground_truth for p in loaded.problems] == ["2", "4"] and loaded.num_malformed_skipped == 1
+    with pytest.raises(DataError, match=r"qa\.parquet row 1 \(0-based\): undecodable bytes in a string column, not UTF-8"):
+        load_problems([path], DataConfig(prompt_key="question", answer_key="answer"), "train")

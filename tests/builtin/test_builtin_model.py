@@ -295,3 +295,22 @@ def test_damaged_shipped_weights_are_not_used(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setattr(base_model, "build_base_model", build_instead)
     with pytest.warns(UserWarning, match="does not match its SHA-256"), pytest.raises(RuntimeError, match="built"):
         ensure_base_model(str(tmp_path), progress=False)
+
+
+def test_a_non_finite_sft_loss_stops_before_the_weights_take_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The base model's supervised warm start has the RL update's guard: a NaN loss (a recipe's
+    learning rate or data gone wrong) raises before backward and the optimizer step."""
+    from transformers import Qwen2ForCausalLM
+
+    from dapo.builtin import base_model
+
+    recipe = BaseModelRecipe(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64,
+                             sft_steps=3, batch_size=4, num_problems=50, bf16_autocast=False)
+    tokenizer = build_tokenizer()
+    model = Qwen2ForCausalLM(base_model._model_config(recipe, tokenizer))
+    before = [p.detach().clone() for p in model.parameters()]
+    monkeypatch.setattr(base_model.F, "cross_entropy",
+                        lambda *args, **kwargs: torch.tensor(float("nan"), requires_grad=True))
+    with pytest.raises(RuntimeError, match=r"SFT loss is nan at step 1 of 3: stopped before the weights take it"):
+        base_model.supervised_finetune(model, tokenizer, recipe, progress=False)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))

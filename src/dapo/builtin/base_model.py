@@ -311,6 +311,9 @@ def supervised_finetune(
                 ignore_index=-100,
                 label_smoothing=recipe.label_smoothing,
             )
+        if not torch.isfinite(loss):  # stopped before it reaches the weights, as the RL update's guard does
+            raise RuntimeError(f"the base model's SFT loss is {loss.item()} at step {step + 1} of {recipe.sft_steps}: "
+                               "stopped before the weights take it (a recipe's learning rate or data gone wrong)")
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -34,14 +34,15 @@ METRICS: dict[str, str] = {
     "rollout/reward_timeouts": "responses whose scoring hit the reward deadline (the function that timed out adds its "
     "failure score, the lower of weight x incorrect and weight x correct score; the response is incorrect when acc comes "
     "from that function: a user function's timeout leaves a verifier-correct answer correct)",
-    "rollout/reward_errors": "responses whose reward function raised or returned a wrong type, or that no reward "
-                             "source applies to (every function returned None, reward.verifier_weight=0)",
+    "rollout/reward_errors": "responses whose reward function raised, returned a wrong type or died (its worker "
+                             "process killed, or os._exit), or that no reward source applies to (every function "
+                             "returned None, reward.verifier_weight=0)",
     "reward/<function>/score": "mean score a user reward function returned this step (over the responses it scored)",
     "reward/<function>/not_applicable": "fraction of this step's responses a user reward function returned None on "
                                         "(it does not apply to them, as TRL's convention: adds nothing, no failure)",
     "reward/<function>/<key>": "mean of each other number a user reward function returned in its dict",
-    "reward_failures/<function>": "responses a user reward function (or math-verify, in its worker) timed out, raised or "
-                                  "returned a bad value on this step; reward/<function>/score leaves them out; "
+    "reward_failures/<function>": "responses a user reward function (or math-verify, in its worker) timed out, raised, "
+                                  "returned a bad value or died on this step; reward/<function>/score leaves them out; "
                                   "no-applicable-reward: responses no reward source applies to (every function returned "
                                   "None, reward.verifier_weight=0), scored as failures",
     # dynamic sampling
@@ -129,9 +130,10 @@ METRICS: dict[str, str] = {
     "eval/truncation_rate": "fraction of held-out responses cut at the length limit",
     "eval/num_problems": "held-out problems evaluated (eval.max_problems keeps the first ones)",
     "eval/reward_timeouts": "held-out samples whose scoring hit the reward deadline (as rollout/reward_timeouts)",
-    "eval/reward_errors": "held-out samples whose reward function (or math-verify) raised or returned a wrong type",
-    "eval/reward_failures/<function>": "held-out samples a reward function (or math-verify) timed out, raised or "
-    "returned a bad value on (logged for the functions that failed on some)",
+    "eval/reward_errors": "held-out samples whose reward function (or math-verify) raised, returned a wrong type or "
+                          "died",
+    "eval/reward_failures/<function>": "held-out samples a reward function (or math-verify) timed out, raised, "
+    "returned a bad value or died on (logged for the functions that failed on some)",
     "eval/<data_source>/<metric>": "avg@k, pass@k, maj@k and num_problems on the held-out problems of one "
     "data_source (logged when the held-out set has several; its @k absent when the correctness scorer failed on "
     "every sample of that data_source)",

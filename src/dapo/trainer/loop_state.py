@@ -2,9 +2,9 @@
 :class:`dapo.trainer.loop.Trainer`, holds the loop's ``state_dict`` (step, next group id, the
 sampler's cursor and surplus, RNG, the reward-failure streak, updates skipped), writes it with
 the policy's state as a checkpoint, resumes from one, checkpoints the trained steps when an
-evaluation fails (the final one, or a periodic one at a checkpoint's step), and keeps the count of the optimizer updates steps did not make (the
-progress bar's total, now and after a resume). Apart from :mod:`dapo.trainer.loop` so that the
-loop itself reads in one sitting."""
+evaluation fails (the final one, or a periodic one at a checkpoint's step), and keeps the count
+of the optimizer updates steps did not make (the progress bar's total, now and after a resume).
+Apart from :mod:`dapo.trainer.loop` so that the loop itself reads in one sitting."""
 
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -56,8 +57,14 @@ def fsync_tree(root: Path) -> None:
 
 
 def fsync_dir(directory: Path) -> None:
+    """Flush ``directory``'s entries (a rename in it) to disk. A filesystem that cannot fsync a
+    directory (EINVAL or ENOTSUP: some network and FUSE filesystems) flushes nothing here, as the
+    rename's durability there is the filesystem's own; any other error is raised."""
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
+    except OSError as error:
+        if error.errno not in (errno.EINVAL, errno.ENOTSUP):
+            raise
     finally:
         os.close(fd)

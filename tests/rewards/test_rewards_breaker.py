@@ -1,6 +1,7 @@
 """A reward function that hangs on every item costs a batch a few deadlines, not one per item:
-the breaker (dapo/rewards/breaker.py) fails the rest of its batch at once, as timeouts. A function
-that is only slow now and then, or that cannot score one problem's responses, is not tripped."""
+the breaker (dapo/rewards/breaker.py) fails the rest of its batch at once, as timeouts; one that
+ends its worker on every item costs a few restarts, not one per item. A function that is only slow
+now and then, or that cannot score one problem's responses, is not tripped."""
 
 from __future__ import annotations
 
@@ -37,9 +38,10 @@ def test_a_group_trips_on_timeouts_in_a_row_across_problems_and_its_pending_task
     breaker.record(0, "timeout")  # math-verify's (no group): never counted, never skipped
     assert not breaker.tripped
     breaker.record(4, "timeout")
-    assert breaker.tripped == {0: (3, 3)}
+    assert breaker.tripped == {0: (3, 3, 0)}
     pending = deque([1, 5, 8, 6, 9, 7, 10])
     assert breaker.skip(pending) == [5, 6, 7]
+    assert breaker.skipped_outcome(5) == ("timeout", "skipped")
     assert list(pending) == [1, 8, 9, 10] and breaker.skipped == {0: [5, 6, 7]}
     assert breaker.skip(pending) == []
 
@@ -58,7 +60,23 @@ def test_timeouts_on_one_problem_alone_do_not_trip() -> None:
         breaker.record(task_id, "timeout")
     assert not breaker.tripped
     breaker.record(16, "timeout")  # a second problem, still nothing in time: hung
-    assert breaker.tripped == {0: (17, 2)}
+    assert breaker.tripped == {0: (17, 2, 0)}
+
+
+@pytest.mark.parametrize("kinds, tripped_as", [(["died"] * 3, "died"), (["timeout", "died", "died"], "died"),
+                                               (["died", "timeout", "timeout"], "timeout")])
+def test_deaths_of_the_worker_count_in_the_streak_as_timeouts_do(kinds: list[str], tripped_as: str) -> None:
+    """A function that ends its worker (a crash, os._exit) on every item is as broken as one that
+    hangs: its skipped tasks fail as most of its streak did."""
+    breaker = Breaker([0] * 6, list("abcdef"), num_workers=1)
+    for task_id, kind in enumerate(kinds):
+        breaker.record(task_id, kind)
+    assert breaker.tripped[0].kind == tripped_as and breaker.tripped[0].deaths == kinds.count("died")
+    assert breaker.skip(deque([3, 4])) == [3, 4] and breaker.skipped_outcome(4) == (tripped_as, "skipped")
+    returned = Breaker([0] * 6, list("abcdef"), num_workers=1)
+    for task_id, kind in enumerate(["died", "died", "raised", "died", "died"]):
+        returned.record(task_id, kind)
+    assert not returned.tripped  # a raise is a call that returned: it ends the streak
 
 
 # -- through the scorer ----------------------------------------------------------------------
@@ -96,6 +114,25 @@ def test_a_hanging_function_costs_a_batch_a_few_deadlines_and_every_item_a_timeo
             assert tripped.startswith("sleeps_forever timed out on 4 responses in a row")
             skipped = int(tripped.split("so its other ")[1].split()[0])
             assert N - 4 - 2 <= skipped <= N - 4  # the rest, less what was already running
+
+
+def test_a_function_that_ends_its_worker_on_every_item_costs_a_few_restarts(caplog: pytest.LogCaptureFixture) -> None:
+    """os._exit on every call: each item cost a worker's restart (0.2 s a response on 2 workers,
+    8 s for these 40; 1024 responses, 3.5 minutes); the breaker stops it after four, the rest
+    fail at once as worker deaths, and the verifier's verdicts stand."""
+    cfg = RewardConfig(functions=[spec("exits_when_asked", weight=0.5)], num_workers=2)
+    responses, golds = items()
+    with RewardScorer(cfg) as scorer, caplog.at_level(logging.WARNING, logger="dapo.rewards"):
+        started = time.monotonic()
+        results = scorer.score(responses, golds, extras=[{"exit": True}] * N)
+        elapsed = time.monotonic() - started
+        assert all(r.error and r.failed == ["exits_when_asked"] for r in results)
+        assert [r.acc for r in results] == [i % 2 == 1 for i in range(N)]
+        [tripped] = [r.getMessage() for r in caplog.records if TRIPPED in r.getMessage()]
+        assert tripped.startswith("exits_when_asked ended its worker process (a crash, os._exit, a signal) on 4 "
+                                  "responses in a row") and "score as worker deaths" in tripped
+        assert scorer.score(responses[:2], golds[:2], extras=[{}, {}])[0].extra["exits_when_asked/score"] == 1.0
+    assert elapsed < 6.0, f"{elapsed:.1f} s"  # about 1 s; 8 s without the breaker
 
 
 def test_a_hang_that_passes_is_scored_in_the_next_batch() -> None:

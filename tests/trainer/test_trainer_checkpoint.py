@@ -1,5 +1,7 @@
+import errno
 import os
 import stat
+import warnings
 from pathlib import Path
 
 import pytest
@@ -54,6 +56,37 @@ def test_an_old_checkpoint_that_cannot_be_removed_stays_and_the_new_one_counts(t
         written = save_checkpoint(tmp_path, 2, model, tokenizer, {"step": 2}, "a: 1\n", keep_last=1)
     assert written.name == "step-000002" and load_trainer_state(written)["step"] == 2
     assert [p.name for p in list_checkpoints(tmp_path)] == ["step-000001", "step-000002"]
+
+
+@pytest.mark.parametrize("code", ["EINVAL", "EIO"])
+def test_a_directory_flush_that_fails_after_the_rename_still_counts_the_checkpoint(tiny_model_dir: Path,
+                                                                                   tmp_path: Path, monkeypatch, code):
+    """A filesystem that cannot fsync a directory (EINVAL: some network and FUSE filesystems) is
+    not an error; an I/O error flushing the checkpoints folder after the rename has published the
+    checkpoint is a warning, not "checkpoint not written" (the checkpoint is there and resumes)."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    real_fsync = os.fsync
+
+    def refused(fd: int) -> None:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise OSError(getattr(errno, code), os.strerror(getattr(errno, code)))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", refused)
+    if code == "EINVAL":
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            written = save_checkpoint(tmp_path, 1, model, tokenizer, {"step": 1}, "a: 1\n", keep_last=1)
+    else:
+        (tmp_path / "checkpoints").mkdir()  # (a missing folder's creation is flushed before any write)
+        with pytest.raises(OSError, match="Input/output error"):  # before the rename: the checkpoint's own files
+            save_checkpoint(tmp_path, 1, model, tokenizer, {"step": 1}, "a: 1\n", keep_last=1)
+        assert list_checkpoints(tmp_path) == []
+        monkeypatch.setattr("dapo.trainer.checkpoint.fsync_tree", lambda root: None)
+        with pytest.warns(UserWarning, match="step-000001 is written, but flushing .* failed"):
+            written = save_checkpoint(tmp_path, 1, model, tokenizer, {"step": 1}, "a: 1\n", keep_last=1)
+    assert list_checkpoints(tmp_path) == [written] and load_trainer_state(written)["step"] == 1
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o077])

@@ -111,6 +111,27 @@ def test_held_out_problems_that_are_training_problems_too_are_said(tmp_path):
 
 
 
+def test_a_held_out_problem_is_found_in_training_whatever_form_its_prompt_takes(tmp_path):
+    """The same problem as chat messages in the DAPO template in train (DAPO-Math-17K's form) and
+    as plain text in eval (an AIME file of another source) is one problem: its prompts' hashes
+    differ, and the overlap went unsaid."""
+    import json
+
+    from dapo.data import DAPO_TEMPLATE
+    from dapo.trainer.setup import load_run_data
+
+    problems = [f"What is {i} + 1?" for i in range(3)]
+    train = [{"prompt": [{"role": "user", "content": DAPO_TEMPLATE.format(problem=p)}],
+              "reward_model": {"ground_truth": str(i + 1)}} for i, p in enumerate(problems)]
+    held_out = [{"prompt": "  What is 1 +\n1? ", "reward_model": {"ground_truth": "2"}},
+                {"prompt": "What is 7 + 1?", "reward_model": {"ground_truth": "8"}}]
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in train))
+    (tmp_path / "held_out.jsonl").write_text("".join(json.dumps(r) + "\n" for r in held_out))
+    cfg = load_config([], [f"data.train_files=[{tmp_path / 'train.jsonl'}]",
+                           f"data.eval_files=[{tmp_path / 'held_out.jsonl'}]"])
+    assert "warning: 1 of the 2 held-out problems are training problems too" in load_run_data(cfg).eval.describe("eval")
+
+
 def test_the_overlap_counts_only_the_held_out_problems_that_stay(tmp_path):
     """A problem dropped as longer than data.max_prompt_length is not held out: the same file as
     both splits said "4 of the 4 held-out problems" where 3 were evaluated."""

@@ -51,10 +51,11 @@ class RewardConfig:
     # 0: no cap. Either way workers are the OOM killer's first choice, so a leak costs a worker
     # (replaced), not the trainer.
     memory_limit_gb: float = 0.0
-    # A user function that times out on max(2 x workers, 3) calls in a row, across at least two
-    # problems, none finishing in time in between, is taken for hung in that batch: its calls not yet
-    # started fail at once as timeouts (a batch costs about two deadlines, not one per response; the
-    # next batch tries it again). false: every call waits out its deadline (a code sandbox whose
+    # A user function that times out (or ends its worker process: a crash, os._exit) on
+    # max(2 x workers, 3) calls in a row, across at least two problems, none returning in between,
+    # is taken for hung (or broken) in that batch: its calls not yet started fail at once as
+    # timeouts (or worker deaths): a batch costs about two deadlines, not one per response; the
+    # next batch tries it again. false: every call waits out its deadline (a code sandbox whose
     # policy writes loops often, where a later call of the batch might still pass).
     skip_hung: bool = True
     # Responses longer than this (characters) are cut to their tail before parsing.

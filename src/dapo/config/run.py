@@ -39,8 +39,10 @@ class EvalConfig:
 
 @dataclass
 class CheckpointConfig:
-    # Save a checkpoint every this many training (rollout) steps (0: only the final one).
-    every_steps: int = 0
+    # Save a checkpoint every this many training (rollout) steps (0: only the final one). A config
+    # file that leaves it out checkpoints every 20, as dapo_recipe does: a crash then loses at most
+    # 20 steps, where 0 would lose the whole run.
+    every_steps: int = 20
     # Keep the newest K checkpoints (the final one is always written).
     keep_last: int = 2
     # "auto" resumes from the newest checkpoint in the run directory, "never" starts fresh,

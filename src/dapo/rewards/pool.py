@@ -114,7 +114,7 @@ class WorkerPool:
             breaker: Breaker | None = None) -> list[Outcome]:
         """Run every task; return one outcome per task, in order. Never blocks past deadlines:
         each task's own (``timeouts[i]``; None, or no list: the pool's ``timeout_s``). The tasks
-        ``breaker`` trips (:mod:`dapo.rewards.breaker`) are not run: they fail as ``("timeout", "skipped")``."""
+        ``breaker`` trips (:mod:`dapo.rewards.breaker`) are not run: they fail as ``("timeout" or "died", "skipped")``."""
         self._results = [None] * len(tasks)
         self._timeouts = timeouts or []
         self._breaker = breaker or Breaker([], [], 0)
@@ -139,7 +139,7 @@ class WorkerPool:
                 if worker.dead or time.monotonic() > worker.deadline:
                     self._retire(worker, pending, "died" if worker.dead else "timeout")
             for task_id in self._breaker.skip(pending):
-                self._finish(task_id, ("timeout", "skipped"))
+                self._finish(task_id, self._breaker.skipped_outcome(task_id))
             if self._done == len(tasks):
                 break
             if self._none_can_start():

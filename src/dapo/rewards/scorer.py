@@ -173,20 +173,28 @@ class RewardScorer:
             self._combine(prepared[i], outcomes[math_task[i]] if i in math_task else None, fn_outcomes[i])
             for i in range(n)
         ]
-        self._report_skipped(breaker, calls, len(tasks) - len(calls))  # (after the first timeout's own line)
+        self._report_skipped(breaker, calls, len(tasks) - len(calls))  # (after the first failure's own line)
         return results
 
     def _report_skipped(self, breaker: Breaker, calls: list[tuple[int, range]], first_call: int) -> None:
         """One line per function the breaker stopped in this batch: how many responses it skipped."""
         for k, skipped in breaker.skipped.items():
-            timeouts, problems = breaker.tripped[k]
+            trip = breaker.tripped[k]
             what = "calls in a row, on %d different sets of problems" if self._batch_sizes[k] else \
                 "responses in a row, of %d different problems"
             responses = sum(len(calls[task_id - first_call][1]) for task_id in skipped)
+            if not trip.deaths:
+                failed = "timed out"
+            elif trip.deaths == trip.failures:
+                failed = "ended its worker process (a crash, os._exit, a signal)"
+            else:
+                failed = f"timed out or ended its worker process ({trip.deaths} deaths)"
+            looks, counted = ("hung", "timeouts") if trip.kind == "timeout" else ("broken", "worker deaths")
             logger.warning(
-                "%s timed out on %d " + what + ", in this batch, none of its calls finishing in time: it looks hung, "
-                "so its other %d responses in this batch were not run and score as timeouts (it is tried again on "
-                "the next batch) (%s)", self._labels[k], timeouts, problems, responses, self._specs[k],
+                "%s %s on %d " + what + ", in this batch, none of its calls returning in time: it looks %s, so its "
+                "other %d responses in this batch were not run and score as %s (it is tried again on the next "
+                "batch) (%s)", self._labels[k], failed, trip.failures, trip.problems, looks, responses, counted,
+                self._specs[k],
             )
 
     def _task(self, k: int, items: list[tuple[str, str, dict]]) -> tuple:

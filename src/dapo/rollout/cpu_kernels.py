@@ -260,13 +260,15 @@ def _load() -> CpuDecodeKernels:
     return kernels
 
 
-def _cpu_flags() -> set[str]:
+@functools.cache
+def _cpu_flags() -> frozenset[str]:
+    """The CPU flags of /proc/cpuinfo (read once: a process's CPU does not change)."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return set()
+        return frozenset()
     line = next((line for line in text.splitlines() if line.startswith("flags")), "")
-    return set(line.partition(":")[2].split())
+    return frozenset(line.partition(":")[2].split())
 
 
 def _build() -> Path:

@@ -124,7 +124,11 @@ def publish_checkpoint(
         shutil.rmtree(stale, ignore_errors=True)
     else:
         tmp.rename(final)
-    fsync_dir(root)
+    try:
+        fsync_dir(root)
+    except OSError as error:  # the checkpoint is in place: only a power loss before the kernel's own flush undoes it
+        warnings.warn(f"checkpoint {final.name} is written, but flushing {root} to disk failed ({error}); a power "
+                      "loss in the next seconds could lose it", stacklevel=2)
     for old in list_checkpoints(run_dir)[:-keep_last]:
         # renamed first (atomically) to a name the next start cleans up: a kill during the delete
         # must not leave gigabytes that no checkpoint listing sees

@@ -21,7 +21,8 @@ from transformers import (
 
 from dapo.algo.rehearsal import rehearse_plugins
 from dapo.config import DAPOConfig, ModelConfig
-from dapo.data import LoadedProblems, PromptEncoder, load_problems
+from dapo.data import LoadedProblems, Problem, PromptEncoder, load_problems
+from dapo.data.prompts import problem_text
 from dapo.errors import DamagedWeightsError
 from dapo.lora import apply_lora
 from dapo.preflight import model_context
@@ -174,12 +175,24 @@ def load_run_data(
         if loaded is not None and drop_overlong is not None:
             drop_overlong(loaded, split)
     if train_problems is not None and held_out is not None:
-        trained = {problem.uid for problem in train_problems.problems}
-        seen = {p.eval_key for p in held_out.problems if p.uid in trained}
+        trained = set(_problem_texts(train_problems.problems).values())
+        texts = _problem_texts(held_out.problems)
+        seen = {p.eval_key for p in held_out.problems if texts[p.uid] in trained}
         if seen:  # (the same file in both lists, a split read twice): held-out accuracy would flatter
             held_out.warnings.insert(0, f"warning: {len(seen)} of the {held_out.num_problems('eval')} held-out problems are "
-                                        "training problems too (the same prompt)")
+                                        "training problems too (the same problem text)")
     return RunData(train=train_problems, eval=held_out)
+
+
+def _problem_texts(problems: list[Problem]) -> dict[str, str]:
+    """Each prompt's problem (:func:`problem_text`: the last message, without the DAPO instruction),
+    its whitespace collapsed, by uid: a problem is found in both splits whether one holds it as chat
+    messages and the other as plain text, in the DAPO template or without it."""
+    texts: dict[str, str] = {}
+    for problem in problems:
+        if problem.uid not in texts:  # (1.8M rows of 18k prompts, kept with data.dedup_train=false)
+            texts[problem.uid] = " ".join(problem_text(problem.prompt).split())
+    return texts
 
 
 # Evaluation samples with one fixed seed per run, so evaluations before and after training

@@ -80,6 +80,14 @@ def test_every_prompt_gets_its_own_seed_and_the_models_stop_tokens(fake_vllm):
     assert result.completions[0].logprobs == [-0.5, -0.25] and result.completions[0].finish_reason == "stop"
 
 
+def test_the_trainers_tokenizer_goes_to_vllm_where_it_is_not_the_model_directorys(fake_vllm):
+    """model.tokenizer_path: vLLM loaded the model directory's tokenizer (another EOS, other stop
+    string matches) or failed on a directory of weights alone."""
+    apart = VLLMEngine("/models/m", RolloutConfig(engine="vllm"), seed=3, tokenizer_path="/models/base")
+    assert apart.llm.kwargs["model"] == "/models/m" and apart.llm.kwargs["tokenizer"] == "/models/base"
+    assert "tokenizer" not in VLLMEngine("/models/m", RolloutConfig(engine="vllm"), seed=3).llm.kwargs
+
+
 def test_a_stop_token_on_the_last_allowed_step_is_a_stop_not_a_truncation(fake_vllm, monkeypatch):
     """Some vLLM releases' check_stop tests the length limit first: EOS as the max_tokens-th token
     comes back with finish_reason "length". Overlong filtering would mask that finished response."""

@@ -51,6 +51,19 @@ def test_vllm_context_counts_the_rope_scaling_extension():
     assert vllm_options(cfg, plain)["max_model_len"] == 64
 
 
+def test_vllm_is_given_the_tokenizer_the_trainer_loads():
+    """model.tokenizer_path (a directory of weights alone, the tokenizer elsewhere, as preflight
+    suggests): vLLM loaded the model directory's own, or failed on a directory without one."""
+    from types import SimpleNamespace
+
+    from transformers import Qwen2Config
+
+    plain = SimpleNamespace(config=Qwen2Config(max_position_embeddings=64))
+    cfg = load_config([], ["rollout.engine=vllm", "rollout.top_p=1.0", "model.tokenizer_path=/base/tokenizer"])
+    assert vllm_options(cfg, plain)["tokenizer_path"] == "/base/tokenizer"
+    assert vllm_options(load_config([], ["rollout.engine=vllm", "rollout.top_p=1.0"]), plain)["tokenizer_path"] is None
+
+
 QWEN_CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"

@@ -107,7 +107,10 @@ class VLLMEngine:
         seed: int = 0,
         max_model_len: int | None = None,
         spmd: bool = False,
+        tokenizer_path: str | None = None,
     ) -> None:
+        """``tokenizer_path``: the trainer's tokenizer directory where it is not ``model_path``
+        (model.tokenizer_path): vLLM decodes with it for stop strings and stops on its EOS."""
         vllm = import_vllm()
         on_cpu = _on_cpu_backend()
         if not on_cpu and not torch.cuda.is_available():
@@ -131,6 +134,8 @@ class VLLMEngine:
             max_model_len=max_model_len,
             logprobs_mode="processed_logprobs",
         )
+        if tokenizer_path is not None:
+            kwargs["tokenizer"] = tokenizer_path
         if self.in_process:
             kwargs["distributed_executor_backend"] = "external_launcher" if spmd else "uni"
         if spmd:

@@ -232,14 +232,16 @@ def make_sampling_params(
 def vllm_options(cfg: DAPOConfig, model: PreTrainedModel) -> dict:
     """Keyword arguments of a vLLM engine for this run (nothing for the in-process engines):
     the run's seed, a context as long as a prompt plus a response (within the model's, RoPE
-    scaling's extension included, as preflight reads it), and on the policy ranks of a multi-rank
-    run, one engine shard per rank (``spmd``)."""
+    scaling's extension included, as preflight reads it), on the policy ranks of a multi-rank
+    run, one engine shard per rank (``spmd``), and the tokenizer the trainer loads where it is not
+    the model directory's (model.tokenizer_path: vLLM would load the model's own, or fail on a
+    directory of weights alone)."""
     if cfg.rollout.engine != "vllm":
         return {}
     longest = cfg.data.max_prompt_length + cfg.rollout.max_response_length
     context = model_context(model.config.to_dict())
     return {"seed": cfg.trainer.seed, "max_model_len": min(longest, context[0]) if context else longest,
-            "spmd": cfg.resources.world_size > 1}
+            "spmd": cfg.resources.world_size > 1, "tokenizer_path": cfg.model.tokenizer_path}
 
 
 @dataclass

@@ -14,8 +14,8 @@ problem), instead of failing on the first one after the model has loaded:
 - reward-function files exist;
 - the output directory can be written, and holds a checkpoint (weights in ``model.dtype`` + AdamW
   state; a warning when not ``checkpoint.keep_last + 1`` of them);
-- warnings for a warm-up as long as the run and for bfloat16 weights (``model.dtype``), whose
-  rounding swallows small AdamW steps.
+- warnings for a warm-up as long as the run, for bfloat16 weights (``model.dtype``), whose
+  rounding swallows small AdamW steps, and for bf16 compute on a CPU without native bf16 matmuls.
 
 Nothing here imports transformers or loads a model, so ``dapo train`` reports a typo in a second.
 """
@@ -36,6 +36,7 @@ from dapo.config import DAPOConfig
 from dapo.config.schema import DTYPE_BYTES
 from dapo.config.training import heads_split_problem
 from dapo.errors import UserError
+from dapo.hardware import warn_about_cpu_bf16
 from dapo.user_code import is_file_location
 
 WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin", "*.safetensors.index.json", "pytorch_model.bin.index.json")
@@ -68,6 +69,7 @@ def check_run(cfg: DAPOConfig, write_output: bool = True, train_data: bool = Tru
         problems += resume_problems(cfg)
         warn_about_schedule(cfg)
         warn_about_weight_precision(cfg)
+        warn_about_cpu_bf16(cfg)  # (dapo.hardware)
     if problems:
         raise PreflightError(problems)
 

@@ -35,6 +35,52 @@ def test_config_prints_resolved_yaml_of_a_shipped_config(capsys):
     assert "lr: 5.0e-07" in out and "max_response_length: 20480" in out
 
 
+@pytest.fixture
+def no_native_bf16(monkeypatch):
+    """A CPU whose bf16 matmuls are torch's generic fallback (AVX2 alone: most Intel laptops)."""
+    import dapo.hardware
+
+    monkeypatch.setattr("dapo.cli.args.cpu_computes_bf16_natively", lambda: False)
+    monkeypatch.setattr(dapo.hardware, "cpu_computes_bf16_natively", lambda: False)
+
+
+@pytest.mark.parametrize("argv, autocast, native_dtype, switched", [
+    ([], "none", "model", True),
+    (["default", "trainer.lr=1e-4"], "none", "model", True),  # the default named
+    (["trainer.autocast=bf16"], "bf16", "model", True),  # the user's own setting wins; the rest switches
+    (["trainer.autocast=bf16", "rollout.native_dtype=bfloat16"], "bf16", "bfloat16", False),
+    (["trainer.device=cuda"], "bf16", "bfloat16", False),  # not this CPU
+])
+def test_the_embedded_default_runs_in_float32_on_a_cpu_without_native_bf16(no_native_bf16, capsys, argv, autocast,
+                                                                             native_dtype, switched):
+    """bf16 on such a CPU ran a step of the embedded default in 25.7 s where float32 takes 1.6 s:
+    the demo a newcomer runs first took half an hour, not minutes."""
+    from dapo.cli.args import resolve
+
+    cfg = resolve(argv)
+    assert (cfg.trainer.autocast, cfg.rollout.native_dtype) == (autocast, native_dtype)
+    assert ("so it decodes and trains in float32" in capsys.readouterr().err) == switched
+
+
+def test_bf16_left_on_a_cpu_without_native_bf16_is_warned_with_the_float32_settings(no_native_bf16, capsys):
+    from dapo.cli.args import resolve
+    from dapo.hardware import warn_about_cpu_bf16
+
+    recipe = resolve(["dapo_recipe", "trainer.device=cpu", "model.dtype=bfloat16"])  # not the default: as asked
+    assert recipe.trainer.autocast == "bf16" and "float32" not in capsys.readouterr().err
+    with pytest.warns(UserWarning, match="trainer.autocast=bf16, model.dtype=bfloat16: bf16 compute, but this CPU "
+                      "has no native bf16 matmuls.*float32 is faster here: trainer.autocast=none model.dtype=float32"):
+        warn_about_cpu_bf16(recipe)
+
+
+def test_a_cpu_with_native_bf16_keeps_the_embedded_defaults_bf16(monkeypatch, capsys):
+    monkeypatch.setattr("dapo.cli.args.cpu_computes_bf16_natively", lambda: True)
+    from dapo.cli.args import resolve
+
+    cfg = resolve([])
+    assert (cfg.trainer.autocast, cfg.rollout.native_dtype) == ("bf16", "bfloat16") and not capsys.readouterr().err
+
+
 def test_split_config_args_tells_files_from_overrides(tmp_path):
     path = tmp_path / "x.yaml"
     path.write_text("{}")

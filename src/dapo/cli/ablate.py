@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dapo.cli.args import float32_on_this_cpu
 from dapo.config import ConfigError, DAPOConfig, builtin_config_path, load_config
 from dapo.config.loading import config_to_dict, yaml_text
 from dapo.durable import write_atomically
@@ -354,8 +355,9 @@ def run_ablation(
 ) -> str:
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
+    float32 = float32_on_this_cpu([str(builtin_config_path("default"))], task_overrides(task) + overrides, "ablate")
     # every run's config first: an override one variant refuses fails now, not after hours of the others
-    configs = [(name, seed, variant_config(index, seed, steps, _run_dir(out, name, seed), overrides, task))
+    configs = [(name, seed, variant_config(index, seed, steps, _run_dir(out, name, seed), float32 + overrides, task))
                for index, (name, _) in enumerate(VARIANTS) for seed in range(seeds)]
     curves: list[RunCurve] = []
     for name, seed, cfg in configs:

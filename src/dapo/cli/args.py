@@ -10,6 +10,12 @@ from typing import Any
 
 from dapo.config import ConfigError, DAPOConfig, builtin_config_path, load_config
 from dapo.config.loading import parse_override, set_dotted, shipped_config_names
+from dapo.hardware import (
+    BF16_FALLBACK_SEEN,
+    cpu_bf16_settings,
+    cpu_computes_bf16_natively,
+    runs_on_this_cpu,
+)
 
 
 def split_config_args(args: list[str], command: str = "train") -> tuple[list[str], list[str]]:
@@ -90,6 +96,21 @@ def is_builtin_model(path: str | None) -> bool:
     return path is None or path.partition(":")[0] == "builtin"
 
 
+def float32_on_this_cpu(files: list[str], overrides: list[str], command: str) -> list[str]:
+    """The overrides that put the embedded default (``files``, with the user's ``overrides``) in
+    float32 where it runs on this CPU and its bf16 matmuls are not native (:mod:`dapo.hardware`),
+    saying so where that changes what it computes; none elsewhere. They go before the user's, which win."""
+    cfg = load_config(files, overrides)
+    if not runs_on_this_cpu(cfg) or cpu_computes_bf16_natively():
+        return []
+    float32 = ["trainer.autocast=none", "rollout.native_dtype=model"]
+    if cpu_bf16_settings(load_config(files, float32 + overrides)) != cpu_bf16_settings(cfg):
+        print(f"dapo {command}: this CPU has no native bf16 matmuls, where the embedded default's bf16 runs several "
+              f"times slower than float32 ({BF16_FALLBACK_SEEN}), so it decodes and trains in float32 "
+              f"({' '.join(float32)}; trainer.autocast=bf16 rollout.native_dtype=bfloat16 keep bf16)", file=sys.stderr)
+    return float32
+
+
 def resolve(args: list[str], command: str = "train") -> DAPOConfig:
     """Load CONFIG files + overrides. With no CONFIG: the embedded default for the built-in model,
     the paper's recipe (dapo_recipe) for any other model.path, saying so on stderr."""
@@ -106,6 +127,8 @@ def resolve(args: list[str], command: str = "train") -> DAPOConfig:
         print(f"dapo {command}: note: config {DEMO_CONFIG!r} holds the built-in demo's laptop settings (no prompt "
               f"template, lr 1.5e-4 cosine, bf16 decode, eval top_p 1.0); for your model start from {RECIPE_CONFIG!r}",
               file=sys.stderr)
+    if list(map(str, files)) == [str(builtin_config_path(DEMO_CONFIG))]:
+        overrides = float32_on_this_cpu(files, overrides, command) + overrides
     cfg = load_config(files, overrides)
     # (model.path set by an override or in a config file; `dapo eval` names a checkpoint, maybe of
     # a built-in model's run, whose held-out set is then the right one)

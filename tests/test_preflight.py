@@ -350,6 +350,28 @@ def test_weights_shipped_both_as_safetensors_and_bin_are_counted_once(tmp_path):
     assert checkpoint_bytes(cfg) == 3 * 1000 * 4
 
 
+def test_a_second_copy_of_the_weights_beside_the_loaded_safetensors_is_not_counted(tmp_path):
+    """Mistral's repositories hold consolidated.safetensors beside the sharded files that
+    transformers loads (by the index): counted, it doubled the room the disk check asked for."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    from dapo.preflight import checkpoint_bytes
+
+    model = fake_model_dir(tmp_path / "model")
+    (model / "model.safetensors").unlink()
+    for shard in (1, 2):
+        save_file({f"w{shard}": np.zeros(500, "float32")}, str(model / f"model-0000{shard}-of-00002.safetensors"))
+    (model / "model.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {"w1": "model-00001-of-00002.safetensors", "w2": "model-00002-of-00002.safetensors"}}))
+    save_file({"w1": np.zeros(500, "float32"), "w2": np.zeros(500, "float32")}, str(model / "consolidated.safetensors"))
+    cfg = load_config([builtin_config_path("dapo_recipe")], [f"model.path={model}"])
+    assert checkpoint_bytes(cfg) == 3 * 1000 * 4
+    (model / "model.safetensors.index.json").unlink()
+    save_file({"w": np.zeros(1000, "float32")}, str(model / "model.safetensors"))  # one file, and the copy
+    assert checkpoint_bytes(cfg) == 3 * 1000 * 4
+
+
 def test_a_missing_reward_file_under_home_is_named_where_it_was_looked_for(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     cfg = load_config([], [f"output_dir={tmp_path / 'run'}", "reward.functions=[{path: '~/nope.py:fn'}]"])

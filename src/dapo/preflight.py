@@ -405,13 +405,27 @@ def checkpoint_bytes(cfg: DAPOConfig) -> int:
     return copies * _parameter_count(model_dir) * DTYPE_BYTES[cfg.model.dtype]
 
 
+def _loaded_safetensors(model_dir: Path) -> list[Path]:
+    """The safetensors files ``from_pretrained`` reads: those of model.safetensors.index.json's
+    weight_map, else model.safetensors, else (a directory of another layout) every one."""
+    index = model_dir / "model.safetensors.index.json"
+    try:
+        return [model_dir / name for name in sorted(set(json.loads(index.read_text())["weight_map"].values()))]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        pass  # none, or not an index: loading the model names a broken one
+    single = model_dir / "model.safetensors"
+    return [single] if single.is_file() else sorted(model_dir.glob("*.safetensors"))
+
+
 def _parameter_count(model_dir: Path) -> int:
     """Parameters in the model's weight files: from the safetensors headers, or for .bin files
     from their size and the dtype config.json gives (float32 when it names none). A directory
     holding both (many Hub repositories ship the weights twice) is counted once, by its
-    safetensors, which transformers loads in preference."""
+    safetensors, which transformers loads in preference; and of those, the files transformers
+    loads (the index's shards, or model.safetensors), not a second copy beside them (Mistral's
+    consolidated.safetensors)."""
     count = 0
-    safetensors = list(model_dir.glob("*.safetensors"))
+    safetensors = _loaded_safetensors(model_dir)
     for path in safetensors:
         try:
             with open(path, "rb") as handle:  # the format: 8-byte header size, then a JSON header

@@ -65,6 +65,9 @@ def test_an_override_of_what_the_ablation_sets_itself_is_refused_naming_the_opti
         variant_config(0, 0, 30, tmp_path, ["trainer.total_steps=50", "trainer.seed=7", "eval.k=2"])
     with pytest.raises(ConfigError, match=r"output_dir \(use --output-dir"):
         variant_config(0, 0, 30, tmp_path, ["output_dir=/tmp/other"])
+    with pytest.raises(ConfigError, match=r"dapo ablate sets trainer.seed \(use --seeds"):  # inside a section too
+        variant_config(0, 0, 30, tmp_path, ["trainer={seed: 7, lr: 1e-4}"])
+    assert variant_config(0, 0, 30, tmp_path, ["trainer={lr: 1e-4}"]).trainer.lr == 1e-4
 
 
 def test_user_overrides_apply_to_every_variant(tmp_path):

@@ -393,6 +393,10 @@ def test_eval_mistakes_get_advice_for_eval(tmp_path, capsys, monkeypatch):
 
     assert main(["eval", "eval.k=4", str(tmp_path)]) == 2
     assert "name the model first ('eval.k=4' is an override)" in capsys.readouterr().err
+    hydra_named = tmp_path / "lr=1e-5"  # a run directory named as Hydra names them: a model, not an override
+    hydra_named.mkdir()
+    assert main(["eval", str(hydra_named), "data.eval_files=[]"]) == 2
+    assert "data.eval_files is empty" in capsys.readouterr().err
     (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
     assert main(["eval", str(tmp_path / "a"), str(tmp_path / "b")]) == 2
     err = capsys.readouterr().err

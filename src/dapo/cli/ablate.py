@@ -31,10 +31,11 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from dapo.cli.args import float32_on_this_cpu
 from dapo.config import ConfigError, DAPOConfig, builtin_config_path, load_config
-from dapo.config.loading import config_to_dict, yaml_text
+from dapo.config.loading import config_to_dict, parse_override, set_dotted, yaml_text
 from dapo.durable import write_atomically
 from dapo.errors import UserError
 
@@ -168,7 +169,7 @@ def variant_config(
 ) -> DAPOConfig:
     """The config of VARIANTS[index] on ``task``: the task, every technique up to ``index``,
     then the user's ``overrides`` (refused for the keys the ablation sets itself: ABLATION_OWNED_KEYS)."""
-    if owned := sorted({key for o in overrides if (key := o.split("=", 1)[0].strip()) in ABLATION_OWNED_KEYS}):
+    if owned := sorted(key for key in ABLATION_OWNED_KEYS if _sets(overrides, key)):
         raise ConfigError("dapo ablate sets " + ", ".join(f"{key} (use {ABLATION_OWNED_KEYS[key]})" for key in owned)
                          + " itself for every run: drop the override")
     task_settings = task_overrides(task)
@@ -180,6 +181,18 @@ def variant_config(
             f"trainer.total_steps={steps * 20}",  # a cap only: the generation budget ends the run
         ],
     )
+
+
+def _sets(overrides: list[str], dotted_key: str) -> bool:
+    """Whether ``overrides`` set ``dotted_key``: by name, or inside a whole section (trainer={seed: 7})."""
+    tree: dict[str, Any] = {}
+    for text in overrides:
+        set_dotted(tree, *parse_override(text))
+    for part in dotted_key.split("."):
+        if not isinstance(tree, dict) or part not in tree:
+            return False
+        tree = tree[part]
+    return True
 
 
 def _accuracy(metrics: dict[str, float], key: str, variant: str) -> float:

@@ -11,6 +11,7 @@ import json
 import lzma
 from pathlib import Path
 
+import numpy
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -104,6 +105,16 @@ def test_csv_and_tsv_rows_are_read_as_text_and_named_by_their_line(tmp_path: Pat
                                    {"prompt": "[{not a chat} list]", "answer": "3"}])
     loaded = load_problems([str(tmp_path / "pandas.csv")], DataConfig(answer_key="answer"), "train")
     assert [p.prompt for p in loaded.problems] == [[{"role": "user", "content": "1+1?"}], "[{not a chat} list]"]
+    # pandas' to_csv of DAPO-Math read from parquet: the reward_model struct as its repr, and a
+    # chat list of two messages as NumPy's str(), without a comma between them (that stopped at
+    # "missing ground truth ... set data.answer_key", and read the list as plain text)
+    messages = numpy.array([{"content": "Be brief.", "role": "system"}, {"content": "1+1?", "role": "user"}],
+                           dtype=object)
+    _csv(tmp_path / "from_parquet.csv", [{"prompt": str(messages), "data_source": "math_dapo",
+                                          "reward_model": str({"ground_truth": "2", "style": "rule-lab"})}])
+    [problem] = load_problems([str(tmp_path / "from_parquet.csv")], DataConfig(), "train").problems
+    assert problem.prompt == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "1+1?"}]
+    assert problem.ground_truth == "2"
     # a row of another field count, and undecodable bytes, are that row's error (the record's first line)
     (tmp_path / "bad.csv").write_bytes(b"question,answer\n\"a\nb?\",1\nq2?,2,extra\nq\xe93?,3\n  \nq4?,4\n")
     with pytest.raises(DataError, match=r"bad\.csv line 4: 3 fields, the header \(line 1\) has 2"):

@@ -12,6 +12,9 @@ from dapo.rewards import verify
 
 A = "Let me think step by step.\nSo the total is computed.\n"  # reasoning before the answer
 
+GSM8K_SOLUTION = ("Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips "
+                  "altogether in April and May.\n#### 72")
+
 CASES: list[tuple[str, str, bool, str]] = [
     # --- integers: formats accepted ---
     (A + "Answer: 34", "34", True, "answer"),
@@ -380,6 +383,13 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 34 hours", "34 \\text{ minutes}", False, "answer"),
     (A + "Answer: $x > 2$", "(2,\\infty)", True, "answer"),
     (A + "So \\boxed{x<-1} or \\boxed{x>2}", "(-\\infty,-1)\\cup(2,\\infty)", True, "boxed"),
+    # --- GSM8K's answer field, a worked solution ending in "#### <answer>" (was read whole: math-verify
+    # took one of its numbers, wrong past 1000 characters or with "5 and 6" in it) ---
+    (A + "Answer: 72", GSM8K_SOLUTION, True, "answer"),
+    (A + "Answer: 24", GSM8K_SOLUTION, False, "answer"),
+    (A + "So the total is \\boxed{72}.", GSM8K_SOLUTION + "\n", True, "any"),
+    (A + "Answer: 10", "The answer is 5 and 6 is wrong, so 5*2=<<5*2=10>>10\n#### 10", True, "answer"),
+    (A + "Answer: 42", "Step.\n" * 200 + "So 6*7 = <<6*7=42>>42.\n#### 42", True, "answer"),
 ]
 
 

@@ -44,7 +44,7 @@ from dapo.data.files import data_files, default_data_source, file_type, said_bri
 from dapo.data.prompts import problem_text
 from dapo.data.readers import UNREADABLE, Row, rows_of
 from dapo.data.records import DataError, Problem, problem_key
-from dapo.data.values import Prompt, PromptMemo, answer_value, prompt_uid
+from dapo.data.values import Prompt, PromptMemo, answer_value, literal_text, prompt_uid
 
 __all__ = ["BUILTIN_ARITHMETIC", "LoadedProblems", "builtin_dataset_problem", "load_problems", "problem_from_row",
            "prompt_uid"]  # prompt_uid: dapo.data's, from here before dapo.data.values held it
@@ -382,11 +382,15 @@ _ABSENT = object()  # a key the row does not have (its value may be None: a null
 
 def _get(row: dict[str, Any], dotted_key: str, absent: Any = None) -> Any:
     """``row[dotted_key]`` when the row has a column of that very name (a flattened table:
-    pandas' json_normalize writes ``reward_model.ground_truth``), else the nested path, else ``absent``."""
+    pandas' json_normalize writes ``reward_model.ground_truth``), else the nested path, else
+    ``absent``. A mapping on the path may be its text (pandas' to_csv writes a struct column as
+    ``{'ground_truth': '540', 'style': 'rule-lab'}``; a JSON string column)."""
     if dotted_key in row:
         return row[dotted_key]
     value: Any = row
     for part in dotted_key.split("."):
+        if isinstance(value, str) and value.lstrip().startswith("{"):
+            value = literal_text(value)
         if not isinstance(value, dict) or part not in value:
             return absent
         value = value[part]

@@ -9,6 +9,7 @@ import ast
 import hashlib
 import json
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -121,20 +122,35 @@ def prompt_value(value: Any, where: str, key: str) -> Prompt:
     )
 
 
+def literal_text(text: str) -> Any:
+    """``text`` decoded as JSON, else as a Python literal (``ast.literal_eval``: no code runs);
+    ``text`` itself where it is neither."""
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        pass
+    try:
+        return ast.literal_eval(text.strip())
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return text
+
+
+# between two messages of NumPy's str() of an object array (pandas' to_csv of a list column read
+# from parquet): "...'system'}\n {'content': ..." has no comma
+_NUMPY_ITEM_BREAK = re.compile(r"\}\n \{")
+
+
 def _json_chat_list(value: Any) -> Any:
     """A chat list stored as its JSON text (a CSV export's, a string column's), or as Python's
-    repr of it (pandas' ``to_csv`` of a chat-list column: ``[{'role': 'user', ...}]``), as the
-    list; any other value as it is. Only a list of {role, content} objects counts, so a text
-    prompt that happens to start with a bracket stays text."""
+    repr of it (pandas' ``to_csv`` of a chat-list column: ``[{'role': 'user', ...}]``, and of one
+    read from parquet, NumPy's, without commas between messages), as the list; any other value as
+    it is. Only a list of {role, content} objects counts, so a text prompt that happens to start
+    with a bracket stays text."""
     if not (isinstance(value, str) and value.lstrip().startswith("[{")):
         return value
-    try:
-        decoded = json.loads(value)
-    except json.JSONDecodeError:
-        try:
-            decoded = ast.literal_eval(value.strip())  # (literals only: no code runs)
-        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-            return value
+    decoded = literal_text(value)
+    if decoded is value and _NUMPY_ITEM_BREAK.search(value):
+        decoded = literal_text(_NUMPY_ITEM_BREAK.sub("}, {", value))
     is_chat = isinstance(decoded, list) and all(
         isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in decoded)
     return decoded if is_chat else value

@@ -86,7 +86,10 @@ class Prepared:
 
 def clean_ground_truth(ground_truth: str) -> str:
     """Ground truths may come as ``$...$``, ``\\boxed{...}`` or a whole solution with a final
-    ``Answer:`` line; keep the bare answer. Chained boxes (``\\boxed{1}, \\boxed{2}``) are a list."""
+    ``Answer:`` line, or GSM8K's, ending in a ``#### 72`` line; keep the bare answer. Chained
+    boxes (``\\boxed{1}, \\boxed{2}``) are a list."""
+    if (last_line := ground_truth.rstrip().rpartition("\n")[2].strip()).startswith("####"):
+        return clean_answer(last_line.removeprefix("####").strip())
     anchored = extract_answer(ground_truth, "any")
     if anchored is None:
         return clean_answer(ground_truth)

@@ -15,7 +15,7 @@ problem), instead of failing on the first one after the model has loaded:
 - the output directory can be written, and holds a checkpoint (weights in ``model.dtype`` + AdamW
   state; a warning when not ``checkpoint.keep_last + 1`` of them);
 - warnings for a warm-up as long as the run, for bfloat16 weights (``model.dtype``), whose
-  rounding swallows small AdamW steps, and for bf16 compute on a CPU without native bf16 matmuls.
+  rounding swallows small AdamW steps, and for bf16 compute on a CPU without bf16 dot-product instructions.
 
 Nothing here imports transformers or loads a model, so ``dapo train`` reports a typo in a second.
 """

@@ -157,7 +157,7 @@ def test_an_override_a_later_variant_refuses_fails_before_any_run(tmp_path, monk
 
 
 def test_on_a_cpu_without_native_bf16_every_variant_runs_in_float32(tmp_path, monkeypatch, capsys):
-    """As `dapo train`'s embedded default (tests/cli/test_cli_main.py): bf16 there is several times slower."""
+    """As `dapo train`'s embedded default (tests/cli/test_cli_main.py): bf16 there is slower."""
     from dapo.cli import ablate
 
     monkeypatch.setattr("dapo.cli.args.cpu_computes_bf16_natively", lambda: False)
@@ -171,7 +171,7 @@ def test_on_a_cpu_without_native_bf16_every_variant_runs_in_float32(tmp_path, mo
     with pytest.raises(KeyboardInterrupt):
         run_ablation(seeds=1, steps=2, output_dir=str(tmp_path), overrides=[])
     assert [(cfg.trainer.autocast, cfg.rollout.native_dtype) for cfg in ran] == [("none", "model")]
-    assert "dapo ablate: this CPU has no native bf16 matmuls" in capsys.readouterr().err
+    assert "dapo ablate: this CPU has no bf16 dot-product instructions" in capsys.readouterr().err
 
 
 def test_a_finished_curve_of_another_build_of_the_base_model_is_not_reused(tmp_path, monkeypatch):

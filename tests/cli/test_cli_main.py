@@ -59,7 +59,7 @@ def test_the_embedded_default_runs_in_float32_on_a_cpu_without_native_bf16(no_na
 
     cfg = resolve(argv)
     assert (cfg.trainer.autocast, cfg.rollout.native_dtype) == (autocast, native_dtype)
-    assert ("so it decodes and trains in float32" in capsys.readouterr().err) == switched
+    assert ("so the embedded default decodes and trains in float32" in capsys.readouterr().err) == switched
 
 
 def test_bf16_left_on_a_cpu_without_native_bf16_is_warned_with_the_float32_settings(no_native_bf16, capsys):
@@ -69,7 +69,7 @@ def test_bf16_left_on_a_cpu_without_native_bf16_is_warned_with_the_float32_setti
     recipe = resolve(["dapo_recipe", "trainer.device=cpu", "model.dtype=bfloat16"])  # not the default: as asked
     assert recipe.trainer.autocast == "bf16" and "float32" not in capsys.readouterr().err
     with pytest.warns(UserWarning, match="trainer.autocast=bf16, model.dtype=bfloat16: bf16 compute, but this CPU "
-                      "has no native bf16 matmuls.*float32 is faster here: trainer.autocast=none model.dtype=float32"):
+                      "has no bf16 dot-product instructions.*float32 is faster here: trainer.autocast=none model.dtype=float32"):
         warn_about_cpu_bf16(recipe)
 
 

@@ -98,15 +98,15 @@ def is_builtin_model(path: str | None) -> bool:
 
 def float32_on_this_cpu(files: list[str], overrides: list[str], command: str) -> list[str]:
     """The overrides that put the embedded default (``files``, with the user's ``overrides``) in
-    float32 where it runs on this CPU and its bf16 matmuls are not native (:mod:`dapo.hardware`),
+    float32 where it runs on this CPU and its bf16 matmuls are slower (:mod:`dapo.hardware`),
     saying so where that changes what it computes; none elsewhere. They go before the user's, which win."""
     cfg = load_config(files, overrides)
     if not runs_on_this_cpu(cfg) or cpu_computes_bf16_natively():
         return []
     float32 = ["trainer.autocast=none", "rollout.native_dtype=model"]
     if cpu_bf16_settings(load_config(files, float32 + overrides)) != cpu_bf16_settings(cfg):
-        print(f"dapo {command}: this CPU has no native bf16 matmuls, where the embedded default's bf16 runs several "
-              f"times slower than float32 ({BF16_FALLBACK_SEEN}), so it decodes and trains in float32 "
+        print(f"dapo {command}: this CPU has no bf16 dot-product instructions (AVX512-BF16, AMX, Arm BF16), where bf16 "
+              f"is slower than float32 ({BF16_FALLBACK_SEEN}), so the embedded default decodes and trains in float32 "
               f"({' '.join(float32)}; trainer.autocast=bf16 rollout.native_dtype=bfloat16 keep bf16)", file=sys.stderr)
     return float32
 

@@ -69,7 +69,7 @@ def check_run(cfg: DAPOConfig, write_output: bool = True, train_data: bool = Tru
         problems += resume_problems(cfg)
         warn_about_schedule(cfg)
         warn_about_weight_precision(cfg)
-        warn_about_cpu_bf16(cfg)  # (dapo.hardware)
+    warn_about_cpu_bf16(cfg)  # (dapo.hardware; `dapo eval` of a run saved elsewhere too)
     if problems:
         raise PreflightError(problems)
 

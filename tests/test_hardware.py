@@ -8,23 +8,15 @@ import os
 import platform
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from dapo import hardware
+from dapo.rollout.cpu_kernels import _cpu_flags
 
 PROBE = "from dapo.hardware import cpu_computes_bf16_natively as f; print(f())"
 X86 = platform.machine().lower() in ("x86_64", "amd64")
-
-
-def _flags() -> set[str]:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return set()
-    return set(next((line for line in text.splitlines() if line.startswith("flags")), "").partition(":")[2].split())
 
 
 def _probe(**env: str) -> str:
@@ -36,7 +28,7 @@ def _probe(**env: str) -> str:
 @pytest.mark.skipif(not X86, reason="oneDNN's x86 ISA cap")
 def test_a_cpu_held_to_avx2_has_no_native_bf16_matmuls():
     assert _probe(ONEDNN_MAX_CPU_ISA="AVX2") == "False"
-    if {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16"} <= _flags():
+    if {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16"} <= _cpu_flags():
         assert _probe() == "True"
 
 

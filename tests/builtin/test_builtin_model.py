@@ -314,3 +314,13 @@ def test_a_non_finite_sft_loss_stops_before_the_weights_take_it(monkeypatch: pyt
     with pytest.raises(RuntimeError, match=r"SFT loss is nan at step 1 of 3: stopped before the weights take it"):
         base_model.supervised_finetune(model, tokenizer, recipe, progress=False)
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+@pytest.mark.parametrize("argv", [["--samples", "0"], ["--eval-size", "0"]])
+def test_the_report_refuses_zero_samples_or_problems_before_building(argv, capsys):
+    """(it divided by zero after building and evaluating the model)"""
+    from dapo.builtin.report import main as report_main
+
+    with pytest.raises(SystemExit) as stop:
+        report_main(argv)
+    assert stop.value.code == 2 and "is not at least 1" in capsys.readouterr().err

@@ -87,6 +87,13 @@ def breakdown(scored: list[tuple[Problem, str, bool]]) -> list[str]:
     return lines
 
 
+def _at_least_one(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not at least 1 (an accuracy needs a sample)")
+    return value
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -100,8 +107,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0,
                         help="the recipe's SFT seed (not the sampling seed): another value builds another "
                              "base model, minutes on first use")
-    parser.add_argument("--samples", type=int, default=4, help="samples per held-out problem")
-    parser.add_argument("--eval-size", type=int, default=200, help="held-out problems")
+    parser.add_argument("--samples", type=_at_least_one, default=4, help="samples per held-out problem")
+    parser.add_argument("--eval-size", type=_at_least_one, default=200, help="held-out problems")
     args = parser.parse_args(argv)
     recipe = recipe_for_model_path(f"builtin:{args.recipe}")
     recipe.seed = args.seed

@@ -58,16 +58,29 @@ def apply_lora(model: nn.Module, rank: int, alpha: float, target_modules: list[s
         try:
             inject_adapter_in_model(config, model)
         except ValueError as error:  # PEFT's NoMatchingPeftModuleError: no module has one of those names
-            names = sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
-                            if isinstance(module, nn.Linear) and module is not model.get_output_embeddings()})
             raise UserError(f"model.lora_target_modules={list(target_modules)} names no linear layer of the model "
-                            f"(its linear layers: {', '.join(names)}; or [all-linear])") from error
+                            f"(its linear layers: {_linear_layer_names(model)}; or [all-linear])") from error
+    # PEFT also adapts GPT-2's Conv1D (all-linear takes it) and embeddings, whose adapters the
+    # merge (rollout engines, checkpoints) and the KL reference's adapters-off do not handle
+    if other := sorted({f"{name} ({type(module.base_layer).__name__})" for name, module in model.named_modules()
+                        if hasattr(module, "base_layer") and hasattr(module, "lora_A") and not is_lora_layer(module)}):
+        raise UserError(f"model.lora_target_modules={list(target_modules)} puts adapters on layers that are not "
+                        f"torch.nn.Linear: {', '.join(other[:4])}{', ...' if len(other) > 4 else ''}; dapo-rl adapts "
+                        f"linear layers only (this model's: {_linear_layer_names(model) or 'none'})")
     output = model.get_output_embeddings()
     if output is not None and is_lora_layer(output) and output.base_layer.weight is model.get_input_embeddings().weight:
         # merged, W + BA would be the output layer's alone, and the export or an engine's copy
         # shares one matrix between them: the input embeddings would change too, or the update be lost
         raise UserError(f"model.lora_target_modules={list(target_modules)} adapts the output layer, which this model "
                         "ties to its input embeddings: leave it out of the targets")
+
+
+def _linear_layer_names(model: nn.Module) -> str:
+    """The names (last part) of ``model``'s nn.Linear layers but its output layer, for an error;
+    after adapters went in, an adapted layer's, not its adapters' own."""
+    return ", ".join(sorted({name.removesuffix(".base_layer").rsplit(".", 1)[-1] for name, module in model.named_modules()
+                             if type(module) is nn.Linear and ".lora_" not in name
+                             and module is not model.get_output_embeddings()}))
 
 
 def has_lora(model: nn.Module) -> bool:

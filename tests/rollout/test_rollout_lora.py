@@ -92,6 +92,20 @@ def test_targets_that_name_no_layer_are_a_one_line_error_listing_the_layers() ->
         apply_lora(tiny_qwen2(), rank=4, alpha=8.0, target_modules=["qproj"])
 
 
+def test_adapters_on_layers_other_than_linear_ones_are_refused() -> None:
+    """PEFT's all-linear takes GPT-2's Conv1D layers, and an embedding may be named: the merge
+    raised at the first checkpoint (or weight sync), and the KL reference kept their adapters on."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    gpt2 = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=32, n_positions=16))
+    with pytest.raises(UserError, match=r"not torch.nn.Linear: transformer.h.0.attn.c_attn \(Conv1D\).*"
+                                        r"linear layers only \(this model's: none\)"):
+        apply_lora(gpt2, rank=4, alpha=8.0, target_modules=["all-linear"])
+    with pytest.raises(UserError, match=r"model.embed_tokens \(Embedding\); dapo-rl adapts linear layers only "
+                                        r"\(this model's: down_proj, gate_proj, k_proj, o_proj, q_proj, up_proj, v_proj\)"):
+        apply_lora(tiny_llama(), rank=4, alpha=8.0, target_modules=["q_proj", "embed_tokens"])
+
+
 @pytest.mark.filterwarnings("ignore:Model has `tie_word_embeddings=True`:UserWarning")  # PEFT's, before our refusal
 def test_adapting_an_output_layer_tied_to_the_embeddings_is_refused() -> None:
     # merged, its W + BA would be one matrix with the input embeddings: they would change too

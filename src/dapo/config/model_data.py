@@ -51,7 +51,8 @@ class ModelConfig:
     # LoRA's alpha: the adapters' output is scaled by lora_alpha / lora_rank.
     lora_alpha: float = 16.0
     # The linear layers that get adapters: ["all-linear"] (every linear layer but the output layer,
-    # PEFT's choice) or module names, e.g. [q_proj, k_proj, v_proj, o_proj].
+    # PEFT's choice) or module names, e.g. [q_proj, k_proj, v_proj, o_proj]. torch.nn.Linear only:
+    # GPT-2's Conv1D layers and embeddings are refused.
     lora_target_modules: list[str] = field(default_factory=lambda: ["all-linear"])
 
     def __post_init__(self) -> None:

@@ -62,6 +62,20 @@ def test_a_prompt_and_response_past_the_context_warn_natively_and_refuse_vllm(tm
         check_run(vllm)
 
 
+@pytest.mark.parametrize("positions", [{"model_type": "gpt2", "n_positions": 5000},
+                                       {"model_type": "opt", "max_position_embeddings": 5000}])
+def test_a_prompt_and_response_past_a_learned_position_table_are_refused(tmp_path, positions):
+    """GPT-2 names its context n_positions, which was not read: a run past it failed with an
+    IndexError in its first evaluation or rollout; and no position past a learned table exists."""
+    model = fake_model_dir(tmp_path / "model")
+    (model / "config.json").write_text(json.dumps(positions))
+    cfg = load_config([builtin_config_path("dapo_recipe")], [f"model.path={model}", f"output_dir={tmp_path / 'run'}"])
+    name = "n_positions" if "n_positions" in positions else "max_position_embeddings"
+    with pytest.raises(PreflightError, match=rf"1024 \+ 4096 is more than the model's context of 5000 tokens \({name}, "
+                                             "learned positions in .*a position past its table fails the forward"):
+        check_run(cfg)
+
+
 def test_the_builtin_models_context_is_checked_too(tmp_path):
     """The built-in model has no config.json to read until it is built: its recipe's 1024
     positions bound a response all the same (before, 2048-token responses ran past them)."""

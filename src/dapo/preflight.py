@@ -153,6 +153,11 @@ def _heads_problems(heads: object, kv_heads: object, where: str, cfg: DAPOConfig
 _EXTENDED_IN_MAX_POSITIONS = ("default", "llama3", "longrope", "su")
 
 
+# Model types whose positions are a learned table (max_position_embeddings, GPT-2's n_positions):
+# no position past it exists, where a RoPE model computes one (out of its training range)
+LEARNED_POSITIONS = ("gpt2", "gpt_bigcode", "opt", "biogpt")
+
+
 def model_context(model_config: dict) -> tuple[int, str] | None:
     """The context in tokens a model's ``config.json`` (as a dict) gives, and how it was read; None
     when it names none. ``max_position_embeddings``, extended by a RoPE scaling that stretches the
@@ -164,13 +169,17 @@ def model_context(model_config: dict) -> tuple[int, str] | None:
     held to its pre-extension length. Read from ``rope_scaling`` (transformers 4) or
     ``rope_parameters`` (5), with ``rope_type`` or the older ``type``; a RoPE per attention type
     (Gemma 3: sliding layers unscaled) and Gemma 3's linear factor (already in its
-    ``max_position_embeddings``, vLLM's own exception) extend nothing."""
+    ``max_position_embeddings``, vLLM's own exception) extend nothing. A learned position table
+    (GPT-2's ``n_positions``, OPT's) is the context, said in how it was read."""
     if not isinstance(model_config.get("max_position_embeddings"), int) and isinstance(
             model_config.get("text_config"), dict):  # a composite (vision-language) config
         model_config = model_config["text_config"]
-    positions = model_config.get("max_position_embeddings")
+    name = "max_position_embeddings" if "max_position_embeddings" in model_config else "n_positions"  # (GPT-2's)
+    positions = model_config.get(name)
     if not isinstance(positions, int) or isinstance(positions, bool):
         return None
+    if str(model_config.get("model_type", "")) in LEARNED_POSITIONS or name == "n_positions":
+        return positions, f"{name}, learned positions"
     where = "rope_scaling" if model_config.get("rope_scaling") else "rope_parameters"
     rope = model_config.get(where)
     kind = str(rope.get("rope_type") or rope.get("type") or "default") if isinstance(rope, dict) else "default"
@@ -190,12 +199,17 @@ def model_context(model_config: dict) -> tuple[int, str] | None:
 
 def _context_problems(context: int, source: str, cfg: DAPOConfig) -> list[str]:
     """A response must fit the model's context of ``context`` tokens (read from ``source``); a
-    prompt plus a response past it is an error under vLLM (which ends the request) and a warning
-    on the other engines."""
+    prompt plus a response past it is an error under vLLM (which ends the request) and with
+    learned positions (a table that ends there: the forward fails past it), a warning on the
+    other engines."""
     prompt, response = cfg.data.max_prompt_length, cfg.rollout.max_response_length
     if response >= context:
         return [f"rollout.max_response_length={response} does not fit the model's context of {context} tokens "
                 f"({source})"]
+    if prompt + response > context and "learned positions" in source:
+        return [f"data.max_prompt_length + rollout.max_response_length = {prompt} + {response} is more than the "
+                f"model's context of {context} tokens ({source}: a position past its table fails the forward, "
+                "mid-run); lower one of the two"]
     if prompt + response > context and cfg.rollout.engine == "vllm":
         return [f"data.max_prompt_length + rollout.max_response_length = {prompt} + {response} is more than the "
                 f"model's context of {context} tokens, where vLLM ends a request: a prompt of {prompt} tokens "

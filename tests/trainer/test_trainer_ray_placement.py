@@ -71,6 +71,12 @@ def test_the_local_ray_refuses_at_once_what_none_of_its_nodes_can_hold(clock, ca
     ray = FakeRay([{"CPU": 16.0, "GPU": 4.0}], clock)
     assert ray_policy._wait_for_placement(ray, ["group"], 1, 8, {"CPU": 1.0, "GPU": 1}, can_grow=False) == 0
     assert ray.waits == [] and capsys.readouterr().err == ""
+    # two nodes' ranks of 4 GPUs each, where the machine's 4 hold one node's: nothing to wait for
+    assert ray_policy._wait_for_placement(ray, ["a", "b"], 2, 4, {"CPU": 1.0, "GPU": 1}, can_grow=False) == 0
+    assert ray.waits == [] and capsys.readouterr().err == ""
+    assert ray_policy._placement_status(ray, 2, 4, {"CPU": 1.0, "GPU": 1}) == (
+        "8 policy rank(s) (2 node(s) x 4) of CPU 1, GPU 1 each; the cluster has CPU 16, GPU 4 in all, CPU 0, GPU 0 "
+        "free; all of them need CPU 8, GPU 8", False)
     # a request its node can hold (another run holds the GPUs for now) waits as on a cluster
     assert ray_policy._wait_for_placement(ray, ["group"], 1, 4, {"CPU": 1.0, "GPU": 1}, can_grow=False) == 0
     assert sum(ray.waits) == ray_policy.PLACEMENT_TIMEOUT_S and "waiting up to 600 s" in capsys.readouterr().err

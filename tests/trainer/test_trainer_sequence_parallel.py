@@ -54,6 +54,9 @@ def test_sequence_parallelism_needs_packing_a_token_sum_and_whole_groups(tiny_mo
         tiny_config(*run, *SEQUENCE_PARALLEL, *PACKED, "algorithm.loss_agg_mode=seq-mean-token-mean")
     with pytest.raises(ConfigError, match=r"resources.devices_per_node \(1 x 2 = 2\), must be a multiple of it"):
         tiny_config(*run, *TWO_RANKS, *PACKED, "trainer.sequence_parallel_size=3")
+    # refused by the config, not by each rank after loading the weights
+    with pytest.raises(ConfigError, match="not model.attn_implementation=flash_attention_2: set it to sdpa"):
+        tiny_config(*run, *SEQUENCE_PARALLEL, *PACKED, "model.attn_implementation=flash_attention_2")
 
 
 def test_attention_a_chunk_cannot_compute_is_refused_at_set_up():

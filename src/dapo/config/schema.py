@@ -129,6 +129,10 @@ class DAPOConfig:
               f"trainer.sequence_parallel_size={sp} sums each rank's chunk of the tokens: "
               f"algorithm.loss_agg_mode={a.loss_agg_mode} is not a sum over tokens (one of "
               f"{', '.join(TOKEN_SUM_AGGREGATIONS)})")
+        check(sp == 1 or self.model.attn_implementation in (None, "eager", "sdpa"),
+              f"trainer.sequence_parallel_size={sp} runs attention per sequence with sdpa (eager models switch to "
+              f"it), not model.attn_implementation={self.model.attn_implementation}: set it to sdpa (or leave it "
+              "unset)")
         check(sp == 1 or token_level_policy_loss(a.policy_loss),
               f"trainer.sequence_parallel_size={sp} gives each rank a chunk of every sequence's tokens, and "
               f"algorithm.policy_loss={a.policy_loss} is not marked token-level: a loss that reads other tokens "

@@ -134,17 +134,20 @@ def _largest_node(ray: Any, need: dict[str, float]) -> tuple[dict[str, float], b
 
 
 def _placement_status(ray: Any, nnodes: int, devices_per_node: int, bundle: dict[str, float]) -> tuple[str, bool]:
-    """One line on what the ranks wait for and what the cluster has now; and whether any node of
-    the cluster has the total resources one node's ranks need."""
+    """One line on what the ranks wait for and what the cluster has now; and whether the cluster
+    could hold them: a node with the total resources one node's ranks need, and totals for all."""
     need = {key: amount * devices_per_node for key, amount in bundle.items()}
     node, fits = _largest_node(ray, need)
     keys = list(bundle)
-    has = (f"the cluster has {_amounts(ray.cluster_resources(), keys)} in all, "
-           f"{_amounts(ray.available_resources(), keys)} free")
+    total, every = ray.cluster_resources(), {key: amount * nnodes for key, amount in need.items()}
+    room = all(total.get(key, 0) >= amount for key, amount in every.items())
+    has = f"the cluster has {_amounts(total, keys)} in all, {_amounts(ray.available_resources(), keys)} free"
     where = ("" if fits else f"; no node has {_amounts(need, keys)} (a node's ranks are placed on one machine: "
              f"the largest has {_amounts(node, keys)})")
+    if fits and not room:
+        where = f"; all of them need {_amounts(every, keys)}"
     ask = f"{nnodes * devices_per_node} policy rank(s) ({nnodes} node(s) x {devices_per_node}) of {_amounts(bundle, keys)} each"
-    return f"{ask}; {has}{where}", fits
+    return f"{ask}; {has}{where}", fits and room
 
 
 def _wait_for_placement(ray: Any, refs: list[Any], nnodes: int, devices_per_node: int, bundle: dict[str, float],
@@ -152,12 +155,13 @@ def _wait_for_placement(ray: Any, refs: list[Any], nnodes: int, devices_per_node
     """Wait for the placement groups' ``refs``, up to PLACEMENT_TIMEOUT_S; how many are ready.
     Not placed within PLACEMENT_NOTICE_S, it says what it waits for (to stderr: Ray itself prints
     only its autoscaler's lines), then again every PLACEMENT_STATUS_EVERY_S. Where the cluster
-    cannot grow (``can_grow`` False: the local Ray this run started) and no node could ever hold
-    one node's ranks, it returns at once."""
+    cannot grow (``can_grow`` False: the local Ray this run started) and it could never hold the
+    ranks (no node holds one node's ranks, or its totals are short of all of them: 2 nodes x 4 GPU
+    ranks on a machine of 4), it returns at once."""
     import time
 
     if not can_grow and not _placement_status(ray, nnodes, devices_per_node, bundle)[1]:
-        return 0  # no node can hold one node's ranks, and none will join
+        return 0  # the cluster cannot hold the ranks, and no node will join
     started = time.monotonic()
     ready, _ = ray.wait(refs, num_returns=len(refs), timeout=min(PLACEMENT_NOTICE_S, PLACEMENT_TIMEOUT_S))
     if len(ready) == len(refs):

@@ -8,11 +8,11 @@ Lake, Sapphire Rapids and later). Without them oneDNN converts to float32 and ba
 oneDNN's bf16 at all (an x86 CPU with AVX2 alone, most Intel laptops; an Arm CPU without BF16)
 torch falls back to a generic bf16 GEMM. Measured on this project's AMD EPYC (AVX512-BF16) with
 oneDNN held below it (``ONEDNN_MAX_CPU_ISA``), a 512x256x768 matmul and a step of the embedded
-default (bf16 decode and autocast, the decode kernels off as such a CPU has them; ad-hoc runs of
-``dapo train trainer.total_steps=4`` or ``5``, median of the steps after the first):
+default (bf16 decode and autocast, the bf16 decode kernels off, as such a CPU has none; ad-hoc
+runs of ``dapo train trainer.total_steps=4`` or ``5``, median of the steps after the first):
 
 - held to AVX512_CORE (AVX-512 without BF16): 171 GFLOP/s in bf16 against 208 in float32; a step
-  1.89 s against 1.58 s;
+  1.91 s against 1.59 s;
 - held to AVX2: 36 GFLOP/s against 216; a step 25.7 s against 1.6 s.
 """
 

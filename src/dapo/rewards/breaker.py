@@ -3,8 +3,8 @@
 Each task has a hard deadline (:mod:`dapo.rewards.pool`), but a function that hangs on every item
 still costs each of its items the whole deadline: ``timeout_s x items / workers`` a batch, tens
 of minutes for a training step; one that ends its worker on every item (a crash in a C extension,
-``os._exit``, a signal) costs each item a worker's restart (about 0.4 s each on 2 workers: 1024
-responses, 3 minutes). Within one :meth:`WorkerPool.run`, a function (a *group* of tasks) *trips*
+``os._exit``, a signal) costs each item a worker's restart (0.2 s a response on 2 workers, ad hoc:
+1024 responses, 3.5 minutes). Within one :meth:`WorkerPool.run`, a function (a *group* of tasks) *trips*
 once it has failed that way (timed out, or died) on ``max(2 x workers, 3)`` tasks in a row, none
 of its tasks returning in between (any other outcome, a raise included, ends the streak), and
 those failures covered at least two different problems (ground truth and prompt): two deadlines
@@ -47,7 +47,7 @@ class Breaker:
         """``num_workers`` 0: a breaker that never trips (reward.skip_hung=false)."""
         self._groups = groups if num_workers else []
         self._subjects = subjects
-        self.limit = max(2 * num_workers, 3)  # timeouts in a row that trip a group
+        self.limit = max(2 * num_workers, 3)  # failures in a row that trip a group
         self._streak: dict[Hashable, list[tuple[Hashable, str]]] = {}  # group -> (subject, kind) of its failures in a row
         self.tripped: dict[Hashable, Trip] = {}
         self.skipped: dict[Hashable, list[int]] = {}  # group -> the tasks it did not run

@@ -30,7 +30,8 @@ def main(model_dir: str, out_path: str) -> None:
         f"model.path={model_dir}", "model.dtype=float32", "model.gradient_checkpointing=true", "trainer.device=cpu",
         "rollout.engine=hf", "resources.devices_per_node=2", f"trainer.micro_batch_tokens={TOKENS}",
         "trainer.forward=hf", "trainer.packing=false", "trainer.shared_prompt=false", "trainer.autocast=none",
-        "trainer.param_dtype=bf16"])  # the 32B recipe's precision and checkpointing
+        "trainer.param_dtype=bf16",  # the 32B recipe's precision and checkpointing
+        "data.max_prompt_length=8", f"rollout.max_response_length={TOKENS - 8}", "algorithm.overlong_buffer_len=16"])
     rows, moments = training_rows(cfg, model_shape(cfg, None))
     if rank == 0:  # as the policy ranks do: rank 0 reads the weights, the others get their shards
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)

@@ -126,6 +126,35 @@ def test_a_native_engine_counts_its_working_weights_and_a_rank_its_own_copy_too(
     assert [row.endswith(gib[1]) for row in ranks] == [True, True]  # each rank's float32 copy, and working weights
 
 
+def test_a_sequence_longer_than_the_micro_batch_budget_is_a_micro_batch_of_its_own():
+    """(the plan held every micro-batch to trainer.micro_batch_tokens, where a sample longer than
+    it is a micro-batch of its own: qwen2.5_1.5b_1gpu's 1024 + 4096 tokens)"""
+    base = [builtin_config_path("qwen2.5_1.5b_1gpu")]
+
+    def outside(budget: int) -> float:
+        cfg = load_config(base, [f"trainer.micro_batch_tokens={budget}"])
+        return dict(training_rows(cfg, model_shape(cfg, 1.54e9))[0])["activations outside the layers"]
+
+    assert outside(1024) == outside(5120) and outside(10240) == 2 * outside(5120)
+
+
+def test_a_native_engine_counts_the_kv_cache_of_a_rounds_rows_at_full_length():
+    """Every row of a round decodes at once, its cache growing to prompt + response: dapo_recipe's
+    192 prompts x 16 responses at 1024 + 4096 tokens, in float32, on Qwen2.5-0.5B's shape (24
+    layers, 2 KV heads of 64): 2 x 24 x 2 x 64 x 4 bytes a token, 384 GB, where the update needs
+    a few. vLLM pages its cache within its share."""
+    cfg = load_config([builtin_config_path("dapo_recipe")], ["model.path=/not/here", "trainer.device=cuda",
+                                                             "rollout.native_dtype=model", "model.dtype=float32"])
+    out = plan(cfg, params=0.49e9)
+    kv = 2 * 24 * 2 * 64 * 4 * 192 * 16 * (1024 + 4096)
+    [row] = [line for line in out.splitlines() if line.startswith("  KV cache")]
+    assert row.startswith("  KV cache, full: 3072 rows x 5120 tokens, float32 ") and row.endswith(f"{kv / GIB:9.2f} GiB")
+    assert "total while generating (weights, AdamW, the KV cache)" in out
+    assert "lower trainer.gen_prompts_per_round or use rollout.engine=vllm (a paged cache)" in out
+    assert "KV cache, full" not in plan(load_config([builtin_config_path("dapo_recipe")], [
+        "model.path=/not/here", "rollout.engine=vllm"]), params=0.49e9)
+
+
 def test_plan_counts_the_logits_their_gradient_and_the_log_prob_chunks():
     """bf16 logits (tokens x vocabulary), the backward's gradient of the same size, and two float32
     chunks of 4096 rows the log-prob pass works in: 4.6 GiB more than the float32 logits alone it
@@ -253,7 +282,10 @@ def test_the_estimate_bounds_the_measured_peak_of_a_real_update(tmp_path, overri
     cfg = load_config([builtin_config_path("qwen2.5_1.5b_1gpu")], [
         f"model.path={tmp_path}", "model.dtype=float32", "trainer.device=cpu", "rollout.engine=hf",
         f"trainer.micro_batch_tokens={tokens}", "trainer.forward=hf", "trainer.packing=false",
-        "trainer.shared_prompt=false", "trainer.autocast=none", "trainer.param_dtype=none", *overrides])
+        "trainer.shared_prompt=false", "trainer.autocast=none", "trainer.param_dtype=none",
+        # the sample below is as long as a sequence may be (a longer one is a micro-batch of its own)
+        "data.max_prompt_length=8", f"rollout.max_response_length={tokens - 8}", "algorithm.overlong_buffer_len=16",
+        *overrides])
     rows, moments = training_rows(cfg, model_shape(cfg, None))
     estimate = sum(size for _, size in rows) + max(size for _, size in moments)
 

@@ -76,6 +76,7 @@ class ModelShape:
     guessed: bool = False  # the shape of the Qwen2.5 model nearest in size
     adapter_params: float = 0.0  # LoRA's (model.lora_rank > 0): the only ones with grads and AdamW state
     cannot_run: str = ""  # why the ranks would refuse the model (trainer.sequence_parallel_size's split)
+    kv_per_token: int = 0  # elements a decoding row caches per position: 2 x layers x KV heads x head size
 
 
 def model_shape(cfg: DAPOConfig, params: float | None) -> ModelShape:
@@ -110,7 +111,7 @@ def model_shape(cfg: DAPOConfig, params: float | None) -> ModelShape:
         params=params if guessed and params else count, layers=len(layer_sizes), hidden=config.hidden_size,
         vocab=config.vocab_size, layer_params=float(max(layer_sizes)), root_params=count - sum(layer_sizes),
         output_params=float(output.weight.numel() if output is not None else 0), activations=None, guessed=guessed,
-        adapter_params=lora_adapter_params(cfg, model))
+        adapter_params=lora_adapter_params(cfg, model), kv_per_token=_kv_per_token(config, len(layer_sizes)))
     if (size := cfg.trainer.sequence_parallel_size) > 1:
         from dapo.trainer.sequence_parallel import split_problem
 
@@ -120,6 +121,13 @@ def model_shape(cfg: DAPOConfig, params: float | None) -> ModelShape:
     except Exception as error:  # e.g. a model whose forward needs real values (data-dependent shapes)
         shape.activation_note = f"its layers could not run on fake tensors ({type(error).__name__}: {error})"
     return shape
+
+
+def _kv_per_token(config, layers: int) -> int:
+    """2 (keys and values) x layers x KV heads x head size: what a decoding row caches per position."""
+    heads = config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    return 2 * layers * (getattr(config, "num_key_value_heads", None) or heads) * head_dim
 
 
 def lora_adapter_params(cfg: DAPOConfig, model) -> float:
@@ -180,7 +188,9 @@ def training_rows(cfg: DAPOConfig, shape: ModelShape) -> tuple[list[tuple[str, f
     """(rows held through the update, rows of the backward's two moments of which the larger counts)."""
     # trainer.sequence_parallel_size S: a rank computes 1/S of each micro-batch's tokens
     world, n = cfg.resources.world_size, shape.params
-    tokens = math.ceil(cfg.trainer.micro_batch_tokens / cfg.trainer.sequence_parallel_size)
+    # (a sample longer than the budget is a micro-batch of its own)
+    longest = cfg.data.max_prompt_length + cfg.rollout.max_response_length
+    tokens = math.ceil(max(cfg.trainer.micro_batch_tokens, longest) / cfg.trainer.sequence_parallel_size)
     param_bytes = DTYPE_BYTES[cfg.model.dtype]
     bf16_weights = cfg.trainer.param_dtype == "bf16"
     compute = 2 if bf16_weights else param_bytes
@@ -250,9 +260,14 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
         engine = f"{cfg.rollout.engine}, " + ("the trainer's own weights" if world == 1 else "a full copy of the weights")
         if world > 1:
             rows.append(("rollout engine (full copy)", n * param_bytes))
+        decode_dtype = cfg.model.dtype
         if cfg.rollout.engine == "native":  # its fast path fuses (on CPU packs) the projections, kept until it sleeps
             decode_dtype = cfg.model.dtype if cfg.rollout.native_dtype == "model" else cfg.rollout.native_dtype
             rows.append((f"native engine's {decode_dtype} working weights", n * DTYPE_BYTES[decode_dtype]))
+        kv_rows = math.ceil(cfg.trainer.gen_prompts_per_round / world) * cfg.rollout.n
+        positions = cfg.data.max_prompt_length + cfg.rollout.max_response_length
+        kv_cache = (f"KV cache, full: {kv_rows} rows x {positions} tokens, {decode_dtype}",
+                    float(shape.kv_per_token * DTYPE_BYTES[decode_dtype] * kv_rows * positions))
     act_line = ("; activation bytes measured on two of its layers at this precision:" if shape.activations else
                 f"; activation bytes from a rule of thumb, doubled: {shape.activation_note}:")
     lines = [
@@ -291,9 +306,16 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
         lines.append(f"  {'total while updating (vLLM asleep)':58s} {updating:9.2f} GiB")
         lines.append(f"  {'total while generating (weights, AdamW, vLLM share)':58s} {generating:9.2f} GiB")
         need = max(updating, generating)
+    elif not vllm:  # the engine's cache (every row of a round at once) beside what the update keeps
+        held = sum(size for name, size in rows if not name.startswith("activations"))
+        generating = (held + kv_cache[1]) / GIB
+        lines.append(f"  {kv_cache[0]:58s} {kv_cache[1] / GIB:9.2f} GiB")
+        lines.append(f"  {'total while updating':58s} {updating:9.2f} GiB")
+        lines.append(f"  {'total while generating (weights, AdamW, the KV cache)':58s} {generating:9.2f} GiB")
+        need = max(updating, generating)
     else:
         need = updating + share
-        lines.append(f"  {'total' + (' with the vLLM share' if vllm else ''):58s} {need:9.2f} GiB")
+        lines.append(f"  {'total with the vLLM share':58s} {need:9.2f} GiB")
     if vllm and share < vllm_weights / GIB:
         lines.append(f"DOES NOT FIT: vLLM's share ({share:.0f} GiB of a {device_gib:.0f} GiB device) is smaller than "
                      f"its {vllm_dtype} weights ({vllm_weights / GIB:.0f} GiB); raise rollout.vllm_gpu_memory_utilization "
@@ -304,6 +326,8 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
         fixes = ["add ranks", "lower trainer.micro_batch_tokens"]
         fixes += [] if cfg.model.gradient_checkpointing else ["set model.gradient_checkpointing=true"]
         fixes += ["lower the vLLM share"] if vllm and not sleeps else []
+        if not vllm and generating > updating:  # the native / hf engine decodes a round's rows at once
+            fixes = ["add ranks", "lower trainer.gen_prompts_per_round", "use rollout.engine=vllm (a paged cache)"]
         lines.append(f"DOES NOT FIT: {need:.0f} GiB per rank on a {device_gib:.0f} GiB device; "
                      + ", ".join(fixes[:-1]) + f" or {fixes[-1]}")
     return "\n".join(lines)

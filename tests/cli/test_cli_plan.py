@@ -144,13 +144,20 @@ def test_a_native_engine_counts_the_kv_cache_of_a_rounds_rows_at_full_length():
     layers, 2 KV heads of 64): 2 x 24 x 2 x 64 x 4 bytes a token, 384 GB, where the update needs
     a few. vLLM pages its cache within its share."""
     cfg = load_config([builtin_config_path("dapo_recipe")], ["model.path=/not/here", "trainer.device=cuda",
-                                                             "rollout.native_dtype=model", "model.dtype=float32"])
+                                                             "rollout.native_dtype=model", "model.dtype=float32",
+                                                             "rollout.native_kv_cache_gib=0"])
     out = plan(cfg, params=0.49e9)
     kv = 2 * 24 * 2 * 64 * 4 * 192 * 16 * (1024 + 4096)
     [row] = [line for line in out.splitlines() if line.startswith("  KV cache")]
     assert row.startswith("  KV cache, full: 3072 rows x 5120 tokens, float32 ") and row.endswith(f"{kv / GIB:9.2f} GiB")
     assert "total while generating (weights, AdamW, the KV cache)" in out
-    assert "lower trainer.gen_prompts_per_round or use rollout.engine=vllm (a paged cache)" in out
+    assert "lower rollout.native_kv_cache_gib (or trainer.gen_prompts_per_round) or use rollout.engine=vllm" in out
+    # within dapo_recipe's rollout.native_kv_cache_gib=16: chunks of 8 prompts x 16 rows, 15 GiB
+    budgeted = plan(load_config([builtin_config_path("dapo_recipe")], [
+        "model.path=/not/here", "trainer.device=cuda", "rollout.native_dtype=model", "model.dtype=float32"]),
+        params=0.49e9)
+    [row] = [line for line in budgeted.splitlines() if line.startswith("  KV cache")]
+    assert row.startswith("  KV cache, full: 128 rows x 5120 tokens") and row.endswith(f"{kv / 24 / GIB:9.2f} GiB")
     assert "KV cache, full" not in plan(load_config([builtin_config_path("dapo_recipe")], [
         "model.path=/not/here", "rollout.engine=vllm"]), params=0.49e9)
 

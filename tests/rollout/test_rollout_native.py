@@ -198,6 +198,38 @@ def test_seed_reproducibility(qwen2: torch.nn.Module, fast_forward: bool) -> Non
     assert tokens(7) != tokens(8)
 
 
+@pytest.mark.parametrize("fast_forward", [True, False])
+def test_a_kv_cache_budget_decodes_the_prompts_in_chunks_that_keep_within_it(qwen2: torch.nn.Module,
+                                                                             fast_forward: bool) -> None:
+    """rollout.native_kv_cache_gib: a round's rows all decoded at once (dapo_recipe's 3072 rows of
+    5120 tokens: 360 GiB on Qwen2.5-0.5B); within a budget, consecutive chunks of prompts, each of
+    whose cache at full length fits it, prompt-major as one call's, their log-probs the model's."""
+    config = qwen2.config
+    head_dim = config.hidden_size // config.num_attention_heads
+    params = SamplingParams(n=3, max_new_tokens=6, stop_token_ids=[1], seed=5)
+    row_bytes = 2 * config.num_hidden_layers * config.num_key_value_heads * head_dim * 4 * (8 + 6)  # float32
+    whole = NativeEngine(qwen2, PAD_ID, fast_forward=fast_forward)
+    engine = NativeEngine(qwen2, PAD_ID, fast_forward=fast_forward, max_kv_cache_bytes=2.5 * 3 * row_bytes)
+    sessions: list[int] = []
+    open_session = engine._open_session
+    engine._open_session = lambda longest, rows: sessions.append(rows) or open_session(longest, rows)
+    result = engine.generate(PROMPTS, params)
+    assert sessions == [6, 6]  # 2 prompts x 3 samples a chunk: a third's would pass the budget
+    assert [c.prompt_index for c in result.completions] == [i for i in range(4) for _ in range(3)]
+    assert result.num_generated_tokens == sum(len(c.token_ids) for c in result.completions)
+    assert [c.token_ids for c in engine.generate(PROMPTS, params).completions] == [
+        c.token_ids for c in result.completions]  # reproducible
+    for c in result.completions:
+        expected = teacher_forced_logprobs(qwen2, PROMPTS[c.prompt_index], c, params.temperature)
+        assert torch.allclose(torch.tensor(c.logprobs, dtype=torch.float64), expected, atol=1e-4)
+    # a budget the whole call fits decodes it at once, as without one: the same samples
+    roomy = NativeEngine(qwen2, PAD_ID, fast_forward=fast_forward, max_kv_cache_bytes=100 * 12 * row_bytes)
+    assert [c.token_ids for c in roomy.generate(PROMPTS, params).completions] == [
+        c.token_ids for c in whole.generate(PROMPTS, params).completions]
+    tiny = NativeEngine(qwen2, PAD_ID, fast_forward=fast_forward, max_kv_cache_bytes=1)  # still one prompt a chunk
+    assert len(tiny.generate(PROMPTS, params).completions) == 12
+
+
 def test_global_seed_makes_unseeded_generation_reproducible(qwen2: torch.nn.Module) -> None:
     engine = NativeEngine(qwen2, PAD_ID)
     runs = []

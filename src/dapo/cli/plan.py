@@ -264,10 +264,13 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
         if cfg.rollout.engine == "native":  # its fast path fuses (on CPU packs) the projections, kept until it sleeps
             decode_dtype = cfg.model.dtype if cfg.rollout.native_dtype == "model" else cfg.rollout.native_dtype
             rows.append((f"native engine's {decode_dtype} working weights", n * DTYPE_BYTES[decode_dtype]))
-        kv_rows = math.ceil(cfg.trainer.gen_prompts_per_round / world) * cfg.rollout.n
         positions = cfg.data.max_prompt_length + cfg.rollout.max_response_length
-        kv_cache = (f"KV cache, full: {kv_rows} rows x {positions} tokens, {decode_dtype}",
-                    float(shape.kv_per_token * DTYPE_BYTES[decode_dtype] * kv_rows * positions))
+        row_bytes = shape.kv_per_token * DTYPE_BYTES[decode_dtype] * positions
+        prompts = math.ceil(cfg.trainer.gen_prompts_per_round / world)
+        if (budget := cfg.rollout.native_kv_cache_gib * GIB) and cfg.rollout.engine == "native":  # its chunks
+            prompts = min(prompts, max(1, int(budget // (row_bytes * cfg.rollout.n))))
+        kv_rows = prompts * cfg.rollout.n
+        kv_cache = (f"KV cache, full: {kv_rows} rows x {positions} tokens, {decode_dtype}", float(row_bytes * kv_rows))
     act_line = ("; activation bytes measured on two of its layers at this precision:" if shape.activations else
                 f"; activation bytes from a rule of thumb, doubled: {shape.activation_note}:")
     lines = [
@@ -327,7 +330,8 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
         fixes += [] if cfg.model.gradient_checkpointing else ["set model.gradient_checkpointing=true"]
         fixes += ["lower the vLLM share"] if vllm and not sleeps else []
         if not vllm and generating > updating:  # the native / hf engine decodes a round's rows at once
-            fixes = ["add ranks", "lower trainer.gen_prompts_per_round", "use rollout.engine=vllm (a paged cache)"]
+            fixes = ["add ranks", "lower rollout.native_kv_cache_gib (or trainer.gen_prompts_per_round)",
+                     "use rollout.engine=vllm (a paged cache)"]
         lines.append(f"DOES NOT FIT: {need:.0f} GiB per rank on a {device_gib:.0f} GiB device; "
                      + ", ".join(fixes[:-1]) + f" or {fixes[-1]}")
     return "\n".join(lines)

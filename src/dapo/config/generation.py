@@ -131,6 +131,12 @@ class RolloutConfig:
     # tokens/s at 16, 128 and 384 rows on the built-in model (bench_rollout.py's torch ops row). Where they cannot build or run (a
     # warning says why on a CPU they are for), torch's ops decode, as with false.
     native_cpu_kernels: bool = True
+    # Native engine: the most memory (GiB) a KV cache may take at full length (the longest prompt
+    # + max_response_length, every row): a round's prompts decode in as few consecutive chunks as
+    # keep within it (their samples then differ from one chunk's, as the random stream runs through
+    # the chunks in order). 0: a round's rows decode at once, which for dapo_recipe's 192 x 16 rows
+    # of 5120 tokens on Qwen2.5-0.5B in float32 is 360 GiB (`dapo plan` shows it).
+    native_kv_cache_gib: float = 0.0
     # Extra strings that end a response. Stop tokens need no setting: every id of the model's
     # generation_config.eos_token_id, the tokenizer's EOS and the chat template's end-of-turn
     # token (e.g. <|im_end|>) end a response, identically in every engine.
@@ -155,6 +161,7 @@ class RolloutConfig:
             0 < self.vllm_gpu_memory_utilization <= 1, "rollout.vllm_gpu_memory_utilization must be in (0, 1]"
         )
         check(self.vllm_tensor_parallel_size >= 1, "rollout.vllm_tensor_parallel_size must be >= 1")
+        check(self.native_kv_cache_gib >= 0, "rollout.native_kv_cache_gib must be >= 0 (0: no limit)")
         check(self.n >= 1, "rollout.n (group size G) must be >= 1")
         check(self.temperature > 0, "rollout.temperature must be > 0 (use a small value for near-greedy)")
         check(0 < self.top_p <= 1, "rollout.top_p must be in (0, 1]")

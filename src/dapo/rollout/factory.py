@@ -34,7 +34,7 @@ def create_engine(
     if cfg.engine == "native":
         dtype = None if cfg.native_dtype == "model" else getattr(torch, cfg.native_dtype)
         return NativeEngine(model, _pad_token_id(tokenizer, model), tokenizer, compute_dtype=dtype,
-                            cpu_kernels=cfg.native_cpu_kernels)
+                            cpu_kernels=cfg.native_cpu_kernels, max_kv_cache_bytes=cfg.native_kv_cache_gib * 2**30)
     if cfg.engine == "hf":
         return HFGenerateEngine(model, _pad_token_id(tokenizer, model), tokenizer)
     if cfg.engine == "vllm":

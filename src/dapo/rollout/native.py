@@ -87,14 +87,18 @@ class NativeEngine:
         fast_forward: bool = True,
         compute_dtype: torch.dtype | None = None,
         cpu_kernels: bool = True,
+        max_kv_cache_bytes: float = 0.0,
     ) -> None:
         """``compute_dtype``: decode in this dtype (fast path only), e.g. bfloat16 for a float32
         policy; the behaviour log-probs are then those of the bf16 model, and the trainer sees the
         difference as rollout/trainer mismatch (corrected by algorithm.tis_cap, or made moot by
         algorithm.old_logprobs=rollout, which takes these log-probs as pi_old). ``cpu_kernels``:
         bf16 decoding on the CPU runs the fused kernels of :mod:`dapo.rollout.cpu_kernels` where
-        they build and run (rollout.native_cpu_kernels)."""
+        they build and run (rollout.native_cpu_kernels). ``max_kv_cache_bytes``: decode a call's
+        prompts in as few consecutive chunks as keep each chunk's KV cache at full length within
+        it (0: all at once; rollout.native_kv_cache_gib)."""
         self.model = model
+        self.max_kv_cache_bytes = max_kv_cache_bytes
         self.compute_dtype = compute_dtype
         self.pad_token_id = pad_token_id
         self.tokenizer = tokenizer
@@ -125,11 +129,28 @@ class NativeEngine:
     def generate(self, prompt_token_ids: list[list[int]], params: SamplingParams) -> GenerationResult:
         """Sample ``params.n`` responses per prompt; completions are prompt-major."""
         check_request(self.model, self.pad_token_id, prompt_token_ids, params)
-        matcher = StopStringMatcher(params.stop_strings, self.tokenizer)
         start = time.perf_counter()
         if not prompt_token_ids:
             return GenerationResult([], 0.0, 0)
         device = model_device(self.model)
+        generator = make_generator(params.seed, device)  # one stream through the chunks, in order
+        token_ids: list[list[int]] = []
+        logprobs: list[list[float]] = []
+        stopped: list[bool] = []
+        chunk = self._prompts_per_chunk(prompt_token_ids, params)
+        for first in range(0, len(prompt_token_ids), chunk):
+            outputs = self._generate_chunk(prompt_token_ids[first:first + chunk], params, generator, device)
+            chunk_tokens, chunk_logprobs = outputs.as_lists()
+            token_ids += chunk_tokens
+            logprobs += chunk_logprobs
+            stopped += outputs.stopped
+        completions = build_completions(token_ids, logprobs, stopped, params.n)
+        return GenerationResult(completions, time.perf_counter() - start, sum(map(len, token_ids)))
+
+    def _generate_chunk(self, prompt_token_ids: list[list[int]], params: SamplingParams,
+                        generator: torch.Generator, device: torch.device) -> _Outputs:
+        """Sample ``params.n`` responses to each of ``prompt_token_ids``, in one KV cache."""
+        matcher = StopStringMatcher(params.stop_strings, self.tokenizer)
         with torch.inference_mode(), eval_mode(self.model):
             input_ids, pad_lengths = left_pad(prompt_token_ids, self.pad_token_id, device)
             # the longest sequence the forward computes: the last sampled token is never fed back
@@ -140,11 +161,24 @@ class NativeEngine:
             if params.n > 1:
                 session.expand(params.n)
                 logits = logits.repeat_interleave(params.n, dim=0)
-            outputs = _sample_loop(session, logits, params, matcher, make_generator(params.seed, device))
+            outputs = _sample_loop(session, logits, params, matcher, generator)
         self._check_finite(outputs)
-        token_ids, logprobs = outputs.as_lists()
-        completions = build_completions(token_ids, logprobs, outputs.stopped, params.n)
-        return GenerationResult(completions, time.perf_counter() - start, sum(outputs.lengths))
+        return outputs
+
+    def _prompts_per_chunk(self, prompt_token_ids: list[list[int]], params: SamplingParams) -> int:
+        """How many prompts decode together: all, or as many as keep their n rows' KV cache at
+        full length (the longest prompt + max_new_tokens, 2 x layers x KV heads x head size per
+        position, in the decode dtype) within max_kv_cache_bytes; at least one."""
+        if not self.max_kv_cache_bytes:
+            return len(prompt_token_ids)
+        config = self.model.config
+        heads = config.num_attention_heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+        kv_heads = getattr(config, "num_key_value_heads", None) or heads
+        dtype = self.compute_dtype or next(self.model.parameters()).dtype
+        longest = max(map(len, prompt_token_ids)) + params.max_new_tokens
+        row_bytes = 2 * config.num_hidden_layers * kv_heads * head_dim * dtype.itemsize * longest
+        return max(1, min(len(prompt_token_ids), int(self.max_kv_cache_bytes // (row_bytes * params.n))))
 
     def _prepared_weights(self, rows: int) -> LlamaWeights:
         """The fast path's weights for ``rows`` decode rows: the kept ones while the model's

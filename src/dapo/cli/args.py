@@ -96,11 +96,11 @@ def is_builtin_model(path: str | None) -> bool:
     return path is None or path.partition(":")[0] == "builtin"
 
 
-def float32_on_this_cpu(files: list[str], overrides: list[str], command: str) -> list[str]:
-    """The overrides that put the embedded default (``files``, with the user's ``overrides``) in
-    float32 where it runs on this CPU and its bf16 matmuls are slower (:mod:`dapo.hardware`),
-    saying so where that changes what it computes; none elsewhere. They go before the user's, which win."""
-    cfg = load_config(files, overrides)
+def float32_on_this_cpu(cfg: DAPOConfig, files: list[str], overrides: list[str], command: str) -> list[str]:
+    """The overrides that put the embedded default (``cfg``, loaded from ``files`` and the user's
+    ``overrides``) in float32 where it runs on this CPU and its bf16 matmuls are slower
+    (:mod:`dapo.hardware`), saying so where that changes what it computes; none elsewhere. They
+    go before the user's, which win."""
     if not runs_on_this_cpu(cfg) or cpu_computes_bf16_natively():
         return []
     float32 = ["trainer.autocast=none", "rollout.native_dtype=model"]
@@ -127,9 +127,10 @@ def resolve(args: list[str], command: str = "train") -> DAPOConfig:
         print(f"dapo {command}: note: config {DEMO_CONFIG!r} holds the built-in demo's laptop settings (no prompt "
               f"template, lr 1.5e-4 cosine, bf16 decode, eval top_p 1.0); for your model start from {RECIPE_CONFIG!r}",
               file=sys.stderr)
-    if list(map(str, files)) == [str(builtin_config_path(DEMO_CONFIG))]:
-        overrides = float32_on_this_cpu(files, overrides, command) + overrides
     cfg = load_config(files, overrides)
+    if list(map(str, files)) == [str(builtin_config_path(DEMO_CONFIG))] and (
+            float32 := float32_on_this_cpu(cfg, files, overrides, command)):
+        cfg = load_config(files, float32 + overrides)
     # (model.path set by an override or in a config file; `dapo eval` names a checkpoint, maybe of
     # a built-in model's run, whose held-out set is then the right one)
     if command in ("train", "config") and not is_builtin_model(cfg.model.path):

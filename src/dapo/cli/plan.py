@@ -103,6 +103,7 @@ def model_shape(cfg: DAPOConfig, params: float | None) -> ModelShape:
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
     count = float(sum(p.numel() for p in model.parameters()))
+    from dapo.rollout.native import kv_elements_per_token
     from dapo.trainer.fsdp import decoder_layers
 
     layer_sizes = [sum(p.numel() for p in layer.parameters()) for layer in decoder_layers(model)]
@@ -111,7 +112,7 @@ def model_shape(cfg: DAPOConfig, params: float | None) -> ModelShape:
         params=params if guessed and params else count, layers=len(layer_sizes), hidden=config.hidden_size,
         vocab=config.vocab_size, layer_params=float(max(layer_sizes)), root_params=count - sum(layer_sizes),
         output_params=float(output.weight.numel() if output is not None else 0), activations=None, guessed=guessed,
-        adapter_params=lora_adapter_params(cfg, model), kv_per_token=_kv_per_token(config, len(layer_sizes)))
+        adapter_params=lora_adapter_params(cfg, model), kv_per_token=kv_elements_per_token(config))
     if (size := cfg.trainer.sequence_parallel_size) > 1:
         from dapo.trainer.sequence_parallel import split_problem
 
@@ -121,13 +122,6 @@ def model_shape(cfg: DAPOConfig, params: float | None) -> ModelShape:
     except Exception as error:  # e.g. a model whose forward needs real values (data-dependent shapes)
         shape.activation_note = f"its layers could not run on fake tensors ({type(error).__name__}: {error})"
     return shape
-
-
-def _kv_per_token(config, layers: int) -> int:
-    """2 (keys and values) x layers x KV heads x head size: what a decoding row caches per position."""
-    heads = config.num_attention_heads
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
-    return 2 * layers * (getattr(config, "num_key_value_heads", None) or heads) * head_dim
 
 
 def lora_adapter_params(cfg: DAPOConfig, model) -> float:

@@ -171,13 +171,9 @@ class NativeEngine:
         position, in the decode dtype) within max_kv_cache_bytes; at least one."""
         if not self.max_kv_cache_bytes:
             return len(prompt_token_ids)
-        config = self.model.config
-        heads = config.num_attention_heads
-        head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
-        kv_heads = getattr(config, "num_key_value_heads", None) or heads
         dtype = self.compute_dtype or next(self.model.parameters()).dtype
         longest = max(map(len, prompt_token_ids)) + params.max_new_tokens
-        row_bytes = 2 * config.num_hidden_layers * kv_heads * head_dim * dtype.itemsize * longest
+        row_bytes = kv_elements_per_token(self.model.config) * dtype.itemsize * longest
         return max(1, min(len(prompt_token_ids), int(self.max_kv_cache_bytes // (row_bytes * params.n))))
 
     def _prepared_weights(self, rows: int) -> LlamaWeights:
@@ -227,6 +223,13 @@ class NativeEngine:
     def close(self) -> None:
         """Release the prepared weights (the model is the trainer's)."""
         self._release_weights()
+
+
+def kv_elements_per_token(config: Any) -> int:
+    """What a decoding row caches per position: 2 (keys and values) x layers x KV heads x head size."""
+    heads = config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    return 2 * config.num_hidden_layers * (getattr(config, "num_key_value_heads", None) or heads) * head_dim
 
 
 def _sample_loop(

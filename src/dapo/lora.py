@@ -62,8 +62,9 @@ def apply_lora(model: nn.Module, rank: int, alpha: float, target_modules: list[s
                             f"(its linear layers: {_linear_layer_names(model)}; or [all-linear])") from error
     # PEFT also adapts GPT-2's Conv1D (all-linear takes it) and embeddings, whose adapters the
     # merge (rollout engines, checkpoints) and the KL reference's adapters-off do not handle
-    if other := sorted({f"{name} ({type(module.base_layer).__name__})" for name, module in model.named_modules()
-                        if hasattr(module, "base_layer") and hasattr(module, "lora_A") and not is_lora_layer(module)}):
+    adapted = {name: module.base_layer for name, module in model.named_modules()
+               if hasattr(module, "lora_A") and hasattr(module, "base_layer")}
+    if other := sorted(f"{name} ({type(base).__name__})" for name, base in adapted.items() if type(base) is not nn.Linear):
         raise UserError(f"model.lora_target_modules={list(target_modules)} puts adapters on layers that are not "
                         f"torch.nn.Linear: {', '.join(other[:4])}{', ...' if len(other) > 4 else ''}; dapo-rl adapts "
                         f"linear layers only (this model's: {_linear_layer_names(model) or 'none'})")

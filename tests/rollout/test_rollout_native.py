@@ -210,17 +210,21 @@ def test_a_kv_cache_budget_decodes_the_prompts_in_chunks_that_keep_within_it(qwe
     row_bytes = 2 * config.num_hidden_layers * config.num_key_value_heads * head_dim * 4 * (8 + 6)  # float32
     whole = NativeEngine(qwen2, PAD_ID, fast_forward=fast_forward)
     engine = NativeEngine(qwen2, PAD_ID, fast_forward=fast_forward, max_kv_cache_bytes=2.5 * 3 * row_bytes)
-    sessions: list[int] = []
+    sessions: list[tuple[int, int]] = []
     open_session = engine._open_session
-    engine._open_session = lambda longest, rows: sessions.append(rows) or open_session(longest, rows)
-    result = engine.generate(PROMPTS, params)
-    assert sessions == [6, 6]  # 2 prompts x 3 samples a chunk: a third's would pass the budget
-    assert [c.prompt_index for c in result.completions] == [i for i in range(4) for _ in range(3)]
+    engine._open_session = lambda longest, rows, packing: sessions.append((rows, packing)) or open_session(
+        longest, rows, packing)
+    result = engine.generate([*PROMPTS, [4, 5]], params)
+    # 2 prompts x 3 samples a chunk (a third's would pass the budget); the last chunk's one prompt
+    # decodes on the weights packed for the full chunks, not prepared again
+    assert sessions == [(6, 6), (6, 6), (3, 6)]
+    assert not fast_forward or engine._weights_key[1] == 6
+    assert [c.prompt_index for c in result.completions] == [i for i in range(5) for _ in range(3)]
     assert result.num_generated_tokens == sum(len(c.token_ids) for c in result.completions)
-    assert [c.token_ids for c in engine.generate(PROMPTS, params).completions] == [
+    assert [c.token_ids for c in engine.generate([*PROMPTS, [4, 5]], params).completions] == [
         c.token_ids for c in result.completions]  # reproducible
     for c in result.completions:
-        expected = teacher_forced_logprobs(qwen2, PROMPTS[c.prompt_index], c, params.temperature)
+        expected = teacher_forced_logprobs(qwen2, [*PROMPTS, [4, 5]][c.prompt_index], c, params.temperature)
         assert torch.allclose(torch.tensor(c.logprobs, dtype=torch.float64), expected, atol=1e-4)
     # a budget the whole call fits decodes it at once, as without one: the same samples
     roomy = NativeEngine(qwen2, PAD_ID, fast_forward=fast_forward, max_kv_cache_bytes=100 * 12 * row_bytes)

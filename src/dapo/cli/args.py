@@ -101,7 +101,7 @@ def float32_on_this_cpu(cfg: DAPOConfig, files: list[str], overrides: list[str],
     ``overrides``) in float32 where it runs on this CPU and its bf16 matmuls are slower
     (:mod:`dapo.hardware`), saying so where that changes what it computes; none elsewhere. They
     go before the user's, which win."""
-    if not runs_on_this_cpu(cfg) or cpu_computes_bf16_natively():
+    if not cpu_bf16_settings(cfg) or not runs_on_this_cpu(cfg) or cpu_computes_bf16_natively():
         return []
     float32 = ["trainer.autocast=none", "rollout.native_dtype=model"]
     if cpu_bf16_settings(load_config(files, float32 + overrides)) != cpu_bf16_settings(cfg):

@@ -57,6 +57,7 @@ from pathlib import Path
 from dapo.algo.logprobs import ACCELERATOR_CHUNK_ROWS
 from dapo.config import DAPOConfig
 from dapo.config.schema import DTYPE_BYTES
+from dapo.rollout.native import kv_elements_per_token, prompts_per_chunk
 from dapo.trainer.activation_memory import ActivationBytes
 
 GIB = 1024**3
@@ -103,7 +104,6 @@ def model_shape(cfg: DAPOConfig, params: float | None) -> ModelShape:
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
     count = float(sum(p.numel() for p in model.parameters()))
-    from dapo.rollout.native import kv_elements_per_token
     from dapo.trainer.fsdp import decoder_layers
 
     layer_sizes = [sum(p.numel() for p in layer.parameters()) for layer in decoder_layers(model)]
@@ -261,8 +261,8 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
         positions = cfg.data.max_prompt_length + cfg.rollout.max_response_length
         row_bytes = shape.kv_per_token * DTYPE_BYTES[decode_dtype] * positions
         prompts = math.ceil(cfg.trainer.gen_prompts_per_round / world)
-        if (budget := cfg.rollout.native_kv_cache_gib * GIB) and cfg.rollout.engine == "native":  # its chunks
-            prompts = min(prompts, max(1, int(budget // (row_bytes * cfg.rollout.n))))
+        if cfg.rollout.engine == "native":  # its chunks (hf: a round at once)
+            prompts = prompts_per_chunk(prompts, row_bytes, cfg.rollout.n, cfg.rollout.native_kv_cache_gib * GIB)
         kv_rows = prompts * cfg.rollout.n
         kv_cache = (f"KV cache, full: {kv_rows} rows x {positions} tokens, {decode_dtype}", float(row_bytes * kv_rows))
     act_line = ("; activation bytes measured on two of its layers at this precision:" if shape.activations else

@@ -112,11 +112,14 @@ class NativeEngine:
         # storage address in the key while it is in use (replaced tensors are freed otherwise)
         self._key_tensors: list[torch.Tensor] = []
 
-    def _open_session(self, max_length: int, rows: int) -> DecodeSession:
+    def _open_session(self, max_length: int, rows: int, packing_rows: int | None = None) -> DecodeSession:
+        """``packing_rows``: the rows the weights are packed for (a chunked call's full chunk, so that
+        its smaller last chunk does not prepare them again); ``rows`` by default."""
         reason = llama_decoder.unsupported_reason(self.model, max_length) if self.fast_forward else "fast_forward=False"
         if reason is None:
             self.last_path = "llama"
-            session = llama_decoder.LlamaDecodeSession(self._prepared_weights(rows), max_length, rows, self.cpu_kernels)
+            weights = self._prepared_weights(packing_rows or rows)
+            session = llama_decoder.LlamaDecodeSession(weights, max_length, rows, self.cpu_kernels)
             self.last_attention = "torch" if session.cpu_kernels is None else "cpu kernel"
             return session
         if self.last_path != "hf" and self.compute_dtype not in (None, next(self.model.parameters()).dtype):
@@ -139,7 +142,8 @@ class NativeEngine:
         stopped: list[bool] = []
         chunk = self._prompts_per_chunk(prompt_token_ids, params)
         for first in range(0, len(prompt_token_ids), chunk):
-            outputs = self._generate_chunk(prompt_token_ids[first:first + chunk], params, generator, device)
+            outputs = self._generate_chunk(prompt_token_ids[first:first + chunk], params, generator, device,
+                                           packing_rows=chunk * params.n)
             chunk_tokens, chunk_logprobs = outputs.as_lists()
             token_ids += chunk_tokens
             logprobs += chunk_logprobs
@@ -148,7 +152,7 @@ class NativeEngine:
         return GenerationResult(completions, time.perf_counter() - start, sum(map(len, token_ids)))
 
     def _generate_chunk(self, prompt_token_ids: list[list[int]], params: SamplingParams,
-                        generator: torch.Generator, device: torch.device) -> _Outputs:
+                        generator: torch.Generator, device: torch.device, packing_rows: int) -> _Outputs:
         """Sample ``params.n`` responses to each of ``prompt_token_ids``, in one KV cache."""
         matcher = StopStringMatcher(params.stop_strings, self.tokenizer)
         with torch.inference_mode(), eval_mode(self.model):
@@ -156,7 +160,7 @@ class NativeEngine:
             # the longest sequence the forward computes: the last sampled token is never fed back
             # (a window or RoPE threshold of exactly this length holds the whole generation)
             longest = input_ids.shape[1] + params.max_new_tokens - 1
-            session = self._open_session(longest, len(prompt_token_ids) * params.n)
+            session = self._open_session(longest, len(prompt_token_ids) * params.n, packing_rows)
             logits = session.prefill(input_ids, pad_lengths)
             if params.n > 1:
                 session.expand(params.n)
@@ -174,7 +178,7 @@ class NativeEngine:
         dtype = self.compute_dtype or next(self.model.parameters()).dtype
         longest = max(map(len, prompt_token_ids)) + params.max_new_tokens
         row_bytes = kv_elements_per_token(self.model.config) * dtype.itemsize * longest
-        return max(1, min(len(prompt_token_ids), int(self.max_kv_cache_bytes // (row_bytes * params.n))))
+        return prompts_per_chunk(len(prompt_token_ids), row_bytes, params.n, self.max_kv_cache_bytes)
 
     def _prepared_weights(self, rows: int) -> LlamaWeights:
         """The fast path's weights for ``rows`` decode rows: the kept ones while the model's
@@ -230,6 +234,14 @@ def kv_elements_per_token(config: Any) -> int:
     heads = config.num_attention_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
     return 2 * config.num_hidden_layers * (getattr(config, "num_key_value_heads", None) or heads) * head_dim
+
+
+def prompts_per_chunk(prompts: int, row_bytes: float, samples: int, budget_bytes: float) -> int:
+    """How many of ``prompts`` decode together when their ``samples`` rows each cache ``row_bytes``
+    at full length and the chunk's cache keeps within ``budget_bytes`` (0: no limit); at least one."""
+    if not budget_bytes:
+        return prompts
+    return max(1, min(prompts, int(budget_bytes // (row_bytes * samples))))
 
 
 def _sample_loop(

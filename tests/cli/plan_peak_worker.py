@@ -19,6 +19,7 @@ from dapo.config import builtin_config_path, load_config
 from dapo.trainer.batch import Sample
 from dapo.trainer.fsdp import shard_from_rank0
 from dapo.trainer.policy import PolicyWorker
+from tests.torchrun_rank import end_rank
 
 TOKENS = 1024
 
@@ -57,8 +58,7 @@ def main(model_dir: str, out_path: str) -> None:
         estimate = sum(size for _, size in rows) + max(size for _, size in moments)
         with open(out_path, "w") as f:
             json.dump({"peak": peak, "estimate": estimate}, f)
-    dist.barrier()  # no rank tears its connections down while another still uses them (a gloo abort)
-    dist.destroy_process_group()
+    end_rank()
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from dapo.trainer.checkpoint import export_hf_from_shards, load_sharded_policy, 
 from dapo.trainer.fsdp import shard_policy
 from dapo.trainer.policy import PolicyWorker
 from dapo.trainer.sampler import sample_from_state
+from tests.torchrun_rank import end_rank
 
 FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
 
@@ -84,8 +85,7 @@ def main(model_dir: str, samples_path: str, checkpoint_dir: str, out_path: str) 
     if rank == 0:
         torch.save({"saved": saved, "moved": moved, "reloaded": reloaded, "resumed": resumed,
                     "next_steps": next_steps}, out_path)
-    dist.barrier()  # no rank tears its connections down while another still uses them
-    dist.destroy_process_group()
+    end_rank()
 
 
 if __name__ == "__main__":

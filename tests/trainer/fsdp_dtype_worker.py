@@ -14,6 +14,7 @@ from torch.distributed.tensor import DTensor
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from dapo.trainer.fsdp import shard_from_rank0
+from tests.torchrun_rank import end_rank
 
 
 def main(model_dir: str, out_path: str) -> None:
@@ -31,8 +32,7 @@ def main(model_dir: str, out_path: str) -> None:
     dist.all_gather_object(ranks, {name: (t.dtype, t.detach().clone()) for name, t in tensors.items()})
     if rank == 0:
         torch.save(ranks, out_path)
-    dist.barrier()
-    dist.destroy_process_group()
+    end_rank()
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from dapo.trainer.fsdp import shard_from_rank0
 from dapo.trainer.packed_attention import PACKED_SDPA
 from dapo.trainer.policy import PolicyWorker
 from dapo.trainer.sampler import sample_from_state
+from tests.torchrun_rank import end_rank
 
 
 def layout_settings(layout: str) -> dict:
@@ -113,8 +114,7 @@ def main(model_dir: str, samples_path: str, out_path: str, micro_batch_tokens: i
     if rank == 0:
         torch.save({"summed": summed, "averaged": averaged, "grad_norm": grad_norm,
                     "loss_tokens": float(tokens.item()), "micro_batches": [int(n) for n in micro_batches]}, out_path)
-    dist.barrier()  # no rank tears its connections down while another still uses them
-    dist.destroy_process_group()
+    end_rank()
 
 
 if __name__ == "__main__":

@@ -79,3 +79,34 @@ def test_numpys_global_generator_resumes_where_it_was_saved(tmp_path: Path):
         assert (np.random.get_state()[1] == drawn).all()
     finally:
         np.random.set_state(before)
+
+
+def _draws() -> tuple[float, float, float]:
+    import numpy as np
+
+    return random.random(), float(np.random.standard_normal()), float(torch.rand(()))
+
+
+def test_a_run_seeds_python_numpy_and_torch_from_its_seed(tiny_model_dir, reward_file, tmp_path):
+    """A user's advantage or loss plugin drawing from Python's ``random`` or NumPy's global
+    generator draws the same numbers in two runs of one config, whatever the process drew before;
+    another seed draws others."""
+    import numpy as np
+
+    from dapo.trainer import Trainer
+    from tests.trainer.conftest import tiny_config
+
+    before = rng_state()
+    try:
+        runs = []
+        for index, run_seed in enumerate([7, 7, 8]):
+            random.seed(100 + index)  # what the process drew before the run differs each time
+            np.random.seed(100 + index)
+            torch.manual_seed(100 + index)
+            Trainer(tiny_config(tiny_model_dir, tmp_path / f"run{index}", reward_file,
+                                f"trainer.seed={run_seed}")).close()
+            runs.append(_draws())
+        assert runs[0] == runs[1]
+        assert all(a != b for a, b in zip(runs[0], runs[2]))
+    finally:
+        set_rng_state(before)

@@ -268,7 +268,8 @@ class TrainerConfig:
     warmup_steps: int = 10
     lr_schedule: str = "constant"
     min_lr_ratio: float = 0.0
-    # Seed for data order, sampling and initialisation.
+    # Seed for data order, sampling and initialisation; also seeds Python's `random` and NumPy's
+    # global generator (which a user's plugin may draw from), as transformers.set_seed does.
     seed: int = 0
     # "auto" (CUDA when available), "cpu", "cuda", "cuda:1", ... (policy ranks on Ray each use
     # the GPU Ray gives them, whatever the index)

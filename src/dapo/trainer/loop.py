@@ -45,6 +45,7 @@ from dapo.trainer.evaluate import evaluate_held_out
 from dapo.trainer.loop_state import LoopState
 from dapo.trainer.old_logprobs import assign_old_logprobs
 from dapo.trainer.policy import PolicyWorker
+from dapo.trainer.rng import seed_process
 from dapo.trainer.run_state import RunState
 from dapo.trainer.sampler import DynamicSampler, PromptStream, surplus_settings
 from dapo.trainer.scoring import (
@@ -106,7 +107,7 @@ class Trainer(LoopState):
             torch.set_num_threads(cfg.trainer.num_threads)
         if cfg.trainer.keep_freed_memory:
             keep_freed_memory()
-        torch.manual_seed(cfg.trainer.seed)
+        seed_process(cfg.trainer.seed)
         self.state = RunState(cfg)  # first: takes the run directory's lock, before any loading
         self.policy: PolicyWorker | RayPolicyGroup | None = None
         run: RunSetup | None = None

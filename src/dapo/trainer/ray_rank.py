@@ -43,7 +43,7 @@ from dapo.trainer.fsdp import (
 from dapo.trainer.policy import PolicyWorker
 from dapo.trainer.policy_weights import gather_adapters, save_adapter_of_shards
 from dapo.trainer.ray_transport import LogprobRows
-from dapo.trainer.rng import load_rank_rng, save_rank_rng
+from dapo.trainer.rng import load_rank_rng, save_rank_rng, seed_process
 from dapo.trainer.run_state import os_error_behind
 from dapo.trainer.sequence_parallel import new_sequence_groups
 from dapo.trainer.setup import (
@@ -168,7 +168,7 @@ class PolicyRank:
         cfg: DAPOConfig = config_from_dict(self.config)  # re-validated here: imports algorithm.plugins
         # each rank its own torch stream (dropout masks under model.disable_dropout=false); rank 0
         # keeps the run's seed, as one process does
-        torch.manual_seed(cfg.trainer.seed + RANK_SEED_STRIDE * rank)
+        seed_process(cfg.trainer.seed + RANK_SEED_STRIDE * rank)
         device = rank_device(resolve_device(cfg.trainer.device))
         # the cores Ray reserved for this rank, not every core of the node
         torch.set_num_threads(cfg.trainer.num_threads or max(1, int(cfg.resources.cpus_per_rank)))
@@ -193,7 +193,7 @@ class PolicyRank:
         self.engine = create_engine(cfg.rollout, engine_model, tokenizer, model_path=str(model_path),
                                     **vllm_options(cfg, model))
         if vllm:  # vLLM's worker seeded torch with the run's seed, the same on every rank: each its own again
-            torch.manual_seed(cfg.trainer.seed + RANK_SEED_STRIDE * rank)
+            seed_process(cfg.trainer.seed + RANK_SEED_STRIDE * rank)
         add_adapters(model, cfg.model)  # LoRA: rank 0's initial adapters reach every rank with its weights
         self.model = shard_from_rank0(model, mesh, device, cfg.trainer.param_dtype)
         if not vllm:

@@ -14,6 +14,16 @@ import torch
 from dapo.trainer.run_dir import SHARDED_DIR
 
 
+def seed_process(seed: int) -> None:
+    """Seed this process's torch (CPU and every GPU), Python ``random`` and NumPy global generators
+    from ``seed``, as ``transformers.set_seed`` does: a user's advantage or loss plugin that draws
+    from Python's or NumPy's makes the same draws in two runs of one config. (Reward functions run
+    in worker processes, each call seeded from the call itself: dapo.rewards.worker.)"""
+    torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+
+
 def rng_state() -> dict[str, Any]:
     """This process's torch, Python, NumPy (its global generator: a user's advantage or loss plugin
     may draw from it) and (where it has used CUDA) CUDA generators. A process that never

@@ -117,7 +117,7 @@ OLD_YARN = {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4
 def test_the_models_context_counts_a_rope_scaling_that_extends_it(config: dict, context: int):
     """A YaRN-extended model (Qwen2.5 at 128K) was held to its pre-extension 32K, so preflight
     refused the responses it was extended for."""
-    from dapo.preflight import model_context
+    from dapo.model_context import model_context
 
     assert model_context(config)[0] == context
 

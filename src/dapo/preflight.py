@@ -6,7 +6,7 @@ problem), instead of failing on the first one after the model has loaded:
 
 - the model directory: exists, has ``config.json``, weights and tokenizer files; its context
   (``max_position_embeddings``, extended by a YaRN / linear / dynamic ``rope_scaling``: see
-  :func:`model_context`) holds a response (and, else a warning, the longest prompt too);
+  :func:`dapo.model_context.model_context`) holds a response (and, else a warning, the longest prompt too);
 - data files exist and have a supported form;
 - the device exists (``trainer.device=cuda`` on a machine without CUDA);
 - the extras the config needs are installed (vLLM for ``rollout.engine=vllm``, PEFT for LoRA, Ray for more than
@@ -37,6 +37,7 @@ from dapo.config.schema import DTYPE_BYTES
 from dapo.config.training import heads_split_problem
 from dapo.errors import UserError
 from dapo.hardware import warn_about_cpu_bf16
+from dapo.model_context import model_context
 from dapo.user_code import is_file_location
 
 WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin", "*.safetensors.index.json", "pytorch_model.bin.index.json")
@@ -132,9 +133,8 @@ def _config_file_problems(config_file: Path, cfg: DAPOConfig) -> list[str]:
     if not isinstance(model_config, dict):
         return []
     problems = []
-    if (limit := model_context(model_config)) is not None:
-        context, how = limit
-        problems += _context_problems(context, f"{how} in {config_file}", cfg)
+    if (context := model_context(model_config)) is not None:
+        problems += _context_problems(context.tokens, f"{context.source} in {config_file}", cfg, context.learned)
     text = model_config["text_config"] if isinstance(model_config.get("text_config"), dict) else model_config
     heads = text.get("num_attention_heads")
     return problems + _heads_problems(heads, text.get("num_key_value_heads") or heads, str(config_file), cfg)
@@ -148,65 +148,16 @@ def _heads_problems(heads: object, kv_heads: object, where: str, cfg: DAPOConfig
     return [problem] if problem else []
 
 
-# RoPE types whose max_position_embeddings already is the extended context (Llama 3.1's 131072
-# over its original_max_position_embeddings 8192; Phi-3's longrope, "su" its old name)
-_EXTENDED_IN_MAX_POSITIONS = ("default", "llama3", "longrope", "su")
-
-
-# Model types whose positions are a learned table (max_position_embeddings, GPT-2's n_positions):
-# no position past it exists, where a RoPE model computes one (out of its training range)
-LEARNED_POSITIONS = ("gpt2", "gpt_bigcode", "opt", "biogpt")
-
-
-def model_context(model_config: dict) -> tuple[int, str] | None:
-    """The context in tokens a model's ``config.json`` (as a dict) gives, and how it was read; None
-    when it names none. ``max_position_embeddings``, extended by a RoPE scaling that stretches the
-    positions past it, as vLLM derives its ``max_model_len`` (the engine where a prompt plus a
-    response past the context is an error): ``yarn`` holds ``factor`` x its
-    ``original_max_position_embeddings`` (Qwen2.5's 4 x 32768), ``linear`` and ``dynamic`` (NTK)
-    ``factor`` x ``max_position_embeddings``. ``llama3`` and ``longrope`` change no length: their
-    ``max_position_embeddings`` already is the extended one. Before, a model extended with YaRN was
-    held to its pre-extension length. Read from ``rope_scaling`` (transformers 4) or
-    ``rope_parameters`` (5), with ``rope_type`` or the older ``type``; a RoPE per attention type
-    (Gemma 3: sliding layers unscaled) and Gemma 3's linear factor (already in its
-    ``max_position_embeddings``, vLLM's own exception) extend nothing. A learned position table
-    (GPT-2's ``n_positions``, OPT's) is the context, said in how it was read."""
-    if not isinstance(model_config.get("max_position_embeddings"), int) and isinstance(
-            model_config.get("text_config"), dict):  # a composite (vision-language) config
-        model_config = model_config["text_config"]
-    name = "max_position_embeddings" if "max_position_embeddings" in model_config else "n_positions"  # (GPT-2's)
-    positions = model_config.get(name)
-    if not isinstance(positions, int) or isinstance(positions, bool):
-        return None
-    if str(model_config.get("model_type", "")) in LEARNED_POSITIONS or name == "n_positions":
-        return positions, f"{name}, learned positions"
-    where = "rope_scaling" if model_config.get("rope_scaling") else "rope_parameters"
-    rope = model_config.get(where)
-    kind = str(rope.get("rope_type") or rope.get("type") or "default") if isinstance(rope, dict) else "default"
-    factor = rope.get("factor") if isinstance(rope, dict) else None
-    if (kind in _EXTENDED_IN_MAX_POSITIONS or not isinstance(factor, (int, float)) or isinstance(factor, bool)
-            or not 1 < factor < math.inf or "gemma3" in str(model_config.get("model_type", ""))):
-        return positions, "max_position_embeddings"
-    if kind == "yarn":
-        original = rope.get("original_max_position_embeddings") or model_config.get("original_max_position_embeddings")
-        base, base_name = (original, "original_max_position_embeddings") if isinstance(original, int) else (
-            positions, "max_position_embeddings")
-        return int(base * factor), f"{where} yarn: factor {factor:g} x {base_name} {base}"
-    if kind in ("linear", "dynamic"):
-        return int(positions * factor), f"{where} {kind}: factor {factor:g} x max_position_embeddings {positions}"
-    return positions, "max_position_embeddings"  # an unknown scaling: the length written, not a guess
-
-
-def _context_problems(context: int, source: str, cfg: DAPOConfig) -> list[str]:
+def _context_problems(context: int, source: str, cfg: DAPOConfig, learned: bool = False) -> list[str]:
     """A response must fit the model's context of ``context`` tokens (read from ``source``); a
     prompt plus a response past it is an error under vLLM (which ends the request) and with
-    learned positions (a table that ends there: the forward fails past it), a warning on the
+    ``learned`` positions (a table that ends there: the forward fails past it), a warning on the
     other engines."""
     prompt, response = cfg.data.max_prompt_length, cfg.rollout.max_response_length
     if response >= context:
         return [f"rollout.max_response_length={response} does not fit the model's context of {context} tokens "
                 f"({source})"]
-    if prompt + response > context and "learned positions" in source:
+    if prompt + response > context and learned:
         return [f"data.max_prompt_length + rollout.max_response_length = {prompt} + {response} is more than the "
                 f"model's context of {context} tokens ({source}: a position past its table fails the forward, "
                 "mid-run); lower one of the two"]

@@ -25,7 +25,7 @@ from dapo.data import LoadedProblems, Problem, PromptEncoder, load_problems
 from dapo.data.prompts import problem_text
 from dapo.errors import DamagedWeightsError
 from dapo.lora import apply_lora
-from dapo.preflight import model_context
+from dapo.model_context import model_context
 from dapo.rollout import RolloutEngine, create_engine
 from dapo.rollout.base import SamplingParams
 from dapo.rollout.stopping import model_stop_token_ids
@@ -240,7 +240,7 @@ def vllm_options(cfg: DAPOConfig, model: PreTrainedModel) -> dict:
         return {}
     longest = cfg.data.max_prompt_length + cfg.rollout.max_response_length
     context = model_context(model.config.to_dict())
-    return {"seed": cfg.trainer.seed, "max_model_len": min(longest, context[0]) if context else longest,
+    return {"seed": cfg.trainer.seed, "max_model_len": min(longest, context.tokens) if context else longest,
             "spmd": cfg.resources.world_size > 1, "tokenizer_path": cfg.model.tokenizer_path}
 
 

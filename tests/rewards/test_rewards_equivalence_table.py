@@ -390,6 +390,40 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "So the total is \\boxed{72}.", GSM8K_SOLUTION + "\n", True, "any"),
     (A + "Answer: 10", "The answer is 5 and 6 is wrong, so 5*2=<<5*2=10>>10\n#### 10", True, "answer"),
     (A + "Answer: 42", "Step.\n" * 200 + "So 6*7 = <<6*7=42>>42.\n#### 42", True, "answer"),
+    # --- a decimal with thousands separators is one number (was split into the list "1, 234.56") ---
+    (A + "Answer: 1234.56", "1,\\!234.56", True, "answer"),
+    (A + "Answer: 1234.5", "1,234.5", True, "answer"),
+    (A + "Answer: 1234.56", "\\$1,\\!234.56", True, "answer"),
+    (A + "Answer: 234.5, 1", "1,234.5", False, "answer"),
+    (A + "Answer: 1234.6", "1,234.5", False, "answer"),
+    # --- two values joined by a symbol, or an enumeration: math-verify read the last number alone ---
+    (A + "Answer: \\boxed{34 \\vee 35}", "35", False, "answer"),
+    (A + "Answer: \\boxed{34 \\wedge 35}", "35", False, "answer"),
+    (A + "Answer: \\boxed{34 \\cup 35}", "35", False, "answer"),
+    (A + "Answer: \\boxed{34 \\mid 35}", "35", False, "answer"),
+    (A + "Answer: \\boxed{34 \\to 35}", "35", False, "answer"),
+    (A + "Answer: $34 \\Rightarrow 35$", "35", False, "answer"),
+    (A + "Answer: 1, 2, \\ldots, 34", "34", False, "answer"),
+    (A + "Answer: $\\{1, 2, \\dots, 34\\}$", "34", False, "answer"),
+    (A + "Answer: 1, 2, ..., 34", "34", False, "answer"),
+    (A + "Answer: 1 + 2 + \\cdots + 34", "34", False, "answer"),
+    (A + "Answer: 1, 2, \\ldots, 34", "1, 2, \\ldots, 34", True, "answer"),
+    (A + "Answer: $\\lim_{n \\to \\infty} a_n = 1$", "1", True, "answer"),
+    (A + "Answer: $(-\\infty, 1) \\cup (2, \\infty)$", "(-\\infty,1)\\cup(2,\\infty)", True, "answer"),
+    # --- a count's noun, or an area's unit, after the number (were wrong) ---
+    (A + "Answer: 3 times", "3", True, "answer"),
+    (A + "Answer: 2 times", "3", False, "answer"),
+    (A + "Answer: 2 real roots", "2", True, "answer"),
+    (A + "Answer: 34 of them", "34", True, "answer"),
+    (A + "Answer: 34 cm squared", "34", True, "answer"),
+    (A + "Answer: 34 units squared", "34", True, "answer"),
+    (A + "Answer: 34 cm cubed", "34", True, "answer"),
+    (A + "Answer: 10 cubed", "10", False, "answer"),
+    # --- an en dash for a minus sign (was wrong); not a range ---
+    (A + "Answer: \u20135", "-5", True, "answer"),
+    (A + "Answer: $x = \u20135$", "-5", True, "answer"),
+    (A + "Answer: \u20135", "5", False, "answer"),
+    (A + "Answer: 3\u20135", "-2", False, "answer"),
 ]
 
 

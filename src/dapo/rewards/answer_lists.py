@@ -1,7 +1,7 @@
 """List and set answers: a ground truth ``1, 2``, ``\\{1,2\\}``, ``3 and 5`` has several elements.
 
 :func:`answer_items` splits an answer at its top-level separators (``,`` ``;`` ``and`` ``or``,
-outside brackets; an answer that is one integer, such as ``1,000``, is never split).
+outside brackets; an answer that is one number, such as ``1,000`` or ``1,234.5``, is never split).
 :func:`quick_list_verdict` compares two lists of integers as sets here (or as labelled values,
 ``x=3, y=4``); any other list goes to math-verify joined as ``a, b, c`` (a set there).
 """
@@ -18,6 +18,7 @@ from dapo.rewards.number_forms import (
     canonical_integer,
     compact,
     ends_in_a_word_that_is_not_a_unit,
+    is_grouped_number,
     is_plain_number,
 )
 
@@ -29,14 +30,14 @@ def answer_items(answer: str) -> list[str]:
 
     Splits outside any bracket, after unwrapping one outer ``\\{...\\}`` / ``{...}``: at ``;``
     when there is one (``p=5,q=2; p=7,q=2`` has two elements), else at ``,`` and the words
-    ``and`` / ``or``. A tuple or interval (``(1, 2)``, ``[1, 3)``) is one element; an integer
-    with thousands separators (``1,000``) is never split. Linear time.
+    ``and`` / ``or``. A tuple or interval (``(1, 2)``, ``[1, 3)``) is one element; a number
+    with thousands separators (``1,000``, ``1,234.5``) is never split. Linear time.
     """
     answer = GLUED_COMMA.sub(",", answer).replace("\\!", "")
     for space in ("\\quad", "\\qquad", *SPACES):
         answer = answer.replace(space, " ")
     answer = _unwrap_braces(_TEXT_CONNECTIVE.sub(r" \1 ", answer).strip())
-    if canonical_integer(answer) is not None:
+    if is_grouped_number(answer):
         return [answer]
     items = _split_top_level(answer, semicolons_only=True)
     if len(items) == 1:

@@ -21,8 +21,10 @@ _MINUS_BEFORE = re.compile(r"(?:(?<![-−])[-−]\$?|[=(\[{,$]\s{0,3}[-−]\s{0,
 _PLUS_MINUS_BEFORE = re.compile(r"(?:\\pm|\\mp|±)\s{0,3}\$?\s{0,3}$")
 # An answer a sign applies to without parentheses: one term, no sum or list ("34", "\\frac{1}{2}").
 _TERM = re.compile(r"[0-9A-Za-z.\\{}^_]{1,200}")
-# Words that offer several candidates ("34 or 35", "either 3 or 4").
-HEDGE = re.compile(r"(?<![a-z\\])(?:or|either)(?![a-z])|\\lor(?![a-z])", re.IGNORECASE)
+# An en dash where a minus sign goes: the answer's start, or after "=", a bracket or a comma.
+_EN_DASH_SIGN = re.compile(r"(^|[=(\[{,]\s{0,3})\u2013(?=\s{0,3}[0-9])")
+# Words that offer several candidates ("34 or 35", "either 3 or 4", "34 \\lor 35", "34 \\vee 35").
+HEDGE = re.compile(r"(?<![a-z\\])(?:or|either)(?![a-z])|\\(?:lor|vee)(?![a-z])", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -53,8 +55,10 @@ class Extracted:
 
 
 def clean_answer(answer: str) -> str:
-    """Strip presentation around an answer: ``$``, bold, ``\\text{}`` wrapper, trailing period."""
+    """Strip presentation around an answer: ``$``, bold, ``\\text{}`` wrapper, trailing period; an
+    en dash written as a minus sign (``–5``, ``x = –5``: not a range ``3–5``) becomes one."""
     answer = answer.replace("\\$", "").replace("$", "").replace("**", "").strip()
+    answer = _EN_DASH_SIGN.sub(r"\1-", answer)
     answer = GLUED_COMMA.sub(",", answer)  # 11,\! 111 is one number; "11, 111" is a list
     answer = answer.replace("\\displaystyle", "").replace("\\!", "").strip()
     while answer.endswith((".", "。", "\\.", ",")) and not answer.endswith("..."):

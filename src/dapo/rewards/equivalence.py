@@ -60,6 +60,15 @@ _ROOT_ARGUMENT = re.compile(r"\\sqrt([0-9A-Za-z])")
 _SIMPLE_FRACTION = re.compile(r"(-?)\\frac\{(-?[0-9]{1,50})\}\{([0-9]{1,50})\}|(-?[0-9]{1,50})/([0-9]{1,50})")
 
 
+# A number, a symbol that joins two statements or sets, a number ("34 \\Rightarrow 35"); not in
+# a limit ("n \\to \\infty") or a set of intervals ("(1, 2) \\cup (3, 4)"): digits on both sides.
+_JOINED_NUMBERS = re.compile(
+    r"(?<![A-Za-z_^0-9.])-?[0-9]+(?:\.[0-9]+)?\}?\s{0,3}\\(?:vee|lor|wedge|land|cup|cap|mid|to|rightarrow|Rightarrow"
+    r"|longrightarrow|Longrightarrow|implies|iff|leftrightarrow|Leftrightarrow|mapsto)(?![A-Za-z])\s{0,3}\{?-?[0-9]")
+# "1, 2, \ldots, 34", "1 + 2 + \cdots + 34", "1, 2, ..., 34"
+_ENUMERATION = re.compile(r"[,+]\s{0,3}(?:\\[lc]?dots(?![A-Za-z])|\.\.\.|\u2026)\s{0,3}[,+]")
+
+
 def _braced_fraction(match: re.Match[str]) -> str:
     return "\\frac" + "".join(arg if arg.startswith("{") else f"{{{arg}}}" for arg in match.groups())
 
@@ -87,6 +96,13 @@ def vote_key(answer: str) -> str:
         sign, numerator, denominator = "", slash_numerator, slash_denominator
     negative = (sign == "-") != numerator.startswith("-")
     return f"{'-' if negative else ''}\\frac{{{numerator.lstrip('-')}}}{{{denominator}}}"
+
+
+def states_more_values(answer: str) -> bool:
+    """Two numbers joined by a logical, set or arrow symbol (``34 \\wedge 35``, ``34 \\cup 35``,
+    ``3 \\mid 12``, ``34 \\to 35``), or an enumeration (``1, 2, \\ldots, 34``, ``1 + 2 + \\cdots + 34``):
+    an answer that states several values, of which math-verify reads only the last."""
+    return _JOINED_NUMBERS.search(answer) is not None or _ENUMERATION.search(answer) is not None
 
 
 def quick_verdict(pred: str, ground_truth: str) -> bool | None:
@@ -117,6 +133,8 @@ def quick_verdict(pred: str, ground_truth: str) -> bool | None:
         return True
     if len(pred) > MAX_MATH_CHARS or len(ground_truth) > MAX_MATH_CHARS:
         return False
+    if states_more_values(pred) and not states_more_values(ground_truth):
+        return False  # "34 \to 35", "1, 2, \ldots, 34": math-verify reads the last number alone
     if ends_in_a_scale_word(pred) and not ends_in_a_scale_word(ground_truth):
         return False  # "\frac{1}{2} \text{ thousand}": math-verify drops the word
     pred_number, gold_number = plain_number(pred, thousands=True), plain_number(ground_truth)

@@ -52,6 +52,7 @@ TEXT_WRAPPED = re.compile(r"\\(?:text|textrm|textbf|textit|mbox|mathrm|textnorma
 _ENDS_IN_WORD = re.compile(r"[0-9][\s}{$]*(?:\\[a-z]+\{\s*)?([A-Za-z]+)\s*(?:\}\s*)?(?:\$\s*)?$")
 _PLAIN_INTEGER = re.compile(r"[+-]?[0-9]+(?:\.0*)?")
 _GROUPED_INTEGER = re.compile(r"[+-]?[0-9]{1,3}(?:[, ][0-9]{3})+(?:\.0*)?")
+_GROUPED_DECIMAL = re.compile(r"[+-]?[0-9]{1,3}(?:,[0-9]{3})+\.[0-9]+")  # 1,234.56
 # Unambiguous (no two quantifiers compete for the same characters): linear even on 10^5 digits.
 _PLAIN_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 # A number with a K or k glued to it: "34K", "2.5k", "1,200K" (a thousand times it).
@@ -351,6 +352,12 @@ def canonical_integer(answer: str, thousands: bool = False) -> str | None:
     digits = text.lstrip("+-").split(".", 1)[0].replace(",", "").replace(" ", "")
     digits = digits.lstrip("0") or "0"
     return "-" + digits if negative and digits != "0" else digits
+
+
+def is_grouped_number(answer: str) -> bool:
+    """An integer or decimal written with thousands separators (``1,234``, ``1,\\!234.56``,
+    ``\\$1,234.5``): one number, never the list ``1, 234.56``."""
+    return canonical_integer(answer) is not None or _GROUPED_DECIMAL.fullmatch(_strip_number_decorations(answer)) is not None
 
 
 def is_plain_number(answer: str, thousands: bool = False) -> bool:

@@ -33,19 +33,21 @@ ARITHMETIC = re.compile(r"[+*^]|\\(?:times|sqrt|d?frac|tfrac|cdot|div|pm|mp|pi)(
 SCALE_WORDS = frozenset(("hundred", "hundreds", "thousand", "thousands", "million", "millions", "billion",
                          "billions", "trillion", "trillions", "dozen", "dozens", "squared", "cubed",
                          "grand", "lakh", "lakhs", "crore", "crores", "bn", "mn", "mil"))
-# Nor words that make the number part of an expression ("2 pi", "7 and a half", "2 times n",
-# "540 is not correct"), nor one letter ("2 i", "3 x") unless it is an SI unit symbol.
+# Nor words that make the number part of an expression ("2 pi", "7 and a half", "540 is not
+# correct"), nor one letter ("2 i", "3 x", so "2 times n" keeps its n) unless it is an SI unit
+# symbol. A count's noun ends an answer without changing it: "3 times", "2 real roots", "34 of them".
 _NOT_UNITS = SCALE_WORDS | frozenset((
     "pi", "half", "halves", "third", "thirds", "quarter", "quarters", "fourth", "fourths", "fifth", "fifths",
     "sixth", "sixths", "seventh", "sevenths", "eighth", "eighths", "ninth", "ninths", "tenth", "tenths",
     "hundredth", "hundredths", "thousandth", "thousandths", "millionth", "millionths",
-    "times", "over", "minus", "plus", "and", "or", "is", "not", "of", "divided", "root", "roots", "sqrt", "factorial",
+    "over", "minus", "plus", "and", "or", "is", "not", "divided", "root", "sqrt", "factorial",
     "negative", "below", "zero",
 ))
 # metre, gram, second, hour, litre, volt, watt, joule, newton, ampere, Celsius and Fahrenheit (after a
 # degree sign), tesla, siemens; K only set apart by a space (kelvin, see strip_unit_suffix): glued
 # to the number (34K) it is "thousand"
 _UNIT_LETTERS = frozenset("mgshlLVWJNACFTS")
+_POWER_OF_A_UNIT = ("squared", "cubed")  # after a unit: its power ("34 cm squared"), not the number's
 
 
 def strip_unit_suffix(answer: str, remark_changes: RemarkJudge) -> str:
@@ -74,6 +76,10 @@ def strip_unit_suffix(answer: str, remark_changes: RemarkJudge) -> str:
     word = answer[space + 1 :]
     if space > 0 and word.isascii() and _UNIT_WORD.fullmatch(word) and (is_unit(word) or word == "K"):
         return answer[:space]  # "34 cm", "300 K" (kelvin)
+    if space > 0 and word in _POWER_OF_A_UNIT:  # "34 cm squared" is an area in cm^2; "10 squared" is 100
+        unit = answer[:space].rstrip().rpartition(" ")[2]
+        if unit.isascii() and unit.isalpha() and is_unit(unit):
+            return answer[:space].rstrip()
     return answer
 
 

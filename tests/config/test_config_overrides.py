@@ -160,7 +160,8 @@ def test_yaml_null_still_unsets_a_text_field_and_none_still_unsets_a_number(null
 
 @pytest.mark.parametrize(("override", "message"), [
     ("model.attn_implementation=None", r"attn_implementation='None' is not one of .* null \(not the text None\)"),
-    ("resources.ray_address=none", r"ray_address='none' is no Ray address: null \(not the text None\)"),
+    ("resources.ray_address=none", r"ray_address='none' is no Ray address: null \(not the text None"),
+    ("resources.ray_address=", r"ray_address='' is no Ray address: .*nor an empty value"),  # was ray.init(address='')
 ])
 def test_the_text_none_where_no_text_fits_is_refused_saying_to_write_null(override: str, message: str):
     with pytest.raises(ConfigError, match=message):

@@ -120,10 +120,24 @@ def test_a_chat_list_stored_as_json_text_loads_as_messages_and_bracketed_text_st
     # a CSV export or a string column holds the chat list's JSON: the model would read the JSON
     messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "3*3?"}]
     texts = ["[1, 2] + [3]: how many elements?", '[{"a": 1}] has how many keys?']
-    rows = [{"prompt": json.dumps(messages), "answer": "9"}, *({"prompt": t, "answer": "3"} for t in texts)]
+    rows = [{"prompt": json.dumps(messages), "answer": "9"}, *({"prompt": t, "answer": "3"} for t in texts),
+            {"prompt": json.dumps(messages, indent=2), "answer": "9"}]  # "[\n  {": was read as text
     path = _write_jsonl(tmp_path / "rows.jsonl", rows)
     loaded = load_problems([path], DataConfig(answer_key="answer", template="none"), "eval")
-    assert [p.prompt for p in loaded.problems] == [messages, *texts]
+    assert [p.prompt for p in loaded.problems] == [messages, *texts, messages]
+
+
+def test_an_integer_past_pythons_digit_limit_is_read_as_its_digits(tmp_path: Path) -> None:
+    """json.loads raises a plain ValueError past 4300 digits: the file stopped there, the error
+    naming the line before; the answer is its digits."""
+    digits = "1" * 5000
+    path = tmp_path / "big.jsonl"
+    path.write_text('{"prompt": "q", "answer": 1}\n{"prompt": "r", "answer": ' + digits + "}\n")
+    loaded = load_problems([str(path)], DataConfig(answer_key="answer"), "train")
+    assert [p.ground_truth for p in loaded.problems] == ["1", digits]
+    array = tmp_path / "big.json"
+    array.write_text('[{"prompt": "q", "answer": ' + digits + "}]")
+    assert load_problems([str(array)], DataConfig(answer_key="answer"), "train").problems[0].ground_truth == digits
 
 
 def test_a_datasets_chat_column_of_sequence_features_loads_as_messages(tmp_path: Path) -> None:
@@ -146,7 +160,10 @@ def test_a_data_path_under_home_loads(tmp_path: Path, monkeypatch: pytest.Monkey
     assert [p.ground_truth for p in loaded.problems] == ["2"]
 
 
-@pytest.mark.parametrize(("answer", "stored"), [(1e-05, "0.00001"), (540.0, "540"), (2.5, "2.5")])
+@pytest.mark.parametrize(("answer", "stored"), [
+    (1e-05, "0.00001"), (540.0, "540"), (2.5, "2.5"), (-0.0, "0"),
+    (1e23, "1" + "0" * 23), (6.02e23, "602" + "0" * 21),  # were the doubles' binary digits: 99999999999999991611392
+])
 def test_float_ground_truths_read_as_an_answer_states_them(tmp_path: Path, answer: float, stored: str) -> None:
     path = _write_jsonl(tmp_path / "qa.jsonl", [{"prompt": "q", "answer": answer}])
     assert load_problems([path], DataConfig(answer_key="answer"), "train").problems[0].ground_truth == stored
@@ -154,9 +171,11 @@ def test_float_ground_truths_read_as_an_answer_states_them(tmp_path: Path, answe
 
 def test_a_float32_parquet_answer_reads_as_written(tmp_path: Path) -> None:
     path = str(tmp_path / "f32.parquet")
-    table = pa.table({"prompt": ["q"], "answer": pa.array([0.3], type=pa.float32())})
+    table = pa.table({"prompt": ["q", "r"], "answer": pa.array([0.3, 2.0**40], type=pa.float32())})
     pq.write_table(table, path)
-    assert load_problems([path], DataConfig(answer_key="answer"), "train").problems[0].ground_truth == "0.3"
+    problems = load_problems([path], DataConfig(answer_key="answer"), "train").problems
+    # a whole one is its exact value, not float32's shortest digits (1099511600000)
+    assert [p.ground_truth for p in problems] == ["0.3", "1099511627776"]
 
 
 def test_rows_that_would_fail_later_are_refused_naming_file_and_row(tmp_path: Path) -> None:

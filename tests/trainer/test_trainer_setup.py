@@ -46,9 +46,9 @@ def test_vllm_context_counts_the_rope_scaling_extension():
                            "rollout.top_p=1.0"])
     scaled = Qwen2Config(max_position_embeddings=64,
                          rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64})
-    assert vllm_options(cfg, SimpleNamespace(config=scaled))["max_model_len"] == 200
+    assert vllm_options(cfg, SimpleNamespace(config=scaled), on_ranks=False)["max_model_len"] == 200
     plain = SimpleNamespace(config=Qwen2Config(max_position_embeddings=64))
-    assert vllm_options(cfg, plain)["max_model_len"] == 64
+    assert vllm_options(cfg, plain, on_ranks=False)["max_model_len"] == 64
 
 
 def test_vllm_is_given_the_tokenizer_the_trainer_loads():
@@ -60,8 +60,8 @@ def test_vllm_is_given_the_tokenizer_the_trainer_loads():
 
     plain = SimpleNamespace(config=Qwen2Config(max_position_embeddings=64))
     cfg = load_config([], ["rollout.engine=vllm", "rollout.top_p=1.0", "model.tokenizer_path=/base/tokenizer"])
-    assert vllm_options(cfg, plain)["tokenizer_path"] == "/base/tokenizer"
-    assert vllm_options(load_config([], ["rollout.engine=vllm", "rollout.top_p=1.0"]), plain)["tokenizer_path"] is None
+    assert vllm_options(cfg, plain, on_ranks=False)["tokenizer_path"] == "/base/tokenizer"
+    assert vllm_options(load_config([], ["rollout.engine=vllm", "rollout.top_p=1.0"]), plain, on_ranks=False)["tokenizer_path"] is None
 
 
 QWEN_CHAT_TEMPLATE = (
@@ -178,3 +178,19 @@ def test_an_evaluation_with_vllm_loads_no_second_copy_of_the_weights(tiny_model_
     assert {p.device.type for p in run.model.parameters()} == {"meta"}
     trained = setup.build_run(tiny_config(tiny_model_dir, tmp_path / "run2", reward_file, "rollout.engine=vllm"))
     assert {p.device.type for p in trained.model.parameters()} == {"cpu"}  # training's policy holds them
+
+
+def test_one_process_evaluating_a_multi_rank_config_builds_one_whole_vllm_engine(tiny_model_dir, reward_file,
+                                                                                  tmp_path, monkeypatch):
+    """evaluate_model runs a multi-rank config in one process: its vLLM engine was built as one
+    shard of an SPMD group (external_launcher), which needs the process group it does not have."""
+    from dapo.trainer import setup
+    from tests.trainer.conftest import tiny_config
+
+    built = {}
+    monkeypatch.setattr(setup, "create_engine", lambda rollout, model, tokenizer, **kwargs: built.update(kwargs) or "e")
+    cfg = tiny_config(tiny_model_dir, tmp_path / "run", reward_file, "rollout.engine=vllm", "resources.devices_per_node=2")
+    setup.build_run(cfg, train_data=False)
+    assert built["spmd"] is False
+    plain = type("Model", (), {"config": setup.AutoConfig.from_pretrained(tiny_model_dir)})()
+    assert setup.vllm_options(cfg, plain, on_ranks=True)["spmd"] is True  # a policy rank's engine: one shard

@@ -146,8 +146,9 @@ class RolloutConfig:
     # consecutive ranks (within a node) forms one engine holding 1/tp of the weights per device.
     vllm_gpu_memory_utilization: float = 0.6
     vllm_tensor_parallel_size: int = 1
-    # vLLM's weight and compute dtype: "auto" (the checkpoint's), "bfloat16", "float16" or
-    # "float32" (log-probs then match a float32 trainer's to ~1e-6).
+    # vLLM's weight and compute dtype: "auto" (vLLM's choice: the checkpoint's torch_dtype, except
+    # that a float32 checkpoint runs in a 16-bit dtype), "bfloat16", "float16" or "float32"
+    # (log-probs then match a float32 trainer's to ~1e-6).
     vllm_dtype: str = "auto"
     # vLLM: release GPU memory while the trainer updates (colocated mode): the engine sleeps once
     # a step's generation rounds are done and wakes with the new weights.

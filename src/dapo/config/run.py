@@ -99,8 +99,9 @@ class ResourcesConfig:
     def __post_init__(self) -> None:
         check(self.nnodes >= 1 and self.devices_per_node >= 1, "resources.nnodes and devices_per_node must be >= 1")
         check(self.cpus_per_rank > 0, "resources.cpus_per_rank must be > 0")
-        check(self.ray_address not in ("None", "none"),  # (the text: see dapo.config.coerce)
-              f"resources.ray_address={self.ray_address!r} is no Ray address: null (not the text None) starts a local Ray")
+        check(self.ray_address is None or self.ray_address.strip() not in ("", "None", "none"),  # (see dapo.config.coerce)
+              f"resources.ray_address={self.ray_address!r} is no Ray address: null (not the text None, nor an empty "
+              "value) starts a local Ray; \"auto\" joins this machine's cluster")
 
     @property
     def world_size(self) -> int:

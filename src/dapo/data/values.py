@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy
 
+from dapo.data.readers import json_integer
 from dapo.data.records import DataError
 
 Prompt = str | list[dict[str, str]]  # text, or a chat list of {"role", "content"} (Problem.prompt)
@@ -81,9 +82,12 @@ def _encodable(text: str, where: str, key: str) -> str:
 
 def _plain_decimal(value: float) -> str:
     """A finite float as an answer states it: no exponent, no float32 widening noise (a parquet
-    float32 column arrives as the double nearest 0.3f, 0.30000001192092896; it reads 0.3)."""
+    float32 column arrives as the double nearest 0.3f, 0.30000001192092896; it reads 0.3), and
+    the shortest digits of a whole one (``1e23`` reads 100000000000000000000000, where
+    ``int(1e23)`` is the double's exact 99999999999999991611392; a whole float32 is read as the
+    double it widens to, its exact value: 2**40, not float32's shortest 1099511600000)."""
     if value.is_integer():
-        return str(int(value))
+        return "0" if value == 0 else numpy.format_float_positional(value, trim="-")
     narrow = numpy.float32(value)
     return numpy.format_float_positional(narrow if float(narrow) == value else value, trim="-")
 
@@ -126,7 +130,7 @@ def literal_text(text: str) -> Any:
     """``text`` decoded as JSON, else as a Python literal (``ast.literal_eval``: no code runs);
     ``text`` itself where it is neither."""
     try:
-        return json.loads(text)
+        return json.loads(text, parse_int=json_integer)
     except (json.JSONDecodeError, RecursionError):
         pass
     try:
@@ -138,6 +142,7 @@ def literal_text(text: str) -> Any:
 # between two messages of NumPy's str() of an object array (pandas' to_csv of a list column read
 # from parquet): "...'system'}\n {'content': ..." has no comma
 _NUMPY_ITEM_BREAK = re.compile(r"\}\n \{")
+_OPENS_A_LIST_OF_OBJECTS = re.compile(r"\s*\[\s*\{")  # "[{", and json.dumps(..., indent=2)'s "[\n  {"
 
 
 def _json_chat_list(value: Any) -> Any:
@@ -146,7 +151,7 @@ def _json_chat_list(value: Any) -> Any:
     read from parquet, NumPy's, without commas between messages), as the list; any other value as
     it is. Only a list of {role, content} objects counts, so a text prompt that happens to start
     with a bracket stays text."""
-    if not (isinstance(value, str) and value.lstrip().startswith("[{")):
+    if not (isinstance(value, str) and _OPENS_A_LIST_OF_OBJECTS.match(value)):
         return value
     decoded = literal_text(value)
     if decoded is value and _NUMPY_ITEM_BREAK.search(value):

@@ -191,7 +191,7 @@ class PolicyRank:
         # native: a full copy of the base model (no adapters: it is given the merged weights), filled below
         engine_model = model if vllm else copy.deepcopy(model)
         self.engine = create_engine(cfg.rollout, engine_model, tokenizer, model_path=str(model_path),
-                                    **vllm_options(cfg, model))
+                                    **vllm_options(cfg, model, on_ranks=True))
         if vllm:  # vLLM's worker seeded torch with the run's seed, the same on every rank: each its own again
             seed_process(cfg.trainer.seed + RANK_SEED_STRIDE * rank)
         add_adapters(model, cfg.model)  # LoRA: rank 0's initial adapters reach every rank with its weights

@@ -229,11 +229,12 @@ def make_sampling_params(
     )
 
 
-def vllm_options(cfg: DAPOConfig, model: PreTrainedModel) -> dict:
+def vllm_options(cfg: DAPOConfig, model: PreTrainedModel, on_ranks: bool) -> dict:
     """Keyword arguments of a vLLM engine for this run (nothing for the in-process engines):
     the run's seed, a context as long as a prompt plus a response (within the model's, RoPE
-    scaling's extension included, as preflight reads it), on the policy ranks of a multi-rank
-    run, one engine shard per rank (``spmd``), and the tokenizer the trainer loads where it is not
+    scaling's extension included, as preflight reads it), ``on_ranks`` (the policy ranks of a
+    multi-rank run) one engine shard per rank (``spmd``; not in one process evaluating a
+    multi-rank config, which has no process group), and the tokenizer the trainer loads where it is not
     the model directory's (model.tokenizer_path: vLLM would load the model's own, or fail on a
     directory of weights alone)."""
     if cfg.rollout.engine != "vllm":
@@ -241,7 +242,7 @@ def vllm_options(cfg: DAPOConfig, model: PreTrainedModel) -> dict:
     longest = cfg.data.max_prompt_length + cfg.rollout.max_response_length
     context = model_context(model.config.to_dict())
     return {"seed": cfg.trainer.seed, "max_model_len": min(longest, context.tokens) if context else longest,
-            "spmd": cfg.resources.world_size > 1, "tokenizer_path": cfg.model.tokenizer_path}
+            "spmd": on_ranks and cfg.resources.world_size > 1, "tokenizer_path": cfg.model.tokenizer_path}
 
 
 @dataclass
@@ -281,7 +282,8 @@ def build_run(
     if start_engine is not None:
         engine = start_engine()
     else:
-        engine = create_engine(cfg.rollout, model, tokenizer, model_path=str(model_path), **vllm_options(cfg, model))
+        engine = create_engine(cfg.rollout, model, tokenizer, model_path=str(model_path),
+                               **vllm_options(cfg, model, on_ranks=False))
     return RunSetup(
         device, model, tokenizer, model_path, data, encoder, stop_token_ids_of(model, tokenizer), engine,
     )

@@ -84,6 +84,29 @@ def test_the_engine_sleeps_once_a_step_after_its_generation_rounds_and_before_th
     assert calls.count("sleep") == 1 and calls[rounds + 1] == "update" and calls[-1] == "sync_weights"
 
 
+def test_an_engine_already_current_is_woken_outside_the_timed_generation(tiny_model_dir, reward_file, tmp_path):
+    """After a step without an update the weights need no sync, but a vLLM that slept through the
+    update must still wake (weights back from CPU, KV cache reallocated): in the weight sync's
+    time, not inside the next generate() (time/generate, perf/gen_tokens_per_s)."""
+    trainer = Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file))
+    engine, calls = trainer.engine, []
+
+    class Recording:
+        def __getattr__(self, name):
+            attribute = getattr(engine, name)
+            if name in ("wake_up", "sync_weights"):
+                return lambda *args, **kwargs: calls.append(name) or attribute(*args, **kwargs)
+            return attribute
+
+    trainer.engine, trainer.engine_version = Recording(), None  # behind, as after a resume
+    try:
+        trainer.sync_engine()  # behind: the weights load (which wakes it)
+        trainer.sync_engine()  # current: woken only
+    finally:
+        trainer.close()
+    assert calls == ["sync_weights", "wake_up"]
+
+
 def _prepared_weights_are_current(engine: NativeEngine) -> bool:
     """Whether the native engine's kept weights compute what those it would prepare from its model
     now compute: every projection (packed weights and biases) on a probe input, norms, RoPE.

@@ -194,11 +194,13 @@ class Trainer(LoopState):
         self.run.engine = engine
 
     def sync_engine(self) -> float:
-        """Bring the rollout engine to the trainer's current weights, if it is behind; the seconds
-        it took."""
-        if self.engine_version == self.policy.version:
-            return 0.0
+        """Bring the rollout engine to the trainer's current weights, if it is behind, else wake
+        it (after a step without an update, a sleeping vLLM would wake inside the timed
+        generation: its weights back from CPU and its KV cache reallocated); the seconds it took."""
         started = time.perf_counter()
+        if self.engine_version == self.policy.version:
+            self.engine.wake_up()
+            return time.perf_counter() - started
         self.engine.sync_weights(self.model)
         self.engine_version = self.policy.version
         return time.perf_counter() - started

@@ -394,7 +394,8 @@ class RayRolloutEngine:
         self.group._on_all("sleep_engine")
 
     def wake_up(self) -> None:
-        """The ranks' engines wake when they next generate or take weights."""
+        """Every rank's engine takes its memory back (where it slept)."""
+        self.group._on_all("wake_engine")
 
     def close(self) -> None:
         """The ranks' engines end with their actors (``RayPolicyGroup.close``)."""

@@ -247,6 +247,9 @@ class PolicyRank:
     def sleep_engine(self) -> None:
         self.engine.sleep()
 
+    def wake_engine(self) -> None:
+        self.engine.wake_up()
+
     def sync_engine(self) -> None:
         """All ranks gather the full weights, one tensor at a time, into their engines (a vLLM
         tensor-parallel rank keeps its slice of each). The native engine's tied output layer is its

@@ -419,6 +419,15 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 34 units squared", "34", True, "answer"),
     (A + "Answer: 34 cm cubed", "34", True, "answer"),
     (A + "Answer: 10 cubed", "10", False, "answer"),
+    (A + "Answer: 34 cm squared", "34 \\text{ cm}^2", True, "answer"),
+    (A + "Answer: 34 cm squared", "34 \\text{ cm}", False, "answer"),  # an area for a length
+    (A + "Answer: 34 cm cubed", "34 \\text{ cm}^3", True, "answer"),
+    # --- a wrapped unit with a power in the ground truth (was left to math-verify: wrong) ---
+    (A + "Answer: 34 cm^2", "34 \\text{ cm}^2", True, "answer"),
+    (A + "Answer: $34 \\text{ cm}^2$", "34", True, "answer"),
+    (A + "Answer: 34 cm", "34 \\text{ cm}^2", False, "answer"),
+    (A + "Answer: 35 cm^2", "34 \\text{ cm}^{2}", False, "answer"),
+    (A + "Answer: $\\frac{1}{2}^2$", "\\frac12", False, "answer"),
     # --- an en dash for a minus sign (was wrong); not a range ---
     (A + "Answer: \u20135", "-5", True, "answer"),
     (A + "Answer: $x = \u20135$", "-5", True, "answer"),

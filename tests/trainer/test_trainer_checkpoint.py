@@ -14,6 +14,7 @@ from dapo.trainer.checkpoint import (
     load_model_weights,
     load_trainer_state,
     save_checkpoint,
+    set_aside_checkpoints_after,
 )
 from dapo.trainer.resume import ResumePoint, resolve_resume
 from tests.rollout.conftest import tiny_qwen3_moe
@@ -104,6 +105,21 @@ def test_checkpoint_files_have_the_umask_s_modes_not_safetensors_0600(tiny_model
     assert "model.safetensors" in modes and "trainer_state.pt" in modes
     assert modes == dict.fromkeys(modes, 0o666 & ~umask), modes
     assert stat.S_IMODE(path.stat().st_mode) == 0o777 & ~umask
+
+
+def test_checkpoints_set_aside_stay_readable_by_the_run_directory_s_group(tmp_path: Path):
+    """The folder abandoned checkpoints move into took mkdtemp's 0700: a team sharing the run
+    directory (umask 002) could no longer open them."""
+    for step in (1, 2):
+        (tmp_path / "checkpoints" / f"step-{step:06d}").mkdir(parents=True)
+        (tmp_path / "checkpoints" / f"step-{step:06d}" / "trainer_state.pt").write_bytes(b"")
+    previous = os.umask(0o002)
+    try:
+        folder = set_aside_checkpoints_after(tmp_path, 1)
+    finally:
+        os.umask(previous)
+    assert folder is not None and [p.name for p in folder.iterdir()] == ["step-000002"]
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o775
 
 
 def test_half_written_checkpoint_is_ignored(tiny_model_dir: Path, tmp_path: Path):

@@ -48,6 +48,7 @@ _NOT_UNITS = SCALE_WORDS | frozenset((
 # to the number (34K) it is "thousand"
 _UNIT_LETTERS = frozenset("mgshlLVWJNACFTS")
 _POWER_OF_A_UNIT = ("squared", "cubed")  # after a unit: its power ("34 cm squared"), not the number's
+_POWER_AFTER_A_BRACE = re.compile(r"(?<=\})\s{0,3}\^\s{0,3}\{?\s{0,3}[23]\s{0,3}\}?$")
 
 
 def strip_unit_suffix(answer: str, remark_changes: RemarkJudge) -> str:
@@ -58,6 +59,11 @@ def strip_unit_suffix(answer: str, remark_changes: RemarkJudge) -> str:
     says it changes the number (``34 (or 35)``). Not a unit: a scale
     word (``34 thousand`` is not ``34``), a word of an expression (``2 pi``, ``2 times n``) or a
     lone letter other than an SI symbol (``2 i``, ``$2\\mathrm{e}$``)."""
+    power = _POWER_AFTER_A_BRACE.search(answer)
+    if power is not None:  # "34 \\text{ cm}^2": the power is the wrapped unit's
+        unit_dropped = strip_unit_suffix(answer[: power.start()], remark_changes)
+        if unit_dropped != answer[: power.start()]:
+            return unit_dropped
     if answer.endswith("}"):
         start = max(answer.rfind(wrapper) for wrapper in UNIT_WRAPPERS)
         inner = answer[start:].split("{", 1)[-1].rstrip("}").strip()

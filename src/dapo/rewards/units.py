@@ -47,6 +47,7 @@ _COMPATIBLE = {frozenset(("deg", "degC")), frozenset(("deg", "degF"))}
 _TAIL = re.compile(r"[0-9}.]((?:(?=(\\[a-z]{1,12}|\^\{?[23]\}?))\2|\\[,;: ]|[\s{}^~°%¢A-Za-z]){1,60})$")
 _DEGREE = re.compile(r"\^\s{0,3}\{?\s{0,3}\\circ\s{0,3}\}?|\\circ|\\degree")
 _POWER = re.compile(r"\^\s{0,3}\{?\s{0,3}([23])\s{0,3}\}?")
+_POWER_WORDS = {"squared": "2", "cubed": "3"}
 _MARKUP = re.compile(r"\\(?:text|textrm|mathrm|mbox|textnormal|operatorname)\s{0,3}|\\[,;: ]|[{}\s~]")
 
 
@@ -67,13 +68,17 @@ def _unit_at_end(text: str) -> tuple[str, int] | None:
     unit = _DEGREE.sub("°", tail.group(1))
     power = _POWER.search(unit)
     unit = _MARKUP.sub("", _POWER.sub("", unit)).lower()
+    power_word = next((word for word in _POWER_WORDS if unit.endswith(word) and unit != word), None)
+    if power_word is not None:  # "cm squared" is cm^2
+        unit = unit[: -len(power_word)]
     if unit.endswith("s") and unit[:-1] in _CANONICAL and unit not in _CANONICAL:
         unit = unit[:-1]  # plurals: hours, inches (inche), degrees
     canonical = _CANONICAL.get(unit)
     if canonical is None:
         return None
     closing = len(tail.group(1)) - len(tail.group(1).lstrip("}"))  # "\\frac{1}{2} cm": the braces are the number's
-    return (f"{canonical}^{power.group(1)}" if power is not None else canonical), tail.start(1) + closing
+    exponent = power.group(1) if power is not None else _POWER_WORDS.get(power_word or "")
+    return (f"{canonical}^{exponent}" if exponent else canonical), tail.start(1) + closing
 
 
 def units_differ(pred: str, ground_truth: str) -> bool:

@@ -43,7 +43,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_state_dict,
 )
 
-from dapo.durable import fsync_dir, fsync_tree, modes_as_umask
+from dapo.durable import current_umask, fsync_dir, fsync_tree, modes_as_umask
 from dapo.errors import DamagedWeightsError
 from dapo.lora import adapter_names, has_lora, merge_adapters
 from dapo.rollout.base import checkpoint_format, tied_duplicates
@@ -82,6 +82,7 @@ def set_aside_checkpoints_after(run_dir: str | Path, step: int) -> Path | None:
     root = Path(run_dir) / "checkpoints"
     # a new folder even when two set-asides fall in one second (a name in it would collide)
     folder = Path(tempfile.mkdtemp(prefix=f"{SET_ASIDE_PREFIX}{time.strftime('%Y%m%d-%H%M%S')}-", dir=root))
+    os.chmod(folder, 0o777 & ~current_umask())  # mkdtemp's 0700 would hide them from the run directory's group
     for path in later:
         path.rename(folder / path.name)
     fsync_dir(root)

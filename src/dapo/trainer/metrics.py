@@ -111,7 +111,8 @@ METRICS: dict[str, str] = {
     "surplus carried to the next step's (0 with algorithm.old_logprobs=rollout)",
     "time/update": "seconds in forward/backward/optimizer",
     "time/weight_sync": "seconds loading the trainer's new weights into the rollout engine (0 for engines that "
-    "share the trainer's model; an in-memory reload for vLLM)",
+    "share the trainer's model; an in-memory reload for vLLM), or, after a step without an update, waking a vLLM "
+    "that slept through it (outside `time/generate`)",
     "time/step": "seconds for the whole step (without evaluation and checkpointing)",
     "perf/gen_tokens_per_s": "generated response tokens per second of generation time",
     "perf/tokens_per_s": "prompt + response tokens of trained samples per second of step time",

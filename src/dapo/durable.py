@@ -7,11 +7,12 @@ import os
 from pathlib import Path
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text``: written to a temporary file, fsynced, then renamed."""
+def write_atomically(path: Path, content: str | bytes) -> None:
+    """Replace ``path`` with ``content`` (text, or bytes: a rendered figure): written to a
+    temporary file, fsynced, then renamed."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w") as handle:
-        handle.write(text)
+    with open(tmp, "wb" if isinstance(content, bytes) else "w") as handle:
+        handle.write(content)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)

@@ -393,6 +393,12 @@ def test_eval_mistakes_get_advice_for_eval(tmp_path, capsys, monkeypatch):
 
     assert main(["eval", "eval.k=4", str(tmp_path)]) == 2
     assert "name the model first ('eval.k=4' is an override)" in capsys.readouterr().err
+    # a config before the model: was "not a config file ...: dapo eval evaluates one model" about the model
+    assert main(["eval", "dapo_recipe", str(tmp_path)]) == 2
+    assert "name the model first ('dapo_recipe' is a config)" in capsys.readouterr().err
+    (tmp_path / "my.yaml").write_text("eval:\n  k: 2\n")
+    assert main(["eval", str(tmp_path / "my.yaml"), str(tmp_path)]) == 2
+    assert "is a config)" in capsys.readouterr().err
     hydra_named = tmp_path / "lr=1e-5"  # a run directory named as Hydra names them: a model, not an override
     hydra_named.mkdir()
     assert main(["eval", str(hydra_named), "data.eval_files=[]"]) == 2

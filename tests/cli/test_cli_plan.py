@@ -193,6 +193,28 @@ def test_adamw_states_take_the_weights_dtype(model_dtype, expected):
     assert row.endswith(f"{32.8e9 * expected / 128 / GIB:9.2f} GiB")
 
 
+def test_generation_holds_weights_adamw_the_engine_and_its_cache_not_the_updates_gradients():
+    """While the native / hf engine generates, the gradients, the bf16 compute copies and
+    autocast's cast cache are freed (they were counted, 60 GiB planned as 62); a round is
+    prompts_per_step prompts without dynamic sampling (3x too many rows were counted), and the
+    hf engine's fix is not the native engine's budget, which it does not read."""
+    def generating(text: str) -> float:
+        return float(next(line for line in text.splitlines() if "total while generating" in line).split()[-2])
+
+    base = ["model.path=/not/here", "trainer.device=cuda", "model.dtype=float32", "rollout.native_dtype=model",
+            "trainer.param_dtype=bf16", "trainer.autocast=none"]
+    out = plan(load_config([builtin_config_path("dapo_recipe")], base), params=0.49e9)
+    kv = float(next(line for line in out.splitlines() if line.startswith("  KV cache")).split()[-2])
+    working = float(next(line for line in out.splitlines() if "working weights" in line).split()[-2])
+    assert generating(out) == pytest.approx(0.49e9 * 12 / GIB + working + kv, abs=0.011)  # weights, m, v; not grads
+    hf = plan(load_config([builtin_config_path("dapo_recipe")], [*base, "rollout.engine=hf",
+                                                                 "algorithm.dynamic_sampling=false"]), params=0.49e9)
+    [row] = [line for line in hf.splitlines() if line.startswith("  KV cache")]
+    assert row.startswith("  KV cache, full: 1024 rows x 5120 tokens")  # 64 prompts x 16, not gen_prompts_per_round's 192
+    assert "native_kv_cache_gib or" not in hf and "lower trainer.prompts_per_step (or use rollout.engine=native" in hf
+    assert "DOES NOT FIT" in hf
+
+
 def test_a_sleeping_vllm_engine_is_not_added_to_the_update():
     """With rollout.vllm_sleep_between_rollouts vLLM gives its share back while the trainer
     updates: the device needs the larger of the update and generation (weights, AdamW and the

@@ -331,6 +331,8 @@ def plot(curves: list[RunCurve], output: Path, task: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from dapo.cli.plot import save_figure
+
     fig, axes = plt.subplots(2, 2, figsize=(14, 9))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     panels = [("entropy", axes[0][1], "entropy (nats/token)"), ("truncated", axes[1][0], "truncated share"),
@@ -353,7 +355,7 @@ def plot(curves: list[RunCurve], output: Path, task: str) -> None:
         ax.legend(fontsize=7)
     fig.suptitle(f"dapo ablate --task {task}: seed means over {max(1, len(curves) // len(VARIANTS))} seeds")
     fig.tight_layout()
-    fig.savefig(output, dpi=90)
+    save_figure(fig, output)
     plt.close(fig)
 
 
@@ -387,8 +389,8 @@ def run_ablation(
               f"{curve.generated_groups:.0f} groups (budget {steps * cfg.trainer.prompts_per_step}) and "
               f"{curve.generated_tokens} response tokens in {len(curve.steps)} steps{note}", flush=True)
     table = summarise(curves)
-    (out / "results.md").write_text(table)
-    (out / "curves.json").write_text(json.dumps([c.__dict__ for c in curves]))
+    write_atomically(out / "results.md", table)
+    write_atomically(out / "curves.json", json.dumps([c.__dict__ for c in curves]))
     plot(curves, out / "ablation.png", task)
     print(table)
     print(f"wrote {out / 'results.md'} and {out / 'ablation.png'}")

@@ -92,6 +92,8 @@ def cmd_eval(ns: argparse.Namespace) -> int:
     args = list(ns.config)
     if config_arg_kind(ns.model) == "override" and not Path(ns.model).exists():  # (a run named lr=1e-5 is a model)
         raise UserError(f"dapo eval MODEL [CONFIG] [key=value ...]: name the model first ({ns.model!r} is an override)")
+    if config_arg_kind(ns.model) in ("file", "shipped") and not Path(ns.model).is_dir():  # `dapo eval CONFIG MODEL`
+        raise UserError(f"dapo eval MODEL [CONFIG] [key=value ...]: name the model first ({ns.model!r} is a config)")
     if (Path(ns.model) / "checkpoints").is_dir() and not (Path(ns.model) / "config.json").exists():
         from dapo.trainer.checkpoint import list_checkpoints
 

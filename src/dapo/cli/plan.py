@@ -199,10 +199,8 @@ def training_rows(cfg: DAPOConfig, shape: ModelShape) -> tuple[list[tuple[str, f
         rows.append(("bf16 weights + grads (trainer.param_dtype)", (n + adapters) * 2 if lora else n * 2 * 2))
     if world == 1 and cfg.trainer.autocast != "none":
         rows.append(("autocast's weight copies (its cast cache)", n * 2))
-    # frozen: one process casts it to bf16 under param_dtype=bf16, shards stay; LoRA: none (its base model)
-    if cfg.algorithm.kl_coef > 0 and not lora:
-        rows.append((f"{sharded}reference model (algorithm.kl_coef)",
-                     n / world * (2 if world == 1 and bf16_weights else param_bytes)))
+    if (reference := _reference_bytes(cfg, shape)) > 0:
+        rows.append((f"{sharded}reference model (algorithm.kl_coef)", reference))
     copies = act.weight_copies if world > 1 else 0.0  # one process: the cast cache, above
     if world > 1:
         rows += [("root unit, gathered (embeddings, output layer)", shape.root_params * compute),
@@ -232,6 +230,28 @@ def training_rows(cfg: DAPOConfig, shape: ModelShape) -> tuple[list[tuple[str, f
     return rows, moments
 
 
+def _reference_bytes(cfg: DAPOConfig, shape: ModelShape) -> float:
+    """A rank's reference model under algorithm.kl_coef: frozen, so one process casts it to bf16
+    under param_dtype=bf16 (shards stay as they are); none with LoRA (the base model is it)."""
+    if cfg.algorithm.kl_coef <= 0 or cfg.model.lora_rank > 0:
+        return 0.0
+    world = cfg.resources.world_size
+    per_param = 2 if world == 1 and cfg.trainer.param_dtype == "bf16" else DTYPE_BYTES[cfg.model.dtype]
+    return shape.params / world * per_param
+
+
+def _kept_between_updates(cfg: DAPOConfig, shape: ModelShape) -> float:
+    """What a rank holds while it generates: its weights, AdamW's two states and the reference
+    (gradients, bf16 compute copies, autocast's cast cache and gathered units are freed after
+    each update)."""
+    world, param_bytes = cfg.resources.world_size, DTYPE_BYTES[cfg.model.dtype]
+    if cfg.model.lora_rank > 0:  # the frozen weights, and the adapters with their AdamW states
+        weights = (shape.params + 3 * shape.adapter_params) / world * param_bytes
+    else:
+        weights = shape.params / world * 3 * param_bytes
+    return weights + _reference_bytes(cfg, shape)
+
+
 def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0) -> str:
     shape = model_shape(cfg, params)
     res, world, n = cfg.resources, cfg.resources.world_size, shape.params
@@ -240,6 +260,9 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
     rows, moments = training_rows(cfg, shape)
     vllm = cfg.rollout.engine == "vllm"
     tp = cfg.rollout.vllm_tensor_parallel_size if vllm else 1
+    # a generation round's prompts: dynamic sampling's rounds, else one round of the step's prompts
+    per_round, round_key = ((cfg.trainer.gen_prompts_per_round, "trainer.gen_prompts_per_round")
+                            if cfg.algorithm.dynamic_sampling else (cfg.trainer.prompts_per_step, "trainer.prompts_per_step"))
     # bytes of this device's slice of the engine: rollout.vllm_dtype ("auto": the checkpoint's, bf16 for most)
     vllm_dtype = cfg.rollout.vllm_dtype if cfg.rollout.vllm_dtype in ("float32", "float16") else "bf16"
     vllm_weights = (4 if vllm_dtype == "float32" else 2) * n / tp
@@ -252,15 +275,15 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
                        f"({world // tp if world > 1 else 1} engine(s))")
     else:  # one process: the engine reads the trainer's own weights; a rank: its own full copy
         engine = f"{cfg.rollout.engine}, " + ("the trainer's own weights" if world == 1 else "a full copy of the weights")
-        if world > 1:
-            rows.append(("rollout engine (full copy)", n * param_bytes))
+        engine_rows = [("rollout engine (full copy)", n * param_bytes)] if world > 1 else []
         decode_dtype = cfg.model.dtype
         if cfg.rollout.engine == "native":  # its fast path fuses (on CPU packs) the projections, kept until it sleeps
             decode_dtype = cfg.model.dtype if cfg.rollout.native_dtype == "model" else cfg.rollout.native_dtype
-            rows.append((f"native engine's {decode_dtype} working weights", n * DTYPE_BYTES[decode_dtype]))
+            engine_rows.append((f"native engine's {decode_dtype} working weights", n * DTYPE_BYTES[decode_dtype]))
+        rows += engine_rows
         positions = cfg.data.max_prompt_length + cfg.rollout.max_response_length
         row_bytes = shape.kv_per_token * DTYPE_BYTES[decode_dtype] * positions
-        prompts = math.ceil(cfg.trainer.gen_prompts_per_round / world)
+        prompts = math.ceil(per_round / world)
         if cfg.rollout.engine == "native":  # its chunks (hf: a round at once)
             prompts = prompts_per_chunk(prompts, row_bytes, cfg.rollout.n, cfg.rollout.native_kv_cache_gib * GIB)
         kv_rows = prompts * cfg.rollout.n
@@ -296,16 +319,12 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
     updating = (sum(size for _, size in rows) + max(size for _, size in moments)) / GIB
     share = cfg.rollout.vllm_gpu_memory_utilization * device_gib if vllm else 0.0
     if vllm and sleeps:  # gradients are freed after each update; weights, AdamW and the reference stay
-        reference = n / world * param_bytes if cfg.algorithm.kl_coef > 0 and cfg.model.lora_rank == 0 else 0.0
-        kept = ((n + shape.adapter_params * 3) / world * param_bytes if cfg.model.lora_rank > 0
-                else n / world * 3 * param_bytes)
-        generating = (kept + reference) / GIB + share
+        generating = _kept_between_updates(cfg, shape) / GIB + share
         lines.append(f"  {'total while updating (vLLM asleep)':58s} {updating:9.2f} GiB")
         lines.append(f"  {'total while generating (weights, AdamW, vLLM share)':58s} {generating:9.2f} GiB")
         need = max(updating, generating)
-    elif not vllm:  # the engine's cache (every row of a round at once) beside what the update keeps
-        held = sum(size for name, size in rows if not name.startswith("activations"))
-        generating = (held + kv_cache[1]) / GIB
+    elif not vllm:  # the engine, its cache (a round's rows, or a chunk's) and what the update keeps
+        generating = (_kept_between_updates(cfg, shape) + sum(size for _, size in engine_rows) + kv_cache[1]) / GIB
         lines.append(f"  {kv_cache[0]:58s} {kv_cache[1] / GIB:9.2f} GiB")
         lines.append(f"  {'total while updating':58s} {updating:9.2f} GiB")
         lines.append(f"  {'total while generating (weights, AdamW, the KV cache)':58s} {generating:9.2f} GiB")
@@ -323,8 +342,9 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
         fixes = ["add ranks", "lower trainer.micro_batch_tokens"]
         fixes += [] if cfg.model.gradient_checkpointing else ["set model.gradient_checkpointing=true"]
         fixes += ["lower the vLLM share"] if vllm and not sleeps else []
-        if not vllm and generating > updating:  # the native / hf engine decodes a round's rows at once
-            fixes = ["add ranks", "lower rollout.native_kv_cache_gib (or trainer.gen_prompts_per_round)",
+        if not vllm and generating > updating:  # the native engine decodes a round (or a chunk), hf a round
+            fixes = ["add ranks", f"lower rollout.native_kv_cache_gib (or {round_key})" if cfg.rollout.engine == "native"
+                     else f"lower {round_key} (or use rollout.engine=native with rollout.native_kv_cache_gib)",
                      "use rollout.engine=vllm (a paged cache)"]
         lines.append(f"DOES NOT FIT: {need:.0f} GiB per rank on a {device_gib:.0f} GiB device; "
                      + ", ".join(fixes[:-1]) + f" or {fixes[-1]}")

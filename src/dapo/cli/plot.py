@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -10,6 +12,7 @@ matplotlib.use("Agg")  # headless: no display needed
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.backend_bases import FigureCanvasBase  # noqa: E402
 
+from dapo.durable import write_atomically  # noqa: E402
 from dapo.errors import UserError  # noqa: E402
 from dapo.trainer.metrics import read_metrics  # noqa: E402
 
@@ -38,6 +41,14 @@ def _series(rows: list[dict], pattern: str) -> dict[str, tuple[list[int], list[f
     return out
 
 
+def save_figure(fig: Any, path: Path) -> None:
+    """Write a matplotlib figure to ``path`` in the format its suffix names, atomically: a crash
+    mid-write leaves the previous file, not half of one."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=path.suffix.lstrip(".").lower(), dpi=90)
+    write_atomically(path, buffer.getvalue())
+
+
 def plot_run(run_dir: str | Path, output: str | Path | None = None) -> Path:
     out = Path(output) if output else Path(run_dir) / "report.png"
     out = out if out.suffix else out.with_name(out.name + ".png")  # as savefig names it
@@ -60,6 +71,6 @@ def plot_run(run_dir: str | Path, output: str | Path | None = None) -> Path:
             ax.legend(fontsize=7)
     fig.suptitle(f"dapo-rl run: {run_dir}")
     fig.tight_layout()
-    fig.savefig(out, dpi=90)
+    save_figure(fig, out)
     plt.close(fig)
     return out

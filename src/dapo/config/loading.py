@@ -14,6 +14,7 @@ import yaml
 
 from dapo.config.coerce import build, coerce, field_type
 from dapo.config.schema import ConfigError, DAPOConfig
+from dapo.durable import write_atomically
 from dapo.user_code import is_file_location, use_python_path, working_directory_origin
 
 
@@ -244,5 +245,5 @@ def config_from_dict(values: dict[str, Any]) -> DAPOConfig:
 
 
 def save_config(config: DAPOConfig, path: str | Path) -> None:
-    """Write the fully resolved config as YAML (every field, defaults included)."""
-    Path(path).write_text(yaml.safe_dump(config_to_dict(config), sort_keys=False))
+    """Write the fully resolved config as YAML (every field, defaults included), atomically."""
+    write_atomically(Path(path), yaml.safe_dump(config_to_dict(config), sort_keys=False))

@@ -433,6 +433,31 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: $x = \u20135$", "-5", True, "answer"),
     (A + "Answer: \u20135", "5", False, "answer"),
     (A + "Answer: 3\u20135", "-2", False, "answer"),
+    # --- LaTeX's spaces and empty groups hid what follows a box or a number (were right) ---
+    (A + "So \\boxed{34}\\,000", "34", False, "boxed"),
+    (A + "So \\boxed{34}\\,\\times 10^3", "34", False, "boxed"),
+    (A + "So \\boxed{34}{}^2", "34", False, "boxed"),
+    (A + "So \\boxed{34}\\ \\text{thousand}", "34", False, "boxed"),
+    (A + "So \\boxed{34} \\div 2", "34", False, "boxed"),
+    (A + "So \\boxed{34} \\quad 35", "34", False, "boxed"),
+    (A + "The answer is $\\boxed{34}\\,000$.", "34", False, "any"),
+    (A + "Answer: 34\\,\\text{thousand}", "34", False, "answer"),
+    (A + "Answer: 34~\\text{million}", "34", False, "answer"),
+    (A + "Answer: \\frac12\\,\\text{million}", "\\frac12", False, "answer"),
+    (A + "So \\boxed{34}\\, \\text{cm}", "34", True, "boxed"),
+    (A + "Answer: 34~\\text{apples}", "34", True, "answer"),
+    (A + "Answer: 34\\,000", "34000", True, "answer"),
+    # --- two numbers on two lines, or joined by \in, &, |; a tie or a zero-width space between digits ---
+    (A + "Answer: 34 \\\\ 35", "35", False, "answer"),
+    (A + "Answer: $$\n34 \\\\\n35\n$$", "35", False, "answer"),
+    (A + "Answer: 34 \\in 35", "35", False, "answer"),
+    (A + "Answer: 34 | 35", "35", False, "answer"),
+    (A + "Answer: 34 \\& 35", "35", False, "answer"),
+    (A + "Answer: 34~35", "34", False, "answer"),
+    (A + "Answer: 34\u200b35", "34", False, "answer"),
+    (A + "Answer: 3\u200b4", "34", True, "answer"),
+    (A + "Answer: \\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}",
+     "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}", True, "answer"),
 ]
 
 

@@ -79,8 +79,12 @@ _CONTINUED_AFTER = re.compile(
     r"[0-9]|[Kk](?![A-Za-z])"
     r"|\{(?! {0,3}(?:\}|\\(?:text|textrm|mathrm|mbox|[,;]|quad)(?![A-Za-z])))"  # not "{}", "{\\text{ cm}}"
     r"| {0,3}(?:\^(?! {0,3}\{? {0,3}(?:\\(?:circ|prime)(?![A-Za-z])|(?:\\(?:text|textrm|mathrm)\{ {0,3})?(?:th|st|nd|rd)"
-    r"(?![A-Za-z])))|\\(?:sqrt|times|cdot|pi|d?frac|pm|mp)(?![A-Za-z])|±"
+    r"(?![A-Za-z])))|\\(?:sqrt|times|cdot|div|pi|d?frac|pm|mp)(?![A-Za-z])|±"
     r"|[+\-*/] {0,3}(?:[0-9]|\\(?:d?frac|sqrt|pi)(?![A-Za-z])))")
+# LaTeX's spaces (thin, medium, thick, a control space, a tie, \\quad), read as the blank they show,
+# and an empty group, which shows nothing: what follows a box is judged as if they were not there
+_LATEX_SPACE = re.compile(r"\\[,;: ]|~|\\q?quad(?![A-Za-z])")
+_EMPTY_GROUP = re.compile(r"\{ {0,3}\}")
 # A parenthesis just after the box: a remark, unless it offers another answer or scales it ("(or 35)").
 _REMARK_AFTER = re.compile(r"[\s$]{0,4}\(([^()]{0,200})\)")
 _NESTED_REMARK_AFTER = re.compile(r"[\s$]{0,4}\(((?:[^()]|\([^()]{0,100}\)){0,200})\)")  # "(or \\exp(2))"
@@ -142,6 +146,7 @@ def changed_after(after: str, answer: str, stated: list[str] | None = None) -> b
     with no "or" is another answer too (``\\boxed{34}; 35``, ``\\boxed{34}, maybe 35``), so are an estimate's words
     (``\\boxed{34} or so``, ``(approximately)``), and past a remark that restates the box the line is read on
     (``\\boxed{34} (34 ways) 35``)."""
+    after = _EMPTY_GROUP.sub("", _LATEX_SPACE.sub(" ", after))  # "\\boxed{34}\\,000", "\\boxed{34}{}^2"
     original = answer
     is_list = stated is not None and item_count(stated) > 1  # "\\pm 3" states two
     converted = None if is_list else unit_remark_changes(after, answer)

@@ -64,7 +64,9 @@ _SIMPLE_FRACTION = re.compile(r"(-?)\\frac\{(-?[0-9]{1,50})\}\{([0-9]{1,50})\}|(
 # a limit ("n \\to \\infty") or a set of intervals ("(1, 2) \\cup (3, 4)"): digits on both sides.
 _JOINED_NUMBERS = re.compile(
     r"(?<![A-Za-z_^0-9.])-?[0-9]+(?:\.[0-9]+)?\}?\s{0,3}\\(?:vee|lor|wedge|land|cup|cap|mid|to|rightarrow|Rightarrow"
-    r"|longrightarrow|Longrightarrow|implies|iff|leftrightarrow|Leftrightarrow|mapsto)(?![A-Za-z])\s{0,3}\{?-?[0-9]")
+    r"|longrightarrow|Longrightarrow|implies|iff|leftrightarrow|Leftrightarrow|mapsto|in|ni|parallel)(?![A-Za-z])"
+    r"\s{0,3}\{?-?[0-9]"
+    r"|(?<![A-Za-z_^0-9.])-?[0-9]+(?:\.[0-9]+)?\s{0,3}(?:\\\\|\\&|&|\|)\s{0,3}-?[0-9]")  # a line break, "&", "|"
 # "1, 2, \ldots, 34", "1 + 2 + \cdots + 34", "1, 2, ..., 34"
 _ENUMERATION = re.compile(r"[,+]\s{0,3}(?:\\[lc]?dots(?![A-Za-z])|\.\.\.|\u2026)\s{0,3}[,+]")
 

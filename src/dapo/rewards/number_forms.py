@@ -47,9 +47,10 @@ VARIABLE_PREFIX = re.compile(r"[A-Za-z](?:_\{?[A-Za-z0-9]{1,8}\}?)? {0,4}= {0,4}
 GLUED_COMMA = re.compile(r",\\!\s{0,3}")  # 11,\! 111 is one number
 _BRACED_COMMA = re.compile(r" ?\{ ?, ?\} ?")  # 14{,}916 and 14 {, }916
 TEXT_WRAPPED = re.compile(r"\\(?:text|textrm|textbf|textit|mbox|mathrm|textnormal)\{([^{}]{0,200})\}")
-# A number, then one word (bare or in \text{...}, \mathrm{...}) and the end: "34 thousand", "2 \text{ pi}".
+# A number, then one word (bare or in \text{...}, \mathrm{...}) and the end: "34 thousand", "2 \text{ pi}",
+# "34\,\text{thousand}" (LaTeX's spaces between them).
 # No two quantifiers compete for the same whitespace (that backtracked quadratically): linear.
-_ENDS_IN_WORD = re.compile(r"[0-9][\s}{$]*(?:\\[a-z]+\{\s*)?([A-Za-z]+)\s*(?:\}\s*)?(?:\$\s*)?$")
+_ENDS_IN_WORD = re.compile(r"[0-9](?:[\s}{$~]|\\[,;: ])*(?:\\[a-z]+\{\s*)?([A-Za-z]+)\s*(?:\}\s*)?(?:\$\s*)?$")
 _PLAIN_INTEGER = re.compile(r"[+-]?[0-9]+(?:\.0*)?")
 _GROUPED_INTEGER = re.compile(r"[+-]?[0-9]{1,3}(?:[, ][0-9]{3})+(?:\.0*)?")
 _GROUPED_DECIMAL = re.compile(r"[+-]?[0-9]{1,3}(?:,[0-9]{3})+\.[0-9]+")  # 1,234.56

@@ -54,6 +54,7 @@ the scorer runs in the parent process. :func:`verify` is the whole pipeline in-p
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from dapo.rewards.answer_lists import answer_items, join_items, quick_list_verdict
@@ -154,6 +155,17 @@ def _as_sets_of_reals(extracted: Extracted, gold: str) -> Prepared | None:
     return Prepared(pred, gold_text, quick_verdict(pred, gold_text))
 
 
+# Characters that show nothing: "3\u200b4" is read as the 34 it shows, "34\u200b35" as 3435
+_INVISIBLE = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
+# LaTeX's non-breaking space between two digits ("34~35" shows two numbers, not 34)
+_TIE_BETWEEN_DIGITS = re.compile(r"(?<=[0-9])~(?=[0-9])")
+
+
+def without_invisible_characters(text: str) -> str:
+    """``text`` as it renders: zero-width characters gone, a ``~`` between digits a space."""
+    return _TIE_BETWEEN_DIGITS.sub(" ", _INVISIBLE.sub("", text))
+
+
 def prepare(
     response: str,
     ground_truth: str,
@@ -161,8 +173,9 @@ def prepare(
     max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS,
 ) -> Prepared:
     """Extract the answer and decide it when that needs no parsing (steps 1-5 above)."""
-    text = bound_response(response, max_response_chars)
-    stated_gold = unicode_math_to_latex(clean_ground_truth(bound_response(ground_truth, max_response_chars)))
+    text = without_invisible_characters(bound_response(response, max_response_chars))
+    stated_gold = unicode_math_to_latex(clean_ground_truth(without_invisible_characters(
+        bound_response(ground_truth, max_response_chars))))
     gold = canonical_integer(stated_gold) or stated_gold  # math-verify sees "50", never "50\%"
     extracted = extract_answer(text, resolve_extractor(extractor, None))
     if extracted is None or not extracted.text:

@@ -456,6 +456,19 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 34~35", "34", False, "answer"),
     (A + "Answer: 34\u200b35", "34", False, "answer"),
     (A + "Answer: 3\u200b4", "34", True, "answer"),
+    # --- a ground truth in dollars is money: another unit is another quantity (was right) ---
+    (A + "Answer: 5 cents", "\\$5", False, "answer"),
+    (A + "Answer: 5\\%", "\\$5", False, "answer"),
+    (A + "Answer: 5 dollars", "\\$5", True, "answer"),
+    (A + "Answer: \\$5.00", "\\$5", True, "answer"),
+    (A + "Answer: 5", "\\$5", True, "answer"),
+    # --- styling around the value (was wrong) ---
+    (A + "So \\boxed{\\boldsymbol{34}}", "34", True, "boxed"),
+    (A + "So \\boxed{\\textcolor{red}{34}}", "34", True, "boxed"),
+    (A + "Answer: {\\color{red}34}", "34", True, "answer"),
+    (A + "Answer: $\\bm{34}$", "34", True, "answer"),
+    (A + "So \\boxed{\\bm{\\frac{3}{4}}}", "\\frac34", True, "boxed"),
+    (A + "So \\boxed{\\underline{35}}", "34", False, "boxed"),
     (A + "Answer: \\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}",
      "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}", True, "answer"),
 ]

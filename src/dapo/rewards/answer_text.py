@@ -23,6 +23,10 @@ _PLUS_MINUS_BEFORE = re.compile(r"(?:\\pm|\\mp|±)\s{0,3}\$?\s{0,3}$")
 _TERM = re.compile(r"[0-9A-Za-z.\\{}^_]{1,200}")
 # An en dash where a minus sign goes: the answer's start, or after "=", a bracket or a comma.
 _EN_DASH_SIGN = re.compile(r"(^|[=(\[{,]\s{0,3})\u2013(?=\s{0,3}[0-9])")
+# Styling around a value, which keeps its content: "\\boldsymbol{34}", "\\textcolor{red}{34}"
+_STYLE_OPENING = re.compile(r"\\(?:boldsymbol|bm|underline|textcolor\{[A-Za-z]{1,20}\})\{")
+_COLOR_SWITCH = re.compile(r"\\color\{[A-Za-z]{1,20}\} ?")  # "{\\color{red}34}"
+_MAX_STYLES = 4
 # Words that offer several candidates ("34 or 35", "either 3 or 4", "34 \\lor 35", "34 \\vee 35").
 HEDGE = re.compile(r"(?<![a-z\\])(?:or|either)(?![a-z])|\\(?:lor|vee)(?![a-z])", re.IGNORECASE)
 
@@ -54,13 +58,33 @@ class Extracted:
                        items=tuple(unicode_math_to_latex(item) for item in self.items))
 
 
+def _without_styles(answer: str) -> str:
+    """``answer`` without the styling it is shown in: ``\\boldsymbol{34}``, ``\\bm{\\frac{3}{4}}``,
+    ``\\underline{34}``, ``\\textcolor{red}{34}`` keep their content, ``\\color{red}`` goes. At most
+    a few wrappers, each scanned once: linear."""
+    for _ in range(_MAX_STYLES):
+        opened = _STYLE_OPENING.search(answer)
+        if opened is None:
+            break
+        depth = 1
+        for end in range(opened.end(), len(answer)):
+            depth += {"{": 1, "}": -1}.get(answer[end], 0)
+            if depth == 0:
+                answer = answer[: opened.start()] + answer[opened.end() : end] + answer[end + 1 :]
+                break
+        else:
+            break  # unbalanced: left as written
+    return _COLOR_SWITCH.sub("", answer)
+
+
 def clean_answer(answer: str) -> str:
-    """Strip presentation around an answer: ``$``, bold, ``\\text{}`` wrapper, trailing period; an
+    """Strip presentation around an answer: ``$``, bold and other styling, ``\\text{}`` wrapper,
+    trailing period; an
     en dash written as a minus sign (``–5``, ``x = –5``: not a range ``3–5``) becomes one."""
     answer = answer.replace("\\$", "").replace("$", "").replace("**", "").strip()
     answer = _EN_DASH_SIGN.sub(r"\1-", answer)
     answer = GLUED_COMMA.sub(",", answer)  # 11,\! 111 is one number; "11, 111" is a list
-    answer = answer.replace("\\displaystyle", "").replace("\\!", "").strip()
+    answer = _without_styles(answer.replace("\\displaystyle", "").replace("\\!", "")).strip()
     while answer.endswith((".", "。", "\\.", ",")) and not answer.endswith("..."):
         answer = answer[:-1].rstrip()
     if answer.startswith("\\text{") and answer.endswith("}") and answer.count("{") == 1:

@@ -81,9 +81,19 @@ def _unit_at_end(text: str) -> tuple[str, int] | None:
     return (f"{canonical}^{exponent}" if exponent else canonical), tail.start(1) + closing
 
 
-def units_differ(pred: str, ground_truth: str) -> bool:
-    """Whether both sides name a known unit and the units differ (``34 hours`` for ``34 minutes``)."""
-    gold_unit = unit_of(ground_truth)  # usually none (an integer): the answer is not read then
+_DOLLAR_BEFORE = re.compile(r"[\s$-]{0,4}\\\$")
+
+
+def in_dollars(ground_truth: str) -> bool:
+    """Whether a ground truth as written starts with a dollar sign (``\\$5``, ``$-\\$5$``)."""
+    return _DOLLAR_BEFORE.match(ground_truth) is not None
+
+
+def units_differ(pred: str, ground_truth: str, gold_in_dollars: bool = False) -> bool:
+    """Whether both sides name a known unit and the units differ (``34 hours`` for ``34 minutes``);
+    ``gold_in_dollars``: the ground truth was written with a dollar sign before its number, which
+    cleaning took off (``\\$5``: ``5 cents``, ``5\\%`` or ``5^\\circ`` is not it)."""
+    gold_unit = unit_of(ground_truth) or ("dollar" if gold_in_dollars else None)  # usually none: not read then
     pred_unit = unit_of(pred) if gold_unit is not None else None
     if pred_unit is None or gold_unit is None or pred_unit == gold_unit:
         return False

@@ -69,7 +69,7 @@ from dapo.rewards.math_verify_call import math_equal
 from dapo.rewards.number_forms import canonical_integer, without_closing_remark
 from dapo.rewards.restatements import items_after_count
 from dapo.rewards.unicode_math import unicode_math_to_latex
-from dapo.rewards.units import units_differ
+from dapo.rewards.units import in_dollars, units_differ
 
 DEFAULT_MAX_RESPONSE_CHARS = 20000
 PRED_DISPLAY_CHARS = 100
@@ -208,7 +208,7 @@ def prepare(
     extracted = replace(extracted, text=answer)  # "\\frac13 (or about 0.33)": the value, restated
     if extracted.hedged:
         return Prepared(pred=extracted.text, ground_truth=gold, verdict=False)
-    if units_differ(extracted.text, stated_gold):  # "34 hours" for "34 minutes": both units dropped below
+    if units_differ(extracted.text, stated_gold, in_dollars(ground_truth)):  # "34 hours" for "34 minutes"
         return Prepared(pred=extracted.text, ground_truth=gold, verdict=False)
     return Prepared(extracted.text, gold, quick_verdict(extracted.text, gold))
 

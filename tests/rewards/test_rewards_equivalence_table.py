@@ -456,6 +456,12 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 34~35", "34", False, "answer"),
     (A + "Answer: 34\u200b35", "34", False, "answer"),
     (A + "Answer: 3\u200b4", "34", True, "answer"),
+    # --- a reasoning model's thinking: the answer is read after it alone (an answer tried inside counted) ---
+    ("<think>\nAnswer: 35\nHmm wait, that is wrong.\n</think>\nThe count is 34.", "35", False, "answer"),
+    ("<think>\nAnswer: 35\n</think>\nAnswer: 34", "34", True, "answer"),
+    ("<think>\nAnswer: 35\n</think>\nAnswer: 34", "35", False, "answer"),
+    ("<think>\nso the answer is \\boxed{34}", "34", False, "any"),  # still thinking when it ended
+    ("First, 17 * 2 = 34.\n</think>\n\\boxed{34}", "34", True, "any"),  # a template that opened <think>
     # --- a ground truth in dollars is money: another unit is another quantity (was right) ---
     (A + "Answer: 5 cents", "\\$5", False, "answer"),
     (A + "Answer: 5\\%", "\\$5", False, "answer"),

@@ -161,6 +161,15 @@ _INVISIBLE = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
 _TIE_BETWEEN_DIGITS = re.compile(r"(?<=[0-9])~(?=[0-9])")
 
 
+def after_reasoning(response: str) -> str:
+    """The part of ``response`` after a reasoning model's thinking (``<think>...</think>``, as
+    DeepSeek-R1 and Qwen3 write it): the final answer is read there alone, never from an answer
+    tried inside the thinking; a response still thinking when it ended states none ("")."""
+    if "</think>" in response:
+        return response.rpartition("</think>")[2]
+    return "" if "<think>" in response else response
+
+
 def without_invisible_characters(text: str) -> str:
     """``text`` as it renders: zero-width characters gone, a ``~`` between digits a space."""
     return _TIE_BETWEEN_DIGITS.sub(" ", _INVISIBLE.sub("", text))
@@ -173,7 +182,7 @@ def prepare(
     max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS,
 ) -> Prepared:
     """Extract the answer and decide it when that needs no parsing (steps 1-5 above)."""
-    text = without_invisible_characters(bound_response(response, max_response_chars))
+    text = after_reasoning(without_invisible_characters(bound_response(response, max_response_chars)))
     stated_gold = unicode_math_to_latex(clean_ground_truth(without_invisible_characters(
         bound_response(ground_truth, max_response_chars))))
     gold = canonical_integer(stated_gold) or stated_gold  # math-verify sees "50", never "50\%"

@@ -462,6 +462,16 @@ CASES: list[tuple[str, str, bool, str]] = [
     ("<think>\nAnswer: 35\n</think>\nAnswer: 34", "35", False, "answer"),
     ("<think>\nso the answer is \\boxed{34}", "34", False, "any"),  # still thinking when it ended
     ("First, 17 * 2 = 34.\n</think>\n\\boxed{34}", "34", True, "any"),  # a template that opened <think>
+    # --- a remark that offers another value in words the rules did not know (were right) ---
+    (A + "Answer: 34 (could also be 35)", "34", False, "answer"),
+    (A + "Answer: 34 (might be 35)", "34", False, "answer"),
+    (A + "Answer: 34 (as well as 35)", "34", False, "answer"),
+    (A + "Answer: 34 (actually 35)", "34", False, "answer"),
+    (A + "Answer: 34 (wait, 35)", "34", False, "answer"),
+    (A + "Answer: 34 (if wrong, 35)", "34", False, "answer"),
+    (A + "Answer: 1, 2 (and possibly 3)", "1, 2", False, "answer"),
+    (A + "So \\boxed{34} (could also be 35)", "34", False, "boxed"),
+    (A + "Answer: 34 (may be checked by 2 methods)", "34", True, "answer"),
     # --- a ground truth in dollars is money: another unit is another quantity (was right) ---
     (A + "Answer: 5 cents", "\\$5", False, "answer"),
     (A + "Answer: 5\\%", "\\$5", False, "answer"),

@@ -108,13 +108,17 @@ def _times_a_thousand(number: str) -> str:
 # A remark that opens with an alternative and a number offers another answer: "(or 35)", "(and
 # $35$)", "(but 35 if n is odd)"; after a word that offers it in place of the answer, also math or
 # a named value: "(or \frac{69}{2})", "(or x = 35)", "(or $n=35$)", "(or equivalently x_1 = 35)".
-# "(for both n = 3 and 4)", "(and n = 3)", "(either n = 3 or n = 4)" and "(but \pi is irrational)"
-# state conditions or reasons.
+# So do "(could also be 35)", "(might be 35)", "(as well as 35)", "(actually 35)", "(wait, 35)", "(if
+# wrong, 35)", "(and possibly 35)". "(for both n = 3 and 4)", "(and n = 3)", "(either n = 3 or n = 4)"
+# and "(but \pi is irrational)" state conditions or reasons.
 _ANOTHER_ANSWER = re.compile(
     r"\s*(?:(?:or|otherwise|else|alternatively)(?![A-Za-z])(?:[\s,]{1,3}(?:" + OR_ADVERBS + r")"
     r"(?![A-Za-z]))?[\s$({]{1,8}(?:" + NAME + r"[\s$]{0,4}=[\s$({]{0,8})?"
-    r"|(?:either|possibly|perhaps|maybe|probably|likely)[\s$({]{1,8})[+\-\u2212]?(?:[0-9]|\\(?:d?frac|sqrt|pi)(?![A-Za-z]))"
-    r"|\s*(?:and|but|though|although|also)[\s$({]{1,8}[+\-\u2212]?[0-9]", re.IGNORECASE)
+    r"|(?:either|possibly|perhaps|maybe|probably|likely|actually|wait|plus"
+    r"|(?:could|might|may|can)(?:\s{1,3}also)?\s{1,3}be|as\s{1,3}well\s{1,3}as|if\s{1,3}(?:not|wrong))"
+    r"[\s,$({]{1,8})[+\-\u2212]?(?:[0-9]|\\(?:d?frac|sqrt|pi)(?![A-Za-z]))"
+    r"|\s*(?:and|but|though|although|also)(?:[\s,]{1,3}(?:" + OR_ADVERBS + r")(?![A-Za-z]))?"
+    r"[\s$({]{1,8}[+\-\u2212]?[0-9]", re.IGNORECASE)
 # ... and one that opens with a product multiplies it: "(x 1000)", "(times 10)", "(\times 10^3)".
 _MULTIPLIES_IT = re.compile(r"\s*(?:x|times|multiplied by|\\times|\\cdot|\*)[\s$({]{0,8}[+\-\u2212]?[0-9]", re.IGNORECASE)
 _OPENS_WITH_A_NUMBER = re.compile(r"\s{0,3}[$]?\s{0,3}[+\-\u2212]?[0-9]")

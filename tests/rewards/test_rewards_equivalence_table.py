@@ -472,6 +472,13 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 1, 2 (and possibly 3)", "1, 2", False, "answer"),
     (A + "So \\boxed{34} (could also be 35)", "34", False, "boxed"),
     (A + "Answer: 34 (may be checked by 2 methods)", "34", True, "answer"),
+    # --- a multiple-choice letter with its text (was wrong) ---
+    (A + "Answer: (C) 12", "C", True, "answer"),
+    (A + "Answer: \\textbf{(C)}\\ 12", "C", True, "answer"),
+    (A + "Answer: C. 12", "C", True, "answer"),
+    (A + "So \\boxed{C}", "\\textbf{(C) }12", True, "boxed"),
+    (A + "Answer: (B) 12", "C", False, "answer"),
+    (A + "Answer: (A) or (B)", "A", False, "answer"),
     # --- a ground truth in dollars is money: another unit is another quantity (was right) ---
     (A + "Answer: 5 cents", "\\$5", False, "answer"),
     (A + "Answer: 5\\%", "\\$5", False, "answer"),

@@ -67,6 +67,9 @@ _JOINED_NUMBERS = re.compile(
     r"|longrightarrow|Longrightarrow|implies|iff|leftrightarrow|Leftrightarrow|mapsto|in|ni|parallel)(?![A-Za-z])"
     r"\s{0,3}\{?-?[0-9]"
     r"|(?<![A-Za-z_^0-9.])-?[0-9]+(?:\.[0-9]+)?\s{0,3}(?:\\\\|\\&|&|\|)\s{0,3}-?[0-9]")  # a line break, "&", "|"
+# A choice's letter: in brackets, or alone, or before a period or colon and its text
+_CHOICE_LETTER = re.compile(r"\s{0,3}(?:\\(?:textbf|text|mathrm|mathbf)\{\s{0,3})?"
+                            r"(?:\(([A-E])\)|([A-E])(?=[.:]\s|[.:]?\s{0,3}\}?\s{0,3}$))")
 # "1, 2, \ldots, 34", "1 + 2 + \cdots + 34", "1, 2, ..., 34"
 _ENUMERATION = re.compile(r"[,+]\s{0,3}(?:\\[lc]?dots(?![A-Za-z])|\.\.\.|\u2026)\s{0,3}[,+]")
 
@@ -100,6 +103,13 @@ def vote_key(answer: str) -> str:
     return f"{'-' if negative else ''}\\frac{{{numerator.lstrip('-')}}}{{{denominator}}}"
 
 
+def choice_of(answer: str) -> str | None:
+    """The multiple-choice letter an answer opens with: ``C``, ``(C)``, ``(C) 12``, ``C. 12``,
+    ``\\textbf{(C)}\\ 12``, ``\\textbf{(C) }12``; None for anything else (``A = 5`` names a variable)."""
+    opened = _CHOICE_LETTER.match(answer)
+    return (opened.group(1) or opened.group(2)) if opened else None
+
+
 def states_more_values(answer: str) -> bool:
     """Two numbers joined by a logical, set or arrow symbol (``34 \\wedge 35``, ``34 \\cup 35``,
     ``3 \\mid 12``, ``34 \\to 35``), or an enumeration (``1, 2, \\ldots, 34``, ``1 + 2 + \\cdots + 34``):
@@ -118,6 +128,8 @@ def quick_verdict(pred: str, ground_truth: str) -> bool | None:
     (``\\frac12 \\text{ thousand}``) are wrong; two plain numbers compare by exact value, two
     rational numbers exactly (:mod:`~dapo.rewards.exact_numbers`), two word answers as words.
     """
+    if (gold_choice := choice_of(ground_truth)) is not None and (pred_choice := choice_of(pred)) is not None:
+        return pred_choice == gold_choice  # "(C) 12" for "C": the letter is the answer; its text repeats it
     gold_integer = canonical_integer(ground_truth)
     if gold_integer is not None:
         if "\\approx" in pred:  # "x \approx 11" states 11 (as math-verify reads it); "34 \approx 35" two values

@@ -472,6 +472,10 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 1, 2 (and possibly 3)", "1, 2", False, "answer"),
     (A + "So \\boxed{34} (could also be 35)", "34", False, "boxed"),
     (A + "Answer: 34 (may be checked by 2 methods)", "34", True, "answer"),
+    # --- a proof's end mark on the Answer line was read as the answer (was wrong) ---
+    (A + "Answer: 34 $\\blacksquare$", "34", True, "answer"),
+    (A + "Answer: 34. $\\square$", "34", True, "answer"),
+    (A + "Answer: 35 $\\blacksquare$", "34", False, "answer"),
     # --- a multiple-choice letter with its text (was wrong) ---
     (A + "Answer: (C) 12", "C", True, "answer"),
     (A + "Answer: \\textbf{(C)}\\ 12", "C", True, "answer"),

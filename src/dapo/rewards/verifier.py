@@ -157,6 +157,7 @@ def _as_sets_of_reals(extracted: Extracted, gold: str) -> Prepared | None:
 
 # Characters that show nothing: "3\u200b4" is read as the 34 it shows, "34\u200b35" as 3435
 _INVISIBLE = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
+_PROOF_END = re.compile(r"\$\s{0,3}\\(?:blacksquare|square|qed|Box)\s{0,3}\$|\\(?:blacksquare|qed)(?![A-Za-z])|\u220e")
 # LaTeX's non-breaking space between two digits ("34~35" shows two numbers, not 34)
 _TIE_BETWEEN_DIGITS = re.compile(r"(?<=[0-9])~(?=[0-9])")
 
@@ -170,9 +171,11 @@ def after_reasoning(response: str) -> str:
     return "" if "<think>" in response else response
 
 
-def without_invisible_characters(text: str) -> str:
-    """``text`` as it renders: zero-width characters gone, a ``~`` between digits a space."""
-    return _TIE_BETWEEN_DIGITS.sub(" ", _INVISIBLE.sub("", text))
+def as_rendered(text: str) -> str:
+    """``text`` as a reader sees it: zero-width characters gone, a ``~`` between digits a space; and
+    without a proof's end mark (``$\\blacksquare$``, ``\\qed``, ``∎``), which is no answer: read as
+    one, it hid the value before it on the Answer line."""
+    return _PROOF_END.sub("", _TIE_BETWEEN_DIGITS.sub(" ", _INVISIBLE.sub("", text)))
 
 
 def prepare(
@@ -182,8 +185,8 @@ def prepare(
     max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS,
 ) -> Prepared:
     """Extract the answer and decide it when that needs no parsing (steps 1-5 above)."""
-    text = after_reasoning(without_invisible_characters(bound_response(response, max_response_chars)))
-    stated_gold = unicode_math_to_latex(clean_ground_truth(without_invisible_characters(
+    text = after_reasoning(as_rendered(bound_response(response, max_response_chars)))
+    stated_gold = unicode_math_to_latex(clean_ground_truth(as_rendered(
         bound_response(ground_truth, max_response_chars))))
     gold = canonical_integer(stated_gold) or stated_gold  # math-verify sees "50", never "50\%"
     extracted = extract_answer(text, resolve_extractor(extractor, None))

@@ -476,6 +476,11 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 34 $\\blacksquare$", "34", True, "answer"),
     (A + "Answer: 34. $\\square$", "34", True, "answer"),
     (A + "Answer: 35 $\\blacksquare$", "34", False, "answer"),
+    # --- a plain-text mixed number (was wrong); a list that goes on (was right for its first value) ---
+    (A + "Answer: 2 1/2", "\\frac52", True, "answer"),
+    (A + "Answer: -2 1/2", "-\\frac52", True, "answer"),
+    (A + "Answer: 2 1/2", "\\frac32", False, "answer"),
+    (A + "Answer: 34, \\ldots", "34", False, "answer"),
     # --- a multiple-choice letter with its text (was wrong) ---
     (A + "Answer: (C) 12", "C", True, "answer"),
     (A + "Answer: \\textbf{(C)}\\ 12", "C", True, "answer"),

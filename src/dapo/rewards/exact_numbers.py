@@ -26,13 +26,15 @@ _DECIMAL = re.compile(rf"([+-]?)({_DIGITS})(?:\.({_DIGITS}))?")
 # \frac{a}{b} (\dfrac, \tfrac; \frac12 with one-digit arguments unbraced) or a/b
 _FRACTION = re.compile(r"([+-]?)\\[dt]?frac(?:\{([+-]?[0-9]{1,50})\}|([0-9]))(?:\{([+-]?[0-9]{1,50})\}|([0-9]))"
                        r"|([+-]?[0-9]{1,50})/([+-]?[0-9]{1,50})")
+# A mixed number in plain text, "2 1/2" (2 and a half; LaTeX's 2\frac12 is read elsewhere)
+_MIXED = re.compile(r"([+-]?)([0-9]{1,50}) ([0-9]{1,50})/([0-9]{1,50})")
 # Math delimiters and sizing, and spaces that do not separate digits ("1 2" is not 12).
 # \left. and \right. are invisible delimiters ("\left. 34 \right." is 34, not .34).
 _NOISE = re.compile(r"\$|\\left(?![A-Za-z])\.?|\\right(?![A-Za-z])\.?|(?<![0-9])\s+|\s+(?![0-9])")
 
 
 def exact_rational(answer: str) -> Fraction | None:
-    """The rational number ``answer`` states exactly (``-12.5``, ``\\frac{3}{4}``, ``7/2``,
+    """The rational number ``answer`` states exactly (``-12.5``, ``\\frac{3}{4}``, ``7/2``, ``2 1/2``,
     ``0.1\\overline{6}``), or None (an expression, a unit, an irrational number, a long numeral)."""
     text = _NOISE.sub("", answer)
     if len(text) > 120:
@@ -54,6 +56,9 @@ def exact_rational(answer: str) -> Fraction | None:
             return None
         value = Fraction(int(numerator), int(denominator))
         return -value if sign == "-" else value
+    if (mixed := _MIXED.fullmatch(text)) is not None and 0 < int(mixed.group(3)) < int(mixed.group(4)):
+        value = int(mixed.group(2)) + Fraction(int(mixed.group(3)), int(mixed.group(4)))
+        return -value if mixed.group(1) == "-" else value
     return None
 
 

@@ -159,3 +159,22 @@ def test_the_trainers_own_engine_keeps_prepared_weights_only_while_they_are_curr
     assert engine.last_path == "llama"
     assert len(current) >= 6 and all(current), current
     assert len(builds) < len(current)  # kept across calls
+
+
+def test_the_ray_engine_wakes_its_ranks_once_after_they_slept():
+    """sync_engine wakes the engine before every generation round: on Ray ranks that was a call
+    to every rank per round; now one after a sleep, none after weights woke them."""
+    from types import SimpleNamespace
+
+    from dapo.trainer.ray_policy import RayRolloutEngine
+
+    calls = []
+    engine = RayRolloutEngine(SimpleNamespace(_on_all=calls.append, sync_engines=lambda: calls.append("sync")))
+    engine.wake_up()
+    engine.sleep()
+    engine.wake_up()
+    engine.wake_up()
+    engine.sleep()
+    engine.sync_weights(None)
+    engine.wake_up()
+    assert calls == ["sleep_engine", "wake_engine", "sleep_engine", "sync"]

@@ -362,7 +362,8 @@ def canonical_integer(answer: str, thousands: bool = False) -> str | None:
 def is_grouped_number(answer: str) -> bool:
     """An integer or decimal written with thousands separators (``1,234``, ``1,\\!234.56``,
     ``\\$1,234.5``): one number, never the list ``1, 234.56``."""
-    return canonical_integer(answer) is not None or _GROUPED_DECIMAL.fullmatch(_strip_number_decorations(answer)) is not None
+    text = _strip_number_decorations(answer)  # as canonical_integer reads it
+    return any(form.fullmatch(text) for form in (_PLAIN_INTEGER, _GROUPED_INTEGER, _GROUPED_DECIMAL))
 
 
 def is_plain_number(answer: str, thousands: bool = False) -> bool:

@@ -173,8 +173,6 @@ class NativeEngine:
         """How many prompts decode together: all, or as many as keep their n rows' KV cache at
         full length (the longest prompt + max_new_tokens, 2 x layers x KV heads x head size per
         position, in the decode dtype) within max_kv_cache_bytes; at least one."""
-        if not self.max_kv_cache_bytes:
-            return len(prompt_token_ids)
         dtype = self.compute_dtype or next(self.model.parameters()).dtype
         longest = max(map(len, prompt_token_ids)) + params.max_new_tokens
         row_bytes = kv_elements_per_token(self.model.config) * dtype.itemsize * longest

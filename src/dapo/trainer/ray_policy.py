@@ -360,6 +360,7 @@ class RayRolloutEngine:
 
     def __init__(self, group: RayPolicyGroup) -> None:
         self.group = group
+        self.asleep = False  # since sleep(), until the ranks' engines took weights or were woken
 
     def generate(self, prompt_token_ids: list[list[int]], params: SamplingParams) -> GenerationResult:
         tp = self.group.engine_tp  # ranks per engine: a vLLM tensor-parallel group, else 1
@@ -386,16 +387,21 @@ class RayRolloutEngine:
         return GenerationResult(completions, seconds, sum(r.num_generated_tokens for r in leaders))
 
     def sync_weights(self, model: torch.nn.Module) -> None:
-        """The ranks hold the trainer's weights: each gathers them into its own engine."""
+        """The ranks hold the trainer's weights: each gathers them into its own engine (which wakes it)."""
         self.group.sync_engines()
+        self.asleep = False
 
     def sleep(self) -> None:
         """Every rank's engine releases its memory for the update, as the engine decides."""
         self.group._on_all("sleep_engine")
+        self.asleep = True
 
     def wake_up(self) -> None:
-        """Every rank's engine takes its memory back (where it slept)."""
-        self.group._on_all("wake_engine")
+        """Every rank's engine takes its memory back, if it slept: one call to the ranks a step,
+        not one a generation round."""
+        if self.asleep:
+            self.group._on_all("wake_engine")
+            self.asleep = False
 
     def close(self) -> None:
         """The ranks' engines end with their actors (``RayPolicyGroup.close``)."""

@@ -11,6 +11,9 @@ scored right before this change; the rest guard what stays right):
    (``\\boxed{34}, roughly`` was already wrong).
 3. After a bracketed remark that restates the box (``(34 ways)``), the rest of the line was not read:
    ``\\boxed{34} (34 ways) 35`` and ``... or 35`` were right for 34.
+4. A remark in square brackets (``\\boxed{34} [or 35]``), a LaTeX line break before a second value
+   (``\\boxed{34} \\\\ 35``, ``\\\\[2pt]``) and a remark past the box's closing math delimiter
+   (``\\[\\boxed{34}\\] (or 35)``, ``\\(\\boxed{34}\\) \\approx 35``) were not read.
 -- boxes.changed_after.
 """
 
@@ -63,6 +66,22 @@ CASES: list[tuple[str, str, bool]] = [
     (A + "So \\boxed{34} (34 ways) (35 ways)", "34", False),  # before: right
     (A + "So \\boxed{34} (34 ways).", "34", True),
     (A + "So \\boxed{34} (34 ways) (since n is even).", "34", True),
+    # --- 4. square brackets, line breaks, a closing math delimiter ---
+    (A + "So \\boxed{34} [or 35]", "34", False),  # before: right
+    (A + "So \\boxed{34} [maybe 35]", "34", False),  # before: right
+    (A + "So \\boxed{34} \\\\ 35", "34", False),  # before: right
+    (A + "So $$\\boxed{34} \\\\[2pt] 35$$", "34", False),  # before: right
+    (A + "So \\boxed{34}\\\\35", "34", False),  # before: right
+    (A + "\\[\\boxed{34}\\] (or 35)", "34", False),  # before: right
+    (A + "\\(\\boxed{34}\\) (about 35)", "34", False),  # before: right
+    (A + "\\[\\boxed{34}\\] \\approx 35", "34", False),  # before: right
+    (A + "\\[\\boxed{34}\\] [or 35]", "34", False),  # before: right
+    (A + "So \\boxed{34} [34 ways]", "34", True),
+    (A + "So \\boxed{34} [since n is odd]", "34", True),
+    (A + "So \\boxed{34} \\\\", "34", True),
+    (A + "So \\boxed{34} \\\\ \\text{which is the number of ways.}", "34", True),
+    (A + "\\[\\boxed{34}\\] (34 ways)", "34", True),
+    (A + "\\[\\boxed{34}\\]", "34", True),
 ]
 
 

@@ -85,6 +85,13 @@ _CONTINUED_AFTER = re.compile(
 # and an empty group, which shows nothing: what follows a box is judged as if they were not there
 _LATEX_SPACE = re.compile(r"\\[,;: ]|~|\\q?quad(?![A-Za-z])")
 _EMPTY_GROUP = re.compile(r"\{ {0,3}\}")
+# A LaTeX line break ("\\\\", "\\\\[2pt]") shows what follows on a line of its own: read as a separator,
+# so that "\\boxed{34} \\\\ 35" states a second value as "\\boxed{34}; 35" does.
+_LINE_BREAK = re.compile(r"\\\\(?:\[[^\[\]]{0,12}\])?")
+# A remark in square brackets, read as one in parentheses: "\\boxed{34} [or 35]" offers another answer.
+_BRACKET_REMARK = re.compile(r"^([\s$]{0,4})\[([^\[\]()]{0,200})\]")
+# Display or inline math closing right after the box, read as a closing "$": "\\[\\boxed{34}\\] (or 35)".
+_MATH_CLOSING = re.compile(r"^(\s{0,4})\\[\])]")
 # A parenthesis just after the box: a remark, unless it offers another answer or scales it ("(or 35)").
 _REMARK_AFTER = re.compile(r"[\s$]{0,4}\(([^()]{0,200})\)")
 _NESTED_REMARK_AFTER = re.compile(r"[\s$]{0,4}\(((?:[^()]|\([^()]{0,100}\)){0,200})\)")  # "(or \\exp(2))"
@@ -146,7 +153,8 @@ def changed_after(after: str, answer: str, stated: list[str] | None = None) -> b
     with no "or" is another answer too (``\\boxed{34}; 35``, ``\\boxed{34}, maybe 35``), so are an estimate's words
     (``\\boxed{34} or so``, ``(approximately)``), and past a remark that restates the box the line is read on
     (``\\boxed{34} (34 ways) 35``)."""
-    after = _EMPTY_GROUP.sub("", _LATEX_SPACE.sub(" ", after))  # "\\boxed{34}\\,000", "\\boxed{34}{}^2"
+    after = _EMPTY_GROUP.sub("", _LATEX_SPACE.sub(" ", _LINE_BREAK.sub("; ", after)))  # "\\boxed{34}\\,000"
+    after = _BRACKET_REMARK.sub(r"\1(\2)", _MATH_CLOSING.sub(r"\1$", after, count=1), count=1)  # "[or 35]": "(or 35)"
     original = answer
     is_list = stated is not None and item_count(stated) > 1  # "\\pm 3" states two
     converted = None if is_list else unit_remark_changes(after, answer)

@@ -129,3 +129,24 @@ def reads_stdout_encoding(response: str, ground_truth: str, extra: dict) -> floa
 def confidence_when_given(response: str, ground_truth: str, extra: dict) -> dict:
     """A judge whose confidence metric has no value where the row gives none (None, not a bad value)."""
     return {"score": 0.25 if response.endswith(ground_truth) else -0.25, "confidence": extra.get("confidence")}
+
+
+def runs_a_multiprocessing_pool(response: str, ground_truth: str, extra: dict) -> float:
+    """A sandbox that runs code in a multiprocessing pool; leaving ``with`` terminates its children
+    (SIGTERM), right after they start when the work is short."""
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        return float(sum(pool.map(len, [response, ground_truth])))
+
+
+def terminates_its_child(response: str, ground_truth: str, extra: dict) -> float:
+    """A sandbox that stops its child process with ``terminate()`` (SIGTERM) and waits for it."""
+    import multiprocessing
+    import time
+
+    child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(60,))
+    child.start()
+    child.terminate()
+    child.join()
+    return 1.0 if child.exitcode == -15 else 0.0

@@ -277,3 +277,20 @@ def test_workers_a_thread_started_end_with_the_trainer_not_with_the_thread(tmp_p
         for pid in left:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("fn", ["runs_a_multiprocessing_pool", "terminates_its_child"])
+def test_a_reward_function_may_terminate_the_processes_it_forks(fn: str) -> None:
+    """A forked child inherited the worker's SIGTERM handler, which killed the worker's whole group
+    (reported as "killed by SIGKILL (out of memory?)"), or lost the signal when it came before the
+    child first ran (the pool waited for it past the deadline)."""
+    from dapo.config.schema import RewardConfig
+    from dapo.rewards.scorer import RewardScorer
+
+    cfg = RewardConfig(functions=[{"path": f"{FNS}:{fn}"}], num_workers=2, timeout_s=30.0)
+    with RewardScorer(cfg) as scorer:
+        results = scorer.score([f"Answer: {i}" for i in range(12)], ["1"] * 12)
+        assert (scorer.num_errors, scorer.num_timeouts) == (0, 0)
+    assert not any(result.failed for result in results)
+    if fn == "terminates_its_child":
+        assert all(result.extra[f"{fn}/score"] == 1.0 for result in results)  # the child ended by SIGTERM

@@ -247,21 +247,51 @@ def end_everything_below(*_: object) -> None:
     os._exit(1)  # (not reached: the group's SIGKILL ends this process)
 
 
+_masks_at_fork: list[set[signal.Signals]] = []
+
+
+def _hold_sigterm_over_fork() -> None:
+    """(before fork) SIGTERM is held back across the fork: a child forked with this process's
+    handler, which its interpreter clears a signal for on start, lost one sent before it first ran
+    (``Pool.terminate()`` right after ``Pool()`` on busy cores: the child lived on, the pool hung)."""
+    _masks_at_fork.append(signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM}))
+
+
+def _release_sigterm_in_parent() -> None:
+    signal.pthread_sigmask(signal.SIG_SETMASK, _masks_at_fork.pop())
+
+
+def _default_sigterm_in_child() -> None:
+    """(after fork, in the child) SIGTERM's default action, then the signal let through: one sent
+    while it was held ends the child, as it would outside dapo."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, _masks_at_fork.pop())
+
+
 def die_with_parent(parent_pid: int, by_a_thread: bool = False) -> None:
     """Linux: get SIGTERM, handled by :func:`end_everything_below`, when process ``parent_pid``
     (this one's parent) dies, however it dies; exit now if it already has. Python runs the handler
     between two bytecodes: a task stuck in C code that holds the GIL delays it in a worker, never
     in its keeper, which waits in waitpid(). ``by_a_thread``: started by a thread other than the
     parent's main thread, whose end (the parent living on) sends the signal too (then ignored:
-    it comes again when the process ends)."""
+    it comes again when the process ends). A child forked from this process without exec (a
+    reward function's ``multiprocessing`` pool) inherits the handler: there SIGTERM (``Pool``'s
+    ``terminate()``) ends that child alone, as it would outside dapo, not the worker's group."""
     if not sys.platform.startswith("linux"):
         return
+    installed_in = os.getpid()
 
     def on_sigterm(*_: object) -> None:
+        if os.getpid() != installed_in:  # a forked child: the default action, on itself only
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
         if not by_a_thread or os.getppid() != parent_pid:
             end_everything_below()
 
     signal.signal(signal.SIGTERM, on_sigterm)
+    os.register_at_fork(before=_hold_sigterm_over_fork, after_in_parent=_release_sigterm_in_parent,
+                        after_in_child=_default_sigterm_in_child)
     with contextlib.suppress(Exception):
         import ctypes
 

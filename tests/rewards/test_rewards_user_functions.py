@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -149,6 +151,18 @@ def test_acc_takes_bools_and_exact_ones_and_zeros(acc: object, verdict: bool) ->
     from dapo.rewards.user_functions import normalize_return
 
     assert normalize_return({"score": 0.5, "acc": acc}) == (0.5, verdict, {})
+
+
+@pytest.mark.parametrize(("value", "score"), [(Decimal("0.25"), 0.25), (Fraction(1, 4), 0.25), (np.float64(0.25), 0.25),
+                                              ({"score": Decimal("1.5"), "x": Decimal("2")}, 1.5)])
+def test_exact_and_numpy_numbers_are_scores(value: object, score: float) -> None:
+    """A Decimal (a judge's exact arithmetic) is a number, as a Fraction is: it was refused as
+    "a Decimal, not a number"; Decimal("NaN") still is not a finite one."""
+    from dapo.rewards.user_functions import normalize_return
+
+    assert normalize_return(value)[0] == score
+    with pytest.raises(TypeError, match="not a finite number"):
+        normalize_return(Decimal("NaN"))
 
 
 def test_import_error_fails_before_training() -> None:

@@ -17,6 +17,7 @@ import inspect
 import math
 import os
 from collections.abc import Callable
+from decimal import Decimal
 from numbers import Real
 from pathlib import Path
 from typing import Any
@@ -120,7 +121,7 @@ def _finite_number(value: Any, what: str) -> float:
             value = value.item()
         except Exception as exc:
             raise TypeError(f"{what} is a {type(value).__name__} that is not a scalar") from exc
-    if isinstance(value, Real):  # bool counts: True is 1.0
+    if isinstance(value, Real | Decimal):  # bool counts: True is 1.0; Decimal is no numbers.Real
         number = float(value)
         if math.isfinite(number):
             return number

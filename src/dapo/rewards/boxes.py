@@ -27,6 +27,7 @@ from dapo.rewards.hedges import (
     without_bare_remark,
 )
 from dapo.rewards.inequalities import is_inequality_disjunction, is_or
+from dapo.rewards.later_hedges import hedged_later
 from dapo.rewards.number_forms import (
     remark_changes_the_number,
     restates,
@@ -34,7 +35,7 @@ from dapo.rewards.number_forms import (
     value_of,
 )
 from dapo.rewards.reasons import without_reason
-from dapo.rewards.remark_words import APPROXIMATION_WORDS, NAME, OR_ADVERBS
+from dapo.rewards.remark_words import NAME, OR_ADVERBS
 from dapo.rewards.restatements import after_its_noun
 from dapo.rewards.units import unit_remark_changes
 
@@ -64,9 +65,6 @@ _VALUE_AFTER = re.compile(
 # An estimate's words with no value: "\\boxed{34} or so", "give or take", "more or less" (bracketed or not).
 _ESTIMATE_AFTER = re.compile(r"[\s$,(]{0,8}(?:or\s{1,3}so|give\s{1,3}or\s{1,3}take|more\s{1,3}or\s{1,3}less)(?![A-Za-z])",
                              re.IGNORECASE)
-# A remark in brackets that is nothing but an approximation word: "\\boxed{34} (approximately)", "(ca.)".
-_ESTIMATE_REMARK = re.compile(r"\s{0,3}(?:" + APPROXIMATION_WORDS.format(extra="|ca|est|estimated", signs="~")
-                              + r")\s{0,3}", re.IGNORECASE)
 # Between two chained boxes: spacing and math delimiters, dropped before looking for a separator.
 _GAP_NOISE = re.compile(r"\\(?:quad|qquad|[,;: ()\[\]])|[\s$.]")
 _LIST_SEPARATOR = re.compile(r"[,;]|(?<![A-Za-z])(?:and|or)(?![A-Za-z])", re.IGNORECASE)
@@ -80,7 +78,10 @@ _CONTINUED_AFTER = re.compile(
     r"|\{(?! {0,3}(?:\}|\\(?:text|textrm|mathrm|mbox|[,;]|quad)(?![A-Za-z])))"  # not "{}", "{\\text{ cm}}"
     r"| {0,3}(?:\^(?! {0,3}\{? {0,3}(?:\\(?:circ|prime)(?![A-Za-z])|(?:\\(?:text|textrm|mathrm)\{ {0,3})?(?:th|st|nd|rd)"
     r"(?![A-Za-z])))|\\(?:sqrt|times|cdot|div|pi|d?frac|pm|mp)(?![A-Za-z])|±"
-    r"|[+\-*/] {0,3}(?:[0-9]|\\(?:d?frac|sqrt|pi)(?![A-Za-z])))")
+    r"|[+\-*/–—‒] {0,3}\$? {0,3}(?:[0-9]|\\(?:d?frac|sqrt|pi)(?![A-Za-z]))"
+    r"|_ {0,3}(?!\{ {0,3}10 {0,3}\}|10(?![0-9]))[{0-9A-Za-z])")  # "\\boxed{34}_8": another base ("_{10}" is ten)
+# ... and, past the math's close, a slash or dash before another number: "$\\boxed{34}$ / $35$", "$\\boxed{34}$–35".
+_VALUE_PAST_MATH = re.compile(r"\$ {0,3}(?:[/–—‒]|-{1,3}) {0,3}\$? {0,3}[+-]?[0-9]")
 # LaTeX's spaces (thin, medium, thick, a control space, a tie, \\quad), read as the blank they show,
 # and an empty group, which shows nothing: what follows a box is judged as if they were not there
 _LATEX_SPACE = re.compile(r"\\[,;: ]|~|\\q?quad(?![A-Za-z])")
@@ -123,7 +124,8 @@ def from_last_box(text: str) -> Extracted | None:
     items = _chained_items(text[line_start:start], boxes, answer)
     qualified = stated is None or offers_another_before(text[line_start:start])  # "$35$ or \boxed{34}"
     after = text[span[1] : span[1] + _MAX_AFTER_CHARS].split("\n", 1)[0]
-    qualified = qualified or changed_after(after, answer, list(items) or answer_items(answer))
+    qualified = (qualified or changed_after(after, answer, list(items) or answer_items(answer))
+                 or hedged_later(text[span[1] :], answer))  # "\\boxed{34}. Maybe 35."
     if qualified:  # "\boxed{34} or 35", "\boxed{34}^2", "\boxed{34, 5} (or 35)": not the whole answer
         candidates = max(candidates, 2)
     return Extracted(answer, candidates=candidates, items=items, qualified=qualified)
@@ -178,7 +180,7 @@ def changed_after(after: str, answer: str, stated: list[str] | None = None) -> b
     value = value_of(answer) if tail and not is_list else None  # nothing after the box: not computed
     if alternative_is_the_value(tail, answer, value) is False:
         return True  # "\\boxed{2} or e^2", "\\boxed{2}, otherwise 35": a value _ALTERNATIVE_AFTER does not name
-    if _CONTINUED_AFTER.match(after):
+    if _CONTINUED_AFTER.match(after) or _VALUE_PAST_MATH.match(after):
         return True
     words = _TEXT_OPENING.sub(" ", after).replace("{", " ")  # "\\boxed{34}{\\text{ thousand}}" too
     if starts_with_scale_word(words):  # "\\boxed{34} thousand", as "$34$ thousand"
@@ -191,8 +193,8 @@ def changed_after(after: str, answer: str, stated: list[str] | None = None) -> b
         return nested is not None and alternative_is_the_value(nested.group(1), answer, value) is False
     if is_list and stated is not None:
         changes = list_remark_changes(remark.group(1), stated)
-    else:  # "(roughly)", "(approximately)": the box is an estimate, as in ", roughly" without brackets
-        changes = remark_changes_the_number(remark.group(1), answer) or bool(_ESTIMATE_REMARK.fullmatch(remark.group(1)))
+    else:
+        changes = remark_changes_the_number(remark.group(1), answer)
     if changes or remark.re is not _REMARK_AFTER or remark.string is not after:
         return changes
     return changed_after(after[remark.end():], original, stated)  # "\\boxed{34} (34 ways) 35": read on past the remark

@@ -30,6 +30,7 @@ process for that reason).
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from dapo.rewards.alternatives import alternative_is_the_value
 from dapo.rewards.answer_line_boxes import from_line_box, without_boxed_reason
@@ -48,6 +49,7 @@ from dapo.rewards.boxes import (
 from dapo.rewards.counts import item_count
 from dapo.rewards.hedges import bare_remark_changes, list_tail_changes, restates_list
 from dapo.rewards.inequalities import is_inequality_disjunction
+from dapo.rewards.later_hedges import hedged_later
 from dapo.rewards.number_forms import restates, starts_with_scale_word, value_of
 from dapo.rewards.reasons import REASON_WORD, without_reason
 from dapo.rewards.restatements import THAT, after_its_noun, one_value_segments, restating_that
@@ -178,9 +180,11 @@ def _from_answer_line(text: str) -> Extracted | None:
     anchor = _last_answer_anchor(text)
     if anchor is None:
         return None
-    start = _answer_line_start(text, anchor)
-    line = text[start : _answer_line_end(text, anchor)][:_MAX_LINE_CHARS]
-    return _clean_line(line.replace("\n", " "))
+    start, end = _answer_line_start(text, anchor), _answer_line_end(text, anchor)
+    extracted = _clean_line(text[start:end][:_MAX_LINE_CHARS].replace("\n", " "))
+    if extracted is not None and hedged_later(text[end:], extracted.text):  # "Alternatively, 35." below it
+        return replace(extracted, candidates=max(extracted.candidates, 2), qualified=True)
+    return extracted
 
 
 def _clean_line(line: str) -> Extracted | None:

@@ -9,7 +9,8 @@ right side). Each is a different answer, or none, so each is wrong here:
   (the expression was never finished). Not a sign in a power or index (``0^+``, ``a_-``), and not
   when the ground truth ends in one too (a grade ``B+``).
 - a *bare relation*: the answer opens with ``<``, ``>``, ``\\le``, ``\\ge``, ``\\neq``, ``\\approx``,
-  ``\\sim`` or their Unicode signs; it bounds or approximates a value (``\\approx 34`` is "about 34",
+  ``\\sim``, ``\\lesssim``, ``\\ll``, ``\\succeq``, ``\\propto``, ``\\in`` and their kin, their Unicode signs or
+  an estimate's word (``approx. 34``, ``ca. 34``); it bounds or approximates a value (``\\approx 34`` is "about 34",
   not 34). Not a vector ``<1, 2>``, and not when the ground truth opens with a relation too.
   Math-verify accepts ``\\approx 34``; we do not, as for ``\\ge 34``. ``x \\approx 34`` (a name
   on the left) is kept as math-verify reads it: its own test suite counts ``x\\approx11`` right.
@@ -54,7 +55,9 @@ _DANGLING = re.compile(r"(?<![\^_{])(?:[+\-*/=^_<>≤≥≠≈±∓×÷·]"
                        r"|\\(?:times|cdot|div|pm|mp|le|leq|ge|geq|lt|gt|neq?|approx|sim|simeq|leqslant|geqslant)"
                        r"(?![A-Za-z]))$")
 _OPENING_RELATION = re.compile(r"(?:[<>≤≥≠≈∼]|\\(?:le|leq|ge|geq|lt|gt|neq?|approx|sim|simeq|thickapprox"
-                               r"|leqslant|geqslant)(?![A-Za-z]))")
+                               r"|leqslant|geqslant|lesssim|gtrsim|ll|gg|prec|succ|preceq|succeq|propto|in|cong)(?![A-Za-z])"
+                               r"|(?:approx|approximately|about|around|roughly|nearly|almost|circa|ca)(?![A-Za-z])\.?)",
+                               re.IGNORECASE)
 # What the left side of an equation on one variable may hold besides the letter.
 _ARITHMETIC_COMMANDS = re.compile(r"\\(?:cdot|times|d?frac|sqrt|left|right)(?![A-Za-z])")
 _EXPRESSION = re.compile(r"[A-Za-z0-9+\-*/^{}().]{1,60}")

@@ -27,7 +27,7 @@ from dapo.rewards.approximations import APPROXIMATELY, is_rounding_of, real_valu
 from dapo.rewards.counts import counts_the_derivation, item_count, stated_count
 from dapo.rewards.exact_numbers import exact_rational
 from dapo.rewards.loose_roundings import restates_value
-from dapo.rewards.remark_words import NAME, OR_ADVERBS, RESTATING_WORDS
+from dapo.rewards.remark_words import APPROXIMATION_WORDS, NAME, OR_ADVERBS, RESTATING_WORDS
 from dapo.rewards.restatements import constant_remark_changes, letters_end_a_value
 from dapo.rewards.unit_suffix import (
     ARITHMETIC,
@@ -126,8 +126,15 @@ _OPENS_WITH_A_NUMBER = re.compile(r"\s{0,3}[$]?\s{0,3}[+\-\u2212]?[0-9]")
 _RESTATED_AS = re.compile(r"\s*(?:(?:" + RESTATING_WORDS + r")(?![A-Za-z])|=)"
                           r"[\s,$({]{0,8}[+\-\u2212]?[0-9]", re.IGNORECASE)
 # ... or that is only a bound, as "$34$ or more" is: "(or more)", "(at least)"; not "(at most 2 per row)".
-_BOUNDS_IT = re.compile(r"\s*(?:or\s+(?:more|less|fewer|greater|higher|lower|above|below|over|under)|at\s+(?:least|most))"
-                        r"[\s.!]*$", re.IGNORECASE)
+_BOUNDS_IT = re.compile(r"\s*(?:or\s+(?:more|less|fewer|greater|higher|lower|above|below|over|under)|at\s+(?:least|most)"
+                        r"|(?:an?\s+)?(?:lower|upper)\s+(?:bound|limit)|(?:a\s+)?bound)[\s.!]*$", re.IGNORECASE)
+# ... or that is nothing but an estimate's word: the answer is an estimate ("(approximately)", "(roughly)",
+# "(approx.)", "(rounded)", "(estimate)"), as in ", roughly" without brackets.
+_ESTIMATE_REMARK = re.compile(r"\s{0,3}(?:" + APPROXIMATION_WORDS.format(extra="|ca|est|estimated|estimate|rounded", signs="~")
+                              + r")\s{0,3}", re.IGNORECASE)
+# ... or that hedges before another number: "(alt. 35)", "(not sure, could be 35)", "(I also got 35)", "(hmm, 35)".
+_UNSURE = re.compile(r"\s*(?:alt\.?|alternative(?:ly)?|hmm+|not\s{1,3}sure|unsure|(?:i\s{1,3})?(?:also|first)\s{1,3}got)"
+                     r"(?![A-Za-z])[^0-9]{0,40}[0-9]", re.IGNORECASE)
 # ... or that ends in a value after a colon: "(n odd: 35)", "(if n = 2: 35)", "(units: 10^3)".
 _ENDS_WITH_A_VALUE = re.compile(r":\s{0,3}\$?\s{0,3}[+\-\u2212]?[0-9][0-9.,^{} ]{0,40}\$?\s{0,3}$")
 # A remark that opens with a scale word changes the number: "(in thousands)", "(millions)"; "(one
@@ -183,7 +190,8 @@ def remark_changes_the_number(remark: str, answer: str = "") -> bool:
     return (_ANOTHER_ANSWER.match(remark) is not None or _OPENS_WITH_A_NUMBER.match(remark) is not None
             or _MULTIPLIES_IT.match(remark) is not None or _ENDS_WITH_A_VALUE.search(remark) is not None
             or _RESTATED_AS.match(remark) is not None
-            or _BOUNDS_IT.match(remark) is not None or starts_with_scale_word(remark))
+            or _BOUNDS_IT.match(remark) is not None or starts_with_scale_word(remark)
+            or _ESTIMATE_REMARK.fullmatch(remark) is not None or _UNSURE.match(remark) is not None)
 
 
 def only_restates(answer: str, text: str) -> bool:

@@ -1,5 +1,6 @@
 """Unicode mathematics as LaTeX: a model may write ``34·2``, ``34²``, ``2√3`` or ``x₁``, and
-math-verify stops reading at the first symbol it does not know (``34·2`` was read as 34)."""
+math-verify stops reading at the first symbol it does not know (``34·2`` was read as 34). A symbol
+still unknown after this is left for :mod:`~dapo.rewards.unread` to find."""
 
 from __future__ import annotations
 
@@ -7,7 +8,13 @@ import re
 
 _UNICODE_OPERATORS = {"×": "\\times ", "·": "\\cdot ", "⋅": "\\cdot ", "∙": "\\cdot ", "÷": "\\div ",
                       "±": "\\pm ", "∓": "\\mp ", "π": "\\pi ", "∞": "\\infty ", "≈": "\\approx ",
-                      "≤": "\\leq ", "≥": "\\geq ", "≠": "\\neq "}
+                      "≤": "\\leq ", "≥": "\\geq ", "≠": "\\neq ", "⩽": "\\leq ", "⩾": "\\geq ",
+                      "≲": "\\lesssim ", "≳": "\\gtrsim ", "≃": "\\simeq ", "≅": "\\cong ", "∝": "\\propto ",
+                      "∈": "\\in ", "∪": "\\cup ", "∩": "\\cap ", "∅": "\\emptyset ", "→": "\\to ", "⁄": "/", "…": "\\ldots ", "−": "-", "－": "-",
+                      # full-width and ideographic punctuation (a model writing Chinese): "34，35" is a list,
+                      # "34或35" a hedge ("or"); quotation marks around an answer show it, nothing more
+                      "，": ", ", "、": ", ", "；": "; ", "：": ": ", "（": "(", "）": ")", "或": " or ",
+                      "“": "", "”": "", "‘": "", "’": "", "«": "", "»": ""}
 _SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁽⁾ⁿ", "0123456789+-()n")
 _SUBSCRIPTS = str.maketrans("₀₁₂₃₄₅₆₇₈₉₊₋₍₎", "0123456789+-()")
 # a power of a number or bracket ("34²", "10⁶", "(x+1)²"); after a letter it is left alone: "m²" is

@@ -70,6 +70,7 @@ from dapo.rewards.number_forms import canonical_integer, without_closing_remark
 from dapo.rewards.restatements import items_after_count
 from dapo.rewards.unicode_math import unicode_math_to_latex
 from dapo.rewards.units import in_dollars, units_differ
+from dapo.rewards.unread import unread_part
 
 DEFAULT_MAX_RESPONSE_CHARS = 20000
 PRED_DISPLAY_CHARS = 100
@@ -198,8 +199,8 @@ def prepare(
         extracted = replace(extracted, text=listed)
     extracted = replace(extracted, text=name_first(extracted.text),  # "34 = x" is read as "x = 34"
                         items=tuple(name_first(item) for item in extracted.items))
-    if any(states_no_value(item, gold) for item in extracted.items or (extracted.text,)):
-        return Prepared(pred=extracted.text, ground_truth=gold, verdict=False)  # "34 +", "\\approx 34", "x^2=34"
+    if any(states_no_value(item, gold) or unread_part(item, gold) for item in extracted.items or (extracted.text,)):
+        return Prepared(pred=extracted.text, ground_truth=gold, verdict=False)  # "34 +", "\\approx 34", "34–35"
     as_sets = _as_sets_of_reals(extracted, gold)
     if as_sets is not None:  # "x<-1 or x>2", "x > 2" for (2,\infty): sets of reals, not hedges or lists
         return as_sets

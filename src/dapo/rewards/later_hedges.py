@@ -1,0 +1,55 @@
+"""A second answer offered after the final one, in the sentence or on the line that follows it.
+
+Only the answer's own line was read for a hedge, and a period ended it (``\\boxed{34}. 35 was my
+first guess`` offers nothing), so a policy could state its answer, then hedge past a full stop or a
+line break: ``\\boxed{34}. Maybe 35.``, ``\\boxed{34}. Actually, it's 35.``, ``\\boxed{34}; 35 is also
+possible.``, ``Answer: 34`` then ``Alternatively, 35.`` on the next line. Each was right for 34; each
+offers another value now, so the answer is hedged (wrong) unless that value restates it
+(``\\boxed{34}. Or, written out, 34.0``). What is read, at most :data:`_MAX_CHARS` after the answer:
+the rest of its sentence and the first sentence after it, on the same line or the next non-blank one:
+
+- a sentence that opens with a hedge's word (``maybe``, ``perhaps``, ``possibly``, ``alternatively``,
+  ``or``, ``actually``, ``otherwise``, ``wait``, ``hmm``) and ends, a few words on, in a number (``Wait,
+  let me check: 2 \\cdot 17 = 34`` is a check, not another answer);
+- a sentence that opens with a number said to be possible, correct or an answer too (``35 is also
+  possible``, ``35 could be right``, ``35 works too``).
+
+String scanning of bounded length: linear, safe in the parent process.
+"""
+
+from __future__ import annotations
+
+import re
+
+from dapo.rewards.number_forms import restates
+
+_MAX_CHARS = 300
+_NUMBER = r"[+\-\u2212]?[0-9][0-9.,]{0,40}"
+_HEDGE_OPENING = re.compile(
+    r"[\s$*]{0,8}(?:(?:maybe|perhaps|possibly|alternatively|or|actually|otherwise|wait|hmm+)(?![A-Za-z])"
+    r"[^0-9.;!?\n]{0,24}?(?P<hedged>" + _NUMBER + r")\$?\s{0,3}(?:[.;!?\n]|$)"
+    r"|\$?(?P<offered>" + _NUMBER + r")\$?\s{1,3}(?:is|are|could|might|may|would|works?)(?![A-Za-z])"
+    r"[^.;!?\n0-9]{0,24}?(?:possible|correct|valid|right|an?\s{1,3}(?:option|answer|possibility)|too|as\s+well)"
+    r"(?![A-Za-z]))", re.IGNORECASE)
+# Where a sentence after the answer may start: past a full stop, semicolon or the like, or a line break.
+_SENTENCE_BREAK = re.compile(r"[.;!?。](?=[\s$*])|\n+")
+
+
+def hedged_later(after: str, answer: str) -> bool:
+    """Whether ``after``, the text right after the final ``answer`` (past its box or its line), offers
+    another value in the sentence that follows (module rules)."""
+    after = after[:_MAX_CHARS]
+    starts = [0]
+    for brk in _SENTENCE_BREAK.finditer(after):
+        starts.append(brk.end())
+        if "\n" in brk.group(0) and after[brk.end() :].strip():
+            break  # the first sentence of the next non-blank line is the last one read
+        if len(starts) == 3:
+            break
+    for start in starts:
+        hedge = _HEDGE_OPENING.match(after, start)
+        if hedge is not None:
+            value = (hedge.group("hedged") or hedge.group("offered")).rstrip(".,")
+            if not restates(answer, value):
+                return True
+    return False

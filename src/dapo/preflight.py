@@ -38,6 +38,7 @@ from dapo.config.training import heads_split_problem
 from dapo.errors import UserError
 from dapo.hardware import warn_about_cpu_bf16
 from dapo.model_context import model_context
+from dapo.near_miss import near_miss
 from dapo.user_code import is_file_location
 
 WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin", "*.safetensors.index.json", "pytorch_model.bin.index.json")
@@ -92,6 +93,8 @@ def model_problems(cfg: DAPOConfig) -> list[str]:
                 + _heads_problems(recipe.num_heads, recipe.num_kv_heads, where, cfg))
     model_dir = Path(m.path).expanduser()
     if not model_dir.is_dir():
+        if (near := near_miss(model_dir)) is not None:  # "step-2" for a checkpoint "step-000002"
+            return [f"model.path={m.path!r} is not a local directory: did you mean {str(near)!r}?"]
         return [f"model.path={m.path!r} is not a local directory (dapo-rl never downloads at run time: "
                 "download the model first, e.g. `hf download Qwen/Qwen2.5-0.5B --local-dir DIR`)"]
     problems = []

@@ -18,6 +18,21 @@ def test_a_mistyped_model_path_is_named_with_the_missing_held_out_data(tmp_path,
     assert "step-00002' is not a local directory" in err and "data.eval_files is empty" in err
 
 
+@pytest.mark.parametrize(("typed", "meant"), [("step-2", "step-000002"), ("step-00020", "step-000020"),
+                                              ("stpe-000002", "step-000002"), ("step-12", None), ("step-102", None)])
+def test_a_mistyped_checkpoint_is_matched_to_the_one_beside_it(tmp_path, capsys, typed, meant):
+    """A step number short of its zeros, or misspelt, names the checkpoint that is there; one that
+    is not there names none (step-12 is not step-102)."""
+    for step in ("step-000002", "step-000020", "step-000120"):
+        (tmp_path / "checkpoints" / step).mkdir(parents=True)
+    assert main(["eval", str(tmp_path / "checkpoints" / typed)]) == 2
+    err = capsys.readouterr().err
+    if meant is None:
+        assert "did you mean" not in err and "not a local directory" in err
+    else:
+        assert f"did you mean '{tmp_path / 'checkpoints' / meant}'" in err
+
+
 @pytest.fixture()
 def eval_into(tmp_path: Path) -> tuple[list[str], Path]:
     """`dapo eval` arguments for a tiny model and a one-problem file, saving into the (empty) directory

@@ -1,0 +1,22 @@
+"""The path a mistyped one meant: ``dapo eval run/checkpoints/step-2`` for ``step-000002``."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+
+
+def near_miss(path: Path) -> Path | None:
+    """The directory beside ``path`` with the same numbers in its name and a close spelling
+    (``step-2``: ``step-000002``; not ``step-102``), if there is one."""
+    if not path.parent.is_dir():
+        return None
+
+    def numbers(name: str) -> list[int]:
+        return [int(digits) for digits in re.findall(r"[0-9]{1,30}", name)]
+
+    same_numbers = [child.name for child in path.parent.iterdir()
+                    if child.is_dir() and numbers(child.name) == numbers(path.name)][:10_000]
+    close = difflib.get_close_matches(path.name, same_numbers, n=1, cutoff=0.6)
+    return path.parent / close[0] if close else None

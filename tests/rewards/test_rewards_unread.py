@@ -97,6 +97,7 @@ CASES: list[tuple[str, str, bool]] = [
     (boxed("$\\boxed{34}$. Maybe that is why 2 \\cdot 17 = 34 works."), "34", True),
     (answer("34\n\nWait, let me check: 2 \\cdot 17 = 34, so it holds."), "34", True),
     (answer("34\n\nActually, 34 is the only value."), "34", True),
+    (answer("34\n\nActually, check n = 5."), "34", True),
     (answer("34\n\nThat is all.\n\nOr 35."), "34", True),  # a sentence past the next one is not read
     (boxed("$\\boxed{34}_{10}$"), "34", True),
 ]

@@ -10,7 +10,7 @@ the rest of its sentence and the first sentence after it, on the same line or th
 
 - a sentence that opens with a hedge's word (``maybe``, ``perhaps``, ``possibly``, ``alternatively``,
   ``or``, ``actually``, ``otherwise``, ``wait``, ``hmm``) and ends, a few words on, in a number (``Wait,
-  let me check: 2 \\cdot 17 = 34`` is a check, not another answer);
+  let me check: 2 \\cdot 17 = 34`` and ``Actually, check n = 5.`` are checks, not other answers);
 - a sentence that opens with a number said to be possible, correct or an answer too (``35 is also
   possible``, ``35 could be right``, ``35 works too``).
 
@@ -27,7 +27,7 @@ _MAX_CHARS = 300
 _NUMBER = r"[+\-\u2212]?[0-9][0-9.,]{0,40}"
 _HEDGE_OPENING = re.compile(
     r"[\s$*]{0,8}(?:(?:maybe|perhaps|possibly|alternatively|or|actually|otherwise|wait|hmm+)(?![A-Za-z])"
-    r"[^0-9.;!?\n]{0,24}?(?P<hedged>" + _NUMBER + r")\$?\s{0,3}(?:[.;!?\n]|$)"
+    r"[^0-9.;!?\n=]{0,24}?(?P<hedged>" + _NUMBER + r")\$?\s{0,3}(?:[.;!?\n]|$)"
     r"|\$?(?P<offered>" + _NUMBER + r")\$?\s{1,3}(?:is|are|could|might|may|would|works?)(?![A-Za-z])"
     r"[^.;!?\n0-9]{0,24}?(?:possible|correct|valid|right|an?\s{1,3}(?:option|answer|possibility)|too|as\s+well)"
     r"(?![A-Za-z]))", re.IGNORECASE)

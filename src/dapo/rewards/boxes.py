@@ -37,6 +37,7 @@ from dapo.rewards.number_forms import (
 from dapo.rewards.reasons import without_reason
 from dapo.rewards.remark_words import NAME, OR_ADVERBS
 from dapo.rewards.restatements import after_its_noun
+from dapo.rewards.unicode_math import unicode_math_to_latex
 from dapo.rewards.units import unit_remark_changes
 
 BOX_COMMANDS = ("\\boxed", "\\fbox")
@@ -78,10 +79,9 @@ _CONTINUED_AFTER = re.compile(
     r"|\{(?! {0,3}(?:\}|\\(?:text|textrm|mathrm|mbox|[,;]|quad)(?![A-Za-z])))"  # not "{}", "{\\text{ cm}}"
     r"| {0,3}(?:\^(?! {0,3}\{? {0,3}(?:\\(?:circ|prime)(?![A-Za-z])|(?:\\(?:text|textrm|mathrm)\{ {0,3})?(?:th|st|nd|rd)"
     r"(?![A-Za-z])))|\\(?:sqrt|times|cdot|div|pi|d?frac|pm|mp)(?![A-Za-z])|±"
-    r"|[+\-*/–—‒] {0,3}\$? {0,3}(?:[0-9]|\\(?:d?frac|sqrt|pi)(?![A-Za-z]))"
-    r"|_ {0,3}(?!\{ {0,3}10 {0,3}\}|10(?![0-9]))[{0-9A-Za-z])")  # "\\boxed{34}_8": another base ("_{10}" is ten)
+    r"|[+\-*/] {0,3}(?:[0-9]|\\(?:d?frac|sqrt|pi)(?![A-Za-z]))|[–‒][0-9])")  # "\\boxed{34}–35": a range
 # ... and, past the math's close, a slash or dash before another number: "$\\boxed{34}$ / $35$", "$\\boxed{34}$–35".
-_VALUE_PAST_MATH = re.compile(r"\$ {0,3}(?:[/–—‒]|-{1,3}) {0,3}\$? {0,3}[+-]?[0-9]")
+_VALUE_PAST_MATH = re.compile(r"\$ {0,3}(?:/ {0,3}\$ {0,3}|[–‒]|-{1,3})[+-]?[0-9]")
 # LaTeX's spaces (thin, medium, thick, a control space, a tie, \\quad), read as the blank they show,
 # and an empty group, which shows nothing: what follows a box is judged as if they were not there
 _LATEX_SPACE = re.compile(r"\\[,;: ]|~|\\q?quad(?![A-Za-z])")
@@ -155,6 +155,7 @@ def changed_after(after: str, answer: str, stated: list[str] | None = None) -> b
     with no "or" is another answer too (``\\boxed{34}; 35``, ``\\boxed{34}, maybe 35``), so are an estimate's words
     (``\\boxed{34} or so``, ``(approximately)``), and past a remark that restates the box the line is read on
     (``\\boxed{34} (34 ways) 35``)."""
+    after = unicode_math_to_latex(after)  # "\\boxed{34} （或 35）", "\\boxed{34} ≈ 35"
     after = _EMPTY_GROUP.sub("", _LATEX_SPACE.sub(" ", _LINE_BREAK.sub("; ", after)))  # "\\boxed{34}\\,000"
     after = _BRACKET_REMARK.sub(r"\1(\2)", _MATH_CLOSING.sub(r"\1$", after, count=1), count=1)  # "[or 35]": "(or 35)"
     original = answer

@@ -56,7 +56,7 @@ _DANGLING = re.compile(r"(?<![\^_{])(?:[+\-*/=^_<>≤≥≠≈±∓×÷·]"
                        r"(?![A-Za-z]))$")
 _OPENING_RELATION = re.compile(r"(?:[<>≤≥≠≈∼]|\\(?:le|leq|ge|geq|lt|gt|neq?|approx|sim|simeq|thickapprox"
                                r"|leqslant|geqslant|lesssim|gtrsim|ll|gg|prec|succ|preceq|succeq|propto|in|cong)(?![A-Za-z])"
-                               r"|(?:approx|approximately|about|around|roughly|nearly|almost|circa|ca)(?![A-Za-z])\.?)",
+                               r"|(?:approx|approximately|about|around|roughly|nearly|almost|circa)(?![A-Za-z])\.?|(?-i:ca\.))",
                                re.IGNORECASE)
 # What the left side of an equation on one variable may hold besides the letter.
 _ARITHMETIC_COMMANDS = re.compile(r"\\(?:cdot|times|d?frac|sqrt|left|right)(?![A-Za-z])")

@@ -5,14 +5,16 @@ first guess`` offers nothing), so a policy could state its answer, then hedge pa
 line break: ``\\boxed{34}. Maybe 35.``, ``\\boxed{34}. Actually, it's 35.``, ``\\boxed{34}; 35 is also
 possible.``, ``Answer: 34`` then ``Alternatively, 35.`` on the next line. Each was right for 34; each
 offers another value now, so the answer is hedged (wrong) unless that value restates it
-(``\\boxed{34}. Or, written out, 34.0``). What is read, at most :data:`_MAX_CHARS` after the answer:
+(``\\boxed{34}. Or, written out, 34.0``, ``\\boxed{2\\sqrt{3}}. Or approximately 3.46.``). What is read, at most :data:`_MAX_CHARS` after the answer:
 the rest of its sentence and the first sentence after it, on the same line or the next non-blank one:
 
 - a sentence that opens with a hedge's word (``maybe``, ``perhaps``, ``possibly``, ``alternatively``,
-  ``or``, ``actually``, ``otherwise``, ``wait``, ``hmm``) and ends, a few words on, in a number (``Wait,
-  let me check: 2 \\cdot 17 = 34`` and ``Actually, check n = 5.`` are checks, not other answers);
+  ``or``, ``actually``, ``otherwise``, ``wait``, ``hmm``, ``but``, ``however``, ``it``) and ends in a
+  number with nothing between them but words that name nothing else (``it's``, ``could also be``, ``the
+  answer is``): ``Wait, check step 3.``, ``Alternatively, by Lemma 2.`` and ``Actually, check n = 5.``
+  are checks, not other answers;
 - a sentence that opens with a number said to be possible, correct or an answer too (``35 is also
-  possible``, ``35 could be right``, ``35 works too``).
+  possible``, ``However, 35 is also possible``, ``35 works too``).
 
 String scanning of bounded length: linear, safe in the parent process.
 """
@@ -21,14 +23,20 @@ from __future__ import annotations
 
 import re
 
+from dapo.rewards.approximations import is_rounding_of, real_value
 from dapo.rewards.number_forms import restates
 
 _MAX_CHARS = 300
 _NUMBER = r"[+\-\u2212]?[0-9][0-9.,]{0,40}"
+# Words between a hedge's opening and its number that name nothing else: "Actually, it's 35.",
+# "Or it could also be 35.", "Maybe the answer is 35 instead." ("Wait, check step 3." names a step).
+_FILLER = (r"(?:[\s,:$]|(?:it'?s|it|is|was|be|could|might|may|would|also|possibly|perhaps|maybe|probably|the"
+           r"|(?:final\s+)?answer|approximately|about|roughly|approx\.?|as\s+a\s+decimal|in\s+decimal\s+form)(?![A-Za-z]))")
 _HEDGE_OPENING = re.compile(
-    r"[\s$*]{0,8}(?:(?:maybe|perhaps|possibly|alternatively|or|actually|otherwise|wait|hmm+)(?![A-Za-z])"
-    r"[^0-9.;!?\n=]{0,24}?(?P<hedged>" + _NUMBER + r")\$?\s{0,3}(?:[.;!?\n]|$)"
-    r"|\$?(?P<offered>" + _NUMBER + r")\$?\s{1,3}(?:is|are|could|might|may|would|works?)(?![A-Za-z])"
+    r"[\s$*(]{0,8}(?:(?:maybe|perhaps|possibly|alternatively|or|actually|otherwise|wait|hmm+|but|however|it)(?![A-Za-z])"
+    + _FILLER + r"{0,12}(?P<hedged>" + _NUMBER + r")\$?\s{0,3}(?:instead\s{0,3})?(?:[.;!?)\n]|$)"
+    r"|(?:(?:however|but|and|also)[\s,]{1,3})?\$?(?P<offered>" + _NUMBER + r")\$?\s{1,3}"
+    r"(?:is|are|could|might|may|would|works?)(?![A-Za-z])"
     r"[^.;!?\n0-9]{0,24}?(?:possible|correct|valid|right|an?\s{1,3}(?:option|answer|possibility)|too|as\s+well)"
     r"(?![A-Za-z]))", re.IGNORECASE)
 # Where a sentence after the answer may start: past a full stop, semicolon or the like, or a line break.
@@ -50,6 +58,12 @@ def hedged_later(after: str, answer: str) -> bool:
         hedge = _HEDGE_OPENING.match(after, start)
         if hedge is not None:
             value = (hedge.group("hedged") or hedge.group("offered")).rstrip(".,")
-            if not restates(answer, value):
+            if not restates(answer, value) and not _rounds(value, answer):
                 return True
     return False
+
+
+def _rounds(number: str, answer: str) -> bool:
+    """``3.46`` after ``2\\sqrt{3}``: the answer's value rounded to the places the number gives."""
+    value = real_value(answer)
+    return value is not None and "." in number and is_rounding_of(number, value)

@@ -127,10 +127,11 @@ _RESTATED_AS = re.compile(r"\s*(?:(?:" + RESTATING_WORDS + r")(?![A-Za-z])|=)"
                           r"[\s,$({]{0,8}[+\-\u2212]?[0-9]", re.IGNORECASE)
 # ... or that is only a bound, as "$34$ or more" is: "(or more)", "(at least)"; not "(at most 2 per row)".
 _BOUNDS_IT = re.compile(r"\s*(?:or\s+(?:more|less|fewer|greater|higher|lower|above|below|over|under)|at\s+(?:least|most)"
-                        r"|(?:an?\s+)?(?:lower|upper)\s+(?:bound|limit)|(?:a\s+)?bound)[\s.!]*$", re.IGNORECASE)
+                        r")[\s.!]*$", re.IGNORECASE)
 # ... or that is nothing but an estimate's word: the answer is an estimate ("(approximately)", "(roughly)",
-# "(approx.)", "(rounded)", "(estimate)"), as in ", roughly" without brackets.
-_ESTIMATE_REMARK = re.compile(r"\s{0,3}(?:" + APPROXIMATION_WORDS.format(extra="|ca|est|estimated|estimate|rounded", signs="~")
+# "(approx.)", "(estimate)"), as in ", roughly" without brackets ("(rounded)" says how a decimal ground truth was
+# written, "(upper bound)" what a question may ask for: both left).
+_ESTIMATE_REMARK = re.compile(r"\s{0,3}(?:" + APPROXIMATION_WORDS.format(extra="|ca|est|estimated|estimate", signs="~")
                               + r")\s{0,3}", re.IGNORECASE)
 # ... or that hedges before another number: "(alt. 35)", "(not sure, could be 35)", "(I also got 35)", "(hmm, 35)".
 _UNSURE = re.compile(r"\s*(?:alt\.?|alternative(?:ly)?|hmm+|not\s{1,3}sure|unsure|(?:i\s{1,3})?(?:also|first)\s{1,3}got)"

@@ -32,8 +32,7 @@ ARITHMETIC = re.compile(r"[+*^]|\\(?:times|sqrt|d?frac|tfrac|cdot|div|pm|mp|pi)(
 # Words that change a number's value, so never dropped as units.
 SCALE_WORDS = frozenset(("hundred", "hundreds", "thousand", "thousands", "million", "millions", "billion",
                          "billions", "trillion", "trillions", "dozen", "dozens", "squared", "cubed",
-                         "grand", "lakh", "lakhs", "crore", "crores", "bn", "mn", "mil", "score", "scores",
-                         "gross", "tens", "ppm", "ppb", "bps", "basis", "permille"))
+                         "grand", "lakh", "lakhs", "crore", "crores", "bn", "mn", "mil"))
 # Nor words that make the number part of an expression ("2 pi", "7 and a half", "540 is not
 # correct"), nor one letter ("2 i", "3 x", so "2 times n" keeps its n) unless it is an SI unit
 # symbol. A count's noun ends an answer without changing it: "3 times", "2 real roots", "34 of them".

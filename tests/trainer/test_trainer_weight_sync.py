@@ -43,7 +43,7 @@ def test_an_engine_with_its_own_weights_always_samples_the_current_policy(tiny_m
     versions = [version for version, _ in engine.calls]
     assert versions[-1] > 0 and len(set(versions)) >= 3  # rollouts and evaluations after updates
     assert all(same for _, same in engine.calls), engine.calls
-    assert engine.syncs == 3  # once per step (each made updates), none more
+    assert engine.syncs == 4  # before its first use (swapped in), then once per step (each made updates), none more
     rows = [r for r in (trainer.state.logger.path.read_text().splitlines()) if "time/weight_sync" in r]
     assert len(rows) == 3
 
@@ -54,6 +54,21 @@ def test_resume_syncs_the_engine_before_its_first_use(tiny_model_dir, reward_fil
     trainer = Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=3"))
     engine = trainer.engine = PrivateCopyEngine(trainer)  # holds the INITIAL weights, as vLLM would
     trainer.train()
+    assert engine.calls and all(same for _, same in engine.calls), engine.calls
+
+
+def test_an_engine_swapped_in_after_updates_gets_the_current_weights(tiny_model_dir, reward_file, tmp_path):
+    """Trainer.engine = ... after a step: the new engine (built from model.path, as a fresh vLLM
+    would be) held the initial weights and was only woken, sampling a stale policy."""
+    trainer = Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, "checkpoint.every_steps=0"))
+    engine = PrivateCopyEngine(trainer)  # a copy of the initial weights
+    try:
+        trainer.step_once()
+        assert trainer.policy.version > 0
+        trainer.engine = engine
+        trainer.step_once()
+    finally:
+        trainer.close()
     assert engine.calls and all(same for _, same in engine.calls), engine.calls
 
 
@@ -73,6 +88,7 @@ def test_the_engine_sleeps_once_a_step_after_its_generation_rounds_and_before_th
             return attribute
 
     trainer.engine = Recording()
+    trainer.engine_version = trainer.policy.version  # the same engine behind it: current
     update = trainer.policy.update
     trainer.policy.update = lambda *args, **kwargs: calls.append("update") or update(*args, **kwargs)
     try:
@@ -178,3 +194,21 @@ def test_the_ray_engine_wakes_its_ranks_once_after_they_slept():
     engine.sync_weights(None)
     engine.wake_up()
     assert calls == ["sleep_engine", "wake_engine", "sleep_engine", "sync"]
+
+
+def test_close_releases_the_policy_when_an_earlier_part_fails_to_close(tiny_model_dir, reward_file, tmp_path):
+    """close() stopped at the first part that raised (the run directory's, e.g. wandb.finish under a
+    second Ctrl-C): the engine and the policy's ranks were never released."""
+    trainer = Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file))
+    closed = []
+    state_close, policy_close = trainer.state.close, trainer.policy.close
+
+    def interrupted() -> None:
+        state_close()
+        raise KeyboardInterrupt
+
+    trainer.state.close = interrupted
+    trainer.policy.close = lambda: closed.append("policy") or policy_close()
+    with pytest.raises(KeyboardInterrupt):
+        trainer.close()
+    assert closed == ["policy"]

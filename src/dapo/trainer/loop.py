@@ -21,6 +21,7 @@ that ``step_once`` returns. Checkpoints are these two states, written by ``save_
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 import warnings
@@ -190,8 +191,10 @@ class Trainer(LoopState):
 
     @engine.setter
     def engine(self, engine: RolloutEngine) -> None:
-        """Swap the rollout engine (any object with RolloutEngine's methods)."""
+        """Swap the rollout engine (any object with RolloutEngine's methods); it gets the trainer's
+        weights before its first generation (one built from model.path holds the initial ones)."""
         self.run.engine = engine
+        self.engine_version = None
 
     def sync_engine(self) -> float:
         """Bring the rollout engine to the trainer's current weights, if it is behind, else wake
@@ -207,11 +210,11 @@ class Trainer(LoopState):
 
     def close(self) -> None:
         """Release the run directory, the reward workers, the rollout engine and the policy (its
-        ranks, if any)."""
-        self.state.close()
-        self.scorer.close()
-        self.engine.close()
-        self.policy.close()
+        ranks, if any), each also when one before it raised (a second Ctrl-C in wandb.finish must not
+        leave the ranks holding their GPUs)."""
+        with contextlib.ExitStack() as closing:  # run last pushed first: the run directory, ..., the policy
+            for close in (self.policy.close, self.engine.close, self.scorer.close, self.state.close):
+                closing.callback(close)
 
     # ---------------------------------------------------------------- generation + scoring
     def generate_round(self, record: StepResult, problems: list[Problem], round_index: int) -> list[Sample]:

@@ -118,6 +118,7 @@ class RankCalls:
     mixed into :class:`dapo.trainer.ray_policy.RayPolicyGroup`."""
 
     broken: str | None = None  # why the ranks can take no further call (see _get)
+    _calling = "a call"  # the actor method(s) of the last call submitted: a rank's death names it
     ranks: list[Any]
     _ray: Any
 
@@ -132,6 +133,7 @@ class RankCalls:
         collective for the others."""
         self._check_usable()
         refs: list[Any] = []
+        self._calling = ", ".join(sorted({_method_name(method) for method, _ in calls}))  # named if a rank dies
         with signals_deferred():
             try:
                 for method, args in calls:
@@ -165,7 +167,7 @@ class RankCalls:
                         raise cause from error
                     raise
             except self._ray.exceptions.RayActorError as error:
-                self.broken = f"{self._dead_ranks(error)} died"
+                self.broken = f"{self._dead_ranks(error)} died while running {self._calling}"
                 raise PolicyRankDied(f"{self.broken} ({type(error).__name__}); the run stops here. "
                                      "Rerun the same command to resume from the last checkpoint") from error
 
@@ -205,3 +207,8 @@ class RankCalls:
             except Exception:  # noqa: BLE001 - any failure to answer means the rank is gone
                 dead.append(str(index))
         return f"policy rank {', '.join(dead) or '?'} (Ray actor PolicyRank)"
+
+
+def _method_name(method: Any) -> str:
+    """``update``, ``generate``, ``save_checkpoint``: the name of a Ray actor method (of any callable)."""
+    return str(getattr(method, "_method_name", None) or getattr(method, "__name__", "call"))

@@ -302,6 +302,23 @@ def test_kv_cache_growth_keeps_logprobs_exact(qwen2: torch.nn.Module, monkeypatc
     assert _max_logprob_error(qwen2, engine, params) < 1e-4
 
 
+def test_a_prefill_in_blocks_of_queries_keeps_logprobs_exact(qwen2: torch.nn.Module, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A prefill's attention over blocks of queries (long prompts: their scores took B x H x P^2
+    floats three times over at once) gives the same samples and exact log-probs."""
+    params = SamplingParams(n=2, max_new_tokens=8, stop_token_ids=[1, 2], seed=4)
+    whole = NativeEngine(qwen2, PAD_ID).generate(PROMPTS, params)
+    monkeypatch.setattr(llama_decoder, "_PREFILL_SCORES_BYTES", 1)  # one query a block
+    blocks = llama_decoder.LlamaDecodeSession._query_blocks
+    seen: list[int] = []
+    monkeypatch.setattr(llama_decoder.LlamaDecodeSession, "_query_blocks",
+                        lambda self, *args: seen.append(len(found := blocks(self, *args))) or found)
+    engine = NativeEngine(qwen2, PAD_ID)
+    blocked = engine.generate(PROMPTS, params)
+    assert seen and min(seen) == max(len(p) for p in PROMPTS)  # one block per query
+    assert [c.token_ids for c in blocked.completions] == [c.token_ids for c in whole.completions]
+    assert _max_logprob_error(qwen2, engine, params) < 1e-4
+
+
 @pytest.mark.parametrize("growth_slots", [32, 2])
 def test_bf16_decode_of_a_float32_policy_stays_close_to_the_float32_logprobs(
     qwen2, monkeypatch: pytest.MonkeyPatch, growth_slots: int

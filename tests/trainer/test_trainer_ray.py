@@ -306,6 +306,47 @@ def test_one_ranks_error_is_raised_at_once_and_a_dead_rank_is_named(short_rank_d
         ray.shutdown()
 
 
+def test_a_ctrl_c_while_the_ranks_generate_cancels_their_generation():
+    """A Ctrl-C (or SIGTERM) during a multi-rank evaluation: the ranks went on generating their whole
+    chunk, and the checkpoint of the trained step queued behind it (minutes, past a scheduler's
+    grace). The driver cancels the call; an engine that checks for it (the native one) stops."""
+    import threading
+    import time
+
+    import ray
+
+    from dapo.trainer.ray_policy import RayPolicyGroup
+
+    @ray.remote(num_cpus=0)
+    class Rank:
+        def ready(self) -> bool:
+            return True
+
+        def generate(self) -> str:  # as the native engine's decode loop, checking every few steps
+            context, deadline = ray.get_runtime_context(), time.monotonic() + 60
+            while time.monotonic() < deadline:
+                if context.is_canceled():
+                    return "stopped"
+                time.sleep(0.05)
+            return "ran to its end"
+
+    ray.init(num_cpus=2, include_dashboard=False)
+    try:
+        group = object.__new__(RayPolicyGroup)
+        group._ray, group.ranks = ray, [Rank.remote(), Rank.remote()]
+        ray.get([rank.ready.remote() for rank in group.ranks])
+        timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            group._get(group._submit([(rank.generate, ()) for rank in group.ranks]), collective=False, cancellable=True)
+        started = time.monotonic()
+        assert ray.get([rank.ready.remote() for rank in group.ranks], timeout=30) == [True, True]
+        assert time.monotonic() - started < 30  # not behind a 60 s generation
+    finally:
+        timer.cancel()
+        ray.shutdown()
+
+
 def test_the_ranks_get_absolute_paths_a_rank_on_another_node_can_follow(tmp_path, monkeypatch):
     """(a rank of a cluster does not run in the driver's directory: a relative output_dir made it
     write its checkpoint shards somewhere the driver never looked). The run's saved config is

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import torch
@@ -38,6 +39,11 @@ from dapo.rollout.stopping import StopStringMatcher
 # Drop finished rows once they are this fraction of the batch: dropping copies the KV cache,
 # so doing it for every single finished row would cost more than computing a few dead rows.
 _DROP_FINISHED_FRACTION = 0.2
+_STOP_CHECK_EVERY = 8  # decode steps between two calls of NativeEngine.should_stop
+
+
+class GenerationStopped(RuntimeError):
+    """generate() was stopped by its engine's ``should_stop`` (the driver cancelled the call)."""
 
 
 class DecodeSession(Protocol):
@@ -106,6 +112,9 @@ class NativeEngine:
         self.cpu_kernels = cpu_kernels
         self.last_path = ""  # "llama" or "hf": which forward the last generate() used
         self.last_attention = ""  # "cpu kernel" or "torch": what the last generate()'s decode steps attended with
+        # asked every few decode steps: True stops generate() (GenerationStopped), as a policy rank's engine is
+        # when the driver cancels its call (a Ctrl-C in an evaluation: the checkpoint waits behind it)
+        self.should_stop: Callable[[], bool] | None = None
         self._weights: LlamaWeights | None = None  # the fast path's, prepared for _weights_key
         self._weights_key: object = None
         # the tensors _weights_key was read from, kept alive so that no new tensor can take a
@@ -165,7 +174,7 @@ class NativeEngine:
             if params.n > 1:
                 session.expand(params.n)
                 logits = logits.repeat_interleave(params.n, dim=0)
-            outputs = _sample_loop(session, logits, params, matcher, generator)
+            outputs = _sample_loop(session, logits, params, matcher, generator, self.should_stop)
         self._check_finite(outputs)
         return outputs
 
@@ -248,8 +257,10 @@ def _sample_loop(
     params: SamplingParams,
     matcher: StopStringMatcher,
     generator: torch.Generator,
+    should_stop: Callable[[], bool] | None = None,
 ) -> _Outputs:
-    """Sample up to max_new_tokens per row; record stops; drop finished rows in batches."""
+    """Sample up to max_new_tokens per row; record stops; drop finished rows in batches; raise
+    GenerationStopped when ``should_stop`` says so (asked every _STOP_CHECK_EVERY steps)."""
     device = logits.device
     outputs = _Outputs(len(logits), params.max_new_tokens, device)
     row_ids = torch.arange(len(logits), device=device)  # batch position -> output row
@@ -257,6 +268,8 @@ def _sample_loop(
     stop_ids = torch.tensor(params.stop_token_ids, dtype=torch.long, device=device)
     all_rows = True  # no row dropped yet: the batch's rows are the output rows, in order
     for step in range(params.max_new_tokens):
+        if should_stop is not None and step % _STOP_CHECK_EVERY == 0 and should_stop():
+            raise GenerationStopped(f"generation stopped at decode step {step} of {params.max_new_tokens}")
         tokens, logprobs = sample_next_tokens(logits, params.temperature, params.top_k, params.top_p, generator)
         if all_rows:  # a plain copy, cheaper than an indexed write
             outputs.tokens[:, step] = tokens

@@ -149,11 +149,14 @@ class RankCalls:
         """Submit ``calls`` (:meth:`_submit`) and wait for their results (:meth:`_get`)."""
         return self._get(self._submit(calls), collective)
 
-    def _get(self, refs: list[Any], collective: bool = True) -> list[Any]:
+    def _get(self, refs: list[Any], collective: bool = True, cancellable: bool = False) -> list[Any]:
         """Results of one call on every rank (Ray raises the first rank's error as it happens). A
         dead rank stops the run with an error naming it, also when a rank it left in a collective
         fails first (the grace below). An error that leaves a rank dead, or in a ``collective`` call
-        (blocked for good?), makes the group ``broken``: a further call raises, not waits forever."""
+        (blocked for good?), makes the group ``broken``: a further call raises, not waits forever.
+        ``cancellable`` (a call each rank makes alone, whose engine checks for it: the native
+        engine's generation): a Ctrl-C or SIGTERM while waiting cancels it on every rank, so that
+        the call after it (the checkpoint of a stopped evaluation) does not wait for its end."""
         self._check_usable()
         with handler_errors_kept():
             try:
@@ -166,6 +169,12 @@ class RankCalls:
                         # CLI names in a line; Ray's stand-in is its whole remote traceback, colour codes included
                         raise cause from error
                     raise
+            except (KeyboardInterrupt, SystemExit):
+                if cancellable:
+                    for ref in refs:
+                        with contextlib.suppress(Exception):  # (done already, or its rank gone)
+                            self._ray.cancel(ref)
+                raise
             except self._ray.exceptions.RayActorError as error:
                 self.broken = f"{self._dead_ranks(error)} died while running {self._calling}"
                 raise PolicyRankDied(f"{self.broken} ({type(error).__name__}); the run stops here. "

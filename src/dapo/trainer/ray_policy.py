@@ -371,7 +371,8 @@ class RayRolloutEngine:
             prompts = [prompt_token_ids[i] for i in share]
             engine_params = dataclasses.replace(params, seed=request_seed(params.seed, engine))
             submissions += [(self.group.ranks[engine * tp + j].generate, (prompts, engine_params)) for j in range(tp)]
-        results = self.group._get(self.group._submit(submissions), collective=tp > 1)  # a vLLM tensor-parallel engine's ranks all-reduce
+        # a vLLM tensor-parallel engine's ranks all-reduce; each native engine generates alone (a Ctrl-C cancels it)
+        results = self.group._get(self.group._submit(submissions), collective=tp > 1, cancellable=tp == 1)
         leaders = results[::tp]
         for index, result in enumerate(results):  # each engine's other ranks against its first
             if index % tp and _sampled(result) != _sampled(leaders[index // tp]):

@@ -192,6 +192,10 @@ class PolicyRank:
         engine_model = model if vllm else copy.deepcopy(model)
         self.engine = create_engine(cfg.rollout, engine_model, tokenizer, model_path=str(model_path),
                                     **vllm_options(cfg, model, on_ranks=True))
+        if hasattr(self.engine, "should_stop"):  # the native engine: a call the driver cancels stops (RankCalls._get)
+            import ray
+
+            self.engine.should_stop = ray.get_runtime_context().is_canceled
         if vllm:  # vLLM's worker seeded torch with the run's seed, the same on every rank: each its own again
             seed_process(cfg.trainer.seed + RANK_SEED_STRIDE * rank)
         add_adapters(model, cfg.model)  # LoRA: rank 0's initial adapters reach every rank with its weights

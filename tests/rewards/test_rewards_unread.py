@@ -114,7 +114,8 @@ CASES: list[tuple[str, str, bool]] = [
     (answer("34\n\nWait, let me check: 2 \\cdot 17 = 34, so it holds."), "34", True),
     (answer("34\n\nActually, 34 is the only value."), "34", True),
     (answer("34\n\nActually, check n = 5."), "34", True),
-    (answer("34\n\nThat is all.\n\nOr 35."), "34", True),  # a sentence past the next one is not read
+    (answer("34\n\nThat is all.\n\nOr 35."), "34", False),  # before: right (any sentence within 300 characters)
+    (answer("34\n\n" + "That is all. " * 30 + "Or 35."), "34", True),  # past them: not read
 ]
 
 

@@ -1,12 +1,12 @@
-"""A second answer offered after the final one, in the sentence or on the line that follows it.
+"""A second answer offered after the final one, in a sentence or on a line that follows it.
 
 Only the answer's own line was read for a hedge, and a period ended it (``\\boxed{34}. 35 was my
 first guess`` offers nothing), so a policy could state its answer, then hedge past a full stop or a
 line break: ``\\boxed{34}. Maybe 35.``, ``\\boxed{34}. Actually, it's 35.``, ``\\boxed{34}; 35 is also
 possible.``, ``Answer: 34`` then ``Alternatively, 35.`` on the next line. Each was right for 34; each
 offers another value now, so the answer is hedged (wrong) unless that value restates it
-(``\\boxed{34}. Or, written out, 34.0``, ``\\boxed{2\\sqrt{3}}. Or approximately 3.46.``). What is read, at most :data:`_MAX_CHARS` after the answer:
-the rest of its sentence and the first sentence after it, on the same line or the next non-blank one:
+(``\\boxed{34}. Or, written out, 34.0``, ``\\boxed{2\\sqrt{3}}. Or approximately 3.46.``). What is read:
+every sentence that starts within :data:`_MAX_CHARS` after the answer (the rest of its own too):
 
 - a sentence that opens with a hedge's word (``maybe``, ``perhaps``, ``possibly``, ``alternatively``,
   ``or``, ``actually``, ``otherwise``, ``wait``, ``hmm``, ``but``, ``however``, ``it``) and ends in a
@@ -45,15 +45,9 @@ _SENTENCE_BREAK = re.compile(r"[.;!?。](?=[\s$*])|\n+")
 
 def hedged_later(after: str, answer: str) -> bool:
     """Whether ``after``, the text right after the final ``answer`` (past its box or its line), offers
-    another value in the sentence that follows (module rules)."""
-    after = after[:_MAX_CHARS]
-    starts = [0]
-    for brk in _SENTENCE_BREAK.finditer(after):
-        starts.append(brk.end())
-        if "\n" in brk.group(0) and after[brk.end() :].strip():
-            break  # the first sentence of the next non-blank line is the last one read
-        if len(starts) == 3:
-            break
+    another value in a sentence that follows (module rules)."""
+    after = after[: _MAX_CHARS + 100]  # (a sentence starting near the end is read to its number)
+    starts = [0, *(brk.end() for brk in _SENTENCE_BREAK.finditer(after, 0, _MAX_CHARS))]
     for start in starts:
         hedge = _HEDGE_OPENING.match(after, start)
         if hedge is not None:

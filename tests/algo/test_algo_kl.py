@@ -36,6 +36,24 @@ def test_k3_gradient_stays_finite_far_from_the_reference_and_at_minus_inf() -> N
     assert torch.isfinite(logprobs.grad).all()
 
 
+@pytest.mark.parametrize("estimator", ["k1", "abs", "k2", "k3"])
+def test_a_masked_padding_positions_minus_inf_sends_no_nan_back(estimator: str) -> None:
+    """A model that masks its pad token gives it -inf log-probs at padded response positions: k2's
+    square sent NaN back through them (0 x NaN), every update then skipped for its NaN gradient."""
+    from dapo.algo import aggregate_loss
+
+    mask = torch.tensor([[1.0, 0.0]])
+    for policy_inf, ref_inf in ((True, True), (True, False), (False, True)):
+        logprobs = torch.tensor([[-1.0, -float("inf") if policy_inf else -2.0]], requires_grad=True)
+        ref = torch.tensor([[-1.2, -float("inf") if ref_inf else -2.0]])
+        loss = aggregate_loss(kl_penalty(logprobs, ref, estimator, mask), mask, "token-mean")
+        loss.backward()
+        assert torch.isfinite(loss) and torch.isfinite(logprobs.grad).all(), (estimator, logprobs.grad)
+        assert logprobs.grad[0, 1] == 0.0
+        expected = kl_penalty(logprobs[:, :1].detach(), ref[:, :1], estimator)[0, 0]
+        torch.testing.assert_close(loss.detach(), expected)  # the real token's value, unchanged
+
+
 def test_k1_and_k3_are_unbiased_for_kl_policy_to_reference() -> None:
     gen = torch.Generator().manual_seed(0)
     policy = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64)

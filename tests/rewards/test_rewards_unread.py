@@ -103,6 +103,9 @@ CASES: list[tuple[str, str, bool]] = [
     (boxed("$\\boxed{34}$. However, 35 is also possible."), "34", False),  # before: right
     (boxed("$\\boxed{34}$. Maybe the answer is 35 instead."), "34", False),  # before: right
     (boxed("$\\boxed{34}$ (或 35)"), "34", False),  # before: right
+    (boxed("$\\boxed{34}$。也可能是 35。"), "34", False),  # before: right (no space after 。)
+    (answer("34\n\n或者 35。"), "34", False),  # before: right
+    (boxed("$\\boxed{34}$。所以答案是34。"), "34", True),
     (boxed("$\\boxed{2\\sqrt{3}}$. Or approximately 3.46."), "2\\sqrt{3}", True),
     (boxed("$\\boxed{34}$\n\nWait, check step 3."), "34", True),
     (boxed("$\\boxed{34}$. Alternatively, by Lemma 2."), "34", True),

@@ -348,3 +348,23 @@ def test_a_rank_skipping_for_another_ranks_non_finite_loss_does_not_blame_its_ow
     with pytest.warns(UserWarning, match="skipped an optimizer update: another rank's loss is not finite"):
         assert w.update(samples, on_policy=True).skipped
     assert all(torch.equal(t, before[name]) for name, t in model.state_dict().items())
+
+
+def test_a_k2_penalty_on_a_model_that_masks_its_pad_token_updates(tiny_model_dir):
+    """Such a model gives the pad token -inf log-probs at padded response positions: k2's square
+    sent NaN back through them, and every update was skipped for its NaN gradient norm."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).double()
+    reference = copy.deepcopy(model)
+
+    def mask_the_pad_token(_module, _inputs, logits):
+        return logits.index_fill(-1, torch.tensor([0]), float("-inf"))  # pad_token_id 0, as worker()'s
+
+    for m in (model, reference):
+        m.get_output_embeddings().register_forward_hook(mask_the_pad_token)
+    w = worker(model, 1000)  # one padded micro-batch: responses of 1 to 12 tokens
+    w.ref_model, w.algo.kl_coef, w.algo.kl_estimator = reference, 0.1, "k2"
+    samples = make_samples(torch.Generator().manual_seed(4))
+    for s, lp in zip(samples, w.compute_logprobs(samples).logprobs):
+        s.old_logprobs = lp
+    stats = w.update(samples)
+    assert not stats.skipped and math.isfinite(stats.grad_norm) and stats.grad_norm > 0

@@ -27,11 +27,16 @@ K3_CLAMP = 10.0
 K3_LOG_RATIO_CLAMP = 20.0
 
 
-def kl_penalty(logprobs: Tensor, ref_logprobs: Tensor, estimator: str) -> Tensor:
-    """Per-token KL(pi_theta || pi_ref) estimate, same shape as ``logprobs``; see module docstring."""
+def kl_penalty(logprobs: Tensor, ref_logprobs: Tensor, estimator: str, mask: Tensor | None = None) -> Tensor:
+    """Per-token KL(pi_theta || pi_ref) estimate, same shape as ``logprobs``; see module docstring.
+    ``mask`` (response_mask): the log-ratio is 0 where it is 0, before any estimator, so that a
+    padding position's -inf log-probs (a model that masks its pad token) send no NaN back through
+    k2's square (the aggregation drops the value, not its gradient)."""
     if logprobs.shape != ref_logprobs.shape:
         raise ValueError(f"logprobs {tuple(logprobs.shape)} != ref_logprobs {tuple(ref_logprobs.shape)}")
     log_ratio = logprobs - ref_logprobs
+    if mask is not None:
+        log_ratio = torch.where(mask != 0, log_ratio, 0.0)
     if estimator == "k1":
         return log_ratio
     if estimator == "abs":

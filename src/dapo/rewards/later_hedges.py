@@ -9,7 +9,8 @@ offers another value now, so the answer is hedged (wrong) unless that value rest
 every sentence that starts within :data:`_MAX_CHARS` after the answer (the rest of its own too):
 
 - a sentence that opens with a hedge's word (``maybe``, ``perhaps``, ``possibly``, ``alternatively``,
-  ``or``, ``actually``, ``otherwise``, ``wait``, ``hmm``, ``but``, ``however``, ``it``) and ends in a
+  ``or``, ``actually``, ``otherwise``, ``wait``, ``hmm``, ``but``, ``however``, ``it``; ``或``, ``也可能是``,
+  ``也许``) and ends in a
   number with nothing between them but words that name nothing else (``it's``, ``could also be``, ``the
   answer is``): ``Wait, check step 3.``, ``Alternatively, by Lemma 2.`` and ``Actually, check n = 5.``
   are checks, not other answers;
@@ -33,14 +34,15 @@ _NUMBER = r"[+\-\u2212]?[0-9][0-9.,]{0,40}"
 _FILLER = (r"(?:[\s,:$]|(?:it'?s|it|is|was|be|could|might|may|would|also|possibly|perhaps|maybe|probably|the"
            r"|(?:final\s+)?answer|approximately|about|roughly|approx\.?|as\s+a\s+decimal|in\s+decimal\s+form)(?![A-Za-z]))")
 _HEDGE_OPENING = re.compile(
-    r"[\s$*(]{0,8}(?:(?:maybe|perhaps|possibly|alternatively|or|actually|otherwise|wait|hmm+|but|however|it)(?![A-Za-z])"
-    + _FILLER + r"{0,12}(?P<hedged>" + _NUMBER + r")\$?\s{0,3}(?:instead\s{0,3})?(?:[.;!?)\n]|$)"
+    r"[\s$*(（]{0,8}(?:(?:maybe|perhaps|possibly|alternatively|or|actually|otherwise|wait|hmm+|but|however|it"
+    r"|或者?|也?可能是|也许是?)(?![A-Za-z])"
+    + _FILLER + r"{0,12}(?P<hedged>" + _NUMBER + r")\$?\s{0,3}(?:instead\s{0,3})?(?:[.;!?)\n。！？；）]|$)"
     r"|(?:(?:however|but|and|also)[\s,]{1,3})?\$?(?P<offered>" + _NUMBER + r")\$?\s{1,3}"
     r"(?:is|are|could|might|may|would|works?)(?![A-Za-z])"
     r"[^.;!?\n0-9]{0,24}?(?:possible|correct|valid|right|an?\s{1,3}(?:option|answer|possibility)|too|as\s+well)"
     r"(?![A-Za-z]))", re.IGNORECASE)
 # Where a sentence after the answer may start: past a full stop, semicolon or the like, or a line break.
-_SENTENCE_BREAK = re.compile(r"[.;!?。](?=[\s$*])|\n+")
+_SENTENCE_BREAK = re.compile(r"[.;!?](?=[\s$*])|[。！？；]|\n+")  # (CJK punctuation needs no space after it)
 
 
 def hedged_later(after: str, answer: str) -> bool:

@@ -364,7 +364,7 @@ class PolicyWorker(PolicyCheckpointing):
             entropy = response_entropy(logits, tensors, self.temperature)
             loss = loss - self.algo.entropy_coef * aggregate_loss(entropy, mask, self.algo.loss_agg_mode, **agg)
         if self._kl_penalty:  # so do empty micro-batches (_empty_loss)
-            kl = kl_penalty(logprobs, self._ref_logprobs(tensors), self.algo.kl_estimator)
+            kl = kl_penalty(logprobs, self._ref_logprobs(tensors), self.algo.kl_estimator, mask)
             loss = loss + self.algo.kl_coef * aggregate_loss(kl, mask, self.algo.loss_agg_mode, **agg)
             kl_sum = torch.where(mask != 0, kl.detach(), 0.0).sum()  # over policy stats' tokens; no device sync
             stats.ref_kl_sum = kl_sum if stats.ref_kl_sum is None else stats.ref_kl_sum + kl_sum

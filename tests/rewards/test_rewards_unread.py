@@ -71,6 +71,10 @@ CASES: list[tuple[str, str, bool]] = [
     (answer("∠ABC = 34°"), "34", True),
     (answer("ℝ∖\\{0\\}"), "\\mathbb{R}\\setminus\\{0\\}", True),
     (answer("34∕35"), "\\frac{34}{35}", True),
+    (answer("£34"), "34", True),  # before: wrong (currency signs read as \pounds, \euro, \yen)
+    (answer("€34"), "34", True),  # before: wrong
+    (boxed("$\\boxed{¥34}$"), "34", True),  # before: wrong
+    (answer("£34"), "35", False),
     # --- 2. relations, estimates, unsure remarks ---
     (answer("\\lesssim 34"), "34", False),  # before: right
     (answer("\\succeq 34"), "34", False),  # before: right

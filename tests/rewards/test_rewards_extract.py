@@ -388,3 +388,20 @@ def test_prepare_never_raises_and_stays_fast(tokens: list[str], ground_truth: st
         prepared = prepare(text, ground_truth, extractor)
         assert time.perf_counter() - start < 0.5
         assert prepared.verdict in (True, False, None)
+
+
+def test_the_last_answer_anchor_found_from_the_end_is_the_last_of_a_full_scan():
+    """_last_answer_anchor searches back from the last "answer" (a full regex scan of a 7k-character
+    response took 100 us, three times a response): the same match as the last of finditer."""
+    import random
+
+    from dapo.rewards.extract import _ANSWER_ANCHOR, _last_answer_anchor
+
+    tokens = ["answer", "Answer", "ANSWER", "aNswer", ":", "：", " ", "  ", "\t", "*", "**", "#", ">", "\n",
+              "final ", "Final\t", "x", "34", " is ", "answers", "İ"]
+    rng = random.Random(0)
+    for _ in range(5000):
+        text = "".join(rng.choice(tokens) for _ in range(rng.randint(0, 25)))
+        matches = list(_ANSWER_ANCHOR.finditer(text))
+        found = _last_answer_anchor(text)
+        assert (found.span() if found else None) == (matches[-1].span() if matches else None), repr(text)

@@ -176,7 +176,14 @@ def as_rendered(text: str) -> str:
     """``text`` as a reader sees it: zero-width characters gone, a ``~`` between digits a space; and
     without a proof's end mark (``$\\blacksquare$``, ``\\qed``, ``∎``), which is no answer: read as
     one, it hid the value before it on the Answer line."""
-    return _PROOF_END.sub("", _TIE_BETWEEN_DIGITS.sub(" ", _INVISIBLE.sub("", text)))
+    # (each pattern run only where its characters are: a 7k-character response took 0.1 ms a pass)
+    if any(char in text for char in "\u200b\u200c\u200d\u2060\ufeff"):
+        text = _INVISIBLE.sub("", text)
+    if "~" in text:
+        text = _TIE_BETWEEN_DIGITS.sub(" ", text)
+    if any(mark in text for mark in ("square", "qed", "Box", "\u220e")):
+        text = _PROOF_END.sub("", text)
+    return text
 
 
 def prepare(

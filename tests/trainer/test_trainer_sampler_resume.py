@@ -75,4 +75,4 @@ def test_surplus_of_other_training_data_is_dropped():
     with pytest.warns(UserWarning) as said:
         after = resumed(before.state_dict(), settings(), problems=other)
     assert after.surplus == []
-    assert any("the training data changed since this checkpoint: the 1 surplus" in str(w.message) for w in said)
+    assert any("the training data, trainer.seed or data.shuffle changed since this checkpoint: the 1 surplus" in str(w.message) for w in said)

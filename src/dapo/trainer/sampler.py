@@ -258,7 +258,7 @@ class DynamicSampler:
         changed = sorted(key for key in {*(saved or {}), *self.surplus_settings}
                          if saved is not None and saved.get(key) != self.surplus_settings.get(key))
         if surplus and (changed or not continued):
-            why = f"{', '.join(changed)} changed" if changed else "the training data changed"
+            why = f"{', '.join(changed)} changed" if changed else "the training data, trainer.seed or data.shuffle changed"
             warnings.warn(f"{why} since this checkpoint: the {len(surplus)} surplus group(s) it kept for the next "
                           "step were made under the old settings, so they are dropped, not trained", stacklevel=2)
             self._dropped_on_resume, surplus = len(surplus), []

@@ -142,3 +142,43 @@ def test_a_wandb_that_cannot_start_stops_the_run_before_the_baseline_evaluation(
     with pytest.raises(UserError, match=r"W&B could not start a run \(RuntimeError: api_key not configured"):
         trainer.train()
     assert evaluated == [] and not (run_dir / "metrics.jsonl").exists()
+
+
+@pytest.mark.parametrize("final_evaluation_dropped", [False, True])
+def test_tensorboards_server_shows_one_attempt_after_a_resume(tmp_path, final_evaluation_dropped):
+    """TensorBoard's server (its plugin event accumulator) reads a resume's session start as a
+    restart only after a first one, which the first attempt never wrote: it showed both attempts'
+    scalars and completions past the checkpoint. The step a resume purges itself (its final
+    evaluation dropped) gets its kept scalars and completions again."""
+    from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator
+    from tensorboard.util import tensor_util
+
+    first = MetricsLogger(tmp_path, tensorboard=True, wandb=False, wandb_project="p", config={})
+    for step in (1, 2, 3):
+        first.log(step, {"loss": float(step)})
+        first.log_completions(step, [{"prompt": "q", "response": f"first attempt, step {step}"}])
+    if final_evaluation_dropped:
+        first.log(3, {"eval/avg@4": 0.5})
+    counts = first.line_counts()
+    first.close()
+    time.sleep(1.01 - time.time() % 1.0)  # the resumed process's event file sorts after the first's
+    resumed = MetricsLogger(tmp_path, tensorboard=True, wandb=False, wandb_project="p", config={})
+    if final_evaluation_dropped:  # resumed from step 3's checkpoint, written before the evaluation
+        resumed.truncate_after(3, [counts[0] - 1, counts[1]])
+        resumed.log(3, {"eval/avg@4": 0.6})
+    else:  # resumed from step 2's checkpoint
+        resumed.truncate_after(2, [2, 2])  # what its checkpoint recorded
+        resumed.log(3, {"loss": 30.0})
+        resumed.log_completions(3, [{"prompt": "q", "response": "second attempt, step 3"}])
+    resumed.close()
+    board = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={"tensors": 0})
+    board.Reload()
+    losses = [(e.step, float(tensor_util.make_ndarray(e.tensor_proto))) for e in board.Tensors("loss")]
+    texts = [(e.step, tensor_util.make_ndarray(e.tensor_proto).item().decode()) for e in board.Tensors("completions/text_summary")]
+    last = 3.0 if final_evaluation_dropped else 30.0
+    assert losses == [(1, 1.0), (2, 2.0), (3, last)]
+    assert [step for step, _ in texts] == [1, 2, 3]
+    assert ("first attempt, step 3" in texts[-1][1]) is final_evaluation_dropped
+    if final_evaluation_dropped:
+        assert [(e.step, float(tensor_util.make_ndarray(e.tensor_proto))) for e in board.Tensors("eval/avg@4")] == [
+            (3, pytest.approx(0.6))]

@@ -190,6 +190,7 @@ class MetricsLogger:
         self._purge_marker = Path(run_dir) / "tensorboard" / "purge_pending.json"
         self._tb_purge_step: int | None = None  # set on resume: hide an earlier attempt's later points
         self._tb_replay: list[dict[str, Any]] = []  # kept lines of the purge step, written again
+        self._tb_replay_completions: list[dict[str, Any]] = []  # ... and its kept completions
         # lines of metrics.jsonl and completions.jsonl, counted as written (one read, here)
         self._lines = [path.read_bytes().count(b"\n") if path.exists() else 0
                        for path in (self.path, self.completions_path)]
@@ -218,6 +219,9 @@ class MetricsLogger:
                     # lines of the resume step itself were dropped (a final evaluation logged after
                     # its checkpoint): TensorBoard hides that step too, and gets its kept lines again
                     self._tb_replay = [row for row in kept if row["step"] == step] if step in self._abandoned else []
+                elif self._tb_replay:  # the purge hides the step's completions too (every tag)
+                    self._tb_replay_completions = [{k: v for k, v in row.items() if k != "step"}
+                                                   for row in kept if row["step"] == step]
                 write_atomically(path, "".join(json.dumps(row) + "\n" for row in kept))
                 self._lines[index] = len(kept)
         if self._tb is not None:
@@ -274,10 +278,17 @@ class MetricsLogger:
         if self._tb is None and self._tb_dir is not None:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._tb = SummaryWriter(log_dir=self._tb_dir, purge_step=self._tb_purge_step)
+            # A run's first events open with a session start (purge_step 0): TensorBoard's server reads a
+            # resume's own start (its purge_step) as a restart only after one, and otherwise showed both
+            # attempts' points (its older EventAccumulator purged scalars by their step order alone)
+            first = self._tb_purge_step is None and not any(Path(self._tb_dir).glob("events.out.tfevents.*"))
+            self._tb = SummaryWriter(log_dir=self._tb_dir, purge_step=0 if first else self._tb_purge_step)
             replay, self._tb_replay = self._tb_replay, []
             for row in replay:
                 self._write_scalars(self._tb, row["step"], row)
+            completions, self._tb_replay_completions = self._tb_replay_completions, []
+            if completions:
+                self._tb.add_text("completions", completions_markdown(completions), self._tb_purge_step)
             self._tb.flush()  # the purge is in the event file now
             self._purge_marker.unlink(missing_ok=True)
         return self._tb

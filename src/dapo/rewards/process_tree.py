@@ -264,8 +264,10 @@ def _release_sigterm_in_parent() -> None:
 def _default_sigterm_in_child() -> None:
     """(after fork, in the child) SIGTERM's default action, then the signal let through: one sent
     while it was held ends the child, as it would outside dapo."""
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_SETMASK, _masks_at_fork.pop())
+    mask = _masks_at_fork.pop()
+    with contextlib.suppress(ValueError):  # (not the main thread: die_with_parent's handler ends it so)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def die_with_parent(parent_pid: int, by_a_thread: bool = False) -> None:

@@ -10,7 +10,9 @@ _UNICODE_OPERATORS = {"×": "\\times ", "·": "\\cdot ", "⋅": "\\cdot ", "∙"
                       "±": "\\pm ", "∓": "\\mp ", "π": "\\pi ", "∞": "\\infty ", "≈": "\\approx ",
                       "≤": "\\leq ", "≥": "\\geq ", "≠": "\\neq ", "⩽": "\\leq ", "⩾": "\\geq ",
                       "≲": "\\lesssim ", "≳": "\\gtrsim ", "≃": "\\simeq ", "≅": "\\cong ", "∝": "\\propto ",
-                      "∈": "\\in ", "∪": "\\cup ", "∩": "\\cap ", "∅": "\\emptyset ", "→": "\\to ", "⁄": "/", "∕": "/", "£": "\\pounds ", "€": "\\euro ", "¥": "\\yen ", "≡": "\\equiv ", "∠": "\\angle ", "∖": "\\setminus ", "…": "\\ldots ", "−": "-", "－": "-",
+                      "∈": "\\in ", "∪": "\\cup ", "∩": "\\cap ", "∅": "\\emptyset ", "→": "\\to ",
+                      "≡": "\\equiv ", "∠": "\\angle ", "∖": "\\setminus ", "…": "\\ldots ", "⁄": "/", "∕": "/",
+                      "−": "-", "－": "-", "£": "\\pounds ", "€": "\\euro ", "¥": "\\yen ",
                       # full-width and ideographic punctuation (a model writing Chinese): "34，35" is a list,
                       # "34或35" a hedge ("or"); quotation marks around an answer show it, nothing more
                       "，": ", ", "、": ", ", "；": "; ", "：": ": ", "（": "(", "）": ")", "或": " or ",

@@ -461,6 +461,8 @@ CASES: list[tuple[str, str, bool, str]] = [
     ("<think>\nAnswer: 35\n</think>\nAnswer: 34", "34", True, "answer"),
     ("<think>\nAnswer: 35\n</think>\nAnswer: 34", "35", False, "answer"),
     ("<think>\nso the answer is \\boxed{34}", "34", False, "any"),  # still thinking when it ended
+    ("<think>\n" + "Let me think. " * 2000 + "Answer: 34", "34", False, "any"),  # ... past max_response_chars (was right)
+    ("<think>\n" + "x " * 12000 + "</think>\nAnswer: 34", "34", True, "any"),
     ("First, 17 * 2 = 34.\n</think>\n\\boxed{34}", "34", True, "any"),  # a template that opened <think>
     # --- a remark that offers another value in words the rules did not know (were right) ---
     (A + "Answer: 34 (could also be 35)", "34", False, "answer"),

@@ -69,3 +69,33 @@ def test_a_reward_function_reads_the_prompt_and_data_source_it_scores(tmp_path) 
         results = score_completions(tokenizer, scorer, problems, generation, 1).results
     assert [r.extra["judge/asks_3_4"] for r in results] == [1.0, 0.0, 0.0]  # the third reads its own "prompt"
     assert [r.extra["judge/from_b"] for r in results] == [0.0, 1.0, 1.0]
+
+
+def test_a_response_to_a_prompt_that_opens_thinking_is_read_as_thinking(tmp_path) -> None:
+    """A reasoning model's chat template ends the prompt in "<think>": a response cut off inside its
+    thinking holds no "<think>" of its own, and an answer tried there was read as its final one.
+    User functions still get the response as generated."""
+    from dapo.builtin import build_tokenizer
+    from dapo.config.schema import RewardConfig, RewardFunctionSpec
+    from dapo.data import Problem
+    from dapo.rewards import RewardScorer
+    from dapo.rollout.base import Completion, GenerationResult
+    from dapo.trainer.scoring import score_completions
+
+    module = tmp_path / "starts.py"
+    module.write_text("def starts(response, ground_truth, extra):\n"
+                      "    return {'score': 0.0, 'opens_think': float(response.startswith('<think>'))}\n")
+    tokenizer = build_tokenizer()
+    responses = ["Let me try 7. Answer: 7", "Let me try 7.\n</think>\nAnswer: 7"]
+    problems = [Problem("u1", "What is 3+4?", "7")]
+    cfg = RewardConfig(functions=[RewardFunctionSpec(path=f"{module}:starts")], num_workers=1)
+    verdicts = {}
+    with RewardScorer(cfg) as scorer:
+        for prompt in ("What is 3+4?\n<think>\n", "What is 3+4?\n"):
+            ids = [tokenizer(text)["input_ids"] for text in responses]
+            generation = GenerationResult([Completion(0, i, [0.0] * len(i), "stop") for i in ids], 0.0, 0)
+            results = score_completions(tokenizer, scorer, problems, generation, 2, [tokenizer(prompt)["input_ids"]]).results
+            verdicts[prompt.endswith("<think>\n")] = [r.acc for r in results]
+            assert [r.extra["starts/opens_think"] for r in results] == [0.0, 0.0]
+    assert verdicts[True] == [False, True]  # still thinking when it ended: no answer (before: right)
+    assert verdicts[False] == [True, True]

@@ -129,10 +129,13 @@ class RewardScorer:
         data_sources: list[str] | None = None,
         extras: list[dict] | None = None,
         prompts: list[Any] | None = None,
+        thinking: list[bool] | None = None,
     ) -> list[RewardResult]:
         """One :class:`RewardResult` per response, in order; never raises for a bad response.
         ``prompts``: the problem each answers (a string or a chat list), for user functions'
-        ``extra`` (:func:`function_extra`)."""
+        ``extra`` (:func:`function_extra`). ``thinking``: the response began inside a reasoning
+        model's thinking, its prompt ending in ``<think>`` (its chat template's): the verifier reads it
+        so, an answer counting only after its ``</think>``; user functions get it as generated."""
         n = len(responses)
         data_sources = list(data_sources) if data_sources is not None else [None] * n
         extras = list(extras) if extras is not None else [{} for _ in range(n)]
@@ -144,7 +147,8 @@ class RewardScorer:
             )
         texts = [_as_text(r) for r in responses]
         golds = [_as_text(g) for g in ground_truths]
-        prepared = self._prepare(texts, golds, data_sources)
+        read = [f"<think>\n{text}" if inside else text for text, inside in zip(texts, thinking or [False] * n)]
+        prepared = self._prepare(read, golds, data_sources)
         tasks: list[tuple] = []
         math_task = {}
         for i, item in enumerate(prepared):

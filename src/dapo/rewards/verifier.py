@@ -193,7 +193,9 @@ def prepare(
     max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS,
 ) -> Prepared:
     """Extract the answer and decide it when that needs no parsing (steps 1-5 above)."""
-    text = after_reasoning(as_rendered(bound_response(response, max_response_chars)))
+    # the thinking is cut off first, then the length: a response cut at max_response_length inside its
+    # thinking, longer than max_response_chars, lost its "<think>" to the bound and was read as an answer
+    text = bound_response(after_reasoning(as_rendered(response)), max_response_chars)
     stated_gold = unicode_math_to_latex(clean_ground_truth(as_rendered(
         bound_response(ground_truth, max_response_chars))))
     gold = canonical_integer(stated_gold) or stated_gold  # math-verify sees "50", never "50\%"

@@ -133,7 +133,7 @@ def evaluate(
     for chunk_index, chunk in enumerate(_chunks(len(problems), params.n)):
         seed = None if params.seed is None else params.seed + chunk_index
         generation = engine.generate(prompt_token_ids[chunk], replace(params, seed=seed))
-        scored = score_completions(tokenizer, scorer, problems[chunk], generation, params.n)
+        scored = score_completions(tokenizer, scorer, problems[chunk], generation, params.n, prompt_token_ids[chunk])
         texts += scored.texts
         results += scored.results
         completions += generation.completions

@@ -227,7 +227,8 @@ class Trainer(LoopState):
         generation = self.engine.generate(encoded.token_ids, make_sampling_params(self.cfg, self.run.stop_token_ids, seed))
         record.timer["generate"] += time.perf_counter() - started
         started = time.perf_counter()
-        scored = score_completions(self.tokenizer, self.scorer, problems, generation, self.cfg.rollout.n)
+        scored = score_completions(self.tokenizer, self.scorer, problems, generation, self.cfg.rollout.n,
+                                   encoded.token_ids)
         results = scored.results
         record.timer["reward"] += time.perf_counter() - started
         self.state.warn_if_boxes_unread([problems[c.prompt_index].data_source for c in generation.completions],

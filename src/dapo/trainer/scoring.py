@@ -36,10 +36,13 @@ def score_completions(
     problems: list[Problem],
     generation: GenerationResult,
     samples_per_prompt: int,
+    prompt_token_ids: list[list[int]] | None = None,
 ) -> ScoredGeneration:
     """Decode prompt-major completions and score each against its problem. An engine (a user's
     too) that returned other than ``samples_per_prompt`` completions per prompt, in prompt-major
-    order, is refused: groups and @k metrics index completions by position."""
+    order, is refused: groups and @k metrics index completions by position. A prompt of
+    ``prompt_token_ids`` that ends in ``<think>`` (a reasoning model's chat template opens it) has
+    its responses read as thinking until their ``</think>``: one cut off before it states no answer."""
     completions = generation.completions
     prompt_indices = [c.prompt_index for c in completions]
     if prompt_indices != [i // samples_per_prompt for i in range(len(problems) * samples_per_prompt)]:
@@ -49,9 +52,16 @@ def score_completions(
         )
     texts = tokenizer.batch_decode([c.token_ids for c in completions], skip_special_tokens=True)
     owners = [problems[c.prompt_index] for c in completions]
+    opened = [opens_thinking(tokenizer, ids) for ids in prompt_token_ids] if prompt_token_ids is not None else None
     results = scorer.score(texts, [p.ground_truth for p in owners], [p.data_source for p in owners],
-                           [p.extra for p in owners], [p.prompt for p in owners])
+                           [p.extra for p in owners], [p.prompt for p in owners],
+                           [opened[c.prompt_index] for c in completions] if opened is not None else None)
     return ScoredGeneration(texts, results)
+
+
+def opens_thinking(tokenizer: PreTrainedTokenizerBase, prompt_ids: list[int]) -> bool:
+    """Whether a prompt ends in ``<think>``, opening the response's thinking."""
+    return tokenizer.decode(prompt_ids[-8:], skip_special_tokens=False).rstrip().endswith("<think>")
 
 
 def sample_record(problem: Problem, text: str, result: RewardResult, completion: Completion) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import itertools
 import re
 from pathlib import Path
 
@@ -16,7 +17,10 @@ def near_miss(path: Path) -> Path | None:
     def numbers(name: str) -> list[int]:
         return [int(digits) for digits in re.findall(r"[0-9]{1,30}", name)]
 
-    same_numbers = [child.name for child in path.parent.iterdir()
-                    if child.is_dir() and numbers(child.name) == numbers(path.name)][:10_000]
+    try:  # (a directory that can be looked up but not listed names none)
+        children = list(itertools.islice(path.parent.iterdir(), 10_000))
+    except OSError:
+        return None
+    same_numbers = [child.name for child in children if numbers(child.name) == numbers(path.name) and child.is_dir()]
     close = difflib.get_close_matches(path.name, same_numbers, n=1, cutoff=0.6)
     return path.parent / close[0] if close else None

@@ -115,6 +115,15 @@ CASES: list[tuple[str, str, bool]] = [
     (boxed("$\\boxed{34}$. Alternatively, by Lemma 2."), "34", True),
     (boxed("$\\boxed{34}$. Perhaps from AMC 2019."), "34", True),
     (boxed("$\\boxed{34}$ — 34 ways in total."), "34", True),
+    # ... a sentence that rules a value out is a check, not a hedge
+    (boxed("The side length is \\boxed{3}. -3 is not a valid solution since lengths are positive."), "3", True),
+    (answer("3\n\n-3 is not valid, since a length is positive."), "3", True),
+    (boxed("So $x = \\boxed{3}$.\n\nBut 0 is not possible because we divide by x."), "3", True),
+    (boxed("The answer is \\boxed{34}. 35 is too large."), "34", True),
+    (boxed("The answer is \\boxed{34}. However, 35 is incorrect."), "34", True),
+    (boxed("The answer is \\boxed{34}. Also, 2 works too as a check."), "34", True),
+    (boxed("The answer is \\boxed{34}. 35 works too."), "34", False),  # before: right
+    (boxed("$\\boxed{34}$ [1]"), "34", True),  # a reference, not a remark
     (boxed("$\\boxed{34}$\n\nOr 35."), "34", False),  # before: right
     (boxed("$\\boxed{34}$. 35 was my first guess."), "34", True),
     (boxed("$\\boxed{34}$. Maybe that is why 2 \\cdot 17 = 34 works."), "34", True),

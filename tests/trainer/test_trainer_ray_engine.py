@@ -26,9 +26,10 @@ class FakeRank:
 
 
 def fake_group(world: int, engine_tp: int = 1):
-    return SimpleNamespace(world_size=world, engine_tp=engine_tp, ranks=[FakeRank(r) for r in range(world)],
-                           _submit=lambda calls: [method.remote(*args) for method, args in calls],
-                           _get=lambda refs, collective=True: list(refs))
+    group = SimpleNamespace(world_size=world, engine_tp=engine_tp, ranks=[FakeRank(r) for r in range(world)],
+                            _submit=lambda calls: [method.remote(*args) for method, args in calls], gets=[])
+    group._get = lambda refs, collective=True, cancellable=False: group.gets.append((collective, cancellable)) or list(refs)
+    return group
 
 
 class TensorParallelRank(FakeRank):
@@ -53,6 +54,7 @@ def test_prompts_are_dealt_evenly_and_completions_come_back_in_prompt_order():
     assert [c.prompt_index for c in result.completions] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
     assert all(c.token_ids[1] == prompts[c.prompt_index][0] for c in result.completions)
     assert result.seconds == 2.0 and result.num_generated_tokens == 30  # parallel: the slower rank
+    assert group.gets == [(False, True)]  # each rank alone: a Ctrl-C cancels it (RankCalls._get)
 
 
 @pytest.mark.parametrize("world", [2, 3, 4])
@@ -88,6 +90,7 @@ def test_tensor_parallel_engines_give_each_of_their_ranks_the_same_prompts_and_s
     # each completion once (from the engine's first rank), in prompt order
     assert [c.prompt_index for c in result.completions] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
     assert result.num_generated_tokens == 30
+    assert group.gets == [(True, False)]  # its ranks all-reduce: never cancelled on one rank alone
 
 
 def test_tensor_parallel_ranks_that_disagree_stop_the_run():

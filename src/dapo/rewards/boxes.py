@@ -89,8 +89,9 @@ _EMPTY_GROUP = re.compile(r"\{ {0,3}\}")
 # A LaTeX line break ("\\\\", "\\\\[2pt]") shows what follows on a line of its own: read as a separator,
 # so that "\\boxed{34} \\\\ 35" states a second value as "\\boxed{34}; 35" does.
 _LINE_BREAK = re.compile(r"\\\\(?:\[[^\[\]]{0,12}\])?")
-# A remark in square brackets, read as one in parentheses: "\\boxed{34} [or 35]" offers another answer.
-_BRACKET_REMARK = re.compile(r"^([\s$]{0,4})\[([^\[\]()]{0,200})\]")
+# A remark in square brackets, read as one in parentheses: "\\boxed{34} [or 35]" offers another answer; one
+# without a letter ("[1]") is a reference, left.
+_BRACKET_REMARK = re.compile(r"^([\s$]{0,4})\[(?=[^\[\]]{0,200}[A-Za-z])([^\[\]()]{0,200})\]")
 # Display or inline math closing right after the box, read as a closing "$": "\\[\\boxed{34}\\] (or 35)".
 _MATH_CLOSING = re.compile(r"^(\s{0,4})\\[\])]")
 # A parenthesis just after the box: a remark, unless it offers another answer or scales it ("(or 35)").

@@ -14,7 +14,8 @@ every sentence that starts within :data:`_MAX_CHARS` after the answer (the rest 
   else (``it's``, ``could also be``, ``the answer is``): ``Wait, check step 3.``, ``Alternatively, by Lemma 2.`` and ``Actually, check n = 5.``
   are checks, not other answers;
 - a sentence that opens with a number said to be possible, correct or an answer too (``35 is also
-  possible``, ``However, 35 is also possible``, ``35 works too``).
+  possible``, ``However, 35 is also possible``, ``35 works too``); not one that rules it out (``-3 is
+  not a valid solution``, ``But 0 is not possible``, ``35 is too large``).
 
 String scanning of bounded length: linear, safe in the parent process.
 """
@@ -25,21 +26,27 @@ import re
 
 from dapo.rewards.approximations import is_rounding_of, real_value
 from dapo.rewards.number_forms import restates
+from dapo.rewards.remark_words import APPROXIMATION_WORDS
 
 _MAX_CHARS = 300
 _NUMBER = r"[+\-\u2212]?[0-9][0-9.,]{0,40}"
 # Words between a hedge's opening and its number that name nothing else: "Actually, it's 35.",
 # "Or it could also be 35.", "Maybe the answer is 35 instead." ("Wait, check step 3." names a step).
 _FILLER = (r"(?:[\s,:$]|(?:it'?s|it|is|was|be|could|might|may|would|also|possibly|perhaps|maybe|probably|the"
-           r"|(?:final\s+)?answer|approximately|about|roughly|approx\.?|as\s+a\s+decimal|in\s+decimal\s+form)(?![A-Za-z]))")
+           r"|(?:final\s+)?answer|as\s+a\s+decimal|in\s+decimal\s+form)(?![A-Za-z])|"
+           + APPROXIMATION_WORDS.format(extra="", signs="") + ")")
 _HEDGE_OPENING = re.compile(
     r"[\s$*(（]{0,8}(?:(?:maybe|perhaps|possibly|alternatively|or|actually|otherwise|wait|hmm+|but|however|it"
     r"|或者?|也?可能是|也许是?)(?![A-Za-z])"
     + _FILLER + r"{0,12}(?P<hedged>" + _NUMBER + r")\$?\s{0,3}(?:instead\s{0,3})?(?:[.;!?)\n。！？；）]|$)"
     r"|(?:(?:however|but|and|also)[\s,]{1,3})?\$?(?P<offered>" + _NUMBER + r")\$?\s{1,3}"
     r"(?:is|are|could|might|may|would|works?)(?![A-Za-z])"
-    r"[^.;!?\n0-9]{0,24}?(?:possible|correct|valid|right|an?\s{1,3}(?:option|answer|possibility)|too|as\s+well)"
-    r"(?![A-Za-z]))", re.IGNORECASE)
+    r"[^.;!?\n0-9]{0,24}?(?<![A-Za-z])(?:possible|correct|valid|right|an?\s{1,3}(?:option|answer|possibility)"
+    r"|(?:too|as\s+well)(?=\s{0,3}(?:[.;!?)\n]|$)))(?![A-Za-z]))", re.IGNORECASE)
+# ... unless it says the value is not one: "-3 is not a valid solution", "But 0 is not possible", "35 is
+# impossible" (ruling out an extraneous root checks the answer; it offers none)
+_NEGATION = re.compile(r"(?<![A-Za-z])(?:not|never|no|cannot|can't|isn't|aren't|wasn't|nor|neither|impossible"
+                       r"|invalid|incorrect|wrong|extraneous|excluded?|rejected?)(?![A-Za-z])", re.IGNORECASE)
 # Where a sentence after the answer may start: past a full stop, semicolon or the like, or a line break.
 _SENTENCE_BREAK = re.compile(r"[.;!?](?=[\s$*])|[。！？；]|\n+")  # (CJK punctuation needs no space after it)
 
@@ -51,7 +58,7 @@ def hedged_later(after: str, answer: str) -> bool:
     starts = [0, *(brk.end() for brk in _SENTENCE_BREAK.finditer(after, 0, _MAX_CHARS))]
     for start in starts:
         hedge = _HEDGE_OPENING.match(after, start)
-        if hedge is not None:
+        if hedge is not None and not _NEGATION.search(hedge.group(0)):
             value = (hedge.group("hedged") or hedge.group("offered")).rstrip(".,")
             if not restates(answer, value) and not _rounds(value, answer):
                 return True

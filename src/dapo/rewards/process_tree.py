@@ -247,24 +247,26 @@ def end_everything_below(*_: object) -> None:
     os._exit(1)  # (not reached: the group's SIGKILL ends this process)
 
 
-_masks_at_fork: list[set[signal.Signals]] = []
+_at_fork = threading.local()  # .masks: each forking thread's signal masks, saved before its fork
 
 
 def _hold_sigterm_over_fork() -> None:
     """(before fork) SIGTERM is held back across the fork: a child forked with this process's
     handler, which its interpreter clears a signal for on start, lost one sent before it first ran
     (``Pool.terminate()`` right after ``Pool()`` on busy cores: the child lived on, the pool hung)."""
-    _masks_at_fork.append(signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM}))
+    if not hasattr(_at_fork, "masks"):
+        _at_fork.masks = []
+    _at_fork.masks.append(signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM}))
 
 
 def _release_sigterm_in_parent() -> None:
-    signal.pthread_sigmask(signal.SIG_SETMASK, _masks_at_fork.pop())
+    signal.pthread_sigmask(signal.SIG_SETMASK, _at_fork.masks.pop())
 
 
 def _default_sigterm_in_child() -> None:
     """(after fork, in the child) SIGTERM's default action, then the signal let through: one sent
     while it was held ends the child, as it would outside dapo."""
-    mask = _masks_at_fork.pop()
+    mask = _at_fork.masks.pop()
     with contextlib.suppress(ValueError):  # (not the main thread: die_with_parent's handler ends it so)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)

@@ -140,14 +140,15 @@ class RewardScorer:
         data_sources = list(data_sources) if data_sources is not None else [None] * n
         extras = list(extras) if extras is not None else [{} for _ in range(n)]
         prompts = list(prompts) if prompts is not None else [None] * n
-        if not len(ground_truths) == len(data_sources) == len(extras) == len(prompts) == n:
+        thinking = list(thinking) if thinking is not None else [False] * n
+        if not len(ground_truths) == len(data_sources) == len(extras) == len(prompts) == len(thinking) == n:
             raise ValueError(
-                f"score() got {n} responses, {len(ground_truths)} ground truths, "
-                f"{len(data_sources)} data sources, {len(extras)} extras and {len(prompts)} prompts; they must match"
+                f"score() got {n} responses, {len(ground_truths)} ground truths, {len(data_sources)} data "
+                f"sources, {len(extras)} extras, {len(prompts)} prompts and {len(thinking)} thinking flags; they must match"
             )
         texts = [_as_text(r) for r in responses]
         golds = [_as_text(g) for g in ground_truths]
-        read = [f"<think>\n{text}" if inside else text for text, inside in zip(texts, thinking or [False] * n)]
+        read = [f"<think>\n{text}" if inside else text for text, inside in zip(texts, thinking)]
         prepared = self._prepare(read, golds, data_sources)
         tasks: list[tuple] = []
         math_task = {}

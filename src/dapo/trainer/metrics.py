@@ -235,6 +235,7 @@ class MetricsLogger:
             if pending is not None and pending < self._tb_purge_step:
                 self._tb_purge_step = pending
                 self._tb_replay = [row for row in parse_metrics_lines(self.path) if row["step"] == pending]
+                self._tb_replay_completions = []  # (the resume step's: not this one's)
             write_atomically(self._purge_marker, json.dumps({"purge_step": self._tb_purge_step}) + "\n")
         self._resumed_at = step if step >= 0 else None
 

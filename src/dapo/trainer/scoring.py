@@ -60,8 +60,11 @@ def score_completions(
 
 
 def opens_thinking(tokenizer: PreTrainedTokenizerBase, prompt_ids: list[int]) -> bool:
-    """Whether a prompt ends in ``<think>``, opening the response's thinking."""
-    return tokenizer.decode(prompt_ids[-8:], skip_special_tokens=False).rstrip().endswith("<think>")
+    """Whether a prompt ends in ``<think>``, opening the response's thinking; never where ``</think>``
+    is a special token, which the responses' decoding (skip_special_tokens) drops: every response
+    would read as thinking to its end."""
+    return ("</think>" not in tokenizer.all_special_tokens
+            and tokenizer.decode(prompt_ids[-8:], skip_special_tokens=False).rstrip().endswith("<think>"))
 
 
 def sample_record(problem: Problem, text: str, result: RewardResult, completion: Completion) -> dict[str, Any]:

@@ -145,9 +145,9 @@ def _opens_its_line(text: str, anchor: re.Match[str]) -> bool:
 def _last_answer_anchor(text: str) -> re.Match[str] | None:
     """The last match of _ANSWER_ANCHOR. Each match holds one "answer" (and before it at most markup
     and "final", from its line's start), so the last is found from the last "answer" back, each
-    tried where a match holding it would start (its line's start, itself): 2 us for a 7k-character ASCII response, where scanning it all took
-    100 us, asked up to three times a response. (Other text is scanned: its case folding may move
-    positions, and IGNORECASE reads "ſ" as "s".)"""
+    tried where a match holding it would start (its line's start, itself): 2 us for a 7k-character
+    ASCII response, where scanning it all took 100 us, asked up to three times a response. (Other
+    text is scanned: its case folding may move positions, and IGNORECASE reads "ſ" as "s".)"""
     if not text.isascii():
         last = None
         for last in _ANSWER_ANCHOR.finditer(text):  # noqa: B007 - we want the last match

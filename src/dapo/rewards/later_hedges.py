@@ -11,8 +11,8 @@ every sentence that starts within :data:`_MAX_CHARS` after the answer (the rest 
 - a sentence that opens with a hedge's word (``maybe``, ``perhaps``, ``possibly``, ``alternatively``,
   ``or``, ``actually``, ``otherwise``, ``wait``, ``hmm``, ``but``, ``however``, ``it``; ``或``,
   ``也可能是``, ``也许``) and ends in a number with nothing between them but words that name nothing
-  else (``it's``, ``could also be``, ``the answer is``): ``Wait, check step 3.``, ``Alternatively, by Lemma 2.`` and ``Actually, check n = 5.``
-  are checks, not other answers;
+  else (``it's``, ``could also be``, ``the answer is``): ``Wait, check step 3.``, ``Alternatively,
+  by Lemma 2.`` and ``Actually, check n = 5.`` are checks, not other answers;
 - a sentence that opens with a number said to be possible, correct or an answer too (``35 is also
   possible``, ``However, 35 is also possible``, ``35 works too``); not one that rules it out (``-3 is
   not a valid solution``, ``But 0 is not possible``, ``35 is too large``).

@@ -331,11 +331,13 @@ def test_a_ctrl_c_while_the_ranks_generate_cancels_their_generation():
             return "ran to its end"
 
     ray.init(num_cpus=2, include_dashboard=False)
+    # Python's Ctrl-C handler, also where this process started with SIGINT ignored (a background job's)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
     try:
         group = object.__new__(RayPolicyGroup)
         group._ray, group.ranks = ray, [Rank.remote(), Rank.remote()]
         ray.get([rank.ready.remote() for rank in group.ranks])
-        timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
         timer.start()
         with pytest.raises(KeyboardInterrupt):
             group._get(group._submit([(rank.generate, ()) for rank in group.ranks]), collective=False, cancellable=True)
@@ -343,6 +345,7 @@ def test_a_ctrl_c_while_the_ranks_generate_cancels_their_generation():
         assert ray.get([rank.ready.remote() for rank in group.ranks], timeout=30) == [True, True]
         assert time.monotonic() - started < 30  # not behind a 60 s generation
     finally:
+        signal.signal(signal.SIGINT, previous)
         timer.cancel()
         ray.shutdown()
 

@@ -135,6 +135,16 @@ def _driver_readable_methods(cls: type) -> type:
     return cls
 
 
+def stop_when_cancelled(engine: Any) -> None:
+    """An engine that checks for it (the native one's ``should_stop``) stops a generation the driver
+    cancels (:meth:`~dapo.trainer.ray_faults.RankCalls._get`, a Ctrl-C in an evaluation); called in a
+    Ray actor."""
+    if hasattr(engine, "should_stop"):
+        import ray
+
+        engine.should_stop = ray.get_runtime_context().is_canceled
+
+
 @_driver_readable_methods
 class PolicyRank:
     """One policy rank: an FSDP2 shard of the policy, its optimizer, and a rollout engine."""
@@ -192,10 +202,7 @@ class PolicyRank:
         engine_model = model if vllm else copy.deepcopy(model)
         self.engine = create_engine(cfg.rollout, engine_model, tokenizer, model_path=str(model_path),
                                     **vllm_options(cfg, model, on_ranks=True))
-        if hasattr(self.engine, "should_stop"):  # the native engine: a call the driver cancels stops (RankCalls._get)
-            import ray
-
-            self.engine.should_stop = ray.get_runtime_context().is_canceled
+        stop_when_cancelled(self.engine)
         if vllm:  # vLLM's worker seeded torch with the run's seed, the same on every rank: each its own again
             seed_process(cfg.trainer.seed + RANK_SEED_STRIDE * rank)
         add_adapters(model, cfg.model)  # LoRA: rank 0's initial adapters reach every rank with its weights

@@ -52,7 +52,9 @@ def score_completions(
         )
     texts = tokenizer.batch_decode([c.token_ids for c in completions], skip_special_tokens=True)
     owners = [problems[c.prompt_index] for c in completions]
-    opened = [opens_thinking(tokenizer, ids) for ids in prompt_token_ids] if prompt_token_ids is not None else None
+    # a "</think>" that is a special token is dropped by the decoding above: every response would read as thinking
+    readable = prompt_token_ids is not None and "</think>" not in tokenizer.all_special_tokens
+    opened = [opens_thinking(tokenizer, ids) for ids in prompt_token_ids] if readable else None
     results = scorer.score(texts, [p.ground_truth for p in owners], [p.data_source for p in owners],
                            [p.extra for p in owners], [p.prompt for p in owners],
                            [opened[c.prompt_index] for c in completions] if opened is not None else None)
@@ -60,11 +62,8 @@ def score_completions(
 
 
 def opens_thinking(tokenizer: PreTrainedTokenizerBase, prompt_ids: list[int]) -> bool:
-    """Whether a prompt ends in ``<think>``, opening the response's thinking; never where ``</think>``
-    is a special token, which the responses' decoding (skip_special_tokens) drops: every response
-    would read as thinking to its end."""
-    return ("</think>" not in tokenizer.all_special_tokens
-            and tokenizer.decode(prompt_ids[-8:], skip_special_tokens=False).rstrip().endswith("<think>"))
+    """Whether a prompt ends in ``<think>``, opening the response's thinking."""
+    return tokenizer.decode(prompt_ids[-8:], skip_special_tokens=False).rstrip().endswith("<think>")
 
 
 def sample_record(problem: Problem, text: str, result: RewardResult, completion: Completion) -> dict[str, Any]:

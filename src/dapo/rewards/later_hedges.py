@@ -8,8 +8,8 @@ offers another value now, so the answer is hedged (wrong) unless that value rest
 (``\\boxed{34}. Or, written out, 34.0``, ``\\boxed{2\\sqrt{3}}. Or approximately 3.46.``). What is read:
 every sentence that starts within :data:`_MAX_CHARS` after the answer (the rest of its own too):
 
-- a sentence that opens with a hedge's word (``maybe``, ``perhaps``, ``possibly``, ``alternatively``,
-  ``or``, ``actually``, ``otherwise``, ``wait``, ``hmm``, ``but``, ``however``, ``it``; ``或``,
+- a sentence that opens with a hedge's word (``or`` and its adverbs, ``maybe``, ``perhaps``,
+  ``alternatively``, ``instead``, ...; ``actually``, ``wait``, ``hmm``, ``but``, ``however``, ``it``; ``或``,
   ``也可能是``, ``也许``) and ends in a number with nothing between them but words that name nothing
   else (``it's``, ``could also be``, ``the answer is``): ``Wait, check step 3.``, ``Alternatively,
   by Lemma 2.`` and ``Actually, check n = 5.`` are checks, not other answers;
@@ -26,7 +26,7 @@ import re
 
 from dapo.rewards.approximations import is_rounding_of, real_value
 from dapo.rewards.number_forms import restates
-from dapo.rewards.remark_words import APPROXIMATION_WORDS
+from dapo.rewards.remark_words import APPROXIMATION_WORDS, OR_ADVERBS
 
 _MAX_CHARS = 300
 _NUMBER = r"[+\-\u2212]?[0-9][0-9.,]{0,40}"
@@ -36,7 +36,7 @@ _FILLER = (r"(?:[\s,:$]|(?:it'?s|it|is|was|be|could|might|may|would|also|possibl
            r"|(?:final\s+)?answer|as\s+a\s+decimal|in\s+decimal\s+form)(?![A-Za-z])|"
            + APPROXIMATION_WORDS.format(extra="", signs="") + ")")
 _HEDGE_OPENING = re.compile(
-    r"[\s$*(（]{0,8}(?:(?:maybe|perhaps|possibly|alternatively|or|actually|otherwise|wait|hmm+|but|however|it"
+    r"[\s$*(（]{0,8}(?:(?:" + OR_ADVERBS + r"|or|actually|wait|hmm+|but|however|it"
     r"|或者?|也?可能是|也许是?)(?![A-Za-z])"
     + _FILLER + r"{0,12}(?P<hedged>" + _NUMBER + r")\$?\s{0,3}(?:instead\s{0,3})?(?:[.;!?)\n。！？；）]|$)"
     r"|(?:(?:however|but|and|also)[\s,]{1,3})?\$?(?P<offered>" + _NUMBER + r")\$?\s{1,3}"

@@ -29,6 +29,26 @@ def test_hf_engine_logprobs_match_teacher_forced_forward(qwen2: torch.nn.Module,
         assert torch.allclose(reference, torch.tensor(completion.logprobs, dtype=torch.float64), atol=1e-4)
 
 
+def test_hf_engine_should_stop_ends_a_generation_within_a_few_decode_steps(qwen2: torch.nn.Module) -> None:
+    """A policy rank's hf engine asks Ray whether the driver cancelled its call (a Ctrl-C in an
+    evaluation, whose checkpoint waits behind it): asked every few decode steps, True ends generate()
+    at once; False never does and samples what an engine that is never asked samples."""
+    from dapo.rollout.base import STOP_CHECK_EVERY, GenerationStopped
+
+    engine, params = HFGenerateEngine(qwen2, PAD_ID), SamplingParams(n=2, max_new_tokens=64, seed=0)
+    asked: list[int] = []
+    engine.should_stop = lambda: asked.append(1) is None and len(asked) > 2
+    with pytest.raises(GenerationStopped, match=f"step {3 * STOP_CHECK_EVERY} of 64"):
+        engine.generate(PROMPTS, params)
+    assert len(asked) == 3
+    engine.should_stop = lambda: False
+    asked_never = engine.generate(PROMPTS, params).completions
+    engine.should_stop = None
+    never_asked = engine.generate(PROMPTS, params).completions
+    assert [c.token_ids for c in asked_never] == [c.token_ids for c in never_asked]
+    assert all(len(c.token_ids) == 64 for c in asked_never)
+
+
 @pytest.mark.parametrize(("temperature", "top_k", "top_p"), [(1.0, 5, 1.0), (0.7, 0, 0.8), (1.3, 7, 0.6)])
 def test_hf_engine_logprobs_are_of_the_warped_distribution_without_keeping_every_steps_scores(
         qwen2: torch.nn.Module, monkeypatch, temperature: float, top_k: int, top_p: float) -> None:

@@ -322,12 +322,12 @@ def test_a_prefill_in_blocks_of_queries_keeps_logprobs_exact(qwen2: torch.nn.Mod
 def test_should_stop_ends_a_generation_within_a_few_decode_steps(qwen2: torch.nn.Module) -> None:
     """A policy rank's engine asks Ray whether the driver cancelled its call (a Ctrl-C in an
     evaluation); asked every few steps, True ends generate() at once, None or False never does."""
-    from dapo.rollout.native import _STOP_CHECK_EVERY, GenerationStopped
+    from dapo.rollout.base import STOP_CHECK_EVERY, GenerationStopped
 
     engine = NativeEngine(qwen2, PAD_ID)
     asked: list[int] = []
     engine.should_stop = lambda: asked.append(1) is None and len(asked) > 2
-    with pytest.raises(GenerationStopped, match=f"step {2 * _STOP_CHECK_EVERY} of 64"):
+    with pytest.raises(GenerationStopped, match=f"step {2 * STOP_CHECK_EVERY} of 64"):
         engine.generate(PROMPTS, SamplingParams(max_new_tokens=64, seed=0))
     engine.should_stop = lambda: False
     assert len(engine.generate(PROMPTS, SamplingParams(max_new_tokens=64, seed=0)).completions) == len(PROMPTS)

@@ -31,6 +31,13 @@ class SamplingParams:
     seed: int | None = None
 
 
+STOP_CHECK_EVERY = 8  # decode steps between two calls of an engine's should_stop
+
+
+class GenerationStopped(RuntimeError):
+    """generate() was stopped by its engine's ``should_stop`` (the driver cancelled the call)."""
+
+
 # What an engine's sync_weights takes: the trainer's model, or its weights by (Hugging Face)
 # name: a mapping, or (name, tensor) pairs streamed one at a time (a sharded policy gathers each
 # tensor only when the engine reaches it).

@@ -5,14 +5,15 @@ Face's own temperature, top-k and top-p warpers), the distribution actually samp
 :func:`compute_transition_scores` with ``normalize_logits=True`` computes. They are taken step by
 step by a logits processor placed after the warpers (``output_scores`` would keep every step's
 (rows, vocab) scores: 40 GB for 64 rows of 1024 tokens over Qwen's 152k vocabulary). Stop strings
-are applied afterwards on the decoded tokens.
+are applied afterwards on the decoded tokens. ``should_stop``, asked every few decode steps by a
+stopping criterion, ends a call the driver cancelled, as in the native engine.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -21,12 +22,21 @@ from transformers import (
     GenerationConfig,
     LogitsProcessor,
     LogitsProcessorList,
+    StoppingCriteria,
+    StoppingCriteriaList,
     TemperatureLogitsWarper,
     TopKLogitsWarper,
     TopPLogitsWarper,
 )
 
-from dapo.rollout.base import GenerationResult, SamplingParams, Weights, copy_weights
+from dapo.rollout.base import (
+    STOP_CHECK_EVERY,
+    GenerationResult,
+    GenerationStopped,
+    SamplingParams,
+    Weights,
+    copy_weights,
+)
 from dapo.rollout.batching import (
     build_completions,
     check_request,
@@ -46,6 +56,9 @@ class HFGenerateEngine:
         self.model = model
         self.pad_token_id = pad_token_id
         self.tokenizer = tokenizer
+        # asked every few decode steps: True stops generate() (GenerationStopped); a policy rank sets
+        # it to Ray's "was this call cancelled" (ray_rank.stop_when_cancelled)
+        self.should_stop: Callable[[], bool] | None = None
 
     def _generation_config(self, params: SamplingParams) -> GenerationConfig:
         # Every sampling setting explicit; generate() fills the rest from the model's own
@@ -91,11 +104,13 @@ class HFGenerateEngine:
             if seeded:
                 torch.manual_seed(params.seed)
             reset_dynamic_rope(rotary_module(self.model))  # not the frequencies an earlier, longer call grew
-            recorder = _StepLogprobs()
+            recorder, asked = _StepLogprobs(), _WhenAsked(self.should_stop)
             sequences = self.model.generate(
                 input_ids=input_ids, attention_mask=attention_mask, generation_config=self._generation_config(params),
-                logits_processor=self._processors(params, recorder),
+                logits_processor=self._processors(params, recorder), stopping_criteria=StoppingCriteriaList([asked]),
             )
+            if asked.stopped_at is not None:
+                raise GenerationStopped(f"generation stopped at decode step {asked.stopped_at} of {params.max_new_tokens}")
             response_ids = sequences[:, input_ids.shape[1] :]
             logprobs = recorder.logprobs(response_ids)
         rows = [self._finish(ids, lps, params) for ids, lps in zip(response_ids.tolist(), logprobs.tolist())]
@@ -154,6 +169,22 @@ class _StepLogprobs(LogitsProcessor):
         if not steps:
             return response_ids.new_zeros(response_ids.shape, dtype=torch.float32)
         return torch.stack(self.gathered[:steps], dim=1)
+
+
+class _WhenAsked(StoppingCriteria):
+    """Ends every row once ``should_stop`` says so (asked every STOP_CHECK_EVERY decode steps)."""
+
+    def __init__(self, should_stop: Callable[[], bool] | None) -> None:
+        self.should_stop = should_stop
+        self.steps = 0
+        self.stopped_at: int | None = None  # the decode step it stopped at
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: Any) -> torch.BoolTensor:
+        self.steps += 1
+        stop = self.should_stop is not None and self.steps % STOP_CHECK_EVERY == 0 and bool(self.should_stop())
+        if stop:
+            self.stopped_at = self.steps
+        return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
 
 
 @contextlib.contextmanager

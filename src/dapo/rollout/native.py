@@ -22,7 +22,14 @@ from torch import nn
 
 from dapo.errors import NonFiniteError
 from dapo.rollout import llama_decoder
-from dapo.rollout.base import GenerationResult, SamplingParams, Weights, copy_weights
+from dapo.rollout.base import (
+    STOP_CHECK_EVERY,
+    GenerationResult,
+    GenerationStopped,
+    SamplingParams,
+    Weights,
+    copy_weights,
+)
 from dapo.rollout.batching import (
     build_completions,
     check_request,
@@ -39,12 +46,6 @@ from dapo.rollout.stopping import StopStringMatcher
 # Drop finished rows once they are this fraction of the batch: dropping copies the KV cache,
 # so doing it for every single finished row would cost more than computing a few dead rows.
 _DROP_FINISHED_FRACTION = 0.2
-_STOP_CHECK_EVERY = 8  # decode steps between two calls of NativeEngine.should_stop
-
-
-class GenerationStopped(RuntimeError):
-    """generate() was stopped by its engine's ``should_stop`` (the driver cancelled the call)."""
-
 
 class DecodeSession(Protocol):
     def prefill(self, input_ids: torch.Tensor, pad_lengths: torch.Tensor) -> torch.Tensor: ...
@@ -260,7 +261,7 @@ def _sample_loop(
     should_stop: Callable[[], bool] | None = None,
 ) -> _Outputs:
     """Sample up to max_new_tokens per row; record stops; drop finished rows in batches; raise
-    GenerationStopped when ``should_stop`` says so (asked every _STOP_CHECK_EVERY steps)."""
+    GenerationStopped when ``should_stop`` says so (asked every STOP_CHECK_EVERY steps)."""
     device = logits.device
     outputs = _Outputs(len(logits), params.max_new_tokens, device)
     row_ids = torch.arange(len(logits), device=device)  # batch position -> output row
@@ -268,7 +269,7 @@ def _sample_loop(
     stop_ids = torch.tensor(params.stop_token_ids, dtype=torch.long, device=device)
     all_rows = True  # no row dropped yet: the batch's rows are the output rows, in order
     for step in range(params.max_new_tokens):
-        if should_stop is not None and step % _STOP_CHECK_EVERY == 0 and should_stop():
+        if should_stop is not None and step % STOP_CHECK_EVERY == 0 and should_stop():
             raise GenerationStopped(f"generation stopped at decode step {step} of {params.max_new_tokens}")
         tokens, logprobs = sample_next_tokens(logits, params.temperature, params.top_k, params.top_p, generator)
         if all_rows:  # a plain copy, cheaper than an indexed write

@@ -155,7 +155,7 @@ class RankCalls:
         fails first (the grace below). An error that leaves a rank dead, or in a ``collective`` call
         (blocked for good?), makes the group ``broken``: a further call raises, not waits forever.
         ``cancellable`` (a call each rank makes alone, whose engine checks for it: the native
-        engine's generation): a Ctrl-C or SIGTERM while waiting cancels it on every rank, so that
+        and hf engines' generation): a Ctrl-C or SIGTERM while waiting cancels it on every rank, so that
         the call after it (the checkpoint of a stopped evaluation) does not wait for its end."""
         self._check_usable()
         with handler_errors_kept():

@@ -136,7 +136,7 @@ def _driver_readable_methods(cls: type) -> type:
 
 
 def stop_when_cancelled(engine: Any) -> None:
-    """An engine that checks for it (the native one's ``should_stop``) stops a generation the driver
+    """An engine that checks for it (the native and hf engines' ``should_stop``) stops a generation the driver
     cancels (:meth:`~dapo.trainer.ray_faults.RankCalls._get`, a Ctrl-C in an evaluation); called in a
     Ray actor."""
     if hasattr(engine, "should_stop"):

@@ -19,7 +19,7 @@ from tests.architecture_configs import (
 from transformers import AutoModelForCausalLM, PreTrainedConfig
 
 from dapo.rollout.base import SamplingParams
-from dapo.rollout.llama_decoder import unsupported_reason
+from dapo.rollout.llama_support import unsupported_reason
 from dapo.rollout.native import NativeEngine
 
 PROMPT_LENGTHS = (3, 9, 12)  # left-padded to 12

@@ -10,7 +10,7 @@ from rollout_helpers import teacher_forced_logprobs
 
 from dapo.errors import UserError
 from dapo.lora import apply_lora, merged_weights
-from dapo.rollout import NativeEngine, SamplingParams, llama_decoder
+from dapo.rollout import NativeEngine, SamplingParams, llama_support
 from dapo.rollout.base import copy_weights, named_weights
 
 PROMPTS = [[5, 6, 7], [8, 9, 10, 11, 12, 13, 14, 15], [3]]
@@ -29,7 +29,7 @@ def _adapted(model: torch.nn.Module, targets: list[str] | None = None) -> torch.
 @pytest.mark.parametrize("make", [tiny_qwen2, tiny_llama])
 def test_the_fast_path_decodes_the_adapted_model(make) -> None:
     model = _adapted(make())
-    assert llama_decoder.unsupported_reason(model, 64) is None
+    assert llama_support.unsupported_reason(model, 64) is None
     engine = NativeEngine(model, PAD_ID)
     result = engine.generate(PROMPTS, SamplingParams(n=2, max_new_tokens=10, seed=0))
     assert engine.last_path == "llama"
@@ -40,7 +40,7 @@ def test_the_fast_path_decodes_the_adapted_model(make) -> None:
 
 def test_a_training_forward_refuses_adapters_it_would_not_train() -> None:
     model = _adapted(tiny_qwen2())
-    reason = llama_decoder.architecture_reason(model)
+    reason = llama_support.architecture_reason(model)
     assert reason is not None and "would not train" in reason
 
 
@@ -82,7 +82,7 @@ def test_dora_adapters_are_refused_by_the_fast_path_and_the_merge() -> None:
 
     model = tiny_qwen2()
     inject_adapter_in_model(LoraConfig(r=4, target_modules=["q_proj"], use_dora=True), model)
-    assert "other than LoRA's" in llama_decoder.unsupported_reason(model, 64)
+    assert "other than LoRA's" in llama_support.unsupported_reason(model, 64)
     with pytest.raises(ValueError, match="cannot be merged"):
         dict(merged_weights(model))
 

@@ -10,7 +10,7 @@ from conftest import PAD_ID, VOCAB_SIZE, tiny_qwen2
 from rollout_helpers import LetterTokenizer, reference_filtered_logprobs, teacher_forced_logprobs
 from transformers import GPT2Config, GPT2LMHeadModel, Qwen2Config, Qwen2ForCausalLM
 
-from dapo.rollout import NativeEngine, SamplingParams, llama_decoder
+from dapo.rollout import NativeEngine, SamplingParams, llama_decoder, llama_support
 from dapo.rollout.llama_weights import LlamaWeights
 
 PROMPTS = [[5, 6, 7], [8, 9, 10, 11, 12, 13, 14, 15], [3], [20, 21, 22, 23]]
@@ -49,13 +49,13 @@ def test_a_rope_that_follows_the_longest_position_takes_the_generic_path_past_it
         vocab_size=VOCAB_SIZE, hidden_size=32, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2,
         intermediate_size=64, max_position_embeddings=16,
         rope_parameters={"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}))
-    assert llama_decoder.unsupported_reason(model, 15) is None  # 15 tokens computed, 16 with the last sampled
-    assert "'dynamic'" in llama_decoder.unsupported_reason(model, 16)
+    assert llama_support.unsupported_reason(model, 15) is None  # 15 tokens computed, 16 with the last sampled
+    assert "'dynamic'" in llama_support.unsupported_reason(model, 16)
     engine = NativeEngine(model.eval(), PAD_ID)
     engine.generate(PROMPTS, SamplingParams(max_new_tokens=16, seed=0))
     assert engine.last_path == "hf"
     model.config.rope_parameters = {"rope_type": "default", "rope_theta": 10000.0}
-    assert "'dynamic'" in llama_decoder.unsupported_reason(model, 16)
+    assert "'dynamic'" in llama_support.unsupported_reason(model, 16)
 
 
 def test_the_rope_table_of_a_low_precision_model_decoded_in_float32_is_float32s(qwen2_yarn) -> None:

@@ -16,7 +16,7 @@ from transformers.models.llama import modeling_llama
 from transformers.models.mistral import modeling_mistral
 from transformers.models.qwen2 import modeling_qwen2
 
-from dapo.rollout.llama_decoder import unsupported_reason
+from dapo.rollout.llama_support import unsupported_reason
 from dapo.trainer.batch import Sample, collate
 from dapo.trainer.native_forward import native_forward_reason, native_shared_prompt_logits
 from dapo.trainer.packed_attention import (

@@ -130,7 +130,7 @@ class LlamaWeights:
         its sin 0, so RoPE runs on the whole contiguous projection (see the decoder's _rotate).
         Built for the longest length asked so far (a position's entries do not depend on the
         length: RoPE whose frequencies do is accepted only up to the length where they change,
-        llama_decoder.unsupported_reason, so every table holds the short sequences' frequencies)."""
+        llama_support.unsupported_reason, so every table holds the short sequences' frequencies)."""
         if len(self._rope) < max_length:
             self._rope = self._build_rope_tables(max_length)
         return self._rope[:max_length]

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from dapo.errors import NonFiniteError
-from dapo.rollout import llama_decoder
+from dapo.rollout import llama_decoder, llama_support
 from dapo.rollout.base import (
     STOP_CHECK_EVERY,
     GenerationResult,
@@ -125,7 +125,7 @@ class NativeEngine:
     def _open_session(self, max_length: int, rows: int, packing_rows: int | None = None) -> DecodeSession:
         """``packing_rows``: the rows the weights are packed for (a chunked call's full chunk, so that
         its smaller last chunk does not prepare them again); ``rows`` by default."""
-        reason = llama_decoder.unsupported_reason(self.model, max_length) if self.fast_forward else "fast_forward=False"
+        reason = llama_support.unsupported_reason(self.model, max_length) if self.fast_forward else "fast_forward=False"
         if reason is None:
             self.last_path = "llama"
             weights = self._prepared_weights(packing_rows or rows)

@@ -36,7 +36,7 @@ from transformers.models.mistral.modeling_mistral import MistralRMSNorm
 from transformers.models.qwen2.modeling_qwen2 import Qwen2RMSNorm
 
 from dapo.rollout.cpu_kernels import cpu_kernel_library
-from dapo.rollout.llama_decoder import skipped_hooks
+from dapo.rollout.llama_support import skipped_hooks
 from dapo.trainer.fused_cpu_attention import (
     AttentionSegments,
     attention_reference,

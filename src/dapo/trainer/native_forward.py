@@ -49,7 +49,7 @@ from torch.utils.checkpoint import checkpoint
 from transformers import PreTrainedModel
 
 from dapo.rollout.hf_compat import length_following_rope
-from dapo.rollout.llama_decoder import architecture_reason, global_hooks, skipped_hooks
+from dapo.rollout.llama_support import architecture_reason, global_hooks, skipped_hooks
 from dapo.rollout.projections import fused
 from dapo.trainer.fused_cpu_attention import AttentionSegments, attention_segments
 from dapo.trainer.fused_cpu_ops import FusedCpuOps, fused_cpu_ops

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from dapo.trainer.metrics import WANDB_RUN_FILE, MetricsLogger
+from dapo.trainer.metrics import MetricsLogger
+from dapo.trainer.wandb_run import WANDB_RUN_FILE
 
 
 @pytest.fixture

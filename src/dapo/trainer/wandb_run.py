@@ -1,0 +1,40 @@
+"""The Weights & Biases run a run directory logs to (``logging.wandb=true``)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+import warnings
+from pathlib import Path
+from typing import Any
+
+from dapo.durable import write_atomically
+
+WANDB_RUN_FILE = "wandb_run.json"  # in the run directory: the W&B run this run logs to, and its group
+
+
+def open_wandb_run(run_dir: Path, project: str, config: dict, resumed_at: int | None, abandoned: list[int]) -> Any:
+    """The W&B run of a run directory; every run directory's runs share one W&B group, an attempt
+    that starts over (``resumed_at`` None) too. A resume goes on in the run it logged to when that
+    run holds nothing the resume drops; otherwise W&B, whose steps only increase, would keep the
+    abandoned points and ignore those logged again, so the attempt logs to a new run in the group,
+    and says so. None (with a warning) when wandb is not installed."""
+    try:
+        import wandb
+    except ImportError:
+        warnings.warn("logging.wandb=true but wandb is not installed; pip install wandb", stacklevel=3)
+        return None
+    path = run_dir / WANDB_RUN_FILE
+    saved = json.loads(path.read_text()) if path.is_file() else None
+    group = saved["group"] if saved else f"{run_dir.name}-{uuid.uuid4().hex[:8]}"
+    if saved and resumed_at is not None and not abandoned:
+        run = wandb.init(project=project, config=config, dir=str(run_dir), id=saved["id"], resume="allow", group=group)
+    else:
+        if saved:
+            held = (f"steps {abandoned[0]}-{abandoned[-1]} of the attempt this resume abandons" if resumed_at is not None
+                    else "the attempt this run starts over from")
+            warnings.warn(f"W&B run {saved['id']} holds {held}, and W&B cannot rewrite them: logging to a new run in "
+                          f"W&B group {group!r}", stacklevel=3)
+        run = wandb.init(project=project, config=config, dir=str(run_dir), group=group)
+    write_atomically(path, json.dumps({"id": run.id, "group": group}) + "\n")
+    return run

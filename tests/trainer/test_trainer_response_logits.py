@@ -86,3 +86,31 @@ def test_log_probs_are_each_responses_own_columns_of_the_pass_exactly(tiny_model
     _, flat = w.flat_logprobs(samples)
     assert flat.dtype == torch.float32 and flat.tolist() == [x for row in got for x in row.tolist()]
     assert w.compute_logprobs([]).logprobs == []
+
+
+def test_the_entropy_bonus_trains_through_one_pass_with_the_two_passes_gradients(tiny_model_dir, monkeypatch):
+    """With algorithm.entropy_coef the log-probs and the entropy come from one pass over the logits
+    (one gradient of them in backward, not three): the update is the one the two passes gave."""
+    import copy
+
+    from dapo.trainer import policy
+    from dapo.trainer.response_logits import response_entropy, response_logprobs
+
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir).double()
+    samples = make_samples(torch.Generator().manual_seed(4))
+    updated = []
+    for passes in ("one", "two", "no bonus"):
+        if passes == "two":
+            monkeypatch.setattr(policy, "response_logprobs_and_entropy", lambda logits, tensors, t: (
+                response_logprobs(logits, tensors, t), response_entropy(logits, tensors, t)))
+        model = copy.deepcopy(base)
+        w = worker(model, 1000)
+        w.optimizer = torch.optim.SGD(model.parameters(), lr=1.0)  # the weight change is the gradient
+        w.algo.entropy_coef = 0.0 if passes == "no bonus" else 0.3
+        for s, lp in zip(samples, w.compute_logprobs(samples).logprobs):
+            s.old_logprobs = [x - 0.05 for x in lp]
+        w.update(samples)
+        updated.append(model)
+    for one, two in zip(updated[0].parameters(), updated[1].parameters()):
+        torch.testing.assert_close(one, two, rtol=0, atol=1e-12)
+    assert any((a - b).abs().max() > 1e-6 for a, b in zip(updated[2].parameters(), updated[0].parameters()))

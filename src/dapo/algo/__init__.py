@@ -24,7 +24,11 @@ from dapo.algo.aggregation import (
 )
 from dapo.algo.filtering import GroupFilterResult, filter_groups
 from dapo.algo.kl import KL_ESTIMATORS, kl_penalty
-from dapo.algo.logprobs import entropy_from_logits, logprobs_from_logits
+from dapo.algo.logprobs import (
+    entropy_from_logits,
+    logprobs_and_entropy_from_logits,
+    logprobs_from_logits,
+)
 from dapo.algo.overlong import overlong_filter_mask, soft_overlong_penalty
 from dapo.algo.policy_loss import (
     POLICY_LOSSES,
@@ -52,6 +56,7 @@ __all__ = [
     "compute_policy_loss",
     "count_tokens_and_seqs",
     "entropy_from_logits",
+    "logprobs_and_entropy_from_logits",
     "filter_groups",
     "kl_penalty",
     "logprobs_from_logits",

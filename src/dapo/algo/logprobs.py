@@ -15,6 +15,11 @@ H), and recompute softmax chunk by chunk in backward:
     d log pi(y) / d z_v = (1[v = y] - pi(v)) / tau
     d H / d z_v = -pi(v) (log pi(v) + H) / tau
 
+Both with gradients (an entropy bonus, ``algorithm.entropy_coef``):
+:func:`logprobs_and_entropy_from_logits` computes them in one function whose backward writes one
+(B*T, V) gradient, the sum of the two above; the two functions apart would each write one and
+autograd a third, their sum (two more copies of the batch's logits at the backward's peak).
+
 Outputs are float32 (float64 for float64 logits, so ``torch.autograd.gradcheck`` applies).
 Non-contiguous logits (e.g. ``logits[:, :-1]``) are copied once, in their own dtype, by reshape.
 Second derivatives are not supported.
@@ -133,6 +138,46 @@ class _Entropy(torch.autograd.Function):
         return grad_logits, None, None
 
 
+class _TokenLogProbsAndEntropy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, logits: Tensor, labels: Tensor, temperature: float, chunk_size: int) -> tuple[Tensor, Tensor]:
+        dtype = _compute_dtype(logits)
+        logprobs = torch.empty(logits.shape[0], dtype=dtype, device=logits.device)
+        entropy, logsumexp = torch.empty_like(logprobs), torch.empty_like(logprobs)
+        for rows in _row_chunks(logits.shape[0], chunk_size):
+            log_p = _scaled(logits[rows], dtype, temperature, writable=True)
+            logsumexp[rows] = torch.logsumexp(log_p, dim=-1)
+            log_p.sub_(logsumexp[rows, None])
+            logprobs[rows] = log_p.gather(-1, labels[rows, None]).squeeze(-1)
+            p_log_p = torch.exp(log_p).mul_(log_p)
+            entropy[rows] = -p_log_p.masked_fill_(log_p == float("-inf"), 0.0).sum(-1)
+        ctx.save_for_backward(logits, labels, logsumexp, entropy)
+        ctx.temperature, ctx.chunk_size = temperature, chunk_size
+        ctx.set_materialize_grads(False)
+        return logprobs, entropy
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad_logprobs: Tensor | None, grad_entropy: Tensor | None) -> tuple[Tensor | None, ...]:
+        logits, labels, logsumexp, entropy = ctx.saved_tensors
+        if grad_logprobs is None and grad_entropy is None:
+            return None, None, None, None
+        grad_logits = torch.empty_like(logits)
+        for rows in _row_chunks(logits.shape[0], ctx.chunk_size):
+            log_p = _scaled(logits[rows], logsumexp.dtype, ctx.temperature, writable=True).sub_(logsumexp[rows, None])
+            probs = torch.exp(log_p)
+            if grad_entropy is None:
+                grad = log_p.zero_()
+            else:  # -g_H pi (log pi + H); p = 0 (a -inf logit) gives 0, not 0 * -inf; a NaN stays NaN
+                grad = log_p.add_(entropy[rows, None]).mul_(probs).masked_fill_(probs == 0, 0.0)
+                grad.mul_(-grad_entropy[rows, None].to(grad.dtype))
+            if grad_logprobs is not None:  # + g_lp (1[y] - pi)
+                grad_lp = grad_logprobs[rows, None].to(grad.dtype)
+                grad.sub_(probs.mul_(grad_lp)).scatter_add_(-1, labels[rows, None], grad_lp)
+            grad_logits[rows] = grad.div_(ctx.temperature)
+        return grad_logits, None, None, None
+
+
 def _check_common(logits: Tensor, temperature: float, chunk_size: int | None) -> None:
     if logits.dim() != 3 or not logits.is_floating_point():
         raise ValueError(f"logits must be a float (B, T, V) tensor, got shape {tuple(logits.shape)} dtype {logits.dtype}")
@@ -140,6 +185,18 @@ def _check_common(logits: Tensor, temperature: float, chunk_size: int | None) ->
         raise ValueError(f"temperature must be > 0, got {temperature}")
     if chunk_size is not None and chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+
+
+def _check_labels(logits: Tensor, labels: Tensor, temperature: float, chunk_size: int | None) -> None:
+    _check_common(logits, temperature, chunk_size)
+    batch, length, vocab = logits.shape
+    if labels.shape != (batch, length) or labels.is_floating_point():
+        raise ValueError(f"labels must be integer (B, T) = {(batch, length)}, got {tuple(labels.shape)} {labels.dtype}")
+    if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= vocab):
+        raise ValueError(
+            f"labels must lie in [0, {vocab}), got [{int(labels.min())}, {int(labels.max())}]; "
+            "replace ignore-index values (e.g. -100) by a valid id and mask them"
+        )
 
 
 def logprobs_from_logits(
@@ -150,15 +207,8 @@ def logprobs_from_logits(
     ``labels`` must be valid token ids everywhere (replace ignore-index values such as -100 by
     any id and mask those positions out of the loss).
     """
-    _check_common(logits, temperature, chunk_size)
+    _check_labels(logits, labels, temperature, chunk_size)
     batch, length, vocab = logits.shape
-    if labels.shape != (batch, length) or labels.is_floating_point():
-        raise ValueError(f"labels must be integer (B, T) = {(batch, length)}, got {tuple(labels.shape)} {labels.dtype}")
-    if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= vocab):
-        raise ValueError(
-            f"labels must lie in [0, {vocab}), got [{int(labels.min())}, {int(labels.max())}]; "
-            "replace ignore-index values (e.g. -100) by a valid id and mask them"
-        )
     flat = _TokenLogProbs.apply(
         logits.reshape(-1, vocab), labels.reshape(-1).long(), float(temperature), _chunk_rows(logits, chunk_size)
     )
@@ -171,3 +221,16 @@ def entropy_from_logits(logits: Tensor, temperature: float = 1.0, chunk_size: in
     batch, length, vocab = logits.shape
     flat = _Entropy.apply(logits.reshape(-1, vocab), float(temperature), _chunk_rows(logits, chunk_size))
     return flat.view(batch, length)
+
+
+def logprobs_and_entropy_from_logits(
+    logits: Tensor, labels: Tensor, temperature: float = 1.0, chunk_size: int | None = None
+) -> tuple[Tensor, Tensor]:
+    """:func:`logprobs_from_logits` and :func:`entropy_from_logits` in one pass, whose backward
+    writes one gradient for both (the module doc): (B, T, V), (B, T) -> (B, T), (B, T)."""
+    _check_labels(logits, labels, temperature, chunk_size)
+    batch, length, vocab = logits.shape
+    logprobs, entropy = _TokenLogProbsAndEntropy.apply(
+        logits.reshape(-1, vocab), labels.reshape(-1).long(), float(temperature), _chunk_rows(logits, chunk_size)
+    )
+    return logprobs.view(batch, length), entropy.view(batch, length)

@@ -42,9 +42,9 @@ from dapo.trainer.packed_attention import use_packed_attention
 from dapo.trainer.policy_checkpoint import PolicyCheckpointing
 from dapo.trainer.response_logits import (
     add_diagnostics,
-    response_entropy,
     response_logits,
     response_logprobs,
+    response_logprobs_and_entropy,
 )
 from dapo.trainer.sequence_parallel import (
     SequenceGroup,
@@ -333,7 +333,10 @@ class PolicyWorker(PolicyCheckpointing):
         """(the loss to minimise, its policy-gradient part)."""
         tensors = self._collate(micro)
         logits = self._response_logits(self.model, tensors)
-        logprobs = self._logprobs(logits, tensors)
+        if self.algo.entropy_coef != 0:  # one backward through the logits for both
+            logprobs, entropy = response_logprobs_and_entropy(logits, tensors, self.temperature)
+        else:
+            logprobs, entropy = self._logprobs(logits, tensors), None
         mask = tensors["response_mask"]
         if on_policy:  # pi_old is this forward's policy, but where a sample holds its own (carried over)
             given = tensors["has_old_logprobs"].to(logprobs.device)[:, None]
@@ -360,8 +363,7 @@ class PolicyWorker(PolicyCheckpointing):
         )
         pg_loss = loss
         agg = {"num_tokens": num_tokens, "num_seqs": num_seqs, "norm_const": self.norm_const}
-        if self.algo.entropy_coef != 0:
-            entropy = response_entropy(logits, tensors, self.temperature)
+        if entropy is not None:
             loss = loss - self.algo.entropy_coef * aggregate_loss(entropy, mask, self.algo.loss_agg_mode, **agg)
         if self._kl_penalty:  # so do empty micro-batches (_empty_loss)
             kl = kl_penalty(logprobs, self._ref_logprobs(tensors), self.algo.kl_estimator, mask)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedModel
 
-from dapo.algo import entropy_from_logits, logprobs_from_logits
+from dapo.algo import entropy_from_logits, logprobs_and_entropy_from_logits, logprobs_from_logits
 from dapo.rollout.batching import within_lengths
 from dapo.trainer.native_forward import native_shared_prompt_logits
 from dapo.trainer.packed_attention import packed_logits
@@ -55,6 +55,16 @@ def response_logprobs(logits: torch.Tensor, tensors: dict[str, torch.Tensor], te
 def response_entropy(logits: torch.Tensor, tensors: dict[str, torch.Tensor], temperature: float) -> torch.Tensor:
     """Entropy of the policy at each response position at the rollout temperature, (B, R)."""
     return padded(entropy_from_logits(logits, temperature=temperature), tensors)
+
+
+def response_logprobs_and_entropy(
+    logits: torch.Tensor, tensors: dict[str, torch.Tensor], temperature: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`response_logprobs` and :func:`response_entropy` in one pass, for a loss that trains
+    both (an entropy bonus): their backward writes one gradient of the logits, not three."""
+    labels = tensors.get("packed_labels", tensors["responses"])
+    logprobs, entropy = logprobs_and_entropy_from_logits(logits, labels, temperature=temperature)
+    return padded(logprobs, tensors), padded(entropy, tensors)
 
 
 def padded(per_token: torch.Tensor, tensors: dict[str, torch.Tensor]) -> torch.Tensor:

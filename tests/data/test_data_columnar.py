@@ -175,6 +175,21 @@ def test_keys_the_rows_lack_fail_or_load_as_row_by_row(
         assert fast == row_by_row and taken == columnar_batches
 
 
+def test_a_data_source_in_a_mappings_text_loads_as_row_by_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """data.data_source_key=meta.source through a column of JSON text: the row-wise reading parses
+    the text, and the columnar one took the key for missing, so every row's source was the file's
+    name (per-source eval metrics wrong), and one malformed row in a batch flipped its rows back."""
+    import json
+
+    sources = ["amc", "aime", "amc", "aime", "amc", "aime"]
+    path = tmp_path / "meta.parquet"
+    pq.write_table(pa.table({"prompt": [f"What is {i}+1?" for i in range(6)], "answer": [str(i + 1) for i in range(6)],
+                             "meta": [json.dumps({"source": source}) for source in sources]}), path)
+    cfg = DataConfig(prompt_key="prompt", answer_key="answer", data_source_key="meta.source")
+    fast, row_by_row, _ = _both_readings(monkeypatch, [str(path)], cfg, "eval")
+    assert fast == row_by_row and [problem[3] for problem in fast[0]] == sources
+
+
 def test_invalid_utf8_part_way_is_a_malformed_row_named_either_way(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Parquet does not check UTF-8: a bad string in the second batch's ``ability`` is that row's
     error (row 5), the same whether the batch is read a column at a time or row by row; a lenient

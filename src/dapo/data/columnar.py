@@ -174,7 +174,8 @@ _UNSURE = object()  # a key whose rows the row-wise reading may find or miss one
 def _column(batch: pa.RecordBatch, dotted_key: str) -> pa.Array | None | object:
     """The array of each row's value at ``dotted_key`` as loaders._get reads a row: a column of
     that very name, else the column and struct fields it names; None when no row has the key,
-    _UNSURE when some row may lack it (a null struct on the path, a duplicated field name)."""
+    _UNSURE when some row may lack it (a null struct on the path, a duplicated field name) or
+    holds it in text (a JSON or Python mapping's text on the path)."""
     names = batch.schema.names
     if dotted_key in names:
         return batch.column(names.index(dotted_key))
@@ -183,8 +184,10 @@ def _column(batch: pa.RecordBatch, dotted_key: str) -> pa.Array | None | object:
         return None
     array = batch.column(names.index(first))
     for part in rest:
+        if _is_text(array.type):
+            return _UNSURE  # a mapping's text, which the row-wise reading parses (loaders._get)
         if not pa.types.is_struct(array.type):
-            return None  # (a list, a map: not a dict in the row, so the key is missing)
+            return None  # (a list, a map, a number: not a dict in the row, so the key is missing)
         index = array.type.get_field_index(part)
         if index < 0:
             return _UNSURE if any(field.name == part for field in array.type) else None

@@ -11,11 +11,15 @@ def write_atomically(path: Path, content: str | bytes) -> None:
     """Replace ``path`` with ``content`` (text, or bytes: a rendered figure): written to a
     temporary file, fsynced, then renamed."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb" if isinstance(content, bytes) else "w") as handle:
-        handle.write(content)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb" if isinstance(content, bytes) else "w") as handle:
+            handle.write(content)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:  # a full disk, a Ctrl-C: no half-written temporary file left behind
+        tmp.unlink(missing_ok=True)
+        raise
     fsync_dir(path.parent)
 
 

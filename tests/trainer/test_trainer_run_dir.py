@@ -51,8 +51,9 @@ def test_resume_refuses_another_models_checkpoint_naming_the_difference(tiny_mod
     run_config = (run / "config.yaml").read_text()
     wider = make_tiny_model(tmp_path / "wider", hidden_size=48)
     trainer = Trainer(tiny_config(wider, run, reward_file, "trainer.total_steps=2"))
-    with pytest.raises(RunDirError, match=r"hidden_size 32 \(checkpoint\) != 48 \(this run\).*new output_dir"):
+    with pytest.raises(RunDirError, match=r"hidden_size 32 \(checkpoint\) != 48 \(this run\).*new output_dir") as refused:
         trainer.train()
+    assert "name it" not in str(refused.value)  # a named resume refuses another architecture too
     trainer.state.close()
     assert (run / "config.yaml").read_text() == run_config  # the refused run's config is not the run's
     # named (checkpoint.resume=PATH) by a run in another directory: no new output_dir would help
@@ -64,9 +65,16 @@ def test_resume_refuses_another_models_checkpoint_naming_the_difference(tiny_mod
     # the same architecture from another directory: a different model.path is refused too
     same_shape = make_tiny_model(tmp_path / "other", seed=1)
     trainer = Trainer(tiny_config(same_shape, run, reward_file, "trainer.total_steps=2"))
-    with pytest.raises(RunDirError, match="model.path"):
+    # (a moved model or dataset: a named resume goes on from the checkpoint, and the refusal says how)
+    with pytest.raises(RunDirError, match=r"model\.path.*name it to go on from it with this run's settings "
+                                          r"\(checkpoint\.resume=.*step-000001\)"):
         trainer.train()
     trainer.state.close()
+    step_1 = run / "checkpoints" / "step-000001"
+    with pytest.warns(UserWarning, match="model.path .* differs"):  # as the refusal said: it goes on from step 1
+        resumed = Trainer(tiny_config(same_shape, run, reward_file, "trainer.total_steps=2", f"checkpoint.resume={step_1}"))
+        resumed.train()
+    assert resumed.step == 2
     # ... unless the user says to start over
     Trainer(tiny_config(same_shape, run, reward_file, "trainer.total_steps=1", "checkpoint.resume=never")).train()
 

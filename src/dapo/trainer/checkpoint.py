@@ -85,6 +85,7 @@ def set_aside_checkpoints_after(run_dir: str | Path, step: int) -> Path | None:
     os.chmod(folder, 0o777 & ~current_umask())  # mkdtemp's 0700 would hide them from the run directory's group
     for path in later:
         path.rename(folder / path.name)
+    fsync_dir(folder)  # a rename is durable once both directories are
     fsync_dir(root)
     warnings.warn(
         f"moved {len(later)} checkpoint(s) after step {max(step, 0)} ({', '.join(p.name for p in later)}), of "

@@ -25,6 +25,7 @@ from typing import IO, Any
 import yaml
 
 from dapo.config.loading import absolute_local_path
+from dapo.durable import fsync_dir
 from dapo.errors import UserError
 
 LOCK_FILE = ".lock"
@@ -129,6 +130,7 @@ def remove_stale_checkpoint_temps(run_dir: Path) -> int:
         replaced = root / path.name[len(".old-"):].rsplit("-", 1)[0]  # .old-step-000004-123 -> step-000004
         if path.name.startswith(".old-") and not replaced.exists() and (path / STATE_FILE).is_file():
             path.rename(replaced)
+            fsync_dir(root)
             warnings.warn(f"restored checkpoint {replaced}, left half-swapped by a killed run", stacklevel=2)
         else:
             shutil.rmtree(path, ignore_errors=True)

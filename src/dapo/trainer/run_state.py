@@ -183,6 +183,13 @@ class RunState:
                               "ones are kept)", str(self.run_dir / "checkpoints")) from error
             raise
 
+    def _resumable_when_named(self, path: Path, model_config: Any) -> bool:
+        """Whether ``checkpoint.resume=<path>`` would resume what a rerun refused: a named checkpoint
+        is checked against the model only, not the run's data and settings (a moved dataset)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (its note on another model.path is for a named resume)
+            return checkpoint_mismatch(path, model_config, config_to_dict(self.cfg), automatic=False) is None
+
     def find_checkpoint(self, model_config: Any) -> tuple[Path, dict[str, Any]] | None:
         """The checkpoint ``checkpoint.resume`` names and its ``trainer_state.pt``, after checking
         it belongs to this run (model, settings, rank layout); None for a fresh start. What an
@@ -208,13 +215,15 @@ class RunState:
         else:
             self.went_back_to = (state.get("went_back_to") if point.automatic
                                  else checkpoint_record(path, self.run_dir))
-        mismatch = mismatch or layout_mismatch(state["policy"], self.cfg.resources.world_size)
-        if mismatch:
+        layout = layout_mismatch(state["policy"], self.cfg.resources.world_size)
+        if mismatch or layout:
             # found by itself in output_dir, or named (checkpoint.resume=PATH): another output_dir helps only the first
             remedy = ("Give this run a new output_dir, or set checkpoint.resume=never to start over in this one"
                       if point.automatic else "Name another checkpoint in checkpoint.resume, or set "
                       "checkpoint.resume=never to start this run from model.path")
-            raise RunDirError(f"cannot resume from {path}: {mismatch}. {remedy}")
+            if point.automatic and not layout and self._resumable_when_named(path, model_config):
+                remedy += f", or name it to go on from it with this run's settings (checkpoint.resume={path})"
+            raise RunDirError(f"cannot resume from {path}: {'; '.join(filter(None, (mismatch, layout)))}. {remedy}")
         if changes := changed_settings(path, with_absolute_paths(config_to_dict(self.cfg))):  # as checkpoints save it
             more = f" and {len(changes) - 12} more" if len(changes) > 12 else ""
             # the one report of them: the policy's optimizer, loaded next, says nothing of its own

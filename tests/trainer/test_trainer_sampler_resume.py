@@ -57,6 +57,17 @@ def test_surplus_made_under_other_settings_is_dropped_said_and_counted(change, t
     assert not any(s.carried_over for s in batch)
 
 
+def test_a_reward_function_named_relative_or_absolute_is_one_setting(tmp_path, monkeypatch):
+    """A resume that names the run's reward file by its absolute path (or the run by its relative
+    one) makes the kept groups under the same function: they are trained, not dropped."""
+    (tmp_path / "my_reward.py").write_text("def score(response, ground_truth):\n    return 1.0\n")
+    monkeypatch.chdir(tmp_path)
+    relative = settings("reward.functions=[{path: 'my_reward.py:score'}]")
+    absolute = settings(f"reward.functions=[{{path: '{tmp_path / 'my_reward.py'}:score'}}]")
+    assert relative == absolute
+    assert relative != settings("reward.functions=[{path: 'my_reward.py:other'}]")
+
+
 def test_surplus_made_under_the_same_settings_is_trained_and_an_older_checkpoint_keeps_its_own():
     before = sampler_with_surplus(settings())
     with warnings.catch_warnings():

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import torch
 
 from dapo.algo import filter_groups
+from dapo.config.loading import with_absolute_paths
 from dapo.data.records import Problem
 from dapo.trainer.batch import LOGPROB_FIELDS, Sample, as_logprobs
 
@@ -279,7 +280,10 @@ _SURPLUS_SETTINGS = {
 
 def surplus_settings(config: dict, filter_metric: str) -> dict:
     """The settings of ``config`` (a run's config as a dict) that kept groups were made under, as
-    ``{"section.key": value}``, with the resolved ``filter_metric``."""
+    ``{"section.key": value}``, with the resolved ``filter_metric``; its files named by their
+    absolute paths (a reward function named relative in one attempt and absolute in the resume is
+    one function)."""
+    config = with_absolute_paths(config)
     settings = {f"{section}.{key}": config[section][key] for section, keys in _SURPLUS_SETTINGS.items() for key in keys}
     return {**settings, "algorithm.filter_metric": filter_metric}
 

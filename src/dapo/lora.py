@@ -128,9 +128,12 @@ class MergedLinear:
 
 
 def merged_weight(weight: torch.Tensor, lora_a: torch.Tensor, lora_b: torch.Tensor, scaling: float) -> torch.Tensor:
-    """W + (alpha / r) B A, the product in float32 (as PEFT's ``get_delta_weight`` computes it
-    on CPU; on a GPU too here: a bf16 B A rounds each of its r-term sums) and added in W's dtype."""
-    return weight + ((lora_b.float() @ lora_a.float()) * scaling).to(weight.dtype)
+    """W + (alpha / r) B A, computed in float32 or W's wider dtype (as PEFT's ``get_delta_weight`` computes the product
+    on CPU; on a GPU too here: a bf16 B A rounds each of its r-term sums) and rounded once to W's
+    dtype: the sum of a bf16 W and a delta already rounded to bf16 rounded twice, one unit in the
+    last place off in ~6% of a bf16 model's merged weights."""
+    dtype = torch.promote_types(weight.dtype, torch.float32)  # (float64 stays float64)
+    return (lora_b.to(dtype) @ lora_a.to(dtype)).mul_(scaling).add_(weight).to(weight.dtype)
 
 
 def merged_linear(module: nn.Module) -> nn.Module | MergedLinear:

@@ -4,6 +4,7 @@ surplus, RNG) plus the policy's own state is everything the next step depends on
 from __future__ import annotations
 
 import copy
+import json
 import re
 from pathlib import Path
 
@@ -175,6 +176,13 @@ def test_the_truncation_warning_is_said_once_not_every_step(tmp_path, recwarn):
         assert len(said) == 1 and str(said[0].message).startswith("90% of responses")
     finally:
         state.lock.release()
+    # 383 of 384 responses is not "100% of responses" (the rate rounds down, to a tenth)
+    state = RunState(config.load_config([], [f"output_dir={tmp_path / 'b'}", "logging.tensorboard=false"]))
+    try:
+        with pytest.warns(UserWarning, match=r"^99\.7% of responses hit"):
+            state.warn_if_truncating({"rollout/truncation_rate": 383 / 384})
+    finally:
+        state.lock.release()
 
 
 def test_a_shards_only_checkpoint_records_the_models_own_dropout_rates(tmp_path):
@@ -251,6 +259,21 @@ def test_a_resumed_progress_bar_leaves_out_the_updates_earlier_steps_skipped(tin
             assert (bar.completed, bar.total) == (0, resumed.updates_per_step)  # step 3's updates alone
     finally:
         resumed.close()
+
+
+def test_updates_with_no_loss_token_are_not_counted_as_made_on_the_bar(tiny_model_dir, reward_file, tmp_path):
+    """Every response cut at the length limit and overlong filtering on: each update is empty
+    (actor/updates 0), and the bar read 8/8 updates all the same; they come off its total now."""
+    trainer = Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, "trainer.total_steps=2",
+                                  "rollout.max_response_length=1", "algorithm.overlong_soft_punishment=false",
+                                  "algorithm.dynamic_sampling=false", "algorithm.overlong_filtering=true",
+                                  "eval.before_training=false", "eval.every_steps=0", "logging.progress=true"))
+    advanced: list[int] = []
+    trainer.state.bar_advance = advanced.append
+    trainer.train()
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [row["actor/updates"] for row in rows if "actor/updates" in row] == [0, 0], "pick settings that truncate all"
+    assert advanced == [] and trainer.updates_skipped == 2 * trainer.updates_per_step and trainer.policy.version == 0
 
 
 def test_the_bar_names_the_step_whose_accuracy_it_shows_once_that_step_is_logged(tiny_model_dir, reward_file,

@@ -304,7 +304,10 @@ class Trainer(LoopState):
                 # while none has stepped (one with no loss token has no entropy to report)
                 diagnose = (on_policy or from_rollout) and all(s.empty for s in stats)
                 stats.append(self.policy.update(mini_batch, num_tokens, num_seqs, on_policy, diagnose))
-                self.state.bar_advance(1)
+                if stats[-1].skipped or stats[-1].empty:  # no update made (actor/updates): off the bar's total
+                    self._skip_updates(1)
+                else:
+                    self.state.bar_advance(1)
         record.timer["update"] = time.perf_counter() - t0
         self._skip_updates(self.updates_per_step - len(stats))
         record.timer["weight_sync"] += self.sync_engine()

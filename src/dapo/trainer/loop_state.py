@@ -127,6 +127,7 @@ class LoopState:
         return bool(every) and self.step % every == 0
 
     def _skip_updates(self, updates: int) -> None:
-        """A step made ``updates`` fewer optimizer updates than planned: off the bar's total, now and after a resume."""
+        """A step made ``updates`` fewer optimizer updates than planned (too few groups, or an update empty
+        or skipped): off the bar's total, now and after a resume."""
         self.updates_skipped += updates
         self.state.bar_skip(updates)

@@ -89,7 +89,8 @@ METRICS: dict[str, str] = {
     "estimate is clamped to [-10, 10] as verl's is, so a token far from the reference counts 10: it is what the penalty uses)",
     "actor/ratio_mean": "mean importance ratio pi_theta / pi_old per loss token during the update",
     "actor/grad_norm": "gradient norm before clipping (mean over the step's optimizer updates)",
-    "actor/lr": "learning rate of the step's updates (the schedule moves once per training step)",
+    "actor/lr": "learning rate of the step's updates (the schedule moves once per training step; logged on a step "
+                "that made none too: the rate it would have used)",
     "actor/updates": "optimizer updates made in this step",
     "actor/skipped_updates": "updates dropped because the loss or gradient was not finite (in float16, also "
                              "dynamic loss scaling's overflows, which halve the scale)",

@@ -277,7 +277,7 @@ class RunState:
         if rate > TRUNCATION_WARNING_RATE and not self._warned_truncation:
             self._warned_truncation = True
             warnings.warn(
-                f"{rate:.0%} of responses hit rollout.max_response_length={self.cfg.rollout.max_response_length}: "
+                f"{_percent_down(rate)} of responses hit rollout.max_response_length={self.cfg.rollout.max_response_length}: "
                 "truncated responses rarely contain a final answer, so the verifier scores most of them wrong (or "
                 "overlong filtering masks them) and learning stalls. Raise rollout.max_response_length or shorten the task "
                 "(said once; rollout/truncation_rate has the rate of every step).",
@@ -333,7 +333,7 @@ class RunState:
             self._progress.advance(self._task, updates)
 
     def bar_skip(self, updates: int) -> None:
-        """Updates a step did not make (too few groups): remove them from the bar's total."""
+        """Updates a step did not make (too few groups, empty or skipped ones): remove them from the bar's total."""
         if self._progress is not None and updates > 0:
             task = next(t for t in self._progress.tasks if t.id == self._task)
             self._progress.update(self._task, total=(task.total or 0) - updates)
@@ -341,3 +341,8 @@ class RunState:
     def close(self) -> None:
         self.logger.close()
         self.lock.release()
+
+
+def _percent_down(rate: float) -> str:
+    """``rate`` as a percentage rounded down to a tenth (383 of 384 is 99.7%, not 100%)."""
+    return f"{math.floor(rate * 1000 + 1e-9) / 10:g}%"

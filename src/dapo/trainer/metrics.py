@@ -106,13 +106,14 @@ METRICS: dict[str, str] = {
     "with loss tokens; absent when they hold no response sampled this step)",
     "mismatch/rollout_trainer_kl": "k3 estimate of KL(pi_rollout || pi_old_trainer) per token, over the same tokens",
     # timing and throughput
-    "time/generate": "seconds generating responses this step",
+    "time/generate": "seconds generating responses this step (with the native engine, its preparing the new "
+    "weights for decoding once per update too: their copy in `rollout.native_dtype`)",
     "time/reward": "seconds scoring responses this step",
     "time/old_logprob": "seconds recomputing old log-probs: the batch's (none with one update per step) and the "
     "surplus carried to the next step's (0 with algorithm.old_logprobs=rollout)",
     "time/update": "seconds in forward/backward/optimizer",
     "time/weight_sync": "seconds loading the trainer's new weights into the rollout engine (0 for engines that "
-    "share the trainer's model; an in-memory reload for vLLM), or, after a step without an update, waking a vLLM "
+    "share the trainer's model, the native one preparing them in `time/generate`; an in-memory reload for vLLM), or, after a step without an update, waking a vLLM "
     "that slept through it (outside `time/generate`)",
     "time/step": "seconds for the whole step (without evaluation and checkpointing)",
     "perf/gen_tokens_per_s": "generated response tokens per second of generation time",

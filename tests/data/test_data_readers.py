@@ -38,6 +38,11 @@ def test_a_json_file_holding_one_object_says_what_rows_look_like(tmp_path: Path)
     loaded = load_problems([str(tmp_path / "one_row.json")], DataConfig(prompt_key="question", answer_key="meta.answer"),
                            "train")
     assert [p.ground_truth for p in loaded.problems] == ["2"]
+    # ... also when every column of that row is an object (of its own fields, not of row labels)
+    row = {"prompt": {"role": "user", "content": "1+1?"}, "reward_model": {"ground_truth": "2", "style": "rule"}}
+    (tmp_path / "objects.json").write_text(json.dumps(row) + "\n")
+    loaded = load_problems([str(tmp_path / "objects.json")], DataConfig(prompt_key="prompt.content"), "train")
+    assert [(p.prompt, p.ground_truth) for p in loaded.problems] == [("1+1?", "2")]
 
 
 def test_json_array_file_loads_and_its_bad_elements_are_named(tmp_path: Path) -> None:

@@ -98,14 +98,17 @@ def _starts_with(path: str, prefix: bytes) -> bool:
 
 def _is_one_json_object(path: str) -> bool:
     """Whether a .json file is one object rather than rows: pretty-printed (its first line is not
-    a whole JSON value, so not JSON lines), or on one line with a column of values in each key
-    (pandas' default ``to_json``, orient='columns': {"prompt": {"0": ..., "1": ...}, ...})."""
+    a whole JSON value, so not JSON lines), or on one line with a column of values in each key, every
+    column of the same row labels (pandas' default ``to_json``, orient='columns': {"prompt": {"0": ...,
+    "1": ...}, ...}); one row whose columns are objects of their own fields is JSON lines."""
     with _open(path) as handle:
         first = handle.readline().removeprefix(_UTF8_BOM)
         alone = not handle.read(4096).strip()
     try:
         value = json.loads(first, parse_int=json_integer)
-        return alone and isinstance(value, dict) and bool(value) and all(isinstance(v, dict) for v in value.values())
+        columns = list(value.values()) if isinstance(value, dict) else []
+        return (alone and bool(columns) and all(isinstance(column, dict) for column in columns)
+                and all(column.keys() == columns[0].keys() for column in columns))
     except (json.JSONDecodeError, UnicodeDecodeError):
         pass
     try:

@@ -14,7 +14,8 @@ before this change; the rest guard what stays).
 4. A box that holds a value and ends a reason on the Answer line is the line's boxed answer: ``Answer: n = 5
    since n is odd and the count is \\boxed{35}`` read ``n = 5`` (wrong for 35), because every box in a reason was
    the reason's. A box that holds a relation (``\\boxed{n = 35}``) or that the reason goes on to describe
-   (``\\boxed{35} is odd``) is still the reason's (:mod:`~dapo.rewards.answer_line_boxes`).
+   (``\\boxed{35} is odd``) is still the reason's (:mod:`~dapo.rewards.answer_line_boxes`). A bare value
+   before the reason is a second answer unless the box restates it (``Answer: 34 since \\boxed{35}``: wrong).
 5. What :func:`~dapo.rewards.reasons.without_reason` leaves in place (a reason after math that ends in words, or
    past its cap on reasons read) is still no answer: ``extract._after_copula`` keeps its own reason rule for it.
 -- reasons, answer_line_boxes, extract, boxes.
@@ -103,8 +104,13 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: n = 5 because n is odd and the count is \\boxed{35}.", "35", True, "answer"),  # before: wrong
     (A + "Answer: n = 5 because n is odd and the count is \\boxed{35}.", "5", False, "answer"),  # before: right
     (A + "Answer: n = 5, since n is odd and the count is $\\boxed{35}$ ways", "35", True, "answer"),  # before: wrong
-    (A + "Answer: 34 since \\boxed{35}", "35", True, "answer"),  # before: wrong (the box is the answer, as anywhere)
-    (A + "Answer: 34 since \\boxed{35}", "34", False, "answer"),  # before: right
+    # ... but a bare value before the reason is a second one (as two boxes are, below), unless the box restates it
+    (A + "Answer: 34 since \\boxed{35}", "35", False, "answer"),  # before: right (the box read alone)
+    (A + "Answer: 34 since \\boxed{35}", "34", False, "answer"),
+    (A + "Answer: 35, since n is odd, so \\boxed{34}", "34", False, "answer"),  # before: right
+    (A + "Answer: 34, since \\boxed{34}", "34", True, "answer"),
+    (A + "Answer: $\\frac12$, since \\boxed{0.5}", "1/2", True, "answer"),
+    (A + "Answer: x, since \\boxed{34}", "34", True, "answer"),  # a name, not a value
     # ... a box that holds a relation, or that the reason goes on to describe, is still the reason's
     (A + "Answer: n = 5 since n is odd and the count is \\boxed{n = 35}", "35", False, "answer"),
     (A + "Answer: n = 5 since n is odd and the count is \\boxed{n = 35}", "5", True, "answer"),

@@ -16,6 +16,9 @@ for the text around it:
   the reason (``Answer: n = 5, since n is odd, so \\boxed{n = 35}``: "so", "hence", "thus", "therefore",
   "giving", "the answer is") is the answer too; a reason whose "or" offers a value stays on the line for the
   hedge rules (``34, since \\boxed{n = 35}, or 36``: wrong).
+- **A bare value before a reason whose box holds another offers both** (:func:`_value_before_reason_changes`):
+  ``Answer: 35, since \\boxed{34}`` is wrong, ``Answer: 34, since \\boxed{34}`` and ``Answer: n = 5 since n is
+  odd and the count is \\boxed{35}`` are not (the first restates it, the second names a step).
 - **Only an "or" that restates the box's value is no hedge** (:func:`from_line_box`). An "or" or "either"
   before the box (``35 or \\boxed{34}``, ``either \\boxed{34}``), or anywhere after it but at the opening of the
   remark right after it, offers another answer. The "or" that opens that remark (after the value's unit or
@@ -36,6 +39,7 @@ import re
 
 from dapo.rewards.answer_text import HEDGE, Extracted
 from dapo.rewards.boxes import around_last_box, from_last_box, last_box_start, outer_boxes
+from dapo.rewards.number_forms import restates, value_of
 from dapo.rewards.reasons import REASON_WORD, without_reason
 from dapo.rewards.restatements import after_its_noun, letters_end_a_value
 
@@ -113,6 +117,18 @@ def from_line_box(line: str) -> Extracted | None:
     if judged and opening is not None and "(" in opening.group(0):  # "(or 34) 35": a number after the remark
         close = remark.find(")", opening.end())
         judged = close >= 0 and not any(char.isdigit() for char in remark[close + 1 :])
-    if HEDGE.search(before) or (words and not judged):  # "$34$ or $\boxed{35}$", "\boxed{34} or so"
-        return Extracted(boxed.text, candidates=2, items=boxed.items, qualified=True)
+    if HEDGE.search(before) or (words and not judged) or _value_before_reason_changes(before, boxed.text):
+        return Extracted(boxed.text, candidates=2, items=boxed.items, qualified=True)  # "$34$ or $\boxed{35}$"
     return boxed
+
+
+def _value_before_reason_changes(before: str, boxed: str) -> bool:
+    """Whether the line states a bare value before a reason whose box holds another: ``Answer: 35, since
+    \boxed{34}`` offers both (a named value, ``n = 5 since ... \boxed{35}``, is a step, and ``34, since
+    \boxed{34}`` restates it)."""
+    reason = REASON_WORD.search(before)
+    if reason is None:
+        return False
+    head = before[: reason.start()].strip(" \t,;($")
+    return (bool(head) and _RELATION.search(head) is None and value_of(head) is not None
+            and not restates(boxed, head))

@@ -261,3 +261,27 @@ def test_a_periodic_evaluation_stopped_at_a_checkpointed_step_checkpoints_that_s
     summary = Trainer(command).train()
     assert (summary.resumed_at, summary.steps) == (2, 3)
     assert [row["step"] for row in read_metrics(run) if "actor/loss" in row] == [1, 2, 3]
+
+
+def test_a_periodic_evaluation_stopped_at_a_step_not_checkpointed_checkpoints_it_too(tiny_model_dir, reward_file,
+                                                                                     tmp_path):
+    """Checkpointed every 20 steps, evaluated every 2: Ctrl-C in the evaluation after step 2 lost
+    steps 1-2 (no checkpoint yet: the rerun started over), though the README says a run stopped in
+    an evaluation checkpoints the step just trained first. It does now, whatever the schedule."""
+    run = tmp_path / "run"
+    command = tiny_config(tiny_model_dir, run, reward_file, "checkpoint.every_steps=20")
+    trainer = Trainer(command)
+    evaluate = trainer.evaluate
+
+    def stopped_after_step_2():
+        if trainer.step == 2:
+            raise KeyboardInterrupt
+        return evaluate()
+
+    trainer.evaluate = stopped_after_step_2
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train()
+    assert sorted(p.name for p in (run / "checkpoints").glob("step-*")) == ["step-000002"]
+    summary = Trainer(command).train()
+    assert (summary.resumed_at, summary.steps) == (2, 3)
+    assert [row["step"] for row in read_metrics(run) if "actor/loss" in row] == [1, 2, 3]

@@ -92,13 +92,15 @@ class LoopState:
 
     def _periodic_evaluation(self, result: StepResult) -> dict[str, float]:
         """The held-out evaluation of every eval.every_steps. Should it fail, or be stopped (Ctrl-C;
-        SIGTERM in a long avg@32), at a step that checkpoint.every_steps checkpoints, the step just
-        trained is recorded and checkpointed first (as _final_evaluation does): a resume goes on
-        after it rather than training the steps since the last checkpoint again."""
+        SIGTERM in a long avg@32), the step just trained is recorded and checkpointed first, whether
+        or not checkpoint.every_steps checkpoints it (as _final_evaluation does): every step is
+        complete here, and a resume goes on after it rather than training the steps since the last
+        checkpoint again. Not where the failure left the policy ranks unusable (their checkpoint
+        would never end)."""
         try:
             return self.evaluate()
         except BaseException:
-            if self._periodic_checkpoint_due() and not self.policy.broken:
+            if not self.policy.broken:
                 self._record(result)
                 self.save_checkpoint()
             raise

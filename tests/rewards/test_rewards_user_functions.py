@@ -231,6 +231,7 @@ def test_a_metric_of_none_has_no_value_for_that_response_and_the_score_counts() 
     (no confidence in its extra) refused the function. The score counts; the metric is left out for that
     response alone, so its mean is over the responses that gave it a value. A None score is still "does
     not apply", its None metrics left out too."""
+    from dapo.rewards.user_functions import normalize_return
     from dapo.rewards.worker import _batch_outcome, _item_outcome
     from dapo.trainer.step_metrics import reward_function_metrics
 
@@ -246,6 +247,11 @@ def test_a_metric_of_none_has_no_value_for_that_response_and_the_score_counts() 
     assert metrics["reward_failures/confidence_when_given"] == 0.0
     assert _item_outcome({"score": None, "m": None}) == ("ok", (None, None, {}))
     assert _batch_outcome([{"score": 1, "m": None}], 1) == ("ok", [("ok", (1.0, None, {}))])
+    # a NaN or infinite metric (a ratio of 0/0) has no value either: the score was lost, the response a failure
+    assert _item_outcome({"score": 0.5, "ratio": float("nan"), "n": np.float64("inf"), "k": 3}) == (
+        "ok", (0.5, None, {"k": 3.0}))
+    with pytest.raises(TypeError, match="'ratio' is a str, not a number"):
+        normalize_return({"score": 0.5, "ratio": "nan"})
 
 
 def test_scores_too_large_for_the_advantages_are_failures_not_a_crash(tmp_path: Path) -> None:

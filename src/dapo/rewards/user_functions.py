@@ -115,7 +115,7 @@ def _bounded_score(score: float) -> float:
     return score
 
 
-def _finite_number(value: Any, what: str) -> float:
+def _finite_number(value: Any, what: str, allow_nonfinite: bool = False) -> float:
     if callable(getattr(value, "item", None)):  # numpy / torch scalars
         try:
             value = value.item()
@@ -123,7 +123,7 @@ def _finite_number(value: Any, what: str) -> float:
             raise TypeError(f"{what} is a {type(value).__name__} that is not a scalar") from exc
     if isinstance(value, Real | Decimal):  # bool counts: True is 1.0; Decimal is no numbers.Real
         number = float(value)
-        if math.isfinite(number):
+        if math.isfinite(number) or allow_nonfinite:
             return number
         raise TypeError(f"{what} is {number}, not a finite number")
     raise TypeError(f"{what} is a {type(value).__name__}, not a number")
@@ -138,7 +138,7 @@ def normalize_return(value: Any) -> tuple[float | None, bool | None, dict[str, f
     """(score, acc or None, extra metrics) from a user function's return value; score None (for a
     return of None, or a dict's ``"score": None``): the function does not apply to the item.
 
-    A dict's metric of None is left out of the metrics: the metric has no value for this item.
+    A dict's metric of None, NaN or infinity is left out of the metrics: the metric has no value for this item.
 
     Raises ``TypeError`` with a message naming the problem for anything but None, a finite number
     or a dict with a numeric (or None) ``"score"`` and numeric (or None) other values, or a score
@@ -179,9 +179,10 @@ def _dict_fields(value: dict) -> tuple[float | None, bool | None, dict[str, floa
     if NOT_APPLICABLE_KEY in value:
         raise TypeError(f"{NOT_APPLICABLE_KEY!r} is the name of the metric the trainer keeps of the items a function "
                         f"does not apply to (reward/<function>/{NOT_APPLICABLE_KEY}): name yours otherwise")
-    metrics = {  # a metric of None has no value for this item: left out, so its mean is over the items with one
-        str(key): _finite_number(metric, repr(key))
-        for key, metric in value.items()
-        if key not in ("score", "acc") and metric is not None
-    }
+    metrics = {}  # a metric of None (or NaN, inf: a ratio of 0/0) has no value for this item: left out, so its
+    for key, metric in value.items():  # mean is over the items with one, and the score counts
+        if key not in ("score", "acc") and metric is not None:
+            number = _finite_number(metric, repr(key), allow_nonfinite=True)
+            if math.isfinite(number):
+                metrics[str(key)] = number
     return score, acc, metrics

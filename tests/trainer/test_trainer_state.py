@@ -294,3 +294,19 @@ def test_the_bar_names_the_step_whose_accuracy_it_shows_once_that_step_is_logged
             assert bar.description == "step 2/2 | step 2 acc 0.75 rounds 1"
     finally:
         trainer.close()
+
+
+def test_a_step_without_signal_names_the_scorers_that_failed_and_whether_verdicts_were_lost():
+    """A bonus function that raised on every response, beside a verifier that judged them all: the
+    step said "320 of 320 responses could not be scored", though every verdict stood and the groups
+    were dropped because every answer was wrong."""
+    from dapo.rewards.types import RewardResult
+    from dapo.trainer.loop import _failures_note
+
+    bonus_failed = [RewardResult(score=-1.5, acc=False, error=True, failed=["raises"]) for _ in range(320)]
+    assert _failures_note(bonus_failed) == " (every response judged; bonus scorers failed: raises on 320 of 320 responses)"
+    unjudged = [RewardResult(score=-1.0, acc=False, error=True, failed=["math_verify"], unmeasured_by="math_verify"),
+                RewardResult(score=1.0, acc=True)]
+    assert _failures_note(unjudged) == (": 1 of 2 responses could not be judged (rollout/reward_errors, "
+                                        "rollout/reward_timeouts; failed: math_verify on 1)")
+    assert _failures_note([RewardResult(score=1.0, acc=True)]) == ""

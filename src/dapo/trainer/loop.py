@@ -21,6 +21,7 @@ that ``step_once`` returns. Checkpoints are these two states, written by ``save_
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import time
@@ -269,10 +270,8 @@ class Trainer(LoopState):
         metrics = record.metrics
         metrics.update(rollout_metrics(report, batch, record.reward_results))
         if not batch:
-            failed = sum(bool(r.failed) for r in record.reward_results)
-            why = (f": {failed} of {len(record.reward_results)} responses could not be scored "
-                   "(rollout/reward_errors, rollout/reward_timeouts)" if failed else "")
-            warnings.warn(f"no group with mixed outcomes this step{why}: skipping the update", stacklevel=2)
+            warnings.warn(f"no group with mixed outcomes this step{_failures_note(record.reward_results)}: "
+                          "skipping the update", stacklevel=2)
             self._skip_updates(self.updates_per_step)
             return self._finish_step(record, [], started)
 
@@ -377,3 +376,17 @@ class Trainer(LoopState):
             self.close()
         return TrainSummary(self.step, eval_before, eval_after, cfg.output_dir, time.perf_counter() - started,
                             resumed_at=first_step, updates=self.policy.version - first_version)
+
+
+def _failures_note(results: list[RewardResult]) -> str:
+    """Why a step's groups may have had no signal, where scorers failed: the responses whose verdict
+    (acc) a failure left unmeasured, and what failed how often (a failing bonus function leaves the
+    verdicts, and the filter, as they are)."""
+    failed = collections.Counter(label for result in results for label in result.failed)
+    if not failed:
+        return ""
+    unmeasured = sum(result.unmeasured_by is not None for result in results)
+    names = ", ".join(f"{label} on {count}" for label, count in failed.most_common(3))
+    return (f": {unmeasured} of {len(results)} responses could not be judged (rollout/reward_errors, "
+            f"rollout/reward_timeouts; failed: {names})" if unmeasured else
+            f" (every response judged; bonus scorers failed: {names} of {len(results)} responses)")

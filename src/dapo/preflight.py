@@ -6,7 +6,8 @@ problem), instead of failing on the first one after the model has loaded:
 
 - the model directory: exists, has ``config.json``, weights and tokenizer files; its context
   (``max_position_embeddings``, extended by a YaRN / linear / dynamic ``rope_scaling``: see
-  :func:`dapo.model_context.model_context`) holds a response (and, else a warning, the longest prompt too);
+  :func:`dapo.model_context.model_context`) holds a response (and, else a warning, the longest prompt too:
+  :mod:`dapo.context_checks`, which `dapo plan` asks too);
 - data files exist and have a supported form;
 - the device exists (``trainer.device=cuda`` on a machine without CUDA);
 - the extras the config needs are installed (vLLM for ``rollout.engine=vllm``, PEFT for LoRA, Ray for more than
@@ -35,9 +36,14 @@ from pathlib import Path
 from dapo.config import DAPOConfig
 from dapo.config.schema import DTYPE_BYTES
 from dapo.config.training import heads_split_problem
+from dapo.context_checks import (
+    config_context_problems,
+    context_problems,
+    is_builtin,
+    read_model_config,
+)
 from dapo.errors import UserError
 from dapo.hardware import warn_about_cpu_bf16
-from dapo.model_context import model_context
 from dapo.near_miss import near_miss
 from dapo.user_code import is_file_location
 
@@ -76,21 +82,16 @@ def check_run(cfg: DAPOConfig, write_output: bool = True, train_data: bool = Tru
         raise PreflightError(problems)
 
 
-def _is_builtin(path: str) -> bool:
-    return path.partition(":")[0] == "builtin"
-
-
 def model_problems(cfg: DAPOConfig) -> list[str]:
     m = cfg.model
-    if _is_builtin(m.path):
+    if is_builtin(m.path):
         from dapo.builtin.recipes import builtin_model_problem, recipe_for_model_path  # torch-free
 
         if (problem := builtin_model_problem(m.path)) is not None:
             return [problem]
         recipe = recipe_for_model_path(m.path)
         where = f"the built-in model {m.path}'s recipe"
-        return (_context_problems(recipe.max_position_embeddings, where, cfg)
-                + _heads_problems(recipe.num_heads, recipe.num_kv_heads, where, cfg))
+        return context_problems(cfg) + _heads_problems(recipe.num_heads, recipe.num_kv_heads, where, cfg)
     model_dir = Path(m.path).expanduser()
     if not model_dir.is_dir():
         if (near := near_miss(model_dir)) is not None:  # "step-2" for a checkpoint "step-000002"
@@ -129,15 +130,12 @@ def _config_file_problems(config_file: Path, cfg: DAPOConfig) -> list[str]:
     """What a model directory's config.json shows before anything loads: a context shorter than
     the run's sequences, and attention heads that trainer.sequence_parallel_size does not divide
     (before Ray starts the ranks that would refuse them; heads under other names are left to them)."""
-    try:
-        model_config = json.loads(config_file.read_text())
-    except (OSError, ValueError) as error:
-        return [f"{config_file} cannot be read: {error}"]
+    model_config = read_model_config(config_file)
+    if isinstance(model_config, str):
+        return [model_config]
     if not isinstance(model_config, dict):
         return []
-    problems = []
-    if (context := model_context(model_config)) is not None:
-        problems += _context_problems(context.tokens, f"{context.source} in {config_file}", cfg, context.learned)
+    problems = config_context_problems(model_config, config_file, cfg)
     text = model_config["text_config"] if isinstance(model_config.get("text_config"), dict) else model_config
     heads = text.get("num_attention_heads")
     return problems + _heads_problems(heads, text.get("num_key_value_heads") or heads, str(config_file), cfg)
@@ -151,32 +149,6 @@ def _heads_problems(heads: object, kv_heads: object, where: str, cfg: DAPOConfig
     return [problem] if problem else []
 
 
-def _context_problems(context: int, source: str, cfg: DAPOConfig, learned: bool = False) -> list[str]:
-    """A response must fit the model's context of ``context`` tokens (read from ``source``); a
-    prompt plus a response past it is an error under vLLM (which ends the request) and with
-    ``learned`` positions (a table that ends there: the forward fails past it), a warning on the
-    other engines."""
-    prompt, response = cfg.data.max_prompt_length, cfg.rollout.max_response_length
-    if response >= context:
-        return [f"rollout.max_response_length={response} does not fit the model's context of {context} tokens "
-                f"({source})"]
-    if prompt + response > context and learned:
-        return [f"data.max_prompt_length + rollout.max_response_length = {prompt} + {response} is more than the "
-                f"model's context of {context} tokens ({source}: a position past its table fails the forward, "
-                "mid-run); lower one of the two"]
-    if prompt + response > context and cfg.rollout.engine == "vllm":
-        return [f"data.max_prompt_length + rollout.max_response_length = {prompt} + {response} is more than the "
-                f"model's context of {context} tokens, where vLLM ends a request: a prompt of {prompt} tokens "
-                f"would leave its response {context - prompt} tokens, cut there and flagged truncated before the "
-                "overlong buffer (the native engine would generate on); lower one of the two"]
-    if prompt + response > context:
-        warnings.warn(
-            f"data.max_prompt_length + rollout.max_response_length = {prompt} + {response} is more than the "
-            f"model's context of {context} tokens: a prompt longer than {context - response} tokens leaves its "
-            "response past the positions the model was trained on", stacklevel=1)  # one place: shown once
-    return []
-
-
 def data_problems(files: list[str], key: str) -> list[str]:
     from dapo.data.files import READ_TYPES_SAID, data_files, readable
     from dapo.data.loaders import builtin_dataset_problem
@@ -185,7 +157,7 @@ def data_problems(files: list[str], key: str) -> list[str]:
     problems = []
     split = "train" if key == "data.train_files" else "eval"
     for entry in files:
-        if _is_builtin(entry):
+        if is_builtin(entry):
             if (problem := builtin_dataset_problem(entry)) is not None:
                 problems.append(f"{key}: {problem}")
             continue
@@ -364,7 +336,7 @@ def checkpoint_bytes(cfg: DAPOConfig) -> int:
     the files store) plus AdamW's two moments of the same dtype (and the export of a multi-rank
     run; with LoRA, the merged weights alone: the adapters and their AdamW state are small); 0 when
     the model is not a local directory of weights."""
-    if _is_builtin(cfg.model.path) or not (model_dir := Path(cfg.model.path).expanduser()).is_dir():
+    if is_builtin(cfg.model.path) or not (model_dir := Path(cfg.model.path).expanduser()).is_dir():
         return 0
     # several ranks: their shards, plus (checkpoint.hf_export=every) the gathered Hugging Face export
     copies = 4 if cfg.resources.world_size > 1 and cfg.checkpoint.hf_export == "every" else 3

@@ -67,6 +67,15 @@ def test_plan_counts_a_local_models_parameters_without_loading_weights(tmp_path)
     assert f"({params / 1e9:.2f}B parameters, 2 layers, hidden 32" in text
 
 
+def test_plan_refuses_what_dapo_train_refuses_a_response_longer_than_the_models_context(tmp_path, capsys):
+    """A 256-position model with 300-token responses: dapo train refuses it; dapo plan said it fits (rc 0)."""
+    tiny_model_dir = make_tiny_model(tmp_path / "model")
+    assert main(["plan", "default", f"model.path={tiny_model_dir}", "rollout.max_response_length=300"]) == 1
+    assert ("DOES NOT RUN: rollout.max_response_length=300 does not fit the model's context of 256 tokens"
+            in capsys.readouterr().out)
+    assert main(["plan", "default", f"model.path={tiny_model_dir}", "rollout.max_response_length=64"]) == 0
+
+
 def test_plan_without_the_model_directory_asks_for_its_size(capsys):
     assert main(["plan", "dapo_qwen2.5_32b"]) == 2
     assert "--params" in capsys.readouterr().err

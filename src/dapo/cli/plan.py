@@ -57,6 +57,7 @@ from pathlib import Path
 from dapo.algo.logprobs import ACCELERATOR_CHUNK_ROWS
 from dapo.config import DAPOConfig
 from dapo.config.schema import DTYPE_BYTES
+from dapo.preflight import context_problems
 from dapo.rollout.native import kv_elements_per_token, prompts_per_chunk
 from dapo.trainer.activation_memory import ActivationBytes
 
@@ -338,6 +339,7 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
                      "or rollout.vllm_tensor_parallel_size")
     if shape.cannot_run:
         lines.append(f"DOES NOT RUN: {shape.cannot_run}")
+    lines += [f"DOES NOT RUN: {problem}" for problem in context_problems(cfg)]  # as dapo train refuses it
     if need > device_gib:
         fixes = ["add ranks", "lower trainer.micro_batch_tokens"]
         fixes += [] if cfg.model.gradient_checkpointing else ["set model.gradient_checkpointing=true"]

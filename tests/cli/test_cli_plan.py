@@ -74,6 +74,8 @@ def test_plan_refuses_what_dapo_train_refuses_a_response_longer_than_the_models_
     assert ("DOES NOT RUN: rollout.max_response_length=300 does not fit the model's context of 256 tokens"
             in capsys.readouterr().out)
     assert main(["plan", "default", f"model.path={tiny_model_dir}", "rollout.max_response_length=64"]) == 0
+    assert main(["plan", "default", f"model.path={tiny_model_dir}", "--params", "7e9"]) == 0  # its own size, said
+    assert "; --params 7e+09 ignored: the model's own config is on this machine" in capsys.readouterr().out
 
 
 def test_plan_without_the_model_directory_asks_for_its_size(capsys):

@@ -295,7 +295,9 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
         f"model: {cfg.model.path} ({n / 1e9:.2f}B parameters, {shape.layers} layers, hidden {shape.hidden}, "
         f"vocabulary {shape.vocab}"
         + (", the shape of the Qwen2.5 model nearest in size: its config.json is not on this machine"
-           if shape.guessed else "") + ")",
+           if shape.guessed else "") + ")"
+        + (f"; --params {params:g} ignored: the model's own config is on this machine" if params and not shape.guessed
+           else ""),
         f"placement: {res.nnodes} node(s) x {res.devices_per_node} device(s) = {world} policy rank(s)"
         + (" in this process (no Ray)" if world == 1 else
            f" on Ray ({res.ray_address or 'a local Ray started by dapo train'})"),

@@ -387,6 +387,20 @@ def test_ctrl_c_outside_the_training_loop_stops_without_a_traceback(tmp_path, ca
     assert capsys.readouterr().err == "dapo eval: stopped by Ctrl-C\n"
 
 
+def test_eval_takes_a_response_length_shorter_than_the_training_overlong_buffer(tmp_path, monkeypatch):
+    """`dapo eval MODEL ... rollout.max_response_length=16` was refused: "algorithm.overlong_buffer_len=4096
+    must be smaller than rollout.max_response_length=16", a setting of training that evaluation never uses."""
+    seen = []
+
+    def stop_after_loading(cfg, **_):
+        seen.append(cfg)
+        raise KeyboardInterrupt  # (what the config is, is all this asks)
+
+    monkeypatch.setattr("dapo.preflight.check_run", stop_after_loading)
+    assert main(["eval", str(tmp_path), "data.eval_files=[held_out.jsonl]", "rollout.max_response_length=16"]) == 130
+    assert seen[0].rollout.max_response_length == 16
+
+
 def test_eval_mistakes_get_advice_for_eval(tmp_path, capsys, monkeypatch):
     """An override before the model, two models, no held-out data (said before the model loads)."""
     import dapo.trainer

@@ -111,10 +111,11 @@ def cmd_eval(ns: argparse.Namespace) -> int:
         print(f"dapo eval: config: {saved}, the run's own (a CONFIG or key=value overrides it)", file=sys.stderr)
         args = [str(saved), *args]
     # evaluation runs in this process, whatever placement the run trained with (its sequence
-    # parallelism, which only splits a training forward, included)
+    # parallelism, which only splits a training forward, included), and scores before any overlong
+    # shaping (whose buffer must otherwise be shorter than an evaluation's rollout.max_response_length)
     model_path = f"model.path={yaml_text(str(ns.model))}"
     cfg = resolve([*args, model_path, "resources.nnodes=1", "resources.devices_per_node=1",
-                   "trainer.sequence_parallel_size=1"], "eval")
+                   "trainer.sequence_parallel_size=1", "algorithm.overlong_soft_punishment=false"], "eval")
     save_dir = Path(ns.save_dir) if ns.save_dir else default_eval_dir(Path(ns.model), saved.is_file())
     if not cfg.data.eval_files:  # before the model loads; with what is wrong with the model (a mistyped path)
         from dapo.preflight import PreflightError, model_problems

@@ -314,3 +314,19 @@ def test_a_data_file_without_rows_says_so(tmp_path: Path) -> None:
     pq.write_table(pa.Table.from_pylist([_dapo_row("1+1", "2", 0)]).slice(0, 0), path)
     with pytest.raises(DataError, match=r"no usable train problems in \[.*empty.parquet'\]: it holds no rows$"):
         load_problems([str(path)], DataConfig(), "train")
+
+
+def test_skipped_rows_past_the_shown_ones_are_said_to_be_there(tmp_path: Path) -> None:
+    """data.lenient: 8 malformed rows skipped, 5 named and nothing said of the other 3 (nor of those
+    past the first 20 kept); the terminal now says how many more there are."""
+    rows = [{"prompt": "1+1?", "answer": "2"}] + [{"prompt": f"{i}+{i}?"} for i in range(8)]  # no answer: malformed
+    described = load_problems([_write_jsonl(tmp_path / "bad.jsonl", rows)],
+                              DataConfig(prompt_key="prompt", answer_key="answer", lenient=True), "train")
+    lines = described.describe("train").splitlines()
+    assert described.num_malformed_skipped == 8 and sum(line.startswith("  skipped:") for line in lines) == 5
+    assert lines[-1] == "  ... and 3 more like these (the counts above include them)"
+    many = [{"prompt": "1+1?", "answer": "2"}] + [{"prompt": f"{i}+{i}?"} for i in range(30)]
+    loaded = load_problems([_write_jsonl(tmp_path / "many.jsonl", many)],
+                           DataConfig(prompt_key="prompt", answer_key="answer", lenient=True), "train")
+    assert len(loaded.warnings) == 20 and loaded.describe("train").endswith("... and 25 more like these (the counts "
+                                                                            "above include them)")

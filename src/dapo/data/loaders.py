@@ -64,6 +64,7 @@ def builtin_dataset_problem(entry: str) -> str | None:
 
 
 _MAX_WARNINGS = 20
+_SHOWN_WARNINGS = 5  # of them, on the terminal
 
 
 @dataclass
@@ -76,6 +77,15 @@ class LoadedProblems:
     warnings: list[str] = field(default_factory=list)  # why rows were skipped or dropped (first few)
     num_conflicting_duplicates: int = 0  # copies whose answer differs from their first copy's
     num_overlong_dropped: int = 0  # problems longer than data.max_prompt_length (PromptEncoder.drop_overlong)
+    num_warnings_unkept: int = 0  # warnings past the first _MAX_WARNINGS (their rows are in the counts)
+
+    def note(self, warning: str) -> None:
+        """Keep ``warning`` among the first _MAX_WARNINGS (a file of a million bad rows keeps no million
+        lines); count the rest, which :meth:`describe` says it leaves out."""
+        if len(self.warnings) < _MAX_WARNINGS:
+            self.warnings.append(warning)
+        else:
+            self.num_warnings_unkept += 1
 
     @property
     def rows_read(self) -> int:
@@ -122,7 +132,9 @@ class LoadedProblems:
         if self.num_conflicting_duplicates:
             copies = "1 copy" if self.num_conflicting_duplicates == 1 else f"{self.num_conflicting_duplicates} copies"
             line += f"\n  warning: {copies} of a prompt had another answer than its first copy"
-        return "\n".join([line, *(f"  {warning}" for warning in self.warnings[:5])])
+        shown, unshown = self.warnings[:_SHOWN_WARNINGS], len(self.warnings) - _SHOWN_WARNINGS + self.num_warnings_unkept
+        more = [f"  ... and {unshown} more like these (the counts above include them)"] if unshown > 0 else []
+        return "\n".join([line, *(f"  {warning}" for warning in shown), *more])
 
 
 def load_problems(files: list[str], cfg: DataConfig, split: str) -> LoadedProblems:
@@ -255,11 +267,8 @@ class _Admission:
             used = "only the first copy is trained on"
         else:
             used = "both are trained on (data.dedup_train=false), each rewarding its own answer"
-        if len(self.result.warnings) < _MAX_WARNINGS:
-            self.result.warnings.append(
-                f"{where}: a copy of the problem {problem_text(prompt)[:80]!r} (uid {uid}) has another "
-                f"answer ({ground_truth[:40]!r}; first: {kept_answer[:40]!r}); {used}"
-            )
+        self.result.note(f"{where}: a copy of the problem {problem_text(prompt)[:80]!r} (uid {uid}) has another "
+                         f"answer ({ground_truth[:40]!r}; first: {kept_answer[:40]!r}); {used}")
 
 
 def _paths_of(entry: str, split: str, notes: list[str]) -> list[str]:
@@ -342,8 +351,7 @@ def _skip_or_raise(error: DataError, cfg: DataConfig, result: LoadedProblems) ->
     if not cfg.lenient:
         raise error
     result.num_malformed_skipped += 1
-    if len(result.warnings) < _MAX_WARNINGS:
-        result.warnings.append(f"skipped: {error}")
+    result.note(f"skipped: {error}")
 
 
 def problem_from_row(

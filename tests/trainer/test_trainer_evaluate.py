@@ -98,9 +98,27 @@ def test_per_source_metrics_progress_chunks_and_samples(monkeypatch):
     assert m["eval/amc/pass@2"] == pytest.approx(2 / 4)
     # how many problems each figure covers (eval.max_problems keeps the first ones in file order)
     assert (m["eval/num_problems"], m["eval/aime/num_problems"], m["eval/amc/num_problems"]) == (10, 6, 4)
+    # the mean reward (verifier +1 / -1 here), overall and per source: a graded reward's figure
+    assert m["eval/score_mean"] == pytest.approx((2 * sum(right) - 20) / 20)
+    assert m["eval/aime/score_mean"] == pytest.approx((2 * sum(right[:6]) - 12) / 12)
     assert len(result.samples) == 20 and result.samples[0]["response"] == "Answer: 1" and result.samples[0]["acc"]
     assert [s["acc"] for s in result.samples[2:4]] == [True, False]  # problem 1: one of two right
     assert [s["prompt"] for s in result.samples[2:4]] == ["1 + 1 ="] * 2  # what was asked, with every sample
+
+
+def test_eval_logs_the_mean_reward_and_what_user_functions_returned():
+    """A graded reward (reward.verifier_weight=0, a judge's 0-1 score) showed only avg@k's verdicts
+    on the held-out set: no mean score and none of the function's metrics, which training logs."""
+    from dapo.trainer.evaluate import score_metrics
+    from dapo.trainer.metrics import METRICS, documented_name
+
+    results = [RewardResult(score=0.25, acc=False, extra={"judge/score": 0.25, "judge/confidence": 0.5}),
+               RewardResult(score=0.75, acc=True, extra={"judge/score": 0.75}),
+               RewardResult(score=-1.0, acc=False, error=True, failed=["judge"])]
+    metrics = score_metrics(results)
+    assert metrics == pytest.approx({"eval/score_mean": 0.0, "eval/reward/judge/score": 0.5,
+                                     "eval/reward/judge/confidence": 0.5})
+    assert all(documented_name(key) in METRICS for key in metrics)
 
 
 def test_a_problem_two_benchmarks_share_is_evaluated_in_each():

@@ -35,6 +35,7 @@ from dapo.rewards.types import RewardResult
 from dapo.rollout.base import Completion, RolloutEngine, SamplingParams
 from dapo.trainer.scoring import sample_record, score_completions
 from dapo.trainer.setup import RunSetup, make_sampling_params
+from dapo.trainer.step_metrics import reward_function_metrics
 
 # Evaluation generates in chunks of at least this many sequences, to show progress between them
 # without starving a batched engine (a chunk is a whole generate() call).
@@ -146,6 +147,7 @@ def evaluate(
     metrics["eval/response_length_mean"] = sum(len(c.token_ids) for c in completions) / max(len(completions), 1)
     metrics["eval/truncation_rate"] = sum(c.finish_reason == "length" for c in completions) / max(len(completions), 1)
     metrics.update(failure_metrics(results))
+    metrics.update(score_metrics(results))
     sources = sorted({p.data_source for p in problems})
     unscored_sources = []
     if len(sources) > 1:
@@ -157,6 +159,7 @@ def evaluate(
             else:
                 metrics.update({key.replace("eval/", f"eval/{source}/"): value
                                 for key, value in score_at_k(per_source, params.n, scorer.extracts_answers).items()})
+            metrics[f"eval/{source}/score_mean"] = _mean_score(per_source)
             metrics[f"eval/{source}/num_problems"] = float(len(picked))
     for message in failure_warnings(scorer, results, culprits, params.n, unscored_sources):
         warnings.warn(message, stacklevel=2)
@@ -185,6 +188,19 @@ UNREAD_BOXES_EVAL = "unread boxes (evaluation)"  # the kind of note evaluate() s
 def _all_unmeasured(culprits: list[str | None]) -> bool:
     """Whether no sample's correctness was measured (each had its correctness scorer fail)."""
     return bool(culprits) and all(culprit is not None for culprit in culprits)
+
+
+def score_metrics(results: list[RewardResult]) -> dict[str, float]:
+    """``eval/score_mean``, the mean reward of the held-out samples before overlong shaping (what a
+    graded reward reads, which avg@k's verdicts do not show), and ``eval/reward/<function>/<key>``,
+    the means of what user reward functions returned (as ``reward/*`` in training)."""
+    per_function = reward_function_metrics(results)
+    return {"eval/score_mean": _mean_score(results),
+            **{f"eval/{key}": value for key, value in per_function.items() if key.startswith("reward/")}}
+
+
+def _mean_score(results: list[RewardResult]) -> float:
+    return sum(result.score for result in results) / max(len(results), 1)
 
 
 def failure_metrics(results: list[RewardResult]) -> dict[str, float]:

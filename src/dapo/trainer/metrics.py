@@ -129,6 +129,10 @@ METRICS: dict[str, str] = {
     "are one answer, extracted or not, others the same when they state the same integer or the same text up to LaTeX cosmetics, "
     "1/3 = \\dfrac{1}{3}, but 0.5 and \\frac{1}{2} apart; ties: first seen; absent when "
     "the reward extracts no answers: reward.verifier_weight=0, and as avg@k is)",
+    "eval/score_mean": "mean reward (verifier and user functions, before overlong shaping) over the held-out "
+    "samples, as rollout/score_mean: what a graded reward reads, which avg@k's verdicts do not",
+    "eval/reward/<function>/<key>": "means of the scores and numbers a user reward function returned on the "
+    "held-out samples (as reward/<function>/<key> in training)",
     "eval/response_length_mean": "mean response length on the held-out set",
     "eval/truncation_rate": "fraction of held-out responses cut at the length limit",
     "eval/num_problems": "held-out problems evaluated (eval.max_problems keeps the first ones)",
@@ -137,7 +141,7 @@ METRICS: dict[str, str] = {
                           "died",
     "eval/reward_failures/<function>": "held-out samples a reward function (or math-verify) timed out, raised, "
     "returned a bad value or died on (logged for the functions that failed on some)",
-    "eval/<data_source>/<metric>": "avg@k, pass@k, maj@k and num_problems on the held-out problems of one "
+    "eval/<data_source>/<metric>": "avg@k, pass@k, maj@k, score_mean and num_problems on the held-out problems of one "
     "data_source (logged when the held-out set has several; its @k absent when the correctness scorer failed on "
     "every sample of that data_source)",
     # data (logged once, at step 0 of a fresh run; split is train or eval)
@@ -162,6 +166,8 @@ def documented_name(key: str) -> str:
         return "reward_failures/<function>"
     if key.startswith("eval/reward_failures/"):
         return "eval/reward_failures/<function>"
+    if key.startswith("eval/reward/"):
+        return "eval/reward/<function>/<key>"
     if key.startswith("reward/"):
         for leaf in ("score", "not_applicable"):
             if key.endswith(f"/{leaf}"):

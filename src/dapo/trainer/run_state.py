@@ -278,8 +278,8 @@ class RunState:
             self._warned_truncation = True
             warnings.warn(
                 f"{_percent_down(rate)} of responses hit rollout.max_response_length={self.cfg.rollout.max_response_length}: "
-                "truncated responses rarely contain a final answer, so the verifier scores most of them wrong (or "
-                "overlong filtering masks them) and learning stalls. Raise rollout.max_response_length or shorten the task "
+                "truncated responses rarely contain a final answer, so most of them score as wrong (or overlong "
+                "filtering masks them) and learning stalls. Raise rollout.max_response_length or shorten the task "
                 "(said once; rollout/truncation_rate has the rate of every step).",
                 stacklevel=2,
             )

@@ -238,13 +238,16 @@ def test_a_resume_names_the_settings_changed_since_its_checkpoint(tiny_model_dir
         Trainer(changed).train()
 
 
-def test_a_periodic_evaluation_stopped_at_a_checkpointed_step_checkpoints_that_step_first(tiny_model_dir, reward_file,
-                                                                                        tmp_path):
-    """Ctrl-C (or a scheduler's SIGTERM) in the evaluation after step 2, a step that
-    checkpoint.every_steps checkpoints: step 2 is logged and checkpointed before the stop (as the
-    final evaluation does), and the rerun trains step 3 alone instead of step 2 again."""
+@pytest.mark.parametrize(("every_steps", "checkpoints"), [(1, ["step-000001", "step-000002"]), (20, ["step-000002"])])
+def test_a_periodic_evaluation_stopped_checkpoints_the_step_just_trained_first(tiny_model_dir, reward_file, tmp_path,
+                                                                             every_steps, checkpoints):
+    """Ctrl-C (or a scheduler's SIGTERM) in the evaluation after step 2: step 2 is logged and
+    checkpointed before the stop (as the final evaluation does), and the rerun trains step 3 alone
+    instead of step 2 again; also where checkpoint.every_steps does not checkpoint step 2 (every 20
+    steps: steps 1-2 were lost, the rerun started over, though the README says a run stopped in an
+    evaluation checkpoints the step just trained first)."""
     run = tmp_path / "run"
-    command = tiny_config(tiny_model_dir, run, reward_file)  # evaluated every 2 steps, checkpointed every step
+    command = tiny_config(tiny_model_dir, run, reward_file, f"checkpoint.every_steps={every_steps}")  # evaluated every 2
     trainer = Trainer(command)
     evaluate = trainer.evaluate
 
@@ -256,32 +259,8 @@ def test_a_periodic_evaluation_stopped_at_a_checkpointed_step_checkpoints_that_s
     trainer.evaluate = stopped_after_step_2
     with pytest.raises(KeyboardInterrupt):
         trainer.train()
-    assert sorted(p.name for p in (run / "checkpoints").glob("step-*")) == ["step-000001", "step-000002"]
+    assert sorted(p.name for p in (run / "checkpoints").glob("step-*")) == checkpoints
     assert [row["step"] for row in read_metrics(run) if "actor/loss" in row] == [1, 2]
-    summary = Trainer(command).train()
-    assert (summary.resumed_at, summary.steps) == (2, 3)
-    assert [row["step"] for row in read_metrics(run) if "actor/loss" in row] == [1, 2, 3]
-
-
-def test_a_periodic_evaluation_stopped_at_a_step_not_checkpointed_checkpoints_it_too(tiny_model_dir, reward_file,
-                                                                                     tmp_path):
-    """Checkpointed every 20 steps, evaluated every 2: Ctrl-C in the evaluation after step 2 lost
-    steps 1-2 (no checkpoint yet: the rerun started over), though the README says a run stopped in
-    an evaluation checkpoints the step just trained first. It does now, whatever the schedule."""
-    run = tmp_path / "run"
-    command = tiny_config(tiny_model_dir, run, reward_file, "checkpoint.every_steps=20")
-    trainer = Trainer(command)
-    evaluate = trainer.evaluate
-
-    def stopped_after_step_2():
-        if trainer.step == 2:
-            raise KeyboardInterrupt
-        return evaluate()
-
-    trainer.evaluate = stopped_after_step_2
-    with pytest.raises(KeyboardInterrupt):
-        trainer.train()
-    assert sorted(p.name for p in (run / "checkpoints").glob("step-*")) == ["step-000002"]
     summary = Trainer(command).train()
     assert (summary.resumed_at, summary.steps) == (2, 3)
     assert [row["step"] for row in read_metrics(run) if "actor/loss" in row] == [1, 2, 3]

@@ -124,8 +124,8 @@ def from_line_box(line: str) -> Extracted | None:
 
 def _value_before_reason_changes(before: str, boxed: str) -> bool:
     """Whether the line states a bare value before a reason whose box holds another: ``Answer: 35, since
-    \boxed{34}`` offers both (a named value, ``n = 5 since ... \boxed{35}``, is a step, and ``34, since
-    \boxed{34}`` restates it)."""
+    \\boxed{34}`` offers both (a named value, ``n = 5 since ... \\boxed{35}``, is a step, and ``34, since
+    \\boxed{34}`` restates it)."""
     reason = REASON_WORD.search(before)
     if reason is None:
         return False

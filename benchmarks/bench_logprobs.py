@@ -7,11 +7,19 @@ time (see :mod:`dapo.algo.logprobs`). For bf16 logits of a 32k and a 152k vocabu
 one forward and backward with the default chunk (on CPU: at most 16 MiB of float32) against
 fixed 4096-row chunks (the accelerator default, and every device's before), best of
 ``--repeats``.
+
+Then the entropy bonus's memory (``algorithm.entropy_coef``): the peak growth of a forward and
+backward of log-probs and entropy, in copies of the float32 logits (2048 positions of a 50k
+vocabulary), each way in a fresh process (``ru_maxrss``): the log-probs alone, the two functions
+apart (each writes a gradient of the logits and autograd a third, their sum), and
+``logprobs_and_entropy_from_logits`` (one gradient).
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 import time
 
 import torch
@@ -31,6 +39,33 @@ def seconds(logits: torch.Tensor, labels: torch.Tensor, chunk_size: int | None, 
     return best
 
 
+_PEAK = """
+import resource, sys, torch
+from dapo.algo import entropy_from_logits, logprobs_and_entropy_from_logits, logprobs_from_logits
+rows, vocab = 2048, 50_000
+hidden, weight = torch.randn(rows, 64), torch.randn(64, vocab, requires_grad=True)
+labels = torch.randint(0, vocab, (1, rows))
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+logits = (hidden @ weight)[None]
+if sys.argv[1] == "log-probs alone":
+    loss = logprobs_from_logits(logits, labels).sum()
+elif sys.argv[1] == "log-probs and entropy, apart":
+    loss = logprobs_from_logits(logits, labels).sum() - 0.01 * entropy_from_logits(logits).sum()
+else:
+    logprobs, entropy = logprobs_and_entropy_from_logits(logits, labels)
+    loss = logprobs.sum() - 0.01 * entropy.sum()
+loss.backward()
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024 / (rows * vocab * 4))
+"""
+PEAK_CASES = ("log-probs alone", "log-probs and entropy, apart", "log-probs and entropy, one pass")
+
+
+def peak_copies(case: str) -> float:
+    """The peak memory growth of one forward and backward of ``case``, in copies of the logits."""
+    return float(subprocess.run([sys.executable, "-c", _PEAK, case], capture_output=True, text=True,
+                                check=True).stdout)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
@@ -45,6 +80,10 @@ def main(argv: list[str] | None = None) -> None:
         fixed = seconds(logits, labels, 4096, args.repeats)
         print(f"| {vocab} | {positions} | {_chunk_rows(logits, None)} | {default * 1e3:.1f} | {fixed * 1e3:.1f} "
               f"| {fixed / default:.2f}x |")
+    print("\n| forward and backward of (2048 x 50k float32 logits) | peak growth, copies of the logits |")
+    print("|---|---|")
+    for case in PEAK_CASES:
+        print(f"| {case} | {peak_copies(case):.2f} |")
 
 
 if __name__ == "__main__":

@@ -111,6 +111,10 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 34, since \\boxed{34}", "34", True, "answer"),
     (A + "Answer: $\\frac12$, since \\boxed{0.5}", "1/2", True, "answer"),
     (A + "Answer: x, since \\boxed{34}", "34", True, "answer"),  # a name, not a value
+    (A + "Answer: 2, since \\boxed{\\sqrt{4}}", "2", True, "answer"),  # the same value, computed
+    (A + "Answer: 4, since \\boxed{2^2}", "4", True, "answer"),
+    (A + "Answer: 1000 since it is \\boxed{10^3}", "1000", True, "answer"),
+    (A + "Answer: 2 cases, since the count is \\boxed{35}", "35", True, "answer"),  # a counted step
     # ... a box that holds a relation, or that the reason goes on to describe, is still the reason's
     (A + "Answer: n = 5 since n is odd and the count is \\boxed{n = 35}", "35", False, "answer"),
     (A + "Answer: n = 5 since n is odd and the count is \\boxed{n = 35}", "5", True, "answer"),

@@ -103,6 +103,7 @@ def test_a_data_source_the_judge_cannot_score_logs_no_accuracy_of_its_own(judges
         result = run_eval(problems, reward)
     m = result.metrics
     assert m["eval/easy/avg@2"] == 1.0 and "eval/hard/avg@2" not in m and "eval/hard/pass@2" not in m
+    assert "eval/easy/score_mean" in m and "eval/hard/score_mean" not in m  # (its failures' penalty, no reward)
     assert m["eval/hard/num_problems"] == 2 and m["eval/avg@2"] == 0.5
 
 
@@ -129,7 +130,7 @@ def test_dapo_eval_with_a_judge_down_fails_in_one_line(tiny_model_dir, tmp_path,
     assert "eval/avg@2" not in captured.out  # no number printed as if measured
     # the samples and counts are saved first: what the failing judge was given can be read
     saved = json.loads((tmp_path / "eval-judge_down" / "metrics.json").read_text())["metrics"]
-    assert saved["eval/reward_failures/judge_down"] == 8 and "eval/avg@2" not in saved
+    assert saved["eval/reward_failures/judge_down"] == 8 and "eval/avg@2" not in saved and "eval/score_mean" not in saved
     assert (tmp_path / "eval-judge_down" / "generations.jsonl").read_text().count("\n") == 8  # 4 problems x k=2
 
 

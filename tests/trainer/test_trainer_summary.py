@@ -37,6 +37,11 @@ def test_per_source_counts_are_not_printed_as_percentages_whatever_the_source_is
     out = " ".join(title(capsys, TrainSummary(1, {}, after, str(tmp_path), 3.0, updates=1)).replace("│", " ").split())
     assert "eval/aime@24/num_problems - 20.0" in out and "eval/curated/num_problems - 10.0" in out
     assert "eval/curated/avg@4 - 40.0%" in out and "eval/truncation_rate - 25.0%" in out
+    # a mean reward in [-1, 1] to three places, not "0.2"
+    rewards = {"eval/score_mean": 0.1875, "eval/curated/score_mean": -0.4375, "eval/reward/judge/score": 0.8125}
+    out = " ".join(title(capsys, TrainSummary(1, {}, rewards, str(tmp_path), 3.0, updates=1)).replace("│", " ").split())
+    assert "eval/score_mean - 0.188" in out and "eval/curated/score_mean - -0.438" in out
+    assert "eval/reward/judge/score - 0.812" in out
 
 
 def test_dapo_eval_says_the_first_n_problems_only_when_max_problems_leaves_some_out(capsys, monkeypatch):

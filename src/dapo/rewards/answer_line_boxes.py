@@ -57,6 +57,8 @@ _RELATION = re.compile(r"[=<>≤≥≠≈]|\\(?:[lg]eq?|[lg]eqslant|neq?|approx|
 # Closing delimiters and punctuation around what follows a box: "\\boxed{35}$.", "\\boxed{35}\\)", "\\boxed{35})".
 _CLOSINGS = re.compile(r"(?:\\[)\]]|[\s$.,;!?)\]])+")
 _TEXT_WRAPPER = re.compile(r"\\(?:text|textrm|mathrm|mbox|textnormal)\s{0,3}\{([A-Za-z ]{0,40})\}")
+# A word outside LaTeX commands: "2 cases" names what it counts, a step rather than a bare value.
+_WORD_OUTSIDE_LATEX = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
 _PLACEHOLDER = 0xE000  # boxes masked as "\\boxed{<private-use character>}" while the reasons are read
 
 
@@ -124,11 +126,13 @@ def from_line_box(line: str) -> Extracted | None:
 
 def _value_before_reason_changes(before: str, boxed: str) -> bool:
     """Whether the line states a bare value before a reason whose box holds another: ``Answer: 35, since
-    \\boxed{34}`` offers both (a named value, ``n = 5 since ... \\boxed{35}``, is a step, and ``34, since
-    \\boxed{34}`` restates it)."""
+    \\boxed{34}`` offers both (a named value, ``n = 5 since ... \\boxed{35}``, or a counted one, ``2 cases,
+    since ...``, is a step; ``34, since \\boxed{34}`` and ``2, since \\boxed{\\sqrt{4}}`` restate it)."""
     reason = REASON_WORD.search(before)
     if reason is None:
         return False
     head = before[: reason.start()].strip(" \t,;($")
-    return (bool(head) and _RELATION.search(head) is None and value_of(head) is not None
-            and not restates(boxed, head))
+    if not head or _RELATION.search(head) is not None or _WORD_OUTSIDE_LATEX.search(head):  # "2 cases, since"
+        return False
+    head_value = value_of(head)
+    return head_value is not None and head_value != value_of(boxed) and not restates(boxed, head)

@@ -148,6 +148,8 @@ def evaluate(
     metrics["eval/truncation_rate"] = sum(c.finish_reason == "length" for c in completions) / max(len(completions), 1)
     metrics.update(failure_metrics(results))
     metrics.update(score_metrics(results))
+    if unscored:  # every score holds a failure's penalty: no mean reward measured, as no avg@k
+        del metrics["eval/score_mean"]
     sources = sorted({p.data_source for p in problems})
     unscored_sources = []
     if len(sources) > 1:
@@ -159,7 +161,7 @@ def evaluate(
             else:
                 metrics.update({key.replace("eval/", f"eval/{source}/"): value
                                 for key, value in score_at_k(per_source, params.n, scorer.extracts_answers).items()})
-            metrics[f"eval/{source}/score_mean"] = _mean_score(per_source)
+                metrics[f"eval/{source}/score_mean"] = _mean_score(per_source)
             metrics[f"eval/{source}/num_problems"] = float(len(picked))
     for message in failure_warnings(scorer, results, culprits, params.n, unscored_sources):
         warnings.warn(message, stacklevel=2)

@@ -130,7 +130,7 @@ METRICS: dict[str, str] = {
     "1/3 = \\dfrac{1}{3}, but 0.5 and \\frac{1}{2} apart; ties: first seen; absent when "
     "the reward extracts no answers: reward.verifier_weight=0, and as avg@k is)",
     "eval/score_mean": "mean reward (verifier and user functions, before overlong shaping) over the held-out "
-    "samples, as rollout/score_mean: what a graded reward reads, which avg@k's verdicts do not",
+    "samples, as rollout/score_mean: what a graded reward reads, which avg@k's verdicts do not (absent as avg@k is)",
     "eval/reward/<function>/<key>": "means of the scores and numbers a user reward function returned on the "
     "held-out samples (as reward/<function>/<key> in training)",
     "eval/response_length_mean": "mean response length on the held-out set",

@@ -52,7 +52,8 @@ def print_summary(summary: TrainSummary) -> None:
         # by the metric's own name, not the data_source inside eval/<data_source>/...: a source
         # named "curated" or "aime@24" must not print its num_problems as a percentage
         metric = key.rsplit("/", 1)[-1]
-        fmt = "{:.1%}" if "@" in metric or metric.endswith("_rate") else "{:.1f}"
+        fmt = ("{:.1%}" if "@" in metric or metric.endswith("_rate")
+               else "{:.3f}" if metric == "score_mean" or key.startswith("eval/reward/") else "{:.1f}")  # rewards: -1..1
         table.add_row(key, fmt.format(before[key]) if before and key in before else "-",
                       fmt.format(after[key]) if key in after else "-")
     Console().print(table)

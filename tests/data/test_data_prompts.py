@@ -68,12 +68,14 @@ def test_prompts_over_the_limit_are_left_out_whole_not_cut(length_batch: int, mo
     encoder = PromptEncoder(tokenizer, DataConfig(max_prompt_length=400))
     other_long = Problem(uid="l2", prompt="What is " + "2+" * 300 + "1?", ground_truth="601")
     loaded = _loaded([long, short, long, other_long])
+    loaded.warnings = [f"skipped: row {i}" for i in range(6)]  # more row warnings than describe() shows
     encoder.drop_overlong(loaded, "train")
     # counted in problems, as data/<split>_problems is: the two copies of `long` are one (were 2)
     assert [p.uid for p in loaded.problems] == ["s"] and loaded.num_overlong_dropped == 2
     assert loaded.counts("train")["data/train_overlong_dropped"] == 2.0
     assert "2 problems over data.max_prompt_length dropped" in loaded.describe("train")
-    assert "the prompt of problem l" in loaded.warnings[-1]
+    # the summary is shown above the row warnings, not hidden among the ones past the first five
+    assert "the prompt of problem l" in loaded.warnings[0] and "the prompt of problem l" in loaded.describe("train")
     encoded = encoder.encode(loaded.problems)
     assert encoded.token_ids[0][0] == tokenizer.bos_token_id and len(encoded.token_ids[0]) <= 400
     with pytest.raises(DataError, match=r"problem l .* more than data.max_prompt_length=400"):

@@ -27,7 +27,7 @@ from dapo.config.schema import DataConfig
 from dapo.data.records import DataError, Problem, problem_key
 
 if TYPE_CHECKING:
-    from dapo.data.loaders import LoadedProblems
+    from dapo.data.loaded import LoadedProblems
 
 DAPO_TEMPLATE = (
     "Solve the following math problem step by step. The last line of your response should be of "
@@ -159,8 +159,10 @@ class PromptEncoder:
         # problems, as data/<split>_problems counts them: an eval file's copies of a problem are one
         loaded.num_overlong_dropped = len({problem_key(loaded.problems[i], split) for i in overlong})
         loaded.problems = kept
-        loaded.warnings.append(f"{loaded.num_overlong_dropped} problems longer than data.max_prompt_length={limit} tokens were "
-                               f"left out (data.overlong_prompts=drop); the first: {self._too_long(first, lengths[overlong[0]])}")
+        # first: a summary, shown whatever number of row warnings follow it (LoadedProblems.describe)
+        loaded.warnings.insert(0, f"{loaded.num_overlong_dropped} problems longer than data.max_prompt_length={limit} "
+                               f"tokens were left out (data.overlong_prompts=drop); the first: "
+                               f"{self._too_long(first, lengths[overlong[0]])}")
 
     def _lengths(self, problems: list[Problem]) -> list[int]:
         """Each problem's rendered prompt length in tokens. Copies of a problem (one uid, a hash of

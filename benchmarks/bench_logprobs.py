@@ -63,7 +63,7 @@ PEAK_CASES = ("log-probs alone", "log-probs and entropy, apart", "log-probs and 
 def peak_copies(case: str) -> float:
     """The peak memory growth of one forward and backward of ``case``, in copies of the logits."""
     return float(subprocess.run([sys.executable, "-c", _PEAK, case], capture_output=True, text=True,
-                                check=True).stdout)
+                                check=True, timeout=300).stdout)
 
 
 def main(argv: list[str] | None = None) -> None:

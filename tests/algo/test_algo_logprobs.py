@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
+import importlib.util
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import torch
 
 from dapo.algo import entropy_from_logits, logprobs_and_entropy_from_logits, logprobs_from_logits
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def _reference_logprobs(logits: torch.Tensor, labels: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -87,34 +88,16 @@ def test_joint_logprobs_and_entropy_pass_gradcheck() -> None:
     assert torch.autograd.gradcheck(lambda x: logprobs_and_entropy_from_logits(x, labels, 0.8, 4), (logits,))
 
 
-_PEAK_SCRIPT = textwrap.dedent("""
-    import resource, sys, torch
-    from dapo.algo import entropy_from_logits, logprobs_and_entropy_from_logits, logprobs_from_logits
-    rows, vocab = 2048, 50_000  # 410 MB of float32 logits: far above what the imports left in ru_maxrss
-    hidden, weight = torch.randn(rows, 64), torch.randn(64, vocab, requires_grad=True)
-    labels = torch.randint(0, vocab, (1, rows))
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    logits = (hidden @ weight)[None]
-    if sys.argv[1] == "apart":
-        logprobs, entropy = logprobs_from_logits(logits, labels), entropy_from_logits(logits)
-    else:
-        logprobs, entropy = logprobs_and_entropy_from_logits(logits, labels)
-    (logprobs.sum() - 0.01 * entropy.sum()).backward()
-    grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024
-    print(grown / (rows * vocab * 4))
-""")
-
-
 def test_an_entropy_bonus_backward_holds_one_gradient_of_the_logits() -> None:
     """The two functions apart each write a (rows, vocab) gradient and autograd a third, their sum:
-    about 4.3 copies of the logits at the peak (python benchmarks/bench_logprobs.py prints them). The
-    joint pass writes one: under 3 (the logits, their gradient, the matmul's gradient and chunks)."""
-    copies = {}
-    for way in ("apart", "one pass"):
-        result = subprocess.run([sys.executable, "-c", _PEAK_SCRIPT, way], capture_output=True, text=True, timeout=300)
-        assert result.returncode == 0, result.stderr
-        copies[way] = float(result.stdout)
-    assert copies["one pass"] < 3.0 < copies["apart"], copies
+    about 4.3 copies of the logits at the peak. The joint pass writes one: under 3 (the logits, their
+    gradient, the matmul's gradient and chunks). Measured by benchmarks/bench_logprobs.py, each way in
+    a fresh process, at a size (410 MB of logits) far above what the imports left in ru_maxrss."""
+    spec = importlib.util.spec_from_file_location("bench_logprobs", BENCHMARKS / "bench_logprobs.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    apart, one_pass = (bench.peak_copies(case) for case in bench.PEAK_CASES[1:])
+    assert one_pass < 3.0 < apart, (one_pass, apart)
 
 
 def test_bfloat16_gradient_has_input_dtype() -> None:

@@ -105,39 +105,6 @@ class _TokenLogProbs(torch.autograd.Function):
         return grad_logits, None, None, None
 
 
-class _Entropy(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, logits: Tensor, temperature: float, chunk_size: int) -> Tensor:
-        dtype = _compute_dtype(logits)
-        entropy = torch.empty(logits.shape[0], dtype=dtype, device=logits.device)
-        logsumexp = torch.empty_like(entropy)
-        for rows in _row_chunks(logits.shape[0], chunk_size):
-            log_p = _scaled(logits[rows], dtype, temperature, writable=True)
-            logsumexp[rows] = torch.logsumexp(log_p, dim=-1)
-            log_p.sub_(logsumexp[rows, None])
-            p_log_p = torch.exp(log_p).mul_(log_p)
-            # A -inf logit has p = 0 and contributes 0 (not 0 * -inf = NaN); a NaN logit stays NaN.
-            entropy[rows] = -p_log_p.masked_fill_(log_p == float("-inf"), 0.0).sum(-1)
-        ctx.save_for_backward(logits, logsumexp, entropy)
-        ctx.temperature, ctx.chunk_size = temperature, chunk_size
-        return entropy
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx: Any, grad_entropy: Tensor) -> tuple[Tensor | None, ...]:
-        logits, logsumexp, entropy = ctx.saved_tensors
-        grad_logits = torch.empty_like(logits)
-        for rows in _row_chunks(logits.shape[0], ctx.chunk_size):
-            log_p = _scaled(logits[rows], logsumexp.dtype, ctx.temperature, writable=True)
-            log_p.sub_(logsumexp[rows, None])
-            probs = torch.exp(log_p)
-            grad = log_p.add_(entropy[rows, None]).mul_(probs)
-            grad.masked_fill_(probs == 0, 0.0)  # p = 0 (a -inf logit): 0, not 0 * -inf; a NaN stays NaN
-            scale = -grad_entropy[rows, None].to(logsumexp.dtype) / ctx.temperature
-            grad_logits[rows] = grad.mul_(scale)
-        return grad_logits, None, None
-
-
 class _TokenLogProbsAndEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, logits: Tensor, labels: Tensor, temperature: float, chunk_size: int) -> tuple[Tensor, Tensor]:
@@ -216,10 +183,13 @@ def logprobs_from_logits(
 
 
 def entropy_from_logits(logits: Tensor, temperature: float = 1.0, chunk_size: int | None = None) -> Tensor:
-    """Entropy of softmax(logits / temperature) at each position: (B, T, V) -> (B, T), chunked."""
+    """Entropy of softmax(logits / temperature) at each position: (B, T, V) -> (B, T), chunked (the
+    joint pass's, whose log-probs of token 0 nothing reads and whose backward then skips them)."""
     _check_common(logits, temperature, chunk_size)
     batch, length, vocab = logits.shape
-    flat = _Entropy.apply(logits.reshape(-1, vocab), float(temperature), _chunk_rows(logits, chunk_size))
+    labels = torch.zeros(batch * length, dtype=torch.long, device=logits.device)
+    _, flat = _TokenLogProbsAndEntropy.apply(logits.reshape(-1, vocab), labels, float(temperature),
+                                             _chunk_rows(logits, chunk_size))
     return flat.view(batch, length)
 
 

@@ -342,7 +342,7 @@ class PolicyWorker(PolicyCheckpointing):
             given = tensors["has_old_logprobs"].to(logprobs.device)[:, None]
             tensors["old_logprobs"] = torch.where(given, tensors["old_logprobs"], logprobs.detach())
         if stats.diagnostics is not None:
-            add_diagnostics(logits, logprobs, tensors, stats.diagnostics, self.temperature)
+            add_diagnostics(logits, logprobs, tensors, stats.diagnostics, self.temperature, entropy)
         weights = None
         if self.algo.tis_cap is not None:
             weights = tis_weights(tensors["old_logprobs"], tensors["rollout_logprobs"], self.algo.tis_cap)

@@ -78,7 +78,7 @@ def padded(per_token: torch.Tensor, tensors: dict[str, torch.Tensor]) -> torch.T
 
 @torch.no_grad()
 def add_diagnostics(logits: torch.Tensor, logprobs: torch.Tensor, tensors: dict, into: LogprobPass,
-                    temperature: float) -> None:
+                    temperature: float, entropy: torch.Tensor | None = None) -> None:
     """Add entropy sums over the loss's tokens (overlong-filtered responses left out, as the
     loss and its entropy bonus leave them), and rollout/trainer mismatch sums over every token
     of the responses sampled this step (filtered or not: the engine sampled them all)."""
@@ -86,7 +86,8 @@ def add_diagnostics(logits: torch.Tensor, logprobs: torch.Tensor, tensors: dict,
     if "sequence_chunk_mask" in tensors:  # a sequence-parallel rank sums its chunk's tokens alone
         mask = mask & tensors["sequence_chunk_mask"]
     in_loss = tensors["response_mask"] > 0  # (zero past each response's length)
-    entropy = response_entropy(logits.detach(), tensors, temperature)
+    # (the loss's own, where an entropy bonus computed it: not a second pass over the logits)
+    entropy = response_entropy(logits.detach(), tensors, temperature) if entropy is None else entropy.detach()
     mask = mask & tensors["sampled_this_step"].to(mask.device)[:, None]
     # log(pi_old_trainer / pi_rollout) per token: the engine/trainer mismatch; masked by where, not
     # by a product: a padding position's -inf log-prob (a model that masks its pad token) times 0 is NaN

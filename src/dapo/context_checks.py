@@ -29,16 +29,16 @@ def context_problems(cfg: DAPOConfig) -> list[str]:
     config_file = Path(cfg.model.path).expanduser() / "config.json"
     if not config_file.is_file():
         return []
-    model_config = read_model_config(config_file)
+    model_config, _ = read_model_config(config_file)
     return config_context_problems(model_config, config_file, cfg) if isinstance(model_config, dict) else []
 
 
-def read_model_config(config_file: Path) -> object:
-    """config.json's contents, or the message of why it cannot be read."""
+def read_model_config(config_file: Path) -> tuple[object, str | None]:
+    """(config.json's contents, None), or (None, the message of why it cannot be read)."""
     try:
-        return json.loads(config_file.read_text())
+        return json.loads(config_file.read_text()), None
     except (OSError, ValueError) as error:
-        return f"{config_file} cannot be read: {error}"
+        return None, f"{config_file} cannot be read: {error}"
 
 
 def config_context_problems(model_config: dict, config_file: Path, cfg: DAPOConfig) -> list[str]:

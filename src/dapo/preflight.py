@@ -130,9 +130,9 @@ def _config_file_problems(config_file: Path, cfg: DAPOConfig) -> list[str]:
     """What a model directory's config.json shows before anything loads: a context shorter than
     the run's sequences, and attention heads that trainer.sequence_parallel_size does not divide
     (before Ray starts the ranks that would refuse them; heads under other names are left to them)."""
-    model_config = read_model_config(config_file)
-    if isinstance(model_config, str):
-        return [model_config]
+    model_config, unreadable = read_model_config(config_file)
+    if unreadable is not None:
+        return [unreadable]
     if not isinstance(model_config, dict):
         return []
     problems = config_context_problems(model_config, config_file, cfg)

@@ -66,6 +66,12 @@ def test_a_reward_function_named_relative_or_absolute_is_one_setting(tmp_path, m
     absolute = settings(f"reward.functions=[{{path: '{tmp_path / 'my_reward.py'}:score'}}]")
     assert relative == absolute
     assert relative != settings("reward.functions=[{path: 'my_reward.py:other'}]")
+    # a checkpoint written before the settings named files absolute holds the path as its command gave it
+    state = sampler_with_surplus(relative).state_dict()
+    state["surplus_settings"]["reward.functions"][0]["path"] = "my_reward.py:score"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "reward.functions changed": nothing did
+        assert len(resumed(state, absolute).surplus) == 1
 
 
 def test_surplus_made_under_the_same_settings_is_trained_and_an_older_checkpoint_keeps_its_own():

@@ -57,7 +57,7 @@ from pathlib import Path
 from dapo.algo.logprobs import ACCELERATOR_CHUNK_ROWS
 from dapo.config import DAPOConfig
 from dapo.config.schema import DTYPE_BYTES
-from dapo.preflight import context_problems
+from dapo.context_checks import context_problems
 from dapo.rollout.native import kv_elements_per_token, prompts_per_chunk
 from dapo.trainer.activation_memory import ActivationBytes
 

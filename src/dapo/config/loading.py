@@ -191,6 +191,13 @@ def config_to_dict(config: Any) -> dict[str, Any]:
     return dataclasses.asdict(config)
 
 
+def absolute_function_path(path: str) -> str:
+    """A reward function's ``path/to/file.py:function`` with the file's path absolute; a module's
+    ``package.module:function`` as it is."""
+    location, colon, name = path.rpartition(":")
+    return f"{absolute_local_path(location)}{colon}{name}" if is_file_location(location) else path
+
+
 def with_absolute_paths(config: dict[str, Any]) -> dict[str, Any]:
     """``config`` (:func:`config_to_dict`'s form) with its local paths absolute: output_dir, the
     model, its tokenizer and cache directory, data files (globs too), reward-function and plugin files, the checkpoint
@@ -213,9 +220,7 @@ def with_absolute_paths(config: dict[str, Any]) -> dict[str, Any]:
     for key in ("train_files", "eval_files"):
         data[key] = [absolute_local_path(entry) for entry in data[key]]
     for spec in reward["functions"]:
-        location, colon, name = spec["path"].rpartition(":")
-        if is_file_location(location):
-            spec["path"] = f"{absolute_local_path(location)}{colon}{name}"
+        spec["path"] = absolute_function_path(spec["path"])
     # a module name stays one, though a package of that name lies in the working directory
     config["algorithm"]["plugins"] = [absolute_local_path(entry) if is_file_location(entry) else entry
                                       for entry in config["algorithm"]["plugins"]]

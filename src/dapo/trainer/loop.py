@@ -173,7 +173,7 @@ class Trainer(LoopState):
         )
         # the loop's own state (state_dict): steps done, the next round's first group id
         self.step, self.next_group_id = 0, 0
-        self.updates_skipped = 0  # updates that steps did not make (too few groups), for the bar of a resume
+        self.updates_skipped = 0  # updates that steps did not make (too few groups; empty or skipped), for the bar of a resume
         self.resumed_final = False  # the checkpoint resumed from is the run's final one (see train)
         # policy.version the engine's weights are at; None: unknown (resumed), sync before use
         self.engine_version: int | None = self.policy.version

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import torch
 
 from dapo.algo import filter_groups
-from dapo.config.loading import with_absolute_paths
+from dapo.config.loading import absolute_function_path
 from dapo.data.records import Problem
 from dapo.trainer.batch import LOGPROB_FIELDS, Sample, as_logprobs
 
@@ -256,6 +256,7 @@ class DynamicSampler:
         continued = self.stream.load_state_dict(state["stream"])
         surplus = [[sample_from_state(fields) for fields in group] for group in state["surplus"]]
         saved = state.get("surplus_settings")  # absent in checkpoints written before it was kept
+        saved = None if saved is None else _absolute_function_paths(saved)
         changed = sorted(key for key in {*(saved or {}), *self.surplus_settings}
                          if saved is not None and saved.get(key) != self.surplus_settings.get(key))
         if surplus and (changed or not continued):
@@ -283,9 +284,19 @@ def surplus_settings(config: dict, filter_metric: str) -> dict:
     ``{"section.key": value}``, with the resolved ``filter_metric``; its files named by their
     absolute paths (a reward function named relative in one attempt and absolute in the resume is
     one function)."""
-    config = with_absolute_paths(config)
     settings = {f"{section}.{key}": config[section][key] for section, keys in _SURPLUS_SETTINGS.items() for key in keys}
-    return {**settings, "algorithm.filter_metric": filter_metric}
+    return _absolute_function_paths({**settings, "algorithm.filter_metric": filter_metric})
+
+
+def _absolute_function_paths(settings: dict) -> dict:
+    """``settings`` with its reward functions' files named by absolute path (a checkpoint written
+    before they were named so holds them as its command gave them)."""
+    functions = settings.get("reward.functions")
+    if not isinstance(functions, list):
+        return settings
+    return {**settings, "reward.functions": [
+        {**spec, "path": absolute_function_path(spec["path"])} if isinstance(spec, dict) and "path" in spec else spec
+        for spec in functions]}
 
 
 # A sample's token ids and log-probs are saved as tensors: pickled Python lists took seconds per

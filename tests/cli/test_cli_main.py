@@ -398,7 +398,7 @@ def test_eval_takes_a_response_length_shorter_than_the_training_overlong_buffer(
 
     monkeypatch.setattr("dapo.preflight.check_run", stop_after_loading)
     assert main(["eval", str(tmp_path), "data.eval_files=[held_out.jsonl]", "rollout.max_response_length=16"]) == 130
-    assert seen[0].rollout.max_response_length == 16
+    assert seen[0].rollout.max_response_length == 16 and seen[0].algorithm.overlong_soft_punishment is False
 
 
 def test_eval_mistakes_get_advice_for_eval(tmp_path, capsys, monkeypatch):

@@ -70,6 +70,8 @@ def test_dapo_eval_says_the_first_n_problems_only_when_max_problems_leaves_some_
     # a multi-rank run's config: the ranks it names are not used, said (it ran in one process unsaid)
     assert "runs in this one process, not on the config's 2 ranks" in said(0, "resources.devices_per_node=2")
     assert "ranks" not in said(0)
+    # the sampling said in full: a top_k the evaluation samples with (rollout.top_k) is named
+    assert ", top_k 20, at most" in said(0, "rollout.top_k=20") and "top_k" not in said(0)
 
 
 def test_a_run_resumed_from_its_final_checkpoint_shows_its_logged_final_evaluation(capsys, tmp_path):

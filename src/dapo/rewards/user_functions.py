@@ -115,18 +115,23 @@ def _bounded_score(score: float) -> float:
     return score
 
 
-def _finite_number(value: Any, what: str, allow_nonfinite: bool = False) -> float:
+def _number(value: Any, what: str) -> float:
+    """``value`` as a float: a number, or a numpy / torch scalar (NaN and infinities included)."""
     if callable(getattr(value, "item", None)):  # numpy / torch scalars
         try:
             value = value.item()
         except Exception as exc:
             raise TypeError(f"{what} is a {type(value).__name__} that is not a scalar") from exc
     if isinstance(value, Real | Decimal):  # bool counts: True is 1.0; Decimal is no numbers.Real
-        number = float(value)
-        if math.isfinite(number) or allow_nonfinite:
-            return number
-        raise TypeError(f"{what} is {number}, not a finite number")
+        return float(value)
     raise TypeError(f"{what} is a {type(value).__name__}, not a number")
+
+
+def _finite_number(value: Any, what: str) -> float:
+    number = _number(value, what)
+    if math.isfinite(number):
+        return number
+    raise TypeError(f"{what} is {number}, not a finite number")
 
 
 # The metric of the items a function does not apply to (``reward/<function>/not_applicable``),
@@ -182,7 +187,7 @@ def _dict_fields(value: dict) -> tuple[float | None, bool | None, dict[str, floa
     metrics = {}  # a metric of None (or NaN, inf: a ratio of 0/0) has no value for this item: left out, so its
     for key, metric in value.items():  # mean is over the items with one, and the score counts
         if key not in ("score", "acc") and metric is not None:
-            number = _finite_number(metric, repr(key), allow_nonfinite=True)
+            number = _number(metric, repr(key))
             if math.isfinite(number):
                 metrics[str(key)] = number
     return score, acc, metrics

@@ -104,13 +104,13 @@ class HFGenerateEngine:
             if seeded:
                 torch.manual_seed(params.seed)
             reset_dynamic_rope(rotary_module(self.model))  # not the frequencies an earlier, longer call grew
-            recorder, asked = _StepLogprobs(), _WhenAsked(self.should_stop)
+            recorder, stop_criterion = _StepLogprobs(), _WhenAsked(self.should_stop)
             sequences = self.model.generate(
                 input_ids=input_ids, attention_mask=attention_mask, generation_config=self._generation_config(params),
-                logits_processor=self._processors(params, recorder), stopping_criteria=StoppingCriteriaList([asked]),
+                logits_processor=self._processors(params, recorder), stopping_criteria=StoppingCriteriaList([stop_criterion]),
             )
-            if asked.stopped_at is not None:
-                raise GenerationStopped(f"generation stopped at decode step {asked.stopped_at} of {params.max_new_tokens}")
+            if stop_criterion.stopped_at is not None:
+                raise GenerationStopped(f"generation stopped at decode step {stop_criterion.stopped_at} of {params.max_new_tokens}")
             response_ids = sequences[:, input_ids.shape[1] :]
             logprobs = recorder.logprobs(response_ids)
         rows = [self._finish(ids, lps, params) for ids, lps in zip(response_ids.tolist(), logprobs.tolist())]

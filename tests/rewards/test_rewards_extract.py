@@ -398,9 +398,9 @@ def test_the_last_answer_anchor_found_from_the_end_is_the_last_of_a_full_scan():
     from dapo.rewards.extract import _ANSWER_ANCHOR, _last_answer_anchor
 
     tokens = ["answer", "Answer", "ANSWER", "aNswer", ":", "：", " ", "  ", "\t", "*", "**", "#", ">", "\n",
-              "final ", "Final\t", "x", "34", " is ", "answers", "İ"]
+              "final ", "Final\t", "x", "34", " is ", "answers", "İ", "ſ", "×", "Ａnswer", "ﬁnal ", "ß", "K"]
     rng = random.Random(0)
-    for _ in range(5000):
+    for _ in range(20000):
         text = "".join(rng.choice(tokens) for _ in range(rng.randint(0, 25)))
         matches = list(_ANSWER_ANCHOR.finditer(text))
         found = _last_answer_anchor(text)

@@ -27,7 +27,7 @@ from dapo.rewards.hedges import (
     without_bare_remark,
 )
 from dapo.rewards.inequalities import is_inequality_disjunction, is_or
-from dapo.rewards.later_hedges import hedged_later
+from dapo.rewards.later_hedges import HEDGE_WINDOW, hedged_later
 from dapo.rewards.number_forms import (
     remark_changes_the_number,
     restates,
@@ -126,7 +126,7 @@ def from_last_box(text: str) -> Extracted | None:
     qualified = stated is None or offers_another_before(text[line_start:start])  # "$35$ or \boxed{34}"
     after = text[span[1] : span[1] + _MAX_AFTER_CHARS].split("\n", 1)[0]
     qualified = (qualified or changed_after(after, answer, list(items) or answer_items(answer))
-                 or hedged_later(text[span[1] :], answer))  # "\\boxed{34}. Maybe 35."
+                 or hedged_later(text[span[1] : span[1] + HEDGE_WINDOW], answer))  # "\\boxed{34}. Maybe 35."
     if qualified:  # "\boxed{34} or 35", "\boxed{34}^2", "\boxed{34, 5} (or 35)": not the whole answer
         candidates = max(candidates, 2)
     return Extracted(answer, candidates=candidates, items=items, qualified=qualified)

@@ -40,7 +40,7 @@ from dapo.rewards.answer_text import clean_answer as clean_answer
 from dapo.rewards.boxes import BOX_COMMANDS, from_last_box, join_inequality_boxes, last_box_start
 from dapo.rewards.counts import item_count
 from dapo.rewards.inequalities import is_inequality_disjunction
-from dapo.rewards.later_hedges import hedged_later
+from dapo.rewards.later_hedges import HEDGE_WINDOW, hedged_later
 from dapo.rewards.math_segments import (
     EQUATED_SEGMENTS,
     QUALIFIER,
@@ -120,7 +120,7 @@ def extract_answer(text: str, extractor: str) -> Extracted | None:
         # answer; an anchor that opens its line ("Final Answer: 35") corrects the box.
         if box_at >= 0 and not _opens_its_line(text, anchor):
             return from_last_box(text)
-        return _from_answer_line(text) or (from_last_box(text) if box_at >= 0 else None)
+        return _from_answer_line(text, anchor) or (from_last_box(text) if box_at >= 0 else None)
     raise ValueError(f"extractor={extractor!r} is not one of {list(EXTRACTORS)}")
 
 
@@ -139,14 +139,15 @@ def _last_answer_anchor(text: str) -> re.Match[str] | None:
     """The last match of _ANSWER_ANCHOR. Each match holds one "answer" (and before it at most markup
     and "final", from its line's start), so the last is found from the last "answer" back, each
     tried where a match holding it would start (its line's start, itself): 2 us for a 7k-character
-    ASCII response, where scanning it all took 100 us, asked up to three times a response. (Other
-    text is scanned: its case folding may move positions, and IGNORECASE reads "ſ" as "s".)"""
-    if not text.isascii():
+    response, where scanning it all took 100 us. (Text whose lower-casing moves positions, or with a
+    "ſ", which IGNORECASE reads as "s", is scanned whole: no other character matches a letter of
+    "answer" under IGNORECASE.)"""
+    lowered = text.lower()
+    if len(lowered) != len(text) or "\u017f" in text:
         last = None
         for last in _ANSWER_ANCHOR.finditer(text):  # noqa: B007 - we want the last match
             pass
         return last
-    lowered = text.lower()
     at = lowered.rfind("answer")
     while at >= 0:
         for start in (text.rfind("\n", 0, at) + 1, at):
@@ -184,13 +185,14 @@ def _answer_line_end(text: str, anchor: re.Match[str]) -> int:
     return end
 
 
-def _from_answer_line(text: str) -> Extracted | None:
-    anchor = _last_answer_anchor(text)
+def _from_answer_line(text: str, anchor: re.Match[str] | None = None) -> Extracted | None:
+    """The answer behind ``anchor``, the last Answer anchor (found here when not given)."""
+    anchor = anchor or _last_answer_anchor(text)
     if anchor is None:
         return None
     start, end = _answer_line_start(text, anchor), _answer_line_end(text, anchor)
     extracted = _clean_line(text[start:end][:_MAX_LINE_CHARS].replace("\n", " "))
-    if extracted is not None and hedged_later(text[end:], extracted.text):  # "Alternatively, 35." below it
+    if extracted is not None and hedged_later(text[end : end + HEDGE_WINDOW], extracted.text):  # "Alternatively, 35." below it
         return replace(extracted, candidates=max(extracted.candidates, 2), qualified=True)
     return extracted
 

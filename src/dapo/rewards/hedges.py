@@ -70,7 +70,7 @@ from dapo.rewards.number_forms import (
     states_words,
     value_of,
 )
-from dapo.rewards.remark_words import APPROXIMATION_WORDS, THAT_IS
+from dapo.rewards.remark_words import BARE_APPROXIMATION_WORDS, THAT_IS
 from dapo.rewards.restatements import LATEX_CONSTANT, constant_remark_changes, letters_end_a_value
 from dapo.rewards.unit_suffix import ARITHMETIC, SCALE_WORDS
 
@@ -86,7 +86,7 @@ _MAX_MARKERS = 16
 # \\frac{10}{9}" on the Answer line keep their rules (the value after the last copula; math-verify's right side).
 _APPROXIMATION_MARKER = re.compile(
     r"(?:(?:" + THAT_IS + r"|which\s+is|so)(?![A-Za-z])[\s,]{0,4})?"
-    r"(?:" + APPROXIMATION_WORDS.format(extra="", signs="") + ")", re.IGNORECASE)
+    r"(?:" + BARE_APPROXIMATION_WORDS + ")", re.IGNORECASE)
 _BARE_MARKER = re.compile(
     r"(?:" + _APPROXIMATION_MARKER.pattern + ")"
     r"|(?:" + THAT_IS + r"|which\s+is|which\s+equals|equals)(?![A-Za-z])[\s,$]{0,4}[+\-\u2212]?[0-9]"

@@ -47,7 +47,7 @@ from __future__ import annotations
 import re
 
 from dapo.rewards.exact_numbers import rational_verdict
-from dapo.rewards.remark_words import APPROXIMATION_WORDS
+from dapo.rewards.remark_words import BARE_APPROXIMATION_WORDS
 from dapo.rewards.units import number_and_unit
 
 # LaTeX spacing and math delimiters: dropped before reading the two ends.
@@ -57,7 +57,7 @@ _DANGLING = re.compile(r"(?<![\^_{])(?:[+\-*/=^_<>≤≥≠≈±∓×÷·]"
                        r"(?![A-Za-z]))$")
 _OPENING_RELATION = re.compile(r"(?:[<>≤≥≠≈∼]|\\(?:le|leq|ge|geq|lt|gt|neq?|approx|sim|simeq|thickapprox"
                                r"|leqslant|geqslant|lesssim|gtrsim|ll|gg|prec|succ|preceq|succeq|propto|in|cong)(?![A-Za-z])"
-                               r"|" + APPROXIMATION_WORDS.format(extra="", signs="") + r"|(?-i:ca\.))", re.IGNORECASE)
+                               r"|" + BARE_APPROXIMATION_WORDS + r"|(?-i:ca\.))", re.IGNORECASE)
 # What the left side of an equation on one variable may hold besides the letter.
 _ARITHMETIC_COMMANDS = re.compile(r"\\(?:cdot|times|d?frac|sqrt|left|right)(?![A-Za-z])")
 _EXPRESSION = re.compile(r"[A-Za-z0-9+\-*/^{}().]{1,60}")

@@ -26,7 +26,7 @@ import re
 
 from dapo.rewards.approximations import is_rounding_of, real_value
 from dapo.rewards.number_forms import restates
-from dapo.rewards.remark_words import APPROXIMATION_WORDS, OR_ADVERBS
+from dapo.rewards.remark_words import BARE_APPROXIMATION_WORDS, OR_ADVERBS
 
 _MAX_CHARS = 300
 _NUMBER = r"[+\-\u2212]?[0-9][0-9.,]{0,40}"
@@ -34,7 +34,7 @@ _NUMBER = r"[+\-\u2212]?[0-9][0-9.,]{0,40}"
 # "Or it could also be 35.", "Maybe the answer is 35 instead." ("Wait, check step 3." names a step).
 _FILLER = (r"(?:[\s,:$]|(?:it'?s|it|is|was|be|could|might|may|would|also|possibly|perhaps|maybe|probably|the"
            r"|(?:final\s+)?answer|as\s+a\s+decimal|in\s+decimal\s+form)(?![A-Za-z])|"
-           + APPROXIMATION_WORDS.format(extra="", signs="") + ")")
+           + BARE_APPROXIMATION_WORDS + ")")
 _HEDGE_OPENING = re.compile(
     r"[\s$*(（]{0,8}(?:(?:" + OR_ADVERBS + r"|or|actually|wait|hmm+|but|however|it"
     r"|或者?|也?可能是|也许是?)(?![A-Za-z])"
@@ -51,10 +51,14 @@ _NEGATION = re.compile(r"(?<![A-Za-z])(?:not|never|no|cannot|can't|isn't|aren't|
 _SENTENCE_BREAK = re.compile(r"[.;!?](?=[\s$*])|[。！？；]|\n+")  # (CJK punctuation needs no space after it)
 
 
+# What hedged_later reads of the text after the answer: a sentence starting near _MAX_CHARS is read to
+# its number. Callers pass no more (a slice of the rest of a long response would be copied whole).
+HEDGE_WINDOW = _MAX_CHARS + 100
+
+
 def hedged_later(after: str, answer: str) -> bool:
-    """Whether ``after``, the text right after the final ``answer`` (past its box or its line), offers
-    another value in a sentence that follows (module rules)."""
-    after = after[: _MAX_CHARS + 100]  # (a sentence starting near the end is read to its number)
+    """Whether ``after``, the text right after the final ``answer`` (past its box or its line, at most
+    HEDGE_WINDOW characters of it), offers another value in a sentence that follows (module rules)."""
     starts = [0, *(brk.end() for brk in _SENTENCE_BREAK.finditer(after, 0, _MAX_CHARS))]
     for start in starts:
         hedge = _HEDGE_OPENING.match(after, start)

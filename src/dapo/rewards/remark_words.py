@@ -26,3 +26,5 @@ NAME = r"(?:[A-Za-z]|\\[A-Za-z]{2,12})(?:_\{?[A-Za-z0-9]{1,8}\}?)?"
 # takes "ca" and "~", which outside them is LaTeX's unbreakable space).
 APPROXIMATION_WORDS = (r"(?:about|approximately|approx|roughly|around|nearly|almost|circa{extra})(?![A-Za-z])\.?"
                        r"|close\s+to|\\(?:approx|sim|simeq|thickapprox)(?![A-Za-z])|[≈∼{signs}]")
+# ... as they are, with no extra word and no sign ("about", "approx.", "roughly", "\\approx")
+BARE_APPROXIMATION_WORDS = APPROXIMATION_WORDS.format(extra="", signs="")

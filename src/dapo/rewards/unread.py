@@ -59,6 +59,8 @@ def unread_part(answer: str, ground_truth: str) -> bool:
 def _unknown_symbol(answer: str, ground_truth: str) -> bool:
     """A symbol of :data:`_UNKNOWN_CATEGORIES`, not in the ground truth, with a number after it other
     than the one before it (``34 — 34 ways`` restates it)."""
+    if answer.isascii():  # (the scan below skips every ASCII character: most answers, at C speed)
+        return False
     for index, char in enumerate(answer):
         if (char.isascii() or char in _KNOWN_SYMBOLS or char in ground_truth
                 or unicodedata.category(char) not in _UNKNOWN_CATEGORIES):

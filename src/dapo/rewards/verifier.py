@@ -157,8 +157,10 @@ def _as_sets_of_reals(extracted: Extracted, gold: str) -> Prepared | None:
 
 
 # Characters that show nothing: "3\u200b4" is read as the 34 it shows, "34\u200b35" as 3435
-_INVISIBLE = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
+_INVISIBLE_CHARS = "\u200b\u200c\u200d\u2060\ufeff"
+_INVISIBLE = re.compile(f"[{_INVISIBLE_CHARS}]")
 _PROOF_END = re.compile(r"\$\s{0,3}\\(?:blacksquare|square|qed|Box)\s{0,3}\$|\\(?:blacksquare|qed)(?![A-Za-z])|\u220e")
+_PROOF_END_PARTS = ("square", "qed", "Box", "\u220e")  # one of which every _PROOF_END match holds
 # LaTeX's non-breaking space between two digits ("34~35" shows two numbers, not 34)
 _TIE_BETWEEN_DIGITS = re.compile(r"(?<=[0-9])~(?=[0-9])")
 
@@ -177,11 +179,11 @@ def as_rendered(text: str) -> str:
     without a proof's end mark (``$\\blacksquare$``, ``\\qed``, ``∎``), which is no answer: read as
     one, it hid the value before it on the Answer line."""
     # (each pattern run only where its characters are: a 7k-character response took 0.1 ms a pass)
-    if any(char in text for char in "\u200b\u200c\u200d\u2060\ufeff"):
+    if any(char in text for char in _INVISIBLE_CHARS):
         text = _INVISIBLE.sub("", text)
     if "~" in text:
         text = _TIE_BETWEEN_DIGITS.sub(" ", text)
-    if any(mark in text for mark in ("square", "qed", "Box", "\u220e")):
+    if any(mark in text for mark in _PROOF_END_PARTS):
         text = _PROOF_END.sub("", text)
     return text
 

@@ -39,9 +39,9 @@ from dapo.rollout.llama_weights import LayerWeights, LlamaWeights
 # KV-cache slots added when the cache is full: at least this many, or a quarter of the length.
 # Decode attends over every allocated slot, so small chunks waste little compute.
 _MIN_GROWTH_SLOTS = 32
-# A prefill's attention runs over blocks of queries whose scores (with their bias and softmax) take at
-# most this many bytes: all queries at once took B x H x P^2 floats three times over (16 prompts of
-# 1024 tokens of Qwen2.5-0.5B's shape: 1.4 GB, 3x an sdpa forward), which max_kv_cache_bytes did not bound.
+# A prefill's attention runs over blocks of queries whose scores (and softmax) take at most this many
+# bytes: all queries at once took B x H x P^2 floats three times over, with an additive bias (16 prompts
+# of 1024 tokens of Qwen2.5-0.5B's shape: 1.4 GB, 3x an sdpa forward), which max_kv_cache_bytes did not bound.
 _PREFILL_SCORES_BYTES = 256 * 2**20
 # On CPU, decode batches of at most this many rows attend in float32 (KV cache, scores,
 # probabilities, values): oneDNN's bf16 bmm of these tiny matrices is about 2x slower than
@@ -112,25 +112,28 @@ class LlamaDecodeSession:
         normed = F.rms_norm(hidden.float(), (hidden.shape[-1],), eps=self.eps).to(hidden.dtype)
         return proj(normed * norm_weight)
 
-    def _attend(self, qkv: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-        """Grouped-query attention: qkv (B, Q, Hkv, G+2, d) (queries first, see _grouped_qkv),
-        keys/values (B, Hkv, K, d), additive bias (B*Hkv, 1 or Q*G, K) in the attention dtype ->
+    def _attend(self, qkv: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+        """Grouped-query attention of a prefill: qkv (B, Q, Hkv, G+2, d) (queries first, see _grouped_qkv),
+        keys/values (B, Hkv, K, d), query q attending to key k where ``allowed`` (B, Q, K) holds ->
         (B, Q, H*d) in the compute dtype. Each group of G = H/Hkv query heads shares one KV head,
         as in repeat_kv; the softmax runs in float32.
 
         The batch and KV-head dimensions are flattened into one bmm batch (B*Hkv matrices): 20-25%
-        faster than a 4-D matmul at decode shapes on CPU, bf16 and float32 (measured). Scaling and
-        masking ride on the scores' matmul (baddbmm) and the softmax reads and writes the
-        attention dtype (float32 inside): three ops, and a decode step's queries are a view."""
+        faster than a 4-D matmul at decode shapes on CPU, bf16 and float32 (measured). Scaling rides
+        on the scores' matmul; the mask is filled in through a broadcast view of ``allowed`` (an
+        additive (B*Hkv, Q*G, K) bias was written out again for every layer and block)."""
         batch, num_queries, _, groups, _ = qkv.shape
         groups -= 2
         pairs, num_keys = batch * self.num_kv_heads, keys.shape[2]
         # (B*Hkv, Q*G, d), row q*G + g: a view when Q = 1 (a copy when converted)
         grouped = qkv[..., :groups, :].transpose(1, 2).reshape(pairs, num_queries * groups, self.head_dim)
+        unused = keys.new_zeros(()).expand(pairs, num_queries * groups, num_keys)  # (beta=0: never read)
         scores = torch.baddbmm(
-            bias, grouped.to(keys.dtype), keys.reshape(pairs, num_keys, self.head_dim).transpose(1, 2),
-            alpha=self.scaling,
+            unused, grouped.to(keys.dtype), keys.reshape(pairs, num_keys, self.head_dim).transpose(1, 2),
+            beta=0, alpha=self.scaling,
         )
+        scores.view(batch, self.num_kv_heads, num_queries, groups, num_keys).masked_fill_(
+            ~allowed[:, None, :, None, :], float("-inf"))
         out = torch.bmm(scores.softmax(dim=-1), values.reshape(pairs, num_keys, self.head_dim))
         out = out.view(batch, self.num_kv_heads, num_queries, groups, self.head_dim).transpose(1, 2)
         return out.reshape(batch, num_queries, -1).to(self.dtype)
@@ -155,7 +158,6 @@ class LlamaDecodeSession:
         cos, sin = rope[:, None, 0], rope[:, None, 1]  # (T, 1, G+2, d)
         groups = self.groups
         blocks = self._query_blocks(batch, length)
-        whole = self._prefill_bias(allowed, 0, length) if len(blocks) == 1 else None  # one block: made once
         hidden = F.embedding(token_ids.flatten()[real], self.embed).to(self.dtype)  # (T, hidden)
         grid = hidden.new_zeros(batch * length, self.num_kv_heads, groups + 2, self.head_dim)
         for index, w in enumerate(self.layers):
@@ -168,32 +170,20 @@ class LlamaDecodeSession:
             if index == len(self.layers) - 1:
                 # past the last layer's K and V only the last position counts (its logits): the
                 # rest of the layer runs for it alone
-                last_bias = whole[:, -groups:] if whole is not None else self._prefill_bias(allowed, length - 1, length)
-                out = self._attend(padded[:, -1:], keys, values, last_bias).squeeze(1)
+                out = self._attend(padded[:, -1:], keys, values, allowed[:, -1:]).squeeze(1)
                 hidden = hidden[last]
-            elif whole is not None:
-                out = self._attend(padded, keys, values, whole).flatten(0, 1)[real]
             else:
-                out = torch.cat([self._attend(padded[:, start:end], keys, values, self._prefill_bias(allowed, start, end))
-                                 for start, end in blocks], dim=1).flatten(0, 1)[real]
+                parts = [self._attend(padded[:, start:end], keys, values, allowed[:, start:end]) for start, end in blocks]
+                out = (parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)).flatten(0, 1)[real]
             hidden = self._after_attention(w, out, hidden)
         self.length = length
         return self._normed_projection(hidden, self.final_norm, self.lm_head)
 
     def _query_blocks(self, batch: int, length: int) -> list[tuple[int, int]]:
         """[start, end) blocks of a prefill's ``length`` queries whose scores fit _PREFILL_SCORES_BYTES."""
-        per_query = 3 * batch * self.num_kv_heads * self.groups * length * 4  # bias, scores, softmax (float32)
+        per_query = 2 * batch * self.num_kv_heads * self.groups * length * 4  # scores, softmax (float32)
         size = max(1, _PREFILL_SCORES_BYTES // per_query)
         return [(start, min(start + size, length)) for start in range(0, length, size)]
-
-    def _prefill_bias(self, allowed: torch.Tensor, start: int, end: int) -> torch.Tensor:
-        """The additive bias (B*Hkv, Q*G, P) of queries [start, end): 0 where ``allowed``, else -inf;
-        row q*G + g, as _attend's queries."""
-        batch, _, keys = allowed.shape
-        zero = torch.zeros((), device=allowed.device, dtype=self.attention_dtype)
-        return (torch.where(allowed[:, start:end], zero, float("-inf"))[:, None, :, None]
-                .expand(batch, self.num_kv_heads, end - start, self.groups, keys)
-                .reshape(batch * self.num_kv_heads, (end - start) * self.groups, keys))
 
     def _decode_forward(self, tokens: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         """The next token of each row (B,), at slot ``length`` under ``bias`` (B*Hkv, 1, capacity):

@@ -29,6 +29,7 @@ def fake_group(world: int, engine_tp: int = 1):
     group = SimpleNamespace(world_size=world, engine_tp=engine_tp, ranks=[FakeRank(r) for r in range(world)],
                             _submit=lambda calls: [method.remote(*args) for method, args in calls], gets=[])
     group._get = lambda refs, collective=True, cancellable=False: group.gets.append((collective, cancellable)) or list(refs)
+    group._call = lambda calls, collective=True, cancellable=False: group._get(group._submit(calls), collective, cancellable)
     return group
 
 

@@ -368,7 +368,7 @@ class PolicyWorker(PolicyCheckpointing):
         if self._kl_penalty:  # so do empty micro-batches (_empty_loss)
             kl = kl_penalty(logprobs, self._ref_logprobs(tensors), self.algo.kl_estimator, mask)
             loss = loss + self.algo.kl_coef * aggregate_loss(kl, mask, self.algo.loss_agg_mode, **agg)
-            kl_sum = torch.where(mask != 0, kl.detach(), 0.0).sum()  # over policy stats' tokens; no device sync
+            kl_sum = kl.detach().sum()  # (0 at masked positions: kl_penalty zeroes their log-ratio); no device sync
             stats.ref_kl_sum = kl_sum if stats.ref_kl_sum is None else stats.ref_kl_sum + kl_sum
         stats.policy = pg if stats.policy is None else stats.policy + pg
         return loss, pg_loss

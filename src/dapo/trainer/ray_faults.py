@@ -145,9 +145,9 @@ class RankCalls:
                 raise
         return refs
 
-    def _call(self, calls: list[tuple[Any, tuple]], collective: bool = True) -> list[Any]:
+    def _call(self, calls: list[tuple[Any, tuple]], collective: bool = True, cancellable: bool = False) -> list[Any]:
         """Submit ``calls`` (:meth:`_submit`) and wait for their results (:meth:`_get`)."""
-        return self._get(self._submit(calls), collective)
+        return self._get(self._submit(calls), collective, cancellable)
 
     def _get(self, refs: list[Any], collective: bool = True, cancellable: bool = False) -> list[Any]:
         """Results of one call on every rank (Ray raises the first rank's error as it happens). A

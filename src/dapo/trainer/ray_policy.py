@@ -372,7 +372,7 @@ class RayRolloutEngine:
             engine_params = dataclasses.replace(params, seed=request_seed(params.seed, engine))
             submissions += [(self.group.ranks[engine * tp + j].generate, (prompts, engine_params)) for j in range(tp)]
         # a vLLM tensor-parallel engine's ranks all-reduce; each native or hf engine generates alone (a Ctrl-C cancels it)
-        results = self.group._get(self.group._submit(submissions), collective=tp > 1, cancellable=tp == 1)
+        results = self.group._call(submissions, collective=tp > 1, cancellable=tp == 1)
         leaders = results[::tp]
         for index, result in enumerate(results):  # each engine's other ranks against its first
             if index % tp and _sampled(result) != _sampled(leaders[index // tp]):

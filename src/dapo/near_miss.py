@@ -11,16 +11,14 @@ from pathlib import Path
 def near_miss(path: Path) -> Path | None:
     """The directory beside ``path`` with the same numbers in its name and a close spelling
     (``step-2``: ``step-000002``; not ``step-102``), if there is one."""
-    if not path.parent.is_dir():
-        return None
-
     def numbers(name: str) -> list[int]:
         return [int(digits) for digits in re.findall(r"[0-9]{1,30}", name)]
 
-    try:  # (a directory that can be looked up but not listed names none)
+    try:  # (a parent that is missing, no directory, or cannot be listed names none)
         children = list(itertools.islice(path.parent.iterdir(), 10_000))
     except OSError:
         return None
-    same_numbers = [child.name for child in children if numbers(child.name) == numbers(path.name) and child.is_dir()]
+    wanted = numbers(path.name)
+    same_numbers = [child.name for child in children if numbers(child.name) == wanted and child.is_dir()]
     close = difflib.get_close_matches(path.name, same_numbers, n=1, cutoff=0.6)
     return path.parent / close[0] if close else None

@@ -46,9 +46,12 @@ def apply_lora(model: nn.Module, rank: int, alpha: float, target_modules: list[s
     """Inject LoRA adapters of ``rank`` into ``model`` in place and freeze everything else.
     ``target_modules``: module names (``q_proj``, ...) or ``["all-linear"]`` (every linear layer
     but the output layer, PEFT's choice). No dropout: the policy's dropout is off, so that the
-    update's first forward reproduces the rollout's log-probs (ratio 1)."""
+    update's first forward reproduces the rollout's log-probs (ratio 1). The adapters are float32
+    whatever the base weights' dtype, as PEFT's ``get_peft_model`` makes them: on a bfloat16 base
+    (model.dtype=bfloat16) an AdamW step of a small lr would round away on A's weights."""
     try:
         from peft import LoraConfig, inject_adapter_in_model
+        from peft.tuners.tuners_utils import cast_adapter_dtype
     except ImportError as error:
         raise ImportError("model.lora_rank > 0 needs PEFT: pip install 'dapo-rl[lora]' (or pip install peft)") from error
     targets: str | list[str] = "all-linear" if target_modules == ["all-linear"] else list(target_modules)
@@ -60,6 +63,7 @@ def apply_lora(model: nn.Module, rank: int, alpha: float, target_modules: list[s
         except ValueError as error:  # PEFT's NoMatchingPeftModuleError: no module has one of those names
             raise UserError(f"model.lora_target_modules={list(target_modules)} names no linear layer of the model "
                             f"(its linear layers: {_linear_layer_names(model)}; or [all-linear])") from error
+    cast_adapter_dtype(model, "default")  # 16-bit adapters to float32; the frozen base keeps its dtype
     # PEFT also adapts GPT-2's Conv1D (all-linear takes it) and embeddings, whose adapters the
     # merge (rollout engines, checkpoints) and the KL reference's adapters-off do not handle
     adapted = {name: module.base_layer for name, module in model.named_modules()

@@ -228,8 +228,9 @@ def warn_about_schedule(cfg: DAPOConfig) -> None:
 
 def warn_about_weight_precision(cfg: DAPOConfig) -> None:
     """bfloat16 weights (model.dtype) keep 8 significant bits: AdamW moves a weight by about lr a
-    step, and a move below half a unit in the last place (|w| x 2^-9) rounds to nothing."""
-    if cfg.model.dtype != "bfloat16":
+    step, and a move below half a unit in the last place (|w| x 2^-9) rounds to nothing. Not with
+    LoRA: the bfloat16 base weights are frozen, and the adapters train in float32."""
+    if cfg.model.dtype != "bfloat16" or cfg.model.lora_rank > 0:
         return
     lr = cfg.trainer.lr
     warnings.warn(f"model.dtype=bfloat16 trains bfloat16 weights: an AdamW step of about trainer.lr={lr:g} is rounded "

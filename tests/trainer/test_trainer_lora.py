@@ -149,3 +149,23 @@ def test_dapo_eval_of_a_lora_checkpoint_scores_its_merged_weights(tiny_model_dir
     assert dapo_main(["eval", str(checkpoint), "--save-dir", str(tmp_path / "eval"), "eval.k=2"]) == 0
     out = capsys.readouterr().out
     assert "eval/avg@2" in out and "LoRA" not in out  # the merged policy, no adapters added
+
+
+def test_adapters_on_a_bfloat16_base_train_in_float32(tiny_model_dir, reward_file, tmp_path, recwarn):
+    """model.dtype=bfloat16 with LoRA: the frozen base is bf16, the adapters and their AdamW state
+    float32 (PEFT's get_peft_model's choice), so a small lr's step moves A, whose entries a bf16
+    ulp (|a| x 2^-8) would mostly round it away on."""
+    trainer = Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *LORA, "model.dtype=bfloat16",
+                                  "trainer.lr=1e-5", "trainer.total_steps=1"))
+    try:
+        adapters = {p.dtype for name, p in trainer.model.named_parameters() if ".lora_" in name}
+        base = {p.dtype for name, p in trainer.model.named_parameters() if ".lora_" not in name}
+        assert (adapters, base) == ({torch.float32}, {torch.bfloat16})
+        before = {name: p.detach().clone() for name, p in trainer.model.named_parameters() if ".lora_A." in name}
+        trainer.train()
+        moved = torch.cat([(p.detach() != before[name]).flatten() for name, p in trainer.model.named_parameters()
+                           if name in before])
+        assert moved.double().mean() > 0.9
+    finally:
+        trainer.close()
+    assert not [w for w in recwarn if "trains bfloat16 weights" in str(w.message)]

@@ -26,7 +26,8 @@ class ModelConfig:
     # Tokenizer directory; null means the model directory ("none" is a directory of that name).
     tokenizer_path: str | None = None
     # Parameter dtype of the trained policy (and of its optimizer state): "float32" or "bfloat16".
-    # bfloat16 weights round an AdamW step of a small lr away (preflight warns); bf16 compute over
+    # bfloat16 weights round an AdamW step of a small lr away (preflight warns; with LoRA only the
+    # frozen base is bfloat16, the adapters and their AdamW state float32); bf16 compute over
     # float32 weights is trainer.param_dtype=bf16 or trainer.autocast=bf16, float16 compute
     # trainer.autocast=fp16.
     dtype: str = "float32"

@@ -245,3 +245,29 @@ def test_the_garbage_collector_is_as_it_was_after_a_load(tmp_path: Path) -> None
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_reward_functions_read_the_data_source_and_prompt_columns_by_their_own_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """data.data_source_key=src: a reward function's extra has "src" (the row's value, as TRL
+    passes every column by its name) beside "data_source"; it had only the latter. Columnar and
+    row-by-row readings agree."""
+    from dapo.rewards.scorer import function_extra
+
+    path = tmp_path / "qa.parquet"
+    pq.write_table(pa.table({"question": ["1+1?", "2+2?"], "answer": ["2", "4"], "src": [7, None],
+                             "level": [1, 2]}), path)
+    cfg = DataConfig(prompt_key="question", answer_key="answer", data_source_key="src")
+    fast, row_by_row, taken = _both_readings(monkeypatch, [str(path)], cfg, "train")
+    assert fast == row_by_row and taken == 1
+    problems = load_problems([str(path)], cfg, "train").problems
+    extras = [function_extra(p.extra, p.data_source, p.prompt) for p in problems]
+    assert extras == [{"prompt": "1+1?", "question": "1+1?", "answer": "2", "src": 7, "level": 1, "data_source": "7"},
+                      {"prompt": "2+2?", "question": "2+2?", "answer": "4", "src": None, "level": 2,
+                       "data_source": "qa"}]
+    # the DAPO-Math names: the problem's own prompt and data source, once
+    pq.write_table(pa.table({"prompt": ["1+1?"], "answer": ["2"], "data_source": [None]}), path)
+    problem = load_problems([str(path)], DataConfig(prompt_key="prompt", answer_key="answer"), "train").problems[0]
+    assert function_extra(problem.extra, problem.data_source, problem.prompt) == {
+        "prompt": "1+1?", "answer": "2", "data_source": "qa"}

@@ -40,7 +40,7 @@ import pyarrow.compute as pc
 
 from dapo.config.schema import DataConfig
 from dapo.data.readers import row_location
-from dapo.data.records import DataError, Problem
+from dapo.data.records import DataError, Problem, columns_left_out_of_extra
 from dapo.data.values import Prompt, PromptMemo, answer_value
 
 
@@ -122,7 +122,7 @@ class ColumnarReader:
             data_sources = _each_distinct(sources, _SOURCE_TYPES, self._source_of, nulls=True)
         if known is None or ground_truths is None or data_sources is None:
             return None
-        used = {key for key in (cfg.prompt_key, cfg.data_source_key) if "." not in key}  # (problem_from_row's)
+        used = columns_left_out_of_extra(cfg.prompt_key, cfg.data_source_key)  # (problem_from_row's)
         return CheckedRows(
             path=self.path, start=start, batch=batch, uids=list(map(_SECOND, known)),
             prompts=list(map(_FIRST, known)), ground_truths=ground_truths, data_sources=data_sources,

@@ -44,7 +44,7 @@ from dapo.data.files import data_files, default_data_source, file_type, said_bri
 from dapo.data.loaded import LoadedProblems
 from dapo.data.prompts import problem_text
 from dapo.data.readers import UNREADABLE, Row, rows_of
-from dapo.data.records import DataError, Problem
+from dapo.data.records import DataError, Problem, columns_left_out_of_extra
 from dapo.data.values import Prompt, PromptMemo, answer_value, literal_text, prompt_uid
 
 __all__ = ["BUILTIN_ARITHMETIC", "LoadedProblems", "builtin_dataset_problem", "load_problems", "problem_from_row",
@@ -298,9 +298,8 @@ def problem_from_row(
         cfg.answer_key
     )
     data_source = _get(row, cfg.data_source_key)
-    # A top-level column the problem already holds; a nested key (extra_info.raw_problem) leaves
-    # its struct in extra, where reward functions read the rest of it.
-    used = {key for key in (cfg.prompt_key, cfg.data_source_key) if "." not in key}
+    # (a nested key, extra_info.raw_problem, leaves its struct in extra, where reward functions read the rest of it)
+    used = columns_left_out_of_extra(cfg.prompt_key, cfg.data_source_key)
     extra = {key: value for key, value in row.items() if key not in used}
     return Problem(
         uid=uid,

@@ -38,3 +38,11 @@ def problem_key(problem: Problem, split: str) -> tuple[str, str]:
     prompt to de-duplicate), its prompt within its data source for evaluation (``eval_key``: each
     source's avg@k scores it once)."""
     return ("", problem.uid) if split == "train" else problem.eval_key
+
+
+def columns_left_out_of_extra(prompt_key: str, data_source_key: str) -> set[str]:
+    """The row's columns a problem's ``extra`` leaves out: a configured key named ``prompt`` or
+    ``data_source``, whose value a reward function's ``extra`` gets under that name anyway (the
+    problem's prompt and data source). A key of another name (``data.data_source_key=src``) stays
+    in ``extra`` under its own name, as TRL's reward functions get every column by its name."""
+    return {name for name, key in (("prompt", prompt_key), ("data_source", data_source_key)) if key == name}

@@ -194,3 +194,23 @@ def test_one_process_evaluating_a_multi_rank_config_builds_one_whole_vllm_engine
     assert built["spmd"] is False
     plain = type("Model", (), {"config": setup.AutoConfig.from_pretrained(tiny_model_dir)})()
     assert setup.vllm_options(cfg, plain, on_ranks=True)["spmd"] is True  # a policy rank's engine: one shard
+
+
+def test_a_warning_true_of_both_splits_is_said_once(tiny_model_dir, reward_file, tmp_path, monkeypatch):
+    """Chat prompts in the training and the held-out files, and a tokenizer without a chat
+    template: "no chat template" was printed for each split, word for word."""
+    import json
+
+    from dapo.trainer import setup
+    from tests.trainer.conftest import tiny_config
+
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text("".join(json.dumps({"prompt": [{"role": "user", "content": f"{i} + 1?"}], "answer": str(i + 1)}) + "\n"
+                            for i in range(4)))
+    monkeypatch.setattr(setup, "create_engine", lambda *args, **kwargs: "engine")
+    cfg = tiny_config(tiny_model_dir, tmp_path / "run", reward_file, f"data.train_files=[{chat}]",
+                      f"data.eval_files=[{chat}]", "data.prompt_key=prompt", "data.answer_key=answer",
+                      "data.use_chat_template=true")
+    run = setup.build_run(cfg)
+    said = [w for loaded in (run.data.train, run.data.eval) for w in loaded.warnings if "no chat template" in w]
+    assert len(said) == 1 and said[0] in run.data.train.warnings

@@ -275,10 +275,12 @@ def build_run(
                                                             adapters=train_data)
     encoder = PromptEncoder(tokenizer, cfg.data)
     data = load_run_data(cfg, train=train_data, drop_overlong=encoder.drop_overlong)  # data.overlong_prompts
+    said_already: set[str] = set()  # (a note true of both splits is printed once, with the training data's)
     for loaded in (data.train, data.eval):
         for note in (encoder.plain_text_note, encoder.unknown_roles_note):
-            if loaded is not None and (said := note(loaded.problems)) is not None:
+            if loaded is not None and (said := note(loaded.problems)) is not None and said not in said_already:
                 loaded.warnings.insert(0, said)
+                said_already.add(said)
     if start_engine is not None:
         engine = start_engine()
     else:

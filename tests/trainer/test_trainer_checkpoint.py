@@ -9,13 +9,13 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from dapo.trainer.checkpoint import (
-    export_hf_from_shards,
     list_checkpoints,
     load_model_weights,
     load_trainer_state,
     save_checkpoint,
     set_aside_checkpoints_after,
 )
+from dapo.trainer.hf_export import export_hf_from_shards
 from dapo.trainer.resume import ResumePoint, resolve_resume
 from tests.rollout.conftest import tiny_qwen3_moe
 

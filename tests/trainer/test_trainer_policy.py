@@ -275,7 +275,7 @@ def test_the_policys_dropout_is_off_so_the_first_ratio_is_exactly_one(tmp_path, 
     assert metrics["approx_kl"] < 1e-9 and abs(metrics["ratio_mean"] - 1.0) < 1e-6
     assert metrics["clip_frac_low"] == metrics["clip_frac_high"] == 0.0
     # a checkpoint saved from it has the model's own rates
-    from dapo.trainer.checkpoint import save_hf_model
+    from dapo.trainer.hf_export import save_hf_model
 
     save_hf_model(tmp_path / "saved", model, tokenizer)
     saved = json.loads((tmp_path / "saved" / "config.json").read_text())

@@ -173,11 +173,11 @@ def test_an_export_that_fails_on_rank_0_leaves_no_rank_in_a_gather(tiny_model_di
     trainer = Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *TWO_RANKS))
     try:
         def fail_mid_export(self) -> None:
-            from dapo.trainer import checkpoint
+            from dapo.trainer import hf_export
 
             def add(writer, name, tensor):
                 raise OSError("No space left on device")
-            checkpoint._SafetensorsWriter.add = add
+            hf_export._SafetensorsWriter.add = add
 
         on_rank(trainer, 0, fail_mid_export)
         started = time.monotonic()

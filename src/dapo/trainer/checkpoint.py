@@ -11,7 +11,7 @@ with no conversion), ``trainer_state.pt`` and the run's resolved ``dapo_config.y
   ``__<rank>_0.distcp`` file per rank and DCP's ``.metadata``; :func:`save_sharded_policy`), and
   reads it back on resume (:func:`load_sharded_policy`; DCP reshards, so another number of ranks
   can resume it). Rank 0 writes the Hugging Face export, gathered from the shards one tensor at
-  a time (:func:`export_hf_from_shards`). ``trainer_state.pt`` then holds only the driver's state (step,
+  a time (:func:`dapo.trainer.hf_export.export_hf_from_shards`). ``trainer_state.pt`` then holds only the driver's state (step,
   sampler, RNG, counters): nothing full-size passes through the driver.
 
 It is built in a hidden temporary directory (:func:`begin_checkpoint`), fsynced, and renamed into
@@ -22,16 +22,12 @@ never a half-written one; the next run removes the temporary directory.
 
 from __future__ import annotations
 
-import collections
-import itertools
-import json
 import os
 import re
 import shutil
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +41,9 @@ from torch.distributed.checkpoint.state_dict import (
 
 from dapo.durable import current_umask, fsync_dir, fsync_tree, modes_as_umask
 from dapo.errors import DamagedWeightsError
-from dapo.lora import adapter_names, has_lora, merge_adapters
-from dapo.rollout.base import checkpoint_format, tied_duplicates
-from dapo.trainer.dropout import config_dropout_restored
-from dapo.trainer.fsdp import gathered_weights
+from dapo.lora import adapter_names, has_lora
+from dapo.rollout.base import tied_duplicates
+from dapo.trainer.hf_export import save_hf_model
 from dapo.trainer.rng import rank_rng_path
 from dapo.trainer.run_dir import SHARDED_DIR, STATE_FILE
 
@@ -161,16 +156,6 @@ def save_checkpoint(
     return publish_checkpoint(run_dir, step, tmp, trainer_state, config_yaml, keep_last)
 
 
-def save_hf_model(directory: str | Path, model: Any, tokenizer: Any, state_dict: dict | None = None) -> None:
-    """The Hugging Face directory of ``model``: safetensors, config, generation config, tokenizer.
-    ``state_dict``: the weights to write instead of the model's own (a sharded model's, gathered)."""
-    if state_dict is not None:  # transformers 5's save_pretrained empties the dict it is given: a copy
-        state_dict = dict(state_dict)
-    with config_dropout_restored(model):  # the config's own rates, not the zeros the policy trains with
-        model.save_pretrained(directory, state_dict=state_dict, safe_serialization=True)
-    tokenizer.save_pretrained(directory)
-
-
 def _policy_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                   scheduler: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """This rank's view of the policy's state, as DCP saves and loads it: the model's and the
@@ -234,98 +219,6 @@ def load_sharded_policy(directory: str | Path, model: torch.nn.Module, optimizer
         dcp.load(asked, checkpoint_id=path, no_dist=not dist.is_initialized())
     set_state_dict(model, optimizer, model_state_dict=whole["model"], optim_state_dict=optimizer_state)
     scheduler.load_state_dict(unique["scheduler"])
-
-
-HF_MAX_FILE_BYTES = 5 * 2**30  # the sharded Hugging Face export's weights per safetensors file
-
-
-def export_hf_from_shards(directory: str | Path, model: torch.nn.Module, tokenizer: Any, rank: int,
-                          max_file_bytes: int = HF_MAX_FILE_BYTES) -> None:
-    """Rank 0 writes the Hugging Face export of a sharded ``model`` into ``directory``: config,
-    generation config and tokenizer (by ``save_pretrained``), and the weights as save_pretrained
-    lays them out (``model.safetensors``, or files of at most ``max_file_bytes`` listed in
-    ``model.safetensors.index.json``; a tied output layer once; a MoE's experts one by one, as
-    :func:`checkpoint_format` names them; a LoRA policy's merged, :func:`dapo.lora.merge_adapters`).
-    Streamed: the ranks all-gather one full tensor at a time
-    and rank 0 holds at most one file's worth in CPU memory, not the model (131 GB at 32B float32).
-    Collective: every rank must call it. Rank 0 failing (a full disk, a tokenizer that will not
-    save) still takes part in every all-gather left, so that no other rank waits in one for good
-    and the ranks still take calls (as the weight sync does, ``PolicyRank.sync_engine``)."""
-    weights = gathered_weights(model, skip=tied_duplicates(model))
-    try:
-        if rank != 0:
-            return  # gathered in the finally
-        save_hf_model_streamed(directory, model, tokenizer, merge_adapters(unclosed(weights), model), max_file_bytes)
-    finally:  # (a gather that failed closed the generator: nothing left)
-        collections.deque(weights, maxlen=0)
-
-
-def save_hf_model_streamed(directory: str | Path, model: torch.nn.Module, tokenizer: Any,
-                           weights: Iterator[tuple[str, torch.Tensor]], max_file_bytes: int = HF_MAX_FILE_BYTES) -> None:
-    """:func:`save_hf_model` with ``weights`` (named as in ``model`` in memory, a tied output layer
-    left out) written as they come, at most one file's worth held in CPU memory: the config,
-    generation config and tokenizer by ``save_pretrained``, the weights laid out as it lays them
-    out (``model.safetensors``, or files of at most ``max_file_bytes`` listed in its index; a
-    MoE's experts one by one, as :func:`checkpoint_format` names them)."""
-    # everything but the weights first: save_pretrained removes weight files it did not write
-    save_hf_model(directory, model, tokenizer, state_dict={})
-    writer = _SafetensorsWriter(Path(directory), max_file_bytes)
-    for name, tensor in checkpoint_format(model, weights):
-        writer.add(name, tensor.detach().cpu())  # a gathered copy already, or written before training moves it
-    writer.close()
-
-
-def unclosed(items: Iterator[tuple[str, torch.Tensor]]) -> Iterator[tuple[str, torch.Tensor]]:
-    """``items`` behind an iterator without ``close``: a generator that consumes it by ``yield
-    from`` (:func:`dapo.rollout.base.checkpoint_format`), stopped by an error and closed, would
-    close ``items`` too, and a collective ``items`` (the ranks' all-gathers) could no longer be
-    drained to its end, leaving the other ranks waiting in the next gather."""
-    return itertools.chain(items)
-
-
-class _SafetensorsWriter:
-    """Writes named tensors, as they come, into safetensors files of at most ``max_file_bytes``
-    (a larger tensor gets a file of its own); ``close`` gives them save_pretrained's names."""
-
-    def __init__(self, directory: Path, max_file_bytes: int) -> None:
-        self.directory, self.max_file_bytes = directory, max_file_bytes  # save_pretrained made it
-        self.pending: dict[str, torch.Tensor] = {}
-        self.pending_bytes = 0
-        self.written: list[list[str]] = []  # the tensor names of each file written
-        self.total_bytes = 0
-
-    def add(self, name: str, tensor: torch.Tensor) -> None:
-        size = tensor.numel() * tensor.element_size()
-        if self.pending and self.pending_bytes + size > self.max_file_bytes:
-            self._flush()
-        self.pending[name] = tensor.contiguous()
-        self.pending_bytes += size
-
-    def _part(self, index: int) -> Path:
-        return self.directory / f".part-{index:05d}.safetensors"
-
-    def _flush(self) -> None:
-        from safetensors.torch import save_file
-
-        save_file(self.pending, str(self._part(len(self.written))), metadata={"format": "pt"})
-        self.written.append(list(self.pending))
-        self.total_bytes += self.pending_bytes
-        self.pending, self.pending_bytes = {}, 0
-
-    def close(self) -> None:
-        if self.pending or not self.written:
-            self._flush()
-        count = len(self.written)
-        if count == 1:
-            os.replace(self._part(0), self.directory / "model.safetensors")
-            return
-        weight_map = {}
-        for index, names in enumerate(self.written):
-            filename = f"model-{index + 1:05d}-of-{count:05d}.safetensors"
-            os.replace(self._part(index), self.directory / filename)
-            weight_map.update(dict.fromkeys(names, filename))
-        index_file = {"metadata": {"total_size": self.total_bytes}, "weight_map": weight_map}
-        (self.directory / "model.safetensors.index.json").write_text(json.dumps(index_file, indent=2) + "\n")
 
 
 def load_model_weights(model: torch.nn.Module, checkpoint_dir: str | Path) -> None:

@@ -33,8 +33,9 @@ from dapo.lora import (
     save_adapter,
 )
 from dapo.rollout.base import tied_duplicates
-from dapo.trainer.checkpoint import load_model_weights, save_hf_model, save_hf_model_streamed
+from dapo.trainer.checkpoint import load_model_weights
 from dapo.trainer.fsdp import gathered_weights
+from dapo.trainer.hf_export import save_hf_model, save_hf_model_streamed
 
 
 class AdapterMismatchError(UserError):

@@ -33,13 +33,14 @@ from dapo.rollout import create_engine
 from dapo.rollout.base import GenerationResult, SamplingParams, tied_duplicates
 from dapo.trainer.allocator import keep_freed_memory
 from dapo.trainer.batch import Sample
-from dapo.trainer.checkpoint import export_hf_from_shards, save_sharded_policy, unclosed
+from dapo.trainer.checkpoint import save_sharded_policy
 from dapo.trainer.fsdp import (
     gathered_weights,
     match_rank0_dtypes,
     process_group_backend,
     shard_from_rank0,
 )
+from dapo.trainer.hf_export import export_hf_from_shards, unclosed
 from dapo.trainer.policy import PolicyWorker
 from dapo.trainer.policy_weights import gather_adapters, save_adapter_of_shards
 from dapo.trainer.ray_transport import LogprobRows

@@ -159,7 +159,7 @@ def test_the_default_worker_count_follows_this_process_cpus_not_the_machines(mon
     # a 4-CPU slice of a 200-core node started 200 sympy interpreters (~13 GB)
     import os
 
-    from dapo.rewards.scorer import MAX_DEFAULT_WORKERS, default_num_workers
+    from dapo.rewards.pool import MAX_DEFAULT_WORKERS, default_num_workers
 
     monkeypatch.setattr(os, "cpu_count", lambda: 200)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)

@@ -26,6 +26,7 @@ that does not take it in time is retired as at a timeout.
 from __future__ import annotations
 
 import math
+import os
 import pickle
 import sys
 import time
@@ -285,3 +286,16 @@ class WorkerPool:
         torn down, so then the workers are killed instead of asked."""
         if hasattr(self, "_workers"):
             self._stop_all(graceful=not sys.is_finalizing())
+
+
+MAX_DEFAULT_WORKERS = 32  # reward.num_workers=0 on a large node: ~65 MB per worker, rarely the bottleneck
+
+
+def default_num_workers() -> int:
+    """One scoring worker per CPU this process may run on (its affinity: a SLURM or container
+    slice of a node, not the node's every core), at most MAX_DEFAULT_WORKERS."""
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity API (macOS)
+        usable = os.cpu_count() or 1
+    return max(1, min(usable, MAX_DEFAULT_WORKERS))

@@ -33,13 +33,12 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from typing import Any
 
 from dapo.config.schema import RewardConfig
 from dapo.rewards.breaker import Breaker
 from dapo.rewards.extract import resolve_extractor
-from dapo.rewards.pool import Outcome, WorkerPool
+from dapo.rewards.pool import Outcome, WorkerPool, default_num_workers
 from dapo.rewards.types import RewardResult
 from dapo.rewards.user_functions import (
     NOT_APPLICABLE_KEY,
@@ -388,16 +387,3 @@ def _problem(ground_truth: str, prompt: Any) -> tuple[str, str | None]:
 def _as_text(value: Any) -> str:
     """Responses and ground truths as text (parquet ground truths may be ints)."""
     return value if isinstance(value, str) else "" if value is None else str(value)
-
-
-MAX_DEFAULT_WORKERS = 32  # reward.num_workers=0 on a large node: ~65 MB per worker, rarely the bottleneck
-
-
-def default_num_workers() -> int:
-    """One scoring worker per CPU this process may run on (its affinity: a SLURM or container
-    slice of a node, not the node's every core), at most MAX_DEFAULT_WORKERS."""
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:  # no affinity API (macOS)
-        usable = os.cpu_count() or 1
-    return max(1, min(usable, MAX_DEFAULT_WORKERS))

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from dapo.trainer import ray_policy
-from dapo.trainer.ray_policy import PlacementFailed
+from dapo.trainer import ray_placement
+from dapo.trainer.ray_placement import PlacementFailed
 
 
 class FakeRay:
@@ -47,9 +47,9 @@ def clock(monkeypatch) -> list[float]:
 
 def test_a_placement_that_waits_says_for_what_then_every_minute(clock, capsys):
     ray = FakeRay([{"CPU": 2.0}], clock)
-    ready = ray_policy._wait_for_placement(ray, ["group"], 1, 3, {"CPU": 1.0}, can_grow=True)
+    ready = ray_placement._wait_for_placement(ray, ["group"], 1, 3, {"CPU": 1.0}, can_grow=True)
     assert ready == 0
-    assert ray.waits[0] == ray_policy.PLACEMENT_NOTICE_S and sum(ray.waits) == ray_policy.PLACEMENT_TIMEOUT_S
+    assert ray.waits[0] == ray_placement.PLACEMENT_NOTICE_S and sum(ray.waits) == ray_placement.PLACEMENT_TIMEOUT_S
     lines = capsys.readouterr().err.splitlines()
     assert lines[0] == ("dapo-rl: waiting for Ray to place 3 policy rank(s) (1 node(s) x 3) of CPU 1 each; the cluster "
                         "has CPU 2 in all, CPU 0 free; no node has CPU 3 (a node's ranks are placed on one machine: "
@@ -62,42 +62,42 @@ def test_a_placement_that_waits_says_for_what_then_every_minute(clock, capsys):
 def test_a_placement_done_within_the_notice_says_nothing(clock, capsys):
     ray = FakeRay([{"CPU": 4.0}], clock)
     ray.wait = lambda refs, num_returns, timeout: (list(refs), [])
-    assert ray_policy._wait_for_placement(ray, ["a", "b"], 2, 2, {"CPU": 1.0}, can_grow=True) == 2
+    assert ray_placement._wait_for_placement(ray, ["a", "b"], 2, 2, {"CPU": 1.0}, can_grow=True) == 2
     assert capsys.readouterr().err == ""
 
 
 def test_the_local_ray_refuses_at_once_what_none_of_its_nodes_can_hold(clock, capsys, monkeypatch):
     """(8 GPU ranks asked of a machine with 4: no node will join the Ray the run started)"""
     ray = FakeRay([{"CPU": 16.0, "GPU": 4.0}], clock)
-    assert ray_policy._wait_for_placement(ray, ["group"], 1, 8, {"CPU": 1.0, "GPU": 1}, can_grow=False) == 0
+    assert ray_placement._wait_for_placement(ray, ["group"], 1, 8, {"CPU": 1.0, "GPU": 1}, can_grow=False) == 0
     assert ray.waits == [] and capsys.readouterr().err == ""
     # two nodes' ranks of 4 GPUs each, where the machine's 4 hold one node's: nothing to wait for
-    assert ray_policy._wait_for_placement(ray, ["a", "b"], 2, 4, {"CPU": 1.0, "GPU": 1}, can_grow=False) == 0
+    assert ray_placement._wait_for_placement(ray, ["a", "b"], 2, 4, {"CPU": 1.0, "GPU": 1}, can_grow=False) == 0
     assert ray.waits == [] and capsys.readouterr().err == ""
-    assert ray_policy._placement_status(ray, 2, 4, {"CPU": 1.0, "GPU": 1}) == (
+    assert ray_placement._placement_status(ray, 2, 4, {"CPU": 1.0, "GPU": 1}) == (
         "8 policy rank(s) (2 node(s) x 4) of CPU 1, GPU 1 each; the cluster has CPU 16, GPU 4 in all, CPU 0, GPU 0 "
         "free; all of them need CPU 8, GPU 8", False)
     # a request its node can hold (another run holds the GPUs for now) waits as on a cluster
-    assert ray_policy._wait_for_placement(ray, ["group"], 1, 4, {"CPU": 1.0, "GPU": 1}, can_grow=False) == 0
-    assert sum(ray.waits) == ray_policy.PLACEMENT_TIMEOUT_S and "waiting up to 600 s" in capsys.readouterr().err
+    assert ray_placement._wait_for_placement(ray, ["group"], 1, 4, {"CPU": 1.0, "GPU": 1}, can_grow=False) == 0
+    assert sum(ray.waits) == ray_placement.PLACEMENT_TIMEOUT_S and "waiting up to 600 s" in capsys.readouterr().err
 
 
 @pytest.mark.slow  # a real Ray (7 s): the fake-Ray tests above hold the rule
 def test_what_ray_reports_of_a_cluster_too_small_is_said_and_refused(monkeypatch, capsys):
     """A real Ray of 2 CPUs, as `ray start --head --num-cpus=2`, asked for 3 ranks of 1 CPU."""
     ray = pytest.importorskip("ray")
-    monkeypatch.setattr(ray_policy, "PLACEMENT_NOTICE_S", 1.0)
-    monkeypatch.setattr(ray_policy, "PLACEMENT_TIMEOUT_S", 2.5)
+    monkeypatch.setattr(ray_placement, "PLACEMENT_NOTICE_S", 1.0)
+    monkeypatch.setattr(ray_placement, "PLACEMENT_TIMEOUT_S", 2.5)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         started = time.monotonic()
         with pytest.raises(PlacementFailed, match=r"^the local Ray this run started cannot hold 3 policy rank\(s\) "
                            r"\(1 node\(s\) x 3\) of CPU 1 each; the cluster has CPU 2 in all, CPU 2 free; no node "
                            r"has CPU 3 .*the largest has CPU 2\)\. Ask for fewer ranks"):
-            ray_policy._node_placement_groups(ray, 1, 3, 1.0, 0, can_grow=False)
+            ray_placement.node_placement_groups(ray, 1, 3, 1.0, 0, can_grow=False)
         assert time.monotonic() - started < 2
         with pytest.raises(PlacementFailed, match=r"^Ray could not place 3 policy rank\(s\) .* within 2 s$"):
-            ray_policy._node_placement_groups(ray, 1, 3, 1.0, 0, can_grow=True)
+            ray_placement.node_placement_groups(ray, 1, 3, 1.0, 0, can_grow=True)
         assert "dapo-rl: waiting for Ray to place 3 policy rank(s)" in capsys.readouterr().err
     finally:
         ray.shutdown()

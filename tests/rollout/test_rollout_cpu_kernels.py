@@ -15,6 +15,7 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from dapo.config.schema import RolloutConfig
 from dapo.rollout import NativeEngine, SamplingParams, cpu_kernels, llama_decoder
+from dapo.rollout.decode_case import random_decode_case
 from dapo.rollout.factory import create_engine
 from dapo.rollout.llama_weights import LlamaWeights
 
@@ -40,7 +41,7 @@ def test_attention_matches_float64_to_one_bf16_rounding(kv_heads: int, groups: i
     """Each output is float64 attention (of the RoPE'd queries and key rounded to bf16, as the
     torch path and the cache hold them) rounded once to bf16, give or take float32 sums; the key
     written into the cache is float64 RoPE rounded to bf16 and the value is the projection's."""
-    case = cpu_kernels.random_decode_case(rows=5, kv_heads=kv_heads, groups=groups, head_dim=head_dim,
+    case = random_decode_case(rows=5, kv_heads=kv_heads, groups=groups, head_dim=head_dim,
                                           capacity=slot + 9, slot=slot)
     reference = case.reference()
     out = KERNELS.attention(*case.arguments())
@@ -55,7 +56,7 @@ def test_attention_matches_float64_to_one_bf16_rounding(kv_heads: int, groups: i
 def test_attention_reads_neither_masked_slots_nor_slots_past_the_step():
     """A masked slot (bias -inf) has weight exactly 0 and slots past ``slot`` are not read: huge or
     NaN values there leave the output as it is (random_decode_case already fills them with 1e4)."""
-    case = cpu_kernels.random_decode_case(rows=3, kv_heads=2, groups=2, head_dim=64, capacity=40, slot=29)
+    case = random_decode_case(rows=3, kv_heads=2, groups=2, head_dim=64, capacity=40, slot=29)
     out = KERNELS.attention(*case.arguments())
     case.keys[:, 30:] = float("nan")
     case.values[:, 30:] = float("nan")
@@ -69,7 +70,7 @@ def test_attention_reads_neither_masked_slots_nor_slots_past_the_step():
 def test_a_nan_key_reaches_the_output_as_in_torch():
     """A NaN score is not a zero weight: the pair whose key is NaN gets NaN outputs (torch's
     softmax propagates it), the other pairs stay finite."""
-    case = cpu_kernels.random_decode_case(rows=2, kv_heads=2, groups=2, head_dim=64, capacity=30, slot=20)
+    case = random_decode_case(rows=2, kv_heads=2, groups=2, head_dim=64, capacity=30, slot=20)
     case.keys[1, 10] = float("nan")
     out = KERNELS.attention(*case.arguments())
     assert out[1].isnan().all() and not out[[0, 2, 3]].isnan().any()
@@ -77,7 +78,7 @@ def test_a_nan_key_reaches_the_output_as_in_torch():
 
 @needs_kernels
 def test_results_do_not_depend_on_the_thread_count():
-    case = cpu_kernels.random_decode_case(rows=9, kv_heads=2, groups=2, head_dim=64, capacity=60, slot=50)
+    case = random_decode_case(rows=9, kv_heads=2, groups=2, head_dim=64, capacity=60, slot=50)
     hidden = torch.randn(300, 256).bfloat16()  # enough rows for rms_scale to split them
     threads = torch.get_num_threads()
     try:
@@ -103,7 +104,7 @@ def test_rms_scale_is_the_folded_rmsnorm_to_one_bf16_rounding(rows: int):
 
 @needs_kernels
 def test_kernels_refuse_inputs_they_would_misread():
-    case = cpu_kernels.random_decode_case(rows=3, kv_heads=2, groups=2, head_dim=64, capacity=20, slot=10)
+    case = random_decode_case(rows=3, kv_heads=2, groups=2, head_dim=64, capacity=20, slot=10)
     arguments = list(case.arguments())
     with pytest.raises(TypeError, match="bfloat16"):
         KERNELS.attention(case.qkv.float(), *arguments[1:])

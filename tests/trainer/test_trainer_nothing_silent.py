@@ -10,6 +10,7 @@ import pytest
 from dapo.cli.main import main as dapo_main
 from dapo.rewards.user_functions import RewardFunctionError
 from dapo.trainer import Trainer
+from dapo.trainer.checkpoint import list_checkpoints
 from dapo.trainer.metrics import read_metrics
 from tests.trainer.conftest import tiny_config, tiny_overrides
 
@@ -46,14 +47,24 @@ def test_a_reward_failing_on_everything_stops_the_run_naming_it(tiny_model_dir, 
     broken = tmp_path / "broken.py"
     broken.write_text(BROKEN_REWARD)
     run = tmp_path / "run"
+    # checkpoint.every_steps=4: the stop after step 2 checkpoints it all the same (it lost steps 1-2)
     cfg = tiny_config(tiny_model_dir, run, broken, "trainer.total_steps=5", "eval.before_training=false",
-                      fn="needs_a_field")
+                      "checkpoint.every_steps=4", fn="needs_a_field")
     with pytest.raises(RewardFunctionError, match=r"needs_a_field failed on every response of the last 2 steps.*"
                                                   r"KeyError: 'difficulty' \(the whole traceback is logged above\)\. "
-                                                  r"Fix needs_a_field"):
+                                                  r"Fix needs_a_field.*\. Step 2 is checkpointed \(.*step-000002\): "
+                                                  r"the same command resumes after it$"):
         Trainer(cfg).train()
     assert [r["step"] for r in read_metrics(run) if "rollout/reward_errors" in r] == [1, 2]
+    assert [path.name for path in list_checkpoints(run)] == ["step-000002"]
+    # ... which it does, the function fixed: step 3 trains next
+    broken.write_text("def needs_a_field(response, ground_truth, extra):\n    return 1.0 if ground_truth in response else -1.0\n")
+    fixed = tiny_config(tiny_model_dir, run, broken, "trainer.total_steps=3", "eval.before_training=false",
+                        "checkpoint.every_steps=4", fn="needs_a_field")
+    assert Trainer(fixed).train().resumed_at == 2
+    assert [r["step"] for r in read_metrics(run) if "rollout/reward_errors" in r] == [1, 2, 3]
     # the command line: one line, exit 2, and the run directory is free again
+    broken.write_text(BROKEN_REWARD)
     args = ["train", "default", *tiny_overrides(tiny_model_dir, run, broken, "needs_a_field"),
             "checkpoint.resume=never", "eval.before_training=false"]
     assert dapo_main(args) == 2

@@ -62,7 +62,7 @@ class RewardConfig:
     max_response_chars: int = 20000
     # Stop the run when one scorer (a reward function, or math-verify) fails on every response of
     # this many consecutive training steps: a reward that always fails gives no learning signal.
-    # 0 never stops.
+    # The step just trained is checkpointed first. 0 never stops.
     max_failing_steps: int = 2
 
     def __post_init__(self) -> None:

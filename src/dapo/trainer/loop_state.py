@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dapo.rewards.user_functions import RewardFunctionError
 from dapo.trainer.dropout import config_dropout_restored
 from dapo.trainer.rng import rng_state, set_rng_state
 
@@ -90,6 +91,20 @@ class LoopState:
         self.state.log_completions(self.step, result.completions)
         self.reward_watch.observe(result.reward_results)
 
+    def _record_and_checkpoint(self, result: StepResult, checkpoint: bool) -> None:
+        """The step just trained recorded (:meth:`_record`), then checkpointed if ``checkpoint``. A
+        reward scorer failing past reward.max_failing_steps (the record raises) stops the run with
+        the step checkpointed whatever the schedule: it is complete, and a rerun, the scorer
+        fixed, goes on after it rather than training the steps since the last checkpoint again."""
+        try:
+            self._record(result)
+        except RewardFunctionError as error:
+            path = self.save_checkpoint()
+            raise RewardFunctionError(f"{error}. Step {self.step} is checkpointed ({path}): the same command "
+                                      "resumes after it") from error
+        if checkpoint:
+            self.save_checkpoint()
+
     def _periodic_evaluation(self, result: StepResult) -> dict[str, float]:
         """The held-out evaluation of every eval.every_steps. Should it fail, or be stopped (Ctrl-C;
         SIGTERM in a long avg@32), the step just trained is recorded and checkpointed first, whether
@@ -101,8 +116,7 @@ class LoopState:
             return self.evaluate()
         except BaseException:
             if not self.policy.broken:
-                self._record(result)
-                self.save_checkpoint()
+                self._record_and_checkpoint(result, checkpoint=True)
             raise
 
     def _final_evaluation(self) -> dict[str, float]:

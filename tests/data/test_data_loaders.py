@@ -330,3 +330,18 @@ def test_skipped_rows_past_the_shown_ones_are_said_to_be_there(tmp_path: Path) -
                            DataConfig(prompt_key="prompt", answer_key="answer", lenient=True), "train")
     assert len(loaded.warnings) == 20 and loaded.describe("train").endswith("... and 25 more like these (the counts "
                                                                             "above include them)")
+
+
+@pytest.mark.parametrize("split", ["train", "eval"])
+def test_a_lenient_load_stops_at_a_file_none_of_whose_rows_is_usable(tmp_path: Path, split: str) -> None:
+    """data.lenient with a file of another schema: its every row was skipped as malformed and the
+    run went on without the file, still listed among the sources (32 AIME rows dropped unsaid)."""
+    good = _write_jsonl(tmp_path / "good.jsonl", [{"prompt": "1+1?", "answer": "2"}, {"prompt": "x", "answer": None}])
+    other = tmp_path / "other.csv"
+    other.write_text("question,answer\n2+2?,4\n3+3?,6\n")
+    cfg = DataConfig(prompt_key="prompt", answer_key="answer", lenient=True)
+    with pytest.raises(DataError, match=rf"none of the 2 rows of {other} is usable \(first: .*line 2.*prompt.*\): "
+                                        r"data.lenient skips malformed rows, not a whole file; are its columns"):
+        load_problems([str(good), str(other)], cfg, split)
+    loaded = load_problems([str(good)], cfg, split)  # a few bad rows of a file: still skipped
+    assert len(loaded.problems) == 1 and loaded.num_malformed_skipped == 1

@@ -105,7 +105,8 @@ class DataConfig:
     # Drop repeated training prompts (DAPO-Math-17K repeats each about 100x); count is reported.
     dedup_train: bool = True
     # Skip and count malformed rows instead of stopping with an error naming file and row. A file
-    # that cannot be read (not valid JSON as a whole, a corrupt parquet or .gz) still stops the load.
+    # that cannot be read (not valid JSON as a whole, a corrupt parquet or .gz), or none of whose
+    # rows is usable (another schema's columns), still stops the load.
     lenient: bool = False
     # Wrap raw problem text: "dapo" (solve step by step, end with "Answer: $Answer"), "none".
     template: str = "dapo"

@@ -79,7 +79,7 @@ def load_problems(files: list[str], cfg: DataConfig, split: str) -> LoadedProble
         for entry, path in ((e, path) for e in files for path in _paths_of(e, split, result.warnings)):
             result.sources.append(path)
             source_name = default_data_source(path, entry)
-            rows_before = result.rows_read
+            rows_before, skipped_before, said_before = result.rows_read, result.num_malformed_skipped, len(result.warnings)
             for where, problem in _read_source(path, cfg, split, result, source_name, prompts_read):
                 if not isinstance(problem, Problem):  # CheckedRows: a parquet batch, read a column at a time
                     result.problems.extend(admission.rows(problem))
@@ -87,6 +87,8 @@ def load_problems(files: list[str], cfg: DataConfig, split: str) -> LoadedProble
                     result.problems.append(problem)
             if result.rows_read == rows_before:
                 empty.append(path)
+            elif result.num_malformed_skipped - skipped_before == result.rows_read - rows_before:
+                raise _no_usable_row(path, result.rows_read - rows_before, result.warnings[said_before:], cfg, split)
     _stop_or_say_empty(result, files, split, empty)
     return result
 
@@ -272,6 +274,16 @@ def _unread(error: DataError, cfg: DataConfig) -> DataError:
     if not cfg.lenient:
         return error
     return DataError(f"{error}; data.lenient skips malformed rows, not a file that cannot be read")
+
+
+def _no_usable_row(path: str, rows: int, said: list[str], cfg: DataConfig, split: str) -> DataError:
+    """The error of a file every row of which data.lenient skipped: its keys are not the configured
+    ones (another schema among the files), not a few bad rows to leave out."""
+    first = f" (first: {said[0].removeprefix('skipped: ')})" if said else ""
+    setting = "data.eval_*_key" if split == "eval" else "data.*_key"
+    return DataError(f"none of the {rows} rows of {path} is usable{first}: data.lenient skips malformed rows, not "
+                     f"a whole file; are its columns the ones {setting} name (prompt_key={cfg.prompt_key}, "
+                     f"answer_key={cfg.answer_key})?")
 
 
 def _skip_or_raise(error: DataError, cfg: DataConfig, result: LoadedProblems) -> None:

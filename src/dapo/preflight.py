@@ -94,10 +94,7 @@ def model_problems(cfg: DAPOConfig) -> list[str]:
         return context_problems(cfg) + _heads_problems(recipe.num_heads, recipe.num_kv_heads, where, cfg)
     model_dir = Path(m.path).expanduser()
     if not model_dir.is_dir():
-        if (near := near_miss(model_dir)) is not None:  # "step-2" for a checkpoint "step-000002"
-            return [f"model.path={m.path!r} is not a local directory: did you mean {str(near)!r}?"]
-        return [f"model.path={m.path!r} is not a local directory (dapo-rl never downloads at run time: "
-                "download the model first, e.g. `hf download Qwen/Qwen2.5-0.5B --local-dir DIR`)"]
+        return [missing_model_problem(m.path)]
     problems = []
     config_file = model_dir / "config.json"
     if not config_file.is_file() and (model_dir / "policy" / ".metadata").is_file():  # run_dir.SHARDED_DIR
@@ -124,6 +121,21 @@ def model_problems(cfg: DAPOConfig) -> list[str]:
             "model (`tokenizer.save_pretrained(DIR)`) or set model.tokenizer_path"
         )
     return problems
+
+
+def missing_model_problem(path: str) -> str:
+    """Why ``path`` (model.path, or dapo eval's MODEL), no directory, names no model: a near miss
+    ("step-2" for a checkpoint "step-000002"), a run's checkpoint not (yet) written, or a hub name."""
+    model_dir = Path(path).expanduser()
+    if (near := near_miss(model_dir)) is not None:
+        return f"model.path={path!r} is not a local directory: did you mean {str(near)!r}?"
+    checkpoints = model_dir.parent
+    if checkpoints.name == "checkpoints" and checkpoints.is_dir():  # a run's: RUN_DIR/checkpoints/step-N
+        held = sorted(child.name for child in checkpoints.iterdir() if child.name.startswith("step-"))
+        return (f"model.path={path!r} is no checkpoint of its run: {checkpoints} holds "
+                f"{', '.join(held[-4:]) if held else 'none yet'}{' (the newest 4)' if len(held) > 4 else ''}")
+    return (f"model.path={path!r} is not a local directory (dapo-rl never downloads at run time: "
+            "download the model first, e.g. `hf download Qwen/Qwen2.5-0.5B --local-dir DIR`)")
 
 
 def _config_file_problems(config_file: Path, cfg: DAPOConfig) -> list[str]:

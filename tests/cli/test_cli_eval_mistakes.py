@@ -10,12 +10,13 @@ from dapo.cli.main import main
 from tests.trainer.conftest import make_tiny_model
 
 
-def test_a_mistyped_model_path_is_named_with_the_missing_held_out_data(tmp_path, capsys):
-    """Without data.eval_files the only error was 'data.eval_files is empty', the path's fault unsaid
-    (a checkpoint's step number one zero short)."""
+def test_a_model_path_that_is_not_there_is_the_one_error(tmp_path, capsys):
+    """A path that is not there was said after a note on the shipped config the evaluation fell back
+    to, and beside that config's empty data.eval_files (a run's config.yaml would have set them)."""
     assert main(["eval", str(tmp_path / "checkpoints" / "step-00002")]) == 2
     err = capsys.readouterr().err
-    assert "step-00002' is not a local directory" in err and "data.eval_files is empty" in err
+    assert "step-00002' is not a local directory (dapo-rl never downloads" in err
+    assert "data.eval_files is empty" not in err and "shipped config" not in err
 
 
 @pytest.mark.parametrize(("typed", "meant"), [("step-2", "step-000002"), ("step-00020", "step-000020"),
@@ -27,8 +28,10 @@ def test_a_mistyped_checkpoint_is_matched_to_the_one_beside_it(tmp_path, capsys,
         (tmp_path / "checkpoints" / step).mkdir(parents=True)
     assert main(["eval", str(tmp_path / "checkpoints" / typed)]) == 2
     err = capsys.readouterr().err
-    if meant is None:
-        assert "did you mean" not in err and "not a local directory" in err
+    if meant is None:  # (the newest 4; a checkpoint not written yet, or long removed)
+        assert "did you mean" not in err
+        assert (f"is no checkpoint of its run: {tmp_path / 'checkpoints'} holds step-000002, step-000020, "
+                "step-000120\n") in err
     else:
         assert f"did you mean '{tmp_path / 'checkpoints' / meant}'" in err
 

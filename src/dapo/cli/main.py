@@ -94,6 +94,10 @@ def cmd_eval(ns: argparse.Namespace) -> int:
         raise UserError(f"dapo eval MODEL [CONFIG] [key=value ...]: name the model first ({ns.model!r} is an override)")
     if config_arg_kind(ns.model) in ("file", "shipped") and not Path(ns.model).is_dir():  # `dapo eval CONFIG MODEL`
         raise UserError(f"dapo eval MODEL [CONFIG] [key=value ...]: name the model first ({ns.model!r} is a config)")
+    if not Path(ns.model).expanduser().exists():  # alone: the shipped config's notes would follow from it
+        from dapo.preflight import PreflightError, missing_model_problem
+
+        raise PreflightError([missing_model_problem(ns.model)])
     if (Path(ns.model) / "checkpoints").is_dir() and not (Path(ns.model) / "config.json").exists():
         from dapo.trainer.checkpoint import list_checkpoints
 

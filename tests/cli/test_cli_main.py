@@ -457,3 +457,10 @@ def test_a_second_evaluation_of_a_checkpoint_keeps_the_first_ones_results(tmp_pa
     assert default_eval_dir(tmp_path / "my-model", is_checkpoint=False) == Path("runs") / "eval" / "my-model"
     (tmp_path / "runs" / "eval" / "my-model").mkdir(parents=True)  # a folder without results: used
     assert default_eval_dir(tmp_path / "my-model", is_checkpoint=False) == Path("runs") / "eval" / "my-model"
+
+
+def test_a_list_item_override_after_the_list_is_set_says_to_give_the_whole_list(capsys):
+    """With reward.functions set (by an override or a YAML file), reward.functions.0.weight=2 was
+    'functions is not a section' (the model.path lookup read every override first)."""
+    assert main(["config", "reward.functions=[{path: rw.py:extras}]", "reward.functions.0.weight=2"]) == 2
+    assert "reward.functions is a list, whose items are not set one by one" in capsys.readouterr().err

@@ -64,7 +64,7 @@ def test_plan_counts_a_local_models_parameters_without_loading_weights(tmp_path)
     from transformers import AutoModelForCausalLM
 
     params = sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(tiny_model_dir).parameters())
-    assert f"({params / 1e9:.2f}B parameters, 2 layers, hidden 32" in text
+    assert f"({params / 1e6:.1f}M parameters, 2 layers, hidden 32" in text
 
 
 def test_plan_refuses_what_dapo_train_refuses_a_response_longer_than_the_models_context(tmp_path, capsys):
@@ -91,7 +91,7 @@ def test_plan_of_the_embedded_default_uses_the_built_in_models_shape(tmp_path, m
     monkeypatch.setenv("HOME", str(tmp_path))  # an empty ~/.cache/dapo-rl
     cfg = load_config([builtin_config_path("default")], [f"model.cache_dir={tmp_path / 'cache'}"])
     text = plan(cfg)
-    assert "(0.00B parameters, 4 layers, hidden 256" in text
+    assert "(3.2M parameters, 4 layers, hidden 256" in text  # it said 0.00B
     assert not (tmp_path / "cache").exists()
 
 

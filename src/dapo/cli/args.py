@@ -86,7 +86,9 @@ def model_path_override(overrides: list[str]) -> str | None:
     """The model.path the overrides set, if any (``model.path=X`` or ``model={path: X}``; the last wins)."""
     tree: dict[str, Any] = {}
     for text in overrides:
-        set_dotted(tree, *parse_override(text))
+        path, value = parse_override(text)
+        if path[0] == "model":  # (the others are checked, with their errors, where the config is loaded)
+            set_dotted(tree, path, value)
     model = tree.get("model")
     path = model.get("path") if isinstance(model, dict) else None
     return None if path is None else str(path)

@@ -292,7 +292,7 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
     act_line = ("; activation bytes measured on two of its layers at this precision:" if shape.activations else
                 f"; activation bytes from a rule of thumb, doubled: {shape.activation_note}:")
     lines = [
-        f"model: {cfg.model.path} ({n / 1e9:.2f}B parameters, {shape.layers} layers, hidden {shape.hidden}, "
+        f"model: {cfg.model.path} ({_parameters(n)} parameters, {shape.layers} layers, hidden {shape.hidden}, "
         f"vocabulary {shape.vocab}"
         + (", the shape of the Qwen2.5 model nearest in size: its config.json is not on this machine"
            if shape.guessed else "") + ")"
@@ -353,3 +353,8 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
         lines.append(f"DOES NOT FIT: {need:.0f} GiB per rank on a {device_gib:.0f} GiB device; "
                      + ", ".join(fixes[:-1]) + f" or {fixes[-1]}")
     return "\n".join(lines)
+
+
+def _parameters(count: float) -> str:
+    """A parameter count as model names give it: 0.49B, 32.76B; 3.2M for the built-in model."""
+    return f"{count / 1e9:.2f}B" if count >= 1e8 else f"{count / 1e6:.1f}M"

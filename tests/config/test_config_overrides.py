@@ -210,3 +210,15 @@ def test_a_list_item_override_says_to_give_the_whole_list(key: str):
 def test_an_empty_column_key_is_a_config_error_not_a_missing_column_in_every_row(key: str):
     with pytest.raises(ConfigError, match=rf"data.{key} is empty: name the column"):
         load_config([], [f"data.{key}="])
+
+
+def test_unknown_keys_of_several_sections_are_all_said_at_once(tmp_path: Path):
+    """A YAML file with a typo in two sections: one per run, the second found after the first was fixed."""
+    config = tmp_path / "typos.yaml"
+    config.write_text("algorithim:\n  clip_ratio_high: 0.3\ntrainer:\n  lr: 1e-5\n  warmup_step: 3\n")
+    with pytest.raises(ConfigError, match=r"^unknown config keys in several sections: algorithim \(did you mean "
+                                          r"algorithm\?\), trainer.warmup_step \(did you mean trainer.warmup_steps\?\), "
+                                          r"rollout.tempreature \(did you mean rollout.temperature\?\)$"):
+        load_config([config], ["rollout.tempreature=1.0"])
+    with pytest.raises(ConfigError, match=r"^unknown config key\(s\) \['trainer.warmup_step'\] .*valid keys under trainer"):
+        load_config([], ["trainer.warmup_step=3"])  # one section: its valid keys listed, as before

@@ -38,6 +38,10 @@ def build(cls: type, values: dict[str, Any], where: str) -> Any:
         raise ConfigError(f"config key(s) {not_names} under {where or 'the top level'} are not names: YAML reads an "
                           "unquoted yes/no/on/off/true/false/null as a value; quote the key, or fix its spelling")
     unknown = sorted(set(values) - names)
+    everywhere = _unknown_keys(cls, values, "") if not where else []
+    if len({key.rpartition(".")[0] for key, _ in everywhere}) > 1 and not any(":" in key for key, _ in everywhere):
+        said = ", ".join(key + (f" (did you mean {guess}?)" if guess else "") for key, guess in everywhere)
+        raise ConfigError(f"unknown config keys in several sections: {said}")  # all at once, not one per run
     if unknown:
         prefix = f"{where}." if where else ""
         # {lr:1e-5}: YAML reads `key:value` without a space after the colon as one key, valued null
@@ -58,6 +62,24 @@ def build(cls: type, values: dict[str, Any], where: str) -> Any:
         k: coerce(v, hints[k], f"{where}.{k}" if where else k) for k, v in values.items()
     }
     return cls(**kwargs)
+
+
+def _unknown_keys(cls: type, values: dict[str, Any], where: str) -> list[tuple[str, str | None]]:
+    """Every unknown key of ``values`` (a mapping for the config dataclass ``cls``) and of its
+    sections given as mappings, dotted, each with its nearest valid key (or None)."""
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    prefix = f"{where}." if where else ""
+    found: list[tuple[str, str | None]] = []
+    for key, value in values.items():
+        if not isinstance(key, str):
+            continue  # (build's own error)
+        if key not in names:
+            guess = difflib.get_close_matches(key, names, n=1)
+            found.append((prefix + key, prefix + guess[0] if guess else None))
+        elif isinstance(value, dict) and dataclasses.is_dataclass(hints[key]):
+            found += _unknown_keys(hints[key], value, prefix + key)
+    return found
 
 
 def _list_item_error(where: str, path: list[str]) -> ConfigError:

@@ -64,7 +64,7 @@ def test_plan_counts_a_local_models_parameters_without_loading_weights(tmp_path)
     from transformers import AutoModelForCausalLM
 
     params = sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(tiny_model_dir).parameters())
-    assert f"({params / 1e6:.1f}M parameters, 2 layers, hidden 32" in text
+    assert f"({params:,} parameters, 2 layers, hidden 32" in text
 
 
 def test_plan_refuses_what_dapo_train_refuses_a_response_longer_than_the_models_context(tmp_path, capsys):
@@ -396,7 +396,7 @@ def test_a_lora_plan_counts_adamw_for_the_adapters_alone_as_peft_makes_them(tmp_
     assert rows["weights (frozen: model.lora_rank)"] == params * 4  # float32, no grads or AdamW state
     assert rows["LoRA adapters + grads + AdamW"] == adapters * 16
     assert "weights + grads + AdamW" not in rows
-    assert f"with LoRA adapters ({adapters / 1e6:.1f}M parameters, rank 8)" in plan(cfg)
+    assert f"with LoRA adapters ({adapters:,} parameters, rank 8)" in plan(cfg)
 
 
 def test_a_lora_plan_on_two_ranks_shards_the_frozen_weights_and_keeps_no_reference_copy(tmp_path):
@@ -438,3 +438,24 @@ def test_a_sequence_parallel_rank_holds_the_activations_of_its_share_of_the_toke
            "key/value heads" in plan(split)  # (make_tiny_model: 4 and 2)
     assert "DOES NOT RUN" not in plan(load_config([builtin_config_path("default")],
                                                   [*base, "trainer.sequence_parallel_size=2"]))
+
+
+def test_plan_of_a_model_whose_layers_are_not_called_decoder_layers(tmp_path):
+    """GPT-2's blocks are GPT2Block: dapo plan failed on max() of no layers (and sharding refused
+    the model, late, on the ranks); its _no_split_modules names them."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from dapo.builtin import build_tokenizer
+    from dapo.trainer.fsdp import decoder_layers
+
+    tokenizer = build_tokenizer()
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_embd=32, n_layer=2, n_head=4, n_positions=256))
+    assert [type(layer).__name__ for layer in decoder_layers(model)] == ["GPT2Block", "GPT2Block"]
+    model.save_pretrained(tmp_path / "gpt2")
+    tokenizer.save_pretrained(tmp_path / "gpt2")
+    cfg = load_config([builtin_config_path("default")], [f"model.path={tmp_path / 'gpt2'}", "data.max_prompt_length=64",
+                                                        "rollout.max_response_length=64", "algorithm.overlong_buffer_len=8"])
+    text = plan(cfg)
+    params = sum(p.numel() for p in model.parameters())
+    assert f"({params:,} parameters, 2 layers, hidden 32" in text
+    assert "activation bytes measured on two of its layers" in text

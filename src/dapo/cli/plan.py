@@ -304,7 +304,7 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
         ("each rank: an FSDP2 shard of the policy" if world > 1 else "the policy, whole")
         + (f", computing 1/{cfg.trainer.sequence_parallel_size} of each packed row in its sequence-parallel group"
            if cfg.trainer.sequence_parallel_size > 1 else "")
-        + (f", with LoRA adapters ({shape.adapter_params / 1e6:.1f}M parameters, rank {cfg.model.lora_rank})"
+        + (f", with LoRA adapters ({_parameters(shape.adapter_params)} parameters, rank {cfg.model.lora_rank})"
            if cfg.model.lora_rank > 0 else "")
         + f" ({cfg.model.dtype} weights, "
         + ("computing on bf16 copies (trainer.param_dtype=bf16)" if bf16_weights
@@ -356,5 +356,8 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
 
 
 def _parameters(count: float) -> str:
-    """A parameter count as model names give it: 0.49B, 32.76B; 3.2M for the built-in model."""
-    return f"{count / 1e9:.2f}B" if count >= 1e8 else f"{count / 1e6:.1f}M"
+    """A parameter count as model names give it: 0.49B, 32.76B; 3.2M for the built-in model;
+    8,192 for a tiny model's LoRA adapters."""
+    if count >= 1e8:
+        return f"{count / 1e9:.2f}B"
+    return f"{count / 1e6:.1f}M" if count >= 1e5 else f"{count:,.0f}"

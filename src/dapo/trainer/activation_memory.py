@@ -24,6 +24,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from dapo.trainer.fsdp import decoder_layers
+
 LENGTHS = (16, 32, 64)  # three lengths determine c + a t + q t^2
 
 
@@ -65,19 +67,20 @@ def measure(model: nn.Module, compute_dtype: torch.dtype, autocast_dtype: torch.
 
 
 def _keep_two_layers(model: nn.Module) -> None:
+    first = decoder_layers(model)[:1]
     for module in model.modules():
         for name, child in module.named_children():
-            if isinstance(child, nn.ModuleList) and len(child) and type(child[0]).__name__.endswith("DecoderLayer"):
+            if isinstance(child, nn.ModuleList) and len(child) and first and child[0] is first[0]:
                 setattr(module, name, nn.ModuleList(list(child)[:2]))
                 return
-    raise ValueError(f"{type(model).__name__} has no list of *DecoderLayer modules")
+    raise ValueError(f"{type(model).__name__} has no list of decoder layers")
 
 
 def _saved_bytes(model: nn.Module, tokens: int, autocast_dtype: torch.dtype | None) -> dict[str, float]:
     """Bytes autograd saves in the second decoder layer ("layer"; the first may compute what the
     model shares across layers) and outside the layers ("outside"), and the second layer's input,
     for a forward of ``tokens`` tokens through ``model`` (fake tensors, inside FakeTensorMode)."""
-    layers = [m for m in model.modules() if type(m).__name__.endswith("DecoderLayer")]
+    layers = decoder_layers(model)
     where = ["outside"]
     counted: dict[int, tuple[str, int]] = {}
     layer_input = [0]

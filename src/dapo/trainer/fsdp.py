@@ -32,8 +32,14 @@ def distributed() -> bool:
 
 
 def decoder_layers(model: nn.Module) -> list[nn.Module]:
-    """The transformer blocks (``*DecoderLayer`` modules of Hugging Face causal LMs)."""
-    return [m for m in model.modules() if type(m).__name__.endswith("DecoderLayer")]
+    """The transformer blocks: the ``*DecoderLayer`` modules of Hugging Face causal LMs, or, for
+    a model that names them otherwise (GPT-2's ``GPT2Block``, Bloom's ``BloomBlock``), the modules
+    of the classes its ``_no_split_modules`` names (transformers' own unit of a device map)."""
+    layers = [m for m in model.modules() if type(m).__name__.endswith("DecoderLayer")]
+    if layers:
+        return layers
+    unsplit = set(getattr(model, "_no_split_modules", None) or ())
+    return [m for m in model.modules() if type(m).__name__ in unsplit]
 
 
 def shard_policy(model: nn.Module, mesh: DeviceMesh, param_dtype: str = "none") -> nn.Module:
@@ -43,7 +49,8 @@ def shard_policy(model: nn.Module, mesh: DeviceMesh, param_dtype: str = "none") 
     shards, and reduce-scatter and accumulate gradients in float32."""
     layers = decoder_layers(model)
     if not layers:
-        raise ValueError(f"{type(model).__name__} has no *DecoderLayer modules to shard")
+        raise ValueError(f"{type(model).__name__} has no decoder layers to shard (*DecoderLayer modules, or those its "
+                         "_no_split_modules names)")
     mp_policy = MixedPrecisionPolicy()  # FSDP2's default: compute on the shards' dtype
     if param_dtype == "bf16":
         mp_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)

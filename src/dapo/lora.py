@@ -55,7 +55,8 @@ def apply_lora(model: nn.Module, rank: int, alpha: float, target_modules: list[s
     except ImportError as error:
         raise ImportError("model.lora_rank > 0 needs PEFT: pip install 'dapo-rl[lora]' (or pip install peft)") from error
     targets: str | list[str] = "all-linear" if target_modules == ["all-linear"] else list(target_modules)
-    config = LoraConfig(r=rank, lora_alpha=alpha, target_modules=targets, lora_dropout=0.0, bias="none")
+    config = LoraConfig(r=rank, lora_alpha=alpha, target_modules=targets, lora_dropout=0.0, bias="none",
+                        task_type="CAUSAL_LM")  # (saved: AutoPeftModelForCausalLM loads the adapter directory)
     with warnings.catch_warnings():  # PEFT asks transformers 5 for a deprecated attribute
         warnings.simplefilter("ignore", FutureWarning)
         try:

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 import torch
-from peft import PeftModel
+from peft import AutoPeftModelForCausalLM, PeftModel
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
@@ -55,6 +55,8 @@ def test_only_the_adapters_train_and_the_checkpoint_is_the_merged_policy(tiny_mo
     assert not torch.allclose(_logits(base), policy_logits, atol=1e-3), "the adapters did not train"
     adapted = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model_dir), checkpoint / "adapter")
     assert torch.allclose(_logits(adapted), policy_logits, atol=1e-5)
+    # TRL's and verl's way to load an adapter directory (it needs the saved task_type, which was null)
+    assert torch.allclose(_logits(AutoPeftModelForCausalLM.from_pretrained(checkpoint / "adapter")), policy_logits, atol=1e-5)
     # the export holds base names only, the untargeted weights (embeddings, norms) unchanged
     weights = load_file(str(checkpoint / "model.safetensors"))
     assert not any("lora" in name or "base_layer" in name for name in weights)

@@ -63,7 +63,7 @@ def test_per_step_data_is_returned_not_kept_on_the_trainer(tiny_model_dir, rewar
         result = trainer.step_once()
         # a step rebinds only the loop's own state on the trainer (per-step data is returned)
         rebound = {name for name, value in vars(trainer).items() if before.get(name) != id(value)}
-        assert rebound <= {"step", "next_group_id", "engine_version"}, rebound
+        assert rebound <= {"step", "next_group_id", "engine_version", "updates_made"}, rebound
         assert len(result.completions) == 2 and result.reward_results
         assert result.metrics["time/generate"] == result.timer["generate"] > 0
         # the run directory is handed values; it holds no reference back to the trainer
@@ -249,16 +249,18 @@ def test_a_resumed_progress_bar_leaves_out_the_updates_earlier_steps_skipped(tin
     with pytest.warns(UserWarning, match="no group with mixed outcomes"):
         first = Trainer(tiny_config(tiny_model_dir, run, reward_file, *constant, fn="always_right"))
         first.train()
-    assert first.updates_skipped == 2 * first.updates_per_step and first.policy.version == 0
-    resumed = Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=3", "logging.progress=true",
-                                  fn="always_right"))
-    try:
-        assert resumed.resume() and resumed.updates_skipped == first.updates_skipped
-        with resumed.state.progress(resumed.step, resumed.updates_skipped):
-            [bar] = resumed.state._progress.tasks
-            assert (bar.completed, bar.total) == (0, resumed.updates_per_step)  # step 3's updates alone
-    finally:
-        resumed.close()
+    assert first.updates_made == 0 and first.policy.version == 0 and first.updates_per_step == 2
+    # the same, and (it read -2/-2 and -N/-M) fewer updates a step, and a resume past the last step
+    for extra, expected in ((), (0, 2)), (("trainer.mini_batch_prompts=4",), (0, 1)), (("trainer.total_steps=1",), (0, 0)):
+        resumed = Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=3", "logging.progress=true",
+                                      *extra, fn="always_right"))
+        try:
+            assert resumed.resume() and resumed.updates_made == 0
+            with resumed.state.progress(resumed.step, resumed.updates_made):
+                [bar] = resumed.state._progress.tasks
+                assert (bar.completed, bar.total) == expected, extra  # step 3's updates alone
+        finally:
+            resumed.close()
 
 
 def test_updates_with_no_loss_token_are_not_counted_as_made_on_the_bar(tiny_model_dir, reward_file, tmp_path):
@@ -273,7 +275,7 @@ def test_updates_with_no_loss_token_are_not_counted_as_made_on_the_bar(tiny_mode
     trainer.train()
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [row["actor/updates"] for row in rows if "actor/updates" in row] == [0, 0], "pick settings that truncate all"
-    assert advanced == [] and trainer.updates_skipped == 2 * trainer.updates_per_step and trainer.policy.version == 0
+    assert advanced == [] and trainer.updates_made == 0 and trainer.policy.version == 0
 
 
 def test_the_bar_names_the_step_whose_accuracy_it_shows_once_that_step_is_logged(tiny_model_dir, reward_file,

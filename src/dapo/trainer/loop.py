@@ -173,7 +173,7 @@ class Trainer(LoopState):
         )
         # the loop's own state (state_dict): steps done, the next round's first group id
         self.step, self.next_group_id = 0, 0
-        self.updates_skipped = 0  # updates that steps did not make (too few groups; empty or skipped), for the bar of a resume
+        self.updates_made = 0  # optimizer updates the run's steps made (not an empty or skipped one), for the bar of a resume
         self.resumed_final = False  # the checkpoint resumed from is the run's final one (see train)
         # policy.version the engine's weights are at; None: unknown (resumed), sync before use
         self.engine_version: int | None = self.policy.version
@@ -306,6 +306,7 @@ class Trainer(LoopState):
                 if stats[-1].skipped or stats[-1].empty:  # no update made (actor/updates): off the bar's total
                     self._skip_updates(1)
                 else:
+                    self.updates_made += 1
                     self.state.bar_advance(1)
         record.timer["update"] = time.perf_counter() - t0
         self._skip_updates(self.updates_per_step - len(stats))
@@ -358,7 +359,7 @@ class Trainer(LoopState):
             if not resumed:  # step 0 of a fresh run: what the data held, and the baseline
                 eval_before = self.evaluate() if cfg.eval.before_training else None
                 self.state.log(0, {**self.run.data.counts(), **(eval_before or {})})
-            with self.state.progress(self.step, self.updates_skipped):
+            with self.state.progress(self.step, self.updates_made):
                 while self.step < cfg.trainer.total_steps:
                     result = self.step_once()
                     self.state.warn_if_truncating(result.metrics)

@@ -42,7 +42,7 @@ class LoopState:
     tokenizer: PreTrainedTokenizerBase
     step: int
     next_group_id: int
-    updates_skipped: int
+    updates_made: int
     resumed_final: bool
     engine_version: int | None
     evaluate: Callable[[], dict[str, float]]
@@ -52,14 +52,16 @@ class LoopState:
         and the RNG (the policy writes its own part: :meth:`PolicyWorker.save_checkpoint`)."""
         return {"step": self.step, "next_group_id": self.next_group_id, "sampler": self.sampler.state_dict(),
                 "rng": rng_state(), "reward_failure_streak": dict(self.reward_watch.streak),
-                "updates_skipped": self.updates_skipped}
+                "updates_made": self.updates_made}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.step, self.next_group_id = state["step"], state["next_group_id"]
         self.sampler.load_state_dict(state["sampler"])
         set_rng_state(state["rng"])
         self.reward_watch.streak = dict(state.get("reward_failure_streak", {}))  # older checkpoints: none
-        self.updates_skipped = state.get("updates_skipped", 0)
+        # (a checkpoint from before the count: its step's planned updates less the skipped ones, at this run's rate)
+        self.updates_made = state.get("updates_made", max(0, self.step * self.cfg.trainer.optimizer_steps_per_rollout
+                                                          - state.get("updates_skipped", 0)))
         self.engine_version = None  # the engine may hold the initial weights: sync before its next use
 
     def save_checkpoint(self, final: bool = False) -> Path:
@@ -144,6 +146,5 @@ class LoopState:
 
     def _skip_updates(self, updates: int) -> None:
         """A step made ``updates`` fewer optimizer updates than planned (too few groups, or an update empty
-        or skipped): off the bar's total, now and after a resume."""
-        self.updates_skipped += updates
+        or skipped): off the bar's total."""
         self.state.bar_skip(updates)

@@ -298,15 +298,16 @@ class RunState:
 
     # ------------------------------------------------------------------ progress bar
     @contextlib.contextmanager
-    def progress(self, start_step: int, updates_skipped: int = 0) -> Iterator[None]:
-        """A bar over optimizer updates, from ``start_step``; steps that make fewer updates shrink
-        its total, the ones before ``start_step`` by ``updates_skipped`` in all."""
+    def progress(self, start_step: int, updates_made: int = 0) -> Iterator[None]:
+        """A bar over optimizer updates, from ``start_step``, whose steps made ``updates_made``: those,
+        and the updates the steps left plan (steps that make fewer shrink its total). Counted, not
+        derived from the steps: a resume may plan another number of updates per step."""
         if not self.cfg.logging.progress:
             yield
             return
         updates_per_step = self.cfg.trainer.optimizer_steps_per_rollout
-        total = self.cfg.trainer.total_steps * updates_per_step - updates_skipped
-        done = start_step * updates_per_step - updates_skipped
+        done = updates_made
+        total = done + max(0, self.cfg.trainer.total_steps - start_step) * updates_per_step
         with Progress(*BAR_COLUMNS, TimeRemainingColumn()) as progress:
             self._progress = progress
             self._task = progress.add_task("training", total=total, completed=done, unit="updates")

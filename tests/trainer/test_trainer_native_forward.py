@@ -188,7 +188,8 @@ def test_the_worker_runs_native_only_where_it_computes_the_model():
         assert native_forward_reason(model) is not None
         if model is not dynamic:  # (the shared-prompt layout itself refuses a dynamic RoPE)
             assert not worker(model, "shared_prompt", 1000, forward="auto").native_policy  # Hugging Face's forward
-            with pytest.raises(ValueError, match=f"trainer.forward=native does not compute this model: {reason}"):
+            # a ConfigError: the command line's one line, not a traceback
+            with pytest.raises(ConfigError, match=f"trainer.forward=native does not compute this model: {reason}"):
                 worker(model, "shared_prompt", 1000, forward="native")
         tensors = collate(make_group_samples(torch.Generator().manual_seed(0)), 0, "shared_prompt")
         with pytest.raises(ValueError, match=f"does not compute this model: {reason}"):  # never wrong logits

@@ -24,6 +24,7 @@ from dapo.algo import (
     tis_weights,
 )
 from dapo.config import AlgorithmConfig, TrainerConfig
+from dapo.config.checks import ConfigError
 from dapo.lora import adapters_off, has_lora
 from dapo.rollout.batching import within_lengths
 from dapo.trainer import optim
@@ -107,7 +108,7 @@ class PolicyWorker(PolicyCheckpointing):
             return False
         reason = native_forward_reason(model)
         if self.cfg.forward == "native" and reason:
-            raise ValueError(f"trainer.forward=native does not compute this model: {reason}; "
+            raise ConfigError(f"trainer.forward=native does not compute this model: {reason}; "
                              "set trainer.forward=hf (or auto, which picks Hugging Face's forward for it)")
         return reason is None and (self.cfg.forward == "native" or self.device.type == "cpu")
 

@@ -45,6 +45,7 @@ from dapo.context_checks import (
 from dapo.errors import UserError
 from dapo.hardware import warn_about_cpu_bf16
 from dapo.near_miss import near_miss
+from dapo.ray_checks import ray_address_problems, warn_about_local_ray_cpus
 from dapo.user_code import is_file_location
 
 WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin", "*.safetensors.index.json", "pytorch_model.bin.index.json")
@@ -75,8 +76,10 @@ def check_run(cfg: DAPOConfig, write_output: bool = True, train_data: bool = Tru
     if write_output:
         problems += output_problems(Path(cfg.output_dir), checkpoint_bytes(cfg), cfg.checkpoint.keep_last)
         problems += resume_problems(cfg)
+        problems += ray_address_problems(cfg)  # (a training's: an evaluation runs in this process)
         warn_about_schedule(cfg)
         warn_about_weight_precision(cfg)
+        warn_about_local_ray_cpus(cfg)
     warn_about_cpu_bf16(cfg)  # (dapo.hardware; `dapo eval` of a run saved elsewhere too)
     if problems:
         raise PreflightError(problems)

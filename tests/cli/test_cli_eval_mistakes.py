@@ -80,3 +80,19 @@ def test_a_save_dir_without_an_earlier_evaluation_is_used(eval_into, monkeypatch
     monkeypatch.setattr(dapo.trainer, "evaluate_model", evaluate)
     assert main(args) == 0
     assert used == [save_dir]
+
+
+def test_placement_overrides_an_evaluation_does_not_use_are_said(eval_into, capsys, monkeypatch):
+    """dapo eval runs in one process: resources.devices_per_node=2 was dropped without a word."""
+    import dapo.trainer
+    from dapo.errors import UserError
+
+    def evaluated(cfg, *args, **kwargs):
+        assert cfg.resources.world_size == 1
+        raise UserError("evaluated")
+    monkeypatch.setattr(dapo.trainer, "evaluate_model", evaluated)
+    args, _ = eval_into
+    assert main([*args, "resources.devices_per_node=2"]) == 2
+    err = capsys.readouterr().err
+    assert "dapo eval: evaluates in this process, on one device: resources.devices_per_node=2 not used" in err
+    assert "error: evaluated" in err

@@ -117,6 +117,9 @@ def cmd_eval(ns: argparse.Namespace) -> int:
     # evaluation runs in this process, whatever placement the run trained with (its sequence
     # parallelism, which only splits a training forward, included), and scores before any overlong
     # shaping (whose buffer must otherwise be shorter than an evaluation's rollout.max_response_length)
+    if placed := [arg for arg in ns.config if arg.startswith(("resources.nnodes=", "resources.devices_per_node=",
+                                                              "trainer.sequence_parallel_size="))]:
+        print(f"dapo eval: evaluates in this process, on one device: {' '.join(placed)} not used", file=sys.stderr)
     model_path = f"model.path={yaml_text(str(ns.model))}"
     cfg = resolve([*args, model_path, "resources.nnodes=1", "resources.devices_per_node=1",
                    "trainer.sequence_parallel_size=1", "algorithm.overlong_soft_punishment=false"], "eval")

@@ -1,0 +1,58 @@
+"""What a multi-rank run's Ray settings show before Ray starts (``resources.*``): a cluster address
+nothing answers at (``ray.init`` retries one for about 14 minutes, printing only its own C++
+warnings), and a local Ray asked for more CPUs than this machine gives the run. Torch- and
+Ray-free, like the rest of :mod:`dapo.preflight`, which calls it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import warnings
+from urllib.parse import urlsplit
+
+from dapo.config import DAPOConfig
+
+CONNECT_TIMEOUT_S = 5.0
+
+
+def ray_address_problems(cfg: DAPOConfig) -> list[str]:
+    """resources.ray_address "host:port" or "ray://host:port" where nothing accepts a connection
+    (a name that does not resolve, a port closed, no answer within CONNECT_TIMEOUT_S); "auto" is
+    Ray's own to resolve (it fails in seconds)."""
+    address = cfg.resources.ray_address
+    if cfg.resources.world_size == 1 or address is None or address.strip() == "auto":
+        return []
+    try:
+        parts = urlsplit(address if "://" in address else f"//{address}")
+        host, port = parts.hostname, parts.port
+    except ValueError:  # a port that is no number
+        host, port = None, None
+    if not host or port is None:
+        return []  # (not host:port: Ray's to read)
+    try:
+        socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as error:
+        reason = "no answer" if isinstance(error, TimeoutError) else (error.strerror or str(error))
+        return [f"resources.ray_address={address!r}: nothing answers at {host}:{port} ({reason}): start the cluster "
+                "(`ray start --head` prints the address to give) or fix the address; null starts a local Ray"]
+    return []
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity: a container's or a SLURM job's share)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity API (macOS)
+        return os.cpu_count() or 1
+
+
+def warn_about_local_ray_cpus(cfg: DAPOConfig) -> None:
+    """A local Ray (resources.ray_address null) is started with world_size x cpus_per_rank CPUs
+    whatever the machine has: more than this process may use, and the ranks share cores."""
+    res = cfg.resources
+    asked = res.world_size * res.cpus_per_rank
+    if res.world_size == 1 or res.ray_address is not None or asked <= (cpus := usable_cpus()):
+        return
+    warnings.warn(f"{res.world_size} policy ranks x resources.cpus_per_rank={res.cpus_per_rank:g} ask the local Ray "
+                  f"for {asked:g} CPUs, and this process may use {cpus}: the ranks share cores (each slower; "
+                  "fewer ranks, or a smaller cpus_per_rank, say what the machine has)", stacklevel=1)

@@ -19,6 +19,7 @@ runs of ``dapo train trainer.total_steps=4`` or ``5``, median of the steps after
 from __future__ import annotations
 
 import functools
+import os
 import platform
 import warnings
 
@@ -77,3 +78,12 @@ def warn_about_cpu_bf16(cfg: DAPOConfig) -> None:
                   "(AVX512-BF16, AMX, Arm BF16), so its bf16 matmuls are slower than float32 ones, several times "
                   f"so without AVX-512 ({BF16_FALLBACK_SEEN}); float32 is faster here: {' '.join(settings.values())}",
                   stacklevel=1)
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity: a container's or a SLURM job's share of a
+    node, not the node's every core)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity API (macOS)
+        return os.cpu_count() or 1

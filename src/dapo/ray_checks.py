@@ -5,12 +5,12 @@ Ray-free, like the rest of :mod:`dapo.preflight`, which calls it."""
 
 from __future__ import annotations
 
-import os
 import socket
 import warnings
 from urllib.parse import urlsplit
 
 from dapo.config import DAPOConfig
+from dapo.hardware import usable_cpus
 
 CONNECT_TIMEOUT_S = 5.0
 
@@ -36,14 +36,6 @@ def ray_address_problems(cfg: DAPOConfig) -> list[str]:
         return [f"resources.ray_address={address!r}: nothing answers at {host}:{port} ({reason}): start the cluster "
                 "(`ray start --head` prints the address to give) or fix the address; null starts a local Ray"]
     return []
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity: a container's or a SLURM job's share)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # no affinity API (macOS)
-        return os.cpu_count() or 1
 
 
 def warn_about_local_ray_cpus(cfg: DAPOConfig) -> None:

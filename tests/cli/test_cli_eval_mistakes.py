@@ -96,3 +96,17 @@ def test_placement_overrides_an_evaluation_does_not_use_are_said(eval_into, caps
     err = capsys.readouterr().err
     assert "dapo eval: evaluates in this process, on one device: resources.devices_per_node=2 not used" in err
     assert "error: evaluated" in err
+
+
+def test_the_built_in_model_is_evaluated_not_taken_for_a_missing_path(capsys, monkeypatch):
+    """`dapo eval builtin` (its help offers it) was refused as a path that is not there."""
+    import dapo.trainer
+    from dapo.errors import UserError
+
+    def evaluated(cfg, *args, **kwargs):
+        assert cfg.model.path == "builtin"
+        raise UserError("evaluated")
+    monkeypatch.setattr(dapo.trainer, "evaluate_model", evaluated)
+    assert main(["eval", "builtin", "eval.max_problems=4"]) == 2
+    err = capsys.readouterr().err
+    assert "error: evaluated" in err and "not a local directory" not in err

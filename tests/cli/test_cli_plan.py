@@ -397,6 +397,11 @@ def test_a_lora_plan_counts_adamw_for_the_adapters_alone_as_peft_makes_them(tmp_
     assert rows["LoRA adapters + grads + AdamW"] == adapters * 16
     assert "weights + grads + AdamW" not in rows
     assert f"with LoRA adapters ({adapters:,} parameters, rank 8)" in plan(cfg)
+    # a bf16 base: its frozen weights at 2 bytes, the adapters float32 as ever (dapo.lora)
+    bf16 = load_config([builtin_config_path("default")], [f"model.path={tiny_model_dir}", "model.lora_rank=8",
+                                                          f"model.lora_target_modules={targets}", "model.dtype=bfloat16"])
+    rows = dict(training_rows(bf16, model_shape(bf16, None))[0])
+    assert rows["weights (frozen: model.lora_rank)"] == params * 2 and rows["LoRA adapters + grads + AdamW"] == adapters * 16
 
 
 def test_a_lora_plan_on_two_ranks_shards_the_frozen_weights_and_keeps_no_reference_copy(tmp_path):
@@ -443,7 +448,7 @@ def test_a_sequence_parallel_rank_holds_the_activations_of_its_share_of_the_toke
 def test_plan_of_a_model_whose_layers_are_not_called_decoder_layers(tmp_path):
     """GPT-2's blocks are GPT2Block: dapo plan failed on max() of no layers (and sharding refused
     the model, late, on the ranks); its _no_split_modules names them."""
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers import GPT2Config, GPT2LMHeadModel, MambaConfig, MambaForCausalLM
 
     from dapo.builtin import build_tokenizer
     from dapo.trainer.fsdp import decoder_layers
@@ -451,6 +456,9 @@ def test_plan_of_a_model_whose_layers_are_not_called_decoder_layers(tmp_path):
     tokenizer = build_tokenizer()
     model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_embd=32, n_layer=2, n_head=4, n_positions=256))
     assert [type(layer).__name__ for layer in decoder_layers(model)] == ["GPT2Block", "GPT2Block"]
+    # the outermost only: Mamba's _no_split_modules names its block and the mixer inside it too
+    mamba = MambaForCausalLM(MambaConfig(vocab_size=64, hidden_size=16, state_size=4, num_hidden_layers=2))
+    assert [type(layer).__name__ for layer in decoder_layers(mamba)] == ["MambaBlock", "MambaBlock"]
     model.save_pretrained(tmp_path / "gpt2")
     tokenizer.save_pretrained(tmp_path / "gpt2")
     cfg = load_config([builtin_config_path("default")], [f"model.path={tmp_path / 'gpt2'}", "data.max_prompt_length=64",

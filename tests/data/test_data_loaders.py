@@ -341,7 +341,7 @@ def test_a_lenient_load_stops_at_a_file_none_of_whose_rows_is_usable(tmp_path: P
     other.write_text("question,answer\n2+2?,4\n3+3?,6\n")
     cfg = DataConfig(prompt_key="prompt", answer_key="answer", lenient=True)
     with pytest.raises(DataError, match=rf"none of the 2 rows of {other} is usable \(first: .*line 2.*prompt.*\): "
-                                        r"data.lenient skips malformed rows, not a whole file; are its columns"):
+                                        r"data.lenient skips a file's malformed rows, not all of them"):
         load_problems([str(good), str(other)], cfg, split)
     loaded = load_problems([str(good)], cfg, split)  # a few bad rows of a file: still skipped
     assert len(loaded.problems) == 1 and loaded.num_malformed_skipped == 1

@@ -70,6 +70,7 @@ def test_a_reward_failing_on_everything_stops_the_run_naming_it(tiny_model_dir, 
     assert dapo_main(args) == 2
     err = capsys.readouterr().err
     assert "dapo train: error: reward scorer needs_a_field failed on every response" in err
+    assert "is checkpointed" in err and "checkpoint.resume=auto resumes after it" in err  # (not this command)
     assert "Traceback" not in err.split("dapo train: error:")[-1]
 
 

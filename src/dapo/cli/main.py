@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dapo.cli.ablate import ABLATION_TASKS, DEFAULT_TASK
-from dapo.cli.args import SAVED_CONFIG, config_arg_kind, is_config_arg, resolve
+from dapo.cli.args import SAVED_CONFIG, config_arg_kind, is_builtin_model, is_config_arg, resolve
 from dapo.config import ConfigError, DAPOConfig
 from dapo.config.loading import yaml_text
 from dapo.errors import UserError
@@ -94,7 +94,7 @@ def cmd_eval(ns: argparse.Namespace) -> int:
         raise UserError(f"dapo eval MODEL [CONFIG] [key=value ...]: name the model first ({ns.model!r} is an override)")
     if config_arg_kind(ns.model) in ("file", "shipped") and not Path(ns.model).is_dir():  # `dapo eval CONFIG MODEL`
         raise UserError(f"dapo eval MODEL [CONFIG] [key=value ...]: name the model first ({ns.model!r} is a config)")
-    if not Path(ns.model).expanduser().exists():  # alone: the shipped config's notes would follow from it
+    if not is_builtin_model(ns.model) and not Path(ns.model).expanduser().exists():  # alone: the notes would follow
         from dapo.preflight import PreflightError, missing_model_problem
 
         raise PreflightError([missing_model_problem(ns.model)])

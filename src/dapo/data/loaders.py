@@ -88,7 +88,7 @@ def load_problems(files: list[str], cfg: DataConfig, split: str) -> LoadedProble
             if result.rows_read == rows_before:
                 empty.append(path)
             elif result.num_malformed_skipped - skipped_before == result.rows_read - rows_before:
-                raise _no_usable_row(path, result.rows_read - rows_before, result.warnings[said_before:], cfg, split)
+                raise _no_usable_row(path, result.rows_read - rows_before, result.warnings[said_before:])
     _stop_or_say_empty(result, files, split, empty)
     return result
 
@@ -276,14 +276,12 @@ def _unread(error: DataError, cfg: DataConfig) -> DataError:
     return DataError(f"{error}; data.lenient skips malformed rows, not a file that cannot be read")
 
 
-def _no_usable_row(path: str, rows: int, said: list[str], cfg: DataConfig, split: str) -> DataError:
-    """The error of a file every row of which data.lenient skipped: its keys are not the configured
-    ones (another schema among the files), not a few bad rows to leave out."""
+def _no_usable_row(path: str, rows: int, said: list[str]) -> DataError:
+    """The error of a file every row of which data.lenient skipped (another schema's columns among
+    the files, most likely): not a few bad rows to leave out. Its first row's reason says which."""
     first = f" (first: {said[0].removeprefix('skipped: ')})" if said else ""
-    setting = "data.eval_*_key" if split == "eval" else "data.*_key"
-    return DataError(f"none of the {rows} rows of {path} is usable{first}: data.lenient skips malformed rows, not "
-                     f"a whole file; are its columns the ones {setting} name (prompt_key={cfg.prompt_key}, "
-                     f"answer_key={cfg.answer_key})?")
+    return DataError(f"none of the {rows} rows of {path} is usable{first}: data.lenient skips a file's malformed "
+                     "rows, not all of them; fix the keys or the file, or leave it out")
 
 
 def _skip_or_raise(error: DataError, cfg: DataConfig, result: LoadedProblems) -> None:

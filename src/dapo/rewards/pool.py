@@ -26,13 +26,13 @@ that does not take it in time is retired as at a timeout.
 from __future__ import annotations
 
 import math
-import os
 import pickle
 import sys
 import time
 from collections import deque
 from typing import Any
 
+from dapo.hardware import usable_cpus
 from dapo.rewards.breaker import Breaker
 from dapo.rewards.user_functions import RewardFunctionError
 from dapo.rewards.worker_process import WorkerProcess, exit_status, launch, wait_for_any
@@ -294,8 +294,4 @@ MAX_DEFAULT_WORKERS = 32  # reward.num_workers=0 on a large node: ~65 MB per wor
 def default_num_workers() -> int:
     """One scoring worker per CPU this process may run on (its affinity: a SLURM or container
     slice of a node, not the node's every core), at most MAX_DEFAULT_WORKERS."""
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:  # no affinity API (macOS)
-        usable = os.cpu_count() or 1
-    return max(1, min(usable, MAX_DEFAULT_WORKERS))
+    return max(1, min(usable_cpus(), MAX_DEFAULT_WORKERS))

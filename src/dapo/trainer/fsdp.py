@@ -39,7 +39,9 @@ def decoder_layers(model: nn.Module) -> list[nn.Module]:
     if layers:
         return layers
     unsplit = set(getattr(model, "_no_split_modules", None) or ())
-    return [m for m in model.modules() if type(m).__name__ in unsplit]
+    named = [(name, m) for name, m in model.named_modules() if type(m).__name__ in unsplit]
+    # the outermost only: Mamba names its block and the mixer inside it
+    return [m for name, m in named if not any(name.startswith(outer + ".") for outer, _ in named)]
 
 
 def shard_policy(model: nn.Module, mesh: DeviceMesh, param_dtype: str = "none") -> nn.Module:

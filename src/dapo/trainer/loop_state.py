@@ -59,7 +59,8 @@ class LoopState:
         self.sampler.load_state_dict(state["sampler"])
         set_rng_state(state["rng"])
         self.reward_watch.streak = dict(state.get("reward_failure_streak", {}))  # older checkpoints: none
-        # (a checkpoint from before the count: its step's planned updates less the skipped ones, at this run's rate)
+        # (a checkpoint from before the count: its steps' planned updates less the skipped ones, at this
+        # run's rate, not its own: approximate where the resume changed the updates per step)
         self.updates_made = state.get("updates_made", max(0, self.step * self.cfg.trainer.optimizer_steps_per_rollout
                                                           - state.get("updates_skipped", 0)))
         self.engine_version = None  # the engine may hold the initial weights: sync before its next use
@@ -102,8 +103,8 @@ class LoopState:
             self._record(result)
         except RewardFunctionError as error:
             path = self.save_checkpoint()
-            raise RewardFunctionError(f"{error}. Step {self.step} is checkpointed ({path}): the same command "
-                                      "resumes after it") from error
+            how = "the same command resumes" if self.cfg.checkpoint.resume == "auto" else "checkpoint.resume=auto resumes"
+            raise RewardFunctionError(f"{error}. Step {self.step} is checkpointed ({path}): {how} after it") from error
         if checkpoint:
             self.save_checkpoint()
 

@@ -134,7 +134,9 @@ def missing_model_problem(path: str) -> str:
         return f"model.path={path!r} is not a local directory: did you mean {str(near)!r}?"
     checkpoints = model_dir.parent
     if checkpoints.name == "checkpoints" and checkpoints.is_dir():  # a run's: RUN_DIR/checkpoints/step-N
-        held = sorted(child.name for child in checkpoints.iterdir() if child.name.startswith("step-"))
+        from dapo.trainer.checkpoint import list_checkpoints  # (torch: on this error's path alone)
+
+        held = [checkpoint.name for checkpoint in list_checkpoints(checkpoints.parent)]
         return (f"model.path={path!r} is no checkpoint of its run: {checkpoints} holds "
                 f"{', '.join(held[-4:]) if held else 'none yet'}{' (the newest 4)' if len(held) > 4 else ''}")
     return (f"model.path={path!r} is not a local directory (dapo-rl never downloads at run time: "

@@ -26,6 +26,7 @@ def test_a_mistyped_checkpoint_is_matched_to_the_one_beside_it(tmp_path, capsys,
     is not there names none (step-12 is not step-102)."""
     for step in ("step-000002", "step-000020", "step-000120"):
         (tmp_path / "checkpoints" / step).mkdir(parents=True)
+        (tmp_path / "checkpoints" / step / "trainer_state.pt").touch()  # complete ones
     assert main(["eval", str(tmp_path / "checkpoints" / typed)]) == 2
     err = capsys.readouterr().err
     if meant is None:  # (the newest 4; a checkpoint not written yet, or long removed)

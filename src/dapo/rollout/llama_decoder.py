@@ -112,15 +112,15 @@ class LlamaDecodeSession:
         normed = F.rms_norm(hidden.float(), (hidden.shape[-1],), eps=self.eps).to(hidden.dtype)
         return proj(normed * norm_weight)
 
-    def _attend(self, qkv: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    def _attend(self, qkv: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, blocked: torch.Tensor) -> torch.Tensor:
         """Grouped-query attention of a prefill: qkv (B, Q, Hkv, G+2, d) (queries first, see _grouped_qkv),
-        keys/values (B, Hkv, K, d), query q attending to key k where ``allowed`` (B, Q, K) holds ->
+        keys/values (B, Hkv, K, d), query q attending to key k unless ``blocked`` (B, Q, K) holds ->
         (B, Q, H*d) in the compute dtype. Each group of G = H/Hkv query heads shares one KV head,
         as in repeat_kv; the softmax runs in float32.
 
         The batch and KV-head dimensions are flattened into one bmm batch (B*Hkv matrices): 20-25%
         faster than a 4-D matmul at decode shapes on CPU, bf16 and float32 (measured). Scaling rides
-        on the scores' matmul; the mask is filled in through a broadcast view of ``allowed`` (an
+        on the scores' matmul; the mask is filled in through a broadcast view of ``blocked`` (an
         additive (B*Hkv, Q*G, K) bias was written out again for every layer and block)."""
         batch, num_queries, _, groups, _ = qkv.shape
         groups -= 2
@@ -133,16 +133,16 @@ class LlamaDecodeSession:
             beta=0, alpha=self.scaling,
         )
         scores.view(batch, self.num_kv_heads, num_queries, groups, num_keys).masked_fill_(
-            ~allowed[:, None, :, None, :], float("-inf"))
+            blocked[:, None, :, None, :], float("-inf"))
         out = torch.bmm(scores.softmax(dim=-1), values.reshape(pairs, num_keys, self.head_dim))
         out = out.view(batch, self.num_kv_heads, num_queries, groups, self.head_dim).transpose(1, 2)
         return out.reshape(batch, num_queries, -1).to(self.dtype)
 
     def _prefill_forward(
-        self, token_ids: torch.Tensor, is_real: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor
+        self, token_ids: torch.Tensor, is_real: torch.Tensor, positions: torch.Tensor, blocked: torch.Tensor
     ) -> torch.Tensor:
         """Encode left-padded prompts ``token_ids`` (B, P) at cache slots [0, P), query q attending to
-        key k where ``allowed`` (B, P, P) holds; return each row's last-position logits (B, V), in the compute dtype
+        key k unless ``blocked`` (B, P, P) holds (made once for every layer); return each row's last-position logits (B, V), in the compute dtype
         (sample_next_tokens converts a few rows at a time). (Decode steps run
         _decode_forward, the same ops on one token per row.)
 
@@ -170,10 +170,10 @@ class LlamaDecodeSession:
             if index == len(self.layers) - 1:
                 # past the last layer's K and V only the last position counts (its logits): the
                 # rest of the layer runs for it alone
-                out = self._attend(padded[:, -1:], keys, values, allowed[:, -1:]).squeeze(1)
+                out = self._attend(padded[:, -1:], keys, values, blocked[:, -1:]).squeeze(1)
                 hidden = hidden[last]
             else:
-                parts = [self._attend(padded[:, start:end], keys, values, allowed[:, start:end]) for start, end in blocks]
+                parts = [self._attend(padded[:, start:end], keys, values, blocked[:, start:end]) for start, end in blocks]
                 out = (parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)).flatten(0, 1)[real]
             hidden = self._after_attention(w, out, hidden)
         self.length = length
@@ -249,12 +249,12 @@ class LlamaDecodeSession:
         self.key_bias = torch.where(is_real, zero, float("-inf")).unsqueeze(1).repeat(1, self.num_kv_heads, 1)
         causal = torch.ones(prompt_length, prompt_length, dtype=torch.bool, device=device).tril()
         # A padding query attends to itself only, so no softmax row is empty (no NaN).
-        allowed = (causal & is_real[:, None, :prompt_length]) | torch.eye(
+        blocked = ~((causal & is_real[:, None, :prompt_length]) | torch.eye(
             prompt_length, dtype=torch.bool, device=device
-        )
+        ))
         positions = (slots[:prompt_length].unsqueeze(0) - pad_lengths.unsqueeze(1)).clamp(min=0)
         self.length = 0
-        logits = self._prefill_forward(input_ids, is_real[:, :prompt_length], positions, allowed)
+        logits = self._prefill_forward(input_ids, is_real[:, :prompt_length], positions, blocked)
         self.positions = positions[:, -1] + 1
         return logits
 

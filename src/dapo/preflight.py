@@ -38,9 +38,9 @@ from dapo.config.schema import DTYPE_BYTES
 from dapo.config.training import heads_split_problem
 from dapo.context_checks import (
     config_context_problems,
-    context_problems,
     is_builtin,
     read_model_config,
+    sequence_problems,
 )
 from dapo.errors import UserError
 from dapo.hardware import warn_about_cpu_bf16
@@ -94,7 +94,8 @@ def model_problems(cfg: DAPOConfig) -> list[str]:
             return [problem]
         recipe = recipe_for_model_path(m.path)
         where = f"the built-in model {m.path}'s recipe"
-        return context_problems(cfg) + _heads_problems(recipe.num_heads, recipe.num_kv_heads, where, cfg)
+        return (sequence_problems(recipe.max_position_embeddings, where, cfg)
+                + _heads_problems(recipe.num_heads, recipe.num_kv_heads, where, cfg))
     model_dir = Path(m.path).expanduser()
     if not model_dir.is_dir():
         return [missing_model_problem(m.path)]

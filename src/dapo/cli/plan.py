@@ -57,7 +57,7 @@ from pathlib import Path
 from dapo.algo.logprobs import ACCELERATOR_CHUNK_ROWS
 from dapo.config import DAPOConfig
 from dapo.config.schema import DTYPE_BYTES
-from dapo.context_checks import context_problems
+from dapo.context_checks import context_problems, is_builtin
 from dapo.rollout.native import kv_elements_per_token, prompts_per_chunk
 from dapo.trainer.activation_memory import ActivationBytes
 
@@ -88,7 +88,7 @@ def model_shape(cfg: DAPOConfig, params: float | None) -> ModelShape:
     from transformers import AutoConfig, AutoModelForCausalLM, Qwen2Config
 
     config_file = Path(cfg.model.path).expanduser() / "config.json"
-    builtin = cfg.model.path.partition(":")[0] == "builtin"
+    builtin = is_builtin(cfg.model.path)
     guessed = not (config_file.exists() or builtin)
     if builtin:  # its recipe's shape: nothing is built or installed
         from dapo.builtin import builtin_model_config

@@ -147,9 +147,8 @@ def evaluate(
     metrics["eval/response_length_mean"] = sum(len(c.token_ids) for c in completions) / max(len(completions), 1)
     metrics["eval/truncation_rate"] = sum(c.finish_reason == "length" for c in completions) / max(len(completions), 1)
     metrics.update(failure_metrics(results))
-    metrics.update(score_metrics(results))
-    if unscored:  # every score holds a failure's penalty: no mean reward measured, as no avg@k
-        del metrics["eval/score_mean"]
+    # every score holding a failure's penalty: no mean reward measured, as no avg@k
+    metrics.update(score_metrics(results, with_mean=not unscored))
     sources = sorted({p.data_source for p in problems})
     unscored_sources = []
     if len(sources) > 1:
@@ -192,12 +191,13 @@ def _all_unmeasured(culprits: list[str | None]) -> bool:
     return bool(culprits) and all(culprit is not None for culprit in culprits)
 
 
-def score_metrics(results: list[RewardResult]) -> dict[str, float]:
-    """``eval/score_mean``, the mean reward of the held-out samples before overlong shaping (what a
-    graded reward reads, which avg@k's verdicts do not show), and ``eval/reward/<function>/<key>``,
-    the means of what user reward functions returned (as ``reward/*`` in training)."""
+def score_metrics(results: list[RewardResult], with_mean: bool = True) -> dict[str, float]:
+    """``eval/score_mean`` (unless not ``with_mean``), the mean reward of the held-out samples
+    before overlong shaping (what a graded reward reads, which avg@k's verdicts do not show), and
+    ``eval/reward/<function>/<key>``, the means of what user reward functions returned (as
+    ``reward/*`` in training)."""
     per_function = reward_function_metrics(results)
-    return {"eval/score_mean": _mean_score(results),
+    return {**({"eval/score_mean": _mean_score(results)} if with_mean else {}),
             **{f"eval/{key}": value for key, value in per_function.items() if key.startswith("reward/")}}
 
 

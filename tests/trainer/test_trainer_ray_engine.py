@@ -3,6 +3,7 @@ are stand-ins that record what they were asked)."""
 
 from __future__ import annotations
 
+import functools
 from types import SimpleNamespace
 
 import pytest
@@ -10,6 +11,7 @@ import torch
 
 from dapo.rollout.base import Completion, GenerationResult, SamplingParams, request_seed
 from dapo.trainer.batch import deal_prompts
+from dapo.trainer.ray_faults import RankCalls
 from dapo.trainer.ray_policy import RayRolloutEngine
 
 
@@ -29,7 +31,7 @@ def fake_group(world: int, engine_tp: int = 1):
     group = SimpleNamespace(world_size=world, engine_tp=engine_tp, ranks=[FakeRank(r) for r in range(world)],
                             _submit=lambda calls: [method.remote(*args) for method, args in calls], gets=[])
     group._get = lambda refs, collective=True, cancellable=False: group.gets.append((collective, cancellable)) or list(refs)
-    group._call = lambda calls, collective=True, cancellable=False: group._get(group._submit(calls), collective, cancellable)
+    group._call = functools.partial(RankCalls._call, group)  # the real one: it passes cancellable on
     return group
 
 

@@ -20,7 +20,7 @@ from transformers import AutoConfig, AutoModelForCausalLM
 
 from dapo.config import AlgorithmConfig, TrainerConfig
 from dapo.trainer.batch import count_loss_tokens, iter_micro_batches, split_across_ranks
-from dapo.trainer.fsdp import shard_from_rank0
+from dapo.trainer.fsdp import decoder_layers, shard_from_rank0
 from dapo.trainer.packed_attention import PACKED_SDPA
 from dapo.trainer.policy import PolicyWorker
 from dapo.trainer.sampler import sample_from_state
@@ -73,7 +73,7 @@ def main(model_dir: str, samples_path: str, out_path: str, micro_batch_tokens: i
     compute_dtypes = []  # the dtype of the weights layer 0 computes on (FSDP2's unsharded ones), per call
     # (on the norm: dapo-rl's forward calls it, while it reads q_proj's weight without a call, and
     # refuses a model with hooks there)
-    norm = model.model.layers[0].input_layernorm
+    norm = next(m for m in decoder_layers(model)[0].modules() if "norm" in type(m).__name__.lower())
     norm.register_forward_pre_hook(lambda module, args: compute_dtypes.append(module.weight.dtype))
     samples = [sample_from_state(fields) for fields in torch.load(samples_path, weights_only=True)]
     num_tokens, num_seqs = count_loss_tokens(samples)  # the whole mini-batch, all ranks

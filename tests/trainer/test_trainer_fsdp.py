@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel
 
 from dapo.config import AlgorithmConfig, TrainerConfig
 from dapo.trainer.batch import count_loss_tokens, split_across_ranks
@@ -69,6 +69,19 @@ def test_two_rank_fsdp_gradients_of_a_mixture_of_experts_equal_one_rank_gradient
     moe_dir = tmp_path / "moe"
     tiny_qwen3_moe(vocab_size=vocab_size).save_pretrained(moe_dir)
     assert_two_ranks_gradients_equal_one_ranks(moe_dir, tmp_path, "padded", "none")
+
+
+def test_two_rank_fsdp_gradients_of_a_gpt2_equal_one_rank_gradients(tiny_model_dir, tmp_path):
+    """A model whose blocks are not ``*DecoderLayer`` (GPT-2's ``GPT2Block``, found through its
+    ``_no_split_modules``): each block is an FSDP2 unit, learned absolute positions in the root one."""
+    vocab_size = AutoModelForCausalLM.from_pretrained(tiny_model_dir).config.vocab_size
+    torch.manual_seed(0)
+    # no dropout: this check loads the model itself, not through the trainer's disable_dropout
+    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=vocab_size, n_embd=32, n_layer=2, n_head=4, n_positions=64,
+                                      resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
+    gpt2_dir = tmp_path / "gpt2"
+    gpt2.save_pretrained(gpt2_dir)
+    assert_two_ranks_gradients_equal_one_ranks(gpt2_dir, tmp_path, "padded", "none")
 
 
 def assert_two_ranks_gradients_equal_one_ranks(model_dir: Path, tmp_path: Path, layout: str, param_dtype: str) -> None:

@@ -39,7 +39,8 @@ def decoder_layers(model: nn.Module) -> list[nn.Module]:
     if layers:
         return layers
     unsplit = set(getattr(model, "_no_split_modules", None) or ())
-    named = [(name, m) for name, m in model.named_modules() if type(m).__name__ in unsplit]
+    # by class and base class: FSDP2's fully_shard renames a block's class (FSDPGPT2Block)
+    named = [(name, m) for name, m in model.named_modules() if unsplit & {c.__name__ for c in type(m).__mro__}]
     # the outermost only: Mamba names its block and the mixer inside it
     return [m for name, m in named if not any(name.startswith(outer + ".") for outer, _ in named)]
 

@@ -1,4 +1,4 @@
-"""One rank of the FSDP2 memory check (run by tests/cli/test_cli_plan.py under
+"""One rank of the FSDP2 memory check (run by tests/cli/test_cli_plan_measured.py under
 ``torch.distributed.run``, 2 gloo ranks): shard the policy as the trainer does, run two updates
 with every tensor's bytes tracked (torch's MemTracker), and (rank 0) write this rank's peak and
 the plan's estimate for the same config. Arguments: model_dir out.json."""

@@ -41,7 +41,8 @@ class RewardConfig:
     # User reward functions, summed with their weights: a list of {path, weight[, batch_size,
     # timeout_s]} mappings (RewardFunctionSpec), e.g. [{path: my_rewards.py:fn, weight: 0.5}].
     functions: list[RewardFunctionSpec] = field(default_factory=list)
-    # Hard per-response deadline in seconds; a worker past it is killed and the item scored wrong.
+    # Hard per-response deadline in seconds; a worker past it is killed and its scorer counted as failed
+    # (the verifier's, or the acc-giving function's: the item is wrong; another's: its failure score).
     timeout_s: float = 5.0
     # Scoring worker processes; 0 means one per CPU this process may use (its affinity), at most 32.
     num_workers: int = 0

@@ -204,7 +204,8 @@ class TrainerConfig:
     total_steps: int = 100
     # Groups (prompts with mixed outcomes) per rollout step: DAPO's train batch of 512 prompts.
     prompts_per_step: int = 512
-    # Prompts generated per generation round (DAPO: 1536 to fill 512 after filtering).
+    # Prompts generated per generation round (DAPO: 1536 to fill 512 after filtering). Dynamic Sampling's
+    # alone: with algorithm.dynamic_sampling=false a step is one round of prompts_per_step prompts.
     gen_prompts_per_round: int = 1536
     # Prompts per optimizer mini-batch (DAPO: 32, so 16 gradient steps per rollout step).
     mini_batch_prompts: int = 32

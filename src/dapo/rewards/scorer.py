@@ -8,7 +8,7 @@ Per response i (DAPO: correct_score = +1, incorrect_score = -1, one verifier, no
 ``acc`` comes from the verifier when ``verifier_weight != 0``, else from the first user
 function (its ``"acc"`` if it returns one, else ``weight * score > 0``). A scorer that runs past its
 deadline or fails (raises, wrong return type, worker crash) sets ``timed_out`` / ``error`` and
-contributes ``weight * incorrect_score``; the item is incorrect (``acc = False``) when the failed
+contributes the lower of ``weight * incorrect_score`` and ``weight * correct_score`` (never a bonus); the item is incorrect (``acc = False``) when the failed
 scorer is the one ``acc`` comes from (the verifier's math-verify call, or the first user function
 without the verifier). Another function's failure costs its weight in the score but does not
 make a correct answer wrong: avg@k and the correctness filter read the verifier's verdict.

@@ -78,8 +78,9 @@ def test_unknown_names_and_broken_plugins_are_config_errors_that_say_why(tmp_pat
 
 
 BROKEN_PLUGINS = '''
+import dataclasses
 import torch
-from dapo.algo import LOSS_AGG_MODES, POLICY_LOSSES, compute_policy_loss, register_advantage
+from dapo.algo import LOSS_AGG_MODES, POLICY_LOSSES, PolicyLossStats, compute_policy_loss, register_advantage
 
 @register_advantage("one_short")
 def one_short(scores, group_ids, eps):
@@ -100,6 +101,15 @@ def loss_only(*args, **kwargs):
 @POLICY_LOSSES.register("no_stats")
 def no_stats(*args, **kwargs):
     return compute_policy_loss(*args, **kwargs)[0], None
+
+@dataclasses.dataclass
+class MoreStats(PolicyLossStats):
+    extra_count: torch.Tensor = None
+
+@POLICY_LOSSES.register("more_stats")
+def more_stats(*args, **kwargs):
+    loss, stats = compute_policy_loss(*args, **kwargs)
+    return loss, MoreStats(**vars(stats), extra_count=stats.token_count)
 
 @POLICY_LOSSES.register("raises")
 def raises(logprobs, old_logprobs, advantages, response_mask, **kwargs):
@@ -122,7 +132,7 @@ def broken_plugin(tmp_path: Path):
     path.write_text(BROKEN_PLUGINS)
     yield path
     for registry, name in [(algo.ADVANTAGE_ESTIMATORS, "one_short"), (algo.POLICY_LOSSES, "loss_only"),
-                           (algo.POLICY_LOSSES, "no_stats"), (algo.POLICY_LOSSES, "four_args"),
+                           (algo.POLICY_LOSSES, "no_stats"), (algo.POLICY_LOSSES, "four_args"), (algo.POLICY_LOSSES, "more_stats"),
                            (algo.POLICY_LOSSES, "raises"), (algo.POLICY_LOSSES, "no_stats_past_3_tokens"),
                            (algo.ADVANTAGE_ESTIMATORS, "no_eps"), (algo.LOSS_AGG_MODES, "no_norm_const")]:
         registry.pop(name, None)
@@ -137,7 +147,10 @@ def broken_plugin(tmp_path: Path):
     # no stats: the clip fractions, KL and ratio metrics would have vanished from the logs
     ("algorithm.policy_loss=no_stats", r"policy loss 'no_stats' \(.*broken_algo.py:\d+\) returned stats of type "
                                        r"NoneType"),
-], ids=["advantage-one-short", "loss-without-stats-tuple", "stats-none"])
+    # a subclass with fields of its own: the sum of micro-batches rebuilt the class and failed after an update
+    ("algorithm.policy_loss=more_stats", r"policy loss 'more_stats' \(.*broken_algo.py:\d+\) returned stats of type "
+                                         r"MoreStats: .* not a subclass"),
+], ids=["advantage-one-short", "loss-without-stats-tuple", "stats-none", "stats-subclass"])
 def test_a_plugin_that_breaks_its_contract_is_named_before_the_run_loads(
         broken_plugin, override, message, tiny_model_dir, reward_file, tmp_path):
     """(found at the first update before: after minutes of loading and a rollout, on a large model)"""

@@ -221,9 +221,10 @@ def call_policy_loss(
                           "per-token loss with dapo.algo.aggregate_loss and the num_tokens/num_seqs it is given")
     if torch.is_grad_enabled() and logprobs.requires_grad and not loss.requires_grad:
         raise PluginError(f"{what} returned a loss without a gradient: compute it from logprobs, not detached")
-    if not isinstance(stats, PolicyLossStats):
+    if type(stats) is not PolicyLossStats:  # a subclass's fields would be lost in the sum of micro-batches
         raise PluginError(f"{what} returned stats of type {type(stats).__name__}: return the PolicyLossStats "
-                          "that dapo.algo.policy_loss_stats builds (the clip fractions, KL and ratio metrics)")
+                          "that dapo.algo.policy_loss_stats builds (the clip fractions, KL and ratio metrics), "
+                          "not a subclass: its own fields are not summed or logged")
     return loss, stats
 
 

@@ -264,3 +264,18 @@ def test_a_periodic_evaluation_stopped_checkpoints_the_step_just_trained_first(t
     summary = Trainer(command).train()
     assert (summary.resumed_at, summary.steps) == (2, 3)
     assert [row["step"] for row in read_metrics(run) if "actor/loss" in row] == [1, 2, 3]
+
+
+def test_a_changed_setting_is_said_as_written_though_its_value_names_a_folder_here(tmp_path, monkeypatch):
+    """(said "algorithm.policy_loss '/tmp/x/gspo' -> 'decoupled_clip'" from a directory holding a
+    run folder named gspo: every value was made an absolute path where one of that name existed)"""
+    from dapo.trainer.run_dir import changed_settings
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "gspo").mkdir()
+    checkpoint = tmp_path / "gspo" / "checkpoints" / "step-000003"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "dapo_config.yaml").write_text(
+        f"algorithm: {{policy_loss: gspo}}\ndata: {{eval_files: [{tmp_path}/gspo]}}\n")
+    now = {"algorithm": {"policy_loss": "decoupled_clip"}, "data": {"eval_files": ["gspo"]}}  # the same folder
+    assert changed_settings(checkpoint, now) == ["algorithm.policy_loss 'gspo' -> 'decoupled_clip'"]

@@ -194,8 +194,10 @@ def changed_settings(checkpoint: Path, run_config: dict) -> list[str]:
     saved, now = _flat(saved_run), _flat(run_config)
     changes = []
     for key in sorted(set(saved) | set(now)):
-        before, after = (_local_paths(values.get(key)) for values in (saved, now))
-        if before != after and not key.startswith(_UNREPORTED_SETTINGS):
+        before, after = saved.get(key), now.get(key)
+        # compared as absolute paths where they name local files, said as written: a setting that is
+        # no path (algorithm.policy_loss=gspo) may name a folder of the working directory all the same
+        if _local_paths(before) != _local_paths(after) and not key.startswith(_UNREPORTED_SETTINGS):
             changes.append(f"{key} {_short(before)} -> {_short(after)}")
     return changes
 

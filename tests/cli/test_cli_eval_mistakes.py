@@ -111,3 +111,23 @@ def test_the_built_in_model_is_evaluated_not_taken_for_a_missing_path(capsys, mo
     assert main(["eval", "builtin", "eval.max_problems=4"]) == 2
     err = capsys.readouterr().err
     assert "error: evaluated" in err and "not a local directory" not in err
+
+
+def test_a_checkpoint_of_a_run_with_algorithm_plugins_evaluates_without_them(eval_into, capsys, monkeypatch):
+    """A run trained with a policy loss of algorithm.plugins: its checkpoint's config named a file
+    moved since (ModuleNotFoundError), or a loss registered from Python ("is not one of
+    ['decoupled_clip']"), and dapo eval refused it, though an evaluation computes no loss."""
+    import dapo.trainer
+    from dapo.errors import UserError
+
+    args, save_dir = eval_into
+    model = Path(args[1])
+    (model / "dapo_config.yaml").write_text(f"algorithm: {{plugins: [{save_dir / 'moved_away.py'}], "
+                                            "policy_loss: my_loss, advantage: my_advantage}\n")
+
+    def evaluated(cfg, *args, **kwargs):
+        assert (cfg.algorithm.plugins, cfg.algorithm.policy_loss) == ([], "decoupled_clip")
+        raise UserError("evaluated")
+    monkeypatch.setattr(dapo.trainer, "evaluate_model", evaluated)
+    assert main(args) == 2
+    assert "error: evaluated" in capsys.readouterr().err

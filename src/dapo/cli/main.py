@@ -10,12 +10,13 @@ import signal
 import sys
 import threading
 import warnings
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from dapo.cli.ablate import ABLATION_TASKS, DEFAULT_TASK
 from dapo.cli.args import SAVED_CONFIG, config_arg_kind, is_builtin_model, is_config_arg, resolve
-from dapo.config import ConfigError, DAPOConfig
+from dapo.config import AlgorithmConfig, ConfigError, DAPOConfig
 from dapo.config.loading import yaml_text
 from dapo.errors import UserError
 from dapo.warning_format import warning_format
@@ -86,6 +87,12 @@ def _resume_note(cfg: DAPOConfig) -> str:
     return f"{how} from its newest checkpoint, {newest[-1]}"
 
 
+# An evaluation computes no loss or advantage: the run's algorithm plugins are not imported (a file
+# moved since, or names registered from Python, refused the checkpoint) and its names take the defaults.
+UNTRAINED_ALGORITHM = ("algorithm.plugins=[]", *(f"algorithm.{f.name}={f.default}" for f in fields(AlgorithmConfig)
+                                                 if f.name in ("advantage", "policy_loss", "loss_agg_mode")))
+
+
 def cmd_eval(ns: argparse.Namespace) -> int:
     from dapo.preflight import check_run, output_problems
 
@@ -122,7 +129,8 @@ def cmd_eval(ns: argparse.Namespace) -> int:
         print(f"dapo eval: evaluates in this process, on one device: {' '.join(placed)} not used", file=sys.stderr)
     model_path = f"model.path={yaml_text(str(ns.model))}"
     cfg = resolve([*args, model_path, "resources.nnodes=1", "resources.devices_per_node=1",
-                   "trainer.sequence_parallel_size=1", "algorithm.overlong_soft_punishment=false"], "eval")
+                   "trainer.sequence_parallel_size=1", "algorithm.overlong_soft_punishment=false",
+                   *UNTRAINED_ALGORITHM], "eval")
     save_dir = Path(ns.save_dir) if ns.save_dir else default_eval_dir(Path(ns.model), saved.is_file())
     if not cfg.data.eval_files:  # before the model loads; with what is wrong with the model (a mistyped path)
         from dapo.preflight import PreflightError, model_problems

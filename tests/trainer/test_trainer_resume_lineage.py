@@ -245,7 +245,8 @@ def test_a_periodic_evaluation_stopped_checkpoints_the_step_just_trained_first(t
     checkpointed before the stop (as the final evaluation does), and the rerun trains step 3 alone
     instead of step 2 again; also where checkpoint.every_steps does not checkpoint step 2 (every 20
     steps: steps 1-2 were lost, the rerun started over, though the README says a run stopped in an
-    evaluation checkpoints the step just trained first)."""
+    evaluation checkpoints the step just trained first). The resume evaluates step 2 before step 3.
+    """
     run = tmp_path / "run"
     command = tiny_config(tiny_model_dir, run, reward_file, f"checkpoint.every_steps={every_steps}")  # evaluated every 2
     trainer = Trainer(command)
@@ -264,6 +265,8 @@ def test_a_periodic_evaluation_stopped_checkpoints_the_step_just_trained_first(t
     summary = Trainer(command).train()
     assert (summary.resumed_at, summary.steps) == (2, 3)
     assert [row["step"] for row in read_metrics(run) if "actor/loss" in row] == [1, 2, 3]
+    # step 2's evaluation, stopped, done first by the resume (was: lost, no eval row of step 2)
+    assert [row["step"] for row in read_metrics(run) if any(key.startswith("eval/avg@") for key in row)] == [0, 2, 3]
 
 
 def test_a_changed_setting_is_said_as_written_though_its_value_names_a_folder_here(tmp_path, monkeypatch):

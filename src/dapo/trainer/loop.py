@@ -175,6 +175,7 @@ class Trainer(LoopState):
         self.step, self.next_group_id = 0, 0
         self.updates_made = 0  # optimizer updates the run's steps made (not an empty or skipped one), for the bar of a resume
         self.resumed_final = False  # the checkpoint resumed from is the run's final one (see train)
+        self.evaluation_owed = False  # ... was written when its step's periodic evaluation stopped
         # policy.version the engine's weights are at; None: unknown (resumed), sync before use
         self.engine_version: int | None = self.policy.version
 
@@ -360,6 +361,7 @@ class Trainer(LoopState):
                 eval_before = self.evaluate() if cfg.eval.before_training else None
                 self.state.log(0, {**self.run.data.counts(), **(eval_before or {})})
             with self.state.progress(self.step, self.updates_made):
+                self._owed_evaluation()
                 while self.step < cfg.trainer.total_steps:
                     result = self.step_once()
                     self.state.warn_if_truncating(result.metrics)

@@ -44,6 +44,7 @@ class LoopState:
     next_group_id: int
     updates_made: int
     resumed_final: bool
+    evaluation_owed: bool
     engine_version: int | None
     evaluate: Callable[[], dict[str, float]]
 
@@ -65,12 +66,13 @@ class LoopState:
                                                           - state.get("updates_skipped", 0)))
         self.engine_version = None  # the engine may hold the initial weights: sync before its next use
 
-    def save_checkpoint(self, final: bool = False) -> Path:
+    def save_checkpoint(self, final: bool = False, evaluation_owed: bool = False) -> Path:
         """Checkpoint the run into ``output_dir/checkpoints/step-N`` (atomically); a multi-rank run
         writes the Hugging Face export into it unless ``checkpoint.hf_export`` keeps it for the final one."""
         hf_export = final or self.cfg.checkpoint.hf_export == "every"
-        # "final": written after the final evaluation, so a run resumed from it has nothing left to do
-        state = {**self.state_dict(), "final": final}
+        # "final": written after the final evaluation, so a run resumed from it has nothing left to do;
+        # "evaluation_owed": written when the step's periodic evaluation was stopped, which a resume does first
+        state = {**self.state_dict(), "final": final, "evaluation_owed": evaluation_owed}
         with config_dropout_restored(self.model):  # the rates the model came with, not training's zeros
             model_config_json = self.model.config.to_json_string()
         return self.state.save(self.step, state, self.policy, self.tokenizer, model_config_json, hf_export)
@@ -84,6 +86,7 @@ class LoopState:
         self.policy.load_checkpoint(path, state["policy"])  # several ranks: each reads its own shard
         self.load_state_dict(state)
         self.resumed_final = state.get("final", True)  # checkpoints from before the marker: as then
+        self.evaluation_owed = state.get("evaluation_owed", False)
         self.state.resumed_at(self.step, state.get("log_lines"))
         print(f"resumed from {path} at step {self.step}")
         return True
@@ -94,7 +97,7 @@ class LoopState:
         self.state.log_completions(self.step, result.completions)
         self.reward_watch.observe(result.reward_results)
 
-    def _record_and_checkpoint(self, result: StepResult, checkpoint: bool) -> None:
+    def _record_and_checkpoint(self, result: StepResult, checkpoint: bool, evaluation_owed: bool = False) -> None:
         """The step just trained recorded (:meth:`_record`), then checkpointed if ``checkpoint``. A
         reward scorer failing past reward.max_failing_steps (the record raises) stops the run with
         the step checkpointed whatever the schedule: it is complete, and a rerun, the scorer
@@ -106,21 +109,31 @@ class LoopState:
             how = "the same command resumes" if self.cfg.checkpoint.resume == "auto" else "checkpoint.resume=auto resumes"
             raise RewardFunctionError(f"{error}. Step {self.step} is checkpointed ({path}): {how} after it") from error
         if checkpoint:
-            self.save_checkpoint()
+            self.save_checkpoint(evaluation_owed=evaluation_owed)
 
     def _periodic_evaluation(self, result: StepResult) -> dict[str, float]:
         """The held-out evaluation of every eval.every_steps. Should it fail, or be stopped (Ctrl-C;
         SIGTERM in a long avg@32), the step just trained is recorded and checkpointed first, whether
         or not checkpoint.every_steps checkpoints it (as _final_evaluation does): every step is
         complete here, and a resume goes on after it rather than training the steps since the last
-        checkpoint again. Not where the failure left the policy ranks unusable (their checkpoint
-        would never end)."""
+        checkpoint again; the checkpoint says the evaluation is owed, and the resume does it first
+        (:meth:`_owed_evaluation`). Not where the failure left the policy ranks unusable (their
+        checkpoint would never end)."""
         try:
             return self.evaluate()
         except BaseException:
             if not self.policy.broken:
-                self._record_and_checkpoint(result, checkpoint=True)
+                self._record_and_checkpoint(result, checkpoint=True, evaluation_owed=True)
             raise
+
+    def _owed_evaluation(self) -> None:
+        """The periodic evaluation of the step resumed at, which a stop or failure interrupted
+        (:meth:`_periodic_evaluation`), logged as a second line of that step (as the final evaluation
+        is); a stop in it again leaves it owed, by the same checkpoint. The final evaluation does it
+        at the last step."""
+        if self.evaluation_owed and self.step < self.cfg.trainer.total_steps and (metrics := self.evaluate()):
+            self.state.log(self.step, metrics)
+        self.evaluation_owed = False
 
     def _final_evaluation(self) -> dict[str, float]:
         """The held-out evaluation after the last step (the final checkpoint follows it). Should it

@@ -224,10 +224,10 @@ def test_a_run_killed_while_writing_its_final_checkpoint_logs_the_final_evaluati
     killed = Trainer(tiny_config(tiny_model_dir, run, reward_file, *overrides))
     save = killed.save_checkpoint
 
-    def killed_while_writing_the_final(final: bool = False):
+    def killed_while_writing_the_final(final: bool = False, **markers):
         if final:
             raise KeyboardInterrupt
-        return save(final)
+        return save(final, **markers)
 
     killed.save_checkpoint = killed_while_writing_the_final
     with pytest.raises(KeyboardInterrupt):

@@ -269,6 +269,24 @@ def test_a_periodic_evaluation_stopped_checkpoints_the_step_just_trained_first(t
     assert [row["step"] for row in read_metrics(run) if any(key.startswith("eval/avg@") for key in row)] == [0, 2, 3]
 
 
+def test_a_resume_without_periodic_evaluations_skips_the_one_a_stop_interrupted(tiny_model_dir, reward_file, tmp_path):
+    """(a run stopped to skip a long evaluation, resumed with eval.every_steps=0)"""
+    run = tmp_path / "run"
+    trainer = Trainer(tiny_config(tiny_model_dir, run, reward_file))  # evaluated every 2 steps, 3 in all
+    evaluate = trainer.evaluate
+
+    def stopped_after_step_2():
+        if trainer.step == 2:
+            raise KeyboardInterrupt
+        return evaluate()
+
+    trainer.evaluate = stopped_after_step_2
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train()
+    Trainer(tiny_config(tiny_model_dir, run, reward_file, "eval.every_steps=0")).train()
+    assert [row["step"] for row in read_metrics(run) if any(key.startswith("eval/avg@") for key in row)] == [0, 3]
+
+
 def test_a_changed_setting_is_said_as_written_though_its_value_names_a_folder_here(tmp_path, monkeypatch):
     """(said "algorithm.policy_loss '/tmp/x/gspo' -> 'decoupled_clip'" from a directory holding a
     run folder named gspo: every value was made an absolute path where one of that name existed)"""

@@ -130,8 +130,9 @@ class LoopState:
         """The periodic evaluation of the step resumed at, which a stop or failure interrupted
         (:meth:`_periodic_evaluation`), logged as a second line of that step (as the final evaluation
         is); a stop in it again leaves it owed, by the same checkpoint. The final evaluation does it
-        at the last step."""
-        if self.evaluation_owed and self.step < self.cfg.trainer.total_steps and (metrics := self.evaluate()):
+        at the last step; a resume with eval.every_steps=0 (one stopped to skip a long evaluation) not."""
+        owed = self.evaluation_owed and self.cfg.eval.every_steps and self.step < self.cfg.trainer.total_steps
+        if owed and (metrics := self.evaluate()):
             self.state.log(self.step, metrics)
         self.evaluation_owed = False
 

@@ -238,6 +238,18 @@ def test_a_resume_names_the_settings_changed_since_its_checkpoint(tiny_model_dir
         Trainer(changed).train()
 
 
+def stop_in_the_evaluation_after_step_2(trainer: Trainer) -> None:
+    """Ctrl-C in ``trainer``'s periodic evaluation after step 2."""
+    evaluate = trainer.evaluate
+
+    def stopped_after_step_2():
+        if trainer.step == 2:
+            raise KeyboardInterrupt
+        return evaluate()
+
+    trainer.evaluate = stopped_after_step_2
+
+
 @pytest.mark.parametrize(("every_steps", "checkpoints"), [(1, ["step-000001", "step-000002"]), (20, ["step-000002"])])
 def test_a_periodic_evaluation_stopped_checkpoints_the_step_just_trained_first(tiny_model_dir, reward_file, tmp_path,
                                                                              every_steps, checkpoints):
@@ -250,14 +262,7 @@ def test_a_periodic_evaluation_stopped_checkpoints_the_step_just_trained_first(t
     run = tmp_path / "run"
     command = tiny_config(tiny_model_dir, run, reward_file, f"checkpoint.every_steps={every_steps}")  # evaluated every 2
     trainer = Trainer(command)
-    evaluate = trainer.evaluate
-
-    def stopped_after_step_2():
-        if trainer.step == 2:
-            raise KeyboardInterrupt
-        return evaluate()
-
-    trainer.evaluate = stopped_after_step_2
+    stop_in_the_evaluation_after_step_2(trainer)
     with pytest.raises(KeyboardInterrupt):
         trainer.train()
     assert sorted(p.name for p in (run / "checkpoints").glob("step-*")) == checkpoints
@@ -273,14 +278,7 @@ def test_a_resume_without_periodic_evaluations_skips_the_one_a_stop_interrupted(
     """(a run stopped to skip a long evaluation, resumed with eval.every_steps=0)"""
     run = tmp_path / "run"
     trainer = Trainer(tiny_config(tiny_model_dir, run, reward_file))  # evaluated every 2 steps, 3 in all
-    evaluate = trainer.evaluate
-
-    def stopped_after_step_2():
-        if trainer.step == 2:
-            raise KeyboardInterrupt
-        return evaluate()
-
-    trainer.evaluate = stopped_after_step_2
+    stop_in_the_evaluation_after_step_2(trainer)
     with pytest.raises(KeyboardInterrupt):
         trainer.train()
     Trainer(tiny_config(tiny_model_dir, run, reward_file, "eval.every_steps=0")).train()

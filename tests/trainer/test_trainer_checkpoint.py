@@ -209,3 +209,13 @@ def test_a_checkpoint_half_deleted_by_a_kill_during_rotation_is_cleaned_up(tiny_
     assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["step-000002"]
 
 
+
+
+@pytest.mark.parametrize(("resume", "said"), [("auto", "the same command resumes"), ("never", "checkpoint.resume=auto"),
+                                               ("/runs/a/checkpoints/step-000004", "the same command resumes")])
+def test_a_stopped_run_is_told_how_it_resumes_under_each_checkpoint_resume(resume, said):
+    """(the reward stop said "checkpoint.resume=auto resumes" under a named checkpoint, where the
+    run's own newest, which the same command resumes, had just been written; Ctrl-C's note did not)"""
+    from dapo.trainer.checkpoint import how_to_resume
+
+    assert how_to_resume(resume).startswith(said)

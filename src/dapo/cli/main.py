@@ -78,13 +78,12 @@ def _stopped_by(code: int) -> str:
 
 def _resume_note(cfg: DAPOConfig) -> str:
     """Where an interrupted run goes on from when its command is run again."""
-    from dapo.trainer.checkpoint import list_checkpoints
+    from dapo.trainer.checkpoint import how_to_resume, list_checkpoints
 
     newest = list_checkpoints(cfg.output_dir)
     if not newest:
         return f"no checkpoint in {cfg.output_dir} yet: the same command starts over"
-    how = "checkpoint.resume=auto resumes" if cfg.checkpoint.resume == "never" else "the same command resumes"
-    return f"{how} from its newest checkpoint, {newest[-1]}"
+    return f"{how_to_resume(cfg.checkpoint.resume)} from its newest checkpoint, {newest[-1]}"
 
 
 # An evaluation computes no loss or advantage: the run's algorithm plugins are not imported (a file

@@ -60,6 +60,13 @@ def list_checkpoints(run_dir: str | Path) -> list[Path]:
     return [p for _, p in sorted(found) if (p / STATE_FILE).exists()]
 
 
+def how_to_resume(resume: str) -> str:
+    """How a run stopped under ``checkpoint.resume=resume`` goes on from its newest checkpoint:
+    the same command, unless it sets checkpoints aside ("never"); a named checkpoint is left for
+    the run's own once it has one (dapo.config.run.CheckpointConfig.resume)."""
+    return "checkpoint.resume=auto resumes" if resume == "never" else "the same command resumes"
+
+
 def checkpoint_step(path: Path) -> int:
     """The step of checkpoint directory ``path`` (``step-000012`` -> 12)."""
     return int(CHECKPOINT_PATTERN.match(path.name).group(1))

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dapo.rewards.user_functions import RewardFunctionError
+from dapo.trainer.checkpoint import how_to_resume
 from dapo.trainer.dropout import config_dropout_restored
 from dapo.trainer.rng import rng_state, set_rng_state
 
@@ -106,8 +107,8 @@ class LoopState:
             self._record(result)
         except RewardFunctionError as error:
             path = self.save_checkpoint()
-            how = "the same command resumes" if self.cfg.checkpoint.resume == "auto" else "checkpoint.resume=auto resumes"
-            raise RewardFunctionError(f"{error}. Step {self.step} is checkpointed ({path}): {how} after it") from error
+            raise RewardFunctionError(f"{error}. Step {self.step} is checkpointed ({path}): "
+                                      f"{how_to_resume(self.cfg.checkpoint.resume)} after it") from error
         if checkpoint:
             self.save_checkpoint(evaluation_owed=evaluation_owed)
 

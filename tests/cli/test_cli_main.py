@@ -350,3 +350,6 @@ def test_a_list_item_override_after_the_list_is_set_says_to_give_the_whole_list(
     'functions is not a section' (the model.path lookup read every override first)."""
     assert main(["config", "reward.functions=[{path: rw.py:extras}]", "reward.functions.0.weight=2"]) == 2
     assert "reward.functions is a list, whose items are not set one by one" in capsys.readouterr().err
+    # a list of the model section's too
+    assert main(["config", "model.lora_target_modules=[q_proj]", "model.lora_target_modules.0=k_proj"]) == 2
+    assert "model.lora_target_modules is a list, whose items are not set one by one" in capsys.readouterr().err

@@ -87,8 +87,10 @@ def model_path_override(overrides: list[str]) -> str | None:
     tree: dict[str, Any] = {}
     for text in overrides:
         path, value = parse_override(text)
-        if path[0] == "model":  # (the others are checked, with their errors, where the config is loaded)
+        try:
             set_dotted(tree, path, value)
+        except ConfigError:  # (an item of a list set before: said, as load_config says it, where the config loads)
+            continue
     model = tree.get("model")
     path = model.get("path") if isinstance(model, dict) else None
     return None if path is None else str(path)

@@ -263,6 +263,27 @@ def test_a_resumed_progress_bar_leaves_out_the_updates_earlier_steps_skipped(tin
             resumed.close()
 
 
+def test_a_resumed_progress_bar_counts_the_updates_earlier_steps_made(tiny_model_dir, reward_file, tmp_path):
+    """The count a checkpoint keeps (updates_made) is what the bar starts from after a resume, with
+    the same and with fewer updates a step (the test above: runs that made none)."""
+    run = tmp_path / "run"
+    first = Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=2", "eval.before_training=false",
+                                "eval.every_steps=0"))
+    first.train()
+    made = first.policy.version
+    assert made > 0 and first.updates_made == made, "pick settings whose steps make updates"
+    for extra, per_step in ((), first.updates_per_step), (("trainer.mini_batch_prompts=4",), 1):
+        resumed = Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=3", "logging.progress=true",
+                                      "eval.every_steps=0", *extra))
+        try:
+            assert resumed.resume() and resumed.updates_made == made
+            with resumed.state.progress(resumed.step, resumed.updates_made):
+                [bar] = resumed.state._progress.tasks
+                assert (bar.completed, bar.total) == (made, made + per_step), extra
+        finally:
+            resumed.close()
+
+
 def test_updates_with_no_loss_token_are_not_counted_as_made_on_the_bar(tiny_model_dir, reward_file, tmp_path):
     """Every response cut at the length limit and overlong filtering on: each update is empty
     (actor/updates 0), and the bar read 8/8 updates all the same; they come off its total now."""

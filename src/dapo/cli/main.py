@@ -86,6 +86,8 @@ def _resume_note(cfg: DAPOConfig) -> str:
     return f"{how_to_resume(cfg.checkpoint.resume)} from its newest checkpoint, {newest[-1]}"
 
 
+# The placement settings an evaluation sets to 1: it runs in this process, on one device.
+ONE_PROCESS = ("resources.nnodes", "resources.devices_per_node", "trainer.sequence_parallel_size")
 # An evaluation computes no loss or advantage: the run's algorithm plugins are not imported (a file
 # moved since, or names registered from Python, refused the checkpoint) and its names take the defaults.
 UNTRAINED_ALGORITHM = ("algorithm.plugins=[]", *(f"algorithm.{f.name}={f.default}" for f in fields(AlgorithmConfig)
@@ -123,12 +125,10 @@ def cmd_eval(ns: argparse.Namespace) -> int:
     # evaluation runs in this process, whatever placement the run trained with (its sequence
     # parallelism, which only splits a training forward, included), and scores before any overlong
     # shaping (whose buffer must otherwise be shorter than an evaluation's rollout.max_response_length)
-    if placed := [arg for arg in ns.config if arg.startswith(("resources.nnodes=", "resources.devices_per_node=",
-                                                              "trainer.sequence_parallel_size="))]:
+    if placed := [arg for arg in ns.config if arg.startswith(tuple(f"{key}=" for key in ONE_PROCESS))]:
         print(f"dapo eval: evaluates in this process, on one device: {' '.join(placed)} not used", file=sys.stderr)
     model_path = f"model.path={yaml_text(str(ns.model))}"
-    cfg = resolve([*args, model_path, "resources.nnodes=1", "resources.devices_per_node=1",
-                   "trainer.sequence_parallel_size=1", "algorithm.overlong_soft_punishment=false",
+    cfg = resolve([*args, model_path, *(f"{key}=1" for key in ONE_PROCESS), "algorithm.overlong_soft_punishment=false",
                    *UNTRAINED_ALGORITHM], "eval")
     save_dir = Path(ns.save_dir) if ns.save_dir else default_eval_dir(Path(ns.model), saved.is_file())
     if not cfg.data.eval_files:  # before the model loads; with what is wrong with the model (a mistyped path)

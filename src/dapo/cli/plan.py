@@ -62,6 +62,7 @@ from dapo.rollout.native import kv_elements_per_token, prompts_per_chunk
 from dapo.trainer.activation_memory import ActivationBytes
 
 GIB = 1024**3
+ADAPTER_BYTES = DTYPE_BYTES["float32"]  # LoRA adapters are float32 over any base (dapo.lora)
 
 
 @dataclass
@@ -193,7 +194,7 @@ def training_rows(cfg: DAPOConfig, shape: ModelShape) -> tuple[list[tuple[str, f
     adapters, lora, sharded = shape.adapter_params, cfg.model.lora_rank > 0, "sharded " if world > 1 else ""
     if lora:  # the frozen weights have no gradient or AdamW state
         rows = [(f"{sharded}weights (frozen: model.lora_rank)", n / world * param_bytes),
-                (f"{sharded}LoRA adapters + grads + AdamW", adapters / world * 4 * 4)]  # float32 (dapo.lora)
+                (f"{sharded}LoRA adapters + grads + AdamW", adapters / world * 4 * ADAPTER_BYTES)]
     else:
         rows = [(f"{sharded}weights + grads + AdamW", n / world * 4 * param_bytes)]
     if world == 1 and bf16_weights:
@@ -247,7 +248,7 @@ def _kept_between_updates(cfg: DAPOConfig, shape: ModelShape) -> float:
     each update)."""
     world, param_bytes = cfg.resources.world_size, DTYPE_BYTES[cfg.model.dtype]
     if cfg.model.lora_rank > 0:  # the frozen weights, and the adapters with their AdamW states
-        weights = shape.params / world * param_bytes + 3 * shape.adapter_params / world * 4  # adapters: float32
+        weights = shape.params / world * param_bytes + 3 * shape.adapter_params / world * ADAPTER_BYTES
     else:
         weights = shape.params / world * 3 * param_bytes
     return weights + _reference_bytes(cfg, shape)

@@ -273,7 +273,7 @@ class Trainer(LoopState):
         if not batch:
             warnings.warn(f"no group with mixed outcomes this step{_failures_note(record.reward_results)}: "
                           "skipping the update", stacklevel=2)
-            self._skip_updates(self.updates_per_step)
+            self.state.bar_skip(self.updates_per_step)
             return self._finish_step(record, [], started)
 
         group_ids = torch.tensor([s.group_id for s in batch])
@@ -305,12 +305,12 @@ class Trainer(LoopState):
                 diagnose = (on_policy or from_rollout) and all(s.empty for s in stats)
                 stats.append(self.policy.update(mini_batch, num_tokens, num_seqs, on_policy, diagnose))
                 if stats[-1].skipped or stats[-1].empty:  # no update made (actor/updates): off the bar's total
-                    self._skip_updates(1)
+                    self.state.bar_skip(1)
                 else:
                     self.updates_made += 1
                     self.state.bar_advance(1)
         record.timer["update"] = time.perf_counter() - t0
-        self._skip_updates(self.updates_per_step - len(stats))
+        self.state.bar_skip(self.updates_per_step - len(stats))
         record.timer["weight_sync"] += self.sync_engine()
         diagnostics = old if old is not None else LogprobPass.sum_of([s.diagnostics for s in stats if s.diagnostics is not None])
         if diagnostics.tokens:  # none when every trained response was carried over

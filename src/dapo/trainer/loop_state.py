@@ -1,9 +1,8 @@
 """What the training loop keeps across steps, and its checkpoints: :class:`LoopState`, mixed into
 :class:`dapo.trainer.loop.Trainer`, holds the loop's ``state_dict`` (step, next group id, the
-sampler's cursor and surplus, RNG, the reward-failure streak, updates skipped), writes it with
-the policy's state as a checkpoint, resumes from one, checkpoints the trained steps when an
-evaluation fails (the final one, or a periodic one at a checkpoint's step), and keeps the count
-of the optimizer updates steps did not make (the progress bar's total, now and after a resume).
+sampler's cursor and surplus, RNG, the reward-failure streak, updates made), writes it with
+the policy's state as a checkpoint, resumes from one, and checkpoints the trained steps when an
+evaluation fails or is stopped (the final one, or a periodic one, which the resume then does).
 Apart from :mod:`dapo.trainer.loop` so that the loop itself reads in one sitting."""
 
 from __future__ import annotations
@@ -159,8 +158,3 @@ class LoopState:
         """Whether checkpoint.every_steps checkpoints the step just done."""
         every = self.cfg.checkpoint.every_steps
         return bool(every) and self.step % every == 0
-
-    def _skip_updates(self, updates: int) -> None:
-        """A step made ``updates`` fewer optimizer updates than planned (too few groups, or an update empty
-        or skipped): off the bar's total."""
-        self.state.bar_skip(updates)

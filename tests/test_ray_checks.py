@@ -1,6 +1,6 @@
 """resources.* before Ray starts: an address nothing answers at is one line at once (ray.init
-retried it for about 14 minutes, printing only its own warnings), and a local Ray asked for more
-CPUs than the process may use is said."""
+kept retrying it, printing only its own warnings), and a local Ray asked for more CPUs than the
+process may use is said."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from dapo.config import load_config
+from dapo.config import builtin_config_path, load_config
 from dapo.ray_checks import ray_address_problems, warn_about_local_ray_cpus
 
 
@@ -31,6 +31,17 @@ def test_an_address_nothing_answers_at_is_said_at_once():
     # Ray's own to resolve, and one rank (no Ray at all)
     assert ray_address_problems(_config("resources.ray_address=auto")) == []
     assert ray_address_problems(load_config([], ["resources.ray_address=nowhere.invalid:6379"])) == []
+
+
+def test_dapo_trains_preflight_refuses_an_address_nothing_answers_at(tmp_path):
+    from dapo.preflight import PreflightError, check_run
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # bound, never listening: nothing answers
+        with pytest.raises(PreflightError, match=rf"resources.ray_address='127.0.0.1:{port}': nothing answers"):
+            check_run(load_config([builtin_config_path("default")], [
+                f"output_dir={tmp_path}", "resources.devices_per_node=2", f"resources.ray_address=127.0.0.1:{port}"]))
 
 
 def test_a_local_ray_asked_for_more_cpus_than_the_process_may_use_is_said(monkeypatch):

@@ -1,6 +1,5 @@
 """What a multi-rank run's Ray settings show before Ray starts (``resources.*``): a cluster address
-nothing answers at (``ray.init`` retries one for about 14 minutes, printing only its own C++
-warnings), and a local Ray asked for more CPUs than this machine gives the run. Torch- and
+nothing answers at (``ray.init`` keeps retrying one, printing only its own C++ warnings), and a local Ray asked for more CPUs than this machine gives the run. Torch- and
 Ray-free, like the rest of :mod:`dapo.preflight`, which calls it."""
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from typing import Any
 
 from dapo.config import ConfigError, DAPOConfig, builtin_config_path, load_config
 from dapo.config.loading import parse_override, set_dotted, shipped_config_names
+from dapo.context_checks import is_builtin
 from dapo.hardware import (
     BF16_FALLBACK_SEEN,
     cpu_bf16_settings,
@@ -97,7 +98,8 @@ def model_path_override(overrides: list[str]) -> str | None:
 
 
 def is_builtin_model(path: str | None) -> bool:
-    return path is None or path.partition(":")[0] == "builtin"
+    """Whether an override's model.path (None: none given, the embedded default's) is the built-in model."""
+    return path is None or is_builtin(path)
 
 
 def float32_on_this_cpu(cfg: DAPOConfig, files: list[str], overrides: list[str], command: str) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dapo.cli.main import main
-from dapo.cli.plan import GIB, model_shape, plan, training_rows
+from dapo.cli.plan import GIB, _kept_between_updates, model_shape, plan, training_rows
 from dapo.config import builtin_config_path, load_config
 from tests.trainer.conftest import make_tiny_model
 
@@ -320,6 +320,8 @@ def test_a_lora_plan_counts_adamw_for_the_adapters_alone_as_peft_makes_them(tmp_
                                                           f"model.lora_target_modules={targets}", "model.dtype=bfloat16"])
     rows = dict(training_rows(bf16, model_shape(bf16, None))[0])
     assert rows["weights (frozen: model.lora_rank)"] == params * 2 and rows["LoRA adapters + grads + AdamW"] == adapters * 16
+    # ... and while it generates: the frozen bf16 weights, the float32 adapters and their two AdamW states
+    assert _kept_between_updates(bf16, model_shape(bf16, None)) == params * 2 + 3 * adapters * 4
 
 
 def test_a_lora_plan_on_two_ranks_shards_the_frozen_weights_and_keeps_no_reference_copy(tmp_path):

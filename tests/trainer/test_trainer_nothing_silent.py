@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from dapo.cli.main import main as dapo_main
 from dapo.rewards.user_functions import RewardFunctionError
@@ -85,6 +86,39 @@ def test_sampled_completions_are_written_each_step(tiny_model_dir, reward_file, 
         assert record["score"] in (1.0, -1.0)  # the parity reward
     events = list((run / "tensorboard").glob("events.out.tfevents.*"))
     assert events and b"completions" in events[0].read_bytes()
+
+
+def test_logged_completions_say_what_became_of_their_group(tiny_model_dir, reward_file, tmp_path):
+    """Every completion of the first round logged: each group's outcome matches the step's sampling
+    counts, and a trained group's logged advantages are its logged rewards' (R - mean) / (std + eps)."""
+    run = tmp_path / "run"
+    Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=2", "logging.completions_per_step=24",
+                        "eval.every_steps=0", "eval.before_training=false")).train()
+    records = [json.loads(line) for line in (run / "completions.jsonl").read_text().splitlines()]
+    metrics = {row["step"]: row for row in read_metrics(run) if "sampling/gen_rounds" in row}
+    for step in (1, 2):
+        groups: dict[int, list[dict]] = {}
+        for record in (r for r in records if r["step"] == step):
+            groups.setdefault(record["group_id"], []).append(record)
+        assert len(groups) == 6 and all(len(g) == 4 for g in groups.values())  # the first round: 6 prompts x n=4
+        outcomes = [g[0]["group_outcome"] for g in groups.values()]
+        assert all(len({r["group_outcome"] for r in g}) == 1 for g in groups.values())
+        row = metrics[step]
+        counts = {"all_correct": row["sampling/all_correct_ratio"] * row["sampling/groups_generated"],
+                  "all_wrong": row["sampling/all_wrong_ratio"] * row["sampling/groups_generated"],
+                  "carried": row["sampling/groups_carried_out"], "discarded": row["sampling/groups_discarded"]}
+        for outcome, count in counts.items():  # the step's count; its first round's where it had one only
+            assert outcomes.count(outcome) == pytest.approx(count) if row["sampling/gen_rounds"] == 1 else \
+                outcomes.count(outcome) <= count + 1e-9
+        assert set(outcomes) <= {*counts, "trained", "all_masked"} and "trained" in outcomes
+        for group in groups.values():
+            rewards = torch.tensor([r["reward"] for r in group], dtype=torch.float64)
+            assert all(r["reward"] <= r["score"] for r in group)  # the overlong penalty only takes away
+            if group[0]["group_outcome"] != "trained":
+                assert all(r["advantage"] is None for r in group)
+                continue
+            expected = (rewards - rewards.mean()) / (rewards.std() + 1e-6)
+            assert [r["advantage"] for r in group] == pytest.approx(expected.tolist(), abs=1e-9)
 
 
 def test_a_reward_function_refused_at_start_leaves_the_run_directory_free(tiny_model_dir, reward_file, tmp_path):

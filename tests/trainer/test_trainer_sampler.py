@@ -163,6 +163,27 @@ def test_a_group_whose_every_response_overlong_filtering_masked_is_refilled():
     assert len({s.group_id for s in batch}) == 4 and all(s.loss_weight == 1.0 for s in batch)
 
 
+def test_every_generated_group_has_its_outcome():
+    """completions.jsonl's group_outcome: what became of each group dynamic sampling saw."""
+    # (score, acc) of each response, by problem: filtering on the score
+    patterns = {0: [(1, 1)] * 4, 1: [(0, 0)] * 4, 2: [(0.5, 1), (0.5, 0)] * 2,
+                3: [(1, 1), (0, 0)] * 2, 4: [(1, 1), (0, 0)] * 2, 5: [(1, 1), (0, 0)] * 2,
+                6: [(1, 1), (0, 0)] * 2, 7: [(1, 1), (0, 0)] * 2, 8: [(1, 1), (0, 0)] * 2}
+
+    def round_(problems, round_index):
+        return [Sample(int(p.uid), p.uid, [1], [2], [0.0], truncated=p.uid == "8", score=float(score), acc=bool(acc),
+                       loss_weight=0.0 if p.uid == "8" else 1.0)
+                for p in problems for score, acc in patterns[int(p.uid)]]
+
+    ds = sampler(filter_metric="score", prompts_per_step=3, gen_prompts_per_round=9, max_surplus_fraction=0.34)
+    batch, report = ds.next_batch(round_, step=0)
+    assert report.group_outcomes == {0: "all_correct", 1: "all_wrong", 2: "alike", 3: "trained", 4: "trained",
+                                     5: "trained", 6: "carried", 7: "discarded", 8: "all_masked"}
+    assert {s.group_id for s in batch} == {3, 4, 5} and [g[0].group_id for g in ds.surplus] == [6]
+    _, report = sampler(dynamic_sampling=False, prompts_per_step=3).next_batch(round_, step=0)
+    assert report.group_outcomes == {0: "trained", 1: "trained", 2: "trained"}  # all train, signal or not
+
+
 def test_stale_surplus_is_discarded():
     ds = sampler()
     mixed = make_round(lambda p: [1, 0, 1, 0])

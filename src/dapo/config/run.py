@@ -76,8 +76,9 @@ class LoggingConfig:
     # A rich progress bar counting optimizer steps (and evaluation's problems).
     progress: bool = True
     # Sampled completions written each step (prompt, response, extracted answer, ground truth,
-    # reward) to RUN_DIR/completions.jsonl, TensorBoard text and a W&B table; 0 disables. Spread
-    # evenly over the step's first generation round (Dynamic Sampling's later rounds are not sampled).
+    # score and shaped reward, group id, the group's outcome, advantage) to RUN_DIR/completions.jsonl,
+    # TensorBoard text and a W&B table; 0 disables. Spread evenly over the step's first generation
+    # round (Dynamic Sampling's later rounds are not sampled).
     completions_per_step: int = 4
 
     def __post_init__(self) -> None:

@@ -52,6 +52,7 @@ from dapo.trainer.run_state import RunState
 from dapo.trainer.sampler import DynamicSampler, PromptStream, surplus_settings
 from dapo.trainer.scoring import (
     RewardFailureWatch,
+    add_group_outcomes,
     completion_records,
     score_completions,
     shape_rewards,
@@ -84,6 +85,8 @@ class StepResult:
     timer: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
     reward_results: list[RewardResult] = field(default_factory=list)
     completions: list[dict[str, Any]] = field(default_factory=list)
+    completion_samples: list[Sample] = field(default_factory=list)  # the completions' samples
+    group_outcomes: dict[int, str] = field(default_factory=dict)  # SamplingReport.group_outcomes
 
 
 @dataclass
@@ -235,10 +238,6 @@ class Trainer(LoopState):
         record.timer["reward"] += time.perf_counter() - started
         self.state.warn_if_boxes_unread([problems[c.prompt_index].data_source for c in generation.completions],
                                         scored.texts, results)
-        if round_index == 0:
-            record.completions = completion_records(
-                self.tokenizer, problems, encoded.token_ids, generation, scored, self.cfg.logging.completions_per_step
-            )
         samples = [
             Sample(
                 group_id=self.next_group_id + c.prompt_index,
@@ -256,6 +255,10 @@ class Trainer(LoopState):
         self.next_group_id += len(problems)
         record.reward_results.extend(results)
         shape_rewards(samples, self.cfg)
+        if round_index == 0:
+            record.completions, record.completion_samples = completion_records(
+                self.tokenizer, problems, encoded.token_ids, generation, scored, samples,
+                self.cfg.logging.completions_per_step)
         return samples
 
     # ---------------------------------------------------------------------- the step
@@ -266,6 +269,7 @@ class Trainer(LoopState):
         self.state.bar_step(self.step + 1)
         self.model.eval()
         batch, report = self.sampler.next_batch(functools.partial(self.generate_round, record), self.step)
+        record.group_outcomes = report.group_outcomes
         self.engine.sleep()  # vLLM colocated: its memory to the update until the weight sync wakes it
 
         metrics = record.metrics
@@ -323,6 +327,7 @@ class Trainer(LoopState):
     def _finish_step(self, record: StepResult, stats: list[UpdateStats], started: float,
                      batch: list[Sample] | tuple = ()) -> StepResult:
         metrics, timer = record.metrics, record.timer
+        add_group_outcomes(record.completions, record.completion_samples, record.group_outcomes)
         metrics.update(update_metrics(stats, batch, self.policy.lr))
         self.policy.end_step()
         step_seconds = time.perf_counter() - started

@@ -113,6 +113,10 @@ class SamplingReport:
     groups_discarded: int = 0  # surplus groups dropped (too stale, over the cap, or keeping is off)
     hit_round_limit: bool = False
     generated: list[Sample] = field(default_factory=list)  # every scored sample, filtered or not
+    # what became of each generated group (by group id): "trained" this step, "carried" to the
+    # next, "discarded" (surplus), or filtered as "all_correct", "all_wrong", "all_masked" or
+    # "alike" (filtering on the score: scored alike with mixed correctness)
+    group_outcomes: dict[int, str] = field(default_factory=dict)
 
 
 # generate_round(problems, round_index) -> scored samples, n per problem, with group ids assigned.
@@ -161,6 +165,7 @@ class DynamicSampler:
             samples = generate_round(self.stream.take(self.prompts_per_step), 0)
             report.gen_rounds, report.generated = 1, samples
             self._groups_with_signal(samples, report)  # counts what dynamic sampling would drop
+            report.group_outcomes = dict.fromkeys(report.group_outcomes, "trained")
             return samples, report
         while len(accepted) < self.prompts_per_step and report.gen_rounds < self.max_gen_rounds:
             samples = generate_round(self.stream.take(self.gen_prompts_per_round), report.gen_rounds)
@@ -190,6 +195,8 @@ class DynamicSampler:
         self.surplus = rest[: self.max_carried_in] if self.keep_surplus else []
         report.groups_carried_out = len(self.surplus)
         report.groups_discarded += len(rest) - len(self.surplus)
+        for groups, outcome in ((batch, "trained"), (self.surplus, "carried"), (rest[len(self.surplus):], "discarded")):
+            report.group_outcomes.update((group[0].group_id, outcome) for group in groups)
         batch = batch[report.groups_carried_in :] + batch[: report.groups_carried_in]  # this step's first
         return [s for group in batch for s in group], report
 
@@ -241,6 +248,10 @@ class DynamicSampler:
         masked = {group for group, any_in_loss in in_loss.items() if not any_in_loss}
         report.groups_kept -= len(masked)
         report.groups_all_masked += len(masked)
+        # a group with signal is "trained", "carried" or "discarded" once next_batch has chosen
+        report.group_outcomes.update({group: "all_masked" if group in masked else "with_signal" for group in in_loss})
+        report.group_outcomes.update({group: "all_correct" if all(accs) else "all_wrong" if not any(accs) else "alike"
+                                      for group, accs in constant_accs.items()})
         return [kept and s.group_id not in masked for s, kept in zip(samples, keep)]
 
     def state_dict(self) -> dict:

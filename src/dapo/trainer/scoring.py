@@ -87,19 +87,33 @@ def completion_records(
     prompt_token_ids: list[list[int]],
     generation: GenerationResult,
     scored: ScoredGeneration,
+    samples: list[Sample],
     count: int,
-) -> list[dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], list[Sample]]:
     """``count`` completions spread evenly over a round, each a :func:`sample_record` with the
-    prompt the model saw (chat template included)."""
+    prompt the model saw (chat template included), its group's id and its reward after overlong
+    shaping; and their ``samples`` (of the round, in its order), for :func:`add_group_outcomes`."""
     completions = generation.completions
     picked = sorted({i * len(completions) // count for i in range(count)}) if completions and count else []
-    return [
+    records = [
         {
             "prompt": tokenizer.decode(prompt_token_ids[completions[i].prompt_index], skip_special_tokens=False),
             **sample_record(problems[completions[i].prompt_index], scored.texts[i], scored.results[i], completions[i]),
+            "group_id": samples[i].group_id,
+            "reward": samples[i].reward,
         }
         for i in picked
     ]
+    return records, [samples[i] for i in picked]
+
+
+def add_group_outcomes(records: list[dict[str, Any]], samples: list[Sample], outcomes: dict[int, str]) -> None:
+    """Complete :func:`completion_records`' records once the step has trained: what became of each
+    one's group (``group_outcome``, a :class:`~dapo.trainer.sampler.SamplingReport` outcome) and
+    its advantage where the group trained (else None)."""
+    for record, sample in zip(records, samples):
+        record["group_outcome"] = outcomes.get(sample.group_id)
+        record["advantage"] = sample.advantage if record["group_outcome"] == "trained" else None
 
 
 class RewardFailureWatch:

@@ -12,7 +12,13 @@ import pytest
 
 from dapo.rewards.pool import WorkerPool
 from dapo.rewards.user_functions import RewardFunctionError, load_reward_function
-from dapo.user_code import import_user_code, use_python_path, working_directory_origin
+from dapo.user_code import (
+    import_user_code,
+    source_digest,
+    source_digests,
+    use_python_path,
+    working_directory_origin,
+)
 
 REWARD_WITH_A_HELPER = ("from uc_helpers import bonus\n\n"
                         "def score(response, ground_truth, extra):\n    return bonus()\n")
@@ -88,3 +94,19 @@ def test_a_module_found_nowhere_says_where_it_was_looked_for(tmp_path: Path, mon
     monkeypatch.chdir(tmp_path)
     with pytest.raises(RewardFunctionError, match=f"in the working directory {tmp_path}; .* python_path"):
         import_user_code("uc_nowhere", "reward function 'uc_nowhere:f'", RewardFunctionError)
+
+
+def test_a_source_digest_follows_a_files_and_a_modules_own_file(tmp_path: Path, restored_imports: None):
+    (tmp_path / "uc_pkg").mkdir()
+    (tmp_path / "uc_pkg" / "__init__.py").write_text("")
+    module_file, plain_file = tmp_path / "uc_pkg" / "mod.py", tmp_path / "plain.py"
+    module_file.write_text("X = 1\n")
+    plain_file.write_text("Y = 1\n")
+    use_python_path([str(tmp_path)])
+    before = source_digests(["uc_pkg.mod", str(plain_file)])
+    assert None not in before.values() and source_digests(["uc_pkg.mod", str(plain_file)]) == before
+    module_file.write_text("X = 2\n")
+    plain_file.write_text("Y = 2\n")
+    after = source_digests(["uc_pkg.mod", str(plain_file)])
+    assert all(after[location] != before[location] for location in before)
+    assert source_digest("no_such_module_anywhere") is None and source_digest(str(tmp_path / "gone.py")) is None

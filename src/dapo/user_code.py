@@ -109,3 +109,30 @@ def _finds(top: str, path: list[str]) -> bool:
         if spec is not None:
             return True
     return False
+
+
+def source_digest(location: str) -> str | None:
+    """A digest (sha256, 16 hex digits) of ``location``'s source: the file, or the file a module
+    path is imported from (its own file only, not what it imports). None when there is none to read
+    (a module not found, a built-in one)."""
+    if is_file_location(location):
+        path: str | None = os.path.abspath(os.path.expanduser(location))
+    elif (module := sys.modules.get(location)) is not None:
+        path = getattr(module, "__file__", None)
+    else:
+        try:
+            spec = importlib.util.find_spec(location)
+        except (ImportError, ValueError):
+            spec = None
+        path = spec.origin if spec is not None and spec.has_location else None
+    try:
+        with open(path or "", "rb") as source:
+            return hashlib.sha256(source.read()).hexdigest()[:16]
+    except OSError:
+        return None
+
+
+
+def source_digests(locations: list[str]) -> dict[str, str | None]:
+    """:func:`source_digest` of each of ``locations``."""
+    return {location: source_digest(location) for location in locations}

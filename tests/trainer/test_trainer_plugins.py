@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -370,3 +371,19 @@ def test_sequence_parallelism_runs_a_plugin_loss_only_when_marked_token_level(do
     algo.POLICY_LOSSES["plain_pg"].token_level = True
     assert tiny_config(*run).algorithm.policy_loss == "plain_pg"
     assert "token_level = True" in DOC.read_text()
+
+
+def test_a_resume_names_the_plugin_and_reward_sources_edited_since_the_checkpoint(
+        doc_plugin, tiny_model_dir, reward_file, tmp_path):
+    """The config names the same files, so only their sources can tell that the algorithm changed."""
+    overrides = [f"algorithm.plugins=[{doc_plugin}]", "algorithm.advantage=median_baseline", "eval.every_steps=0",
+                 "eval.before_training=false"]
+    Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *overrides, "trainer.total_steps=1")).train()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*other code than it was saved with")
+        Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *overrides, "trainer.total_steps=2")).train()
+    doc_plugin.write_text(doc_plugin.read_text() + "\n# edited\n")
+    reward_file.write_text(reward_file.read_text() + "\n# edited\n")
+    with pytest.warns(UserWarning, match=rf"resuming step-000002 with other code than it was saved with: the source "
+                                         rf"of {reward_file}, {doc_plugin} changed since"):
+        Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *overrides, "trainer.total_steps=3")).train()

@@ -74,6 +74,22 @@ def test_a_reward_function_named_relative_or_absolute_is_one_setting(tmp_path, m
         assert len(resumed(state, absolute).surplus) == 1
 
 
+def test_surplus_scored_by_a_reward_function_edited_since_is_dropped(tmp_path):
+    """The kept groups' scores are the old function's: trained after the fix, they would be wrong numbers."""
+    reward = tmp_path / "my_reward.py"
+    reward.write_text("def score(response, ground_truth):\n    return 1.0\n")
+    override = f"reward.functions=[{{path: '{reward}:score'}}]"
+    state = sampler_with_surplus(settings(override)).state_dict()
+    reward.write_text("def score(response, ground_truth):\n    return 0.5\n")
+    with pytest.warns(UserWarning, match="reward.functions sources changed since this checkpoint: the 1 surplus"):
+        assert resumed(state, settings(override)).surplus == []
+    # a checkpoint written before the digests were kept: nothing to compare, kept
+    del state["surplus_settings"]["reward.functions sources"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(resumed(state, settings(override)).surplus) == 1
+
+
 def test_surplus_made_under_the_same_settings_is_trained_and_an_older_checkpoint_keeps_its_own():
     before = sampler_with_surplus(settings())
     with warnings.catch_warnings():

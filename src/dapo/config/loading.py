@@ -225,12 +225,17 @@ def with_absolute_paths(config: dict[str, Any]) -> dict[str, Any]:
     config["algorithm"]["plugins"] = [absolute_local_path(entry) if is_file_location(entry) else entry
                                       for entry in config["algorithm"]["plugins"]]
     python_path = [os.path.abspath(os.path.expanduser(entry)) for entry in config["python_path"]]
-    modules = [spec["path"].rpartition(":")[0] for spec in reward["functions"]] + config["algorithm"]["plugins"]
-    for location in modules:
+    for location in user_code_locations(config):
         if not is_file_location(location) and (directory := working_directory_origin(location)) is not None:
             python_path += [directory] if directory not in python_path else []
     config["python_path"] = python_path
     return config
+
+
+def user_code_locations(config: dict[str, Any]) -> list[str]:
+    """The files and modules of a run's own code in ``config`` (:func:`config_to_dict`'s form): its
+    reward functions' (without ``:function``), then its ``algorithm.plugins``."""
+    return [spec["path"].rpartition(":")[0] for spec in config["reward"]["functions"]] + config["algorithm"]["plugins"]
 
 
 def absolute_local_path(path: str | None) -> str | None:

@@ -29,7 +29,7 @@ from rich.progress import (
 )
 
 from dapo.config import DAPOConfig, TrainerConfig
-from dapo.config.loading import config_to_dict, with_absolute_paths
+from dapo.config.loading import config_to_dict, user_code_locations, with_absolute_paths
 from dapo.durable import write_atomically
 from dapo.rewards.types import RewardResult
 from dapo.trainer import optim
@@ -52,6 +52,7 @@ from dapo.trainer.run_dir import (
     remove_stale_checkpoint_temps,
     saved_section,
 )
+from dapo.user_code import source_digests
 
 TRUNCATION_WARNING_RATE = 0.5
 UNREAD_BOXES_TRAIN = "unread boxes (training)"  # the kind of note warn_if_boxes_unread says once a run
@@ -137,7 +138,11 @@ class RunState:
         self.lock = RunDirLock(self.run_dir)  # before anything is written: one run per directory
         remove_stale_checkpoint_temps(self.run_dir)
         # with absolute paths: the saved config means the same files from any directory
-        self.config_yaml = yaml.safe_dump(with_absolute_paths(config_to_dict(cfg)), sort_keys=False)
+        absolute_config = with_absolute_paths(config_to_dict(cfg))
+        self.config_yaml = yaml.safe_dump(absolute_config, sort_keys=False)
+        # digests of the run's reward-function and plugin sources as this process imported them:
+        # a resume says which changed since a checkpoint, which the config alone cannot show
+        self.user_code = source_digests(user_code_locations(absolute_config))
         self._config_written = False
         # the checkpoint of another run this run started from (checkpoint.resume=PATH), if any:
         # recorded in every checkpoint, so that rerunning the command goes on (resolve_resume)
@@ -171,7 +176,7 @@ class RunState:
             self.logger.sync()  # the lines it counts are on disk before it is
             state = {**loop_state, "policy": policy.save_checkpoint(tmp, tokenizer, hf_export),
                      "log_lines": self.logger.line_counts(), "started_from": self.started_from,
-                     "went_back_to": self.went_back_to}
+                     "went_back_to": self.went_back_to, "user_code": self.user_code}
             if not (tmp / "config.json").is_file():
                 (tmp / MODEL_CONFIG_FILE).write_text(model_config_json)
             return publish_checkpoint(self.run_dir, step, tmp, state, self.config_yaml, self.cfg.checkpoint.keep_last)
@@ -231,6 +236,11 @@ class RunState:
                           f"resumed step: {'; '.join(changes[:12])}{more}"
                           f"{schedule_change(saved_section(path, 'trainer'), self.cfg.trainer, state['step'])}",
                           stacklevel=2)
+        saved_code = state.get("user_code") or {}  # (none in checkpoints written before it was kept)
+        if edited := [location for location, digest in self.user_code.items()
+                      if None not in (digest, saved_code.get(location)) and digest != saved_code[location]]:
+            warnings.warn(f"resuming {path.name} with other code than it was saved with: the source of "
+                          f"{', '.join(edited)} changed since, and the resumed run runs it as it is now", stacklevel=2)
         return path, state
 
     def _write_config(self) -> None:

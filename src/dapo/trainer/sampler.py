@@ -33,6 +33,7 @@ from dapo.algo import filter_groups
 from dapo.config.loading import absolute_function_path
 from dapo.data.records import Problem
 from dapo.trainer.batch import LOGPROB_FIELDS, Sample, as_logprobs
+from dapo.user_code import source_digests
 
 
 class PromptStream:
@@ -268,8 +269,10 @@ class DynamicSampler:
         surplus = [[sample_from_state(fields) for fields in group] for group in state["surplus"]]
         saved = state.get("surplus_settings")  # absent in checkpoints written before it was kept
         saved = None if saved is None else _absolute_function_paths(saved)
+        # (the sources' digests are not in checkpoints written before they were kept: not compared)
         changed = sorted(key for key in {*(saved or {}), *self.surplus_settings}
-                         if saved is not None and saved.get(key) != self.surplus_settings.get(key))
+                         if saved is not None and saved.get(key) != self.surplus_settings.get(key)
+                         and (key in saved or key != _SOURCES))
         if surplus and (changed or not continued):
             why = f"{', '.join(changed)} changed" if changed else "the training data, trainer.seed or data.shuffle changed"
             warnings.warn(f"{why} since this checkpoint: the {len(surplus)} surplus group(s) it kept for the next "
@@ -290,13 +293,18 @@ _SURPLUS_SETTINGS = {
 }
 
 
+_SOURCES = "reward.functions sources"  # surplus_settings' key of the reward functions' source digests
+
+
 def surplus_settings(config: dict, filter_metric: str) -> dict:
     """The settings of ``config`` (a run's config as a dict) that kept groups were made under, as
     ``{"section.key": value}``, with the resolved ``filter_metric``; its files named by their
     absolute paths (a reward function named relative in one attempt and absolute in the resume is
-    one function)."""
+    one function), and digests of the reward functions' sources (one edited since scores otherwise)."""
     settings = {f"{section}.{key}": config[section][key] for section, keys in _SURPLUS_SETTINGS.items() for key in keys}
-    return _absolute_function_paths({**settings, "algorithm.filter_metric": filter_metric})
+    settings = _absolute_function_paths({**settings, "algorithm.filter_metric": filter_metric})
+    locations = [spec["path"].rpartition(":")[0] for spec in settings["reward.functions"]]
+    return {**settings, _SOURCES: list(source_digests(locations).values())}
 
 
 def _absolute_function_paths(settings: dict) -> dict:

@@ -235,7 +235,12 @@ def with_absolute_paths(config: dict[str, Any]) -> dict[str, Any]:
 def user_code_locations(config: dict[str, Any]) -> list[str]:
     """The files and modules of a run's own code in ``config`` (:func:`config_to_dict`'s form): its
     reward functions' (without ``:function``), then its ``algorithm.plugins``."""
-    return [spec["path"].rpartition(":")[0] for spec in config["reward"]["functions"]] + config["algorithm"]["plugins"]
+    return reward_function_locations(config["reward"]["functions"]) + config["algorithm"]["plugins"]
+
+
+def reward_function_locations(functions: list[dict[str, Any]]) -> list[str]:
+    """The files or modules of ``reward.functions``' entries: their ``path`` without ``:function``."""
+    return [spec["path"].rpartition(":")[0] for spec in functions]
 
 
 def absolute_local_path(path: str | None) -> str | None:

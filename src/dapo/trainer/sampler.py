@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import torch
 
 from dapo.algo import filter_groups
-from dapo.config.loading import absolute_function_path
+from dapo.config.loading import absolute_function_path, reward_function_locations
 from dapo.data.records import Problem
 from dapo.trainer.batch import LOGPROB_FIELDS, Sample, as_logprobs
 from dapo.user_code import source_digests
@@ -303,8 +303,7 @@ def surplus_settings(config: dict, filter_metric: str) -> dict:
     one function), and digests of the reward functions' sources (one edited since scores otherwise)."""
     settings = {f"{section}.{key}": config[section][key] for section, keys in _SURPLUS_SETTINGS.items() for key in keys}
     settings = _absolute_function_paths({**settings, "algorithm.filter_metric": filter_metric})
-    locations = [spec["path"].rpartition(":")[0] for spec in settings["reward.functions"]]
-    return {**settings, _SOURCES: list(source_digests(locations).values())}
+    return {**settings, _SOURCES: list(source_digests(reward_function_locations(settings["reward.functions"])).values())}
 
 
 def _absolute_function_paths(settings: dict) -> dict:

@@ -7,12 +7,15 @@ import json
 
 import pytest
 import torch
+from transformers import AutoModelForCausalLM
 
 from dapo.cli.main import main as dapo_main
+from dapo.errors import NonFiniteError
 from dapo.rewards.user_functions import RewardFunctionError
 from dapo.trainer import Trainer
 from dapo.trainer.checkpoint import list_checkpoints
 from dapo.trainer.metrics import read_metrics
+from dapo.trainer.policy import PolicyWorker
 from tests.trainer.conftest import tiny_config, tiny_overrides
 
 BROKEN_REWARD = '''
@@ -139,3 +142,36 @@ def test_training_data_smaller_than_a_generation_round_is_said(tiny_model_dir, r
     with pytest.warns(UserWarning, match=r"holds 3 problem\(s\), fewer than a generation round's 6 prompts "
                                          r"\(trainer.gen_prompts_per_round\)"):
         Trainer(cfg).close()
+
+
+def test_a_run_whose_every_update_comes_out_non_finite_stops_and_keeps_its_checkpoints(
+        tiny_model_dir, reward_file, tmp_path, monkeypatch):
+    """A diverged policy's loss is NaN on every update: each is skipped (the weights stay), but the
+    run went on sampling and skipping to its last step, and checkpoint.keep_last rotated its
+    checkpoints from before the divergence out for ones of the same weights."""
+    steps: list[int] = []
+    step_once, micro_batch_loss = Trainer.step_once, PolicyWorker._micro_batch_loss
+
+    def counted_step(self):
+        steps.append(self.step)
+        return step_once(self)
+
+    def nan_from_step_3(self, *args, **kwargs):
+        loss, pg_loss = micro_batch_loss(self, *args, **kwargs)
+        return (loss * float("nan"), pg_loss) if steps[-1] >= 2 else (loss, pg_loss)
+
+    monkeypatch.setattr(Trainer, "step_once", counted_step)
+    monkeypatch.setattr(PolicyWorker, "_micro_batch_loss", nan_from_step_3)
+    run = tmp_path / "run"
+    trainer = Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=8", "checkpoint.keep_last=2",
+                                  "trainer.max_nonfinite_steps=2", "eval.every_steps=0"))
+    with pytest.warns(UserWarning, match="skipped an optimizer update: loss is nan"), \
+            pytest.raises(NonFiniteError, match=r"every optimizer update of the last 2 steps was skipped: the loss or "
+                                                r"gradient norm was not finite .* have not changed since step 2"):
+        trainer.train()
+    assert steps == [0, 1, 2, 3]  # stopped after the second step of skips, not at step 8
+    assert [path.name for path in list_checkpoints(run)] == ["step-000001", "step-000002"]
+    kept = AutoModelForCausalLM.from_pretrained(run / "checkpoints" / "step-000002")
+    assert all(torch.equal(a, b) for a, b in zip(kept.state_dict().values(), trainer.model.state_dict().values()))
+    assert [row["actor/skipped_updates"] > 0 for row in read_metrics(run) if "actor/updates" in row] == \
+        [False, False, True, True]

@@ -260,6 +260,11 @@ class TrainerConfig:
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
     weight_decay: float = 0.1
     grad_clip: float = 1.0
+    # Stop the run when every optimizer update of this many consecutive steps was skipped for a
+    # non-finite loss or gradient norm (each skip leaves the weights as they were: a diverged policy
+    # would only sample and skip). Those steps are not checkpointed, so checkpoint.keep_last keeps
+    # the checkpoints from before them. 0 never stops.
+    max_nonfinite_steps: int = 3
     # Linear warm-up over this many training steps (rollout steps, as verl counts them: the
     # schedule moves once per step, not per optimizer update): step s of W runs at lr (s+1)/(W+1)
     # (verl's s/W spends its step 0 at lr 0, an update that does not move the weights but does
@@ -311,6 +316,7 @@ class TrainerConfig:
         check(self.lr > 0, "trainer.lr must be > 0")
         check(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas), "trainer.betas must be two values in [0, 1)")
         check(self.grad_clip > 0, "trainer.grad_clip must be > 0")
+        check(self.max_nonfinite_steps >= 0, "trainer.max_nonfinite_steps must be >= 0 (0 never stops)")
         check(self.weight_decay >= 0, "trainer.weight_decay must be >= 0")
         check(0 <= self.min_lr_ratio <= 1, "trainer.min_lr_ratio must be in [0, 1] (the cosine's floor, a share of trainer.lr)")
         check(self.num_threads >= 0, "trainer.num_threads must be >= 0 (0: torch's default)")

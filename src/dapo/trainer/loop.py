@@ -372,7 +372,7 @@ class Trainer(LoopState):
                     self.state.warn_if_truncating(result.metrics)
                     if cfg.eval.every_steps and self.step % cfg.eval.every_steps == 0 and self.step < cfg.trainer.total_steps:
                         result.metrics.update(self._periodic_evaluation(result))
-                    self._record_and_checkpoint(result, checkpoint=self._periodic_checkpoint_due())
+                    self._record_and_checkpoint(result)
             if self.step == cfg.trainer.total_steps and not finished_before_start:
                 eval_after = self._final_evaluation()
                 if eval_after:  # no held-out data: no row holding the step alone

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dapo.errors import NonFiniteError
 from dapo.rewards.user_functions import RewardFunctionError
 from dapo.trainer.checkpoint import how_to_resume
 from dapo.trainer.dropout import config_dropout_restored
@@ -48,18 +49,21 @@ class LoopState:
     engine_version: int | None
     evaluate: Callable[[], dict[str, float]]
 
+    nonfinite_streak = 0  # consecutive steps whose every update was skipped as non-finite (_watch_nonfinite)
+
     def state_dict(self) -> dict[str, Any]:
         """The driver's part of a checkpoint: where the loop is, the sampler's cursor and surplus,
         and the RNG (the policy writes its own part: :meth:`PolicyWorker.save_checkpoint`)."""
         return {"step": self.step, "next_group_id": self.next_group_id, "sampler": self.sampler.state_dict(),
                 "rng": rng_state(), "reward_failure_streak": dict(self.reward_watch.streak),
-                "updates_made": self.updates_made}
+                "updates_made": self.updates_made, "nonfinite_streak": self.nonfinite_streak}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.step, self.next_group_id = state["step"], state["next_group_id"]
         self.sampler.load_state_dict(state["sampler"])
         set_rng_state(state["rng"])
         self.reward_watch.streak = dict(state.get("reward_failure_streak", {}))  # older checkpoints: none
+        self.nonfinite_streak = state.get("nonfinite_streak", 0)
         # (a checkpoint from before the count: its steps' planned updates less the skipped ones, at this
         # run's rate, not its own: approximate where the resume changed the updates per step)
         self.updates_made = state.get("updates_made", max(0, self.step * self.cfg.trainer.optimizer_steps_per_rollout
@@ -96,19 +100,38 @@ class LoopState:
         self.state.log(self.step, result.metrics)
         self.state.log_completions(self.step, result.completions)
         self.reward_watch.observe(result.reward_results)
+        self._watch_nonfinite(result.metrics)
 
-    def _record_and_checkpoint(self, result: StepResult, checkpoint: bool, evaluation_owed: bool = False) -> None:
-        """The step just trained recorded (:meth:`_record`), then checkpointed if ``checkpoint``. A
-        reward scorer failing past reward.max_failing_steps (the record raises) stops the run with
-        the step checkpointed whatever the schedule: it is complete, and a rerun, the scorer
-        fixed, goes on after it rather than training the steps since the last checkpoint again."""
+    def _watch_nonfinite(self, metrics: dict[str, float]) -> None:
+        """Count the steps in a row whose every optimizer update was skipped for a non-finite loss
+        or gradient norm; past trainer.max_nonfinite_steps, stop the run (:class:`NonFiniteError`):
+        its weights no longer change. A step with no update to make (no group with signal) neither
+        extends the streak nor ends it."""
+        made, skipped = metrics.get("actor/updates", 0.0), metrics.get("actor/skipped_updates", 0.0)
+        self.nonfinite_streak = 0 if made else self.nonfinite_streak + 1 if skipped else self.nonfinite_streak
+        limit = self.cfg.trainer.max_nonfinite_steps
+        if limit and self.nonfinite_streak >= limit:
+            since = self.step - self.nonfinite_streak
+            raise NonFiniteError(
+                f"every optimizer update of the last {self.nonfinite_streak} steps was skipped: the loss or gradient "
+                f"norm was not finite (the warnings above say which; trainer.max_nonfinite_steps={limit}). The policy "
+                f"has most likely diverged. Its weights have not changed since step {since}, and these steps wrote no "
+                "checkpoint (checkpoint.keep_last kept those before them): resume from one before the divergence "
+                "(checkpoint.resume=PATH) with a lower trainer.lr or trainer.grad_clip")
+
+    def _record_and_checkpoint(self, result: StepResult, evaluation_owed: bool = False) -> None:
+        """The step just trained recorded (:meth:`_record`), then checkpointed when checkpoint.every_steps
+        is due or ``evaluation_owed`` (its periodic evaluation was stopped). A reward scorer failing
+        past reward.max_failing_steps (the record raises) stops the run with the step checkpointed
+        whatever the schedule: it is complete, and a rerun, the scorer fixed, goes on after it
+        rather than training the steps since the last checkpoint again."""
         try:
             self._record(result)
         except RewardFunctionError as error:
             path = self.save_checkpoint()
             raise RewardFunctionError(f"{error}. Step {self.step} is checkpointed ({path}): "
                                       f"{how_to_resume(self.cfg.checkpoint.resume)} after it") from error
-        if checkpoint:
+        if evaluation_owed or self._periodic_checkpoint_due():
             self.save_checkpoint(evaluation_owed=evaluation_owed)
 
     def _periodic_evaluation(self, result: StepResult) -> dict[str, float]:
@@ -123,7 +146,7 @@ class LoopState:
             return self.evaluate()
         except BaseException:
             if not self.policy.broken:
-                self._record_and_checkpoint(result, checkpoint=True, evaluation_owed=True)
+                self._record_and_checkpoint(result, evaluation_owed=True)
             raise
 
     def _owed_evaluation(self) -> None:
@@ -155,6 +178,8 @@ class LoopState:
             raise
 
     def _periodic_checkpoint_due(self) -> bool:
-        """Whether checkpoint.every_steps checkpoints the step just done."""
+        """Whether checkpoint.every_steps checkpoints the step just done: not one of a streak of steps
+        whose every update was skipped as non-finite (:meth:`_watch_nonfinite`), whose weights are the
+        streak's first step's; its checkpoints would push older ones out (checkpoint.keep_last)."""
         every = self.cfg.checkpoint.every_steps
-        return bool(every) and self.step % every == 0
+        return bool(every) and self.step % every == 0 and not self.nonfinite_streak

@@ -168,7 +168,7 @@ def test_debug_shows_the_traceback():
     for argv in (["--debug", "config", "trainer.lr=-1"], ["config", "--debug", "trainer.lr=-1"]):
         result = subprocess.run([sys.executable, "-m", "dapo.cli.main", *argv], capture_output=True, text=True,
                                 timeout=120)
-        assert result.returncode != 0 and "Traceback" in result.stderr and "trainer.lr must be > 0" in result.stderr
+        assert result.returncode != 0 and "Traceback" in result.stderr and "trainer.lr must be in (0, 1]" in result.stderr
 
 
 def test_config_values_that_would_crash_later_are_named_up_front(tmp_path):
@@ -180,6 +180,8 @@ def test_config_values_that_would_crash_later_are_named_up_front(tmp_path):
         load_config(default, ["trainer.device=gpu"])
     with pytest.raises(ConfigError, match="builtin_train_size"):
         load_config(default, ["data.builtin_train_size=-1"])
+    with pytest.raises(ConfigError, match=r"trainer.lr must be in \(0, 1\]: AdamW moves every weight by about lr"):
+        load_config(default, ["trainer.lr=1e39"])  # past float32: AdamW's step raised inside torch
     assert load_config(default, ["model.attn_implementation=null"]).model.attn_implementation is None
     with pytest.raises(ConfigError, match=r"null \(not the text None\)"):  # as Hydra reads it (dapo.config.coerce)
         load_config(default, ["model.attn_implementation=None"])

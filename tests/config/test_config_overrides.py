@@ -100,7 +100,7 @@ def test_an_integer_field_reads_decimal_not_yaml_1_1_octal(tmp_path: Path, text:
 @pytest.mark.parametrize(("text", "number"), [("010", 10.0), ("0777", 777.0), (".5", 0.5), ("1e-6", 1e-6),
                                               ("0x10", 16.0), ("1_000", 1000.0)])
 def test_a_float_field_reads_decimal_not_yaml_1_1_octal(text: str, number: float):
-    assert load_config([], [f"trainer.lr={text}"]).trainer.lr == number
+    assert load_config([], [f"trainer.grad_clip={text}"]).trainer.grad_clip == number
 
 
 @pytest.mark.parametrize(("override", "message"), [

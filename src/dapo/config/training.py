@@ -313,7 +313,8 @@ class TrainerConfig:
         )
         check(self.ppo_epochs >= 1, "trainer.ppo_epochs must be >= 1")
         check(self.micro_batch_tokens >= 1, "trainer.micro_batch_tokens must be >= 1")
-        check(self.lr > 0, "trainer.lr must be > 0")
+        check(0 < self.lr <= 1, "trainer.lr must be in (0, 1]: AdamW moves every weight by about lr an update, so a "
+                                "larger one only diverges (the DAPO recipe's is 1e-6)")
         check(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas), "trainer.betas must be two values in [0, 1)")
         check(self.grad_clip > 0, "trainer.grad_clip must be > 0")
         check(self.max_nonfinite_steps >= 0, "trainer.max_nonfinite_steps must be >= 0 (0 never stops)")

@@ -110,3 +110,17 @@ def test_a_source_digest_follows_a_files_and_a_modules_own_file(tmp_path: Path, 
     after = source_digests(["uc_pkg.mod", str(plain_file)])
     assert all(after[location] != before[location] for location in before)
     assert source_digest("no_such_module_anywhere") is None and source_digest(str(tmp_path / "gone.py")) is None
+
+
+def test_a_reward_module_the_standard_library_shadows_is_named_with_the_file_form(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, restored_imports: None):
+    """test.py in the working directory, named test:fn: the standard library's test package came
+    first (the working directory is looked in last), and the error said only "no attribute 'fn'"."""
+    (tmp_path / "test.py").write_text("def fn(response, ground_truth, extra):\n    return 1.0\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [entry for entry in sys.path if entry not in ("", str(tmp_path))])
+    with pytest.raises(RewardFunctionError, match=r"test was imported from .*test/__init__.py, not from the working "
+                                                  r"directory's test.py, which it shadows: name the file instead, "
+                                                  r"'test.py:fn'"):
+        load_reward_function("test:fn")
+    assert load_reward_function("test.py:fn")("x", "y", {}) == 1.0

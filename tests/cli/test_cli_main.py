@@ -299,6 +299,10 @@ def test_eval_mistakes_get_advice_for_eval(tmp_path, capsys, monkeypatch):
     (tmp_path / "my.yaml").write_text("eval:\n  k: 2\n")
     assert main(["eval", str(tmp_path / "my.yaml"), str(tmp_path)]) == 2
     assert "is a config)" in capsys.readouterr().err
+    (tmp_path / "model.safetensors").write_bytes(b"")  # a checkpoint's weights file named: was "is a config"
+    assert main(["eval", str(tmp_path / "model.safetensors")]) == 2
+    assert (f"MODEL is a directory (a checkpoint, or a Hugging Face model's), not a file: "
+            f"'{tmp_path / 'model.safetensors'}'; the one holding it is '{tmp_path}'") in capsys.readouterr().err
     hydra_named = tmp_path / "lr=1e-5"  # a run directory named as Hydra names them: a model, not an override
     hydra_named.mkdir()
     assert main(["eval", str(hydra_named), "data.eval_files=[]"]) == 2

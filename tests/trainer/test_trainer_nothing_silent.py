@@ -4,6 +4,7 @@ everything stops the run naming itself, and sampled completions reach the run di
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -144,11 +145,8 @@ def test_training_data_smaller_than_a_generation_round_is_said(tiny_model_dir, r
         Trainer(cfg).close()
 
 
-def test_a_run_whose_every_update_comes_out_non_finite_stops_and_keeps_its_checkpoints(
-        tiny_model_dir, reward_file, tmp_path, monkeypatch):
-    """A diverged policy's loss is NaN on every update: each is skipped (the weights stay), but the
-    run went on sampling and skipping to its last step, and checkpoint.keep_last rotated its
-    checkpoints from before the divergence out for ones of the same weights."""
+def nan_loss_in_steps(monkeypatch, nan_steps: Callable[[int], bool]) -> list[int]:
+    """Every update's loss NaN in the steps (counted from 0) ``nan_steps`` picks; the steps run."""
     steps: list[int] = []
     step_once, micro_batch_loss = Trainer.step_once, PolicyWorker._micro_batch_loss
 
@@ -156,12 +154,31 @@ def test_a_run_whose_every_update_comes_out_non_finite_stops_and_keeps_its_check
         steps.append(self.step)
         return step_once(self)
 
-    def nan_from_step_3(self, *args, **kwargs):
+    def nan_where_picked(self, *args, **kwargs):
         loss, pg_loss = micro_batch_loss(self, *args, **kwargs)
-        return (loss * float("nan"), pg_loss) if steps[-1] >= 2 else (loss, pg_loss)
+        return (loss * float("nan"), pg_loss) if nan_steps(steps[-1]) else (loss, pg_loss)
 
     monkeypatch.setattr(Trainer, "step_once", counted_step)
-    monkeypatch.setattr(PolicyWorker, "_micro_batch_loss", nan_from_step_3)
+    monkeypatch.setattr(PolicyWorker, "_micro_batch_loss", nan_where_picked)
+    return steps
+
+
+def test_a_step_of_non_finite_losses_is_skipped_and_counted_and_the_run_goes_on(
+        tiny_model_dir, reward_file, tmp_path, monkeypatch):
+    steps = nan_loss_in_steps(monkeypatch, lambda step: step == 1)
+    with pytest.warns(UserWarning, match="skipped an optimizer update: loss is nan"):
+        summary = Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, "trainer.total_steps=3",
+                                      "trainer.max_nonfinite_steps=2",
+                                      "eval.every_steps=0")).train()
+    assert steps == [0, 1, 2] and (summary.updates, summary.skipped) == (4, 2)  # two updates a step
+
+
+def test_a_run_whose_every_update_comes_out_non_finite_stops_and_keeps_its_checkpoints(
+        tiny_model_dir, reward_file, tmp_path, monkeypatch):
+    """A diverged policy's loss is NaN on every update: each is skipped (the weights stay), but the
+    run went on sampling and skipping to its last step, and checkpoint.keep_last rotated its
+    checkpoints from before the divergence out for ones of the same weights."""
+    steps = nan_loss_in_steps(monkeypatch, lambda step: step >= 2)
     run = tmp_path / "run"
     trainer = Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=8", "checkpoint.keep_last=2",
                                   "trainer.max_nonfinite_steps=2", "eval.every_steps=0"))

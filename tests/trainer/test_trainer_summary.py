@@ -24,6 +24,13 @@ def test_a_run_whose_every_step_skipped_its_update_says_the_weights_did_not_move
     assert "no optimizer update" not in title(capsys, resumed_done)
 
 
+def test_a_run_that_skipped_some_updates_says_how_many(capsys, tmp_path):
+    some = TrainSummary(3, {}, AFTER, str(tmp_path), 9.0, updates=4, skipped=2)
+    assert ("3 steps in 9 s, 2 of 6 optimizer updates skipped (a non-finite loss or gradient norm: see the "
+            "warnings above)") in title(capsys, some)
+    assert "updates skipped" not in title(capsys, TrainSummary(3, {}, AFTER, str(tmp_path), 9.0, updates=6))
+
+
 def test_a_run_without_held_out_data_prints_no_empty_table(capsys, tmp_path):
     out = title(capsys, TrainSummary(1, {}, {}, str(tmp_path), 3.0, updates=1))
     assert "1 step in 3 s" in out and "(no held-out evaluation)" in out and "held-out metric" not in out

@@ -98,6 +98,7 @@ class TrainSummary:
     seconds: float  # this attempt's
     resumed_at: int = 0  # the step this attempt started from (0: a fresh run)
     updates: int = -1  # optimizer updates this attempt applied (-1: not counted)
+    skipped: int = 0  # ... and skipped for a non-finite loss or gradient norm
 
 
 class Trainer(LoopState):
@@ -354,7 +355,7 @@ class Trainer(LoopState):
         try:
             resumed = self.resume()
             self.state.open_dashboards()
-            first_step, first_version = self.step, self.policy.version
+            first_step, first_version, first_skipped = self.step, self.policy.version, self.policy.num_nonfinite_skipped
             # A periodic checkpoint at the last step is not the end: a run killed during the final
             # evaluation or export resumes from it and does them.
             finished_before_start = resumed and self.step >= cfg.trainer.total_steps and self.resumed_final
@@ -381,7 +382,8 @@ class Trainer(LoopState):
         finally:
             self.close()
         return TrainSummary(self.step, eval_before, eval_after, cfg.output_dir, time.perf_counter() - started,
-                            resumed_at=first_step, updates=self.policy.version - first_version)
+                            resumed_at=first_step, updates=self.policy.version - first_version,
+                            skipped=self.policy.num_nonfinite_skipped - first_skipped)
 
 
 def _failures_note(results: list[RewardResult]) -> str:

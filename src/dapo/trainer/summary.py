@@ -41,6 +41,9 @@ def print_summary(summary: TrainSummary) -> None:
                     f"resume at step {summary.resumed_at})")
     if summary.updates == 0 and summary.steps > summary.resumed_at:  # every step skipped: the weights are unchanged
         this_attempt += ", no optimizer update (every step skipped its update: see the warnings above)"
+    elif summary.skipped:
+        this_attempt += (f", {summary.skipped} of {summary.updates + summary.skipped} optimizer updates skipped "
+                         "(a non-finite loss or gradient norm: see the warnings above)")
     if not before and not after:  # data.eval_files=[]: no table of nothing
         Console().print(f"dapo-rl: {this_attempt}, run dir {summary.run_dir} (no held-out evaluation)")
         return

@@ -75,14 +75,41 @@ __all__ = ["RANK_DEATH_GRACE_S", "RANK_SEED_STRIDE", "PolicyRank", "PolicyRankDi
 def keeping_sigterm_handler() -> Iterator[None]:
     """Keep the caller's SIGTERM handler over ``ray.init``, which installs its own (``sys.exit(15)``):
     the dapo CLI's unwinds with status 143 and says the run stopped (Ray's atexit shutdown runs
-    either way). A caller without a Python handler (SIG_DFL, a script) keeps Ray's, which unwinds."""
+    either way); a SIGTERM that Ray's handler met while ``ray.init`` ran is handed to the caller's.
+    A caller without a Python handler (SIG_DFL, a script) keeps Ray's, which unwinds."""
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.getsignal(signal.SIGTERM) if main_thread else None
     try:
         yield
+    except SystemExit as stop:
+        # a SIGTERM while ray.init ran met Ray's handler: the caller's handles it as its own
+        if callable(previous) and stop.code == signal.SIGTERM:
+            previous(signal.SIGTERM, None)
+        raise
     finally:
         if callable(previous):
             signal.signal(signal.SIGTERM, previous)
+
+
+def stop_half_started_ray(ray: Any, stop: BaseException) -> None:
+    """After ``ray.init`` raised (a Ctrl-C or SIGTERM while it started a local Ray): stop what it
+    started. ``ray.shutdown`` knows only a node whose start finished; the one being started is the
+    ``self`` of Ray's ``Node.__init__`` in the traceback. Its raylet is stopped as a shutdown stops
+    it, with its agents: killed by Ray's reaper instead, it left them running for about a minute."""
+    import ray._private.node as ray_node
+
+    frame_locals = []
+    error: BaseException | None = stop
+    while error is not None:  # (Ray's SystemExit(15) is the context of the caller's handler's)
+        traceback = error.__traceback__
+        while traceback is not None:
+            frame_locals.append(traceback.tb_frame.f_locals.get("self"))
+            traceback = traceback.tb_next
+        error = error.__context__
+    for node in (candidate for candidate in frame_locals if isinstance(candidate, ray_node.Node)):
+        with contextlib.suppress(Exception):
+            node.kill_all_processes(check_alive=False, allow_graceful=True, wait=True)
+    ray.shutdown()
 
 
 def quiet_local_token_auth() -> None:
@@ -114,13 +141,17 @@ class RayPolicyGroup(RankCalls):
 
         self._started_ray = not ray.is_initialized()
         if self._started_ray:
-            with keeping_sigterm_handler():
-                if res.ray_address is None:
-                    # rounded up: 3 ranks of 1.5 CPUs need 5 Ray CPUs, or the third never starts
-                    ray.init(num_cpus=max(math.ceil(res.world_size * res.cpus_per_rank), 1),
-                             include_dashboard=False, log_to_driver=True)
-                else:
-                    ray.init(address=res.ray_address)
+            try:
+                with keeping_sigterm_handler():
+                    if res.ray_address is None:
+                        # rounded up: 3 ranks of 1.5 CPUs need 5 Ray CPUs, or the third never starts
+                        ray.init(num_cpus=max(math.ceil(res.world_size * res.cpus_per_rank), 1),
+                                 include_dashboard=False, log_to_driver=True)
+                    else:
+                        ray.init(address=res.ray_address)
+            except BaseException as stop:  # (a stop half-way: what it started of a local Ray goes too)
+                stop_half_started_ray(ray, stop)
+                raise
         self._ray = ray
         gpus = 1 if ranks_use_gpus(cfg, ray) else 0
         actor = ray.remote(num_cpus=res.cpus_per_rank, num_gpus=gpus)(PolicyRank)

@@ -333,3 +333,24 @@ def test_a_step_without_signal_names_the_scorers_that_failed_and_whether_verdict
     assert _failures_note(unjudged) == (": 1 of 2 responses could not be judged (rollout/reward_errors, "
                                         "rollout/reward_timeouts; failed: math_verify on 1)")
     assert _failures_note([RewardResult(score=1.0, acc=True)]) == ""
+
+
+@pytest.mark.parametrize("autocast", ["none", "fp16"])
+def test_the_non_finite_streak_passes_over_steps_without_an_update_and_names_the_kept_weights(autocast):
+    """A step with no group to train neither ends nor extends the streak, and the stop names the
+    step whose weights the skips kept; float16's loss scaling skips overflows by design: not counted."""
+    from dapo.errors import NonFiniteError
+    from dapo.trainer.loop_state import LoopState
+
+    loop = LoopState.__new__(LoopState)
+    loop.cfg = config.load_config([config.builtin_config_path("default")], ["trainer.max_nonfinite_steps=2",
+                                                                             f"trainer.autocast={autocast}"])
+    made, skipped, nothing = ({"actor/updates": u, "actor/skipped_updates": k} for u, k in ((2, 0), (0, 2), (0, 0)))
+    stops = []
+    for loop.step, metrics in enumerate([made, skipped, nothing, made, skipped, nothing, skipped], start=1):
+        stops.append(loop._count_nonfinite(metrics))
+    if autocast == "fp16":
+        assert stops == [None] * 7
+    else:
+        assert stops[:6] == [None] * 6 and isinstance(stops[6], NonFiniteError)
+        assert "the last 2 steps that tried one was skipped" in str(stops[6]) and "since step 4" in str(stops[6])

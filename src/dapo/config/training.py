@@ -254,16 +254,17 @@ class TrainerConfig:
     # same logits to float32 rounding, a bf16 value at most a rounding away (attention: float32
     # throughout, nearer float64 than torch's bf16 eager). Where they cannot run, torch's ops, as with false.
     native_cpu_kernels: bool = True
-    # AdamW: learning rate, betas, weight decay; gradient-norm clip (DAPO: 1e-6, 0.1, 1.0). Weight
-    # decay applies to matrices only, not to biases and norm weights (verl's FSDP optimizer decays all).
+    # AdamW: learning rate (in (0, 1]), betas, weight decay; gradient-norm clip (DAPO: 1e-6, 0.1,
+    # 1.0). Weight decay applies to matrices only, not to biases and norm weights (verl's FSDP
+    # optimizer decays all).
     lr: float = 1e-6
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
     weight_decay: float = 0.1
     grad_clip: float = 1.0
     # Stop the run when every optimizer update of this many consecutive steps was skipped for a
     # non-finite loss or gradient norm (each skip leaves the weights as they were: a diverged policy
-    # would only sample and skip). Those steps are not checkpointed, so checkpoint.keep_last keeps
-    # the checkpoints from before them. 0 never stops.
+    # would only sample and skip); steps with no update to try are not counted, nor are the skips of
+    # autocast=fp16, whose loss scaling skips an overflowing update by design. 0 never stops.
     max_nonfinite_steps: int = 3
     # Linear warm-up over this many training steps (rollout steps, as verl counts them: the
     # schedule moves once per step, not per optimizer update): step s of W runs at lr (s+1)/(W+1)

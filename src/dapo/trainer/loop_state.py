@@ -49,21 +49,23 @@ class LoopState:
     engine_version: int | None
     evaluate: Callable[[], dict[str, float]]
 
-    nonfinite_streak = 0  # consecutive steps whose every update was skipped as non-finite (_watch_nonfinite)
+    # steps in a row whose every update was skipped as non-finite, and the step whose weights they
+    # kept (_count_nonfinite)
+    nonfinite_streak, nonfinite_since = 0, 0
 
     def state_dict(self) -> dict[str, Any]:
         """The driver's part of a checkpoint: where the loop is, the sampler's cursor and surplus,
         and the RNG (the policy writes its own part: :meth:`PolicyWorker.save_checkpoint`)."""
         return {"step": self.step, "next_group_id": self.next_group_id, "sampler": self.sampler.state_dict(),
                 "rng": rng_state(), "reward_failure_streak": dict(self.reward_watch.streak),
-                "updates_made": self.updates_made, "nonfinite_streak": self.nonfinite_streak}
+                "updates_made": self.updates_made, "nonfinite_streak": [self.nonfinite_streak, self.nonfinite_since]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.step, self.next_group_id = state["step"], state["next_group_id"]
         self.sampler.load_state_dict(state["sampler"])
         set_rng_state(state["rng"])
         self.reward_watch.streak = dict(state.get("reward_failure_streak", {}))  # older checkpoints: none
-        self.nonfinite_streak = state.get("nonfinite_streak", 0)
+        self.nonfinite_streak, self.nonfinite_since = state.get("nonfinite_streak", [0, 0])
         # (a checkpoint from before the count: its steps' planned updates less the skipped ones, at this
         # run's rate, not its own: approximate where the resume changed the updates per step)
         self.updates_made = state.get("updates_made", max(0, self.step * self.cfg.trainer.optimizer_steps_per_rollout
@@ -96,28 +98,35 @@ class LoopState:
         return True
 
     def _record(self, result: StepResult) -> None:
-        """A finished step's metrics and completions logged, its rewards' failures counted."""
+        """A finished step's metrics and completions logged, its rewards' failures and its skipped
+        updates counted (either may stop the run: the rewards' first, the count taken either way)."""
         self.state.log(self.step, result.metrics)
         self.state.log_completions(self.step, result.completions)
+        diverged = self._count_nonfinite(result.metrics)
         self.reward_watch.observe(result.reward_results)
-        self._watch_nonfinite(result.metrics)
+        if diverged is not None:
+            raise diverged
 
-    def _watch_nonfinite(self, metrics: dict[str, float]) -> None:
+    def _count_nonfinite(self, metrics: dict[str, float]) -> NonFiniteError | None:
         """Count the steps in a row whose every optimizer update was skipped for a non-finite loss
-        or gradient norm; past trainer.max_nonfinite_steps, stop the run (:class:`NonFiniteError`):
-        its weights no longer change. A step with no update to make (no group with signal) neither
-        extends the streak nor ends it."""
+        or gradient norm (a step with no update to try, no group with signal, neither extends the
+        streak nor ends it); past trainer.max_nonfinite_steps, the error that stops the run: its
+        weights no longer change. Not with trainer.autocast=fp16, whose loss scaling skips an
+        overflowing update by design (and halves the scale)."""
         made, skipped = metrics.get("actor/updates", 0.0), metrics.get("actor/skipped_updates", 0.0)
-        self.nonfinite_streak = 0 if made else self.nonfinite_streak + 1 if skipped else self.nonfinite_streak
+        if made or self.cfg.trainer.autocast == "fp16":
+            self.nonfinite_streak = 0
+        elif skipped:
+            self.nonfinite_since = self.nonfinite_since if self.nonfinite_streak else self.step - 1
+            self.nonfinite_streak += 1
         limit = self.cfg.trainer.max_nonfinite_steps
-        if limit and self.nonfinite_streak >= limit:
-            since = self.step - self.nonfinite_streak
-            raise NonFiniteError(
-                f"every optimizer update of the last {self.nonfinite_streak} steps was skipped: the loss or gradient "
-                f"norm was not finite (the warnings above say which; trainer.max_nonfinite_steps={limit}). The policy "
-                f"has most likely diverged. Its weights have not changed since step {since}, and these steps wrote no "
-                "checkpoint (checkpoint.keep_last kept those before them): resume from one before the divergence "
-                "(checkpoint.resume=PATH) with a lower trainer.lr or trainer.grad_clip")
+        if not limit or self.nonfinite_streak < limit:
+            return None
+        return NonFiniteError(
+            f"every optimizer update of the last {self.nonfinite_streak} steps that tried one was skipped (the loss or "
+            f"gradient norm was not finite: the warnings above say which; trainer.max_nonfinite_steps={limit}), so the "
+            f"weights have not changed since step {self.nonfinite_since}. The policy has most likely diverged: resume "
+            "from a checkpoint before the divergence (checkpoint.resume=PATH) with a lower trainer.lr or trainer.grad_clip")
 
     def _record_and_checkpoint(self, result: StepResult, evaluation_owed: bool = False) -> None:
         """The step just trained recorded (:meth:`_record`), then checkpointed when checkpoint.every_steps
@@ -178,8 +187,6 @@ class LoopState:
             raise
 
     def _periodic_checkpoint_due(self) -> bool:
-        """Whether checkpoint.every_steps checkpoints the step just done: not one of a streak of steps
-        whose every update was skipped as non-finite (:meth:`_watch_nonfinite`), whose weights are the
-        streak's first step's; its checkpoints would push older ones out (checkpoint.keep_last)."""
+        """Whether checkpoint.every_steps checkpoints the step just done."""
         every = self.cfg.checkpoint.every_steps
-        return bool(every) and self.step % every == 0 and not self.nonfinite_streak
+        return bool(every) and self.step % every == 0

@@ -323,7 +323,8 @@ class MetricsLogger:
                 board.add_scalar(key, value, step)
 
     def log_completions(self, step: int, records: list[dict[str, Any]]) -> None:
-        """Sampled completions (prompt, response, extracted answer, ground truth, reward) to
+        """Sampled completions (:func:`dapo.trainer.scoring.completion_records`: prompt, response,
+        extracted answer, ground truth, score and reward, their group's outcome and advantage) to
         ``completions.jsonl``, TensorBoard text (``completions``) and a W&B table."""
         if not records:
             return

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from dapo.config import ConfigError, load_config
 from dapo.rewards.pool import WorkerPool
 from dapo.rewards.user_functions import RewardFunctionError, load_reward_function
 from dapo.user_code import (
+    edited_sources,
     import_user_code,
     source_digest,
     source_digests,
@@ -112,15 +114,34 @@ def test_a_source_digest_follows_a_files_and_a_modules_own_file(tmp_path: Path, 
     assert source_digest("no_such_module_anywhere") is None and source_digest(str(tmp_path / "gone.py")) is None
 
 
-def test_a_reward_module_the_standard_library_shadows_is_named_with_the_file_form(
+def test_a_module_the_standard_library_shadows_is_named_with_the_file_form(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, restored_imports: None):
-    """test.py in the working directory, named test:fn: the standard library's test package came
-    first (the working directory is looked in last), and the error said only "no attribute 'fn'"."""
-    (tmp_path / "test.py").write_text("def fn(response, ground_truth, extra):\n    return 1.0\n")
+    """code.py in the working directory, named code:fn (a reward) or code (a plugin): the standard
+    library's code module came first (the working directory is looked in last), and the errors
+    said only "no attribute 'fn'" and "is not one of [...]"."""
+    (tmp_path / "code.py").write_text("def fn(response, ground_truth, extra):\n    return 1.0\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", [entry for entry in sys.path if entry not in ("", str(tmp_path))])
-    with pytest.raises(RewardFunctionError, match=r"test was imported from .*test/__init__.py, not from the working "
-                                                  r"directory's test.py, which it shadows: name the file instead, "
-                                                  r"'test.py:fn'"):
-        load_reward_function("test:fn")
-    assert load_reward_function("test.py:fn")("x", "y", {}) == 1.0
+    shadowed = r"code was imported from .*code.py, not from the working directory's code.py, which it shadows"
+    with pytest.raises(RewardFunctionError, match=shadowed + r": name the file instead, 'code.py:fn'"):
+        load_reward_function("code:fn")
+    assert load_reward_function("code.py:fn")("x", "y", {}) == 1.0
+    with pytest.raises(ConfigError, match=r"algorithm.advantage='mine' is not one of .*" + shadowed
+                       + r": name the file instead, 'code.py'"):
+        load_config([], ["algorithm.plugins=[code]", "algorithm.advantage=mine"])
+
+
+def test_a_module_path_is_digested_where_its_import_finds_it_and_not_imported(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, restored_imports: None):
+    """my_rewards:fn, found in the working directory (looked in last, as import_user_code does),
+    which the `dapo` command's sys.path lacks: it had no digest, so an edit went unsaid."""
+    (tmp_path / "uc_rewards.py").write_text("A = 1\n")
+    (tmp_path / "uc_pkg").mkdir()
+    (tmp_path / "uc_pkg" / "__init__.py").write_text("raise RuntimeError('imported')\n")
+    (tmp_path / "uc_pkg" / "mod.py").write_text("B = 1\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [entry for entry in sys.path if entry not in ("", str(tmp_path))])
+    before = source_digests(["uc_rewards", "uc_pkg.mod"])
+    assert None not in before.values() and "uc_pkg" not in sys.modules  # found, its package not run
+    (tmp_path / "uc_rewards.py").write_text("A = 2\n")
+    assert edited_sources(before, source_digests(["uc_rewards", "uc_pkg.mod"])) == ["uc_rewards"]

@@ -21,6 +21,7 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
+from pathlib import Path
 from types import ModuleType
 
 
@@ -72,6 +73,19 @@ def import_user_code(location: str, what: str, error: type[Exception] = ImportEr
     return module
 
 
+def shadowing_note(location: str, module: ModuleType, name: str = "") -> str:
+    """Where module path ``location`` was imported from, when the working directory holds a file of
+    that name the import did not take (the working directory is looked in last: a module of the
+    standard library or an installed one, ``test``, ``code``, comes first); "" otherwise. With
+    ``name`` (a reward function's), the ``file.py:name`` form that imports the file."""
+    imported = getattr(module, "__file__", None)
+    own = Path(*location.split(".")).with_suffix(".py")
+    if is_file_location(location) or not own.is_file() or (imported and Path(imported).resolve() == own.resolve()):
+        return ""
+    return (f"; {location} was imported from {imported or 'the interpreter (a built-in module)'}, not from the working "
+            f"directory's {own}, which it shadows: name the file instead, '{own}{':' + name if name else ''}'")
+
+
 def working_directory_origin(location: str) -> str | None:
     """The directory (absolute) that module path ``location``'s top-level package is imported
     from when only the working directory finds it: the working directory itself (where
@@ -113,18 +127,10 @@ def _finds(top: str, path: list[str]) -> bool:
 
 def source_digest(location: str) -> str | None:
     """A digest (sha256, 16 hex digits) of ``location``'s source: the file, or the file a module
-    path is imported from (its own file only, not what it imports). None when there is none to read
+    path imports from (its own file only, not what it imports), found as :func:`import_user_code`
+    finds it (the working directory last) but without importing it. None when there is none to read
     (a module not found, a built-in one)."""
-    if is_file_location(location):
-        path: str | None = os.path.abspath(os.path.expanduser(location))
-    elif (module := sys.modules.get(location)) is not None:
-        path = getattr(module, "__file__", None)
-    else:
-        try:
-            spec = importlib.util.find_spec(location)
-        except (ImportError, ValueError):
-            spec = None
-        path = spec.origin if spec is not None and spec.has_location else None
+    path = os.path.abspath(os.path.expanduser(location)) if is_file_location(location) else _module_file(location)
     try:
         with open(path or "", "rb") as source:
             return hashlib.sha256(source.read()).hexdigest()[:16]
@@ -132,7 +138,31 @@ def source_digest(location: str) -> str | None:
         return None
 
 
+def _module_file(location: str) -> str | None:
+    """The file module path ``location`` is imported from, found without importing it (nor its
+    packages: their code may fail, or be slow, in a process that never calls it)."""
+    if (module := sys.modules.get(location)) is not None:
+        return getattr(module, "__file__", None)
+    search: list[str] | None = [entry for entry in sys.path if isinstance(entry, str)] + [os.getcwd()]
+    spec = None
+    for part in location.split("."):
+        try:
+            spec = importlib.machinery.PathFinder.find_spec(part, search)
+        except Exception:  # (a finder that fails on a name not its own)
+            return None
+        if spec is None:
+            return None
+        search = list(spec.submodule_search_locations or [])
+    return spec.origin if spec is not None and spec.has_location else None
+
 
 def source_digests(locations: list[str]) -> dict[str, str | None]:
     """:func:`source_digest` of each of ``locations``."""
     return {location: source_digest(location) for location in locations}
+
+
+def edited_sources(saved: dict[str, str | None], now: dict[str, str | None]) -> list[str]:
+    """The locations whose source digest differs between ``saved`` and ``now`` (one missing, or
+    with no digest, on either side: not known to differ)."""
+    return [location for location, digest in now.items()
+            if None not in (digest, saved.get(location)) and digest != saved[location]]

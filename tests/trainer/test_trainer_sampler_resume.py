@@ -5,21 +5,25 @@ groups of the old rollout.n beside the new, and of the old length limit)."""
 
 from __future__ import annotations
 
+import copy
 import warnings
 
 import pytest
 import torch
 
 from dapo.config import load_config
-from dapo.config.loading import config_to_dict
+from dapo.config.loading import config_to_dict, user_code_locations, with_absolute_paths
 from dapo.data.records import Problem
 from dapo.trainer.sampler import DynamicSampler, PromptStream, surplus_settings
+from dapo.user_code import source_digests
 from tests.trainer.test_trainer_sampler import PROBLEMS, make_round
 
 
 def settings(*overrides: str) -> dict:
+    """As the trainer makes them, with its code's digests (RunState.user_code)."""
     cfg = load_config([], list(overrides))
-    return surplus_settings(config_to_dict(cfg), cfg.resolved_filter_metric())
+    sources = source_digests(user_code_locations(with_absolute_paths(config_to_dict(cfg))))
+    return surplus_settings(config_to_dict(cfg), cfg.resolved_filter_metric(), sources)
 
 
 def sampler_with_surplus(made_under: dict) -> DynamicSampler:
@@ -83,11 +87,15 @@ def test_surplus_scored_by_a_reward_function_edited_since_is_dropped(tmp_path):
     reward.write_text("def score(response, ground_truth):\n    return 0.5\n")
     with pytest.warns(UserWarning, match="reward.functions sources changed since this checkpoint: the 1 surplus"):
         assert resumed(state, settings(override)).surplus == []
-    # a checkpoint written before the digests were kept: nothing to compare, kept
+    # a checkpoint written before the digests were kept, or a digest not known on one side (a module
+    # found in one attempt's sys.path only): nothing to compare, kept
+    unknown = copy.deepcopy(state)
+    unknown["surplus_settings"]["reward.functions sources"] = {str(reward): None}
     del state["surplus_settings"]["reward.functions sources"]
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert len(resumed(state, settings(override)).surplus) == 1
+    for kept in (state, unknown):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert len(resumed(kept, settings(override)).surplus) == 1
 
 
 def test_surplus_made_under_the_same_settings_is_trained_and_an_older_checkpoint_keeps_its_own():

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 
 from dapo.config.checks import ConfigError, check, one_of
-from dapo.user_code import import_user_code
+from dapo.user_code import import_user_code, shadowing_note
 
 # The loss aggregations (dapo.algo.aggregation) that are sums over tokens under a constant: a
 # sequence-parallel rank's sum over its chunk of the tokens is its share of the whole
@@ -149,8 +149,8 @@ class AlgorithmConfig:
         from dapo.algo.aggregation import LOSS_AGG_CALL
         from dapo.algo.policy_loss import POLICY_LOSS_CALL
 
-        for location in self.plugins:
-            import_user_code(location, f"algorithm.plugins entry {location!r}", ConfigError)
+        shadowed = "".join(shadowing_note(location, import_user_code(location, f"algorithm.plugins entry {location!r}",
+                                                                     ConfigError)) for location in self.plugins)
         for key, registry, call in (
             ("advantage", algo.ADVANTAGE_ESTIMATORS, ADVANTAGE_CALL),
             ("policy_loss", algo.POLICY_LOSSES, POLICY_LOSS_CALL),
@@ -159,7 +159,7 @@ class AlgorithmConfig:
             name = getattr(self, key)
             check(name in registry, f"algorithm.{key}={name!r} is not one of {sorted(registry)} (a plugin's name "
                   "needs its file or module in algorithm.plugins, which every dapo command that loads the config "
-                  "imports; docs/extending.md)")
+                  f"imports; docs/extending.md){shadowed}")
             _check_callable(f"algorithm.{key}={name!r}", registry[name], *call)
         check(self.advantage_eps > 0, "algorithm.advantage_eps must be > 0 (a constant group's std is 0)")
         check(0 < self.clip_ratio_low < 1, "algorithm.clip_ratio_low must be in (0, 1)")

@@ -20,11 +20,10 @@ from collections.abc import Callable
 from decimal import Decimal
 from numbers import Real
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from dapo.errors import UserError
-from dapo.user_code import import_user_code, is_file_location
+from dapo.user_code import import_user_code, is_file_location, shadowing_note
 
 RewardFunction = Callable[[str, str, dict], Any]
 
@@ -80,25 +79,13 @@ def load_reward_function(spec: str) -> RewardFunction:
     if not hasattr(module, name):
         public = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))
         raise RewardFunctionError(
-            f"reward function {spec!r}: {location} has no attribute {name!r} (callables: {public}){_shadowed(location, name, module)}"
+            f"reward function {spec!r}: {location} has no attribute {name!r} (callables: {public}){shadowing_note(location, module, name)}"
         )
     function = getattr(module, name)
     if not callable(function):
         raise RewardFunctionError(f"reward function {spec!r}: {name} is not callable")
     _check_signature(function, spec)
     return function
-
-
-def _shadowed(location: str, name: str, module: ModuleType) -> str:
-    """Where module path ``location`` was imported from, when the working directory holds a file of
-    that name the import did not take (a module of the standard library, or an installed one, came
-    first: ``test``, ``code``)."""
-    imported = getattr(module, "__file__", None)
-    own = Path(*location.split(".")).with_suffix(".py")
-    if is_file_location(location) or not own.is_file() or (imported and Path(imported).resolve() == own.resolve()):
-        return ""
-    return (f"; {location} was imported from {imported or 'the interpreter (a built-in module)'}, not from the working "
-            f"directory's {own}, which it shadows: name the file instead, '{own}:{name}'")
 
 
 def _check_signature(function: RewardFunction, spec: str) -> None:

@@ -173,7 +173,7 @@ class Trainer(LoopState):
             filter_metric=cfg.resolved_filter_metric(),
             keep_surplus=cfg.algorithm.keep_surplus_groups,
             max_surplus_fraction=cfg.algorithm.max_surplus_fraction,
-            surplus_settings=surplus_settings(config_to_dict(cfg), cfg.resolved_filter_metric()),
+            surplus_settings=surplus_settings(config_to_dict(cfg), cfg.resolved_filter_metric(), self.state.user_code),
         )
         # the loop's own state (state_dict): steps done, the next round's first group id
         self.step, self.next_group_id = 0, 0

@@ -52,7 +52,7 @@ from dapo.trainer.run_dir import (
     remove_stale_checkpoint_temps,
     saved_section,
 )
-from dapo.user_code import source_digests
+from dapo.user_code import edited_sources, source_digests
 
 TRUNCATION_WARNING_RATE = 0.5
 UNREAD_BOXES_TRAIN = "unread boxes (training)"  # the kind of note warn_if_boxes_unread says once a run
@@ -140,8 +140,8 @@ class RunState:
         # with absolute paths: the saved config means the same files from any directory
         absolute_config = with_absolute_paths(config_to_dict(cfg))
         self.config_yaml = yaml.safe_dump(absolute_config, sort_keys=False)
-        # digests of the run's reward-function and plugin sources as this process imported them:
-        # a resume says which changed since a checkpoint, which the config alone cannot show
+        # digests of the run's reward-function and plugin sources at its start: a resume says
+        # which changed since a checkpoint, which the config alone cannot show
         self.user_code = source_digests(user_code_locations(absolute_config))
         self._config_written = False
         # the checkpoint of another run this run started from (checkpoint.resume=PATH), if any:
@@ -236,9 +236,7 @@ class RunState:
                           f"resumed step: {'; '.join(changes[:12])}{more}"
                           f"{schedule_change(saved_section(path, 'trainer'), self.cfg.trainer, state['step'])}",
                           stacklevel=2)
-        saved_code = state.get("user_code") or {}  # (none in checkpoints written before it was kept)
-        if edited := [location for location, digest in self.user_code.items()
-                      if None not in (digest, saved_code.get(location)) and digest != saved_code[location]]:
+        if edited := edited_sources(state.get("user_code") or {}, self.user_code):  # (older checkpoints: none)
             warnings.warn(f"resuming {path.name} with other code than it was saved with: the source of "
                           f"{', '.join(edited)} changed since, and the resumed run runs it as it is now", stacklevel=2)
         return path, state

@@ -33,7 +33,7 @@ from dapo.algo import filter_groups
 from dapo.config.loading import absolute_function_path, reward_function_locations
 from dapo.data.records import Problem
 from dapo.trainer.batch import LOGPROB_FIELDS, Sample, as_logprobs
-from dapo.user_code import source_digests
+from dapo.user_code import edited_sources
 
 
 class PromptStream:
@@ -269,10 +269,8 @@ class DynamicSampler:
         surplus = [[sample_from_state(fields) for fields in group] for group in state["surplus"]]
         saved = state.get("surplus_settings")  # absent in checkpoints written before it was kept
         saved = None if saved is None else _absolute_function_paths(saved)
-        # (the sources' digests are not in checkpoints written before they were kept: not compared)
         changed = sorted(key for key in {*(saved or {}), *self.surplus_settings}
-                         if saved is not None and saved.get(key) != self.surplus_settings.get(key)
-                         and (key in saved or key != _SOURCES))
+                         if saved is not None and _changed(key, saved.get(key), self.surplus_settings.get(key)))
         if surplus and (changed or not continued):
             why = f"{', '.join(changed)} changed" if changed else "the training data, trainer.seed or data.shuffle changed"
             warnings.warn(f"{why} since this checkpoint: the {len(surplus)} surplus group(s) it kept for the next "
@@ -296,14 +294,24 @@ _SURPLUS_SETTINGS = {
 _SOURCES = "reward.functions sources"  # surplus_settings' key of the reward functions' source digests
 
 
-def surplus_settings(config: dict, filter_metric: str) -> dict:
+def surplus_settings(config: dict, filter_metric: str, sources: dict[str, str | None] | None = None) -> dict:
     """The settings of ``config`` (a run's config as a dict) that kept groups were made under, as
     ``{"section.key": value}``, with the resolved ``filter_metric``; its files named by their
     absolute paths (a reward function named relative in one attempt and absolute in the resume is
-    one function), and digests of the reward functions' sources (one edited since scores otherwise)."""
+    one function); and of ``sources`` (the run's code's digests by absolute location,
+    :attr:`dapo.trainer.run_state.RunState.user_code`) its reward functions' (one edited since scores otherwise)."""
     settings = {f"{section}.{key}": config[section][key] for section, keys in _SURPLUS_SETTINGS.items() for key in keys}
     settings = _absolute_function_paths({**settings, "algorithm.filter_metric": filter_metric})
-    return {**settings, _SOURCES: list(source_digests(reward_function_locations(settings["reward.functions"])).values())}
+    locations = reward_function_locations(settings["reward.functions"])
+    return {**settings, _SOURCES: {location: (sources or {}).get(location) for location in locations}}
+
+
+def _changed(key: str, before: object, now: object) -> bool:
+    """Whether surplus setting ``key`` changed; its reward functions' sources, file by file (one
+    not known on either side, as in a checkpoint written before they were kept, is no change)."""
+    if key == _SOURCES:
+        return isinstance(before, dict) and isinstance(now, dict) and bool(edited_sources(before, now))
+    return before != now
 
 
 def _absolute_function_paths(settings: dict) -> dict:

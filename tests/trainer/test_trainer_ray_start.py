@@ -40,14 +40,19 @@ def test_a_sigterm_in_ray_init_unwinds_through_the_callers_handler(monkeypatch):
     from dapo.trainer.ray_policy import keeping_sigterm_handler
 
     def unwind(signum, frame):  # as the dapo CLI's exit_on_termination
+        signal.signal(signum, signal.SIG_DFL)  # a second signal ends the process at once
         raise SystemExit(128 + signum)
 
     monkeypatch.setattr(signal, "getsignal", lambda signum: unwind)
-    restored = []
-    monkeypatch.setattr(signal, "signal", lambda signum, handler: restored.append((signum, handler)))
+    installed = []
+    monkeypatch.setattr(signal, "signal", lambda signum, handler: installed.append((signum, handler)))
     with pytest.raises(SystemExit) as stopped, keeping_sigterm_handler():
         raise SystemExit(signal.SIGTERM)  # Ray's: sys.exit(signum)
-    assert stopped.value.code == 143 and restored == [(signal.SIGTERM, unwind)]
+    assert stopped.value.code == 143 and installed == [(signal.SIGTERM, unwind), (signal.SIGTERM, signal.SIG_DFL)]
+    installed.clear()
+    with keeping_sigterm_handler():  # ray.init returned: the caller's handler back over Ray's
+        pass
+    assert installed == [(signal.SIGTERM, unwind)]
 
 
 def test_a_local_ray_stopped_while_it_started_stops_what_it_started(monkeypatch):
@@ -73,3 +78,22 @@ def test_a_local_ray_stopped_while_it_started_stops_what_it_started(monkeypatch)
             callers_handler()  # (keeping_sigterm_handler's call: Ray's exit is its context)
     stop_half_started_ray(type("Ray", (), {"shutdown": staticmethod(lambda: shut.append(1))}), stopped.value)
     assert killed == [{"check_alive": False, "allow_graceful": True, "wait": True}] and shut == [1]
+
+
+def test_the_policy_group_stops_what_an_interrupted_ray_init_started(monkeypatch):
+    ray = pytest.importorskip("ray")
+    from dapo.config import builtin_config_path, load_config
+    from dapo.trainer import ray_policy
+
+    def interrupted(**kwargs):
+        raise KeyboardInterrupt
+
+    stopped = []
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", interrupted)
+    monkeypatch.setattr(ray_policy, "stop_half_started_ray", lambda ray_module, stop: stopped.append(type(stop)))
+    cfg = load_config([builtin_config_path("default")], ["resources.devices_per_node=2"])
+    with pytest.raises(KeyboardInterrupt):
+        ray_policy.RayPolicyGroup(cfg)
+    assert stopped == [KeyboardInterrupt]

@@ -82,9 +82,12 @@ def keeping_sigterm_handler() -> Iterator[None]:
     try:
         yield
     except SystemExit as stop:
-        # a SIGTERM while ray.init ran met Ray's handler: the caller's handles it as its own
+        # a SIGTERM while ray.init ran met Ray's handler: the caller's handles it as its own, put
+        # back first and then left as it leaves itself (the CLI's: a second signal ends at once)
         if callable(previous) and stop.code == signal.SIGTERM:
-            previous(signal.SIGTERM, None)
+            signal.signal(signal.SIGTERM, previous)
+            handler, previous = previous, None
+            handler(signal.SIGTERM, None)
         raise
     finally:
         if callable(previous):
@@ -96,8 +99,6 @@ def stop_half_started_ray(ray: Any, stop: BaseException) -> None:
     started. ``ray.shutdown`` knows only a node whose start finished; the one being started is the
     ``self`` of Ray's ``Node.__init__`` in the traceback. Its raylet is stopped as a shutdown stops
     it, with its agents: killed by Ray's reaper instead, it left them running for about a minute."""
-    import ray._private.node as ray_node
-
     frame_locals = []
     error: BaseException | None = stop
     while error is not None:  # (Ray's SystemExit(15) is the context of the caller's handler's)
@@ -106,10 +107,13 @@ def stop_half_started_ray(ray: Any, stop: BaseException) -> None:
             frame_locals.append(traceback.tb_frame.f_locals.get("self"))
             traceback = traceback.tb_next
         error = error.__context__
-    for node in (candidate for candidate in frame_locals if isinstance(candidate, ray_node.Node)):
-        with contextlib.suppress(Exception):
+    with contextlib.suppress(Exception):  # (what failed here must not hide the stop)
+        import ray._private.node as ray_node  # (Ray's own module: no public API names the node)
+
+        for node in (candidate for candidate in frame_locals if isinstance(candidate, ray_node.Node)):
             node.kill_all_processes(check_alive=False, allow_graceful=True, wait=True)
-    ray.shutdown()
+    with contextlib.suppress(Exception):
+        ray.shutdown()
 
 
 def quiet_local_token_auth() -> None:

@@ -128,9 +128,13 @@ def model_problems(cfg: DAPOConfig) -> list[str]:
 
 
 def missing_model_problem(path: str) -> str:
-    """Why ``path`` (model.path, or dapo eval's MODEL), no directory, names no model: a near miss
-    ("step-2" for a checkpoint "step-000002"), a run's checkpoint not (yet) written, or a hub name."""
+    """Why ``path`` (model.path, or dapo eval's MODEL), no directory, names no model: a file (the
+    model's weights file), a near miss ("step-2" for a checkpoint "step-000002"), a run's
+    checkpoint not (yet) written, or a hub name."""
     model_dir = Path(path).expanduser()
+    if model_dir.is_file():  # its model.safetensors, say
+        return (f"model.path={path!r} is a file: a model is a directory (a checkpoint, or a Hugging Face model's); "
+                f"the one holding it is {str(model_dir.parent)!r}")
     if (near := near_miss(model_dir)) is not None:
         return f"model.path={path!r} is not a local directory: did you mean {str(near)!r}?"
     checkpoints = model_dir.parent

@@ -301,8 +301,11 @@ def test_eval_mistakes_get_advice_for_eval(tmp_path, capsys, monkeypatch):
     assert "is a config)" in capsys.readouterr().err
     (tmp_path / "model.safetensors").write_bytes(b"")  # a checkpoint's weights file named: was "is a config"
     assert main(["eval", str(tmp_path / "model.safetensors")]) == 2
-    assert (f"MODEL is a directory (a checkpoint, or a Hugging Face model's), not a file: "
-            f"'{tmp_path / 'model.safetensors'}'; the one holding it is '{tmp_path}'") in capsys.readouterr().err
+    message = (f"model.path='{tmp_path / 'model.safetensors'}' is a file: a model is a directory (a checkpoint, or "
+               f"a Hugging Face model's); the one holding it is '{tmp_path}'")
+    assert message in capsys.readouterr().err
+    assert main(["train", f"model.path={tmp_path / 'model.safetensors'}", f"output_dir={tmp_path / 'run'}"]) == 2
+    assert message in capsys.readouterr().err  # (was "not a local directory ... download the model first")
     hydra_named = tmp_path / "lr=1e-5"  # a run directory named as Hydra names them: a model, not an override
     hydra_named.mkdir()
     assert main(["eval", str(hydra_named), "data.eval_files=[]"]) == 2

@@ -100,12 +100,10 @@ def cmd_eval(ns: argparse.Namespace) -> int:
     args = list(ns.config)
     if config_arg_kind(ns.model) == "override" and not Path(ns.model).exists():  # (a run named lr=1e-5 is a model)
         raise UserError(f"dapo eval MODEL [CONFIG] [key=value ...]: name the model first ({ns.model!r} is an override)")
-    if Path(ns.model).is_file() and not ns.model.endswith((".yaml", ".yml")):  # its model.safetensors, say
-        raise UserError(f"dapo eval MODEL [CONFIG] [key=value ...]: MODEL is a directory (a checkpoint, or a Hugging "
-                        f"Face model's), not a file: {ns.model!r}; the one holding it is {str(Path(ns.model).parent)!r}")
-    if config_arg_kind(ns.model) in ("file", "shipped") and not Path(ns.model).is_dir():  # `dapo eval CONFIG MODEL`
+    is_config = config_arg_kind(ns.model) == "shipped" or ns.model.endswith((".yaml", ".yml"))
+    if is_config and not Path(ns.model).is_dir():  # `dapo eval CONFIG MODEL`
         raise UserError(f"dapo eval MODEL [CONFIG] [key=value ...]: name the model first ({ns.model!r} is a config)")
-    if not is_builtin_model(ns.model) and not Path(ns.model).expanduser().exists():  # alone: the notes would follow
+    if not is_builtin_model(ns.model) and not Path(ns.model).expanduser().is_dir():  # alone: the notes would follow
         from dapo.preflight import PreflightError, missing_model_problem
 
         raise PreflightError([missing_model_problem(ns.model)])

@@ -143,7 +143,7 @@ def _module_file(location: str) -> str | None:
     packages: their code may fail, or be slow, in a process that never calls it)."""
     if (module := sys.modules.get(location)) is not None:
         return getattr(module, "__file__", None)
-    search: list[str] | None = [entry for entry in sys.path if isinstance(entry, str)] + [os.getcwd()]
+    search = [entry for entry in sys.path if isinstance(entry, str)] + [os.getcwd()]
     spec = None
     for part in location.split("."):
         try:

@@ -145,3 +145,24 @@ def test_a_module_path_is_digested_where_its_import_finds_it_and_not_imported(
     assert None not in before.values() and "uc_pkg" not in sys.modules  # found, its package not run
     (tmp_path / "uc_rewards.py").write_text("A = 2\n")
     assert edited_sources(before, source_digests(["uc_rewards", "uc_pkg.mod"])) == ["uc_rewards"]
+
+
+def test_a_module_an_editable_install_finds_is_digested(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """`pip install -e .` of a flat layout finds its modules through a finder of sys.meta_path,
+    not sys.path: a digest looked for on sys.path alone was None, and an edit went unsaid."""
+    import importlib.abc
+    import importlib.util
+
+    source = tmp_path / "elsewhere" / "uc_editable.py"
+    source.parent.mkdir()
+    source.write_text("C = 1\n")
+
+    class EditableFinder(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            return importlib.util.spec_from_file_location(name, source) if name == "uc_editable" else None
+
+    monkeypatch.setattr(sys, "meta_path", [EditableFinder(), *sys.meta_path])
+    before = source_digest("uc_editable")
+    source.write_text("C = 2\n")
+    assert before is not None and source_digest("uc_editable") not in (None, before)
+    assert "uc_editable" not in sys.modules

@@ -112,17 +112,22 @@ def working_directory_origin(location: str) -> str | None:
 def _finds(top: str, path: list[str]) -> bool:
     """Whether the import system finds the top-level module ``top`` with ``path`` as sys.path
     (its other finders, the built-in modules' and an editable install's, asked as they are)."""
+    return _find_spec(top, path) is not None
+
+
+def _find_spec(top: str, path: list[str]) -> importlib.machinery.ModuleSpec | None:
+    """The spec the import system finds for top-level module ``top`` with ``path`` as sys.path, without importing it."""
     for finder in sys.meta_path:
-        if finder is importlib.machinery.PathFinder:
-            spec = importlib.machinery.PathFinder.find_spec(top, path)
-        else:
-            try:
+        try:
+            if finder is importlib.machinery.PathFinder:
+                spec = importlib.machinery.PathFinder.find_spec(top, path)
+            else:
                 spec = finder.find_spec(top, None)
-            except Exception:  # (a finder without find_spec, or one that fails on a name not its own)
-                spec = None
+        except Exception:  # (a finder without find_spec, or one that fails on a name not its own)
+            spec = None
         if spec is not None:
-            return True
-    return False
+            return spec
+    return None
 
 
 def source_digest(location: str) -> str | None:
@@ -143,16 +148,14 @@ def _module_file(location: str) -> str | None:
     packages: their code may fail, or be slow, in a process that never calls it)."""
     if (module := sys.modules.get(location)) is not None:
         return getattr(module, "__file__", None)
-    search = [entry for entry in sys.path if isinstance(entry, str)] + [os.getcwd()]
-    spec = None
-    for part in location.split("."):
+    top, *parts = location.split(".")
+    spec = _find_spec(top, [entry for entry in sys.path if isinstance(entry, str)] + [os.getcwd()])
+    for part in parts:  # a package's modules: in its directories
+        search = list(spec.submodule_search_locations or []) if spec is not None else []
         try:
-            spec = importlib.machinery.PathFinder.find_spec(part, search)
-        except Exception:  # (a finder that fails on a name not its own)
-            return None
-        if spec is None:
-            return None
-        search = list(spec.submodule_search_locations or [])
+            spec = importlib.machinery.PathFinder.find_spec(part, search) if search else None
+        except Exception:
+            spec = None
     return spec.origin if spec is not None and spec.has_location else None
 
 

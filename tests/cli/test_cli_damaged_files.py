@@ -33,6 +33,16 @@ def test_a_truncated_weights_file_is_named_in_one_line(tmp_path, capsys):
     assert "Traceback (most recent call last)" not in err
 
 
+def test_a_truncated_tokenizer_file_is_said_in_one_line(tmp_path, capsys):
+    """An interrupted copy of tokenizer.json raised a JSONDecodeError, with a traceback."""
+    model = make_tiny_model(tmp_path / "model")
+    _truncate(model / "tokenizer.json")
+    assert main(_eval_args(tmp_path, model)) == 2
+    err = capsys.readouterr().err
+    assert f"dapo eval: error: cannot read the tokenizer of {model} (JSONDecodeError: " in err
+    assert "is damaged or incomplete (an interrupted download or copy?)" in err and "Traceback" not in err
+
+
 def test_a_truncated_checkpoint_file_is_named(tmp_path):
     from transformers import AutoModelForCausalLM
 

@@ -161,12 +161,23 @@ def test_a_section_with_every_key_commented_out_takes_its_defaults(tmp_path, cap
     with pytest.raises(SystemExit) as exit_info:
         main(["ablate", "--seeds", "0"])
     assert exit_info.value.code == 2 and "not a positive integer" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["ablate", "--seeds", "abc"])  # was "invalid _positive_int value: 'abc'"
+    assert exit_info.value.code == 2 and "argument --seeds: abc is not a positive integer" in capsys.readouterr().err
 
 
 def test_plot_of_a_run_with_no_metrics_yet_says_so_and_writes_no_blank_report(tmp_path, capsys):
     (tmp_path / "metrics.jsonl").write_text("")
     assert main(["plot", str(tmp_path)]) == 2
     assert "holds no metrics yet" in capsys.readouterr().err and not (tmp_path / "report.png").exists()
+
+
+def test_plot_of_a_damaged_metrics_file_plots_the_lines_it_can_read(tmp_path, capsys):
+    """Bytes that are not UTF-8 (a damaged file) raised a UnicodeDecodeError, with a traceback."""
+    (tmp_path / "metrics.jsonl").write_bytes(b'\xff\xfe\x00bin\n{"step": 1, "rollout/acc": 0.5}\n')
+    with pytest.warns(UserWarning, match=r"skipped 1 unreadable line\(s\) \[1\]"):
+        assert main(["plot", str(tmp_path)]) == 0
+    assert (tmp_path / "report.png").is_file()
 
 
 def test_plot_to_a_format_matplotlib_cannot_write_is_a_one_line_error(tmp_path, capsys):

@@ -118,6 +118,8 @@ def test_a_model_not_on_this_machine_gets_the_shape_of_the_qwen25_model_nearest_
     for bad in (["--params", "-5"], ["--params", "nan"], ["--params", "inf"], ["--device-gib", "nan"]):
         assert main(["plan", "qwen2.5_1.5b_1gpu", *bad]) == 2  # nan printed 'nan GiB'; inf, a traceback
         assert "--params and --device-gib must be finite numbers > 0" in capsys.readouterr().err
+    assert main(["plan", "dapo_qwen2.5_32b", "--params", "32.8"]) == 2  # billions meant: a 33-parameter model "fit"
+    assert "--params 32.8 is a count of parameters, not billions: did you mean 32.8e9?" in capsys.readouterr().err
 
 
 def engine_rows(out: str) -> list[str]:

@@ -208,6 +208,8 @@ def cmd_plan(ns: argparse.Namespace) -> int:
 
     if not all(math.isfinite(x) and x > 0 for x in (ns.device_gib, 1.0 if ns.params is None else ns.params)):
         raise UserError("--params and --device-gib must be finite numbers > 0")
+    if ns.params is not None and ns.params < 1e6:  # (32.8 for 32.8e9: a plan of a 33-parameter model fits anywhere)
+        raise UserError(f"--params {ns.params:g} is a count of parameters, not billions: did you mean {ns.params:g}e9?")
     estimate = plan(resolve(ns.config, "plan"), ns.params, ns.device_gib)
     print(estimate)
     return 1 if "DOES NOT FIT" in estimate or "DOES NOT RUN" in estimate else 0  # a script stops before it asks for a cluster
@@ -222,7 +224,10 @@ def cmd_ablate(ns: argparse.Namespace) -> int:
 
 
 def _positive_int(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0  # (argparse would name the function: "invalid _positive_int value")
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
     return value

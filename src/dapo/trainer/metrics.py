@@ -367,9 +367,10 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
 
 
 def parse_metrics_lines(path: Path) -> list[dict[str, Any]]:
-    """The rows of a metrics.jsonl; a torn line (a run killed mid-write) is skipped with a warning."""
+    """The rows of a metrics.jsonl; a torn line (a run killed mid-write) is skipped with a warning,
+    as are the lines a damaged file's bytes that are not UTF-8 break."""
     rows, torn = [], []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
+    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
         if not line.strip():
             continue
         try:

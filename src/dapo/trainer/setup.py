@@ -23,7 +23,7 @@ from dapo.algo.rehearsal import rehearse_plugins
 from dapo.config import DAPOConfig, ModelConfig
 from dapo.data import LoadedProblems, Problem, PromptEncoder, load_problems
 from dapo.data.prompts import problem_text
-from dapo.errors import DamagedWeightsError
+from dapo.errors import DamagedWeightsError, UserError
 from dapo.lora import apply_lora
 from dapo.model_context import model_context
 from dapo.rollout import RolloutEngine, create_engine
@@ -96,6 +96,21 @@ def load_weights(path: Path, cfg: ModelConfig) -> PreTrainedModel:
                                   f"or incomplete ({error}; an interrupted download or copy?): fetch it again") from error
 
 
+def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
+    """``AutoTokenizer.from_pretrained`` of ``path``, a tokenizer file it cannot read said in one line
+    (a truncated tokenizer.json raised a JSONDecodeError, with a traceback and no file name). An
+    OSError (no tokenizer there) passes as it is: transformers' own message says what is missing."""
+    try:
+        return AutoTokenizer.from_pretrained(path)
+    except OSError:
+        raise
+    except Exception as error:  # (JSONDecodeError, KeyError, the tokenizers library's own Exception)
+        raise UserError(f"cannot read the tokenizer of {path} ({type(error).__name__}: {error}): a tokenizer file "
+                        "(tokenizer.json, tokenizer_config.json) is damaged or incomplete (an interrupted download or "
+                        "copy?) or of a newer transformers: fetch it again, or name another in model.tokenizer_path"
+                        ) from error
+
+
 def _damaged_file(path: Path) -> str | None:
     """The first of ``path``'s safetensors files whose header cannot be read (reading a header is cheap)."""
     for file in sorted(path.glob("*.safetensors")):
@@ -117,7 +132,7 @@ def load_model_and_tokenizer(
     weights, and new adapters start at zero; and for a policy rank, which adds them after it
     copies the base model for its rollout engine)."""
     path = resolve_model_path(cfg)
-    tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer_path or path)
+    tokenizer = load_tokenizer(cfg.tokenizer_path or path)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     if not weights:

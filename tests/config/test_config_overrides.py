@@ -194,8 +194,18 @@ def test_a_bare_reward_function_spec_says_how_to_write_it():
 @pytest.mark.parametrize("override", ["+trainer.lr=1e-5", "++trainer.lr=1e-5", "~trainer.lr"])
 def test_hydra_prefixes_say_to_set_the_field_plainly(override: str):
     """verl users write +key=value; it was an unknown key '+trainer' (did you mean trainer?)."""
-    with pytest.raises(ConfigError, match=r"Hydra's \+ / \+\+ / ~ prefixes are not read here.* trainer\.lr=value"):
+    with pytest.raises(ConfigError, match=r"Hydra's \+ / \+\+ / ~ prefixes are not read here: every field .*"
+                                          r"leave its override out to keep the default \(trainer\.lr=value\)"):
         load_config([], [override])
+
+
+def test_a_hydra_delete_without_a_value_gets_the_same_advice_not_a_circle(capsys):
+    """`dapo config ~trainer.lr` said "an override needs '=' (e.g. ~trainer.lr=VALUE)", and that one
+    that the prefix is not read."""
+    from dapo.cli.main import main
+
+    assert main(["config", "~trainer.lr"]) == 2
+    assert "Hydra's + / ++ / ~ prefixes are not read here: every field" in capsys.readouterr().err
 
 
 # (the second form is how validation errors name an item: reward.functions[0].weight='abc' is not a number)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from dapo.config import ConfigError, DAPOConfig, builtin_config_path, load_config
-from dapo.config.loading import parse_override, set_dotted, shipped_config_names
+from dapo.config.loading import HYDRA_PREFIXES, parse_override, set_dotted, shipped_config_names
 from dapo.context_checks import is_builtin
 from dapo.hardware import (
     BF16_FALLBACK_SEEN,
@@ -52,6 +52,8 @@ def _not_a_config_arg(args: list[str], index: int, command: str = "train") -> st
         return f"{why}: to start from a checkpoint directory, give checkpoint.resume={arg}"
     if close := difflib.get_close_matches(arg, shipped_config_names(), n=1, cutoff=0.75):
         return f"{why}: did you mean the shipped config {close[0]!r}?"
+    if arg[:1] in ("+", "~"):  # Hydra's ~key (delete a field), or +key without its value
+        return f"{why}: Hydra's + / ++ / ~ prefixes are not read here: {HYDRA_PREFIXES}"
     if "." in arg and not Path(arg).exists():
         return f"{why}: an override needs '=' (e.g. {arg}=VALUE)"
     return why

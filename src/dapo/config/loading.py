@@ -33,12 +33,17 @@ def shipped_config_names() -> list[str]:
 _CONFIGS_DIR = Path(str(resources.files("dapo") / "configs"))
 
 
+# What dapo-rl reads where Hydra takes +key=value (add a field), ++key=value (force) and ~key (delete).
+HYDRA_PREFIXES = ("every field this project has holds its default already, so set one as key=value, and leave "
+                  "its override out to keep the default")
+
+
 def parse_override(text: str) -> tuple[list[str], Any]:
     """``"trainer.lr=1e-5"`` -> (["trainer", "lr"], 1e-5); the value is parsed as YAML."""
     if text.lstrip()[:1] in ("+", "~"):  # Hydra's +key=value (add), ++key=value (force), ~key (delete)
         key = text.partition("=")[0].strip().lstrip("+~")
-        raise ConfigError(f"override {text!r}: Hydra's + / ++ / ~ prefixes are not read here; every field exists "
-                          f"(with its default), so set it as {key}=value")
+        raise ConfigError(f"override {text!r}: Hydra's + / ++ / ~ prefixes are not read here: {HYDRA_PREFIXES} "
+                          f"({key}=value)")
     if "=" not in text:
         raise ConfigError(f"override {text!r} is not of the form key=value (e.g. trainer.lr=1e-5)")
     key, raw = text.split("=", 1)
@@ -149,7 +154,10 @@ def load_config(
             loaded = yaml.load(path.read_text(), Loader=_ConfigLoader) or {}  # (a SafeLoader)
         except yaml.YAMLError as error:
             raise ConfigError(f"config file {path} is not valid YAML: {_yaml_problem(error)}") from None
-        except UnicodeDecodeError:
+        except UnicodeDecodeError as error:
+            if path.suffix in (".yaml", ".yml"):  # a config saved in another encoding (Latin-1, UTF-16)
+                raise ConfigError(f"config file {path} is not UTF-8 text (byte {error.object[error.start]:#04x} at "
+                                  f"offset {error.start}): save it as UTF-8") from None
             raise ConfigError(f"config file {path} is not a YAML text file (a data file goes in "
                               f"data.train_files=[{path}] or data.eval_files=[{path}])") from None
         if not isinstance(loaded, dict):

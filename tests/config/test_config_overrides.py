@@ -232,3 +232,25 @@ def test_unknown_keys_of_several_sections_are_all_said_at_once(tmp_path: Path):
         load_config([config], ["rollout.tempreature=1.0"])
     with pytest.raises(ConfigError, match=r"^unknown config key\(s\) \['trainer.warmup_step'\] .*valid keys under trainer"):
         load_config([], ["trainer.warmup_step=3"])  # one section: its valid keys listed, as before
+
+
+@pytest.mark.parametrize(("verl_key", "ours"), [
+    ("data.train_batch_size=512", "trainer.prompts_per_step"),  # was "did you mean data.builtin_eval_size"
+    ("trainer.n_gpus_per_node=8", "resources.devices_per_node"),
+    ("algorithm.adv_estimator=grpo", "algorithm.advantage"),  # was algorithm.kl_estimator
+    ("trainer.nnodes=2", "resources.nnodes"),  # was no guess
+    ("actor_rollout_ref.actor.optim.lr=1e-6", r"trainer.lr \(verl's actor_rollout_ref.actor.optim.lr\)"),
+    ("algorithm.filter_groups.enable=true", r"algorithm.dynamic_sampling \(verl's algorithm.filter_groups.enable\)"),
+])
+def test_a_verl_key_is_answered_with_this_projects_name_for_it(verl_key: str, ours: str):
+    with pytest.raises(ConfigError, match=rf"\(did you mean {ours}\?\)"):
+        load_config([], [verl_key])
+
+
+def test_every_verl_name_maps_to_a_setting_that_exists():
+    from dapo.config import DAPOConfig
+    from dapo.config.coerce import field_type
+    from dapo.config.verl_names import VERL_NAMES
+
+    for verl_key, ours in VERL_NAMES.items():
+        assert field_type(DAPOConfig, ours.split(".")) is not None, verl_key

@@ -27,6 +27,7 @@ import typing
 from typing import Any
 
 from dapo.config.checks import ConfigError
+from dapo.config.verl_names import verl_guess
 
 
 def build(cls: type, values: dict[str, Any], where: str) -> Any:
@@ -52,7 +53,7 @@ def build(cls: type, values: dict[str, Any], where: str) -> Any:
                 f"config key(s) {[prefix + u for u in glued]} hold a value after a colon without a space: YAML reads "
                 f"`key:value` as one key; write a space after the colon: {{{examples}}}"
             )
-        guesses = [f"{prefix}{guess}" for u in unknown for guess in difflib.get_close_matches(u, names, n=1)]
+        guesses = [guess for u in unknown if (guess := _guess(prefix + u, values[u], names)) is not None]
         raise ConfigError(
             f"unknown config key(s) {[prefix + u for u in unknown]}"
             + (f" (did you mean {', '.join(guesses)}?)" if guesses else "")
@@ -75,11 +76,21 @@ def _unknown_keys(cls: type, values: dict[str, Any], where: str) -> list[tuple[s
         if not isinstance(key, str):
             continue  # (build's own error)
         if key not in names:
-            guess = difflib.get_close_matches(key, names, n=1)
-            found.append((prefix + key, prefix + guess[0] if guess else None))
+            found.append((prefix + key, _guess(prefix + key, value, names)))
         elif isinstance(value, dict) and dataclasses.is_dataclass(hints[key]):
             found += _unknown_keys(hints[key], value, prefix + key)
     return found
+
+
+def _guess(key: str, value: Any, names: set[str]) -> str | None:
+    """The valid key an unknown dotted ``key`` (valued ``value``) likely meant: verl's name for one
+    of this project's settings (:data:`dapo.config.verl_names.VERL_NAMES`), else the nearest
+    spelling among its section's ``names``."""
+    if (verl := verl_guess(key, value)) is not None:
+        return verl
+    prefix, _, name = key.rpartition(".")
+    close = difflib.get_close_matches(name, names, n=1)
+    return f"{prefix}.{close[0]}" if close and prefix else close[0] if close else None
 
 
 def _list_item_error(where: str, path: list[str]) -> ConfigError:

@@ -1,0 +1,66 @@
+"""verl's names for the settings a DAPO run shares with dapo-rl (those of verl's DAPO recipe
+scripts), so that a key a verl user writes out of habit is answered with this project's name for it
+in the unknown key's "did you mean" (a spelling guess named ``data.builtin_eval_size`` for
+``data.train_batch_size``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+VERL_NAMES: dict[str, str] = {
+    "actor_rollout_ref.model.path": "model.path",
+    "actor_rollout_ref.actor.optim.lr": "trainer.lr",
+    "actor_rollout_ref.actor.optim.weight_decay": "trainer.weight_decay",
+    "actor_rollout_ref.actor.optim.lr_warmup_steps": "trainer.warmup_steps",
+    "actor_rollout_ref.actor.grad_clip": "trainer.grad_clip",
+    "actor_rollout_ref.actor.ppo_epochs": "trainer.ppo_epochs",
+    "actor_rollout_ref.actor.ppo_mini_batch_size": "trainer.mini_batch_prompts",
+    "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": "trainer.micro_batch_tokens",
+    "actor_rollout_ref.actor.ulysses_sequence_parallel_size": "trainer.sequence_parallel_size",
+    "actor_rollout_ref.actor.clip_ratio_low": "algorithm.clip_ratio_low",
+    "actor_rollout_ref.actor.clip_ratio_high": "algorithm.clip_ratio_high",
+    "actor_rollout_ref.actor.loss_agg_mode": "algorithm.loss_agg_mode",
+    "actor_rollout_ref.actor.use_kl_loss": "algorithm.kl_coef",
+    "actor_rollout_ref.actor.kl_loss_coef": "algorithm.kl_coef",
+    "actor_rollout_ref.rollout.name": "rollout.engine",
+    "actor_rollout_ref.rollout.n": "rollout.n",
+    "actor_rollout_ref.rollout.temperature": "rollout.temperature",
+    "actor_rollout_ref.rollout.top_p": "rollout.top_p",
+    "actor_rollout_ref.rollout.top_k": "rollout.top_k",
+    "actor_rollout_ref.rollout.gpu_memory_utilization": "rollout.vllm_gpu_memory_utilization",
+    "actor_rollout_ref.rollout.tensor_model_parallel_size": "rollout.vllm_tensor_parallel_size",
+    "actor_rollout_ref.rollout.val_kwargs.n": "eval.k",
+    "actor_rollout_ref.rollout.val_kwargs.temperature": "eval.temperature",
+    "actor_rollout_ref.rollout.val_kwargs.top_p": "eval.top_p",
+    "algorithm.adv_estimator": "algorithm.advantage",
+    "algorithm.filter_groups.enable": "algorithm.dynamic_sampling",
+    "algorithm.filter_groups.metric": "algorithm.filter_metric",
+    "algorithm.filter_groups.max_num_gen_batches": "algorithm.max_gen_rounds",
+    "data.train_batch_size": "trainer.prompts_per_step",
+    "data.gen_batch_size": "trainer.gen_prompts_per_round",
+    "data.max_response_length": "rollout.max_response_length",
+    "data.val_files": "data.eval_files",
+    "reward_model.overlong_buffer.enable": "algorithm.overlong_soft_punishment",
+    "reward_model.overlong_buffer.len": "algorithm.overlong_buffer_len",
+    "reward_model.overlong_buffer.penalty_factor": "algorithm.overlong_penalty_factor",
+    "custom_reward_function.path": "reward.functions",
+    "trainer.n_gpus_per_node": "resources.devices_per_node",
+    "trainer.nnodes": "resources.nnodes",
+    "trainer.total_training_steps": "trainer.total_steps",
+    "trainer.save_freq": "checkpoint.every_steps",
+    "trainer.test_freq": "eval.every_steps",
+    "trainer.default_local_dir": "output_dir",
+    "trainer.project_name": "logging.wandb_project",
+}
+
+
+def verl_guess(key: str, value: Any) -> str | None:
+    """This project's name for verl's dotted ``key`` (a section of verl's given as a mapping: for
+    the first of its keys that has one), or None."""
+    if key in VERL_NAMES:
+        return VERL_NAMES[key]
+    if isinstance(value, dict):
+        for name, inner in value.items():
+            if isinstance(name, str) and (guess := verl_guess(f"{key}.{name}", inner)) is not None:
+                return f"{guess} (verl's {key}.{name})" if "(verl's" not in guess else guess
+    return None

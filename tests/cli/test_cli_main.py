@@ -142,6 +142,17 @@ def test_overrides_after_an_option_count_and_other_strays_are_refused(capsys):
     assert exit_info.value.code == 2 and "unrecognized arguments: stray" in capsys.readouterr().err
 
 
+def test_an_option_dapo_does_not_have_is_said_by_its_command_with_what_to_write_instead(capsys):
+    """`dapo train --lr 1e-6` (argparse habit) or `--config-name` (Hydra's) got the top-level usage and
+    "dapo: error:", saying nothing of key=value."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--lr", "1e-6"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "usage: dapo train" in err
+    assert ("dapo train: error: unrecognized arguments: --lr; settings are key=value (trainer.lr=1e-6) and a "
+            "CONFIG a file or a shipped config's name, neither an option (--lr)") in err
+
+
 def test_a_mapping_override_merges_into_its_section(capsys):
     """trainer={lr: 1e-5} changes the lr alone, as a later YAML file would (it replaced the section)."""
     from dapo.config import builtin_config_path, load_config

@@ -259,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.set_defaults(func=cmd_eval)
 
     plot = sub.add_parser("plot", help="PNG report of a run: reward, accuracy, entropy, length, clipping, filtering")
-    plot.add_argument("run_dir")
+    plot.add_argument("run_dir", help="a run's output_dir (it holds metrics.jsonl)")
     plot.add_argument("-o", "--output", default=None, help="PNG path (default RUN_DIR/report.png)")
     plot.set_defaults(func=cmd_plot)
 
@@ -279,18 +279,20 @@ def build_parser() -> argparse.ArgumentParser:
     dry.set_defaults(func=cmd_plan)
 
     ablate = sub.add_parser("ablate", help="the paper's ablation (naive GRPO -> full DAPO) on a built-in task")
-    ablate.add_argument("--seeds", type=_positive_int, default=3)
+    ablate.add_argument("--seeds", type=_positive_int, default=3, help="seeds per variant, 0 to N-1 (default: 3)")
     ablate.add_argument("--steps", type=_positive_int, default=30, help="each run's generation budget, in plain steps: steps x prompts_per_step generated groups "
                         "(equal compute; a dynamic-sampling run makes fewer training steps of it)")
     ablate.add_argument("--task", default=DEFAULT_TASK, choices=sorted(ABLATION_TASKS),
                         help="built-in task and base model (see dapo.cli.ablate.ABLATION_TASKS)")
-    ablate.add_argument("--output-dir", default="runs/ablation")
+    ablate.add_argument("--output-dir", default="runs/ablation",
+                        help="where the runs, tables and plot go (default: runs/ablation)")
     ablate.add_argument("--fresh", action="store_true",
                         help="rerun every run (default: reuse the runs that finished with the same config)")
     ablate.add_argument("config", nargs="*", metavar="ARG", help="key=value overrides applied to every run")
     ablate.set_defaults(func=cmd_ablate)
     for command in sub.choices.values():  # `dapo train --debug` as well as `dapo --debug train`
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    parser.set_defaults(command_parsers=sub.choices)  # (an error about a command's arguments is said by its parser)
     return parser
 
 
@@ -307,7 +309,10 @@ def main(argv: list[str] | None = None) -> int:
     if extra and hasattr(ns, "config") and all(is_config_arg(arg) and not arg.startswith("-") for arg in extra):
         ns.config = [*ns.config, *extra]
     elif extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        options = [arg for arg in extra if arg.startswith("-")]
+        hint = ("; settings are key=value (trainer.lr=1e-6) and a CONFIG a file or a shipped config's name, "
+                f"neither an option ({options[0]})" if options and hasattr(ns, "config") else "")
+        ns.command_parsers.get(ns.command, parser).error(f"unrecognized arguments: {' '.join(extra)}{hint}")
     if ns.command is None:
         parser.print_help()
         return 0

@@ -199,6 +199,13 @@ def test_plot_to_a_format_matplotlib_cannot_write_is_a_one_line_error(tmp_path, 
     assert main(["plot", str(tmp_path), "-o", str(tmp_path / "report.svg")]) == 0
     assert (tmp_path / "report.svg").read_text().lstrip().startswith("<?xml")
     assert main(["plot", str(tmp_path), "-o", str(tmp_path / "noext")]) == 0 and (tmp_path / "noext.png").is_file()
+    # a folder to put it in; a folder that is not there (was: the temporary file's name); the run by its metrics file
+    (tmp_path / "plots").mkdir()
+    assert main(["plot", str(tmp_path), "-o", str(tmp_path / "plots")]) == 0 and (tmp_path / "plots/report.png").is_file()
+    assert main(["plot", str(tmp_path), "-o", str(tmp_path / "nodir" / "x.png")]) == 2
+    assert f"its folder {tmp_path / 'nodir'} does not exist" in capsys.readouterr().err
+    (tmp_path / "report.png").unlink(missing_ok=True)
+    assert main(["plot", str(tmp_path / "metrics.jsonl")]) == 0 and (tmp_path / "report.png").is_file()
 
 
 def test_eval_of_a_run_directory_names_its_newest_checkpoint(tmp_path, capsys):

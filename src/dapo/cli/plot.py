@@ -50,8 +50,14 @@ def save_figure(fig: Any, path: Path) -> None:
 
 
 def plot_run(run_dir: str | Path, output: str | Path | None = None) -> Path:
+    """The run's report (``RUN_DIR/report.png``, or ``output``: a file, or a folder to put report.png
+    in). The run named by its metrics.jsonl is its folder."""
+    if Path(run_dir).name == "metrics.jsonl" and Path(run_dir).is_file():
+        run_dir = Path(run_dir).parent
     out = Path(output) if output else Path(run_dir) / "report.png"
-    out = out if out.suffix else out.with_name(out.name + ".png")  # as savefig names it
+    out = out / "report.png" if out.is_dir() else out if out.suffix else out.with_name(out.name + ".png")  # as savefig
+    if not out.parent.is_dir():
+        raise UserError(f"cannot write a plot to {out}: its folder {out.parent} does not exist")
     formats = FigureCanvasBase.get_supported_filetypes()
     if out.suffix.lstrip(".").lower() not in formats:
         raise UserError(f"cannot write a plot to {out}: name it with one of .{', .'.join(sorted(formats))}")

@@ -70,6 +70,18 @@ def test_an_override_of_what_the_ablation_sets_itself_is_refused_naming_the_opti
     assert variant_config(0, 0, 30, tmp_path, ["trainer={lr: 1e-4}"]).trainer.lr == 1e-4
 
 
+def test_a_refused_ablation_leaves_no_folder_and_a_file_for_its_folder_is_said(tmp_path):
+    from dapo.cli.ablate import run_ablation
+    from dapo.errors import UserError
+
+    with pytest.raises(ConfigError, match="trainer.lrr"):  # the output folder was made before the check
+        run_ablation(1, 1, str(tmp_path / "ablation"), ["trainer.lrr=1"])
+    assert not (tmp_path / "ablation").exists()
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(UserError, match=r"--output-dir .*afile is a file: name a folder"):  # was "File exists"
+        run_ablation(1, 1, str(tmp_path / "afile"), [])
+
+
 def test_user_overrides_apply_to_every_variant(tmp_path):
     cfgs = [variant_config(i, 0, 30, tmp_path, ["rollout.max_response_length=80"]) for i in range(len(VARIANTS))]
     assert {c.rollout.max_response_length for c in cfgs} == {80}

@@ -369,12 +369,15 @@ def run_ablation(
     fresh: bool = False,
 ) -> str:
     out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--output-dir {output_dir} is a file: name a folder for the runs, tables and plot")
     default, demo_overrides = [str(builtin_config_path("default"))], task_overrides(task) + overrides
     float32 = float32_on_this_cpu(load_config(default, demo_overrides), default, demo_overrides, "ablate")
     # every run's config first: an override one variant refuses fails now, not after hours of the others
+    # (and before the output folder is made: a refused command leaves nothing behind)
     configs = [(name, seed, variant_config(index, seed, steps, _run_dir(out, name, seed), float32 + overrides, task))
                for index, (name, _) in enumerate(VARIANTS) for seed in range(seeds)]
+    out.mkdir(parents=True, exist_ok=True)
     curves: list[RunCurve] = []
     for name, seed, cfg in configs:
         curve = None if fresh else finished_curve(cfg, steps, evals)

@@ -320,6 +320,9 @@ def test_eval_mistakes_get_advice_for_eval(tmp_path, capsys, monkeypatch):
     """An override before the model, two models, no held-out data (said before the model loads)."""
     import dapo.trainer
 
+    with pytest.raises(SystemExit):
+        main(["eval"])
+    assert "the following arguments are required: model\n" in capsys.readouterr().err  # was "model, ARG"
     assert main(["eval", "eval.k=4", str(tmp_path)]) == 2
     assert "name the model first ('eval.k=4' is an override)" in capsys.readouterr().err
     # a config before the model: was "not a config file ...: dapo eval evaluates one model" about the model

@@ -245,13 +245,13 @@ def build_parser() -> argparse.ArgumentParser:
     cfg_help = "[CONFIG.yaml | shipped-name] [key=value ...]"
 
     train = sub.add_parser("train", help="run DAPO training", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    train.add_argument("config", nargs="*", metavar="ARG", help=cfg_help)
+    train.add_argument("config", nargs="*", default=[], metavar="ARG", help=cfg_help)
     train.set_defaults(func=cmd_train)
 
     ev = sub.add_parser("eval", help="avg@k / pass@k / maj@k of a model or checkpoint on data.eval_files")
     ev.add_argument("model", help="HF model directory, run checkpoint directory (its run's config is used), "
                                   "or 'builtin'")
-    ev.add_argument("config", nargs="*", metavar="ARG", help=cfg_help)
+    ev.add_argument("config", nargs="*", default=[], metavar="ARG", help=cfg_help)
     ev.add_argument("--save-dir", default=None,
                     help="where generations.jsonl, metrics.json and config.yaml go (default: RUN_DIR/eval/step-N "
                          "for a checkpoint, else runs/eval/NAME; step-N-2, -3, ... when an earlier evaluation is there; "
@@ -264,7 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
     plot.set_defaults(func=cmd_plot)
 
     show = sub.add_parser("config", help="print the resolved config, or explain its fields")
-    show.add_argument("config", nargs="*", metavar="ARG", help=cfg_help)
+    show.add_argument("config", nargs="*", default=[], metavar="ARG", help=cfg_help)
     show.add_argument("--explain", nargs="?", const="", default=None, metavar="KEY",
                       help="document KEY (e.g. trainer.lr), every field of a section (trainer), or all "
                            "fields, with their types and values in this config")
@@ -272,7 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     dry = sub.add_parser("plan", help="where a run goes and a per-device memory estimate, without a cluster "
                                       "(exit status 1 when it does not fit)")
-    dry.add_argument("config", nargs="*", metavar="ARG", help=cfg_help)
+    dry.add_argument("config", nargs="*", default=[], metavar="ARG", help=cfg_help)
     dry.add_argument("--params", type=float, default=None,
                      help="parameter count when model.path is not on this machine (e.g. 32.8e9)")
     dry.add_argument("--device-gib", type=float, default=80.0, help="memory of one device (default 80, an H100)")
@@ -288,7 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="where the runs, tables and plot go (default: runs/ablation)")
     ablate.add_argument("--fresh", action="store_true",
                         help="rerun every run (default: reuse the runs that finished with the same config)")
-    ablate.add_argument("config", nargs="*", metavar="ARG", help="key=value overrides applied to every run")
+    ablate.add_argument("config", nargs="*", default=[], metavar="ARG", help="key=value overrides applied to every run")
     ablate.set_defaults(func=cmd_ablate)
     for command in sub.choices.values():  # `dapo train --debug` as well as `dapo --debug train`
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)

@@ -279,6 +279,9 @@ def test_config_files_a_user_may_hand_in_by_mistake_or_by_yaml_habit(tmp_path):
     data.write_bytes(b"PAR1\xb0\xff\x00")
     with pytest.raises(ConfigError, match=r"is not a YAML text file \(a data file goes in data.train_files="):
         load_config([data])
+    (tmp_path / "dir.yaml").mkdir()  # was "Is a directory: dir.yaml"
+    with pytest.raises(ConfigError, match=r"dir.yaml is a directory: a CONFIG is a YAML file or a shipped config"):
+        load_config([tmp_path / "dir.yaml"])
     latin1 = tmp_path / "mine.yaml"  # saved by an editor in Latin-1: was "a data file goes in data.train_files"
     latin1.write_bytes("# r\xe9glages\ntrainer:\n  lr: 1.0e-5\n".encode("latin-1"))
     with pytest.raises(ConfigError, match=r"mine.yaml is not UTF-8 text \(byte 0xe9 at offset 3\): save it as UTF-8"):

@@ -148,6 +148,8 @@ def load_config(
     tree: dict[str, Any] = {}
     for file in files or []:
         path = Path(file)
+        if path.is_dir():  # (read_text's "Is a directory" said nothing more)
+            raise ConfigError(f"config file {path} is a directory: a CONFIG is a YAML file or a shipped config's name")
         if not path.exists():
             raise ConfigError(f"config file {path} does not exist")
         try:

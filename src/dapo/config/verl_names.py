@@ -55,12 +55,16 @@ VERL_NAMES: dict[str, str] = {
 
 
 def verl_guess(key: str, value: Any) -> str | None:
-    """This project's name for verl's dotted ``key`` (a section of verl's given as a mapping: for
-    the first of its keys that has one), or None."""
-    if key in VERL_NAMES:
-        return VERL_NAMES[key]
-    if isinstance(value, dict):
-        for name, inner in value.items():
-            if isinstance(name, str) and (guess := verl_guess(f"{key}.{name}", inner)) is not None:
-                return f"{guess} (verl's {key}.{name})" if "(verl's" not in guess else guess
+    """This project's name for verl's dotted ``key``; for a section of verl's given as a mapping,
+    for the first key in it that has one, saying which. None when none has."""
+    for leaf in _leaves(key, value):
+        if leaf in VERL_NAMES:
+            return VERL_NAMES[leaf] if leaf == key else f"{VERL_NAMES[leaf]} (verl's {leaf})"
     return None
+
+
+def _leaves(key: str, value: Any) -> list[str]:
+    """The dotted keys of ``value``'s leaves under ``key`` (``key`` itself for a value)."""
+    if not isinstance(value, dict):
+        return [key]
+    return [leaf for name, inner in value.items() if isinstance(name, str) for leaf in _leaves(f"{key}.{name}", inner)]

@@ -316,6 +316,21 @@ def test_eval_takes_a_response_length_shorter_than_the_training_overlong_buffer(
     assert seen[0].rollout.max_response_length == 16 and seen[0].algorithm.overlong_soft_punishment is False
 
 
+def test_eval_of_a_keep_best_run_s_checkpoint_takes_another_eval_k(tmp_path, monkeypatch):
+    """A run's checkpoint.keep_best=eval/avg@2 named its eval.k: `dapo eval CKPT eval.k=8` was refused
+    ("the evaluations log @8 metrics"), a setting of training that evaluation never uses."""
+    seen = []
+
+    def stop_after_loading(cfg, **_):
+        seen.append(cfg)
+        raise KeyboardInterrupt
+
+    (tmp_path / "dapo_config.yaml").write_text("eval: {k: 2, every_steps: 5}\ncheckpoint: {keep_best: eval/avg@2}\n")
+    monkeypatch.setattr("dapo.preflight.check_run", stop_after_loading)
+    assert main(["eval", str(tmp_path), "eval.k=8"]) == 130
+    assert seen[0].eval.k == 8 and seen[0].checkpoint.keep_best is None
+
+
 def test_eval_mistakes_get_advice_for_eval(tmp_path, capsys, monkeypatch):
     """An override before the model, two models, no held-out data (said before the model loads)."""
     import dapo.trainer

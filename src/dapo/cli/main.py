@@ -88,10 +88,11 @@ def _resume_note(cfg: DAPOConfig) -> str:
 
 # The placement settings an evaluation sets to 1: it runs in this process, on one device.
 ONE_PROCESS = ("resources.nnodes", "resources.devices_per_node", "trainer.sequence_parallel_size")
-# An evaluation computes no loss or advantage: the run's algorithm plugins are not imported (a file
-# moved since, or names registered from Python, refused the checkpoint) and its names take the defaults.
-UNTRAINED_ALGORITHM = ("algorithm.plugins=[]", *(f"algorithm.{f.name}={f.default}" for f in fields(AlgorithmConfig)
-                                                 if f.name in ("advantage", "policy_loss", "loss_agg_mode")))
+# An evaluation computes no loss or advantage and writes no checkpoint: the run's algorithm plugins are
+# not imported (a file moved since, or names registered from Python, refused the checkpoint), its names
+# take the defaults, and checkpoint.keep_best (whose @K an eval.k=... override would refuse) is off.
+UNTRAINED_SETTINGS = ("algorithm.plugins=[]", "checkpoint.keep_best=null", *(f"algorithm.{f.name}={f.default}"
+                      for f in fields(AlgorithmConfig) if f.name in ("advantage", "policy_loss", "loss_agg_mode")))
 
 
 def cmd_eval(ns: argparse.Namespace) -> int:
@@ -130,7 +131,7 @@ def cmd_eval(ns: argparse.Namespace) -> int:
         print(f"dapo eval: evaluates in this process, on one device: {' '.join(placed)} not used", file=sys.stderr)
     model_path = f"model.path={yaml_text(str(ns.model))}"
     cfg = resolve([*args, model_path, *(f"{key}=1" for key in ONE_PROCESS), "algorithm.overlong_soft_punishment=false",
-                   *UNTRAINED_ALGORITHM], "eval")
+                   *UNTRAINED_SETTINGS], "eval")
     save_dir = Path(ns.save_dir) if ns.save_dir else default_eval_dir(Path(ns.model), saved.is_file())
     if not cfg.data.eval_files:  # before the model loads; with what is wrong with the model (a mistyped path)
         from dapo.preflight import PreflightError, model_problems

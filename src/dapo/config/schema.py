@@ -22,7 +22,13 @@ from dataclasses import dataclass, field
 from dapo.config.checks import ConfigError, check
 from dapo.config.generation import RewardConfig, RewardFunctionSpec, RolloutConfig
 from dapo.config.model_data import ATTENTION_KERNELS, DTYPE_BYTES, DataConfig, ModelConfig
-from dapo.config.run import CheckpointConfig, EvalConfig, LoggingConfig, ResourcesConfig
+from dapo.config.run import (
+    BEST_METRIC,
+    CheckpointConfig,
+    EvalConfig,
+    LoggingConfig,
+    ResourcesConfig,
+)
 from dapo.config.training import TOKEN_SUM_AGGREGATIONS, AlgorithmConfig, TrainerConfig
 from dapo.user_code import use_python_path
 
@@ -150,8 +156,22 @@ class DAPOConfig:
             "algorithm.advantage=rloo needs rollout.n >= 2: its baseline is the mean of the other responses "
             "of a group, and a group of one gets the advantage 0 (every update would be zero)",
         )
+        if (best := self.checkpoint.keep_best) is not None:
+            self._check_keep_best(best)
         if a.dynamic_sampling:
             check(
                 r.n >= 2,
                 "algorithm.dynamic_sampling needs rollout.n >= 2: a group of one is always constant",
             )
+
+    def _check_keep_best(self, metric: str) -> None:
+        """checkpoint.keep_best ranks the evaluated steps' checkpoints: it needs evaluations during
+        training, and a metric this run's evaluations log."""
+        check(bool(self.data.eval_files) and self.eval.every_steps > 0,
+              f"checkpoint.keep_best={metric} ranks the checkpoints of evaluated steps: it needs held-out data "
+              f"(data.eval_files) and evaluations during training (eval.every_steps > 0, now "
+              f"{self.eval.every_steps}), e.g. eval.every_steps={self.checkpoint.every_steps or 10}")
+        k = BEST_METRIC.match(metric).group("k")
+        check(k is None or int(k) == self.eval.k,
+              f"checkpoint.keep_best={metric}: the evaluations log @{self.eval.k} metrics (eval.k={self.eval.k}), "
+              f"not @{k}; name {metric.replace(f'@{k}', f'@{self.eval.k}')} or set eval.k={k}")

@@ -49,6 +49,7 @@ from dapo.trainer.run_dir import SHARDED_DIR, STATE_FILE
 
 CHECKPOINT_PATTERN = re.compile(r"^step-(\d+)$")
 SET_ASIDE_PREFIX = "abandoned-"  # checkpoints/abandoned-<time>-<suffix>/: set_aside_checkpoints_after
+BEST_LINK = "best"  # checkpoints/best -> step-NNNNNN: checkpoint.keep_best's (link_best)
 
 
 def list_checkpoints(run_dir: str | Path) -> list[Path]:
@@ -110,10 +111,13 @@ def begin_checkpoint(run_dir: str | Path, step: int) -> Path:
 
 
 def publish_checkpoint(
-    run_dir: str | Path, step: int, tmp: Path, trainer_state: dict[str, Any], config_yaml: str, keep_last: int
+    run_dir: str | Path, step: int, tmp: Path, trainer_state: dict[str, Any], config_yaml: str, keep_last: int,
+    best_step: int | None = None,
 ) -> Path:
     """Add ``trainer_state`` and the config to ``tmp`` (whose other writers have all finished),
-    fsync it, rename it into place as checkpoint ``step``, then delete all but the newest ``keep_last``."""
+    fsync it, rename it into place as checkpoint ``step``, link ``checkpoints/best`` to checkpoint
+    ``best_step`` (checkpoint.keep_best; :func:`link_best`), then delete all but the newest
+    ``keep_last`` and that one."""
     root = Path(run_dir) / "checkpoints"
     final = root / f"step-{step:06d}"
     (tmp / "dapo_config.yaml").write_text(config_yaml)
@@ -133,7 +137,14 @@ def publish_checkpoint(
     except OSError as error:  # the checkpoint is in place: only a power loss before the kernel's own flush undoes it
         warnings.warn(f"checkpoint {final.name} is written, but flushing {root} to disk failed ({error}); a power "
                       "loss in the next seconds could lose it", stacklevel=2)
+    try:
+        link_best(run_dir, best_step)
+    except OSError as error:  # as below: the checkpoint is in place, and kept from the rotation all the same
+        warnings.warn(f"checkpoint {final.name} is written, but linking checkpoints/{BEST_LINK} to the best one "
+                      f"failed ({error})", stacklevel=2)
     for old in list_checkpoints(run_dir)[:-keep_last]:
+        if old.name == checkpoint_name(best_step):
+            continue
         # renamed first (atomically) to a name the next start cleans up: a kill during the delete
         # must not leave gigabytes that no checkpoint listing sees
         doomed = root / f".tmp-{old.name}-deleting-{os.getpid()}"
@@ -147,6 +158,30 @@ def publish_checkpoint(
     return final
 
 
+def checkpoint_name(step: int | None) -> str | None:
+    """The directory name of checkpoint ``step`` (12 -> ``step-000012``)."""
+    return None if step is None else f"step-{step:06d}"
+
+
+def link_best(run_dir: str | Path, best_step: int | None) -> None:
+    """Point the symbolic link ``checkpoints/best`` at checkpoint ``best_step`` (replaced
+    atomically), or remove it when there is none, or that checkpoint is not in the run's
+    checkpoints (set aside by a resume from an earlier one)."""
+    root = Path(run_dir) / "checkpoints"
+    link, target = root / BEST_LINK, checkpoint_name(best_step)
+    if target is None or not (root / target).is_dir():
+        if link.is_symlink():
+            link.unlink()
+        return
+    if link.is_symlink() and os.readlink(link) == target:
+        return
+    fresh = root / f".tmp-{BEST_LINK}-{os.getpid()}"
+    fresh.unlink(missing_ok=True)
+    fresh.symlink_to(target)  # relative: it still holds once the run directory is moved or copied
+    fresh.replace(link)
+    fsync_dir(root)
+
+
 def save_checkpoint(
     run_dir: str | Path,
     step: int,
@@ -155,12 +190,13 @@ def save_checkpoint(
     trainer_state: dict[str, Any],
     config_yaml: str,
     keep_last: int,
+    best_step: int | None = None,
 ) -> Path:
     """Write checkpoint ``step`` of one process (``model`` whole in memory) atomically, then
-    delete all but the newest ``keep_last``."""
+    delete all but the newest ``keep_last`` and ``best_step`` (:func:`publish_checkpoint`)."""
     tmp = begin_checkpoint(run_dir, step)
     save_hf_model(tmp, model, tokenizer)
-    return publish_checkpoint(run_dir, step, tmp, trainer_state, config_yaml, keep_last)
+    return publish_checkpoint(run_dir, step, tmp, trainer_state, config_yaml, keep_last, best_step)
 
 
 def _policy_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer,

@@ -99,6 +99,7 @@ class TrainSummary:
     resumed_at: int = 0  # the step this attempt started from (0: a fresh run)
     updates: int = -1  # optimizer updates this attempt applied (-1: not counted)
     skipped: int = 0  # ... and skipped for a non-finite loss or gradient norm
+    best: str = ""  # the best checkpoint (checkpoint.keep_best), said in a line of the summary
 
 
 class Trainer(LoopState):
@@ -383,7 +384,7 @@ class Trainer(LoopState):
             self.close()
         return TrainSummary(self.step, eval_before, eval_after, cfg.output_dir, time.perf_counter() - started,
                             resumed_at=first_step, updates=self.policy.version - first_version,
-                            skipped=self.policy.num_nonfinite_skipped - first_skipped)
+                            skipped=self.policy.num_nonfinite_skipped - first_skipped, best=self.best_note())
 
 
 def _failures_note(results: list[RewardResult]) -> str:

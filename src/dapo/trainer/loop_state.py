@@ -7,14 +7,16 @@ Apart from :mod:`dapo.trainer.loop` so that the loop itself reads in one sitting
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dapo.config.run import BEST_METRIC
 from dapo.errors import NonFiniteError
 from dapo.rewards.user_functions import RewardFunctionError
-from dapo.trainer.checkpoint import how_to_resume
+from dapo.trainer.checkpoint import BEST_LINK, checkpoint_name, how_to_resume, link_best
 from dapo.trainer.dropout import config_dropout_restored
 from dapo.trainer.rng import rng_state, set_rng_state
 
@@ -52,13 +54,17 @@ class LoopState:
     # steps in a row whose every update was skipped as non-finite, and the step whose weights they
     # kept (_count_nonfinite)
     nonfinite_streak, nonfinite_since = 0, 0
+    # checkpoint.keep_best's: the evaluated step with the highest value of its metric so far, and
+    # that value (_rank_evaluated)
+    best_checkpoint: tuple[int, float] | None = None
 
     def state_dict(self) -> dict[str, Any]:
         """The driver's part of a checkpoint: where the loop is, the sampler's cursor and surplus,
         and the RNG (the policy writes its own part: :meth:`PolicyWorker.save_checkpoint`)."""
         return {"step": self.step, "next_group_id": self.next_group_id, "sampler": self.sampler.state_dict(),
                 "rng": rng_state(), "reward_failure_streak": dict(self.reward_watch.streak),
-                "updates_made": self.updates_made, "nonfinite_streak": [self.nonfinite_streak, self.nonfinite_since]}
+                "updates_made": self.updates_made, "nonfinite_streak": [self.nonfinite_streak, self.nonfinite_since],
+                "best_checkpoint": self.best_checkpoint and [self.cfg.checkpoint.keep_best, *self.best_checkpoint]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.step, self.next_group_id = state["step"], state["next_group_id"]
@@ -66,6 +72,9 @@ class LoopState:
         set_rng_state(state["rng"])
         self.reward_watch.streak = dict(state.get("reward_failure_streak", {}))  # older checkpoints: none
         self.nonfinite_streak, self.nonfinite_since = state.get("nonfinite_streak", [0, 0])
+        metric, *best = state.get("best_checkpoint") or [None]
+        # ranked by another metric (checkpoint.keep_best changed): not comparable, ranked afresh
+        self.best_checkpoint = tuple(best) if metric is not None and metric == self.cfg.checkpoint.keep_best else None
         # (a checkpoint from before the count: its steps' planned updates less the skipped ones, at this
         # run's rate, not its own: approximate where the resume changed the updates per step)
         self.updates_made = state.get("updates_made", max(0, self.step * self.cfg.trainer.optimizer_steps_per_rollout
@@ -81,7 +90,8 @@ class LoopState:
         state = {**self.state_dict(), "final": final, "evaluation_owed": evaluation_owed}
         with config_dropout_restored(self.model):  # the rates the model came with, not training's zeros
             model_config_json = self.model.config.to_json_string()
-        return self.state.save(self.step, state, self.policy, self.tokenizer, model_config_json, hf_export)
+        return self.state.save(self.step, state, self.policy, self.tokenizer, model_config_json, hf_export,
+                               best_step=self.best_checkpoint and self.best_checkpoint[0])
 
     def resume(self) -> bool:
         """Restore policy and loop from ``checkpoint.resume``; True when a checkpoint was loaded."""
@@ -94,6 +104,9 @@ class LoopState:
         self.resumed_final = state.get("final", True)  # checkpoints from before the marker: as then
         self.evaluation_owed = state.get("evaluation_owed", False)
         self.state.resumed_at(self.step, state.get("log_lines"))
+        if self.best_checkpoint and checkpoint_name(self.best_checkpoint[0]) not in self.state.checkpoint_names():
+            self.best_checkpoint = None  # another run's (its checkpoints are not here), or deleted since
+        link_best(self.state.run_dir, self.best_checkpoint and self.best_checkpoint[0])
         print(f"resumed from {path} at step {self.step}")
         return True
 
@@ -134,14 +147,41 @@ class LoopState:
         past reward.max_failing_steps (the record raises) stops the run with the step checkpointed
         whatever the schedule: it is complete, and a rerun, the scorer fixed, goes on after it
         rather than training the steps since the last checkpoint again."""
+        evaluated = self._rank_evaluated(result.metrics)
         try:
             self._record(result)
         except RewardFunctionError as error:
             path = self.save_checkpoint()
             raise RewardFunctionError(f"{error}. Step {self.step} is checkpointed ({path}): "
                                       f"{how_to_resume(self.cfg.checkpoint.resume)} after it") from error
-        if evaluation_owed or self._periodic_checkpoint_due():
+        if evaluation_owed or evaluated or self._periodic_checkpoint_due():
             self.save_checkpoint(evaluation_owed=evaluation_owed)
+
+    def _rank_evaluated(self, metrics: dict[str, float]) -> bool:
+        """Whether checkpoint.keep_best ranks the step just done (it was evaluated: its checkpoint
+        is then written whatever checkpoint.every_steps says), and if its value of the metric is the
+        highest so far (ties: the earlier step), remember it as the best checkpoint's."""
+        metric = self.cfg.checkpoint.keep_best
+        if metric is None or not any(key.startswith("eval/") for key in metrics):
+            return False
+        value = metrics.get(metric)
+        if value is None or not math.isfinite(value):
+            if "keep_best" not in self.state.said:  # (a reward failing on every sample logs no @k)
+                self.state.said.add("keep_best")
+                logged = ", ".join(sorted(key for key in metrics if BEST_METRIC.match(key))) or "none of its kind"
+                warnings.warn(f"checkpoint.keep_best={metric}: the evaluation of step {self.step} did not log it "
+                              f"(logged: {logged}); that step is not ranked (said once)", stacklevel=2)
+        elif self.best_checkpoint is None or value > self.best_checkpoint[1]:
+            self.best_checkpoint = (self.step, value)
+        return True
+
+    def best_note(self) -> str:
+        """The best checkpoint, for the end-of-run summary ("" when checkpoint.keep_best is off)."""
+        if self.best_checkpoint is None:
+            return ""
+        step, value = self.best_checkpoint
+        return (f"best checkpoint ({self.cfg.checkpoint.keep_best} = {value:.4g}): step {step}, "
+                f"{Path(self.cfg.output_dir) / 'checkpoints' / BEST_LINK}")
 
     def _periodic_evaluation(self, result: StepResult) -> dict[str, float]:
         """The held-out evaluation of every eval.every_steps. Should it fail, or be stopped (Ctrl-C;
@@ -166,6 +206,8 @@ class LoopState:
         owed = self.evaluation_owed and self.cfg.eval.every_steps and self.step < self.cfg.trainer.total_steps
         if owed and (metrics := self.evaluate()):
             self.state.log(self.step, metrics)
+            if self._rank_evaluated(metrics):  # the step's checkpoint is the one resumed from
+                link_best(self.state.run_dir, self.best_checkpoint and self.best_checkpoint[0])
         self.evaluation_owed = False
 
     def _final_evaluation(self) -> dict[str, float]:
@@ -176,7 +218,7 @@ class LoopState:
         one). Not where the failure left the policy ranks unusable (dead, or one blocked in a
         collective): their checkpoint would never end."""
         try:
-            return self.evaluate()
+            metrics = self.evaluate()
         except BaseException:
             if not self._periodic_checkpoint_due() and self.policy.broken:
                 warnings.warn(f"the final evaluation failed and left the policy ranks unusable ({self.policy.broken}): "
@@ -185,6 +227,8 @@ class LoopState:
             elif not self._periodic_checkpoint_due():
                 self.save_checkpoint()
             raise
+        self._rank_evaluated(metrics)  # the final checkpoint follows
+        return metrics
 
     def _periodic_checkpoint_due(self) -> bool:
         """Whether checkpoint.every_steps checkpoints the step just done."""

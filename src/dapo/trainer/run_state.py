@@ -36,6 +36,7 @@ from dapo.trainer import optim
 from dapo.trainer.checkpoint import (
     begin_checkpoint,
     layout_mismatch,
+    list_checkpoints,
     load_trainer_state,
     publish_checkpoint,
     set_aside_checkpoints_after,
@@ -164,13 +165,14 @@ class RunState:
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, step: int, loop_state: dict[str, Any], policy: CheckpointingPolicy, tokenizer: Any,
-             model_config_json: str, hf_export: bool = True) -> Path:
+             model_config_json: str, hf_export: bool = True, best_step: int | None = None) -> Path:
         """Checkpoint step ``step`` (layout: :mod:`dapo.trainer.checkpoint`): the policy writes the
         model (one process: its Hugging Face directory; several ranks: their shards and, with
         ``hf_export``, rank 0's export) into the checkpoint being built; ``loop_state`` (the
         trainer's ``state_dict()``) and what the policy returned go into ``trainer_state.pt``; then
         it is published. Without the export, ``model_config_json`` goes into ``model_config.json``, so
-        that a resume can still check the checkpoint is of this run's model."""
+        that a resume can still check the checkpoint is of this run's model. Checkpoint ``best_step``
+        (checkpoint.keep_best) is kept out of checkpoint.keep_last's rotation."""
         tmp = begin_checkpoint(self.run_dir, step)
         try:
             self.logger.sync()  # the lines it counts are on disk before it is
@@ -179,7 +181,8 @@ class RunState:
                      "went_back_to": self.went_back_to, "user_code": self.user_code}
             if not (tmp / "config.json").is_file():
                 (tmp / MODEL_CONFIG_FILE).write_text(model_config_json)
-            return publish_checkpoint(self.run_dir, step, tmp, state, self.config_yaml, self.cfg.checkpoint.keep_last)
+            return publish_checkpoint(self.run_dir, step, tmp, state, self.config_yaml, self.cfg.checkpoint.keep_last,
+                                      best_step)
         except Exception as error:
             # what a failed write left (a full disk: the room it took) goes now, not at the next start
             shutil.rmtree(tmp, ignore_errors=True)
@@ -187,6 +190,10 @@ class RunState:
                 raise OSError(cause.errno, f"{cause.strerror} (checkpoint step {step} not written; the earlier "
                               "ones are kept)", str(self.run_dir / "checkpoints")) from error
             raise
+
+    def checkpoint_names(self) -> list[str]:
+        """The names of the run's complete checkpoints (``step-000012``), oldest first."""
+        return [path.name for path in list_checkpoints(self.run_dir)]
 
     def _resumable_when_named(self, path: Path, model_config: Any) -> bool:
         """Whether ``checkpoint.resume=<path>`` would resume what a rerun refused: a named checkpoint

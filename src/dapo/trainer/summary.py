@@ -60,6 +60,8 @@ def print_summary(summary: TrainSummary) -> None:
         table.add_row(key, fmt.format(before[key]) if before and key in before else "-",
                       fmt.format(after[key]) if key in after else "-")
     Console().print(table)
+    if summary.best:
+        Console().print(summary.best)
 
 
 EVAL_OUTPUTS = ("generations.jsonl", "metrics.json", "config.yaml")  # what evaluate_model saves

@@ -337,13 +337,22 @@ def output_problems(run_dir: Path, checkpoint_bytes: int, keep_last: int = 1, ke
     coexist while the oldest is rotated out)."""
     if run_dir.is_file():
         return [f"{key}={str(run_dir)!r} is a file, not a directory"]
+    # made to be tried, then removed: a run (or dapo eval) that stops before it writes anything
+    # leaves no empty directory behind
+    made = [path for path in (run_dir, *run_dir.parents) if not path.exists()]
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=run_dir, prefix=".write-test-"):
             pass
+        free = shutil.disk_usage(run_dir).free
     except OSError as error:
         return [f"{key}={str(run_dir)!r} cannot be written: {error.strerror or error}"]
-    free = shutil.disk_usage(run_dir).free
+    finally:
+        for path in made:  # deepest first; one another process has written into since stays
+            try:
+                path.rmdir()
+            except OSError:
+                break
     if checkpoint_bytes > free:
         return [f"{key}={str(run_dir)!r} has {free / 2**30:.1f} GiB free, and one checkpoint of this model "
                 f"(weights + optimizer state) needs about {checkpoint_bytes / 2**30:.1f} GiB"]

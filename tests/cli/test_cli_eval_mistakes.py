@@ -131,3 +131,43 @@ def test_a_checkpoint_of_a_run_with_algorithm_plugins_evaluates_without_them(eva
     monkeypatch.setattr(dapo.trainer, "evaluate_model", evaluated)
     assert main(args) == 2
     assert "error: evaluated" in capsys.readouterr().err
+
+
+def test_eval_of_a_keep_best_run_s_checkpoint_takes_another_eval_k(tmp_path, monkeypatch):
+    """A run's checkpoint.keep_best=eval/avg@2 named its eval.k: `dapo eval CKPT eval.k=8` was refused
+    ("the evaluations log @8 metrics"), a setting of training that evaluation never uses."""
+    seen = []
+
+    def stop_after_loading(cfg, **_):
+        seen.append(cfg)
+        raise KeyboardInterrupt
+
+    (tmp_path / "dapo_config.yaml").write_text("eval: {k: 2, every_steps: 5}\ncheckpoint: {keep_best: eval/avg@2}\n")
+    monkeypatch.setattr("dapo.preflight.check_run", stop_after_loading)
+    assert main(["eval", str(tmp_path), "eval.k=8"]) == 130
+    assert seen[0].eval.k == 8 and seen[0].checkpoint.keep_best is None
+
+
+@pytest.mark.parametrize("argv", [["eval", "builtin", "--save-dir", ""], ["plot", "runs", "-o", ""],
+                                  ["ablate", "--output-dir", " "]])
+def test_an_empty_path_option_is_refused_not_read_as_the_default(argv, capsys):
+    """`--save-dir ''` (an unset shell variable) saved to the default place, as if not given."""
+    with pytest.raises(SystemExit):
+        main(argv)
+    assert "is empty: name a path" in capsys.readouterr().err
+
+
+def test_a_stopped_evaluation_or_refused_run_leaves_no_empty_directory(tmp_path, monkeypatch, capsys):
+    """A `dapo eval` stopped before it saved (Ctrl-C, a model that fails to load) left its empty save
+    dir, and its parents, behind (runs/eval/NAME in the working directory); so did a `dapo train`
+    refused by its checks (its output_dir)."""
+    def stopped(*_, **__):
+        raise KeyboardInterrupt
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("dapo.trainer.evaluate_model", stopped)
+    assert main(["eval", "builtin"]) == 130
+    assert main(["eval", "builtin", "--save-dir", "out/a/b"]) == 130
+    assert main(["train", "output_dir=runs/new/run", "data.train_files=[missing.jsonl]"]) == 2
+    assert "missing.jsonl" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

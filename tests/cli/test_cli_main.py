@@ -6,12 +6,17 @@ from dapo.cli.args import split_config_args
 from dapo.cli.main import main
 
 
-def test_help_documents_commands_and_overrides(capsys):
+@pytest.mark.parametrize("command", ["train", "eval", "config", "plan"])
+def test_help_documents_commands_overrides_and_the_shipped_configs(capsys, command):
+    """Every command that takes a CONFIG names the shipped ones (only train's epilog did)."""
+    from dapo.config.loading import shipped_config_names
+
     with pytest.raises(SystemExit) as exit_info:
-        main(["train", "--help"])
+        main([command, "--help"])
     assert exit_info.value.code == 0
-    out = capsys.readouterr().out
-    assert "key=value" in out and "embedded default" in out
+    out = " ".join(capsys.readouterr().out.split())
+    assert "key=value" in out and all(name in out for name in shipped_config_names())
+    assert command != "train" or "embedded default" in out
 
 
 def test_top_level_help_lists_every_command(capsys):
@@ -314,21 +319,6 @@ def test_eval_takes_a_response_length_shorter_than_the_training_overlong_buffer(
     monkeypatch.setattr("dapo.preflight.check_run", stop_after_loading)
     assert main(["eval", str(tmp_path), "data.eval_files=[held_out.jsonl]", "rollout.max_response_length=16"]) == 130
     assert seen[0].rollout.max_response_length == 16 and seen[0].algorithm.overlong_soft_punishment is False
-
-
-def test_eval_of_a_keep_best_run_s_checkpoint_takes_another_eval_k(tmp_path, monkeypatch):
-    """A run's checkpoint.keep_best=eval/avg@2 named its eval.k: `dapo eval CKPT eval.k=8` was refused
-    ("the evaluations log @8 metrics"), a setting of training that evaluation never uses."""
-    seen = []
-
-    def stop_after_loading(cfg, **_):
-        seen.append(cfg)
-        raise KeyboardInterrupt
-
-    (tmp_path / "dapo_config.yaml").write_text("eval: {k: 2, every_steps: 5}\ncheckpoint: {keep_best: eval/avg@2}\n")
-    monkeypatch.setattr("dapo.preflight.check_run", stop_after_loading)
-    assert main(["eval", str(tmp_path), "eval.k=8"]) == 130
-    assert seen[0].eval.k == 8 and seen[0].checkpoint.keep_best is None
 
 
 def test_eval_mistakes_get_advice_for_eval(tmp_path, capsys, monkeypatch):

@@ -120,6 +120,20 @@ def test_a_model_not_on_this_machine_gets_the_shape_of_the_qwen25_model_nearest_
         assert "--params and --device-gib must be finite numbers > 0" in capsys.readouterr().err
     assert main(["plan", "dapo_qwen2.5_32b", "--params", "32.8"]) == 2  # billions meant: a 33-parameter model "fit"
     assert "--params 32.8 is a count of parameters, not billions: did you mean 32.8e9?" in capsys.readouterr().err
+    assert main(["plan", "dapo_qwen2.5_32b", "--params", "1e20"]) == 2  # was planned, with advice on vLLM's share
+    assert "more than any model has" in capsys.readouterr().err
+
+
+def test_vllm_weights_larger_than_the_device_are_not_told_to_take_a_larger_share_of_it(capsys):
+    """bf16 weights per engine larger than the whole device: raising vLLM's memory share cannot help."""
+    from dapo.cli.main import main
+
+    assert main(["plan", "dapo_qwen2.5_32b", "rollout.vllm_tensor_parallel_size=1", "--params", "1e12"]) == 1
+    out = capsys.readouterr().out
+    assert "raise rollout.vllm_tensor_parallel_size (the whole device cannot hold them)" in out
+    assert main(["plan", "dapo_qwen2.5_32b", "rollout.vllm_tensor_parallel_size=1", "rollout.vllm_gpu_memory_utilization=0.3",
+                 "--params", "32.8e9"]) == 1
+    assert "raise rollout.vllm_gpu_memory_utilization or rollout.vllm_tensor_parallel_size" in capsys.readouterr().out
 
 
 def engine_rows(out: str) -> list[str]:

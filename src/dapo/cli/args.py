@@ -3,6 +3,7 @@ override) and the config they resolve to, with the notes a mistaken combination 
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import sys
 from pathlib import Path
@@ -148,3 +149,22 @@ def resolve(args: list[str], command: str = "train") -> DAPOConfig:
                       f"template: the built-in model's task, not {cfg.model.path}'s); give data.{split}_files="
                       "[FILE,...] for your data", file=sys.stderr)
     return cfg
+
+
+def positive_int(text: str) -> int:
+    """argparse's type of a count (``--seeds 3``), said as such when it is not one."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0  # (argparse would name the function: "invalid positive_int value")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
+    return value
+
+
+def named_folder(text: str) -> str:
+    """argparse's type of a path option (``--save-dir DIR``): an empty one (an unset shell variable)
+    is refused rather than read as the default or the working directory."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty: name a path")
+    return text

@@ -15,7 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from dapo.cli.ablate import ABLATION_TASKS, DEFAULT_TASK
-from dapo.cli.args import SAVED_CONFIG, config_arg_kind, is_builtin_model, is_config_arg, resolve
+from dapo.cli.args import (
+    SAVED_CONFIG,
+    config_arg_kind,
+    is_builtin_model,
+    is_config_arg,
+    named_folder,
+    positive_int,
+    resolve,
+    shipped_config_names,
+)
 from dapo.config import AlgorithmConfig, ConfigError, DAPOConfig
 from dapo.config.loading import yaml_text
 from dapo.errors import UserError
@@ -132,7 +141,7 @@ def cmd_eval(ns: argparse.Namespace) -> int:
     model_path = f"model.path={yaml_text(str(ns.model))}"
     cfg = resolve([*args, model_path, *(f"{key}=1" for key in ONE_PROCESS), "algorithm.overlong_soft_punishment=false",
                    *UNTRAINED_SETTINGS], "eval")
-    save_dir = Path(ns.save_dir) if ns.save_dir else default_eval_dir(Path(ns.model), saved.is_file())
+    save_dir = Path(ns.save_dir) if ns.save_dir is not None else default_eval_dir(Path(ns.model), saved.is_file())
     if not cfg.data.eval_files:  # before the model loads; with what is wrong with the model (a mistyped path)
         from dapo.preflight import PreflightError, model_problems
         from dapo.trainer.evaluate import NO_EVAL_DATA
@@ -209,8 +218,9 @@ def cmd_plan(ns: argparse.Namespace) -> int:
 
     if not all(math.isfinite(x) and x > 0 for x in (ns.device_gib, 1.0 if ns.params is None else ns.params)):
         raise UserError("--params and --device-gib must be finite numbers > 0")
-    if ns.params is not None and ns.params < 1e6:  # (32.8 for 32.8e9: a plan of a 33-parameter model fits anywhere)
-        raise UserError(f"--params {ns.params:g} is a count of parameters, not billions: did you mean {ns.params:g}e9?")
+    if ns.params is not None and not 1e6 <= ns.params <= 1e14:  # 32.8 for 32.8e9 (a 33-parameter model fits anywhere)
+        raise UserError(f"--params {ns.params:g} is a count of parameters, " + (f"not billions: did you mean {ns.params:g}e9?"
+                        if ns.params < 1e6 else "more than any model has (~2e12 the largest): a 32.8B model is 32.8e9"))
     estimate = plan(resolve(ns.config, "plan"), ns.params, ns.device_gib)
     print(estimate)
     return 1 if "DOES NOT FIT" in estimate or "DOES NOT RUN" in estimate else 0  # a script stops before it asks for a cluster
@@ -224,16 +234,6 @@ def cmd_ablate(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0  # (argparse would name the function: "invalid _positive_int value")
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dapo",
@@ -243,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error (also DAPO_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    cfg_help = "[CONFIG.yaml | shipped-name] [key=value ...]"
+    cfg_help = f"[CONFIG.yaml | {' | '.join(shipped_config_names())}] [key=value ...]"
 
     train = sub.add_parser("train", help="run DAPO training", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     train.add_argument("config", nargs="*", default=[], metavar="ARG", help=cfg_help)
@@ -253,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("model", help="HF model directory, run checkpoint directory (its run's config is used), "
                                   "or 'builtin'")
     ev.add_argument("config", nargs="*", default=[], metavar="ARG", help=cfg_help)
-    ev.add_argument("--save-dir", default=None,
+    ev.add_argument("--save-dir", type=named_folder, default=None,
                     help="where generations.jsonl, metrics.json and config.yaml go (default: RUN_DIR/eval/step-N "
                          "for a checkpoint, else runs/eval/NAME; step-N-2, -3, ... when an earlier evaluation is there; "
                          "a DIR holding one is refused)")
@@ -261,7 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     plot = sub.add_parser("plot", help="PNG report of a run: reward, accuracy, entropy, length, clipping, filtering")
     plot.add_argument("run_dir", help="a run's output_dir (it holds metrics.jsonl)")
-    plot.add_argument("-o", "--output", default=None, help="PNG path (default RUN_DIR/report.png)")
+    plot.add_argument("-o", "--output", type=named_folder, default=None, help="PNG path (default RUN_DIR/report.png)")
     plot.set_defaults(func=cmd_plot)
 
     show = sub.add_parser("config", help="print the resolved config, or explain its fields")
@@ -280,12 +280,12 @@ def build_parser() -> argparse.ArgumentParser:
     dry.set_defaults(func=cmd_plan)
 
     ablate = sub.add_parser("ablate", help="the paper's ablation (naive GRPO -> full DAPO) on a built-in task")
-    ablate.add_argument("--seeds", type=_positive_int, default=3, help="seeds per variant, 0 to N-1 (default: 3)")
-    ablate.add_argument("--steps", type=_positive_int, default=30, help="each run's generation budget, in plain steps: steps x prompts_per_step generated groups "
+    ablate.add_argument("--seeds", type=positive_int, default=3, help="seeds per variant, 0 to N-1 (default: 3)")
+    ablate.add_argument("--steps", type=positive_int, default=30, help="each run's generation budget, in plain steps: steps x prompts_per_step generated groups "
                         "(equal compute; a dynamic-sampling run makes fewer training steps of it)")
     ablate.add_argument("--task", default=DEFAULT_TASK, choices=sorted(ABLATION_TASKS),
                         help="built-in task and base model (see dapo.cli.ablate.ABLATION_TASKS)")
-    ablate.add_argument("--output-dir", default="runs/ablation",
+    ablate.add_argument("--output-dir", type=named_folder, default="runs/ablation",
                         help="where the runs, tables and plot go (default: runs/ablation)")
     ablate.add_argument("--fresh", action="store_true",
                         help="rerun every run (default: reuse the runs that finished with the same config)")

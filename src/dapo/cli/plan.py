@@ -338,8 +338,10 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
         lines.append(f"  {'total with the vLLM share':58s} {need:9.2f} GiB")
     if vllm and share < vllm_weights / GIB:
         lines.append(f"DOES NOT FIT: vLLM's share ({share:.0f} GiB of a {device_gib:.0f} GiB device) is smaller than "
-                     f"its {vllm_dtype} weights ({vllm_weights / GIB:.0f} GiB); raise rollout.vllm_gpu_memory_utilization "
-                     "or rollout.vllm_tensor_parallel_size")
+                     f"its {vllm_dtype} weights ({vllm_weights / GIB:.0f} GiB); "
+                     + ("raise rollout.vllm_gpu_memory_utilization or rollout.vllm_tensor_parallel_size"
+                        if vllm_weights / GIB < device_gib else  # no share of one device holds them
+                        "raise rollout.vllm_tensor_parallel_size (the whole device cannot hold them)"))
     if shape.cannot_run:
         lines.append(f"DOES NOT RUN: {shape.cannot_run}")
     lines += [f"DOES NOT RUN: {problem}" for problem in context_problems(cfg)]  # as dapo train refuses it

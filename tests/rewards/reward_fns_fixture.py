@@ -150,3 +150,17 @@ def terminates_its_child(response: str, ground_truth: str, extra: dict) -> float
     child.terminate()
     child.join()
     return 1.0 if child.exitcode == -15 else 0.0
+
+
+def terminates_its_group(response: str, ground_truth: str, extra: dict) -> float:
+    """Starts a program (its pid to extra["pid_file"]), then SIGTERMs its own process group, as a
+    function that cleans up after itself with os.killpg(0, ...) does."""
+    import os
+    import signal
+    import subprocess
+
+    child = subprocess.Popen(["sleep", "60"], start_new_session=True)  # not in the group: left to the worker's end
+    with open(extra["pid_file"], "w") as handle:
+        handle.write(str(child.pid))
+    os.killpg(0, signal.SIGTERM)
+    return 1.0

@@ -294,3 +294,22 @@ def test_a_reward_function_may_terminate_the_processes_it_forks(fn: str) -> None
     assert not any(result.failed for result in results)
     if fn == "terminates_its_child":
         assert all(result.extra[f"{fn}/score"] == 1.0 for result in results)  # the child ended by SIGTERM
+
+
+def test_a_function_that_sigterms_its_own_group_is_reported_as_killed_by_sigterm(tmp_path: Path) -> None:
+    """Its worker's handler answered the SIGTERM by SIGKILLing the worker's group: reported as "killed
+    by SIGKILL (out of memory? the OOM killer sends it)". What the function started still goes."""
+    from dapo.config.schema import RewardConfig
+    from dapo.rewards.scorer import RewardScorer
+
+    pid_file = tmp_path / "child.pid"
+    cfg = RewardConfig(functions=[{"path": f"{FNS}:terminates_its_group"}], num_workers=1, timeout_s=30.0)
+    with RewardScorer(cfg) as scorer:
+        [result] = scorer.score(["Answer: 1"], ["1"], extras=[{"pid_file": str(pid_file)}])
+        assert result.failed == ["terminates_its_group"]
+        assert scorer.first_failure["terminates_its_group"].endswith("(killed by SIGTERM)")
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(child)

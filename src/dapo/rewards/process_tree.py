@@ -274,7 +274,8 @@ def _default_sigterm_in_child() -> None:
 
 def die_with_parent(parent_pid: int, by_a_thread: bool = False) -> None:
     """Linux: get SIGTERM, handled by :func:`end_everything_below`, when process ``parent_pid``
-    (this one's parent) dies, however it dies; exit now if it already has. Python runs the handler
+    (this one's parent) dies, however it dies; exit now if it already has. A SIGTERM from
+    elsewhere, the parent alive, ends this process by SIGTERM, with what it started. Python runs the handler
     between two bytecodes: a task stuck in C code that holds the GIL delays it in a worker, never
     in its keeper, which waits in waitpid(). ``by_a_thread``: started by a thread other than the
     parent's main thread, whose end (the parent living on) sends the signal too (then ignored:
@@ -290,8 +291,15 @@ def die_with_parent(parent_pid: int, by_a_thread: bool = False) -> None:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGTERM)
             return
-        if not by_a_thread or os.getppid() != parent_pid:
+        if os.getppid() != parent_pid:  # the parent died
             end_everything_below()
+        elif not by_a_thread:
+            # sent by something else (a reward function's os.killpg(0, SIGTERM), a user's kill):
+            # ended by it, as outside dapo, so that the pool reports it (not the group's SIGKILL, read
+            # as the OOM killer's), with what it started (the keeper kills what this leaves)
+            kill_descendants(os.getpid())
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
 
     signal.signal(signal.SIGTERM, on_sigterm)
     os.register_at_fork(before=_hold_sigterm_over_fork, after_in_parent=_release_sigterm_in_parent,

@@ -131,6 +131,20 @@ def test_a_module_the_standard_library_shadows_is_named_with_the_file_form(
         load_config([], ["algorithm.plugins=[code]", "algorithm.advantage=mine"])
 
 
+def test_a_package_the_standard_library_shadows_is_named_with_the_file_form(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, restored_imports: None):
+    """json/myrew.py in the working directory, named json.myrew:fn: the standard library's json
+    package came first, and the error said only "No module named 'json.myrew'"."""
+    (tmp_path / "json").mkdir()
+    (tmp_path / "json" / "myrew.py").write_text("def fn(response, ground_truth, extra):\n    return 1.0\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RewardFunctionError, match=r"No module named 'json.myrew' \(the package json was imported "
+                       r"from .*json.__init__.py, not from the working directory's json/, which it shadows: name "
+                       r"the file instead, 'json/myrew.py'\)"):
+        load_reward_function("json.myrew:fn")
+    assert load_reward_function("json/myrew.py:fn")("x", "y", {}) == 1.0
+
+
 def test_a_module_path_is_digested_where_its_import_finds_it_and_not_imported(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, restored_imports: None):
     """my_rewards:fn, found in the working directory (looked in last, as import_user_code does),

@@ -48,10 +48,15 @@ def import_user_code(location: str, what: str, error: type[Exception] = ImportEr
         try:
             return importlib.import_module(location)
         except Exception as exc:
-            hint = ""
-            if isinstance(exc, ModuleNotFoundError) and exc.name == location.partition(".")[0]:
+            hint, top = "", location.partition(".")[0]
+            if isinstance(exc, ModuleNotFoundError) and exc.name == top:
                 hint = (f" (looked for on sys.path and in the working directory {os.getcwd()}; for a module in "
                         "another directory, add that directory to the config's python_path)")
+            elif isinstance(exc, ModuleNotFoundError) and (own := Path(*location.split(".")).with_suffix(".py")).is_file():
+                # the package part found elsewhere first (a standard-library package: test, email, json)
+                found = getattr(sys.modules.get(top), "__file__", None) or "the interpreter (a built-in module)"
+                hint = (f" (the package {top} was imported from {found}, not from the working directory's {top}/, "
+                        f"which it shadows: name the file instead, '{own}')")
             raise error(f"{what}: importing module {location} raised {type(exc).__name__}: {exc}{hint}") from exc
     path = os.path.abspath(os.path.expanduser(location))
     if not os.path.isfile(path):

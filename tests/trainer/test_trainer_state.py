@@ -336,20 +336,28 @@ def test_a_step_without_signal_names_the_scorers_that_failed_and_whether_verdict
 
 
 @pytest.mark.parametrize("autocast", ["none", "fp16"])
-def test_the_non_finite_streak_passes_over_steps_without_an_update_and_names_the_kept_weights(autocast):
+@pytest.mark.parametrize("skip", ["loss", "gradient"])
+def test_the_non_finite_streak_passes_over_steps_without_an_update_and_names_the_kept_weights(autocast, skip):
     """A step with no group to train neither ends nor extends the streak, and the stop names the
-    step whose weights the skips kept; float16's loss scaling skips overflows by design: not counted."""
+    step whose weights the skips kept. float16's loss scaling skips gradient overflows by design:
+    not counted; its non-finite losses are (a diverged float16 run went on skipping forever)."""
     from dapo.errors import NonFiniteError
     from dapo.trainer.loop_state import LoopState
+    from dapo.trainer.step_metrics import update_metrics
+    from dapo.trainer.update_stats import PEER_NONFINITE_LOSS, UpdateStats
 
     loop = LoopState.__new__(LoopState)
     loop.cfg = config.load_config([config.builtin_config_path("default")], ["trainer.max_nonfinite_steps=2",
                                                                              f"trainer.autocast={autocast}"])
-    made, skipped, nothing = ({"actor/updates": u, "actor/skipped_updates": k} for u, k in ((2, 0), (0, 2), (0, 0)))
+    reasons = ["loss is nan", PEER_NONFINITE_LOSS] if skip == "loss" else ["gradient norm is inf", "gradient norm is nan"]
+    made, skipped, nothing = (update_metrics([UpdateStats(skip_reason=reason) for reason in why], [], 1e-6)
+                              for why in (["", ""], reasons, []))
+    assert (made["actor/updates"], skipped["actor/skipped_updates"], nothing["actor/skipped_updates"]) == (2, 2, 0)
+    assert skipped["actor/skipped_nonfinite_loss"] == (2 if skip == "loss" else 0)
     stops = []
     for loop.step, metrics in enumerate([made, skipped, nothing, made, skipped, nothing, skipped], start=1):
         stops.append(loop._count_nonfinite(metrics))
-    if autocast == "fp16":
+    if autocast == "fp16" and skip == "gradient":
         assert stops == [None] * 7
     else:
         assert stops[:6] == [None] * 6 and isinstance(stops[6], NonFiniteError)

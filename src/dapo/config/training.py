@@ -263,8 +263,9 @@ class TrainerConfig:
     grad_clip: float = 1.0
     # Stop the run when every optimizer update of this many consecutive steps was skipped for a
     # non-finite loss or gradient norm (each skip leaves the weights as they were: a diverged policy
-    # would only sample and skip); steps with no update to try are not counted, nor are the skips of
-    # autocast=fp16, whose loss scaling skips an overflowing update by design. 0 never stops.
+    # would only sample and skip); steps with no update to try are not counted, nor, with
+    # autocast=fp16, the skips of its loss scaling (a gradient overflow, skipped by design; a
+    # non-finite loss is counted). 0 never stops.
     max_nonfinite_steps: int = 3
     # Linear warm-up over this many training steps (rollout steps, as verl counts them: the
     # schedule moves once per step, not per optimizer update): step s of W runs at lr (s+1)/(W+1)

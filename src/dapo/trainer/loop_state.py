@@ -124,10 +124,13 @@ class LoopState:
         """Count the steps in a row whose every optimizer update was skipped for a non-finite loss
         or gradient norm (a step with no update to try, no group with signal, neither extends the
         streak nor ends it); past trainer.max_nonfinite_steps, the error that stops the run: its
-        weights no longer change. Not with trainer.autocast=fp16, whose loss scaling skips an
-        overflowing update by design (and halves the scale)."""
+        weights no longer change. With trainer.autocast=fp16 only the updates skipped for a
+        non-finite loss count: its loss scaling skips an update whose gradient overflows by design
+        (and halves the scale), and such a step neither extends the streak nor ends it."""
         made, skipped = metrics.get("actor/updates", 0.0), metrics.get("actor/skipped_updates", 0.0)
-        if made or self.cfg.trainer.autocast == "fp16":
+        if self.cfg.trainer.autocast == "fp16":  # its loss scaling's skips not counted, a non-finite loss is
+            skipped = metrics.get("actor/skipped_nonfinite_loss", 0.0)
+        if made:
             self.nonfinite_streak = 0
         elif skipped:
             self.nonfinite_since = self.nonfinite_since if self.nonfinite_streak else self.step - 1

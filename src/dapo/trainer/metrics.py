@@ -94,6 +94,8 @@ METRICS: dict[str, str] = {
     "actor/updates": "optimizer updates made in this step",
     "actor/skipped_updates": "updates dropped because the loss or gradient was not finite (in float16, also "
                              "dynamic loss scaling's overflows, which halve the scale)",
+    "actor/skipped_nonfinite_loss": "of actor/skipped_updates, those whose loss itself was not finite (a forward's "
+                                    "NaN or inf, which float16's loss scaling neither causes nor mends)",
     "actor/empty_updates": "updates not made because no token of the mini-batch was in the loss (every response "
                            "masked by overlong filtering)",
     "actor/response_tokens": "response tokens in the step's trained batch (carried-over and overlong-filtered "

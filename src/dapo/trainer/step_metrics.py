@@ -79,6 +79,7 @@ def update_metrics(stats: list[UpdateStats], batch: list[Sample] | tuple, lr: fl
         "actor/lr": lr,
         "actor/updates": float(len(made)),
         "actor/skipped_updates": float(sum(s.skipped for s in stats)),
+        "actor/skipped_nonfinite_loss": float(sum(s.loss_not_finite for s in stats)),
         "actor/empty_updates": float(sum(s.empty for s in stats)),
         "actor/response_tokens": float(sum(len(s.response_ids) for s in batch)),
     }

@@ -69,6 +69,12 @@ class UpdateStats:
         return bool(self.skip_reason)
 
     @property
+    def loss_not_finite(self) -> bool:
+        """The update was dropped because its loss was (a forward's, on some rank: float16's loss
+        scaling has no part in it), not only its gradient norm."""
+        return self.skip_reason.startswith(("loss is ", PEER_NONFINITE_LOSS))
+
+    @property
     def skip_message(self) -> str:
         """What the user is told of a skipped update (once per update, whatever the ranks)."""
         return f"skipped an optimizer update: {self.skip_reason}; weights left unchanged"

@@ -354,7 +354,7 @@ def test_weights_shipped_both_as_safetensors_and_bin_are_counted_once(tmp_path):
     import numpy as np
     from safetensors.numpy import save_file
 
-    from dapo.preflight import checkpoint_bytes
+    from dapo.output_checks import checkpoint_bytes
 
     model = fake_model_dir(tmp_path / "model")
     save_file({"w": np.zeros(1000, "float32")}, str(model / "model.safetensors"))
@@ -372,7 +372,7 @@ def test_a_second_copy_of_the_weights_beside_the_loaded_safetensors_is_not_count
     import numpy as np
     from safetensors.numpy import save_file
 
-    from dapo.preflight import checkpoint_bytes
+    from dapo.output_checks import checkpoint_bytes
 
     model = fake_model_dir(tmp_path / "model")
     (model / "model.safetensors").unlink()

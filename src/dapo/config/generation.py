@@ -29,7 +29,13 @@ class RewardFunctionSpec:
 
 @dataclass
 class RewardConfig:
-    # Built-in verifier's answer extraction: "answer" (last "Answer:" line), "boxed" (last
+    # The built-in verifier: "dapo-rl" (the answer read as its value: extraction, then equivalence
+    # by string rules and math-verify, docs/rewards.md) or "math_dapo" (the DAPO reference run's
+    # scorer, verl's: the last "Answer:" line of the response's last 300 characters, equal as a
+    # string to the ground truth once both are Minerva-normalised; "34." or "**Answer:** 34" are
+    # wrong; dapo.rewards.math_dapo), to reproduce the paper's reward and avg@32.
+    verifier: str = "dapo-rl"
+    # Built-in verifier's answer extraction (verifier=dapo-rl): "answer" (last "Answer:" line), "boxed" (last
     # \\boxed{...}), or "auto" (the "Answer:" line for data sources whose name contains "dapo" or
     # begins with "aime", as verl routes them, else whichever of the two the response states last).
     extractor: str = "auto"
@@ -59,7 +65,8 @@ class RewardConfig:
     # next batch tries it again. false: every call waits out its deadline (a code sandbox whose
     # policy writes loops often, where a later call of the batch might still pass).
     skip_hung: bool = True
-    # Responses longer than this (characters) are cut to their tail before parsing.
+    # Responses longer than this (characters) are cut to their tail before parsing (verifier=dapo-rl;
+    # math_dapo reads the last 300).
     max_response_chars: int = 20000
     # Stop the run when one scorer (a reward function, or math-verify) fails on every response of
     # this many consecutive training steps: a reward that always fails gives no learning signal.
@@ -67,7 +74,11 @@ class RewardConfig:
     max_failing_steps: int = 2
 
     def __post_init__(self) -> None:
+        one_of("reward.verifier", self.verifier, ("dapo-rl", "math_dapo"))
         one_of("reward.extractor", self.extractor, ("answer", "boxed", "auto"))
+        check(self.verifier != "math_dapo" or self.extractor == "auto",
+              f"reward.extractor={self.extractor} is dapo-rl's verifier's: reward.verifier=math_dapo reads the last "
+              "\"Answer:\" line, as the DAPO reference run did (leave reward.extractor auto)")
         check(self.max_failing_steps >= 0, "reward.max_failing_steps must be >= 0 (0 never stops)")
         check(self.timeout_s > 0, "reward.timeout_s must be > 0")
         check(self.num_workers >= 0, "reward.num_workers must be >= 0 (0 = one per core)")

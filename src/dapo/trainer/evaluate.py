@@ -282,18 +282,22 @@ def unread_boxes_note(reward: RewardConfig, data_sources: list[str], texts: list
     "evaluation", the responses'."""
     if reward.verifier_weight == 0:  # no verifier, no extraction
         return None
-    answer_line = [i for i, source in enumerate(data_sources) if resolve_extractor(reward.extractor, source) == "answer"]
+    strict = reward.verifier == "math_dapo"  # the reference scorer reads the "Answer:" line of every source
+    answer_line = [i for i, source in enumerate(data_sources)
+                   if strict or resolve_extractor(reward.extractor, source) == "answer"]
     unread = [i for i in answer_line if not results[i].answer and last_box_start(texts[i]) >= 0]
     if 2 * len(unread) <= len(answer_line):
         return None
     names = sorted({data_sources[i] for i in unread})
     named = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-    chosen = ('reward.extractor=auto picks the "Answer:" line extractor there (a data_source whose name contains '
+    chosen = ('reward.verifier=math_dapo reads only the "Answer:" line, as the DAPO reference run did' if strict else
+              'reward.extractor=auto picks the "Answer:" line extractor there (a data_source whose name contains '
               '"dapo" or begins with "aime")' if reward.extractor == "auto" else
               'reward.extractor=answer reads only the "Answer:" line')
+    fix = "reward.verifier=dapo-rl (which reads a box too)" if strict else "reward.extractor=boxed"
     return (f"{len(unread)} of {len(answer_line)} {what} responses on data_source {named} hold a \\boxed{{...}} but "
             f"no answer the verifier reads: {chosen}, so they score as wrong (pred \"\"). If the model answers in a "
-            "box, set reward.extractor=boxed; or have the prompt ask for a last line \"Answer: ...\" (data.template=dapo "
+            f"box, set {fix}; or have the prompt ask for a last line \"Answer: ...\" (data.template=dapo "
             "does for text prompts)")
 
 

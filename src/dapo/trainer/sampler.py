@@ -286,7 +286,7 @@ _SURPLUS_SETTINGS = {
                 "native_dtype", "vllm_dtype"),
     "algorithm": ("advantage", "advantage_eps", "overlong_buffer_len", "overlong_filtering",
                   "overlong_penalty_factor", "overlong_soft_punishment"),
-    "reward": ("verifier_weight", "functions", "correct_score", "incorrect_score", "extractor", "max_response_chars"),
+    "reward": ("verifier", "verifier_weight", "functions", "correct_score", "incorrect_score", "extractor", "max_response_chars"),
     "data": ("template", "use_chat_template"),
 }
 

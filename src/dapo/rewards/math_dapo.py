@@ -1,0 +1,68 @@
+"""The DAPO reference run's scorer (verl's ``math_dapo``), for ``reward.verifier=math_dapo``.
+
+The paper's run rewarded a response by exact string match, not by mathematical equivalence:
+
+1. only the response's last 300 characters are read (:data:`TAIL_CHARS`);
+2. the answer is the text after the last ``Answer:`` (any case, spaces around the colon), to the
+   end of its line; without one the answer is ``[INVALID]``;
+3. answer and ground truth are normalised as Minerva normalises final answers (Lewkowycz et al.
+   2022, appendix D.1; :func:`minerva_normalize`);
+4. the response is correct when the two normalised strings are equal: ``34.``, ``**Answer:** 34``,
+   ``\\frac{68}{2}`` for 34, or an ``Answer:`` line more than 300 characters from the end, are wrong.
+
+dapo-rl's own verifier (``reward.verifier=dapo-rl``, :mod:`dapo.rewards.verifier`) reads these as
+their value; this one reproduces the reference run's reward and its avg@32 as the paper reports
+them. Pure string work, decided in the trainer process: no math-verify call, no worker.
+"""
+
+from __future__ import annotations
+
+import re
+
+TAIL_CHARS = 300  # the reference scorer's window: "the longest answer in MATH-500 has 159 characters"
+ANSWER_LINE = re.compile(r"(?i)Answer\s*:\s*([^\n]+)")
+NO_ANSWER = "[INVALID]"
+
+# Minerva's normalisation, in its order: replacements first, then words and LaTeX dropped
+_REPLACED = (("an ", ""), ("a ", ""), (".$", "$"), ("\\$", ""), ("\\ ", ""), (" ", ""), ("mbox", "text"),
+             (",\\text{and}", ","), ("\\text{and}", ","), ("\\text{m}", "\\text{}"))
+_DROPPED = ("square", "ways", "integers", "dollars", "mph", "inches", "hours", "km", "units", "\\ldots", "sue",
+            "points", "feet", "minutes", "digits", "cents", "degrees", "cm", "gm", "pounds", "meters", "meals",
+            "edges", "students", "childrentickets", "multiples", "\\text{s}", "\\text{.}", "\\text{\ns}",
+            "\\text{}^2", "\\text{}^3", "\\text{\n}", "\\text{}", "\\mathrm{th}", "^\\circ", "^{\\circ}", "\\;",
+            ",\\!", "{,}", '"', "\\dots")
+# then, in order: the first $...$ segment kept alone, \text{}, \textbf{}, \overline{} and \boxed{}
+# unwrapped, \fracab and \sqrta given their braces
+_REWRITTEN = ((re.compile(r"(.*?)(\$)(.*?)(\$)(.*)"), r"$\3$"),
+              (re.compile(r"(\\text\{)(.*?)(\})"), r"\2"),
+              (re.compile(r"(\\textbf\{)(.*?)(\})"), r"\2"),
+              (re.compile(r"(\\overline\{)(.*?)(\})"), r"\2"),
+              (re.compile(r"(\\boxed\{)(.*)(\})"), r"\2"),
+              (re.compile(r"(frac)([^{])(.)"), r"frac{\2}{\3}"),
+              (re.compile(r"(sqrt)([^{])"), r"sqrt{\2}"))
+
+
+def minerva_normalize(answer: str) -> str:
+    """Minerva's normalised form of a final answer: the right-hand side of its last ``=``, spaces,
+    articles, units and dollar signs dropped, LaTeX wrappers unwrapped, a digit string's
+    thousands commas removed (``x = 1,234 \\text{ cm}`` -> ``1234``)."""
+    answer = answer.split("=")[-1]
+    for before, after in _REPLACED:
+        answer = answer.replace(before, after)
+    for dropped in _DROPPED:
+        answer = answer.replace(dropped, "")
+    for pattern, replacement in _REWRITTEN:
+        answer = pattern.sub(replacement, answer)
+    answer = answer.replace("$", "")
+    if answer.replace(",", "").isdigit():
+        answer = answer.replace(",", "")
+    return answer.strip()
+
+
+def math_dapo_verdict(response: str, ground_truth: str) -> tuple[bool, str]:
+    """(correct, normalised answer) of ``response`` against ``ground_truth``, as the DAPO
+    reference run scored it (this module's steps 1-4); the answer is "" when the response's tail
+    has no ``Answer:`` (the reference compares ``[INVALID]``, which no answer votes for in maj@k)."""
+    found = ANSWER_LINE.findall(response[-TAIL_CHARS:])
+    answer = minerva_normalize(found[-1] if found else NO_ANSWER)
+    return answer == minerva_normalize(ground_truth), answer if found else ""

@@ -1,0 +1,69 @@
+"""reward.verifier=math_dapo: the DAPO reference run's scorer (verl's math_dapo), exact string
+match of Minerva-normalised answers, cases worked out by hand from its rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from dapo.config import ConfigError, builtin_config_path, load_config
+from dapo.config.schema import RewardConfig
+from dapo.rewards import RewardScorer
+from dapo.rewards.math_dapo import math_dapo_verdict, minerva_normalize
+from dapo.rewards.types import RewardResult
+from dapo.trainer.evaluate import unread_boxes_note
+
+R = "Let me work it out.\n"
+
+
+@pytest.mark.parametrize(("response", "ground_truth", "correct", "answer"), [
+    (R + "Answer: 34", "34", True, "34"),
+    (R + "answer : $34$", "34", True, "34"),                      # any case, spaces, $ dropped
+    (R + "Answer: x = 1,234 \\text{ cm}", "1234", True, "1234"),   # last '=' side, unit, thousands comma
+    (R + "Answer: 34^\\circ", "34", True, "34"),
+    (R + "Answer: \\boxed{34}", "34", True, "34"),
+    (R + "Answer: \\frac12", "\\frac{1}{2}", True, "\\frac{1}{2}"),  # shorthand braced
+    (R + "Answer: 34 degrees", "34", True, "34"),
+    (R + "Answer: 34.", "34", False, "34."),                        # the reference scores these wrong:
+    (R + "**Answer:** 34", "34", False, "**34"),
+    (R + "Answer: 34.0", "34", False, "34.0"),
+    (R + "Answer: \\frac{68}{2}", "34", False, "\\frac{68}{2}"),
+    (R + "Answer: 0.5", "\\frac{1}{2}", False, "0.5"),
+    (R + "Answer: 34\n" + "Checking once more. " * 20, "34", False, ""),  # the Answer line left the last 300 characters
+    (R + "Answer: 35\nAnswer: 34", "34", True, "34"),                # the last one counts
+    (R + "Answer: 34\nAlternatively, 35.", "34", True, "34"),        # what follows its line is not read
+    (R + "\\boxed{34}", "34", False, ""),                            # no Answer line: no answer
+    (R + "The final answer is 34. Answer:", "34", False, ""),        # an empty Answer line reads nothing
+])
+def test_the_reference_scorer_matches_strings_after_minervas_normalisation(response, ground_truth, correct, answer):
+    assert math_dapo_verdict(response, ground_truth) == (correct, answer)
+
+
+def test_minerva_normalisation_drops_what_the_reference_drops():
+    assert minerva_normalize("banana split") == "banansplit"  # "a " removed inside words too, as the reference does
+    assert minerva_normalize("$\\sqrt3$") == "\\sqrt{3}"
+    assert minerva_normalize("\\textbf{7} students") == "7"
+    assert minerva_normalize(" 5{,}000 ") == "5000"
+
+
+def test_the_scorer_gives_plus_and_minus_one_and_no_vote_without_an_answer():
+    cfg = RewardConfig(verifier="math_dapo", num_workers=1)
+    with RewardScorer(cfg) as scorer:
+        results = scorer.score([R + "Answer: 34", R + "Answer: 34.", R + "\\boxed{34}"], ["34"] * 3)
+    assert [(r.score, r.acc, r.answer) for r in results] == [(1.0, True, "34"), (-1.0, False, "34."), (-1.0, False, "")]
+
+
+def test_the_reference_config_uses_it_and_extractor_settings_are_refused_with_it():
+    assert load_config([builtin_config_path("dapo_qwen2.5_32b")]).reward.verifier == "math_dapo"
+    assert load_config([builtin_config_path("dapo_recipe")]).reward.verifier == "dapo-rl"
+    with pytest.raises(ConfigError, match="reward.extractor=boxed is dapo-rl's verifier's"):
+        RewardConfig(verifier="math_dapo", extractor="boxed")
+    with pytest.raises(ConfigError, match="reward.verifier"):
+        RewardConfig(verifier="verl")
+
+
+def test_boxed_answers_it_cannot_read_are_said_with_the_verifier_that_reads_them():
+    cfg = RewardConfig(verifier="math_dapo")
+    texts = [R + "\\boxed{34}"] * 4
+    note = unread_boxes_note(cfg, ["gsm8k"] * 4, texts, [RewardResult(score=-1.0, acc=False)] * 4, "training")
+    assert note is not None and "reward.verifier=math_dapo reads only the \"Answer:\" line" in note
+    assert "set reward.verifier=dapo-rl" in note

@@ -321,6 +321,17 @@ def test_an_output_dir_that_is_a_file_says_so(tmp_path):
         check_run(load_config([], [f"output_dir={tmp_path / 'afile'}"]))
 
 
+def test_the_directories_tried_are_removed_and_only_those(tmp_path, monkeypatch):
+    """The write test made the run directory and its parents and left them (a refused run left an
+    empty output_dir); with '..' in the path it removed a directory that was there before."""
+    from dapo.output_checks import output_problems
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a" / "c").mkdir(parents=True)
+    assert output_problems(Path("a/b/../c"), 0) == [] and output_problems(Path("new/run"), 0) == []
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == ["a", "a/c"]
+
+
 def test_a_warm_up_as_long_as_the_run_is_said(tmp_path, recwarn):
     default = [builtin_config_path("default")]
     check_run(load_config(default, [f"output_dir={tmp_path / 'a'}", "trainer.total_steps=5", "trainer.warmup_steps=10"]))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import tempfile
 import warnings
@@ -26,12 +27,13 @@ def output_problems(run_dir: Path, checkpoint_bytes: int, keep_last: int = 1, ke
         return [f"{key}={str(run_dir)!r} is a file, not a directory"]
     # made to be tried, then removed: a run (or dapo eval) that stops before it writes anything
     # leaves no empty directory behind
-    made = [path for path in (run_dir, *run_dir.parents) if not path.exists()]
+    absolute = Path(os.path.abspath(run_dir))  # ("a/b/../c": a/b is none of the folders it makes)
+    made = [path for path in (absolute, *absolute.parents) if not path.exists()]
     try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=run_dir, prefix=".write-test-"):
+        absolute.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=absolute, prefix=".write-test-"):
             pass
-        free = shutil.disk_usage(run_dir).free
+        free = shutil.disk_usage(absolute).free
     except OSError as error:
         return [f"{key}={str(run_dir)!r} cannot be written: {error.strerror or error}"]
     finally:
@@ -46,7 +48,7 @@ def output_problems(run_dir: Path, checkpoint_bytes: int, keep_last: int = 1, ke
     if checkpoint_bytes * (keep_last + 1) > free:
         warnings.warn(f"{key}={str(run_dir)!r} has {free / 2**30:.1f} GiB free: room for one checkpoint of "
                       f"{checkpoint_bytes / 2**30:.1f} GiB, not the {keep_last + 1} that coexist while the oldest "
-                      f"is rotated out (checkpoint.keep_last={keep_last})", stacklevel=1)  # one place: shown once
+                      "is rotated out (checkpoint.keep_last, and keep_best's)", stacklevel=1)  # one place: shown once
     return []
 
 

@@ -70,7 +70,8 @@ def check_run(cfg: DAPOConfig, write_output: bool = True, train_data: bool = Tru
         *reward_problems(cfg),
     ]
     if write_output:
-        problems += output_problems(Path(cfg.output_dir), checkpoint_bytes(cfg), cfg.checkpoint.keep_last)
+        kept = cfg.checkpoint.keep_last + (cfg.checkpoint.keep_best is not None)  # the best one beside the newest
+        problems += output_problems(Path(cfg.output_dir), checkpoint_bytes(cfg), kept)
         problems += resume_problems(cfg)
         problems += ray_address_problems(cfg)  # (a training's: an evaluation runs in this process)
         warn_about_schedule(cfg)

@@ -150,8 +150,9 @@ def test_eval_of_a_keep_best_run_s_checkpoint_takes_another_eval_k(tmp_path, mon
 
 @pytest.mark.parametrize("argv", [["eval", "builtin", "--save-dir", ""], ["plot", "runs", "-o", ""],
                                   ["ablate", "--output-dir", " "]])
-def test_an_empty_path_option_is_refused_not_read_as_the_default(argv, capsys):
+def test_an_empty_path_option_is_refused_not_read_as_the_default(argv, capsys, tmp_path, monkeypatch):
     """`--save-dir ''` (an unset shell variable) saved to the default place, as if not given."""
+    monkeypatch.chdir(tmp_path)  # (where the code before it ran the evaluation or the ablation)
     with pytest.raises(SystemExit):
         main(argv)
     assert "is empty: name a path" in capsys.readouterr().err
@@ -171,3 +172,20 @@ def test_a_stopped_evaluation_or_refused_run_leaves_no_empty_directory(tmp_path,
     assert main(["train", "output_dir=runs/new/run", "data.train_files=[missing.jsonl]"]) == 2
     assert "missing.jsonl" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_best_link_is_evaluated_as_the_checkpoint_it_names(tmp_path, monkeypatch):
+    """checkpoints/best (checkpoint.keep_best) moves as its run goes on: the evaluation's model.path
+    names the checkpoint the link named when it started, not the link."""
+    seen = []
+
+    def stop_after_loading(cfg, **_):
+        seen.append(cfg)
+        raise KeyboardInterrupt
+
+    checkpoint = tmp_path / "checkpoints" / "step-000004"
+    checkpoint.mkdir(parents=True)
+    (tmp_path / "checkpoints" / "best").symlink_to("step-000004")
+    monkeypatch.setattr("dapo.preflight.check_run", stop_after_loading)
+    assert main(["eval", str(tmp_path / "checkpoints" / "best"), "data.eval_files=[held_out.jsonl]"]) == 130
+    assert seen[0].model.path == str(checkpoint)

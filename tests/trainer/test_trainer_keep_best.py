@@ -4,6 +4,8 @@ kept out of checkpoint.keep_last's rotation and linked as checkpoints/best, acro
 from __future__ import annotations
 
 import os
+import shutil
+import warnings
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ BEST = ("eval.every_steps=1", "checkpoint.every_steps=0", "checkpoint.keep_last=
         "checkpoint.keep_best=eval/avg@2", "eval.before_training=false")
 
 
-def _train(run: Path, model: Path, reward: Path, scores: list[float | None], *extra: str) -> tuple[Trainer, object]:
+def _train(run: Path, model: Path, reward: Path, scores: list, *extra: str) -> tuple[Trainer, object]:
     """A run whose evaluations return ``scores`` in turn as eval/avg@2 (None: an evaluation that
     logs no avg@2, as one whose reward failed on every sample)."""
     trainer = Trainer(tiny_config(model, run, reward, *BEST, *extra))
@@ -25,6 +27,8 @@ def _train(run: Path, model: Path, reward: Path, scores: list[float | None], *ex
 
     def scripted() -> dict[str, float]:
         score = pending.pop(0)
+        if isinstance(score, BaseException):
+            raise score
         return {"eval/pass@2": 1.0} if score is None else {"eval/avg@2": score, "eval/pass@2": 1.0}
 
     trainer.evaluate = scripted
@@ -78,7 +82,7 @@ def test_going_back_to_the_best_checkpoint_resumes_it_and_relinks(tiny_model_dir
 def test_an_evaluation_without_the_metric_is_checkpointed_unranked_and_said_once(tiny_model_dir, reward_file,
                                                                                  tmp_path):
     run = tmp_path / "run"
-    with pytest.warns(UserWarning, match=r"keep_best=eval/avg@2: the evaluation of step 1 did not log it") as said:
+    with pytest.warns(UserWarning, match=r"keep_best=eval/avg@2: the evaluation of step 1 did not log a finite value of it") as said:
         _train(run, tiny_model_dir, reward_file, [None, None, 0.2], "trainer.total_steps=3")
     assert sum("keep_best" in str(w.message) for w in said) == 1
     assert _kept(run) == (["step-000003"], "step-000003")
@@ -103,7 +107,73 @@ def test_keep_best_says_what_it_needs(tiny_model_dir, reward_file, tmp_path, ove
 
 
 @pytest.mark.parametrize("metric", ["eval/avg@2", "eval/maj@2", "eval/score_mean", "eval/arithmetic/pass@2",
-                                    "eval/reward/parity/score", "eval/arithmetic/reward/parity/score"])
+                                    "eval/reward/parity/score"])
 def test_keep_best_takes_the_metrics_evaluations_log(tiny_model_dir, reward_file, tmp_path, metric):
     cfg = tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *BEST, f"checkpoint.keep_best={metric}")
     assert cfg.checkpoint.keep_best == metric
+
+
+def test_a_rerun_of_a_command_that_went_back_to_best_goes_on_not_back_again(tiny_model_dir, reward_file, tmp_path):
+    """checkpoint.resume=RUN/checkpoints/best (own run, or another run's) is honoured once: the link
+    moved on since, and a requeued job's rerun went back to its new target, setting the progress aside."""
+    run, other = tmp_path / "run", tmp_path / "other"
+    best = f"checkpoint.resume={run / 'checkpoints' / 'best'}"
+    _train(run, tiny_model_dir, reward_file, [0.5, 0.9, 0.3], "trainer.total_steps=3")
+    _train(run, tiny_model_dir, reward_file, [0.95, 0.1, 0.1], "trainer.total_steps=5", best)  # back to 2
+    assert _kept(run) == (["step-000003", "step-000005"], "step-000003")
+    _train(other, tiny_model_dir, reward_file, [0.1], "trainer.total_steps=3", best)  # from run's step 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # nothing set aside ("moved ... checkpoint(s)")
+        warnings.filterwarnings("ignore", message=".*(context of|hit rollout|other settings|resuming its newest|nothing to train)")
+        again, _ = _train(run, tiny_model_dir, reward_file, [], "trainer.total_steps=5", best)
+        assert again.step == 5
+        _train(other, tiny_model_dir, reward_file, [0.2, 0.1], "trainer.total_steps=5", best)
+    assert _kept(other) == (["step-000004", "step-000005"], "step-000004")
+
+
+def test_a_resume_relinks_to_its_checkpoint_s_best_and_ranks_afresh_under_another_metric(
+        tiny_model_dir, reward_file, tmp_path):
+    run = tmp_path / "run"
+    _train(run, tiny_model_dir, reward_file, [0.5, 0.9, 0.95], "trainer.total_steps=3", "checkpoint.keep_last=3")
+    assert _kept(run) == (["step-000001", "step-000002", "step-000003"], "step-000003")
+    back = Trainer(tiny_config(tiny_model_dir, run, reward_file, *BEST, "checkpoint.keep_last=3",
+                               f"checkpoint.resume={run / 'checkpoints' / 'step-000002'}"))
+    with pytest.warns(UserWarning, match="moved 1 checkpoint"):
+        back.resume()  # step 3, the best, set aside: the link follows step 2's own record
+    back.close()
+    assert back.best_checkpoint == (2, 0.9) and _kept(run) == (["step-000001", "step-000002"], "step-000002")
+    other = Trainer(tiny_config(tiny_model_dir, run, reward_file, *BEST, "checkpoint.keep_best=eval/pass@2"))
+    other.resume()
+    other.close()
+    assert other.best_checkpoint is None and _kept(run)[1] is None  # eval/avg@2's values rank nothing of pass@2
+
+
+def test_a_copy_that_followed_the_link_resumes_and_keeps_its_best_directory(tiny_model_dir, reward_file, tmp_path):
+    """shutil.copytree (cp -rL, a bucket) turns the link into a directory: every resume of the copy
+    crashed in replacing it (IsADirectoryError), after setting checkpoints aside."""
+    run, copy = tmp_path / "run", tmp_path / "copy"
+    _train(run, tiny_model_dir, reward_file, [0.9, 0.5], "trainer.total_steps=2")
+    shutil.copytree(run, copy, symlinks=False)
+    (copy / "checkpoints" / ".tmp-best-123").symlink_to("step-000001")  # a killed run's half-made link
+    with pytest.warns(UserWarning, match="checkpoints/best is a directory, not the link"):
+        resumed, _ = _train(copy, tiny_model_dir, reward_file, [0.95], "trainer.total_steps=3")
+    assert resumed.step == 3 and (copy / "checkpoints" / "best").is_dir()
+    assert not (copy / "checkpoints" / ".tmp-best-123").is_symlink()
+
+
+def test_an_owed_evaluation_of_another_run_s_checkpoint_ranks_nothing(tiny_model_dir, reward_file, tmp_path):
+    """A run started from another run's checkpoint whose periodic evaluation was stopped does that
+    evaluation first: it ranked a step this run has no checkpoint of, and kept none of its own."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    with pytest.raises(KeyboardInterrupt):
+        _train(first, tiny_model_dir, reward_file, [0.1, KeyboardInterrupt()], "trainer.total_steps=4")
+    started, _ = _train(second, tiny_model_dir, reward_file, [0.99, 0.2, 0.1], "trainer.total_steps=4",
+                        f"checkpoint.resume={first / 'checkpoints' / 'step-000002'}")
+    assert started.best_checkpoint == (3, 0.2) and _kept(second) == (["step-000003", "step-000004"], "step-000003")
+
+
+def test_keep_best_of_a_multi_rank_run_needs_its_checkpoints_exported(tiny_model_dir, reward_file, tmp_path):
+    with pytest.raises(ConfigError, match="checkpoint.hf_export=final the checkpoints of a multi-rank run"):
+        tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *BEST, "checkpoint.hf_export=final",
+                    "resources.devices_per_node=2")
+    tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *BEST, "checkpoint.hf_export=final")  # one process

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 from dapo.config.checks import check, one_of
 
-# the held-out metrics checkpoint.keep_best can rank by (higher is better): eval/avg@32,
-# eval/<source>/pass@32, eval/score_mean, eval/reward/<function>, ... (dapo.trainer.evaluate)
-BEST_METRIC = re.compile(r"^eval/(?:[^/]+/)?(?:(?:avg|pass|maj)@(?P<k>[0-9]+)|score_mean)$|^eval/(?:[^/]+/)?reward/.+$")
+# the held-out metrics checkpoint.keep_best can rank by, as dapo.trainer.evaluate names them: eval/avg@32,
+# eval/<source>/pass@32, eval/score_mean, eval/reward/<function>/<key>, ...
+BEST_METRIC = re.compile(r"^eval/(?:[^/]+/)?(?:(?:avg|pass|maj)@(?P<k>[0-9]+)|score_mean)$|^eval/reward/[^/]+/[^/]+$")
 
 
 @dataclass
@@ -50,11 +50,14 @@ class CheckpointConfig:
     every_steps: int = 20
     # Keep the newest K checkpoints (the final one is always written).
     keep_last: int = 2
-    # Keep also the checkpoint with the highest value of this held-out metric, as metrics.jsonl
-    # names it (eval/avg@32, eval/pass@32, eval/maj@32, eval/score_mean, their eval/<source>/
-    # forms, eval/reward/<function>), out of keep_last's rotation, linked as checkpoints/best
-    # (from_pretrained, dapo eval and checkpoint.resume read the link). Every evaluated step is then
-    # checkpointed, so it needs periodic evaluations (eval.every_steps > 0). null: off.
+    # Keep also the checkpoint with the highest value (higher is better; ties: the earlier) of this
+    # held-out metric, as metrics.jsonl names it: eval/avg@32, eval/pass@32, eval/maj@32 (logged when
+    # the verifier extracts answers), eval/score_mean, eval/<data_source>/... of those (logged when
+    # the held-out data has several sources), or eval/reward/<function>/<key>; out of keep_last's
+    # rotation, linked as checkpoints/best (from_pretrained, dapo eval and checkpoint.resume read the
+    # link). Every evaluated step is then checkpointed (step 0's baseline is not), so it needs periodic
+    # evaluations (eval.every_steps > 0), and one more checkpoint's room on disk. Turned off, or set
+    # to another metric, on a resume: the old best rotates out. null: off.
     keep_best: str | None = None
     # "auto" resumes from the newest checkpoint in the run directory, "never" starts fresh,
     # or a path to a checkpoint directory: another run's starts this one from it (once this run
@@ -75,8 +78,8 @@ class CheckpointConfig:
         check(self.keep_last >= 1, "checkpoint.keep_last must be >= 1")
         check(self.keep_best is None or BEST_METRIC.match(self.keep_best) is not None,
               f"checkpoint.keep_best={self.keep_best!r} is not a held-out metric that grows as the policy improves: "
-              "eval/avg@K, eval/pass@K, eval/maj@K (K = eval.k), eval/score_mean, their eval/<source>/ forms or "
-              "eval/reward/<function>; null keeps none")
+              "eval/avg@K, eval/pass@K, eval/maj@K (K = eval.k), eval/score_mean, their eval/<data_source>/ forms "
+              "or eval/reward/<function>/<key>; null keeps none")
         check(bool(self.resume.strip()), "checkpoint.resume is empty: use auto, never or a checkpoint directory")
         one_of("checkpoint.hf_export", self.hf_export, ("every", "final"))
 

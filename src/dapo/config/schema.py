@@ -171,6 +171,10 @@ class DAPOConfig:
               f"checkpoint.keep_best={metric} ranks the checkpoints of evaluated steps: it needs held-out data "
               f"(data.eval_files) and evaluations during training (eval.every_steps > 0, now "
               f"{self.eval.every_steps}), e.g. eval.every_steps={self.checkpoint.every_steps or 10}")
+        check(self.resources.world_size == 1 or self.checkpoint.hf_export == "every",
+              f"checkpoint.keep_best={metric} keeps a checkpoint to use, and with checkpoint.hf_export=final the "
+              "checkpoints of a multi-rank run before the last hold the ranks' shards only, which neither dapo eval "
+              "nor from_pretrained reads: set checkpoint.hf_export=every")
         k = BEST_METRIC.match(metric).group("k")
         check(k is None or int(k) == self.eval.k,
               f"checkpoint.keep_best={metric}: the evaluations log @{self.eval.k} metrics (eval.k={self.eval.k}), "

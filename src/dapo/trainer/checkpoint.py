@@ -104,7 +104,7 @@ def begin_checkpoint(run_dir: str | Path, step: int) -> Path:
     if not root.is_dir():  # its entry in the run directory made durable too, not only what it holds
         root.mkdir(parents=True, exist_ok=True)
         fsync_dir(root.parent)
-    tmp = root / f".tmp-step-{step:06d}-{os.getpid()}"
+    tmp = root / f".tmp-{checkpoint_name(step)}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     return tmp
@@ -119,7 +119,7 @@ def publish_checkpoint(
     ``best_step`` (checkpoint.keep_best; :func:`link_best`), then delete all but the newest
     ``keep_last`` and that one."""
     root = Path(run_dir) / "checkpoints"
-    final = root / f"step-{step:06d}"
+    final = root / checkpoint_name(step)
     (tmp / "dapo_config.yaml").write_text(config_yaml)
     with open(tmp / STATE_FILE, "wb") as handle:
         torch.save(trainer_state, handle)
@@ -137,13 +137,9 @@ def publish_checkpoint(
     except OSError as error:  # the checkpoint is in place: only a power loss before the kernel's own flush undoes it
         warnings.warn(f"checkpoint {final.name} is written, but flushing {root} to disk failed ({error}); a power "
                       "loss in the next seconds could lose it", stacklevel=2)
-    try:
-        link_best(run_dir, best_step)
-    except OSError as error:  # as below: the checkpoint is in place, and kept from the rotation all the same
-        warnings.warn(f"checkpoint {final.name} is written, but linking checkpoints/{BEST_LINK} to the best one "
-                      f"failed ({error})", stacklevel=2)
+    link_best(run_dir, best_step)
     for old in list_checkpoints(run_dir)[:-keep_last]:
-        if old.name == checkpoint_name(best_step):
+        if best_step is not None and old.name == checkpoint_name(best_step):
             continue
         # renamed first (atomically) to a name the next start cleans up: a kill during the delete
         # must not leave gigabytes that no checkpoint listing sees
@@ -158,9 +154,9 @@ def publish_checkpoint(
     return final
 
 
-def checkpoint_name(step: int | None) -> str | None:
+def checkpoint_name(step: int) -> str:
     """The directory name of checkpoint ``step`` (12 -> ``step-000012``)."""
-    return None if step is None else f"step-{step:06d}"
+    return f"step-{step:06d}"
 
 
 def link_best(run_dir: str | Path, best_step: int | None) -> None:
@@ -168,18 +164,25 @@ def link_best(run_dir: str | Path, best_step: int | None) -> None:
     atomically), or remove it when there is none, or that checkpoint is not in the run's
     checkpoints (set aside by a resume from an earlier one)."""
     root = Path(run_dir) / "checkpoints"
-    link, target = root / BEST_LINK, checkpoint_name(best_step)
-    if target is None or not (root / target).is_dir():
-        if link.is_symlink():
-            link.unlink()
+    link, target = root / BEST_LINK, None if best_step is None else checkpoint_name(best_step)
+    if link.exists() and not link.is_symlink():  # a copy that followed the link (cp -rL, rsync -L, a bucket)
+        warnings.warn(f"{link} is a directory, not the link checkpoint.keep_best keeps (a copy of the run that "
+                      f"followed it?): left as it is; the best checkpoint is {target or 'none yet'}", stacklevel=2)
         return
-    if link.is_symlink() and os.readlink(link) == target:
-        return
-    fresh = root / f".tmp-{BEST_LINK}-{os.getpid()}"
-    fresh.unlink(missing_ok=True)
-    fresh.symlink_to(target)  # relative: it still holds once the run directory is moved or copied
-    fresh.replace(link)
-    fsync_dir(root)
+    try:
+        if target is None or not (root / target).is_dir():
+            link.unlink(missing_ok=True)
+            return
+        if link.is_symlink() and os.readlink(link) == target:
+            return
+        fresh = root / f".tmp-{BEST_LINK}-{os.getpid()}"  # (a killed run's is removed at the next start)
+        fresh.unlink(missing_ok=True)
+        fresh.symlink_to(target)  # relative: it still holds once the run directory is moved or copied
+        fresh.replace(link)
+        fsync_dir(root)
+    except OSError as error:  # (a file system without symbolic links): the checkpoint is kept all the same
+        warnings.warn(f"linking {link} to {target} failed ({error}); that checkpoint is kept from "
+                      "checkpoint.keep_last's rotation all the same", stacklevel=2)
 
 
 def save_checkpoint(

@@ -172,8 +172,9 @@ class LoopState:
             if "keep_best" not in self.state.said:  # (a reward failing on every sample logs no @k)
                 self.state.said.add("keep_best")
                 logged = ", ".join(sorted(key for key in metrics if BEST_METRIC.match(key))) or "none of its kind"
-                warnings.warn(f"checkpoint.keep_best={metric}: the evaluation of step {self.step} did not log it "
-                              f"(logged: {logged}); that step is not ranked (said once)", stacklevel=2)
+                warnings.warn(f"checkpoint.keep_best={metric}: the evaluation of step {self.step} did not log a "
+                              f"finite value of it (logged: {logged}); steps without one are not ranked (said once)",
+                              stacklevel=2)
         elif self.best_checkpoint is None or value > self.best_checkpoint[1]:
             self.best_checkpoint = (self.step, value)
         return True
@@ -209,7 +210,8 @@ class LoopState:
         owed = self.evaluation_owed and self.cfg.eval.every_steps and self.step < self.cfg.trainer.total_steps
         if owed and (metrics := self.evaluate()):
             self.state.log(self.step, metrics)
-            if self._rank_evaluated(metrics):  # the step's checkpoint is the one resumed from
+            # ranked when the checkpoint resumed from is this run's (not another run's, or one set aside)
+            if checkpoint_name(self.step) in self.state.checkpoint_names() and self._rank_evaluated(metrics):
                 link_best(self.state.run_dir, self.best_checkpoint and self.best_checkpoint[0])
         self.evaluation_owed = False
 

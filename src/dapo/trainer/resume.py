@@ -3,6 +3,7 @@ when the run has gone on from the named one since (a rerun of the same command),
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,18 +66,26 @@ def newest_descendant(path: Path, run_dir: str | Path) -> Path | None:
     recorded = load_trainer_state(own[-1], peek=True)
     if is_own_checkpoint(path, run_dir):
         return own[-1] if records_checkpoint(recorded.get("went_back_to"), path, run_dir) else None
-    return own[-1] if recorded.get("started_from") == str(path.resolve()) else None
+    return own[-1] if recorded.get("started_from") in (str(path.resolve()), str(named_path(path))) else None
+
+
+def named_path(path: Path) -> Path:
+    """``path`` absolute, the links of the folders above it resolved but not its own name: a run
+    started from, or gone back to, ``checkpoints/best`` (checkpoint.keep_best's link, which moves
+    as the run goes on) records that name, so that a rerun of the command is known as one."""
+    absolute = Path(os.path.abspath(path.expanduser()))
+    return absolute.parent.resolve() / absolute.name
 
 
 def checkpoint_record(path: Path, run_dir: str | Path) -> str:
     """How a checkpoint's ``went_back_to`` names checkpoint ``path`` of the run: relative to the run
     directory (``checkpoints/step-000003``), so that the record still names it once the run
     directory is moved or copied; absolute for a path outside the run directory."""
-    resolved = path.resolve()
+    named = named_path(path)
     try:
-        return resolved.relative_to(Path(run_dir).resolve()).as_posix()
+        return named.relative_to(Path(run_dir).resolve()).as_posix()
     except ValueError:
-        return str(resolved)
+        return str(named)
 
 
 def records_checkpoint(recorded: str | None, path: Path, run_dir: str | Path) -> bool:
@@ -89,7 +98,7 @@ def records_checkpoint(recorded: str | None, path: Path, run_dir: str | Path) ->
         return False
     if not Path(recorded).is_absolute():
         return recorded == checkpoint_record(path, run_dir)
-    if recorded == str(path.resolve()):
+    if recorded in (str(path.resolve()), str(named_path(path))):
         return True
     parts = Path(recorded).parts
     if "checkpoints" not in parts:

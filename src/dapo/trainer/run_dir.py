@@ -125,6 +125,8 @@ def remove_stale_checkpoint_temps(run_dir: Path) -> int:
     one not yet renamed into place) has its complete old ``step-N`` put back, not deleted."""
     root = run_dir / "checkpoints"
     stale = [p for pattern in (".tmp-step-*", ".old-step-*") for p in root.glob(pattern)] if root.is_dir() else []
+    for link in root.glob(".tmp-best-*") if root.is_dir() else []:  # checkpoint.keep_best's link, half made
+        link.unlink(missing_ok=True)
     removed = 0
     for path in stale:
         replaced = root / path.name[len(".old-"):].rsplit("-", 1)[0]  # .old-step-000004-123 -> step-000004

@@ -43,7 +43,13 @@ from dapo.trainer.checkpoint import (
 )
 from dapo.trainer.evaluate import ProgressCallback, unread_boxes_note
 from dapo.trainer.metrics import MetricsLogger
-from dapo.trainer.resume import checkpoint_record, is_own_checkpoint, is_set_aside, resolve_resume
+from dapo.trainer.resume import (
+    checkpoint_record,
+    is_own_checkpoint,
+    is_set_aside,
+    named_path,
+    resolve_resume,
+)
 from dapo.trainer.run_dir import (
     MODEL_CONFIG_FILE,
     RunDirError,
@@ -221,7 +227,7 @@ class RunState:
         # the run's settings are checked when the run resumes itself (auto, or a rerun redirected)
         mismatch = checkpoint_mismatch(path, model_config, config_to_dict(self.cfg), point.automatic)
         state = load_trainer_state(path)
-        self.started_from = state.get("started_from") if own else str(path.resolve())
+        self.started_from = state.get("started_from") if own else str(named_path(path))
         if not own:
             self.went_back_to = None
         else:

@@ -69,6 +69,9 @@ def test_every_prompt_gets_its_own_seed_and_the_models_stop_tokens(fake_vllm):
     assert engine.llm.kwargs["distributed_executor_backend"] == "uni"  # worker in this process
     assert engine.llm.kwargs["logprobs_mode"] == "processed_logprobs"
     assert engine.llm.kwargs["enable_sleep_mode"] is False  # the CPU backend has no sleep mode
+    assert engine.llm.kwargs["enforce_eager"] is False  # CUDA graphs unless rollout.vllm_enforce_eager
+    eager = VLLMEngine("/models/m", RolloutConfig(engine="vllm", vllm_enforce_eager=True), dtype="float32")
+    assert eager.llm.kwargs["enforce_eager"] is True
     params = SamplingParams(n=3, max_new_tokens=4, stop_token_ids=[2, 9], seed=11)
     prompts = [[5, 6], [5, 6], [8]]  # the same prompt twice must not share its samples
     result = engine.generate(prompts, params)

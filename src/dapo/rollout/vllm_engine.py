@@ -131,6 +131,7 @@ class VLLMEngine:
             gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
             tensor_parallel_size=cfg.vllm_tensor_parallel_size,
             enable_sleep_mode=self.sleep_between_rollouts,
+            enforce_eager=cfg.vllm_enforce_eager,
             max_model_len=max_model_len,
             logprobs_mode="processed_logprobs",
         )

@@ -100,6 +100,8 @@ def test_a_run_without_keep_best_has_no_link_and_rotates_as_before(tiny_model_di
     (["eval.k=4"], "log @4 metrics (eval.k=4), not @2; name eval/avg@4 or set eval.k=2"),
     (["checkpoint.keep_best=eval/truncation_rate"], "not a held-out metric that grows as the policy improves"),
     (["checkpoint.keep_best=avg@2"], "not a held-out metric"),
+    (["checkpoint.keep_best=eval/reward/parity"], "not a held-out metric"),  # its keys are reward/parity/<key>
+    (["checkpoint.keep_best=eval/arithmetic/reward/parity/score"], "not a held-out metric"),  # not per source
 ])
 def test_keep_best_says_what_it_needs(tiny_model_dir, reward_file, tmp_path, overrides, said):
     with pytest.raises(ConfigError, match=said.replace("(", r"\(").replace(")", r"\)")):
@@ -177,3 +179,18 @@ def test_keep_best_of_a_multi_rank_run_needs_its_checkpoints_exported(tiny_model
         tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *BEST, "checkpoint.hf_export=final",
                     "resources.devices_per_node=2")
     tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *BEST, "checkpoint.hf_export=final")  # one process
+
+
+def test_the_metrics_an_evaluation_logs_are_the_ones_keep_best_takes(tiny_model_dir, reward_file, tmp_path):
+    """checkpoint.keep_best's names (dapo.config.run.BEST_METRIC) against a real evaluation's keys: it
+    took eval/<source>/reward/... and eval/reward/<function>, which no evaluation logs."""
+    from dapo.config.run import BEST_METRIC
+
+    trainer = Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *BEST))
+    try:
+        logged = trainer.evaluate()
+    finally:
+        trainer.close()
+    ranked = {key for key in logged if BEST_METRIC.match(key)}
+    assert {"eval/avg@2", "eval/pass@2", "eval/score_mean", "eval/reward/parity/score"} <= ranked
+    assert ranked <= {key for key in logged if "@" in key or key.endswith("score_mean") or "/reward/" in key}

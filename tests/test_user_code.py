@@ -143,6 +143,13 @@ def test_a_package_the_standard_library_shadows_is_named_with_the_file_form(
                        r"the file instead, 'json/myrew.py'\)"):
         load_reward_function("json.myrew:fn")
     assert load_reward_function("json/myrew.py:fn")("x", "y", {}) == 1.0
+    # the working directory's own package, whose module imports what is not installed: no shadowing
+    (tmp_path / "uc_mine").mkdir()
+    (tmp_path / "uc_mine" / "__init__.py").write_text("")
+    (tmp_path / "uc_mine" / "rew.py").write_text("import uc_missing_dependency\n")
+    with pytest.raises(RewardFunctionError, match="No module named 'uc_missing_dependency'") as refused:
+        load_reward_function("uc_mine.rew:fn")
+    assert "shadows" not in str(refused.value)
 
 
 def test_a_module_path_is_digested_where_its_import_finds_it_and_not_imported(

@@ -48,7 +48,7 @@ def output_problems(run_dir: Path, checkpoint_bytes: int, keep_last: int = 1, ke
     if checkpoint_bytes * (keep_last + 1) > free:
         warnings.warn(f"{key}={str(run_dir)!r} has {free / 2**30:.1f} GiB free: room for one checkpoint of "
                       f"{checkpoint_bytes / 2**30:.1f} GiB, not the {keep_last + 1} that coexist while the oldest "
-                      "is rotated out (checkpoint.keep_last, and keep_best's)", stacklevel=1)  # one place: shown once
+                      "is rotated out (checkpoint.keep_last, and checkpoint.keep_best's when set)", stacklevel=1)  # one place: shown once
     return []
 
 

@@ -52,11 +52,10 @@ def import_user_code(location: str, what: str, error: type[Exception] = ImportEr
             if isinstance(exc, ModuleNotFoundError) and exc.name == top:
                 hint = (f" (looked for on sys.path and in the working directory {os.getcwd()}; for a module in "
                         "another directory, add that directory to the config's python_path)")
-            elif isinstance(exc, ModuleNotFoundError) and (own := Path(*location.split(".")).with_suffix(".py")).is_file():
+            elif isinstance(exc, ModuleNotFoundError) and exc.name == location and (found := _shadowing_package(location)):
                 # the package part found elsewhere first (a standard-library package: test, email, json)
-                found = getattr(sys.modules.get(top), "__file__", None) or "the interpreter (a built-in module)"
                 hint = (f" (the package {top} was imported from {found}, not from the working directory's {top}/, "
-                        f"which it shadows: name the file instead, '{own}')")
+                        f"which it shadows: name the file instead, '{Path(*location.split('.')).with_suffix('.py')}')")
             raise error(f"{what}: importing module {location} raised {type(exc).__name__}: {exc}{hint}") from exc
     path = os.path.abspath(os.path.expanduser(location))
     if not os.path.isfile(path):
@@ -76,6 +75,20 @@ def import_user_code(location: str, what: str, error: type[Exception] = ImportEr
         del sys.modules[module_name]
         raise error(f"{what}: importing {path} raised {type(exc).__name__}: {exc}") from exc
     return module
+
+
+def _shadowing_package(location: str) -> str | None:
+    """Where the package of dotted module path ``location`` was imported from, when the working
+    directory holds the module's file under a folder of that name the import did not take; None
+    when it did (the module is missing from the working directory's package itself)."""
+    top = location.partition(".")[0]
+    package = sys.modules.get(top)
+    if package is None or not Path(*location.split(".")).with_suffix(".py").is_file():
+        return None
+    places = [os.path.dirname(package.__file__)] if getattr(package, "__file__", None) else list(getattr(package, "__path__", []))
+    if any(Path(place).resolve() == Path(top).resolve() for place in places):  # the working directory's own
+        return None
+    return getattr(package, "__file__", None) or ", ".join(places) or "the interpreter (a built-in module)"
 
 
 def shadowing_note(location: str, module: ModuleType, name: str = "") -> str:

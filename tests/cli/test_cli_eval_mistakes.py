@@ -187,5 +187,5 @@ def test_the_best_link_is_evaluated_as_the_checkpoint_it_names(tmp_path, monkeyp
     checkpoint.mkdir(parents=True)
     (tmp_path / "checkpoints" / "best").symlink_to("step-000004")
     monkeypatch.setattr("dapo.preflight.check_run", stop_after_loading)
-    assert main(["eval", str(tmp_path / "checkpoints" / "best"), "data.eval_files=[held_out.jsonl]"]) == 130
+    assert main(["eval", str(tmp_path / "checkpoints" / "best") + "/", "data.eval_files=[held_out.jsonl]"]) == 130
     assert seen[0].model.path == str(checkpoint)

@@ -124,12 +124,12 @@ def test_a_rerun_of_a_command_that_went_back_to_best_goes_on_not_back_again(tiny
     _train(run, tiny_model_dir, reward_file, [0.95, 0.1, 0.1], "trainer.total_steps=5", best)  # back to 2
     assert _kept(run) == (["step-000003", "step-000005"], "step-000003")
     _train(other, tiny_model_dir, reward_file, [0.1], "trainer.total_steps=3", best)  # from run's step 3
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", UserWarning)  # nothing set aside ("moved ... checkpoint(s)")
-        warnings.filterwarnings("ignore", message=".*(context of|hit rollout|other settings|resuming its newest|nothing to train)")
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
         again, _ = _train(run, tiny_model_dir, reward_file, [], "trainer.total_steps=5", best)
         assert again.step == 5
         _train(other, tiny_model_dir, reward_file, [0.2, 0.1], "trainer.total_steps=5", best)
+    assert not [w for w in said if "moved" in str(w.message)]  # nothing set aside
     assert _kept(other) == (["step-000004", "step-000005"], "step-000004")
 
 
@@ -194,3 +194,16 @@ def test_the_metrics_an_evaluation_logs_are_the_ones_keep_best_takes(tiny_model_
     ranked = {key for key in logged if BEST_METRIC.match(key)}
     assert {"eval/avg@2", "eval/pass@2", "eval/score_mean", "eval/reward/parity/score"} <= ranked
     assert ranked <= {key for key in logged if "@" in key or key.endswith("score_mean") or "/reward/" in key}
+
+
+def test_a_record_of_the_best_link_s_target_written_before_its_name_was_kept_is_still_known(tmp_path):
+    """went_back_to records written before the link's own name was kept hold its target
+    (checkpoints/step-000003): a rerun naming checkpoints/best is still known as a rerun."""
+    from dapo.trainer.resume import records_checkpoint
+
+    (tmp_path / "checkpoints" / "step-000003").mkdir(parents=True)
+    (tmp_path / "checkpoints" / "best").symlink_to("step-000003")
+    best = tmp_path / "checkpoints" / "best"
+    assert records_checkpoint("checkpoints/step-000003", best, tmp_path)
+    assert records_checkpoint("checkpoints/best", best, tmp_path)
+    assert not records_checkpoint("checkpoints/step-000002", best, tmp_path)

@@ -117,3 +117,15 @@ def test_surplus_of_other_training_data_is_dropped():
         after = resumed(before.state_dict(), settings(), problems=other)
     assert after.surplus == []
     assert any("the training data, trainer.seed or data.shuffle changed since this checkpoint: the 1 surplus" in str(w.message) for w in said)
+
+
+def test_a_checkpoint_from_before_reward_verifier_keeps_its_surplus_under_dapo_rl_only():
+    """Written before reward.verifier was a surplus setting, a checkpoint's groups were dapo-rl's:
+    every resume of one dropped them, saying "reward.verifier changed"; under math_dapo they did change."""
+    state = sampler_with_surplus(settings()).state_dict()
+    del state["surplus_settings"]["reward.verifier"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(resumed(copy.deepcopy(state), settings()).surplus) == 1
+    with pytest.warns(UserWarning, match="reward.verifier changed since this checkpoint"):
+        assert resumed(state, settings("reward.verifier=math_dapo")).surplus == []

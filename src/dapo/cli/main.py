@@ -108,7 +108,7 @@ def cmd_eval(ns: argparse.Namespace) -> int:
     from dapo.preflight import check_run, output_problems
 
     args = list(ns.config)
-    ns.model = os.path.realpath(ns.model) if os.path.islink(ns.model) else ns.model  # checkpoints/best moves as its run goes on
+    ns.model = os.path.realpath(ns.model) if os.path.islink(ns.model.rstrip(os.sep)) else ns.model  # checkpoints/best moves
     if config_arg_kind(ns.model) == "override" and not Path(ns.model).exists():  # (a run named lr=1e-5 is a model)
         raise UserError(f"dapo eval MODEL [CONFIG] [key=value ...]: name the model first ({ns.model!r} is an override)")
     is_config = config_arg_kind(ns.model) == "shipped" or ns.model.endswith((".yaml", ".yml"))

@@ -9,8 +9,9 @@ defaults follow the DAPO reference run where one exists (see ``configs/dapo_qwen
 with exceptions that a partial YAML file inherits: float32 compute (``trainer.param_dtype`` and
 ``trainer.autocast`` "none"; the reference computes in bf16, ``param_dtype: bf16``, which not
 every device can), ``algorithm.keep_surplus_groups`` true (the reference, as verl, drops the
-extra groups), ``reward.extractor`` "auto" (the reference reads the last "Answer:" line,
-"answer") and ``rollout.vllm_dtype`` "auto" (the model's; the reference rolls out in bf16). The
+extra groups), ``reward.verifier`` "dapo-rl" (the reference scores with ``math_dapo``, an exact
+string match of the last "Answer:" line), ``rollout.vllm_enforce_eager`` false (the reference
+disables CUDA graphs) and ``rollout.vllm_dtype`` "auto" (the model's; the reference rolls out in bf16). The
 embedded default (``configs/default.yaml``) sets its own for a laptop CPU.
 """
 

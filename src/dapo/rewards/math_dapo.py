@@ -17,6 +17,7 @@ them. Pure string work, decided in the trainer process: no math-verify call, no 
 
 from __future__ import annotations
 
+import functools
 import re
 
 TAIL_CHARS = 300  # the reference scorer's window: "the longest answer in MATH-500 has 159 characters"
@@ -42,6 +43,7 @@ _REWRITTEN = ((re.compile(r"(.*?)(\$)(.*?)(\$)(.*)"), r"$\3$"),
               (re.compile(r"(sqrt)([^{])"), r"sqrt{\2}"))
 
 
+@functools.lru_cache(maxsize=4096)  # a ground truth is normalised once for its group's G responses
 def minerva_normalize(answer: str) -> str:
     """Minerva's normalised form of a final answer: the right-hand side of its last ``=``, spaces,
     articles, units and dollar signs dropped, LaTeX wrappers unwrapped, a digit string's

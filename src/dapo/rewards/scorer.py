@@ -25,7 +25,9 @@ call finishing in time in between, is taken for hung: its calls not yet started 
 fail as timeouts (:mod:`dapo.rewards.breaker`); the next batch tries it again.
 
 Extraction and the integer comparison run here, in the parent: linear-time string work on
-length-bounded text. Only math-verify calls and user functions go to the worker pool, where
+length-bounded text (``reward.verifier=math_dapo``'s, the reference scorer's regular expressions
+on a response's last 300 characters, and on each distinct ground truth once, unbounded as
+there). Only math-verify calls and user functions go to the worker pool, where
 every task has a hard, kill-enforced deadline.
 """
 

@@ -294,7 +294,7 @@ def unread_boxes_note(reward: RewardConfig, data_sources: list[str], texts: list
               'reward.extractor=auto picks the "Answer:" line extractor there (a data_source whose name contains '
               '"dapo" or begins with "aime")' if reward.extractor == "auto" else
               'reward.extractor=answer reads only the "Answer:" line')
-    fix = "reward.verifier=dapo-rl (which reads a box too)" if strict else "reward.extractor=boxed"
+    fix = "reward.verifier=dapo-rl reward.extractor=boxed" if strict else "reward.extractor=boxed"
     return (f"{len(unread)} of {len(answer_line)} {what} responses on data_source {named} hold a \\boxed{{...}} but "
             f"no answer the verifier reads: {chosen}, so they score as wrong (pred \"\"). If the model answers in a "
             f"box, set {fix}; or have the prompt ask for a last line \"Answer: ...\" (data.template=dapo "

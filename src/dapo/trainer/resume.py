@@ -96,8 +96,8 @@ def records_checkpoint(recorded: str | None, path: Path, run_dir: str | Path) ->
     the run directory keeps."""
     if not recorded:
         return False
-    if not Path(recorded).is_absolute():
-        return recorded == checkpoint_record(path, run_dir)
+    if not Path(recorded).is_absolute():  # (a record of checkpoints/best before its name was kept: its target)
+        return recorded in (checkpoint_record(path, run_dir), checkpoint_record(path.resolve(), run_dir))
     if recorded in (str(path.resolve()), str(named_path(path))):
         return True
     parts = Path(recorded).parts

@@ -268,7 +268,7 @@ class DynamicSampler:
         continued = self.stream.load_state_dict(state["stream"])
         surplus = [[sample_from_state(fields) for fields in group] for group in state["surplus"]]
         saved = state.get("surplus_settings")  # absent in checkpoints written before it was kept
-        saved = None if saved is None else _absolute_function_paths(saved)
+        saved = None if saved is None else _absolute_function_paths({**_SETTINGS_ADDED_SINCE, **saved})
         changed = sorted(key for key in {*(saved or {}), *self.surplus_settings}
                          if saved is not None and _changed(key, saved.get(key), self.surplus_settings.get(key)))
         if surplus and (changed or not continued):
@@ -292,6 +292,11 @@ _SURPLUS_SETTINGS = {
 
 
 _SOURCES = "reward.functions sources"  # surplus_settings' key of the reward functions' source digests
+
+
+# surplus settings added to the list after checkpoints were written without them, and the one value
+# those were made under (reward.verifier=math_dapo came later: an older checkpoint's groups are dapo-rl's)
+_SETTINGS_ADDED_SINCE = {"reward.verifier": "dapo-rl"}
 
 
 def surplus_settings(config: dict, filter_metric: str, sources: dict[str, str | None] | None = None) -> dict:

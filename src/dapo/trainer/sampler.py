@@ -268,7 +268,9 @@ class DynamicSampler:
         continued = self.stream.load_state_dict(state["stream"])
         surplus = [[sample_from_state(fields) for fields in group] for group in state["surplus"]]
         saved = state.get("surplus_settings")  # absent in checkpoints written before it was kept
-        saved = None if saved is None else _absolute_function_paths({**_SETTINGS_ADDED_SINCE, **saved})
+        if saved is not None:  # (a setting added since, which this run has, at the one value it had then)
+            added = {key: value for key, value in _SETTINGS_ADDED_SINCE.items() if key in self.surplus_settings}
+            saved = _absolute_function_paths({**added, **saved})
         changed = sorted(key for key in {*(saved or {}), *self.surplus_settings}
                          if saved is not None and _changed(key, saved.get(key), self.surplus_settings.get(key)))
         if surplus and (changed or not continued):

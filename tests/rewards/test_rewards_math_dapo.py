@@ -35,7 +35,7 @@ R = "Let me work it out.\n"
     (R + "The final answer is 34. Answer:", "34", False, ""),        # an empty Answer line reads nothing
 ])
 def test_the_reference_scorer_matches_strings_after_minervas_normalisation(response, ground_truth, correct, answer):
-    assert math_dapo_verdict(response, ground_truth) == (correct, answer)
+    assert math_dapo_verdict(response, ground_truth) == (correct, answer, minerva_normalize(ground_truth))
 
 
 def test_minerva_normalisation_drops_what_the_reference_drops():

@@ -61,10 +61,12 @@ def minerva_normalize(answer: str) -> str:
     return answer.strip()
 
 
-def math_dapo_verdict(response: str, ground_truth: str) -> tuple[bool, str]:
-    """(correct, normalised answer) of ``response`` against ``ground_truth``, as the DAPO
-    reference run scored it (this module's steps 1-4); the answer is "" when the response's tail
-    has no ``Answer:`` (the reference compares ``[INVALID]``, which no answer votes for in maj@k)."""
+def math_dapo_verdict(response: str, ground_truth: str) -> tuple[bool, str, str]:
+    """(correct, normalised answer, normalised ground truth) of ``response`` against
+    ``ground_truth``, as the DAPO reference run scored it (this module's steps 1-4); the answer is
+    "" when the response's tail has no ``Answer:`` (the reference compares ``[INVALID]``, which no
+    answer votes for in maj@k)."""
     found = ANSWER_LINE.findall(response[-TAIL_CHARS:])
     answer = minerva_normalize(found[-1] if found else NO_ANSWER)
-    return answer == minerva_normalize(ground_truth), answer if found else ""
+    gold = minerva_normalize(ground_truth)
+    return answer == gold, answer if found else "", gold

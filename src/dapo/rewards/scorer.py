@@ -40,7 +40,7 @@ from typing import Any
 from dapo.config.schema import RewardConfig
 from dapo.rewards.breaker import Breaker
 from dapo.rewards.extract import resolve_extractor
-from dapo.rewards.math_dapo import math_dapo_verdict, minerva_normalize
+from dapo.rewards.math_dapo import math_dapo_verdict
 from dapo.rewards.pool import Outcome, WorkerPool, default_num_workers
 from dapo.rewards.types import RewardResult
 from dapo.rewards.user_functions import (
@@ -220,7 +220,7 @@ class RewardScorer:
             return [None] * len(texts)
         if self.cfg.verifier == "math_dapo":  # the reference run's: exact match, decided here
             verdicts = [math_dapo_verdict(text, gold) for text, gold in zip(texts, golds)]
-            return [Prepared(answer, minerva_normalize(gold), correct) for (correct, answer), gold in zip(verdicts, golds)]
+            return [Prepared(answer, gold, correct) for correct, answer, gold in verdicts]
         return [
             prepare(text, gold, resolve_extractor(self.cfg.extractor, source),
                     self.cfg.max_response_chars)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+import resource
 import subprocess
 import sys
 
@@ -11,19 +12,22 @@ import pytest
 from dapo.trainer import Trainer, loop
 from tests.trainer.conftest import tiny_config
 
-# Allocate a 64 MiB tensor, write it and free it, a few times (as training steps do); count the
-# page faults of the last time.
+# Allocate a 64 MiB tensor, write it and free it, eight times (as training steps do); count the
+# page faults of the last seven. transformers is imported first, as in the trainer's process: the
+# heap's shape decides whether glibc can hand back the same block (in a bare torch process an
+# aligned 64 MiB block is mapped afresh most times whatever the settings).
 _FAULTS_OF_A_REPEATED_TENSOR = """
-import resource, sys, torch
+import resource, sys, torch, transformers
 from dapo.trainer.allocator import keep_freed_memory
 if sys.argv[1] == "keep":
     assert keep_freed_memory()
-for _ in range(4):
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+torch.empty(16 * 2**20).fill_(1.0)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(7):
     torch.empty(16 * 2**20).fill_(1.0)  # freed at once
-    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
-print(faults)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 """
+TENSOR_PAGES = 64 * 2**20 // resource.getpagesize()
 
 
 def _faults(mode: str) -> int:
@@ -35,10 +39,11 @@ def _faults(mode: str) -> int:
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's malloc only")
 def test_a_freed_large_tensor_is_reused_without_page_faults() -> None:
     default, kept = _faults("default"), _faults("keep")
-    # glibc's default unmaps the 64 MiB block and maps a fresh one: a fault per page (16384 at 4
-    # KiB; fewer with transparent huge pages), where the kept block is written in place
-    assert kept < 200
-    assert default > 4 * kept
+    # glibc's default unmaps the 64 MiB block and maps a fresh one: a fault per page every time
+    # (fewer with transparent huge pages); the kept block is written in place, faulted in afresh
+    # at most once (seen now and then on this project's VM)
+    assert kept < 1.2 * TENSOR_PAGES
+    assert default > 5 * TENSOR_PAGES
 
 
 @pytest.mark.parametrize(("overrides", "told"), [((), 1), (("trainer.keep_freed_memory=false",), 0)])

@@ -27,7 +27,9 @@ def output_problems(run_dir: Path, checkpoint_bytes: int, keep_last: int = 1, ke
         return [f"{key}={str(run_dir)!r} is a file, not a directory"]
     # made to be tried, then removed: a run (or dapo eval) that stops before it writes anything
     # leaves no empty directory behind
-    absolute = Path(os.path.abspath(run_dir))  # ("a/b/../c": a/b is none of the folders it makes)
+    # where the OS puts it: "link/../run" is beside the link's target, and in "a/b/../c" a missing
+    # a/b is none of the folders it makes
+    absolute = Path(os.path.realpath(run_dir))
     made = [path for path in (absolute, *absolute.parents) if not path.exists()]
     try:
         absolute.mkdir(parents=True, exist_ok=True)

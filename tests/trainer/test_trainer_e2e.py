@@ -86,8 +86,10 @@ def test_dapo_eval_scores_a_checkpoint_directory(tiny_model_dir, tmp_path, capsy
 
 
 # bf16: the passes run on bf16 copies of the float32 weights (trainer.param_dtype), which neither
-# the checkpoint nor the optimizer may see: a resume from bf16-rounded weights would differ
-@pytest.mark.parametrize("precision", [[], ["trainer.autocast=none", "trainer.param_dtype=bf16"]],
+# the checkpoint nor the optimizer may see: a resume from bf16-rounded weights would differ (in the
+# slow suite, 9 s)
+@pytest.mark.parametrize("precision", [[], pytest.param(["trainer.autocast=none", "trainer.param_dtype=bf16"],
+                                                        marks=pytest.mark.slow)],
                          ids=["autocast", "bf16-weights"])
 def test_sigkill_mid_step_then_resume_is_bit_identical(tiny_model_dir, tmp_path, precision):
     assert_sigkill_then_resume_is_bit_identical(tiny_model_dir, tmp_path, ["trainer.num_threads=1", *precision])

@@ -59,6 +59,8 @@ def test_two_rank_fsdp_gradients_equal_one_rank_gradients(tiny_model_dir, tmp_pa
     assert_two_ranks_gradients_equal_one_ranks(tiny_model_dir, tmp_path, layout, param_dtype)
 
 
+# two torchrun ranks (8 s), as the gpt2 one below; the default suite keeps the layouts' tests above
+@pytest.mark.slow
 def test_two_rank_fsdp_gradients_of_a_mixture_of_experts_equal_one_rank_gradients(tiny_model_dir, tmp_path):
     """A Qwen3-MoE (DAPO runs on Qwen3-30B-A3B): each rank routes its own tokens, so an expert may
     get tokens on one rank and none on the other; FSDP2 reduce-scatters every expert's gradient (the
@@ -71,6 +73,7 @@ def test_two_rank_fsdp_gradients_of_a_mixture_of_experts_equal_one_rank_gradient
     assert_two_ranks_gradients_equal_one_ranks(moe_dir, tmp_path, "padded", "none")
 
 
+@pytest.mark.slow
 def test_two_rank_fsdp_gradients_of_a_gpt2_equal_one_rank_gradients(tiny_model_dir, tmp_path):
     """A model whose blocks are not ``*DecoderLayer`` (GPT-2's ``GPT2Block``, found through its
     ``_no_split_modules``): each block is an FSDP2 unit, learned absolute positions in the root one."""

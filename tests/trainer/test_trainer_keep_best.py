@@ -115,6 +115,8 @@ def test_keep_best_takes_the_metrics_evaluations_log(tiny_model_dir, reward_file
     assert cfg.checkpoint.keep_best == metric
 
 
+# three runs (6 s); the default suite keeps going back to the best checkpoint
+@pytest.mark.slow
 def test_a_rerun_of_a_command_that_went_back_to_best_goes_on_not_back_again(tiny_model_dir, reward_file, tmp_path):
     """checkpoint.resume=RUN/checkpoints/best (own run, or another run's) is honoured once: the link
     moved on since, and a requeued job's rerun went back to its new target, setting the progress aside."""

@@ -23,6 +23,8 @@ from dapo.trainer.update_stats import UpdateStats
 DAPO_FILE = str(Path(ray_rank.__file__).resolve())  # a warning raised in dapo-rl's own code
 
 
+# a Ray run (9 s); the default suite keeps a rank's error raised at once (test_trainer_ray)
+@pytest.mark.slow
 def test_a_user_error_subclass_raised_in_a_rank_is_raised_by_the_driver_as_the_rank_raised_it():
     ray = pytest.importorskip("ray")
 

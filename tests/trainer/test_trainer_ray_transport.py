@@ -37,6 +37,8 @@ def test_rows_come_back_as_the_float32_values_exactly_in_one_buffer():
     assert len(pickle.dumps(big, protocol=5)) < 4 * 100_000 + 2_000
 
 
+# a Ray run (10 s); the default suite keeps the arrays' pickled size above
+@pytest.mark.slow
 def test_a_ranks_log_probs_reach_the_driver_as_an_array_and_land_in_the_samples_as_arrays(tiny_model_dir, reward_file,
                                                                                           tmp_path):
     import ray

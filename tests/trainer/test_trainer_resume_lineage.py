@@ -60,6 +60,8 @@ def test_starting_over_or_going_back_sets_the_abandoned_checkpoints_aside(tiny_m
     assert [row["step"] for row in read_metrics(run) if "actor/loss" in row] == [1]
 
 
+# three runs (5 s); the default suite keeps the rerun of a command that went back
+@pytest.mark.slow
 def test_rerunning_a_run_started_from_another_runs_checkpoint_goes_on(tiny_model_dir, reward_file, tmp_path):
     """checkpoint.resume=<another run's checkpoint> is where the run starts: rerunning the same
     command after a crash must resume this run's newest checkpoint, not start over from it."""

@@ -111,10 +111,10 @@ TWO_GROUPS = ["resources.devices_per_node=4", "resources.cpus_per_rank=0.5", "tr
               "trainer.sequence_parallel_size=2"]
 
 
+@pytest.mark.slow  # every form: a Ray run of two ranks or more, 21 s and up on 2 cores
 @pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")
-@pytest.mark.parametrize("checkpointing, ranks", [(False, SEQUENCE_PARALLEL),
-                                                  pytest.param(True, SEQUENCE_PARALLEL, marks=pytest.mark.slow),
-                                                  pytest.param(False, TWO_GROUPS, marks=pytest.mark.slow)],
+@pytest.mark.parametrize("checkpointing, ranks", [(False, SEQUENCE_PARALLEL), (True, SEQUENCE_PARALLEL),
+                                                  (False, TWO_GROUPS)],
                          ids=["", "gradient-checkpointing", "two-groups"])
 def test_two_sequence_parallel_ranks_update_as_one_process_then_train(tiny_model_dir, reward_file, tmp_path,
                                                                       checkpointing, ranks, capsys):

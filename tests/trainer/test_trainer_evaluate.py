@@ -163,3 +163,27 @@ def test_an_engine_that_breaks_prompt_major_order_is_refused(fault):
         engine.calls.clear()
         with pytest.raises(RuntimeError, match="not prompt-major"):
             evaluate(engine, tokenizer, scorer, [[1]] * 3, problems, SamplingParams(n=2, seed=0))
+
+
+def test_math_dapos_maj_at_k_counts_the_answers_it_judges_apart_apart():
+    """reward.verifier=math_dapo judges answers as strings (``34.`` is wrong for 34): its wrong
+    ``34.`` and ``34.0`` are two answers, as the reference's maj@k counts them, not one of four
+    votes that outvotes the three correct ``34``."""
+
+    class Texts:
+        def generate(self, prompt_token_ids, params):
+            ids = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
+            return GenerationResult([Completion(0, i, [0.0] * len(i), "stop") for i in ids], 0.0, 0)
+
+    tokenizer = build_tokenizer()
+    texts = ["Answer: 34"] * 3 + ["Answer: 34."] * 2 + ["Answer: 34.0"] * 2
+    problems = [Problem(uid="0", prompt="17 * 2 =", ground_truth="34")]
+    with RewardScorer(RewardConfig(num_workers=1, verifier="math_dapo")) as scorer:
+        metrics = evaluate(Texts(), tokenizer, scorer, [[1]], problems, SamplingParams(n=7, seed=0)).metrics
+    assert metrics["eval/avg@7"] == pytest.approx(3 / 7) and metrics["eval/maj@7"] == 1.0
+    # the same results read by value (dapo-rl's verifier's rule): the four wrong ones are one answer
+    def r(acc: bool, answer: str) -> RewardResult:
+        return RewardResult(score=1.0 if acc else -1.0, acc=acc, pred=answer, answer=answer)
+
+    results = [r(True, "34")] * 3 + [r(False, "34.")] * 2 + [r(False, "34.0")] * 2
+    assert score_at_k(results, 7)["eval/maj@7"] == 0.0 and score_at_k(results, 7, exact_votes=True)["eval/maj@7"] == 1.0

@@ -374,6 +374,11 @@ class RewardScorer:
         """Whether results carry the extracted answer (``pred``): only the verifier extracts one."""
         return self.cfg.verifier_weight != 0
 
+    @property
+    def votes_exactly(self) -> bool:
+        """Whether maj@k counts answers as one only as the same string (math_dapo's exact match)."""
+        return self.cfg.verifier == "math_dapo"
+
     def close(self) -> None:
         """Stop the worker processes."""
         self._pool.close()

@@ -70,22 +70,26 @@ def unique_problems(problems: list[Problem], max_problems: int = 0) -> list[Prob
     return unique[:max_problems] if max_problems > 0 else unique
 
 
-def _vote(result: RewardResult) -> str:
+def _vote(result: RewardResult, exact: bool = False) -> str:
     """The answer a sample votes for in maj@k. Every answer the verifier judged correct equals the
     ground truth, so they are one answer; others count as the same when their :func:`vote_key`
-    is (the same integer, or the same text up to LaTeX cosmetics). Wrong answers of equal value in
-    other forms (``0.5``, ``\\frac{1}{2}``) vote apart, which can favour the correct answer."""
+    is (the same integer, or the same text up to LaTeX cosmetics), or with ``exact`` when they are
+    the same string (reward.verifier=math_dapo's answers, normalised, which it compares as
+    strings: ``34.`` and ``34.0`` are two wrong answers there, as in the reference's maj@k). Wrong
+    answers of equal value in other forms (``0.5``, ``\\frac{1}{2}``) vote apart, which can favour
+    the correct answer."""
     if result.acc:
         return _CORRECT_VOTE
-    return vote_key(result.answer)
+    return result.answer if exact else vote_key(result.answer)
 
 
-def score_at_k(results: list[RewardResult], k: int, majority_vote: bool = True) -> dict[str, float]:
+def score_at_k(results: list[RewardResult], k: int, majority_vote: bool = True,
+               exact_votes: bool = False) -> dict[str, float]:
     """avg@k, pass@k, maj@k from prompt-major results (k consecutive results per problem). maj@k:
     the most voted answer (ties: the first of them to appear) is correct; a sample judged correct
     votes for the correct answer, extracted or not; a problem without any vote counts as wrong.
     ``majority_vote=False`` (results without extracted answers: a reward with no verifier) leaves
-    maj@k out rather than report 0."""
+    maj@k out rather than report 0; ``exact_votes``: wrong answers vote by their string (:func:`_vote`)."""
     num_problems = len(results) // k
     avg = passed = majority = 0.0
     for i in range(num_problems):
@@ -95,7 +99,7 @@ def score_at_k(results: list[RewardResult], k: int, majority_vote: bool = True) 
         passed += float(any(correct))
         # a sample judged correct votes for the correct answer even when no answer was extracted
         # (a user reward function can judge without one); first-seen order breaks ties
-        votes = Counter(_vote(r) for r in group if r.answer or r.acc)
+        votes = Counter(_vote(r, exact_votes) for r in group if r.answer or r.acc)
         if votes:
             majority += float(votes.most_common(1)[0][0] == _CORRECT_VOTE)
     n = max(num_problems, 1)
@@ -142,7 +146,7 @@ def evaluate(
             on_progress(chunk.stop, len(problems))
     culprits = [result.unmeasured_by for result in results]
     unscored = _all_unmeasured(culprits)
-    metrics = {} if unscored else score_at_k(results, params.n, scorer.extracts_answers)
+    metrics = {} if unscored else score_at_k(results, params.n, scorer.extracts_answers, scorer.votes_exactly)
     metrics["eval/num_problems"] = float(len(problems))
     metrics["eval/response_length_mean"] = sum(len(c.token_ids) for c in completions) / max(len(completions), 1)
     metrics["eval/truncation_rate"] = sum(c.finish_reason == "length" for c in completions) / max(len(completions), 1)
@@ -158,8 +162,8 @@ def evaluate(
             if _all_unmeasured([culprits[i * params.n + j] for i in picked for j in range(params.n)]):
                 unscored_sources.append(source)
             else:
-                metrics.update({key.replace("eval/", f"eval/{source}/"): value
-                                for key, value in score_at_k(per_source, params.n, scorer.extracts_answers).items()})
+                at_k = score_at_k(per_source, params.n, scorer.extracts_answers, scorer.votes_exactly)
+                metrics.update({key.replace("eval/", f"eval/{source}/"): value for key, value in at_k.items()})
                 metrics[f"eval/{source}/score_mean"] = _mean_score(per_source)
             metrics[f"eval/{source}/num_problems"] = float(len(picked))
     for message in failure_warnings(scorer, results, culprits, params.n, unscored_sources):

@@ -103,3 +103,14 @@ def test_a_path_through_a_symbolic_link_and_dot_dot_is_checked_where_the_os_puts
     assert output_problems(Path("link/../run"), 0) == []
     assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [
         "disk", "disk/runs", "link", "run"]
+
+
+def test_a_symbolic_link_to_nothing_on_the_way_is_refused_as_the_run_would_fail_on_it(tmp_path, monkeypatch):
+    """Followed, a dangling link passed the check (the target made, written, removed); the run's own
+    mkdir then failed on it (File exists) after the checks said yes."""
+    monkeypatch.chdir(tmp_path)
+    os.symlink(tmp_path / "gone", tmp_path / "link")
+    for run_dir in ("link", "link/run"):
+        assert output_problems(Path(run_dir), 0) == [
+            f"output_dir={run_dir!r} cannot be made: link is a symbolic link to {tmp_path / 'gone'}, which does not exist"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link"]

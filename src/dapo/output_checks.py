@@ -25,6 +25,10 @@ def output_problems(run_dir: Path, checkpoint_bytes: int, keep_last: int = 1, ke
     coexist while the oldest is rotated out)."""
     if run_dir.is_file():
         return [f"{key}={str(run_dir)!r} is a file, not a directory"]
+    for path in (run_dir, *run_dir.parents):  # (the run's own mkdir stops at one: a file exists there)
+        if path.is_symlink() and not path.exists():
+            return [f"{key}={str(run_dir)!r} cannot be made: {path} is a symbolic link to {os.readlink(path)}, "
+                    "which does not exist"]
     # made to be tried, then removed: a run (or dapo eval) that stops before it writes anything
     # leaves no empty directory behind
     # where the OS puts it: "link/../run" is beside the link's target, and in "a/b/../c" a missing

@@ -43,7 +43,7 @@ def test_a_freed_large_tensor_is_reused_without_page_faults() -> None:
     # (fewer with transparent huge pages); the kept block is written in place, faulted in afresh
     # at most once (seen now and then on this project's VM)
     assert kept < 1.2 * TENSOR_PAGES
-    assert default > 5 * TENSOR_PAGES
+    assert default > 4 * max(kept, 1)
 
 
 @pytest.mark.parametrize(("overrides", "told"), [((), 1), (("trainer.keep_freed_memory=false",), 0)])

@@ -65,7 +65,7 @@ def test_lora_on_two_ranks_updates_as_one_process_with_its_base_model_as_kl_refe
         assert held == [(True, ["lora_A", "lora_B"])] * 2
 
 
-@pytest.mark.slow  # a Ray run, then a resume (about 11 s); the default suite keeps the ranks' LoRA update
+@pytest.mark.slow  # a Ray run, then a resume (about 11 s)
 def test_a_lora_run_on_two_ranks_checkpoints_its_adapters_and_resumes_in_one_process(
         tiny_model_dir, reward_file, tmp_path):
     exact = ["rollout.native_dtype=model", "trainer.autocast=none", "algorithm.old_logprobs=recompute",

@@ -146,7 +146,8 @@ def evaluate(
             on_progress(chunk.stop, len(problems))
     culprits = [result.unmeasured_by for result in results]
     unscored = _all_unmeasured(culprits)
-    metrics = {} if unscored else score_at_k(results, params.n, scorer.extracts_answers, scorer.votes_exactly)
+    votes = (scorer.extracts_answers, scorer.votes_exactly)  # (maj@k's: whether answers vote, by string)
+    metrics = {} if unscored else score_at_k(results, params.n, *votes)
     metrics["eval/num_problems"] = float(len(problems))
     metrics["eval/response_length_mean"] = sum(len(c.token_ids) for c in completions) / max(len(completions), 1)
     metrics["eval/truncation_rate"] = sum(c.finish_reason == "length" for c in completions) / max(len(completions), 1)
@@ -162,7 +163,7 @@ def evaluate(
             if _all_unmeasured([culprits[i * params.n + j] for i in picked for j in range(params.n)]):
                 unscored_sources.append(source)
             else:
-                at_k = score_at_k(per_source, params.n, scorer.extracts_answers, scorer.votes_exactly)
+                at_k = score_at_k(per_source, params.n, *votes)
                 metrics.update({key.replace("eval/", f"eval/{source}/"): value for key, value in at_k.items()})
                 metrics[f"eval/{source}/score_mean"] = _mean_score(per_source)
             metrics[f"eval/{source}/num_problems"] = float(len(picked))

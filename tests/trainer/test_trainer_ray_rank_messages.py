@@ -23,7 +23,34 @@ from dapo.trainer.update_stats import UpdateStats
 DAPO_FILE = str(Path(ray_rank.__file__).resolve())  # a warning raised in dapo-rl's own code
 
 
-# a Ray run (9 s); the default suite keeps a rank's error raised at once (test_trainer_ray)
+class _ShardMissing(UserError):  # pickles and unpickles as it is
+    pass
+
+
+class _CorruptWeights(UserError):  # unpickled as _CorruptWeights(message): a TypeError
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path} is not a safetensors file: {reason}")
+
+
+def test_a_rank_methods_user_error_its_driver_cannot_rebuild_comes_as_its_message():
+    """Without Ray (the test below does it through a rank): a UserError that survives pickling
+    leaves a rank method as it is, one whose class would not unpickle as its message and kind."""
+    from dapo.trainer.ray_rank import driver_readable_errors
+
+    @driver_readable_errors
+    def method(self, error: UserError) -> None:
+        raise error
+
+    with pytest.raises(_ShardMissing, match=r"^policy/__1_0\.distcp is missing$"):
+        method(None, _ShardMissing("policy/__1_0.distcp is missing"))
+    with pytest.raises(RankUserError, match=r"^/m/model\.safetensors is not a safetensors file: header too large$") \
+            as raised:
+        method(None, _CorruptWeights("/m/model.safetensors", "header too large"))
+    assert raised.value.kind == "_CorruptWeights" and isinstance(raised.value, UserError)
+
+
+# a Ray run (9 s); the default suite keeps a rank's error raised at once (test_trainer_ray) and
+# the rank's own conversion above
 @pytest.mark.slow
 def test_a_user_error_subclass_raised_in_a_rank_is_raised_by_the_driver_as_the_rank_raised_it():
     ray = pytest.importorskip("ray")

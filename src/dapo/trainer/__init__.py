@@ -22,3 +22,7 @@ def __getattr__(name: str) -> Any:
     if name in _HOME:
         return getattr(importlib.import_module(f"dapo.trainer.{_HOME[name]}"), name)
     raise AttributeError(f"module 'dapo.trainer' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOME})

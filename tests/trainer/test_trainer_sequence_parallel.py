@@ -111,7 +111,7 @@ TWO_GROUPS = ["resources.devices_per_node=4", "resources.cpus_per_rank=0.5", "tr
               "trainer.sequence_parallel_size=2"]
 
 
-@pytest.mark.slow  # every form: a Ray run of two ranks or more, 21 s and up on 2 cores
+@pytest.mark.slow  # every form: a Ray run of two ranks or more, 21 s and up (the all-to-alls: test_trainer_sequence_all_to_all)
 @pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")
 @pytest.mark.parametrize("checkpointing, ranks", [(False, SEQUENCE_PARALLEL), (True, SEQUENCE_PARALLEL),
                                                   (False, TWO_GROUPS)],

@@ -61,6 +61,11 @@ def list_checkpoints(run_dir: str | Path) -> list[Path]:
     return [p for _, p in sorted(found) if (p / STATE_FILE).exists()]
 
 
+def has_checkpoint(run_dir: str | Path, step: int) -> bool:
+    """Whether the run holds a complete checkpoint of ``step`` (one :func:`list_checkpoints` lists)."""
+    return (Path(run_dir) / "checkpoints" / checkpoint_name(step) / STATE_FILE).exists()
+
+
 def how_to_resume(resume: str) -> str:
     """How a run stopped under ``checkpoint.resume=resume`` goes on from its newest checkpoint:
     the same command, unless it sets checkpoints aside ("never"); a named checkpoint is left for

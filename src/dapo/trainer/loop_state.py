@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING, Any
 from dapo.config.run import BEST_METRIC
 from dapo.errors import NonFiniteError
 from dapo.rewards.user_functions import RewardFunctionError
-from dapo.trainer.checkpoint import BEST_LINK, checkpoint_name, how_to_resume, link_best
+from dapo.trainer.checkpoint import (
+    BEST_LINK,
+    has_checkpoint,
+    how_to_resume,
+    link_best,
+)
 from dapo.trainer.dropout import config_dropout_restored
 from dapo.trainer.rng import rng_state, set_rng_state
 
@@ -104,7 +109,7 @@ class LoopState:
         self.resumed_final = state.get("final", True)  # checkpoints from before the marker: as then
         self.evaluation_owed = state.get("evaluation_owed", False)
         self.state.resumed_at(self.step, state.get("log_lines"))
-        if self.best_checkpoint and checkpoint_name(self.best_checkpoint[0]) not in self.state.checkpoint_names():
+        if self.best_checkpoint and not has_checkpoint(self.state.run_dir, self.best_checkpoint[0]):
             self.best_checkpoint = None  # another run's (its checkpoints are not here), or deleted since
         link_best(self.state.run_dir, self.best_checkpoint and self.best_checkpoint[0])
         print(f"resumed from {path} at step {self.step}")
@@ -211,7 +216,7 @@ class LoopState:
         if owed and (metrics := self.evaluate()):
             self.state.log(self.step, metrics)
             # ranked when the checkpoint resumed from is this run's (not another run's, or one set aside)
-            if checkpoint_name(self.step) in self.state.checkpoint_names() and self._rank_evaluated(metrics):
+            if has_checkpoint(self.state.run_dir, self.step) and self._rank_evaluated(metrics):
                 link_best(self.state.run_dir, self.best_checkpoint and self.best_checkpoint[0])
         self.evaluation_owed = False
 

@@ -36,7 +36,6 @@ from dapo.trainer import optim
 from dapo.trainer.checkpoint import (
     begin_checkpoint,
     layout_mismatch,
-    list_checkpoints,
     load_trainer_state,
     publish_checkpoint,
     set_aside_checkpoints_after,
@@ -196,10 +195,6 @@ class RunState:
                 raise OSError(cause.errno, f"{cause.strerror} (checkpoint step {step} not written; the earlier "
                               "ones are kept)", str(self.run_dir / "checkpoints")) from error
             raise
-
-    def checkpoint_names(self) -> list[str]:
-        """The names of the run's complete checkpoints (``step-000012``), oldest first."""
-        return [path.name for path in list_checkpoints(self.run_dir)]
 
     def _resumable_when_named(self, path: Path, model_config: Any) -> bool:
         """Whether ``checkpoint.resume=<path>`` would resume what a rerun refused: a named checkpoint

@@ -23,8 +23,10 @@ def test_the_disk_check_sizes_a_checkpoint_in_the_trained_dtype_with_adamw_state
     model = fake_model_dir(tmp_path / "model")
     # 1000 parameters stored in float16, half the bytes of the float32 they train in
     save_file({"w": np.zeros((10, 50), "float16"), "b": np.zeros(500, "float16")}, str(model / "model.safetensors"))
+    # float32 compute: no note of a CPU without bf16 instructions among the warnings checked below
     cfg = load_config([builtin_config_path("default")], [f"model.path={model}", f"output_dir={tmp_path / 'run'}",
-                                                       "checkpoint.keep_last=2"])
+                                                       "checkpoint.keep_last=2", "trainer.autocast=none",
+                                                       "rollout.native_dtype=float32"])
     usage = shutil.disk_usage(tmp_path)
 
     def free_bytes(free: int):

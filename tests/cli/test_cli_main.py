@@ -116,7 +116,8 @@ def test_your_model_starts_from_the_papers_recipe_and_says_so(capsys, override):
         assert line in captured.out
     assert main(["config"]) == 0  # the built-in model: the embedded demo
     captured = capsys.readouterr()
-    assert "template: none" in captured.out and captured.err == ""
+    # no note of a shipped config (a CPU without bf16 instructions adds its own: float32 compute)
+    assert "template: none" in captured.out and "shipped config" not in captured.err
 
 
 def test_naming_the_demo_config_with_your_model_prints_a_note(capsys):
@@ -138,7 +139,7 @@ def test_your_model_with_the_builtin_task_as_held_out_set_gets_a_note(tmp_path, 
 
 def test_overrides_after_an_option_count_and_other_strays_are_refused(capsys):
     assert main(["config", "default", "--explain", "trainer.lr", "rollout.n=3"]) == 0
-    assert "rollout.n" not in capsys.readouterr().err
+    assert "rollout.n=" not in capsys.readouterr().err
     assert main(["config", "default", "trainer.lr=1e-5", "--explain", "trainer", "trainer.total_steps=7"]) == 0
     out = capsys.readouterr().out
     assert "trainer.total_steps (int) = 7" in out and "trainer.lr (float) = 1e-05" in out

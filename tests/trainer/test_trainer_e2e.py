@@ -100,7 +100,10 @@ def assert_sigkill_then_resume_is_bit_identical(tiny_model_dir, tmp_path, settin
     weights bit for bit, and the same metrics."""
     killer = tmp_path / "killer.py"
     killer.write_text(KILLER)
-    extra = ["trainer.total_steps=4", "eval.every_steps=0", *settings]
+    # the default's bf16 said, not left to it: on a CPU without bf16 instructions `dapo train` (the
+    # killed run) puts the embedded default in float32, the Trainer (the others) does not
+    extra = ["trainer.total_steps=4", "eval.every_steps=0", "trainer.autocast=bf16", "rollout.native_dtype=bfloat16",
+             *settings]
     reference_dir = tmp_path / "reference"
     Trainer(tiny_config(tiny_model_dir, reference_dir, killer, *extra, fn="parity_then_kill")).train()
 

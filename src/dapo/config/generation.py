@@ -165,9 +165,10 @@ class RolloutConfig:
     # vLLM: release GPU memory while the trainer updates (colocated mode): the engine sleeps once
     # a step's generation rounds are done and wakes with the new weights.
     vllm_sleep_between_rollouts: bool = True
-    # vLLM without CUDA graphs (eager mode): slower decoding, as the DAPO reference run generated
-    # (verl's enforce_eager: true; its DAPO notes say CUDA graphs might degrade the model's
-    # performance). dapo_qwen2.5_32b sets it; false lets vLLM capture CUDA graphs.
+    # vLLM without CUDA graphs or torch.compile (eager mode): a faster engine start, slower
+    # decoding, as the DAPO reference run generated (verl's enforce_eager: true; its DAPO notes
+    # say CUDA graphs might degrade the model's performance). dapo_qwen2.5_32b sets it; false lets
+    # vLLM compile the model and capture CUDA graphs.
     vllm_enforce_eager: bool = False
 
     def __post_init__(self) -> None:

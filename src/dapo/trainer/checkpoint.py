@@ -45,7 +45,7 @@ from dapo.lora import adapter_names, has_lora
 from dapo.rollout.base import tied_duplicates
 from dapo.trainer.hf_export import save_hf_model
 from dapo.trainer.rng import rank_rng_path
-from dapo.trainer.run_dir import SHARDED_DIR, STATE_FILE
+from dapo.trainer.run_dir import SHARDED_DIR, STATE_FILE, checkpoints_root
 
 CHECKPOINT_PATTERN = re.compile(r"^step-(\d+)$")
 SET_ASIDE_PREFIX = "abandoned-"  # checkpoints/abandoned-<time>-<suffix>/: set_aside_checkpoints_after
@@ -54,7 +54,7 @@ BEST_LINK = "best"  # checkpoints/best -> step-NNNNNN: checkpoint.keep_best's (l
 
 def list_checkpoints(run_dir: str | Path) -> list[Path]:
     """Complete checkpoints of a run, oldest first."""
-    root = Path(run_dir) / "checkpoints"
+    root = checkpoints_root(run_dir)
     if not root.is_dir():
         return []
     found = [(checkpoint_step(p), p) for p in root.iterdir() if CHECKPOINT_PATTERN.match(p.name)]
@@ -63,7 +63,7 @@ def list_checkpoints(run_dir: str | Path) -> list[Path]:
 
 def has_checkpoint(run_dir: str | Path, step: int) -> bool:
     """Whether the run holds a complete checkpoint of ``step`` (one :func:`list_checkpoints` lists)."""
-    return (Path(run_dir) / "checkpoints" / checkpoint_name(step) / STATE_FILE).exists()
+    return (checkpoints_root(run_dir) / checkpoint_name(step) / STATE_FILE).exists()
 
 
 def how_to_resume(resume: str) -> str:
@@ -87,7 +87,7 @@ def set_aside_checkpoints_after(run_dir: str | Path, step: int) -> Path | None:
     later = [path for path in list_checkpoints(run_dir) if checkpoint_step(path) > step]
     if not later:
         return None
-    root = Path(run_dir) / "checkpoints"
+    root = checkpoints_root(run_dir)
     # a new folder even when two set-asides fall in one second (a name in it would collide)
     folder = Path(tempfile.mkdtemp(prefix=f"{SET_ASIDE_PREFIX}{time.strftime('%Y%m%d-%H%M%S')}-", dir=root))
     os.chmod(folder, 0o777 & ~current_umask())  # mkdtemp's 0700 would hide them from the run directory's group
@@ -105,7 +105,7 @@ def set_aside_checkpoints_after(run_dir: str | Path, step: int) -> Path | None:
 
 def begin_checkpoint(run_dir: str | Path, step: int) -> Path:
     """A fresh, empty temporary directory to build checkpoint ``step`` in."""
-    root = Path(run_dir) / "checkpoints"
+    root = checkpoints_root(run_dir)
     if not root.is_dir():  # its entry in the run directory made durable too, not only what it holds
         root.mkdir(parents=True, exist_ok=True)
         fsync_dir(root.parent)
@@ -123,7 +123,7 @@ def publish_checkpoint(
     fsync it, rename it into place as checkpoint ``step``, link ``checkpoints/best`` to checkpoint
     ``best_step`` (checkpoint.keep_best; :func:`link_best`), then delete all but the newest
     ``keep_last`` and that one."""
-    root = Path(run_dir) / "checkpoints"
+    root = checkpoints_root(run_dir)
     final = root / checkpoint_name(step)
     (tmp / "dapo_config.yaml").write_text(config_yaml)
     with open(tmp / STATE_FILE, "wb") as handle:
@@ -168,7 +168,7 @@ def link_best(run_dir: str | Path, best_step: int | None) -> None:
     """Point the symbolic link ``checkpoints/best`` at checkpoint ``best_step`` (replaced
     atomically), or remove it when there is none, or that checkpoint is not in the run's
     checkpoints (set aside by a resume from an earlier one)."""
-    root = Path(run_dir) / "checkpoints"
+    root = checkpoints_root(run_dir)
     link, target = root / BEST_LINK, None if best_step is None else checkpoint_name(best_step)
     if link.exists() and not link.is_symlink():  # a copy that followed the link (cp -rL, rsync -L, a bucket)
         warnings.warn(f"{link} is a directory, not the link checkpoint.keep_best keeps (a copy of the run that "

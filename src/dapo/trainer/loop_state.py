@@ -16,12 +16,7 @@ from typing import TYPE_CHECKING, Any
 from dapo.config.run import BEST_METRIC
 from dapo.errors import NonFiniteError
 from dapo.rewards.user_functions import RewardFunctionError
-from dapo.trainer.checkpoint import (
-    BEST_LINK,
-    has_checkpoint,
-    how_to_resume,
-    link_best,
-)
+from dapo.trainer.checkpoint import BEST_LINK, has_checkpoint, how_to_resume, link_best
 from dapo.trainer.dropout import config_dropout_restored
 from dapo.trainer.rng import rng_state, set_rng_state
 

@@ -14,7 +14,7 @@ from dapo.trainer.checkpoint import (
     list_checkpoints,
     load_trainer_state,
 )
-from dapo.trainer.run_dir import STATE_FILE, saved_section
+from dapo.trainer.run_dir import STATE_FILE, checkpoints_root, saved_section
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ def records_checkpoint(recorded: str | None, path: Path, run_dir: str | Path) ->
         return False
     tail = parts[len(parts) - parts[::-1].index("checkpoints"):]
     try:
-        return path.resolve().relative_to((Path(run_dir) / "checkpoints").resolve()).parts == tail
+        return path.resolve().relative_to(checkpoints_root(run_dir).resolve()).parts == tail
     except ValueError:
         return False
 
@@ -175,9 +175,9 @@ def _adapters_of(model: dict) -> dict:
 def is_set_aside(path: Path, run_dir: str | Path) -> bool:
     """Whether checkpoint ``path`` is one :func:`set_aside_checkpoints_after` moved away."""
     folder = path.resolve().parent
-    return folder.name.startswith(SET_ASIDE_PREFIX) and folder.parent == (Path(run_dir) / "checkpoints").resolve()
+    return folder.name.startswith(SET_ASIDE_PREFIX) and folder.parent == checkpoints_root(run_dir).resolve()
 
 
 def is_own_checkpoint(path: Path, run_dir: str | Path) -> bool:
     """Whether checkpoint ``path`` is one of the run's (set-aside ones in abandoned-*/ included)."""
-    return (Path(run_dir) / "checkpoints").resolve() in path.resolve().parents
+    return checkpoints_root(run_dir).resolve() in path.resolve().parents

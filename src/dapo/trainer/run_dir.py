@@ -43,6 +43,11 @@ ARCHITECTURE_FIELDS = ("model_type", "vocab_size", "hidden_size", "num_hidden_la
 RUN_IDENTITY_FIELDS = (("model", "path"), ("data", "train_files"))
 
 
+def checkpoints_root(run_dir: str | Path) -> Path:
+    """The folder of a run's checkpoints: ``step-NNNNNN``, set-aside ``abandoned-*``, ``best``."""
+    return Path(run_dir) / "checkpoints"
+
+
 class RunDirError(UserError, RuntimeError):
     """The run directory cannot be used as asked; the message says why and what to do."""
 
@@ -123,7 +128,7 @@ def remove_stale_checkpoint_temps(run_dir: Path) -> int:
     """Delete the temporary checkpoint directories of killed runs; how many were deleted. A run
     killed while swapping a re-saved step in (``step-N`` renamed to ``.old-step-N-<pid>``, the new
     one not yet renamed into place) has its complete old ``step-N`` put back, not deleted."""
-    root = run_dir / "checkpoints"
+    root = checkpoints_root(run_dir)
     stale = [p for pattern in (".tmp-step-*", ".old-step-*") for p in root.glob(pattern)] if root.is_dir() else []
     for link in root.glob(".tmp-best-*") if root.is_dir() else []:  # checkpoint.keep_best's link, half made
         link.unlink(missing_ok=True)

@@ -55,6 +55,7 @@ from dapo.trainer.run_dir import (
     RunDirLock,
     changed_settings,
     checkpoint_mismatch,
+    checkpoints_root,
     remove_stale_checkpoint_temps,
     saved_section,
 )
@@ -193,7 +194,7 @@ class RunState:
             shutil.rmtree(tmp, ignore_errors=True)
             if (cause := os_error_behind(error)) is not None:  # a rank's own OSError too, as it raised it
                 raise OSError(cause.errno, f"{cause.strerror} (checkpoint step {step} not written; the earlier "
-                              "ones are kept)", str(self.run_dir / "checkpoints")) from error
+                              "ones are kept)", str(checkpoints_root(self.run_dir))) from error
             raise
 
     def _resumable_when_named(self, path: Path, model_config: Any) -> bool:

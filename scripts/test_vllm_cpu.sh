@@ -39,7 +39,7 @@ fi
 "$VENV/bin/python" scripts/vllm_cpu_check.py --eager --tp 2 --steps 3 "$@"
 # LoRA adapters trained on two FSDP2 ranks (one tensor-parallel-2 engine); vLLM follows their
 # merged weights. In one process too with DAPO_VLLM_CPU_ALL=1 (2-3 minutes more on 2 cores
-# without AVX-512, where this script's five runs took 13 minutes, beyond CI's share)
+# without AVX-512, where CI is near its 45 minutes)
 "$VENV/bin/python" scripts/vllm_cpu_check.py --eager --lora 16 --ranks 2 --tp 2 --steps 3 "$@"
 if [ "${DAPO_VLLM_CPU_ALL:-0}" = 1 ]; then
   "$VENV/bin/python" scripts/vllm_cpu_check.py --eager --lora 16 --steps 3 "$@"

@@ -187,3 +187,20 @@ def test_math_dapos_maj_at_k_counts_the_answers_it_judges_apart_apart():
 
     results = [r(True, "34")] * 3 + [r(False, "34.")] * 2 + [r(False, "34.0")] * 2
     assert score_at_k(results, 7)["eval/maj@7"] == 0.0 and score_at_k(results, 7, exact_votes=True)["eval/maj@7"] == 1.0
+
+
+def test_math_dapos_maj_at_k_counts_missing_answers_as_the_references_invalid_vote():
+    """The reference's math_dapo gives a response without an ``Answer:`` line the answer
+    ``[INVALID]``, and its maj@k counts it: four such responses outvote three correct ones. Read by
+    value (dapo-rl's verifier), a response without an answer does not vote."""
+    def r(acc: bool, answer: str) -> RewardResult:
+        return RewardResult(score=1.0 if acc else -1.0, acc=acc, pred=answer, answer=answer)
+
+    results = [r(True, "34")] * 3 + [r(False, "")] * 4
+    assert score_at_k(results, 7, exact_votes=True)["eval/maj@7"] == 0.0
+    assert score_at_k(results, 7)["eval/maj@7"] == 1.0
+    # two unanswered, two wrong "35": the three correct ones lead either way
+    results = [r(True, "34")] * 3 + [r(False, "")] * 2 + [r(False, "35")] * 2
+    assert score_at_k(results, 7, exact_votes=True)["eval/maj@7"] == 1.0
+    # every response unanswered: a problem with votes, all for [INVALID], is wrong
+    assert score_at_k([r(False, "")] * 7, 7, exact_votes=True)["eval/maj@7"] == 0.0

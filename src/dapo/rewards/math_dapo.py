@@ -64,8 +64,8 @@ def minerva_normalize(answer: str) -> str:
 def math_dapo_verdict(response: str, ground_truth: str) -> tuple[bool, str, str]:
     """(correct, normalised answer, normalised ground truth) of ``response`` against
     ``ground_truth``, as the DAPO reference run scored it (this module's steps 1-4); the answer is
-    "" when the response's tail has no ``Answer:`` (the reference compares ``[INVALID]``, which no
-    answer votes for in maj@k)."""
+    "" when the response's tail has no ``Answer:`` (the reference compares ``[INVALID]``, and its
+    maj@k counts it as one more answer: ``score_at_k(..., exact_votes=True)`` does the same)."""
     found = ANSWER_LINE.findall(response[-TAIL_CHARS:])
     answer = minerva_normalize(found[-1] if found else NO_ANSWER)
     gold = minerva_normalize(ground_truth)

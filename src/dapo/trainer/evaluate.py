@@ -30,6 +30,7 @@ from dapo.rewards import RewardScorer
 from dapo.rewards.boxes import last_box_start
 from dapo.rewards.equivalence import vote_key
 from dapo.rewards.extract import resolve_extractor
+from dapo.rewards.math_dapo import NO_ANSWER
 from dapo.rewards.scorer import NO_REWARD
 from dapo.rewards.types import RewardResult
 from dapo.rollout.base import Completion, RolloutEngine, SamplingParams
@@ -75,19 +76,22 @@ def _vote(result: RewardResult, exact: bool = False) -> str:
     ground truth, so they are one answer; others count as the same when their :func:`vote_key`
     is (the same integer, or the same text up to LaTeX cosmetics), or with ``exact`` when they are
     the same string (reward.verifier=math_dapo's answers, normalised, which it compares as
-    strings: ``34.`` and ``34.0`` are two wrong answers there, as in the reference's maj@k). Wrong
-    answers of equal value in other forms (``0.5``, ``\\frac{1}{2}``) vote apart, which can favour
-    the correct answer."""
+    strings: ``34.`` and ``34.0`` are two wrong answers there, as in the reference's maj@k, and a
+    response without an ``Answer:`` line votes for ``[INVALID]``, as the reference's ``pred`` does).
+    Wrong answers of equal value in other forms (``0.5``, ``\\frac{1}{2}``) vote apart, which can
+    favour the correct answer."""
     if result.acc:
         return _CORRECT_VOTE
-    return result.answer if exact else vote_key(result.answer)
+    return (result.answer or NO_ANSWER) if exact else vote_key(result.answer)
 
 
 def score_at_k(results: list[RewardResult], k: int, majority_vote: bool = True,
                exact_votes: bool = False) -> dict[str, float]:
     """avg@k, pass@k, maj@k from prompt-major results (k consecutive results per problem). maj@k:
     the most voted answer (ties: the first of them to appear) is correct; a sample judged correct
-    votes for the correct answer, extracted or not; a problem without any vote counts as wrong.
+    votes for the correct answer, extracted or not; a wrong sample without an extracted answer does
+    not vote, but with ``exact_votes`` it votes for ``[INVALID]``; a problem without any vote
+    counts as wrong.
     ``majority_vote=False`` (results without extracted answers: a reward with no verifier) leaves
     maj@k out rather than report 0; ``exact_votes``: wrong answers vote by their string (:func:`_vote`)."""
     num_problems = len(results) // k
@@ -99,7 +103,7 @@ def score_at_k(results: list[RewardResult], k: int, majority_vote: bool = True,
         passed += float(any(correct))
         # a sample judged correct votes for the correct answer even when no answer was extracted
         # (a user reward function can judge without one); first-seen order breaks ties
-        votes = Counter(_vote(r, exact_votes) for r in group if r.answer or r.acc)
+        votes = Counter(_vote(r, exact_votes) for r in group if r.answer or r.acc or exact_votes)
         if votes:
             majority += float(votes.most_common(1)[0][0] == _CORRECT_VOTE)
     n = max(num_problems, 1)

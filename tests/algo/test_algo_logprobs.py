@@ -92,7 +92,7 @@ def test_an_entropy_bonus_backward_holds_one_gradient_of_the_logits() -> None:
     """The two functions apart each write a (rows, vocab) gradient and autograd a third, their sum:
     about 4.3 copies of the logits at the peak. The joint pass writes one: under 3 (the logits, their
     gradient, the matmul's gradient and chunks). Measured by benchmarks/bench_logprobs.py, each way in
-    a fresh process, at a size (410 MB of logits) far above what the imports left in ru_maxrss."""
+    a fresh process, at a size (410 MB of logits) far above what the imports left in its high-water mark."""
     spec = importlib.util.spec_from_file_location("bench_logprobs", BENCHMARKS / "bench_logprobs.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)

@@ -3,12 +3,16 @@ match of Minerva-normalised answers, cases worked out by hand from its rules."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dapo.config import ConfigError, builtin_config_path, load_config
 from dapo.config.schema import RewardConfig
 from dapo.rewards import RewardScorer
-from dapo.rewards.math_dapo import math_dapo_verdict, minerva_normalize
+from dapo.rewards.math_dapo import _first_dollar_segment, math_dapo_verdict, minerva_normalize
 from dapo.rewards.types import RewardResult
 from dapo.trainer.evaluate import unread_boxes_note
 
@@ -67,3 +71,11 @@ def test_boxed_answers_it_cannot_read_are_said_with_the_verifier_that_reads_them
     note = unread_boxes_note(cfg, ["aime_2024"] * 4, texts, [RewardResult(score=-1.0, acc=False)] * 4, "training")
     assert note is not None and "reward.verifier=math_dapo reads only the \"Answer:\" line" in note
     assert "set reward.verifier=dapo-rl reward.extractor=boxed" in note
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.text(alphabet="$a\n\r\\ {}=", max_size=16))
+def test_the_first_dollar_segment_rule_is_minervas_regex_in_one_pass(text):
+    """Minerva's rule, as the reference writes it: a regex whose time grows with the square of a line
+    without two ``$`` (0.5 s for an 8,000-character ground truth, in the trainer process)."""
+    assert _first_dollar_segment(text) == re.sub(r"(.*?)(\$)(.*?)(\$)(.*)", r"$\3$", text)

@@ -111,11 +111,13 @@ TWO_GROUPS = ["resources.devices_per_node=4", "resources.cpus_per_rank=0.5", "tr
               "trainer.sequence_parallel_size=2"]
 
 
-@pytest.mark.slow  # every form: a Ray run of two ranks or more, 21 s and up (the all-to-alls: test_trainer_sequence_all_to_all)
+# a Ray run of two ranks or more, 21 s and up: the default suite keeps the plain form (the all-to-alls
+# alone: test_trainer_sequence_all_to_all)
 @pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")
-@pytest.mark.parametrize("checkpointing, ranks", [(False, SEQUENCE_PARALLEL), (True, SEQUENCE_PARALLEL),
-                                                  (False, TWO_GROUPS)],
-                         ids=["", "gradient-checkpointing", "two-groups"])
+@pytest.mark.parametrize("checkpointing, ranks", [
+    pytest.param(False, SEQUENCE_PARALLEL, id=""),
+    pytest.param(True, SEQUENCE_PARALLEL, id="gradient-checkpointing", marks=pytest.mark.slow),
+    pytest.param(False, TWO_GROUPS, id="two-groups", marks=pytest.mark.slow)])
 def test_two_sequence_parallel_ranks_update_as_one_process_then_train(tiny_model_dir, reward_file, tmp_path,
                                                                       checkpointing, ranks, capsys):
     """Values: the driver gives a group's ranks the same samples, each computes half of every row,

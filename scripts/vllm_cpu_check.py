@@ -45,6 +45,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dapo.config.schema import RolloutConfig
 
 MISMATCH = "mismatch/rollout_trainer_logprob_diff"
 # float32 engine vs float32 trainer: different kernels, same weights (measured ~1e-6 per token)
@@ -107,16 +111,22 @@ def check(run_dir: Path, steps: int) -> list[str]:
     return failures
 
 
+def _eager_engine_config() -> RolloutConfig:
+    """The engine settings of the checks below: eager, as what they check does not need torch.compile."""
+    from dapo.config.schema import RolloutConfig
+
+    return RolloutConfig(engine="vllm", vllm_gpu_memory_utilization=0.15, vllm_sleep_between_rollouts=False,
+                         vllm_enforce_eager=True)
+
+
 def check_engines_in_sequence(count: int = 3) -> list[str]:
     """Engines built one after another in this process, each closed (as Trainer.close does)
     before the next starts: each must start and generate."""
     from dapo.builtin import ensure_base_model
-    from dapo.config.schema import RolloutConfig
     from dapo.rollout import SamplingParams
     from dapo.rollout.vllm_engine import VLLMEngine
 
-    cfg = RolloutConfig(engine="vllm", vllm_gpu_memory_utilization=0.15, vllm_sleep_between_rollouts=False,
-                        vllm_enforce_eager=True)  # what it checks does not need torch.compile
+    cfg = _eager_engine_config()
     for index in range(count):
         try:
             engine = VLLMEngine(str(ensure_base_model()), cfg, dtype="float32", seed=0, max_model_len=128)
@@ -144,7 +154,6 @@ def check_tokenizer_apart() -> list[str]:
     from transformers import AutoTokenizer
 
     from dapo.builtin import ensure_base_model
-    from dapo.config.schema import RolloutConfig
     from dapo.rollout import SamplingParams
     from dapo.rollout.vllm_engine import VLLMEngine
 
@@ -152,8 +161,7 @@ def check_tokenizer_apart() -> list[str]:
     with tempfile.TemporaryDirectory(prefix="dapo-weights-only-") as weights:
         for name in ("config.json", "generation_config.json", "model.safetensors"):
             shutil.copy(base / name, Path(weights) / name)
-        cfg = RolloutConfig(engine="vllm", vllm_gpu_memory_utilization=0.15, vllm_sleep_between_rollouts=False,
-                            vllm_enforce_eager=True)  # what it checks does not need torch.compile
+        cfg = _eager_engine_config()
         try:
             engine = VLLMEngine(weights, cfg, dtype="float32", seed=0, max_model_len=128, tokenizer_path=str(base))
             result = engine.generate([[5, 6, 7], [8, 9]], SamplingParams(n=4, max_new_tokens=16, seed=0,

@@ -2,9 +2,10 @@
 
 ``scripts/test.sh`` runs the default suite on two pytest-xdist workers (``-n 2 --dist
 loadgroup``). A module's tests stay on one worker, in file order, as they run serially; every
-module that starts a local Ray cluster or torch.distributed ranks shares one group ("ray"), so no
-two such clusters run at once: Ray's configuration is process-global (its auth mode, read at first
-import) and two local clusters on two cores would starve each other's timeouts.
+module that starts a local Ray cluster (dapo-rl's policy ranks) shares one group ("ray"), so no two
+run at once: Ray's configuration is process-global (its auth mode, read at first import) and two
+local clusters on two cores would starve each other's timeouts. (torch.distributed launches pick
+their own free port or rendezvous file, and run beside them.)
 """
 
 from __future__ import annotations

@@ -39,10 +39,7 @@ fi
 "$VENV/bin/python" scripts/vllm_cpu_check.py "$@"
 "$VENV/bin/python" scripts/vllm_cpu_check.py --eager --ranks 2 --tp 2 --steps 4 "$@"
 "$VENV/bin/python" scripts/vllm_cpu_check.py --eager --tp 2 --steps 3 "$@"
-# LoRA adapters trained on two FSDP2 ranks (one tensor-parallel-2 engine); vLLM follows their
-# merged weights. In one process too with DAPO_VLLM_CPU_ALL=1 (2-3 minutes more on 2 cores
-# without AVX-512)
+# LoRA adapters trained on two FSDP2 ranks (one tensor-parallel-2 engine), then in one process:
+# vLLM follows their merged weights
 "$VENV/bin/python" scripts/vllm_cpu_check.py --eager --lora 16 --ranks 2 --tp 2 --steps 3 "$@"
-if [ "${DAPO_VLLM_CPU_ALL:-0}" = 1 ]; then
-  "$VENV/bin/python" scripts/vllm_cpu_check.py --eager --lora 16 --steps 3 "$@"
-fi
+"$VENV/bin/python" scripts/vllm_cpu_check.py --eager --lora 16 --steps 3 "$@"

@@ -306,7 +306,7 @@ def test_one_ranks_error_is_raised_at_once_and_a_dead_rank_is_named(short_rank_d
         ray.shutdown()
 
 
-# 12 s of Ray
+# 11-15 s of Ray
 def test_a_ctrl_c_while_the_ranks_generate_cancels_their_generation():
     """A Ctrl-C (or SIGTERM) during a multi-rank evaluation: the ranks went on generating their whole
     chunk, and the checkpoint of the trained step queued behind it (minutes, past a scheduler's

@@ -111,7 +111,7 @@ TWO_GROUPS = ["resources.devices_per_node=4", "resources.cpus_per_rank=0.5", "tr
               "trainer.sequence_parallel_size=2"]
 
 
-# a Ray run of two ranks or more, 21 s and up: the default suite keeps the plain form (the all-to-alls
+# a Ray run of two ranks or more, 15-30 s and up: the default suite keeps the plain form (the all-to-alls
 # alone: test_trainer_sequence_all_to_all)
 @pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")
 @pytest.mark.parametrize("checkpointing, ranks", [

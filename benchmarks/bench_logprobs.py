@@ -21,6 +21,7 @@ import argparse
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -39,18 +40,14 @@ def seconds(logits: torch.Tensor, labels: torch.Tensor, chunk_size: int | None, 
     return best
 
 
-# The peak resident KiB: VmHWM, this process's own high-water mark. (Linux's ru_maxrss starts at the
-# parent's resident size when it spawned us: a large parent, a pytest worker that ran other tests
-# first, hid the growth entirely.) ru_maxrss where there is no /proc.
+# One case in a fresh process (argv: the case, this script's folder): its resident high-water mark
+# before and after, imports done.
 _PEAK = """
-import resource, sys, torch
+import sys
 from dapo.algo import entropy_from_logits, logprobs_and_entropy_from_logits, logprobs_from_logits
-def peak_kib():
-    try:
-        with open("/proc/self/status") as status:
-            return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
-    except (OSError, StopIteration):
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+sys.path.insert(0, sys.argv[2])
+from peak_memory import peak_rss_kib as peak_kib
+import torch
 rows, vocab = 2048, 50_000
 hidden, weight = torch.randn(rows, 64), torch.randn(64, vocab, requires_grad=True)
 labels = torch.randint(0, vocab, (1, rows))
@@ -71,8 +68,8 @@ PEAK_CASES = ("log-probs alone", "log-probs and entropy, apart", "log-probs and 
 
 def peak_copies(case: str) -> float:
     """The peak memory growth of one forward and backward of ``case``, in copies of the logits."""
-    return float(subprocess.run([sys.executable, "-c", _PEAK, case], capture_output=True, text=True,
-                                check=True, timeout=300).stdout)
+    return float(subprocess.run([sys.executable, "-c", _PEAK, case, str(Path(__file__).resolve().parent)],
+                                capture_output=True, text=True, check=True, timeout=300).stdout)
 
 
 def main(argv: list[str] | None = None) -> None:

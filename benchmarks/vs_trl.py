@@ -39,7 +39,7 @@ time/generate + time/reward, every round; TRL's ``_generate_and_score_completion
 which is the update; completion tokens/s = every completion token generated / wall time of all
 steps (so it counts generation, scoring and the update); trained tokens/s = the completion tokens of
 the trained batches / the same time; peak memory = the training process's RSS high-water mark
-(``ru_maxrss``) plus that of each reward worker process (dapo-rl's; TRL scores in-process); held-out
+(VmHWM, ``peak_memory.py``) plus that of each reward worker process (dapo-rl's; TRL scores in-process); held-out
 avg@k before and after.
 
 The floor: under each precision's ratios, the seconds a dapo-rl step would take if the matmuls of its
@@ -56,7 +56,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -66,7 +65,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from vs_trl_report import render_table, summarize  # beside this script: on sys.path when it runs
+from peak_memory import peak_rss_kib  # beside this script: on sys.path when it runs
+from vs_trl_report import render_table, summarize
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -159,7 +159,7 @@ def train_dapo(settings: BenchSettings, model_dir: str, work_dir: str) -> dict[s
         metrics["time/step"], last_step_end = time.perf_counter() - last_step_end, time.perf_counter()
         step_metrics.append(metrics)
     train_seconds = time.perf_counter() - started
-    worker_peak_mib = sum(_peak_rss_mib(pid) for pid in trainer.scorer.worker_pids)
+    worker_peak_mib = sum(peak_rss_kib(pid) / 1024 for pid in trainer.scorer.worker_pids)
     trainer.close()
     final_dir = Path(work_dir) / "final"
     trainer.model.save_pretrained(final_dir)
@@ -201,14 +201,6 @@ def matmul_weights_per_token(model: Any) -> int:
     return matmuls + model.get_output_embeddings().weight.numel() * model.config.tie_word_embeddings
 
 
-def _peak_rss_mib(pid: int) -> float:
-    """A live process's RSS high-water mark (VmHWM), in MiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024  # kB
-    return 0.0
-
-
 def evaluate_dir(settings: BenchSettings, model_dir: str, work_dir: str) -> dict[str, Any]:
     """Held-out sampled accuracy of a saved model, by dapo-rl's evaluation (same for every model)."""
     from dapo.config import DataConfig
@@ -239,8 +231,7 @@ def run_worker(role: str, settings: BenchSettings, model_dir: str, work_dir: str
         result = evaluate_dir(settings, model_dir, work_dir)
     else:
         raise ValueError(f"unknown worker role {role!r}: expected trl, dapo or eval")
-    result["peak_rss_mib"] = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
-                              + result.get("worker_peak_rss_mib", 0.0))
+    result["peak_rss_mib"] = peak_rss_kib() / 1024 + result.get("worker_peak_rss_mib", 0.0)
     (Path(work_dir) / "result.json").write_text(json.dumps(result, indent=1))
 
 

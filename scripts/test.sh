@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 . .venv/bin/activate
 ruff check src tests benchmarks scripts
-# two workers, a module's tests on one of them (tests/conftest.py groups them): 6-8 minutes on 2
+# two workers, a module's tests on one of them (tests/conftest.py groups them): 6-9 minutes on 2
 # cores, not 14-16
 python -m pytest -q -n 2 --dist loadgroup
 bash scripts/test_vllm_cpu.sh

@@ -71,18 +71,21 @@ def unique_problems(problems: list[Problem], max_problems: int = 0) -> list[Prob
     return unique[:max_problems] if max_problems > 0 else unique
 
 
-def _vote(result: RewardResult, exact: bool = False) -> str:
-    """The answer a sample votes for in maj@k. Every answer the verifier judged correct equals the
+def _vote(result: RewardResult, exact: bool = False) -> str | None:
+    """The answer a sample votes for in maj@k, None for no vote. Every answer the verifier judged correct equals the
     ground truth, so they are one answer; others count as the same when their :func:`vote_key`
     is (the same integer, or the same text up to LaTeX cosmetics), or with ``exact`` when they are
     the same string (reward.verifier=math_dapo's answers, normalised, which it compares as
     strings: ``34.`` and ``34.0`` are two wrong answers there, as in the reference's maj@k, and a
-    response without an ``Answer:`` line votes for ``[INVALID]``, as the reference's ``pred`` does).
+    response without an ``Answer:`` line votes for ``[INVALID]``, as the reference's ``pred`` does;
+    without ``exact``, a wrong sample without an extracted answer casts no vote).
     Wrong answers of equal value in other forms (``0.5``, ``\\frac{1}{2}``) vote apart, which can
     favour the correct answer."""
     if result.acc:
         return _CORRECT_VOTE
-    return (result.answer or NO_ANSWER) if exact else vote_key(result.answer)
+    if exact:
+        return result.answer or NO_ANSWER
+    return vote_key(result.answer) if result.answer else None
 
 
 def score_at_k(results: list[RewardResult], k: int, majority_vote: bool = True,
@@ -103,7 +106,7 @@ def score_at_k(results: list[RewardResult], k: int, majority_vote: bool = True,
         passed += float(any(correct))
         # a sample judged correct votes for the correct answer even when no answer was extracted
         # (a user reward function can judge without one); first-seen order breaks ties
-        votes = Counter(_vote(r, exact_votes) for r in group if r.answer or r.acc or exact_votes)
+        votes = Counter(vote for r in group if (vote := _vote(r, exact_votes)) is not None)
         if votes:
             majority += float(votes.most_common(1)[0][0] == _CORRECT_VOTE)
     n = max(num_problems, 1)

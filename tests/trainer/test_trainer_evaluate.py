@@ -60,6 +60,25 @@ def test_maj_at_k_votes_for_answers_not_for_their_spelling():
     assert score_at_k([r(True, "34"), r(True, "34"), *lookalikes], 5)["eval/maj@5"] == 1.0
 
 
+def test_a_sample_whose_scoring_failed_votes_with_the_same_answer_judged_correct():
+    """(its answer voted apart from itself: 3 + 2 votes for 540 lost to 4 for 12). A timed-out
+    scorer leaves acc unmeasured and the sample wrong in avg@k; in maj@k it is still an answer."""
+    def r(acc: bool, answer: str, unmeasured_by: str | None = None) -> RewardResult:
+        return RewardResult(score=1.0 if acc else -1.0, acc=acc, pred=answer, answer=answer,
+                            timed_out=unmeasured_by is not None, unmeasured_by=unmeasured_by)
+
+    timed_out = [r(False, "540", "math_verify")] * 2
+    group = [r(True, "540")] * 3 + timed_out + [r(False, "12")] * 4
+    assert score_at_k(group, 9) == pytest.approx({"eval/avg@9": 3 / 9, "eval/pass@9": 1.0, "eval/maj@9": 1.0})
+    # only the same answer: failed samples of another answer vote for it; measured ones keep their verdict
+    assert score_at_k([r(True, "540")] * 3 + [r(False, "7", "math_verify")] * 2 + [r(False, "12")] * 4,
+                      9)["eval/maj@9"] == 0.0
+    assert score_at_k([r(True, "540")] * 3 + [r(False, "540")] * 2 + [r(False, "12")] * 4, 9)["eval/maj@9"] == 0.0
+    # and nothing joins a correct sample that extracted no answer
+    assert score_at_k([r(True, "")] * 3 + [r(False, "", "math_verify")] * 2 + [r(False, "12")] * 4,
+                      9)["eval/maj@9"] == 0.0
+
+
 class ScriptedEngine:
     """Answers problem i correctly in its first ``right[i]`` samples; records each call."""
 

@@ -71,32 +71,43 @@ def unique_problems(problems: list[Problem], max_problems: int = 0) -> list[Prob
     return unique[:max_problems] if max_problems > 0 else unique
 
 
-def _vote(result: RewardResult, exact: bool = False) -> str | None:
-    """The answer a sample votes for in maj@k, None for no vote. Every answer the verifier judged correct equals the
-    ground truth, so they are one answer; others count as the same when their :func:`vote_key`
-    is (the same integer, or the same text up to LaTeX cosmetics), or with ``exact`` when they are
-    the same string (reward.verifier=math_dapo's answers, normalised, which it compares as
-    strings: ``34.`` and ``34.0`` are two wrong answers there, as in the reference's maj@k, and a
-    response without an ``Answer:`` line votes for ``[INVALID]``, as the reference's ``pred`` does;
-    without ``exact``, a wrong sample without an extracted answer casts no vote).
+def _answer_key(result: RewardResult, exact: bool = False) -> str | None:
+    """The key a sample's answer votes under in maj@k, None for no vote: answers count as the
+    same when their :func:`vote_key` is (the same integer, or the same text up to LaTeX cosmetics),
+    or with ``exact`` when they are the same string (reward.verifier=math_dapo's answers,
+    normalised, which it compares as strings: ``34.`` and ``34.0`` are two wrong answers there, as
+    in the reference's maj@k, and a response without an ``Answer:`` line votes for ``[INVALID]``,
+    as the reference's ``pred`` does). Without ``exact`` a sample without an answer casts no vote.
     Wrong answers of equal value in other forms (``0.5``, ``\\frac{1}{2}``) vote apart, which can
     favour the correct answer."""
-    if result.acc:
-        return _CORRECT_VOTE
     if exact:
         return result.answer or NO_ANSWER
     return vote_key(result.answer) if result.answer else None
+
+
+def _votes(group: list[RewardResult], exact: bool = False) -> Counter[str]:
+    """maj@k's votes of one problem's samples. Every answer judged correct equals the ground truth,
+    so those samples cast one vote each for the correct answer (:data:`_CORRECT_VOTE`), extracted
+    or not; so does a sample whose scoring failed (a timeout, a crashed worker: acc unmeasured,
+    counted wrong) when its answer's key is a correct sample's: the same answer, which would
+    otherwise vote apart from itself. The others vote by :func:`_answer_key`."""
+    keys = [_answer_key(result, exact) for result in group]
+    correct_keys = {key for key, result in zip(keys, group) if result.acc and result.answer}
+    return Counter(
+        _CORRECT_VOTE if result.acc or (result.unmeasured_by is not None and key in correct_keys) else key
+        for key, result in zip(keys, group) if result.acc or key is not None
+    )
 
 
 def score_at_k(results: list[RewardResult], k: int, majority_vote: bool = True,
                exact_votes: bool = False) -> dict[str, float]:
     """avg@k, pass@k, maj@k from prompt-major results (k consecutive results per problem). maj@k:
     the most voted answer (ties: the first of them to appear) is correct; a sample judged correct
-    votes for the correct answer, extracted or not; a wrong sample without an extracted answer does
-    not vote, but with ``exact_votes`` it votes for ``[INVALID]``; a problem without any vote
-    counts as wrong.
+    votes for the correct answer, extracted or not, and so does one whose scoring failed with a
+    correct sample's answer; a wrong sample without an extracted answer does not vote, but with
+    ``exact_votes`` it votes for ``[INVALID]``; a problem without any vote counts as wrong.
     ``majority_vote=False`` (results without extracted answers: a reward with no verifier) leaves
-    maj@k out rather than report 0; ``exact_votes``: wrong answers vote by their string (:func:`_vote`)."""
+    maj@k out rather than report 0; ``exact_votes``: wrong answers vote by their string (:func:`_votes`)."""
     num_problems = len(results) // k
     avg = passed = majority = 0.0
     for i in range(num_problems):
@@ -104,9 +115,7 @@ def score_at_k(results: list[RewardResult], k: int, majority_vote: bool = True,
         correct = [r.acc for r in group]
         avg += sum(correct) / k
         passed += float(any(correct))
-        # a sample judged correct votes for the correct answer even when no answer was extracted
-        # (a user reward function can judge without one); first-seen order breaks ties
-        votes = Counter(vote for r in group if (vote := _vote(r, exact_votes)) is not None)
+        votes = _votes(group, exact_votes)  # first-seen order breaks ties
         if votes:
             majority += float(votes.most_common(1)[0][0] == _CORRECT_VOTE)
     n = max(num_problems, 1)

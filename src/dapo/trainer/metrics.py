@@ -129,7 +129,8 @@ METRICS: dict[str, str] = {
     "eval/pass@k": "fraction of held-out problems with at least one correct sample among k (absent as avg@k is)",
     "eval/maj@k": "fraction of held-out problems whose majority-vote answer is correct (answers judged correct "
     "are one answer, extracted or not, others the same when they state the same integer or the same text up to LaTeX cosmetics, "
-    "1/3 = \\dfrac{1}{3}, but 0.5 and \\frac{1}{2} apart, and a sample without an answer casts no vote; under "
+    "1/3 = \\dfrac{1}{3}, but 0.5 and \\frac{1}{2} apart, a sample whose scoring failed votes with a correct "
+    "sample of the same answer, and a sample without an answer casts no vote; under "
     "reward.verifier=math_dapo the same string only, as it judges, and a sample without an Answer: line votes for "
     "[INVALID], as the reference's maj@k counts it; ties: first seen; absent when "
     "the reward extracts no answers: reward.verifier_weight=0, and as avg@k is)",

@@ -74,6 +74,23 @@ def test_nan_loss_never_reaches_the_weights(tiny_model_dir):
         assert torch.equal(tensor, before[name]), name
 
 
+def test_an_update_skipped_for_a_nan_loss_reports_no_partial_entropy(tiny_model_dir):
+    """The micro-batches run shortest first and stop at the non-finite loss: the entropy and
+    mismatch summed up to there covered the short responses only, and were logged as the batch's."""
+    w = worker(AutoModelForCausalLM.from_pretrained(tiny_model_dir), 24)
+    samples = make_samples(torch.Generator().manual_seed(1))
+    for s, lp in zip(samples, w.compute_logprobs(samples).logprobs):
+        s.rollout_logprobs = lp
+    longest = max(samples, key=lambda s: len(s.prompt_ids) + len(s.response_ids))
+    measured = w.update(samples, on_policy=True)
+    assert not measured.skipped and measured.diagnostics.tokens == sum(len(s.response_ids) for s in samples)
+    longest.advantage = math.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        stats = w.update(samples, on_policy=True)
+    assert stats.skipped and stats.diagnostics is None
+
+
 def test_a_step_that_leaves_a_weight_non_finite_stops_the_run_before_a_checkpoint(tiny_model_dir):
     """Finite, clipped gradients, and AdamW on float16 weights (as model.dtype=float16 trained
     them, which the config now refuses): eps 1e-8 is 0 in float16 and a small gradient's second

@@ -307,8 +307,8 @@ class Trainer(LoopState):
                 num_tokens, num_seqs = count_loss_tokens(mini_batch)
                 # without an old-log-prob pass, the first update (still on pi_old) reports
                 # entropy and engine/trainer mismatch for its mini-batch, and so do the next ones
-                # while none has stepped (one with no loss token has no entropy to report)
-                diagnose = (on_policy or from_rollout) and all(s.empty for s in stats)
+                # while none has stepped (one with no loss token has none; a skipped one drops its own)
+                diagnose = (on_policy or from_rollout) and all(s.empty or s.skipped for s in stats)
                 stats.append(self.policy.update(mini_batch, num_tokens, num_seqs, on_policy, diagnose))
                 if stats[-1].skipped or stats[-1].empty:  # no update made (actor/updates): off the bar's total
                     self.state.bar_skip(1)

@@ -77,7 +77,8 @@ METRICS: dict[str, str] = {
     "step's first pass over them: with algorithm.old_logprobs=recompute and several updates per step, those "
     "sampled this step (carried-over ones hold their own step's pi_old); with one update per step, all of them "
     "(the update's own forward, carried-over ones included); with rollout, the first mini-batch's (carried-over "
-    "groups come last in the batch), or the first mini-batches' up to one with loss tokens)",
+    "groups come last in the batch), or the first mini-batches' up to one with loss tokens); an update skipped for "
+    "a non-finite loss measures none (it stopped partway), the next mini-batch's does; absent when none measured",
     "actor/clip_frac_low": "fraction of loss tokens clipped at 1 - clip_ratio_low (A < 0)",
     "actor/clip_frac_high": "fraction of loss tokens clipped at 1 + clip_ratio_high (A > 0)",
     "actor/clip_frac_dual": "fraction of loss tokens bounded by dual-clip c (A < 0, ratio > c)",
@@ -105,7 +106,8 @@ METRICS: dict[str, str] = {
     "over every token of the responses sampled this step and trained in it, overlong-filtered ones included, not "
     "carried-over ones, whose gap includes a step of training, nor this step's surplus kept for the next; "
     "with algorithm.old_logprobs=rollout, measured on the first mini-batch, or the first mini-batches' up to one "
-    "with loss tokens; absent when they hold no response sampled this step)",
+    "with loss tokens, as actor/entropy (not on an update skipped for a non-finite loss); absent when they hold no "
+    "response sampled this step)",
     "mismatch/rollout_trainer_kl": "k3 estimate of KL(pi_rollout || pi_old_trainer) per token, over the same tokens",
     # timing and throughput
     "time/generate": "seconds generating responses this step (with the native engine, its preparing the new "

@@ -259,6 +259,9 @@ class PolicyWorker(PolicyCheckpointing):
                 stats.pg_loss += policy_gradient
         if nonfinite is not None:  # skipped once the float32 weights are back
             reshard_root(self.model)  # its forward ran, its backward will not
+            # entropy and mismatch of the micro-batches before it alone (the shortest responses:
+            # they run first) would read as the mini-batch's; the next update measures instead
+            stats.diagnostics = None
             return self._skip(stats, nonfinite)
         return stats
 

@@ -97,7 +97,7 @@ MINERVA_UNWRAP = {("\\text{", False): r"(\\text\{)(.*?)(\})", ("\\textbf{", Fals
                                  "\r", "a", "\\", " "]), max_size=14).map("".join))
 def test_the_unwrapping_rules_are_minervas_regexes_in_one_pass(text):
     """``\\text{``, ``\\textbf{``, ``\\overline{`` and ``\\boxed{`` as the reference's regexes unwrap
-    them, which try every unclosed opening again to its line's end (460 s for 100,000 ``\\text{``)."""
+    them, which try every unclosed opening again to its line's end (32 s for 20,000 ``\\text{``)."""
     for (opening, to_last_brace), pattern in MINERVA_UNWRAP.items():
         assert _unwrap(text, opening, to_last_brace) == re.sub(pattern, r"\2", text), opening
 

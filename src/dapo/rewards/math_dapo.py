@@ -45,7 +45,7 @@ def _unwrap(text: str, opening: str, to_last_brace: bool) -> str:
     between them, the first such ``}`` (``to_last_brace``: the line's last): what Minerva's
     ``re.sub(r"(\\text\\{)(.*?)(\\})", r"\\2", text)`` (``(.*)`` for ``\\boxed{``) returns, in one
     pass. The regex tries every opening again up to its line's end when no ``}`` follows it there:
-    time that grows with the square of a line of unclosed openings (460 s for 100,000 ``\\text{``)."""
+    time that grows with the square of a line of unclosed openings (32 s for 20,000 ``\\text{`` here)."""
     pieces, start = [], 0
     while (found := text.find(opening, start)) >= 0:
         inside = found + len(opening)

@@ -212,8 +212,8 @@ class LlamaDecodeSession:
                 qkv = self._rotate(qkv, cos, sin)
                 kv_slot[slot] = qkv[:, :, groups:].permute(2, 0, 1, 3)  # K and V, one copy
                 grouped = qkv[:, :, :groups].reshape(pairs, groups, self.head_dim)  # a view
-                # the filled slots only: up to 32 unfilled ones after them cost a third more
-                # attention time, at the end of each growth, for nothing (exp(-inf) = 0)
+                # the filled slots only: the unfilled ones after them (up to a growth, _grow)
+                # would cost attention time for nothing (their weight is exp(-inf) = 0)
                 scores = torch.baddbmm(bias[..., :filled], grouped.to(keys_t.dtype), keys_t[..., :filled],
                                        alpha=self.scaling)
                 out = torch.bmm(scores.softmax(dim=-1), values[:, :filled]).view(batch, -1).to(self.dtype)

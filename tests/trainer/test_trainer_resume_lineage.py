@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 
+from dapo.rewards.user_functions import RewardFunctionError
 from dapo.trainer import Trainer
 from dapo.trainer.checkpoint import load_trainer_state
 from dapo.trainer.metrics import read_metrics
@@ -274,6 +275,26 @@ def test_a_periodic_evaluation_stopped_checkpoints_the_step_just_trained_first(t
     assert [row["step"] for row in read_metrics(run) if "actor/loss" in row] == [1, 2, 3]
     # step 2's evaluation, stopped, done first by the resume (was: lost, no eval row of step 2)
     assert [row["step"] for row in read_metrics(run) if any(key.startswith("eval/avg@") for key in row)] == [0, 2, 3]
+
+
+def test_an_evaluation_stopped_at_the_step_a_failing_reward_stops_the_run_is_still_owed(tiny_model_dir, reward_file,
+                                                                                       tmp_path, monkeypatch):
+    """(the reward's stop checkpointed the step as if its evaluation had run: the resume skipped it,
+    and step 2 never had an eval row nor a keep_best rank)"""
+    run = tmp_path / "run"
+    trainer = Trainer(tiny_config(tiny_model_dir, run, reward_file, "checkpoint.every_steps=20"))
+    stop_in_the_evaluation_after_step_2(trainer)
+    record = trainer._record
+
+    def reward_stop_at_step_2(result):
+        record(result)
+        if trainer.step == 2:
+            raise RewardFunctionError("my_reward failed on every response of 2 steps")
+
+    monkeypatch.setattr(trainer, "_record", reward_stop_at_step_2)
+    with pytest.raises(RewardFunctionError, match="Step 2 is checkpointed"):
+        trainer.train()
+    assert load_trainer_state(run / "checkpoints" / "step-000002", peek=True)["evaluation_owed"] is True
 
 
 def test_a_resume_without_periodic_evaluations_skips_the_one_a_stop_interrupted(tiny_model_dir, reward_file, tmp_path):

@@ -153,8 +153,8 @@ class LoopState:
         evaluated = self._rank_evaluated(result.metrics)
         try:
             self._record(result)
-        except RewardFunctionError as error:
-            path = self.save_checkpoint()
+        except RewardFunctionError as error:  # (a stopped evaluation is still owed by this checkpoint)
+            path = self.save_checkpoint(evaluation_owed=evaluation_owed)
             raise RewardFunctionError(f"{error}. Step {self.step} is checkpointed ({path}): "
                                       f"{how_to_resume(self.cfg.checkpoint.resume)} after it") from error
         if evaluation_owed or evaluated or self._periodic_checkpoint_due():

@@ -144,3 +144,44 @@ def test_a_file_unreadable_part_way_names_the_last_row_read(tmp_path: Path, monk
             load_problems([str(path)], DataConfig(prompt_key="question", answer_key="answer", lenient=lenient), "train")
         assert str(stopped.value).startswith(f"{path}: unreadable after row 2 (0-based) (")
         assert "\n" not in str(stopped.value)  # pyarrow's reason has line breaks: one line in the log
+
+
+def test_a_csv_quote_never_closed_is_that_row_s_error_not_the_rest_of_the_file_read_as_its_answer(tmp_path: Path) -> None:
+    """(Python's csv reader, not strict, returned lines 2-4 as one row whose answer held the next
+    two problems: two rows lost, nothing said)"""
+    path = tmp_path / "qa.csv"
+    path.write_text('question,answer\nWhat is 1+1?,"2\nWhat is 2+2?,4\nWhat is 3+3?,6\n')
+    cfg = DataConfig(prompt_key="question", answer_key="answer")
+    with pytest.raises(DataError, match=r"qa\.csv line 2: a quoted field opened on this line is never closed, so "
+                                        r"lines 2-4 \(the file's end\) read as one value"):
+        load_problems([str(path)], cfg, "train")
+    path.write_text('question,answer\nWhat is 0+0?,0\nWhat is 1+1?,"2\nWhat is 2+2?,4\nWhat is 3+3?,6\n')
+    lenient = load_problems([str(path)], DataConfig(prompt_key="question", answer_key="answer", lenient=True), "train")
+    assert [p.ground_truth for p in lenient.problems] == ["0"] and lenient.num_malformed_skipped == 1
+    # quotes that close, one stray quote in an unquoted field, and "x"y (read as xy, as pandas does) stay rows
+    path.write_text('question,answer\n"What is\n1+1?",2\nWhat is 2"+2?,4\n"x"y,6\n')
+    assert [(p.prompt, p.ground_truth) for p in load_problems([str(path)], cfg, "train").problems] == [
+        ("What is\n1+1?", "2"), ('What is 2"+2?', "4"), ("xy", "6")]
+
+
+def test_json_nested_past_the_recursion_limit_is_that_row_s_error(tmp_path: Path) -> None:
+    """(a bare RecursionError, no file or line, which lenient loading could not skip)"""
+    deep = '{"question": ' + "[" * 100_000 + "]" * 100_000 + ', "answer": "1"}'
+    path = tmp_path / "qa.jsonl"
+    path.write_text(json.dumps(GOOD) + "\n" + deep + "\n")
+    with pytest.raises(DataError, match=r"qa\.jsonl line 2: JSON nested too deeply to read"):
+        load_problems([str(path)], DataConfig(prompt_key="question", answer_key="answer"), "train")
+    lenient = load_problems([str(path)], DataConfig(prompt_key="question", answer_key="answer", lenient=True), "train")
+    assert len(lenient.problems) == 1 and lenient.num_malformed_skipped == 1
+    array = tmp_path / "qa.json"
+    array.write_text("[" + json.dumps(GOOD) + ", " + deep + "]")
+    with pytest.raises(DataError, match=r"qa\.json: an element of the JSON array is nested too deeply to read"):
+        load_problems([str(array)], DataConfig(prompt_key="question", answer_key="answer"), "train")
+
+
+def test_an_integer_ground_truth_past_4300_digits_in_a_python_literal_is_read_in_full(tmp_path: Path) -> None:
+    """(a CSV's struct text, read by ast.literal_eval: str() of the int raised a bare ValueError)"""
+    path = tmp_path / "qa.csv"  # (a decimal literal that long is refused by literal_eval itself: text, then)
+    path.write_text("prompt,reward_model\n" + f"What is it?,\"{{'ground_truth': 0x{'f' * 4000}}}\"\n")
+    [problem] = load_problems([str(path)], DataConfig(), "train").problems
+    assert problem.ground_truth.isdigit() and len(problem.ground_truth) == 4817  # 16^4000 - 1, in full

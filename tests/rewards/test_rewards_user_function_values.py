@@ -53,6 +53,18 @@ def test_a_bad_return_value_is_named_and_a_dict_s_bad_field_says_where_it_is(val
     assert _batch_outcome([value, 1.0], 2) == ("ok", [("bad", message), ("ok", (1.0, None, {}))])
 
 
+@pytest.mark.parametrize("value", [np.array(1.0), torch.tensor(1.0)])
+def test_a_batched_function_returning_a_zero_d_array_is_a_bad_value_not_a_dead_worker(value: object) -> None:
+    """(len() raised in the worker, outside the task's try: the worker died, said as a possible
+    out-of-memory kill, restarted at every call until the breaker tripped)"""
+    from dapo.rewards.worker import _batch_outcome
+
+    outcome, message = _batch_outcome(value, 2)
+    assert outcome == "bad" and message.startswith("a batched function returns a list of scores, one per response "
+                                                   f"(got a {type(value).__name__} that is not one")
+    assert _batch_outcome(np.array([1.0, 0.0]), 2) == ("ok", [("ok", (1.0, None, {})), ("ok", (0.0, None, {}))])
+
+
 @pytest.mark.parametrize(("acc", "verdict"), [(True, True), (False, False), (1, True), (0, False), (1.0, True),
                                               (np.bool_(True), True), (np.float32(0.0), False), (torch.tensor(1), True)])
 def test_acc_takes_bools_and_exact_ones_and_zeros(acc: object, verdict: bool) -> None:

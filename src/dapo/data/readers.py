@@ -109,11 +109,11 @@ def _is_one_json_object(path: str) -> bool:
         columns = list(value.values()) if isinstance(value, dict) else []
         return (alone and bool(columns) and all(isinstance(column, dict) for column in columns)
                 and all(column.keys() == columns[0].keys() for column in columns))
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         pass
     try:
         return isinstance(json.loads(_read_bytes(path).decode("utf-8-sig"), parse_int=json_integer), dict)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         return False
 
 
@@ -127,6 +127,9 @@ def _json_array_rows(path: str) -> Iterator[tuple[str, Row]]:
         raise DataError(f"{path}: undecodable bytes, not UTF-8 ({error.reason} at byte {error.start})") from None
     except json.JSONDecodeError as error:
         raise DataError(f"{path}: invalid JSON array ({error.msg} at line {error.lineno} column {error.colno})") from None
+    except RecursionError:  # (where the element ends is unknown: the file is one error)
+        raise DataError(f"{path}: an element of the JSON array is nested too deeply to read (past Python's "
+                        "recursion limit)") from None
     line_number, counted_up_to = 1, 0
     for row_index, (start, row) in enumerate(elements):
         line_number += text.count("\n", counted_up_to, start)  # counted on from the previous element
@@ -239,6 +242,8 @@ def _parse_json_line(raw_line: bytes, where: str) -> Row:
         )
     except json.JSONDecodeError as error:
         return DataError(f"{where}: invalid JSON ({error.msg} at column {error.colno})")
+    except RecursionError:
+        return DataError(f"{where}: JSON nested too deeply to read (past Python's recursion limit)")
     if not isinstance(row, dict):
         return DataError(f"{where}: wrong type: expected a JSON object, got {type(row).__name__}")
     return row
@@ -249,13 +254,28 @@ def _csv_rows(path: str, delimiter: str) -> Iterator[tuple[str, Row]]:
     Python's csv module (pandas' and Excel's dialect) reads them; a record of another field
     count than the header, or with bytes that are not UTF-8, is that row's error."""
     with _open(path) as handle:
-        lines = (line.decode("utf-8", "surrogateescape") for line in _without_bom(handle))
-        reader = csv.reader(lines, delimiter=delimiter)
+        record_lines: list[str] = []  # the lines of the record being read (the reader reads no further)
+
+        def lines() -> Iterator[str]:
+            for line in _without_bom(handle):
+                record_lines.append(line.decode("utf-8", "surrogateescape"))
+                yield record_lines[-1]
+
+        reader = csv.reader(lines(), delimiter=delimiter)
         header: list[str] | None = None
         header_line = next_line = 1
         for record in reader:
             line_number, next_line = next_line, reader.line_num + 1
+            raw, record_lines[:] = "".join(record_lines), []
             if not record or (len(record) == 1 and not record[0].strip()):  # a blank line
+                continue
+            if raw.count('"') % 2 and _ends_inside_quotes(raw, delimiter):
+                error = DataError(f"{path} line {line_number}: a quoted field opened on this line is never closed, "
+                                  f"so lines {line_number}-{next_line - 1} (the file's end) read as one value: close "
+                                  'its quotes (a " inside a quoted field is written "")')
+                if header is None:
+                    raise error
+                yield f"line {line_number}", error
                 continue
             if header is None:
                 header = record
@@ -275,6 +295,18 @@ def _csv_rows(path: str, delimiter: str) -> Iterator[tuple[str, Row]]:
                                           f"has {len(header)}")
                 continue
             yield location, dict(zip(header, record))
+
+
+def _ends_inside_quotes(record: str, delimiter: str) -> bool:
+    """Whether a CSV record's text ends inside a quoted field: the file ended there, and Python's
+    csv reader (not strict: it reads ``"x"y`` as pandas and Excel do) returned the rest of the file
+    as that field, silently. Asked only of a record with an odd count of quotes."""
+    try:
+        for _ in csv.reader(io.StringIO(record), delimiter=delimiter, strict=True):
+            pass
+    except csv.Error as error:
+        return "unexpected end of data" in str(error)
+    return False
 
 
 def _without_bom(handle: IO[bytes]) -> Iterator[bytes]:

@@ -10,6 +10,7 @@ import hashlib
 import json
 import math
 import re
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -166,6 +167,21 @@ def _is_column_of_messages(value: Any) -> bool:
             and all(isinstance(v, list) for v in value.values()) and len(value["role"]) == len(value["content"]))
 
 
+def _integer_digits(value: int) -> str:
+    """``str(value)``, also past Python's int-to-text limit (4300 digits), where str() raises: an
+    integer ground truth written as a Python literal (a CSV's struct text, ast.literal_eval) is read
+    in full, as a JSON integer's digits are (:func:`dapo.data.readers.json_integer`)."""
+    try:
+        return str(value)
+    except ValueError:
+        limit = sys.get_int_max_str_digits()
+        sys.set_int_max_str_digits(0)
+        try:
+            return str(value)
+        finally:
+            sys.set_int_max_str_digits(limit)
+
+
 def answer_value(value: Any, where: str, key: str) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise DataError(
@@ -177,7 +193,7 @@ def answer_value(value: Any, where: str, key: str) -> str:
             raise DataError(f"{where}: ground truth at {key!r} is {value}, not a number an answer can state")
         # 540.0 (JSON writers) -> 540; 1e-05 -> 0.00001; a float32 column's 0.30000001192092896 -> 0.3
         value = _plain_decimal(value)
-    text = _encodable(str(value), where, key).strip()
+    text = _encodable(_integer_digits(value) if isinstance(value, int) else str(value), where, key).strip()
     if not text:
         raise DataError(f"{where}: missing ground truth at {key!r} (empty)")
     return text

@@ -46,11 +46,12 @@ def _unwrap(text: str, opening: str, to_last_brace: bool) -> str:
     ``re.sub(r"(\\text\\{)(.*?)(\\})", r"\\2", text)`` (``(.*)`` for ``\\boxed{``) returns, in one
     pass. The regex tries every opening again up to its line's end when no ``}`` follows it there:
     time that grows with the square of a line of unclosed openings (32 s for 20,000 ``\\text{`` here)."""
-    pieces, start = [], 0
+    pieces, start, line_end = [], 0, -1
     while (found := text.find(opening, start)) >= 0:
         inside = found + len(opening)
-        line_end = text.find("\n", inside)
-        line_end = len(text) if line_end < 0 else line_end
+        if line_end < inside:  # a new line: where it ends, found once per line
+            line_end = text.find("\n", inside)
+            line_end = len(text) if line_end < 0 else line_end
         closing = (text.rfind if to_last_brace else text.find)("}", inside, line_end)
         if closing < 0:  # no "}" after this opening on its line, so none after any later one there
             pieces.append(text[start:line_end])

@@ -375,9 +375,14 @@ def _batch_outcome(values: Any, size: int) -> Outcome:
     if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__len__") or not hasattr(values, "__iter__"):
         return "bad", (f"a batched function returns a list of scores, one per response (got a {type(values).__name__}"
                        + ("; None for a response it does not apply to goes in the list)" if values is None else ")"))
-    if len(values) != size:
-        return "bad", f"the returned list holds {len(values)} scores for {size} responses"
-    return "ok", [_item_outcome(value) for value in values]
+    try:  # (a 0-d array or tensor has both, and raises: here, not where it would kill the worker)
+        items = list(values)
+    except Exception as exc:
+        return "bad", (f"a batched function returns a list of scores, one per response (got a "
+                       f"{type(values).__name__} that is not one: {exc})")
+    if len(items) != size:
+        return "bad", f"the returned list holds {len(items)} scores for {size} responses"
+    return "ok", [_item_outcome(value) for value in items]
 
 
 def seed_global_generators(function_index: int, response: str, ground_truth: str) -> None:

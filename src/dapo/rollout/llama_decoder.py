@@ -194,7 +194,7 @@ class LlamaDecodeSession:
         if self._views_of is not self.cache:
             self._views_of, self._views = self.cache, [self._layer_views(index) for index in range(len(self.layers))]
         batch, slot, groups = len(tokens), self.length, self.groups
-        pairs, filled = batch * self.num_kv_heads, self.length + 1
+        pairs = batch * self.num_kv_heads
         step = None
         if self.cpu_kernels is not None:
             _, keys_t, values = self._views[0]
@@ -212,11 +212,8 @@ class LlamaDecodeSession:
                 qkv = self._rotate(qkv, cos, sin)
                 kv_slot[slot] = qkv[:, :, groups:].permute(2, 0, 1, 3)  # K and V, one copy
                 grouped = qkv[:, :, :groups].reshape(pairs, groups, self.head_dim)  # a view
-                # the filled slots only: the unfilled ones after them (up to a growth, _grow)
-                # would cost attention time for nothing (their weight is exp(-inf) = 0)
-                scores = torch.baddbmm(bias[..., :filled], grouped.to(keys_t.dtype), keys_t[..., :filled],
-                                       alpha=self.scaling)
-                out = torch.bmm(scores.softmax(dim=-1), values[:, :filled]).view(batch, -1).to(self.dtype)
+                scores = torch.baddbmm(bias, grouped.to(keys_t.dtype), keys_t, alpha=self.scaling)
+                out = torch.bmm(scores.softmax(dim=-1), values).view(batch, -1).to(self.dtype)
             hidden = self._after_attention(w, out, hidden)
         self.length = slot + 1
         return self._normed_projection(hidden, self.final_norm, self.lm_head)

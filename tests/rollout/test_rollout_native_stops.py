@@ -23,13 +23,14 @@ def test_stop_tokens_end_responses_and_are_kept(qwen2: torch.nn.Module) -> None:
         assert not set(completion.token_ids[:-1]) & set(stop_ids), "generation ran past a stop token"
         if completion.finish_reason == "stop":
             assert completion.token_ids[-1] in stop_ids
-        else:
-            assert len(completion.token_ids) == params.max_new_tokens
+        else:  # (a stop token as the last allowed one is a stop: the response is complete)
+            assert len(completion.token_ids) == params.max_new_tokens and completion.token_ids[-1] not in stop_ids
     assert result.num_generated_tokens == sum(len(c.token_ids) for c in result.completions)
 
 
-def test_certain_stop_token_gives_one_token_responses(qwen2: torch.nn.Module) -> None:
-    params = SamplingParams(n=2, max_new_tokens=5, stop_token_ids=list(range(VOCAB_SIZE)))
+@pytest.mark.parametrize("max_new_tokens", [5, 1])  # 1: the stop token is also the last one allowed
+def test_certain_stop_token_gives_one_token_responses(qwen2: torch.nn.Module, max_new_tokens: int) -> None:
+    params = SamplingParams(n=2, max_new_tokens=max_new_tokens, stop_token_ids=list(range(VOCAB_SIZE)))
     for completion in NativeEngine(qwen2, PAD_ID).generate(PROMPTS, params).completions:
         assert len(completion.token_ids) == 1 and completion.finish_reason == "stop"
 

@@ -116,7 +116,8 @@ class LlamaDecodeSession:
         """Grouped-query attention of a prefill: qkv (B, Q, Hkv, G+2, d) (queries first, see _grouped_qkv),
         keys/values (B, Hkv, K, d), query q attending to key k unless ``blocked`` (B, Q, K) holds ->
         (B, Q, H*d) in the compute dtype. Each group of G = H/Hkv query heads shares one KV head,
-        as in repeat_kv; the softmax runs in float32.
+        as in repeat_kv; the softmax accumulates in float32 (torch's does for bf16 too), its
+        probabilities in the attention dtype.
 
         The batch and KV-head dimensions are flattened into one bmm batch (B*Hkv matrices): 20-25%
         faster than a 4-D matmul at decode shapes on CPU, bf16 and float32 (measured). Scaling rides

@@ -202,3 +202,42 @@ def test_a_dynamic_rope_grown_by_an_earlier_call_does_not_change_a_later_ones_sa
     later = engine.generate(prompts, params).completions
     assert [c.token_ids for c in later] == [c.token_ids for c in fresh]
     assert [c.logprobs for c in later] == [c.logprobs for c in fresh]
+
+
+@pytest.mark.parametrize("rope", [
+    {"rope_type": "longrope", "rope_theta": 10000.0, "short_factor": [1.0] * 4, "long_factor": [8.0] * 4,
+     "original_max_position_embeddings": 12},
+    {"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 8.0},
+], ids=["longrope", "dynamic"])
+@pytest.mark.parametrize("engine_kind", ["native", "hf"])
+def test_a_short_row_rotates_as_alone_beside_a_row_past_a_length_following_ropes_threshold(engine_kind, rope):
+    """Longrope (Phi-3's) and dynamic NTK RoPE pick their frequencies from a call's longest
+    position: Hugging Face's forward rotated a short row batched with one past the threshold (12
+    here) by the long row's frequencies, so its samples and log-probs were of another policy than
+    the trainer's, which rotates each sequence as alone (0.08-0.34 nats off per token). Each row
+    now rotates by its own positions, as generated alone."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(
+        vocab_size=VOCAB_SIZE, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=64, max_position_embeddings=12, rope_parameters=rope)).eval()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.dim() == 2:
+                parameter.normal_(0, 0.3)
+    short, long_prompt = [5, 6, 7, 8], list(range(3, 23))  # 4 + 6 tokens stay under 12; 20 pass it
+    engine = NativeEngine(model, PAD_ID) if engine_kind == "native" else HFGenerateEngine(model, PAD_ID)
+    params = SamplingParams(n=2, max_new_tokens=6, seed=0)
+    result = engine.generate([short, long_prompt], params)
+    if engine_kind == "native":
+        assert engine.last_path == "hf"  # the fast decoder's one table refuses such a RoPE past its threshold
+    rows = result.completions if rope["rope_type"] == "longrope" else result.completions[:2]
+    for completion in rows:
+        # (a longrope row whose prompt passes the threshold rotates by the long factors throughout,
+        # as the trainer's forward rotates it; a dynamic one past it cannot: its cached keys keep
+        # the frequencies of their own step, as in Hugging Face's generation alone)
+        prompt = [short, long_prompt][completion.prompt_index]
+        reference = teacher_forced_logprobs(model, prompt, completion, 1.0)
+        error = (reference - torch.tensor(completion.logprobs, dtype=torch.float64)).abs().max().item()
+        assert error < 1e-4, f"prompt {completion.prompt_index}: {error:.3g}"

@@ -17,6 +17,7 @@ from transformers.models.mistral import modeling_mistral
 from transformers.models.qwen2 import modeling_qwen2
 
 from dapo.rollout.llama_support import unsupported_reason
+from dapo.rollout.rope_groups import rope_per_row
 from dapo.trainer.batch import Sample, collate
 from dapo.trainer.native_forward import native_forward_reason, native_shared_prompt_logits
 from dapo.trainer.packed_attention import (
@@ -27,7 +28,6 @@ from dapo.trainer.packed_attention import (
     use_packed_attention,
 )
 from dapo.trainer.response_logits import response_logits
-from dapo.trainer.rope_groups import rope_per_row
 from tests.architecture_configs import (
     ACCEPTED,
     SLIDING_THEN_FULL,

@@ -13,6 +13,7 @@ from transformers import DynamicCache
 
 from dapo.rollout.batching import left_pad_mask
 from dapo.rollout.hf_compat import cache_keyword, reset_dynamic_rope, rotary_module
+from dapo.rollout.rope_groups import rope_rows_alone
 
 
 class HFDecodeSession:
@@ -28,14 +29,17 @@ class HFDecodeSession:
         self.positions = torch.empty(0, dtype=torch.long)  # (B,) position of the next token
 
     def _logits(self, input_ids: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
-        output = self.model(
-            input_ids=input_ids,
-            attention_mask=self.attention_mask,
-            position_ids=position_ids,
-            use_cache=True,
-            logits_to_keep=1,
-            **{self.cache_keyword: self.cache},
-        )
+        # a RoPE that follows length (longrope, dynamic) rotates each row as alone, as the trainer's
+        # forward does: Hugging Face's rotates every row by the longest one's frequencies
+        with rope_rows_alone(self.model):
+            output = self.model(
+                input_ids=input_ids,
+                attention_mask=self.attention_mask,
+                position_ids=position_ids,
+                use_cache=True,
+                logits_to_keep=1,
+                **{self.cache_keyword: self.cache},
+            )
         return output.logits[:, -1]
 
     def prefill(self, input_ids: torch.Tensor, pad_lengths: torch.Tensor) -> torch.Tensor:

@@ -45,7 +45,7 @@ from dapo.rollout.batching import (
     left_pad_mask,
     model_device,
 )
-from dapo.rollout.hf_compat import reset_dynamic_rope, rotary_module
+from dapo.rollout.rope_groups import rope_rows_alone
 from dapo.rollout.stopping import cut_at_stop_string
 
 
@@ -103,12 +103,14 @@ class HFGenerateEngine:
               torch.random.fork_rng(devices=_cuda_devices(), enabled=seeded)):
             if seeded:
                 torch.manual_seed(params.seed)
-            reset_dynamic_rope(rotary_module(self.model))  # not the frequencies an earlier, longer call grew
             recorder, stop_criterion = _StepLogprobs(), _WhenAsked(self.should_stop)
-            sequences = self.model.generate(
-                input_ids=input_ids, attention_mask=attention_mask, generation_config=self._generation_config(params),
-                logits_processor=self._processors(params, recorder), stopping_criteria=StoppingCriteriaList([stop_criterion]),
-            )
+            # each row rotated as alone by a RoPE that follows length, from the module's own
+            # frequencies (not those an earlier, longer call grew): dapo.rollout.rope_groups
+            with rope_rows_alone(self.model):
+                sequences = self.model.generate(
+                    input_ids=input_ids, attention_mask=attention_mask, generation_config=self._generation_config(params),
+                    logits_processor=self._processors(params, recorder), stopping_criteria=StoppingCriteriaList([stop_criterion]),
+                )
             if stop_criterion.stopped_at is not None:
                 raise GenerationStopped(f"generation stopped at decode step {stop_criterion.stopped_at} of {params.max_new_tokens}")
             response_ids = sequences[:, input_ids.shape[1] :]

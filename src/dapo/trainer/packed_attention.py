@@ -30,7 +30,7 @@ A RoPE whose frequencies follow a call's longest position (longrope past
 ``original_max_position_embeddings``, dynamic past ``max_position_embeddings``) would give every
 sequence of a row the longest one's: :func:`packed_logits` has the rotary module compute each
 set of sequences that rotate alike on its own positions, in the same single model call
-(:mod:`dapo.trainer.rope_groups`).
+(:mod:`dapo.rollout.rope_groups`).
 
 :func:`use_packed_attention` switches a model to this attention where packing would otherwise
 get the mask; a model without sdpa support keeps eager and the mask. Inside a packed call, a
@@ -53,7 +53,7 @@ from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_f
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
 from dapo.rollout.hf_compat import rope_length_threshold
-from dapo.trainer.rope_groups import rope_per_sequence
+from dapo.rollout.rope_groups import rope_per_sequence
 from dapo.trainer.sequence_parallel import (
     GROUP_KWARG,
     SequenceGroup,
@@ -207,7 +207,7 @@ def packed_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor],
     The flag that skips the row-wide mask is read while the model makes its masks, before any
     layer runs; a checkpointed layer's recompute in backward reuses the call's mask (none) and
     bounds. A RoPE whose frequencies follow the call's longest sequence (longrope, dynamic) is
-    computed for each sequence as it would be alone (:mod:`dapo.trainer.rope_groups`)."""
+    computed for each sequence as it would be alone (:mod:`dapo.rollout.rope_groups`)."""
     rope = rope_length_threshold(model)
     if rope is None:
         return _packed_call(model, tensors, sequence)

@@ -14,9 +14,9 @@ from transformers import PreTrainedModel
 
 from dapo.algo import entropy_from_logits, logprobs_and_entropy_from_logits, logprobs_from_logits
 from dapo.rollout.batching import within_lengths
+from dapo.rollout.rope_groups import rope_per_row
 from dapo.trainer.native_forward import native_shared_prompt_logits
 from dapo.trainer.packed_attention import packed_logits
-from dapo.trainer.rope_groups import rope_per_row
 from dapo.trainer.sequence_parallel import SequenceGroup
 from dapo.trainer.shared_prompt import shared_prompt_logits
 from dapo.trainer.update_stats import LogprobPass

@@ -242,7 +242,10 @@ def save_adapter(model: nn.Module, directory: str | Path, base_model_path: str,
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     config = model.peft_config["default"]
-    config.base_model_name_or_path = base_model_path
+    # a local base model by its absolute path: a relative one (model.path=./base) would load only
+    # from the training's working directory (AutoPeftModelForCausalLM reads it from here)
+    local = Path(base_model_path)
+    config.base_model_name_or_path = str(local.resolve()) if local.is_dir() else base_model_path
     config.save_pretrained(str(directory))
     adapters = get_peft_model_state_dict(model, state_dict=None if state is None else dict(state))
     state = {_PEFT_PREFIX + name: tensor.detach().contiguous() for name, tensor in adapters.items()}

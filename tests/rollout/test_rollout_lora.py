@@ -134,3 +134,28 @@ def test_adapting_an_output_layer_tied_to_the_embeddings_is_refused() -> None:
     with pytest.raises(UserError, match="ties to its input embeddings: leave it out of the targets"):
         apply_lora(tiny_qwen2(), rank=4, alpha=8.0, target_modules=["q_proj", "lm_head"])
     apply_lora(tiny_llama(), rank=4, alpha=8.0, target_modules=["q_proj", "lm_head"])  # untied: its own matrix
+
+
+def test_a_base_model_given_by_a_relative_path_is_saved_as_its_absolute_one(tmp_path, monkeypatch) -> None:
+    """AutoPeftModelForCausalLM loads an adapter directory's base model from adapter_config.json:
+    a relative model.path (./base) there would load only from the training's working directory."""
+    import json
+
+    from peft import AutoPeftModelForCausalLM
+
+    from dapo.lora import save_adapter
+
+    tiny_qwen2().save_pretrained(tmp_path / "base")
+    monkeypatch.chdir(tmp_path)
+    model = _adapted(tiny_qwen2())
+    save_adapter(model, tmp_path / "adapter", base_model_path="base")
+    save_adapter(model, tmp_path / "hub_adapter", base_model_path="Qwen/Qwen2.5-0.5B")  # a hub name stays one
+    assert json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())["base_model_name_or_path"] == (
+        str((tmp_path / "base").resolve()))
+    assert json.loads((tmp_path / "hub_adapter" / "adapter_config.json").read_text())["base_model_name_or_path"] == (
+        "Qwen/Qwen2.5-0.5B")
+    monkeypatch.chdir(tmp_path / "adapter")
+    loaded = AutoPeftModelForCausalLM.from_pretrained(tmp_path / "adapter").eval()
+    ids = torch.tensor([PROMPTS[1]])
+    with torch.no_grad():
+        assert torch.allclose(loaded(ids).logits, model(ids).logits, atol=1e-5)

@@ -122,6 +122,35 @@ def test_checkpoints_set_aside_stay_readable_by_the_run_directory_s_group(tmp_pa
     assert stat.S_IMODE(folder.stat().st_mode) == 0o775
 
 
+def test_a_set_aside_killed_partway_leaves_the_later_checkpoints_hidden_and_the_next_moves_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Going back to step 2 moves steps 3 and 4 one rename each: killed after the first, step 4
+    stayed under checkpoints/ and resume=auto resumed the attempt the user had abandoned."""
+    for step in (2, 3, 4):
+        (tmp_path / "checkpoints" / f"step-{step:06d}").mkdir(parents=True)
+        (tmp_path / "checkpoints" / f"step-{step:06d}" / "trainer_state.pt").write_bytes(b"")
+    rename, moved = Path.rename, []
+
+    def killed_on_the_second_move(self: Path, target: Path) -> Path:
+        if "abandoned-" in str(target) and len(moved) == 1:
+            raise KeyboardInterrupt
+        moved.append(self.name)
+        return rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", killed_on_the_second_move)
+    with pytest.raises(KeyboardInterrupt):
+        set_aside_checkpoints_after(tmp_path, 2)
+    monkeypatch.setattr(Path, "rename", rename)
+    assert (tmp_path / "checkpoints" / "step-000004").is_dir()  # not moved yet, and not listed
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["step-000002"]
+    assert resolve_resume("auto", tmp_path).path.name == "step-000002"
+    with pytest.warns(UserWarning, match=r"moved 1 checkpoint\(s\) after step 2 \(step-000004\)"):
+        set_aside_checkpoints_after(tmp_path, 2)  # the resume of step 2 moves what was left
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir() if not p.name.startswith("abandoned-")) == [
+        "step-000002"]
+    assert sorted(p.name for p in (tmp_path / "checkpoints").glob("abandoned-*/step-*")) == ["step-000003", "step-000004"]
+
+
 def test_half_written_checkpoint_is_ignored(tiny_model_dir: Path, tmp_path: Path):
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)

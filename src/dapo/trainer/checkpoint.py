@@ -39,7 +39,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_state_dict,
 )
 
-from dapo.durable import current_umask, fsync_dir, fsync_tree, modes_as_umask
+from dapo.durable import current_umask, fsync_dir, fsync_tree, modes_as_umask, write_atomically
 from dapo.errors import DamagedWeightsError
 from dapo.lora import adapter_names, has_lora
 from dapo.rollout.base import tied_duplicates
@@ -52,13 +52,32 @@ SET_ASIDE_PREFIX = "abandoned-"  # checkpoints/abandoned-<time>-<suffix>/: set_a
 BEST_LINK = "best"  # checkpoints/best -> step-NNNNNN: checkpoint.keep_best's (link_best)
 
 
+# checkpoints/.setting-aside: the step a set-aside keeps up to, while it moves the later ones
+# (set_aside_checkpoints_after): a run killed partway leaves them hidden, not resumable
+SETTING_ASIDE = ".setting-aside"
+
+
 def list_checkpoints(run_dir: str | Path) -> list[Path]:
-    """Complete checkpoints of a run, oldest first."""
+    """Complete checkpoints of a run, oldest first; not those a set-aside left behind (killed
+    while it moved them: the next one's moves them on)."""
+    kept_up_to = _setting_aside(checkpoints_root(run_dir))
+    return [p for p in _complete_checkpoints(run_dir) if kept_up_to is None or checkpoint_step(p) <= kept_up_to]
+
+
+def _complete_checkpoints(run_dir: str | Path) -> list[Path]:
     root = checkpoints_root(run_dir)
     if not root.is_dir():
         return []
     found = [(checkpoint_step(p), p) for p in root.iterdir() if CHECKPOINT_PATTERN.match(p.name)]
     return [p for _, p in sorted(found) if (p / STATE_FILE).exists()]
+
+
+def _setting_aside(root: Path) -> int | None:
+    """The step an unfinished set-aside keeps up to, or None."""
+    try:
+        return int((root / SETTING_ASIDE).read_text())
+    except (FileNotFoundError, NotADirectoryError, ValueError):  # (written atomically: a ValueError is a hand's)
+        return None
 
 
 def has_checkpoint(run_dir: str | Path, step: int) -> bool:
@@ -83,17 +102,26 @@ def set_aside_checkpoints_after(run_dir: str | Path, step: int) -> Path | None:
     they belong to an attempt this run does not continue (it starts over, or goes on from an
     earlier checkpoint). There neither ``resume=auto`` nor ``keep_last`` sees them, so a crash
     cannot resume the abandoned attempt and retention cannot delete the new one's checkpoints in
-    their favour; nothing is deleted. Returns the folder, or None when there were none."""
-    later = [path for path in list_checkpoints(run_dir) if checkpoint_step(path) > step]
-    if not later:
-        return None
+    their favour; nothing is deleted. Returns the folder, or None when there were none.
+
+    One rename each: a run killed partway would leave some under ``checkpoints/``, for the next
+    ``resume=auto`` to resume. So the step kept up to is recorded first (:data:`SETTING_ASIDE`),
+    :func:`list_checkpoints` leaves out the later ones while it is there, and the next set-aside
+    (the next run's resume, or ``never``'s start) moves those left, whichever step it keeps."""
     root = checkpoints_root(run_dir)
+    later = [path for path in _complete_checkpoints(run_dir) if checkpoint_step(path) > step]
+    if not later:
+        (root / SETTING_ASIDE).unlink(missing_ok=True)
+        return None
+    write_atomically(root / SETTING_ASIDE, str(step))
     # a new folder even when two set-asides fall in one second (a name in it would collide)
     folder = Path(tempfile.mkdtemp(prefix=f"{SET_ASIDE_PREFIX}{time.strftime('%Y%m%d-%H%M%S')}-", dir=root))
     os.chmod(folder, 0o777 & ~current_umask())  # mkdtemp's 0700 would hide them from the run directory's group
     for path in later:
         path.rename(folder / path.name)
     fsync_dir(folder)  # a rename is durable once both directories are
+    fsync_dir(root)
+    (root / SETTING_ASIDE).unlink()
     fsync_dir(root)
     warnings.warn(
         f"moved {len(later)} checkpoint(s) after step {max(step, 0)} ({', '.join(p.name for p in later)}), of "

@@ -129,6 +129,7 @@ def test_a_set_aside_killed_partway_leaves_the_later_checkpoints_hidden_and_the_
     for step in (2, 3, 4):
         (tmp_path / "checkpoints" / f"step-{step:06d}").mkdir(parents=True)
         (tmp_path / "checkpoints" / f"step-{step:06d}" / "trainer_state.pt").write_bytes(b"")
+    (tmp_path / "checkpoints" / "best").symlink_to("step-000004")  # checkpoint.keep_best's
     rename, moved = Path.rename, []
 
     def killed_on_the_second_move(self: Path, target: Path) -> Path:
@@ -146,6 +147,7 @@ def test_a_set_aside_killed_partway_leaves_the_later_checkpoints_hidden_and_the_
     assert resolve_resume("auto", tmp_path).path.name == "step-000002"
     with pytest.warns(UserWarning, match=r"moved 1 checkpoint\(s\) after step 2 \(step-000004\)"):
         set_aside_checkpoints_after(tmp_path, 2)  # the resume of step 2 moves what was left
+    # (not a best link left dangling: from_pretrained(RUN/checkpoints/best) would fail)
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir() if not p.name.startswith("abandoned-")) == [
         "step-000002"]
     assert sorted(p.name for p in (tmp_path / "checkpoints").glob("abandoned-*/step-*")) == ["step-000003", "step-000004"]

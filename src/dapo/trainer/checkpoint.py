@@ -119,6 +119,9 @@ def set_aside_checkpoints_after(run_dir: str | Path, step: int) -> Path | None:
     os.chmod(folder, 0o777 & ~current_umask())  # mkdtemp's 0700 would hide them from the run directory's group
     for path in later:
         path.rename(folder / path.name)
+    best = root / BEST_LINK
+    if best.is_symlink() and os.readlink(best) in {path.name for path in later}:
+        best.unlink()  # it would dangle (from_pretrained(best) failing) until link_best's next call
     fsync_dir(folder)  # a rename is durable once both directories are
     fsync_dir(root)
     (root / SETTING_ASIDE).unlink()

@@ -77,8 +77,10 @@ METRICS: dict[str, str] = {
     "step's first pass over them: with algorithm.old_logprobs=recompute and several updates per step, those "
     "sampled this step (carried-over ones hold their own step's pi_old); with one update per step, all of them "
     "(the update's own forward, carried-over ones included); with rollout, the first mini-batch's (carried-over "
-    "groups come last in the batch), or the first mini-batches' up to one with loss tokens); an update skipped for "
-    "a non-finite loss measures none (it stopped partway), the next mini-batch's does; absent when none measured",
+    "groups come last in the batch), or the first mini-batches' up to one with loss tokens that stepped); an update "
+    "skipped for a non-finite loss measures none (it stopped partway), the next mini-batch's does; one skipped for "
+    "a non-finite gradient measures its mini-batch and the next one's too (both still on pi_old); absent when none "
+    "measured",
     "actor/clip_frac_low": "fraction of loss tokens clipped at 1 - clip_ratio_low (A < 0)",
     "actor/clip_frac_high": "fraction of loss tokens clipped at 1 + clip_ratio_high (A > 0)",
     "actor/clip_frac_dual": "fraction of loss tokens bounded by dual-clip c (A < 0, ratio > c)",

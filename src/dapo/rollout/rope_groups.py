@@ -99,10 +99,13 @@ def _grouped_rotary(model: PreTrainedModel, groups: list[int] | None,
 
     def grouped(x: torch.Tensor, position_ids: torch.Tensor, *args, **kwargs) -> tuple[torch.Tensor, ...]:
         which = member_groups(position_ids)
-        if which is None or len(set(which.tolist())) <= 1:
+        if which is None:
             return forward(x, position_ids, *args, **kwargs)
-        # each call from the module's own frequencies (a dynamic one grows from them group by group)
+        # each call from the module's own frequencies, a dynamic one growing from them group by group:
+        # grown by an earlier call (another row's), transformers keeps them for a call up to its threshold
         reset_dynamic_rope(rotary)
+        if len(set(which.tolist())) <= 1:
+            return forward(x, position_ids, *args, **kwargs)
         outputs = None
         for group in sorted(set(which.tolist())):
             index = (which == group).nonzero().squeeze(1)

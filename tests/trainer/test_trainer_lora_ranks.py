@@ -28,7 +28,8 @@ pytest.importorskip("ray")
 pytestmark = pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")
 
 
-# a Ray run of two ranks and a reference (15-22 s)
+# a Ray run of two ranks and a reference (15-35 s)
+@pytest.mark.slow
 def test_lora_on_two_ranks_updates_as_one_process_with_its_base_model_as_kl_reference(
         tiny_model_dir, reward_file, tmp_path):
     """Values: the ranks start from rank 0's adapters (B = 0, the same A as one process), sum their

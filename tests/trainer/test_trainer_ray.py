@@ -303,7 +303,8 @@ def test_one_ranks_error_is_raised_at_once_and_a_dead_rank_is_named(short_rank_d
         ray.shutdown()
 
 
-# 11-15 s of Ray
+# 11-25 s of Ray
+@pytest.mark.slow
 def test_a_ctrl_c_while_the_ranks_generate_cancels_their_generation():
     """A Ctrl-C (or SIGTERM) during a multi-rank evaluation: the ranks went on generating their whole
     chunk, and the checkpoint of the trained step queued behind it (minutes, past a scheduler's

@@ -111,11 +111,11 @@ TWO_GROUPS = ["resources.devices_per_node=4", "resources.cpus_per_rank=0.5", "tr
               "trainer.sequence_parallel_size=2"]
 
 
-# a Ray run of two ranks or more, 15-30 s and up: the default suite keeps the plain form (the all-to-alls
-# alone: test_trainer_sequence_all_to_all)
+# a Ray run of two ranks or more, 15-45 s each: all in the slow suite (the default one keeps the
+# all-to-alls alone, test_trainer_sequence_all_to_all, and the one-process tests above)
 @pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")
 @pytest.mark.parametrize("checkpointing, ranks", [
-    pytest.param(False, SEQUENCE_PARALLEL, id=""),
+    pytest.param(False, SEQUENCE_PARALLEL, id="", marks=pytest.mark.slow),
     pytest.param(True, SEQUENCE_PARALLEL, id="gradient-checkpointing", marks=pytest.mark.slow),
     pytest.param(False, TWO_GROUPS, id="two-groups", marks=pytest.mark.slow)])
 def test_two_sequence_parallel_ranks_update_as_one_process_then_train(tiny_model_dir, reward_file, tmp_path,

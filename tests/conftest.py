@@ -9,8 +9,9 @@ starve each other's timeouts. (torch.distributed launches pick their own free po
 file, and run beside them.)
 
 The groups are this suite's own scheduler (:func:`pytest_xdist_make_scheduler`), not
-``xdist_group`` markers: xdist reads those into the test ids by setting ``item._nodeid``, which
-pytest 9.2 no longer reads, so under pytest-xdist 3.8 every group was silently split.
+``xdist_group`` markers, which were silently ignored: the hook that added them tested ``dist``,
+which xdist's workers set to "no", and xdist reads them into the test ids by setting
+``item._nodeid``, which pytest 9.2 no longer reads.
 """
 
 from __future__ import annotations

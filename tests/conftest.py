@@ -44,11 +44,4 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
         def _split_scope(self, nodeid: str) -> str:
             return group_of(root / nodeid.split("::", 1)[0])
 
-        def _assign_work_unit(self, node: object) -> None:
-            # the Ray group first: the longest to run, it would otherwise end the suite alone
-            # (xdist orders the groups by their number of tests)
-            if "ray" in self.workqueue:
-                self.workqueue.move_to_end("ray", last=False)
-            super()._assign_work_unit(node)
-
     return ModuleOrRayScheduling(config, log)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 import transformers
 
+from dapo.rollout.hf_compat import rope_length_threshold
 from dapo.rollout.rope_groups import rope_rows_alone
 
 THRESHOLD = 12
@@ -29,7 +30,7 @@ def test_each_row_rotates_as_alone_after_a_longer_call_grew_the_frequencies() ->
     threshold, so without a reset before each call these rows rotated by the grown ones."""
     model = _model()
     rotary = model.model.rotary_emb
-    with rope_rows_alone(model):
+    with rope_rows_alone(model, rope_length_threshold(model)):
         long_call = torch.stack([torch.arange(20), torch.arange(20).clamp(max=5)])  # rows of 20 and 6 positions
         cos, sin = rotary(torch.zeros(2, 20, 16), long_call)
         for row in range(2):

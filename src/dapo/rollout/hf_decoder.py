@@ -12,7 +12,12 @@ from torch import nn
 from transformers import DynamicCache
 
 from dapo.rollout.batching import left_pad_mask
-from dapo.rollout.hf_compat import cache_keyword, reset_dynamic_rope, rotary_module
+from dapo.rollout.hf_compat import (
+    cache_keyword,
+    reset_dynamic_rope,
+    rope_length_threshold,
+    rotary_module,
+)
 from dapo.rollout.rope_groups import rope_rows_alone
 
 
@@ -25,13 +30,14 @@ class HFDecodeSession:
         reset_dynamic_rope(rotary_module(model))
         self.cache = DynamicCache(config=model.config)
         self.cache_keyword = cache_keyword(model)
+        self.rope = rope_length_threshold(model)  # (rope_rows_alone's, read once per generation)
         self.attention_mask = torch.empty(0)  # (B, tokens so far): 1 real, 0 padding
         self.positions = torch.empty(0, dtype=torch.long)  # (B,) position of the next token
 
     def _logits(self, input_ids: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
         # a RoPE that follows length (longrope, dynamic) rotates each row as alone, as the trainer's
         # forward does: Hugging Face's rotates every row by the longest one's frequencies
-        with rope_rows_alone(self.model):
+        with rope_rows_alone(self.model, self.rope):
             output = self.model(
                 input_ids=input_ids,
                 attention_mask=self.attention_mask,

@@ -45,6 +45,7 @@ from dapo.rollout.batching import (
     left_pad_mask,
     model_device,
 )
+from dapo.rollout.hf_compat import rope_length_threshold
 from dapo.rollout.rope_groups import rope_rows_alone
 from dapo.rollout.stopping import cut_at_stop_string
 
@@ -106,7 +107,7 @@ class HFGenerateEngine:
             recorder, stop_criterion = _StepLogprobs(), _WhenAsked(self.should_stop)
             # each row rotated as alone by a RoPE that follows length, from the module's own
             # frequencies (not those an earlier, longer call grew): dapo.rollout.rope_groups
-            with rope_rows_alone(self.model):
+            with rope_rows_alone(self.model, rope_length_threshold(self.model)):
                 sequences = self.model.generate(
                     input_ids=input_ids, attention_mask=attention_mask, generation_config=self._generation_config(params),
                     logits_processor=self._processors(params, recorder), stopping_criteria=StoppingCriteriaList([stop_criterion]),

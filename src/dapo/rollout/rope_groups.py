@@ -62,12 +62,12 @@ def rope_per_row(model: PreTrainedModel, attention_mask: torch.Tensor) -> Iterat
 
 
 @contextlib.contextmanager
-def rope_rows_alone(model: PreTrainedModel) -> Iterator[None]:
+def rope_rows_alone(model: PreTrainedModel, rope: tuple[str, int] | None) -> Iterator[None]:
     """For the calls of a generation (left-padded prefill, then one token per row and call): each
     row rotated by the frequencies it would get generated alone, from its own longest position
     (``max(position_ids) + 1`` of that row; a left pad's position is 0 or 1, below its row's real
-    ones), not the batch's longest row's. Nothing changes for a RoPE that does not follow length."""
-    rope = rope_length_threshold(model)
+    ones), not the batch's longest row's. ``rope``: the model's :func:`rope_length_threshold`,
+    read once by the caller (a decode step's call costs nothing more where it is None)."""
     if rope is None:
         yield
         return

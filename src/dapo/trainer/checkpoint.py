@@ -81,7 +81,8 @@ def _setting_aside(root: Path) -> int | None:
 
 
 def has_checkpoint(run_dir: str | Path, step: int) -> bool:
-    """Whether the run holds a complete checkpoint of ``step`` (one :func:`list_checkpoints` lists)."""
+    """Whether the run holds a complete checkpoint of ``step`` (one :func:`list_checkpoints` lists,
+    unless an unfinished set-aside hides it)."""
     return (checkpoints_root(run_dir) / checkpoint_name(step) / STATE_FILE).exists()
 
 

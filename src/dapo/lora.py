@@ -252,18 +252,43 @@ def save_adapter(model: nn.Module, directory: str | Path, base_model_path: str,
     save_file(state, str(directory / ADAPTER_FILE), metadata={"format": "pt"})
 
 
+def adapted_layers(model: nn.Module) -> set[str]:
+    """The names of ``model``'s layers that carry adapters (``model.layers.0.self_attn.q_proj``, ...)."""
+    return {entry["layer"] for name in adapter_names(model) if (entry := _LORA_ENTRY.match(name))}
+
+
+def saved_adapted_layers(directory: str | Path) -> set[str]:
+    """The names of the layers whose adapters :func:`save_adapter` wrote into ``directory``, as
+    :func:`adapted_layers` names them (from the file's header: no tensor is read)."""
+    from safetensors import safe_open
+
+    with safe_open(str(Path(directory) / ADAPTER_FILE), framework="pt") as file:
+        names = file.keys()  # (a safetensors file, not a dict: iterating it is not its names)
+    return {name.removeprefix(_PEFT_PREFIX).split(".lora_", 1)[0] for name in names if ".lora_" in name}
+
+
 def adapter_config_mismatch(model: nn.Module, directory: str | Path) -> str | None:
     """Why the adapters saved in ``directory`` (:func:`save_adapter`) are not ``model``'s kind
-    (another rank, alpha or targets), or None when they are."""
+    (another rank or alpha, or on other layers), or None when they are. The layers are compared,
+    not the target lists: [all-linear] and the list of every projection by name adapt the same."""
     saved = json.loads((Path(directory) / "adapter_config.json").read_text())
     config = model.peft_config["default"]
-    if (saved.get("r"), saved.get("lora_alpha"), _as_list(saved.get("target_modules"))) == (
-            config.r, config.lora_alpha, _as_list(config.target_modules)):
+    layers = layers_difference(saved_adapted_layers(directory), adapted_layers(model))
+    if (saved.get("r"), saved.get("lora_alpha")) == (config.r, config.lora_alpha) and not layers:
         return None
     return (f"the adapters in {directory} (rank {saved.get('r')}, alpha {saved.get('lora_alpha')}, targets "
             f"{_as_list(saved.get('target_modules'))}) are not this run's (model.lora_rank={config.r}, lora_alpha="
-            f"{config.lora_alpha}, targets {_as_list(config.target_modules)}): resume with the checkpoint's "
-            "model.lora_* settings, or start over with checkpoint.resume=never")
+            f"{config.lora_alpha}, targets {_as_list(config.target_modules)}){layers}: resume with the "
+            "checkpoint's model.lora_* settings, or start over with checkpoint.resume=never")
+
+
+def layers_difference(saved: set[str], run: set[str]) -> str:
+    """A clause naming a few of the layers adapted in a checkpoint (``saved``) or in this run alone,
+    or "" when both adapt the same layers."""
+    parts = [f"{where}: {', '.join(sorted(only)[:3])}{', ...' if len(only) > 3 else ''}"
+             for where, only in (("only the checkpoint adapts", saved - run), ("only this run adapts", run - saved))
+             if only]
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def load_adapter(model: nn.Module, directory: str | Path) -> None:
@@ -284,7 +309,11 @@ def load_adapter(model: nn.Module, directory: str | Path) -> None:
                          f"unexpected {list(result.unexpected_keys)[:4]}")
 
 
-def _as_list(targets: object) -> list[str]:
+def _as_list(targets: object) -> list[str] | str:
+    """Target modules as PEFT holds them, to say: sorted, or a count where [all-linear] became
+    the names of every layer (hundreds on a large model)."""
     if targets is None:
         return []
-    return [targets] if isinstance(targets, str) else sorted(targets)
+    if isinstance(targets, str):
+        return [targets]
+    return sorted(targets) if len(targets) <= 8 else f"{len(targets)} layers"

@@ -23,7 +23,6 @@ Nothing here imports transformers or loads a model, so ``dapo train`` reports a 
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import os
 import warnings
@@ -276,7 +275,7 @@ def resume_problems(cfg: DAPOConfig) -> list[str]:
         return [problem]
     # a one-process checkpoint and several ranks, or other LoRA adapters: found before Ray starts them
     problem = (resume_layout_problem(resume, run_dir, cfg.resources.world_size)
-               or resume_adapter_problem(resume, run_dir, dataclasses.asdict(cfg.model)))
+               or resume_adapter_problem(resume, run_dir, cfg.model))
     return [problem] if problem is not None else []
 
 

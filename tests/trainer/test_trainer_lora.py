@@ -89,8 +89,18 @@ def test_resuming_with_and_without_adapters_across_is_refused(tiny_model_dir, re
         with pytest.raises(PreflightError, match="resume it with model.lora_rank=4"):
             Trainer(tiny_config(tiny_model_dir, tmp_path / "other", reward_file, *LORA, setting,
                                 f"checkpoint.resume={lora_checkpoint}"))
+    # another list is compared by the layers it adapts: these say which
+    every_projection = "[q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj]"
+    with pytest.raises(PreflightError, match=r"ask \(only the checkpoint adapts: model.layers.0.mlp.down_proj, "
+                                             r"model.layers.1.mlp.down_proj\); resume it with"):
+        Trainer(tiny_config(tiny_model_dir, tmp_path / "other", reward_file, *LORA,
+                            f"model.lora_target_modules={every_projection}", f"checkpoint.resume={lora_checkpoint}"))
     # the load refuses them too, for a checkpoint without its run config (the last line of defence)
     (lora_checkpoint / "dapo_config.yaml").rename(tmp_path / "saved.yaml")
+    with pytest.raises(AdapterMismatchError, match=r"targets 14 layers\) are not this run's .*targets \['q_proj'\]\) \(only the checkpoint adapts: "
+                                                   r"model.layers.0.mlp.down_proj, .*, \.\.\.\): resume with"):
+        Trainer(tiny_config(tiny_model_dir, tmp_path / "other3", reward_file, *LORA, "model.lora_target_modules=[q_proj]",
+                            f"checkpoint.resume={lora_checkpoint}")).train()
     with pytest.raises(AdapterMismatchError, match="trained with LoRA adapters"):
         Trainer(tiny_config(tiny_model_dir, tmp_path / "full2", reward_file, "eval.every_steps=0",
                             f"checkpoint.resume={lora_checkpoint}")).train()
@@ -103,6 +113,17 @@ def test_resuming_with_and_without_adapters_across_is_refused(tiny_model_dir, re
     with pytest.raises(UserError, match="LoRA adapters resume on the base weights they were trained on"):
         Trainer(tiny_config(other_base, tmp_path / "other", reward_file, *LORA,
                             f"checkpoint.resume={lora_checkpoint}")).train()
+
+
+def test_a_resume_with_another_list_of_the_same_layers_goes_on(tiny_model_dir, reward_file, tmp_path):
+    """[all-linear] and the list of every projection by name adapt the same layers: a run trained
+    with one resumes with the other (the preflight compared the lists as written, and refused)."""
+    Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *LORA, "trainer.total_steps=1")).train()
+    every_projection = "[q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj]"
+    Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *LORA, "trainer.total_steps=2",
+                        f"model.lora_target_modules={every_projection}")).train()
+    trained = [row["step"] for row in read_metrics(tmp_path / "run") if "time/step" in row]
+    assert trained == [1, 2]  # step 2 from step 1's adapters
 
 
 def test_a_lora_policys_kl_reference_is_its_base_model_without_a_copy(tiny_model_dir, reward_file, tmp_path):

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import os
 import warnings
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from dapo.config import ModelConfig
 from dapo.trainer.checkpoint import (
     SET_ASIDE_PREFIX,
     layout_mismatch,
@@ -137,12 +138,13 @@ def resume_layout_problem(resume: str, run_dir: str | Path, world_size: int) -> 
     return f"cannot resume from {point.path}: {mismatch}" if mismatch else None
 
 
-def resume_adapter_problem(resume: str, run_dir: str | Path, model: dict) -> str | None:
+def resume_adapter_problem(resume: str, run_dir: str | Path, model: ModelConfig) -> str | None:
     """Why the checkpoint this run would resume from holds other LoRA adapters than ``model``
-    (the run's ``model`` config section) asks for: of another rank, alpha or targets, or adapters
-    where it trains every weight, or the other way round; None when they agree (or the
+    (the run's ``model`` config section) asks for: of another rank or alpha, on other layers, or
+    adapters where it trains every weight, or the other way round; None when they agree (or the
     checkpoint saved no run config: the load says it then). From its ``dapo_config.yaml``, before
-    Ray starts the ranks and they load the model (minutes for a 32B one)."""
+    Ray starts the ranks and they load the model (minutes for a 32B one); target lists that differ
+    as written are compared by the layers they adapt, on the model built on the meta device."""
     try:
         with warnings.catch_warnings():  # the run says it again when it resumes
             warnings.simplefilter("ignore")
@@ -152,15 +154,23 @@ def resume_adapter_problem(resume: str, run_dir: str | Path, model: dict) -> str
     saved = saved_section(point.path, "model") if point is not None else {}
     if not saved:
         return None
-    before, now = (_adapters_of(config) for config in (saved, model))
+    before, now = (_adapters_of(config) for config in (saved, asdict(model)))
     if before == now:
         return None
+    layers = ""
+    if before and now and [before[key] for key in _SIZE] == [now[key] for key in _SIZE]:
+        layers = _layers_difference(point.path, model)
+        if not layers:  # the same layers, or it cannot tell (None): the load compares them
+            return None
     remedy = ("resume it with " + (" ".join(f"model.{key}={value}" for key, value in before.items()) if before
                                    else "model.lora_rank=0")
               + (", or start over: checkpoint.resume=never" + (" (or another output_dir)" if resume == "auto" else "")))
     said = (f"LoRA adapters of rank {before['lora_rank']}, alpha {before['lora_alpha']:g}, targets "
             f"{before['lora_target_modules']}" if before else "every weight trained (no LoRA adapters)")
-    return f"cannot resume from {point.path}: it holds {said}, not what this run's model.lora_* ask; {remedy}"
+    return f"cannot resume from {point.path}: it holds {said}, not what this run's model.lora_* ask{layers}; {remedy}"
+
+
+_SIZE = ("lora_rank", "lora_alpha")
 
 
 def _adapters_of(model: dict) -> dict:
@@ -170,6 +180,32 @@ def _adapters_of(model: dict) -> dict:
     targets = model.get("lora_target_modules") or ["all-linear"]
     return {"lora_rank": model["lora_rank"], "lora_alpha": float(model.get("lora_alpha", 16.0)),
             "lora_target_modules": "[" + ",".join(sorted(targets)) + "]"}
+
+
+def _layers_difference(checkpoint: Path, model: ModelConfig) -> str | None:
+    """:func:`~dapo.lora.layers_difference` of the layers whose adapters ``checkpoint`` holds and
+    those ``model.lora_target_modules`` adapt on the model built on the meta device (seconds, no
+    weights read); None when either cannot be had."""
+    import torch
+
+    from dapo.lora import (
+        ADAPTER_DIR,
+        adapted_layers,
+        apply_lora,
+        layers_difference,
+        saved_adapted_layers,
+    )
+    from dapo.trainer.setup import model_structure, resolve_model_path
+
+    try:
+        saved = saved_adapted_layers(checkpoint / ADAPTER_DIR)
+        with warnings.catch_warnings(), torch.device("meta"):
+            warnings.simplefilter("ignore")
+            structure = model_structure(resolve_model_path(model), model)
+            apply_lora(structure, model.lora_rank, model.lora_alpha, model.lora_target_modules)
+    except Exception:  # noqa: BLE001 - targets naming no layer, an unreadable model: the run says it
+        return None
+    return layers_difference(saved, adapted_layers(structure))
 
 
 def is_set_aside(path: Path, run_dir: str | Path) -> bool:

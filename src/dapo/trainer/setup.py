@@ -79,7 +79,7 @@ def _load_kwargs(cfg: ModelConfig) -> dict:
     return kwargs
 
 
-def _structure(path: Path, cfg: ModelConfig) -> PreTrainedModel:
+def model_structure(path: Path, cfg: ModelConfig) -> PreTrainedModel:
     """The model at ``path`` built on the meta device (no memory, no weights read), with the same
     dtype and attention as the loaded model would have."""
     with torch.device("meta"):
@@ -136,7 +136,7 @@ def load_model_and_tokenizer(
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     if not weights:
-        model = _structure(path, cfg)
+        model = model_structure(path, cfg)
         with contextlib.suppress(OSError):  # the stop tokens are read from it
             model.generation_config = GenerationConfig.from_pretrained(path)
     else:
@@ -163,7 +163,7 @@ def add_adapters(model: PreTrainedModel, cfg: ModelConfig) -> None:
 def load_reference_model(path: Path, cfg: ModelConfig, device: torch.device, weights: bool = True) -> PreTrainedModel:
     """A frozen copy of the initial policy, loaded only when algorithm.kl_coef > 0 (``weights=False``:
     its structure on the meta device, for a policy rank whose shard of it comes from rank 0)."""
-    model = load_weights(path, cfg).to(device) if weights else _structure(path, cfg)
+    model = load_weights(path, cfg).to(device) if weights else model_structure(path, cfg)
     model.eval().requires_grad_(False)
     return model
 

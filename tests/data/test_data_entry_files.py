@@ -118,3 +118,16 @@ def test_a_glob_still_stops_at_a_file_of_a_data_type_not_read(tmp_path: Path, na
     with pytest.raises(DataError, match=rf"hub: holds 1 data file\(s\) of the train split of a type dapo does not "
                                         rf"read: data/{re.escape(name)};"):
         load_problems([str(hub)], QA, "train")
+
+
+def test_a_file_named_twice_is_read_once_and_said(tmp_path: Path) -> None:
+    """Named by itself and by the glob that matches it, a file was read twice: each of its rows
+    a second copy, of equal weight with data.dedup_train=false."""
+    (tmp_path / "a.jsonl").write_bytes(_jsonl(_rows(0, 3)))
+    (tmp_path / "b.jsonl").write_bytes(_jsonl(_rows(3, 2)))
+    a = str(tmp_path / "a.jsonl")
+    cfg = DataConfig(prompt_key="question", answer_key="answer", dedup_train=False)
+    loaded = load_problems([a, str(tmp_path / "*.jsonl"), str(tmp_path / "." / "a.jsonl")], cfg, "train")
+    assert [p.ground_truth for p in loaded.problems] == ["1", "2", "3", "4", "5"]
+    assert loaded.sources == [a, str(tmp_path / "b.jsonl")]
+    assert any(f"{a}: read once, though named twice (named by {a!r} and by " in w for w in loaded.warnings)

@@ -127,6 +127,32 @@ def test_a_chat_list_stored_as_json_text_loads_as_messages_and_bracketed_text_st
     assert [p.prompt for p in loaded.problems] == [messages, *texts, messages]
 
 
+def test_a_chat_list_as_json_text_with_messages_not_read_is_refused_as_the_list_itself_is(tmp_path: Path) -> None:
+    """OpenAI content parts, or a null content, in a chat list stored as its JSON text: the row
+    loaded, the model to read the list's JSON as the question; the same list in JSONL is refused."""
+    parts = [{"role": "user", "content": [{"type": "text", "text": "2+2?"}]}]
+    null = [{"role": "system", "content": None}, {"role": "user", "content": "2+2?"}]
+    for name, messages in (("parts", parts), ("null", null)):
+        for form, prompt in (("text", json.dumps(messages)), ("list", messages)):
+            path = _write_jsonl(tmp_path / f"{name}_{form}.jsonl", [{"prompt": "1+1?", "answer": "2"},
+                                                                     {"prompt": prompt, "answer": "4"}])
+            with pytest.raises(DataError, match=rf"{name}_{form}.jsonl line 2: wrong type at 'prompt': chat messages "
+                                                r"must be \{'role': str, 'content': str\}"):
+                load_problems([path], DataConfig(answer_key="answer"), "train")
+    with pytest.raises(DataError, match="content parts are not read: give each message's text as its content"):
+        load_problems([str(tmp_path / "parts_text.jsonl")], DataConfig(answer_key="answer"), "train")
+
+
+def test_a_null_struct_on_the_answers_path_is_said_to_be_null(tmp_path: Path) -> None:
+    """A row whose whole reward_model is null was said to lack the key, "row has keys [...,
+    'reward_model']": the key it lists as there."""
+    rows = [_dapo_row("1+1", "2", 0), {**_dapo_row("2+2", "4", 1), "reward_model": None}]
+    path = _write_jsonl(tmp_path / "dapo.jsonl", rows)
+    with pytest.raises(DataError, match=r"dapo.jsonl line 2: missing ground truth at 'reward_model.ground_truth' "
+                                        r"\('reward_model' is null\)$"):
+        load_problems([path], DataConfig(), "train")
+
+
 def test_an_integer_past_pythons_digit_limit_is_read_as_its_digits(tmp_path: Path) -> None:
     """json.loads raises a plain ValueError past 4300 digits: the file stopped there, the error
     naming the line before; the answer is its digits."""

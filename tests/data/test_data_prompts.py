@@ -193,3 +193,46 @@ def test_an_unknown_chat_role_is_warned_about_with_its_row(tmp_path) -> None:
     assert PromptEncoder(templated, cfg).unknown_roles_note(problems[:1]) is None  # system and user are known
     # without a chat template the roles are not rendered (messages joined as text): nothing to say
     assert PromptEncoder(build_tokenizer(), cfg).unknown_roles_note(problems) is None
+
+
+def test_plain_text_prompts_get_one_bos_and_no_closing_eos() -> None:
+    """Plain text that begins with the BOS (kept from a rendered prompt) got a second one added;
+    a tokenizer saved with add_eos_token=true ended every prompt with EOS, the text over before
+    its answer."""
+    tokenizer = build_tokenizer()
+    bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
+    encoder = PromptEncoder(tokenizer, DataConfig(template="none", use_chat_template=False))
+    plain, with_bos, with_eos = encoder.encode([Problem("u", "2+2?", "4"), Problem("v", "<bos>2+2?", "4"),
+                                                Problem("w", "2+2?<eos>", "4")]).token_ids
+    assert plain[0] == bos and plain.count(bos) == 1 and with_bos == plain
+    assert with_eos == [*plain, eos]  # an EOS the text itself holds stays
+    tokenizer.add_eos_token = True
+    assert tokenizer("2+2?")["input_ids"][-1] == eos  # (what the tokenizer adds)
+    assert encoder.encode([Problem("u", "2+2?", "4"), Problem("v", "1", "1", verbatim=True)]).token_ids == [
+        plain, [bos, *tokenizer("1", add_special_tokens=False)["input_ids"]]]
+
+
+def test_a_text_prompt_already_rendered_with_a_chat_template_is_warned_about(tmp_path) -> None:
+    """A text column of prompts rendered by a chat template ("<|im_start|>user ...") went
+    through the chat template again, unsaid: a template inside a template."""
+    import json
+
+    from dapo.data import load_problems
+
+    tokenizer = build_tokenizer()
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})
+    tokenizer.chat_template = CHAT_TEMPLATE
+    path = tmp_path / "data.jsonl"
+    rows = [{"prompt": "What is 1+1?", "answer": "2"},
+            {"prompt": "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n", "answer": "4"}]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    problems = load_problems([str(path)], DataConfig(answer_key="answer"), "train").problems
+    note = PromptEncoder(tokenizer, DataConfig()).rendered_text_note(problems)
+    assert note is not None and "special token '<|im_start|>'" in note and "the chat template renders" in note
+    assert f"(the first at {path} line 2)" in note
+    assert "the DAPO instruction" in PromptEncoder(tokenizer, DataConfig(use_chat_template=False)).rendered_text_note(
+        problems)
+    assert PromptEncoder(tokenizer, DataConfig()).rendered_text_note(problems[:1]) is None
+    as_they_are = PromptEncoder(tokenizer, DataConfig(template="none", use_chat_template=False))
+    assert as_they_are.rendered_text_note(problems) is None
+    assert as_they_are.render(problems[1]) == rows[1]["prompt"]

@@ -49,9 +49,11 @@ def test_json_array_file_loads_and_its_bad_elements_are_named(tmp_path: Path) ->
     rows = [{"question": "1+1?", "answer": 2}, {"question": "2+2?", "answer": "4"}]
     path = tmp_path / "qa.json"
     path.write_text(json.dumps(rows, indent=2))  # one array, as json.dump writes it
+    (tmp_path / "copy.json").write_text(path.read_text())
     cfg = DataConfig(prompt_key="question", answer_key="answer")
-    assert [(p.prompt, p.ground_truth) for p in load_problems([str(path), str(path)], cfg, "eval").problems] == [
-        ("1+1?", "2"), ("2+2?", "4"), ("1+1?", "2"), ("2+2?", "4")]
+    loaded = load_problems([str(path), str(tmp_path / "copy.json")], cfg, "eval")
+    assert [(p.prompt, p.ground_truth) for p in loaded.problems] == [("1+1?", "2"), ("2+2?", "4"), ("1+1?", "2"),
+                                                                      ("2+2?", "4")]
     path.write_text(json.dumps([rows[0], ["not", "an", "object"], rows[1]]))
     with pytest.raises(DataError, match=r"qa.json row 1 \(0-based\) at line 1: wrong type: expected a JSON object, got list"):
         load_problems([str(path)], cfg, "train")

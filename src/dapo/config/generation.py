@@ -131,11 +131,12 @@ class RolloutConfig:
     top_k: int = 0
     # Longest response in tokens (DAPO's L_max); longer ones are cut and flagged truncated.
     max_response_length: int = 20480
-    # Native engine compute dtype: "model" (the policy's own dtype: log-probs match the trainer
-    # exactly), "bfloat16" (about 1.6x faster decode on a float32 policy on CPUs with bf16 units;
-    # the rollout/trainer mismatch this causes is logged, and either corrected by algorithm.tis_cap
-    # or made moot by algorithm.old_logprobs=rollout), or "float16" / "float32" (float16 decoding
-    # can overflow, which stops the run naming bfloat16).
+    # Native engine compute dtype: "model" (the policy's own dtype: log-probs match the trainer's
+    # to rounding, ~5e-7 in float32, where the trainer computes in it too: not under
+    # trainer.autocast=bf16, as dapo_recipe.yaml sets), "bfloat16" (about 1.6x faster decode on a
+    # float32 policy on CPUs with bf16 units; the rollout/trainer mismatch this causes is logged,
+    # and either corrected by algorithm.tis_cap or made moot by algorithm.old_logprobs=rollout), or
+    # "float16" / "float32" (float16 decoding can overflow, which stops the run naming bfloat16).
     native_dtype: str = "model"
     # Native engine, bf16 decoding on x86 CPUs with AVX512-BF16: run RoPE, the KV-cache write,
     # attention and RMSNorm in fused C kernels (dapo.rollout.cpu_kernels), compiled on first use by

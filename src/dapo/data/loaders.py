@@ -34,6 +34,7 @@ import contextlib
 import gc
 import itertools
 import operator
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -76,7 +77,7 @@ def load_problems(files: list[str], cfg: DataConfig, split: str) -> LoadedProble
     prompts_read = PromptMemo()
     empty: list[str] = []  # the files that held no rows
     with _collector_paused():
-        for entry, path in ((e, path) for e in files for path in _paths_of(e, split, result.warnings)):
+        for entry, path in _each_file_once(files, split, result.warnings):
             result.sources.append(path)
             source_name = default_data_source(path, entry)
             rows_before, skipped_before, said_before = result.rows_read, result.num_malformed_skipped, len(result.warnings)
@@ -91,6 +92,23 @@ def load_problems(files: list[str], cfg: DataConfig, split: str) -> LoadedProble
                 raise _no_usable_row(path, result.rows_read - rows_before, result.warnings[said_before:])
     _stop_or_say_empty(result, files, split, empty)
     return result
+
+
+def _each_file_once(files: list[str], split: str, notes: list[str]) -> Iterator[tuple[str, str]]:
+    """(entry, path) of each file ``files`` names, in order, each file once: one named again (by
+    itself and by a glob or its directory, or by another spelling of its path) would add each of
+    its rows a second time (with data.dedup_train=false, as a copy of equal weight); said in
+    ``notes``."""
+    seen: dict[str, str] = {}  # resolved path -> the entry that named it first
+    for entry in files:
+        for path in _paths_of(entry, split, notes):
+            key = path if path == BUILTIN_ARITHMETIC else os.path.realpath(path)
+            if key in seen:
+                also = "" if seen[key] == entry else f" (named by {seen[key]!r} and by {entry!r})"
+                notes.append(f"{path}: read once, though named twice{also}")
+                continue
+            seen[key] = entry
+            yield entry, path
 
 
 def _stop_or_say_empty(result: LoadedProblems, files: list[str], split: str, empty: list[str]) -> None:
@@ -346,8 +364,26 @@ def _lookup(row: dict[str, Any], dotted_key: str, where: str, what: str, keys_se
     value = _get(row, dotted_key, _ABSENT)
     if value is None:  # the key is right (other rows have it); this row's value is missing
         raise DataError(f"{where}: missing {what} at {dotted_key!r} (null)")
+    if value is _ABSENT and (null_part := _null_on_path(row, dotted_key)):
+        raise DataError(f"{where}: missing {what} at {dotted_key!r} ({null_part!r} is null)")
     if value is _ABSENT:
         skip = "" if lenient else ", or set data.lenient=true to skip such rows"  # (lenient: it is being skipped)
         fix = f"the rows before it have it: fix or drop this row{skip}" if keys_seen else f"set {setting}"
         raise DataError(f"{where}: missing {what} at {dotted_key!r} (row has keys {sorted(row)}; {fix})")
     return value
+
+
+def _null_on_path(row: dict[str, Any], dotted_key: str) -> str | None:
+    """The struct on ``dotted_key``'s path that is null in this row (``reward_model`` of a row
+    whose whole struct is null, where other rows have it), as its dotted name; None if none is."""
+    value: Any = row
+    parts = dotted_key.split(".")
+    for depth, part in enumerate(parts[:-1], start=1):
+        if isinstance(value, str) and value.lstrip().startswith("{"):
+            value = literal_text(value)
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+        if value is None:
+            return ".".join(parts[:depth])
+    return None

@@ -20,6 +20,7 @@ question): :meth:`PromptEncoder.drop_overlong` leaves such problems out when the
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -106,6 +107,31 @@ class PromptEncoder:
                 f"{', '.join(KNOWN_ROLES)}; the chat template renders them as it does unknown roles "
                 f"(as written, or not at all): the first {role!r}{at}")
 
+    def rendered_text_note(self, problems: list[Problem]) -> str | None:
+        """A warning when text prompts hold the tokenizer's special tokens ("<|im_start|>"), as a
+        prompt already rendered with a chat template does: the chat template, or the DAPO
+        instruction, then renders it a second time, a template inside a template. Each distinct
+        prompt is read once. None otherwise, and with data.template=none and
+        data.use_chat_template=false, which use text prompts as they are."""
+        how = ("the chat template" if self.uses_chat_template else
+               "the DAPO instruction (data.template=dapo)" if self.cfg.template == "dapo" else None)
+        special = [token.content for token in getattr(self.tokenizer, "added_tokens_decoder", {}).values()
+                   if token.special and token.content.strip()]
+        if how is None or not special:
+            return None
+        marker = re.compile("|".join(map(re.escape, sorted(special, key=len, reverse=True))))
+        seen: set[int] = set()
+        for problem in problems:
+            if problem.verbatim or not isinstance(problem.prompt, str) or id(problem.prompt) in seen:
+                continue
+            seen.add(id(problem.prompt))  # copies of a prompt share their text
+            if found := marker.search(problem.prompt):
+                at = f" at {problem.where}" if problem.where else ""
+                return (f"warning: text prompts hold the tokenizer's special token {found.group()!r}, as a prompt "
+                        f"already rendered with a chat template does: {how} renders them a second time; set "
+                        f"data.template=none data.use_chat_template=false to use them as they are (the first{at})")
+        return None
+
     def render(self, problem: Problem) -> str:
         """The prompt text for ``problem`` (see the module docstring for the rules)."""
         prompt = problem.prompt
@@ -130,7 +156,8 @@ class PromptEncoder:
 
         Chat-templated text already holds the model's special tokens, so none are added then;
         plain text (a verbatim problem, or any prompt without a chat template) gets the
-        tokenizer's usual ones (e.g. a BOS for Llama-style models).
+        tokenizer's usual ones (e.g. a BOS for Llama-style models), less a second BOS and a
+        closing EOS (:meth:`_plain_ids`).
         """
         texts, token_ids = self._tokenize(problems)
         for problem, ids in zip(problems, token_ids):
@@ -199,5 +226,18 @@ class PromptEncoder:
             if rows:
                 batch = self.tokenizer([texts[i] for i in rows], add_special_tokens=not chat)["input_ids"]
                 for i, ids in zip(rows, batch):
-                    encoded[i] = list(ids)
+                    encoded[i] = list(ids) if chat else self._plain_ids(texts[i], list(ids))
         return texts, encoded
+
+    def _plain_ids(self, text: str, ids: list[int]) -> list[int]:
+        """Plain text's ids with the tokenizer's special tokens, less the two that would be wrong
+        in a prompt: a BOS added before text that begins with its own (one kept from a rendered
+        prompt: a doubled BOS, which Llama-style models were never trained on), and an EOS added at
+        its end (a tokenizer saved with add_eos_token=true: a prompt that says the text is over
+        before its answer)."""
+        bos, eos = self.tokenizer.bos_token_id, self.tokenizer.eos_token_id
+        if bos is not None and len(ids) > 2 and ids[0] == ids[1] == bos and text.startswith(self.tokenizer.bos_token):
+            ids = ids[1:]
+        if eos is not None and len(ids) > 1 and ids[-1] == eos and not text.endswith(self.tokenizer.eos_token):
+            ids = ids[:-1]
+        return ids

@@ -109,9 +109,11 @@ def prompt_value(value: Any, where: str, key: str) -> Prompt:
                 and isinstance(message.get("role"), str)
                 and isinstance(message.get("content"), str)
             ):
+                parts = isinstance(message, dict) and isinstance(message.get("content"), list)
                 raise DataError(
                     f"{where}: wrong type at {key!r}: chat messages must be "
                     f"{{'role': str, 'content': str}}, got {message!r:.80}"
+                    + (" (content parts are not read: give each message's text as its content)" if parts else "")
                 )
             messages.append({"role": message["role"], "content": _encodable(message["content"], where, key)})
         if not any(message["content"].strip() for message in messages):
@@ -150,15 +152,16 @@ def _json_chat_list(value: Any) -> Any:
     """A chat list stored as its JSON text (a CSV export's, a string column's), or as Python's
     repr of it (pandas' ``to_csv`` of a chat-list column: ``[{'role': 'user', ...}]``, and of one
     read from parquet, NumPy's, without commas between messages), as the list; any other value as
-    it is. Only a list of {role, content} objects counts, so a text prompt that happens to start
-    with a bracket stays text."""
+    it is. Only a list of objects each with a "role" counts, so a text prompt that happens to
+    start with a bracket stays text; one whose messages are not {role: text, content: text}
+    (OpenAI's content parts, a null content) is the list, refused as a real list is, not read as
+    its JSON text."""
     if not (isinstance(value, str) and _OPENS_A_LIST_OF_OBJECTS.match(value)):
         return value
     decoded = literal_text(value)
     if decoded is value and _NUMPY_ITEM_BREAK.search(value):
         decoded = literal_text(_NUMPY_ITEM_BREAK.sub("}, {", value))
-    is_chat = isinstance(decoded, list) and all(
-        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in decoded)
+    is_chat = isinstance(decoded, list) and all(isinstance(m, dict) and "role" in m for m in decoded)
     return decoded if is_chat else value
 
 

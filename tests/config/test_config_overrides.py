@@ -116,6 +116,23 @@ def test_what_is_no_number_is_refused_naming_the_field(override: str, message: s
         load_config([], [override])
 
 
+@pytest.mark.parametrize(("section", "values", "message"), [
+    ("AlgorithmConfig", {"overlong_penalty_factor": float("inf")}, r"algorithm.overlong_penalty_factor=inf"),
+    ("RewardConfig", {"functions": [{"path": "r.py:f", "weight": float("nan")}]}, r"reward.functions\[0\].weight=nan"),
+    ("RewardConfig", {"timeout_s": float("inf")}, r"reward.timeout_s=inf"),
+    ("TrainerConfig", {"lr": float("nan")}, r"trainer.lr=nan"),
+    ("RolloutConfig", {"temperature": float("inf")}, r"rollout.temperature=inf"),
+])
+def test_a_non_finite_number_given_in_python_is_refused_as_one_read_from_yaml_is(section: str, values: dict,
+                                                                                 message: str):
+    """Python's API took them: overlong_penalty_factor=inf made every short response's reward 0 x inf,
+    NaN; a NaN reward function weight, every score NaN."""
+    from dapo.config import schema
+
+    with pytest.raises(ConfigError, match=message + ": must be a finite number"):
+        getattr(schema, section)(**values)
+
+
 def test_an_empty_builtin_operator_list_is_refused_not_replaced_by_plus():
     """(the task generator silently used "+" for an empty list)"""
     with pytest.raises(ConfigError, match="data.builtin_ops is empty"):

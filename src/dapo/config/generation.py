@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dapo.config.checks import check, one_of
+from dapo.config.checks import check, finite_numbers, one_of
 
 # The smallest address-space cap a scoring worker starts under, with room for a reward function.
 _MIN_WORKER_MEMORY_GB = 0.5
@@ -74,6 +74,7 @@ class RewardConfig:
     max_failing_steps: int = 2
 
     def __post_init__(self) -> None:
+        finite_numbers(self, "reward")
         one_of("reward.verifier", self.verifier, ("dapo-rl", "math_dapo"))
         one_of("reward.extractor", self.extractor, ("answer", "boxed", "auto"))
         check(self.verifier != "math_dapo" or self.extractor == "auto",
@@ -90,7 +91,8 @@ class RewardConfig:
             f if isinstance(f, RewardFunctionSpec) else RewardFunctionSpec(**f)
             for f in self.functions
         ]
-        for spec in self.functions:
+        for index, spec in enumerate(self.functions):
+            finite_numbers(spec, f"reward.functions[{index}]")
             check(":" in spec.path, f"reward.functions path {spec.path!r} must be 'file.py:fn' or 'module:fn'")
             check(spec.batch_size >= 0, f"reward.functions {spec.path!r}: batch_size must be >= 0 (0: one response "
                   "a call)")
@@ -173,6 +175,7 @@ class RolloutConfig:
     vllm_enforce_eager: bool = False
 
     def __post_init__(self) -> None:
+        finite_numbers(self, "rollout")
         one_of("rollout.engine", self.engine, ("native", "hf", "vllm"))
         one_of("rollout.native_dtype", self.native_dtype, ("model", "bfloat16", "float16", "float32"))
         one_of("rollout.vllm_dtype", self.vllm_dtype, ("auto", "bfloat16", "float16", "float32"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from dapo.config.checks import check, one_of
+from dapo.config.checks import check, finite_numbers, one_of
 
 # Bytes per element of the dtypes a config names (model.dtype, rollout.native_dtype)
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -57,6 +57,7 @@ class ModelConfig:
     lora_target_modules: list[str] = field(default_factory=lambda: ["all-linear"])
 
     def __post_init__(self) -> None:
+        finite_numbers(self, "model")
         check(self.dtype != "float16",
               "model.dtype=float16 would train float16 weights with float16 AdamW state: its eps (1e-8) is 0 in "
               "float16 and a small gradient's second moment underflows to 0, so the first update writes NaN/inf "
@@ -129,6 +130,7 @@ class DataConfig:
     builtin_ops: list[str] = field(default_factory=lambda: ["+"])
 
     def __post_init__(self) -> None:
+        finite_numbers(self, "data")
         check(len(self.train_files) > 0, "data.train_files is empty: name at least one dataset")
         for key in ("prompt_key", "answer_key"):  # (data_source_key may name no column: it is optional)
             check(bool(getattr(self, key).strip()), f"data.{key} is empty: name the column (a dotted path for a "

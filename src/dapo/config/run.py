@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from dapo.config.checks import check, one_of
+from dapo.config.checks import check, finite_numbers, one_of
 
 # the held-out metrics checkpoint.keep_best can rank by, as dapo.trainer.evaluate names them: eval/avg@32,
 # eval/<source>/pass@32, eval/score_mean, eval/reward/<function>/<key>, ...
@@ -34,6 +34,7 @@ class EvalConfig:
     seed: int | None = None
 
     def __post_init__(self) -> None:
+        finite_numbers(self, "eval")
         check(self.every_steps >= 0, "eval.every_steps must be >= 0")
         check(self.k >= 1, "eval.k must be >= 1")
         check(self.max_problems >= 0, "eval.max_problems must be >= 0 (0: all)")
@@ -74,6 +75,7 @@ class CheckpointConfig:
     hf_export: str = "every"
 
     def __post_init__(self) -> None:
+        finite_numbers(self, "checkpoint")
         check(self.every_steps >= 0, "checkpoint.every_steps must be >= 0")
         check(self.keep_last >= 1, "checkpoint.keep_last must be >= 1")
         check(self.keep_best is None or BEST_METRIC.match(self.keep_best) is not None,
@@ -100,6 +102,7 @@ class LoggingConfig:
     completions_per_step: int = 4
 
     def __post_init__(self) -> None:
+        finite_numbers(self, "logging")
         check(self.completions_per_step >= 0, "logging.completions_per_step must be >= 0 (0 disables)")
 
 
@@ -117,6 +120,7 @@ class ResourcesConfig:
     cpus_per_rank: float = 1.0
 
     def __post_init__(self) -> None:
+        finite_numbers(self, "resources")
         check(self.nnodes >= 1 and self.devices_per_node >= 1, "resources.nnodes and devices_per_node must be >= 1")
         check(self.cpus_per_rank > 0, "resources.cpus_per_rank must be > 0")
         check(self.ray_address is None or self.ray_address.strip() not in ("", "None", "none"),  # (see dapo.config.coerce)

@@ -9,7 +9,7 @@ import inspect
 import re
 from dataclasses import dataclass, field
 
-from dapo.config.checks import ConfigError, check, one_of
+from dapo.config.checks import ConfigError, check, finite_numbers, one_of
 from dapo.user_code import import_user_code, shadowing_note
 
 # The loss aggregations (dapo.algo.aggregation) that are sums over tokens under a constant: a
@@ -144,6 +144,7 @@ class AlgorithmConfig:
     overlong_penalty_factor: float = 1.0
 
     def __post_init__(self) -> None:
+        finite_numbers(self, "algorithm")
         from dapo import algo  # the registries; imported here so that the config imports no torch
         from dapo.algo.advantages import ADVANTAGE_CALL
         from dapo.algo.aggregation import LOSS_AGG_CALL
@@ -304,6 +305,7 @@ class TrainerConfig:
     param_dtype: str = "none"
 
     def __post_init__(self) -> None:
+        finite_numbers(self, "trainer")
         check(self.total_steps >= 1, "trainer.total_steps must be >= 1")
         check(self.prompts_per_step >= 1, "trainer.prompts_per_step must be >= 1")
         check(self.gen_prompts_per_round >= 1, "trainer.gen_prompts_per_round must be >= 1")

@@ -23,8 +23,8 @@ _PLUS_MINUS_BEFORE = re.compile(r"(?:\\pm|\\mp|±)\s{0,3}\$?\s{0,3}$")
 _TERM = re.compile(r"[0-9A-Za-z.\\{}^_]{1,200}")
 # An en dash where a minus sign goes: the answer's start, or after "=", a bracket or a comma.
 _EN_DASH_SIGN = re.compile(r"(^|[=(\[{,]\s{0,3})\u2013(?=\s{0,3}[0-9])")
-# Styling around a value, which keeps its content: "\\boldsymbol{34}", "\\textcolor{red}{34}"
-_STYLE_OPENING = re.compile(r"\\(?:boldsymbol|bm|underline|textcolor\{[A-Za-z]{1,20}\})\{")
+# Styling around a value, which keeps its content: "\\boldsymbol{34}", "\\mathbf{1{,}000}", "\\textcolor{red}{34}"
+_STYLE_OPENING = re.compile(r"\\(?:boldsymbol|bm|mathbf|textbf|underline|textcolor\{[A-Za-z]{1,20}\})\{")
 _COLOR_SWITCH = re.compile(r"\\color\{[A-Za-z]{1,20}\} ?")  # "{\\color{red}34}"
 _MAX_STYLES = 4
 # Words that offer several candidates ("34 or 35", "either 3 or 4", "34 \\lor 35", "34 \\vee 35").
@@ -87,9 +87,20 @@ def clean_answer(answer: str) -> str:
     answer = _without_styles(answer.replace("\\displaystyle", "").replace("\\!", "")).strip()
     while answer.endswith((".", "。", "\\.", ",")) and not answer.endswith("..."):
         answer = answer[:-1].rstrip()
-    if answer.startswith("\\text{") and answer.endswith("}") and answer.count("{") == 1:
+    if answer.startswith("\\text{") and _closes_at_end(answer, len("\\text{")):
         answer = answer[6:-1].strip()
     return answer
+
+
+def _closes_at_end(text: str, opened: int) -> bool:
+    """The brace opened just before ``text[opened]`` closes at the last character (``\\text{1{,}358}``;
+    not ``\\text{a} and \\text{b}``)."""
+    depth = 1
+    for index in range(opened, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[index], 0)
+        if depth == 0:
+            return index == len(text) - 1
+    return False
 
 
 def sign_before(before: str) -> str:

@@ -53,7 +53,8 @@ TEXT_WRAPPED = re.compile(r"\\(?:text|textrm|textbf|textit|mbox|mathrm|textnorma
 _ENDS_IN_WORD = re.compile(r"[0-9](?:[\s}{$~]|\\[,;: ])*(?:\\[a-z]+\{\s*)?([A-Za-z]+)\s*(?:\}\s*)?(?:\$\s*)?$")
 _PLAIN_INTEGER = re.compile(r"[+-]?[0-9]+(?:\.0*)?")
 _GROUPED_INTEGER = re.compile(r"[+-]?[0-9]{1,3}(?:[, ][0-9]{3})+(?:\.0*)?")
-_GROUPED_DECIMAL = re.compile(r"[+-]?[0-9]{1,3}(?:,[0-9]{3})+\.[0-9]+")  # 1,234.56
+_GROUPED_DECIMAL = re.compile(r"[+-]?[0-9]{1,3}(?:[, ][0-9]{3})+\.[0-9]+")  # 1,234.56 and 1\,234.56
+_SPACED_SIGN = re.compile(r"^([+-])\s+(?=[0-9])")
 # Unambiguous (no two quantifiers compete for the same characters): linear even on 10^5 digits.
 _PLAIN_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 # A number with a K or k glued to it: "34K", "2.5k", "1,200K" (a thousand times it).
@@ -81,6 +82,7 @@ def _strip_number_decorations(answer: str, thousands: bool = False) -> str:
     prefix = VARIABLE_PREFIX.match(answer)
     if prefix:
         answer = answer[prefix.end() :]
+    answer = _SPACED_SIGN.sub(r"\1", answer)  # "- 1,000": the sign of the number after it
     for _ in range(_PASSES):  # e.g. "34^\circ \text{ F}", "34 degrees Celsius": two passes
         before = answer.strip()
         answer = strip_unit_suffix(before, remark_changes_the_number)
@@ -383,8 +385,11 @@ def is_plain_number(answer: str, thousands: bool = False) -> bool:
 
 def plain_number(answer: str, thousands: bool = False) -> str | None:
     """The decimal or scientific literal ``answer`` states without its decorations, or None
-    (``thousands``: as in :func:`canonical_integer`)."""
+    (``thousands``: as in :func:`canonical_integer`); a decimal with thousands separators
+    (``1,000.5``, ``1\\,000.5``) without them."""
     text = _strip_number_decorations(answer, thousands)
+    if _GROUPED_DECIMAL.fullmatch(text):
+        return text.replace(",", "").replace(" ", "")
     return text if _PLAIN_NUMBER.fullmatch(text) else None
 
 

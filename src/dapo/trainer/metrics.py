@@ -109,8 +109,11 @@ METRICS: dict[str, str] = {
     "carried-over ones, whose gap includes a step of training, nor this step's surplus kept for the next; "
     "with algorithm.old_logprobs=rollout, measured on the first mini-batch, or the first mini-batches' up to one "
     "with loss tokens, as actor/entropy (not on an update skipped for a non-finite loss); absent when they hold no "
-    "response sampled this step)",
-    "mismatch/rollout_trainer_kl": "k3 estimate of KL(pi_rollout || pi_old_trainer) per token, over the same tokens",
+    "response sampled this step); with rollout.top_p<1 or rollout.top_k>0 the engine's log-probs are of the "
+    "truncated, renormalised distribution it samples and the trainer's of the full one, so the truncation's gap "
+    "dominates it, not numerics",
+    "mismatch/rollout_trainer_kl": "k3 estimate of KL(pi_rollout || pi_old_trainer) per token, over the same tokens "
+    "(with the same truncation gap under rollout.top_p<1 or top_k>0)",
     # timing and throughput
     "time/generate": "seconds generating responses this step (with the native engine, its preparing the new "
     "weights for decoding once per update too: their copy in `rollout.native_dtype`)",
@@ -134,7 +137,8 @@ METRICS: dict[str, str] = {
     "eval/maj@k": "fraction of held-out problems whose majority-vote answer is correct (answers judged correct "
     "are one answer, extracted or not, others the same when they state the same integer or the same text up to LaTeX cosmetics, "
     "1/3 = \\dfrac{1}{3}, but 0.5 and \\frac{1}{2} apart, a sample whose scoring failed votes with a correct "
-    "sample of the same answer, and a sample without an answer casts no vote; under "
+    "sample of the same answer, a sample scored and judged wrong votes apart even with a correct sample's answer "
+    "(a hedged 34 or 35, 34 hours for 34 minutes), and a sample without an answer casts no vote; under "
     "reward.verifier=math_dapo the same string only, as it judges, and a sample without an Answer: line votes for "
     "[INVALID], as the reference's maj@k counts it; ties: first seen; absent when "
     "the reward extracts no answers: reward.verifier_weight=0, and as avg@k is)",

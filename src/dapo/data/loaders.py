@@ -376,14 +376,6 @@ def _lookup(row: dict[str, Any], dotted_key: str, where: str, what: str, keys_se
 def _null_on_path(row: dict[str, Any], dotted_key: str) -> str | None:
     """The struct on ``dotted_key``'s path that is null in this row (``reward_model`` of a row
     whose whole struct is null, where other rows have it), as its dotted name; None if none is."""
-    value: Any = row
     parts = dotted_key.split(".")
-    for depth, part in enumerate(parts[:-1], start=1):
-        if isinstance(value, str) and value.lstrip().startswith("{"):
-            value = literal_text(value)
-        if not isinstance(value, dict) or part not in value:
-            return None
-        value = value[part]
-        if value is None:
-            return ".".join(parts[:depth])
-    return None
+    prefixes = (".".join(parts[:depth]) for depth in range(1, len(parts)))
+    return next((prefix for prefix in prefixes if _get(row, prefix, _ABSENT) is None), None)

@@ -66,15 +66,21 @@ def _without_styles(answer: str) -> str:
         opened = _STYLE_OPENING.search(answer)
         if opened is None:
             break
-        depth = 1
-        for end in range(opened.end(), len(answer)):
-            depth += {"{": 1, "}": -1}.get(answer[end], 0)
-            if depth == 0:
-                answer = answer[: opened.start()] + answer[opened.end() : end] + answer[end + 1 :]
-                break
-        else:
+        end = _closing_brace(answer, opened.end())
+        if end is None:
             break  # unbalanced: left as written
+        answer = answer[: opened.start()] + answer[opened.end() : end] + answer[end + 1 :]
     return _COLOR_SWITCH.sub("", answer)
+
+
+def _closing_brace(text: str, opened: int) -> int | None:
+    """Where the brace opened just before ``text[opened]`` closes, or None (unbalanced)."""
+    depth = 1
+    for end in range(opened, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[end], 0)
+        if depth == 0:
+            return end
+    return None
 
 
 def clean_answer(answer: str) -> str:
@@ -87,20 +93,10 @@ def clean_answer(answer: str) -> str:
     answer = _without_styles(answer.replace("\\displaystyle", "").replace("\\!", "")).strip()
     while answer.endswith((".", "。", "\\.", ",")) and not answer.endswith("..."):
         answer = answer[:-1].rstrip()
-    if answer.startswith("\\text{") and _closes_at_end(answer, len("\\text{")):
+    # the whole answer in one \text{...} (\text{1{,}358}; not \text{a} and \text{b})
+    if answer.startswith("\\text{") and _closing_brace(answer, len("\\text{")) == len(answer) - 1:
         answer = answer[6:-1].strip()
     return answer
-
-
-def _closes_at_end(text: str, opened: int) -> bool:
-    """The brace opened just before ``text[opened]`` closes at the last character (``\\text{1{,}358}``;
-    not ``\\text{a} and \\text{b}``)."""
-    depth = 1
-    for index in range(opened, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[index], 0)
-        if depth == 0:
-            return index == len(text) - 1
-    return False
 
 
 def sign_before(before: str) -> str:

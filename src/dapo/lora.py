@@ -247,7 +247,10 @@ def save_adapter(model: nn.Module, directory: str | Path, base_model_path: str,
     local = Path(base_model_path)
     config.base_model_name_or_path = str(local.resolve()) if local.is_dir() else base_model_path
     config.save_pretrained(str(directory))
-    adapters = get_peft_model_state_dict(model, state_dict=None if state is None else dict(state))
+    # no embeddings to save (apply_lora refuses adapters on them; the vocabulary is never resized):
+    # PEFT's "auto" would look the base model's config.json up on the Hub, a network call per save
+    adapters = get_peft_model_state_dict(model, state_dict=None if state is None else dict(state),
+                                         save_embedding_layers=False)
     state = {_PEFT_PREFIX + name: tensor.detach().contiguous() for name, tensor in adapters.items()}
     save_file(state, str(directory / ADAPTER_FILE), metadata={"format": "pt"})
 

@@ -159,3 +159,21 @@ def test_a_base_model_given_by_a_relative_path_is_saved_as_its_absolute_one(tmp_
     ids = torch.tensor([PROMPTS[1]])
     with torch.no_grad():
         assert torch.allclose(loaded(ids).logits, model(ids).logits, atol=1e-5)
+
+
+def test_saving_adapters_of_a_hub_named_base_model_makes_no_network_lookup(tmp_path, monkeypatch) -> None:
+    """PEFT's default looks the base model's config.json up on the Hub at every save (to decide
+    whether to save embeddings): a run-time network call, and a failed one offline."""
+    import peft.utils.save_and_load as peft_save
+    from safetensors.torch import load_file
+
+    from dapo.lora import save_adapter
+
+    def no_network(*args: object, **kwargs: object) -> None:
+        raise AssertionError("save_adapter looked the base model up on the Hub")
+
+    monkeypatch.setattr(peft_save, "check_file_exists_on_hf_hub", no_network)
+    model = _adapted(tiny_qwen2())
+    save_adapter(model, tmp_path / "adapter", base_model_path="Qwen/Qwen2.5-0.5B")
+    saved = load_file(tmp_path / "adapter" / "adapter_model.safetensors")
+    assert saved and all(".lora_" in name for name in saved)

@@ -45,7 +45,20 @@ R = "Let me work it out.\n"
     (R + "The final answer is 34. Answer:", "34", False, ""),        # an empty Answer line reads nothing
 ])
 def test_the_reference_scorer_matches_strings_after_minervas_normalisation(response, ground_truth, correct, answer):
-    assert math_dapo_verdict(response, ground_truth) == (correct, answer, minerva_normalize(ground_truth))
+    assert math_dapo_verdict(response, ground_truth)[:3] == (correct, answer, minerva_normalize(ground_truth))
+
+
+@pytest.mark.parametrize(("response", "found"), [
+    ("Answer: 34", True),
+    ("Answer: $$", True),                  # a line whose answer normalises to "": found, answer ""
+    ("Answer: square units", True),
+    ("\\boxed{34}", False),               # no line: the reference's [INVALID]
+    ("The final answer is 34. Answer:", False),
+])
+def test_the_verdict_says_whether_an_answer_line_was_found(response, found):
+    """maj@k with exact votes needs it: "" from a found line votes apart from [INVALID]."""
+    _, answer, _, line_found = math_dapo_verdict(R + response, "34")
+    assert line_found == found and (answer == "") == (response != "Answer: 34")
 
 
 def test_minerva_normalisation_drops_what_the_reference_drops():

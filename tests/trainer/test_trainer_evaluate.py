@@ -223,3 +223,26 @@ def test_math_dapos_maj_at_k_counts_missing_answers_as_the_references_invalid_vo
     assert score_at_k(results, 7, exact_votes=True)["eval/maj@7"] == 1.0
     # every response unanswered: a problem with votes, all for [INVALID], is wrong
     assert score_at_k([r(False, "")] * 7, 7, exact_votes=True)["eval/maj@7"] == 0.0
+
+
+def test_math_dapos_maj_at_k_counts_an_answer_line_read_as_empty_apart_from_a_missing_one():
+    """The reference's maj@k votes for "" (an ``Answer:`` line that normalises to nothing, such
+    as ``Answer: $$``) apart from ``[INVALID]`` (no line): two of each do not outvote three correct."""
+
+    class Texts:
+        def generate(self, prompt_token_ids, params):
+            ids = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
+            return GenerationResult([Completion(0, i, [0.0] * len(i), "stop") for i in ids], 0.0, 0)
+
+    tokenizer = build_tokenizer()
+    texts = ["Answer: 34"] * 3 + ["34, I think"] * 2 + ["Answer: $$"] * 2
+    assert [tokenizer.decode(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts] == texts
+    problems = [Problem(uid="0", prompt="17 * 2 =", ground_truth="34")]
+    with RewardScorer(RewardConfig(num_workers=1, verifier="math_dapo")) as scorer:
+        metrics = evaluate(Texts(), tokenizer, scorer, [[1]], problems, SamplingParams(n=7, seed=0)).metrics
+    assert metrics["eval/avg@7"] == pytest.approx(3 / 7) and metrics["eval/maj@7"] == 1.0
+    # "" is an answer that votes: four such lines outvote the three correct answers
+    texts[3:5] = ["Answer: $$"] * 2
+    with RewardScorer(RewardConfig(num_workers=1, verifier="math_dapo")) as scorer:
+        metrics = evaluate(Texts(), tokenizer, scorer, [[1]], problems, SamplingParams(n=7, seed=0)).metrics
+    assert metrics["eval/maj@7"] == 0.0

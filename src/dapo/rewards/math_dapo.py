@@ -99,12 +99,14 @@ def minerva_normalize(answer: str) -> str:
     return answer.strip()
 
 
-def math_dapo_verdict(response: str, ground_truth: str) -> tuple[bool, str, str]:
-    """(correct, normalised answer, normalised ground truth) of ``response`` against
-    ``ground_truth``, as the DAPO reference run scored it (this module's steps 1-4); the answer is
-    "" when the response's tail has no ``Answer:`` (the reference compares ``[INVALID]``, and its
-    maj@k counts it as one more answer: ``score_at_k(..., exact_votes=True)`` does the same)."""
+def math_dapo_verdict(response: str, ground_truth: str) -> tuple[bool, str, str, bool]:
+    """(correct, normalised answer, normalised ground truth, whether an ``Answer:`` line was
+    found) of ``response`` against ``ground_truth``, as the DAPO reference run scored it (this
+    module's steps 1-4). The answer is "" when the response's tail has no ``Answer:`` (the
+    reference compares ``[INVALID]``, and its maj@k counts it as one more answer:
+    ``score_at_k(..., exact_votes=True)`` does the same) and also when the line's answer
+    normalises to "" (``Answer: $$``), which the reference's maj@k counts apart from ``[INVALID]``."""
     found = ANSWER_LINE.findall(response[-TAIL_CHARS:])
     answer = minerva_normalize(found[-1] if found else NO_ANSWER)
     gold = minerva_normalize(ground_truth)
-    return answer == gold, answer if found else "", gold
+    return answer == gold, answer if found else "", gold, bool(found)

@@ -220,7 +220,8 @@ class RewardScorer:
             return [None] * len(texts)
         if self.cfg.verifier == "math_dapo":  # the reference run's: exact match, decided here
             verdicts = [math_dapo_verdict(text, gold) for text, gold in zip(texts, golds)]
-            return [Prepared(answer, gold, correct) for correct, answer, gold in verdicts]
+            return [Prepared(answer, gold, correct, empty_answer_line=found and not answer)
+                    for correct, answer, gold, found in verdicts]
         return [
             prepare(text, gold, resolve_extractor(self.cfg.extractor, source),
                     self.cfg.max_response_chars)
@@ -232,7 +233,8 @@ class RewardScorer:
     ) -> RewardResult:
         cfg = self.cfg
         answer = prepared.pred if prepared else ""
-        result = RewardResult(score=0.0, acc=False, pred=shorten(answer), answer=answer)
+        result = RewardResult(score=0.0, acc=False, pred=shorten(answer), answer=answer,
+                              empty_answer_line=prepared is not None and prepared.empty_answer_line)
         verifier_acc = prepared.verdict if prepared is not None else None
         if math_outcome is not None:
             verifier_acc = self._outcome_ok(math_outcome, "math-verify", result) and math_outcome[1]

@@ -84,6 +84,9 @@ class Prepared:
     pred: str
     ground_truth: str
     verdict: bool | None
+    # math_dapo: an ``Answer:`` line whose answer normalises to "" (the reference's maj@k votes
+    # for "" apart from [INVALID], a response without the line)
+    empty_answer_line: bool = False
 
 
 def clean_ground_truth(ground_truth: str) -> str:

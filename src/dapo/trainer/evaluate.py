@@ -77,11 +77,12 @@ def _answer_key(result: RewardResult, exact: bool = False) -> str | None:
     or with ``exact`` when they are the same string (reward.verifier=math_dapo's answers,
     normalised, which it compares as strings: ``34.`` and ``34.0`` are two wrong answers there, as
     in the reference's maj@k, and a response without an ``Answer:`` line votes for ``[INVALID]``,
-    as the reference's ``pred`` does). Without ``exact`` a sample without an answer casts no vote.
+    as the reference's ``pred`` does, apart from one whose line's answer normalises to "").
+    Without ``exact`` a sample without an answer casts no vote.
     Wrong answers of equal value in other forms (``0.5``, ``\\frac{1}{2}``) vote apart, which can
     favour the correct answer."""
     if exact:
-        return result.answer or NO_ANSWER
+        return result.answer or ("" if result.empty_answer_line else NO_ANSWER)
     return vote_key(result.answer) if result.answer else None
 
 

@@ -140,7 +140,8 @@ METRICS: dict[str, str] = {
     "sample of the same answer, a sample scored and judged wrong votes apart even with a correct sample's answer "
     "(a hedged 34 or 35, 34 hours for 34 minutes), and a sample without an answer casts no vote; under "
     "reward.verifier=math_dapo the same string only, as it judges, and a sample without an Answer: line votes for "
-    "[INVALID], as the reference's maj@k counts it; ties: first seen; absent when "
+    "[INVALID], as the reference's maj@k counts it (one whose line's answer normalises to \"\" votes for \"\", apart); "
+    "ties: first seen; absent when "
     "the reward extracts no answers: reward.verifier_weight=0, and as avg@k is)",
     "eval/score_mean": "mean reward (verifier and user functions, before overlong shaping) over the held-out "
     "samples, as rollout/score_mean: what a graded reward reads, which avg@k's verdicts do not (absent as avg@k is)",

@@ -12,6 +12,7 @@ from transformers import GPT2Config, GPT2LMHeadModel, Qwen2Config, Qwen2ForCausa
 
 from dapo.rollout import NativeEngine, SamplingParams, llama_decoder, llama_support
 from dapo.rollout.llama_weights import LlamaWeights
+from dapo.rollout.native import kv_elements_per_token
 
 PROMPTS = [[5, 6, 7], [8, 9, 10, 11, 12, 13, 14, 15], [3], [20, 21, 22, 23]]
 
@@ -139,6 +140,33 @@ def test_a_kv_cache_budget_decodes_the_prompts_in_chunks_that_keep_within_it(qwe
         c.token_ids for c in whole.generate(PROMPTS, params).completions]
     tiny = NativeEngine(qwen2, PAD_ID, fast_forward=fast_forward, max_kv_cache_bytes=1)  # still one prompt a chunk
     assert len(tiny.generate(PROMPTS, params).completions) == 12
+
+
+@pytest.mark.filterwarnings("ignore:rollout.native_dtype=bfloat16 has no effect")  # (the generic forward's)
+@pytest.mark.parametrize("fast_forward", [True, False])
+def test_a_kv_cache_budget_holds_for_the_dtype_the_cache_is_kept_in(qwen2: torch.nn.Module, fast_forward: bool,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A float32 model decoding with rollout.native_dtype=bfloat16 keeps its cache in float32 on
+    the generic Hugging Face forward (the model's dtype) and, on the fast path on the CPU, in
+    chunks of at most 32 rows (float32 attention there): the budget counts 4 bytes for them, not 2."""
+    from dapo.rollout import hf_decoder
+
+    prompts, params = [[5] * 20] * 4, SamplingParams(n=8, max_new_tokens=12, stop_token_ids=[], seed=0)
+    budget = kv_elements_per_token(qwen2.config) * 2 * (20 + 12) * 8 * 2  # 2 prompts x 8 rows, in bf16
+    cache_bytes: list[int] = []
+    for session_class in (llama_decoder.LlamaDecodeSession, hf_decoder.HFDecodeSession):
+        def spy(self, tokens, decode=session_class.decode):
+            logits = decode(self, tokens)
+            cache = self.cache if isinstance(self.cache, torch.Tensor) else [
+                t for layer in self.cache.layers for t in (layer.keys, layer.values)]
+            cache_bytes.append(sum(t.nbytes for t in ([cache] if isinstance(cache, torch.Tensor) else cache)))
+            return logits
+        monkeypatch.setattr(session_class, "decode", spy)
+    engine = NativeEngine(qwen2, PAD_ID, compute_dtype=torch.bfloat16, fast_forward=fast_forward,
+                          max_kv_cache_bytes=budget)
+    result = engine.generate(prompts, params)
+    assert engine.last_path == ("llama" if fast_forward else "hf")
+    assert len(result.completions) == 32 and cache_bytes and max(cache_bytes) <= budget
 
 
 def test_global_seed_makes_unseeded_generation_reproducible(qwen2: torch.nn.Module) -> None:

@@ -182,11 +182,22 @@ class NativeEngine:
     def _prompts_per_chunk(self, prompt_token_ids: list[list[int]], params: SamplingParams) -> int:
         """How many prompts decode together: all, or as many as keep their n rows' KV cache at
         full length (the longest prompt + max_new_tokens, 2 x layers x KV heads x head size per
-        position, in the decode dtype) within max_kv_cache_bytes; at least one."""
-        dtype = self.compute_dtype or next(self.model.parameters()).dtype
+        position, in the dtype the session caches in) within max_kv_cache_bytes; at least one.
+        The fast path on the CPU caches a 16-bit chunk of at most 32 rows in float32 (its faster
+        attention there, :data:`llama_decoder._FLOAT32_ATTENTION_MAX_ROWS`; even where the fused
+        kernels would keep it 16-bit): such a chunk, the last one included, is budgeted at 4 bytes."""
+        model_dtype = next(self.model.parameters()).dtype
         longest = max(map(len, prompt_token_ids)) + params.max_new_tokens
+        fast = self.fast_forward and llama_support.unsupported_reason(self.model, longest - 1) is None
+        dtype = (self.compute_dtype or model_dtype) if fast else model_dtype  # (HF's forward: the model's)
         row_bytes = kv_elements_per_token(self.model.config) * dtype.itemsize * longest
-        return prompts_per_chunk(len(prompt_token_ids), row_bytes, params.n, self.max_kv_cache_bytes)
+        prompts, budget = len(prompt_token_ids), self.max_kv_cache_bytes
+        chunk = prompts_per_chunk(prompts, row_bytes, params.n, budget)
+        if fast and dtype.itemsize < 4 and model_device(self.model).type == "cpu":
+            float32_prompts = min(chunk, llama_decoder._FLOAT32_ATTENTION_MAX_ROWS // params.n)
+            if budget and float32_prompts * params.n * row_bytes * 4 / dtype.itemsize > budget:
+                chunk = min(chunk, prompts_per_chunk(prompts, row_bytes * 4 / dtype.itemsize, params.n, budget))
+        return chunk
 
     def _prepared_weights(self, rows: int) -> LlamaWeights:
         """The fast path's weights for ``rows`` decode rows: the kept ones while the model's

@@ -212,6 +212,10 @@ def test_plot_to_a_format_matplotlib_cannot_write_is_a_one_line_error(tmp_path, 
     assert f"its folder {tmp_path / 'nodir'} does not exist" in capsys.readouterr().err
     (tmp_path / "report.png").unlink(missing_ok=True)
     assert main(["plot", str(tmp_path / "metrics.jsonl")]) == 0 and (tmp_path / "report.png").is_file()
+    # a mistyped run directory is named, not its default output's folder
+    assert main(["plot", str(tmp_path / "nodir")]) == 2
+    assert f"{tmp_path / 'nodir' / 'metrics.jsonl'} does not exist: is {tmp_path / 'nodir'} a dapo-rl run" in (
+        capsys.readouterr().err)
 
 
 def test_eval_of_a_run_directory_names_its_newest_checkpoint(tmp_path, capsys):
@@ -355,6 +359,9 @@ def test_eval_mistakes_get_advice_for_eval(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(dapo.trainer, "evaluate_model", lambda *args, **kwargs: pytest.fail("the model loaded"))
     assert main(["eval", str(tmp_path / "a"), "data.eval_files=[]"]) == 2
     assert "data.eval_files is empty: nothing to evaluate on" in capsys.readouterr().err
+    # model.path given as well: was evaluated MODEL, the override silently dropped
+    assert main(["eval", str(tmp_path / "a"), f"model.path={tmp_path / 'b'}"]) == 2
+    assert f"dapo eval evaluates MODEL ({tmp_path / 'a'}), not model.path={tmp_path / 'b'}" in capsys.readouterr().err
 
 
 def test_a_misspelled_shipped_config_gets_a_did_you_mean(capsys):

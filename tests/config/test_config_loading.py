@@ -263,12 +263,18 @@ def test_values_that_fail_later_or_silently_are_refused_with_the_reason(tmp_path
         "rollout.stop_strings=['']": "empty string, which would match anywhere",
         "output_dir=": "output_dir is empty",
         "model.cache_dir=": "model.cache_dir is empty",
-        "output_dir=runs/exp #3": r"would drop what follows it; quote the value: output_dir='runs/exp #3'",
+        "output_dir=runs/exp #3": r"would drop what follows it; quote the value \(in a shell, the whole override "
+                                  r"too\): \"output_dir='runs/exp #3'\"",
+        # YAML syntax at a value's start: a glob read as an alias, @ as reserved
+        "data.train_files=*.parquet": r"quote it \(in a shell, the whole override too\): \"data.train_files='\*.parquet'\"",
+        "data.train_files=[*.parquet, b.jsonl]": r": \"data.train_files=\['\*.parquet', 'b.jsonl'\]\"",
+        "model.path=@org/x": r"YAML reads '@' at the start of a value as syntax: quote it",
     }
     for override, message in cases.items():
         with pytest.raises(ConfigError, match=message):
             load_config(overrides=[override])
     assert load_config(overrides=["output_dir='runs/exp #3'"]).output_dir == "runs/exp #3"
+    assert load_config(overrides=["data.train_files=['*.parquet']"]).data.train_files == ["*.parquet"]
     assert load_config(overrides=["output_dir=runs/exp#3"]).output_dir == "runs/exp#3"  # no space: not a comment
 
 
@@ -279,6 +285,11 @@ def test_config_files_a_user_may_hand_in_by_mistake_or_by_yaml_habit(tmp_path):
     data.write_bytes(b"PAR1\xb0\xff\x00")
     with pytest.raises(ConfigError, match=r"is not a YAML text file \(a data file goes in data.train_files="):
         load_config([data])
+    with pytest.raises(ConfigError, match=r"dapo_recipe.yaml does not exist; the shipped config 'dapo_recipe' is "
+                                          r"named without a path or .yaml: dapo_recipe$"):
+        load_config([tmp_path / "configs" / "dapo_recipe.yaml"])  # (the README once said configs/...)
+    with pytest.raises(ConfigError, match=r"mine.yaml does not exist$"):
+        load_config([tmp_path / "mine.yaml"])
     (tmp_path / "dir.yaml").mkdir()  # was "Is a directory: dir.yaml"
     with pytest.raises(ConfigError, match=r"dir.yaml is a directory: a CONFIG is a YAML file or a shipped config"):
         load_config([tmp_path / "dir.yaml"])

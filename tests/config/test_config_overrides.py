@@ -5,6 +5,7 @@ defaults, a number read as octal, a path a later run read from another directory
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -258,6 +259,10 @@ def test_unknown_keys_of_several_sections_are_all_said_at_once(tmp_path: Path):
     ("trainer.nnodes=2", "resources.nnodes"),  # was no guess
     ("actor_rollout_ref.actor.optim.lr=1e-6", r"trainer.lr \(verl's actor_rollout_ref.actor.optim.lr\)"),
     ("algorithm.filter_groups.enable=true", r"algorithm.dynamic_sampling \(verl's algorithm.filter_groups.enable\)"),
+    # verl's symmetric clip: was "did you mean algorithm.clip_ratio_c", the dual-clip bound
+    ("algorithm.clip_ratio=0.2", r"algorithm.clip_ratio_low and algorithm.clip_ratio_high \(DAPO's decoupled clip: "
+                                 r"0.2 and 0.28\)"),
+    ("trainer.val_before_train=false", "eval.before_training"),  # was no guess
 ])
 def test_a_verl_key_is_answered_with_this_projects_name_for_it(verl_key: str, ours: str):
     with pytest.raises(ConfigError, match=rf"\(did you mean {ours}\?\)"):
@@ -270,4 +275,6 @@ def test_every_verl_name_maps_to_a_setting_that_exists():
     from dapo.config.verl_names import VERL_NAMES
 
     for verl_key, ours in VERL_NAMES.items():
-        assert field_type(DAPOConfig, ours.split(".")) is not None, verl_key
+        # the answer's first word, and any other dotted name in it (it may name two, and say more)
+        for setting in {ours.split(" ", 1)[0], *re.findall(r"\b[a-z_]+\.[a-z_]+\b", ours)}:
+            assert field_type(DAPOConfig, setting.split(".")) is not None, verl_key

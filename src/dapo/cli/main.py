@@ -20,6 +20,7 @@ from dapo.cli.args import (
     config_arg_kind,
     is_builtin_model,
     is_config_arg,
+    model_path_override,
     named_folder,
     positive_int,
     resolve,
@@ -137,6 +138,8 @@ def cmd_eval(ns: argparse.Namespace) -> int:
     # evaluation runs in this process, whatever placement the run trained with (its sequence
     # parallelism, which only splits a training forward, included), and scores before any overlong
     # shaping (whose buffer must otherwise be shorter than an evaluation's rollout.max_response_length)
+    if (given := model_path_override([arg for arg in ns.config if config_arg_kind(arg) == "override"])) is not None:
+        raise UserError(f"dapo eval evaluates MODEL ({ns.model}), not model.path={given}: dapo eval {given} ...")
     if placed := [arg for arg in ns.config if arg.startswith(tuple(f"{key}=" for key in ONE_PROCESS))]:
         print(f"dapo eval: evaluates in this process, on one device: {' '.join(placed)} not used", file=sys.stderr)
     model_path = f"model.path={yaml_text(str(ns.model))}"

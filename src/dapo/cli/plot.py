@@ -54,6 +54,8 @@ def plot_run(run_dir: str | Path, output: str | Path | None = None) -> Path:
     in). The run named by its metrics.jsonl is its folder."""
     if Path(run_dir).name == "metrics.jsonl" and Path(run_dir).is_file():
         run_dir = Path(run_dir).parent
+    if not (Path(run_dir) / "metrics.jsonl").is_file():  # (before the output path, which is the run's by default)
+        raise UserError(f"{Path(run_dir) / 'metrics.jsonl'} does not exist: is {run_dir} a dapo-rl run directory?")
     out = Path(output) if output else Path(run_dir) / "report.png"
     out = out / "report.png" if out.is_dir() else out if out.suffix else out.with_name(out.name + ".png")  # as savefig
     if not out.parent.is_dir():

@@ -53,11 +53,32 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     try:
         value = yaml.load(raw, Loader=_ConfigLoader) if raw.strip() else ""
     except yaml.YAMLError as error:
-        raise ConfigError(f"override {text!r}: the value is not valid YAML ({_yaml_problem(error)})") from None
+        raise ConfigError(f"override {text!r}: the value is not valid YAML ({_yaml_problem(error)})"
+                          f"{_indicator_hint(key, raw)}") from None
     if _ends_in_comment(raw):
         raise ConfigError(f"override {text!r}: YAML reads ' #' as the start of a comment and would drop what "
-                          f"follows it; quote the value: {key}={yaml_text(raw)}")
+                          f"follows it; quote the value (in a shell, the whole override too): "
+                          f"\"{key}={yaml_text(raw)}\"")
     return key.split("."), value
+
+
+_YAML_INDICATORS = tuple("*&!%@`|>")  # characters YAML does not read as the start of plain text
+
+
+def _indicator_hint(key: str, raw: str) -> str:
+    """For a value (or a list item) that starts with a YAML indicator (a glob ``*.parquet``, an
+    ``@org/model``), how to quote it, shell quotes included; "" for other YAML errors."""
+    value = raw.strip()
+    items = [item.strip() for item in value[1:-1].split(",")] if value[:1] + value[-1:] == "[]" else None
+    syntax = [item[0] for item in (items if items is not None else [value]) if item.startswith(_YAML_INDICATORS)]
+    if not syntax:
+        return ""
+    if items is not None:  # (an item the user quoted stays as it is)
+        quoted = "[" + ", ".join(item if item[:1] in ("'", '"') else yaml_text(item) for item in items) + "]"
+    else:
+        quoted = yaml_text(value)
+    return (f"; YAML reads {syntax[0]!r} at the start of {'a value' if items is None else 'an item'} as syntax: "
+            f"quote it (in a shell, the whole override too): \"{key}={quoted}\"")
 
 
 def _ends_in_comment(raw: str) -> bool:
@@ -151,7 +172,9 @@ def load_config(
         if path.is_dir():  # (read_text's "Is a directory" said nothing more)
             raise ConfigError(f"config file {path} is a directory: a CONFIG is a YAML file or a shipped config's name")
         if not path.exists():
-            raise ConfigError(f"config file {path} does not exist")
+            shipped = f"; the shipped config {path.stem!r} is named without a path or .yaml: {path.stem}" if (
+                path.stem in shipped_config_names()) else ""
+            raise ConfigError(f"config file {path} does not exist{shipped}")
         try:
             loaded = yaml.load(path.read_text(), Loader=_ConfigLoader) or {}  # (a SafeLoader)
         except yaml.YAMLError as error:

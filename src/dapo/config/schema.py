@@ -5,14 +5,14 @@ One dataclass per component (section), each field documented once by the comment
 ``generation`` (reward, rollout), ``training`` (algorithm, trainer) and ``run`` (eval,
 checkpoint, logging, resources), all importable from here. Every dataclass validates itself in
 ``__post_init__`` and raises :class:`ConfigError` saying which field is wrong and why. Algorithm
-defaults follow the DAPO reference run where one exists (see ``configs/dapo_qwen2.5_32b.yaml``),
+defaults follow the DAPO reference run where one exists (see ``src/dapo/configs/dapo_qwen2.5_32b.yaml``),
 with exceptions that a partial YAML file inherits: float32 compute (``trainer.param_dtype`` and
 ``trainer.autocast`` "none"; the reference computes in bf16, ``param_dtype: bf16``, which not
 every device can), ``algorithm.keep_surplus_groups`` true (the reference, as verl, drops the
 extra groups), ``reward.verifier`` "dapo-rl" (the reference scores with ``math_dapo``, an exact
 string match of the last "Answer:" line), ``rollout.vllm_enforce_eager`` false (the reference
 disables CUDA graphs) and ``rollout.vllm_dtype`` "auto" (the model's; the reference rolls out in bf16). The
-embedded default (``configs/default.yaml``) sets its own for a laptop CPU.
+embedded default (``src/dapo/configs/default.yaml``) sets its own for a laptop CPU.
 """
 
 from __future__ import annotations

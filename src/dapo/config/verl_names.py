@@ -7,8 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+_DECOUPLED_CLIP = "algorithm.clip_ratio_low and algorithm.clip_ratio_high (DAPO's decoupled clip: 0.2 and 0.28)"
+
 VERL_NAMES: dict[str, str] = {
     "actor_rollout_ref.model.path": "model.path",
+    "actor_rollout_ref.model.enable_gradient_checkpointing": "model.gradient_checkpointing",
     "actor_rollout_ref.actor.optim.lr": "trainer.lr",
     "actor_rollout_ref.actor.optim.weight_decay": "trainer.weight_decay",
     "actor_rollout_ref.actor.optim.lr_warmup_steps": "trainer.warmup_steps",
@@ -19,6 +22,11 @@ VERL_NAMES: dict[str, str] = {
     "actor_rollout_ref.actor.ulysses_sequence_parallel_size": "trainer.sequence_parallel_size",
     "actor_rollout_ref.actor.clip_ratio_low": "algorithm.clip_ratio_low",
     "actor_rollout_ref.actor.clip_ratio_high": "algorithm.clip_ratio_high",
+    "actor_rollout_ref.actor.clip_ratio_c": "algorithm.clip_ratio_c",
+    # verl's symmetric clip, not the dual-clip bound clip_ratio_c (a spelling guess would say that)
+    "actor_rollout_ref.actor.clip_ratio": _DECOUPLED_CLIP,
+    "algorithm.clip_ratio": _DECOUPLED_CLIP,
+    "actor_rollout_ref.actor.entropy_coeff": "algorithm.entropy_coef",
     "actor_rollout_ref.actor.loss_agg_mode": "algorithm.loss_agg_mode",
     "actor_rollout_ref.actor.use_kl_loss": "algorithm.kl_coef",
     "actor_rollout_ref.actor.kl_loss_coef": "algorithm.kl_coef",
@@ -29,9 +37,11 @@ VERL_NAMES: dict[str, str] = {
     "actor_rollout_ref.rollout.top_k": "rollout.top_k",
     "actor_rollout_ref.rollout.gpu_memory_utilization": "rollout.vllm_gpu_memory_utilization",
     "actor_rollout_ref.rollout.tensor_model_parallel_size": "rollout.vllm_tensor_parallel_size",
+    "actor_rollout_ref.rollout.enforce_eager": "rollout.vllm_enforce_eager",
     "actor_rollout_ref.rollout.val_kwargs.n": "eval.k",
     "actor_rollout_ref.rollout.val_kwargs.temperature": "eval.temperature",
     "actor_rollout_ref.rollout.val_kwargs.top_p": "eval.top_p",
+    "actor_rollout_ref.rollout.val_kwargs.top_k": "rollout.top_k (the held-out sampling's too)",
     "algorithm.adv_estimator": "algorithm.advantage",
     "algorithm.filter_groups.enable": "algorithm.dynamic_sampling",
     "algorithm.filter_groups.metric": "algorithm.filter_metric",
@@ -43,12 +53,19 @@ VERL_NAMES: dict[str, str] = {
     "reward_model.overlong_buffer.enable": "algorithm.overlong_soft_punishment",
     "reward_model.overlong_buffer.len": "algorithm.overlong_buffer_len",
     "reward_model.overlong_buffer.penalty_factor": "algorithm.overlong_penalty_factor",
+    # (older verl scripts' spelling of the same three)
+    "custom_reward_function.overlong_buffer.enable": "algorithm.overlong_soft_punishment",
+    "custom_reward_function.overlong_buffer.len": "algorithm.overlong_buffer_len",
+    "custom_reward_function.overlong_buffer.penalty_factor": "algorithm.overlong_penalty_factor",
     "custom_reward_function.path": "reward.functions",
     "trainer.n_gpus_per_node": "resources.devices_per_node",
     "trainer.nnodes": "resources.nnodes",
     "trainer.total_training_steps": "trainer.total_steps",
     "trainer.save_freq": "checkpoint.every_steps",
     "trainer.test_freq": "eval.every_steps",
+    "trainer.val_before_train": "eval.before_training",
+    "trainer.resume_mode": "checkpoint.resume",
+    "trainer.max_actor_ckpt_to_keep": "checkpoint.keep_last",
     "trainer.default_local_dir": "output_dir",
     "trainer.project_name": "logging.wandb_project",
 }

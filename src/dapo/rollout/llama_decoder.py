@@ -20,7 +20,7 @@ chunks; prompts are left padded so all rows write the same cache slot each step;
 not-yet-written slots are masked out by an additive key bias, and each row's RoPE position is its
 slot minus its padding. A decode step attends over all allocated slots rather than a slice of
 them: a slice is not dense, and oneDNN's bf16 matmul would copy it (twice per layer per token).
-Small decode batches on CPU keep the cache and attend in float32 (_FLOAT32_ATTENTION_MAX_ROWS),
+Small decode batches on CPU keep the cache and attend in float32 (FLOAT32_ATTENTION_MAX_ROWS),
 unless bf16 decoding runs the fused CPU kernels (:mod:`dapo.rollout.cpu_kernels`: RoPE, the cache
 write and attention in one call per layer, over the filled slots only; the folded RMSNorm in one),
 faster than both torch paths at every batch size.
@@ -47,7 +47,7 @@ _PREFILL_SCORES_BYTES = 256 * 2**20
 # probabilities, values): oneDNN's bf16 bmm of these tiny matrices is about 2x slower than
 # float32's at 16 rows (native bf16 decoding 4% faster), and faster at 64 rows (float32 8% slower).
 # Float32 attention is at least as precise as bf16's.
-_FLOAT32_ATTENTION_MAX_ROWS = 32
+FLOAT32_ATTENTION_MAX_ROWS = 32
 
 
 class LlamaDecodeSession:
@@ -76,7 +76,7 @@ class LlamaDecodeSession:
         # the attention kernel for its head layouts, the norm's for rows of whole 16-lane vectors
         self.cpu_kernels = usable if usable and usable.supports(self.groups, self.head_dim) else None
         self.cpu_rms_scale = usable.rms_scale if usable and self.embed.shape[1] % 16 == 0 else None
-        float32_attention = on_cpu and rows <= _FLOAT32_ATTENTION_MAX_ROWS and self.cpu_kernels is None
+        float32_attention = on_cpu and rows <= FLOAT32_ATTENTION_MAX_ROWS and self.cpu_kernels is None
         self.attention_dtype = torch.float32 if float32_attention else self.dtype
         self.cache = torch.empty(0)
         # (B, Hkv, capacity), attention dtype: 0 for real tokens, -inf for padding

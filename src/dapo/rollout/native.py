@@ -184,7 +184,7 @@ class NativeEngine:
         full length (the longest prompt + max_new_tokens, 2 x layers x KV heads x head size per
         position, in the dtype the session caches in) within max_kv_cache_bytes; at least one.
         The fast path on the CPU caches a 16-bit chunk of at most 32 rows in float32 (its faster
-        attention there, :data:`llama_decoder._FLOAT32_ATTENTION_MAX_ROWS`; even where the fused
+        attention there, :data:`llama_decoder.FLOAT32_ATTENTION_MAX_ROWS`; even where the fused
         kernels would keep it 16-bit): such a chunk, the last one included, is budgeted at 4 bytes."""
         model_dtype = next(self.model.parameters()).dtype
         longest = max(map(len, prompt_token_ids)) + params.max_new_tokens
@@ -194,7 +194,7 @@ class NativeEngine:
         prompts, budget = len(prompt_token_ids), self.max_kv_cache_bytes
         chunk = prompts_per_chunk(prompts, row_bytes, params.n, budget)
         if fast and dtype.itemsize < 4 and model_device(self.model).type == "cpu":
-            float32_prompts = min(chunk, llama_decoder._FLOAT32_ATTENTION_MAX_ROWS // params.n)
+            float32_prompts = min(chunk, llama_decoder.FLOAT32_ATTENTION_MAX_ROWS // params.n)
             if budget and float32_prompts * params.n * row_bytes * 4 / dtype.itemsize > budget:
                 chunk = min(chunk, prompts_per_chunk(prompts, row_bytes * 4 / dtype.itemsize, params.n, budget))
         return chunk

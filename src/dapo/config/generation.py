@@ -54,8 +54,8 @@ class RewardConfig:
     num_workers: int = 0
     # Cap in GiB on each scoring worker's address space (Linux RLIMIT_AS: virtual memory, the
     # worker's imports included, about 0.2 GiB), what its reward functions start included: an
-    # allocation past it raises MemoryError in the function, scored as a failure like any raise.
-    # 0: no cap. Either way workers are the OOM killer's first choice, so a leak costs a worker
+    # allocation past it raises MemoryError in the function, scored as a failure like any raise;
+    # a worker a call leaves near its cap is replaced (rewards.md). 0: no cap. Either way workers are the OOM killer's first choice, so a leak costs a worker
     # (replaced), not the trainer.
     memory_limit_gb: float = 0.0
     # A user function that times out (or ends its worker process: a crash, os._exit) on

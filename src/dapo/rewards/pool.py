@@ -5,7 +5,8 @@ loop in sympy or a huge ``int`` conversion ignores Python signals, a dead proces
 Tasks go out in chunks for throughput, but a worker reports each task as it finishes, and the
 parent restarts the clock at every report, so each task gets ``timeout_s`` of its own. When a
 worker is killed, the task it was running is marked ``timeout`` and the unstarted rest of its
-chunk goes back to the front of the queue. A replacement starts in the background and takes
+chunk goes back to the front of the queue (all of it when the worker ended itself after a task
+that left it short of memory: :class:`dapo.rewards.worker.MemoryWatch`). A replacement starts in the background and takes
 work once it says it is ready (start-up time never counts against a task). A worker that dies
 while starting is not replaced within the run (its replacement would likely die the same way);
 each run stops workers that have hung starting for ``startup_timeout_s`` and starts the pool back
@@ -153,7 +154,7 @@ class WorkerPool:
 
     def _dispatch(self, pending: deque[int], tasks: list[tuple], chunk_size: int) -> None:
         for worker in self._workers:
-            if not (worker.ready and not worker.inflight and pending):
+            if not (worker.ready and not worker.inflight and not worker.recycling and pending):
                 continue
             ids = [pending.popleft() for _ in range(min(chunk_size, len(pending)))]
             chunk = [(i, blob) for i in ids if (blob := self._pickled(i, tasks[i])) is not None]
@@ -204,6 +205,8 @@ class WorkerPool:
                     else:
                         head, before = self.stray_output or (text, 0)
                         self.stray_output = (head, before + total)
+                elif message[0] == "recycle":
+                    worker.recycling = True
                 elif message[0] == "ready":
                     worker.ready, worker.scoring_pid = True, message[1]
                 elif message[0] == "init_error":
@@ -226,9 +229,9 @@ class WorkerPool:
         ended_by_itself = worker.channel.closed  # (not killed by stop(): it closed its socket first)
         worker.stop()
         detail = exit_status(worker.process.returncode) if reason == "died" and ended_by_itself else None
-        if worker.inflight:
+        if worker.inflight and not worker.recycling:
             self._finish(worker.inflight.popleft(), (reason, detail))
-            pending.extendleft(reversed(worker.inflight))
+        pending.extendleft(reversed(worker.inflight))  # (a recycled worker's: none of them started)
         index = self._workers.index(worker)
         if worker.ready:
             self._workers[index] = self._start_worker()

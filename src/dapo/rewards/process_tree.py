@@ -186,6 +186,7 @@ def limit_worker_memory(memory_limit_bytes: int) -> None:
         import resource
 
         _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        memory_limit_bytes = min(memory_limit_bytes, 2**62)  # (setrlimit takes a C long: 2e10 GiB overflowed it)
         limit = memory_limit_bytes if hard == resource.RLIM_INFINITY else min(memory_limit_bytes, hard)
         resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 

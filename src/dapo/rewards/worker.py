@@ -303,8 +303,11 @@ def serve(sock: socket.socket, function_specs: list[str], capture_file: CaptureF
 
 def _serve_chunks(sock: socket.socket, functions: list[RewardFunction], capture: OutputCapture) -> None:
     """Each task in turn, with what it printed, and first what was printed since the last (by a
-    thread or a program a function left running), as ``("output", None, ...)``."""
+    thread or a program a function left running), as ``("output", None, ...)``. A worker that a
+    task left short of memory (:class:`MemoryWatch`) says ``("recycle",)`` after its result and
+    ends: the pool runs the rest of its chunk on a fresh one."""
     server = capture.server
+    memory = MemoryWatch()
     while True:
         try:
             chunk = receive_message(sock)
@@ -329,9 +332,49 @@ def _serve_chunks(sock: socket.socket, functions: list[RewardFunction], capture:
                 if printed := capture.collect():
                     send_message(sock, ("output", task_id, *printed))
                 send_message(sock, ("result", task_id, outcome))
+                if memory.short():
+                    sock.sendall(memory.recycle_frame)
+                    return
             except OSError:  # the parent is gone (no traceback on its terminal)
                 return
         reap_orphans()
+
+
+class MemoryWatch:
+    """Under reward.memory_limit_gb (an address-space cap), whether a task left this worker short
+    of memory: holding more than three quarters of the room it had when it became ready (a
+    function that keeps what it allocates; one whose allocation failed and was freed leaves it as
+    it was). It is then replaced, because math-verify, run by the same worker, catches MemoryError
+    as any error and answers False: near its cap a worker would judge correct answers wrong
+    without a failure to count."""
+
+    def __init__(self) -> None:
+        import resource
+
+        cap = resource.getrlimit(resource.RLIMIT_AS)[0]
+        self.cap = None if cap == resource.RLIM_INFINITY else cap
+        try:  # (opened now: near the cap, opening it would need memory the worker may not have)
+            self.statm: int | None = os.open("/proc/self/statm", os.O_RDONLY)
+        except OSError:  # not Linux: no measure
+            self.statm = None
+        self.page_size = os.sysconf("SC_PAGE_SIZE")
+        self.ready_size = self._address_space()
+        data = pickle.dumps(("recycle",))
+        self.recycle_frame = HEADER.pack(len(data)) + data  # (sent as it is: no allocation then)
+
+    def short(self) -> bool:
+        if self.cap is None or self.statm is None or self.ready_size is None:
+            return False
+        try:
+            return self.cap - self._address_space() < (self.cap - self.ready_size) / 4
+        except MemoryError:  # too short to read a number: short
+            return True
+
+    def _address_space(self) -> int | None:
+        """This process's address space in bytes (what RLIMIT_AS caps)."""
+        if self.statm is None:
+            return None
+        return int(os.pread(self.statm, 64, 0).split()[0]) * self.page_size
 
 
 def run_task(pickled_task: bytes, functions: list[RewardFunction]) -> Outcome:

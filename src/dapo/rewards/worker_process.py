@@ -58,6 +58,7 @@ class WorkerProcess:
     scoring_pid: int | None = None  # the process that runs the tasks, as it said when ready
     ready: bool = False
     dead: bool = False  # its connection closed: it exited or was killed
+    recycling: bool = False  # it said it ends, short of memory (dapo.rewards.worker.MemoryWatch)
     inflight: deque[int] = field(default_factory=deque)
     deadline: float = math.inf  # when the task at the head of ``inflight`` must be done
 

@@ -334,6 +334,32 @@ def test_a_run_interrupted_part_way_does_not_hand_its_results_to_the_next(result
         pool.close()
 
 
+def test_a_second_interrupt_while_closing_still_stops_every_worker():
+    """close() gives busy workers 2 s to finish: a second Ctrl-C in that wait left the rest
+    running, off the pool's list, so that no later close() could stop them."""
+    pool = WorkerPool(2, [f"{FNS}:sleeps_when_asked"], timeout_s=60.0)
+    keepers = pool.pids
+
+    def interrupt(*_):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 1.0)
+        with pytest.raises(KeyboardInterrupt):
+            pool.run(fn_tasks([{"sleep": True}] * 2))  # both workers busy, for good
+        signal.setitimer(signal.ITIMER_REAL, 0.5)  # the second, during close's 2-s wait
+        with pytest.raises(KeyboardInterrupt):
+            pool.close()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert pool._workers == []
+    for pid in keepers:  # stopped and reaped: no such process
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
 WALKER = """
 import os, time
 def f(response, ground_truth, extra):

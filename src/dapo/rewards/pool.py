@@ -269,15 +269,23 @@ class WorkerPool:
 
     def _stop_all(self, graceful: bool) -> None:
         """Stop every worker: ask them all, then give them 2 s together (busy ones finish their
-        task or are killed), unless not ``graceful``."""
-        workers, self._workers = self._workers, []
+        task or are killed), unless not ``graceful``. Interrupted meanwhile (a second Ctrl-C), it
+        kills the rest at once; a worker leaves the pool's list only once stopped, so a later
+        close() still reaches any it could not."""
         deadline = None
-        if graceful:
-            for worker in workers:
-                worker.channel.send(None)
-            deadline = time.monotonic() + 2.0
-        for worker in workers:
-            worker.stop(deadline)
+        try:
+            if graceful:
+                for worker in self._workers:
+                    worker.channel.send(None)
+                deadline = time.monotonic() + 2.0
+            while self._workers:
+                self._workers[0].stop(deadline)
+                del self._workers[0]
+        except BaseException:
+            while self._workers:
+                self._workers[0].stop()
+                del self._workers[0]
+            raise
 
     def close(self) -> None:
         """Stop every worker and reap it; safe to call twice."""

@@ -2,10 +2,12 @@
 
 A location is a file (``path/to/file.py``, or anything with a path separator) or a module path
 (``package.module``, looked up on sys.path plus the working directory, appended). Each file is
-imported once per process, under a name derived from its absolute path, so listing it twice (or
-loading a config twice) does not run its registrations twice; its directory is appended to
-sys.path first, so that it imports a module beside it (``from helpers import x``) from any
-working directory, as Python lets a script do.
+imported once per process, so listing it twice (or loading a config twice) does not run its
+registrations twice: under its own name (``rewards`` for ``rewards.py``) when that name imports
+it, as a module path naming it would, else under one derived from its absolute path (another
+``rewards`` comes first on sys.path). Its directory is appended to sys.path first, so that it
+imports a module beside it (``from helpers import x``) from any working directory, as Python lets
+a script do.
 
 A module found only through the working directory (``my_rewards:fn`` with ``my_rewards.py``
 there) would not be found by a process started elsewhere (``dapo eval CHECKPOINT``, a Ray rank):
@@ -60,10 +62,10 @@ def import_user_code(location: str, what: str, error: type[Exception] = ImportEr
     path = os.path.abspath(os.path.expanduser(location))
     if not os.path.isfile(path):
         raise error(f"{what}: file {path} does not exist")
-    module_name = "dapo_user_" + hashlib.sha1(path.encode()).hexdigest()[:12]
+    use_python_path([os.path.dirname(path)])  # its sibling modules, from any working directory
+    module_name = _own_module_name(path) or "dapo_user_" + hashlib.sha1(path.encode()).hexdigest()[:12]
     if module_name in sys.modules:
         return sys.modules[module_name]
-    use_python_path([os.path.dirname(path)])  # its sibling modules, from any working directory
     module_spec = importlib.util.spec_from_file_location(module_name, path)
     if module_spec is None or module_spec.loader is None:
         raise error(f"{what}: cannot import {path}")
@@ -75,6 +77,25 @@ def import_user_code(location: str, what: str, error: type[Exception] = ImportEr
         del sys.modules[module_name]
         raise error(f"{what}: importing {path} raised {type(exc).__name__}: {exc}") from exc
     return module
+
+
+def _own_module_name(path: str) -> str | None:
+    """The file's own module name (``rewards`` for ``dir/rewards.py``) when importing that name
+    gives this very file (its directory is on sys.path and nothing before it holds the name), so
+    that a process its code starts with multiprocessing's spawn or forkserver, which imports a
+    function by its module's name, finds it; None otherwise (the file then gets a name of its own)."""
+    name = Path(path).stem
+    if not name.isidentifier():
+        return None
+    if (loaded := sys.modules.get(name)) is not None:
+        origin = getattr(loaded, "__file__", None)
+    else:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            return None
+        origin = spec.origin if spec is not None else None
+    return name if origin and os.path.isfile(origin) and os.path.samefile(origin, path) else None
 
 
 def _shadowing_package(location: str) -> str | None:

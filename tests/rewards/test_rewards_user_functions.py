@@ -333,3 +333,20 @@ def _one_and_batched(module: Path, one: str, batched: str, batch_size: int, code
     module.write_text(code)
     return RewardConfig(functions=[RewardFunctionSpec(path=f"{module}:{one}"),
                                    RewardFunctionSpec(path=f"{module}:{batched}", batch_size=batch_size)], num_workers=1)
+
+
+def test_a_function_file_can_use_a_spawned_process_pool_on_its_own_helpers(tmp_path: Path) -> None:
+    """multiprocessing's spawn (and forkserver, Python 3.14's default on Linux) imports a function
+    by its module's name in the child: a file imported under a made-up name ('dapo_user_...')
+    failed every call with BrokenProcessPool there; it is imported under its own name now."""
+    (tmp_path / "spawning_reward.py").write_text(
+        "import concurrent.futures, multiprocessing\n"
+        "def square(x):\n    return x * x\n"
+        "def f(response, ground_truth, extra):\n"
+        "    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context('spawn')) as pool:\n"
+        "        return float(sum(pool.map(square, range(4))))\n")
+    cfg = RewardConfig(functions=[RewardFunctionSpec(path=f"{tmp_path / 'spawning_reward.py'}:f")],
+                       verifier_weight=0.0, num_workers=1, timeout_s=60.0)
+    with RewardScorer(cfg) as scorer:
+        [result] = scorer.score(["x"], ["1"])
+    assert not result.error and result.extra["f/score"] == 14.0

@@ -211,24 +211,32 @@ def test_a_plugin_the_trainer_cannot_call_is_a_config_error_naming_its_file(brok
 
 
 def test_a_plugin_file_that_runs_twice_under_two_module_names_says_so(tmp_path, monkeypatch):
-    """A plugin listed by its path that another plugin also imports by module name runs twice:
-    the duplicate registration names the first definition and the two module names."""
+    """A plugin listed by its path that another plugin also imports by another module name (its
+    package's) runs twice: the duplicate registration names the first definition and the two
+    module names. Imported by its own name, it runs once (it was 'dapo_user_...' and ran twice)."""
     from dapo.config import load_config
 
-    (tmp_path / "twice_losses.py").write_text(
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "twice_losses.py").write_text(
         "from dapo.algo import POLICY_LOSSES, compute_policy_loss\n"
         "@POLICY_LOSSES.register('twice_clip')\n"
         "def twice_clip(*args, **kwargs):\n    return compute_policy_loss(*args, **kwargs)\n")
-    (tmp_path / "twice_advs.py").write_text("import twice_losses\n")
+    (tmp_path / "pkg" / "once_advs.py").write_text("import twice_losses\n")  # its own name: the same module
+    (tmp_path / "twice_advs.py").write_text("import pkg.twice_losses\n")  # its package's: a second one
     monkeypatch.setattr(sys, "path", list(sys.path))  # the plugin's directory, appended, is taken off after
+    losses = tmp_path / "pkg" / "twice_losses.py"
     try:
+        load_config([], [f"algorithm.plugins=[{losses}, {tmp_path / 'pkg' / 'once_advs.py'}]"])
+        assert algo.POLICY_LOSSES["twice_clip"].__module__ == "twice_losses"
         with pytest.raises(ConfigError, match=r"policy loss 'twice_clip' is already registered by twice_clip "
                                               r"\(.*twice_losses.py:\d+\): the same file ran twice, as modules "
-                                              r"'dapo_user_\w+' and 'twice_losses'"):
-            load_config([], [f"algorithm.plugins=[{tmp_path / 'twice_losses.py'}, {tmp_path / 'twice_advs.py'}]"])
+                                              r"'twice_losses' and 'pkg.twice_losses'"):
+            load_config([], [f"algorithm.plugins=[{losses}, {tmp_path / 'twice_advs.py'}]"])
     finally:
         algo.POLICY_LOSSES.pop("twice_clip", None)
-        sys.modules.pop("twice_losses", None)
+        for name in ("twice_losses", "once_advs", "twice_advs", "pkg", "pkg.twice_losses"):
+            sys.modules.pop(name, None)
 
 
 def test_a_registration_without_its_name_is_refused_where_it_is_written(tmp_path):

@@ -68,8 +68,9 @@ class RewardConfig:
     # Responses longer than this (characters) are cut to their tail before parsing (verifier=dapo-rl;
     # math_dapo reads the last 300).
     max_response_chars: int = 20000
-    # Stop the run when one scorer (a reward function, or math-verify) fails on every response of
-    # this many consecutive training steps: a reward that always fails gives no learning signal.
+    # Stop the run when one scorer (a reward function, or math-verify) fails on every response it
+    # applies to (not those it returns None for) of this many consecutive training steps: a reward
+    # that always fails gives no learning signal.
     # The step just trained is checkpointed first. 0 never stops.
     max_failing_steps: int = 2
 

@@ -17,7 +17,7 @@ from dapo.config import DAPOConfig
 from dapo.data.records import Problem
 from dapo.rewards import RewardScorer
 from dapo.rewards.types import RewardResult
-from dapo.rewards.user_functions import RewardFunctionError
+from dapo.rewards.user_functions import NOT_APPLICABLE_KEY, RewardFunctionError
 from dapo.rollout.base import Completion, GenerationResult
 from dapo.trainer.batch import Sample
 
@@ -118,7 +118,8 @@ def add_group_outcomes(records: list[dict[str, Any]], samples: list[Sample], out
 
 class RewardFailureWatch:
     """Stops a run whose reward cannot give signal: one scorer failing (raising, timing out,
-    returning a wrong type) on every response of ``max_failing_steps`` consecutive steps."""
+    returning a wrong type) on every response it applies to (not those it returned None for) of
+    ``max_failing_steps`` consecutive steps."""
 
     def __init__(self, scorer: RewardScorer, max_failing_steps: int) -> None:
         self.scorer, self.max_failing_steps = scorer, max_failing_steps
@@ -128,14 +129,15 @@ class RewardFailureWatch:
         """Count this step; raise :class:`RewardFunctionError` naming the scorer past the limit."""
         if not results:
             return
-        failed_everywhere = set.intersection(*(set(r.failed) for r in results))
+        failed_everywhere = {label for label in set().union(*(r.failed for r in results)) if all(
+            label in r.failed for r in results if r.extra.get(f"{label}/{NOT_APPLICABLE_KEY}") != 1.0)}
         self.streak = {label: self.streak.get(label, 0) + 1 for label in failed_everywhere}
         for label, steps in self.streak.items():
             if self.max_failing_steps and steps >= self.max_failing_steps:
                 first = self.scorer.first_failure.get(label, "no detail recorded")
                 raise RewardFunctionError(
-                    f"reward scorer {label} failed on every response of the last {steps} steps ({len(results)} "
-                    f"this step), so {self._signal_left(label, failed_everywhere)}; first failure: {first}. Fix "
+                    f"reward scorer {label} failed on every response of the last {steps} steps that it applies to "
+                    f"({sum(label in r.failed for r in results)} of {len(results)} this step), so {self._signal_left(label, failed_everywhere)}; first failure: {first}. Fix "
                     f"{label}, or set reward.max_failing_steps=0 to go on"
                 )
 

@@ -49,7 +49,7 @@ def test_base_model_is_cached_loadable_and_deterministic(tmp_path: Path) -> None
     stamp = (first / "model.safetensors").stat().st_mtime_ns
     assert ensure_base_model(str(tmp_path / "a"), TINY, progress=False) == first
     assert (first / "model.safetensors").stat().st_mtime_ns == stamp  # not rebuilt
-    assert [p.name for p in (tmp_path / "a").iterdir()] == [first.name]  # no staging left over
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == [".lock", first.name]  # no staging left over
     second = ensure_base_model(str(tmp_path / "b"), TINY, progress=False)
     model_a = AutoModelForCausalLM.from_pretrained(first)
     model_b = AutoModelForCausalLM.from_pretrained(second)
@@ -280,7 +280,66 @@ def test_a_damaged_cached_model_is_installed_again(tmp_path: Path) -> None:
     with pytest.warns(UserWarning, match="damaged .*missing config.json"):
         assert ensure_base_model(str(tmp_path), progress=False) == directory
     assert (directory / "config.json").is_file()
-    assert [p.name for p in tmp_path.iterdir()] == [directory.name]  # nothing left aside
+    # a config or tokenizer file that changed (not only the weights): a model of another shape, or
+    # another vocabulary, loaded without a word
+    config = (directory / "config.json").read_text()
+    (directory / "config.json").write_text(config.replace('"num_hidden_layers": ', '"num_hidden_layers": 1'))
+    with pytest.warns(UserWarning, match="damaged .*config.json does not match the SHA-256"):
+        ensure_base_model(str(tmp_path), progress=False)
+    assert (directory / "config.json").read_text() == config
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", directory.name]  # nothing left aside
+
+
+def test_an_entry_cached_before_every_files_checksum_was_recorded_is_still_used(tmp_path: Path) -> None:
+    import json
+    import warnings
+
+    directory = ensure_base_model(str(tmp_path), progress=False)
+    record = json.loads((directory / "recipe.json").read_text())
+    assert set(record["files_sha256"]) >= {"model.safetensors", "config.json", "tokenizer.json", "generation_config.json"}
+    del record["files_sha256"]
+    (directory / "recipe.json").write_text(json.dumps(record))
+    inode = directory.stat().st_ino
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert ensure_base_model(str(tmp_path), progress=False) == directory
+    assert directory.stat().st_ino == inode  # not installed again
+    weights = directory / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])  # its weights are still checked
+    with pytest.warns(UserWarning, match="damaged .*model.safetensors does not match the SHA-256"):
+        ensure_base_model(str(tmp_path), progress=False)
+
+
+def test_a_process_waiting_to_repair_the_cache_uses_the_copy_another_just_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two processes finding the same damaged entry: the second one's repair discarded the copy
+    the first had just installed (deleting a model that process was loading)."""
+    import fcntl
+    import threading
+
+    from dapo.builtin import base_model
+
+    directory = ensure_base_model(str(tmp_path), progress=False)
+    weights = directory / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    waiting = threading.Event()
+    monkeypatch.setattr(base_model, "print", lambda *a, **k: waiting.set() if "waiting" in a[0] else None,
+                        raising=False)
+    returned: list[Path] = []
+    with open(tmp_path / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the other process, repairing it
+        second = threading.Thread(target=lambda: returned.append(ensure_base_model(str(tmp_path))), daemon=True)
+        second.start()
+        assert waiting.wait(60), "the second process did not wait for the lock"
+        base_model._discard(directory)
+        base_model._install(BaseModelRecipe(), tmp_path, directory, progress=False)
+        repaired = directory.stat().st_ino
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    second.join(60)
+    assert returned == [directory]
+    assert directory.stat().st_ino == repaired  # the repaired copy was used, not discarded
+    AutoModelForCausalLM.from_pretrained(directory)
 
 
 def test_damaged_shipped_weights_are_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

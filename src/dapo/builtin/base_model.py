@@ -30,7 +30,7 @@ the cache in about a second, checksum verified); other recipes are built on firs
 The result is cached under ``<cache_dir>/base-model-<recipe hash>/`` with ``save_pretrained``, so
 ``AutoModelForCausalLM`` / ``AutoTokenizer.from_pretrained`` load it like any HF model. The cache
 is written atomically (built in a temporary directory, flushed to disk, then renamed), so a killed
-build never leaves a half model, and a cached model whose weights no longer match the checksum
+build never leaves a half model, and a cached model whose files no longer match the checksums
 recorded with them (a disk error) is installed again. Building is deterministic for a recipe: same
 weights bit for bit on one machine.
 """
@@ -47,6 +47,7 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
@@ -71,11 +72,14 @@ ABANDONED_BUILD_S = 24 * 3600  # a build takes minutes: a staging directory a da
 
 def remove_abandoned_builds(root: Path) -> None:
     """Delete staging directories that killed builds left in the cache (a base model's worth of
-    files each); one younger than a day may be another process's build in progress."""
+    files each; one younger than a day may be another process's build in progress), and damaged
+    entries a killed process moved aside and did not finish deleting."""
     for staging in root.glob(".building-*"):
         with contextlib.suppress(OSError):
             if time.time() - staging.stat().st_mtime > ABANDONED_BUILD_S:
                 shutil.rmtree(staging, ignore_errors=True)
+    for aside in root.glob(".damaged-*"):  # nobody reads these: deleting one twice at once is harmless
+        shutil.rmtree(aside, ignore_errors=True)
 
 
 def ensure_base_model(
@@ -83,17 +87,55 @@ def ensure_base_model(
     recipe: BaseModelRecipe | None = None,
     progress: bool = True,
 ) -> Path:
-    """Directory of the built-in base model for ``recipe``, building and caching it if needed."""
+    """Directory of the built-in base model for ``recipe``, building and caching it if needed.
+
+    Processes sharing a cache (the ranks of one machine, two runs) take turns on a lock file
+    while they check, repair or build an entry: one of them builds, the others wait and use its
+    copy, and none discards a copy another has just installed."""
     recipe = recipe or BaseModelRecipe()
     root = Path(cache_dir).expanduser()
     target = root / f"base-model-{recipe.cache_key()}"
-    remove_abandoned_builds(root)  # also when the model is cached: a killed build's rerun is the usual case
-    if target.exists():  # (one without config.json too: the rename into its place would fail on every run)
-        if (damage := _cache_damage(target)) is None:
-            return target
-        warnings.warn(f"the cached base model {target} is damaged ({damage}): installing it again", stacklevel=2)
-        _discard(target)
+    if target.exists() and _cache_damage(target) is None:  # the usual case: no lock needed to read
+        remove_abandoned_builds(root)  # (a killed build's rerun finds the model cached)
+        return target
     root.mkdir(parents=True, exist_ok=True)
+    with _cache_lock(root, progress):
+        remove_abandoned_builds(root)
+        if target.exists():  # (one without config.json too: the rename into its place would fail on every run)
+            if (damage := _cache_damage(target)) is None:  # repaired or built by whoever held the lock
+                return target
+            warnings.warn(f"the cached base model {target} is damaged ({damage}): installing it again",
+                          stacklevel=2)
+            _discard(target)
+        _install(recipe, root, target, progress)
+    return target
+
+
+@contextlib.contextmanager
+def _cache_lock(root: Path, progress: bool) -> Iterator[None]:
+    """Hold ``<root>/.lock`` (an advisory ``flock``, released if the process dies) for the body;
+    say so when another process holds it, since waiting on a build can take minutes."""
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): the atomic rename below still keeps the cache whole
+        yield
+        return
+    with open(root / ".lock", "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if progress:
+                print(f"[base model] waiting for another process installing or building it in {root}", flush=True)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _install(recipe: BaseModelRecipe, root: Path, target: Path, progress: bool) -> None:
+    """Install the shipped weights or build the model in a staging directory, record every file's
+    checksum, and rename it into ``target`` (atomically: a killed build never leaves half a model)."""
     staging = Path(tempfile.mkdtemp(prefix=".building-", dir=root))
     try:
         started = time.perf_counter()
@@ -103,6 +145,7 @@ def ensure_base_model(
                 print(f"[base model] building the base model of this recipe (no shipped weights): once, a few "
                       f"minutes on 2 cores, then cached in {target}", flush=True)
             build_base_model(recipe, staging, progress=progress)
+        files = {path.name: sha256_of(path) for path in sorted(staging.iterdir())}
         _write_json(
             staging / "recipe.json",
             {
@@ -110,7 +153,8 @@ def ensure_base_model(
                 "recipe": asdict(recipe),
                 "source": source or "built",
                 "build_seconds": round(time.perf_counter() - started, 1),
-                "weights_sha256": sha256_of(staging / "model.safetensors"),
+                "weights_sha256": files["model.safetensors"],
+                "files_sha256": files,
             },
         )
         modes_as_umask(staging)  # not mkdtemp's 0700 nor safetensors' 0600: a shared cache stays shareable
@@ -118,30 +162,32 @@ def ensure_base_model(
         try:
             os.rename(staging, target)
             fsync_dir(root)
-        except OSError:  # another process finished the same build first; keep its copy
+        except OSError:  # another process (without the lock: no flock here) finished the same build first
             if not (target / "config.json").exists():
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return target
 
 
 CACHED_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json")  # besides the checked weights
 
 
 def _cache_damage(directory: Path) -> str | None:
-    """Why a cached model cannot be used (its weights no longer match the checksum recorded when
-    it was cached, or files are missing), or None when it is intact."""
+    """Why a cached model cannot be used (a file no longer matches the checksum recorded when it
+    was cached, or files are missing), or None when it is intact. Entries cached before every
+    file's checksum was recorded have their weights checked and the other files' presence."""
     try:
-        recorded = json.loads((directory / "recipe.json").read_text())["weights_sha256"]
-        actual = sha256_of(directory / "model.safetensors")
-    except (OSError, ValueError, KeyError) as error:
+        record = json.loads((directory / "recipe.json").read_text())
+        recorded = record.get("files_sha256") or {"model.safetensors": record["weights_sha256"]}
+        missing = [name for name in (*recorded, *CACHED_FILES) if not (directory / name).is_file()]
+        # without them from_pretrained builds a model of defaults or an empty-vocabulary tokenizer, silently
+        if missing:
+            return f"missing {', '.join(dict.fromkeys(missing))}"
+        changed = [name for name, digest in recorded.items() if sha256_of(directory / name) != digest]
+    except (OSError, ValueError, KeyError, AttributeError) as error:
         return f"{type(error).__name__}: {error}"
-    if actual != recorded:
-        return "model.safetensors does not match the SHA-256 recorded when it was cached"
-    # without them from_pretrained builds a model of defaults or an empty-vocabulary tokenizer, silently
-    missing = [name for name in CACHED_FILES if not (directory / name).is_file()]
-    return f"missing {', '.join(missing)}" if missing else None
+    verb = "does" if len(changed) == 1 else "do"
+    return f"{', '.join(changed)} {verb} not match the SHA-256 recorded when it was cached" if changed else None
 
 
 def _discard(directory: Path) -> None:

@@ -26,6 +26,7 @@ from dapo.cli.args import (
     resolve,
     shipped_config_names,
 )
+from dapo.cli.eval_dir import default_eval_dir, earlier_evaluation
 from dapo.config import AlgorithmConfig, ConfigError, DAPOConfig
 from dapo.config.loading import yaml_text
 from dapo.errors import UserError
@@ -164,29 +165,6 @@ def cmd_eval(ns: argparse.Namespace) -> int:
         print(f"{key:40s} {value:.4f}")
     print(f"{result.num_problems} problems x k={result.k}; every sample in {save_dir / 'generations.jsonl'}")
     return 0
-
-
-def earlier_evaluation(save_dir: Path) -> list[str]:
-    """The files of an earlier ``dapo eval`` in ``save_dir``, which an evaluation saved there replaces."""
-    from dapo.trainer.summary import EVAL_OUTPUTS
-
-    return [name for name in EVAL_OUTPUTS if (save_dir / name).exists()]
-
-
-def default_eval_dir(model: Path, is_checkpoint: bool) -> Path:
-    """RUN_DIR/eval/step-N for a run's checkpoint RUN_DIR/checkpoints/step-N, else runs/eval/<name>;
-    where an earlier evaluation is saved there (another k, other data), the first of <dir>-2, -3, ...
-    that holds none: a second ``dapo eval`` of a checkpoint wrote over the first one's samples."""
-
-    if is_checkpoint and model.resolve().parent.name == "checkpoints":
-        first = model.resolve().parent.parent / "eval" / model.resolve().name
-    else:
-        first = Path("runs") / "eval" / (model.name or "model")
-    candidate, number = first, 1
-    while earlier_evaluation(candidate):
-        number += 1
-        candidate = first.with_name(f"{first.name}-{number}")
-    return candidate
 
 
 def cmd_plot(ns: argparse.Namespace) -> int:

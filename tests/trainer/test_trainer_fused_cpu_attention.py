@@ -146,16 +146,22 @@ def test_what_it_declines():
 
 
 @needs_kernels
-def test_a_windowed_model_attends_on_the_grids(monkeypatch):
-    """Mistral's sliding window is not the kernel's mask: the forward leaves it to the grids."""
+@pytest.mark.parametrize("window", [3, "longest", 4096])
+def test_a_windowed_model_attends_on_the_grids_where_a_sequence_is_longer_than_its_window(monkeypatch, window):
+    """Mistral's sliding window is not the kernel's mask: the forward leaves it to the grids where
+    a key leaves a window; where none does (Mistral's default window of 4096, a window as long as
+    the longest sequence) attention is causal, and the kernel computes it (it never did)."""
     torch.manual_seed(0)
+    samples = make_group_samples(torch.Generator().manual_seed(3))
+    longest = max(len(s.prompt_ids) + len(s.response_ids) for s in samples)
     model = transformers.MistralForCausalLM(transformers.MistralConfig(
         vocab_size=96, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, head_dim=16, sliding_window=3, attn_implementation="eager"))
-    tensors = collate(make_group_samples(torch.Generator().manual_seed(3)), 0, "shared_prompt")
+        num_key_value_heads=2, head_dim=16, sliding_window=longest if window == "longest" else window,
+        attn_implementation="eager"))
+    tensors = collate(samples, 0, "shared_prompt")
     calls = []
     forward = OPS.functions["packed_attention_forward"]
     monkeypatch.setitem(OPS.functions, "packed_attention_forward", lambda *args: calls.append(1) or forward(*args))
     with_kernels = native_shared_prompt_logits(copy.deepcopy(model), tensors, cpu_kernels=True)
-    assert calls == []
+    assert len(calls) == (0 if window == 3 else model.config.num_hidden_layers)
     torch.testing.assert_close(with_kernels, native_shared_prompt_logits(model, tensors), rtol=0, atol=1e-5)

@@ -147,8 +147,8 @@ def _logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor], cpu_kernel
     hidden = decoder.embed_tokens(tokens)  # (N, hidden): every real token once
     cos, sin = _rope_tables(decoder.rotary_emb, hidden, positions)
     ops = fused_cpu_ops(hidden) if cpu_kernels else None
-    if ops is not None and window is None:  # attention on the packed tokens, where the kernel applies
-        grids.attend_packed()
+    if ops is not None and not grids.window_reached():  # attention on the packed tokens, where the kernel applies
+        grids.attend_packed()  # (it has no window: a Mistral whose window no sequence reaches is causal)
     recompute = model.training and checkpointing(model)
     for layer in decoder.layers:
         if recompute:  # non-reentrant: the grids and tables are read again in backward, unchanged
@@ -223,6 +223,11 @@ class _Grids:
         self.continuation_bias = (torch.zeros(continuation_sees.shape, dtype=dtype, device=device)
                                   .masked_fill_(~continuation_sees, lowest)[:, None, None])
 
+    def window_reached(self) -> bool:
+        """Whether a key leaves some query's window: a sequence longer than the window (the
+        longest's last position + 1; one device sync per call, windowed models only)."""
+        return self.window is not None and int(self.continuation_positions.max()) + 1 > self.window
+
     def _apply_window(self, sees: torch.Tensor, continuation_sees: torch.Tensor) -> None:
         """Hide the keys that have left a query's window, in place; nothing where no sequence is
         longer than the window (the common case: causal attention then equals the window's).
@@ -230,8 +235,7 @@ class _Grids:
         between them in the sequence."""
         prompt_positions = self.prompt_positions.to(sees.device)
         continuation_positions = self.continuation_positions.to(sees.device)
-        # the longest sequence computed: its last position + 1 (one device sync per call, windowed models only)
-        if int(continuation_positions.max()) + 1 <= self.window:
+        if not self.window_reached():
             return
         sees &= prompt_positions[:, :, None] - prompt_positions[:, None, :] < self.window
         keys = torch.cat([prompt_positions[self.prompt_index], continuation_positions], dim=1)

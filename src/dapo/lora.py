@@ -24,6 +24,7 @@ model it was); this module adds what a trainer needs around them:
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import re
 import warnings
@@ -53,7 +54,9 @@ def apply_lora(model: nn.Module, rank: int, alpha: float, target_modules: list[s
         from peft import LoraConfig, inject_adapter_in_model
         from peft.tuners.tuners_utils import cast_adapter_dtype
     except ImportError as error:
-        raise ImportError("model.lora_rank > 0 needs PEFT: pip install 'dapo-rl[lora]' (or pip install peft)") from error
+        installed = importlib.util.find_spec("peft") is not None  # an old PEFT fails on transformers 5
+        raise ImportError(f"model.lora_rank > 0 needs PEFT >= 0.18{' (the installed one does not import)' if installed else ''}: "
+                          "pip install -U 'dapo-rl[lora]' (or pip install -U 'peft>=0.18')") from error
     targets: str | list[str] = "all-linear" if target_modules == ["all-linear"] else list(target_modules)
     config = LoraConfig(r=rank, lora_alpha=alpha, target_modules=targets, lora_dropout=0.0, bias="none",
                         task_type="CAUSAL_LM")  # (saved: AutoPeftModelForCausalLM loads the adapter directory)
@@ -65,10 +68,16 @@ def apply_lora(model: nn.Module, rank: int, alpha: float, target_modules: list[s
             raise UserError(f"model.lora_target_modules={list(target_modules)} names no linear layer of the model "
                             f"(its linear layers: {_linear_layer_names(model)}; or [all-linear])") from error
     cast_adapter_dtype(model, "default")  # 16-bit adapters to float32; the frozen base keeps its dtype
-    # PEFT also adapts GPT-2's Conv1D (all-linear takes it) and embeddings, whose adapters the
-    # merge (rollout engines, checkpoints) and the KL reference's adapters-off do not handle
     adapted = {name: module.base_layer for name, module in model.named_modules()
                if hasattr(module, "lora_A") and hasattr(module, "base_layer")}
+    # PEFT stops only when no name matches: a misspelt one (dwn_proj) would leave its layers
+    # frozen without a word. A list name matches a module's name or its last dotted parts, as in PEFT.
+    if targets != "all-linear" and (unmatched := [target for target in targets if not any(
+            name == target or name.endswith(f".{target}") for name in adapted)]):
+        raise UserError(f"model.lora_target_modules={list(target_modules)}: {', '.join(unmatched)} names no layer "
+                        f"of the model (its linear layers: {_linear_layer_names(model)}; or [all-linear])")
+    # PEFT also adapts GPT-2's Conv1D (all-linear takes it) and embeddings, whose adapters the
+    # merge (rollout engines, checkpoints) and the KL reference's adapters-off do not handle
     if other := sorted(f"{name} ({type(base).__name__})" for name, base in adapted.items() if type(base) is not nn.Linear):
         raise UserError(f"model.lora_target_modules={list(target_modules)} puts adapters on layers that are not "
                         f"torch.nn.Linear: {', '.join(other[:4])}{', ...' if len(other) > 4 else ''}; dapo-rl adapts "

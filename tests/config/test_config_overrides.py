@@ -278,3 +278,10 @@ def test_every_verl_name_maps_to_a_setting_that_exists():
         # the answer's first word, and any other dotted name in it (it may name two, and say more)
         for setting in {ours.split(" ", 1)[0], *re.findall(r"\b[a-z_]+\.[a-z_]+\b", ours)}:
             assert field_type(DAPOConfig, setting.split(".")) is not None, verl_key
+
+
+def test_all_linear_in_a_longer_target_list_is_refused():
+    """PEFT reads all-linear as its shorthand only alone: [all-linear,q_proj] adapted q_proj alone."""
+    with pytest.raises(ConfigError, match=r"all-linear already takes every linear layer .* give it alone"):
+        load_config([], ["model.lora_target_modules=[all-linear,q_proj]"])
+    assert load_config([], ["model.lora_target_modules=[all-linear]"]).model.lora_target_modules == ["all-linear"]

@@ -114,6 +114,18 @@ def test_targets_that_name_no_layer_are_a_one_line_error_listing_the_layers() ->
         apply_lora(tiny_qwen2(), rank=4, alpha=8.0, target_modules=["qproj"])
 
 
+def test_a_misspelt_target_among_matching_ones_is_an_error_not_frozen_layers() -> None:
+    """PEFT stops only when no target matches: dwn_proj beside six real names adapted 12 of the
+    14 projections of two layers and left the down projections frozen, silently."""
+    every = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj"]
+    with pytest.raises(UserError, match=r"\[.*'dwn_proj'\]: dwn_proj names no layer of the model \(its linear layers: "
+                                        r"down_proj, gate_proj, k_proj, o_proj, q_proj, up_proj, v_proj"):
+        apply_lora(tiny_llama(), rank=4, alpha=8.0, target_modules=[*every, "dwn_proj"])
+    model = tiny_llama()  # a longer path matches by its last parts, as in PEFT
+    apply_lora(model, rank=4, alpha=8.0, target_modules=[*every, "mlp.down_proj"])
+    assert sum(name.endswith("down_proj.lora_A.default.weight") for name, _ in model.named_parameters()) == 2
+
+
 def test_adapters_on_layers_other_than_linear_ones_are_refused() -> None:
     """PEFT's all-linear takes GPT-2's Conv1D layers, and an embedding may be named: the merge
     raised at the first checkpoint (or weight sync), and the KL reference kept their adapters on."""
@@ -177,3 +189,22 @@ def test_saving_adapters_of_a_hub_named_base_model_makes_no_network_lookup(tmp_p
     save_adapter(model, tmp_path / "adapter", base_model_path="Qwen/Qwen2.5-0.5B")
     saved = load_file(tmp_path / "adapter" / "adapter_model.safetensors")
     assert saved and all(".lora_" in name for name in saved)
+
+
+def test_adapters_of_a_base_model_of_another_width_are_a_resume_error(tmp_path) -> None:
+    """Same rank, alpha and layers, another hidden size: torch's size-mismatch RuntimeError came
+    out as a traceback, not the resume's error naming the checkpoint."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from dapo.lora import ADAPTER_DIR, save_adapter
+    from dapo.trainer.policy_weights import AdapterMismatchError, load_policy_weights
+
+    wider = LlamaForCausalLM(LlamaConfig(vocab_size=32, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                         intermediate_size=48))
+    apply_lora(wider, rank=4, alpha=8.0, target_modules=["q_proj"])
+    save_adapter(wider, tmp_path / ADAPTER_DIR, base_model_path=str(tmp_path))
+    narrower = LlamaForCausalLM(LlamaConfig(vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                            intermediate_size=48))
+    apply_lora(narrower, rank=4, alpha=8.0, target_modules=["q_proj"])
+    with pytest.raises(AdapterMismatchError, match=rf"cannot resume {tmp_path}: its adapters do not fit this model.path's layers .* size mismatch for model.layers.0"):
+        load_policy_weights(narrower, tmp_path)

@@ -52,8 +52,9 @@ class ModelConfig:
     # LoRA's alpha: the adapters' output is scaled by lora_alpha / lora_rank.
     lora_alpha: float = 16.0
     # The linear layers that get adapters: ["all-linear"] (every linear layer but the output layer,
-    # PEFT's choice) or module names, e.g. [q_proj, k_proj, v_proj, o_proj]. torch.nn.Linear only:
-    # GPT-2's Conv1D layers and embeddings are refused.
+    # PEFT's choice) or module names, e.g. [q_proj, k_proj, v_proj, o_proj], each matching a layer's
+    # name or its last dotted parts (mlp.down_proj); a name that matches no layer is an error.
+    # torch.nn.Linear only: GPT-2's Conv1D layers and embeddings are refused.
     lora_target_modules: list[str] = field(default_factory=lambda: ["all-linear"])
 
     def __post_init__(self) -> None:
@@ -74,6 +75,10 @@ class ModelConfig:
         check(self.lora_alpha > 0, f"model.lora_alpha={self.lora_alpha} must be > 0")
         check(bool(self.lora_target_modules) and all(name.strip() for name in self.lora_target_modules),
               f"model.lora_target_modules={self.lora_target_modules} must name modules (or [all-linear])")
+        # PEFT's all-linear is a shorthand only alone: in a longer list it is a module name that matches nothing
+        check("all-linear" not in self.lora_target_modules or self.lora_target_modules == ["all-linear"],
+              f"model.lora_target_modules={self.lora_target_modules}: all-linear already takes every linear layer "
+              "(but the output layer); give it alone, or name the layers")
         check(bool(self.cache_dir.strip()), "model.cache_dir is empty: name a directory (default ~/.cache/dapo-rl)")
         if self.tokenizer_path is not None:  # (transformers takes an unexpanded ~/tok for a hub repo id)
             self.tokenizer_path = os.path.expanduser(self.tokenizer_path)

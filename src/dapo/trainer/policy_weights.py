@@ -62,6 +62,9 @@ def load_policy_weights(model: torch.nn.Module, directory: str | Path) -> None:
             load_adapter(model, Path(directory) / ADAPTER_DIR)
         except ValueError as error:
             raise AdapterMismatchError(f"cannot resume {directory}: {error}") from error
+        except RuntimeError as error:  # torch's size mismatch: the same layers of a base model of another width
+            raise AdapterMismatchError(f"cannot resume {directory}: its adapters do not fit this model.path's layers "
+                                       f"(trained on another base model?): {' '.join(str(error).split())}") from error
         return
     load_model_weights(model, directory)
 

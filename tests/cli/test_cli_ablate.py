@@ -255,9 +255,10 @@ def test_steps_without_an_update_count_in_what_was_generated_and_the_compute_is_
     assert curve.diagnostics["entropy"] == [0.4, None, 0.2]
     table = summarise([curve])
     row = next(line for line in table.splitlines() if line.startswith(f"| {VARIANTS[5][0]} |"))
-    assert "| 24 ± 0 | 3833 ± 0 | 3 (2) | 1 |" in row
+    assert "| 24 | 3833 | 3 (2) | 1 |" in row  # one seed: no spread to give
+    assert table.startswith("Mean ± sample standard deviation (n - 1) over seeds.")
     diagnostics_row = [line for line in table.splitlines() if line.startswith(f"| {VARIANTS[5][0]} |")][1]
-    assert "68.8% ± 0.0%" in diagnostics_row and "3.00% ± 0.00%" in diagnostics_row
+    assert "| 68.8% |" in diagnostics_row and "| 3.00% |" in diagnostics_row
 
 
 def test_a_curve_saved_by_the_format_that_dropped_steps_is_not_reused(tmp_path):
@@ -271,3 +272,17 @@ def test_a_curve_saved_by_the_format_that_dropped_steps_is_not_reused(tmp_path):
     saved["curve"]["updates"] = saved["curve"].pop("trained_steps")
     (tmp_path / CURVE_FILE).write_text(json.dumps(saved))
     assert finished_curve(cfg, 30, 4) is None
+
+
+def test_accuracy_against_compute_averages_seeds_at_equal_compute():
+    """A dynamic-sampling step can pass two evaluation points at once: seed 0 was evaluated at
+    0/144/336 groups, seed 1 at 0/96/144/240/320. Pairing points by index averaged seed 0's final
+    accuracy (at 336) with seed 1's at 144, and dropped seed 1's last two evaluations."""
+    from dapo.cli.ablate import _seed_mean_over_compute
+
+    grid, means = _seed_mean_over_compute([[0, 144, 336], [0, 96, 144, 240, 320]],
+                                          [[0.4, 0.6, 0.8], [0.4, 0.5, 0.6, 0.7, 0.9]])
+    assert grid == [0, 96, 144, 240, 320]  # every run's points up to the least compute reached
+    # seed 0 interpolated: 96 -> 0.4 + 0.2 * 96/144; 240 -> 0.6 + 0.2 * 96/192; 320 -> 0.6 + 0.2 * 176/192
+    expected = [0.4, (0.4 + 0.2 * 96 / 144 + 0.5) / 2, 0.6, (0.7 + 0.7) / 2, (0.6 + 0.2 * 176 / 192 + 0.9) / 2]
+    assert means == pytest.approx(expected, abs=1e-12)

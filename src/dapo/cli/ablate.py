@@ -277,8 +277,10 @@ def save_curve(cfg: DAPOConfig, steps: int, evals: int, curve: RunCurve) -> None
 
 
 def _mean_spread(values: list[float], fmt: str = ".1%") -> str:
-    spread = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{statistics.mean(values):{fmt}} ± {spread:{fmt}}"
+    """Mean ± sample standard deviation (n - 1) over seeds; the value alone for one seed."""
+    if len(values) == 1:
+        return f"{values[0]:{fmt}}"
+    return f"{statistics.mean(values):{fmt}} ± {statistics.stdev(values):{fmt}}"
 
 
 def summarise(curves: list[RunCurve]) -> str:
@@ -308,20 +310,36 @@ def summarise(curves: list[RunCurve]) -> str:
             run_means = [m for c in runs if (m := run_mean(c, column)) is not None]
             cells.append(_mean_spread(run_means, fmt) if run_means else "-")
         acted_on.append(f"| {name} | " + " | ".join(cells) + " |")
-    return ("\n".join(accuracy) + "\n\nWhat the techniques act on (run means: truncated, no-signal groups and response "
+    return ("Mean ± sample standard deviation (n - 1) over seeds.\n\n" + "\n".join(accuracy)
+            + "\n\nWhat the techniques act on (run means: truncated, no-signal groups and response "
             "length over every generated group, clip fractions and entropy over the steps that updated):\n\n"
             + "\n".join(acted_on) + "\n")
 
 
 def _seed_mean(series: list[list[float]] | list[list[float | None]]) -> list[float]:
-    """Element-wise mean over runs, as long as the shortest run; over the runs with a value at
-    that point (NaN, a gap in the plot, where none has one: a step without an update)."""
+    """Element-wise mean over runs (of a series by training step), as long as the shortest run;
+    over the runs with a value at that point (NaN, a gap in the plot, where none has one: a step
+    without an update)."""
     length = min(len(s) for s in series)
     means = []
     for i in range(length):
         values = [s[i] for s in series if s[i] is not None]
         means.append(statistics.mean(values) if values else math.nan)
     return means
+
+
+def _seed_mean_over_compute(generated: list[list[float]], accuracy: list[list[float]]) -> tuple[list[float], list[float]]:
+    """Mean accuracy over runs against compute: each run's curve read (linearly interpolated)
+    at every run's evaluation points up to the least compute any run reached. Runs are evaluated at
+    different compute (a dynamic-sampling step can pass two evaluation points at once, giving a run
+    fewer points): pairing their points by index averaged one seed's final accuracy with another's
+    mid-run one."""
+    import numpy as np
+
+    end = min(points[-1] for points in generated)
+    grid = sorted({x for points in generated for x in points if x <= end})
+    means = np.mean([np.interp(grid, points, values) for points, values in zip(generated, accuracy, strict=True)], axis=0)
+    return grid, means.tolist()
 
 
 def plot(curves: list[RunCurve], output: Path, task: str) -> None:
@@ -342,7 +360,7 @@ def plot(curves: list[RunCurve], output: Path, task: str) -> None:
         if not runs:
             continue
         color = colors[index % len(colors)]
-        axes[0][0].plot(_seed_mean([c.generated for c in runs]), _seed_mean([c.accuracy for c in runs]),
+        axes[0][0].plot(*_seed_mean_over_compute([c.generated for c in runs], [c.accuracy for c in runs]),
                         color=color, marker="o", label=name)
         for column, ax, _ in panels:
             ax.plot(_seed_mean([c.steps for c in runs]), _seed_mean([c.diagnostics[column] for c in runs]),

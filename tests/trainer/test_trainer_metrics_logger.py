@@ -16,13 +16,30 @@ from dapo.trainer.wandb_run import WANDB_RUN_FILE
 
 @pytest.fixture
 def fake_wandb(monkeypatch):
+    """A stand-in with W&B's step rule: a row logged with ``step=`` below the run's current step
+    is dropped, and a resumed run's current step is one past the last it logged. ``logged``: the
+    x-axis value (trainer/step, or step=) of each row kept; ``exit_codes``: what finish() was given."""
     module = types.ModuleType("wandb")
-    module.inits = []
+    module.inits, module.history = [], {}
 
     def init(**kwargs):
         module.inits.append(kwargs)
-        run = SimpleNamespace(id=kwargs.get("id") or f"run{len(module.inits)}", logged=[], finish=lambda: None)
-        run.log = lambda metrics, step: run.logged.append(step)
+        run_id = kwargs.get("id") or f"run{len(module.inits)}"
+        earlier = module.history.get(run_id, []) if kwargs.get("resume") else []
+        run = SimpleNamespace(id=run_id, logged=[], exit_codes=[], step_metrics={},
+                              current=earlier[-1] + 1 if earlier else None)
+        module.history[run_id] = run.logged
+
+        def log(metrics, step=None):
+            if step is not None:
+                if run.current is not None and step < run.current:
+                    return  # W&B: "steps must be monotonically increasing, so this data will be ignored"
+                run.current = step
+            run.logged.append(step if step is not None else metrics[run.step_metrics["*"]])
+
+        run.log = log
+        run.define_metric = lambda name, step_metric=None: run.step_metrics.__setitem__(name, step_metric)
+        run.finish = lambda exit_code=None: run.exit_codes.append(exit_code)
         return run
 
     module.init = init
@@ -76,6 +93,40 @@ def test_wandb_opens_at_first_use_and_only_once(fake_wandb, tmp_path):
     logger.log(2, {"loss": 1.0})
     assert len(fake_wandb.inits) == 1 and fake_wandb.inits[0]["config"] == {"a": 1}
     assert logger._wandb.logged == [1, 2]
+
+
+def test_an_evaluation_logged_at_the_step_a_run_resumed_at_reaches_wandb(fake_wandb, tmp_path):
+    """Stopped in its final evaluation after step 2's row, a run resumes at step 2 in the same W&B
+    run and logs the evaluation at step 2: with wandb.log(step=2) W&B dropped it (the resumed run's
+    steps start at 3), and the headline avg@k was missing from W&B alone."""
+    first = attempt(tmp_path, -1, range(0, 3))
+    assert first._wandb.exit_codes == [0]
+    resumed = MetricsLogger(tmp_path, tensorboard=False, wandb=True, wandb_project="p", config={})
+    resumed.truncate_after(2, None)
+    resumed.log(2, {"eval/avg@4": 0.75})
+    resumed.close()
+    assert fake_wandb.inits[-1]["resume"] == "allow" and resumed._wandb is not first._wandb
+    assert resumed._wandb.logged == [2] and resumed._wandb.step_metrics["*"] == "trainer/step"
+
+
+def test_a_run_closed_by_an_exception_is_marked_failed_in_wandb(fake_wandb, tmp_path):
+    logger = MetricsLogger(tmp_path, tensorboard=False, wandb=True, wandb_project="p", config={})
+    logger.log(0, {"loss": 1.0})
+    with pytest.raises(KeyboardInterrupt):
+        try:
+            raise KeyboardInterrupt
+        finally:
+            logger.close()  # as Trainer.train's finally closes it
+    assert logger._wandb.exit_codes == [1]
+
+
+def test_a_damaged_wandb_run_file_is_an_error_naming_it_not_a_login_hint(fake_wandb, tmp_path):
+    from dapo.errors import UserError
+
+    (tmp_path / WANDB_RUN_FILE).write_text('{"id": "run1"}')
+    logger = MetricsLogger(tmp_path, tensorboard=False, wandb=True, wandb_project="p", config={})
+    with pytest.raises(UserError, match=rf"{WANDB_RUN_FILE} is damaged \(KeyError: 'group'\).* delete it"):
+        logger.log(0, {"loss": 1.0})
 
 
 @pytest.mark.parametrize("resumes_killed_first", [0, 1])

@@ -12,13 +12,14 @@ import json
 import math
 import os
 import re
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
 
 from dapo.durable import write_atomically
 from dapo.errors import UserError
-from dapo.trainer.wandb_run import open_wandb_run
+from dapo.trainer.wandb_run import STEP_METRIC, open_wandb_run
 
 METRICS: dict[str, str] = {
     # rollout: what the policy sampled in this step's generation rounds (all groups, pre-filter)
@@ -289,6 +290,8 @@ class MetricsLogger:
         if self._wandb is None and self._wandb_settings is not None:
             try:
                 self._wandb = open_wandb_run(*self._wandb_settings, self._resumed_at, self._abandoned)
+            except UserError:
+                raise
             except Exception as error:  # wandb's own errors (UsageError, CommError) share no base of ours
                 raise UserError(f"W&B could not start a run ({type(error).__name__}: {error}); log in (`wandb login` "
                                 "or WANDB_API_KEY), set WANDB_MODE=offline, or logging.wandb=false") from error
@@ -328,7 +331,7 @@ class MetricsLogger:
             self._write_scalars(board, step, clean)
             board.flush()
         if (run := self._wandb_run()) is not None:
-            run.log(clean, step=step)
+            run.log({**clean, STEP_METRIC: step})
 
     @staticmethod
     def _write_scalars(board: Any, step: int, metrics: dict[str, Any]) -> None:
@@ -353,13 +356,15 @@ class MetricsLogger:
 
             columns = list(records[0])
             table = wandb_module.Table(columns=columns, data=[[r[c] for c in columns] for r in records])
-            run.log({"completions": table}, step=step)
+            run.log({"completions": table, STEP_METRIC: step})
 
     def close(self) -> None:
+        """Close the sinks; W&B marks the run failed when this is called while an exception (a
+        crash, Ctrl-C) propagates, finished otherwise (wandb.finish()'s default said finished)."""
         if self._tb is not None:
             self._tb.close()
         if self._wandb is not None:
-            self._wandb.finish()
+            self._wandb.finish(exit_code=0 if sys.exc_info()[1] is None else 1)
 
 
 def completions_markdown(records: list[dict[str, Any]]) -> str:

@@ -9,23 +9,35 @@ from pathlib import Path
 from typing import Any
 
 from dapo.durable import write_atomically
+from dapo.errors import UserError
 
 WANDB_RUN_FILE = "wandb_run.json"  # in the run directory: the W&B run this run logs to, and its group
+# Every row's x-axis. Not wandb.log's step=: a resumed W&B run's steps start after its last one and
+# a row logged at that step itself is dropped, which lost the evaluation of the step resumed at
+# (the final one after a stop in it; an owed periodic one). The rows' own counter (_step) is W&B's.
+STEP_METRIC = "trainer/step"
 
 
 def open_wandb_run(run_dir: Path, project: str, config: dict, resumed_at: int | None, abandoned: list[int]) -> Any:
     """The W&B run of a run directory; every run directory's runs share one W&B group, an attempt
     that starts over (``resumed_at`` None) too. A resume goes on in the run it logged to when that
-    run holds nothing the resume drops; otherwise W&B, whose steps only increase, would keep the
-    abandoned points and ignore those logged again, so the attempt logs to a new run in the group,
-    and says so. None (with a warning) when wandb is not installed."""
+    run holds nothing the resume drops; otherwise W&B, which cannot delete logged rows, would show
+    the abandoned points beside those logged again, so the attempt logs to a new run in the group,
+    and says so. Rows are plotted against :data:`STEP_METRIC`. None (with a warning) when wandb is
+    not installed; a damaged ``wandb_run.json`` is an error naming it."""
     try:
         import wandb
     except ImportError:
         warnings.warn("logging.wandb=true but wandb is not installed; pip install wandb", stacklevel=3)
         return None
     path = run_dir / WANDB_RUN_FILE
-    saved = json.loads(path.read_text()) if path.is_file() else None
+    try:
+        saved = json.loads(path.read_text()) if path.is_file() else None
+        if saved is not None:
+            saved = {"id": str(saved["id"]), "group": str(saved["group"])}
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise UserError(f"{path} is damaged ({type(error).__name__}: {error}): it names the W&B run this run logs "
+                        "to; delete it to log to a new W&B run") from error
     group = saved["group"] if saved else f"{run_dir.name}-{uuid.uuid4().hex[:8]}"
     if saved and resumed_at is not None and not abandoned:
         run = wandb.init(project=project, config=config, dir=str(run_dir), id=saved["id"], resume="allow", group=group)
@@ -37,4 +49,6 @@ def open_wandb_run(run_dir: Path, project: str, config: dict, resumed_at: int | 
                           f"W&B group {group!r}", stacklevel=3)
         run = wandb.init(project=project, config=config, dir=str(run_dir), group=group)
     write_atomically(path, json.dumps({"id": run.id, "group": group}) + "\n")
+    run.define_metric(STEP_METRIC)
+    run.define_metric("*", step_metric=STEP_METRIC)
     return run

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import math
 from pathlib import Path
 from typing import Any
 
@@ -25,20 +26,48 @@ PANELS: list[tuple[str, list[str]]] = [
     ("dynamic sampling", ["sampling/filtered_ratio", "sampling/all_correct_ratio", "sampling/all_wrong_ratio"]),
     ("generation rounds", ["sampling/gen_rounds"]),
     ("truncation rate", ["rollout/truncation_rate"]),
+    ("loss", ["actor/pg_loss", "actor/loss"]),
+    ("grad norm", ["actor/grad_norm"]),
+    ("KL", ["actor/approx_kl", "actor/kl_ref"]),
+    ("skipped updates", ["actor/skipped_updates", "actor/skipped_nonfinite_loss"]),
 ]
 
 
 def _series(rows: list[dict], pattern: str) -> dict[str, tuple[list[int], list[float]]]:
-    """(steps, values) per metric key matching ``pattern`` (a trailing * matches any suffix)."""
+    """(steps, values) per metric key matching ``pattern`` (a trailing * matches any suffix). A
+    null (metrics.jsonl's non-finite value) is NaN: a gap in the line, not a line drawn across it."""
     out: dict[str, tuple[list[int], list[float]]] = {}
     for row in rows:
         for key, value in row.items():
             matches = key.startswith(pattern[:-1]) if pattern.endswith("*") else key == pattern
-            if matches and isinstance(value, (int, float)):
+            if matches and (value is None or isinstance(value, (int, float))):
                 steps, values = out.setdefault(key, ([], []))
                 steps.append(row["step"])
-                values.append(float(value))
+                values.append(math.nan if value is None else float(value))
     return out
+
+
+def _plot_panel(ax: Any, title: str, series: dict[str, tuple[list[int], list[float]]]) -> None:
+    """One panel: a line per metric, and an x along the bottom at each step where it was not
+    finite (a NaN loss or gradient norm), which a gap alone would hide between two points."""
+    for key, (steps, values) in series.items():
+        finite = [not math.isnan(v) for v in values]
+        # a point between two gaps is a line of no length: a marker shows it
+        isolated = [f and not (i > 0 and finite[i - 1]) and not (i + 1 < len(values) and finite[i + 1])
+                    for i, f in enumerate(finite)]
+        (line,) = ax.plot(steps, values, marker="o" if key.startswith("eval/") else None, markersize=3, label=key)
+        if any(isolated) and not key.startswith("eval/"):
+            ax.plot([s for s, i in zip(steps, isolated) if i], [v for v, i in zip(values, isolated) if i],
+                    linestyle="none", marker="o", markersize=3, color=line.get_color())
+        if not all(finite):
+            ax.plot([s for s, f in zip(steps, finite) if not f], [0.0] * finite.count(False), linestyle="none",
+                    marker="x", color=line.get_color(), transform=ax.get_xaxis_transform(), clip_on=False,
+                    label=f"{key} not finite")
+    ax.set_title(title)
+    ax.set_xlabel("step")
+    ax.grid(alpha=0.3)
+    if ax.lines:
+        ax.legend(fontsize=7)
 
 
 def save_figure(fig: Any, path: Path) -> None:
@@ -67,16 +96,9 @@ def plot_run(run_dir: str | Path, output: str | Path | None = None) -> Path:
     if not rows:  # a run that has not logged its first row: a blank report would look like a plotting bug
         raise UserError(f"{Path(run_dir) / 'metrics.jsonl'} holds no metrics yet (a run logs its first row after "
                         "the data loads and the first evaluation, at step 0): nothing to plot")
-    fig, axes = plt.subplots(2, 4, figsize=(18, 8))
+    fig, axes = plt.subplots(3, 4, figsize=(18, 12))
     for ax, (title, patterns) in zip(axes.flat, PANELS):
-        for pattern in patterns:
-            for key, (steps, values) in _series(rows, pattern).items():
-                ax.plot(steps, values, marker="o" if key.startswith("eval/") else None, markersize=3, label=key)
-        ax.set_title(title)
-        ax.set_xlabel("step")
-        ax.grid(alpha=0.3)
-        if ax.lines:
-            ax.legend(fontsize=7)
+        _plot_panel(ax, title, {key: points for pattern in patterns for key, points in _series(rows, pattern).items()})
     fig.suptitle(f"dapo-rl run: {run_dir}")
     fig.tight_layout()
     save_figure(fig, out)

@@ -1,0 +1,44 @@
+"""dapo plot: what a run's report shows of steps whose metrics were not finite."""
+
+import json
+import math
+
+import matplotlib.pyplot as plt
+
+from dapo.cli.main import main
+from dapo.cli.plot import PANELS, _plot_panel, _series
+
+
+def _rows() -> list[dict]:
+    # step 2's loss and gradient norm were NaN (logged as null); step 4 the only finite point between two gaps
+    losses = {0: 0.5, 1: 0.4, 2: None, 3: None, 4: 0.3, 5: None, 6: 0.2, 7: 0.1}
+    return [{"step": step, "actor/pg_loss": loss, "actor/skipped_updates": float(loss is None)}
+            for step, loss in losses.items()]
+
+
+def test_a_null_metric_is_a_gap_in_its_line_not_a_line_drawn_across_it():
+    steps, values = _series(_rows(), "actor/pg_loss")["actor/pg_loss"]
+    assert steps == list(range(8))
+    assert [math.isnan(v) for v in values] == [False, False, True, True, False, True, False, False]
+
+
+def test_steps_that_were_not_finite_are_marked_and_an_isolated_point_is_drawn():
+    fig, ax = plt.subplots()
+    _plot_panel(ax, "loss", _series(_rows(), "actor/pg_loss"))
+    by_label = {line.get_label(): line for line in ax.lines}
+    marks = by_label["actor/pg_loss not finite"]
+    assert list(marks.get_xdata()) == [2, 3, 5] and marks.get_marker() == "x"
+    # the point at step 4 has gaps on both sides: a line shows nothing of it, a marker does
+    isolated = [line for line in ax.lines if line.get_label().startswith("_")]
+    assert len(isolated) == 1 and list(isolated[0].get_xdata()) == [4] and isolated[0].get_marker() == "o"
+    legend = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert legend == ["actor/pg_loss", "actor/pg_loss not finite"]
+    plt.close(fig)
+
+
+def test_the_report_has_a_panel_for_the_loss_grad_norm_kl_and_skipped_updates(tmp_path):
+    keys = {key for _, patterns in PANELS for key in patterns}
+    assert {"actor/pg_loss", "actor/grad_norm", "actor/approx_kl", "actor/skipped_updates"} <= keys
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in _rows()))
+    assert main(["plot", str(tmp_path)]) == 0
+    assert (tmp_path / "report.png").read_bytes().startswith(b"\x89PNG")

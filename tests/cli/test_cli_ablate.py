@@ -216,11 +216,15 @@ class _ScriptedTrainer:
     ]
 
     def __init__(self, cfg) -> None:
-        from types import SimpleNamespace
-
-        self.step, self.state = 0, SimpleNamespace(log=lambda step, metrics: None)
+        self.step = 0
 
     def resume(self) -> None:
+        pass
+
+    def record_start(self, evaluation) -> None:
+        pass
+
+    def record_step(self, result) -> None:
         pass
 
     def evaluate(self) -> dict[str, float]:
@@ -286,3 +290,35 @@ def test_accuracy_against_compute_averages_seeds_at_equal_compute():
     # seed 0 interpolated: 96 -> 0.4 + 0.2 * 96/144; 240 -> 0.6 + 0.2 * 96/192; 320 -> 0.6 + 0.2 * 176/192
     expected = [0.4, (0.4 + 0.2 * 96 / 144 + 0.5) / 2, 0.6, (0.7 + 0.7) / 2, (0.6 + 0.2 * 176 / 192 + 0.9) / 2]
     assert means == pytest.approx(expected, abs=1e-12)
+
+
+BONUS_REWARDS = PARITY_REWARD + '''
+def broken_bonus(response, ground_truth, extra):
+    raise ZeroDivisionError("my bug")
+'''
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_variant_logs_its_start_and_completions_and_stops_as_dapo_train_does(tmp_path):
+    """run_variant logged no step-0 row (data counts, baseline evaluation), no completions, and
+    trained on past a reward function failing on every response (reward.max_failing_steps)."""
+    from dapo.cli.ablate import run_variant
+    from dapo.rewards.user_functions import RewardFunctionError
+
+    reward_file = tmp_path / "rewards.py"
+    reward_file.write_text(BONUS_REWARDS)
+    overrides = [o for o in tiny_overrides(make_tiny_model(tmp_path / "model"), tmp_path / "unused", reward_file)
+                 if o.split("=", 1)[0] not in ("output_dir", "trainer.total_steps")] + [
+        f"reward.functions=[{{path: '{reward_file}:parity'}}, {{path: '{reward_file}:broken_bonus', weight: 0.1}}]",
+        "reward.max_failing_steps=2", "data.builtin_max_digits=2", "eval.max_problems=4",
+        "trainer.prompts_per_step=2", "logging.completions_per_step=2",
+    ]
+    run = tmp_path / "run"
+    cfg = variant_config(5, 0, 20, run, overrides)
+    with pytest.raises(RewardFunctionError, match=rf"variant .*\(DAPO\), seed 0 \({run}\): .*broken_bonus"):
+        run_variant(cfg, VARIANTS[5][0], steps=20, evals=1)
+    rows = read_metrics(run)
+    assert rows[0]["step"] == 0 and "data/train_problems" in rows[0] and "eval/avg@2" in rows[0]
+    assert [row["step"] for row in rows[1:]] == [1, 2]  # stopped at the limit, not at the budget (40 groups)
+    completions = [json.loads(line) for line in (run / "completions.jsonl").read_text().splitlines()]
+    assert {c["step"] for c in completions} == {1, 2} and all("response" in c for c in completions)

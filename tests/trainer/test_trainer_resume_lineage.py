@@ -284,14 +284,14 @@ def test_an_evaluation_stopped_at_the_step_a_failing_reward_stops_the_run_is_sti
     run = tmp_path / "run"
     trainer = Trainer(tiny_config(tiny_model_dir, run, reward_file, "checkpoint.every_steps=20"))
     stop_in_the_evaluation_after_step_2(trainer)
-    record = trainer._record
+    record = trainer.record_step
 
     def reward_stop_at_step_2(result):
         record(result)
         if trainer.step == 2:
             raise RewardFunctionError("my_reward failed on every response of 2 steps")
 
-    monkeypatch.setattr(trainer, "_record", reward_stop_at_step_2)
+    monkeypatch.setattr(trainer, "record_step", reward_stop_at_step_2)
     with pytest.raises(RewardFunctionError, match="Step 2 is checkpointed"):
         trainer.train()
     assert load_trainer_state(run / "checkpoints" / "step-000002", peek=True)["evaluation_owed"] is True

@@ -37,7 +37,8 @@ from dapo.cli.args import float32_on_this_cpu
 from dapo.config import ConfigError, DAPOConfig, builtin_config_path, load_config
 from dapo.config.loading import config_to_dict, parse_override, set_dotted, yaml_text
 from dapo.durable import write_atomically
-from dapo.errors import UserError
+from dapo.errors import NonFiniteError, UserError
+from dapo.rewards.user_functions import RewardFunctionError
 
 # Cumulative, in the paper's order; each entry lists the overrides that turn its technique on.
 VARIANTS: list[tuple[str, list[str]]] = [
@@ -213,11 +214,14 @@ def run_variant(cfg: DAPOConfig, name: str, steps: int, evals: int) -> RunCurve:
         trainer.resume()  # checkpoint.resume=never: a fresh start, an earlier attempt's metric lines dropped
         budget = steps * cfg.trainer.prompts_per_step
         key = f"eval/avg@{cfg.eval.k}"
-        curve = RunCurve(name, cfg.trainer.seed, [0.0], [_accuracy(trainer.evaluate(), key, name)])
+        baseline = trainer.evaluate()
+        trainer.record_start(baseline)  # step 0's row, as `dapo train` logs it: dapo plot shows the start
+        curve = RunCurve(name, cfg.trainer.seed, [0.0], [_accuracy(baseline, key, name)])
         curve.diagnostics = {column: [] for column, _, _ in DIAGNOSTICS}
         generated, next_eval = 0.0, budget / evals
         while generated < budget:
-            metrics = trainer.step_once().metrics
+            result = trainer.step_once()
+            metrics = result.metrics
             groups = metrics["sampling/groups_generated"]
             generated += groups
             curve.trained_steps += int(metrics.get("actor/updates", 0) > 0)
@@ -232,7 +236,12 @@ def run_variant(cfg: DAPOConfig, name: str, steps: int, evals: int) -> RunCurve:
                 curve.generated.append(generated)
                 curve.accuracy.append(_accuracy(metrics, key, name))
                 next_eval += budget / evals
-            trainer.state.log(trainer.step, metrics)
+            # logged with its completions; a reward failing on everything or every update skipped for
+            # a non-finite loss past their limits stops the ablation, as it stops `dapo train`
+            try:
+                trainer.record_step(result)
+            except (RewardFunctionError, NonFiniteError) as error:  # which of the runs stopped, and where
+                raise type(error)(f"variant {name}, seed {cfg.trainer.seed} ({cfg.output_dir}): {error}") from error
     finally:
         trainer.close()
     return curve

@@ -366,7 +366,7 @@ class Trainer(LoopState):
                               "nothing to train; raise total_steps to go on", stacklevel=2)
             if not resumed:  # step 0 of a fresh run: what the data held, and the baseline
                 eval_before = self.evaluate() if cfg.eval.before_training else None
-                self.state.log(0, {**self.run.data.counts(), **(eval_before or {})})
+                self.record_start(eval_before)
             with self.state.progress(self.step, self.updates_made):
                 self._owed_evaluation()
                 while self.step < cfg.trainer.total_steps:

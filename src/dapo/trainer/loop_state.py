@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from dapo.trainer.run_state import RunState
     from dapo.trainer.sampler import DynamicSampler
     from dapo.trainer.scoring import RewardFailureWatch
+    from dapo.trainer.setup import RunSetup
 
 
 class LoopState:
@@ -41,6 +42,7 @@ class LoopState:
     policy: PolicyWorker | RayPolicyGroup
     sampler: DynamicSampler
     reward_watch: RewardFailureWatch
+    run: RunSetup
     model: PreTrainedModel
     tokenizer: PreTrainedTokenizerBase
     step: int
@@ -110,7 +112,11 @@ class LoopState:
         print(f"resumed from {path} at step {self.step}")
         return True
 
-    def _record(self, result: StepResult) -> None:
+    def record_start(self, evaluation: dict[str, float] | None) -> None:
+        """Step 0 of a fresh run: what the data held (``data/*``) and the baseline evaluation."""
+        self.state.log(0, {**self.run.data.counts(), **(evaluation or {})})
+
+    def record_step(self, result: StepResult) -> None:
         """A finished step's metrics and completions logged, its rewards' failures and its skipped
         updates counted (either may stop the run: the rewards' first, the count taken either way)."""
         self.state.log(self.step, result.metrics)
@@ -145,14 +151,14 @@ class LoopState:
             "from a checkpoint before the divergence (checkpoint.resume=PATH) with a lower trainer.lr or trainer.grad_clip")
 
     def _record_and_checkpoint(self, result: StepResult, evaluation_owed: bool = False) -> None:
-        """The step just trained recorded (:meth:`_record`), then checkpointed when checkpoint.every_steps
+        """The step just trained recorded (:meth:`record_step`), then checkpointed when checkpoint.every_steps
         is due or ``evaluation_owed`` (its periodic evaluation was stopped). A reward scorer failing
         past reward.max_failing_steps (the record raises) stops the run with the step checkpointed
         whatever the schedule: it is complete, and a rerun, the scorer fixed, goes on after it
         rather than training the steps since the last checkpoint again."""
         evaluated = self._rank_evaluated(result.metrics)
         try:
-            self._record(result)
+            self.record_step(result)
         except RewardFunctionError as error:  # (a stopped evaluation is still owed by this checkpoint)
             path = self.save_checkpoint(evaluation_owed=evaluation_owed)
             raise RewardFunctionError(f"{error}. Step {self.step} is checkpointed ({path}): "

@@ -19,6 +19,7 @@ from typing import Any
 
 from dapo.durable import write_atomically
 from dapo.errors import UserError
+from dapo.trainer.jsonl_log import count_lines, cut_after
 from dapo.trainer.wandb_run import STEP_METRIC, open_wandb_run
 
 METRICS: dict[str, str] = {
@@ -215,8 +216,7 @@ class MetricsLogger:
         self._tb_replay: list[dict[str, Any]] = []  # kept lines of the purge step, written again
         self._tb_replay_completions: list[dict[str, Any]] = []  # ... and its kept completions
         # lines of metrics.jsonl and completions.jsonl, counted as written (one read, here)
-        self._lines = [path.read_bytes().count(b"\n") if path.exists() else 0
-                       for path in (self.path, self.completions_path)]
+        self._lines = [count_lines(path) for path in (self.path, self.completions_path)]
         # W&B opens at first use, once a resume has said where the run goes on from
         self._wandb_settings = (Path(run_dir), wandb_project, config) if wandb else None
         self._resumed_at: int | None = None  # the step a resume goes on after (None: a fresh start)
@@ -230,23 +230,20 @@ class MetricsLogger:
     def truncate_after(self, step: int, line_counts: list[int] | None = None) -> None:
         """On resume, drop lines a killed run wrote after its last checkpoint: those of later
         steps, and past ``line_counts`` (what the checkpoint recorded) those of its own step
-        logged after it (and a line torn by the kill), rewriting the file atomically; TensorBoard
+        logged after it (and a line torn by the kill), cutting each file back in place
+        (:func:`~dapo.trainer.jsonl_log.cut_after`: neither is read whole); TensorBoard
         hides an earlier attempt's points after ``step`` (its purge_step), so the curves do not
         double back."""
-        for index, (path, count) in enumerate(zip((self.path, self.completions_path), line_counts or [None, None])):
-            if path.exists():
-                rows = parse_metrics_lines(path)
-                kept = [row for row in rows[:count] if row["step"] <= step]
-                if index == 0:  # steps only increase down the file: what is kept is its head
-                    self._abandoned = sorted({row["step"] for row in rows[len(kept):]})
-                    # lines of the resume step itself were dropped (a final evaluation logged after
-                    # its checkpoint): TensorBoard hides that step too, and gets its kept lines again
-                    self._tb_replay = [row for row in kept if row["step"] == step] if step in self._abandoned else []
-                elif self._tb_replay:  # the purge hides the step's completions too (every tag)
-                    self._tb_replay_completions = [{k: v for k, v in row.items() if k != "step"}
-                                                   for row in kept if row["step"] == step]
-                write_atomically(path, "".join(json.dumps(row) + "\n" for row in kept))
-                self._lines[index] = len(kept)
+        metrics_cut, completions_cut = (cut_after(path, step, count) for path, count in
+                                        zip((self.path, self.completions_path), line_counts or [None, None]))
+        self._lines = [metrics_cut.kept, completions_cut.kept]
+        self._abandoned = metrics_cut.dropped_steps
+        # lines of the resume step itself were dropped (a final evaluation logged after its
+        # checkpoint): TensorBoard hides that step too, and gets its kept lines (and completions) again
+        self._tb_replay = metrics_cut.last_step_rows if step in self._abandoned else []
+        if self._tb_replay:  # the purge hides the step's completions too (every tag)
+            self._tb_replay_completions = [{k: v for k, v in row.items() if k != "step"}
+                                           for row in completions_cut.last_step_rows]
         if self._tb is not None:
             self._tb.close()
             self._tb = None

@@ -234,3 +234,52 @@ def test_tensorboards_server_shows_one_attempt_after_a_resume(tmp_path, final_ev
     if final_evaluation_dropped:
         assert [(e.step, float(tensor_util.make_ndarray(e.tensor_proto))) for e in board.Tensors("eval/avg@4")] == [
             (3, pytest.approx(0.6))]
+
+
+def test_an_attempt_without_wandb_that_drops_steps_retires_the_wandb_run(fake_wandb, tmp_path):
+    """W&B's reuse was decided from metrics.jsonl alone: an attempt with logging.wandb=false that
+    went back to step 2 (dropping steps 3-5, which W&B held) left no trace of it, and the next
+    attempt with W&B went on in that run, beside the abandoned steps."""
+    attempt(tmp_path, -1, range(0, 6))  # steps 0-5 in W&B, killed after a checkpoint at step 2
+    group = fake_wandb.inits[-1]["group"]
+    without = MetricsLogger(tmp_path, tensorboard=False, wandb=False, wandb_project="p", config={})
+    without.truncate_after(2, None)
+    for step in (3, 4):
+        without.log(step, {"loss": 2.0})
+    without.close()
+    assert json.loads((tmp_path / WANDB_RUN_FILE).read_text()) == {"group": group, "retired": "run1",
+                                                                   "abandoned": [3, 5]}
+    with pytest.warns(UserWarning, match=r"W&B run run1 holds steps 3-5, which an attempt logging without W&B "
+                                         r"abandoned.* new run in W&B group"):
+        attempt(tmp_path, 4, range(5, 7))  # nothing after step 4 in metrics.jsonl: it would have gone on in run1
+    assert "id" not in fake_wandb.inits[-1] and fake_wandb.inits[-1]["group"] == group
+    assert json.loads((tmp_path / WANDB_RUN_FILE).read_text()) == {"id": "run2", "group": group}
+    attempt(tmp_path, 6, range(7, 8))  # the new run goes on in its turn
+    assert fake_wandb.inits[-1]["id"] == "run2"
+
+
+def test_tensorboard_shows_the_steps_an_attempt_without_it_logged_instead_of_those_they_replaced(tmp_path):
+    """An attempt with logging.tensorboard=false that went back to step 2 set up no purge: the
+    next attempt with TensorBoard hid only the points after its own resume step, and showed the
+    first attempt's steps 3-4 where metrics.jsonl holds the second's."""
+    from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator
+    from tensorboard.util import tensor_util
+
+    first = MetricsLogger(tmp_path, tensorboard=True, wandb=False, wandb_project="p", config={})
+    for step in range(1, 6):
+        first.log(step, {"loss": float(step)})
+    first.close()
+    without = MetricsLogger(tmp_path, tensorboard=False, wandb=False, wandb_project="p", config={})
+    without.truncate_after(2, None)
+    for step in (3, 4):
+        without.log(step, {"loss": 10.0 * step})
+    without.close()
+    time.sleep(1.01 - time.time() % 1.0)  # the later process's event file sorts after the first's
+    resumed = MetricsLogger(tmp_path, tensorboard=True, wandb=False, wandb_project="p", config={})
+    resumed.truncate_after(4, None)
+    resumed.log(5, {"loss": 50.0})
+    resumed.close()
+    board = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={"tensors": 0})
+    board.Reload()
+    losses = [(e.step, float(tensor_util.make_ndarray(e.tensor_proto))) for e in board.Tensors("loss")]
+    assert losses == [(1, 1.0), (2, 2.0), (3, 30.0), (4, 40.0), (5, 50.0)]  # as metrics.jsonl has them

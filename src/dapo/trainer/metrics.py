@@ -20,7 +20,7 @@ from typing import Any
 from dapo.durable import write_atomically
 from dapo.errors import UserError
 from dapo.trainer.jsonl_log import count_lines, cut_after
-from dapo.trainer.wandb_run import STEP_METRIC, open_wandb_run
+from dapo.trainer.wandb_run import STEP_METRIC, open_wandb_run, retire_wandb_run
 
 METRICS: dict[str, str] = {
     # rollout: what the policy sampled in this step's generation rounds (all groups, pre-filter)
@@ -210,10 +210,11 @@ class MetricsLogger:
         self.completions_path = Path(run_dir) / "completions.jsonl"
         self._tb = self._wandb = None
         self._tb_dir = str(Path(run_dir) / "tensorboard") if tensorboard else None
+        self._tb_events = Path(run_dir) / "tensorboard"  # an earlier attempt's, even when this one has none
         # a purge a resume set up, until the event file holds it (not an event file: TensorBoard skips it)
         self._purge_marker = Path(run_dir) / "tensorboard" / "purge_pending.json"
         self._tb_purge_step: int | None = None  # set on resume: hide an earlier attempt's later points
-        self._tb_replay: list[dict[str, Any]] = []  # kept lines of the purge step, written again
+        self._tb_replay: list[dict[str, Any]] = []  # kept lines from the purge step on, written again
         self._tb_replay_completions: list[dict[str, Any]] = []  # ... and its kept completions
         # lines of metrics.jsonl and completions.jsonl, counted as written (one read, here)
         self._lines = [count_lines(path) for path in (self.path, self.completions_path)]
@@ -248,15 +249,20 @@ class MetricsLogger:
             self._tb.close()
             self._tb = None
         self._tb_purge_step = step if self._tb_replay else step + 1
-        if self._tb_dir is not None and Path(self._tb_dir).is_dir():  # an earlier attempt's events
-            # a purge an earlier resume set up and never wrote (killed before its first point): its
-            # step's points are still shown, though metrics.jsonl no longer says which they are
+        # An earlier attempt's events, set up to be purged also by an attempt without TensorBoard:
+        # the next one with it must hide the points this one's rows replace
+        if self._tb_events.is_dir():
+            # a purge an earlier resume set up and never wrote (killed before its first point, or
+            # logging without TensorBoard): its later points are still shown, and metrics.jsonl's rows
+            # from its step on, which replace them, are not
             pending = self._pending_purge()
             if pending is not None and pending < self._tb_purge_step:
                 self._tb_purge_step = pending
-                self._tb_replay = [row for row in parse_metrics_lines(self.path) if row["step"] == pending]
+                self._tb_replay = [row for row in parse_metrics_lines(self.path) if row["step"] >= pending]
                 self._tb_replay_completions = []  # (the resume step's: not this one's)
             write_atomically(self._purge_marker, json.dumps({"purge_step": self._tb_purge_step}) + "\n")
+        if self._wandb_settings is None and self._abandoned:  # the run directory's W&B run may hold them
+            retire_wandb_run(self.path.parent, self._abandoned)
         self._resumed_at = step if step >= 0 else None
 
     def _pending_purge(self) -> int | None:

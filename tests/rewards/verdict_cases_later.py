@@ -238,5 +238,15 @@ LATER_CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 1\\,000.5", "1000", False, "answer"),
     (A + "Answer: \\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}",
      "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}", True, "answer"),
+    # --- scientific notation math-verify read as Euler's number times digits: 1e3 was 3e (was right) ---
+    (A + "Answer: $3e$", "1e3", False, "answer"),
+    (A + "Answer: $1e3$", "10^3", True, "answer"),  # (was wrong)
+    (A + "Answer: $2.5e-3$", "\\frac{1}{400}", True, "answer"),  # (was wrong)
+    (A + "Answer: $2e$", "2e", True, "answer"),  # Euler's number itself is left alone
+    # --- a minus glued to what it subtracts from is not the box's sign (was -3: wrong either way) ---
+    (A + "So x = 1-\\boxed{3}", "3", True, "boxed"),
+    (A + "So x = 1-\\boxed{3}", "-3", False, "boxed"),
+    (A + "So x = a-\\boxed{3}", "-3", False, "boxed"),
+    (A + "So x = -\\boxed{3}", "-3", True, "boxed"),
+    (A + "So x =-\\boxed{3}", "-3", True, "boxed"),
 ]
-

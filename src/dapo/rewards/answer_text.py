@@ -16,8 +16,9 @@ from dapo.rewards.unicode_math import unicode_math_to_latex
 # A sign written just before an answer's box or math belongs to it: glued ("-\\boxed{34}",
 # "-$34$"), or after math punctuation ("x = - \\boxed{34}", "$ - \\boxed{34}$"); "\\pm\\boxed{3}". Not a
 # dash in prose ("Answer - \\boxed{34}": a space, a word before it), a bullet ("- \\boxed{34}") or "--", nor
-# a spaced dash after a colon ("Answer: - \\boxed{34}", which the Answer: line reads as 34 too).
-_MINUS_BEFORE = re.compile(r"(?:(?<![-−])[-−]\$?|[=(\[{,$]\s{0,3}[-−]\s{0,3}\$?\s{0,3})$")
+# a spaced dash after a colon ("Answer: - \\boxed{34}", which the Answer: line reads as 34 too), nor a
+# minus glued to what it subtracts from ("1-\\boxed{3}", "x-\\boxed{3}": the box alone is what it marks).
+_MINUS_BEFORE = re.compile(r"(?:(?<![-−0-9A-Za-z)\]}])[-−]\$?|[=(\[{,$]\s{0,3}[-−]\s{0,3}\$?\s{0,3})$")
 _PLUS_MINUS_BEFORE = re.compile(r"(?:\\pm|\\mp|±)\s{0,3}\$?\s{0,3}$")
 # An answer a sign applies to without parentheses: one term, no sum or list ("34", "\\frac{1}{2}").
 _TERM = re.compile(r"[0-9A-Za-z.\\{}^_]{1,200}")

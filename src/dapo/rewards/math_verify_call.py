@@ -7,10 +7,13 @@ on answers no longer than :data:`MAX_MATH_CHARS`; only a bool leaves it.
 from __future__ import annotations
 
 import logging
+import re
+from decimal import Decimal
 
 from dapo.rewards.number_forms import is_plain_number
 
 MAX_MATH_CHARS = 1000  # longer answers are not parsed at all (and count as wrong)
+_SCIENTIFIC = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE]([+-]?[0-9]{1,6})")
 
 
 def silence_math_verify_logging() -> None:
@@ -33,13 +36,23 @@ def math_equal(pred: str, ground_truth: str) -> bool:
     silence_math_verify_logging()
     if len(pred) > MAX_MATH_CHARS or len(ground_truth) > MAX_MATH_CHARS:
         return False
-    gold = parse(f"${ground_truth}$", parsing_timeout=None)  # type: ignore[arg-type]
-    target = parse(f"${pred}$", parsing_timeout=None)  # type: ignore[arg-type]
+    gold = parse(f"${_expanded(ground_truth)}$", parsing_timeout=None)  # type: ignore[arg-type]
+    target = parse(f"${_expanded(pred)}$", parsing_timeout=None)  # type: ignore[arg-type]
     if not gold or not target:
         return False
     if is_plain_number(pred) and _is_irrational(gold[0]):
         return False
     return bool(verify(gold, target, timeout_seconds=None))
+
+
+def _expanded(answer: str) -> str:
+    """A scientific literal (``1e3``, ``-2.5E-2``) written out (``1000``, ``-0.025``): math-verify
+    reads ``1e3`` as 1 x e x 3, Euler's number, equal to ``3e``. Exponents past 100 stay as written."""
+    match = _SCIENTIFIC.fullmatch(answer.strip())
+    if match is None or abs(int(match.group(1))) > 100:
+        return answer
+    text = format(Decimal(answer.strip()), "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def _is_irrational(parsed: object) -> bool:

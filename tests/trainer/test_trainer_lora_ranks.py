@@ -111,3 +111,39 @@ def test_a_lora_run_on_two_ranks_checkpoints_its_adapters_and_resumes_in_one_pro
             full.resume()
     finally:
         full.close()
+
+
+# a Ray run of two ranks and a reference, per case (15-35 s)
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", [
+    ("model.dtype=bfloat16", "model.gradient_checkpointing=true"),  # a bf16 base, its layers recomputed
+    ("trainer.param_dtype=bf16",),  # float32 masters, bf16 compute (FSDP2's MixedPrecisionPolicy)
+], ids=["bf16-base-checkpointed", "param-dtype-bf16"])
+def test_lora_on_two_ranks_in_bf16_updates_as_one_process(tiny_model_dir, reward_file, tmp_path, precision):
+    """The LoRA cases the float32 test above leaves out: the ranks' update is one process's within
+    bf16's rounding, the adapters are float32 and alone trainable, and the base keeps its dtype."""
+    import ray
+
+    settings = ["trainer.autocast=none", "trainer.micro_batch_tokens=24", "trainer.lr=1e-2", *precision]
+    with one_process_and_two_ranks(tiny_model_dir, reward_file, tmp_path, *LORA, *settings) as (one, two):
+        runs = []
+        for trainer in (one, two):
+            samples = make_samples(torch.Generator().manual_seed(0))
+            before = trainer.policy.compute_logprobs(samples).logprobs
+            for sample, logprobs in zip(samples, before):
+                sample.old_logprobs = logprobs
+            metrics = update_metrics([trainer.policy.update(samples)], samples, trainer.policy.lr)
+            after = torch.from_numpy(np.concatenate(trainer.policy.compute_logprobs(samples).logprobs))
+            runs.append((metrics, torch.from_numpy(np.concatenate(before)), after))
+        (single, single_before, single_after), (ranks, ranks_before, ranks_after) = runs
+        assert ranks["actor/skipped_updates"] == 0 and np.isfinite(ranks["actor/loss"])
+        assert ranks["actor/loss"] == pytest.approx(single["actor/loss"], rel=2e-2, abs=1e-4)
+        assert ranks["actor/grad_norm"] == pytest.approx(single["actor/grad_norm"], rel=5e-2)
+        assert float((ranks_after - ranks_before).abs().max()) > 1e-2, "the adapters did not train"
+        assert float((ranks_after - single_after).abs().max()) < 5e-2
+        base_dtype = torch.bfloat16 if "model.dtype=bfloat16" in precision else torch.float32
+        held = ray.get([rank.__ray_call__.remote(lambda r: sorted({
+            (("lora" if ".lora_" in n else "base"), str(p.dtype).removeprefix("torch."), p.requires_grad)
+            for n, p in r.model.named_parameters()})) for rank in two.policy.ranks])
+        expected = sorted({("lora", "float32", True), ("base", str(base_dtype).removeprefix("torch."), False)})
+        assert held == [expected] * 2

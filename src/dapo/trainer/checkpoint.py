@@ -147,6 +147,24 @@ def begin_checkpoint(run_dir: str | Path, step: int) -> Path:
     return tmp
 
 
+def link_checkpoint(source: Path, tmp: Path, leave_out: set[str]) -> None:
+    """Fill ``tmp`` (from :func:`begin_checkpoint`) with hard links to the files of the published
+    checkpoint ``source`` but the top-level ones named in ``leave_out``: a checkpoint built on it
+    (its Hugging Face export added) shares its shards rather than writing them again. Nothing in
+    ``tmp`` may be written through a link: a published file would change. Copies where the
+    filesystem has no hard links."""
+    for folder, _, files in os.walk(source):
+        relative = Path(folder).relative_to(source)
+        (tmp / relative).mkdir(parents=True, exist_ok=True)
+        for name in files:
+            if relative == Path(".") and name in leave_out:
+                continue
+            try:
+                os.link(Path(folder) / name, tmp / relative / name)
+            except OSError:  # (EPERM, EXDEV: a filesystem without links)
+                shutil.copy2(Path(folder) / name, tmp / relative / name)
+
+
 def publish_checkpoint(
     run_dir: str | Path, step: int, tmp: Path, trainer_state: dict[str, Any], config_yaml: str, keep_last: int,
     best_step: int | None = None,

@@ -181,6 +181,7 @@ class Trainer(LoopState):
         self.updates_made = 0  # optimizer updates the run's steps made (not an empty or skipped one), for the bar of a resume
         self.resumed_final = False  # the checkpoint resumed from is the run's final one (see train)
         self.evaluation_owed = False  # ... was written when its step's periodic evaluation stopped
+        self.export_owed = False  # ... was published before the Hugging Face export it needs
         # policy.version the engine's weights are at; None: unknown (resumed), sync before use
         self.engine_version: int | None = self.policy.version
 
@@ -364,6 +365,9 @@ class Trainer(LoopState):
                 where = "past" if self.step > cfg.trainer.total_steps else "from a final checkpoint, at"
                 warnings.warn(f"the run resumed at step {self.step}, {where} trainer.total_steps={cfg.trainer.total_steps}: "
                               "nothing to train; raise total_steps to go on", stacklevel=2)
+            if self.export_owed:  # stopped in the final checkpoint's export: the one thing left to do
+                print(f"writing the Hugging Face export the final checkpoint of step {self.step} owes")
+                self.add_export()
             if not resumed:  # step 0 of a fresh run: what the data held, and the baseline
                 eval_before = self.evaluate() if cfg.eval.before_training else None
                 self.record_start(eval_before)
@@ -379,7 +383,7 @@ class Trainer(LoopState):
                 eval_after = self._final_evaluation()
                 if eval_after:  # no held-out data: no row holding the step alone
                     self.state.log(self.step, eval_after)
-                self.save_checkpoint(final=True)
+                self.save_final_checkpoint()
         finally:
             self.close()
         return TrainSummary(self.step, eval_before, eval_after, cfg.output_dir, time.perf_counter() - started,

@@ -50,6 +50,7 @@ class LoopState:
     updates_made: int
     resumed_final: bool
     evaluation_owed: bool
+    export_owed: bool
     engine_version: int | None
     evaluate: Callable[[], dict[str, float]]
 
@@ -83,17 +84,36 @@ class LoopState:
                                                           - state.get("updates_skipped", 0)))
         self.engine_version = None  # the engine may hold the initial weights: sync before its next use
 
-    def save_checkpoint(self, final: bool = False, evaluation_owed: bool = False) -> Path:
+    def save_checkpoint(self, final: bool = False, evaluation_owed: bool = False, export_owed: bool = False) -> Path:
         """Checkpoint the run into ``output_dir/checkpoints/step-N`` (atomically); a multi-rank run
-        writes the Hugging Face export into it unless ``checkpoint.hf_export`` keeps it for the final one."""
-        hf_export = final or self.cfg.checkpoint.hf_export == "every"
-        # "final": written after the final evaluation, so a run resumed from it has nothing left to do;
-        # "evaluation_owed": written when the step's periodic evaluation was stopped, which a resume does first
-        state = {**self.state_dict(), "final": final, "evaluation_owed": evaluation_owed}
+        writes the Hugging Face export into it unless ``checkpoint.hf_export`` keeps it for the final
+        one, or it is owed (``export_owed``: :meth:`save_final_checkpoint` adds it next)."""
+        hf_export = (final and not export_owed) or self.cfg.checkpoint.hf_export == "every"
+        # "final": written after the final evaluation, so a run resumed from it has nothing left to do
+        # but an owed export; "evaluation_owed": written when the step's periodic evaluation was
+        # stopped, which a resume does first
+        state = {**self.state_dict(), "final": final, "evaluation_owed": evaluation_owed, "export_owed": export_owed}
         with config_dropout_restored(self.model):  # the rates the model came with, not training's zeros
             model_config_json = self.model.config.to_json_string()
         return self.state.save(self.step, state, self.policy, self.tokenizer, model_config_json, hf_export,
                                best_step=self.best_checkpoint and self.best_checkpoint[0])
+
+    def save_final_checkpoint(self) -> Path:
+        """The final checkpoint. Policy ranks whose periodic checkpoints hold no Hugging Face export
+        (``checkpoint.hf_export=final``) publish it in two parts: their shards first (``export_owed``),
+        then the export (:meth:`add_export`), so that a run stopped in the export (131 GB at 32B
+        float32) resumes from this step and writes the export alone, rather than from the last
+        periodic checkpoint, training the steps since again."""
+        if self.cfg.checkpoint.hf_export == "every" or not hasattr(self.policy, "export_checkpoint"):
+            return self.save_checkpoint(final=True)
+        self.save_checkpoint(final=True, export_owed=True)
+        return self.add_export()
+
+    def add_export(self) -> Path:
+        """The export the final checkpoint of this step owes (see :meth:`save_final_checkpoint`)."""
+        path = self.state.add_export(self.step, self.policy, best_step=self.best_checkpoint and self.best_checkpoint[0])
+        self.export_owed = False
+        return path
 
     def resume(self) -> bool:
         """Restore policy and loop from ``checkpoint.resume``; True when a checkpoint was loaded."""
@@ -105,6 +125,7 @@ class LoopState:
         self.load_state_dict(state)
         self.resumed_final = state.get("final", True)  # checkpoints from before the marker: as then
         self.evaluation_owed = state.get("evaluation_owed", False)
+        self.export_owed = state.get("export_owed", False)
         self.state.resumed_at(self.step, state.get("log_lines"))
         if self.best_checkpoint and not has_checkpoint(self.state.run_dir, self.best_checkpoint[0]):
             self.best_checkpoint = None  # another run's (its checkpoints are not here), or deleted since

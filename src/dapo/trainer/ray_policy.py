@@ -243,6 +243,11 @@ class RayPolicyGroup(RankCalls):
                 "(NFS, Lustre, a mounted bucket)")
         return sharded_policy_state(self.world_size, self.num_nonfinite_skipped)
 
+    def export_checkpoint(self, directory: Path) -> None:
+        """Rank 0 writes the Hugging Face export (gathered from every rank's shard) into
+        ``directory``, a checkpoint being built on the shards of a published one."""
+        self._on_all("export_checkpoint", os.path.abspath(directory))
+
     def load_checkpoint(self, directory: Path, state: dict[str, Any]) -> None:
         """Every rank reads its shards from checkpoint ``directory``; ``state`` is what
         :meth:`save_checkpoint` returned. The engines still hold older weights: sync before use."""

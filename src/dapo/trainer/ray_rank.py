@@ -293,6 +293,16 @@ class PolicyRank:
                 raise cause from error  # the driver names it as one process does: "No space left on device"
             raise
 
+    def export_checkpoint(self, directory: str) -> None:
+        """The Hugging Face export alone (gathered; written by rank 0; with LoRA, merged) into
+        ``directory``, a checkpoint being built on a published one's shards. Every rank must call it."""
+        try:
+            export_hf_from_shards(directory, self.model, self.tokenizer, self.rank)
+        except BaseException as error:
+            if (cause := checkpoint_write_os_error(directory, error)) is not None:
+                raise cause from error
+            raise
+
     def load_checkpoint(self, directory: str) -> float:
         """Read this rank's shard of model, optimizer and scheduler state and its RNG states from
         ``directory/policy``; the learning rate it resumes with. Every rank must call it; the

@@ -35,7 +35,9 @@ from dapo.rewards.types import RewardResult
 from dapo.trainer import optim
 from dapo.trainer.checkpoint import (
     begin_checkpoint,
+    checkpoint_name,
     layout_mismatch,
+    link_checkpoint,
     load_trainer_state,
     publish_checkpoint,
     set_aside_checkpoints_after,
@@ -51,6 +53,7 @@ from dapo.trainer.resume import (
 )
 from dapo.trainer.run_dir import (
     MODEL_CONFIG_FILE,
+    STATE_FILE,
     RunDirError,
     RunDirLock,
     changed_settings,
@@ -179,8 +182,7 @@ class RunState:
         it is published. Without the export, ``model_config_json`` goes into ``model_config.json``, so
         that a resume can still check the checkpoint is of this run's model. Checkpoint ``best_step``
         (checkpoint.keep_best) is kept out of checkpoint.keep_last's rotation."""
-        tmp = begin_checkpoint(self.run_dir, step)
-        try:
+        with self._building(step) as tmp:
             self.logger.sync()  # the lines it counts are on disk before it is
             state = {**loop_state, "policy": policy.save_checkpoint(tmp, tokenizer, hf_export),
                      "log_lines": self.logger.line_counts(), "started_from": self.started_from,
@@ -189,10 +191,31 @@ class RunState:
                 (tmp / MODEL_CONFIG_FILE).write_text(model_config_json)
             return publish_checkpoint(self.run_dir, step, tmp, state, self.config_yaml, self.cfg.checkpoint.keep_last,
                                       best_step)
+
+    def add_export(self, step: int, policy: Any, best_step: int | None = None) -> Path:
+        """Checkpoint ``step`` again, now with the Hugging Face export it owes (``export_owed``):
+        built on hard links to its published files (the ranks' shards are not written again),
+        rank 0's export added, then published in its place. A run stopped in the export keeps the
+        checkpoint as it was, and a resume from it writes the export alone."""
+        source = checkpoints_root(self.run_dir) / checkpoint_name(step)
+        state = {**load_trainer_state(source), "export_owed": False}
+        with self._building(step) as tmp:
+            link_checkpoint(source, tmp, leave_out={STATE_FILE, MODEL_CONFIG_FILE, "dapo_config.yaml"})
+            policy.export_checkpoint(tmp)
+            return publish_checkpoint(self.run_dir, step, tmp, state, self.config_yaml, self.cfg.checkpoint.keep_last,
+                                      best_step)
+
+    @contextlib.contextmanager
+    def _building(self, step: int) -> Iterator[Path]:
+        """A temporary directory to build checkpoint ``step`` in, removed with what a failed write
+        left (a full disk: the room it took) now, not at the next start; the OSError behind a
+        failure (a rank's own too, as it raised it) says which checkpoint was not written."""
+        tmp = begin_checkpoint(self.run_dir, step)
+        try:
+            yield tmp
         except Exception as error:
-            # what a failed write left (a full disk: the room it took) goes now, not at the next start
             shutil.rmtree(tmp, ignore_errors=True)
-            if (cause := os_error_behind(error)) is not None:  # a rank's own OSError too, as it raised it
+            if (cause := os_error_behind(error)) is not None:
                 raise OSError(cause.errno, f"{cause.strerror} (checkpoint step {step} not written; the earlier "
                               "ones are kept)", str(checkpoints_root(self.run_dir))) from error
             raise

@@ -48,3 +48,35 @@ def test_a_run_stopped_in_its_final_export_resumes_to_write_the_export_alone(tin
     exported = AutoModelForCausalLM.from_pretrained(final)
     initial = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     assert any((a != b).any() for a, b in zip(exported.parameters(), initial.parameters())), "not the trained weights"
+
+
+@pytest.mark.slow  # a Ray run of two ranks (about 12 s)
+def test_the_final_checkpoint_after_a_periodic_one_of_its_step_links_its_shards(tiny_model_dir, reward_file, tmp_path):
+    """checkpoint.every_steps divides total_steps (the 32B config's 500 and 20): step 2's shards,
+    the whole AdamW state, were written twice, by the periodic checkpoint and by the final one."""
+    run = tmp_path / "run"
+    trainer = Trainer(tiny_config(tiny_model_dir, run, reward_file, *TWO_RANKS, "trainer.total_steps=2",
+                                  "checkpoint.every_steps=2", "checkpoint.hf_export=final"))
+    saves, inodes = [], {}
+    save = trainer.policy.save_checkpoint
+
+    def counted(directory, *args):
+        saves.append(trainer.step)
+        return save(directory, *args)
+
+    def record(evaluate=trainer.evaluate):  # the final evaluation: after the periodic checkpoint of step 2
+        if trainer.step == 2:
+            step_2 = run / "checkpoints" / "step-000002" / SHARDED_DIR
+            inodes.update({p.name: p.stat().st_ino for p in step_2.iterdir()})
+        return evaluate()
+
+    trainer.policy.save_checkpoint, trainer.evaluate = counted, record
+    assert trainer.train().steps == 2
+    assert saves == [2]  # the periodic checkpoint's shards alone
+    final = run / "checkpoints" / "step-000002"
+    state = load_trainer_state(final)
+    assert state["final"] and not state["export_owed"] and (final / "config.json").is_file()
+    now = {p.name: p.stat().st_ino for p in (final / SHARDED_DIR).iterdir()}
+    assert {name for name in now if now[name] == inodes.get(name)} == {".metadata", "__0_0.distcp", "__1_0.distcp"}
+    assert state["log_lines"][0] == len(read_metrics(run))  # the final evaluation's line counted
+    AutoModelForCausalLM.from_pretrained(final)

@@ -22,6 +22,7 @@ never a half-written one; the next run removes the temporary directory.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 import shutil
@@ -149,15 +150,15 @@ def begin_checkpoint(run_dir: str | Path, step: int) -> Path:
 
 def link_checkpoint(source: Path, tmp: Path, leave_out: set[str]) -> None:
     """Fill ``tmp`` (from :func:`begin_checkpoint`) with hard links to the files of the published
-    checkpoint ``source`` but the top-level ones named in ``leave_out``: a checkpoint built on it
-    (its Hugging Face export added) shares its shards rather than writing them again. Nothing in
-    ``tmp`` may be written through a link: a published file would change. Copies where the
-    filesystem has no hard links."""
+    checkpoint ``source`` but those whose path in it matches a pattern of ``leave_out``
+    (``trainer_state.pt``, ``policy/rng-rank*.pt``): a checkpoint built on it shares its shards
+    rather than writing them again. Nothing in ``tmp`` may be written through a link: a published
+    file would change. Copies where the filesystem has no hard links."""
     for folder, _, files in os.walk(source):
         relative = Path(folder).relative_to(source)
         (tmp / relative).mkdir(parents=True, exist_ok=True)
         for name in files:
-            if relative == Path(".") and name in leave_out:
+            if any(fnmatch.fnmatchcase((relative / name).as_posix(), pattern) for pattern in leave_out):
                 continue
             try:
                 os.link(Path(folder) / name, tmp / relative / name)

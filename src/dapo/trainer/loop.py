@@ -182,6 +182,7 @@ class Trainer(LoopState):
         self.resumed_final = False  # the checkpoint resumed from is the run's final one (see train)
         self.evaluation_owed = False  # ... was written when its step's periodic evaluation stopped
         self.export_owed = False  # ... was published before the Hugging Face export it needs
+        self.checkpointed_at: int | None = None  # the step of the policy's last checkpoint (saved or loaded)
         # policy.version the engine's weights are at; None: unknown (resumed), sync before use
         self.engine_version: int | None = self.policy.version
 

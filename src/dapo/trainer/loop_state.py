@@ -51,6 +51,7 @@ class LoopState:
     resumed_final: bool
     evaluation_owed: bool
     export_owed: bool
+    checkpointed_at: int | None  # the step of the checkpoint the policy was last saved in or loaded from
     engine_version: int | None
     evaluate: Callable[[], dict[str, float]]
 
@@ -89,29 +90,42 @@ class LoopState:
         writes the Hugging Face export into it unless ``checkpoint.hf_export`` keeps it for the final
         one, or it is owed (``export_owed``: :meth:`save_final_checkpoint` adds it next)."""
         hf_export = (final and not export_owed) or self.cfg.checkpoint.hf_export == "every"
+        with config_dropout_restored(self.model):  # the rates the model came with, not training's zeros
+            model_config_json = self.model.config.to_json_string()
+        path = self.state.save(self.step, self._checkpoint_state(final, evaluation_owed, export_owed), self.policy,
+                               self.tokenizer, model_config_json, hf_export, best_step=self._best_step())
+        self.checkpointed_at = self.step
+        return path
+
+    def _checkpoint_state(self, final: bool, evaluation_owed: bool = False, export_owed: bool = False) -> dict[str, Any]:
         # "final": written after the final evaluation, so a run resumed from it has nothing left to do
         # but an owed export; "evaluation_owed": written when the step's periodic evaluation was
         # stopped, which a resume does first
-        state = {**self.state_dict(), "final": final, "evaluation_owed": evaluation_owed, "export_owed": export_owed}
-        with config_dropout_restored(self.model):  # the rates the model came with, not training's zeros
-            model_config_json = self.model.config.to_json_string()
-        return self.state.save(self.step, state, self.policy, self.tokenizer, model_config_json, hf_export,
-                               best_step=self.best_checkpoint and self.best_checkpoint[0])
+        return {**self.state_dict(), "final": final, "evaluation_owed": evaluation_owed, "export_owed": export_owed}
+
+    def _best_step(self) -> int | None:
+        return self.best_checkpoint and self.best_checkpoint[0]
 
     def save_final_checkpoint(self) -> Path:
-        """The final checkpoint. Policy ranks whose periodic checkpoints hold no Hugging Face export
-        (``checkpoint.hf_export=final``) publish it in two parts: their shards first (``export_owed``),
-        then the export (:meth:`add_export`), so that a run stopped in the export (131 GB at 32B
-        float32) resumes from this step and writes the export alone, rather than from the last
-        periodic checkpoint, training the steps since again."""
-        if self.cfg.checkpoint.hf_export == "every" or not hasattr(self.policy, "export_checkpoint"):
+        """The final checkpoint. Policy ranks build it on the shards of this step's checkpoint when
+        there is one (a periodic one just before the final evaluation: the shards, the whole AdamW
+        state, are not written again), and publish it before its Hugging Face export where their
+        periodic checkpoints hold none (``checkpoint.hf_export=final``; :meth:`add_export`), so that a
+        run stopped in the export (131 GB at 32B float32) resumes from this step to write it alone,
+        rather than from the last periodic checkpoint, training the steps since again."""
+        if not hasattr(self.policy, "export_checkpoint"):  # one process: its checkpoint is its model
             return self.save_checkpoint(final=True)
-        self.save_checkpoint(final=True, export_owed=True)
-        return self.add_export()
+        owed = self.cfg.checkpoint.hf_export != "every"
+        if self.checkpointed_at == self.step:
+            path = self.state.resave(self.step, self.policy, self._checkpoint_state(True, export_owed=owed),
+                                     best_step=self._best_step())
+        else:
+            path = self.save_checkpoint(final=True, export_owed=owed)
+        return self.add_export() if owed else path
 
     def add_export(self) -> Path:
         """The export the final checkpoint of this step owes (see :meth:`save_final_checkpoint`)."""
-        path = self.state.add_export(self.step, self.policy, best_step=self.best_checkpoint and self.best_checkpoint[0])
+        path = self.state.resave(self.step, self.policy, export=True, best_step=self._best_step())
         self.export_owed = False
         return path
 
@@ -126,10 +140,11 @@ class LoopState:
         self.resumed_final = state.get("final", True)  # checkpoints from before the marker: as then
         self.evaluation_owed = state.get("evaluation_owed", False)
         self.export_owed = state.get("export_owed", False)
+        self.checkpointed_at = self.step  # the policy is this checkpoint's
         self.state.resumed_at(self.step, state.get("log_lines"))
         if self.best_checkpoint and not has_checkpoint(self.state.run_dir, self.best_checkpoint[0]):
             self.best_checkpoint = None  # another run's (its checkpoints are not here), or deleted since
-        link_best(self.state.run_dir, self.best_checkpoint and self.best_checkpoint[0])
+        link_best(self.state.run_dir, self._best_step())
         print(f"resumed from {path} at step {self.step}")
         return True
 
@@ -239,7 +254,7 @@ class LoopState:
             self.state.log(self.step, metrics)
             # ranked when the checkpoint resumed from is this run's (not another run's, or one set aside)
             if has_checkpoint(self.state.run_dir, self.step) and self._rank_evaluated(metrics):
-                link_best(self.state.run_dir, self.best_checkpoint and self.best_checkpoint[0])
+                link_best(self.state.run_dir, self._best_step())
         self.evaluation_owed = False
 
     def _final_evaluation(self) -> dict[str, float]:

@@ -243,6 +243,11 @@ class RayPolicyGroup(RankCalls):
                 "(NFS, Lustre, a mounted bucket)")
         return sharded_policy_state(self.world_size, self.num_nonfinite_skipped)
 
+    def save_rng(self, directory: Path) -> None:
+        """Every rank writes its generators into ``directory`` (a checkpoint being built on the
+        shards of a published one)."""
+        self._on_all("save_rng", os.path.abspath(directory))
+
     def export_checkpoint(self, directory: Path) -> None:
         """Rank 0 writes the Hugging Face export (gathered from every rank's shard) into
         ``directory``, a checkpoint being built on the shards of a published one."""

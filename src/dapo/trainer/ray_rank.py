@@ -293,6 +293,11 @@ class PolicyRank:
                 raise cause from error  # the driver names it as one process does: "No space left on device"
             raise
 
+    def save_rng(self, directory: str) -> None:
+        """This rank's generators alone into ``directory``, a checkpoint being built on a published
+        one's shards (:func:`~dapo.trainer.rng.save_rank_rng`)."""
+        save_rank_rng(directory, self.rank)
+
     def export_checkpoint(self, directory: str) -> None:
         """The Hugging Face export alone (gathered; written by rank 0; with LoRA, merged) into
         ``directory``, a checkpoint being built on a published one's shards. Every rank must call it."""

@@ -53,6 +53,7 @@ from dapo.trainer.resume import (
 )
 from dapo.trainer.run_dir import (
     MODEL_CONFIG_FILE,
+    SHARDED_DIR,
     STATE_FILE,
     RunDirError,
     RunDirLock,
@@ -184,26 +185,40 @@ class RunState:
         (checkpoint.keep_best) is kept out of checkpoint.keep_last's rotation."""
         with self._building(step) as tmp:
             self.logger.sync()  # the lines it counts are on disk before it is
-            state = {**loop_state, "policy": policy.save_checkpoint(tmp, tokenizer, hf_export),
-                     "log_lines": self.logger.line_counts(), "started_from": self.started_from,
-                     "went_back_to": self.went_back_to, "user_code": self.user_code}
+            state = self._driver_state(loop_state, policy.save_checkpoint(tmp, tokenizer, hf_export))
             if not (tmp / "config.json").is_file():
                 (tmp / MODEL_CONFIG_FILE).write_text(model_config_json)
             return publish_checkpoint(self.run_dir, step, tmp, state, self.config_yaml, self.cfg.checkpoint.keep_last,
                                       best_step)
 
-    def add_export(self, step: int, policy: Any, best_step: int | None = None) -> Path:
-        """Checkpoint ``step`` again, now with the Hugging Face export it owes (``export_owed``):
-        built on hard links to its published files (the ranks' shards are not written again),
-        rank 0's export added, then published in its place. A run stopped in the export keeps the
-        checkpoint as it was, and a resume from it writes the export alone."""
+    def resave(self, step: int, policy: Any, loop_state: dict[str, Any] | None = None, export: bool = False,
+               best_step: int | None = None) -> Path:
+        """Checkpoint ``step`` again, built on hard links to its published files (policy ranks'
+        shards: not written again), then published in its place: with ``loop_state``, the loop's
+        state now (the final flag, the lines logged since, the generators: every rank's written
+        anew, as an evaluation since drew from them); with ``export``, rank 0's Hugging Face export
+        added (and ``export_owed`` cleared). A run stopped in it keeps the checkpoint as it was."""
         source = checkpoints_root(self.run_dir) / checkpoint_name(step)
-        state = {**load_trainer_state(source), "export_owed": False}
+        state = load_trainer_state(source)
+        leave_out = {STATE_FILE, "dapo_config.yaml"} | ({MODEL_CONFIG_FILE} if export else set())
+        if loop_state is not None:  # (written anew: never through a link, which would change the published file)
+            leave_out.add(f"{SHARDED_DIR}/rng-rank*.pt")
         with self._building(step) as tmp:
-            link_checkpoint(source, tmp, leave_out={STATE_FILE, MODEL_CONFIG_FILE, "dapo_config.yaml"})
-            policy.export_checkpoint(tmp)
+            link_checkpoint(source, tmp, leave_out)
+            if loop_state is not None:
+                self.logger.sync()
+                policy.save_rng(tmp)
+                state = self._driver_state(loop_state, state["policy"])
+            if export:
+                policy.export_checkpoint(tmp)
+                state = {**state, "export_owed": False}
             return publish_checkpoint(self.run_dir, step, tmp, state, self.config_yaml, self.cfg.checkpoint.keep_last,
                                       best_step)
+
+    def _driver_state(self, loop_state: dict[str, Any], policy_state: dict[str, Any]) -> dict[str, Any]:
+        """``trainer_state.pt``: the loop's state, the policy's part, and the run directory's."""
+        return {**loop_state, "policy": policy_state, "log_lines": self.logger.line_counts(),
+                "started_from": self.started_from, "went_back_to": self.went_back_to, "user_code": self.user_code}
 
     @contextlib.contextmanager
     def _building(self, step: int) -> Iterator[Path]:

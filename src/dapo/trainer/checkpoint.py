@@ -12,7 +12,10 @@ with no conversion), ``trainer_state.pt`` and the run's resolved ``dapo_config.y
   reads it back on resume (:func:`load_sharded_policy`; DCP reshards, so another number of ranks
   can resume it). Rank 0 writes the Hugging Face export, gathered from the shards one tensor at
   a time (:func:`dapo.trainer.hf_export.export_hf_from_shards`). ``trainer_state.pt`` then holds only the driver's state (step,
-  sampler, RNG, counters): nothing full-size passes through the driver.
+  sampler, RNG, counters): nothing full-size passes through the driver. The final checkpoint of
+  a step already checkpointed, or one whose export comes after its shards (``export_owed``,
+  ``checkpoint.hf_export=final``), is built on hard links to the published one
+  (:func:`link_checkpoint`).
 
 It is built in a hidden temporary directory (:func:`begin_checkpoint`), fsynced, and renamed into
 place (:func:`publish_checkpoint`) once every writer has finished, so a run killed at any moment

@@ -200,7 +200,8 @@ def test_a_shards_only_checkpoint_records_the_models_own_dropout_rates(tmp_path)
     saved: dict[str, str] = {}
     trainer = SimpleNamespace(
         cfg=SimpleNamespace(checkpoint=SimpleNamespace(hf_export="final")), step=2, model=model, policy=None,
-        tokenizer=None, state_dict=dict, best_checkpoint=None,
+        tokenizer=None, state_dict=dict, best_checkpoint=None, _best_step=lambda: None,
+        _checkpoint_state=lambda final, evaluation_owed=False, export_owed=False: {},
         state=SimpleNamespace(save=lambda step, state, policy, tokenizer, model_config_json, hf_export, best_step:
                               saved.update(json=model_config_json)))
     Trainer.save_checkpoint(trainer)

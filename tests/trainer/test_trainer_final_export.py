@@ -3,6 +3,8 @@ before its Hugging Face export, so that a run stopped in the export resumes to w
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from transformers import AutoModelForCausalLM
 
@@ -36,6 +38,16 @@ def test_a_run_stopped_in_its_final_export_resumes_to_write_the_export_alone(tin
     shard = final / SHARDED_DIR / "__0_0.distcp"
     shard_inode, rows = shard.stat().st_ino, read_metrics(run)
     assert [r["step"] for r in rows if "actor/loss" in r] == [1, 2] and "eval/avg@2" in rows[-1]
+
+    # one process resuming the ranks' shards writes its own checkpoint of the step
+    alone = tmp_path / "alone"
+    shutil.copytree(run, alone)
+    one = Trainer(tiny_config(tiny_model_dir, alone, reward_file, *overrides[len(TWO_RANKS):], "trainer.num_threads=1"))
+    with pytest.warns(UserWarning, match="from a final checkpoint"):
+        assert one.train().updates == 0
+    state = load_trainer_state(alone / "checkpoints" / "step-000002")
+    assert state["final"] and not state["export_owed"] and "sharded" not in state["policy"]
+    AutoModelForCausalLM.from_pretrained(alone / "checkpoints" / "step-000002")
 
     resumed = Trainer(tiny_config(tiny_model_dir, run, reward_file, *overrides))
     with pytest.warns(UserWarning, match="from a final checkpoint"):

@@ -249,7 +249,11 @@ def test_an_attempt_without_wandb_that_drops_steps_retires_the_wandb_run(fake_wa
     without.close()
     assert json.loads((tmp_path / WANDB_RUN_FILE).read_text()) == {"group": group, "retired": "run1",
                                                                    "abandoned": [3, 5]}
-    with pytest.warns(UserWarning, match=r"W&B run run1 holds steps 3-5, which an attempt logging without W&B "
+    (tmp_path / "saved.json").write_bytes((tmp_path / WANDB_RUN_FILE).read_bytes())
+    (tmp_path / WANDB_RUN_FILE).write_text("{damaged")  # an attempt without W&B is not stopped by it
+    MetricsLogger(tmp_path, tensorboard=False, wandb=False, wandb_project="p", config={}).truncate_after(4, None)
+    (tmp_path / "saved.json").replace(tmp_path / WANDB_RUN_FILE)
+    with pytest.warns(UserWarning, match=r"W&B run run1 may hold steps 3-5, which an attempt logging without W&B "
                                          r"abandoned.* new run in W&B group"):
         attempt(tmp_path, 4, range(5, 7))  # nothing after step 4 in metrics.jsonl: it would have gone on in run1
     assert "id" not in fake_wandb.inits[-1] and fake_wandb.inits[-1]["group"] == group

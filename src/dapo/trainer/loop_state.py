@@ -124,8 +124,12 @@ class LoopState:
         return self.add_export() if owed else path
 
     def add_export(self) -> Path:
-        """The export the final checkpoint of this step owes (see :meth:`save_final_checkpoint`)."""
-        path = self.state.resave(self.step, self.policy, export=True, best_step=self._best_step())
+        """The export the final checkpoint of this step owes (see :meth:`save_final_checkpoint`);
+        one process that resumed it from the ranks' shards writes its own checkpoint of the step."""
+        if not hasattr(self.policy, "export_checkpoint"):
+            path = self.save_checkpoint(final=True)
+        else:
+            path = self.state.resave(self.step, self.policy, export=True, best_step=self._best_step())
         self.export_owed = False
         return path
 

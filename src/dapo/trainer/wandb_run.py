@@ -44,7 +44,7 @@ def open_wandb_run(run_dir: Path, project: str, config: dict, resumed_at: int | 
                           f"W&B group {group!r}", stacklevel=3)
         elif saved and saved["retired"]:
             first, last = saved["abandoned"]
-            warnings.warn(f"W&B run {saved['retired']} holds steps {first}-{last}, which an attempt logging without "
+            warnings.warn(f"W&B run {saved['retired']} may hold steps {first}-{last}, which an attempt logging without "
                           f"W&B abandoned, and W&B cannot rewrite them: logging to a new run in W&B group {group!r}",
                           stacklevel=3)
         run = wandb.init(project=project, config=config, dir=str(run_dir), group=group)
@@ -60,7 +60,10 @@ def retire_wandb_run(run_dir: Path, abandoned: list[int]) -> None:
     run may hold them, so the next attempt with W&B must not go on in it. Its id is set aside in
     ``wandb_run.json`` (the group is kept); nothing happens when there is no such run."""
     path = run_dir / WANDB_RUN_FILE
-    saved = _saved_run(path)
+    try:
+        saved = _saved_run(path)
+    except UserError:  # (said when an attempt with W&B reads it: this one logs without)
+        return
     if saved and saved["id"]:
         write_atomically(path, json.dumps({"group": saved["group"], "retired": saved["id"],
                                            "abandoned": [abandoned[0], abandoned[-1]]}) + "\n")

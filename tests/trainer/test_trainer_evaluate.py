@@ -3,6 +3,8 @@ every sample kept."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from dapo.builtin import build_tokenizer
@@ -123,6 +125,14 @@ def test_per_source_metrics_progress_chunks_and_samples(monkeypatch):
     assert len(result.samples) == 20 and result.samples[0]["response"] == "Answer: 1" and result.samples[0]["acc"]
     assert [s["acc"] for s in result.samples[2:4]] == [True, False]  # problem 1: one of two right
     assert [s["prompt"] for s in result.samples[2:4]] == ["1 + 1 ="] * 2  # what was asked, with every sample
+    # maj@k from the saved samples alone: each one's vote (its answer in full; correct ones pool)
+    assert [s["vote"] for s in result.samples[2:4]] == ["2", "-1"]
+    majority = 0
+    for i in range(10):
+        group = result.samples[2 * i: 2 * i + 2]
+        votes = Counter("correct" if s["acc"] else s["vote"] for s in group if s["acc"] or s["vote"] is not None)
+        majority += bool(votes) and votes.most_common(1)[0][0] == "correct"
+    assert m["eval/maj@2"] == pytest.approx(majority / 10)
 
 
 def test_eval_logs_the_mean_reward_and_what_user_functions_returned():

@@ -197,7 +197,9 @@ def evaluate(
         # the prompt on every sample, as the data holds it (text or chat list): one file to read
         # what was asked and answered, as the run's completions.jsonl has it
         {"uid": problems[index // params.n].uid, "sample": index % params.n, "prompt": problems[index // params.n].prompt,
-         **sample_record(problems[index // params.n], text, result, completion)}
+         **sample_record(problems[index // params.n], text, result, completion),
+         # what maj@k counted (pred is shortened): its answer in full, by its vote key; None: no vote
+         "vote": _answer_key(result, scorer.votes_exactly) if scorer.extracts_answers else None}
         for index, (text, result, completion) in enumerate(zip(texts, results, completions))
     ]
     why = unscored_message(scorer, culprits, params.n) if unscored else ""

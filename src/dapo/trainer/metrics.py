@@ -151,7 +151,8 @@ METRICS: dict[str, str] = {
     "held-out samples (as reward/<function>/<key> in training)",
     "eval/response_length_mean": "mean response length on the held-out set",
     "eval/truncation_rate": "fraction of held-out responses cut at the length limit",
-    "eval/num_problems": "held-out problems evaluated (eval.max_problems keeps the first ones)",
+    "eval/num_problems": "held-out problems evaluated (eval.max_problems keeps the first ones in file order, "
+                         "whatever their data_source; a prompt in two data sources counts once in each)",
     "eval/reward_timeouts": "held-out samples whose scoring hit the reward deadline (as rollout/reward_timeouts)",
     "eval/reward_errors": "held-out samples whose reward function (or math-verify) raised, returned a wrong type or "
                           "died",

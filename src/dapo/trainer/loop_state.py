@@ -113,7 +113,7 @@ class LoopState:
         periodic checkpoints hold none (``checkpoint.hf_export=final``; :meth:`add_export`), so that a
         run stopped in the export (131 GB at 32B float32) resumes from this step to write it alone,
         rather than from the last periodic checkpoint, training the steps since again."""
-        if not hasattr(self.policy, "export_checkpoint"):  # one process: its checkpoint is its model
+        if self.cfg.resources.world_size == 1:  # one process: its checkpoint is its model
             return self.save_checkpoint(final=True)
         owed = self.cfg.checkpoint.hf_export != "every"
         if self.checkpointed_at == self.step:
@@ -126,7 +126,7 @@ class LoopState:
     def add_export(self) -> Path:
         """The export the final checkpoint of this step owes (see :meth:`save_final_checkpoint`);
         one process that resumed it from the ranks' shards writes its own checkpoint of the step."""
-        if not hasattr(self.policy, "export_checkpoint"):
+        if self.cfg.resources.world_size == 1:
             path = self.save_checkpoint(final=True)
         else:
             path = self.state.resave(self.step, self.policy, export=True, best_step=self._best_step())

@@ -211,7 +211,6 @@ class MetricsLogger:
         self.completions_path = Path(run_dir) / "completions.jsonl"
         self._tb = self._wandb = None
         self._tb_dir = str(Path(run_dir) / "tensorboard") if tensorboard else None
-        self._tb_events = Path(run_dir) / "tensorboard"  # an earlier attempt's, even when this one has none
         # a purge a resume set up, until the event file holds it (not an event file: TensorBoard skips it)
         self._purge_marker = Path(run_dir) / "tensorboard" / "purge_pending.json"
         self._tb_purge_step: int | None = None  # set on resume: hide an earlier attempt's later points
@@ -252,7 +251,7 @@ class MetricsLogger:
         self._tb_purge_step = step if self._tb_replay else step + 1
         # An earlier attempt's events, set up to be purged also by an attempt without TensorBoard:
         # the next one with it must hide the points this one's rows replace
-        if self._tb_events.is_dir():
+        if self._purge_marker.parent.is_dir():
             # a purge an earlier resume set up and never wrote (killed before its first point, or
             # logging without TensorBoard): its later points are still shown, and metrics.jsonl's rows
             # from its step on, which replace them, are not

@@ -36,6 +36,7 @@ from dapo.trainer import optim
 from dapo.trainer.checkpoint import (
     begin_checkpoint,
     checkpoint_name,
+    is_sharded,
     layout_mismatch,
     link_checkpoint,
     load_trainer_state,
@@ -193,13 +194,14 @@ class RunState:
 
     def resave(self, step: int, policy: Any, loop_state: dict[str, Any] | None = None, export: bool = False,
                best_step: int | None = None) -> Path:
-        """Checkpoint ``step`` again, built on hard links to its published files (policy ranks'
-        shards: not written again), then published in its place: with ``loop_state``, the loop's
-        state now (the final flag, the lines logged since, the generators: every rank's written
-        anew, as an evaluation since drew from them); with ``export``, rank 0's Hugging Face export
+        """Checkpoint ``step`` again, built on hard links to its published files (the weights, policy
+        ranks' shards: not written again), then published in its place: with ``loop_state``, the
+        loop's state now (the final flag, the lines logged since, the generators: every rank's written
+        anew, as an evaluation since drew from them; one process's AdamW state, which its
+        ``trainer_state.pt`` holds, as it is); with ``export``, rank 0's Hugging Face export
         added (and ``export_owed`` cleared). A run stopped in it keeps the checkpoint as it was."""
         source = checkpoints_root(self.run_dir) / checkpoint_name(step)
-        state = load_trainer_state(source)
+        state = load_trainer_state(source, peek=True)  # (one process's AdamW state: not read from disk)
         leave_out = {STATE_FILE, "dapo_config.yaml"} | ({MODEL_CONFIG_FILE} if export else set())
         if loop_state is not None:  # (written anew: never through a link, which would change the published file)
             leave_out.add(f"{SHARDED_DIR}/rng-rank*.pt")
@@ -207,8 +209,11 @@ class RunState:
             link_checkpoint(source, tmp, leave_out)
             if loop_state is not None:
                 self.logger.sync()
-                policy.save_rng(tmp)
-                state = self._driver_state(loop_state, state["policy"])
+                if is_sharded(state["policy"]):
+                    policy.save_rng(tmp)
+                    state = self._driver_state(loop_state, state["policy"])
+                else:  # one process: its optimizer state as it is now, its generators in loop_state's
+                    state = self._driver_state(loop_state, policy.state_dict())
             if export:
                 policy.export_checkpoint(tmp)
                 state = {**state, "export_owed": False}

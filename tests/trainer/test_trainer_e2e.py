@@ -83,6 +83,9 @@ def test_dapo_eval_scores_a_checkpoint_directory(tiny_model_dir, tmp_path, capsy
     out = capsys.readouterr().out
     for key in ("eval/avg@3", "eval/pass@3", "eval/maj@3", "eval/truncation_rate"):
         assert key in out
+    saved = json.loads((tmp_path / "eval" / "metrics.json").read_text())  # what was evaluated, beside the numbers
+    assert saved["num_problems"] == 6 and saved["max_problems"] == 0 and saved["k"] == 3
+    assert saved["data"]["data/eval_problems"] == 6 and saved["data"]["data/eval_malformed_skipped"] == 0
 
 
 # bf16: the passes run on bf16 copies of the float32 weights (trainer.param_dtype), which neither

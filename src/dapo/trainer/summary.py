@@ -70,7 +70,8 @@ EVAL_OUTPUTS = ("generations.jsonl", "metrics.json", "config.yaml")  # what eval
 def evaluate_model(cfg: DAPOConfig, save_dir: str | Path | None = None, progress: bool = True) -> EvalResult:
     """avg@k / pass@k / maj@k of ``cfg.model.path`` (an HF directory or checkpoint) on data.eval_files,
     saying which data, how many problems and which sampling. With ``save_dir``: every sample to
-    ``generations.jsonl``, the metrics to ``metrics.json`` and the config used to ``config.yaml``.
+    ``generations.jsonl``, the metrics to ``metrics.json`` (with the eval data's ``data/eval_*``
+    counts and ``eval.max_problems``) and the config used to ``config.yaml``.
     Where the scorer that decides correctness failed on every sample (no @k), raises
     :class:`~dapo.rewards.user_functions.RewardFunctionError` saying why, after saving."""
     run = build_run(cfg, train_data=False)
@@ -94,8 +95,11 @@ def evaluate_model(cfg: DAPOConfig, save_dir: str | Path | None = None, progress
         out.mkdir(parents=True, exist_ok=True)
         samples_file, metrics_file, config_file = (out / name for name in EVAL_OUTPUTS)
         write_atomically(samples_file, "".join(json.dumps(r) + "\n" for r in result.samples))
+        # what the files held and what was dropped before the first max_problems were taken (the
+        # sampling settings are config.yaml's)
         summary = {"model": cfg.model.path, "eval_files": cfg.data.eval_files, "num_problems": result.num_problems,
-                   "k": result.k, "metrics": result.metrics}
+                   "max_problems": cfg.eval.max_problems, "data": run.data.eval.counts("eval"), "k": result.k,
+                   "metrics": result.metrics}
         write_atomically(metrics_file, json.dumps(summary, indent=2) + "\n")
         save_config(cfg, config_file)
     if result.unscored:  # after saving: the samples show what the failing scorer was given

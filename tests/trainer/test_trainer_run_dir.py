@@ -228,7 +228,11 @@ def test_a_run_killed_while_writing_its_final_checkpoint_logs_the_final_evaluati
             raise KeyboardInterrupt
         return save(final, **markers)
 
+    def killed_while_rewriting_the_periodic_one_as_final(*args, **kwargs):  # (a periodic one of step 2 is there)
+        raise KeyboardInterrupt
+
     killed.save_checkpoint = killed_while_writing_the_final
+    killed.state.resave = killed_while_rewriting_the_periodic_one_as_final
     with pytest.raises(KeyboardInterrupt):
         killed.train()
     Trainer(tiny_config(tiny_model_dir, run, reward_file, *overrides)).train()

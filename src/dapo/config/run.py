@@ -30,7 +30,9 @@ class EvalConfig:
     # data.eval_files and their rows (eval/num_problems and eval/<source>/num_problems count them).
     max_problems: int = 0
     # Sampling seed of every evaluation; null derives it from trainer.seed. Pin it to compare runs
-    # of different trainer seeds on the same evaluation samples (as `dapo ablate` does).
+    # of different trainer seeds on the same evaluation samples (as `dapo ablate` does). Each
+    # problem samples with a seed of this one and its (data_source, uid) (native and vLLM engines),
+    # so its samples do not depend on the other problems evaluated (max_problems, other files).
     seed: int | None = None
 
     def __post_init__(self) -> None:

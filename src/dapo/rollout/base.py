@@ -24,11 +24,16 @@ class SamplingParams:
     max_new_tokens: int = 256
     stop_token_ids: list[int] = field(default_factory=list)  # EOS etc.; the stop token is kept
     stop_strings: list[str] = field(default_factory=list)  # response is cut after the match
-    # Same seed + same inputs (the whole batch) -> same samples; equal prompts in one batch never
-    # share their samples. vLLM gives each prompt a stream of its own (a per-request seed from
-    # request_seed), so a prompt's samples do not depend on the rest of the batch; the native and
-    # hf engines draw all rows from one stream, so theirs do (a rerun of a config batches alike).
+    # Same seed + same inputs -> same samples; equal prompts in one batch never share their
+    # samples. The native and vLLM engines give prompt i a seed of its own, request_seed(seed, i)
+    # (its j-th sample: that seed + j), so a prompt's samples do not depend on the other prompts
+    # of the call nor on how an engine splits them (the native engine's chunks, the ranks' shares);
+    # the hf engine draws all rows from one stream seeded by seed, so its do.
     seed: int | None = None
+    # Each prompt's own seed, in place of request_seed(seed, i) (native and vLLM engines; one per
+    # prompt): evaluation seeds a problem by its (data_source, uid), so that its samples do not
+    # depend on which other problems are evaluated with it.
+    request_seeds: list[int] | None = None
 
 
 STOP_CHECK_EVERY = 8  # decode steps between two calls of an engine's should_stop
@@ -108,6 +113,19 @@ def tied_duplicates(model: torch.nn.Module) -> set[str]:
 
 
 _MASK64 = (1 << 64) - 1
+
+
+def prompt_seeds(params: SamplingParams, num_prompts: int) -> list[int] | None:
+    """The sampling seed of each of ``num_prompts`` prompts: ``params.request_seeds``, or
+    :func:`request_seed` of ``params.seed`` and the prompt's index (None: unseeded)."""
+    if params.request_seeds is not None:
+        if len(params.request_seeds) != num_prompts:
+            raise ValueError(f"SamplingParams.request_seeds holds {len(params.request_seeds)} seeds for "
+                             f"{num_prompts} prompts: give one per prompt")
+        return list(params.request_seeds)
+    if params.seed is None:
+        return None
+    return [request_seed(params.seed, index) for index in range(num_prompts)]  # type: ignore[misc]
 
 
 def request_seed(seed: int | None, request_index: int) -> int | None:

@@ -2,7 +2,10 @@
 
 Each prompt is encoded once and its KV cache repeated for its n samples. Every step samples one
 token per live row with :func:`sample_next_tokens`, which also gives the behaviour log-prob
-log pi_b(token) under the distribution actually sampled from. Rows that hit a stop token or stop
+log pi_b(token) under the distribution actually sampled from; each row draws from a stream of its
+own (its prompt's seed, :func:`dapo.rollout.base.prompt_seeds`, + its sample's index), so a
+prompt's samples do not depend on the prompts beside it nor on the chunks the KV cache's budget
+cuts the call into. Rows that hit a stop token or stop
 string are recorded as finished and dropped from the batch once enough of them accumulate, so
 finished rows cost (almost) nothing. Llama-family models run a lean functional forward
 (:mod:`dapo.rollout.llama_decoder`) on weights prepared for it (:mod:`dapo.rollout.llama_weights`),
@@ -12,6 +15,7 @@ Hugging Face forward.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import warnings
 from collections.abc import Callable
@@ -29,6 +33,7 @@ from dapo.rollout.base import (
     SamplingParams,
     Weights,
     copy_weights,
+    prompt_seeds,
 )
 from dapo.rollout.batching import (
     build_completions,
@@ -40,7 +45,7 @@ from dapo.rollout.batching import (
 )
 from dapo.rollout.hf_decoder import HFDecodeSession
 from dapo.rollout.llama_weights import LlamaWeights, model_tensors, weights_key
-from dapo.rollout.sampling import make_generator, sample_next_tokens
+from dapo.rollout.sampling import RowDraws, random_seed, sample_next_tokens
 from dapo.rollout.stopping import StopStringMatcher
 
 # Drop finished rows once they are this fraction of the batch: dropping copies the KV cache,
@@ -146,13 +151,18 @@ class NativeEngine:
         if not prompt_token_ids:
             return GenerationResult([], 0.0, 0)
         device = model_device(self.model)
-        generator = make_generator(params.seed, device)  # one stream through the chunks, in order
+        seeds = prompt_seeds(params, len(prompt_token_ids))
+        if seeds is None:  # unseeded: from torch's global RNG
+            seeds = prompt_seeds(dataclasses.replace(params, seed=random_seed()), len(prompt_token_ids))
         token_ids: list[list[int]] = []
         logprobs: list[list[float]] = []
         stopped: list[bool] = []
         chunk = self._prompts_per_chunk(prompt_token_ids, params)
         for first in range(0, len(prompt_token_ids), chunk):
-            outputs = self._generate_chunk(prompt_token_ids[first:first + chunk], params, generator, device,
+            # each row draws from its own stream, seeded by its prompt's seed + its sample's index
+            row_seeds = torch.tensor([seed + j for seed in seeds[first:first + chunk] for j in range(params.n)],
+                                     dtype=torch.int64, device=device)
+            outputs = self._generate_chunk(prompt_token_ids[first:first + chunk], params, row_seeds, device,
                                            packing_rows=chunk * params.n)
             chunk_tokens, chunk_logprobs = outputs.as_lists()
             token_ids += chunk_tokens
@@ -162,7 +172,7 @@ class NativeEngine:
         return GenerationResult(completions, time.perf_counter() - start, sum(map(len, token_ids)))
 
     def _generate_chunk(self, prompt_token_ids: list[list[int]], params: SamplingParams,
-                        generator: torch.Generator, device: torch.device, packing_rows: int) -> _Outputs:
+                        row_seeds: torch.Tensor, device: torch.device, packing_rows: int) -> _Outputs:
         """Sample ``params.n`` responses to each of ``prompt_token_ids``, in one KV cache."""
         matcher = StopStringMatcher(params.stop_strings, self.tokenizer)
         with torch.inference_mode(), eval_mode(self.model):
@@ -175,7 +185,7 @@ class NativeEngine:
             if params.n > 1:
                 session.expand(params.n)
                 logits = logits.repeat_interleave(params.n, dim=0)
-            outputs = _sample_loop(session, logits, params, matcher, generator, self.should_stop)
+            outputs = _sample_loop(session, logits, params, matcher, row_seeds, self.should_stop)
         self._check_finite(outputs)
         return outputs
 
@@ -268,13 +278,15 @@ def _sample_loop(
     logits: torch.Tensor,
     params: SamplingParams,
     matcher: StopStringMatcher,
-    generator: torch.Generator,
+    row_seeds: torch.Tensor,
     should_stop: Callable[[], bool] | None = None,
 ) -> _Outputs:
-    """Sample up to max_new_tokens per row; record stops; drop finished rows in batches; raise
+    """Sample up to max_new_tokens per row, each from its own stream (``row_seeds``, int64: see
+    :func:`~dapo.rollout.sampling.counter_uniforms`); record stops; drop finished rows in batches; raise
     GenerationStopped when ``should_stop`` says so (asked every STOP_CHECK_EVERY steps)."""
     device = logits.device
     outputs = _Outputs(len(logits), params.max_new_tokens, device)
+    draws = RowDraws(row_seeds)
     row_ids = torch.arange(len(logits), device=device)  # batch position -> output row
     live = torch.ones(len(logits), dtype=torch.bool, device=device)
     stop_ids = torch.tensor(params.stop_token_ids, dtype=torch.long, device=device)
@@ -282,7 +294,8 @@ def _sample_loop(
     for step in range(params.max_new_tokens):
         if should_stop is not None and step % STOP_CHECK_EVERY == 0 and should_stop():
             raise GenerationStopped(f"generation stopped at decode step {step} of {params.max_new_tokens}")
-        tokens, logprobs = sample_next_tokens(logits, params.temperature, params.top_k, params.top_p, generator)
+        tokens, logprobs = sample_next_tokens(logits, params.temperature, params.top_k, params.top_p, None,
+                                              draws.at(step))
         if all_rows:  # a plain copy, cheaper than an indexed write
             outputs.tokens[:, step] = tokens
             outputs.logprobs[:, step] = logprobs
@@ -300,6 +313,7 @@ def _sample_loop(
                 keep = live.nonzero().squeeze(1)
                 session.keep_rows(keep)
                 row_ids, live, tokens = row_ids[keep], live[keep], tokens[keep]
+                draws.keep(keep)
                 all_rows = False
         if step + 1 < params.max_new_tokens:
             logits = session.decode(tokens)

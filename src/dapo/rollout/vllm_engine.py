@@ -22,8 +22,8 @@ prompt KV was computed with the old weights.
 
 Behaviour log-probs are requested with ``SamplingParams(logprobs=0)`` (the sampled token only)
 and ``logprobs_mode="processed_logprobs"``, so they are taken after temperature / top-k / top-p
-like :func:`sample_next_tokens`. Every prompt gets its own seed (:func:`request_seed`); vLLM gives
-a request's n samples ``seed + j``.
+like :func:`sample_next_tokens`. Every prompt gets its own seed (:func:`prompt_seeds`); vLLM gives
+a request's n samples ``seed + j``, as the native engine does.
 
 ``import vllm`` happens only when the engine is built, so the package imports without it.
 """
@@ -48,7 +48,7 @@ from dapo.rollout.base import (
     Weights,
     checkpoint_format,
     named_weights,
-    request_seed,
+    prompt_seeds,
 )
 from dapo.rollout.sampling import validate_sampling_params
 
@@ -148,7 +148,7 @@ class VLLMEngine:
         self.llm = vllm.LLM(**kwargs)
         self.asleep = False
 
-    def _sampling_params(self, params: SamplingParams, prompt_index: int) -> Any:
+    def _sampling_params(self, params: SamplingParams, seed: int | None) -> Any:
         return self._vllm.SamplingParams(
             n=params.n,
             temperature=params.temperature,
@@ -158,7 +158,7 @@ class VLLMEngine:
             stop_token_ids=list(params.stop_token_ids),
             stop=list(params.stop_strings) or None,
             include_stop_str_in_output=True,
-            seed=request_seed(params.seed, prompt_index),
+            seed=seed,
             logprobs=0,  # only the sampled token's log-prob
             detokenize=bool(params.stop_strings),
             skip_special_tokens=False,  # stop strings match the text with special tokens, as natively
@@ -171,7 +171,8 @@ class VLLMEngine:
             self.wake_up()
         start = time.perf_counter()
         prompts = [{"prompt_token_ids": list(ids)} for ids in prompt_token_ids]
-        per_prompt = [self._sampling_params(params, index) for index in range(len(prompts))]
+        seeds = prompt_seeds(params, len(prompts)) or [None] * len(prompts)
+        per_prompt = [self._sampling_params(params, seed) for seed in seeds]
         outputs = self.llm.generate(prompts, per_prompt, use_tqdm=False) if prompts else []
         completions = []
         stop_token_ids = frozenset(params.stop_token_ids)

@@ -14,6 +14,7 @@ out (:attr:`EvalResult.unscored` says why: ``dapo eval`` stops with it, a traini
 
 from __future__ import annotations
 
+import hashlib
 import math
 import warnings
 from collections import Counter
@@ -33,7 +34,7 @@ from dapo.rewards.extract import resolve_extractor
 from dapo.rewards.math_dapo import NO_ANSWER
 from dapo.rewards.scorer import NO_REWARD
 from dapo.rewards.types import RewardResult
-from dapo.rollout.base import Completion, RolloutEngine, SamplingParams
+from dapo.rollout.base import Completion, RolloutEngine, SamplingParams, request_seed
 from dapo.trainer.scoring import sample_record, score_completions
 from dapo.trainer.setup import RunSetup, make_sampling_params
 from dapo.trainer.step_metrics import reward_function_metrics
@@ -137,7 +138,10 @@ def evaluate(
     said: set[str] | None = None,
 ) -> EvalResult:
     """Sample ``params.n`` responses per problem, score them, and compute the @k metrics, overall
-    and per ``data_source``. Chunk c of the problems samples with seed ``params.seed + c``.
+    and per ``data_source``. Each problem samples with a seed of its own (:func:`problem_seeds`), so
+    that its samples do not depend on the other problems evaluated (eval.max_problems, other eval
+    files); the hf engine, which draws a call's rows from one stream, samples chunk c of the
+    problems with seed ``params.seed + c``.
 
     Scorings that failed are counted (:func:`failure_metrics`) and each failing function said in a
     warning; where the scorer that decides correctness failed on every sample (of the whole set,
@@ -152,9 +156,11 @@ def evaluate(
     completions: list[Completion] = []
     if on_progress is not None:
         on_progress(0, len(problems))
+    seeds = problem_seeds(params.seed, problems)
     for chunk_index, chunk in enumerate(_chunks(len(problems), params.n)):
         seed = None if params.seed is None else params.seed + chunk_index
-        generation = engine.generate(prompt_token_ids[chunk], replace(params, seed=seed))
+        chunk_params = replace(params, seed=seed, request_seeds=None if seeds is None else seeds[chunk])
+        generation = engine.generate(prompt_token_ids[chunk], chunk_params)
         scored = score_completions(tokenizer, scorer, problems[chunk], generation, params.n, prompt_token_ids[chunk])
         texts += scored.texts
         results += scored.results
@@ -323,6 +329,15 @@ def unread_boxes_note(reward: RewardConfig, data_sources: list[str], texts: list
             f"no answer the verifier reads: {chosen}, so they score as wrong (pred \"\"). If the model answers in a "
             f"box, set {fix}; or have the prompt ask for a last line \"Answer: ...\" (data.template=dapo "
             "does for text prompts)")
+
+
+def problem_seeds(seed: int | None, problems: list[Problem]) -> list[int] | None:
+    """Each problem's sampling seed: :func:`request_seed` of the evaluation's ``seed`` and a digest
+    of the problem's (data_source, uid), its identity in evaluation (None: unseeded)."""
+    if seed is None:
+        return None
+    digests = (hashlib.sha256("\x00".join(problem.eval_key).encode()).digest() for problem in problems)
+    return [request_seed(seed, int.from_bytes(digest[:8], "little")) for digest in digests]  # type: ignore[misc]
 
 
 def _chunks(num_problems: int, k: int) -> list[slice]:

@@ -8,7 +8,7 @@ tensor-parallel engine. The driver talks to them through :class:`RayPolicyGroup`
 :class:`PolicyWorker` calls the loop makes) and :class:`RayRolloutEngine` (a rollout engine):
 
 - generate: the prompts are dealt to the engines, equal in number and balanced by prompt tokens;
-  each engine samples its share with its own seed; completions come back in prompt order. An
+  each prompt samples with its own seed, as in one engine; completions come back in prompt order. An
   engine is one rank's, or with ``rollout.vllm_tensor_parallel_size`` > 1 a vLLM tensor-parallel
   group of consecutive ranks, each holding a slice of the weights and given the same prompts.
 - update: each mini-batch is dealt to the ranks balanced by token count; the normalisers
@@ -48,7 +48,7 @@ import torch
 from dapo.algo import PolicyLossStats
 from dapo.config import DAPOConfig
 from dapo.config.loading import config_to_dict, with_absolute_paths
-from dapo.rollout.base import GenerationResult, SamplingParams, request_seed
+from dapo.rollout.base import GenerationResult, SamplingParams, prompt_seeds, request_seed
 from dapo.trainer.batch import (
     Sample,
     check_update_inputs,
@@ -290,7 +290,9 @@ def _sampled(result: GenerationResult) -> list[list[int]]:
 
 class RayRolloutEngine:
     """The ranks' engines as one rollout engine: each engine (one rank, or a vLLM tensor-parallel
-    group of ranks) samples its share of the prompts (:func:`dapo.trainer.batch.deal_prompts`)."""
+    group of ranks) samples its share of the prompts (:func:`dapo.trainer.batch.deal_prompts`), each
+    prompt with its own seed (:func:`prompt_seeds`), as one native or vLLM engine would give it: the
+    samples do not depend on the number of ranks but through their logits' rounding."""
 
     def __init__(self, group: RayPolicyGroup) -> None:
         self.group = group
@@ -300,10 +302,13 @@ class RayRolloutEngine:
         tp = self.group.engine_tp  # ranks per engine: a vLLM tensor-parallel group, else 1
         shares = deal_prompts([len(p) for p in prompt_token_ids], self.group.world_size // tp)
         calls = [(engine, share) for engine, share in enumerate(shares) if share]  # more engines than prompts: some sit out
+        seeds = prompt_seeds(params, len(prompt_token_ids))  # a prompt's, whichever engine samples it
         submissions = []
-        for engine, share in calls:  # every rank of an engine gets the same prompts and seed
+        for engine, share in calls:  # every rank of an engine gets the same prompts and seeds
             prompts = [prompt_token_ids[i] for i in share]
-            engine_params = dataclasses.replace(params, seed=request_seed(params.seed, engine))
+            # (seed: the hf engine's, which draws all its rows from one stream)
+            engine_params = dataclasses.replace(params, seed=request_seed(params.seed, engine),
+                                                request_seeds=None if seeds is None else [seeds[i] for i in share])
             submissions += [(self.group.ranks[engine * tp + j].generate, (prompts, engine_params)) for j in range(tp)]
         # a vLLM tensor-parallel engine's ranks all-reduce; each native or hf engine generates alone (a Ctrl-C cancels it)
         results = self.group._call(submissions, collective=tp > 1, cancellable=tp == 1)

@@ -161,8 +161,13 @@ def test_tensor_parallel_engines_must_tile_each_node():
     assert ok.rollout.vllm_tensor_parallel_size == 4
     with pytest.raises(ConfigError, match=r"devices_per_node \(6\) divisible by it"):
         load_config([], ["resources.devices_per_node=6", "rollout.engine=vllm", "rollout.vllm_tensor_parallel_size=4"])
-    with pytest.raises(ConfigError, match="needs rollout.engine=vllm"):
-        load_config([], ["resources.devices_per_node=2", "rollout.engine=native", "rollout.vllm_tensor_parallel_size=2"])
+    # an engine that holds the whole model is refused it on ranks and in one process alike (one process
+    # took it without a word); one process's vLLM engine may split the model over the node's devices
+    for devices in (2, 1):
+        with pytest.raises(ConfigError, match="rollout.engine=native holds the whole model"):
+            load_config([], [f"resources.devices_per_node={devices}", "rollout.engine=native",
+                             "rollout.vllm_tensor_parallel_size=2"])
+    assert load_config([], ["rollout.engine=vllm", "rollout.vllm_tensor_parallel_size=2"]).resources.world_size == 1
 
 
 def test_an_empty_list_value_is_the_empty_list():

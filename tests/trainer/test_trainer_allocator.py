@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from dapo.trainer import Trainer, loop
+from dapo.cli.main import main as dapo_main
+from dapo.trainer import Trainer, allocator
 from tests.trainer.conftest import tiny_config
 
 # Allocate a 64 MiB tensor, write it and free it, eight times (as training steps do); count the
@@ -50,6 +51,20 @@ def test_a_freed_large_tensor_is_reused_without_page_faults() -> None:
 def test_the_trainer_keeps_freed_memory_unless_switched_off(monkeypatch, tiny_model_dir, reward_file, tmp_path,
                                                             overrides, told) -> None:
     calls = []
-    monkeypatch.setattr(loop, "keep_freed_memory", lambda: calls.append(True) or True)
+    monkeypatch.setattr(allocator, "keep_freed_memory", lambda: calls.append(True) or True)
     Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *overrides)).close()
     assert len(calls) == told
+
+
+def test_dapo_eval_takes_the_threads_and_the_allocator_setting_as_training_does(monkeypatch, tiny_model_dir,
+                                                                               tmp_path) -> None:
+    """trainer.num_threads and trainer.keep_freed_memory were read by the trainer and the ranks
+    alone: `dapo eval ... trainer.num_threads=1` ran on every core, and saved a config saying 1."""
+    calls = []
+    monkeypatch.setattr(allocator.torch, "set_num_threads", lambda threads: calls.append(threads))
+    monkeypatch.setattr(allocator, "keep_freed_memory", lambda: calls.append("kept") or True)
+    code = dapo_main(["eval", str(tiny_model_dir), "--save-dir", str(tmp_path / "eval"),
+                      "data.eval_files=[builtin:arithmetic]", "data.builtin_eval_size=2", "eval.k=1",
+                      "rollout.max_response_length=4", "algorithm.overlong_buffer_len=2", "trainer.device=cpu",
+                      "reward.num_workers=1", "trainer.num_threads=1"])
+    assert code == 0 and calls == [1, "kept"]

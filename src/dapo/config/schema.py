@@ -120,12 +120,15 @@ class DAPOConfig:
                       f"{key}={temperature} is outside what rollout.engine=vllm samples at ([0.01, 2]); at 0.01 "
                       "it would sample at another temperature than the trainer's log-probs assume")
         tp, res = r.vllm_tensor_parallel_size, self.resources
+        # (one process too: the native and hf engines do not split the model, and would ignore it)
+        check(tp == 1 or r.engine == "vllm", f"rollout.vllm_tensor_parallel_size={tp} splits a vLLM engine over "
+              f"{tp} devices: rollout.engine={r.engine} holds the whole model; set it to 1, or rollout.engine=vllm")
         if tp > 1 and res.world_size > 1:
             check(
-                r.engine == "vllm" and res.devices_per_node % tp == 0,
+                res.devices_per_node % tp == 0,
                 f"rollout.vllm_tensor_parallel_size={tp} groups the policy ranks into vLLM engines of {tp} "
-                f"devices each, within a node: it needs rollout.engine=vllm and resources.devices_per_node "
-                f"({res.devices_per_node}) divisible by it",
+                f"devices each, within a node: it needs resources.devices_per_node ({res.devices_per_node}) "
+                "divisible by it",
             )
         sp = self.trainer.sequence_parallel_size
         check(res.world_size % sp == 0,

@@ -18,6 +18,8 @@ from __future__ import annotations
 import ctypes
 import platform
 
+import torch
+
 # <malloc.h>
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_MAX = -4
@@ -32,3 +34,13 @@ def keep_freed_memory() -> bool:
     mallopt = ctypes.CDLL(None).mallopt  # the C library the interpreter runs on
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, _LARGEST_TRIM_THRESHOLD))
+
+
+def apply_process_settings(num_threads: int, keep_freed: bool) -> None:
+    """trainer.num_threads (torch's intra-op threads; 0: torch's default, every core) and
+    trainer.keep_freed_memory (:func:`keep_freed_memory`) in this process: the trainer's, a policy
+    rank's (its threads those Ray reserved for it when num_threads is 0) or ``dapo eval``'s."""
+    if num_threads > 0:
+        torch.set_num_threads(num_threads)
+    if keep_freed:
+        keep_freed_memory()

@@ -41,7 +41,7 @@ from dapo.preflight import check_run
 from dapo.rewards import RewardScorer
 from dapo.rewards.types import RewardResult
 from dapo.rollout import RolloutEngine
-from dapo.trainer.allocator import keep_freed_memory
+from dapo.trainer.allocator import apply_process_settings
 from dapo.trainer.batch import Sample, count_loss_tokens, split_mini_batches
 from dapo.trainer.evaluate import evaluate_held_out
 from dapo.trainer.loop_state import LoopState
@@ -110,10 +110,7 @@ class Trainer(LoopState):
         self.cfg = cfg
         check_run(cfg)  # files, device, extras, output_dir: every problem at once, before loading
         rehearse_plugins_of(cfg)  # a plugin that breaks its contract: now, not after the first rollout
-        if cfg.trainer.num_threads > 0:
-            torch.set_num_threads(cfg.trainer.num_threads)
-        if cfg.trainer.keep_freed_memory:
-            keep_freed_memory()
+        apply_process_settings(cfg.trainer.num_threads, cfg.trainer.keep_freed_memory)
         seed_process(cfg.trainer.seed)
         self.state = RunState(cfg)  # first: takes the run directory's lock, before any loading
         self.policy: PolicyWorker | RayPolicyGroup | None = None

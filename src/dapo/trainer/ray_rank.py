@@ -31,7 +31,7 @@ from dapo.errors import UserError
 from dapo.lora import has_lora, merge_adapters
 from dapo.rollout import create_engine
 from dapo.rollout.base import GenerationResult, SamplingParams, tied_duplicates
-from dapo.trainer.allocator import keep_freed_memory
+from dapo.trainer.allocator import apply_process_settings
 from dapo.trainer.batch import Sample
 from dapo.trainer.checkpoint import save_sharded_policy
 from dapo.trainer.fsdp import (
@@ -182,9 +182,8 @@ class PolicyRank:
         seed_process(cfg.trainer.seed + RANK_SEED_STRIDE * rank)
         device = rank_device(resolve_device(cfg.trainer.device))
         # the cores Ray reserved for this rank, not every core of the node
-        torch.set_num_threads(cfg.trainer.num_threads or max(1, int(cfg.resources.cpus_per_rank)))
-        if cfg.trainer.keep_freed_memory:
-            keep_freed_memory()
+        apply_process_settings(cfg.trainer.num_threads or max(1, int(cfg.resources.cpus_per_rank)),
+                               cfg.trainer.keep_freed_memory)
         if device.type == "cuda":
             torch.cuda.set_device(device)
         store = self.store if rank == 0 else dist.TCPStore(master[0], master[1], world_size, is_master=False)

@@ -12,6 +12,7 @@ from dapo.config import ConfigError, DAPOConfig, save_config
 from dapo.durable import write_atomically
 from dapo.rewards import RewardScorer
 from dapo.rewards.user_functions import RewardFunctionError
+from dapo.trainer.allocator import apply_process_settings
 from dapo.trainer.evaluate import NO_EVAL_DATA, EvalResult, evaluate_held_out
 from dapo.trainer.loop import TrainSummary
 from dapo.trainer.metrics import read_metrics
@@ -74,14 +75,16 @@ def evaluate_model(cfg: DAPOConfig, save_dir: str | Path | None = None, progress
     counts and ``eval.max_problems``) and the config used to ``config.yaml``.
     Where the scorer that decides correctness failed on every sample (no @k), raises
     :class:`~dapo.rewards.user_functions.RewardFunctionError` saying why, after saving."""
+    apply_process_settings(cfg.trainer.num_threads, cfg.trainer.keep_freed_memory)  # (as the run's own evaluations)
     run = build_run(cfg, train_data=False)
     if run.data.eval is None:
         raise ConfigError(NO_EVAL_DATA)
     print(run.data.eval.describe("eval"))
     if cfg.resources.world_size > 1:  # a multi-rank run's config: its ranks are not started here
         print(f"note: the evaluation runs in this one process, not on the config's {cfg.resources.world_size} ranks; "
-              "a multi-rank run's own evaluations sampled on its engines with their own seeds, so its avg@k "
-              "differs from this one's by sampling noise, not by the weights")
+              "a multi-rank run's own evaluations seeded each problem as this one does, but its engines batched "
+              "the problems otherwise, and logits that round otherwise can sample otherwise: its avg@k may "
+              "differ from this one's by sampling noise, not by the weights")
     e = cfg.eval
     # only when it leaves problems out: "the first 500" of 30 problems says 500 are evaluated
     limit = f", the first {e.max_problems}" if 0 < e.max_problems < run.data.eval.num_problems("eval") else ""

@@ -313,3 +313,18 @@ def test_a_missing_reward_file_under_home_is_named_where_it_was_looked_for(tmp_p
     monkeypatch.setenv("HOME", str(tmp_path))
     cfg = load_config([], [f"output_dir={tmp_path / 'run'}", "reward.functions=[{path: '~/nope.py:fn'}]"])
     assert reward_problems(cfg) == [f"reward.functions: '~/nope.py:fn': file {tmp_path / 'nope.py'} does not exist"]
+
+
+def test_a_second_gpu_for_the_policy_with_vllm_in_one_process_is_refused(tmp_path, monkeypatch):
+    """vLLM's engine is given no device: it took the first GPU, beside a policy on trainer.device=cuda:1."""
+    import torch
+
+    from dapo.preflight import device_problems
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    overrides = ["trainer.device=cuda:1", f"output_dir={tmp_path / 'run'}"]
+    with_vllm = load_config([builtin_config_path("default")], [*overrides, "rollout.engine=vllm"])
+    assert "CUDA_VISIBLE_DEVICES=1 and trainer.device=cuda" in " ".join(device_problems(with_vllm))
+    assert device_problems(load_config([builtin_config_path("default")], overrides)) == []  # the native engine follows it
+    first = load_config([builtin_config_path("default")], ["trainer.device=cuda:0", "rollout.engine=vllm"])
+    assert device_problems(first) == []

@@ -16,9 +16,17 @@ from typing import TYPE_CHECKING, Any
 from dapo.config.run import BEST_METRIC
 from dapo.errors import NonFiniteError
 from dapo.rewards.user_functions import RewardFunctionError
-from dapo.trainer.checkpoint import BEST_LINK, has_checkpoint, how_to_resume, link_best
+from dapo.trainer.checkpoint import (
+    BEST_LINK,
+    checkpoint_name,
+    has_checkpoint,
+    how_to_resume,
+    is_sharded,
+    link_best,
+)
 from dapo.trainer.dropout import config_dropout_restored
 from dapo.trainer.rng import rng_state, set_rng_state
+from dapo.trainer.run_dir import checkpoints_root
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -51,7 +59,9 @@ class LoopState:
     resumed_final: bool
     evaluation_owed: bool
     export_owed: bool
-    checkpointed_at: int | None  # the step of the checkpoint the policy was last saved in or loaded from
+    # the step of this run directory's checkpoint the policy was last saved in or loaded from (in
+    # this run's layout), which the final checkpoint of that step is built on
+    checkpointed_at: int | None
     engine_version: int | None
     evaluate: Callable[[], dict[str, float]]
 
@@ -129,10 +139,10 @@ class LoopState:
     def add_export(self) -> Path:
         """The export the final checkpoint of this step owes (see :meth:`save_final_checkpoint`);
         one process that resumed it from the ranks' shards writes its own checkpoint of the step."""
-        if self.cfg.resources.world_size == 1:
-            path = self.save_checkpoint(final=True)
-        else:
+        if self.cfg.resources.world_size > 1 and self.checkpointed_at == self.step:
             path = self.state.resave(self.step, self.policy, export=True, best_step=self._best_step())
+        else:  # one process, or ranks that resumed another directory's checkpoint: a checkpoint of their own
+            path = self.save_checkpoint(final=True)
         self.export_owed = False
         return path
 
@@ -147,7 +157,11 @@ class LoopState:
         self.resumed_final = state.get("final", True)  # checkpoints from before the marker: as then
         self.evaluation_owed = state.get("evaluation_owed", False)
         self.export_owed = state.get("export_owed", False)
-        self.checkpointed_at = self.step  # the policy is this checkpoint's
+        # the final checkpoint may be built on it where it is this run directory's own, in this run's
+        # layout (not another run's, nor one set aside, nor one process's for ranks or the reverse)
+        own = path.resolve() == (checkpoints_root(self.state.run_dir) / checkpoint_name(self.step)).resolve()
+        same_layout = is_sharded(state["policy"]) == (self.cfg.resources.world_size > 1)
+        self.checkpointed_at = self.step if own and same_layout else None
         self.state.resumed_at(self.step, state.get("log_lines"))
         if self.best_checkpoint and not has_checkpoint(self.state.run_dir, self.best_checkpoint[0]):
             self.best_checkpoint = None  # another run's (its checkpoints are not here), or deleted since

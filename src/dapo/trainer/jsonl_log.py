@@ -34,15 +34,22 @@ def count_lines(path: Path) -> int:
     return lines
 
 
-def _line_step(line: bytes) -> int | None:
-    """The step of a row's line, None for a line that holds no row (blank, torn by a kill)."""
-    if match := _STEP_HEAD.match(line):
-        return int(match.group(1))
+def parse_row(line: str | bytes) -> dict[str, Any] | None:
+    """The row a line of a log holds (a JSON object with an integer ``step``), None for a line that
+    holds none (blank, torn by a kill, damaged: bytes that are not UTF-8 are replaced)."""
     try:
-        row = json.loads(line.decode("utf-8", errors="replace"))
+        row = json.loads(line if isinstance(line, str) else line.decode("utf-8", errors="replace"))
     except json.JSONDecodeError:
         return None
-    return row["step"] if isinstance(row, dict) and isinstance(row.get("step"), int) else None
+    return row if isinstance(row, dict) and isinstance(row.get("step"), int) else None
+
+
+def _line_step(line: bytes) -> int | None:
+    """The step of a row's line, None for a line that holds no row (:func:`parse_row`)."""
+    if match := _STEP_HEAD.match(line):
+        return int(match.group(1))
+    row = parse_row(line)
+    return None if row is None else row["step"]
 
 
 @dataclass
@@ -78,8 +85,8 @@ def cut_after(path: Path, step: int, count: int | None) -> Cut:
                 if line.strip():
                     torn.append(number)
             else:
-                if line_step == step:
-                    result.last_step_rows.append(json.loads(line.decode("utf-8", errors="replace")))
+                if line_step == step and (row := parse_row(line)) is not None:
+                    result.last_step_rows.append(row)
                 rows.append((number, offset, len(line)))
             offset += len(line)
     result.dropped_steps = sorted(dropped)

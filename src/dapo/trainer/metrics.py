@@ -19,7 +19,7 @@ from typing import Any
 
 from dapo.durable import write_atomically
 from dapo.errors import UserError
-from dapo.trainer.jsonl_log import count_lines, cut_after
+from dapo.trainer.jsonl_log import count_lines, cut_after, parse_row
 from dapo.trainer.wandb_run import STEP_METRIC, open_wandb_run, retire_wandb_run
 
 METRICS: dict[str, str] = {
@@ -395,15 +395,10 @@ def parse_metrics_lines(path: Path) -> list[dict[str, Any]]:
     for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
+        if (row := parse_row(line)) is None:
             torn.append(number)
-            continue
-        if isinstance(row, dict) and isinstance(row.get("step"), int):
-            rows.append(row)
         else:
-            torn.append(number)
+            rows.append(row)
     if torn:
         warnings.warn(f"{path}: skipped {len(torn)} unreadable line(s) {torn[:5]} (a run killed mid-write)", stacklevel=2)
     return rows

@@ -35,6 +35,11 @@ def test_a_torn_line_is_cut_with_what_followed_and_a_missing_newline_is_restored
     assert path.read_text() == _lines({"step": 1, "response": "a"}, {"step": 2, "response": "b"})
     path.write_text(_lines({"step": 1, "response": "a"}) + '{"st')  # killed mid-write
     assert cut_after(path, 2, None).kept == 1 and path.read_text() == _lines({"step": 1, "response": "a"})
+    # torn after its head, in the step cut after: no row (it was kept as one, and its rows' parse crashed)
+    path.write_text(_lines({"step": 1, "response": "a"}, {"step": 2, "response": "b"}) + '{"step": 2, "resp')
+    cut = cut_after(path, 2, None)
+    assert (cut.kept, cut.last_step_rows) == (2, [{"step": 2, "response": "b"}])
+    assert path.read_text() == _lines({"step": 1, "response": "a"}, {"step": 2, "response": "b"})
 
 
 def test_a_torn_line_among_kept_rows_is_dropped_with_a_warning(tmp_path):

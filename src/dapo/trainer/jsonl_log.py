@@ -45,8 +45,10 @@ def parse_row(line: str | bytes) -> dict[str, Any] | None:
 
 
 def _line_step(line: bytes) -> int | None:
-    """The step of a row's line, None for a line that holds no row (:func:`parse_row`)."""
-    if match := _STEP_HEAD.match(line):
+    """The step of a row's line, None for a line that holds no row (:func:`parse_row`): read off
+    its head where the line is whole (it ends its object), parsed otherwise (a line torn by a kill
+    after its head holds no row)."""
+    if line.rstrip(b"\r\n").endswith(b"}") and (match := _STEP_HEAD.match(line)):
         return int(match.group(1))
     row = parse_row(line)
     return None if row is None else row["step"]

@@ -48,7 +48,7 @@ def _line_step(line: bytes) -> int | None:
     """The step of a row's line, None for a line that holds no row (:func:`parse_row`): read off
     its head where the line is whole (it ends its object), parsed otherwise (a line torn by a kill
     after its head holds no row)."""
-    if line.rstrip(b"\r\n").endswith(b"}") and (match := _STEP_HEAD.match(line)):
+    if line.endswith((b"}\n", b"}", b"}\r\n")) and (match := _STEP_HEAD.match(line)):
         return int(match.group(1))
     row = parse_row(line)
     return None if row is None else row["step"]

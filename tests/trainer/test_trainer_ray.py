@@ -19,6 +19,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from dapo.rollout.base import SamplingParams
 from dapo.trainer import Trainer
 from dapo.trainer.checkpoint import SHARDED_DIR, load_trainer_state
 from dapo.trainer.metrics import read_metrics
@@ -181,11 +182,17 @@ def one_process_and_two_ranks(model_dir: Path, reward_file: Path, tmp_path: Path
 def test_the_ranks_update_equals_one_process_on_the_same_mini_batch(tiny_model_dir, reward_file, tmp_path):
     """Values, not just keys: the driver sends the whole mini-batch's token count (a rank
     normalising by its own share would double the gradient), the ranks' losses add up, and the
-    gradient norm (clipped, across the shards) and the updated weights are one process's."""
+    gradient norm (clipped, across the shards) and the updated weights are one process's. Before
+    the update, the rollout: each prompt samples with its own seed whichever engine it is dealt to,
+    so the ranks' engines (3 and 2 of the prompts) sample what one engine does with all 5."""
     from tests.trainer.test_trainer_policy import make_samples
 
-    exact = ["trainer.autocast=none", "trainer.grad_clip=0.05", "trainer.micro_batch_tokens=24"]
+    exact = ["trainer.autocast=none", "trainer.grad_clip=0.05", "trainer.micro_batch_tokens=24",
+             "rollout.native_dtype=model"]  # (float32 logits: the engines' batches round alike)
     with one_process_and_two_ranks(tiny_model_dir, reward_file, tmp_path, *exact) as (one, two):
+        prompts, params = [[5 + i] * (i + 1) for i in range(5)], SamplingParams(n=2, max_new_tokens=8, seed=3)
+        sampled = [[c.token_ids for c in trainer.engine.generate(prompts, params).completions] for trainer in (one, two)]
+        assert sampled[0] == sampled[1] and len({tuple(tokens) for tokens in sampled[0]}) > 5
         results = []
         for trainer in (one, two):
             samples = make_samples(torch.Generator().manual_seed(0))

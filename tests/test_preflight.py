@@ -328,3 +328,6 @@ def test_a_second_gpu_for_the_policy_with_vllm_in_one_process_is_refused(tmp_pat
     assert device_problems(load_config([builtin_config_path("default")], overrides)) == []  # the native engine follows it
     first = load_config([builtin_config_path("default")], ["trainer.device=cuda:0", "rollout.engine=vllm"])
     assert device_problems(first) == []
+    ranks = load_config([builtin_config_path("default")], [*overrides, "rollout.engine=vllm",
+                                                            "resources.devices_per_node=2"])
+    assert device_problems(ranks) == []  # each rank on the GPU Ray gives it, its engine beside it

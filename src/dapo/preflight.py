@@ -205,8 +205,9 @@ def device_problems(cfg: DAPOConfig) -> list[str]:
         return [f"trainer.device={device!r} but {name} is not available here: use trainer.device=cpu (or auto)"]
     if index and int(index) >= count:
         return [f"trainer.device={device!r} but this machine has {count} {kind} device(s) (0-{count - 1})"]
-    if kind == "cuda" and index and int(index) > 0 and cfg.rollout.engine == "vllm":
-        # (the engine is given no device: its worker takes the first visible one, whatever the policy's)
+    if kind == "cuda" and index and int(index) > 0 and cfg.rollout.engine == "vllm" and cfg.resources.world_size == 1:
+        # (the engine is given no device: its worker takes the first visible one, whatever the policy's;
+        # policy ranks each hold the GPU Ray gave them, engine and all)
         return [f"trainer.device={device!r} with rollout.engine=vllm: vLLM's engine in this process runs on the "
                 f"first visible GPU, and would take rollout.vllm_gpu_memory_utilization of cuda:0 beside the policy "
                 f"on {device}; choose the GPU with CUDA_VISIBLE_DEVICES={index} and trainer.device=cuda"]

@@ -189,8 +189,9 @@ def test_row_draws_follow_the_rows_a_batch_keeps_across_blocks_of_steps() -> Non
     """The native engine's rows draw a block of steps at a time and drop finished rows: each kept
     row's draws stay those of its own seed, before and after a drop, in and across blocks."""
     seeds = torch.tensor([11, 12, 13, 14])
-    draws = sampling.RowDraws(seeds)
+    draws = sampling.RowDraws(seeds, 3 * sampling.RowDraws.STEPS + 6)
     assert torch.equal(draws.at(0), sampling.counter_uniforms(seeds, 0)[:, 0])
     draws.keep(torch.tensor([1, 3]))
     for step in (1, sampling.RowDraws.STEPS - 1, sampling.RowDraws.STEPS, 3 * sampling.RowDraws.STEPS + 5):
         assert torch.equal(draws.at(step), sampling.counter_uniforms(seeds[[1, 3]], step)[:, 0]), step
+    assert draws.block.shape[1] == 1  # the last block: no draws past max_steps

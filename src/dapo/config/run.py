@@ -32,7 +32,8 @@ class EvalConfig:
     # Sampling seed of every evaluation; null derives it from trainer.seed. Pin it to compare runs
     # of different trainer seeds on the same evaluation samples (as `dapo ablate` does). Each
     # problem samples with a seed of this one and its (data_source, uid) (native and vLLM engines),
-    # so its samples do not depend on the other problems evaluated (max_problems, other files).
+    # so its samples do not depend on the other problems evaluated (max_problems, other files) but
+    # through the logits' rounding, which a batch of another size can change (16-bit mostly).
     seed: int | None = None
 
     def __post_init__(self) -> None:

@@ -27,8 +27,10 @@ class SamplingParams:
     # Same seed + same inputs -> same samples; equal prompts in one batch never share their
     # samples. The native and vLLM engines give prompt i a seed of its own, request_seed(seed, i)
     # (its j-th sample: that seed + j), so a prompt's samples do not depend on the other prompts
-    # of the call nor on how an engine splits them (the native engine's chunks, the ranks' shares);
-    # the hf engine draws all rows from one stream seeded by seed, so its do.
+    # of the call nor on how an engine splits them (the native engine's chunks, the ranks' shares)
+    # but through the logits' rounding, which a batch of another size can change (rarely in
+    # float32, more often in 16-bit); the hf engine draws all rows from one stream seeded by seed,
+    # so its do.
     seed: int | None = None
     # Each prompt's own seed, in place of request_seed(seed, i) (native and vLLM engines; one per
     # prompt): evaluation seeds a problem by its (data_source, uid), so that its samples do not

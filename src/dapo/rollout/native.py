@@ -5,7 +5,8 @@ token per live row with :func:`sample_next_tokens`, which also gives the behavio
 log pi_b(token) under the distribution actually sampled from; each row draws from a stream of its
 own (its prompt's seed, :func:`dapo.rollout.base.prompt_seeds`, + its sample's index), so a
 prompt's samples do not depend on the prompts beside it nor on the chunks the KV cache's budget
-cuts the call into. Rows that hit a stop token or stop
+cuts the call into, but through its logits' rounding (a batch of another size can round them
+otherwise: rarely in float32, more often in 16-bit). Rows that hit a stop token or stop
 string are recorded as finished and dropped from the batch once enough of them accumulate, so
 finished rows cost (almost) nothing. Llama-family models run a lean functional forward
 (:mod:`dapo.rollout.llama_decoder`) on weights prepared for it (:mod:`dapo.rollout.llama_weights`),
@@ -286,7 +287,7 @@ def _sample_loop(
     GenerationStopped when ``should_stop`` says so (asked every STOP_CHECK_EVERY steps)."""
     device = logits.device
     outputs = _Outputs(len(logits), params.max_new_tokens, device)
-    draws = RowDraws(row_seeds)
+    draws = RowDraws(row_seeds, params.max_new_tokens)
     row_ids = torch.arange(len(logits), device=device)  # batch position -> output row
     live = torch.ones(len(logits), dtype=torch.bool, device=device)
     stop_ids = torch.tensor(params.stop_token_ids, dtype=torch.long, device=device)

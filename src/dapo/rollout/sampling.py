@@ -76,7 +76,9 @@ def counter_uniforms(row_seeds: torch.Tensor, first_step: int, steps: int = 1) -
     the SplitMix64 stream seeded with the row's seed, output i being mix(seed + (i + 1) * golden
     gamma). A row's draws depend on its seed and the step alone, never on the other rows of the
     batch: a prompt's samples are the same whichever prompts it is generated with, and however
-    they are split. (Several steps at a time: a dozen tensor ops make a step's, 30 us on the CPU.)"""
+    they are split, where its logits are (a batch of another size can round them otherwise: rarely
+    in float32, more often in 16-bit). (Several steps at a time: a dozen tensor ops make a step's,
+    30 us on the CPU.)"""
     dtype = _sum_dtype(row_seeds.device)
     first = _DRAWS_PER_STEP * first_step + 1
     counters = torch.arange(first, first + _DRAWS_PER_STEP * steps, device=row_seeds.device)
@@ -92,15 +94,16 @@ class RowDraws:
 
     STEPS = 64
 
-    def __init__(self, row_seeds: torch.Tensor) -> None:
-        self.row_seeds = row_seeds
-        self.block: torch.Tensor | None = None  # (rows, STEPS, 2) from decode step self.first
+    def __init__(self, row_seeds: torch.Tensor, max_steps: int) -> None:
+        self.row_seeds, self.max_steps = row_seeds, max_steps
+        self.block: torch.Tensor | None = None  # (rows, steps, 2) from decode step self.first
         self.first = 0
 
     def at(self, step: int) -> torch.Tensor:
-        """The (rows, 2) draws of decode step ``step``."""
-        if self.block is None or not self.first <= step < self.first + self.STEPS:
-            self.block, self.first = counter_uniforms(self.row_seeds, step, self.STEPS), step
+        """The (rows, 2) draws of decode step ``step`` (< max_steps)."""
+        if self.block is None or not self.first <= step < self.first + self.block.shape[1]:
+            steps = max(1, min(self.STEPS, self.max_steps - step))
+            self.block, self.first = counter_uniforms(self.row_seeds, step, steps), step
         return self.block[:, step - self.first]
 
     def keep(self, rows: torch.Tensor) -> None:

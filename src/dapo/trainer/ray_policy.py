@@ -8,7 +8,8 @@ tensor-parallel engine. The driver talks to them through :class:`RayPolicyGroup`
 :class:`PolicyWorker` calls the loop makes) and :class:`RayRolloutEngine` (a rollout engine):
 
 - generate: the prompts are dealt to the engines, equal in number and balanced by prompt tokens;
-  each prompt samples with its own seed, as in one engine; completions come back in prompt order. An
+  each prompt samples with its own seed, as in one native or vLLM engine (hf: each engine's share
+  with a seed of its own); completions come back in prompt order. An
   engine is one rank's, or with ``rollout.vllm_tensor_parallel_size`` > 1 a vLLM tensor-parallel
   group of consecutive ranks, each holding a slice of the weights and given the same prompts.
 - update: each mini-batch is dealt to the ranks balanced by token count; the normalisers
@@ -292,7 +293,8 @@ class RayRolloutEngine:
     """The ranks' engines as one rollout engine: each engine (one rank, or a vLLM tensor-parallel
     group of ranks) samples its share of the prompts (:func:`dapo.trainer.batch.deal_prompts`), each
     prompt with its own seed (:func:`prompt_seeds`), as one native or vLLM engine would give it: the
-    samples do not depend on the number of ranks but through their logits' rounding."""
+    samples do not depend on the number of ranks but through their logits' rounding (the hf
+    engine, which draws a call's rows from one stream, samples with a seed of its rank's)."""
 
     def __init__(self, group: RayPolicyGroup) -> None:
         self.group = group

@@ -82,9 +82,9 @@ def evaluate_model(cfg: DAPOConfig, save_dir: str | Path | None = None, progress
     print(run.data.eval.describe("eval"))
     if cfg.resources.world_size > 1:  # a multi-rank run's config: its ranks are not started here
         print(f"note: the evaluation runs in this one process, not on the config's {cfg.resources.world_size} ranks; "
-              "a multi-rank run's own evaluations seeded each problem as this one does, but its engines batched "
-              "the problems otherwise, and logits that round otherwise can sample otherwise: its avg@k may "
-              "differ from this one's by sampling noise, not by the weights")
+              "a multi-rank run's own evaluations seeded each problem as this one does (native and vLLM engines; "
+              "not hf), but its engines batched the problems otherwise, and logits that round otherwise can "
+              "sample otherwise: its avg@k may differ from this one's by sampling noise, not by the weights")
     e = cfg.eval
     # only when it leaves problems out: "the first 500" of 30 problems says 500 are evaluated
     limit = f", the first {e.max_problems}" if 0 < e.max_problems < run.data.eval.num_problems("eval") else ""

@@ -201,7 +201,10 @@ class RunState:
         ``trainer_state.pt`` holds, as it is); with ``export``, rank 0's Hugging Face export
         added (and ``export_owed`` cleared). A run stopped in it keeps the checkpoint as it was."""
         source = checkpoints_root(self.run_dir) / checkpoint_name(step)
-        state = load_trainer_state(source, peek=True)  # (one process's AdamW state: not read from disk)
+        # the ranks' state is small: read whole (nothing left mapped from a file about to be replaced);
+        # one process's holds its AdamW state, which is not read: the policy's own is written
+        sharded = is_sharded(load_trainer_state(source, peek=True)["policy"])
+        state = load_trainer_state(source) if sharded else {}
         leave_out = {STATE_FILE, "dapo_config.yaml"} | ({MODEL_CONFIG_FILE} if export else set())
         if loop_state is not None:  # (written anew: never through a link, which would change the published file)
             leave_out.add(f"{SHARDED_DIR}/rng-rank*.pt")
@@ -209,7 +212,7 @@ class RunState:
             link_checkpoint(source, tmp, leave_out)
             if loop_state is not None:
                 self.logger.sync()
-                if is_sharded(state["policy"]):
+                if sharded:
                     policy.save_rng(tmp)
                     state = self._driver_state(loop_state, state["policy"])
                 else:  # one process: its optimizer state as it is now, its generators in loop_state's

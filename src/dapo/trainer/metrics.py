@@ -98,7 +98,9 @@ METRICS: dict[str, str] = {
                 "that made none too: the rate it would have used)",
     "actor/updates": "optimizer updates made in this step",
     "actor/skipped_updates": "updates dropped because the loss or gradient was not finite (in float16, also "
-                             "dynamic loss scaling's overflows, which halve the scale)",
+                             "dynamic loss scaling's overflows, which halve the scale); actor/loss, pg_loss, the "
+                             "clip fractions, approx_kl, kl_ref, ratio_mean and grad_norm are of the updates made, "
+                             "a skipped one's tokens counted in none of them",
     "actor/skipped_nonfinite_loss": "of actor/skipped_updates, those whose loss itself was not finite (a forward's "
                                     "NaN or inf, which float16's loss scaling neither causes nor mends)",
     "actor/empty_updates": "updates not made because no token of the mini-batch was in the loss (every response "

@@ -3,6 +3,8 @@ checkpoint of its step (not written again), and written whole after another run'
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
@@ -13,6 +15,28 @@ from dapo.trainer.metrics import read_metrics
 from tests.trainer.conftest import tiny_config
 
 
+def spy_on_the_final_checkpoint(trainer: Trainer, checkpoint: Path, folder: str = "") -> tuple[list[int], dict]:
+    """Have ``trainer`` record the steps at which its policy writes a checkpoint, and, at the final
+    evaluation (after the periodic checkpoint of the last step), the inodes of the files in
+    ``checkpoint / folder`` and the checkpoint's trainer_state.pt."""
+    saves: list[int] = []
+    periodic: dict = {}
+    save, evaluate = trainer.policy.save_checkpoint, trainer.evaluate
+
+    def counted(directory, *args):
+        saves.append(trainer.step)
+        return save(directory, *args)
+
+    def recorded():
+        if trainer.step == trainer.cfg.trainer.total_steps:
+            periodic.update(inodes={p.name: p.stat().st_ino for p in (checkpoint / folder).iterdir()},
+                            state=load_trainer_state(checkpoint))
+        return evaluate()
+
+    trainer.policy.save_checkpoint, trainer.evaluate = counted, recorded
+    return saves, periodic
+
+
 def test_one_process_s_final_checkpoint_after_a_periodic_one_of_its_step_links_its_weights(
         tiny_model_dir, reward_file, tmp_path):
     """checkpoint.every_steps divides total_steps: one process wrote step 2's weights twice, by the
@@ -20,24 +44,10 @@ def test_one_process_s_final_checkpoint_after_a_periodic_one_of_its_step_links_i
     run = tmp_path / "run"
     trainer = Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=2", "checkpoint.every_steps=2",
                                   "trainer.num_threads=1"))
-    saves, periodic = [], {}
-    save = trainer.policy.save_checkpoint
-
-    def counted(directory, *args):
-        saves.append(trainer.step)
-        return save(directory, *args)
-
-    def record(evaluate=trainer.evaluate):  # the final evaluation: after the periodic checkpoint of step 2
-        if trainer.step == 2:
-            step_2 = run / "checkpoints" / "step-000002"
-            periodic.update(inodes={p.name: p.stat().st_ino for p in step_2.iterdir()},
-                            state=load_trainer_state(step_2))
-        return evaluate()
-
-    trainer.policy.save_checkpoint, trainer.evaluate = counted, record
+    final = run / "checkpoints" / "step-000002"
+    saves, periodic = spy_on_the_final_checkpoint(trainer, final)
     assert trainer.train().steps == 2
     assert saves == [2]  # the periodic checkpoint's weights alone
-    final = run / "checkpoints" / "step-000002"
     state = load_trainer_state(final)
     assert state["final"] and not periodic["state"]["final"]
     weights = [name for name in periodic["inodes"] if name.endswith(".safetensors")]

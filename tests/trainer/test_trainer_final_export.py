@@ -13,6 +13,7 @@ from dapo.trainer.checkpoint import load_trainer_state
 from dapo.trainer.metrics import read_metrics
 from dapo.trainer.run_dir import SHARDED_DIR
 from tests.trainer.conftest import tiny_config
+from tests.trainer.test_trainer_final_checkpoint import spy_on_the_final_checkpoint
 from tests.trainer.test_trainer_ray import TWO_RANKS
 
 pytest.importorskip("ray")
@@ -69,27 +70,14 @@ def test_the_final_checkpoint_after_a_periodic_one_of_its_step_links_its_shards(
     run = tmp_path / "run"
     trainer = Trainer(tiny_config(tiny_model_dir, run, reward_file, *TWO_RANKS, "trainer.total_steps=2",
                                   "checkpoint.every_steps=2", "checkpoint.hf_export=final"))
-    saves, inodes = [], {}
-    save = trainer.policy.save_checkpoint
-
-    def counted(directory, *args):
-        saves.append(trainer.step)
-        return save(directory, *args)
-
-    def record(evaluate=trainer.evaluate):  # the final evaluation: after the periodic checkpoint of step 2
-        if trainer.step == 2:
-            step_2 = run / "checkpoints" / "step-000002" / SHARDED_DIR
-            inodes.update({p.name: p.stat().st_ino for p in step_2.iterdir()})
-        return evaluate()
-
-    trainer.policy.save_checkpoint, trainer.evaluate = counted, record
+    saves, periodic = spy_on_the_final_checkpoint(trainer, run / "checkpoints" / "step-000002", SHARDED_DIR)
     assert trainer.train().steps == 2
     assert saves == [2]  # the periodic checkpoint's shards alone
     final = run / "checkpoints" / "step-000002"
     state = load_trainer_state(final)
     assert state["final"] and not state["export_owed"] and (final / "config.json").is_file()
     now = {p.name: p.stat().st_ino for p in (final / SHARDED_DIR).iterdir()}
-    assert {name for name in now if now[name] == inodes.get(name)} == {".metadata", "__0_0.distcp", "__1_0.distcp"}
+    assert {name for name in now if now[name] == periodic["inodes"].get(name)} == {".metadata", "__0_0.distcp", "__1_0.distcp"}
     assert state["log_lines"][0] == len(read_metrics(run))  # the final evaluation's line counted
     AutoModelForCausalLM.from_pretrained(final)
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from dapo.builtin import build_tokenizer
-from dapo.config import DAPOConfig, ModelConfig, load_config
+from dapo.config import ConfigError, DAPOConfig, ModelConfig, load_config
 from dapo.rollout.stopping import model_stop_token_ids
 from dapo.trainer.setup import (
     EVAL_SEED_OFFSET,
@@ -33,6 +33,20 @@ def test_eval_seed_is_pinned_by_eval_seed_or_derived_from_the_trainer_seed():
     assert make_sampling_params(load_config([], []), stop_token_ids=[2], seed=5).seed == 5
     with pytest.raises(ValueError, match="seed"):
         make_sampling_params(load_config([], []), stop_token_ids=[2])
+
+
+def test_evaluation_samples_with_eval_top_k_or_else_the_rollouts():
+    """verl's val_kwargs.top_k: the held-out sampling's own top-k (DAPO evaluates without one, a
+    rollout may train with one); null keeps the rollout's, as every config before it did."""
+    def top_k(*overrides: str, evaluation: bool = True) -> int:
+        return make_sampling_params(load_config([], list(overrides)), stop_token_ids=[2], seed=0,
+                                    evaluation=evaluation).top_k
+
+    assert top_k("rollout.top_k=50") == 50 and top_k("rollout.top_k=50", "eval.top_k=0") == 0
+    assert top_k("rollout.top_k=50", "eval.top_k=0", evaluation=False) == 50
+    assert top_k("eval.top_k=20") == 20
+    with pytest.raises(ConfigError, match="eval.top_k must be >= 0"):
+        load_config([], ["eval.top_k=-1"])
 
 
 def test_vllm_context_counts_the_rope_scaling_extension():

@@ -22,10 +22,12 @@ class EvalConfig:
     before_training: bool = True
     # Samples per problem (k of avg@k, pass@k, maj@k); DAPO: 32.
     k: int = 32
-    # Sampling for evaluation (DAPO: temperature 1.0, top_p 0.7); top_k, stop strings and the
-    # length limit are the rollout's (rollout.top_k, rollout.stop_strings, rollout.max_response_length).
+    # Sampling for evaluation (DAPO: temperature 1.0, top_p 0.7, no top-k); stop strings and the
+    # length limit are the rollout's (rollout.stop_strings, rollout.max_response_length).
     temperature: float = 1.0
     top_p: float = 0.7
+    # Top-k of evaluation's sampling (0: off; verl's val_kwargs.top_k); null: rollout.top_k's.
+    top_k: int | None = None
     # Evaluate on at most this many problems (0: all): the first ones, in the order of
     # data.eval_files and their rows (eval/num_problems and eval/<source>/num_problems count them).
     max_problems: int = 0
@@ -44,6 +46,7 @@ class EvalConfig:
         check(self.temperature > 0, "eval.temperature must be > 0")
         check(self.seed is None or 0 <= self.seed < 2**32, f"eval.seed={self.seed} must be in [0, 2**32) (or null)")
         check(0 < self.top_p <= 1, "eval.top_p must be in (0, 1]")
+        check(self.top_k is None or self.top_k >= 0, "eval.top_k must be >= 0 (0 disables it; null: rollout.top_k)")
 
 
 @dataclass

@@ -41,7 +41,7 @@ VERL_NAMES: dict[str, str] = {
     "actor_rollout_ref.rollout.val_kwargs.n": "eval.k",
     "actor_rollout_ref.rollout.val_kwargs.temperature": "eval.temperature",
     "actor_rollout_ref.rollout.val_kwargs.top_p": "eval.top_p",
-    "actor_rollout_ref.rollout.val_kwargs.top_k": "rollout.top_k (the held-out sampling's too)",
+    "actor_rollout_ref.rollout.val_kwargs.top_k": "eval.top_k",
     "algorithm.adv_estimator": "algorithm.advantage",
     "algorithm.filter_groups.enable": "algorithm.dynamic_sampling",
     "algorithm.filter_groups.metric": "algorithm.filter_metric",

@@ -225,8 +225,8 @@ def make_sampling_params(
     cfg: DAPOConfig, stop_token_ids: list[int], seed: int | None = None, evaluation: bool = False
 ) -> SamplingParams:
     """Training rollouts sample with rollout.* and ``seed``; evaluation with eval.k / temperature /
-    top_p and eval.seed (or, when that is null, a seed derived from trainer.seed). Both stop on
-    ``stop_token_ids`` (see :func:`stop_token_ids_of`) and rollout.stop_strings."""
+    top_p / top_k (null: rollout.top_k) and eval.seed (or, when that is null, a seed derived from
+    trainer.seed). Both stop on ``stop_token_ids`` (see :func:`stop_token_ids_of`) and rollout.stop_strings."""
     r, e = cfg.rollout, cfg.eval
     if evaluation:
         seed = e.seed if e.seed is not None else EVAL_SEED_OFFSET + cfg.trainer.seed
@@ -236,7 +236,7 @@ def make_sampling_params(
         n=e.k if evaluation else r.n,
         temperature=e.temperature if evaluation else r.temperature,
         top_p=e.top_p if evaluation else r.top_p,
-        top_k=r.top_k,
+        top_k=e.top_k if evaluation and e.top_k is not None else r.top_k,
         max_new_tokens=r.max_response_length,
         stop_token_ids=list(stop_token_ids),
         stop_strings=list(r.stop_strings),

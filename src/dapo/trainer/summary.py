@@ -86,10 +86,11 @@ def evaluate_model(cfg: DAPOConfig, save_dir: str | Path | None = None, progress
               "not hf), but its engines batched the problems otherwise, and logits that round otherwise can "
               "sample otherwise: its avg@k may differ from this one's by sampling noise, not by the weights")
     e = cfg.eval
+    top_k = cfg.rollout.top_k if e.top_k is None else e.top_k
     # only when it leaves problems out: "the first 500" of 30 problems says 500 are evaluated
     limit = f", the first {e.max_problems}" if 0 < e.max_problems < run.data.eval.num_problems("eval") else ""
     print(f"evaluating {cfg.model.path}{limit}: k={e.k} samples per problem, temperature {e.temperature}, "
-          f"top_p {e.top_p}{f', top_k {cfg.rollout.top_k}' if cfg.rollout.top_k > 0 else ''}, "
+          f"top_p {e.top_p}{f', top_k {top_k}' if top_k > 0 else ''}, "
           f"at most {cfg.rollout.max_response_length} tokens, {cfg.rollout.engine} engine")
     with RewardScorer(cfg.reward) as scorer, problem_progress(None, progress) as on_progress:
         result = evaluate_held_out(cfg, run, scorer, on_progress)

@@ -7,6 +7,7 @@ in the same order (see :mod:`dapo.trainer.ray_faults` for what the driver does w
 from __future__ import annotations
 
 import collections
+import contextlib
 import copy
 import dataclasses
 import errno
@@ -16,7 +17,7 @@ import pickle
 import shutil
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -279,7 +280,7 @@ class PolicyRank:
         its adapters alone, and rank 0 writes them in PEFT's format into ``directory/adapter``
         too, whatever ``hf_export``. Every rank must call it."""
         policy = self.policy
-        try:
+        with os_errors_named(directory):
             save_sharded_policy(directory, self.model, policy.optimizer, policy.scheduler)
             save_rank_rng(directory, self.rank)
             adapters = gather_adapters(self.model) if has_lora(self.model) else None
@@ -287,10 +288,6 @@ class PolicyRank:
                 export_hf_from_shards(directory, self.model, self.tokenizer, self.rank)
             if adapters is not None and self.rank == 0:  # after the collectives (see save_adapter_of_shards)
                 save_adapter_of_shards(directory, self.model, adapters)
-        except BaseException as error:  # (DCP's CheckpointException is a BaseException)
-            if (cause := checkpoint_write_os_error(directory, error)) is not None:
-                raise cause from error  # the driver names it as one process does: "No space left on device"
-            raise
 
     def save_rng(self, directory: str) -> None:
         """This rank's generators alone into ``directory``, a checkpoint being built on a published
@@ -300,12 +297,8 @@ class PolicyRank:
     def export_checkpoint(self, directory: str) -> None:
         """The Hugging Face export alone (gathered; written by rank 0; with LoRA, merged) into
         ``directory``, a checkpoint being built on a published one's shards. Every rank must call it."""
-        try:
+        with os_errors_named(directory):
             export_hf_from_shards(directory, self.model, self.tokenizer, self.rank)
-        except BaseException as error:
-            if (cause := checkpoint_write_os_error(directory, error)) is not None:
-                raise cause from error
-            raise
 
     def load_checkpoint(self, directory: str) -> float:
         """Read this rank's shard of model, optimizer and scheduler state and its RNG states from
@@ -327,6 +320,19 @@ def sharded_reference(cfg: DAPOConfig, model_path: Path, mesh: DeviceMesh, devic
 
 
 CHECKPOINT_PROBE_BYTES = 1 << 20  # a failed write with less room than this left: the disk is full
+
+
+@contextlib.contextmanager
+def os_errors_named(directory: str) -> Iterator[None]:
+    """A checkpoint write into ``directory`` that fails for a reason of the operating system raises
+    that as a plain ``OSError`` (:func:`checkpoint_write_os_error`): the driver names it as one
+    process does ("No space left on device")."""
+    try:
+        yield
+    except BaseException as error:  # (DCP's CheckpointException is a BaseException)
+        if (cause := checkpoint_write_os_error(directory, error)) is not None:
+            raise cause from error
+        raise
 
 
 def checkpoint_write_os_error(directory: str, error: BaseException) -> OSError | None:

@@ -119,16 +119,12 @@ class LoopState:
     def save_final_checkpoint(self) -> Path:
         """The final checkpoint, built on the files of this step's checkpoint when there is one (a
         periodic one just before the final evaluation): the weights are not written again, nor the
-        ranks' shards, the whole AdamW state. Policy ranks publish it before its Hugging Face export where their
-        periodic checkpoints hold none (``checkpoint.hf_export=final``; :meth:`add_export`), so that a
+        ranks' shards, the whole AdamW state. Policy ranks publish it before its Hugging Face export
+        where their periodic checkpoints hold none (``checkpoint.hf_export=final``; :meth:`add_export`), so that a
         run stopped in the export (131 GB at 32B float32) resumes from this step to write it alone,
         rather than from the last periodic checkpoint, training the steps since again."""
-        if self.cfg.resources.world_size == 1:  # one process: its checkpoint is its model
-            if self.checkpointed_at == self.step:  # (its weights linked; AdamW lives in trainer_state.pt)
-                return self.state.resave(self.step, self.policy, self._checkpoint_state(True),
-                                         best_step=self._best_step())
-            return self.save_checkpoint(final=True)
-        owed = self.cfg.checkpoint.hf_export != "every"
+        # (one process: its checkpoint is its model, the export with it)
+        owed = self.cfg.resources.world_size > 1 and self.cfg.checkpoint.hf_export != "every"
         if self.checkpointed_at == self.step:
             path = self.state.resave(self.step, self.policy, self._checkpoint_state(True, export_owed=owed),
                                      best_step=self._best_step())

@@ -138,6 +138,24 @@ def test_per_source_metrics_progress_chunks_and_samples(monkeypatch):
     assert m["eval/maj@2"] == pytest.approx(majority / 10)
 
 
+def test_a_data_source_with_a_slash_is_a_metric_checkpoint_keep_best_ranks_by():
+    """verl's preprocessed GSM8K and MATH name their data_source openai/gsm8k and lighteval/MATH:
+    their per-source metrics are ones checkpoint.keep_best takes (it refused them before)."""
+    from dapo.config.run import BEST_METRIC
+
+    tokenizer = build_tokenizer()
+    problems = [Problem(uid=str(i), prompt=f"{i} + 1 =", ground_truth=str(i + 1),
+                        data_source="openai/gsm8k" if i < 2 else "lighteval/MATH") for i in range(4)]
+    with RewardScorer(RewardConfig(num_workers=1)) as scorer:
+        result = evaluate(ScriptedEngine(tokenizer, problems, [2, 0, 1, 1]), tokenizer, scorer, [[1]] * 4,
+                          problems, SamplingParams(n=2, seed=0))
+    m = result.metrics
+    assert m["eval/openai/gsm8k/avg@2"] == pytest.approx(2 / 4) and m["eval/lighteval/MATH/avg@2"] == pytest.approx(2 / 4)
+    ranked = {key for key in m if BEST_METRIC.match(key)}
+    assert {"eval/openai/gsm8k/avg@2", "eval/lighteval/MATH/pass@2", "eval/openai/gsm8k/score_mean"} <= ranked
+    assert not {key for key in ranked if key.endswith(("num_problems", "truncation_rate", "length_mean"))}
+
+
 def test_eval_logs_the_mean_reward_and_what_user_functions_returned():
     """A graded reward (reward.verifier_weight=0, a judge's 0-1 score) showed only avg@k's verdicts
     on the held-out set: no mean score and none of the function's metrics, which training logs."""

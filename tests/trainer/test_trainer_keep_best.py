@@ -102,6 +102,7 @@ def test_a_run_without_keep_best_has_no_link_and_rotates_as_before(tiny_model_di
     (["checkpoint.keep_best=avg@2"], "not a held-out metric"),
     (["checkpoint.keep_best=eval/reward/parity"], "not a held-out metric"),  # its keys are reward/parity/<key>
     (["checkpoint.keep_best=eval/arithmetic/reward/parity/score"], "not a held-out metric"),  # not per source
+    (["checkpoint.keep_best=eval/openai/gsm8k/avg@4"], "not @4; name eval/openai/gsm8k/avg@2"),
 ])
 def test_keep_best_says_what_it_needs(tiny_model_dir, reward_file, tmp_path, overrides, said):
     with pytest.raises(ConfigError, match=said.replace("(", r"\(").replace(")", r"\)")):
@@ -109,7 +110,9 @@ def test_keep_best_says_what_it_needs(tiny_model_dir, reward_file, tmp_path, ove
 
 
 @pytest.mark.parametrize("metric", ["eval/avg@2", "eval/maj@2", "eval/score_mean", "eval/arithmetic/pass@2",
-                                    "eval/reward/parity/score"])
+                                    "eval/reward/parity/score",
+                                    # verl's preprocessed data_sources hold a slash (refused before)
+                                    "eval/openai/gsm8k/avg@2", "eval/lighteval/MATH/score_mean"])
 def test_keep_best_takes_the_metrics_evaluations_log(tiny_model_dir, reward_file, tmp_path, metric):
     cfg = tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *BEST, f"checkpoint.keep_best={metric}")
     assert cfg.checkpoint.keep_best == metric

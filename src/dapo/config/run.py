@@ -11,7 +11,8 @@ from dapo.config.checks import check, finite_numbers, one_of
 
 # the held-out metrics checkpoint.keep_best can rank by, as dapo.trainer.evaluate names them: eval/avg@32,
 # eval/<source>/pass@32, eval/score_mean, eval/reward/<function>/<key>, ...
-BEST_METRIC = re.compile(r"^eval/(?:[^/]+/)?(?:(?:avg|pass|maj)@(?P<k>[0-9]+)|score_mean)$|^eval/reward/[^/]+/[^/]+$")
+# (a data_source may hold slashes: verl's preprocessed GSM8K and MATH are openai/gsm8k, lighteval/MATH)
+BEST_METRIC = re.compile(r"^eval/(?:.+/)?(?:(?:avg|pass|maj)@(?P<k>[0-9]+)|score_mean)$|^eval/reward/[^/]+/[^/]+$")
 
 
 @dataclass

@@ -6,7 +6,7 @@ import math
 import matplotlib.pyplot as plt
 
 from dapo.cli.main import main
-from dapo.cli.plot import PANELS, _plot_panel, _series
+from dapo.cli.plot import PANELS, _plot_panel, _series, report_panels
 
 
 def _rows() -> list[dict]:
@@ -40,5 +40,19 @@ def test_the_report_has_a_panel_for_the_loss_grad_norm_kl_and_skipped_updates(tm
     keys = {key for _, patterns in PANELS for key in patterns}
     assert {"actor/pg_loss", "actor/grad_norm", "actor/approx_kl", "actor/skipped_updates"} <= keys
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in _rows()))
+    assert main(["plot", str(tmp_path)]) == 0
+    assert (tmp_path / "report.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_run_evaluated_on_several_sources_gets_a_panel_of_each_one_s_avg_at_k(tmp_path):
+    """The overall avg@k pools the benchmarks; each data_source's (openai/gsm8k: verl's name, with
+    a slash) is drawn in a panel of its own, which a run of one source does not get."""
+    rows = [{"step": step, "eval/avg@4": 0.5, "eval/aime/avg@4": 0.1 * step, "eval/openai/gsm8k/avg@4": 0.7,
+             "eval/aime/num_problems": 30.0, "eval/aime/pass@4": 0.4} for step in (0, 5, 10)]
+    title, keys = report_panels(rows)[-1]
+    assert len(report_panels(rows)) == len(PANELS) + 1 and title == "held-out avg@k per data_source"
+    assert keys == ["eval/aime/avg@4", "eval/openai/gsm8k/avg@4"]
+    assert report_panels([{"step": 0, "eval/avg@4": 0.5}]) == PANELS
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     assert main(["plot", str(tmp_path)]) == 0
     assert (tmp_path / "report.png").read_bytes().startswith(b"\x89PNG")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,17 @@ PANELS: list[tuple[str, list[str]]] = [
     ("KL", ["actor/approx_kl", "actor/kl_ref"]),
     ("skipped updates", ["actor/skipped_updates", "actor/skipped_nonfinite_loss"]),
 ]
+
+
+# eval/<data_source>/avg@k (a data_source may hold slashes): logged when the held-out data has
+# several sources, the curves a reader of several benchmarks compares (the overall avg@k pools them)
+PER_SOURCE_AVG = re.compile(r"^eval/.+/avg@[0-9]+$")
+
+
+def report_panels(rows: list[dict]) -> list[tuple[str, list[str]]]:
+    """PANELS, and a panel of avg@k per data_source when the run logged them."""
+    per_source = sorted({key for row in rows for key in row if PER_SOURCE_AVG.match(key)})
+    return PANELS + ([("held-out avg@k per data_source", per_source)] if per_source else [])
 
 
 def _series(rows: list[dict], pattern: str) -> dict[str, tuple[list[int], list[float]]]:
@@ -96,9 +108,13 @@ def plot_run(run_dir: str | Path, output: str | Path | None = None) -> Path:
     if not rows:  # a run that has not logged its first row: a blank report would look like a plotting bug
         raise UserError(f"{Path(run_dir) / 'metrics.jsonl'} holds no metrics yet (a run logs its first row after "
                         "the data loads and the first evaluation, at step 0): nothing to plot")
-    fig, axes = plt.subplots(3, 4, figsize=(18, 12))
-    for ax, (title, patterns) in zip(axes.flat, PANELS):
+    panels = report_panels(rows)
+    rows_of_panels = -(-len(panels) // 4)
+    fig, axes = plt.subplots(rows_of_panels, 4, figsize=(18, 4 * rows_of_panels))
+    for ax, (title, patterns) in zip(axes.flat, panels):
         _plot_panel(ax, title, {key: points for pattern in patterns for key, points in _series(rows, pattern).items()})
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
     fig.suptitle(f"dapo-rl run: {run_dir}")
     fig.tight_layout()
     save_figure(fig, out)

@@ -14,7 +14,7 @@ import pytest
 
 from dapo.config.schema import RewardConfig, RewardFunctionSpec
 from dapo.rewards import RewardScorer
-from dapo.rewards.breaker import Breaker
+from dapo.rewards.breaker import FALSE_TRIP_CHANCE, Breaker, Record
 
 FNS = str(Path(__file__).resolve().parent / "reward_fns_fixture.py")
 TRIPPED = "in a row"  # in the breaker's warning only
@@ -61,6 +61,34 @@ def test_timeouts_on_one_problem_alone_do_not_trip() -> None:
     assert not breaker.tripped
     breaker.record(16, "timeout")  # a second problem, still nothing in time: hung
     assert breaker.tripped == {0: (17, 2, 0)}
+
+
+def test_a_function_that_returns_in_time_now_and_then_needs_a_streak_chance_does_not_explain() -> None:
+    """Four timeouts in a row on two workers trip a function that never returned in time, and one
+    that always had (its server went down); one that timed out on a third of its calls before
+    needs a streak whose chance, (1/3)^S x its calls this batch, is at most FALSE_TRIP_CHANCE."""
+    def streak_that_trips(history: Record, before: list[str]) -> int:
+        breaker = Breaker([0] * 100, [str(i) for i in range(100)], num_workers=2, history={0: history})
+        for task_id, kind in enumerate(before):
+            breaker.record(task_id, kind)
+        for task_id in range(len(before), 100):
+            breaker.record(task_id, "timeout")
+            if breaker.tripped:
+                return task_id + 1 - len(before)
+        return 0
+
+    assert streak_that_trips(Record(0, 0), []) == 4  # hung from the start: as before
+    assert streak_that_trips(Record(200, 0), []) == 4  # worked, then hangs: at once
+    assert streak_that_trips(Record(0, 0), ["ok"] * 30) == 4  # worked in this batch, then hangs
+    flaky = streak_that_trips(Record(20, 10), ["ok", "timeout", "ok"] * 4)
+    calls = 12 + flaky
+    rate = (10 + 4 + 1) / (30 + 12 + 2)  # before the streak, with one of each added
+    assert rate**flaky * calls <= FALSE_TRIP_CHANCE < rate ** (flaky - 1) * (calls - 1)
+    assert flaky >= 8  # twice the count alone: a run of 4 at p=1/3 happens in about 1 batch of 3
+    records: dict = {}
+    Breaker([0] * 3, list("abc"), num_workers=1, history=records).record(0, "ok")
+    Breaker([0] * 3, list("abc"), num_workers=1, history=records).record(1, "timeout")
+    assert records == {0: Record(returned=1, failed=1)}  # kept across batches, in the scorer's dict
 
 
 @pytest.mark.parametrize("kinds, tripped_as", [(["died"] * 3, "died"), (["timeout", "died", "died"], "died"),
@@ -167,6 +195,25 @@ def test_a_function_slow_now_and_then_is_not_tripped(caplog: pytest.LogCaptureFi
     with RewardScorer(cfg) as scorer, caplog.at_level(logging.WARNING, logger="dapo.rewards"):
         results = scorer.score(responses, golds, extras=[{"sleep": i in slow} for i in range(24)])
     assert {i for i, r in enumerate(results) if r.timed_out} == slow
+    assert not any(TRIPPED in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("hanging", [
+    # random thirds (random.seed(2) and (4), p=1/3) whose four hangs in a row on 2 workers tripped the
+    # function before, in each of two tries of each (a new worker's first item hanging, on both
+    # workers, twice): the other items not yet run then scored as timeouts
+    {2, 3, 7, 11, 19, 20, 21, 23, 28, 29, 30, 31},
+    {0, 1, 3, 4, 9, 11, 12, 13, 14, 19, 20, 25, 29, 31},
+])
+def test_a_function_that_hangs_on_a_third_of_random_items_is_not_tripped(
+    hanging: set[int], caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Only the items that hang time out: a flaky judge's other responses keep their scores."""
+    cfg = RewardConfig(functions=[spec("sleeps_when_asked")], timeout_s=1.0, num_workers=2, verifier_weight=0.0)
+    responses, golds = items(32)
+    with RewardScorer(cfg) as scorer, caplog.at_level(logging.WARNING, logger="dapo.rewards"):
+        results = scorer.score(responses, golds, extras=[{"sleep": i in hanging} for i in range(32)])
+    assert {i for i, r in enumerate(results) if r.timed_out} == hanging
     assert not any(TRIPPED in r.getMessage() for r in caplog.records)
 
 

@@ -13,6 +13,15 @@ yet started are then not run: each fails at once as the streak's most failures d
 "skipped")`` or ``("died", "skipped")``), as it would have. The breaker lives for one run: the
 next batch tries the function again.
 
+A function that has returned in time before (in this run of the scorer: its ``history``) must
+also fail more in a row than chance explains: a function that times out on a fraction p of its
+items gives such a streak of length S with a chance of about p^S at each of its failures, and
+p^S x (its tasks in this batch) must be at most ``FALSE_TRIP_CHANCE``, p estimated from its
+outcomes before the streak ((failures + 1) / (outcomes + 2)). One that hangs on a third of its
+items (a flaky judge) is then taken for hung about once in a thousand batches, not in one batch
+of three as under the count alone; one that worked and then hangs (its server went down) is
+still tripped at ``max(2 x workers, 3)``, its failure rate before being low.
+
 What does not trip it: a function that is slow now and then (any task of it that finishes in time,
 on any worker, ends the streak), and one that cannot score the responses of one problem in time
 (a sandbox whose test for that problem loops: every timeout on one problem is one subject, however
@@ -26,6 +35,14 @@ from collections.abc import Hashable
 from typing import NamedTuple
 
 _FAILURES = ("timeout", "died")  # the outcomes a streak counts
+# At most about this chance, per batch, that a function which returns in time on part of its
+# items is taken for hung by a chance run of failures (its other responses then scored wrong)
+FALSE_TRIP_CHANCE = 1e-3
+
+
+class Record(NamedTuple):
+    returned: int  # tasks of a function that returned (in time: a result, a raise, a wrong type)
+    failed: int  # its tasks that timed out or ended their worker
 
 
 class Trip(NamedTuple):
@@ -41,14 +58,19 @@ class Trip(NamedTuple):
 
 class Breaker:
     """``groups[i]``: task i's function (None: never skipped); ``subjects[i]``: what task i
-    scores (its problem, or the problems of a batched call), to tell a hang from a hard problem."""
+    scores (its problem, or the problems of a batched call), to tell a hang from a hard problem;
+    ``history``: each group's :class:`Record` before this batch, updated here (the scorer keeps it
+    across batches)."""
 
-    def __init__(self, groups: list[Hashable | None], subjects: list[Hashable], num_workers: int) -> None:
+    def __init__(self, groups: list[Hashable | None], subjects: list[Hashable], num_workers: int,
+                 history: dict[Hashable, Record] | None = None) -> None:
         """``num_workers`` 0: a breaker that never trips (reward.skip_hung=false)."""
         self._groups = groups if num_workers else []
         self._subjects = subjects
         self.limit = max(2 * num_workers, 3)  # failures in a row that trip a group
         self._streak: dict[Hashable, list[tuple[Hashable, str]]] = {}  # group -> (subject, kind) of its failures in a row
+        self.history = {} if history is None else history
+        self._tasks_now: dict[Hashable, int] = {}  # group -> its tasks that ended in this batch
         self.tripped: dict[Hashable, Trip] = {}
         self.skipped: dict[Hashable, list[int]] = {}  # group -> the tasks it did not run
 
@@ -57,13 +79,29 @@ class Breaker:
         group = self._group(task_id)
         if group is None or group in self.tripped:
             return
+        returned, failed = self.history.get(group, Record(0, 0))
+        self._tasks_now[group] = self._tasks_now.get(group, 0) + 1
         if kind not in _FAILURES:
+            self.history[group] = Record(returned + 1, failed)
             self._streak.pop(group, None)  # it returned in time: slow at worst, not hung
             return
+        self.history[group] = Record(returned, failed + 1)
         streak = self._streak.setdefault(group, [])
         streak.append((self._subjects[task_id], kind))
-        if len(streak) >= self.limit and len(problems := {subject for subject, _ in streak}) >= 2:
+        if (len(streak) >= self.limit and len(problems := {subject for subject, _ in streak}) >= 2
+                and self._beyond_chance(group, len(streak))):
             self.tripped[group] = Trip(len(streak), len(problems), sum(failure == "died" for _, failure in streak))
+
+    def _beyond_chance(self, group: Hashable, streak: int) -> bool:
+        """Whether ``streak`` failures in a row are more than a function failing at its rate before
+        them would show in this batch: p^streak x (its tasks this batch) <= FALSE_TRIP_CHANCE. One
+        that never returned in time is hung as far as anything shows: True."""
+        returned, failed = self.history[group]
+        if returned == 0:
+            return True
+        failed_before = failed - streak
+        rate = (failed_before + 1) / (returned + failed_before + 2)
+        return rate**streak * self._tasks_now[group] <= FALSE_TRIP_CHANCE
 
     def skip(self, pending: deque[int]) -> list[int]:
         """Take the tasks of tripped groups out of ``pending`` (unstarted: none is running) and

@@ -38,7 +38,7 @@ import math
 from typing import Any
 
 from dapo.config.schema import RewardConfig
-from dapo.rewards.breaker import Breaker
+from dapo.rewards.breaker import Breaker, Record
 from dapo.rewards.extract import resolve_extractor
 from dapo.rewards.math_dapo import math_dapo_verdict
 from dapo.rewards.pool import Outcome, WorkerPool, default_num_workers
@@ -91,6 +91,9 @@ class RewardScorer:
         self.first_failure: dict[str, str] = {}  # scorer label -> its first failure, in one line
         self.printed_chars: dict[str, int] = {}  # user function label -> characters it printed
         self.printed_between_items = 0  # characters printed between items (whose, nobody knows)
+        # per user function, its calls that returned and that failed (timed out or died) over the
+        # scorer's life: the breaker tells a hang from a function that times out now and then by them
+        self._call_records: dict[int, Record] = {}
         num_workers = cfg.num_workers or default_num_workers()
         self._pool = WorkerPool(num_workers, self._specs, cfg.timeout_s,
                                 memory_limit_bytes=int(cfg.memory_limit_gb * 2**30))
@@ -167,7 +170,7 @@ class RewardScorer:
         # per function, what each call scores (its problems), for the breaker; math-verify's: none
         groups = [None] * len(tasks) + [k for k, _ in calls]
         subjects = [None] * len(tasks) + [tuple(_problem(golds[i], prompts[i]) for i in items) for _, items in calls]
-        breaker = Breaker(groups, subjects, self._pool.num_workers if self.cfg.skip_hung else 0)
+        breaker = Breaker(groups, subjects, self._pool.num_workers if self.cfg.skip_hung else 0, self._call_records)
         tasks += fn_tasks
         outcomes = self._pool.run(tasks, timeouts, breaker) if tasks else []
         self._report_output(tasks)

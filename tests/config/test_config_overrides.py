@@ -269,6 +269,18 @@ def test_a_verl_key_is_answered_with_this_projects_name_for_it(verl_key: str, ou
         load_config([], [verl_key])
 
 
+def test_a_verl_section_in_a_yaml_file_is_answered_for_each_of_its_keys(tmp_path: Path):
+    """verl's actor_rollout_ref as a YAML mapping: each key this project names, in one message (the
+    first alone was named before: one key fixed a run)."""
+    config = tmp_path / "verl.yaml"
+    config.write_text("actor_rollout_ref:\n  actor:\n    optim:\n      lr: 1e-6\n    clip_ratio_high: 0.28\n"
+                      "    ppo_micro_batch_size_per_gpu: 4\n  rollout:\n    n: 16\n")
+    with pytest.raises(ConfigError, match=re.escape(
+            "(did you mean trainer.lr (verl's actor_rollout_ref.actor.optim.lr), algorithm.clip_ratio_high (verl's "
+            "actor_rollout_ref.actor.clip_ratio_high), rollout.n (verl's actor_rollout_ref.rollout.n)?)")):
+        load_config([config], [])
+
+
 def test_every_verl_name_maps_to_a_setting_that_exists():
     from dapo.config import DAPOConfig
     from dapo.config.coerce import field_type

@@ -73,11 +73,11 @@ VERL_NAMES: dict[str, str] = {
 
 def verl_guess(key: str, value: Any) -> str | None:
     """This project's name for verl's dotted ``key``; for a section of verl's given as a mapping,
-    for the first key in it that has one, saying which. None when none has."""
-    for leaf in _leaves(key, value):
-        if leaf in VERL_NAMES:
-            return VERL_NAMES[leaf] if leaf == key else f"{VERL_NAMES[leaf]} (verl's {leaf})"
-    return None
+    for every key in it that has one, saying which (a verl config is translated in one go, not one
+    key a run). None when none has."""
+    names = [VERL_NAMES[leaf] if leaf == key else f"{VERL_NAMES[leaf]} (verl's {leaf})"
+             for leaf in _leaves(key, value) if leaf in VERL_NAMES]
+    return ", ".join(names) or None
 
 
 def _leaves(key: str, value: Any) -> list[str]:

@@ -149,7 +149,8 @@ def test_a_null_struct_on_the_answers_path_is_said_to_be_null(tmp_path: Path) ->
     rows = [_dapo_row("1+1", "2", 0), {**_dapo_row("2+2", "4", 1), "reward_model": None}]
     path = _write_jsonl(tmp_path / "dapo.jsonl", rows)
     with pytest.raises(DataError, match=r"dapo.jsonl line 2: missing ground truth at 'reward_model.ground_truth' "
-                                        r"\('reward_model' is null\)$"):
+                                        r"\('reward_model' is null\); fix or drop this row, or set data.lenient=true "
+                                        r"to skip such rows$"):
         load_problems([path], DataConfig(), "train")
 
 

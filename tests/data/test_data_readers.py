@@ -102,6 +102,10 @@ def test_a_bad_jsonl_row_is_named_by_its_line_as_an_editor_numbers_it(tmp_path: 
     assert lenient.warnings[0] == f"skipped: {missing.replace(', or set data.lenient=true to skip such rows', '')}"
     # the column just past '{"question": ', not column 1 (of the line break json.loads was given)
     assert lenient.warnings[1] == f"skipped: {path} line 6: invalid JSON (Expecting value at column 14)"
+    # the first row without the key: a setting to fix, which skipping rows would not (every row lacks it)
+    with pytest.raises(DataError, match=r"line 1: missing ground truth at 'solution' \(row has keys \['answer', "
+                                        r"'question'\]; set data.answer_key\)$"):
+        load_problems([str(path)], DataConfig(prompt_key="question", answer_key="solution"), "train")
 
 
 def test_a_bad_table_row_is_named_by_its_index_said_to_be_0_based(tmp_path: Path) -> None:
@@ -117,7 +121,8 @@ def test_a_bad_table_row_is_named_by_its_index_said_to_be_0_based(tmp_path: Path
     null = f"{table} row 2 (0-based): missing ground truth at 'answer' (null)"  # not "set data.answer_key"
     with pytest.raises(DataError) as refused:
         load_problems([str(table)], cfg, "train")
-    assert str(refused.value) == null
+    # the way past it said, for a parquet row as for a JSON line (it was not)
+    assert str(refused.value) == f"{null}; fix or drop this row, or set data.lenient=true to skip such rows"
     lenient = load_problems([str(table)], DataConfig(prompt_key="question", answer_key="answer", lenient=True), "train")
     assert lenient.warnings == [f"skipped: {null}", f"skipped: {table} row 3 (0-based): empty prompt at 'question'"]
     datasets.DatasetDict({"test": datasets.Dataset.from_list(rows[1:])}).save_to_disk(str(tmp_path / "ds"))

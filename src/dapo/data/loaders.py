@@ -304,7 +304,9 @@ def _no_usable_row(path: str, rows: int, said: list[str]) -> DataError:
 
 def _skip_or_raise(error: DataError, cfg: DataConfig, result: LoadedProblems) -> None:
     if not cfg.lenient:
-        raise error
+        if isinstance(error, KeyNotInFile) or "data.lenient" in str(error):
+            raise error
+        raise DataError(f"{error}; fix or drop this row, or set data.lenient=true to skip such rows") from None
     result.num_malformed_skipped += 1
     result.note(f"skipped: {error}")
 
@@ -368,9 +370,15 @@ def _lookup(row: dict[str, Any], dotted_key: str, where: str, what: str, keys_se
         raise DataError(f"{where}: missing {what} at {dotted_key!r} ({null_part!r} is null)")
     if value is _ABSENT:
         skip = "" if lenient else ", or set data.lenient=true to skip such rows"  # (lenient: it is being skipped)
-        fix = f"the rows before it have it: fix or drop this row{skip}" if keys_seen else f"set {setting}"
-        raise DataError(f"{where}: missing {what} at {dotted_key!r} (row has keys {sorted(row)}; {fix})")
+        if not keys_seen:  # the first row: the key is likely wrong for the whole file
+            raise KeyNotInFile(f"{where}: missing {what} at {dotted_key!r} (row has keys {sorted(row)}; set {setting})")
+        raise DataError(f"{where}: missing {what} at {dotted_key!r} (row has keys {sorted(row)}; the rows before "
+                        f"it have it: fix or drop this row{skip})")
     return value
+
+
+class KeyNotInFile(DataError):
+    """A file's first row lacks a configured key: a setting to fix, not a row to skip."""
 
 
 def _null_on_path(row: dict[str, Any], dotted_key: str) -> str | None:

@@ -70,6 +70,17 @@ def test_entropy_is_reported_when_the_first_mini_batch_has_no_loss_token(tiny_mo
         trainer.close()
 
 
+def test_a_mean_of_plus_and_minus_ones_that_is_zero_is_logged_as_zero():
+    """A running mean left 8.3e-17 beside eval/score_mean's 0.0 (a ±1 user reward, half right)."""
+    from dapo.rewards.types import RewardResult
+    from dapo.trainer.step_metrics import reward_function_metrics
+
+    scores = [1.0, -1.0, -1.0, 1.0, 1.0, -1.0, 1.0, -1.0, -1.0, 1.0, -1.0, 1.0]
+    results = [RewardResult(0.0, False, "", "", extra={"f/score": score, "f/third": score / 3}) for score in scores]
+    metrics = reward_function_metrics(results)
+    assert metrics["reward/f/score"] == 0.0 and metrics["reward/f/third"] == 0.0
+
+
 def test_reward_function_metrics_average_huge_values_without_overflow():
     """A sum of two finite 1e308s is inf: the mean is taken as it goes."""
     from dapo.rewards.types import RewardResult

@@ -26,14 +26,21 @@ def test_a_run_whose_every_step_skipped_its_update_says_the_weights_did_not_move
 
 def test_a_run_that_skipped_some_updates_says_how_many(capsys, tmp_path):
     some = TrainSummary(3, {}, AFTER, str(tmp_path), 9.0, updates=4, skipped=2)
-    assert ("3 steps in 9 s, 2 of 6 optimizer updates skipped (a non-finite loss or gradient norm: see the "
+    assert ("3 steps in 9.0 s, 2 of 6 optimizer updates skipped (a non-finite loss or gradient norm: see the "
             "warnings above)") in title(capsys, some)
     assert "updates skipped" not in title(capsys, TrainSummary(3, {}, AFTER, str(tmp_path), 9.0, updates=6))
 
 
+def test_a_quick_run_s_time_is_said_to_a_tenth_of_a_second(capsys, tmp_path):
+    """A 0.4 s run of 2 steps printed "2 steps in 0 s"."""
+    assert "2 steps in 0.4 s," in title(capsys, TrainSummary(2, {}, AFTER, str(tmp_path), 0.4, updates=2))
+    assert "2 steps in 9.9 s," in title(capsys, TrainSummary(2, {}, AFTER, str(tmp_path), 9.9, updates=2))
+    assert "2 steps in 10 s," in title(capsys, TrainSummary(2, {}, AFTER, str(tmp_path), 9.96, updates=2))
+
+
 def test_a_run_without_held_out_data_prints_no_empty_table(capsys, tmp_path):
     out = title(capsys, TrainSummary(1, {}, {}, str(tmp_path), 3.0, updates=1))
-    assert "1 step in 3 s" in out and "(no held-out evaluation)" in out and "held-out metric" not in out
+    assert "1 step in 3.0 s" in out and "(no held-out evaluation)" in out and "held-out metric" not in out
 
 
 def test_per_source_counts_are_not_printed_as_percentages_whatever_the_source_is_called(capsys, tmp_path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from dapo.algo import PolicyLossStats
 from dapo.rewards.types import RewardResult
 from dapo.trainer.batch import Sample
@@ -54,17 +56,16 @@ def rollout_metrics(report: SamplingReport, batch: list[Sample], results: list[R
 
 def reward_function_metrics(results: list[RewardResult]) -> dict[str, float]:
     """``reward/<function>/<key>``: the mean of each score and metric user reward functions
-    returned, over the responses that returned it: a running mean, finite for finite values (a
-    sum of two 1e308s is inf); and ``reward_failures/<function>``, the responses it timed out,
+    returned, over the responses that returned it: fsum(value / n), correctly rounded (a running
+    mean left 8e-17 for a mean of +1s and -1s that is 0) and finite for finite values (a sum of
+    two 1e308s is inf); and ``reward_failures/<function>``, the responses it timed out,
     raised or returned a bad value on (whose score the mean leaves out; a namespace of its own, so
     that no key a function returns collides with it)."""
-    means: dict[str, float] = {}
-    counts: dict[str, int] = {}
+    values: dict[str, list[float]] = {}
     for result in results:
         for key, value in result.extra.items():
-            counts[key] = counts.get(key, 0) + 1
-            mean = means.get(key, 0.0)  # a weighted mean of the two, no difference (1e308 - -1e308)
-            means[key] = mean - mean / counts[key] + value / counts[key]
+            values.setdefault(key, []).append(value)
+    means = {key: math.fsum(value / len(returned) for value in returned) for key, returned in values.items()}
     failing = {label for result in results for label in result.failed}
     scorers = sorted({key.partition("/")[0] for key in means} | failing)  # every function this step, math-verify if it failed
     return {**{f"reward/{key}": mean for key, mean in means.items()},

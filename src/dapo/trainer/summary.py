@@ -37,8 +37,9 @@ def print_summary(summary: TrainSummary) -> None:
             after = next((_eval_metrics(m) for m in reversed(evals) if m["step"] == summary.steps), None)
     after = after or {}
     steps = f"{summary.steps} step{'s' if summary.steps != 1 else ''}"
-    this_attempt = (f"{steps} in {summary.seconds:.0f} s" if not summary.resumed_at else
-                    f"{steps} ({summary.steps - summary.resumed_at} in {summary.seconds:.0f} s after the "
+    seconds = f"{summary.seconds:.{0 if summary.seconds >= 9.95 else 1}f} s"  # (a quick run's: not "in 0 s")
+    this_attempt = (f"{steps} in {seconds}" if not summary.resumed_at else
+                    f"{steps} ({summary.steps - summary.resumed_at} in {seconds} after the "
                     f"resume at step {summary.resumed_at})")
     if summary.updates == 0 and summary.steps > summary.resumed_at:  # every step skipped: the weights are unchanged
         this_attempt += ", no optimizer update (every step skipped its update: see the warnings above)"

@@ -42,6 +42,7 @@ def test_the_readme_worked_example_trains_evaluates_and_reports(tmp_path):
     run(make, tmp_path)
     trained = run(train, tmp_path)
     assert "shipped config 'dapo_recipe'" in trained.stderr  # says which settings it started from
+    assert "trainer.warmup_steps" not in trained.stderr  # (dapo_recipe's 10 warm-up steps in a 2-step run warned)
     assert "train data: 200 problems from" in trained.stdout and "400 duplicate prompts dropped" in trained.stdout
     run_dir = tmp_path / "runs" / "mine"
     rows = read_metrics(run_dir)

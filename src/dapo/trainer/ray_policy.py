@@ -49,6 +49,7 @@ import torch
 from dapo.algo import PolicyLossStats
 from dapo.config import DAPOConfig
 from dapo.config.loading import config_to_dict, with_absolute_paths
+from dapo.errors import UserError
 from dapo.rollout.base import GenerationResult, SamplingParams, prompt_seeds, request_seed
 from dapo.trainer.batch import (
     Sample,
@@ -134,6 +135,20 @@ def quiet_local_token_auth() -> None:
         os.environ["RAY_AUTH_MODE"] = "token"
 
 
+def ray_init_problem(error: BaseException, address: str | None) -> str | None:
+    """What a failed ``ray.init`` means for the user, in dapo's settings (Ray's own messages name
+    a ``--address`` flag, or arguments dapo passes); None for another failure."""
+    if address is None and isinstance(error, ValueError) and "existing cluster" in str(error):
+        return ("a Ray cluster is already running (started by `ray start` on this machine, or named by the RAY_ADDRESS "
+                "environment variable), and resources.ray_address is null, which starts a local Ray of this run's own: "
+                "set resources.ray_address=auto to run the ranks on that cluster, or stop it (`ray stop`)")
+    if address is not None and address.strip() == "auto" and isinstance(error, ConnectionError):
+        return ("resources.ray_address=auto joins the Ray cluster running on this machine (or the one the RAY_ADDRESS "
+                "environment variable names), and none is running: start it (`ray start --head`), or set "
+                "resources.ray_address=null to start a local Ray")
+    return None
+
+
 class RayPolicyGroup(RankCalls):
     """The policy ranks, seen from the driver as one :class:`dapo.trainer.policy.PolicyWorker`
     (how it calls them, and what it does when one fails: :class:`dapo.trainer.ray_faults.RankCalls`)."""
@@ -156,6 +171,8 @@ class RayPolicyGroup(RankCalls):
                         ray.init(address=res.ray_address)
             except BaseException as stop:  # (a stop half-way: what it started of a local Ray goes too)
                 stop_half_started_ray(ray, stop)
+                if (problem := ray_init_problem(stop, res.ray_address)) is not None:
+                    raise UserError(problem) from None
                 raise
         self._ray = ray
         gpus = 1 if ranks_use_gpus(cfg, ray) else 0

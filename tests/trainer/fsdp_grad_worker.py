@@ -33,7 +33,7 @@ def layout_settings(layout: str) -> dict:
     recomputed in backward)."""
     native = layout.startswith("native")
     return {"packing": layout == "packed", "shared_prompt": native or layout == "shared_prompt",
-            "forward": "native" if native else "hf"}
+            "forward": "native" if native else "hf", "fsdp_reshard_after_forward": layout != "native-kept"}
 
 
 def full_gradients(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -56,10 +56,11 @@ def main(model_dir: str, samples_path: str, out_path: str, micro_batch_tokens: i
             model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model_dir), dtype=torch.float32)
     if layout == "native-checkpointed":  # before sharding, as the trainer's setup does
         model.activation_checkpointing_enable()
-    model = shard_from_rank0(model, mesh, torch.device("cpu"), param_dtype)
+    trainer_layout = layout_settings(layout)
+    model = shard_from_rank0(model, mesh, torch.device("cpu"), param_dtype, trainer_layout["fsdp_reshard_after_forward"])
     trainer = TrainerConfig(prompts_per_step=3, mini_batch_prompts=3, micro_batch_tokens=micro_batch_tokens,
                             lr=1e-2, warmup_steps=0, grad_clip=1e9, param_dtype=param_dtype,
-                            **layout_settings(layout))
+                            **trainer_layout)
     worker = PolicyWorker(model, AlgorithmConfig(), trainer, pad_token_id=0, temperature=1.0, total_steps=1,
                           norm_const=16.0)
     assert worker.native_policy == layout.startswith("native")  # dapo-rl's forward on the sharded policy
@@ -78,7 +79,13 @@ def main(model_dir: str, samples_path: str, out_path: str, micro_batch_tokens: i
     samples = [sample_from_state(fields) for fields in torch.load(samples_path, weights_only=True)]
     num_tokens, num_seqs = count_loss_tokens(samples)  # the whole mini-batch, all ranks
     share = split_across_ranks(samples, world)[rank]
-    stats = worker.accumulate_gradients(share, num_tokens, num_seqs)
+    gathers = []  # FSDP2's all-gathers of the update (a unit's weights each)
+    all_gather_single = dist.all_gather_single
+    dist.all_gather_single = lambda *args, **kwargs: gathers.append(1) or all_gather_single(*args, **kwargs)
+    try:
+        stats = worker.accumulate_gradients(share, num_tokens, num_seqs)
+    finally:
+        dist.all_gather_single = all_gather_single
     assert set(compute_dtypes) == {torch.bfloat16 if param_dtype == "bf16" else torch.float32}, compute_dtypes
     layer_calls = len(compute_dtypes)
     # bf16: gradients reduce-scattered in float32 (a bf16 reduction would hide in the test's tolerance)
@@ -99,6 +106,11 @@ def main(model_dir: str, samples_path: str, out_path: str, micro_batch_tokens: i
     # Face's shared-prompt layout (prompts, then continuations: gathered twice), twice recomputed
     calls = {"shared_prompt": 2, "native-checkpointed": 2}.get(layout, 1)
     assert layer_calls == calls * max(int(n) for n in micro_batches), (layer_calls, micro_batches)
+    if layout.startswith("native"):  # per micro-batch: each layer gathered for forward and again for
+        # backward, once under trainer.fsdp_reshard_after_forward=false (native-kept), and the root once
+        layers = len(decoder_layers(model))
+        per_micro_batch = 1 + layers * (1 if layout == "native-kept" else 2)
+        assert len(gathers) == per_micro_batch * max(int(n) for n in micro_batches), (len(gathers), layers)
     for module in model.modules():  # FSDP's default: divide by the world size (averaging)
         if isinstance(module, FSDPModule):
             module.set_gradient_divide_factor(float(world))

@@ -40,18 +40,20 @@ def reference_gradients(model_dir: Path, samples, micro_batch_tokens: int, layou
 
 # Several micro-batches, a different number on each rank: the rank with fewer runs an empty one
 # (PolicyWorker._empty_loss), which must make the same model calls as a real one in its layout.
-MICRO_BATCH_TOKENS = {"padded": 44, "packed": 56, "shared_prompt": 60, "native": 60, "native-checkpointed": 60}
+MICRO_BATCH_TOKENS = {"padded": 44, "packed": 56, "shared_prompt": 60, "native": 60, "native-checkpointed": 60,
+                     "native-kept": 60}
 
 
 # shared_prompt: FSDP2 all-gathers for two forward calls (prompts, then continuations) before one
 # backward; samples in groups that share their prompt. native: that layout in one call of dapo-rl's
 # forward, each layer through its FSDP2 unit's hooks (gathered once, reduce-scattered in backward;
-# native-checkpointed: recomputed in backward). packed: each rank's rows hold other
+# native-checkpointed: recomputed in backward; native-kept: trainer.fsdp_reshard_after_forward=false, each
+# layer gathered once a micro-batch, and a no-grad pass's resharded after it). packed: each rank's rows hold other
 # sequences (per-sequence attention, trainer.packed_attention). bf16: trainer.param_dtype=bf16,
 # FSDP2's MixedPrecisionPolicy against one process's bf16 copies (dapo.trainer.mixed_precision).
 # Three run in the default suite (6-7 s each); the others in the slow one (-m slow, which CI runs too).
 @pytest.mark.parametrize(("layout", "param_dtype"),
-                         [("padded", "none"), ("native", "none"), ("shared_prompt", "bf16"),
+                         [("padded", "none"), ("native", "none"), ("shared_prompt", "bf16"), ("native-kept", "none"),
                           *(pytest.param(layout, dtype, marks=pytest.mark.slow) for layout, dtype in (
                               ("packed", "none"), ("shared_prompt", "none"), ("native-checkpointed", "none"),
                               ("padded", "bf16"), ("native", "bf16")))])

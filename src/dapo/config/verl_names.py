@@ -20,6 +20,7 @@ VERL_NAMES: dict[str, str] = {
     "actor_rollout_ref.actor.ppo_mini_batch_size": "trainer.mini_batch_prompts",
     "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": "trainer.micro_batch_tokens",
     "actor_rollout_ref.actor.ulysses_sequence_parallel_size": "trainer.sequence_parallel_size",
+    "actor_rollout_ref.actor.fsdp_config.reshard_after_forward": "trainer.fsdp_reshard_after_forward",
     "actor_rollout_ref.actor.clip_ratio_low": "algorithm.clip_ratio_low",
     "actor_rollout_ref.actor.clip_ratio_high": "algorithm.clip_ratio_high",
     "actor_rollout_ref.actor.clip_ratio_c": "algorithm.clip_ratio_c",

@@ -45,11 +45,15 @@ def decoder_layers(model: nn.Module) -> list[nn.Module]:
     return [m for name, m in named if not any(name.startswith(outer + ".") for outer, _ in named)]
 
 
-def shard_policy(model: nn.Module, mesh: DeviceMesh, param_dtype: str = "none") -> nn.Module:
+def shard_policy(model: nn.Module, mesh: DeviceMesh, param_dtype: str = "none",
+                 reshard_after_forward: bool = True) -> nn.Module:
     """Shard ``model`` in place: each decoder layer is an FSDP2 unit, the rest (embeddings, tied
     output layer, final norm) the root unit. Gradients are summed across ranks. ``param_dtype``
     (trainer.param_dtype) "bf16": units all-gather and compute on bf16 copies of the float32
-    shards, and reduce-scatter and accumulate gradients in float32."""
+    shards, and reduce-scatter and accumulate gradients in float32. ``reshard_after_forward``
+    (trainer.fsdp_reshard_after_forward) False: a layer keeps its gathered weights from its forward
+    to its backward (no second all-gather; the whole model's weights per rank meanwhile), and
+    through a no-grad pass until :func:`reshard_all`."""
     layers = decoder_layers(model)
     if not layers:
         raise ValueError(f"{type(model).__name__} has no decoder layers to shard (*DecoderLayer modules, or those its "
@@ -58,7 +62,7 @@ def shard_policy(model: nn.Module, mesh: DeviceMesh, param_dtype: str = "none") 
     if param_dtype == "bf16":
         mp_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     for layer in layers:
-        fully_shard(layer, mesh=mesh, mp_policy=mp_policy)
+        fully_shard(layer, mesh=mesh, mp_policy=mp_policy, reshard_after_forward=reshard_after_forward)
     fully_shard(model, mesh=mesh, mp_policy=mp_policy)
     gloo = dist.get_backend(mesh.get_group()) == "gloo"
     for module in model.modules():
@@ -69,17 +73,18 @@ def shard_policy(model: nn.Module, mesh: DeviceMesh, param_dtype: str = "none") 
     return model
 
 
-def shard_from_rank0(model: nn.Module, mesh: DeviceMesh, device: torch.device, param_dtype: str = "none") -> nn.Module:
+def shard_from_rank0(model: nn.Module, mesh: DeviceMesh, device: torch.device, param_dtype: str = "none",
+                     reshard_after_forward: bool = True) -> nn.Module:
     """Shard a policy whose weights only rank 0 has read: rank 0 passes the loaded model (in CPU
     memory), the other ranks its structure on the meta device. After sharding, rank 0's weights are
     broadcast and every rank keeps only its shard, on ``device``: no device ever holds the whole
     model (a 32B float32 policy is 131 GB) and the files are read once per run, not once per rank.
     Non-persistent buffers (RoPE's inv_freq), which no state dict carries, are broadcast too.
-    ``param_dtype``: as :func:`shard_policy`'s."""
+    ``param_dtype``, ``reshard_after_forward``: as :func:`shard_policy`'s."""
     rank0 = dist.get_rank() == 0
     match_rank0_dtypes(model)
     full = model.state_dict() if rank0 else {}  # keeps rank 0's full tensors alive through the broadcast
-    shard_policy(model, mesh, param_dtype)
+    shard_policy(model, mesh, param_dtype, reshard_after_forward)
     if not rank0:  # storage for this rank's shards (and buffers), filled in place below: parameters
         model.to_empty(device=device)  # swapped in instead (assign) would not be the ones FSDP2 uses
     set_model_state_dict(model, full, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
@@ -121,14 +126,16 @@ def match_rank0_dtypes(model: nn.Module) -> None:
                 module._buffers[name] = cast.setdefault(id(buffer), buffer.to(wanted[prefix + name]))
 
 
-def reshard_root(model: nn.Module) -> None:
-    """Free the full weights of a sharded model's root unit (embeddings, final norm, an untied
-    output layer) after a pass that runs no backward: FSDP2 keeps the root unsharded after its
-    forward for the backward that usually follows, so a no-grad log-prob pass or a skipped update
-    would otherwise hold them until the next backward (a 32B Qwen2.5's two 152k x 5120 matrices:
-    3 GB in bf16). No-op on a model that is not sharded."""
-    if isinstance(model, FSDPModule):
-        model.reshard()
+def reshard_all(model: nn.Module) -> None:
+    """Free the full weights a sharded model's units still hold after a pass that runs no
+    backward: FSDP2 keeps the root unit (embeddings, final norm, an untied output layer) unsharded
+    after its forward for the backward that usually follows, and every layer under
+    trainer.fsdp_reshard_after_forward=false, so a no-grad log-prob pass or a skipped update would
+    otherwise hold them until the next backward (a 32B Qwen2.5's two 152k x 5120 matrices: 3 GB in
+    bf16; all its layers: the whole model). No-op on a model that is not sharded."""
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.reshard()
 
 
 def process_group_backend(device_type: str) -> str:

@@ -36,7 +36,7 @@ from dapo.trainer.batch import (
     iter_micro_batches,
     split_rows,
 )
-from dapo.trainer.fsdp import all_ranks_true, reshard_root, same_count
+from dapo.trainer.fsdp import all_ranks_true, reshard_all, same_count
 from dapo.trainer.mixed_precision import Bf16ComputeWeights, cast_parameters
 from dapo.trainer.native_forward import native_forward_reason
 from dapo.trainer.packed_attention import use_packed_attention
@@ -172,7 +172,7 @@ class PolicyWorker(PolicyCheckpointing):
                     dist.all_reduce(logprobs, group=self.sequence.group)
                 mask = within_lengths(tensors["response_lengths"], logprobs.shape[1])  # each row's first len(response)
                 pieces.append(logprobs.float()[mask].cpu())  # one device-to-host copy per micro-batch
-        reshard_root(model)
+        reshard_all(model)
         model.train(was_training)
         return result, torch.cat(pieces)
 
@@ -258,7 +258,7 @@ class PolicyWorker(PolicyCheckpointing):
                 stats.loss += total
                 stats.pg_loss += policy_gradient
         if nonfinite is not None:  # skipped once the float32 weights are back
-            reshard_root(self.model)  # its forward ran, its backward will not
+            reshard_all(self.model)  # its forward ran, its backward will not
             # entropy and mismatch of the micro-batches before it alone (the shortest responses:
             # they run first) would read as the mini-batch's; the next update measures instead
             stats.diagnostics = None
@@ -306,14 +306,14 @@ class PolicyWorker(PolicyCheckpointing):
     @torch.no_grad()
     def _ref_logprobs(self, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
         """The reference's log-probs; a sharded one's root unit is resharded after its forward-only
-        pass, which would otherwise keep its full weights (:func:`~dapo.trainer.fsdp.reshard_root`).
+        pass, which would otherwise keep its full weights (:func:`~dapo.trainer.fsdp.reshard_all`).
         A LoRA policy without a reference copy is its own: its forward with the adapters off
         (:func:`dapo.lora.adapters_off`; its root stays gathered for the policy's backward)."""
         if self.ref_model is None:
             with adapters_off(self.model):
                 return self._logprobs(self._response_logits(self.model, tensors), tensors)
         logprobs = self._logprobs(self._response_logits(self.ref_model, tensors), tensors)
-        reshard_root(self.ref_model)
+        reshard_all(self.ref_model)
         return logprobs
 
     def end_step(self) -> None:

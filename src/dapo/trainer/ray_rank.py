@@ -207,7 +207,7 @@ class PolicyRank:
         if vllm:  # vLLM's worker seeded torch with the run's seed, the same on every rank: each its own again
             seed_process(cfg.trainer.seed + RANK_SEED_STRIDE * rank)
         add_adapters(model, cfg.model)  # LoRA: rank 0's initial adapters reach every rank with its weights
-        self.model = shard_from_rank0(model, mesh, device, cfg.trainer.param_dtype)
+        self.model = shard_from_rank0(model, mesh, device, cfg.trainer.param_dtype, cfg.trainer.fsdp_reshard_after_forward)
         if not vllm:
             engine_model.to_empty(device=device)
             engine_model.tie_weights()  # to_empty from the meta device gives a tied output layer its own storage

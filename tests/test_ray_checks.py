@@ -9,7 +9,7 @@ import socket
 import pytest
 
 from dapo.config import builtin_config_path, load_config
-from dapo.ray_checks import ray_address_problems, warn_about_local_ray_cpus
+from dapo.ray_checks import ray_address_problems, warn_about_local_ray
 
 
 def _config(*overrides: str):
@@ -48,10 +48,23 @@ def test_a_local_ray_asked_for_more_cpus_than_the_process_may_use_is_said(monkey
     monkeypatch.setattr("dapo.ray_checks.usable_cpus", lambda: 2)
     with pytest.warns(UserWarning, match=r"4 policy ranks x resources.cpus_per_rank=1 ask the local Ray for 4 CPUs, "
                                          r"and this process may use 2: the ranks share cores"):
-        warn_about_local_ray_cpus(load_config([], ["resources.devices_per_node=4"]))
+        warn_about_local_ray(load_config([], ["resources.devices_per_node=4"]))
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        warn_about_local_ray_cpus(_config())  # 2 x 1 on 2
-        warn_about_local_ray_cpus(load_config([], ["resources.devices_per_node=4", "resources.ray_address=auto"]))
+        warn_about_local_ray(_config())  # 2 x 1 on 2
+        warn_about_local_ray(load_config([], ["resources.devices_per_node=4", "resources.ray_address=auto"]))
+
+
+def test_several_nodes_on_a_local_ray_are_said_to_be_this_machine(monkeypatch):
+    """resources.nnodes=2 without an address ran both nodes' ranks here, saying nothing."""
+    monkeypatch.setattr("dapo.ray_checks.usable_cpus", lambda: 8)
+    with pytest.warns(UserWarning, match=r"resources.nnodes=2 with resources.ray_address null: the local Ray this run "
+                                         r"starts places all 2 nodes' ranks on this machine .*set resources.ray_address=auto"):
+        warn_about_local_ray(load_config([], ["resources.nnodes=2", "resources.devices_per_node=2"]))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn_about_local_ray(load_config([], ["resources.nnodes=2", "resources.ray_address=auto"]))

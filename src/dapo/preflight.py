@@ -40,7 +40,7 @@ from dapo.errors import UserError
 from dapo.hardware import warn_about_cpu_bf16
 from dapo.near_miss import near_miss
 from dapo.output_checks import BIN_WEIGHTS, checkpoint_bytes, output_problems
-from dapo.ray_checks import ray_address_problems, warn_about_local_ray_cpus
+from dapo.ray_checks import ray_address_problems, warn_about_local_ray
 from dapo.user_code import is_file_location
 
 WEIGHT_PATTERNS = ("*.safetensors", BIN_WEIGHTS, "*.safetensors.index.json", "pytorch_model.bin.index.json")
@@ -75,7 +75,7 @@ def check_run(cfg: DAPOConfig, write_output: bool = True, train_data: bool = Tru
         problems += ray_address_problems(cfg)  # (a training's: an evaluation runs in this process)
         warn_about_schedule(cfg)
         warn_about_weight_precision(cfg)
-        warn_about_local_ray_cpus(cfg)
+        warn_about_local_ray(cfg)
     warn_about_cpu_bf16(cfg)  # (dapo.hardware; `dapo eval` of a run saved elsewhere too)
     if problems:
         raise PreflightError(problems)

@@ -1,5 +1,5 @@
 """What a multi-rank run's Ray settings show before Ray starts (``resources.*``): a cluster address
-nothing answers at (``ray.init`` keeps retrying one, printing only its own C++ warnings), and a local Ray asked for more CPUs than this machine gives the run. Torch- and
+nothing answers at (``ray.init`` keeps retrying one, printing only its own C++ warnings), and a local Ray asked for more CPUs than this machine gives the run, or for several nodes. Torch- and
 Ray-free, like the rest of :mod:`dapo.preflight`, which calls it."""
 
 from __future__ import annotations
@@ -37,10 +37,16 @@ def ray_address_problems(cfg: DAPOConfig) -> list[str]:
     return []
 
 
-def warn_about_local_ray_cpus(cfg: DAPOConfig) -> None:
+def warn_about_local_ray(cfg: DAPOConfig) -> None:
     """A local Ray (resources.ray_address null) is started with world_size x cpus_per_rank CPUs
-    whatever the machine has: more than this process may use, and the ranks share cores."""
+    whatever the machine has: more than this process may use, and the ranks share cores. Its
+    "nodes" (resources.nnodes > 1) are all this machine: a cluster's run that left out the address
+    would otherwise train on one node, saying nothing."""
     res = cfg.resources
+    if res.nnodes > 1 and res.ray_address is None:
+        warnings.warn(f"resources.nnodes={res.nnodes} with resources.ray_address null: the local Ray this run starts "
+                      f"places all {res.nnodes} nodes' ranks on this machine (a simulation); on a cluster started "
+                      "with `ray start`, set resources.ray_address=auto", stacklevel=1)
     asked = res.world_size * res.cpus_per_rank
     if res.world_size == 1 or res.ray_address is not None or asked <= (cpus := usable_cpus()):
         return

@@ -13,11 +13,11 @@ yet started are then not run: each fails at once as the streak's most failures d
 "skipped")`` or ``("died", "skipped")``), as it would have. The breaker lives for one run: the
 next batch tries the function again.
 
-A function that has returned in time before (in this run of the scorer: its ``history``) must
-also fail more in a row than chance explains: a function that times out on a fraction p of its
-items gives such a streak of length S with a chance of about p^S at each of its failures, and
-p^S x (its tasks in this batch) must be at most ``FALSE_TRIP_CHANCE``, p estimated from its
-outcomes before the streak ((failures + 1) / (outcomes + 2)). One that hangs on a third of its
+A function that has returned in time before (in any batch of its scorer's, this one included:
+its ``history``) must also fail more in a row than chance explains: a function that times out on
+a fraction p of its items gives such a streak of length S with a chance of about p^S at each of
+its failures, and p^S x (its tasks in this batch) must be at most ``FALSE_TRIP_CHANCE``, p
+estimated from its outcomes before the streak ((failures + 1) / (outcomes + 2)). One that hangs on a third of its
 items (a flaky judge) is then taken for hung about once in a thousand batches, not in one batch
 of three as under the count alone; one that worked and then hangs (its server went down) is
 still tripped at ``max(2 x workers, 3)``, its failure rate before being low.

@@ -256,11 +256,16 @@ class TrainerConfig:
     # throughout, nearer float64 than torch's bf16 eager). Where they cannot run, torch's ops, as with false.
     native_cpu_kernels: bool = True
     # AdamW: learning rate (in (0, 1]), betas, weight decay; gradient-norm clip (DAPO: 1e-6, 0.1,
-    # 1.0). Weight decay applies to matrices only, not to biases and norm weights (verl's FSDP
-    # optimizer decays all).
+    # 1.0). Weight decay applies to matrices only, not to biases and norm weights, unless
+    # decay_biases_and_norms.
     lr: float = 1e-6
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
     weight_decay: float = 0.1
+    # true: weight decay on every parameter, biases and norm weights too, as verl's FSDP optimizer
+    # (AdamW over all parameters) does: the same updates as the reference run's. false: matrices
+    # only (Hugging Face Trainer's and nanoGPT's choice); at DAPO's lr 1e-6 and 0.1 the difference
+    # is a factor (1 - 1e-7) a step on those weights.
+    decay_biases_and_norms: bool = False
     grad_clip: float = 1.0
     # Stop the run when every optimizer update of this many consecutive steps was skipped for a
     # non-finite loss or gradient norm (each skip leaves the weights as they were: a diverged policy

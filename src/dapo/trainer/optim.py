@@ -15,7 +15,8 @@ from dapo.trainer.fsdp import all_ranks_true
 
 
 def build_optimizer(model: torch.nn.Module, cfg: TrainerConfig) -> torch.optim.Optimizer:
-    """AdamW with weight decay on matrices only (no decay on biases and norm weights)."""
+    """AdamW with weight decay on matrices only (no decay on biases and norm weights), or on every
+    parameter with trainer.decay_biases_and_norms (verl's)."""
     decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
     groups = [{"params": params, **settings} for params, settings in zip((decay, no_decay), group_settings(cfg))]
@@ -25,7 +26,8 @@ def build_optimizer(model: torch.nn.Module, cfg: TrainerConfig) -> torch.optim.O
 def group_settings(cfg: TrainerConfig) -> list[dict]:
     """The config's AdamW settings of the two param groups (matrices; biases and norm weights)."""
     shared = {"lr": cfg.lr, "betas": tuple(cfg.betas)}
-    return [{**shared, "weight_decay": cfg.weight_decay}, {**shared, "weight_decay": 0.0}]
+    vectors = cfg.weight_decay if cfg.decay_biases_and_norms else 0.0
+    return [{**shared, "weight_decay": cfg.weight_decay}, {**shared, "weight_decay": vectors}]
 
 
 def lr_factor(cfg: TrainerConfig, total_steps: int, step: int) -> float:

@@ -281,12 +281,23 @@ def test_a_verl_section_in_a_yaml_file_is_answered_for_each_of_its_keys(tmp_path
         load_config([config], [])
 
 
+@pytest.mark.parametrize(("trl_key", "ours"), [
+    ("learning_rate=1e-6", r"trainer.lr \(TRL's learning_rate\)"),  # was no guess, as most of these
+    ("trainer.num_generations=8", r"rollout.n \(TRL's num_generations\)"),
+    ("max_completion_length=64", r"rollout.max_response_length \(TRL's max_completion_length\)"),
+    ("epsilon_high=0.28", r"algorithm.clip_ratio_high \(TRL's epsilon_high\)"),
+])
+def test_a_trl_key_is_answered_with_this_projects_name_for_it(trl_key: str, ours: str):
+    with pytest.raises(ConfigError, match=rf"\(did you mean {ours}\?\)"):
+        load_config([], [trl_key])
+
+
 def test_every_verl_name_maps_to_a_setting_that_exists():
     from dapo.config import DAPOConfig
     from dapo.config.coerce import field_type
-    from dapo.config.verl_names import VERL_NAMES
+    from dapo.config.verl_names import TRL_NAMES, VERL_NAMES
 
-    for verl_key, ours in VERL_NAMES.items():
+    for verl_key, ours in {**VERL_NAMES, **TRL_NAMES}.items():
         # the answer's first word, and any other dotted name in it (it may name two, and say more)
         for setting in {ours.split(" ", 1)[0], *re.findall(r"\b[a-z_]+\.[a-z_]+\b", ours)}:
             assert field_type(DAPOConfig, setting.split(".")) is not None, verl_key

@@ -1,7 +1,8 @@
 """verl's names for the settings a DAPO run shares with dapo-rl (those of verl's DAPO recipe
-scripts), so that a key a verl user writes out of habit is answered with this project's name for it
-in the unknown key's "did you mean" (a spelling guess named ``data.builtin_eval_size`` for
-``data.train_batch_size``)."""
+scripts), and TRL's GRPOConfig names, so that a key a verl or TRL user writes out of habit is
+answered with this project's name for it in the unknown key's "did you mean" (a spelling guess
+named ``data.builtin_eval_size`` for ``data.train_batch_size``, and nothing for
+``learning_rate``)."""
 
 from __future__ import annotations
 
@@ -72,12 +73,40 @@ VERL_NAMES: dict[str, str] = {
 }
 
 
+# TRL's GRPOConfig fields (top-level keys, or under any section), by their last name
+TRL_NAMES: dict[str, str] = {
+    "learning_rate": "trainer.lr",
+    "num_generations": "rollout.n",
+    "max_completion_length": "rollout.max_response_length",
+    "beta": "algorithm.kl_coef",
+    "epsilon": "algorithm.clip_ratio_low",
+    "epsilon_high": "algorithm.clip_ratio_high",
+    "loss_type": "algorithm.loss_agg_mode",
+    "num_iterations": "trainer.ppo_epochs",
+    "max_steps": "trainer.total_steps",
+    "save_steps": "checkpoint.every_steps",
+    "eval_steps": "eval.every_steps",
+    "max_grad_norm": "trainer.grad_clip",
+    "lr_scheduler_type": "trainer.lr_schedule",
+    "bf16": "trainer.autocast",
+    "use_vllm": "rollout.engine",
+    "vllm_gpu_memory_utilization": "rollout.vllm_gpu_memory_utilization",
+    "mask_truncated_completions": "algorithm.overlong_filtering",
+    "reward_weights": "reward.functions",
+    "report_to": "logging.wandb",
+    "per_device_train_batch_size": "trainer.prompts_per_step with trainer.mini_batch_prompts and trainer.micro_batch_tokens "
+                                   "(prompts and tokens, not completions per device)",
+}
+
+
 def verl_guess(key: str, value: Any) -> str | None:
     """This project's name for verl's dotted ``key``; for a section of verl's given as a mapping,
     for every key in it that has one, saying which (a verl config is translated in one go, not one
     key a run). None when none has."""
     names = [VERL_NAMES[leaf] if leaf == key else f"{VERL_NAMES[leaf]} (verl's {leaf})"
              for leaf in _leaves(key, value) if leaf in VERL_NAMES]
+    if not names and key.count(".") <= 1 and (trl := key.rpartition(".")[2]) in TRL_NAMES:
+        names = [f"{TRL_NAMES[trl]} (TRL's {trl})"]
     return ", ".join(names) or None
 
 

@@ -18,8 +18,8 @@ its ``history``) must also fail more in a row than chance explains: a function t
 a fraction p of its items gives such a streak of length S with a chance of about p^S at each of
 its failures, and p^S x (its tasks in this batch) must be at most ``FALSE_TRIP_CHANCE``, p
 estimated from its outcomes before the streak ((failures + 1) / (outcomes + 2)). One that hangs on a third of its
-items (a flaky judge) is then taken for hung about once in a thousand batches, not in one batch
-of three as under the count alone; one that worked and then hangs (its server went down) is
+items (a flaky judge) is then taken for hung about once in a thousand batches (by the bound),
+not in a third or more of them as under the count alone (ad-hoc probes on 2 workers); one that worked and then hangs (its server went down) is
 still tripped at ``max(2 x workers, 3)``, its failure rate before being low.
 
 What does not trip it: a function that is slow now and then (any task of it that finishes in time,

@@ -221,6 +221,11 @@ def stop_token_ids_of(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase
     return model_stop_token_ids(tokenizer, getattr(generation_config, "eos_token_id", None))
 
 
+def eval_top_k(cfg: DAPOConfig) -> int:
+    """Evaluation's top-k: eval.top_k, or rollout.top_k where it is null (0: off)."""
+    return cfg.rollout.top_k if cfg.eval.top_k is None else cfg.eval.top_k
+
+
 def make_sampling_params(
     cfg: DAPOConfig, stop_token_ids: list[int], seed: int | None = None, evaluation: bool = False
 ) -> SamplingParams:
@@ -236,7 +241,7 @@ def make_sampling_params(
         n=e.k if evaluation else r.n,
         temperature=e.temperature if evaluation else r.temperature,
         top_p=e.top_p if evaluation else r.top_p,
-        top_k=e.top_k if evaluation and e.top_k is not None else r.top_k,
+        top_k=eval_top_k(cfg) if evaluation else r.top_k,
         max_new_tokens=r.max_response_length,
         stop_token_ids=list(stop_token_ids),
         stop_strings=list(r.stop_strings),

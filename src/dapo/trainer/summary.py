@@ -17,7 +17,7 @@ from dapo.trainer.evaluate import NO_EVAL_DATA, EvalResult, evaluate_held_out
 from dapo.trainer.loop import TrainSummary
 from dapo.trainer.metrics import read_metrics
 from dapo.trainer.run_state import problem_progress
-from dapo.trainer.setup import build_run
+from dapo.trainer.setup import build_run, eval_top_k
 
 
 def _eval_metrics(row: dict) -> dict[str, float]:
@@ -87,7 +87,7 @@ def evaluate_model(cfg: DAPOConfig, save_dir: str | Path | None = None, progress
               "not hf), but its engines batched the problems otherwise, and logits that round otherwise can "
               "sample otherwise: its avg@k may differ from this one's by sampling noise, not by the weights")
     e = cfg.eval
-    top_k = cfg.rollout.top_k if e.top_k is None else e.top_k
+    top_k = eval_top_k(cfg)
     # only when it leaves problems out: "the first 500" of 30 problems says 500 are evaluated
     limit = f", the first {e.max_problems}" if 0 < e.max_problems < run.data.eval.num_problems("eval") else ""
     print(f"evaluating {cfg.model.path}{limit}: k={e.k} samples per problem, temperature {e.temperature}, "

@@ -1,12 +1,15 @@
 """The loss's token log-probs: forward and backward time by chunk size, on this machine.
 
     flock /tmp/dapo-cpu.lock python benchmarks/bench_logprobs.py [--repeats 5]
+    python benchmarks/bench_logprobs.py --device cuda --positions 16384     # a GPU
 
 ``logprobs_from_logits`` works through the (positions, vocabulary) logits a chunk of rows at a
 time (see :mod:`dapo.algo.logprobs`). For bf16 logits of a 32k and a 152k vocabulary, this times
 one forward and backward with the default chunk (on CPU: at most 16 MiB of float32) against
 fixed 4096-row chunks (the accelerator default, and every device's before), best of
-``--repeats``.
+``--repeats``. On a GPU the default is the fused Triton kernels (:mod:`dapo.algo.logprobs_triton`:
+each row read once forward, once backward), against the chunked torch path of 4096 rows; each
+case's positions are ``--positions`` there.
 
 Then the entropy bonus's memory (``algorithm.entropy_coef``): the peak growth of a forward and
 backward of log-probs and entropy, in copies of the float32 logits (2048 positions of a 50k
@@ -33,8 +36,10 @@ CASES = [(32000, 624), (151936, 256)]  # (vocabulary, response positions): a 93M
 def seconds(logits: torch.Tensor, labels: torch.Tensor, chunk_size: int | None, repeats: int) -> float:
     best = float("inf")
     for _ in range(repeats + 1):  # the first is a warm-up
+        sync(logits.device)
         started = time.perf_counter()
         logprobs_from_logits(logits, labels, 1.0, chunk_size).sum().backward()
+        sync(logits.device)
         best = min(best, time.perf_counter() - started)
         logits.grad = None
     return best
@@ -72,20 +77,32 @@ def peak_copies(case: str) -> float:
                                 capture_output=True, text=True, check=True, timeout=300).stdout)
 
 
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N")
+    parser.add_argument("--positions", type=int, default=None, help="every case's positions (default: the cases')")
     args = parser.parse_args(argv)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, bf16 logits, best of {args.repeats}")
+    device = torch.device(args.device)
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{torch.get_num_threads()} threads"
+    print(f"torch {torch.__version__}, {where}, bf16 logits, best of {args.repeats}")
     print("| vocabulary | positions | default chunk (rows) | default ms | 4096-row chunks ms | speedup |")
     print("|---|---|---|---|---|---|")
     for vocab, positions in CASES:
-        logits = torch.randn(1, positions, vocab, dtype=torch.bfloat16, requires_grad=True)
-        labels = torch.randint(0, vocab, (1, positions))
+        positions = args.positions or positions
+        logits = torch.randn(1, positions, vocab, dtype=torch.bfloat16, device=device, requires_grad=True)
+        labels = torch.randint(0, vocab, (1, positions), device=device)
         default = seconds(logits, labels, None, args.repeats)
         fixed = seconds(logits, labels, 4096, args.repeats)
-        print(f"| {vocab} | {positions} | {_chunk_rows(logits, None)} | {default * 1e3:.1f} | {fixed * 1e3:.1f} "
-              f"| {fixed / default:.2f}x |")
+        chunk = "fused" if device.type == "cuda" else _chunk_rows(logits, None)
+        print(f"| {vocab} | {positions} | {chunk} | {default * 1e3:.1f} | {fixed * 1e3:.1f} | {fixed / default:.2f}x |")
+    if device.type != "cpu":  # the peak growth below is the process's resident memory
+        return
     print("\n| forward and backward of (2048 x 50k float32 logits) | peak growth, copies of the logits |")
     print("|---|---|")
     for case in PEAK_CASES:

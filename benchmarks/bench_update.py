@@ -163,8 +163,9 @@ def matmul_peak(dtype: torch.dtype, size: int, device: torch.device = CPU) -> fl
     return best
 
 
-def build_worker(shape: Shape, precision: str, layout: str, device: torch.device) -> PolicyWorker:
-    trainer = TrainerConfig(autocast="bf16" if precision == "bf16" else "none", lr=1e-6, warmup_steps=0,
+def build_worker(shape: Shape, precision: str, layout: str, device: torch.device,
+                 fused_logprobs: bool = True) -> PolicyWorker:
+    trainer = TrainerConfig(fused_logprobs=fused_logprobs, autocast="bf16" if precision == "bf16" else "none", lr=1e-6, warmup_steps=0,
                             param_dtype="bf16" if precision == "bf16-weights" else "none",
                             micro_batch_tokens=shape.micro_batch_tokens,
                             device=str(device), packing=layout == "packed", shared_prompt=layout in SHARED_PROMPT,
@@ -174,13 +175,30 @@ def build_worker(shape: Shape, precision: str, layout: str, device: torch.device
                         total_steps=10, norm_const=float(shape.response_tokens[1]))
 
 
-def bench(name: str, precisions: list[str], layout: str, updates: int, device: torch.device) -> list[dict]:
+def profile_update(worker: PolicyWorker, samples: list[Sample], device: torch.device, title: str) -> None:
+    """Print where one more update's time goes: torch.profiler's operators by their own time on
+    ``device`` (CUDA kernels on a GPU, the CPU's operators on a CPU), the 20 largest."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    num_tokens, num_seqs = count_loss_tokens(samples)
+    with profile(activities=activities) as profiler:
+        worker.update(samples, num_tokens, num_seqs)
+        sync(device)
+    sort_by = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    print(f"[bench_update] profile of one update, {title}, by {sort_by}:")
+    print(profiler.key_averages().table(sort_by=sort_by, row_limit=20, max_name_column_width=60), flush=True)
+
+
+def bench(name: str, precisions: list[str], layout: str, updates: int, device: torch.device,
+          profile: bool = False, fused_logprobs: bool = True) -> list[dict]:
     """One row per precision: each precision's worker updates in turn, ``updates`` rounds, so
-    that a slow spell of the machine hits every precision alike (best of the rounds counts)."""
+    that a slow spell of the machine hits every precision alike (best of the rounds counts).
+    ``profile``: then one more update per precision under torch.profiler (not timed)."""
     shape = SHAPES[name]
     samples = synthetic_mini_batch(shape)
     num_tokens, num_seqs = count_loss_tokens(samples)
-    workers = {precision: build_worker(shape, precision, layout, device) for precision in precisions}
+    workers = {precision: build_worker(shape, precision, layout, device, fused_logprobs) for precision in precisions}
     for worker in workers.values():
         worker.update(samples, num_tokens, num_seqs)  # warm-up
     seconds: dict[str, list[float]] = {precision: [] for precision in precisions}
@@ -194,6 +212,9 @@ def bench(name: str, precisions: list[str], layout: str, updates: int, device: t
             worker.update(samples, num_tokens, num_seqs)
             sync(device)
             seconds[precision].append(time.perf_counter() - started)
+    if profile:
+        for precision, worker in workers.items():
+            profile_update(worker, samples, device, f"{name} {precision} {layout}")
     rows = []
     for precision, worker in workers.items():
         update_s = min(seconds[precision])  # the best, as for the peak: interference only ever slows a round
@@ -215,6 +236,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--updates", type=int, default=4, help="timed updates per row (the best counts)")
     parser.add_argument("--matmul-size", type=int, default=2048)
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N")
+    parser.add_argument("--fused-logprobs", choices=("on", "off"), default="on",
+                        help="trainer.fused_logprobs (the GPU's fused log-prob kernels; no effect on a CPU)")
+    parser.add_argument("--profile", action="store_true",
+                        help="after each row's timing, print torch.profiler's 20 costliest operators of one more update")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     args.precisions = list(dict.fromkeys(args.precisions))  # each once
@@ -226,7 +251,8 @@ def main(argv: list[str] | None = None) -> None:
             # with other work (a VM's neighbours, a turbo clock) only ever lowers a measurement
             for peak in peaks:
                 peaks[peak] = max(peaks[peak], matmul_peak(PEAK_DTYPES[peak], args.matmul_size, device))
-            layout_rows = bench(name, args.precisions, layout, args.updates, device)
+            layout_rows = bench(name, args.precisions, layout, args.updates, device, args.profile,
+                                args.fused_logprobs == "on")
             for peak in peaks:
                 peaks[peak] = max(peaks[peak], matmul_peak(PEAK_DTYPES[peak], args.matmul_size, device))
             print(f"[bench_update] {name} {layout}: " + ", ".join(
@@ -234,7 +260,8 @@ def main(argv: list[str] | None = None) -> None:
             rows += layout_rows
     rows.sort(key=lambda r: (args.models.index(r["model"]), args.precisions.index(r["precision"]),
                              args.layouts.index(r["layout"])))
-    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{torch.get_num_threads()} threads"
+    where = (f"{torch.cuda.get_device_name(device)}, trainer.fused_logprobs={args.fused_logprobs == 'on'}"
+             if device.type == "cuda" else f"{torch.get_num_threads()} threads")
     if device.type == "cpu":
         reason = cpu_kernels.unavailable_reason(decode=False) or "their self-test failed"
         where += "; fused CPU training kernels " + (

@@ -78,6 +78,14 @@ def test_float64_gradients_on_the_device_equal_the_hand_written_loss(tiny_model_
     assert max(errors.values()) < tolerance, errors
 
 
+def test_auto_takes_dapo_rl_forward_on_cuda(tiny_model_dir):
+    """trainer.forward=auto: dapo-rl's forward where it was measured faster and resumes bit for
+    bit (the CPU; CUDA, on an H200), Hugging Face's on other devices."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, attn_implementation="sdpa")
+    worker = device_worker(model, "shared_prompt", 40, "auto")
+    assert worker.native_policy == (DEVICE.type in ("cpu", "cuda"))
+
+
 # bf16 and fp16 autocast over float32 weights, and bf16 compute copies (trainer.param_dtype): the
 # direction of the gradient is the float64 one's up to the 8- or 11-bit mantissa's rounding. fp16
 # needs its loss scaling: the token-mean's per-token gradients (1/N each) would flush to zero.
@@ -135,10 +143,10 @@ def test_a_few_steps_on_the_device_log_finite_metrics_and_loadable_checkpoints(t
     assert next(model.parameters()).device.type == "cpu" and all(p.isfinite().all() for p in model.parameters())
 
 
-# the default forward (Hugging Face's on a GPU: bit-identical on an H200) and dapo-rl's, whose
-# resumed weights differed there in their last bits before its repeated rows' backward was made
-# ordered (native_forward._rows; not yet run on a GPU since)
-@pytest.mark.parametrize("forward", ["auto", "native"])
+# Hugging Face's forward and dapo-rl's (trainer.forward=auto's on CPU and CUDA), whose resumed
+# weights differed on an H200 in their last bits before its repeated rows' backward was made
+# ordered (native_forward._rows; bit-identical there since, 2026-12-04)
+@pytest.mark.parametrize("forward", ["hf", "native"])
 def test_sigkill_mid_step_then_resume_on_the_device_is_bit_identical(tiny_model_dir, tmp_path, forward):
     settings = [f"trainer.device={DEVICE}", f"trainer.forward={forward}"]
     assert_sigkill_then_resume_is_bit_identical(tiny_model_dir, tmp_path, settings)

@@ -101,8 +101,8 @@ def test_the_entropy_bonus_trains_through_one_pass_with_the_two_passes_gradients
     updated = []
     for passes in ("one", "two", "no bonus"):
         if passes == "two":
-            monkeypatch.setattr(policy, "response_logprobs_and_entropy", lambda logits, tensors, t: (
-                response_logprobs(logits, tensors, t), response_entropy(logits, tensors, t)))
+            monkeypatch.setattr(policy, "response_logprobs_and_entropy", lambda logits, tensors, t, fused: (
+                response_logprobs(logits, tensors, t, fused), response_entropy(logits, tensors, t, fused)))
         model = copy.deepcopy(base)
         w = worker(model, 1000)
         w.optimizer = torch.optim.SGD(model.parameters(), lr=1.0)  # the weight change is the gradient

@@ -32,6 +32,8 @@ faster than 4096-row chunks at both vocabularies on a 2-core VM (benchmarks/benc
 
 from __future__ import annotations
 
+import functools
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -56,6 +58,9 @@ _CPU_CHUNK_BYTES = 16 * 2**20
 ACCELERATOR_CHUNK_ROWS = 4096
 
 
+FUSED = 0  # the chunk size that stands for the fused kernels (logprobs_triton: whole rows, no chunks)
+
+
 def _chunk_rows(logits: Tensor, chunk_size: int | None) -> int:
     """Rows per chunk: ``chunk_size`` if given, else the device's default (see the module doc)."""
     if chunk_size is not None:
@@ -63,6 +68,26 @@ def _chunk_rows(logits: Tensor, chunk_size: int | None) -> int:
     if logits.device.type != "cpu":
         return ACCELERATOR_CHUNK_ROWS
     return max(1, _CPU_CHUNK_BYTES // (logits.shape[-1] * _compute_dtype(logits).itemsize))
+
+
+@functools.cache
+def _fused_kernels() -> ModuleType | None:
+    """:mod:`dapo.algo.logprobs_triton`, imported on first use on a GPU (Triton takes about a
+    second to import); None where Triton does not import (a CPU build of torch has none)."""
+    try:
+        from dapo.algo import logprobs_triton
+    except ImportError:
+        return None
+    return logprobs_triton
+
+
+def _rows_and_logits(logits: Tensor, chunk_size: int | None, fused: bool) -> tuple[int, Tensor]:
+    """What the autograd functions take: FUSED and the (B, T, V) logits where the fused kernels
+    run, were not declined (``fused``) and no chunk size was asked for; else the rows per chunk
+    (:func:`_chunk_rows`) and the logits as (B * T, V) rows."""
+    if fused and chunk_size is None and logits.is_cuda and (kernels := _fused_kernels()) and kernels.available(logits):
+        return FUSED, logits
+    return _chunk_rows(logits, chunk_size), logits.reshape(-1, logits.shape[-1])
 
 
 def _row_chunks(num_rows: int, chunk_size: int) -> list[slice]:
@@ -79,6 +104,12 @@ def row_chunks(logits: Tensor) -> list[slice]:
 class _TokenLogProbs(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, logits: Tensor, labels: Tensor, temperature: float, chunk_size: int) -> Tensor:
+        ctx.temperature, ctx.chunk_size = temperature, chunk_size
+        ctx.fused = chunk_size == FUSED
+        if ctx.fused:
+            logprobs, entropy, logsumexp = _fused_kernels().forward(logits, labels, temperature)
+            ctx.save_for_backward(logits, labels, logsumexp)
+            return logprobs
         dtype = _compute_dtype(logits)
         logprobs = torch.empty(logits.shape[0], dtype=dtype, device=logits.device)
         logsumexp = torch.empty_like(logprobs)
@@ -87,13 +118,15 @@ class _TokenLogProbs(torch.autograd.Function):
             logsumexp[rows] = torch.logsumexp(scaled, dim=-1)
             logprobs[rows] = scaled.gather(-1, labels[rows, None]).squeeze(-1) - logsumexp[rows]
         ctx.save_for_backward(logits, labels, logsumexp)
-        ctx.temperature, ctx.chunk_size = temperature, chunk_size
         return logprobs
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, grad_logprobs: Tensor) -> tuple[Tensor | None, ...]:
         logits, labels, logsumexp = ctx.saved_tensors
+        if ctx.fused:
+            return (_fused_kernels().backward(logits, labels, logsumexp, logsumexp, grad_logprobs, None,
+                                             ctx.temperature), None, None, None)
         grad_logits = torch.empty_like(logits)
         for rows in _row_chunks(logits.shape[0], ctx.chunk_size):
             grad_row = grad_logprobs[rows, None].to(logsumexp.dtype)
@@ -108,6 +141,13 @@ class _TokenLogProbs(torch.autograd.Function):
 class _TokenLogProbsAndEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, logits: Tensor, labels: Tensor, temperature: float, chunk_size: int) -> tuple[Tensor, Tensor]:
+        ctx.temperature, ctx.chunk_size = temperature, chunk_size
+        ctx.fused = chunk_size == FUSED
+        ctx.set_materialize_grads(False)
+        if ctx.fused:
+            logprobs, entropy, logsumexp = _fused_kernels().forward(logits, labels, temperature)
+            ctx.save_for_backward(logits, labels, logsumexp, entropy)
+            return logprobs, entropy
         dtype = _compute_dtype(logits)
         logprobs = torch.empty(logits.shape[0], dtype=dtype, device=logits.device)
         entropy, logsumexp = torch.empty_like(logprobs), torch.empty_like(logprobs)
@@ -119,8 +159,6 @@ class _TokenLogProbsAndEntropy(torch.autograd.Function):
             p_log_p = torch.exp(log_p).mul_(log_p)
             entropy[rows] = -p_log_p.masked_fill_(log_p == float("-inf"), 0.0).sum(-1)
         ctx.save_for_backward(logits, labels, logsumexp, entropy)
-        ctx.temperature, ctx.chunk_size = temperature, chunk_size
-        ctx.set_materialize_grads(False)
         return logprobs, entropy
 
     @staticmethod
@@ -129,6 +167,9 @@ class _TokenLogProbsAndEntropy(torch.autograd.Function):
         logits, labels, logsumexp, entropy = ctx.saved_tensors
         if grad_logprobs is None and grad_entropy is None:
             return None, None, None, None
+        if ctx.fused:
+            return (_fused_kernels().backward(logits, labels, logsumexp, entropy, grad_logprobs, grad_entropy,
+                                             ctx.temperature), None, None, None)
         grad_logits = torch.empty_like(logits)
         for rows in _row_chunks(logits.shape[0], ctx.chunk_size):
             log_p = _scaled(logits[rows], logsumexp.dtype, ctx.temperature, writable=True).sub_(logsumexp[rows, None])
@@ -167,40 +208,41 @@ def _check_labels(logits: Tensor, labels: Tensor, temperature: float, chunk_size
 
 
 def logprobs_from_logits(
-    logits: Tensor, labels: Tensor, temperature: float = 1.0, chunk_size: int | None = None
+    logits: Tensor, labels: Tensor, temperature: float = 1.0, chunk_size: int | None = None, fused: bool = True
 ) -> Tensor:
-    """log softmax(logits / temperature) at ``labels``: (B, T, V), (B, T) -> (B, T), chunked.
+    """log softmax(logits / temperature) at ``labels``: (B, T, V), (B, T) -> (B, T), chunked, or
+    on a GPU in the fused kernels of :mod:`dapo.algo.logprobs_triton` (unless ``fused`` is
+    False or a ``chunk_size`` is given).
 
     ``labels`` must be valid token ids everywhere (replace ignore-index values such as -100 by
     any id and mask those positions out of the loss).
     """
     _check_labels(logits, labels, temperature, chunk_size)
-    batch, length, vocab = logits.shape
-    flat = _TokenLogProbs.apply(
-        logits.reshape(-1, vocab), labels.reshape(-1).long(), float(temperature), _chunk_rows(logits, chunk_size)
-    )
+    batch, length, _ = logits.shape
+    rows, source = _rows_and_logits(logits, chunk_size, fused)
+    flat = _TokenLogProbs.apply(source, labels.reshape(-1).long(), float(temperature), rows)
     return flat.view(batch, length)
 
 
-def entropy_from_logits(logits: Tensor, temperature: float = 1.0, chunk_size: int | None = None) -> Tensor:
+def entropy_from_logits(logits: Tensor, temperature: float = 1.0, chunk_size: int | None = None,
+                        fused: bool = True) -> Tensor:
     """Entropy of softmax(logits / temperature) at each position: (B, T, V) -> (B, T), chunked (the
     joint pass's, whose log-probs of token 0 nothing reads and whose backward then skips them)."""
     _check_common(logits, temperature, chunk_size)
-    batch, length, vocab = logits.shape
+    batch, length, _ = logits.shape
     labels = torch.zeros(batch * length, dtype=torch.long, device=logits.device)
-    _, flat = _TokenLogProbsAndEntropy.apply(logits.reshape(-1, vocab), labels, float(temperature),
-                                             _chunk_rows(logits, chunk_size))
+    rows, source = _rows_and_logits(logits, chunk_size, fused)
+    _, flat = _TokenLogProbsAndEntropy.apply(source, labels, float(temperature), rows)
     return flat.view(batch, length)
 
 
 def logprobs_and_entropy_from_logits(
-    logits: Tensor, labels: Tensor, temperature: float = 1.0, chunk_size: int | None = None
+    logits: Tensor, labels: Tensor, temperature: float = 1.0, chunk_size: int | None = None, fused: bool = True
 ) -> tuple[Tensor, Tensor]:
     """:func:`logprobs_from_logits` and :func:`entropy_from_logits` in one pass, whose backward
     writes one gradient for both (the module doc): (B, T, V), (B, T) -> (B, T), (B, T)."""
     _check_labels(logits, labels, temperature, chunk_size)
-    batch, length, vocab = logits.shape
-    logprobs, entropy = _TokenLogProbsAndEntropy.apply(
-        logits.reshape(-1, vocab), labels.reshape(-1).long(), float(temperature), _chunk_rows(logits, chunk_size)
-    )
+    batch, length, _ = logits.shape
+    rows, source = _rows_and_logits(logits, chunk_size, fused)
+    logprobs, entropy = _TokenLogProbsAndEntropy.apply(source, labels.reshape(-1).long(), float(temperature), rows)
     return logprobs.view(batch, length), entropy.view(batch, length)

@@ -244,9 +244,9 @@ class TrainerConfig:
     # says, FSDP2-sharded policies too (dapo.trainer.native_forward; refused, with the reason,
     # where it would not compute the model: other architectures, RoPE that follows a call's length,
     # attention dropout, forward hooks or submodules it would skip); "auto": native where it
-    # computes the model on CPU, where it was measured (1.2-1.3x the update's tokens/s on the
-    # built-in model, 1.3-1.7x on a 93M one), Hugging Face's elsewhere (on an H200 native was
-    # 1.13-1.54x but not yet bit-reproducible: docs/benchmarks.md, "On a GPU").
+    # computes the model on CPU and CUDA, where it was measured (1.2-1.3x the update's tokens/s on
+    # the built-in model on CPU, 1.3-1.7x on a 93M one; 1.13-1.54x on an H200, where it resumes
+    # bit for bit: docs/benchmarks.md, "On a GPU"), Hugging Face's elsewhere (mps, xpu: unmeasured).
     forward: str = "auto"
     # dapo-rl's forward (above) on a CPU: RMSNorm, SwiGLU, RoPE and attention each as one fused C
     # kernel forward and one backward (dapo.trainer.fused_cpu_ops; x86-64 Linux with AVX-512,
@@ -255,6 +255,11 @@ class TrainerConfig:
     # same logits to float32 rounding, a bf16 value at most a rounding away (attention: float32
     # throughout, nearer float64 than torch's bf16 eager). Where they cannot run, torch's ops, as with false.
     native_cpu_kernels: bool = True
+    # The loss's token log-probs and entropies on a GPU in fused Triton kernels
+    # (dapo.algo.logprobs_triton: each row of logits read once forward and once backward, float32
+    # accumulation; about a third of a 0.5B model's update went to the chunked torch passes they
+    # replace on an H200). false: the chunked torch path (the CPU's, and float64's, always).
+    fused_logprobs: bool = True
     # AdamW: learning rate (in (0, 1]), betas, weight decay; gradient-norm clip (DAPO: 1e-6, 0.1,
     # 1.0). Weight decay applies to matrices only, not to biases and norm weights, unless
     # decay_biases_and_norms.

@@ -13,6 +13,8 @@ _DECOUPLED_CLIP = "algorithm.clip_ratio_low and algorithm.clip_ratio_high (DAPO'
 VERL_NAMES: dict[str, str] = {
     "actor_rollout_ref.model.path": "model.path",
     "actor_rollout_ref.model.enable_gradient_checkpointing": "model.gradient_checkpointing",
+    # verl's fuses the output layer with the log-probs; dapo-rl's fuses the log-probs and entropy
+    "actor_rollout_ref.model.use_fused_kernels": "trainer.fused_logprobs",
     "actor_rollout_ref.actor.optim.lr": "trainer.lr",
     "actor_rollout_ref.actor.optim.weight_decay": "trainer.weight_decay",
     "actor_rollout_ref.actor.optim.lr_warmup_steps": "trainer.warmup_steps",

@@ -110,7 +110,8 @@ class PolicyWorker(PolicyCheckpointing):
         if self.cfg.forward == "native" and reason:
             raise ConfigError(f"trainer.forward=native does not compute this model: {reason}; "
                              "set trainer.forward=hf (or auto, which picks Hugging Face's forward for it)")
-        return reason is None and (self.cfg.forward == "native" or self.device.type == "cpu")
+        # auto: where it was measured faster and resumes bit for bit (CPU; CUDA on an H200)
+        return reason is None and (self.cfg.forward == "native" or self.device.type in ("cpu", "cuda"))
 
     def _compute_weights(self) -> contextlib.AbstractContextManager:
         """The weights passes run on: bf16 copies (trainer.param_dtype=bf16), or the weights."""
@@ -141,7 +142,7 @@ class PolicyWorker(PolicyCheckpointing):
                                    self.sequence, cpu_kernels=self.cfg.native_cpu_kernels)
 
     def _logprobs(self, logits: torch.Tensor, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
-        return response_logprobs(logits, tensors, self.temperature)
+        return response_logprobs(logits, tensors, self.temperature, self.cfg.fused_logprobs)
 
     def compute_logprobs(self, samples: list[Sample]) -> LogprobPass:
         """Log-probs of each response under the current model at the rollout temperature, with
@@ -167,7 +168,7 @@ class PolicyWorker(PolicyCheckpointing):
                 tensors = self._collate(micro)
                 logits = self._response_logits(model, tensors)
                 logprobs = self._logprobs(logits, tensors)
-                add_diagnostics(logits, logprobs, tensors, result, self.temperature)
+                add_diagnostics(logits, logprobs, tensors, result, self.temperature, fused=self.cfg.fused_logprobs)
                 if self.sequence is not None:  # each rank's chunk (zeros elsewhere): the group's sum is whole
                     dist.all_reduce(logprobs, group=self.sequence.group)
                 mask = within_lengths(tensors["response_lengths"], logprobs.shape[1])  # each row's first len(response)
@@ -338,7 +339,7 @@ class PolicyWorker(PolicyCheckpointing):
         tensors = self._collate(micro)
         logits = self._response_logits(self.model, tensors)
         if self.algo.entropy_coef != 0:  # one backward through the logits for both
-            logprobs, entropy = response_logprobs_and_entropy(logits, tensors, self.temperature)
+            logprobs, entropy = response_logprobs_and_entropy(logits, tensors, self.temperature, self.cfg.fused_logprobs)
         else:
             logprobs, entropy = self._logprobs(logits, tensors), None
         mask = tensors["response_mask"]
@@ -346,7 +347,8 @@ class PolicyWorker(PolicyCheckpointing):
             given = tensors["has_old_logprobs"].to(logprobs.device)[:, None]
             tensors["old_logprobs"] = torch.where(given, tensors["old_logprobs"], logprobs.detach())
         if stats.diagnostics is not None:
-            add_diagnostics(logits, logprobs, tensors, stats.diagnostics, self.temperature, entropy)
+            add_diagnostics(logits, logprobs, tensors, stats.diagnostics, self.temperature, entropy,
+                            self.cfg.fused_logprobs)
         weights = None
         if self.algo.tis_cap is not None:
             weights = tis_weights(tensors["old_logprobs"], tensors["rollout_logprobs"], self.algo.tis_cap)

@@ -46,24 +46,27 @@ def response_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor], na
     return out.logits[:, :-1, :]
 
 
-def response_logprobs(logits: torch.Tensor, tensors: dict[str, torch.Tensor], temperature: float) -> torch.Tensor:
-    """log pi(response token) at the rollout temperature, (B, R)."""
+def response_logprobs(logits: torch.Tensor, tensors: dict[str, torch.Tensor], temperature: float,
+                      fused: bool = True) -> torch.Tensor:
+    """log pi(response token) at the rollout temperature, (B, R); ``fused``: on a GPU in the
+    fused kernels of dapo.algo.logprobs_triton (trainer.fused_logprobs)."""
     labels = tensors.get("packed_labels", tensors["responses"])
-    return padded(logprobs_from_logits(logits, labels, temperature=temperature), tensors)
+    return padded(logprobs_from_logits(logits, labels, temperature=temperature, fused=fused), tensors)
 
 
-def response_entropy(logits: torch.Tensor, tensors: dict[str, torch.Tensor], temperature: float) -> torch.Tensor:
+def response_entropy(logits: torch.Tensor, tensors: dict[str, torch.Tensor], temperature: float,
+                     fused: bool = True) -> torch.Tensor:
     """Entropy of the policy at each response position at the rollout temperature, (B, R)."""
-    return padded(entropy_from_logits(logits, temperature=temperature), tensors)
+    return padded(entropy_from_logits(logits, temperature=temperature, fused=fused), tensors)
 
 
 def response_logprobs_and_entropy(
-    logits: torch.Tensor, tensors: dict[str, torch.Tensor], temperature: float
+    logits: torch.Tensor, tensors: dict[str, torch.Tensor], temperature: float, fused: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`response_logprobs` and :func:`response_entropy` in one pass, for a loss that trains
     both (an entropy bonus): their backward writes one gradient of the logits, not three."""
     labels = tensors.get("packed_labels", tensors["responses"])
-    logprobs, entropy = logprobs_and_entropy_from_logits(logits, labels, temperature=temperature)
+    logprobs, entropy = logprobs_and_entropy_from_logits(logits, labels, temperature=temperature, fused=fused)
     return padded(logprobs, tensors), padded(entropy, tensors)
 
 
@@ -78,7 +81,7 @@ def padded(per_token: torch.Tensor, tensors: dict[str, torch.Tensor]) -> torch.T
 
 @torch.no_grad()
 def add_diagnostics(logits: torch.Tensor, logprobs: torch.Tensor, tensors: dict, into: LogprobPass,
-                    temperature: float, entropy: torch.Tensor | None = None) -> None:
+                    temperature: float, entropy: torch.Tensor | None = None, fused: bool = True) -> None:
     """Add entropy sums over the loss's tokens (overlong-filtered responses left out, as the
     loss and its entropy bonus leave them), and rollout/trainer mismatch sums over every token
     of the responses sampled this step (filtered or not: the engine sampled them all)."""
@@ -87,7 +90,9 @@ def add_diagnostics(logits: torch.Tensor, logprobs: torch.Tensor, tensors: dict,
         mask = mask & tensors["sequence_chunk_mask"]
     in_loss = tensors["response_mask"] > 0  # (zero past each response's length)
     # (the loss's own, where an entropy bonus computed it: not a second pass over the logits)
-    entropy = response_entropy(logits.detach(), tensors, temperature) if entropy is None else entropy.detach()
+    if entropy is None:
+        entropy = response_entropy(logits.detach(), tensors, temperature, fused)
+    entropy = entropy.detach()
     mask = mask & tensors["sampled_this_step"].to(mask.device)[:, None]
     # log(pi_old_trainer / pi_rollout) per token: the engine/trainer mismatch; masked by where, not
     # by a product: a padding position's -inf log-prob (a model that masks its pad token) times 0 is NaN

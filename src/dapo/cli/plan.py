@@ -163,13 +163,23 @@ QWEN25_SHAPES = {
 }
 
 
+def _logit_bytes(cfg: DAPOConfig) -> int:
+    low_precision = cfg.trainer.param_dtype == "bf16" or cfg.trainer.autocast != "none"
+    return 2 if low_precision else DTYPE_BYTES[cfg.model.dtype]
+
+
+def fused_logprobs(cfg: DAPOConfig) -> bool:
+    """Whether the loss's log-probs run in the fused GPU kernels (trainer.fused_logprobs; not on a
+    CPU, nor for float64 logits), which need no float32 chunk buffers."""
+    return cfg.trainer.fused_logprobs and cfg.trainer.device != "cpu" and _logit_bytes(cfg) < 8
+
+
 def logits_bytes(cfg: DAPOConfig, tokens: int, vocab: int) -> int:
     """A micro-batch's (tokens, vocabulary) logits in the compute dtype and their gradient, of the
-    same size, plus the float32 buffers the log-prob and entropy passes work in, two chunks of
-    dapo.algo.logprobs' accelerator chunk rows."""
-    low_precision = cfg.trainer.param_dtype == "bf16" or cfg.trainer.autocast != "none"
-    logit_bytes = 2 if low_precision else DTYPE_BYTES[cfg.model.dtype]
-    return 2 * tokens * vocab * logit_bytes + 2 * min(tokens, ACCELERATOR_CHUNK_ROWS) * vocab * 4
+    same size, plus, unless :func:`fused_logprobs`, the float32 buffers the log-prob and entropy
+    passes work in: two chunks of dapo.algo.logprobs' accelerator chunk rows."""
+    chunks = 0 if fused_logprobs(cfg) else 2 * min(tokens, ACCELERATOR_CHUNK_ROWS) * vocab * 4
+    return 2 * tokens * vocab * _logit_bytes(cfg) + chunks
 
 
 def _fallback_activations(cfg: DAPOConfig, shape: ModelShape, compute_bytes: int) -> ActivationBytes:
@@ -220,7 +230,8 @@ def training_rows(cfg: DAPOConfig, shape: ModelShape) -> tuple[list[tuple[str, f
         layer_moment += layer_grads * (compute + (4 if bf16_weights else compute))
     what = [*(["recomputed"] if cfg.model.gradient_checkpointing else []),
             *(["gradient + reduce copy"] if world > 1 else [])]
-    moments = [("backward at the output: logits, gradient, log-prob chunks", logits_bytes(cfg, tokens, shape.vocab)),
+    output = "backward at the output: logits, gradient" + ("" if fused_logprobs(cfg) else ", log-prob chunks")
+    moments = [(output, logits_bytes(cfg, tokens, shape.vocab)),
                ("backward at a layer: " + ", ".join(what), layer_moment)]
     if cfg.algorithm.kl_coef > 0 and world > 1:  # between the policy's forward and its backward
         if lora:  # the reference is the policy with its adapters off: its root is gathered already

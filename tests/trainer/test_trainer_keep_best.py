@@ -103,6 +103,9 @@ def test_a_run_without_keep_best_has_no_link_and_rotates_as_before(tiny_model_di
     (["checkpoint.keep_best=eval/reward/parity"], "not a held-out metric"),  # its keys are reward/parity/<key>
     (["checkpoint.keep_best=eval/arithmetic/reward/parity/score"], "not a held-out metric"),  # not per source
     (["checkpoint.keep_best=eval/openai/gsm8k/avg@4"], "not @4; name eval/openai/gsm8k/avg@2"),
+    # a user reward alone extracts no answer to vote on: no evaluation would log maj@k
+    (["checkpoint.keep_best=eval/maj@2", "reward.verifier_weight=0"], "with reward.verifier_weight=0 none is extracted"),
+    (["checkpoint.keep_best=eval/arithmetic/maj@2", "reward.verifier_weight=0"], "rank by eval/avg@2"),
 ])
 def test_keep_best_says_what_it_needs(tiny_model_dir, reward_file, tmp_path, overrides, said):
     with pytest.raises(ConfigError, match=said.replace("(", r"\(").replace(")", r"\)")):
@@ -114,7 +117,9 @@ def test_keep_best_says_what_it_needs(tiny_model_dir, reward_file, tmp_path, ove
                                     # verl's preprocessed data_sources hold a slash (refused before)
                                     "eval/openai/gsm8k/avg@2", "eval/lighteval/MATH/score_mean"])
 def test_keep_best_takes_the_metrics_evaluations_log(tiny_model_dir, reward_file, tmp_path, metric):
-    cfg = tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *BEST, f"checkpoint.keep_best={metric}")
+    # (the verifier beside the user's reward: maj@k votes on its extracted answers)
+    cfg = tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *BEST, f"checkpoint.keep_best={metric}",
+                      "reward.verifier_weight=1")
     assert cfg.checkpoint.keep_best == metric
 
 

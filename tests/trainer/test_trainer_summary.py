@@ -103,3 +103,14 @@ def test_a_run_resumed_from_its_final_checkpoint_shows_its_logged_final_evaluati
     out = " ".join(title(capsys, TrainSummary(3, None, {"eval/avg@4": 0.5}, str(tmp_path), 1.0, resumed_at=2,
                                               updates=1)).replace("│", " ").split())
     assert "eval/avg@4 25.0% 50.0%" in out
+
+
+def test_a_run_without_maj_at_k_says_why(capsys, tmp_path):
+    """With reward.verifier_weight=0 no answer is extracted, so no maj@k is logged: the summary
+    says so rather than leave its row silently missing."""
+    no_votes = TrainSummary(2, {"eval/avg@4": 0.2, "eval/pass@4": 0.4}, {"eval/avg@4": 0.5, "eval/pass@4": 0.7},
+                            str(tmp_path), 9.0, updates=2)
+    assert "no maj@k: no answers were extracted to vote on (reward.verifier_weight=0)" in title(capsys, no_votes)
+    votes = TrainSummary(2, {"eval/avg@4": 0.2, "eval/maj@4": 0.3}, {"eval/avg@4": 0.5, "eval/maj@4": 0.6},
+                         str(tmp_path), 9.0, updates=2)
+    assert "no maj@k" not in title(capsys, votes)

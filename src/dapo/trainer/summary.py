@@ -49,11 +49,15 @@ def print_summary(summary: TrainSummary) -> None:
     if not before and not after:  # data.eval_files=[]: no table of nothing
         Console().print(f"dapo-rl: {this_attempt}, run dir {summary.run_dir} (no held-out evaluation)")
         return
-    table = Table(title=f"dapo-rl: {this_attempt}, run dir {summary.run_dir}")
+    evaluated = set(before or {}) | set(after)
+    no_votes = any(k.startswith("eval/avg@") for k in evaluated) and not any("maj@" in k for k in evaluated)
+    table = Table(title=f"dapo-rl: {this_attempt}, run dir {summary.run_dir}",
+                  # (rather than a maj@k row that is silently missing)
+                  caption="no maj@k: no answers were extracted to vote on (reward.verifier_weight=0)" if no_votes else None)
     table.add_column("held-out metric")
     table.add_column("before", justify="right")
     table.add_column("after", justify="right")
-    for key in sorted(set(before or {}) | set(after)):
+    for key in sorted(evaluated):
         # by the metric's own name, not the data_source inside eval/<data_source>/...: a source
         # named "curated" or "aime@24" must not print its num_problems as a percentage
         metric = key.rsplit("/", 1)[-1]

@@ -292,6 +292,20 @@ def test_a_trl_key_is_answered_with_this_projects_name_for_it(trl_key: str, ours
         load_config([], [trl_key])
 
 
+@pytest.mark.parametrize("key", ["resources.gpus_per_node=8", "resources.num_gpus=8", "n_gpus=8",
+                                 "resources.n_gpus_per_node=8"])
+def test_a_count_of_gpus_is_answered_with_devices_per_node(key: str):
+    """resources.gpus_per_node was answered "did you mean resources.cpus_per_rank" (a spelling guess)."""
+    with pytest.raises(ConfigError, match=r"did you mean resources.devices_per_node \(GPUs per node"):
+        load_config([], [key])
+
+
+def test_a_gpu_setting_that_is_no_count_gets_no_devices_answer():
+    with pytest.raises(ConfigError) as refused:
+        load_config([], ["rollout.gpu_memory_utilization=0.5"])
+    assert "devices_per_node" not in str(refused.value)
+
+
 def test_every_verl_name_maps_to_a_setting_that_exists():
     from dapo.config import DAPOConfig
     from dapo.config.coerce import field_type

@@ -6,6 +6,7 @@ named ``data.builtin_eval_size`` for ``data.train_batch_size``, and nothing for
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 _DECOUPLED_CLIP = "algorithm.clip_ratio_low and algorithm.clip_ratio_high (DAPO's decoupled clip: 0.2 and 0.28)"
@@ -101,6 +102,10 @@ TRL_NAMES: dict[str, str] = {
 }
 
 
+# a count of GPUs, as launchers and other trainers name it: gpus, num_gpus, n_gpus_per_node, ...
+GPU_COUNT = re.compile(r"(n_|num_|number_of_)?gpus?(_per_node)?", re.IGNORECASE)
+
+
 def verl_guess(key: str, value: Any) -> str | None:
     """This project's name for verl's dotted ``key``; for a section of verl's given as a mapping,
     for every key in it that has one, saying which (a verl config is translated in one go, not one
@@ -109,6 +114,8 @@ def verl_guess(key: str, value: Any) -> str | None:
              for leaf in _leaves(key, value) if leaf in VERL_NAMES]
     if not names and key.count(".") <= 1 and (trl := key.rpartition(".")[2]) in TRL_NAMES:
         names = [f"{TRL_NAMES[trl]} (TRL's {trl})"]
+    if not names and GPU_COUNT.fullmatch(key.rpartition(".")[2]):  # no spelling guess finds "devices"
+        names = ["resources.devices_per_node (GPUs per node; resources.nnodes the nodes)"]
     return ", ".join(names) or None
 
 

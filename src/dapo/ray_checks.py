@@ -4,8 +4,10 @@ Ray-free, like the rest of :mod:`dapo.preflight`, which calls it."""
 
 from __future__ import annotations
 
+import os
 import socket
 import warnings
+from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 from dapo.config import DAPOConfig
@@ -14,11 +16,21 @@ from dapo.hardware import usable_cpus
 CONNECT_TIMEOUT_S = 5.0
 
 
-def ray_address_problems(cfg: DAPOConfig) -> list[str]:
+RUNNING_CLUSTER = ("a Ray cluster is already running (started by `ray start` on this machine, or named by the "
+                   "RAY_ADDRESS environment variable), and resources.ray_address is null, which starts a local Ray of "
+                   "this run's own: set resources.ray_address=auto to run the ranks on that cluster, or stop it "
+                   "(`ray stop`)")
+
+
+def ray_address_problems(cfg: DAPOConfig, environ: Mapping[str, str] = os.environ) -> list[str]:
     """resources.ray_address "host:port" or "ray://host:port" where nothing accepts a connection
     (a name that does not resolve, a port closed, no answer within CONNECT_TIMEOUT_S); "auto" is
-    Ray's own to resolve (it fails in seconds)."""
+    Ray's own to resolve (it fails in seconds). A null address with RAY_ADDRESS set: ray.init
+    would join that cluster, which refuses a local Ray's CPU count (a cluster `ray start` left
+    running without RAY_ADDRESS is found only there, by Ray: ray_policy.ray_init_problem)."""
     address = cfg.resources.ray_address
+    if cfg.resources.world_size > 1 and address is None and environ.get("RAY_ADDRESS", "").strip():
+        return [f"{RUNNING_CLUSTER} (RAY_ADDRESS={environ['RAY_ADDRESS']})"]
     if cfg.resources.world_size == 1 or address is None or address.strip() == "auto":
         return []
     try:

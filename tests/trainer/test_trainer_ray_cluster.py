@@ -21,6 +21,16 @@ def test_a_running_cluster_and_a_null_ray_address_are_said_in_one_line(tiny_mode
     [line] = [line for line in err.splitlines() if "error:" in line]
     assert line.startswith("dapo train: error: a Ray cluster is already running")
     assert "set resources.ray_address=auto to run the ranks on that cluster" in line
+    assert "(RAY_ADDRESS=127.0.0.1:1)" in line  # said by preflight, before the model loads and Ray starts
+
+
+def test_a_cluster_s_running_ray_is_found_by_ray_itself(monkeypatch):
+    """A cluster that `ray start` left running without RAY_ADDRESS is Ray's to find, at ray.init: its
+    ValueError is said in the same words."""
+    from dapo.ray_checks import RUNNING_CLUSTER
+    said = ray_init_problem(ValueError("When connecting to an existing cluster, num_cpus and num_gpus must not "
+                                       "be provided."), None)
+    assert said == RUNNING_CLUSTER
 
 
 def test_auto_with_no_cluster_to_join_names_dapos_settings():
@@ -30,3 +40,15 @@ def test_auto_with_no_cluster_to_join_names_dapos_settings():
     assert "`ray start --head`" in said and "--address" not in said
     assert ray_init_problem(ConnectionError("x"), None) is None  # a local Ray's start failing: Ray's own error
     assert ray_init_problem(KeyboardInterrupt(), "auto") is None
+
+
+def test_ray_address_in_the_environment_matters_only_to_ranks_on_a_local_ray():
+    from dapo.config import builtin_config_path, load_config
+    from dapo.ray_checks import ray_address_problems
+    environ = {"RAY_ADDRESS": "10.0.0.1:6379"}
+    one = load_config([builtin_config_path("default")], [])
+    assert ray_address_problems(one, environ) == []  # one process: no Ray
+    ranks = load_config([builtin_config_path("default")], ["resources.devices_per_node=2"])
+    [problem] = ray_address_problems(ranks, environ)
+    assert problem.endswith("(RAY_ADDRESS=10.0.0.1:6379)")
+    assert ray_address_problems(ranks, {}) == []

@@ -50,6 +50,7 @@ from dapo.algo import PolicyLossStats
 from dapo.config import DAPOConfig
 from dapo.config.loading import config_to_dict, with_absolute_paths
 from dapo.errors import UserError
+from dapo.ray_checks import RUNNING_CLUSTER
 from dapo.rollout.base import GenerationResult, SamplingParams, prompt_seeds, request_seed
 from dapo.trainer.batch import (
     Sample,
@@ -139,9 +140,7 @@ def ray_init_problem(error: BaseException, address: str | None) -> str | None:
     """What a failed ``ray.init`` means for the user, in dapo's settings (Ray's own messages name
     a ``--address`` flag, or arguments dapo passes); None for another failure."""
     if address is None and isinstance(error, ValueError) and "existing cluster" in str(error):
-        return ("a Ray cluster is already running (started by `ray start` on this machine, or named by the RAY_ADDRESS "
-                "environment variable), and resources.ray_address is null, which starts a local Ray of this run's own: "
-                "set resources.ray_address=auto to run the ranks on that cluster, or stop it (`ray stop`)")
+        return RUNNING_CLUSTER
     if address is not None and address.strip() == "auto" and isinstance(error, ConnectionError):
         return ("resources.ray_address=auto joins the Ray cluster running on this machine (or the one the RAY_ADDRESS "
                 "environment variable names), and none is running: start it (`ray start --head`), or set "

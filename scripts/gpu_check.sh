@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The checks only a GPU can run, in one go, six log files into OUT_DIR (default gpu-check/):
-#   1. the accelerator tests (tests/*/test_*_accelerator.py: native engine, update, loop, resume);
+#   1. the accelerator tests (tests/*/test_*_accelerator.py: fused log-probs, native engine, update,
+#      loop, resume);
 #   2. the embedded default (`dapo train`) on the GPU: its held-out avg@4 and timings;
 #   3. benchmarks/bench_gpu.py (generation, update MFU, DAPO step) at a size that takes minutes.
 # Run it in an environment where dapo-rl is importable and a CUDA GPU is visible:
@@ -26,7 +27,8 @@ run() {  # run NAME SECONDS COMMAND...: its output in $out/NAME.log, its time an
   [ "$code" = 0 ] || status=1
 }
 run tests "${TESTS_SECONDS:-240}" python3 -m pytest -q -rfE -p no:cacheprovider \
-  tests/rollout/test_rollout_accelerator.py tests/trainer/test_trainer_accelerator.py
+  tests/algo/test_algo_logprobs_accelerator.py tests/rollout/test_rollout_accelerator.py \
+  tests/trainer/test_trainer_accelerator.py
 tail -n 30 "$out/tests.log"
 run_dir=$(mktemp -d)/default  # (checkpoints and TensorBoard stay there; the metrics come along)
 run default "${DEFAULT_SECONDS:-240}" python3 -m dapo.cli.main train trainer.device=cuda \

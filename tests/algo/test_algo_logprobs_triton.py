@@ -1,8 +1,10 @@
 """The fused GPU kernels of dapo.algo.logprobs_triton, run on the CPU by Triton's interpreter
-(TRITON_INTERPRET=1, set before Triton compiles anything, so in a fresh process): log-probs,
-entropies and both gradients against the float64 torch path, for float32 and bf16 logits, at
-temperatures 1 and 0.7, with -inf logits, and on a strided slice (``out.logits[:, :-1]``) read
-where it lies. Skipped where Triton is not installed (a GPU run also checks them:
+(TRITON_INTERPRET=1, set before Triton compiles anything, so in a fresh process), against the
+float64 torch path: log-probs, entropies and the gradients of both, of either alone (the
+entropy's alone is entropy_from_logits' backward), for float32, bf16 and float16 logits, at
+temperatures 1 and 0.7, with -inf logits (a label on one; a first tile of them), a NaN row, on a
+strided slice (``out.logits[:, :-1]``) read where it lies, and through the autograd functions'
+fused branches. Skipped where Triton is not installed (a GPU run also checks them:
 tests/algo/test_algo_logprobs_accelerator.py)."""
 
 from __future__ import annotations
@@ -12,48 +14,59 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import pytest
+import torch
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton")
+from dapo.algo import logprobs
+
+needs_triton = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton")
 
 CHECK = textwrap.dedent("""
     import torch
     from dapo.algo import logprobs_triton
-    from dapo.algo.logprobs import logprobs_and_entropy_from_logits
+    from dapo.algo.logprobs import FUSED, _TokenLogProbs, _TokenLogProbsAndEntropy, logprobs_and_entropy_from_logits
 
     torch.manual_seed(0)
     worst = {}
-    for dtype in (torch.float32, torch.bfloat16):
+    ROUNDING = {torch.float32: 0.0, torch.bfloat16: 2**-7, torch.float16: 2**-10}
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
         for vocab, temperature in ((5000, 1.0), (300, 0.7), (4096, 1.0)):  # 5000: a partial last tile
             whole = (torch.randn(3, 5, vocab) * 3).to(dtype)
             whole[1, 2, :100] = float("-inf")  # masked vocabulary entries: probability 0
+            whole[2, 1, :4096] = float("-inf")  # a first tile of them (5000: the row's mass in its last tile)
+            whole[2, 1, -1] = 0.0  # (never a row of -inf alone: NaN both ways, below)
             logits = whole[:, :-1]  # a strided (B, T, V) view, as out.logits[:, :-1]
             labels = torch.randint(0, vocab, (3 * 4,))
-            labels[1 * 4 + 2] = 150
+            labels[1 * 4 + 2] = 42  # a label on a masked entry: log-prob -inf
             logprobs, entropy, lse = logprobs_triton.forward(logits, labels, temperature)
             reference = logits.double().requires_grad_()
             ref_logprobs, ref_entropy = logprobs_and_entropy_from_logits(reference, labels.view(3, 4), temperature)
+            key = (str(dtype), vocab, temperature)
+            finite = ref_logprobs.flatten().isfinite()
+            assert torch.equal(logprobs.isfinite(), finite), key
+            worst[key + ("logprobs",)] = (logprobs.double() - ref_logprobs.flatten())[finite].abs().max().item()
+            worst[key + ("entropy",)] = (entropy.double() - ref_entropy.flatten()).abs().max().item()
             grad_logprobs, grad_entropy = torch.randn(12), torch.randn(12)
-            for with_entropy in (True, False):
+            grad_logprobs[~finite] = 0.0  # (a -inf log-prob's gradient is NaN both ways)
+            for which in ("both", "log-probs", "entropy"):
                 reference.grad = None
                 ref_logprobs, ref_entropy = logprobs_and_entropy_from_logits(reference, labels.view(3, 4), temperature)
-                loss = (ref_logprobs.flatten() * grad_logprobs.double()).sum()
-                if with_entropy:
+                loss = 0.0
+                if which != "entropy":
+                    loss = loss + (torch.where(finite, ref_logprobs.flatten(), 0.0) * grad_logprobs.double()).sum()
+                if which != "log-probs":
                     loss = loss + (ref_entropy.flatten() * grad_entropy.double()).sum()
                 loss.backward()
-                grad = logprobs_triton.backward(logits, labels, lse, entropy, grad_logprobs,
-                                                grad_entropy if with_entropy else None, temperature)
+                grad = logprobs_triton.backward(logits, labels, lse, entropy,
+                                                grad_logprobs if which != "entropy" else None,
+                                                grad_entropy if which != "log-probs" else None, temperature)
                 assert grad.dtype == dtype and grad.shape == logits.shape and grad.is_contiguous()
-                key = (str(dtype), vocab, temperature)
-                # a bf16 gradient is within one bf16 step (2^-7 relative: the interpreter's
-                # rounding may truncate) of the exact one; float32 ones to float32 rounding
-                rounding = 2**-7 if dtype == torch.bfloat16 else 0.0
-                error = (grad.double() - reference.grad).abs() - rounding * reference.grad.abs()
-                worst[key + ("grad", with_entropy)] = error.max().item() / reference.grad.abs().max().item()
-            worst[key + ("logprobs",)] = (logprobs.double() - ref_logprobs.flatten()).abs().max().item()
-            worst[key + ("entropy",)] = (entropy.double() - ref_entropy.flatten()).abs().max().item()
-            worst[key + ("lse",)] = (lse.double() - torch.logsumexp(reference.detach().flatten(0, 1) / temperature, -1)).abs().max().item()
+                # within one step of the dtype (the interpreter's rounding may truncate) of the exact
+                # gradient; float32 to its rounding
+                error = (grad.double() - reference.grad).abs() - ROUNDING[dtype] * reference.grad.abs()
+                worst[key + ("grad", which)] = error.max().item() / reference.grad.abs().max().item()
     for key, error in worst.items():  # float32 accumulation: 1e-5 of values of order 10
         assert error < 1e-5, (key, error)
 
@@ -70,12 +83,56 @@ CHECK = textwrap.dedent("""
     grad = logprobs_triton.backward(logits, labels, lse, entropy, grad_logprobs, grad_entropy, 0.6)
     assert (entropy.double() - ref_entropy.flatten()).abs().max() < 2e-6
     assert (grad.double() - reference.grad).abs().max() < 2e-6 * reference.grad.abs().max()
+
+    # a NaN logit makes its row NaN, as the torch path does (tl.max passes over NaN)
+    logits = torch.randn(1, 2, 5000)
+    logits[0, 0, 4500] = float("nan")
+    logprobs, entropy, lse = logprobs_triton.forward(logits, torch.tensor([3, 3]), 1.0)
+    assert logprobs[0].isnan() and entropy[0].isnan() and logprobs[1].isfinite() and entropy[1].isfinite()
+    assert logprobs_triton.backward(logits, torch.tensor([3, 3]), lse, entropy, torch.ones(2), None, 1.0)[0, 0].isnan().all()
+
+    # the autograd functions' fused branches: the same gradients as their chunked ones
+    whole = torch.randn(2, 7, 1000)
+    labels = torch.randint(0, 1000, (12,))
+    for function in (_TokenLogProbs, _TokenLogProbsAndEntropy):
+        grads = []
+        for chunk in (FUSED, 5):
+            leaf = whole.clone().requires_grad_()
+            sliced = leaf[:, :-1]
+            out = function.apply(sliced if chunk == FUSED else sliced.reshape(-1, 1000), labels, 0.8, chunk)
+            out = out if isinstance(out, tuple) else (out,)
+            sum(o.sum() * (i + 1) for i, o in enumerate(out)).backward()
+            grads.append(leaf.grad)
+        assert (grads[0] - grads[1]).abs().max() < 1e-6, function
+        assert grads[0][:, -1].abs().max() == 0
     print("checked", len(worst))
 """)
 
 
+@needs_triton
 def test_the_fused_kernels_equal_the_float64_torch_path_in_triton_interpreter():
     env = dict(os.environ, TRITON_INTERPRET="1")
     result = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "checked 30" in result.stdout
+    assert "checked 45" in result.stdout
+
+
+def test_kernels_that_fail_to_launch_leave_the_torch_path_with_a_warning(monkeypatch):
+    """Triton builds its launcher with the system's C compiler at the first launch: a machine
+    without one fails there, not at import. The run then computes on the torch path, said once."""
+
+    class Unbuildable:
+        @staticmethod
+        def forward(*args):
+            raise RuntimeError("Failed to find C compiler. Please specify via CC environment variable.")
+
+    monkeypatch.setattr(logprobs, "_fused_kernels", lambda: Unbuildable)
+    logprobs._fused_kernels_launch.cache_clear()
+    try:
+        with pytest.warns(UserWarning, match=r"failed to launch on cpu \(RuntimeError: Failed to find C compiler"):
+            assert not logprobs._fused_kernels_launch(torch.device("cpu"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert not logprobs._fused_kernels_launch(torch.device("cpu"))  # said once: the answer is kept
+    finally:
+        logprobs._fused_kernels_launch.cache_clear()

@@ -189,12 +189,14 @@ def test_a_native_engine_counts_the_kv_cache_of_a_rounds_rows_at_full_length():
         "model.path=/not/here", "rollout.engine=vllm"]), params=0.49e9)
 
 
-@pytest.mark.parametrize("fused", [True, False])
-def test_plan_counts_the_logits_their_gradient_and_the_log_prob_chunks(fused):
-    """bf16 logits (tokens x vocabulary) and the backward's gradient of the same size; with
-    trainer.fused_logprobs=false also two float32 chunks of 4096 rows the log-prob pass works in
-    (4.6 GiB at the 32B recipe's 24,576 tokens), which the fused GPU kernels do without."""
-    cfg = load_config([builtin_config_path("dapo_qwen2.5_32b")], [f"trainer.fused_logprobs={str(fused).lower()}"])
+@pytest.mark.parametrize(("overrides", "fused"), [([], True), (["trainer.fused_logprobs=false"], False),
+                                                   (["trainer.device=cuda:1"], True),
+                                                   (["trainer.device=mps"], False)])  # (CUDA's kernels)
+def test_plan_counts_the_logits_their_gradient_and_the_log_prob_chunks(overrides, fused):
+    """bf16 logits (tokens x vocabulary) and the backward's gradient of the same size; where the
+    fused CUDA kernels do not run, also two float32 chunks of 4096 rows the log-prob pass works in
+    (4.6 GiB at the 32B recipe's 24,576 tokens)."""
+    cfg = load_config([builtin_config_path("dapo_qwen2.5_32b")], overrides)
     tokens, vocab = cfg.trainer.micro_batch_tokens, 152064
     expected = 2 * tokens * vocab * 2 + (0 if fused else 2 * 4096 * vocab * 4)  # param_dtype=bf16
     row = next(line for line in plan(cfg, params=32.8e9).splitlines() if "logits, gradient" in line)

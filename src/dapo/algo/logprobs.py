@@ -24,6 +24,10 @@ Outputs are float32 (float64 for float64 logits, so ``torch.autograd.gradcheck``
 Non-contiguous logits (e.g. ``logits[:, :-1]``) are copied once, in their own dtype, by reshape.
 Second derivatives are not supported.
 
+On a CUDA GPU, where Triton imports, the default is neither: the fused kernels of
+:mod:`dapo.algo.logprobs_triton` read each row once forward and once backward, from the (B, T, V)
+logits as they lie (``fused=False`` or a ``chunk_size`` takes the chunked path; float64 always does).
+
 Chunk size: 4096 rows on accelerators. On CPU, as many rows as fit a 16 MiB float32 buffer (131
 rows at V = 32k, 27 at V = 152k): a chunk that stays in the caches and below glibc's mmap
 threshold (32 MiB) is reused rather than page-faulted in afresh: forward and backward 2.3-2.7x
@@ -33,6 +37,7 @@ faster than 4096-row chunks at both vocabularies on a 2-core VM (benchmarks/benc
 from __future__ import annotations
 
 import functools
+import warnings
 from types import ModuleType
 from typing import Any
 
@@ -81,11 +86,29 @@ def _fused_kernels() -> ModuleType | None:
     return logprobs_triton
 
 
+@functools.cache
+def _fused_kernels_launch(device: torch.device) -> bool:
+    """Whether the fused kernels compile and run on ``device``: Triton builds its launcher with
+    the system's C compiler at the first launch, not at import, which a machine without one
+    fails. Where they do not, a warning (once per device) and the chunked torch path."""
+    try:
+        zeros = torch.zeros(1, 1, 8, device=device)
+        _fused_kernels().forward(zeros, torch.zeros(1, dtype=torch.long, device=device), 1.0)
+    except Exception as error:  # whatever the toolchain raises: the torch path computes the same
+        detail = (str(error).strip().splitlines() or [""])[0][:300]
+        warnings.warn(f"the fused GPU log-prob kernels (dapo.algo.logprobs_triton) failed to launch on {device} "
+                      f"({type(error).__name__}: {detail}): the chunked torch path computes the log-probs instead "
+                      "(trainer.fused_logprobs=false skips the attempt)", stacklevel=2)
+        return False
+    return True
+
+
 def _rows_and_logits(logits: Tensor, chunk_size: int | None, fused: bool) -> tuple[int, Tensor]:
     """What the autograd functions take: FUSED and the (B, T, V) logits where the fused kernels
     run, were not declined (``fused``) and no chunk size was asked for; else the rows per chunk
     (:func:`_chunk_rows`) and the logits as (B * T, V) rows."""
-    if fused and chunk_size is None and logits.is_cuda and (kernels := _fused_kernels()) and kernels.available(logits):
+    if (fused and chunk_size is None and logits.is_cuda and (kernels := _fused_kernels())
+            and kernels.available(logits) and _fused_kernels_launch(logits.device)):
         return FUSED, logits
     return _chunk_rows(logits, chunk_size), logits.reshape(-1, logits.shape[-1])
 
@@ -107,7 +130,7 @@ class _TokenLogProbs(torch.autograd.Function):
         ctx.temperature, ctx.chunk_size = temperature, chunk_size
         ctx.fused = chunk_size == FUSED
         if ctx.fused:
-            logprobs, entropy, logsumexp = _fused_kernels().forward(logits, labels, temperature)
+            logprobs, _, logsumexp = _fused_kernels().forward(logits, labels, temperature)
             ctx.save_for_backward(logits, labels, logsumexp)
             return logprobs
         dtype = _compute_dtype(logits)

@@ -18,12 +18,15 @@ Backward, one pass writing the gradient in the logits' dtype (the module doc of 
 
     d/dz_v = (g_lp (1[v = y] - pi_v) - g_H pi_v (log pi_v + H)) / tau
 
-A probability that underflows to 0 (a -inf logit) contributes 0 to H and its gradient, as in the
-torch path. Each row is summed in one fixed order, so results are deterministic (bit-identical
+A probability that underflows to 0 (a -inf logit) contributes 0 to H and its gradient, and a row
+with a NaN logit is NaN, as in the torch path (a +inf logit gives NaN log-probs here, -inf there:
+non-finite either way, and the update skips a non-finite loss). Each row is summed in one fixed order, so results are deterministic (bit-identical
 resume). They differ from the torch path in the last bits of float32 (another summation order).
 """
 
 # (no `from __future__ import annotations`: Triton reads the kernels' tl.constexpr annotations)
+import contextlib
+
 import torch
 import triton
 import triton.language as tl
@@ -47,10 +50,12 @@ def _forward_kernel(logits_ptr, labels_ptr, logprobs_ptr, entropy_ptr, lse_ptr, 
     running_max = tl.full([], float("-inf"), tl.float32)
     sum_exp = tl.zeros([], tl.float32)
     sum_exp_x = tl.zeros([], tl.float32)
+    nans = tl.zeros([], tl.int32)  # NaN logits: tl.max and the weights below would pass over them
     for start in range(0, vocab, BLOCK_V):
         offsets = start + tl.arange(0, BLOCK_V)
         inside = offsets < vocab
         x = tl.load(row_ptr + offsets, mask=inside, other=float("-inf")).to(tl.float32) * inv_temperature
+        nans += tl.sum((x != x).to(tl.int32), axis=0)
         new_max = tl.maximum(running_max, tl.max(x, axis=0))
         # exp(-inf - -inf) would be NaN while every entry so far is -inf: no mass to rescale then
         rescale = tl.where(running_max == new_max, 1.0, tl.exp(running_max - new_max))
@@ -60,7 +65,8 @@ def _forward_kernel(logits_ptr, labels_ptr, logprobs_ptr, entropy_ptr, lse_ptr, 
         sum_exp_x = (sum_exp_x + shift) * rescale + tl.sum(tl.where(weights > 0, weights * (x - new_max), 0.0), axis=0)
         sum_exp = sum_exp * rescale + tl.sum(weights, axis=0)
         running_max = new_max
-    log_sum_exp = tl.log(sum_exp)
+    # a row with a NaN logit is NaN throughout, as the torch path's (its backward then too)
+    log_sum_exp = tl.where(nans > 0, float("nan"), tl.log(sum_exp))
     label = tl.load(labels_ptr + row)
     label_x = tl.load(row_ptr + label).to(tl.float32) * inv_temperature
     tl.store(lse_ptr + row, running_max + log_sum_exp)
@@ -94,6 +100,13 @@ def _backward_kernel(logits_ptr, labels_ptr, lse_ptr, entropy_ptr, grad_logprobs
                  mask=inside)
 
 
+def _current(device: torch.device) -> contextlib.AbstractContextManager:
+    """``device`` made the current CUDA device while a kernel launches: Triton launches on the
+    current device, not the tensors' (trainer.device=cuda:1 in one process). (Triton's interpreter
+    runs CPU tensors in tests.)"""
+    return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
+
+
 def forward(logits: Tensor, labels: Tensor, temperature: float) -> tuple[Tensor, Tensor, Tensor]:
     """Log-probs at ``labels`` (B * T), entropies and logsumexps (float32, B * T each) of
     ``logits`` (B, T, V) / ``temperature``."""
@@ -101,8 +114,9 @@ def forward(logits: Tensor, labels: Tensor, temperature: float) -> tuple[Tensor,
     logprobs, entropy, lse = (torch.empty(batch * length, dtype=torch.float32, device=logits.device)
                               for _ in range(3))
     if batch * length:
-        _forward_kernel[(batch * length,)](logits, labels, logprobs, entropy, lse, length, logits.stride(0),
-                                           logits.stride(1), vocab, 1.0 / temperature, BLOCK_V=BLOCK)
+        with _current(logits.device):
+            _forward_kernel[(batch * length,)](logits, labels, logprobs, entropy, lse, length, logits.stride(0),
+                                               logits.stride(1), vocab, 1.0 / temperature, BLOCK_V=BLOCK)
     return logprobs, entropy, lse
 
 
@@ -113,10 +127,11 @@ def backward(logits: Tensor, labels: Tensor, lse: Tensor, entropy: Tensor, grad_
     batch, length, vocab = logits.shape
     grad_logits = torch.empty(batch, length, vocab, dtype=logits.dtype, device=logits.device)
     if batch * length:
-        _backward_kernel[(batch * length,)](
-            logits, labels, lse, entropy, lse if grad_logprobs is None else grad_logprobs.contiguous(),
-            lse if grad_entropy is None else grad_entropy.contiguous(), grad_logits, length, logits.stride(0),
-            logits.stride(1), vocab,
-            1.0 / temperature, HAS_GRAD_LP=grad_logprobs is not None, HAS_GRAD_H=grad_entropy is not None,
-            BLOCK_V=BLOCK)
+        with _current(logits.device):
+            _backward_kernel[(batch * length,)](
+                logits, labels, lse, entropy, lse if grad_logprobs is None else grad_logprobs.contiguous(),
+                lse if grad_entropy is None else grad_entropy.contiguous(), grad_logits, length, logits.stride(0),
+                logits.stride(1), vocab,
+                1.0 / temperature, HAS_GRAD_LP=grad_logprobs is not None, HAS_GRAD_H=grad_entropy is not None,
+                BLOCK_V=BLOCK)
     return grad_logits

@@ -169,9 +169,11 @@ def _logit_bytes(cfg: DAPOConfig) -> int:
 
 
 def fused_logprobs(cfg: DAPOConfig) -> bool:
-    """Whether the loss's log-probs run in the fused GPU kernels (trainer.fused_logprobs; not on a
-    CPU, nor for float64 logits), which need no float32 chunk buffers."""
-    return cfg.trainer.fused_logprobs and cfg.trainer.device != "cpu" and _logit_bytes(cfg) < 8
+    """Whether the loss's log-probs run in the fused GPU kernels (trainer.fused_logprobs: CUDA,
+    "auto"'s choice on a GPU machine; not mps or xpu, nor float64 logits), which need no float32
+    chunk buffers."""
+    cuda = cfg.trainer.device == "auto" or cfg.trainer.device.startswith("cuda")
+    return cfg.trainer.fused_logprobs and cuda and _logit_bytes(cfg) < 8
 
 
 def logits_bytes(cfg: DAPOConfig, tokens: int, vocab: int) -> int:

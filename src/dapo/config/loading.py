@@ -14,6 +14,7 @@ import yaml
 
 from dapo.config.coerce import build, coerce, field_type
 from dapo.config.schema import ConfigError, DAPOConfig
+from dapo.config.verl_names import verl_guess
 from dapo.durable import write_atomically
 from dapo.user_code import is_file_location, use_python_path, working_directory_origin
 
@@ -42,8 +43,10 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     """``"trainer.lr=1e-5"`` -> (["trainer", "lr"], 1e-5); the value is parsed as YAML."""
     if text.lstrip()[:1] in ("+", "~"):  # Hydra's +key=value (add), ++key=value (force), ~key (delete)
         key = text.partition("=")[0].strip().lstrip("+~")
+        # a verl key written as verl's scripts do (+reward_model.reward_kwargs...): this project's name for it
+        guess = verl_guess(key, None)
         raise ConfigError(f"override {text!r}: Hydra's + / ++ / ~ prefixes are not read here: {HYDRA_PREFIXES} "
-                          f"({key}=value)")
+                          + (f"(this project's name for {key}: {guess})" if guess else f"({key}=value)"))
     if "=" not in text:
         raise ConfigError(f"override {text!r} is not of the form key=value (e.g. trainer.lr=1e-5)")
     key, raw = text.split("=", 1)

@@ -73,6 +73,38 @@ VERL_NAMES: dict[str, str] = {
     "trainer.max_actor_ckpt_to_keep": "checkpoint.keep_last",
     "trainer.default_local_dir": "output_dir",
     "trainer.project_name": "logging.wandb_project",
+    # the rest of verl's DAPO recipe scripts' keys (recipe/dapo/*.sh) that have an answer here
+    "reward_model.reward_kwargs.overlong_buffer_cfg.enable": "algorithm.overlong_soft_punishment",
+    "reward_model.reward_kwargs.overlong_buffer_cfg.len": "algorithm.overlong_buffer_len",
+    "reward_model.reward_kwargs.overlong_buffer_cfg.penalty_factor": "algorithm.overlong_penalty_factor",
+    "reward_model.reward_kwargs.max_resp_len": "rollout.max_response_length (the overlong shaping reads it there)",
+    "reward_model.reward_manager": ("reward.verifier (math_dapo: verl's DAPO reward manager's scorer) and "
+                                    "algorithm.overlong_soft_punishment"),
+    "algorithm.kl_ctrl.kl_coef": "algorithm.kl_coef (a KL loss term: dapo-rl puts no KL in the reward)",
+    "algorithm.use_kl_in_reward": "algorithm.kl_coef (a KL loss term: dapo-rl puts no KL in the reward)",
+    "trainer.total_epochs": "trainer.total_steps (training steps, not epochs)",
+    "actor_rollout_ref.actor.optim.clip_grad": "trainer.grad_clip",
+    "actor_rollout_ref.actor.optim.lr_decay_style": "trainer.lr_schedule",
+    "actor_rollout_ref.actor.optim.lr_scheduler_type": "trainer.lr_schedule",
+    "actor_rollout_ref.model.lora_rank": "model.lora_rank",
+    "actor_rollout_ref.model.lora_alpha": "model.lora_alpha",
+    "actor_rollout_ref.model.target_modules": "model.lora_target_modules",
+    "actor_rollout_ref.model.use_remove_padding": "trainer.packing",
+    "actor_rollout_ref.rollout.dtype": "rollout.vllm_dtype",
+    "actor_rollout_ref.rollout.free_cache_engine": "rollout.vllm_sleep_between_rollouts",
+    "actor_rollout_ref.rollout.calculate_log_probs": "algorithm.old_logprobs (rollout: the engine's log-probs)",
+    "algorithm.rollout_correction.rollout_is_threshold": "algorithm.tis_cap",
+    "actor_rollout_ref.ref.ulysses_sequence_parallel_size": "trainer.sequence_parallel_size",
+    # verl's micro-batches by count or by a per-GPU token budget: here always a token budget
+    "actor_rollout_ref.actor.use_dynamic_bsz": "trainer.micro_batch_tokens (micro-batches are always token budgets)",
+    "actor_rollout_ref.actor.ppo_micro_batch_size": "trainer.micro_batch_tokens (a token budget, not a count)",
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": "trainer.micro_batch_tokens (a token budget, not a count)",
+    "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu": "trainer.micro_batch_tokens",
+    "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu": "trainer.micro_batch_tokens",
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": "trainer.micro_batch_tokens (a token budget, not a count)",
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": "trainer.micro_batch_tokens (a token budget, not a count)",
+    "data.truncation": "data.overlong_prompts (drop or error: prompts are not truncated)",
+    "trainer.logger": "logging.tensorboard and logging.wandb",
 }
 
 

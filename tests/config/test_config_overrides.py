@@ -291,6 +291,8 @@ def test_a_verl_section_in_a_yaml_file_is_answered_for_each_of_its_keys(tmp_path
     ("algorithm.kl_ctrl.kl_coef=0.0", r"did you mean algorithm.kl_coef \(a KL loss term"),
     ("trainer.total_epochs=1", r"did you mean trainer.total_steps \(training steps, not epochs\)"),
     ("actor_rollout_ref.model.use_remove_padding=true", r"did you mean trainer.packing"),
+    ("+actor_rollout_ref.model.override_config.attention_dropout=0.",
+     r"override_config.attention_dropout: model.disable_dropout \(true by default\)"),
 ])
 def test_verl_recipe_keys_are_answered_with_this_projects_names(verl_override: str, ours: str):
     with pytest.raises(ConfigError, match=ours):

@@ -104,6 +104,9 @@ VERL_NAMES: dict[str, str] = {
     "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": "trainer.micro_batch_tokens (a token budget, not a count)",
     "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": "trainer.micro_batch_tokens (a token budget, not a count)",
     "data.truncation": "data.overlong_prompts (drop or error: prompts are not truncated)",
+    # verl's scripts zero the model's dropout through its config; here one switch (on by default)
+    **{f"actor_rollout_ref.model.override_config.{name}": "model.disable_dropout (true by default)"
+       for name in ("attention_dropout", "hidden_dropout", "embd_pdrop", "resid_pdrop", "attn_pdrop")},
     "trainer.logger": "logging.tensorboard and logging.wandb",
 }
 

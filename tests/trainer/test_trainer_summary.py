@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from dapo.trainer.loop import TrainSummary
 from dapo.trainer.summary import print_summary
 
@@ -114,3 +116,12 @@ def test_a_run_without_maj_at_k_says_why(capsys, tmp_path):
     votes = TrainSummary(2, {"eval/avg@4": 0.2, "eval/maj@4": 0.3}, {"eval/avg@4": 0.5, "eval/maj@4": 0.6},
                          str(tmp_path), 9.0, updates=2)
     assert "no maj@k" not in title(capsys, votes)
+
+
+def test_a_data_source_named_reward_counts_its_problems_as_a_count(capsys, tmp_path):
+    """Per-source metrics of a data_source named "reward" share eval/reward/ with a user reward's
+    (eval/reward/<function>/<key>, printed to 3 decimals): its num_problems printed as 200.000."""
+    after = {"eval/avg@4": 0.5, "eval/reward/num_problems": 200.0, "eval/reward/parity/score": 0.25}
+    out = title(capsys, TrainSummary(2, {}, after, str(tmp_path), 9.0, updates=2))
+    assert re.search(r"eval/reward/num_problems │ - │ 200\.0 │", out) and "200.000" not in out
+    assert re.search(r"eval/reward/parity/score │ - │ 0\.250 │", out)

@@ -62,7 +62,8 @@ def print_summary(summary: TrainSummary) -> None:
         # named "curated" or "aime@24" must not print its num_problems as a percentage
         metric = key.rsplit("/", 1)[-1]
         fmt = ("{:.1%}" if "@" in metric or metric.endswith("_rate")
-               else "{:.3f}" if metric == "score_mean" or key.startswith("eval/reward/") else "{:.1f}")  # rewards: -1..1
+               else "{:.3f}" if metric == "score_mean" or (key.startswith("eval/reward/") and metric != "num_problems")
+               else "{:.1f}")  # rewards: -1..1; (a data_source named "reward" has eval/reward/num_problems)
         table.add_row(key, fmt.format(before[key]) if before and key in before else "-",
                       fmt.format(after[key]) if key in after else "-")
     Console().print(table)

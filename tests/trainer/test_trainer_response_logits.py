@@ -43,7 +43,7 @@ def test_mismatch_counts_only_responses_sampled_this_step_and_pg_loss_excludes_t
 def test_the_entropy_and_mismatch_sums_ignore_whatever_padding_holds():
     """A model that masks its pad token gives it a -inf log-prob at padding positions: masking by
     a product (-inf * 0) made the step's entropy and rollout/trainer mismatch NaN."""
-    from dapo.trainer.response_logits import add_diagnostics
+    from dapo.trainer.response_logits import add_diagnostics, response_entropy
     from dapo.trainer.update_stats import LogprobPass
 
     logits = torch.zeros(2, 3, 5)
@@ -53,7 +53,7 @@ def test_the_entropy_and_mismatch_sums_ignore_whatever_padding_holds():
                "sampled_this_step": torch.tensor([True, True]),
                "rollout_logprobs": torch.tensor([[-1.0, -2.0, -1.0], [-1.5, 0.0, 0.0]])}
     sums = LogprobPass()
-    add_diagnostics(logits, logprobs, tensors, sums, temperature=1.0)
+    add_diagnostics(logprobs, response_entropy(logits, tensors, 1.0), tensors, sums)
     log5 = torch.log(torch.tensor(5.0)).item()  # uniform logits: entropy log 5 at each of the 4 tokens
     assert sums.tokens == 4 and sums.entropy_sum == pytest.approx(4 * log5)
     assert sums.mismatch_tokens == 4 and sums.mismatch_abs_sum == pytest.approx(0.5 + 0.5)

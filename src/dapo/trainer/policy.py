@@ -167,8 +167,10 @@ class PolicyWorker(PolicyCheckpointing):
                     continue
                 tensors = self._collate(micro)
                 logits = self._response_logits(model, tensors)
-                logprobs = self._logprobs(logits, tensors)
-                add_diagnostics(logits, logprobs, tensors, result, self.temperature, fused=self.cfg.fused_logprobs)
+                # the entropy the diagnostics sum comes from the same pass over the logits
+                logprobs, entropy = response_logprobs_and_entropy(logits, tensors, self.temperature,
+                                                                  self.cfg.fused_logprobs)
+                add_diagnostics(logprobs, entropy, tensors, result)
                 if self.sequence is not None:  # each rank's chunk (zeros elsewhere): the group's sum is whole
                     dist.all_reduce(logprobs, group=self.sequence.group)
                 mask = within_lengths(tensors["response_lengths"], logprobs.shape[1])  # each row's first len(response)
@@ -338,7 +340,9 @@ class PolicyWorker(PolicyCheckpointing):
         """(the loss to minimise, its policy-gradient part)."""
         tensors = self._collate(micro)
         logits = self._response_logits(self.model, tensors)
-        if self.algo.entropy_coef != 0:  # one backward through the logits for both
+        if self.algo.entropy_coef != 0 or stats.diagnostics is not None:
+            # one pass over the logits for both (and one backward, for an entropy bonus); without a
+            # bonus, nothing flows back through the entropy and the backward is the log-probs' alone
             logprobs, entropy = response_logprobs_and_entropy(logits, tensors, self.temperature, self.cfg.fused_logprobs)
         else:
             logprobs, entropy = self._logprobs(logits, tensors), None
@@ -347,8 +351,7 @@ class PolicyWorker(PolicyCheckpointing):
             given = tensors["has_old_logprobs"].to(logprobs.device)[:, None]
             tensors["old_logprobs"] = torch.where(given, tensors["old_logprobs"], logprobs.detach())
         if stats.diagnostics is not None:
-            add_diagnostics(logits, logprobs, tensors, stats.diagnostics, self.temperature, entropy,
-                            self.cfg.fused_logprobs)
+            add_diagnostics(logprobs, entropy, tensors, stats.diagnostics)
         weights = None
         if self.algo.tis_cap is not None:
             weights = tis_weights(tensors["old_logprobs"], tensors["rollout_logprobs"], self.algo.tis_cap)
@@ -369,7 +372,7 @@ class PolicyWorker(PolicyCheckpointing):
         )
         pg_loss = loss
         agg = {"num_tokens": num_tokens, "num_seqs": num_seqs, "norm_const": self.norm_const}
-        if entropy is not None:
+        if self.algo.entropy_coef != 0:
             loss = loss - self.algo.entropy_coef * aggregate_loss(entropy, mask, self.algo.loss_agg_mode, **agg)
         if self._kl_penalty:  # so do empty micro-batches (_empty_loss)
             kl = kl_penalty(logprobs, self._ref_logprobs(tensors), self.algo.kl_estimator, mask)

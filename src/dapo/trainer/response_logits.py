@@ -80,18 +80,16 @@ def padded(per_token: torch.Tensor, tensors: dict[str, torch.Tensor]) -> torch.T
 
 
 @torch.no_grad()
-def add_diagnostics(logits: torch.Tensor, logprobs: torch.Tensor, tensors: dict, into: LogprobPass,
-                    temperature: float, entropy: torch.Tensor | None = None, fused: bool = True) -> None:
+def add_diagnostics(logprobs: torch.Tensor, entropy: torch.Tensor, tensors: dict, into: LogprobPass) -> None:
     """Add entropy sums over the loss's tokens (overlong-filtered responses left out, as the
     loss and its entropy bonus leave them), and rollout/trainer mismatch sums over every token
-    of the responses sampled this step (filtered or not: the engine sampled them all)."""
+    of the responses sampled this step (filtered or not: the engine sampled them all). The
+    entropy is the log-probs' pass's own (:func:`response_logprobs_and_entropy`: no second pass
+    over the logits)."""
     mask = within_lengths(tensors["response_lengths"], logprobs.shape[1])
     if "sequence_chunk_mask" in tensors:  # a sequence-parallel rank sums its chunk's tokens alone
         mask = mask & tensors["sequence_chunk_mask"]
     in_loss = tensors["response_mask"] > 0  # (zero past each response's length)
-    # (the loss's own, where an entropy bonus computed it: not a second pass over the logits)
-    if entropy is None:
-        entropy = response_entropy(logits.detach(), tensors, temperature, fused)
     entropy = entropy.detach()
     mask = mask & tensors["sampled_this_step"].to(mask.device)[:, None]
     # log(pi_old_trainer / pi_rollout) per token: the engine/trainer mismatch; masked by where, not

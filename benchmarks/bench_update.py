@@ -27,8 +27,9 @@ default), ``packed`` rows padding-free ones (``trainer.packing=true``), ``shared
 forward each group's prompt once (``trainer.shared_prompt=true``) through Hugging Face's forward
 (``trainer.forward=hf``), ``native`` rows the same layout through dapo-rl's own forward
 (``trainer.forward=native``, the embedded default's on CPU: no padding outside attention; its RMSNorm,
-SwiGLU, RoPE and attention as fused C kernels on an x86 CPU with AVX-512, the header says whether they ran),
-``native_torch_ops`` rows that forward on torch's ops (``trainer.native_cpu_kernels=false``). Tokens/s
+SwiGLU, RoPE and attention as fused C kernels on an x86 CPU with AVX-512, the header says whether they ran;
+on CUDA its RMSNorm, SwiGLU and RoPE as fused Triton kernels), ``native_torch_ops`` rows that forward on
+torch's ops (``trainer.native_cpu_kernels=false``, ``trainer.native_gpu_kernels=false``). Tokens/s
 counts the real prompt+response tokens of the samples trained in every layout (the same work);
 model FLOPs count what the layout computes: a ``shared_prompt`` or ``native`` row each group's
 prompt once and no padding (a lower bound for ``shared_prompt``, whose layers also compute the
@@ -52,7 +53,7 @@ from dapo.trainer.fused_cpu_ops import fused_cpu_ops
 from dapo.trainer.policy import PolicyWorker
 
 # native: the shared-prompt layout, dapo-rl's forward (with its fused CPU kernels where they run);
-# native_torch_ops: the same forward on torch's ops (trainer.native_cpu_kernels=false)
+# native_torch_ops: the same forward on torch's ops (trainer.native_cpu_kernels=false, native_gpu_kernels=false)
 LAYOUTS = ("padded", "packed", "shared_prompt", "native", "native_torch_ops")
 SHARED_PROMPT = ("shared_prompt", "native", "native_torch_ops")
 
@@ -170,7 +171,8 @@ def build_worker(shape: Shape, precision: str, layout: str, device: torch.device
                             micro_batch_tokens=shape.micro_batch_tokens,
                             device=str(device), packing=layout == "packed", shared_prompt=layout in SHARED_PROMPT,
                             forward="native" if layout.startswith("native") else "hf",
-                            native_cpu_kernels=layout != "native_torch_ops")
+                            native_cpu_kernels=layout != "native_torch_ops",
+                            native_gpu_kernels=layout != "native_torch_ops")
     return PolicyWorker(build_model(shape, device), AlgorithmConfig(), trainer, pad_token_id=0, temperature=1.0,
                         total_steps=10, norm_const=float(shape.response_tokens[1]))
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The checks only a GPU can run, in one go, six log files into OUT_DIR (default gpu-check/):
-#   1. the accelerator tests (tests/*/test_*_accelerator.py: fused log-probs, native engine, update,
+#   1. the accelerator tests (tests/*/test_*_accelerator.py: fused log-probs and layer kernels, native engine, update,
 #      loop, resume);
 #   2. the embedded default (`dapo train`) on the GPU: its held-out avg@4 and timings;
 #   3. benchmarks/bench_gpu.py (generation, update MFU, DAPO step) at a size that takes minutes.
@@ -28,7 +28,7 @@ run() {  # run NAME SECONDS COMMAND...: its output in $out/NAME.log, its time an
 }
 run tests "${TESTS_SECONDS:-240}" python3 -m pytest -q -rfE -p no:cacheprovider \
   tests/algo/test_algo_logprobs_accelerator.py tests/rollout/test_rollout_accelerator.py \
-  tests/trainer/test_trainer_accelerator.py
+  tests/trainer/test_trainer_accelerator.py tests/trainer/test_trainer_layer_kernels_accelerator.py
 tail -n 30 "$out/tests.log"
 run_dir=$(mktemp -d)/default  # (checkpoints and TensorBoard stay there; the metrics come along)
 run default "${DEFAULT_SECONDS:-240}" python3 -m dapo.cli.main train trainer.device=cuda \

@@ -102,7 +102,7 @@ def _backward_kernel(logits_ptr, labels_ptr, lse_ptr, entropy_ptr, grad_logprobs
                  mask=inside)
 
 
-def _current(device: torch.device) -> contextlib.AbstractContextManager:
+def launching_on(device: torch.device) -> contextlib.AbstractContextManager:
     """``device`` made the current CUDA device while a kernel launches: Triton launches on the
     current device, not the tensors' (trainer.device=cuda:1 in one process). (Triton's interpreter
     runs CPU tensors in tests.)"""
@@ -116,7 +116,7 @@ def forward(logits: Tensor, labels: Tensor, temperature: float) -> tuple[Tensor,
     logprobs, entropy, lse = (torch.empty(batch * length, dtype=torch.float32, device=logits.device)
                               for _ in range(3))
     if batch * length:
-        with _current(logits.device):
+        with launching_on(logits.device):
             _forward_kernel[(batch * length,)](logits, labels, logprobs, entropy, lse, length, logits.stride(0),
                                                logits.stride(1), vocab, 1.0 / temperature, BLOCK_V=BLOCK)
     return logprobs, entropy, lse
@@ -129,7 +129,7 @@ def backward(logits: Tensor, labels: Tensor, lse: Tensor, entropy: Tensor, grad_
     batch, length, vocab = logits.shape
     grad_logits = torch.empty(batch, length, vocab, dtype=logits.dtype, device=logits.device)
     if batch * length:
-        with _current(logits.device):
+        with launching_on(logits.device):
             _backward_kernel[(batch * length,)](
                 logits, labels, lse, entropy, lse if grad_logprobs is None else grad_logprobs.contiguous(),
                 lse if grad_entropy is None else grad_entropy.contiguous(), grad_logits, length, logits.stride(0),

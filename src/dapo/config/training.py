@@ -255,6 +255,11 @@ class TrainerConfig:
     # same logits to float32 rounding, a bf16 value at most a rounding away (attention: float32
     # throughout, nearer float64 than torch's bf16 eager). Where they cannot run, torch's ops, as with false.
     native_cpu_kernels: bool = True
+    # dapo-rl's forward (above) on a CUDA GPU: RMSNorm, SwiGLU and RoPE each as one fused Triton
+    # kernel forward and one backward (dapo.trainer.fused_gpu_ops), attention torch's. Hugging
+    # Face's eager formulas and roundings in float32 arithmetic: bf16 values to a rounding of
+    # eager's, float32 ones to float32 rounding; float64 always takes torch's ops. false: torch's ops.
+    native_gpu_kernels: bool = True
     # The loss's token log-probs and entropies on a CUDA GPU in fused Triton kernels
     # (dapo.algo.logprobs_triton: each row of logits read once forward and once backward, float32
     # accumulation, no float32 chunk buffers): on an H200 10.9x the chunked torch path, a 0.5B

@@ -16,6 +16,8 @@ VERL_NAMES: dict[str, str] = {
     "actor_rollout_ref.model.enable_gradient_checkpointing": "model.gradient_checkpointing",
     # verl's fuses the output layer with the log-probs; dapo-rl's fuses the log-probs and entropy
     "actor_rollout_ref.model.use_fused_kernels": "trainer.fused_logprobs",
+    # Liger's Triton RMSNorm/SwiGLU/RoPE in Hugging Face's forward; dapo-rl's own in its forward
+    "actor_rollout_ref.model.use_liger": "trainer.native_gpu_kernels",
     "actor_rollout_ref.actor.optim.lr": "trainer.lr",
     "actor_rollout_ref.actor.optim.weight_decay": "trainer.weight_decay",
     "actor_rollout_ref.actor.optim.lr_warmup_steps": "trainer.warmup_steps",
@@ -128,6 +130,7 @@ TRL_NAMES: dict[str, str] = {
     "lr_scheduler_type": "trainer.lr_schedule",
     "bf16": "trainer.autocast",
     "use_vllm": "rollout.engine",
+    "use_liger_kernel": "trainer.native_gpu_kernels (dapo-rl's own Triton RMSNorm, SwiGLU and RoPE; on by default)",
     "vllm_gpu_memory_utilization": "rollout.vllm_gpu_memory_utilization",
     "mask_truncated_completions": "algorithm.overlong_filtering",
     "reward_weights": "reward.functions",

@@ -46,13 +46,15 @@ from dapo.trainer.fused_cpu_attention import (
 
 # the norms whose formula the kernel computes, with the forward it stands in for (a forward
 # replaced since, as a test's float64 norm, is called instead)
-_NORM_FORWARDS = {cls: cls.forward for cls in (LlamaRMSNorm, Qwen2RMSNorm, MistralRMSNorm)}
-_SILU_FORWARDS = {cls: cls.forward for cls in (nn.SiLU, SiLUActivation)}
+NORM_FORWARDS = {cls: cls.forward for cls in (LlamaRMSNorm, Qwen2RMSNorm, MistralRMSNorm)}
+SILU_FORWARDS = {cls: cls.forward for cls in (nn.SiLU, SiLUActivation)}
 _FLOAT = (torch.float32, torch.bfloat16)
 
 
 class FusedCpuOps:
     """The training kernels, bound from the loaded CPU kernel library."""
+
+    attends_packed = True  # attention on the packed tokens (fused_cpu_attention), not the grids
 
     def __init__(self, library: ctypes.CDLL) -> None:
         pointer, size, flag, real = ctypes.c_void_p, ctypes.c_long, ctypes.c_int, ctypes.c_float
@@ -80,7 +82,7 @@ class FusedCpuOps:
     def rms_norm(self, norm: nn.Module, hidden: torch.Tensor) -> torch.Tensor:
         """``norm(hidden)`` for float32 (N, n) ``hidden``, in bf16 under bf16 autocast (the dtype the
         next matmul casts it to) or float32; the module itself where the kernel does not compute it."""
-        if (_NORM_FORWARDS.get(type(norm)) is not type(norm).forward or skipped_hooks(norm) or hidden.dim() != 2
+        if (NORM_FORWARDS.get(type(norm)) is not type(norm).forward or skipped_hooks(norm) or hidden.dim() != 2
                 or hidden.dtype != torch.float32 or norm.weight.dtype != torch.float32):
             return norm(hidden)
         bf16 = torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
@@ -88,7 +90,7 @@ class FusedCpuOps:
 
     def swiglu(self, act_fn: nn.Module, gate_up: torch.Tensor) -> torch.Tensor:
         """``act_fn(gate) * up`` for (N, 2I) ``gate_up`` (gate the first half), the kernel's for SiLU."""
-        if _SILU_FORWARDS.get(type(act_fn)) is not type(act_fn).forward or skipped_hooks(act_fn) or gate_up.dtype not in _FLOAT:
+        if SILU_FORWARDS.get(type(act_fn)) is not type(act_fn).forward or skipped_hooks(act_fn) or gate_up.dtype not in _FLOAT:
             gate, up = gate_up.chunk(2, dim=-1)
             return act_fn(gate) * up
         return _SwiGLU.apply(gate_up, self)

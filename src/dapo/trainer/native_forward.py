@@ -17,7 +17,8 @@ layout's two calls in one layer) runs on the packed tokens too where the fused C
 (:mod:`dapo.trainer.fused_cpu_attention`); elsewhere on the grids: each layer scatters its rotated
 queries, keys and values into the padded prompt and continuation grids, attends there and gathers
 the real positions back. Autograd differentiates it all (the fused CPU kernels with their own
-backward: :mod:`dapo.trainer.fused_cpu_ops`).
+backward: :mod:`dapo.trainer.fused_cpu_ops`; on CUDA, RMSNorm, SwiGLU and RoPE as fused Triton
+kernels with theirs: :mod:`dapo.trainer.fused_gpu_ops`).
 
 Attention follows the model's attn_implementation: eager is Hugging Face's eager arithmetic in the
 same precision (autocast casts the same matmul inputs; the norms, the activation, the rotary
@@ -53,7 +54,10 @@ from dapo.rollout.llama_support import architecture_reason, global_hooks, skippe
 from dapo.rollout.projections import fused
 from dapo.trainer.fused_cpu_attention import AttentionSegments, attention_segments
 from dapo.trainer.fused_cpu_ops import FusedCpuOps, fused_cpu_ops
+from dapo.trainer.fused_gpu_ops import FusedGpuOps, fused_gpu_ops
 from dapo.trainer.shared_prompt import checkpointing
+
+Ops = FusedCpuOps | FusedGpuOps | None  # the fused kernels the forward runs, if any
 
 
 def native_forward_reason(model: nn.Module) -> str | None:
@@ -103,7 +107,7 @@ def _forward_replaced(module: nn.Module, forward: Callable) -> Iterator[None]:
 
 
 def _call_layer(layer: nn.Module, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                grids: _Grids, ops: FusedCpuOps | None) -> torch.Tensor:
+                grids: _Grids, ops: Ops) -> torch.Tensor:
     """One layer through its FSDP2 unit, or as a function of its weights where it is not one."""
     if not isinstance(layer, FSDPModule):
         return _layer_forward(layer, hidden, cos, sin, grids, ops)
@@ -112,28 +116,31 @@ def _call_layer(layer: nn.Module, hidden: torch.Tensor, cos: torch.Tensor, sin: 
 
 
 def native_shared_prompt_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor],
-                                cpu_kernels: bool = False) -> torch.Tensor:
+                                cpu_kernels: bool = False, gpu_kernels: bool = False) -> torch.Tensor:
     """(B, R, V) logits that predict each response token (zeros past a response's length), from
     the shared-prompt layout's tensors: :func:`dapo.trainer.shared_prompt.shared_prompt_logits`'s.
     Attention as the model's attn_implementation asks: eager (scores materialised, Hugging Face's
     eager arithmetic) or, for any other, torch's scaled_dot_product_attention. ``cpu_kernels``:
     RMSNorm, SwiGLU, RoPE and attention (for either implementation, on the packed tokens) as fused
     kernels where they run (:mod:`dapo.trainer.fused_cpu_ops`; the same logits to float32 rounding,
-    not bit for bit)."""
+    not bit for bit); ``gpu_kernels``: RMSNorm, SwiGLU and RoPE in Triton kernels on CUDA
+    (:mod:`dapo.trainer.fused_gpu_ops`; to a bf16 rounding of eager's, float32's to its rounding)."""
     if reason := native_forward_reason(model):  # under a millisecond; without it, wrong logits, not an error
         raise ValueError(f"dapo-rl's training forward does not compute this model: {reason}")
     if not isinstance(model, FSDPModule):
-        logits = _logits(model, tensors, cpu_kernels)
+        logits = _logits(model, tensors, cpu_kernels, gpu_kernels)
     else:
         # an FSDP2-sharded policy: through its root unit's hooks (the embedding, final norm and output
         # layer gathered, then reduce-scattered in backward), each layer through its own (_call_layer)
-        with _forward_replaced(model, functools.partial(_logits, model, cpu_kernels=cpu_kernels)):
+        with _forward_replaced(model, functools.partial(_logits, model, cpu_kernels=cpu_kernels,
+                                                        gpu_kernels=gpu_kernels)):
             logits = model(tensors)
     # viewed outside the unit: FSDP2's backward hook on a unit's output is lost to an in-place op on a view
     return logits.view(*tensors["responses"].shape, -1)
 
 
-def _logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor], cpu_kernels: bool) -> torch.Tensor:
+def _logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor], cpu_kernels: bool,
+            gpu_kernels: bool) -> torch.Tensor:
     """(B * R, V) logits, zeros past each response's length."""
     decoder = model.model
     config = model.config
@@ -146,8 +153,8 @@ def _logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor], cpu_kernel
                            tensors["continuation_position_ids"].flatten()[grids.continuation_slots]])
     hidden = decoder.embed_tokens(tokens)  # (N, hidden): every real token once
     cos, sin = _rope_tables(decoder.rotary_emb, hidden, positions)
-    ops = fused_cpu_ops(hidden) if cpu_kernels else None
-    if ops is not None and not grids.window_reached():  # attention on the packed tokens, where the kernel applies
+    ops: Ops = (fused_cpu_ops(hidden) if cpu_kernels else None) or (fused_gpu_ops(hidden) if gpu_kernels else None)
+    if ops is not None and ops.attends_packed and not grids.window_reached():  # attention on the packed tokens, where the kernel applies
         grids.attend_packed()  # (it has no window: a Mistral whose window no sequence reaches is causal)
     recompute = model.training and checkpointing(model)
     for layer in decoder.layers:
@@ -280,12 +287,12 @@ def _rope_tables(rotary_emb: nn.Module, hidden: torch.Tensor, positions: torch.T
     return cos[0, :, None], torch.cat([-sin[0, :, :half], sin[0, :, half:]], dim=-1)[:, None]
 
 
-def _norm(norm: nn.Module, hidden: torch.Tensor, ops: FusedCpuOps | None) -> torch.Tensor:
+def _norm(norm: nn.Module, hidden: torch.Tensor, ops: Ops) -> torch.Tensor:
     return norm(hidden) if ops is None else ops.rms_norm(norm, hidden)
 
 
 def _layer_forward(layer: nn.Module, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                   grids: _Grids, ops: FusedCpuOps | None) -> torch.Tensor:
+                   grids: _Grids, ops: Ops) -> torch.Tensor:
     attn, mlp = layer.self_attn, layer.mlp
     qkv = F.linear(_norm(layer.input_layernorm, hidden, ops), *fused([attn.q_proj, attn.k_proj, attn.v_proj]))
     head_dim = attn.head_dim

@@ -139,7 +139,7 @@ class PolicyWorker(PolicyCheckpointing):
         dapo-rl's own shared-prompt forward where it computes ``model``."""
         with self._autocast():
             return response_logits(model, tensors, self.native_ref if model is self.ref_model else self.native_policy,
-                                   self.sequence, cpu_kernels=self.cfg.native_cpu_kernels)
+                                   self.sequence, self.cfg.native_cpu_kernels, self.cfg.native_gpu_kernels)
 
     def _logprobs(self, logits: torch.Tensor, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
         return response_logprobs(logits, tensors, self.temperature, self.cfg.fused_logprobs)

@@ -23,14 +23,16 @@ from dapo.trainer.update_stats import LogprobPass
 
 
 def response_logits(model: PreTrainedModel, tensors: dict[str, torch.Tensor], native: bool,
-                    sequence: SequenceGroup | None = None, cpu_kernels: bool = False) -> torch.Tensor:
+                    sequence: SequenceGroup | None = None, cpu_kernels: bool = False,
+                    gpu_kernels: bool = False) -> torch.Tensor:
     """Logits that predict each response token of a collated micro-batch (layout above);
     ``native``: the shared-prompt layout runs dapo-rl's own forward (trainer.forward), with its
-    fused CPU kernels where ``cpu_kernels`` (trainer.native_cpu_kernels);
+    fused CPU kernels where ``cpu_kernels`` (trainer.native_cpu_kernels), its fused GPU ones
+    where ``gpu_kernels`` (trainer.native_gpu_kernels);
     ``sequence``: a packed row's chunk, this rank's of its sequence-parallel group."""
     if "prompt_input_ids" in tensors:
         if native:
-            return native_shared_prompt_logits(model, tensors, cpu_kernels=cpu_kernels)
+            return native_shared_prompt_logits(model, tensors, cpu_kernels, gpu_kernels)
         return shared_prompt_logits(model, tensors)
     if "packed_input_ids" in tensors:
         return packed_logits(model, tensors, sequence)

@@ -7,7 +7,7 @@ and its backward against float64, at
 widths and head counts that are not powers of two, RoPE on a strided view of the fused QKV
 output; and dapo-rl's training forward with them against the same forward on torch's ops
 (float32) and against float64 (bf16 weights, bf16 autocast). Skipped where Triton is not
-installed (a GPU run also checks them: tests/trainer/test_trainer_accelerator.py)."""
+installed (a GPU run also checks them: tests/trainer/test_trainer_layer_kernels_accelerator.py)."""
 
 from __future__ import annotations
 
@@ -40,6 +40,8 @@ CHECK = textwrap.dedent("""
     from dapo.trainer.fused_gpu_ops import FusedGpuOps
     from tests.trainer.test_trainer_shared_prompt import make_group_samples
 
+    from dapo.trainer.fused_gpu_ops import _launches
+    assert _launches(torch.device("cpu"))  # the probe runs each kernel once, forward and backward
     ops = FusedGpuOps(layer_kernels_triton)
     # a rounding's relative error at most: half a spacing in float32; a whole one in bf16, which the
     # interpreter truncates to
@@ -98,6 +100,13 @@ CHECK = textwrap.dedent("""
             error = (got.double() - expected).abs() - 4 * ROUNDING[dtype] * expected.abs()
             assert error.max() <= 1e-6 * expected.abs().max(), ("swiglu grad", dtype, width)
             checked += 1
+    odd = torch.randn(3, 7)  # not gate and up halves: torch's ops, which say so
+    try:
+        ops.swiglu(nn.SiLU(), odd)
+    except RuntimeError as error:
+        assert "size of tensor" in str(error), error
+    else:
+        raise AssertionError("an odd width reached the kernel")
 
     # RoPE on the query and key heads of a fused QKV output (rows at its stride), d not a power of two
     for dtype, table_dtype in ((torch.float32, torch.float32), (torch.bfloat16, torch.float32),

@@ -49,7 +49,7 @@ class FusedGpuOps:
     def swiglu(self, act_fn: nn.Module, gate_up: torch.Tensor) -> torch.Tensor:
         """``act_fn(gate) * up`` for (N, 2I) ``gate_up`` (gate the first half), the kernel's for SiLU."""
         if (SILU_FORWARDS.get(type(act_fn)) is not type(act_fn).forward or skipped_hooks(act_fn)
-                or gate_up.dtype not in _HALF_OR_SINGLE or gate_up.dim() != 2):
+                or gate_up.dtype not in _HALF_OR_SINGLE or gate_up.dim() != 2 or gate_up.shape[1] % 2):
             gate, up = gate_up.chunk(2, dim=-1)
             return act_fn(gate) * up
         return _SwiGLU.apply(gate_up, self.kernels)
@@ -73,7 +73,8 @@ class FusedGpuOps:
 
 def fused_gpu_ops(hidden: torch.Tensor) -> FusedGpuOps | None:
     """The kernels, for a forward whose residual stream is ``hidden``: on CUDA, not float64, where
-    Triton imports and its kernels launch (else a warning, once per device, and None)."""
+    Triton imports (a CUDA build of torch brings it) and its kernels launch (where they do not, a
+    warning, once per device); else None."""
     if not hidden.is_cuda or hidden.dtype == torch.float64 or (kernels := _kernels()) is None:
         return None
     return FusedGpuOps(kernels) if _launches(hidden.device) else None
@@ -92,11 +93,19 @@ def _kernels() -> ModuleType | None:
 
 @functools.cache
 def _launches(device: torch.device) -> bool:
-    """Whether the kernels compile and run on ``device`` (Triton builds its launcher with the
-    system's C compiler at the first launch); where they do not, a warning and torch's ops."""
+    """Whether the kernels compile and run on ``device``: Triton builds its launcher with the
+    system's C compiler at the first launch, and compiles each kernel then. Each of the six runs
+    once here, in bf16 at a small size (other dtypes and block sizes compile at their first use,
+    with the same toolchain); where one fails, a warning and torch's ops."""
+    kernels = _kernels()
     try:
-        hidden = torch.ones(1, 8, device=device)
-        _kernels().rms_norm_forward(hidden, torch.ones(8, device=device), 1e-6, torch.float32)
+        ones = torch.ones(2, 16, dtype=torch.bfloat16, device=device)
+        normed, rstd = kernels.rms_norm_forward(ones, ones[0], 1e-6, torch.bfloat16)
+        kernels.rms_norm_backward(normed, ones, ones[0], rstd)
+        kernels.swiglu_backward(kernels.swiglu_forward(ones)[:, :8].contiguous(), ones)
+        tables = ones[:, :8].contiguous()
+        rotated = kernels.rope_forward(ones.view(2, 2, 8), tables, tables, torch.bfloat16)
+        kernels.rope_backward(rotated, tables, tables, torch.bfloat16)
     except Exception as error:  # whatever the toolchain raises: torch's ops compute the same
         detail = (str(error).strip().splitlines() or [""])[0][:300]
         warnings.warn(f"the fused GPU layer kernels (dapo.trainer.layer_kernels_triton) failed to launch on {device} "

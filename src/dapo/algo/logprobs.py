@@ -37,13 +37,14 @@ faster than 4096-row chunks at both vocabularies on a 2-core VM (benchmarks/benc
 from __future__ import annotations
 
 import functools
-import warnings
 from types import ModuleType
 from typing import Any
 
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
+
+from dapo.algo.triton_support import import_kernels, kernels_launch
 
 
 def _compute_dtype(logits: Tensor) -> torch.dtype:
@@ -77,30 +78,22 @@ def _chunk_rows(logits: Tensor, chunk_size: int | None) -> int:
 
 @functools.cache
 def _fused_kernels() -> ModuleType | None:
-    """:mod:`dapo.algo.logprobs_triton`, imported on first use on a GPU (Triton takes about a
-    second to import); None where Triton does not import (a CPU build of torch has none)."""
-    try:
-        from dapo.algo import logprobs_triton
-    except ImportError:
-        return None
-    return logprobs_triton
+    """:mod:`dapo.algo.logprobs_triton`, imported on first use on a GPU; None where Triton does
+    not import (:mod:`dapo.algo.triton_support`)."""
+    return import_kernels("dapo.algo.logprobs_triton")
 
 
 @functools.cache
 def _fused_kernels_launch(device: torch.device) -> bool:
-    """Whether the fused kernels compile and run on ``device``: Triton builds its launcher with
-    the system's C compiler at the first launch, not at import, which a machine without one
-    fails. Where they do not, a warning (once per device) and the chunked torch path."""
-    try:
+    """Whether the fused kernels launch on ``device``; where they do not, a warning (once per
+    device) and the chunked torch path (:mod:`dapo.algo.triton_support`)."""
+
+    def probe() -> None:
         zeros = torch.zeros(1, 1, 8, device=device)
         _fused_kernels().forward(zeros, torch.zeros(1, dtype=torch.long, device=device), 1.0)
-    except Exception as error:  # whatever the toolchain raises: the torch path computes the same
-        detail = (str(error).strip().splitlines() or [""])[0][:300]
-        warnings.warn(f"the fused GPU log-prob kernels (dapo.algo.logprobs_triton) failed to launch on {device} "
-                      f"({type(error).__name__}: {detail}): the chunked torch path computes the log-probs instead "
-                      "(trainer.fused_logprobs=false skips the attempt)", stacklevel=2)
-        return False
-    return True
+
+    return kernels_launch(probe, "fused GPU log-prob kernels (dapo.algo.logprobs_triton)", device,
+                          "the chunked torch path computes the log-probs instead", "trainer.fused_logprobs")
 
 
 def _rows_and_logits(logits: Tensor, chunk_size: int | None, fused: bool) -> tuple[int, Tensor]:

@@ -12,7 +12,6 @@ uses), the op calls the module or returns None, as torch's ops compute it.
 from __future__ import annotations
 
 import functools
-import warnings
 from types import ModuleType
 from typing import Any
 
@@ -20,6 +19,7 @@ import torch
 from torch import nn
 from torch.autograd.function import once_differentiable
 
+from dapo.algo.triton_support import import_kernels, kernels_launch
 from dapo.rollout.llama_support import skipped_hooks
 from dapo.trainer.fused_cpu_attention import AttentionSegments
 from dapo.trainer.fused_cpu_ops import NORM_FORWARDS, SILU_FORWARDS
@@ -83,22 +83,18 @@ def fused_gpu_ops(hidden: torch.Tensor) -> FusedGpuOps | None:
 @functools.cache
 def _kernels() -> ModuleType | None:
     """:mod:`dapo.trainer.layer_kernels_triton`, imported on first use on a GPU; None where
-    Triton does not import."""
-    try:
-        from dapo.trainer import layer_kernels_triton
-    except ImportError:
-        return None
-    return layer_kernels_triton
+    Triton does not import (:mod:`dapo.algo.triton_support`)."""
+    return import_kernels("dapo.trainer.layer_kernels_triton")
 
 
 @functools.cache
 def _launches(device: torch.device) -> bool:
-    """Whether the kernels compile and run on ``device``: Triton builds its launcher with the
-    system's C compiler at the first launch, and compiles each kernel then. Each of the six runs
-    once here, in bf16 at a small size (other dtypes and block sizes compile at their first use,
-    with the same toolchain); where one fails, a warning and torch's ops."""
-    kernels = _kernels()
-    try:
+    """Whether the kernels launch on ``device`` (:mod:`dapo.algo.triton_support`): each of the six
+    runs once here, in bf16 at a small size (other dtypes and block sizes compile at their first
+    use, with the same toolchain); where one fails, a warning and torch's ops."""
+
+    def probe() -> None:
+        kernels = _kernels()
         ones = torch.ones(2, 16, dtype=torch.bfloat16, device=device)
         normed, rstd = kernels.rms_norm_forward(ones, ones[0], 1e-6, torch.bfloat16)
         kernels.rms_norm_backward(normed, ones, ones[0], rstd)
@@ -106,13 +102,9 @@ def _launches(device: torch.device) -> bool:
         tables = ones[:, :8].contiguous()
         rotated = kernels.rope_forward(ones.view(2, 2, 8), tables, tables, torch.bfloat16)
         kernels.rope_backward(rotated, tables, tables, torch.bfloat16)
-    except Exception as error:  # whatever the toolchain raises: torch's ops compute the same
-        detail = (str(error).strip().splitlines() or [""])[0][:300]
-        warnings.warn(f"the fused GPU layer kernels (dapo.trainer.layer_kernels_triton) failed to launch on {device} "
-                      f"({type(error).__name__}: {detail}): torch's ops compute the forward instead "
-                      "(trainer.native_gpu_kernels=false skips the attempt)", stacklevel=2)
-        return False
-    return True
+
+    return kernels_launch(probe, "fused GPU layer kernels (dapo.trainer.layer_kernels_triton)", device,
+                          "torch's ops compute the forward instead", "trainer.native_gpu_kernels")
 
 
 class _RMSNorm(torch.autograd.Function):

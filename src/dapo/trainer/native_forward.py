@@ -124,7 +124,8 @@ def native_shared_prompt_logits(model: PreTrainedModel, tensors: dict[str, torch
     RMSNorm, SwiGLU, RoPE and attention (for either implementation, on the packed tokens) as fused
     kernels where they run (:mod:`dapo.trainer.fused_cpu_ops`; the same logits to float32 rounding,
     not bit for bit); ``gpu_kernels``: RMSNorm, SwiGLU and RoPE in Triton kernels on CUDA
-    (:mod:`dapo.trainer.fused_gpu_ops`; to a bf16 rounding of eager's, float32's to its rounding)."""
+    (:mod:`dapo.trainer.fused_gpu_ops`; bf16 within a spacing or two of eager's, float32 within a
+    few float32 spacings)."""
     if reason := native_forward_reason(model):  # under a millisecond; without it, wrong logits, not an error
         raise ValueError(f"dapo-rl's training forward does not compute this model: {reason}")
     if not isinstance(model, FSDPModule):

@@ -18,7 +18,10 @@ trainer's configuration).
 - generation: the same prompts, ``--gen-tokens`` sampled per row, no stop tokens, temperature 1;
   tokens/s of new tokens, best of ``--repeats``.
 - update: :class:`PolicyWorker.update` (forward, backward, AdamW) on synthetic samples of
-  ``--prompt-len`` + ``--response-len`` tokens; model FLOPs counted as bench_update.py counts
+  ``--prompt-len`` + ``--response-len`` tokens, groups of 8 sharing a prompt, in
+  ``--update-layout`` (``padded``, the default, through Hugging Face's forward; ``native``, the
+  shared-prompt layout through dapo-rl's forward with its fused GPU kernels, each group's prompt
+  computed and counted once); model FLOPs counted as bench_update.py counts
   them (6 N_matmul + 12 L d T per token, the output layer at response positions only), as a share
   of the bf16 matmul peak measured in the same run by bench_update.py's micro-benchmark (MFU
   against the measured peak, and against the datasheet where the device is known). Gradient
@@ -135,15 +138,18 @@ def bench_update(model_dir: Path, device: torch.device, args: argparse.Namespace
     """(trained tokens/s, model TFLOP/s) of PolicyWorker.update, fp32 weights + bf16 autocast."""
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).to(device)
     model.gradient_checkpointing_enable()
+    native = args.update_layout == "native"
     trainer = TrainerConfig(prompts_per_step=args.update_seqs, mini_batch_prompts=args.update_seqs,
                             micro_batch_tokens=args.micro_batch_tokens, lr=1e-6, warmup_steps=0,
-                            autocast="bf16", device=str(device))
+                            autocast="bf16", device=str(device), shared_prompt=native,
+                            forward="native" if native else "hf")
     worker = PolicyWorker(model, AlgorithmConfig(), trainer, pad_token_id=0, temperature=1.0, total_steps=10,
                           norm_const=float(args.response_len))
     generator = torch.Generator().manual_seed(2)
     samples = []
     for index in range(args.update_seqs):
-        prompt = torch.randint(3, 259, (args.prompt_len,), generator=generator).tolist()
+        if index % 8 == 0:  # a group's G = 8 responses continue one prompt, as a rollout's do
+            prompt = torch.randint(3, 259, (args.prompt_len,), generator=generator).tolist()
         response = torch.randint(3, 259, (args.response_len,), generator=generator).tolist()
         samples.append(Sample(index // 8, str(index // 8), prompt, response, [-5.0] * len(response), False,
                               advantage=1.0 if index % 2 else -1.0, old_logprobs=[-5.0] * len(response)))
@@ -157,7 +163,7 @@ def bench_update(model_dir: Path, device: torch.device, args: argparse.Namespace
         times.append(time.perf_counter() - start)
     seconds = min(times)
     tokens = sum(s.num_tokens for s in samples)
-    flops = model_flops(model, samples)  # the recomputed forward of checkpointing is not counted
+    flops = model_flops(model, samples, shared_prompt=native)  # (checkpointing's recomputed forward not counted)
     del worker, model
     free_memory(device)
     return tokens / seconds, flops / seconds / 1e12
@@ -200,6 +206,9 @@ def main() -> int:
     parser.add_argument("--response-len", type=int, default=896)
     parser.add_argument("--update-seqs", type=int, default=32)
     parser.add_argument("--micro-batch-tokens", type=int, default=32768)
+    parser.add_argument("--update-layout", choices=["padded", "native"], default="padded",
+                        help="the update's layout: padded (Hugging Face's forward) or native (the shared-prompt "
+                             "layout through dapo-rl's forward and its fused GPU kernels)")
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--vllm-memory", type=float, default=0.3, help="vLLM's share of device memory")
@@ -232,8 +241,8 @@ def main() -> int:
         print(f"  {engine:22s} {tps:12,.0f} tokens/s  {tps / base:5.2f}x")
     if not has_vllm():
         print("  (vLLM is not installed here: no vLLM row)")
-    print(f"update: {args.update_seqs} x ({args.prompt_len} + {args.response_len}) tokens, fp32 weights, bf16 autocast,"
-          " gradient checkpointing")
+    print(f"update: {args.update_seqs} x ({args.prompt_len} + {args.response_len}) tokens, {args.update_layout} layout, "
+          "fp32 weights, bf16 autocast, gradient checkpointing")
     print(f"  {update_tps:,.0f} tokens/s, {update_tflops:.1f} model TFLOP/s: MFU {update_tflops / peak:.1%} of the"
           " measured peak" + (f", {update_tflops / datasheet:.1%} of the datasheet's" if datasheet else ""))
     print(f"DAPO step ({args.step_engine} rollout, {args.gen_prompts} prompts x {args.n}, <= {args.gen_tokens} tokens): "

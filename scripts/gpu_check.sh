@@ -3,7 +3,8 @@
 #   1. the accelerator tests (tests/*/test_*_accelerator.py: fused log-probs and layer kernels, native engine, update,
 #      loop, resume);
 #   2. the embedded default (`dapo train`) on the GPU: its held-out avg@4 and timings;
-#   3. benchmarks/bench_gpu.py (generation, update MFU, DAPO step) at a size that takes minutes.
+#   3. benchmarks/bench_gpu.py (generation, update MFU, DAPO step) at a size that takes minutes
+#      (BENCH_ARGS="--update-layout native": the update through dapo-rl's forward and its GPU kernels).
 # Run it in an environment where dapo-rl is importable and a CUDA GPU is visible:
 #   bash scripts/gpu_check.sh [OUT_DIR]
 set -uo pipefail

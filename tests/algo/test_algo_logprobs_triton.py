@@ -9,19 +9,16 @@ tests/algo/test_algo_logprobs_accelerator.py)."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import subprocess
-import sys
 import textwrap
-import warnings
 
-import pytest
-import torch
+from tests.triton_interpreter import (
+    NO_COMPILER,
+    assert_warns_once_and_declines,
+    needs_triton,
+    run_in_interpreter,
+)
 
 from dapo.algo import logprobs
-
-needs_triton = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton")
 
 CHECK = textwrap.dedent("""
     import torch
@@ -111,10 +108,7 @@ CHECK = textwrap.dedent("""
 
 @needs_triton
 def test_the_fused_kernels_equal_the_float64_torch_path_in_triton_interpreter():
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    result = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, env=env, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "checked 45" in result.stdout
+    assert "checked 45" in run_in_interpreter(CHECK, timeout=300)
 
 
 def test_kernels_that_fail_to_launch_leave_the_torch_path_with_a_warning(monkeypatch):
@@ -124,15 +118,7 @@ def test_kernels_that_fail_to_launch_leave_the_torch_path_with_a_warning(monkeyp
     class Unbuildable:
         @staticmethod
         def forward(*args):
-            raise RuntimeError("Failed to find C compiler. Please specify via CC environment variable.")
+            raise NO_COMPILER
 
     monkeypatch.setattr(logprobs, "_fused_kernels", lambda: Unbuildable)
-    logprobs._fused_kernels_launch.cache_clear()
-    try:
-        with pytest.warns(UserWarning, match=r"failed to launch on cpu \(RuntimeError: Failed to find C compiler"):
-            assert not logprobs._fused_kernels_launch(torch.device("cpu"))
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            assert not logprobs._fused_kernels_launch(torch.device("cpu"))  # said once: the answer is kept
-    finally:
-        logprobs._fused_kernels_launch.cache_clear()
+    assert_warns_once_and_declines(logprobs._fused_kernels_launch)

@@ -11,12 +11,7 @@ installed (a GPU run also checks them: tests/trainer/test_trainer_layer_kernels_
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import subprocess
-import sys
 import textwrap
-import warnings
 
 import pytest
 import torch
@@ -26,8 +21,12 @@ from dapo.trainer import native_forward as native_module
 from dapo.trainer.batch import count_loss_tokens
 from tests.trainer.test_trainer_fused_cpu_ops import qwen2_head_dim_32
 from tests.trainer.test_trainer_shared_prompt import make_group_samples, worker
-
-needs_triton = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton")
+from tests.triton_interpreter import (
+    NO_COMPILER,
+    assert_warns_once_and_declines,
+    needs_triton,
+    run_in_interpreter,
+)
 
 CHECK = textwrap.dedent("""
     import copy
@@ -178,10 +177,7 @@ CHECK = textwrap.dedent("""
 
 @needs_triton
 def test_the_fused_layer_kernels_equal_eager_and_float64_in_triton_interpreter():
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    result = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, env=env, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "checked 16" in result.stdout
+    assert "checked 16" in run_in_interpreter(CHECK, timeout=600)
 
 
 def test_kernels_that_fail_to_launch_leave_torchs_ops_with_a_warning(monkeypatch):
@@ -191,18 +187,10 @@ def test_kernels_that_fail_to_launch_leave_torchs_ops_with_a_warning(monkeypatch
     class Unbuildable:
         @staticmethod
         def rms_norm_forward(*args):
-            raise RuntimeError("Failed to find C compiler. Please specify via CC environment variable.")
+            raise NO_COMPILER
 
     monkeypatch.setattr(fused_gpu_ops, "_kernels", lambda: Unbuildable)
-    fused_gpu_ops._launches.cache_clear()
-    try:
-        with pytest.warns(UserWarning, match=r"failed to launch on cpu \(RuntimeError: Failed to find C compiler"):
-            assert not fused_gpu_ops._launches(torch.device("cpu"))
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            assert not fused_gpu_ops._launches(torch.device("cpu"))  # said once: the answer is kept
-    finally:
-        fused_gpu_ops._launches.cache_clear()
+    assert_warns_once_and_declines(fused_gpu_ops._launches)
 
 
 def test_they_run_on_cuda_only_and_never_in_float64():

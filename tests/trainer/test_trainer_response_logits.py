@@ -43,7 +43,8 @@ def test_mismatch_counts_only_responses_sampled_this_step_and_pg_loss_excludes_t
 def test_the_entropy_and_mismatch_sums_ignore_whatever_padding_holds():
     """A model that masks its pad token gives it a -inf log-prob at padding positions: masking by
     a product (-inf * 0) made the step's entropy and rollout/trainer mismatch NaN."""
-    from dapo.trainer.response_logits import add_diagnostics, response_entropy
+    from dapo.algo import entropy_from_logits
+    from dapo.trainer.response_logits import add_diagnostics
     from dapo.trainer.update_stats import LogprobPass
 
     logits = torch.zeros(2, 3, 5)
@@ -53,7 +54,7 @@ def test_the_entropy_and_mismatch_sums_ignore_whatever_padding_holds():
                "sampled_this_step": torch.tensor([True, True]),
                "rollout_logprobs": torch.tensor([[-1.0, -2.0, -1.0], [-1.5, 0.0, 0.0]])}
     sums = LogprobPass()
-    add_diagnostics(logprobs, response_entropy(logits, tensors, 1.0), tensors, sums)
+    add_diagnostics(logprobs, entropy_from_logits(logits), tensors, sums)
     log5 = torch.log(torch.tensor(5.0)).item()  # uniform logits: entropy log 5 at each of the 4 tokens
     assert sums.tokens == 4 and sums.entropy_sum == pytest.approx(4 * log5)
     assert sums.mismatch_tokens == 4 and sums.mismatch_abs_sum == pytest.approx(0.5 + 0.5)
@@ -93,8 +94,9 @@ def test_the_entropy_bonus_trains_through_one_pass_with_the_two_passes_gradients
     (one gradient of them in backward, not three): the update is the one the two passes gave."""
     import copy
 
+    from dapo.algo import entropy_from_logits
     from dapo.trainer import policy
-    from dapo.trainer.response_logits import response_entropy, response_logprobs
+    from dapo.trainer.response_logits import padded, response_logprobs
 
     base = AutoModelForCausalLM.from_pretrained(tiny_model_dir).double()
     samples = make_samples(torch.Generator().manual_seed(4))
@@ -102,7 +104,8 @@ def test_the_entropy_bonus_trains_through_one_pass_with_the_two_passes_gradients
     for passes in ("one", "two", "no bonus"):
         if passes == "two":
             monkeypatch.setattr(policy, "response_logprobs_and_entropy", lambda logits, tensors, t, fused: (
-                response_logprobs(logits, tensors, t, fused), response_entropy(logits, tensors, t, fused)))
+                response_logprobs(logits, tensors, t, fused),
+                padded(entropy_from_logits(logits, temperature=t, fused=fused), tensors)))
         model = copy.deepcopy(base)
         w = worker(model, 1000)
         w.optimizer = torch.optim.SGD(model.parameters(), lr=1.0)  # the weight change is the gradient

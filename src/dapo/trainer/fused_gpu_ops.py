@@ -21,7 +21,6 @@ from torch.autograd.function import once_differentiable
 
 from dapo.algo.triton_support import import_kernels, kernels_launch
 from dapo.rollout.llama_support import skipped_hooks
-from dapo.trainer.fused_cpu_attention import AttentionSegments
 from dapo.trainer.fused_cpu_ops import NORM_FORWARDS, SILU_FORWARDS
 
 _HALF_OR_SINGLE = (torch.float16, torch.bfloat16, torch.float32)
@@ -30,7 +29,7 @@ _HALF_OR_SINGLE = (torch.float16, torch.bfloat16, torch.float32)
 class FusedGpuOps:
     """The kernels of :mod:`dapo.trainer.layer_kernels_triton` as the native forward's ops."""
 
-    attends_packed = False  # attention on the grids, in torch's kernels
+    attends_packed = False  # attention on the grids, in torch's kernels (no attention op)
 
     def __init__(self, kernels: ModuleType) -> None:
         self.kernels = kernels
@@ -65,10 +64,6 @@ class FusedGpuOps:
         out_dtype = torch.promote_types(queries_keys.dtype, cos.dtype)
         return _RoPE.apply(queries_keys, cos.reshape(rows, head_dim), sin.reshape(rows, head_dim), out_dtype,
                            self.kernels)
-
-    def attention(self, queries_keys: torch.Tensor, values: torch.Tensor, segments: AttentionSegments,
-                  heads: tuple[int, int, int, float]) -> torch.Tensor | None:
-        return None  # never asked: attends_packed is False
 
 
 def fused_gpu_ops(hidden: torch.Tensor) -> FusedGpuOps | None:

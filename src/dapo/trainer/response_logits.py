@@ -4,7 +4,7 @@ worker's passes read off them: log-probs, entropy and the rollout/trainer mismat
 Layouts (:mod:`dapo.trainer.batch`): padded and shared-prompt give (B, R, V); the padding-free
 row (trainer.packing) gives (1, N, V), the N response tokens back to back, where the model sees
 no padding and computes output logits only at those N positions. :func:`response_logprobs` and
-:func:`response_entropy` return the padded (B, R) layout either way.
+:func:`response_logprobs_and_entropy` return the padded (B, R) layout either way.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedModel
 
-from dapo.algo import entropy_from_logits, logprobs_and_entropy_from_logits, logprobs_from_logits
+from dapo.algo import logprobs_and_entropy_from_logits, logprobs_from_logits
 from dapo.rollout.batching import within_lengths
 from dapo.rollout.rope_groups import rope_per_row
 from dapo.trainer.native_forward import native_shared_prompt_logits
@@ -56,17 +56,12 @@ def response_logprobs(logits: torch.Tensor, tensors: dict[str, torch.Tensor], te
     return padded(logprobs_from_logits(logits, labels, temperature=temperature, fused=fused), tensors)
 
 
-def response_entropy(logits: torch.Tensor, tensors: dict[str, torch.Tensor], temperature: float,
-                     fused: bool = True) -> torch.Tensor:
-    """Entropy of the policy at each response position at the rollout temperature, (B, R)."""
-    return padded(entropy_from_logits(logits, temperature=temperature, fused=fused), tensors)
-
-
 def response_logprobs_and_entropy(
     logits: torch.Tensor, tensors: dict[str, torch.Tensor], temperature: float, fused: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`response_logprobs` and :func:`response_entropy` in one pass, for a loss that trains
-    both (an entropy bonus): their backward writes one gradient of the logits, not three."""
+    """:func:`response_logprobs` and the policy's entropy at each response position (B, R) in one
+    pass over the logits, for the diagnostics and for a loss that trains both (an entropy bonus):
+    their backward writes one gradient of the logits, not three."""
     labels = tensors.get("packed_labels", tensors["responses"])
     logprobs, entropy = logprobs_and_entropy_from_logits(logits, labels, temperature=temperature, fused=fused)
     return padded(logprobs, tensors), padded(entropy, tensors)

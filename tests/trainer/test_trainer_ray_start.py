@@ -97,3 +97,35 @@ def test_the_policy_group_stops_what_an_interrupted_ray_init_started(monkeypatch
     with pytest.raises(KeyboardInterrupt):
         ray_policy.RayPolicyGroup(cfg)
     assert stopped == [KeyboardInterrupt]
+
+
+
+@pytest.mark.parametrize(("presses", "expected"), [
+    (1, ["init went on", "init returned", "ray.shutdown"]),  # held back until Ray has started
+    (2, ["init went on", "ray.shutdown"]),  # asked twice: at once
+])
+def test_a_ctrl_c_while_ray_init_runs_stops_the_run_once_ray_has_started(capsys, presses, expected):
+    """A Ctrl-C that lands while ray.init builds the driver's CoreWorker leaves it half-built, and the
+    process segfaulted at exit (reproduced with Ray 2.60: 1 in 7 Ctrl-Cs about 3.3 s into the start).
+    It is held back until ray.init returns, then stops the run (Ray shut down); a second stops at once."""
+    from dapo.config import ResourcesConfig
+    from dapo.trainer import ray_policy
+
+    events: list[str] = []
+
+    def init(**kwargs):
+        for _ in range(presses):
+            signal.raise_signal(signal.SIGINT)  # the user's Ctrl-C, inside Ray's start
+            events.append("init went on")
+        events.append("init returned")
+
+    ray = type("Ray", (), {"init": staticmethod(init), "shutdown": staticmethod(lambda: events.append("ray.shutdown"))})
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's own, as in `dapo train`
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            ray_policy.start_ray(ray, ResourcesConfig())
+        assert events == expected
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert capsys.readouterr().err.count(ray_policy.RAY_INIT_CTRL_C) == 1

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -38,12 +39,13 @@ class PolicyRankDied(UserError, RuntimeError):
 
 
 @contextlib.contextmanager
-def signals_deferred() -> Iterator[None]:
-    """SIGINT, SIGTERM and SIGHUP that arrive inside are delivered (to the handlers they would have met)
-    when it ends: a Ctrl-C between two ranks' submissions would leave one rank in a collective
-    the others never join. A second signal is delivered at once (a submission that hangs can
-    still be interrupted). Only the main thread can set handlers; elsewhere nothing is deferred
-    (Python runs signal handlers in the main thread, so no signal interrupts another thread)."""
+def signals_deferred(signums: tuple[int, ...] = STOP_SIGNALS, notice: str | None = None) -> Iterator[None]:
+    """The ``signums`` (SIGINT, SIGTERM and SIGHUP) that arrive inside are delivered (to the handlers
+    they would have met) when it ends: a Ctrl-C between two ranks' submissions would leave one rank
+    in a collective the others never join. A second signal is delivered at once (a submission that
+    hangs can still be interrupted); ``notice``, printed at the first, says so to whoever pressed
+    Ctrl-C. Only the main thread can set handlers; elsewhere nothing is deferred (Python runs
+    signal handlers in the main thread, so no signal interrupts another thread)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -61,9 +63,11 @@ def signals_deferred() -> Iterator[None]:
             restore()
             caught.clear()
             signal.raise_signal(signum)
+        elif notice is not None:
+            print(notice, file=sys.stderr, flush=True)
 
     try:
-        for signum in STOP_SIGNALS:
+        for signum in signums:
             if signal.getsignal(signum) is not None:  # None: installed outside Python, could not be put back
                 previous[signum] = signal.signal(signum, defer)
         yield

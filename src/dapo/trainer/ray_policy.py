@@ -47,7 +47,7 @@ from typing import Any
 import torch
 
 from dapo.algo import PolicyLossStats
-from dapo.config import DAPOConfig
+from dapo.config import DAPOConfig, ResourcesConfig
 from dapo.config.loading import config_to_dict, with_absolute_paths
 from dapo.errors import UserError
 from dapo.ray_checks import RUNNING_CLUSTER
@@ -64,11 +64,14 @@ from dapo.trainer.ray_faults import (
     RANK_DEATH_GRACE_S,
     PolicyRankDied,
     RankCalls,
+    signals_deferred,
 )
 from dapo.trainer.ray_placement import node_placement_groups, rank_bundle, ranks_use_gpus
 from dapo.trainer.ray_rank import RANK_SEED_STRIDE, PolicyRank, rank_device
 from dapo.trainer.run_dir import RunDirError
 from dapo.trainer.update_stats import PEER_NONFINITE_LOSS, LogprobPass, UpdateStats
+
+RAY_INIT_CTRL_C = "Ctrl-C: stopping once Ray has started (a few seconds); Ctrl-C again stops at once"
 
 __all__ = ["RANK_DEATH_GRACE_S", "RANK_SEED_STRIDE", "PolicyRank", "PolicyRankDied", "RayPolicyGroup",
            "RayRolloutEngine", "rank_device"]
@@ -136,6 +139,27 @@ def quiet_local_token_auth() -> None:
         os.environ["RAY_AUTH_MODE"] = "token"
 
 
+def start_ray(ray: Any, res: ResourcesConfig) -> None:
+    """``ray.init``: a local Ray for the run's ranks (resources.ray_address=null) or the cluster at
+    resources.ray_address. A Ctrl-C while it runs is held back until it returns: one that lands
+    while Ray builds the driver's CoreWorker leaves it half-built, and the process segfaults when
+    it exits (Ray 2.60). A second Ctrl-C stops at once. A stop half-way (a second Ctrl-C, a
+    SIGTERM) stops what it started of a local Ray."""
+    try:
+        with keeping_sigterm_handler(), signals_deferred((signal.SIGINT,), RAY_INIT_CTRL_C):
+            if res.ray_address is None:
+                # rounded up: 3 ranks of 1.5 CPUs need 5 Ray CPUs, or the third never starts
+                ray.init(num_cpus=max(math.ceil(res.world_size * res.cpus_per_rank), 1),
+                         include_dashboard=False, log_to_driver=True)
+            else:
+                ray.init(address=res.ray_address)
+    except BaseException as stop:
+        stop_half_started_ray(ray, stop)
+        if (problem := ray_init_problem(stop, res.ray_address)) is not None:
+            raise UserError(problem) from None
+        raise
+
+
 def ray_init_problem(error: BaseException, address: str | None) -> str | None:
     """What a failed ``ray.init`` means for the user, in dapo's settings (Ray's own messages name
     a ``--address`` flag, or arguments dapo passes); None for another failure."""
@@ -160,19 +184,7 @@ class RayPolicyGroup(RankCalls):
 
         self._started_ray = not ray.is_initialized()
         if self._started_ray:
-            try:
-                with keeping_sigterm_handler():
-                    if res.ray_address is None:
-                        # rounded up: 3 ranks of 1.5 CPUs need 5 Ray CPUs, or the third never starts
-                        ray.init(num_cpus=max(math.ceil(res.world_size * res.cpus_per_rank), 1),
-                                 include_dashboard=False, log_to_driver=True)
-                    else:
-                        ray.init(address=res.ray_address)
-            except BaseException as stop:  # (a stop half-way: what it started of a local Ray goes too)
-                stop_half_started_ray(ray, stop)
-                if (problem := ray_init_problem(stop, res.ray_address)) is not None:
-                    raise UserError(problem) from None
-                raise
+            start_ray(ray, res)
         self._ray = ray
         gpus = 1 if ranks_use_gpus(cfg, ray) else 0
         actor = ray.remote(num_cpus=res.cpus_per_rank, num_gpus=gpus)(PolicyRank)

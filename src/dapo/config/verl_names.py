@@ -19,7 +19,9 @@ VERL_NAMES: dict[str, str] = {
     # Liger's Triton RMSNorm/SwiGLU/RoPE in Hugging Face's forward; dapo-rl's own in its forward
     "actor_rollout_ref.model.use_liger": "trainer.native_gpu_kernels",
     "actor_rollout_ref.actor.optim.lr": "trainer.lr",
-    "actor_rollout_ref.actor.optim.weight_decay": "trainer.weight_decay",
+    # verl's AdamW decays every parameter; dapo-rl's leaves biases and norms out unless told
+    "actor_rollout_ref.actor.optim.weight_decay": "trainer.weight_decay (with trainer.decay_biases_and_norms=true "
+                                                  "as verl decays every parameter)",
     "actor_rollout_ref.actor.optim.lr_warmup_steps": "trainer.warmup_steps",
     "actor_rollout_ref.actor.grad_clip": "trainer.grad_clip",
     "actor_rollout_ref.actor.ppo_epochs": "trainer.ppo_epochs",
@@ -35,7 +37,11 @@ VERL_NAMES: dict[str, str] = {
     "algorithm.clip_ratio": _DECOUPLED_CLIP,
     "actor_rollout_ref.actor.entropy_coeff": "algorithm.entropy_coef",
     "actor_rollout_ref.actor.loss_agg_mode": "algorithm.loss_agg_mode",
-    "actor_rollout_ref.actor.use_kl_loss": "algorithm.kl_coef",
+    "actor_rollout_ref.actor.use_kl_loss": "algorithm.kl_coef (verl's kl_loss_coef defaults to 0.001)",
+    "actor_rollout_ref.actor.kl_loss_type": "algorithm.kl_estimator (verl's low_var_kl is k3, kl k1, abs abs, mse k2)",
+    "algorithm.norm_adv_by_std_in_grpo": "algorithm.advantage (dr_grpo: not divided by the group's std)",
+    # verl divides the summed token losses by this constant alone, then by its gradient accumulation
+    "actor_rollout_ref.actor.loss_scale_factor": "algorithm.loss_agg_norm_const (dapo-rl also divides by the responses)",
     "actor_rollout_ref.actor.kl_loss_coef": "algorithm.kl_coef",
     "actor_rollout_ref.rollout.name": "rollout.engine",
     "actor_rollout_ref.rollout.n": "rollout.n",
@@ -64,14 +70,16 @@ VERL_NAMES: dict[str, str] = {
     "custom_reward_function.overlong_buffer.enable": "algorithm.overlong_soft_punishment",
     "custom_reward_function.overlong_buffer.len": "algorithm.overlong_buffer_len",
     "custom_reward_function.overlong_buffer.penalty_factor": "algorithm.overlong_penalty_factor",
-    "custom_reward_function.path": "reward.functions",
+    # (a compute_score written to verl's contract, data_source first, is called as verl calls it)
+    "custom_reward_function.path": "reward.functions (path: FILE:compute_score; verl's signature is understood)",
+    "custom_reward_function.name": "reward.functions (path: FILE:compute_score; verl's signature is understood)",
     "trainer.n_gpus_per_node": "resources.devices_per_node",
     "trainer.nnodes": "resources.nnodes",
     "trainer.total_training_steps": "trainer.total_steps",
     "trainer.save_freq": "checkpoint.every_steps",
     "trainer.test_freq": "eval.every_steps",
     "trainer.val_before_train": "eval.before_training",
-    "trainer.resume_mode": "checkpoint.resume",
+    "trainer.resume_mode": "checkpoint.resume (auto, never, or a checkpoint's path; verl's disable is never)",
     "trainer.max_actor_ckpt_to_keep": "checkpoint.keep_last",
     "trainer.default_local_dir": "output_dir",
     "trainer.project_name": "logging.wandb_project",
@@ -79,6 +87,13 @@ VERL_NAMES: dict[str, str] = {
     "reward_model.reward_kwargs.overlong_buffer_cfg.enable": "algorithm.overlong_soft_punishment",
     "reward_model.reward_kwargs.overlong_buffer_cfg.len": "algorithm.overlong_buffer_len",
     "reward_model.reward_kwargs.overlong_buffer_cfg.penalty_factor": "algorithm.overlong_penalty_factor",
+    # (verl-recipe's later spelling of the same)
+    "reward.reward_kwargs.overlong_buffer_cfg.enable": "algorithm.overlong_soft_punishment",
+    "reward.reward_kwargs.overlong_buffer_cfg.len": "algorithm.overlong_buffer_len",
+    "reward.reward_kwargs.overlong_buffer_cfg.penalty_factor": "algorithm.overlong_penalty_factor",
+    "reward.reward_kwargs.max_resp_len": "rollout.max_response_length (the overlong shaping reads it there)",
+    "reward.reward_manager.name": ("reward.verifier (math_dapo: verl's DAPO reward manager's scorer) and "
+                                   "algorithm.overlong_soft_punishment"),
     "reward_model.reward_kwargs.max_resp_len": "rollout.max_response_length (the overlong shaping reads it there)",
     "reward_model.reward_manager": ("reward.verifier (math_dapo: verl's DAPO reward manager's scorer) and "
                                     "algorithm.overlong_soft_punishment"),
@@ -94,8 +109,16 @@ VERL_NAMES: dict[str, str] = {
     "actor_rollout_ref.model.use_remove_padding": "trainer.packing",
     "actor_rollout_ref.rollout.dtype": "rollout.vllm_dtype",
     "actor_rollout_ref.rollout.free_cache_engine": "rollout.vllm_sleep_between_rollouts",
-    "actor_rollout_ref.rollout.calculate_log_probs": "algorithm.old_logprobs (rollout: the engine's log-probs)",
-    "algorithm.rollout_correction.rollout_is_threshold": "algorithm.tis_cap",
+    # verl's switch records the engine's log-probs, which dapo-rl always does; taking them as pi_old
+    # (algorithm.old_logprobs=rollout) is verl's rollout_correction.bypass_mode instead
+    "actor_rollout_ref.rollout.calculate_log_probs": "algorithm.tis_cap (nothing to switch on: the engine's "
+                                                    "log-probs are always recorded, and tis_cap corrects with them)",
+    "algorithm.rollout_correction.bypass_mode": "algorithm.old_logprobs (rollout: the engine's log-probs as pi_old)",
+    # dapo-rl's truncated IS is per token (verl's rollout_is=token); verl's sequence level has no equivalent
+    "algorithm.rollout_correction.rollout_is": "algorithm.tis_cap (per-token truncated IS, verl's rollout_is=token; "
+                                               "sequence level has no equivalent)",
+    "algorithm.rollout_correction.rollout_is_threshold": "algorithm.tis_cap (per-token truncated IS, verl's "
+                                                         "rollout_is=token; sequence level has no equivalent)",
     "actor_rollout_ref.ref.ulysses_sequence_parallel_size": "trainer.sequence_parallel_size",
     # verl's micro-batches by count or by a per-GPU token budget: here always a token budget
     "actor_rollout_ref.actor.use_dynamic_bsz": "trainer.micro_batch_tokens (micro-batches are always token budgets)",
@@ -119,18 +142,26 @@ TRL_NAMES: dict[str, str] = {
     "num_generations": "rollout.n",
     "max_completion_length": "rollout.max_response_length",
     "beta": "algorithm.kl_coef",
-    "epsilon": "algorithm.clip_ratio_low",
+    # TRL's epsilon_high defaults to epsilon: epsilon alone is a symmetric clip
+    "epsilon": "algorithm.clip_ratio_low and algorithm.clip_ratio_high (TRL's epsilon_high defaults to epsilon: "
+               "set both for its symmetric clip)",
     "epsilon_high": "algorithm.clip_ratio_high",
     "loss_type": "algorithm.loss_agg_mode",
     "num_iterations": "trainer.ppo_epochs",
-    "max_steps": "trainer.total_steps",
-    "save_steps": "checkpoint.every_steps",
-    "eval_steps": "eval.every_steps",
+    # TRL counts optimizer steps; a dapo-rl step is a rollout, of several optimizer steps
+    **{name: f"{target} (rollout steps, each of trainer.ppo_epochs x prompts_per_step / mini_batch_prompts "
+             f"optimizer steps; TRL's {name} counts optimizer steps)"
+       for name, target in (("max_steps", "trainer.total_steps"), ("save_steps", "checkpoint.every_steps"),
+                            ("eval_steps", "eval.every_steps"))},
     "max_grad_norm": "trainer.grad_clip",
     "lr_scheduler_type": "trainer.lr_schedule",
     "bf16": "trainer.autocast",
     "use_vllm": "rollout.engine",
-    "use_liger_kernel": "trainer.native_gpu_kernels (dapo-rl's own Triton RMSNorm, SwiGLU and RoPE; on by default)",
+    "use_liger_kernel": "trainer.fused_logprobs and trainer.native_gpu_kernels (dapo-rl's own Triton log-probs, "
+                        "RMSNorm, SwiGLU and RoPE; on by default)",
+    "scale_rewards": "algorithm.advantage (dr_grpo: advantages not divided by the group's std)",
+    "delta": "algorithm.clip_ratio_c (the dual-clip bound on negative advantages' ratios)",
+    "gradient_checkpointing": "model.gradient_checkpointing",
     "vllm_gpu_memory_utilization": "rollout.vllm_gpu_memory_utilization",
     "mask_truncated_completions": "algorithm.overlong_filtering",
     "reward_weights": "reward.functions",
@@ -150,8 +181,9 @@ def verl_guess(key: str, value: Any) -> str | None:
     key a run). None when none has."""
     names = [VERL_NAMES[leaf] if leaf == key else f"{VERL_NAMES[leaf]} (verl's {leaf})"
              for leaf in _leaves(key, value) if leaf in VERL_NAMES]
-    if not names and key.count(".") <= 1 and (trl := key.rpartition(".")[2]) in TRL_NAMES:
-        names = [f"{TRL_NAMES[trl]} (TRL's {trl})"]
+    if not names:  # a GRPOConfig field, at the top or one section down (trl: {max_steps: 10})
+        names = [f"{TRL_NAMES[trl]} (TRL's {trl})" for leaf in _leaves(key, value)
+                 if leaf.count(".") <= 1 and (trl := leaf.rpartition(".")[2]) in TRL_NAMES]
     if not names and GPU_COUNT.fullmatch(key.rpartition(".")[2]):  # no spelling guess finds "devices"
         names = ["resources.devices_per_node (GPUs per node; resources.nnodes the nodes)"]
     return ", ".join(names) or None

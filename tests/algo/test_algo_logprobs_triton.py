@@ -10,7 +10,10 @@ tests/algo/test_algo_logprobs_accelerator.py)."""
 from __future__ import annotations
 
 import textwrap
+import warnings
 
+import pytest
+import torch
 from tests.triton_interpreter import (
     NO_COMPILER,
     assert_warns_once_and_declines,
@@ -122,3 +125,27 @@ def test_kernels_that_fail_to_launch_leave_the_torch_path_with_a_warning(monkeyp
 
     monkeypatch.setattr(logprobs, "_fused_kernels", lambda: Unbuildable)
     assert_warns_once_and_declines(logprobs._fused_kernels_launch)
+
+
+def test_out_of_memory_at_the_launch_check_is_raised_not_kept_as_kernels_that_do_not_launch(monkeypatch):
+    """A GPU full at the first launch check cached "does not launch" for the device: the kernels
+    stayed off for the rest of the process, under a warning that blamed the toolchain."""
+    launches = []
+
+    class FullOnce:
+        @staticmethod
+        def forward(*args):
+            launches.append(1)
+            if len(launches) == 1:
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 MiB")
+
+    monkeypatch.setattr(logprobs, "_fused_kernels", lambda: FullOnce)
+    logprobs._fused_kernels_launch.cache_clear()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no warning: nothing failed to launch
+            with pytest.raises(torch.OutOfMemoryError):
+                logprobs._fused_kernels_launch(torch.device("cpu"))
+            assert logprobs._fused_kernels_launch(torch.device("cpu"))  # asked again: they launch
+    finally:
+        logprobs._fused_kernels_launch.cache_clear()

@@ -24,9 +24,12 @@ def import_kernels(module: str) -> ModuleType | None:
 
 def kernels_launch(probe: Callable[[], object], kernels: str, device: torch.device, instead: str, flag: str) -> bool:
     """Whether ``probe`` (a launch of the kernels on ``device``) runs; where it raises, a warning
-    naming the ``kernels``, what computes ``instead`` and the ``flag`` that skips the attempt."""
+    naming the ``kernels``, what computes ``instead`` and the ``flag`` that skips the attempt. Out
+    of memory is raised: it says nothing of whether they launch."""
     try:
         probe()
+    except torch.OutOfMemoryError:  # a full GPU, no toolchain's failure: the step would fail anyway, and
+        raise  # a False cached for the device would leave the kernels off for the rest of the process
     except Exception as error:  # whatever the toolchain raises: torch's ops compute the same
         detail = (str(error).strip().splitlines() or [""])[0][:300]
         warnings.warn(f"the {kernels} failed to launch on {device} ({type(error).__name__}: {detail}): {instead} "

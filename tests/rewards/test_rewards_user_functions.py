@@ -329,30 +329,6 @@ def test_an_async_function_is_run_to_its_end_in_its_worker(tmp_path: Path) -> No
 
 
 
-def test_a_function_written_to_verls_contract_is_called_as_verl_calls_it(tmp_path: Path) -> None:
-    """verl's compute_score(data_source, solution_str, ground_truth, extra_info=None) passed the
-    three-argument check and was called positionally: the response arrived as data_source and the
-    ground truth as solution_str, and every response scored wrongly without an error. It is called
-    by keyword now, with the row's data_source and extra_info column; batched with verl's plural
-    names; the text values of its dicts (verl's math_dapo returns "pred") are no metric."""
-    cfg = _one_and_batched(tmp_path / "verl_scores.py", "compute_score", "compute_score_batch", 2,
-                           "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
-                           "    right = solution_str.endswith(ground_truth) and data_source == 'math'\n"
-                           "    return {'score': 1.0 if right else -1.0, 'acc': right, 'pred': solution_str[-1:],\n"
-                           "            'index': float(extra_info.get('index', -1))}\n"
-                           "def compute_score_batch(data_sources, solution_strs, ground_truths, extra_infos, **kwargs):\n"
-                           "    return [float(s.endswith(g)) + 10 * float(i.get('index', -1)) if d == 'math' else 0.0\n"
-                           "            for d, s, g, i in zip(data_sources, solution_strs, ground_truths, extra_infos)]\n")
-    extras = [{"extra_info": {"index": 7}}, {}, {"extra_info": {"index": 9}}]
-    with RewardScorer(cfg) as scorer:
-        results = scorer.score(["Answer: 1", "Answer: 2", "Answer: 3"], ["1", "2", "4"], ["math", "code", "math"], extras)
-    assert not any(r.failed for r in results)
-    assert [r.extra["compute_score/score"] for r in results] == [1.0, -1.0, -1.0]
-    assert [r.extra["compute_score/index"] for r in results] == [7.0, -1.0, 9.0]  # extra_info: the row's column
-    assert "compute_score/pred" not in results[0].extra
-    assert [r.extra["compute_score_batch/score"] for r in results] == [71.0, 0.0, 90.0]
-
-
 def _one_and_batched(module: Path, one: str, batched: str, batch_size: int, code: str) -> RewardConfig:
     """A scorer config of ``code``'s per-response function ``one`` and batched function ``batched``."""
     module.write_text(code)

@@ -164,7 +164,8 @@ TRL_NAMES: dict[str, str] = {
     "gradient_checkpointing": "model.gradient_checkpointing",
     "vllm_gpu_memory_utilization": "rollout.vllm_gpu_memory_utilization",
     "mask_truncated_completions": "algorithm.overlong_filtering",
-    "reward_weights": "reward.functions",
+    "reward_weights": "reward.functions (each entry's weight)",
+    "reward_funcs": "reward.functions (path: FILE:function; TRL's reward functions are called as TRL calls them)",
     "report_to": "logging.wandb",
     "per_device_train_batch_size": "trainer.prompts_per_step with trainer.mini_batch_prompts and trainer.micro_batch_tokens "
                                    "(prompts and tokens, not completions per device)",

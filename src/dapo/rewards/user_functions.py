@@ -2,8 +2,7 @@
 
 Contract: ``fn(response: str, ground_truth: str, extra: dict) -> float | dict | None``, or for a
 batched function (``batch_size`` > 0) lists of each in and a list of values out, one per response.
-A function written to verl's contract, ``compute_score(data_source, solution_str, ground_truth,
-extra_info=None)`` (batched: the plural names), is called as verl calls it.
+A function written to verl's or TRL's contract is called as they call it (:mod:`dapo.rewards.peer_functions`).
 A dict needs a numeric ``"score"``; an optional ``"acc"`` (bool) is the correctness dynamic
 sampling filters on; every other key must be numeric and becomes an extra metric, or None: that
 metric has no value for this response (a judge's confidence where it gave none), so it is left
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from dapo.errors import UserError
+from dapo.rewards.peer_functions import called_as_its_peer_does
 from dapo.user_code import import_user_code, is_file_location, shadowing_note
 
 RewardFunction = Callable[[str, str, dict], Any]
@@ -86,69 +86,14 @@ def load_reward_function(spec: str) -> RewardFunction:
     function = getattr(module, name)
     if not callable(function):
         raise RewardFunctionError(f"reward function {spec!r}: {name} is not callable")
-    if (verl_names := _verl_parameters(function)) is not None:
-        return _called_as_verl_does(function, verl_names)
+    try:
+        as_a_peer_calls_it = called_as_its_peer_does(function)  # verl's or TRL's contract
+    except TypeError as error:
+        raise RewardFunctionError(f"reward function {spec!r}: {error}") from None
+    if as_a_peer_calls_it is not None:
+        return as_a_peer_calls_it
     _check_signature(function, spec)
     return function
-
-
-# verl's reward function contract (custom_reward_function.path):
-# compute_score(data_source, solution_str, ground_truth, extra_info=None); its batched reward
-# manager's has the plural names. Told apart from this project's by the first parameter's name.
-VERL_PARAMETERS = ("data_source", "solution_str", "ground_truth", "extra_info")
-
-
-def _verl_parameters(function: Callable) -> tuple[str | None, ...] | None:
-    """verl's four parameter names as ``function`` spells them (singular, or the batched manager's
-    plural), None for one it does not take; None when it is not written to verl's contract."""
-    try:
-        parameters = list(inspect.signature(function).parameters.values())
-    except (TypeError, ValueError):
-        return None
-    taken = {parameter.name for parameter in parameters}
-    takes_any = any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters)
-    for names in (VERL_PARAMETERS, tuple(f"{name}s" for name in VERL_PARAMETERS)):
-        if parameters and parameters[0].name == names[0]:
-            return tuple(name if name in taken or takes_any else None for name in names)
-    return None
-
-
-def _called_as_verl_does(function: Callable, names: tuple[str | None, ...]) -> RewardFunction:
-    """``function``, written to verl's contract, called as verl's reward managers call it: by keyword,
-    with the row's ``data_source`` and its ``extra_info`` column (``{}`` for a row without one);
-    lists of each for a batched function. Passed positionally it would have got the response as
-    ``data_source`` and the ground truth as the response, and scored every response wrongly without
-    an error. The text values of a returned dict (verl's ``math_dapo`` returns its ``"pred"``) are
-    left out: verl logs them, they are no metric."""
-
-    def call(response: Any, ground_truth: Any, extra: Any) -> Any:
-        def verl_fields(fields: dict) -> tuple[Any, dict]:
-            info = fields.get("extra_info")
-            return fields.get("data_source"), dict(info) if isinstance(info, dict) else {}
-
-        if isinstance(extra, list):  # batched
-            pairs = [verl_fields(fields) for fields in extra]
-            sources, infos = [source for source, _ in pairs], [info for _, info in pairs]
-        else:
-            sources, infos = verl_fields(extra)
-        values = (sources, response, ground_truth, infos)
-        value = function(**{name: given for name, given in zip(names, values, strict=True) if name is not None})
-        return _awaited_without_text(value) if inspect.iscoroutine(value) else _without_text(value)
-
-    return call
-
-
-def _without_text(value: Any) -> Any:
-    """A verl function's return with its dicts' text values (not score or acc) left out."""
-    if isinstance(value, dict):
-        return {key: field for key, field in value.items() if key in ("score", "acc") or not isinstance(field, str)}
-    if isinstance(value, list):
-        return [_without_text(item) for item in value]
-    return value
-
-
-async def _awaited_without_text(value: Any) -> Any:
-    return _without_text(await value)
 
 
 def _check_signature(function: RewardFunction, spec: str) -> None:

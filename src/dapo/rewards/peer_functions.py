@@ -1,0 +1,120 @@
+"""Reward functions written for verl or TRL, called as those call them, so that a user moving to
+dapo-rl brings them unchanged. Told apart from this project's contract,
+``fn(response, ground_truth, extra)``, by their parameters' names:
+
+* verl (``custom_reward_function.path``): ``compute_score(data_source, solution_str, ground_truth,
+  extra_info=None)``, by keyword; its batched reward manager's takes the plural names, lists.
+* TRL (``GRPOTrainer(reward_funcs=...)``): ``reward(prompts, completions, **kwargs)`` (or
+  ``completions`` first), by keyword, lists in and a list out, the dataset's other columns as
+  keyword lists; a completion is the text, or ``[{"role": "assistant", "content": text}]`` where
+  the prompt is a chat (TRL's conversational format).
+
+Each becomes a function of this project's contract (one response, or lists of each for
+``batch_size`` > 0), whose ``extra`` holds the row's fields, ``prompt`` and ``data_source``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+# verl's four parameter names, singular (the batched manager's: plural)
+VERL_PARAMETERS = ("data_source", "solution_str", "ground_truth", "extra_info")
+# what TRL passes that dapo-rl has no value for: a function that requires one is refused
+TRL_ONLY = ("completion_ids", "trainer_state", "log_extra", "log_metric")
+
+
+def called_as_its_peer_does(function: Callable) -> Callable | None:
+    """``function`` wrapped to be called as verl or TRL calls it, or None when it is written to
+    this project's contract."""
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    if not parameters:
+        return None
+    taken = {parameter.name for parameter in parameters}
+    takes_any = any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters)
+    for names in (VERL_PARAMETERS, tuple(f"{name}s" for name in VERL_PARAMETERS)):
+        if parameters[0].name == names[0]:
+            return _called_as_verl_does(function, tuple(name if name in taken or takes_any else None for name in names))
+    if parameters[0].name in ("prompts", "completions") and takes_any:  # TRL's: every call by keyword
+        if required := [p.name for p in parameters if p.name in TRL_ONLY and p.default is inspect.Parameter.empty]:
+            raise TypeError(f"a TRL reward function that requires {', '.join(required)}: dapo-rl passes prompts, "
+                            "completions and the dataset's columns; give it a default")
+        named = [p.name for p in parameters[1:] if p.default is inspect.Parameter.empty and p.kind in (
+            inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY) and p.name != "completions"]
+        return _called_as_trl_does(function, named)
+    return None
+
+
+def _called_as_verl_does(function: Callable, names: tuple[str | None, ...]) -> Callable:
+    """``function`` called by keyword with the row's ``data_source`` and its ``extra_info`` column
+    (``{}`` for a row without one), the names it does not take (None) left out. Positionally, as
+    this project's contract calls, it got the response as ``data_source`` and the ground truth as
+    the response: every response scored wrongly, without an error. Text values of its dicts
+    (``math_dapo`` returns its ``"pred"``) are left out: verl logs them, they are no metric."""
+
+    def call(response: Any, ground_truth: Any, extra: Any) -> Any:
+        def verl_fields(fields: dict) -> tuple[Any, dict]:
+            info = fields.get("extra_info")
+            return fields.get("data_source"), dict(info) if isinstance(info, dict) else {}
+
+        if isinstance(extra, list):  # batched
+            pairs = [verl_fields(fields) for fields in extra]
+            sources, infos = [source for source, _ in pairs], [info for _, info in pairs]
+        else:
+            sources, infos = verl_fields(extra)
+        values = (sources, response, ground_truth, infos)
+        return _finish(function(**{name: given for name, given in zip(names, values, strict=True) if name is not None}),
+                       _without_text)
+
+    return call
+
+
+def _called_as_trl_does(function: Callable, named: list[str]) -> Callable:
+    """``function`` called with lists (of one response where it is not batched): ``prompts``,
+    ``completions`` and each column of the rows, as TRL's GRPOTrainer calls its reward functions;
+    its list's one value returned where not batched. A row without a column has None there, as a
+    dataset holds it, also for a column the function ``named`` (requires) that no row has."""
+
+    def call(response: Any, ground_truth: Any, extra: Any) -> Any:
+        batched = isinstance(extra, list)
+        responses, rows = (response, extra) if batched else ([response], [extra])
+        prompts = [row.get("prompt") for row in rows]
+        completions = [text if prompt is None or isinstance(prompt, str) else [{"role": "assistant", "content": text}]
+                       for text, prompt in zip(responses, prompts, strict=True)]
+        columns = ({key for row in rows for key in row} | set(named)) - {"prompt"}
+        keywords = {key: [row.get(key) for row in rows] for key in sorted(columns)}
+        value = function(prompts=prompts, completions=completions, **keywords)
+        return _finish(value, lambda values: values if batched else _the_one(values))
+
+    return call
+
+
+def _the_one(values: Any) -> Any:
+    """The value a TRL function returned for one response, in its list of one."""
+    if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__len__") or len(values) != 1:
+        raise TypeError(f"a TRL reward function returns a list with one value per completion; for one, it returned "
+                        f"{repr(values)[:80]}")
+    return values[0]
+
+
+def _finish(value: Any, then: Callable[[Any], Any]) -> Any:
+    """``then(value)``, after ``value`` is awaited where the function is ``async def``."""
+    if inspect.iscoroutine(value):
+        async def awaited() -> Any:
+            return then(await value)
+
+        return awaited()
+    return then(value)
+
+
+def _without_text(value: Any) -> Any:
+    """A verl function's return with its dicts' text values (not score or acc) left out."""
+    if isinstance(value, dict):
+        return {key: field for key, field in value.items() if key in ("score", "acc") or not isinstance(field, str)}
+    if isinstance(value, list):
+        return [_without_text(item) for item in value]
+    return value

@@ -1,0 +1,86 @@
+"""Reward functions written for verl or TRL, scored as those call them (dapo.rewards.peer_functions):
+in the scorer's worker processes, per response and batched."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dapo.config.schema import RewardConfig, RewardFunctionSpec
+from dapo.rewards import RewardFunctionError, RewardScorer, load_reward_function
+
+
+def _one_and_batched(module: Path, one: str, batched: str, batch_size: int, code: str) -> RewardConfig:
+    """A scorer config of ``code``'s per-response function ``one`` and batched function ``batched``."""
+    module.write_text(code)
+    return RewardConfig(functions=[RewardFunctionSpec(path=f"{module}:{one}"),
+                                   RewardFunctionSpec(path=f"{module}:{batched}", batch_size=batch_size)], num_workers=1)
+
+
+def test_a_function_written_to_verls_contract_is_called_as_verl_calls_it(tmp_path: Path) -> None:
+    """verl's compute_score(data_source, solution_str, ground_truth, extra_info=None) passed the
+    three-argument check and was called positionally: the response arrived as data_source and the
+    ground truth as solution_str, and every response scored wrongly without an error. It is called
+    by keyword now, with the row's data_source and extra_info column; batched with verl's plural
+    names; the text values of its dicts (verl's math_dapo returns "pred") are no metric."""
+    cfg = _one_and_batched(tmp_path / "verl_scores.py", "compute_score", "compute_score_batch", 2,
+                           "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+                           "    right = solution_str.endswith(ground_truth) and data_source == 'math'\n"
+                           "    return {'score': 1.0 if right else -1.0, 'acc': right, 'pred': solution_str[-1:],\n"
+                           "            'index': float(extra_info.get('index', -1))}\n"
+                           "def compute_score_batch(data_sources, solution_strs, ground_truths, extra_infos, **kwargs):\n"
+                           "    return [float(s.endswith(g)) + 10 * float(i.get('index', -1)) if d == 'math' else 0.0\n"
+                           "            for d, s, g, i in zip(data_sources, solution_strs, ground_truths, extra_infos)]\n")
+    extras = [{"extra_info": {"index": 7}}, {}, {"extra_info": {"index": 9}}]
+    with RewardScorer(cfg) as scorer:
+        results = scorer.score(["Answer: 1", "Answer: 2", "Answer: 3"], ["1", "2", "4"], ["math", "code", "math"], extras)
+    assert not any(r.failed for r in results)
+    assert [r.extra["compute_score/score"] for r in results] == [1.0, -1.0, -1.0]
+    assert [r.extra["compute_score/index"] for r in results] == [7.0, -1.0, 9.0]  # extra_info: the row's column
+    assert "compute_score/pred" not in results[0].extra
+    assert [r.extra["compute_score_batch/score"] for r in results] == [71.0, 0.0, 90.0]
+
+
+TRL_FUNCTIONS = '''
+import asyncio
+
+def accuracy(completions, solution, **kwargs):  # TRL's accuracy_reward's shape: conversational or text
+    texts = [c[0]["content"] if isinstance(c, list) else c for c in completions]
+    return [None if s is None else float(t.endswith(s)) for t, s in zip(texts, solution)]
+
+async def judged(prompts, completions, **kwargs):  # an async judge reading the question and a column
+    await asyncio.sleep(0)
+    return [float(len(str(p))) + 100 * float(k == "geo") for p, k in zip(prompts, kwargs["kind"])]
+'''
+
+
+@pytest.mark.parametrize("chat", [False, True])
+def test_a_function_written_to_trls_contract_is_called_as_trl_calls_it(tmp_path: Path, chat: bool) -> None:
+    """TRL's reward functions, reward(prompts, completions, **kwargs) with the dataset's columns as
+    keyword lists, failed the three-argument check. Called as TRL calls them: lists (of one where
+    not batched), completions in TRL's conversational format where the prompt is a chat, the row's
+    columns by name, None where a function does not apply."""
+    module = tmp_path / "trl_rewards.py"
+    module.write_text(TRL_FUNCTIONS)
+    cfg = RewardConfig(functions=[RewardFunctionSpec(path=f"{module}:accuracy"),
+                                  RewardFunctionSpec(path=f"{module}:judged", batch_size=2)], num_workers=1)
+    prompts = [[{"role": "user", "content": q}] for q in ("1+0?", "2+0?", "3+0?")] if chat else ["1+0?", "2+0?", "33+0?"]
+    extras = [{"solution": "1", "kind": "geo"}, {"solution": "5", "kind": "alg"}, {"kind": "geo"}]
+    with RewardScorer(cfg) as scorer:
+        results = scorer.score(["Answer: 1", "Answer: 2", "Answer: 3"], ["1", "2", "3"], ["math"] * 3, extras, prompts)
+    assert not any(r.failed for r in results)
+    assert [r.extra.get("accuracy/score") for r in results] == [1.0, 0.0, None]
+    assert [r.extra["accuracy/not_applicable"] for r in results] == [0.0, 0.0, 1.0]  # no solution column: None
+    lengths = [float(len(str(p))) for p in prompts]
+    assert [r.extra["judged/score"] for r in results] == [lengths[0] + 100, lengths[1], lengths[2] + 100]
+
+
+def test_a_trl_function_that_needs_what_dapo_rl_does_not_pass_is_refused_at_load(tmp_path: Path) -> None:
+    module = tmp_path / "needs_ids.py"
+    module.write_text("def reward(completions, completion_ids, **kwargs):\n    return [0.0] * len(completions)\n"
+                      "def native(completions, ground_truths, extras):\n    return [0.0] * len(completions)\n")
+    with pytest.raises(RewardFunctionError, match=r"needs_ids.py:reward'.*requires completion_ids: dapo-rl passes"):
+        load_reward_function(f"{module}:reward")
+    # this project's batched contract, whatever its first parameter's name (no **kwargs: not TRL's)
+    assert load_reward_function(f"{module}:native")(["a"], ["b"], [{}]) == [0.0]

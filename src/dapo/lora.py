@@ -4,6 +4,8 @@ Each targeted linear layer computes
 
     y = W x + b + (alpha / r) B A x,    A: (r, in), B: (out, r), B = 0 at the start,
 
+(GPT-2's ``Conv1D`` layers too, whose W is stored transposed, (in, out): merged, W + ((alpha / r) B A)^T),
+
 with its weights W, b frozen: the adapted model starts as the base model, and only A and B train
 (their AdamW state is all the optimizer holds). PEFT injects the adapters (``peft``'s LoRA
 layers replace the targeted ``nn.Linear`` modules in place, so the policy stays the Hugging Face
@@ -62,6 +64,8 @@ def apply_lora(model: nn.Module, rank: int, alpha: float, target_modules: list[s
                         task_type="CAUSAL_LM")  # (saved: AutoPeftModelForCausalLM loads the adapter directory)
     with warnings.catch_warnings():  # PEFT asks transformers 5 for a deprecated attribute
         warnings.simplefilter("ignore", FutureWarning)
+        # (and says it reads a Conv1D's transposed weight as such: what it is to do)
+        warnings.filterwarnings("ignore", "fan_in_fan_out is set to False but the target module is `Conv1D`")
         try:
             inject_adapter_in_model(config, model)
         except ValueError as error:  # PEFT's NoMatchingPeftModuleError: no module has one of those names
@@ -76,11 +80,11 @@ def apply_lora(model: nn.Module, rank: int, alpha: float, target_modules: list[s
             name == target or name.endswith(f".{target}") for name in adapted)]):
         raise UserError(f"model.lora_target_modules={list(target_modules)}: {', '.join(unmatched)} names no layer "
                         f"of the model (its linear layers: {_linear_layer_names(model)}; or [all-linear])")
-    # PEFT also adapts GPT-2's Conv1D (all-linear takes it) and embeddings, whose adapters the
-    # merge (rollout engines, checkpoints) and the KL reference's adapters-off do not handle
-    if other := sorted(f"{name} ({type(base).__name__})" for name, base in adapted.items() if type(base) is not nn.Linear):
+    # PEFT also adapts embeddings, whose adapters the merge (rollout engines, checkpoints) and the
+    # KL reference's adapters-off do not handle
+    if other := sorted(f"{name} ({type(base).__name__})" for name, base in adapted.items() if not _is_linear(base)):
         raise UserError(f"model.lora_target_modules={list(target_modules)} puts adapters on layers that are not "
-                        f"torch.nn.Linear: {', '.join(other[:4])}{', ...' if len(other) > 4 else ''}; dapo-rl adapts "
+                        f"linear: {', '.join(other[:4])}{', ...' if len(other) > 4 else ''}; dapo-rl adapts "
                         f"linear layers only (this model's: {_linear_layer_names(model) or 'none'})")
     output = model.get_output_embeddings()
     if output is not None and is_lora_layer(output) and output.base_layer.weight is model.get_input_embeddings().weight:
@@ -90,11 +94,22 @@ def apply_lora(model: nn.Module, rank: int, alpha: float, target_modules: list[s
                         "ties to its input embeddings: leave it out of the targets")
 
 
+def _is_linear(module: nn.Module) -> bool:
+    """A ``torch.nn.Linear``, or a Hugging Face ``Conv1D`` (GPT-2's linear layer, its weight (in, out))."""
+    return type(module) is nn.Linear or _is_conv1d(module)
+
+
+def _is_conv1d(module: nn.Module) -> bool:
+    from transformers.pytorch_utils import Conv1D
+
+    return type(module) is Conv1D
+
+
 def _linear_layer_names(model: nn.Module) -> str:
-    """The names (last part) of ``model``'s nn.Linear layers but its output layer, for an error;
+    """The names (last part) of ``model``'s linear layers but its output layer, for an error;
     after adapters went in, an adapted layer's, not its adapters' own."""
     return ", ".join(sorted({name.removesuffix(".base_layer").rsplit(".", 1)[-1] for name, module in model.named_modules()
-                             if type(module) is nn.Linear and ".lora_" not in name
+                             if _is_linear(module) and ".lora_" not in name
                              and module is not model.get_output_embeddings()}))
 
 
@@ -117,11 +132,11 @@ def describe(model: nn.Module) -> str | None:
 
 
 def is_lora_layer(module: nn.Module) -> bool:
-    """Whether ``module`` is a PEFT LoRA layer over a plain ``nn.Linear`` whose merged weights are
-    W + sum of its active adapters' (alpha / r) B A: not DoRA (which rescales the merged columns),
-    not an adapter with its own bias, not one already merged into W."""
+    """Whether ``module`` is a PEFT LoRA layer over a plain ``nn.Linear`` (or ``Conv1D``) whose merged
+    weights are W + sum of its active adapters' (alpha / r) B A: not DoRA (which rescales the merged
+    columns), not an adapter with its own bias, not one already merged into W."""
     base = getattr(module, "base_layer", None)
-    if type(base) is not nn.Linear or not hasattr(module, "get_delta_weight"):
+    if base is None or not _is_linear(base) or not hasattr(module, "get_delta_weight"):
         return False
     adapters = list(getattr(module, "active_adapters", []))
     return (not getattr(module, "merged", False)
@@ -141,13 +156,16 @@ class MergedLinear:
         return self.weight.shape[0]
 
 
-def merged_weight(weight: torch.Tensor, lora_a: torch.Tensor, lora_b: torch.Tensor, scaling: float) -> torch.Tensor:
+def merged_weight(weight: torch.Tensor, lora_a: torch.Tensor, lora_b: torch.Tensor, scaling: float,
+                  transposed: bool = False) -> torch.Tensor:
     """W + (alpha / r) B A, computed in float32 or W's wider dtype (as PEFT's ``get_delta_weight`` computes the product
     on CPU; on a GPU too here: a bf16 B A rounds each of its r-term sums) and rounded once to W's
     dtype: the sum of a bf16 W and a delta already rounded to bf16 rounded twice, one unit in the
-    last place off in ~6% of a bf16 model's merged weights."""
+    last place off in ~6% of a bf16 model's merged weights. ``transposed``: W is stored (in, out),
+    as a ``Conv1D``'s (PEFT's ``fan_in_fan_out``), and the delta is added transposed."""
     dtype = torch.promote_types(weight.dtype, torch.float32)  # (float64 stays float64)
-    return (lora_b.to(dtype) @ lora_a.to(dtype)).mul_(scaling).add_(weight).to(weight.dtype)
+    delta = (lora_b.to(dtype) @ lora_a.to(dtype)).mul_(scaling)
+    return (delta.T.contiguous() if transposed else delta).add_(weight).to(weight.dtype)
 
 
 def merged_linear(module: nn.Module) -> nn.Module | MergedLinear:
@@ -155,9 +173,10 @@ def merged_linear(module: nn.Module) -> nn.Module | MergedLinear:
     weights merged: W + (alpha / r) B A (:func:`merged_weight`), its bias the base layer's."""
     if not is_lora_layer(module):
         return module
-    base: nn.Linear = module.base_layer
+    base = module.base_layer
     (adapter,) = _adapters(module)
-    return MergedLinear(merged_weight(base.weight, module.lora_A[adapter].weight, module.lora_B[adapter].weight,
+    weight = base.weight.T if _is_conv1d(base) else base.weight  # (out, in), as nn.Linear holds it
+    return MergedLinear(merged_weight(weight, module.lora_A[adapter].weight, module.lora_B[adapter].weight,
                                       module.scaling[adapter]), base.bias)
 
 
@@ -187,6 +206,7 @@ def merge_adapters(weights: Iterable[tuple[str, torch.Tensor]], model: nn.Module
         yield from weights
         return
     scalings = lora_scalings(model)
+    transposed = {name for name, module in model.named_modules() if is_lora_layer(module) and _is_conv1d(module.base_layer)}
     pending: dict[str, dict[str, torch.Tensor]] = {}  # layer -> its W, A and B seen so far
     for name, tensor in weights:
         entry = _LORA_ENTRY.match(name)
@@ -204,7 +224,7 @@ def merge_adapters(weights: Iterable[tuple[str, torch.Tensor]], model: nn.Module
         parts[entry["factor"] or "W"] = tensor
         if len(parts) == 3:
             del pending[layer]
-            yield f"{layer}.weight", merged_weight(parts["W"], parts["A"], parts["B"], scalings[layer])
+            yield f"{layer}.weight", merged_weight(parts["W"], parts["A"], parts["B"], scalings[layer], layer in transposed)
     if pending:
         raise ValueError(f"LoRA layers given without their weight or adapters: {sorted(pending)[:3]}")
 

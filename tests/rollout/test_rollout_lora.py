@@ -126,15 +126,48 @@ def test_a_misspelt_target_among_matching_ones_is_an_error_not_frozen_layers() -
     assert sum(name.endswith("down_proj.lora_A.default.weight") for name, _ in model.named_parameters()) == 2
 
 
-def test_adapters_on_layers_other_than_linear_ones_are_refused() -> None:
-    """PEFT's all-linear takes GPT-2's Conv1D layers, and an embedding may be named: the merge
-    raised at the first checkpoint (or weight sync), and the KL reference kept their adapters on."""
-    from transformers import GPT2Config, GPT2LMHeadModel
+def test_a_gpt2s_conv1d_layers_take_adapters_merged_transposed_and_switched_off_for_the_reference(tmp_path) -> None:
+    """GPT-2's linear layers are Conv1D, their weights stored (in, out): adapters on them were refused
+    (the merge would have added B A untransposed). Merged, the weights under the base model's names
+    are a GPT-2 that computes the adapted model (vLLM's copy, the checkpoint's export, which
+    from_pretrained loads), as PEFT's own merge does; adapters off, the base model."""
+    import warnings
 
-    gpt2 = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=32, n_positions=16))
-    with pytest.raises(UserError, match=r"not torch.nn.Linear: transformer.h.0.attn.c_attn \(Conv1D\).*"
-                                        r"linear layers only \(this model's: none\)"):
-        apply_lora(gpt2, rank=4, alpha=8.0, target_modules=["all-linear"])
+    from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel
+
+    from dapo.lora import adapters_off, merged_linear
+
+    config = GPT2Config(n_layer=2, n_embd=16, n_head=2, vocab_size=32, n_positions=16, bos_token_id=0, eos_token_id=0)
+    torch.manual_seed(0)
+    base = GPT2LMHeadModel(config).eval()
+    model = GPT2LMHeadModel(config).eval()
+    model.load_state_dict(base.state_dict())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # (PEFT's fan_in_fan_out notice is ours to keep quiet)
+        _adapted(model)
+    assert sum(name.endswith("lora_A.default.weight") for name, _ in model.named_parameters()) == 8  # c_attn, c_proj, c_fc, c_proj
+    ids = torch.tensor([[5, 6, 7, 8, 9, 3]])
+    with torch.no_grad():
+        adapted = model(ids).logits
+        assert (adapted - base(ids).logits).abs().max() > 1e-3  # the adapters change the model
+        weights = dict(merged_weights(model))
+        assert set(weights) == set(base.state_dict())
+        plain = GPT2LMHeadModel(config).eval()
+        plain.load_state_dict(weights)
+        assert torch.allclose(plain(ids).logits, adapted, atol=1e-5)
+        plain.save_pretrained(tmp_path)
+        assert torch.allclose(AutoModelForCausalLM.from_pretrained(tmp_path)(ids).logits, adapted, atol=1e-5)
+        with adapters_off(model):
+            assert torch.allclose(model(ids).logits, base(ids).logits, atol=1e-6)
+        layer = model.transformer.h[0].attn.c_attn  # by hand: W + ((alpha / r) B A)^T, W (in, out)
+        expected = layer.base_layer.weight + 2.0 * (layer.lora_B["default"].weight @ layer.lora_A["default"].weight).T
+        assert torch.allclose(weights["transformer.h.0.attn.c_attn.weight"], expected, atol=1e-6)
+        assert torch.allclose(merged_linear(layer).weight, expected.T, atol=1e-6)  # as nn.Linear holds it: (out, in)
+
+
+def test_adapters_on_layers_other_than_linear_ones_are_refused() -> None:
+    """An embedding may be named: the merge raised at the first checkpoint (or weight sync), and the
+    KL reference kept its adapters on."""
     with pytest.raises(UserError, match=r"model.embed_tokens \(Embedding\); dapo-rl adapts linear layers only "
                                         r"\(this model's: down_proj, gate_proj, k_proj, o_proj, q_proj, up_proj, v_proj\)"):
         apply_lora(tiny_llama(), rank=4, alpha=8.0, target_modules=["q_proj", "embed_tokens"])

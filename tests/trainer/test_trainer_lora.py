@@ -192,3 +192,38 @@ def test_adapters_on_a_bfloat16_base_train_in_float32(tiny_model_dir, reward_fil
     finally:
         trainer.close()
     assert not [w for w in recwarn if "trains bfloat16 weights" in str(w.message)]
+
+
+# (PEFT's own loading asks transformers for a deprecated attribute)
+@pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")
+def test_a_gpt2_trains_adapters_on_its_conv1d_layers_and_exports_the_merged_policy(tiny_model_dir, reward_file, tmp_path):
+    """GPT-2's linear layers are Conv1D (weights stored (in, out)): LoRA on it was refused. Now its
+    adapters train (with the KL penalty's adapters-off reference), the export is a GPT-2 computing
+    the trained policy, and adapter/ is PEFT's."""
+    from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    torch.manual_seed(0)
+    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_embd=32, n_layer=2, n_head=4, n_positions=1024,
+                                      bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id))
+    model_dir = tmp_path / "gpt2"
+    gpt2.save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    trainer = Trainer(tiny_config(model_dir, tmp_path / "run", reward_file, *LORA, "trainer.total_steps=2",
+                                  "algorithm.kl_coef=0.01"))
+    try:
+        trainable = {name for name, p in trainer.model.named_parameters() if p.requires_grad}
+        assert trainable and all(".lora_A." in name or ".lora_B." in name for name in trainable)
+        assert sum(name.endswith("c_attn.lora_A.default.weight") for name in trainable) == 2
+        trainer.train()
+        policy_logits = _logits(trainer.model)
+    finally:
+        trainer.close()
+    metrics = read_metrics(tmp_path / "run")
+    kl = [m["actor/kl_ref"] for m in metrics if "actor/kl_ref" in m]
+    assert len(kl) == 2 and all(value > 0 for value in kl)  # to the base model (the policy's own would be 0)
+    checkpoint = tmp_path / "run" / "checkpoints" / "step-000002"
+    assert torch.allclose(_logits(AutoModelForCausalLM.from_pretrained(checkpoint)), policy_logits, atol=1e-5)
+    assert not torch.allclose(_logits(gpt2), policy_logits, atol=1e-3), "the adapters did not train"
+    adapted = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(model_dir), checkpoint / "adapter")
+    assert torch.allclose(_logits(adapted), policy_logits, atol=1e-5)

@@ -54,7 +54,7 @@ class ModelConfig:
     # The linear layers that get adapters: ["all-linear"] (every linear layer but the output layer,
     # PEFT's choice) or module names, e.g. [q_proj, k_proj, v_proj, o_proj], each matching a layer's
     # name or its last dotted parts (mlp.down_proj); a name that matches no layer is an error.
-    # torch.nn.Linear only: GPT-2's Conv1D layers and embeddings are refused.
+    # Linear layers only (torch.nn.Linear, GPT-2's Conv1D): an embedding is refused.
     lora_target_modules: list[str] = field(default_factory=lambda: ["all-linear"])
 
     def __post_init__(self) -> None:

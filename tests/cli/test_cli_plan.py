@@ -343,6 +343,22 @@ def test_a_lora_plan_counts_adamw_for_the_adapters_alone_as_peft_makes_them(tmp_
     assert _kept_between_updates(bf16, model_shape(bf16, None)) == params * 2 + 3 * adapters * 4
 
 
+
+def test_a_lora_plan_of_a_gpt2_counts_the_adapters_on_its_conv1d_layers(tmp_path):
+    """GPT-2's linear layers are Conv1D, which the count took for no linear layer: 0 adapters."""
+    from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel
+
+    from dapo.lora import apply_lora
+
+    model_dir = tmp_path / "gpt2"
+    GPT2LMHeadModel(GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=1024)).save_pretrained(model_dir)
+    cfg = load_config([builtin_config_path("default")], [f"model.path={model_dir}", "model.lora_rank=8"])
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    apply_lora(model, 8, 16.0, cfg.model.lora_target_modules)
+    adapters = sum(p.numel() for p in model.parameters() if p.requires_grad)  # PEFT's own adapters
+    assert adapters > 0
+    assert dict(training_rows(cfg, model_shape(cfg, None))[0])["LoRA adapters + grads + AdamW"] == adapters * 16
+
 def test_a_lora_plan_on_two_ranks_shards_the_frozen_weights_and_keeps_no_reference_copy(tmp_path):
     from transformers import AutoModelForCausalLM
 

@@ -6,16 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tests.rewards.test_rewards_user_functions import _one_and_batched
 
 from dapo.config.schema import RewardConfig, RewardFunctionSpec
 from dapo.rewards import RewardFunctionError, RewardScorer, load_reward_function
-
-
-def _one_and_batched(module: Path, one: str, batched: str, batch_size: int, code: str) -> RewardConfig:
-    """A scorer config of ``code``'s per-response function ``one`` and batched function ``batched``."""
-    module.write_text(code)
-    return RewardConfig(functions=[RewardFunctionSpec(path=f"{module}:{one}"),
-                                   RewardFunctionSpec(path=f"{module}:{batched}", batch_size=batch_size)], num_workers=1)
 
 
 def test_a_function_written_to_verls_contract_is_called_as_verl_calls_it(tmp_path: Path) -> None:
@@ -94,3 +88,37 @@ def test_a_trl_function_naming_prompts_after_completions_gets_them_once() -> Non
         return [float(len(prompt)) for prompt in prompts]
 
     assert called_as_its_peer_does(reward)("Answer: 1", "1", {"prompt": "1+0?", "data_source": "math"}) == 4.0
+
+
+
+def test_a_verl_function_is_called_per_response_or_with_lists_as_its_names_say(tmp_path: Path) -> None:
+    """The singular names with batch_size > 0 got lists (and raised on every item), the plural ones
+    without got strings; verl's math_dapo shape (solution_str first, a flag after it) took the
+    extra dict as its flag. Each is now called as its names say, whichever way dapo-rl calls it."""
+    cfg = _one_and_batched(tmp_path / "verl_shapes.py", "plural", "singular", 2,
+                           "def plural(data_sources, solution_strs, ground_truths, extra_infos):\n"
+                           "    return [float(s.endswith(g)) for s, g in zip(solution_strs, ground_truths)]\n"
+                           "def singular(data_source, solution_str, ground_truth, extra_info=None):\n"
+                           "    return float(solution_str.endswith(ground_truth))\n"
+                           "def math_dapo_shaped(solution_str, ground_truth, strict_box_verify=False, **kwargs):\n"
+                           "    return -1.0 if strict_box_verify else float(solution_str.endswith(ground_truth))\n")
+    cfg.functions.append(RewardFunctionSpec(path=f"{tmp_path / 'verl_shapes.py'}:math_dapo_shaped"))
+    with RewardScorer(cfg) as scorer:
+        results = scorer.score(["Answer: 1", "Answer: 2", "Answer: 3"], ["1", "5", "3"], ["math"] * 3, [{}] * 3)
+    assert not any(r.failed for r in results)
+    for label in ("plural", "singular", "math_dapo_shaped"):
+        assert [r.extra[f"{label}/score"] for r in results] == [1.0, 0.0, 1.0], label
+
+
+def test_a_trl_function_returning_no_list_is_refused_at_start_and_a_completions_column_is_no_clash(tmp_path) -> None:
+    """A TRL function returning a number started the run and then failed on every response (its
+    error only warned of at start); a dataset column named completions clashed with TRL's own."""
+    module = tmp_path / "trl_shapes.py"
+    module.write_text("def scalar(completions, **kwargs):\n    return 1.0\n"
+                      "def listed(prompts, completions, **kwargs):\n    return [float(c == 'Answer: 1') for c in completions]\n")
+    with pytest.raises(RewardFunctionError, match=r"scalar.*returned a bad value: a function of lists .* returns a list "
+                                                  r"with one value per response; for one, it returned 1.0"):
+        RewardScorer(RewardConfig(functions=[RewardFunctionSpec(path=f"{module}:scalar")], num_workers=1))
+    with RewardScorer(RewardConfig(functions=[RewardFunctionSpec(path=f"{module}:listed")], num_workers=1)) as scorer:
+        results = scorer.score(["Answer: 1", "Answer: 2"], ["1", "1"], ["math"] * 2, [{"completions": "x"}] * 2)
+    assert [r.extra["listed/score"] for r in results] == [1.0, 0.0] and not any(r.failed for r in results)

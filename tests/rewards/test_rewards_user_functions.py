@@ -328,7 +328,6 @@ def test_an_async_function_is_run_to_its_end_in_its_worker(tmp_path: Path) -> No
     assert not any(r.failed for r in results)
 
 
-
 def _one_and_batched(module: Path, one: str, batched: str, batch_size: int, code: str) -> RewardConfig:
     """A scorer config of ``code``'s per-response function ``one`` and batched function ``batched``."""
     module.write_text(code)

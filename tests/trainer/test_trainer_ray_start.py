@@ -99,12 +99,11 @@ def test_the_policy_group_stops_what_an_interrupted_ray_init_started(monkeypatch
     assert stopped == [KeyboardInterrupt]
 
 
-
 @pytest.mark.parametrize(("presses", "expected"), [
     (1, ["init went on", "init returned", "ray.shutdown"]),  # held back until Ray has started
     (2, ["init went on", "ray.shutdown"]),  # asked twice: at once
 ])
-def test_a_ctrl_c_while_ray_init_runs_stops_the_run_once_ray_has_started(capsys, presses, expected):
+def test_a_ctrl_c_while_ray_init_runs_stops_the_run_once_ray_has_started(capfd, presses, expected):
     """A Ctrl-C that lands while ray.init builds the driver's CoreWorker leaves it half-built, and the
     process segfaulted at exit (reproduced with Ray 2.60: 1 in 7 Ctrl-Cs about 3.3 s into the start).
     It is held back until ray.init returns, then stops the run (Ray shut down); a second stops at once."""
@@ -128,4 +127,22 @@ def test_a_ctrl_c_while_ray_init_runs_stops_the_run_once_ray_has_started(capsys,
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
     finally:
         signal.signal(signal.SIGINT, previous)
-    assert capsys.readouterr().err.count(ray_policy.RAY_INIT_CTRL_C) == 1
+    assert capfd.readouterr().err.count(ray_policy.RAY_INIT_CTRL_C) == 1
+
+
+def test_an_ignored_ctrl_c_stays_ignored_while_ray_starts(capfd):
+    """Under nohup (SIGINT ignored) a Ctrl-C was deferred, said the run would stop, and was then
+    ignored: the handler stays SIG_IGN, and nothing is said."""
+    from dapo.config import ResourcesConfig
+    from dapo.trainer import ray_policy
+
+    seen = []
+    ray = type("Ray", (), {"init": staticmethod(lambda **kw: (signal.raise_signal(signal.SIGINT),
+                                                              seen.append(signal.getsignal(signal.SIGINT)))),
+                           "shutdown": staticmethod(lambda: None)})
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        ray_policy.start_ray(ray, ResourcesConfig())
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert seen == [signal.SIG_IGN] and ray_policy.RAY_INIT_CTRL_C not in capfd.readouterr().err

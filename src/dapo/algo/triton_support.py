@@ -31,6 +31,8 @@ def kernels_launch(probe: Callable[[], object], kernels: str, device: torch.devi
     except torch.OutOfMemoryError:  # a full GPU, no toolchain's failure: the step would fail anyway, and
         raise  # a False cached for the device would leave the kernels off for the rest of the process
     except Exception as error:  # whatever the toolchain raises: torch's ops compute the same
+        if "out of memory" in str(error).lower():  # Triton's own ("Triton Error [CUDA]: out of memory")
+            raise
         detail = (str(error).strip().splitlines() or [""])[0][:300]
         warnings.warn(f"the {kernels} failed to launch on {device} ({type(error).__name__}: {detail}): {instead} "
                       f"({flag}=false skips the attempt)", stacklevel=3)

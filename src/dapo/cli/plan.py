@@ -128,17 +128,21 @@ def model_shape(cfg: DAPOConfig, params: float | None) -> ModelShape:
 
 def lora_adapter_params(cfg: DAPOConfig, model) -> float:
     """Parameters of the LoRA adapters ``cfg.model`` puts on ``model`` (0 without): r x (in +
-    out) for every targeted linear layer, matched as PEFT matches a name (the module's name, or its
-    end after a dot: q_proj, self_attn.q_proj); ["all-linear"]: every one but the output layer."""
+    out) for every targeted linear layer (GPT-2's Conv1D too), matched as PEFT matches a name (the
+    module's name, or its end after a dot: q_proj, self_attn.q_proj); ["all-linear"]: every one
+    but the output layer."""
     from torch import nn
+    from transformers.pytorch_utils import Conv1D
 
     rank, targets = cfg.model.lora_rank, cfg.model.lora_target_modules
     if rank == 0:
         return 0.0
     output = model.get_output_embeddings()
-    return float(sum(rank * (module.in_features + module.out_features) for name, module in model.named_modules()
-                     if isinstance(module, nn.Linear) and module is not output
-                     and (targets == ["all-linear"] or any(name == t or name.endswith(f".{t}") for t in targets))))
+    widths = {name: module.in_features + module.out_features if isinstance(module, nn.Linear) else module.nx + module.nf
+              for name, module in model.named_modules()
+              if isinstance(module, (nn.Linear, Conv1D)) and module is not output}
+    return float(sum(rank * width for name, width in widths.items()
+                     if targets == ["all-linear"] or any(name == t or name.endswith(f".{t}") for t in targets)))
 
 
 def _measure_activations(cfg: DAPOConfig, model) -> ActivationBytes:

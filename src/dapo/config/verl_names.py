@@ -10,6 +10,17 @@ import re
 from typing import Any
 
 _DECOUPLED_CLIP = "algorithm.clip_ratio_low and algorithm.clip_ratio_high (DAPO's decoupled clip: 0.2 and 0.28)"
+_VERL_REWARD_FUNCTION = "reward.functions (path: FILE:compute_score; verl's signature is understood)"
+# dapo-rl's truncated IS is per token (verl's rollout_is=token); verl's sequence level has no equivalent
+_TOKEN_TIS = "algorithm.tis_cap (per-token truncated IS, verl's rollout_is=token; sequence level has no equivalent)"
+# verl's DAPO reward manager's keys, under reward_model (recipe/dapo/*.sh) and under reward (verl-recipe's later spelling)
+_REWARD_KWARGS = {
+    "reward_kwargs.overlong_buffer_cfg.enable": "algorithm.overlong_soft_punishment",
+    "reward_kwargs.overlong_buffer_cfg.len": "algorithm.overlong_buffer_len",
+    "reward_kwargs.overlong_buffer_cfg.penalty_factor": "algorithm.overlong_penalty_factor",
+    "reward_kwargs.max_resp_len": "rollout.max_response_length (the overlong shaping reads it there)",
+}
+_REWARD_MANAGER = "reward.verifier (math_dapo: verl's DAPO reward manager's scorer) and algorithm.overlong_soft_punishment"
 
 VERL_NAMES: dict[str, str] = {
     "actor_rollout_ref.model.path": "model.path",
@@ -74,8 +85,8 @@ VERL_NAMES: dict[str, str] = {
     "custom_reward_function.overlong_buffer.len": "algorithm.overlong_buffer_len",
     "custom_reward_function.overlong_buffer.penalty_factor": "algorithm.overlong_penalty_factor",
     # (a compute_score written to verl's contract, data_source first, is called as verl calls it)
-    "custom_reward_function.path": "reward.functions (path: FILE:compute_score; verl's signature is understood)",
-    "custom_reward_function.name": "reward.functions (path: FILE:compute_score; verl's signature is understood)",
+    "custom_reward_function.path": _VERL_REWARD_FUNCTION,
+    "custom_reward_function.name": _VERL_REWARD_FUNCTION,
     "trainer.n_gpus_per_node": "resources.devices_per_node",
     "trainer.nnodes": "resources.nnodes",
     "trainer.total_training_steps": "trainer.total_steps",
@@ -87,19 +98,9 @@ VERL_NAMES: dict[str, str] = {
     "trainer.default_local_dir": "output_dir",
     "trainer.project_name": "logging.wandb_project",
     # the rest of verl's DAPO recipe scripts' keys (recipe/dapo/*.sh) that have an answer here
-    "reward_model.reward_kwargs.overlong_buffer_cfg.enable": "algorithm.overlong_soft_punishment",
-    "reward_model.reward_kwargs.overlong_buffer_cfg.len": "algorithm.overlong_buffer_len",
-    "reward_model.reward_kwargs.overlong_buffer_cfg.penalty_factor": "algorithm.overlong_penalty_factor",
-    # (verl-recipe's later spelling of the same)
-    "reward.reward_kwargs.overlong_buffer_cfg.enable": "algorithm.overlong_soft_punishment",
-    "reward.reward_kwargs.overlong_buffer_cfg.len": "algorithm.overlong_buffer_len",
-    "reward.reward_kwargs.overlong_buffer_cfg.penalty_factor": "algorithm.overlong_penalty_factor",
-    "reward.reward_kwargs.max_resp_len": "rollout.max_response_length (the overlong shaping reads it there)",
-    "reward.reward_manager.name": ("reward.verifier (math_dapo: verl's DAPO reward manager's scorer) and "
-                                   "algorithm.overlong_soft_punishment"),
-    "reward_model.reward_kwargs.max_resp_len": "rollout.max_response_length (the overlong shaping reads it there)",
-    "reward_model.reward_manager": ("reward.verifier (math_dapo: verl's DAPO reward manager's scorer) and "
-                                    "algorithm.overlong_soft_punishment"),
+    **{f"{section}.{key}": ours for section in ("reward_model", "reward") for key, ours in _REWARD_KWARGS.items()},
+    "reward_model.reward_manager": _REWARD_MANAGER,
+    "reward.reward_manager.name": _REWARD_MANAGER,
     "algorithm.kl_ctrl.kl_coef": "algorithm.kl_coef (a KL loss term: dapo-rl puts no KL in the reward)",
     "algorithm.use_kl_in_reward": "algorithm.kl_coef (a KL loss term: dapo-rl puts no KL in the reward)",
     "trainer.total_epochs": "trainer.total_steps (training steps, not epochs)",
@@ -117,11 +118,8 @@ VERL_NAMES: dict[str, str] = {
     "actor_rollout_ref.rollout.calculate_log_probs": "algorithm.tis_cap (nothing to switch on: the engine's "
                                                     "log-probs are always recorded, and tis_cap corrects with them)",
     "algorithm.rollout_correction.bypass_mode": "algorithm.old_logprobs (rollout: the engine's log-probs as pi_old)",
-    # dapo-rl's truncated IS is per token (verl's rollout_is=token); verl's sequence level has no equivalent
-    "algorithm.rollout_correction.rollout_is": "algorithm.tis_cap (per-token truncated IS, verl's rollout_is=token; "
-                                               "sequence level has no equivalent)",
-    "algorithm.rollout_correction.rollout_is_threshold": "algorithm.tis_cap (per-token truncated IS, verl's "
-                                                         "rollout_is=token; sequence level has no equivalent)",
+    "algorithm.rollout_correction.rollout_is": _TOKEN_TIS,
+    "algorithm.rollout_correction.rollout_is_threshold": _TOKEN_TIS,
     "actor_rollout_ref.ref.ulysses_sequence_parallel_size": "trainer.sequence_parallel_size",
     # verl's micro-batches by count or by a per-GPU token budget: here always a token budget
     "actor_rollout_ref.actor.use_dynamic_bsz": "trainer.micro_batch_tokens (micro-batches are always token budgets)",

@@ -3,7 +3,8 @@ dapo-rl brings them unchanged. Told apart from this project's contract,
 ``fn(response, ground_truth, extra)``, by their parameters' names:
 
 * verl (``custom_reward_function.path``): ``compute_score(data_source, solution_str, ground_truth,
-  extra_info=None)``, by keyword; its batched reward manager's takes the plural names, lists.
+  extra_info=None)``, by keyword (a function that takes ``solution_str``; the names it leaves out
+  are not passed); its batched reward manager's takes the plural names, lists.
 * TRL (``GRPOTrainer(reward_funcs=...)``): ``reward(prompts, completions, **kwargs)`` (or
   ``completions`` first), by keyword, lists in and a list out, the dataset's other columns as
   keyword lists; a completion is the text, or ``[{"role": "assistant", "content": text}]`` where
@@ -23,6 +24,13 @@ from typing import Any
 VERL_PARAMETERS = ("data_source", "solution_str", "ground_truth", "extra_info")
 # what TRL passes that dapo-rl has no value for: a function that requires one is refused
 TRL_ONLY = ("completion_ids", "trainer_state", "log_extra", "log_metric")
+# the columns TRL does not pass as columns (a row's prompt and completion are prompts and completions)
+TRL_NOT_COLUMNS = {"prompt", "prompts", "completion", "completions", "completion_ids"}
+
+
+class BadReturnValue(TypeError):
+    """A peer's function returned what its contract does not allow (the scoring worker counts it a
+    bad value, which stops a run at start, not an error it would only warn of there)."""
 
 
 def called_as_its_peer_does(function: Callable) -> Callable | None:
@@ -37,7 +45,7 @@ def called_as_its_peer_does(function: Callable) -> Callable | None:
     taken = {parameter.name for parameter in parameters}
     takes_any = any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters)
     for names in (VERL_PARAMETERS, tuple(f"{name}s" for name in VERL_PARAMETERS)):
-        if parameters[0].name == names[0]:
+        if parameters[0].name == names[0] or names[1] in taken:  # (verl's math_dapo: solution_str first)
             return _called_as_verl_does(function, tuple(name if name in taken or takes_any else None for name in names))
     if parameters[0].name in ("prompts", "completions") and takes_any:  # TRL's: every call by keyword
         if required := [p.name for p in parameters if p.name in TRL_ONLY and p.default is inspect.Parameter.empty]:
@@ -51,26 +59,46 @@ def called_as_its_peer_does(function: Callable) -> Callable | None:
 
 def _called_as_verl_does(function: Callable, names: tuple[str | None, ...]) -> Callable:
     """``function`` called by keyword with the row's ``data_source`` and its ``extra_info`` column
-    (``{}`` for a row without one), the names it does not take (None) left out. Positionally, as
-    this project's contract calls, it got the response as ``data_source`` and the ground truth as
-    the response: every response scored wrongly, without an error. Text values of its dicts
-    (``math_dapo`` returns its ``"pred"``) are left out: verl logs them, they are no metric."""
+    (``{}`` for a row without one), the names it does not take (None) left out: once per response
+    for the singular names, with lists for the plural ones, whichever way dapo-rl calls it (per
+    response, or ``batch_size`` > 0). Positionally, as this project's contract calls, it got the
+    response as ``data_source`` and the ground truth as the response: every response scored
+    wrongly, without an error. Text values of its dicts (``math_dapo`` returns its ``"pred"``)
+    are left out: verl logs them, they are no metric."""
+    plural = names[1] == "solution_strs"
+
+    def verl_fields(fields: dict) -> tuple[Any, dict]:
+        info = fields.get("extra_info")
+        return fields.get("data_source"), dict(info) if isinstance(info, dict) else {}
+
+    def score(sources: Any, responses: Any, ground_truths: Any, infos: Any) -> Any:
+        values = (sources, responses, ground_truths, infos)
+        return function(**{name: given for name, given in zip(names, values, strict=True) if name is not None})
 
     def call(response: Any, ground_truth: Any, extra: Any) -> Any:
-        def verl_fields(fields: dict) -> tuple[Any, dict]:
-            info = fields.get("extra_info")
-            return fields.get("data_source"), dict(info) if isinstance(info, dict) else {}
-
-        if isinstance(extra, list):  # batched
-            pairs = [verl_fields(fields) for fields in extra]
-            sources, infos = [source for source, _ in pairs], [info for _, info in pairs]
-        else:
-            sources, infos = verl_fields(extra)
-        values = (sources, response, ground_truth, infos)
-        return _finish(function(**{name: given for name, given in zip(names, values, strict=True) if name is not None}),
-                       _without_text)
+        batched = isinstance(extra, list)
+        responses, ground_truths, rows = (response, ground_truth, extra) if batched else ([response], [ground_truth], [extra])
+        fields = [verl_fields(row) for row in rows]
+        if plural:
+            value = score([source for source, _ in fields], responses, ground_truths, [info for _, info in fields])
+            return _finish(value, lambda values: _without_text(values if batched else _the_one(values)))
+        if not batched:
+            (source, info), = fields
+            return _finish(score(source, response, ground_truth, info), _without_text)
+        values = [score(source, text, gold, info) for (source, info), text, gold in zip(fields, responses, ground_truths,
+                                                                                     strict=True)]
+        if any(inspect.iscoroutine(value) for value in values):
+            return _finish(_gathered(values), _without_text)
+        return _without_text(values)
 
     return call
+
+
+async def _gathered(values: list[Any]) -> list[Any]:
+    """The values of a batch's calls of an ``async def`` function, awaited together."""
+    import asyncio
+
+    return list(await asyncio.gather(*values))
 
 
 def _called_as_trl_does(function: Callable, named: list[str]) -> Callable:
@@ -85,7 +113,7 @@ def _called_as_trl_does(function: Callable, named: list[str]) -> Callable:
         prompts = [row.get("prompt") for row in rows]
         completions = [text if prompt is None or isinstance(prompt, str) else [{"role": "assistant", "content": text}]
                        for text, prompt in zip(responses, prompts, strict=True)]
-        columns = ({key for row in rows for key in row} | set(named)) - {"prompt"}
+        columns = ({key for row in rows for key in row} | set(named)) - TRL_NOT_COLUMNS
         keywords = {key: [row.get(key) for row in rows] for key in sorted(columns)}
         value = function(prompts=prompts, completions=completions, **keywords)
         return _finish(value, lambda values: values if batched else _the_one(values))
@@ -94,10 +122,10 @@ def _called_as_trl_does(function: Callable, named: list[str]) -> Callable:
 
 
 def _the_one(values: Any) -> Any:
-    """The value a TRL function returned for one response, in its list of one."""
+    """The value a peer's batched function returned for one response, in its list of one."""
     if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__len__") or len(values) != 1:
-        raise TypeError(f"a TRL reward function returns a list with one value per completion; for one, it returned "
-                        f"{repr(values)[:80]}")
+        raise BadReturnValue(f"a function of lists (TRL's, or verl's batched one) returns a list with one value "
+                             f"per response; for one, it returned {repr(values)[:80]}")
     return values[0]
 
 

@@ -44,6 +44,7 @@ from typing import Any
 
 from dapo.rewards.capture_file import CAPTURE_HEAD_BYTES, CaptureFile
 from dapo.rewards.equivalence import math_equal, silence_math_verify_logging
+from dapo.rewards.peer_functions import BadReturnValue
 from dapo.rewards.process_tree import (
     adopt_orphans,
     die_with_parent,
@@ -390,6 +391,8 @@ def run_task(pickled_task: bytes, functions: list[RewardFunction]) -> Outcome:
         value = functions[index](response, ground_truth, extra)
         if inspect.iscoroutine(value):  # an async def function (an async judge's client): run to its end, here
             value = asyncio.run(value)
+    except BadReturnValue as error:  # a verl or TRL function's return its contract does not allow
+        return "bad", str(error)
     except BaseException:  # sys.exit() in a reward function too: the item fails, the worker lives
         # Formatting the traceback happens here, under the task's deadline, never in the parent.
         return "raised", traceback.format_exc()[-_MAX_TRACEBACK_CHARS:]

@@ -18,6 +18,7 @@ must get the same calls in the same order. So the driver
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 import threading
@@ -64,11 +65,13 @@ def signals_deferred(signums: tuple[int, ...] = STOP_SIGNALS, notice: str | None
             caught.clear()
             signal.raise_signal(signum)
         elif notice is not None:
-            print(notice, file=sys.stderr, flush=True)
+            with contextlib.suppress(OSError):  # (os.write: a print here could meet the main thread's own, reentrant)
+                os.write(sys.stderr.fileno(), f"{notice}\n".encode())
 
     try:
         for signum in signums:
-            if signal.getsignal(signum) is not None:  # None: installed outside Python, could not be put back
+            # None: installed outside Python, could not be put back; SIG_IGN (nohup): nothing to defer
+            if signal.getsignal(signum) not in (None, signal.SIG_IGN):
                 previous[signum] = signal.signal(signum, defer)
         yield
     finally:

@@ -71,7 +71,7 @@ from dapo.trainer.ray_rank import RANK_SEED_STRIDE, PolicyRank, rank_device
 from dapo.trainer.run_dir import RunDirError
 from dapo.trainer.update_stats import PEER_NONFINITE_LOSS, LogprobPass, UpdateStats
 
-RAY_INIT_CTRL_C = "Ctrl-C: stopping once Ray has started (a few seconds); Ctrl-C again stops at once"
+RAY_INIT_CTRL_C = "Ctrl-C: stopping once Ray has started (or failed to); Ctrl-C again stops at once"
 
 __all__ = ["RANK_DEATH_GRACE_S", "RANK_SEED_STRIDE", "PolicyRank", "PolicyRankDied", "RayPolicyGroup",
            "RayRolloutEngine", "rank_device"]
@@ -144,7 +144,8 @@ def start_ray(ray: Any, res: ResourcesConfig) -> None:
     resources.ray_address. A Ctrl-C while it runs is held back until it returns: one that lands
     while Ray builds the driver's CoreWorker leaves it half-built, and the process segfaults when
     it exits (Ray 2.60). A second Ctrl-C stops at once. A stop half-way (a second Ctrl-C, a
-    SIGTERM) stops what it started of a local Ray."""
+    SIGTERM) stops what it started of a local Ray. (SIGTERM is not held back: Ray puts its own
+    handler in while it starts, so a SIGTERM in that moment can still meet the half-built worker.)"""
     try:
         with keeping_sigterm_handler(), signals_deferred((signal.SIGINT,), RAY_INIT_CTRL_C):
             if res.ray_address is None:

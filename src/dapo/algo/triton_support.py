@@ -28,10 +28,10 @@ def kernels_launch(probe: Callable[[], object], kernels: str, device: torch.devi
     of memory is raised: it says nothing of whether they launch."""
     try:
         probe()
-    except torch.OutOfMemoryError:  # a full GPU, no toolchain's failure: the step would fail anyway, and
-        raise  # a False cached for the device would leave the kernels off for the rest of the process
     except Exception as error:  # whatever the toolchain raises: torch's ops compute the same
-        if "out of memory" in str(error).lower():  # Triton's own ("Triton Error [CUDA]: out of memory")
+        # but a full GPU (torch's OutOfMemoryError, or Triton's "Triton Error [CUDA]: out of memory") is
+        # no toolchain's failure: a False cached for the device would leave the kernels off for good
+        if isinstance(error, torch.OutOfMemoryError) or "out of memory" in str(error).lower():
             raise
         detail = (str(error).strip().splitlines() or [""])[0][:300]
         warnings.warn(f"the {kernels} failed to launch on {device} ({type(error).__name__}: {detail}): {instead} "

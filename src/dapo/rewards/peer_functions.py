@@ -79,17 +79,13 @@ def _called_as_verl_does(function: Callable, names: tuple[str | None, ...]) -> C
         batched = isinstance(extra, list)
         responses, ground_truths, rows = (response, ground_truth, extra) if batched else ([response], [ground_truth], [extra])
         fields = [verl_fields(row) for row in rows]
-        if plural:
-            value = score([source for source, _ in fields], responses, ground_truths, [info for _, info in fields])
-            return _finish(value, lambda values: _without_text(values if batched else _the_one(values)))
-        if not batched:
-            (source, info), = fields
-            return _finish(score(source, response, ground_truth, info), _without_text)
-        values = [score(source, text, gold, info) for (source, info), text, gold in zip(fields, responses, ground_truths,
-                                                                                     strict=True)]
-        if any(inspect.iscoroutine(value) for value in values):
-            return _finish(_gathered(values), _without_text)
-        return _without_text(values)
+        if plural:  # lists in, a list out
+            values = score([source for source, _ in fields], responses, ground_truths, [info for _, info in fields])
+        else:  # a call per response (an async function's awaited together)
+            values = [score(source, text, gold, info)
+                      for (source, info), text, gold in zip(fields, responses, ground_truths, strict=True)]
+            values = _gathered(values) if any(inspect.iscoroutine(value) for value in values) else values
+        return _finish(values, lambda values: _without_text(values if batched else _the_one(values)))
 
     return call
 

@@ -43,6 +43,22 @@ def test_chat_template_is_used_when_the_tokenizer_has_one() -> None:
     assert plain.render(chat) == "Q"
 
 
+def test_a_chat_ending_in_an_assistant_prefill_is_continued_not_followed_by_a_new_turn() -> None:
+    """A chat ending in an assistant message rendered it as a closed turn and opened a second
+    assistant turn after it; the response continues it (continue_final_message, as in TRL)."""
+    tokenizer = build_tokenizer()
+    tokenizer.chat_template = (
+        "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+    )
+    encoder = PromptEncoder(tokenizer, DataConfig(template="none"))
+    prefilled = Problem(uid="u", prompt=[{"role": "user", "content": "Q"}, {"role": "assistant", "content": "Let me see."}],
+                        ground_truth="1")
+    assert encoder.render(prefilled) == "<|user|>Q<|end|>\n<|assistant|>Let me see."
+    assert encoder.render(Problem(uid="u", prompt=prefilled.prompt[:1], ground_truth="1")) == "<|user|>Q<|end|>\n<|assistant|>"
+    assert PromptEncoder(tokenizer, DataConfig(use_chat_template=False)).render(prefilled) == "Q\n\nLet me see."
+
+
 def test_builtin_problems_pass_through_verbatim() -> None:
     tokenizer = build_tokenizer()
     tokenizer.chat_template = CHAT_TEMPLATE

@@ -90,6 +90,21 @@ def test_a_trl_function_naming_prompts_after_completions_gets_them_once() -> Non
     assert called_as_its_peer_does(reward)("Answer: 1", "1", {"prompt": "1+0?", "data_source": "math"}) == 4.0
 
 
+def test_a_trl_function_gets_a_chats_assistant_prefill_in_the_completion_not_the_prompt() -> None:
+    """A chat ending in an assistant message (a prefill the response continues) reached a TRL
+    function in the prompt, and the completion lacked it; TRL moves it into the completion."""
+    from dapo.rewards.peer_functions import called_as_its_peer_does
+
+    def reward(prompts, completions, **kwargs):
+        return [f"{[m['role'] for m in p]} {c[0]['content']}" for p, c in zip(prompts, completions)]
+
+    chat = [{"role": "user", "content": "1+0?"}, {"role": "assistant", "content": "<think>\n"}]
+    extra = {"prompt": chat, "data_source": "math"}
+    assert called_as_its_peer_does(reward)("so 1.</think>\nAnswer: 1", "1", extra) == "['user'] <think>\nso 1.</think>\nAnswer: 1"
+    assert chat[-1] == {"role": "assistant", "content": "<think>\n"}  # the row's prompt is left as it was
+    assert called_as_its_peer_does(reward)("Answer: 1", "1", {"prompt": chat[:1]}) == "['user'] Answer: 1"
+
+
 
 def test_a_verl_function_is_called_per_response_or_with_lists_as_its_names_say(tmp_path: Path) -> None:
     """The singular names with batch_size > 0 got lists (and raised on every item), the plural ones

@@ -9,7 +9,9 @@ Rendering rules, in order:
    text), then treated as a one-message chat ``[{"role": "user", ...}]``.
 3. A chat list goes through ``tokenizer.apply_chat_template(..., add_generation_prompt=True)``
    when ``cfg.use_chat_template`` and the tokenizer has a chat template; otherwise the messages'
-   contents are joined with blank lines as plain text.
+   contents are joined with blank lines as plain text. A chat that ends in an assistant message
+   (a prefill, such as "<think>\n" or "Let's think step by step.") is left open instead
+   (``continue_final_message=True``, TRL's rule): the response continues that message.
 
 Chat lists are not wrapped again: DAPO-style files already carry the instruction in the message.
 A prompt longer than ``cfg.max_prompt_length`` tokens is never cut (from the left it would lose
@@ -142,8 +144,12 @@ class PromptEncoder:
             wrap = self.cfg.template == "dapo" and not prompt.lstrip().startswith(_DAPO_HEAD)
             prompt = [{"role": "user", "content": DAPO_TEMPLATE.format(problem=prompt) if wrap else prompt}]
         if self.uses_chat_template:
+            # a chat ending in an assistant message is a prefill: the response continues it, as in
+            # TRL, rather than following it as a closed turn in a second assistant turn
+            prefill = prompt[-1]["role"] == "assistant"
             try:
-                return self.tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+                return self.tokenizer.apply_chat_template(prompt, add_generation_prompt=not prefill,
+                                                          continue_final_message=prefill, tokenize=False)
             except Exception as error:  # jinja2's TemplateError (the template's raise_exception), or its code's
                 roles = ", ".join(message["role"] for message in prompt)
                 raise DataError(f"the tokenizer's chat template refused the prompt of {self._named(problem)} "

@@ -8,7 +8,8 @@ dapo-rl brings them unchanged. Told apart from this project's contract,
 * TRL (``GRPOTrainer(reward_funcs=...)``): ``reward(prompts, completions, **kwargs)`` (or
   ``completions`` first), by keyword, lists in and a list out, the dataset's other columns as
   keyword lists; a completion is the text, or ``[{"role": "assistant", "content": text}]`` where
-  the prompt is a chat (TRL's conversational format).
+  the prompt is a chat (TRL's conversational format), after the chat's closing assistant message
+  where it has one (a prefill, which TRL moves from the prompt into the completion).
 
 Each becomes a function of this project's contract (one response, or lists of each for
 ``batch_size`` > 0), whose ``extra`` holds the row's fields, ``prompt`` and ``data_source``.
@@ -106,15 +107,26 @@ def _called_as_trl_does(function: Callable, named: list[str]) -> Callable:
     def call(response: Any, ground_truth: Any, extra: Any) -> Any:
         batched = isinstance(extra, list)
         responses, rows = (response, extra) if batched else ([response], [extra])
-        prompts = [row.get("prompt") for row in rows]
-        completions = [text if prompt is None or isinstance(prompt, str) else [{"role": "assistant", "content": text}]
-                       for text, prompt in zip(responses, prompts, strict=True)]
+        pairs = [_trl_prompt_and_completion(row.get("prompt"), text) for text, row in zip(responses, rows, strict=True)]
+        prompts, completions = [prompt for prompt, _ in pairs], [completion for _, completion in pairs]
         columns = ({key for row in rows for key in row} | set(named)) - TRL_NOT_COLUMNS
         keywords = {key: [row.get(key) for row in rows] for key in sorted(columns)}
         value = function(prompts=prompts, completions=completions, **keywords)
         return _finish(value, lambda values: values if batched else _the_one(values))
 
     return call
+
+
+def _trl_prompt_and_completion(prompt: Any, text: str) -> tuple[Any, Any]:
+    """The prompt and completion TRL gives its reward functions for ``text``, the response to
+    ``prompt``: as they are for a text prompt; for a chat, the completion as an assistant message,
+    which begins with the prompt's closing assistant message (a prefill the response continued),
+    then left out of the prompt."""
+    if prompt is None or isinstance(prompt, str):
+        return prompt, text
+    if prompt and prompt[-1]["role"] == "assistant":
+        return prompt[:-1], [{"role": "assistant", "content": prompt[-1]["content"] + text}]
+    return prompt, [{"role": "assistant", "content": text}]
 
 
 def _the_one(values: Any) -> Any:

@@ -303,6 +303,9 @@ def test_a_verl_section_in_a_yaml_file_is_answered_for_each_of_its_keys(tmp_path
     ("+reward.reward_kwargs.overlong_buffer_cfg.len=4096", r"algorithm.overlong_buffer_len"),  # verl-recipe's later spelling
     ("+actor_rollout_ref.actor.kl_loss_type=low_var_kl", r"algorithm.kl_estimator \(verl's low_var_kl is k3"),
     ("+actor_rollout_ref.actor.optim.weight_decay=0.1", r"trainer.decay_biases_and_norms=true"),
+    # same mode names, other normaliser; verl's 0 is "unlimited"
+    ("+actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum-norm", r"also divided by the number of responses"),
+    ("+algorithm.filter_groups.max_num_gen_batches=0", r"algorithm.max_gen_rounds \(at least 1, no 'unlimited' 0"),
 ])
 def test_verl_recipe_keys_are_answered_with_this_projects_names(verl_override: str, ours: str):
     with pytest.raises(ConfigError, match=ours):

@@ -49,7 +49,9 @@ VERL_NAMES: dict[str, str] = {
     "actor_rollout_ref.actor.clip_ratio": _DECOUPLED_CLIP,
     "algorithm.clip_ratio": _DECOUPLED_CLIP,
     "actor_rollout_ref.actor.entropy_coeff": "algorithm.entropy_coef",
-    "actor_rollout_ref.actor.loss_agg_mode": "algorithm.loss_agg_mode",
+    # the same modes by name; verl's seq-mean-token-sum-norm leaves the number of responses out
+    "actor_rollout_ref.actor.loss_agg_mode": "algorithm.loss_agg_mode (its seq-mean-token-sum-norm is Dr.GRPO's "
+                                             "here: also divided by the number of responses, which verl's is not)",
     "actor_rollout_ref.actor.use_kl_loss": "algorithm.kl_coef (verl's kl_loss_coef defaults to 0.001)",
     "actor_rollout_ref.actor.kl_loss_type": "algorithm.kl_estimator (verl's low_var_kl is k3, kl k1, abs abs, mse k2)",
     "algorithm.norm_adv_by_std_in_grpo": "algorithm.advantage (dr_grpo: not divided by the group's std)",
@@ -71,7 +73,10 @@ VERL_NAMES: dict[str, str] = {
     "algorithm.adv_estimator": "algorithm.advantage",
     "algorithm.filter_groups.enable": "algorithm.dynamic_sampling",
     "algorithm.filter_groups.metric": "algorithm.filter_metric",
-    "algorithm.filter_groups.max_num_gen_batches": "algorithm.max_gen_rounds",
+    # verl's 0 is no limit, and its limit raises; dapo-rl's trains on what the rounds collected
+    "algorithm.filter_groups.max_num_gen_batches": "algorithm.max_gen_rounds (at least 1, no 'unlimited' 0; a step "
+                                                   "that reaches it trains on the groups collected, with a warning, "
+                                                   "where verl raises)",
     "data.train_batch_size": "trainer.prompts_per_step",
     "data.gen_batch_size": "trainer.gen_prompts_per_round (with algorithm.dynamic_sampling=false a step trains on "
                            "trainer.prompts_per_step prompts, where verl trains on gen_batch_size)",

@@ -17,7 +17,7 @@ item the worker cannot rebuild fails alone, as ``raised``.
 Workers are fresh interpreters talking over a socket pair, each below a keeper on Linux
 (``pids``): :mod:`dapo.rewards.worker_process` starts, stops and reaps them.
 
-The parent never blocks on a socket (:class:`dapo.rewards.worker.Channel`): a worker stuck
+The parent never blocks on a socket (:class:`dapo.rewards.channel.Channel`): a worker stuck
 after an item (a thread its function left holding the GIL in C code) held the whole run, every
 deadline included, in the send of a chunk larger than the socket's buffer, or in the read of a
 result it had half sent. A chunk's first task's clock starts when the chunk is queued: a worker

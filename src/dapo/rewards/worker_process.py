@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dapo.rewards import capture_file, process_tree
+from dapo.rewards.channel import Channel
 from dapo.rewards.process_tree import end_below_keeper, group_members, has_keeper, kill_group
-from dapo.rewards.worker import Channel
 
 _KEEPER_EXIT_S = 5.0  # for a keeper to reap what was killed below it and exit (milliseconds, usually)
 # `python -c` puts the working directory first on sys.path: drop it before any import, so a

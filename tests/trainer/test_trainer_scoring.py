@@ -99,3 +99,28 @@ def test_a_response_to_a_prompt_that_opens_thinking_is_read_as_thinking(tmp_path
             assert [r.extra["starts/opens_think"] for r in results] == [0.0, 0.0]
     assert verdicts[True] == [False, True]  # still thinking when it ended: no answer (before: right)
     assert verdicts[False] == [True, True]
+
+
+def test_a_prefill_that_opens_thinking_has_its_responses_read_as_thinking() -> None:
+    """An assistant prefill "<think>\\nOkay, let me see." leaves the response thinking though the
+    prompt does not end in "<think>": a response cut off in its thinking was read for its answer."""
+    from dapo.builtin import build_tokenizer
+    from dapo.config.schema import RewardConfig
+    from dapo.data import Problem
+    from dapo.rewards import RewardScorer
+    from dapo.rollout.base import Completion, GenerationResult
+    from dapo.trainer.scoring import prefill_opens_thinking, score_completions
+
+    tokenizer = build_tokenizer()
+    user = {"role": "user", "content": "What is 3+4?"}
+    ids = [tokenizer(text)["input_ids"] for text in ("Let me try 7. Answer: 7", "So 7.\n</think>\nAnswer: 7")]
+    generation = GenerationResult([Completion(0, i, [0.0] * len(i), "stop") for i in ids], 0.0, 0)
+    verdicts = {}
+    with RewardScorer(RewardConfig(num_workers=1)) as scorer:
+        for prefill in ("<think>\nOkay, let me see.", "Okay, let me see."):
+            problem = Problem("u1", [user, {"role": "assistant", "content": prefill}], "7")
+            prompt_ids = [tokenizer(f"What is 3+4?\n{prefill}")["input_ids"]]
+            verdicts[prefill] = [r.acc for r in score_completions(tokenizer, scorer, [problem], generation, 2, prompt_ids).results]
+    assert verdicts == {"<think>\nOkay, let me see.": [False, True], "Okay, let me see.": [True, True]}
+    assert not prefill_opens_thinking([user, {"role": "assistant", "content": "<think>\nSo 7.\n</think>\n"}])
+    assert not prefill_opens_thinking([user]) and not prefill_opens_thinking("<think>")

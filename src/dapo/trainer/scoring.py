@@ -41,8 +41,9 @@ def score_completions(
     """Decode prompt-major completions and score each against its problem. An engine (a user's
     too) that returned other than ``samples_per_prompt`` completions per prompt, in prompt-major
     order, is refused: groups and @k metrics index completions by position. A prompt of
-    ``prompt_token_ids`` that ends in ``<think>`` (a reasoning model's chat template opens it) has
-    its responses read as thinking until their ``</think>``: one cut off before it states no answer."""
+    ``prompt_token_ids`` that ends in ``<think>`` (a reasoning model's chat template opens it), or
+    whose assistant prefill opens one, has its responses read as thinking until their
+    ``</think>``: one cut off before it states no answer."""
     completions = generation.completions
     prompt_indices = [c.prompt_index for c in completions]
     if prompt_indices != [i // samples_per_prompt for i in range(len(problems) * samples_per_prompt)]:
@@ -54,7 +55,8 @@ def score_completions(
     owners = [problems[c.prompt_index] for c in completions]
     # a "</think>" that is a special token is dropped by the decoding above: every response would read as thinking
     readable = prompt_token_ids is not None and "</think>" not in tokenizer.all_special_tokens
-    opened = [opens_thinking(tokenizer, ids) for ids in prompt_token_ids] if readable else None
+    opened = ([opens_thinking(tokenizer, ids) or prefill_opens_thinking(problem.prompt)
+               for ids, problem in zip(prompt_token_ids, problems, strict=True)] if readable else None)
     results = scorer.score(texts, [p.ground_truth for p in owners], [p.data_source for p in owners],
                            [p.extra for p in owners], [p.prompt for p in owners],
                            [opened[c.prompt_index] for c in completions] if opened is not None else None)
@@ -64,6 +66,15 @@ def score_completions(
 def opens_thinking(tokenizer: PreTrainedTokenizerBase, prompt_ids: list[int]) -> bool:
     """Whether a prompt ends in ``<think>``, opening the response's thinking."""
     return tokenizer.decode(prompt_ids[-8:], skip_special_tokens=False).rstrip().endswith("<think>")
+
+
+def prefill_opens_thinking(prompt: str | list[dict[str, str]]) -> bool:
+    """Whether a chat's closing assistant message (a prefill the response continues) opens a
+    ``<think>`` it does not close ("<think>\nOkay, let me see."): the response goes on thinking."""
+    if isinstance(prompt, str) or not prompt or prompt[-1]["role"] != "assistant":
+        return False
+    prefill = prompt[-1]["content"]
+    return prefill.rfind("<think>") > prefill.rfind("</think>")
 
 
 def sample_record(problem: Problem, text: str, result: RewardResult, completion: Completion) -> dict[str, Any]:

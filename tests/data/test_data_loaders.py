@@ -221,8 +221,17 @@ def test_rows_that_would_fail_later_are_refused_naming_file_and_row(tmp_path: Pa
         {"prompt": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"},
                     {"role": "user", "content": "3+3?"}], "answer": "6"},  # a few-shot prompt: fine
         {"prompt": [{"role": "user", "content": "1+1?"}, {"role": "assistant", "content": "2"}], "answer": "2"}])
-    with pytest.raises(DataError, match=r"solved.jsonl line 2: the prompt at 'prompt' ends with an assistant message"):
+    with pytest.raises(DataError, match=r"solved.jsonl line 2: the prompt at 'prompt' ends with an assistant message"
+                                        r".* or set data.assistant_prefill=true where it is a prefill"):
         load_problems([solved], DataConfig(answer_key="answer"), "train")
+    # unless it is a prefill the response continues (TRL's reading), said so; in a table too
+    prefilled = load_problems([solved], DataConfig(answer_key="answer", assistant_prefill=True), "train").problems
+    assert prefilled[1].prompt[-1] == {"role": "assistant", "content": "2"}
+    table = tmp_path / "solved.parquet"
+    pq.write_table(pa.Table.from_pylist([json.loads(line) for line in Path(solved).read_text().splitlines()]), table)
+    with pytest.raises(DataError, match=r"solved.parquet row 1 \(0-based\): the prompt at 'prompt' ends with an assistant message"):
+        load_problems([str(table)], DataConfig(answer_key="answer"), "train")
+    assert len(load_problems([str(table)], DataConfig(answer_key="answer", assistant_prefill=True), "train").problems) == 2
 
 
 def test_a_nested_prompt_key_leaves_its_struct_to_reward_functions(tmp_path: Path) -> None:

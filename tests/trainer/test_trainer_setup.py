@@ -159,6 +159,25 @@ def test_a_held_out_problem_is_found_in_training_whatever_form_its_prompt_takes(
     assert "warning: 1 of the 2 held-out problems are training problems too" in load_run_data(cfg).eval.describe("eval")
 
 
+def test_prompts_sharing_an_assistant_prefill_are_compared_by_their_question(tmp_path):
+    """Chats ending in the same assistant prefill ("<think>") were compared by it: every held-out
+    problem was said to be a training problem, and one asked in train without it was not found."""
+    import json
+
+    from dapo.trainer.setup import load_run_data
+
+    def chat(question: str, prefill: bool) -> list[dict[str, str]]:
+        return [{"role": "user", "content": question}] + ([{"role": "assistant", "content": "<think>"}] if prefill else [])
+
+    train = [{"prompt": chat(f"What is {i}+1?", prefill=i > 0), "reward_model": {"ground_truth": str(i + 1)}} for i in range(3)]
+    held_out = [{"prompt": chat(q, prefill=True), "reward_model": {"ground_truth": "1"}} for q in ("What is 0+1?", "Name 1.")]
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in train))
+    (tmp_path / "held_out.jsonl").write_text("".join(json.dumps(r) + "\n" for r in held_out))
+    cfg = load_config([], [f"data.train_files=[{tmp_path / 'train.jsonl'}]",
+                           f"data.eval_files=[{tmp_path / 'held_out.jsonl'}]", "data.assistant_prefill=true"])
+    assert "warning: 1 of the 2 held-out problems are training problems too" in load_run_data(cfg).eval.describe("eval")
+
+
 def test_the_overlap_counts_only_the_held_out_problems_that_stay(tmp_path):
     """A problem dropped as longer than data.max_prompt_length is not held out: the same file as
     both splits said "4 of the 4 held-out problems" where 3 were evaluated."""

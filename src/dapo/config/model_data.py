@@ -118,6 +118,10 @@ class DataConfig:
     template: str = "dapo"
     # Render chat-list prompts with the tokenizer's chat template when it has one.
     use_chat_template: bool = True
+    # A chat prompt ending in an assistant message: true reads it as a prefill that the response
+    # continues ("<think>\n", "Let's think step by step."; TRL's reading); false stops the load at
+    # such a row, which is more often an SFT file's reference solution.
+    assistant_prefill: bool = False
     # Longest prompt in tokens, once rendered (template, chat template) and tokenised.
     max_prompt_length: int = 2048
     # A longer prompt: "drop" it when the data is loaded (counted in data/<split>_overlong_dropped,

@@ -74,7 +74,7 @@ def load_problems(files: list[str], cfg: DataConfig, split: str) -> LoadedProble
     cfg = split_keys(cfg, split)
     result = LoadedProblems([], 0, 0, 0, [])
     admission = _Admission(result, split, dedup=split == "train" and cfg.dedup_train)
-    prompts_read = PromptMemo()
+    prompts_read = PromptMemo(cfg.assistant_prefill)
     empty: list[str] = []  # the files that held no rows
     with _collector_paused():
         for entry, path in _each_file_once(files, split, result.warnings):
@@ -322,7 +322,7 @@ def problem_from_row(
     setting a missing key's message names (``cfg`` holds that split's keys: :func:`split_keys`)."""
     setting = "data.eval_" if split == "eval" else "data."
     raw_prompt = _lookup(row, cfg.prompt_key, where, "prompt", keys_seen, cfg.lenient, setting + "prompt_key")
-    prompt, uid = (prompts_read or PromptMemo()).prompt_and_uid(raw_prompt, where, cfg.prompt_key)
+    prompt, uid = (prompts_read or PromptMemo(cfg.assistant_prefill)).prompt_and_uid(raw_prompt, where, cfg.prompt_key)
     ground_truth = answer_value(
         _lookup(row, cfg.answer_key, where, "ground truth", keys_seen, cfg.lenient, setting + "answer_key"), where,
         cfg.answer_key

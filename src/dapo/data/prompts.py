@@ -47,9 +47,14 @@ _DAPO_HEAD = DAPO_TEMPLATE.partition("{problem}")[0].strip()
 
 
 def problem_text(prompt: str | list[dict[str, str]]) -> str:
-    """The problem a prompt states, for messages: its last message, without the DAPO instruction
-    that every DAPO-Math prompt begins and ends with."""
-    text = prompt if isinstance(prompt, str) else prompt[-1]["content"]
+    """The problem a prompt states, for messages: its last message but an assistant's closing
+    prefill (which many prompts share: "<think>"), without the DAPO instruction that every
+    DAPO-Math prompt begins and ends with."""
+    if isinstance(prompt, str):
+        text = prompt
+    else:
+        prefilled = len(prompt) > 1 and prompt[-1]["role"] == "assistant"
+        text = prompt[-2 if prefilled else -1]["content"]
     head, _, tail = DAPO_TEMPLATE.partition("{problem}")
     return text.removeprefix(head).removesuffix(tail).strip()
 

@@ -33,14 +33,15 @@ class PromptMemo:
     hashed again (a third of the time of reading that file), and holds its first copy's prompt
     object, not one of its own (1.8M rows of 18k prompts, kept with data.dedup_train=false)."""
 
-    def __init__(self) -> None:
+    def __init__(self, assistant_prefill: bool = False) -> None:
         self._read: dict[Any, tuple[Prompt, str]] = {}
+        self.assistant_prefill = assistant_prefill  # (data.assistant_prefill)
 
     def prompt_and_uid(self, raw: Any, where: str, key: str) -> tuple[Prompt, str]:
         memo_key = _raw_prompt_key(raw)
         known = self._read.get(memo_key) if memo_key is not None else None
         if known is None:
-            prompt = prompt_value(raw, where, key)
+            prompt = prompt_value(raw, where, key, self.assistant_prefill)
             known = prompt, prompt_uid(prompt)
             if memo_key is not None:
                 self._read[memo_key] = known
@@ -93,7 +94,9 @@ def _plain_decimal(value: float) -> str:
     return numpy.format_float_positional(narrow if float(narrow) == value else value, trim="-")
 
 
-def prompt_value(value: Any, where: str, key: str) -> Prompt:
+def prompt_value(value: Any, where: str, key: str, assistant_prefill: bool = False) -> Prompt:
+    """The prompt ``value`` holds (text, or a chat list), or a DataError starting with ``where``. A
+    chat ending in an assistant message is one only with ``assistant_prefill`` (data.assistant_prefill)."""
     if _is_column_of_messages(value):  # datasets' Sequence({role, content}): a dict of lists
         value = [{"role": role, "content": content} for role, content in zip(value["role"], value["content"])]
     value = _json_chat_list(value)
@@ -118,9 +121,10 @@ def prompt_value(value: Any, where: str, key: str) -> Prompt:
             messages.append({"role": message["role"], "content": _encodable(message["content"], where, key)})
         if not any(message["content"].strip() for message in messages):
             raise DataError(f"{where}: empty prompt at {key!r} (every message is empty)")
-        if messages[-1]["role"] == "assistant":  # the policy would read it, then answer after it
+        if messages[-1]["role"] == "assistant" and not assistant_prefill:  # the policy would answer after it
             raise DataError(f"{where}: the prompt at {key!r} ends with an assistant message (a reference "
-                            "solution?); a prompt ends with the message to answer")
+                            "solution?); a prompt ends with the message to answer, or set "
+                            "data.assistant_prefill=true where it is a prefill the response continues, as TRL reads it")
         return messages
     if isinstance(value, list):
         raise DataError(f"{where}: empty prompt at {key!r} (no messages)")

@@ -105,6 +105,23 @@ def test_stop_tokens_are_every_eos_of_the_generation_config_the_tokenizer_and_th
     assert model_stop_token_ids(plain, None) == [plain.eos_token_id]
 
 
+def test_a_harmony_template_ends_the_turn_at_return_not_at_the_end_of_its_thinking():
+    """gpt-oss's harmony format closes every message with <|end|>, its thinking ("analysis") one too;
+    the turn ends at <|return|> (or <|call|>). <|end|> was added as a stop token: every response
+    ended after its thinking, never reaching the final answer, unsaid (finish "stop")."""
+    tokenizer = build_tokenizer()
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<|start|>", "<|channel|>", "<|message|>", "<|end|>",
+                                                                "<|return|>", "<|call|>"]})
+    tokenizer.chat_template = ("{% for m in messages %}<|start|>{{ m['role'] }}<|message|>{{ m['content'] }}<|end|>"
+                               "{% endfor %}{% if add_generation_prompt %}<|start|>assistant{% endif %}"
+                               "{# <|channel|>final<|message|> ... <|return|> #}")
+    vocab = tokenizer.get_vocab()
+    stops = model_stop_token_ids(tokenizer, None)
+    assert stops == [tokenizer.eos_token_id, vocab["<|return|>"], vocab["<|call|>"]] and vocab["<|end|>"] not in stops
+    # gpt-oss's own list, [<|return|>, <|endoftext|>, <|call|>], is kept as it is
+    assert vocab["<|end|>"] not in model_stop_token_ids(tokenizer, [vocab["<|return|>"], vocab["<|call|>"]])
+
+
 def test_the_model_directory_decides_the_stop_tokens(tiny_model_dir, tmp_path):
     model, tokenizer, _ = load_model_and_tokenizer(ModelConfig(path=str(tiny_model_dir)), torch.device("cpu"))
     assert stop_token_ids_of(model, tokenizer) == [tokenizer.eos_token_id]

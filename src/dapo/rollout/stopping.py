@@ -15,12 +15,17 @@ from typing import Any
 # with one, which may differ from the tokenizer's EOS (Qwen2.5 base: EOS <|endoftext|>, turns end
 # with <|im_end|>).
 END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|end_of_turn|>")
+# gpt-oss's harmony format (its template writes <|channel|>): <|end|> closes every message, the
+# thinking ("analysis") one too, and the turn ends at <|return|> (or <|call|>, a tool call)
+HARMONY_MARK = "<|channel|>"
+HARMONY_TURN_ENDS = ("<|return|>", "<|call|>")
 
 
 def model_stop_token_ids(tokenizer: Any, generation_eos: int | Iterable[int] | None = None) -> list[int]:
     """Every token id that ends a response as the model means it, in a fixed order:
     ``generation_config.eos_token_id`` (an int or a list, as Qwen2.5-Instruct's), the tokenizer's
-    EOS, and each end-of-turn token that the tokenizer's chat template writes."""
+    EOS, and each end-of-turn token that the tokenizer's chat template writes (a harmony template's:
+    <|return|> and <|call|>, not the <|end|> that closes its thinking message)."""
     ids: list[int] = []
 
     def add(values: int | Iterable[int] | None) -> None:
@@ -34,8 +39,9 @@ def model_stop_token_ids(tokenizer: Any, generation_eos: int | Iterable[int] | N
     if isinstance(template, dict):  # named templates
         template = "\n".join(template.values())
     vocab = tokenizer.get_vocab() if template else {}
-    for token in END_OF_TURN_TOKENS:
-        if token in template and token in vocab:
+    harmony = HARMONY_MARK in template
+    for token in HARMONY_TURN_ENDS if harmony else END_OF_TURN_TOKENS:
+        if (harmony or token in template) and token in vocab:
             add(vocab[token])
     return ids
 

@@ -5,6 +5,8 @@ Expected values are hand-computed: R_length(|y|) = ((L_max - L_cache) - |y|) / L
 
 from __future__ import annotations
 
+import pytest
+
 from dapo.config.loading import builtin_config_path, load_config
 from dapo.trainer.batch import Sample
 from dapo.trainer.scoring import shape_rewards
@@ -124,3 +126,31 @@ def test_a_prefill_that_opens_thinking_has_its_responses_read_as_thinking() -> N
     assert verdicts == {"<think>\nOkay, let me see.": [False, True], "Okay, let me see.": [True, True]}
     assert not prefill_opens_thinking([user, {"role": "assistant", "content": "<think>\nSo 7.\n</think>\n"}])
     assert not prefill_opens_thinking([user]) and not prefill_opens_thinking("<think>")
+
+
+@pytest.mark.parametrize("marked", ["in_vocabulary", "additional_special_tokens"])
+def test_a_think_end_the_tokenizer_marks_special_is_kept_for_the_verifier(marked: str) -> None:
+    """A </think> flagged special only in the vocabulary (add_tokens(special_tokens=True)) was dropped
+    by the decode: a response to a prompt opening <think> had no end to its thinking, and its right
+    answer scored wrong. One among the special tokens turned the thinking check off: an answer tried
+    inside the thinking counted. It is kept in the text now, as Qwen3's (not special) always was."""
+    from dapo.builtin import build_tokenizer
+    from dapo.config.schema import RewardConfig
+    from dapo.data import Problem
+    from dapo.rewards import RewardScorer
+    from dapo.rollout.base import Completion, GenerationResult
+    from dapo.trainer.scoring import score_completions
+
+    tokenizer = build_tokenizer()
+    if marked == "in_vocabulary":
+        tokenizer.add_tokens(["<think>", "</think>"], special_tokens=True)
+    else:
+        tokenizer.add_special_tokens({"additional_special_tokens": ["<think>", "</think>"]})
+    ids = [tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+           for text in ("So 3+4 = 7.\n</think>\nAnswer: 7", "Answer: 7, no: 8\n</think>\nAnswer: 8", "Answer: 7")]
+    generation = GenerationResult([Completion(0, i, [0.0] * len(i), "stop") for i in ids], 0.0, 0)
+    prompt_ids = [tokenizer("What is 3+4?\n<think>", add_special_tokens=False)["input_ids"]]
+    with RewardScorer(RewardConfig(num_workers=1)) as scorer:
+        scored = score_completions(tokenizer, scorer, [Problem("u1", "What is 3+4?", "7")], generation, 3, prompt_ids)
+    assert scored.texts[0] == "So 3+4 = 7.\n</think>\nAnswer: 7"
+    assert [r.acc for r in scored.results] == [True, False, False]  # the third: still thinking, no answer

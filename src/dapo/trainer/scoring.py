@@ -43,7 +43,7 @@ def score_completions(
     order, is refused: groups and @k metrics index completions by position. A prompt of
     ``prompt_token_ids`` that ends in ``<think>`` (a reasoning model's chat template opens it), or
     whose assistant prefill opens one, has its responses read as thinking until their
-    ``</think>``: one cut off before it states no answer."""
+    ``</think>``: one cut off before it states no answer (:func:`decode_responses` keeps it)."""
     completions = generation.completions
     prompt_indices = [c.prompt_index for c in completions]
     if prompt_indices != [i // samples_per_prompt for i in range(len(problems) * samples_per_prompt)]:
@@ -51,16 +51,32 @@ def score_completions(
             f"the rollout engine returned {len(completions)} completions for {len(problems)} prompts x "
             f"n={samples_per_prompt}, or not prompt-major (prompt 0's n samples, then prompt 1's, ...)"
         )
-    texts = tokenizer.batch_decode([c.token_ids for c in completions], skip_special_tokens=True)
+    texts = decode_responses(tokenizer, [c.token_ids for c in completions])
     owners = [problems[c.prompt_index] for c in completions]
-    # a "</think>" that is a special token is dropped by the decoding above: every response would read as thinking
-    readable = prompt_token_ids is not None and "</think>" not in tokenizer.all_special_tokens
     opened = ([opens_thinking(tokenizer, ids) or prefill_opens_thinking(problem.prompt)
-               for ids, problem in zip(prompt_token_ids, problems, strict=True)] if readable else None)
+               for ids, problem in zip(prompt_token_ids, problems, strict=True)] if prompt_token_ids is not None else None)
     results = scorer.score(texts, [p.ground_truth for p in owners], [p.data_source for p in owners],
                            [p.extra for p in owners], [p.prompt for p in owners],
                            [opened[c.prompt_index] for c in completions] if opened is not None else None)
     return ScoredGeneration(texts, results)
+
+
+def decode_responses(tokenizer: PreTrainedTokenizerBase, token_lists: list[list[int]]) -> list[str]:
+    """The responses' text, special tokens left out as TRL decodes them, but for a ``</think>``
+    that the tokenizer marks special (in its special tokens, or only in its vocabulary's
+    ``special`` flag): it is kept, as a tokenizer that does not mark it (Qwen3's) keeps it, so that
+    the verifier reads the answer after the thinking, not none at all."""
+    think_end = tokenizer.convert_tokens_to_ids("</think>")
+    dropped = (isinstance(think_end, int) and think_end != tokenizer.unk_token_id
+               and tokenizer.decode([think_end], skip_special_tokens=True) == "")
+    if not dropped:
+        return tokenizer.batch_decode(token_lists, skip_special_tokens=True)
+    texts = []
+    for ids in token_lists:
+        cuts = [i for i, token in enumerate(ids) if token == think_end]
+        pieces = [ids[start + 1 : end] for start, end in zip([-1, *cuts], [*cuts, len(ids)])]
+        texts.append("</think>".join(tokenizer.batch_decode(pieces, skip_special_tokens=True)))
+    return texts
 
 
 def opens_thinking(tokenizer: PreTrainedTokenizerBase, prompt_ids: list[int]) -> bool:

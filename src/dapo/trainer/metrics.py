@@ -90,7 +90,7 @@ METRICS: dict[str, str] = {
     "its optimizer step (0 where pi_old is that forward's own: the first mini-batch with one update per step or "
     "old_logprobs=recompute; the KL to the engine that sampled is mismatch/rollout_trainer_kl)",
     "actor/kl_ref": "mean per loss token of the KL penalty's estimate (algorithm.kl_estimator) of the policy's KL "
-    "to the reference model, before kl_coef (logged when algorithm.kl_coef > 0; verl's actor/kl_loss under token-mean, which aggregates it by algorithm.loss_agg_mode; k3's per-token "
+    "to the reference model, before kl_coef (logged when algorithm.kl_coef > 0; verl's actor/kl_loss under token-mean with one mini-batch and one epoch a step (verl adds up the values of its mini-batches and epochs); k3's per-token "
     "estimate is clamped to [-10, 10] as verl's is, so a token far from the reference counts 10: it is what the penalty uses)",
     "actor/ratio_mean": "mean importance ratio pi_theta / pi_old per loss token during the update",
     "actor/grad_norm": "gradient norm before clipping (mean over the step's optimizer updates)",

@@ -306,6 +306,7 @@ def test_a_verl_section_in_a_yaml_file_is_answered_for_each_of_its_keys(tmp_path
     # same mode names, other normaliser; verl's 0 is "unlimited"
     ("+actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum-norm", r"also divided by the number of responses"),
     ("+algorithm.filter_groups.max_num_gen_batches=0", r"algorithm.max_gen_rounds \(at least 1, no 'unlimited' 0"),
+    ("+data.apply_chat_template_kwargs.enable_thinking=false", r"data.chat_template_kwargs"),
 ])
 def test_verl_recipe_keys_are_answered_with_this_projects_names(verl_override: str, ours: str):
     with pytest.raises(ConfigError, match=ours):
@@ -318,6 +319,7 @@ def test_verl_recipe_keys_are_answered_with_this_projects_names(verl_override: s
     ("max_completion_length=64", r"rollout.max_response_length \(TRL's max_completion_length\)"),
     ("epsilon_high=0.28", r"algorithm.clip_ratio_high \(TRL's epsilon_high\)"),
     # TRL's epsilon_high defaults to epsilon: clip_ratio_low alone kept 0.28 above, [0.8, 1.28] for [0.8, 1.2]
+    ("chat_template_kwargs.enable_thinking=false", r"data.chat_template_kwargs \(TRL's chat_template_kwargs\)"),
     ("epsilon=0.2", r"algorithm.clip_ratio_low and algorithm.clip_ratio_high \(TRL's epsilon_high defaults to epsilon"),
     # TRL counts optimizer steps, a dapo-rl step makes several
     ("max_steps=1000", r"trainer.total_steps \(rollout steps, each of .* TRL's max_steps counts optimizer steps"),
@@ -358,3 +360,19 @@ def test_all_linear_in_a_longer_target_list_is_refused():
     with pytest.raises(ConfigError, match=r"all-linear already takes every linear layer .* give it alone"):
         load_config([], ["model.lora_target_modules=[all-linear,q_proj]"])
     assert load_config([], ["model.lora_target_modules=[all-linear]"]).model.lora_target_modules == ["all-linear"]
+
+
+def test_a_mapping_setting_takes_a_mapping_whole_or_key_by_key(tmp_path: Path):
+    """data.chat_template_kwargs, the config's one mapping of free keys: set whole, by key (also in
+    a YAML file), emptied by `=`; anything but a mapping is refused, named."""
+    assert load_config([], ["data.chat_template_kwargs={enable_thinking: false, mode: fast}"]).data.chat_template_kwargs == {
+        "enable_thinking": False, "mode": "fast"}
+    config = tmp_path / "qwen3.yaml"
+    config.write_text("data:\n  chat_template_kwargs:\n    enable_thinking: true\n")
+    assert load_config([config], ["data.chat_template_kwargs.mode=fast"]).data.chat_template_kwargs == {
+        "enable_thinking": True, "mode": "fast"}
+    assert load_config([config], ["data.chat_template_kwargs="]).data.chat_template_kwargs == {}
+    with pytest.raises(ConfigError, match=r"data.chat_template_kwargs must be a mapping of names to values, got \['1'\]"):
+        load_config([], ["data.chat_template_kwargs=[1]"])
+    with pytest.raises(ConfigError, match=r"data.chat_template_kwargs sets add_generation_prompt, which the prompt "):
+        load_config([], ["data.chat_template_kwargs.add_generation_prompt=false"])

@@ -43,6 +43,20 @@ def test_chat_template_is_used_when_the_tokenizer_has_one() -> None:
     assert plain.render(chat) == "Q"
 
 
+def test_the_chat_templates_extra_variables_are_passed_to_it() -> None:
+    """Qwen3's template closes an empty thinking block when enable_thinking is false (TRL's
+    chat_template_kwargs, verl's data.apply_chat_template_kwargs): there was no way to pass it."""
+    from dapo.config.loading import load_config
+
+    tokenizer = build_tokenizer()
+    tokenizer.chat_template = CHAT_TEMPLATE + "{% if enable_thinking is defined and not enable_thinking %}<think></think>{% endif %}"
+    chat = Problem(uid="u", prompt=[{"role": "user", "content": "Q"}], ground_truth="1")
+    assert PromptEncoder(tokenizer, DataConfig()).render(chat) == "<|user|>Q\n<|assistant|>"
+    cfg = load_config([], ["data.chat_template_kwargs.enable_thinking=false"]).data
+    assert cfg.chat_template_kwargs == {"enable_thinking": False}
+    assert PromptEncoder(tokenizer, cfg).render(chat) == "<|user|>Q\n<|assistant|><think></think>"
+
+
 def test_a_chat_ending_in_an_assistant_prefill_is_continued_not_followed_by_a_new_turn() -> None:
     """A chat ending in an assistant message rendered it as a closed turn and opened a second
     assistant turn after it; the response continues it (continue_final_message, as in TRL)."""

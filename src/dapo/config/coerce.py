@@ -104,6 +104,8 @@ def field_type(root: type, path: list[str]) -> Any:
     a part before the last names a value, not a section (``trainer.lr.x=1``)."""
     kind: Any = root
     for depth, part in enumerate(path):
+        if typing.get_origin(kind) is dict:  # a mapping of free keys (data.chat_template_kwargs.enable_thinking)
+            return Any
         if not dataclasses.is_dataclass(kind):
             where = ".".join(path[:depth])
             if typing.get_origin(kind) is list:  # Hydra's reward.functions.0.weight=...: no item is set alone
@@ -154,6 +156,12 @@ def coerce(value: Any, annotation: Any, where: str) -> Any:
         value = _integer(value, where)
     if annotation is int and isinstance(value, float) and value.is_integer():
         return int(value)
+    if origin is dict:
+        if value == "" or value is None:  # `data.chat_template_kwargs=`, or a key whose items are commented out
+            return {}
+        if not isinstance(value, dict) or not all(isinstance(key, str) for key in value):
+            raise ConfigError(f"{where} must be a mapping of names to values, got {value!r}")
+        return dict(value)
     if origin is list:
         if value == "" or value is None:  # `data.eval_files=` (as Hydra users write it), or a YAML key
             return []                     # whose items are all commented out: none

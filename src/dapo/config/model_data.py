@@ -6,8 +6,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 from dapo.config.checks import check, finite_numbers, one_of
+
+# apply_chat_template's own arguments, which the prompt rendering sets: no template variables
+RENDERING_ARGUMENTS = frozenset({"conversation", "chat_template", "tools", "documents", "add_generation_prompt",
+                                 "continue_final_message", "tokenize", "padding", "truncation", "max_length",
+                                 "return_tensors", "return_dict", "return_assistant_tokens_mask", "tokenizer_kwargs"})
 
 # Bytes per element of the dtypes a config names (model.dtype, rollout.native_dtype)
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -118,6 +124,10 @@ class DataConfig:
     template: str = "dapo"
     # Render chat-list prompts with the tokenizer's chat template when it has one.
     use_chat_template: bool = True
+    # Extra variables for the chat template, e.g. {enable_thinking: false} for Qwen3's (TRL's
+    # chat_template_kwargs, verl's data.apply_chat_template_kwargs); set one alone as
+    # data.chat_template_kwargs.enable_thinking=false.
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     # A chat prompt ending in an assistant message: true reads it as a prefill that the response
     # continues ("<think>\n", "Let's think step by step."; TRL's reading); false stops the load at
     # such a row, which is more often an SFT file's reference solution.
@@ -149,6 +159,9 @@ class DataConfig:
                   f"data.{key} is empty: name the column of the eval files, or null for data.{key[5:]}'s")
         one_of("data.template", self.template, ("dapo", "none"))
         check(self.max_prompt_length > 0, "data.max_prompt_length must be > 0")
+        taken = sorted(set(self.chat_template_kwargs) & RENDERING_ARGUMENTS)
+        check(not taken, f"data.chat_template_kwargs sets {', '.join(taken)}, which the prompt rendering sets itself "
+              "(a prefill: data.assistant_prefill); it holds the template's own variables, such as enable_thinking")
         one_of("data.overlong_prompts", self.overlong_prompts, ("drop", "error"))
         check(
             1 <= self.builtin_min_digits <= self.builtin_max_digits,

@@ -24,6 +24,7 @@ _REWARD_MANAGER = "reward.verifier (math_dapo: verl's DAPO reward manager's scor
 
 VERL_NAMES: dict[str, str] = {
     "actor_rollout_ref.model.path": "model.path",
+    "data.apply_chat_template_kwargs": "data.chat_template_kwargs",
     "actor_rollout_ref.model.enable_gradient_checkpointing": "model.gradient_checkpointing",
     # verl's fuses the output layer with the log-probs; dapo-rl's fuses the log-probs and entropy
     "actor_rollout_ref.model.use_fused_kernels": "trainer.fused_logprobs",
@@ -145,6 +146,7 @@ VERL_NAMES: dict[str, str] = {
 # TRL's GRPOConfig fields (top-level keys, or under any section), by their last name
 TRL_NAMES: dict[str, str] = {
     "learning_rate": "trainer.lr",
+    "chat_template_kwargs": "data.chat_template_kwargs",
     "num_generations": "rollout.n",
     "max_completion_length": "rollout.max_response_length",
     "beta": "algorithm.kl_coef",
@@ -186,14 +188,28 @@ def verl_guess(key: str, value: Any) -> str | None:
     """This project's name for verl's dotted ``key``; for a section of verl's given as a mapping,
     for every key in it that has one, saying which (a verl config is translated in one go, not one
     key a run). None when none has."""
-    names = [VERL_NAMES[leaf] if leaf == key else f"{VERL_NAMES[leaf]} (verl's {leaf})"
-             for leaf in _leaves(key, value) if leaf in VERL_NAMES]
+    verl = dict.fromkeys(named for leaf in _leaves(key, value) if (named := _named(leaf, VERL_NAMES)) is not None)
+    names = [VERL_NAMES[name] if name == key else f"{VERL_NAMES[name]} (verl's {name})" for name in verl]
     if not names:  # a GRPOConfig field, at the top or one section down (trl: {max_steps: 10})
-        names = [f"{TRL_NAMES[trl]} (TRL's {trl})" for leaf in _leaves(key, value)
-                 if leaf.count(".") <= 1 and (trl := leaf.rpartition(".")[2]) in TRL_NAMES]
+        trl = dict.fromkeys(name for leaf in _leaves(key, value) if (name := _trl_field(leaf)) is not None)
+        names = [f"{TRL_NAMES[name]} (TRL's {name})" for name in trl]
     if not names and GPU_COUNT.fullmatch(key.rpartition(".")[2]):  # no spelling guess finds "devices"
         names = ["resources.devices_per_node (GPUs per node; resources.nnodes the nodes)"]
     return ", ".join(names) or None
+
+
+def _named(leaf: str, names: dict[str, str]) -> str | None:
+    """The key of ``names`` that dotted ``leaf`` is, or lies under (a mapping's own key:
+    data.apply_chat_template_kwargs.enable_thinking); None where none."""
+    parts = leaf.split(".")
+    return next((name for end in range(len(parts), 0, -1) if (name := ".".join(parts[:end])) in names), None)
+
+
+def _trl_field(leaf: str) -> str | None:
+    """The GRPOConfig field that dotted ``leaf`` is, at the top or one section down, or lies under
+    (chat_template_kwargs.enable_thinking); None where none."""
+    parts = leaf.split(".")
+    return next((part for part in parts[:2] if part in TRL_NAMES), None)
 
 
 def _leaves(key: str, value: Any) -> list[str]:

@@ -9,7 +9,8 @@ Rendering rules, in order:
    text), then treated as a one-message chat ``[{"role": "user", ...}]``.
 3. A chat list goes through ``tokenizer.apply_chat_template(..., add_generation_prompt=True)``
    when ``cfg.use_chat_template`` and the tokenizer has a chat template; otherwise the messages'
-   contents are joined with blank lines as plain text. A chat that ends in an assistant message
+   contents are joined with blank lines as plain text; ``cfg.chat_template_kwargs`` are the
+   template's extra variables (Qwen3's ``enable_thinking``). A chat that ends in an assistant message
    (a prefill, such as "<think>\n" or "Let's think step by step.") is left open instead
    (``continue_final_message=True``, TRL's rule): the response continues that message.
 
@@ -153,8 +154,8 @@ class PromptEncoder:
             # TRL, rather than following it as a closed turn in a second assistant turn
             prefill = prompt[-1]["role"] == "assistant"
             try:
-                return self.tokenizer.apply_chat_template(prompt, add_generation_prompt=not prefill,
-                                                          continue_final_message=prefill, tokenize=False)
+                return self.tokenizer.apply_chat_template(prompt, add_generation_prompt=not prefill, continue_final_message=prefill,
+                                                          tokenize=False, **self.cfg.chat_template_kwargs)
             except Exception as error:  # jinja2's TemplateError (the template's raise_exception), or its code's
                 roles = ", ".join(message["role"] for message in prompt)
                 raise DataError(f"the tokenizer's chat template refused the prompt of {self._named(problem)} "

@@ -376,3 +376,9 @@ def test_a_mapping_setting_takes_a_mapping_whole_or_key_by_key(tmp_path: Path):
         load_config([], ["data.chat_template_kwargs=[1]"])
     with pytest.raises(ConfigError, match=r"data.chat_template_kwargs sets add_generation_prompt, which the prompt "):
         load_config([], ["data.chat_template_kwargs.add_generation_prompt=false"])
+    # numbers are numbers there (a template comparing thinking_budget >= 0 failed on "512"), also nested
+    assert load_config([], ["data.chat_template_kwargs={thinking_budget: 512, scale: 0.5, tags: [1, x]}"]).data.chat_template_kwargs == {
+        "thinking_budget": 512, "scale": 0.5, "tags": [1, "x"]}
+    # Hydra's + on this project's own key: set it as it is, not "TRL's chat_template_kwargs"
+    with pytest.raises(ConfigError, match=r"\(data.chat_template_kwargs.enable_thinking=value\)$"):
+        load_config([], ["+data.chat_template_kwargs.enable_thinking=false"])

@@ -46,7 +46,7 @@ def resumed(state: dict, now: dict, problems: list[Problem] = PROBLEMS) -> Dynam
 
 @pytest.mark.parametrize("change", ["rollout.temperature=0.5", "rollout.n=8", "rollout.max_response_length=16000",
                                     "algorithm.overlong_buffer_len=8", "reward.correct_score=2.0",
-                                    "data.template=none"])
+                                    "data.template=none", "data.chat_template_kwargs={enable_thinking: false}"])
 def test_surplus_made_under_other_settings_is_dropped_said_and_counted(change, tmp_path):
     before = sampler_with_surplus(settings())
     torch.save(before.state_dict(), tmp_path / "state.pt")  # as a checkpoint holds it
@@ -123,7 +123,7 @@ def test_a_checkpoint_from_before_reward_verifier_keeps_its_surplus_under_dapo_r
     """Written before reward.verifier was a surplus setting, a checkpoint's groups were dapo-rl's:
     every resume of one dropped them, saying "reward.verifier changed"; under math_dapo they did change."""
     state = sampler_with_surplus(settings()).state_dict()
-    del state["surplus_settings"]["reward.verifier"]
+    del state["surplus_settings"]["reward.verifier"], state["surplus_settings"]["data.chat_template_kwargs"]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert len(resumed(copy.deepcopy(state), settings()).surplus) == 1

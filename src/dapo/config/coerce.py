@@ -161,7 +161,7 @@ def coerce(value: Any, annotation: Any, where: str) -> Any:
             return {}
         if not isinstance(value, dict) or not all(isinstance(key, str) for key in value):
             raise ConfigError(f"{where} must be a mapping of names to values, got {value!r}")
-        return dict(value)
+        return {key: _free_value(item) for key, item in value.items()}
     if origin is list:
         if value == "" or value is None:  # `data.eval_files=` (as Hydra users write it), or a YAML key
             return []                     # whose items are all commented out: none
@@ -179,6 +179,24 @@ def coerce(value: Any, annotation: Any, where: str) -> Any:
             # YAML reads an unquoted `User:` as the mapping {'User': None}
             hint = f"; YAML reads {next(iter(value))}: as a mapping, quote it: \"{next(iter(value))}:\""
         raise ConfigError(f"{where}={value!r} should be of type {annotation.__name__}{hint}")
+    return value
+
+
+# YAML 1.2's numbers, which the config's YAML reader leaves as the text written for a field's type
+# to read: a mapping of free keys (data.chat_template_kwargs) has none, and reads them so
+_YAML_INT = re.compile(r"[-+]?[0-9]+")
+_YAML_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
+
+
+def _free_value(value: Any) -> Any:
+    """A value of a mapping of free keys, its numbers (in lists and mappings too) numbers, not text
+    (a template comparing ``thinking_budget >= 0`` failed on "512")."""
+    if isinstance(value, str):
+        return int(value) if _YAML_INT.fullmatch(value) else float(value) if _YAML_FLOAT.fullmatch(value) else value
+    if isinstance(value, list):
+        return [_free_value(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _free_value(item) for key, item in value.items()}
     return value
 
 

@@ -44,7 +44,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if text.lstrip()[:1] in ("+", "~"):  # Hydra's +key=value (add), ++key=value (force), ~key (delete)
         key = text.partition("=")[0].strip().lstrip("+~")
         # a verl key written as verl's scripts do (+reward_model.reward_kwargs...): this project's name for it
-        guess = verl_guess(key, None)
+        guess = None if _names_a_field(key) else verl_guess(key, None)
         raise ConfigError(f"override {text!r}: Hydra's + / ++ / ~ prefixes are not read here: {HYDRA_PREFIXES} "
                           + (f"(this project's name for {key}: {guess})" if guess else f"({key}=value)"))
     if "=" not in text:
@@ -63,6 +63,14 @@ def parse_override(text: str) -> tuple[list[str], Any]:
                           f"follows it; quote the value (in a shell, the whole override too): "
                           f"\"{key}={yaml_text(raw)}\"")
     return key.split("."), value
+
+
+def _names_a_field(key: str) -> bool:
+    """Whether dotted ``key`` is a field of this project's config (or a key of one of its mappings)."""
+    try:
+        return field_type(DAPOConfig, key.split(".")) is not None
+    except ConfigError:
+        return False
 
 
 _YAML_INDICATORS = tuple("*&!%@`|>")  # characters YAML does not read as the start of plain text

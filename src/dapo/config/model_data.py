@@ -11,7 +11,7 @@ from typing import Any
 from dapo.config.checks import check, finite_numbers, one_of
 
 # apply_chat_template's own arguments, which the prompt rendering sets: no template variables
-RENDERING_ARGUMENTS = frozenset({"conversation", "chat_template", "tools", "documents", "add_generation_prompt",
+RENDERING_ARGUMENTS = frozenset({"conversation", "messages", "conversations", "chat_template", "tools", "documents", "add_generation_prompt",
                                  "continue_final_message", "tokenize", "padding", "truncation", "max_length",
                                  "return_tensors", "return_dict", "return_assistant_tokens_mask", "tokenizer_kwargs"})
 

@@ -152,7 +152,7 @@ class PromptEncoder:
         if self.uses_chat_template:
             # a chat ending in an assistant message is a prefill: the response continues it, as in
             # TRL, rather than following it as a closed turn in a second assistant turn
-            prefill = prompt[-1]["role"] == "assistant"
+            prefill = bool(prompt) and prompt[-1]["role"] == "assistant"
             try:
                 return self.tokenizer.apply_chat_template(prompt, add_generation_prompt=not prefill, continue_final_message=prefill,
                                                           tokenize=False, **self.cfg.chat_template_kwargs)

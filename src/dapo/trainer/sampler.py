@@ -289,7 +289,7 @@ _SURPLUS_SETTINGS = {
     "algorithm": ("advantage", "advantage_eps", "overlong_buffer_len", "overlong_filtering",
                   "overlong_penalty_factor", "overlong_soft_punishment"),
     "reward": ("verifier", "verifier_weight", "functions", "correct_score", "incorrect_score", "extractor", "max_response_chars"),
-    "data": ("template", "use_chat_template"),
+    "data": ("template", "use_chat_template", "chat_template_kwargs"),
 }
 
 
@@ -298,7 +298,7 @@ _SOURCES = "reward.functions sources"  # surplus_settings' key of the reward fun
 
 # surplus settings added to the list after checkpoints were written without them, and the one value
 # those were made under (reward.verifier=math_dapo came later: an older checkpoint's groups are dapo-rl's)
-_SETTINGS_ADDED_SINCE = {"reward.verifier": "dapo-rl"}
+_SETTINGS_ADDED_SINCE = {"reward.verifier": "dapo-rl", "data.chat_template_kwargs": {}}
 
 
 def surplus_settings(config: dict, filter_metric: str, sources: dict[str, str | None] | None = None) -> dict:

@@ -65,10 +65,11 @@ def decode_responses(tokenizer: PreTrainedTokenizerBase, token_lists: list[list[
     """The responses' text, special tokens left out as TRL decodes them, but for a ``</think>``
     that the tokenizer marks special (in its special tokens, or only in its vocabulary's
     ``special`` flag): it is kept, as a tokenizer that does not mark it (Qwen3's) keeps it, so that
-    the verifier reads the answer after the thinking, not none at all."""
-    think_end = tokenizer.convert_tokens_to_ids("</think>")
-    dropped = (isinstance(think_end, int) and think_end != tokenizer.unk_token_id
-               and tokenizer.decode([think_end], skip_special_tokens=True) == "")
+    the verifier reads the answer after the thinking, not none at all. (The text on each side is
+    decoded alone: a SentencePiece tokenizer drops the leading space of the text after it.)"""
+    # (the vocabulary, not convert_tokens_to_ids: that gives the unknown token's id, and logs it, for none)
+    think_end = tokenizer.get_vocab().get("</think>")
+    dropped = think_end is not None and tokenizer.decode([think_end], skip_special_tokens=True) == ""
     if not dropped:
         return tokenizer.batch_decode(token_lists, skip_special_tokens=True)
     texts = []

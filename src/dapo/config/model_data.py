@@ -11,8 +11,8 @@ from typing import Any
 from dapo.config.checks import check, finite_numbers, one_of
 
 # apply_chat_template's own arguments, which the prompt rendering sets: no template variables
-RENDERING_ARGUMENTS = frozenset({"conversation", "messages", "conversations", "chat_template", "tools", "documents", "add_generation_prompt",
-                                 "continue_final_message", "tokenize", "padding", "truncation", "max_length",
+RENDERING_ARGUMENTS = frozenset({"conversation", "messages", "conversations", "chat_template", "tools", "documents",
+                                 "add_generation_prompt", "continue_final_message", "tokenize", "padding", "truncation", "max_length",
                                  "return_tensors", "return_dict", "return_assistant_tokens_mask", "tokenizer_kwargs"})
 
 # Bytes per element of the dtypes a config names (model.dtype, rollout.native_dtype)

@@ -154,8 +154,9 @@ class PromptEncoder:
             # TRL, rather than following it as a closed turn in a second assistant turn
             prefill = bool(prompt) and prompt[-1]["role"] == "assistant"
             try:
-                return self.tokenizer.apply_chat_template(prompt, add_generation_prompt=not prefill, continue_final_message=prefill,
-                                                          tokenize=False, **self.cfg.chat_template_kwargs)
+                return self.tokenizer.apply_chat_template(
+                    prompt, add_generation_prompt=not prefill, continue_final_message=prefill, tokenize=False,
+                    **self.cfg.chat_template_kwargs)
             except Exception as error:  # jinja2's TemplateError (the template's raise_exception), or its code's
                 roles = ", ".join(message["role"] for message in prompt)
                 raise DataError(f"the tokenizer's chat template refused the prompt of {self._named(problem)} "

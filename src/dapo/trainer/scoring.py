@@ -19,6 +19,7 @@ from dapo.rewards import RewardScorer
 from dapo.rewards.types import RewardResult
 from dapo.rewards.user_functions import NOT_APPLICABLE_KEY, RewardFunctionError
 from dapo.rollout.base import Completion, GenerationResult
+from dapo.rollout.harmony import HarmonyTokens, harmony_text
 from dapo.trainer.batch import Sample
 
 
@@ -66,7 +67,12 @@ def decode_responses(tokenizer: PreTrainedTokenizerBase, token_lists: list[list[
     that the tokenizer marks special (in its special tokens, or only in its vocabulary's
     ``special`` flag): it is kept, as a tokenizer that does not mark it (Qwen3's) keeps it, so that
     the verifier reads the answer after the thinking, not none at all. (The text on each side is
-    decoded alone: a SentencePiece tokenizer drops the leading space of the text after it.)"""
+    decoded alone: a SentencePiece tokenizer drops the leading space of the text after it.) A
+    gpt-oss response reads the same way: ``<think>analysis</think>final`` (:mod:`dapo.rollout.harmony`)."""
+    if (harmony := HarmonyTokens.of(tokenizer)) is not None:  # gpt-oss's: <think>analysis</think>final
+        texts = [harmony_text(tokenizer, ids, harmony) for ids in token_lists]
+        return [tokenizer.decode(ids, skip_special_tokens=True) if text is None else text
+                for ids, text in zip(token_lists, texts, strict=True)]
     # (the vocabulary, not convert_tokens_to_ids: that gives the unknown token's id, and logs it, for none)
     think_end = tokenizer.get_vocab().get("</think>")
     dropped = think_end is not None and tokenizer.decode([think_end], skip_special_tokens=True) == ""

@@ -82,7 +82,7 @@ def apply_lora(model: nn.Module, rank: int, alpha: float, target_modules: list[s
                         f"of the model (its linear layers: {_linear_layer_names(model)}; or [all-linear])")
     # PEFT also adapts embeddings, whose adapters the merge (rollout engines, checkpoints) and the
     # KL reference's adapters-off do not handle
-    if other := sorted(f"{name} ({type(base).__name__})" for name, base in adapted.items() if not _is_linear(base)):
+    if other := sorted(f"{name} ({type(base).__name__})" for name, base in adapted.items() if not is_linear_layer(base)):
         raise UserError(f"model.lora_target_modules={list(target_modules)} puts adapters on layers that are not "
                         f"linear: {', '.join(other[:4])}{', ...' if len(other) > 4 else ''}; dapo-rl adapts "
                         f"linear layers only (this model's: {_linear_layer_names(model) or 'none'})")
@@ -94,7 +94,7 @@ def apply_lora(model: nn.Module, rank: int, alpha: float, target_modules: list[s
                         "ties to its input embeddings: leave it out of the targets")
 
 
-def _is_linear(module: nn.Module) -> bool:
+def is_linear_layer(module: nn.Module) -> bool:
     """A ``torch.nn.Linear``, or a Hugging Face ``Conv1D`` (GPT-2's linear layer, its weight (in, out))."""
     return type(module) is nn.Linear or _is_conv1d(module)
 
@@ -109,7 +109,7 @@ def _linear_layer_names(model: nn.Module) -> str:
     """The names (last part) of ``model``'s linear layers but its output layer, for an error;
     after adapters went in, an adapted layer's, not its adapters' own."""
     return ", ".join(sorted({name.removesuffix(".base_layer").rsplit(".", 1)[-1] for name, module in model.named_modules()
-                             if _is_linear(module) and ".lora_" not in name
+                             if is_linear_layer(module) and ".lora_" not in name
                              and module is not model.get_output_embeddings()}))
 
 
@@ -136,7 +136,7 @@ def is_lora_layer(module: nn.Module) -> bool:
     weights are W + sum of its active adapters' (alpha / r) B A: not DoRA (which rescales the merged
     columns), not an adapter with its own bias, not one already merged into W."""
     base = getattr(module, "base_layer", None)
-    if base is None or not _is_linear(base) or not hasattr(module, "get_delta_weight"):
+    if base is None or not is_linear_layer(base) or not hasattr(module, "get_delta_weight"):
         return False
     adapters = list(getattr(module, "active_adapters", []))
     return (not getattr(module, "merged", False)

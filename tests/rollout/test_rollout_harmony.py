@@ -25,8 +25,8 @@ def test_a_harmony_response_reads_as_its_thinking_then_its_final_answer() -> Non
     """Decoded without special tokens it read "analysis7? no, 8assistantfinal8": the thinking ran
     into the answer; cut off in its analysis, the answer it only tried counted."""
     tokenizer = harmony_tokenizer()
-    tokens = HarmonyTokens.of(tokenizer)
-    assert tokens is not None and HarmonyTokens.of(build_tokenizer()) is None
+    tokens = HarmonyTokens.of(tokenizer.get_vocab())
+    assert tokens is not None and HarmonyTokens.of(build_tokenizer().get_vocab()) is None
     whole = ids_of(tokenizer, ["<|channel|>", "analysis", "<|message|>", "Answer: 7? no", "<|end|>", "<|start|>",
                                "assistant", "<|channel|>", "final", "<|message|>", "Answer: 8", "<|return|>"])
     assert tokenizer.decode(whole, skip_special_tokens=True) == "analysisAnswer: 7? noassistantfinalAnswer: 8"

@@ -131,16 +131,14 @@ def lora_adapter_params(cfg: DAPOConfig, model) -> float:
     out) for every targeted linear layer (GPT-2's Conv1D too), matched as PEFT matches a name (the
     module's name, or its end after a dot: q_proj, self_attn.q_proj); ["all-linear"]: every one
     but the output layer."""
-    from torch import nn
-    from transformers.pytorch_utils import Conv1D
+    from dapo.lora import is_linear_layer
 
     rank, targets = cfg.model.lora_rank, cfg.model.lora_target_modules
     if rank == 0:
         return 0.0
     output = model.get_output_embeddings()
-    widths = {name: module.in_features + module.out_features if isinstance(module, nn.Linear) else module.nx + module.nf
-              for name, module in model.named_modules()
-              if isinstance(module, (nn.Linear, Conv1D)) and module is not output}
+    widths = {name: sum(module.weight.shape) for name, module in model.named_modules()  # in + out, either layout
+              if is_linear_layer(module) and module is not output}
     return float(sum(rank * width for name, width in widths.items()
                      if targets == ["all-linear"] or any(name == t or name.endswith(f".{t}") for t in targets)))
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dapo.config.schema import DataConfig
-from dapo.data.records import DataError, Problem, problem_key
+from dapo.data.records import DataError, Problem, closing_prefill, problem_key
 
 if TYPE_CHECKING:
     from dapo.data.loaded import LoadedProblems
@@ -54,7 +54,7 @@ def problem_text(prompt: str | list[dict[str, str]]) -> str:
     if isinstance(prompt, str):
         text = prompt
     else:
-        prefilled = len(prompt) > 1 and prompt[-1]["role"] == "assistant"
+        prefilled = len(prompt) > 1 and closing_prefill(prompt) is not None
         text = prompt[-2 if prefilled else -1]["content"]
     head, _, tail = DAPO_TEMPLATE.partition("{problem}")
     return text.removeprefix(head).removesuffix(tail).strip()
@@ -152,7 +152,7 @@ class PromptEncoder:
         if self.uses_chat_template:
             # a chat ending in an assistant message is a prefill: the response continues it, as in
             # TRL, rather than following it as a closed turn in a second assistant turn
-            prefill = bool(prompt) and prompt[-1]["role"] == "assistant"
+            prefill = closing_prefill(prompt) is not None
             try:
                 return self.tokenizer.apply_chat_template(
                     prompt, add_generation_prompt=not prefill, continue_final_message=prefill, tokenize=False,

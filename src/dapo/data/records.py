@@ -33,6 +33,14 @@ class Problem:
         return (self.data_source, self.uid)
 
 
+def closing_prefill(prompt: str | list[dict[str, str]]) -> str | None:
+    """The content of a chat's closing assistant message, a prefill that the response continues
+    (data.assistant_prefill); None for text, or a chat that ends in another role's message."""
+    if isinstance(prompt, str) or not prompt or prompt[-1]["role"] != "assistant":
+        return None
+    return prompt[-1]["content"]
+
+
 def problem_key(problem: Problem, split: str) -> tuple[str, str]:
     """What makes a problem one: its prompt for training (copies under two data sources are one
     prompt to de-duplicate), its prompt within its data source for evaluation (``eval_key``: each

@@ -17,7 +17,7 @@ from typing import Any
 import numpy
 
 from dapo.data.readers import json_integer
-from dapo.data.records import DataError
+from dapo.data.records import DataError, closing_prefill
 
 Prompt = str | list[dict[str, str]]  # text, or a chat list of {"role", "content"} (Problem.prompt)
 
@@ -121,7 +121,7 @@ def prompt_value(value: Any, where: str, key: str, assistant_prefill: bool = Fal
             messages.append({"role": message["role"], "content": _encodable(message["content"], where, key)})
         if not any(message["content"].strip() for message in messages):
             raise DataError(f"{where}: empty prompt at {key!r} (every message is empty)")
-        if messages[-1]["role"] == "assistant" and not assistant_prefill:  # the policy would answer after it
+        if closing_prefill(messages) is not None and not assistant_prefill:  # the policy would answer after it
             raise DataError(f"{where}: the prompt at {key!r} ends with an assistant message (a reference "
                             "solution?); a prompt ends with the message to answer, or set "
                             "data.assistant_prefill=true where it is a prefill the response continues, as TRL reads it")

@@ -30,9 +30,8 @@ class HarmonyTokens:
     start: int | None  # <|start|>, before the next message's role
 
     @classmethod
-    def of(cls, tokenizer: Any) -> HarmonyTokens | None:
-        """The tokenizer's harmony tokens, or None for a tokenizer that has none (not gpt-oss's)."""
-        vocab = tokenizer.get_vocab()
+    def of(cls, vocab: dict[str, int]) -> HarmonyTokens | None:
+        """The harmony tokens of a tokenizer's ``vocab``, or None for one that has none (not gpt-oss's)."""
         if not all(token in vocab for token in ("<|channel|>", "<|message|>", "<|end|>")):
             return None
         ends = frozenset(vocab[token] for token in ("<|end|>", "<|return|>", "<|call|>") if token in vocab)

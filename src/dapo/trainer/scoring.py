@@ -14,7 +14,7 @@ from transformers import PreTrainedTokenizerBase
 
 from dapo.algo import overlong_filter_mask, soft_overlong_penalty
 from dapo.config import DAPOConfig
-from dapo.data.records import Problem
+from dapo.data.records import Problem, closing_prefill
 from dapo.rewards import RewardScorer
 from dapo.rewards.types import RewardResult
 from dapo.rewards.user_functions import NOT_APPLICABLE_KEY, RewardFunctionError
@@ -69,12 +69,13 @@ def decode_responses(tokenizer: PreTrainedTokenizerBase, token_lists: list[list[
     the verifier reads the answer after the thinking, not none at all. (The text on each side is
     decoded alone: a SentencePiece tokenizer drops the leading space of the text after it.) A
     gpt-oss response reads the same way: ``<think>analysis</think>final`` (:mod:`dapo.rollout.harmony`)."""
-    if (harmony := HarmonyTokens.of(tokenizer)) is not None:  # gpt-oss's: <think>analysis</think>final
+    vocab = tokenizer.get_vocab()  # (once: a copy of the whole vocabulary each call)
+    if (harmony := HarmonyTokens.of(vocab)) is not None:  # gpt-oss's: <think>analysis</think>final
         texts = [harmony_text(tokenizer, ids, harmony) for ids in token_lists]
         return [tokenizer.decode(ids, skip_special_tokens=True) if text is None else text
                 for ids, text in zip(token_lists, texts, strict=True)]
     # (the vocabulary, not convert_tokens_to_ids: that gives the unknown token's id, and logs it, for none)
-    think_end = tokenizer.get_vocab().get("</think>")
+    think_end = vocab.get("</think>")
     dropped = think_end is not None and tokenizer.decode([think_end], skip_special_tokens=True) == ""
     if not dropped:
         return tokenizer.batch_decode(token_lists, skip_special_tokens=True)
@@ -94,10 +95,8 @@ def opens_thinking(tokenizer: PreTrainedTokenizerBase, prompt_ids: list[int]) ->
 def prefill_opens_thinking(prompt: str | list[dict[str, str]]) -> bool:
     """Whether a chat's closing assistant message (a prefill the response continues) opens a
     ``<think>`` it does not close ("<think>\nOkay, let me see."): the response goes on thinking."""
-    if isinstance(prompt, str) or not prompt or prompt[-1]["role"] != "assistant":
-        return False
-    prefill = prompt[-1]["content"]
-    return prefill.rfind("<think>") > prefill.rfind("</think>")
+    prefill = closing_prefill(prompt)
+    return prefill is not None and prefill.rfind("<think>") > prefill.rfind("</think>")
 
 
 def sample_record(problem: Problem, text: str, result: RewardResult, completion: Completion) -> dict[str, Any]:

@@ -72,3 +72,16 @@ def test_a_list_items_field_is_explained_by_the_name_the_lists_explanation_gives
         "reward.functions[].timeout_s"]
     with pytest.raises(ValueError, match="no config field 'reward.functions\\[\\].wieght'"):
         explain(cfg, "reward.functions[].wieght")
+
+
+def test_a_key_inside_a_mapping_field_is_explained_by_the_mapping():
+    """`data.chat_template_kwargs.enable_thinking=false` is how the mapping's own documentation
+    says to set one key; `--explain` of that same key said 'no config field'."""
+    cfg = load_config([], ["data.chat_template_kwargs.enable_thinking=false"])
+    assert explain(cfg, "data.chat_template_kwargs.enable_thinking").splitlines()[0] == (
+        "data.chat_template_kwargs.enable_thinking = False: a key of data.chat_template_kwargs (dict[str, Any])")
+    assert explain(cfg, "data.chat_template_kwargs.thinking_budget").startswith(
+        "data.chat_template_kwargs.thinking_budget = unset: a key of")
+    assert "enable_thinking" in explain(cfg, "data.chat_template_kwargs.thinking_budget")
+    with pytest.raises(ValueError, match="no config field 'data.chat_template_kwarg.x'"):
+        explain(cfg, "data.chat_template_kwarg.x")

@@ -56,7 +56,7 @@ def explain(config: DAPOConfig, prefix: str = "") -> str:
     """The documentation, type and value in ``config`` of every field whose key is ``prefix`` or
     lies under it ("" for all); ValueError naming the sections when nothing matches."""
     entries = {k: v for k, v in field_docs().items() if not prefix or k == prefix or k.startswith(prefix + ".")}
-    if not entries and (item_docs := _explain_item_field(prefix)):
+    if not entries and (item_docs := _explain_item_field(prefix) or _explain_mapping_key(config, prefix)):
         return item_docs
     if not entries:
         keys = list(field_docs())
@@ -87,10 +87,25 @@ def _explain_item_field(prefix: str) -> str | None:
     return "\n".join(line.replace("\n      ", "\n    ") for line in lines) or None  # as a field's own
 
 
+def _explain_mapping_key(config: DAPOConfig, prefix: str) -> str | None:
+    """``data.chat_template_kwargs.enable_thinking``: a key inside a mapping field, which the
+    schema documents as a whole; the mapping's documentation and that key's value (unset when
+    the mapping lacks it); None when ``prefix`` lies under no mapping field."""
+    for key, (doc, kind) in field_docs().items():
+        if typing.get_origin(kind) is dict and prefix.startswith(key + "."):
+            mapping: Any = config
+            for part in key.split("."):
+                mapping = getattr(mapping, part)
+            inner = prefix[len(key) + 1:]
+            value = repr(mapping[inner]) if inner in mapping else "unset"
+            return f"{prefix} = {value}: a key of {key} ({_type_name(kind)})\n    {doc}"
+    return None
+
+
 def _type_name(kind: Any) -> str:
     """``float``, ``list[RewardFunctionSpec]``, ``str | None``: as a user would write it."""
-    if typing.get_origin(kind) is list:
-        return f"list[{_type_name(typing.get_args(kind)[0])}]"
+    if typing.get_origin(kind) in (list, dict):
+        return f"{typing.get_origin(kind).__name__}[{', '.join(_type_name(arg) for arg in typing.get_args(kind))}]"
     return getattr(kind, "__name__", None) or str(kind).replace("typing.", "")
 
 

@@ -126,7 +126,8 @@ class DataConfig:
     use_chat_template: bool = True
     # Extra variables for the chat template, e.g. {enable_thinking: false} for Qwen3's (TRL's
     # chat_template_kwargs, verl's data.apply_chat_template_kwargs); set one alone as
-    # data.chat_template_kwargs.enable_thinking=false.
+    # data.chat_template_kwargs.enable_thinking=false. A mapping merges into the one a config file
+    # set, as Hydra's does; data.chat_template_kwargs=null empties it.
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     # A chat prompt ending in an assistant message: true reads it as a prefill that the response
     # continues ("<think>\n", "Let's think step by step."; TRL's reading); false stops the load at

@@ -154,3 +154,23 @@ def test_a_think_end_the_tokenizer_marks_special_is_kept_for_the_verifier(marked
         scored = score_completions(tokenizer, scorer, [Problem("u1", "What is 3+4?", "7")], generation, 3, prompt_ids)
     assert scored.texts[0] == "So 3+4 = 7.\n</think>\nAnswer: 7"
     assert [r.acc for r in scored.results] == [True, False, False]  # the third: still thinking, no answer
+
+
+def test_a_special_think_end_keeps_a_sentencepiece_space_after_it() -> None:
+    """A Llama-style (Metaspace) tokenizer writes the space before a word into the word's token
+    ("▁Answer:"). Decoding the text on each side of a special </think> alone dropped that space
+    ("</think>Answer: 7"); the response now reads as the tokenizer decodes it, other special tokens
+    left out."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from dapo.trainer.scoring import decode_responses
+
+    core = Tokenizer(models.BPE(unk_token="<unk>"))
+    core.pre_tokenizer, core.decoder = pre_tokenizers.Metaspace(), decoders.Metaspace()
+    core.train_from_iterator(["So 3+4 = 7. Answer: 7, the answer"] * 4,
+                             trainers.BpeTrainer(vocab_size=120, special_tokens=["<unk>", "<s>", "</s>"]))
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+    tokenizer.add_tokens(["<think>", "</think>", "<tool>"], special_tokens=True)
+    ids = tokenizer("So 7.</think> Answer: 7<tool>", add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    assert decode_responses(tokenizer, [ids, ids[:3]]) == ["So 7.</think> Answer: 7", "So 7.</think>"]

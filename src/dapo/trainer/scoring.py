@@ -66,9 +66,10 @@ def decode_responses(tokenizer: PreTrainedTokenizerBase, token_lists: list[list[
     """The responses' text, special tokens left out as TRL decodes them, but for a ``</think>``
     that the tokenizer marks special (in its special tokens, or only in its vocabulary's
     ``special`` flag): it is kept, as a tokenizer that does not mark it (Qwen3's) keeps it, so that
-    the verifier reads the answer after the thinking, not none at all. (The text on each side is
-    decoded alone: a SentencePiece tokenizer drops the leading space of the text after it.) A
-    gpt-oss response reads the same way: ``<think>analysis</think>final`` (:mod:`dapo.rollout.harmony`)."""
+    the verifier reads the answer after the thinking, not none at all. (The other special tokens
+    are taken out before one decode of the whole response: each side of the ``</think>`` decoded
+    alone lost a SentencePiece tokenizer's space after it.) A gpt-oss response reads the same way:
+    ``<think>analysis</think>final`` (:mod:`dapo.rollout.harmony`)."""
     vocab = tokenizer.get_vocab()  # (once: a copy of the whole vocabulary each call)
     if (harmony := HarmonyTokens.of(vocab)) is not None:  # gpt-oss's: <think>analysis</think>final
         texts = [harmony_text(tokenizer, ids, harmony) for ids in token_lists]
@@ -79,12 +80,11 @@ def decode_responses(tokenizer: PreTrainedTokenizerBase, token_lists: list[list[
     dropped = think_end is not None and tokenizer.decode([think_end], skip_special_tokens=True) == ""
     if not dropped:
         return tokenizer.batch_decode(token_lists, skip_special_tokens=True)
-    texts = []
-    for ids in token_lists:
-        cuts = [i for i, token in enumerate(ids) if token == think_end]
-        pieces = [ids[start + 1 : end] for start, end in zip([-1, *cuts], [*cuts, len(ids)])]
-        texts.append("</think>".join(tokenizer.batch_decode(pieces, skip_special_tokens=True)))
-    return texts
+    # what skip_special_tokens skips: the named special tokens and every added token flagged special
+    skipped = {i for i, added in tokenizer.added_tokens_decoder.items() if added.special} | set(tokenizer.all_special_ids)
+    skipped.discard(think_end)
+    return tokenizer.batch_decode([[token for token in ids if token not in skipped] for ids in token_lists],
+                                  skip_special_tokens=False)
 
 
 def opens_thinking(tokenizer: PreTrainedTokenizerBase, prompt_ids: list[int]) -> bool:

@@ -382,3 +382,26 @@ def test_a_mapping_setting_takes_a_mapping_whole_or_key_by_key(tmp_path: Path):
     # Hydra's + on this project's own key: set it as it is, not "TRL's chat_template_kwargs"
     with pytest.raises(ConfigError, match=r"\(data.chat_template_kwargs.enable_thinking=value\)$"):
         load_config([], ["+data.chat_template_kwargs.enable_thinking=false"])
+
+
+def test_quoted_text_in_a_mapping_setting_stays_text_and_reads_back_the_same(tmp_path: Path):
+    """A number written unquoted is a number, but quoted ('3') it is text, as in YAML: every string
+    that looked like a number became one, so a value set from Python as '3' turned into 3 once the
+    config was saved and read back (a resume, `dapo eval CHECKPOINT`): a template comparing
+    version == '3' rendered another prompt."""
+    from dapo.config import DataConfig, DAPOConfig, save_config
+    from dapo.config.loading import config_from_dict
+
+    kwargs = {"version": "3", "budget": "1e3", "scale": 1000.0, "tags": ["7", 7]}
+    config = DAPOConfig(data=DataConfig(chat_template_kwargs=kwargs))
+    save_config(config, tmp_path / "saved.yaml")
+    assert load_config([tmp_path / "saved.yaml"]).data.chat_template_kwargs == kwargs
+    assert config_from_dict(config_to_dict(config)).data.chat_template_kwargs == kwargs  # (Ray ranks)
+    assert load_config([], ["data.chat_template_kwargs.version='3'", "data.chat_template_kwargs.n=3"]
+                       ).data.chat_template_kwargs == {"version": "3", "n": 3}
+    file = tmp_path / "qwen3.yaml"
+    file.write_text("data:\n  chat_template_kwargs: {version: \"3\", budget: 1e3, tags: ['7', 7]}\n")
+    assert load_config([file]).data.chat_template_kwargs == {"version": "3", "budget": 1000.0, "tags": ["7", 7]}
+    # a text field still reads an unquoted number as the text written
+    assert load_config([], ["model.path=010", "trainer.seed=010"]).model.path == "010"
+    assert type(load_config([], ["model.path=010"]).model.path) is str

@@ -176,10 +176,9 @@ def cmd_plot(ns: argparse.Namespace) -> int:
 
 
 def cmd_config(ns: argparse.Namespace) -> int:
-    import yaml
 
     from dapo.config.explain import explain
-    from dapo.config.loading import config_to_dict
+    from dapo.config.loading import config_to_dict, config_yaml
 
     if ns.explain and is_config_arg(ns.explain):
         # `--explain KEY` took a CONFIG or key=value as its KEY: it is one of those, explain all
@@ -191,7 +190,7 @@ def cmd_config(ns: argparse.Namespace) -> int:
         except ValueError as error:
             raise ConfigError(str(error)) from error
         return 0
-    print(yaml.safe_dump(config_to_dict(cfg), sort_keys=False), end="")
+    print(config_yaml(config_to_dict(cfg)), end="")
     return 0
 
 

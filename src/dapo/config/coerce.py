@@ -124,6 +124,8 @@ def field_type(root: type, path: list[str]) -> Any:
 def coerce(value: Any, annotation: Any, where: str) -> Any:
     """Convert a YAML value to the field's annotated type (numbers from their text, nested dataclasses)."""
     origin = typing.get_origin(annotation)
+    if isinstance(value, PlainNumber):  # (a str subclass the dumper and other processes need not know)
+        value = str(value)
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
         if value is None:  # YAML's null: null, Null, NULL, ~ or nothing
@@ -161,7 +163,7 @@ def coerce(value: Any, annotation: Any, where: str) -> Any:
             return {}
         if not isinstance(value, dict) or not all(isinstance(key, str) for key in value):
             raise ConfigError(f"{where} must be a mapping of names to values, got {value!r}")
-        return {key: _free_value(item) for key, item in value.items()}
+        return _free_value(value)
     if origin is list:
         if value == "" or value is None:  # `data.eval_files=` (as Hydra users write it), or a YAML key
             return []                     # whose items are all commented out: none
@@ -188,15 +190,27 @@ _YAML_INT = re.compile(r"[-+]?[0-9]+")
 _YAML_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
 
 
+def reads_as_number(text: str) -> bool:
+    """Whether YAML 1.2 reads ``text``, written unquoted, as a number."""
+    return bool(_YAML_INT.fullmatch(text) or _YAML_FLOAT.fullmatch(text))
+
+
+class PlainNumber(str):
+    """A number as the config's YAML reader leaves it: its text, written unquoted (``512``, not
+    ``"512"``). A field of a type reads the text; a mapping of free keys makes it a number, and
+    keeps quoted text as text."""
+
+
 def _free_value(value: Any) -> Any:
     """A value of a mapping of free keys, its numbers (in lists and mappings too) numbers, not text
-    (a template comparing ``thinking_budget >= 0`` failed on "512")."""
-    if isinstance(value, str):
-        return int(value) if _YAML_INT.fullmatch(value) else float(value) if _YAML_FLOAT.fullmatch(value) else value
+    (a template comparing ``thinking_budget >= 0`` failed on "512"); text quoted, or set from
+    Python, stays text (a template comparing ``version == '3'``)."""
+    if isinstance(value, PlainNumber):
+        return int(value) if _YAML_INT.fullmatch(value) else float(value)
     if isinstance(value, list):
         return [_free_value(item) for item in value]
     if isinstance(value, dict):
-        return {key: _free_value(item) for key, item in value.items()}
+        return {str(key): _free_value(item) for key, item in value.items()}
     return value
 
 

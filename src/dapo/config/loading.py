@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from dapo.config.coerce import build, coerce, field_type
+from dapo.config.coerce import PlainNumber, build, coerce, field_type, reads_as_number
 from dapo.config.schema import ConfigError, DAPOConfig
 from dapo.config.verl_names import verl_guess
 from dapo.durable import write_atomically
@@ -138,6 +138,31 @@ class _ConfigLoader(yaml.SafeLoader):
                     key_node.start_mark)
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_str(self, node: yaml.ScalarNode) -> str:
+        """Text, or a number's text written unquoted (a :class:`~dapo.config.coerce.PlainNumber`):
+        a mapping of free keys reads ``512`` as a number and ``'512'`` as text."""
+        text = self.construct_scalar(node)
+        return PlainNumber(text) if node.style is None and reads_as_number(text) else text
+
+
+_ConfigLoader.add_constructor("tag:yaml.org,2002:str", _ConfigLoader.construct_yaml_str)
+
+
+class _ConfigDumper(yaml.SafeDumper):
+    """safe_dump whose text that YAML 1.2 would read as a number is quoted (``'1e3'``; PyYAML's 1.1
+    quotes ``'3'`` but not ``1e3``): read back by :class:`_ConfigLoader`, it is text again."""
+
+    def represent_str(self, data: str) -> yaml.ScalarNode:
+        return self.represent_scalar("tag:yaml.org,2002:str", data, style="'" if reads_as_number(data) else None)
+
+
+_ConfigDumper.add_representer(str, _ConfigDumper.represent_str)
+
+
+def config_yaml(values: dict[str, Any]) -> str:
+    """A config's mapping (:func:`config_to_dict`) as the YAML that reads back as the same config."""
+    return yaml.dump(values, Dumper=_ConfigDumper, sort_keys=False)
 
 
 def _yaml_problem(error: yaml.YAMLError) -> str:
@@ -305,4 +330,4 @@ def config_from_dict(values: dict[str, Any]) -> DAPOConfig:
 
 def save_config(config: DAPOConfig, path: str | Path) -> None:
     """Write the fully resolved config as YAML (every field, defaults included), atomically."""
-    write_atomically(Path(path), yaml.safe_dump(config_to_dict(config), sort_keys=False))
+    write_atomically(Path(path), config_yaml(config_to_dict(config)))

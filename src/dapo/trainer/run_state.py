@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-import yaml
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -29,7 +28,12 @@ from rich.progress import (
 )
 
 from dapo.config import DAPOConfig, TrainerConfig
-from dapo.config.loading import config_to_dict, user_code_locations, with_absolute_paths
+from dapo.config.loading import (
+    config_to_dict,
+    config_yaml,
+    user_code_locations,
+    with_absolute_paths,
+)
 from dapo.durable import write_atomically
 from dapo.rewards.types import RewardResult
 from dapo.trainer import optim
@@ -151,7 +155,7 @@ class RunState:
         remove_stale_checkpoint_temps(self.run_dir)
         # with absolute paths: the saved config means the same files from any directory
         absolute_config = with_absolute_paths(config_to_dict(cfg))
-        self.config_yaml = yaml.safe_dump(absolute_config, sort_keys=False)
+        self.config_yaml = config_yaml(absolute_config)
         # digests of the run's reward-function and plugin sources at its start: a resume says
         # which changed since a checkpoint, which the config alone cannot show
         self.user_code = source_digests(user_code_locations(absolute_config))

@@ -46,14 +46,15 @@ def resumed(state: dict, now: dict, problems: list[Problem] = PROBLEMS) -> Dynam
 
 @pytest.mark.parametrize("change", ["rollout.temperature=0.5", "rollout.n=8", "rollout.max_response_length=16000",
                                     "algorithm.overlong_buffer_len=8", "reward.correct_score=2.0",
-                                    "data.template=none", "data.chat_template_kwargs={enable_thinking: false}"])
+                                    "data.template=none", "data.chat_template_kwargs={enable_thinking: false}",
+                                    "rollout.native_dtype=float32"])
 def test_surplus_made_under_other_settings_is_dropped_said_and_counted(change, tmp_path):
-    before = sampler_with_surplus(settings())
+    before = sampler_with_surplus(settings("rollout.engine=native"))
     torch.save(before.state_dict(), tmp_path / "state.pt")  # as a checkpoint holds it
     state = torch.load(tmp_path / "state.pt", weights_only=True)
     with pytest.warns(UserWarning, match=rf"{change.split('=')[0]} changed since this checkpoint: the 1 surplus "
                                          r"group\(s\) it kept .* dropped, not trained"):
-        after = resumed(state, settings(change))
+        after = resumed(state, settings("rollout.engine=native", change))
     assert after.surplus == []
     batch, report = after.next_batch(make_round(lambda p: [1, 0, 0, 1], counter=[100]), step=1)
     assert report.groups_carried_in == 0 and report.groups_discarded == 1  # (the round's own excess is carried out)
@@ -108,6 +109,17 @@ def test_surplus_made_under_the_same_settings_is_trained_and_an_older_checkpoint
     assert len(same.surplus) == 1 and len(older.surplus) == 1
     _, report = same.next_batch(make_round(lambda p: [1, 0, 0, 1], counter=[100]), step=1)
     assert report.groups_carried_in == 1
+
+
+@pytest.mark.parametrize(("engine", "change"), [("hf", "rollout.native_dtype=float16"), ("hf", "rollout.vllm_dtype=float16"),
+                                               ("native", "rollout.vllm_dtype=float16")])
+def test_a_setting_of_another_engine_than_the_runs_keeps_the_surplus(engine: str, change: str):
+    """The hf engine never reads rollout.native_dtype, nor the native engine rollout.vllm_dtype: a
+    resume that changed it dropped the kept groups as made under other settings."""
+    before = sampler_with_surplus(settings(f"rollout.engine={engine}"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(resumed(before.state_dict(), settings(f"rollout.engine={engine}", change)).surplus) == 1
 
 
 def test_surplus_of_other_training_data_is_dropped():

@@ -271,8 +271,8 @@ class DynamicSampler:
         if saved is not None:  # (a setting added since, which this run has, at the one value it had then)
             added = {key: value for key, value in _SETTINGS_ADDED_SINCE.items() if key in self.surplus_settings}
             saved = _absolute_function_paths({**added, **saved})
-        changed = sorted(key for key in {*(saved or {}), *self.surplus_settings}
-                         if saved is not None and _changed(key, saved.get(key), self.surplus_settings.get(key)))
+        saved, now = (_in_effect(saved) if saved is not None else None), _in_effect(self.surplus_settings)
+        changed = sorted(key for key in {*(saved or {}), *now} if saved is not None and _changed(key, saved.get(key), now.get(key)))
         if surplus and (changed or not continued):
             why = f"{', '.join(changed)} changed" if changed else "the training data, trainer.seed or data.shuffle changed"
             warnings.warn(f"{why} since this checkpoint: the {len(surplus)} surplus group(s) it kept for the next "
@@ -291,6 +291,17 @@ _SURPLUS_SETTINGS = {
     "reward": ("verifier", "verifier_weight", "functions", "correct_score", "incorrect_score", "extractor", "max_response_chars"),
     "data": ("template", "use_chat_template", "chat_template_kwargs"),
 }
+
+
+# one engine's own setting, which the others never read: no change where another engine made the groups
+_ENGINE_SETTINGS = {"rollout.native_dtype": "native", "rollout.vllm_dtype": "vllm"}
+
+
+def _in_effect(settings: dict) -> dict:
+    """``settings`` without the settings of an engine other than the one they name (a resume with
+    rollout.engine=hf and another rollout.native_dtype dropped the surplus groups for nothing)."""
+    engine = settings.get("rollout.engine")
+    return {key: value for key, value in settings.items() if _ENGINE_SETTINGS.get(key, engine) == engine}
 
 
 _SOURCES = "reward.functions sources"  # surplus_settings' key of the reward functions' source digests

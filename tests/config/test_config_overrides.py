@@ -376,6 +376,10 @@ def test_a_mapping_setting_takes_a_mapping_whole_or_key_by_key(tmp_path: Path):
         load_config([], ["data.chat_template_kwargs=[1]"])
     with pytest.raises(ConfigError, match=r"data.chat_template_kwargs sets add_generation_prompt, which the prompt "):
         load_config([], ["data.chat_template_kwargs.add_generation_prompt=false"])
+    # (accepted and unused before)
+    with pytest.raises(ConfigError, match=r"data.use_chat_template=false renders the prompts without one: drop one"):
+        load_config([config], ["data.use_chat_template=false"])
+    assert load_config([config], ["data.use_chat_template=false", "data.chat_template_kwargs=null"])
     # numbers are numbers there (a template comparing thinking_budget >= 0 failed on "512"), also nested
     assert load_config([], ["data.chat_template_kwargs={thinking_budget: 512, scale: 0.5, tags: [1, x]}"]).data.chat_template_kwargs == {
         "thinking_budget": 512, "scale": 0.5, "tags": [1, "x"]}

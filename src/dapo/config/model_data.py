@@ -163,6 +163,10 @@ class DataConfig:
         taken = sorted(set(self.chat_template_kwargs) & RENDERING_ARGUMENTS)
         check(not taken, f"data.chat_template_kwargs sets {', '.join(taken)}, which the prompt rendering sets itself "
               "(a prefill: data.assistant_prefill); it holds the template's own variables, such as enable_thinking")
+        check(self.use_chat_template or not self.chat_template_kwargs,
+              f"data.chat_template_kwargs={self.chat_template_kwargs} is for the chat template, and "
+              "data.use_chat_template=false renders the prompts without one: drop one of them "
+              "(data.chat_template_kwargs=null)")
         one_of("data.overlong_prompts", self.overlong_prompts, ("drop", "error"))
         check(
             1 <= self.builtin_min_digits <= self.builtin_max_digits,

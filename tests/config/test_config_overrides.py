@@ -393,7 +393,7 @@ def test_quoted_text_in_a_mapping_setting_stays_text_and_reads_back_the_same(tmp
     that looked like a number became one, so a value set from Python as '3' turned into 3 once the
     config was saved and read back (a resume, `dapo eval CHECKPOINT`): a template comparing
     version == '3' rendered another prompt."""
-    from dapo.config import DataConfig, DAPOConfig, save_config
+    from dapo.config import DAPOConfig, DataConfig, save_config
     from dapo.config.loading import config_from_dict
 
     kwargs = {"version": "3", "budget": "1e3", "scale": 1000.0, "tags": ["7", 7]}

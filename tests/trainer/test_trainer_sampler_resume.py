@@ -6,6 +6,7 @@ groups of the old rollout.n beside the new, and of the old length limit)."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import warnings
 
 import pytest
@@ -47,7 +48,8 @@ def resumed(state: dict, now: dict, problems: list[Problem] = PROBLEMS) -> Dynam
 @pytest.mark.parametrize("change", ["rollout.temperature=0.5", "rollout.n=8", "rollout.max_response_length=16000",
                                     "algorithm.overlong_buffer_len=8", "reward.correct_score=2.0",
                                     "data.template=none", "data.chat_template_kwargs={enable_thinking: false}",
-                                    "rollout.native_dtype=float32"])
+                                    "rollout.native_dtype=float32", "model.tokenizer_path=/other/tokenizer",
+                                    "data.answer_key=flipped", "data.data_source_key=source"])
 def test_surplus_made_under_other_settings_is_dropped_said_and_counted(change, tmp_path):
     before = sampler_with_surplus(settings("rollout.engine=native"))
     torch.save(before.state_dict(), tmp_path / "state.pt")  # as a checkpoint holds it
@@ -141,3 +143,24 @@ def test_a_checkpoint_from_before_reward_verifier_keeps_its_surplus_under_dapo_r
         assert len(resumed(copy.deepcopy(state), settings()).surplus) == 1
     with pytest.warns(UserWarning, match="reward.verifier changed since this checkpoint"):
         assert resumed(state, settings("reward.verifier=math_dapo")).surplus == []
+
+
+@pytest.mark.parametrize("edit", ["ground_truth", "data_source", "extra"])
+def test_surplus_scored_against_answers_edited_since_is_dropped(edit: str):
+    """The data's order is of its prompts alone: a resume after the answers of the same prompts
+    were edited (the same file, or another named by checkpoint.resume) trained the kept groups with
+    the old answers' scores, unsaid. The cursor still goes on: the prompts' order is the same."""
+    before = sampler_with_surplus(settings())
+    edited = [dataclasses.replace(p, **{edit: {"index": 1} if edit == "extra" else "other"}) if p.uid == "3" else p
+              for p in PROBLEMS]
+    with pytest.warns(UserWarning, match=r"the training data's answers \(ground truths, data sources or other fields\) "
+                                         r"changed since this checkpoint: the 1 surplus group\(s\)"):
+        after = resumed(before.state_dict(), settings(), problems=edited)
+    assert after.surplus == [] and after.stream.cursor == before.stream.cursor
+    older = before.state_dict()  # written before the answers were kept: unknown, taken as the same
+    del older["stream"]["answers_key"]
+    for key in ("model.tokenizer_path", "data.answer_key", "data.data_source_key"):
+        del older["surplus_settings"][key]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(resumed(older, settings("data.answer_key=flipped"), problems=edited).surplus) == 1

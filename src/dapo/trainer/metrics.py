@@ -67,8 +67,8 @@ METRICS: dict[str, str] = {
     "(at most algorithm.max_surplus_fraction of its groups)",
     "sampling/groups_discarded": "accepted groups dropped: surplus when keeping is off or beyond "
     "algorithm.max_surplus_fraction of the next step (counted in the step that made it), or restored from a "
-    "checkpoint and older than one step or made under other sampling, reward, shaping or template settings, or "
-    "other data, than the resumed run's (said when it resumes)",
+    "checkpoint and older than one step or made under other sampling, reward, shaping, template or tokenizer "
+    "settings, other data or other answers to its prompts, than the resumed run's (said when it resumes)",
     "sampling/hit_round_limit": "1 when the round limit stopped generation before the batch was full",
     # policy update (token-weighted over the step's optimizer mini-batches)
     "actor/loss": "the loss minimised: actor/pg_loss - entropy_coef x entropy + kl_coef x KL to the reference, "

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,7 +31,11 @@ from dataclasses import dataclass, field
 import torch
 
 from dapo.algo import filter_groups
-from dapo.config.loading import absolute_function_path, reward_function_locations
+from dapo.config.loading import (
+    absolute_function_path,
+    absolute_local_path,
+    reward_function_locations,
+)
 from dapo.data.records import Problem
 from dapo.trainer.batch import LOGPROB_FIELDS, Sample, as_logprobs
 from dapo.user_code import edited_sources
@@ -46,6 +51,7 @@ class PromptStream:
         self.epoch, self.cursor = 0, 0
         self._order = self._permutation(0)
         self.order_key = self._order_key()
+        self.answers_key = self._answers_key()
 
     def _permutation(self, epoch: int) -> list[int]:
         if not self.shuffle:
@@ -73,8 +79,17 @@ class PromptStream:
             digest.update(problem.uid.encode() + b"\n")
         return digest.hexdigest()[:16]
 
+    def _answers_key(self) -> str:
+        """What the problems are scored against: their ground truths, data sources and other fields
+        (a reward function's ``extra``), which the order key, of the prompts alone, leaves out."""
+        digest = hashlib.sha256()
+        for problem in self.problems:
+            extra = json.dumps(problem.extra, sort_keys=True, default=str)
+            digest.update(f"{problem.uid}\0{problem.ground_truth}\0{problem.data_source}\0{extra}\n".encode())
+        return digest.hexdigest()[:16]
+
     def state_dict(self) -> dict:
-        return {"epoch": self.epoch, "cursor": self.cursor, "order_key": self.order_key}
+        return {"epoch": self.epoch, "cursor": self.cursor, "order_key": self.order_key, "answers_key": self.answers_key}
 
     def load_state_dict(self, state: dict) -> bool:
         """Continue at the saved cursor (True); if the data, the seed (when shuffling) or data.shuffle
@@ -269,12 +284,17 @@ class DynamicSampler:
         surplus = [[sample_from_state(fields) for fields in group] for group in state["surplus"]]
         saved = state.get("surplus_settings")  # absent in checkpoints written before it was kept
         if saved is not None:  # (a setting added since, which this run has, at the one value it had then)
-            added = {key: value for key, value in _SETTINGS_ADDED_SINCE.items() if key in self.surplus_settings}
+            added = {key: self.surplus_settings[key] if value is _UNKNOWN else value
+                     for key, value in _SETTINGS_ADDED_SINCE.items() if key in self.surplus_settings}
             saved = _absolute_function_paths({**added, **saved})
         saved, now = (_in_effect(saved) if saved is not None else None), _in_effect(self.surplus_settings)
         changed = sorted(key for key in {*(saved or {}), *now} if saved is not None and _changed(key, saved.get(key), now.get(key)))
-        if surplus and (changed or not continued):
-            why = f"{', '.join(changed)} changed" if changed else "the training data, trainer.seed or data.shuffle changed"
+        # (absent in checkpoints written before it was kept: unknown, taken as the same)
+        rescored = state["stream"].get("answers_key", self.stream.answers_key) != self.stream.answers_key
+        if surplus and (changed or not continued or rescored):
+            why = (f"{', '.join(changed)} changed" if changed else
+                   "the training data, trainer.seed or data.shuffle changed" if not continued else
+                   "the training data's answers (ground truths, data sources or other fields) changed")
             warnings.warn(f"{why} since this checkpoint: the {len(surplus)} surplus group(s) it kept for the next "
                           "step were made under the old settings, so they are dropped, not trained", stacklevel=2)
             self._dropped_on_resume, surplus = len(surplus), []
@@ -284,12 +304,13 @@ class DynamicSampler:
 # What a kept group's samples, rewards and advantages depend on, by config section: a resumed run
 # with other values must not train the checkpoint's surplus as if made under its own.
 _SURPLUS_SETTINGS = {
+    "model": ("tokenizer_path",),
     "rollout": ("engine", "n", "temperature", "top_p", "top_k", "max_response_length", "stop_strings",
                 "native_dtype", "vllm_dtype"),
     "algorithm": ("advantage", "advantage_eps", "overlong_buffer_len", "overlong_filtering",
                   "overlong_penalty_factor", "overlong_soft_punishment"),
     "reward": ("verifier", "verifier_weight", "functions", "correct_score", "incorrect_score", "extractor", "max_response_chars"),
-    "data": ("template", "use_chat_template", "chat_template_kwargs"),
+    "data": ("template", "use_chat_template", "chat_template_kwargs", "answer_key", "data_source_key"),
 }
 
 
@@ -308,8 +329,11 @@ _SOURCES = "reward.functions sources"  # surplus_settings' key of the reward fun
 
 
 # surplus settings added to the list after checkpoints were written without them, and the one value
-# those were made under (reward.verifier=math_dapo came later: an older checkpoint's groups are dapo-rl's)
-_SETTINGS_ADDED_SINCE = {"reward.verifier": "dapo-rl", "data.chat_template_kwargs": {}}
+# those were made under (reward.verifier=math_dapo came later: an older checkpoint's groups are
+# dapo-rl's); _UNKNOWN: any, taken as this run's
+_UNKNOWN = object()
+_SETTINGS_ADDED_SINCE = {"reward.verifier": "dapo-rl", "data.chat_template_kwargs": {}, "model.tokenizer_path": _UNKNOWN,
+                         "data.answer_key": _UNKNOWN, "data.data_source_key": _UNKNOWN}
 
 
 def surplus_settings(config: dict, filter_metric: str, sources: dict[str, str | None] | None = None) -> dict:
@@ -333,8 +357,10 @@ def _changed(key: str, before: object, now: object) -> bool:
 
 
 def _absolute_function_paths(settings: dict) -> dict:
-    """``settings`` with its reward functions' files named by absolute path (a checkpoint written
-    before they were named so holds them as its command gave them)."""
+    """``settings`` with its reward functions' files (and its tokenizer's) named by absolute path (a
+    checkpoint written before they were named so holds them as its command gave them)."""
+    if isinstance(tokenizer := settings.get("model.tokenizer_path"), str):
+        settings = {**settings, "model.tokenizer_path": absolute_local_path(tokenizer)}
     functions = settings.get("reward.functions")
     if not isinstance(functions, list):
         return settings

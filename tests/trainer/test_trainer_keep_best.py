@@ -3,6 +3,7 @@ kept out of checkpoint.keep_last's rotation and linked as checkpoints/best, acro
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import warnings
@@ -217,3 +218,31 @@ def test_a_record_of_the_best_link_s_target_written_before_its_name_was_kept_is_
     assert records_checkpoint("checkpoints/step-000003", best, tmp_path)
     assert records_checkpoint("checkpoints/best", best, tmp_path)
     assert not records_checkpoint("checkpoints/step-000002", best, tmp_path)
+
+
+@pytest.mark.parametrize("change", ["eval.max_problems=1", "eval.temperature=0.5", "eval answers"])
+def test_a_resume_that_changed_the_evaluation_ranks_afresh_and_says_so(tiny_model_dir, reward_file, tmp_path,
+                                                                       change: str):
+    """The best value of the old evaluation (8 problems) was compared with the new one's (1): the
+    first new value above it took the best, and keep_last then deleted the real best's checkpoint,
+    unsaid. Settings that leave the evaluation as it was keep the best."""
+    run = tmp_path / "run"
+    _train(run, tiny_model_dir, reward_file, [0.9, 0.5], "trainer.total_steps=2")
+    assert _kept(run) == (["step-000001", "step-000002"], "step-000001")
+    if change == "eval answers":  # the same held-out prompts, another answer to one of them
+        trainer = Trainer(tiny_config(tiny_model_dir, run, reward_file, *BEST))
+        held_out = trainer.run.data.eval.problems
+        held_out[0] = dataclasses.replace(held_out[0], ground_truth=held_out[0].ground_truth + "1")
+    else:
+        trainer = Trainer(tiny_config(tiny_model_dir, run, reward_file, *BEST, change))
+    with pytest.warns(UserWarning, match=r"changed since this checkpoint: step 1's eval/avg@2 = 0.9 was measured on "
+                                         r"another evaluation, so checkpoint.keep_best ranks afresh"):
+        trainer.resume()
+    trainer.close()
+    assert trainer.best_checkpoint is None
+    same = Trainer(tiny_config(tiny_model_dir, run, reward_file, *BEST, "eval.every_steps=2", "eval.seed=5"))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*keep_best ranks afresh")
+        same.resume()
+    same.close()
+    assert same.best_checkpoint == (1, 0.9)

@@ -65,7 +65,8 @@ class CheckpointConfig:
     # rotation, linked as checkpoints/best (from_pretrained, dapo eval and checkpoint.resume read the
     # link). Every evaluated step is then checkpointed (step 0's baseline is not), so it needs periodic
     # evaluations (eval.every_steps > 0), and one more checkpoint's room on disk. Turned off, or set
-    # to another metric, on a resume: the old best rotates out. null: off.
+    # to another metric, on a resume, or the evaluation changed (its problems, sampling or scoring;
+    # said): the old best rotates out. null: off.
     keep_best: str | None = None
     # "auto" resumes from the newest checkpoint in the run directory, "never" starts fresh,
     # or a path to a checkpoint directory: another run's starts this one from it (once this run

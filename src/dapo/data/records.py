@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +41,16 @@ def closing_prefill(prompt: str | list[dict[str, str]]) -> str | None:
     if isinstance(prompt, str) or not prompt or prompt[-1]["role"] != "assistant":
         return None
     return prompt[-1]["content"]
+
+
+def problems_digest(problems: list[Problem]) -> str:
+    """A digest of what ``problems`` ask and are scored against, in order: each one's id (of its
+    prompt), ground truth, data source and other fields (a reward function's ``extra``)."""
+    digest = hashlib.sha256()
+    for problem in problems:
+        extra = json.dumps(problem.extra, sort_keys=True, default=str)
+        digest.update(f"{problem.uid}\0{problem.ground_truth}\0{problem.data_source}\0{extra}\n".encode())
+    return digest.hexdigest()[:16]
 
 
 def problem_key(problem: Problem, split: str) -> tuple[str, str]:

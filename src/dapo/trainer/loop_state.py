@@ -13,7 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dapo.config.loading import config_to_dict, with_absolute_paths
 from dapo.config.run import BEST_METRIC
+from dapo.data.records import problems_digest
 from dapo.errors import NonFiniteError
 from dapo.rewards.user_functions import RewardFunctionError
 from dapo.trainer.checkpoint import (
@@ -27,6 +29,18 @@ from dapo.trainer.checkpoint import (
 from dapo.trainer.dropout import config_dropout_restored
 from dapo.trainer.rng import rng_state, set_rng_state
 from dapo.trainer.run_dir import checkpoints_root
+
+# What a held-out metric's value depends on besides the policy (and the problems, digested): how the
+# problems are rendered, sampled and scored. checkpoint.keep_best ranks afresh when a resume changes one.
+_EVAL_SETTINGS = {
+    "model": ("tokenizer_path",),
+    "data": ("eval_prompt_key", "eval_answer_key", "template", "use_chat_template", "chat_template_kwargs"),
+    "eval": ("k", "temperature", "top_p", "top_k", "max_problems"),
+    "rollout": ("max_response_length", "stop_strings"),
+    "reward": ("verifier", "verifier_weight", "functions", "correct_score", "incorrect_score", "extractor",
+               "max_response_chars"),
+}
+_EVAL_PROBLEMS = "the held-out problems"  # eval_settings' key of the problems' digest
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -78,7 +92,8 @@ class LoopState:
         return {"step": self.step, "next_group_id": self.next_group_id, "sampler": self.sampler.state_dict(),
                 "rng": rng_state(), "reward_failure_streak": dict(self.reward_watch.streak),
                 "updates_made": self.updates_made, "nonfinite_streak": [self.nonfinite_streak, self.nonfinite_since],
-                "best_checkpoint": self.best_checkpoint and [self.cfg.checkpoint.keep_best, *self.best_checkpoint]}
+                "best_checkpoint": self.best_checkpoint and [self.cfg.checkpoint.keep_best, *self.best_checkpoint],
+                "best_eval_settings": self.best_checkpoint and self.eval_settings()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.step, self.next_group_id = state["step"], state["next_group_id"]
@@ -89,11 +104,26 @@ class LoopState:
         metric, *best = state.get("best_checkpoint") or [None]
         # ranked by another metric (checkpoint.keep_best changed): not comparable, ranked afresh
         self.best_checkpoint = tuple(best) if metric is not None and metric == self.cfg.checkpoint.keep_best else None
+        saved, now = state.get("best_eval_settings"), self.eval_settings()  # (older checkpoints: none, as now)
+        if self.best_checkpoint and saved and (changed := sorted(key for key in now if saved.get(key) != now[key])):
+            step, value = self.best_checkpoint
+            warnings.warn(f"{', '.join(changed)} changed since this checkpoint: step {step}'s {metric} = {value:.4g} was "
+                          "measured on another evaluation, so checkpoint.keep_best ranks afresh from the next one "
+                          f"(step {step}'s checkpoint is no longer kept as the best)", stacklevel=2)
+            self.best_checkpoint = None
         # (a checkpoint from before the count: its steps' planned updates less the skipped ones, at this
         # run's rate, not its own: approximate where the resume changed the updates per step)
         self.updates_made = state.get("updates_made", max(0, self.step * self.cfg.trainer.optimizer_steps_per_rollout
                                                           - state.get("updates_skipped", 0)))
         self.engine_version = None  # the engine may hold the initial weights: sync before its next use
+
+    def eval_settings(self) -> dict[str, Any]:
+        """What this run's held-out metrics depend on besides the policy (``_EVAL_SETTINGS``, the
+        held-out problems' digest): a best value measured under others does not rank with its own."""
+        config = with_absolute_paths(config_to_dict(self.cfg))
+        held_out = self.run.data.eval
+        return {**{f"{section}.{key}": config[section][key] for section, keys in _EVAL_SETTINGS.items() for key in keys},
+                _EVAL_PROBLEMS: problems_digest(held_out.problems) if held_out is not None else None}
 
     def save_checkpoint(self, final: bool = False, evaluation_owed: bool = False, export_owed: bool = False) -> Path:
         """Checkpoint the run into ``output_dir/checkpoints/step-N`` (atomically); a multi-rank run

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,7 +35,7 @@ from dapo.config.loading import (
     absolute_local_path,
     reward_function_locations,
 )
-from dapo.data.records import Problem
+from dapo.data.records import Problem, problems_digest
 from dapo.trainer.batch import LOGPROB_FIELDS, Sample, as_logprobs
 from dapo.user_code import edited_sources
 
@@ -51,7 +50,8 @@ class PromptStream:
         self.epoch, self.cursor = 0, 0
         self._order = self._permutation(0)
         self.order_key = self._order_key()
-        self.answers_key = self._answers_key()
+        # what they are scored against, which the order key, of the prompts alone, leaves out
+        self.answers_key = problems_digest(problems)
 
     def _permutation(self, epoch: int) -> list[int]:
         if not self.shuffle:
@@ -77,15 +77,6 @@ class PromptStream:
         digest = hashlib.sha256(f"{seed}|{self.shuffle}|".encode())
         for problem in self.problems:
             digest.update(problem.uid.encode() + b"\n")
-        return digest.hexdigest()[:16]
-
-    def _answers_key(self) -> str:
-        """What the problems are scored against: their ground truths, data sources and other fields
-        (a reward function's ``extra``), which the order key, of the prompts alone, leaves out."""
-        digest = hashlib.sha256()
-        for problem in self.problems:
-            extra = json.dumps(problem.extra, sort_keys=True, default=str)
-            digest.update(f"{problem.uid}\0{problem.ground_truth}\0{problem.data_source}\0{extra}\n".encode())
         return digest.hexdigest()[:16]
 
     def state_dict(self) -> dict:

@@ -3,6 +3,7 @@ no resume of another model's checkpoint, torn metrics lines survived."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -342,3 +343,16 @@ def test_a_checkpoint_that_cannot_be_written_says_why_in_one_line_and_leaves_not
     assert dapo_main(args) == 0
     assert [p.name for p in (run / "checkpoints").iterdir() if p.name.startswith(".")] == []
     assert load_trainer_state(run / "checkpoints" / "step-000002")["final"] is True
+
+
+def test_a_resume_that_only_finishes_the_run_says_no_schedule_goes_on():
+    """A step-2 checkpoint resumed with trainer.total_steps lowered to 2 said "the learning-rate
+    schedule goes on from step 3", and no step 3 is trained."""
+    from dapo.config import TrainerConfig
+    from dapo.trainer.run_state import schedule_change
+
+    saved = {"total_steps": 4, "lr_schedule": "cosine", "warmup_steps": 0, "lr": 1e-3}
+    shorter = TrainerConfig(total_steps=2, lr_schedule="cosine", warmup_steps=0, lr=1e-3)
+    assert schedule_change(saved, shorter, done_steps=2) == ""
+    assert schedule_change(saved, dataclasses.replace(shorter, total_steps=3), done_steps=2).startswith(
+        "; the learning-rate schedule goes on from step 3")

@@ -116,8 +116,10 @@ def scheduled_lr(trainer: TrainerConfig, done_steps: int) -> float:
 def schedule_change(saved: dict[str, Any], trainer: TrainerConfig, done_steps: int) -> str:
     """What a resume after ``done_steps`` with ``trainer`` does to the learning rate, where the
     checkpoint's schedule settings (``saved``: its run config's trainer section) gave another:
-    a clause for the changed-settings warning, "" when the rate is the same. (The policy's
-    optimizer is set to this run's schedule at the resumed step: optim.apply_config.)"""
+    a clause for the changed-settings warning, "" when the rate is the same or no step is left to
+    train. (The policy's optimizer is set to this run's schedule at the resumed step: optim.apply_config.)"""
+    if done_steps >= trainer.total_steps:  # (a resume that only finishes the run: no step goes on)
+        return ""
     try:
         before = scheduled_lr(dataclasses.replace(trainer, **{key: saved[key] for key in SCHEDULE_SETTINGS
                                                               if key in saved}), done_steps)

@@ -220,7 +220,8 @@ def test_a_record_of_the_best_link_s_target_written_before_its_name_was_kept_is_
     assert not records_checkpoint("checkpoints/step-000002", best, tmp_path)
 
 
-@pytest.mark.parametrize("change", ["eval.max_problems=1", "eval.temperature=0.5", "eval answers"])
+@pytest.mark.parametrize("change", ["eval.max_problems=1", "eval.temperature=0.5", "rollout.top_k=5 algorithm.old_logprobs=recompute",
+                                    "eval answers"])
 def test_a_resume_that_changed_the_evaluation_ranks_afresh_and_says_so(tiny_model_dir, reward_file, tmp_path,
                                                                        change: str):
     """The best value of the old evaluation (8 problems) was compared with the new one's (1): the
@@ -234,7 +235,7 @@ def test_a_resume_that_changed_the_evaluation_ranks_afresh_and_says_so(tiny_mode
         held_out = trainer.run.data.eval.problems
         held_out[0] = dataclasses.replace(held_out[0], ground_truth=held_out[0].ground_truth + "1")
     else:
-        trainer = Trainer(tiny_config(tiny_model_dir, run, reward_file, *BEST, change))
+        trainer = Trainer(tiny_config(tiny_model_dir, run, reward_file, *BEST, *change.split()))
     with pytest.warns(UserWarning, match=r"changed since this checkpoint: step 1's eval/avg@2 = 0.9 was measured on "
                                          r"another evaluation, so checkpoint.keep_best ranks afresh"):
         trainer.resume()

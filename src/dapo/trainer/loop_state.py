@@ -121,6 +121,8 @@ class LoopState:
         """What this run's held-out metrics depend on besides the policy (``_EVAL_SETTINGS``, the
         held-out problems' digest): a best value measured under others does not rank with its own."""
         config = with_absolute_paths(config_to_dict(self.cfg))
+        if config["eval"]["top_k"] is None:  # (null: rollout.top_k's)
+            config["eval"]["top_k"] = config["rollout"]["top_k"]
         held_out = self.run.data.eval
         return {**{f"{section}.{key}": config[section][key] for section, keys in _EVAL_SETTINGS.items() for key in keys},
                 _EVAL_PROBLEMS: problems_digest(held_out.problems) if held_out is not None else None}

@@ -105,14 +105,14 @@ def _is_one_json_object(path: str) -> bool:
         first = handle.readline().removeprefix(_UTF8_BOM)
         alone = not handle.read(4096).strip()
     try:
-        value = json.loads(first, parse_int=json_integer)
+        value = json.loads(first, parse_int=json_integer, parse_float=JsonFloat)
         columns = list(value.values()) if isinstance(value, dict) else []
         return (alone and bool(columns) and all(isinstance(column, dict) for column in columns)
                 and all(column.keys() == columns[0].keys() for column in columns))
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         pass
     try:
-        return isinstance(json.loads(_read_bytes(path).decode("utf-8-sig"), parse_int=json_integer), dict)
+        return isinstance(json.loads(_read_bytes(path).decode("utf-8-sig"), parse_int=json_integer, parse_float=JsonFloat), dict)
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         return False
 
@@ -145,7 +145,7 @@ def _json_array_rows(path: str) -> Iterator[tuple[str, Row]]:
 def _array_elements(text: str) -> Iterator[tuple[int, Any]]:
     """The elements of the JSON array ``text``, each with the offset it starts at (``json.loads``
     gives no positions), or the JSONDecodeError ``json.loads`` would raise, near enough."""
-    decoder = json.JSONDecoder(parse_int=json_integer)
+    decoder = json.JSONDecoder(parse_int=json_integer, parse_float=JsonFloat)
     position = _JSON_WHITESPACE.match(text).end()
     if not text.startswith("[", position):
         raise json.JSONDecodeError("Expecting '['", text, position)
@@ -231,11 +231,24 @@ def json_integer(digits: str) -> int | str:
         return digits
 
 
+class JsonFloat(float):
+    """A JSON number with a fraction or an exponent (``parse_float`` of json's decoders): the float,
+    and in ``literal`` the number as written, which a ground truth keeps where the float loses its
+    digits (3.14159265358979323846 reads 3.141592653589793, and an answer stating it scored wrong)."""
+
+    literal: str
+
+    def __new__(cls, literal: str) -> JsonFloat:
+        number = super().__new__(cls, literal)
+        number.literal = literal
+        return number
+
+
 def _parse_json_line(raw_line: bytes, where: str) -> Row:
     try:
         # without its line break: an error at the end of the line is in its last column, not the
         # next line's first (json's colno counts from the last newline it saw)
-        row = json.loads(raw_line.decode("utf-8").rstrip("\r\n"), parse_int=json_integer)
+        row = json.loads(raw_line.decode("utf-8").rstrip("\r\n"), parse_int=json_integer, parse_float=JsonFloat)
     except UnicodeDecodeError as error:
         return DataError(
             f"{where}: undecodable bytes, not UTF-8 ({error.reason} at byte {error.start})"

@@ -12,11 +12,12 @@ import math
 import re
 import sys
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 import numpy
 
-from dapo.data.readers import json_integer
+from dapo.data.readers import JsonFloat, json_integer
 from dapo.data.records import DataError, closing_prefill
 
 Prompt = str | list[dict[str, str]]  # text, or a chat list of {"role", "content"} (Problem.prompt)
@@ -137,7 +138,7 @@ def literal_text(text: str) -> Any:
     """``text`` decoded as JSON, else as a Python literal (``ast.literal_eval``: no code runs);
     ``text`` itself where it is neither."""
     try:
-        return json.loads(text, parse_int=json_integer)
+        return json.loads(text, parse_int=json_integer, parse_float=JsonFloat)
     except (json.JSONDecodeError, RecursionError):
         pass
     try:
@@ -199,7 +200,10 @@ def answer_value(value: Any, where: str, key: str) -> str:
         if not math.isfinite(value):
             raise DataError(f"{where}: ground truth at {key!r} is {value}, not a number an answer can state")
         # 540.0 (JSON writers) -> 540; 1e-05 -> 0.00001; a float32 column's 0.30000001192092896 -> 0.3
-        value = _plain_decimal(value)
+        plain = _plain_decimal(value)
+        # a JSON literal the float does not hold (more digits than a double): as written, no exponent
+        literal = getattr(value, "literal", None)
+        value = plain if literal is None or Decimal(literal) == Decimal(plain) else format(Decimal(literal), "f")
     text = _encodable(_integer_digits(value) if isinstance(value, int) else str(value), where, key).strip()
     if not text:
         raise DataError(f"{where}: missing ground truth at {key!r} (empty)")

@@ -84,6 +84,42 @@ def test_a_sample_whose_scoring_failed_votes_with_the_same_answer_judged_correct
                       9)["eval/maj@9"] == 0.0
 
 
+def test_maj_at_k_is_recomputed_from_the_saved_samples_where_a_scoring_failed(monkeypatch):
+    """A failed scoring's sample pools with a correct sample of the same answer; one judged wrong
+    does not. Their saved records were the same, so the saved generations could not give maj@k:
+    they now name the scorer that failed (unmeasured_by)."""
+    from types import SimpleNamespace
+
+    from dapo.trainer.scoring import ScoredGeneration
+
+    right, wrong = RewardResult(1.0, True, "34", "34"), RewardResult(-1.0, False, "35", "35")
+    failed = RewardResult(-1.0, False, "34", "34", timed_out=True, unmeasured_by="math_verify")
+    judged = RewardResult(-1.0, False, "34", "34")
+    results = [right, failed, wrong, wrong, right, judged, wrong, wrong]
+
+    class Engine:
+        def generate(self, prompt_token_ids, params):
+            return GenerationResult([Completion(i, [1], [0.0], "stop") for i in range(len(prompt_token_ids))
+                                     for _ in range(params.n)], 0.0, 0)
+
+    monkeypatch.setattr(evaluate_module, "score_completions",
+                        lambda *args, **kwargs: ScoredGeneration(["Answer: x"] * len(results), results))
+    scorer = SimpleNamespace(extracts_answers=True, votes_exactly=False, cfg=RewardConfig(), labels=[],
+                             first_failure={"math_verify": "timed out"})
+    problems = [Problem("u1", "q1", "34"), Problem("u2", "q2", "34")]
+    result = evaluate(Engine(), build_tokenizer(), scorer, [[1], [1]], problems, SamplingParams(n=4, seed=None))
+    assert result.metrics["eval/maj@4"] == 0.5
+    assert [s["unmeasured_by"] for s in result.samples] == [None, "math_verify"] + [None] * 6
+    majority = 0
+    for i in range(2):
+        group = result.samples[4 * i: 4 * i + 4]
+        pooled = {s["vote"] for s in group if s["acc"]}
+        votes = Counter("correct" if s["acc"] or (s["unmeasured_by"] and s["vote"] in pooled) else s["vote"]
+                        for s in group if s["acc"] or s["vote"] is not None)
+        majority += votes.most_common(1)[0][0] == "correct"
+    assert result.metrics["eval/maj@4"] == majority / 2
+
+
 class ScriptedEngine:
     """Answers problem i correctly in its first ``right[i]`` samples; records each call."""
 

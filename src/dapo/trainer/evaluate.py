@@ -205,7 +205,9 @@ def evaluate(
         {"uid": problems[index // params.n].uid, "sample": index % params.n, "prompt": problems[index // params.n].prompt,
          **sample_record(problems[index // params.n], text, result, completion),
          # what maj@k counted (pred is shortened): its answer in full, by its vote key; None: no vote
-         "vote": _answer_key(result, scorer.votes_exactly) if scorer.extracts_answers else None}
+         "vote": _answer_key(result, scorer.votes_exactly) if scorer.extracts_answers else None,
+         # the scorer whose failure left acc unmeasured (None: measured): its vote pools with a correct same answer
+         "unmeasured_by": result.unmeasured_by}
         for index, (text, result, completion) in enumerate(zip(texts, results, completions))
     ]
     why = unscored_message(scorer, culprits, params.n) if unscored else ""

@@ -279,10 +279,25 @@ def test_auto_extractor_rule() -> None:
     assert resolve_extractor("auto", "DAPO-Math-17K") == "answer"
     assert resolve_extractor("auto", "aime-2024") == resolve_extractor("auto", "AIME25") == "answer"  # as verl
     assert resolve_extractor("auto", "lighteval/MATH") == "any"
+    assert resolve_extractor("auto", "openai/gsm8k") == resolve_extractor("auto", "GSM8K") == "gsm8k"
     assert resolve_extractor("auto", None) == "any"
     assert resolve_extractor("boxed", "math_dapo") == "boxed"
     with pytest.raises(ValueError, match="extractor"):
         resolve_extractor("last_number", None)
+
+
+def test_gsm8k_responses_answer_after_four_hashes() -> None:
+    """verl's GSM8K preprocessing (data_source openai/gsm8k) asks for "the final answer after
+    '####'": every response that did so scored 0, unsaid. The last '####' line is the answer; a
+    response without one is read as `any` reads it."""
+    solution = "Natalia sold 48/2 = 24 clips in May.\nAltogether 48+24 = 72.\n#### 72"
+    assert verify(solution, "72", "gsm8k") == (True, "72")
+    assert verify(solution, "72", "any") == (False, "")  # (before, auto on openai/gsm8k)
+    assert verify("#### 71\nNo, recheck.\n#### 1,000<|im_end|>", "1000", "gsm8k") == (True, "1,000")
+    assert verify("#### $72$.", "72", "gsm8k") == (True, "72")
+    assert verify("#### 72 or 73", "72", "gsm8k")[0] is False  # a hedge, as on an Answer: line
+    assert verify("So \\boxed{72}.", "72", "gsm8k") == verify("Answer: 72", "72", "gsm8k") == (True, "72")
+    assert verify("the 4 #### signs", "4", "gsm8k")[0] is False  # ('####' then 'signs' is no number)
 
 
 @pytest.mark.parametrize(

@@ -36,8 +36,9 @@ class RewardConfig:
     # wrong; dapo.rewards.math_dapo), to reproduce the paper's reward and avg@32.
     verifier: str = "dapo-rl"
     # Built-in verifier's answer extraction (verifier=dapo-rl): "answer" (last "Answer:" line), "boxed" (last
-    # \\boxed{...}), or "auto" (the "Answer:" line for data sources whose name contains "dapo" or
-    # begins with "aime", as verl routes them, else whichever of the two the response states last).
+    # \\boxed{...}), "gsm8k" (the last "#### 72" line, else as auto's last rule), or "auto" (the
+    # "Answer:" line for data sources whose name contains "dapo" or begins with "aime", "gsm8k" for
+    # one containing "gsm8k", as verl routes them, else whichever of the two the response states last).
     extractor: str = "auto"
     # Score given to a correct / incorrect response by the built-in verifier (DAPO: +1 / -1).
     correct_score: float = 1.0
@@ -78,7 +79,7 @@ class RewardConfig:
     def __post_init__(self) -> None:
         finite_numbers(self, "reward")
         one_of("reward.verifier", self.verifier, ("dapo-rl", "math_dapo"))
-        one_of("reward.extractor", self.extractor, ("answer", "boxed", "auto"))
+        one_of("reward.extractor", self.extractor, ("answer", "boxed", "gsm8k", "auto"))
         check(self.verifier != "math_dapo" or self.extractor == "auto",
               f"reward.extractor={self.extractor} is dapo-rl's verifier's: reward.verifier=math_dapo reads the last "
               "\"Answer:\" line, as the DAPO reference run did (leave reward.extractor auto)")

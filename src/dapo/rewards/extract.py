@@ -14,6 +14,8 @@ Two anchors, as in the DAPO reference and the MATH convention:
   ``... are X`` gives X (when X states a number or math, or the words before it do not); several ``$...$``
   segments are several candidates, unless together they state one inequality disjunction
   (``$x<-1$ or $x>2$``, see :mod:`dapo.rewards.inequalities`).
+- ``gsm8k``: the rest of the last line behind ``####`` (``#### 72``), the answer GSM8K's solutions
+  end in and verl's GSM8K preprocessing asks for; a response without one is read as ``any`` does.
 - ``boxed``: the content of the last brace-balanced ``\\boxed{...}`` (or ``\\fbox{...}``).
   Boxes on the last box's line that are chained to it by list separators (``,`` ``;`` ``and``
   ``or``, or only blank space, ``\\quad`` and math delimiters between them) are the *items*
@@ -78,35 +80,44 @@ _CLOSING_REMARK = re.compile(r"(?<=\S) {0,3}\([^()]{0,400}\)\s*$")  # "34 (not 3
 # A relation with nothing before it states a bound, not a value: "\ge 34", "< 34", "\neq 34".
 _BARE_RELATION = re.compile(r"\s{0,3}(?:\\(?:geq?|leq?|neq?|gt|lt|geqslant|leqslant)(?![A-Za-z])|[<>≤≥≠])")
 _MAX_LINE_CHARS = 5000  # an "answer line" longer than this is not a final answer
-EXTRACTORS = ("answer", "boxed", "any")
+_HASHES_ANCHOR = re.compile(r"####[ \t]{0,8}(?=\S)")  # GSM8K's "#### 72"
+EXTRACTORS = ("answer", "boxed", "gsm8k", "any")
 
 
 def resolve_extractor(extractor: str, data_source: str | None) -> str:
-    """Map the configured extractor to "answer", "boxed" or "any" for one row.
+    """Map the configured extractor to "answer", "boxed", "gsm8k" or "any" for one row.
 
     ``auto`` rule: a data source whose name contains "dapo" (DAPO-Math-17K and the AIME files
     published with it, data_source "math_dapo") or begins with "aime" uses the ``Answer:`` line its
-    prompt asks for, as verl routes both to its math_dapo scorer; any other source takes whichever
-    anchor the response states last (``any``).
+    prompt asks for, as verl routes both to its math_dapo scorer; one whose name contains "gsm8k"
+    (verl's preprocessed openai/gsm8k, whose prompt asks for the answer after "####") the
+    ``#### 72`` line, as verl's GSM8K scorer; any other source takes whichever anchor the response
+    states last (``any``).
     """
-    if extractor in ("answer", "boxed", "any"):
+    if extractor in EXTRACTORS:
         return extractor
     if extractor != "auto":
-        raise ValueError(f"extractor={extractor!r} is not one of ['answer', 'boxed', 'auto']")
+        raise ValueError(f"extractor={extractor!r} is not one of ['answer', 'boxed', 'gsm8k', 'auto']")
     source = (data_source or "").lower()
-    return "answer" if "dapo" in source or source.startswith("aime") else "any"
+    return "answer" if "dapo" in source or source.startswith("aime") else "gsm8k" if "gsm8k" in source else "any"
 
 
 def extract_answer(text: str, extractor: str) -> Extracted | None:
     """Return the final answer behind the last anchor of the chosen kind, or None if none.
 
-    ``extractor`` is "answer", "boxed" or "any" (the later of the two anchors wins; after a box,
+    ``extractor`` is "answer", "boxed", "gsm8k" or "any" (the later of the two anchors wins; after a box,
     only an ``Answer:`` that opens its line or sentence counts, see :func:`_opens_its_line`).
     """
     if extractor == "answer":
         return _from_answer_line(text)
     if extractor == "boxed":
         return from_last_box(text)
+    if extractor == "gsm8k":
+        hashes = next(reversed(list(_HASHES_ANCHOR.finditer(text))), None)  # the last
+        if hashes is None:
+            return extract_answer(text, "any")
+        line_end = text.find("\n", hashes.end())
+        return _clean_line(text[hashes.end() : line_end if line_end >= 0 else len(text)][:_MAX_LINE_CHARS])
     if extractor == "any":
         anchor = _last_answer_anchor(text)
         box_at = last_box_start(text)

@@ -286,6 +286,24 @@ def test_auto_extractor_rule() -> None:
         resolve_extractor("last_number", None)
 
 
+@pytest.mark.parametrize(("response", "truth", "right"), [
+    ("Answer: 204 (the remainder when N is divided by 1000)", "204", True),  # (was read "divided by 1000)")
+    ("Answer: 12 (when x is 2)", "12", True), ("Answer: 5 (the area is 5)", "5", True),
+    ("Answer: 5 (n is 34)", "34", False),  # (was right: the remark's value read as the answer)
+    ("Answer: 35 or it is 34", "34", False), ("Answer: 35 or 36 or it is 34", "34", False),
+    ("Answer: 34 unless it is 35", "35", False), ("Answer: 34, otherwise it is 35", "35", False),
+    ("Answer: 10 (else it is 12)", "10", False),
+    ("Final Answer: The final answer is $35$ (n is $34$). I hope it is correct.", "34", False),
+    ("Answer: x = 5, or equivalently it is 5", "5", True), ("Answer: $\\frac12$, or in decimal form it is 0.5", "1/2", True),
+    ("Answer: $n$ (the smallest) is 34", "34", True), ("Answer: The largest $n$ is 34", "34", True),
+])
+def test_a_copula_in_a_remark_or_an_alternative_after_the_value_is_not_the_answer(response: str, truth: str,
+                                                                                  right: bool) -> None:
+    """The text after the last "is" on an answer line was the answer whenever it held a number: a
+    remark's value replaced the stated one, right or wrong, and "35 or it is 34" was 34."""
+    assert verify(response, truth, "any")[0] is right
+
+
 def test_gsm8k_responses_answer_after_four_hashes() -> None:
     """verl's GSM8K preprocessing (data_source openai/gsm8k) asks for "the final answer after
     '####'": every response that did so scored 0, unsaid. The last '####' line is the answer; a

@@ -227,6 +227,8 @@ def _clean_line(line: str) -> Extracted | None:
     stated = without_reason(line := line.replace("\\[", "$").replace("\\]", "$"))  # "x (since n is 35)" is x
     if stated is None:  # "34, since n is 35, or 36": an "or" and a value in a reason offer another answer
         return Extracted(clean_answer(line), candidates=2, qualified=True)
+    if _offered_alternative(stated):  # "34 unless it is 35", "35, or it is 34"
+        return Extracted(clean_answer(stated), candidates=2, qualified=True)
     line = one_value_segments(drop_remark_after_math(_after_copula(stated)))  # "$34$, that is, $34$": one value
     segments = math_segments(line)
     if len(segments) > 1 and is_inequality_disjunction(whole := clean_answer(line)):
@@ -292,9 +294,9 @@ def _after_copula(line: str) -> str:
     for match in _COPULA.finditer(line, 0, reason.start() if reason is not None else len(line)):
         dollars += line.count("$", at, match.start())
         at = match.start()
-        relative = (line[max(0, at - 8) : at].rstrip().lower().endswith(_RELATIVE_WORDS)
-                    or restating_that(line, at, _items_in) is True)
-        if dollars % 2 == 0 and not relative:
+        that_is = restating_that(line, at, _items_in)  # (None: not the "is" of "that is", its own rule)
+        relative = line[max(0, at - 8) : at].rstrip().lower().endswith(_RELATIVE_WORDS) or that_is is True
+        if dollars % 2 == 0 and not relative and not (that_is is None and _in_remark_after_value(line[:at])):
             last = match
     if last is None:  # "540, which is even": a relative clause without a number describes the answer
         head, *clause = _RELATIVE_CLAUSE.split(line, maxsplit=1)
@@ -311,6 +313,45 @@ def _after_copula(line: str) -> str:
     if tail and (_states_math(tail) or not _states_math(head)):
         return tail
     return line
+
+
+def _in_remark_after_value(head: str) -> bool:
+    """Whether a copula after ``head`` lies in a remark on a value the line already stated: in a
+    parenthesis opened right after it (``204 (the remainder when N is divided by 1000)``, ``$35$ (n
+    is $34$)``: 204 and 35, not what the remark equates), or after "or", "unless", "otherwise" or
+    "else" following it (``35 or it is 34``, ``34 (else it is 12)``: another answer offered, which
+    :func:`_offered_alternative` then judges)."""
+    opened = head.rfind("(")
+    if opened > 0 and head.count("(", opened) > head.count(")", opened) and _ends_in_value(head[:opened]):
+        return True
+    alternative = _last_alternative(head)
+    return alternative is not None and _ends_in_value(head[: alternative.start()])
+
+
+def _offered_alternative(line: str) -> bool:
+    """Whether ``line`` states a value, then after "or", "unless", "otherwise" or "else" and a
+    copula another value (``34 unless it is 35``, ``35, or it is 34``): a hedge. Not a restatement
+    of the same value (``5, or equivalently it is 5``, ``$\\frac12$, or in decimal form it is 0.5``)."""
+    for copula in _COPULA.finditer(line):
+        alternative = _last_alternative(line[: copula.start()])
+        if alternative is None or not _ends_in_value(value := line[: alternative.start()]):
+            continue
+        tail = line[copula.end() :].strip(" :,()")
+        if _states_math(tail) and not restates(clean_answer(value.rstrip(" ,;(")), tail):
+            return True
+    return False
+
+
+def _last_alternative(text: str) -> re.Match[str] | None:
+    return next(reversed(list(_ALTERNATIVE.finditer(text))), None)
+
+
+def _ends_in_value(text: str) -> bool:
+    """Whether ``text`` ends in a value (a number, math, a closing bracket), punctuation aside."""
+    return bool(text.rstrip(" ,;(")) and text.rstrip(" ,;(")[-1] in "0123456789$})]" and _states_math(text)
+
+
+_ALTERNATIVE = re.compile(r"(?<![A-Za-z])(?:or|unless|otherwise|else)(?![A-Za-z])", re.IGNORECASE)
 
 
 def _items_in(text: str) -> int:

@@ -276,3 +276,12 @@ def test_a_chain_of_markers_in_one_answer_reads_at_most_the_bound() -> None:
     for i in range(40):  # distinct answers: no cache holds one for the next
         assert prepare(f"Answer: a^{{{i}}}" + "∼2" * 240, "2", "any").verdict is None  # math-verify decides
     assert time.perf_counter() - start < 1.0
+
+
+@pytest.mark.parametrize("after", [", or it is 34", ", or it's 34", ", otherwise it is 34", " unless it is 34",
+                                   ", but it might be 34", ", though it might be 34", " or it is 34"])
+def test_a_value_offered_after_a_comma_or_unless_hedges_the_box(after: str) -> None:
+    """A hedge's word after a comma was not read (the opening took no comma), nor "unless",
+    "otherwise" or "though": "\\boxed{35}, or it is 34" was right for 35. Restating it is no hedge."""
+    assert verify(f"So \\boxed{{35}}{after}.", "35", "boxed")[0] is False
+    assert verify(f"So \\boxed{{35}}{after.replace('34', '35')}.", "35", "boxed")[0] is True

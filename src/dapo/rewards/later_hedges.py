@@ -8,8 +8,9 @@ offers another value now, so the answer is hedged (wrong) unless that value rest
 (``\\boxed{34}. Or, written out, 34.0``, ``\\boxed{2\\sqrt{3}}. Or approximately 3.46.``). What is read:
 every sentence that starts within :data:`_MAX_CHARS` after the answer (the rest of its own too):
 
-- a sentence that opens with a hedge's word (``or`` and its adverbs, ``maybe``, ``perhaps``,
-  ``alternatively``, ``instead``, ...; ``actually``, ``wait``, ``hmm``, ``but``, ``however``, ``it``; ``或``,
+- a sentence (or the rest of the answer's, after a comma: ``\\boxed{35}, or it is 34``) that opens with
+  a hedge's word (``or`` and its adverbs, ``maybe``, ``perhaps``, ``alternatively``, ``instead``, ...;
+  ``actually``, ``wait``, ``hmm``, ``but``, ``however``, ``though``, ``unless``, ``otherwise``, ``else``, ``it``; ``或``,
   ``也可能是``, ``也许``) and ends in a number with nothing between them but words that name nothing
   else (``it's``, ``could also be``, ``the answer is``): ``Wait, check step 3.``, ``Alternatively,
   by Lemma 2.`` and ``Actually, check n = 5.`` are checks, not other answers;
@@ -36,7 +37,7 @@ _FILLER = (r"(?:[\s,:$]|(?:it'?s|it|is|was|be|could|might|may|would|also|possibl
            r"|(?:final\s+)?answer|as\s+a\s+decimal|in\s+decimal\s+form)(?![A-Za-z])|"
            + BARE_APPROXIMATION_WORDS + ")")
 _HEDGE_OPENING = re.compile(
-    r"[\s$*(（]{0,8}(?:(?:" + OR_ADVERBS + r"|or|actually|wait|hmm+|but|however|it"
+    r"[\s$*(（,，]{0,8}(?:(?:" + OR_ADVERBS + r"|or|actually|wait|hmm+|but|however|though|unless|otherwise|else|it"
     r"|或者?|也?可能是|也许是?)(?![A-Za-z])"
     + _FILLER + r"{0,12}(?P<hedged>" + _NUMBER + r")\$?\s{0,3}(?:instead\s{0,3})?(?:[.;!?)\n。！？；）]|$)"
     r"|(?:(?:however|but|and|also)[\s,]{1,3})?\$?(?P<offered>" + _NUMBER + r")\$?\s{1,3}"

@@ -285,3 +285,15 @@ def test_a_value_offered_after_a_comma_or_unless_hedges_the_box(after: str) -> N
     "otherwise" or "though": "\\boxed{35}, or it is 34" was right for 35. Restating it is no hedge."""
     assert verify(f"So \\boxed{{35}}{after}.", "35", "boxed")[0] is False
     assert verify(f"So \\boxed{{35}}{after.replace('34', '35')}.", "35", "boxed")[0] is True
+
+
+@pytest.mark.parametrize("space", ["\u00a0", "\u2009", "\u2002", "\u3000", "\u202f", " ~ ", "\\hspace{1em}"])
+def test_two_values_apart_by_any_space_are_two_values(space: str) -> None:
+    """A space shown by Unicode's characters or LaTeX's commands went to math-verify, which credited
+    one of the two values ("Answer: 34\\u00a035" right for 35); as an ASCII space, neither is. A
+    thousands group stays one number."""
+    for truth in ("34", "35"):
+        assert verify(f"Answer: 34{space}35", truth)[0] is False
+        assert verify(f"So \\boxed{{34{space}35}}.", truth, "boxed")[0] is False
+    if space in ("\u00a0", "\u2009", "\u202f"):  # (the thin spaces SI writes between digit groups)
+        assert verify(f"Answer: 1{space}000", "1000")[0] is True

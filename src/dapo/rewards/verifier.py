@@ -164,8 +164,11 @@ _INVISIBLE_CHARS = "\u200b\u200c\u200d\u2060\ufeff"
 _INVISIBLE = re.compile(f"[{_INVISIBLE_CHARS}]")
 _PROOF_END = re.compile(r"\$\s{0,3}\\(?:blacksquare|square|qed|Box)\s{0,3}\$|\\(?:blacksquare|qed)(?![A-Za-z])|\u220e")
 _PROOF_END_PARTS = ("square", "qed", "Box", "\u220e")  # one of which every _PROOF_END match holds
-# LaTeX's non-breaking space between two digits ("34~35" shows two numbers, not 34)
-_TIE_BETWEEN_DIGITS = re.compile(r"(?<=[0-9])~(?=[0-9])")
+# LaTeX's non-breaking space, or a horizontal space, between two digits ("34~35", "34 ~ 35",
+# "34\\hspace{1em}35" show two numbers, not one of them)
+_TIE_BETWEEN_DIGITS = re.compile(r"(?<=[0-9]) {0,3}(?:~|\\hspace\*?\{[^{}]{0,20}\}) {0,3}(?=[0-9])")
+# Unicode's spaces, which show as a space does ("34\u00a035" two numbers, "1\u00a0000" one): read as one
+_UNICODE_SPACE = re.compile("[\u00a0\u2000-\u200a\u202f\u205f\u3000]")
 
 
 def after_reasoning(response: str) -> str:
@@ -178,13 +181,15 @@ def after_reasoning(response: str) -> str:
 
 
 def as_rendered(text: str) -> str:
-    """``text`` as a reader sees it: zero-width characters gone, a ``~`` between digits a space; and
-    without a proof's end mark (``$\\blacksquare$``, ``\\qed``, ``∎``), which is no answer: read as
+    """``text`` as a reader sees it: zero-width characters gone; Unicode's spaces, and a ``~`` or
+    ``\\hspace{}`` between digits, a space; and without a proof's end mark (``$\\blacksquare$``, ``\\qed``, ``∎``), which is no answer: read as
     one, it hid the value before it on the Answer line."""
     # (each pattern run only where its characters are: a 7k-character response took 0.1 ms a pass)
     if any(char in text for char in _INVISIBLE_CHARS):
         text = _INVISIBLE.sub("", text)
-    if "~" in text:
+    if not text.isascii():
+        text = _UNICODE_SPACE.sub(" ", text)
+    if "~" in text or "hspace" in text:
         text = _TIE_BETWEEN_DIGITS.sub(" ", text)
     if any(mark in text for mark in _PROOF_END_PARTS):
         text = _PROOF_END.sub("", text)

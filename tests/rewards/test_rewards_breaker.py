@@ -63,6 +63,19 @@ def test_timeouts_on_one_problem_alone_do_not_trip() -> None:
     assert breaker.tripped == {0: (17, 2, 0)}
 
 
+def test_as_many_looping_problems_as_workers_do_not_trip() -> None:
+    """Two workers, each stuck on one of two problems whose tests loop: 16 timeouts in a row across
+    two problems tripped the function, and every later response of the batch failed unrun, though
+    it scores them. A third problem's timeout in the same streak is more than two stuck workers."""
+    assert [Breaker([], [], w).min_problems for w in (1, 2, 8)] == [2, 3, 9]
+    breaker = Breaker([0] * 20, ["p0", "p1"] * 8 + ["p2", "p3", "p4", "p5"], num_workers=2)
+    for task_id in range(16):
+        breaker.record(task_id, "timeout")
+    assert not breaker.tripped
+    breaker.record(16, "timeout")
+    assert breaker.tripped == {0: (17, 3, 0)}
+
+
 def test_a_function_that_returns_in_time_now_and_then_needs_a_streak_chance_does_not_explain() -> None:
     """Four timeouts in a row on two workers trip a function that never returned in time, and one
     that always had (its server went down); one that timed out on a third of its calls before

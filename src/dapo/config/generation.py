@@ -60,7 +60,7 @@ class RewardConfig:
     # (replaced), not the trainer.
     memory_limit_gb: float = 0.0
     # A user function that times out (or ends its worker process: a crash, os._exit) on
-    # max(2 x workers, 3) calls in a row, across at least two problems, none returning in between
+    # max(2 x workers, 3) calls in a row, across more problems than workers (at least two), none returning in between
     # (and, for one that returned in time before, more in a row than its failure rate explains),
     # is taken for hung (or broken) in that batch: its calls not yet started fail at once as
     # timeouts (or worker deaths): a batch costs about two deadlines, not one per response; the

@@ -7,8 +7,11 @@ of minutes for a training step; one that ends its worker on every item (a crash 
 1024 responses, 3.5 minutes). Within one :meth:`WorkerPool.run`, a function (a *group* of tasks) *trips*
 once it has failed that way (timed out, or died) on ``max(2 x workers, 3)`` tasks in a row, none
 of its tasks returning in between (any other outcome, a raise included, ends the streak), and
-those failures covered at least two different problems (ground truth and prompt): two deadlines
-or restarts per worker spent on that function, across problems, with nothing back. Its tasks not
+those failures covered more different problems (ground truth and prompt) than there are workers,
+at least two: two deadlines or restarts per worker spent on that function, across more problems
+than the workers could each be stuck on, with nothing back (with two workers, two problems whose
+tests loop kept both busy for a streak over two problems, and every later response of the batch,
+of problems it scores, failed unrun). Its tasks not
 yet started are then not run: each fails at once as the streak's most failures did (``("timeout",
 "skipped")`` or ``("died", "skipped")``), as it would have. The breaker lives for one run: the
 next batch tries the function again.
@@ -25,7 +28,7 @@ still tripped at ``max(2 x workers, 3)``, its failure rate before being low.
 What does not trip it: a function that is slow now and then (any task of it that finishes in time,
 on any worker, ends the streak), and one that cannot score the responses of one problem in time
 (a sandbox whose test for that problem loops: every timeout on one problem is one subject, however
-many). Tasks of no group (math-verify's) are never skipped.
+many, nor as many such problems as workers). Tasks of no group (math-verify's) are never skipped.
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ class Breaker:
         self._groups = groups if num_workers else []
         self._subjects = subjects
         self.limit = max(2 * num_workers, 3)  # failures in a row that trip a group
+        self.min_problems = max(num_workers + 1, 2)  # ... across more problems than workers
         self._streak: dict[Hashable, list[tuple[Hashable, str]]] = {}  # group -> (subject, kind) of its failures in a row
         self.history = {} if history is None else history
         self._tasks_now: dict[Hashable, int] = {}  # group -> its tasks that ended in this batch
@@ -88,7 +92,7 @@ class Breaker:
         self.history[group] = Record(returned, failed + 1)
         streak = self._streak.setdefault(group, [])
         streak.append((self._subjects[task_id], kind))
-        if (len(streak) >= self.limit and len(problems := {subject for subject, _ in streak}) >= 2
+        if (len(streak) >= self.limit and len(problems := {subject for subject, _ in streak}) >= self.min_problems
                 and self._beyond_chance(group, len(streak))):
             self.tripped[group] = Trip(len(streak), len(problems), sum(failure == "died" for _, failure in streak))
 

@@ -83,6 +83,14 @@ def test_rows_without_a_data_source_are_named_after_their_dataset_not_their_shar
     _parquet(benchmarks / "aime.parquet", _dapo_rows(0, 2))  # a row's own data_source wins
     assert {p.data_source for p in load_problems([str(benchmarks)], DataConfig(), "eval").problems} == {
         "math_dapo", "math500"}
+    # a `datasets` directory named for its split is its dataset's (was "test"), as gsm8k/test.jsonl is
+    import datasets
+
+    datasets.Dataset.from_list(rows[:2]).save_to_disk(str(tmp_path / "gsm8k" / "test"))
+    datasets.DatasetDict({"test": datasets.Dataset.from_list(rows[:2])}).save_to_disk(str(tmp_path / "math" / "eval"))
+    for name in ("gsm8k/test", "math/eval"):
+        assert {p.data_source for p in load_problems([str(tmp_path / name)], DataConfig(), "eval").problems} == {
+            name.split("/")[0]}
 
 
 def test_split_words_anywhere_in_a_name_keep_the_splits_apart(tmp_path: Path):

@@ -197,14 +197,18 @@ def default_data_source(file: str, entry: str) -> str:
     """The data_source of a row that has none: its file's stem without a shard suffix
     (``aime.jsonl`` -> "aime"); when that is only a split word (a Hub snapshot's
     ``data/test-00000-of-00002.parquet``), the name of the directory the entry names (or else of
-    the file's folder), so that one dataset's shards are one source in eval/<data_source>/."""
+    the file's folder; of the folder above one named for a split, a ``datasets`` directory
+    ``gsm8k/test``), so that one dataset's shards are one source in eval/<data_source>/."""
     name = Path(file).name
     suffix, compression = file_type(name)
     stem = _SHARD_SUFFIX.sub("", name[: len(name) - len(suffix) - len(compression)] if suffix else Path(file).stem)
     if stem.lower() not in _SPLIT_OF_WORD:
         return stem
     entry_path = Path(entry).expanduser()
-    return (entry_path if entry_path.is_dir() else Path(file).parent).resolve().name
+    folder = (entry_path if entry_path.is_dir() else Path(file).parent).resolve()
+    while folder.name.lower() in _SPLIT_OF_WORD and folder.parent != folder:  # a datasets directory gsm8k/test
+        folder = folder.parent
+    return folder.name
 
 
 def _split_named(relative: Path) -> str | None:

@@ -199,11 +199,13 @@ def test_float_ground_truths_read_as_an_answer_states_them(tmp_path: Path, answe
 def test_a_json_number_with_more_digits_than_a_double_holds_is_read_as_written(tmp_path: Path) -> None:
     """JSON's floats went through Python's float: 3.14159265358979323846 read 3.141592653589793, and
     a response stating the file's answer scored wrong. Numbers a double holds read as before."""
-    literals = ["3.14159265358979323846", "12345678901234567890.5", "0.33333333333333333333", "2.50", "1.5e-3", "1E+2"]
+    literals = ["3.14159265358979323846", "12345678901234567890.5", "0.33333333333333333333", "2.50", "1.5e-3", "1E+2",
+                "0.30000001192092896"]  # (a float32 column written by json.dumps: its double, read as 0.3 as in parquet)
     lines = [f'{{"prompt": "q{i}", "answer": {literal}}}' for i, literal in enumerate(literals)]
     (tmp_path / "qa.jsonl").write_text("\n".join(lines) + "\n")
     (tmp_path / "qa.json").write_text("[" + ", ".join(lines) + "]")
-    expected = ["3.14159265358979323846", "12345678901234567890.5", "0.33333333333333333333", "2.5", "0.0015", "100"]
+    expected = ["3.14159265358979323846", "12345678901234567890.5", "0.33333333333333333333", "2.5", "0.0015", "100",
+                "0.3"]
     for name in ("qa.jsonl", "qa.json"):
         problems = load_problems([str(tmp_path / name)], DataConfig(answer_key="answer"), "train").problems
         assert [p.ground_truth for p in problems] == expected

@@ -296,6 +296,11 @@ def test_auto_extractor_rule() -> None:
     ("Final Answer: The final answer is $35$ (n is $34$). I hope it is correct.", "34", False),
     ("Answer: x = 5, or equivalently it is 5", "5", True), ("Answer: $\\frac12$, or in decimal form it is 0.5", "1/2", True),
     ("Answer: $n$ (the smallest) is 34", "34", True), ("Answer: The largest $n$ is 34", "34", True),
+    # an "or" in a description, a conclusion after an alternative, a restated equation, a name's alternative
+    ("Answer: The number of integers from 1 to 100 divisible by 3 or 5 is 47.", "47", True),
+    ("Answer: $x = 3$ or $x = -3$, so the product is $-9$.", "-9", True),
+    ("Answer: $m+n = 7 + 27 = 34$, or the answer is 34.", "34", True), ("Answer: $f(2)$ (or $f$ at 2) is 5", "5", True),
+    ("Answer: The larger of $a$ or $b$ is 7", "7", True),
 ])
 def test_a_copula_in_a_remark_or_an_alternative_after_the_value_is_not_the_answer(response: str, truth: str,
                                                                                   right: bool) -> None:
@@ -316,6 +321,10 @@ def test_gsm8k_responses_answer_after_four_hashes() -> None:
     assert verify("#### 72 or 73", "72", "gsm8k")[0] is False  # a hedge, as on an Answer: line
     assert verify("So \\boxed{72}.", "72", "gsm8k") == verify("Answer: 72", "72", "gsm8k") == (True, "72")
     assert verify("the 4 #### signs", "4", "gsm8k")[0] is False  # ('####' then 'signs' is no number)
+    # a Markdown heading, or the prompt's "after '####'" echoed, is no answer line; a later hedge is read
+    assert verify("#### Step 1: Cost\n36*2 = 72.\n#### Step 2\nThe total is \\boxed{72}.", "72", "gsm8k")[0] is True
+    assert verify("I give the answer after '####'.\nThe answer is \\boxed{72}.", "72", "gsm8k")[0] is True
+    assert verify("36*2 = 72\n#### 72\nAlternatively, 73.", "72", "gsm8k")[0] is False
 
 
 @pytest.mark.parametrize(

@@ -203,7 +203,8 @@ def answer_value(value: Any, where: str, key: str) -> str:
         plain = _plain_decimal(value)
         # a JSON literal the float does not hold (more digits than a double): as written, no exponent
         literal = getattr(value, "literal", None)
-        value = plain if literal is None or Decimal(literal) == Decimal(plain) else format(Decimal(literal), "f")
+        value = plain if literal is None or Decimal(literal) == Decimal(repr(float(value))) else format(
+            Decimal(literal), "f")
     text = _encodable(_integer_digits(value) if isinstance(value, int) else str(value), where, key).strip()
     if not text:
         raise DataError(f"{where}: missing ground truth at {key!r} (empty)")

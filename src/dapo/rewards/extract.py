@@ -80,7 +80,9 @@ _CLOSING_REMARK = re.compile(r"(?<=\S) {0,3}\([^()]{0,400}\)\s*$")  # "34 (not 3
 # A relation with nothing before it states a bound, not a value: "\ge 34", "< 34", "\neq 34".
 _BARE_RELATION = re.compile(r"\s{0,3}(?:\\(?:geq?|leq?|neq?|gt|lt|geqslant|leqslant)(?![A-Za-z])|[<>≤≥≠])")
 _MAX_LINE_CHARS = 5000  # an "answer line" longer than this is not a final answer
-_HASHES_ANCHOR = re.compile(r"####[ \t]{0,8}(?=\S)")  # GSM8K's "#### 72"
+# GSM8K's "#### 72": a value after it (a number, as verl's GSM8K scorer reads), not a Markdown
+# heading ("#### Step 2", "#### Final Answer") nor the prompt's "after '####'" echoed
+_HASHES_ANCHOR = re.compile(r"(?<!#)####[ \t]{0,8}(?=[$\\(]{0,3}[-+\u2212]?[0-9])")
 EXTRACTORS = ("answer", "boxed", "gsm8k", "any")
 
 
@@ -116,8 +118,11 @@ def extract_answer(text: str, extractor: str) -> Extracted | None:
         hashes = next(reversed(list(_HASHES_ANCHOR.finditer(text))), None)  # the last
         if hashes is None:
             return extract_answer(text, "any")
-        line_end = text.find("\n", hashes.end())
-        return _clean_line(text[hashes.end() : line_end if line_end >= 0 else len(text)][:_MAX_LINE_CHARS])
+        end = text.find("\n", hashes.end()) % (len(text) + 1)  # (-1: the text's end)
+        extracted = _clean_line(text[hashes.end() : end][:_MAX_LINE_CHARS])
+        if extracted is not None and hedged_later(text[end : end + HEDGE_WINDOW], extracted.text):  # "Alternatively, 73."
+            return replace(extracted, candidates=max(extracted.candidates, 2), qualified=True)
+        return extracted
     if extractor == "any":
         anchor = _last_answer_anchor(text)
         box_at = last_box_start(text)
@@ -318,32 +323,29 @@ def _after_copula(line: str) -> str:
 def _in_remark_after_value(head: str) -> bool:
     """Whether a copula after ``head`` lies in a remark on a value the line already stated: in a
     parenthesis opened right after it (``204 (the remainder when N is divided by 1000)``, ``$35$ (n
-    is $34$)``: 204 and 35, not what the remark equates), or after "or", "unless", "otherwise" or
-    "else" following it (``35 or it is 34``, ``34 (else it is 12)``: another answer offered, which
-    :func:`_offered_alternative` then judges)."""
+    is $34$)``: 204 and 35, not what the remark equates). (An alternative to the value the line
+    opens with, ``35 or it is 34``, is judged before: :func:`_offered_alternative`.)"""
     opened = head.rfind("(")
-    if opened > 0 and head.count("(", opened) > head.count(")", opened) and _ends_in_value(head[:opened]):
-        return True
-    alternative = _last_alternative(head)
-    return alternative is not None and _ends_in_value(head[: alternative.start()])
+    return opened > 0 and head.count("(", opened) > head.count(")", opened) and _ends_in_value(head[:opened])
 
 
 def _offered_alternative(line: str) -> bool:
-    """Whether ``line`` states a value, then after "or", "unless", "otherwise" or "else" and a
-    copula another value (``34 unless it is 35``, ``35, or it is 34``): a hedge. Not a restatement
-    of the same value (``5, or equivalently it is 5``, ``$\\frac12$, or in decimal form it is 0.5``)."""
-    for copula in _COPULA.finditer(line):
-        alternative = _last_alternative(line[: copula.start()])
-        if alternative is None or not _ends_in_value(value := line[: alternative.start()]):
-            continue
-        tail = line[copula.end() :].strip(" :,()")
-        if _states_math(tail) and not restates(clean_answer(value.rstrip(" ,;(")), tail):
-            return True
-    return False
-
-
-def _last_alternative(text: str) -> re.Match[str] | None:
-    return next(reversed(list(_ALTERNATIVE.finditer(text))), None)
+    """Whether ``line`` opens with a value and offers another after "or", "unless", "otherwise" or
+    "else" and a copula (``34 unless it is 35``, ``35, or it is 34``, ``35 or 36 or it is 34``): a
+    hedge. Not a restatement of the value (``5, or equivalently it is 5``, ``$m+n = 7+27 = 34$, or
+    the answer is 34``), nor a conclusion drawn after it (``$x = 3$ or $x = -3$, so the product is $-9$``)."""
+    opening = _OPENING_ALTERNATIVE.match(line)
+    if opening is None:
+        return False
+    copula = next(_COPULA.finditer(line, opening.end()), None)
+    if copula is None or _CONCLUSION.search(line, opening.end(), copula.start()):
+        return False
+    closed = line.find(")", opening.end())
+    if "(" in opening.group(0) and 0 <= closed < copula.start():  # "$f(2)$ (or $f$ at 2) is 5": a name's
+        return False
+    tail = line[copula.end() :].strip(" :,.()")
+    value = clean_answer(opening.group("value")).rpartition("=")[2].strip()  # an equation's result
+    return _states_math(tail) and not restates(value, tail)
 
 
 def _ends_in_value(text: str) -> bool:
@@ -351,7 +353,10 @@ def _ends_in_value(text: str) -> bool:
     return bool(text.rstrip(" ,;(")) and text.rstrip(" ,;(")[-1] in "0123456789$})]" and _states_math(text)
 
 
-_ALTERNATIVE = re.compile(r"(?<![A-Za-z])(?:or|unless|otherwise|else)(?![A-Za-z])", re.IGNORECASE)
+# a line that opens with one value (a number, or one $...$), then "or", "unless", "otherwise" or "else"
+_OPENING_ALTERNATIVE = re.compile(r"\s{0,3}(?P<value>\$[^$]{1,120}\$|[-+\u2212]?[0-9][0-9.,/]{0,40})\s{0,3},?\s{0,3}"
+                                  r"\(?\s{0,3}(?:or|unless|otherwise|else)(?![A-Za-z])", re.IGNORECASE)
+_CONCLUSION = re.compile(r"(?<![A-Za-z])(?:so|thus|hence|therefore)(?![A-Za-z])", re.IGNORECASE)
 
 
 def _items_in(text: str) -> int:

@@ -14,8 +14,9 @@ Two anchors, as in the DAPO reference and the MATH convention:
   ``... are X`` gives X (when X states a number or math, or the words before it do not); several ``$...$``
   segments are several candidates, unless together they state one inequality disjunction
   (``$x<-1$ or $x>2$``, see :mod:`dapo.rewards.inequalities`).
-- ``gsm8k``: the rest of the last line behind ``####`` (``#### 72``), the answer GSM8K's solutions
-  end in and verl's GSM8K preprocessing asks for; a response without one is read as ``any`` does.
+- ``gsm8k``: the rest of the line behind the last ``####`` followed by a number (``#### 72``, not a
+  Markdown heading ``#### Step 2``), the answer GSM8K's solutions end in and verl's GSM8K
+  preprocessing asks for; a response without one is read as ``any`` does.
 - ``boxed``: the content of the last brace-balanced ``\\boxed{...}`` (or ``\\fbox{...}``).
   Boxes on the last box's line that are chained to it by list separators (``,`` ``;`` ``and``
   ``or``, or only blank space, ``\\quad`` and math delimiters between them) are the *items*

@@ -351,7 +351,8 @@ def _offered_alternative(line: str) -> bool:
 
 def _ends_in_value(text: str) -> bool:
     """Whether ``text`` ends in a value (a number, math, a closing bracket), punctuation aside."""
-    return bool(text.rstrip(" ,;(")) and text.rstrip(" ,;(")[-1] in "0123456789$})]" and _states_math(text)
+    stripped = text.rstrip(" ,;(")
+    return bool(stripped) and stripped[-1] in "0123456789$})]" and _states_math(text)
 
 
 # a line that opens with one value (a number, or one $...$), then "or", "unless", "otherwise" or "else"

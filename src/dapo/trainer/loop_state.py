@@ -29,16 +29,16 @@ from dapo.trainer.checkpoint import (
 from dapo.trainer.dropout import config_dropout_restored
 from dapo.trainer.rng import rng_state, set_rng_state
 from dapo.trainer.run_dir import checkpoints_root
+from dapo.trainer.sampler import RENDERING_SETTINGS, SCORING_SETTINGS
 
 # What a held-out metric's value depends on besides the policy (and the problems, digested): how the
 # problems are rendered, sampled and scored. checkpoint.keep_best ranks afresh when a resume changes one.
 _EVAL_SETTINGS = {
     "model": ("tokenizer_path",),
-    "data": ("eval_prompt_key", "eval_answer_key", "template", "use_chat_template", "chat_template_kwargs"),
+    "data": ("eval_prompt_key", "eval_answer_key", *RENDERING_SETTINGS),
     "eval": ("k", "temperature", "top_p", "top_k", "max_problems"),
     "rollout": ("max_response_length", "stop_strings"),
-    "reward": ("verifier", "verifier_weight", "functions", "correct_score", "incorrect_score", "extractor",
-               "max_response_chars"),
+    "reward": SCORING_SETTINGS,
 }
 _EVAL_PROBLEMS = "the held-out problems"  # eval_settings' key of the problems' digest
 

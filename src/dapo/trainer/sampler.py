@@ -294,14 +294,19 @@ class DynamicSampler:
 
 # What a kept group's samples, rewards and advantages depend on, by config section: a resumed run
 # with other values must not train the checkpoint's surplus as if made under its own.
+# How a response is scored, and how a prompt is rendered: what kept groups and held-out metrics both
+# depend on (loop_state's keep_best reads these too)
+SCORING_SETTINGS = ("verifier", "verifier_weight", "functions", "correct_score", "incorrect_score", "extractor",
+                    "max_response_chars")
+RENDERING_SETTINGS = ("template", "use_chat_template", "chat_template_kwargs")
 _SURPLUS_SETTINGS = {
     "model": ("tokenizer_path",),
     "rollout": ("engine", "n", "temperature", "top_p", "top_k", "max_response_length", "stop_strings",
                 "native_dtype", "vllm_dtype"),
     "algorithm": ("advantage", "advantage_eps", "overlong_buffer_len", "overlong_filtering",
                   "overlong_penalty_factor", "overlong_soft_punishment"),
-    "reward": ("verifier", "verifier_weight", "functions", "correct_score", "incorrect_score", "extractor", "max_response_chars"),
-    "data": ("template", "use_chat_template", "chat_template_kwargs", "answer_key", "data_source_key"),
+    "reward": SCORING_SETTINGS,
+    "data": (*RENDERING_SETTINGS, "answer_key", "data_source_key"),
 }
 
 

@@ -101,7 +101,8 @@ class DataConfig:
     eval_files: list[str] = field(default_factory=lambda: ["builtin:arithmetic"])
     # Dotted column path of the prompt (a chat list or raw text) in each row.
     prompt_key: str = "prompt"
-    # Dotted column path of the ground-truth answer in each row.
+    # Dotted column path of the ground-truth answer in each row (a `datasets` ClassLabel column,
+    # MMLU's answer, reads as its names, A/B/C/D, as does any such column: dapo.data.class_labels).
     answer_key: str = "reward_model.ground_truth"
     # Column holding the data source name (optional in the file). A row without one takes its
     # file's name (aime.jsonl -> "aime"), or, when that is only a split word (train.jsonl,

@@ -172,10 +172,15 @@ def _parquet_rows(path: str, checked: Callable[[Any, int], Any] | None) -> Itera
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from dapo.data.class_labels import named_batch, parquet_label_names
+
     row_index = 0
     try:
         source = path if not file_type(Path(path).name)[1] else io.BytesIO(_read_bytes(path))  # (pq seeks)
-        for batch in pq.ParquetFile(source).iter_batches(batch_size=_PARQUET_BATCH_ROWS):
+        parquet_file = pq.ParquetFile(source)
+        label_names = parquet_label_names(parquet_file.schema_arrow)
+        for batch in parquet_file.iter_batches(batch_size=_PARQUET_BATCH_ROWS):
+            batch = named_batch(batch, label_names)
             rows = checked(batch, row_index) if checked is not None else None
             if rows is not None:
                 row_index += batch.num_rows
@@ -332,6 +337,8 @@ def _dataset_dir_rows(path: str, split: str) -> Iterator[tuple[str, Row]]:
     each row's location names: the directory holds each split's row 0)."""
     import datasets
 
+    from dapo.data.class_labels import label_names, named_row
+
     try:
         loaded = datasets.load_from_disk(path)
     except (FileNotFoundError, ValueError) as error:
@@ -340,8 +347,9 @@ def _dataset_dir_rows(path: str, split: str) -> Iterator[tuple[str, Row]]:
     if isinstance(loaded, datasets.DatasetDict):
         picked = _pick_split(path, list(loaded.keys()), split)
         loaded, of_split = loaded[picked], f" of the {picked!r} split"
+    names = label_names(loaded.features.to_dict())
     for row_index, row in enumerate(loaded.with_format(None)):  # saved with set_format("numpy"/...): plain rows
-        yield row_location(row_index) + of_split, row
+        yield row_location(row_index) + of_split, named_row(row, names)
 
 
 def _pick_split(path: str, available: list[str], split: str) -> str:

@@ -73,6 +73,11 @@ def test_rows_without_a_data_source_are_named_after_their_dataset_not_their_shar
     _parquet(snapshot / "data" / "test-00000-of-00002.parquet", rows[:2])
     _parquet(snapshot / "data" / "test-00001-of-00002.parquet", rows[2:])
     assert {p.data_source for p in load_problems([str(snapshot)], DataConfig(), "eval").problems} == {"aime-2024"}
+    # its validation split is another source (before: merged with the test split's, one eval/aime-2024/)
+    _parquet(snapshot / "data" / "validation-00000-of-00001.parquet", rows[:1])
+    merged = load_problems([str(snapshot)], DataConfig(), "eval").problems
+    assert [p.data_source for p in merged] == ["aime-2024"] * 4 + ["aime-2024-validation"]
+    (snapshot / "data" / "validation-00000-of-00001.parquet").unlink()
     glob = str(snapshot / "data" / "test-*.parquet")  # no directory entry: the shards' folder
     assert {p.data_source for p in load_problems([glob], DataConfig(), "eval").problems} == {"data"}
     benchmarks = tmp_path / "benchmarks"

@@ -50,6 +50,7 @@ SPLIT_WORDS = {
 _SPLIT_OF_WORD = {word: split for split, words in SPLIT_WORDS.items() for word in words}
 _SPLIT_WORD = re.compile(r"(?:^|[-._ 0-9])(" + "|".join(sorted(_SPLIT_OF_WORD, key=len, reverse=True))
                          + r")(?=[-._ 0-9]|$)", re.IGNORECASE)
+_TRAIN_OR_TEST = ("train", "training", "test", "testing")
 _GLOB_CHARS = re.compile(r"[*?\[]")
 _SHARD_SUFFIX = re.compile(r"-\d+-of-\d+$")  # train-00000-of-00002, as `datasets` names shards
 
@@ -198,7 +199,9 @@ def default_data_source(file: str, entry: str) -> str:
     (``aime.jsonl`` -> "aime"); when that is only a split word (a Hub snapshot's
     ``data/test-00000-of-00002.parquet``), the name of the directory the entry names (or else of
     the file's folder; of the folder above one named for a split, a ``datasets`` directory
-    ``gsm8k/test``), so that one dataset's shards are one source in eval/<data_source>/."""
+    ``gsm8k/test``), so that one dataset's shards are one source in eval/<data_source>/. A data
+    file of another split than train or test adds its word (``mmlu/data/validation-*.parquet``:
+    "mmlu-validation"): a snapshot's validation and test problems are two sources, not one."""
     name = Path(file).name
     suffix, compression = file_type(name)
     stem = _SHARD_SUFFIX.sub("", name[: len(name) - len(suffix) - len(compression)] if suffix else Path(file).stem)
@@ -208,7 +211,8 @@ def default_data_source(file: str, entry: str) -> str:
     folder = (entry_path if entry_path.is_dir() else Path(file).parent).resolve()
     while folder.name.lower() in _SPLIT_OF_WORD and folder.parent != folder:  # a datasets directory gsm8k/test
         folder = folder.parent
-    return folder.name
+    other_split = suffix and stem.lower() not in _TRAIN_OR_TEST  # (a datasets directory's name is the user's)
+    return f"{folder.name}-{stem.lower()}" if other_split else folder.name
 
 
 def _split_named(relative: Path) -> str | None:

@@ -115,6 +115,9 @@ def test_chained_boxes(text: str, items: tuple[str, ...], candidates: int) -> No
      ("Answer: the roots are $1$ and $2$", "1 ; 2"),
      ("Answer: It is \\boxed{7}", "7"),
      ("Answer: 7 <|im_end|><|endoftext|>", "7"),
+     # end-of-text tokens a base model writes in plain text (were part of the answer: "7</s>", wrong)
+     ("Answer: 7</s>", "7"), ("Answer: $7$ <eos>", "7"), ("Answer: 7<end_of_turn>", "7"),
+     ("Answer: 7<｜end▁of▁sentence｜>", "7"),
      ("Answer:\n\\[\n7\n\\]\nDone.", "7"),
      ("Answer: $$\n7\n$$", "7"),
      ("Answer: $f(x)=x$, which is a polynomial of degree 1", "f(x)=x"),

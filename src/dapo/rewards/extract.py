@@ -6,8 +6,9 @@ Two anchors, as in the DAPO reference and the MATH convention:
   on its line without a colon, ``**Final Answer**`` or ``## Answer``, as models write it before a
   box on the next line); the answer is the rest of that line, or the next non-empty line when the
   anchor ends its line. A display block opened on that line (``$$`` or ``\\[``) runs to its
-  closing delimiter. On the line: a chat-template token (``<|im_end|>``) ends it; ``I hope it is
-  correct`` (the Minerva format "The final answer is X. I hope it is correct.") ends it; a
+  closing delimiter. On the line: a chat-template or end-of-text token (``<|im_end|>``, ``</s>``)
+  ends it; ``I hope it is correct`` (the Minerva format "The final answer is X. I hope it is
+  correct.") ends it; a
   ``\\boxed{}`` on it wins over everything else, unless it states the reason after the line's value (a
   relation, or a box the reason goes on to describe; an "or" around it may still offer another answer:
   :mod:`dapo.rewards.answer_line_boxes`); a sentence ``... is X`` /
@@ -68,6 +69,9 @@ _WORDS_SEGMENT = re.compile(r"\$\s{0,3}\\(?:text|textrm|mathrm|mbox)\{\s{0,3}([A
 _SENTENCE_END = re.compile(r"[.!?。](?:\s|\$)")
 _LINE_OPENING = re.compile(r"[\s#*>\-]{0,12}(?:(?:[A-Za-z]{1,12}[ ,]{1,3}){0,3}final[ \t]{1,3})?", re.IGNORECASE)
 _HOPE = re.compile(r"i hope it is correct", re.IGNORECASE)
+# <|im_end|>, <|eot_id|>, <|endoftext|>; DeepSeek's <｜end▁of▁sentence｜>; Llama-2/Mistral's </s>, Gemma's
+# <eos> and <end_of_turn>, as a base model writes them in plain text
+_END_TOKEN = re.compile(r"<\||<｜|</s>|<eos>|<end_of_turn>")
 # "The largest $n$ is 34": the answer follows the last copula outside math.
 _COPULA = re.compile(r"(?<![A-Za-z\\])(?:is|are|equals)(?![A-Za-z])", re.IGNORECASE)
 _RELATIVE_WORDS = ("which", "what")
@@ -119,11 +123,7 @@ def extract_answer(text: str, extractor: str) -> Extracted | None:
         hashes = next(reversed(list(_HASHES_ANCHOR.finditer(text))), None)  # the last
         if hashes is None:
             return extract_answer(text, "any")
-        end = text.find("\n", hashes.end()) % (len(text) + 1)  # (-1: the text's end)
-        extracted = _clean_line(text[hashes.end() : end][:_MAX_LINE_CHARS])
-        if extracted is not None and hedged_later(text[end : end + HEDGE_WINDOW], extracted.text):  # "Alternatively, 73."
-            return replace(extracted, candidates=max(extracted.candidates, 2), qualified=True)
-        return extracted
+        return _line_answer(text, hashes.end(), text.find("\n", hashes.end()) % (len(text) + 1))  # (-1: the end)
     if extractor == "any":
         anchor = _last_answer_anchor(text)
         box_at = last_box_start(text)
@@ -207,17 +207,22 @@ def _from_answer_line(text: str, anchor: re.Match[str] | None = None) -> Extract
     anchor = anchor or _last_answer_anchor(text)
     if anchor is None:
         return None
-    start, end = _answer_line_start(text, anchor), _answer_line_end(text, anchor)
+    return _line_answer(text, _answer_line_start(text, anchor), _answer_line_end(text, anchor))
+
+
+def _line_answer(text: str, start: int, end: int) -> Extracted | None:
+    """The answer stated on ``text[start:end]``, several candidates where a line after it offers
+    another ("Alternatively, 35." below it)."""
     extracted = _clean_line(text[start:end][:_MAX_LINE_CHARS].replace("\n", " "))
-    if extracted is not None and hedged_later(text[end : end + HEDGE_WINDOW], extracted.text):  # "Alternatively, 35." below it
+    if extracted is not None and hedged_later(text[end : end + HEDGE_WINDOW], extracted.text):
         return replace(extracted, candidates=max(extracted.candidates, 2), qualified=True)
     return extracted
 
 
 def _clean_line(line: str) -> Extracted | None:
-    special = line.find("<|")  # a leaked chat-template token ends the answer
-    if special >= 0:
-        line = line[:special]
+    special = _END_TOKEN.search(line)  # a leaked chat-template or end-of-text token ends the answer
+    if special is not None:
+        line = line[: special.start()]
     hope = _HOPE.search(line)
     if hope is not None:
         line = line[: hope.start()]

@@ -157,9 +157,11 @@ METRICS: dict[str, str] = {
                          "whatever their data_source; a prompt in two data sources counts once in each)",
     "eval/reward_timeouts": "held-out samples whose scoring hit the reward deadline (as rollout/reward_timeouts)",
     "eval/reward_errors": "held-out samples whose reward function (or math-verify) raised, returned a wrong type or "
-                          "died",
+                          "died, or that no reward source applies to (every function returned None, "
+                          "reward.verifier_weight=0)",
     "eval/reward_failures/<function>": "held-out samples a reward function (or math-verify) timed out, raised, "
-    "returned a bad value or died on (logged for the functions that failed on some)",
+    "returned a bad value or died on (logged for the functions that failed on some); no-applicable-reward: samples "
+    "no reward source applies to (every function returned None, reward.verifier_weight=0)",
     "eval/<data_source>/<metric>": "avg@k, pass@k, maj@k, score_mean and num_problems on the held-out problems of one "
     "data_source (logged when the held-out set has several; its @k absent when the correctness scorer failed on "
     "every sample of that data_source)",

@@ -8,10 +8,9 @@ Two anchors, as in the DAPO reference and the MATH convention:
   anchor ends its line. A display block opened on that line (``$$`` or ``\\[``) runs to its
   closing delimiter. On the line: a chat-template or end-of-text token (``<|im_end|>``, ``</s>``)
   ends it; ``I hope it is correct`` (the Minerva format "The final answer is X. I hope it is
-  correct.") ends it; a
-  ``\\boxed{}`` on it wins over everything else, unless it states the reason after the line's value (a
-  relation, or a box the reason goes on to describe; an "or" around it may still offer another answer:
-  :mod:`dapo.rewards.answer_line_boxes`); a sentence ``... is X`` /
+  correct.") ends it; a ``\\boxed{}`` on it wins over everything else, unless it states the reason
+  after the line's value (a relation, or a box the reason goes on to describe; an "or" around it
+  may still offer another answer: :mod:`dapo.rewards.answer_line_boxes`); a sentence ``... is X`` /
   ``... are X`` gives X (when X states a number or math, or the words before it do not); several ``$...$``
   segments are several candidates, unless together they state one inequality disjunction
   (``$x<-1$ or $x>2$``, see :mod:`dapo.rewards.inequalities`).

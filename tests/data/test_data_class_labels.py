@@ -7,11 +7,13 @@ import gzip
 from pathlib import Path
 
 import datasets
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from dapo.config import DataConfig
 from dapo.data import load_problems
+from dapo.data.class_labels import Items, label_names, named_batch
 
 FEATURES = datasets.Features({
     "question": datasets.Value("string"),
@@ -70,3 +72,42 @@ def test_an_integer_column_without_labels_stays_a_number(tmp_path: Path) -> None
         str(path := tmp_path / "plain.parquet"))
     cfg = DataConfig(prompt_key="question", answer_key="answer")
     assert [p.ground_truth for p in load_problems([str(path)], cfg, "train").problems] == ["2"]
+
+
+@pytest.mark.parametrize("form", ["parquet", "save_to_disk"])
+def test_a_list_of_labels_reads_as_a_list_of_names(tmp_path: Path, form: str) -> None:
+    """A multi-label column (Sequence(ClassLabel)), top level, in a struct, or in a list of structs,
+    reaches a reward function's extra fields as names: read as indices, a function comparing a
+    response's topics with them scored every sample wrong."""
+    topics = datasets.ClassLabel(names=["algebra", "geometry", "number theory"])
+    features = datasets.Features({
+        "question": datasets.Value("string"), "answer": datasets.Value("string"),
+        "topics": datasets.Sequence(topics),
+        "meta": {"tags": datasets.List(topics), "votes": datasets.List({"label": topics})},
+    })
+    rows = {"question": ["q0", "q1", "q2"], "answer": ["1", "2", "3"], "topics": [[2, 0], [], [1, -1]],
+            "meta": [{"tags": [1], "votes": [{"label": 0}, {"label": 2}]}, {"tags": [], "votes": []},
+                     {"tags": [0, 2], "votes": [{"label": 1}]}]}
+    dataset = datasets.Dataset.from_dict(rows, features=features)
+    if form == "parquet":
+        dataset.to_parquet(str(path := tmp_path / "topics.parquet"))
+    else:
+        dataset.save_to_disk(str(path := tmp_path / "topics"))
+    cfg = DataConfig(prompt_key="question", answer_key="answer")
+    extras = [p.extra for p in load_problems([str(path)], cfg, "train").problems]
+    assert [extra["topics"] for extra in extras] == [["number theory", "algebra"], [], ["geometry", None]]
+    assert [extra["meta"] for extra in extras] == [
+        {"tags": ["geometry"], "votes": [{"label": "algebra"}, {"label": "number theory"}]},
+        {"tags": [], "votes": []},
+        {"tags": ["algebra", "number theory"], "votes": [{"label": "geometry"}]},
+    ]
+
+
+def test_a_slice_of_a_batch_names_its_own_rows() -> None:
+    """A list column's offsets and values index the whole child array: a slice (a later batch of
+    a file) names its own rows' labels, and a null list stays null."""
+    batch = pa.RecordBatch.from_pydict({"topics": pa.array([[0], [1, 1], None, [0, 1]], pa.list_(pa.int64()))})
+    named = named_batch(batch.slice(1, 3), {"topics": Items(["yes", "no"])})
+    assert named.column(0).to_pylist() == [["no", "no"], None, ["yes", "no"]]
+    assert label_names({"old": {"_type": "Sequence", "feature": {"k": {"_type": "ClassLabel", "names": ["a"]}}}}) \
+        == {"old": {"k": Items(["a"])}}  # datasets < 4's Sequence of a dict: a dict of lists

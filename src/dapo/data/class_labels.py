@@ -8,32 +8,56 @@ which ``save_to_disk`` writes to dataset_info.json (and each .arrow file's schem
 "C": every sample wrong, unsaid. Such a column, at the top of a row or in a struct (a dotted key,
 ``reward_model.ground_truth``), reads as its names, as ``ClassLabel.int2str`` gives them, for the
 answer, the data source and the extra fields alike; an index of -1 (``datasets``' "no label"),
-or one past the names, reads as null.
+or one past the names, reads as null. A list of labels (``Sequence(ClassLabel(...))``, a
+multi-label column a reward function reads among the extra fields) reads as a list of names.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any, Union
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-LabelNames = dict[str, Union[list[str], "LabelNames"]]  # column -> its names; a struct column -> its fields'
+# column -> its names; a struct column -> its fields'; a list column -> its items'
+LabelNames = dict[str, Union[list[str], "LabelNames", "Items"]]
+_LISTS = ("List", "LargeList", "Sequence")  # datasets' list features (Sequence before datasets 4)
+
+
+@dataclass(frozen=True)
+class Items:
+    """The names of a list column's items: ``names`` as a column's own (a label's, a struct's, a list's)."""
+
+    names: list[str] | LabelNames | Items
 
 
 def label_names(features: dict[str, Any]) -> LabelNames:
     """The names of each ClassLabel column in ``features`` (``Features.to_dict()``'s form: a struct
-    is a dict of its fields' features, without a ``_type``); lists of labels are left as indices."""
+    is a dict of its fields' features, without a ``_type``)."""
     names: LabelNames = {}
     for column, feature in features.items():
-        if not isinstance(feature, dict):
-            continue
-        if feature.get("_type") == "ClassLabel" and isinstance(feature.get("names"), list):
-            names[column] = [str(name) for name in feature["names"]]
-        elif "_type" not in feature and (nested := label_names(feature)):
-            names[column] = nested
+        if (found := _feature_names(feature)) is not None:
+            names[column] = found
     return names
+
+
+def _feature_names(feature: Any) -> list[str] | LabelNames | Items | None:
+    """The names one feature holds (None where it holds no ClassLabel)."""
+    if not isinstance(feature, dict):
+        return None
+    if feature.get("_type") == "ClassLabel" and isinstance(feature.get("names"), list):
+        return [str(name) for name in feature["names"]]
+    if feature.get("_type") in _LISTS:
+        item = feature.get("feature")
+        if feature["_type"] == "Sequence" and isinstance(item, dict) and "_type" not in item:
+            # (datasets < 4's Sequence of a dict is a dict of lists: each field a list of its items)
+            fields = {field: Items(names) for field, names in label_names(item).items()}
+            return fields or None
+        inner = _feature_names(item)
+        return None if inner is None else Items(inner)
+    return (label_names(feature) or None) if "_type" not in feature else None
 
 
 def parquet_label_names(schema: pa.Schema) -> LabelNames:
@@ -56,7 +80,14 @@ def named_batch(batch: pa.RecordBatch, names: LabelNames) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
 
 
-def _named_array(array: pa.Array, names: list[str] | LabelNames) -> pa.Array:
+def _named_array(array: pa.Array, names: list[str] | LabelNames | Items) -> pa.Array:
+    if isinstance(names, Items):
+        if not (pa.types.is_list(array.type) or pa.types.is_large_list(array.type)):
+            return array
+        if array.offset and array.null_count:
+            array = pa.concat_arrays([array])  # (from_arrays takes a slice's nulls at offset 0 only)
+        return type(array).from_arrays(array.offsets, _named_array(array.values, names.names),
+                                       mask=array.is_null() if array.null_count else None)
     if isinstance(names, dict):
         if not pa.types.is_struct(array.type):
             return array
@@ -74,10 +105,16 @@ def _named_array(array: pa.Array, names: list[str] | LabelNames) -> pa.Array:
 def named_row(row: dict[str, Any], names: LabelNames) -> dict[str, Any]:
     """``row`` (a dict, changed in place) with each ClassLabel value as its label's name."""
     for column, column_names in names.items():
-        value = row.get(column)
-        if isinstance(column_names, dict):
-            if isinstance(value, dict):
-                named_row(value, column_names)
-        elif isinstance(value, int) and not isinstance(value, bool):
-            row[column] = column_names[value] if 0 <= value < len(column_names) else None
+        if column in row:
+            row[column] = _named_value(row[column], column_names)
     return row
+
+
+def _named_value(value: Any, names: list[str] | LabelNames | Items) -> Any:
+    if isinstance(names, Items):
+        return [_named_value(item, names.names) for item in value] if isinstance(value, list) else value
+    if isinstance(names, dict):
+        return named_row(value, names) if isinstance(value, dict) else value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return names[value] if 0 <= value < len(names) else None
+    return value

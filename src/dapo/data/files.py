@@ -211,7 +211,7 @@ def default_data_source(file: str, entry: str) -> str:
     folder = (entry_path if entry_path.is_dir() else Path(file).parent).resolve()
     while folder.name.lower() in _SPLIT_OF_WORD and folder.parent != folder:  # a datasets directory gsm8k/test
         folder = folder.parent
-    other_split = suffix and stem.lower() not in _TRAIN_OR_TEST  # (a datasets directory's name is the user's)
+    other_split = bool(suffix) and stem.lower() not in _TRAIN_OR_TEST  # (a datasets directory's name is the user's)
     return f"{folder.name}-{stem.lower()}" if other_split else folder.name
 
 

@@ -252,6 +252,18 @@ def test_unknown_keys_of_several_sections_are_all_said_at_once(tmp_path: Path):
         load_config([], ["trainer.warmup_step=3"])  # one section: its valid keys listed, as before
 
 
+@pytest.mark.parametrize(("override", "guess"), [
+    ("trainer.output_dir=runs/x", "output_dir"),  # TRL's TrainingArguments hold it: was no guess
+    ("model.lr=1e-6", "trainer.lr"),
+    ("data.seed=3", "trainer.seed or eval.seed"),
+    ("total_steps=5", "trainer.total_steps"),
+    ("trainer.warmup_step=3", "trainer.warmup_steps"),  # a spelling in its own section comes first
+])
+def test_a_setting_written_in_another_section_is_named_where_it_is(override: str, guess: str):
+    with pytest.raises(ConfigError, match=rf"\['{re.escape(override.partition('=')[0])}'\] \(did you mean {guess}\?\)"):
+        load_config([], [override])
+
+
 @pytest.mark.parametrize(("verl_key", "ours"), [
     ("data.train_batch_size=512", "trainer.prompts_per_step"),  # was "did you mean data.builtin_eval_size"
     ("trainer.n_gpus_per_node=8", "resources.devices_per_node"),

@@ -137,6 +137,19 @@ def test_your_model_with_the_builtin_task_as_held_out_set_gets_a_note(tmp_path, 
     assert "built-in arithmetic" not in capsys.readouterr().err
 
 
+def test_your_data_with_the_builtin_task_as_held_out_set_gets_a_note(capsys):
+    # the embedded default with one's own training data kept its eval_files, the built-in
+    # arithmetic set, and reported avg@4 of that task under the user's run without a word
+    assert main(["config", "data.train_files=[/data/mine.jsonl]"]) == 0
+    err = capsys.readouterr().err
+    assert "the held-out evaluation is of that task, not of your data" in err and "data.eval_files=[]" in err
+    for given in ("data.eval_files=[/data/held_out.jsonl]", "data.eval_files=[]"):
+        assert main(["config", "data.train_files=[/data/mine.jsonl]", given]) == 0
+        assert "built-in arithmetic" not in capsys.readouterr().err
+    assert main(["config"]) == 0  # the embedded default itself: its own task, no note
+    assert "built-in arithmetic" not in capsys.readouterr().err
+
+
 def test_overrides_after_an_option_count_and_other_strays_are_refused(capsys):
     assert main(["config", "default", "--explain", "trainer.lr", "rollout.n=3"]) == 0
     assert "rollout.n=" not in capsys.readouterr().err

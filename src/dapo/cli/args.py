@@ -148,6 +148,11 @@ def resolve(args: list[str], command: str = "train") -> DAPOConfig:
                 print(f"dapo {command}: note: data.{split}_files holds the built-in arithmetic task (bare sums, no "
                       f"template: the built-in model's task, not {cfg.model.path}'s); give data.{split}_files="
                       "[FILE,...] for your data", file=sys.stderr)
+    elif command in ("train", "config") and "builtin:arithmetic" in cfg.data.eval_files and \
+            "builtin:arithmetic" not in cfg.data.train_files:
+        print(f"dapo {command}: note: data.train_files={cfg.data.train_files} but data.eval_files holds the built-in "
+              "arithmetic task (the embedded default's): the held-out evaluation is of that task, not of your data; "
+              "give data.eval_files=[FILE,...] for yours, or data.eval_files=[] for none", file=sys.stderr)
     return cfg
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from dapo.config.schema import RewardConfig, RewardFunctionSpec
 from dapo.rewards import RewardFunctionError, RewardScorer
+from dapo.rewards.user_functions import reward_formula
 
 HERE = Path(__file__).resolve().parent
 FNS = str(HERE / "reward_fns_fixture.py")
@@ -350,3 +351,13 @@ def test_a_function_file_can_use_a_spawned_process_pool_on_its_own_helpers(tmp_p
     with RewardScorer(cfg) as scorer:
         [result] = scorer.score(["x"], ["1"])
     assert not result.error and result.extra["f/score"] == 14.0
+
+
+def test_the_start_of_a_run_says_how_its_reward_is_summed() -> None:
+    """A TRL user's 0/1 function is the whole reward there; here the verifier's +1/-1 stays in the
+    sum unless reward.verifier_weight=0 (a right answer read 2, a wrong one -1, unsaid)."""
+    summed = reward_formula(("judge",), [0.5], 1.0, 1.0, -1.0, "math_dapo")
+    assert summed.startswith("reward: 1 x the built-in verifier (math_dapo: 1 right, -1 wrong) + 0.5 x judge; ")
+    assert "reward.verifier_weight=0 leaves the functions alone" in summed and "is the verifier's" in summed
+    alone = reward_formula(("judge", "style"), [1.0, 0.25], 0.0, 1.0, -1.0, "dapo-rl")
+    assert alone.startswith("reward: 1 x judge + 0.25 x style; correctness (acc, avg@k): the first of them that ")

@@ -181,6 +181,8 @@ def test_dapo_eval_layers_a_config_file_on_the_runs_own(tiny_model_dir, reward_f
     monkeypatch.chdir(tmp_path)
     Trainer(tiny_config(tiny_model_dir, run, reward_file, "trainer.total_steps=1", "eval.every_steps=0",
                         "eval.before_training=false", "reward.functions=[{path: rewards.py:parity}]")).train()
+    # the start says what the reward sums (the test config's verifier is off) and whence correctness
+    assert "reward: 1 x parity; correctness (acc, avg@k): the first of them" in capsys.readouterr().out
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
     mine = tmp_path / "my_eval.yaml"

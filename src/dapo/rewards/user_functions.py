@@ -199,3 +199,17 @@ def _dict_fields(value: dict) -> tuple[float | None, bool | None, dict[str, floa
             if math.isfinite(number):
                 metrics[str(key)] = number
     return score, acc, metrics
+
+
+def reward_formula(labels: list[str] | tuple[str, ...], weights: list[float], verifier_weight: float,
+                   correct_score: float, incorrect_score: float, verifier: str) -> str:
+    """The summed reward in one line, for a run with user functions (``labels``, ``weights``):
+    TRL's reward_funcs are the whole reward, where here the built-in verifier stays in the sum
+    unless its weight is 0, so a user's 0/1 function reads 2 for a right answer, -1 for a wrong one."""
+    terms = [f"{weight:g} x {label}" for label, weight in zip(labels, weights)]
+    if verifier_weight == 0:
+        return (f"reward: {' + '.join(terms)}; correctness (acc, avg@k): the first of them that applies to a "
+                "response, its acc (else its weighted score > 0)")
+    return (f"reward: {verifier_weight:g} x the built-in verifier ({verifier}: {correct_score:g} right, "
+            f"{incorrect_score:g} wrong) + {' + '.join(terms)}; reward.verifier_weight=0 leaves the functions "
+            "alone, as TRL's reward_funcs are; correctness (acc, avg@k) is the verifier's")

@@ -40,6 +40,7 @@ from dapo.data.records import Problem
 from dapo.preflight import check_run
 from dapo.rewards import RewardScorer
 from dapo.rewards.types import RewardResult
+from dapo.rewards.user_functions import reward_formula
 from dapo.rollout import RolloutEngine
 from dapo.trainer.allocator import apply_process_settings
 from dapo.trainer.batch import Sample, count_loss_tokens, split_mini_batches
@@ -130,6 +131,9 @@ class Trainer(LoopState):
             for split, loaded in (("train", run.data.train), ("eval", run.data.eval)):
                 if loaded is not None:
                     print(loaded.describe(split, cfg.eval.max_problems if split == "eval" else 0))
+            if cfg.reward.functions:  # (a TRL user's functions are the whole reward there, summed here)
+                print(reward_formula(scorer.labels, [f.weight for f in cfg.reward.functions], cfg.reward.verifier_weight,
+                                     cfg.reward.correct_score, cfg.reward.incorrect_score, cfg.reward.verifier))
             if (adapters := lora.describe(run.model)) is not None:
                 print(adapters)
             if (size := cfg.trainer.sequence_parallel_size) > 1:

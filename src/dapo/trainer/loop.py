@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from dapo import lora
 from dapo.algo import compute_advantages
 from dapo.config import DAPOConfig
 from dapo.config.loading import config_to_dict
@@ -40,7 +39,6 @@ from dapo.data.records import Problem
 from dapo.preflight import check_run
 from dapo.rewards import RewardScorer
 from dapo.rewards.types import RewardResult
-from dapo.rewards.user_functions import reward_formula
 from dapo.rollout import RolloutEngine
 from dapo.trainer.allocator import apply_process_settings
 from dapo.trainer.batch import Sample, count_loss_tokens, split_mini_batches
@@ -65,6 +63,7 @@ from dapo.trainer.setup import (
     loss_norm_const,
     make_sampling_params,
     rehearse_plugins_of,
+    start_lines,
 )
 from dapo.trainer.step_metrics import rollout_metrics, update_metrics
 from dapo.trainer.update_stats import LogprobPass, UpdateStats
@@ -128,17 +127,7 @@ class Trainer(LoopState):
                     return RayRolloutEngine(self.policy)
             # model (here only its structure when the ranks hold it), tokenizer, data, encoder, engine
             self.run = run = build_run(cfg, start_ranks)
-            for split, loaded in (("train", run.data.train), ("eval", run.data.eval)):
-                if loaded is not None:
-                    print(loaded.describe(split, cfg.eval.max_problems if split == "eval" else 0))
-            if cfg.reward.functions:  # (a TRL user's functions are the whole reward there, summed here)
-                print(reward_formula(scorer.labels, [f.weight for f in cfg.reward.functions], cfg.reward.verifier_weight,
-                                     cfg.reward.correct_score, cfg.reward.incorrect_score, cfg.reward.verifier))
-            if (adapters := lora.describe(run.model)) is not None:
-                print(adapters)
-            if (size := cfg.trainer.sequence_parallel_size) > 1:
-                print(f"policy: {cfg.resources.world_size} ranks in {cfg.resources.world_size // size} sequence-parallel "
-                      f"group(s) of {size}, each rank computing 1/{size} of every packed row")
+            print("\n".join(start_lines(cfg, run, scorer.labels)))
             if self.policy is None:
                 # (a LoRA policy's reference is its own base model: PolicyWorker._ref_logprobs)
                 needs_ref = cfg.algorithm.kl_coef > 0 and cfg.model.lora_rank == 0

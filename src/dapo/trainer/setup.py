@@ -25,7 +25,9 @@ from dapo.data import LoadedProblems, Problem, PromptEncoder, load_problems
 from dapo.data.prompts import problem_text
 from dapo.errors import DamagedWeightsError, UserError
 from dapo.lora import apply_lora
+from dapo.lora import describe as describe_adapters
 from dapo.model_context import model_context
+from dapo.rewards.user_functions import reward_formula
 from dapo.rollout import RolloutEngine, create_engine
 from dapo.rollout.base import SamplingParams
 from dapo.rollout.stopping import model_stop_token_ids
@@ -309,3 +311,20 @@ def build_run(
     return RunSetup(
         device, model, tokenizer, model_path, data, encoder, stop_token_ids_of(model, tokenizer), engine,
     )
+
+
+def start_lines(cfg: DAPOConfig, run: RunSetup, reward_labels: tuple[str, ...]) -> list[str]:
+    """What a run says it starts with: its data (read and dropped), its reward's sum where it has
+    functions (TRL's reward_funcs are the whole reward; here the verifier stays beside them), its
+    adapters, its sequence-parallel groups."""
+    lines = [loaded.describe(split, cfg.eval.max_problems if split == "eval" else 0)
+             for split, loaded in (("train", run.data.train), ("eval", run.data.eval)) if loaded is not None]
+    if cfg.reward.functions:
+        lines.append(reward_formula(reward_labels, [f.weight for f in cfg.reward.functions], cfg.reward.verifier_weight,
+                                    cfg.reward.correct_score, cfg.reward.incorrect_score, cfg.reward.verifier))
+    if (adapters := describe_adapters(run.model)) is not None:
+        lines.append(adapters)
+    if (size := cfg.trainer.sequence_parallel_size) > 1:
+        lines.append(f"policy: {cfg.resources.world_size} ranks in {cfg.resources.world_size // size} sequence-parallel "
+                     f"group(s) of {size}, each rank computing 1/{size} of every packed row")
+    return lines

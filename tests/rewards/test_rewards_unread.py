@@ -111,6 +111,12 @@ CASES: list[tuple[str, str, bool]] = [
     (answer("34\n\n或者 35。"), "34", False),  # before: right
     (boxed("$\\boxed{34}$。所以答案是34。"), "34", True),
     (boxed("$\\boxed{2\\sqrt{3}}$. Or approximately 3.46."), "2\\sqrt{3}", True),
+    (boxed("$\\boxed{34}$, or we get 35."), "34", False),  # before: right
+    (boxed("$\\boxed{34}$. Wait, I get 35."), "34", False),  # before: right
+    (answer("34\n\nOr you would obtain 35."), "34", False),  # before: right
+    (boxed("$\\boxed{34}$. Or we get 34.0 written as a decimal."), "34", True),
+    (boxed("$\\boxed{34}$. But we have 2 \\cdot 17 = 34."), "34", True),
+    (boxed("$\\boxed{34}$. But then we have 12 left over."), "34", True),
     (boxed("$\\boxed{34}$\n\nWait, check step 3."), "34", True),
     (boxed("$\\boxed{34}$. Alternatively, by Lemma 2."), "34", True),
     (boxed("$\\boxed{34}$. Perhaps from AMC 2019."), "34", True),

@@ -12,7 +12,7 @@ every sentence that starts within :data:`_MAX_CHARS` after the answer (the rest 
   a hedge's word (``or`` and its adverbs, ``maybe``, ``perhaps``, ``alternatively``, ``instead``, ...;
   ``actually``, ``wait``, ``hmm``, ``but``, ``however``, ``though``, ``unless``, ``otherwise``, ``else``, ``it``; ``或``,
   ``也可能是``, ``也许``) and ends in a number with nothing between them but words that name nothing
-  else (``it's``, ``could also be``, ``the answer is``): ``Wait, check step 3.``, ``Alternatively,
+  else (``it's``, ``could also be``, ``the answer is``, ``we get``): ``Wait, check step 3.``, ``Alternatively,
   by Lemma 2.`` and ``Actually, check n = 5.`` are checks, not other answers;
 - a sentence that opens with a number said to be possible, correct or an answer too (``35 is also
   possible``, ``However, 35 is also possible``, ``35 works too``); not one that rules it out (``-3 is
@@ -32,8 +32,10 @@ from dapo.rewards.remark_words import BARE_APPROXIMATION_WORDS, OR_ADVERBS
 _MAX_CHARS = 300
 _NUMBER = r"[+\-\u2212]?[0-9][0-9.,]{0,40}"
 # Words between a hedge's opening and its number that name nothing else: "Actually, it's 35.",
-# "Or it could also be 35.", "Maybe the answer is 35 instead." ("Wait, check step 3." names a step).
+# "Or it could also be 35.", "Maybe the answer is 35 instead.", "Or we get 35." ("Wait, check step
+# 3." names a step).
 _FILLER = (r"(?:[\s,:$]|(?:it'?s|it|is|was|be|could|might|may|would|also|possibly|perhaps|maybe|probably|the"
+           r"|we|you|i|get|gets|got|have|has|obtain|obtains"
            r"|(?:final\s+)?answer|as\s+a\s+decimal|in\s+decimal\s+form)(?![A-Za-z])|"
            + BARE_APPROXIMATION_WORDS + ")")
 _HEDGE_OPENING = re.compile(

@@ -56,3 +56,13 @@ def test_a_run_evaluated_on_several_sources_gets_a_panel_of_each_one_s_avg_at_k(
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     assert main(["plot", str(tmp_path)]) == 0
     assert (tmp_path / "report.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_short_run_s_step_axis_reads_whole_steps():
+    """Four steps were ticked 1.0, 1.5, 2.0, ...: a step is a whole number."""
+    fig, ax = plt.subplots()
+    _plot_panel(ax, "loss", _series(_rows()[:4], "actor/pg_loss"))
+    fig.canvas.draw()
+    ticks = [tick for tick in ax.get_xticks() if ax.get_xlim()[0] <= tick <= ax.get_xlim()[1]]
+    assert len(ticks) >= 2 and all(float(tick).is_integer() for tick in ticks)
+    plt.close(fig)

@@ -13,6 +13,7 @@ import matplotlib
 matplotlib.use("Agg")  # headless: no display needed
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.backend_bases import FigureCanvasBase  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from dapo.durable import write_atomically  # noqa: E402
 from dapo.errors import UserError  # noqa: E402
@@ -77,6 +78,7 @@ def _plot_panel(ax: Any, title: str, series: dict[str, tuple[list[int], list[flo
                     label=f"{key} not finite")
     ax.set_title(title)
     ax.set_xlabel("step")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # (a short run's axis read step 1.5, 2.5)
     ax.grid(alpha=0.3)
     if ax.lines:
         ax.legend(fontsize=7)

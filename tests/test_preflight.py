@@ -84,7 +84,7 @@ def test_the_builtin_models_context_is_checked_too(tmp_path):
     long = load_config([builtin_config_path("default")], [*args, "rollout.max_response_length=2048",
                                                           "algorithm.overlong_buffer_len=16"])
     with pytest.raises(PreflightError, match=r"max_response_length=2048 does not fit the model's context of 1024 "
-                                             r"tokens \(the built-in model builtin's recipe\)"):
+                                             r"tokens \(the built-in model builtin's recipe\); set it below 1024"):
         check_run(long)
     with pytest.warns(UserWarning, match=r"512 \+ 600 is more than the model's context of 1024"):
         check_run(load_config([builtin_config_path("default")], [*args, "rollout.max_response_length=600"]))

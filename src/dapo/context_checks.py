@@ -55,7 +55,7 @@ def sequence_problems(context: int, source: str, cfg: DAPOConfig, learned: bool 
     prompt, response = cfg.data.max_prompt_length, cfg.rollout.max_response_length
     if response >= context:
         return [f"rollout.max_response_length={response} does not fit the model's context of {context} tokens "
-                f"({source})"]
+                f"({source}); set it below {context}, leaving data.max_prompt_length room beside it"]
     if prompt + response > context and learned:
         return [f"data.max_prompt_length + rollout.max_response_length = {prompt} + {response} is more than the "
                 f"model's context of {context} tokens ({source}: a position past its table fails the forward, "

@@ -50,7 +50,8 @@ def signals_deferred() -> Iterator[None]:
     freezes others (SIGSTOP) to kill them must not die in between, which would leave them frozen
     for good (a worker in a session of its own gets no SIGCONT from the kernel). In the main
     thread only, where Python handles signals; elsewhere, and for a handler Python did not set,
-    nothing changes."""
+    nothing changes. (Kin of dapo.trainer.ray_faults.signals_deferred, not shared: this file is
+    stdlib only, loaded from its path before the package is, see :func:`start_keeper`.)"""
     caught: list[int] = []
     previous = {}
     if threading.current_thread() is threading.main_thread() and not sys.is_finalizing():

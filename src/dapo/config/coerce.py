@@ -20,7 +20,6 @@ import dataclasses
 import datetime
 import decimal
 import difflib
-import functools
 import math
 import re
 import types
@@ -95,21 +94,10 @@ def _guess(key: str, value: Any, names: set[str]) -> str | None:
         return f"{prefix}.{close[0]}" if prefix else close[0]
     # the name of a setting in another section (trainer.output_dir for output_dir, as TRL's
     # TrainingArguments hold it; data.seed for trainer.seed)
-    elsewhere = [path for path in _setting_paths() if path.rpartition(".")[2] == name and path != key]
+    from dapo.config.explain import field_docs  # (the schema builds on this module)
+
+    elsewhere = [path for path in field_docs() if path.rpartition(".")[2] == name and path != key]
     return " or ".join(elsewhere) or None
-
-
-@functools.cache
-def _setting_paths() -> tuple[str, ...]:
-    """Every setting of the run's config, dotted (``trainer.lr``), sections first to last."""
-    from dapo.config.schema import DAPOConfig  # (the schema builds on this module)
-
-    def paths(cls: type, prefix: str) -> list[str]:
-        hints = typing.get_type_hints(cls)
-        return [path for f in dataclasses.fields(cls) for path in (
-            paths(hints[f.name], f"{prefix}{f.name}.") if dataclasses.is_dataclass(hints[f.name])
-            else [prefix + f.name])]
-    return tuple(paths(DAPOConfig, ""))
 
 
 def _list_item_error(where: str, path: list[str]) -> ConfigError:

@@ -356,8 +356,9 @@ def test_a_function_file_can_use_a_spawned_process_pool_on_its_own_helpers(tmp_p
 def test_the_start_of_a_run_says_how_its_reward_is_summed() -> None:
     """A TRL user's 0/1 function is the whole reward there; here the verifier's +1/-1 stays in the
     sum unless reward.verifier_weight=0 (a right answer read 2, a wrong one -1, unsaid)."""
-    summed = reward_formula(("judge",), [0.5], 1.0, 1.0, -1.0, "math_dapo")
+    judge, style = RewardFunctionSpec(path="j.py:judge", weight=0.5), RewardFunctionSpec(path="s.py:style", weight=0.25)
+    summed = reward_formula(RewardConfig(verifier="math_dapo", functions=[judge]), ("judge",))
     assert summed.startswith("reward: 1 x the built-in verifier (math_dapo: 1 right, -1 wrong) + 0.5 x judge; ")
     assert "reward.verifier_weight=0 leaves the functions alone" in summed and "is the verifier's" in summed
-    alone = reward_formula(("judge", "style"), [1.0, 0.25], 0.0, 1.0, -1.0, "dapo-rl")
-    assert alone.startswith("reward: 1 x judge + 0.25 x style; correctness (acc, avg@k): the first of them that ")
+    alone = reward_formula(RewardConfig(verifier_weight=0.0, functions=[judge, style]), ("judge", "style"))
+    assert alone.startswith("reward: 0.5 x judge + 0.25 x style; correctness (acc, avg@k): the first of them that ")

@@ -17,15 +17,18 @@ from __future__ import annotations
 import inspect
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from numbers import Real
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dapo.errors import UserError
 from dapo.rewards.peer_functions import called_as_its_peer_does
 from dapo.user_code import import_user_code, is_file_location, shadowing_note
+
+if TYPE_CHECKING:  # (workers import this module: no config for them)
+    from dapo.config.generation import RewardConfig
 
 RewardFunction = Callable[[str, str, dict], Any]
 
@@ -201,15 +204,14 @@ def _dict_fields(value: dict) -> tuple[float | None, bool | None, dict[str, floa
     return score, acc, metrics
 
 
-def reward_formula(labels: list[str] | tuple[str, ...], weights: list[float], verifier_weight: float,
-                   correct_score: float, incorrect_score: float, verifier: str) -> str:
-    """The summed reward in one line, for a run with user functions (``labels``, ``weights``):
+def reward_formula(reward: RewardConfig, labels: Sequence[str]) -> str:
+    """The summed reward in one line, for a run with user functions (``labels``: theirs, in order):
     TRL's reward_funcs are the whole reward, where here the built-in verifier stays in the sum
     unless its weight is 0, so a user's 0/1 function reads 2 for a right answer, -1 for a wrong one."""
-    terms = [f"{weight:g} x {label}" for label, weight in zip(labels, weights)]
-    if verifier_weight == 0:
-        return (f"reward: {' + '.join(terms)}; correctness (acc, avg@k): the first of them that applies to a "
+    terms = " + ".join(f"{spec.weight:g} x {label}" for label, spec in zip(labels, reward.functions))
+    if reward.verifier_weight == 0:
+        return (f"reward: {terms}; correctness (acc, avg@k): the first of them that applies to a "
                 "response, its acc (else its weighted score > 0)")
-    return (f"reward: {verifier_weight:g} x the built-in verifier ({verifier}: {correct_score:g} right, "
-            f"{incorrect_score:g} wrong) + {' + '.join(terms)}; reward.verifier_weight=0 leaves the functions "
+    return (f"reward: {reward.verifier_weight:g} x the built-in verifier ({reward.verifier}: {reward.correct_score:g} "
+            f"right, {reward.incorrect_score:g} wrong) + {terms}; reward.verifier_weight=0 leaves the functions "
             "alone, as TRL's reward_funcs are; correctness (acc, avg@k) is the verifier's")

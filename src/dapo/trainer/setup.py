@@ -320,8 +320,7 @@ def start_lines(cfg: DAPOConfig, run: RunSetup, reward_labels: tuple[str, ...]) 
     lines = [loaded.describe(split, cfg.eval.max_problems if split == "eval" else 0)
              for split, loaded in (("train", run.data.train), ("eval", run.data.eval)) if loaded is not None]
     if cfg.reward.functions:
-        lines.append(reward_formula(reward_labels, [f.weight for f in cfg.reward.functions], cfg.reward.verifier_weight,
-                                    cfg.reward.correct_score, cfg.reward.incorrect_score, cfg.reward.verifier))
+        lines.append(reward_formula(cfg.reward, reward_labels))
     if (adapters := describe_adapters(run.model)) is not None:
         lines.append(adapters)
     if (size := cfg.trainer.sequence_parallel_size) > 1:

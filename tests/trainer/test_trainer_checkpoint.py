@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 from dapo.trainer.checkpoint import (
     list_checkpoints,
@@ -17,7 +17,9 @@ from dapo.trainer.checkpoint import (
 )
 from dapo.trainer.hf_export import export_hf_from_shards
 from dapo.trainer.resume import ResumePoint, resolve_resume
+from dapo.trainer.setup import stop_token_ids_of
 from tests.rollout.conftest import tiny_qwen3_moe
+from tests.trainer.test_trainer_setup import chat_tokenizer
 
 
 def test_checkpoint_is_a_hf_model_dir_and_keeps_last_k(tiny_model_dir: Path, tmp_path: Path):
@@ -250,3 +252,19 @@ def test_a_stopped_run_is_told_how_it_resumes_under_each_checkpoint_resume(resum
     from dapo.trainer.checkpoint import how_to_resume
 
     assert how_to_resume(resume).startswith(said)
+
+
+def test_the_export_stops_generation_on_every_token_the_rollouts_stopped_on(tiny_model_dir: Path, tmp_path: Path):
+    """A base model's generation_config lists its EOS alone (Qwen2.5 base: <|endoftext|>), while
+    the rollouts also stop at the chat template's <|im_end|>, which a policy trained on chat
+    prompts ends its answers with. The export wrote the base's list: from_pretrained + generate
+    (and servers that read generation_config.json) ran on past every answer's end."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    tokenizer = chat_tokenizer()
+    stops = stop_token_ids_of(model, tokenizer)
+    assert stops == [tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>")]
+    checkpoint = save_checkpoint(tmp_path, 1, model, tokenizer, {"step": 1}, "a: 1\n", keep_last=1)
+    assert GenerationConfig.from_pretrained(checkpoint).eos_token_id == stops
+    assert model.generation_config.eos_token_id == tokenizer.eos_token_id  # the live model's is left alone
+    exported = AutoModelForCausalLM.from_pretrained(checkpoint)
+    assert stop_token_ids_of(exported, AutoTokenizer.from_pretrained(checkpoint)) == stops  # a resume's: the same

@@ -9,6 +9,8 @@ A checkpoint (:mod:`dapo.trainer.checkpoint`) holds one.
 from __future__ import annotations
 
 import collections
+import contextlib
+import copy
 import itertools
 import json
 import os
@@ -20,6 +22,7 @@ import torch
 
 from dapo.lora import merge_adapters
 from dapo.rollout.base import checkpoint_format, tied_duplicates
+from dapo.rollout.stopping import model_stop_token_ids
 from dapo.trainer.dropout import config_dropout_restored
 from dapo.trainer.fsdp import gathered_weights
 
@@ -29,9 +32,33 @@ def save_hf_model(directory: str | Path, model: Any, tokenizer: Any, state_dict:
     ``state_dict``: the weights to write instead of the model's own (a sharded model's, gathered)."""
     if state_dict is not None:  # transformers 5's save_pretrained empties the dict it is given: a copy
         state_dict = dict(state_dict)
-    with config_dropout_restored(model):  # the config's own rates, not the zeros the policy trains with
+    # the config's own dropout rates, not the zeros the policy trains with; the stop tokens it trained with
+    with config_dropout_restored(model), generation_config_stopping_as_trained(model, tokenizer):
         model.save_pretrained(directory, state_dict=state_dict, safe_serialization=True)
     tokenizer.save_pretrained(directory)
+
+
+@contextlib.contextmanager
+def generation_config_stopping_as_trained(model: Any, tokenizer: Any) -> Iterator[None]:
+    """``model.generation_config`` with ``eos_token_id`` every id a response ended on in training
+    (:func:`~dapo.rollout.stopping.model_stop_token_ids`: its own EOS ids, the tokenizer's EOS, the
+    chat template's end-of-turn token), so that ``from_pretrained(export).generate`` and servers
+    that read the file stop where the rollouts did: a Qwen2.5 base lists only <|endoftext|>, and
+    a policy trained on chat prompts ends its answers with <|im_end|>. A copy: the model's own is
+    left as it is. (rollout.stop_strings cannot be written there: ``generate`` refuses stop strings
+    without the tokenizer passed to it.)"""
+    generation_config = getattr(model, "generation_config", None)
+    if generation_config is None:
+        yield
+        return
+    stop_ids = model_stop_token_ids(tokenizer, generation_config.eos_token_id)
+    as_trained = copy.deepcopy(generation_config)
+    as_trained.eos_token_id = stop_ids[0] if len(stop_ids) == 1 else stop_ids or None
+    model.generation_config = as_trained
+    try:
+        yield
+    finally:
+        model.generation_config = generation_config
 
 
 HF_MAX_FILE_BYTES = 5 * 2**30  # the sharded Hugging Face export's weights per safetensors file

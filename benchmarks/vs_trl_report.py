@@ -47,7 +47,10 @@ def _response_matmul_flops(train: dict[str, Any]) -> float:
     return 2 * weights * train["completion_tokens"] + 6 * weights * train["trained_tokens"]
 
 
-RATIOS = (("tokens_per_s", "completion tokens/s"), ("trained_tokens_per_s", "trained tokens/s"),
+# trained tokens/s first: the equal-work ratio (16 groups x G trained per update in both systems);
+# completion tokens/s also counts the groups Dynamic Sampling generates and discards (TRL has none)
+RATIOS = (("trained_tokens_per_s", "trained tokens/s (equal work)"),
+          ("tokens_per_s", "completion tokens/s (every token generated, dapo-rl's discarded groups too: not equal work)"),
           ("steps_per_s", "steps/s"), ("generating_tokens_per_s", "tokens/s while generating"))
 
 

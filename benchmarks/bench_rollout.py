@@ -35,15 +35,17 @@ from transformers import (
     Qwen2ForCausalLM,
 )
 
+from dapo.builtin import builtin_model_config
 from dapo.rollout import NativeEngine, SamplingParams
 from dapo.rollout.batching import left_pad, left_pad_mask
 from dapo.rollout.cpu_kernels import cpu_decode_kernels, unavailable_reason
 from dapo.trainer.allocator import keep_freed_memory
 
-# Random-weight Qwen2 shapes: the built-in model's, and Qwen2.5-0.5B's (its config, random weights).
+# Random-weight Qwen2 shapes: the built-in model's (its config, from its recipe), and Qwen2.5-0.5B's.
+# (Before 2026-12-05 "builtin" had intermediate size 688 and a 100-token vocabulary, not the
+# built-in model's 768 and 260.)
 SHAPES = {
-    "builtin": dict(vocab_size=100, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
-                    num_key_value_heads=2, intermediate_size=688, max_position_embeddings=1024),
+    "builtin": {},
     "qwen2.5-0.5b": dict(vocab_size=151936, hidden_size=896, num_hidden_layers=24, num_attention_heads=14,
                          num_key_value_heads=2, intermediate_size=4864, max_position_embeddings=32768,
                          rms_norm_eps=1e-6, rope_theta=1000000.0),
@@ -53,10 +55,10 @@ SHAPES = {
 def random_model(shape: str = "builtin", vocab_size: int = 0) -> PreTrainedModel:
     """A randomly initialised Qwen2 of one of SHAPES, with its vocabulary size or ``vocab_size``."""
     torch.manual_seed(0)
-    config = dict(SHAPES[shape], tie_word_embeddings=True)
+    config = builtin_model_config() if shape == "builtin" else Qwen2Config(**SHAPES[shape], tie_word_embeddings=True)
     if vocab_size:
-        config["vocab_size"] = vocab_size
-    return Qwen2ForCausalLM(Qwen2Config(**config))
+        config.vocab_size = vocab_size
+    return Qwen2ForCausalLM(config)
 
 
 def load_model(args: argparse.Namespace) -> tuple[PreTrainedModel, str]:

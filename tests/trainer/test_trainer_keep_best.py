@@ -96,8 +96,9 @@ def test_a_run_without_keep_best_has_no_link_and_rotates_as_before(tiny_model_di
 
 
 @pytest.mark.parametrize(("overrides", "said"), [
-    (["eval.every_steps=0"], "needs held-out data (data.eval_files) and evaluations during training"),
-    (["data.eval_files=[]"], "needs held-out data"),
+    (["eval.every_steps=0"], "needs evaluations during training (eval.every_steps > 0, now 0)"),
+    # the reason it is refused, not the eval.every_steps it has (10 in the recipe)
+    (["data.eval_files=[]"], "needs held-out data, and data.eval_files is empty"),
     (["eval.k=4"], "log @4 metrics (eval.k=4), not @2; name eval/avg@4 or set eval.k=2"),
     (["checkpoint.keep_best=eval/truncation_rate"], "not a held-out metric that grows as the policy improves"),
     (["checkpoint.keep_best=avg@2"], "not a held-out metric"),

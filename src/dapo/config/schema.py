@@ -172,10 +172,13 @@ class DAPOConfig:
     def _check_keep_best(self, metric: str) -> None:
         """checkpoint.keep_best ranks the evaluated steps' checkpoints: it needs evaluations during
         training, and a metric this run's evaluations log."""
-        check(bool(self.data.eval_files) and self.eval.every_steps > 0,
-              f"checkpoint.keep_best={metric} ranks the checkpoints of evaluated steps: it needs held-out data "
-              f"(data.eval_files) and evaluations during training (eval.every_steps > 0, now "
-              f"{self.eval.every_steps}), e.g. eval.every_steps={self.checkpoint.every_steps or 10}")
+        check(bool(self.data.eval_files),
+              f"checkpoint.keep_best={metric} ranks the checkpoints of evaluated steps: it needs held-out data, "
+              "and data.eval_files is empty; give data.eval_files=[FILE,...]")
+        check(self.eval.every_steps > 0,
+              f"checkpoint.keep_best={metric} ranks the checkpoints of evaluated steps: it needs evaluations "
+              f"during training (eval.every_steps > 0, now {self.eval.every_steps}), "
+              f"e.g. eval.every_steps={self.checkpoint.every_steps or 10}")
         check(self.resources.world_size == 1 or self.checkpoint.hf_export == "every",
               f"checkpoint.keep_best={metric} keeps a checkpoint to use, and with checkpoint.hf_export=final the "
               "checkpoints of a multi-rank run before the last hold the ranks' shards only, which neither dapo eval "

@@ -9,7 +9,7 @@ import shutil
 import pytest
 import torch
 from peft import AutoPeftModelForCausalLM, PeftModel
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM
 
 from dapo.cli.main import main as dapo_main
@@ -107,12 +107,36 @@ def test_resuming_with_and_without_adapters_across_is_refused(tiny_model_dir, re
     with pytest.raises(AdapterMismatchError, match=r"not this run's .*resume with the checkpoint's model.lora_\*"):
         Trainer(tiny_config(tiny_model_dir, tmp_path / "other2", reward_file, *LORA, "model.lora_rank=8",
                             f"checkpoint.resume={lora_checkpoint}")).train()
-    (tmp_path / "saved.yaml").rename(lora_checkpoint / "dapo_config.yaml")
-    # the adapters are of their base model's weights: another model.path is refused, named or not
-    other_base = shutil.copytree(tiny_model_dir, tmp_path / "other-base")
-    with pytest.raises(UserError, match="LoRA adapters resume on the base weights they were trained on"):
-        Trainer(tiny_config(other_base, tmp_path / "other", reward_file, *LORA,
-                            f"checkpoint.resume={lora_checkpoint}")).train()
+
+
+def _other_weights(model_dir):
+    """``model_dir``'s weights with one entry changed: another revision of the same model."""
+    weights = load_file(str(model_dir / "model.safetensors"))
+    weights["model.norm.weight"] = weights["model.norm.weight"] + 0.5
+    save_file(weights, str(model_dir / "model.safetensors"), metadata={"format": "pt"})
+
+
+def test_lora_adapters_resume_on_their_base_weights_wherever_they_are(tiny_model_dir, reward_file, tmp_path):
+    """The adapters are of their base model's weights: a resume compares the weights (a fingerprint
+    each LoRA checkpoint records), not model.path. The same weights moved resume; other weights at
+    another path, or at the same path, are refused."""
+    base = shutil.copytree(tiny_model_dir, tmp_path / "base")
+    Trainer(tiny_config(base, tmp_path / "lora", reward_file, *LORA, "trainer.total_steps=1")).train()
+    step1 = tmp_path / "lora" / "checkpoints" / "step-000001"
+    assert (step1 / "base_weights.json").is_file()
+    moved = base.rename(tmp_path / "moved")
+    with pytest.warns(UserWarning, match="holds the base weights the checkpoint's LoRA adapters were trained on"):
+        Trainer(tiny_config(moved, tmp_path / "lora", reward_file, *LORA, "trainer.total_steps=2")).train()
+    assert [row["step"] for row in read_metrics(tmp_path / "lora") if "time/step" in row] == [1, 2]
+    step2 = tmp_path / "lora" / "checkpoints" / "step-000002"
+    other = shutil.copytree(moved, tmp_path / "other")
+    _other_weights(other)
+    with pytest.raises(UserError, match=r"model.path '.*other' holds other weights than '.*moved' held for the "
+                                        r"checkpoint \(fingerprint .*\): LoRA adapters resume on the base weights"):
+        Trainer(tiny_config(other, tmp_path / "again", reward_file, *LORA, f"checkpoint.resume={step2}")).train()
+    _other_weights(moved)  # a new revision downloaded into the same directory
+    with pytest.raises(UserError, match=r"the weights in model.path '.*moved' changed since the checkpoint"):
+        Trainer(tiny_config(moved, tmp_path / "lora", reward_file, *LORA, "trainer.total_steps=3")).train()
 
 
 def test_a_resume_with_another_list_of_the_same_layers_goes_on(tiny_model_dir, reward_file, tmp_path):

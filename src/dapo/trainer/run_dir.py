@@ -27,6 +27,7 @@ import yaml
 from dapo.config.loading import absolute_local_path
 from dapo.durable import fsync_dir
 from dapo.errors import UserError
+from dapo.trainer.base_weights import base_weights_difference
 
 LOCK_FILE = ".lock"
 _LOCK_ATTEMPTS = 100  # a lock file removed each time it is locked: runs releasing it lose no race this often
@@ -238,12 +239,19 @@ def checkpoint_mismatch(checkpoint: Path, model_config: Any, run_config: dict, a
         for section, name in RUN_IDENTITY_FIELDS:
             # as absolute paths: checkpoints save them so, and an older one or the command may not
             before, now = (_local_paths(config.get(section, {}).get(name)) for config in (saved_run, run_config))
+            if (section, name) == ("model", "path") and run_config.get("model", {}).get("lora_rank", 0) > 0:
+                # a LoRA checkpoint holds adapters of model.path's base weights: compared by the weights
+                same, why = base_weights_difference(checkpoint, str(before), str(now))
+                if not same:
+                    differences.append(why or "")
+                elif before != now:
+                    warnings.warn(f"model.path {now!r} holds the base weights the checkpoint's LoRA adapters were "
+                                  f"trained on (at {before!r} then): resuming on them", stacklevel=3)
+                continue
             if before == now:
                 continue
-            lora = (section, name) == ("model", "path") and run_config.get("model", {}).get("lora_rank", 0) > 0
-            if automatic or lora:  # (a LoRA checkpoint holds adapters of model.path's base weights)
-                differences.append(f"{section}.{name} {before!r} (checkpoint) != {now!r} (this run)"
-                                   + (": LoRA adapters resume on the base weights they were trained on" if lora else ""))
+            if automatic:
+                differences.append(f"{section}.{name} {before!r} (checkpoint) != {now!r} (this run)")
             elif (section, name) == ("model", "path"):  # named, so taken; but the new path was ignored unsaid
                 warnings.warn(f"model.path {now!r} differs from the checkpoint's run's ({before!r}): training goes on "
                               f"from {checkpoint.name}'s weights; model.path gives only the tokenizer and, with "

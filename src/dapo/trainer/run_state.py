@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import functools
 import math
 import os
 import re
@@ -29,6 +30,7 @@ from rich.progress import (
 
 from dapo.config import DAPOConfig, TrainerConfig
 from dapo.config.loading import (
+    absolute_local_path,
     config_to_dict,
     config_yaml,
     user_code_locations,
@@ -37,6 +39,7 @@ from dapo.config.loading import (
 from dapo.durable import write_atomically
 from dapo.rewards.types import RewardResult
 from dapo.trainer import optim
+from dapo.trainer.base_weights import weights_fingerprint, write_base_weights
 from dapo.trainer.checkpoint import (
     begin_checkpoint,
     checkpoint_name,
@@ -195,6 +198,8 @@ class RunState:
             state = self._driver_state(loop_state, policy.save_checkpoint(tmp, tokenizer, hf_export))
             if not (tmp / "config.json").is_file():
                 (tmp / MODEL_CONFIG_FILE).write_text(model_config_json)
+            if self.cfg.model.lora_rank > 0 and (base := self._base_weights) is not None:
+                write_base_weights(tmp, *base)
             return publish_checkpoint(self.run_dir, step, tmp, state, self.config_yaml, self.cfg.checkpoint.keep_last,
                                       best_step)
 
@@ -228,6 +233,14 @@ class RunState:
                 state = {**state, "export_owed": False}
             return publish_checkpoint(self.run_dir, step, tmp, state, self.config_yaml, self.cfg.checkpoint.keep_last,
                                       best_step)
+
+    @functools.cached_property  # read once, at the first checkpoint
+    def _base_weights(self) -> tuple[str, str] | None:
+        """(model.path, the fingerprint of its weights) of a base model in a local directory, which
+        a LoRA checkpoint records (:mod:`dapo.trainer.base_weights`); None for a built-in one."""
+        path = absolute_local_path(self.cfg.model.path)
+        fingerprint = weights_fingerprint(path) if Path(path).is_dir() else None
+        return (path, fingerprint) if fingerprint is not None else None
 
     def _driver_state(self, loop_state: dict[str, Any], policy_state: dict[str, Any]) -> dict[str, Any]:
         """``trainer_state.pt``: the loop's state, the policy's part, and the run directory's."""

@@ -1,3 +1,5 @@
+import warnings
+
 import pytest
 
 from dapo.data.records import Problem
@@ -95,6 +97,22 @@ def test_all_correct_reward_hits_the_round_limit_with_a_reason():
     with pytest.warns(UserWarning, match="all-correct"):
         batch, report = ds.next_batch(make_round(lambda p: [1, 1, 1, 1]), step=0)
     assert batch == [] and report.hit_round_limit and report.groups_all_correct == 8
+
+
+def test_a_round_limit_hit_every_step_is_said_in_full_once_then_at_the_10th_and_100th():
+    """A solved task hits the limit every step: one full warning, not one per step."""
+    ds = sampler(max_gen_rounds=1)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        for step in range(100):
+            _, report = ds.next_batch(make_round(lambda p: [1, 1, 1, 1]), step=step)
+            assert report.hit_round_limit  # every step's metric says it
+    messages = [str(warning.message) for warning in said]
+    assert len(messages) == 3
+    assert "0 of 3 groups with mixed outcomes after 1 generation rounds" in messages[0]
+    assert "Said in full once" in messages[0]
+    assert "10 times so far, this time with 0 of 3 groups" in messages[1]
+    assert "100 times so far" in messages[2]
 
 
 def test_non_binary_scores_filter_on_variance():

@@ -157,6 +157,7 @@ class DynamicSampler:
         self.surplus: list[list[Sample]] = []  # accepted groups waiting for the next step
         self.surplus_settings = surplus_settings or {}
         self._dropped_on_resume = 0  # a checkpoint's surplus made under other settings (load_state_dict)
+        self.short_batches = 0  # steps the round limit stopped short of a full batch, this process
 
     def next_batch(self, generate_round: GenerateRound, step: int) -> tuple[list[Sample], SamplingReport]:
         """Collect ``prompts_per_step`` groups for training step ``step``."""
@@ -181,22 +182,7 @@ class DynamicSampler:
             accepted.extend(self._filter(samples, report))
         if len(accepted) < self.prompts_per_step:
             report.hit_round_limit = True
-            # filtering on the score, a group may score alike with mixed correctness: neither of the two
-            alike = (report.groups_generated - report.groups_kept - report.groups_all_masked
-                     - report.groups_all_correct - report.groups_all_wrong)
-            warnings.warn(
-                f"dynamic sampling: only {len(accepted)} of {self.prompts_per_step} groups with mixed "
-                f"outcomes after {report.gen_rounds} generation rounds (algorithm.max_gen_rounds="
-                f"{self.max_gen_rounds}); {report.groups_all_correct} groups were all-correct, "
-                f"{report.groups_all_wrong} all-wrong"
-                + (f", {alike} scored alike with mixed correctness" if alike else "")
-                + f" and {report.groups_all_masked} all truncated and masked by "
-                f"overlong filtering. Training on the {len(accepted)} groups there are. "
-                "If this persists, the reward does not tell a group's responses apart: the task is too easy or "
-                "too hard for the model (raise max_gen_rounds / gen_prompts_per_round or change the data), or a "
-                "reward function returns the same score for every response.",
-                stacklevel=2,
-            )
+            self._warn_short_batch(len(accepted), report)
         batch, rest = accepted[: self.prompts_per_step], accepted[self.prompts_per_step :]
         # the next step takes at most max_carried_in of them: the rest is dropped now, and counted so
         self.surplus = rest[: self.max_carried_in] if self.keep_surplus else []
@@ -206,6 +192,35 @@ class DynamicSampler:
             report.group_outcomes.update((group[0].group_id, outcome) for group in groups)
         batch = batch[report.groups_carried_in :] + batch[: report.groups_carried_in]  # this step's first
         return [s for group in batch for s in group], report
+
+    def _warn_short_batch(self, accepted: int, report: SamplingReport) -> None:
+        """Say that the round limit stopped generation with ``accepted`` groups of signal: in full the
+        first time, then in one line the 10th, 100th, ... time (a solved task hits it every step)."""
+        self.short_batches += 1
+        if self.short_batches > 1:
+            if self.short_batches == 10 ** (len(str(self.short_batches)) - 1):  # 10, 100, ...
+                warnings.warn(f"dynamic sampling: the round limit stopped generation short of a full batch again: "
+                              f"{self.short_batches} times so far, this time with {accepted} of "
+                              f"{self.prompts_per_step} groups (sampling/hit_round_limit logs every step)",
+                              stacklevel=3)
+            return
+        # filtering on the score, a group may score alike with mixed correctness: neither of the two
+        alike = (report.groups_generated - report.groups_kept - report.groups_all_masked
+                 - report.groups_all_correct - report.groups_all_wrong)
+        warnings.warn(
+            f"dynamic sampling: only {accepted} of {self.prompts_per_step} groups with mixed "
+            f"outcomes after {report.gen_rounds} generation rounds (algorithm.max_gen_rounds="
+            f"{self.max_gen_rounds}); {report.groups_all_correct} groups were all-correct, "
+            f"{report.groups_all_wrong} all-wrong"
+            + (f", {alike} scored alike with mixed correctness" if alike else "")
+            + f" and {report.groups_all_masked} all truncated and masked by "
+            f"overlong filtering. Training on the {accepted} groups there are. "
+            "If this persists, the reward does not tell a group's responses apart: the task is too easy or "
+            "too hard for the model (raise max_gen_rounds / gen_prompts_per_round or change the data), or a "
+            "reward function returns the same score for every response. (Said in full once; "
+            "sampling/hit_round_limit and sampling/groups_kept log every step.)",
+            stacklevel=3,
+        )
 
     def to_carry(self, step: int) -> list[Sample]:
         """The surplus samples training step ``step`` will train on (see :meth:`_carried_into`)."""

@@ -7,8 +7,8 @@
 - Leftovers of killed runs (``checkpoints/.tmp-step-*`` and ``.old-step-*``, half-written or
   half-swapped checkpoints) are removed by the next run, which holds the lock, so none is live.
 - A checkpoint resumed into a run must be of the same model (architecture, and model.path and
-  training data for a directory reused with checkpoint.resume=auto): the refusal names the
-  difference.
+  training data for a directory reused with checkpoint.resume=auto; for LoRA adapters, the base
+  weights, wherever they are: :mod:`dapo.trainer.base_weights`): the refusal names the difference.
 """
 
 from __future__ import annotations

@@ -40,7 +40,8 @@ def test_paper_example_low_probability_token_ceiling(eps_high: float, p_new: flo
     loss.backward()
     assert (logprobs.grad.item() != 0.0) == still_learning
     assert stats.clip_high_count.item() == (0 if still_learning else 1)
-    assert 0.01 * (1 + eps_high) == pytest.approx(0.012 if eps_high == 0.2 else 0.0128)
+    # loss -A r while learning, -A (1 + eps_high) once clipped: 0.012 or 0.0128 over pi_old = 0.01
+    assert loss.item() == pytest.approx(-(p_new / 0.01 if still_learning else 1 + eps_high))
 
 
 def test_unclipped_token_gives_policy_gradient() -> None:
@@ -50,11 +51,13 @@ def test_unclipped_token_gives_policy_gradient() -> None:
     assert stats.clip_low_count.item() == stats.clip_high_count.item() == 0
 
 
-def test_negative_advantage_low_clip() -> None:
-    # A < 0, r = 0.7 < 1 - 0.2: loss = max(0.7, 0.8) = 0.8, constant, so no gradient.
-    loss, grad, stats = _loss_and_grad(0.7, -1.0)
+@pytest.mark.parametrize("ratio", [0.7, 0.75])
+def test_negative_advantage_low_clip(ratio: float) -> None:
+    # A < 0, r < 1 - eps_low = 0.8: loss = max(r, 0.8) = 0.8, constant, so no gradient. (r = 0.75
+    # is above 1 - eps_high = 0.72: a count against the wrong bound would miss it.)
+    loss, grad, stats = _loss_and_grad(ratio, -1.0)
     assert loss == pytest.approx(0.8) and grad == 0.0
-    assert stats.clip_low_count.item() == 1
+    assert stats.clip_low_count.item() == 1 and stats.clip_high_count.item() == 0
 
 
 def test_dual_clip_caps_negative_advantage_loss() -> None:
@@ -90,6 +93,16 @@ def test_stats_are_masked_sums_and_add_up() -> None:
     assert metrics["clip_frac_high"] == pytest.approx(0.2) and metrics["clip_frac_dual"] == pytest.approx(0.2)
 
 
+def test_metrics_are_each_sum_over_the_token_count() -> None:
+    stats = PolicyLossStats(
+        token_count=torch.tensor(5), clip_low_count=torch.tensor(1), clip_high_count=torch.tensor(2),
+        dual_clip_count=torch.tensor(3), approx_kl_sum=torch.tensor(0.5), ratio_sum=torch.tensor(6.0),
+    )
+    assert stats.to_metrics() == pytest.approx(
+        {"clip_frac_low": 0.2, "clip_frac_high": 0.4, "clip_frac_dual": 0.6, "approx_kl": 0.1, "ratio_mean": 1.2}
+    )
+
+
 def test_per_response_and_per_token_advantages_agree() -> None:
     gen = torch.Generator().manual_seed(1)
     logprobs, old = -torch.rand(3, 4, generator=gen), -torch.rand(3, 4, generator=gen)
@@ -107,8 +120,12 @@ def test_extreme_log_ratio_is_clamped_to_finite_values() -> None:
         logprobs, old, torch.tensor([-1.0]), torch.ones(1, 2), clip_ratio_low=0.2, clip_ratio_high=0.28
     )
     loss.backward()
-    assert torch.isfinite(loss) and torch.isfinite(logprobs.grad).all()
-    assert torch.isfinite(stats.approx_kl_sum)
+    # log r = 200 is clamped to 20 (no gradient past the clamp); log r = 5 is not. A < 0 and no
+    # dual-clip: each token's loss is -A r = r, and the token-mean (e^20 + e^5) / 2.
+    assert loss.item() == pytest.approx((math.exp(20) + math.exp(5)) / 2, rel=1e-6)
+    torch.testing.assert_close(logprobs.grad, torch.tensor([[0.0, math.exp(5) / 2]]))
+    k3 = (math.exp(20) - 1 - 20) + (math.exp(5) - 1 - 5)
+    assert stats.approx_kl_sum.item() == pytest.approx(k3, rel=1e-6)
 
 
 def test_importance_weights_scale_tokens_and_carry_no_gradient() -> None:

@@ -181,6 +181,10 @@ LATER_CASES: list[tuple[str, str, bool, str]] = [
     ("<think>\n" + "Let me think. " * 2000 + "Answer: 34", "34", False, "any"),  # ... past max_response_chars (was right)
     ("<think>\n" + "x " * 12000 + "</think>\nAnswer: 34", "34", True, "any"),
     ("First, 17 * 2 = 34.\n</think>\n\\boxed{34}", "34", True, "any"),  # a template that opened <think>
+    # thinking again after an answer: the final answer is after the last thinking block (here none)
+    ("<think>\nx\n</think>\nAnswer: 34\n<think>\nactually Answer: 35\n</think>\n", "35", False, "answer"),
+    ("<think>\nx\n</think>\nAnswer: 35\n<think>\nno, 34\n</think>\nAnswer: 34", "34", True, "answer"),
+    ("<think>\nx\n</think>\nAnswer: 35\n<think>\nno, 34\n</think>\nAnswer: 34", "35", False, "answer"),
     # --- a remark that offers another value in words the rules did not know (were right) ---
     (A + "Answer: 34 (could also be 35)", "34", False, "answer"),
     (A + "Answer: 34 (might be 35)", "34", False, "answer"),

@@ -202,13 +202,15 @@ def test_every_generated_group_has_its_outcome():
     assert report.group_outcomes == {0: "trained", 1: "trained", 2: "trained"}  # all train, signal or not
 
 
-def test_stale_surplus_is_discarded():
+@pytest.mark.parametrize(("next_step", "carried_in"), [(1, 1), (2, 0), (5, 0)])
+def test_surplus_more_than_one_step_stale_is_discarded(next_step, carried_in):
+    """Surplus groups train the next step only: two steps on, their policy is two updates old."""
     ds = sampler()
     mixed = make_round(lambda p: [1, 0, 1, 0])
     ds.next_batch(mixed, step=0)
-    assert ds.surplus
-    _, report = ds.next_batch(mixed, step=5)
-    assert report.groups_discarded >= 1 and report.groups_carried_in == 0
+    assert len(ds.surplus) == 1
+    _, report = ds.next_batch(mixed, step=next_step)
+    assert report.groups_carried_in == carried_in and report.groups_discarded >= 1 - carried_in
 
 
 def test_without_dynamic_sampling_every_group_trains_and_no_signal_groups_are_counted():

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import copy
 import json
+import random
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -39,7 +41,14 @@ def test_state_dicts_moved_in_memory_reproduce_the_next_step(tiny_model_dir, rew
         loop_state, policy_state = copy.deepcopy(first.state_dict()), copy.deepcopy(first.policy.state_dict())
         second.model.load_state_dict(first.model.state_dict())
         second.policy.load_state_dict(policy_state)
+        # a resuming process starts from other random streams: the loaded state must set them all
+        torch.manual_seed(12345), random.seed(12345), np.random.seed(12345)
         second.load_state_dict(loop_state)
+        drawn = (torch.rand(4), random.random(), np.random.rand(4))
+        set_rng_state(loop_state["rng"])
+        assert torch.equal(drawn[0], torch.rand(4)) and drawn[1] == random.random()
+        assert np.array_equal(drawn[2], np.random.rand(4))
+        set_rng_state(loop_state["rng"])
         assert second.step == 2 and second.engine_version is None  # the engine syncs before its next use
         # ...has its count restored, not restarted
         assert second.reward_watch.streak == first.reward_watch.streak == loop_state["reward_failure_streak"]

@@ -63,19 +63,19 @@ def saved_fingerprint(checkpoint: Path) -> str | None:
         return None
 
 
-def base_weights_difference(checkpoint: Path, before: str, now: str) -> tuple[bool, str | None]:
-    """(whether the base model of a LoRA run resuming ``checkpoint`` is the weights its adapters
-    were trained on, why not). ``before``/``now``: model.path then and now, absolute. Compared
-    by the weights where the checkpoint recorded them and ``now`` can be read, else by the path."""
+def base_weights_difference(checkpoint: Path, before: str, now: str) -> str | None:
+    """Why the base model of a LoRA run resuming ``checkpoint`` is not the weights its adapters
+    were trained on, or None where it is. ``before``/``now``: model.path then and now, absolute.
+    Compared by the weights where the checkpoint recorded them and ``now`` can be read, else by
+    the path."""
     recorded = saved_fingerprint(checkpoint)
     current = weights_fingerprint(now) if recorded is not None and Path(now).is_dir() else None
     if current is None:
-        return before == now, (None if before == now else
-                               f"model.path {before!r} (checkpoint) != {now!r} (this run): LoRA adapters resume "
-                               "on the base weights they were trained on")
+        return None if before == now else (f"model.path {before!r} (checkpoint) != {now!r} (this run): LoRA "
+                                           "adapters resume on the base weights they were trained on")
     if current == recorded:
-        return True, None
+        return None
     where = (f"the weights in model.path {now!r} changed since the checkpoint" if before == now
              else f"model.path {now!r} holds other weights than {before!r} held for the checkpoint")
-    return False, (f"{where} (fingerprint {current[:12]} != {recorded[:12]} in its {BASE_WEIGHTS_FILE}): LoRA "
-                   "adapters resume on the base weights they were trained on")
+    return (f"{where} (fingerprint {current[:12]} != {recorded[:12]} in its {BASE_WEIGHTS_FILE}): LoRA "
+            "adapters resume on the base weights they were trained on")

@@ -241,9 +241,8 @@ def checkpoint_mismatch(checkpoint: Path, model_config: Any, run_config: dict, a
             before, now = (_local_paths(config.get(section, {}).get(name)) for config in (saved_run, run_config))
             if (section, name) == ("model", "path") and run_config.get("model", {}).get("lora_rank", 0) > 0:
                 # a LoRA checkpoint holds adapters of model.path's base weights: compared by the weights
-                same, why = base_weights_difference(checkpoint, str(before), str(now))
-                if not same:
-                    differences.append(why or "")
+                if (why := base_weights_difference(checkpoint, str(before), str(now))) is not None:
+                    differences.append(why)
                 elif before != now:
                     warnings.warn(f"model.path {now!r} holds the base weights the checkpoint's LoRA adapters were "
                                   f"trained on (at {before!r} then): resuming on them", stacklevel=3)

@@ -5,11 +5,14 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
 
+from dapo.algo import PolicyLossStats
 from dapo.trainer import Trainer
 from dapo.trainer.batch import Sample
 from dapo.trainer.sampler import SamplingReport
 from dapo.trainer.step_metrics import rollout_metrics, update_metrics
+from dapo.trainer.update_stats import UpdateStats
 from tests.trainer.conftest import tiny_config
 
 
@@ -103,3 +106,42 @@ def test_a_reward_function_s_failures_are_counted_by_name_beside_the_mean_of_wha
     assert reward_function_metrics(results) == {
         "reward/f/score": 1.0, "reward/g/score": 0.5, "reward_failures/f": 2.0, "reward_failures/g": 1.0,
         "reward_failures/h": 1.0, "reward_failures/math-verify": 1.0}
+
+
+def test_rollout_metrics_are_each_over_their_population_by_hand():
+    """Score, accuracy, length and truncation over every generated response; reward and overlong
+    penalty over the trained ones; group ratios over the groups generated."""
+    def sample(group: int, length: int, score: float, truncated: bool = False, reward: float | None = None) -> Sample:
+        return Sample(group, str(group), [1], [5] * length, [0.0] * length, truncated, score=score, acc=score > 0,
+                      reward=score if reward is None else reward)
+    trained = [sample(0, 2, 1.0), sample(0, 8, -1.0, truncated=True, reward=-1.5)]
+    filtered = [sample(1, 4, -1.0), sample(1, 6, -1.0)]  # all wrong
+    report = SamplingReport(gen_rounds=2, groups_generated=2, groups_kept=1, groups_all_wrong=1,
+                            generated=trained + filtered)
+    metrics = rollout_metrics(report, trained, [])
+    assert {key: metrics[key] for key in (
+        "rollout/score_mean", "rollout/acc", "rollout/response_length_mean", "rollout/response_length_max",
+        "rollout/response_tokens", "rollout/truncation_rate", "rollout/reward_mean", "rollout/overlong_penalty_mean",
+        "sampling/filtered_ratio", "sampling/all_wrong_ratio", "sampling/groups_trained", "sampling/gen_rounds",
+    )} == pytest.approx({
+        "rollout/score_mean": -0.5, "rollout/acc": 0.25, "rollout/response_length_mean": 5.0,
+        "rollout/response_length_max": 8.0, "rollout/response_tokens": 20.0, "rollout/truncation_rate": 0.25,
+        "rollout/reward_mean": -0.25, "rollout/overlong_penalty_mean": -0.25,
+        "sampling/filtered_ratio": 0.5, "sampling/all_wrong_ratio": 0.5, "sampling/groups_trained": 1.0,
+        "sampling/gen_rounds": 2.0,
+    })
+
+
+def test_update_metrics_weigh_clip_fractions_by_tokens_and_average_losses_by_update():
+    def stats(tokens: int, clipped_high: int, loss: float, grad_norm: float, kl: float) -> UpdateStats:
+        zero = torch.tensor(0.0)
+        policy = PolicyLossStats(token_count=torch.tensor(tokens), clip_low_count=zero,
+                                 clip_high_count=torch.tensor(clipped_high), dual_clip_count=zero,
+                                 approx_kl_sum=torch.tensor(0.1 * tokens), ratio_sum=torch.tensor(float(tokens)))
+        return UpdateStats(loss=loss, pg_loss=loss, policy=policy, grad_norm=grad_norm, ref_kl_sum=torch.tensor(kl))
+    metrics = update_metrics([stats(10, 1, 0.5, 2.0, 1.0), stats(30, 6, 1.5, 4.0, 0.2)], [], lr=1e-6)
+    assert {key: metrics[key] for key in ("actor/loss", "actor/grad_norm", "actor/clip_frac_high", "actor/approx_kl",
+                                          "actor/ratio_mean", "actor/kl_ref", "actor/updates")} == pytest.approx({
+        "actor/loss": 1.0, "actor/grad_norm": 3.0, "actor/clip_frac_high": 7 / 40, "actor/approx_kl": 0.1,
+        "actor/ratio_mean": 1.0, "actor/kl_ref": 1.2 / 40, "actor/updates": 2.0,
+    })

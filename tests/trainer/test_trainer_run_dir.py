@@ -349,7 +349,7 @@ def test_a_resume_that_only_finishes_the_run_says_no_schedule_goes_on():
     """A step-2 checkpoint resumed with trainer.total_steps lowered to 2 said "the learning-rate
     schedule goes on from step 3", and no step 3 is trained."""
     from dapo.config import TrainerConfig
-    from dapo.trainer.run_state import schedule_change
+    from dapo.trainer.optim import schedule_change
 
     saved = {"total_steps": 4, "lr_schedule": "cosine", "warmup_steps": 0, "lr": 1e-3}
     shorter = TrainerConfig(total_steps=2, lr_schedule="cosine", warmup_steps=0, lr=1e-3)

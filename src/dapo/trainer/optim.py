@@ -4,7 +4,9 @@ run's settings over a checkpoint's."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from typing import Any
 
 import torch
 from torch import nn
@@ -41,6 +43,35 @@ def lr_factor(cfg: TrainerConfig, total_steps: int, step: int) -> float:
     progress = (step - cfg.warmup_steps) / max(1, total_steps - cfg.warmup_steps)
     cosine = 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
     return cfg.min_lr_ratio + (1.0 - cfg.min_lr_ratio) * cosine
+
+
+# The trainer settings the learning-rate schedule is made of (build_scheduler).
+SCHEDULE_SETTINGS = ("lr", "warmup_steps", "lr_schedule", "min_lr_ratio", "total_steps")
+
+
+def scheduled_lr(trainer: TrainerConfig, done_steps: int) -> float:
+    """The learning rate ``trainer``'s schedule gives the step after ``done_steps`` (the one a
+    run resumed there trains next), as :func:`build_scheduler` makes it."""
+    return trainer.lr * lr_factor(trainer, trainer.total_steps, done_steps)
+
+
+def schedule_change(saved: dict[str, Any], trainer: TrainerConfig, done_steps: int) -> str:
+    """What a resume after ``done_steps`` with ``trainer`` does to the learning rate, where the
+    checkpoint's schedule settings (``saved``: its run config's trainer section) gave another:
+    a clause for the changed-settings warning, "" when the rate is the same or no step is left to
+    train. (The policy's optimizer is set to this run's schedule at the resumed step: apply_config.)"""
+    if done_steps >= trainer.total_steps:  # (a resume that only finishes the run: no step goes on)
+        return ""
+    try:
+        before = scheduled_lr(dataclasses.replace(trainer, **{key: saved[key] for key in SCHEDULE_SETTINGS
+                                                              if key in saved}), done_steps)
+    except (TypeError, ValueError):  # a saved value this version does not take: nothing to compare
+        return ""
+    now = scheduled_lr(trainer, done_steps)
+    if math.isclose(before, now, rel_tol=1e-9, abs_tol=0.0):
+        return ""
+    return (f"; the learning-rate schedule goes on from step {done_steps + 1} with this run's settings: its "
+            f"learning rate {before:.4g} -> {now:.4g}")
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainerConfig, total_steps: int):

@@ -7,7 +7,6 @@ that writes its own part of a checkpoint, the step), and takes back what a check
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import errno
 import functools
 import math
@@ -28,7 +27,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from dapo.config import DAPOConfig, TrainerConfig
+from dapo.config import DAPOConfig
 from dapo.config.loading import (
     absolute_local_path,
     config_to_dict,
@@ -104,35 +103,6 @@ def problem_progress(progress: Progress | None, enabled: bool = True) -> Iterato
             yield on_progress
         finally:
             progress.remove_task(task)
-
-
-# The trainer settings the learning-rate schedule is made of (optim.build_scheduler).
-SCHEDULE_SETTINGS = ("lr", "warmup_steps", "lr_schedule", "min_lr_ratio", "total_steps")
-
-
-def scheduled_lr(trainer: TrainerConfig, done_steps: int) -> float:
-    """The learning rate ``trainer``'s schedule gives the step after ``done_steps`` (the one a
-    run resumed there trains next), as :func:`dapo.trainer.optim.build_scheduler` makes it."""
-    return trainer.lr * optim.lr_factor(trainer, trainer.total_steps, done_steps)
-
-
-def schedule_change(saved: dict[str, Any], trainer: TrainerConfig, done_steps: int) -> str:
-    """What a resume after ``done_steps`` with ``trainer`` does to the learning rate, where the
-    checkpoint's schedule settings (``saved``: its run config's trainer section) gave another:
-    a clause for the changed-settings warning, "" when the rate is the same or no step is left to
-    train. (The policy's optimizer is set to this run's schedule at the resumed step: optim.apply_config.)"""
-    if done_steps >= trainer.total_steps:  # (a resume that only finishes the run: no step goes on)
-        return ""
-    try:
-        before = scheduled_lr(dataclasses.replace(trainer, **{key: saved[key] for key in SCHEDULE_SETTINGS
-                                                              if key in saved}), done_steps)
-    except (TypeError, ValueError):  # a saved value this version does not take: nothing to compare
-        return ""
-    now = scheduled_lr(trainer, done_steps)
-    if math.isclose(before, now, rel_tol=1e-9, abs_tol=0.0):
-        return ""
-    return (f"; the learning-rate schedule goes on from step {done_steps + 1} with this run's settings: its "
-            f"learning rate {before:.4g} -> {now:.4g}")
 
 
 def os_error_behind(error: BaseException) -> OSError | None:
@@ -308,7 +278,7 @@ class RunState:
             # the one report of them: the policy's optimizer, loaded next, says nothing of its own
             warnings.warn(f"resuming {path.name} with other settings than it was saved with, which apply from the "
                           f"resumed step: {'; '.join(changes[:12])}{more}"
-                          f"{schedule_change(saved_section(path, 'trainer'), self.cfg.trainer, state['step'])}",
+                          f"{optim.schedule_change(saved_section(path, 'trainer'), self.cfg.trainer, state['step'])}",
                           stacklevel=2)
         if edited := edited_sources(state.get("user_code") or {}, self.user_code):  # (older checkpoints: none)
             warnings.warn(f"resuming {path.name} with other code than it was saved with: the source of "

@@ -40,7 +40,8 @@ from dapo.durable import write_atomically
 from dapo.errors import NonFiniteError, UserError
 from dapo.rewards.user_functions import RewardFunctionError
 
-# Cumulative, in the paper's order; each entry lists the overrides that turn its technique on.
+# Cumulative, in the paper's order; each entry lists the overrides that turn its technique on. (So the
+# last, "DAPO", keeps overlong filtering on; the recipes leave it off, as verl's public DAPO recipe.)
 VARIANTS: list[tuple[str, list[str]]] = [
     ("naive GRPO", [
         "algorithm.clip_ratio_high=0.2",

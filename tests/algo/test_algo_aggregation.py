@@ -177,3 +177,12 @@ def test_a_registered_mode_that_returns_no_scalar_is_named(monkeypatch):
     with pytest.raises(PluginError, match=r"loss aggregation mode 'per_seq' \(.*test_algo_aggregation.py:\d+\) "
                                           r"returned shape \(2,\): it must return a scalar"):
         aggregate_loss(loss, mask, "per_seq")
+
+
+def test_a_zero_norm_const_or_a_negative_normaliser_is_refused_not_an_inf_or_a_flipped_loss():
+    with pytest.raises(ValueError, match="norm_const"):
+        aggregate_loss(torch.ones(1, 2), torch.ones(1, 2), "seq-mean-token-sum-norm", norm_const=0)
+    with pytest.raises(ValueError, match="num_tokens"):
+        aggregate_loss(torch.ones(1, 2), torch.ones(1, 2), "token-mean", num_tokens=-2.0)
+    with pytest.raises(ValueError, match="num_tokens"):  # a tensor's too (it was read as 1)
+        aggregate_loss(torch.ones(1, 2), torch.ones(1, 2), "token-mean", num_tokens=torch.tensor(-2))

@@ -90,8 +90,12 @@ def count_tokens_and_seqs(response_mask: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def _denominator(value: float | Tensor, name: str) -> float | Tensor:
-    """The normaliser, with 0 replaced by 1 so an empty batch gives a 0 loss (with grad), not NaN."""
+    """The normaliser, with 0 replaced by 1 so an empty batch gives a 0 loss (with grad), not NaN.
+    A negative one (a miscounted global count) is refused; on an accelerator, where the check
+    would wait for the device, a tensor's is not checked."""
     if isinstance(value, Tensor):
+        if value.device.type == "cpu" and bool((value < 0).any()):
+            raise ValueError(f"{name} must be >= 0, got {value.tolist()}")
         return torch.where(value > 0, value, torch.ones_like(value))
     if value < 0:
         raise ValueError(f"{name} must be >= 0, got {value}")

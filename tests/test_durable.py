@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from pathlib import Path
 
 import pytest
 
-from dapo.durable import write_atomically
+from dapo.durable import fsync_dir, modes_as_umask, write_atomically
 
 
 def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary_file(tmp_path: Path) -> None:
@@ -20,3 +23,42 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary_file(tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.jsonl"]
     write_atomically(path, b"bytes\n")
     assert path.read_bytes() == b"bytes\n" and sorted(p.name for p in tmp_path.iterdir()) == ["metrics.jsonl"]
+
+
+def test_the_file_is_synced_before_it_is_renamed_into_place(tmp_path: Path, monkeypatch):
+    real_fsync, synced_regular_file = os.fsync, []
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced_regular_file.append(stat.S_ISREG(os.fstat(fd).st_mode)),
+                                                 real_fsync(fd))[1])
+    write_atomically(tmp_path / "f", "x")
+    assert synced_regular_file[0]  # then the directory
+
+
+def test_an_interrupted_write_leaves_the_old_file_and_no_temporary(tmp_path: Path, monkeypatch):
+    write_atomically(tmp_path / "f", "x")
+
+    def interrupted(fd: int) -> None:
+        raise KeyboardInterrupt
+    monkeypatch.setattr(os, "fsync", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_atomically(tmp_path / "f", "y")
+    assert [p.name for p in tmp_path.iterdir()] == ["f"] and (tmp_path / "f").read_text() == "x"
+
+
+def test_modes_follow_a_group_writable_umask(tmp_path: Path):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "w").write_text("x")
+    os.chmod(tmp_path / "d" / "w", 0o600)
+    old = os.umask(0o002)
+    try:
+        modes_as_umask(tmp_path)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "d" / "w").stat().st_mode) == 0o664
+
+
+def test_a_directory_sync_refused_with_enotsup_is_tolerated(tmp_path: Path, monkeypatch):
+    """FUSE and NFS mounts answer ENOTSUP to a directory's fsync: a checkpoint must not crash."""
+    def refused(fd: int) -> None:
+        raise OSError(errno.ENOTSUP, "Operation not supported")
+    monkeypatch.setattr(os, "fsync", refused)
+    fsync_dir(tmp_path)

@@ -160,3 +160,21 @@ def test_an_estimator_that_does_not_return_one_finite_advantage_per_response_is_
     monkeypatch.setitem(ADVANTAGE_ESTIMATORS, "bad_estimator", lambda scores, ids, eps: result(scores))
     with pytest.raises(PluginError, match=r"advantage estimator 'bad_estimator' \(.*test_algo_advantages.py:\d+\) " + message):
         compute_advantages("bad_estimator", torch.tensor([1.0, 0.0, 1.0, 0.0]), torch.tensor([0, 0, 1, 1]))
+
+
+def test_advantage_eps_zero_is_allowed_and_gives_the_plain_standardised_score():
+    out = compute_advantages("grpo", torch.tensor([1.0, 0.0]), torch.tensor([0, 0]), eps=0.0)
+    torch.testing.assert_close(out, torch.tensor([1 / math.sqrt(2), -1 / math.sqrt(2)]))
+
+
+def test_a_non_finite_score_is_blamed_on_the_reward_function():
+    with pytest.raises(ValueError, match="reward function"):
+        compute_advantages("grpo", torch.tensor([1.0, float("nan")]), torch.tensor([0, 0]))
+
+
+@pytest.mark.parametrize("estimator", ["grpo", "dr_grpo", "rloo"])
+def test_a_constant_float64_group_has_advantages_exactly_zero(estimator):
+    """0.1 three times: a plain mean leaves about -1e-17 in float64 (signal from nothing)."""
+    scores = torch.tensor([0.1, 0.1, 0.1, 1.0, 0.0], dtype=torch.float64)
+    advantages = compute_advantages(estimator, scores, torch.tensor([0, 0, 0, 1, 1]))
+    assert torch.equal(advantages[:3], torch.zeros(3, dtype=torch.float64))

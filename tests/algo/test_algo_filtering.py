@@ -58,3 +58,11 @@ def test_matches_loop_reference_and_advantages(data: list[tuple[int, float]]) ->
         members = ids == g
         if int(members.sum()) > 1:
             assert bool((adv[members] == 0).all()) == (g not in mixed)
+
+
+def test_boolean_group_ids_or_a_metric_of_another_length_are_refused():
+    """A mask passed as group ids would read as two groups; extra metric values were ignored."""
+    with pytest.raises(ValueError, match="integer"):
+        filter_groups(torch.tensor([True, True]), torch.tensor([1.0, 0.0]))
+    with pytest.raises(ValueError, match="must both be"):
+        filter_groups(torch.tensor([0, 0, 1, 1]), torch.tensor([1.0, 1.0, 0.0, 1.0, 5.0, 6.0]))

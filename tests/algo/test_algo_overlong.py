@@ -45,3 +45,10 @@ def test_overlong_filter_mask() -> None:
     torch.testing.assert_close(out, torch.tensor([0.0, 1.0, 1.0]))
     with pytest.raises(ValueError, match="bool"):
         overlong_filter_mask(torch.tensor([1, 0]))
+
+
+def test_a_negative_buffer_or_a_zero_length_limit_is_refused():
+    with pytest.raises(ValueError, match="buffer_len"):
+        soft_overlong_penalty(torch.tensor([1]), 10, -2)
+    with pytest.raises(ValueError, match="max_response_length"):
+        soft_overlong_penalty(torch.tensor([1]), 0, 0)

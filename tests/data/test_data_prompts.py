@@ -266,3 +266,22 @@ def test_a_text_prompt_already_rendered_with_a_chat_template_is_warned_about(tmp
     as_they_are = PromptEncoder(tokenizer, DataConfig(template="none", use_chat_template=False))
     assert as_they_are.rendered_text_note(problems) is None
     assert as_they_are.render(problems[1]) == rows[1]["prompt"]
+
+
+def test_a_prompt_of_exactly_max_prompt_length_tokens_is_kept_and_encoded() -> None:
+    tokenizer = build_tokenizer()
+    problem = Problem("u", "2+2?", "4")
+    length = len(PromptEncoder(tokenizer, DataConfig(template="none", use_chat_template=False)).encode([problem]).token_ids[0])
+    encoder = PromptEncoder(tokenizer, DataConfig(template="none", use_chat_template=False, max_prompt_length=length))
+    assert len(encoder.encode([problem]).token_ids[0]) == length
+    loaded = _loaded([problem])
+    encoder.drop_overlong(loaded, "train")
+    assert loaded.problems == [problem]
+
+
+def test_a_prompts_own_bos_is_kept_once_when_the_tokenizer_adds_none() -> None:
+    tokenizer = build_tokenizer()
+    tokenizer.add_bos_token = False
+    encoder = PromptEncoder(tokenizer, DataConfig(template="none", use_chat_template=False))
+    ids = encoder.encode([Problem("v", "<bos>2+2?", "4")]).token_ids[0]
+    assert ids[0] == tokenizer.bos_token_id and ids.count(tokenizer.bos_token_id) == 1

@@ -5,6 +5,7 @@ row is, as the error names it: the line an editor shows, or the 0-based row inde
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -192,3 +193,14 @@ def test_an_integer_ground_truth_past_4300_digits_in_a_python_literal_is_read_in
     path.write_text("prompt,reward_model\n" + f"What is it?,\"{{'ground_truth': 0x{'f' * 4000}}}\"\n")
     [problem] = load_problems([str(path)], DataConfig(), "train").problems
     assert problem.ground_truth.isdigit() and len(problem.ground_truth) == 4817  # 16^4000 - 1, in full
+
+
+@pytest.mark.parametrize(("name", "text", "error"), [
+    ("short.csv", "prompt,answer,data_source\nq,2\n", "short.csv line 2: 2 fields, the header (line 1) has 3"),
+    ("list.jsonl", '["prompt", "x"]\n', "list.jsonl line 1: wrong type: expected a JSON object, got list"),
+])
+def test_a_row_of_the_wrong_shape_is_named_by_file_and_line(tmp_path: Path, name: str, text: str, error: str) -> None:
+    """A short CSV row was zipped with the header (its columns shifted); a JSON list crashed."""
+    (tmp_path / name).write_text(text)
+    with pytest.raises(DataError, match=re.escape(error)):
+        load_problems([str(tmp_path / name)], DataConfig(), "train")

@@ -128,6 +128,23 @@ def test_a_large_vocabulary_is_sampled_exactly_across_blocks_and_in_the_last_par
     assert torch.allclose(logprobs.double(), probs.log()[tokens], atol=1e-5)
 
 
+def test_the_last_partial_block_draws_its_tokens_by_their_own_probabilities() -> None:
+    """Two tokens of 1/2 alone in the vocabulary's last, partial block (1026 = 1024 + 2): the
+    in-block draw splits at 1/2. Positions past the vocabulary must weigh nothing: read as the last
+    token's probability, that token took 2/3 of its block."""
+    probs = torch.zeros(1, sampling._BLOCK + 2)
+    probs[0, -2:] = 0.5
+    for in_block, token in [(0.4, sampling._BLOCK), (0.6, sampling._BLOCK + 1)]:
+        assert sampling._sample(probs, torch.tensor([[0.5, in_block]], dtype=torch.float64)).item() == token
+
+
+def test_top_p_keeps_the_smallest_prefix_whose_mass_reaches_p() -> None:
+    """Probabilities 0.5, 0.25, 0.25 at top_p 0.5: the first token alone reaches it (as HF and vLLM
+    filter); keeping a second changes the behaviour policy the log-probs are of."""
+    filtered = filter_logits(torch.tensor([[0.5, 0.25, 0.25]]).log(), 1.0, 0, 0.5)
+    assert torch.isfinite(filtered).tolist() == [[True, False, False]]
+
+
 def test_non_finite_logits_give_nan_log_probs_not_an_index_error() -> None:
     """A NaN logit (diverged weights) must reach the caller's finite check as a NaN log-prob."""
     logits = torch.zeros(3, 2000)

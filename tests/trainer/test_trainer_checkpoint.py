@@ -9,6 +9,9 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 from dapo.trainer.checkpoint import (
+    BEST_LINK,
+    begin_checkpoint,
+    link_best,
     list_checkpoints,
     load_model_weights,
     load_trainer_state,
@@ -268,3 +271,19 @@ def test_the_export_stops_generation_on_every_token_the_rollouts_stopped_on(tiny
     assert model.generation_config.eos_token_id == tokenizer.eos_token_id  # the live model's is left alone
     exported = AutoModelForCausalLM.from_pretrained(checkpoint)
     assert stop_token_ids_of(exported, AutoTokenizer.from_pretrained(checkpoint)) == stops  # a resume's: the same
+
+
+def test_best_is_not_linked_to_a_checkpoint_that_is_not_there(tmp_path: Path):
+    """A dangling checkpoints/best would fail from_pretrained(best) with a confusing error."""
+    (tmp_path / "checkpoints").mkdir()
+    link_best(tmp_path, 5)
+    assert not (tmp_path / "checkpoints" / BEST_LINK).is_symlink()
+
+
+def test_a_checkpoint_is_built_in_an_empty_directory_whatever_a_failed_save_left(tmp_path: Path):
+    """A container's process has the same PID each run: a failed save's leftovers in its
+    temporary directory would otherwise end up in the next checkpoint."""
+    stale = tmp_path / "checkpoints" / f".tmp-step-000003-{os.getpid()}"
+    stale.mkdir(parents=True)
+    (stale / "model.safetensors").write_text("stale")
+    assert list(begin_checkpoint(tmp_path, 3).iterdir()) == []

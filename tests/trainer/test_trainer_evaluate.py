@@ -18,7 +18,7 @@ from dapo.rewards.verifier import shorten
 from dapo.rollout import NativeEngine
 from dapo.rollout.base import Completion, GenerationResult, SamplingParams
 from dapo.trainer import evaluate as evaluate_module
-from dapo.trainer.evaluate import evaluate, score_at_k
+from dapo.trainer.evaluate import evaluate, score_at_k, unique_problems
 
 
 def test_score_at_k_by_hand():
@@ -172,6 +172,9 @@ def test_per_source_metrics_progress_chunks_and_samples(monkeypatch):
         votes = Counter("correct" if s["acc"] else s["vote"] for s in group if s["acc"] or s["vote"] is not None)
         majority += bool(votes) and votes.most_common(1)[0][0] == "correct"
     assert m["eval/maj@2"] == pytest.approx(majority / 10)
+    # the mean response length is over the 20 responses, not the 10 problems
+    lengths = [len(tokenizer(s["response"], add_special_tokens=False)["input_ids"]) for s in result.samples]
+    assert m["eval/response_length_mean"] == pytest.approx(sum(lengths) / 20)
 
 
 def test_a_data_source_with_a_slash_is_a_metric_checkpoint_keep_best_ranks_by():
@@ -334,3 +337,9 @@ def test_a_problem_s_samples_do_not_depend_on_the_other_problems_evaluated(tiny_
         moved = evaluate(engine, tokenizer, scorer, prompts[3:], elsewhere, params).samples
     assert [s["response"] for s in last] == [s["response"] for s in whole[6:]]
     assert [s["response"] for s in moved] != [s["response"] for s in last]
+
+
+def test_eval_max_problems_keeps_the_first_n_distinct_problems_in_file_order():
+    problems = [Problem(uid=f"P{i % 5}", prompt="q", ground_truth="1") for i in range(10)]  # each twice
+    assert [p.uid for p in unique_problems(problems, 2)] == ["P0", "P1"]
+    assert [p.uid for p in unique_problems(problems)] == ["P0", "P1", "P2", "P3", "P4"]

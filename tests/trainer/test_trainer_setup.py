@@ -103,6 +103,10 @@ def test_stop_tokens_are_every_eos_of_the_generation_config_the_tokenizer_and_th
     # no chat template: <|im_end|> is just a token
     plain = build_tokenizer()
     assert model_stop_token_ids(plain, None) == [plain.eos_token_id]
+    # an end-of-turn token in the vocabulary that the template does not write is no stop (the
+    # Qwen template does not write Llama 3's <|eot_id|>: it would cut a response short)
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<|eot_id|>"]})
+    assert model_stop_token_ids(tokenizer, text_end) == [text_end, tokenizer.eos_token_id, im_end]
 
 
 def test_a_harmony_template_ends_the_turn_at_return_not_at_the_end_of_its_thinking():

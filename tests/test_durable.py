@@ -26,14 +26,18 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary_file(tmp_path
 
 
 def test_the_file_is_synced_before_it_is_renamed_into_place(tmp_path: Path, monkeypatch):
-    real_fsync, synced_regular_file = os.fsync, []
-    monkeypatch.setattr(os, "fsync", lambda fd: (synced_regular_file.append(stat.S_ISREG(os.fstat(fd).st_mode)),
-                                                 real_fsync(fd))[1])
+    real_fsync, synced = os.fsync, []
+
+    def recorded(fd: int) -> None:
+        synced.append("file" if stat.S_ISREG(os.fstat(fd).st_mode) else "directory")
+        real_fsync(fd)
+    monkeypatch.setattr(os, "fsync", recorded)
     write_atomically(tmp_path / "f", "x")
-    assert synced_regular_file[0]  # then the directory
+    assert synced[0] == "file"
 
 
-def test_an_interrupted_write_leaves_the_old_file_and_no_temporary(tmp_path: Path, monkeypatch):
+def test_a_ctrl_c_mid_write_keeps_the_old_file_and_leaves_no_temporary_file(tmp_path: Path, monkeypatch):
+    """As a failed write (above), for a KeyboardInterrupt too: it is no Exception."""
     write_atomically(tmp_path / "f", "x")
 
     def interrupted(fd: int) -> None:

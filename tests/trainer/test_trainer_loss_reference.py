@@ -102,13 +102,27 @@ def reference_worker(model: torch.nn.Module, layout: str, budget: int, mode: str
     return PolicyWorker(model, algo, trainer, pad_token_id=0, temperature=1.0, total_steps=1, norm_const=NORM_CONST)
 
 
-@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"])
-def test_every_layout_and_micro_batch_split_gives_the_hand_written_loss_gradient(tiny_model_dir, mode):
-    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, attn_implementation="sdpa").double()
+def reference_case(model_dir, mode: str, tis: bool = False) -> tuple[torch.nn.Module, list[Sample], dict]:
+    """(the float64 model, the samples of :func:`grouped_samples`, with a rollout mismatch for
+    ``tis``, and their :func:`reference_gradient`, taken on a copy of the model)."""
+    base = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="sdpa").double()
     samples = grouped_samples(base)
+    if tis:
+        samples = with_rollout_mismatch(samples)
     reference_model = copy.deepcopy(base)
     reference_model.train()
-    reference = reference_gradient(reference_model, samples, mode)
+    return base, samples, reference_gradient(reference_model, samples, mode, tis)
+
+
+def assert_gradients_match(model: torch.nn.Module, reference: dict, tolerance: float, what: str) -> None:
+    for name, parameter in model.named_parameters():
+        error = (parameter.grad - reference[name]).abs().max() / reference[name].abs().max().clamp_min(1e-30)
+        assert error < tolerance, f"{what}: {name} off by {float(error):.1e} (relative)"
+
+
+@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"])
+def test_every_layout_and_micro_batch_split_gives_the_hand_written_loss_gradient(tiny_model_dir, mode):
+    base, samples, reference = reference_case(tiny_model_dir, mode)
     for layout, budget in [("padded", 100_000), ("padded", 24), ("packed", 30), ("shared_prompt", 40)]:
         model = copy.deepcopy(base)
         reference_worker(model, layout, budget, mode).accumulate_gradients(samples)
@@ -116,9 +130,7 @@ def test_every_layout_and_micro_batch_split_gives_the_hand_written_loss_gradient
         # not 1e-15 as the others: float32 rounding somewhere in them, not found yet; 1e-6, as its own
         # equality test with the padded layout allows, is still far below any normaliser's error)
         tolerance = 1e-6 if layout == "shared_prompt" else 1e-9
-        for name, parameter in model.named_parameters():
-            error = (parameter.grad - reference[name]).abs().max() / reference[name].abs().max().clamp_min(1e-30)
-            assert error < tolerance, f"{layout} (budget {budget}): {name} off by {float(error):.1e} (relative)"
+        assert_gradients_match(model, reference, tolerance, f"{layout} (budget {budget})")
 
 
 @pytest.mark.parametrize(("layout", "budget"), [("padded", 24), ("packed", 30)])
@@ -127,26 +139,16 @@ def test_truncated_importance_sampling_weights_each_token_by_min_of_old_over_rol
 ):
     """algorithm.tis_cap: each token's loss times min(pi_old / pi_rollout, cap). Weights of 1/4 to 3
     (capped at 2): the inverse ratio, no cap or no weight at all each give another gradient."""
-    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, attn_implementation="sdpa").double()
-    samples = with_rollout_mismatch(grouped_samples(base))
-    reference_model = copy.deepcopy(base)
-    reference_model.train()
-    reference = reference_gradient(reference_model, samples, "token-mean", tis=True)
+    base, samples, reference = reference_case(tiny_model_dir, "token-mean", tis=True)
     model = copy.deepcopy(base)
     reference_worker(model, layout, budget, tis_cap=TIS_CAP).accumulate_gradients(samples)
-    for name, parameter in model.named_parameters():
-        error = (parameter.grad - reference[name]).abs().max() / reference[name].abs().max().clamp_min(1e-30)
-        assert error < 1e-9, f"{layout}: {name} off by {float(error):.1e} (relative)"
+    assert_gradients_match(model, reference, 1e-9, layout)
 
 
 def test_gradient_clipping_reports_the_true_norm_and_scales_the_gradient_to_the_bound(tiny_model_dir):
     """trainer.grad_clip: the logged grad norm is the whole gradient's before clipping, and the
     gradient the optimizer steps with is scaled down to the bound (torch's max / (norm + 1e-6))."""
-    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, attn_implementation="sdpa").double()
-    samples = grouped_samples(base)
-    reference_model = copy.deepcopy(base)
-    reference_model.train()
-    reference = reference_gradient(reference_model, samples, "token-mean")
+    base, samples, reference = reference_case(tiny_model_dir, "token-mean")
     reference_norm = torch.sqrt(sum((grad**2).sum() for grad in reference.values())).item()
     bound = 1e-3
     assert reference_norm > 10 * bound  # so the clip binds

@@ -4,15 +4,8 @@ from pathlib import Path
 import pytest
 
 from dapo.builtin import BUILTIN_RECIPES
-from dapo.cli.ablate import (
-    ABLATION_TASKS,
-    DIAGNOSTICS,
-    VARIANTS,
-    RunCurve,
-    run_ablation,
-    summarise,
-    variant_config,
-)
+from dapo.cli.ablate import ABLATION_TASKS, VARIANTS, run_ablation, variant_config
+from dapo.cli.ablate_report import DIAGNOSTICS, RunCurve, summarise
 from dapo.config import ConfigError
 from dapo.trainer.metrics import read_metrics
 from tests.trainer.conftest import PARITY_REWARD, make_tiny_model, tiny_overrides
@@ -245,7 +238,8 @@ def test_steps_without_an_update_count_in_what_was_generated_and_the_compute_is_
     every diagnostic: the no-signal share read 37.5% where 69% of the generated groups had none.
     ``updates`` counted steps, not optimizer updates; the budget's overshoot went unreported."""
     import dapo.trainer
-    from dapo.cli.ablate import run_mean, run_variant
+    from dapo.cli.ablate import run_variant
+    from dapo.cli.ablate_report import run_mean
 
     monkeypatch.setattr(dapo.trainer, "Trainer", _ScriptedTrainer)
     cfg = variant_config(5, 0, 1, tmp_path, ["trainer.prompts_per_step=20", "trainer.mini_batch_prompts=4"])
@@ -282,7 +276,7 @@ def test_accuracy_against_compute_averages_seeds_at_equal_compute():
     """A dynamic-sampling step can pass two evaluation points at once: seed 0 was evaluated at
     0/144/336 groups, seed 1 at 0/96/144/240/320. Pairing points by index averaged seed 0's final
     accuracy (at 336) with seed 1's at 144, and dropped seed 1's last two evaluations."""
-    from dapo.cli.ablate import _seed_mean_over_compute
+    from dapo.cli.ablate_report import _seed_mean_over_compute
 
     grid, means = _seed_mean_over_compute([[0, 144, 336], [0, 96, 144, 240, 320]],
                                           [[0.4, 0.6, 0.8], [0.4, 0.5, 0.6, 0.7, 0.9]])

@@ -14,7 +14,8 @@ from torch.distributed._tools.mem_tracker import MemTracker
 from torch.distributed.device_mesh import init_device_mesh
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from dapo.cli.plan import model_shape, training_rows
+from dapo.cli.model_shape import model_shape
+from dapo.cli.plan import training_rows
 from dapo.config import builtin_config_path, load_config
 from dapo.trainer.batch import Sample
 from dapo.trainer.fsdp import shard_from_rank0

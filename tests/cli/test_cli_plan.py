@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from dapo.cli.main import main
-from dapo.cli.plan import GIB, _kept_between_updates, model_shape, plan, training_rows
+from dapo.cli.model_shape import model_shape
+from dapo.cli.plan import GIB, _kept_between_updates, plan, training_rows
 from dapo.config import builtin_config_path, load_config
 from tests.trainer.conftest import make_tiny_model
 
@@ -178,7 +179,13 @@ def test_a_native_engine_counts_the_kv_cache_of_a_rounds_rows_at_full_length():
     [row] = [line for line in out.splitlines() if line.startswith("  KV cache")]
     assert row.startswith("  KV cache, full: 3072 rows x 5120 tokens, float32 ") and row.endswith(f"{kv / GIB:9.2f} GiB")
     assert "total while generating (weights, AdamW, the KV cache)" in out
-    assert "lower rollout.native_kv_cache_gib (or trainer.gen_prompts_per_round) or use rollout.engine=vllm" in out
+    # 0 is no limit: the remedy is to set one, not to lower it
+    assert ("set rollout.native_kv_cache_gib (0: no limit; a cap decodes a round in chunks) or use "
+            "rollout.engine=vllm") in out
+    capped_too_high = plan(load_config([builtin_config_path("dapo_recipe")], [
+        "model.path=/not/here", "trainer.device=cuda", "rollout.native_dtype=model", "model.dtype=float32",
+        "rollout.native_kv_cache_gib=400"]), params=0.49e9)
+    assert "lower rollout.native_kv_cache_gib (or trainer.gen_prompts_per_round) or use rollout.engine=vllm" in capped_too_high
     # within dapo_recipe's rollout.native_kv_cache_gib=16: chunks of 8 prompts x 16 rows, 15 GiB
     budgeted = plan(load_config([builtin_config_path("dapo_recipe")], [
         "model.path=/not/here", "trainer.device=cuda", "rollout.native_dtype=model", "model.dtype=float32"]),

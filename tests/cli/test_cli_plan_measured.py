@@ -20,7 +20,8 @@ def test_the_estimate_bounds_the_measured_peak_of_a_real_update(tmp_path, overri
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     from dapo.builtin import build_tokenizer
-    from dapo.cli.plan import model_shape, training_rows
+    from dapo.cli.model_shape import model_shape
+    from dapo.cli.plan import training_rows
     from dapo.trainer.batch import Sample
     from dapo.trainer.policy import PolicyWorker
     from dapo.trainer.setup import load_model_and_tokenizer

@@ -1,10 +1,11 @@
 """``dapo plan CONFIG``: where a run goes and what each device holds, without a cluster.
 
 The model's shape comes from its directory's config.json, built on the meta device (no weights
-are read), or, given only ``--params``, from the Qwen2.5 model nearest in size. Per policy rank
-(FSDP2 over W ranks; N parameters, L layers, a layer of N_l; p bytes a parameter in model.dtype,
-c in the dtype the passes compute in: 2 with trainer.param_dtype=bf16, else p; T =
-trainer.micro_batch_tokens / trainer.sequence_parallel_size, a rank's tokens; V the vocabulary):
+are read), or, given only ``--params``, from the Qwen2.5 model nearest in size
+(:mod:`dapo.cli.model_shape`). Per policy rank (FSDP2 over W ranks; N parameters, L layers, a
+layer of N_l; p bytes a parameter in model.dtype, c in the dtype the passes compute in: 2 with
+trainer.param_dtype=bf16, else p; T = trainer.micro_batch_tokens / trainer.sequence_parallel_size,
+a rank's tokens; V the vocabulary):
 
     kept through the run:
       weights + grads + AdamW m, v   = N/W x 4p       (AdamW's states take the weights' dtype)
@@ -52,117 +53,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 from dapo.algo.logprobs import ACCELERATOR_CHUNK_ROWS
+from dapo.cli.model_shape import ModelShape, model_shape
 from dapo.config import DAPOConfig
 from dapo.config.schema import DTYPE_BYTES
-from dapo.context_checks import context_problems, is_builtin
-from dapo.rollout.native import kv_elements_per_token, prompts_per_chunk
+from dapo.context_checks import context_problems
+from dapo.rollout.native import prompts_per_chunk
 from dapo.trainer.activation_memory import ActivationBytes
 
 GIB = 1024**3
 ADAPTER_BYTES = DTYPE_BYTES["float32"]  # LoRA adapters are float32 over any base (dapo.lora)
-
-
-@dataclass
-class ModelShape:
-    params: float
-    layers: int
-    hidden: int
-    vocab: int
-    layer_params: float  # the largest decoder layer's
-    root_params: float  # outside the decoder layers: embeddings, final norm, an untied output layer
-    output_params: float  # the output layer's (the embeddings' when tied)
-    activations: ActivationBytes | None  # None: not measurable on fake tensors (see activation_note)
-    activation_note: str = ""
-    guessed: bool = False  # the shape of the Qwen2.5 model nearest in size
-    adapter_params: float = 0.0  # LoRA's (model.lora_rank > 0): the only ones with grads and AdamW state
-    cannot_run: str = ""  # why the ranks would refuse the model (trainer.sequence_parallel_size's split)
-    kv_per_token: int = 0  # elements a decoding row caches per position: 2 x layers x KV heads x head size
-
-
-def model_shape(cfg: DAPOConfig, params: float | None) -> ModelShape:
-    """The shape of ``cfg.model.path`` (``params`` replaces its parameter count when given for a
-    model that is not on this machine) and its activation bytes at the run's precision."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, Qwen2Config
-
-    config_file = Path(cfg.model.path).expanduser() / "config.json"
-    builtin = is_builtin(cfg.model.path)
-    guessed = not (config_file.exists() or builtin)
-    if builtin:  # its recipe's shape: nothing is built or installed
-        from dapo.builtin import builtin_model_config
-
-        config = builtin_model_config(cfg.model.path)
-    elif not guessed:
-        config = AutoConfig.from_pretrained(config_file.parent)
-    elif params is None:
-        raise FileNotFoundError(
-            f"{config_file} is not on this machine: give the model's size, e.g. dapo plan CONFIG --params 32.8e9")
-    else:
-        _, shape = min(QWEN25_SHAPES.items(), key=lambda item: abs(math.log(item[0] / params)))
-        config = Qwen2Config(**dict(zip(QWEN25_FIELDS, shape)))
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config)
-    count = float(sum(p.numel() for p in model.parameters()))
-    from dapo.trainer.fsdp import decoder_layers
-
-    layer_sizes = [sum(p.numel() for p in layer.parameters()) for layer in decoder_layers(model)]
-    output = model.get_output_embeddings()
-    shape = ModelShape(
-        params=params if guessed and params else count, layers=len(layer_sizes), hidden=config.hidden_size,
-        vocab=config.vocab_size, layer_params=float(max(layer_sizes)), root_params=count - sum(layer_sizes),
-        output_params=float(output.weight.numel() if output is not None else 0), activations=None, guessed=guessed,
-        adapter_params=lora_adapter_params(cfg, model), kv_per_token=kv_elements_per_token(config))
-    if (size := cfg.trainer.sequence_parallel_size) > 1:
-        from dapo.trainer.sequence_parallel import split_problem
-
-        shape.cannot_run = split_problem(model, size) or ""
-    try:
-        shape.activations = _measure_activations(cfg, model)
-    except Exception as error:  # e.g. a model whose forward needs real values (data-dependent shapes)
-        shape.activation_note = f"its layers could not run on fake tensors ({type(error).__name__}: {error})"
-    return shape
-
-
-def lora_adapter_params(cfg: DAPOConfig, model) -> float:
-    """Parameters of the LoRA adapters ``cfg.model`` puts on ``model`` (0 without): r x (in +
-    out) for every targeted linear layer (GPT-2's Conv1D too), matched as PEFT matches a name (the
-    module's name, or its end after a dot: q_proj, self_attn.q_proj); ["all-linear"]: every one
-    but the output layer."""
-    from dapo.lora import is_linear_layer
-
-    rank, targets = cfg.model.lora_rank, cfg.model.lora_target_modules
-    if rank == 0:
-        return 0.0
-    output = model.get_output_embeddings()
-    widths = {name: sum(module.weight.shape) for name, module in model.named_modules()  # in + out, either layout
-              if is_linear_layer(module) and module is not output}
-    return float(sum(rank * width for name, width in widths.items()
-                     if targets == ["all-linear"] or any(name == t or name.endswith(f".{t}") for t in targets)))
-
-
-def _measure_activations(cfg: DAPOConfig, model) -> ActivationBytes:
-    import torch
-
-    from dapo.trainer.activation_memory import measure
-
-    low = {"bf16": torch.bfloat16, "fp16": torch.float16}
-    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-    compute = torch.bfloat16 if cfg.trainer.param_dtype == "bf16" else dtypes[cfg.model.dtype]
-    return measure(model, compute, low.get(cfg.trainer.autocast))
-
-
-# Qwen2.5 base models by parameter count, from their config.json
-QWEN25_FIELDS = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads",
-                 "num_key_value_heads", "vocab_size", "tie_word_embeddings")
-QWEN25_SHAPES = {
-    0.49e9: (24, 896, 4864, 14, 2, 151936, True), 1.54e9: (28, 1536, 8960, 12, 2, 151936, True),
-    3.09e9: (36, 2048, 11008, 16, 2, 151936, True), 7.62e9: (28, 3584, 18944, 28, 4, 152064, False),
-    14.7e9: (48, 5120, 13824, 40, 8, 152064, False), 32.8e9: (64, 5120, 27648, 40, 8, 152064, False),
-    72.7e9: (80, 8192, 29568, 64, 8, 152064, False),
-}
 
 
 def _logit_bytes(cfg: DAPOConfig) -> int:
@@ -269,46 +170,67 @@ def _kept_between_updates(cfg: DAPOConfig, shape: ModelShape) -> float:
     return weights + _reference_bytes(cfg, shape)
 
 
-def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0) -> str:
-    shape = model_shape(cfg, params)
-    res, world, n = cfg.resources, cfg.resources.world_size, shape.params
-    param_bytes = DTYPE_BYTES[cfg.model.dtype]
-    bf16_weights = cfg.trainer.param_dtype == "bf16"
-    rows, moments = training_rows(cfg, shape)
-    vllm = cfg.rollout.engine == "vllm"
-    tp = cfg.rollout.vllm_tensor_parallel_size if vllm else 1
-    # a generation round's prompts: dynamic sampling's rounds, else one round of the step's prompts
-    per_round, round_key = ((cfg.trainer.gen_prompts_per_round, "trainer.gen_prompts_per_round")
-                            if cfg.algorithm.dynamic_sampling else (cfg.trainer.prompts_per_step, "trainer.prompts_per_step"))
-    # bytes of this device's slice of the engine: rollout.vllm_dtype ("auto": the checkpoint's, bf16 for most)
-    vllm_dtype = cfg.rollout.vllm_dtype if cfg.rollout.vllm_dtype in ("float32", "float16") else "bf16"
-    vllm_weights = (4 if vllm_dtype == "float32" else 2) * n / tp
-    sleeps = vllm and cfg.rollout.vllm_sleep_between_rollouts and cfg.trainer.device != "cpu"
-    if vllm:
-        engine = (f"vLLM, {cfg.rollout.vllm_gpu_memory_utilization:.0%} of the device (weights {vllm_weights / GIB:.1f} GiB "
-                  f"in {vllm_dtype} + KV cache{', released while the trainer updates' if sleeps else ''})")
+@dataclass
+class _Engine:
+    """The rollout engine as the plan shows it: what it is, what it adds to a rank's memory, and
+    the rows of a generation round (the native engine's chunk) it decodes at once."""
+
+    description: str
+    rows: list[tuple[str, float]]  # its own copies of the weights (not vLLM's: its share holds them)
+    kv_cache: tuple[str, float] | None  # None for vLLM (a paged cache inside its share)
+    vllm_dtype: str = "bf16"
+    vllm_weights: float = 0.0  # bytes of this device's slice of vLLM's weights
+    sleeps: bool = False  # vLLM released while the trainer updates
+
+
+def _round_prompts(cfg: DAPOConfig) -> tuple[int, str]:
+    """A generation round's prompts and the key that sets them: dynamic sampling's rounds, else one
+    round of the step's prompts."""
+    if cfg.algorithm.dynamic_sampling:
+        return cfg.trainer.gen_prompts_per_round, "trainer.gen_prompts_per_round"
+    return cfg.trainer.prompts_per_step, "trainer.prompts_per_step"
+
+
+def _engine(cfg: DAPOConfig, shape: ModelShape) -> _Engine:
+    world, n = cfg.resources.world_size, shape.params
+    if cfg.rollout.engine == "vllm":
+        tp = cfg.rollout.vllm_tensor_parallel_size
+        # bytes of this device's slice of the engine: rollout.vllm_dtype ("auto": the checkpoint's, bf16 for most)
+        vllm_dtype = cfg.rollout.vllm_dtype if cfg.rollout.vllm_dtype in ("float32", "float16") else "bf16"
+        vllm_weights = (4 if vllm_dtype == "float32" else 2) * n / tp
+        sleeps = cfg.rollout.vllm_sleep_between_rollouts and cfg.trainer.device != "cpu"
+        description = (f"vLLM, {cfg.rollout.vllm_gpu_memory_utilization:.0%} of the device (weights "
+                       f"{vllm_weights / GIB:.1f} GiB in {vllm_dtype} + KV cache"
+                       f"{', released while the trainer updates' if sleeps else ''})")
         if tp > 1:
-            engine += (f"; every {tp} consecutive ranks form one tensor-parallel engine "
-                       f"({world // tp if world > 1 else 1} engine(s))")
-    else:  # one process: the engine reads the trainer's own weights; a rank: its own full copy
-        engine = f"{cfg.rollout.engine}, " + ("the trainer's own weights" if world == 1 else "a full copy of the weights")
-        engine_rows = [("rollout engine (full copy)", n * param_bytes)] if world > 1 else []
-        decode_dtype = cfg.model.dtype
-        if cfg.rollout.engine == "native":  # its fast path fuses (on CPU packs) the projections, kept until it sleeps
-            decode_dtype = cfg.model.dtype if cfg.rollout.native_dtype == "model" else cfg.rollout.native_dtype
-            engine_rows.append((f"native engine's {decode_dtype} working weights", n * DTYPE_BYTES[decode_dtype]))
-        rows += engine_rows
-        positions = cfg.data.max_prompt_length + cfg.rollout.max_response_length
-        row_bytes = shape.kv_per_token * DTYPE_BYTES[decode_dtype] * positions
-        prompts = math.ceil(per_round / world)
-        if cfg.rollout.engine == "native":  # its chunks (hf: a round at once)
-            prompts = prompts_per_chunk(prompts, row_bytes, cfg.rollout.n, cfg.rollout.native_kv_cache_gib * GIB)
-        kv_rows = prompts * cfg.rollout.n
-        kv_cache = (f"KV cache, full: {kv_rows} rows x {positions} tokens, {decode_dtype}", float(row_bytes * kv_rows))
+            description += (f"; every {tp} consecutive ranks form one tensor-parallel engine "
+                            f"({world // tp if world > 1 else 1} engine(s))")
+        return _Engine(description, [], None, vllm_dtype, vllm_weights, sleeps)
+    # one process: the engine reads the trainer's own weights; a rank: its own full copy
+    description = f"{cfg.rollout.engine}, " + ("the trainer's own weights" if world == 1 else "a full copy of the weights")
+    rows = [("rollout engine (full copy)", n * DTYPE_BYTES[cfg.model.dtype])] if world > 1 else []
+    decode_dtype = cfg.model.dtype
+    if cfg.rollout.engine == "native":  # its fast path fuses (on CPU packs) the projections, kept until it sleeps
+        decode_dtype = cfg.model.dtype if cfg.rollout.native_dtype == "model" else cfg.rollout.native_dtype
+        rows.append((f"native engine's {decode_dtype} working weights", n * DTYPE_BYTES[decode_dtype]))
+    positions = cfg.data.max_prompt_length + cfg.rollout.max_response_length
+    row_bytes = shape.kv_per_token * DTYPE_BYTES[decode_dtype] * positions
+    prompts = math.ceil(_round_prompts(cfg)[0] / world)
+    if cfg.rollout.engine == "native":  # its chunks (hf: a round at once)
+        prompts = prompts_per_chunk(prompts, row_bytes, cfg.rollout.n, cfg.rollout.native_kv_cache_gib * GIB)
+    kv_rows = prompts * cfg.rollout.n
+    return _Engine(description, rows,
+                   (f"KV cache, full: {kv_rows} rows x {positions} tokens, {decode_dtype}", float(row_bytes * kv_rows)))
+
+
+def _placement_lines(cfg: DAPOConfig, shape: ModelShape, params: float | None, engine: _Engine) -> list[str]:
+    """What runs where: the model, the ranks, what each holds, the driver, and whence the
+    activation figures come."""
+    res, world = cfg.resources, cfg.resources.world_size
     act_line = ("; activation bytes measured on two of its layers at this precision:" if shape.activations else
                 f"; activation bytes from a rule of thumb, doubled: {shape.activation_note}:")
-    lines = [
-        f"model: {cfg.model.path} ({_parameters(n)} parameters, {shape.layers} layers, hidden {shape.hidden}, "
+    return [
+        f"model: {cfg.model.path} ({_parameters(shape.params)} parameters, {shape.layers} layers, hidden {shape.hidden}, "
         f"vocabulary {shape.vocab}"
         + (", the shape of the Qwen2.5 model nearest in size: its config.json is not on this machine"
            if shape.guessed else "") + ")"
@@ -323,12 +245,37 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
         + (f", with LoRA adapters ({_parameters(shape.adapter_params)} parameters, rank {cfg.model.lora_rank})"
            if cfg.model.lora_rank > 0 else "")
         + f" ({cfg.model.dtype} weights, "
-        + ("computing on bf16 copies (trainer.param_dtype=bf16)" if bf16_weights
-           else f"autocast {cfg.trainer.autocast}") + f") and a rollout engine: {engine}",
+        + ("computing on bf16 copies (trainer.param_dtype=bf16)" if cfg.trainer.param_dtype == "bf16"
+           else f"autocast {cfg.trainer.autocast}") + f") and a rollout engine: {engine.description}",
         "the driver: the DAPO loop, rewards, its own part of each checkpoint (no weights: the model's structure "
         "on the meta device)" if world > 1 else "this process: the DAPO loop, rewards, checkpoints",
         ("per-rank memory estimate" if world > 1 else "memory estimate (this process's device)") + act_line,
     ]
+
+
+def _fixes(cfg: DAPOConfig, engine: _Engine, generating_larger: bool) -> str:
+    """What would make a rank's memory fit, as one sentence's end."""
+    vllm = cfg.rollout.engine == "vllm"
+    fixes = ["add ranks", "lower trainer.micro_batch_tokens"]
+    fixes += [] if cfg.model.gradient_checkpointing else ["set model.gradient_checkpointing=true"]
+    fixes += ["lower the vLLM share"] if vllm and not engine.sleeps else []
+    if not vllm and generating_larger:  # the native engine decodes a round (or a chunk), hf a round
+        round_key = _round_prompts(cfg)[1]
+        cap = ("set rollout.native_kv_cache_gib (0: no limit; a cap decodes a round in chunks)"
+               if cfg.rollout.native_kv_cache_gib == 0 else f"lower rollout.native_kv_cache_gib (or {round_key})")
+        fixes = ["add ranks", cap if cfg.rollout.engine == "native"
+                 else f"lower {round_key} (or use rollout.engine=native with rollout.native_kv_cache_gib)",
+                 "use rollout.engine=vllm (a paged cache)"]
+    return ", ".join(fixes[:-1]) + f" or {fixes[-1]}"
+
+
+def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0) -> str:
+    shape = model_shape(cfg, params)
+    rows, moments = training_rows(cfg, shape)
+    vllm = cfg.rollout.engine == "vllm"
+    engine = _engine(cfg, shape)
+    rows += engine.rows
+    lines = _placement_lines(cfg, shape, params, engine)
     lines += [f"  {name:58s} {size / GIB:9.2f} GiB" for name, size in rows]
     moments = [(name, size) for name, size in moments if size > 0]  # a layer's backward adds nothing in one process
     if len(moments) > 1:
@@ -336,40 +283,35 @@ def plan(cfg: DAPOConfig, params: float | None = None, device_gib: float = 80.0)
     else:
         lines += [f"  {name:58s} {size / GIB:9.2f} GiB" for name, size in moments]
     updating = (sum(size for _, size in rows) + max(size for _, size in moments)) / GIB
+    generating = 0.0
     share = cfg.rollout.vllm_gpu_memory_utilization * device_gib if vllm else 0.0
-    if vllm and sleeps:  # gradients are freed after each update; weights, AdamW and the reference stay
+    if vllm and engine.sleeps:  # gradients are freed after each update; weights, AdamW and the reference stay
         generating = _kept_between_updates(cfg, shape) / GIB + share
         lines.append(f"  {'total while updating (vLLM asleep)':58s} {updating:9.2f} GiB")
         lines.append(f"  {'total while generating (weights, AdamW, vLLM share)':58s} {generating:9.2f} GiB")
         need = max(updating, generating)
-    elif not vllm:  # the engine, its cache (a round's rows, or a chunk's) and what the update keeps
-        generating = (_kept_between_updates(cfg, shape) + sum(size for _, size in engine_rows) + kv_cache[1]) / GIB
-        lines.append(f"  {kv_cache[0]:58s} {kv_cache[1] / GIB:9.2f} GiB")
+    elif engine.kv_cache is not None:  # the engine, its cache (a round's rows, or a chunk's) and what the update keeps
+        kv_name, kv_bytes = engine.kv_cache
+        generating = (_kept_between_updates(cfg, shape) + sum(size for _, size in engine.rows) + kv_bytes) / GIB
+        lines.append(f"  {kv_name:58s} {kv_bytes / GIB:9.2f} GiB")
         lines.append(f"  {'total while updating':58s} {updating:9.2f} GiB")
         lines.append(f"  {'total while generating (weights, AdamW, the KV cache)':58s} {generating:9.2f} GiB")
         need = max(updating, generating)
     else:
         need = updating + share
         lines.append(f"  {'total with the vLLM share':58s} {need:9.2f} GiB")
-    if vllm and share < vllm_weights / GIB:
+    if vllm and share < engine.vllm_weights / GIB:
         lines.append(f"DOES NOT FIT: vLLM's share ({share:.0f} GiB of a {device_gib:.0f} GiB device) is smaller than "
-                     f"its {vllm_dtype} weights ({vllm_weights / GIB:.0f} GiB); "
+                     f"its {engine.vllm_dtype} weights ({engine.vllm_weights / GIB:.0f} GiB); "
                      + ("raise rollout.vllm_gpu_memory_utilization or rollout.vllm_tensor_parallel_size"
-                        if vllm_weights / GIB < device_gib else  # no share of one device holds them
+                        if engine.vllm_weights / GIB < device_gib else  # no share of one device holds them
                         "raise rollout.vllm_tensor_parallel_size (the whole device cannot hold them)"))
     if shape.cannot_run:
         lines.append(f"DOES NOT RUN: {shape.cannot_run}")
     lines += [f"DOES NOT RUN: {problem}" for problem in context_problems(cfg)]  # as dapo train refuses it
     if need > device_gib:
-        fixes = ["add ranks", "lower trainer.micro_batch_tokens"]
-        fixes += [] if cfg.model.gradient_checkpointing else ["set model.gradient_checkpointing=true"]
-        fixes += ["lower the vLLM share"] if vllm and not sleeps else []
-        if not vllm and generating > updating:  # the native engine decodes a round (or a chunk), hf a round
-            fixes = ["add ranks", f"lower rollout.native_kv_cache_gib (or {round_key})" if cfg.rollout.engine == "native"
-                     else f"lower {round_key} (or use rollout.engine=native with rollout.native_kv_cache_gib)",
-                     "use rollout.engine=vllm (a paged cache)"]
         lines.append(f"DOES NOT FIT: {need:.0f} GiB per rank on a {device_gib:.0f} GiB device; "
-                     + ", ".join(fixes[:-1]) + f" or {fixes[-1]}")
+                     + _fixes(cfg, engine, generating > updating))
     return "\n".join(lines)
 
 

@@ -86,6 +86,15 @@ class DAPOConfig:
         check(all(entry.strip() for entry in self.python_path),
               f"python_path={self.python_path} holds an empty entry: name directories (or python_path=[] for none)")
         use_python_path(self.python_path)  # (the loaders put it there before the sections are built)
+        self._check_algorithm_with_rollout()
+        self._check_parallelism()
+        self._check_training_precision()
+        if (best := self.checkpoint.keep_best) is not None:
+            self._check_keep_best(best)
+
+    def _check_algorithm_with_rollout(self) -> None:
+        """The algorithm's settings that depend on how responses are sampled: the overlong buffer
+        within the length limit, pi_old's source, groups that can carry signal, vLLM's temperatures."""
         a, r = self.algorithm, self.rollout
         if a.overlong_soft_punishment:
             check(
@@ -111,6 +120,7 @@ class DAPOConfig:
             "algorithm.tis_cap, e.g. 2, corrects for the truncation) or rollout.top_p=1 rollout.top_k=0",
         )
         if a.dynamic_sampling:
+            check(r.n >= 2, "algorithm.dynamic_sampling needs rollout.n >= 2: a group of one is always constant")
             t = self.trainer
             check(t.gen_prompts_per_round * a.max_gen_rounds >= t.prompts_per_step,
                   f"trainer.gen_prompts_per_round={t.gen_prompts_per_round} x algorithm.max_gen_rounds="
@@ -120,6 +130,16 @@ class DAPOConfig:
                 check(0.01 <= temperature <= 2.0,
                       f"{key}={temperature} is outside what rollout.engine=vllm samples at ([0.01, 2]); at 0.01 "
                       "it would sample at another temperature than the trainer's log-probs assume")
+        check(
+            a.advantage != "rloo" or r.n >= 2,
+            "algorithm.advantage=rloo needs rollout.n >= 2: its baseline is the mean of the other responses "
+            "of a group, and a group of one gets the advantage 0 (every update would be zero)",
+        )
+
+    def _check_parallelism(self) -> None:
+        """How the ranks are grouped: vLLM's tensor-parallel engines, sequence-parallel groups and
+        what a loss over a chunk of each sequence needs."""
+        a, r = self.algorithm, self.rollout
         tp, res = r.vllm_tensor_parallel_size, self.resources
         # (one process too: the native and hf engines do not split the model, and would ignore it)
         check(tp == 1 or r.engine == "vllm", f"rollout.vllm_tensor_parallel_size={tp} splits a vLLM engine over "
@@ -150,24 +170,15 @@ class DAPOConfig:
               "of a sequence (a sequence-level ratio, as GSPO's) would be taken over a chunk. If each token's "
               f"term needs only its own token, set `token_level = True` on the function registered as "
               f"{a.policy_loss!r} (docs/extending.md); else use trainer.sequence_parallel_size=1")
+
+    def _check_training_precision(self) -> None:
+        """The forward and the weights' dtypes the trainer can train with."""
         check(self.model.lora_rank == 0 or self.trainer.forward != "native",
               "trainer.forward=native reads the policy's weights and cannot train LoRA adapters: use "
               "trainer.forward=auto (Hugging Face's forward) with model.lora_rank > 0")
         check(self.trainer.param_dtype == "none" or self.model.dtype == "float32",
               f"trainer.param_dtype=bf16 keeps float32 master weights: model.dtype={self.model.dtype} "
               "must be float32")
-        check(
-            a.advantage != "rloo" or r.n >= 2,
-            "algorithm.advantage=rloo needs rollout.n >= 2: its baseline is the mean of the other responses "
-            "of a group, and a group of one gets the advantage 0 (every update would be zero)",
-        )
-        if (best := self.checkpoint.keep_best) is not None:
-            self._check_keep_best(best)
-        if a.dynamic_sampling:
-            check(
-                r.n >= 2,
-                "algorithm.dynamic_sampling needs rollout.n >= 2: a group of one is always constant",
-            )
 
     def _check_keep_best(self, metric: str) -> None:
         """checkpoint.keep_best ranks the evaluated steps' checkpoints: it needs evaluations during

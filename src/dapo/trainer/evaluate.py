@@ -127,6 +127,63 @@ def score_at_k(results: list[RewardResult], k: int, majority_vote: bool = True,
     return metrics
 
 
+def _sample_and_score(
+    engine: RolloutEngine,
+    tokenizer: PreTrainedTokenizerBase,
+    scorer: RewardScorer,
+    prompt_token_ids: list[list[int]],
+    problems: list[Problem],
+    params: SamplingParams,
+    on_progress: ProgressCallback | None,
+) -> tuple[list[str], list[RewardResult], list[Completion]]:
+    """Every problem's ``params.n`` responses, in problem order: their texts, scores and completions,
+    generated a chunk of problems at a time, each problem with its own seed (:func:`evaluate`)."""
+    texts: list[str] = []
+    results: list[RewardResult] = []
+    completions: list[Completion] = []
+    if on_progress is not None:
+        on_progress(0, len(problems))
+    seeds = problem_seeds(params.seed, problems)
+    for chunk_index, chunk in enumerate(_chunks(len(problems), params.n)):
+        seed = None if params.seed is None else params.seed + chunk_index
+        chunk_params = replace(params, seed=seed, request_seeds=None if seeds is None else seeds[chunk])
+        generation = engine.generate(prompt_token_ids[chunk], chunk_params)
+        scored = score_completions(tokenizer, scorer, problems[chunk], generation, params.n, prompt_token_ids[chunk])
+        texts += scored.texts
+        results += scored.results
+        completions += generation.completions
+        if on_progress is not None:
+            on_progress(chunk.stop, len(problems))
+    return texts, results, completions
+
+
+def _add_per_source_metrics(
+    metrics: dict[str, float],
+    problems: list[Problem],
+    results: list[RewardResult],
+    culprits: list[str | None],
+    n: int,
+    votes: tuple[bool, bool],
+) -> list[str]:
+    """With more than one data_source, each one's @k metrics, mean score and problem count under
+    ``eval/<source>/``; returns the sources whose correctness scorer failed on every sample (their
+    @k left out, not reported as 0)."""
+    sources = sorted({p.data_source for p in problems})
+    unscored_sources: list[str] = []
+    if len(sources) > 1:
+        for source in sources:
+            picked = [i for i, p in enumerate(problems) if p.data_source == source]
+            per_source = [results[i * n + j] for i in picked for j in range(n)]
+            if _all_unmeasured([culprits[i * n + j] for i in picked for j in range(n)]):
+                unscored_sources.append(source)
+            else:
+                at_k = score_at_k(per_source, n, *votes)
+                metrics.update({key.replace("eval/", f"eval/{source}/"): value for key, value in at_k.items()})
+                metrics[f"eval/{source}/score_mean"] = _mean_score(per_source)
+            metrics[f"eval/{source}/num_problems"] = float(len(picked))
+    return unscored_sources
+
+
 def evaluate(
     engine: RolloutEngine,
     tokenizer: PreTrainedTokenizerBase,
@@ -151,22 +208,8 @@ def evaluate(
     they are added to (None: always said)."""
     if len(prompt_token_ids) != len(problems):  # metrics index results by problem
         raise ValueError(f"{len(prompt_token_ids)} prompts for {len(problems)} problems")
-    texts: list[str] = []
-    results: list[RewardResult] = []
-    completions: list[Completion] = []
-    if on_progress is not None:
-        on_progress(0, len(problems))
-    seeds = problem_seeds(params.seed, problems)
-    for chunk_index, chunk in enumerate(_chunks(len(problems), params.n)):
-        seed = None if params.seed is None else params.seed + chunk_index
-        chunk_params = replace(params, seed=seed, request_seeds=None if seeds is None else seeds[chunk])
-        generation = engine.generate(prompt_token_ids[chunk], chunk_params)
-        scored = score_completions(tokenizer, scorer, problems[chunk], generation, params.n, prompt_token_ids[chunk])
-        texts += scored.texts
-        results += scored.results
-        completions += generation.completions
-        if on_progress is not None:
-            on_progress(chunk.stop, len(problems))
+    texts, results, completions = _sample_and_score(engine, tokenizer, scorer, prompt_token_ids, problems, params,
+                                                    on_progress)
     culprits = [result.unmeasured_by for result in results]
     unscored = _all_unmeasured(culprits)
     votes = (scorer.extracts_answers, scorer.votes_exactly)  # (maj@k's: whether answers vote, by string)
@@ -177,19 +220,7 @@ def evaluate(
     metrics.update(failure_metrics(results))
     # every score holding a failure's penalty: no mean reward measured, as no avg@k
     metrics.update(score_metrics(results, with_mean=not unscored))
-    sources = sorted({p.data_source for p in problems})
-    unscored_sources = []
-    if len(sources) > 1:
-        for source in sources:
-            picked = [i for i, p in enumerate(problems) if p.data_source == source]
-            per_source = [results[i * params.n + j] for i in picked for j in range(params.n)]
-            if _all_unmeasured([culprits[i * params.n + j] for i in picked for j in range(params.n)]):
-                unscored_sources.append(source)
-            else:
-                at_k = score_at_k(per_source, params.n, *votes)
-                metrics.update({key.replace("eval/", f"eval/{source}/"): value for key, value in at_k.items()})
-                metrics[f"eval/{source}/score_mean"] = _mean_score(per_source)
-            metrics[f"eval/{source}/num_problems"] = float(len(picked))
+    unscored_sources = _add_per_source_metrics(metrics, problems, results, culprits, params.n, votes)
     for message in failure_warnings(scorer, results, culprits, params.n, unscored_sources):
         warnings.warn(message, stacklevel=2)
     if said is None or UNREAD_BOXES_EVAL not in said:  # (not read again once said)

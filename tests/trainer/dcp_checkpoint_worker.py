@@ -26,7 +26,7 @@ from dapo.trainer.checkpoint import load_sharded_policy, save_sharded_policy
 from dapo.trainer.fsdp import shard_policy
 from dapo.trainer.hf_export import export_hf_from_shards
 from dapo.trainer.policy import PolicyWorker
-from dapo.trainer.sampler import sample_from_state
+from dapo.trainer.surplus import sample_from_state
 from tests.torchrun_rank import end_rank
 
 FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)

@@ -23,7 +23,7 @@ from dapo.trainer.batch import count_loss_tokens, iter_micro_batches, split_acro
 from dapo.trainer.fsdp import decoder_layers, shard_from_rank0
 from dapo.trainer.packed_attention import PACKED_SDPA
 from dapo.trainer.policy import PolicyWorker
-from dapo.trainer.sampler import sample_from_state
+from dapo.trainer.surplus import sample_from_state
 from tests.torchrun_rank import end_rank
 
 

@@ -31,7 +31,7 @@ from dapo.trainer.checkpoint import (
 )
 from dapo.trainer.optim import LOSS_SCALE_INIT
 from dapo.trainer.policy import PolicyWorker
-from dapo.trainer.sampler import sample_state
+from dapo.trainer.surplus import sample_state
 from tests.trainer.test_trainer_policy import make_samples, worker
 
 WORKER = Path(__file__).with_name("dcp_checkpoint_worker.py")

@@ -16,7 +16,7 @@ from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel
 from dapo.config import AlgorithmConfig, TrainerConfig
 from dapo.trainer.batch import count_loss_tokens, split_across_ranks
 from dapo.trainer.policy import PolicyWorker
-from dapo.trainer.sampler import sample_state
+from dapo.trainer.surplus import sample_state
 from tests.trainer.fsdp_grad_worker import layout_settings
 from tests.trainer.test_trainer_policy import make_samples
 from tests.trainer.test_trainer_shared_prompt import make_group_samples

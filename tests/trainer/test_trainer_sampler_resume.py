@@ -15,7 +15,8 @@ import torch
 from dapo.config import load_config
 from dapo.config.loading import config_to_dict, user_code_locations, with_absolute_paths
 from dapo.data.records import Problem
-from dapo.trainer.sampler import DynamicSampler, PromptStream, surplus_settings
+from dapo.trainer.sampler import DynamicSampler, PromptStream
+from dapo.trainer.surplus import surplus_settings
 from dapo.user_code import source_digests
 from tests.trainer.test_trainer_sampler import PROBLEMS, make_round
 

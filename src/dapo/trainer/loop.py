@@ -48,7 +48,7 @@ from dapo.trainer.old_logprobs import assign_old_logprobs
 from dapo.trainer.policy import PolicyWorker
 from dapo.trainer.rng import seed_process
 from dapo.trainer.run_state import RunState
-from dapo.trainer.sampler import DynamicSampler, PromptStream, surplus_settings
+from dapo.trainer.sampler import DynamicSampler, PromptStream
 from dapo.trainer.scoring import (
     RewardFailureWatch,
     add_group_outcomes,
@@ -66,6 +66,7 @@ from dapo.trainer.setup import (
     start_lines,
 )
 from dapo.trainer.step_metrics import rollout_metrics, update_metrics
+from dapo.trainer.surplus import surplus_settings
 from dapo.trainer.update_stats import LogprobPass, UpdateStats
 
 if TYPE_CHECKING:

@@ -29,7 +29,7 @@ from dapo.trainer.checkpoint import (
 from dapo.trainer.dropout import config_dropout_restored
 from dapo.trainer.rng import rng_state, set_rng_state
 from dapo.trainer.run_dir import checkpoints_root
-from dapo.trainer.sampler import RENDERING_SETTINGS, SCORING_SETTINGS
+from dapo.trainer.surplus import RENDERING_SETTINGS, SCORING_SETTINGS
 
 # What a held-out metric's value depends on besides the policy (and the problems, digested): how the
 # problems are rendered, sampled and scored. checkpoint.keep_best ranks afresh when a resume changes one.

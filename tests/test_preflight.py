@@ -256,7 +256,7 @@ def test_a_one_process_checkpoint_is_refused_for_several_ranks_before_ray_starts
     """(it was refused only once Ray had started the ranks and they had loaded the model)"""
     import torch
 
-    from dapo.trainer.checkpoint import sharded_policy_state
+    from dapo.trainer.sharded_checkpoint import sharded_policy_state
 
     def checkpoint(run: Path, policy: dict) -> Path:
         path = run / "checkpoints" / "step-000002"

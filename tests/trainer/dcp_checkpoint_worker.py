@@ -22,10 +22,10 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from dapo.config import AlgorithmConfig, TrainerConfig
 from dapo.trainer.batch import Sample, count_loss_tokens, split_across_ranks
-from dapo.trainer.checkpoint import load_sharded_policy, save_sharded_policy
 from dapo.trainer.fsdp import shard_policy
 from dapo.trainer.hf_export import export_hf_from_shards
 from dapo.trainer.policy import PolicyWorker
+from dapo.trainer.sharded_checkpoint import load_sharded_policy, save_sharded_policy
 from dapo.trainer.surplus import sample_from_state
 from tests.torchrun_rank import end_rank
 

@@ -21,16 +21,16 @@ from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from dapo.config import AlgorithmConfig, TrainerConfig
-from dapo.trainer.checkpoint import (
-    SHARDED_DIR,
+from dapo.trainer.optim import LOSS_SCALE_INIT
+from dapo.trainer.policy import PolicyWorker
+from dapo.trainer.run_dir import SHARDED_DIR
+from dapo.trainer.sharded_checkpoint import (
     layout_mismatch,
     load_sharded_policy,
     missing_shards,
     save_sharded_policy,
     sharded_policy_state,
 )
-from dapo.trainer.optim import LOSS_SCALE_INIT
-from dapo.trainer.policy import PolicyWorker
 from dapo.trainer.surplus import sample_state
 from tests.trainer.test_trainer_policy import make_samples, worker
 
@@ -179,7 +179,7 @@ def test_sharded_state_resumes_when_some_parameters_never_had_a_gradient(tmp_pat
     """AdamW keeps no state for a parameter that never had a gradient (a multimodal class's vision
     tower in a text-only run: Gemma 3 loads as Gemma3ForConditionalGeneration), so the shards hold
     none; the resume asked DCP for it anyway and failed ("Missing key in checkpoint state_dict")."""
-    from dapo.trainer.checkpoint import load_sharded_policy, save_sharded_policy
+    from dapo.trainer.sharded_checkpoint import load_sharded_policy, save_sharded_policy
 
     def policy() -> tuple[torch.nn.Module, torch.optim.Optimizer, Any]:
         torch.manual_seed(0)
@@ -207,7 +207,7 @@ def test_sharded_state_resumes_when_some_parameters_never_had_a_gradient(tmp_pat
 def test_sharded_state_resumes_across_a_change_of_float16_loss_scaling(tmp_path, saved_scale, resumed_scale):
     """A run resumed with trainer.autocast=fp16 from shards saved without it (or the reverse):
     the loss-scale entries one side lacks must not make the load fail; a saved scale is kept."""
-    from dapo.trainer.checkpoint import load_sharded_policy, save_sharded_policy
+    from dapo.trainer.sharded_checkpoint import load_sharded_policy, save_sharded_policy
 
     def policy(scale: float | None):
         layer = torch.nn.Linear(2, 2)

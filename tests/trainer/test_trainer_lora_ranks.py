@@ -15,9 +15,9 @@ from torch.distributed.checkpoint import FileSystemReader
 from transformers import AutoModelForCausalLM
 
 from dapo.trainer import Trainer
-from dapo.trainer.checkpoint import SHARDED_DIR
 from dapo.trainer.metrics import read_metrics
 from dapo.trainer.policy_weights import AdapterMismatchError
+from dapo.trainer.run_dir import SHARDED_DIR
 from dapo.trainer.step_metrics import update_metrics
 from tests.trainer.conftest import tiny_config
 from tests.trainer.test_trainer_lora import IDS, LORA

@@ -21,9 +21,9 @@ from transformers import AutoModelForCausalLM
 
 from dapo.rollout.base import SamplingParams
 from dapo.trainer import Trainer
-from dapo.trainer.checkpoint import SHARDED_DIR, load_trainer_state
+from dapo.trainer.checkpoint import load_trainer_state
 from dapo.trainer.metrics import read_metrics
-from dapo.trainer.run_dir import MODEL_CONFIG_FILE, RunDirError
+from dapo.trainer.run_dir import MODEL_CONFIG_FILE, SHARDED_DIR, RunDirError
 from tests.trainer.conftest import tiny_config
 from tests.trainer.test_trainer_e2e import assert_sigkill_then_resume_is_bit_identical
 

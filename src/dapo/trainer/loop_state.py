@@ -23,12 +23,12 @@ from dapo.trainer.checkpoint import (
     checkpoint_name,
     has_checkpoint,
     how_to_resume,
-    is_sharded,
     link_best,
 )
 from dapo.trainer.dropout import config_dropout_restored
 from dapo.trainer.rng import rng_state, set_rng_state
 from dapo.trainer.run_dir import checkpoints_root
+from dapo.trainer.sharded_checkpoint import is_sharded
 from dapo.trainer.surplus import RENDERING_SETTINGS, SCORING_SETTINGS
 
 # What a held-out metric's value depends on besides the policy (and the problems, digested): how the

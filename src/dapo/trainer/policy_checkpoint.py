@@ -14,13 +14,13 @@ from pathlib import Path
 from transformers import PreTrainedTokenizerBase
 
 from dapo.trainer import optim
-from dapo.trainer.checkpoint import is_sharded, load_sharded_policy
 from dapo.trainer.policy_weights import (
     check_adapters_match,
     load_policy_weights,
     save_policy_weights,
 )
 from dapo.trainer.run_dir import has_saved_run_config
+from dapo.trainer.sharded_checkpoint import is_sharded, load_sharded_policy
 
 
 class PolicyCheckpointing:

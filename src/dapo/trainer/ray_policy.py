@@ -59,7 +59,6 @@ from dapo.trainer.batch import (
     fill_normalisers,
     split_across_ranks,
 )
-from dapo.trainer.checkpoint import missing_shards, sharded_policy_state
 from dapo.trainer.ray_faults import (
     RANK_DEATH_GRACE_S,
     PolicyRankDied,
@@ -69,6 +68,7 @@ from dapo.trainer.ray_faults import (
 from dapo.trainer.ray_placement import node_placement_groups, rank_bundle, ranks_use_gpus
 from dapo.trainer.ray_rank import RANK_SEED_STRIDE, PolicyRank, rank_device
 from dapo.trainer.run_dir import RunDirError
+from dapo.trainer.sharded_checkpoint import missing_shards, sharded_policy_state
 from dapo.trainer.update_stats import PEER_NONFINITE_LOSS, LogprobPass, UpdateStats
 
 RAY_INIT_CTRL_C = "Ctrl-C: stopping once Ray has started (or failed to); Ctrl-C again stops at once"

@@ -34,7 +34,6 @@ from dapo.rollout import create_engine
 from dapo.rollout.base import GenerationResult, SamplingParams, tied_duplicates
 from dapo.trainer.allocator import apply_process_settings
 from dapo.trainer.batch import Sample
-from dapo.trainer.checkpoint import save_sharded_policy
 from dapo.trainer.fsdp import (
     gathered_weights,
     match_rank0_dtypes,
@@ -56,6 +55,7 @@ from dapo.trainer.setup import (
     resolve_device,
     vllm_options,
 )
+from dapo.trainer.sharded_checkpoint import save_sharded_policy
 from dapo.trainer.update_stats import LogprobPass, UpdateStats
 from dapo.warning_format import is_dapo_source, warning_format
 

@@ -9,13 +9,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from dapo.config import ModelConfig
-from dapo.trainer.checkpoint import (
-    SET_ASIDE_PREFIX,
-    layout_mismatch,
-    list_checkpoints,
-    load_trainer_state,
-)
+from dapo.trainer.checkpoint import SET_ASIDE_PREFIX, list_checkpoints, load_trainer_state
 from dapo.trainer.run_dir import STATE_FILE, checkpoints_root, saved_section
+from dapo.trainer.sharded_checkpoint import layout_mismatch
 
 
 @dataclass(frozen=True)
@@ -123,7 +119,7 @@ def resume_path_problem(resume: str, run_dir: str | Path | None = None) -> str |
 
 def resume_layout_problem(resume: str, run_dir: str | Path, world_size: int) -> str | None:
     """Why the checkpoint this run would resume from cannot be resumed by ``world_size`` policy
-    ranks (:func:`~dapo.trainer.checkpoint.layout_mismatch`), or None: found from its
+    ranks (:func:`~dapo.trainer.sharded_checkpoint.layout_mismatch`), or None: found from its
     ``trainer_state.pt`` alone (memory-mapped), before Ray starts its ranks and they load the model."""
     if world_size <= 1:
         return None  # one process resumes either layout

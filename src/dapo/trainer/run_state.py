@@ -42,8 +42,6 @@ from dapo.trainer.base_weights import weights_fingerprint, write_base_weights
 from dapo.trainer.checkpoint import (
     begin_checkpoint,
     checkpoint_name,
-    is_sharded,
-    layout_mismatch,
     link_checkpoint,
     load_trainer_state,
     publish_checkpoint,
@@ -70,6 +68,7 @@ from dapo.trainer.run_dir import (
     remove_stale_checkpoint_temps,
     saved_section,
 )
+from dapo.trainer.sharded_checkpoint import is_sharded, layout_mismatch
 from dapo.user_code import edited_sources, source_digests
 
 TRUNCATION_WARNING_RATE = 0.5

@@ -47,6 +47,7 @@ def test_resolved_config_round_trips(tmp_path: Path):
         ("eval.max_problems=-1", "max_problems must be >= 0"),
         ("trainer.gen_prompts_per_round=1", "can never fill trainer.prompts_per_step"),
         ("model.attn_implementation=bogus", "attn_implementation='bogus' is not one of"),
+        ("eval.temperature=0", "for greedy decoding set eval.top_k=1"),
     ],
 )
 def test_invalid_values_say_why(override: str, message: str):
@@ -281,6 +282,21 @@ def test_values_that_fail_later_or_silently_are_refused_with_the_reason(tmp_path
     assert load_config(overrides=["output_dir='runs/exp #3'"]).output_dir == "runs/exp #3"
     assert load_config(overrides=["data.train_files=['*.parquet']"]).data.train_files == ["*.parquet"]
     assert load_config(overrides=["output_dir=runs/exp#3"]).output_dir == "runs/exp#3"  # no space: not a comment
+
+
+def test_a_value_of_the_wrong_type_is_shown_as_written(tmp_path):
+    """The reader keeps a number's text for its field to read: an error showed [1] as ['1'],
+    a number as if quoted text."""
+    config = tmp_path / "my.yaml"
+    config.write_text("trainer: {lr: [1, 2e-6]}\nrollout: {stop_strings: ['5']}\n")
+    with pytest.raises(ConfigError, match=r"trainer.lr=\[1, 2e-6\] should be of type float"):
+        load_config([config])
+    config.write_text("data: {chat_template_kwargs: [3]}\n")
+    with pytest.raises(ConfigError, match=r"data.chat_template_kwargs must be a mapping of names to values, got \[3\]"):
+        load_config([config])
+    config.write_text("trainer: {lr: {a: 1, 'b': '2'}}\n")
+    with pytest.raises(ConfigError, match=r"trainer.lr=\{'a': 1, 'b': '2'\} should be of type float"):
+        load_config([config])
 
 
 def test_config_files_a_user_may_hand_in_by_mistake_or_by_yaml_habit(tmp_path):

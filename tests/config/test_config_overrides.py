@@ -384,7 +384,7 @@ def test_a_mapping_setting_takes_a_mapping_whole_or_key_by_key(tmp_path: Path):
     assert load_config([config], ["data.chat_template_kwargs.mode=fast"]).data.chat_template_kwargs == {
         "enable_thinking": True, "mode": "fast"}
     assert load_config([config], ["data.chat_template_kwargs="]).data.chat_template_kwargs == {}
-    with pytest.raises(ConfigError, match=r"data.chat_template_kwargs must be a mapping of names to values, got \['1'\]"):
+    with pytest.raises(ConfigError, match=r"data.chat_template_kwargs must be a mapping of names to values, got \[1\]"):
         load_config([], ["data.chat_template_kwargs=[1]"])
     with pytest.raises(ConfigError, match=r"data.chat_template_kwargs sets add_generation_prompt, which the prompt "):
         load_config([], ["data.chat_template_kwargs.add_generation_prompt=false"])

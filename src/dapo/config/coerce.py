@@ -150,7 +150,7 @@ def coerce(value: Any, annotation: Any, where: str) -> Any:
                     f"value: write `{key.strip()}: {rest.strip()}`") if glued else ""
             if not glued and colon and "path" in {f.name for f in dataclasses.fields(annotation)}:
                 hint = f" (a bare spec; write it as {{path: {value}}}, with weight etc. beside it)"  # reward.functions
-            raise ConfigError(f"{where} must be a mapping, got {value!r}{hint}")
+            raise ConfigError(f"{where} must be a mapping, got {shown(value)}{hint}")
         return build(annotation, value, where)
     if isinstance(value, bool) and annotation in (int, float, str):  # YAML reads true/false/yes/no as bools
         hint = "; YAML reads no/off/false and yes/on/true as booleans: quote the word" if annotation is str else ""
@@ -169,7 +169,7 @@ def coerce(value: Any, annotation: Any, where: str) -> Any:
         if value == "" or value is None:  # `data.chat_template_kwargs=`, or a key whose items are commented out
             return {}
         if not isinstance(value, dict) or not all(isinstance(key, str) for key in value):
-            raise ConfigError(f"{where} must be a mapping of names to values, got {value!r}")
+            raise ConfigError(f"{where} must be a mapping of names to values, got {shown(value)}")
         return _free_value(value)
     if origin is list:
         if value == "" or value is None:  # `data.eval_files=` (as Hydra users write it), or a YAML key
@@ -187,7 +187,7 @@ def coerce(value: Any, annotation: Any, where: str) -> Any:
         if annotation is str and isinstance(value, dict) and len(value) == 1 and None in value.values():
             # YAML reads an unquoted `User:` as the mapping {'User': None}
             hint = f"; YAML reads {next(iter(value))}: as a mapping, quote it: \"{next(iter(value))}:\""
-        raise ConfigError(f"{where}={value!r} should be of type {annotation.__name__}{hint}")
+        raise ConfigError(f"{where}={shown(value)} should be of type {annotation.__name__}{hint}")
     return value
 
 
@@ -206,6 +206,18 @@ class PlainNumber(str):
     """A number as the config's YAML reader leaves it: its text, written unquoted (``512``, not
     ``"512"``). A field of a type reads the text; a mapping of free keys makes it a number, and
     keeps quoted text as text."""
+
+
+def shown(value: Any) -> str:
+    """``value`` as an error shows it: as written, a number unquoted (the reader keeps its text,
+    :class:`PlainNumber`: ``[1]`` is not ``['1']``), text quoted."""
+    if isinstance(value, PlainNumber):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(shown(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{shown(key)}: {shown(item)}" for key, item in value.items()) + "}"
+    return repr(value)
 
 
 def _free_value(value: Any) -> Any:

@@ -44,7 +44,8 @@ class EvalConfig:
         check(self.every_steps >= 0, "eval.every_steps must be >= 0")
         check(self.k >= 1, "eval.k must be >= 1")
         check(self.max_problems >= 0, "eval.max_problems must be >= 0 (0: all)")
-        check(self.temperature > 0, "eval.temperature must be > 0")
+        check(self.temperature > 0, f"eval.temperature={self.temperature} must be > 0: for greedy decoding set "
+              "eval.top_k=1 (each token the most likely one; eval.k=1 then, as its k samples are alike)")
         check(self.seed is None or 0 <= self.seed < 2**32, f"eval.seed={self.seed} must be in [0, 2**32) (or null)")
         check(0 < self.top_p <= 1, "eval.top_p must be in (0, 1]")
         check(self.top_k is None or self.top_k >= 0, "eval.top_k must be >= 0 (0 disables it; null: rollout.top_k)")

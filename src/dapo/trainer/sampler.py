@@ -212,7 +212,7 @@ class DynamicSampler:
             "If this persists, the reward does not tell a group's responses apart: the task is too easy or "
             "too hard for the model (raise max_gen_rounds / gen_prompts_per_round or change the data), or a "
             "reward function returns the same score for every response. (Said in full once; "
-            "sampling/hit_round_limit and sampling/groups_kept log every step.)",
+            "sampling/hit_round_limit, sampling/groups_trained and sampling/filtered_ratio log every step.)",
             stacklevel=3,
         )
 

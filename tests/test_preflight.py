@@ -292,6 +292,25 @@ def test_a_warm_up_as_long_as_the_run_is_said(tmp_path, recwarn):
     assert not any("warmup_steps" in str(w.message) for w in recwarn)
 
 
+def test_groups_of_one_response_are_said_to_have_no_baseline(tmp_path, recwarn):
+    """rollout.n=1 with dynamic sampling off runs (as verl), but its advantage is the reward itself:
+    the premise checked on the estimator, then the warning, and none for groups of two."""
+    import torch
+
+    from dapo.algo import compute_advantages
+
+    rewards = torch.tensor([1.0, 0.0, 1.0], dtype=torch.float64)
+    advantages = compute_advantages("grpo", rewards, torch.tensor([0, 1, 2]), eps=1e-6)
+    assert torch.equal(advantages, rewards / (1 + 1e-6))  # no baseline: a wrong answer gets 0, not a negative
+    default = [builtin_config_path("default")]
+    check_run(load_config(default, [f"output_dir={tmp_path / 'a'}", "rollout.n=1", "algorithm.dynamic_sampling=false"]))
+    assert any("rollout.n=1 samples groups of one response" in str(w.message) and "no group baseline"
+               in str(w.message) for w in recwarn)
+    recwarn.clear()
+    check_run(load_config(default, [f"output_dir={tmp_path / 'b'}", "rollout.n=2"]))
+    assert not any("groups of one" in str(w.message) for w in recwarn)
+
+
 def test_bfloat16_weights_are_said_to_round_small_steps_away(tmp_path, recwarn):
     """At lr 1e-6 a bfloat16 weight above 5.1e-4 in magnitude cannot move by one AdamW step."""
     import torch

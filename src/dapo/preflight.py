@@ -75,6 +75,7 @@ def check_run(cfg: DAPOConfig, write_output: bool = True, train_data: bool = Tru
         problems += ray_address_problems(cfg)  # (a training's: an evaluation runs in this process)
         warn_about_schedule(cfg)
         warn_about_weight_precision(cfg)
+        warn_about_group_size(cfg)
         warn_about_local_ray(cfg)
     warn_about_cpu_bf16(cfg)  # (dapo.hardware; `dapo eval` of a run saved elsewhere too)
     if problems:
@@ -248,6 +249,19 @@ def warn_about_schedule(cfg: DAPOConfig) -> None:
     if 0 < t.total_steps <= t.warmup_steps:
         warnings.warn(f"trainer.warmup_steps={t.warmup_steps} is not below trainer.total_steps={t.total_steps}: "
                       f"every step trains below the peak lr {t.lr:g}", stacklevel=1)  # one place: shown once
+
+
+def warn_about_group_size(cfg: DAPOConfig) -> None:
+    """Groups of one response (rollout.n=1; dynamic sampling and rloo refuse them): no other
+    response forms a baseline, so the built-in estimators' advantage is the reward itself (grpo:
+    R / (1 + eps), a group of one having mean 0 and std 1 as in verl): REINFORCE without a
+    baseline, not the group comparison GRPO and DAPO make. TRL refuses num_generations < 2."""
+    if cfg.rollout.n == 1:
+        warnings.warn(f"rollout.n=1 samples groups of one response: with no other response to compare it with, "
+                      f"algorithm.advantage={cfg.algorithm.advantage} has no group baseline (the built-in estimators "
+                      "give each response its reward as its advantage: REINFORCE without a baseline, with "
+                      "high-variance updates); GRPO and DAPO compare a group's responses: set rollout.n >= 2 (the "
+                      "paper: 16)", stacklevel=1)  # one place: shown once
 
 
 def warn_about_weight_precision(cfg: DAPOConfig) -> None:

@@ -152,9 +152,12 @@ def test_a_hanging_function_costs_a_batch_a_few_deadlines_and_every_item_a_timeo
             assert [r.acc for r in results] == [i % 2 == 1 for i in range(N)]
             assert [r.score for r in results] == pytest.approx([(1.0 if i % 2 else -1.0) - 0.5 for i in range(N)])
             assert scorer.num_timeouts == N * (batch + 1)
-            [tripped] = [r.getMessage() for r in caplog.records if TRIPPED in r.getMessage()]
-            assert tripped.startswith("sleeps_forever timed out on 4 responses in a row")
-            skipped = int(tripped.split("so its other ")[1].split()[0])
+            tripped = [r.getMessage() for r in caplog.records if TRIPPED in r.getMessage()]
+            if batch == 1:  # said once: the second batch's trip is counted, not said again
+                assert tripped == []
+                continue
+            assert len(tripped) == 1 and tripped[0].startswith("sleeps_forever timed out on 4 responses in a row")
+            skipped = int(tripped[0].split("so its other ")[1].split()[0])
             assert N - 4 - 2 <= skipped <= N - 4  # the rest, less what was already running
 
 

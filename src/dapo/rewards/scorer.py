@@ -94,6 +94,7 @@ class RewardScorer:
         # per user function, its calls that returned and that failed (timed out or died) over the
         # scorer's life: the breaker tells a hang from a function that times out now and then by them
         self._call_records: dict[int, Record] = {}
+        self._trips: dict[int, int] = {}  # per user function, the batches the breaker stopped it in
         num_workers = cfg.num_workers or default_num_workers()
         self._pool = WorkerPool(num_workers, self._specs, cfg.timeout_s,
                                 memory_limit_bytes=int(cfg.memory_limit_gb * 2**30))
@@ -187,9 +188,18 @@ class RewardScorer:
         return results
 
     def _report_skipped(self, breaker: Breaker, calls: list[tuple[int, range]], first_call: int) -> None:
-        """One line per function the breaker stopped in this batch: how many responses it skipped."""
+        """One line per function the breaker stopped in this batch: how many responses it skipped,
+        in full the first time, then in short the 10th, 100th, ... time (a function that hangs on
+        every call trips every batch; its timeouts are counted in the metrics each step)."""
         for k, skipped in breaker.skipped.items():
             trip = breaker.tripped[k]
+            self._trips[k] = trips = self._trips.get(k, 0) + 1
+            if trips > 1:
+                if trips == 10 ** (len(str(trips)) - 1):  # 10, 100, ...
+                    logger.warning("%s was stopped again as %s: in %d batches so far (its skipped responses are "
+                                   "counted in the reward_failures/%s metrics)", self._labels[k],
+                                   "hung" if trip.kind == "timeout" else "broken", trips, self._labels[k])
+                continue
             what = "calls in a row, on %d different sets of problems" if self._batch_sizes[k] else \
                 "responses in a row, of %d different problems"
             responses = sum(len(calls[task_id - first_call][1]) for task_id in skipped)
@@ -203,7 +213,7 @@ class RewardScorer:
             logger.warning(
                 "%s %s on %d " + what + ", in this batch, none of its calls returning in time: it looks %s, so its "
                 "other %d responses in this batch were not run and score as %s (it is tried again on the next "
-                "batch) (%s)", self._labels[k], failed, trip.failures, trip.problems, looks, responses, counted,
+                "batch; said once, then counted) (%s)", self._labels[k], failed, trip.failures, trip.problems, looks, responses, counted,
                 self._specs[k],
             )
 

@@ -24,8 +24,7 @@ def context_problems(cfg: DAPOConfig) -> list[str]:
 
         if builtin_model_problem(cfg.model.path) is not None:
             return []
-        recipe = recipe_for_model_path(cfg.model.path)
-        return sequence_problems(recipe.max_position_embeddings, f"the built-in model {cfg.model.path}'s recipe", cfg)
+        return builtin_context_problems(cfg, recipe_for_model_path(cfg.model.path).max_position_embeddings)
     config_file = Path(cfg.model.path).expanduser() / "config.json"
     if not config_file.is_file():
         return []
@@ -47,6 +46,15 @@ def config_context_problems(model_config: dict, config_file: Path, cfg: DAPOConf
     return sequence_problems(context.tokens, f"{context.source} in {config_file}", cfg, context.learned)
 
 
+def builtin_context_problems(cfg: DAPOConfig, context: int) -> list[str]:
+    """:func:`sequence_problems` of a built-in model of ``context`` positions, each saying what fits
+    it: the likely cause is a config of one's own, layered on the schema's defaults (the paper's
+    lengths), not on the embedded default's."""
+    problems = sequence_problems(context, f"the built-in model {cfg.model.path}'s recipe", cfg)
+    return [f"{problem}. The embedded default's settings fit it: `dapo train default YOUR.yaml` layers a config of "
+            "your own on them" for problem in problems]
+
+
 def sequence_problems(context: int, source: str, cfg: DAPOConfig, learned: bool = False) -> list[str]:
     """A response must fit the model's context of ``context`` tokens (read from ``source``); a
     prompt plus a response past it is an error under vLLM (which ends the request) and with
@@ -54,8 +62,17 @@ def sequence_problems(context: int, source: str, cfg: DAPOConfig, learned: bool 
     other engines."""
     prompt, response = cfg.data.max_prompt_length, cfg.rollout.max_response_length
     if response >= context:
+        if prompt < context:
+            fix, longest = f"set it below {context}, leaving data.max_prompt_length room beside it", context - prompt
+        else:
+            longest = context - context // 4
+            fix = (f"set it and data.max_prompt_length={prompt} (past the context too) so that the two fit together, "
+                   f"e.g. data.max_prompt_length={context // 4} rollout.max_response_length={longest}")
+        a = cfg.algorithm  # (the next refusal otherwise: a buffer as long as the new length)
+        if a.overlong_soft_punishment and a.overlong_buffer_len >= longest:
+            fix += f", with algorithm.overlong_buffer_len (now {a.overlong_buffer_len}) below the new length"
         return [f"rollout.max_response_length={response} does not fit the model's context of {context} tokens "
-                f"({source}); set it below {context}, leaving data.max_prompt_length room beside it"]
+                f"({source}); {fix}"]
     if prompt + response > context and learned:
         return [f"data.max_prompt_length + rollout.max_response_length = {prompt} + {response} is more than the "
                 f"model's context of {context} tokens ({source}: a position past its table fails the forward, "

@@ -26,6 +26,14 @@ def test_top_level_help_lists_every_command(capsys):
         assert command in out
 
 
+def test_version_is_the_packages(capsys):
+    import dapo
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0 and capsys.readouterr().out.strip() == f"dapo-rl {dapo.__version__}"
+
+
 def test_bad_override_exits_2_with_the_reason(capsys):
     assert main(["config", "algorithm.clip_ratio_high=0.1"]) == 2
     assert "eps_high >= eps_low" in capsys.readouterr().err

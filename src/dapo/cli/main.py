@@ -14,6 +14,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from dapo import __version__
 from dapo.cli.ablate import ABLATION_TASKS, DEFAULT_TASK
 from dapo.cli.args import (
     SAVED_CONFIG,
@@ -37,7 +38,9 @@ configuration:
   CONFIG is a YAML file or the name of a shipped config (default, dapo_recipe, dapo_qwen2.5_32b,
   qwen2.5_1.5b_1gpu). With no CONFIG, `dapo train` runs the embedded default (the built-in
   arithmetic task and tiny base model, a minute or two on a laptop CPU), or with a model.path of
-  your own the paper's recipe (dapo_recipe). A CONFIG file is layered on the schema's defaults.
+  your own the paper's recipe (dapo_recipe). A CONFIG file is layered on the schema's defaults
+  (the paper's settings: 20480-token responses, the DAPO prompt template); several are layered
+  in order, so `dapo train default my.yaml` starts from the embedded default's instead.
   Any field can be overridden with dotted key=value pairs, e.g.
       dapo train trainer.lr=1e-5 rollout.n=8 algorithm.clip_ratio_high=0.28
   Every field is documented in src/dapo/config/ (schema.py and its section modules): `dapo
@@ -223,6 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error (also DAPO_DEBUG=1)")
+    parser.add_argument("--version", action="version", version=f"dapo-rl {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     cfg_help = f"[CONFIG.yaml | {' | '.join(shipped_config_names())}] [key=value ...]"
 

@@ -122,6 +122,9 @@ def test_a_real_failure_is_shown_and_named_after_a_dummy_item_failure(caplog: py
     cfg = RewardConfig(functions=[spec("fails_one_way_on_the_dummy_another_on_data")], num_workers=1)
     with caplog.at_level(logging.WARNING, logger="dapo.rewards"), RewardScorer(cfg) as scorer:
         assert "KeyError" in caplog.text and "ZeroDivisionError" not in caplog.text
+        # the user's frame and the error; not the frames of dapo-rl's worker around the call
+        assert 'reward_fns_fixture.py", line' in caplog.text and "rewards/worker.py" not in caplog.text
+        assert "a column of your data reads None on it" in caplog.text
         [result] = scorer.score(["Answer: 1"], ["1"], extras=[{"kind": 1}])
     assert result.error and "ZeroDivisionError" in caplog.text
     assert "ZeroDivisionError" in scorer.first_failure["fails_one_way_on_the_dummy_another_on_data"]

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import math
+from pathlib import Path
 from typing import Any
 
 from dapo.config.schema import RewardConfig
@@ -122,8 +123,10 @@ class RewardScorer:
                                           f"test item (response {_SMOKE_ITEM[0]!r}, ground truth {_SMOKE_ITEM[1]!r}, "
                                           f"extra {_SMOKE_ITEM[2]!r}), before the run starts")
             if kind != "ok":
-                logger.warning("%s (this run goes on: the dummy item has no extra fields but prompt and data_source)",
-                               self._failure_message(label, kind, detail, during="a dummy item at start-up"))
+                shown = without_own_frames(detail) if kind == "raised" else detail
+                logger.warning("%s (this run goes on: the dummy item has no extra fields but prompt and data_source, "
+                               "so a column of your data reads None on it; a failure on the data's rows is said too)",
+                               self._failure_message(label, kind, shown, during="a dummy item at start-up"))
             elif detail[0] is None:
                 logger.info("%s returned None on the start-up test item: it does not apply to it (its return values "
                             "are checked on the items it applies to) (%s)", label, spec)
@@ -403,6 +406,23 @@ class RewardScorer:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+_OWN_CODE = str(Path(__file__).parent)  # dapo/rewards: the worker's and the peer adapters' frames
+
+
+def without_own_frames(traceback_text: str) -> str:
+    """A function's traceback without the frames of this package's worker and adapters around
+    the call (``File ".../dapo/rewards/..."`` and their source lines): the user's code and the error."""
+    kept, skipping = [], False
+    for line in traceback_text.splitlines():
+        if line.startswith('  File "'):
+            skipping = line[len('  File "'):].startswith(_OWN_CODE)
+        elif not line.startswith("    "):
+            skipping = False
+        if not skipping:
+            kept.append(line)
+    return "\n".join(kept)
 
 
 def _problem(ground_truth: str, prompt: Any) -> tuple[str, str | None]:

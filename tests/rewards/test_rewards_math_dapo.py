@@ -75,6 +75,25 @@ def test_the_scorer_gives_plus_and_minus_one_and_no_vote_without_an_answer():
     assert [(r.score, r.acc, r.answer) for r in results] == [(1.0, True, "34"), (-1.0, False, "34."), (-1.0, False, "")]
 
 
+@pytest.mark.parametrize(("response", "ground_truth", "correct"), [
+    ("Answer: 34\n" + "x" * 289, "34", True),  # the Answer line's first character is the 300th from the end
+    ("Answer: 34\n" + "x" * 290, "34", False),  # ... and then the 301st: its line is cut to "nswer: 34"
+    ("Answer: (1,2)", "(12)", False),  # a comma is removed from a number (1,234), not from a pair
+    ("Answer: 34\r\nok", "34", True),  # a CRLF line's carriage return is not part of the answer
+    ("Answer: \\boxed{\\frac{1}{2}}", "\\frac{1}{2}", True),  # a box's braces matched greedily: its whole content
+])
+def test_the_reference_scorers_boundaries(response: str, ground_truth: str, correct: bool):
+    """Each boundary of the reference scorer, as a third mutation audit found them untested."""
+    assert math_dapo_verdict(response, ground_truth)[0] is correct
+
+
+def test_an_empty_answer_line_votes_apart_from_no_answer_line():
+    """maj@k: no Answer: line votes [INVALID], an empty one (Answer: $$) its empty answer."""
+    with RewardScorer(RewardConfig(verifier="math_dapo", num_workers=1)) as scorer:
+        results = scorer.score([R + "no answer here", R + "Answer: $$"], ["34"] * 2)
+    assert [r.empty_answer_line for r in results] == [False, True]
+
+
 def test_the_reference_config_uses_it_and_extractor_settings_are_refused_with_it():
     assert load_config([builtin_config_path("dapo_qwen2.5_32b")]).reward.verifier == "math_dapo"
     assert load_config([builtin_config_path("dapo_recipe")]).reward.verifier == "dapo-rl"

@@ -79,6 +79,21 @@ def test_dapo_score_and_flags(scorer: RewardScorer) -> None:
     assert not any(r.timed_out or r.error for r in results)
 
 
+def test_a_response_begun_inside_the_thinking_is_read_after_it_closes(scorer: RewardScorer) -> None:
+    """thinking=True (the prompt ended in <think>): an answer before any </think> is still the
+    thinking, cut off, and no answer; the same text outside thinking is read."""
+    cut_off, closed = "Let me think. Answer: 34", "Let me think.</think>\nAnswer: 34"
+    results = scorer.score([cut_off, closed, cut_off], ["34"] * 3, thinking=[True, True, False])
+    assert [r.acc for r in results] == [False, True, True]
+
+
+def test_a_missing_ground_truth_rewards_no_answer(scorer: RewardScorer) -> None:
+    """A row whose ground truth is None (a null in the data) is not the text "None": the answer
+    "None" is no match for it."""
+    [result] = scorer.score(["Answer: None"], [None])  # type: ignore[list-item]
+    assert result.acc is False
+
+
 def test_dapo_source_reads_only_the_answer_line(scorer: RewardScorer) -> None:
     [dapo, other] = scorer.score(["\\boxed{34}"] * 2, ["34"] * 2, ["math_dapo", "MATH"])
     assert not dapo.acc and other.acc

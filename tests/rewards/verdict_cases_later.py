@@ -253,4 +253,12 @@ LATER_CASES: list[tuple[str, str, bool, str]] = [
     (A + "So x = a-\\boxed{3}", "-3", False, "boxed"),
     (A + "So x = -\\boxed{3}", "-3", True, "boxed"),
     (A + "So x =-\\boxed{3}", "-3", True, "boxed"),
+    # --- boundaries of the number forms and remarks (a third mutation audit found them untested) ---
+    (A + "Answer: 1234,567", "1234567", False, "answer"),  # a first group of 4 digits is no thousands grouping
+    (A + "Answer: 12.5%", "12.5", True, "answer"),  # a percent sign is a suffix
+    (A + "Answer: \\frac{1}{2} (abc)", "\\frac{1}{2}", False, "answer"),  # one token is not a remark in words
+    (A + "Answer: \\frac{1}{2} (or 0.5, i.e. 0.50)", "\\frac{1}{2}", True, "answer"),  # two restatements
+    (A + "Answer: \\frac{1}{3}, or about 0.33 or 0.5", "\\frac{1}{3}", False, "answer"),  # a second value
+    (A + "Answer: \\frac{1}{2} \\text{ million}", "0.5 \\text{ million}", True, "answer"),  # the same scale word
+    (A + "Answer: (E) 12", "E", True, "answer"),  # choice E, as A-D
 ]

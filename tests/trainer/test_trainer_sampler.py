@@ -56,6 +56,26 @@ def test_a_cursor_past_the_end_from_an_older_checkpoint_starts_a_new_epoch():
     assert (resumed.epoch, resumed.cursor) == (3, 0) and len(resumed.take(7)) == 7
 
 
+def test_each_epoch_is_shuffled_anew():
+    """The order's seed takes the epoch: every epoch repeated the first one's order."""
+    stream = PromptStream(PROBLEMS, seed=3)
+    first, second = [p.uid for p in stream.take(10)], [p.uid for p in stream.take(10)]
+    assert sorted(first) == sorted(second) and first != second
+
+
+def test_a_checkpoint_at_the_end_of_an_epoch_resumes_as_the_same_data():
+    """A cursor at exactly the data's length is the end of an epoch, not changed data: the resume
+    goes on without a warning (and keeps the surplus groups, which changed data drops)."""
+    stream = PromptStream(PROBLEMS, seed=3)
+    stream.take(10)
+    state = stream.state_dict()
+    resumed = PromptStream(PROBLEMS, seed=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert resumed.load_state_dict(state) is True
+    assert [p.uid for p in resumed.take(10)] == [p.uid for p in stream.take(10)]
+
+
 def make_round(acc_of, n=4, counter=None):
     """A fake generation round: group g gets correctness pattern acc_of(problem)."""
     counter = counter if counter is not None else [0]
@@ -241,6 +261,24 @@ def test_the_surplus_cap_is_the_fraction_of_a_step_exactly():
     # 0.29 * 100 is 28.999999999999996 in floating point: the cap was 28
     assert [sampler(prompts_per_step=100, max_surplus_fraction=f).max_carried_in for f in (0.29, 0.57, 0.58, 0.5)] == [
         29, 57, 58, 50]
+
+
+def test_a_fraction_that_rounds_to_a_whole_step_still_leaves_room_for_fresh_groups():
+    assert sampler(prompts_per_step=10, max_surplus_fraction=0.99999999).max_carried_in == 9
+    assert sampler(prompts_per_step=4, max_surplus_fraction=1.0).max_carried_in == 3
+
+
+def test_a_resume_with_a_smaller_cap_carries_no_more_than_it():
+    """A checkpoint's 3 surplus groups, resumed with max_surplus_fraction giving a cap of 1: 1 is
+    carried in, 2 dropped and counted."""
+    mixed = make_round(lambda p: [1, 0, 1, 0])
+    saved = sampler(prompts_per_step=4, gen_prompts_per_round=7, max_surplus_fraction=0.75)
+    saved.next_batch(mixed, step=0)
+    assert len(saved.surplus) == 3
+    resumed = sampler(prompts_per_step=4, gen_prompts_per_round=7, max_surplus_fraction=0.25)
+    resumed.load_state_dict(saved.state_dict())
+    _, report = resumed.next_batch(mixed, step=1)
+    assert report.groups_carried_in == 1 and report.groups_discarded >= 2
 
 
 @pytest.mark.parametrize("fraction, cap", [(0.5, 4), (0.0, 0), (0.99, 7)])

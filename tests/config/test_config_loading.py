@@ -48,6 +48,14 @@ def test_resolved_config_round_trips(tmp_path: Path):
         ("trainer.gen_prompts_per_round=1", "can never fill trainer.prompts_per_step"),
         ("model.attn_implementation=bogus", "attn_implementation='bogus' is not one of"),
         ("eval.temperature=0", "for greedy decoding set eval.top_k=1"),
+        # each boundary of its range (a third mutation audit found them untested)
+        ("algorithm.clip_ratio_low=1", r"clip_ratio_low must be in \(0, 1\)"),
+        ("algorithm.tis_cap=0.5", "tis_cap must be >= 1"),
+        ("algorithm.max_surplus_fraction=1", r"max_surplus_fraction must be in \[0, 1\)"),
+        ("trainer.betas=[0.9,1.0]", r"betas must be two values in \[0, 1\)"),  # AdamW's bias correction: 1 - 1**t = 0
+        ("rollout.top_p=0", r"top_p must be in \(0, 1\]"),
+        ("reward.functions=[{path: 'x.py:f', batch_size: -1}]", "batch_size must be >= 0"),
+        ("trainer.total_steps=3.5", "should be of type int"),  # not truncated to 3
     ],
 )
 def test_invalid_values_say_why(override: str, message: str):
@@ -65,6 +73,9 @@ def test_invalid_values_say_why(override: str, message: str):
         (["reward.verifier_weight=-1"], "would reward wrong answers over right ones"),
         (["algorithm.overlong_buffer_len=0"], "overlong_buffer_len=0 never punishes"),
         (["model.dtype=float16"], "the first update writes NaN/inf into the weights"),
+        (["algorithm.overlong_buffer_len=64", "rollout.max_response_length=64"], "must be smaller than"),  # ramp from 0
+        (["rollout.engine=vllm", "rollout.temperature=2.5"], "outside what rollout.engine=vllm samples at"),
+        (["trainer.lrr=1", "rollout.nn=2"], "unknown config keys in several sections"),
     ],
 )
 def test_settings_that_would_train_on_nothing_or_backwards_are_refused(overrides: list[str], message: str):
@@ -282,6 +293,15 @@ def test_values_that_fail_later_or_silently_are_refused_with_the_reason(tmp_path
     assert load_config(overrides=["output_dir='runs/exp #3'"]).output_dir == "runs/exp #3"
     assert load_config(overrides=["data.train_files=['*.parquet']"]).data.train_files == ["*.parquet"]
     assert load_config(overrides=["output_dir=runs/exp#3"]).output_dir == "runs/exp#3"  # no space: not a comment
+
+
+def test_a_fractional_float_for_a_whole_number_is_refused_not_truncated():
+    """A float reaches coerce as a float from a config built in Python (or JSON): 3.0 is 3, 3.5 is no int."""
+    from dapo.config.coerce import coerce
+
+    assert coerce(3.0, int, "trainer.total_steps") == 3
+    with pytest.raises(ConfigError, match="should be of type int"):
+        coerce(3.5, int, "trainer.total_steps")
 
 
 def test_a_value_of_the_wrong_type_is_shown_as_written(tmp_path):

@@ -172,6 +172,30 @@ def test_a_non_finite_value_is_written_as_null_and_the_line_stays_json(tmp_path)
     assert row == {"step": 1, "loss": 0.5, "reward/f/big": None, "actor/kl": None, "n": 3.0}
 
 
+def test_the_line_counts_a_checkpoint_saves_count_every_completion(tmp_path):
+    """A resume truncates completions.jsonl to the count its checkpoint saved: a step's records are
+    one line each (it counted one per call, and a resume then cut the file mid-step)."""
+    logger = MetricsLogger(tmp_path, tensorboard=False, wandb=False, wandb_project="p", config={})
+    logger.log(1, {"loss": 0.5})
+    logger.log_completions(1, [{"response": "a"}, {"response": "b"}, {"response": "c"}])
+    assert logger.line_counts() == [1, 3]
+    logger.close()
+    assert len((tmp_path / "completions.jsonl").read_text().splitlines()) == 3
+
+
+def test_documented_names_fold_k_and_the_tensorboard_gets_finite_values_only(tmp_path):
+    from dapo.trainer.metrics import documented_name
+
+    assert documented_name("eval/avg@32") == "eval/avg@k" and documented_name("eval/maj@4") == "eval/maj@k"
+    logger = MetricsLogger(tmp_path, tensorboard=True, wandb=False, wandb_project="p", config={})
+    logger.log(1, {"loss": 0.5, "actor/kl": float("nan")})
+    logger.close()
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(tmp_path / "tensorboard")).Reload()
+    assert "loss" in events.Tags()["scalars"] and "actor/kl" not in events.Tags()["scalars"]
+
+
 def test_a_wandb_that_cannot_start_stops_the_run_before_the_baseline_evaluation(
         tiny_model_dir, reward_file, tmp_path, monkeypatch):
     """W&B opened at the first log line, after the baseline evaluation (AIME avg@32 on a real

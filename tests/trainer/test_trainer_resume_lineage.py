@@ -195,6 +195,9 @@ def test_an_automatic_resume_compares_the_runs_paths_as_absolute_paths(tmp_path,
             assert checkpoint_mismatch(checkpoint, None, run, automatic=True) is None
         other = {"model": {"path": "models/other"}, "data": {"train_files": ["builtin:arithmetic"]}}
         assert "model.path" in checkpoint_mismatch(checkpoint, None, other, automatic=True)
+        # other training data: another run too (resume=auto went on with the new data)
+        other_data = {"model": {"path": "models/mine"}, "data": {"train_files": ["mine.jsonl"]}}
+        assert "data.train_files" in checkpoint_mismatch(checkpoint, None, other_data, automatic=True)
 
 
 def test_a_named_checkpoint_of_a_run_with_another_model_path_is_taken_saying_what_model_path_still_gives(tmp_path):

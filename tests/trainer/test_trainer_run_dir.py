@@ -144,6 +144,19 @@ def test_a_checkpoint_left_half_swapped_by_a_kill_is_put_back(tiny_model_dir, re
         trainer.close()
 
 
+def test_a_set_aside_checkpoint_without_its_state_is_removed_not_put_back(tmp_path):
+    """An .old-step-N-pid whose trainer_state.pt is gone (its deletion had begun) is no checkpoint
+    to restore: it is removed and counted, and no step-N appears."""
+    from dapo.trainer.run_dir import remove_stale_checkpoint_temps
+
+    half = tmp_path / "checkpoints" / ".old-step-000004-123"
+    half.mkdir(parents=True)
+    (half / "model.safetensors").write_bytes(b"")
+    with pytest.warns(UserWarning, match="removed 1 incomplete checkpoint"):
+        assert remove_stale_checkpoint_temps(tmp_path) == 1
+    assert list((tmp_path / "checkpoints").iterdir()) == []
+
+
 def test_a_driver_that_steps_without_train_still_records_its_config(tiny_model_dir, reward_file, tmp_path):
     """dapo ablate and Python drivers call step_once() and log, never train(): the run's
     config.yaml is written with the first metrics."""

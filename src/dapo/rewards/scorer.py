@@ -216,8 +216,8 @@ class RewardScorer:
             logger.warning(
                 "%s %s on %d " + what + ", in this batch, none of its calls returning in time: it looks %s, so its "
                 "other %d responses in this batch were not run and score as %s (it is tried again on the next "
-                "batch; said once, then counted) (%s)", self._labels[k], failed, trip.failures, trip.problems, looks, responses, counted,
-                self._specs[k],
+                "batch; said once, then counted) (%s)", self._labels[k], failed, trip.failures, trip.problems, looks,
+                responses, counted, self._specs[k],
             )
 
     def _task(self, k: int, items: list[tuple[str, str, dict]]) -> tuple:

@@ -98,7 +98,8 @@ def test_join_items_keeps_nested_lists_apart() -> None:
      ("\\boxed{1} no no no \\boxed{2}", (), 2),  # no separator: not one answer
      ("\\boxed{1}\n\\boxed{2}", (), 1),  # another line
      ("\\boxed{1}, \\boxed{1}", ("1", "1"), 1),
-     ("\\boxed{\\boxed{1}}", (), 1)],
+     ("\\boxed{\\boxed{1}}", (), 1),
+     ("Final: \\boxed{\\boxed{1}}, \\boxed{2}", ("1", "2"), 2)],  # the nested box is its parent's: not a third
 )
 def test_chained_boxes(text: str, items: tuple[str, ...], candidates: int) -> None:
     extracted = extract_answer(text, "boxed")

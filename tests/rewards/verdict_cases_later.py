@@ -261,4 +261,9 @@ LATER_CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: \\frac{1}{3}, or about 0.33 or 0.5", "\\frac{1}{3}", False, "answer"),  # a second value
     (A + "Answer: \\frac{1}{2} \\text{ million}", "0.5 \\text{ million}", True, "answer"),  # the same scale word
     (A + "Answer: (E) 12", "E", True, "answer"),  # choice E, as A-D
+    # --- a box that only wraps another states the inner box's content (was \\boxed{1}: a list read wrong) ---
+    (A + "Final: \\boxed{\\boxed{1}}, \\boxed{2}", "1, 2", True, "boxed"),
+    (A + "Final: \\boxed{ \\boxed{1} }, \\boxed{2}", "1, 2", True, "boxed"),
+    (A + "Final: \\boxed{\\boxed{1}}, \\boxed{2}", "1, 3", False, "boxed"),
+    (A + "Final: \\boxed{\\boxed{1}+1}, \\boxed{2}", "1, 2", False, "boxed"),  # more than a box: not unwrapped
 ]

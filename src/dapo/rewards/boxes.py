@@ -273,12 +273,24 @@ def _boxes_in(text: str) -> list[tuple[int, int, str]]:
                 boxes.append((at, span[1], span[0]))
             at = text.find(box, at + len(box))
     boxes.sort()
-    # A box nested in another (\boxed{\boxed{1}}) is part of its parent, not a separate answer.
+    # A box nested in another (\boxed{\boxed{1}}) is part of its parent, not a separate answer;
+    # a parent that holds nothing but it states the nested box's content (1, not \boxed{1}).
     outer: list[tuple[int, int, str]] = []
-    for item in boxes:
-        if not outer or item[0] >= outer[-1][1]:
-            outer.append(item)
+    for start, end, content in boxes:
+        if not outer or start >= outer[-1][1]:
+            outer.append((start, end, _innermost(content)))
     return outer
+
+
+def _innermost(content: str) -> str:
+    """A box's content with the boxes that wholly wrap it taken off (``\boxed{1}`` -> ``1``),
+    a bounded number of times."""
+    for _ in range(_MAX_BOXES_PER_LINE):
+        inner = content.strip()
+        if not inner.startswith(BOX_COMMANDS) or (span := _box_span(inner, 0)) is None or span[1] != len(inner):
+            break
+        content = span[0]
+    return content
 
 
 def strip_boxes(line: str) -> str:

@@ -219,6 +219,11 @@ def test_a_record_of_the_best_link_s_target_written_before_its_name_was_kept_is_
     assert records_checkpoint("checkpoints/step-000003", best, tmp_path)
     assert records_checkpoint("checkpoints/best", best, tmp_path)
     assert not records_checkpoint("checkpoints/step-000002", best, tmp_path)
+    # an older, absolute record is compared by its part under the LAST checkpoints/ (a run directory
+    # may itself sit under a folder named checkpoints)
+    step = tmp_path / "checkpoints" / "step-000003"
+    assert records_checkpoint("/x/checkpoints/r/checkpoints/step-000003", step, tmp_path)
+    assert not records_checkpoint("/x/checkpoints/r/checkpoints/step-000002", step, tmp_path)
 
 
 @pytest.mark.parametrize("change", ["eval.max_problems=1", "eval.temperature=0.5", "rollout.top_k=5 algorithm.old_logprobs=recompute",

@@ -144,6 +144,22 @@ def test_a_checkpoint_left_half_swapped_by_a_kill_is_put_back(tiny_model_dir, re
         trainer.close()
 
 
+def test_an_architecture_field_an_older_checkpoint_did_not_write_is_no_mismatch(tmp_path):
+    """Fields are compared where the checkpoint's config.json has them: one written before a field
+    existed (no tie_word_embeddings) resumes; a field it holds with another value does not."""
+    from types import SimpleNamespace
+
+    from dapo.trainer.run_dir import checkpoint_mismatch
+
+    checkpoint = tmp_path / "step-000001"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text(json.dumps({"model_type": "qwen2", "vocab_size": 64}))
+    model = SimpleNamespace(model_type="qwen2", vocab_size=64, tie_word_embeddings=False)
+    assert checkpoint_mismatch(checkpoint, model, {}, automatic=True) is None
+    assert "vocab_size 64 (checkpoint) != 65" in checkpoint_mismatch(
+        checkpoint, SimpleNamespace(model_type="qwen2", vocab_size=65, tie_word_embeddings=False), {}, automatic=True)
+
+
 def test_a_set_aside_checkpoint_without_its_state_is_removed_not_put_back(tmp_path):
     """An .old-step-N-pid whose trainer_state.pt is gone (its deletion had begun) is no checkpoint
     to restore: it is removed and counted, and no step-N appears."""

@@ -130,6 +130,33 @@ def test_a_real_failure_is_shown_and_named_after_a_dummy_item_failure(caplog: py
     assert "ZeroDivisionError" in scorer.first_failure["fails_one_way_on_the_dummy_another_on_data"]
 
 
+def test_a_first_function_that_judges_every_response_alike_is_said_to_decide_correctness(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """TRL users list reward functions in any order; with the verifier off, acc comes from the
+    first: a length penalty listed first made every response wrong, unsaid."""
+    (tmp_path / "trl.py").write_text("def length_penalty(response, ground_truth, extra):\n    return -0.01\n"
+                                     "def accuracy(response, ground_truth, extra):\n"
+                                     "    return 1.0 if response.endswith(ground_truth) else 0.0\n")
+    penalty, accuracy = (RewardFunctionSpec(path=f"{tmp_path / 'trl.py'}:{name}") for name in ("length_penalty", "accuracy"))
+    responses, golds = [f"Answer: {i % 2}" for i in range(32)], ["1"] * 32
+    for order, said in (([penalty, accuracy], True), ([accuracy, penalty], False)):
+        caplog.clear()
+        cfg = RewardConfig(functions=order, num_workers=1, verifier_weight=0.0)
+        with caplog.at_level(logging.WARNING, logger="dapo.rewards"), RewardScorer(cfg) as scorer:
+            results = scorer.score(responses, golds)
+            assert not [r for r in caplog.records if "comes from the first" in r.getMessage()]  # 32: too few yet
+            for _ in range(3):  # 64 and more: said, once
+                scorer.score(responses, golds)
+        lines = [r.getMessage() for r in caplog.records if "comes from the first user function" in r.getMessage()]
+        if said:
+            assert not any(r.acc for r in results) and len(lines) == 1
+            assert "length_penalty, with the verifier off; it judged all 64 responses so far wrong, while " \
+                   "accuracy's score told them apart" in lines[0]
+        else:
+            assert [r.acc for r in results] == [i % 2 == 1 for i in range(32)] and lines == []
+
+
 def test_functions_of_the_same_name_in_two_files_keep_their_own_metrics(tmp_path: Path) -> None:
     for stem, value in (("accuracy", 1.0), ("style", 0.25)):
         (tmp_path / f"{stem}.py").write_text(f"def reward(response, ground_truth, extra):\n    return {value}\n")

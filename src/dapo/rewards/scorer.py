@@ -35,14 +35,15 @@ from __future__ import annotations
 
 import logging
 import math
-from pathlib import Path
 from typing import Any
 
 from dapo.config.schema import RewardConfig
 from dapo.rewards.breaker import Breaker, Record
+from dapo.rewards.correctness_source import CorrectnessSourceCheck
 from dapo.rewards.extract import resolve_extractor
 from dapo.rewards.math_dapo import math_dapo_verdict
 from dapo.rewards.pool import Outcome, WorkerPool, default_num_workers
+from dapo.rewards.tracebacks import without_own_frames
 from dapo.rewards.types import RewardResult
 from dapo.rewards.user_functions import (
     NOT_APPLICABLE_KEY,
@@ -96,8 +97,7 @@ class RewardScorer:
         # scorer's life: the breaker tells a hang from a function that times out now and then by them
         self._call_records: dict[int, Record] = {}
         self._trips: dict[int, int] = {}  # per user function, the batches the breaker stopped it in
-        self._said_correctness_source = False  # :meth:`_check_correctness_source`, said once
-        self._verdicts_seen: dict[str, Any] = {}  # ... the verdicts it has seen, by function
+        self._correctness_source = CorrectnessSourceCheck(self._labels, self._weights)
         num_workers = cfg.num_workers or default_num_workers()
         self._pool = WorkerPool(num_workers, self._specs, cfg.timeout_s,
                                 memory_limit_bytes=int(cfg.memory_limit_gb * 2**30))
@@ -190,34 +190,9 @@ class RewardScorer:
             for i in range(n)
         ]
         self._report_skipped(breaker, calls, len(tasks) - len(calls))  # (after the first failure's own line)
-        if not self._said_correctness_source and not any(p is not None for p in prepared):
-            self._check_correctness_source(results)
+        if not any(p is not None for p in prepared):  # the verifier off: acc from the user functions
+            self._correctness_source.observe(results)
         return results
-
-    def _check_correctness_source(self, results: list[RewardResult]) -> None:
-        """With the verifier off, acc comes from the first user function that applies; said once
-        where it judged every response alike over the first 64 or more scored (a whole batch at a
-        time) while a later function's score told them apart: a TRL user listing a length penalty
-        before the accuracy function got acc 0 unsaid."""
-        if len(self._labels) < 2:
-            return
-        seen = self._verdicts_seen
-        seen["responses"] = seen.get("responses", 0) + len(results)
-        seen.setdefault("acc", set()).update(r.acc for r in results)
-        for label, weight in list(zip(self._labels, self._weights))[1:]:
-            seen.setdefault(label, set()).update(weight * r.extra[f"{label}/score"] > 0 for r in results
-                                                 if f"{label}/score" in r.extra)
-        if len(seen["acc"]) > 1:
-            self._said_correctness_source = True  # it tells responses apart: nothing to say
-            return
-        telling = [label for label in self._labels[1:] if len(seen[label]) == 2]
-        if seen["responses"] >= 64 and telling:
-            self._said_correctness_source = True
-            logger.warning(
-                "correctness (acc: rollout/acc, avg@k, maj@k) comes from the first user function in "
-                "reward.functions that applies, %s, with the verifier off; it judged all %d responses so far %s, "
-                "while %s's score told them apart: if %s judges correctness, list it first (said once)",
-                self._labels[0], seen["responses"], "right" if True in seen["acc"] else "wrong", telling[0], telling[0])
 
     def _report_skipped(self, breaker: Breaker, calls: list[tuple[int, range]], first_call: int) -> None:
         """One line per function the breaker stopped in this batch: how many responses it skipped,
@@ -435,23 +410,6 @@ class RewardScorer:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-
-_OWN_CODE = str(Path(__file__).parent)  # dapo/rewards: the worker's and the peer adapters' frames
-
-
-def without_own_frames(traceback_text: str) -> str:
-    """A function's traceback without the frames of this package's worker and adapters around
-    the call (``File ".../dapo/rewards/..."`` and their source lines): the user's code and the error."""
-    kept, skipping = [], False
-    for line in traceback_text.splitlines():
-        if line.startswith('  File "'):
-            skipping = line[len('  File "'):].startswith(_OWN_CODE)
-        elif not line.startswith("    "):
-            skipping = False
-        if not skipping:
-            kept.append(line)
-    return "\n".join(kept)
 
 
 def _problem(ground_truth: str, prompt: Any) -> tuple[str, str | None]:

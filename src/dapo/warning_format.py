@@ -16,6 +16,12 @@ def is_dapo_source(filename: str) -> bool:
     return str(Path(filename).resolve()).startswith(PACKAGE_DIR)
 
 
+def said_again(count: int) -> bool:
+    """Whether the ``count``-th occurrence of something said in full the first time is said again,
+    in one line: the 10th, 100th, 1000th, ... (a condition met every step is not said every step)."""
+    return count > 1 and count == 10 ** (len(str(count)) - 1)
+
+
 def warning_format(command: str, default: Any) -> Any:
     """A ``warnings.formatwarning`` that writes dapo-rl's warnings as ``dapo COMMAND: warning: ...``
     and hands others to ``default``; it keeps ``command`` as ``dapo_command`` (the ranks read it)."""

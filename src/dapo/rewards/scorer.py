@@ -52,6 +52,7 @@ from dapo.rewards.user_functions import (
     function_labels,
 )
 from dapo.rewards.verifier import Prepared, prepare, shorten
+from dapo.warning_format import said_again
 
 logger = logging.getLogger("dapo.rewards")
 
@@ -202,7 +203,7 @@ class RewardScorer:
             trip = breaker.tripped[k]
             self._trips[k] = trips = self._trips.get(k, 0) + 1
             if trips > 1:
-                if trips == 10 ** (len(str(trips)) - 1):  # 10, 100, ...
+                if said_again(trips):
                     logger.warning("%s was stopped again as %s: in %d batches so far (its skipped responses are "
                                    "counted in the reward_failures/%s metrics)", self._labels[k],
                                    "hung" if trip.kind == "timeout" else "broken", trips, self._labels[k])

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-_OWN_CODE = str(Path(__file__).parent)  # dapo/rewards: the worker's and the peer adapters' frames
+from dapo.warning_format import is_dapo_source
 
 
 def without_own_frames(traceback_text: str) -> str:
-    """A function's traceback without the frames of this package's worker and adapters around
-    the call (``File ".../dapo/rewards/..."`` and their source lines): the user's code and the error."""
+    """A function's traceback without dapo-rl's frames around the call (the scoring worker's, the
+    verl/TRL adapters': ``File ".../dapo/..."`` and their source lines): the user's code and the error."""
     kept, skipping = [], False
     for line in traceback_text.splitlines():
         if line.startswith('  File "'):
-            skipping = line[len('  File "'):].startswith(_OWN_CODE)
+            skipping = is_dapo_source(line[len('  File "'):].split('"', 1)[0])
         elif not line.startswith("    "):
             skipping = False
         if not skipping:

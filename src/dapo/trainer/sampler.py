@@ -32,6 +32,7 @@ from dapo.algo import filter_groups
 from dapo.data.records import Problem, problems_digest
 from dapo.trainer.batch import Sample
 from dapo.trainer.surplus import changed_surplus_settings, sample_from_state, sample_state
+from dapo.warning_format import said_again
 
 
 class PromptStream:
@@ -192,7 +193,7 @@ class DynamicSampler:
         first time, then in one line the 10th, 100th, ... time (a solved task hits it every step)."""
         self.short_batches += 1
         if self.short_batches > 1:
-            if self.short_batches == 10 ** (len(str(self.short_batches)) - 1):  # 10, 100, ...
+            if said_again(self.short_batches):
                 warnings.warn(f"dynamic sampling: the round limit stopped generation short of a full batch again: "
                               f"{self.short_batches} times so far, this time with {accepted} of "
                               f"{self.prompts_per_step} groups (sampling/hit_round_limit logs every step)",

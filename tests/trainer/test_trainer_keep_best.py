@@ -253,3 +253,24 @@ def test_a_resume_that_changed_the_evaluation_ranks_afresh_and_says_so(tiny_mode
         same.resume()
     same.close()
     assert same.best_checkpoint == (1, 0.9)
+
+
+@pytest.mark.slow  # four runs (7 s)
+def test_a_requeued_run_started_from_another_run_s_best_goes_on_after_the_link_moved(tiny_model_dir, reward_file,
+                                                                                     tmp_path):
+    """The run it started from went on and its checkpoints/best now names a later step: the rerun of
+    the command (checkpoint.resume=RUN/checkpoints/best, as the job was queued) knows it by the
+    link's own name, not its target, and goes on from its own newest instead of starting over."""
+    run, other = tmp_path / "run", tmp_path / "other"
+    best = f"checkpoint.resume={run / 'checkpoints' / 'best'}"
+    _train(run, tiny_model_dir, reward_file, [0.9, 0.5], "trainer.total_steps=2")
+    started, _ = _train(other, tiny_model_dir, reward_file, [0.3, 0.2], "trainer.total_steps=3", best)  # from 1
+    assert started.step == 3
+    _train(run, tiny_model_dir, reward_file, [0.95], "trainer.total_steps=3")
+    assert _kept(run)[1] == "step-000003"  # the link moved on
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        again, _ = _train(other, tiny_model_dir, reward_file, [0.1], "trainer.total_steps=4", best)
+    assert [w for w in said if "it started this run" in str(w.message)]
+    assert not [w for w in said if "moved" in str(w.message)]  # its own checkpoints not set aside
+    assert again.step == 4 and _kept(other) == (["step-000002", "step-000004"], "step-000002")

@@ -260,3 +260,29 @@ def test_skip_hung_false_lets_every_call_wait_out_its_deadline() -> None:
     with RewardScorer(cfg) as scorer:
         results = scorer.score(responses, golds, extras=[{"sleep": i < 4} for i in range(5)])
     assert [r.timed_out for r in results] == [True] * 4 + [False]  # the fifth still ran, and passed
+
+
+def test_a_function_stopped_every_batch_is_said_in_full_once_then_in_one_line_the_10th_and_100th_time(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A function that hangs on every call trips every batch (thousands in a run): the log says it
+    in full at the first, then one line at the 10th, 100th, ... batch, the count in it."""
+    cfg = RewardConfig(functions=[spec("sleeps_forever")], num_workers=1)
+    breaker = Breaker([0] * 8, list(range(8)), num_workers=1)
+    for task in range(3):
+        breaker.record(task, "timeout")
+    assert breaker.skip(deque(range(3, 8))) == [3, 4, 5, 6, 7]
+    calls = [(0, range(task, task + 1)) for task in range(8)]
+    with RewardScorer(cfg) as scorer, caplog.at_level(logging.WARNING, logger="dapo.rewards"):
+        said = {}
+        for batch in range(1, 121):
+            caplog.clear()
+            scorer._report_skipped(breaker, calls, 0)
+            if caplog.records:
+                [said[batch]] = [r.getMessage() for r in caplog.records]
+    assert sorted(said) == [1, 10, 100]
+    assert said[1].startswith("sleeps_forever timed out on 3 responses in a row, of 3 different problems")
+    assert "its other 5 responses in this batch were not run" in said[1]
+    assert said[10] == ("sleeps_forever was stopped again as hung: in 10 batches so far (its skipped responses "
+                        "are counted in the reward_failures/sleeps_forever metrics)")
+    assert said[100].startswith("sleeps_forever was stopped again as hung: in 100 batches so far")

@@ -19,7 +19,8 @@ from transformers import AutoModelForCausalLM
 
 from dapo.cli.main import main as dapo_main
 from dapo.trainer import Trainer
-from dapo.trainer.metrics import METRICS, documented_name, read_metrics
+from dapo.trainer.metric_docs import METRICS, documented_name
+from dapo.trainer.metrics import read_metrics
 from tests.trainer.conftest import tiny_config, tiny_overrides
 
 KILLER = '''

@@ -20,7 +20,8 @@ from dapo.rewards import RewardScorer
 from dapo.rollout.base import SamplingParams
 from dapo.trainer import Trainer
 from dapo.trainer.evaluate import evaluate
-from dapo.trainer.metrics import METRICS, documented_name, read_metrics
+from dapo.trainer.metric_docs import METRICS, documented_name
+from dapo.trainer.metrics import read_metrics
 from tests.trainer.conftest import tiny_config
 from tests.trainer.test_trainer_evaluate import ScriptedEngine
 

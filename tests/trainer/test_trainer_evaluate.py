@@ -199,7 +199,7 @@ def test_eval_logs_the_mean_reward_and_what_user_functions_returned():
     """A graded reward (reward.verifier_weight=0, a judge's 0-1 score) showed only avg@k's verdicts
     on the held-out set: no mean score and none of the function's metrics, which training logs."""
     from dapo.trainer.evaluate import score_metrics
-    from dapo.trainer.metrics import METRICS, documented_name
+    from dapo.trainer.metric_docs import METRICS, documented_name
 
     results = [RewardResult(score=0.25, acc=False, extra={"judge/score": 0.25, "judge/confidence": 0.5}),
                RewardResult(score=0.75, acc=True, extra={"judge/score": 0.75}),

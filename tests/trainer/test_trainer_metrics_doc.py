@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from dapo.trainer.metrics import metrics_markdown
+from dapo.trainer.metric_docs import metrics_markdown
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 

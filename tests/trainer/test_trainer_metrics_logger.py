@@ -184,7 +184,7 @@ def test_the_line_counts_a_checkpoint_saves_count_every_completion(tmp_path):
 
 
 def test_documented_names_fold_k_and_the_tensorboard_gets_finite_values_only(tmp_path):
-    from dapo.trainer.metrics import documented_name
+    from dapo.trainer.metric_docs import documented_name
 
     assert documented_name("eval/avg@32") == "eval/avg@k" and documented_name("eval/maj@4") == "eval/maj@k"
     logger = MetricsLogger(tmp_path, tensorboard=True, wandb=False, wandb_project="p", config={})

@@ -20,7 +20,7 @@ from dapo.rewards.math_dapo import (
     minerva_normalize,
 )
 from dapo.rewards.types import RewardResult
-from dapo.trainer.evaluate import unread_boxes_note
+from dapo.trainer.eval_warnings import unread_boxes_note
 
 R = "Let me work it out.\n"
 

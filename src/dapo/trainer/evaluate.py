@@ -25,16 +25,19 @@ from typing import Any
 from transformers import PreTrainedTokenizerBase
 
 from dapo.config import ConfigError, DAPOConfig
-from dapo.config.schema import RewardConfig
 from dapo.data.records import Problem
 from dapo.rewards import RewardScorer
-from dapo.rewards.boxes import last_box_start
 from dapo.rewards.equivalence import vote_key
-from dapo.rewards.extract import resolve_extractor
 from dapo.rewards.math_dapo import NO_ANSWER
-from dapo.rewards.scorer import NO_REWARD
 from dapo.rewards.types import RewardResult
 from dapo.rollout.base import Completion, RolloutEngine, SamplingParams, request_seed
+from dapo.trainer.eval_warnings import (
+    all_unmeasured,
+    at_k_names,
+    failure_warnings,
+    unread_boxes_note,
+    unscored_message,
+)
 from dapo.trainer.scoring import sample_record, score_completions
 from dapo.trainer.setup import RunSetup, make_sampling_params
 from dapo.trainer.step_metrics import reward_function_metrics
@@ -174,7 +177,7 @@ def _add_per_source_metrics(
         for source in sources:
             picked = [i for i, p in enumerate(problems) if p.data_source == source]
             per_source = [results[i * n + j] for i in picked for j in range(n)]
-            if _all_unmeasured([culprits[i * n + j] for i in picked for j in range(n)]):
+            if all_unmeasured([culprits[i * n + j] for i in picked for j in range(n)]):
                 unscored_sources.append(source)
             else:
                 at_k = score_at_k(per_source, n, *votes)
@@ -211,7 +214,7 @@ def evaluate(
     texts, results, completions = _sample_and_score(engine, tokenizer, scorer, prompt_token_ids, problems, params,
                                                     on_progress)
     culprits = [result.unmeasured_by for result in results]
-    unscored = _all_unmeasured(culprits)
+    unscored = all_unmeasured(culprits)
     votes = (scorer.extracts_answers, scorer.votes_exactly)  # (maj@k's: whether answers vote, by string)
     metrics = {} if unscored else score_at_k(results, params.n, *votes)
     metrics["eval/num_problems"] = float(len(problems))
@@ -249,11 +252,6 @@ def evaluate(
 UNREAD_BOXES_EVAL = "unread boxes (evaluation)"  # the kind of note evaluate() says once a run
 
 
-def _all_unmeasured(culprits: list[str | None]) -> bool:
-    """Whether no sample's correctness was measured (each had its correctness scorer fail)."""
-    return bool(culprits) and all(culprit is not None for culprit in culprits)
-
-
 def score_metrics(results: list[RewardResult], with_mean: bool = True) -> dict[str, float]:
     """``eval/score_mean`` (unless not ``with_mean``), the mean reward of the held-out samples
     before overlong shaping (what a graded reward reads, which avg@k's verdicts do not show), and
@@ -275,93 +273,6 @@ def failure_metrics(results: list[RewardResult]) -> dict[str, float]:
     return {"eval/reward_timeouts": float(sum(r.timed_out for r in results)),
             "eval/reward_errors": float(sum(r.error for r in results)),
             **{f"eval/reward_failures/{label}": float(count) for label, count in sorted(counts.items())}}
-
-
-def _first_failure(scorer: RewardScorer, label: str) -> str:
-    """The scorer's first failure, on one line (a bad value's detail may span several)."""
-    text = scorer.first_failure.get(label, "no detail recorded")
-    return " / ".join(line.strip() for line in text.splitlines() if line.strip())
-
-
-def _at_k(k: int, majority_vote: bool) -> str:
-    """The @k metrics an evaluation logs, by name (maj@k only where answers are extracted)."""
-    return f"eval/avg@{k}, pass@{k} and maj@{k}" if majority_vote else f"eval/avg@{k} and pass@{k}"
-
-
-def _source(culprit: str) -> str:
-    """Where correctness comes from, when ``culprit`` is where it failed."""
-    return "the verifier's math-verify call" if culprit == "math-verify" else "reward.verifier_weight=0"
-
-
-def failure_warnings(scorer: RewardScorer, results: list[RewardResult], culprits: list[str | None], k: int,
-                     unscored_sources: list[str]) -> list[str]:
-    """One warning per scorer that failed on some samples, naming it, how many and its first
-    failure, and what that does to the @k (``culprits``: each result's ``unmeasured_by``; what failed on
-    every sample's correctness is :func:`unscored_message`'s, not said here)."""
-    counts = Counter(label for result in results for label in result.failed)
-    decided = Counter(culprit for culprit in culprits if culprit is not None)
-    at_k = _at_k(k, scorer.extracts_answers)
-    messages = []
-    for label, count in counts.most_common():
-        if _all_unmeasured(culprits) and label in decided:
-            continue
-        if label in decided:
-            which = "" if decided[label] == count else f" on {decided[label]} of them"
-            effect = (f"correctness comes from it{which} ({_source(label)}), so those count as wrong in {at_k}, "
-                      "which may understate the model")
-            if unscored_sources:
-                effect += (f"; no sample of data_source {', '.join(unscored_sources)} had its correctness measured: "
-                           "their @k are not logged")
-        else:
-            who = "the verifier does" if scorer.extracts_answers else "another reward function does"
-            effect = f"it decides no sample's correctness ({who}): {at_k} are unaffected"
-        how = ("no reward function applied to them: each returned None" if label == NO_REWARD
-               else "timed out, raised or returned a bad value")
-        messages.append(f"{label} failed on {count} of {len(results)} evaluation samples ({how}; "
-                        f"eval/reward_failures/{label}): {effect}; first failure: {_first_failure(scorer, label)}")
-    return messages
-
-
-def unscored_message(scorer: RewardScorer, culprits: list[str | None], k: int) -> str:
-    """Why an evaluation whose correctness scorer failed on every sample has no @k, in one line."""
-    decided = Counter(culprit for culprit in culprits if culprit is not None).most_common()
-    first = decided[0][0]
-    if len(decided) == 1:
-        what = f"{first} failed on {len(culprits)} of {len(culprits)} evaluation samples, and correctness comes from it"
-    else:
-        what = (f"the scorer correctness comes from failed on every one of the {len(culprits)} evaluation samples "
-                f"({', '.join(f'{label} on {count}' for label, count in decided)})")
-    hint = " (a judge that is down, a field the rows lack?)" if first in scorer.labels else ""
-    return (f"{what} ({_source(first)}): {_at_k(k, scorer.extracts_answers)} would read 0 without measuring "
-            f"anything; first failure: {_first_failure(scorer, first)}. Fix {first}{hint} and evaluate again")
-
-
-def unread_boxes_note(reward: RewardConfig, data_sources: list[str], texts: list[str],
-                      results: list[RewardResult], what: str) -> str | None:
-    """A warning when most responses of the data sources the verifier reads through the
-    ``Answer:``-line extractor (reward.extractor=answer, or auto for a data_source that contains
-    "dapo" or begins with "aime") had no answer extracted but hold a ``\\boxed{...}``: a model that
-    answers in a box scores wrong on every one of them. None otherwise. ``what``: "training" or
-    "evaluation", the responses'."""
-    if reward.verifier_weight == 0:  # no verifier, no extraction
-        return None
-    strict = reward.verifier == "math_dapo"  # the reference scorer reads the "Answer:" line of every source
-    answer_line = [i for i, source in enumerate(data_sources)
-                   if strict or resolve_extractor(reward.extractor, source) == "answer"]
-    unread = [i for i in answer_line if not results[i].answer and last_box_start(texts[i]) >= 0]
-    if 2 * len(unread) <= len(answer_line):
-        return None
-    names = sorted({data_sources[i] for i in unread})
-    named = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-    chosen = ('reward.verifier=math_dapo reads only the "Answer:" line, as the DAPO reference run did' if strict else
-              'reward.extractor=auto picks the "Answer:" line extractor there (a data_source whose name contains '
-              '"dapo" or begins with "aime")' if reward.extractor == "auto" else
-              'reward.extractor=answer reads only the "Answer:" line')
-    fix = "reward.verifier=dapo-rl reward.extractor=boxed" if strict else "reward.extractor=boxed"
-    return (f"{len(unread)} of {len(answer_line)} {what} responses on data_source {named} hold a \\boxed{{...}} but "
-            f"no answer the verifier reads: {chosen}, so they score as wrong (pred \"\"). If the model answers in a "
-            f"box, set {fix}; or have the prompt ask for a last line \"Answer: ...\" (data.template=dapo "
-            "does for text prompts)")
 
 
 def problem_seeds(seed: int | None, problems: list[Problem]) -> list[int] | None:
@@ -399,6 +310,6 @@ def evaluate_held_out(
     params = make_sampling_params(cfg, run.stop_token_ids, evaluation=True)
     result = evaluate(run.engine, run.tokenizer, scorer, encoded.token_ids, problems, params, on_progress, said)
     if result.unscored and said is not None:
-        warnings.warn(f"{result.unscored} (this evaluation's {_at_k(params.n, scorer.extracts_answers)} are not "
+        warnings.warn(f"{result.unscored} (this evaluation's {at_k_names(params.n, scorer.extracts_answers)} are not "
                       "logged, its eval/reward_failures/* are; the run goes on)", stacklevel=2)
     return result

@@ -47,7 +47,8 @@ from dapo.trainer.checkpoint import (
     publish_checkpoint,
     set_aside_checkpoints_after,
 )
-from dapo.trainer.evaluate import ProgressCallback, unread_boxes_note
+from dapo.trainer.eval_warnings import unread_boxes_note
+from dapo.trainer.evaluate import ProgressCallback
 from dapo.trainer.metrics import MetricsLogger
 from dapo.trainer.resume import (
     checkpoint_record,

@@ -58,6 +58,26 @@ class Trip(NamedTuple):
         """"timeout" or "died", whichever most of its failures were: what its skipped tasks fail as."""
         return "died" if 2 * self.deaths > self.failures else "timeout"
 
+    def first_warning(self, label: str, spec: str, batched: bool, responses: int) -> str:
+        """What the log says the first time function ``label`` (``spec``: its file or module) trips:
+        on what, and that its other ``responses`` in the batch were not run."""
+        what = "calls in a row, on {} different sets of problems" if batched else "responses in a row, of {} different problems"
+        if not self.deaths:
+            failed = "timed out"
+        elif self.deaths == self.failures:
+            failed = "ended its worker process (a crash, os._exit, a signal)"
+        else:
+            failed = f"timed out or ended its worker process ({self.deaths} deaths)"
+        looks, counted = ("hung", "timeouts") if self.kind == "timeout" else ("broken", "worker deaths")
+        return (f"{label} {failed} on {self.failures} {what.format(self.problems)}, in this batch, none of its calls "
+                f"returning in time: it looks {looks}, so its other {responses} responses in this batch were not run "
+                f"and score as {counted} (it is tried again on the next batch; said once, then counted) ({spec})")
+
+    def again_warning(self, label: str, trips: int) -> str:
+        """What the log says at function ``label``'s ``trips``-th trip (the 10th, 100th, ...)."""
+        return (f"{label} was stopped again as {'hung' if self.kind == 'timeout' else 'broken'}: in {trips} batches so "
+                f"far (its skipped responses are counted in the reward_failures/{label} metrics)")
+
 
 class Breaker:
     """``groups[i]``: task i's function (None: never skipped); ``subjects[i]``: what task i

@@ -202,28 +202,11 @@ class RewardScorer:
         for k, skipped in breaker.skipped.items():
             trip = breaker.tripped[k]
             self._trips[k] = trips = self._trips.get(k, 0) + 1
-            if trips > 1:
-                if said_again(trips):
-                    logger.warning("%s was stopped again as %s: in %d batches so far (its skipped responses are "
-                                   "counted in the reward_failures/%s metrics)", self._labels[k],
-                                   "hung" if trip.kind == "timeout" else "broken", trips, self._labels[k])
-                continue
-            what = "calls in a row, on %d different sets of problems" if self._batch_sizes[k] else \
-                "responses in a row, of %d different problems"
-            responses = sum(len(calls[task_id - first_call][1]) for task_id in skipped)
-            if not trip.deaths:
-                failed = "timed out"
-            elif trip.deaths == trip.failures:
-                failed = "ended its worker process (a crash, os._exit, a signal)"
-            else:
-                failed = f"timed out or ended its worker process ({trip.deaths} deaths)"
-            looks, counted = ("hung", "timeouts") if trip.kind == "timeout" else ("broken", "worker deaths")
-            logger.warning(
-                "%s %s on %d " + what + ", in this batch, none of its calls returning in time: it looks %s, so its "
-                "other %d responses in this batch were not run and score as %s (it is tried again on the next "
-                "batch; said once, then counted) (%s)", self._labels[k], failed, trip.failures, trip.problems, looks,
-                responses, counted, self._specs[k],
-            )
+            if trips == 1:
+                responses = sum(len(calls[task_id - first_call][1]) for task_id in skipped)
+                logger.warning(trip.first_warning(self._labels[k], self._specs[k], self._batch_sizes[k] > 0, responses))
+            elif said_again(trips):
+                logger.warning(trip.again_warning(self._labels[k], trips))
 
     def _task(self, k: int, items: list[tuple[str, str, dict]]) -> tuple:
         """Function ``k``'s task for ``items`` (response, ground truth, extra): one item for a

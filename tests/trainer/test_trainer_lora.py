@@ -251,3 +251,23 @@ def test_a_gpt2_trains_adapters_on_its_conv1d_layers_and_exports_the_merged_poli
     assert not torch.allclose(_logits(gpt2), policy_logits, atol=1e-3), "the adapters did not train"
     adapted = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(model_dir), checkpoint / "adapter")
     assert torch.allclose(_logits(adapted), policy_logits, atol=1e-5)
+
+
+def test_a_full_fine_tune_resumes_itself_on_its_base_model_moved_and_not_on_other_weights(tiny_model_dir, reward_file,
+                                                                                          tmp_path):
+    """A requeued job that copies the model to its node's local disk first names another model.path
+    each time: the automatic resume compares the weights there (each checkpoint's base_weights.json)
+    and goes on; other weights at another path are still refused (another run's output_dir?)."""
+    base = shutil.copytree(tiny_model_dir, tmp_path / "job-1")
+    Trainer(tiny_config(base, tmp_path / "run", reward_file, "eval.every_steps=0", "trainer.total_steps=1")).train()
+    assert (tmp_path / "run" / "checkpoints" / "step-000001" / "base_weights.json").is_file()
+    staged = shutil.copytree(base, tmp_path / "job-2")
+    with pytest.warns(UserWarning, match=r"model.path '.*job-2' holds the base weights this run started from "
+                                         r"\(at '.*job-1' then\): resuming step-000001"):
+        Trainer(tiny_config(staged, tmp_path / "run", reward_file, "eval.every_steps=0", "trainer.total_steps=2")).train()
+    assert [row["step"] for row in read_metrics(tmp_path / "run") if "time/step" in row] == [1, 2]
+    other = shutil.copytree(staged, tmp_path / "job-3")
+    _other_weights(other)
+    with pytest.raises(UserError, match=r"cannot resume from .*step-000002: model.path '.*job-2' \(checkpoint\) != "
+                                        r"'.*job-3' \(this run\)"):
+        Trainer(tiny_config(other, tmp_path / "run", reward_file, "eval.every_steps=0", "trainer.total_steps=3")).train()

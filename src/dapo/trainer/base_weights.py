@@ -1,10 +1,12 @@
-"""Which base weights a LoRA checkpoint's adapters were trained on.
+"""Which base weights a checkpoint's run started from (a LoRA checkpoint's adapters were trained on).
 
 A LoRA checkpoint holds adapters only: resumed on other base weights they would train on, and
 export, a model nobody trained, with no error. The path alone (model.path) does not tell: a base
 model moved to other storage is the same weights at another path, and a directory refilled with
-another revision is other weights at the same path. So each LoRA checkpoint records a fingerprint
-of its base model's weight files in ``base_weights.json``, and a resume compares the weights.
+another revision is other weights at the same path. So each checkpoint records a fingerprint of
+its base model's weight files in ``base_weights.json``, and a resume compares the weights: a LoRA
+one always; one that trains every weight where model.path changed (a job that copies the model to
+its node's local disk first resumes itself on a rerun, as it would at the same path).
 
 The fingerprint hashes each weight file's name and size, and its bytes: all of a file up to
 :data:`WHOLE_FILE_BYTES`, and :data:`SAMPLES` evenly spaced pieces of a larger one (a few MiB
@@ -56,7 +58,7 @@ def write_base_weights(checkpoint: Path, model_dir: str, fingerprint: str) -> No
 
 def saved_fingerprint(checkpoint: Path) -> str | None:
     """The base weights' fingerprint ``checkpoint`` recorded; None for a checkpoint without one
-    (not LoRA, written before the file existed, or its base model unreadable then)."""
+    (written before the file existed, or its base model built in or unreadable then)."""
     try:
         return json.loads((checkpoint / BASE_WEIGHTS_FILE).read_text())["fingerprint"]
     except (OSError, ValueError, KeyError, TypeError):
@@ -64,8 +66,8 @@ def saved_fingerprint(checkpoint: Path) -> str | None:
 
 
 def base_weights_difference(checkpoint: Path, before: str, now: str) -> str | None:
-    """Why the base model of a LoRA run resuming ``checkpoint`` is not the weights its adapters
-    were trained on, or None where it is. ``before``/``now``: model.path then and now, absolute.
+    """Why the base model of a run resuming ``checkpoint`` is not the weights its run started from
+    (a LoRA checkpoint's adapters were trained on), or None where it is. ``before``/``now``: model.path then and now, absolute.
     Compared by the weights where the checkpoint recorded them and ``now`` can be read, else by
     the path."""
     recorded = saved_fingerprint(checkpoint)

@@ -249,6 +249,11 @@ def checkpoint_mismatch(checkpoint: Path, model_config: Any, run_config: dict, a
                 continue
             if before == now:
                 continue
+            if (section, name) == ("model", "path") and base_weights_difference(checkpoint, str(before), str(now)) is None:
+                # every weight trained: model.path gives the tokenizer and the KL reference, the same weights moved
+                warnings.warn(f"model.path {now!r} holds the base weights this run started from (at {before!r} "
+                              f"then): resuming {checkpoint.name}", stacklevel=3)
+                continue
             if automatic:
                 differences.append(f"{section}.{name} {before!r} (checkpoint) != {now!r} (this run)")
             elif (section, name) == ("model", "path"):  # named, so taken; but the new path was ignored unsaid

@@ -168,7 +168,7 @@ class RunState:
             state = self._driver_state(loop_state, policy.save_checkpoint(tmp, tokenizer, hf_export))
             if not (tmp / "config.json").is_file():
                 (tmp / MODEL_CONFIG_FILE).write_text(model_config_json)
-            if self.cfg.model.lora_rank > 0 and (base := self._base_weights) is not None:
+            if (base := self._base_weights) is not None:
                 write_base_weights(tmp, *base)
             return publish_checkpoint(self.run_dir, step, tmp, state, self.config_yaml, self.cfg.checkpoint.keep_last,
                                       best_step)
@@ -207,7 +207,7 @@ class RunState:
     @functools.cached_property  # read once, at the first checkpoint
     def _base_weights(self) -> tuple[str, str] | None:
         """(model.path, the fingerprint of its weights) of a base model in a local directory, which
-        a LoRA checkpoint records (:mod:`dapo.trainer.base_weights`); None for a built-in one."""
+        each checkpoint records (:mod:`dapo.trainer.base_weights`); None for a built-in one."""
         path = absolute_local_path(self.cfg.model.path)
         fingerprint = weights_fingerprint(path) if Path(path).is_dir() else None
         return (path, fingerprint) if fingerprint is not None else None

@@ -28,6 +28,15 @@ LATER_CASES: list[tuple[str, str, bool, str]] = [
     (A + "Final Answer: The final answer is 34 or 35. I hope it is correct.", "34", False, "answer"),
     (A + "Final Answer: The largest $n$ is 35.", "34", False, "answer"),
     (A + "Answer: $34$ or $\\boxed{35}$", "35", False, "answer"),
+    # one $...$ segment said again is one value, not two candidates; anything else between them is not a list
+    (A + "Answer: $34$ and $34$", "34", True, "answer"),
+    (A + "Answer: $34$, $34$.", "34", True, "answer"),
+    (A + "Answer: $34$ or $34$", "34", True, "any"),
+    (A + "Answer: $34$ and $34$", "35", False, "answer"),
+    (A + "Answer: $34$ - $34$", "34", False, "answer"),
+    (A + "Answer: $34$ and $35$", "34", False, "answer"),
+    (A + "Answer: $34$ and $34$ (or 35)", "34", False, "answer"),
+    (A + "Answer: $3$ and $3$", "3, 3", True, "answer"),
     (A + "Answer: $ \n 34 \n $", "34", False, "answer"),  # inline math does not span lines
     # --- several boxes: a set when the ground truth is a list or set, else a hedge ---
     (A + "So \\boxed{1}, \\boxed{2}", "1, 2", True, "boxed"),

@@ -13,7 +13,8 @@ Two anchors, as in the DAPO reference and the MATH convention:
   may still offer another answer: :mod:`dapo.rewards.answer_line_boxes`); a sentence ``... is X`` /
   ``... are X`` gives X (when X states a number or math, or the words before it do not); several ``$...$``
   segments are several candidates, unless together they state one inequality disjunction
-  (``$x<-1$ or $x>2$``, see :mod:`dapo.rewards.inequalities`).
+  (``$x<-1$ or $x>2$``, see :mod:`dapo.rewards.inequalities`) or one segment said again (``$34$
+  and $34$``).
 - ``gsm8k``: the rest of the line behind the last ``####`` followed by a number (``#### 72``, not a
   Markdown heading ``#### Step 2``), the answer GSM8K's solutions end in and verl's GSM8K
   preprocessing asks for; a response without one is read as ``any`` does.
@@ -47,6 +48,7 @@ from dapo.rewards.later_hedges import HEDGE_WINDOW, hedged_later
 from dapo.rewards.math_segments import (
     EQUATED_SEGMENTS,
     QUALIFIER,
+    REPEATED_SEGMENT,
     drop_remark_after_math,
     math_segments,
     segment_items,
@@ -241,6 +243,8 @@ def _clean_line(line: str) -> Extracted | None:
         return Extracted(clean_answer(stated), candidates=2, qualified=True)
     line = one_value_segments(drop_remark_after_math(_after_copula(stated)))  # "$34$, that is, $34$": one value
     segments = math_segments(line)
+    if len(segments) > 1 and (repeated := REPEATED_SEGMENT.fullmatch(line)) is not None:
+        line, segments = f"${repeated.group(1)}$", [repeated.group(1)]  # "$34$ and $34$": one value, said twice
     if len(segments) > 1 and is_inequality_disjunction(whole := clean_answer(line)):
         return Extracted(whole)  # "$x<-1$ or $x>2$": one set of reals, not two answers
     # "$34$ $\text{square units}$": words in math delimiters are words after the answer

@@ -22,8 +22,9 @@ _MINUS_BEFORE = re.compile(r"(?:(?<![-−0-9A-Za-z)\]}])[-−]\$?|[=(\[{,$]\s{0,
 _PLUS_MINUS_BEFORE = re.compile(r"(?:\\pm|\\mp|±)\s{0,3}\$?\s{0,3}$")
 # An answer a sign applies to without parentheses: one term, no sum or list ("34", "\\frac{1}{2}").
 _TERM = re.compile(r"[0-9A-Za-z.\\{}^_]{1,200}")
-# An en dash where a minus sign goes: the answer's start, or after "=", a bracket or a comma.
-_EN_DASH_SIGN = re.compile(r"(^|[=(\[{,]\s{0,3})\u2013(?=\s{0,3}[0-9])")
+# An en dash where a minus sign goes, before a number or a command: the answer's start, or after "=", a bracket
+# or a comma ("–5", "x = –\\frac{1}{2}").
+_EN_DASH_SIGN = re.compile(r"(^|[=(\[{,]\s{0,3})\u2013(?=\s{0,3}(?:[0-9]|\\[A-Za-z]))")
 # Styling around a value, which keeps its content: "\\boldsymbol{34}", "\\mathbf{1{,}000}", "\\textcolor{red}{34}"
 _STYLE_OPENING = re.compile(r"\\(?:boldsymbol|bm|mathbf|textbf|underline|textcolor\{[A-Za-z]{1,20}\})\{")
 _COLOR_SWITCH = re.compile(r"\\color\{[A-Za-z]{1,20}\} ?")  # "{\\color{red}34}"

@@ -35,7 +35,7 @@ from dapo.rewards.number_forms import (
     value_of,
 )
 from dapo.rewards.reasons import without_reason
-from dapo.rewards.remark_words import NAME, OR_ADVERBS
+from dapo.rewards.remark_words import GREEK_LETTERS, NAME, OR_ADVERBS
 from dapo.rewards.restatements import after_its_noun
 from dapo.rewards.unicode_math import unicode_math_to_latex
 from dapo.rewards.units import unit_remark_changes
@@ -52,7 +52,7 @@ _ALTERNATIVE_AFTER = re.compile(
     r"(?:(?:" + OR_ADVERBS + r")(?![A-Za-z])[\s,$]{0,8}){0,2}"
     r"(?:(?:about|approximately|approx\.?|roughly|around|nearly|almost|\\approx|[≈~∼])(?:\\\(|[\s$(]){0,8})?"
     r"(?:(?:" + NAME + r" {0,3}= {0,3})?[+-]? {0,3}"
-    r"(?:[0-9]|\\(?:d?frac|sqrt|boxed|pi)(?![A-Za-z]))"
+    r"(?:[0-9]|\\(?:d?frac|sqrt|boxed|pi|infty|" + GREEK_LETTERS + r")(?![A-Za-z]))"
     r"|(?:more|less|fewer|greater|higher|lower|above|below)(?![A-Za-z]))", re.IGNORECASE)
 # ... or a value alone after it with no "or": "\\boxed{34}; 35", "\\boxed{34}, maybe 35.", "\\boxed{34} 35" (spaced;
 # glued, "\\boxed{34}35" continues the box, _CONTINUED_AFTER). Only a bare value ending the line: one that goes on

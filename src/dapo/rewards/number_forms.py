@@ -149,6 +149,14 @@ _SIGN_WORDS = frozenset(("negative", "minus", "neg", "below"))
 _BELOW_ZERO = re.compile(r"\s*below(?:\s+(?:zero|0|sea\s+level|freezing))?\s*$", re.IGNORECASE)
 _SCALE_LETTERS = frozenset(("k", "m", "b"))  # 34K, 3M, 2B
 _OR_WORD = re.compile(r"(?<![A-Za-z])(?:or|either)(?![A-Za-z])", re.IGNORECASE)
+# ... an "or" naming a transform of the answer, another value: "34 (or its negative)", "(or the reciprocal)"
+_OR_TRANSFORM = re.compile(r"(?<![A-Za-z])or\s{1,3}(?:its|the)\s{1,3}(?:negative|opposite|negation|reciprocal|inverse"
+                           r"|square|cube|double|half)(?![A-Za-z])", re.IGNORECASE)
+# ... and a remark that states a condition, whose "or" is the condition's: "(since n is 1 or 3)", "(for n = 1 or 3)";
+# so does a variable's value after it: "(either n = 3 or n = 4)"
+_NAMED_BEFORE = re.compile(r"[A-Za-z]\s{0,3}=\s{0,3}$")
+_CONDITION_OPENING = re.compile(r"\s*(?:since|because|as|when|if|for|where|given|whether|unless)(?![A-Za-z])",
+                                re.IGNORECASE)
 
 
 def remark_changes_the_number(remark: str, answer: str = "") -> bool:
@@ -190,11 +198,33 @@ def remark_changes_the_number(remark: str, answer: str = "") -> bool:
         return count not in (item_count([answer]), value)  # "34 (1 solution)", "2 (two solutions)": remarks
     if counts_the_derivation(remark):
         return False  # "34 (3 cases)": how it was found
+    if _offers_by_or(remark, answer):
+        return True  # "34 (the first or 35)", "34 (or its negative)": another value after its "or"
     return (_ANOTHER_ANSWER.match(remark) is not None or _OPENS_WITH_A_NUMBER.match(remark) is not None
             or _MULTIPLIES_IT.match(remark) is not None or _ENDS_WITH_A_VALUE.search(remark) is not None
             or _RESTATED_AS.match(remark) is not None
             or _BOUNDS_IT.match(remark) is not None or starts_with_scale_word(remark)
             or _ESTIMATE_REMARK.fullmatch(remark) is not None or _UNSURE.match(remark) is not None)
+
+
+def _offers_by_or(remark: str, answer: str) -> bool:
+    """Whether an "or" inside ``remark`` offers another value: a number after it that does not restate
+    ``answer`` (``the first or 35``; ``the first or 34`` restates it), unless the remark states a
+    condition (``since n is 1 or 3``, ``either n = 3 or n = 4``) or the number is in a closed form
+    (:func:`~dapo.rewards.alternatives.computed_form` decides those); or a transform of the answer
+    (``or its negative``)."""
+    if _OR_TRANSFORM.search(remark[:400]):
+        return True
+    if _CONDITION_OPENING.match(remark):
+        return False
+    for word in _OR_WORD.finditer(remark[:400]):
+        after = remark[word.end() : 400]
+        number = NUMBER_TOKEN.search(after)
+        if number is None or _NAMED_BEFORE.search(after, 0, number.start()) or "\\" in after[: number.start()]:
+            continue  # "(either n = 3 or n = 4)": a variable's values, a condition; "or \\log 100": computed_form's
+        if not (answer and restates(answer, after)):  # "(the first or about 0.33)" for \frac13 restates it
+            return True
+    return False
 
 
 def only_restates(answer: str, text: str) -> bool:

@@ -28,3 +28,7 @@ APPROXIMATION_WORDS = (r"(?:about|approximately|approx|roughly|around|nearly|alm
                        r"|close\s+to|\\(?:approx|sim|simeq|thickapprox)(?![A-Za-z])|[≈∼{signs}]")
 # ... as they are, with no extra word and no sign ("about", "approx.", "roughly", "\\approx")
 BARE_APPROXIMATION_WORDS = APPROXIMATION_WORDS.format(extra="", signs="")
+
+# The Greek letters as LaTeX commands, each a value or a name of its own: "\\boxed{\\pi} or \\tau" offers another.
+GREEK_LETTERS = (r"alpha|beta|gamma|delta|epsilon|varepsilon|zeta|eta|theta|vartheta|iota|kappa|lambda|mu|nu|xi|rho"
+                 r"|sigma|tau|upsilon|phi|varphi|chi|psi|omega|Gamma|Delta|Theta|Lambda|Xi|Sigma|Phi|Psi|Omega")

@@ -76,7 +76,6 @@ def check_run(cfg: DAPOConfig, write_output: bool = True, train_data: bool = Tru
         warn_about_schedule(cfg)
         warn_about_weight_precision(cfg)
         warn_about_group_size(cfg)
-        warn_about_builtin_template(cfg)
         warn_about_local_ray(cfg)
     warn_about_cpu_bf16(cfg)  # (dapo.hardware; `dapo eval` of a run saved elsewhere too)
     if problems:
@@ -263,19 +262,6 @@ def warn_about_group_size(cfg: DAPOConfig) -> None:
                       "give each response its reward as its advantage: REINFORCE without a baseline, with "
                       "high-variance updates); GRPO and DAPO compare a group's responses: set rollout.n >= 2 (the "
                       "paper: 16)", stacklevel=1)  # one place: shown once
-
-
-def warn_about_builtin_template(cfg: DAPOConfig) -> None:
-    """The built-in models learned their task from bare prompts (``18+73=``, data.template=none, as
-    the embedded default renders them): the DAPO template (the schema's default, which a config of
-    one's own starts from) wraps each in instructions they have never read, and they then answer
-    next to nothing right, so no group has signal and no step updates the policy."""
-    if is_builtin(cfg.model.path) and cfg.data.template != "none":
-        warnings.warn(f"model.path={cfg.model.path} was trained on bare prompts (data.template=none, as the embedded "
-                      f"default renders them), and data.template={cfg.data.template} wraps each in instructions it has "
-                      "never read: expect next to no correct answers and steps without updates. Set "
-                      "data.template=none, or start from the embedded default's settings: `dapo train default "
-                      "YOUR.yaml`", stacklevel=1)  # one place: shown once
 
 
 def warn_about_weight_precision(cfg: DAPOConfig) -> None:

@@ -285,3 +285,18 @@ def test_a_prompts_own_bos_is_kept_once_when_the_tokenizer_adds_none() -> None:
     encoder = PromptEncoder(tokenizer, DataConfig(template="none", use_chat_template=False))
     ids = encoder.encode([Problem("v", "<bos>2+2?", "4")]).token_ids[0]
     assert ids[0] == tokenizer.bos_token_id and ids.count(tokenizer.bos_token_id) == 1
+
+
+def test_the_built_in_model_is_warned_about_the_dapo_template_only_where_it_wraps_text_prompts() -> None:
+    """The built-in models read bare prompts: the DAPO template around a text prompt is instructions
+    they never read. A chat-list prompt (DAPO-Math-17K's column) is rendered as it is: a run on them
+    was warned of a failure that did not come."""
+    chat = Problem("c", [{"role": "user", "content": "891+64="}], "955")
+    text, verbatim = Problem("t", "891+64=", "955"), Problem("v", "891+64=", "955", verbatim=True)
+    encoder = PromptEncoder(build_tokenizer(), DataConfig())
+    note = encoder.builtin_template_note([chat, text], "builtin")
+    assert note is not None and "model.path=builtin was trained on bare prompts" in note
+    assert "data.template=dapo wraps each text prompt" in note
+    assert encoder.builtin_template_note([chat, verbatim], "builtin") is None
+    assert encoder.builtin_template_note([text], "/models/Qwen2.5-7B") is None
+    assert PromptEncoder(build_tokenizer(), DataConfig(template="none")).builtin_template_note([text], "builtin") is None

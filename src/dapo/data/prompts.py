@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dapo.config.schema import DataConfig
+from dapo.context_checks import is_builtin
 from dapo.data.records import DataError, Problem, closing_prefill, problem_key
 
 if TYPE_CHECKING:
@@ -139,6 +140,22 @@ class PromptEncoder:
                         f"already rendered with a chat template does: {how} renders them a second time; set "
                         f"data.template=none data.use_chat_template=false to use them as they are (the first{at})")
         return None
+
+    def builtin_template_note(self, problems: list[Problem], model_path: str) -> str | None:
+        """The built-in models learned their task from bare prompts (``18+73=``, data.template=none,
+        as the embedded default renders them): the DAPO template (the schema's default, which a
+        config of one's own starts from) wraps each text prompt in instructions they have never
+        read, and they then answer next to nothing right, so no group has signal and no step updates
+        the policy. A warning when ``model_path`` is a built-in model and some of ``problems`` are
+        text prompts the template wraps (chat lists and verbatim prompts are used as they are)."""
+        if not is_builtin(model_path) or self.cfg.template == "none":
+            return None
+        if not any(isinstance(problem.prompt, str) and not problem.verbatim for problem in problems):
+            return None
+        return (f"warning: model.path={model_path} was trained on bare prompts (data.template=none, as the embedded "
+                f"default renders them), and data.template={self.cfg.template} wraps each text prompt in "
+                "instructions it has never read: expect next to no correct answers and steps without updates. Set "
+                "data.template=none, or start from the embedded default's settings: `dapo train default YOUR.yaml`")
 
     def render(self, problem: Problem) -> str:
         """The prompt text for ``problem`` (see the module docstring for the rules)."""

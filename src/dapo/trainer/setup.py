@@ -299,7 +299,9 @@ def build_run(
     data = load_run_data(cfg, train=train_data, drop_overlong=encoder.drop_overlong)  # data.overlong_prompts
     said_already: set[str] = set()  # (a note true of both splits is printed once, with the training data's)
     for loaded in (data.train, data.eval):
-        for note in (encoder.plain_text_note, encoder.unknown_roles_note, encoder.rendered_text_note):
+        notes = (encoder.plain_text_note, encoder.unknown_roles_note, encoder.rendered_text_note,
+                 lambda problems: encoder.builtin_template_note(problems, cfg.model.path))
+        for note in notes:
             if loaded is not None and (said := note(loaded.problems)) is not None and said not in said_already:
                 loaded.warnings.insert(0, said)
                 said_already.add(said)

@@ -85,3 +85,17 @@ def test_a_key_inside_a_mapping_field_is_explained_by_the_mapping():
     assert "enable_thinking" in explain(cfg, "data.chat_template_kwargs.thinking_budget")
     with pytest.raises(ValueError, match="no config field 'data.chat_template_kwarg.x'"):
         explain(cfg, "data.chat_template_kwarg.x")
+
+
+def test_explaining_a_verl_or_trl_name_explains_this_projects_setting():
+    """``--explain`` took verl's keys for misspellings (data.train_batch_size: "did you mean
+    data.train_files?"), where an override of the same key named trainer.prompts_per_step."""
+    config = load_config([])
+    said = explain(config, "data.train_batch_size")
+    assert said.startswith("data.train_batch_size is not a config field here; this project's name for it: "
+                           "trainer.prompts_per_step\ntrainer.prompts_per_step (int) = ")
+    assert "rollout.n (int) = 16" in explain(config, "actor_rollout_ref.rollout.n")  # (the schema's value)
+    both = explain(config, "epsilon")  # TRL's symmetric clip: both bounds, explained
+    assert "(TRL's epsilon)" in both and "algorithm.clip_ratio_low (float)" in both and "clip_ratio_high (float)" in both
+    assert "offloads no parameters or optimizer state" in explain(config, "actor_rollout_ref.actor.fsdp_config.param_offload")
+    assert "rollout.max_response_length (int)" in explain(config, "actor_rollout_ref.rollout.response_length")

@@ -16,6 +16,7 @@ from dataclasses import MISSING, fields, is_dataclass
 from typing import Any
 
 from dapo.config.schema import DAPOConfig
+from dapo.config.verl_names import verl_guess
 
 _COMMENT = re.compile(r"^    # ?(.*)$")
 _FIELD = re.compile(r"^    (\w+): ")
@@ -58,6 +59,10 @@ def explain(config: DAPOConfig, prefix: str = "") -> str:
     entries = {k: v for k, v in field_docs().items() if not prefix or k == prefix or k.startswith(prefix + ".")}
     if not entries and (item_docs := _explain_item_field(prefix) or _explain_mapping_key(config, prefix)):
         return item_docs
+    if not entries and (ours := verl_guess(prefix, None)) is not None:  # verl's or TRL's name for one
+        named = [key for key in dict.fromkeys(re.findall(r"[a-z_]+(?:\.[a-z_]+)?", ours)) if key in field_docs()]
+        return "\n".join([f"{prefix} is not a config field here; this project's name for it: {ours}",
+                          *(explain(config, key) for key in named)])
     if not entries:
         keys = list(field_docs())
         # a misspelled key, or its last part alone (lr -> trainer.lr)

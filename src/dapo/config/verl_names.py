@@ -12,6 +12,8 @@ from typing import Any
 _DECOUPLED_CLIP = "algorithm.clip_ratio_low and algorithm.clip_ratio_high (DAPO's decoupled clip: 0.2 and 0.28)"
 _VERL_REWARD_FUNCTION = "reward.functions (path: FILE:compute_score; verl's signature is understood)"
 # dapo-rl's truncated IS is per token (verl's rollout_is=token); verl's sequence level has no equivalent
+_NO_OFFLOAD = ("resources.devices_per_node and resources.nnodes (dapo-rl offloads no parameters or optimizer state to "
+               "the CPU: FSDP2 shards them over the ranks; `dapo plan` says whether a layout fits)")
 _TOKEN_TIS = "algorithm.tis_cap (per-token truncated IS, verl's rollout_is=token; sequence level has no equivalent)"
 # verl's DAPO reward manager's keys, under reward_model (recipe/dapo/*.sh) and under reward (verl-recipe's later spelling)
 _REWARD_KWARGS = {
@@ -61,6 +63,11 @@ VERL_NAMES: dict[str, str] = {
     "actor_rollout_ref.actor.kl_loss_coef": "algorithm.kl_coef",
     "actor_rollout_ref.rollout.name": "rollout.engine",
     "actor_rollout_ref.rollout.n": "rollout.n",
+    "actor_rollout_ref.rollout.response_length": "rollout.max_response_length",
+    "actor_rollout_ref.rollout.prompt_length": "data.max_prompt_length",
+    # no CPU offload here: what a 32B model needs on its ranks is dapo plan's to say
+    **{f"actor_rollout_ref.{role}.fsdp_config.{what}_offload": _NO_OFFLOAD
+       for role in ("actor", "ref") for what in ("param", "optimizer")},
     "actor_rollout_ref.rollout.temperature": "rollout.temperature",
     "actor_rollout_ref.rollout.top_p": "rollout.top_p",
     "actor_rollout_ref.rollout.top_k": "rollout.top_k",

@@ -96,7 +96,7 @@ def test_a_bad_jsonl_row_is_named_by_its_line_as_an_editor_numbers_it(tmp_path: 
                "have it: fix or drop this row, or set data.lenient=true to skip such rows)")
     with pytest.raises(DataError) as refused:
         load_problems([str(path)], DataConfig(prompt_key="question", answer_key="answer"), "train")
-    assert str(refused.value) == missing
+    assert str(refused.value) == f"{missing} (1 more malformed row in {path}; data.lenient=true lists each)"
     lenient = load_problems([str(path)], DataConfig(prompt_key="question", answer_key="answer", lenient=True), "eval")
     assert lenient.counts("eval")["data/eval_malformed_skipped"] == 2.0
     # (skipping it is what data.lenient=true does: not told to set it)
@@ -123,7 +123,8 @@ def test_a_bad_table_row_is_named_by_its_index_said_to_be_0_based(tmp_path: Path
     with pytest.raises(DataError) as refused:
         load_problems([str(table)], cfg, "train")
     # the way past it said, for a parquet row as for a JSON line (it was not)
-    assert str(refused.value) == f"{null}; fix or drop this row, or set data.lenient=true to skip such rows"
+    assert str(refused.value) == (f"{null}; fix or drop this row, or set data.lenient=true to skip such rows (1 more "
+                                  f"malformed row in {table}; data.lenient=true lists each)")  # all counted, the first named
     lenient = load_problems([str(table)], DataConfig(prompt_key="question", answer_key="answer", lenient=True), "train")
     assert lenient.warnings == [f"skipped: {null}", f"skipped: {table} row 3 (0-based): empty prompt at 'question'"]
     datasets.DatasetDict({"test": datasets.Dataset.from_list(rows[1:])}).save_to_disk(str(tmp_path / "ds"))
@@ -204,3 +205,18 @@ def test_a_row_of_the_wrong_shape_is_named_by_file_and_line(tmp_path: Path, name
     (tmp_path / name).write_text(text)
     with pytest.raises(DataError, match=re.escape(error)):
         load_problems([str(tmp_path / name)], DataConfig(), "train")
+
+
+def test_a_load_stopped_at_a_malformed_row_counts_the_files_others(tmp_path: Path) -> None:
+    """Without data.lenient the first malformed row stops the load, named; the file's others are
+    counted in the same message (a run stopped at each in turn, one fix at a time)."""
+    import json
+
+    path = tmp_path / "qa.jsonl"
+    rows = [GOOD, {"question": "", "answer": "1"}, GOOD, {"question": "2+2?"}, {"answer": "3"}, GOOD]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    with pytest.raises(DataError) as refused:
+        load_problems([str(path)], DataConfig(prompt_key="question", answer_key="answer"), "train")
+    said = str(refused.value)
+    assert said.startswith(f"{path} line 2: empty prompt at 'question'; fix or drop this row")
+    assert said.endswith(f"(2 more malformed rows in {path}; data.lenient=true lists each)")

@@ -32,21 +32,19 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import itertools
-import operator
 import os
-from collections.abc import Callable, Iterator
-from dataclasses import replace
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from dapo.config.schema import DataConfig
+from dapo.data.admission import Admission
 from dapo.data.arithmetic import make_arithmetic_problems
 from dapo.data.files import data_files, default_data_source, file_type, said_briefly
 from dapo.data.loaded import LoadedProblems
-from dapo.data.prompts import problem_text
 from dapo.data.readers import UNREADABLE, Row, rows_of
 from dapo.data.records import DataError, Problem, columns_left_out_of_extra
-from dapo.data.values import Prompt, PromptMemo, answer_value, literal_text, prompt_uid
+from dapo.data.values import PromptMemo, answer_value, literal_text, prompt_uid
 
 __all__ = ["BUILTIN_ARITHMETIC", "LoadedProblems", "builtin_dataset_problem", "load_problems", "problem_from_row",
            "prompt_uid"]  # prompt_uid: dapo.data's, from here before dapo.data.values held it
@@ -73,7 +71,7 @@ def load_problems(files: list[str], cfg: DataConfig, split: str) -> LoadedProble
         raise DataError(f"no {split} data files given")
     cfg = split_keys(cfg, split)
     result = LoadedProblems([], 0, 0, 0, [])
-    admission = _Admission(result, split, dedup=split == "train" and cfg.dedup_train)
+    admission = Admission(result, split, dedup=split == "train" and cfg.dedup_train)
     prompts_read = PromptMemo(cfg.assistant_prefill)
     empty: list[str] = []  # the files that held no rows
     with _collector_paused():
@@ -151,73 +149,6 @@ def _collector_paused() -> Iterator[None]:
         gc.enable()
 
 
-class _Admission:
-    """Which rows' problems a load keeps: all but training's copies of a prompt when
-    de-duplicating; a copy with another answer than its first copy is counted and said (the data
-    has a labelling problem that training's de-duplication, or evaluation's one score per
-    problem, would otherwise hide; without de-duplication both answers are rewarded)."""
-
-    def __init__(self, result: LoadedProblems, split: str, dedup: bool) -> None:
-        self.result, self.split, self.dedup = result, split, dedup
-        # the ground truth of each problem's first copy: by uid for training's de-duplication, by
-        # (data_source, uid) for evaluation, which scores each such problem once (unique_problems)
-        self.answer_of: dict[str | tuple[str, str], str] = {}
-
-    def row(self, problem: Problem, where: str) -> bool:
-        """Whether the problem read next is kept."""
-
-        def conflicting(_: int, first: str) -> None:
-            self._note_conflict(problem.prompt, problem.uid, problem.ground_truth, first, where)
-
-        return bool(self._kept(self._keys([problem.uid], [problem.data_source]), [problem.ground_truth], conflicting))
-
-    def rows(self, rows: CheckedRows) -> list[Problem]:
-        """The problems kept of the rows read next (a parquet batch's); only theirs are made."""
-
-        def conflicting(i: int, first: str) -> None:
-            self._note_conflict(rows.prompts[i], rows.uids[i], rows.ground_truths[i], first, rows.where(i))
-
-        return rows.problems(self._kept(self._keys(rows.uids, rows.data_sources), rows.ground_truths, conflicting))
-
-    def _keys(self, uids: list[str], data_sources: list[str]) -> list[str] | list[tuple[str, str]]:
-        """What tells the problems of these rows apart (:func:`problem_key`'s, for training the uid
-        alone: its ("", uid) without a tuple a row)."""
-        return uids if self.split == "train" else list(zip(data_sources, uids))
-
-    def _kept(self, keys: list[str] | list[tuple[str, str]], ground_truths: list[str],
-              conflicting: Callable[[int, str], None]) -> list[int]:
-        """The indices of the rows kept, of rows read in order (their problem_key and ground
-        truth); ``conflicting(i, first copy's answer)`` for each copy with another answer. Only
-        the rows that are not copies of an earlier batch's with its answer are gone through one
-        by one (a de-duplicated DAPO-Math-17K: 1% of them)."""
-        answer_of, dedup, count = self.answer_of, self.dedup, len(keys)
-        self.result.num_rows += count
-        kept = []
-        firsts = map(answer_of.get, keys)  # (a ground truth is never None: answer_value's text)
-        for index in itertools.compress(range(count), map(operator.ne, firsts, ground_truths)):
-            first = answer_of.get(keys[index])  # (again: a row before it in these may be its first copy)
-            if first is None:
-                answer_of[keys[index]] = ground_truths[index]
-                kept.append(index)
-            elif ground_truths[index] != first:
-                conflicting(index, first)
-        if not dedup:
-            return list(range(count))
-        self.result.num_duplicates_dropped += count - len(kept)
-        return kept
-
-    def _note_conflict(self, prompt: Prompt, uid: str, ground_truth: str, kept_answer: str, where: str) -> None:
-        self.result.num_conflicting_duplicates += 1
-        if self.split == "eval":
-            used = "only the first copy is evaluated"
-        elif self.dedup:
-            used = "only the first copy is trained on"
-        else:
-            used = "both are trained on (data.dedup_train=false), each rewarding its own answer"
-        self.result.note(f"{where}: a copy of the problem {problem_text(prompt)[:80]!r} (uid {uid}) has another "
-                         f"answer ({ground_truth[:40]!r}; first: {kept_answer[:40]!r}); {used}")
-
-
 def _paths_of(entry: str, split: str, notes: list[str]) -> list[str]:
     """What one entry of data.*_files reads: builtin:arithmetic, or its files (:func:`data_files`)."""
     if entry == BUILTIN_ARITHMETIC:
@@ -245,20 +176,30 @@ def _read_source(
         return
     rows_read = 0  # of this file, valid: a key one of its later rows lacks is a gap in the data, not a wrong key
     checked = _columnar_reader(path, cfg, source_name, prompts_read)
-    for location, row in _file_rows(path, split, cfg, checked):
-        if not isinstance(row, (dict, DataError)):  # CheckedRows: the rows of a batch, each of which loads
-            yield location, row
-            rows_read += len(row)
-            continue
-        try:
-            if isinstance(row, DataError):
-                raise row
-            where = f"{path} {location}"
-            yield where, problem_from_row(row, cfg, where, source_name, keys_seen=rows_read > 0, prompts_read=prompts_read,
-                                          split=split)
-            rows_read += 1
-        except DataError as error:
-            _skip_or_raise(error, cfg, result)
+    malformed = _Malformed()  # (not lenient: the first stops the load once the file's others are counted)
+    try:
+        for location, row in _file_rows(path, split, cfg, checked):
+            if not isinstance(row, (dict, DataError)):  # CheckedRows: the rows of a batch, each of which loads
+                if not malformed:
+                    yield location, row
+                rows_read += len(row)
+                continue
+            try:
+                if isinstance(row, DataError):
+                    raise row
+                where = f"{path} {location}"
+                problem = problem_from_row(row, cfg, where, source_name, keys_seen=rows_read > 0,
+                                           prompts_read=prompts_read, split=split)
+                rows_read += 1
+                if not malformed:
+                    yield where, problem
+            except DataError as error:
+                _skip_or_count(error, cfg, result, malformed)
+    except DataError:
+        if not malformed:
+            raise  # (the file unreadable from some row on: that row's error is the first said)
+    if malformed:
+        raise malformed.error(path)
 
 
 def _columnar_reader(path: str, cfg: DataConfig, source_name: str, memo: PromptMemo) -> ColumnarReader | None:
@@ -302,13 +243,37 @@ def _no_usable_row(path: str, rows: int, said: list[str]) -> DataError:
                      "rows, not all of them; fix the keys or the file, or leave it out")
 
 
-def _skip_or_raise(error: DataError, cfg: DataConfig, result: LoadedProblems) -> None:
-    if not cfg.lenient:
-        if isinstance(error, KeyNotInFile) or "data.lenient" in str(error):
-            raise error
-        raise DataError(f"{error}; fix or drop this row, or set data.lenient=true to skip such rows") from None
-    result.num_malformed_skipped += 1
-    result.note(f"skipped: {error}")
+def _skip_or_count(error: DataError, cfg: DataConfig, result: LoadedProblems, malformed: _Malformed) -> None:
+    """A malformed row: skipped and said with data.lenient; without it, counted in ``malformed``
+    (the load stops at the file's end, naming the first), or raised at once where no row of the
+    file can load (a key the file lacks)."""
+    if cfg.lenient:
+        result.num_malformed_skipped += 1
+        result.note(f"skipped: {error}")
+    elif isinstance(error, KeyNotInFile):
+        raise error
+    else:
+        malformed.first = malformed.first or error
+        malformed.count += 1
+
+
+@dataclass
+class _Malformed:
+    """A file's malformed rows, read without data.lenient: the first and how many."""
+
+    first: DataError | None = None
+    count: int = 0
+
+    def __bool__(self) -> bool:
+        return self.first is not None
+
+    def error(self, path: str) -> DataError:
+        """What stops the load: the first, and how many more the file holds (one fix is not followed
+        by a run stopping at the next row)."""
+        more = self.count - 1
+        more = f" ({more} more malformed row{'s' * (more > 1)} in {path}; data.lenient=true lists each)" if more else ""
+        how = "" if "data.lenient" in str(self.first) else "; fix or drop this row, or set data.lenient=true to skip such rows"
+        return DataError(f"{self.first}{how}{more}")
 
 
 def problem_from_row(

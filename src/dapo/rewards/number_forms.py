@@ -152,8 +152,8 @@ _OR_WORD = re.compile(r"(?<![A-Za-z])(?:or|either)(?![A-Za-z])", re.IGNORECASE)
 # ... an "or" naming a transform of the answer, another value: "34 (or its negative)", "(or the reciprocal)"
 _OR_TRANSFORM = re.compile(r"(?<![A-Za-z])or\s{1,3}(?:its|the)\s{1,3}(?:negative|opposite|negation|reciprocal|inverse"
                            r"|square|cube|double|half)(?![A-Za-z])", re.IGNORECASE)
-# ... and a remark that states a condition, whose "or" is the condition's: "(since n is 1 or 3)", "(for n = 1 or 3)";
-# so does a variable's value after it: "(either n = 3 or n = 4)"
+# ... but not in a remark that states a condition, whose "or" is the condition's: "(since n is 1 or 3)", "(for n = 1
+# or 3)", nor before a variable's value, a condition too: "(either n = 3 or n = 4)"
 _NAMED_BEFORE = re.compile(r"[A-Za-z]\s{0,3}=\s{0,3}$")
 _CONDITION_OPENING = re.compile(r"\s*(?:since|because|as|when|if|for|where|given|whether|unless)(?![A-Za-z])",
                                 re.IGNORECASE)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import pytest
 
 from dapo.rewards import verify
+from dapo.rewards.answer_text import clean_answer
 from dapo.rewards.breaker import Breaker
 
 A = "Let me think step by step.\nSo the total is computed.\n"
@@ -74,3 +75,9 @@ def test_a_trip_of_as_many_deaths_as_timeouts_skips_its_tasks_as_timeouts() -> N
     for task, kind in enumerate(["died", "timeout", "died", "timeout"]):
         breaker.record(task, kind)
     assert breaker.tripped[0] == (4, 4, 2) and breaker.skipped_outcome(5) == ("timeout", "skipped")
+
+
+def test_cleaning_an_answer_keeps_an_ellipsis_and_drops_a_closing_comma() -> None:
+    """A sequence's "..." is part of it (the pattern goes on); a comma after the answer is punctuation."""
+    assert clean_answer("1, 2, 4, ...") == "1, 2, 4, ..."
+    assert clean_answer("34,") == clean_answer("34.") == "34"

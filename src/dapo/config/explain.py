@@ -56,15 +56,16 @@ def field_docs(root: type = DAPOConfig) -> dict[str, tuple[str, Any]]:
 def explain(config: DAPOConfig, prefix: str = "") -> str:
     """The documentation, type and value in ``config`` of every field whose key is ``prefix`` or
     lies under it ("" for all); ValueError naming the sections when nothing matches."""
-    entries = {k: v for k, v in field_docs().items() if not prefix or k == prefix or k.startswith(prefix + ".")}
+    every_field = field_docs()  # (read from the sources: once a call)
+    entries = {k: v for k, v in every_field.items() if not prefix or k == prefix or k.startswith(prefix + ".")}
     if not entries and (item_docs := _explain_item_field(prefix) or _explain_mapping_key(config, prefix)):
         return item_docs
     if not entries and (ours := verl_guess(prefix, None)) is not None:  # verl's or TRL's name for one
-        named = [key for key in dict.fromkeys(re.findall(r"[a-z_]+(?:\.[a-z_]+)?", ours)) if key in field_docs()]
+        named = [key for key in dict.fromkeys(re.findall(r"[a-z_]+(?:\.[a-z_]+)?", ours)) if key in every_field]
         return "\n".join([f"{prefix} is not a config field here; this project's name for it: {ours}",
                           *(explain(config, key) for key in named)])
     if not entries:
-        keys = list(field_docs())
+        keys = list(every_field)
         # a misspelled key, or its last part alone (lr -> trainer.lr)
         guesses = difflib.get_close_matches(prefix, keys, n=3) or [k for k in keys if k.rsplit(".", 1)[-1] == prefix]
         sections = sorted({key.split(".")[0] for key in keys})

@@ -265,7 +265,7 @@ class _Malformed:
     count: int = 0
 
     def __bool__(self) -> bool:
-        return self.first is not None
+        return self.count > 0
 
     def error(self, path: str) -> DataError:
         """What stops the load: the first, and how many more the file holds (one fix is not followed

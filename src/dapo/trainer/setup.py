@@ -4,6 +4,7 @@ stop tokens and rollout engine (:func:`build_run`, shared by training and ``dapo
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -298,9 +299,9 @@ def build_run(
     encoder = PromptEncoder(tokenizer, cfg.data)
     data = load_run_data(cfg, train=train_data, drop_overlong=encoder.drop_overlong)  # data.overlong_prompts
     said_already: set[str] = set()  # (a note true of both splits is printed once, with the training data's)
+    notes = (encoder.plain_text_note, encoder.unknown_roles_note, encoder.rendered_text_note,
+             functools.partial(encoder.builtin_template_note, model_path=cfg.model.path))
     for loaded in (data.train, data.eval):
-        notes = (encoder.plain_text_note, encoder.unknown_roles_note, encoder.rendered_text_note,
-                 lambda problems: encoder.builtin_template_note(problems, cfg.model.path))
         for note in notes:
             if loaded is not None and (said := note(loaded.problems)) is not None and said not in said_already:
                 loaded.warnings.insert(0, said)

@@ -48,7 +48,6 @@ from dapo.rewards.later_hedges import HEDGE_WINDOW, hedged_later
 from dapo.rewards.math_segments import (
     EQUATED_SEGMENTS,
     QUALIFIER,
-    REPEATED_SEGMENT,
     drop_remark_after_math,
     math_segments,
     segment_items,
@@ -243,8 +242,6 @@ def _clean_line(line: str) -> Extracted | None:
         return Extracted(clean_answer(stated), candidates=2, qualified=True)
     line = one_value_segments(drop_remark_after_math(_after_copula(stated)))  # "$34$, that is, $34$": one value
     segments = math_segments(line)
-    if len(segments) > 1 and (repeated := REPEATED_SEGMENT.fullmatch(line)) is not None:
-        line, segments = f"${repeated.group(1)}$", [repeated.group(1)]  # "$34$ and $34$": one value, said twice
     if len(segments) > 1 and is_inequality_disjunction(whole := clean_answer(line)):
         return Extracted(whole)  # "$x<-1$ or $x>2$": one set of reals, not two answers
     # "$34$ $\text{square units}$": words in math delimiters are words after the answer

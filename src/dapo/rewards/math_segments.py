@@ -121,11 +121,6 @@ def segments_qualified(line: str, items: tuple[str, ...]) -> bool:
     return offers_another_before(parts[0]) or changed_after(tail, items[-1], list(items))
 
 
-# A line that states one ``$...$`` segment again and again, joined as a list is: "$34$ and $34$", "$34$, $34$"
-REPEATED_SEGMENT = re.compile(r"\s{0,3}\$([^$]{1,400})\$(?:\s{0,3}(?:[,;]\s{0,3})?(?:(?:and|or)\s{1,3})?\$\1\$){1,15}"
-                              r"\s{0,3}\.?\s{0,3}", re.IGNORECASE)
-
-
 def math_segments(line: str) -> list[str]:
     """Contents of the ``$...$`` segments of a line (an escaped ``\\$`` is a dollar sign)."""
     parts = line.replace("\\$", "").split("$")

@@ -86,12 +86,19 @@ _COUNT_THEN_ITEMS = re.compile(r"(.{1,80}?)\s{0,3}(?:[,;:]\s{0,3}|(\()\s{0,3})(?
 RESTATED_SEGMENTS = re.compile(r"(?<!\\)\$(\s{0,3}[,;]?\s{0,3}(?:" + THAT_IS + r"|equivalently)(?![A-Za-z])[\s,]{0,4})\$",
                                re.IGNORECASE)
 
+# A line that states one ``$...$`` segment again and again, joined as a list is: "$34$ and $34$", "$34$, $34$"
+REPEATED_SEGMENT = re.compile(r"\s{0,3}\$([^$]{1,400})\$(?:\s{0,3}(?:[,;]\s{0,3})?(?:(?:and|or)\s{1,3})?\$\1\$){1,15}"
+                              r"\s{0,3}\.?\s{0,3}", re.IGNORECASE)
+
 
 def one_value_segments(line: str) -> str:
     """``line`` with two ``$...$`` segments that state one value and its restatement joined into one segment:
     ``$34$, that is, $34$`` (:data:`RESTATED_SEGMENTS`) and a quantity restated in another unit, ``$5$ cm, i.e. $50$
     mm`` (:func:`~dapo.rewards.units.join_quantities`). The remark is then judged as in one segment; before, the two
-    segments were two candidates, a hedge."""
+    segments were two candidates, a hedge. A line that is one segment said again as a list (``$34$ and $34$``,
+    :data:`REPEATED_SEGMENT`) is that segment."""
+    if (repeated := REPEATED_SEGMENT.fullmatch(line)) is not None:
+        return f"${repeated.group(1)}$"
     return join_quantities(RESTATED_SEGMENTS.sub(r"\1", line))
 
 

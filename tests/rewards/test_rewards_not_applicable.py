@@ -119,10 +119,10 @@ def test_bad_returns_are_still_refused_at_start_up(name: str, message: str) -> N
 def test_none_and_a_dict_s_none_score_are_not_applicable_and_no_bad_value() -> None:
     from dapo.rewards.worker import _batch_outcome, _item_outcome
 
-    assert _item_outcome(None) == ("ok", (None, None, {}))
-    assert _item_outcome({"score": None}) == ("ok", (None, None, {}))
-    assert _item_outcome({"score": None, "acc": None, "n": 2}) == ("ok", (None, None, {"n": 2.0}))
-    assert _batch_outcome([None, 1.0], 2) == ("ok", [("ok", (None, None, {})), ("ok", (1.0, None, {}))])
+    assert _item_outcome(None) == ("ok", (None, None, {}, None))
+    assert _item_outcome({"score": None}) == ("ok", (None, None, {}, None))
+    assert _item_outcome({"score": None, "acc": None, "n": 2}) == ("ok", (None, None, {"n": 2.0}, None))
+    assert _batch_outcome([None, 1.0], 2) == ("ok", [("ok", (None, None, {}, None)), ("ok", (1.0, None, {}, None))])
     # a batched function's return is still a list: None for the whole batch is a bad value
     kind, why = _batch_outcome(None, 2)
     assert kind == "bad" and "None" in why
@@ -154,6 +154,6 @@ def test_the_scorer_names_whose_failure_left_correctness_unmeasured() -> None:
     with RewardScorer(RewardConfig(functions=[spec("judge")], num_workers=1)) as scorer:
         [judged_out] = scorer.score(["Answer: 4"], ["4"], ["judge_fails"], [{}])
         prepared = scorer._prepare(["Answer: 4"], ["4"], ["x"])[0]
-        verifier_down = scorer._combine(prepared, ("timeout", None), [("ok", (1.0, None, {}))])
+        verifier_down = scorer._combine(prepared, ("timeout", None), [("ok", (1.0, None, {}, None))])
     assert judged_out.unmeasured_by is None and judged_out.acc  # the verifier decides, and measured it
     assert verifier_down.unmeasured_by == "math-verify" and not verifier_down.acc

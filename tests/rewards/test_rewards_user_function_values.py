@@ -50,7 +50,7 @@ def test_a_bad_return_value_is_named_and_a_dict_s_bad_field_says_where_it_is(val
 
     outcome, message = _item_outcome(value)
     assert outcome == "bad" and message.startswith(why)
-    assert _batch_outcome([value, 1.0], 2) == ("ok", [("bad", message), ("ok", (1.0, None, {}))])
+    assert _batch_outcome([value, 1.0], 2) == ("ok", [("bad", message), ("ok", (1.0, None, {}, None))])
 
 
 @pytest.mark.parametrize("value", [np.array(1.0), torch.tensor(1.0)])
@@ -62,7 +62,7 @@ def test_a_batched_function_returning_a_zero_d_array_is_a_bad_value_not_a_dead_w
     outcome, message = _batch_outcome(value, 2)
     assert outcome == "bad" and message.startswith("a batched function returns a list of scores, one per response "
                                                    f"(got a {type(value).__name__} that is not one")
-    assert _batch_outcome(np.array([1.0, 0.0]), 2) == ("ok", [("ok", (1.0, None, {})), ("ok", (0.0, None, {}))])
+    assert _batch_outcome(np.array([1.0, 0.0]), 2) == ("ok", [("ok", (1.0, None, {}, None)), ("ok", (0.0, None, {}, None))])
 
 
 @pytest.mark.parametrize(("acc", "verdict"), [(True, True), (False, False), (1, True), (0, False), (1.0, True),
@@ -70,7 +70,7 @@ def test_a_batched_function_returning_a_zero_d_array_is_a_bad_value_not_a_dead_w
 def test_acc_takes_bools_and_exact_ones_and_zeros(acc: object, verdict: bool) -> None:
     from dapo.rewards.user_functions import normalize_return
 
-    assert normalize_return({"score": 0.5, "acc": acc}) == (0.5, verdict, {})
+    assert normalize_return({"score": 0.5, "acc": acc}) == (0.5, verdict, {}, None)
 
 
 @pytest.mark.parametrize(("value", "score"), [(Decimal("0.25"), 0.25), (Fraction(1, 4), 0.25), (np.float64(0.25), 0.25),

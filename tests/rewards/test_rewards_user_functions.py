@@ -186,11 +186,11 @@ def test_a_metric_of_none_has_no_value_for_that_response_and_the_score_counts() 
     assert metrics["reward/confidence_when_given/confidence"] == pytest.approx(0.7)  # (0.5 + 0.9) / 2, not / 3
     assert metrics["reward/confidence_when_given/score"] == pytest.approx(0.25 / 3)
     assert metrics["reward_failures/confidence_when_given"] == 0.0
-    assert _item_outcome({"score": None, "m": None}) == ("ok", (None, None, {}))
-    assert _batch_outcome([{"score": 1, "m": None}], 1) == ("ok", [("ok", (1.0, None, {}))])
+    assert _item_outcome({"score": None, "m": None}) == ("ok", (None, None, {}, None))
+    assert _batch_outcome([{"score": 1, "m": None}], 1) == ("ok", [("ok", (1.0, None, {}, None))])
     # a NaN or infinite metric (a ratio of 0/0) has no value either: the score was lost, the response a failure
     assert _item_outcome({"score": 0.5, "ratio": float("nan"), "n": np.float64("inf"), "k": 3}) == (
-        "ok", (0.5, None, {"k": 3.0}))
+        "ok", (0.5, None, {"k": 3.0}, None))
     with pytest.raises(TypeError, match="'ratio' is a str, not a number"):
         normalize_return({"score": 0.5, "ratio": "nan"})
 

@@ -89,6 +89,18 @@ def test_an_evaluation_without_the_metric_is_checkpointed_unranked_and_said_once
     assert _kept(run) == (["step-000003"], "step-000003")
 
 
+def test_maj_at_k_without_the_verifier_is_ranked_where_the_function_returns_a_pred(tiny_model_dir, reward_file,
+                                                                                   tmp_path):
+    """With reward.verifier_weight=0 maj@k votes on the "pred" of the reward function correctness
+    comes from (verl's math_dapo returns one): the config takes it (it was refused); a function
+    that returns none logs no maj@k, which the first evaluation says, with why."""
+    run = tmp_path / "run"
+    with pytest.warns(UserWarning, match=r"keep_best=eval/maj@2: the evaluation of step 1 did not log a finite value "
+                                         r"of it \(logged: eval/avg@2, eval/pass@2\) \(maj@k votes on answers: with "
+                                         r'reward.verifier_weight=0, the "pred" of the reward function'):
+        _train(run, tiny_model_dir, reward_file, [0.5, 0.5], "trainer.total_steps=2", "checkpoint.keep_best=eval/maj@2")
+
+
 def test_a_run_without_keep_best_has_no_link_and_rotates_as_before(tiny_model_dir, reward_file, tmp_path):
     run = tmp_path / "run"
     _train(run, tiny_model_dir, reward_file, [0.9, 0.1, 0.1], "trainer.total_steps=3", "checkpoint.keep_best=null")
@@ -105,9 +117,6 @@ def test_a_run_without_keep_best_has_no_link_and_rotates_as_before(tiny_model_di
     (["checkpoint.keep_best=eval/reward/parity"], "not a held-out metric"),  # its keys are reward/parity/<key>
     (["checkpoint.keep_best=eval/arithmetic/reward/parity/score"], "not a held-out metric"),  # not per source
     (["checkpoint.keep_best=eval/openai/gsm8k/avg@4"], "not @4; name eval/openai/gsm8k/avg@2"),
-    # a user reward alone extracts no answer to vote on: no evaluation would log maj@k
-    (["checkpoint.keep_best=eval/maj@2", "reward.verifier_weight=0"], "with reward.verifier_weight=0 none is extracted"),
-    (["checkpoint.keep_best=eval/arithmetic/maj@2", "reward.verifier_weight=0"], "rank by eval/avg@2"),
 ])
 def test_keep_best_says_what_it_needs(tiny_model_dir, reward_file, tmp_path, overrides, said):
     with pytest.raises(ConfigError, match=said.replace("(", r"\(").replace(")", r"\)")):

@@ -112,7 +112,8 @@ def test_a_run_without_maj_at_k_says_why(capsys, tmp_path):
     says so rather than leave its row silently missing."""
     no_votes = TrainSummary(2, {"eval/avg@4": 0.2, "eval/pass@4": 0.4}, {"eval/avg@4": 0.5, "eval/pass@4": 0.7},
                             str(tmp_path), 9.0, updates=2)
-    assert "no maj@k: no answers were extracted to vote on (reward.verifier_weight=0)" in title(capsys, no_votes)
+    assert ("no maj@k: no answers were extracted to vote on (reward.verifier_weight=0, and the reward function "
+            'correctness comes from returns no "pred")') in title(capsys, no_votes)
     votes = TrainSummary(2, {"eval/avg@4": 0.2, "eval/maj@4": 0.3}, {"eval/avg@4": 0.5, "eval/maj@4": 0.6},
                          str(tmp_path), 9.0, updates=2)
     assert "no maj@k" not in title(capsys, votes)

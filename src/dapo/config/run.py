@@ -61,7 +61,7 @@ class CheckpointConfig:
     keep_last: int = 2
     # Keep also the checkpoint with the highest value (higher is better; ties: the earlier) of this
     # held-out metric, as metrics.jsonl names it: eval/avg@32, eval/pass@32, eval/maj@32 (logged when
-    # the verifier extracts answers), eval/score_mean, eval/<data_source>/... of those (logged when
+    # answers are extracted: the verifier's, or with it off a reward function's "pred"), eval/score_mean, eval/<data_source>/... of those (logged when
     # the held-out data has several sources), or eval/reward/<function>/<key>; out of keep_last's
     # rotation, linked as checkpoints/best (from_pretrained, dapo eval and checkpoint.resume read the
     # link). Every evaluated step is then checkpointed (step 0's baseline is not), so it needs periodic

@@ -182,7 +182,8 @@ class DAPOConfig:
 
     def _check_keep_best(self, metric: str) -> None:
         """checkpoint.keep_best ranks the evaluated steps' checkpoints: it needs evaluations during
-        training, and a metric this run's evaluations log."""
+        training, and a metric this run's evaluations log (maj@k with the verifier off only where the
+        reward function returns a "pred", which the first evaluation tells: :mod:`dapo.trainer.loop_state`)."""
         check(bool(self.data.eval_files),
               f"checkpoint.keep_best={metric} ranks the checkpoints of evaluated steps: it needs held-out data, "
               "and data.eval_files is empty; give data.eval_files=[FILE,...]")
@@ -194,10 +195,6 @@ class DAPOConfig:
               f"checkpoint.keep_best={metric} keeps a checkpoint to use, and with checkpoint.hf_export=final the "
               "checkpoints of a multi-rank run before the last hold the ranks' shards only, which neither dapo eval "
               "nor from_pretrained reads: set checkpoint.hf_export=every")
-        check(not metric.rsplit("/", 1)[-1].startswith("maj@") or self.reward.verifier_weight != 0,
-              f"checkpoint.keep_best={metric}: maj@k votes on the answers the verifier extracts, and with "
-              "reward.verifier_weight=0 none is extracted, so no evaluation logs it; rank by "
-              f"eval/avg@{self.eval.k} or eval/score_mean")
         k = BEST_METRIC.match(metric).group("k")
         check(k is None or int(k) == self.eval.k,
               f"checkpoint.keep_best={metric}: the evaluations log @{self.eval.k} metrics (eval.k={self.eval.k}), "

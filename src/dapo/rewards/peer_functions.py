@@ -64,8 +64,8 @@ def _called_as_verl_does(function: Callable, names: tuple[str | None, ...]) -> C
     for the singular names, with lists for the plural ones, whichever way dapo-rl calls it (per
     response, or ``batch_size`` > 0). Positionally, as this project's contract calls, it got the
     response as ``data_source`` and the ground truth as the response: every response scored
-    wrongly, without an error. Text values of its dicts (``math_dapo`` returns its ``"pred"``)
-    are left out: verl logs them, they are no metric."""
+    wrongly, without an error. Text values of its dicts are left out (verl logs them, they are no
+    metric), but for ``"pred"``, the answer ``math_dapo`` read: maj@k's vote with the verifier off."""
     plural = names[1] == "solution_strs"
 
     def verl_fields(fields: dict) -> tuple[Any, dict]:
@@ -148,9 +148,10 @@ def _finish(value: Any, then: Callable[[Any], Any]) -> Any:
 
 
 def _without_text(value: Any) -> Any:
-    """A verl function's return with its dicts' text values (not score or acc) left out."""
+    """A verl function's return with its dicts' text values (not score, acc or pred) left out."""
     if isinstance(value, dict):
-        return {key: field for key, field in value.items() if key in ("score", "acc") or not isinstance(field, str)}
+        return {key: field for key, field in value.items()
+                if key in ("score", "acc", "pred") or not isinstance(field, str)}
     if isinstance(value, list):
         return [_without_text(item) for item in value]
     return value

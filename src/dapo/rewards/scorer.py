@@ -6,7 +6,8 @@ Per response i (DAPO: correct_score = +1, incorrect_score = -1, one verifier, no
               + sum_k weight_k * user_score_{k,i}
 
 ``acc`` comes from the verifier when ``verifier_weight != 0``, else from the first user
-function (its ``"acc"`` if it returns one, else ``weight * score > 0``). A scorer that runs past its
+function (its ``"acc"`` if it returns one, else ``weight * score > 0``), and so does the answer
+(``pred``, maj@k's vote): the verifier's, else that function's ``"pred"``. A scorer that runs past its
 deadline or fails (raises, wrong return type, worker crash) sets ``timed_out`` / ``error`` and
 contributes the lower of ``weight * incorrect_score`` and ``weight * correct_score`` (never a bonus); the item is incorrect (``acc = False``) when the failed
 scorer is the one ``acc`` comes from (the verifier's math-verify call, or the first user function
@@ -99,6 +100,8 @@ class RewardScorer:
         self._call_records: dict[int, Record] = {}
         self._trips: dict[int, int] = {}  # per user function, the batches the breaker stopped it in
         self._correctness_source = CorrectnessSourceCheck(self._labels, self._weights)
+        # with the verifier off: whether the function acc comes from has returned a "pred" (maj@k's votes)
+        self.functions_read_answers = False
         num_workers = cfg.num_workers or default_num_workers()
         self._pool = WorkerPool(num_workers, self._specs, cfg.timeout_s,
                                 memory_limit_bytes=int(cfg.memory_limit_gb * 2**30))
@@ -253,7 +256,7 @@ class RewardScorer:
             if not ok:
                 result.score += self._failure_score(k)
                 continue
-            score, acc, metrics = outcome[1]
+            score, acc, metrics, pred = outcome[1]
             if score is None:  # None: this function does not apply to this item; it adds nothing
                 result.extra.update({f"{label}/{key}": value for key, value in metrics.items()})
                 continue
@@ -266,6 +269,9 @@ class RewardScorer:
             result.extra.update({f"{label}/{key}": value for key, value in metrics.items()})
             if k == acc_from:  # its contribution, not its raw return: under a negative weight a high score is a penalty
                 user_acc = acc if acc is not None else self._weights[k] * score > 0
+                if prepared is None and pred is not None:  # the verifier off: the answer is the function's
+                    result.answer, result.pred = pred, shorten(pred)
+                    self.functions_read_answers = True
         if prepared is None and acc_from is None and fn_outcomes:
             self._no_reward(result)
         acc_source = "math-verify" if prepared is not None else (NO_REWARD if acc_from is None else self._labels[acc_from])
@@ -377,13 +383,15 @@ class RewardScorer:
 
     @property
     def extracts_answers(self) -> bool:
-        """Whether results carry the extracted answer (``pred``): only the verifier extracts one."""
-        return self.cfg.verifier_weight != 0
+        """Whether results carry the extracted answer (``pred``, maj@k's vote): the verifier's, or
+        with the verifier off the ``"pred"`` of the function acc comes from, once it has returned one."""
+        return self.cfg.verifier_weight != 0 or self.functions_read_answers
 
     @property
     def votes_exactly(self) -> bool:
-        """Whether maj@k counts answers as one only as the same string (math_dapo's exact match)."""
-        return self.cfg.verifier == "math_dapo"
+        """Whether maj@k counts answers as one only as the same string: math_dapo's (its exact
+        match), and a user function's "pred" (its own normal form, as verl's maj@k counts it)."""
+        return self.cfg.verifier == "math_dapo" or self.cfg.verifier_weight == 0
 
     def close(self) -> None:
         """Stop the worker processes."""

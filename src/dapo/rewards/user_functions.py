@@ -4,7 +4,9 @@ Contract: ``fn(response: str, ground_truth: str, extra: dict) -> float | dict | 
 batched function (``batch_size`` > 0) lists of each in and a list of values out, one per response.
 A function written to verl's or TRL's contract is called as they call it (:mod:`dapo.rewards.peer_functions`).
 A dict needs a numeric ``"score"``; an optional ``"acc"`` (bool) is the correctness dynamic
-sampling filters on; every other key must be numeric and becomes an extra metric, or None: that
+sampling filters on; an optional ``"pred"`` (text) is the answer the function read in the
+response (verl's ``math_dapo`` returns one), what maj@k votes on with the verifier off and what
+the logs show as ``pred``; every other key must be numeric and becomes an extra metric, or None: that
 metric has no value for this response (a judge's confidence where it gave none), so it is left
 out of the response's metrics (its mean is over the responses that have it) and the score still
 counts; refusing it failed the whole response for a missing figure. None (or a dict whose
@@ -21,7 +23,7 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal
 from numbers import Real
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from dapo.errors import UserError
 from dapo.rewards.peer_functions import called_as_its_peer_does
@@ -150,9 +152,22 @@ def _finite_number(value: Any, what: str) -> float:
 NOT_APPLICABLE_KEY = "not_applicable"
 
 
-def normalize_return(value: Any) -> tuple[float | None, bool | None, dict[str, float]]:
-    """(score, acc or None, extra metrics) from a user function's return value; score None (for a
-    return of None, or a dict's ``"score": None``): the function does not apply to the item.
+# A dict's key that holds the answer the function read, not a metric
+PRED_KEY = "pred"
+
+
+class Returned(NamedTuple):
+    """A user function's return for one response, checked."""
+
+    score: float | None  # None: the function does not apply to the item
+    acc: bool | None  # its verdict, None where it gave none
+    metrics: dict[str, float]  # its dict's other numeric values
+    pred: str | None = None  # the answer it read in the response (its dict's "pred"), None where it gave none
+
+
+def normalize_return(value: Any) -> Returned:
+    """(score, acc or None, extra metrics, pred or None) from a user function's return value; score
+    None (for a return of None, or a dict's ``"score": None``): the function does not apply to the item.
 
     A dict's metric of None, NaN or infinity is left out of the metrics: the metric has no value for this item.
 
@@ -161,9 +176,9 @@ def normalize_return(value: Any) -> tuple[float | None, bool | None, dict[str, f
     beyond MAX_ABS_SCORE: :class:`DictFieldError` when it is one of a dict's values.
     """
     if value is None:
-        return None, None, {}
+        return Returned(None, None, {})
     if not isinstance(value, dict):
-        return _bounded_score(_finite_number(value, "the return value")), None, {}
+        return Returned(_bounded_score(_finite_number(value, "the return value")), None, {})
     if "score" not in value:
         raise TypeError(f"the returned dict has no 'score' key (keys: {sorted(map(str, value))})")
     try:
@@ -183,7 +198,7 @@ def _verdict(acc: Any) -> bool:
     return number == 1.0
 
 
-def _dict_fields(value: dict) -> tuple[float | None, bool | None, dict[str, float]]:
+def _dict_fields(value: dict) -> Returned:
     """:func:`normalize_return` of a dict that has a ``"score"``."""
     score = None if value["score"] is None else _bounded_score(_finite_number(value["score"], "'score'"))
     acc = value.get("acc")
@@ -197,11 +212,21 @@ def _dict_fields(value: dict) -> tuple[float | None, bool | None, dict[str, floa
                         f"does not apply to (reward/<function>/{NOT_APPLICABLE_KEY}): name yours otherwise")
     metrics = {}  # a metric of None (or NaN, inf: a ratio of 0/0) has no value for this item: left out, so its
     for key, metric in value.items():  # mean is over the items with one, and the score counts
-        if key not in ("score", "acc") and metric is not None:
+        if key not in ("score", "acc", PRED_KEY) and metric is not None:
             number = _number(metric, repr(key))
             if math.isfinite(number):
                 metrics[str(key)] = number
-    return score, acc, metrics
+    return Returned(score, acc, metrics, _pred(value.get(PRED_KEY)))
+
+
+def _pred(pred: Any) -> str | None:
+    """A dict's ``"pred"``: text, or a number (as ``str`` writes it: 34, 0.5), or None."""
+    if pred is None or isinstance(pred, str):
+        return pred
+    if isinstance(pred, Real) and not isinstance(pred, bool):
+        return str(pred)
+    raise TypeError(f"{PRED_KEY!r} is a {type(pred).__name__}: it is the answer the function read in the response, "
+                    "as text (maj@k votes on it), or None; a number to average belongs under another key")
 
 
 def reward_formula(reward: RewardConfig, labels: Sequence[str]) -> str:

@@ -54,7 +54,7 @@ def failure_warnings(scorer: RewardScorer, results: list[RewardResult], culprits
                 effect += (f"; no sample of data_source {', '.join(unscored_sources)} had its correctness measured: "
                            "their @k are not logged")
         else:
-            who = "the verifier does" if scorer.extracts_answers else "another reward function does"
+            who = "the verifier does" if scorer.cfg.verifier_weight != 0 else "another reward function does"
             effect = f"it decides no sample's correctness ({who}): {at_k} are unaffected"
         how = ("no reward function applied to them: each returned None" if label == NO_REWARD
                else "timed out, raised or returned a bad value")

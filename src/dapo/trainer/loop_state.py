@@ -263,9 +263,12 @@ class LoopState:
             if "keep_best" not in self.state.said:  # (a reward failing on every sample logs no @k)
                 self.state.said.add("keep_best")
                 logged = ", ".join(sorted(key for key in metrics if BEST_METRIC.match(key))) or "none of its kind"
+                why = (" (maj@k votes on answers: with reward.verifier_weight=0, the \"pred\" of the reward function "
+                       "correctness comes from, and it returned none)" if "maj@" in metric and not any(
+                           "maj@" in key for key in metrics) and self.cfg.reward.verifier_weight == 0 else "")
                 warnings.warn(f"checkpoint.keep_best={metric}: the evaluation of step {self.step} did not log a "
-                              f"finite value of it (logged: {logged}); steps without one are not ranked (said once)",
-                              stacklevel=2)
+                              f"finite value of it (logged: {logged}){why}; steps without one are not ranked "
+                              "(said once)", stacklevel=2)
         elif self.best_checkpoint is None or value > self.best_checkpoint[1]:
             self.best_checkpoint = (self.step, value)
         return True

@@ -132,8 +132,10 @@ METRICS: dict[str, str] = {
     "(a hedged 34 or 35, 34 hours for 34 minutes), and a sample without an answer casts no vote; under "
     "reward.verifier=math_dapo the same string only, as it judges, and a sample without an Answer: line votes for "
     "[INVALID], as the reference's maj@k counts it (one whose line's answer normalises to \"\" votes for \"\", apart); "
-    "ties: first seen; absent when "
-    "the reward extracts no answers: reward.verifier_weight=0, and as avg@k is)",
+    "with reward.verifier_weight=0 the answers are the \"pred\" strings of the reward function correctness comes "
+    "from, the same string only, as verl's maj@k counts them (a sample without one votes for [INVALID]); "
+    "ties: first seen; absent when no answers are extracted (reward.verifier_weight=0 and that function returns "
+    "no \"pred\"), and as avg@k is)",
     "eval/score_mean": "mean reward (verifier and user functions, before overlong shaping) over the held-out "
     "samples, as rollout/score_mean: what a graded reward reads, which avg@k's verdicts do not (absent as avg@k is)",
     "eval/reward/<function>/<key>": "means of the scores and numbers a user reward function returned on the "

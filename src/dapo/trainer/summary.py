@@ -19,6 +19,10 @@ from dapo.trainer.metrics import read_metrics
 from dapo.trainer.run_state import problem_progress
 from dapo.trainer.setup import build_run, eval_top_k
 
+# the table's caption where avg@k is logged and maj@k is not
+NO_VOTES = ("no maj@k: no answers were extracted to vote on (reward.verifier_weight=0, and the reward function "
+            "correctness comes from returns no \"pred\")")
+
 
 def _eval_metrics(row: dict) -> dict[str, float]:
     return {k: v for k, v in row.items() if k.startswith("eval/")}
@@ -53,7 +57,7 @@ def print_summary(summary: TrainSummary) -> None:
     no_votes = any(k.startswith("eval/avg@") for k in evaluated) and not any("maj@" in k for k in evaluated)
     table = Table(title=f"dapo-rl: {this_attempt}, run dir {summary.run_dir}",
                   # (rather than a maj@k row that is silently missing)
-                  caption="no maj@k: no answers were extracted to vote on (reward.verifier_weight=0)" if no_votes else None)
+                  caption=NO_VOTES if no_votes else None)
     table.add_column("held-out metric")
     table.add_column("before", justify="right")
     table.add_column("after", justify="right")

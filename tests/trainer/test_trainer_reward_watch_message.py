@@ -63,3 +63,36 @@ def test_a_function_failing_wherever_it_applies_is_stopped_too():
     scored = RewardResult(score=1.0, acc=True, extra={"judge/not_applicable": 0.0})
     for _ in range(3):
         watch.observe([failed, skipped, scored])
+
+
+def test_max_failure_rate_stops_a_function_failing_on_that_share_of_what_it_applies_to():
+    """A partly broken judge scored its failure score where it failed, said once and then only
+    counted: reward.max_failure_rate=0.5 stops one that fails on half the responses it applies to
+    (those it returns None for left out) in each of max_failing_steps steps; less does not count."""
+    reward = RewardConfig(functions=[{"path": "judge.py:judge"}], max_failure_rate=0.5)
+    scorer = SimpleNamespace(cfg=reward, labels=("judge",), first_failure={"judge": "judge raised KeyError"})
+    failed = RewardResult(score=0.0, acc=False, error=True, failed=["judge"], extra={"judge/not_applicable": 0.0})
+    scored = RewardResult(score=1.0, acc=True, extra={"judge/not_applicable": 0.0})
+    skipped = RewardResult(score=1.0, acc=True, extra={"judge/not_applicable": 1.0})
+    watch = RewardFailureWatch(scorer, 2, reward.max_failure_rate)
+    for _ in range(3):  # 1 of 3 it applies to: 33%, below the rate
+        watch.observe([failed, scored, scored, skipped])
+    watch.observe([failed, scored, skipped, skipped])  # 1 of 2: counts
+    watch.observe([failed, scored, scored, scored])  # 1 of 4: the streak ends
+    watch.observe([failed, failed, scored, skipped])
+    with pytest.raises(RewardFunctionError, match=r"judge failed on at least 50% of the responses it applies to in "
+                                                   r"each of the last 2 steps \(reward.max_failure_rate=0.5; 50%, 1 "
+                                                   r"of 4, this step\); first failure: judge raised KeyError"):
+        watch.observe([failed, scored, skipped, skipped])
+    # the default (1.0) stops only a function failing on every response it applies to
+    watch = RewardFailureWatch(scorer, 2)
+    for _ in range(3):
+        watch.observe([failed, failed, failed, scored])
+
+
+@pytest.mark.parametrize("rate", [0.0, -0.5, 1.5])
+def test_max_failure_rate_is_a_share(rate):
+    from dapo.config import ConfigError
+
+    with pytest.raises(ConfigError, match=rf"reward.max_failure_rate={rate} is a share of the responses: in \(0, 1\]"):
+        RewardConfig(max_failure_rate=rate)

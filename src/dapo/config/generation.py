@@ -75,6 +75,13 @@ class RewardConfig:
     # that always fails gives no learning signal.
     # The step just trained is checkpointed first. 0 never stops.
     max_failing_steps: int = 2
+    # The share of the responses a scorer applies to that it must fail on for a step to count
+    # toward reward.max_failing_steps. 1.0: every one (a reward with no signal at all). Lower stops a
+    # partly broken function too, which otherwise scores its failure score on the responses it
+    # fails on (said once, then counted in reward_failures/<function>) and so pushes the policy
+    # away from whatever triggers its bug: 0.5 stops one failing on half, as a run that must not
+    # train on a buggy reward wants (verl and TRL stop at a function's first exception).
+    max_failure_rate: float = 1.0
 
     def __post_init__(self) -> None:
         finite_numbers(self, "reward")
@@ -84,6 +91,8 @@ class RewardConfig:
               f"reward.extractor={self.extractor} is dapo-rl's verifier's: reward.verifier=math_dapo reads the last "
               "\"Answer:\" line, as the DAPO reference run did (leave reward.extractor auto)")
         check(self.max_failing_steps >= 0, "reward.max_failing_steps must be >= 0 (0 never stops)")
+        check(0 < self.max_failure_rate <= 1, f"reward.max_failure_rate={self.max_failure_rate} is a share of the "
+              "responses: in (0, 1] (1.0: a step counts when the scorer failed on every response it applies to)")
         check(self.timeout_s > 0, "reward.timeout_s must be > 0")
         check(self.num_workers >= 0, "reward.num_workers must be >= 0 (0 = one per core)")
         check(self.memory_limit_gb == 0 or self.memory_limit_gb >= _MIN_WORKER_MEMORY_GB,

@@ -149,7 +149,7 @@ class Trainer(LoopState):
                     started.close()
             self.state.close()
             raise
-        self.reward_watch = RewardFailureWatch(self.scorer, cfg.reward.max_failing_steps)
+        self.reward_watch = RewardFailureWatch(self.scorer, cfg.reward.max_failing_steps, cfg.reward.max_failure_rate)
         self.updates_per_step = cfg.trainer.optimizer_steps_per_rollout
         per_round, key = ((cfg.trainer.gen_prompts_per_round, "gen_prompts_per_round") if cfg.algorithm.dynamic_sampling
                           else (cfg.trainer.prompts_per_step, "prompts_per_step"))

@@ -152,27 +152,40 @@ def add_group_outcomes(records: list[dict[str, Any]], samples: list[Sample], out
 class RewardFailureWatch:
     """Stops a run whose reward cannot give signal: one scorer failing (raising, timing out,
     returning a wrong type) on every response it applies to (not those it returned None for) of
-    ``max_failing_steps`` consecutive steps."""
+    ``max_failing_steps`` consecutive steps, or with ``max_failure_rate`` < 1 on at least that
+    share of them."""
 
-    def __init__(self, scorer: RewardScorer, max_failing_steps: int) -> None:
-        self.scorer, self.max_failing_steps = scorer, max_failing_steps
-        self.streak: dict[str, int] = {}  # scorer label -> consecutive steps it failed on everything
+    def __init__(self, scorer: RewardScorer, max_failing_steps: int, max_failure_rate: float = 1.0) -> None:
+        self.scorer, self.max_failing_steps, self.max_failure_rate = scorer, max_failing_steps, max_failure_rate
+        self.streak: dict[str, int] = {}  # scorer label -> consecutive steps it failed on (that share of) everything
 
     def observe(self, results: list[RewardResult]) -> None:
         """Count this step; raise :class:`RewardFunctionError` naming the scorer past the limit."""
         if not results:
             return
-        failed_everywhere = {label for label in set().union(*(r.failed for r in results)) if all(
-            label in r.failed for r in results if r.extra.get(f"{label}/{NOT_APPLICABLE_KEY}") != 1.0)}
-        self.streak = {label: self.streak.get(label, 0) + 1 for label in failed_everywhere}
+        rates = {label: self._failure_rate(label, results) for label in set().union(*(r.failed for r in results))}
+        failing = {label for label, rate in rates.items() if rate >= self.max_failure_rate}
+        self.streak = {label: self.streak.get(label, 0) + 1 for label in failing}
         for label, steps in self.streak.items():
             if self.max_failing_steps and steps >= self.max_failing_steps:
                 first = self.scorer.first_failure.get(label, "no detail recorded")
+                failed = sum(label in r.failed for r in results)
+                if self.max_failure_rate == 1.0:
+                    raise RewardFunctionError(
+                        f"reward scorer {label} failed on every response of the last {steps} steps that it applies "
+                        f"to ({failed} of {len(results)} this step), so {self._signal_left(label, failing)}; first "
+                        f"failure: {first}. Fix {label}, or set reward.max_failing_steps=0 to go on")
                 raise RewardFunctionError(
-                    f"reward scorer {label} failed on every response of the last {steps} steps that it applies to "
-                    f"({sum(label in r.failed for r in results)} of {len(results)} this step), so {self._signal_left(label, failed_everywhere)}; first failure: {first}. Fix "
-                    f"{label}, or set reward.max_failing_steps=0 to go on"
-                )
+                    f"reward scorer {label} failed on at least {self.max_failure_rate:.0%} of the responses it applies "
+                    f"to in each of the last {steps} steps (reward.max_failure_rate={self.max_failure_rate:g}; "
+                    f"{rates[label]:.0%}, {failed} of {len(results)}, this step); first failure: {first}. Fix "
+                    f"{label}, or raise reward.max_failure_rate (1.0: stop only a scorer that fails on every response)")
+
+    @staticmethod
+    def _failure_rate(label: str, results: list[RewardResult]) -> float:
+        """The share of the responses ``label`` applies to (not those it returned None for) that it failed on."""
+        applied = [label in r.failed for r in results if r.extra.get(f"{label}/{NOT_APPLICABLE_KEY}") != 1.0]
+        return sum(applied) / len(applied) if applied else 0.0
 
     def _signal_left(self, label: str, failed_everywhere: set[str]) -> str:
         """What gives no learning signal (``label``, failing on every response) and what still does:

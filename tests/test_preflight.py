@@ -271,8 +271,9 @@ def test_a_reward_function_name_the_file_lacks_and_a_bad_resume_are_found_before
         "is there)"]
 
 
-def test_a_one_process_checkpoint_is_refused_for_several_ranks_before_ray_starts_them(tmp_path):
-    """(it was refused only once Ray had started the ranks and they had loaded the model)"""
+def test_either_layout_of_checkpoint_resumes_with_any_number_of_ranks(tmp_path):
+    """A one-process checkpoint was refused for several ranks; rank 0 now shards it for them
+    (tests/trainer/test_trainer_ray_whole_resume.py), and shards resume anywhere (DCP reshards)."""
     import torch
 
     from dapo.trainer.sharded_checkpoint import sharded_policy_state
@@ -284,22 +285,14 @@ def test_a_one_process_checkpoint_is_refused_for_several_ranks_before_ray_starts
         return path
 
     one_process = checkpoint(tmp_path / "a", {"model": {}, "optimizer": {}})
-    sharded = checkpoint(tmp_path / "b", sharded_policy_state(2, 0))
+    checkpoint(tmp_path / "b", sharded_policy_state(2, 0))
 
     def problems(run: Path, *overrides: str) -> list[str]:
         return resume_problems(load_config([], [f"output_dir={run}", *overrides]))
 
-    two_ranks = "resources.devices_per_node=2"
-    assert problems(tmp_path / "a", two_ranks) == [
-        f"cannot resume from {one_process}: it holds the optimizer state of one process, not policy/ shards, and this "
-        "run has 2 policy ranks; resume it with one (resources.nnodes=1 resources.devices_per_node=1), or start a "
-        "new run from its weights (model.path=<the checkpoint> in another output_dir)"]
-    assert problems(tmp_path / "new", two_ranks, f"checkpoint.resume={one_process}")[0].startswith(
-        f"cannot resume from {one_process}: it holds the optimizer state of one process")
-    assert problems(tmp_path / "a") == []  # one process resumes it
-    assert problems(tmp_path / "a", two_ranks, "checkpoint.resume=never") == []
-    assert problems(tmp_path / "b", two_ranks) == problems(tmp_path / "b", "resources.devices_per_node=4") == []
-    assert problems(tmp_path / "new", two_ranks, f"checkpoint.resume={sharded}") == []
+    for ranks in ("resources.devices_per_node=1", "resources.devices_per_node=2", "resources.devices_per_node=4"):
+        assert problems(tmp_path / "a", ranks) == problems(tmp_path / "b", ranks) == []
+        assert problems(tmp_path / "new", ranks, f"checkpoint.resume={one_process}") == []
 
 
 def test_a_warm_up_as_long_as_the_run_is_said(tmp_path, recwarn):

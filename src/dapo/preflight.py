@@ -281,21 +281,16 @@ def warn_about_weight_precision(cfg: DAPOConfig) -> None:
 def resume_problems(cfg: DAPOConfig) -> list[str]:
     """checkpoint.resume names a checkpoint, when it is not auto or never (verl's resume_mode
     words, disable, are neither), or one the run in output_dir has gone on from; and the
-    checkpoint it resolves to suits the run's number of policy ranks and LoRA settings."""
-    from dapo.trainer.resume import (
-        resume_adapter_problem,
-        resume_layout_problem,
-        resume_path_problem,
-    )
+    checkpoint it resolves to suits the run's LoRA settings."""
+    from dapo.trainer.resume import resume_adapter_problem, resume_path_problem
 
     resume, run_dir = cfg.checkpoint.resume, cfg.output_dir
     if resume == "never":
         return []
     if resume != "auto" and (problem := resume_path_problem(resume, run_dir)) is not None:
         return [problem]
-    # a one-process checkpoint and several ranks, or other LoRA adapters: found before Ray starts them
-    problem = (resume_layout_problem(resume, run_dir, cfg.resources.world_size)
-               or resume_adapter_problem(resume, run_dir, cfg.model))
+    # other LoRA adapters: found before Ray starts the ranks
+    problem = resume_adapter_problem(resume, run_dir, cfg.model)
     return [problem] if problem is not None else []
 
 

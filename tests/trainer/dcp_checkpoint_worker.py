@@ -32,12 +32,15 @@ from tests.torchrun_rank import end_rank
 FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
 
 
+# AdamW and a warm-up schedule (lr moves per step)
+TRAINER = TrainerConfig(prompts_per_step=3, mini_batch_prompts=3, micro_batch_tokens=40, lr=1e-2, warmup_steps=3,
+                        grad_clip=1e9)
+
+
 def build(model_dir: str, mesh: DeviceMesh) -> PolicyWorker:
-    """A sharded policy at the initial weights, with AdamW and a warm-up schedule (lr moves per step)."""
+    """A sharded policy at the initial weights, with :data:`TRAINER`'s AdamW and schedule."""
     model = shard_policy(AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32), mesh)
-    trainer = TrainerConfig(prompts_per_step=3, mini_batch_prompts=3, micro_batch_tokens=40, lr=1e-2,
-                            warmup_steps=3, grad_clip=1e9)
-    return PolicyWorker(model, AlgorithmConfig(), trainer, pad_token_id=0, temperature=1.0, total_steps=8,
+    return PolicyWorker(model, AlgorithmConfig(), TRAINER, pad_token_id=0, temperature=1.0, total_steps=8,
                         norm_const=16.0)
 
 

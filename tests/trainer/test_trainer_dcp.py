@@ -25,16 +25,15 @@ from dapo.trainer.optim import LOSS_SCALE_INIT
 from dapo.trainer.policy import PolicyWorker
 from dapo.trainer.run_dir import SHARDED_DIR
 from dapo.trainer.sharded_checkpoint import (
-    layout_mismatch,
     load_sharded_policy,
     missing_shards,
     save_sharded_policy,
-    sharded_policy_state,
 )
 from dapo.trainer.surplus import sample_state
 from tests.trainer.test_trainer_policy import make_samples, worker
 
 WORKER = Path(__file__).with_name("dcp_checkpoint_worker.py")
+WHOLE_WORKER = Path(__file__).with_name("whole_to_shards_worker.py")
 ROOT = Path(__file__).resolve().parents[2]
 MOMENTS = ("exp_avg", "exp_avg_sq", "step")
 
@@ -147,12 +146,38 @@ def test_one_process_resumes_the_shards_of_two_ranks(round_trip, tiny_model_dir)
     assert_identical(worker.scheduler.state_dict(), saved["scheduler"], "one process")
 
 
-def test_a_resume_with_ranks_needs_sharded_state_and_sharded_state_resumes_anywhere():
-    one_process = {"optimizer": {}, "scheduler": {}, "num_nonfinite_skipped": 0}
-    sharded = sharded_policy_state(world_size=2, num_nonfinite_skipped=0)
-    assert "one process" in layout_mismatch(one_process, 2)
-    assert layout_mismatch(one_process, 1) is None
-    assert all(layout_mismatch(sharded, world) is None for world in (1, 2, 4))
+def test_two_ranks_resume_a_one_process_checkpoint_and_go_on_as_one_process(tiny_model_dir, tmp_path):
+    """A run started in one process and moved to several ranks was refused (its AdamW state was
+    not sharded). Rank 0 now reads it as one process does and every rank gets its shard: weights,
+    AdamW's moments and step count and the schedule equal the one process's bit for bit (AdamW by
+    parameter name), and the next step matches one process's to float32 rounding. A checkpoint
+    from before the first update leaves the ranks' AdamW fresh (no zero-lr step counted), and so
+    does a parameter it holds no AdamW state for (never given a gradient)."""
+    samples = make_samples(torch.Generator().manual_seed(7))
+    for index, sample in enumerate(samples):  # off-policy ratios: a step that moves everything
+        sample.old_logprobs = [-4.0 - 0.1 * (index % 3)] * len(sample.response_ids)
+    torch.save([sample_state(s) for s in samples], tmp_path / "samples.pt")
+    out = tmp_path / "states.pt"
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               str(WHOLE_WORKER), str(tiny_model_dir), str(tmp_path / "samples.pt"), str(out)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    states = torch.load(out, weights_only=True)
+    assert states["fresh_after_early"]
+    assert_identical(states["resumed"], states["saved"], "resumed")
+    assert states["resumed"]["optimizer"]["state"]["model.embed_tokens.weight"]["step"] == 1
+    assert "model.norm.weight" not in states["resumed"]["optimizer"]["state"]  # no state: fresh, as saved
+    ranks, one = states["next_ranks"], states["next_one"]
+    assert ranks["scheduler"] == one["scheduler"]
+    for name, tensor in one["model"].items():
+        moved = (tensor - states["saved"]["model"][name]).abs().max()
+        assert moved > 0 or name.endswith("bias"), name  # (the step moves the weights)
+        torch.testing.assert_close(ranks["model"][name], tensor, rtol=1e-5, atol=1e-6, msg=name)
+    for name, moments in one["optimizer"]["state"].items():
+        for key in MOMENTS:
+            torch.testing.assert_close(ranks["optimizer"]["state"][name][key], moments[key], rtol=1e-5, atol=1e-9,
+                                       msg=f"{name}.{key}")
 
 
 def test_a_checkpoint_before_the_first_update_leaves_adamw_as_fresh(tiny_model_dir, tmp_path):

@@ -20,7 +20,7 @@ from dapo.trainer.policy_weights import (
     save_policy_weights,
 )
 from dapo.trainer.run_dir import has_saved_run_config
-from dapo.trainer.sharded_checkpoint import is_sharded, load_sharded_policy
+from dapo.trainer.sharded_checkpoint import is_sharded, load_sharded_policy, shard_whole_policy
 
 
 class PolicyCheckpointing:
@@ -60,6 +60,15 @@ class PolicyCheckpointing:
         ranks (DCP reshards them); the run's optimizer settings then apply. Collective."""
         check_adapters_match(self.model, directory)
         load_sharded_policy(directory, self.model, self.optimizer, self.scheduler)
+        self.apply_config_to_optimizer(directory)
+
+    def load_whole(self, directory: Path, whole: tuple | None) -> None:
+        """A one-process checkpoint into this rank's shards: rank 0 passes ``whole``, the policy,
+        AdamW and schedule it read as one process does, the others None
+        (:func:`~dapo.trainer.sharded_checkpoint.shard_whole_policy`); the run's optimizer
+        settings then apply. Collective."""
+        check_adapters_match(self.model, directory)
+        shard_whole_policy(self.model, self.optimizer, self.scheduler, whole)
         self.apply_config_to_optimizer(directory)
 
     def apply_config_to_optimizer(self, checkpoint: Path | None = None) -> None:

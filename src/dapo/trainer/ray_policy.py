@@ -68,7 +68,7 @@ from dapo.trainer.ray_faults import (
 from dapo.trainer.ray_placement import node_placement_groups, rank_bundle, ranks_use_gpus
 from dapo.trainer.ray_rank import RANK_SEED_STRIDE, PolicyRank, rank_device
 from dapo.trainer.run_dir import RunDirError
-from dapo.trainer.sharded_checkpoint import missing_shards, sharded_policy_state
+from dapo.trainer.sharded_checkpoint import is_sharded, missing_shards, sharded_policy_state
 from dapo.trainer.update_stats import PEER_NONFINITE_LOSS, LogprobPass, UpdateStats
 
 RAY_INIT_CTRL_C = "Ctrl-C: stopping once Ray has started (or failed to); Ctrl-C again stops at once"
@@ -285,8 +285,9 @@ class RayPolicyGroup(RankCalls):
 
     def load_checkpoint(self, directory: Path, state: dict[str, Any]) -> None:
         """Every rank reads its shards from checkpoint ``directory``; ``state`` is what
-        :meth:`save_checkpoint` returned. The engines still hold older weights: sync before use."""
-        self.lr = self._on_all("load_checkpoint", os.path.abspath(directory))[0]
+        :meth:`save_checkpoint` returned (or one process's: rank 0 reads the checkpoint and sends
+        each rank its shard). The engines still hold older weights: sync before use."""
+        self.lr = self._on_all("load_checkpoint", os.path.abspath(directory), is_sharded(state))[0]
         self.num_nonfinite_skipped = state["num_nonfinite_skipped"]
 
     def close(self) -> None:

@@ -34,6 +34,7 @@ from dapo.rollout import create_engine
 from dapo.rollout.base import GenerationResult, SamplingParams, tied_duplicates
 from dapo.trainer.allocator import apply_process_settings
 from dapo.trainer.batch import Sample
+from dapo.trainer.checkpoint import load_trainer_state
 from dapo.trainer.fsdp import (
     gathered_weights,
     match_rank0_dtypes,
@@ -41,8 +42,9 @@ from dapo.trainer.fsdp import (
     shard_from_rank0,
 )
 from dapo.trainer.hf_export import export_hf_from_shards, unclosed
+from dapo.trainer.optim import build_optimizer
 from dapo.trainer.policy import PolicyWorker
-from dapo.trainer.policy_weights import gather_adapters, save_adapter_of_shards
+from dapo.trainer.policy_weights import gather_adapters, load_policy_weights, save_adapter_of_shards
 from dapo.trainer.ray_transport import LogprobRows
 from dapo.trainer.rng import load_rank_rng, save_rank_rng, seed_process
 from dapo.trainer.run_state import os_error_behind
@@ -300,13 +302,31 @@ class PolicyRank:
         with os_errors_named(directory):
             export_hf_from_shards(directory, self.model, self.tokenizer, self.rank)
 
-    def load_checkpoint(self, directory: str) -> float:
+    def load_checkpoint(self, directory: str, sharded: bool = True) -> float:
         """Read this rank's shard of model, optimizer and scheduler state and its RNG states from
-        ``directory/policy``; the learning rate it resumes with. Every rank must call it; the
-        engines are synced later."""
-        self.policy.load_shards(Path(directory))
-        load_rank_rng(directory, self.rank)
+        ``directory/policy``; or, from a one-process checkpoint (not ``sharded``), receive them
+        from rank 0, which reads it as one process does (:meth:`_whole_policy`); the learning rate
+        it resumes with. Every rank must call it; the engines are synced later."""
+        if sharded:
+            self.policy.load_shards(Path(directory))
+            load_rank_rng(directory, self.rank)  # (a one-process checkpoint has none: each keeps its seeded state)
+        else:
+            self.policy.load_whole(Path(directory), self._whole_policy(directory) if self.rank == 0 else None)
         return self.policy.lr
+
+    def _whole_policy(self, directory: str) -> tuple[nn.Module, torch.optim.Optimizer, dict[str, Any]]:
+        """Rank 0's copy, in CPU memory, of the policy of one-process checkpoint ``directory`` as one
+        process resumes it: model.path's structure (its base weights, under LoRA adapters), the
+        checkpoint's weights, AdamW built as one process builds it with the saved state, and the
+        scheduler's state (:func:`~dapo.trainer.sharded_checkpoint.shard_whole_policy` sends each
+        rank its shard). It holds what the one process held: the checkpoint came from one."""
+        cfg: DAPOConfig = config_from_dict(self.config)
+        model, _, _ = load_model_and_tokenizer(cfg.model, torch.device("cpu"))
+        load_policy_weights(model, directory)
+        saved = load_trainer_state(directory)["policy"]
+        optimizer = build_optimizer(model, cfg.trainer)
+        optimizer.load_state_dict(saved["optimizer"])
+        return model, optimizer, saved["scheduler"]
 
 
 def sharded_reference(cfg: DAPOConfig, model_path: Path, mesh: DeviceMesh, device: torch.device) -> nn.Module:

@@ -11,7 +11,6 @@ from pathlib import Path
 from dapo.config import ModelConfig
 from dapo.trainer.checkpoint import SET_ASIDE_PREFIX, list_checkpoints, load_trainer_state
 from dapo.trainer.run_dir import STATE_FILE, checkpoints_root, saved_section
-from dapo.trainer.sharded_checkpoint import layout_mismatch
 
 
 @dataclass(frozen=True)
@@ -115,23 +114,6 @@ def resume_path_problem(resume: str, run_dir: str | Path | None = None) -> str |
         return None
     return (f"checkpoint.resume={resume!r} is not auto, never or a checkpoint directory (none with a {STATE_FILE} "
             "is there)")
-
-
-def resume_layout_problem(resume: str, run_dir: str | Path, world_size: int) -> str | None:
-    """Why the checkpoint this run would resume from cannot be resumed by ``world_size`` policy
-    ranks (:func:`~dapo.trainer.sharded_checkpoint.layout_mismatch`), or None: found from its
-    ``trainer_state.pt`` alone (memory-mapped), before Ray starts its ranks and they load the model."""
-    if world_size <= 1:
-        return None  # one process resumes either layout
-    try:
-        with warnings.catch_warnings():  # the run says it again when it resumes
-            warnings.simplefilter("ignore")
-            point = resolve_resume(resume, run_dir)
-        state = load_trainer_state(point.path, peek=True) if point is not None else None
-    except Exception:  # noqa: BLE001 - unreadable or gone: the resume itself says how
-        return None
-    mismatch = layout_mismatch(state["policy"], world_size) if state and "policy" in state else None
-    return f"cannot resume from {point.path}: {mismatch}" if mismatch else None
 
 
 def resume_adapter_problem(resume: str, run_dir: str | Path, model: ModelConfig) -> str | None:

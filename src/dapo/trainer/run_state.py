@@ -69,7 +69,7 @@ from dapo.trainer.run_dir import (
     remove_stale_checkpoint_temps,
     saved_section,
 )
-from dapo.trainer.sharded_checkpoint import is_sharded, layout_mismatch
+from dapo.trainer.sharded_checkpoint import is_sharded
 from dapo.user_code import edited_sources, source_digests
 
 TRUNCATION_WARNING_RATE = 0.5
@@ -241,7 +241,7 @@ class RunState:
 
     def find_checkpoint(self, model_config: Any) -> tuple[Path, dict[str, Any]] | None:
         """The checkpoint ``checkpoint.resume`` names and its ``trainer_state.pt``, after checking
-        it belongs to this run (model, settings, rank layout); None for a fresh start. What an
+        it belongs to this run (model, settings); None for a fresh start. What an
         earlier attempt wrote after the point this run starts from is dropped (metrics) or set
         aside (checkpoints: :func:`set_aside_checkpoints_after`) once it has loaded
         (:meth:`resumed_at`)."""
@@ -264,15 +264,14 @@ class RunState:
         else:
             self.went_back_to = (state.get("went_back_to") if point.automatic
                                  else checkpoint_record(path, self.run_dir))
-        layout = layout_mismatch(state["policy"], self.cfg.resources.world_size)
-        if mismatch or layout:
+        if mismatch:
             # found by itself in output_dir, or named (checkpoint.resume=PATH): another output_dir helps only the first
             remedy = ("Give this run a new output_dir, or set checkpoint.resume=never to start over in this one"
                       if point.automatic else "Name another checkpoint in checkpoint.resume, or set "
                       "checkpoint.resume=never to start this run from model.path")
-            if point.automatic and not layout and self._resumable_when_named(path, model_config):
+            if point.automatic and self._resumable_when_named(path, model_config):
                 remedy += f", or name it to go on from it with this run's settings (checkpoint.resume={path})"
-            raise RunDirError(f"cannot resume from {path}: {'; '.join(filter(None, (mismatch, layout)))}. {remedy}")
+            raise RunDirError(f"cannot resume from {path}: {mismatch}. {remedy}")
         if changes := changed_settings(path, with_absolute_paths(config_to_dict(self.cfg))):  # as checkpoints save it
             more = f" and {len(changes) - 12} more" if len(changes) > 12 else ""
             # the one report of them: the policy's optimizer, loaded next, says nothing of its own

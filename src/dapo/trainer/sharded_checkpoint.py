@@ -2,7 +2,8 @@
 state, and the scheduler's state, written and read with ``torch.distributed.checkpoint`` (DCP) in
 ``policy/`` (:func:`save_sharded_policy`, :func:`load_sharded_policy`; DCP reshards, so another
 number of ranks, one process included, can resume it), and the driver's record of it in
-``trainer_state.pt`` (:func:`sharded_policy_state`, :func:`layout_mismatch`). The checkpoint
+``trainer_state.pt`` (:func:`sharded_policy_state`). A one-process checkpoint resumes on several
+ranks too: :func:`shard_whole_policy`. The checkpoint
 directory around it, atomic and a Hugging Face model directory: :mod:`dapo.trainer.checkpoint`."""
 
 from __future__ import annotations
@@ -14,7 +15,15 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    get_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+    set_state_dict,
+)
 
 from dapo.lora import adapter_names, has_lora
 from dapo.rollout.base import tied_duplicates
@@ -87,6 +96,32 @@ def load_sharded_policy(directory: str | Path, model: torch.nn.Module, optimizer
     scheduler.load_state_dict(unique["scheduler"])
 
 
+def shard_whole_policy(model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
+                       whole: tuple[torch.nn.Module, torch.optim.Optimizer, dict[str, Any]] | None) -> None:
+    """A one-process checkpoint's policy into the ranks' shards. Rank 0 passes ``whole``: the
+    policy and its AdamW as one process resumed them (in CPU memory), and the scheduler's state;
+    the other ranks None. Every rank receives its shard of the weights and of AdamW's state, keyed
+    by parameter name (the two optimizers' parameter orders need not agree), and the schedule.
+    Parameters the checkpoint holds no AdamW state for (never given a gradient; every one, saved
+    before the first update) keep a fresh optimizer's (none: AdamW's first step is theirs). Collective."""
+    rank0 = dist.get_rank() == 0
+    full = StateDictOptions(full_state_dict=True)
+    saved = get_optimizer_state_dict(*whole[:2], options=full) if rank0 and whole[1].state else {"state": {}}
+    # (small: the schedule, and the names of the parameters with AdamW state)
+    header = [whole[2], set(saved["state"])] if rank0 else [None, None]
+    dist.broadcast_object_list(header, src=0)
+    scheduler_state, stated = header
+    sent = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
+    set_model_state_dict(model, get_model_state_dict(whole[0], options=full) if rank0 else {}, options=sent)
+    if stated:
+        set_optimizer_state_dict(model, optimizer, saved if rank0 else {},
+                                 options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True, strict=False))
+        for name, parameter in model.named_parameters():  # (strict=False left them the state it built them)
+            if name not in stated:
+                optimizer.state.pop(parameter, None)
+    scheduler.load_state_dict(scheduler_state)
+
+
 SHARDED_FORMAT = "dcp"  # trainer_state.pt["policy"]["sharded"]: the ranks' state is in policy/
 
 
@@ -110,12 +145,3 @@ def is_sharded(policy_state: dict[str, Any]) -> bool:
     return "sharded" in policy_state
 
 
-def layout_mismatch(policy_state: dict[str, Any], world_size: int) -> str | None:
-    """Why a checkpoint with this policy state cannot be resumed by ``world_size`` policy ranks,
-    or None. Sharded state resumes with any number of ranks, one process included (DCP
-    reshards); the whole-model state of one process resumes only in one process."""
-    if world_size > 1 and not is_sharded(policy_state):
-        return (f"it holds the optimizer state of one process, not {SHARDED_DIR}/ shards, and this run has "
-                f"{world_size} policy ranks; resume it with one (resources.nnodes=1 resources.devices_per_node=1), "
-                "or start a new run from its weights (model.path=<the checkpoint> in another output_dir)")
-    return None

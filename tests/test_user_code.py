@@ -58,7 +58,7 @@ def test_a_reward_worker_imports_the_module_beside_a_reward_file(reward_dir: Pat
     """A worker imports the file itself (the trainer has not): its directory goes on its own sys.path."""
     pool = WorkerPool(1, [f"{reward_dir / 'rewards.py'}:score"], timeout_s=30.0, startup_timeout_s=60.0)
     try:
-        [(kind, (score, _, _))] = pool.run([("fn", 0, "response", "1", {})])
+        [(kind, (score, *_))] = pool.run([("fn", 0, "response", "1", {})])
         assert (kind, score) == ("ok", 0.75)
     finally:
         pool.close()

@@ -302,7 +302,7 @@ def test_a_file_in_the_working_directory_does_not_shadow_the_stdlib_in_workers(t
     monkeypatch.chdir(tmp_path)
     pool = WorkerPool(1, ["uses_stdlib:f"], timeout_s=30.0, startup_timeout_s=60.0)
     try:
-        [(kind, (score, _, _))] = pool.run(fn_tasks([{}]))
+        [(kind, (score, *_))] = pool.run(fn_tasks([{}]))
         assert (kind, score) == ("ok", 1.0)
     finally:
         pool.close()

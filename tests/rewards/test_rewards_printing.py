@@ -104,7 +104,7 @@ def assert_flood_bounded(tmp_path, source: str) -> None:
     (tmp_path / "flood_loop.py").write_text(FLOOD)  # (FLOOD_HOLDING_THE_GIL runs it as a program)
     pool = WorkerPool(1, [f"{tmp_path / 'floods.py'}:flood"], timeout_s=120.0)
     try:
-        [(kind, (largest_mb, _, _))] = pool.run([("fn", 0, "response", "1", {})])
+        [(kind, (largest_mb, *_))] = pool.run([("fn", 0, "response", "1", {})])
         head, total = pool.outputs[0]
     finally:
         pool.close()

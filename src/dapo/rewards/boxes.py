@@ -38,7 +38,7 @@ from dapo.rewards.reasons import without_reason
 from dapo.rewards.remark_words import GREEK_LETTERS, NAME, OR_ADVERBS
 from dapo.rewards.restatements import after_its_noun
 from dapo.rewards.unicode_math import unicode_math_to_latex
-from dapo.rewards.units import unit_remark_changes
+from dapo.rewards.units import unit_remark_changes, without_unit_power
 
 BOX_COMMANDS = ("\\boxed", "\\fbox")
 # a number or math just before the last box, joined to it by "or": "$35$ or \\boxed{34}"
@@ -164,7 +164,7 @@ def changed_after(after: str, answer: str, stated: list[str] | None = None) -> b
     converted = None if is_list else unit_remark_changes(after, answer)
     if converted is not None:  # "\\boxed{5} cm, i.e. 50 mm": the same quantity; "i.e. 5 mm": another
         return converted
-    after = after_its_noun(after)
+    after = without_unit_power(after_its_noun(after))  # "\\boxed{34}, i.e. 34 cm^2": 34 restated, not squared
     own = answer if is_list else without_bare_remark(answer)  # "\\boxed{34 \\approx 34} (about 35)": on 34
     if own is None:
         return True  # "\\boxed{\\sqrt2 \\approx 7} (since n is odd)": two values already

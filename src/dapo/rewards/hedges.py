@@ -73,6 +73,7 @@ from dapo.rewards.number_forms import (
 from dapo.rewards.remark_words import BARE_APPROXIMATION_WORDS, THAT_IS
 from dapo.rewards.restatements import LATEX_CONSTANT, constant_remark_changes, letters_end_a_value
 from dapo.rewards.unit_suffix import ARITHMETIC, SCALE_WORDS
+from dapo.rewards.units import without_unit_power
 
 _MAX_TAIL = 500  # how much of an answer's end is read for a closing remark
 _MAX_NUMBERS = 16  # numbers a remark on a list may restate
@@ -239,6 +240,7 @@ def restatement_changes(answer: str, remark: str) -> bool | None:
     own = without_bare_remark(answer)  # "34, i.e. 34, i.e. 35": the second remark is on 34
     if own is None:
         return True
+    remark = without_unit_power(remark)  # "34, that is, 34 cm^2": 34 restated, not squared
     name = VARIABLE_PREFIX.match(own)
     own = own[name.end() :] if name is not None else own  # "x = \\frac12": the rational 1/2
     value = value_of(own)

@@ -37,7 +37,7 @@ from dapo.rewards.unit_suffix import (
     is_unit,
     strip_unit_suffix,
 )
-from dapo.rewards.units import other_units_change
+from dapo.rewards.units import other_units_change, without_unit_power
 
 SPACES = ("\\,", "\\;", "\\:", "\\ ", "~", "\u00a0", "\u2009", "\u202f", "\u2007")
 _SUFFIXES = ("^{\\circ}", "^\\circ", "\\circ", "°", "\\degree", "\\%", "%", "\\$")
@@ -186,6 +186,7 @@ def remark_changes_the_number(remark: str, answer: str = "") -> bool:
     converted = other_units_change(remark, answer) if answer else None
     if converted is not None:  # "5 cm (i.e. 50 mm)": the same quantity; "5 cm (i.e. 5 mm)" another
         return converted
+    remark = without_unit_power(remark)  # "34 (i.e. 34 cm^2)": 34 restated, not squared
     value = value_of(answer) if answer else None
     form = computed_form(remark, answer, value)  # computed, so it decides: "2 (or \\sqrt{2})" is another
     if form is not None or (answer and (only_restates(answer, remark) or restates_value(remark, answer, value))):

@@ -81,6 +81,18 @@ def _unit_at_end(text: str) -> tuple[str, int] | None:
     return (f"{canonical}^{exponent}" if exponent else canonical), tail.start(1) + closing
 
 
+def without_unit_power(remark: str) -> str:
+    """``remark`` with the power of the known unit after its last number dropped (``that is, 34
+    cm^2`` -> ``that is, 34 cm``; ``(i.e. 34 m^{2})`` -> ``(i.e. 34 m)``): a number restated in square
+    units restates the number, where the power, read as arithmetic, made it 34 squared. Other text
+    is returned as it is (``34 x^2``: no unit)."""
+    kept = remark.rstrip(" .,;)$")
+    found = _unit_at_end(kept) if len(kept) <= 200 else None
+    if found is None or "^" not in found[0]:
+        return remark
+    return kept[: found[1]] + _POWER.sub("", kept[found[1]:], count=1) + remark[len(kept):]
+
+
 _DOLLAR_BEFORE = re.compile(r"[\s$-]{0,4}\\\$")
 
 

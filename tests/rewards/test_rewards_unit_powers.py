@@ -3,7 +3,11 @@ cm^2`` is right for 34. Before, the unit's power read as arithmetic (34 squared)
 so the restatement was a hedge on every path (in a box's remark, after a box without brackets, on
 the Answer line); a plain ``34 cm`` was already a remark. A power of no known unit is still
 arithmetic (``34^2``, ``34 x^2``), and a quantity restated in another unit is still converted
-(``5 cm^2, i.e. 500 mm^2``). Rows marked "before:" had the other verdict. -- units.without_unit_power.
+(``5 cm^2, i.e. 500 mm^2``). -- units.without_unit_power.
+
+And a function's argument is no bracketed remark: ``\\boxed{e} = \\exp(1)`` restates e (before, its
+``(1)`` was read as a remark offering 1, a hedge). -- hedges._CLOSING_PARENTHESIS.
+Rows marked "before:" had the other verdict.
 """
 
 from __future__ import annotations
@@ -33,6 +37,13 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "So \\boxed{5 cm^2} (i.e. 50 mm^2)", "5", False, "any"),
     (A + "So \\boxed{5} cm^2, i.e. 500 mm^2", "5", True, "any"),
     (A + "So \\boxed{5} cm^2, i.e. 50 mm^2", "5", False, "any"),
+    # a function's argument after "=" (before: wrong), and a remark's parenthesis still read as one
+    (A + "So \\boxed{e} = \\exp(1)", "e", True, "any"),  # before: wrong
+    (A + "So \\boxed{e^2} = \\exp(2).", "e^2", True, "boxed"),  # before: wrong
+    (A + "So \\boxed{e} = \\exp(2)", "e", False, "any"),
+    (A + "So \\boxed{2} = \\ln(100)", "2", False, "any"),
+    (A + "So \\boxed{\\pi} \\approx 3.14 (3 cases)", "\\pi", True, "any"),
+    (A + "So \\boxed{\\pi} \\approx 3.14 (or 35)", "\\pi", False, "any"),
 ]
 
 

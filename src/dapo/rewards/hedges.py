@@ -100,8 +100,9 @@ _WRAPPED_RESTATEMENT = re.compile(r"\\(?:text|textrm|mbox|mathrm|textnormal)\{([
                                   + r"|equivalently)(?![A-Za-z])[\s,]{0,4})\}", re.IGNORECASE)
 # Where such a remark may start in an answer: after a value's end (a digit, a brace, \pi), past a comma.
 _ALL_MARKER_STARTS = frozenset("=≈∼\\iatwsrncle")  # ... of _BARE_MARKER
-# A parenthesis closing a remark: "\\pi \\approx 3.14 (3 cases)".
-_CLOSING_PARENTHESIS = re.compile(r"\(([^()]{0,400})\)$")
+# A parenthesis closing a remark: "\\pi \\approx 3.14 (3 cases)"; not a function's argument, glued to its
+# name ("= \\exp(1)", "= f(2)", "\\ln(2)").
+_CLOSING_PARENTHESIS = re.compile(r"(?<![A-Za-z])\(([^()]{0,400})\)$")
 _MARKER_STARTS = frozenset("≈∼\\iatwsrnce")  # the first character of each marker of _OWN_MARKER, lower-cased
 # A value's end: a digit, a brace, a constant (\\pi, \\infty, Euler's e: "x = e \\approx 2.72") or a parenthesis
 # ("\\ln(2)"); a number's unit or counted noun too (letters_end_a_value).

@@ -31,11 +31,12 @@ from dapo.rewards.later_hedges import HEDGE_WINDOW, hedged_later
 from dapo.rewards.number_forms import (
     remark_changes_the_number,
     restates,
+    spells_the_value,
     starts_with_scale_word,
     value_of,
 )
 from dapo.rewards.reasons import without_reason
-from dapo.rewards.remark_words import GREEK_LETTERS, NAME, OR_ADVERBS
+from dapo.rewards.remark_words import GREEK_LETTERS, NAME, NUMBER_WORDS, OR_ADVERBS
 from dapo.rewards.restatements import after_its_noun
 from dapo.rewards.unicode_math import unicode_math_to_latex
 from dapo.rewards.units import unit_remark_changes, without_unit_power
@@ -53,7 +54,8 @@ _ALTERNATIVE_AFTER = re.compile(
     r"(?:(?:about|approximately|approx\.?|roughly|around|nearly|almost|\\approx|[≈~∼])(?:\\\(|[\s$(]){0,8})?"
     r"(?:(?:" + NAME + r" {0,3}= {0,3})?[+-]? {0,3}"
     r"(?:[0-9]|\\(?:d?frac|sqrt|boxed|pi|infty|" + GREEK_LETTERS + r")(?![A-Za-z]))"
-    r"|(?:more|less|fewer|greater|higher|lower|above|below)(?![A-Za-z]))", re.IGNORECASE)
+    r"|(?:more|less|fewer|greater|higher|lower|above|below)(?![A-Za-z])"
+    r"|(?P<spelled>" + NUMBER_WORDS + r")(?![A-Za-z]))", re.IGNORECASE)
 # ... or a value alone after it with no "or": "\\boxed{34}; 35", "\\boxed{34}, maybe 35.", "\\boxed{34} 35" (spaced;
 # glued, "\\boxed{34}35" continues the box, _CONTINUED_AFTER). Only a bare value ending the line: one that goes on
 # ("\\boxed{34}, 34 = 2 \\cdot 17", "\\boxed{34}; 2 \\cdot 17 = 34", "12:00") is a justification, read as before. A
@@ -171,8 +173,9 @@ def changed_after(after: str, answer: str, stated: list[str] | None = None) -> b
     answer = own
     tail = after.lstrip(" \t$.,")
     restated = restates_list(stated, tail) if is_list and stated is not None else restates(answer, tail)
-    if _ALTERNATIVE_AFTER.match(after) and not restated:
-        return True
+    if (alternative := _ALTERNATIVE_AFTER.match(after)) and not restated and not (
+            alternative.group("spelled") and spells_the_value(alternative.group("spelled"), answer)):
+        return True  # "\\boxed{3}, or four" (not "\\boxed{34}, or thirty-four")
     if (offered := _VALUE_AFTER.match(after)) and not _CONTINUED_AFTER.match(after):
         value_text = offered.group("value")
         if not (restates_list(stated, value_text) if is_list and stated is not None else restates(answer, value_text)):

@@ -27,7 +27,14 @@ from dapo.rewards.approximations import APPROXIMATELY, is_rounding_of, real_valu
 from dapo.rewards.counts import counts_the_derivation, item_count, stated_count
 from dapo.rewards.exact_numbers import exact_rational
 from dapo.rewards.loose_roundings import restates_value
-from dapo.rewards.remark_words import APPROXIMATION_WORDS, NAME, OR_ADVERBS, RESTATING_WORDS
+from dapo.rewards.remark_words import (
+    APPROXIMATION_WORDS,
+    NAME,
+    NUMBER_WORDS,
+    OR_ADVERBS,
+    RESTATING_WORDS,
+    spelled_value,
+)
 from dapo.rewards.restatements import constant_remark_changes, letters_end_a_value
 from dapo.rewards.unit_suffix import (
     ARITHMETIC,
@@ -155,6 +162,8 @@ _OR_TRANSFORM = re.compile(r"(?<![A-Za-z])or\s{1,3}(?:its|the)\s{1,3}(?:negative
 # ... but not in a remark that states a condition, whose "or" is the condition's: "(since n is 1 or 3)", "(for n = 1
 # or 3)", nor before a variable's value, a condition too: "(either n = 3 or n = 4)"
 _NAMED_BEFORE = re.compile(r"[A-Za-z]\s{0,3}=\s{0,3}$")
+# ... or a number in words after it: "34 (or thirty-five)", "3 (or four)", "34 (or one more)"
+_NUMBER_WORD = re.compile(r"(?<![A-Za-z])(?:" + NUMBER_WORDS + r")(?![A-Za-z])", re.IGNORECASE)
 _CONDITION_OPENING = re.compile(r"\s*(?:since|because|as|when|if|for|where|given|whether|unless)(?![A-Za-z])",
                                 re.IGNORECASE)
 
@@ -212,8 +221,9 @@ def _offers_by_or(remark: str, answer: str) -> bool:
     """Whether an "or" inside ``remark`` offers another value: a number after it that does not restate
     ``answer`` (``the first or 35``; ``the first or 34`` restates it), unless the remark states a
     condition (``since n is 1 or 3``, ``either n = 3 or n = 4``) or the number is in a closed form
-    (:func:`~dapo.rewards.alternatives.computed_form` decides those); or a transform of the answer
-    (``or its negative``)."""
+    (:func:`~dapo.rewards.alternatives.computed_form` decides those); a number in words that is not the
+    answer's value (``or four`` after 3, ``or one more``; ``or thirty-four`` restates 34); or a transform of
+    the answer (``or its negative``)."""
     if _OR_TRANSFORM.search(remark[:400]):
         return True
     if _CONDITION_OPENING.match(remark):
@@ -221,11 +231,22 @@ def _offers_by_or(remark: str, answer: str) -> bool:
     for word in _OR_WORD.finditer(remark[:400]):
         after = remark[word.end() : 400]
         number = NUMBER_TOKEN.search(after)
+        spelled = _NUMBER_WORD.search(after)
+        if spelled is not None and (number is None or spelled.start() < number.start()):
+            if not spells_the_value(spelled.group(0), answer):  # "(or thirty-four)" for 34 restates it
+                return True
+            continue
         if number is None or _NAMED_BEFORE.search(after, 0, number.start()) or "\\" in after[: number.start()]:
             continue  # "(either n = 3 or n = 4)": a variable's values, a condition; "or \\log 100": computed_form's
         if not (answer and restates(answer, after)):  # "(the first or about 0.33)" for \frac13 restates it
             return True
     return False
+
+
+def spells_the_value(words: str, answer: str) -> bool:
+    """Whether ``words``, a number in words (``thirty-four``), is the rational value ``answer`` states."""
+    spelled = spelled_value(words)
+    return spelled is not None and _rational_value(answer) == spelled
 
 
 def only_restates(answer: str, text: str) -> bool:

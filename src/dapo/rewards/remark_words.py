@@ -32,3 +32,24 @@ BARE_APPROXIMATION_WORDS = APPROXIMATION_WORDS.format(extra="", signs="")
 # The Greek letters as LaTeX commands, each a value or a name of its own: "\\boxed{\\pi} or \\tau" offers another.
 GREEK_LETTERS = (r"alpha|beta|gamma|delta|epsilon|varepsilon|zeta|eta|theta|vartheta|iota|kappa|lambda|mu|nu|xi|rho"
                  r"|sigma|tau|upsilon|phi|varphi|chi|psi|omega|Gamma|Delta|Theta|Lambda|Xi|Sigma|Phi|Psi|Omega")
+
+# A number in words: "four", "thirty-five", "a hundred", "half", "twice", "a dozen" (after an "or" it offers a
+# value: "\\boxed{3}, or four" hedges as "or 4" does).
+_UNITS = ("zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen"
+          "|seventeen|eighteen|nineteen")
+_TENS = "twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety"
+NUMBER_WORDS = (r"(?:" + _TENS + r")(?:[\s-]{1,2}(?:" + _UNITS + r"))?|" + _UNITS
+                + r"|hundred|thousand|million|billion|half|twice|double|triple|dozen")
+_UNIT_VALUES = {word: value for value, word in enumerate(_UNITS.split("|"))}
+_TEN_VALUES = {word: 10 * (index + 2) for index, word in enumerate(_TENS.split("|"))}
+
+
+def spelled_value(words: str) -> int | None:
+    """The value of a number in words below a hundred (``four``, ``thirty-five``, ``thirty five``), or None
+    (``a hundred``, ``half``: no value computed here)."""
+    parts = words.lower().replace("-", " ").split()
+    if len(parts) == 1:
+        return _UNIT_VALUES.get(parts[0], _TEN_VALUES.get(parts[0]))
+    if len(parts) == 2 and parts[0] in _TEN_VALUES and parts[1] in _UNIT_VALUES and _UNIT_VALUES[parts[1]] < 10:
+        return _TEN_VALUES[parts[0]] + _UNIT_VALUES[parts[1]]
+    return None

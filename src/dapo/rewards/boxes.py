@@ -36,7 +36,13 @@ from dapo.rewards.number_forms import (
     value_of,
 )
 from dapo.rewards.reasons import without_reason
-from dapo.rewards.remark_words import GREEK_LETTERS, NAME, NUMBER_WORDS, OR_ADVERBS
+from dapo.rewards.remark_words import (
+    GREEK_LETTERS,
+    NAME,
+    NUMBER_WORDS,
+    OR_ADVERBS,
+    spelled_numbers_as_digits,
+)
 from dapo.rewards.restatements import after_its_noun
 from dapo.rewards.unicode_math import unicode_math_to_latex
 from dapo.rewards.units import unit_remark_changes, without_unit_power
@@ -126,9 +132,10 @@ def from_last_box(text: str) -> Extracted | None:
     candidates = 1 + len({vote_key(clean_answer(c)) for _, _, c in boxes} - {vote_key(answer)})  # 34 and 34.0: one
     items = _chained_items(text[line_start:start], boxes, answer)
     qualified = stated is None or offers_another_before(text[line_start:start])  # "$35$ or \boxed{34}"
-    after = text[span[1] : span[1] + _MAX_AFTER_CHARS].split("\n", 1)[0]
+    # numbers in words read as digits: "\\boxed{34}; thirty-five" and "\\boxed{34}. Maybe thirty-five." hedge
+    after = spelled_numbers_as_digits(text[span[1] : span[1] + _MAX_AFTER_CHARS].split("\n", 1)[0])
     qualified = (qualified or changed_after(after, answer, list(items) or answer_items(answer))
-                 or hedged_later(text[span[1] : span[1] + HEDGE_WINDOW], answer))  # "\\boxed{34}. Maybe 35."
+                 or hedged_later(spelled_numbers_as_digits(text[span[1] : span[1] + HEDGE_WINDOW]), answer))
     if qualified:  # "\boxed{34} or 35", "\boxed{34}^2", "\boxed{34, 5} (or 35)": not the whole answer
         candidates = max(candidates, 2)
     return Extracted(answer, candidates=candidates, items=items, qualified=qualified)

@@ -56,6 +56,7 @@ from dapo.rewards.math_segments import (
 )
 from dapo.rewards.number_forms import restates
 from dapo.rewards.reasons import REASON_WORD, without_reason
+from dapo.rewards.remark_words import spelled_numbers_as_digits
 from dapo.rewards.restatements import THAT, one_value_segments, restating_that
 
 # "Answer:", "**Answer:**", "Final answer :", full-width colon; or a heading alone on its line with
@@ -214,7 +215,7 @@ def _line_answer(text: str, start: int, end: int) -> Extracted | None:
     """The answer stated on ``text[start:end]``, several candidates where a line after it offers
     another ("Alternatively, 35." below it)."""
     extracted = _clean_line(text[start:end][:_MAX_LINE_CHARS].replace("\n", " "))
-    if extracted is not None and hedged_later(text[end : end + HEDGE_WINDOW], extracted.text):
+    if extracted is not None and hedged_later(spelled_numbers_as_digits(text[end : end + HEDGE_WINDOW]), extracted.text):
         return replace(extracted, candidates=max(extracted.candidates, 2), qualified=True)
     return extracted
 

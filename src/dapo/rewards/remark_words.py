@@ -8,6 +8,8 @@ answer's remarks (:mod:`~dapo.rewards.approximations`, :mod:`~dapo.rewards.alter
 
 from __future__ import annotations
 
+import re
+
 # The words that say what comes before them again: "i.e.", "ie", "that is", and with them "equivalently",
 # "which is", "which equals", "equals".
 THAT_IS = r"i\.\s?e\.|ie|that\s+is"
@@ -53,3 +55,20 @@ def spelled_value(words: str) -> int | None:
     if len(parts) == 2 and parts[0] in _TEN_VALUES and parts[1] in _UNIT_VALUES and _UNIT_VALUES[parts[1]] < 10:
         return _TEN_VALUES[parts[0]] + _UNIT_VALUES[parts[1]]
     return None
+
+
+# A number in words below a hundred, standing alone (not inside a word or a hyphenated compound: "one-to-one")
+_SPELLED_NUMBER = re.compile(r"(?<![A-Za-z\\-])(?:(?:" + _TENS + r")(?:[\s-]{1,2}(?:" + _UNITS + r"))?|" + _UNITS
+                             + r")(?![A-Za-z-])", re.IGNORECASE)
+
+
+def spelled_numbers_as_digits(text: str) -> str:
+    """``text`` with its numbers in words below a hundred written in digits (``maybe thirty-five`` -> ``maybe
+    35``), so that the rules that read a value after an answer read them too (a policy hedging in words was
+    paid: ``\\boxed{34}. Maybe thirty-five.``). Not "one" or "zero" alone, mostly no value ("the next one",
+    "no one", "zero remainder")."""
+    def digits(match: re.Match[str]) -> str:
+        value = spelled_value(match.group(0))
+        return match.group(0) if value is None or match.group(0).lower() in ("one", "zero") else str(value)
+
+    return _SPELLED_NUMBER.sub(digits, text)

@@ -67,6 +67,7 @@ from dapo.rewards.incomplete import name_first, states_no_value
 from dapo.rewards.inequalities import is_open_pair, real_set
 from dapo.rewards.math_verify_call import math_equal
 from dapo.rewards.number_forms import canonical_integer, without_closing_remark
+from dapo.rewards.remark_words import spelled_numbers_as_digits
 from dapo.rewards.restatements import items_after_count
 from dapo.rewards.unicode_math import unicode_math_to_latex
 from dapo.rewards.units import in_dollars, units_differ
@@ -213,6 +214,8 @@ def prepare(
     if extracted is None or not extracted.text:
         return Prepared(pred="", ground_truth=gold, verdict=False)
     extracted = extracted.in_latex()  # 34·2, 34², 2√3: Unicode mathematics as LaTeX
+    if any(char.isdigit() for char in extracted.text):  # "34. Maybe thirty-five": read as "Maybe 35" is
+        extracted = replace(extracted, text=spelled_numbers_as_digits(extracted.text))
     listed = items_after_count(extracted.text, _items_in) if not extracted.items else None
     if listed is not None:  # "2 solutions, i.e. 3 and 5": the items the count names
         extracted = replace(extracted, text=listed)

@@ -58,6 +58,19 @@ def test_explaining_a_misspelled_or_bare_key_suggests_the_field(capsys):
     assert "no config field 'trainer.lrr' (did you mean trainer.lr," in capsys.readouterr().err
     assert main(["config", "--explain", "lr"]) == 2
     assert "(did you mean trainer.lr?)" in capsys.readouterr().err
+    # a bare name in several sections names each (it named eval.top_p alone, a close match, not rollout's)
+    assert main(["config", "--explain", "top_p"]) == 2
+    assert "(did you mean rollout.top_p, eval.top_p?)" in capsys.readouterr().err
+    assert main(["config", "--explain", "seed"]) == 2
+    assert "(did you mean trainer.seed, eval.seed?)" in capsys.readouterr().err
+
+
+def test_grad_clip_has_its_own_documentation_not_its_neighbours():
+    """A field without a comment of its own showed the one before it (trainer.grad_clip: the weight
+    decay's); fields documented together share one comment on purpose, but none borrows a neighbour's."""
+    from dapo.config.explain import field_docs
+
+    assert "Clip the gradient's global norm" in field_docs()["trainer.grad_clip"][0]
 
 
 def test_a_list_items_field_is_explained_by_the_name_the_lists_explanation_gives_it():

@@ -66,8 +66,9 @@ def explain(config: DAPOConfig, prefix: str = "") -> str:
                           *(explain(config, key) for key in named)])
     if not entries:
         keys = list(every_field)
-        # a misspelled key, or its last part alone (lr -> trainer.lr)
-        guesses = difflib.get_close_matches(prefix, keys, n=3) or [k for k in keys if k.rsplit(".", 1)[-1] == prefix]
+        # its last part alone, in every section that has it (top_p -> rollout.top_p, eval.top_p), then a misspelling
+        named = [k for k in keys if k.rsplit(".", 1)[-1] == prefix]
+        guesses = list(dict.fromkeys(named + difflib.get_close_matches(prefix, keys, n=3)))[: max(3, len(named))]
         sections = sorted({key.split(".")[0] for key in keys})
         hint = f" (did you mean {', '.join(guesses)}?)" if guesses else ""
         raise ValueError(f"no config field {prefix!r}{hint}; sections: {sections}")

@@ -277,6 +277,9 @@ class TrainerConfig:
     # only (Hugging Face Trainer's and nanoGPT's choice); at DAPO's lr 1e-6 and 0.1 the difference
     # is a factor (1 - 1e-7) a step on those weights.
     decay_biases_and_norms: bool = False
+    # Clip the gradient's global norm (over every parameter, across the ranks' shards) to this before
+    # each optimizer step (TRL's max_grad_norm, verl's actor.grad_clip); DAPO's reference run: 1.0.
+    # A large value never clips; actor/grad_norm logs the norm before clipping.
     grad_clip: float = 1.0
     # Stop the run when every optimizer update of this many consecutive steps was skipped for a
     # non-finite loss or gradient norm (each skip leaves the weights as they were: a diverged policy

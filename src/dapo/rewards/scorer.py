@@ -131,7 +131,9 @@ class RewardScorer:
             if kind != "ok":
                 shown = without_own_frames(detail) if kind == "raised" else detail
                 logger.warning("%s (this run goes on: the dummy item has no extra fields but prompt and data_source, "
-                               "so a column of your data reads None on it; a failure on the data's rows is said too)",
+                               "so a column of your data reads None on it, and its prompt is text, so a function "
+                               "written for chat prompts (TRL's conversational format) gets its completion as text, "
+                               "not as a list of messages; a failure on the data's rows is said too)",
                                self._failure_message(label, kind, shown, during="a dummy item at start-up"))
             elif detail[0] is None:
                 logger.info("%s returned None on the start-up test item: it does not apply to it (its return values "

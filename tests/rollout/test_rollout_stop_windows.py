@@ -3,19 +3,11 @@ each test kills a mutant the suite let through)."""
 
 from __future__ import annotations
 
+from tests.trainer.test_trainer_setup import QWEN_CHAT_TEMPLATE, chat_tokenizer
+
 from dapo.builtin import build_tokenizer
 from dapo.rollout.stopping import cut_at_stop_string, model_stop_token_ids
 
-QWEN_CHAT_TEMPLATE = (
-    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-
-def chat_tokenizer():
-    tokenizer = build_tokenizer()
-    tokenizer.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>", "<|endoftext|>"]})
-    tokenizer.chat_template = QWEN_CHAT_TEMPLATE
-    return tokenizer
 
 def test_named_chat_templates_give_their_end_of_turn_tokens():
     """(S4) a tokenizer_config.json of named templates ({"default": ..., "tool_use": ...}): the

@@ -159,3 +159,18 @@ def test_invalid_arguments_are_rejected() -> None:
         compute_policy_loss(x, x, torch.zeros(3), x, clip_ratio_low=0.2, clip_ratio_high=0.28)
     with pytest.raises(ValueError, match="clip_ratio_low"):
         compute_policy_loss(x, x, torch.zeros(2), x, clip_ratio_low=1.2, clip_ratio_high=0.28)
+
+
+def test_policy_loss_stats_take_per_response_advantages_as_a_loss_gets_them() -> None:
+    """A plugin passes policy_loss_stats the (B,) advantages its loss is given: against a (B, T)
+    ratio with B == T they broadcast along the tokens, and the clip fractions were wrong, unsaid."""
+    from dapo.algo.policy_loss import policy_loss_stats
+
+    ratio = torch.tensor([[0.5, 1.0, 1.0], [1.0, 1.0, 1.0], [0.5, 0.5, 0.5]])  # B = T = 3
+    advantages = torch.tensor([-1.0, 1.0, -1.0])
+    stats = policy_loss_stats(ratio, ratio.log(), advantages, torch.ones(3, 3), 0.2, 0.28, None)
+    assert int(stats.clip_low_count) == 4  # row 0's first token and row 2's three: rows with A < 0
+    per_token = policy_loss_stats(ratio, ratio.log(), advantages[:, None].expand(3, 3), torch.ones(3, 3), 0.2, 0.28, None)
+    assert int(per_token.clip_low_count) == 4
+    with pytest.raises(ValueError, match=r"advantages of shape \(2,\) for a ratio of shape \(3, 3\)"):
+        policy_loss_stats(ratio, ratio.log(), advantages[:2], torch.ones(3, 3), 0.2, 0.28, None)

@@ -21,9 +21,10 @@ def test_a_plugin_loss_gets_the_trainer_s_arguments_and_its_backward_runs(monkey
     seen = {}
 
     def recording(logprobs, old_logprobs, advantages, response_mask, **kwargs):
-        seen.update(kwargs, shapes=(logprobs.shape, old_logprobs.shape, advantages.shape, response_mask.shape))
+        if not seen:  # the whole batch's call (then each half's: do they add up?)
+            seen.update(kwargs, shapes=(logprobs.shape, old_logprobs.shape, advantages.shape, response_mask.shape))
         loss, stats = compute_policy_loss(logprobs, old_logprobs, advantages, response_mask, **kwargs)
-        seen["grad"] = logprobs
+        seen.setdefault("grad", logprobs)
         return loss, stats
 
     monkeypatch.setitem(POLICY_LOSSES, "recording", recording)
@@ -39,3 +40,61 @@ def test_a_plugin_aggregation_that_returns_no_scalar_is_named_with_when_it_was_f
     with pytest.raises(PluginError, match=r"loss aggregation mode 'per_seq' .* returned shape \(4,\): it must return a "
                                           r"scalar .*\(found before the run loaded, on a synthetic batch"):
         rehearse_plugins("grpo", "decoupled_clip", "per_seq", **SETTINGS)
+
+
+def test_a_loss_normalised_by_its_own_micro_batch_is_refused(monkeypatch):
+    """A plugin loss that takes a masked mean over the tokens it is given (not the mini-batch's
+    num_tokens) trained with no warning: with trainer.micro_batch_tokens=64 a helper's run got a
+    gradient norm 12x the built-in's. The rehearsal's halves, each given the whole batch's
+    normalisers, must add up to the whole batch's loss, as the built-in entries' do."""
+    def local_mean(logprobs, old_logprobs, advantages, response_mask, **kwargs):
+        loss, stats = compute_policy_loss(logprobs, old_logprobs, advantages, response_mask, **kwargs)
+        per_token = -advantages[:, None] * torch.exp(logprobs - old_logprobs)
+        return (per_token * response_mask).sum() / response_mask.sum(), stats
+
+    def global_mean(logprobs, old_logprobs, advantages, response_mask, **kwargs):
+        per_token = -advantages[:, None] * torch.exp(logprobs - old_logprobs)
+        _, stats = compute_policy_loss(logprobs, old_logprobs, advantages, response_mask, **kwargs)
+        return (per_token * response_mask).sum() / kwargs["num_tokens"], stats
+
+    monkeypatch.setitem(POLICY_LOSSES, "local_mean", local_mean)
+    monkeypatch.setitem(POLICY_LOSSES, "global_mean", global_mean)
+    monkeypatch.setitem(LOSS_AGG_MODES, "own_tokens", lambda loss, mask, tokens, seqs, const: (loss * mask).sum() / mask.sum())
+    with pytest.raises(PluginError, match=r"policy loss 'local_mean', .*local_mean \(.*\), does not add up over "
+                                          r"micro-batches: its losses over the batch's two halves, each given the whole "
+                                          r"batch's num_tokens=9 and num_seqs=4 .* divide by num_tokens or num_seqs"):
+        rehearse_plugins("grpo", "local_mean", "token-mean", **SETTINGS)
+    with pytest.raises(PluginError, match=r"loss aggregation mode 'own_tokens', .* does not add up over micro-batches"):
+        rehearse_plugins("grpo", "decoupled_clip", "own_tokens", **SETTINGS)
+    rehearse_plugins("grpo", "global_mean", "token-mean", **SETTINGS)
+
+
+def test_an_exception_is_refused_unless_it_names_a_device(monkeypatch):
+    def float_mask_index(logprobs, old_logprobs, advantages, response_mask, **kwargs):
+        return logprobs[response_mask].sum(), None  # the mask is float32: an IndexError on any batch
+
+    def moves_to_gpu(logprobs, *args, **kwargs):
+        raise RuntimeError("Expected all tensors to be on the same device, but found cuda:0 and cpu")
+
+    monkeypatch.setitem(POLICY_LOSSES, "float_mask_index", float_mask_index)
+    monkeypatch.setitem(POLICY_LOSSES, "moves_to_gpu", moves_to_gpu)
+    with pytest.raises(PluginError, match=r"raised IndexError: tensors used as indices .* before the run loaded"):
+        rehearse_plugins("grpo", "float_mask_index", "token-mean", **SETTINGS)
+    with pytest.warns(UserWarning, match=r"raised RuntimeError: Expected all tensors to be on the same device.* the "
+                                         r"run goes on"):
+        rehearse_plugins("grpo", "moves_to_gpu", "token-mean", **SETTINGS)
+
+
+def test_an_estimator_is_rehearsed_on_groups_of_rollout_n(monkeypatch):
+    """Groups of 2 whatever rollout.n: an estimator written for the run's group size (a view(-1, n))
+    raised on them."""
+    from dapo.algo import ADVANTAGE_ESTIMATORS
+
+    def by_view(scores, group_ids, eps):
+        grouped = scores.view(-1, 8)
+        return (grouped - grouped.mean(-1, keepdim=True)).reshape(-1)
+
+    monkeypatch.setitem(ADVANTAGE_ESTIMATORS, "by_view", by_view)
+    rehearse_plugins("by_view", "decoupled_clip", "token-mean", **SETTINGS, group_size=8)
+    with pytest.raises(PluginError, match=r"by_view.* raised RuntimeError: shape '\[-1, 8\]' is invalid"):
+        rehearse_plugins("by_view", "decoupled_clip", "token-mean", **SETTINGS)

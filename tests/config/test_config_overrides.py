@@ -336,10 +336,45 @@ def test_verl_recipe_keys_are_answered_with_this_projects_names(verl_override: s
     # TRL counts optimizer steps, a dapo-rl step makes several
     ("max_steps=1000", r"trainer.total_steps \(rollout steps, each of .* TRL's max_steps counts optimizer steps"),
     ("trl.max_steps=1000", r"trainer.total_steps \(rollout steps"),  # a TRL section: its fields were not answered
+    # spelling guesses, or none: gradient_accumulation_steps was "did you mean checkpoint.every_steps"
+    ("gradient_accumulation_steps=4", r"trainer.micro_batch_tokens \(micro-batches .* accumulate into each optimizer step"),
+    ("steps_per_generation=4", r"trainer.mini_batch_prompts \(a rollout of trainer.prompts_per_step prompts makes"),
+    ("generation_batch_size=64", r"trainer.gen_prompts_per_round \(prompts per generation round, not completions\)"),
+    ("max_prompt_length=512", r"data.max_prompt_length \(a longer prompt is dropped, data.overlong_prompts, not truncated"),
+    ("warmup_ratio=0.1", r"trainer.warmup_steps \(rollout steps, not a share of the run\)"),
+    ("vllm_mode=colocate", r"rollout.engine \(vllm: colocated with the policy"),
+    ("vllm_importance_sampling_correction=true", r"algorithm.tis_cap \(truncated importance sampling"),
+    ("importance_sampling_level=sequence", r"algorithm.policy_loss \(the ratio is per token"),
+    ("repetition_penalty=1.1", r"rollout.temperature with rollout.top_p and rollout.top_k"),
 ])
 def test_a_trl_key_is_answered_with_this_projects_name_for_it(trl_key: str, ours: str):
     with pytest.raises(ConfigError, match=rf"\(did you mean {ours}.*\?\)"):
         load_config([], [trl_key])
+
+
+@pytest.mark.parametrize(("override", "ours"), [
+    ("algorithm.loss_agg_mode=dapo", "algorithm.loss_agg_mode=token-mean (TRL's loss_type=dapo"),
+    ("algorithm.loss_agg_mode=grpo", "algorithm.loss_agg_mode=seq-mean-token-mean (TRL's loss_type=grpo"),
+    ("algorithm.loss_agg_mode=dr_grpo", "algorithm.loss_agg_mode=seq-mean-token-sum-norm (TRL's loss_type=dr_grpo"),
+    ("algorithm.advantage=reinforce_plus_plus_baseline", "algorithm.advantage=reinforce_pp_baseline (verl's"),
+    ("algorithm.policy_loss=vanilla", "algorithm.policy_loss=decoupled_clip (verl's loss_mode=vanilla"),
+])
+def test_a_peers_name_for_an_algorithm_value_is_answered_with_this_projects(override: str, ours: str):
+    """TRL's loss_type values (dapo, grpo, dr_grpo) and verl's names were refused with the plugin
+    hint alone; the registered name each is, is said."""
+    with pytest.raises(ConfigError, match=rf"; for '{override.partition('=')[2]}' set {re.escape(ours)}"):
+        load_config([], [override])
+
+
+def test_every_peer_value_names_a_registered_one():
+    from dapo import algo
+    from dapo.config.verl_names import PEER_VALUES
+
+    registries = {"loss_agg_mode": algo.LOSS_AGG_MODES, "advantage": algo.ADVANTAGE_ESTIMATORS,
+                  "policy_loss": algo.POLICY_LOSSES}
+    for key, values in PEER_VALUES.items():
+        for said in values.values():
+            assert said.startswith("none:") or said.split(" ", 1)[0] in registries[key], (key, said)
 
 
 @pytest.mark.parametrize("key", ["resources.gpus_per_node=8", "resources.num_gpus=8", "n_gpus=8",
@@ -421,3 +456,25 @@ def test_quoted_text_in_a_mapping_setting_stays_text_and_reads_back_the_same(tmp
     # a text field still reads an unquoted number as the text written
     assert load_config([], ["model.path=010", "trainer.seed=010"]).model.path == "010"
     assert type(load_config([], ["model.path=010"]).model.path) is str
+
+
+def test_a_peers_config_file_is_answered_one_key_a_line(tmp_path: Path):
+    """A TRL GRPOConfig's fields in a YAML file were answered in one line of some 2000 characters;
+    more than three unknown keys are listed one a line, each with its answer."""
+    config = tmp_path / "trl.yaml"
+    config.write_text("learning_rate: 1.0e-6\nbeta: 0.0\nnum_generations: 8\nbf16: true\nnot_a_setting: 1\n")
+    with pytest.raises(ConfigError) as refused:
+        load_config([config], [])
+    assert str(refused.value).splitlines() == [
+        "unknown config keys (5, TRL's names among them, each answered with this project's):",
+        "  beta: did you mean algorithm.kl_coef (TRL's beta)?",
+        "  bf16: did you mean trainer.autocast (TRL's bf16)?",
+        "  learning_rate: did you mean trainer.lr (TRL's learning_rate)?",
+        "  not_a_setting: no setting of a name like it",
+        "  num_generations: did you mean rollout.n (TRL's num_generations)?",
+        "valid keys under the top level: ['algorithm', 'checkpoint', 'data', 'eval', 'logging', 'model', 'output_dir', "
+        "'python_path', 'resources', 'reward', 'rollout', 'trainer']",
+    ]
+    with pytest.raises(ConfigError, match=r"(?s)^unknown config keys in several sections \(4\):\n  trainer.lrr: did you mean "
+                                          r"trainer.lr\?\n.*\n  data.x: no setting of a name like it$"):
+        load_config([], ["trainer.lrr=1", "rollout.nn=2", "trainer.foo=1", "data.x=2"])

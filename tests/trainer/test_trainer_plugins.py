@@ -49,7 +49,8 @@ def test_a_plugin_from_a_file_is_selectable_by_name_and_trains(doc_plugin, tiny_
     counted(algo.ADVANTAGE_ESTIMATORS, "median_baseline")
     counted(algo.POLICY_LOSSES, "plain_pg")
     trainer = Trainer(cfg)
-    assert calls == {"median_baseline": 1, "plain_pg": 1}  # rehearsed before the run loads
+    # rehearsed before the run loads: the loss on the whole synthetic batch and on each half (do they add up?)
+    assert calls == {"median_baseline": 1, "plain_pg": 3}
     trainer.train()
     assert calls["median_baseline"] == 2 and calls["plain_pg"] >= 3  # one per micro-batch
     assert trainer.policy.version == 2  # both optimizer updates of the step were made
@@ -116,6 +117,18 @@ def more_stats(*args, **kwargs):
 def raises(logprobs, old_logprobs, advantages, response_mask, **kwargs):
     return kwargs["token_level_rewards"]
 
+@register_advantage("verl_ported")
+def verl_ported(token_level_rewards, response_mask, index, epsilon=1e-6):  # verl's estimator's parameters
+    return token_level_rewards
+
+@LOSS_AGG_MODES.register("swapped")
+def swapped(token_mask, masked_loss, num_tokens, num_seqs, norm_const):
+    return (masked_loss * token_mask).sum() / num_tokens
+
+@POLICY_LOSSES.register("on_gpu_only")
+def on_gpu_only(logprobs, *args, **kwargs):  # a loss whose tensors a CPU batch cannot meet (the rehearsal's fault)
+    raise RuntimeError("Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!")
+
 @POLICY_LOSSES.register("no_stats_past_3_tokens")
 def no_stats_past_3_tokens(logprobs, *args, **kwargs):
     loss, stats = compute_policy_loss(logprobs, *args, **kwargs)
@@ -134,7 +147,8 @@ def broken_plugin(tmp_path: Path):
     yield path
     for registry, name in [(algo.ADVANTAGE_ESTIMATORS, "one_short"), (algo.POLICY_LOSSES, "loss_only"),
                            (algo.POLICY_LOSSES, "no_stats"), (algo.POLICY_LOSSES, "four_args"), (algo.POLICY_LOSSES, "more_stats"),
-                           (algo.POLICY_LOSSES, "raises"), (algo.POLICY_LOSSES, "no_stats_past_3_tokens"),
+                           (algo.POLICY_LOSSES, "raises"), (algo.POLICY_LOSSES, "on_gpu_only"),
+                           (algo.ADVANTAGE_ESTIMATORS, "verl_ported"), (algo.LOSS_AGG_MODES, "swapped"), (algo.POLICY_LOSSES, "no_stats_past_3_tokens"),
                            (algo.ADVANTAGE_ESTIMATORS, "no_eps"), (algo.LOSS_AGG_MODES, "no_norm_const")]:
         registry.pop(name, None)
 
@@ -163,17 +177,31 @@ def test_a_plugin_that_breaks_its_contract_is_named_before_the_run_loads(
     assert not run_dir.exists() or not any(run_dir.iterdir())  # nothing started: no config, logs or workers
 
 
-def test_a_plugin_that_raises_on_the_rehearsal_is_a_warning_and_the_first_real_call_stops_the_run(
+def test_a_plugin_that_raises_on_the_rehearsal_is_refused_before_the_run_loads(
         broken_plugin, tiny_model_dir, reward_file, tmp_path):
-    """An exception may be the rehearsal's own fault (a loss that moves its tensors to a GPU), so it
-    does not refuse the run; the same exception on a real batch stops it before any update."""
+    """An exception on the synthetic batch was only a warning: the run loaded the model and made a
+    rollout, then the same exception stopped it. Refused now, as a broken contract is."""
     cfg = tiny_config(tiny_model_dir, tmp_path / "run", reward_file, f"algorithm.plugins=[{broken_plugin}]",
                       "algorithm.policy_loss=raises", "trainer.total_steps=1")
-    with pytest.warns(UserWarning, match=r"policy loss 'raises', raises \(.*broken_algo.py:\d+\), raised KeyError: "
-                                         r"'token_level_rewards' on a synthetic batch .* the run goes on"):
+    with pytest.raises(algo.PluginError, match=r"policy loss 'raises', raises \(.*broken_algo.py:\d+\), raised KeyError: "
+                                               r"'token_level_rewards', on a synthetic batch .*response_mask float32"):
+        Trainer(cfg)
+    run_dir = tmp_path / "run"
+    assert not run_dir.exists() or not any(run_dir.iterdir())
+
+
+def test_a_plugin_that_raises_of_a_device_on_the_rehearsal_is_a_warning_and_the_first_real_call_stops_the_run(
+        broken_plugin, tiny_model_dir, reward_file, tmp_path):
+    """An exception that names a device may be the rehearsal's own fault (a loss that moves its
+    tensors to a GPU), so it does not refuse the run; the same exception on a real batch stops it
+    before any update."""
+    cfg = tiny_config(tiny_model_dir, tmp_path / "run", reward_file, f"algorithm.plugins=[{broken_plugin}]",
+                      "algorithm.policy_loss=on_gpu_only", "trainer.total_steps=1")
+    with pytest.warns(UserWarning, match=r"policy loss 'on_gpu_only', on_gpu_only \(.*broken_algo.py:\d+\), raised "
+                                         r"RuntimeError: Expected all tensors to be on the same device.* the run goes on"):
         trainer = Trainer(cfg)
     try:
-        with pytest.raises(KeyError, match="token_level_rewards"):
+        with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
             trainer.step_once()
         assert trainer.policy.version == 0
     finally:
@@ -202,7 +230,13 @@ def test_a_plugin_whose_bug_shows_only_on_real_batches_is_named_at_its_first_cal
     ("algorithm.loss_agg_mode=no_norm_const",
      r"algorithm.loss_agg_mode='no_norm_const' \(.*broken_algo.py:\d+\) cannot be called as the trainer calls it, "
      r"fn\(masked_loss, token_mask, num_tokens, num_seqs, norm_const\): too many positional arguments"),
-], ids=["policy-loss", "advantage", "loss-agg-mode"])
+    # verl's estimator signature bound positionally: response_mask held the group ids, index eps (it trained)
+    ("algorithm.advantage=verl_ported",
+     r"algorithm.advantage='verl_ported' \(.*broken_algo.py:\d+\) takes 'token_level_rewards' as its argument 1, where "
+     r"the trainer passes 'scores': it is called positionally, fn\(scores, group_ids, eps\), .*verl's \(B, T\) rewards"),
+    ("algorithm.loss_agg_mode=swapped",
+     r"algorithm.loss_agg_mode='swapped' .* takes 'token_mask' as its argument 1, where the trainer passes 'masked_loss'"),
+], ids=["policy-loss", "advantage", "loss-agg-mode", "verl-estimator", "swapped-names"])
 def test_a_plugin_the_trainer_cannot_call_is_a_config_error_naming_its_file(broken_plugin, override, message):
     from dapo.config import load_config
 
@@ -289,7 +323,7 @@ def test_the_rehearsal_and_the_update_pass_a_plugin_loss_the_same_arguments(tiny
     monkeypatch.setitem(algo.POLICY_LOSSES, "recording", recording)
     rehearse_plugins("grpo", "recording", "token-mean", advantage_eps=1e-6, clip_ratio_low=0.2, clip_ratio_high=0.28,
                      clip_ratio_c=10.0, norm_const=8.0, tis_cap=2.0)
-    assert len(calls) == 1  # (a rehearsal call that raised would only have warned)
+    assert len(calls) == 3  # the whole synthetic batch, and each half (whether the losses add up over micro-batches)
     trainer_cfg = TrainerConfig(prompts_per_step=1, mini_batch_prompts=1, micro_batch_tokens=1000, lr=1e-3,
                                 warmup_steps=0)
     worker = PolicyWorker(AutoModelForCausalLM.from_pretrained(tiny_model_dir),
@@ -350,7 +384,7 @@ def test_the_rehearsal_and_the_step_pass_a_plugin_estimator_and_aggregation_the_
                       "algorithm.loss_agg_norm_const=7", "algorithm.entropy_coef=0.001", "algorithm.kl_coef=0.001",
                       "trainer.total_steps=1")
     trainer = Trainer(cfg)
-    assert [len(made) for made in calls.values()] == [1, 1]  # (a rehearsal call that raised would only have warned)
+    assert [len(made) for made in calls.values()] == [1, 3]  # the aggregation: on the whole batch and each half
     sites.clear()
     trainer.train()
     assert len(sites) >= 3  # the policy loss's, the entropy bonus's and the KL penalty's aggregations

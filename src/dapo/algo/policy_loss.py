@@ -238,7 +238,14 @@ def policy_loss_stats(
     ratio: Tensor, log_ratio: Tensor, advantages: Tensor, response_mask: Tensor,
     clip_ratio_low: float, clip_ratio_high: float, clip_ratio_c: float | None,
 ) -> PolicyLossStats:
-    """Clip counts, k3 KL and ratio sums over the unmasked tokens, for any ratio-based loss."""
+    """Clip counts, k3 KL and ratio sums over the unmasked tokens, for any ratio-based loss.
+    ``advantages``: per response, (B,) as a policy loss is given them, or per token, (B, T)."""
+    given = tuple(advantages.shape)
+    if advantages.dim() == 1:  # (B,) against (B, T) would broadcast along the tokens (B == T: wrong counts, unsaid)
+        advantages = advantages.unsqueeze(-1)
+    if advantages.dim() != 2 or advantages.shape[0] != ratio.shape[0] or advantages.shape[1] not in (1, ratio.shape[1]):
+        raise ValueError(f"policy_loss_stats: advantages of shape {given} for a ratio of shape "
+                         f"{tuple(ratio.shape)}: give them per response, (B,), or per token, (B, T)")
     active = response_mask != 0
     negative, positive = advantages < 0, advantages > 0
     clip_low = active & negative & (ratio < 1.0 - clip_ratio_low)

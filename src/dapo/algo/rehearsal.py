@@ -3,20 +3,21 @@
 Why: the trainer checks what a registered advantage estimator, policy loss or aggregation mode
 returns at its first call (:class:`~dapo.algo.registry.PluginError`), which on a large model comes
 after minutes of loading and a first rollout. The same calls, with the same arguments, on 2
-prompts x 2 responses of 3 tokens find a wrong shape, a detached loss or an exception in
-milliseconds. Each entry is called through its registry's one calling function, through which
-the trainer calls it too: an estimator through :func:`~dapo.algo.advantages.compute_advantages`,
+prompts x rollout.n responses of up to 3 tokens find a wrong shape, a detached loss, an exception
+or a loss that does not add up over micro-batches in milliseconds. Each entry is called through
+its registry's one calling function, through which the trainer calls it too: an estimator through :func:`~dapo.algo.advantages.compute_advantages`,
 a policy loss through :func:`~dapo.algo.policy_loss.call_policy_loss`, an aggregation mode
 through :func:`~dapo.algo.aggregation.aggregate_loss`'s
 :func:`~dapo.algo.aggregation.call_loss_aggregation`; each signature is the one list of what its
 entries are passed, so a plugin is rehearsed with the arguments the run passes it. An exception
-is only a warning: it may be the rehearsal's own (a CPU batch for a loss that moves its tensors
-to a GPU), as a reward function's failure on the scorer's dummy item is.
+is an error but for one that names a device: that may be the rehearsal's own (a CPU batch for a
+loss that moves its tensors to a GPU), and is only warned of.
 Built-in entries are not rehearsed: their tests cover them.
 """
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import torch
@@ -26,7 +27,9 @@ from dapo.algo.aggregation import LOSS_AGG_MODES, aggregate_loss
 from dapo.algo.policy_loss import POLICY_LOSSES, call_policy_loss
 from dapo.algo.registry import PluginError, Registry, describe
 
-_BATCH = "a synthetic batch of 2 prompts x 2 responses of up to 3 tokens"
+_BATCH = "a synthetic batch of 2 prompts x rollout.n responses of up to 3 tokens"
+# what an exception's message says when a CPU batch is the rehearsal's fault, not the plugin's
+_DEVICE_WORDS = ("cuda", "device", "gpu", "triton")
 
 
 def is_builtin(registry: Registry, name: str) -> bool:
@@ -44,39 +47,79 @@ def rehearse_plugins(
     clip_ratio_c: float | None,
     norm_const: float,
     tis_cap: float | None,
+    group_size: int = 2,
 ) -> None:
-    """Call each selected plugin as the trainer does (advantages from scores and group ids; the
-    policy loss and its backward; the aggregation of a per-token loss); raise PluginError naming
-    the entry, its file and the contract it broke, or warn of an exception it raised."""
-    scores = torch.tensor([1.0, 0.0, 0.25, 0.75], dtype=torch.float64)
-    group_ids = torch.tensor([0, 0, 1, 1])
-    response_mask = torch.tensor([[1, 1, 1], [1, 1, 0], [1, 0, 0], [1, 1, 1]], dtype=torch.float32)
-    num_tokens, num_seqs = float(response_mask.sum()), 4.0
+    """Call each selected plugin as the trainer does (advantages from scores and group ids of
+    ``group_size`` responses; the policy loss and its backward; the aggregation of a per-token
+    loss); raise PluginError naming the entry, its file and the contract it broke: a wrong return,
+    an exception (but one that names a device, which may be the CPU batch's fault: warned of), or a
+    loss that does not add up over micro-batches given the batch's normalisers."""
+    rows = 2 * group_size
     generator = torch.Generator().manual_seed(0)
-    logprobs = (-torch.rand(4, 3, generator=generator) - 0.1).requires_grad_()
-    old_logprobs = logprobs.detach() + 0.05 * torch.randn(4, 3, generator=generator)
+    scores = torch.rand(rows, generator=generator, dtype=torch.float64)
+    group_ids = torch.arange(rows) // group_size
+    lengths = torch.tensor([3 - i % 3 for i in range(rows)])  # 3, 2, 1, 3, ... tokens
+    response_mask = (torch.arange(3) < lengths[:, None]).float()
+    norms = {"num_tokens": float(response_mask.sum()), "num_seqs": float(rows), "norm_const": norm_const}
+    logprobs = (-torch.rand(rows, 3, generator=generator) - 0.1).requires_grad_()
+    old_logprobs = logprobs.detach() + 0.05 * torch.randn(rows, 3, generator=generator)
+    advantages = torch.tensor([1.0 if i % 2 == 0 else -1.0 for i in range(rows)]) * (1 + torch.arange(rows) / rows)
+    halves = (slice(0, group_size), slice(group_size, rows))  # two micro-batches of one group each
+
+    def policy_loss_of(part: slice | None) -> torch.Tensor:  # None: the whole batch
+        tensors = [t if part is None else t[part] for t in (logprobs, old_logprobs, advantages, response_mask)]
+        loss, _ = call_policy_loss(
+            policy_loss, *tensors,
+            clip_ratio_low=clip_ratio_low, clip_ratio_high=clip_ratio_high, clip_ratio_c=clip_ratio_c,
+            loss_agg_mode=loss_agg_mode, **norms,
+            importance_weights=None if tis_cap is None else torch.ones_like(tensors[3]),
+        )
+        return loss
+
+    def aggregated(part: slice | None) -> torch.Tensor:
+        every = slice(None) if part is None else part
+        return aggregate_loss(-logprobs.detach()[every], response_mask[every], loss_agg_mode, **norms)
+
     entries = [(ADVANTAGE_ESTIMATORS, advantage), (POLICY_LOSSES, policy_loss), (LOSS_AGG_MODES, loss_agg_mode)]
-    advantages = torch.tensor([1.0, -1.0, -0.5, 0.5])
     for registry, name in entries:
         if is_builtin(registry, name):
             continue
         try:
             if registry is ADVANTAGE_ESTIMATORS:
                 advantages = compute_advantages(name, scores, group_ids, advantage_eps).float()
-            elif registry is POLICY_LOSSES:
-                loss, _ = call_policy_loss(
-                    name, logprobs, old_logprobs, advantages, response_mask,
-                    clip_ratio_low=clip_ratio_low, clip_ratio_high=clip_ratio_high, clip_ratio_c=clip_ratio_c,
-                    loss_agg_mode=loss_agg_mode, num_tokens=num_tokens, num_seqs=num_seqs, norm_const=norm_const,
-                    importance_weights=None if tis_cap is None else torch.ones(4, 3),
-                )
-                loss.backward()
-            else:
-                aggregate_loss(-logprobs.detach(), response_mask, name, num_tokens=num_tokens, num_seqs=num_seqs,
-                               norm_const=norm_const)
+                continue
+            loss_of = policy_loss_of if registry is POLICY_LOSSES else aggregated
+            whole = loss_of(None)  # (first: a contract it breaks is said of the whole batch)
+            if registry is POLICY_LOSSES:
+                whole.backward()
+            parts = [float(loss_of(half).detach()) for half in halves]
+            _check_adds_up(registry, name, float(whole.detach()), parts, norms)
         except PluginError as error:
             raise PluginError(f"{error} (found before the run loaded, on {_BATCH})") from error
-        except Exception as error:  # maybe the rehearsal's fault (a CPU batch for a loss that moves tensors to a GPU)
-            warnings.warn(f"{registry.kind} {name!r}, {describe(registry[name])}, raised {type(error).__name__}: "
-                          f"{error} on {_BATCH} before the run loaded; the run goes on, and stops if a real batch "
+        except Exception as error:
+            said = f"{registry.kind} {name!r}, {describe(registry[name])}, raised {type(error).__name__}: {error}"
+            if not any(word in str(error).lower() for word in _DEVICE_WORDS):
+                raise PluginError(f"{said}, on {_BATCH} ({rows} responses, their response_mask float32 of 0 and 1, "
+                                  "advantages float32 of shape (B,)), before the run loaded: a real batch would raise "
+                                  "it after the model loads and a rollout") from error
+            # maybe the rehearsal's fault (a CPU batch for a loss that moves its tensors to a GPU)
+            warnings.warn(f"{said} on {_BATCH} before the run loaded; the run goes on, and stops if a real batch "
                           "raises too", stacklevel=2)
+
+
+def _check_adds_up(registry: Registry, name: str, whole: float, parts: list[float], norms: dict[str, float]) -> None:
+    """The trainer adds up the gradients of a mini-batch's micro-batches (trainer.micro_batch_tokens),
+    each loss given the mini-batch's token and response counts: a loss that normalises by its own
+    micro-batch's (a masked mean) would change with the micro-batch size and weigh a short
+    micro-batch's tokens more."""
+    if math.isclose(sum(parts), whole, rel_tol=1e-4, abs_tol=1e-6):
+        return
+    raise PluginError(
+        f"{registry.kind} {name!r}, {describe(registry[name])}, does not add up over micro-batches: its losses over "
+        f"the batch's two halves, each given the whole batch's num_tokens={norms['num_tokens']:g} and "
+        f"num_seqs={norms['num_seqs']:g} (as the trainer gives every micro-batch its mini-batch's), sum to "
+        f"{sum(parts):.6g}, and its loss over the whole batch is {whole:.6g}. The trainer adds up its micro-batches' "
+        "gradients, so a loss normalised by its own micro-batch (a masked mean, .mean()) would change with "
+        "trainer.micro_batch_tokens; divide by num_tokens or num_seqs, as aggregate_loss(loss, response_mask, "
+        "loss_agg_mode, num_tokens=num_tokens, num_seqs=num_seqs, norm_const=norm_const) does"
+    )

@@ -41,8 +41,7 @@ def build(cls: type, values: dict[str, Any], where: str) -> Any:
     unknown = sorted(set(values) - names)
     everywhere = _unknown_keys(cls, values, "") if not where else []
     if len({key.rpartition(".")[0] for key, _ in everywhere}) > 1 and not any(":" in key for key, _ in everywhere):
-        said = ", ".join(key + (f" (did you mean {guess}?)" if guess else "") for key, guess in everywhere)
-        raise ConfigError(f"unknown config keys in several sections: {said}")  # all at once, not one per run
+        raise ConfigError(f"unknown config keys in several sections{_keys_said(everywhere)}")  # all at once
     if unknown:
         prefix = f"{where}." if where else ""
         # {lr:1e-5}: YAML reads `key:value` without a space after the colon as one key, valued null
@@ -53,16 +52,30 @@ def build(cls: type, values: dict[str, Any], where: str) -> Any:
                 f"config key(s) {[prefix + u for u in glued]} hold a value after a colon without a space: YAML reads "
                 f"`key:value` as one key; write a space after the colon: {{{examples}}}"
             )
-        guesses = [guess for u in unknown if (guess := _guess(prefix + u, values[u], names)) is not None]
-        raise ConfigError(
-            f"unknown config key(s) {[prefix + u for u in unknown]}"
-            + (f" (did you mean {', '.join(guesses)}?)" if guesses else "")
-            + f"; valid keys under {where or 'the top level'}: {sorted(names)}"
-        )
+        guessed = [(prefix + u, _guess(prefix + u, values[u], names)) for u in unknown]
+        guesses = [guess for _, guess in guessed if guess is not None]
+        said = (f"s{_keys_said(guessed)}\n" if len(guessed) > _KEYS_ON_ONE_LINE else
+                f"(s) {[key for key, _ in guessed]}" + (f" (did you mean {', '.join(guesses)}?)" if guesses else "") + "; ")
+        raise ConfigError(f"unknown config key{said}valid keys under {where or 'the top level'}: {sorted(names)}")
     kwargs = {
         k: coerce(v, hints[k], f"{where}.{k}" if where else k) for k, v in values.items()
     }
     return cls(**kwargs)
+
+
+# more unknown keys than this are listed one per line (a TRL or verl config's file, read whole)
+_KEYS_ON_ONE_LINE = 3
+
+
+def _keys_said(guessed: list[tuple[str, str | None]]) -> str:
+    """Unknown keys, each with its guess: on one line for a few, else one per line (a peer's
+    config, its every field answered with this project's name), saying whose names they are."""
+    if len(guessed) <= _KEYS_ON_ONE_LINE:
+        return ": " + ", ".join(key + (f" (did you mean {guess}?)" if guess else "") for key, guess in guessed)
+    peers = [peer for peer in ("TRL's", "verl's") if any(guess and f"({peer} " in guess for _, guess in guessed)]
+    whose = f", {' and '.join(peers)} names among them, each answered with this project's" if peers else ""
+    return f" ({len(guessed)}{whose}):\n" + "\n".join(
+        f"  {key}: {f'did you mean {guess}?' if guess else 'no setting of a name like it'}" for key, guess in guessed)
 
 
 def _unknown_keys(cls: type, values: dict[str, Any], where: str) -> list[tuple[str, str | None]]:

@@ -5,11 +5,12 @@ above each (``dapo config --explain algorithm``).
 
 from __future__ import annotations
 
-import inspect
 import re
 from dataclasses import dataclass, field
 
 from dapo.config.checks import ConfigError, check, finite_numbers, one_of
+from dapo.config.plugin_checks import check_callable, check_takes_importance_weights
+from dapo.config.verl_names import peer_value_note
 from dapo.user_code import import_user_code, shadowing_note
 
 # The loss aggregations (dapo.algo.aggregation) that are sums over tokens under a constant: a
@@ -28,49 +29,6 @@ def heads_split_problem(size: int, heads: int, kv_heads: int, where: str) -> str
         return None
     return (f"trainer.sequence_parallel_size={size} splits attention by heads: {where} has {heads} attention and "
             f"{kv_heads} key/value heads, which {size} must divide")
-
-
-# How the trainer calls each registry's entries (docs/extending.md's signatures), positional
-# argument names and keyword argument names: ADVANTAGE_CALL, POLICY_LOSS_CALL and LOSS_AGG_CALL of
-# dapo.algo's advantages, policy_loss and aggregation, each read off the one function that calls
-# that registry's entries; imported in AlgorithmConfig.__post_init__, with the registries (torch).
-
-
-def _signature(fn: object) -> inspect.Signature | None:
-    """``fn``'s signature, or None for a callable without a Python one (a builtin, a C extension's)."""
-    try:
-        return inspect.signature(fn)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-
-
-def _check_callable(what: str, fn: object, positional: tuple[str, ...], keywords: tuple[str, ...]) -> None:
-    """Refuse, before anything loads, a registered entry the trainer cannot call as it will
-    (a plugin's function missing a parameter or its ``**kwargs``), naming it and its file."""
-    from dapo.algo.registry import defined_at
-
-    if (signature := _signature(fn)) is None:  # its call will tell
-        return
-    try:
-        signature.bind(*positional, **dict.fromkeys(keywords))
-    except TypeError as error:
-        call = ", ".join([*positional, *(["*", *keywords] if keywords else [])])
-        raise ConfigError(f"{what} ({defined_at(fn)}) cannot be called as the trainer calls it, fn({call}): "
-                          f"{error} (docs/extending.md)") from None
-
-
-
-def _check_takes_importance_weights(name: str, loss_fn: object, tis_cap: float) -> None:
-    """A policy loss without an ``importance_weights`` parameter (a plugin's whose ``**kwargs``
-    swallow it, as docs/extending.md's plain_pg does) would leave algorithm.tis_cap without effect."""
-    from dapo.algo.registry import defined_at
-
-    if (signature := _signature(loss_fn)) is None:  # nothing to tell
-        return
-    check("importance_weights" in signature.parameters,
-          f"algorithm.tis_cap={tis_cap} would change nothing: algorithm.policy_loss={name!r} ({defined_at(loss_fn)}) "
-          "takes no importance_weights parameter (the TIS weights it is passed); multiply its per-token loss by "
-          "them, as decoupled_clip does, or set tis_cap=null")
 
 
 @dataclass
@@ -160,8 +118,8 @@ class AlgorithmConfig:
             name = getattr(self, key)
             check(name in registry, f"algorithm.{key}={name!r} is not one of {sorted(registry)} (a plugin's name "
                   "needs its file or module in algorithm.plugins, which every dapo command that loads the config "
-                  f"imports; docs/extending.md){shadowed}")
-            _check_callable(f"algorithm.{key}={name!r}", registry[name], *call)
+                  f"imports; docs/extending.md){peer_value_note(key, name)}{shadowed}")
+            check_callable(f"algorithm.{key}={name!r}", registry[name], *call)
         check(self.advantage_eps > 0, "algorithm.advantage_eps must be > 0 (a constant group's std is 0)")
         check(0 < self.clip_ratio_low < 1, "algorithm.clip_ratio_low must be in (0, 1)")
         check(self.clip_ratio_high > 0, "algorithm.clip_ratio_high must be > 0")
@@ -189,7 +147,7 @@ class AlgorithmConfig:
             "the rollout policy, so every TIS weight is 1): set tis_cap=null or old_logprobs=recompute",
         )
         if self.tis_cap is not None:
-            _check_takes_importance_weights(self.policy_loss, algo.POLICY_LOSSES[self.policy_loss], self.tis_cap)
+            check_takes_importance_weights(self.policy_loss, algo.POLICY_LOSSES[self.policy_loss], self.tis_cap)
         check(self.max_gen_rounds >= 1, "algorithm.max_gen_rounds must be >= 1")
         check(
             0 <= self.max_surplus_fraction < 1,

@@ -156,6 +156,8 @@ TRL_NAMES: dict[str, str] = {
     "chat_template_kwargs": "data.chat_template_kwargs",
     "num_generations": "rollout.n",
     "max_completion_length": "rollout.max_response_length",
+    "max_prompt_length": "data.max_prompt_length (a longer prompt is dropped, data.overlong_prompts, not truncated "
+                         "as TRL truncates it: a cut problem is another problem, its answer no longer the ground truth)",
     "beta": "algorithm.kl_coef",
     # TRL's epsilon_high defaults to epsilon: epsilon alone is a symmetric clip
     "epsilon": "algorithm.clip_ratio_low and algorithm.clip_ratio_high (TRL's epsilon_high defaults to epsilon: "
@@ -184,7 +186,51 @@ TRL_NAMES: dict[str, str] = {
     "report_to": "logging.wandb",
     "per_device_train_batch_size": "trainer.prompts_per_step with trainer.mini_batch_prompts and trainer.micro_batch_tokens "
                                    "(prompts and tokens, not completions per device)",
+    "gradient_accumulation_steps": "trainer.micro_batch_tokens (micro-batches of that many tokens accumulate into each "
+                                   "optimizer step of trainer.mini_batch_prompts prompts)",
+    "steps_per_generation": "trainer.mini_batch_prompts (a rollout of trainer.prompts_per_step prompts makes "
+                            "prompts_per_step / mini_batch_prompts optimizer steps, times trainer.ppo_epochs)",
+    "generation_batch_size": "trainer.gen_prompts_per_round (prompts per generation round, not completions)",
+    "warmup_ratio": "trainer.warmup_steps (rollout steps, not a share of the run)",
+    "logging_steps": "logging (dapo-rl logs every step's metrics; logging.completions_per_step the samples shown)",
+    "vllm_mode": "rollout.engine (vllm: colocated with the policy, TRL's vllm_mode=colocate; no server mode)",
+    **{name: "algorithm.tis_cap (truncated importance sampling against the rollout engine's log-probs, capped at "
+             "tis_cap; null: off)"
+       for name in ("vllm_importance_sampling_correction", "vllm_importance_sampling_cap")},
+    "importance_sampling_level": "algorithm.policy_loss (the ratio is per token, TRL's importance_sampling_level=token; "
+                                 "GSPO's sequence-level ratio would be a policy loss of your own, registered by a plugin)",
+    "repetition_penalty": "rollout.temperature with rollout.top_p and rollout.top_k, the sampling settings there are (no "
+                          "repetition penalty: it samples from a distribution other than the policy's, which the loss's "
+                          "ratio to the sampling policy takes it to be)",
 }
+
+# A peer's name for a value of an algorithm setting, and what dapo-rl calls it (TRL's loss_type is
+# algorithm.loss_agg_mode, verl's adv_estimator algorithm.advantage, policy_loss.loss_mode policy_loss)
+PEER_VALUES: dict[str, dict[str, str]] = {
+    "loss_agg_mode": {
+        "dapo": "token-mean (TRL's loss_type=dapo: every token of the step weighs the same)",
+        "bnpo": "token-mean (TRL's loss_type=bnpo normalises by a local batch's tokens; token-mean by the "
+                "mini-batch's, across ranks)",
+        "grpo": "seq-mean-token-mean (TRL's loss_type=grpo: each completion's token mean, then their mean)",
+        "dr_grpo": "seq-mean-token-sum-norm (TRL's loss_type=dr_grpo: token sums over a constant, "
+                   "algorithm.loss_agg_norm_const, the response length by default)",
+    },
+    "advantage": {
+        "reinforce_plus_plus_baseline": "reinforce_pp_baseline (verl's adv_estimator name)",
+        "gae": "none: dapo-rl trains no critic (GRPO-family estimators, or a registered one)",
+    },
+    "policy_loss": {
+        "vanilla": "decoupled_clip (verl's loss_mode=vanilla: the PPO clip with clip_ratio_low and clip_ratio_high, "
+                   "and clip_ratio_c's dual clip)",
+    },
+}
+
+
+def peer_value_note(key: str, name: str) -> str:
+    """What dapo-rl calls a peer's name ``name`` for algorithm.``key``, as a message's clause
+    (``""`` where it is no peer's name)."""
+    said = PEER_VALUES.get(key, {}).get(name)
+    return f"; for {name!r} set algorithm.{key}={said}" if said else ""
 
 
 # a count of GPUs, as launchers and other trainers name it: gpus, num_gpus, n_gpus_per_node, ...

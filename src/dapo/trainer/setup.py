@@ -48,7 +48,8 @@ def rehearse_plugins_of(cfg: DAPOConfig) -> None:
     algo = cfg.algorithm
     rehearse_plugins(algo.advantage, algo.policy_loss, algo.loss_agg_mode, advantage_eps=algo.advantage_eps,
                      clip_ratio_low=algo.clip_ratio_low, clip_ratio_high=algo.clip_ratio_high,
-                     clip_ratio_c=algo.clip_ratio_c, norm_const=loss_norm_const(cfg), tis_cap=algo.tis_cap)
+                     clip_ratio_c=algo.clip_ratio_c, norm_const=loss_norm_const(cfg), tis_cap=algo.tis_cap,
+                     group_size=cfg.rollout.n)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -283,14 +284,16 @@ class RunSetup:
 
 
 def build_run(
-    cfg: DAPOConfig, start_engine: Callable[[], RolloutEngine] | None = None, train_data: bool = True
+    cfg: DAPOConfig, start_engine: Callable[[], RolloutEngine] | None = None, train_data: bool = True,
+    check_data: Callable[[RunData], None] | None = None,
 ) -> RunSetup:
     """Everything a run needs. Given ``start_engine`` (which starts the policy ranks, which hold the
     weights, and returns their generation), the model is only its structure on the meta device,
     and the ranks start once the data has loaded: a malformed row is named before Ray starts them
     and they load the model (minutes on a cluster). ``train_data=False`` (an evaluation) leaves the
     training files unread; with rollout.engine=vllm, which loads its own copy of the weights, its
-    model is only the structure too."""
+    model is only the structure too. ``check_data`` reads the data once it has loaded, before an
+    engine starts (the reward functions' columns, :meth:`RewardScorer.check_data`)."""
     device = resolve_device(cfg.trainer.device)
     vllm_evaluation = not train_data and cfg.rollout.engine == "vllm"
     model, tokenizer, model_path = load_model_and_tokenizer(cfg.model, device,
@@ -306,6 +309,8 @@ def build_run(
             if loaded is not None and (said := note(loaded.problems)) is not None and said not in said_already:
                 loaded.warnings.insert(0, said)
                 said_already.add(said)
+    if check_data is not None:
+        check_data(data)
     if start_engine is not None:
         engine = start_engine()
     else:

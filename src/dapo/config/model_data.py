@@ -103,7 +103,9 @@ class DataConfig:
     prompt_key: str = "prompt"
     # Dotted column path of the ground-truth answer in each row (a `datasets` ClassLabel column,
     # MMLU's answer, reads as its names, A/B/C/D, as does any such column: dapo.data.class_labels).
-    answer_key: str = "reward_model.ground_truth"
+    # null: the rows have none (a TRL dataset of prompts, judged by reward.functions alone, which
+    # reward.verifier_weight=0 asks for); a function gets "" as the ground truth.
+    answer_key: str | None = "reward_model.ground_truth"
     # Column holding the data source name (optional in the file). A row without one takes its
     # file's name (aime.jsonl -> "aime"), or, when that is only a split word (train.jsonl,
     # data/test-00000-of-00002.parquet), its folder's: eval/<data_source>/ metrics and logs use it.
@@ -154,8 +156,9 @@ class DataConfig:
         finite_numbers(self, "data")
         check(len(self.train_files) > 0, "data.train_files is empty: name at least one dataset")
         for key in ("prompt_key", "answer_key"):  # (data_source_key may name no column: it is optional)
-            check(bool(getattr(self, key).strip()), f"data.{key} is empty: name the column (a dotted path for a "
-                  "nested one, e.g. reward_model.ground_truth)")
+            check(key == "answer_key" and getattr(self, key) is None or bool((getattr(self, key) or "").strip()),
+                  f"data.{key} is empty: name the column (a dotted path for a nested one, e.g. "
+                  f"reward_model.ground_truth){', or null for rows without one' if key == 'answer_key' else ''}")
         for key in ("eval_prompt_key", "eval_answer_key"):
             check(getattr(self, key) is None or bool(getattr(self, key).strip()),
                   f"data.{key} is empty: name the column of the eval files, or null for data.{key[5:]}'s")

@@ -86,6 +86,10 @@ class DAPOConfig:
         check(all(entry.strip() for entry in self.python_path),
               f"python_path={self.python_path} holds an empty entry: name directories (or python_path=[] for none)")
         use_python_path(self.python_path)  # (the loaders put it there before the sections are built)
+        check(self.data.answer_key is not None or self.reward.verifier_weight == 0,
+              "data.answer_key=null reads rows without a ground truth, which the built-in verifier judges every "
+              "response against: set reward.verifier_weight=0 (reward.functions alone judge, as TRL's reward_funcs "
+              "do), or name the answer column")
         self._check_algorithm_with_rollout()
         self._check_parallelism()
         self._check_training_precision()

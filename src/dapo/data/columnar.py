@@ -107,13 +107,14 @@ class ColumnarReader:
             return None
         cfg = self.cfg
         prompts = _column(batch, cfg.prompt_key)
-        answers = _column(batch, cfg.answer_key)
+        no_answers = cfg.answer_key is None  # data.answer_key=null: rows without a ground truth
+        answers = None if no_answers else _column(batch, cfg.answer_key)
         sources = _column(batch, cfg.data_source_key)
-        if not (isinstance(prompts, pa.Array) and isinstance(answers, pa.Array)) or sources is _UNSURE:
+        if not (isinstance(prompts, pa.Array) and (no_answers or isinstance(answers, pa.Array))) or sources is _UNSURE:
             return None
         try:
             known = self._prompts(prompts, start)
-            ground_truths = _each_distinct(answers, _ANSWER_TYPES, self._answer_of)
+            ground_truths = [""] * batch.num_rows if no_answers else _each_distinct(answers, _ANSWER_TYPES, self._answer_of)
         except DataError:  # a malformed row: read row by row, for its message
             return None
         if sources is None:

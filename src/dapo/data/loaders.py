@@ -288,7 +288,7 @@ def problem_from_row(
     setting = "data.eval_" if split == "eval" else "data."
     raw_prompt = _lookup(row, cfg.prompt_key, where, "prompt", keys_seen, cfg.lenient, setting + "prompt_key")
     prompt, uid = (prompts_read or PromptMemo(cfg.assistant_prefill)).prompt_and_uid(raw_prompt, where, cfg.prompt_key)
-    ground_truth = answer_value(
+    ground_truth = "" if cfg.answer_key is None else answer_value(  # (null: rows without one, functions alone judge)
         _lookup(row, cfg.answer_key, where, "ground truth", keys_seen, cfg.lenient, setting + "answer_key"), where,
         cfg.answer_key
     )
@@ -336,7 +336,10 @@ def _lookup(row: dict[str, Any], dotted_key: str, where: str, what: str, keys_se
     if value is _ABSENT:
         skip = "" if lenient else ", or set data.lenient=true to skip such rows"  # (lenient: it is being skipped)
         if not keys_seen:  # the first row: the key is likely wrong for the whole file
-            raise KeyNotInFile(f"{where}: missing {what} at {dotted_key!r} (row has keys {sorted(row)}; set {setting})")
+            rows_without = (f", or {setting}=null where the rows have no {what} (reward.functions alone judge, "
+                            "reward.verifier_weight=0)") if setting.endswith("answer_key") else ""
+            raise KeyNotInFile(f"{where}: missing {what} at {dotted_key!r} (row has keys {sorted(row)}; set "
+                               f"{setting}{rows_without})")
         raise DataError(f"{where}: missing {what} at {dotted_key!r} (row has keys {sorted(row)}; the rows before "
                         f"it have it: fix or drop this row{skip})")
     return value

@@ -253,7 +253,7 @@ def test_reward_functions_read_the_data_source_and_prompt_columns_by_their_own_n
     """data.data_source_key=src: a reward function's extra has "src" (the row's value, as TRL
     passes every column by its name) beside "data_source"; it had only the latter. Columnar and
     row-by-row readings agree."""
-    from dapo.rewards.scorer import function_extra
+    from dapo.rewards.start_checks import function_extra
 
     path = tmp_path / "qa.parquet"
     pq.write_table(pa.table({"question": ["1+1?", "2+2?"], "answer": ["2", "4"], "src": [7, None],

@@ -3,6 +3,7 @@ in the scorer's worker processes, per response and batched."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from tests.rewards.test_rewards_user_functions import _one_and_batched
 
 from dapo.config.schema import RewardConfig, RewardFunctionSpec
 from dapo.rewards import RewardFunctionError, RewardScorer, load_reward_function
+from dapo.rewards.start_checks import DataSample, function_extra
 
 
 def test_a_function_written_to_verls_contract_is_called_as_verl_calls_it(tmp_path: Path) -> None:
@@ -137,3 +139,72 @@ def test_a_trl_function_returning_no_list_is_refused_at_start_and_a_completions_
     with RewardScorer(RewardConfig(functions=[RewardFunctionSpec(path=f"{module}:listed")], num_workers=1)) as scorer:
         results = scorer.score(["Answer: 1", "Answer: 2"], ["1", "1"], ["math"] * 2, [{"completions": "x"}] * 2)
     assert [r.extra["listed/score"] for r in results] == [1.0, 0.0] and not any(r.failed for r in results)
+
+
+COLUMN_FUNCTIONS = '''
+def accuracy(completions, solution, **kwargs):  # TRL's accuracy_reward's shape
+    texts = [c[0]["content"] if isinstance(c, list) else c for c in completions]
+    return [None if s is None else float(t.endswith(s)) for t, s in zip(texts, solution)]
+
+def chat_only(prompts, completions, **kwargs):  # TRL's conversational format alone
+    return [float(len(p[0]["content"]) > 0) + float(c[0]["content"].endswith(s)) for p, c, s in
+            zip(prompts, completions, kwargs["answer"])]
+
+def with_default(completions, solution=None, **kwargs):
+    return [0.0 for _ in completions]
+'''
+
+
+def _sample(columns: set[str], prompt, answer: str = "1", **extra) -> DataSample:
+    extra = {"answer": answer, **extra}
+    item = (f"Reasoning...\nAnswer: {answer}", answer, function_extra(extra, "math", prompt))
+    return DataSample("training data", "data/train.jsonl, line 1", item, frozenset(columns | {"prompt", "data_source"}),
+                      "answer", ("data/train.jsonl",))
+
+
+def test_a_trl_function_requiring_a_column_no_row_has_is_refused_before_the_run(tmp_path: Path) -> None:
+    """A TRL function's parameter names a dataset column; where no row of the data has it, it got
+    None for every response, silently (TRL itself fails every call). Refused once the data has
+    loaded, naming the column, the split's files and columns, and the two ways out."""
+    module = tmp_path / "trl_columns.py"
+    module.write_text(COLUMN_FUNCTIONS)
+    cfg = RewardConfig(functions=[RewardFunctionSpec(path=f"{module}:accuracy"),
+                                  RewardFunctionSpec(path=f"{module}:with_default", batch_size=4)], num_workers=1)
+    with RewardScorer(cfg) as scorer:
+        with pytest.raises(RewardFunctionError) as refused:
+            scorer.check_data([_sample({"answer", "level"}, "1+0?")])
+        scorer.check_data([_sample({"answer", "solution"}, "1+0?", solution="1")])  # one row has it: enough
+    message = str(refused.value)
+    assert "trl_columns.py:accuracy'" in message and "the column 'solution', which no row of the training data " \
+        "(data/train.jsonl) has" in message
+    assert "columns: answer, data_source, level, prompt; the ground truth is its column 'answer'" in message
+    assert "(solution=None)" in message and "with_default" not in message  # a parameter with a default is not required
+
+
+def test_a_chat_format_trl_function_is_tried_on_the_datas_first_row(tmp_path: Path,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """The start-up item's prompt is text and it has no columns: a function written for TRL's
+    conversational format fails there, and only there. Tried on the data's first row (a chat, its
+    columns), it returns, and the log says the dummy's failure was the dummy's; one that returns a
+    bad value on a real row is refused before the run."""
+    module = tmp_path / "chat_rewards.py"
+    module.write_text(COLUMN_FUNCTIONS + "def bad_on_rows(prompts, completions, **kwargs):\n"
+                      "    return ['x' if kwargs['answer'][0] else 0.0]\n")
+    chat = [{"role": "user", "content": "1+0?"}]
+    cfg = RewardConfig(functions=[RewardFunctionSpec(path=f"{module}:chat_only")], num_workers=1)
+    caplog.set_level(logging.INFO, logger="dapo.rewards")
+    with RewardScorer(cfg) as scorer:
+        assert scorer.failed_on_the_dummy == {0}
+        scorer.check_data([_sample({"answer"}, chat)])
+        assert scorer.failed_on_the_dummy == set() and not scorer.first_failure
+    assert any("chat_only returned a value on the first row of the training data (data/train.jsonl, line 1): its "
+               "failure on the start-up dummy item was the dummy's" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    with RewardScorer(cfg) as scorer:  # a text prompt: it raises on the real row too, warned of, not refused
+        scorer.check_data([_sample({"answer"}, "1+0?")])
+    assert any(r.levelno == logging.WARNING and "raised on the first row of the training data" in r.getMessage()
+               for r in caplog.records)
+    cfg = RewardConfig(functions=[RewardFunctionSpec(path=f"{module}:bad_on_rows")], num_workers=1)
+    with RewardScorer(cfg) as scorer, pytest.raises(RewardFunctionError, match=r"bad_on_rows'.* returned a bad value: "
+                                                    r".*on the first row of the training data"):
+        scorer.check_data([_sample({"answer"}, chat)])

@@ -187,7 +187,7 @@ def test_a_function_s_extra_is_the_row_s_fields_with_its_prompt_and_data_source_
     """Built in one place (the trainer added the prompt, the scorer the data_source): the prompt
     first, the row's fields over it, the data_source last unless the row has one; the row's dict
     is not changed, and the start-up dummy item has both fields, as every real item."""
-    from dapo.rewards.scorer import _SMOKE_ITEM, function_extra
+    from dapo.rewards.start_checks import SMOKE_ITEM, function_extra
 
     row = {"k": 1}
     extra = function_extra(row, "math", [{"role": "user", "content": "What is 1+1?"}])
@@ -197,4 +197,4 @@ def test_a_function_s_extra_is_the_row_s_fields_with_its_prompt_and_data_source_
     assert function_extra({"prompt": "own", "data_source": "own"}, "math", "asked") == {"prompt": "own",
                                                                                        "data_source": "own"}
     assert function_extra(None, None) == {} and function_extra({"k": 1}, None, None) == {"k": 1}
-    assert _SMOKE_ITEM[2] == {"prompt": "What is 0 + 1?", "data_source": "smoke_test"}
+    assert SMOKE_ITEM[2] == {"prompt": "What is 0 + 1?", "data_source": "smoke_test"}

@@ -311,3 +311,14 @@ def test_tensorboard_shows_the_steps_an_attempt_without_it_logged_instead_of_tho
     board.Reload()
     losses = [(e.step, float(tensor_util.make_ndarray(e.tensor_proto))) for e in board.Tensors("loss")]
     assert losses == [(1, 1.0), (2, 2.0), (3, 30.0), (4, 40.0), (5, 50.0)]  # as metrics.jsonl has them
+
+
+def test_the_completions_table_has_every_records_columns():
+    """A record a scorer failed on has failed_scorers (and reward_metrics), which the others of a
+    verifier-only run lack: the TensorBoard and W&B tables take every record's columns, not the
+    first's (a later record's would be lost, or a KeyError)."""
+    from dapo.trainer.metrics import completions_markdown
+
+    records = [{"response": "a", "score": 1.0}, {"response": "b|c", "score": -1.0, "failed_scorers": ["judge"]}]
+    assert completions_markdown(records).splitlines() == [
+        "| response | score | failed_scorers |", "|---|---|---|", "| a | 1.0 |  |", "| b\\|c | -1.0 | ['judge'] |"]

@@ -88,6 +88,9 @@ def test_sampled_completions_are_written_each_step(tiny_model_dir, reward_file, 
     for record in records:
         assert set(record) >= {"prompt", "response", "pred", "ground_truth", "score", "acc", "data_source"}
         assert record["score"] in (1.0, -1.0)  # the parity reward
+        # what each reward function returned, as TRL's completions table has a column per function
+        assert record["reward_metrics"] == {"parity/score": record["score"], "parity/not_applicable": 0.0}
+        assert record["failed_scorers"] == []
     events = list((run / "tensorboard").glob("events.out.tfevents.*"))
     assert events and b"completions" in events[0].read_bytes()
 

@@ -73,7 +73,7 @@ def test_dapo_eval_says_the_first_n_problems_only_when_max_problems_leaves_some_
     problems = [Problem(uid=str(i), prompt=f"{i}+1=", ground_truth=str(i + 1)) for i in range(30)]
     loaded = LoadedProblems(problems, 30, 0, 0, ["eval.jsonl"])
     monkeypatch.setattr(summary, "build_run", lambda cfg, train_data: SimpleNamespace(data=SimpleNamespace(eval=loaded)))
-    monkeypatch.setattr(summary, "RewardScorer", lambda cfg: contextlib.nullcontext())
+    monkeypatch.setattr(summary, "RewardScorer", lambda cfg: contextlib.nullcontext(SimpleNamespace(check_data=lambda samples: None)))
     monkeypatch.setattr(summary, "evaluate_held_out", lambda *args: EvalResult({}, 0, 4))
 
     def said(max_problems: int, *overrides: str) -> str:

@@ -102,7 +102,8 @@ def _called_as_trl_does(function: Callable, named: list[str]) -> Callable:
     """``function`` called with lists (of one response where it is not batched): ``prompts``,
     ``completions`` and each column of the rows, as TRL's GRPOTrainer calls its reward functions;
     its list's one value returned where not batched. A row without a column has None there, as a
-    dataset holds it, also for a column the function ``named`` (requires) that no row has."""
+    dataset holds it (a column the function ``named``, requires, that no row of the data has is
+    refused before the run starts: ``required_columns``, :mod:`dapo.rewards.start_checks`)."""
 
     def call(response: Any, ground_truth: Any, extra: Any) -> Any:
         batched = isinstance(extra, list)
@@ -114,6 +115,7 @@ def _called_as_trl_does(function: Callable, named: list[str]) -> Callable:
         value = function(prompts=prompts, completions=completions, **keywords)
         return _finish(value, lambda values: values if batched else _the_one(values))
 
+    call.required_columns = tuple(name for name in named if name not in TRL_NOT_COLUMNS)  # type: ignore[attr-defined]
     return call
 
 

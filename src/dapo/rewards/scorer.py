@@ -44,11 +44,10 @@ from dapo.rewards.correctness_source import CorrectnessSourceCheck
 from dapo.rewards.extract import resolve_extractor
 from dapo.rewards.math_dapo import math_dapo_verdict
 from dapo.rewards.pool import Outcome, WorkerPool, default_num_workers
-from dapo.rewards.tracebacks import without_own_frames
+from dapo.rewards.start_checks import DataSample, check_on_data, function_extra, smoke_test
 from dapo.rewards.types import RewardResult
 from dapo.rewards.user_functions import (
     NOT_APPLICABLE_KEY,
-    RewardFunctionError,
     absolute_spec,
     function_labels,
 )
@@ -60,22 +59,6 @@ logger = logging.getLogger("dapo.rewards")
 # The failure of an item no reward source applies to, named as a scorer is (RewardResult.failed,
 # reward_failures/<label>): no function's label has a hyphen.
 NO_REWARD = "no-applicable-reward"
-
-
-def function_extra(extra: dict | None, data_source: str | None, prompt: Any = None) -> dict:
-    """What a user function gets as ``extra``, built here alone: a copy of the row's extra fields,
-    after the ``prompt`` it answers (an LLM judge reads the question, as TRL's reward functions
-    get it) and with the row's ``data_source`` (which the loader takes out of the row's fields, as
-    verl's ``compute_score`` gets it as an argument), unless the row has a field of that name."""
-    fields = {} if prompt is None else {"prompt": prompt}
-    fields.update(extra or {})
-    if data_source is not None:
-        fields.setdefault("data_source", data_source)
-    return fields
-
-
-# the fields every real item's extra has (the problem's prompt, the row's data_source), no others
-_SMOKE_ITEM = ("Reasoning...\nAnswer: 1", "1", function_extra(None, "smoke_test", "What is 0 + 1?"))
 
 
 class RewardScorer:
@@ -102,42 +85,20 @@ class RewardScorer:
         self._correctness_source = CorrectnessSourceCheck(self._labels, self._weights)
         # with the verifier off: whether the function acc comes from has returned a "pred" (maj@k's votes)
         self.functions_read_answers = False
+        self.failed_on_the_dummy: set[int] = set()  # user functions that raised or timed out on the start-up item
         num_workers = cfg.num_workers or default_num_workers()
         self._pool = WorkerPool(num_workers, self._specs, cfg.timeout_s,
                                 memory_limit_bytes=int(cfg.memory_limit_gb * 2**30))
         try:
-            self._smoke_test()
+            smoke_test(self)
         except BaseException:
             self._pool.close()
             raise
 
-    def _smoke_test(self) -> None:
-        """Call each user function once on a dummy item, in a worker, before training starts.
-
-        A wrong return type is a bug: raise. Raising or timing out may be the dummy item's fault
-        (it has no extra fields but prompt and data_source): warn, showing the traceback, but do
-        not count it as the function's first failure, so that a real one is still shown and named.
-        None is no wrong return: the function may not apply to the dummy item (said at INFO).
-        """
-        tasks = [self._task(k, [_SMOKE_ITEM]) for k in range(len(self._specs))]
-        outcomes = self._pool.run(tasks, self._timeouts)
-        for k, (spec, label, (kind, detail)) in enumerate(zip(self._specs, self._labels, outcomes)):
-            if kind == "ok" and self._batch_sizes[k]:
-                kind, detail = detail[0]  # the dummy item's own outcome in the batch of one
-            if kind == "bad":
-                raise RewardFunctionError(f"reward function {spec!r} returned a bad value: {detail}, on the start-up "
-                                          f"test item (response {_SMOKE_ITEM[0]!r}, ground truth {_SMOKE_ITEM[1]!r}, "
-                                          f"extra {_SMOKE_ITEM[2]!r}), before the run starts")
-            if kind != "ok":
-                shown = without_own_frames(detail) if kind == "raised" else detail
-                logger.warning("%s (this run goes on: the dummy item has no extra fields but prompt and data_source, "
-                               "so a column of your data reads None on it, and its prompt is text, so a function "
-                               "written for chat prompts (TRL's conversational format) gets its completion as text, "
-                               "not as a list of messages; a failure on the data's rows is said too)",
-                               self._failure_message(label, kind, shown, during="a dummy item at start-up"))
-            elif detail[0] is None:
-                logger.info("%s returned None on the start-up test item: it does not apply to it (its return values "
-                            "are checked on the items it applies to) (%s)", label, spec)
+    def check_data(self, samples: list[DataSample]) -> None:
+        """Once the data has loaded: the columns TRL functions require, and each function on each
+        split's first row (:func:`~dapo.rewards.start_checks.check_on_data`)."""
+        check_on_data(self, samples)
 
     def score(
         self,

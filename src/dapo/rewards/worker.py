@@ -295,6 +295,8 @@ def run_task(pickled_task: bytes, functions: list[RewardFunction]) -> Outcome:
         if task[0] == "math":
             _, ground_truth, pred = task
             return "ok", math_equal(pred, ground_truth)
+        if task[0] == "columns":  # the dataset columns a function requires (TRL's contract)
+            return "ok", tuple(getattr(functions[task[1]], "required_columns", ()))
         kind, index, response, ground_truth, extra = task
         seed_global_generators(index, str(response), str(ground_truth))
         value = functions[index](response, ground_truth, extra)

@@ -53,6 +53,7 @@ from dapo.trainer.scoring import (
     RewardFailureWatch,
     add_group_outcomes,
     completion_records,
+    data_samples,
     score_completions,
     shape_rewards,
 )
@@ -127,7 +128,9 @@ class Trainer(LoopState):
                     self.policy = RayPolicyGroup(cfg)
                     return RayRolloutEngine(self.policy)
             # model (here only its structure when the ranks hold it), tokenizer, data, encoder, engine
-            self.run = run = build_run(cfg, start_ranks)
+            # (the reward functions tried on the data's columns and first rows before an engine starts)
+            self.run = run = build_run(cfg, start_ranks,
+                                       check_data=lambda data: scorer.check_data(data_samples(cfg, data.train, data.eval)))
             print("\n".join(start_lines(cfg, run, scorer.labels)))
             if self.policy is None:
                 # (a LoRA policy's reference is its own base model: PolicyWorker._ref_logprobs)

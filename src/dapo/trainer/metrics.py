@@ -171,8 +171,8 @@ class MetricsLogger:
         if (run := self._wandb_run()) is not None:
             import wandb as wandb_module
 
-            columns = list(records[0])
-            table = wandb_module.Table(columns=columns, data=[[r[c] for c in columns] for r in records])
+            columns = record_columns(records)
+            table = wandb_module.Table(columns=columns, data=[[r.get(c) for c in columns] for r in records])
             run.log({"completions": table, STEP_METRIC: step})
 
     def close(self) -> None:
@@ -184,14 +184,20 @@ class MetricsLogger:
             self._wandb.finish(exit_code=0 if sys.exc_info()[1] is None else 1)
 
 
+def record_columns(records: list[dict[str, Any]]) -> list[str]:
+    """Every key of the records, in the order they first appear (a sample a scorer failed on has
+    ``failed_scorers``, which the others may lack)."""
+    return list(dict.fromkeys(key for record in records for key in record))
+
+
 def completions_markdown(records: list[dict[str, Any]]) -> str:
     """A markdown table of completion records for TensorBoard's text tab."""
     def cell(value: Any) -> str:
         return str(value).replace("|", "\\|").replace("\n", "<br>")
 
-    columns = list(records[0])
+    columns = record_columns(records)
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(cell(r[c]) for c in columns) + " |" for r in records]
+    lines += ["| " + " | ".join(cell(r.get(c, "")) for c in columns) + " |" for r in records]
     return "\n".join(lines)
 
 

@@ -14,8 +14,11 @@ from transformers import PreTrainedTokenizerBase
 
 from dapo.algo import overlong_filter_mask, soft_overlong_penalty
 from dapo.config import DAPOConfig
+from dapo.data import LoadedProblems
+from dapo.data.loaders import split_keys
 from dapo.data.records import Problem, closing_prefill
 from dapo.rewards import RewardScorer
+from dapo.rewards.start_checks import DataSample, function_extra
 from dapo.rewards.types import RewardResult
 from dapo.rewards.user_functions import NOT_APPLICABLE_KEY, RewardFunctionError
 from dapo.rollout.base import Completion, GenerationResult
@@ -62,6 +65,23 @@ def score_completions(
     return ScoredGeneration(texts, results)
 
 
+def data_samples(cfg: DAPOConfig, train: LoadedProblems | None, held_out: LoadedProblems | None) -> list[DataSample]:
+    """Each split's first problem, with a response that states its ground truth, and the columns
+    its rows have, as :meth:`RewardScorer.check_data` reads them."""
+    samples = []
+    for name, split, loaded in (("training data", "train", train), ("held-out data", "eval", held_out)):
+        if loaded is None or not loaded.problems:
+            continue
+        first = loaded.problems[0]
+        # the columns a function gets (function_extra): the rows' extra fields, the prompt, a data_source
+        columns = frozenset({"prompt", "data_source"}.union(*(problem.extra for problem in loaded.problems)))
+        item = (f"Reasoning...\nAnswer: {first.ground_truth}", first.ground_truth,
+                function_extra(first.extra, first.data_source, first.prompt))
+        samples.append(DataSample(name, first.where or loaded.sources[0], item, columns,
+                                  split_keys(cfg.data, split).answer_key or "", tuple(loaded.sources)))
+    return samples
+
+
 def decode_responses(tokenizer: PreTrainedTokenizerBase, token_lists: list[list[int]]) -> list[str]:
     """The responses' text, special tokens left out as TRL decodes them, but for a ``</think>``
     that the tokenizer marks special (in its special tokens, or only in its vocabulary's
@@ -101,7 +121,10 @@ def prefill_opens_thinking(prompt: str | list[dict[str, str]]) -> bool:
 
 def sample_record(problem: Problem, text: str, result: RewardResult, completion: Completion) -> dict[str, Any]:
     """One scored sample as logs and saved generations show it: the response, its extracted
-    answer, the ground truth, the score (before overlong shaping) and correctness, and its length."""
+    answer, the ground truth, the score (before overlong shaping) and correctness, and its length;
+    where user functions scored it or a scorer failed on it, what each function returned
+    (``reward_metrics``: ``<function>/score``, ``<function>/not_applicable`` and its own metrics,
+    as TRL's completions table has a column per reward function) and the scorers that failed."""
     return {
         "data_source": problem.data_source,
         "response": text,
@@ -111,6 +134,8 @@ def sample_record(problem: Problem, text: str, result: RewardResult, completion:
         "acc": result.acc,
         "num_tokens": len(completion.token_ids),
         "finish_reason": completion.finish_reason,
+        **({"reward_metrics": dict(result.extra), "failed_scorers": list(result.failed)}
+           if result.extra or result.failed else {}),
     }
 
 

@@ -17,6 +17,7 @@ from dapo.trainer.evaluate import NO_EVAL_DATA, EvalResult, evaluate_held_out
 from dapo.trainer.loop import TrainSummary
 from dapo.trainer.metrics import read_metrics
 from dapo.trainer.run_state import problem_progress
+from dapo.trainer.scoring import data_samples
 from dapo.trainer.setup import build_run, eval_top_k
 
 # the table's caption where avg@k is logged and maj@k is not
@@ -103,6 +104,7 @@ def evaluate_model(cfg: DAPOConfig, save_dir: str | Path | None = None, progress
           f"top_p {e.top_p}{f', top_k {top_k}' if top_k > 0 else ''}, "
           f"at most {cfg.rollout.max_response_length} tokens, {cfg.rollout.engine} engine")
     with RewardScorer(cfg.reward) as scorer, problem_progress(None, progress) as on_progress:
+        scorer.check_data(data_samples(cfg, None, run.data.eval))
         result = evaluate_held_out(cfg, run, scorer, on_progress)
     if save_dir is not None:
         out = Path(save_dir)

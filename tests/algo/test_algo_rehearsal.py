@@ -98,3 +98,32 @@ def test_an_estimator_is_rehearsed_on_groups_of_rollout_n(monkeypatch):
     rehearse_plugins("by_view", "decoupled_clip", "token-mean", **SETTINGS, group_size=8)
     with pytest.raises(PluginError, match=r"by_view.* raised RuntimeError: shape '\[-1, 8\]' is invalid"):
         rehearse_plugins("by_view", "decoupled_clip", "token-mean", **SETTINGS)
+
+
+def test_the_rehearsal_has_the_groups_and_responses_a_run_may_train(monkeypatch):
+    """Without Dynamic Sampling a group's rewards may all be equal, and overlong filtering masks a
+    response whole: an estimator dividing by the group's std without eps, and a loss taking each
+    response's token mean, passed the rehearsal and broke mid-run, after the model and a rollout."""
+    from dapo.algo import ADVANTAGE_ESTIMATORS
+
+    def std_no_eps(scores, group_ids, eps):
+        advantages = torch.empty_like(scores)
+        for group in group_ids.unique():
+            members = group_ids == group
+            advantages[members] = (scores[members] - scores[members].mean()) / scores[members].std()
+        return advantages
+
+    def per_response_mean(logprobs, old_logprobs, advantages, response_mask, **kwargs):
+        _, stats = compute_policy_loss(logprobs, old_logprobs, advantages, response_mask, **kwargs)
+        means = (-advantages[:, None] * logprobs * response_mask).sum(-1) / response_mask.sum(-1)
+        return means.sum() / kwargs["num_seqs"], stats
+
+    monkeypatch.setitem(ADVANTAGE_ESTIMATORS, "std_no_eps", std_no_eps)
+    monkeypatch.setitem(POLICY_LOSSES, "per_response_mean", per_response_mean)
+    rehearse_plugins("std_no_eps", "per_response_mean", "token-mean", **SETTINGS)  # neither case in the batch
+    with pytest.raises(PluginError, match=r"std_no_eps.*NaN or inf.*its second group's rewards all equal "
+                                          r"\(algorithm.dynamic_sampling=false trains such groups\)"):
+        rehearse_plugins("std_no_eps", "decoupled_clip", "token-mean", **SETTINGS, constant_group=True)
+    with pytest.raises(PluginError, match=r"per_response_mean.* returned the loss nan \(one of its responses wholly "
+                                          r"masked, as overlong filtering masks them\)"):
+        rehearse_plugins("grpo", "per_response_mean", "token-mean", **SETTINGS, masked_response=True)

@@ -268,6 +268,8 @@ def test_a_setting_written_in_another_section_is_named_where_it_is(override: str
     ("data.train_batch_size=512", "trainer.prompts_per_step"),  # was "did you mean data.builtin_eval_size"
     ("trainer.n_gpus_per_node=8", "resources.devices_per_node"),
     ("algorithm.adv_estimator=grpo", "algorithm.advantage"),  # was algorithm.kl_estimator
+    ("actor_rollout_ref.actor.policy_loss.loss_mode=vanilla", r"algorithm.policy_loss \(verl's vanilla: decoupled_clip\) \(verl's "
+                                                               r"actor_rollout_ref.actor.policy_loss.loss_mode\)"),
     ("trainer.nnodes=2", "resources.nnodes"),  # was no guess
     ("actor_rollout_ref.actor.optim.lr=1e-6", r"trainer.lr \(verl's actor_rollout_ref.actor.optim.lr\)"),
     ("algorithm.filter_groups.enable=true", r"algorithm.dynamic_sampling \(verl's algorithm.filter_groups.enable\)"),

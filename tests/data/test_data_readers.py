@@ -105,7 +105,8 @@ def test_a_bad_jsonl_row_is_named_by_its_line_as_an_editor_numbers_it(tmp_path: 
     assert lenient.warnings[1] == f"skipped: {path} line 6: invalid JSON (Expecting value at column 14)"
     # the first row without the key: a setting to fix, which skipping rows would not (every row lacks it)
     with pytest.raises(DataError, match=r"line 1: missing ground truth at 'solution' \(row has keys \['answer', "
-                                        r"'question'\]; set data.answer_key\)$"):
+                                        r"'question'\]; set data.answer_key, or data.answer_key=null where the rows "
+                                        r"have no ground truth"):
         load_problems([str(path)], DataConfig(prompt_key="question", answer_key="solution"), "train")
 
 

@@ -29,7 +29,8 @@ def doc_plugin(tmp_path: Path):
     algo.POLICY_LOSSES.pop("plain_pg", None)
 
 
-def test_a_plugin_from_a_file_is_selectable_by_name_and_trains(doc_plugin, tiny_model_dir, reward_file, tmp_path, monkeypatch):
+def test_a_plugin_from_a_file_is_selectable_by_name_and_trains(doc_plugin, tiny_model_dir, reward_file, tmp_path, monkeypatch,
+                                                                capsys):
     command = re.search(r"```bash\ndapo train (.*?)\n```", DOC.read_text(), re.S).group(1).split()
     assert command[0] == "algorithm.plugins=[my_algo.py]"
     overrides = [f"algorithm.plugins=[{doc_plugin}]", *command[1:], "trainer.total_steps=1"]
@@ -52,8 +53,11 @@ def test_a_plugin_from_a_file_is_selectable_by_name_and_trains(doc_plugin, tiny_
     # rehearsed before the run loads: the loss on the whole synthetic batch and on each half (do they add up?)
     assert calls == {"median_baseline": 1, "plain_pg": 3}
     trainer.train()
-    assert calls["median_baseline"] == 2 and calls["plain_pg"] >= 3  # one per micro-batch
+    assert calls["median_baseline"] == 2 and calls["plain_pg"] >= 3 + 2  # one per micro-batch of the two updates
     assert trainer.policy.version == 2  # both optimizer updates of the step were made
+    # the run's start names the plugins it runs, where each is defined (here: the counting wrappers)
+    assert re.search(r"algorithm plugins: advantage median_baseline \(.*\.py:\d+\), policy_loss plain_pg "
+                     r"\(.*\.py:\d+\)\n", capsys.readouterr().out)
 
 
 def test_the_median_baseline_is_what_its_docstring_says(doc_plugin):
@@ -62,10 +66,11 @@ def test_the_median_baseline_is_what_its_docstring_says(doc_plugin):
     from dapo.config import load_config
 
     load_config([], [f"algorithm.plugins=[{doc_plugin}]"])
-    scores = torch.tensor([1.0, -1.0, -1.0, 3.0, 0.5, 0.5], dtype=torch.float64)
-    groups = torch.tensor([7, 7, 7, 2, 2, 2])
+    scores = torch.tensor([1.0, -1.0, -1.0, 3.0, 0.5, 0.5, 1.0, -1.0, -1.0, 1.0], dtype=torch.float64)
+    groups = torch.tensor([7, 7, 7, 2, 2, 2, 5, 5, 5, 5])
     advantages = algo.compute_advantages("median_baseline", scores, groups)
-    assert advantages.tolist() == [2.0, 0.0, 0.0, 2.5, 0.0, 0.0]
+    # an even group's median is its middle two's mean (torch.median's lower one gave [2, 0, 0, 2])
+    assert advantages.tolist() == [2.0, 0.0, 0.0, 2.5, 0.0, 0.0, 1.0, -1.0, -1.0, 1.0]
 
 
 def test_unknown_names_and_broken_plugins_are_config_errors_that_say_why(tmp_path):

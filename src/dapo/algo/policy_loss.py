@@ -222,9 +222,11 @@ def call_policy_loss(
     if torch.is_grad_enabled() and logprobs.requires_grad and not loss.requires_grad:
         raise PluginError(f"{what} returned a loss without a gradient: compute it from logprobs, not detached")
     if type(stats) is not PolicyLossStats:  # a subclass's fields would be lost in the sum of micro-batches
+        subclass = ("; not a subclass: its own fields are not summed or logged"
+                    if isinstance(stats, PolicyLossStats) else "")
         raise PluginError(f"{what} returned stats of type {type(stats).__name__}: return the PolicyLossStats "
-                          "that dapo.algo.policy_loss_stats builds (the clip fractions, KL and ratio metrics), "
-                          "not a subclass: its own fields are not summed or logged")
+                          "that dapo.algo.policy_loss_stats builds (the clip fractions, KL and ratio metrics)"
+                          f"{subclass}")
     return loss, stats
 
 

@@ -48,23 +48,36 @@ def rehearse_plugins(
     norm_const: float,
     tis_cap: float | None,
     group_size: int = 2,
+    constant_group: bool = False,
+    masked_response: bool = False,
 ) -> None:
     """Call each selected plugin as the trainer does (advantages from scores and group ids of
     ``group_size`` responses; the policy loss and its backward; the aggregation of a per-token
-    loss); raise PluginError naming the entry, its file and the contract it broke: a wrong return,
-    an exception (but one that names a device, which may be the CPU batch's fault: warned of), or a
-    loss that does not add up over micro-batches given the batch's normalisers."""
+    loss); raise PluginError naming the entry, its file and the contract it broke: a wrong return
+    (a non-finite loss too), an exception (but one that names a device, which may be the CPU
+    batch's fault: warned of), or a loss that does not add up over micro-batches given the batch's
+    normalisers. The batch has what the run's batches may: with ``constant_group`` (no Dynamic
+    Sampling) a group whose rewards are all equal (its std 0), with ``masked_response`` (overlong
+    filtering) a response every token of which is masked out of the loss."""
     rows = 2 * group_size
     generator = torch.Generator().manual_seed(0)
     scores = torch.rand(rows, generator=generator, dtype=torch.float64)
+    if constant_group:
+        scores[group_size:] = 1.0
     group_ids = torch.arange(rows) // group_size
     lengths = torch.tensor([3 - i % 3 for i in range(rows)])  # 3, 2, 1, 3, ... tokens
     response_mask = (torch.arange(3) < lengths[:, None]).float()
-    norms = {"num_tokens": float(response_mask.sum()), "num_seqs": float(rows), "norm_const": norm_const}
+    if masked_response:
+        response_mask[-1] = 0.0
+    responses_in_loss = float((response_mask.sum(-1) > 0).sum())  # (count_loss_tokens's num_seqs)
+    norms = {"num_tokens": float(response_mask.sum()), "num_seqs": responses_in_loss, "norm_const": norm_const}
     logprobs = (-torch.rand(rows, 3, generator=generator) - 0.1).requires_grad_()
     old_logprobs = logprobs.detach() + 0.05 * torch.randn(rows, 3, generator=generator)
     advantages = torch.tensor([1.0 if i % 2 == 0 else -1.0 for i in range(rows)]) * (1 + torch.arange(rows) / rows)
     halves = (slice(0, group_size), slice(group_size, rows))  # two micro-batches of one group each
+    batch = _BATCH + ("; its second group's rewards all equal (algorithm.dynamic_sampling=false trains such groups)"
+                      * constant_group) + ("; its last response wholly masked (algorithm.overlong_filtering)"
+                                           * masked_response)
 
     def policy_loss_of(part: slice | None) -> torch.Tensor:  # None: the whole batch
         tensors = [t if part is None else t[part] for t in (logprobs, old_logprobs, advantages, response_mask)]
@@ -90,20 +103,25 @@ def rehearse_plugins(
                 continue
             loss_of = policy_loss_of if registry is POLICY_LOSSES else aggregated
             whole = loss_of(None)  # (first: a contract it breaks is said of the whole batch)
+            if not torch.isfinite(whole).all():
+                masked = " (one of its responses wholly masked, as overlong filtering masks them)" * masked_response
+                raise PluginError(f"{registry.kind} {name!r}, {describe(registry[name])}, returned the loss "
+                                  f"{float(whole.detach())}{masked}: a non-finite loss is skipped, and every batch "
+                                  "like this one would train nothing")
             if registry is POLICY_LOSSES:
                 whole.backward()
             parts = [float(loss_of(half).detach()) for half in halves]
             _check_adds_up(registry, name, float(whole.detach()), parts, norms)
         except PluginError as error:
-            raise PluginError(f"{error} (found before the run loaded, on {_BATCH})") from error
+            raise PluginError(f"{error} (found before the run loaded, on {batch})") from error
         except Exception as error:
             said = f"{registry.kind} {name!r}, {describe(registry[name])}, raised {type(error).__name__}: {error}"
             if not any(word in str(error).lower() for word in _DEVICE_WORDS):
-                raise PluginError(f"{said}, on {_BATCH} ({rows} responses, their response_mask float32 of 0 and 1, "
+                raise PluginError(f"{said}, on {batch} ({rows} responses, their response_mask float32 of 0 and 1, "
                                   "advantages float32 of shape (B,)), before the run loaded: a real batch would raise "
                                   "it after the model loads and a rollout") from error
             # maybe the rehearsal's fault (a CPU batch for a loss that moves its tensors to a GPU)
-            warnings.warn(f"{said} on {_BATCH} before the run loaded; the run goes on, and stops if a real batch "
+            warnings.warn(f"{said} on {batch} before the run loaded; the run goes on, and stops if a real batch "
                           "raises too", stacklevel=2)
 
 

@@ -51,7 +51,9 @@ class AlgorithmConfig:
     # and truncated importance sampling) or a registered name.
     policy_loss: str = "decoupled_clip"
     # Loss aggregation: "token-mean" (DAPO), "seq-mean-token-mean" (GRPO), "seq-mean-token-sum",
-    # "seq-mean-token-sum-norm" (Dr.GRPO), or a registered name.
+    # "seq-mean-token-sum-norm" (Dr.GRPO's: token sums over loss_agg_norm_const, then their mean over
+    # the responses; verl's mode of that name does not divide by the responses' number), or a
+    # registered name.
     loss_agg_mode: str = "token-mean"
     # Constant divisor for seq-mean-token-sum-norm; null means rollout.max_response_length.
     loss_agg_norm_const: float | None = None

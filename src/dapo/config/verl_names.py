@@ -79,6 +79,7 @@ VERL_NAMES: dict[str, str] = {
     "actor_rollout_ref.rollout.val_kwargs.top_p": "eval.top_p",
     "actor_rollout_ref.rollout.val_kwargs.top_k": "eval.top_k",
     "algorithm.adv_estimator": "algorithm.advantage",
+    "actor_rollout_ref.actor.policy_loss.loss_mode": "algorithm.policy_loss (verl's vanilla: decoupled_clip)",
     "algorithm.filter_groups.enable": "algorithm.dynamic_sampling",
     "algorithm.filter_groups.metric": "algorithm.filter_metric",
     # verl's 0 is no limit, and its limit raises; dapo-rl's trains on what the rounds collected

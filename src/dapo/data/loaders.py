@@ -337,7 +337,7 @@ def _lookup(row: dict[str, Any], dotted_key: str, where: str, what: str, keys_se
         skip = "" if lenient else ", or set data.lenient=true to skip such rows"  # (lenient: it is being skipped)
         if not keys_seen:  # the first row: the key is likely wrong for the whole file
             rows_without = (f", or {setting}=null where the rows have no {what} (reward.functions alone judge, "
-                            "reward.verifier_weight=0)") if setting.endswith("answer_key") else ""
+                            "reward.verifier_weight=0)") if setting == "data.answer_key" else ""
             raise KeyNotInFile(f"{where}: missing {what} at {dotted_key!r} (row has keys {sorted(row)}; set "
                                f"{setting}{rows_without})")
         raise DataError(f"{where}: missing {what} at {dotted_key!r} (row has keys {sorted(row)}; the rows before "

@@ -20,7 +20,9 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from dapo.algo.rehearsal import rehearse_plugins
+from dapo.algo import ADVANTAGE_ESTIMATORS, LOSS_AGG_MODES, POLICY_LOSSES
+from dapo.algo.registry import defined_at
+from dapo.algo.rehearsal import is_builtin, rehearse_plugins
 from dapo.config import DAPOConfig, ModelConfig
 from dapo.data import LoadedProblems, Problem, PromptEncoder, load_problems
 from dapo.data.prompts import problem_text
@@ -49,7 +51,18 @@ def rehearse_plugins_of(cfg: DAPOConfig) -> None:
     rehearse_plugins(algo.advantage, algo.policy_loss, algo.loss_agg_mode, advantage_eps=algo.advantage_eps,
                      clip_ratio_low=algo.clip_ratio_low, clip_ratio_high=algo.clip_ratio_high,
                      clip_ratio_c=algo.clip_ratio_c, norm_const=loss_norm_const(cfg), tis_cap=algo.tis_cap,
-                     group_size=cfg.rollout.n)
+                     group_size=cfg.rollout.n, constant_group=not algo.dynamic_sampling,
+                     masked_response=algo.overlong_filtering)
+
+
+def plugins_in_use(cfg: DAPOConfig) -> str:
+    """The selected entries that are not built in, each with its definition's file and line
+    (``advantage median_baseline (my_algo.py:12)``); "" when none is."""
+    algo = cfg.algorithm
+    chosen = [(ADVANTAGE_ESTIMATORS, "advantage", algo.advantage), (POLICY_LOSSES, "policy_loss", algo.policy_loss),
+              (LOSS_AGG_MODES, "loss_agg_mode", algo.loss_agg_mode)]
+    return ", ".join(f"{key} {name} ({defined_at(registry[name])})" for registry, key, name in chosen
+                     if not is_builtin(registry, name))
 
 
 def resolve_device(name: str) -> torch.device:
@@ -329,6 +342,8 @@ def start_lines(cfg: DAPOConfig, run: RunSetup, reward_labels: tuple[str, ...]) 
              for split, loaded in (("train", run.data.train), ("eval", run.data.eval)) if loaded is not None]
     if cfg.reward.functions:
         lines.append(reward_formula(cfg.reward, reward_labels))
+    if plugins := plugins_in_use(cfg):
+        lines.append(f"algorithm plugins: {plugins}")
     if (adapters := describe_adapters(run.model)) is not None:
         lines.append(adapters)
     if (size := cfg.trainer.sequence_parallel_size) > 1:

@@ -5,10 +5,11 @@ returns at its first call (:class:`~dapo.algo.registry.PluginError`), which on a
 after minutes of loading and a first rollout. The same calls, with the same arguments, on 2
 prompts x rollout.n responses of up to 3 tokens find a wrong shape, a detached loss, an exception
 or a loss that does not add up over micro-batches in milliseconds. Each entry is called through
-its registry's one calling function, through which the trainer calls it too: an estimator through :func:`~dapo.algo.advantages.compute_advantages`,
-a policy loss through :func:`~dapo.algo.policy_loss.call_policy_loss`, an aggregation mode
-through :func:`~dapo.algo.aggregation.aggregate_loss`'s
-:func:`~dapo.algo.aggregation.call_loss_aggregation`; each signature is the one list of what its
+its registry's one calling function, through which the trainer calls it too: an estimator
+through :func:`~dapo.algo.advantages.compute_advantages`, a policy loss through
+:func:`~dapo.algo.policy_loss.call_policy_loss`, an aggregation mode through
+:func:`~dapo.algo.aggregation.aggregate_loss`'s :func:`~dapo.algo.aggregation.call_loss_aggregation`;
+each signature is the one list of what its
 entries are passed, so a plugin is rehearsed with the arguments the run passes it. An exception
 is an error but for one that names a device: that may be the rehearsal's own (a CPU batch for a
 loss that moves its tensors to a GPU), and is only warned of.

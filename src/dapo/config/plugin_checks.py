@@ -41,26 +41,27 @@ def check_callable(what: str, fn: object, positional: tuple[str, ...], keywords:
     in_order = [p for p in signature.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     for position, (parameter, passed) in enumerate(zip(in_order, positional)):
         name = parameter.name
-        if name != passed and (name in positional or name in _VERL_ARGUMENTS):
-            meant = (f"the trainer's argument {positional.index(name) + 1}" if name in positional
-                     else _VERL_ARGUMENTS[name])
+        verl = _VERL_ARGUMENTS.get(name)
+        if name != passed and (name in positional or verl is not None and verl[0] != passed):
+            meant = f"the trainer's argument {positional.index(name) + 1}" if name in positional else verl[1]
             raise ConfigError(f"{what} ({defined_at(fn)}) takes {name!r} as its argument {position + 1}, where the "
                               f"trainer passes {passed!r}: it is called positionally, fn({call}), so {name!r} would "
                               f"hold {passed} ({name} is {meant}); name and order its parameters as that call "
                               "(docs/extending.md)")
 
 
-# verl's names for what its estimators and losses take, which a function ported from verl keeps:
-# called positionally, each would hold another argument
+# verl's names for what its estimators and losses take, which a function ported from verl keeps,
+# each with the trainer's argument it stands for ("" for none) and what it is: a name in another
+# argument's place would hold that argument (verl's estimator: token_level_rewards, response_mask,
+# index, where this project passes scores, group_ids, eps)
 _VERL_ARGUMENTS = {
-    "token_level_rewards": "verl's (B, T) rewards; here scores, (B,)",
-    "index": "verl's group uids; here group_ids",
-    "epsilon": "verl's eps",
-    "response_mask": "the loss's mask of response tokens, which an estimator is not given",
-    "old_log_prob": "verl's pi_old log-probs; here old_logprobs",
-    "log_prob": "verl's log-probs; here logprobs",
+    "token_level_rewards": ("", "verl's (B, T) rewards; here scores, (B,)"),
+    "index": ("group_ids", "verl's group uids; here group_ids"),
+    "epsilon": ("eps", "verl's eps"),
+    "response_mask": ("response_mask", "the loss's mask of response tokens, which an estimator is not given"),
+    "old_log_prob": ("old_logprobs", "verl's pi_old log-probs; here old_logprobs"),
+    "log_prob": ("logprobs", "verl's log-probs; here logprobs"),
 }
-
 
 
 def check_takes_importance_weights(name: str, loss_fn: object, tis_cap: float) -> None:

@@ -153,6 +153,7 @@ def test_matches_loop_reference_and_is_permutation_equivariant(data: list[tuple[
     (lambda s: s.unsqueeze(-1), r"returned shape \(4, 1\) for 4 responses"),
     (lambda s: s.tolist(), r"returned a list, not a tensor of shape \(4,\)"),
     (lambda s: s / 0, r"returned NaN or inf for 4 of 4 responses"),
+    (lambda s: s > 0.5, r"returned a torch.bool tensor: advantages are real numbers"),  # a mask, not advantages
 ])
 def test_an_estimator_that_does_not_return_one_finite_advantage_per_response_is_named(result, message, monkeypatch):
     from dapo.algo import PluginError
@@ -178,3 +179,12 @@ def test_a_constant_float64_group_has_advantages_exactly_zero(estimator):
     scores = torch.tensor([0.1, 0.1, 0.1, 1.0, 0.0], dtype=torch.float64)
     advantages = compute_advantages(estimator, scores, torch.tensor([0, 0, 0, 1, 1]))
     assert torch.equal(advantages[:3], torch.zeros(3, dtype=torch.float64))
+
+
+def test_integer_or_empty_scores_are_refused():
+    """Integer rewards went through float64 and back: advantages truncated toward 0 (0.87 -> 0), no
+    signal and no error; an empty batch has no responses to compute advantages for."""
+    with pytest.raises(ValueError, match=r"scores must be a 1-D float tensor, got shape \(4,\) dtype torch.int64"):
+        compute_advantages("grpo", torch.tensor([1, 0, 1, 0]), torch.tensor([0, 0, 1, 1]))
+    with pytest.raises(ValueError, match="scores is empty"):
+        compute_advantages("grpo", torch.tensor([]), torch.tensor([], dtype=torch.long))

@@ -66,3 +66,7 @@ def test_boolean_group_ids_or_a_metric_of_another_length_are_refused():
         filter_groups(torch.tensor([True, True]), torch.tensor([1.0, 0.0]))
     with pytest.raises(ValueError, match="must both be"):
         filter_groups(torch.tensor([0, 0, 1, 1]), torch.tensor([1.0, 1.0, 0.0, 1.0, 5.0, 6.0]))
+
+
+def test_constant_values_keep_a_float_metrics_dtype():
+    assert filter_groups(torch.tensor([0, 0]), torch.tensor([1.0, 1.0])).constant_values.dtype == torch.float32

@@ -52,3 +52,11 @@ def test_a_negative_buffer_or_a_zero_length_limit_is_refused():
         soft_overlong_penalty(torch.tensor([1]), 10, -2)
     with pytest.raises(ValueError, match="max_response_length"):
         soft_overlong_penalty(torch.tensor([1]), 0, 0)
+
+
+def test_the_penalty_takes_its_range_ends():
+    """algorithm.overlong_penalty_factor=0 is a valid config (shaping off by its factor): no
+    penalty, no error; a buffer as long as L_max ramps over the whole length, as documented."""
+    assert torch.equal(soft_overlong_penalty(torch.tensor([0, 9, 10]), 10, 4, 0.0).abs(), torch.zeros(3))
+    torch.testing.assert_close(soft_overlong_penalty(torch.tensor([0, 5, 10]), 10, 10),
+                               torch.tensor([0.0, -0.5, -1.0]))

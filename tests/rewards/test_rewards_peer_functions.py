@@ -208,3 +208,27 @@ def test_a_chat_format_trl_function_is_tried_on_the_datas_first_row(tmp_path: Pa
     with RewardScorer(cfg) as scorer, pytest.raises(RewardFunctionError, match=r"bad_on_rows'.* returned a bad value: "
                                                     r".*on the first row of the training data"):
         scorer.check_data([_sample({"answer"}, chat)])
+
+
+def test_a_peers_call_keeps_its_contract_at_its_edges(tmp_path: Path) -> None:
+    """A TRL function's list of two values for one response (its first was taken), a verl function
+    taking **kwargs (its extra_info was not passed), a TRL completion_ids with a default (as the
+    refusal asks: it was refused still), a function of no parameters (a bare IndexError)."""
+    from dapo.rewards.peer_functions import BadReturnValue, called_as_its_peer_does
+
+    def two_values(prompts, completions, **kwargs):
+        return [1.0, 2.0]
+
+    def verl_kwargs(data_source, solution_str, ground_truth, **kwargs):
+        return float(kwargs["extra_info"]["k"])
+
+    def with_ids_default(prompts, completions, completion_ids=None, **kwargs):
+        return [1.0]
+
+    with pytest.raises(BadReturnValue, match="one value per response"):
+        called_as_its_peer_does(two_values)("r", "g", {})
+    assert called_as_its_peer_does(verl_kwargs)("r", "g", {"extra_info": {"k": 3}}) == 3.0
+    assert called_as_its_peer_does(with_ids_default)("r", "g", {}) == 1.0
+    (tmp_path / "no_args.py").write_text("def f():\n    return 1.0\n")
+    with pytest.raises(RewardFunctionError, match=r"must accept \(response, ground_truth, extra\)"):
+        load_reward_function(f"{tmp_path}/no_args.py:f")

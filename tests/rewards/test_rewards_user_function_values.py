@@ -101,6 +101,8 @@ def test_import_error_fails_before_training() -> None:
         ("/nonexistent/rewards.py:f", "does not exist"),
         ("no_such_package_xyz.mod:f", "No module named"),
         ("just_a_name", "expected 'path/to/file.py:function'"),
+        ("rewards.py:", "expected 'path/to/file.py:function'"),  # no function name
+        ("rewards.py:my-reward", "expected 'path/to/file.py:function'"),  # no Python name
         (f"{HERE}/broken_import_fixture.py:f", "ImportError"),
     ],
 )

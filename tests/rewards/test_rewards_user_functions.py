@@ -392,3 +392,10 @@ def test_the_start_of_a_run_says_how_its_reward_is_summed() -> None:
     assert "reward.verifier_weight=0 leaves the functions alone" in summed and "is the verifier's" in summed
     alone = reward_formula(RewardConfig(verifier_weight=0.0, functions=[judge, style]), ("judge", "style"))
     assert alone.startswith("reward: 0.5 x judge + 0.25 x style; correctness (acc, avg@k): the first of them that ")
+
+
+def test_a_function_listed_twice_is_numbered_from_two() -> None:
+    """Its labels name its metrics (reward/<label>/score): the second entry is #2, as documented."""
+    from dapo.rewards.user_functions import function_labels
+
+    assert function_labels(["a.py:reward", "a.py:reward", "b.py:other"]) == ["a.reward", "a.reward#2", "other"]

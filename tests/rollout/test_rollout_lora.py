@@ -241,3 +241,21 @@ def test_adapters_of_a_base_model_of_another_width_are_a_resume_error(tmp_path) 
     apply_lora(narrower, rank=4, alpha=8.0, target_modules=["q_proj"])
     with pytest.raises(AdapterMismatchError, match=rf"cannot resume {tmp_path}: its adapters do not fit this model.path's layers .* size mismatch for model.layers.0"):
         load_policy_weights(narrower, tmp_path)
+
+
+def test_adapters_of_another_alpha_or_a_stream_short_of_a_b_are_refused(tmp_path):
+    """Adapters saved with alpha 8 loaded into a run with alpha 16 doubled their scaling unsaid
+    (load_adapter compared the rank alone); a weight stream missing a layer's B dropped that
+    layer's merged weight from an export or an engine's sync."""
+    from dapo.lora import load_adapter, merge_adapters, save_adapter
+
+    saved = tiny_qwen2()
+    apply_lora(saved, rank=4, alpha=8.0, target_modules=["q_proj"])
+    save_adapter(saved, tmp_path, "base")
+    other = tiny_qwen2()
+    apply_lora(other, rank=4, alpha=16.0, target_modules=["q_proj"])
+    with pytest.raises(ValueError, match="alpha 8.0"):
+        load_adapter(other, tmp_path)
+    short = [(name, value) for name, value in saved.state_dict().items() if ".lora_B." not in name]
+    with pytest.raises(ValueError, match="without their weight or adapters"):
+        list(merge_adapters(short, saved))

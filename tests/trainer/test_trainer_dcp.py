@@ -288,3 +288,11 @@ def test_a_checkpoint_missing_a_ranks_shard_as_the_driver_sees_it_is_named(tmp_p
     assert missing_shards(tmp_path, 2) == [f"{SHARDED_DIR}/rng-rank00001.pt"]
     (policy / "rng-rank00001.pt").write_bytes(b"")
     assert missing_shards(tmp_path, 2) == []
+
+
+def test_a_checkpoint_without_sharded_state_says_how_to_go_on(tmp_path: Path) -> None:
+    """(DCP's own error was a bare 'No such file ... policy/.metadata')"""
+    layer = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.AdamW(layer.parameters())
+    with pytest.raises(FileNotFoundError, match=r"holds no sharded policy state .* checkpoint.resume=never"):
+        load_sharded_policy(tmp_path, layer, optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0))

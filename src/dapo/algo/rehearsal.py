@@ -80,8 +80,11 @@ def rehearse_plugins(
                       * constant_group) + ("; its last response wholly masked (algorithm.overlong_filtering)"
                                            * masked_response)
 
-    def policy_loss_of(part: slice | None) -> torch.Tensor:  # None: the whole batch
-        tensors = [t if part is None else t[part] for t in (logprobs, old_logprobs, advantages, response_mask)]
+    def rows_of(part: slice | None, *tensors: torch.Tensor) -> list[torch.Tensor]:  # None: the whole batch's
+        return [t if part is None else t[part] for t in tensors]  # (whole: the leaf itself, whose .grad is read)
+
+    def policy_loss_of(part: slice | None) -> torch.Tensor:
+        tensors = rows_of(part, logprobs, old_logprobs, advantages, response_mask)
         loss, _ = call_policy_loss(
             policy_loss, *tensors,
             clip_ratio_low=clip_ratio_low, clip_ratio_high=clip_ratio_high, clip_ratio_c=clip_ratio_c,
@@ -91,8 +94,7 @@ def rehearse_plugins(
         return loss
 
     def aggregated(part: slice | None) -> torch.Tensor:
-        every = slice(None) if part is None else part
-        return aggregate_loss(-logprobs.detach()[every], response_mask[every], loss_agg_mode, **norms)
+        return aggregate_loss(*rows_of(part, -logprobs.detach(), response_mask), loss_agg_mode, **norms)
 
     entries = [(ADVANTAGE_ESTIMATORS, advantage), (POLICY_LOSSES, policy_loss), (LOSS_AGG_MODES, loss_agg_mode)]
     for registry, name in entries:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dapo.rewards.tracebacks import without_own_frames
@@ -55,7 +55,7 @@ class DataSample:
     item: tuple[str, str, dict]
     columns: frozenset[str]
     answer_key: str = ""  # the column the ground truth is read from (data.answer_key), for the messages
-    files: tuple[str, ...] = field(default=())
+    files: tuple[str, ...] = ()
 
 
 def smoke_test(scorer: RewardScorer) -> None:
@@ -74,12 +74,11 @@ def smoke_test(scorer: RewardScorer) -> None:
                                       f"extra {SMOKE_ITEM[2]!r}), before the run starts")
         if kind != "ok":
             scorer.failed_on_the_dummy.add(k)
-            shown = without_own_frames(detail) if kind == "raised" else detail
             logger.warning("%s (this run goes on: the dummy item has no extra fields but prompt and data_source, "
                            "so a column of your data reads None on it, and its prompt is text, so a function "
                            "written for chat prompts (TRL's conversational format) gets its completion as text, "
                            "not as a list of messages; it is tried on your data's first row once that has loaded)",
-                           scorer._failure_message(label, kind, shown, during="a dummy item at start-up"))
+                           scorer._failure_message(label, kind, _shown(kind, detail), "a dummy item at start-up"))
         elif detail[0] is None:
             logger.info("%s returned None on the start-up test item: it does not apply to it (its return values "
                         "are checked on the items it applies to) (%s)", label, spec)
@@ -102,14 +101,18 @@ def check_on_data(scorer: RewardScorer, samples: Sequence[DataSample]) -> None:
                 raise RewardFunctionError(f"reward function {spec!r} returned a bad value: {detail}, on {during}, "
                                           f"given response {sample.item[0]!r}, before the run starts")
             if kind != "ok":
-                shown = without_own_frames(detail) if kind == "raised" else detail
+                said = scorer._failure_message(label, kind, _shown(kind, detail), during)
                 logger.warning("%s, given the response %r (this run goes on; each failure during training is "
-                               "counted in reward_failures/%s)", scorer._failure_message(label, kind, shown, during),
-                               sample.item[0], label)
+                               "counted in reward_failures/%s)", said, sample.item[0], label)
             elif k in scorer.failed_on_the_dummy:
                 scorer.failed_on_the_dummy.discard(k)
                 logger.info("%s returned a value on %s: its failure on the start-up dummy item was the dummy's", label,
                             during)
+
+
+def _shown(kind: str, detail: Any) -> Any:
+    """A failure's detail as a warning shows it: a traceback without the worker's own frames."""
+    return without_own_frames(detail) if kind == "raised" else detail
 
 
 def _call_each(scorer: RewardScorer, item: tuple[str, str, dict] | None) -> list[tuple[str, Any]]:

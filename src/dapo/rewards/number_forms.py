@@ -155,6 +155,8 @@ _OPENING_WORD = re.compile(r"\s*(?:in\s+)?([A-Za-z]+)")
 _SIGN_WORDS = frozenset(("negative", "minus", "neg", "below"))
 _BELOW_ZERO = re.compile(r"\s*below(?:\s+(?:zero|0|sea\s+level|freezing))?\s*$", re.IGNORECASE)
 _SCALE_LETTERS = frozenset(("k", "m", "b"))  # 34K, 3M, 2B
+# ... but a lower-case m set off from its number by a space is metres (the unit rules read "34 m" so)
+_METRES_AFTER_A_NUMBER = re.compile(r"([0-9]) {1,3}m(?![A-Za-z])")
 _OR_WORD = re.compile(r"(?<![A-Za-z])(?:or|either)(?![A-Za-z])", re.IGNORECASE)
 # ... an "or" naming a transform of the answer, another value: "34 (or its negative)", "(or the reciprocal)"
 _OR_TRANSFORM = re.compile(r"(?<![A-Za-z])or\s{1,3}(?:its|the)\s{1,3}(?:negative|opposite|negation|reciprocal|inverse"
@@ -255,13 +257,14 @@ def only_restates(answer: str, text: str) -> bool:
     ``\\frac12``; a glued K counts thousands: ``34K`` for 34000, not 34), with no scale word (``34
     thousand``); False when ``answer`` is not rational. Digits inside a closed form are no number it
     states: :func:`~dapo.rewards.alternatives.computed_form` decides those first (``or \\sqrt{2}``)."""
-    numbers = NUMBER_OR_THOUSANDS.findall(text[:400])  # "34K" is 34000, as in an approximation
+    text = _METRES_AFTER_A_NUMBER.sub(r"\1", text[:400])  # "i.e. 34 m" restates 34 in metres, as "Answer: 34 m"
+    numbers = NUMBER_OR_THOUSANDS.findall(text)  # "34K" is 34000, as in an approximation
     if not numbers or len(numbers) > 8:
         return False
     stated = _rational_value(answer)
     if stated is None:
         return False
-    words = {word.lower() for word in re.findall(r"[A-Za-z]+", NUMBER_OR_THOUSANDS.sub(" ", text[:400]))}
+    words = {word.lower() for word in re.findall(r"[A-Za-z]+", NUMBER_OR_THOUSANDS.sub(" ", text))}
     return not words & (SCALE_WORDS | _SCALE_LETTERS) and all(_rational_value(n.rstrip(",")) == stated for n in numbers)
 
 

@@ -72,3 +72,24 @@ def spelled_numbers_as_digits(text: str) -> str:
         return match.group(0) if value is None or match.group(0).lower() in ("one", "zero") else str(value)
 
     return _SPELLED_NUMBER.sub(digits, text)
+
+
+_SCALES = {"hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9}
+# A whole answer in words: a number below a hundred, then at most its counted noun ("two", "Thirty-five ways.")
+_SPELLED_ANSWER = re.compile(r"\s*(?P<number>(?:" + _TENS + r")(?:[\s-]{1,2}(?:" + _UNITS + r"))?|" + _UNITS
+                             + r")(?P<noun>\s{1,3}[A-Za-z]{2,30})?\s*\.?\s*", re.IGNORECASE)
+
+
+def spelled_answer_as_digits(answer: str) -> str:
+    """``answer`` in digits when the whole of it is a number in words below a hundred, maybe with its counted
+    noun (``two`` -> ``2``, ``Thirty-five ways.`` -> ``35 ways``; "one" and "zero" too: the answer holds nothing
+    else), so that ``Answer: two`` is 2; ``answer`` itself otherwise (``two or three``, ``the second``, ``a
+    hundred``); a scale word multiplies (``one hundred`` -> ``100``, ``two thousand`` -> ``2000``)."""
+    match = _SPELLED_ANSWER.fullmatch(answer)
+    value = spelled_value(match.group("number")) if match is not None else None
+    if match is None or value is None:
+        return answer
+    noun = (match.group("noun") or "").strip()
+    if noun.lower() in _SCALES:
+        return str(value * _SCALES[noun.lower()])
+    return f"{value} {noun}" if noun else str(value)

@@ -3,7 +3,8 @@
 Policy (what counts as correct), in order:
 1. The response is cut to its last ``max_response_chars`` characters (the answer is at the end).
 2. The final answer is taken behind the last anchor (``Answer:`` line or ``\\boxed{}``); no
-   anchor means no answer, which is wrong. The ground truth is cleaned the same way when it
+   anchor means no answer, which is wrong. A whole answer in words is its number (``Answer: two``,
+   ``one hundred``; so is a ground truth in words). The ground truth is cleaned the same way when it
    has an anchor itself (a boxed or "Final Answer:" solution); chained boxes in it are a list.
    An equation written value first (``34 = x``) is read name first (``x = 34``). An answer that
    states no value math-verify reads one out of is wrong: a dangling operator (``34 +``), a bare
@@ -67,7 +68,7 @@ from dapo.rewards.incomplete import name_first, states_no_value
 from dapo.rewards.inequalities import is_open_pair, real_set
 from dapo.rewards.math_verify_call import math_equal
 from dapo.rewards.number_forms import canonical_integer, without_closing_remark
-from dapo.rewards.remark_words import spelled_numbers_as_digits
+from dapo.rewards.remark_words import spelled_answer_as_digits, spelled_numbers_as_digits
 from dapo.rewards.restatements import items_after_count
 from dapo.rewards.unicode_math import unicode_math_to_latex
 from dapo.rewards.units import in_dollars, units_differ
@@ -209,11 +210,13 @@ def prepare(
     text = bound_response(after_reasoning(as_rendered(response)), max_response_chars)
     stated_gold = unicode_math_to_latex(clean_ground_truth(as_rendered(
         bound_response(ground_truth, max_response_chars))))
+    stated_gold = spelled_answer_as_digits(stated_gold)  # a ground truth "two" is 2, as an answer "2"
     gold = canonical_integer(stated_gold) or stated_gold  # math-verify sees "50", never "50\%"
     extracted = extract_answer(text, resolve_extractor(extractor, None))
     if extracted is None or not extracted.text:
         return Prepared(pred="", ground_truth=gold, verdict=False)
     extracted = extracted.in_latex()  # 34·2, 34², 2√3: Unicode mathematics as LaTeX
+    extracted = replace(extracted, text=spelled_answer_as_digits(extracted.text))  # "Answer: two" is 2
     if any(char.isdigit() for char in extracted.text):  # "34. Maybe thirty-five": read as "Maybe 35" is
         extracted = replace(extracted, text=spelled_numbers_as_digits(extracted.text))
     listed = items_after_count(extracted.text, _items_in) if not extracted.items else None

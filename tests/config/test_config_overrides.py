@@ -370,10 +370,11 @@ def test_a_peers_name_for_an_algorithm_value_is_answered_with_this_projects(over
 
 def test_every_peer_value_names_a_registered_one():
     from dapo import algo
+    from dapo.config.training import FILTER_METRICS
     from dapo.config.verl_names import PEER_VALUES
 
     registries = {"loss_agg_mode": algo.LOSS_AGG_MODES, "advantage": algo.ADVANTAGE_ESTIMATORS,
-                  "policy_loss": algo.POLICY_LOSSES}
+                  "policy_loss": algo.POLICY_LOSSES, "filter_metric": FILTER_METRICS}
     for key, values in PEER_VALUES.items():
         for said in values.values():
             assert said.startswith("none:") or said.split(" ", 1)[0] in registries[key], (key, said)

@@ -17,7 +17,8 @@ from dapo.user_code import import_user_code, shadowing_note
 # sequence-parallel rank's sum over its chunk of the tokens is its share of the whole
 # (trainer.sequence_parallel_size; seq-mean-token-mean's per-sequence means need whole sequences).
 TOKEN_SUM_AGGREGATIONS = ("token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
-
+FILTER_METRICS = ("auto", "acc", "score", "reward")  # algorithm.filter_metric, or a function's "<function>/<key>"
+FUNCTION_METRIC = re.compile(r"[^/\s]+/\S+")  # "my_fn/format_ok": reward/<function>/<key>'s name
 
 
 def heads_split_problem(size: int, heads: int, kv_heads: int, where: str) -> str | None:
@@ -78,7 +79,10 @@ class AlgorithmConfig:
     # Per-response metric that dynamic sampling filters on (a group is dropped when it is the same
     # for all G responses): "acc" (correctness, the paper's filter), "score" (the reward before
     # overlong shaping, verl's "score": any spread gives non-zero advantages, for rewards that are
-    # not right/wrong; a spread from the overlong penalty alone does not keep a group), or "auto": "acc"
+    # not right/wrong; a spread from the overlong penalty alone does not keep a group), "reward" (after
+    # it: verl's seq_reward / seq_final_reward), a reward function's metric "<function>/<key>" (a key
+    # of what it returns, as logged under reward/<function>/<key>: "my_fn/format_ok", "my_fn/score";
+    # a response it gave none for is read as its group's others), or "auto": "acc"
     # when the built-in verifier scores (reward.verifier_weight != 0), else "score" (a user
     # function without the verifier, even one that returns "acc": its correctness would otherwise
     # be score > 0, which would drop a group scored [0.2, 0.5, 0.9, 0.9] as "all correct").
@@ -141,7 +145,9 @@ class AlgorithmConfig:
         check(self.kl_coef >= 0, "algorithm.kl_coef must be >= 0")
         one_of("algorithm.kl_estimator", self.kl_estimator, algo.KL_ESTIMATORS)
         check(self.tis_cap is None or self.tis_cap >= 1, "algorithm.tis_cap must be >= 1 or null")
-        one_of("algorithm.filter_metric", self.filter_metric, ("auto", "acc", "score"))
+        check(self.filter_metric in FILTER_METRICS or bool(FUNCTION_METRIC.fullmatch(self.filter_metric)),
+              f"algorithm.filter_metric={self.filter_metric!r} is not one of {list(FILTER_METRICS)} or a reward "
+              f"function's metric '<function>/<key>'{peer_value_note('filter_metric', self.filter_metric)}")
         one_of("algorithm.old_logprobs", self.old_logprobs, ("recompute", "rollout"))
         check(
             self.old_logprobs == "recompute" or self.tis_cap is None,

@@ -220,6 +220,11 @@ PEER_VALUES: dict[str, dict[str, str]] = {
         "reinforce_plus_plus_baseline": "reinforce_pp_baseline (verl's adv_estimator name)",
         "gae": "none: dapo-rl trains no critic (GRPO-family estimators, or a registered one)",
     },
+    "filter_metric": {
+        "seq_reward": "reward (verl's seq_reward: the reward after overlong shaping)",
+        "seq_final_reward": "reward (verl's seq_final_reward: the reward after overlong shaping; dapo-rl adds no KL "
+                            "penalty to it)",
+    },
     "policy_loss": {
         "vanilla": "decoupled_clip (verl's loss_mode=vanilla: the PPO clip with clip_ratio_low and clip_ratio_high, "
                    "and clip_ratio_c's dual clip)",

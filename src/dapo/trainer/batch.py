@@ -88,6 +88,8 @@ class Sample:
     old_logprobs: np.ndarray = field(default_factory=as_logprobs)  # pi_old's: recomputed, or the rollout's
     policy_version: int = 0  # training step whose policy generated it (>0 age = carried over)
     carried_over: bool = False  # dynamic sampling's surplus from an earlier step (an older policy)
+    # algorithm.filter_metric=<function>/<key>: that reward function's value for this response (NaN: it gave none)
+    filter_value: float = 0.0
 
     def __post_init__(self) -> None:
         same = self.old_logprobs is self.rollout_logprobs
@@ -98,7 +100,8 @@ class Sample:
         """Field by field, the log-probs' values compared (a generated ``==`` would ask an array's truth)."""
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return all(np.array_equal(getattr(self, f.name), getattr(other, f.name)) if f.name in LOGPROB_FIELDS
+        return all(np.array_equal(getattr(self, f.name), getattr(other, f.name), equal_nan=f.name == "filter_value")
+                   if f.name in LOGPROB_FIELDS or f.name == "filter_value"
                    else getattr(self, f.name) == getattr(other, f.name) for f in fields(self))
 
     @property

@@ -52,8 +52,10 @@ from dapo.trainer.sampler import DynamicSampler, PromptStream
 from dapo.trainer.scoring import (
     RewardFailureWatch,
     add_group_outcomes,
+    check_filter_metric,
     completion_records,
     data_samples,
+    filter_value,
     score_completions,
     shape_rewards,
 )
@@ -119,6 +121,7 @@ class Trainer(LoopState):
         run: RunSetup | None = None
         scorer: RewardScorer | None = None
         try:
+            check_filter_metric(cfg)
             self.scorer = scorer = RewardScorer(cfg.reward)  # a reward function that fails its smoke test raises
             start_ranks = None
             if cfg.resources.world_size > 1:  # policy ranks on Ray actors hold the weights and engines
@@ -247,6 +250,7 @@ class Trainer(LoopState):
                 score=result.score,
                 acc=result.acc,
                 policy_version=self.step,
+                filter_value=filter_value(result, self.sampler.filter_metric),
             )
             for c, result in zip(generation.completions, results)
         ]

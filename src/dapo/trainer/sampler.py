@@ -140,8 +140,9 @@ class DynamicSampler:
     ) -> None:
         """``surplus_settings``: what the groups it keeps were made under (:func:`surplus_settings`),
         saved with them: a checkpoint's groups made under others are not trained after a resume."""
-        if filter_metric not in ("acc", "score"):  # "auto" is the config's, resolved by DAPOConfig
-            raise ValueError(f"filter_metric={filter_metric!r}: 'acc' or 'score' (DAPOConfig.resolved_filter_metric)")
+        if filter_metric not in ("acc", "score", "reward") and "/" not in filter_metric:  # "auto": DAPOConfig's
+            raise ValueError(f"filter_metric={filter_metric!r}: 'acc', 'score', 'reward' or '<function>/<key>' "
+                             "(DAPOConfig.resolved_filter_metric)")
         self.stream = stream
         self.prompts_per_step, self.gen_prompts_per_round = prompts_per_step, gen_prompts_per_round
         self.max_gen_rounds, self.dynamic_sampling = max_gen_rounds, dynamic_sampling
@@ -153,6 +154,7 @@ class DynamicSampler:
         self.surplus_settings = surplus_settings or {}
         self._dropped_on_resume = 0  # a checkpoint's surplus made under other settings (load_state_dict)
         self.short_batches = 0  # steps the round limit stopped short of a full batch, this process
+        self._warned_missing = False  # a reward function's filter metric missing from responses (_metric)
 
     def next_batch(self, generate_round: GenerateRound, step: int) -> tuple[list[Sample], SamplingReport]:
         """Collect ``prompts_per_step`` groups for training step ``step``."""
@@ -242,11 +244,7 @@ class DynamicSampler:
         """Count generated, kept, all-correct, all-wrong and all-masked groups; per sample,
         whether its group has signal: its filter metric varies and some response is in the loss."""
         group_ids = torch.tensor([s.group_id for s in samples], dtype=torch.long)
-        metric = torch.tensor(
-            [float(s.acc) if self.filter_metric == "acc" else s.score for s in samples],
-            dtype=torch.float64,
-        )
-        result = filter_groups(group_ids, metric)
+        result = filter_groups(group_ids, self._metric(samples))
         report.groups_generated += result.num_groups
         report.groups_kept += result.num_kept
         keep = result.keep.tolist()
@@ -270,6 +268,28 @@ class DynamicSampler:
         report.group_outcomes.update({group: "all_correct" if all(accs) else "all_wrong" if not any(accs) else "alike"
                                       for group, accs in constant_accs.items()})
         return [kept and s.group_id not in masked for s, kept in zip(samples, keep)]
+
+    def _metric(self, samples: list[Sample]) -> torch.Tensor:
+        """Each response's filter metric, float64. A reward function's metric that a response has no
+        value for (the function failed, did not apply, or did not return the key) is read as its
+        group's first value that is there (no spread of its own), or 0 where none is: warned of once."""
+        name = self.filter_metric
+        fixed = {"acc": lambda s: float(s.acc), "score": lambda s: s.score, "reward": lambda s: s.reward}.get(name)
+        if fixed is not None:
+            return torch.tensor([fixed(s) for s in samples], dtype=torch.float64)
+        present: dict[int, float] = {}
+        for sample in samples:
+            if sample.filter_value == sample.filter_value:  # not NaN
+                present.setdefault(sample.group_id, sample.filter_value)
+        missing = sum(s.filter_value != s.filter_value for s in samples)
+        if missing and not self._warned_missing:
+            self._warned_missing = True
+            warnings.warn(f"algorithm.filter_metric={name!r}: {missing} of {len(samples)} responses of a round have no "
+                          f"value for it (the function failed on them, did not apply, or returned no "
+                          f"{name.partition('/')[2]!r}); each is read as its group's other values, and a group with "
+                          f"none is dropped (said once)", stacklevel=2)
+        return torch.tensor([s.filter_value if s.filter_value == s.filter_value else present.get(s.group_id, 0.0)
+                             for s in samples], dtype=torch.float64)
 
     def state_dict(self) -> dict:
         # Plain dicts and tensors, so a checkpoint loads with torch.load(weights_only=True).

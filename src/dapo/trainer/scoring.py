@@ -6,6 +6,7 @@ disagree on what counts as correct.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,14 +14,14 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from dapo.algo import overlong_filter_mask, soft_overlong_penalty
-from dapo.config import DAPOConfig
+from dapo.config import ConfigError, DAPOConfig
 from dapo.data import LoadedProblems
 from dapo.data.loaders import split_keys
 from dapo.data.records import Problem, closing_prefill
 from dapo.rewards import RewardScorer
 from dapo.rewards.start_checks import DataSample, function_extra
 from dapo.rewards.types import RewardResult
-from dapo.rewards.user_functions import NOT_APPLICABLE_KEY, RewardFunctionError
+from dapo.rewards.user_functions import NOT_APPLICABLE_KEY, RewardFunctionError, function_labels
 from dapo.rollout.base import Completion, GenerationResult
 from dapo.rollout.harmony import HarmonyTokens, harmony_text
 from dapo.trainer.batch import Sample
@@ -63,6 +64,30 @@ def score_completions(
                            [p.extra for p in owners], [p.prompt for p in owners],
                            [opened[c.prompt_index] for c in completions] if opened is not None else None)
     return ScoredGeneration(texts, results)
+
+
+def filter_value(result: RewardResult, filter_metric: str) -> float:
+    """A response's value for ``algorithm.filter_metric`` when that names a reward function's metric
+    (``<function>/<key>``, as in ``result.extra``): NaN where the function gave none; 0 for the
+    built-in metrics (the sampler reads those from the Sample's own fields)."""
+    if "/" not in filter_metric:
+        return 0.0
+    value = result.extra.get(filter_metric)
+    return float(value) if value is not None else math.nan
+
+
+def check_filter_metric(cfg: DAPOConfig) -> None:
+    """A filter metric ``<function>/<key>`` must name one of the run's reward functions by its
+    label (as its metrics are logged, :func:`function_labels`): a typo would drop every group, unsaid."""
+    filter_metric = cfg.resolved_filter_metric()
+    labels = function_labels([function.path for function in cfg.reward.functions])
+    label = filter_metric.partition("/")[0]
+    if "/" in filter_metric and label not in labels:
+        raise ConfigError(
+            f"algorithm.filter_metric={filter_metric!r} names no reward function of this run: "
+            + (f"theirs are {list(labels)}, so a metric of one is e.g. '{labels[0]}/score' or "
+               f"'{labels[0]}/<a key it returns>'" if labels else "reward.functions lists none")
+            + " (the names their metrics are logged under: reward/<function>/<key>)")
 
 
 def data_samples(cfg: DAPOConfig, train: LoadedProblems | None, held_out: LoadedProblems | None) -> list[DataSample]:

@@ -127,3 +127,45 @@ def test_the_rehearsal_has_the_groups_and_responses_a_run_may_train(monkeypatch)
     with pytest.raises(PluginError, match=r"per_response_mean.* returned the loss nan \(one of its responses wholly "
                                           r"masked, as overlong filtering masks them\)"):
         rehearse_plugins("grpo", "per_response_mean", "token-mean", **SETTINGS, masked_response=True)
+
+
+def _with_extra(extra_sums):
+    """A loss that returns the built-in's, with ``extra_sums`` as its own metrics."""
+    def loss_with_metrics(logprobs, old_logprobs, advantages, response_mask, **kwargs):
+        loss, stats = compute_policy_loss(logprobs, old_logprobs, advantages, response_mask, **kwargs)
+        stats.extra_sums = extra_sums(logprobs, response_mask) if callable(extra_sums) else extra_sums
+        return loss, stats
+    return loss_with_metrics
+
+
+def test_a_plugin_loss_s_own_metrics_are_detached_summed_and_logged_per_token(monkeypatch):
+    from dapo.algo.policy_loss import PolicyLossStats, call_policy_loss
+
+    monkeypatch.setitem(POLICY_LOSSES, "with_metrics", _with_extra(
+        lambda logprobs, mask: {"neg/sum": (logprobs * mask).sum(), "ones": mask.sum()}))
+    rehearse_plugins("grpo", "with_metrics", "token-mean", **SETTINGS)  # accepted
+    logprobs = torch.tensor([[-1.0, -2.0, -3.0], [-4.0, -5.0, -6.0]], requires_grad=True)
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    kwargs = dict(clip_ratio_low=0.2, clip_ratio_high=0.28, clip_ratio_c=None, loss_agg_mode="token-mean",
+                  num_tokens=3.0, num_seqs=2.0, norm_const=None, importance_weights=None)
+    _, stats = call_policy_loss("with_metrics", logprobs, logprobs.detach(), torch.tensor([1.0, -1.0]), mask, **kwargs)
+    assert not stats.extra_sums["neg/sum"].requires_grad  # no graph kept across micro-batches
+    other = PolicyLossStats(**{name: torch.tensor(1) for name in ("token_count", "clip_low_count", "clip_high_count",
+                                                                   "dual_clip_count", "approx_kl_sum", "ratio_sum")},
+                            extra_sums={"ones": torch.tensor(1.0), "other": torch.tensor(4.0)})
+    metrics = PolicyLossStats.total([stats, other]).to_metrics()  # 3 + 1 tokens
+    assert metrics["plugin/neg/sum"] == pytest.approx(-7.0 / 4)  # (-1 - 2 - 4) over 4 tokens
+    assert metrics["plugin/ones"] == pytest.approx(4.0 / 4) and metrics["plugin/other"] == pytest.approx(1.0)
+    assert metrics["clip_frac_low"] == pytest.approx(0.25)  # the built-in fields add up as before
+
+
+@pytest.mark.parametrize(("extra_sums", "said"), [
+    ({"a b": torch.tensor(1.0)}, r"an extra_sums name 'a b': letters, digits"),
+    ({"": torch.tensor(1.0)}, r"an extra_sums name ''"),
+    ({"per_token": torch.ones(4, 3)}, r"extra_sums\['per_token'\] of shape \(4, 3\): a 0-dim tensor"),
+    ({"number": 3.0}, r"extra_sums\['number'\] of a float: a 0-dim tensor"),
+    ([torch.tensor(1.0)], r"extra_sums of type list: a dict")])
+def test_a_plugin_loss_s_metrics_that_cannot_be_logged_are_named_before_the_run(monkeypatch, extra_sums, said):
+    monkeypatch.setitem(POLICY_LOSSES, "bad_metrics", _with_extra(extra_sums))
+    with pytest.raises(PluginError, match=r"policy loss 'bad_metrics' .* returned " + said):
+        rehearse_plugins("grpo", "bad_metrics", "token-mean", **SETTINGS)

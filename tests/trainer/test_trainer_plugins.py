@@ -3,6 +3,7 @@ policy loss from a file, config selects them by name, and a training step runs w
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import warnings
@@ -55,6 +56,9 @@ def test_a_plugin_from_a_file_is_selectable_by_name_and_trains(doc_plugin, tiny_
     trainer.train()
     assert calls["median_baseline"] == 2 and calls["plain_pg"] >= 3 + 2  # one per micro-batch of the two updates
     assert trainer.policy.version == 2  # both optimizer updates of the step were made
+    logged = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    steps = [record for record in logged if "actor/loss" in record]  # (the evaluations' records have none)
+    assert len(steps) == 1 and 0 <= steps[0]["actor/plugin/ratio_above_2"] <= 1  # the loss's own metric, per token
     # the run's start names the plugins it runs, where each is defined (here: the counting wrappers)
     assert re.search(r"algorithm plugins: advantage median_baseline \(.*\.py:\d+\), policy_loss plain_pg "
                      r"\(.*\.py:\d+\)\n", capsys.readouterr().out)

@@ -32,7 +32,8 @@ multiplied by the detached weight w = min(pi_old / pi_rollout, cap); see :func:`
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+import re
+from dataclasses import dataclass, field, fields
 
 import torch
 from torch import Tensor
@@ -67,10 +68,15 @@ class PolicyLossStats:
     # (samples come from pi_old; E_old[r - 1] = 0 and E_old[-log r] = KL(pi_old || pi_theta)).
     approx_kl_sum: Tensor
     ratio_sum: Tensor
+    # A plugin loss's own metrics: name -> a 0-dim SUM over the unmasked tokens, logged as its
+    # per-token mean, actor/plugin/<name> ({"tis_weight": (weights * mask).sum()}: the mean weight).
+    extra_sums: dict[str, Tensor] = field(default_factory=dict)
 
     def __add__(self, other: PolicyLossStats) -> PolicyLossStats:
+        names = dict.fromkeys([*self.extra_sums, *other.extra_sums])  # a name one side lacks adds 0 there
         return PolicyLossStats(
-            **{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)}
+            **{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self) if f.name != "extra_sums"},
+            extra_sums={name: self.extra_sums.get(name, 0) + other.extra_sums.get(name, 0) for name in names},
         )
 
     @staticmethod
@@ -92,6 +98,7 @@ class PolicyLossStats:
             "clip_frac_dual": float(self.dual_clip_count) / count,
             "approx_kl": float(self.approx_kl_sum) / count,
             "ratio_mean": float(self.ratio_sum) / count,
+            **{f"plugin/{name}": float(value) / count for name, value in self.extra_sums.items()},
         }
 
 
@@ -227,7 +234,28 @@ def call_policy_loss(
         raise PluginError(f"{what} returned stats of type {type(stats).__name__}: return the PolicyLossStats "
                           "that dapo.algo.policy_loss_stats builds (the clip fractions, KL and ratio metrics)"
                           f"{subclass}")
-    return loss, stats
+    return loss, _checked_extra_sums(stats, what)
+
+
+def _checked_extra_sums(stats: PolicyLossStats, what: str) -> PolicyLossStats:
+    """``stats`` with its plugin metrics detached (a graph kept in them would live on through the
+    sum of micro-batches), each a 0-dim tensor under a metric name, or a PluginError saying which."""
+    if not isinstance(stats.extra_sums, dict):
+        raise PluginError(f"{what} returned extra_sums of type {type(stats.extra_sums).__name__}: a dict of "
+                          "metric name -> 0-dim tensor, the sum over the unmasked tokens")
+    for name, value in stats.extra_sums.items():
+        if not isinstance(name, str) or not _METRIC_NAME.fullmatch(name):
+            raise PluginError(f"{what} returned an extra_sums name {name!r}: letters, digits, '_', '.', '-' "
+                              "and '/' (it is logged as actor/plugin/<name>)")
+        if not isinstance(value, Tensor) or value.dim() != 0:
+            got = f"shape {tuple(value.shape)}" if isinstance(value, Tensor) else f"a {type(value).__name__}"
+            raise PluginError(f"{what} returned extra_sums[{name!r}] of {got}: a 0-dim tensor, the sum over the "
+                              "unmasked tokens (it is logged divided by their count)")
+    stats.extra_sums = {name: value.detach() for name, value in stats.extra_sums.items()}
+    return stats
+
+
+_METRIC_NAME = re.compile(r"[A-Za-z0-9_.\-]+(?:/[A-Za-z0-9_.\-]+)*")
 
 
 # How a policy loss is called, (positional argument names, keyword argument names): read off

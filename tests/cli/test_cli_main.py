@@ -35,8 +35,8 @@ def test_version_is_the_packages(capsys):
 
 
 def test_bad_override_exits_2_with_the_reason(capsys):
-    assert main(["config", "algorithm.clip_ratio_high=0.1"]) == 2
-    assert "eps_high >= eps_low" in capsys.readouterr().err
+    assert main(["config", "algorithm.clip_ratio_c=1.0"]) == 2
+    assert "clip_ratio_c=1.0 must be > 1" in capsys.readouterr().err
 
 
 def test_config_prints_resolved_yaml_of_a_shipped_config(capsys):

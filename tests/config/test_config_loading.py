@@ -26,7 +26,6 @@ def test_resolved_config_round_trips(tmp_path: Path):
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("algorithm.clip_ratio_high=0.1", "Clip-Higher needs eps_high >= eps_low"),
         ("algorithm.clip_ratio_c=1.0", "must be > 1"),
         ("trainer.mini_batch_prompts=48", "does not divide"),
         ("trainer.lrr=1", "unknown config key"),
@@ -390,3 +389,10 @@ def test_importing_the_config_loads_no_torch():
     that a tool that only reads or writes configs starts without it."""
     code = "import sys\nimport dapo.config\nassert 'torch' not in sys.modules, 'dapo.config imported torch'\n"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_a_clip_higher_bound_below_the_lower_one_is_said_not_refused():
+    """An asymmetric-clip ablation (eps_high < eps_low) trains, as verl's does, with a warning."""
+    with pytest.warns(UserWarning, match=r"clip_ratio_high=0\.1 < clip_ratio_low=0\.2: .* opposite of DAPO's Clip-Higher"):
+        cfg = load_config(overrides=["algorithm.clip_ratio_high=0.1"])
+    assert (cfg.algorithm.clip_ratio_low, cfg.algorithm.clip_ratio_high) == (0.2, 0.1)

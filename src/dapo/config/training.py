@@ -6,6 +6,7 @@ above each (``dapo config --explain algorithm``).
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass, field
 
 from dapo.config.checks import ConfigError, check, finite_numbers, one_of
@@ -129,11 +130,10 @@ class AlgorithmConfig:
         check(self.advantage_eps > 0, "algorithm.advantage_eps must be > 0 (a constant group's std is 0)")
         check(0 < self.clip_ratio_low < 1, "algorithm.clip_ratio_low must be in (0, 1)")
         check(self.clip_ratio_high > 0, "algorithm.clip_ratio_high must be > 0")
-        check(
-            self.clip_ratio_high >= self.clip_ratio_low,
-            f"algorithm.clip_ratio_high={self.clip_ratio_high} < clip_ratio_low={self.clip_ratio_low}: "
-            "Clip-Higher needs eps_high >= eps_low",
-        )
+        if self.clip_ratio_high < self.clip_ratio_low:  # an ablation may want it (verl takes it): said, not refused
+            warnings.warn(f"algorithm.clip_ratio_high={self.clip_ratio_high} < clip_ratio_low={self.clip_ratio_low}: "
+                          "the ratio's upper bound is nearer 1 than its lower one, the opposite of DAPO's Clip-Higher "
+                          "(eps_high >= eps_low keeps low-probability tokens' probability free to rise)", stacklevel=2)
         check(
             self.clip_ratio_c is None or self.clip_ratio_c > 1,
             f"algorithm.clip_ratio_c={self.clip_ratio_c} must be > 1 (dual-clip bounds -A*r by -A*c), or null",

@@ -112,3 +112,22 @@ def test_explaining_a_verl_or_trl_name_explains_this_projects_setting():
     assert "(TRL's epsilon)" in both and "algorithm.clip_ratio_low (float)" in both and "clip_ratio_high (float)" in both
     assert "offloads no parameters or optimizer state" in explain(config, "actor_rollout_ref.actor.fsdp_config.param_offload")
     assert "rollout.max_response_length (int)" in explain(config, "actor_rollout_ref.rollout.response_length")
+
+
+def test_a_registry_field_names_its_entries_a_plugins_with_where_it_is_defined(tmp_path, capsys):
+    """`--explain algorithm.advantage` listed the built-in names alone: a plugin's, given in the same
+    command, was nowhere to be seen."""
+    from dapo import algo
+
+    plugin = tmp_path / "my_algo.py"
+    plugin.write_text("from dapo.algo import register_advantage\n\n\n@register_advantage('centered')\n"
+                      "def centered(scores, group_ids, eps):\n    return scores - scores.mean()\n")
+    try:
+        assert main(["config", "--explain", "algorithm.advantage", f"algorithm.plugins=[{plugin}]"]) == 0
+    finally:
+        algo.ADVANTAGE_ESTIMATORS.pop("centered", None)
+    said = capsys.readouterr().out.splitlines()[-1]
+    assert said.startswith("    registered now: grpo, dr_grpo, rloo, reinforce_pp_baseline, centered (")
+    assert f"centered ({plugin}:4)" in said  # (its decorator's line)
+    assert "registered now: token-mean, seq-mean-token-mean," in explain(load_config([], []), "algorithm.loss_agg_mode")
+    assert "registered now" not in explain(load_config([], []), "algorithm.clip_ratio_low")

@@ -78,8 +78,28 @@ def explain(config: DAPOConfig, prefix: str = "") -> str:
         for part in key.split("."):
             value = getattr(value, part)
         blocks.append(f"{key} ({_type_name(kind)}) = {value!r}\n    {doc}")
-        blocks += _item_fields(key, kind)
+        blocks += _item_fields(key, kind) + _registered(key)
     return "\n".join(blocks)
+
+
+# The fields a registry of dapo.algo resolves (docs/extending.md), by the registry's name there
+_REGISTRIES = {"algorithm.advantage": "ADVANTAGE_ESTIMATORS", "algorithm.policy_loss": "POLICY_LOSSES",
+               "algorithm.loss_agg_mode": "LOSS_AGG_MODES"}
+
+
+def _registered(key: str) -> list[str]:
+    """For a field a registry resolves, a line naming each of its entries now, a plugin's with the
+    file:line it is defined at (the plugins of the config explained are imported: its algorithm.plugins)."""
+    if key not in _REGISTRIES:
+        return []
+    from dapo import algo  # (torch: only for these fields)
+    from dapo.algo.registry import defined_at
+
+    registry = getattr(algo, _REGISTRIES[key])
+    names = [name if getattr(entry, "__module__", "").startswith("dapo.") else f"{name} ({defined_at(entry)})"
+             for name, entry in registry.items()]
+    return [f"    registered now: {', '.join(names)} (a plugin's once its file or module is in algorithm.plugins, "
+            "as in `dapo config --explain " + key + " algorithm.plugins=[my_algo.py]`)"]
 
 
 def _explain_item_field(prefix: str) -> str | None:

@@ -169,3 +169,21 @@ def test_a_plugin_loss_s_metrics_that_cannot_be_logged_are_named_before_the_run(
     monkeypatch.setitem(POLICY_LOSSES, "bad_metrics", _with_extra(extra_sums))
     with pytest.raises(PluginError, match=r"policy loss 'bad_metrics' .* returned " + said):
         rehearse_plugins("grpo", "bad_metrics", "token-mean", **SETTINGS)
+
+
+def test_a_plugin_loss_that_takes_importance_weights_and_leaves_them_out_is_refused_under_tis_cap(monkeypatch):
+    """Declaring the parameter passed the config's tis_cap check while the weights went unused: the
+    run said it corrected the rollout/trainer mismatch and did not."""
+    def ignoring(logprobs, old_logprobs, advantages, response_mask, *, importance_weights=None, **kwargs):
+        return compute_policy_loss(logprobs, old_logprobs, advantages, response_mask, **kwargs)
+
+    def using(logprobs, old_logprobs, advantages, response_mask, **kwargs):
+        return compute_policy_loss(logprobs, old_logprobs, advantages, response_mask, **kwargs)
+
+    monkeypatch.setitem(POLICY_LOSSES, "ignoring", ignoring)
+    monkeypatch.setitem(POLICY_LOSSES, "using", using)
+    with pytest.raises(PluginError, match=r"policy loss 'ignoring', .* takes importance_weights but its loss does not "
+                                          r"change with them .* algorithm.tis_cap=2 would correct nothing"):
+        rehearse_plugins("grpo", "ignoring", "token-mean", **{**SETTINGS, "tis_cap": 2.0})
+    rehearse_plugins("grpo", "ignoring", "token-mean", **SETTINGS)  # without a cap: not checked
+    rehearse_plugins("grpo", "using", "token-mean", **{**SETTINGS, "tis_cap": 2.0})  # the built-in's use of them

@@ -332,7 +332,9 @@ def test_the_rehearsal_and_the_update_pass_a_plugin_loss_the_same_arguments(tiny
     monkeypatch.setitem(algo.POLICY_LOSSES, "recording", recording)
     rehearse_plugins("grpo", "recording", "token-mean", advantage_eps=1e-6, clip_ratio_low=0.2, clip_ratio_high=0.28,
                      clip_ratio_c=10.0, norm_const=8.0, tis_cap=2.0)
-    assert len(calls) == 3  # the whole synthetic batch, and each half (whether the losses add up over micro-batches)
+    # the whole synthetic batch, each half (whether the losses add up over micro-batches), and the whole again
+    # with other importance weights (whether tis_cap would change anything)
+    assert len(calls) == 4
     trainer_cfg = TrainerConfig(prompts_per_step=1, mini_batch_prompts=1, micro_batch_tokens=1000, lr=1e-3,
                                 warmup_steps=0)
     worker = PolicyWorker(AutoModelForCausalLM.from_pretrained(tiny_model_dir),

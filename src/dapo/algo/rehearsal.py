@@ -83,13 +83,13 @@ def rehearse_plugins(
     def rows_of(part: slice | None, *tensors: torch.Tensor) -> list[torch.Tensor]:  # None: the whole batch's
         return [t if part is None else t[part] for t in tensors]  # (whole: the leaf itself, whose .grad is read)
 
-    def policy_loss_of(part: slice | None) -> torch.Tensor:
+    def policy_loss_of(part: slice | None, weight: float = 1.0) -> torch.Tensor:
         tensors = rows_of(part, logprobs, old_logprobs, advantages, response_mask)
         loss, _ = call_policy_loss(
             policy_loss, *tensors,
             clip_ratio_low=clip_ratio_low, clip_ratio_high=clip_ratio_high, clip_ratio_c=clip_ratio_c,
             loss_agg_mode=loss_agg_mode, **norms,
-            importance_weights=None if tis_cap is None else torch.ones_like(tensors[3]),
+            importance_weights=None if tis_cap is None else torch.full_like(tensors[3], weight),
         )
         return loss
 
@@ -115,6 +115,9 @@ def rehearse_plugins(
                 whole.backward()
             parts = [float(loss_of(half).detach()) for half in halves]
             _check_adds_up(registry, name, float(whole.detach()), parts, norms)
+            if registry is POLICY_LOSSES and tis_cap is not None:
+                with torch.no_grad():
+                    _check_weights_used(name, float(whole.detach()), float(policy_loss_of(None, weight=0.5)), tis_cap)
         except PluginError as error:
             raise PluginError(f"{error} (found before the run loaded, on {batch})") from error
         except Exception as error:
@@ -126,6 +129,19 @@ def rehearse_plugins(
             # maybe the rehearsal's fault (a CPU batch for a loss that moves its tensors to a GPU)
             warnings.warn(f"{said} on {batch} before the run loaded; the run goes on, and stops if a real batch "
                           "raises too", stacklevel=2)
+
+
+def _check_weights_used(name: str, loss: float, half_weighted: float, tis_cap: float) -> None:
+    """With algorithm.tis_cap a policy loss is given truncated importance weights; one that takes the
+    parameter and leaves them out of its loss (its weights all 0.5 change nothing) would train
+    uncorrected while the config says it corrects."""
+    if not math.isclose(loss, half_weighted, rel_tol=1e-6, abs_tol=1e-9):
+        return
+    raise PluginError(
+        f"policy loss {name!r}, {describe(POLICY_LOSSES[name])}, takes importance_weights but its loss does not "
+        f"change with them (all 1: {loss:.6g}; all 0.5: {half_weighted:.6g}): algorithm.tis_cap={tis_cap:g} would "
+        "correct nothing. Multiply each token's loss by its weight (as decoupled_clip does), or set algorithm.tis_cap=null"
+    )
 
 
 def _check_adds_up(registry: Registry, name: str, whole: float, parts: list[float], norms: dict[str, float]) -> None:

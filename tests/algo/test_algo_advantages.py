@@ -188,3 +188,52 @@ def test_integer_or_empty_scores_are_refused():
         compute_advantages("grpo", torch.tensor([1, 0, 1, 0]), torch.tensor([0, 0, 1, 1]))
     with pytest.raises(ValueError, match="scores is empty"):
         compute_advantages("grpo", torch.tensor([]), torch.tensor([], dtype=torch.long))
+
+
+def _opo_reference(scores: list[float], ids: list[int], lengths: list[int]) -> list[float]:
+    """OPO by its formula, a Python loop in float64: A_i = R_i - sum_j L_j R_j / sum_j L_j; a group of one, A = R."""
+    out = []
+    for i, gid in enumerate(ids):
+        members = [j for j, g in enumerate(ids) if g == gid]
+        if len(members) == 1:
+            out.append(scores[i])
+            continue
+        weights = [lengths[j] for j in members] if sum(lengths[j] for j in members) else [1] * len(members)
+        out.append(scores[i] - sum(w * scores[j] for w, j in zip(weights, members)) / sum(weights))
+    return out
+
+
+def test_opo_is_the_score_less_the_length_weighted_group_mean() -> None:
+    """verl's opo: the baseline sum_j L_j R_j / sum_j L_j (0 for a group of one); empty responses
+    weigh alike (verl: 0/0); a constant group is exactly 0, whatever its lengths."""
+    ids = [70, -3, 70, 5, -3, 70, 9, 9, 4, 4, 4]
+    scores = [1.0, 0.0, 0.0, 3.0, 1.0, 1.0, 0.5, 1.5, 0.1, 0.1, 0.1]
+    lengths = [10, 7, 30, 4, 1, 60, 0, 0, 3, 17, 250]
+    adv = compute_advantages("opo", torch.tensor(scores, dtype=torch.float64), torch.tensor(ids),
+                             response_lengths=torch.tensor(lengths))
+    torch.testing.assert_close(adv, torch.tensor(_opo_reference(scores, ids, lengths), dtype=torch.float64))
+    assert adv[0].item() == pytest.approx(1 - 70 / 100) and adv[3].item() == 3.0  # (10 + 60) / 100; a group of one
+    assert torch.equal(adv[-3:], torch.zeros(3, dtype=torch.float64))  # 0.1 three times: exactly 0
+
+
+def test_only_an_estimator_that_takes_response_lengths_is_given_them() -> None:
+    seen = {}
+
+    @register_advantage("lengths_seen")
+    def lengths_seen(scores, group_ids, eps, *, response_lengths):
+        seen["lengths"] = response_lengths
+        return scores - scores.mean()
+
+    try:
+        scores, ids, lengths = torch.tensor([1.0, 0.0]), torch.tensor([0, 0]), torch.tensor([3, 5])
+        compute_advantages("lengths_seen", scores, ids, response_lengths=lengths)
+        assert torch.equal(seen["lengths"], lengths)
+        compute_advantages("grpo", scores, ids, response_lengths=lengths)  # (grpo names none: not passed)
+        from dapo.algo import PluginError
+
+        with pytest.raises(PluginError, match=r"'lengths_seen' .* takes \['response_lengths'\], not given"):
+            compute_advantages("lengths_seen", scores, ids)
+        with pytest.raises(ValueError, match=r"response_lengths shape \(3,\) != scores shape \(2,\)"):
+            compute_advantages("lengths_seen", scores, ids, response_lengths=torch.tensor([1, 2, 3]))
+    finally:
+        ADVANTAGE_ESTIMATORS.pop("lengths_seen", None)

@@ -150,6 +150,9 @@ def test_a_plugin_loss_s_own_metrics_are_detached_summed_and_logged_per_token(mo
                   num_tokens=3.0, num_seqs=2.0, norm_const=None, importance_weights=None)
     _, stats = call_policy_loss("with_metrics", logprobs, logprobs.detach(), torch.tensor([1.0, -1.0]), mask, **kwargs)
     assert not stats.extra_sums["neg/sum"].requires_grad  # no graph kept across micro-batches
+    moved = stats.cpu()  # (a Ray rank hands the driver CPU sums: the plugin's travel with the built-in ones)
+    assert moved.extra_sums.keys() == stats.extra_sums.keys() and torch.equal(moved.extra_sums["ones"], mask.sum())
+    assert torch.equal(moved.token_count, stats.token_count)
     other = PolicyLossStats(**{name: torch.tensor(1) for name in ("token_count", "clip_low_count", "clip_high_count",
                                                                    "dual_clip_count", "approx_kl_sum", "ratio_sum")},
                             extra_sums={"ones": torch.tensor(1.0), "other": torch.tensor(4.0)})

@@ -14,6 +14,11 @@ as the advantage of every token of o_i. The registry also holds the variants use
 - ``rloo`` (REINFORCE Leave-One-Out): A_i = R_i - mean_{j != i} R_j = G/(G-1) * (R_i - mean(R)).
   A group of one has no other sample to form a baseline; we give it advantage 0 (no signal) rather
   than the raw score (verl keeps the raw score there).
+- ``opo`` (OPO, Hao et al. 2025, "On-Policy RL with Optimal reward baseline"): A_i = R_i - b, with the
+  length-weighted group baseline b = sum_j L_j R_j / sum_j L_j (L_j: response j's tokens), the
+  baseline that minimises the gradient variance when it grows with length; a group of one gets
+  b = 0 (A = R, as verl's ``opo``), a group of empty responses the plain mean. It names the optional
+  argument ``response_lengths``, which an estimator is given only when it takes it.
 - ``reinforce_pp_baseline`` (REINFORCE++ with a group baseline): A_i = R_i - mean(R) (group of
   one: mean 0), then whitened over the whole batch of responses: (x - mean(x)) / (std(x) + eps),
   unbiased batch std. verl whitens over response tokens instead, so long responses weigh more in
@@ -33,6 +38,7 @@ Statistics are computed in float64 and the result is cast back to the dtype of `
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 
 import torch
@@ -96,6 +102,22 @@ def rloo_advantages(scores: Tensor, group_ids: Tensor, eps: float) -> Tensor:
     return centred * scale
 
 
+@register_advantage("opo")
+def opo_advantages(scores: Tensor, group_ids: Tensor, eps: float, *, response_lengths: Tensor) -> Tensor:
+    """OPO: A_i = R_i - sum_j L_j R_j / sum_j L_j over the group of i; G = 1 gives A = R (``eps`` unused)."""
+    unique_ids, inverse = torch.unique(group_ids, return_inverse=True)
+    weights = response_lengths.to(scores.dtype)
+    weight_sums = torch.zeros(unique_ids.numel(), dtype=scores.dtype).index_add(0, inverse, weights)
+    weights = torch.where(weight_sums[inverse] > 0, weights, torch.ones_like(weights))  # empty responses: the mean
+    weight_sums = torch.zeros_like(weight_sums).index_add(0, inverse, weights)
+    # the baseline as min + weighted mean of (R - min): a constant group's advantages are exactly 0
+    group_min = torch.full_like(weight_sums, float("inf")).scatter_reduce(0, inverse, scores, reduce="amin")
+    shifted = scores - group_min[inverse]
+    baseline = torch.zeros_like(weight_sums).index_add(0, inverse, weights * shifted) / weight_sums
+    singleton = torch.bincount(inverse, minlength=unique_ids.numel())[inverse] == 1
+    return torch.where(singleton, scores, shifted - baseline[inverse])
+
+
 @register_advantage("reinforce_pp_baseline")
 def reinforce_pp_baseline_advantages(scores: Tensor, group_ids: Tensor, eps: float) -> Tensor:
     """REINFORCE++-baseline: x_i = R_i - mean_group(R); A = (x - mean(x)) / (std(x) + eps) over the batch."""
@@ -120,7 +142,9 @@ def _check_inputs(scores: Tensor, group_ids: Tensor, eps: float) -> None:
         raise ValueError(f"eps must be >= 0, got {eps}")
 
 
-def compute_advantages(estimator: str, scores: Tensor, group_ids: Tensor, eps: float = 1e-6) -> Tensor:
+def compute_advantages(
+    estimator: str, scores: Tensor, group_ids: Tensor, eps: float = 1e-6, *, response_lengths: Tensor | None = None,
+) -> Tensor:
     """Per-response advantages (N,) of ``scores`` (N,) grouped by ``group_ids`` (N,).
 
     Args:
@@ -129,6 +153,8 @@ def compute_advantages(estimator: str, scores: Tensor, group_ids: Tensor, eps: f
         scores: float rewards R_i, one per response.
         group_ids: integer id of each response's group (its prompt); any values, any order.
         eps: added to the std in the denominator (grpo, reinforce_pp_baseline).
+        response_lengths: each response's token count (N,), integer; given to an estimator that
+            takes a parameter of that name (:data:`OPTIONAL_ADVANTAGE_ARGUMENTS`: ``opo``), only.
 
     Returns:
         Advantages with the dtype of ``scores``; see the module docstring for each formula.
@@ -141,15 +167,38 @@ def compute_advantages(estimator: str, scores: Tensor, group_ids: Tensor, eps: f
     """
     estimate = ADVANTAGE_ESTIMATORS.lookup(estimator)
     _check_inputs(scores, group_ids, eps)
-    advantages = estimate(scores.to(torch.float64), group_ids, eps)
+    optional = _optional_arguments(estimator, estimate, response_lengths=response_lengths)
+    if "response_lengths" in optional and optional["response_lengths"].shape != scores.shape:
+        raise ValueError(f"response_lengths shape {tuple(optional['response_lengths'].shape)} != scores shape "
+                         f"{tuple(scores.shape)}")
+    advantages = estimate(scores.to(torch.float64), group_ids, eps, **optional)
     _check_result(estimator, estimate, advantages, scores)
     return advantages.to(scores.dtype)
 
 
+# The keyword arguments of compute_advantages an estimator is given only when it names them (one
+# written for (scores, group_ids, eps) needs none of them)
+OPTIONAL_ADVANTAGE_ARGUMENTS = ("response_lengths",)
 # How an advantage estimator is called, (positional argument names, keyword argument names): read
 # off compute_advantages, the one call there is, for the config's check of a plugin's signature
 # (dapo.config.training) and docs/extending.md's table, which its test compares.
-ADVANTAGE_CALL: tuple[tuple[str, ...], tuple[str, ...]] = passed_arguments(compute_advantages)
+ADVANTAGE_CALL: tuple[tuple[str, ...], tuple[str, ...]] = (
+    passed_arguments(compute_advantages)[0],
+    tuple(name for name in passed_arguments(compute_advantages)[1] if name not in OPTIONAL_ADVANTAGE_ARGUMENTS))
+
+
+def _optional_arguments(name: str, estimate: AdvantageEstimator, **given: Tensor | None) -> dict[str, Tensor]:
+    """Of ``given`` (the optional arguments), those ``estimate`` has a parameter for; PluginError
+    for one it takes that this call does not give (a direct call of compute_advantages without it)."""
+    try:
+        parameters = inspect.signature(estimate).parameters
+    except (TypeError, ValueError):  # no Python signature: it takes none
+        return {}
+    taken = {key: value for key, value in given.items() if key in parameters}
+    if missing := [key for key, value in taken.items() if value is None]:
+        raise PluginError(f"advantage estimator {name!r} ({defined_at(estimate)}) takes {missing}, not given: pass "
+                          f"compute_advantages(..., {missing[0]}=...), as the trainer does")
+    return taken  # type: ignore[return-value]
 
 
 def _check_result(name: str, estimate: AdvantageEstimator, advantages: object, scores: Tensor) -> None:

@@ -79,6 +79,13 @@ class PolicyLossStats:
             extra_sums={name: self.extra_sums.get(name, 0) + other.extra_sums.get(name, 0) for name in names},
         )
 
+    def cpu(self) -> PolicyLossStats:
+        """The same sums, detached, on the CPU (a rank's, for the driver)."""
+        return PolicyLossStats(
+            **{f.name: getattr(self, f.name).detach().cpu() for f in fields(self) if f.name != "extra_sums"},
+            extra_sums={name: value.detach().cpu() for name, value in self.extra_sums.items()},
+        )
+
     @staticmethod
     def total(stats: list[PolicyLossStats]) -> PolicyLossStats:
         """Sum of the stats of several micro-batches (a non-empty list)."""

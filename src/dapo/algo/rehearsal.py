@@ -102,7 +102,7 @@ def rehearse_plugins(
             continue
         try:
             if registry is ADVANTAGE_ESTIMATORS:
-                advantages = compute_advantages(name, scores, group_ids, advantage_eps).float()
+                advantages = compute_advantages(name, scores, group_ids, advantage_eps, response_lengths=lengths).float()
                 continue
             loss_of = policy_loss_of if registry is POLICY_LOSSES else aggregated
             whole = loss_of(None)  # (first: a contract it breaks is said of the whole batch)

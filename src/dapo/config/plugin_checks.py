@@ -25,13 +25,16 @@ def _signature(fn: object) -> inspect.Signature | None:
         return None
 
 
-def check_callable(what: str, fn: object, positional: tuple[str, ...], keywords: tuple[str, ...]) -> None:
+def check_callable(what: str, fn: object, positional: tuple[str, ...], keywords: tuple[str, ...],
+                   optional: tuple[str, ...] = ()) -> None:
     """Refuse, before anything loads, a registered entry the trainer cannot call as it will
-    (a plugin's function missing a parameter or its ``**kwargs``), naming it and its file."""
+    (a plugin's function missing a parameter or its ``**kwargs``), naming it and its file. Of
+    ``optional``, the trainer passes those the function names (an estimator's ``response_lengths``)."""
     from dapo.algo.registry import defined_at
 
     if (signature := _signature(fn)) is None:  # its call will tell
         return
+    keywords = (*keywords, *(name for name in optional if name in signature.parameters))
     call = ", ".join([*positional, *(["*", *keywords] if keywords else [])])
     try:
         signature.bind(*positional, **dict.fromkeys(keywords))

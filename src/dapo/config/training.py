@@ -40,7 +40,8 @@ class AlgorithmConfig:
     # register (dapo.algo.register_advantage, POLICY_LOSSES.register, LOSS_AGG_MODES.register)
     # can be selected by name below; see docs/extending.md.
     plugins: list[str] = field(default_factory=list)
-    # Advantage estimator: "grpo", "dr_grpo", "rloo", "reinforce_pp_baseline" or a registered name.
+    # Advantage estimator: "grpo", "dr_grpo", "rloo", "reinforce_pp_baseline", "opo" (a length-weighted group
+    # baseline) or a registered name.
     advantage: str = "grpo"
     # Epsilon added to the group std in GRPO's normalisation.
     advantage_eps: float = 1e-6
@@ -111,7 +112,7 @@ class AlgorithmConfig:
     def __post_init__(self) -> None:
         finite_numbers(self, "algorithm")
         from dapo import algo  # the registries; imported here so that the config imports no torch
-        from dapo.algo.advantages import ADVANTAGE_CALL
+        from dapo.algo.advantages import ADVANTAGE_CALL, OPTIONAL_ADVANTAGE_ARGUMENTS
         from dapo.algo.aggregation import LOSS_AGG_CALL
         from dapo.algo.policy_loss import POLICY_LOSS_CALL
 
@@ -126,7 +127,8 @@ class AlgorithmConfig:
             check(name in registry, f"algorithm.{key}={name!r} is not one of {sorted(registry)} (a plugin's name "
                   "needs its file or module in algorithm.plugins, which every dapo command that loads the config "
                   f"imports; docs/extending.md){peer_value_note(key, name)}{shadowed}")
-            check_callable(f"algorithm.{key}={name!r}", registry[name], *call)
+            check_callable(f"algorithm.{key}={name!r}", registry[name], *call,
+                           OPTIONAL_ADVANTAGE_ARGUMENTS if key == "advantage" else ())
         check(self.advantage_eps > 0, "algorithm.advantage_eps must be > 0 (a constant group's std is 0)")
         check(0 < self.clip_ratio_low < 1, "algorithm.clip_ratio_low must be in (0, 1)")
         check(self.clip_ratio_high > 0, "algorithm.clip_ratio_high must be > 0")

@@ -282,6 +282,11 @@ def iter_micro_batches(samples: list[Sample], token_budget: int, layout: str = "
         yield current
 
 
+def response_lengths(samples: list[Sample]) -> torch.Tensor:
+    """Each response's token count (N,) int64, as an advantage estimator that takes them is given them."""
+    return torch.tensor([len(sample.response_ids) for sample in samples], dtype=torch.long)
+
+
 def count_loss_tokens(samples: list[Sample]) -> tuple[float, float]:
     """Global normalisers of a mini-batch: (response tokens in the loss, responses in the loss).
 

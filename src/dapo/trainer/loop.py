@@ -41,7 +41,7 @@ from dapo.rewards import RewardScorer
 from dapo.rewards.types import RewardResult
 from dapo.rollout import RolloutEngine
 from dapo.trainer.allocator import apply_process_settings
-from dapo.trainer.batch import Sample, count_loss_tokens, split_mini_batches
+from dapo.trainer.batch import Sample, count_loss_tokens, response_lengths, split_mini_batches
 from dapo.trainer.evaluate import evaluate_held_out
 from dapo.trainer.loop_state import LoopState
 from dapo.trainer.old_logprobs import assign_old_logprobs
@@ -284,9 +284,8 @@ class Trainer(LoopState):
 
         group_ids = torch.tensor([s.group_id for s in batch])
         rewards = torch.tensor([s.reward for s in batch], dtype=torch.float64)
-        advantages = compute_advantages(
-            self.cfg.algorithm.advantage, rewards, group_ids, eps=self.cfg.algorithm.advantage_eps
-        )
+        advantages = compute_advantages(self.cfg.algorithm.advantage, rewards, group_ids,
+                                        eps=self.cfg.algorithm.advantage_eps, response_lengths=response_lengths(batch))
         for sample, advantage in zip(batch, advantages.tolist()):
             sample.advantage = advantage
 

@@ -80,6 +80,9 @@ METRICS: dict[str, str] = {
     "to the reference model, before kl_coef (logged when algorithm.kl_coef > 0; verl's actor/kl_loss under token-mean with one mini-batch and one epoch a step (verl adds up the values of its mini-batches and epochs); k3's per-token "
     "estimate is clamped to [-10, 10] as verl's is, so a token far from the reference counts 10: it is what the penalty uses)",
     "actor/ratio_mean": "mean importance ratio pi_theta / pi_old per loss token during the update",
+    "actor/plugin/<name>": "a plugin policy loss's own metric: the per-loss-token mean of what it returned as "
+                           "`PolicyLossStats.extra_sums[name]`, a sum over the unmasked tokens, added up over the "
+                           "step's micro-batches, updates and ranks as the clip counts are (docs/extending.md)",
     "actor/grad_norm": "gradient norm before clipping (mean over the step's optimizer updates)",
     "actor/lr": "learning rate of the step's updates (the schedule moves once per training step; logged on a step "
                 "that made none too: the rate it would have used)",

@@ -9,7 +9,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import copy
-import dataclasses
 import errno
 import functools
 import os
@@ -250,8 +249,7 @@ class PolicyRank:
         if stats.ref_kl_sum is not None:
             stats.ref_kl_sum = stats.ref_kl_sum.detach().cpu()
         if stats.policy is not None:  # its sums are tensors on this rank's device: the driver gets CPU ones
-            stats.policy = dataclasses.replace(stats.policy, **{
-                f.name: getattr(stats.policy, f.name).detach().cpu() for f in dataclasses.fields(stats.policy)})
+            stats.policy = stats.policy.cpu()
         return stats
 
     def end_step(self) -> float:

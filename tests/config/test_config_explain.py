@@ -127,7 +127,7 @@ def test_a_registry_field_names_its_entries_a_plugins_with_where_it_is_defined(t
     finally:
         algo.ADVANTAGE_ESTIMATORS.pop("centered", None)
     said = capsys.readouterr().out.splitlines()[-1]
-    assert said.startswith("    registered now: grpo, dr_grpo, rloo, reinforce_pp_baseline, centered (")
+    assert said.startswith("    registered now: grpo, dr_grpo, rloo, opo, reinforce_pp_baseline, centered (")
     assert f"centered ({plugin}:4)" in said  # (its decorator's line)
     assert "registered now: token-mean, seq-mean-token-mean," in explain(load_config([], []), "algorithm.loss_agg_mode")
     assert "registered now" not in explain(load_config([], []), "algorithm.clip_ratio_low")

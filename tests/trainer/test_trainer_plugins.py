@@ -369,7 +369,7 @@ def test_the_rehearsal_and_the_step_pass_a_plugin_estimator_and_aggregation_the_
     import inspect
     import traceback
 
-    from dapo.algo.advantages import ADVANTAGE_CALL, grpo_advantages
+    from dapo.algo.advantages import ADVANTAGE_CALL, OPTIONAL_ADVANTAGE_ARGUMENTS, grpo_advantages
     from dapo.algo.aggregation import LOSS_AGG_CALL, token_mean
 
     calls: dict[str, list[tuple[int, list[str], object]]] = {"advantage": [], "loss_agg_mode": []}
@@ -405,8 +405,9 @@ def test_the_rehearsal_and_the_step_pass_a_plugin_estimator_and_aggregation_the_
         assert stepped and all(call == rehearsed for call in stepped), key
         assert rehearsed == (len(positional), sorted(keywords), setting), key
         for fn in registry.values():
-            if fn.__module__.startswith("dapo.algo."):  # the built-in entries
-                assert [p.name for p in inspect.signature(fn).parameters.values()] == [*positional, *keywords], fn
+            if fn.__module__.startswith("dapo.algo."):  # the built-in entries (opo: and an optional argument it names)
+                named = [p.name for p in inspect.signature(fn).parameters.values() if p.name not in OPTIONAL_ADVANTAGE_ARGUMENTS]
+                assert named == [*positional, *keywords], fn
         assert documented_call(key) == [*positional, *(["*", *keywords] if keywords else [])], key
 
 
@@ -440,3 +441,25 @@ def test_a_resume_names_the_plugin_and_reward_sources_edited_since_the_checkpoin
     with pytest.warns(UserWarning, match=rf"resuming step-000002 with other code than it was saved with: the source "
                                          rf"of {reward_file}, {doc_plugin} changed since"):
         Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *overrides, "trainer.total_steps=3")).train()
+
+
+def test_an_estimator_that_names_response_lengths_gets_the_step_s(tiny_model_dir, reward_file, tmp_path, monkeypatch):
+    """The optional argument reaches a plugin that names it, in the rehearsal (the synthetic batch's 3, 2, 1, ...
+    tokens) and in the step (each response's token count, as in its Sample); the config accepts its signature."""
+    seen: list[list[int]] = []
+
+    def by_length(scores, group_ids, eps, *, response_lengths):
+        seen.append(response_lengths.tolist())
+        return algo.compute_advantages("opo", scores, group_ids, eps, response_lengths=response_lengths)
+
+    monkeypatch.setitem(algo.ADVANTAGE_ESTIMATORS, "by_length", by_length)
+    trainer = Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, "algorithm.advantage=by_length",
+                                  "trainer.total_steps=1"))
+    try:
+        assert seen == [[3, 2, 1, 3, 2, 1, 3, 2]]  # the rehearsal's 2 prompts x rollout.n=4, of 3, 2, 1 tokens in turn
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            trainer.train()
+        assert len(seen) == 2 and all(1 <= length <= 12 for length in seen[1])  # rollout.max_response_length=12
+    finally:
+        trainer.close()

@@ -116,3 +116,32 @@ def test_a_symbolic_link_to_nothing_on_the_way_is_refused_as_the_run_would_fail_
         assert output_problems(Path(run_dir), 0) == [
             f"output_dir={run_dir!r} cannot be made: link is a symbolic link to {tmp_path / 'gone'}, which does not exist"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link"]
+
+
+def test_a_checkpoints_folder_that_cannot_be_written_is_found_before_training(tmp_path, monkeypatch):
+    """A run directory made writable again, its checkpoints/ left read-only, trained steps then stopped at
+    the first checkpoint (the test's root ignores modes: the write is refused by hand)."""
+    import tempfile
+
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    real = tempfile.NamedTemporaryFile
+
+    def refusing(*args, dir=None, **kwargs):  # noqa: A002 (tempfile's name)
+        if Path(dir).name == "checkpoints":
+            raise PermissionError(13, "Permission denied", str(Path(dir) / ".write-test-x"))
+        return real(*args, dir=dir, **kwargs)
+
+    monkeypatch.setattr(tempfile, "NamedTemporaryFile", refusing)
+    assert output_problems(run, 0) == [f"output_dir={str(run)!r} cannot be written ({run / 'checkpoints'}): "
+                                       "Permission denied"]
+    (run / "checkpoints").rmdir()  # a fresh run has none yet: the run directory alone is tried
+    assert output_problems(run, 0) == []
+
+
+def test_sizes_below_a_gib_are_said_in_mib(tmp_path, monkeypatch):
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=80 * 2**20))
+    assert output_problems(tmp_path / "run", 100 * 2**20) == [
+        f"output_dir={str(tmp_path / 'run')!r} has 80.0 MiB free, and one checkpoint of this model (weights + "
+        "optimizer state) needs about 100.0 MiB"]

@@ -13,3 +13,11 @@ class NonFiniteError(UserError, RuntimeError):
 
 class DamagedWeightsError(UserError):
     """A model's weights file that cannot be read (a truncated download or copy)."""
+
+
+class DamagedCheckpointError(DamagedWeightsError):
+    """A checkpoint file that cannot be read (a copy cut short, a disk error); ``checkpoint``: its directory."""
+
+    def __init__(self, message: str, checkpoint: object) -> None:
+        super().__init__(message)
+        self.checkpoint = checkpoint

@@ -37,11 +37,15 @@ def output_problems(run_dir: Path, checkpoint_bytes: int, keep_last: int = 1, ke
     made = [path for path in (absolute, *absolute.parents) if not path.exists()]
     try:
         absolute.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=absolute, prefix=".write-test-"):
-            pass
+        # the checkpoints' folder too where a run made it: one made read-only stopped the run at its
+        # first checkpoint, the steps before it trained for nothing
+        for folder in (absolute, *[sub for sub in (absolute / "checkpoints",) if sub.is_dir()]):
+            with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-test-"):
+                pass
         free = shutil.disk_usage(absolute).free
     except OSError as error:
-        return [f"{key}={str(run_dir)!r} cannot be written: {error.strerror or error}"]
+        where = f" ({Path(error.filename).parent})" if error.filename and Path(error.filename).parent != absolute else ""
+        return [f"{key}={str(run_dir)!r} cannot be written{where}: {error.strerror or error}"]
     finally:
         for path in made:  # deepest first; one another process has written into since stays
             try:
@@ -49,13 +53,18 @@ def output_problems(run_dir: Path, checkpoint_bytes: int, keep_last: int = 1, ke
             except OSError:
                 break
     if checkpoint_bytes > free:
-        return [f"{key}={str(run_dir)!r} has {free / 2**30:.1f} GiB free, and one checkpoint of this model "
-                f"(weights + optimizer state) needs about {checkpoint_bytes / 2**30:.1f} GiB"]
+        return [f"{key}={str(run_dir)!r} has {_size(free)} free, and one checkpoint of this model "
+                f"(weights + optimizer state) needs about {_size(checkpoint_bytes)}"]
     if checkpoint_bytes * (keep_last + 1) > free:
-        warnings.warn(f"{key}={str(run_dir)!r} has {free / 2**30:.1f} GiB free: room for one checkpoint of "
-                      f"{checkpoint_bytes / 2**30:.1f} GiB, not the {keep_last + 1} that coexist while the oldest "
+        warnings.warn(f"{key}={str(run_dir)!r} has {_size(free)} free: room for one checkpoint of "
+                      f"{_size(checkpoint_bytes)}, not the {keep_last + 1} that coexist while the oldest "
                       "is rotated out (checkpoint.keep_last, and checkpoint.keep_best's when set)", stacklevel=1)  # one place: shown once
     return []
+
+
+def _size(count: int) -> str:
+    """``1.5 GiB``, or in MiB below a GiB (a small model's checkpoint read "0.0 GiB")."""
+    return f"{count / 2**30:.1f} GiB" if count >= 2**30 else f"{count / 2**20:.1f} MiB"
 
 
 def checkpoint_bytes(cfg: DAPOConfig) -> int:

@@ -41,7 +41,9 @@ def test_starting_over_or_going_back_sets_the_abandoned_checkpoints_aside(tiny_m
         Trainer(going_back).train()
     assert [p.name for p in checkpoints.glob("step-*")] == ["step-000002"]  # the new attempt's, kept
     [aside] = checkpoints.glob("abandoned-*")
-    assert sorted(p.name for p in aside.iterdir()) == ["step-000002", "step-000003"]
+    # the abandoned attempt's logs too, whole, beside its checkpoints (the run's own are cut back to step 1)
+    assert sorted(p.name for p in aside.iterdir()) == ["completions.jsonl", "metrics.jsonl", "step-000002", "step-000003"]
+    assert [row["step"] for row in read_metrics(aside) if "actor/loss" in row] == [1, 2, 3]
     assert load_trainer_state(checkpoints / "step-000002")["final"] is True
     # TensorBoard shows the attempt that goes on: the abandoned steps 2 and 3 are purged
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -55,10 +57,13 @@ def test_starting_over_or_going_back_sets_the_abandoned_checkpoints_aside(tiny_m
     shutil.rmtree(aside)
     over = tiny_config(tiny_model_dir, run, reward_file, "eval.every_steps=0", "checkpoint.resume=never",
                        "trainer.total_steps=1")
-    with pytest.warns(UserWarning, match=r"moved 1 checkpoint\(s\) after step 0 \(step-000002\)"):
+    with pytest.warns(UserWarning, match=r"checkpoint.resume=never: the lines of metrics.jsonl and completions.jsonl "
+                                         r"this run does not continue are dropped; the files as they were are copied to "):
         Trainer(over).train()
     assert [p.name for p in checkpoints.glob("step-*")] == ["step-000001"]
     assert [row["step"] for row in read_metrics(run) if "actor/loss" in row] == [1]
+    [aside] = checkpoints.glob("abandoned-*")  # what starting over would have emptied: kept
+    assert [row["step"] for row in read_metrics(aside) if "actor/loss" in row] == [1, 2]
 
 
 # three runs (5 s); the default suite keeps the rerun of a command that went back

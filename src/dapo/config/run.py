@@ -57,6 +57,10 @@ class CheckpointConfig:
     # file that leaves it out checkpoints every 20, as dapo_recipe does: a crash then loses at most
     # 20 steps, where 0 would lose the whole run.
     every_steps: int = 20
+    # Save a checkpoint also at the end of the first step that ends this many minutes (wall clock) after
+    # the last checkpoint, or the run's start (0: off): a preempted or killed run then loses at most about
+    # this much training and a step, however long its steps (every_steps=20 of 30-minute steps: 10 hours).
+    every_minutes: float = 0.0
     # Keep the newest K checkpoints (the final one is always written).
     keep_last: int = 2
     # Keep also the checkpoint with the highest value (higher is better; ties: the earlier) of this
@@ -86,6 +90,7 @@ class CheckpointConfig:
     def __post_init__(self) -> None:
         finite_numbers(self, "checkpoint")
         check(self.every_steps >= 0, "checkpoint.every_steps must be >= 0")
+        check(self.every_minutes >= 0, "checkpoint.every_minutes must be >= 0 (0: off)")
         check(self.keep_last >= 1, "checkpoint.keep_last must be >= 1")
         check(self.keep_best is None or BEST_METRIC.match(self.keep_best) is not None,
               f"checkpoint.keep_best={self.keep_best!r} is not a held-out metric that grows as the policy improves: "

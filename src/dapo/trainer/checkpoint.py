@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import pickle
 import re
 import shutil
 import tempfile
@@ -39,7 +40,7 @@ from typing import Any
 import torch
 
 from dapo.durable import current_umask, fsync_dir, fsync_tree, modes_as_umask, write_atomically
-from dapo.errors import DamagedWeightsError
+from dapo.errors import DamagedCheckpointError
 from dapo.rollout.base import tied_duplicates
 from dapo.trainer.hf_export import save_hf_model
 from dapo.trainer.run_dir import STATE_FILE, checkpoints_root
@@ -112,9 +113,7 @@ def set_aside_checkpoints_after(run_dir: str | Path, step: int) -> Path | None:
         (root / SETTING_ASIDE).unlink(missing_ok=True)
         return None
     write_atomically(root / SETTING_ASIDE, str(step))
-    # a new folder even when two set-asides fall in one second (a name in it would collide)
-    folder = Path(tempfile.mkdtemp(prefix=f"{SET_ASIDE_PREFIX}{time.strftime('%Y%m%d-%H%M%S')}-", dir=root))
-    os.chmod(folder, 0o777 & ~current_umask())  # mkdtemp's 0700 would hide them from the run directory's group
+    folder = abandoned_folder(run_dir)
     for path in later:
         path.rename(folder / path.name)
     best = root / BEST_LINK
@@ -129,6 +128,16 @@ def set_aside_checkpoints_after(run_dir: str | Path, step: int) -> Path | None:
         f"an attempt this run does not continue, to {folder}; delete them when you no longer need them",
         stacklevel=2,
     )
+    return folder
+
+
+def abandoned_folder(run_dir: str | Path) -> Path:
+    """A new ``checkpoints/abandoned-<time>-*/`` folder, for what an attempt this run does not continue
+    left (its checkpoints, its logs): a new one even when two set-asides fall in one second."""
+    root = checkpoints_root(run_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix=f"{SET_ASIDE_PREFIX}{time.strftime('%Y%m%d-%H%M%S')}-", dir=root))
+    os.chmod(folder, 0o777 & ~current_umask())  # mkdtemp's 0700 would hide them from the run directory's group
     return folder
 
 
@@ -269,7 +278,8 @@ def load_model_weights(model: torch.nn.Module, checkpoint_dir: str | Path) -> No
         try:
             weights.update(load_file(str(file), device=str(first.device)))
         except SafetensorError as error:  # a checkpoint copied in part: its file, in one line
-            raise DamagedWeightsError(f"cannot read {file}: damaged or incomplete ({error}; copied in part?)") from error
+            raise DamagedCheckpointError(f"cannot read {file}: damaged or incomplete ({error}; copied in part?)",
+                                         root) from error
     if set(weights) - set(model.state_dict()):
         # save_pretrained wrote some weights under their on-disk names (a MoE's experts, fused in
         # memory, are written one by one): transformers' own loader converts them back
@@ -298,4 +308,9 @@ def load_trainer_state(checkpoint_dir: str | Path, peek: bool = False) -> dict[s
     path = Path(checkpoint_dir) / STATE_FILE
     if not path.exists():
         raise FileNotFoundError(f"{checkpoint_dir} is not a dapo-rl checkpoint (no {STATE_FILE})")
-    return torch.load(path, map_location="cpu", weights_only=True, mmap=peek)
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=peek)
+    except (RuntimeError, EOFError, OSError, ValueError, pickle.UnpicklingError) as error:  # a file cut short
+        raise DamagedCheckpointError(f"cannot read {path}: damaged or incomplete ({type(error).__name__}: "
+                                     f"{str(error).splitlines()[0] if str(error) else 'no detail'}; copied in part?)",
+                                     Path(checkpoint_dir)) from error

@@ -180,6 +180,7 @@ class Trainer(LoopState):
         self.evaluation_owed = False  # ... was written when its step's periodic evaluation stopped
         self.export_owed = False  # ... was published before the Hugging Face export it needs
         self.checkpointed_at: int | None = None  # the step of the policy's last checkpoint (saved or loaded)
+        self.last_checkpoint_time = time.monotonic()  # checkpoint.every_minutes's clock starts with the run
         # policy.version the engine's weights are at; None: unknown (resumed), sync before use
         self.engine_version: int | None = self.policy.version
 

@@ -8,6 +8,7 @@ Apart from :mod:`dapo.trainer.loop` so that the loop itself reads in one sitting
 from __future__ import annotations
 
 import math
+import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from dapo.config.loading import config_to_dict, with_absolute_paths
 from dapo.config.run import BEST_METRIC
 from dapo.data.records import problems_digest
-from dapo.errors import NonFiniteError
+from dapo.errors import DamagedCheckpointError, NonFiniteError
 from dapo.rewards.user_functions import RewardFunctionError
 from dapo.trainer.checkpoint import (
     BEST_LINK,
@@ -26,6 +27,7 @@ from dapo.trainer.checkpoint import (
     link_best,
 )
 from dapo.trainer.dropout import config_dropout_restored
+from dapo.trainer.resume import damaged_checkpoint_remedy
 from dapo.trainer.rng import rng_state, set_rng_state
 from dapo.trainer.run_dir import checkpoints_root
 from dapo.trainer.sharded_checkpoint import is_sharded
@@ -76,6 +78,8 @@ class LoopState:
     # the step of this run directory's checkpoint the policy was last saved in or loaded from (in
     # this run's layout), which the final checkpoint of that step is built on
     checkpointed_at: int | None
+    # time.monotonic() of the run's start or its last checkpoint (checkpoint.every_minutes's clock)
+    last_checkpoint_time: float
     engine_version: int | None
     evaluate: Callable[[], dict[str, float]]
 
@@ -136,7 +140,7 @@ class LoopState:
             model_config_json = self.model.config.to_json_string()
         path = self.state.save(self.step, self._checkpoint_state(final, evaluation_owed, export_owed), self.policy,
                                self.tokenizer, model_config_json, hf_export, best_step=self._best_step())
-        self.checkpointed_at = self.step
+        self.checkpointed_at, self.last_checkpoint_time = self.step, time.monotonic()
         return path
 
     def _checkpoint_state(self, final: bool, evaluation_owed: bool = False, export_owed: bool = False) -> dict[str, Any]:
@@ -176,11 +180,15 @@ class LoopState:
 
     def resume(self) -> bool:
         """Restore policy and loop from ``checkpoint.resume``; True when a checkpoint was loaded."""
-        found = self.state.find_checkpoint(self.model.config)
-        if found is None:
-            return False
-        path, state = found
-        self.policy.load_checkpoint(path, state["policy"])  # several ranks: each reads its own shard
+        try:
+            found = self.state.find_checkpoint(self.model.config)
+            if found is None:
+                return False
+            path, state = found
+            self.policy.load_checkpoint(path, state["policy"])  # several ranks: each reads its own shard
+        except DamagedCheckpointError as error:  # a copy cut short: which checkpoint, and what to do
+            raise DamagedCheckpointError(f"{error}. {damaged_checkpoint_remedy(error.checkpoint, self.state.run_dir)}",
+                                         error.checkpoint) from error
         self.load_state_dict(state)
         self.resumed_final = state.get("final", True)  # checkpoints from before the marker: as then
         self.evaluation_owed = state.get("evaluation_owed", False)
@@ -319,17 +327,20 @@ class LoopState:
         try:
             metrics = self.evaluate()
         except BaseException:
-            if not self._periodic_checkpoint_due() and self.policy.broken:
+            written = self.checkpointed_at == self.step  # (a periodic checkpoint of this step, or the one resumed)
+            if not written and self.policy.broken:
                 warnings.warn(f"the final evaluation failed and left the policy ranks unusable ({self.policy.broken}): "
                               f"no checkpoint of step {self.step} could be written; a rerun resumes from the last "
                               "checkpoint", stacklevel=2)
-            elif not self._periodic_checkpoint_due():
+            elif not written:
                 self.save_checkpoint()
             raise
         self._rank_evaluated(metrics)  # the final checkpoint follows
         return metrics
 
     def _periodic_checkpoint_due(self) -> bool:
-        """Whether checkpoint.every_steps checkpoints the step just done."""
-        every = self.cfg.checkpoint.every_steps
-        return bool(every) and self.step % every == 0
+        """Whether checkpoint.every_steps, or checkpoint.every_minutes since the last checkpoint, checkpoints
+        the step just done."""
+        every, minutes = self.cfg.checkpoint.every_steps, self.cfg.checkpoint.every_minutes
+        return (bool(every) and self.step % every == 0) or (
+            minutes > 0 and time.monotonic() - self.last_checkpoint_time >= 60 * minutes)

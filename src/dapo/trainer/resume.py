@@ -9,7 +9,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from dapo.config import ModelConfig
-from dapo.trainer.checkpoint import SET_ASIDE_PREFIX, list_checkpoints, load_trainer_state
+from dapo.errors import DamagedCheckpointError
+from dapo.trainer.checkpoint import (
+    SET_ASIDE_PREFIX,
+    checkpoint_step,
+    list_checkpoints,
+    load_trainer_state,
+)
 from dapo.trainer.run_dir import STATE_FILE, checkpoints_root, saved_section
 
 
@@ -59,7 +65,10 @@ def newest_descendant(path: Path, run_dir: str | Path) -> Path | None:
     own = list_checkpoints(run_dir)
     if not own or own[-1].resolve() == path.resolve():
         return None
-    recorded = load_trainer_state(own[-1], peek=True)
+    try:
+        recorded = load_trainer_state(own[-1], peek=True)
+    except DamagedCheckpointError:  # (what the named checkpoint is resumed for: it is set aside)
+        return None
     if is_own_checkpoint(path, run_dir):
         return own[-1] if records_checkpoint(recorded.get("went_back_to"), path, run_dir) else None
     return own[-1] if recorded.get("started_from") in (str(path.resolve()), str(named_path(path))) else None
@@ -195,3 +204,17 @@ def is_set_aside(path: Path, run_dir: str | Path) -> bool:
 def is_own_checkpoint(path: Path, run_dir: str | Path) -> bool:
     """Whether checkpoint ``path`` is one of the run's (set-aside ones in abandoned-*/ included)."""
     return checkpoints_root(run_dir).resolve() in path.resolve().parents
+
+
+def damaged_checkpoint_remedy(damaged: Path, run_dir: str | Path) -> str:
+    """What to do about checkpoint ``damaged``, which cannot be read: resume the run's checkpoint before
+    it (the damaged one is then set aside), or, with none, start over or restore it."""
+    own = [path for path in list_checkpoints(run_dir) if path.resolve() != damaged.resolve()]
+    if not is_own_checkpoint(damaged, run_dir):
+        return "Name another checkpoint in checkpoint.resume, or restore this one from a copy"
+    earlier = [path for path in own if checkpoint_step(path) < checkpoint_step(damaged)]
+    if earlier:
+        return (f"Resume from the checkpoint before it, checkpoint.resume={earlier[-1]} (the damaged one is then set "
+                "aside), or restore it from a copy")
+    return ("It is the run's only checkpoint: restore it from a copy, or start over with checkpoint.resume=never "
+            "(it is then set aside)")

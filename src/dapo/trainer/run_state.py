@@ -40,6 +40,7 @@ from dapo.rewards.types import RewardResult
 from dapo.trainer import optim
 from dapo.trainer.base_weights import weights_fingerprint, write_base_weights
 from dapo.trainer.checkpoint import (
+    abandoned_folder,
     begin_checkpoint,
     checkpoint_name,
     link_checkpoint,
@@ -50,6 +51,7 @@ from dapo.trainer.checkpoint import (
 from dapo.trainer.eval_warnings import unread_boxes_note
 from dapo.trainer.evaluate import ProgressCallback
 from dapo.trainer.metrics import MetricsLogger
+from dapo.trainer.ray_faults import signals_deferred
 from dapo.trainer.resume import (
     checkpoint_record,
     is_own_checkpoint,
@@ -221,16 +223,21 @@ class RunState:
     def _building(self, step: int) -> Iterator[Path]:
         """A temporary directory to build checkpoint ``step`` in, removed with what a failed write
         left (a full disk: the room it took) now, not at the next start; the OSError behind a
-        failure (a rank's own too, as it raised it) says which checkpoint was not written."""
-        tmp = begin_checkpoint(self.run_dir, step)
-        try:
-            yield tmp
-        except Exception as error:
-            shutil.rmtree(tmp, ignore_errors=True)
-            if (cause := os_error_behind(error)) is not None:
-                raise OSError(cause.errno, f"{cause.strerror} (checkpoint step {step} not written; the earlier "
-                              "ones are kept)", str(checkpoints_root(self.run_dir))) from error
-            raise
+        failure (a rank's own too, as it raised it; the directory's own creation's) says which
+        checkpoint was not written. A SIGTERM, SIGINT or SIGHUP meanwhile (a scheduler's preemption)
+        stops the run once the checkpoint is published, not with it half written (a second: at once)."""
+        tmp: Path | None = None
+        with signals_deferred(notice=f"stopping once checkpoint step {step} is written (again: at once, without it)"):
+            try:
+                tmp = begin_checkpoint(self.run_dir, step)
+                yield tmp
+            except Exception as error:
+                if tmp is not None:
+                    shutil.rmtree(tmp, ignore_errors=True)
+                if (cause := os_error_behind(error)) is not None:
+                    raise OSError(cause.errno, f"{cause.strerror} (checkpoint step {step} not written; the earlier "
+                                  "ones are kept)", cause.filename or str(checkpoints_root(self.run_dir))) from error
+                raise
 
     def _resumable_when_named(self, path: Path, model_config: Any) -> bool:
         """Whether ``checkpoint.resume=<path>`` would resume what a rerun refused: a named checkpoint
@@ -247,7 +254,7 @@ class RunState:
         (:meth:`resumed_at`)."""
         point = resolve_resume(self.cfg.checkpoint.resume, self.run_dir)
         if point is None:  # checkpoint.resume=never in a used directory (in resumed_at's order)
-            set_aside_checkpoints_after(self.run_dir, -1)
+            self._set_aside_logs(set_aside_checkpoints_after(self.run_dir, -1), "checkpoint.resume=never")
             self.logger.truncate_after(-1)
             self._write_config()
             return None
@@ -284,6 +291,20 @@ class RunState:
                           f"{', '.join(edited)} changed since, and the resumed run runs it as it is now", stacklevel=2)
         return path, state
 
+    def _set_aside_logs(self, folder: Path | None, why: str) -> None:
+        """Before the logs lose an attempt this run does not continue (``why``: checkpoint.resume=never
+        starts them over; going back, or to another attempt's checkpoint, cuts them back), the whole of
+        metrics.jsonl and completions.jsonl is copied beside its checkpoints (``folder``, or a new
+        abandoned-* folder where it had none), and said."""
+        logs = [path for path in (self.logger.path, self.logger.completions_path) if path.is_file() and path.stat().st_size]
+        if not logs:
+            return
+        folder = folder or abandoned_folder(self.run_dir)
+        for path in logs:
+            shutil.copy2(path, folder / path.name)
+        warnings.warn(f"{why}: the lines of {' and '.join(path.name for path in logs)} this run does not continue "
+                      f"are dropped; the files as they were are copied to {folder}", stacklevel=3)
+
     def _write_config(self) -> None:
         """The run's resolved config as ``config.yaml``, once it is settled that this config runs
         here (the resume decision, or the first metrics of a driver that steps without one): a
@@ -301,7 +322,10 @@ class RunState:
         leaves the directory as it was."""
         kept_up_to = -1 if self._resuming_another_lineage else step
         # the checkpoints first: stopped in between, resume=auto then goes back to this one again
-        set_aside_checkpoints_after(self.run_dir, kept_up_to)
+        folder = set_aside_checkpoints_after(self.run_dir, kept_up_to)
+        if folder is not None or kept_up_to == -1:  # (not a killed run's lines after its last checkpoint)
+            self._set_aside_logs(folder, "resuming " + ("another attempt's checkpoint" if kept_up_to == -1
+                                                        else f"step {step}"))
         self.logger.truncate_after(kept_up_to, log_lines)
         self._write_config()
 

@@ -1,0 +1,92 @@
+"""What a preempted or damaged run keeps: a checkpoint every checkpoint.every_minutes whatever the
+steps, a SIGTERM during a checkpoint's write held until it is published, and a checkpoint that cannot
+be read named with the checkpoint to resume instead (the ops audit of stop 90 found each lost or unsaid)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import warnings
+from pathlib import Path
+
+import pytest
+
+from dapo.cli.main import exit_on_termination
+from dapo.errors import DamagedCheckpointError
+from dapo.trainer import Trainer
+from dapo.trainer.checkpoint import list_checkpoints, load_trainer_state
+from tests.trainer.conftest import tiny_config
+
+QUIET = ("eval.every_steps=0", "eval.before_training=false", "checkpoint.keep_last=5")
+
+
+def _train(*overrides: str, **kwargs) -> Trainer:
+    trainer = Trainer(tiny_config(*kwargs["where"], *QUIET, *overrides))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.train()
+    return trainer
+
+
+def test_every_minutes_checkpoints_the_step_that_ends_past_it(tiny_model_dir, reward_file, tmp_path):
+    where = (tiny_model_dir, tmp_path / "timed", reward_file)
+    _train("checkpoint.every_steps=0", "checkpoint.every_minutes=1e-6", where=where)  # past it at every step's end
+    assert [p.name for p in list_checkpoints(tmp_path / "timed")] == ["step-000001", "step-000002", "step-000003"]
+    where = (tiny_model_dir, tmp_path / "untimed", reward_file)
+    _train("checkpoint.every_steps=0", "checkpoint.every_minutes=600", where=where)  # not yet: the final one only
+    assert [p.name for p in list_checkpoints(tmp_path / "untimed")] == ["step-000003"]
+
+
+def test_a_sigterm_during_a_checkpoint_write_stops_the_run_once_it_is_published(tiny_model_dir, reward_file, tmp_path,
+                                                                               capfd):
+    """It aborted the write (steps since the last checkpoint lost); the scheduler's grace is for this."""
+    run = tmp_path / "run"
+    trainer = Trainer(tiny_config(tiny_model_dir, run, reward_file, *QUIET, "checkpoint.every_steps=1"))
+    saving = trainer.policy.save_checkpoint
+
+    def preempted(*args, **kwargs):  # the signal lands in the middle of the write
+        os.kill(os.getpid(), signal.SIGTERM)
+        return saving(*args, **kwargs)
+
+    trainer.policy.save_checkpoint = preempted
+    replaced = exit_on_termination()
+    try:
+        with pytest.raises(SystemExit) as stopped, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            trainer.train()
+    finally:
+        for signum, handler in replaced.items():
+            signal.signal(signum, handler)
+    assert stopped.value.code == 128 + signal.SIGTERM
+    assert "stopping once checkpoint step 1 is written" in capfd.readouterr().err
+    [written] = list_checkpoints(run)  # whole: it loads, and is the step the run stopped after
+    assert written.name == "step-000001" and load_trainer_state(written)["step"] == 1
+    assert not list(written.parent.glob(".tmp-*"))
+
+
+@pytest.mark.parametrize("damaged", ["trainer_state.pt", "model.safetensors"])
+def test_a_checkpoint_that_cannot_be_read_names_the_one_to_resume_instead(tiny_model_dir, reward_file, tmp_path,
+                                                                         damaged):
+    """A copy cut short: "Invalid argument" or an EOFError traceback, no file named, and no way on said."""
+    run = tmp_path / "run"
+    _train("checkpoint.every_steps=1", "trainer.total_steps=2", where=(tiny_model_dir, run, reward_file))
+    newest = run / "checkpoints" / "step-000002"
+    os.truncate(newest / damaged, 5000)
+    with pytest.raises(DamagedCheckpointError, match=rf"cannot read {newest / damaged}: damaged or incomplete \(.*\)\. "
+                       rf"Resume from the checkpoint before it, checkpoint.resume={run / 'checkpoints' / 'step-000001'} "
+                       r"\(the damaged one is then set aside\), or restore it from a copy"):
+        _train("checkpoint.every_steps=1", "trainer.total_steps=3", where=(tiny_model_dir, run, reward_file))
+    # the remedy as said: goes on from step 1, the damaged checkpoint set aside
+    trainer = _train("checkpoint.every_steps=1", "trainer.total_steps=3",
+                     f"checkpoint.resume={run / 'checkpoints' / 'step-000001'}", where=(tiny_model_dir, run, reward_file))
+    assert trainer.step == 3 and [p.name for p in list_checkpoints(run)] == ["step-000001", "step-000002", "step-000003"]
+    assert load_trainer_state(run / "checkpoints" / "step-000002")["step"] == 2  # the new attempt's, whole
+
+
+def test_the_run_s_only_checkpoint_damaged_says_to_restore_it_or_start_over(tiny_model_dir, reward_file, tmp_path):
+    run = tmp_path / "run"
+    _train("trainer.total_steps=1", where=(tiny_model_dir, run, reward_file))
+    Path(run / "checkpoints" / "step-000001" / "trainer_state.pt").write_bytes(b"")
+    with pytest.raises(DamagedCheckpointError, match=r"It is the run's only checkpoint: restore it from a copy, or "
+                                                     r"start over with checkpoint.resume=never"):
+        _train("trainer.total_steps=2", where=(tiny_model_dir, run, reward_file))

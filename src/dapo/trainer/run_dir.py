@@ -144,7 +144,7 @@ def remove_stale_checkpoint_temps(run_dir: Path) -> int:
             shutil.rmtree(path, ignore_errors=True)
             removed += 1
     if removed:
-        warnings.warn(f"removed {removed} incomplete checkpoint(s) left by a killed run in {root}", stacklevel=2)
+        warnings.warn(f"removed {removed} incomplete checkpoint(s) left by a run stopped while writing them, in {root}", stacklevel=2)
     return removed
 
 

@@ -106,8 +106,8 @@ def rloo_advantages(scores: Tensor, group_ids: Tensor, eps: float) -> Tensor:
 def opo_advantages(scores: Tensor, group_ids: Tensor, eps: float, *, response_lengths: Tensor) -> Tensor:
     """OPO: A_i = R_i - sum_j L_j R_j / sum_j L_j over the group of i; G = 1 gives A = R (``eps`` unused)."""
     unique_ids, inverse = torch.unique(group_ids, return_inverse=True)
-    weights = response_lengths.to(scores.dtype)
-    weight_sums = torch.zeros(unique_ids.numel(), dtype=scores.dtype).index_add(0, inverse, weights)
+    weights = response_lengths.to(device=scores.device, dtype=scores.dtype)
+    weight_sums = torch.zeros(unique_ids.numel(), dtype=scores.dtype, device=scores.device).index_add(0, inverse, weights)
     weights = torch.where(weight_sums[inverse] > 0, weights, torch.ones_like(weights))  # empty responses: the mean
     weight_sums = torch.zeros_like(weight_sums).index_add(0, inverse, weights)
     # the baseline as min + weighted mean of (R - min): a constant group's advantages are exactly 0

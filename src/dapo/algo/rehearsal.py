@@ -135,8 +135,8 @@ def _check_weights_used(name: str, loss: float, half_weighted: float, tis_cap: f
     """With algorithm.tis_cap a policy loss is given truncated importance weights; one that takes the
     parameter and leaves them out of its loss (its weights all 0.5 change nothing) would train
     uncorrected while the config says it corrects."""
-    if not math.isclose(loss, half_weighted, rel_tol=1e-6, abs_tol=1e-9):
-        return
+    if not math.isclose(loss, half_weighted, rel_tol=1e-6, abs_tol=1e-9) or abs(loss) < 1e-12:
+        return  # (a loss of 0, an estimator's zero advantages: nothing to tell from)
     raise PluginError(
         f"policy loss {name!r}, {describe(POLICY_LOSSES[name])}, takes importance_weights but its loss does not "
         f"change with them (all 1: {loss:.6g}; all 0.5: {half_weighted:.6g}): algorithm.tis_cap={tis_cap:g} would "

@@ -310,6 +310,8 @@ def load_trainer_state(checkpoint_dir: str | Path, peek: bool = False) -> dict[s
         raise FileNotFoundError(f"{checkpoint_dir} is not a dapo-rl checkpoint (no {STATE_FILE})")
     try:
         return torch.load(path, map_location="cpu", weights_only=True, mmap=peek)
+    except PermissionError:
+        raise  # (not damaged: its message names the file)
     except (RuntimeError, EOFError, OSError, ValueError, pickle.UnpicklingError) as error:  # a file cut short
         raise DamagedCheckpointError(f"cannot read {path}: damaged or incomplete ({type(error).__name__}: "
                                      f"{str(error).splitlines()[0] if str(error) else 'no detail'}; copied in part?)",

@@ -212,7 +212,7 @@ def damaged_checkpoint_remedy(damaged: Path, run_dir: str | Path) -> str:
     own = [path for path in list_checkpoints(run_dir) if path.resolve() != damaged.resolve()]
     if not is_own_checkpoint(damaged, run_dir):
         return "Name another checkpoint in checkpoint.resume, or restore this one from a copy"
-    earlier = [path for path in own if checkpoint_step(path) < checkpoint_step(damaged)]
+    earlier = [path for path in own if checkpoint_step(path) < checkpoint_step(damaged.resolve())]  # ("best": its target)
     if earlier:
         return (f"Resume from the checkpoint before it, checkpoint.resume={earlier[-1]} (the damaged one is then set "
                 "aside), or restore it from a copy")

@@ -214,6 +214,9 @@ def test_opo_is_the_score_less_the_length_weighted_group_mean() -> None:
     torch.testing.assert_close(adv, torch.tensor(_opo_reference(scores, ids, lengths), dtype=torch.float64))
     assert adv[0].item() == pytest.approx(1 - 70 / 100) and adv[3].item() == 3.0  # (10 + 60) / 100; a group of one
     assert torch.equal(adv[-3:], torch.zeros(3, dtype=torch.float64))  # 0.1 three times: exactly 0
+    constant = compute_advantages("opo", torch.tensor([0.3, 0.3, 0.3], dtype=torch.float64), torch.tensor([1, 1, 1]),
+                                  response_lengths=torch.tensor([1, 2, 4]))
+    assert torch.equal(constant, torch.zeros(3, dtype=torch.float64))  # (sum L R / sum L leaves 5.6e-17 here)
 
 
 def test_only_an_estimator_that_takes_response_lengths_is_given_them() -> None:

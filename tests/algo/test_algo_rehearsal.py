@@ -141,6 +141,11 @@ def _with_extra(extra_sums):
 def test_a_plugin_loss_s_own_metrics_are_detached_summed_and_logged_per_token(monkeypatch):
     from dapo.algo.policy_loss import PolicyLossStats, call_policy_loss
 
+    grad_kept = torch.tensor(2.0, requires_grad=True)
+    moved = PolicyLossStats(**{name: torch.tensor(1) for name in ("token_count", "clip_low_count", "clip_high_count",
+                                                                   "dual_clip_count", "approx_kl_sum", "ratio_sum")},
+                            extra_sums={"x": grad_kept * 2}).cpu()
+    assert not moved.extra_sums["x"].requires_grad and moved.extra_sums["x"].device.type == "cpu"
     monkeypatch.setitem(POLICY_LOSSES, "with_metrics", _with_extra(
         lambda logprobs, mask: {"neg/sum": (logprobs * mask).sum(), "ones": mask.sum()}))
     rehearse_plugins("grpo", "with_metrics", "token-mean", **SETTINGS)  # accepted
@@ -185,8 +190,18 @@ def test_a_plugin_loss_that_takes_importance_weights_and_leaves_them_out_is_refu
 
     monkeypatch.setitem(POLICY_LOSSES, "ignoring", ignoring)
     monkeypatch.setitem(POLICY_LOSSES, "using", using)
-    with pytest.raises(PluginError, match=r"policy loss 'ignoring', .* takes importance_weights but its loss does not "
-                                          r"change with them .* algorithm.tis_cap=2 would correct nothing"):
+    def straight_through(logprobs, old_logprobs, advantages, response_mask, *, importance_weights=None, **kwargs):
+        """The unweighted loss's value, the weighted loss's gradient: corrected, though its value is not."""
+        plain, stats = compute_policy_loss(logprobs, old_logprobs, advantages, response_mask, **kwargs)
+        weighted, _ = compute_policy_loss(logprobs, old_logprobs, advantages, response_mask,
+                                          importance_weights=importance_weights, **kwargs)
+        return plain.detach() + weighted - weighted.detach(), stats
+
+    monkeypatch.setitem(POLICY_LOSSES, "straight_through", straight_through)
+    rehearse_plugins("grpo", "straight_through", "token-mean", **{**SETTINGS, "tis_cap": 2.0})  # (was refused)
+    with pytest.raises(PluginError, match=r"policy loss 'ignoring', .* takes importance_weights but neither its loss "
+                                          r"nor its gradient changes with them .* algorithm.tis_cap=2 would correct "
+                                          r"nothing"):
         rehearse_plugins("grpo", "ignoring", "token-mean", **{**SETTINGS, "tis_cap": 2.0})
     rehearse_plugins("grpo", "ignoring", "token-mean", **SETTINGS)  # without a cap: not checked
     rehearse_plugins("grpo", "using", "token-mean", **{**SETTINGS, "tis_cap": 2.0})  # the built-in's use of them

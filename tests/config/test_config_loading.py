@@ -27,6 +27,7 @@ def test_resolved_config_round_trips(tmp_path: Path):
     ("override", "message"),
     [
         ("algorithm.clip_ratio_c=1.0", "must be > 1"),
+        ("checkpoint.every_minutes=-1", r"checkpoint.every_minutes must be >= 0 \(0: off\)"),
         ("trainer.mini_batch_prompts=48", "does not divide"),
         ("trainer.lrr=1", "unknown config key"),
         ("rollout.engine=sglang", "not one of"),

@@ -125,3 +125,10 @@ def test_a_trainer_filters_on_a_functions_metric_and_refuses_another_name(tiny_m
         assert result.metrics["sampling/filtered_ratio"] < 1
     finally:
         trainer.close()
+
+
+def test_the_sampler_itself_refuses_a_metric_it_cannot_read():
+    with pytest.raises(ValueError, match=r"filter_metric='nope': 'acc', 'score', 'reward' or '<function>/<key>'"):
+        sampler(filter_metric="nope")
+    with pytest.raises(ValueError, match="filter_metric='auto'"):  # the config resolves it first
+        sampler(filter_metric="auto")

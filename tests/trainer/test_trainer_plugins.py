@@ -455,11 +455,20 @@ def test_an_estimator_that_names_response_lengths_gets_the_step_s(tiny_model_dir
     monkeypatch.setitem(algo.ADVANTAGE_ESTIMATORS, "by_length", by_length)
     trainer = Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, "algorithm.advantage=by_length",
                                   "trainer.total_steps=1"))
+    batches = []
+    next_batch = trainer.sampler.next_batch
+
+    def recorded(*args, **kwargs):
+        batch, report = next_batch(*args, **kwargs)
+        batches.append([len(sample.response_ids) for sample in batch])
+        return batch, report
+
+    trainer.sampler.next_batch = recorded
     try:
         assert seen == [[3, 2, 1, 3, 2, 1, 3, 2]]  # the rehearsal's 2 prompts x rollout.n=4, of 3, 2, 1 tokens in turn
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             trainer.train()
-        assert len(seen) == 2 and all(1 <= length <= 12 for length in seen[1])  # rollout.max_response_length=12
+        assert seen[1:] == batches and batches[0]  # each trained response's token count, in the batch's order
     finally:
         trainer.close()

@@ -5,6 +5,7 @@ be read named with the checkpoint to resume instead (the ops audit of stop 90 fo
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import warnings
 from pathlib import Path
@@ -35,6 +36,35 @@ def test_every_minutes_checkpoints_the_step_that_ends_past_it(tiny_model_dir, re
     where = (tiny_model_dir, tmp_path / "untimed", reward_file)
     _train("checkpoint.every_steps=0", "checkpoint.every_minutes=600", where=where)  # not yet: the final one only
     assert [p.name for p in list_checkpoints(tmp_path / "untimed")] == ["step-000003"]
+
+
+def test_the_minutes_are_counted_from_the_last_checkpoint(tiny_model_dir, reward_file, tmp_path, monkeypatch):
+    """Each step takes 40 s of a fake clock: with every_minutes=1 a checkpoint at steps 2 and 4 (the first
+    to end a minute after the last), not at 3 (the clock restarts at each) nor at every step (minutes)."""
+    from types import SimpleNamespace
+
+    from dapo.trainer import loop_state
+
+    clock = [0.0]
+
+    def fake_monotonic() -> float:
+        return clock[0]
+
+    trainer = Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *QUIET, "trainer.total_steps=4",
+                                  "checkpoint.every_steps=0", "checkpoint.every_minutes=1"))
+    monkeypatch.setattr(loop_state, "time", SimpleNamespace(monotonic=fake_monotonic))  # (its clock alone)
+    trainer.last_checkpoint_time = 0.0
+    step_once = trainer.step_once
+
+    def forty_seconds():
+        clock[0] += 40.0
+        return step_once()
+
+    trainer.step_once = forty_seconds
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.train()
+    assert [p.name for p in list_checkpoints(tmp_path / "run")] == ["step-000002", "step-000004"]
 
 
 def test_a_sigterm_during_a_checkpoint_write_stops_the_run_once_it_is_published(tiny_model_dir, reward_file, tmp_path,
@@ -69,18 +99,18 @@ def test_a_checkpoint_that_cannot_be_read_names_the_one_to_resume_instead(tiny_m
                                                                          damaged):
     """A copy cut short: "Invalid argument" or an EOFError traceback, no file named, and no way on said."""
     run = tmp_path / "run"
-    _train("checkpoint.every_steps=1", "trainer.total_steps=2", where=(tiny_model_dir, run, reward_file))
-    newest = run / "checkpoints" / "step-000002"
+    _train("checkpoint.every_steps=1", "trainer.total_steps=3", where=(tiny_model_dir, run, reward_file))
+    newest = run / "checkpoints" / "step-000003"
     os.truncate(newest / damaged, 5000)
     with pytest.raises(DamagedCheckpointError, match=rf"cannot read {newest / damaged}: damaged or incomplete \(.*\)\. "
-                       rf"Resume from the checkpoint before it, checkpoint.resume={run / 'checkpoints' / 'step-000001'} "
+                       rf"Resume from the checkpoint before it, checkpoint.resume={run / 'checkpoints' / 'step-000002'} "
                        r"\(the damaged one is then set aside\), or restore it from a copy"):
-        _train("checkpoint.every_steps=1", "trainer.total_steps=3", where=(tiny_model_dir, run, reward_file))
-    # the remedy as said: goes on from step 1, the damaged checkpoint set aside
-    trainer = _train("checkpoint.every_steps=1", "trainer.total_steps=3",
-                     f"checkpoint.resume={run / 'checkpoints' / 'step-000001'}", where=(tiny_model_dir, run, reward_file))
-    assert trainer.step == 3 and [p.name for p in list_checkpoints(run)] == ["step-000001", "step-000002", "step-000003"]
-    assert load_trainer_state(run / "checkpoints" / "step-000002")["step"] == 2  # the new attempt's, whole
+        _train("checkpoint.every_steps=1", "trainer.total_steps=4", where=(tiny_model_dir, run, reward_file))
+    # the remedy as said: goes on from step 2, the damaged checkpoint set aside
+    trainer = _train("checkpoint.every_steps=1", "trainer.total_steps=4",
+                     f"checkpoint.resume={run / 'checkpoints' / 'step-000002'}", where=(tiny_model_dir, run, reward_file))
+    assert trainer.step == 4 and [p.name for p in list_checkpoints(run)] == [f"step-00000{i}" for i in (1, 2, 3, 4)]
+    assert load_trainer_state(run / "checkpoints" / "step-000003")["step"] == 3  # the new attempt's, whole
 
 
 def test_the_run_s_only_checkpoint_damaged_says_to_restore_it_or_start_over(tiny_model_dir, reward_file, tmp_path):
@@ -90,3 +120,19 @@ def test_the_run_s_only_checkpoint_damaged_says_to_restore_it_or_start_over(tiny
     with pytest.raises(DamagedCheckpointError, match=r"It is the run's only checkpoint: restore it from a copy, or "
                                                      r"start over with checkpoint.resume=never"):
         _train("trainer.total_steps=2", where=(tiny_model_dir, run, reward_file))
+
+
+def test_resuming_another_attempt_s_checkpoint_keeps_the_logs_it_cuts(tiny_model_dir, reward_file, tmp_path):
+    """Another run's checkpoint resumed in a directory that has logs and no checkpoint of its own: the
+    logs are emptied for the new lineage, and were lost; now copied aside first."""
+    other, run = tmp_path / "other", tmp_path / "run"
+    _train("trainer.total_steps=1", where=(tiny_model_dir, other, reward_file))
+    _train("trainer.total_steps=1", "checkpoint.every_steps=0", where=(tiny_model_dir, run, reward_file))
+    for path in (run / "checkpoints").glob("step-*"):  # its logs stay; its checkpoint gone
+        shutil.rmtree(path)
+    before = (run / "metrics.jsonl").read_text()
+    with pytest.warns(UserWarning, match=r"resuming another attempt's checkpoint: the lines of metrics.jsonl"):
+        Trainer(tiny_config(tiny_model_dir, run, reward_file, *QUIET, "trainer.total_steps=2",
+                            f"checkpoint.resume={other / 'checkpoints' / 'step-000001'}")).train()
+    [aside] = (run / "checkpoints").glob("abandoned-*")
+    assert (aside / "metrics.jsonl").read_text() == before

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 
 import torch
 
@@ -116,8 +117,7 @@ def rehearse_plugins(
             parts = [float(loss_of(half).detach()) for half in halves]
             _check_adds_up(registry, name, float(whole.detach()), parts, norms)
             if registry is POLICY_LOSSES and tis_cap is not None:
-                with torch.no_grad():
-                    _check_weights_used(name, float(whole.detach()), float(policy_loss_of(None, weight=0.5)), tis_cap)
+                _check_weights_used(name, whole, lambda: policy_loss_of(None, weight=0.5), logprobs, tis_cap)
         except PluginError as error:
             raise PluginError(f"{error} (found before the run loaded, on {batch})") from error
         except Exception as error:
@@ -131,16 +131,28 @@ def rehearse_plugins(
                           "raises too", stacklevel=2)
 
 
-def _check_weights_used(name: str, loss: float, half_weighted: float, tis_cap: float) -> None:
+def _check_weights_used(name: str, whole: torch.Tensor, half_weighted_loss: Callable[[], torch.Tensor],
+                        logprobs: torch.Tensor, tis_cap: float) -> None:
     """With algorithm.tis_cap a policy loss is given truncated importance weights; one that takes the
-    parameter and leaves them out of its loss (its weights all 0.5 change nothing) would train
-    uncorrected while the config says it corrects."""
-    if not math.isclose(loss, half_weighted, rel_tol=1e-6, abs_tol=1e-9) or abs(loss) < 1e-12:
-        return  # (a loss of 0, an estimator's zero advantages: nothing to tell from)
+    parameter and leaves them out of its loss and gradient (its weights all 0.5 change neither) would
+    train uncorrected while the config says it corrects. (The gradient too: a straight-through loss
+    reports the unweighted value and applies the weights through its gradient.) ``whole``'s backward has
+    run; ``logprobs.grad`` holds its gradient, as it does again after."""
+    grad = logprobs.grad.clone() if logprobs.grad is not None else torch.zeros_like(logprobs)
+    logprobs.grad = None
+    half = half_weighted_loss()
+    half.backward()
+    half_grad = logprobs.grad if logprobs.grad is not None else torch.zeros_like(logprobs)
+    logprobs.grad = grad
+    loss, half_value = float(whole.detach()), float(half.detach())
+    unchanged = math.isclose(loss, half_value, rel_tol=1e-6, abs_tol=1e-9) and torch.allclose(grad, half_grad)
+    if not unchanged or (abs(loss) < 1e-12 and not bool(grad.abs().gt(0).any())):
+        return  # (a loss of 0 and no gradient, an estimator's zero advantages: nothing to tell from)
     raise PluginError(
-        f"policy loss {name!r}, {describe(POLICY_LOSSES[name])}, takes importance_weights but its loss does not "
-        f"change with them (all 1: {loss:.6g}; all 0.5: {half_weighted:.6g}): algorithm.tis_cap={tis_cap:g} would "
-        "correct nothing. Multiply each token's loss by its weight (as decoupled_clip does), or set algorithm.tis_cap=null"
+        f"policy loss {name!r}, {describe(POLICY_LOSSES[name])}, takes importance_weights but neither its loss nor its "
+        f"gradient changes with them (all 1: {loss:.6g}; all 0.5: {half_value:.6g}): algorithm.tis_cap={tis_cap:g} "
+        "would correct nothing. Multiply each token's loss by its weight (as decoupled_clip does), or set "
+        "algorithm.tis_cap=null"
     )
 
 

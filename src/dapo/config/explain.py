@@ -96,7 +96,7 @@ def _registered(key: str) -> list[str]:
     from dapo.algo.registry import defined_at
 
     registry = getattr(algo, _REGISTRIES[key])
-    names = [name if getattr(entry, "__module__", "").startswith("dapo.") else f"{name} ({defined_at(entry)})"
+    names = [name if (getattr(entry, "__module__", None) or "").startswith("dapo.") else f"{name} ({defined_at(entry)})"
              for name, entry in registry.items()]
     return [f"    registered now: {', '.join(names)} (a plugin's once its file or module is in algorithm.plugins, "
             "as in `dapo config --explain " + key + " algorithm.plugins=[my_algo.py]`)"]

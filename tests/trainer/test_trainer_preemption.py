@@ -136,3 +136,31 @@ def test_resuming_another_attempt_s_checkpoint_keeps_the_logs_it_cuts(tiny_model
                             f"checkpoint.resume={other / 'checkpoints' / 'step-000001'}")).train()
     [aside] = (run / "checkpoints").glob("abandoned-*")
     assert (aside / "metrics.jsonl").read_text() == before
+
+
+def test_a_final_evaluation_that_fails_on_a_checkpointed_step_writes_it_once(tiny_model_dir, reward_file, tmp_path):
+    trainer = Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *QUIET, "trainer.total_steps=2",
+                                  "checkpoint.every_steps=1"))
+    saved = []
+    save = trainer.policy.save_checkpoint
+    trainer.policy.save_checkpoint = lambda *args, **kwargs: saved.append(1) or save(*args, **kwargs)
+
+    def failing() -> dict[str, float]:
+        raise RuntimeError("the judge is down")
+
+    trainer.evaluate = failing
+    with pytest.raises(RuntimeError, match="the judge is down"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.train()
+    assert len(saved) == 2  # steps 1 and 2, each once: step 2's periodic checkpoint holds the trained step
+
+
+def test_another_run_s_damaged_checkpoint_is_answered_with_naming_another(tiny_model_dir, reward_file, tmp_path):
+    other = tmp_path / "other"
+    _train("trainer.total_steps=1", where=(tiny_model_dir, other, reward_file))
+    named = other / "checkpoints" / "step-000001"
+    (named / "trainer_state.pt").write_bytes(b"")
+    with pytest.raises(DamagedCheckpointError, match=r"Name another checkpoint in checkpoint.resume, or restore this "
+                                                     r"one from a copy"):
+        _train("trainer.total_steps=2", f"checkpoint.resume={named}", where=(tiny_model_dir, tmp_path / "run",
+                                                                              reward_file))

@@ -182,9 +182,9 @@ OPTIONAL_ADVANTAGE_ARGUMENTS = ("response_lengths",)
 # How an advantage estimator is called, (positional argument names, keyword argument names): read
 # off compute_advantages, the one call there is, for the config's check of a plugin's signature
 # (dapo.config.training) and docs/extending.md's table, which its test compares.
+_POSITIONAL, _KEYWORDS = passed_arguments(compute_advantages)
 ADVANTAGE_CALL: tuple[tuple[str, ...], tuple[str, ...]] = (
-    passed_arguments(compute_advantages)[0],
-    tuple(name for name in passed_arguments(compute_advantages)[1] if name not in OPTIONAL_ADVANTAGE_ARGUMENTS))
+    _POSITIONAL, tuple(name for name in _KEYWORDS if name not in OPTIONAL_ADVANTAGE_ARGUMENTS))
 
 
 def _optional_arguments(name: str, estimate: AdvantageEstimator, **given: Tensor | None) -> dict[str, Tensor]:

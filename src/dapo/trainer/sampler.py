@@ -22,6 +22,7 @@ holds its own groups first and the carried ones last, so the first mini-batch, o
 from __future__ import annotations
 
 import hashlib
+import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -279,16 +280,16 @@ class DynamicSampler:
             return torch.tensor([fixed(s) for s in samples], dtype=torch.float64)
         present: dict[int, float] = {}
         for sample in samples:
-            if sample.filter_value == sample.filter_value:  # not NaN
+            if not math.isnan(sample.filter_value):
                 present.setdefault(sample.group_id, sample.filter_value)
-        missing = sum(s.filter_value != s.filter_value for s in samples)
+        missing = sum(math.isnan(s.filter_value) for s in samples)
         if missing and not self._warned_missing:
             self._warned_missing = True
             warnings.warn(f"algorithm.filter_metric={name!r}: {missing} of {len(samples)} responses of a round have no "
                           f"value for it (the function failed on them, did not apply, or returned no "
                           f"{name.partition('/')[2]!r}); each is read as its group's other values, and a group with "
                           f"none is dropped (said once)", stacklevel=2)
-        return torch.tensor([s.filter_value if s.filter_value == s.filter_value else present.get(s.group_id, 0.0)
+        return torch.tensor([present.get(s.group_id, 0.0) if math.isnan(s.filter_value) else s.filter_value
                              for s in samples], dtype=torch.float64)
 
     def state_dict(self) -> dict:

@@ -25,7 +25,7 @@ def test_explain_shows_the_schema_comment_type_and_this_configs_value():
     assert "Sampling for training rollouts" in explain(paper, "rollout.top_p")
     section = explain(paper, "checkpoint")
     assert [line.split(" ")[0] for line in section.splitlines() if not line.startswith(" ")] == [
-        "checkpoint.every_steps", "checkpoint.every_minutes", "checkpoint.keep_last", "checkpoint.keep_best", "checkpoint.resume",
+        "checkpoint.every_steps", "checkpoint.every_minutes", "checkpoint.on_signal", "checkpoint.keep_last", "checkpoint.keep_best", "checkpoint.resume",
         "checkpoint.hf_export"]
 
 

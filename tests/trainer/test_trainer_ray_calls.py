@@ -342,6 +342,54 @@ def test_a_stop_signal_during_a_submission_reaches_its_handler_once_every_rank_h
             signal.signal(signum, previous)
 
 
+@pytest.mark.parametrize("held_outside", [True, False])
+def test_a_second_signal_is_delivered_at_once_through_the_deferrals_around_it(held_outside):
+    """A checkpoint's write (a deferral of its own) inside a step that already holds a SIGTERM
+    (checkpoint.on_signal=finish_step): the second SIGTERM, in the write, waited for a third. And two
+    in the inner one were held again by the outer one."""
+    import signal
+
+    from dapo.trainer.ray_faults import signals_deferred
+
+    received: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda number, _frame: received.append(number))
+    try:
+        with signals_deferred() as outer:
+            if held_outside:
+                signal.raise_signal(signal.SIGTERM)
+                assert outer == [signal.SIGTERM] and received == []
+            with signals_deferred() as inner:
+                signal.raise_signal(signal.SIGTERM)
+                if not held_outside:
+                    assert inner == [signal.SIGTERM] and received == []
+                    signal.raise_signal(signal.SIGTERM)
+                assert received == [signal.SIGTERM]  # now, not at either block's end
+                assert inner == [] and outer == []
+        assert received == [signal.SIGTERM]  # nothing more held
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_an_error_leaving_a_deferral_is_raised_as_itself_not_as_the_signal_it_held():
+    """A SIGTERM held through a step whose rank then died ended the run "stopped by SIGTERM", the
+    rank's death unsaid."""
+    import signal
+
+    from dapo.trainer.ray_faults import signals_deferred
+
+    def unwind(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, unwind)
+    try:
+        with pytest.raises(RuntimeError, match="rank 1 died"), signals_deferred():
+            signal.raise_signal(signal.SIGTERM)
+            raise RuntimeError("rank 1 died")
+        assert signal.getsignal(signal.SIGTERM) is unwind
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def test_closing_twice_stops_nothing_the_second_time():
     """A notebook's trainer.close() after train() (which closed it) neither starts a new local Ray
     (ray.kill of ranks that are gone did) nor stops one another trainer started since."""

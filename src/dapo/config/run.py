@@ -61,6 +61,12 @@ class CheckpointConfig:
     # the last checkpoint, or the run's start (0: off): a preempted or killed run then loses at most about
     # this much training and a step, however long its steps (every_steps=20 of 30-minute steps: 10 hours).
     every_minutes: float = 0.0
+    # A SIGTERM, SIGHUP or Ctrl-C during a training step (a scheduler's preemption, a time limit):
+    # "finish_step" lets the step finish, checkpoints it (its periodic evaluation, when due, left to
+    # the resume, which does it first) and then stops, so nothing trained is lost; a second signal
+    # stops at once. Leave the scheduler's grace a step and a checkpoint (SLURM: --signal=TERM@<s>).
+    # "stop": stop at once, the steps since the last checkpoint lost.
+    on_signal: str = "finish_step"
     # Keep the newest K checkpoints (the final one is always written).
     keep_last: int = 2
     # Keep also the checkpoint with the highest value (higher is better; ties: the earlier) of this
@@ -98,6 +104,7 @@ class CheckpointConfig:
               "or eval/reward/<function>/<key>; null keeps none")
         check(bool(self.resume.strip()), "checkpoint.resume is empty: use auto, never or a checkpoint directory")
         one_of("checkpoint.hf_export", self.hf_export, ("every", "final"))
+        one_of("checkpoint.on_signal", self.on_signal, ("finish_step", "stop"))
 
 
 @dataclass

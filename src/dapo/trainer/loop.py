@@ -373,9 +373,13 @@ class Trainer(LoopState):
             with self.state.progress(self.step, self.updates_made):
                 self._owed_evaluation()
                 while self.step < cfg.trainer.total_steps:
-                    result = self.step_once()
-                    self.state.warn_if_truncating(result.metrics)
-                    if cfg.eval.every_steps and self.step % cfg.eval.every_steps == 0 and self.step < cfg.trainer.total_steps:
+                    with self.stopping_after_step() as stop_signals:
+                        result = self.step_once()
+                        self.state.warn_if_truncating(result.metrics)
+                        if stop_signals:  # the step is whole: checkpointed, then leaving the block stops the run
+                            self._record_and_checkpoint(result, evaluation_owed=self.evaluation_due(), stopping=True)
+                            continue
+                    if self.evaluation_due():
                         result.metrics.update(self._periodic_evaluation(result))
                     self._record_and_checkpoint(result)
             if self.step == cfg.trainer.total_steps and not finished_before_start:

@@ -7,10 +7,11 @@ Apart from :mod:`dapo.trainer.loop` so that the loop itself reads in one sitting
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,7 @@ from dapo.trainer.checkpoint import (
     link_best,
 )
 from dapo.trainer.dropout import config_dropout_restored
+from dapo.trainer.ray_faults import signals_deferred
 from dapo.trainer.resume import damaged_checkpoint_remedy
 from dapo.trainer.rng import rng_state, set_rng_state
 from dapo.trainer.run_dir import checkpoints_root
@@ -243,9 +245,10 @@ class LoopState:
             f"weights have not changed since step {self.nonfinite_since}. The policy has most likely diverged: resume "
             "from a checkpoint before the divergence (checkpoint.resume=PATH) with a lower trainer.lr or trainer.grad_clip")
 
-    def _record_and_checkpoint(self, result: StepResult, evaluation_owed: bool = False) -> None:
+    def _record_and_checkpoint(self, result: StepResult, evaluation_owed: bool = False, stopping: bool = False) -> None:
         """The step just trained recorded (:meth:`record_step`), then checkpointed when checkpoint.every_steps
-        is due or ``evaluation_owed`` (its periodic evaluation was stopped). A reward scorer failing
+        is due, ``evaluation_owed`` (its periodic evaluation was stopped, or not started) or
+        ``stopping`` (a signal asked the run to stop after it). A reward scorer failing
         past reward.max_failing_steps (the record raises) stops the run with the step checkpointed
         whatever the schedule: it is complete, and a rerun, the scorer fixed, goes on after it
         rather than training the steps since the last checkpoint again."""
@@ -256,7 +259,7 @@ class LoopState:
             path = self.save_checkpoint(evaluation_owed=evaluation_owed)
             raise RewardFunctionError(f"{error}. Step {self.step} is checkpointed ({path}): "
                                       f"{how_to_resume(self.cfg.checkpoint.resume)} after it") from error
-        if evaluation_owed or evaluated or self._periodic_checkpoint_due():
+        if evaluation_owed or stopping or evaluated or self._periodic_checkpoint_due():
             self.save_checkpoint(evaluation_owed=evaluation_owed)
 
     def _rank_evaluated(self, metrics: dict[str, float]) -> bool:
@@ -288,6 +291,25 @@ class LoopState:
         step, value = self.best_checkpoint
         return (f"best checkpoint ({self.cfg.checkpoint.keep_best} = {value:.4g}): step {step}, "
                 f"{Path(self.cfg.output_dir) / 'checkpoints' / BEST_LINK}")
+
+    @contextlib.contextmanager
+    def stopping_after_step(self) -> Iterator[list[int]]:
+        """checkpoint.on_signal=finish_step: a SIGTERM, SIGHUP or Ctrl-C inside is held (a second one
+        is delivered at once); yields the signals held, which the block checkpoints the step for
+        before leaving it delivers them. A stop inside a step otherwise loses it and the steps
+        since the last checkpoint (up to checkpoint.every_steps - 1 of them)."""
+        if self.cfg.checkpoint.on_signal != "finish_step":
+            yield []
+            return
+        since = "the run's start" if self.checkpointed_at is None else f"step {self.checkpointed_at}'s checkpoint"
+        with signals_deferred(notice=f"stopping after step {self.step + 1}, once it is checkpointed "
+                                     f"(again: at once, losing the steps since {since})") as held:
+            yield held
+
+    def evaluation_due(self) -> bool:
+        """Whether eval.every_steps evaluates the step just trained (the last is the final evaluation's)."""
+        every = self.cfg.eval.every_steps
+        return bool(every) and self.step % every == 0 and self.step < self.cfg.trainer.total_steps
 
     def _periodic_evaluation(self, result: StepResult) -> dict[str, float]:
         """The held-out evaluation of every eval.every_steps. Should it fail, or be stopped (Ctrl-C;

@@ -33,6 +33,8 @@ RANK_PROBE_TIMEOUT_S = 30.0  # how long a rank may take to answer when the drive
 # is submitted to the ranks (signals_deferred), their handlers' exceptions kept while the driver
 # waits on the ranks (handler_errors_kept).
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+_HELD: list[list[int]] = []  # the signals each signals_deferred active now holds, outermost first
+_NOW: list[int] = []  # a signal being delivered at once, through the deferrals that enclose its own
 
 
 class PolicyRankDied(UserError, RuntimeError):
@@ -40,15 +42,17 @@ class PolicyRankDied(UserError, RuntimeError):
 
 
 @contextlib.contextmanager
-def signals_deferred(signums: tuple[int, ...] = STOP_SIGNALS, notice: str | None = None) -> Iterator[None]:
+def signals_deferred(signums: tuple[int, ...] = STOP_SIGNALS, notice: str | None = None) -> Iterator[list[int]]:
     """The ``signums`` (SIGINT, SIGTERM and SIGHUP) that arrive inside are delivered (to the handlers
     they would have met) when it ends: a Ctrl-C between two ranks' submissions would leave one rank
-    in a collective the others never join. A second signal is delivered at once (a submission that
-    hangs can still be interrupted); ``notice``, printed at the first, says so to whoever pressed
-    Ctrl-C. Only the main thread can set handlers; elsewhere nothing is deferred (Python runs
-    signal handlers in the main thread, so no signal interrupts another thread)."""
+    in a collective the others never join. A second signal, counting those that the deferrals it is
+    nested in hold, is delivered at once (a submission that hangs can still be interrupted);
+    ``notice``, printed at the first, says so to whoever pressed Ctrl-C. Yields the list of the
+    signals held so far (empty: none). An error leaving the block drops them: the run stops with
+    the error, which a signal would hide (a rank that died with the step, say). Only the main thread can set handlers; elsewhere nothing is
+    deferred (Python runs signal handlers in the main thread, so no signal interrupts another thread)."""
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield []
         return
     caught: list[int] = []
     previous: dict[int, Any] = {}
@@ -60,10 +64,14 @@ def signals_deferred(signums: tuple[int, ...] = STOP_SIGNALS, notice: str | None
 
     def defer(signum: int, _frame: Any) -> None:
         caught.append(signum)
-        if len(caught) > 1:  # asked twice: now
+        if _NOW or sum(map(len, _HELD)) > 1:  # asked twice (here, or here and in an enclosing deferral): now
             restore()
             caught.clear()
-            signal.raise_signal(signum)
+            _NOW.append(signum)  # past the deferrals this one is nested in too
+            try:
+                signal.raise_signal(signum)
+            finally:
+                _NOW.pop()
         elif notice is not None:
             with contextlib.suppress(OSError):  # (os.write: a print here could meet the main thread's own, reentrant)
                 os.write(sys.stderr.fileno(), f"{notice}\n".encode())
@@ -73,11 +81,37 @@ def signals_deferred(signums: tuple[int, ...] = STOP_SIGNALS, notice: str | None
             # None: installed outside Python, could not be put back; SIG_IGN (nohup): nothing to defer
             if signal.getsignal(signum) not in (None, signal.SIG_IGN):
                 previous[signum] = signal.signal(signum, defer)
-        yield
+        _HELD.append(caught)
+        yield caught
+    except BaseException:
+        caught.clear()  # the block's own error stops the run, said as itself rather than as the signal
+        raise
     finally:
+        if _HELD and _HELD[-1] is caught:
+            _HELD.pop()
         restore()
         for signum in caught:
             signal.raise_signal(signum)
+
+
+@contextlib.contextmanager
+def children_spared_stop_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP blocked in this thread while it starts processes (a local Ray: its GCS,
+    raylet and agents, and through the raylet the workers the policy ranks run in), which inherit
+    the mask: a signal sent to the command's whole process group (`timeout`, a scheduler, a
+    closed terminal; Ray blocks SIGINT in them itself) then reaches the driver alone, which stops
+    them once the step it finishes is checkpointed (checkpoint.on_signal). The GCS and raylet were
+    in the group, and died with the ranks before that checkpoint was written. A signal to the
+    driver meanwhile is delivered when the block ends. (Each such process then takes a second to
+    stop at ray.shutdown, which SIGKILLs one that a SIGTERM did not stop in a second.)"""
+    if not hasattr(signal, "pthread_sigmask"):  # (Windows)
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGHUP})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 @contextlib.contextmanager

@@ -225,16 +225,17 @@ class RunState:
         left (a full disk: the room it took) now, not at the next start; the OSError behind a
         failure (a rank's own too, as it raised it; the directory's own creation's) says which
         checkpoint was not written. A SIGTERM, SIGINT or SIGHUP meanwhile (a scheduler's preemption)
-        stops the run once the checkpoint is published, not with it half written (a second: at once)."""
+        stops the run once the checkpoint is published, not with it half written (a second: at once,
+        the directory removed)."""
         tmp: Path | None = None
         with signals_deferred(notice=f"stopping once checkpoint step {step} is written (again: at once, without it)"):
             try:
                 tmp = begin_checkpoint(self.run_dir, step)
                 yield tmp
-            except Exception as error:
+            except BaseException as error:  # (a second stop signal too: what it left goes with it)
                 if tmp is not None:
                     shutil.rmtree(tmp, ignore_errors=True)
-                if (cause := os_error_behind(error)) is not None:
+                if isinstance(error, Exception) and (cause := os_error_behind(error)) is not None:
                     raise OSError(cause.errno, f"{cause.strerror} (checkpoint step {step} not written; the earlier "
                                   "ones are kept)", cause.filename or str(checkpoints_root(self.run_dir))) from error
                 raise

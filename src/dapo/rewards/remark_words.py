@@ -74,22 +74,51 @@ def spelled_numbers_as_digits(text: str) -> str:
     return _SPELLED_NUMBER.sub(digits, text)
 
 
-_SCALES = {"hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9}
-# A whole answer in words: a number below a hundred, then at most its counted noun ("two", "Thirty-five ways.")
-_SPELLED_ANSWER = re.compile(r"\s*(?P<number>(?:" + _TENS + r")(?:[\s-]{1,2}(?:" + _UNITS + r"))?|" + _UNITS
-                             + r")(?P<noun>\s{1,3}[A-Za-z]{2,30})?\s*\.?\s*", re.IGNORECASE)
+_SCALES = {"thousand": 1000, "million": 10**6, "billion": 10**9}
+
+
+def spelled_whole_value(words: list[str]) -> int | None:
+    """The value of a whole number in lower-case words, one per item (``one hundred and twenty five``,
+    ``two thousand three hundred``, ``eleven hundred``, ``zero``), or None where they are not one number
+    (``two three``, ``two and three``, ``a hundred``, ``hundred``, ``one thousand two thousand``)."""
+    total, group, last, scale_above = 0, 0, "start", float("inf")
+    for word in words:
+        unit, tens = _UNIT_VALUES.get(word), _TEN_VALUES.get(word)
+        if word == "and" and last in ("hundred", "scale"):  # "one hundred and five"; not "two and three"
+            last = "and"
+        elif unit is not None and (last in ("start", "hundred", "scale", "and") or (last == "tens" and 0 < unit < 10)):
+            group, last = group + unit, "unit"
+        elif tens is not None and last in ("start", "hundred", "scale", "and"):
+            group, last = group + tens, "tens"
+        elif word == "hundred" and last in ("unit", "tens") and 0 < group < 100:
+            group, last = group * 100, "hundred"
+        elif word in _SCALES and last in ("unit", "tens", "hundred") and group > 0 and _SCALES[word] < scale_above:
+            total, group, last, scale_above = total + group * _SCALES[word], 0, "scale", _SCALES[word]
+        else:
+            return None
+    if last in ("start", "and") or ("zero" in words and len(words) > 1):
+        return None
+    return total + group
+
+
+def _number_words(text: str) -> list[str]:
+    return re.split(r"[\s-]+", text.lower().strip())
 
 
 def spelled_answer_as_digits(answer: str) -> str:
-    """``answer`` in digits when the whole of it is a number in words below a hundred, maybe with its counted
-    noun (``two`` -> ``2``, ``Thirty-five ways.`` -> ``35 ways``; "one" and "zero" too: the answer holds nothing
-    else), so that ``Answer: two`` is 2; ``answer`` itself otherwise (``two or three``, ``the second``, ``a
-    hundred``); a scale word multiplies (``one hundred`` -> ``100``, ``two thousand`` -> ``2000``)."""
-    match = _SPELLED_ANSWER.fullmatch(answer)
-    value = spelled_value(match.group("number")) if match is not None else None
-    if match is None or value is None:
+    """``answer`` in digits when the whole of it is a number in words, maybe with its counted noun (``two`` ->
+    ``2``, ``Thirty-five ways.`` -> ``35 ways``, ``one hundred and twenty`` -> ``120``, ``two thousand`` ->
+    ``2000``; "one" and "zero" too: the answer holds nothing else), so that ``Answer: two`` is 2; ``answer``
+    itself otherwise (``two or three``, ``the second``, ``a hundred``, ``two red apples``)."""
+    text = answer.strip()
+    text = text[:-1].rstrip() if text.endswith(".") else text
+    if not text or len(text) > 120 or re.fullmatch(r"[A-Za-z\s-]+", text) is None:
         return answer
-    noun = (match.group("noun") or "").strip()
-    if noun.lower() in _SCALES:
-        return str(value * _SCALES[noun.lower()])
-    return f"{value} {noun}" if noun else str(value)
+    if (value := spelled_whole_value(_number_words(text))) is not None:
+        return str(value)
+    head, _, noun = text.rpartition(" ")
+    if not head or not 2 <= len(noun) <= 30 or "-" in noun or spelled_whole_value([noun.lower()]) is not None \
+            or noun.lower() in ("and", "hundred", *_SCALES):
+        return answer
+    value = spelled_whole_value(_number_words(head))
+    return answer if value is None else f"{value} {noun}"

@@ -186,3 +186,13 @@ def test_a_zero_norm_const_or_a_negative_normaliser_is_refused_not_an_inf_or_a_f
         aggregate_loss(torch.ones(1, 2), torch.ones(1, 2), "token-mean", num_tokens=-2.0)
     with pytest.raises(ValueError, match="num_tokens"):  # a tensor's too (it was read as 1)
         aggregate_loss(torch.ones(1, 2), torch.ones(1, 2), "token-mean", num_tokens=torch.tensor(-2))
+
+
+@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"])
+def test_a_normaliser_of_zero_given_as_a_number_gives_a_zero_loss_not_nan(mode):
+    """A mini-batch with no loss token, its counts passed as Python numbers (0, 0.0): 0/0 was NaN
+    when the number went through unclamped (the tensor path is clamped)."""
+    loss = torch.zeros(2, 3, requires_grad=True)
+    mask = torch.zeros(2, 3)
+    for zero in (0, 0.0):
+        assert aggregate_loss(loss, mask, mode, num_tokens=zero, num_seqs=zero).item() == 0.0

@@ -173,3 +173,19 @@ def test_a_named_file_of_a_type_not_read_says_what_is(tmp_path: Path) -> None:
     assert data_problems([str(tmp_path / "QA.JSONL")], "data.train_files") == []
     pq.write_table(pa.Table.from_pylist(_rows(0, 2)), tmp_path / "qa.parquet")
     assert data_problems([str(tmp_path)], "data.train_files") != []  # the .zst beside them is named
+
+
+def test_a_json_array_after_blank_lines_or_indentation_is_read_as_an_array(tmp_path: Path):
+    """It was read as JSON lines: "line 2: invalid JSON" for a valid file."""
+    path = tmp_path / "a.json"
+    path.write_text('\n  [{"prompt": "1+1?", "answer": "2"}]\n')
+    loaded = load_problems([str(path)], DataConfig(prompt_key="prompt", answer_key="answer"), "train")
+    assert [problem.ground_truth for problem in loaded.problems] == ["2"]
+
+
+def test_a_csv_field_over_the_csv_module_s_128_kib_limit_is_read(tmp_path: Path):
+    """A long prompt (a 200,000-character document) made the file unreadable ("field larger than field limit")."""
+    path = tmp_path / "a.csv"
+    path.write_text("prompt,answer\n" + "x" * 200_000 + ",7\n")
+    loaded = load_problems([str(path)], DataConfig(prompt_key="prompt", answer_key="answer"), "train")
+    assert [problem.ground_truth for problem in loaded.problems] == ["7"] and len(loaded.problems[0].prompt) == 200_000

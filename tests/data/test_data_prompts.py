@@ -300,3 +300,25 @@ def test_the_built_in_model_is_warned_about_the_dapo_template_only_where_it_wrap
     assert encoder.builtin_template_note([chat, verbatim], "builtin") is None
     assert encoder.builtin_template_note([text], "/models/Qwen2.5-7B") is None
     assert PromptEncoder(build_tokenizer(), DataConfig(template="none")).builtin_template_note([text], "builtin") is None
+
+
+def test_the_problem_text_of_a_lone_assistant_message_is_its_content() -> None:
+    """A chat of one assistant message (a prefill alone) raised IndexError while a note about it was built."""
+    from dapo.data.prompts import problem_text
+
+    assert problem_text([{"role": "assistant", "content": "<think>"}]) == "<think>"
+
+
+def test_tool_developer_and_ipython_roles_are_known_and_verbatim_prompts_are_not_rendered_twice() -> None:
+    """Neither note warns where nothing is wrong: the roles that chat templates render, and a
+    completion prompt (used as it is) holding special tokens."""
+    templated = build_tokenizer()
+    templated.chat_template = CHAT_TEMPLATE
+    cfg = DataConfig(use_chat_template=True)
+    chat = [{"role": role, "content": "x"} for role in ("developer", "user", "assistant", "tool", "ipython")]
+    assert PromptEncoder(templated, cfg).unknown_roles_note([Problem("u", chat, "1")]) is None
+    tokenizer = build_tokenizer()
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<|im_start|>"]})
+    encoder = PromptEncoder(tokenizer, DataConfig(use_chat_template=False))
+    assert encoder.rendered_text_note([Problem("u", "<|im_start|>x", "1", verbatim=True)]) is None
+    assert encoder.rendered_text_note([Problem("u", "<|im_start|>x", "1")]) is not None

@@ -212,3 +212,9 @@ def test_row_draws_follow_the_rows_a_batch_keeps_across_blocks_of_steps() -> Non
     for step in (1, sampling.RowDraws.STEPS - 1, sampling.RowDraws.STEPS, 3 * sampling.RowDraws.STEPS + 5):
         assert torch.equal(draws.at(step), sampling.counter_uniforms(seeds[[1, 3]], step)[:, 0]), step
     assert draws.block.shape[1] == 1  # the last block: no draws past max_steps
+
+
+def test_a_negative_token_id_in_a_prompt_is_refused_naming_the_prompt():
+    """It went on to the embedding lookup, which fails without saying which prompt."""
+    with pytest.raises(ValueError, match="prompt 1 holds token id -3"):
+        sampling.validate_prompts([[1, 2], [4, -3]], 10)

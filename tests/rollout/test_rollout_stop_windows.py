@@ -39,3 +39,12 @@ def test_tokens_that_decode_to_nothing_do_not_push_a_stop_string_out_of_the_wind
             return "".join(["a", "b", ""][i] for i in token_ids)
 
     assert cut_at_stop_string([0, 2, 2, 1], ["ab"], Tokenizer()) == 4
+
+
+def test_a_stop_string_that_a_token_completes_with_more_text_after_it_stops_there():
+    """"<|im_end" is completed by the <|im_end|> token, which carries "|>" after it: the text ends
+    with the token's text, not the stop string. Matched only at the text's end, the response ran on
+    to max_new_tokens and was shaped as overlong."""
+    tokenizer = chat_tokenizer()
+    ids = tokenizer.encode("42<|im_end|>more", add_special_tokens=False)
+    assert cut_at_stop_string(ids, ["<|im_end"], tokenizer) == 3

@@ -178,6 +178,9 @@ def test_an_option_dapo_does_not_have_is_said_by_its_command_with_what_to_write_
     assert exit_info.value.code == 2 and "usage: dapo train" in err
     assert ("dapo train: error: unrecognized arguments: --lr; settings are key=value (trainer.lr=1e-6) and a "
             "CONFIG a file or a shipped config's name, neither an option (--lr)") in err
+    with pytest.raises(SystemExit):  # the help of dapo train names dapo config --explain
+        main(["train", "--explain", "trainer.lr"])
+    assert "documentation is `dapo config --explain [KEY] [CONFIG]`, not `dapo train --explain`" in capsys.readouterr().err
 
 
 def test_a_mapping_override_merges_into_its_section(capsys):

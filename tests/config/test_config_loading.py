@@ -83,6 +83,22 @@ def test_settings_that_would_train_on_nothing_or_backwards_are_refused(overrides
         load_config(overrides=overrides)
 
 
+def test_packing_on_the_embedded_default_says_the_one_setting_still_missing():
+    """It said "choose one" of packing and shared_prompt, which the user had not set (the default
+    turns it on), and asked sequence parallelism for trainer.packing=true given on the same line."""
+    default = [builtin_config_path("default")]
+    with pytest.raises(ConfigError) as refused:
+        load_config(default, ["trainer.packing=true"])
+    assert "the embedded default turns shared_prompt on): to pack, set trainer.shared_prompt=false too" in str(refused.value)
+    with pytest.raises(ConfigError) as refused:
+        load_config(default, ["trainer.packing=true", "trainer.sequence_parallel_size=2"])
+    assert "set trainer.shared_prompt=false" in str(refused.value) and "set trainer.packing=true" not in str(refused.value)
+    with pytest.raises(ConfigError, match="ranks: set trainer.packing=true trainer.shared_prompt=false"):
+        load_config(default, ["trainer.sequence_parallel_size=2"])
+    load_config(default, ["trainer.packing=true", "trainer.sequence_parallel_size=2", "trainer.shared_prompt=false",
+                          "resources.devices_per_node=2", "trainer.num_threads=1"])
+
+
 def test_what_those_refusals_leave_allowed():
     """Each refusal above stops at its boundary: the settings next to it load as given."""
     # a user function as the whole reward: the verifier's scores do not matter

@@ -142,8 +142,9 @@ def _install(recipe: BaseModelRecipe, root: Path, target: Path, progress: bool) 
         source = install_shipped(recipe, staging)
         if source is None:
             if progress:  # minutes of SFT before anything else prints: say what it is, once
-                print(f"[base model] building the base model of this recipe (no shipped weights): once, a few "
-                      f"minutes on 2 cores, then cached in {target}", flush=True)
+                print(f"[base model] building the base model of this recipe (no shipped weights): once, "
+                      f"{recipe.sft_steps} SFT steps (about 7 minutes on 2 idle cores for 1000), then cached in {target}",
+                      flush=True)
             build_base_model(recipe, staging, progress=progress)
         files = {path.name: sha256_of(path) for path in sorted(staging.iterdir())}
         _write_json(

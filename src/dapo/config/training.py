@@ -324,11 +324,14 @@ class TrainerConfig:
         check(0 <= self.seed < 2**32, f"trainer.seed={self.seed} must be in [0, 2**32)")
         check(self.warmup_steps >= 0, "trainer.warmup_steps must be >= 0")
         check(self.sequence_parallel_size >= 1, "trainer.sequence_parallel_size must be >= 1")
-        check(self.sequence_parallel_size == 1 or (self.packing and not self.shared_prompt),
+        missing = [setting for setting, needed in (("trainer.packing=true", not self.packing),
+                                                   ("trainer.shared_prompt=false", self.shared_prompt)) if needed]
+        check(self.sequence_parallel_size == 1 or not missing,
               f"trainer.sequence_parallel_size={self.sequence_parallel_size} splits a packed row's tokens over "
-              "ranks: set trainer.packing=true" + (" trainer.shared_prompt=false" if self.shared_prompt else ""))
+              f"ranks: set {' '.join(missing)}")
         check(not (self.packing and self.shared_prompt),
-              "trainer.packing and trainer.shared_prompt are two layouts of a micro-batch: choose one")
+              "trainer.packing and trainer.shared_prompt are two layouts of a micro-batch, and both are on (the "
+              "embedded default turns shared_prompt on): to pack, set trainer.shared_prompt=false too")
         one_of("trainer.forward", self.forward, ("auto", "native", "hf"))
         check(self.forward != "native" or self.shared_prompt,
               "trainer.forward=native computes the shared-prompt layout: set trainer.shared_prompt=true")

@@ -269,8 +269,10 @@ def verify(
 
     Input is length-bounded, but math-verify itself has no hard deadline here: for untrusted
     model output at scale use :class:`~dapo.rewards.scorer.RewardScorer`, which kills a worker
-    that runs past ``timeout_s``. ``extractor``: "answer", "boxed", "any" or "auto" (= "any").
-    """
+    that runs past ``timeout_s``. ``extractor``: "answer" (this function's default: the last
+    "Answer:" line alone, as DAPO's prompt asks for), "boxed", "gsm8k", "any" (whichever of an
+    Answer line and a box the response states last), or "auto" (``reward.extractor``'s default,
+    which picks one of them by a row's data source; here, with none, "any")."""
     prepared = prepare(response, ground_truth, extractor, max_response_chars)
     correct = prepared.verdict
     if correct is None:

@@ -82,14 +82,7 @@ def test_a_sigterm_during_a_checkpoint_write_stops_the_run_once_it_is_published(
         return saving(*args, **kwargs)
 
     trainer.policy.save_checkpoint = preempted
-    replaced = exit_on_termination()
-    try:
-        with pytest.raises(SystemExit) as stopped, warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            trainer.train()
-    finally:
-        for signum, handler in replaced.items():
-            signal.signal(signum, handler)
+    stopped = _trained_as_the_cli_runs(trainer)
     assert stopped.value.code == 128 + signal.SIGTERM
     assert "stopping once checkpoint step 1 is written" in capfd.readouterr().err
     [written] = list_checkpoints(run)  # whole: it loads, and is the step the run stopped after
@@ -112,6 +105,13 @@ def _stopped_in_a_step(trainer: Trainer, *signums: int, where: str = "update") -
         return original(*args, **kwargs)
 
     setattr(target, method, preempted)
+    stopped = _trained_as_the_cli_runs(trainer)
+    assert sent, "the signal was never sent"
+    return stopped
+
+
+def _trained_as_the_cli_runs(trainer: Trainer) -> pytest.ExceptionInfo:
+    """``trainer.train()`` under the dapo CLI's SIGTERM handler, which it must leave by a stop."""
     replaced = exit_on_termination()
     try:
         with pytest.raises(SystemExit) as stopped, warnings.catch_warnings():
@@ -120,7 +120,6 @@ def _stopped_in_a_step(trainer: Trainer, *signums: int, where: str = "update") -
     finally:
         for signum, handler in replaced.items():
             signal.signal(signum, handler)
-    assert sent, "the signal was never sent"
     return stopped
 
 

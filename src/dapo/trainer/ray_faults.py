@@ -49,8 +49,9 @@ def signals_deferred(signums: tuple[int, ...] = STOP_SIGNALS, notice: str | None
     nested in hold, is delivered at once (a submission that hangs can still be interrupted);
     ``notice``, printed at the first, says so to whoever pressed Ctrl-C. Yields the list of the
     signals held so far (empty: none). An error leaving the block drops them: the run stops with
-    the error, which a signal would hide (a rank that died with the step, say). Only the main thread can set handlers; elsewhere nothing is
-    deferred (Python runs signal handlers in the main thread, so no signal interrupts another thread)."""
+    the error, which a signal would hide (a rank that died with the step, say). Only the main
+    thread can set handlers; elsewhere nothing is deferred (Python runs signal handlers in the main
+    thread, so no signal interrupts another thread)."""
     if threading.current_thread() is not threading.main_thread():
         yield []
         return

@@ -58,6 +58,13 @@ def register_advantage(name: str) -> Callable[[AdvantageEstimator], AdvantageEst
     return ADVANTAGE_ESTIMATORS.register(name)
 
 
+def _shifted_by_group_min(scores: Tensor, inverse: Tensor, num_groups: int) -> Tensor:
+    """R_i - min of i's group (``inverse``: each response's group index): a constant group's are
+    exactly 0, so a mean taken as min + mean of these is exactly its score (see Exactness above)."""
+    group_min = torch.full((num_groups,), float("inf"), dtype=scores.dtype, device=scores.device)
+    return scores - group_min.scatter_reduce(0, inverse, scores, reduce="amin")[inverse]
+
+
 def _group_centred_scores(scores: Tensor, group_ids: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Per response: (R_i - group mean, unbiased group std, group size G).
 
@@ -66,9 +73,7 @@ def _group_centred_scores(scores: Tensor, group_ids: Tensor) -> tuple[Tensor, Te
     unique_ids, inverse = torch.unique(group_ids, return_inverse=True)
     num_groups = unique_ids.numel()
     sizes = torch.bincount(inverse, minlength=num_groups).to(scores.dtype)
-    group_min = torch.full((num_groups,), float("inf"), dtype=scores.dtype, device=scores.device)
-    group_min = group_min.scatter_reduce(0, inverse, scores, reduce="amin")
-    shifted = scores - group_min[inverse]
+    shifted = _shifted_by_group_min(scores, inverse, num_groups)
     shift_mean = torch.zeros_like(sizes).index_add(0, inverse, shifted) / sizes
     centred = shifted - shift_mean[inverse]
     sq_dev = torch.zeros_like(sizes).index_add(0, inverse, centred.square())
@@ -110,9 +115,7 @@ def opo_advantages(scores: Tensor, group_ids: Tensor, eps: float, *, response_le
     weight_sums = torch.zeros(unique_ids.numel(), dtype=scores.dtype, device=scores.device).index_add(0, inverse, weights)
     weights = torch.where(weight_sums[inverse] > 0, weights, torch.ones_like(weights))  # empty responses: the mean
     weight_sums = torch.zeros_like(weight_sums).index_add(0, inverse, weights)
-    # the baseline as min + weighted mean of (R - min): a constant group's advantages are exactly 0
-    group_min = torch.full_like(weight_sums, float("inf")).scatter_reduce(0, inverse, scores, reduce="amin")
-    shifted = scores - group_min[inverse]
+    shifted = _shifted_by_group_min(scores, inverse, unique_ids.numel())  # a constant group's advantages: exactly 0
     baseline = torch.zeros_like(weight_sums).index_add(0, inverse, weights * shifted) / weight_sums
     singleton = torch.bincount(inverse, minlength=unique_ids.numel())[inverse] == 1
     return torch.where(singleton, scores, shifted - baseline[inverse])

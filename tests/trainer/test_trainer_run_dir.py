@@ -368,6 +368,15 @@ def test_a_checkpoint_that_cannot_be_written_says_why_in_one_line_and_leaves_not
     err = capsys.readouterr().err
     assert "Traceback" not in err and "error: No such file or directory (checkpoint step 2 not written" in err
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-000001"]
+
+    def file_fails(self, directory, tokenizer, hf_export=True):  # the file the error names is said, not the folder
+        raise OSError(errno.EIO, os.strerror(errno.EIO), str(directory / "model.safetensors"))
+
+    monkeypatch.setattr(PolicyWorker, "save_checkpoint", file_fails)
+    assert dapo_main(args) == 2
+    err = capsys.readouterr().err
+    assert f"error: {os.strerror(errno.EIO)} (checkpoint step 2 not written; the earlier ones are kept): {run}" in err
+    assert err.split("the earlier ones are kept): ")[1].split("\n")[0].endswith("/model.safetensors")
     monkeypatch.setattr(PolicyWorker, "save_checkpoint", real_policy_save)
     assert dapo_main(args) == 0
     assert [p.name for p in (run / "checkpoints").iterdir() if p.name.startswith(".")] == []

@@ -180,7 +180,12 @@ def test_an_option_dapo_does_not_have_is_said_by_its_command_with_what_to_write_
             "CONFIG a file or a shipped config's name, neither an option (--lr)") in err
     with pytest.raises(SystemExit):  # the help of dapo train names dapo config --explain
         main(["train", "--explain", "trainer.lr"])
-    assert "documentation is `dapo config --explain [KEY] [CONFIG]`, not `dapo train --explain`" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "neither an option (--explain); a field's documentation is `dapo config --explain [KEY] [CONFIG]`, not " \
+        "`dapo train --explain`" in err
+    with pytest.raises(SystemExit):  # no command: no "dapo None --explain"
+        main(["--explain"])
+    assert "None" not in capsys.readouterr().err
 
 
 def test_a_mapping_override_merges_into_its_section(capsys):

@@ -76,6 +76,7 @@ def test_invalid_values_say_why(override: str, message: str):
         (["algorithm.overlong_buffer_len=64", "rollout.max_response_length=64"], "must be smaller than"),  # ramp from 0
         (["rollout.engine=vllm", "rollout.temperature=2.5"], "outside what rollout.engine=vllm samples at"),
         (["trainer.lrr=1", "rollout.nn=2"], "unknown config keys in several sections"),
+        (["checkpoint.on_signal=finish"], "checkpoint.on_signal"),  # (else a typo stopped at once)
     ],
 )
 def test_settings_that_would_train_on_nothing_or_backwards_are_refused(overrides: list[str], message: str):

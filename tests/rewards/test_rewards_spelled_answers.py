@@ -58,6 +58,10 @@ def test_verdict(response: str, gold: str, correct: bool, extractor: str) -> Non
     assert verify(response, gold, extractor)[0] is correct
 
 
+LONGEST = "nine hundred ninety-nine billion nine hundred ninety-nine million nine hundred ninety-nine thousand nine " \
+    "hundred ninety-nine apples"
+
+
 @pytest.mark.parametrize(("answer", "expected"), [
     ("two", "2"), (" Thirty-Five ways. ", "35 ways"), ("one", "1"), ("ninety nine", "99"),
     ("one hundred", "100"), ("Five million.", "5000000"), ("two or three", "two or three"),
@@ -68,6 +72,9 @@ def test_verdict(response: str, gold: str, correct: bool, extractor: str) -> Non
     ("two and three", "two and three"), ("two three", "two three"), ("hundred", "hundred"),
     ("one thousand two thousand", "one thousand two thousand"), ("one hundred five hundred", "one hundred five hundred"),
     ("twenty zero", "twenty zero"), ("zero hundred", "zero hundred"), ("one hundred zero", "one hundred zero"), ("one hundred and", "one hundred and"),
-    ("five-year", "five-year"), ("thirty one ten", "thirty one ten")])
+    ("five-year", "five-year"), ("thirty one ten", "thirty one ten"), ("one twenty", "one twenty"),
+    ("twenty one-hundred", "2100"), ("two one-sided", "two one-sided"), ("two x", "two x"),
+    (LONGEST, LONGEST),  # (over 120 characters: not read, however it ends)
+    ("nine hundred ninety-nine billion nine hundred ninety-nine million apples", "999999000000 apples")])
 def test_spelled_answer_as_digits(answer: str, expected: str) -> None:
     assert spelled_answer_as_digits(answer) == expected

@@ -156,6 +156,19 @@ def test_the_stopped_step_s_due_evaluation_is_left_owed_to_the_resume(tiny_model
     assert written.name == "step-000002" and load_trainer_state(written)["evaluation_owed"]
 
 
+def test_the_last_step_is_evaluated_once_when_eval_every_steps_divides_total_steps(tiny_model_dir, reward_file,
+                                                                                tmp_path):
+    """Its periodic evaluation is the final one (evaluation_due stops short of the last step)."""
+    trainer = Trainer(tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *QUIET, "trainer.total_steps=2",
+                                  "eval.every_steps=2"))
+    evaluated = []
+    trainer.evaluate = lambda: evaluated.append(trainer.step) or {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.train()
+    assert evaluated == [2]
+
+
 def test_a_second_sigterm_during_the_step_stops_it_at_once(tiny_model_dir, reward_file, tmp_path, capfd):
     run = tmp_path / "run"
     trainer = Trainer(tiny_config(tiny_model_dir, run, reward_file, *QUIET, "checkpoint.every_steps=1"))

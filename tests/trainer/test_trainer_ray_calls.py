@@ -370,6 +370,24 @@ def test_a_second_signal_is_delivered_at_once_through_the_deferrals_around_it(he
         signal.signal(signal.SIGTERM, previous)
 
 
+def test_off_the_main_thread_a_deferral_holds_nothing():
+    """(a trainer driven from a thread: a non-empty list would stop it after every step)"""
+    import threading
+
+    from dapo.trainer.ray_faults import signals_deferred
+
+    held = []
+
+    def run():
+        with signals_deferred() as inside:
+            held.append(list(inside))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(timeout=30)
+    assert held == [[]]
+
+
 def test_an_error_leaving_a_deferral_is_raised_as_itself_not_as_the_signal_it_held():
     """A SIGTERM held through a step whose rank then died ended the run "stopped by SIGTERM", the
     rank's death unsaid."""

@@ -146,3 +146,28 @@ def test_an_ignored_ctrl_c_stays_ignored_while_ray_starts(capfd):
     finally:
         signal.signal(signal.SIGINT, previous)
     assert seen == [signal.SIG_IGN] and ray_policy.RAY_INIT_CTRL_C not in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("blocked_before", [set(), {signal.SIGHUP}])
+def test_a_local_ray_starts_its_processes_with_sigterm_and_sighup_blocked(blocked_before):
+    """Ray's GCS and raylet were in the command's process group: a SIGTERM to it (`timeout`, a
+    scheduler) killed them, and with them the ranks, before the step's checkpoint was written. What
+    ray.init starts inherits this thread's mask; the caller's mask is as it was after."""
+    from dapo.config import ResourcesConfig
+    from dapo.trainer import ray_policy
+    from dapo.trainer.ray_faults import stop_signals_unblocked
+
+    seen = []
+    ray = type("Ray", (), {"init": staticmethod(lambda **kw: seen.append(signal.pthread_sigmask(signal.SIG_BLOCK, []))),
+                           "shutdown": staticmethod(lambda: None)})
+    before = signal.pthread_sigmask(signal.SIG_SETMASK, blocked_before)
+    try:
+        ray_policy.start_ray(ray, ResourcesConfig())
+        assert {signal.SIGTERM, signal.SIGHUP} <= seen[0]
+        assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == blocked_before
+        # a rank's worker (its own process group) takes the block off, for what it starts to stop on SIGTERM
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGHUP})
+        stop_signals_unblocked()
+        assert not signal.pthread_sigmask(signal.SIG_BLOCK, []) & {signal.SIGTERM, signal.SIGHUP}
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)

@@ -298,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         options = [arg for arg in extra if arg.startswith("-")]
         hint = ("; settings are key=value (trainer.lr=1e-6) and a CONFIG a file or a shipped config's name, "
                 f"neither an option ({options[0]})" if options and hasattr(ns, "config") else "")
-        if "--explain" in options and ns.command != "config":  # (the help of train names it)
+        if "--explain" in options and ns.command not in (None, "config"):  # (the help of train names it)
             hint += f"; a field's documentation is `dapo config --explain [KEY] [CONFIG]`, not `dapo {ns.command} --explain`"
         ns.command_parsers.get(ns.command, parser).error(f"unrecognized arguments: {' '.join(extra)}{hint}")
     if ns.command is None:

@@ -115,6 +115,15 @@ def children_spared_stop_signals() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
+def stop_signals_unblocked() -> None:
+    """Take off this thread's block of SIGTERM and SIGHUP that :func:`children_spared_stop_signals`
+    passed on (called in each policy rank's worker, which leads a process group of its own, out of
+    reach of a signal to the command's): processes a rank starts must stop on a SIGTERM
+    (``Popen.terminate``, a pool's shutdown), which would otherwise wait, blocked, for good."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGHUP})
+
+
 @contextlib.contextmanager
 def handler_errors_kept() -> Iterator[None]:
     """Inside, the exception a Python signal handler raises reaches the caller as raised. Ray's

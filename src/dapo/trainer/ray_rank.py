@@ -44,6 +44,7 @@ from dapo.trainer.hf_export import export_hf_from_shards, unclosed
 from dapo.trainer.optim import build_optimizer
 from dapo.trainer.policy import PolicyWorker
 from dapo.trainer.policy_weights import gather_adapters, load_policy_weights, save_adapter_of_shards
+from dapo.trainer.ray_faults import stop_signals_unblocked
 from dapo.trainer.ray_transport import LogprobRows
 from dapo.trainer.rng import load_rank_rng, save_rank_rng, seed_process
 from dapo.trainer.run_state import os_error_behind
@@ -157,6 +158,7 @@ class PolicyRank:
         self.store: dist.TCPStore | None = None  # rank 0's rendezvous (rendezvous_address)
         if _in_ray_actor():  # (not a process that made one to call it, as a test does)
             rank_warnings(rank, warning_command)
+            stop_signals_unblocked()
 
     def rendezvous_address(self) -> tuple[str, int]:
         """Rank 0's: its node's address (the driver's node may hold no rank on a cluster) and the

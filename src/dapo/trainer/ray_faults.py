@@ -98,13 +98,14 @@ def signals_deferred(signums: tuple[int, ...] = STOP_SIGNALS, notice: str | None
 @contextlib.contextmanager
 def children_spared_stop_signals() -> Iterator[None]:
     """SIGTERM and SIGHUP blocked in this thread while it starts processes (a local Ray: its GCS,
-    raylet and agents, and through the raylet the workers the policy ranks run in), which inherit
-    the mask: a signal sent to the command's whole process group (`timeout`, a scheduler, a
-    closed terminal; Ray blocks SIGINT in them itself) then reaches the driver alone, which stops
-    them once the step it finishes is checkpointed (checkpoint.on_signal). The GCS and raylet were
-    in the group, and died with the ranks before that checkpoint was written. A signal to the
-    driver meanwhile is delivered when the block ends. (Each such process then takes a second to
-    stop at ray.shutdown, which SIGKILLs one that a SIGTERM did not stop in a second.)"""
+    raylet and agents), which inherit the mask: a signal sent to the command's whole process group
+    (`timeout`, a scheduler, a closed terminal; Ray blocks SIGINT in them itself) then reaches the
+    driver alone, which stops them once the step it finishes is checkpointed (checkpoint.on_signal).
+    The GCS and raylet were in the group, and died with the ranks before that checkpoint was
+    written. (The ranks' workers, which lead process groups of their own, inherit the mask through
+    the raylet and take it off: :func:`stop_signals_unblocked`.) A signal to the driver meanwhile
+    is delivered when the block ends. (Each such process then takes a second to stop at
+    ray.shutdown, which SIGKILLs one that a SIGTERM did not stop in a second.)"""
     if not hasattr(signal, "pthread_sigmask"):  # (Windows)
         yield
         return

@@ -64,7 +64,7 @@ class CheckpointConfig:
     # A SIGTERM, SIGHUP or Ctrl-C during a training step (a scheduler's preemption, a time limit):
     # "finish_step" lets the step finish, checkpoints it (its periodic evaluation, when due, left to
     # the resume, which does it first) and then stops, so nothing trained is lost; a second signal
-    # stops at once. Leave the scheduler's grace a step and a checkpoint (SLURM: --signal=TERM@<s>).
+    # stops at once. Leave the scheduler's grace a step and a checkpoint (SLURM: --signal=B:TERM@<s>).
     # "stop": stop at once, the steps since the last checkpoint lost.
     on_signal: str = "finish_step"
     # Keep the newest K checkpoints (the final one is always written).

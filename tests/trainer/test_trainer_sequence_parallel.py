@@ -48,7 +48,7 @@ def test_sequence_parallelism_needs_packing_a_token_sum_and_whole_groups(tiny_mo
     run = (tiny_model_dir, tmp_path / "run", reward_file)
     with pytest.raises(ConfigError, match="set trainer.packing=true trainer.shared_prompt=false$"):
         tiny_config(*run, *TWO_RANKS, "trainer.sequence_parallel_size=2")
-    with pytest.raises(ConfigError, match="set trainer.packing=true trainer.shared_prompt=false$"):  # packing alone
+    with pytest.raises(ConfigError, match="ranks: set trainer.shared_prompt=false$"):  # packing given: the rest
         tiny_config(*run, *TWO_RANKS, "trainer.sequence_parallel_size=2", "trainer.packing=true")
     with pytest.raises(ConfigError, match="seq-mean-token-mean is not a sum over tokens"):
         tiny_config(*run, *SEQUENCE_PARALLEL, *PACKED, "algorithm.loss_agg_mode=seq-mean-token-mean")

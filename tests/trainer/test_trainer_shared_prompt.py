@@ -205,7 +205,7 @@ def test_shared_prompt_refuses_what_it_cannot_compute_exactly(tiny_model_dir, mo
 
 
 def test_shared_prompt_and_packing_are_two_layouts():
-    with pytest.raises(ValueError, match="choose one"):
+    with pytest.raises(ValueError, match="two layouts of a micro-batch, and both are on"):
         TrainerConfig(packing=True, shared_prompt=True)
     assert DAPOConfig().trainer.layout == "padded"
     assert TrainerConfig(shared_prompt=True).layout == "shared_prompt"

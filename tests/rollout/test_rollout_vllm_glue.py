@@ -214,3 +214,34 @@ def test_a_moe_models_weights_are_converted_a_tensor_at_a_time():
             assert read[-1].endswith("experts.gate_up_proj") or read[-2].endswith("experts.gate_up_proj"), read[-3:]
             checked += 1
     assert checked == model.config.num_hidden_layers
+
+
+@pytest.mark.parametrize(("tensor_parallel", "spmd", "spared"), [(2, False, True), (1, False, False), (2, True, False)])
+def test_vllms_own_workers_start_spared_the_stop_signals_sent_to_the_commands_group(fake_vllm, monkeypatch,
+                                                                                    tensor_parallel, spmd, spared):
+    """With tensor parallelism in one process vLLM starts worker processes, in the command's process
+    group: a SIGTERM to it (`timeout`, a scheduler) or a Ctrl-C killed them, and the step that
+    checkpoint.on_signal=finish_step finishes then failed at its weight sync, with no checkpoint. They
+    start with the signals blocked; multiprocessing's resource tracker, which unblocks SIGINT and
+    SIGTERM in the thread that starts it, is running before. The caller's mask is as it was after."""
+    import signal
+    from multiprocessing import resource_tracker
+
+    from dapo.rollout import vllm_engine
+
+    masks, order = [], []
+    monkeypatch.setattr(resource_tracker, "ensure_running", lambda: order.append("resource tracker"))
+    monkeypatch.setattr(vllm_engine, "_remove_stale_cpu_shm", lambda: None)  # (a policy rank's: a collective)
+
+    def llm(**kwargs):
+        order.append("engine")
+        masks.append(signal.pthread_sigmask(signal.SIG_BLOCK, []))
+        return FakeLLM(**kwargs)
+
+    monkeypatch.setattr(fake_vllm, "LLM", llm)
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    VLLMEngine("m", RolloutConfig(engine="vllm", vllm_tensor_parallel_size=tensor_parallel), spmd=spmd)
+    group_signals = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    assert (masks[0] & group_signals == group_signals) is spared and not before & group_signals
+    assert order == (["resource tracker", "engine"] if spared else ["engine"])
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before

@@ -153,9 +153,9 @@ def test_a_local_ray_starts_its_processes_with_sigterm_and_sighup_blocked(blocke
     """Ray's GCS and raylet were in the command's process group: a SIGTERM to it (`timeout`, a
     scheduler) killed them, and with them the ranks, before the step's checkpoint was written. What
     ray.init starts inherits this thread's mask; the caller's mask is as it was after."""
+    from dapo.child_signals import stop_signals_unblocked
     from dapo.config import ResourcesConfig
     from dapo.trainer import ray_policy
-    from dapo.trainer.ray_faults import stop_signals_unblocked
 
     seen = []
     ray = type("Ray", (), {"init": staticmethod(lambda **kw: seen.append(signal.pthread_sigmask(signal.SIG_BLOCK, []))),

@@ -33,13 +33,16 @@ from __future__ import annotations
 import functools
 import gc
 import os
+import signal
 import time
 from collections.abc import Iterable
+from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from dapo.child_signals import GROUP_STOP_SIGNALS, children_spared
 from dapo.config.schema import RolloutConfig
 from dapo.rollout.base import (
     Completion,
@@ -145,7 +148,14 @@ class VLLMEngine:
             kwargs["disable_custom_all_reduce"] = True
         if spmd and on_cpu:
             _remove_stale_cpu_shm()
-        self.llm = vllm.LLM(**kwargs)
+        # vLLM's own workers (tensor parallel in one process) are spared the stop signals sent to the
+        # command's process group, Ctrl-C's too: the run finishes its step on them (checkpoint.on_signal)
+        # and stops them as it ends
+        spared = () if self.in_process else (signal.SIGINT, *GROUP_STOP_SIGNALS)
+        if spared:  # (multiprocessing's resource tracker, started at the first spawn, unblocks SIGINT and
+            resource_tracker.ensure_running()  # SIGTERM in the thread that starts it: started before the block)
+        with children_spared(spared):
+            self.llm = vllm.LLM(**kwargs)
         self.asleep = False
 
     def _sampling_params(self, params: SamplingParams, seed: int | None) -> Any:

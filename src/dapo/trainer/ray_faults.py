@@ -96,36 +96,6 @@ def signals_deferred(signums: tuple[int, ...] = STOP_SIGNALS, notice: str | None
 
 
 @contextlib.contextmanager
-def children_spared_stop_signals() -> Iterator[None]:
-    """SIGTERM and SIGHUP blocked in this thread while it starts processes (a local Ray: its GCS,
-    raylet and agents), which inherit the mask: a signal sent to the command's whole process group
-    (`timeout`, a scheduler, a closed terminal; Ray blocks SIGINT in them itself) then reaches the
-    driver alone, which stops them once the step it finishes is checkpointed (checkpoint.on_signal).
-    The GCS and raylet were in the group, and died with the ranks before that checkpoint was
-    written. (The ranks' workers, which lead process groups of their own, inherit the mask through
-    the raylet and take it off: :func:`stop_signals_unblocked`.) A signal to the driver meanwhile
-    is delivered when the block ends. (Each such process then takes a second to stop at
-    ray.shutdown, which SIGKILLs one that a SIGTERM did not stop in a second.)"""
-    if not hasattr(signal, "pthread_sigmask"):  # (Windows)
-        yield
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGHUP})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-
-
-def stop_signals_unblocked() -> None:
-    """Take off this thread's block of SIGTERM and SIGHUP that :func:`children_spared_stop_signals`
-    passed on (called in each policy rank's worker, which leads a process group of its own, out of
-    reach of a signal to the command's): processes a rank starts must stop on a SIGTERM
-    (``Popen.terminate``, a pool's shutdown), which would otherwise wait, blocked, for good."""
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGHUP})
-
-
-@contextlib.contextmanager
 def handler_errors_kept() -> Iterator[None]:
     """Inside, the exception a Python signal handler raises reaches the caller as raised. Ray's
     ``get`` and ``wait`` run the handlers themselves while they wait and put their own exception

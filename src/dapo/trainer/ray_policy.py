@@ -47,6 +47,7 @@ from typing import Any
 import torch
 
 from dapo.algo import PolicyLossStats
+from dapo.child_signals import children_spared
 from dapo.config import DAPOConfig, ResourcesConfig
 from dapo.config.loading import config_to_dict, with_absolute_paths
 from dapo.errors import UserError
@@ -63,7 +64,6 @@ from dapo.trainer.ray_faults import (
     RANK_DEATH_GRACE_S,
     PolicyRankDied,
     RankCalls,
-    children_spared_stop_signals,
     signals_deferred,
 )
 from dapo.trainer.ray_placement import node_placement_groups, rank_bundle, ranks_use_gpus
@@ -151,7 +151,7 @@ def start_ray(ray: Any, res: ResourcesConfig) -> None:
         with keeping_sigterm_handler(), signals_deferred((signal.SIGINT,), RAY_INIT_CTRL_C):
             if res.ray_address is None:
                 # rounded up: 3 ranks of 1.5 CPUs need 5 Ray CPUs, or the third never starts
-                with children_spared_stop_signals():
+                with children_spared():
                     ray.init(num_cpus=max(math.ceil(res.world_size * res.cpus_per_rank), 1),
                              include_dashboard=False, log_to_driver=True)
             else:

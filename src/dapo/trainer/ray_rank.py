@@ -25,6 +25,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
+from dapo.child_signals import stop_signals_unblocked
 from dapo.config import DAPOConfig
 from dapo.config.loading import config_from_dict
 from dapo.errors import UserError
@@ -44,7 +45,6 @@ from dapo.trainer.hf_export import export_hf_from_shards, unclosed
 from dapo.trainer.optim import build_optimizer
 from dapo.trainer.policy import PolicyWorker
 from dapo.trainer.policy_weights import gather_adapters, load_policy_weights, save_adapter_of_shards
-from dapo.trainer.ray_faults import stop_signals_unblocked
 from dapo.trainer.ray_transport import LogprobRows
 from dapo.trainer.rng import load_rank_rng, save_rank_rng, seed_process
 from dapo.trainer.run_state import os_error_behind

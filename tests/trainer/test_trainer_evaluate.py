@@ -30,6 +30,10 @@ def test_score_at_k_by_hand():
     metrics = score_at_k(results, 3)
     assert metrics["eval/avg@3"] == pytest.approx((1 / 3 + 2 / 3) / 2)
     assert metrics["eval/pass@3"] == 1.0 and metrics["eval/maj@3"] == 0.5
+    # 6 of 12 right is 0.5 as logged (summing each problem's fraction made it 0.49999999999999994)
+    counts = [0, 2, 3, 1]
+    halves = [r(j < right, "1") for right in counts for j in range(3)]
+    assert score_at_k(halves, 3)["eval/avg@3"] == 0.5
 
 
 def test_maj_at_k_votes_for_answers_not_for_their_spelling():

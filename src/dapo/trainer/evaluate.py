@@ -114,17 +114,17 @@ def score_at_k(results: list[RewardResult], k: int, majority_vote: bool = True,
     ``majority_vote=False`` (results without extracted answers: a reward with no verifier) leaves
     maj@k out rather than report 0; ``exact_votes``: wrong answers vote by their string (:func:`_votes`)."""
     num_problems = len(results) // k
-    avg = passed = majority = 0.0
+    num_correct, passed, majority = 0, 0.0, 0.0
     for i in range(num_problems):
         group = results[i * k : (i + 1) * k]
         correct = [r.acc for r in group]
-        avg += sum(correct) / k
+        num_correct += sum(correct)  # counted, divided once: a sum of fractions misses by an ulp (6 of 12: 0.49999999999999994)
         passed += float(any(correct))
         votes = _votes(group, exact_votes)  # first-seen order breaks ties
         if votes:
             majority += float(votes.most_common(1)[0][0] == _CORRECT_VOTE)
     n = max(num_problems, 1)
-    metrics = {f"eval/avg@{k}": avg / n, f"eval/pass@{k}": passed / n}
+    metrics = {f"eval/avg@{k}": num_correct / (n * k), f"eval/pass@{k}": passed / n}
     if majority_vote:
         metrics[f"eval/maj@{k}"] = majority / n
     return metrics

@@ -12,14 +12,14 @@ import re
 METRICS: dict[str, str] = {
     # rollout: what the policy sampled in this step's generation rounds (all groups, pre-filter)
     "rollout/score_mean": "mean verifier/user reward over all generated responses, before overlong shaping",
-    "rollout/reward_mean": "mean reward after soft overlong punishment (what advantages use), over trained responses "
-    "(another population than score_mean's: their difference is not overlong_penalty_mean)",
+    "rollout/reward_mean": "mean reward after soft overlong punishment (what advantages use), over trained responses, overlong-filtered "
+    "ones included (another population than score_mean's: their difference is not overlong_penalty_mean)",
     "rollout/acc": "fraction of generated responses judged correct",
     "rollout/response_length_mean": "mean response length in tokens over generated responses",
     "rollout/response_length_max": "longest generated response in tokens",
     "rollout/response_tokens": "response tokens generated this step, every round's groups (filtered ones too)",
     "rollout/truncation_rate": "fraction of generated responses cut at rollout.max_response_length",
-    "rollout/overlong_penalty_mean": "mean soft overlong penalty over trained responses (<= 0)",
+    "rollout/overlong_penalty_mean": "mean soft overlong penalty over trained responses, overlong-filtered ones included (<= 0)",
     "rollout/reward_timeouts": "responses whose scoring hit the reward deadline (the function that timed out adds its "
     "failure score, the lower of weight x incorrect and weight x correct score; the response is incorrect when acc comes "
     "from that function: a user function's timeout leaves a verifier-correct answer correct)",
@@ -97,7 +97,7 @@ METRICS: dict[str, str] = {
                            "masked by overlong filtering)",
     "actor/response_tokens": "response tokens in the step's trained batch (carried-over and overlong-filtered "
     "responses included; generated tokens dynamic sampling dropped are not)",
-    "actor/advantage_abs_mean": "mean |advantage| over the step's batch (overlong-filtered responses, which carry no loss, included)",
+    "actor/advantage_abs_mean": "mean |advantage| per response (not per token) over the step's batch (overlong-filtered responses, which carry no loss, included)",
     "mismatch/rollout_trainer_logprob_diff": "mean |log pi_rollout - log pi_old_trainer| per token (engine/trainer mismatch; "
     "over every token of the responses sampled this step and trained in it, overlong-filtered ones included, not "
     "carried-over ones, whose gap includes a step of training, nor this step's surplus kept for the next; "

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dapo.durable import fsync_dir, modes_as_umask, write_atomically
+from dapo.durable import fsync_dir, fsync_tree, modes_as_umask, write_atomically
 
 
 def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary_file(tmp_path: Path) -> None:
@@ -66,3 +66,37 @@ def test_a_directory_sync_refused_with_enotsup_is_tolerated(tmp_path: Path, monk
         raise OSError(errno.ENOTSUP, "Operation not supported")
     monkeypatch.setattr(os, "fsync", refused)
     fsync_dir(tmp_path)
+
+
+def test_the_rename_is_flushed_by_a_sync_of_the_directory_after_it(tmp_path: Path, monkeypatch):
+    """A rename is durable once its directory is flushed: without it a power loss could bring the old
+    config.yaml (or no set-aside marker) back."""
+    real_fsync, real_replace, events = os.fsync, os.replace, []
+
+    def recorded(fd: int) -> None:
+        events.append("file" if stat.S_ISREG(os.fstat(fd).st_mode) else f"directory {os.readlink(f'/proc/self/fd/{fd}')}")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recorded)
+    monkeypatch.setattr(os, "replace", lambda *args: (events.append("rename"), real_replace(*args))[1])
+    write_atomically(tmp_path / "f", "x")
+    assert events == ["file", "rename", f"directory {tmp_path.resolve()}"]
+
+
+def test_fsync_tree_flushes_every_file_and_directory_under_it(tmp_path: Path, monkeypatch):
+    """What a checkpoint's rename publishes is on disk first: every file (weights, trainer state),
+    every directory."""
+    tmp_path = tmp_path.resolve()  # (as /proc/self/fd reads it)
+    (tmp_path / "sub").mkdir()
+    for name in ("model.safetensors", "trainer_state.pt", "sub/rng.pt"):
+        (tmp_path / name).write_bytes(b"x")
+    real_fsync, synced = os.fsync, set()
+
+    def recorded(fd: int) -> None:
+        synced.add(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recorded)
+    fsync_tree(tmp_path)
+    assert synced == {str(tmp_path), str(tmp_path / "sub"), *(str(tmp_path / n) for n in
+                                                            ("model.safetensors", "trainer_state.pt", "sub/rng.pt"))}

@@ -1,5 +1,6 @@
 import errno
 import os
+import re
 import stat
 import warnings
 from pathlib import Path
@@ -10,6 +11,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 from dapo.trainer.checkpoint import (
     BEST_LINK,
+    SETTING_ASIDE,
     begin_checkpoint,
     link_best,
     list_checkpoints,
@@ -287,3 +289,63 @@ def test_a_checkpoint_is_built_in_an_empty_directory_whatever_a_failed_save_left
     stale.mkdir(parents=True)
     (stale / "model.safetensors").write_text("stale")
     assert list(begin_checkpoint(tmp_path, 3).iterdir()) == []
+
+
+def test_a_set_aside_marker_left_by_a_kill_after_its_last_move_is_removed_by_the_next(tmp_path: Path):
+    """A set-aside killed after its moves, before it removed checkpoints/.setting-aside: the marker
+    hid every later checkpoint the resumed run wrote (resume=auto went back, keep_last never saw
+    them) until the next set-aside, which has nothing to move, removes it."""
+    for step in (1, 2, 3):
+        (tmp_path / "checkpoints" / f"step-{step:06d}").mkdir(parents=True)
+        (tmp_path / "checkpoints" / f"step-{step:06d}" / "trainer_state.pt").write_bytes(b"")
+    (tmp_path / "checkpoints" / SETTING_ASIDE).write_text("3")
+    assert set_aside_checkpoints_after(tmp_path, 3) is None
+    (tmp_path / "checkpoints" / "step-000004").mkdir()
+    (tmp_path / "checkpoints" / "step-000004" / "trainer_state.pt").write_bytes(b"")
+    assert [p.name for p in list_checkpoints(tmp_path)][-1] == "step-000004"
+
+
+def test_a_re_saved_step_whose_swap_fails_keeps_the_old_one_for_the_next_start(tiny_model_dir: Path, tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch):
+    """Re-saving a step (the final checkpoint at a periodic one's step) swaps by renames: a failure
+    or kill between them leaves the published one as .old-step-N-<pid>, which the next start puts
+    back; it is never deleted before the new one is in place."""
+    from dapo.trainer.run_dir import remove_stale_checkpoint_temps
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    save_checkpoint(tmp_path, 2, model, tokenizer, {"step": 2, "first": True}, "", keep_last=2)
+    rename = Path.rename
+
+    def failing_publish(self: Path, target: Path) -> Path:
+        if self.name.startswith(".tmp-step-") and Path(target).name == "step-000002":
+            raise OSError(errno.EIO, "I/O error")
+        return rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", failing_publish)
+    with pytest.raises(OSError):
+        save_checkpoint(tmp_path, 2, model, tokenizer, {"step": 2, "first": False}, "", keep_last=2)
+    monkeypatch.setattr(Path, "rename", rename)
+    with pytest.warns(UserWarning, match="restored checkpoint"):
+        remove_stale_checkpoint_temps(tmp_path)
+    [restored] = list_checkpoints(tmp_path)
+    assert load_trainer_state(restored)["first"] is True
+    load_model_weights(AutoModelForCausalLM.from_pretrained(tiny_model_dir), restored)
+
+
+@pytest.mark.parametrize("change", ["missing", "unexpected"])
+def test_weights_that_do_not_match_the_model_are_refused_naming_the_tensor(tiny_model_dir: Path, change: str):
+    """A checkpoint missing a tensor (a copy cut short, a renamed layer) would leave that layer at
+    its initial values; a foreign tensor would be dropped unsaid."""
+    from dapo.trainer.checkpoint import load_full_weights
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    weights = dict(model.state_dict())
+    name = "model.layers.0.mlp.down_proj.weight"
+    if change == "missing":
+        del weights[name]
+    else:
+        name = "model.layers.0.mlp.extra.weight"
+        weights[name] = torch.zeros(2)
+    with pytest.raises(RuntimeError, match=rf"does not match the model: .*{re.escape(name)}"):
+        load_full_weights(model, weights, "checkpoint c")

@@ -50,7 +50,8 @@ def resumed(state: dict, now: dict, problems: list[Problem] = PROBLEMS) -> Dynam
                                     "algorithm.overlong_buffer_len=8", "reward.correct_score=2.0",
                                     "data.template=none", "data.chat_template_kwargs={enable_thinking: false}",
                                     "rollout.native_dtype=float32", "model.tokenizer_path=/other/tokenizer",
-                                    "data.answer_key=flipped", "data.data_source_key=source"])
+                                    "data.answer_key=flipped", "data.data_source_key=source",
+                                    "algorithm.advantage=rloo", "algorithm.filter_metric=score"])
 def test_surplus_made_under_other_settings_is_dropped_said_and_counted(change, tmp_path):
     before = sampler_with_surplus(settings("rollout.engine=native"))
     torch.save(before.state_dict(), tmp_path / "state.pt")  # as a checkpoint holds it

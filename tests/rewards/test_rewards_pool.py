@@ -398,3 +398,47 @@ def test_a_process_that_forks_and_exits_in_a_loop_stops_with_its_worker(tmp_path
     time.sleep(0.5)
     assert pid_file.read_text() == walked and len(walked.split()) > 10  # it walked, and walks no more
     assert not alive(int(walked.split()[-1]))
+
+
+def test_each_item_of_a_chunk_gets_the_whole_timeout_from_its_own_start():
+    """A worker takes its items a chunk at a time (here two of eight); the deadline restarts as each
+    item starts, so two slow but legal items in one chunk (1.2 s each, 2 s allowed) both pass. With
+    one deadline for the chunk, the second timed out and its worker was killed."""
+    pool = WorkerPool(1, [f"{FNS}:echoes_index"], timeout_s=2.0)
+    try:
+        extras = [{"i": i, "slow": 1.2 if i < 2 else 0} for i in range(8)]
+        outcomes = pool.run([("fn", 0, "response", "1", extra) for extra in extras])
+        assert [kind for kind, _ in outcomes] == ["ok"] * 8, outcomes
+    finally:
+        pool.close()
+
+
+def test_items_sent_to_a_worker_that_died_idle_are_scored_by_its_replacement():
+    """A worker whose scoring process died just before the run sent it a chunk: the chunk sent to its
+    closed socket goes back to the queue, to its replacement, rather than being lost (the run waited
+    for good)."""
+    pool = WorkerPool(1, [f"{FNS}:echoes_index"], timeout_s=5.0)
+
+    def stuck(signum, frame):
+        raise TimeoutError("the pool waited for items it had lost")
+
+    previous = signal.signal(signal.SIGALRM, stuck)
+    try:
+        assert [kind for kind, _ in pool.run([("fn", 0, "r", "1", {"i": 0})])] == ["ok"]
+        [pid] = pool.scoring_pids
+        [worker] = pool._workers
+        send = worker.channel.send
+
+        def dies_first(message):  # (as it would between the pool's last read of it and the send)
+            os.kill(pid, signal.SIGKILL)
+            time.sleep(0.5)
+            send(message)
+
+        worker.channel.send = dies_first
+        signal.alarm(120)
+        outcomes = pool.run([("fn", 0, "r", "1", {"i": i}) for i in range(8)])
+        assert [(kind, value.score) for kind, value in outcomes] == [("ok", float(i)) for i in range(8)], outcomes
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+        pool.close()

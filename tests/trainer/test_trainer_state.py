@@ -251,6 +251,32 @@ def test_a_checkpoint_is_durable_after_the_log_lines_it_counts(tmp_path, monkeyp
     assert checkpoint == run_dir / "checkpoints" / "step-000001"
 
 
+@pytest.mark.parametrize("exported", [False, True])
+def test_a_checkpoint_without_the_models_config_json_records_it_in_model_config_json(tmp_path, exported):
+    """Policy ranks' shards without the Hugging Face export (checkpoint.hf_export=final) hold no
+    config.json: model_config.json is what a resume checks the checkpoint's model against. With
+    the export, config.json is that, and no second copy is written."""
+    from types import SimpleNamespace
+
+    from dapo.trainer.run_dir import MODEL_CONFIG_FILE
+
+    def save_checkpoint(directory, tokenizer, hf_export):
+        (directory / "shards").mkdir()
+        if exported:
+            (directory / "config.json").write_text('{"model_type": "exported"}')
+        return {}
+
+    state = RunState(config.load_config([], [f"output_dir={tmp_path / 'run'}", "logging.tensorboard=false"]))
+    try:
+        checkpoint = state.save(1, {"step": 1}, SimpleNamespace(save_checkpoint=save_checkpoint), None,
+                                '{"model_type": "recorded"}', hf_export=exported)
+    finally:
+        state.lock.release()
+    assert (checkpoint / MODEL_CONFIG_FILE).is_file() is not exported
+    if not exported:
+        assert json.loads((checkpoint / MODEL_CONFIG_FILE).read_text()) == {"model_type": "recorded"}
+
+
 def test_a_resumed_progress_bar_leaves_out_the_updates_earlier_steps_skipped(tiny_model_dir, reward_file, tmp_path):
     """Steps with no group to train on make no update and shrink the bar's total; a resume
     rebuilt the bar as if every earlier step had made all its updates (4/8 where 0/4 were made)."""

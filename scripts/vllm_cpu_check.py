@@ -126,21 +126,24 @@ def check_group_sigterm(tmp: Path, tp: int) -> list[str]:
     command += ["reward.verifier_weight=0", f"reward.functions=[{{path: '{tmp / 'held.py'}:held'}}]",
                 "eval.before_training=false"]
     print("$", " ".join(command), "# SIGTERM to its process group in step 1", flush=True)
-    proc = subprocess.Popen(command, env={**env, "DAPO_CHECK_HOLD_DIR": str(tmp)}, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    log = tmp / "sigterm.stderr"  # (a file: a pipe nobody reads while the run starts could fill and stall it)
+    with log.open("w") as stderr:
+        proc = subprocess.Popen(command, env={**env, "DAPO_CHECK_HOLD_DIR": str(tmp)}, stderr=stderr,
+                                start_new_session=True)
     try:
         deadline = time.monotonic() + 600
         while not (tmp / "waiting").exists():
             if proc.poll() is not None or time.monotonic() > deadline:
-                return [f"the run never reached step 1's scoring: {proc.stderr.read()[-2000:] if proc.stderr else ''}"]
+                return [f"the run never reached step 1's scoring:\n{log.read_text()[-2000:]}"]
             time.sleep(0.1)
         os.killpg(proc.pid, signal.SIGTERM)
         time.sleep(3.0)  # what the signal stops has stopped
         (tmp / "release").touch()
-        _, err = proc.communicate(timeout=600)
+        proc.wait(timeout=600)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+    err = log.read_text()
     checkpoints = sorted(p.name for p in (run_dir / "checkpoints").glob("step-*"))
     print(f"SIGTERM to the group in step 1: exit status {proc.returncode}, checkpoints {checkpoints}")
     if proc.returncode != 128 + signal.SIGTERM or checkpoints != ["step-000001"]:

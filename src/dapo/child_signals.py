@@ -22,10 +22,16 @@ GROUP_STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP
 def children_spared(signums: tuple[int, ...] = GROUP_STOP_SIGNALS) -> Iterator[None]:
     """``signums`` blocked in this thread while it starts processes, which inherit the mask; the
     thread's own mask is as it was after. A signal to the driver meanwhile is delivered when the
-    block ends (or at once, to another of its threads that does not block it)."""
+    block ends (or at once, to another of its threads that does not block it). Multiprocessing's
+    resource tracker is running before the block: started at a process's first spawn (vLLM's
+    workers), it unblocks SIGINT and SIGTERM in the thread that starts it, which spared nothing."""
     if not hasattr(signal, "pthread_sigmask"):  # (Windows)
         yield
         return
+    if {signal.SIGINT, signal.SIGTERM} & set(signums):
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, set(signums))
     try:
         yield

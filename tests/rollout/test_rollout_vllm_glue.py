@@ -223,7 +223,8 @@ def test_vllms_own_workers_start_spared_the_stop_signals_sent_to_the_commands_gr
     group: a SIGTERM to it (`timeout`, a scheduler) or a Ctrl-C killed them, and the step that
     checkpoint.on_signal=finish_step finishes then failed at its weight sync, with no checkpoint. They
     start with the signals blocked; multiprocessing's resource tracker, which unblocks SIGINT and
-    SIGTERM in the thread that starts it, is running before. The caller's mask is as it was after."""
+    SIGTERM in the thread that starts it, is running before (dapo.child_signals.children_spared).
+    The caller's mask is as it was after."""
     import signal
     from multiprocessing import resource_tracker
 

@@ -36,7 +36,6 @@ import os
 import signal
 import time
 from collections.abc import Iterable
-from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import Any
 
@@ -151,10 +150,7 @@ class VLLMEngine:
         # vLLM's own workers (tensor parallel in one process) are spared the stop signals sent to the
         # command's process group, Ctrl-C's too: the run finishes its step on them (checkpoint.on_signal)
         # and stops them as it ends
-        spared = () if self.in_process else (signal.SIGINT, *GROUP_STOP_SIGNALS)
-        if spared:  # (multiprocessing's resource tracker, started at the first spawn, unblocks SIGINT and
-            resource_tracker.ensure_running()  # SIGTERM in the thread that starts it: started before the block)
-        with children_spared(spared):
+        with children_spared(() if self.in_process else (signal.SIGINT, *GROUP_STOP_SIGNALS)):
             self.llm = vllm.LLM(**kwargs)
         self.asleep = False
 

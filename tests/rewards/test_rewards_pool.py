@@ -28,7 +28,10 @@ def test_a_replacement_that_became_ready_between_runs_takes_the_next_run():
     """The last item hangs, so its worker is replaced as the run ends; the trainer then
     generates for longer than the start-up timeout before it scores again. The replacement said
     it was ready meanwhile: the next run must use it, not fail every item."""
-    pool = WorkerPool(1, [f"{FNS}:sleeps_when_asked"], timeout_s=1.0, startup_timeout_s=2.0)
+    # The first worker may start slowly on a loaded machine: the short start-up timeout is for
+    # the replacement only.
+    pool = WorkerPool(1, [f"{FNS}:sleeps_when_asked"], timeout_s=3.0, startup_timeout_s=120.0)
+    pool.startup_timeout_s = 2.0
     try:
         first = pool.run(fn_tasks([{}, {}, {"sleep": True}]))
         assert [kind for kind, _ in first] == ["ok", "ok", "timeout"]
@@ -38,6 +41,7 @@ def test_a_replacement_that_became_ready_between_runs_takes_the_next_run():
             pass  # until its "ready" is waiting
         time.sleep(max(0.0, replacement.started_at + 2.5 - time.monotonic()))  # past startup_timeout_s
         assert [kind for kind, _ in pool.run(fn_tasks([{}] * 4))] == ["ok"] * 4
+        assert pool._workers == [replacement]  # used, not stopped as hung and started again
     finally:
         pool.close()
 

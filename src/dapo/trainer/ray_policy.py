@@ -150,7 +150,10 @@ def start_ray(ray: Any, res: ResourcesConfig) -> None:
     try:
         with keeping_sigterm_handler(), signals_deferred((signal.SIGINT,), RAY_INIT_CTRL_C):
             if res.ray_address is None:
-                # rounded up: 3 ranks of 1.5 CPUs need 5 Ray CPUs, or the third never starts
+                # rounded up: 3 ranks of 1.5 CPUs need 5 Ray CPUs, or the third never starts.
+                # Spared: the GCS, raylet and agents, which the driver stops once its step is
+                # checkpointed; the cost is ~1 s each at ray.shutdown, which SIGKILLs a process
+                # that its SIGTERM (blocked) did not stop in a second.
                 with children_spared():
                     ray.init(num_cpus=max(math.ceil(res.world_size * res.cpus_per_rank), 1),
                              include_dashboard=False, log_to_driver=True)

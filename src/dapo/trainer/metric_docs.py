@@ -20,11 +20,13 @@ METRICS: dict[str, str] = {
     "rollout/response_tokens": "response tokens generated this step, every round's groups (filtered ones too)",
     "rollout/truncation_rate": "fraction of generated responses cut at rollout.max_response_length",
     "rollout/overlong_penalty_mean": "mean soft overlong penalty over trained responses, overlong-filtered ones included (<= 0)",
-    "rollout/reward_timeouts": "responses whose scoring hit the reward deadline (the function that timed out adds its "
+    "rollout/reward_timeouts": "responses whose scoring hit the reward deadline, or that a function taken for hung "
+    "did not score (reward.skip_hung: failed unrun, as they would have; the function that timed out adds its "
     "failure score, the lower of weight x incorrect and weight x correct score; the response is incorrect when acc comes "
     "from that function: a user function's timeout leaves a verifier-correct answer correct)",
     "rollout/reward_errors": "responses whose reward function raised, returned a wrong type or died (its worker "
-                             "process killed, or os._exit), or that no reward source applies to (every function "
+                             "process killed, or os._exit; or, taken for dying on a run of them, did not score "
+                             "them: reward.skip_hung), or that no reward source applies to (every function "
                              "returned None, reward.verifier_weight=0)",
     "reward/<function>/score": "mean score a user reward function returned this step (over the responses it scored)",
     "reward/<function>/not_applicable": "fraction of this step's responses a user reward function returned None on "
@@ -120,7 +122,8 @@ METRICS: dict[str, str] = {
     "that slept through it (outside `time/generate`)",
     "time/step": "seconds for the whole step (without evaluation and checkpointing)",
     "perf/gen_tokens_per_s": "generated response tokens per second of generation time",
-    "perf/tokens_per_s": "prompt + response tokens of trained samples per second of step time",
+    "perf/tokens_per_s": "prompt + response tokens of trained samples per second of step time (counted on a step "
+                        "whose updates were all skipped, loss not finite, too)",
     # evaluation
     "eval/avg@k": "mean accuracy over k samples per held-out problem (DAPO reports avg@32); a sample whose "
     "correctness scorer failed (math-verify; with reward.verifier_weight=0, the first reward function that scored "

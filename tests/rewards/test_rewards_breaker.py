@@ -53,6 +53,27 @@ def test_a_call_that_finishes_in_time_ends_the_streak() -> None:
     assert not breaker.tripped  # never three timeouts in a row
 
 
+def test_a_call_that_finishes_in_time_ends_the_streak_of_a_function_that_rarely_failed() -> None:
+    """With a long clean history the chance bound alone would trip four timeouts in seven calls;
+    the streak must restart at each call that returned."""
+    breaker = Breaker([0] * 10, list("abcdefghij"), num_workers=1, history={0: Record(100, 0)})
+    for task_id, kind in enumerate(["timeout", "ok", "timeout", "ok", "timeout", "ok", "timeout"]):
+        breaker.record(task_id, kind)
+    assert not breaker.tripped
+
+
+def test_nothing_is_counted_for_a_group_once_it_tripped() -> None:
+    """Its skipped tasks are failed unrun (the pool records them too): they must not lengthen the
+    trip's streak or add to the failures the next batch's chance bound reads."""
+    breaker = Breaker([0] * 6, list("abcdef"), num_workers=1)
+    for task_id in range(3):
+        breaker.record(task_id, "timeout")
+    assert breaker.tripped == {0: (3, 3, 0)} and breaker.history == {0: Record(0, 3)}
+    for task_id in range(3, 6):
+        breaker.record(task_id, "timeout")
+    assert breaker.tripped == {0: (3, 3, 0)} and breaker.history == {0: Record(0, 3)}
+
+
 def test_timeouts_on_one_problem_alone_do_not_trip() -> None:
     """One problem its function cannot score in time (all 16 responses of a prompt) is no hang."""
     breaker = Breaker([0] * 20, ["hard"] * 16 + ["b", "c", "d", "e"], num_workers=1)
@@ -246,6 +267,16 @@ def test_one_problem_the_function_cannot_score_costs_only_its_responses(caplog: 
     assert [r.timed_out for r in results] == [True] * 4 + [False] * 6
     assert all(r.acc for r in results)
     assert not any(TRIPPED in r.getMessage() for r in caplog.records)
+
+
+def test_problems_that_share_an_answer_are_told_apart_by_their_prompts(caplog: pytest.LogCaptureFixture) -> None:
+    """Many problems of a dataset have the answer 1: by the ground truth alone a hung function
+    would look stuck on one problem, never tripped, and cost every response its deadline."""
+    cfg = RewardConfig(functions=[spec("sleeps_forever", timeout_s=0.3)], num_workers=1)
+    with RewardScorer(cfg) as scorer, caplog.at_level(logging.WARNING, logger="dapo.rewards"):
+        results = scorer.score(["Answer: 1"] * 10, ["1"] * 10, prompts=[f"problem {i}" for i in range(10)])
+    assert all(r.timed_out for r in results)
+    assert any(TRIPPED in r.getMessage() for r in caplog.records)
 
 
 def test_skip_hung_false_lets_every_call_wait_out_its_deadline() -> None:

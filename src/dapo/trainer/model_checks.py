@@ -13,12 +13,8 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
 from dapo.config import DAPOConfig
 from dapo.errors import UserError
+from dapo.rollout.batching import vocab_size_of
 from dapo.rollout.hf_compat import rope_length_threshold
-
-
-def vocab_size(model: PreTrainedModel) -> int:
-    """The ids ``model`` has an embedding for (its input embedding's rows; on the meta device too)."""
-    return int(model.get_input_embeddings().weight.shape[0])
 
 
 def check_causal_lm(path: Path) -> None:
@@ -43,9 +39,9 @@ def warn_about_length_following_rope(cfg: DAPOConfig, model: PreTrainedModel) ->
     longest = cfg.data.max_prompt_length + cfg.rollout.max_response_length
     if (rope := rope_length_threshold(model)) is None or longest <= rope[1]:
         return
-    a = cfg.algorithm
-    remedy = (" (old_logprobs=rollout: the ratio's clip bounds it)" if a.old_logprobs == "rollout" else
-              " (algorithm.tis_cap corrects the update for it)" if a.tis_cap is not None else
+    algorithm = cfg.algorithm
+    remedy = (" (old_logprobs=rollout: the ratio's clip bounds it)" if algorithm.old_logprobs == "rollout" else
+              " (algorithm.tis_cap corrects the update for it)" if algorithm.tis_cap is not None else
               "; set algorithm.tis_cap (e.g. 2) to correct the update for it")
     warnings.warn(f"the model's {rope[0]} RoPE changes its frequencies past {rope[1]} tokens and this run's sequences "
                   f"reach {longest} (data.max_prompt_length + rollout.max_response_length): past it the rollout's "
@@ -57,7 +53,7 @@ def check_special_tokens(model: PreTrainedModel, tokenizer: Any, stop_token_ids:
     """Refuse a pad or stop token the model has no embedding for: a pad token added to the tokenizer
     without resizing the model's embeddings (a common way to give a Llama tokenizer one) failed at
     the first generation, in the engine's request check or the embedding lookup."""
-    size = vocab_size(model)
+    size = vocab_size_of(model)
     for kind, token in [("pad", tokenizer.pad_token_id)] + [("stop", token) for token in stop_token_ids]:
         if token is None or 0 <= token < size:
             continue

@@ -33,12 +33,12 @@ from dapo.model_context import model_context
 from dapo.rewards.user_functions import reward_formula
 from dapo.rollout import RolloutEngine, create_engine
 from dapo.rollout.base import SamplingParams
+from dapo.rollout.batching import vocab_size_of
 from dapo.rollout.stopping import model_stop_token_ids
 from dapo.trainer.dropout import disable_dropout
 from dapo.trainer.model_checks import (
     check_causal_lm,
     check_special_tokens,
-    vocab_size,
     warn_about_length_following_rope,
 )
 
@@ -322,7 +322,7 @@ def build_run(
     warn_about_length_following_rope(cfg, model)
     stop_token_ids = stop_token_ids_of(model, tokenizer)
     check_special_tokens(model, tokenizer, stop_token_ids)
-    encoder = PromptEncoder(tokenizer, cfg.data, vocab_size=vocab_size(model))
+    encoder = PromptEncoder(tokenizer, cfg.data, vocab_size=vocab_size_of(model))
     data = load_run_data(cfg, train=train_data, drop_overlong=encoder.drop_overlong)  # data.overlong_prompts
     said_already: set[str] = set()  # (a note true of both splits is printed once, with the training data's)
     notes = (encoder.plain_text_note, encoder.unknown_roles_note, encoder.rendered_text_note,

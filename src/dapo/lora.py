@@ -66,6 +66,8 @@ def apply_lora(model: nn.Module, rank: int, alpha: float, target_modules: list[s
         warnings.simplefilter("ignore", FutureWarning)
         # (and says it reads a Conv1D's transposed weight as such: what it is to do)
         warnings.filterwarnings("ignore", "fan_in_fan_out is set to False but the target module is `Conv1D`")
+        # (and, on a mixture of experts, of patterns it made itself for the fused experts: none is ours)
+        warnings.filterwarnings("ignore", "The following (rank|alpha)_pattern keys did not match", RuntimeWarning)
         try:
             inject_adapter_in_model(config, model)
         except ValueError as error:  # PEFT's NoMatchingPeftModuleError: no module has one of those names

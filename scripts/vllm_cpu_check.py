@@ -91,10 +91,19 @@ def train_command(run_dir: Path, steps: int, ranks: int, tp: int, lora: int = 0,
     return [str(Path(sys.executable).parent / "dapo"), "train", "default", *overrides], env
 
 
-def train(run_dir: Path, steps: int, ranks: int, tp: int, lora: int = 0, eager: bool = False) -> None:
+def train(run_dir: Path, steps: int, ranks: int, tp: int, lora: int = 0, eager: bool = False,
+          temp_dir: Path | None = None) -> None:
+    """``temp_dir``: the command's TMPDIR (its own, to see what it leaves there)."""
     command, env = train_command(run_dir, steps, ranks, tp, lora, eager)
     print("$", " ".join(command), flush=True)
-    subprocess.run(command, check=True, env=env)
+    subprocess.run(command, check=True, env=env if temp_dir is None else {**env, "TMPDIR": str(temp_dir)})
+
+
+def check_no_sockets_left(temp_dir: Path) -> list[str]:
+    """vLLM's worker processes talk to it over IPC sockets it never removes; the run's own
+    directory for them must be gone when the command ends, none left in its TMPDIR."""
+    left = [str(path.relative_to(temp_dir)) for path in temp_dir.rglob("*") if path.is_socket()]
+    return [f"the run left {len(left)} socket(s) in its TMPDIR: {left[:4]}"] if left else []
 
 
 HELD_REWARD = """
@@ -254,10 +263,15 @@ def main() -> int:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="dapo-vllm-cpu-") as tmp:
         run_dir = args.run_dir or Path(tmp) / "run"
-        train(run_dir, args.steps, args.ranks, args.tp, args.lora, args.eager)
+        # vLLM's own worker processes: in the command's process group, and talking over IPC sockets
+        own_workers = args.ranks == 1 and args.tp > 1
+        temp_dir = Path(tmp) / "tmp" if own_workers else None
+        if temp_dir is not None:
+            temp_dir.mkdir()
+        train(run_dir, args.steps, args.ranks, args.tp, args.lora, args.eager, temp_dir)
         failures = check(run_dir, args.steps)
-        if args.ranks == 1 and args.tp > 1:  # vLLM's own worker processes, in the command's process group
-            failures += check_group_sigterm(Path(tmp), args.tp)
+        if temp_dir is not None:
+            failures += check_no_sockets_left(temp_dir) + check_group_sigterm(Path(tmp), args.tp)
     if args.ranks == 1 and args.tp == 1 and not args.lora:
         failures += check_engines_in_sequence() + check_tokenizer_apart()
     for failure in failures:

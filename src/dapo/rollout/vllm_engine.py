@@ -30,10 +30,13 @@ a request's n samples ``seed + j``, as the native engine does.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import gc
 import os
+import shutil
 import signal
+import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -86,6 +89,25 @@ def _remove_stale_cpu_shm() -> None:
     for stale in Path("/dev/shm").glob("*-cpushm_*"):
         stale.unlink(missing_ok=True)
     dist.barrier()
+
+
+def _private_rpc_directory() -> None:
+    """vLLM's own worker processes (tensor parallel in one process) talk to it over ZeroMQ IPC
+    sockets it names under ``VLLM_RPC_BASE_PATH`` (default: the temp directory) and never removes:
+    runs would leave two per engine in /tmp. Unless the user set it, this process's engines get a
+    directory of their own, removed as the process exits (once: vLLM caches the setting after its
+    first engine starts). Only by this process: a forked child inherits the exit handler."""
+    if "VLLM_RPC_BASE_PATH" in os.environ:
+        return
+    directory = tempfile.mkdtemp(prefix="dapo-vllm-rpc-")
+    os.environ["VLLM_RPC_BASE_PATH"] = directory
+    owner = os.getpid()
+
+    def remove() -> None:
+        if os.getpid() == owner:
+            shutil.rmtree(directory, ignore_errors=True)
+
+    atexit.register(remove)
 
 
 def _return_cached_gpu_memory() -> None:
@@ -147,6 +169,8 @@ class VLLMEngine:
             kwargs["disable_custom_all_reduce"] = True
         if spmd and on_cpu:
             _remove_stale_cpu_shm()
+        if not self.in_process:
+            _private_rpc_directory()
         # vLLM's own workers (tensor parallel in one process) are spared the stop signals sent to the
         # command's process group, Ctrl-C's too: the run finishes its step on them (checkpoint.on_signal)
         # and stops them as it ends

@@ -39,6 +39,19 @@ def logged_keys(run_dir) -> set[str]:
     return {key for row in read_metrics(run_dir) for key in row}
 
 
+def assert_step_1_metrics_equal(one: dict, two: dict) -> None:
+    """Step 1 samples from the same initial weights in either layout: what depends on the batch alone
+    (rewards, lengths, dynamic sampling, clip counts) is equal, whatever rank held which response:
+    sums over every rank's tokens, not a mean of the ranks' means; what the update computes (loss,
+    entropy, the global grad norm, not one shard's) equal up to the order of float sums."""
+    summed = ("actor/loss", "actor/pg_loss", "actor/grad_norm", "actor/approx_kl", "actor/ratio_mean", "actor/entropy")
+    exact = [key for key in one if key.split("/")[0] in ("rollout", "reward", "sampling", "actor") and key not in summed]
+    assert len(exact) > 25 and {"actor/clip_frac_low", "actor/response_tokens", "rollout/truncation_rate"} <= set(exact)
+    assert {key: two[key] for key in exact} == {key: one[key] for key in exact}
+    for key in summed:
+        assert two[key] == pytest.approx(one[key], rel=1e-4, abs=1e-7), key
+
+
 @pytest.mark.slow  # two Ray runs (about 13 s); the default suite keeps the ranks' update against one process
 def test_two_ranks_train_log_the_same_metrics_as_one_and_export_a_loadable_model(tiny_model_dir, reward_file, tmp_path):
     # float32 engines and trainer, pi_old recomputed, every group sampled in its own step (no
@@ -63,6 +76,7 @@ def test_two_ranks_train_log_the_same_metrics_as_one_and_export_a_loadable_model
     assert len(mismatch) == 3 and max(mismatch) < 1e-5, mismatch  # stale engine weights: ~1e-2 from step 2
     lrs = [[r["actor/lr"] for r in read_metrics(run) if "actor/lr" in r] for run in (one, two)]
     assert lrs[0] == lrs[1]  # the warm-up schedule, step by step
+    assert_step_1_metrics_equal(*(next(r for r in read_metrics(run) if "actor/loss" in r) for run in (one, two)))
     rows = [r for r in read_metrics(two) if "actor/loss" in r]
     assert [r["actor/updates"] for r in rows] == [2, 2, 2]
     # every step generated at least one round of 6 prompts (how the prompts are split over the

@@ -65,7 +65,7 @@ def round_trip(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
     checkpoint, out = tmp / "checkpoint", tmp / "states.pt"
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                str(WORKER), str(tiny_model_dir), str(tmp / "samples.pt"), str(checkpoint), str(out)]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}", "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stderr[-4000:]
     return torch.load(out, weights_only=True), checkpoint
@@ -160,7 +160,7 @@ def test_two_ranks_resume_a_one_process_checkpoint_and_go_on_as_one_process(tiny
     out = tmp_path / "states.pt"
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                str(WHOLE_WORKER), str(tiny_model_dir), str(tmp_path / "samples.pt"), str(out)]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}", "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stderr[-4000:]
     states = torch.load(out, weights_only=True)

@@ -100,7 +100,7 @@ def assert_two_ranks_gradients_equal_one_ranks(model_dir: Path, tmp_path: Path, 
     out = tmp_path / "grads.pt"
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                str(WORKER), str(model_dir), str(tmp_path / "samples.pt"), str(out), str(budget), layout, param_dtype]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}", "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
     if result.returncode != 0 and "terminate called" in result.stderr:
         # Once in CI a rank aborted inside gloo (std::terminate, no Python error) on a loaded
@@ -167,7 +167,7 @@ def test_ranks_built_on_the_meta_device_take_the_dtypes_rank0_loaded(tmp_path):
     out = tmp_path / "tensors.pt"
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                str(WORKER.with_name("fsdp_dtype_worker.py")), str(tmp_path / "model"), str(out)]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}", "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stderr[-4000:]
     rank0, rank1 = torch.load(out, weights_only=False)
@@ -176,3 +176,35 @@ def test_ranks_built_on_the_meta_device_take_the_dtypes_rank0_loaded(tmp_path):
     for name, (dtype, value) in rank0.items():
         assert rank1[name][0] == dtype, name
         assert torch.equal(rank1[name][1], value), name
+
+
+class _LinearAndBuffer(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(2, 2)
+        self.register_buffer("routing_bias", torch.zeros(3))
+
+
+def _match_dtypes_on_rank(rank: int, init_file: str) -> None:
+    import torch.distributed as dist
+
+    from dapo.trainer.fsdp import match_rank0_dtypes
+
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    try:
+        model = _LinearAndBuffer()
+        if rank == 1:  # as an older transformers' from_config on the meta device built it: all bf16
+            model.linear.weight.data = model.linear.weight.data.to(torch.bfloat16)
+            model.routing_bias = model.routing_bias.to(torch.bfloat16)
+        match_rank0_dtypes(model)
+        assert model.linear.weight.dtype == model.routing_bias.dtype == torch.float32
+    finally:
+        dist.destroy_process_group()
+
+
+def test_a_rank_takes_rank_0s_dtype_for_every_parameter_and_buffer(tmp_path):
+    """The DeepSeek test above no longer reaches the cast (transformers 5's from_config keeps the
+    routing bias in float32 too): a parameter and a buffer in another dtype than rank 0's, cast."""
+    import torch.multiprocessing as mp
+
+    mp.spawn(_match_dtypes_on_rank, args=(str(tmp_path / "init"),), nprocs=2, join=True)

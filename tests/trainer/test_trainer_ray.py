@@ -139,7 +139,7 @@ def test_one_rank_never_imports_ray(tiny_model_dir, reward_file, tmp_path):
     )
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                            env={**os.environ, "PYTHONPATH": root}, cwd=root)
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join([os.path.join(root, "src"), root])}, cwd=root)
     assert result.returncode == 0, result.stderr[-3000:]
 
 
@@ -225,6 +225,16 @@ def test_the_ranks_update_equals_one_process_on_the_same_mini_batch(tiny_model_d
 
         draws = ray.get([rank.__ray_call__.remote(lambda _: torch.rand(4)) for rank in two.policy.ranks])
         assert not torch.equal(draws[0], draws[1])
+        # each rank's engine copy, built on the meta device, holds the policy's buffers (RoPE's
+        # inv_freq, which no weight sync carries): left empty, the tiny model's samples barely moved
+        for held in ray.get([rank.__ray_call__.remote(engine_buffers_held) for rank in two.policy.ranks]):
+            assert held and all(held.values()), held
+
+
+def engine_buffers_held(rank) -> dict[str, bool]:
+    """On a rank's actor: each of its engine model's buffers equal to its policy's."""
+    policy = dict(rank.model.named_buffers())
+    return {name: torch.equal(buffer, policy[name]) for name, buffer in rank.engine.model.named_buffers()}
 
 
 # a Ray run of two ranks per case (about 11 s); the default suite keeps the one-process KL penalty's test

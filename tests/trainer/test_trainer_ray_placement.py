@@ -101,3 +101,33 @@ def test_what_ray_reports_of_a_cluster_too_small_is_said_and_refused(monkeypatch
         assert "dapo-rl: waiting for Ray to place 3 policy rank(s)" in capsys.readouterr().err
     finally:
         ray.shutdown()
+
+
+def test_each_rank_gets_a_bundle_of_its_own_on_its_nodes_group():
+    """Ranks 0, 1 on node 0 and 2, 3 on node 1 (a tensor-parallel engine's consecutive ranks share a
+    machine), no bundle holding two ranks: every local test has one node, where rank % groups and
+    rank // devices_per_node agree (on two nodes ranks 0 and 2 took one bundle and the run hung)."""
+    pytest.importorskip("ray")
+    groups = ["node0", "node1"]  # (stand-ins: the strategy only carries them)
+    placed = [(strategy.placement_group, strategy.placement_group_bundle_index)
+              for strategy in (ray_placement.rank_bundle(groups, rank, 2) for rank in range(4))]
+    assert placed == [("node0", 0), ("node0", 1), ("node1", 0), ("node1", 1)]
+
+
+def test_each_bundle_holds_what_its_rank_actor_asks_for(monkeypatch):
+    """A rank actor asks for resources.cpus_per_rank CPUs (and its GPU) inside its bundle: a bundle
+    of fewer would never place it, and Ray would wait for good."""
+    pytest.importorskip("ray")
+    import importlib
+
+    ray_pg = importlib.import_module("ray.util.placement_group")  # (ray.util's function of that name hides it)
+    asked = []
+
+    def placement_group(bundles, strategy):
+        asked.append((bundles, strategy))
+        return SimpleNamespace(ready=lambda: "ref")
+
+    monkeypatch.setattr(ray_pg, "placement_group", placement_group)
+    monkeypatch.setattr(ray_placement, "_wait_for_placement", lambda ray, refs, *rest: len(refs))
+    ray_placement.node_placement_groups(None, 2, 3, 2.5, 1)
+    assert asked == [([{"CPU": 2.5, "GPU": 1}] * 3, "STRICT_PACK")] * 2

@@ -186,3 +186,15 @@ def test_a_policy_rank_in_a_ray_actor_takes_the_inherited_block_off(monkeypatch)
         assert not signal.pthread_sigmask(signal.SIG_BLOCK, []) & {signal.SIGTERM, signal.SIGHUP}
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def test_a_local_ray_has_room_for_fractional_ranks():
+    """3 ranks of 1.5 CPUs need 5 Ray CPUs (rounded up): with 4 the third rank never started."""
+    from types import SimpleNamespace
+
+    from dapo.trainer.ray_policy import start_ray
+
+    inits = []
+    fake_ray = SimpleNamespace(init=lambda **kwargs: inits.append(kwargs), shutdown=lambda: None)
+    start_ray(fake_ray, SimpleNamespace(ray_address=None, world_size=3, cpus_per_rank=1.5))
+    assert inits[0]["num_cpus"] == 5

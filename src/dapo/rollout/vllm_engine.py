@@ -93,10 +93,11 @@ def _remove_stale_cpu_shm() -> None:
 
 def _private_rpc_directory() -> None:
     """vLLM's own worker processes (tensor parallel in one process) talk to it over ZeroMQ IPC
-    sockets it names under ``VLLM_RPC_BASE_PATH`` (default: the temp directory) and never removes:
-    runs would leave two per engine in /tmp. Unless the user set it, this process's engines get a
-    directory of their own, removed as the process exits (once: vLLM caches the setting after its
-    first engine starts). Only by this process: a forked child inherits the exit handler."""
+    sockets it names under ``VLLM_RPC_BASE_PATH`` (default: the temp directory) and never removes
+    (a 3-step run of scripts/vllm_cpu_check.py left 8 in /tmp). Unless the user set it, this
+    process's engines get a directory of their own, removed as the process exits (once: vLLM caches
+    the setting after its first engine starts). Only by this process: a forked child inherits the
+    exit handler."""
     if "VLLM_RPC_BASE_PATH" in os.environ:
         return
     directory = tempfile.mkdtemp(prefix="dapo-vllm-rpc-")

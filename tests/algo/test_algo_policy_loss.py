@@ -174,3 +174,44 @@ def test_policy_loss_stats_take_per_response_advantages_as_a_loss_gets_them() ->
     assert int(per_token.clip_low_count) == 4
     with pytest.raises(ValueError, match=r"advantages of shape \(2,\) for a ratio of shape \(3, 3\)"):
         policy_loss_stats(ratio, ratio.log(), advantages[:2], torch.ones(3, 3), 0.2, 0.28, None)
+
+
+def test_dual_clip_fraction_counts_only_negative_advantage_tokens_past_c() -> None:
+    """clip_frac_dual counts the tokens whose loss the dual clip capped: A < 0 and r > c. A token
+    with A < 0 between 1 + eps_high and c still learns, and one with A > 0 past c is high-clipped
+    (counted there, not twice)."""
+    ratios = torch.tensor([[5.0, 20.0, 20.0]])
+    _, stats = compute_policy_loss(
+        ratios.log(), torch.zeros(1, 3), torch.tensor([[-1.0, -1.0, 1.0]]), torch.ones(1, 3),
+        clip_ratio_low=0.2, clip_ratio_high=0.28, clip_ratio_c=10.0,
+    )
+    assert int(stats.dual_clip_count) == 1  # token 1 only
+    assert int(stats.clip_high_count) == 1 and int(stats.clip_low_count) == 0  # token 2
+
+
+def test_advantages_carry_no_gradient() -> None:
+    """A caller's advantages that are part of a graph (a plugin's learned baseline) get no gradient
+    from the policy loss: A is a constant of the surrogate."""
+    advantages = torch.tensor([1.0, -1.0], requires_grad=True)
+    logprobs = torch.zeros(2, 2, requires_grad=True)
+    loss, _ = compute_policy_loss(logprobs, torch.zeros(2, 2), advantages * 1.0, torch.ones(2, 2),
+                                  clip_ratio_low=0.2, clip_ratio_high=0.28)
+    loss.backward()
+    assert advantages.grad is None and logprobs.grad is not None
+
+
+def test_the_trainers_call_passes_each_clip_bound_to_its_side() -> None:
+    """call_policy_loss, the one call the trainer and the plugin rehearsal make, hands eps_low and
+    eps_high to the loss by name: A < 0 at r = 0.75 is low-clipped with eps_low = 0.2 (bound 0.8)
+    and would not be with eps_low = 0.28 (bound 0.72)."""
+    from dapo.algo.policy_loss import call_policy_loss
+
+    logprobs = torch.tensor([[math.log(0.75)]], requires_grad=True)
+    loss, stats = call_policy_loss(
+        "decoupled_clip", logprobs, torch.zeros(1, 1), torch.tensor([-1.0]), torch.ones(1, 1),
+        clip_ratio_low=0.2, clip_ratio_high=0.28, clip_ratio_c=None, loss_agg_mode="token-mean",
+        num_tokens=None, num_seqs=None, norm_const=None, importance_weights=None,
+    )
+    loss.backward()
+    assert loss.item() == pytest.approx(0.8) and logprobs.grad.item() == 0.0
+    assert int(stats.clip_low_count) == 1

@@ -49,7 +49,7 @@ def import_user_code(location: str, what: str, error: type[Exception] = ImportEr
             sys.path.append(os.getcwd())
         try:
             return importlib.import_module(location)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # sys.exit() at import too: said, not the process's exit
             hint, top = "", location.partition(".")[0]
             if isinstance(exc, ModuleNotFoundError) and exc.name == top:
                 hint = (f" (looked for on sys.path and in the working directory {os.getcwd()}; for a module in "
@@ -73,7 +73,7 @@ def import_user_code(location: str, what: str, error: type[Exception] = ImportEr
     sys.modules[module_name] = module  # before exec: a failed import is removed again below
     try:
         module_spec.loader.exec_module(module)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         del sys.modules[module_name]
         raise error(f"{what}: importing {path} raised {type(exc).__name__}: {exc}") from exc
     return module

@@ -317,3 +317,27 @@ def test_a_function_stopped_every_batch_is_said_in_full_once_then_in_one_line_th
     assert said[10] == ("sleeps_forever was stopped again as hung: in 10 batches so far (its skipped responses "
                         "are counted in the reward_failures/sleeps_forever metrics)")
     assert said[100].startswith("sleeps_forever was stopped again as hung: in 100 batches so far")
+
+
+def test_calls_start_one_problem_after_another_in_turn() -> None:
+    """A problem's responses come one after the other in a batch; they start in turn with the
+    other problems' (math-verify's first, as given), with the breaker off too."""
+    groups, subjects = [None, 0, 0, 0, 0, 0, 1, 1], [None, "a", "a", "a", "b", "b", "a", "a"]
+    for workers in (2, 0):
+        assert Breaker(groups, subjects, num_workers=workers).start_order(8) == [0, 1, 4, 6, 2, 5, 7, 3]
+    assert Breaker([], [], 0).start_order(3) == [0, 1, 2]
+
+
+def test_a_hanging_function_trips_within_two_deadlines_a_worker_when_problems_have_many_responses(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """8 responses a problem (a group, as the trainer scores them), 2 workers: started a problem's
+    responses at a time, a function that hangs timed out on 13 responses in a row before they
+    covered 3 problems (14 s for this batch, 7 s now); in turn, on 4."""
+    cfg = RewardConfig(functions=[spec("sleeps_forever", timeout_s=0.5)], num_workers=2, verifier_weight=0.0)
+    golds = [str(problem) for problem in range(6) for _ in range(8)]
+    with RewardScorer(cfg) as scorer, caplog.at_level(logging.WARNING, logger="dapo.rewards"):
+        results = scorer.score([f"Answer: {g}" for g in golds], golds, prompts=[f"problem {g}" for g in golds])
+    assert all(r.timed_out for r in results)
+    [tripped] = [r.getMessage() for r in caplog.records if TRIPPED in r.getMessage()]
+    assert tripped.startswith("sleeps_forever timed out on 4 responses in a row, of "), tripped

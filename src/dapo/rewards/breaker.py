@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Hashable
+from itertools import zip_longest
 from typing import NamedTuple
 
 _FAILURES = ("timeout", "died")  # the outcomes a streak counts
@@ -89,6 +90,7 @@ class Breaker:
                  history: dict[Hashable, Record] | None = None) -> None:
         """``num_workers`` 0: a breaker that never trips (reward.skip_hung=false)."""
         self._groups = groups if num_workers else []
+        self._functions = groups  # (for start_order, with the breaker off too)
         self._subjects = subjects
         self.limit = max(2 * num_workers, 3)  # failures in a row that trip a group
         self.min_problems = max(num_workers + 1, 2)  # ... across more problems than workers
@@ -97,6 +99,25 @@ class Breaker:
         self._tasks_now: dict[Hashable, int] = {}  # group -> its tasks that ended in this batch
         self.tripped: dict[Hashable, Trip] = {}
         self.skipped: dict[Hashable, list[int]] = {}  # group -> the tasks it did not run
+
+    def start_order(self, count: int) -> list[int]:
+        """The order to start ``count`` tasks in: those of no group (math-verify's) first, as given,
+        then each function's calls one problem after another in turn (the first call of every
+        problem, then every second, ...), not a problem's responses one after the other. A function
+        that hangs on everything then times out on as many problems as calls and trips after about
+        two deadlines a worker, not once its streak reached a third problem (the recipe's 16
+        responses a problem on 2 workers, 1 s deadlines, ad hoc: 23 timeouts in a row and 22.0 s a
+        batch, now 4 and 4.7 s); and the calls of a problem that all time out (a sandbox's test
+        that loops) are spread over the batch, between other problems' results, which end a streak."""
+        first: list[int] = []
+        turns: dict[tuple[Hashable, Hashable], list[int]] = {}  # (function, problem) -> its calls
+        for i in range(count):
+            group = self._functions[i] if i < len(self._functions) else None
+            if group is None:
+                first.append(i)
+            else:
+                turns.setdefault((group, self._subjects[i]), []).append(i)
+        return first + [i for turn in zip_longest(*turns.values()) for i in turn if i is not None]
 
     def record(self, task_id: int, kind: str) -> None:
         """Count task ``task_id``'s outcome (``kind``: ``"ok"``, ``"timeout"``, ...)."""

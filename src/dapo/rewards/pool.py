@@ -89,6 +89,10 @@ class WorkerPool:
         """The processes that run the tasks (for resource accounting); until one is ready, its keeper's."""
         return [w.scoring_pid or w.process.pid for w in self._workers]
 
+    def _functions(self) -> str:
+        """The reward functions a worker imports as it starts, for a start-up error to name."""
+        return "the reward function(s) " + ", ".join(self._specs) if self._specs else "the verifier"
+
     def _start_worker(self) -> WorkerProcess:
         return launch(self._specs, self.memory_limit_bytes)
 
@@ -98,8 +102,8 @@ class WorkerPool:
         while not all(w.ready for w in self._workers):
             if time.monotonic() > deadline:
                 raise RewardFunctionError(
-                    f"reward workers did not start within {self.startup_timeout_s:.0f} s "
-                    "(does importing a reward function hang?)"
+                    f"reward workers did not start within {self.startup_timeout_s:.0f} s: does importing "
+                    f"{self._functions()} hang?"
                 )
             wait_for_any([w for w in self._workers if not w.ready], _POLL_S)
             for worker in self._workers:
@@ -108,8 +112,8 @@ class WorkerPool:
                     raise RewardFunctionError(self._init_error)
                 if not worker.ready and worker.dead:
                     raise RewardFunctionError(
-                        f"a reward worker exited during start-up (exit code "
-                        f"{worker.process.wait()}); see its output above"
+                        f"a reward worker exited while importing {self._functions()} "
+                        f"({exit_status(worker.process.wait())}; what it printed, if anything, is above)"
                     )
 
     def run(self, tasks: list[tuple], timeouts: list[float | None] | None = None,
@@ -132,7 +136,7 @@ class WorkerPool:
             worker.stop()
             self._workers.remove(worker)
         self._workers += [self._start_worker() for _ in range(self.num_workers - len(self._workers))]
-        pending: deque[int] = deque(range(len(tasks)))
+        pending: deque[int] = deque(self._breaker.start_order(len(tasks)))  # (problems in turn)
         chunk_size = max(1, min(_MAX_CHUNK, len(tasks) // (4 * max(1, len(self._workers)))))
         while self._done < len(tasks):
             # Read before deciding anything: a replacement may have said it is ready since the last run.
@@ -237,7 +241,8 @@ class WorkerPool:
             self._workers[index] = self._start_worker()
         else:
             self._init_error = self._init_error or (
-                f"a reward worker exited during start-up (exit code {worker.process.returncode})"
+                f"a reward worker exited while importing {self._functions()} "
+                f"({exit_status(worker.process.returncode)})"
             )
             del self._workers[index]
 

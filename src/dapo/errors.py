@@ -21,3 +21,6 @@ class DamagedCheckpointError(DamagedWeightsError):
     def __init__(self, message: str, checkpoint: object) -> None:
         super().__init__(message)
         self.checkpoint = checkpoint
+
+    def __reduce__(self) -> tuple:  # (a policy rank's, sent to the driver by Ray, unpickles whole)
+        return type(self), (str(self), self.checkpoint)

@@ -411,6 +411,11 @@ def test_importing_the_config_loads_no_torch():
 
 def test_a_clip_higher_bound_below_the_lower_one_is_said_not_refused():
     """An asymmetric-clip ablation (eps_high < eps_low) trains, as verl's does, with a warning."""
-    with pytest.warns(UserWarning, match=r"clip_ratio_high=0\.1 < clip_ratio_low=0\.2: .* opposite of DAPO's Clip-Higher"):
+    with pytest.warns(UserWarning, match=r"clip_ratio_high=0\.1 < clip_ratio_low=0\.2: .* opposite of DAPO's Clip-Higher") as said:
         cfg = load_config(overrides=["algorithm.clip_ratio_high=0.1"])
     assert (cfg.algorithm.clip_ratio_low, cfg.algorithm.clip_ratio_high) == (0.2, 0.1)
+    # raised in dapo's source, so the CLI says it as "dapo train: warning: ...", not as Python's
+    # "<string>:26: UserWarning" of the dataclass's generated __init__
+    from dapo.warning_format import is_dapo_source
+
+    assert all(is_dapo_source(record.filename) for record in said), [record.filename for record in said]

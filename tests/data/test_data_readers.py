@@ -56,7 +56,7 @@ def test_json_array_file_loads_and_its_bad_elements_are_named(tmp_path: Path) ->
     assert [(p.prompt, p.ground_truth) for p in loaded.problems] == [("1+1?", "2"), ("2+2?", "4"), ("1+1?", "2"),
                                                                       ("2+2?", "4")]
     path.write_text(json.dumps([rows[0], ["not", "an", "object"], rows[1]]))
-    with pytest.raises(DataError, match=r"qa.json row 1 \(0-based\) at line 1: wrong type: expected a JSON object, got list"):
+    with pytest.raises(DataError, match=r"qa.json row 1 \(0-based\) at line 1: wrong type: expected a JSON object, got an array"):
         load_problems([str(path)], cfg, "train")
     lenient = load_problems([str(path)], DataConfig(prompt_key="question", answer_key="answer", lenient=True), "train")
     assert len(lenient.problems) == 2 and lenient.num_malformed_skipped == 1
@@ -199,7 +199,8 @@ def test_an_integer_ground_truth_past_4300_digits_in_a_python_literal_is_read_in
 
 @pytest.mark.parametrize(("name", "text", "error"), [
     ("short.csv", "prompt,answer,data_source\nq,2\n", "short.csv line 2: 2 fields, the header (line 1) has 3"),
-    ("list.jsonl", '["prompt", "x"]\n', "list.jsonl line 1: wrong type: expected a JSON object, got list"),
+    ("list.jsonl", '["prompt", "x"]\n', "list.jsonl line 1: wrong type: expected a JSON object, got an array"),
+    ("null.jsonl", "\n\nnull\n", "null.jsonl line 3: wrong type: expected a JSON object, got null"),
 ])
 def test_a_row_of_the_wrong_shape_is_named_by_file_and_line(tmp_path: Path, name: str, text: str, error: str) -> None:
     """A short CSV row was zipped with the header (its columns shifted); a JSON list crashed."""

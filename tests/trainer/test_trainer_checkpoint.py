@@ -186,6 +186,44 @@ def test_resume_from_missing_path_says_why(tmp_path: Path):
         resolve_resume(str(tmp_path / "nope"), tmp_path)
 
 
+@pytest.mark.parametrize("damage", ["random bytes", "cut short"])
+def test_a_damaged_trainer_state_is_named_without_torch_s_advice_to_load_it_unsafely(tmp_path: Path, damage: str):
+    """torch's message for bytes that are no pickle says to retry with weights_only=False (which
+    runs what the bytes say): wrong advice for a damaged file; the error names the file and what
+    was found instead."""
+    state = tmp_path / "trainer_state.pt"
+    if damage == "random bytes":
+        state.write_bytes(bytes(range(256)) * 4)
+    else:
+        torch.save({"step": 3, "weights": torch.zeros(1000)}, state)
+        os.truncate(state, state.stat().st_size // 2)
+    from dapo.errors import DamagedCheckpointError
+
+    with pytest.raises(DamagedCheckpointError, match=rf"cannot read {re.escape(str(state))}: damaged or incomplete") as caught:
+        load_trainer_state(tmp_path)
+    assert "weights_only" not in str(caught.value) and "\n" not in str(caught.value)
+    expected = "its bytes are no saved state: " if damage == "random bytes" else "failed finding central directory;"
+    assert expected in str(caught.value)
+
+
+def test_a_rank_s_damaged_rng_file_reaches_the_driver_as_the_checkpoint_s_error(tmp_path: Path):
+    """A policy rank's generators file cut short: the error names it and its checkpoint, and
+    survives the pickling that brings it from the rank to the driver (which then says which
+    checkpoint to resume instead)."""
+    import pickle
+
+    from dapo.errors import DamagedCheckpointError
+    from dapo.trainer.rng import load_rank_rng, rank_rng_path, save_rank_rng
+
+    rank_rng_path(tmp_path, 1).parent.mkdir(parents=True)
+    save_rank_rng(tmp_path, 1)
+    os.truncate(rank_rng_path(tmp_path, 1), 100)
+    with pytest.raises(DamagedCheckpointError, match=re.escape(f"cannot read {rank_rng_path(tmp_path, 1)}")) as caught:
+        load_rank_rng(tmp_path, 1)
+    sent = pickle.loads(pickle.dumps(caught.value))
+    assert str(sent) == str(caught.value) and sent.checkpoint == tmp_path
+
+
 def test_a_moe_model_whose_experts_are_renamed_on_save_loads_back(tmp_path: Path):
     # transformers keeps a Qwen3-MoE's experts fused in memory and writes them one by one
     from dapo.builtin import build_tokenizer

@@ -135,7 +135,8 @@ class AlgorithmConfig:
         if self.clip_ratio_high < self.clip_ratio_low:  # an ablation may want it (verl takes it): said, not refused
             warnings.warn(f"algorithm.clip_ratio_high={self.clip_ratio_high} < clip_ratio_low={self.clip_ratio_low}: "
                           "the ratio's upper bound is nearer 1 than its lower one, the opposite of DAPO's Clip-Higher "
-                          "(eps_high >= eps_low keeps low-probability tokens' probability free to rise)", stacklevel=2)
+                          "(eps_high >= eps_low keeps low-probability tokens' probability free to rise)",
+                          stacklevel=1)  # (2 is the dataclass's generated __init__, "<string>", no dapo source)
         check(
             self.clip_ratio_c is None or self.clip_ratio_c > 1,
             f"algorithm.clip_ratio_c={self.clip_ratio_c} must be > 1 (dual-clip bounds -A*r by -A*c), or null",

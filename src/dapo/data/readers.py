@@ -137,7 +137,7 @@ def _json_array_rows(path: str) -> Iterator[tuple[str, Row]]:
         location = f"{row_location(row_index)} at line {line_number}"
         if not isinstance(row, dict):
             yield location, DataError(f"{path} {location}: wrong type: expected a JSON object, got "
-                                      f"{type(row).__name__}")
+                                      f"{json_kind(row)}")
         else:
             yield location, row
 
@@ -263,8 +263,15 @@ def _parse_json_line(raw_line: bytes, where: str) -> Row:
     except RecursionError:
         return DataError(f"{where}: JSON nested too deeply to read (past Python's recursion limit)")
     if not isinstance(row, dict):
-        return DataError(f"{where}: wrong type: expected a JSON object, got {type(row).__name__}")
+        return DataError(f"{where}: wrong type: expected a JSON object, got {json_kind(row)}")
     return row
+
+
+def json_kind(value: object) -> str:
+    """A parsed JSON value's kind in JSON's words (``null``, ``an array``), not Python's (NoneType, list)."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    return {list: "an array", str: "a string"}.get(type(value), "a number")
 
 
 def _csv_rows(path: str, delimiter: str) -> Iterator[tuple[str, Row]]:

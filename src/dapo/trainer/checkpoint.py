@@ -308,11 +308,29 @@ def load_trainer_state(checkpoint_dir: str | Path, peek: bool = False) -> dict[s
     path = Path(checkpoint_dir) / STATE_FILE
     if not path.exists():
         raise FileNotFoundError(f"{checkpoint_dir} is not a dapo-rl checkpoint (no {STATE_FILE})")
+    return load_checkpoint_file(path, checkpoint_dir, mmap=peek)
+
+
+def load_checkpoint_file(path: Path, checkpoint_dir: str | Path, mmap: bool = False) -> Any:
+    """One of a checkpoint's ``torch.save`` files (plain values and tensors only); a damaged one
+    is a :class:`DamagedCheckpointError` naming it, which says which checkpoint to resume instead."""
     try:
-        return torch.load(path, map_location="cpu", weights_only=True, mmap=peek)
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except PermissionError:
         raise  # (not damaged: its message names the file)
     except (RuntimeError, EOFError, OSError, ValueError, pickle.UnpicklingError) as error:  # a file cut short
-        raise DamagedCheckpointError(f"cannot read {path}: damaged or incomplete ({type(error).__name__}: "
-                                     f"{str(error).splitlines()[0] if str(error) else 'no detail'}; copied in part?)",
-                                     Path(checkpoint_dir)) from error
+        raise DamagedCheckpointError(f"cannot read {path}: damaged or incomplete ({load_error_detail(error)}; "
+                                     "copied in part?)", Path(checkpoint_dir)) from error
+
+
+def load_error_detail(error: BaseException) -> str:
+    """What ``torch.load`` found wrong with a file, in a few words: for bytes that are no pickle,
+    the unpickler's own finding, not the advice around it (to load with ``weights_only=False``,
+    which runs whatever the bytes say: wrong for a damaged file, unsafe for a foreign one); for
+    others their first sentence (miniz's goes on about what corrupts files)."""
+    text = str(error)
+    if "WeightsUnpickler error:" in text:
+        found = text.split("WeightsUnpickler error:", 1)[1].strip().splitlines()
+        return f"its bytes are no saved state: {found[0].strip() if found else 'unreadable'}"
+    first = text.strip().splitlines()[0] if text.strip() else "no detail"
+    return f"{type(error).__name__}: {first.split('. ')[0]}"

@@ -69,7 +69,11 @@ def load_rank_rng(directory: str | Path, rank: int) -> bool:
     path = rank_rng_path(directory, rank)
     if not path.exists():
         return False
-    set_rng_state(torch.load(path, map_location="cpu", weights_only=True))
+    from dapo.trainer.checkpoint import (
+        load_checkpoint_file,  # (checkpoint.py is the heavier module)
+    )
+
+    set_rng_state(load_checkpoint_file(path, directory))
     return True
 
 

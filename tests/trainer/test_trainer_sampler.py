@@ -112,6 +112,31 @@ def test_refills_until_batch_full_and_carries_surplus():
     assert next_report.groups_carried_in == 1
 
 
+def test_a_round_that_fills_the_batch_exactly_is_the_last_and_no_limit_was_hit():
+    """Three groups with signal of four generated, for a step of three: one round, no surplus, and
+    no round-limit warning (the limit is reached only by a batch left short)."""
+    ds = sampler(max_gen_rounds=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        batch, report = ds.next_batch(make_round(lambda p: [1, 0, 0, 1] if int(p.uid) % 4 else [1] * 4), step=0)
+    assert len({s.group_id for s in batch}) == 3 and report.gen_rounds == 1
+    assert not report.hit_round_limit and report.groups_carried_out == 0
+
+
+def test_the_acc_filter_drops_a_group_all_correct_whose_scores_differ_by_a_bonus():
+    """filter_metric=acc keeps a group by its correctness alone (DAPO's 0 < #correct < G): all
+    correct, with a function's bonus spreading the scores, is no group with signal."""
+    def bonus(problems, round_index):
+        return [Sample(g, problem.uid, [1], [2], [0.0], False, score=1.0 + 0.2 * (i == 1), acc=True)
+                for g, problem in enumerate(problems) for i in range(4)]
+
+    with pytest.warns(UserWarning):
+        batch, report = sampler(max_gen_rounds=1).next_batch(bonus, step=0)
+    assert batch == [] and report.groups_all_correct == 4
+    kept, _ = sampler(filter_metric="score", max_gen_rounds=1).next_batch(bonus, step=0)
+    assert len(kept) == 12  # by the score, the bonus is a spread
+
+
 def test_all_correct_reward_hits_the_round_limit_with_a_reason():
     ds = sampler(max_gen_rounds=2)
     with pytest.warns(UserWarning, match="all-correct"):
@@ -199,6 +224,8 @@ def test_a_group_whose_every_response_overlong_filtering_masked_is_refilled():
     assert report.groups_all_masked == 2 and report.gen_rounds == 2  # group 0 of each round
     assert report.groups_generated - report.groups_kept == 2
     assert len({s.group_id for s in batch}) == 4 and all(s.loss_weight == 1.0 for s in batch)
+    # the step's logged ratio counts them among the filtered: 2 of the 8 groups generated
+    assert rollout_metrics(report, batch, [])["sampling/filtered_ratio"] == 2 / 8
 
 
 def test_every_generated_group_has_its_outcome():

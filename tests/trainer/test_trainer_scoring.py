@@ -40,6 +40,12 @@ def test_overlong_filtering_masks_only_the_truncated_response() -> None:
     assert [s.reward for s in batch] == [1.0 + p for p in PENALTIES]
 
 
+def test_the_penalty_factor_scales_the_punishment() -> None:
+    batch = samples(1.0)
+    shape_rewards(batch, reference_config("algorithm.overlong_penalty_factor=0.5"))
+    assert [s.reward for s in batch] == [1.0 + 0.5 * p for p in PENALTIES]
+
+
 def test_punishment_off_leaves_the_score() -> None:
     batch = samples(-1.0)
     shape_rewards(batch, reference_config("algorithm.overlong_soft_punishment=false"))

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from dapo.trainer.checkpoint import load_checkpoint_file
 from dapo.trainer.run_dir import SHARDED_DIR
 
 
@@ -69,10 +70,6 @@ def load_rank_rng(directory: str | Path, rank: int) -> bool:
     path = rank_rng_path(directory, rank)
     if not path.exists():
         return False
-    from dapo.trainer.checkpoint import (
-        load_checkpoint_file,  # (checkpoint.py is the heavier module)
-    )
-
     set_rng_state(load_checkpoint_file(path, directory))
     return True
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
+from dapo.errors import DamagedCheckpointError
 from dapo.trainer.checkpoint import (
     BEST_LINK,
     SETTING_ASIDE,
@@ -197,8 +198,6 @@ def test_a_damaged_trainer_state_is_named_without_torch_s_advice_to_load_it_unsa
     else:
         torch.save({"step": 3, "weights": torch.zeros(1000)}, state)
         os.truncate(state, state.stat().st_size // 2)
-    from dapo.errors import DamagedCheckpointError
-
     with pytest.raises(DamagedCheckpointError, match=rf"cannot read {re.escape(str(state))}: damaged or incomplete") as caught:
         load_trainer_state(tmp_path)
     assert "weights_only" not in str(caught.value) and "\n" not in str(caught.value)
@@ -212,7 +211,6 @@ def test_a_rank_s_damaged_rng_file_reaches_the_driver_as_the_checkpoint_s_error(
     checkpoint to resume instead)."""
     import pickle
 
-    from dapo.errors import DamagedCheckpointError
     from dapo.trainer.rng import load_rank_rng, rank_rng_path, save_rank_rng
 
     rank_rng_path(tmp_path, 1).parent.mkdir(parents=True)

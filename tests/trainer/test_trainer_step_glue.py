@@ -34,13 +34,13 @@ def test_a_step_trains_every_group_once_on_advantages_of_its_shaped_rewards_with
             samples = generate_round(record, problems, round_index)
             groups = sorted({s.group_id for s in samples})
             generated.append(set(groups))
-            for sample in samples:
-                mixed = groups.index(sample.group_id) < MIXED_PER_ROUND[round_index]
-                position = [s for s in samples if s.group_id == sample.group_id].index(sample)
-                sample.score = MIXED_SCORES[position] if mixed else -1.0
-                sample.reward = MIXED_REWARDS[position] if mixed else -1.0
-                sample.acc = sample.score > 0
-                sample.truncated, sample.loss_weight = False, 1.0
+            for group_index, group in enumerate(groups):
+                mixed = group_index < MIXED_PER_ROUND[round_index]
+                for position, sample in enumerate(s for s in samples if s.group_id == group):
+                    sample.score = MIXED_SCORES[position] if mixed else -1.0
+                    sample.reward = MIXED_REWARDS[position] if mixed else -1.0
+                    sample.acc = sample.score > 0
+                    sample.truncated, sample.loss_weight = False, 1.0
             return samples
 
         def recorded_update(mini_batch, num_tokens, num_seqs, on_policy, diagnose):

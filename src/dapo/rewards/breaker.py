@@ -89,8 +89,8 @@ class Breaker:
     def __init__(self, groups: list[Hashable | None], subjects: list[Hashable], num_workers: int,
                  history: dict[Hashable, Record] | None = None) -> None:
         """``num_workers`` 0: a breaker that never trips (reward.skip_hung=false)."""
-        self._groups = groups if num_workers else []
-        self._functions = groups  # (for start_order, with the breaker off too)
+        self._groups = groups
+        self._on = num_workers > 0  # 0: it never trips (reward.skip_hung=false)
         self._subjects = subjects
         self.limit = max(2 * num_workers, 3)  # failures in a row that trip a group
         self.min_problems = max(num_workers + 1, 2)  # ... across more problems than workers
@@ -112,7 +112,7 @@ class Breaker:
         first: list[int] = []
         turns: dict[tuple[Hashable, Hashable], list[int]] = {}  # (function, problem) -> its calls
         for i in range(count):
-            group = self._functions[i] if i < len(self._functions) else None
+            group = self._groups[i] if i < len(self._groups) else None  # (the breaker off too)
             if group is None:
                 first.append(i)
             else:
@@ -167,4 +167,4 @@ class Breaker:
         return self.tripped[self._group(task_id)].kind, "skipped"
 
     def _group(self, task_id: int) -> Hashable | None:
-        return self._groups[task_id] if task_id < len(self._groups) else None
+        return self._groups[task_id] if self._on and task_id < len(self._groups) else None

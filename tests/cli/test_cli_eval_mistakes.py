@@ -148,6 +148,23 @@ def test_eval_of_a_keep_best_run_s_checkpoint_takes_another_eval_k(tmp_path, mon
     assert seen[0].eval.k == 8 and seen[0].checkpoint.keep_best is None
 
 
+def test_eval_s_config_file_and_overrides_win_over_the_run_s_saved_config(tmp_path, monkeypatch):
+    """`dapo eval CKPT my.yaml key=value`: the checkpoint's dapo_config.yaml first, then the user's
+    file, then the overrides (the saved config read last would ignore the user's file)."""
+    seen = []
+
+    def stop_after_loading(cfg, **_):
+        seen.append(cfg)
+        raise KeyboardInterrupt
+
+    (tmp_path / "dapo_config.yaml").write_text("eval: {k: 2, top_p: 0.5, temperature: 0.9}\n")
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("eval: {k: 4, top_p: 0.6}\n")
+    monkeypatch.setattr("dapo.preflight.check_run", stop_after_loading)
+    assert main(["eval", str(tmp_path), str(mine), "eval.top_p=0.7"]) == 130
+    assert (seen[0].eval.k, seen[0].eval.top_p, seen[0].eval.temperature) == (4, 0.7, 0.9)
+
+
 @pytest.mark.parametrize("argv", [["eval", "builtin", "--save-dir", ""], ["plot", "runs", "-o", ""],
                                   ["ablate", "--output-dir", " "]])
 def test_an_empty_path_option_is_refused_not_read_as_the_default(argv, capsys, tmp_path, monkeypatch):

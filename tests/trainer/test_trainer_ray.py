@@ -193,16 +193,26 @@ def one_process_and_two_ranks(model_dir: Path, reward_file: Path, tmp_path: Path
         one.close()
 
 
-def test_the_ranks_update_equals_one_process_on_the_same_mini_batch(tiny_model_dir, reward_file, tmp_path):
-    """Values, not just keys: the driver sends the whole mini-batch's token count (a rank
-    normalising by its own share would double the gradient), the ranks' losses add up, and the
-    gradient norm (clipped, across the shards) and the updated weights are one process's. Before
-    the update, the rollout: each prompt samples with its own seed whichever engine it is dealt to,
+@pytest.mark.parametrize("loss_agg_mode", [
+    "token-mean",  # normalised by the mini-batch's tokens
+    pytest.param("seq-mean-token-mean", marks=pytest.mark.slow),  # by its responses (20 s more)
+])
+def test_the_ranks_update_equals_one_process_on_the_same_mini_batch(tiny_model_dir, reward_file, tmp_path,
+                                                                     loss_agg_mode: str):
+    """Values, not just keys: the driver sends the whole mini-batch's token and response counts (a
+    rank normalising by its own share would double the gradient), the ranks' losses add up, and the
+    gradient norm (clipped, across the shards) and the updated weights are one process's; so are
+    every metric the step logs from the update (the ranks' sums, not rank 0's: pg_loss, clip
+    counts, entropy and mismatch of the log-prob pass and of the update's own forward), the
+    learning rate after the step, and what the engines sample from the synced weights. Before the
+    update, the rollout: each prompt samples with its own seed whichever engine it is dealt to,
     so the ranks' engines (3 and 2 of the prompts) sample what one engine does with all 5."""
+    from dapo.trainer.step_metrics import update_metrics
     from tests.trainer.test_trainer_policy import make_samples
 
     exact = ["trainer.autocast=none", "trainer.grad_clip=0.05", "trainer.micro_batch_tokens=24",
-             "rollout.native_dtype=model"]  # (float32 logits: the engines' batches round alike)
+             "rollout.native_dtype=model",  # (float32 logits: the engines' batches round alike)
+             f"algorithm.loss_agg_mode={loss_agg_mode}", "trainer.warmup_steps=2", "trainer.lr=1e-2"]
     with one_process_and_two_ranks(tiny_model_dir, reward_file, tmp_path, *exact) as (one, two):
         prompts, params = [[5 + i] * (i + 1) for i in range(5)], SamplingParams(n=2, max_new_tokens=8, seed=3)
         sampled = [[c.token_ids for c in trainer.engine.generate(prompts, params).completions] for trainer in (one, two)]
@@ -210,16 +220,34 @@ def test_the_ranks_update_equals_one_process_on_the_same_mini_batch(tiny_model_d
         results = []
         for trainer in (one, two):
             samples = make_samples(torch.Generator().manual_seed(0))
-            for sample, logprobs in zip(samples, trainer.policy.compute_logprobs(samples).logprobs):
-                sample.old_logprobs = [x - 0.05 for x in logprobs.tolist()]  # ratio != 1: clipping paths run
-            stats = trainer.policy.update(samples)
-            after = trainer.policy.compute_logprobs(samples).logprobs  # the updated weights, seen through them
-            results.append((stats, torch.from_numpy(np.concatenate(after))))
-        (single, single_after), (ranks, ranks_after) = results
-        assert single.grad_norm > 0.05  # the clip binds
-        assert ranks.loss == pytest.approx(single.loss, rel=1e-5, abs=1e-7)
-        assert ranks.grad_norm == pytest.approx(single.grad_norm, rel=1e-4)
-        assert float((ranks_after - single_after).abs().max()) < 1e-4
+            before = trainer.policy.compute_logprobs(samples)
+            for sample, logprobs in zip(samples, before.logprobs):  # ratios of 1.35, 1.05 and 0.74 in turn:
+                sample.old_logprobs = [x + (-0.3, -0.05, 0.3)[i % 3] for i, x in enumerate(logprobs.tolist())]
+            stats = trainer.policy.update(samples, diagnose=True)  # (clipped tokens on both ranks, both sides)
+            result = {"stats": stats, "logged": update_metrics([stats], samples, trainer.policy.lr),
+                      "version": trainer.policy.version,  # the updated weights, seen through their log-probs:
+                      "after": torch.from_numpy(np.concatenate(trainer.policy.compute_logprobs(samples).logprobs)),
+                      "sums": [(lp.tokens, lp.entropy_sum, lp.mismatch_abs_sum) for lp in (before, stats.diagnostics)]}
+            trainer.policy.end_step()
+            trainer.sync_engine()
+            completions = trainer.engine.generate(prompts, params).completions
+            results.append(result | {"lr": trainer.policy.lr, "sampled": [c.token_ids for c in completions],
+                                     "sampled_logprobs": np.concatenate([c.logprobs for c in completions])})
+        single, ranks = results
+        assert single["stats"].grad_norm > 0.05  # the clip binds
+        assert ranks["stats"].loss == pytest.approx(single["stats"].loss, rel=1e-5, abs=1e-7)
+        assert ranks["stats"].grad_norm == pytest.approx(single["stats"].grad_norm, rel=1e-4)
+        assert float((ranks["after"] - single["after"]).abs().max()) < 1e-4
+        logged = single["logged"]
+        assert ranks["logged"].keys() == logged.keys() and logged["actor/clip_frac_low"] > 0 < logged["actor/clip_frac_high"]
+        for key, value in logged.items():  # the ranks' sums, not rank 0's: pg_loss, clip fractions, ratio, ...
+            assert ranks["logged"][key] == pytest.approx(value, rel=1e-4, abs=1e-7), key
+        for ranks_sums, single_sums in zip(ranks["sums"], single["sums"], strict=True):  # actor/entropy, mismatch/*
+            assert ranks_sums == pytest.approx(single_sums, rel=1e-4) and single_sums[0] > 0
+        assert ranks["version"] == single["version"] == 1
+        assert ranks["lr"] == single["lr"] == pytest.approx(1e-2 * 2 / 3)  # the warm-up's second step
+        assert ranks["sampled"] == single["sampled"] != sampled[0]  # the synced weights sample anew, alike
+        assert float(np.abs(ranks["sampled_logprobs"] - single["sampled_logprobs"]).max()) < 1e-4
         # each rank draws its own random numbers (dropout masks); before, every rank drew rank 0's
         import ray
 

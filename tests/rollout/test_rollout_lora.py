@@ -26,9 +26,12 @@ def _adapted(model: torch.nn.Module, targets: list[str] | None = None) -> torch.
     return model.eval()
 
 
-@pytest.mark.parametrize("make", [tiny_qwen2, tiny_llama])
-def test_the_fast_path_decodes_the_adapted_model(make) -> None:
-    model = _adapted(make())
+@pytest.mark.parametrize(("make", "targets"), [
+    (tiny_qwen2, None), (tiny_llama, None),
+    (tiny_llama, ["q_proj", "lm_head"]),  # an untied output layer adapted: the fast path's head merged too
+])
+def test_the_fast_path_decodes_the_adapted_model(make, targets: list[str] | None) -> None:
+    model = _adapted(make(), targets)
     assert llama_support.unsupported_reason(model, 64) is None
     engine = NativeEngine(model, PAD_ID)
     result = engine.generate(PROMPTS, SamplingParams(n=2, max_new_tokens=10, seed=0))
@@ -271,3 +274,29 @@ def test_adapters_of_another_alpha_or_a_stream_short_of_a_b_are_refused(tmp_path
     short = [(name, value) for name, value in saved.state_dict().items() if ".lora_B." not in name]
     with pytest.raises(ValueError, match="without their weight or adapters"):
         list(merge_adapters(short, saved))
+
+
+def test_adapters_given_gathered_are_the_ones_saved_and_a_file_short_of_a_b_is_refused(tmp_path):
+    """A sharded policy saves the adapters its ranks gathered (``state``), not the model's own
+    (shards of them); a file that lost one layer's B (hand-edited, damaged) resumed with that
+    layer's fresh B = 0: an inexact resume, unsaid."""
+    from safetensors.torch import load_file, save_file
+
+    from dapo.lora import ADAPTER_FILE, adapter_names, load_adapter, save_adapter
+
+    model = tiny_qwen2()
+    apply_lora(model, rank=4, alpha=8.0, target_modules=["q_proj", "v_proj"])
+    gathered = {name: torch.full_like(tensor, 3.0) for name, tensor in model.named_parameters()
+                if name in set(adapter_names(model))}
+    save_adapter(model, tmp_path, "base", state=gathered)
+    saved = load_file(str(tmp_path / ADAPTER_FILE))
+    assert len(saved) == len(gathered) > 0 and all(bool((tensor == 3.0).all()) for tensor in saved.values())
+    fresh = tiny_qwen2()
+    apply_lora(fresh, rank=4, alpha=8.0, target_modules=["q_proj", "v_proj"])
+    load_adapter(fresh, tmp_path)
+    assert all(bool((param == 3.0).all()) for name, param in fresh.named_parameters() if ".lora_" in name)
+    dropped = next(name for name in saved if ".lora_B." in name)
+    save_file({name: tensor for name, tensor in saved.items() if name != dropped}, str(tmp_path / ADAPTER_FILE),
+              metadata={"format": "pt"})
+    with pytest.raises(ValueError, match="do not match the model: missing"):
+        load_adapter(fresh, tmp_path)

@@ -133,17 +133,23 @@ def test_a_checkpoint_of_a_run_with_algorithm_plugins_evaluates_without_them(eva
     assert "error: evaluated" in capsys.readouterr().err
 
 
-def test_eval_of_a_keep_best_run_s_checkpoint_takes_another_eval_k(tmp_path, monkeypatch):
-    """A run's checkpoint.keep_best=eval/avg@2 named its eval.k: `dapo eval CKPT eval.k=8` was refused
-    ("the evaluations log @8 metrics"), a setting of training that evaluation never uses."""
+def configs_checked(monkeypatch) -> list:
+    """The configs `dapo eval` resolves, each stopping it there (as a Ctrl-C: exit code 130)."""
     seen = []
 
     def stop_after_loading(cfg, **_):
         seen.append(cfg)
         raise KeyboardInterrupt
 
-    (tmp_path / "dapo_config.yaml").write_text("eval: {k: 2, every_steps: 5}\ncheckpoint: {keep_best: eval/avg@2}\n")
     monkeypatch.setattr("dapo.preflight.check_run", stop_after_loading)
+    return seen
+
+
+def test_eval_of_a_keep_best_run_s_checkpoint_takes_another_eval_k(tmp_path, monkeypatch):
+    """A run's checkpoint.keep_best=eval/avg@2 named its eval.k: `dapo eval CKPT eval.k=8` was refused
+    ("the evaluations log @8 metrics"), a setting of training that evaluation never uses."""
+    seen = configs_checked(monkeypatch)
+    (tmp_path / "dapo_config.yaml").write_text("eval: {k: 2, every_steps: 5}\ncheckpoint: {keep_best: eval/avg@2}\n")
     assert main(["eval", str(tmp_path), "eval.k=8"]) == 130
     assert seen[0].eval.k == 8 and seen[0].checkpoint.keep_best is None
 
@@ -151,16 +157,10 @@ def test_eval_of_a_keep_best_run_s_checkpoint_takes_another_eval_k(tmp_path, mon
 def test_eval_s_config_file_and_overrides_win_over_the_run_s_saved_config(tmp_path, monkeypatch):
     """`dapo eval CKPT my.yaml key=value`: the checkpoint's dapo_config.yaml first, then the user's
     file, then the overrides (the saved config read last would ignore the user's file)."""
-    seen = []
-
-    def stop_after_loading(cfg, **_):
-        seen.append(cfg)
-        raise KeyboardInterrupt
-
+    seen = configs_checked(monkeypatch)
     (tmp_path / "dapo_config.yaml").write_text("eval: {k: 2, top_p: 0.5, temperature: 0.9}\n")
     mine = tmp_path / "mine.yaml"
     mine.write_text("eval: {k: 4, top_p: 0.6}\n")
-    monkeypatch.setattr("dapo.preflight.check_run", stop_after_loading)
     assert main(["eval", str(tmp_path), str(mine), "eval.top_p=0.7"]) == 130
     assert (seen[0].eval.k, seen[0].eval.top_p, seen[0].eval.temperature) == (4, 0.7, 0.9)
 

@@ -78,6 +78,29 @@ def test_a_refused_ablation_leaves_no_folder_and_a_file_for_its_folder_is_said(t
 def test_user_overrides_apply_to_every_variant(tmp_path):
     cfgs = [variant_config(i, 0, 30, tmp_path, ["rollout.max_response_length=80"]) for i in range(len(VARIANTS))]
     assert {c.rollout.max_response_length for c in cfgs} == {80}
+    # ... over the techniques' own settings too (applied before them, a later variant undid it)
+    last = variant_config(len(VARIANTS) - 1, 0, 30, tmp_path, ["algorithm.dynamic_sampling=false"])
+    assert last.algorithm.dynamic_sampling is False
+
+
+def test_every_variant_trains_at_the_ablation_s_constant_lr_in_mini_batches_of_two(tmp_path):
+    """The paper's 16 gradient steps per rollout step (mini-batches of 2 of the 32 prompts) at a
+    constant lr (the run ends on a generation budget: a cosine would follow the step cap)."""
+    for index in range(len(VARIANTS)):
+        trainer = variant_config(index, 0, 30, tmp_path, []).trainer
+        assert (trainer.lr, trainer.lr_schedule, trainer.mini_batch_prompts) == (5e-5, "constant", 2)
+        assert trainer.prompts_per_step // trainer.mini_batch_prompts == 16
+
+
+def test_each_diagnostic_column_reads_its_own_logged_metric():
+    from dapo.trainer.metric_docs import METRICS
+
+    logged = {"rollout/truncation_rate": 0.1, "sampling/filtered_ratio": 0.2, "actor/clip_frac_high": 0.3,
+              "actor/clip_frac_low": 0.4, "rollout/response_length_mean": 50.0, "actor/entropy": 0.6}
+    assert set(logged) <= set(METRICS)
+    assert {column: read(logged) for column, read, _ in DIAGNOSTICS} == {
+        "truncated": 0.1, "no-signal groups": 0.2, "clip-high frac": 0.3, "clip-low frac": 0.4,
+        "response length": 50.0, "entropy": 0.6}
 
 
 def _curve(variant: str, seed: int, accuracy: list[float], truncated: list[float]) -> RunCurve:
@@ -98,6 +121,10 @@ def test_summary_reports_seed_means_and_spreads():
     diagnostics_row = [line for line in table.splitlines() if line.startswith(f"| {name} |")][1]
     # truncated: run means 0.2 and 0.1 -> 15.0% ± 7.1%; entropy and length are plain numbers.
     assert "15.0% ± 7.1%" in diagnostics_row and "0.50 ± 0.00" in diagnostics_row
+    # a curve past its best: final 50%, best 60%, gain over the base 20% (one seed: no spread)
+    row = next(line for line in summarise([_curve(name, 0, [0.30, 0.60, 0.50], [0.1, 0.3])]).splitlines()
+               if line.startswith(f"| {name} |"))
+    assert row.startswith(f"| {name} | 50.0% | 60.0% | 20.0% |")
 
 
 @pytest.mark.slow  # an end-to-end run of every variant (about 16 s): the slow suite keeps the default under 10 min

@@ -25,6 +25,12 @@ def test_paper_config_plan_names_its_placement_and_fits_an_80gb_gpu(capsys):
     # vLLM tensor parallel 4: a quarter of the bf16 weights per GPU, 32 engines
     assert f"weights {2 * 32.8e9 / 4 / GIB:.1f} GiB in bf16" in out and "(32 engine(s))" in out
     assert "DOES NOT FIT" not in out
+    # what a rank needs to update (39.85 GiB; generating needs less), on devices just short of it and just over it
+    cfg = load_config([builtin_config_path("dapo_qwen2.5_32b")])
+    [need] = [float(line.split()[-2]) for line in plan(cfg, params=32.8e9).splitlines()
+              if line.startswith("  total while updating")]
+    assert "DOES NOT FIT" in plan(cfg, params=32.8e9, device_gib=need * 0.97)
+    assert "DOES NOT FIT" not in plan(cfg, params=32.8e9, device_gib=need * 1.01)
 
 
 @pytest.mark.parametrize(("overrides", "gathered_bytes"),
@@ -194,18 +200,28 @@ def test_a_native_engine_counts_the_kv_cache_of_a_rounds_rows_at_full_length():
     assert row.startswith("  KV cache, full: 128 rows x 5120 tokens") and row.endswith(f"{kv / 24 / GIB:9.2f} GiB")
     assert "KV cache, full" not in plan(load_config([builtin_config_path("dapo_recipe")], [
         "model.path=/not/here", "rollout.engine=vllm"]), params=0.49e9)
+    # the cache in the dtype the engine decodes in (bf16: half), and a rank's share of the round's prompts
+    for overrides, rows, dtype in ((["rollout.native_dtype=bfloat16"], 3072, "bfloat16"),
+                                   (["rollout.native_dtype=model", "resources.devices_per_node=2"], 1536, "float32")):
+        shared = plan(load_config([builtin_config_path("dapo_recipe")], [
+            "model.path=/not/here", "trainer.device=cuda", "model.dtype=float32", "rollout.native_kv_cache_gib=0",
+            *overrides]), params=0.49e9)
+        [row] = [line for line in shared.splitlines() if line.startswith("  KV cache")]
+        assert row.startswith(f"  KV cache, full: {rows} rows x 5120 tokens, {dtype} ") and row.endswith(
+            f"{kv / 2 / GIB:9.2f} GiB")
 
 
 @pytest.mark.parametrize(("overrides", "fused"), [([], True), (["trainer.fused_logprobs=false"], False),
                                                    (["trainer.device=cuda:1"], True),
-                                                   (["trainer.device=mps"], False)])  # (CUDA's kernels)
+                                                   (["trainer.device=mps"], False),  # (CUDA's kernels)
+                                                   (["trainer.param_dtype=none", "trainer.autocast=bf16"], True)])
 def test_plan_counts_the_logits_their_gradient_and_the_log_prob_chunks(overrides, fused):
     """bf16 logits (tokens x vocabulary) and the backward's gradient of the same size; where the
     fused CUDA kernels do not run, also two float32 chunks of 4096 rows the log-prob pass works in
     (4.6 GiB at the 32B recipe's 24,576 tokens)."""
     cfg = load_config([builtin_config_path("dapo_qwen2.5_32b")], overrides)
     tokens, vocab = cfg.trainer.micro_batch_tokens, 152064
-    expected = 2 * tokens * vocab * 2 + (0 if fused else 2 * 4096 * vocab * 4)  # param_dtype=bf16
+    expected = 2 * tokens * vocab * 2 + (0 if fused else 2 * 4096 * vocab * 4)  # bf16 weights or autocast
     row = next(line for line in plan(cfg, params=32.8e9).splitlines() if "logits, gradient" in line)
     assert row.endswith(f"{expected / GIB:9.2f} GiB")
 
@@ -275,7 +291,9 @@ def test_a_kl_reference_model_is_counted():
     lines = plan(load_config(recipe, ["algorithm.kl_coef=0.001"]), params=32.8e9).splitlines()
     shard = next(line for line in lines if "sharded reference model" in line)
     assert shard.endswith(f"{32.8e9 / 128 * 4 / GIB:9.2f} GiB")
-    assert any("the reference's forward: its root and layers gathered" in line for line in lines)
+    gathered = next(line for line in lines if "the reference's forward: its root and layers gathered" in line)
+    root = 2 * 152064 * HIDDEN + HIDDEN  # embeddings, untied output layer, final norm: in bf16, with two layers
+    assert gathered.endswith(f"{(root + 2 * QWEN32B_LAYER) * 2 / GIB:9.2f} GiB")
     generating = next(line for line in lines if "total while generating" in line)
     assert generating.endswith(f"{32.8e9 * 16 / 128 / GIB + 40.0:9.2f} GiB")  # fp32 weights, m, v + the reference
     without = plan(load_config(recipe), params=32.8e9)

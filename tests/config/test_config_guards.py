@@ -6,9 +6,8 @@ plain string into a list, and where verl's keys point."""
 import pytest
 import yaml
 
-from dapo.config import ConfigError, DAPOConfig, builtin_config_path, load_config
+from dapo.config import ConfigError, DAPOConfig, TrainerConfig, builtin_config_path, load_config
 from dapo.config.loading import config_from_dict, config_to_dict
-from dapo.config.schema import TrainerConfig
 from dapo.config.verl_names import TRL_NAMES, VERL_NAMES
 
 REFERENCE = builtin_config_path("dapo_qwen2.5_32b")

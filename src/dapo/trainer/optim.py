@@ -36,8 +36,8 @@ def lr_factor(cfg: TrainerConfig, total_steps: int, step: int) -> float:
     """The multiplier of ``cfg.lr`` for training step ``step`` (0-based, the steps done before
     it): linear warm-up over ``warmup_steps`` TRAINING (rollout) steps, then constant or cosine
     decay to the last step, down to ``min_lr_ratio``. The warm-up is (step + 1) / (warmup_steps + 1):
-    the first step already learns, at 1/(W + 1) of the lr, where transformers'
-    ``get_constant_schedule_with_warmup`` (step / W) spends its first update at lr 0."""
+    the first step already learns, at 1/(W + 1) of the lr, where transformers' and verl's
+    ``get_constant_schedule_with_warmup`` (min(1, step / W)) spend their first update at lr 0."""
     if step < cfg.warmup_steps:
         return (step + 1) / (cfg.warmup_steps + 1)
     if cfg.lr_schedule == "constant":

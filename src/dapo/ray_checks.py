@@ -1,5 +1,7 @@
 """What a multi-rank run's Ray settings show before Ray starts (``resources.*``): a cluster address
-nothing answers at (``ray.init`` keeps retrying one, printing only its own C++ warnings), and a local Ray asked for more CPUs than this machine gives the run, or for several nodes. Torch- and
+nothing answers at (``ray.init`` keeps retrying one, printing only its own C++ warnings), and a
+local Ray asked for more CPUs than this machine gives the run, or for several nodes; and, once
+``ray.init`` failed, a cluster's refusal of the token this process sent (or did not). Torch- and
 Ray-free, like the rest of :mod:`dapo.preflight`, which calls it."""
 
 from __future__ import annotations
@@ -47,6 +49,29 @@ def ray_address_problems(cfg: DAPOConfig, environ: Mapping[str, str] = os.enviro
         return [f"resources.ray_address={address!r}: nothing answers at {host}:{port} ({reason}): start the cluster "
                 "(`ray start --head` prints the address to give) or fix the address; null starts a local Ray"]
     return []
+
+
+def token_auth_problem(error: BaseException, address: str, environ: Mapping[str, str] = os.environ) -> str | None:
+    """A cluster's refusal of this process's Ray token, behind ``ray.init``'s "Failed to connect to
+    Ray cluster" (after ~20 s of Ray's own C++ warnings): clusters of Ray 2.59+ start with token
+    authentication on, and Ray sends a token to an address given explicitly (not auto) only where
+    RAY_AUTH_MODE=token says so; None for another failure."""
+    causes, link = [], error
+    while link is not None and len(causes) < 8:
+        causes.append(str(link))
+        link = link.__cause__ or link.__context__
+    if not any("InvalidAuthToken" in cause for cause in causes):
+        return None
+    mode = environ.get("RAY_AUTH_MODE", "").strip().lower()
+    if mode != "token" and address.strip() != "auto":
+        return (f"the Ray cluster at resources.ray_address={address} asks for Ray's token authentication (on by "
+                "default since Ray 2.59), and Ray connects to an address given explicitly with no token unless "
+                "RAY_AUTH_MODE=token: set it, with the cluster's token in ~/.ray/auth_token (where `ray start --head` "
+                "wrote it on the head node) or in RAY_AUTH_TOKEN; or run on a node of the cluster with "
+                "resources.ray_address=auto")
+    return (f"the Ray cluster at resources.ray_address={address} refused this process's Ray token (RAY_AUTH_MODE="
+            f"{mode or 'unset'}): it needs the head node's, the ~/.ray/auth_token `ray start --head` wrote there: copy "
+            "that file here (every node of the cluster needs it too) or set RAY_AUTH_TOKEN to its text")
 
 
 def warn_about_local_ray(cfg: DAPOConfig) -> None:

@@ -1,6 +1,7 @@
 """Ray's own errors at ``ray.init``, said in dapo's settings: a cluster already running where
 resources.ray_address is null (Ray refused the local Ray's num_cpus with a traceback), and
-ray_address=auto with no cluster (Ray's message named a ``--address`` flag dapo does not have)."""
+ray_address=auto with no cluster (Ray's message named a ``--address`` flag dapo does not have), and a
+cluster's refusal of this process's token (Ray said only "Failed to connect to Ray cluster at ...")."""
 
 from __future__ import annotations
 
@@ -52,3 +53,42 @@ def test_ray_address_in_the_environment_matters_only_to_ranks_on_a_local_ray():
     [problem] = ray_address_problems(ranks, environ)
     assert problem.endswith("(RAY_ADDRESS=10.0.0.1:6379)")
     assert ray_address_problems(ranks, {}) == []
+
+
+# What Ray 2.60 raises at ray.init(address=HOST:PORT) of a cluster with token authentication on, for a
+# driver with RAY_AUTH_MODE unset (test_trainer_ray_joined_cluster.py meets the real one).
+REFUSED_TOKEN = ("Failed to connect to GCS. Last connection error: Traceback (most recent call last):\n  ...\n"
+                 "ray.exceptions.AuthenticationError: RPC error: InvalidAuthToken: Authentication token is missing or "
+                 "incorrect. Note: RAY_AUTH_MODE is currently 'disabled' (not 'token').")
+
+
+def refused(address: str) -> ConnectionError:
+    try:
+        try:
+            raise RuntimeError(REFUSED_TOKEN)
+        except RuntimeError as gcs_error:
+            raise ConnectionError(f"Failed to connect to Ray cluster at {address}") from gcs_error
+    except ConnectionError as error:
+        return error
+
+
+def test_a_token_refused_at_an_explicit_address_says_what_to_set(monkeypatch):
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    said = ray_init_problem(refused("10.0.0.1:6379"), "10.0.0.1:6379")
+    assert said is not None and said.startswith("the Ray cluster at resources.ray_address=10.0.0.1:6379 asks for "
+                                                "Ray's token authentication")
+    assert "unless RAY_AUTH_MODE=token: set it" in said and "~/.ray/auth_token" in said
+    # with the mode set (or on a node of the cluster, auto), the token itself is wrong or missing
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    said = ray_init_problem(refused("10.0.0.1:6379"), "10.0.0.1:6379")
+    assert said is not None and "refused this process's Ray token (RAY_AUTH_MODE=token)" in said
+    assert "copy that file here" in said and "RAY_AUTH_TOKEN" in said
+    monkeypatch.delenv("RAY_AUTH_MODE")
+    said = ray_init_problem(refused("auto"), "auto")
+    assert said is not None and "refused this process's Ray token (RAY_AUTH_MODE=unset)" in said
+
+
+def test_a_connection_that_fails_otherwise_keeps_rays_error():
+    assert ray_init_problem(ConnectionError("Failed to connect to Ray cluster at 10.0.0.1:6379"), "10.0.0.1:6379") \
+        is None
+    assert ray_init_problem(refused("10.0.0.1:6379"), None) is None  # (a local Ray is this run's own)

@@ -51,7 +51,7 @@ from dapo.child_signals import children_spared
 from dapo.config import DAPOConfig, ResourcesConfig
 from dapo.config.loading import config_to_dict, with_absolute_paths
 from dapo.errors import UserError
-from dapo.ray_checks import RUNNING_CLUSTER
+from dapo.ray_checks import RUNNING_CLUSTER, token_auth_problem
 from dapo.rollout.base import GenerationResult, SamplingParams, prompt_seeds, request_seed
 from dapo.trainer.batch import (
     Sample,
@@ -168,9 +168,12 @@ def start_ray(ray: Any, res: ResourcesConfig) -> None:
 
 def ray_init_problem(error: BaseException, address: str | None) -> str | None:
     """What a failed ``ray.init`` means for the user, in dapo's settings (Ray's own messages name
-    a ``--address`` flag, or arguments dapo passes); None for another failure."""
+    a ``--address`` flag or arguments dapo passes, or hide a refused token in a chained
+    traceback); None for another failure."""
     if address is None and isinstance(error, ValueError) and "existing cluster" in str(error):
         return RUNNING_CLUSTER
+    if address is not None and isinstance(error, ConnectionError) and (refused := token_auth_problem(error, address)):
+        return refused
     if address is not None and address.strip() == "auto" and isinstance(error, ConnectionError):
         return ("resources.ray_address=auto joins the Ray cluster running on this machine (or the one the RAY_ADDRESS "
                 "environment variable names), and none is running: start it (`ray start --head`), or set "

@@ -321,17 +321,17 @@ def _undefined_name(path: Path, name: str) -> str | None:
     except (OSError, ValueError):
         return None  # unreadable or NUL bytes: the import says how
     defined: set[str] = set()
+    definitions = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
     for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            defined.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            defined.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
-        else:  # assignments, and what if/try blocks at the top level define
-            for inner in ast.walk(node):
-                if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store):
-                    defined.add(inner.id)
-                elif isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    defined.add(inner.name)
+        # a top-level def binds its own name; any other statement what it holds, its if/try/with
+        # blocks included (a fallback import: try: from fast import f / except ImportError: ...)
+        for inner in [node] if isinstance(node, definitions) else ast.walk(node):
+            if isinstance(inner, definitions):
+                defined.add(inner.name)
+            elif isinstance(inner, (ast.Import, ast.ImportFrom)):
+                defined.update((alias.asname or alias.name).split(".")[0] for alias in inner.names)
+            elif isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store):
+                defined.add(inner.id)
     if name in defined or "*" in defined or "__getattr__" in defined:
         return None
     made_at_run_time = {"globals", "setattr", "exec", "vars", "__dict__"}

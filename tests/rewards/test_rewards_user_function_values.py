@@ -32,6 +32,7 @@ def test_wrong_return_type_fails_before_training(name: str, message: str) -> Non
 @pytest.mark.parametrize(("value", "why"), [
     ("1.0", "the return value is a str, not a number"),
     (2e6, "the score 2e+06 is beyond +-1e+06: rewards this large make the group advantages overflow; scale the reward down"),
+    (-2e6, "the score -2e+06 is beyond +-1e+06"),  # (a penalty overflows as a reward does)
     ({"reward": 1.0}, "the returned dict has no 'score' key (keys: ['reward'])"),  # names the dict already
     ({"score": "1.0"}, "'score' is a str, not a number (in the returned dict)"),
     ({"score": 2e6}, "the score 2e+06 is beyond +-1e+06: rewards this large make the group advantages overflow; "

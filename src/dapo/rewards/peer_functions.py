@@ -47,6 +47,12 @@ def called_as_its_peer_does(function: Callable) -> Callable | None:
     takes_any = any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters)
     for names in (VERL_PARAMETERS, tuple(f"{name}s" for name in VERL_PARAMETERS)):
         if parameters[0].name == names[0] or names[1] in taken:  # (verl's math_dapo: solution_str first)
+            if unknown := [p.name for p in parameters if p.name not in names and p.default is inspect.Parameter.empty
+                           and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]:
+                # (fn(solution_str, ground_truth, extra): called by keyword, every call would fail)
+                raise TypeError(f"a verl reward function (it takes {names[1] if names[1] in taken else names[0]}) that "
+                                f"requires {', '.join(unknown)}: verl passes {', '.join(names)}, by keyword; give it "
+                                "a default, or write it to dapo-rl's contract fn(response, ground_truth, extra)")
             return _called_as_verl_does(function, tuple(name if name in taken or takes_any else None for name in names))
     if parameters[0].name in ("prompts", "completions") and takes_any:  # TRL's: every call by keyword
         if required := [p.name for p in parameters if p.name in TRL_ONLY and p.default is inspect.Parameter.empty]:

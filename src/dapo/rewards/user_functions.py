@@ -49,10 +49,13 @@ class DictFieldError(TypeError):
 def split_spec(spec: str) -> tuple[str, str]:
     """``"path/to/file.py:fn"`` or ``"pkg.mod:fn"`` -> (location, function name)."""
     location, sep, name = spec.rpartition(":")
-    if not sep or not location or not name.isidentifier():
+    if not sep or not location or not name.isidentifier() or location.endswith(":"):
+        # (rewards.py::fn imported a module "rewards.py:"; "fn " failed with no word of the space)
+        found = ("; it has two colons" if location.endswith(":") else
+                 f"; {name!r} has spaces around it" if name.strip() != name and name.strip().isidentifier() else "")
         raise RewardFunctionError(
             f"reward function {spec!r}: expected 'path/to/file.py:function' or "
-            "'package.module:function'"
+            f"'package.module:function'{found}"
         )
     return location, name
 
@@ -109,10 +112,14 @@ def _check_signature(function: RewardFunction, spec: str) -> None:
     try:
         signature.bind("response", "ground truth", {})
     except TypeError as exc:
+        first = next(iter(signature.parameters), "")
+        trl = (" (a TRL reward function, as its first parameter's name says, takes **kwargs: TRL passes the "
+               "dataset's columns by keyword, and dapo-rl calls a function of that shape as TRL does)"
+               if first in ("prompts", "completions") else "")
         raise RewardFunctionError(
             f"reward function {spec!r}: must accept (response, ground_truth, extra), or lists of each when "
             "batched (batch_size > 0); "
-            f"its signature is {signature}, which a call with those 3 arguments does not fit ({exc})"
+            f"its signature is {signature}, which a call with those 3 arguments does not fit ({exc}){trl}"
         ) from exc
 
 

@@ -100,3 +100,17 @@ def test_a_spec_s_two_colons_or_spaces_are_named():
 def test_a_trl_function_without_kwargs_is_told_what_makes_it_trls(tmp_path):
     with pytest.raises(RewardFunctionError, match=r"its signature is \(prompts, completions\).* takes \*\*kwargs"):
         loaded(tmp_path, "def fn(prompts, completions):\n    return [1.0] * len(completions)\n")
+
+
+def test_a_singular_verl_function_returning_a_list_is_not_told_to_set_batch_size(tmp_path):
+    """batch_size does not change how verl's singular names are called: the hint was a dead end."""
+    import pickle
+
+    from dapo.rewards.worker import run_task
+
+    task = pickle.dumps(("fn", 0, "a b", "1", {}))
+    fn = loaded(tmp_path, "def fn(solution_str, ground_truth, **kw):\n    return [1.0]\n")
+    kind, why = run_task(task, [fn])
+    assert kind == "bad" and "batch_size" not in why
+    assert why.endswith("(verl calls a function of its singular names, solution_str, once per response: it returns "
+                        "one score; its plural names, solution_strs, make it a batched one)")

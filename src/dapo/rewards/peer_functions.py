@@ -94,6 +94,7 @@ def _called_as_verl_does(function: Callable, names: tuple[str | None, ...]) -> C
             values = _gathered(values) if any(inspect.iscoroutine(value) for value in values) else values
         return _finish(values, lambda values: _without_text(values if batched else _the_one(values)))
 
+    call.verl_singular = not plural  # type: ignore[attr-defined]  # (its one value per call: a list is no batch)
     return call
 
 

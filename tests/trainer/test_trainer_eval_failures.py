@@ -138,8 +138,10 @@ def test_dapo_eval_with_a_judge_down_fails_in_one_line(tiny_model_dir, tmp_path,
 def test_dapo_eval_saves_the_failure_counts(tiny_model_dir, tmp_path, judges, capsys):
     with pytest.warns(UserWarning, match="judge_flaky failed on 4 of 8 evaluation samples"):
         assert dapo_main(eval_args(tiny_model_dir, tmp_path, judges, "judge_flaky")) == 0
-    saved = json.loads((tmp_path / "eval-judge_flaky" / "metrics.json").read_text())["metrics"]
+    whole = json.loads((tmp_path / "eval-judge_flaky" / "metrics.json").read_text())
+    saved = whole["metrics"]
     assert saved["eval/reward_errors"] == 4 and saved["eval/reward_failures/judge_flaky"] == 4
+    assert (whole["k"], whole["num_problems"]) == (2, 4)  # eval.k, not rollout.n; problems, not samples
     assert "eval/reward_errors" in capsys.readouterr().out
 
 

@@ -188,12 +188,13 @@ def test_documented_names_fold_k_and_the_tensorboard_gets_finite_values_only(tmp
 
     assert documented_name("eval/avg@32") == "eval/avg@k" and documented_name("eval/maj@4") == "eval/maj@k"
     logger = MetricsLogger(tmp_path, tensorboard=True, wandb=False, wandb_project="p", config={})
-    logger.log(1, {"loss": 0.5, "actor/kl": float("nan")})
+    logger.log(1, {"loss": 0.5, "actor/kl": float("nan"), "sampling/gen_rounds": 2})  # (an int: a curve too)
     logger.close()
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     events = EventAccumulator(str(tmp_path / "tensorboard")).Reload()
     assert "loss" in events.Tags()["scalars"] and "actor/kl" not in events.Tags()["scalars"]
+    assert [(e.step, e.value) for e in events.Scalars("sampling/gen_rounds")] == [(1, 2.0)]
 
 
 def test_a_wandb_that_cannot_start_stops_the_run_before_the_baseline_evaluation(

@@ -69,9 +69,9 @@ def token_auth_problem(error: BaseException, address: str, environ: Mapping[str,
                 "RAY_AUTH_MODE=token: set it, with the cluster's token in ~/.ray/auth_token (where `ray start --head` "
                 "wrote it on the head node) or in RAY_AUTH_TOKEN; or run on a node of the cluster with "
                 "resources.ray_address=auto")
-    return (f"the Ray cluster at resources.ray_address={address} refused this process's Ray token (RAY_AUTH_MODE="
-            f"{mode or 'unset'}): it needs the head node's, the ~/.ray/auth_token `ray start --head` wrote there: copy "
-            "that file here (every node of the cluster needs it too) or set RAY_AUTH_TOKEN to its text")
+    return (f"the Ray cluster at resources.ray_address={address} refused this process's Ray token, or its lack of "
+            f"one (RAY_AUTH_MODE={mode or 'unset'}): it needs the head node's, the ~/.ray/auth_token `ray start --head` "
+            "wrote there: copy that file here (every node of the cluster needs it too) or set RAY_AUTH_TOKEN to its text")
 
 
 def warn_about_local_ray(cfg: DAPOConfig) -> None:

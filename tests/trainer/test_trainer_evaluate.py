@@ -272,8 +272,12 @@ def test_math_dapos_maj_at_k_counts_the_answers_it_judges_apart_apart():
     texts = ["Answer: 34"] * 3 + ["Answer: 34."] * 2 + ["Answer: 34.0"] * 2
     problems = [Problem(uid="0", prompt="17 * 2 =", ground_truth="34")]
     with RewardScorer(RewardConfig(num_workers=1, verifier="math_dapo")) as scorer:
-        metrics = evaluate(Texts(), tokenizer, scorer, [[1]], problems, SamplingParams(n=7, seed=0)).metrics
+        result = evaluate(Texts(), tokenizer, scorer, [[1]], problems, SamplingParams(n=7, seed=0))
+    metrics = result.metrics
     assert metrics["eval/avg@7"] == pytest.approx(3 / 7) and metrics["eval/maj@7"] == 1.0
+    # the saved votes keep them apart as maj@k did: maj@k is recounted from generations.jsonl
+    wrong = [sample["vote"] for sample in result.samples if not sample["acc"]]
+    assert len(wrong) == 4 and wrong[0] == wrong[1] != wrong[2] == wrong[3]
     # the same results read by value (dapo-rl's verifier's rule): the four wrong ones are one answer
     def r(acc: bool, answer: str) -> RewardResult:
         return RewardResult(score=1.0 if acc else -1.0, acc=acc, pred=answer, answer=answer)

@@ -91,11 +91,22 @@ def _called_as_verl_does(function: Callable, names: tuple[str | None, ...]) -> C
         else:  # a call per response (an async function's awaited together)
             values = [score(source, text, gold, info)
                       for (source, info), text, gold in zip(fields, responses, ground_truths, strict=True)]
-            values = _gathered(values) if any(inspect.iscoroutine(value) for value in values) else values
+            values = _finish(_gathered(values) if any(inspect.iscoroutine(value) for value in values) else values,
+                             _one_score_each)
         return _finish(values, lambda values: _without_text(values if batched else _the_one(values)))
 
-    call.verl_singular = not plural  # type: ignore[attr-defined]  # (its one value per call: a list is no batch)
     return call
+
+
+def _one_score_each(values: list[Any]) -> list[Any]:
+    """A singular verl function's values, one per response, refused where one is a list: verl calls
+    it once per response, whatever batch_size says, for one score."""
+    for item in values:
+        if isinstance(item, (list, tuple)) or getattr(item, "ndim", 0) >= 1:
+            raise BadReturnValue(f"the return value is a {type(item).__name__}, not one score (verl calls a function "
+                                 "of its singular names, solution_str, once per response: it returns one score; its "
+                                 "plural names, solution_strs, make it a batched one)")
+    return values
 
 
 async def _gathered(values: list[Any]) -> list[Any]:

@@ -312,9 +312,6 @@ def run_task(pickled_task: bytes, functions: list[RewardFunction]) -> Outcome:
     outcome = _item_outcome(value)
     # a list (or an array) for one response: a batched function run as a per-response one
     if outcome[0] == "bad" and hasattr(value, "__len__") and not isinstance(value, (str, bytes, dict)):
-        if getattr(functions[index], "verl_singular", False):  # batch_size does not change how verl calls it
-            return "bad", (f"{outcome[1]} (verl calls a function of its singular names, solution_str, once per "
-                           "response: it returns one score; its plural names, solution_strs, make it a batched one)")
         return "bad", (f"{outcome[1]} (a batched function, lists in and a list out, needs batch_size > 0 on its "
                        "reward.functions entry: {path: ..., batch_size: N})")
     return outcome

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -81,10 +82,10 @@ def test_a_file_that_exits_at_import_is_said_and_said_again(tmp_path):
 def test_a_module_imported_from_the_working_directory_shadows_nothing(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "my_rewards.py").write_text("")
-    own = type(asyncio)("my_rewards")
+    own = ModuleType("my_rewards")
     own.__file__ = str(tmp_path / "my_rewards.py")
     assert shadowing_note("my_rewards", own, "fn") == ""
-    installed = type(asyncio)("my_rewards")
+    installed = ModuleType("my_rewards")
     installed.__file__ = "/usr/lib/python3/my_rewards.py"
     assert shadowing_note("my_rewards", installed, "fn").startswith(
         "; my_rewards was imported from /usr/lib/python3/my_rewards.py, not from the working directory's my_rewards.py")

@@ -38,6 +38,11 @@ def judge_of_easy(response, ground_truth, extra):
     if extra["data_source"] != "easy":
         raise ConnectionError("no judge for " + extra["data_source"])
     return {"score": 1.0, "acc": True}
+
+def judge_of_wrong_answers(response, ground_truth, extra):
+    if extra["data_source"] == "hard" and "-1" not in response:
+        raise ConnectionError("judge timed out")
+    return {"score": 0.0, "acc": "-1" not in response}
 '''
 
 
@@ -106,6 +111,18 @@ def test_a_data_source_the_judge_cannot_score_logs_no_accuracy_of_its_own(judges
     assert m["eval/easy/avg@2"] == 1.0 and "eval/hard/avg@2" not in m and "eval/hard/pass@2" not in m
     assert "eval/easy/score_mean" in m and "eval/hard/score_mean" not in m  # (its failures' penalty, no reward)
     assert m["eval/hard/num_problems"] == 2 and m["eval/avg@2"] == 0.5
+
+
+def test_a_data_source_measured_on_later_samples_only_keeps_its_accuracy(judges):
+    """A source is unscored only when every sample of it failed: one whose judge failed on each
+    problem's first sample but measured its second has an accuracy (the failures count as wrong)."""
+    reward = RewardConfig(num_workers=1, verifier_weight=0, functions=[{"path": f"{judges}:judge_of_wrong_answers"}])
+    problems = problems_of(2, "easy") + problems_of(2, "hard")
+    with pytest.warns(UserWarning, match=r"judge_of_wrong_answers failed on 2 of 8 evaluation samples"):
+        result = run_eval(problems, reward, right=[2, 2, 1, 1])  # hard: sample 0 right (judge fails), 1 wrong
+    m = result.metrics
+    assert m["eval/easy/avg@2"] == 1.0 and m["eval/hard/avg@2"] == 0.0 and m["eval/hard/pass@2"] == 0.0
+    assert m["eval/avg@2"] == 0.5 and result.unscored == ""
 
 
 def write_eval_file(tmp_path: Path) -> Path:

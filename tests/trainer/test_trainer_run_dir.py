@@ -158,19 +158,12 @@ def test_an_architecture_field_an_older_checkpoint_did_not_write_is_no_mismatch(
     assert checkpoint_mismatch(checkpoint, model, {}, automatic=True) is None
     assert "vocab_size 64 (checkpoint) != 65" in checkpoint_mismatch(
         checkpoint, SimpleNamespace(model_type="qwen2", vocab_size=65, tie_word_embeddings=False), {}, automatic=True)
-
-
-def test_a_set_aside_checkpoint_without_its_state_is_removed_not_put_back(tmp_path):
-    """An .old-step-N-pid whose trainer_state.pt is gone (its deletion had begun) is no checkpoint
-    to restore: it is removed and counted, and no step-N appears."""
-    from dapo.trainer.run_dir import remove_stale_checkpoint_temps
-
-    half = tmp_path / "checkpoints" / ".old-step-000004-123"
-    half.mkdir(parents=True)
-    (half / "model.safetensors").write_bytes(b"")
-    with pytest.warns(UserWarning, match="removed 1 incomplete checkpoint"):
-        assert remove_stale_checkpoint_temps(tmp_path) == 1
-    assert list((tmp_path / "checkpoints").iterdir()) == []
+    # every difference said, not the first alone: the model's and the run's
+    (checkpoint / "dapo_config.yaml").write_text("data:\n  train_files: [/data/a.jsonl]\n")
+    both = checkpoint_mismatch(checkpoint, SimpleNamespace(model_type="llama", vocab_size=64, tie_word_embeddings=False),
+                               {"data": {"train_files": ["/data/b.jsonl"]}}, automatic=True)
+    assert both == ("model_type 'qwen2' (checkpoint) != 'llama' (this run); data.train_files ['/data/a.jsonl'] "
+                    "(checkpoint) != ['/data/b.jsonl'] (this run)")
 
 
 def test_a_driver_that_steps_without_train_still_records_its_config(tiny_model_dir, reward_file, tmp_path):

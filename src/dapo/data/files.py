@@ -21,6 +21,7 @@ counts) files of any other type that holds no rows (a .bin, say), where a glob's
 from __future__ import annotations
 
 import glob
+import json
 import re
 from pathlib import Path
 
@@ -61,6 +62,10 @@ def is_datasets_directory(path: Path) -> bool:
     return (path / "state.json").is_file() or (path / "dataset_dict.json").is_file()
 
 
+# the splits of a DatasetDict read as each split, in order of preference
+DATASET_DICT_SPLITS = {"train": ("train",), "eval": ("test", "validation", "eval", "valid")}
+
+
 def data_files(entry: str, split: str, notes: list[str] | None = None) -> list[str]:
     """The files (or the one ``datasets`` directory) ``entry`` names for ``split``, in reading
     order; a DataError when it names none. ``notes`` gets a line naming the data files a split
@@ -72,8 +77,29 @@ def data_files(entry: str, split: str, notes: list[str] | None = None) -> list[s
         hint = f" (several files are a list: [{entry.replace(',', ', ')}])" if "," in entry else ""
         raise DataError(f"{entry}: file not found{hint}")
     if path.is_file() or is_datasets_directory(path):
+        if split == "eval" and notes is not None:
+            _note_other_eval_splits(entry, path, notes)
         return [str(path)]
     return _directory_files(entry, path, split, notes)
+
+
+def dataset_dict_split(available: list[str], split: str) -> str | None:
+    """The split of a ``DatasetDict`` read as ``split``: by its name (the first of train, or of
+    test, validation, eval, valid), never another split's; None when it has none."""
+    return next((name for name in DATASET_DICT_SPLITS[split] if name in available), None)
+
+
+def _note_other_eval_splits(entry: str, path: Path, notes: list[str]) -> None:
+    """A line for ``notes`` naming a ``DatasetDict``'s evaluation splits other than the one read."""
+    try:
+        available = json.loads((path / "dataset_dict.json").read_text())["splits"]
+    except (OSError, ValueError, KeyError, TypeError):  # (not a DatasetDict, or one datasets refuses: said then)
+        return
+    read = dataset_dict_split(available, "eval")
+    others = [name for name in available if name != read and name in DATASET_DICT_SPLITS["eval"]]
+    if read is not None and others:
+        notes.append(f"{entry}: evaluating on its {read!r} split, not its {' and '.join(map(repr, others))} "
+                     f"(name {path / others[0]} in data.eval_files to evaluate on it too)")
 
 
 def _glob_files(entry: str, pattern: Path, split: str, notes: list[str] | None) -> list[str]:

@@ -335,6 +335,10 @@ def _lookup(row: dict[str, Any], dotted_key: str, where: str, what: str, keys_se
         raise DataError(f"{where}: missing {what} at {dotted_key!r} ({null_part!r} is null)")
     if value is _ABSENT:
         skip = "" if lenient else ", or set data.lenient=true to skip such rows"  # (lenient: it is being skipped)
+        if not keys_seen and (wrapper := _rows_wrapped_under(row, dotted_key)) is not None:
+            raise KeyNotInFile(f"{where}: missing {what} at {dotted_key!r}: the rows are the list under "
+                               f"{wrapper!r} of one JSON object (row has keys {sorted(row)}): give that list as the "
+                               f"file (jq -c '.{wrapper}[]' FILE > rows.jsonl)")
         if not keys_seen:  # the first row: the key is likely wrong for the whole file
             rows_without = (f", or {setting}=null where the rows have no {what} (reward.functions alone judge, "
                             "reward.verifier_weight=0)") if setting == "data.answer_key" else ""
@@ -343,6 +347,13 @@ def _lookup(row: dict[str, Any], dotted_key: str, where: str, what: str, keys_se
         raise DataError(f"{where}: missing {what} at {dotted_key!r} (row has keys {sorted(row)}; the rows before "
                         f"it have it: fix or drop this row{skip})")
     return value
+
+
+def _rows_wrapped_under(row: dict[str, Any], dotted_key: str) -> str | None:
+    """The key of ``row`` whose value is a list of rows that have ``dotted_key`` ({"version": 1,
+    "data": [{"prompt": ...}, ...]}: a file of one object holding the rows), or None."""
+    return next((key for key, value in row.items() if isinstance(value, list) and value
+                 and isinstance(value[0], dict) and _get(value[0], dotted_key, _ABSENT) is not _ABSENT), None)
 
 
 class KeyNotInFile(DataError):

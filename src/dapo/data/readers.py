@@ -34,7 +34,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from dapo.data.files import READ_TYPES_SAID, file_type, readable
+from dapo.data.files import (
+    DATASET_DICT_SPLITS,
+    READ_TYPES_SAID,
+    dataset_dict_split,
+    file_type,
+    readable,
+)
 from dapo.data.records import DataError
 
 # A row, or the DataError that made it unreadable (so lenient mode can go on to the next row).
@@ -43,7 +49,9 @@ Row = dict[str, Any] | DataError
 _PARQUET_BATCH_ROWS = 8192
 # a CSV field may hold a long prompt (the csv module's default limit is 128 KiB): set once, at import
 csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))
-_UTF8_BOM = b"\xef\xbb\xbf"  # a byte-order mark (Excel, Notepad) before the first row: not JSON
+# a byte-order mark (Excel, Notepad) before the first row, or before a later one in files joined
+# with `cat`: not JSON, and no part of a CSV value
+_UTF8_BOM = b"\xef\xbb\xbf"
 _JSON_WHITESPACE = re.compile(r"[ \t\n\r]*")  # what JSON allows between values (str.isspace allows more)
 _OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open, "": open}
 # what reading a file that is not what its name says raises (a truncated .gz: EOFError, a corrupt
@@ -178,6 +186,10 @@ def _parquet_rows(path: str, checked: Callable[[Any, int], Any] | None) -> Itera
     try:
         source = path if not file_type(Path(path).name)[1] else io.BytesIO(_read_bytes(path))  # (pq seeks)
         parquet_file = pq.ParquetFile(source)
+        names = parquet_file.schema_arrow.names
+        if repeated := next((name for name in names if names.count(name) > 1), None):  # (as a CSV header's)
+            raise DataError(f"{path}: names the column {repeated!r} twice (a row would keep one of its values, "
+                            "unsaid): rename one")
         label_names = parquet_label_names(parquet_file.schema_arrow)
         for batch in parquet_file.iter_batches(batch_size=_PARQUET_BATCH_ROWS):
             batch = named_batch(batch, label_names)
@@ -198,11 +210,12 @@ def _parquet_rows(path: str, checked: Callable[[Any, int], Any] | None) -> Itera
 
 def _batch_rows(batch: Any, path: str, first_row: int) -> list[Row]:
     """A record batch's rows as dicts; where one cannot be converted (a string cell that is not
-    UTF-8), each row on its own, that one a DataError naming it (skipped and counted where
-    lenient), not the whole batch lost under the previous row's name."""
+    UTF-8, a date past Python's year 9999), each row on its own, that one a DataError naming it
+    and its column (skipped and counted where lenient), not the whole batch lost under the
+    previous row's name."""
     try:
         return batch.to_pylist()
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, OverflowError):
         rows: list[Row] = []
         for offset in range(batch.num_rows):
             try:
@@ -210,17 +223,27 @@ def _batch_rows(batch: Any, path: str, first_row: int) -> list[Row]:
             except UnicodeDecodeError as error:
                 rows.append(DataError(f"{path} {row_location(first_row + offset)}: undecodable bytes in a string "
                                       f"column, not UTF-8 ({error.reason} at byte {error.start})"))
-            except ValueError as error:
-                rows.append(DataError(f"{path} {row_location(first_row + offset)}: unreadable ({error})"))
+            except (ValueError, OverflowError) as error:
+                column = _unconvertible_column(batch.slice(offset, 1))
+                rows.append(DataError(f"{path} {row_location(first_row + offset)}: unreadable{column} ({error})"))
         return rows
+
+
+def _unconvertible_column(row: Any) -> str:
+    """`` in column 'NAME'``: the first column of a one-row batch whose value does not convert to
+    Python (a timestamp out of datetime's range), or nothing when none is found alone."""
+    for name, column in zip(row.schema.names, row.columns, strict=True):
+        try:
+            column.to_pylist()
+        except (ValueError, OverflowError):
+            return f" in column {name!r}"
+    return ""
 
 
 def _jsonl_rows(path: str) -> Iterator[tuple[str, Row]]:
     """One JSON object per line; blank lines are skipped, but counted in the line numbers."""
     with _open(path) as handle:
-        for line_number, raw_line in enumerate(handle, start=1):
-            if line_number == 1:
-                raw_line = raw_line.removeprefix(_UTF8_BOM)
+        for line_number, raw_line in enumerate(_without_bom(handle), start=1):
             if raw_line.strip():
                 location = f"line {line_number}"
                 yield location, _parse_json_line(raw_line, f"{path} {location}")
@@ -315,6 +338,10 @@ def _csv_rows(path: str, delimiter: str) -> Iterator[tuple[str, Row]]:
                 yield location, DataError(f"{path} {location}: undecodable bytes, not UTF-8 (invalid byte "
                                           f"{error.object[error.start].encode('utf-8', 'surrogateescape')!r})")
                 continue
+            if record == header:  # (files joined with `cat`, each with its header)
+                yield location, DataError(f"{path} {location}: repeats the header (line {header_line}), as files "
+                                          "joined with `cat` do: remove it")
+                continue
             if len(record) != len(header):
                 yield location, DataError(f"{path} {location}: {len(record)} fields, the header (line {header_line}) "
                                           f"has {len(header)}")
@@ -335,8 +362,9 @@ def _ends_inside_quotes(record: str, delimiter: str) -> bool:
 
 
 def _without_bom(handle: IO[bytes]) -> Iterator[bytes]:
-    for line_number, line in enumerate(handle, start=1):
-        yield line.removeprefix(_UTF8_BOM) if line_number == 1 else line
+    """The lines of ``handle``, each without a byte-order mark it starts with."""
+    for line in handle:
+        yield line.removeprefix(_UTF8_BOM)
 
 
 def _dataset_dir_rows(path: str, split: str) -> Iterator[tuple[str, Row]]:
@@ -360,11 +388,11 @@ def _dataset_dir_rows(path: str, split: str) -> Iterator[tuple[str, Row]]:
 
 
 def _pick_split(path: str, available: list[str], split: str) -> str:
-    """The DatasetDict split read as ``split``: by its name, never another split's (a test split
-    read as training data would train on the held-out problems)."""
-    preferred = ["train"] if split == "train" else ["test", "validation", "eval", "valid"]
-    for name in preferred:
-        if name in available:
-            return name
-    raise DataError(f"{path}: a DatasetDict of the splits {available}, none of them the {split} split ({preferred}); "
-                    f"to read one anyway, name its directory: {Path(path) / available[0]}")
+    """The DatasetDict split read as ``split`` (:func:`dataset_dict_split`): never another split's
+    (a test split read as training data would train on the held-out problems)."""
+    picked = dataset_dict_split(available, split)
+    if picked is None:
+        preferred = list(DATASET_DICT_SPLITS[split])
+        raise DataError(f"{path}: a DatasetDict of the splits {available}, none of them the {split} split ({preferred}); "
+                        f"to read one anyway, name its directory: {Path(path) / available[0]}")
+    return picked

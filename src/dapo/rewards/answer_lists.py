@@ -9,6 +9,7 @@ outside brackets; an answer that is one number, such as ``1,000`` or ``1,234.5``
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 from dapo.rewards.math_verify_call import MAX_MATH_CHARS
 from dapo.rewards.number_forms import (
@@ -99,7 +100,9 @@ def _unwrap_braces(answer: str) -> str:
 
 
 def quick_list_verdict(pred_items: list[str], gold_items: list[str]) -> bool | None:
-    """:func:`quick_verdict` for a list / set ground truth: integer lists compare as sets, or,
+    """:func:`quick_verdict` for a list / set ground truth: integer lists compare as sets (as
+    multisets when the gold repeats an item and the answer lists several, roots with their
+    multiplicity: ``1, 2`` is not ``1, 1, 2``; one value, ``1`` or ``$1$ and $1$``, is read as a set), or,
     when the gold names every value (``x=3, y=4``), as labelled values: ``y=4, x=3`` is right,
     ``x=4, y=3`` wrong, and an unlabelled ``4, 3`` is read in the gold's order (wrong). Each answer
     item is read as a single answer is: a K glued to it is a thousand (``34K, 5K`` is 34000 and
@@ -110,8 +113,9 @@ def quick_list_verdict(pred_items: list[str], gold_items: list[str]) -> bool | N
         pred = [canonical_integer(item, thousands=True) for item in pred_items]
         if all(item is not None for item in pred):
             gold_labels, pred_labels = _labels(gold_items), _labels(pred_items)
-            if gold_labels is None:
-                return set(pred) == set(gold)  # the gold names no variables
+            if gold_labels is None:  # the gold names no variables: a set; a multiset when both list a repeat's value
+                multiset = len(set(gold)) < len(gold) and len(pred) > 1  # ("$3$ and $3$": one value said again)
+                return Counter(pred) == Counter(gold) if multiset else set(pred) == set(gold)
             if pred_labels is None and _labels_any(pred_items):  # the answer names some: each must hold
                 gold_values = dict(zip(gold_labels, gold))
                 named = [(_label(item), value) for item, value in zip(pred_items, pred)]

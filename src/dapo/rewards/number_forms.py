@@ -166,6 +166,14 @@ _OR_TRANSFORM = re.compile(r"(?<![A-Za-z])or\s{1,3}(?:its|the)\s{1,3}(?:negative
 _NAMED_BEFORE = re.compile(r"[A-Za-z]\s{0,3}=\s{0,3}$")
 # ... or a number in words after it: "34 (or thirty-five)", "3 (or four)", "34 (or one more)"
 _NUMBER_WORD = re.compile(r"(?<![A-Za-z])(?:" + NUMBER_WORDS + r")(?![A-Za-z])", re.IGNORECASE)
+# ... or that hedges anywhere before another value: "(but it might be 35)", "(I think, could be 35)", "(not
+# certain; 35 is possible)", "(my other answer is 35)", "(backup answer 35)"; not "(other than 0)", "(could not be 35)"
+_HEDGE_WORD = re.compile(r"(?<![A-Za-z])(?:(?:might|could)(?!\s{1,3}not)|maybe|possibly|perhaps|probably|likely|unsure"
+                         r"|uncertain|not\s{1,3}(?:sure|certain)|other(?!\s{1,3}than)|another|backup|alternative(?:ly)?"
+                         r"|guess)(?![A-Za-z])", re.IGNORECASE)
+# ... or that gives another case's value after the answer's case: "(if n is even; 35 if n is odd)", "(for even n; 35 otherwise)"
+_ANOTHER_CASE = re.compile(r"[;,]\s{0,3}\$?\s{0,3}([+\-\u2212]?[0-9][0-9.,/]*)\$?\s{1,3}(?:if|for|when|otherwise)(?![A-Za-z])",
+                           re.IGNORECASE)
 _CONDITION_OPENING = re.compile(r"\s*(?:since|because|as|when|if|for|where|given|whether|unless)(?![A-Za-z])",
                                 re.IGNORECASE)
 
@@ -212,6 +220,8 @@ def remark_changes_the_number(remark: str, answer: str = "") -> bool:
         return False  # "34 (3 cases)": how it was found
     if _offers_by_or(remark, answer):
         return True  # "34 (the first or 35)", "34 (or its negative)": another value after its "or"
+    if _hedges_another_value(remark, answer):
+        return True  # "34 (but it might be 35)", "34 (if n is even; 35 if n is odd)"
     return (_ANOTHER_ANSWER.match(remark) is not None or _OPENS_WITH_A_NUMBER.match(remark) is not None
             or _MULTIPLIES_IT.match(remark) is not None or _ENDS_WITH_A_VALUE.search(remark) is not None
             or _RESTATED_AS.match(remark) is not None
@@ -243,6 +253,20 @@ def _offers_by_or(remark: str, answer: str) -> bool:
         if not (answer and restates(answer, after)):  # "(the first or about 0.33)" for \frac13 restates it
             return True
     return False
+
+
+def _hedges_another_value(remark: str, answer: str) -> bool:
+    """Whether ``remark`` hedges before a number that does not restate ``answer`` (any number, for an
+    answer not given: a list's remark), outside a closed form (:func:`computed_form` decides those):
+    ``might be 35``, ``my other answer is 35``; or gives another case's value (``if n is even; 35 if n
+    is odd``)."""
+    for hedge in _HEDGE_WORD.finditer(remark[:400]):
+        after = remark[hedge.end() : 400]
+        number = NUMBER_TOKEN.search(after)
+        if number is not None and "\\" not in after[: number.start()] and not (answer and restates(answer, after)):
+            return True
+    case = _ANOTHER_CASE.search(remark[:400])
+    return case is not None and not (answer and restates(answer, case.group(1)))
 
 
 def spells_the_value(words: str, answer: str) -> bool:

@@ -8,7 +8,8 @@ another value besides the one read, so each is wrong here, unless the ground tru
   miscellaneous symbols left after :mod:`~dapo.rewards.unicode_math` made LaTeX of those it could)
   between the value and another number: ``34–35``, ``34 ‒ 35``, ``34～35``. Before words it is prose
   (``34 — the number of ways``, ``34。所以共有34种``), and a trailing mark (``34 ✓``) is nothing: both
-  are left as before, and so are currency signs, ``°``, primes and ``∼``;
+  are left as before, and so are currency signs, ``°``, primes and ``∼``; so is a *question mark*
+  between two values, a hedge (``34? 35``; math-verify read the last), where ``34?`` alone is left;
 - per mille and per ten thousand: ``34‰`` is 0.034;
 - a *range* written with dots or dashes between two numbers: ``34..35``, ``34...35``, ``34\\ldots 35``,
   ``34--35``, ``34{-}35``, ``34\\text{--}35``;
@@ -57,12 +58,12 @@ def unread_part(answer: str, ground_truth: str) -> bool:
 
 
 def _unknown_symbol(answer: str, ground_truth: str) -> bool:
-    """A symbol of :data:`_UNKNOWN_CATEGORIES`, not in the ground truth, with a number after it other
+    """A symbol of :data:`_UNKNOWN_CATEGORIES` or a question mark, not in the ground truth, with a number after it other
     than the one before it (``34 — 34 ways`` restates it)."""
-    if answer.isascii():  # (the scan below skips every ASCII character: most answers, at C speed)
+    if answer.isascii() and "?" not in answer:  # (the scan below skips every other ASCII character, at C speed)
         return False
     for index, char in enumerate(answer):
-        if (char.isascii() or char in _KNOWN_SYMBOLS or char in ground_truth
+        if ((char.isascii() and char != "?") or char in _KNOWN_SYMBOLS or char in ground_truth
                 or unicodedata.category(char) not in _UNKNOWN_CATEGORIES):
             continue
         after = _NUMBER_AFTER.match(answer, index + 1)

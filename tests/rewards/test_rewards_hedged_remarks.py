@@ -1,0 +1,53 @@
+"""Hedges a policy could learn to be paid for (from a mutation audit of the verifier): a second value
+anywhere in a remark after a hedging word, another case's value, or a question mark between two
+values, is two answers, wrong for both; the remarks beside them that state no other value stay right."""
+
+from __future__ import annotations
+
+import pytest
+
+from dapo.rewards.verifier import verify
+
+TWO_ANSWERS = [
+    ("Answer: 34 (but it might be 35)", "34"),
+    ("Answer: 34 (I think, could be 35)", "34"),
+    ("Answer: 34 (not certain; 35 is possible)", "34"),
+    ("Answer: 34 (the other candidate was 35)", "34"),
+    ("Answer: 34 (my other answer is 35)", "34"),
+    ("Answer: 34 (backup answer 35)", "34"),
+    ("Answer: 34 (I am unsure, 35 is also plausible)", "34"),
+    ("Answer: 34 (if n is even; 35 if n is odd)", "34"),
+    ("Answer: 34 (for even n; 35 for odd n)", "34"),
+    ("Answer: 1, 2 (but maybe also 3)", "1, 2"),
+    ("Answer: 34? 35", "35"),
+    ("Answer: 34? 35?", "35"),
+    ("Answer: 34 ? 35", "34"),
+    ("Answer: 34 (3 cases; it might be 35)", "34"),
+]
+
+ONE_ANSWER = [
+    ("Answer: 34 (I think)", "34"),
+    ("Answer: 34 (probably)", "34"),
+    ("Answer: 34 (maybe 34.0)", "34"),  # the same value
+    ("Answer: \\frac{1}{2} (possibly 0.5)", "\\frac{1}{2}"),
+    ("Answer: 34 (other than 0)", "34"),
+    ("Answer: 34 (it could not be 35)", "34"),
+    ("Answer: 34 (the other cases give nothing)", "34"),
+    ("Answer: 34 (for n = 5)", "34"),
+    ("Answer: 34 (since 2 + 32 = 34)", "34"),
+    ("Answer: 34 (if n is even; 34 if n is odd)", "34"),
+    ("Answer: 34 (for n = 5, probably 34)", "34"),  # the hedged value is the answer's
+    ("Answer: 34 (if n > 2; 34 if n = 2 as well)", "34"),  # so is the other case's
+    ("Answer: 34?", "34"),
+    ("Answer: 1, 2 (the other roots are complex)", "1, 2"),
+]
+
+
+@pytest.mark.parametrize("response, ground_truth", TWO_ANSWERS)
+def test_a_hedge_with_a_second_value_is_wrong(response: str, ground_truth: str) -> None:
+    assert verify(response, ground_truth)[0] is False
+
+
+@pytest.mark.parametrize("response, ground_truth", ONE_ANSWER)
+def test_a_remark_with_no_second_value_stays_right(response: str, ground_truth: str) -> None:
+    assert verify(response, ground_truth)[0] is True

@@ -21,6 +21,11 @@ CASES = [
     ("34 negative", "34", False),
     ("34(n=3)", "34", False),  # glued to the number: a product, not a remark
     ("34(cm)", "34", True),
+    ("34 m/s", "34 \\text{ km/h}", False),  # a rate of two known units, compared as units are
+    ("34 m/s", "34 \\text{ km}", False),
+    ("34 meters per second", "34 \\text{ m/s}", True),
+    ("34 \\text{ m/s}^2", "34 \\text{ m/s}", False),
+    ("34 mph", "34 \\text{ km/h}", True),  # an unknown unit: left to the number rules
     # exact decimals, repeating decimals, mixed numbers
     ("0.33333", "\\frac{1}{3}", False),  # five places: a rounding, not the fraction
     ("0.333333", "\\frac{1}{3}", True),

@@ -3,8 +3,9 @@
 The number rules drop a unit after a number (``34 cm`` is 34) and math-verify drops it too, on
 both sides; so when the ground truth and the answer both name a unit, the units must agree.
 Only units this module knows are compared (length, time, mass, angle, temperature, percent,
-money; their symbols, names and plurals, ``cm^2`` with its power): an unknown word, or a unit on
-one side only (``34`` for ``34 \\text{ cm}``), is left to the number rules as before.
+money; their symbols, names and plurals, ``cm^2`` with its power; a rate of two, ``m/s``, ``km per
+hour``): an unknown word, or a unit on one side only (``34`` for ``34 \\text{ cm}``), is left to the
+number rules as before.
 
 A restatement in other units of the same quantity (``5 cm, i.e. 50 mm``, ``2 h (= 120 min)``, ``1 kg (i.e.
 1000 g)``) restates the value when the two are equal exactly (:func:`other_units_change`): the factors are exact by
@@ -44,7 +45,7 @@ _COMPATIBLE = {frozenset(("deg", "degC")), frozenset(("deg", "degF"))}
 # name or a power is taken whole (a lookahead's capture, then its backreference: an atomic group). Read letter by
 # letter, or a power without its closing brace, they split one text many ways, and a tail that is no unit
 # ("1\boxed\boxed...(") backtracked through every split: 8 s at 11 \boxed. Taken whole, the same tails match.
-_TAIL = re.compile(r"[0-9}.]((?:(?=(\\[a-z]{1,12}|\^\{?[23]\}?))\2|\\[,;: ]|[\s{}^~°%¢A-Za-z]){1,60})$")
+_TAIL = re.compile(r"[0-9}.]((?:(?=(\\[a-z]{1,12}|\^\{?[23]\}?))\2|\\[,;: ]|[\s{}^~°%¢A-Za-z/]){1,60})$")
 _DEGREE = re.compile(r"\^\s{0,3}\{?\s{0,3}\\circ\s{0,3}\}?|\\circ|\\degree")
 _POWER = re.compile(r"\^\s{0,3}\{?\s{0,3}([23])\s{0,3}\}?")
 _POWER_WORDS = {"squared": "2", "cubed": "3"}
@@ -71,14 +72,29 @@ def _unit_at_end(text: str) -> tuple[str, int] | None:
     power_word = next((word for word in _POWER_WORDS if unit.endswith(word) and unit != word), None)
     if power_word is not None:  # "cm squared" is cm^2
         unit = unit[: -len(power_word)]
-    if unit.endswith("s") and unit[:-1] in _CANONICAL and unit not in _CANONICAL:
-        unit = unit[:-1]  # plurals: hours, inches (inche), degrees
-    canonical = _CANONICAL.get(unit)
+    canonical = _canonical(unit)
     if canonical is None:
         return None
     closing = len(tail.group(1)) - len(tail.group(1).lstrip("}"))  # "\\frac{1}{2} cm": the braces are the number's
     exponent = power.group(1) if power is not None else _POWER_WORDS.get(power_word or "")
     return (f"{canonical}^{exponent}" if exponent else canonical), tail.start(1) + closing
+
+
+_RATE = re.compile(r"(.+?)(?:/|per)(.+)")  # "m/s", "km/h", "meters per second" (its spaces gone)
+
+
+def _canonical(unit: str) -> str | None:
+    """A known unit's canonical name (plurals too: hours, inches as inche, degrees), or a rate of two
+    (``m/s``, ``meters per second``: ``m/s``); None for any other text."""
+    if unit.endswith("s") and unit[:-1] in _CANONICAL and unit not in _CANONICAL:
+        unit = unit[:-1]
+    if unit in _CANONICAL:
+        return _CANONICAL[unit]
+    rate = _RATE.fullmatch(unit)
+    if rate is None or "/" in rate.group(2):
+        return None
+    numerator, denominator = _canonical(rate.group(1)), _canonical(rate.group(2))
+    return f"{numerator}/{denominator}" if numerator and denominator and "/" not in numerator else None
 
 
 def without_unit_power(remark: str) -> str:

@@ -124,3 +124,9 @@ def test_a_dataset_dict_is_evaluated_on_its_test_split_and_says_which_it_left_ou
                for line in result.warnings), result.warnings
     assert loaded([save("valid", ("train", "valid"))], "eval") == [("valid", "1")]
     assert loaded([both]) == [("train", "1")]
+
+
+def test_a_csv_separated_by_semicolons_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "excel.csv"  # Excel's CSV where the decimal mark is a comma
+    path.write_text("prompt;answer\n1+1?;2\n")
+    assert "values separated by ';'? dapo reads ','-separated values here" in refusal([path])

@@ -329,6 +329,9 @@ def _csv_rows(path: str, delimiter: str) -> Iterator[tuple[str, Row]]:
                 header = record
                 if repeated := next((name for name in header if header.count(name) > 1), None):
                     raise DataError(f"{path}: the header (line {line_number}) names the column {repeated!r} twice")
+                if len(header) == 1 and ";" in header[0]:  # (Excel's CSV where the decimal mark is a comma)
+                    raise DataError(f"{path}: the header (line {line_number}) is one column, {header[0]!r}: values "
+                                    f"separated by ';'? dapo reads {delimiter!r}-separated values here: save the file so")
                 header_line = line_number
                 continue
             location = f"line {line_number}"

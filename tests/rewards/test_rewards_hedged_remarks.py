@@ -22,6 +22,7 @@ TWO_ANSWERS = [
     ("Answer: 34? 35", "35"),
     ("Answer: 34? 35?", "35"),
     ("Answer: 34 ? 35", "34"),
+    ("Answer: $34$? $35$", "35"),
     ("Answer: 34 (3 cases; it might be 35)", "34"),
 ]
 
@@ -39,6 +40,8 @@ ONE_ANSWER = [
     ("Answer: 34 (for n = 5, probably 34)", "34"),  # the hedged value is the answer's
     ("Answer: 34 (if n > 2; 34 if n = 2 as well)", "34"),  # so is the other case's
     ("Answer: 34?", "34"),
+    ("Answer: How many ways? 34", "34"),  # a question, then the value
+    ("Answer: 3 + 4 = ? 7", "7"),
     ("Answer: 1, 2 (the other roots are complex)", "1, 2"),
 ]
 

@@ -45,6 +45,8 @@ _COMPOUND = re.compile(r"[0-9]" + _SPACE + r"(?:\\(?:text|textrm|mathrm|mbox)\{\
 # What makes the text after a symbol another number: a digit, after a sign, a bracket or "$".
 _NUMBER_AFTER = re.compile(r"\s{0,3}[$(\[{]?\s{0,3}([+\-]?[0-9][0-9.,]*)")
 _LAST_NUMBER = re.compile(r"([0-9][0-9.,]*)[^0-9]*$")
+# A question mark hedges after a value only: "34? 35", "$34$? 35"; not "How many ways? 7"
+_VALUE_BEFORE = re.compile(r"[0-9][$})\]\s]{0,4}$")
 
 
 def unread_part(answer: str, ground_truth: str) -> bool:
@@ -58,13 +60,15 @@ def unread_part(answer: str, ground_truth: str) -> bool:
 
 
 def _unknown_symbol(answer: str, ground_truth: str) -> bool:
-    """A symbol of :data:`_UNKNOWN_CATEGORIES` or a question mark, not in the ground truth, with a number after it other
-    than the one before it (``34 — 34 ways`` restates it)."""
+    """A symbol of :data:`_UNKNOWN_CATEGORIES`, or a question mark right after a value, not in the ground
+    truth, with a number after it other than the one before it (``34 — 34 ways`` restates it)."""
     if answer.isascii() and "?" not in answer:  # (the scan below skips every other ASCII character, at C speed)
         return False
     for index, char in enumerate(answer):
         if ((char.isascii() and char != "?") or char in _KNOWN_SYMBOLS or char in ground_truth
                 or unicodedata.category(char) not in _UNKNOWN_CATEGORIES):
+            continue
+        if char == "?" and _VALUE_BEFORE.search(answer, 0, index) is None:
             continue
         after = _NUMBER_AFTER.match(answer, index + 1)
         before = _LAST_NUMBER.search(answer, 0, index)

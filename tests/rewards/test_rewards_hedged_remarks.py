@@ -24,6 +24,8 @@ TWO_ANSWERS = [
     ("Answer: 34 ? 35", "34"),
     ("Answer: $34$? $35$", "35"),
     ("Answer: 34 (3 cases; it might be 35)", "34"),
+    ("Answer: 34 (probably since 3 + 4 = 7, or maybe 35)", "34"),
+    ("Answer: 34 (my other answer is x = 35)", "34"),
 ]
 
 ONE_ANSWER = [
@@ -43,6 +45,13 @@ ONE_ANSWER = [
     ("Answer: How many ways? 34", "34"),  # a question, then the value
     ("Answer: 3 + 4 = ? 7", "7"),
     ("Answer: 1, 2 (the other roots are complex)", "1, 2"),
+    ("Answer: 3 (the other root, -2, is extraneous)", "3"),  # another value, rejected
+    ("Answer: 3 (the other solution x = -2 is rejected)", "3"),
+    ("Answer: 3 (the other root -2 does not satisfy x > 0)", "3"),
+    ("Answer: 3 (we discard the other root, -2)", "3"),
+    ("Answer: 12 (probably the intended answer, since 3 \\times 4 = 12)", "12"),  # arithmetic
+    ("Answer: 5 (another way: 2 + 3 = 5)", "5"),
+    ("Answer: 34 (likely the answer since n = 3)", "34"),  # a condition's value
 ]
 
 

@@ -171,6 +171,15 @@ _NUMBER_WORD = re.compile(r"(?<![A-Za-z])(?:" + NUMBER_WORDS + r")(?![A-Za-z])",
 _HEDGE_WORD = re.compile(r"(?<![A-Za-z])(?:(?:might|could)(?!\s{1,3}not)|maybe|possibly|perhaps|probably|likely|unsure"
                          r"|uncertain|not\s{1,3}(?:sure|certain)|other(?!\s{1,3}than)|another|backup|alternative(?:ly)?"
                          r"|guess)(?![A-Za-z])", re.IGNORECASE)
+# ... but not one that rejects the other value: "(the other root, -2, is extraneous)", "(we discard the other, -2)"
+_REJECTS = re.compile(r"(?<![A-Za-z])(?:reject|extraneous|invalid|discard|exclud|ruled?\s{1,3}out|not\s{1,3}(?:valid|allowed|"
+                      r"possible|a\s{1,3}solution)|(?:does\s{1,3}not|doesn'?t|cannot|can'?t)\s{1,3}(?:satisfy|work|be)|fails"
+                      r"|impossible)", re.IGNORECASE)
+# ... nor a number in arithmetic or a condition's value after it: "(probably, as 3 \times 4 = 12)", "(likely since n = 3)"
+_OPERATOR_AFTER = re.compile(r"\s{0,3}\$?\s{0,3}(?:[+\-*/×·=^<>]|\\(?:times|cdot|div|le|ge|neq)(?![A-Za-z]))")
+_OPERATOR_BEFORE = re.compile(r"(?:[+*/×·^<>]|\\(?:times|cdot|div|le|ge|neq)(?![A-Za-z]))\s{0,3}\$?\s{0,3}$")
+_CONDITION_VALUE = re.compile(r"(?<![A-Za-z])(?:since|because|as|when|if|for|where|with|given)\s{1,3}\$?\s{0,3}" + NAME
+                              + r"\s{0,3}=\s{0,3}\$?\s{0,3}$", re.IGNORECASE)
 # ... or that gives another case's value after the answer's case: "(if n is even; 35 if n is odd)", "(for even n; 35 otherwise)"
 _ANOTHER_CASE = re.compile(r"[;,]\s{0,3}\$?\s{0,3}([+\-\u2212]?[0-9][0-9.,/]*)\$?\s{1,3}(?:if|for|when|otherwise)(?![A-Za-z])",
                            re.IGNORECASE)
@@ -259,11 +268,18 @@ def _hedges_another_value(remark: str, answer: str) -> bool:
     """Whether ``remark`` hedges before a number that does not restate ``answer`` (any number, for an
     answer not given: a list's remark), outside a closed form (:func:`computed_form` decides those):
     ``might be 35``, ``my other answer is 35``; or gives another case's value (``if n is even; 35 if n
-    is odd``)."""
+    is odd``); not one that rejects it (``the other root, -2, is extraneous``)."""
+    if _REJECTS.search(remark[:400]):
+        return False
     for hedge in _HEDGE_WORD.finditer(remark[:400]):
         after = remark[hedge.end() : 400]
         number = NUMBER_TOKEN.search(after)
-        if number is not None and "\\" not in after[: number.start()] and not (answer and restates(answer, after)):
+        if number is None or "\\" in after[: number.start()]:
+            continue
+        before = after[: number.start()]
+        if _OPERATOR_AFTER.match(after, number.end()) or _OPERATOR_BEFORE.search(before) or _CONDITION_VALUE.search(before):
+            continue  # "(probably, as 3 \times 4 = 12)": arithmetic; "(likely since n = 3)": a condition
+        if not (answer and restates(answer, after)):
             return True
     case = _ANOTHER_CASE.search(remark[:400])
     return case is not None and not (answer and restates(answer, case.group(1)))

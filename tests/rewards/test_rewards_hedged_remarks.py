@@ -18,6 +18,7 @@ TWO_ANSWERS = [
     ("Answer: 34 (I am unsure, 35 is also plausible)", "34"),
     ("Answer: 34 (if n is even; 35 if n is odd)", "34"),
     ("Answer: 34 (for even n; 35 for odd n)", "34"),
+    ("Answer: 10 (if we count order; 5 otherwise)", "10"),
     ("Answer: 1, 2 (but maybe also 3)", "1, 2"),
     ("Answer: 34? 35", "35"),
     ("Answer: 34? 35?", "35"),
@@ -52,6 +53,11 @@ ONE_ANSWER = [
     ("Answer: 12 (probably the intended answer, since 3 \\times 4 = 12)", "12"),  # arithmetic
     ("Answer: 5 (another way: 2 + 3 = 5)", "5"),
     ("Answer: 34 (likely the answer since n = 3)", "34"),  # a condition's value
+    ("Answer: 34 (this is likely correct; 2 cases were checked)", "34"),  # a count of the derivation's steps
+    ("Answer: 6 (possibly in 3 steps)", "6"),
+    ("Answer: 6 (perhaps surprisingly, 3! = 6)", "6"),
+    ("Answer: 7 (the other 3 options fail)", "7"),
+    ("Answer: 3 (other answers like 4 are wrong)", "3"),
 ]
 
 

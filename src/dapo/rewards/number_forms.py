@@ -173,10 +173,12 @@ _HEDGE_WORD = re.compile(r"(?<![A-Za-z])(?:(?:might|could)(?!\s{1,3}not)|maybe|p
                          r"|guess)(?![A-Za-z])", re.IGNORECASE)
 # ... but not one that rejects the other value: "(the other root, -2, is extraneous)", "(we discard the other, -2)"
 _REJECTS = re.compile(r"(?<![A-Za-z])(?:reject|extraneous|invalid|discard|exclud|ruled?\s{1,3}out|not\s{1,3}(?:valid|allowed|"
-                      r"possible|a\s{1,3}solution)|(?:does\s{1,3}not|doesn'?t|cannot|can'?t)\s{1,3}(?:satisfy|work|be)|fails"
-                      r"|impossible)", re.IGNORECASE)
-# ... nor a number in arithmetic or a condition's value after it: "(probably, as 3 \times 4 = 12)", "(likely since n = 3)"
-_OPERATOR_AFTER = re.compile(r"\s{0,3}\$?\s{0,3}(?:[+\-*/×·=^<>]|\\(?:times|cdot|div|le|ge|neq)(?![A-Za-z]))")
+                      r"possible|a\s{1,3}solution)|(?:does\s{1,3}not|doesn'?t|cannot|can'?t)\s{1,3}(?:satisfy|work|be)|fail"
+                      r"|impossible|wrong|incorrect)", re.IGNORECASE)
+# ... nor a number in arithmetic, a condition's value or a count of the derivation's steps after it: "(probably, as
+# 3 \times 4 = 12)", "(likely since n = 3)", "(possibly in 3 steps)"
+_OPERATOR_AFTER = re.compile(r"\s{0,3}\$?\s{0,3}(?:[+\-*/×·=^<>!]|(?:sub)?(?:cases?|steps?|stages?|phases?|iterations?"
+                             r"|times|methods?)(?![A-Za-z])|\\(?:times|cdot|div|le|ge|neq)(?![A-Za-z]))")
 _OPERATOR_BEFORE = re.compile(r"(?:[+*/×·^<>]|\\(?:times|cdot|div|le|ge|neq)(?![A-Za-z]))\s{0,3}\$?\s{0,3}$")
 _CONDITION_VALUE = re.compile(r"(?<![A-Za-z])(?:since|because|as|when|if|for|where|with|given)\s{1,3}\$?\s{0,3}" + NAME
                               + r"\s{0,3}=\s{0,3}\$?\s{0,3}$", re.IGNORECASE)

@@ -58,6 +58,9 @@ ONE_ANSWER = [
     ("Answer: 6 (perhaps surprisingly, 3! = 6)", "6"),
     ("Answer: 7 (the other 3 options fail)", "7"),
     ("Answer: 3 (other answers like 4 are wrong)", "3"),
+    ("Answer: 30 (degrees, probably; the other angle is 60)", "30"),  # another clause's number
+    ("Answer: 14 (the other 13 are duplicates)", "14"),
+    ("Answer: 3 (the other answer, 5, gives a contradiction)", "3"),
 ]
 
 

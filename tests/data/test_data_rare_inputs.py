@@ -130,3 +130,12 @@ def test_a_csv_separated_by_semicolons_says_so(tmp_path: Path) -> None:
     path = tmp_path / "excel.csv"  # Excel's CSV where the decimal mark is a comma
     path.write_text("prompt;answer\n1+1?;2\n")
     assert "values separated by ';'? dapo reads ','-separated values here" in refusal([path])
+
+
+def test_a_data_source_that_is_a_list_is_that_row_s_error(tmp_path: Path) -> None:
+    path = tmp_path / "tagged.jsonl"  # not metrics under eval/['aime']/
+    path.write_text('{"prompt": "q1", "answer": "1", "data_source": "aime"}\n'
+                    '{"prompt": "q2", "answer": "2", "data_source": ["aime"]}\n')
+    assert f"{path} line 2: wrong type at 'data_source': data_source must be text or a number, got list" in refusal([path])
+    pq.write_table(pa.table({"prompt": ["q1"], "answer": ["1"], "data_source": [["aime"]]}), tmp_path / "tagged.parquet")
+    assert "row 0 (0-based): wrong type at 'data_source'" in refusal([tmp_path / "tagged.parquet"])

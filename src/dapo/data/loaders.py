@@ -293,6 +293,9 @@ def problem_from_row(
         cfg.answer_key
     )
     data_source = _get(row, cfg.data_source_key)
+    if isinstance(data_source, (list, dict)):  # (its text would name a source no one wrote: "['aime']")
+        raise DataError(f"{where}: wrong type at {cfg.data_source_key!r}: data_source must be text or a number, got "
+                        f"{type(data_source).__name__}")
     # (a nested key, extra_info.raw_problem, leaves its struct in extra, where reward functions read the rest of it)
     used = columns_left_out_of_extra(cfg.prompt_key, cfg.data_source_key)
     extra = {key: value for key, value in row.items() if key not in used}

@@ -139,3 +139,9 @@ def test_a_data_source_that_is_a_list_is_that_row_s_error(tmp_path: Path) -> Non
     assert f"{path} line 2: wrong type at 'data_source': data_source must be text or a number, got list" in refusal([path])
     pq.write_table(pa.table({"prompt": ["q1"], "answer": ["1"], "data_source": [["aime"]]}), tmp_path / "tagged.parquet")
     assert "row 0 (0-based): wrong type at 'data_source'" in refusal([tmp_path / "tagged.parquet"])
+
+
+def test_json_lines_ended_by_a_carriage_return_alone_say_so(tmp_path: Path) -> None:
+    path = tmp_path / "classic_mac.jsonl"
+    path.write_bytes(b'{"prompt": "q1", "answer": "1"}\r{"prompt": "q2", "answer": "2"}\r')
+    assert "its lines end in a carriage return alone: convert them, tr '\\r' '\\n'" in refusal([path])

@@ -282,7 +282,9 @@ def _parse_json_line(raw_line: bytes, where: str) -> Row:
             f"{where}: undecodable bytes, not UTF-8 ({error.reason} at byte {error.start})"
         )
     except json.JSONDecodeError as error:
-        return DataError(f"{where}: invalid JSON ({error.msg} at column {error.colno})")
+        lone_returns = b"\r" in raw_line.rstrip(b"\r\n")  # lines ended by \r alone (classic Mac OS) read as one
+        hint = "; its lines end in a carriage return alone: convert them, tr '\\r' '\\n'" if lone_returns else ""
+        return DataError(f"{where}: invalid JSON ({error.msg} at column {error.colno}){hint}")
     except RecursionError:
         return DataError(f"{where}: JSON nested too deeply to read (past Python's recursion limit)")
     if not isinstance(row, dict):

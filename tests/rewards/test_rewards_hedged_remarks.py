@@ -1,6 +1,7 @@
-"""Hedges a policy could learn to be paid for (from a mutation audit of the verifier): a second value
-anywhere in a remark after a hedging word, another case's value, or a question mark between two
-values, is two answers, wrong for both; the remarks beside them that state no other value stay right."""
+"""Hedges a policy could learn to be paid for (from a mutation audit of the verifier and a differential
+review of the rule against 250 written final lines): a value a remark offers as the answer instead,
+past its opening (dapo/rewards/offered_values.py), another case's value, or a question mark between
+two values, is two answers, wrong for both; remarks whose numbers describe, check or reject stay right."""
 
 from __future__ import annotations
 
@@ -26,6 +27,17 @@ TWO_ANSWERS = [
     ("Answer: $34$? $35$", "35"),
     ("Answer: 34 (3 cases; it might be 35)", "34"),
     ("Answer: 34 (probably since 3 + 4 = 7, or maybe 35)", "34"),
+    ("Answer: 34 (the answer may be 35)", "34"),  # from a differential review: hedges the first rule let through
+    ("Answer: 34 (not 100% sure, 35 is also plausible)", "34"),
+    ("Answer: 34 (if order matters, 68)", "34"),
+    ("Answer: 34 (if order does not matter; otherwise 68)", "34"),
+    ("Answer: 34 (if not, then 35)", "34"),
+    ("Answer: 34 (unless the empty set counts, in which case 35)", "34"),
+    ("Answer: 34 (though I also got 35 with another method)", "34"),
+    ("Answer: 34 (a second method gave 35)", "34"),
+    ("Answer: 34 (a close second is 35)", "34"),
+    ("Answer: 34 (I guess 35 is also defensible)", "34"),
+    ("Answer: 34, 35 (if n is odd, 36)", "34, 35"),
     ("Answer: 34 (my other answer is x = 35)", "34"),
 ]
 
@@ -60,6 +72,19 @@ ONE_ANSWER = [
     ("Answer: 3 (other answers like 4 are wrong)", "3"),
     ("Answer: 30 (degrees, probably; the other angle is 60)", "30"),  # another clause's number
     ("Answer: 14 (the other 13 are duplicates)", "14"),
+    ("Answer: 9 (it might seem like 3 at first, but squaring gives 9)", "9"),  # and remarks it made wrong
+    ("Answer: 34 (a likely mistake is 35)", "34"),
+    ("Answer: 34 (the other answer choice, 35, is a distractor)", "34"),
+    ("Answer: 6 (the other candidate 2 is too small to satisfy the inequality)", "6"),
+    ("Answer: 24 (my guess from part 1 was 12, this is part 2)", "24"),
+    ("Answer: 5 (possibly from 2 of the 3 coins)", "5"),
+    ("Answer: 11 (year 11 of the plan, probably 2031)", "11"),
+    ("Answer: 32 (maybe in 2 more years)", "32"),
+    ("Answer: 32 (could take 2 hours)", "32"),
+    ("Answer: 34 (there might be 2 ways to see this)", "34"),
+    ("Answer: 34 (the backup generator runs 3 hours)", "34"),
+    ("Answer: 34, 35 (probably both, since 2 values satisfy)", "34, 35"),
+    ("Answer: 34 (my other answer was 35, but it fails the check)", "34"),  # offered, then rejected
     ("Answer: 3 (the other answer, 5, gives a contradiction)", "3"),
 ]
 

@@ -27,6 +27,7 @@ from dapo.rewards.approximations import APPROXIMATELY, is_rounding_of, real_valu
 from dapo.rewards.counts import counts_the_derivation, item_count, stated_count
 from dapo.rewards.exact_numbers import exact_rational
 from dapo.rewards.loose_roundings import restates_value
+from dapo.rewards.offered_values import offered_values
 from dapo.rewards.remark_words import (
     APPROXIMATION_WORDS,
     NAME,
@@ -166,26 +167,6 @@ _OR_TRANSFORM = re.compile(r"(?<![A-Za-z])or\s{1,3}(?:its|the)\s{1,3}(?:negative
 _NAMED_BEFORE = re.compile(r"[A-Za-z]\s{0,3}=\s{0,3}$")
 # ... or a number in words after it: "34 (or thirty-five)", "3 (or four)", "34 (or one more)"
 _NUMBER_WORD = re.compile(r"(?<![A-Za-z])(?:" + NUMBER_WORDS + r")(?![A-Za-z])", re.IGNORECASE)
-# ... or that hedges anywhere before another value: "(but it might be 35)", "(I think, could be 35)", "(not
-# certain; 35 is possible)", "(my other answer is 35)", "(backup: 35)"; not "(could not be 35)", "(the other angle is 60)"
-_HEDGE_WORD = re.compile(r"(?<![A-Za-z])(?:(?:might|could)(?!\s{1,3}not)|maybe|possibly|perhaps|probably|likely|unsure"
-                         r"|uncertain|not\s{1,3}(?:sure|certain)|(?:other|another|second|backup)\s{1,3}(?:answer|candidate|guess"
-                         r"|option|possibility)|backup|alternative(?:ly)?|guess)(?![A-Za-z])", re.IGNORECASE)
-# ... but not one that rejects the other value: "(the other root, -2, is extraneous)", "(we discard the other, -2)"
-_REJECTS = re.compile(r"(?<![A-Za-z])(?:reject|extraneous|invalid|discard|exclud|ruled?\s{1,3}out|not\s{1,3}(?:valid|allowed|"
-                      r"possible|a\s{1,3}solution)|(?:does\s{1,3}not|doesn'?t|cannot|can'?t)\s{1,3}(?:satisfy|work|be)|fail"
-                      r"|impossible|wrong|incorrect|contradict)", re.IGNORECASE)
-# ... nor a number in arithmetic, a condition's value or a count of the derivation's steps after it: "(probably, as
-# 3 \times 4 = 12)", "(likely since n = 3)", "(possibly in 3 steps)"
-_OPERATOR_AFTER = re.compile(r"\s{0,3}\$?\s{0,3}(?:[+\-*/×·=^<>!]|(?:sub)?(?:cases?|steps?|stages?|phases?|iterations?"
-                             r"|times|methods?)(?![A-Za-z])|\\(?:times|cdot|div|le|ge|neq)(?![A-Za-z]))")
-_OPERATOR_BEFORE = re.compile(r"(?:[+*/×·^<>]|\\(?:times|cdot|div|le|ge|neq)(?![A-Za-z]))\s{0,3}\$?\s{0,3}$")
-_CONDITION_VALUE = re.compile(r"(?<![A-Za-z])(?:since|because|as|when|if|for|where|with|given)\s{1,3}\$?\s{0,3}" + NAME
-                              + r"\s{0,3}=\s{0,3}\$?\s{0,3}$", re.IGNORECASE)
-_MAX_WORDS_TO_HEDGED = 3  # words between a hedge and the value it offers: "might be 35", "(my other answer is 35)"
-# ... or that gives another case's value after the answer's case: "(if n is even; 35 if n is odd)", "(for even n; 35 otherwise)"
-_ANOTHER_CASE = re.compile(r"[;,]\s{0,3}\$?\s{0,3}([+\-\u2212]?[0-9][0-9.,/]*)\$?\s{1,3}(?:if|for|when|otherwise)(?![A-Za-z])",
-                           re.IGNORECASE)
 _CONDITION_OPENING = re.compile(r"\s*(?:since|because|as|when|if|for|where|given|whether|unless)(?![A-Za-z])",
                                 re.IGNORECASE)
 
@@ -268,26 +249,10 @@ def _offers_by_or(remark: str, answer: str) -> bool:
 
 
 def _hedges_another_value(remark: str, answer: str) -> bool:
-    """Whether ``remark`` hedges before a number that does not restate ``answer`` (any number, for an
-    answer not given: a list's remark), outside a closed form (:func:`computed_form` decides those):
-    ``might be 35``, ``my other answer is 35``; or gives another case's value (``if n is even; 35 if n
-    is odd``); not one that rejects it (``the other root, -2, is extraneous``)."""
-    if _REJECTS.search(remark[:400]):
-        return False
-    for hedge in _HEDGE_WORD.finditer(remark[:400]):
-        after = remark[hedge.end() : 400]
-        number = NUMBER_TOKEN.search(after)
-        if number is None or "\\" in after[: number.start()]:
-            continue
-        before = after[: number.start()]
-        if len(re.findall(r"[A-Za-z]+", before)) > _MAX_WORDS_TO_HEDGED:
-            continue  # "(degrees, probably; the other angle is 60)": the number is another clause's
-        if _OPERATOR_AFTER.match(after, number.end()) or _OPERATOR_BEFORE.search(before) or _CONDITION_VALUE.search(before):
-            continue  # "(probably, as 3 \times 4 = 12)": arithmetic; "(likely since n = 3)": a condition
-        if not (answer and restates(answer, after)):
-            return True
-    case = _ANOTHER_CASE.search(remark[:400])
-    return case is not None and not (answer and restates(answer, case.group(1)))
+    """Whether ``remark`` offers a value as the answer instead past its opening (:func:`offered_values`:
+    ``but it might be 35``, ``my other answer is 35``, ``if n is even; 35 if n is odd``) that does not
+    restate ``answer`` (any value, for an answer not given: a list's remark)."""
+    return any(not (answer and restates(answer, value)) for value in offered_values(remark))
 
 
 def spells_the_value(words: str, answer: str) -> bool:

@@ -38,6 +38,16 @@ TWO_ANSWERS = [
     ("Answer: 34 (a close second is 35)", "34"),
     ("Answer: 34 (I guess 35 is also defensible)", "34"),
     ("Answer: 34, 35 (if n is odd, 36)", "34, 35"),
+    ("Answer: 34 (I'd also accept 35)", "34"),  # from a second review
+    ("Answer: 6 (the answer may instead be 7)", "6"),
+    ("Answer: 6 (other possible answer 7)", "6"),
+    ("Answer: 34 (an equally valid answer is 35)", "34"),
+    ("Answer: 12 (my guess is 13 though)", "12"),
+    ("Answer: 34 (on a second try I got 35)", "34"),
+    ("Answer: 34 (I suspect 35 is correct)", "34"),
+    ("Answer: 34 (some might say 35)", "34"),
+    ("Answer: 34 (depending on interpretation, 35)", "34"),
+    ("Answer: 6 (without repetition; with it, 9)", "6"),
     ("Answer: 34 (my other answer is x = 35)", "34"),
 ]
 
@@ -85,6 +95,15 @@ ONE_ANSWER = [
     ("Answer: 34 (the backup generator runs 3 hours)", "34"),
     ("Answer: 34, 35 (probably both, since 2 values satisfy)", "34, 35"),
     ("Answer: 34 (my other answer was 35, but it fails the check)", "34"),  # offered, then rejected
+    ("Answer: 32 (x might be 2, giving 2^5 = 32)", "32"),  # a modal about another quantity of the problem
+    ("Answer: 11 (John may be 5, so Mary is 11)", "11"),
+    ("Answer: 24 (this might be 4!, i.e. 24)", "24"),
+    ("Answer: 16 (the first term could be 1; then a_5 = 16)", "16"),
+    ("Answer: 12 (the larger; the other value is 4)", "12"),
+    ("Answer: 5 (she first had 8, then gave away 3)", "5"),
+    ("Answer: 9 (Ben also had 4, so together 9)", "9"),
+    ("Answer: 18 (if in cm; 0.18 in m)", "18"),  # a decimal point is no end of the value
+    ("Answer: 6 (I got 2 solutions, summed)", "6"),
     ("Answer: 3 (the other answer, 5, gives a contradiction)", "3"),
 ]
 

@@ -4,20 +4,22 @@ The remark rules of :mod:`~dapo.rewards.number_forms` read a remark's opening (`
 ``(maybe 35)``, ``(I also got 35)``); a policy paid for a second value later in it learns to write
 one there. Each pattern here offers a value *as an answer*, in the phrasings models write:
 
-- a modal before it: ``(but it might be 35)``, ``(though it may well be 35)``, ``(I think, could be 35)``;
-- a hedging adverb right before it, the value ending its clause: ``(I'm not sure, possibly 35)``,
-  ``(but maybe also 3)``; not ``(possibly from 2 of the 3 coins)``, ``(maybe in 2 more years)``;
-- another answer named so: ``(my other answer is 35)``, ``(backup answer 35)``, ``(the other candidate was
-  35)``, ``(a second method gave 35)``, ``(I also got 35 with another method)``;
-- the value called possible: ``(not certain; 35 is possible)``, ``(35 is also plausible)``;
+- a modal whose subject is the answer (none, "it", "the answer"): ``(but it might be 35)``, ``(the answer
+  may instead be 7)``, ``(I think, could be 35)``; not another quantity's, ``(x might be 2, giving 32)``,
+  ``(John may be 5, so Mary is 11)``; and ``(some might say 35)``, ``(I'd also accept 35)``;
+- a hedging adverb right before it: ``(I'm not sure, possibly 35)``, ``(but maybe also 3)``;
+- another answer named so: ``(my other answer is 35)``, ``(an equally valid answer is 35)``, ``(my guess
+  is 13)``, ``(a second method gave 35)``, ``(on a second try I got 35)``, ``(a close second is 35)``;
+- the value called possible or right: ``(not certain; 35 is possible)``, ``(I suspect 35 is correct)``;
 - another case's value: ``(if n is even; 35 if n is odd)``, ``(if order matters, 68)``, ``(otherwise 68)``,
-  ``(if not, then 35)``, ``(in which case 35)``.
+  ``(if not, then 35)``, ``(in which case 35)``, ``(depending on interpretation, 35)``.
 
 A value ends its clause (a bracket, a punctuation mark, the end, or a word that hedges on: ``though``,
 ``too``, ``or``, ``if``), so that a number of a description is none: ``(there might be 2 ways to see
-this)``, ``(could take 2 hours)``, ``(probably at 3 pm)``. A remark that rejects a value offers none
-(``(the other root, -2, is extraneous)``). Whether an offered value is the answer's own (``(maybe 34.0)``)
-is the caller's to decide. Bounded regular expressions on at most 400 characters: safe in the parent.
+this)``, ``(possibly from 2 of the 3 coins)``, ``(maybe in 2 more years)``. A remark that rejects a value
+offers none (``(the other root, -2, is extraneous)``). Whether an offered value is the answer's own
+(``(maybe 34.0)``) is the caller's to decide. Two differential reviews against written final lines
+(250 and 338) found these phrasings; bounded regular expressions on at most 400 characters.
 """
 
 from __future__ import annotations
@@ -31,26 +33,35 @@ _HEDGING_ON = r"though|instead|too|also|as\s+well|or|if|when|for"  # words after
 
 def _ends(words: str) -> str:
     """What may follow an offered value: a bracket, a punctuation mark, the end, or one of ``words``."""
-    return r"(?=\s{0,3}(?:[),;.!?]|$|(?:" + words + r")(?![A-Za-z])))"
+    # (not "!": "4!" is a factorial; not a point or comma before a digit: the value read on, "0.18", "1,000")
+    return r"(?=\s{0,3}(?:[);?]|[.,](?![0-9])|$|(?:" + words + r")(?![A-Za-z])))"
 
 
 _ENDS = _ends(_HEDGING_ON)
 _ENDS_OR_SAYS_HOW = _ends(_HEDGING_ON + "|with|using|by")  # "(I also got 35 with another method)"
+# What a modal's subject may be for the value to be the answer's: nothing ("(could be 35)"), "it", "the answer";
+# not another quantity of the problem ("(x might be 2, ...)", "(John may be 5, ...)", "(this might be 4!)")
+_ANSWER_SUBJECT = r"(?:^|[(,;:]|(?<![A-Za-z])(?:but|though|although|and|or|so|it|answer|result|value|think|guess))\s{0,3}"
+_ANOTHER = r"(?:other|another|second|backup|alternative|equally\s{1,3}valid|acceptable)"
 _OFFERS = [re.compile(pattern, re.IGNORECASE) for pattern in (
-    r"(?<![A-Za-z])(?:might|could|may)(?:\s{1,3}(?:well|also|even|actually|just))?\s{1,3}be\s{1,3}" + _NAMED + _VALUE + _ENDS,
+    _ANSWER_SUBJECT + r"(?:might|could|may|would)(?:\s{1,3}(?:well|also|even|actually|just|instead))?\s{1,3}be\s{1,3}"
+    + _NAMED + _VALUE + _ENDS,
+    r"(?<![A-Za-z])(?:might|could|may|would|I'?d)(?:\s{1,3}also)?\s{1,3}(?:say|answer|accept|argue)\s{1,3}" + _VALUE + _ENDS,
     r"(?<![A-Za-z])(?:maybe|possibly|perhaps)(?:\s{1,3}(?:also|even|just))?[\s,]{1,3}" + _VALUE + _ENDS,
-    r"(?<![A-Za-z])(?:other|another|second|backup|alternative)\s{1,3}(?:answer|candidate|guess|possibility|option|value|result)"
+    r"(?<![A-Za-z])" + _ANOTHER + r"\s{1,3}(?:possible\s{1,3}|valid\s{1,3})?(?:answer|candidate|guess|possibility|option)"
     r"(?:\s{1,3}(?:is|was|would\s+be|could\s+be|might\s+be)|\s{0,3}[:=])?\s{1,3}" + _NAMED + _VALUE + _ENDS,
+    r"(?<![A-Za-z])my\s{1,3}guess\s{1,3}(?:is|was|would\s+be)\s{1,3}" + _VALUE + _ENDS,
     r"(?<![A-Za-z])(?:second|another|other|different)\s{1,3}(?:method|approach|way|attempt|calculation)\s{1,3}"
     r"(?:gives|gave|yields|yielded|got)\s{1,3}" + _VALUE + _ENDS,
-    r"(?<![A-Za-z])(?:also|first|originally|initially)\s{1,3}(?:got|found|had)\s{1,3}" + _VALUE + _ENDS_OR_SAYS_HOW,
+    r"(?<![A-Za-z])I\s{1,3}(?:also\s{1,3}|first\s{1,3}|originally\s{1,3}|initially\s{1,3}|then\s{1,3})?(?:got|found|had)\s{1,3}"
+    + _VALUE + _ENDS_OR_SAYS_HOW,
     r"(?<![A-Za-z])close\s{1,3}second(?:\s{1,3}(?:is|was)|\s{0,3}:)\s{1,3}" + _VALUE + _ENDS,
-    r"(?:^|[(,;:]|\s(?:but|and|though|guess|think))\s{0,3}" + _VALUE + r"\s{1,3}(?:is|seems|would\s+be)\s{1,3}(?:also\s{1,3}|equally\s{1,3})?"
-    r"(?:possible|plausible|defensible|likely)(?![A-Za-z])",
+    r"(?:^|[(,;:]|\s(?:but|and|though|guess|think|suspect))\s{0,3}" + _VALUE + r"\s{1,3}(?:is|seems|would\s+be)\s{1,3}"
+    r"(?:also\s{1,3}|equally\s{1,3})?(?:possible|plausible|defensible|likely|correct|right)(?![A-Za-z])",
     r"[;,]\s{0,3}" + _VALUE + r"\s{1,3}(?:if|for|when|otherwise)(?![A-Za-z])",
     r"(?<![A-Za-z])(?:otherwise|else|in\s+which\s+case)[\s,]{1,3}(?:it(?:'s|\s+is)\s{1,3})?" + _VALUE + _ENDS,
-    r"^\s{0,3}(?:if|when|unless)(?![A-Za-z])[^;,()]{1,80}[,;:]\s{0,3}(?:then\s{1,3})?(?:it(?:'s|\s+is)\s{1,3})?"
-    + _VALUE + _ENDS,
+    r"(?:^|;)\s{0,3}(?:if|when|unless|with|without|assuming|depending)(?![A-Za-z])[^;,()]{1,80}[,;:]\s{0,3}(?:then\s{1,3})?"
+    r"(?:it(?:'s|\s+is)\s{1,3})?" + _VALUE + _ENDS,
 )]
 # ... but a remark that rejects the value offers nothing: "(the other root, -2, is extraneous)"
 _REJECTS = re.compile(r"(?<![A-Za-z])(?:reject|extraneous|invalid|discard|exclud|ruled?\s{1,3}out|not\s{1,3}(?:valid|allowed|"

@@ -27,7 +27,7 @@ import re
 
 from dapo.rewards.approximations import is_rounding_of, real_value
 from dapo.rewards.number_forms import restates
-from dapo.rewards.remark_words import BARE_APPROXIMATION_WORDS, OR_ADVERBS
+from dapo.rewards.remark_words import BARE_APPROXIMATION_WORDS, OR_ADVERBS, REJECTING_WORDS
 
 _MAX_CHARS = 300
 _NUMBER = r"[+\-\u2212]?[0-9][0-9.,]{0,40}"
@@ -48,8 +48,8 @@ _HEDGE_OPENING = re.compile(
     r"|(?:too|as\s+well)(?=\s{0,3}(?:[.;!?)\n]|$)))(?![A-Za-z]))", re.IGNORECASE)
 # ... unless it says the value is not one: "-3 is not a valid solution", "But 0 is not possible", "35 is
 # impossible" (ruling out an extraneous root checks the answer; it offers none)
-_NEGATION = re.compile(r"(?<![A-Za-z])(?:not|never|no|cannot|can't|isn't|aren't|wasn't|nor|neither|impossible"
-                       r"|invalid|incorrect|wrong|extraneous|excluded?|rejected?)(?![A-Za-z])", re.IGNORECASE)
+_NEGATION = re.compile(r"(?<![A-Za-z])(?:not|never|no|cannot|can't|isn't|aren't|wasn't|nor|neither|"
+                       + REJECTING_WORDS + r")(?![A-Za-z])", re.IGNORECASE)
 # Where a sentence after the answer may start: past a full stop, semicolon or the like, or a line break.
 _SENTENCE_BREAK = re.compile(r"[.;!?](?=[\s$*])|[。！？；]|\n+")  # (CJK punctuation needs no space after it)
 

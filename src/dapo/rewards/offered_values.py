@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import re
 
+from dapo.rewards.remark_words import REJECTING_WORDS
+
 _VALUE = r"\$?\s{0,2}(?P<value>[+\-\u2212]?[0-9][0-9,]*(?:\.[0-9]+)?(?:/[0-9]+)?)\s{0,2}\$?"
 _NAMED = r"(?:[A-Za-z](?:_\{?[0-9A-Za-z]{1,3}\}?)?\s{0,2}=\s{0,2})?"  # "x = 35": an answer named as the question names it
 _HEDGING_ON = r"though|instead|too|also|as\s+well|or|if|when|for"  # words after a value that hedge on
@@ -64,9 +66,9 @@ _OFFERS = [re.compile(pattern, re.IGNORECASE) for pattern in (
     r"(?:it(?:'s|\s+is)\s{1,3})?" + _VALUE + _ENDS,
 )]
 # ... but a remark that rejects the value offers nothing: "(the other root, -2, is extraneous)"
-_REJECTS = re.compile(r"(?<![A-Za-z])(?:reject|extraneous|invalid|discard|exclud|ruled?\s{1,3}out|not\s{1,3}(?:valid|allowed|"
-                      r"possible|a\s{1,3}solution)|(?:does\s{1,3}not|doesn'?t|cannot|can'?t)\s{1,3}(?:satisfy|work|be)|fail"
-                      r"|impossible|wrong|incorrect|contradict|distractor|mistake)", re.IGNORECASE)
+_REJECTS = re.compile(r"(?<![A-Za-z])(?:" + REJECTING_WORDS + r"|reject|exclud|discard|ruled?\s{1,3}out|not\s{1,3}(?:valid|"
+                      r"allowed|possible|a\s{1,3}solution)|(?:does\s{1,3}not|doesn'?t|cannot|can'?t)\s{1,3}(?:satisfy|work|be)"
+                      r"|fail|contradict|distractor|mistake)", re.IGNORECASE)
 
 
 def offered_values(remark: str) -> list[str]:

@@ -31,6 +31,10 @@ APPROXIMATION_WORDS = (r"(?:about|approximately|approx|roughly|around|nearly|alm
 # ... as they are, with no extra word and no sign ("about", "approx.", "roughly", "\\approx")
 BARE_APPROXIMATION_WORDS = APPROXIMATION_WORDS.format(extra="", signs="")
 
+# The words that rule a value out, not offer it: "-3 is not valid, it is extraneous", "the other root is rejected"
+# (:mod:`~dapo.rewards.later_hedges` after the answer, :mod:`~dapo.rewards.offered_values` in its remark).
+REJECTING_WORDS = r"impossible|invalid|incorrect|wrong|extraneous|excluded?|rejected?"
+
 # The Greek letters as LaTeX commands, each a value or a name of its own: "\\boxed{\\pi} or \\tau" offers another.
 GREEK_LETTERS = (r"alpha|beta|gamma|delta|epsilon|varepsilon|zeta|eta|theta|vartheta|iota|kappa|lambda|mu|nu|xi|rho"
                  r"|sigma|tau|upsilon|phi|varphi|chi|psi|omega|Gamma|Delta|Theta|Lambda|Xi|Sigma|Phi|Psi|Omega")

@@ -7,6 +7,7 @@ import json
 import zipfile
 from pathlib import Path
 
+import datasets
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -110,8 +111,6 @@ def test_a_directory_that_datasets_cannot_read_is_named(tmp_path: Path) -> None:
 
 
 def test_a_dataset_dict_is_evaluated_on_its_test_split_and_says_which_it_left_out(tmp_path: Path) -> None:
-    datasets = pytest.importorskip("datasets")
-
     def save(name: str, splits: tuple[str, ...]) -> Path:
         rows = {split: datasets.Dataset.from_list([{"prompt": split, "answer": "1"}]) for split in splits}
         datasets.DatasetDict(rows).save_to_disk(tmp_path / name)

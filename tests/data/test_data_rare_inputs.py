@@ -144,3 +144,16 @@ def test_json_lines_ended_by_a_carriage_return_alone_say_so(tmp_path: Path) -> N
     path = tmp_path / "classic_mac.jsonl"
     path.write_bytes(b'{"prompt": "q1", "answer": "1"}\r{"prompt": "q2", "answer": "2"}\r')
     assert "its lines end in a carriage return alone: convert them, tr '\\r' '\\n'" in refusal([path])
+
+
+def test_a_decimal_column_s_ground_truths_read_as_their_digits(tmp_path: Path) -> None:
+    from decimal import Decimal  # a SQL or pandas export's decimal(5, 2) column: 4.00 is 4, as a float's 4.0
+
+    path = tmp_path / "decimals.parquet"
+    answers = pa.array([Decimal("0.50"), Decimal("4.00"), Decimal("-12.25"), Decimal("0.00")], pa.decimal128(5, 2))
+    pq.write_table(pa.table({"prompt": ["q1", "q2", "q3", "q4"], "answer": answers}), path)
+    assert loaded([path]) == [("q1", "0.5"), ("q2", "4"), ("q3", "-12.25"), ("q4", "0")]
+    wide = tmp_path / "wide.parquet"  # decimal256 and a scale past a float's 17 digits: kept exactly
+    exact = pa.array([Decimal("1234567890.123456789012")], pa.decimal256(40, 12))
+    pq.write_table(pa.table({"prompt": ["q"], "answer": exact}), wide)
+    assert loaded([wide]) == [("q", "1234567890.123456789012")]

@@ -190,7 +190,19 @@ def _integer_digits(value: int) -> str:
             sys.set_int_max_str_digits(limit)
 
 
+def _decimal_digits(value: Decimal) -> str:
+    """A decimal as an answer states it: no exponent, no trailing zeros of its scale (a decimal(5, 2)
+    column's 4.00 reads 4, 0.50 reads 0.5, as a float column's 540.0 reads 540)."""
+    digits = format(value, "f")
+    digits = digits.rstrip("0").rstrip(".") if "." in digits else digits
+    return "0" if digits in ("-0", "") else digits
+
+
 def answer_value(value: Any, where: str, key: str) -> str:
+    if isinstance(value, Decimal):  # a parquet decimal128 column (SQL and pandas exports): its digits
+        if not value.is_finite():
+            raise DataError(f"{where}: ground truth at {key!r} is {value}, not a number an answer can state")
+        value = _decimal_digits(value)
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise DataError(
             f"{where}: wrong type at {key!r}: ground truth must be text or a number, "

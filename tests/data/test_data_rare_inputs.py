@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import zipfile
+from decimal import Decimal
 from pathlib import Path
 
 import datasets
@@ -147,8 +148,7 @@ def test_json_lines_ended_by_a_carriage_return_alone_say_so(tmp_path: Path) -> N
 
 
 def test_a_decimal_column_s_ground_truths_read_as_their_digits(tmp_path: Path) -> None:
-    from decimal import Decimal  # a SQL or pandas export's decimal(5, 2) column: 4.00 is 4, as a float's 4.0
-
+    # a SQL or pandas export's decimal(5, 2) column: 4.00 is 4, as a float's 4.0
     path = tmp_path / "decimals.parquet"
     answers = pa.array([Decimal("0.50"), Decimal("4.00"), Decimal("-12.25"), Decimal("0.00")], pa.decimal128(5, 2))
     pq.write_table(pa.table({"prompt": ["q1", "q2", "q3", "q4"], "answer": answers}), path)

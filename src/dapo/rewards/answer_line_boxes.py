@@ -41,6 +41,7 @@ from dapo.rewards.answer_text import HEDGE, Extracted
 from dapo.rewards.boxes import around_last_box, from_last_box, last_box_start, outer_boxes
 from dapo.rewards.number_forms import restates, value_of
 from dapo.rewards.reasons import REASON_WORD, without_reason
+from dapo.rewards.remark_words import spelled_numbers_as_digits
 from dapo.rewards.restatements import after_its_noun, letters_end_a_value
 
 # The "or" that opens the remark right after the box: "\\boxed{2} or", "\\boxed{5} cm, or", "\\boxed{34} (or",
@@ -112,7 +113,7 @@ def from_line_box(line: str) -> Extracted | None:
     if boxed is None or around is None or boxed.candidates > 1:
         return boxed
     before, after = around
-    remark = after_its_noun(after)
+    remark = spelled_numbers_as_digits(after_its_noun(after))  # "or thirty-four" restates 34 as "or 34" does
     opening = _OPENING_OR.match(remark)
     words = [word.end() for word in HEDGE.finditer(remark)]
     judged = opening is not None and words == [opening.end()] and _STATES_A_VALUE.search(remark, opening.end())

@@ -60,18 +60,31 @@ def spelled_value(words: str) -> int | None:
 # A number in words below a hundred, standing alone (not inside a word or a hyphenated compound: "one-to-one")
 _SPELLED_NUMBER = re.compile(r"(?<![A-Za-z\\-])(?:(?:" + _TENS + r")(?:[\s-]{1,2}(?:" + _UNITS + r"))?|" + _UNITS
                              + r")(?![A-Za-z-])", re.IGNORECASE)
+# ... and a run of them with hundreds and scales, which may be one whole number ("one hundred and twenty")
+_WHOLE_WORD = _TENS + "|" + _UNITS + "|hundred|thousand|million|billion"
+_SPELLED_RUN = re.compile(r"(?<![A-Za-z\\-])(?:" + _WHOLE_WORD + r")(?:(?:[\s-]{1,2}|\s{1,2}and\s{1,2})(?:" + _WHOLE_WORD
+                          + r")(?![A-Za-z])){0,12}(?![A-Za-z-])", re.IGNORECASE)
 
 
 def spelled_numbers_as_digits(text: str) -> str:
-    """``text`` with its numbers in words below a hundred written in digits (``maybe thirty-five`` -> ``maybe
-    35``), so that the rules that read a value after an answer read them too (a policy hedging in words was
-    paid: ``\\boxed{34}. Maybe thirty-five.``). Not "one" or "zero" alone, mostly no value ("the next one",
-    "no one", "zero remainder")."""
-    def digits(match: re.Match[str]) -> str:
+    """``text`` with its numbers in words written in digits (``maybe thirty-five`` -> ``maybe 35``, ``or one
+    hundred thousand`` -> ``or 100000``), so that the rules that read a value after an answer read them too (a
+    policy hedging in words was paid: ``\\boxed{34}. Maybe thirty-five.``). A run of words that is no one number
+    has its numbers below a hundred written so (``two and three`` -> ``2 and 3``); one alone in brackets restates
+    what they follow (``34 (thirty-four)`` -> ``34 (= 34)``, not a product). Not "one" or "zero" alone,
+    mostly no value ("the next one", "no one", "zero remainder")."""
+    def below_a_hundred(match: re.Match[str]) -> str:
         value = spelled_value(match.group(0))
         return match.group(0) if value is None or match.group(0).lower() in ("one", "zero") else str(value)
 
-    return _SPELLED_NUMBER.sub(digits, text)
+    def digits(match: re.Match[str]) -> str:
+        value = spelled_whole_value(_number_words(match.group(0)))
+        if value is None or match.group(0).lower() in ("one", "zero"):
+            return _SPELLED_NUMBER.sub(below_a_hundred, match.group(0))
+        alone = text[match.start() - 1 : match.start()] == "(" and text[match.end() : match.end() + 1] == ")"
+        return f"= {value}" if alone else str(value)  # "34 (thirty-four)" restates 34; "34 (34)" is a product
+
+    return _SPELLED_RUN.sub(digits, text)
 
 
 _SCALES = {"thousand": 1000, "million": 10**6, "billion": 10**9}

@@ -18,6 +18,7 @@ from dapo.rewards.alternatives import alternative_is_the_value
 from dapo.rewards.answer_lists import answer_items
 from dapo.rewards.answer_text import Extracted, clean_answer, sign_before, signed
 from dapo.rewards.counts import item_count
+from dapo.rewards.disowned import disowned_after
 from dapo.rewards.equivalence import vote_key
 from dapo.rewards.hedges import (
     bare_remark_changes,
@@ -37,6 +38,9 @@ from dapo.rewards.number_forms import (
 )
 from dapo.rewards.reasons import without_reason
 from dapo.rewards.remark_words import (
+    BARE_APPROXIMATION_WORDS,
+    BOUNDING_WORDS,
+    BOUNDING_WORDS_AFTER,
     GREEK_LETTERS,
     NAME,
     NUMBER_WORDS,
@@ -72,9 +76,14 @@ _VALUE_AFTER = re.compile(
     r"|\\d?frac\{[^{}]{1,20}\}\{[^{}]{1,20}\}|\\sqrt\{[^{}]{1,20}\}|\\pi(?![A-Za-z])))[\s$.]{0,8}$",
     re.IGNORECASE)
 # An estimate's words with no value: "\\boxed{34} or so", "give or take", "more or less" (bracketed or not).
-_ESTIMATE_AFTER = re.compile(r"[\s$,(]{0,8}(?:or\s{1,3}so|give\s{1,3}or\s{1,3}take|more\s{1,3}or\s{1,3}less)(?![A-Za-z])",
+_ESTIMATE_AFTER = re.compile(r"[\s$,(]{0,8}(?:or\s{1,3}so|give\s{1,3}or\s{1,3}take|more\s{1,3}or\s{1,3}less|"
+                             + BOUNDING_WORDS_AFTER + r")(?![A-Za-z])",
                              re.IGNORECASE)
 # Between two chained boxes: spacing and math delimiters, dropped before looking for a separator.
+# ... or a bound or an approximation right before the box: "at least \\boxed{34}", "roughly $\\boxed{34}$", as
+# "at least $34$" and "Answer: about 34" are (remark_words.BOUNDING_WORDS, BARE_APPROXIMATION_WORDS)
+_QUALIFIED_BEFORE = re.compile(r"(?<![A-Za-z])(?:" + BOUNDING_WORDS + "|" + BARE_APPROXIMATION_WORDS + r")"
+                               r"(?:[\s$]|\\[(\[])*$", re.IGNORECASE)
 _GAP_NOISE = re.compile(r"\\(?:quad|qquad|[,;: ()\[\]])|[\s$.]")
 _LIST_SEPARATOR = re.compile(r"[,;]|(?<![A-Za-z])(?:and|or)(?![A-Za-z])", re.IGNORECASE)
 # Math that continues the box, so that the box is not the whole answer: a digit, brace or K ("thousand")
@@ -132,6 +141,7 @@ def from_last_box(text: str) -> Extracted | None:
     candidates = 1 + len({vote_key(clean_answer(c)) for _, _, c in boxes} - {vote_key(answer)})  # 34 and 34.0: one
     items = _chained_items(text[line_start:start], boxes, answer)
     qualified = stated is None or offers_another_before(text[line_start:start])  # "$35$ or \boxed{34}"
+    qualified = qualified or _QUALIFIED_BEFORE.search(text[max(line_start, start - 40) : start]) is not None
     # numbers in words read as digits: "\\boxed{34}; thirty-five" and "\\boxed{34}. Maybe thirty-five." hedge
     after = spelled_numbers_as_digits(text[span[1] : span[1] + _MAX_AFTER_CHARS].split("\n", 1)[0])
     qualified = (qualified or changed_after(after, answer, list(items) or answer_items(answer))
@@ -187,8 +197,8 @@ def changed_after(after: str, answer: str, stated: list[str] | None = None) -> b
         value_text = offered.group("value")
         if not (restates_list(stated, value_text) if is_list and stated is not None else restates(answer, value_text)):
             return True  # "\\boxed{34}; 35": a second value ("\\boxed{34}, 34.0" restates it)
-    if _ESTIMATE_AFTER.match(after):
-        return True  # "\\boxed{34} or so": an estimate, not the value
+    if _ESTIMATE_AFTER.match(after) or disowned_after(after):
+        return True  # "\\boxed{34} or so": an estimate, not the value; "\\boxed{34} is wrong": not the answer
     value = value_of(answer) if tail and not is_list else None  # nothing after the box: not computed
     if alternative_is_the_value(tail, answer, value) is False:
         return True  # "\\boxed{2} or e^2", "\\boxed{2}, otherwise 35": a value _ALTERNATIVE_AFTER does not name

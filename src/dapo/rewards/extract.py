@@ -43,9 +43,11 @@ from dapo.rewards.answer_text import bound_response as bound_response
 from dapo.rewards.answer_text import clean_answer as clean_answer
 from dapo.rewards.boxes import BOX_COMMANDS, from_last_box, join_inequality_boxes, last_box_start
 from dapo.rewards.counts import item_count
+from dapo.rewards.disowned import disowned_after
 from dapo.rewards.inequalities import is_inequality_disjunction
 from dapo.rewards.later_hedges import HEDGE_WINDOW, hedged_later
 from dapo.rewards.math_segments import (
+    BOUNDED_AFTER,
     EQUATED_SEGMENTS,
     QUALIFIER,
     drop_remark_after_math,
@@ -84,6 +86,7 @@ _NUMBER = re.compile(r"[0-9][0-9.,]*")  # the number a qualifier may stand befor
 _REASON_AFTER_VALUE = re.compile(r"(?<=[0-9}$A-Za-z])\s{0,3}[,(]\s{0,3}(?:because|since)(?![A-Za-z])", re.IGNORECASE)
 _CLOSING_REMARK = re.compile(r"(?<=\S) {0,3}\([^()]{0,400}\)\s*$")  # "34 (not 35)"
 # A relation with nothing before it states a bound, not a value: "\ge 34", "< 34", "\neq 34".
+_BOUNDED_AFTER = re.compile(r"[0-9}$]" + BOUNDED_AFTER.pattern, re.IGNORECASE)  # "34 at least", "34 ways, at most"
 _BARE_RELATION = re.compile(r"\s{0,3}(?:\\(?:geq?|leq?|neq?|gt|lt|geqslant|leqslant)(?![A-Za-z])|[<>≤≥≠])")
 _MAX_LINE_CHARS = 5000  # an "answer line" longer than this is not a final answer
 # GSM8K's "#### 72": a value after it (a number, as verl's GSM8K scorer reads), not a Markdown
@@ -267,9 +270,10 @@ def _clean_line(line: str) -> Extracted | None:
     for last_number in _NUMBER.finditer(stated):  # noqa: B007 - we want the last match
         pass
     bare_relation = _BARE_RELATION.match(answer) is not None and not answer.endswith(">")  # not "<1, 2>"
-    if bare_relation or (
+    disowned = last_number is not None and disowned_after(stated[last_number.end() :])  # "34. This is wrong."
+    if bare_relation or disowned or _BOUNDED_AFTER.search(stated) or (
             last_number is not None and QUALIFIER.search(stated[: last_number.start()][-40:])):
-        return Extracted(answer, candidates=2, qualified=True)  # "\ge 34", "The answer isn't 34": not the value 34
+        return Extracted(answer, candidates=2, qualified=True)  # "\ge 34", "isn't 34", "34 at most": not the value 34 (or disowned)
     return Extracted(answer)
 
 

@@ -15,16 +15,19 @@ from dapo.rewards.alternatives import alternative_is_the_value
 from dapo.rewards.answer_lists import answer_items
 from dapo.rewards.answer_text import HEDGE, clean_answer, sign_before, signed
 from dapo.rewards.boxes import changed_after, offers_another_before
+from dapo.rewards.disowned import disowned_after
 from dapo.rewards.hedges import bare_remark_changes, list_tail_changes, restates_list
 from dapo.rewards.number_forms import restates, starts_with_scale_word, value_of
+from dapo.rewards.remark_words import BOUNDING_WORDS, BOUNDING_WORDS_AFTER
 from dapo.rewards.restatements import after_its_noun
 from dapo.rewards.unit_suffix import SCALE_WORDS
 from dapo.rewards.units import unit_remark_changes
 
-# Words just before a number that negate or bound it, so it is not the answer: "not $34$",
-# "isn't 34", "at least $34$", "more than $34$", "no fewer than 34", "up to $34$".
-QUALIFIER = re.compile(r"(?<![A-Za-z])(?:not|isn't|aren't|never|no|neither|nor|except|than|least|most|over|under"
-                       r"|below|above|beyond|exceeds?|exceeding|up\s{1,3}to)[\s$]{0,4}$", re.IGNORECASE)
+# Words just before a number that negate or bound it, so it is not the answer (remark_words.BOUNDING_WORDS).
+QUALIFIER = re.compile(r"(?<![A-Za-z])(?:" + BOUNDING_WORDS + r")[\s$]{0,4}$", re.IGNORECASE)
+# ... and after it, closing the answer: "$34$ at least", "34 ways, at most" (remark_words.BOUNDING_WORDS_AFTER)
+BOUNDED_AFTER = re.compile(r"[\s,]{0,3}(?:[A-Za-z]{2,20}[\s,]{1,3})?(?:" + BOUNDING_WORDS_AFTER + r")[\s.!]*$",
+                           re.IGNORECASE)
 _CONTINUES_MATH = frozenset("\\0123456789^_({")  # what after a $...$ segment belongs to its answer
 # Two $...$ segments joined by an equals sign: "$a+b$ = $34$".
 EQUATED_SEGMENTS = re.compile(r"(?<!\\)\$ {0,3}= {0,3}\$")
@@ -81,7 +84,8 @@ def single_segment_answer(line: str, segment: str) -> str | None:
         bare = alternative_is_the_value(tail, segment, value_of(segment)) is False or None
     if len(items) > 1 and remark is None and not restated and list_tail_changes(items, tail):
         bare = True  # "$5, 34$ \approx 34": the list's values are 5 and 34
-    if HEDGE.search(parts[0] + " " + ("" if restated else after)) or QUALIFIER.search(parts[0][-40:]) or bare:
+    if (HEDGE.search(parts[0] + " " + ("" if restated else after)) or QUALIFIER.search(parts[0][-40:]) or bare
+            or BOUNDED_AFTER.match(after) or disowned_after(after)):  # "$34$ at least", "$34$ is wrong"
         return None
     if bare is False:  # "$\frac13$, i.e. about 0.33", "$\sqrt2$ = 1.414": its value, rounded
         return segment

@@ -25,6 +25,7 @@ from fractions import Fraction
 from dapo.rewards.alternatives import NUMBER_OR_THOUSANDS, NUMBER_TOKEN, computed_form
 from dapo.rewards.approximations import APPROXIMATELY, is_rounding_of, real_value
 from dapo.rewards.counts import counts_the_derivation, item_count, stated_count
+from dapo.rewards.disowned import rejected_value, remark_disowns
 from dapo.rewards.exact_numbers import exact_rational
 from dapo.rewards.loose_roundings import restates_value
 from dapo.rewards.offered_values import offered_values
@@ -189,6 +190,10 @@ def remark_changes_the_number(remark: str, answer: str = "") -> bool:
     x``) keeps them remarks. Counts (:mod:`~dapo.rewards.counts`): of the derivation's steps, a remark (``34
     (3 cases)``); of the answer's items, a remark when it is their number or the answer (``34 (1 solution)``,
     ``2 (two solutions)``); any other offers another answer (``34 (2 solutions)``, ``34 (35 ways)``)."""
+    if remark_disowns(remark):
+        return True  # "34 (wrong)": the answer called wrong
+    if (rejected := rejected_value(remark)) is not None:  # "34 (35 is wrong)": 35 ruled out, 34 stated
+        return bool(answer) and restates(answer, rejected)
     opening = _opening_word(remark)
     if opening in _SIGN_WORDS and (opening != "below" or _BELOW_ZERO.match(remark)):
         return not _is_negative(answer)

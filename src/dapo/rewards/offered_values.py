@@ -9,7 +9,8 @@ one there. Each pattern here offers a value *as an answer*, in the phrasings mod
   ``(John may be 5, so Mary is 11)``; and ``(some might say 35)``, ``(I'd also accept 35)``;
 - a hedging adverb right before it: ``(I'm not sure, possibly 35)``, ``(but maybe also 3)``;
 - another answer named so: ``(my other answer is 35)``, ``(an equally valid answer is 35)``, ``(my guess
-  is 13)``, ``(a second method gave 35)``, ``(on a second try I got 35)``, ``(a close second is 35)``;
+  is 13)``, ``(a second method gave 35)``, ``(on a second try I got 35)``, ``(a close second is 35)``,
+  ``(respectively 35)``;
 - the value called possible or right: ``(not certain; 35 is possible)``, ``(I suspect 35 is correct)``;
 - another case's value: ``(if n is even; 35 if n is odd)``, ``(if order matters, 68)``, ``(otherwise 68)``,
   ``(if not, then 35)``, ``(in which case 35)``, ``(depending on interpretation, 35)``.
@@ -57,6 +58,7 @@ _OFFERS = [re.compile(pattern, re.IGNORECASE) for pattern in (
     r"(?:gives|gave|yields|yielded|got)\s{1,3}" + _VALUE + _ENDS,
     r"(?<![A-Za-z])I\s{1,3}(?:also\s{1,3}|first\s{1,3}|originally\s{1,3}|initially\s{1,3}|then\s{1,3})?(?:got|found|had)\s{1,3}"
     + _VALUE + _ENDS_OR_SAYS_HOW,
+    r"(?<![A-Za-z])respectively[\s,:]{1,3}" + _VALUE + _ENDS,
     r"(?<![A-Za-z])close\s{1,3}second(?:\s{1,3}(?:is|was)|\s{0,3}:)\s{1,3}" + _VALUE + _ENDS,
     r"(?:^|[(,;:]|\s(?:but|and|though|guess|think|suspect))\s{0,3}" + _VALUE + r"\s{1,3}(?:is|seems|would\s+be)\s{1,3}"
     r"(?:also\s{1,3}|equally\s{1,3})?(?:possible|plausible|defensible|likely|correct|right)(?![A-Za-z])",

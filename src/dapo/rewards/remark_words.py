@@ -31,6 +31,13 @@ APPROXIMATION_WORDS = (r"(?:about|approximately|approx|roughly|around|nearly|alm
 # ... as they are, with no extra word and no sign ("about", "approx.", "roughly", "\\approx")
 BARE_APPROXIMATION_WORDS = APPROXIMATION_WORDS.format(extra="", signs="")
 
+# The words just before a number that negate or bound it, so it is not the answer: "not $34$", "isn't 34",
+# "at least $34$", "more than $34$", "no fewer than 34", "up to $34$" (math_segments before a segment, boxes before a
+# box, extract before an Answer line's last number), and the words after one that bound it: "34 at least".
+BOUNDING_WORDS = (r"not|isn't|aren't|never|no|neither|nor|except|than|least|most|over|under|below|above|beyond"
+                  r"|exceeds?|exceeding|up\s{1,3}to")
+BOUNDING_WORDS_AFTER = r"at\s{1,3}(?:least|most)"
+
 # The words that rule a value out, not offer it: "-3 is not valid, it is extraneous", "the other root is rejected"
 # (:mod:`~dapo.rewards.later_hedges` after the answer, :mod:`~dapo.rewards.offered_values` in its remark).
 REJECTING_WORDS = r"impossible|invalid|incorrect|wrong|extraneous|excluded?|rejected?"

@@ -38,7 +38,6 @@ from dapo.rewards.number_forms import (
 )
 from dapo.rewards.reasons import without_reason
 from dapo.rewards.remark_words import (
-    BARE_APPROXIMATION_WORDS,
     BOUNDING_WORDS,
     BOUNDING_WORDS_AFTER,
     GREEK_LETTERS,
@@ -76,13 +75,17 @@ _VALUE_AFTER = re.compile(
     r"|\\d?frac\{[^{}]{1,20}\}\{[^{}]{1,20}\}|\\sqrt\{[^{}]{1,20}\}|\\pi(?![A-Za-z])))[\s$.]{0,8}$",
     re.IGNORECASE)
 # An estimate's words with no value: "\\boxed{34} or so", "give or take", "more or less" (bracketed or not).
-_ESTIMATE_AFTER = re.compile(r"[\s$,(]{0,8}(?:or\s{1,3}so|give\s{1,3}or\s{1,3}take|more\s{1,3}or\s{1,3}less|"
-                             + BOUNDING_WORDS_AFTER + r")(?![A-Za-z])",
+_ESTIMATE_AFTER = re.compile(r"[\s$,(]{0,8}(?:or\s{1,3}so|give\s{1,3}or\s{1,3}take|more\s{1,3}or\s{1,3}less)(?![A-Za-z])",
                              re.IGNORECASE)
 # Between two chained boxes: spacing and math delimiters, dropped before looking for a separator.
-# ... or a bound or an approximation right before the box: "at least \\boxed{34}", "roughly $\\boxed{34}$", as
-# "at least $34$" and "Answer: about 34" are (remark_words.BOUNDING_WORDS, BARE_APPROXIMATION_WORDS)
-_QUALIFIED_BEFORE = re.compile(r"(?<![A-Za-z])(?:" + BOUNDING_WORDS + "|" + BARE_APPROXIMATION_WORDS + r")"
+# ... or a bound ending the line after it: "\\boxed{34} at least", "\\boxed{3} colors at most" (not one that opens a
+# remark: "\\boxed{5} (at least one of each color)", "\\boxed{6}, at most one per row")
+BOUNDED_AFTER = re.compile(r"[\s$,]{0,4}(?:[A-Za-z]{2,20}[\s,]{1,3})?(?:" + BOUNDING_WORDS_AFTER + r")[\s.!]*$",
+                           re.IGNORECASE)
+# ... or a bound right before the box: "at least \\boxed{34}", "not \\boxed{35}", "no more than $\\boxed{5}$", as
+# "at least $34$" is (remark_words.BOUNDING_WORDS; "least" and "most" only after "at": "the least \\boxed{3}"). Not
+# an approximation word: "$25\\pi \\approx \\boxed{78.54}$" answers a question that asks for the rounding.
+_QUALIFIED_BEFORE = re.compile(r"(?<![A-Za-z])(?:at\s{1,3}(?:least|most)|(?!least|most)(?:" + BOUNDING_WORDS + r"))"
                                r"(?:[\s$]|\\[(\[])*$", re.IGNORECASE)
 _GAP_NOISE = re.compile(r"\\(?:quad|qquad|[,;: ()\[\]])|[\s$.]")
 _LIST_SEPARATOR = re.compile(r"[,;]|(?<![A-Za-z])(?:and|or)(?![A-Za-z])", re.IGNORECASE)
@@ -144,7 +147,8 @@ def from_last_box(text: str) -> Extracted | None:
     qualified = qualified or _QUALIFIED_BEFORE.search(text[max(line_start, start - 40) : start]) is not None
     # numbers in words read as digits: "\\boxed{34}; thirty-five" and "\\boxed{34}. Maybe thirty-five." hedge
     after = spelled_numbers_as_digits(text[span[1] : span[1] + _MAX_AFTER_CHARS].split("\n", 1)[0])
-    qualified = (qualified or changed_after(after, answer, list(items) or answer_items(answer))
+    disowned = disowned_after(after, text[line_start:start]) and value_of(answer) is not None  # "\\boxed{34}. This is wrong."
+    qualified = (qualified or disowned or changed_after(after, answer, list(items) or answer_items(answer))
                  or hedged_later(spelled_numbers_as_digits(text[span[1] : span[1] + HEDGE_WINDOW]), answer))
     if qualified:  # "\boxed{34} or 35", "\boxed{34}^2", "\boxed{34, 5} (or 35)": not the whole answer
         candidates = max(candidates, 2)
@@ -197,8 +201,8 @@ def changed_after(after: str, answer: str, stated: list[str] | None = None) -> b
         value_text = offered.group("value")
         if not (restates_list(stated, value_text) if is_list and stated is not None else restates(answer, value_text)):
             return True  # "\\boxed{34}; 35": a second value ("\\boxed{34}, 34.0" restates it)
-    if _ESTIMATE_AFTER.match(after) or disowned_after(after):
-        return True  # "\\boxed{34} or so": an estimate, not the value; "\\boxed{34} is wrong": not the answer
+    if _ESTIMATE_AFTER.match(after) or BOUNDED_AFTER.match(after):
+        return True  # "\\boxed{34} or so", "\\boxed{34} at most": not the value
     value = value_of(answer) if tail and not is_list else None  # nothing after the box: not computed
     if alternative_is_the_value(tail, answer, value) is False:
         return True  # "\\boxed{2} or e^2", "\\boxed{2}, otherwise 35": a value _ALTERNATIVE_AFTER does not name

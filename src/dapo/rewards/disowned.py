@@ -1,35 +1,41 @@
 """An answer the response itself calls wrong, and a value it rules out beside its answer.
 
 A response that states its answer and says in the same breath that it is wrong has not committed to
-it: ``Answer: 34 (wrong)``, ``$34$ (this is not correct)``, ``\\boxed{34} is incorrect.``,
-``\\boxed{34}. This is wrong.`` are wrong for 34, as a grader marks them (paid, a policy learns to
-disown its answers at no cost). A remark that rules *another* value out keeps the answer:
-``34 (35 is wrong)``, ``34 (35 is extraneous)`` state 34, as ``34 (not 35)`` does. Uncertainty alone
-disowns nothing (``34 (not sure)``: one value, stated unsure).
+it: ``Answer: 34 (wrong)``, ``$34$ (this is not correct)``, ``\\boxed{34}. This is wrong.`` are wrong for
+34, as a grader marks them (paid, a policy learns to disown its answers at no cost). A remark that rules
+*another* value out keeps the answer: ``34 (35 is wrong)``, ``34 (35 is extraneous)`` state 34, as ``34
+(not 35)`` does. What names the answer to a question about wrongness or impossibility disowns nothing:
+``\\boxed{C} is incorrect`` (which statement is incorrect?), ``\\boxed{0}. It is impossible.``, nor does
+uncertainty alone (``34 (not sure)``: one value, stated unsure). From a red-team probe and a differential
+review of 441 written final lines.
 """
 
 from __future__ import annotations
 
 import re
 
-from dapo.rewards.remark_words import REJECTING_WORDS
-
-# What calls a value wrong: "wrong", "not correct", "extraneous", "not the answer", "a mistake"
-_WRONG = (r"(?:not\s{1,3}(?:correct|right|valid|the\s{1,3}answer)|" + REJECTING_WORDS
-          + r"|discarded|ruled\s{1,3}out|a\s{1,3}mistake)")
+# What calls a value wrong: "wrong", "not correct", "extraneous", "not the answer", "a mistake"; not "impossible"
+# or "invalid", which describe what the answer counts ("The probability is \\boxed{0}. It is impossible.")
+_WRONG = (r"(?:not\s{1,3}(?:correct|right|the\s{1,3}answer)|wrong|incorrect|extraneous|rejected|excluded|discarded"
+          r"|ruled\s{1,3}out|a\s{1,3}mistake)")
 _IT_IS = r"(?:this|it|that)(?:\s{1,3}(?:is|was)|'s)"
 _SURELY = r"(?:\s{1,3}(?:probably|likely|definitely|clearly|actually))?"
 # A remark that is only that judgement: "(wrong)", "(this is wrong)", "(probably incorrect)"
 _REMARK_DISOWNS = re.compile(r"\s{0,3}(?:" + _IT_IS + _SURELY + r"\s{1,3}|(?:probably|likely|maybe|possibly)\s{1,3})?"
                              + _WRONG + r"[\s.!]*$", re.IGNORECASE)
-# ... or, after the answer without brackets, the judgement of it: "is wrong", ". This is wrong.", "\\text{ is wrong}"
-# (ending its clause: "is not the answer to part (b)" judges another question)
-_AFTER_DISOWNS = re.compile(r"[\s$]{0,4}(?:\\text\{\s{0,3})?(?:(?:[.,;:!]\s{0,3})?" + _IT_IS + r"|is|was)" + _SURELY
+# ... or, after the answer without brackets, a sentence judging it: ". This is wrong.", ", that's not correct"
+# (ending its clause: "is not the answer to part (b)" judges another question). Not "\\boxed{C} is incorrect": the
+# answer to "which statement is incorrect?"
+_AFTER_DISOWNS = re.compile(r"[\s$]{0,4}(?:\\text\{\s{0,3})?(?:[.,;:!]\s{0,3})?" + _IT_IS + _SURELY
                             + r"\s{1,3}" + _WRONG + r"(?=\s{0,3}(?:[.!;,)}]|$|because|since|as(?![A-Za-z])))",
                             re.IGNORECASE)
-# A remark that rules another value out: "(35 is wrong)", "($35$ is extraneous)"
+# ... unless the answer's own line is about what is wrong: "The false proposition is \\boxed{3}, it is wrong."
+_ABOUT_WRONGNESS = re.compile(r"(?<![A-Za-z])(?:false|wrong|incorrect|untrue|invalid|impossible|not\s{1,3}(?:true|correct))"
+                              r"(?![A-Za-z])", re.IGNORECASE)
+# A remark that rules another value out: "(35 is wrong)", "($35$ is extraneous)", "(35 is impossible)"
 _REJECTS_A_VALUE = re.compile(r"\s{0,3}\$?\s{0,2}(?P<value>[+\-\u2212]?[0-9][0-9,]*(?:\.[0-9]+)?(?:/[0-9]+)?)\s{0,2}\$?"
-                              r"\s{1,3}(?:is|was)" + _SURELY + r"\s{1,3}" + _WRONG + r"[\s.!]*$", re.IGNORECASE)
+                              r"\s{1,3}(?:is|was)" + _SURELY + r"\s{1,3}(?:" + _WRONG
+                              + r"|impossible|invalid|not\s{1,3}(?:valid|possible|allowed))[\s.!]*$", re.IGNORECASE)
 
 
 def remark_disowns(remark: str) -> bool:
@@ -38,10 +44,12 @@ def remark_disowns(remark: str) -> bool:
     return _REMARK_DISOWNS.match(remark[:200]) is not None
 
 
-def disowned_after(after: str) -> bool:
-    """Whether ``after``, the text right after an answer (a box, a ``$...$``, a number), calls it wrong
-    (``is wrong``, ``. This is incorrect.``, ``\\text{ is not correct}``)."""
-    return _AFTER_DISOWNS.match(after[:200]) is not None
+def disowned_after(after: str, before: str) -> bool:
+    """Whether ``after``, the text right after a number (a box's, a ``$...$``'s, an Answer line's; the callers
+    read a number only: ``\\boxed{C}. It is incorrect because ...`` answers which option is), calls it wrong
+    (``. This is incorrect.``, ``, that's wrong``, ``\\text{ this is not correct}``), unless ``before``, the
+    line before it, speaks of wrongness itself (``The false proposition is \\boxed{3}, it is wrong.``)."""
+    return _AFTER_DISOWNS.match(after[:200]) is not None and _ABOUT_WRONGNESS.search(before[-200:]) is None
 
 
 def rejected_value(remark: str) -> str | None:

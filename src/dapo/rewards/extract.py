@@ -41,13 +41,18 @@ from dapo.rewards.answer_lists import answer_items
 from dapo.rewards.answer_text import Extracted
 from dapo.rewards.answer_text import bound_response as bound_response
 from dapo.rewards.answer_text import clean_answer as clean_answer
-from dapo.rewards.boxes import BOX_COMMANDS, from_last_box, join_inequality_boxes, last_box_start
+from dapo.rewards.boxes import (
+    BOUNDED_AFTER,
+    BOX_COMMANDS,
+    from_last_box,
+    join_inequality_boxes,
+    last_box_start,
+)
 from dapo.rewards.counts import item_count
 from dapo.rewards.disowned import disowned_after
 from dapo.rewards.inequalities import is_inequality_disjunction
 from dapo.rewards.later_hedges import HEDGE_WINDOW, hedged_later
 from dapo.rewards.math_segments import (
-    BOUNDED_AFTER,
     EQUATED_SEGMENTS,
     QUALIFIER,
     drop_remark_after_math,
@@ -87,6 +92,8 @@ _REASON_AFTER_VALUE = re.compile(r"(?<=[0-9}$A-Za-z])\s{0,3}[,(]\s{0,3}(?:becaus
 _CLOSING_REMARK = re.compile(r"(?<=\S) {0,3}\([^()]{0,400}\)\s*$")  # "34 (not 35)"
 # A relation with nothing before it states a bound, not a value: "\ge 34", "< 34", "\neq 34".
 _BOUNDED_AFTER = re.compile(r"[0-9}$]" + BOUNDED_AFTER.pattern, re.IGNORECASE)  # "34 at least", "34 ways, at most"
+# A value written without "$" and a remark in brackets closing the line: "34 (when $n = 2$)", "12 cm (using $r=3$)"
+_PLAIN_VALUE_REMARK = re.compile(r"(?P<head>[^$()]{0,200}[0-9][^$()]{0,40}?)\s{0,3}\((?P<remark>[^()]{0,400})\)[\s.]*")
 _BARE_RELATION = re.compile(r"\s{0,3}(?:\\(?:geq?|leq?|neq?|gt|lt|geqslant|leqslant)(?![A-Za-z])|[<>≤≥≠])")
 _MAX_LINE_CHARS = 5000  # an "answer line" longer than this is not a final answer
 # GSM8K's "#### 72": a value after it (a number, as verl's GSM8K scorer reads), not a Markdown
@@ -242,6 +249,7 @@ def _clean_line(line: str) -> Extracted | None:
     stated = without_reason(line := line.replace("\\[", "$").replace("\\]", "$"))  # "x (since n is 35)" is x
     if stated is None:  # "34, since n is 35, or 36": an "or" and a value in a reason offer another answer
         return Extracted(clean_answer(line), candidates=2, qualified=True)
+    stated = _remark_math_as_text(stated)  # "34 (when $n = 2$)": 34 is the answer, n = 2 the remark's
     if _offered_alternative(stated):  # "34 unless it is 35", "35, or it is 34"
         return Extracted(clean_answer(stated), candidates=2, qualified=True)
     line = one_value_segments(drop_remark_after_math(_after_copula(stated)))  # "$34$, that is, $34$": one value
@@ -270,11 +278,21 @@ def _clean_line(line: str) -> Extracted | None:
     for last_number in _NUMBER.finditer(stated):  # noqa: B007 - we want the last match
         pass
     bare_relation = _BARE_RELATION.match(answer) is not None and not answer.endswith(">")  # not "<1, 2>"
-    disowned = last_number is not None and disowned_after(stated[last_number.end() :])  # "34. This is wrong."
+    disowned = last_number is not None and disowned_after(stated[last_number.end() :], stated[: last_number.start()])
     if bare_relation or disowned or _BOUNDED_AFTER.search(stated) or (
             last_number is not None and QUALIFIER.search(stated[: last_number.start()][-40:])):
-        return Extracted(answer, candidates=2, qualified=True)  # "\ge 34", "isn't 34", "34 at most": not the value 34 (or disowned)
+        return Extracted(answer, candidates=2, qualified=True)  # "\ge 34", "isn't 34", "34 at most", "34. This is wrong."
     return Extracted(answer)
+
+
+def _remark_math_as_text(line: str) -> str:
+    """``line`` with the ``$`` signs of a remark closing it dropped, when the value before the remark is
+    written without them: ``34 (when $n = 2$)`` -> ``34 (when n = 2)``, read as a remark after 34 (one
+    ``$...$`` on the line was read as the answer: ``n = 2``, and ``35 (when $n = 34$)`` was right for 34)."""
+    found = _PLAIN_VALUE_REMARK.fullmatch(line)
+    if found is None or "$" not in found.group("remark"):
+        return line
+    return f"{found.group('head')} ({found.group('remark').replace('$', '')})"
 
 
 def _stated_part(answer: str) -> str:

@@ -14,25 +14,29 @@ import re
 from dapo.rewards.alternatives import alternative_is_the_value
 from dapo.rewards.answer_lists import answer_items
 from dapo.rewards.answer_text import HEDGE, clean_answer, sign_before, signed
-from dapo.rewards.boxes import changed_after, offers_another_before
+from dapo.rewards.boxes import BOUNDED_AFTER, changed_after, offers_another_before
 from dapo.rewards.disowned import disowned_after
 from dapo.rewards.hedges import bare_remark_changes, list_tail_changes, restates_list
-from dapo.rewards.number_forms import restates, starts_with_scale_word, value_of
-from dapo.rewards.remark_words import BOUNDING_WORDS, BOUNDING_WORDS_AFTER
+from dapo.rewards.number_forms import (
+    remark_changes_the_number,
+    restates,
+    starts_with_scale_word,
+    value_of,
+)
+from dapo.rewards.remark_words import BOUNDING_WORDS
 from dapo.rewards.restatements import after_its_noun
 from dapo.rewards.unit_suffix import SCALE_WORDS
 from dapo.rewards.units import unit_remark_changes
 
 # Words just before a number that negate or bound it, so it is not the answer (remark_words.BOUNDING_WORDS).
 QUALIFIER = re.compile(r"(?<![A-Za-z])(?:" + BOUNDING_WORDS + r")[\s$]{0,4}$", re.IGNORECASE)
-# ... and after it, closing the answer: "$34$ at least", "34 ways, at most" (remark_words.BOUNDING_WORDS_AFTER)
-BOUNDED_AFTER = re.compile(r"[\s,]{0,3}(?:[A-Za-z]{2,20}[\s,]{1,3})?(?:" + BOUNDING_WORDS_AFTER + r")[\s.!]*$",
-                           re.IGNORECASE)
 _CONTINUES_MATH = frozenset("\\0123456789^_({")  # what after a $...$ segment belongs to its answer
 # Two $...$ segments joined by an equals sign: "$a+b$ = $34$".
 EQUATED_SEGMENTS = re.compile(r"(?<!\\)\$ {0,3}= {0,3}\$")
 # What follows a lone $...$ segment when it is one parenthesis: "$\\frac13$ (or about 0.33)".
 _WHOLE_REMARK = re.compile(r"\(([^()]{0,400})\)")
+# ... a remark that opens with a condition or a method: "(when $n = 2$)", "(using $r = 3$)"
+_CONDITION = re.compile(r"\s*(?:since|because|when|if|for|where|given|using|with|assuming)(?![A-Za-z])", re.IGNORECASE)
 # A parenthesis closing the line right after a $...$ segment: "$540$ (since $n$ is even)".
 _REMARK_AFTER_MATH = re.compile(r"(?<=\$) {0,3}\(([^()]{0,400})\)\s*$")
 
@@ -40,7 +44,8 @@ _REMARK_AFTER_MATH = re.compile(r"(?<=\$) {0,3}\(([^()]{0,400})\)\s*$")
 def drop_remark_after_math(line: str) -> str:
     """``$540$ (since $n$ is even)`` -> ``$540$``: a remark in words after the answer's math, whose
     own math states no number (``$34$ (but $35$ if $n$ is odd)`` offers a second answer) and which
-    does not scale it (``(in thousands of $x$)``); or an alternative or restatement whose computed
+    does not scale it (``(in thousands of $x$)``); a condition or a method whose math is no second answer, read
+    as without the ``$`` (``$34$ (when $n = 2$)``; ``$34$ (if $n$ is odd; $35$ otherwise)`` offers one); or an alternative or restatement whose computed
     value is the answer's (``$2$ (or $\\sqrt{4}$)``; ``$2$ (which is $\\pi$)`` is kept: two answers,
     :mod:`~dapo.rewards.alternatives`)."""
     remark = _REMARK_AFTER_MATH.search(line)
@@ -56,6 +61,8 @@ def drop_remark_after_math(line: str) -> str:
             and not any(c.isdigit() for segment in math_segments(inside) for c in segment)
             and not starts_with_scale_word(inside)):
         return line[: remark.start()]
+    if segment and _CONDITION.match(words) and not remark_changes_the_number(inside.replace("$", ""), segment):
+        return line[: remark.start()]  # "$34$ (when $n = 2$)": a condition, read as "34 (when n = 2)" is
     return line
 
 
@@ -85,7 +92,7 @@ def single_segment_answer(line: str, segment: str) -> str | None:
     if len(items) > 1 and remark is None and not restated and list_tail_changes(items, tail):
         bare = True  # "$5, 34$ \approx 34": the list's values are 5 and 34
     if (HEDGE.search(parts[0] + " " + ("" if restated else after)) or QUALIFIER.search(parts[0][-40:]) or bare
-            or BOUNDED_AFTER.match(after) or disowned_after(after)):  # "$34$ at least", "$34$ is wrong"
+            or BOUNDED_AFTER.match(after) or (disowned_after(after, parts[0]) and value_of(segment) is not None)):
         return None
     if bare is False:  # "$\frac13$, i.e. about 0.33", "$\sqrt2$ = 1.414": its value, rounded
         return segment

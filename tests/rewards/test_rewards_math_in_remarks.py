@@ -1,0 +1,46 @@
+"""Math in a remark after an answer is the remark's, not the answer: ``Answer: 34 (when $n = 2$)`` read
+the one ``$...$`` on the line as the answer (``n = 2``: wrong for 34) and ``Answer: 35 (when $n =
+34$)`` was right for 34; ``$34$ (when $n = 2$)`` was two answers. A remark whose math offers another
+answer still does (``(but $35$ if n is odd)``, ``(for $n = 5$, or $35$ for $n = 6$)``; the last was
+paid after a box too). Rows marked "before:" had the other verdict.
+-- extract (_remark_math_as_text), math_segments (drop_remark_after_math), offered_values.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from dapo.rewards import verify
+
+A = "Let me work through the problem. We count carefully and find the total.\n\n"
+
+CASES: list[tuple[str, str, bool, str]] = [
+    (A + "Answer: 34 (when $n=2$)", "34", True, "answer"),  # before: wrong
+    (A + "Answer: 12 cm (using $r = 3$)", "12", True, "answer"),  # before: wrong
+    (A + "Answer: 34 (the root $-2$ is rejected)", "34", True, "answer"),  # before: wrong
+    (A + "Answer: 34 (not $35$)", "34", True, "answer"),  # before: wrong
+    (A + "Answer: 34 ($n = 17$)", "34", True, "answer"),  # before: wrong
+    (A + "Answer: \\(34\\) (when \\(n = 2\\))", "34", True, "answer"),  # before: wrong
+    (A + "Answer: $34$ (when $n = 2$)", "34", True, "answer"),  # before: wrong
+    (A + "Answer: $34$ (using $r = 3$)", "34", True, "answer"),  # before: wrong
+    (A + "Answer: 34 (about $34.0$)", "34", True, "answer"),
+    (A + "Answer: 2 (or $\\sqrt{4}$)", "2", True, "answer"),  # before: wrong
+    # another answer, in the remark's math or not
+    (A + "Answer: 35 (when $n = 34$)", "34", False, "answer"),  # before: right
+    (A + "Answer: 35 (using $34$ steps)", "34", False, "answer"),  # before: right
+    (A + "Answer: $35$ (when $n = 34$)", "34", False, "answer"),
+    (A + "Answer: 34 (but $35$ if n is odd)", "34", False, "answer"),
+    (A + "Answer: 34 (or $35$)", "34", False, "answer"),
+    (A + "Answer: 34 ($\\approx 35$)", "34", False, "answer"),
+    (A + "Answer: 2 (or $\\sqrt{2}$)", "2", False, "answer"),
+    (A + "Answer: $34$ (if $n$ is odd; $35$ otherwise)", "34", False, "answer"),
+    (A + "Answer: $34$ (for $n = 5$, or $35$ for $n = 6$)", "34", False, "answer"),
+    (A + "So \\boxed{34} (for n = 5, or 35 for n = 6)", "34", False, "any"),  # before: right
+    (A + "So \\boxed{34} (for n = 5, but 35 for n = 6)", "34", False, "any"),  # before: right
+    (A + "So \\boxed{34} (for n = 5, and 2 for n = 6, so 34 in total)", "34", True, "any"),
+]
+
+
+@pytest.mark.parametrize(("response", "gold", "expected", "extractor"), CASES)
+def test_math_in_a_remark_is_the_remark_s(response: str, gold: str, expected: bool, extractor: str) -> None:
+    assert verify(response, gold, extractor=extractor)[0] is expected

@@ -2,8 +2,11 @@
 the one ``$...$`` on the line as the answer (``n = 2``: wrong for 34) and ``Answer: 35 (when $n =
 34$)`` was right for 34; ``$34$ (when $n = 2$)`` was two answers. A remark whose math offers another
 answer still does (``(but $35$ if n is odd)``, ``(for $n = 5$, or $35$ for $n = 6$)``; the last was
-paid after a box too). Rows marked "before:" had the other verdict.
--- extract (_remark_math_as_text), math_segments (drop_remark_after_math), offered_values.
+paid after a box too). A remark rejecting a value, with math or a noun, keeps the answer (``$2$ ($-3$ is
+extraneous)``, ``(reject $x = -3$)``, ``(2 colors is impossible)`` were wrong), and a closing "respectively"
+is no part of a list (``3 and 4, respectively``). Rows marked "before:" had the other verdict.
+-- extract (_remark_math_as_text), math_segments (drop_remark_after_math), offered_values, disowned
+(rejected_value), answer_text (clean_answer).
 """
 
 from __future__ import annotations
@@ -23,6 +26,14 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: \\(34\\) (when \\(n = 2\\))", "34", True, "answer"),  # before: wrong
     (A + "Answer: $34$ (when $n = 2$)", "34", True, "answer"),  # before: wrong
     (A + "Answer: $34$ (using $r = 3$)", "34", True, "answer"),  # before: wrong
+    (A + "Answer: $x = 2$ (reject $x = -3$)", "2", True, "answer"),  # before: wrong
+    (A + "Answer: $2$ ($-3$ is extraneous)", "2", True, "answer"),  # before: wrong
+    (A + "Answer: $34$ ($35$ rejected)", "34", True, "answer"),  # before: wrong
+    (A + "So \\boxed{3} (2 colors is impossible)", "3", True, "any"),  # before: wrong
+    (A + "Answer: 34 (35 rejected)", "34", True, "answer"),  # before: wrong
+    (A + "Answer: 34 (x = 35 is wrong)", "34", True, "answer"),
+    (A + "Answer: 3 and 4, respectively", "3, 4", True, "answer"),  # before: wrong
+    (A + "So \\boxed{3 \\text{ and } 4 \\text{, respectively}}", "3, 4", True, "any"),
     (A + "Answer: 34 (about $34.0$)", "34", True, "answer"),
     (A + "Answer: 2 (or $\\sqrt{4}$)", "2", True, "answer"),  # before: wrong
     # another answer, in the remark's math or not
@@ -33,6 +44,8 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 34 (or $35$)", "34", False, "answer"),
     (A + "Answer: 34 ($\\approx 35$)", "34", False, "answer"),
     (A + "Answer: 2 (or $\\sqrt{2}$)", "2", False, "answer"),
+    (A + "Answer: $2$ ($-3$ is also valid)", "2", False, "answer"),
+    (A + "Answer: 34 (34 colors is wrong)", "34", False, "answer"),
     (A + "Answer: $34$ (if $n$ is odd; $35$ otherwise)", "34", False, "answer"),
     (A + "Answer: $34$ (for $n = 5$, or $35$ for $n = 6$)", "34", False, "answer"),
     (A + "So \\boxed{34} (for n = 5, or 35 for n = 6)", "34", False, "any"),  # before: right

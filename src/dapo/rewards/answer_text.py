@@ -85,14 +85,19 @@ def _closing_brace(text: str, opened: int) -> int | None:
     return None
 
 
+# "respectively" closing an answer: "3 and 4, respectively", "3, 4 \\text{ respectively}"
+_RESPECTIVELY = re.compile(r"[\s,]{0,4}(?:\\text\{[\s,]{0,4})?respectively\.?\s{0,3}\}?\.?$", re.IGNORECASE)
+
+
 def clean_answer(answer: str) -> str:
     """Strip presentation around an answer: ``$``, bold and other styling, ``\\text{}`` wrapper,
-    trailing period; an en dash written as a minus sign (``–5``, ``x = –5``: not a range ``3–5``)
+    a closing "respectively", trailing period; an en dash written as a minus sign (``–5``, ``x = –5``: not a range ``3–5``)
     becomes one."""
     answer = answer.replace("\\$", "").replace("$", "").replace("**", "").strip()
     answer = _EN_DASH_SIGN.sub(r"\1-", answer)
     answer = GLUED_COMMA.sub(",", answer)  # 11,\! 111 is one number; "11, 111" is a list
     answer = _without_styles(answer.replace("\\displaystyle", "").replace("\\!", "")).strip()
+    answer = _RESPECTIVELY.sub("", answer)  # "3 and 4, respectively": the values, in the order asked
     while answer.endswith((".", "。", "\\.", ",")) and not answer.endswith("..."):
         answer = answer[:-1].rstrip()
     # the whole answer in one \text{...} (\text{1{,}358}; not \text{a} and \text{b})

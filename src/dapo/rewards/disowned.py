@@ -32,9 +32,11 @@ _AFTER_DISOWNS = re.compile(r"[\s$]{0,4}(?:\\text\{\s{0,3})?(?:[.,;:!]\s{0,3})?"
 # ... unless the answer's own line is about what is wrong: "The false proposition is \\boxed{3}, it is wrong."
 _ABOUT_WRONGNESS = re.compile(r"(?<![A-Za-z])(?:false|wrong|incorrect|untrue|invalid|impossible|not\s{1,3}(?:true|correct))"
                               r"(?![A-Za-z])", re.IGNORECASE)
-# A remark that rules another value out: "(35 is wrong)", "($35$ is extraneous)", "(35 is impossible)"
-_REJECTS_A_VALUE = re.compile(r"\s{0,3}\$?\s{0,2}(?P<value>[+\-\u2212]?[0-9][0-9,]*(?:\.[0-9]+)?(?:/[0-9]+)?)\s{0,2}\$?"
-                              r"\s{1,3}(?:is|was)" + _SURELY + r"\s{1,3}(?:" + _WRONG
+# A remark that rules another value out: "(35 is wrong)", "($35$ is extraneous)", "(2 colors is impossible)", "(x = -3
+# rejected)"
+_REJECTS_A_VALUE = re.compile(r"\s{0,3}(?:but\s{1,3})?(?:[A-Za-z]\s{0,2}=\s{0,2})?\$?\s{0,2}"
+                              r"(?P<value>[+\-\u2212]?[0-9][0-9,]*(?:\.[0-9]+)?(?:/[0-9]+)?)\s{0,2}\$?(?:\s{1,3}[A-Za-z]{2,20})?"
+                              r"\s{1,3}(?:(?:is|are|was|were)" + _SURELY + r"\s{1,3})?(?:" + _WRONG
                               + r"|impossible|invalid|not\s{1,3}(?:valid|possible|allowed))[\s.!]*$", re.IGNORECASE)
 
 

@@ -23,7 +23,7 @@ from dapo.rewards.number_forms import (
     starts_with_scale_word,
     value_of,
 )
-from dapo.rewards.remark_words import BOUNDING_WORDS
+from dapo.rewards.remark_words import BOUNDING_WORDS, REJECTING_WORDS
 from dapo.rewards.restatements import after_its_noun
 from dapo.rewards.unit_suffix import SCALE_WORDS
 from dapo.rewards.units import unit_remark_changes
@@ -37,6 +37,8 @@ EQUATED_SEGMENTS = re.compile(r"(?<!\\)\$ {0,3}= {0,3}\$")
 _WHOLE_REMARK = re.compile(r"\(([^()]{0,400})\)")
 # ... a remark that opens with a condition or a method: "(when $n = 2$)", "(using $r = 3$)"
 _CONDITION = re.compile(r"\s*(?:since|because|when|if|for|where|given|using|with|assuming)(?![A-Za-z])", re.IGNORECASE)
+# ... or that rejects a value: "($-3$ is extraneous)", "(reject $x = -3$)"
+_REJECTING = re.compile(r"(?<![A-Za-z])(?:" + REJECTING_WORDS + r"|reject|discard)", re.IGNORECASE)
 # A parenthesis closing the line right after a $...$ segment: "$540$ (since $n$ is even)".
 _REMARK_AFTER_MATH = re.compile(r"(?<=\$) {0,3}\(([^()]{0,400})\)\s*$")
 
@@ -45,7 +47,8 @@ def drop_remark_after_math(line: str) -> str:
     """``$540$ (since $n$ is even)`` -> ``$540$``: a remark in words after the answer's math, whose
     own math states no number (``$34$ (but $35$ if $n$ is odd)`` offers a second answer) and which
     does not scale it (``(in thousands of $x$)``); a condition or a method whose math is no second answer, read
-    as without the ``$`` (``$34$ (when $n = 2$)``; ``$34$ (if $n$ is odd; $35$ otherwise)`` offers one); or an alternative or restatement whose computed
+    as without the ``$`` (``$34$ (when $n = 2$)``; ``$34$ (if $n$ is odd; $35$ otherwise)`` offers one), and so a remark
+    rejecting a value (``$2$ ($-3$ is extraneous)``); or an alternative or restatement whose computed
     value is the answer's (``$2$ (or $\\sqrt{4}$)``; ``$2$ (which is $\\pi$)`` is kept: two answers,
     :mod:`~dapo.rewards.alternatives`)."""
     remark = _REMARK_AFTER_MATH.search(line)
@@ -61,8 +64,9 @@ def drop_remark_after_math(line: str) -> str:
             and not any(c.isdigit() for segment in math_segments(inside) for c in segment)
             and not starts_with_scale_word(inside)):
         return line[: remark.start()]
-    if segment and _CONDITION.match(words) and not remark_changes_the_number(inside.replace("$", ""), segment):
-        return line[: remark.start()]  # "$34$ (when $n = 2$)": a condition, read as "34 (when n = 2)" is
+    if segment and (_CONDITION.match(words) or _REJECTING.search(words)) and not remark_changes_the_number(
+            inside.replace("$", ""), segment):
+        return line[: remark.start()]  # "$34$ (when $n = 2$)", "$2$ ($-3$ is extraneous)": read as without the "$"
     return line
 
 

@@ -302,13 +302,25 @@ def load_full_weights(model: torch.nn.Module, weights: dict[str, torch.Tensor], 
         model.tie_weights()
 
 
-def load_trainer_state(checkpoint_dir: str | Path, peek: bool = False) -> dict[str, Any]:
+# What every trainer_state.pt holds (TrainingLoop.state_dict and the policy's part; later keys have defaults)
+REQUIRED_STATE_KEYS = frozenset({"policy", "step", "next_group_id", "sampler", "rng"})
+
+
+def load_trainer_state(checkpoint_dir: str | Path, peek: bool = False, complete: bool = False) -> dict[str, Any]:
     """A checkpoint's ``trainer_state.pt``; ``peek``: memory-mapped, so that reading a field does
-    not read the AdamW state it may hold (gigabytes for a large one-process policy)."""
+    not read the AdamW state it may hold (gigabytes for a large one-process policy). One that is no
+    dict, or (``complete``: for a resume) lacks one of :data:`REQUIRED_STATE_KEYS`, is a
+    :class:`DamagedCheckpointError` (a resume stopped by a KeyError said nothing of what to do)."""
     path = Path(checkpoint_dir) / STATE_FILE
     if not path.exists():
         raise FileNotFoundError(f"{checkpoint_dir} is not a dapo-rl checkpoint (no {STATE_FILE})")
-    return load_checkpoint_file(path, checkpoint_dir, mmap=peek)
+    state = load_checkpoint_file(path, checkpoint_dir, mmap=peek)
+    # overwritten, another tool's: damaged, with which checkpoint to resume instead
+    missing = sorted(REQUIRED_STATE_KEYS - set(state) if complete else ()) if isinstance(state, dict) else None
+    if missing is None or missing:
+        found = f"no {', '.join(missing)}" if missing else f"a {type(state).__name__}, not a dict"
+        raise DamagedCheckpointError(f"{path} is no dapo-rl trainer state ({found})", Path(checkpoint_dir))
+    return state
 
 
 def load_checkpoint_file(path: Path, checkpoint_dir: str | Path, mmap: bool = False) -> Any:

@@ -265,7 +265,7 @@ class RunState:
         self._resuming_another_lineage = not own or is_set_aside(path, self.run_dir)
         # the run's settings are checked when the run resumes itself (auto, or a rerun redirected)
         mismatch = checkpoint_mismatch(path, model_config, config_to_dict(self.cfg), point.automatic)
-        state = load_trainer_state(path)
+        state = load_trainer_state(path, complete=True)
         self.started_from = state.get("started_from") if own else str(named_path(path))
         if not own:
             self.went_back_to = None

@@ -62,6 +62,7 @@ def test_starting_over_or_going_back_sets_the_abandoned_checkpoints_aside(tiny_m
         Trainer(over).train()
     assert [p.name for p in checkpoints.glob("step-*")] == ["step-000001"]
     assert [row["step"] for row in read_metrics(run) if "actor/loss" in row] == [1]
+    assert [row["step"] for row in read_metrics(run)].count(0) == 1  # the new start's step 0, not the old one's too
     [aside] = checkpoints.glob("abandoned-*")  # what starting over would have emptied: kept
     assert [row["step"] for row in read_metrics(aside) if "actor/loss" in row] == [1, 2]
 

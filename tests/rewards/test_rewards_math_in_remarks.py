@@ -4,9 +4,10 @@ the one ``$...$`` on the line as the answer (``n = 2``: wrong for 34) and ``Answ
 answer still does (``(but $35$ if n is odd)``, ``(for $n = 5$, or $35$ for $n = 6$)``; the last was
 paid after a box too). A remark rejecting a value, with math or a noun, keeps the answer (``$2$ ($-3$ is
 extraneous)``, ``(reject $x = -3$)``, ``(2 colors is impossible)`` were wrong), and a closing "respectively"
-is no part of a list (``3 and 4, respectively``). Rows marked "before:" had the other verdict.
+is no part of a list (``3 and 4, respectively``). Arithmetic in a remark that opens with a condition is
+the condition's, not a product (``\\frac12 (when n+1 is even)``). Rows marked "before:" had the other verdict.
 -- extract (_remark_math_as_text), math_segments (drop_remark_after_math), offered_values, disowned
-(rejected_value), answer_text (clean_answer).
+(rejected_value), answer_text (clean_answer), number_forms (without_closing_remark).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 12 cm (using $r = 3$)", "12", True, "answer"),  # before: wrong
     (A + "Answer: 34 (the root $-2$ is rejected)", "34", True, "answer"),  # before: wrong
     (A + "Answer: 34 (not $35$)", "34", True, "answer"),  # before: wrong
-    (A + "Answer: 34 ($n = 17$)", "34", True, "answer"),  # before: wrong
     (A + "Answer: \\(34\\) (when \\(n = 2\\))", "34", True, "answer"),  # before: wrong
     (A + "Answer: $34$ (when $n = 2$)", "34", True, "answer"),  # before: wrong
     (A + "Answer: $34$ (using $r = 3$)", "34", True, "answer"),  # before: wrong
@@ -34,6 +34,8 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 34 (x = 35 is wrong)", "34", True, "answer"),
     (A + "Answer: 3 and 4, respectively", "3, 4", True, "answer"),  # before: wrong
     (A + "So \\boxed{3 \\text{ and } 4 \\text{, respectively}}", "3, 4", True, "any"),
+    (A + "Answer: \\frac12 (when n+1 is even)", "\\frac{1}{2}", True, "answer"),  # before: wrong (a product)
+    (A + "Answer: 12 (for n = 3+1)", "12", True, "answer"),  # before: wrong
     (A + "Answer: 34 (about $34.0$)", "34", True, "answer"),
     (A + "Answer: 2 (or $\\sqrt{4}$)", "2", True, "answer"),  # before: wrong
     # another answer, in the remark's math or not
@@ -46,6 +48,22 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 2 (or $\\sqrt{2}$)", "2", False, "answer"),
     (A + "Answer: $2$ ($-3$ is also valid)", "2", False, "answer"),
     (A + "Answer: 34 (34 colors is wrong)", "34", False, "answer"),
+    # a remark of math alone, or words not a condition, a rejection, an "or" or a "not": its math read as math
+    (A + "Answer: 34 ($\\frac{68}{2}$)", "34", True, "answer"),
+    (A + "Answer: 120 ($5! = 120$)", "120", True, "answer"),
+    (A + "Answer: 13 (hypotenuse, $\\sqrt{5^2 + 12^2}$)", "13", True, "answer"),
+    (A + "Answer: 5 (i.e., $x = 6$)", "5", False, "answer"),
+    (A + "Answer: 34 (wrong: should be $35$)", "34", False, "answer"),
+    (A + "Answer: 34 ($n = 35$ also works)", "34", False, "answer"),
+    (A + "Answer: 2 (reject $x = 2$)", "2", False, "answer"),
+    (A + "Answer: $2$ ($x=2$ is invalid; the answer is $x = -3$)", "2", False, "answer"),
+    (A + "Answer: $34$ (when $n = 2$; for $n = 3$ it is $35$)", "34", False, "answer"),
+    (A + "Answer: $x = 5$ (if $a = 2$; $x = 6$ if $a = 3$)", "5", False, "answer"),
+    (A + "Answer: 34 (with zero included it is 35)", "34", False, "answer"),  # before: right
+    (A + "So \\boxed{2} ($x = 2$ is extraneous)", "2", False, "boxed"),  # before: right
+    (A + "So \\boxed{2} ($x = -3$ is extraneous)", "2", True, "boxed"),
+    (A + "Answer: \\frac12 (x+1)", "\\frac{1}{2}", False, "answer"),  # a product
+    (A + "Answer: 34 (if n+1 is odd; 35 otherwise)", "34", False, "answer"),
     (A + "Answer: $34$ (if $n$ is odd; $35$ otherwise)", "34", False, "answer"),
     (A + "Answer: $34$ (for $n = 5$, or $35$ for $n = 6$)", "34", False, "answer"),
     (A + "So \\boxed{34} (for n = 5, or 35 for n = 6)", "34", False, "any"),  # before: right

@@ -34,7 +34,12 @@ _ABOUT_WRONGNESS = re.compile(r"(?<![A-Za-z])(?:false|wrong|incorrect|untrue|inv
                               r"(?![A-Za-z])", re.IGNORECASE)
 # A remark that rules another value out: "(35 is wrong)", "($35$ is extraneous)", "(2 colors is impossible)", "(x = -3
 # rejected)"
-_REJECTS_A_VALUE = re.compile(r"\s{0,3}(?:but\s{1,3})?(?:[A-Za-z]\s{0,2}=\s{0,2})?\$?\s{0,2}"
+_VALUE = r"\$?\s{0,2}(?:[A-Za-z]\s{0,2}=\s{0,2})?(?P<value>[+\-\u2212]?[0-9][0-9,]*(?:\.[0-9]+)?(?:/[0-9]+)?)\s{0,2}\$?"
+# ... or says to: "(reject $x = -3$)", "(discarding 35)"
+_REJECT_A_VALUE = re.compile(r"\s{0,3}(?:we\s{1,3})?(?:reject(?:ing|ed)?|discard(?:ing|ed)?|exclud(?:e|ing|ed))\s{1,3}" + _VALUE + r"[\s.!]*$",
+                             re.IGNORECASE)
+_REJECTS_A_VALUE = re.compile(r"\s{0,3}(?:but\s{1,3})?(?:the\s{1,3}(?:other\s{1,3})?(?:root|solution|value)\s{1,3})?"
+                              r"(?:[A-Za-z]\s{0,2}=\s{0,2})?\$?\s{0,2}"
                               r"(?P<value>[+\-\u2212]?[0-9][0-9,]*(?:\.[0-9]+)?(?:/[0-9]+)?)\s{0,2}\$?(?:\s{1,3}[A-Za-z]{2,20})?"
                               r"\s{1,3}(?:(?:is|are|was|were)" + _SURELY + r"\s{1,3})?(?:" + _WRONG
                               + r"|impossible|invalid|not\s{1,3}(?:valid|possible|allowed))[\s.!]*$", re.IGNORECASE)
@@ -55,6 +60,7 @@ def disowned_after(after: str, before: str) -> bool:
 
 
 def rejected_value(remark: str) -> str | None:
-    """The value ``remark`` rules out, as written (``35 is wrong`` -> ``35``), or None."""
-    found = _REJECTS_A_VALUE.match(remark[:200])
+    """The value ``remark`` rules out, as written (``35 is wrong``, ``the root -2 is extraneous``, ``reject x =
+    -3`` -> ``35``, ``-2``, ``-3``), or None."""
+    found = _REJECTS_A_VALUE.match(remark[:200]) or _REJECT_A_VALUE.match(remark[:200])
     return found.group("value") if found is not None else None

@@ -57,6 +57,7 @@ from dapo.rewards.math_segments import (
     QUALIFIER,
     drop_remark_after_math,
     math_segments,
+    remark_about_the_answer,
     segment_items,
     segments_qualified,
     single_segment_answer,
@@ -287,11 +288,13 @@ def _clean_line(line: str) -> Extracted | None:
 
 def _remark_math_as_text(line: str) -> str:
     """``line`` with the ``$`` signs of a remark closing it dropped, when the value before the remark is
-    written without them: ``34 (when $n = 2$)`` -> ``34 (when n = 2)``, read as a remark after 34 (one
-    ``$...$`` on the line was read as the answer: ``n = 2``, and ``35 (when $n = 34$)`` was right for 34)."""
+    written without them and the remark is a condition or rules a value out
+    (:func:`~dapo.rewards.math_segments.remark_about_the_answer`): ``34 (when $n = 2$)`` -> ``34 (when n = 2)``,
+    read as a remark after 34 (one ``$...$`` on the line was read as the answer: ``n = 2``, and ``35 (when $n =
+    34$)`` was right for 34)."""
     found = _PLAIN_VALUE_REMARK.fullmatch(line)
-    if found is None or "$" not in found.group("remark"):
-        return line
+    if found is None or "$" not in found.group("remark") or not remark_about_the_answer(found.group("remark")):
+        return line  # "34 ($\\frac{68}{2}$)", "5 (i.e. $x = 6$)": the math read as before
     return f"{found.group('head')} ({found.group('remark').replace('$', '')})"
 
 

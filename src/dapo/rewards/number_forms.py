@@ -192,7 +192,7 @@ def remark_changes_the_number(remark: str, answer: str = "") -> bool:
     ``2 (two solutions)``); any other offers another answer (``34 (2 solutions)``, ``34 (35 ways)``)."""
     if remark_disowns(remark):
         return True  # "34 (wrong)": the answer called wrong
-    if (rejected := rejected_value(remark)) is not None:  # "34 (35 is wrong)": 35 ruled out, 34 stated
+    if (rejected := rejected_value(remark.replace("$", ""))) is not None:  # "34 (35 is wrong)": 35 ruled out, 34 stated
         return bool(answer) and restates(answer, rejected)
     opening = _opening_word(remark)
     if opening in _SIGN_WORDS and (opening != "below" or _BELOW_ZERO.match(remark)):
@@ -349,8 +349,8 @@ def without_closing_remark(answer: str) -> str | None:
     form = ARITHMETIC.search(inside) and computed_form(inside, head, value_of(head)) is not None  # checked
     is_remark = (states_words(inside) or form or APPROXIMATELY.match(inside) is not None  # "(\\approx \\frac{1}{1})"
                  or _OR_WORD.search(inside) is not None or _RESTATED_AS.match(inside) is not None)
-    if not is_remark or (ARITHMETIC.search(inside) and not form):
-        return answer
+    if not is_remark or (ARITHMETIC.search(inside) and not form and not _CONDITION_OPENING.match(inside)):
+        return answer  # "\\frac12 (x+1)" is a product; "\\frac12 (when n+1 is even)" a condition
     if remark_changes_the_number(inside, head):
         return None
     return head if not _OR_WORD.search(inside) or restates(head, inside) else answer

@@ -1,4 +1,4 @@
-"""Math in a remark after an answer is the remark's, not the answer: ``Answer: 34 (when $n = 2$)`` read
+"""Math in a remark after an answer is the remark's, not the answer (dapo.rewards.remark_math): ``Answer: 34 (when $n = 2$)`` read
 the one ``$...$`` on the line as the answer (``n = 2``: wrong for 34) and ``Answer: 35 (when $n =
 34$)`` was right for 34; ``$34$ (when $n = 2$)`` was two answers. A remark whose math offers another
 answer still does (``(but $35$ if n is odd)``, ``(for $n = 5$, or $35$ for $n = 6$)``; the last was
@@ -6,7 +6,7 @@ paid after a box too). A remark rejecting a value, with math or a noun, keeps th
 extraneous)``, ``(reject $x = -3$)``, ``(2 colors is impossible)`` were wrong), and a closing "respectively"
 is no part of a list (``3 and 4, respectively``). Arithmetic in a remark that opens with a condition is
 the condition's, not a product (``\\frac12 (when n+1 is even)``). Rows marked "before:" had the other verdict.
--- extract (_remark_math_as_text), math_segments (drop_remark_after_math), offered_values, disowned
+-- remark_math, extract, math_segments (drop_remark_after_math), offered_values, disowned
 (rejected_value), answer_text (clean_answer), number_forms (without_closing_remark).
 """
 
@@ -52,7 +52,18 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 34 ($\\frac{68}{2}$)", "34", True, "answer"),
     (A + "Answer: 120 ($5! = 120$)", "120", True, "answer"),
     (A + "Answer: 13 (hypotenuse, $\\sqrt{5^2 + 12^2}$)", "13", True, "answer"),
+    (A + "Answer: 34 ($2 \\cdot 17$)", "34", True, "answer"),
+    (A + "Answer: 7 ($a = 3$, $b = 4$, so $a + b = 7$)", "7", True, "answer"),
+    (A + "Answer: 120 ($5!$ ways)", "120", True, "answer"),  # not computed here: math-verify reads it, as before
+    (A + "Answer: 1.41 ($\\sqrt{2}$)", "\\sqrt{2}", True, "answer"),  # the decimal of the value named, as before
+    (A + "Answer: 34 (the $n$-th term)", "34", True, "answer"),  # before: wrong
+    (A + "Answer: 34 (the case $n = 0$ is excluded)", "34", True, "answer"),  # before: wrong
+    (A + "Answer: 25 ($n = 5$ gives the max)", "5", False, "answer"),  # before: right (the remark's value read)
+    (A + "Answer: 3 (minimum at $x = 1$)", "1", False, "answer"),  # before: right
+    (A + "Answer: 12 (from $a + b = 7$)", "7", False, "answer"),  # before: right
+    (A + "Answer: 5 (the roots are $2$ and $3$)", "2, 3", False, "answer"),  # before: right
     (A + "Answer: 5 (i.e., $x = 6$)", "5", False, "answer"),
+    (A + "Answer: 5 (i.e., $x = 6$)", "6", False, "answer"),  # before: right
     (A + "Answer: 34 (wrong: should be $35$)", "34", False, "answer"),
     (A + "Answer: 34 ($n = 35$ also works)", "34", False, "answer"),
     (A + "Answer: 2 (reject $x = 2$)", "2", False, "answer"),

@@ -38,7 +38,7 @@ _VALUE = r"\$?\s{0,2}(?:[A-Za-z]\s{0,2}=\s{0,2})?(?P<value>[+\-\u2212]?[0-9][0-9
 # ... or says to: "(reject $x = -3$)", "(discarding 35)"
 _REJECT_A_VALUE = re.compile(r"\s{0,3}(?:we\s{1,3})?(?:reject(?:ing|ed)?|discard(?:ing|ed)?|exclud(?:e|ing|ed))\s{1,3}" + _VALUE + r"[\s.!]*$",
                              re.IGNORECASE)
-_REJECTS_A_VALUE = re.compile(r"\s{0,3}(?:but\s{1,3})?(?:the\s{1,3}(?:other\s{1,3})?(?:root|solution|value)\s{1,3})?"
+_REJECTS_A_VALUE = re.compile(r"\s{0,3}(?:but\s{1,3})?(?:the\s{1,3}(?:other\s{1,3})?(?:root|solution|value|case)\s{1,3})?"
                               r"(?:[A-Za-z]\s{0,2}=\s{0,2})?\$?\s{0,2}"
                               r"(?P<value>[+\-\u2212]?[0-9][0-9,]*(?:\.[0-9]+)?(?:/[0-9]+)?)\s{0,2}\$?(?:\s{1,3}[A-Za-z]{2,20})?"
                               r"\s{1,3}(?:(?:is|are|was|were)" + _SURELY + r"\s{1,3})?(?:" + _WRONG

@@ -57,13 +57,13 @@ from dapo.rewards.math_segments import (
     QUALIFIER,
     drop_remark_after_math,
     math_segments,
-    remark_about_the_answer,
     segment_items,
     segments_qualified,
     single_segment_answer,
 )
 from dapo.rewards.number_forms import restates
 from dapo.rewards.reasons import REASON_WORD, without_reason
+from dapo.rewards.remark_math import plain_value_with_math_remark
 from dapo.rewards.remark_words import spelled_numbers_as_digits
 from dapo.rewards.restatements import THAT, one_value_segments, restating_that
 
@@ -93,8 +93,6 @@ _REASON_AFTER_VALUE = re.compile(r"(?<=[0-9}$A-Za-z])\s{0,3}[,(]\s{0,3}(?:becaus
 _CLOSING_REMARK = re.compile(r"(?<=\S) {0,3}\([^()]{0,400}\)\s*$")  # "34 (not 35)"
 # A relation with nothing before it states a bound, not a value: "\ge 34", "< 34", "\neq 34".
 _BOUNDED_AFTER = re.compile(r"[0-9}$]" + BOUNDED_AFTER.pattern, re.IGNORECASE)  # "34 at least", "34 ways, at most"
-# A value written without "$" and a remark in brackets closing the line: "34 (when $n = 2$)", "12 cm (using $r=3$)"
-_PLAIN_VALUE_REMARK = re.compile(r"(?P<head>[^$()]{0,200}[0-9][^$()]{0,40}?)\s{0,3}\((?P<remark>[^()]{0,400})\)[\s.]*")
 _BARE_RELATION = re.compile(r"\s{0,3}(?:\\(?:geq?|leq?|neq?|gt|lt|geqslant|leqslant)(?![A-Za-z])|[<>≤≥≠])")
 _MAX_LINE_CHARS = 5000  # an "answer line" longer than this is not a final answer
 # GSM8K's "#### 72": a value after it (a number, as verl's GSM8K scorer reads), not a Markdown
@@ -250,8 +248,10 @@ def _clean_line(line: str) -> Extracted | None:
     stated = without_reason(line := line.replace("\\[", "$").replace("\\]", "$"))  # "x (since n is 35)" is x
     if stated is None:  # "34, since n is 35, or 36": an "or" and a value in a reason offer another answer
         return Extracted(clean_answer(line), candidates=2, qualified=True)
-    stated = _remark_math_as_text(stated)  # "34 (when $n = 2$)": 34 is the answer, n = 2 the remark's
-    if _offered_alternative(stated):  # "34 unless it is 35", "35, or it is 34"
+    read = plain_value_with_math_remark(stated)  # "34 (when $n = 2$)": 34 is the answer, n = 2 the remark's
+    if read is None:  # "25 ($n = 5$ gives the max)": two values
+        return Extracted(clean_answer(stated), candidates=2, qualified=True)
+    if _offered_alternative(stated := read):  # "34 unless it is 35", "35, or it is 34"
         return Extracted(clean_answer(stated), candidates=2, qualified=True)
     line = one_value_segments(drop_remark_after_math(_after_copula(stated)))  # "$34$, that is, $34$": one value
     segments = math_segments(line)
@@ -284,18 +284,6 @@ def _clean_line(line: str) -> Extracted | None:
             last_number is not None and QUALIFIER.search(stated[: last_number.start()][-40:])):
         return Extracted(answer, candidates=2, qualified=True)  # "\ge 34", "isn't 34", "34 at most", "34. This is wrong."
     return Extracted(answer)
-
-
-def _remark_math_as_text(line: str) -> str:
-    """``line`` with the ``$`` signs of a remark closing it dropped, when the value before the remark is
-    written without them and the remark is a condition or rules a value out
-    (:func:`~dapo.rewards.math_segments.remark_about_the_answer`): ``34 (when $n = 2$)`` -> ``34 (when n = 2)``,
-    read as a remark after 34 (one ``$...$`` on the line was read as the answer: ``n = 2``, and ``35 (when $n =
-    34$)`` was right for 34)."""
-    found = _PLAIN_VALUE_REMARK.fullmatch(line)
-    if found is None or "$" not in found.group("remark") or not remark_about_the_answer(found.group("remark")):
-        return line  # "34 ($\\frac{68}{2}$)", "5 (i.e. $x = 6$)": the math read as before
-    return f"{found.group('head')} ({found.group('remark').replace('$', '')})"
 
 
 def _stated_part(answer: str) -> str:

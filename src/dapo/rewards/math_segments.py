@@ -15,7 +15,7 @@ from dapo.rewards.alternatives import alternative_is_the_value
 from dapo.rewards.answer_lists import answer_items
 from dapo.rewards.answer_text import HEDGE, clean_answer, sign_before, signed
 from dapo.rewards.boxes import BOUNDED_AFTER, changed_after, offers_another_before
-from dapo.rewards.disowned import disowned_after, rejected_value
+from dapo.rewards.disowned import disowned_after
 from dapo.rewards.hedges import bare_remark_changes, list_tail_changes, restates_list
 from dapo.rewards.number_forms import (
     remark_changes_the_number,
@@ -23,6 +23,7 @@ from dapo.rewards.number_forms import (
     starts_with_scale_word,
     value_of,
 )
+from dapo.rewards.remark_math import remark_about_the_answer
 from dapo.rewards.remark_words import BOUNDING_WORDS
 from dapo.rewards.restatements import after_its_noun
 from dapo.rewards.unit_suffix import SCALE_WORDS
@@ -35,10 +36,6 @@ _CONTINUES_MATH = frozenset("\\0123456789^_({")  # what after a $...$ segment be
 EQUATED_SEGMENTS = re.compile(r"(?<!\\)\$ {0,3}= {0,3}\$")
 # What follows a lone $...$ segment when it is one parenthesis: "$\\frac13$ (or about 0.33)".
 _WHOLE_REMARK = re.compile(r"\(([^()]{0,400})\)")
-# ... a remark that opens with a condition or a method: "(when $n = 2$)", "(using $r = 3$)"
-_CONDITION = re.compile(r"\s*(?:since|because|when|if|for|where|given|using|with|assuming)(?![A-Za-z])", re.IGNORECASE)
-# ... or with an "or" or a "not", whose value remark_changes_the_number compares: "(or $\\sqrt{4}$)", "(not $35$)"
-_OR_NOT = re.compile(r"\s*(?:or|not)(?![A-Za-z])", re.IGNORECASE)
 # A parenthesis closing the line right after a $...$ segment: "$540$ (since $n$ is even)".
 _REMARK_AFTER_MATH = re.compile(r"(?<=\$) {0,3}\(([^()]{0,400})\)\s*$")
 
@@ -48,7 +45,7 @@ def drop_remark_after_math(line: str) -> str:
     own math states no number (``$34$ (but $35$ if $n$ is odd)`` offers a second answer) and which
     does not scale it (``(in thousands of $x$)``); a condition or a method whose math is no second answer, read
     as without the ``$`` (``$34$ (when $n = 2$)``; ``$34$ (if $n$ is odd; $35$ otherwise)`` offers one), and so a remark
-    rejecting a value (``$2$ ($-3$ is extraneous)``; :func:`remark_about_the_answer`); or an alternative or restatement whose computed
+    rejecting a value (``$2$ ($-3$ is extraneous)``; :func:`~dapo.rewards.remark_math.remark_about_the_answer`); or an alternative or restatement whose computed
     value is the answer's (``$2$ (or $\\sqrt{4}$)``; ``$2$ (which is $\\pi$)`` is kept: two answers,
     :mod:`~dapo.rewards.alternatives`)."""
     remark = _REMARK_AFTER_MATH.search(line)
@@ -67,17 +64,6 @@ def drop_remark_after_math(line: str) -> str:
     if segment and remark_about_the_answer(inside) and not remark_changes_the_number(inside.replace("$", ""), segment):
         return line[: remark.start()]  # "$34$ (when $n = 2$)", "$2$ ($-3$ is extraneous)": read as without the "$"
     return line
-
-
-def remark_about_the_answer(remark: str) -> bool:
-    """Whether ``remark``, whose math is in ``$...$``, is read as a remark in words with its math as text: one
-    that opens with a condition or a method (``when $n = 2$``, ``using $r = 3$``), with an "or" or a "not" (``or
-    $\\sqrt{4}$``, ``not $35$``: its value compared) or that only rules a value out
-    (``$-3$ is extraneous``, ``reject $x = -3$``: :func:`~dapo.rewards.disowned.rejected_value`). Any other
-    (``$\\frac{68}{2}$``, ``i.e. $x = 6$``, ``wrong, it should be $35$``) keeps its math read as math."""
-    words = "".join(remark.replace("\\$", "").split("$")[0::2])
-    return (_CONDITION.match(words) is not None or _OR_NOT.match(words) is not None
-            or rejected_value(remark.replace("$", "")) is not None)
 
 
 def single_segment_answer(line: str, segment: str) -> str | None:

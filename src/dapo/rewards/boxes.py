@@ -77,7 +77,6 @@ _VALUE_AFTER = re.compile(
 # An estimate's words with no value: "\\boxed{34} or so", "give or take", "more or less" (bracketed or not).
 _ESTIMATE_AFTER = re.compile(r"[\s$,(]{0,8}(?:or\s{1,3}so|give\s{1,3}or\s{1,3}take|more\s{1,3}or\s{1,3}less)(?![A-Za-z])",
                              re.IGNORECASE)
-# Between two chained boxes: spacing and math delimiters, dropped before looking for a separator.
 # ... or a bound ending the line after it: "\\boxed{34} at least", "\\boxed{3} colors at most" (not one that opens a
 # remark: "\\boxed{5} (at least one of each color)", "\\boxed{6}, at most one per row")
 BOUNDED_AFTER = re.compile(r"[\s$,]{0,4}(?:[A-Za-z]{2,20}[\s,]{1,3})?(?:" + BOUNDING_WORDS_AFTER + r")[\s.!]*$",
@@ -87,6 +86,7 @@ BOUNDED_AFTER = re.compile(r"[\s$,]{0,4}(?:[A-Za-z]{2,20}[\s,]{1,3})?(?:" + BOUN
 # an approximation word: "$25\\pi \\approx \\boxed{78.54}$" answers a question that asks for the rounding.
 _QUALIFIED_BEFORE = re.compile(r"(?<![A-Za-z])(?:at\s{1,3}(?:least|most)|(?!least|most)(?:" + BOUNDING_WORDS + r"))"
                                r"(?:[\s$]|\\[(\[])*$", re.IGNORECASE)
+# Between two chained boxes: spacing and math delimiters, dropped before looking for a separator.
 _GAP_NOISE = re.compile(r"\\(?:quad|qquad|[,;: ()\[\]])|[\s$.]")
 _LIST_SEPARATOR = re.compile(r"[,;]|(?<![A-Za-z])(?:and|or)(?![A-Za-z])", re.IGNORECASE)
 # Math that continues the box, so that the box is not the whole answer: a digit, brace or K ("thousand")
@@ -147,7 +147,8 @@ def from_last_box(text: str) -> Extracted | None:
     qualified = qualified or _QUALIFIED_BEFORE.search(text[max(line_start, start - 40) : start]) is not None
     # numbers in words read as digits: "\\boxed{34}; thirty-five" and "\\boxed{34}. Maybe thirty-five." hedge
     after = spelled_numbers_as_digits(text[span[1] : span[1] + _MAX_AFTER_CHARS].split("\n", 1)[0])
-    disowned = disowned_after(after, text[line_start:start]) and value_of(answer) is not None  # "\\boxed{34}. This is wrong."
+    # "\\boxed{34}. This is wrong.": a numeric answer the response disowns
+    disowned = disowned_after(after, text[line_start:start]) and value_of(answer) is not None
     qualified = (qualified or disowned or changed_after(after, answer, list(items) or answer_items(answer))
                  or hedged_later(spelled_numbers_as_digits(text[span[1] : span[1] + HEDGE_WINDOW]), answer))
     if qualified:  # "\boxed{34} or 35", "\boxed{34}^2", "\boxed{34, 5} (or 35)": not the whole answer

@@ -91,8 +91,8 @@ _NAMES_THE_ANSWER = re.compile(r"(?:(?:the|my|our)\s{1,3})?(?:final\s{1,3}|corre
 _NUMBER = re.compile(r"[0-9][0-9.,]*")  # the number a qualifier may stand before
 _REASON_AFTER_VALUE = re.compile(r"(?<=[0-9}$A-Za-z])\s{0,3}[,(]\s{0,3}(?:because|since)(?![A-Za-z])", re.IGNORECASE)
 _CLOSING_REMARK = re.compile(r"(?<=\S) {0,3}\([^()]{0,400}\)\s*$")  # "34 (not 35)"
-# A relation with nothing before it states a bound, not a value: "\ge 34", "< 34", "\neq 34".
 _BOUNDED_AFTER = re.compile(r"[0-9}$]" + BOUNDED_AFTER.pattern, re.IGNORECASE)  # "34 at least", "34 ways, at most"
+# A relation with nothing before it states a bound, not a value: "\ge 34", "< 34", "\neq 34".
 _BARE_RELATION = re.compile(r"\s{0,3}(?:\\(?:geq?|leq?|neq?|gt|lt|geqslant|leqslant)(?![A-Za-z])|[<>≤≥≠])")
 _MAX_LINE_CHARS = 5000  # an "answer line" longer than this is not a final answer
 # GSM8K's "#### 72": a value after it (a number, as verl's GSM8K scorer reads), not a Markdown

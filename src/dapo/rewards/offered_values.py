@@ -12,8 +12,8 @@ one there. Each pattern here offers a value *as an answer*, in the phrasings mod
   is 13)``, ``(a second method gave 35)``, ``(on a second try I got 35)``, ``(a close second is 35)``,
   ``(respectively 35)``;
 - the value called possible or right: ``(not certain; 35 is possible)``, ``(I suspect 35 is correct)``;
-- another case's value: ``(if n is even; 35 if n is odd)``, ``(for n = 5, or 35 for n = 6)``, ``(if order matters, 68)``, ``(otherwise 68)``,
-  ``(if not, then 35)``, ``(in which case 35)``, ``(depending on interpretation, 35)``, ``(with zero included it is
+- another case's value: ``(if n is even; 35 if n is odd)``, ``(for n = 5, or 35 for n = 6)``, ``(if order
+  matters, 68)``, ``(otherwise 68)``, ``(if not, then 35)``, ``(in which case 35)``, ``(depending on interpretation, 35)``, ``(with zero included it is
   35)``, ``(when n = 2; for n = 3 it is 35)``, ``(if a = 2; x = 6 if a = 3)``.
 
 A value ends its clause (a bracket, a punctuation mark, the end, or a word that hedges on: ``though``,
@@ -65,7 +65,8 @@ _OFFERS = [re.compile(pattern, re.IGNORECASE) for pattern in (
     r"(?:also\s{1,3}|equally\s{1,3})?(?:possible|plausible|defensible|likely|correct|right)(?![A-Za-z])",
     r"[;,]\s{0,3}(?:(?:or|but)\s{1,3})?" + _NAMED + _VALUE + r"\s{1,3}(?:if|for|when|otherwise)(?![A-Za-z])",
     r"(?:^|;)\s{0,3}(?:if|when|for|with|without|assuming|counting|including|excluding)(?![A-Za-z])[^;,()]{1,80}?\s"
-    r"(?:it(?:'s|\s+is)|it\s+would\s+be|the\s+answer\s+is|we\s+get|(?:that\s+)?gives|becomes)\s{1,3}" + _NAMED + _VALUE + _ENDS,
+    r"(?:it(?:'s|\s+is)|it\s+would\s+be|the\s+answer\s+is|we\s+get|(?:that\s+)?gives|becomes)\s{1,3}"
+    + _NAMED + _VALUE + _ENDS,
     r"(?<![A-Za-z])(?:otherwise|else|in\s+which\s+case)[\s,]{1,3}(?:it(?:'s|\s+is)\s{1,3})?" + _VALUE + _ENDS,
     r"(?:^|;)\s{0,3}(?:if|when|unless|with|without|assuming|depending)(?![A-Za-z])[^;,()]{1,80}[,;:]\s{0,3}(?:then\s{1,3})?"
     r"(?:it(?:'s|\s+is)\s{1,3})?" + _VALUE + _ENDS,

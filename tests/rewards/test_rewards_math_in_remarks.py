@@ -61,6 +61,8 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 25 ($n = 5$ gives the max)", "5", False, "answer"),  # before: right (the remark's value read)
     (A + "Answer: 3 (minimum at $x = 1$)", "1", False, "answer"),  # before: right
     (A + "Answer: 12 (from $a + b = 7$)", "7", False, "answer"),  # before: right
+    (A + "Answer: The largest is 12 ($n = 5$ gives it)", "5", False, "answer"),  # before: right
+    (A + "Answer: $x = 5$ (if $a = 3$ we get $x = 6$)", "5", False, "answer"),
     (A + "Answer: 5 (the roots are $2$ and $3$)", "2, 3", False, "answer"),  # before: right
     (A + "Answer: 5 (i.e., $x = 6$)", "5", False, "answer"),
     (A + "Answer: 5 (i.e., $x = 6$)", "6", False, "answer"),  # before: right

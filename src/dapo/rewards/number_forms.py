@@ -192,7 +192,7 @@ def remark_changes_the_number(remark: str, answer: str = "") -> bool:
     ``2 (two solutions)``); any other offers another answer (``34 (2 solutions)``, ``34 (35 ways)``)."""
     if remark_disowns(remark):
         return True  # "34 (wrong)": the answer called wrong
-    if (rejected := rejected_value(remark.replace("$", ""))) is not None:  # "34 (35 is wrong)": 35 ruled out, 34 stated
+    if (rejected := rejected_value(remark)) is not None:  # "34 (35 is wrong)": 35 ruled out, 34 stated
         return bool(answer) and restates(answer, rejected)
     opening = _opening_word(remark)
     if opening in _SIGN_WORDS and (opening != "below" or _BELOW_ZERO.match(remark)):

@@ -4,10 +4,11 @@ the one ``$...$`` on the line as the answer (``n = 2``: wrong for 34) and ``Answ
 answer still does (``(but $35$ if n is odd)``, ``(for $n = 5$, or $35$ for $n = 6$)``; the last was
 paid after a box too). A remark rejecting a value, with math or a noun, keeps the answer (``$2$ ($-3$ is
 extraneous)``, ``(reject $x = -3$)``, ``(2 colors is impossible)`` were wrong), and a closing "respectively"
-is no part of a list (``3 and 4, respectively``). Arithmetic in a remark that opens with a condition is
+is no part of a list (``3 and 4, respectively``); so does a sentence closing the Answer line that rules
+another value out (``2. The root -3 is extraneous.``: math-verify read -3). Arithmetic in a remark that opens with a condition is
 the condition's, not a product (``\\frac12 (when n+1 is even)``). Rows marked "before:" had the other verdict.
 -- remark_math, extract, math_segments (drop_remark_after_math), offered_values, disowned
-(rejected_value), answer_text (clean_answer), number_forms (without_closing_remark).
+(rejected_value, without_rejected_value), answer_text (clean_answer), number_forms (without_closing_remark).
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "So \\boxed{3 \\text{ and } 4 \\text{, respectively}}", "3, 4", True, "any"),
     (A + "Answer: \\frac12 (when n+1 is even)", "\\frac{1}{2}", True, "answer"),  # before: wrong (a product)
     (A + "Answer: 12 (for n = 3+1)", "12", True, "answer"),  # before: wrong
+    (A + "Answer: 2. The root -3 is extraneous.", "2", True, "answer"),  # before: wrong (-3 read)
+    (A + "Answer: 2. The other root, -3, is rejected.", "2", True, "answer"),  # before: wrong
+    (A + "Answer: $x = 2$. The root $x = -3$ is extraneous.", "2", True, "answer"),  # before: wrong
+    (A + "Answer: x = 2; x = -3 is rejected", "2", True, "answer"),  # before: wrong
+    (A + "Answer: 2.5. The root -3 is extraneous.", "2.5", True, "answer"),  # before: wrong
     (A + "Answer: 34 (about $34.0$)", "34", True, "answer"),
     (A + "Answer: 2 (or $\\sqrt{4}$)", "2", True, "answer"),  # before: wrong
     # another answer, in the remark's math or not
@@ -47,6 +53,9 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 34 ($\\approx 35$)", "34", False, "answer"),
     (A + "Answer: 2 (or $\\sqrt{2}$)", "2", False, "answer"),
     (A + "Answer: $2$ ($-3$ is also valid)", "2", False, "answer"),
+    (A + "Answer: 2. The root -3 is extraneous.", "-3", False, "answer"),
+    (A + "Answer: 2. 2 is wrong.", "2", False, "answer"),  # before: right (the answer itself ruled out)
+    (A + "Answer: 2. Note that 3 also works.", "2", False, "answer"),
     (A + "Answer: 34 (34 colors is wrong)", "34", False, "answer"),
     # a remark of math alone, or words not a condition, a rejection, an "or" or a "not": its math read as math
     (A + "Answer: 34 ($\\frac{68}{2}$)", "34", True, "answer"),

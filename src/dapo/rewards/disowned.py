@@ -36,8 +36,8 @@ _ABOUT_WRONGNESS = re.compile(r"(?<![A-Za-z])(?:false|wrong|incorrect|untrue|inv
 # rejected)", "(the root $-2$ is extraneous)"; or says to: "(reject $x = -3$)", "(discarding 35)"
 _VALUE = (r"\$?\s{0,2}(?:[A-Za-z]\s{0,2}=\s{0,2})?\$?\s{0,2}"  # "$35$", "x = -3", "$x = 2$"
           r"(?P<value>[+\-\u2212]?[0-9][0-9,]*(?:\.[0-9]+)?(?:/[0-9]+)?)\s{0,2}\$?")
-_REJECTS_A_VALUE = re.compile(r"\s{0,3}(?:but\s{1,3})?(?:the\s{1,3}(?:other\s{1,3})?(?:root|solution|value|case)\s{1,3})?"
-                              + _VALUE + r"(?:\s{1,3}[A-Za-z]{2,20})?\s{1,3}(?:(?:is|are|was|were)" + _SURELY + r"\s{1,3})?"
+_REJECTS_A_VALUE = re.compile(r"\s{0,3}(?:but\s{1,3})?(?:the\s{1,3}(?:other\s{1,3})?(?:root|solution|value|case)[\s,]{1,3})?"
+                              + _VALUE + r"(?:\s{1,3}[A-Za-z]{2,20})?,?\s{1,3}(?:(?:is|are|was|were)" + _SURELY + r"\s{1,3})?"
                               r"(?:" + _WRONG + r"|impossible|invalid|not\s{1,3}(?:valid|possible|allowed))[\s.!]*$",
                               re.IGNORECASE)
 _REJECT_A_VALUE = re.compile(r"\s{0,3}(?:we\s{1,3})?(?:reject(?:ing|ed)?|discard(?:ing|ed)?|exclud(?:e|ing|ed))\s{1,3}"
@@ -62,3 +62,19 @@ def rejected_value(remark: str) -> str | None:
     -3`` -> ``35``, ``-2``, ``-3``), or None."""
     found = _REJECTS_A_VALUE.match(remark[:200]) or _REJECT_A_VALUE.match(remark[:200])
     return found.group("value") if found is not None else None
+
+
+# A sentence closing an Answer line after its value: "2. The root -3 is extraneous", "2; -3 is rejected"
+_CLOSING_SENTENCE = re.compile(r"(?P<head>[^;]{0,300}?[0-9}$])\s{0,3}[.;]\s{1,3}(?P<sentence>[^.;]{1,200}?)[\s.!]*")
+
+
+def without_rejected_value(answer: str) -> str | None:
+    """``answer`` without a sentence closing it that only rules another value out (``2. The root -3 is
+    extraneous`` -> ``2``, ``$x = 2$; $x = -3$ is rejected`` -> ``$x = 2$``: math-verify read the rejected
+    root); None where the value ruled out is the answer's own (``2. 2 is wrong``); ``answer`` itself otherwise."""
+    found = _CLOSING_SENTENCE.fullmatch(answer[:600])
+    rejected = rejected_value(found.group("sentence")) if found is not None else None
+    if found is None or rejected is None:
+        return answer
+    own = re.findall(r"[+\-\u2212]?[0-9][0-9,]*(?:\.[0-9]+)?", found.group("head"))
+    return None if own and own[-1].lstrip("+") == rejected.lstrip("+") else found.group("head")

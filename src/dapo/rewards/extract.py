@@ -49,7 +49,7 @@ from dapo.rewards.boxes import (
     last_box_start,
 )
 from dapo.rewards.counts import item_count
-from dapo.rewards.disowned import disowned_after
+from dapo.rewards.disowned import disowned_after, without_rejected_value
 from dapo.rewards.inequalities import is_inequality_disjunction
 from dapo.rewards.later_hedges import HEDGE_WINDOW, hedged_later
 from dapo.rewards.math_segments import (
@@ -248,8 +248,9 @@ def _clean_line(line: str) -> Extracted | None:
     stated = without_reason(line := line.replace("\\[", "$").replace("\\]", "$"))  # "x (since n is 35)" is x
     if stated is None:  # "34, since n is 35, or 36": an "or" and a value in a reason offer another answer
         return Extracted(clean_answer(line), candidates=2, qualified=True)
-    read = plain_value_with_math_remark(stated)  # "34 (when $n = 2$)": 34 is the answer, n = 2 the remark's
-    if read is None:  # "25 ($n = 5$ gives the max)": two values
+    kept = without_rejected_value(stated)  # "2. The root -3 is extraneous": 2 is the answer
+    read = plain_value_with_math_remark(kept) if kept is not None else None  # "34 (when $n = 2$)": 34 the answer
+    if read is None:  # "2. 2 is wrong": disowned; "25 ($n = 5$ gives the max)": two values
         return Extracted(clean_answer(stated), candidates=2, qualified=True)
     if _offered_alternative(stated := read):  # "34 unless it is 35", "35, or it is 34"
         return Extracted(clean_answer(stated), candidates=2, qualified=True)

@@ -91,8 +91,8 @@ _RESPECTIVELY = re.compile(r"[\s,]{0,4}(?:\\text\{[\s,]{0,4})?respectively\.?\s{
 
 def clean_answer(answer: str) -> str:
     """Strip presentation around an answer: ``$``, bold and other styling, ``\\text{}`` wrapper,
-    a closing "respectively", trailing period; an en dash written as a minus sign (``–5``, ``x = –5``: not a range ``3–5``)
-    becomes one."""
+    a closing "respectively", trailing period; an en dash written as a minus sign (``–5``, ``x = –5``:
+    not a range ``3–5``) becomes one."""
     answer = answer.replace("\\$", "").replace("$", "").replace("**", "").strip()
     answer = _EN_DASH_SIGN.sub(r"\1-", answer)
     answer = GLUED_COMMA.sub(",", answer)  # 11,\! 111 is one number; "11, 111" is a list

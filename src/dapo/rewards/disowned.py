@@ -30,18 +30,20 @@ _AFTER_DISOWNS = re.compile(r"[\s$]{0,4}(?:\\text\{\s{0,3})?(?:[.,;:!]\s{0,3})?"
                             + r"\s{1,3}" + _WRONG + r"(?=\s{0,3}(?:[.!;,)}]|$|because|since|as(?![A-Za-z])))",
                             re.IGNORECASE)
 # ... unless the answer's own line is about what is wrong: "The false proposition is \\boxed{3}, it is wrong."
-_ABOUT_WRONGNESS = re.compile(r"(?<![A-Za-z])(?:false|wrong|incorrect|untrue|invalid|impossible|not\s{1,3}(?:true|correct))"
-                              r"(?![A-Za-z])", re.IGNORECASE)
+_ABOUT_WRONGNESS = re.compile(r"(?<![A-Za-z])(?:false|wrong|incorrect|untrue|invalid|impossible"
+                              r"|not\s{1,3}(?:true|correct))(?![A-Za-z])", re.IGNORECASE)
 # A remark that rules another value out: "(35 is wrong)", "($35$ is extraneous)", "(2 colors is impossible)", "(x = -3
 # rejected)", "(the root $-2$ is extraneous)"; or says to: "(reject $x = -3$)", "(discarding 35)"
 _VALUE = (r"\$?\s{0,2}(?:[A-Za-z]\s{0,2}=\s{0,2})?\$?\s{0,2}"  # "$35$", "x = -3", "$x = 2$"
           r"(?P<value>[+\-\u2212]?[0-9][0-9,]*(?:\.[0-9]+)?(?:/[0-9]+)?)\s{0,2}\$?")
-_REJECTS_A_VALUE = re.compile(r"\s{0,3}(?:but\s{1,3})?(?:the\s{1,3}(?:other\s{1,3})?(?:root|solution|value|case)[\s,]{1,3})?"
-                              + _VALUE + r"(?:\s{1,3}[A-Za-z]{2,20})?,?\s{1,3}(?:(?:is|are|was|were)" + _SURELY + r"\s{1,3})?"
+_REJECTS_A_VALUE = re.compile(r"\s{0,3}(?:but\s{1,3})?"
+                              r"(?:the\s{1,3}(?:other\s{1,3})?(?:root|solution|value|case)[\s,]{1,3})?" + _VALUE
+                              + r"(?:\s{1,3}[A-Za-z]{2,20})?,?\s{1,3}(?:(?:is|are|was|were)" + _SURELY + r"\s{1,3})?"
                               r"(?:" + _WRONG + r"|impossible|invalid|not\s{1,3}(?:valid|possible|allowed))[\s.!]*$",
                               re.IGNORECASE)
-_REJECT_A_VALUE = re.compile(r"\s{0,3}(?:we\s{1,3})?(?:reject(?:ing|ed)?|discard(?:ing|ed)?|exclud(?:e|ing|ed))\s{1,3}"
-                             + _VALUE + r"[\s.!]*$", re.IGNORECASE)
+_REJECT_A_VALUE = re.compile(r"\s{0,3}(?:we\s{1,3})?(?:reject(?:ing|ed)?|discard(?:ing|ed)?|exclud(?:e|ing|ed))"
+                             r"\s{1,3}" + _VALUE + r"[\s.!]*$", re.IGNORECASE)
+
 
 def remark_disowns(remark: str) -> bool:
     """Whether ``remark``, in brackets after an answer, only calls it wrong (``wrong``, ``this is not

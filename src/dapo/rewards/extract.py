@@ -283,7 +283,8 @@ def _clean_line(line: str) -> Extracted | None:
     disowned = last_number is not None and disowned_after(stated[last_number.end() :], stated[: last_number.start()])
     if bare_relation or disowned or _BOUNDED_AFTER.search(stated) or (
             last_number is not None and QUALIFIER.search(stated[: last_number.start()][-40:])):
-        return Extracted(answer, candidates=2, qualified=True)  # "\ge 34", "isn't 34", "34 at most", "34. This is wrong."
+        # "\ge 34", "The answer isn't 34", "34 at most", "34. This is wrong.": not the value 34
+        return Extracted(answer, candidates=2, qualified=True)
     return Extracted(answer)
 
 

@@ -46,8 +46,8 @@ def drop_remark_after_math(line: str) -> str:
     does not scale it (``(in thousands of $x$)``); a condition, an "or", a "not" or a value ruled out whose math
     is no second answer, read as without the ``$`` (``$34$ (when $n = 2$)``, ``$2$ ($-3$ is extraneous)``; ``$34$
     (if $n$ is odd; $35$ otherwise)`` offers one: :func:`~dapo.rewards.remark_math.remark_about_the_answer`); or an
-    alternative or restatement whose computed value is the answer's (``$2$ (or $\\sqrt{4}$)``; ``$2$ (which is $\\pi$)`` is kept: two answers,
-    :mod:`~dapo.rewards.alternatives`)."""
+    alternative or restatement whose computed value is the answer's (``$2$ (or $\\sqrt{4}$)``; ``$2$ (which is
+    $\\pi$)`` is kept: two answers, :mod:`~dapo.rewards.alternatives`)."""
     remark = _REMARK_AFTER_MATH.search(line)
     if remark is None or "$" not in remark.group(1):
         return line

@@ -13,8 +13,9 @@ one there. Each pattern here offers a value *as an answer*, in the phrasings mod
   ``(respectively 35)``;
 - the value called possible or right: ``(not certain; 35 is possible)``, ``(I suspect 35 is correct)``;
 - another case's value: ``(if n is even; 35 if n is odd)``, ``(for n = 5, or 35 for n = 6)``, ``(if order
-  matters, 68)``, ``(otherwise 68)``, ``(if not, then 35)``, ``(in which case 35)``, ``(depending on interpretation, 35)``, ``(with zero included it is
-  35)``, ``(when n = 2; for n = 3 it is 35)``, ``(if a = 2; x = 6 if a = 3)``.
+  matters, 68)``, ``(otherwise 68)``, ``(if not, then 35)``, ``(in which case 35)``, ``(depending on
+  interpretation, 35)``, ``(with zero included it is 35)``, ``(when n = 2; for n = 3 it is 35)``, ``(if a = 2;
+  x = 6 if a = 3)``.
 
 A value ends its clause (a bracket, a punctuation mark, the end, or a word that hedges on: ``though``,
 ``too``, ``or``, ``if``), so that a number of a description is none: ``(there might be 2 ways to see

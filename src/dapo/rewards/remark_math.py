@@ -39,7 +39,7 @@ def remark_about_the_answer(remark: str) -> bool:
     ``reject $x = -3$``: :func:`~dapo.rewards.disowned.rejected_value`)."""
     words = _words(remark)
     return (_CONDITION.match(words) is not None or _OR_NOT.match(words) is not None
-            or rejected_value(remark.replace("$", "")) is not None)
+            or rejected_value(remark) is not None)
 
 
 def plain_value_with_math_remark(line: str) -> str | None:

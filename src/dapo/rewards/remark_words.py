@@ -69,8 +69,8 @@ _SPELLED_NUMBER = re.compile(r"(?<![A-Za-z\\-])(?:(?:" + _TENS + r")(?:[\s-]{1,2
                              + r")(?![A-Za-z-])", re.IGNORECASE)
 # ... and a run of them with hundreds and scales, which may be one whole number ("one hundred and twenty")
 _WHOLE_WORD = _TENS + "|" + _UNITS + "|hundred|thousand|million|billion"
-_SPELLED_RUN = re.compile(r"(?<![A-Za-z\\-])(?:" + _WHOLE_WORD + r")(?:(?:[\s-]{1,2}|\s{1,2}and\s{1,2})(?:" + _WHOLE_WORD
-                          + r")(?![A-Za-z])){0,12}(?![A-Za-z-])", re.IGNORECASE)
+_SPELLED_RUN = re.compile(r"(?<![A-Za-z\\-])(?:" + _WHOLE_WORD + r")(?:(?:[\s-]{1,2}|\s{1,2}and\s{1,2})"
+                          r"(?:" + _WHOLE_WORD + r")(?![A-Za-z])){0,12}(?![A-Za-z-])", re.IGNORECASE)
 
 
 def spelled_numbers_as_digits(text: str) -> str:

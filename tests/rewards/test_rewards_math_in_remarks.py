@@ -1,14 +1,15 @@
-"""Math in a remark after an answer is the remark's, not the answer (dapo.rewards.remark_math): ``Answer: 34 (when $n = 2$)`` read
-the one ``$...$`` on the line as the answer (``n = 2``: wrong for 34) and ``Answer: 35 (when $n =
-34$)`` was right for 34; ``$34$ (when $n = 2$)`` was two answers. A remark whose math offers another
-answer still does (``(but $35$ if n is odd)``, ``(for $n = 5$, or $35$ for $n = 6$)``; the last was
-paid after a box too). A remark rejecting a value, with math or a noun, keeps the answer (``$2$ ($-3$ is
-extraneous)``, ``(reject $x = -3$)``, ``(2 colors is impossible)`` were wrong), and a closing "respectively"
-is no part of a list (``3 and 4, respectively``); so does a sentence closing the Answer line that rules
-another value out (``2. The root -3 is extraneous.``: math-verify read -3). Arithmetic in a remark that opens with a condition is
-the condition's, not a product (``\\frac12 (when n+1 is even)``). Rows marked "before:" had the other verdict.
--- remark_math, extract, math_segments (drop_remark_after_math), offered_values, disowned
-(rejected_value, without_rejected_value), answer_text (clean_answer), number_forms (without_closing_remark).
+"""Math in a remark after an answer is the remark's (dapo.rewards.remark_math). An Answer line's plain
+value before a remark with ``$...$`` math had the remark's math read as the answer: ``Answer: 34 (when
+$n = 2$)`` was wrong for 34, ``Answer: 25 ($n = 5$ gives the max)`` right for 5. Now the plain value is
+the answer; a condition, an "or"/"not" or a rejection is read as a remark; math restating the value keeps
+it (``34 ($2 \\cdot 17$)``); another value is a second answer, wrong for both. A remark whose math offers
+another answer still does (``(but $35$ if n is odd)``, ``(for $n = 5$, or $35$ for $n = 6$)``, the last
+paid after a box too). A value ruled out beside the answer keeps it (``$2$ ($-3$ is extraneous)``, ``(reject
+$x = -3$)``, ``(2 colors is impossible)``, ``2. The root -3 is extraneous.``: math-verify read -3); a
+closing "respectively" is no part of a list; arithmetic in a condition is no product (``\\frac12 (when n+1
+is even)``). Rows marked "before:" had the other verdict.
+-- remark_math, extract, math_segments (drop_remark_after_math), offered_values, disowned (rejected_value,
+without_rejected_value), answer_text (clean_answer), number_forms (without_closing_remark).
 """
 
 from __future__ import annotations

@@ -147,9 +147,9 @@ def from_last_box(text: str) -> Extracted | None:
     qualified = qualified or _QUALIFIED_BEFORE.search(text[max(line_start, start - 40) : start]) is not None
     # numbers in words read as digits: "\\boxed{34}; thirty-five" and "\\boxed{34}. Maybe thirty-five." hedge
     after = spelled_numbers_as_digits(text[span[1] : span[1] + _MAX_AFTER_CHARS].split("\n", 1)[0])
-    # "\\boxed{34}. This is wrong.": a numeric answer the response disowns
-    disowned = disowned_after(after, text[line_start:start]) and value_of(answer) is not None
-    qualified = (qualified or disowned or changed_after(after, answer, list(items) or answer_items(answer))
+    # ... or the response disowns a numeric answer after it ("\\boxed{34}. This is wrong."), or the text after it changes it
+    qualified = (qualified or (disowned_after(after, text[line_start:start]) and value_of(answer) is not None)
+                 or changed_after(after, answer, list(items) or answer_items(answer))
                  or hedged_later(spelled_numbers_as_digits(text[span[1] : span[1] + HEDGE_WINDOW]), answer))
     if qualified:  # "\boxed{34} or 35", "\boxed{34}^2", "\boxed{34, 5} (or 35)": not the whole answer
         candidates = max(candidates, 2)

@@ -316,10 +316,12 @@ def load_trainer_state(checkpoint_dir: str | Path, peek: bool = False, complete:
         raise FileNotFoundError(f"{checkpoint_dir} is not a dapo-rl checkpoint (no {STATE_FILE})")
     state = load_checkpoint_file(path, checkpoint_dir, mmap=peek)
     # overwritten, another tool's: damaged, with which checkpoint to resume instead
-    missing = sorted(REQUIRED_STATE_KEYS - set(state) if complete else ()) if isinstance(state, dict) else None
-    if missing is None or missing:
-        found = f"no {', '.join(missing)}" if missing else f"a {type(state).__name__}, not a dict"
-        raise DamagedCheckpointError(f"{path} is no dapo-rl trainer state ({found})", Path(checkpoint_dir))
+    if not isinstance(state, dict):
+        raise DamagedCheckpointError(f"{path} is no dapo-rl trainer state (a {type(state).__name__}, not a dict)",
+                                     Path(checkpoint_dir))
+    if complete and (missing := sorted(REQUIRED_STATE_KEYS - set(state))):
+        raise DamagedCheckpointError(f"{path} is no dapo-rl trainer state (no {', '.join(missing)})",
+                                     Path(checkpoint_dir))
     return state
 
 

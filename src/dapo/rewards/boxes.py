@@ -28,7 +28,7 @@ from dapo.rewards.hedges import (
     without_bare_remark,
 )
 from dapo.rewards.inequalities import is_inequality_disjunction, is_or
-from dapo.rewards.later_hedges import HEDGE_WINDOW, hedged_later
+from dapo.rewards.later_hedges import HEDGE_WINDOW, disowned_later, hedged_later
 from dapo.rewards.number_forms import (
     remark_changes_the_number,
     restates,
@@ -66,14 +66,19 @@ _ALTERNATIVE_AFTER = re.compile(
     r"|(?:more|less|fewer|greater|higher|lower|above|below)(?![A-Za-z])"
     r"|(?P<spelled>" + NUMBER_WORDS + r")(?![A-Za-z]))", re.IGNORECASE)
 # ... or a value alone after it with no "or": "\\boxed{34}; 35", "\\boxed{34}, maybe 35.", "\\boxed{34} 35" (spaced;
-# glued, "\\boxed{34}35" continues the box, _CONTINUED_AFTER). Only a bare value ending the line: one that goes on
-# ("\\boxed{34}, 34 = 2 \\cdot 17", "\\boxed{34}; 2 \\cdot 17 = 34", "12:00") is a justification, read as before. A
-# period ends the answer's sentence: "\\boxed{34}. 35 is wrong because" is no second answer.
+# glued, "\\boxed{34}35" continues the box, _CONTINUED_AFTER), or a list of them: "\\boxed{34}, 35, or 36". Only
+# bare values ending the line: one that goes on ("\\boxed{34}, 34 = 2 \\cdot 17", "\\boxed{34}; 2 \\cdot 17 = 34",
+# "12:00") is a justification, read as before. A period ends the answer's sentence: "\\boxed{34}. 35 is wrong
+# because" is no second answer.
+_BARE_VALUE = (r"[+-]? {0,3}(?:[0-9][0-9,]{0,30}(?:\.[0-9]{1,30})?"
+               r"|\\d?frac\{[^{}]{1,20}\}\{[^{}]{1,20}\}|\\sqrt\{[^{}]{1,20}\}|\\pi(?![A-Za-z]))")
+# (a space after each separator: values glued by commas, "35,36,37", would split many ways before a failed match)
+_MORE_VALUES = r"(?:[\s$]{0,2}[,;]?[\s$]{1,4}(?:(?:or|and)[\s$]{1,4})?" + _BARE_VALUE + r"){0,8}"
 _VALUE_AFTER = re.compile(
     r"(?:\\[)\]]|[\s$]){0,8}[,;]?(?:\\[)\]]|[\s$]){0,8}(?:(?:" + OR_ADVERBS + r")(?![A-Za-z])[\s,$]{0,8}){0,2}"
-    r"(?:" + NAME + r" {0,3}= {0,3})?(?P<value>[+-]? {0,3}(?:[0-9][0-9,]{0,30}(?:\.[0-9]{1,30})?"
-    r"|\\d?frac\{[^{}]{1,20}\}\{[^{}]{1,20}\}|\\sqrt\{[^{}]{1,20}\}|\\pi(?![A-Za-z])))[\s$.]{0,8}$",
+    r"(?:" + NAME + r" {0,3}= {0,3})?(?P<value>" + _BARE_VALUE + r")(?P<more>" + _MORE_VALUES + r")[\s$.]{0,8}$",
     re.IGNORECASE)
+_ONE_BARE_VALUE = re.compile(_BARE_VALUE)
 # An estimate's words with no value: "\\boxed{34} or so", "give or take", "more or less" (bracketed or not).
 _ESTIMATE_AFTER = re.compile(r"[\s$,(]{0,8}(?:or\s{1,3}so|give\s{1,3}or\s{1,3}take|more\s{1,3}or\s{1,3}less)(?![A-Za-z])",
                              re.IGNORECASE)
@@ -150,7 +155,8 @@ def from_last_box(text: str) -> Extracted | None:
     # ... or the response disowns a numeric answer after it ("\\boxed{34}. This is wrong."), or the text after it changes it
     qualified = (qualified or (disowned_after(after, text[line_start:start]) and value_of(answer) is not None)
                  or changed_after(after, answer, list(items) or answer_items(answer))
-                 or hedged_later(spelled_numbers_as_digits(text[span[1] : span[1] + HEDGE_WINDOW]), answer))
+                 or hedged_later(later := spelled_numbers_as_digits(text[span[1] : span[1] + HEDGE_WINDOW]), answer)
+                 or disowned_later(later, answer, text[line_start:start]))  # "\\boxed{34}\n\nWait, that's wrong."
     if qualified:  # "\boxed{34} or 35", "\boxed{34}^2", "\boxed{34, 5} (or 35)": not the whole answer
         candidates = max(candidates, 2)
     return Extracted(answer, candidates=candidates, items=items, qualified=qualified)
@@ -199,8 +205,9 @@ def changed_after(after: str, answer: str, stated: list[str] | None = None) -> b
             alternative.group("spelled") and spells_the_value(alternative.group("spelled"), answer)):
         return True  # "\\boxed{3}, or four" (not "\\boxed{34}, or thirty-four")
     if (offered := _VALUE_AFTER.match(after)) and not _CONTINUED_AFTER.match(after):
-        value_text = offered.group("value")
-        if not (restates_list(stated, value_text) if is_list and stated is not None else restates(answer, value_text)):
+        values = [offered.group("value"), *_ONE_BARE_VALUE.findall(offered.group("more"))]  # "35, or 36" after it
+        if not all(restates_list(stated, value) if is_list and stated is not None else restates(answer, value)
+                   for value in values):
             return True  # "\\boxed{34}; 35": a second value ("\\boxed{34}, 34.0" restates it)
     if _ESTIMATE_AFTER.match(after) or BOUNDED_AFTER.match(after):
         return True  # "\\boxed{34} or so", "\\boxed{34} at most": not the value

@@ -51,12 +51,33 @@ def remark_disowns(remark: str) -> bool:
     return _REMARK_DISOWNS.match(remark[:200]) is not None
 
 
+# ... or a sentence after the answer (past its line or its full stop) that opens by calling it wrong: "Wait, that's
+# wrong.", "Hmm, this is not correct.", "Oops, I made a mistake." (not "35 is wrong", which rules another value out,
+# nor "This is wrong because ...", which goes on to say what is)
+_SENTENCE_DISOWNS = re.compile(r"[\s*$]{0,8}(?:(?:wait|hmm+|oops|no|actually|hold\s{1,3}on|but|however)[\s,.!:]{1,4}){0,3}"
+                               r"(?:" + _IT_IS + _SURELY + r"\s{1,3}" + _WRONG + r"|i\s{1,3}made\s{1,3}a\s{1,3}mistake"
+                               r"|(?:my|the|this)\s{1,3}answer\s{1,3}(?:is|was)" + _SURELY + r"\s{1,3}" + _WRONG
+                               + r")(?=\s{0,3}(?:[.!;,]|$))", re.IGNORECASE)
+
+
+def sentence_disowns(sentence: str) -> bool:
+    """Whether ``sentence``, one that follows an answer, opens by calling it wrong (``Wait, that's wrong.``)."""
+    return _SENTENCE_DISOWNS.match(sentence[:200]) is not None
+
+
+def speaks_of_wrongness(line: str) -> bool:
+    """Whether ``line``, an answer's own before it, is about what is wrong (``The false proposition is``): its
+    answer may be called wrong and still be the answer."""
+    return _ABOUT_WRONGNESS.search(line[-200:]) is not None
+
+
 def disowned_after(after: str, before: str) -> bool:
     """Whether ``after``, the text right after a number (a box's, a ``$...$``'s, an Answer line's; the callers
     read a number only: ``\\boxed{C}. It is incorrect because ...`` answers which option is), calls it wrong
-    (``. This is incorrect.``, ``, that's wrong``, ``\\text{ this is not correct}``), unless ``before``, the
+    (``. This is incorrect.``, ``, that's wrong``, ``\\text{ this is not correct}``, ``. Oops, I made a mistake.``), unless ``before``, the
     line before it, speaks of wrongness itself (``The false proposition is \\boxed{3}, it is wrong.``)."""
-    return _AFTER_DISOWNS.match(after[:200]) is not None and _ABOUT_WRONGNESS.search(before[-200:]) is None
+    disowns = _AFTER_DISOWNS.match(after[:200]) is not None or sentence_disowns(after[:200].lstrip(" .,;:!$"))
+    return disowns and not speaks_of_wrongness(before)
 
 
 def rejected_value(remark: str) -> str | None:

@@ -51,7 +51,7 @@ from dapo.rewards.boxes import (
 from dapo.rewards.counts import item_count
 from dapo.rewards.disowned import disowned_after, without_rejected_value
 from dapo.rewards.inequalities import is_inequality_disjunction
-from dapo.rewards.later_hedges import HEDGE_WINDOW, hedged_later
+from dapo.rewards.later_hedges import HEDGE_WINDOW, disowned_later, hedged_later
 from dapo.rewards.math_segments import (
     EQUATED_SEGMENTS,
     QUALIFIER,
@@ -222,9 +222,10 @@ def _from_answer_line(text: str, anchor: re.Match[str] | None = None) -> Extract
 
 def _line_answer(text: str, start: int, end: int) -> Extracted | None:
     """The answer stated on ``text[start:end]``, several candidates where a line after it offers
-    another ("Alternatively, 35." below it)."""
-    extracted = _clean_line(text[start:end][:_MAX_LINE_CHARS].replace("\n", " "))
-    if extracted is not None and hedged_later(spelled_numbers_as_digits(text[end : end + HEDGE_WINDOW]), extracted.text):
+    another ("Alternatively, 35." below it) or calls it wrong ("Wait, that's wrong.")."""
+    extracted = _clean_line(line := text[start:end][:_MAX_LINE_CHARS].replace("\n", " "))
+    later = spelled_numbers_as_digits(text[end : end + HEDGE_WINDOW])
+    if extracted is not None and (hedged_later(later, extracted.text) or disowned_later(later, extracted.text, line)):
         return replace(extracted, candidates=max(extracted.candidates, 2), qualified=True)
     return extracted
 

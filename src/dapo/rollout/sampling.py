@@ -34,6 +34,11 @@ def validate_sampling_params(params: SamplingParams) -> None:
         raise ValueError(f"SamplingParams.max_new_tokens={params.max_new_tokens} must be >= 1")
     if any(not s for s in params.stop_strings):
         raise ValueError("SamplingParams.stop_strings contains an empty string, which matches anywhere")
+    highest = (1 << 63) - params.n  # sample j draws from seed + j, an int64
+    for index, seed in enumerate(params.request_seeds or ()):
+        if not 0 <= seed <= highest:
+            raise ValueError(f"SamplingParams.request_seeds[{index}]={seed} is outside [0, 2**63 - n]: a prompt's "
+                             f"sample j draws from its seed + j, a 64-bit signed integer")
 
 
 def validate_prompts(prompt_token_ids: list[list[int]], vocab_size: int) -> None:

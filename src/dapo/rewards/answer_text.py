@@ -89,6 +89,23 @@ def _closing_brace(text: str, opened: int) -> int | None:
 _RESPECTIVELY = re.compile(r"[\s,]{0,4}(?:\\text\{[\s,]{0,4})?respectively\.?\s{0,3}\}?\.?$", re.IGNORECASE)
 
 
+def dollar_parts(line: str) -> list[str]:
+    """``line`` split at its ``$`` delimiters (an escaped ``\\$`` is a dollar sign, dropped): the odd parts
+    are math."""
+    return line.replace("\\$", "").split("$")
+
+
+def math_segments(line: str) -> list[str]:
+    """Contents of the ``$...$`` segments of a line (an escaped ``\\$`` is a dollar sign)."""
+    parts = dollar_parts(line)
+    return [parts[i] for i in range(1, len(parts) - 1, 2)]
+
+
+def outside_math(text: str) -> str:
+    """``text`` without its ``$...$`` math (an unclosed last segment is math)."""
+    return "".join(dollar_parts(text)[0::2])
+
+
 def clean_answer(answer: str) -> str:
     """Strip presentation around an answer: ``$``, bold and other styling, ``\\text{}`` wrapper,
     a closing "respectively", trailing period; an en dash written as a minus sign (``–5``, ``x = –5``:

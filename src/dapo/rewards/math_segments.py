@@ -13,7 +13,15 @@ import re
 
 from dapo.rewards.alternatives import alternative_is_the_value
 from dapo.rewards.answer_lists import answer_items
-from dapo.rewards.answer_text import HEDGE, clean_answer, sign_before, signed
+from dapo.rewards.answer_text import (
+    HEDGE,
+    clean_answer,
+    dollar_parts,
+    math_segments,
+    outside_math,
+    sign_before,
+    signed,
+)
 from dapo.rewards.boxes import BOUNDED_AFTER, changed_after, offers_another_before
 from dapo.rewards.disowned import disowned_after
 from dapo.rewards.hedges import bare_remark_changes, list_tail_changes, restates_list
@@ -56,7 +64,7 @@ def drop_remark_after_math(line: str) -> str:
     same = alternative_is_the_value(inside.replace("$", " "), segment, value_of(segment)) if segment else None
     if same is not None:
         return line[: remark.start()] if same else line
-    words = "".join(inside.replace("\\$", "").split("$")[0::2])
+    words = outside_math(inside)
     if (re.search(r"[A-Za-z]{2}", words) and not HEDGE.search(words)
             and not any(c.isdigit() for segment in math_segments(inside) for c in segment)
             and not starts_with_scale_word(inside)):
@@ -78,7 +86,7 @@ def single_segment_answer(line: str, segment: str) -> str | None:
     is another offers one (``$2$ alternatively \\sqrt{2}``, :mod:`~dapo.rewards.alternatives`). A unit or
     counted noun before such a remark is the value's (``$34$ ways, that is, 35`` offers 35:
     :func:`~dapo.rewards.restatements.after_its_noun`; ``$5$ cm, i.e. 5 mm`` another quantity: :func:`~dapo.rewards.units.unit_remark_changes`)."""
-    parts = line.replace("\\$", "").split("$")
+    parts = dollar_parts(line)
     after = after_its_noun("".join(parts[2:])).strip()
     segment = signed(segment.strip(), sign_before(parts[0]))
     remark = _WHOLE_REMARK.fullmatch(after)
@@ -108,7 +116,7 @@ def segment_items(line: str) -> tuple[str, ...]:
     """The answers of a line with several ``$...$`` segments, each with what continues it as a lone
     segment's does (:func:`single_segment_answer`): a K glued after it or a scale word (``$34$K,
     $5$K`` states 34K and 5K; ``$34$ thousand, $5$ thousand`` is not 34 and 5)."""
-    parts = line.replace("\\$", "").split("$")
+    parts = dollar_parts(line)
     items = []
     for index in range(1, len(parts) - 1, 2):
         item, after = clean_answer(parts[index]), parts[index + 1]
@@ -125,14 +133,8 @@ def segments_qualified(line: str, items: tuple[str, ...]) -> bool:
     """Whether the text around a line's several ``$...$`` segments (a list: ``items``) offers another
     answer or continues the last one's math, as after a box (:func:`~dapo.rewards.boxes.changed_after`):
     ``$34$, $5$ (or 35)``, ``$34$, $5$, or 35``, ``35 or $34$, $5$``; not ``$1$, $2$ (2 solutions)``."""
-    parts = line.replace("\\$", "").split("$")
+    parts = dollar_parts(line)
     if len(parts) % 2 == 0:  # an unclosed "$": no text after the last segment
         return False
     tail = parts[-1][1:] if parts[-1][:1] in ("K", "k") and items[-1][-1:] in ("K", "k") else parts[-1]
     return offers_another_before(parts[0]) or changed_after(tail, items[-1], list(items))
-
-
-def math_segments(line: str) -> list[str]:
-    """Contents of the ``$...$`` segments of a line (an escaped ``\\$`` is a dollar sign)."""
-    parts = line.replace("\\$", "").split("$")
-    return [parts[i] for i in range(1, len(parts) - 1, 2)]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 
+from dapo.rewards.answer_text import dollar_parts, outside_math
 from dapo.rewards.approximations import is_rounding_of, real_value
 from dapo.rewards.disowned import rejected_value
 
@@ -37,7 +38,7 @@ def remark_about_the_answer(remark: str) -> bool:
     that opens with a condition or a method (``when $n = 2$``, ``using $r = 3$``), with an "or" or a "not" (``or
     $\\sqrt{4}$``, ``not $35$``: its value compared) or that only rules a value out (``$-3$ is extraneous``,
     ``reject $x = -3$``: :func:`~dapo.rewards.disowned.rejected_value`)."""
-    words = _words(remark)
+    words = outside_math(remark)
     return (_CONDITION.match(words) is not None or _OR_NOT.match(words) is not None
             or rejected_value(remark) is not None)
 
@@ -53,8 +54,8 @@ def plain_value_with_math_remark(line: str) -> str | None:
     text = remark.replace("$", "")
     if remark_about_the_answer(remark):
         return f"{head} ({text})"
-    math = remark.replace("\\$", "").split("$")[1::2]
-    if re.search(r"[A-Za-z]{3}", _words(remark)) and not any(char.isdigit() for char in "".join(math)):
+    math = dollar_parts(remark)[1::2]
+    if re.search(r"[A-Za-z]{3}", outside_math(remark)) and not any(char.isdigit() for char in "".join(math)):
         return head  # "34 (the $n$-th term)"
     stated = _COPULA.split(head)[-1].strip()  # "The largest is 12" states 12
     value, remark_value = real_value(stated), real_value(_COPULA.split(math[-1])[-1]) if math else None
@@ -65,8 +66,3 @@ def plain_value_with_math_remark(line: str) -> str | None:
     if is_rounding_of(stated, remark_value):
         return line  # "1.41 ($\\sqrt{2}$)": the decimal of the exact value it names, read as before
     return None
-
-
-def _words(remark: str) -> str:
-    """``remark`` outside its ``$...$`` math."""
-    return "".join(remark.replace("\\$", "").split("$")[0::2])

@@ -1,11 +1,13 @@
 """Three answers the verifier paid (from a probe of stop 99's list of what it still pays): values listed
-after a box (``\\boxed{34}, 35, or 36``: ``\\boxed{34}, 35`` and ``\\boxed{34} or 35`` already hedged), a
-sentence after the answer that opens by calling it wrong (``\\boxed{34}`` then ``Wait, that's wrong.``: ``.
-This is wrong.`` on its line already disowned it), and a remark that bounds the answer by a value (``34 (at
-most 35)``: ``(at most)`` alone already bounded it). Kept right: a count after the box that goes on in words,
-a sentence that rules another value out or says what was wrong and goes on, a bound remark on something
-else (``(at most 2 per row)``), a sentence that disowns the answer to a question about what is wrong, and
-a letter answer. Rows marked "before:" had the other verdict.
+after a box (``\\boxed{34}, 35, or 36``: ``\\boxed{34}, 35`` and ``\\boxed{34} or 35`` already hedged; a
+value's rounding restates it, ``\\boxed{\\sqrt{2}}, 1.414``), the sentence right after the answer opening by
+calling it wrong (``\\boxed{34}`` then ``Wait, that's wrong.``: ``. This is wrong.`` on its line already
+disowned it), and a remark that bounds the answer by a value (``34 (at most 35)``: ``(at most)`` alone already
+bounded it). Kept right: a count after the box that goes on in words; a sentence that rules another value out
+or says what was wrong and goes on; a later sentence calling something wrong (only the one right after the
+answer is read) and a disowning taken back; a bound remark on something else (``(at most 2 per row)``); a
+sentence that disowns the answer to a question about what is wrong; a letter answer. Rows marked "before:"
+had the other verdict.
 -- boxes (_VALUE_AFTER), later_hedges (disowned_later), disowned (sentence_disowns), number_forms (_BOUNDS_IT).
 """
 
@@ -27,6 +29,8 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "\\boxed{34}; 35 and 36", "34", False, "boxed"),  # before: right
     (A + "\\boxed{34}, 34, or 35", "34", False, "boxed"),  # before: right (the first restates, the second not)
     (A + "\\boxed{34}, 34.0, or 34", "34", True, "boxed"),  # each restates it
+    (A + "The area is \\boxed{2\\pi}, 6.28, or 6.283", "2\\pi", True, "boxed"),  # roundings restate it
+    (A + "The value is \\boxed{\\sqrt{2}}, 1.414", "\\sqrt{2}", True, "boxed"),  # before: wrong
     (A + "\\boxed{34}, 17 pairs.", "34", True, "boxed"),
     (A + "\\boxed{34}, with 2 left over.", "34", True, "boxed"),
     # a sentence after the answer that calls it wrong
@@ -36,11 +40,25 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "\\boxed{34}\n\nHmm, my answer is probably wrong.", "34", False, "boxed"),  # before: right
     (A + "Answer: 34\nWait, that's wrong.", "34", False, "answer"),  # before: right
     (A + "Answer: 34. Oops, I made a mistake.", "34", False, "answer"),  # before: right
-    (A + "\\boxed{34}\n\nLet me double-check the count. Hmm, that is not right.", "34", False, "boxed"),  # before: right
+    (A + "The final answer is $\\boxed{37}$.\n\nHmm, my answer is wrong. Let me redo it.", "37", False, "boxed"),  # before: right
+    (A + "Answer: 37\n\nWait \u2014 that's wrong. It should be 36.", "37", False, "answer"),  # before: right
+    (A + "Answer: 12\n\n(Wait, that's wrong.)", "12", False, "answer"),  # before: right
+    (A + "\\boxed{8}\n\nBut that is not the answer.", "8", False, "boxed"),  # before: right
     (A + "\\boxed{34}\n\nThis is wrong because we double counted; the true count is in the box.", "34", True,
      "boxed"),
     (A + "\\boxed{34}\n\nIf we used 35 instead, that would be wrong.", "34", True, "boxed"),
     (A + "\\boxed{34}\n\nNote: 35 is wrong.", "34", True, "boxed"),
+    # ... only the sentence right after the answer: a later one is about what the sentences between name (from a
+    # differential review: each was wrong under a rule that read every sentence); and one taken back
+    (A + "The answer is \\boxed{12}.\n\nSomeone might answer 24. That's wrong.", "12", True, "boxed"),
+    (A + "\\boxed{34}\n\nLet me double-check the count. Hmm, that is not right.", "34", True, "boxed"),
+    (A + "\\boxed{3}\n\nThe other root x = -2 makes the logarithm undefined. It is rejected.", "3", True, "boxed"),
+    (A + "Answer: 3\n\nx = -2 also solved the quadratic. But it is extraneous.", "3", True, "answer"),
+    (A + "\\boxed{34}\n\nIn my first attempt I got 36. That was wrong.", "34", True, "boxed"),
+    (A + "\\boxed{34}\n\nNote: a naive count gives 40; that's wrong, because it counts rotations twice.", "34", True,
+     "boxed"),
+    (A + "\\boxed{34}\n\nWait, that's wrong. No, it's right: 34 checks out.", "34", True, "boxed"),
+    (A + "Answer: 37\n\nI made a mistake, sorry: 37 is right but step 3 had a typo.", "37", True, "answer"),
     (A + "\\boxed{34}\n\nI made a mistake in step 2 earlier, but it is fixed now.", "34", True, "boxed"),
     (A + "The false statement is \\boxed{3}. That is wrong.", "3", True, "boxed"),
     (A + "\\boxed{C}\n\nWait, that's wrong.", "C", True, "boxed"),  # a letter: which option is wrong?

@@ -28,7 +28,7 @@ from dapo.rewards.hedges import (
     without_bare_remark,
 )
 from dapo.rewards.inequalities import is_inequality_disjunction, is_or
-from dapo.rewards.later_hedges import HEDGE_WINDOW, disowned_later, hedged_later
+from dapo.rewards.later_hedges import HEDGE_WINDOW, disowned_later, hedged_later, rounds
 from dapo.rewards.number_forms import (
     remark_changes_the_number,
     restates,
@@ -206,9 +206,9 @@ def changed_after(after: str, answer: str, stated: list[str] | None = None) -> b
         return True  # "\\boxed{3}, or four" (not "\\boxed{34}, or thirty-four")
     if (offered := _VALUE_AFTER.match(after)) and not _CONTINUED_AFTER.match(after):
         values = [offered.group("value"), *_ONE_BARE_VALUE.findall(offered.group("more"))]  # "35, or 36" after it
-        if not all(restates_list(stated, value) if is_list and stated is not None else restates(answer, value)
-                   for value in values):
-            return True  # "\\boxed{34}; 35": a second value ("\\boxed{34}, 34.0" restates it)
+        if not all(restates_list(stated, value) if is_list and stated is not None
+                   else restates(answer, value) or rounds(value, answer) for value in values):
+            return True  # "\\boxed{34}; 35": a second value ("\\boxed{34}, 34.0" and "\\boxed{2\\pi}, 6.28" restate it)
     if _ESTIMATE_AFTER.match(after) or BOUNDED_AFTER.match(after):
         return True  # "\\boxed{34} or so", "\\boxed{34} at most": not the value
     value = value_of(answer) if tail and not is_list else None  # nothing after the box: not computed

@@ -51,18 +51,28 @@ def remark_disowns(remark: str) -> bool:
     return _REMARK_DISOWNS.match(remark[:200]) is not None
 
 
-# ... or a sentence after the answer (past its line or its full stop) that opens by calling it wrong: "Wait, that's
-# wrong.", "Hmm, this is not correct.", "Oops, I made a mistake." (not "35 is wrong", which rules another value out,
-# nor "This is wrong because ...", which goes on to say what is)
-_SENTENCE_DISOWNS = re.compile(r"[\s*$]{0,8}(?:(?:wait|hmm+|oops|no|actually|hold\s{1,3}on|but|however)[\s,.!:]{1,4}){0,3}"
+# ... or the sentence right after the answer (past its line or its full stop), when it opens by calling it wrong:
+# "Wait, that's wrong.", "Hmm, this is not correct.", "Oops, I made a mistake: ..." Only that sentence: a later one
+# is about what the sentences between name ("Someone might answer 24. That's wrong.", "The other root x = -2 makes
+# the logarithm undefined. It is rejected.").
+_SENTENCE_DISOWNS = re.compile(r"[\s*$(]{0,8}(?:(?:wait|hmm+|oops|no|actually|hold\s{1,3}on|but|however)"
+                               r"(?:[\s,.!:]|—|–|-){1,4}){0,3}"
                                r"(?:" + _IT_IS + _SURELY + r"\s{1,3}" + _WRONG + r"|i\s{1,3}made\s{1,3}a\s{1,3}mistake"
                                r"|(?:my|the|this)\s{1,3}answer\s{1,3}(?:is|was)" + _SURELY + r"\s{1,3}" + _WRONG
-                               + r")(?=\s{0,3}(?:[.!;,]|$))", re.IGNORECASE)
+                               + r")(?=\s{0,3}(?:[.!;,:)]|$))", re.IGNORECASE)
+
+
+# ... unless what follows takes it back: "Wait, that's wrong. No, it's right: 34 checks out.", "I made a mistake, sorry:
+# 37 is right but step 3 had a typo."
+_TAKEN_BACK = re.compile(r"(?<![A-Za-z])(?:(?:is|'s|was)\s{1,3}(?:right|correct|fine)|checks\s{1,3}out)(?![A-Za-z])",
+                         re.IGNORECASE)
 
 
 def sentence_disowns(sentence: str) -> bool:
-    """Whether ``sentence``, one that follows an answer, opens by calling it wrong (``Wait, that's wrong.``)."""
-    return _SENTENCE_DISOWNS.match(sentence[:200]) is not None
+    """Whether ``sentence``, the one right after an answer, opens by calling it wrong (``Wait, that's wrong.``)
+    and what follows within a line's length does not take that back (``No, it's right.``)."""
+    disowning = _SENTENCE_DISOWNS.match(sentence[:200])
+    return disowning is not None and _TAKEN_BACK.search(sentence, disowning.end(), disowning.end() + 120) is None
 
 
 def speaks_of_wrongness(line: str) -> bool:

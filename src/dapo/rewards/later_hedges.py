@@ -18,8 +18,8 @@ every sentence that starts within :data:`_MAX_CHARS` after the answer (the rest 
   possible``, ``However, 35 is also possible``, ``35 works too``); not one that rules it out (``-3 is
   not a valid solution``, ``But 0 is not possible``, ``35 is too large``).
 
-A numeric answer is disowned, not hedged, by a sentence after it that opens by calling it wrong
-(``\\boxed{34}`` then ``Wait, that's wrong.``): :func:`disowned_later`.
+A numeric answer is disowned, not hedged, by the sentence right after it when that opens by calling it
+wrong (``\\boxed{34}`` then ``Wait, that's wrong.``): :func:`disowned_later`.
 
 String scanning of bounded length: linear, safe in the parent process.
 """
@@ -66,30 +66,27 @@ HEDGE_WINDOW = _MAX_CHARS + 100
 def hedged_later(after: str, answer: str) -> bool:
     """Whether ``after``, the text right after the final ``answer`` (past its box or its line, at most
     HEDGE_WINDOW characters of it), offers another value in a sentence that follows (module rules)."""
-    for start in _sentence_starts(after):
+    starts = [0, *(brk.end() for brk in _SENTENCE_BREAK.finditer(after, 0, _MAX_CHARS))]
+    for start in starts:
         hedge = _HEDGE_OPENING.match(after, start)
         if hedge is not None and not _NEGATION.search(hedge.group(0)):
             value = (hedge.group("hedged") or hedge.group("offered")).rstrip(".,")
-            if not restates(answer, value) and not _rounds(value, answer):
+            if not restates(answer, value) and not rounds(value, answer):
                 return True
     return False
 
 
 def disowned_later(after: str, answer: str, before: str) -> bool:
-    """Whether a sentence that follows a numeric ``answer`` (in ``after``, as for :func:`hedged_later`) opens
-    by calling it wrong: ``\\boxed{34}`` then ``Wait, that's wrong.``, ``Answer: 34. Hmm, this is not correct.``
-    (:func:`~dapo.rewards.disowned.sentence_disowns`); not when ``before``, the answer's line before it, is
-    about what is wrong (``The false statement is \\boxed{3}. That is wrong, as shown.``)."""
+    """Whether the sentence right after a numeric ``answer`` (past its box or its line: ``after``) opens by
+    calling it wrong: ``\\boxed{34}`` then ``Wait, that's wrong.``, ``Answer: 34. Hmm, this is not correct.``
+    (:func:`~dapo.rewards.disowned.sentence_disowns`). Only that sentence: a later "That's wrong." is about what
+    the sentences between name (``Someone might answer 24. That's wrong.``). Not when ``before``, the answer's
+    line before it, is about what is wrong (``The false statement is \\boxed{3}. That is wrong, as shown.``)."""
     return (value_of(answer) is not None and not speaks_of_wrongness(before)
-            and any(sentence_disowns(after[start:]) for start in _sentence_starts(after)))
+            and sentence_disowns(after[:_MAX_CHARS].lstrip(" \t\n.;:!?,$*")))
 
 
-def _sentence_starts(after: str) -> list[int]:
-    """Where the sentences read after an answer start: right after it, and past each break before _MAX_CHARS."""
-    return [0, *(brk.end() for brk in _SENTENCE_BREAK.finditer(after, 0, _MAX_CHARS))]
-
-
-def _rounds(number: str, answer: str) -> bool:
+def rounds(number: str, answer: str) -> bool:
     """``3.46`` after ``2\\sqrt{3}``: the answer's value rounded to the places the number gives."""
     value = real_value(answer)
     return value is not None and "." in number and is_rounding_of(number, value)

@@ -1,13 +1,14 @@
 """An answer the response itself calls wrong, and a value it rules out beside its answer.
 
 A response that states its answer and says in the same breath that it is wrong has not committed to
-it: ``Answer: 34 (wrong)``, ``$34$ (this is not correct)``, ``\\boxed{34}. This is wrong.`` are wrong for
+it: ``Answer: 34 (wrong)``, ``$34$ (this is not correct)``, ``\\boxed{34}. This is wrong.``, and
+``\\boxed{34}`` then ``Wait, that's wrong.`` (the sentence right after it, unless taken back) are wrong for
 34, as a grader marks them (paid, a policy learns to disown its answers at no cost). A remark that rules
 *another* value out keeps the answer: ``34 (35 is wrong)``, ``34 (35 is extraneous)`` state 34, as ``34
 (not 35)`` does. What names the answer to a question about wrongness or impossibility disowns nothing:
 ``\\boxed{C} is incorrect`` (which statement is incorrect?), ``\\boxed{0}. It is impossible.``, nor does
-uncertainty alone (``34 (not sure)``: one value, stated unsure). From a red-team probe and a differential
-review of 441 written final lines.
+uncertainty alone (``34 (not sure)``: one value, stated unsure). From a red-team probe and differential
+reviews of 441 and 336 written final lines.
 """
 
 from __future__ import annotations
@@ -60,8 +61,6 @@ _SENTENCE_DISOWNS = re.compile(r"[\s*$(]{0,8}(?:(?:wait|hmm+|oops|no|actually|ho
                                r"(?:" + _IT_IS + _SURELY + r"\s{1,3}" + _WRONG + r"|i\s{1,3}made\s{1,3}a\s{1,3}mistake"
                                r"|(?:my|the|this)\s{1,3}answer\s{1,3}(?:is|was)" + _SURELY + r"\s{1,3}" + _WRONG
                                + r")(?=\s{0,3}(?:[.!;,:)]|$))", re.IGNORECASE)
-
-
 # ... unless what follows takes it back: "Wait, that's wrong. No, it's right: 34 checks out.", "I made a mistake, sorry:
 # 37 is right but step 3 had a typo."
 _TAKEN_BACK = re.compile(r"(?<![A-Za-z])(?:(?:is|'s|was)\s{1,3}(?:right|correct|fine)|checks\s{1,3}out)(?![A-Za-z])",
@@ -84,8 +83,9 @@ def speaks_of_wrongness(line: str) -> bool:
 def disowned_after(after: str, before: str) -> bool:
     """Whether ``after``, the text right after a number (a box's, a ``$...$``'s, an Answer line's; the callers
     read a number only: ``\\boxed{C}. It is incorrect because ...`` answers which option is), calls it wrong
-    (``. This is incorrect.``, ``, that's wrong``, ``\\text{ this is not correct}``, ``. Oops, I made a mistake.``), unless ``before``, the
-    line before it, speaks of wrongness itself (``The false proposition is \\boxed{3}, it is wrong.``)."""
+    (``. This is incorrect.``, ``, that's wrong``, ``\\text{ this is not correct}``, ``. Oops, I made a
+    mistake.``), unless ``before``, the line before it, speaks of wrongness itself (``The false proposition is
+    \\boxed{3}, it is wrong.``)."""
     disowns = _AFTER_DISOWNS.match(after[:200]) is not None or sentence_disowns(after[:200].lstrip(" .,;:!$"))
     return disowns and not speaks_of_wrongness(before)
 

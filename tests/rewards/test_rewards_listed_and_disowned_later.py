@@ -5,10 +5,11 @@ calling it wrong (``\\boxed{34}`` then ``Wait, that's wrong.``: ``. This is wron
 disowned it), and a remark that bounds the answer by a value (``34 (at most 35)``: ``(at most)`` alone already
 bounded it). Kept right: a count after the box that goes on in words; a sentence that rules another value out
 or says what was wrong and goes on; a later sentence calling something wrong (only the one right after the
-answer is read) and a disowning taken back; a bound remark on something else (``(at most 2 per row)``); a
-sentence that disowns the answer to a question about what is wrong; a letter answer. Rows marked "before:"
+answer is read) and a disowning taken back or followed by the answer's value again; a bound remark on something
+else (``(at most 2 per row)``), the range a count runs over (``(up to 1000)``) or the bound the answer reaches;
+a sentence that disowns the answer to a question about what is wrong; a letter answer. Rows marked "before:"
 had the other verdict.
--- boxes (_VALUE_AFTER), later_hedges (disowned_later), disowned (sentence_disowns), number_forms (_BOUNDS_IT).
+-- boxes (_VALUE_AFTER), later_hedges (disowned_later), disowned (disowning_end, as_sentence), number_forms (_BOUNDS_IT).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 37\n\nWait \u2014 that's wrong. It should be 36.", "37", False, "answer"),  # before: right
     (A + "Answer: 12\n\n(Wait, that's wrong.)", "12", False, "answer"),  # before: right
     (A + "\\boxed{8}\n\nBut that is not the answer.", "8", False, "boxed"),  # before: right
+    (A + "**Final Answer**\n\\[\n\\boxed{12}\n\\]\n\nWait, that\u2019s wrong.", "12", False, "boxed"),  # before: right
     (A + "\\boxed{34}\n\nThis is wrong because we double counted; the true count is in the box.", "34", True,
      "boxed"),
     (A + "\\boxed{34}\n\nIf we used 35 instead, that would be wrong.", "34", True, "boxed"),
@@ -59,17 +61,26 @@ CASES: list[tuple[str, str, bool, str]] = [
      "boxed"),
     (A + "\\boxed{34}\n\nWait, that's wrong. No, it's right: 34 checks out.", "34", True, "boxed"),
     (A + "Answer: 37\n\nI made a mistake, sorry: 37 is right but step 3 had a typo.", "37", True, "answer"),
+    (A + "\\boxed{12}\n\nHmm, that's wrong. No wait, it's right, as checked.", "12", True, "boxed"),
+    (A + "\\boxed{12}\n\nWait, this is not correct. Let me re-verify the last step. Correct.", "12", True, "boxed"),
+    (A + "Answer: 12\n\nI made a mistake, but it doesn't affect the final answer.", "12", True, "answer"),
+    (A + "\\boxed{12}\n\nWait, that's wrong. Let me recount: 3 + 4 + 5 = 12. So 12.", "12", True, "boxed"),
+    (A + "Which statement is false? Statement 3 fails.\n\n\\boxed{3}\n\nIt is incorrect, since f jumps at 0.", "3",
+     True, "boxed"),
+    (A + "Statement 3 is the false one.\n\nAnswer: 3\n\nIt is incorrect, since the converse fails.", "3", True,
+     "answer"),
     (A + "\\boxed{34}\n\nI made a mistake in step 2 earlier, but it is fixed now.", "34", True, "boxed"),
     (A + "The false statement is \\boxed{3}. That is wrong.", "3", True, "boxed"),
     (A + "\\boxed{C}\n\nWait, that's wrong.", "C", True, "boxed"),  # a letter: which option is wrong?
     # a remark bounding the answer by a value
     (A + "Answer: 34 (at most 35)", "34", False, "answer"),  # before: right
     (A + "Answer: 34 (no more than $35$)", "34", False, "answer"),
-    (A + "Answer: 34 (up to 40)", "34", False, "answer"),  # before: right
+    (A + "There are \\boxed{168} primes (up to 1000).", "168", True, "boxed"),  # the range a count runs over
+    (A + "Answer: 25 (up to 100)", "25", True, "answer"),
+    (A + "\\boxed{35} (at most 35)", "35", True, "boxed"),  # the bound it reaches
     (A + "Answer: 34 ways (at most 35)", "34", False, "answer"),  # before: right
     (A + "\\boxed{34} (no more than 35)", "34", False, "boxed"),  # before: right
     (A + "\\boxed{34} (at most $35$)", "34", False, "boxed"),  # before: right
-    (A + "\\boxed{34} (up to 35).", "34", False, "any"),  # before: right
     (A + "Answer: 34 (at most 2 per row)", "34", True, "answer"),
     (A + "Answer: 34 (at least one of each color)", "34", True, "answer"),
     (A + "Answer: 34 (up to rotation)", "34", True, "answer"),

@@ -61,17 +61,31 @@ _SENTENCE_DISOWNS = re.compile(r"[\s*$(]{0,8}(?:(?:wait|hmm+|oops|no|actually|ho
                                r"(?:" + _IT_IS + _SURELY + r"\s{1,3}" + _WRONG + r"|i\s{1,3}made\s{1,3}a\s{1,3}mistake"
                                r"|(?:my|the|this)\s{1,3}answer\s{1,3}(?:is|was)" + _SURELY + r"\s{1,3}" + _WRONG
                                + r")(?=\s{0,3}(?:[.!;,:)]|$))", re.IGNORECASE)
-# ... unless what follows takes it back: "Wait, that's wrong. No, it's right: 34 checks out.", "I made a mistake, sorry:
-# 37 is right but step 3 had a typo."
-_TAKEN_BACK = re.compile(r"(?<![A-Za-z])(?:(?:is|'s|was)\s{1,3}(?:right|correct|fine)|checks\s{1,3}out)(?![A-Za-z])",
+# ... unless what follows takes it back: "No, it's right: 34 checks out.", "I made a mistake, but it doesn't affect
+# the final answer.", "Let me recompute ... 3 + 4 + 5 = 12. Correct.", "12 is indeed the answer", "the value 12 stands"
+_TAKEN_BACK = re.compile(r"(?:(?<![A-Za-z])(?:is|was)|'s)\s{1,3}(?:right|correct|fine)(?![A-Za-z])"
+                         r"|(?<![A-Za-z])(?:checks\s{1,3}out|indeed|yes|good|correct\s{0,3}[.!]|remains|stands"
+                         r"|(?:doesn't|does\s{1,3}not|won't|will\s{1,3}not)\s{1,3}(?:affect|change|matter))(?![A-Za-z])",
                          re.IGNORECASE)
 
 
-def sentence_disowns(sentence: str) -> bool:
-    """Whether ``sentence``, the one right after an answer, opens by calling it wrong (``Wait, that's wrong.``)
-    and what follows within a line's length does not take that back (``No, it's right.``)."""
+def disowning_end(sentence: str) -> int | None:
+    """Where the opening of ``sentence``, the one right after an answer, ends when it calls the answer wrong
+    (``Wait, that's wrong.``) and the line's length after it does not take that back (``No, it's right.``;
+    the caller checks that what follows does not restate the answer's value); None when it does not."""
     disowning = _SENTENCE_DISOWNS.match(sentence[:200])
-    return disowning is not None and _TAKEN_BACK.search(sentence, disowning.end(), disowning.end() + 120) is None
+    if disowning is None or _TAKEN_BACK.search(sentence, disowning.end(), disowning.end() + READ_AFTER_DISOWNING):
+        return None
+    return disowning.end()
+
+
+READ_AFTER_DISOWNING = 240  # what is read after a disowning for a take-back (or the answer restated)
+
+
+def as_sentence(after: str) -> str:
+    """``after``, the text right after an answer, from its next sentence: past the answer's closing math
+    (``$``, ``\\]``), punctuation and blank lines, a curly apostrophe read as a straight one."""
+    return after[:READ_AFTER_DISOWNING + 200].lstrip(" \t\n.;:!?,$*\\])").replace("\u2019", "'")
 
 
 def speaks_of_wrongness(line: str) -> bool:
@@ -86,7 +100,7 @@ def disowned_after(after: str, before: str) -> bool:
     (``. This is incorrect.``, ``, that's wrong``, ``\\text{ this is not correct}``, ``. Oops, I made a
     mistake.``), unless ``before``, the line before it, speaks of wrongness itself (``The false proposition is
     \\boxed{3}, it is wrong.``)."""
-    disowns = _AFTER_DISOWNS.match(after[:200]) is not None or sentence_disowns(after[:200].lstrip(" .,;:!$"))
+    disowns = _AFTER_DISOWNS.match(after[:200]) is not None or disowning_end(as_sentence(after)) is not None
     return disowns and not speaks_of_wrongness(before)
 
 

@@ -29,7 +29,12 @@ from __future__ import annotations
 import re
 
 from dapo.rewards.approximations import is_rounding_of, real_value
-from dapo.rewards.disowned import sentence_disowns, speaks_of_wrongness
+from dapo.rewards.disowned import (
+    READ_AFTER_DISOWNING,
+    as_sentence,
+    disowning_end,
+    speaks_of_wrongness,
+)
 from dapo.rewards.number_forms import restates, value_of
 from dapo.rewards.remark_words import BARE_APPROXIMATION_WORDS, OR_ADVERBS, REJECTING_WORDS
 
@@ -79,11 +84,17 @@ def hedged_later(after: str, answer: str) -> bool:
 def disowned_later(after: str, answer: str, before: str) -> bool:
     """Whether the sentence right after a numeric ``answer`` (past its box or its line: ``after``) opens by
     calling it wrong: ``\\boxed{34}`` then ``Wait, that's wrong.``, ``Answer: 34. Hmm, this is not correct.``
-    (:func:`~dapo.rewards.disowned.sentence_disowns`). Only that sentence: a later "That's wrong." is about what
-    the sentences between name (``Someone might answer 24. That's wrong.``). Not when ``before``, the answer's
-    line before it, is about what is wrong (``The false statement is \\boxed{3}. That is wrong, as shown.``)."""
-    return (value_of(answer) is not None and not speaks_of_wrongness(before)
-            and sentence_disowns(after[:_MAX_CHARS].lstrip(" \t\n.;:!?,$*")))
+    (:func:`~dapo.rewards.disowned.disowning_end`). Only that sentence: a later "That's wrong." is about what
+    the sentences between name (``Someone might answer 24. That's wrong.``). Not when what follows takes it
+    back or states the answer's value again (``Wait, that's wrong. Let me recount: ... Yes, 34.``), nor when
+    ``before``, the text before the answer, is about what is wrong (``Which statement is false? ...``)."""
+    if value_of(answer) is None or speaks_of_wrongness(before):
+        return False
+    sentence = as_sentence(after)
+    end = disowning_end(sentence)
+    rest = sentence[end : end + READ_AFTER_DISOWNING] if end is not None else ""
+    return end is not None and not any(restates(answer, number.group(0).rstrip(".,"))
+                                       for number in re.finditer(_NUMBER, rest))
 
 
 def rounds(number: str, answer: str) -> bool:

@@ -136,11 +136,13 @@ _OPENS_WITH_A_NUMBER = re.compile(r"\s{0,3}[$]?\s{0,3}[+\-\u2212]?[0-9]")
 # ... or that restates it as another number: "(which is 35)", "(i.e. 0.6)", "(that is, 35)", "(equivalently 35)", "(= 35)".
 _RESTATED_AS = re.compile(r"\s*(?:(?:" + RESTATING_WORDS + r")(?![A-Za-z])|=)"
                           r"[\s,$({]{0,8}[+\-\u2212]?[0-9]", re.IGNORECASE)
-# ... or that is only a bound, as "$34$ or more" is: "(or more)", "(at least)", or a bound with a value: "(at most 35)",
-# "(no more than $35$)", "(up to 35)"; not "(at most 2 per row)".
+# ... or that is only a bound, as "$34$ or more" is: "(or more)", "(at least)", or a bound by another value: "(at most
+# 35)", "(no more than $35$)" ("35 (at most 35)" only restates it, as above); not "(at most 2 per row)", nor "(up to
+# 1000)", the range a count runs over ("168 primes (up to 1000)").
 _BOUNDS_IT = re.compile(r"\s*(?:or\s+(?:more|less|fewer|greater|higher|lower|above|below|over|under)"
-                        r"|(?:at\s+(?:least|most)|no\s+(?:more|less|fewer)\s+than|up\s+to)"
-                        r"(?:\s{1,3}\$?\s{0,2}[+\-\u2212]?[0-9][0-9.,]{0,30}\s{0,2}\$?)?)[\s.!]*$", re.IGNORECASE)
+                        r"|(?:at\s+(?:least|most)|no\s+(?:more|less|fewer)\s+than)"
+                        r"(?:\s{1,3}\$?\s{0,2}[+\-\u2212]?[0-9][0-9.,]{0,30}\s{0,2}\$?)?)[\s.!]*$",
+                        re.IGNORECASE)
 # ... or that is nothing but an estimate's word: the answer is an estimate ("(approximately)", "(roughly)",
 # "(approx.)", "(estimate)"), as in ", roughly" without brackets ("(rounded)" says how a decimal ground truth was
 # written, "(upper bound)" what a question may ask for: both left).

@@ -5,10 +5,11 @@ calling it wrong (``\\boxed{34}`` then ``Wait, that's wrong.``: ``. This is wron
 disowned it), and a remark that bounds the answer by a value (``34 (at most 35)``: ``(at most)`` alone already
 bounded it). Kept right: a count after the box that goes on in words; a sentence that rules another value out
 or says what was wrong and goes on; a later sentence calling something wrong (only the one right after the
-answer is read) and a disowning taken back or followed by the answer's value again; a bound remark on something
-else (``(at most 2 per row)``), the range a count runs over (``(up to 1000)``) or the bound the answer reaches;
-a sentence that disowns the answer to a question about what is wrong; a letter answer. Rows marked "before:"
-had the other verdict.
+answer is read), one that goes on after a comma or colon (``It is incorrect, however, to ...``), and a
+disowning taken back or followed by the answer's value again; a bound remark on something else (``(at most 2
+per row)``), the range a count runs over (``(up to 1000)``) or the bound the answer reaches; a sentence that
+disowns the answer to a question about what is wrong; a letter answer. Rows marked "before:" had the other
+verdict.
 -- boxes (_VALUE_AFTER), later_hedges (disowned_later), disowned (disowning_end, as_sentence), number_forms (_BOUNDS_IT).
 """
 
@@ -62,6 +63,14 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "\\boxed{34}\n\nWait, that's wrong. No, it's right: 34 checks out.", "34", True, "boxed"),
     (A + "Answer: 37\n\nI made a mistake, sorry: 37 is right but step 3 had a typo.", "37", True, "answer"),
     (A + "\\boxed{12}\n\nHmm, that's wrong. No wait, it's right, as checked.", "12", True, "boxed"),
+    (A + "\\boxed{12}\n\nWait, that's incorrect. Never mind, I confused it with another problem.", "12", True, "boxed"),
+    (A + "The final answer is $\\boxed{12}$. Wait, that's wrong. Let me recheck. 3*4 = 12. Confirmed.", "12", True,
+     "any"),
+    # ... and one that goes on after a comma or colon: as often about something else (a third review)
+    (A + "Answer: 12\n\nIt is incorrect, however, to include the endpoint x = 2.", "12", True, "answer"),
+    (A + "\\boxed{12}\n\nI made a mistake, but corrected it above.", "12", True, "boxed"),
+    (A + "\\boxed{12}\n\nThis is wrong: the problem says 'at least two', but it means 'exactly two'.", "12", True,
+     "boxed"),
     (A + "\\boxed{12}\n\nWait, this is not correct. Let me re-verify the last step. Correct.", "12", True, "boxed"),
     (A + "Answer: 12\n\nI made a mistake, but it doesn't affect the final answer.", "12", True, "answer"),
     (A + "\\boxed{12}\n\nWait, that's wrong. Let me recount: 3 + 4 + 5 = 12. So 12.", "12", True, "boxed"),

@@ -156,7 +156,7 @@ def from_last_box(text: str) -> Extracted | None:
     qualified = (qualified or (disowned_after(after, text[line_start:start]) and value_of(answer) is not None)
                  or changed_after(after, answer, list(items) or answer_items(answer))
                  or hedged_later(later := spelled_numbers_as_digits(text[span[1] : span[1] + HEDGE_WINDOW]), answer)
-                 or disowned_later(later, answer, text[max(0, start - 200) : start]))  # "\\boxed{34}\n\nWait, that's wrong."
+                 or disowned_later(later, answer, text[line_start:start]))  # "\\boxed{34}\n\nWait, that's wrong."
     if qualified:  # "\boxed{34} or 35", "\boxed{34}^2", "\boxed{34, 5} (or 35)": not the whole answer
         candidates = max(candidates, 2)
     return Extracted(answer, candidates=candidates, items=items, qualified=qualified)

@@ -52,19 +52,23 @@ def remark_disowns(remark: str) -> bool:
     return _REMARK_DISOWNS.match(remark[:200]) is not None
 
 
-# ... or the sentence right after the answer (past its line or its full stop), when it opens by calling it wrong:
-# "Wait, that's wrong.", "Hmm, this is not correct.", "Oops, I made a mistake: ..." Only that sentence: a later one
-# is about what the sentences between name ("Someone might answer 24. That's wrong.", "The other root x = -2 makes
-# the logarithm undefined. It is rejected.").
+# ... or the sentence right after the answer (past its line or its full stop), when it is only that judgement: "Wait,
+# that's wrong.", "Hmm, this is not correct.", "Oops, I made a mistake." Only that sentence: a later one is about
+# what the sentences between name ("Someone might answer 24. That's wrong.", "The other root x = -2 makes the
+# logarithm undefined. It is rejected."); and not one that goes on after a comma or colon ("It is incorrect,
+# however, to include the endpoint", "I made a mistake, but corrected it above", "This is wrong: the problem
+# statement says ...": about something else as often as about the answer).
 _SENTENCE_DISOWNS = re.compile(r"[\s*$(]{0,8}(?:(?:wait|hmm+|oops|no|actually|hold\s{1,3}on|but|however)"
                                r"(?:[\s,.!:]|—|–|-){1,4}){0,3}"
                                r"(?:" + _IT_IS + _SURELY + r"\s{1,3}" + _WRONG + r"|i\s{1,3}made\s{1,3}a\s{1,3}mistake"
                                r"|(?:my|the|this)\s{1,3}answer\s{1,3}(?:is|was)" + _SURELY + r"\s{1,3}" + _WRONG
-                               + r")(?=\s{0,3}(?:[.!;,:)]|$))", re.IGNORECASE)
-# ... unless what follows takes it back: "No, it's right: 34 checks out.", "I made a mistake, but it doesn't affect
-# the final answer.", "Let me recompute ... 3 + 4 + 5 = 12. Correct.", "12 is indeed the answer", "the value 12 stands"
+                               + r")(?=\s{0,3}(?:[.!]|$))", re.IGNORECASE)
+# ... unless what follows takes it back: "No, it's right: 34 checks out.", "Let me recompute ... 3 + 4 + 5 = 12.
+# Correct.", "12 is indeed the answer", "the value stands", "Actually no, everything is consistent.", "Never mind, I
+# confused it with another problem."
 _TAKEN_BACK = re.compile(r"(?:(?<![A-Za-z])(?:is|was)|'s)\s{1,3}(?:right|correct|fine)(?![A-Za-z])"
-                         r"|(?<![A-Za-z])(?:checks\s{1,3}out|indeed|yes|good|correct\s{0,3}[.!]|remains|stands"
+                         r"|(?<![A-Za-z])(?:checks\s{1,3}out|indeed|yes|good|correct\s{0,3}[.!]|remains|stands|holds"
+                         r"|stays|unchanged|the\s{1,3}same|consistent|never\s{1,3}mind|corrected|fixed"
                          r"|(?:doesn't|does\s{1,3}not|won't|will\s{1,3}not)\s{1,3}(?:affect|change|matter))(?![A-Za-z])",
                          re.IGNORECASE)
 
@@ -100,7 +104,9 @@ def disowned_after(after: str, before: str) -> bool:
     (``. This is incorrect.``, ``, that's wrong``, ``\\text{ this is not correct}``, ``. Oops, I made a
     mistake.``), unless ``before``, the line before it, speaks of wrongness itself (``The false proposition is
     \\boxed{3}, it is wrong.``)."""
-    disowns = _AFTER_DISOWNS.match(after[:200]) is not None or disowning_end(as_sentence(after)) is not None
+    sentence = as_sentence(after)  # ". Oops, I made a mistake." ending the line (the rest of the response is read
+    end = disowning_end(sentence)  # by later_hedges.disowned_later, which also looks for the answer said again)
+    disowns = _AFTER_DISOWNS.match(after[:200]) is not None or (end is not None and not sentence[end:].strip(" .!"))
     return disowns and not speaks_of_wrongness(before)
 
 

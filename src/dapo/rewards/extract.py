@@ -225,8 +225,7 @@ def _line_answer(text: str, start: int, end: int) -> Extracted | None:
     another ("Alternatively, 35." below it) or calls it wrong ("Wait, that's wrong.")."""
     extracted = _clean_line(line := text[start:end][:_MAX_LINE_CHARS].replace("\n", " "))
     later = spelled_numbers_as_digits(text[end : end + HEDGE_WINDOW])
-    before = text[max(0, start - 200) : start] + line  # the answer line, and what leads to it
-    if extracted is not None and (hedged_later(later, extracted.text) or disowned_later(later, extracted.text, before)):
+    if extracted is not None and (hedged_later(later, extracted.text) or disowned_later(later, extracted.text, line)):
         return replace(extracted, candidates=max(extracted.candidates, 2), qualified=True)
     return extracted
 

@@ -86,8 +86,8 @@ def disowned_later(after: str, answer: str, before: str) -> bool:
     calling it wrong: ``\\boxed{34}`` then ``Wait, that's wrong.``, ``Answer: 34. Hmm, this is not correct.``
     (:func:`~dapo.rewards.disowned.disowning_end`). Only that sentence: a later "That's wrong." is about what
     the sentences between name (``Someone might answer 24. That's wrong.``). Not when what follows takes it
-    back or states the answer's value again (``Wait, that's wrong. Let me recount: ... Yes, 34.``), nor when
-    ``before``, the text before the answer, is about what is wrong (``Which statement is false? ...``)."""
+    back or states the answer's value again (``Wait, that's wrong. Let me recount: ... So 34.``), nor when
+    ``before``, the answer's line before it, is about what is wrong (``The false statement is \\boxed{3}.``)."""
     if value_of(answer) is None or speaks_of_wrongness(before):
         return False
     sentence = as_sentence(after)

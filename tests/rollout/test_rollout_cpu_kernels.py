@@ -7,6 +7,7 @@ import os
 import shutil
 import time
 import warnings
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -310,3 +311,10 @@ def test_without_avx512_bf16_the_training_kernels_build_and_round_to_bf16_bit_fo
         assert all(torch.equal(a, b) for a, b in zip(got, expected))
     finally:
         forget_loaded_kernels()
+
+
+def test_a_self_test_whose_error_is_nan_fails() -> None:
+    """NaN compares false with everything: the self-test fails unless the error is below its bound."""
+    nan_kernels = SimpleNamespace(attention=lambda *arguments: torch.tensor(float("nan")),
+                                  rms_scale=lambda hidden, floor: hidden)
+    assert "attention: max error nan against float64" in (cpu_kernels._self_test(nan_kernels) or "")

@@ -44,3 +44,17 @@ def test_each_row_rotates_as_alone_after_a_longer_call_grew_the_frequencies() ->
     torch.testing.assert_close(cos, expected_cos.expand(2, -1, -1))
     torch.testing.assert_close(sin, expected_sin.expand(2, -1, -1))
     assert "forward" not in vars(rotary)  # the module's own forward, put back
+
+
+def test_a_row_one_position_past_the_threshold_rotates_by_the_grown_frequencies() -> None:
+    """A row's length is its largest position + 1: a row of 13 positions (the first decode step after a
+    12-token prompt) is past a threshold of 12, a row of 6 is not; each rotates as it would alone."""
+    model = _model()
+    with rope_rows_alone(model, rope_length_threshold(model)):
+        call = torch.stack([torch.arange(THRESHOLD + 1), torch.arange(THRESHOLD + 1).clamp(max=5)])
+        cos, sin = model.model.rotary_emb(torch.zeros(2, THRESHOLD + 1, 16), call)
+    for row in range(2):
+        own = call[row : row + 1, : int(call[row].max()) + 1]
+        expected_cos, expected_sin = _alone(own)
+        torch.testing.assert_close(cos[row : row + 1, : own.shape[1]], expected_cos)
+        torch.testing.assert_close(sin[row : row + 1, : own.shape[1]], expected_sin)

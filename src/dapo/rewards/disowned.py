@@ -8,7 +8,7 @@ it: ``Answer: 34 (wrong)``, ``$34$ (this is not correct)``, ``\\boxed{34}. This 
 (not 35)`` does. What names the answer to a question about wrongness or impossibility disowns nothing:
 ``\\boxed{C} is incorrect`` (which statement is incorrect?), ``\\boxed{0}. It is impossible.``, nor does
 uncertainty alone (``34 (not sure)``: one value, stated unsure). From a red-team probe and differential
-reviews of 441 and 336 written final lines.
+reviews of 441, 336, 313 and 299 written final lines.
 """
 
 from __future__ import annotations
@@ -73,17 +73,17 @@ _TAKEN_BACK = re.compile(r"(?:(?<![A-Za-z])(?:is|was)|'s)\s{1,3}(?:right|correct
                          re.IGNORECASE)
 
 
+READ_AFTER_DISOWNING = 240  # what is read after a disowning for a take-back (or the answer restated)
+
+
 def disowning_end(sentence: str) -> int | None:
-    """Where the opening of ``sentence``, the one right after an answer, ends when it calls the answer wrong
-    (``Wait, that's wrong.``) and the line's length after it does not take that back (``No, it's right.``;
-    the caller checks that what follows does not restate the answer's value); None when it does not."""
+    """Where ``sentence``, the one right after an answer, ends when it is only a judgement calling the answer
+    wrong (``Wait, that's wrong.``) and the next READ_AFTER_DISOWNING characters do not take that back (``No,
+    it's right.``; the caller checks that they do not state the answer's value again); else None."""
     disowning = _SENTENCE_DISOWNS.match(sentence[:200])
     if disowning is None or _TAKEN_BACK.search(sentence, disowning.end(), disowning.end() + READ_AFTER_DISOWNING):
         return None
     return disowning.end()
-
-
-READ_AFTER_DISOWNING = 240  # what is read after a disowning for a take-back (or the answer restated)
 
 
 def as_sentence(after: str) -> str:
@@ -104,8 +104,10 @@ def disowned_after(after: str, before: str) -> bool:
     (``. This is incorrect.``, ``, that's wrong``, ``\\text{ this is not correct}``, ``. Oops, I made a
     mistake.``), unless ``before``, the line before it, speaks of wrongness itself (``The false proposition is
     \\boxed{3}, it is wrong.``)."""
-    sentence = as_sentence(after)  # ". Oops, I made a mistake." ending the line (the rest of the response is read
-    end = disowning_end(sentence)  # by later_hedges.disowned_later, which also looks for the answer said again)
+    # on the answer's own line a disowning sentence must end it (". Oops, I made a mistake."); what follows the
+    # line is read by later_hedges.disowned_later, which also looks for the answer said again
+    sentence = as_sentence(after)
+    end = disowning_end(sentence)
     disowns = _AFTER_DISOWNS.match(after[:200]) is not None or (end is not None and not sentence[end:].strip(" .!"))
     return disowns and not speaks_of_wrongness(before)
 

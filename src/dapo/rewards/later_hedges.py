@@ -18,8 +18,8 @@ every sentence that starts within :data:`_MAX_CHARS` after the answer (the rest 
   possible``, ``However, 35 is also possible``, ``35 works too``); not one that rules it out (``-3 is
   not a valid solution``, ``But 0 is not possible``, ``35 is too large``).
 
-A numeric answer is disowned, not hedged, by the sentence right after it when that opens by calling it
-wrong (``\\boxed{34}`` then ``Wait, that's wrong.``): :func:`disowned_later`.
+A numeric answer is disowned, not hedged, by the sentence right after it when that only calls it wrong
+(``\\boxed{34}`` then ``Wait, that's wrong.``): :func:`disowned_later`.
 
 String scanning of bounded length: linear, safe in the parent process.
 """
@@ -82,19 +82,21 @@ def hedged_later(after: str, answer: str) -> bool:
 
 
 def disowned_later(after: str, answer: str, before: str) -> bool:
-    """Whether the sentence right after a numeric ``answer`` (past its box or its line: ``after``) opens by
-    calling it wrong: ``\\boxed{34}`` then ``Wait, that's wrong.``, ``Answer: 34. Hmm, this is not correct.``
-    (:func:`~dapo.rewards.disowned.disowning_end`). Only that sentence: a later "That's wrong." is about what
-    the sentences between name (``Someone might answer 24. That's wrong.``). Not when what follows takes it
-    back or states the answer's value again (``Wait, that's wrong. Let me recount: ... So 34.``), nor when
-    ``before``, the answer's line before it, is about what is wrong (``The false statement is \\boxed{3}.``)."""
+    """Whether the sentence right after a numeric ``answer`` (past its box or its line: ``after``) is only a
+    judgement calling it wrong: ``\\boxed{34}`` then ``Wait, that's wrong.``, ``Answer: 34`` then ``Hmm, this is
+    not correct.`` (:func:`~dapo.rewards.disowned.disowning_end`). Only that sentence: a later "That's wrong."
+    is about what the sentences between name (``Someone might answer 24. That's wrong.``). Not when what
+    follows takes it back or states the answer's value again (``Wait, that's wrong. Let me recount: ... So
+    34.``), nor when ``before``, the answer's line before it, is about what is wrong (``The false statement is
+    \\boxed{3}.``)."""
     if value_of(answer) is None or speaks_of_wrongness(before):
         return False
     sentence = as_sentence(after)
     end = disowning_end(sentence)
-    rest = sentence[end : end + READ_AFTER_DISOWNING] if end is not None else ""
-    return end is not None and not any(restates(answer, number.group(0).rstrip(".,"))
-                                       for number in re.finditer(_NUMBER, rest))
+    if end is None:
+        return False
+    rest = sentence[end : end + READ_AFTER_DISOWNING]
+    return not any(restates(answer, number.group(0).rstrip(".,")) for number in re.finditer(_NUMBER, rest))
 
 
 def rounds(number: str, answer: str) -> bool:

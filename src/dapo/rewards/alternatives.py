@@ -44,7 +44,7 @@ from dapo.rewards.approximations import (
     real_value,
 )
 from dapo.rewards.exact_numbers import states_fraction
-from dapo.rewards.remark_words import NAME, OR_ADVERBS, RESTATING_WORDS
+from dapo.rewards.remark_words import CONDITION_WORDS, NAME, OR_ADVERBS, RESTATING_WORDS
 
 # A number a remark or an "or" may restate: 34, 1,000, 0.5, -2, 1/2, \frac{1}{2}, \frac12.
 NUMBER_TOKEN = re.compile(r"[+\-\u2212]?(?:\\[dt]?frac(?:\{[+-]?[0-9]{1,50}\}|[0-9])(?:\{[0-9]{1,50}\}|[0-9])(?![0-9])"
@@ -60,7 +60,7 @@ OPENING = re.compile(
     r"|(?:" + RESTATING_WORDS + r")(?![A-Za-z])|=(?!=))[\s,$]{0,8}",
     re.IGNORECASE)
 # A condition closing the form, with no number in it: "or \\sqrt{2} if n is odd" offers \\sqrt{2}.
-_CONDITION = re.compile(r"[\s,]+(?:if|when|whenever|unless|for|since|because|provided|assuming|where)"
+_CONDITION = re.compile(r"[\s,]+(?:" + CONDITION_WORDS + r"|whenever|unless|provided|assuming)"
                         r"(?![A-Za-z])[^0-9]*$", re.IGNORECASE)
 # A name the alternative is given as: "x = ", "a_{1} = ", "\\theta = ".
 _NAME = re.compile(NAME + r"\s{0,4}=(?!=)\s{0,4}")

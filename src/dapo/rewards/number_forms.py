@@ -31,6 +31,7 @@ from dapo.rewards.loose_roundings import restates_value
 from dapo.rewards.offered_values import offered_values
 from dapo.rewards.remark_words import (
     APPROXIMATION_WORDS,
+    CONDITION_WORDS,
     NAME,
     NUMBER_WORDS,
     OR_ADVERBS,
@@ -172,7 +173,7 @@ _OR_TRANSFORM = re.compile(r"(?<![A-Za-z])or\s{1,3}(?:its|the)\s{1,3}(?:negative
 _NAMED_BEFORE = re.compile(r"[A-Za-z]\s{0,3}=\s{0,3}$")
 # ... or a number in words after it: "34 (or thirty-five)", "3 (or four)", "34 (or one more)"
 _NUMBER_WORD = re.compile(r"(?<![A-Za-z])(?:" + NUMBER_WORDS + r")(?![A-Za-z])", re.IGNORECASE)
-_CONDITION_OPENING = re.compile(r"\s*(?:since|because|as|when|if|for|where|given|whether|unless)(?![A-Za-z])",
+_CONDITION_OPENING = re.compile(r"\s*(?:" + CONDITION_WORDS + r"|as|given|whether|unless)(?![A-Za-z])",
                                 re.IGNORECASE)
 
 

@@ -23,9 +23,10 @@ import re
 from dapo.rewards.answer_text import dollar_parts, outside_math
 from dapo.rewards.approximations import is_rounding_of, real_value
 from dapo.rewards.disowned import rejected_value
+from dapo.rewards.remark_words import CONDITION_WORDS
 
 # A remark that opens with a condition or a method: "(when $n = 2$)", "(using $r = 3$)"
-_CONDITION = re.compile(r"\s*(?:since|because|when|if|for|where|given|using|with|assuming)(?![A-Za-z])", re.IGNORECASE)
+_CONDITION = re.compile(r"\s*(?:" + CONDITION_WORDS + r"|given|using|with|assuming)(?![A-Za-z])", re.IGNORECASE)
 # ... or with an "or" or a "not", whose value remark_changes_the_number compares: "(or $\\sqrt{4}$)", "(not $35$)"
 _OR_NOT = re.compile(r"\s*(?:or|not)(?![A-Za-z])", re.IGNORECASE)
 # A value written without "$" and a remark in brackets closing the line: "34 (when $n = 2$)", "12 cm (using $r=3$)"

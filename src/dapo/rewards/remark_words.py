@@ -38,6 +38,11 @@ BOUNDING_WORDS = (r"not|isn't|aren't|never|no|neither|nor|except|than|least|most
                   r"|exceeds?|exceeding|up\s{1,3}to")
 BOUNDING_WORDS_AFTER = r"at\s{1,3}(?:least|most)"
 
+# The words that open a condition or a reason, whose values are the condition's, not the answer's: "(when n = 2)",
+# "(since n is 35)", "or \\sqrt{2} if n is odd" (each reader adds its own: number_forms "as", "unless"; remark_math
+# "using", "with"; alternatives "provided").
+CONDITION_WORDS = r"since|because|when|if|for|where"
+
 # The words that rule a value out, not offer it: "-3 is not valid, it is extraneous", "the other root is rejected"
 # (:mod:`~dapo.rewards.later_hedges` after the answer, :mod:`~dapo.rewards.offered_values` in its remark).
 REJECTING_WORDS = r"impossible|invalid|incorrect|wrong|extraneous|excluded?|rejected?"

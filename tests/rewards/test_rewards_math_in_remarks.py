@@ -69,6 +69,10 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 34 (the $n$-th term)", "34", True, "answer"),  # before: wrong
     (A + "Answer: 34 (the case $n = 0$ is excluded)", "34", True, "answer"),  # before: wrong
     (A + "Answer: 25 ($n = 5$ gives the max)", "5", False, "answer"),  # before: right (the remark's value read)
+    # a parameter's value in the remark's math is a second value too (it was right for 34 before stop 99): wrong
+    # for both, as "25 ($n = 5$ gives the max)" is; chosen, a remark in math cannot be told from an answer there
+    (A + "Answer: 34 ($n = 17$)", "34", False, "answer"),  # before: right
+    (A + "Answer: 34 ($n = 17$)", "17", False, "answer"),
     (A + "Answer: 3 (minimum at $x = 1$)", "1", False, "answer"),  # before: right
     (A + "Answer: 12 (from $a + b = 7$)", "7", False, "answer"),  # before: right
     (A + "Answer: The largest is 12 ($n = 5$ gives it)", "5", False, "answer"),  # before: right

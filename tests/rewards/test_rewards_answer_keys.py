@@ -39,3 +39,11 @@ def test_canonical_integer(text: str, expected: str | None) -> None:
 )
 def test_vote_key(text: str, expected: str) -> None:
     assert vote_key(text) == expected
+
+
+def test_a_space_between_digits_parts_two_numbers() -> None:
+    """``3 1/2`` is three and a half: neither the same answer as ``31/2`` nor a vote for it."""
+    assert quick_verdict("3 1/2", "31/2") is False
+    assert quick_verdict("3 1/2", "7/2") is True
+    assert quick_verdict("x^2 + 1", "x^2+1") is True
+    assert vote_key("3 1/2") != vote_key("31/2")

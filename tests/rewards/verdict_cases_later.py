@@ -212,6 +212,9 @@ LATER_CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 2 1/2", "\\frac52", True, "answer"),
     (A + "Answer: -2 1/2", "-\\frac52", True, "answer"),
     (A + "Answer: 2 1/2", "\\frac32", False, "answer"),
+    (A + "Answer: 3 1/2", "31/2", False, "answer"),  # the space parts two numbers (was right: 31/2 alike)
+    (A + "\\boxed{3 1/2}", "31/2", False, "boxed"),
+    (A + "Answer: 31/2", "3 1/2", False, "answer"),
     (A + "Answer: 34, \\ldots", "34", False, "answer"),
     # --- a multiple-choice letter with its text (was wrong) ---
     (A + "Answer: (C) 12", "C", True, "answer"),

@@ -64,6 +64,8 @@ _ENDS_IN_WORD = re.compile(r"[0-9](?:[\s}{$~]|\\[,;: ])*(?:\\[a-z]+\{\s*)?([A-Za
 _PLAIN_INTEGER = re.compile(r"[+-]?[0-9]+(?:\.0*)?")
 _GROUPED_INTEGER = re.compile(r"[+-]?[0-9]{1,3}(?:[, ][0-9]{3})+(?:\.0*)?")
 _GROUPED_DECIMAL = re.compile(r"[+-]?[0-9]{1,3}(?:[, ][0-9]{3})+\.[0-9]+")  # 1,234.56 and 1\,234.56
+# Whitespace, the first group when it parts two digits ("3 1/2", "1 000")
+_WHITESPACE = re.compile(r"(?<=[0-9])(\s+)(?=[0-9])|\s+")
 _SPACED_SIGN = re.compile(r"^([+-])\s+(?=[0-9])")
 # Unambiguous (no two quantifiers compete for the same characters): linear even on 10^5 digits.
 _PLAIN_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
@@ -469,5 +471,6 @@ def plain_number(answer: str, thousands: bool = False) -> str | None:
 
 
 def compact(answer: str) -> str:
-    """``answer`` without whitespace."""
-    return "".join(answer.split())
+    """``answer`` without whitespace, but for one space where it parts two digits: ``3 1/2``
+    (three and a half) is not ``31/2``."""
+    return _WHITESPACE.sub(lambda space: " " if space.group(1) else "", answer)

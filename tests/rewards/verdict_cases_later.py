@@ -215,6 +215,11 @@ LATER_CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 3 1/2", "31/2", False, "answer"),  # the space parts two numbers (was right: 31/2 alike)
     (A + "\\boxed{3 1/2}", "31/2", False, "boxed"),
     (A + "Answer: 31/2", "3 1/2", False, "answer"),
+    # --- LaTeX's decimal comma is one number (34{,}5 was paid for the list 34, 5) ---
+    (A + "\\boxed{34{,}5}", "34, 5", False, "boxed"),
+    (A + "Answer: 34{,}5", "34.5", True, "answer"),
+    (A + "Answer: 3{,}14", "3.14", True, "answer"),
+    (A + "Answer: 1{,}234", "1234", True, "answer"),
     (A + "Answer: 34, \\ldots", "34", False, "answer"),
     # --- a multiple-choice letter with its text (was wrong) ---
     (A + "Answer: (C) 12", "C", True, "answer"),

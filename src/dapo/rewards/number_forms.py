@@ -56,6 +56,8 @@ _PASSES = 3  # decorations a number sheds from its end, one a pass (_strip_numbe
 VARIABLE_PREFIX = re.compile(r"[A-Za-z](?:_\{?[A-Za-z0-9]{1,8}\}?)? {0,4}= {0,4}")
 GLUED_COMMA = re.compile(r",\\!\s{0,3}")  # 11,\! 111 is one number
 _BRACED_COMMA = re.compile(r" ?\{ ?, ?\} ?")  # 14{,}916 and 14 {, }916
+# LaTeX's decimal comma, 34{,}5 (34.5): a braced comma before other than a group of three digits
+_DECIMAL_COMMA = re.compile(r"(?<=[0-9]) ?\{ ?, ?\} ?(?=[0-9]{1,2}(?![0-9])|[0-9]{4})")
 TEXT_WRAPPED = re.compile(r"\\(?:text|textrm|textbf|textit|mbox|mathrm|textnormal)\{([^{}]{0,200})\}")
 # A number, then one word (bare or in \text{...}, \mathrm{...}) and the end: "34 thousand", "2 \text{ pi}",
 # "34\,\text{thousand}" (LaTeX's spaces between them).
@@ -90,7 +92,7 @@ def _strip_number_decorations(answer: str, thousands: bool = False) -> str:
     answer = GLUED_COMMA.sub(",", to_ascii_digits(answer))
     for space in SPACES:
         answer = answer.replace(space, " ")
-    answer = _BRACED_COMMA.sub(",", answer).strip()
+    answer = _BRACED_COMMA.sub(",", _DECIMAL_COMMA.sub(".", answer)).strip()
     prefix = VARIABLE_PREFIX.match(answer)
     if prefix:
         answer = answer[prefix.end() :]

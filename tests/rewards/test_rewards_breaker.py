@@ -6,6 +6,7 @@ now and then, or that cannot score one problem's responses, is not tripped."""
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections import deque
 from pathlib import Path
@@ -333,11 +334,13 @@ def test_a_hanging_function_trips_within_two_deadlines_a_worker_when_problems_ha
 ) -> None:
     """8 responses a problem (a group, as the trainer scores them), 2 workers: started a problem's
     responses at a time, a function that hangs timed out on 13 responses in a row before they
-    covered 3 problems (14 s for this batch, 7 s now); in turn, on 4."""
+    covered 3 problems (14 s for this batch, 7 s now); in turn, on 4, or 5 or 6 when the two
+    workers start far apart (a loaded machine: both first time out on the same problem)."""
     cfg = RewardConfig(functions=[spec("sleeps_forever", timeout_s=0.5)], num_workers=2, verifier_weight=0.0)
     golds = [str(problem) for problem in range(6) for _ in range(8)]
     with RewardScorer(cfg) as scorer, caplog.at_level(logging.WARNING, logger="dapo.rewards"):
         results = scorer.score([f"Answer: {g}" for g in golds], golds, prompts=[f"problem {g}" for g in golds])
     assert all(r.timed_out for r in results)
     [tripped] = [r.getMessage() for r in caplog.records if TRIPPED in r.getMessage()]
-    assert tripped.startswith("sleeps_forever timed out on 4 responses in a row, of "), tripped
+    streak = re.match(r"sleeps_forever timed out on (\d+) responses in a row, of ", tripped)
+    assert streak is not None and 4 <= int(streak.group(1)) <= 6, tripped

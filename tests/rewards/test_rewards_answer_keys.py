@@ -19,7 +19,8 @@ def test_huge_integers_compare_exactly_without_int() -> None:
     ("text", "expected"),
     [("1,234", "1234"), ("+7", "7"), ("-0", "0"), ("007", "7"), ("34.000", "34"),
      ("x = -5", "-5"), ("5 \\text{ cm}", "5"), ("5^\\circ", "5"), ("\uff15", "5"),
-     ("5.5", None), ("1e3", None), ("\\frac{1}{2}", None), ("12,34", None), ("", None)],
+     ("5.5", None), ("1e3", None), ("\\frac{1}{2}", None), ("12,34", None), ("0,125", None),
+     ("", None)],
 )
 def test_canonical_integer(text: str, expected: str | None) -> None:
     assert canonical_integer(text) == expected
@@ -47,3 +48,5 @@ def test_a_space_between_digits_parts_two_numbers() -> None:
     assert quick_verdict("3 1/2", "7/2") is True
     assert quick_verdict("x^2 + 1", "x^2+1") is True
     assert vote_key("3 1/2") != vote_key("31/2")
+    assert quick_verdict("\\frac{10 000}{9}", "\\frac{10000}{9}") is True  # a thousands group's space
+    assert vote_key("1 000.5") == vote_key("1000.5") and vote_key("10 000/9") == vote_key("10000/9")

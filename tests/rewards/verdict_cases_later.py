@@ -220,6 +220,15 @@ LATER_CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 34{,}5", "34.5", True, "answer"),
     (A + "Answer: 3{,}14", "3.14", True, "answer"),
     (A + "Answer: 1{,}234", "1234", True, "answer"),
+    (A + "\\boxed{0{,}125}", "125", False, "boxed"),  # after a lone 0, a decimal comma (was right)
+    (A + "Answer: 0,125", "125", False, "answer"),  # no thousands group starts with 0 (was right)
+    (A + "\\boxed{0{,}5}", "\\frac12", True, "boxed"),
+    (A + "\\boxed{0{,}125}", "1/8", True, "boxed"),
+    (A + "\\boxed{-0{,}125}", "-0.125", True, "boxed"),
+    (A + "Answer: 0{,}333333", "1/3", True, "answer"),
+    (A + "\\boxed{1{,}\\,2}", "1, 2", True, "boxed"),  # a space after it: a list's comma
+    (A + "Answer: 1 000/3", "1000/3", True, "answer"),  # thousands set apart by spaces (in an expression too)
+    (A + "\\boxed{2 000 \\pi}", "2000\\pi", True, "boxed"),
     (A + "Answer: 34, \\ldots", "34", False, "answer"),
     # --- a multiple-choice letter with its text (was wrong) ---
     (A + "Answer: (C) 12", "C", True, "answer"),

@@ -31,12 +31,19 @@ _MIXED = re.compile(r"([+-]?)([0-9]{1,50}) ([0-9]{1,50})/([0-9]{1,50})")
 # Math delimiters and sizing, and spaces that do not separate digits ("1 2" is not 12).
 # \left. and \right. are invisible delimiters ("\left. 34 \right." is 34, not .34).
 _NOISE = re.compile(r"\$|\\left(?![A-Za-z])\.?|\\right(?![A-Za-z])\.?|(?<![0-9])\s+|\s+(?![0-9])")
+# LaTeX's decimal comma, 34{,}5 and 0{,}125 (34.5, 0.125): a braced comma after a lone 0, or before
+# other than a group of three digits (1{,}234 is a thousand and more)
+DECIMAL_COMMA = re.compile(r"(?<=[0-9]) ?\{ ?, ?\}(?=[0-9]{1,2}(?![0-9])|[0-9]{4})|(?<=0)(?<![0-9]0) ?\{ ?, ?\}(?=[0-9])")
+
+
+def _number_text(answer: str) -> str:
+    return DECIMAL_COMMA.sub(".", _NOISE.sub("", answer))
 
 
 def exact_rational(answer: str) -> Fraction | None:
     """The rational number ``answer`` states exactly (``-12.5``, ``\\frac{3}{4}``, ``7/2``, ``2 1/2``,
     ``0.1\\overline{6}``), or None (an expression, a unit, an irrational number, a long numeral)."""
-    text = _NOISE.sub("", answer)
+    text = _number_text(answer)
     if len(text) > 120:
         return None
     if (repeating := _REPEATING.fullmatch(text)) is not None:
@@ -64,7 +71,7 @@ def exact_rational(answer: str) -> Fraction | None:
 
 def is_repeating_decimal(answer: str) -> bool:
     """Whether ``answer`` is a repeating decimal (``0.\\overline{3}``, ``0.(3)``)."""
-    return _REPEATING.fullmatch(_NOISE.sub("", answer)) is not None
+    return _REPEATING.fullmatch(_number_text(answer)) is not None
 
 
 def rational_verdict(pred: str, ground_truth: str) -> bool | None:
@@ -100,7 +107,7 @@ def _is_or_rounds(stated: Fraction, places: int | None, value: Fraction) -> bool
 
 def _decimal_places(answer: str) -> int | None:
     """How many places a plain decimal gives (``0.3333`` -> 4, ``12`` -> 0), None when not one."""
-    decimal = _DECIMAL.fullmatch(_NOISE.sub("", answer))
+    decimal = _DECIMAL.fullmatch(_number_text(answer))
     return len(decimal.group(3) or "") if decimal is not None else None
 
 

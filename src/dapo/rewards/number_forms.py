@@ -26,7 +26,7 @@ from dapo.rewards.alternatives import NUMBER_OR_THOUSANDS, NUMBER_TOKEN, compute
 from dapo.rewards.approximations import APPROXIMATELY, is_rounding_of, real_value
 from dapo.rewards.counts import counts_the_derivation, item_count, stated_count
 from dapo.rewards.disowned import rejected_value, remark_disowns
-from dapo.rewards.exact_numbers import exact_rational
+from dapo.rewards.exact_numbers import DECIMAL_COMMA, exact_rational
 from dapo.rewards.loose_roundings import restates_value
 from dapo.rewards.offered_values import offered_values
 from dapo.rewards.remark_words import (
@@ -56,17 +56,18 @@ _PASSES = 3  # decorations a number sheds from its end, one a pass (_strip_numbe
 VARIABLE_PREFIX = re.compile(r"[A-Za-z](?:_\{?[A-Za-z0-9]{1,8}\}?)? {0,4}= {0,4}")
 GLUED_COMMA = re.compile(r",\\!\s{0,3}")  # 11,\! 111 is one number
 _BRACED_COMMA = re.compile(r" ?\{ ?, ?\} ?")  # 14{,}916 and 14 {, }916
-# LaTeX's decimal comma, 34{,}5 (34.5): a braced comma before other than a group of three digits
-_DECIMAL_COMMA = re.compile(r"(?<=[0-9]) ?\{ ?, ?\} ?(?=[0-9]{1,2}(?![0-9])|[0-9]{4})")
 TEXT_WRAPPED = re.compile(r"\\(?:text|textrm|textbf|textit|mbox|mathrm|textnormal)\{([^{}]{0,200})\}")
 # A number, then one word (bare or in \text{...}, \mathrm{...}) and the end: "34 thousand", "2 \text{ pi}",
 # "34\,\text{thousand}" (LaTeX's spaces between them).
 # No two quantifiers compete for the same whitespace (that backtracked quadratically): linear.
 _ENDS_IN_WORD = re.compile(r"[0-9](?:[\s}{$~]|\\[,;: ])*(?:\\[a-z]+\{\s*)?([A-Za-z]+)\s*(?:\}\s*)?(?:\$\s*)?$")
 _PLAIN_INTEGER = re.compile(r"[+-]?[0-9]+(?:\.0*)?")
-_GROUPED_INTEGER = re.compile(r"[+-]?[0-9]{1,3}(?:[, ][0-9]{3})+(?:\.0*)?")
-_GROUPED_DECIMAL = re.compile(r"[+-]?[0-9]{1,3}(?:[, ][0-9]{3})+\.[0-9]+")  # 1,234.56 and 1\,234.56
-# Whitespace, the first group when it parts two digits ("3 1/2", "1 000")
+# (a first group of 0 is a decimal comma's: 0,125 is no integer)
+_GROUPED_INTEGER = re.compile(r"[+-]?[1-9][0-9]{0,2}(?:[, ][0-9]{3})+(?:\.0*)?")
+_GROUPED_DECIMAL = re.compile(r"[+-]?[1-9][0-9]{0,2}(?:[, ][0-9]{3})+\.[0-9]+")  # 1,234.56 and 1\,234.56
+# Thousands set apart by spaces, in any answer: 1 000/3, 2 000\pi
+_SPACED_THOUSANDS = re.compile(r"(?<![0-9.])[1-9][0-9]{0,2}(?:\s[0-9]{3})+(?![0-9])")
+# Whitespace, the first group when it parts two digits ("3 1/2")
 _WHITESPACE = re.compile(r"(?<=[0-9])(\s+)(?=[0-9])|\s+")
 _SPACED_SIGN = re.compile(r"^([+-])\s+(?=[0-9])")
 # Unambiguous (no two quantifiers compete for the same characters): linear even on 10^5 digits.
@@ -92,7 +93,7 @@ def _strip_number_decorations(answer: str, thousands: bool = False) -> str:
     answer = GLUED_COMMA.sub(",", to_ascii_digits(answer))
     for space in SPACES:
         answer = answer.replace(space, " ")
-    answer = _BRACED_COMMA.sub(",", _DECIMAL_COMMA.sub(".", answer)).strip()
+    answer = _BRACED_COMMA.sub(",", DECIMAL_COMMA.sub(".", answer)).strip()
     prefix = VARIABLE_PREFIX.match(answer)
     if prefix:
         answer = answer[prefix.end() :]
@@ -473,6 +474,7 @@ def plain_number(answer: str, thousands: bool = False) -> str | None:
 
 
 def compact(answer: str) -> str:
-    """``answer`` without whitespace, but for one space where it parts two digits: ``3 1/2``
-    (three and a half) is not ``31/2``."""
+    """``answer`` without whitespace, but for one space where it parts two digits other than a
+    thousands group's: ``3 1/2`` (three and a half) is not ``31/2``; ``1 000/3`` is ``1000/3``."""
+    answer = _SPACED_THOUSANDS.sub(lambda number: "".join(number.group().split()), answer)  # "1 000/3"
     return _WHITESPACE.sub(lambda space: " " if space.group(1) else "", answer)

@@ -326,6 +326,7 @@ def restates(answer: str, remark: str) -> bool:
 _CLOSING_PARENTHESIS = re.compile(r"(?<=[0-9}A-Za-z]) {0,3}\(([^()]{0,400})\)$")
 _CLOSING_OR = re.compile(r"(?<=[0-9}A-Za-z]) {0,3},? {0,3}((?<![A-Za-z])(?:or|\\text\{ {0,3}or {0,3}\})(?![A-Za-z])[^()]{0,400})$")
 _COMMAND_NAME = re.compile(r"\\[A-Za-z]+")
+_PERCENT_SIGN = re.compile(r"\\?%\s{0,3}\$?\s{0,3}$")
 
 
 def without_closing_remark(answer: str) -> str | None:
@@ -356,6 +357,11 @@ def without_closing_remark(answer: str) -> str | None:
         return head.rstrip() if alternative and restates(head, TEXT_WRAPPED.sub(r"\1", alternative.group(1))) else answer
     inside = TEXT_WRAPPED.sub(r"\1", closing.group(1))  # "(\text{about } 0.5)": its words
     head = answer[: len(answer) - len(closing.group(0))].rstrip()
+    if _bare_number(inside) is not None and (value := value_of(head)) is not None:
+        # "\\frac34 (0.75)", "\\frac12 (50\\%)", "\\frac13 (0.333)": the value in another form or rounded,
+        # not a product (math-verify's reading: 9/16); another value is a second answer ("\\frac34 (0.5)")
+        restated = restates(head, inside) or is_rounding_of(inside.strip(" $"), value) or _is_percent_of(inside, head)
+        return head if restated else None
     form = ARITHMETIC.search(inside) and computed_form(inside, head, value_of(head)) is not None  # checked
     is_remark = (states_words(inside) or form or APPROXIMATELY.match(inside) is not None  # "(\\approx \\frac{1}{1})"
                  or _OR_WORD.search(inside) is not None or _RESTATED_AS.match(inside) is not None)
@@ -364,6 +370,17 @@ def without_closing_remark(answer: str) -> str | None:
     if remark_changes_the_number(inside, head):
         return None
     return head if not _OR_WORD.search(inside) or restates(head, inside) else answer
+
+
+def _bare_number(text: str) -> Fraction | None:
+    """The rational number ``text`` is alone (``0.75``, ``$\\frac34$``, ``75\\%`` as 75), else None."""
+    return exact_rational(_PERCENT_SIGN.sub("", text))
+
+
+def _is_percent_of(percent: str, answer: str) -> bool:
+    """Whether ``percent`` (``50\\%``) is ``answer``'s value (``\\frac12``) as a percentage."""
+    value, number = _rational_value(answer), _bare_number(percent)
+    return _PERCENT_SIGN.search(percent) is not None and value is not None and number is not None and 100 * value == number
 
 
 def states_words(remark: str) -> bool:

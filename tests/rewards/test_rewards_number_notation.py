@@ -1,0 +1,42 @@
+"""Answers the verifier paid from a red-team probe of number notation (stop 101): a response paid for a
+value it does not state, often for two unequal ground truths at once. A number in brackets after a value
+restates it or is a second answer, never a factor (``\\frac34 (0.75)`` was read as 9/16, as math-verify
+multiplies it, and refused for 3/4). Rows marked "before:" had the other verdict.
+-- number_forms (without_closing_remark, _bare_number, _is_percent_of).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from dapo.rewards import verify
+
+A = "Let me work through the problem. We count carefully and find the total.\n\n"
+
+CASES: list[tuple[str, str, bool, str]] = [
+    # a number in brackets after a value: the value restated, exactly, rounded or as a percentage
+    (A + "\\boxed{\\frac{3}{4} (0.75)}", "3/4", True, "boxed"),  # before: wrong
+    (A + "\\boxed{\\frac{3}{4} (0.75)}", "9/16", False, "boxed"),  # before: right (the product)
+    (A + "Answer: $\\frac{3}{4}$ (0.75)", "3/4", True, "answer"),  # before: wrong
+    (A + "Answer: 0.5 (1/2)", "1/4", False, "answer"),  # before: right
+    (A + "Answer: 0.75 (3/4)", "3/4", True, "answer"),
+    (A + "Answer: \\frac12 (50\\%)", "1/2", True, "answer"),  # before: wrong
+    (A + "Answer: \\frac12 (50\\%)", "1/4", False, "answer"),  # before: right
+    (A + "Answer: \\frac13 (0.333)", "1/3", True, "answer"),  # before: wrong
+    (A + "Answer: \\sqrt{2} (1.414)", "\\sqrt{2}", True, "answer"),  # before: wrong
+    (A + "Answer: 2\\pi (6.28)", "2\\pi", True, "answer"),  # before: wrong
+    (A + "Answer: 34 (34.0)", "34", True, "answer"),
+    # ... or another value: a second answer
+    (A + "Answer: \\frac{1}{2}(3)", "3/2", False, "answer"),  # before: right
+    (A + "Answer: \\frac34 (0.5)", "3/4", False, "answer"),
+    (A + "Answer: \\frac13 (0.5)", "1/6", False, "answer"),
+    # brackets that are no number alone keep their readings
+    (A + "Answer: \\frac12 (x+1)", "\\frac{x+1}{2}", True, "answer"),  # a product
+    (A + "Answer: 34 (3 cases)", "34", True, "answer"),  # a remark
+    (A + "Answer: 34 (n = 3)", "34", True, "answer"),
+]
+
+
+@pytest.mark.parametrize(("response", "gold", "expected", "extractor"), CASES)
+def test_number_notation(response: str, gold: str, expected: bool, extractor: str) -> None:
+    assert verify(response, gold, extractor)[0] is expected

@@ -1,8 +1,10 @@
 """Answers the verifier paid from a red-team probe of number notation (stop 101): a response paid for a
 value it does not state, often for two unequal ground truths at once. A number in brackets after a value
 restates it or is a second answer, never a factor (``\\frac34 (0.75)`` was read as 9/16, as math-verify
-multiplies it, and refused for 3/4). Rows marked "before:" had the other verdict.
--- number_forms (without_closing_remark, _bare_number, _is_percent_of).
+multiplies it, and refused for 3/4). A tuple for a ground truth that names its values (``x=5, y=2``) is
+read as the tuple names them, or in the gold's order, never as a set. Rows marked "before:" had the other
+verdict.
+-- number_forms (without_closing_remark, _bare_number, _is_percent_of), answer_lists (tuple_as_named).
 """
 
 from __future__ import annotations
@@ -34,6 +36,17 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: \\frac12 (x+1)", "\\frac{x+1}{2}", True, "answer"),  # a product
     (A + "Answer: 34 (3 cases)", "34", True, "answer"),  # a remark
     (A + "Answer: 34 (n = 3)", "34", True, "answer"),
+    # a tuple for a ground truth that names each value: read as it names them, or in the gold's order
+    (A + "Answer: (x, y) = (2, 5)", "x=5, y=2", False, "answer"),  # before: right
+    (A + "Answer: (x, y) = (2, 5)", "x=2, y=5", True, "answer"),
+    (A + "Answer: (y, x) = (5, 2)", "x=2, y=5", True, "answer"),
+    (A + "Answer: (2, 5)", "x=5, y=2", False, "answer"),  # before: right
+    (A + "Answer: $\\left(2, 5\\right)$", "x=2, y=5", True, "answer"),
+    (A + "\\boxed{(7,5,2)}", "x=2, y=5, z=7", False, "boxed"),  # before: right
+    (A + "\\boxed{(2,5,7)}", "x=2, y=5", False, "boxed"),  # three values for two
+    (A + "Answer: (x, y) = (3, \\frac12)", "x=\\frac12, y=3", False, "answer"),  # before: right
+    (A + "Answer: (x, y) = (\\frac12, 3)", "x=\\frac12, y=3", True, "answer"),
+    (A + "Answer: (5, 2)", "(2, 5)", False, "answer"),  # a tuple ground truth: in order, as before
 ]
 
 

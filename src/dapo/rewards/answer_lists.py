@@ -99,6 +99,27 @@ def _unwrap_braces(answer: str) -> str:
     return answer
 
 
+# A tuple of values, and the variables it names: "(2, 5)", "(x, y) = (2, 5)", "\\left(2, 5\\right)"
+_NAMED_TUPLE = re.compile(r"(?:\(\s{0,3}([A-Za-z](?:\s{0,3},\s{0,3}[A-Za-z]){1,8})\s{0,3}\)\s{0,3}=\s{0,3})?"
+                          r"(?:\\left)?\(([^()]{0,400}?)(?:\\right)?\)")
+
+
+def tuple_as_named(pred_items: list[str], gold_items: list[str]) -> list[str]:
+    """A tuple answer, ``(2, 5)`` or ``(x, y) = (2, 5)``, for a ground truth that names each value
+    (``x=5, y=2``): its values named as it names them, or in the gold's order (``x=2, y=5``: wrong),
+    as a list of values when they are not as many (math-verify took a tuple for a set: ``(2, 5)`` was
+    right for ``x=5, y=2``). Any other answer is returned as it is."""
+    gold_labels = _labels(gold_items)
+    named = _NAMED_TUPLE.fullmatch(pred_items[0].strip()) if gold_labels and len(pred_items) == 1 else None
+    if named is None:
+        return pred_items
+    values = _split_top_level(named.group(2), semicolons_only=False)
+    names = [name.strip() for name in named.group(1).split(",")] if named.group(1) else gold_labels
+    if len(names) != len(values) or len(values) != len(gold_labels):
+        return values
+    return [f"{name}={value}" for name, value in zip(names, values)]
+
+
 def quick_list_verdict(pred_items: list[str], gold_items: list[str]) -> bool | None:
     """:func:`quick_verdict` for a list / set ground truth: integer lists compare as sets (as
     multisets when the gold repeats an item and the answer lists several, roots with their

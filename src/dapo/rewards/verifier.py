@@ -58,7 +58,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from dapo.rewards.answer_lists import answer_items, join_items, quick_list_verdict
+from dapo.rewards.answer_lists import answer_items, join_items, quick_list_verdict, tuple_as_named
 from dapo.rewards.answer_text import Extracted, bound_response, clean_answer
 from dapo.rewards.counts import item_count
 from dapo.rewards.equivalence import quick_verdict
@@ -234,6 +234,7 @@ def prepare(
         pred_items = _list_answer(extracted)
         if pred_items is None:  # "\\boxed{34, 5} (or 35)", "(3 solutions)": another answer
             return Prepared(join_items(_stated_items(extracted)), join_items(gold_items), verdict=False)
+        pred_items = tuple_as_named(pred_items, gold_items)  # "(x, y) = (2, 5)" for "x=5, y=2"
         verdict = quick_list_verdict(pred_items, gold_items)
         return Prepared(join_items(pred_items), join_items(gold_items), verdict)
     # a remark in the gold too: the answer's is compared with it

@@ -4,7 +4,7 @@ restates it or is a second answer, never a factor (``\\frac34 (0.75)`` was read 
 multiplies it, and refused for 3/4). A tuple for a ground truth that names its values (``x=5, y=2``) is
 read as the tuple names them, or in the gold's order, never as a set. Rows marked "before:" had the other
 verdict.
--- number_forms (without_closing_remark, _bare_number, _is_percent_of), answer_lists (tuple_as_named).
+-- number_forms (without_closing_remark, _bare_number, _restated_in_brackets), answer_lists (tuple_as_named).
 """
 
 from __future__ import annotations
@@ -28,7 +28,16 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: \\sqrt{2} (1.414)", "\\sqrt{2}", True, "answer"),  # before: wrong
     (A + "Answer: 2\\pi (6.28)", "2\\pi", True, "answer"),  # before: wrong
     (A + "Answer: 34 (34.0)", "34", True, "answer"),
+    (A + "Answer: \\frac{3}{4} (0.8)", "3/4", True, "answer"),  # rounded half up
+    (A + "Answer: \\frac{1}{3} (33.3\\%)", "1/3", True, "answer"),
+    (A + "Answer: 2\\frac{1}{2} (2.5)", "\\frac{5}{2}", True, "answer"),  # a mixed number's value
+    (A + "Answer: 25 (25\\%)", "25", True, "answer"),  # the unit named
     # ... or another value: a second answer
+    (A + "Answer: \\frac{3}{4} (3/5)", "3/4", False, "answer"),  # a fraction near it: no rounding
+    (A + "Answer: \\frac{1}{3} (0)", "1/3", False, "answer"),
+    (A + "Answer: 2\\pi (6)", "2\\pi", False, "answer"),
+    (A + "Answer: \\frac{3}{4} (0.7)", "3/4", False, "answer"),  # at a tie, cut short
+    (A + "Answer: \\frac{1}{4} (0.25\\%)", "1/4", False, "answer"),  # the percent sign counts
     (A + "Answer: \\frac{1}{2}(3)", "3/2", False, "answer"),  # before: right
     (A + "Answer: \\frac34 (0.5)", "3/4", False, "answer"),
     (A + "Answer: \\frac13 (0.5)", "1/6", False, "answer"),

@@ -26,8 +26,9 @@ _DECIMAL = re.compile(rf"([+-]?)({_DIGITS})(?:\.({_DIGITS}))?")
 # \frac{a}{b} (\dfrac, \tfrac; \frac12 with one-digit arguments unbraced) or a/b
 _FRACTION = re.compile(r"([+-]?)\\[dt]?frac(?:\{([+-]?[0-9]{1,50})\}|([0-9]))(?:\{([+-]?[0-9]{1,50})\}|([0-9]))"
                        r"|([+-]?[0-9]{1,50})/([+-]?[0-9]{1,50})")
-# A mixed number in plain text, "2 1/2" (2 and a half; LaTeX's 2\frac12 is read elsewhere)
-_MIXED = re.compile(r"([+-]?)([0-9]{1,50}) ([0-9]{1,50})/([0-9]{1,50})")
+# A mixed number, "2 1/2" or "2\frac{1}{2}" (2 and a half, as math-verify reads it too)
+_MIXED = re.compile(r"([+-]?)([0-9]{1,50})(?: ([0-9]{1,50})/([0-9]{1,50})"
+                    r"|\\[dt]?frac(?:\{([0-9]{1,50})\}|([0-9]))(?:\{([0-9]{1,50})\}|([0-9])))")
 # Math delimiters and sizing, and spaces that do not separate digits ("1 2" is not 12).
 # \left. and \right. are invisible delimiters ("\left. 34 \right." is 34, not .34).
 _NOISE = re.compile(r"\$|\\left(?![A-Za-z])\.?|\\right(?![A-Za-z])\.?|(?<![0-9])\s+|\s+(?![0-9])")
@@ -41,7 +42,7 @@ def _number_text(answer: str) -> str:
 
 
 def exact_rational(answer: str) -> Fraction | None:
-    """The rational number ``answer`` states exactly (``-12.5``, ``\\frac{3}{4}``, ``7/2``, ``2 1/2``,
+    """The rational number ``answer`` states exactly (``-12.5``, ``\\frac{3}{4}``, ``7/2``, ``2 1/2``, ``2\\frac12``,
     ``0.1\\overline{6}``), or None (an expression, a unit, an irrational number, a long numeral)."""
     text = _number_text(answer)
     if len(text) > 120:
@@ -63,9 +64,13 @@ def exact_rational(answer: str) -> Fraction | None:
             return None
         value = Fraction(int(numerator), int(denominator))
         return -value if sign == "-" else value
-    if (mixed := _MIXED.fullmatch(text)) is not None and 0 < int(mixed.group(3)) < int(mixed.group(4)):
-        value = int(mixed.group(2)) + Fraction(int(mixed.group(3)), int(mixed.group(4)))
-        return -value if mixed.group(1) == "-" else value
+    if (mixed := _MIXED.fullmatch(text)) is not None:
+        sign, whole, plain_top, plain_bottom, braced_top, top, braced_bottom, bottom = mixed.groups()
+        numerator = int(plain_top or braced_top or top)
+        denominator = int(plain_bottom or braced_bottom or bottom)
+        if 0 < numerator < denominator:
+            value = int(whole) + Fraction(numerator, denominator)
+            return -value if sign == "-" else value
     return None
 
 
@@ -102,7 +107,7 @@ def _is_or_rounds(stated: Fraction, places: int | None, value: Fraction) -> bool
     """The rule of the module, for one side: ``stated`` (given with ``places`` decimal places, None when
     not a plain decimal) is ``value`` exactly, or rounds it to at least :data:`MIN_ROUNDED_DECIMALS` places."""
     return stated == value or (places is not None and places >= MIN_ROUNDED_DECIMALS
-                               and _rounds_to(value, places, stated))
+                               and rounds_to(value, places, stated))
 
 
 def _decimal_places(answer: str) -> int | None:
@@ -111,7 +116,8 @@ def _decimal_places(answer: str) -> int | None:
     return len(decimal.group(3) or "") if decimal is not None else None
 
 
-def _rounds_to(value: Fraction, places: int, rounded: Fraction) -> bool:
+def rounds_to(value: Fraction, places: int, rounded: Fraction) -> bool:
+    """Whether ``rounded`` is ``value`` rounded to ``places`` decimal places (half up or half to even)."""
     with localcontext() as context:  # enough digits for every place a decimal gives (<= 50)
         context.prec = 200
         quantum = Decimal(1).scaleb(-places)

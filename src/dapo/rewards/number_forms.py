@@ -26,7 +26,7 @@ from dapo.rewards.alternatives import NUMBER_OR_THOUSANDS, NUMBER_TOKEN, compute
 from dapo.rewards.approximations import APPROXIMATELY, is_rounding_of, real_value
 from dapo.rewards.counts import counts_the_derivation, item_count, stated_count
 from dapo.rewards.disowned import rejected_value, remark_disowns
-from dapo.rewards.exact_numbers import DECIMAL_COMMA, exact_rational
+from dapo.rewards.exact_numbers import DECIMAL_COMMA, exact_rational, rounds_to
 from dapo.rewards.loose_roundings import restates_value
 from dapo.rewards.offered_values import offered_values
 from dapo.rewards.remark_words import (
@@ -360,8 +360,7 @@ def without_closing_remark(answer: str) -> str | None:
     if _bare_number(inside) is not None and (value := value_of(head)) is not None:
         # "\\frac34 (0.75)", "\\frac12 (50\\%)", "\\frac13 (0.333)": the value in another form or rounded,
         # not a product (math-verify's reading: 9/16); another value is a second answer ("\\frac34 (0.5)")
-        restated = restates(head, inside) or is_rounding_of(inside.strip(" $"), value) or _is_percent_of(inside, head)
-        return head if restated else None
+        return head if _restated_in_brackets(inside, head, value) else None
     form = ARITHMETIC.search(inside) and computed_form(inside, head, value_of(head)) is not None  # checked
     is_remark = (states_words(inside) or form or APPROXIMATELY.match(inside) is not None  # "(\\approx \\frac{1}{1})"
                  or _OR_WORD.search(inside) is not None or _RESTATED_AS.match(inside) is not None)
@@ -377,10 +376,27 @@ def _bare_number(text: str) -> Fraction | None:
     return exact_rational(_PERCENT_SIGN.sub("", text))
 
 
-def _is_percent_of(percent: str, answer: str) -> bool:
-    """Whether ``percent`` (``50\\%``) is ``answer``'s value (``\\frac12``) as a percentage."""
-    value, number = _rational_value(answer), _bare_number(percent)
-    return _PERCENT_SIGN.search(percent) is not None and value is not None and number is not None and 100 * value == number
+def _restated_in_brackets(number: str, answer: str, value: Fraction | Decimal) -> bool:
+    """Whether ``number``, alone in brackets after ``answer`` (whose value is ``value``), restates it:
+    the value in another form (``\\frac34 (0.75)``, ``0.75 (3/4)``, ``2^{10} (1024)``), a decimal that
+    rounds it (``\\frac13 (0.333)``, ``\\sqrt2 (1.414)``; not ``(0.7)`` for 3/4, nor a fraction or an
+    integer near it), or its percentage, exact or so rounded (``\\frac12 (50\\%)``, ``\\frac13 (33.3\\%)``;
+    not ``\\frac14 (0.25\\%)``; ``25 (25\\%)`` only names the unit)."""
+    digits = _PERCENT_SIGN.sub("", number).strip(" $")
+    if _PERCENT_SIGN.search(number) is None:
+        return restates(answer, number) or ("." in digits and _rounds(value, digits))
+    if digits == answer.strip(" $"):
+        return True
+    stated = exact_rational(digits)
+    return stated is not None and (stated == 100 * value or ("." in digits and _rounds(100 * value, digits)))
+
+
+def _rounds(value: Fraction | Decimal, decimal: str) -> bool:
+    """Whether ``decimal`` is ``value`` rounded to the places it gives (a computed value: within its margin)."""
+    if isinstance(value, Decimal):
+        return is_rounding_of(decimal, value)
+    stated = exact_rational(decimal)
+    return stated is not None and rounds_to(value, len(decimal.partition(".")[2]), stated)
 
 
 def states_words(remark: str) -> bool:

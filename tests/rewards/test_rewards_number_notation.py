@@ -2,9 +2,11 @@
 value it does not state, often for two unequal ground truths at once. A number in brackets after a value
 restates it or is a second answer, never a factor (``\\frac34 (0.75)`` was read as 9/16, as math-verify
 multiplies it, and refused for 3/4). A tuple for a ground truth that names its values (``x=5, y=2``) is
-read as the tuple names them, or in the gold's order, never as a set. Rows marked "before:" had the other
-verdict.
--- number_forms (without_closing_remark, _bare_number, _restated_in_brackets), answer_lists (tuple_as_named).
+read as the tuple names them, or in the gold's order, never as a set. A decimal (or scientific literal) that
+math-verify pays must be the other side's value rounded to its places, never 0 for a value that is not.
+Rows marked "before:" had the other verdict.
+-- number_forms (without_closing_remark, _bare_number, _restated_in_brackets), answer_lists (tuple_as_named),
+math_verify_call (_decimal_holds, _expanded).
 """
 
 from __future__ import annotations
@@ -56,6 +58,26 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: (x, y) = (3, \\frac12)", "x=\\frac12, y=3", False, "answer"),  # before: right
     (A + "Answer: (x, y) = (\\frac12, 3)", "x=\\frac12, y=3", True, "answer"),
     (A + "Answer: (5, 2)", "(2, 5)", False, "answer"),  # a tuple ground truth: in order, as before
+    # a decimal states its value to its places: math-verify rounded both sides to 6, so tiny values were equal
+    (A + "Answer: 0.0", "\\frac{1}{6^{10}}", False, "answer"),  # before: right
+    (A + "\\boxed{0.000000}", "\\binom{52}{5}^{-1}", False, "boxed"),  # before: right
+    (A + "\\boxed{0.000000}", "0", True, "boxed"),
+    (A + "Answer: 0.0000003", "10^{-9}", False, "answer"),  # before: right
+    (A + "Answer: 0.0000003", "\\frac{1}{3000000}", True, "answer"),
+    (A + "Answer: 10^{-9}", "0.0000001", False, "answer"),  # before: right (the ground truth's side)
+    (A + "Answer: 10^{-9}", "0.000000001", True, "answer"),
+    (A + "Answer: 2e-8", "10^{-7}", False, "answer"),  # before: right
+    (A + "Answer: 1.5 \\times 10^{-6}", "0.0000016", False, "answer"),  # before: right
+    (A + "Answer: 1.6 \\times 10^{-6}", "\\frac{3}{2000000}", False, "answer"),  # before: right
+    (A + "Answer: 1.5 \\times 10^{-6}", "\\frac{3}{2000000}", True, "answer"),
+    (A + "Answer: 3.85 \\times 10^{-7}", "\\frac{1}{2598960}", True, "answer"),  # before: wrong
+    (A + "Answer: 0.0000000165", "\\frac{1}{6^{10}}", True, "answer"),
+    (A + "Answer: 0.00000001654", "\\frac{1}{6^{10}}", True, "answer"),  # 1.65381...e-8 rounded
+    (A + "Answer: 0.00000001653", "\\frac{1}{6^{10}}", False, "answer"),  # an answer cut short: not its value
+    (A + "Answer: \\sqrt{17}", "4.123105625617661", True, "answer"),  # a ground truth rounded
+    (A + "Answer: \\pi", "3.1415926", True, "answer"),  # ... or cut short (3.1415927 rounded)
+    (A + "Answer: \\sqrt{2}", "1.4142136", True, "answer"),
+    (A + "Answer: 0.0", "\\sin 0", True, "answer"),  # 0 stated for 0
 ]
 
 

@@ -9,11 +9,16 @@ from __future__ import annotations
 import logging
 import re
 from decimal import Decimal
+from fractions import Fraction
 
+from dapo.rewards.exact_numbers import rounds_to
 from dapo.rewards.number_forms import is_plain_number
 
 MAX_MATH_CHARS = 1000  # longer answers are not parsed at all (and count as wrong)
-_SCIENTIFIC = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE]([+-]?[0-9]{1,6})")
+# 1e3, -2.5E-2, 1.5 \times 10^{-6}, 1.5\cdot10^3: the mantissa, and the exponent (group 3)
+_SCIENTIFIC = re.compile(r"\$?\s{0,3}([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(?:[eE]|\s{0,3}(\\times|\\cdot)\s{0,3}10\^)"
+                         r"\{?([+-]?[0-9]{1,6})\}?\s{0,3}\$?")
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
 
 
 def silence_math_verify_logging() -> None:
@@ -42,16 +47,53 @@ def math_equal(pred: str, ground_truth: str) -> bool:
         return False
     if is_plain_number(pred) and _is_irrational(gold[0]):
         return False
-    return bool(verify(gold, target, timeout_seconds=None))
+    if not verify(gold, target, timeout_seconds=None):
+        return False
+    # math-verify rounds both sides to 6 places: 0.0 equals 1/6^10, 10^{-9} equals 0.0000001
+    return _decimal_holds(pred, gold[0], truncated=False) and _decimal_holds(ground_truth, target[0], truncated=True)
+
+
+def _decimal_holds(answer: str, other: object, truncated: bool) -> bool:
+    """False when ``answer`` is a decimal (``0.000000``, ``2e-8``, ``1.5 \\times 10^{-6}``) that is not
+    ``other``'s value (math-verify's parse of the other side) rounded to the places it gives (or, with
+    ``truncated``, cut there: a ground truth may be), or is 0 for a value that is not: a decimal states
+    no more than its places. True for anything else (no decimal, or a value not computed here)."""
+    decimal = _expanded(answer).strip().strip("$").strip()
+    if _DECIMAL.fullmatch(decimal) is None:
+        return True
+    value = _exact_value(other)
+    if value is None:
+        return True
+    stated, places = Fraction(Decimal(decimal)), len(decimal.partition(".")[2])
+    if stated == value:
+        return True
+    if stated == 0:
+        return False  # "0.000000" for 1/2598960
+    cut = Fraction(int(value * 10**places), 10**places)  # toward zero
+    return rounds_to(value, places, stated) or (truncated and cut == stated)
+
+
+def _exact_value(parsed: object) -> Fraction | None:
+    """The value of math-verify's parse, exact for a rational number, else to 60 digits; None when it is
+    not a real number."""
+    if getattr(parsed, "is_Rational", False):
+        return Fraction(int(parsed.p), int(parsed.q))  # type: ignore[attr-defined]
+    if getattr(parsed, "is_number", False) is not True or getattr(parsed, "is_real", None) is not True:
+        return None
+    try:
+        return Fraction(Decimal(str(parsed.evalf(60))))  # type: ignore[attr-defined]
+    except (ArithmeticError, ValueError, TypeError):
+        return None
 
 
 def _expanded(answer: str) -> str:
-    """A scientific literal (``1e3``, ``-2.5E-2``) written out (``1000``, ``-0.025``): math-verify
-    reads ``1e3`` as 1 x e x 3, Euler's number, equal to ``3e``. Exponents past 100 stay as written."""
+    """A scientific literal (``1e3``, ``-2.5E-2``, ``1.5 \\times 10^{-6}``) written out (``1000``,
+    ``-0.025``, ``0.0000015``): math-verify reads ``1e3`` as 1 x e x 3, Euler's number, equal to ``3e``.
+    Exponents past 100 stay as written."""
     match = _SCIENTIFIC.fullmatch(answer.strip())
-    if match is None or abs(int(match.group(1))) > 100:
+    if match is None or abs(int(match.group(3))) > 100:
         return answer
-    text = format(Decimal(answer.strip()), "f")
+    text = format(Decimal(f"{match.group(1)}e{match.group(3)}"), "f")
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 

@@ -5,8 +5,11 @@ multiplies it, and refused for 3/4). A tuple for a ground truth that names its v
 read as the tuple names them, or in the gold's order, never as a set. A decimal (or scientific literal) that
 math-verify pays must be the other side's value rounded to its places, never 0 for a value that is not.
 Rows marked "before:" had the other verdict.
+Unicode fractions are read (``3½`` is 3\\frac{1}{2}), and a number before a unit or percent sign is compared
+as the number (``3 1/2 hours``).
 -- number_forms (without_closing_remark, _bare_number, _restated_in_brackets), answer_lists (tuple_as_named),
-math_verify_call (_decimal_holds, _expanded).
+math_verify_call (_decimal_holds, _expanded), unicode_math (_VULGAR_FRACTIONS, _SCRIPT_FRACTION),
+equivalence (_number_without_unit).
 """
 
 from __future__ import annotations
@@ -78,6 +81,19 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: \\pi", "3.1415926", True, "answer"),  # ... or cut short (3.1415927 rounded)
     (A + "Answer: \\sqrt{2}", "1.4142136", True, "answer"),
     (A + "Answer: 0.0", "\\sin 0", True, "answer"),  # 0 stated for 0
+    # Unicode fractions are read (the ½ of 3½ was dropped: paid for 3)
+    (A + "Answer: 3½", "3", False, "answer"),  # before: right
+    (A + "Answer: 3½", "7/2", True, "answer"),  # before: wrong
+    (A + "Answer: 3¹⁄₂", "7/2", True, "answer"),  # before: wrong
+    (A + "\\boxed{⅓}", "\\frac13", True, "boxed"),
+    (A + "Answer: “34”", "34", True, "answer"),  # quotation marks show the answer
+    # a mixed number before a unit or percent sign (math-verify read 3 1/2 hours as (3+1)/2)
+    (A + "Answer: 3 1/2 hours", "2", False, "answer"),  # before: right
+    (A + "Answer: 3 1/2 hours", "7/2", True, "answer"),  # before: wrong
+    (A + "Answer: 3 1/2 hours", "3.5 \\text{ hours}", True, "answer"),  # before: wrong
+    (A + "Answer: 12 1/2 %", "12.5", True, "answer"),  # before: wrong
+    (A + "Answer: 1/2\\%", "50", False, "answer"),  # before: right (1/(2%))
+    (A + "Answer: 50\\%", "1/2", False, "answer"),  # before: right; a percentage is its number
 ]
 
 

@@ -31,7 +31,7 @@ from decimal import Decimal, InvalidOperation
 from dapo.rewards.answer_lists import answer_items as answer_items
 from dapo.rewards.answer_lists import join_items as join_items
 from dapo.rewards.answer_lists import quick_list_verdict as quick_list_verdict
-from dapo.rewards.exact_numbers import is_repeating_decimal, rational_verdict
+from dapo.rewards.exact_numbers import exact_rational, is_repeating_decimal, rational_verdict
 from dapo.rewards.math_verify_call import MAX_MATH_CHARS
 from dapo.rewards.math_verify_call import math_equal as math_equal
 from dapo.rewards.math_verify_call import silence_math_verify_logging as silence_math_verify_logging
@@ -45,9 +45,11 @@ from dapo.rewards.number_forms import (
     ends_in_a_word_that_is_not_a_unit,
     is_plain_number,
     plain_number,
+    remark_changes_the_number,
 )
 from dapo.rewards.number_forms import starts_with_scale_word as starts_with_scale_word
 from dapo.rewards.unit_suffix import SCALE_WORDS as SCALE_WORDS
+from dapo.rewards.unit_suffix import strip_unit_suffix
 
 _WORDS = re.compile(r"[A-Za-z]{2,40}(?:[ '-]{1,3}[A-Za-z]{1,40}){0,8}")
 
@@ -72,6 +74,9 @@ _CHOICE_LETTER = re.compile(r"\s{0,3}(?:\\(?:textbf|text|mathrm|mathbf)\{\s{0,3}
                             r"(?:\(([A-E])\)|([A-E])(?=[.:]\s|[.:]?\s{0,3}\}?\s{0,3}$))")
 # "1, 2, \ldots, 34", "1 + 2 + \cdots + 34", "1, 2, ..., 34", and one that goes on: "34, \ldots"
 _ENUMERATION = re.compile(r"[,+]\s{0,3}(?:\\[lc]?dots(?![A-Za-z])|\.\.\.|\u2026)\s{0,3}(?:[,+]|\\?\}?\s{0,3}$)")
+
+
+_PERCENT_SIGN = re.compile(r"\s{0,3}\\?%\s{0,3}$")
 
 
 def _braced_fraction(match: re.Match[str]) -> str:
@@ -155,13 +160,22 @@ def quick_verdict(pred: str, ground_truth: str) -> bool | None:
     if pred_number is not None and gold_number is not None:  # 12.5 and 12.50, 12.5\% and 12.5
         with contextlib.suppress(InvalidOperation):  # an exponent past 10^18 digits: math-verify's
             return Decimal(pred_number) == Decimal(gold_number)
-    rational = rational_verdict(pred, ground_truth)  # 0.\overline{3} and \frac13; not 0.5000001 and \frac12
+    # 0.\overline{3} and \frac13, not 0.5000001 and \frac12; "3 1/2 hours" and 3.5, not 2 (math-verify's (3+1)/2)
+    rational = rational_verdict(_number_without_unit(pred), _number_without_unit(ground_truth))
     if rational is not None:
         return rational
     pred_word, gold_word = _word_answer(pred), _word_answer(ground_truth)
     if pred_word and gold_word:  # math-verify reads "seat" as s*e*a*t, which equals "east"
         return pred_word == gold_word
     return None
+
+
+def _number_without_unit(answer: str) -> str:
+    """``answer`` without the unit or percent sign after its number when what is left is a rational
+    number (``3 1/2 hours``, ``12 1/2\\%``: ``3 1/2``, ``12 1/2``; a percentage is compared as its number,
+    ``50\\%`` is not ``\\frac12``), else ``answer``."""
+    number = _PERCENT_SIGN.sub("", strip_unit_suffix(answer, remark_changes_the_number)).strip()
+    return number if exact_rational(number) is not None else answer
 
 
 def _word_answer(answer: str) -> str | None:

@@ -5,6 +5,8 @@ still unknown after this is left for :mod:`~dapo.rewards.unread` to find."""
 from __future__ import annotations
 
 import re
+import unicodedata
+from fractions import Fraction
 
 _UNICODE_OPERATORS = {"×": "\\times ", "·": "\\cdot ", "⋅": "\\cdot ", "∙": "\\cdot ", "÷": "\\div ",
                       "±": "\\pm ", "∓": "\\mp ", "π": "\\pi ", "∞": "\\infty ", "≈": "\\approx ",
@@ -26,15 +28,22 @@ _SUBSCRIPT_RUN = re.compile("[₀₁₂₃₄₅₆₇₈₉₊₋₍₎]+")
 # a root sign and what it covers: a number or name, a parenthesis, or braces ("√3", "√(x+1)")
 _ROOT = re.compile(r"([√∛∜]) {0,3}([0-9A-Za-z.]{1,100}|\([^()]{0,200}\)|\{[^{}]{0,200}\})?")
 _ROOT_INDEX = {"√": "", "∛": "[3]", "∜": "[4]"}
+# vulgar fractions, "3½" a mixed number (3\frac{1}{2}), and "³⁄₄" written with super- and subscripts
+_VULGAR_FRACTIONS = {char: "\\frac{{{}}}{{{}}}".format(*Fraction(unicodedata.numeric(char)).limit_denominator(10).as_integer_ratio())
+                     for char in "½⅓⅔¼¾⅕⅖⅗⅘⅙⅚⅐⅛⅜⅝⅞⅑⅒"}
+_REPLACEMENTS = _UNICODE_OPERATORS | _VULGAR_FRACTIONS
+_SCRIPT_FRACTION = re.compile("([⁰¹²³⁴⁵⁶⁷⁸⁹]+)⁄([₀₁₂₃₄₅₆₇₈₉]+)")
 
 
 def unicode_math_to_latex(answer: str) -> str:
-    """``34·2`` -> ``34\\cdot 2``, ``34²`` -> ``34^{2}``, ``2√3`` -> ``2\\sqrt{3}``, ``x₁`` -> ``x_{1}``:
+    """``34·2`` -> ``34\\cdot 2``, ``34²`` -> ``34^{2}``, ``2√3`` -> ``2\\sqrt{3}``, ``x₁`` -> ``x_{1}``, ``3½`` -> ``3\\frac{1}{2}``:
     the operators, powers, indices and roots of Unicode as LaTeX (ASCII text is returned as is)."""
     if answer.isascii():
         return answer
+    answer = _SCRIPT_FRACTION.sub(lambda m: f"\\frac{{{m.group(1).translate(_SUPERSCRIPTS)}}}"
+                                            f"{{{m.group(2).translate(_SUBSCRIPTS)}}}", answer)
     answer = _ROOT.sub(lambda m: f"\\sqrt{_ROOT_INDEX[m.group(1)]}{{{(m.group(2) or '').strip('(){}')}}}"
                        if m.group(2) else f"\\sqrt{_ROOT_INDEX[m.group(1)]}", answer)
     answer = _SUPERSCRIPT_RUN.sub(lambda m: "^{" + m.group(0).translate(_SUPERSCRIPTS) + "}", answer)
     answer = _SUBSCRIPT_RUN.sub(lambda m: "_{" + m.group(0).translate(_SUBSCRIPTS) + "}", answer)
-    return "".join(_UNICODE_OPERATORS.get(char, char) for char in answer)
+    return "".join(_REPLACEMENTS.get(char, char) for char in answer)

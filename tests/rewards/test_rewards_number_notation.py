@@ -9,7 +9,7 @@ Unicode fractions are read (``3½`` is 3\\frac{1}{2}), and a number before a uni
 as the number (``3 1/2 hours``).
 -- number_forms (without_closing_remark, _bare_number, _restated_in_brackets), answer_lists (tuple_as_named),
 math_verify_call (_decimal_holds, _expanded), unicode_math (_VULGAR_FRACTIONS, _SCRIPT_FRACTION),
-equivalence (_number_without_unit).
+equivalence (_number_without_unit, _SIDE_BY_SIDE), number_forms (_TOLERANCE).
 """
 
 from __future__ import annotations
@@ -94,6 +94,15 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 12 1/2 %", "12.5", True, "answer"),  # before: wrong
     (A + "Answer: 1/2\\%", "50", False, "answer"),  # before: right (1/(2%))
     (A + "Answer: 50\\%", "1/2", False, "answer"),  # before: right; a percentage is its number
+    # two numbers side by side, and a tolerance, are no one value (math-verify added them, or read the tolerance)
+    (A + "Answer: 12 34", "46", False, "answer"),  # before: right
+    (A + "Answer: 12\\,34", "46", False, "answer"),  # before: right
+    (A + "Answer: 3 \\quad 4", "7", False, "answer"),  # before: right
+    (A + "Answer: {3}{4}", "7", False, "answer"),  # before: right
+    (A + "Answer: 12\\,345", "12345", True, "answer"),  # thousands
+    (A + "Answer: 1 000.5", "1000.50", True, "answer"),
+    (A + "Answer: 34 (\\pm 1)", "1", False, "answer"),  # before: right
+    (A + "Answer: 34 (+/- 1)", "34", False, "answer"),
 ]
 
 

@@ -43,6 +43,7 @@ from dapo.rewards.number_forms import (
     compact,
     ends_in_a_scale_word,
     ends_in_a_word_that_is_not_a_unit,
+    is_grouped_number,
     is_plain_number,
     plain_number,
     remark_changes_the_number,
@@ -76,6 +77,10 @@ _CHOICE_LETTER = re.compile(r"\s{0,3}(?:\\(?:textbf|text|mathrm|mathbf)\{\s{0,3}
 _ENUMERATION = re.compile(r"[,+]\s{0,3}(?:\\[lc]?dots(?![A-Za-z])|\.\.\.|\u2026)\s{0,3}(?:[,+]|\\?\}?\s{0,3}$)")
 
 
+# Two numbers side by side, set apart by spacing alone or each in its braces
+_NUMBER = r"[+-]?[0-9]{1,50}(?:\.[0-9]{1,50})?"
+_SIDE_BY_SIDE = re.compile(rf"\$?\s*(?:{_NUMBER}(?:\s|~|\\[,;: ]|\\q?quad(?![A-Za-z])|\\text\{{\s*\}})+{_NUMBER}"
+                           rf"|\{{\s*{_NUMBER}\s*\}}\s*\{{\s*{_NUMBER}\s*\}})\s*\$?")
 _PERCENT_SIGN = re.compile(r"\s{0,3}\\?%\s{0,3}$")
 
 
@@ -152,6 +157,8 @@ def quick_verdict(pred: str, ground_truth: str) -> bool | None:
         return True
     if len(pred) > MAX_MATH_CHARS or len(ground_truth) > MAX_MATH_CHARS:
         return False
+    if _SIDE_BY_SIDE.fullmatch(pred) and not is_grouped_number(pred):
+        return False  # "12 34", "3 \quad 4", "{3}{4}": two numbers, no operator (math-verify added them)
     if states_more_values(pred) and not states_more_values(ground_truth):
         return False  # "34 \to 35", "1, 2, \ldots, 34": math-verify reads the last number alone
     if ends_in_a_scale_word(pred) and not ends_in_a_scale_word(ground_truth):

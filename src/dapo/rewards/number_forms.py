@@ -326,6 +326,7 @@ def restates(answer: str, remark: str) -> bool:
 _CLOSING_PARENTHESIS = re.compile(r"(?<=[0-9}A-Za-z]) {0,3}\(([^()]{0,400})\)$")
 _CLOSING_OR = re.compile(r"(?<=[0-9}A-Za-z]) {0,3},? {0,3}((?<![A-Za-z])(?:or|\\text\{ {0,3}or {0,3}\})(?![A-Za-z])[^()]{0,400})$")
 _COMMAND_NAME = re.compile(r"\\[A-Za-z]+")
+_TOLERANCE = re.compile(r"\s{0,3}\$?\s{0,3}(?:\\pm|\\mp|±|∓|\+/-|\+-)\s{0,3}[0-9]")
 _PERCENT_SIGN = re.compile(r"\\?%\s{0,3}\$?\s{0,3}$")
 
 
@@ -357,6 +358,8 @@ def without_closing_remark(answer: str) -> str | None:
         return head.rstrip() if alternative and restates(head, TEXT_WRAPPED.sub(r"\1", alternative.group(1))) else answer
     inside = TEXT_WRAPPED.sub(r"\1", closing.group(1))  # "(\text{about } 0.5)": its words
     head = answer[: len(answer) - len(closing.group(0))].rstrip()
+    if _TOLERANCE.match(inside):
+        return None  # "34 (\\pm 1)": values within a tolerance, 33 to 35 (math-verify read 1)
     if _bare_number(inside) is not None and (value := value_of(head)) is not None:
         # "\\frac34 (0.75)", "\\frac12 (50\\%)", "\\frac13 (0.333)": the value in another form or rounded,
         # not a product (math-verify's reading: 9/16); another value is a second answer ("\\frac34 (0.5)")

@@ -36,6 +36,7 @@ from dapo.rewards.math_verify_call import MAX_MATH_CHARS
 from dapo.rewards.math_verify_call import math_equal as math_equal
 from dapo.rewards.math_verify_call import silence_math_verify_logging as silence_math_verify_logging
 from dapo.rewards.number_forms import (
+    PERCENT_SIGN,
     SPACES,
     TEXT_WRAPPED,
     canonical_integer,
@@ -81,7 +82,6 @@ _ENUMERATION = re.compile(r"[,+]\s{0,3}(?:\\[lc]?dots(?![A-Za-z])|\.\.\.|\u2026)
 _NUMBER = r"[+-]?[0-9]{1,50}(?:\.[0-9]{1,50})?"
 _SIDE_BY_SIDE = re.compile(rf"\$?\s*(?:{_NUMBER}(?:\s|~|\\[,;: ]|\\q?quad(?![A-Za-z])|\\text\{{\s*\}})+{_NUMBER}"
                            rf"|\{{\s*{_NUMBER}\s*\}}\s*\{{\s*{_NUMBER}\s*\}})\s*\$?")
-_PERCENT_SIGN = re.compile(r"\s{0,3}\\?%\s{0,3}$")
 
 
 def _braced_fraction(match: re.Match[str]) -> str:
@@ -181,7 +181,7 @@ def _number_without_unit(answer: str) -> str:
     """``answer`` without the unit or percent sign after its number when what is left is a rational
     number (``3 1/2 hours``, ``12 1/2\\%``: ``3 1/2``, ``12 1/2``; a percentage is compared as its number,
     ``50\\%`` is not ``\\frac12``), else ``answer``."""
-    number = _PERCENT_SIGN.sub("", strip_unit_suffix(answer, remark_changes_the_number)).strip()
+    number = PERCENT_SIGN.sub("", strip_unit_suffix(answer, remark_changes_the_number)).strip()
     return number if exact_rational(number) is not None else answer
 
 

@@ -327,7 +327,7 @@ _CLOSING_PARENTHESIS = re.compile(r"(?<=[0-9}A-Za-z]) {0,3}\(([^()]{0,400})\)$")
 _CLOSING_OR = re.compile(r"(?<=[0-9}A-Za-z]) {0,3},? {0,3}((?<![A-Za-z])(?:or|\\text\{ {0,3}or {0,3}\})(?![A-Za-z])[^()]{0,400})$")
 _COMMAND_NAME = re.compile(r"\\[A-Za-z]+")
 _TOLERANCE = re.compile(r"\s{0,3}\$?\s{0,3}(?:\\pm|\\mp|±|∓|\+/-|\+-)\s{0,3}[0-9]")
-_PERCENT_SIGN = re.compile(r"\\?%\s{0,3}\$?\s{0,3}$")
+PERCENT_SIGN = re.compile(r"\s{0,3}\\?%\s{0,3}\$?\s{0,3}$")  # closing an answer: "50\\%", "$50\\%$"
 
 
 def without_closing_remark(answer: str) -> str | None:
@@ -376,7 +376,7 @@ def without_closing_remark(answer: str) -> str | None:
 
 def _bare_number(text: str) -> Fraction | None:
     """The rational number ``text`` is alone (``0.75``, ``$\\frac34$``, ``75\\%`` as 75), else None."""
-    return exact_rational(_PERCENT_SIGN.sub("", text))
+    return exact_rational(PERCENT_SIGN.sub("", text))
 
 
 def _restated_in_brackets(number: str, answer: str, value: Fraction | Decimal) -> bool:
@@ -385,8 +385,8 @@ def _restated_in_brackets(number: str, answer: str, value: Fraction | Decimal) -
     rounds it (``\\frac13 (0.333)``, ``\\sqrt2 (1.414)``; not ``(0.7)`` for 3/4, nor a fraction or an
     integer near it), or its percentage, exact or so rounded (``\\frac12 (50\\%)``, ``\\frac13 (33.3\\%)``;
     not ``\\frac14 (0.25\\%)``; ``25 (25\\%)`` only names the unit)."""
-    digits = _PERCENT_SIGN.sub("", number).strip(" $")
-    if _PERCENT_SIGN.search(number) is None:
+    digits = PERCENT_SIGN.sub("", number).strip(" $")
+    if PERCENT_SIGN.search(number) is None:
         return restates(answer, number) or ("." in digits and _rounds(value, digits))
     if digits == answer.strip(" $"):
         return True

@@ -33,6 +33,8 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: \\sqrt{2} (1.414)", "\\sqrt{2}", True, "answer"),  # before: wrong
     (A + "Answer: 2\\pi (6.28)", "2\\pi", True, "answer"),  # before: wrong
     (A + "Answer: 34 (34.0)", "34", True, "answer"),
+    (A + "Answer: 2^{10} (1024)", "1024", True, "answer"),  # a closed form's value
+    (A + "Answer: 2^{10} (1000)", "1024", False, "answer"),
     (A + "Answer: \\frac{3}{4} (0.8)", "3/4", True, "answer"),  # rounded half up
     (A + "Answer: \\frac{1}{3} (33.3\\%)", "1/3", True, "answer"),
     (A + "Answer: 2\\frac{1}{2} (2.5)", "\\frac{5}{2}", True, "answer"),  # a mixed number's value

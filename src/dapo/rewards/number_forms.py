@@ -387,7 +387,7 @@ def _restated_in_brackets(number: str, answer: str, value: Fraction | Decimal) -
     not ``\\frac14 (0.25\\%)``; ``25 (25\\%)`` only names the unit)."""
     digits = PERCENT_SIGN.sub("", number).strip(" $")
     if PERCENT_SIGN.search(number) is None:
-        return restates(answer, number) or ("." in digits and _rounds(value, digits))
+        return restates(answer, number) or exact_rational(digits) == value or ("." in digits and _rounds(value, digits))
     if digits == answer.strip(" $"):
         return True
     stated = exact_rational(digits)

@@ -33,6 +33,8 @@ POLICY_DIFFERENCES = {
     186: "the prediction's \\\\le is not a relation (math-verify's allow_set_relation_comp row)",
     191: "boxes joined only across list separators, not across '++++++'",
     254: "variables are compared strictly (math-verify's strict=False option)",
+    # math-verify dropped \mathrm{e}, reading both sides as 1; upright e is Euler's number here
+    264: "1 + 1/e is not 1 - 1/e (the row expects them equal)",
 }
 
 
@@ -58,4 +60,4 @@ def test_math_verify_suite_anchored() -> None:
             false_positives.append((index, gold[:60], shown))
     assert false_positives == []
     assert wrong - POLICY_DIFFERENCES.keys() == set(), "new failures (regressions)"
-    assert len(cases) - len(wrong) >= 257
+    assert len(cases) - len(wrong) >= 256

@@ -19,6 +19,12 @@ MAX_MATH_CHARS = 1000  # longer answers are not parsed at all (and count as wron
 _SCIENTIFIC = re.compile(r"\$?\s{0,3}([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(?:[eE]|\s{0,3}(\\times|\\cdot)\s{0,3}10\^)"
                          r"\{?([+-]?[0-9]{1,6})\}?\s{0,3}\$?")
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
+_UPRIGHT_CONSTANT = re.compile(r"\\(?:mathrm|text|textrm|textit|operatorname|rm)\{\s{0,3}([ie])\s{0,3}\}")
+_LG = re.compile(r"\\lg(?![A-Za-z])")
+# {x | 1 < x < 3}, {x \in \mathbb{R} \mid x > 1}: the variable, and the condition on it (reals only)
+_SET_BUILDER = re.compile(r"\\\{\s{0,3}([A-Za-z])\s{0,3}(?:\\in\s{0,3}\\mathbb\{R\}\s{0,3})?(?:\\mid|\||:)"
+                          r"\s{0,3}([^{}]{1,300}?)\s{0,3}\\\}")
+_RELATION = re.compile(r"[<>]|\\(?:le|ge|leq|geq|leqslant|geqslant|lt|gt|neq|ne)(?![A-Za-z])")
 
 
 def silence_math_verify_logging() -> None:
@@ -41,8 +47,8 @@ def math_equal(pred: str, ground_truth: str) -> bool:
     silence_math_verify_logging()
     if len(pred) > MAX_MATH_CHARS or len(ground_truth) > MAX_MATH_CHARS:
         return False
-    gold = parse(f"${_expanded(ground_truth)}$", parsing_timeout=None)  # type: ignore[arg-type]
-    target = parse(f"${_expanded(pred)}$", parsing_timeout=None)  # type: ignore[arg-type]
+    gold = parse(f"${_as_math_verify_reads(ground_truth)}$", parsing_timeout=None)  # type: ignore[arg-type]
+    target = parse(f"${_as_math_verify_reads(pred)}$", parsing_timeout=None)  # type: ignore[arg-type]
     if not gold or not target:
         return False
     if is_plain_number(pred) and _is_irrational(gold[0]):
@@ -84,6 +90,19 @@ def _exact_value(parsed: object) -> Fraction | None:
         return Fraction(Decimal(str(parsed.evalf(60))))  # type: ignore[attr-defined]
     except (ArithmeticError, ValueError, TypeError):
         return None
+
+
+def _as_math_verify_reads(answer: str) -> str:
+    """``answer`` in the notation math-verify knows: upright constants as letters (``2\\mathrm{i}``,
+    ``\\mathrm{e}^{2}``: it dropped them, reading ``3+2\\mathrm{i}`` as 5), ``\\colon`` as ``:`` (``2\\colon 3``
+    was read as 3), ``\\lg`` as ``\\log_{10}`` (dropped), a set of reals in set-builder notation as its
+    condition (``\\{x \\mid 1<x<3\\}`` was read as 1), and a scientific literal written out (:func:`_expanded`)."""
+    answer = _UPRIGHT_CONSTANT.sub(r"\1", answer).replace("\\colon", ":")
+    answer = _LG.sub(r"\\log_{10}", answer)
+    builder = _SET_BUILDER.fullmatch(answer.strip())
+    if builder is not None and _RELATION.search(builder.group(2)):
+        answer = builder.group(2)
+    return _expanded(answer)
 
 
 def _expanded(answer: str) -> str:

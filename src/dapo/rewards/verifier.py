@@ -67,7 +67,12 @@ from dapo.rewards.hedges import without_bare_remark, without_list_remark
 from dapo.rewards.incomplete import name_first, states_no_value
 from dapo.rewards.inequalities import is_open_pair, real_set
 from dapo.rewards.math_verify_call import math_equal
-from dapo.rewards.number_forms import canonical_integer, without_closing_remark
+from dapo.rewards.number_forms import (
+    VARIABLE_PREFIX,
+    canonical_integer,
+    value_of,
+    without_closing_remark,
+)
 from dapo.rewards.remark_words import spelled_answer_as_digits, spelled_numbers_as_digits
 from dapo.rewards.restatements import items_after_count
 from dapo.rewards.unicode_math import unicode_math_to_latex
@@ -146,6 +151,11 @@ def _as_sets_of_reals(extracted: Extracted, gold: str) -> Prepared | None:
     gold_set = real_set(gold)
     if gold_set is not None and gold_set.variable is None and is_open_pair(gold):
         gold_set = None  # a gold (3,5) may be a point: "3<x<5" is not it (before: right, as an interval)
+    stated, gold_items = _stated_items(extracted), answer_items(gold)
+    if (gold_set is not None and pred_set is None and _values_alone(stated)) or (
+            pred_set is not None and gold_set is None and not is_open_pair(extracted.text) and _values_alone(gold_items)):
+        # "1, 3" for 1<x<3, "x \in (1,3)" for "1, 3": the ends, not the set between them (math-verify's match)
+        return Prepared(join_items(stated), gold, verdict=False)
     kinds = {found.kind for found in (pred_set, gold_set) if found is not None}
     if "disjunction" in kinds:
         pred_is_union = pred_set is not None and pred_set.kind == "disjunction"
@@ -171,6 +181,21 @@ _PROOF_END_PARTS = ("square", "qed", "Box", "\u220e")  # one of which every _PRO
 _TIE_BETWEEN_DIGITS = re.compile(r"(?<=[0-9]) {0,3}(?:~|\\hspace\*?\{[^{}]{0,20}\}) {0,3}(?=[0-9])")
 # Unicode's spaces, which show as a space does ("34\u00a035" two numbers, "1\u00a0000" one): read as one
 _UNICODE_SPACE = re.compile("[\u00a0\u2000-\u200a\u202f\u205f\u3000]")
+
+
+def _names_another_axis(pred: str, ground_truth: str) -> bool:
+    """Whether both answers name a coordinate, x, y or z (``x = 2``, ``y=2``), and not the same one: a
+    line or plane answer, where the letter is the answer (the values alone compared equal)."""
+    if len(answer_items(pred)) > 1 or len(answer_items(ground_truth)) > 1:
+        return False  # "y=4, x=3": a list, whose names are compared item by item
+    names = [VARIABLE_PREFIX.match(answer.strip()) for answer in (pred, ground_truth)]
+    letters = {match.group(0).split("=")[0].strip().lower() for match in names if match is not None}
+    return None not in names and len(letters) == 2 and letters <= {"x", "y", "z"}
+
+
+def _values_alone(items: list[str]) -> bool:
+    """Two or more items, each a value (``1, 3``, ``x=1, x=3``)."""
+    return len(items) > 1 and all(value_of(item) is not None for item in items)
 
 
 def after_reasoning(response: str) -> str:
@@ -224,6 +249,8 @@ def prepare(
         extracted = replace(extracted, text=listed)
     extracted = replace(extracted, text=name_first(extracted.text),  # "34 = x" is read as "x = 34"
                         items=tuple(name_first(item) for item in extracted.items))
+    if _names_another_axis(extracted.text, stated_gold):  # "x = 2" for the line "y=2"
+        return Prepared(pred=extracted.text, ground_truth=stated_gold, verdict=False)
     if any(states_no_value(item, gold) or unread_part(item, gold) for item in extracted.items or (extracted.text,)):
         return Prepared(pred=extracted.text, ground_truth=gold, verdict=False)  # "34 +", "\\approx 34", "34–35"
     as_sets = _as_sets_of_reals(extracted, gold)

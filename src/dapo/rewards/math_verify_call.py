@@ -94,10 +94,12 @@ def _exact_value(parsed: object) -> Fraction | None:
 
 def _as_math_verify_reads(answer: str) -> str:
     """``answer`` in the notation math-verify knows: upright constants as letters (``2\\mathrm{i}``,
-    ``\\mathrm{e}^{2}``: it dropped them, reading ``3+2\\mathrm{i}`` as 5), ``\\colon`` as ``:`` (``2\\colon 3``
+    ``\\mathrm{e}^{2}``: it dropped them, reading ``3+2\\mathrm{i}`` as 5), ``\\colon`` as ``:`` in a ratio of two (``2\\colon 3``
     was read as 3), ``\\lg`` as ``\\log_{10}`` (dropped), a set of reals in set-builder notation as its
     condition (``\\{x \\mid 1<x<3\\}`` was read as 1), and a scientific literal written out (:func:`_expanded`)."""
-    answer = _UPRIGHT_CONSTANT.sub(r"\1", answer).replace("\\colon", ":")
+    answer = _UPRIGHT_CONSTANT.sub(r"\1", answer)
+    if answer.count("\\colon") == 1:  # (a:b:c is read as a/b/c there: left as it is)
+        answer = answer.replace("\\colon", ":")
     answer = _LG.sub(r"\\log_{10}", answer)
     builder = _SET_BUILDER.fullmatch(answer.strip())
     if builder is not None and _RELATION.search(builder.group(2)):

@@ -184,13 +184,16 @@ _UNICODE_SPACE = re.compile("[\u00a0\u2000-\u200a\u202f\u205f\u3000]")
 
 
 def _names_another_axis(pred: str, ground_truth: str) -> bool:
-    """Whether both answers name a coordinate, x, y or z (``x = 2``, ``y=2``), and not the same one: a
-    line or plane answer, where the letter is the answer (the values alone compared equal)."""
+    """Whether both answers name a coordinate, x, y or z, with a value (``x = 2``, ``y=2``), and not the same
+    one: a line or plane answer, where the letter is the answer (the values alone compared equal)."""
     if len(answer_items(pred)) > 1 or len(answer_items(ground_truth)) > 1:
         return False  # "y=4, x=3": a list, whose names are compared item by item
     names = [VARIABLE_PREFIX.match(answer.strip()) for answer in (pred, ground_truth)]
+    if None in names or any(value_of(answer.strip()[name.end():]) is None  # type: ignore[union-attr]
+                            for answer, name in zip((pred, ground_truth), names)):
+        return False  # "y = x" for "x = y": a line solved for the other letter
     letters = {match.group(0).split("=")[0].strip().lower() for match in names if match is not None}
-    return None not in names and len(letters) == 2 and letters <= {"x", "y", "z"}
+    return len(letters) == 2 and letters <= {"x", "y", "z"}
 
 
 def _values_alone(items: list[str]) -> bool:

@@ -110,6 +110,13 @@ def _is_or_rounds(stated: Fraction, places: int | None, value: Fraction) -> bool
                                and rounds_to(value, places, stated))
 
 
+def is_rounded(decimal: str, value: Fraction) -> bool:
+    """Whether ``decimal`` is ``value`` rounded to the places it gives, half up or to even (``0.8`` for
+    3/4, not ``0.7``; any number of places, unlike :func:`states_fraction`)."""
+    places, stated = _decimal_places(decimal), exact_rational(decimal)
+    return places is not None and stated is not None and rounds_to(value, places, stated)
+
+
 def _decimal_places(answer: str) -> int | None:
     """How many places a plain decimal gives (``0.3333`` -> 4, ``12`` -> 0), None when not one."""
     decimal = _DECIMAL.fullmatch(_number_text(answer))

@@ -26,7 +26,7 @@ from dapo.rewards.alternatives import NUMBER_OR_THOUSANDS, NUMBER_TOKEN, compute
 from dapo.rewards.approximations import APPROXIMATELY, is_rounding_of, real_value
 from dapo.rewards.counts import counts_the_derivation, item_count, stated_count
 from dapo.rewards.disowned import rejected_value, remark_disowns
-from dapo.rewards.exact_numbers import DECIMAL_COMMA, exact_rational, rounds_to
+from dapo.rewards.exact_numbers import DECIMAL_COMMA, exact_rational, is_rounded
 from dapo.rewards.loose_roundings import restates_value
 from dapo.rewards.offered_values import offered_values
 from dapo.rewards.remark_words import (
@@ -396,10 +396,7 @@ def _restated_in_brackets(number: str, answer: str, value: Fraction | Decimal) -
 
 def _rounds(value: Fraction | Decimal, decimal: str) -> bool:
     """Whether ``decimal`` is ``value`` rounded to the places it gives (a computed value: within its margin)."""
-    if isinstance(value, Decimal):
-        return is_rounding_of(decimal, value)
-    stated = exact_rational(decimal)
-    return stated is not None and rounds_to(value, len(decimal.partition(".")[2]), stated)
+    return is_rounding_of(decimal, value) if isinstance(value, Decimal) else is_rounded(decimal, value)
 
 
 def states_words(remark: str) -> bool:

@@ -151,11 +151,11 @@ def _as_sets_of_reals(extracted: Extracted, gold: str) -> Prepared | None:
     gold_set = real_set(gold)
     if gold_set is not None and gold_set.variable is None and is_open_pair(gold):
         gold_set = None  # a gold (3,5) may be a point: "3<x<5" is not it (before: right, as an interval)
-    stated, gold_items = _stated_items(extracted), answer_items(gold)
-    if (gold_set is not None and pred_set is None and _values_alone(stated)) or (
-            pred_set is not None and gold_set is None and not is_open_pair(extracted.text) and _values_alone(gold_items)):
+    if (gold_set is not None and pred_set is None and _values_alone(_stated_items(extracted))) or (
+            pred_set is not None and gold_set is None and not is_open_pair(extracted.text)
+            and _values_alone(answer_items(gold))):
         # "1, 3" for 1<x<3, "x \in (1,3)" for "1, 3": the ends, not the set between them (math-verify's match)
-        return Prepared(join_items(stated), gold, verdict=False)
+        return Prepared(join_items(_stated_items(extracted)), gold, verdict=False)
     kinds = {found.kind for found in (pred_set, gold_set) if found is not None}
     if "disjunction" in kinds:
         pred_is_union = pred_set is not None and pred_set.kind == "disjunction"
@@ -186,14 +186,15 @@ _UNICODE_SPACE = re.compile("[\u00a0\u2000-\u200a\u202f\u205f\u3000]")
 def _names_another_axis(pred: str, ground_truth: str) -> bool:
     """Whether both answers name a coordinate, x, y or z, with a value (``x = 2``, ``y=2``), and not the same
     one: a line or plane answer, where the letter is the answer (the values alone compared equal)."""
+    names = [VARIABLE_PREFIX.match(answer.strip()) for answer in (pred, ground_truth)]  # (cheap: first)
+    letters = {match.group(0).split("=")[0].strip().lower() for match in names if match is not None}
+    if None in names or len(letters) != 2 or not letters <= {"x", "y", "z"}:
+        return False
     if len(answer_items(pred)) > 1 or len(answer_items(ground_truth)) > 1:
         return False  # "y=4, x=3": a list, whose names are compared item by item
-    names = [VARIABLE_PREFIX.match(answer.strip()) for answer in (pred, ground_truth)]
-    if None in names or any(value_of(answer.strip()[name.end():]) is None  # type: ignore[union-attr]
-                            for answer, name in zip((pred, ground_truth), names)):
-        return False  # "y = x" for "x = y": a line solved for the other letter
-    letters = {match.group(0).split("=")[0].strip().lower() for match in names if match is not None}
-    return len(letters) == 2 and letters <= {"x", "y", "z"}
+    # "y = x" for "x = y": a line solved for the other letter
+    return all(value_of(answer.strip()[name.end():]) is not None  # type: ignore[union-attr]
+               for answer, name in zip((pred, ground_truth), names))
 
 
 def _values_alone(items: list[str]) -> bool:

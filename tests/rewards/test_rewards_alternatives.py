@@ -176,7 +176,7 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 2, which is \\sqrt{2}", "2", False, "answer"),
     (A + "Answer: 2 = \\sqrt{2}", "2", False, "answer"),
     (A + "Answer: 2 = \\sqrt{4}", "2", True, "answer"),
-    (A + "Answer: \\frac12 = \\frac{10}{9}", "\\frac{10}{9}", True, "answer"),
+    (A + "Answer: \\frac12 = \\frac{10}{9}", "\\frac{10}{9}", False, "answer"),  # two values (before: right)
     (A + "Answer: 10 which is 1,000.99", "1000.99", False, "answer"),  # math-verify: a pair, neither value
     (A + "Answer: 10 which is 1,000.99", "10", False, "answer"),
     (A + "Answer: so the number is 10 which is 1,000.99m²", "1000.99", True, "answer"),  # its suite: 1,000.99

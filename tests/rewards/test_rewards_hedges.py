@@ -154,7 +154,8 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: \\frac12 = 0.5", "1/2", True, "answer"),
     (A + "Answer: \\frac12 = 0.5", "0.5", True, "answer"),
     (A + "Answer: \\frac13 = 0.333333", "1/3", True, "answer"),  # six places, as for an answer
-    (A + "Answer: \\frac{1}{2} \\$ = \\frac{10}{9}", "10/9", True, "answer"),  # two fractions: math-verify's suite
+    (A + "Answer: \\frac{1}{2} \\$ = \\frac{10}{9}", "10/9", False, "answer"),  # two fractions (math-verify's suite: right)
+    (A + "Answer: \\frac{2}{4} = \\frac{1}{2}", "1/2", True, "answer"),  # the same value
     # --- 4f. a count of one answer's items ---
     (A + "So \\boxed{34} (1 solution)", "34", True, "boxed"),  # before: wrong
     (A + "So \\boxed{34} (1 solution)", "34", True, "any"),  # before: wrong

@@ -22,6 +22,7 @@ POLICY_DIFFERENCES = {
     6: "a comma is never a decimal point (gold 1,22)",
     7: "a comma is never a decimal point, and prose around the number",
     17: "a comma is never a decimal point (gold 0,111)",
+    35: "an equation between two different rational numbers states no value (\\frac{1}{2} \\$ = \\frac{10}{9})",
     133: "no float tolerance (the case asks math-verify for 2-digit rounding)",
     139: "no float tolerance (2.6667 for 8/3)",
     142: "no answer anchor in the original text: no number is picked out of prose",
@@ -60,4 +61,4 @@ def test_math_verify_suite_anchored() -> None:
             false_positives.append((index, gold[:60], shown))
     assert false_positives == []
     assert wrong - POLICY_DIFFERENCES.keys() == set(), "new failures (regressions)"
-    assert len(cases) - len(wrong) >= 256
+    assert len(cases) - len(wrong) >= 255

@@ -47,7 +47,7 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: y=4, x=3", "x=3, y=4", True, "answer"),  # a list's names, item by item
     (A + "\\boxed{y = x}", "x = y", True, "boxed"),  # a line solved for the other letter
     (A + "\\boxed{x = 4 - y}", "y = 4 - x", True, "boxed"),
-    (A + "\\boxed{1\\colon 3\\colon 2}", "1:2:3", False, "boxed"),  # a:b:c left alone (math-verify: a/b/c)
+    (A + "\\boxed{1\\colon 3\\colon 2}", "1:2:3", False, "boxed"),  # another order (misread_forms)
 ]
 
 

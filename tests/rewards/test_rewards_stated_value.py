@@ -281,7 +281,7 @@ def test_verdict(response: str, ground_truth: str, expected: bool, extractor: st
      ("x=34", "34", False), ("x_{1} = 34", "34", False), ("AB = 34", "34", False), ("34 (n = 3)", "34", False),
      ("x \\le 34", "34", False), ("x^2=34", "x=\\sqrt{34}", False), ("0^-", "0", False), ("\\{+,-\\}", "1", False),
      ("x" * 2000 + "=34", "34", False), ("34=35", "35", True), ("34=34.0", "34", False), ("34=35", "x=35", False),
-     ("\\frac{1}{2}=\\frac{10}{9}", "10/9", False)],
+     ("\\frac{1}{2}=\\frac{10}{9}", "10/9", True), ("\\frac{2}{4}=\\frac{1}{2}", "1/2", False)],
 )
 def test_states_no_value(answer: str, gold: str, expected: bool) -> None:
     assert states_no_value(answer, gold) is expected

@@ -66,11 +66,12 @@ _SIMPLE_FRACTION = re.compile(r"(-?)\\frac\{(-?[0-9]{1,50})\}\{([0-9]{1,50})\}|(
 
 # A number, a symbol that joins two statements or sets, a number ("34 \\Rightarrow 35"); not in
 # a limit ("n \\to \\infty") or a set of intervals ("(1, 2) \\cup (3, 4)"): digits on both sides.
+_GAP = r"(?:\s|~|\\[ ,;:!]){0,3}"  # spaces, LaTeX's too ("34\\ \\&\\ 35")
 _JOINED_NUMBERS = re.compile(
-    r"(?<![A-Za-z_^0-9.])-?[0-9]+(?:\.[0-9]+)?\}?\s{0,3}\\(?:vee|lor|wedge|land|cup|cap|mid|to|rightarrow|Rightarrow"
+    rf"(?<![A-Za-z_^0-9.])-?[0-9]+(?:\.[0-9]+)?\}}?{_GAP}\\(?:vee|lor|wedge|land|cup|cap|mid|to|rightarrow|Rightarrow"
     r"|longrightarrow|Longrightarrow|implies|iff|leftrightarrow|Leftrightarrow|mapsto|in|ni|parallel)(?![A-Za-z])"
-    r"\s{0,3}\{?-?[0-9]"
-    r"|(?<![A-Za-z_^0-9.])-?[0-9]+(?:\.[0-9]+)?\s{0,3}(?:\\\\|\\&|&|\|)\s{0,3}-?[0-9]")  # a line break, "&", "|"
+    rf"{_GAP}\{{?-?[0-9]"
+    rf"|(?<![A-Za-z_^0-9.])-?[0-9]+(?:\.[0-9]+)?{_GAP}(?:\\\\|\\&|&|\|){_GAP}-?[0-9]")  # a line break, "&", "|"
 # A choice's letter: in brackets, or alone, or before a period or colon and its text
 _CHOICE_LETTER = re.compile(r"\s{0,3}(?:\\(?:textbf|text|mathrm|mathbf)\{\s{0,3})?"
                             r"(?:\(([A-E])\)|([A-E])(?=[.:]\s|[.:]?\s{0,3}\}?\s{0,3}$))")

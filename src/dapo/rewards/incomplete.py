@@ -20,14 +20,14 @@ right side). Each is a different answer, or none, so each is wrong here:
   bare name (``x = 34``, ``a_1 = 34``), a function value (``f(2) = 34``) or an expression in
   several letters (``m+n = 34``, ``a+b=34``: the quantity asked for, by AIME's habit) states the
   value on its right, as before.
-- an *equation between a numeral and another number* (``34 = 35``, ``0.5 = 0.6``, a fraction
-  converted to a decimal: ``\\frac12 = 0.6``, ``1/2 = 0.6``, ``0.\\overline{3} = 0.3``): it states no
-  one value (math-verify compares its right side, so ``34 = 35`` was right for 35 and ``\\frac12 =
-  0.6`` for 0.6). The sides are the same number as two answers would be
-  (:func:`~dapo.rewards.exact_numbers.rational_verdict`): ``34 = 34.0`` and ``\\frac12 = 0.5`` state
-  it, ``\\frac13 = 0.333333`` too (six places), ``\\frac13 = 0.33`` does not. Two fractions and
-  expressions are left to math-verify, which reads the right side (its own suite counts ``\\frac12
-  \\$ = \\frac{10}{9}`` right for ``10/9``, the currency sign dropped before these rules). A unit of
+- an *equation between two rational numbers* (``34 = 35``, ``0.5 = 0.6``, a fraction converted to a
+  decimal: ``\\frac12 = 0.6``, ``1/2 = 0.6``, ``0.\\overline{3} = 0.3``, or two fractions: ``\\frac12 =
+  \\frac23``): it states no one value (math-verify compares its right side, so ``34 = 35`` was right for
+  35 and ``\\frac12 = 0.6`` for 0.6). The sides are the same number as two answers would be
+  (:func:`~dapo.rewards.exact_numbers.rational_verdict`): ``34 = 34.0``, ``\\frac12 = 0.5`` and ``\\frac24 =
+  \\frac12`` state it, ``\\frac13 = 0.333333`` too (six places), ``\\frac13 = 0.33`` does not. Expressions
+  are left to math-verify, which reads the right side. (Math-verify's own suite counts ``\\frac12 \\$ =
+  \\frac{10}{9}`` right for ``10/9``, the currency sign dropped before these rules; wrong here.) A unit of
   length, time, mass or money (:func:`~dapo.rewards.units.number_and_unit`) on one side, or the same on
   both, is dropped: ``34 = 2 \\text{ cm}`` is wrong (before, the unit made the right side a name, read
   ``2 \\text{ cm} = 34``, and no rational: math-verify read 34), ``34 = 34 \\text{ cm}`` states 34; two
@@ -64,7 +64,6 @@ _EXPRESSION = re.compile(r"[A-Za-z0-9+\-*/^{}().]{1,60}")
 _MAX_CHARS = 1000
 # Units whose number is another scale of the value (50% is 0.5, 30° is π/6): an equation may convert to them.
 _OTHER_SCALES = frozenset(("%", "deg", "degC", "degF", "rad"))
-_NUMERAL = re.compile(r"[+-]?(?:[0-9]{1,50}(?:\.[0-9]{0,50})?|\.[0-9]{1,50})")
 # A LaTeX command name (\frac, \sqrt, \pi): not a letter of the answer.
 _COMMAND = re.compile(r"\\[A-Za-z]+")
 # A lone Greek letter, optionally subscripted: a name, as a Latin letter is.
@@ -115,8 +114,8 @@ def _is_vector(text: str) -> bool:
 
 
 def _equates_two_numbers(text: str) -> bool:
-    """``34 = 35``, ``\\frac12 = 0.6``, ``34 = 2 \\text{ cm}``: one equation between a numeral and another
-    rational number that are not the same answer (module rules), a unit of length, time, mass or money on
+    """``34 = 35``, ``\\frac12 = 0.6``, ``\\frac12 = \\frac23``, ``34 = 2 \\text{ cm}``: one equation between two
+    rational numbers that are not the same answer (module rules), a unit of length, time, mass or money on
     one side or the same on both dropped (two different units are a conversion: left)."""
     if text.count("=") != 1:
         return False
@@ -124,8 +123,7 @@ def _equates_two_numbers(text: str) -> bool:
     units = {left_unit, right_unit} - {None}
     if units & _OTHER_SCALES or len(units) > 1:
         return False  # "0.5 = 50\\%", "1 \\text{ km} = 1000 \\text{ m}": the same value in other units
-    if not (_NUMERAL.fullmatch(left) or _NUMERAL.fullmatch(right)):
-        return False  # "\\frac12 = \\frac{10}{9}": math-verify's (its suite's "\\frac12 \\$ = \\frac{10}{9}")
+    # two fractions too ("\\frac12 = \\frac23"; math-verify's suite counts "\\frac12 \\$ = \\frac{10}{9}" right for 10/9)
     return rational_verdict(left, right) is False
 
 

@@ -12,6 +12,7 @@ from decimal import Decimal
 from fractions import Fraction
 
 from dapo.rewards.exact_numbers import rounds_to
+from dapo.rewards.misread_forms import as_meant
 from dapo.rewards.number_forms import is_plain_number
 
 MAX_MATH_CHARS = 1000  # longer answers are not parsed at all (and count as wrong)
@@ -96,9 +97,11 @@ def _as_math_verify_reads(answer: str) -> str:
     """``answer`` in the notation math-verify knows: upright constants as letters (``2\\mathrm{i}``,
     ``\\mathrm{e}^{2}``: it dropped them, reading ``3+2\\mathrm{i}`` as 5), ``\\colon`` as ``:`` in a ratio of two (``2\\colon 3``
     was read as 3), ``\\lg`` as ``\\log_{10}`` (dropped), a set of reals in set-builder notation as its
-    condition (``\\{x \\mid 1<x<3\\}`` was read as 1), and a scientific literal written out (:func:`_expanded`)."""
-    answer = _UPRIGHT_CONSTANT.sub(r"\1", answer)
-    if answer.count("\\colon") == 1:  # (a:b:c is read as a/b/c there: left as it is)
+    condition (``\\{x \\mid 1<x<3\\}`` was read as 1), a scientific literal written out (:func:`_expanded`),
+    and a ratio of three parts, a double factorial or a mixed number before a factor as meant
+    (:mod:`~dapo.rewards.misread_forms`)."""
+    answer = as_meant(_UPRIGHT_CONSTANT.sub(r"\1", answer))
+    if answer.count("\\colon") == 1:  # (a:b:c is read as a/b/c there: as_meant made it a tuple)
         answer = answer.replace("\\colon", ":")
     answer = _LG.sub(r"\\log_{10}", answer)
     builder = _SET_BUILDER.fullmatch(answer.strip())

@@ -9,7 +9,7 @@ Policy (what counts as correct), in order:
    An equation written value first (``34 = x``) is read name first (``x = 34``). An answer that
    states no value math-verify reads one out of is wrong: a dangling operator (``34 +``), a bare
    relation (``\\approx 34``, ``\\ge 34``), an equation on an expression of one variable
-   (``x^2=34``, ``34 = 35x``) or between a numeral and another number (``34 = 35``, ``\\frac12 = 0.6``,
+   (``x^2=34``, ``34 = 35x``) or between two rational numbers (``34 = 35``, ``\\frac12 = 0.6``, ``\\frac12 = \\frac23``,
    ``34 = 2 \\text{ cm}``: a unit on one side, or the same on both, is dropped); see
    :mod:`~dapo.rewards.incomplete`. A reason after the answer's value or name is no answer (``x (since n is 35)``,
    ``34 since n = 35``, ``\\boxed{34 \\text{ since } n = 35}``: :mod:`~dapo.rewards.reasons`, at extraction). A count of items then as many items after "i.e.", "that is" or
@@ -61,7 +61,7 @@ from dataclasses import dataclass, replace
 from dapo.rewards.answer_lists import answer_items, join_items, quick_list_verdict, tuple_as_named
 from dapo.rewards.answer_text import Extracted, bound_response, clean_answer
 from dapo.rewards.counts import item_count
-from dapo.rewards.equivalence import quick_verdict
+from dapo.rewards.equivalence import quick_verdict, vote_key
 from dapo.rewards.extract import extract_answer, resolve_extractor
 from dapo.rewards.hedges import without_bare_remark, without_list_remark
 from dapo.rewards.incomplete import name_first, states_no_value
@@ -171,6 +171,9 @@ def _as_sets_of_reals(extracted: Extracted, gold: str) -> Prepared | None:
     return Prepared(pred, gold_text, quick_verdict(pred, gold_text))
 
 
+_THOUSANDS_GROUP = re.compile(r"[0-9]{3}(?![0-9])")
+_PLUS_MINUS = re.compile(r"\\(?:pm|mp)(?![A-Za-z])|[±∓]")
+_OPENS_WITH_A_NUMBER = re.compile(r"[+-]?\s{0,3}(?:[0-9]|\\[dt]?frac(?![A-Za-z]))")
 # Characters that show nothing: "3\u200b4" is read as the 34 it shows, "34\u200b35" as 3435
 _INVISIBLE_CHARS = "\u200b\u200c\u200d\u2060\ufeff"
 _INVISIBLE = re.compile(f"[{_INVISIBLE_CHARS}]")
@@ -195,6 +198,21 @@ def _names_another_axis(pred: str, ground_truth: str) -> bool:
     # "y = x" for "x = y": a line solved for the other letter
     return all(value_of(answer.strip()[name.end():]) is not None  # type: ignore[union-attr]
                for answer, name in zip((pred, ground_truth), names))
+
+
+def _states_several_values(answer: str, ground_truth: str) -> bool:
+    """Whether ``answer`` is a list of two or more numbers that differ (``3 \\text{ red}, 4 \\text{ blue}``,
+    maj@k's :func:`~dapo.rewards.equivalence.vote_key` telling them apart) while ``ground_truth`` is one value,
+    not a tuple, interval or vector (``1, 2`` for ``(1, 2)`` is left to math-verify) nor two (``\\pm 2021``). Math-verify reads
+    ``3, 4`` as a set, but a word after a number broke its list: it read ``3 \\text{ red}, 4 \\text{ blue}`` as 3."""
+    if ground_truth.lstrip().startswith(("(", "[", "\\left", "\\langle", "<")) or _PLUS_MINUS.search(ground_truth):
+        return False  # ("-2021, 2021" for "\\pm 2021": math-verify's suite counts it right)
+    items = answer_items(answer)
+    if len(items) < 2 or not all(_OPENS_WITH_A_NUMBER.match(item) for item in items):
+        return False  # "34, i.e. 34 m/s": a restatement (its rules)
+    if any(_THOUSANDS_GROUP.match(item) for item in items[1:]):
+        return False  # "1,000.99m²": a number whose unit kept it from reading as one (left as before)
+    return len({vote_key(item) for item in items}) > 1
 
 
 def _values_alone(items: list[str]) -> bool:
@@ -277,6 +295,8 @@ def prepare(
         return Prepared(pred=extracted.text, ground_truth=gold, verdict=False)
     extracted = replace(extracted, text=answer)  # "\\frac13 (or about 0.33)": the value, restated
     if extracted.hedged:
+        return Prepared(pred=extracted.text, ground_truth=gold, verdict=False)
+    if _states_several_values(extracted.text, gold):  # "3 \\text{ red}, 4 \\text{ blue}" for 3
         return Prepared(pred=extracted.text, ground_truth=gold, verdict=False)
     if units_differ(extracted.text, stated_gold, in_dollars(ground_truth)):  # "34 hours" for "34 minutes"
         return Prepared(pred=extracted.text, ground_truth=gold, verdict=False)

@@ -1,6 +1,7 @@
 """Forms paid for another value, from the red teams' lists (stop 101) and this stop's probes: a ratio of
 three parts read as a/b/c, a double factorial read as (n!)!, a mixed number before a factor multiplied out,
-two fractions equated, numbers listed with words for one value, and "&" between numbers with LaTeX's spaces.
+two fractions equated, numbers listed with words for one value, "&" between numbers with LaTeX's spaces,
+"\\vert" between numbers, and TeX's "\\choose" without braces.
 Rows marked "before:" had the other verdict.
 -- misread_forms (as_meant), incomplete (_equates_two_numbers), verifier (_states_several_values),
 equivalence (_JOINED_NUMBERS).
@@ -61,6 +62,12 @@ CASES: list[tuple[str, str, bool, str]] = [
     # "&" between numbers, with LaTeX's spaces
     (A + "\\boxed{34\\ \\&\\ 35}", "35", False, "boxed"),  # before: right
     (A + "\\boxed{34\\;\\&\\;35}", "35", False, "boxed"),
+    (A + "\\boxed{3 \\vert 4}", "4", False, "boxed"),  # before: right
+    (A + "\\boxed{\\vert -3 \\vert}", "3", True, "boxed"),  # an absolute value
+    # TeX's binomial coefficient, unbraced in a box
+    (A + "\\boxed{10 \\choose 3}", "120", True, "boxed"),  # before: wrong
+    (A + "\\boxed{10 \\choose 3}", "3", False, "boxed"),  # before: right
+    (A + "\\boxed{{10 \\choose 3}}", "120", True, "boxed"),
 ]
 
 
@@ -76,7 +83,8 @@ def test_misread_forms(response: str, gold: str, expected: bool, extractor: str)
      ("a:b:c = 1:2:3", "\\left(\\frac{1}{1}, \\frac{2}{1}, \\frac{3}{1}\\right)"),
      ("1:2", "1:2"), ("0:0:0", "0:0:0"), ("\\{x : x > 0\\}", "\\{x : x > 0\\}"), ("3:30:x=2", "3:30:x=2"),
      ("f(1:2:3)", "f(1:2:3)"), ("5!!", "15"), ("10!!", "3840"), ("5!!!", "5!!!"), ("2\\frac{1}{2}\\pi", "\\frac{5}{2}\\pi"),
-     ("2\\frac{3}{2}\\pi", "2\\frac{3}{2}\\pi"), ("x^2\\frac{1}{2}\\pi", "x^2\\frac{1}{2}\\pi"), ("2\\frac{1}{2}", "2\\frac{1}{2}")],
+     ("2\\frac{3}{2}\\pi", "2\\frac{3}{2}\\pi"), ("10 \\choose 3", "\\binom{10}{3}"), ("{n\\choose k}", "\\binom{n}{k}"),
+     ("2 + 10 \\choose 3", "2 + 10 \\choose 3"), ("x^2\\frac{1}{2}\\pi", "x^2\\frac{1}{2}\\pi"), ("2\\frac{1}{2}", "2\\frac{1}{2}")],
 )
 def test_as_meant(answer: str, expected: str) -> None:
     assert as_meant(answer) == expected

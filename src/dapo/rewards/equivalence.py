@@ -69,7 +69,7 @@ _SIMPLE_FRACTION = re.compile(r"(-?)\\frac\{(-?[0-9]{1,50})\}\{([0-9]{1,50})\}|(
 _GAP = r"(?:\s|~|\\[ ,;:!]){0,3}"  # spaces, LaTeX's too ("34\\ \\&\\ 35")
 _JOINED_NUMBERS = re.compile(
     rf"(?<![A-Za-z_^0-9.])-?[0-9]+(?:\.[0-9]+)?\}}?{_GAP}\\(?:vee|lor|wedge|land|cup|cap|mid|to|rightarrow|Rightarrow"
-    r"|longrightarrow|Longrightarrow|implies|iff|leftrightarrow|Leftrightarrow|mapsto|in|ni|parallel)(?![A-Za-z])"
+    r"|longrightarrow|Longrightarrow|implies|iff|leftrightarrow|Leftrightarrow|mapsto|in|ni|parallel|vert|Vert)(?![A-Za-z])"
     rf"{_GAP}\{{?-?[0-9]"
     rf"|(?<![A-Za-z_^0-9.])-?[0-9]+(?:\.[0-9]+)?{_GAP}(?:\\\\|\\&|&|\|){_GAP}-?[0-9]")  # a line break, "&", "|"
 # A choice's letter: in brackets, or alone, or before a period or colon and its text
@@ -123,7 +123,7 @@ def choice_of(answer: str) -> str | None:
 
 def states_more_values(answer: str) -> bool:
     """Two numbers joined by a logical, set or arrow symbol (``34 \\wedge 35``, ``34 \\cup 35``,
-    ``3 \\mid 12``, ``34 \\to 35``), or an enumeration (``1, 2, \\ldots, 34``, ``1 + 2 + \\cdots + 34``):
+    ``3 \\mid 12``, ``3 \\vert 4``, ``34 \\to 35``), or an enumeration (``1, 2, \\ldots, 34``, ``1 + 2 + \\cdots + 34``):
     an answer that states several values, of which math-verify reads only the last."""
     return _JOINED_NUMBERS.search(answer) is not None or _ENUMERATION.search(answer) is not None
 

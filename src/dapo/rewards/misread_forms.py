@@ -10,6 +10,9 @@
   ``2 \\cdot \\frac12 \\cdot \\pi``, though it reads ``2\\frac{1}{2}`` alone as two and a half. The
   whole number and a proper fraction of numerals after it are joined, ``\\frac{5}{2}\\pi``; not after a
   power, an index or a brace (``x^2\\frac{1}{2}``, ``\\sqrt{2}\\frac12``).
+- A *binomial coefficient in TeX's own form* without its braces (``10 \\choose 3``, the whole answer, as a
+  box's braces make it): math-verify reads 3 unless it is braced (``{10 \\choose 3}``); it becomes
+  ``\\binom{10}{3}``.
 
 String rewriting of bounded length, in the math-verify worker only.
 """
@@ -25,6 +28,7 @@ _NOT_A_RATIO = re.compile(r"[<>=|]|\\(?:mid|in|to|le|ge|leq|geq|neq|rightarrow|m
 _OPENING = "{(["
 _CLOSING = "})]"
 _DOUBLE_FACTORIAL = re.compile(r"(?<![0-9.])([0-9]{1,2})\s{0,3}!!(?!!)")
+_CHOOSE = re.compile(r"\s{0,3}\{?\s{0,3}([0-9]{1,4}|[A-Za-z])\s{0,3}\\choose\s{0,3}([0-9]{1,4}|[A-Za-z])\s{0,3}\}?\s{0,3}")
 _MIXED_BEFORE_FACTOR = re.compile(
     r"(?<![0-9.^_{A-Za-z\\])([0-9]{1,9})\s{0,3}\\[dt]?frac(?:\{\s{0,3}([0-9]{1,9})\s{0,3}\}|([0-9]))"
     r"(?:\{\s{0,3}([0-9]{1,9})\s{0,3}\}|([0-9]))(?=\s{0,3}[\\A-Za-z(])")
@@ -32,6 +36,8 @@ _MIXED_BEFORE_FACTOR = re.compile(
 
 def as_meant(answer: str) -> str:
     """``answer`` with the forms of the module rewritten (each left as it is where it does not apply)."""
+    if "choose" in answer and (choose := _CHOOSE.fullmatch(answer.strip().strip("$"))) is not None:
+        answer = f"\\binom{{{choose.group(1)}}}{{{choose.group(2)}}}"
     answer = _ratio_as_tuple(answer)
     if "!!" in answer:
         answer = _DOUBLE_FACTORIAL.sub(_double_factorial, answer)

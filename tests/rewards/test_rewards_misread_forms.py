@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from dapo.rewards import verify
-from dapo.rewards.misread_forms import as_meant
+from dapo.rewards.misread_forms import as_meant, ratio_as_tuple, ratios_as_tuples
 
 A = "Let me work through the problem. We count carefully and find the total.\n\n"
 
@@ -32,6 +32,13 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "\\boxed{a:b:c = 1:2:3}", "1:2:3", True, "boxed"),
     (A + "\\boxed{1 : 2 : 3}", "1:2:3", True, "boxed"),
     (A + "\\boxed{3, 2, 1}", "1:2:3", False, "boxed"),
+    (A + "\\boxed{a_1 : a_2 : a_3 = 1:2:3}", "1:2:3", True, "boxed"),  # a name with digits (the review)
+    (A + "\\boxed{(1:2:3)}", "1:2:3", True, "boxed"),
+    (A + "\\boxed{1:2:3 \\text{ (by mass)}}", "1:2:3", True, "boxed"),
+    (A + "\\boxed{1:2:3 = 2:4:6}", "1:2:3", True, "boxed"),
+    (A + "\\boxed{1:2:3}", "a_1:a_2:a_3 = 1:2:3", True, "boxed"),
+    (A + "\\boxed{2:4:6}", "(1,2,3)", False, "boxed"),  # a ratio is no point (as before)
+    (A + "\\boxed{(1,2,3)}", "2:4:6", False, "boxed"),
     (A + "\\boxed{2:4}", "1:2", True, "boxed"),  # a ratio of two: the fraction, as before
     (A + "\\boxed{2:1}", "1:2", False, "boxed"),
     # a double factorial
@@ -44,6 +51,7 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "\\boxed{3\\frac{1}{4}x}", "\\frac{13x}{4}", True, "boxed"),
     (A + "\\boxed{2 \\cdot \\frac{1}{2}\\pi}", "\\pi", True, "boxed"),  # a product, written as one
     (A + "\\boxed{x^2\\frac{1}{2}}", "\\frac{x^2}{2}", True, "boxed"),  # after a power: a product
+    (A + "\\boxed{\\sqrt 2\\frac12\\pi}", "\\frac{\\sqrt{2}\\pi}{2}", True, "boxed"),  # a root's argument
     (A + "\\boxed{2\\frac{1}{2}}", "\\frac52", True, "boxed"),
     # two rational numbers equated state no one value
     (A + "\\boxed{\\frac12 = \\frac23}", "2/3", False, "boxed"),  # before: right
@@ -56,12 +64,20 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "Answer: 3 \\text{ red}, 4 \\text{ blue}", "3", False, "answer"),  # before: right
     (A + "\\boxed{3\\text{ red}, 4\\text{ blue}}", "3, 4", True, "boxed"),
     (A + "\\boxed{3 \\text{ cm}, 3 \\text{ cm}}", "3", True, "boxed"),  # one value, twice (as "3, 3")
+    (A + "\\boxed{\\frac{1}{2}, 0.5}", "\\frac12", True, "boxed"),  # one value in two forms
+    (A + "\\boxed{\\frac{\\sqrt2}{2}, \\frac{1}{\\sqrt2}}", "\\frac{\\sqrt2}{2}", True, "boxed"),
+    (A + "\\boxed{2, 3}", "x \\in \\{2, 3\\}", True, "boxed"),  # a set in the gold
+    (A + "\\boxed{2, 3}", "x = \\{2, 3\\}", True, "boxed"),
+    (A + "\\boxed{3 \\text{ red}, 3x}", "3", False, "boxed"),  # a value not computed
+    (A + "\\boxed{\\frac12 \\text{ kg}, \\frac13 \\text{ kg}}", "\\frac12", False, "boxed"),
     (A + "\\boxed{-2021, 2021}", "\\pm 2021", True, "boxed"),  # math-verify's suite
     (A + "\\boxed{1, 2}", "(1, 2)", True, "boxed"),  # a point's coordinates: left to math-verify
     (A + "Answer: 1,000.99m²", "1000.99", True, "answer"),  # one number (math-verify's suite)
     # "&" between numbers, with LaTeX's spaces
     (A + "\\boxed{34\\ \\&\\ 35}", "35", False, "boxed"),  # before: right
     (A + "\\boxed{34\\;\\&\\;35}", "35", False, "boxed"),
+    (A + "\\boxed{34 \\quad \\& \\quad 35}", "35", False, "boxed"),  # before: right
+    (A + "\\boxed{2\\ \\|\\ 3}", "3", False, "boxed"),  # before: right
     (A + "\\boxed{3 \\vert 4}", "4", False, "boxed"),  # before: right
     (A + "\\boxed{\\vert -3 \\vert}", "3", True, "boxed"),  # an absolute value
     # TeX's binomial coefficient, unbraced in a box
@@ -78,13 +94,28 @@ def test_misread_forms(response: str, gold: str, expected: bool, extractor: str)
 
 @pytest.mark.parametrize(
     ("answer", "expected"),
-    [("1:2:3", "\\left(\\frac{1}{1}, \\frac{2}{1}, \\frac{3}{1}\\right)"),
-     ("0 : 2 : 4", "\\left(\\frac{0}{2}, \\frac{2}{2}, \\frac{4}{2}\\right)"),
-     ("a:b:c = 1:2:3", "\\left(\\frac{1}{1}, \\frac{2}{1}, \\frac{3}{1}\\right)"),
-     ("1:2", "1:2"), ("0:0:0", "0:0:0"), ("\\{x : x > 0\\}", "\\{x : x > 0\\}"), ("3:30:x=2", "3:30:x=2"),
-     ("f(1:2:3)", "f(1:2:3)"), ("5!!", "15"), ("10!!", "3840"), ("5!!!", "5!!!"), ("2\\frac{1}{2}\\pi", "\\frac{5}{2}\\pi"),
+    [("1:2", "1:2"), ("5!!", "15"), ("10!!", "3840"), ("5!!!", "5!!!"), ("2\\frac{1}{2}\\pi", "\\frac{5}{2}\\pi"),
      ("2\\frac{3}{2}\\pi", "2\\frac{3}{2}\\pi"), ("10 \\choose 3", "\\binom{10}{3}"), ("{n\\choose k}", "\\binom{n}{k}"),
      ("2 + 10 \\choose 3", "2 + 10 \\choose 3"), ("x^2\\frac{1}{2}\\pi", "x^2\\frac{1}{2}\\pi"), ("2\\frac{1}{2}", "2\\frac{1}{2}")],
 )
 def test_as_meant(answer: str, expected: str) -> None:
     assert as_meant(answer) == expected
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [("1:2:3", "\\left(\\frac{1}{1}, \\frac{2}{1}, \\frac{3}{1}\\right)"),
+     ("0 : 2 : 4", "\\left(\\frac{0}{2}, \\frac{2}{2}, \\frac{4}{2}\\right)"),
+     ("a:b:c = 1:2:3", "\\left(\\frac{1}{1}, \\frac{2}{1}, \\frac{3}{1}\\right)"),
+     ("\\left(1:2:3\\right) \\text{ by mass}", "\\left(\\frac{1}{1}, \\frac{2}{1}, \\frac{3}{1}\\right)"),
+     ("1:2", None), ("0:0:0", None), ("\\{x : x > 0\\}", None), ("3:30:x=2", None), ("f(1:2:3)", None), ("(1,2,3)", None)],
+)
+def test_ratio_as_tuple(answer: str, expected: str | None) -> None:
+    assert ratio_as_tuple(answer) == expected
+
+
+def test_ratios_pair_only_with_ratios() -> None:
+    assert ratios_as_tuples("1:3:2", "1:2:3") == (ratio_as_tuple("1:3:2"), ratio_as_tuple("1:2:3"))
+    assert ratios_as_tuples("1:2:3", "\\frac16") is None  # a ratio against a number: two answers
+    assert ratios_as_tuples("0.5", "1:2:3") is None
+    assert ratios_as_tuples("(1,2,3)", "1:2:3") == ("(1,2,3)", "1:2:3")  # against a tuple: as before

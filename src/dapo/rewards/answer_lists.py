@@ -120,6 +120,20 @@ def tuple_as_named(pred_items: list[str], gold_items: list[str]) -> list[str]:
     return [f"{name}={value}" for name, value in zip(names, values)]
 
 
+def named_tuple_as_list(answer: str) -> str:
+    """A tuple that names its values, ``(x, y) = (3, 4)``, as the list of them, ``x=3, y=4``, so that a
+    ground truth written so is compared name by name (``y=4, x=3`` right, ``y=3, x=4`` wrong: the values
+    were read in the order written, paying it); anything else is returned as it is."""
+    named = _NAMED_TUPLE.fullmatch(answer.strip())
+    if named is None or named.group(1) is None:
+        return answer
+    names = [name.strip() for name in named.group(1).split(",")]
+    values = _split_top_level(named.group(2), semicolons_only=False)
+    if len(names) != len(values) or len({name.lower() for name in names}) != len(names):
+        return answer
+    return join_items([f"{name}={value}" for name, value in zip(names, values)])
+
+
 def quick_list_verdict(pred_items: list[str], gold_items: list[str]) -> bool | None:
     """:func:`quick_verdict` for a list / set ground truth: integer lists compare as sets (as
     multisets when the gold repeats an item and the answer lists several, roots with their

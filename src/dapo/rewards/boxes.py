@@ -19,7 +19,7 @@ from dapo.rewards.answer_lists import answer_items
 from dapo.rewards.answer_text import Extracted, clean_answer, sign_before, signed
 from dapo.rewards.counts import item_count
 from dapo.rewards.disowned import disowned_after
-from dapo.rewards.equivalence import vote_key
+from dapo.rewards.equivalence import choice_of, vote_key
 from dapo.rewards.hedges import (
     bare_remark_changes,
     list_remark_changes,
@@ -79,6 +79,17 @@ _VALUE_AFTER = re.compile(
     r"(?:" + NAME + r" {0,3}= {0,3})?(?P<value>" + _BARE_VALUE + r")(?P<more>" + _MORE_VALUES + r")[\s$.]{0,8}$",
     re.IGNORECASE)
 _ONE_BARE_VALUE = re.compile(_BARE_VALUE)
+# The closing of groups the box sits in: "\\boxed{\\boxed{3}} or 4", "\\textbf{\\boxed{3}} or 4", "\\left(\\boxed{3}\\right) or 4"
+_CLOSING_GROUPS = re.compile(r"^(?:\s{0,3}(?:\}|\\right\s{0,3}(?:[)\]|.]|\\\}|\\rangle|\\[rv]vert(?![A-Za-z]))))+")
+# Another choice letter after a box holding one: "\\boxed{B} or C", "\\boxed{B}, maybe (C)", "\\boxed{(B)} or (C)",
+# "\\boxed{B} (C)", "\\boxed{B} (or C)"; not a sentence that opens with a letter ("\\boxed{B}. A check ...")
+_CHOICE = r"(?:\\textbf\{\s{0,3})?(?:\([A-E]\)|[A-E](?![A-Za-z]))"
+_CHOICE_AFTER = re.compile(
+    r"[\s$,;]{0,8}(?:(?:(?:or|\\lor)(?![A-Za-z])|/)[\s,$]{0,4}(?:(?:" + OR_ADVERBS + r")(?![A-Za-z])[\s,$]{0,4}){0,2}"
+    + _CHOICE  # "or C", "/C", "or maybe (C)"
+    + r"|(?:(?:" + OR_ADVERBS + r")(?![A-Za-z])[\s,$]{0,4}){1,2}" + _CHOICE  # "maybe (C)"
+    + r"|(?:\\textbf\{\s{0,3})?\([A-E]\)"  # "(C)"
+    + r"|\(\s{0,3}(?:or|\\lor|" + OR_ADVERBS + r")(?![A-Za-z])[\s,$]{0,4}" + _CHOICE + ")")  # "(or C)"
 # An estimate's words with no value: "\\boxed{34} or so", "give or take", "more or less" (bracketed or not).
 _ESTIMATE_AFTER = re.compile(r"[\s$,(]{0,8}(?:or\s{1,3}so|give\s{1,3}or\s{1,3}take|more\s{1,3}or\s{1,3}less)(?![A-Za-z])",
                              re.IGNORECASE)
@@ -152,11 +163,13 @@ def from_last_box(text: str) -> Extracted | None:
     qualified = qualified or _QUALIFIED_BEFORE.search(text[max(line_start, start - 40) : start]) is not None
     # numbers in words read as digits: "\\boxed{34}; thirty-five" and "\\boxed{34}. Maybe thirty-five." hedge
     after = spelled_numbers_as_digits(text[span[1] : span[1] + _MAX_AFTER_CHARS].split("\n", 1)[0])
+    after = _CLOSING_GROUPS.sub("", after, count=1)  # "\\boxed{\\boxed{3}} or 4": read past the groups it closes
     # ... or the response disowns a numeric answer after it ("\\boxed{34}. This is wrong."), or the text after it changes it
     qualified = (qualified or (disowned_after(after, text[line_start:start]) and value_of(answer) is not None)
                  or changed_after(after, answer, list(items) or answer_items(answer))
                  or hedged_later(later := spelled_numbers_as_digits(text[span[1] : span[1] + HEDGE_WINDOW]), answer)
-                 or disowned_later(later, answer, text[line_start:start]))  # "\\boxed{34}\n\nWait, that's wrong."
+                 or disowned_later(later, answer, text[line_start:start])  # "\\boxed{34}\n\nWait, that's wrong."
+                 or (choice_of(answer) is not None and _CHOICE_AFTER.match(after) is not None))  # "\\boxed{B} or C"
     if qualified:  # "\boxed{34} or 35", "\boxed{34}^2", "\boxed{34, 5} (or 35)": not the whole answer
         candidates = max(candidates, 2)
     return Extracted(answer, candidates=candidates, items=items, qualified=qualified)

@@ -66,15 +66,16 @@ _SIMPLE_FRACTION = re.compile(r"(-?)\\frac\{(-?[0-9]{1,50})\}\{([0-9]{1,50})\}|(
 
 # A number, a symbol that joins two statements or sets, a number ("34 \\Rightarrow 35"); not in
 # a limit ("n \\to \\infty") or a set of intervals ("(1, 2) \\cup (3, 4)"): digits on both sides.
-_GAP = r"(?:\s|~|\\[ ,;:!]){0,3}"  # spaces, LaTeX's too ("34\\ \\&\\ 35")
+_GAP = r"(?:\s|~|\\[ ,;:!]|\\q?quad(?![A-Za-z])){0,3}"  # spaces, LaTeX's too ("34\\ \\&\\ 35", "34 \\quad \\& \\quad 35")
 _JOINED_NUMBERS = re.compile(
     rf"(?<![A-Za-z_^0-9.])-?[0-9]+(?:\.[0-9]+)?\}}?{_GAP}\\(?:vee|lor|wedge|land|cup|cap|mid|to|rightarrow|Rightarrow"
     r"|longrightarrow|Longrightarrow|implies|iff|leftrightarrow|Leftrightarrow|mapsto|in|ni|parallel|vert|Vert)(?![A-Za-z])"
     rf"{_GAP}\{{?-?[0-9]"
-    rf"|(?<![A-Za-z_^0-9.])-?[0-9]+(?:\.[0-9]+)?{_GAP}(?:\\\\|\\&|&|\|){_GAP}-?[0-9]")  # a line break, "&", "|"
+    rf"|(?<![A-Za-z_^0-9.])-?[0-9]+(?:\.[0-9]+)?{_GAP}(?:\\\\|\\&|&|\\?\|){_GAP}-?[0-9]")  # a line break, "&", "|", "\\|"
 # A choice's letter: in brackets, or alone, or before a period or colon and its text
 _CHOICE_LETTER = re.compile(r"\s{0,3}(?:\\(?:textbf|text|mathrm|mathbf)\{\s{0,3})?"
                             r"(?:\(([A-E])\)|([A-E])(?=[.:]\s|[.:]?\s{0,3}\}?\s{0,3}$))")
+_BRACKETED_CHOICE = re.compile(r"\(([A-E])\)")
 # "1, 2, \ldots, 34", "1 + 2 + \cdots + 34", "1, 2, ..., 34", and one that goes on: "34, \ldots"
 _ENUMERATION = re.compile(r"[,+]\s{0,3}(?:\\[lc]?dots(?![A-Za-z])|\.\.\.|\u2026)\s{0,3}(?:[,+]|\\?\}?\s{0,3}$)")
 
@@ -140,6 +141,8 @@ def quick_verdict(pred: str, ground_truth: str) -> bool | None:
     rational numbers exactly (:mod:`~dapo.rewards.exact_numbers`), two word answers as words.
     """
     if (gold_choice := choice_of(ground_truth)) is not None and (pred_choice := choice_of(pred)) is not None:
+        if len(set(_BRACKETED_CHOICE.findall(pred)) - {pred_choice}) > 0:
+            return False  # "(B), (C)", "(B)(C)": two choices (math-verify's reading paid the first)
         return pred_choice == gold_choice  # "(C) 12" for "C": the letter is the answer; its text repeats it
     gold_integer = canonical_integer(ground_truth)
     if gold_integer is not None:

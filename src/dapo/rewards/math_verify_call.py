@@ -12,7 +12,7 @@ from decimal import Decimal
 from fractions import Fraction
 
 from dapo.rewards.exact_numbers import rounds_to
-from dapo.rewards.misread_forms import as_meant
+from dapo.rewards.misread_forms import as_meant, ratios_as_tuples
 from dapo.rewards.number_forms import is_plain_number
 
 MAX_MATH_CHARS = 1000  # longer answers are not parsed at all (and count as wrong)
@@ -48,8 +48,11 @@ def math_equal(pred: str, ground_truth: str) -> bool:
     silence_math_verify_logging()
     if len(pred) > MAX_MATH_CHARS or len(ground_truth) > MAX_MATH_CHARS:
         return False
-    gold = parse(f"${_as_math_verify_reads(ground_truth)}$", parsing_timeout=None)  # type: ignore[arg-type]
-    target = parse(f"${_as_math_verify_reads(pred)}$", parsing_timeout=None)  # type: ignore[arg-type]
+    pair = ratios_as_tuples(pred, ground_truth)  # "1:3:2" for "1:2:3" (math-verify: a/b/c, 1/6 both)
+    if pair is None:
+        return False  # "1:2:3" for "\\frac16"
+    gold = parse(f"${_as_math_verify_reads(pair[1])}$", parsing_timeout=None)  # type: ignore[arg-type]
+    target = parse(f"${_as_math_verify_reads(pair[0])}$", parsing_timeout=None)  # type: ignore[arg-type]
     if not gold or not target:
         return False
     if is_plain_number(pred) and _is_irrational(gold[0]):
@@ -98,10 +101,10 @@ def _as_math_verify_reads(answer: str) -> str:
     ``\\mathrm{e}^{2}``: it dropped them, reading ``3+2\\mathrm{i}`` as 5), ``\\colon`` as ``:`` in a ratio of two (``2\\colon 3``
     was read as 3), ``\\lg`` as ``\\log_{10}`` (dropped), a set of reals in set-builder notation as its
     condition (``\\{x \\mid 1<x<3\\}`` was read as 1), a scientific literal written out (:func:`_expanded`),
-    and a ratio of three parts, a double factorial or a mixed number before a factor as meant
-    (:mod:`~dapo.rewards.misread_forms`)."""
+    and a double factorial, a mixed number before a factor or an unbraced ``\\choose`` as meant
+    (:mod:`~dapo.rewards.misread_forms`; ratios are paired before, :func:`~dapo.rewards.misread_forms.ratios_as_tuples`)."""
     answer = as_meant(_UPRIGHT_CONSTANT.sub(r"\1", answer))
-    if answer.count("\\colon") == 1:  # (a:b:c is read as a/b/c there: as_meant made it a tuple)
+    if answer.count("\\colon") == 1:  # (a:b:c is read as a/b/c there: ratios_as_tuples made two of them tuples)
         answer = answer.replace("\\colon", ":")
     answer = _LG.sub(r"\\log_{10}", answer)
     builder = _SET_BUILDER.fullmatch(answer.strip())

@@ -58,8 +58,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from dapo.rewards.answer_lists import answer_items, join_items, quick_list_verdict, tuple_as_named
+from dapo.rewards.answer_lists import (
+    answer_items,
+    join_items,
+    named_tuple_as_list,
+    quick_list_verdict,
+    tuple_as_named,
+)
 from dapo.rewards.answer_text import Extracted, bound_response, clean_answer
+from dapo.rewards.approximations import equals_value
 from dapo.rewards.counts import item_count
 from dapo.rewards.equivalence import quick_verdict, vote_key
 from dapo.rewards.extract import extract_answer, resolve_extractor
@@ -172,10 +179,15 @@ def _as_sets_of_reals(extracted: Extracted, gold: str) -> Prepared | None:
 
 
 _THOUSANDS_GROUP = re.compile(r"[0-9]{3}(?![0-9])")
-_PLUS_MINUS = re.compile(r"\\(?:pm|mp)(?![A-Za-z])|[±∓]")
+_CASES = re.compile(r"\\begin\{[dr]?cases\*?\}|\\left\\\{\s{0,3}\\begin\{array\}")
+# a ground truth that states several values or a set: "\\pm 2021", "x \\in \\{2, 3\\}", "x = \\{2, 3\\}"
+_SEVERAL_IN_GOLD = re.compile(r"\\(?:pm|mp|in)(?![A-Za-z])|[±∓]|\\\{")
 _OPENS_WITH_A_NUMBER = re.compile(r"[+-]?\s{0,3}(?:[0-9]|\\[dt]?frac(?![A-Za-z]))")
 # Characters that show nothing: "3\u200b4" is read as the 34 it shows, "34\u200b35" as 3435
-_INVISIBLE_CHARS = "\u200b\u200c\u200d\u2060\ufeff"
+# (zero-width spaces and joiners, word joiner, BOM; soft hyphen, grapheme joiner, Mongolian vowel separator;
+# direction marks, embeddings and isolates; invisible times, separator and plus)
+_INVISIBLE_CHARS = "\u200b\u200c\u200d\u2060\ufeff\u00ad\u034f\u180e\u200e\u200f\u202a\u202b\u202c\u202d\u202e" \
+    "\u2061\u2062\u2063\u2064\u2066\u2067\u2068\u2069"
 _INVISIBLE = re.compile(f"[{_INVISIBLE_CHARS}]")
 _PROOF_END = re.compile(r"\$\s{0,3}\\(?:blacksquare|square|qed|Box)\s{0,3}\$|\\(?:blacksquare|qed)(?![A-Za-z])|\u220e")
 _PROOF_END_PARTS = ("square", "qed", "Box", "\u220e")  # one of which every _PROOF_END match holds
@@ -203,16 +215,24 @@ def _names_another_axis(pred: str, ground_truth: str) -> bool:
 def _states_several_values(answer: str, ground_truth: str) -> bool:
     """Whether ``answer`` is a list of two or more numbers that differ (``3 \\text{ red}, 4 \\text{ blue}``,
     maj@k's :func:`~dapo.rewards.equivalence.vote_key` telling them apart) while ``ground_truth`` is one value,
-    not a tuple, interval or vector (``1, 2`` for ``(1, 2)`` is left to math-verify) nor two (``\\pm 2021``). Math-verify reads
-    ``3, 4`` as a set, but a word after a number broke its list: it read ``3 \\text{ red}, 4 \\text{ blue}`` as 3."""
-    if ground_truth.lstrip().startswith(("(", "[", "\\left", "\\langle", "<")) or _PLUS_MINUS.search(ground_truth):
-        return False  # ("-2021, 2021" for "\\pm 2021": math-verify's suite counts it right)
+    not a tuple, interval or vector (``1, 2`` for ``(1, 2)`` is left to math-verify) nor two or a set (``\\pm 2021``,
+    ``x \\in \\{2, 3\\}``); items of one value in two forms (``\\frac12, 0.5``) are left as before too. Math-verify reads
+    ``3, 4`` as a set, but a word after a number broke its list: it read ``3 \\text{ red}, 4 \\text{ blue}`` as 3.
+    So is a value per case (``\\begin{cases} 3 & n \\text{ even} \\\\ 4 & n \\text{ odd} \\end{cases}``, two rows or
+    more) for a ground truth without cases: math-verify read the last row's value."""
+    if _CASES.search(answer) and "\\\\" in answer and not _CASES.search(ground_truth):
+        return True
+    if ground_truth.lstrip().startswith(("(", "[", "\\left", "\\langle", "<")) or _SEVERAL_IN_GOLD.search(ground_truth):
+        return False  # ("-2021, 2021" for "\\pm 2021": math-verify's suite counts it right; "x \\in \\{2, 3\\}")
     items = answer_items(answer)
     if len(items) < 2 or not all(_OPENS_WITH_A_NUMBER.match(item) for item in items):
         return False  # "34, i.e. 34 m/s": a restatement (its rules)
     if any(_THOUSANDS_GROUP.match(item) for item in items[1:]):
         return False  # "1,000.99m²": a number whose unit kept it from reading as one (left as before)
-    return len({vote_key(item) for item in items}) > 1
+    if len({vote_key(item) for item in items}) == 1:
+        return False  # "3, 3" (before the values: a fast path)
+    values = [value_of(item) for item in items]  # "\\frac12, 0.5": one value in two forms (left as before)
+    return None in values or not all(equals_value(value, values[0]) for value in values[1:])  # type: ignore[arg-type]
 
 
 def _values_alone(items: list[str]) -> bool:
@@ -230,9 +250,10 @@ def after_reasoning(response: str) -> str:
 
 
 def as_rendered(text: str) -> str:
-    """``text`` as a reader sees it: zero-width characters gone; Unicode's spaces, and a ``~`` or
-    ``\\hspace{}`` between digits, a space; and without a proof's end mark (``$\\blacksquare$``, ``\\qed``, ``∎``), which is no answer: read as
-    one, it hid the value before it on the Answer line."""
+    """``text`` as a reader sees it: characters that show nothing gone (zero-width, direction marks, soft
+    hyphens); Unicode's spaces, and a ``~`` or ``\\hspace{}`` between digits, a space; and without a proof's end
+    mark (``$\\blacksquare$``, ``\\qed``, ``∎``), which is no answer: read as one, it hid the value before it on
+    the Answer line."""
     # (each pattern run only where its characters are: a 7k-character response took 0.1 ms a pass)
     if any(char in text for char in _INVISIBLE_CHARS):
         text = _INVISIBLE.sub("", text)
@@ -259,6 +280,7 @@ def prepare(
         bound_response(ground_truth, max_response_chars))))
     stated_gold = spelled_answer_as_digits(stated_gold)  # a ground truth "two" is 2, as an answer "2"
     gold = canonical_integer(stated_gold) or stated_gold  # math-verify sees "50", never "50\%"
+    gold = named_tuple_as_list(gold)  # "(x, y) = (3, 4)": x=3, y=4, compared name by name
     extracted = extract_answer(text, resolve_extractor(extractor, None))
     if extracted is None or not extracted.text:
         return Prepared(pred="", ground_truth=gold, verdict=False)

@@ -49,6 +49,18 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "\\boxed{B}. A check confirms it.", "B", True, "boxed"),  # a sentence opening with a letter
     (A + "\\boxed{B} (C is wrong)", "B", True, "boxed"),
     (A + "\\boxed{B}. (A) is wrong.", "B", True, "boxed"),
+    # ... a remark on another letter, or the same letter again, offers none (the review of f3cbab5)
+    (A + "\\boxed{B} (A) fails.", "B", True, "boxed"),
+    (A + "\\boxed{B}; (A) and (C) fail.", "B", True, "boxed"),
+    (A + "\\boxed{B}, (C) is a trap.", "B", True, "boxed"),
+    (A + "\\boxed{B}, simply B.", "B", True, "boxed"),
+    (A + "\\boxed{B}, equivalently (B).", "B", True, "boxed"),
+    (A + "\\boxed{B} (C).", "B", False, "boxed"),
+    (A + "\\boxed{B}, maybe C is right too.", "B", False, "boxed"),
+    (A + "\\boxed{(B)} (C) or (D)", "B", False, "boxed"),
+    (A + "Answer: \\textbf{(C)}\\ P(A)", "C", True, "answer"),  # a function's argument, no choice
+    (A + "Answer: \\textbf{(C)}\\ f(B) = 2", "C", True, "answer"),
+    (A + "\\boxed{\\textbf{(C)}\\ P(E) = \\frac12}", "C", True, "boxed"),
     (A + "\\boxed{(C) 12}", "C", True, "boxed"),
     (A + "\\boxed{x} or y", "x", True, "boxed"),  # not a choice: left as before
     # a value per case, for one value
@@ -57,6 +69,9 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + CASES_ENV.replace("cases", "dcases"), "4", False, "boxed"),  # before: right
     (A + CASES_ENV, CASES_ENV[7:-1], True, "boxed"),  # a piecewise ground truth
     (A + "\\boxed{\\begin{cases} 3 \\end{cases}}", "3", True, "boxed"),  # one case
+    (A + "\\boxed{\\begin{cases} 3 & n \\text{ even} \\\\ 3 & n \\text{ odd} \\end{cases}}", "3", True, "boxed"),  # one value
+    (A + "\\boxed{\\left\\{\\begin{array}{ll} 3 & n \\text{ even} \\\\ 4 & n \\text{ odd}\\end{array}\\right.}", "4", False, "boxed"),
+    (A + "\\boxed{\\left\\{\\begin{array}{ll} 3 & n \\text{ even} \\\\ 3 & n \\text{ odd}\\end{array}\\right.}", "3", True, "boxed"),
     # direction marks and other invisible characters show nothing
     (A + "Answer: \u200f3 4", "4", False, "answer"),  # before: right
     (A + "Answer: 3 \u200e4", "3", False, "answer"),  # before: right

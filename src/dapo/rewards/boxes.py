@@ -84,11 +84,14 @@ _CLOSING_GROUPS = re.compile(r"^(?:\s{0,3}(?:\}|\\right\s{0,3}(?:[)\]|.]|\\\}|\\
 # Another choice letter after a box holding one: "\\boxed{B} or C", "\\boxed{B}, maybe (C)", "\\boxed{(B)} or (C)",
 # "\\boxed{B} (C)", "\\boxed{B} (or C)"; not a sentence that opens with a letter ("\\boxed{B}. A check ...")
 _CHOICE = r"(?:\\textbf\{\s{0,3})?(?:\([A-E]\)|[A-E](?![A-Za-z]))"
+_LETTER = re.compile(r"(?<![A-Za-z\\])[A-E](?![A-Za-z])")
+# what may follow a letter in brackets: the end of the line, or "or" ("\\boxed{B} (A) fails" is a remark on A)
+_CHOICE_ENDS = r"(?=[\s$.!?;,)}]{0,8}$|[\s,]{0,3}(?:or|\\lor)(?![A-Za-z]))"
 _CHOICE_AFTER = re.compile(
     r"[\s$,;]{0,8}(?:(?:(?:or|\\lor)(?![A-Za-z])|/)[\s,$]{0,4}(?:(?:" + OR_ADVERBS + r")(?![A-Za-z])[\s,$]{0,4}){0,2}"
     + _CHOICE  # "or C", "/C", "or maybe (C)"
     + r"|(?:(?:" + OR_ADVERBS + r")(?![A-Za-z])[\s,$]{0,4}){1,2}" + _CHOICE  # "maybe (C)"
-    + r"|(?:\\textbf\{\s{0,3})?\([A-E]\)"  # "(C)"
+    + r"|(?:\\textbf\{\s{0,3})?\([A-E]\)" + _CHOICE_ENDS  # "(C)"
     + r"|\(\s{0,3}(?:or|\\lor|" + OR_ADVERBS + r")(?![A-Za-z])[\s,$]{0,4}" + _CHOICE + ")")  # "(or C)"
 # An estimate's words with no value: "\\boxed{34} or so", "give or take", "more or less" (bracketed or not).
 _ESTIMATE_AFTER = re.compile(r"[\s$,(]{0,8}(?:or\s{1,3}so|give\s{1,3}or\s{1,3}take|more\s{1,3}or\s{1,3}less)(?![A-Za-z])",
@@ -169,10 +172,18 @@ def from_last_box(text: str) -> Extracted | None:
                  or changed_after(after, answer, list(items) or answer_items(answer))
                  or hedged_later(later := spelled_numbers_as_digits(text[span[1] : span[1] + HEDGE_WINDOW]), answer)
                  or disowned_later(later, answer, text[line_start:start])  # "\\boxed{34}\n\nWait, that's wrong."
-                 or (choice_of(answer) is not None and _CHOICE_AFTER.match(after) is not None))  # "\\boxed{B} or C"
+                 or _another_choice_after(after, answer))  # "\\boxed{B} or C"
     if qualified:  # "\boxed{34} or 35", "\boxed{34}^2", "\boxed{34, 5} (or 35)": not the whole answer
         candidates = max(candidates, 2)
     return Extracted(answer, candidates=candidates, items=items, qualified=qualified)
+
+
+def _another_choice_after(after: str, answer: str) -> bool:
+    """Whether ``answer`` is a choice letter and ``after`` offers another (``\\boxed{B} or C``, ``(or C)``, ``, maybe
+    (C)``; not ``, simply B``, nor a remark that goes on past the letter: ``\\boxed{B} (A) fails``)."""
+    letter = choice_of(answer)
+    offered = _CHOICE_AFTER.match(after) if letter is not None else None
+    return offered is not None and _LETTER.findall(offered.group(0))[-1] != letter
 
 
 def offers_another_before(text: str) -> bool:

@@ -75,7 +75,7 @@ _JOINED_NUMBERS = re.compile(
 # A choice's letter: in brackets, or alone, or before a period or colon and its text
 _CHOICE_LETTER = re.compile(r"\s{0,3}(?:\\(?:textbf|text|mathrm|mathbf)\{\s{0,3})?"
                             r"(?:\(([A-E])\)|([A-E])(?=[.:]\s|[.:]?\s{0,3}\}?\s{0,3}$))")
-_BRACKETED_CHOICE = re.compile(r"\(([A-E])\)")
+_BRACKETED_CHOICE = re.compile(r"(?<![A-Za-z}\\_^])\(([A-E])\)")  # not an argument: "P(A)", "f(B)"
 # "1, 2, \ldots, 34", "1 + 2 + \cdots + 34", "1, 2, ..., 34", and one that goes on: "34, \ldots"
 _ENUMERATION = re.compile(r"[,+]\s{0,3}(?:\\[lc]?dots(?![A-Za-z])|\.\.\.|\u2026)\s{0,3}(?:[,+]|\\?\}?\s{0,3}$)")
 

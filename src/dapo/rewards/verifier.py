@@ -179,6 +179,7 @@ def _as_sets_of_reals(extracted: Extracted, gold: str) -> Prepared | None:
 
 
 _THOUSANDS_GROUP = re.compile(r"[0-9]{3}(?![0-9])")
+_COLUMN_SPEC = re.compile(r"^\s{0,3}\{[lcr| ]{1,20}\}")
 _CASES = re.compile(r"\\begin\{[dr]?cases\*?\}|\\left\\\{\s{0,3}\\begin\{array\}")
 # a ground truth that states several values or a set: "\\pm 2021", "x \\in \\{2, 3\\}", "x = \\{2, 3\\}"
 _SEVERAL_IN_GOLD = re.compile(r"\\(?:pm|mp|in)(?![A-Za-z])|[±∓]|\\\{")
@@ -213,26 +214,38 @@ def _names_another_axis(pred: str, ground_truth: str) -> bool:
 
 
 def _states_several_values(answer: str, ground_truth: str) -> bool:
-    """Whether ``answer`` is a list of two or more numbers that differ (``3 \\text{ red}, 4 \\text{ blue}``,
-    maj@k's :func:`~dapo.rewards.equivalence.vote_key` telling them apart) while ``ground_truth`` is one value,
-    not a tuple, interval or vector (``1, 2`` for ``(1, 2)`` is left to math-verify) nor two or a set (``\\pm 2021``,
-    ``x \\in \\{2, 3\\}``); items of one value in two forms (``\\frac12, 0.5``) are left as before too. Math-verify reads
-    ``3, 4`` as a set, but a word after a number broke its list: it read ``3 \\text{ red}, 4 \\text{ blue}`` as 3.
-    So is a value per case (``\\begin{cases} 3 & n \\text{ even} \\\\ 4 & n \\text{ odd} \\end{cases}``, two rows or
-    more) for a ground truth without cases: math-verify read the last row's value."""
-    if _CASES.search(answer) and "\\\\" in answer and not _CASES.search(ground_truth):
-        return True
+    """Whether ``answer`` is a list of two or more numbers that differ (``3 \\text{ red}, 4 \\text{ blue}``) while
+    ``ground_truth`` is one value, not a tuple, interval or vector (``1, 2`` for ``(1, 2)`` is left to
+    math-verify) nor two or a set (``\\pm 2021``, ``x \\in \\{2, 3\\}``). Math-verify reads ``3, 4`` as a set, but
+    a word after a number broke its list: it read ``3 \\text{ red}, 4 \\text{ blue}`` as 3. So is a value per case
+    (``\\begin{cases} 3 & n \\text{ even} \\\\ 4 & n \\text{ odd} \\end{cases}``) for a ground truth without cases:
+    math-verify read the last row's. Items of one value in two forms (``\\frac12, 0.5``) are left as before."""
     if ground_truth.lstrip().startswith(("(", "[", "\\left", "\\langle", "<")) or _SEVERAL_IN_GOLD.search(ground_truth):
         return False  # ("-2021, 2021" for "\\pm 2021": math-verify's suite counts it right; "x \\in \\{2, 3\\}")
+    if _CASES.search(answer) and not _CASES.search(ground_truth):
+        return _differ(_case_values(answer))
     items = answer_items(answer)
     if len(items) < 2 or not all(_OPENS_WITH_A_NUMBER.match(item) for item in items):
         return False  # "34, i.e. 34 m/s": a restatement (its rules)
     if any(_THOUSANDS_GROUP.match(item) for item in items[1:]):
         return False  # "1,000.99m²": a number whose unit kept it from reading as one (left as before)
-    if len({vote_key(item) for item in items}) == 1:
-        return False  # "3, 3" (before the values: a fast path)
-    values = [value_of(item) for item in items]  # "\\frac12, 0.5": one value in two forms (left as before)
-    return None in values or not all(equals_value(value, values[0]) for value in values[1:])  # type: ignore[arg-type]
+    return _differ(items)
+
+
+def _case_values(answer: str) -> list[str]:
+    """The value of each row of the first cases environment in ``answer`` (what precedes its ``&``)."""
+    body = _CASES.split(answer, 1)[1].split("\\end", 1)[0]
+    body = _COLUMN_SPEC.sub("", body, count=1)  # "\\begin{array}{ll}"
+    return [row.split("&", 1)[0].strip() for row in body.split("\\\\") if row.strip()]
+
+
+def _differ(values: list[str]) -> bool:
+    """Whether two or more ``values`` are not all one value (by maj@k's
+    :func:`~dapo.rewards.equivalence.vote_key`, then computed: ``\\frac12, 0.5`` are one; one not computed differs)."""
+    if len(values) < 2 or len({vote_key(value) for value in values}) == 1:
+        return False
+    computed = [value_of(value) for value in values]
+    return None in computed or not all(equals_value(value, computed[0]) for value in computed[1:])  # type: ignore[arg-type]
 
 
 def _values_alone(items: list[str]) -> bool:

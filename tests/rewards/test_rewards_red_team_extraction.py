@@ -43,6 +43,7 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "\\boxed{(B)} or (C)", "B", False, "boxed"),  # before: right
     (A + "\\boxed{B}, maybe (C)", "B", False, "boxed"),  # before: right
     (A + "\\boxed{B}/C", "B", False, "boxed"),  # before: right
+    (A + "$\\boxed{B} \\text{ or } C$", "B", False, "boxed"),  # before: right
     (A + "\\boxed{(B)(C)}", "B", False, "boxed"),  # before: right
     (A + "Answer: (B), (C)", "B", False, "answer"),  # before: right
     (A + "\\boxed{\\textbf{(B)}\\ 12,\\ \\textbf{(C)}\\ 13}", "B", False, "boxed"),  # before: right

@@ -88,8 +88,8 @@ _LETTER = re.compile(r"(?<![A-Za-z\\])[A-E](?![A-Za-z])")
 # what may follow a letter in brackets: the end of the line, or "or" ("\\boxed{B} (A) fails" is a remark on A)
 _CHOICE_ENDS = r"(?=[\s$.!?;,)}]{0,8}$|[\s,]{0,3}(?:or|\\lor)(?![A-Za-z]))"
 _CHOICE_AFTER = re.compile(
-    r"[\s$,;]{0,8}(?:(?:(?:or|\\lor)(?![A-Za-z])|/|\\text\{\s{0,3}or\s{0,3}\})[\s,$]{0,4}(?:(?:" + OR_ADVERBS + r")(?![A-Za-z])[\s,$]{0,4}){0,2}"
-    + _CHOICE  # "or C", "/C", "or maybe (C)", "\\text{ or } C"
+    r"[\s$,;]{0,8}(?:(?:(?:or|\\lor)(?![A-Za-z])|/|\\text\{\s{0,3}or\s{0,3}\})[\s,$]{0,4}"
+    + r"(?:(?:" + OR_ADVERBS + r")(?![A-Za-z])[\s,$]{0,4}){0,2}" + _CHOICE  # "or C", "/C", "or maybe (C)", "\\text{ or } C"
     + r"|(?:(?:" + OR_ADVERBS + r")(?![A-Za-z])[\s,$]{0,4}){1,2}" + _CHOICE  # "maybe (C)"
     + r"|(?:\\textbf\{\s{0,3})?\([A-E]\)" + _CHOICE_ENDS  # "(C)"
     + r"|\(\s{0,3}(?:or|\\lor|" + OR_ADVERBS + r")(?![A-Za-z])[\s,$]{0,4}" + _CHOICE + ")")  # "(or C)"

@@ -11,7 +11,8 @@
 - A *mixed number before a factor* (``2\\frac{1}{2}\\pi``, two and a half pi): math-verify multiplies
   ``2 \\cdot \\frac12 \\cdot \\pi``, though it reads ``2\\frac{1}{2}`` alone as two and a half. The
   whole number and a proper fraction of numerals after it are joined, ``\\frac{5}{2}\\pi``; not after a
-  power, an index or a brace (``x^2\\frac{1}{2}``, ``\\sqrt{2}\\frac12``).
+  power, an index, a brace or a command whose argument it is (``x^2\\frac{1}{2}``, ``\\sqrt{2}\\frac12``,
+  ``\\sqrt 2\\frac12``).
 - A *binomial coefficient in TeX's own form* without its braces (``10 \\choose 3``, the whole answer, as a
   box's braces make it): math-verify reads 3 unless it is braced (``{10 \\choose 3}``); it becomes
   ``\\binom{10}{3}``.

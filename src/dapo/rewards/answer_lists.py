@@ -110,11 +110,10 @@ def tuple_as_named(pred_items: list[str], gold_items: list[str]) -> list[str]:
     as a list of values when they are not as many (math-verify took a tuple for a set: ``(2, 5)`` was
     right for ``x=5, y=2``). Any other answer is returned as it is."""
     gold_labels = _labels(gold_items)
-    named = _NAMED_TUPLE.fullmatch(pred_items[0].strip()) if gold_labels and len(pred_items) == 1 else None
-    if named is None:
+    parts = _tuple_parts(pred_items[0]) if gold_labels and len(pred_items) == 1 else None
+    if parts is None:
         return pred_items
-    values = _split_top_level(named.group(2), semicolons_only=False)
-    names = [name.strip() for name in named.group(1).split(",")] if named.group(1) else gold_labels
+    names, values = parts[0] or gold_labels, parts[1]
     if len(names) != len(values) or len(values) != len(gold_labels):
         return values
     return [f"{name}={value}" for name, value in zip(names, values)]
@@ -124,14 +123,23 @@ def named_tuple_as_list(answer: str) -> str:
     """A tuple that names its values, ``(x, y) = (3, 4)``, as the list of them, ``x=3, y=4``, so that a
     ground truth written so is compared name by name (``y=4, x=3`` right, ``y=3, x=4`` wrong: the values
     were read in the order written, paying it); anything else is returned as it is."""
-    named = _NAMED_TUPLE.fullmatch(answer.strip())
-    if named is None or named.group(1) is None:
+    parts = _tuple_parts(answer)
+    if parts is None or parts[0] is None:
         return answer
-    names = [name.strip() for name in named.group(1).split(",")]
-    values = _split_top_level(named.group(2), semicolons_only=False)
+    names, values = parts
     if len(names) != len(values) or len({name.lower() for name in names}) != len(names):
         return answer
     return join_items([f"{name}={value}" for name, value in zip(names, values)])
+
+
+def _tuple_parts(answer: str) -> tuple[list[str] | None, list[str]] | None:
+    """The names (None when it names none) and the values of a tuple, ``(x, y) = (2, 5)`` or ``(2, 5)``;
+    None when ``answer`` is no tuple."""
+    named = _NAMED_TUPLE.fullmatch(answer.strip())
+    if named is None:
+        return None
+    names = [name.strip() for name in named.group(1).split(",")] if named.group(1) else None
+    return names, _split_top_level(named.group(2), semicolons_only=False)
 
 
 def quick_list_verdict(pred_items: list[str], gold_items: list[str]) -> bool | None:

@@ -160,8 +160,9 @@ def test_a_windowed_model_attends_on_the_grids_where_a_sequence_is_longer_than_i
         attn_implementation="eager"))
     tensors = collate(samples, 0, "shared_prompt")
     calls = []
-    forward = OPS.functions["packed_attention_forward"]
-    monkeypatch.setitem(OPS.functions, "packed_attention_forward", lambda *args: calls.append(1) or forward(*args))
+    ops = fused_cpu_ops(torch.zeros(1))  # those the forward loads now (a test that reloads them makes new ones)
+    forward = ops.functions["packed_attention_forward"]
+    monkeypatch.setitem(ops.functions, "packed_attention_forward", lambda *args: calls.append(1) or forward(*args))
     with_kernels = native_shared_prompt_logits(copy.deepcopy(model), tensors, cpu_kernels=True)
     assert len(calls) == (0 if window == 3 else model.config.num_hidden_layers)
     torch.testing.assert_close(with_kernels, native_shared_prompt_logits(model, tensors), rtol=0, atol=1e-5)

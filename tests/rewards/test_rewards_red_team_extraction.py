@@ -58,6 +58,15 @@ CASES: list[tuple[str, str, bool, str]] = [
     (A + "\\boxed{B}, equivalently (B).", "B", True, "boxed"),
     (A + "\\boxed{B} (C).", "B", False, "boxed"),
     (A + "\\boxed{B}, maybe C is right too.", "B", False, "boxed"),
+    # ... a letter joined to it by "and", a comma or "&" at the line's end (stop 104)
+    (A + "\\boxed{B} and C.", "B", False, "boxed"),  # before: right
+    (A + "\\boxed{B}, C", "B", False, "boxed"),  # before: right
+    (A + "\\boxed{B} \\& C", "B", False, "boxed"),  # before: right
+    (A + "$\\boxed{B}$ and $(C)$.", "B", False, "boxed"),  # before: right
+    (A + "Answer: \\boxed{B} and C", "B", False, "answer"),  # before: right
+    (A + "\\boxed{B} and C are wrong.", "B", True, "boxed"),
+    (A + "\\boxed{B}, C double counts.", "B", True, "boxed"),
+    (A + "\\boxed{B} and B", "B", True, "boxed"),
     (A + "\\boxed{(B)} (C) or (D)", "B", False, "boxed"),
     (A + "Answer: \\textbf{(C)}\\ P(A)", "C", True, "answer"),  # a function's argument, no choice
     (A + "Answer: \\textbf{(C)}\\ f(B) = 2", "C", True, "answer"),

@@ -82,7 +82,7 @@ _ONE_BARE_VALUE = re.compile(_BARE_VALUE)
 # The closing of groups the box sits in: "\\boxed{\\boxed{3}} or 4", "\\textbf{\\boxed{3}} or 4", "\\left(\\boxed{3}\\right) or 4"
 _CLOSING_GROUPS = re.compile(r"^(?:\s{0,3}(?:\}|\\right\s{0,3}(?:[)\]|.]|\\\}|\\rangle|\\[rv]vert(?![A-Za-z]))))+")
 # Another choice letter after a box holding one: "\\boxed{B} or C", "\\boxed{B}, maybe (C)", "\\boxed{(B)} or (C)",
-# "\\boxed{B} (C)", "\\boxed{B} (or C)"; not a sentence that opens with a letter ("\\boxed{B}. A check ...")
+# "\\boxed{B} (C)", "\\boxed{B} (or C)", "\\boxed{B} and C"; not a sentence that opens with a letter ("\\boxed{B}. A check ...")
 _CHOICE = r"(?:\\textbf\{\s{0,3})?(?:\([A-E]\)|[A-E](?![A-Za-z]))"
 _LETTER = re.compile(r"(?<![A-Za-z\\])[A-E](?![A-Za-z])")
 # what may follow a letter in brackets: the end of the line, or "or" ("\\boxed{B} (A) fails" is a remark on A)
@@ -92,7 +92,10 @@ _CHOICE_AFTER = re.compile(
     + r"(?:(?:" + OR_ADVERBS + r")(?![A-Za-z])[\s,$]{0,4}){0,2}" + _CHOICE  # "or C", "/C", "or maybe (C)", "\\text{ or } C"
     + r"|(?:(?:" + OR_ADVERBS + r")(?![A-Za-z])[\s,$]{0,4}){1,2}" + _CHOICE  # "maybe (C)"
     + r"|(?:\\textbf\{\s{0,3})?\([A-E]\)" + _CHOICE_ENDS  # "(C)"
-    + r"|\(\s{0,3}(?:or|\\lor|" + OR_ADVERBS + r")(?![A-Za-z])[\s,$]{0,4}" + _CHOICE + ")")  # "(or C)"
+    + r"|\(\s{0,3}(?:or|\\lor|" + OR_ADVERBS + r")(?![A-Za-z])[\s,$]{0,4}" + _CHOICE  # "(or C)"
+    # "and C", ", C", "\\& C" ending the line: two letters for one ("\\boxed{B} and C are wrong" is a remark)
+    + r"|[\s$]{0,4}(?:(?:and|\\land|\\text\{\s{0,3}and\s{0,3}\})(?![A-Za-z])|,|&|\\&)[\s$]{0,4}" + _CHOICE + _CHOICE_ENDS
+    + ")")
 # An estimate's words with no value: "\\boxed{34} or so", "give or take", "more or less" (bracketed or not).
 _ESTIMATE_AFTER = re.compile(r"[\s$,(]{0,8}(?:or\s{1,3}so|give\s{1,3}or\s{1,3}take|more\s{1,3}or\s{1,3}less)(?![A-Za-z])",
                              re.IGNORECASE)

@@ -20,7 +20,7 @@ from dapo.rewards.math_dapo import (
     minerva_normalize,
 )
 from dapo.rewards.types import RewardResult
-from dapo.trainer.eval_warnings import unread_boxes_note
+from dapo.trainer.eval_warnings import unread_answers_note
 
 R = "Let me work it out.\n"
 
@@ -106,7 +106,7 @@ def test_the_reference_config_uses_it_and_extractor_settings_are_refused_with_it
 def test_boxed_answers_it_cannot_read_are_said_with_the_verifier_that_reads_them():
     cfg = RewardConfig(verifier="math_dapo")
     texts = [R + "\\boxed{34}"] * 4
-    note = unread_boxes_note(cfg, ["aime_2024"] * 4, texts, [RewardResult(score=-1.0, acc=False)] * 4, "training")
+    note = unread_answers_note(cfg, ["aime_2024"] * 4, texts, [RewardResult(score=-1.0, acc=False)] * 4, "training")
     assert note is not None and "reward.verifier=math_dapo reads only the \"Answer:\" line" in note
     assert "set reward.verifier=dapo-rl reward.extractor=boxed" in note
 

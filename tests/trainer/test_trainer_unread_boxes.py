@@ -37,10 +37,13 @@ class BoxingEngine:
         return getattr(self.wrapped, name)
 
 
-def boxed_eval(source: str, extractor: str = "auto", text: str = "1 + 1 is 2, so \\boxed{2}"):
+TAGGED = "<think>1 + 1 is 2</think> <answer>2</answer>"  # DeepSeek-R1-Zero's format (data.template=r1)
+
+
+def boxed_eval(source: str, extractor: str = "auto", text: str = "1 + 1 is 2, so \\boxed{2}", verifier: str = "dapo-rl"):
     tokenizer = build_tokenizer()
     problems = [Problem(uid=str(i), prompt="1 + 1 =", ground_truth="2", data_source=source) for i in range(3)]
-    with RewardScorer(RewardConfig(num_workers=1, extractor=extractor)) as scorer:
+    with RewardScorer(RewardConfig(num_workers=1, extractor=extractor, verifier=verifier)) as scorer:
         return evaluate(BoxingEngine(tokenizer, text=text), tokenizer, scorer, [[1]] * 3, problems,
                         SamplingParams(n=2, seed=0))
 
@@ -59,6 +62,8 @@ def test_an_evaluation_that_reads_no_box_under_the_answer_line_extractor_says_so
     ("math500", "auto", "1 + 1 is 2, so \\boxed{2}"),  # auto reads either anchor there
     ("aime2025", "auto", "1 + 1 is 2\nAnswer: 2"),  # the format the extractor reads
     ("aime2025", "auto", "1 + 1 is 2"),  # no box either: nothing the fix would read
+    ("aime2025", "auto", TAGGED),  # the Answer-line extractor reads an <answer> tag
+    ("math500", "auto", TAGGED),
 ])
 def test_nothing_is_said_where_the_box_is_read_or_absent(source, extractor, text):
     with warnings.catch_warnings():
@@ -86,3 +91,16 @@ def test_training_on_an_aime_file_with_boxed_answers_says_it_once(tiny_model_dir
     assert len(said) == 1, said  # two steps, three rounds each: said once
     assert "data_source aime2025" in said[0] and "reward.extractor=boxed" in said[0]
     assert '"Answer:" line' in said[0] and "data.template" in said[0]
+
+
+@pytest.mark.parametrize("extractor, verifier, reads, fix", [
+    ("boxed", "dapo-rl", "reward.extractor=boxed reads only boxes", "set reward.extractor=auto (or answer)"),
+    ("auto", "math_dapo", 'reward.verifier=math_dapo reads only the "Answer:" line',
+     "set reward.verifier=dapo-rl;"),
+])
+def test_answer_tags_the_extractor_does_not_read_are_said_with_the_one_that_reads_them(extractor, verifier, reads, fix):
+    with pytest.warns(UserWarning, match=r"6 of 6 evaluation responses on data_source math500 hold an <answer> tag") as said:
+        result = boxed_eval("math500", extractor, TAGGED, verifier)
+    message = next(str(w.message) for w in said if "<answer>" in str(w.message))
+    assert reads in message and fix in message
+    assert result.metrics["eval/avg@2"] == 0.0

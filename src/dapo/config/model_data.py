@@ -123,7 +123,11 @@ class DataConfig:
     # that cannot be read (not valid JSON as a whole, a corrupt parquet or .gz), or none of whose
     # rows is usable (another schema's columns), still stops the load.
     lenient: bool = False
-    # Wrap raw problem text: "dapo" (solve step by step, end with "Answer: $Answer"), "none".
+    # Wrap raw problem text (chat-list prompts are used as written): "dapo" (solve step by step,
+    # end with "Answer: $Answer"); "boxed" (Qwen2.5-Math's "Please reason step by step, and put
+    # your final answer within \boxed{}." after the problem); "r1" (DeepSeek-R1-Zero's
+    # instruction to answer in <think> and <answer> tags: a system message under the chat template,
+    # else the completion prompt "... User: {problem}. Assistant:"); "none".
     template: str = "dapo"
     # Render chat-list prompts with the tokenizer's chat template when it has one.
     use_chat_template: bool = True
@@ -162,7 +166,7 @@ class DataConfig:
         for key in ("eval_prompt_key", "eval_answer_key"):
             check(getattr(self, key) is None or bool(getattr(self, key).strip()),
                   f"data.{key} is empty: name the column of the eval files, or null for data.{key[5:]}'s")
-        one_of("data.template", self.template, ("dapo", "none"))
+        one_of("data.template", self.template, ("dapo", "boxed", "r1", "none"))
         check(self.max_prompt_length > 0, "data.max_prompt_length must be > 0")
         taken = sorted(set(self.chat_template_kwargs) & RENDERING_ARGUMENTS)
         check(not taken, f"data.chat_template_kwargs sets {', '.join(taken)}, which the prompt rendering sets itself "

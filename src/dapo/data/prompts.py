@@ -4,9 +4,13 @@ Rendering rules, in order:
 
 1. A ``verbatim`` problem (the built-in task) is a completion prompt:
    its text is used verbatim, with no instruction and no chat template.
-2. Raw problem text is wrapped in the DAPO instruction (``DAPO_TEMPLATE``) when
-   ``cfg.template == "dapo"`` (unless it already begins with it: a DAPO-Math prompt flattened to
-   text), then treated as a one-message chat ``[{"role": "user", ...}]``.
+2. Raw problem text is wrapped by ``cfg.template``, then treated as a one-message chat
+   ``[{"role": "user", ...}]``: "dapo", the DAPO instruction (``DAPO_TEMPLATE``; not again where the
+   text already begins with it: a DAPO-Math prompt flattened to text); "boxed", Qwen2.5-Math's
+   instruction to put the answer in ``\\boxed{}`` (``BOXED_TEMPLATE``); "r1", DeepSeek-R1-Zero's
+   (``R1_INSTRUCTION``, answers in ``<think>`` and ``<answer>`` tags) as the system message of a
+   two-message chat where the chat template is used, and otherwise as R1-Zero's base model read it,
+   the completion prompt ``R1_TEMPLATE`` ("... User: {problem}. Assistant:"); "none", nothing.
 3. A chat list goes through ``tokenizer.apply_chat_template(..., add_generation_prompt=True)``
    when ``cfg.use_chat_template`` and the tokenizer has a chat template; otherwise the messages'
    contents are joined with blank lines as plain text; ``cfg.chat_template_kwargs`` are the
@@ -46,6 +50,25 @@ DAPO_TEMPLATE = (
 KNOWN_ROLES = ("system", "user", "assistant", "tool", "developer", "ipython")
 
 _DAPO_HEAD = DAPO_TEMPLATE.partition("{problem}")[0].strip()
+
+# Qwen2.5-Math's chain-of-thought instruction, which Qwen's math evaluations and R1-Zero-like
+# recipes (SimpleRL-Zoo, Dr. GRPO) ask for, after the problem.
+BOXED_TEMPLATE = "{problem}\n\nPlease reason step by step, and put your final answer within \\boxed{{}}."
+
+# DeepSeek-R1-Zero's instruction (the DeepSeek-R1 paper, Table 1), as its base model and the system
+# prompts of R1-Zero reproductions (open-r1, TRL's GRPO examples) state it; the verifier reads the
+# <answer> tag (reward.extractor auto, any or answer).
+R1_INSTRUCTION = (
+    "A conversation between User and Assistant. The user asks a question, and the Assistant solves it. "
+    "The assistant first thinks about the reasoning process in the mind and then provides the user with the "
+    "answer. The reasoning process and answer are enclosed within <think> </think> and <answer> </answer> "
+    "tags, respectively, i.e., <think> reasoning process here </think> <answer> answer here </answer>."
+)
+R1_TEMPLATE = R1_INSTRUCTION + " User: {problem}. Assistant:"
+
+# What each data.template wraps text prompts in, as warnings name it.
+TEMPLATE_NAMES = {"dapo": "the DAPO instruction", "boxed": "the boxed-answer instruction",
+                  "r1": "DeepSeek-R1-Zero's instruction"}
 
 
 def problem_text(prompt: str | list[dict[str, str]]) -> str:
@@ -126,7 +149,8 @@ class PromptEncoder:
         prompt is read once. None otherwise, and with data.template=none and
         data.use_chat_template=false, which use text prompts as they are."""
         how = ("the chat template" if self.uses_chat_template else
-               "the DAPO instruction (data.template=dapo)" if self.cfg.template == "dapo" else None)
+               f"{TEMPLATE_NAMES[self.cfg.template]} (data.template={self.cfg.template})"
+               if self.cfg.template in TEMPLATE_NAMES else None)
         special = [token.content for token in getattr(self.tokenizer, "added_tokens_decoder", {}).values()
                    if token.special and token.content.strip()]
         if how is None or not special:
@@ -166,9 +190,9 @@ class PromptEncoder:
         if problem.verbatim and isinstance(prompt, str):
             return prompt
         if isinstance(prompt, str):
-            # a DAPO-Math prompt flattened to text already carries the instruction: not twice
-            wrap = self.cfg.template == "dapo" and not prompt.lstrip().startswith(_DAPO_HEAD)
-            prompt = [{"role": "user", "content": DAPO_TEMPLATE.format(problem=prompt) if wrap else prompt}]
+            if self.cfg.template == "r1" and not self.uses_chat_template:
+                return R1_TEMPLATE.format(problem=prompt)  # a completion prompt, as R1-Zero's base model read it
+            prompt = self._as_chat(prompt)
         if self.uses_chat_template:
             # a chat ending in an assistant message is a prefill: the response continues it, as in
             # TRL, rather than following it as a closed turn in a second assistant turn
@@ -182,6 +206,18 @@ class PromptEncoder:
                 raise DataError(f"the tokenizer's chat template refused the prompt of {self._named(problem)} "
                                 f"(roles: {roles}): {type(error).__name__}: {error}") from error
         return "\n\n".join(message["content"] for message in prompt)
+
+    def _as_chat(self, text: str) -> list[dict[str, str]]:
+        """Problem text wrapped by data.template as the chat the chat template renders (module rule 2)."""
+        template = self.cfg.template
+        if template == "r1":
+            return [{"role": "system", "content": R1_INSTRUCTION}, {"role": "user", "content": text}]
+        # a DAPO-Math prompt flattened to text already carries the instruction: not twice
+        if template == "dapo" and not text.lstrip().startswith(_DAPO_HEAD):
+            text = DAPO_TEMPLATE.format(problem=text)
+        elif template == "boxed":
+            text = BOXED_TEMPLATE.format(problem=text)
+        return [{"role": "user", "content": text}]
 
     def encode(self, problems: list[Problem]) -> EncodedPrompts:
         """Token ids of each rendered prompt; a DataError names one longer than

@@ -1,5 +1,6 @@
 """What an evaluation says when reward scoring failed on some or all of its samples, and when the
-verifier read no answer from most responses that hold one in a box (training batches too)."""
+verifier read no answer from most responses that hold one in a box or an answer tag (training batches
+too)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,10 @@ from dapo.rewards.boxes import last_box_start
 from dapo.rewards.extract import resolve_extractor
 from dapo.rewards.scorer import NO_REWARD
 from dapo.rewards.types import RewardResult
+
+# The answer forms a reader may be blind to (unread_answers_note)
+_BOX = "a \\boxed{...}"
+_TAG = "an <answer> tag"
 
 
 def all_unmeasured(culprits: list[str | None]) -> bool:
@@ -77,29 +82,48 @@ def unscored_message(scorer: RewardScorer, culprits: list[str | None], k: int) -
             f"anything; first failure: {_first_failure(scorer, first)}. Fix {first}{hint} and evaluate again")
 
 
-def unread_boxes_note(reward: RewardConfig, data_sources: list[str], texts: list[str],
-                      results: list[RewardResult], what: str) -> str | None:
-    """A warning when most responses of the data sources the verifier reads through the
-    ``Answer:``-line extractor (reward.extractor=answer, or auto for a data_source that contains
-    "dapo" or begins with "aime") had no answer extracted but hold a ``\\boxed{...}``: a model that
-    answers in a box scores wrong on every one of them. None otherwise. ``what``: "training" or
-    "evaluation", the responses'."""
+def unread_answers_note(reward: RewardConfig, data_sources: list[str], texts: list[str],
+                        results: list[RewardResult], what: str) -> str | None:
+    """A warning when most responses the verifier reads with an extractor blind to the form they answer
+    in had no answer extracted: a ``\\boxed{...}`` where only the ``Answer:`` line is read
+    (reward.verifier=math_dapo; reward.extractor=answer, or auto for a data_source that contains "dapo" or
+    begins with "aime"), an ``<answer>`` tag where math_dapo or reward.extractor=boxed reads. A model that
+    answers so scores wrong on every one of them. None otherwise. ``what``: "training" or "evaluation",
+    the responses'."""
     if reward.verifier_weight == 0:  # no verifier, no extraction
         return None
     strict = reward.verifier == "math_dapo"  # the reference scorer reads the "Answer:" line of every source
-    answer_line = [i for i, source in enumerate(data_sources)
-                   if strict or resolve_extractor(reward.extractor, source) == "answer"]
-    unread = [i for i in answer_line if not results[i].answer and last_box_start(texts[i]) >= 0]
-    if 2 * len(unread) <= len(answer_line):
+    readers = ["math_dapo" if strict else resolve_extractor(reward.extractor, source) for source in data_sources]
+    blind = [i for i, reader in enumerate(readers) if reader in ("math_dapo", "answer", "boxed")]
+    held = {i: _unread_form(readers[i], texts[i]) for i in blind if not results[i].answer}
+    unread = [i for i, form in held.items() if form is not None]
+    if 2 * len(unread) <= len(blind):
         return None
     names = sorted({data_sources[i] for i in unread})
     named = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    forms = sorted({held[i] for i in unread})
+    reader = readers[unread[0]]
     chosen = ('reward.verifier=math_dapo reads only the "Answer:" line, as the DAPO reference run did' if strict else
+              'reward.extractor=boxed reads only boxes' if reader == "boxed" else
               'reward.extractor=auto picks the "Answer:" line extractor there (a data_source whose name contains '
               '"dapo" or begins with "aime")' if reward.extractor == "auto" else
-              'reward.extractor=answer reads only the "Answer:" line')
-    fix = "reward.verifier=dapo-rl reward.extractor=boxed" if strict else "reward.extractor=boxed"
-    return (f"{len(unread)} of {len(answer_line)} {what} responses on data_source {named} hold a \\boxed{{...}} but "
-            f"no answer the verifier reads: {chosen}, so they score as wrong (pred \"\"). If the model answers in a "
-            f"box, set {fix}; or have the prompt ask for a last line \"Answer: ...\" (data.template=dapo "
-            "does for text prompts)")
+              'reward.extractor=answer reads only the "Answer:" line and <answer> tags')
+    fix = ("reward.extractor=auto (or answer)" if reader == "boxed" else
+           "reward.verifier=dapo-rl" + (" reward.extractor=boxed" if forms == [_BOX] else "") if strict else
+           "reward.extractor=boxed")
+    asks = ("a \\boxed{...} answer (data.template=boxed" if reader == "boxed" else
+            "a last line \"Answer: ...\" (data.template=dapo")
+    return (f"{len(unread)} of {len(blind)} {what} responses on data_source {named} hold {' or '.join(forms)} but "
+            f"no answer the verifier reads: {chosen}, so they score as wrong (pred \"\"). If the model answers so, "
+            f"set {fix}; or have the prompt ask for {asks} does for text prompts)")
+
+
+def _unread_form(reader: str, text: str) -> str | None:
+    """The answer form ``text`` holds that ``reader`` (an extractor, or "math_dapo") does not read."""
+    if reader in ("math_dapo", "answer") and last_box_start(text) >= 0:
+        return _BOX
+    lowered = text.lower()
+    opened = lowered.find("<answer>")
+    if reader in ("math_dapo", "boxed") and opened >= 0 and lowered.find("</answer", opened) > 0:
+        return _TAG
+    return None

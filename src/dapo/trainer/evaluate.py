@@ -35,7 +35,7 @@ from dapo.trainer.eval_warnings import (
     all_unmeasured,
     at_k_names,
     failure_warnings,
-    unread_boxes_note,
+    unread_answers_note,
     unscored_message,
 )
 from dapo.trainer.scoring import sample_record, score_completions
@@ -226,12 +226,12 @@ def evaluate(
     unscored_sources = _add_per_source_metrics(metrics, problems, results, culprits, params.n, votes)
     for message in failure_warnings(scorer, results, culprits, params.n, unscored_sources):
         warnings.warn(message, stacklevel=2)
-    if said is None or UNREAD_BOXES_EVAL not in said:  # (not read again once said)
+    if said is None or UNREAD_ANSWERS_EVAL not in said:  # (not read again once said)
         data_sources = [problems[index // params.n].data_source for index in range(len(results))]
-        note = unread_boxes_note(scorer.cfg, data_sources, texts, results, "evaluation")
+        note = unread_answers_note(scorer.cfg, data_sources, texts, results, "evaluation")
         if note is not None:
             if said is not None:
-                said.add(UNREAD_BOXES_EVAL)
+                said.add(UNREAD_ANSWERS_EVAL)
             warnings.warn(note + (" (said once a run)" if said is not None else ""), stacklevel=2)
     samples = [
         # the prompt on every sample, as the data holds it (text or chat list): one file to read
@@ -249,7 +249,7 @@ def evaluate(
 
 
 # ------------------------------------------------------------------ scorings that failed
-UNREAD_BOXES_EVAL = "unread boxes (evaluation)"  # the kind of note evaluate() says once a run
+UNREAD_ANSWERS_EVAL = "unread answers (evaluation)"  # the kind of note evaluate() says once a run
 
 
 def score_metrics(results: list[RewardResult], with_mean: bool = True) -> dict[str, float]:

@@ -238,7 +238,7 @@ class Trainer(LoopState):
                                    encoded.token_ids)
         results = scored.results
         record.timer["reward"] += time.perf_counter() - started
-        self.state.warn_if_boxes_unread([problems[c.prompt_index].data_source for c in generation.completions],
+        self.state.warn_if_answers_unread([problems[c.prompt_index].data_source for c in generation.completions],
                                         scored.texts, results)
         samples = [
             Sample(

@@ -48,7 +48,7 @@ from dapo.trainer.checkpoint import (
     publish_checkpoint,
     set_aside_checkpoints_after,
 )
-from dapo.trainer.eval_warnings import unread_boxes_note
+from dapo.trainer.eval_warnings import unread_answers_note
 from dapo.trainer.evaluate import ProgressCallback
 from dapo.trainer.metrics import MetricsLogger
 from dapo.trainer.ray_faults import signals_deferred
@@ -75,7 +75,7 @@ from dapo.trainer.sharded_checkpoint import is_sharded
 from dapo.user_code import edited_sources, source_digests
 
 TRUNCATION_WARNING_RATE = 0.5
-UNREAD_BOXES_TRAIN = "unread boxes (training)"  # the kind of note warn_if_boxes_unread says once a run
+UNREAD_ANSWERS_TRAIN = "unread answers (training)"  # the kind of note warn_if_answers_unread says once a run
 BAR_COLUMNS = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[unit]}"),
                TimeElapsedColumn())
 
@@ -360,16 +360,17 @@ class RunState:
                 stacklevel=2,
             )
 
-    def warn_if_boxes_unread(self, data_sources: list[str], texts: list[str], results: list[RewardResult]) -> None:
+    def warn_if_answers_unread(self, data_sources: list[str], texts: list[str], results: list[RewardResult]) -> None:
         """Warn when most responses of a generation round (its ``data_sources``, decoded ``texts`` and
-        scored ``results``) that the verifier reads through the ``Answer:``-line extractor hold a
-        ``\\boxed{...}`` it does not read: the first round it happens (such a model scores wrong
-        on all of them, every step; a warning a step would bury the log)."""
-        if UNREAD_BOXES_TRAIN in self.said:
+        scored ``results``) hold an answer in a form the verifier's extractor does not read (a
+        ``\\boxed{...}`` under the ``Answer:``-line extractor, an ``<answer>`` tag under the boxed one:
+        :func:`~dapo.trainer.eval_warnings.unread_answers_note`): the first round it happens (such a model
+        scores wrong on all of them, every step; a warning a step would bury the log)."""
+        if UNREAD_ANSWERS_TRAIN in self.said:
             return
-        note = unread_boxes_note(self.cfg.reward, data_sources, texts, results, "training")
+        note = unread_answers_note(self.cfg.reward, data_sources, texts, results, "training")
         if note is not None:
-            self.said.add(UNREAD_BOXES_TRAIN)
+            self.said.add(UNREAD_ANSWERS_TRAIN)
             warnings.warn(f"{note} (said once; rollout/acc has every step's accuracy)", stacklevel=2)
 
     # ------------------------------------------------------------------ progress bar

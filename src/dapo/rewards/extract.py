@@ -7,8 +7,9 @@ Two anchors, as in the DAPO reference and the MATH convention:
   box on the next line); the answer is the rest of that line, or the next non-empty line when the
   anchor ends its line. A display block opened on that line (``$$`` or ``\\[``) runs to its
   closing delimiter. An answer tag, ``<answer>34</answer>`` (DeepSeek-R1-Zero's template, TRL's GRPO
-  examples), is an anchor too, when it closes (``put it in <answer> tags`` is prose): from its content to
-  the end of the line its closing tag is on, without the tag, is read as such a line (``<answer>34</answer>
+  examples), is an anchor too where it states one (closed around more than a placeholder, or never closed
+  but opening its line: cut off; ``put it in <answer> tags`` is prose): from its content to the end of
+  the line its closing tag is on, without the tags, is read as such a line (``<answer>34</answer>
   or 35`` hedges as ``Answer: 34 or 35`` does). On the line: a chat-template or end-of-text token
   (``<|im_end|>``, ``</s>``) ends it;
   ``I hope it is correct`` (the Minerva format "The final answer is X. I hope it is correct.") ends it;

@@ -9,13 +9,14 @@ from collections import Counter
 from dapo.config.schema import RewardConfig
 from dapo.rewards import RewardScorer
 from dapo.rewards.boxes import last_box_start
-from dapo.rewards.extract import resolve_extractor
+from dapo.rewards.extract import extract_answer, resolve_extractor
 from dapo.rewards.scorer import NO_REWARD
 from dapo.rewards.types import RewardResult
 
 # The answer forms a reader may be blind to (unread_answers_note)
 _BOX = "a \\boxed{...}"
 _TAG = "an <answer> tag"
+_LINE = 'an "Answer:" line'
 
 
 def all_unmeasured(culprits: list[str | None]) -> bool:
@@ -87,7 +88,8 @@ def unread_answers_note(reward: RewardConfig, data_sources: list[str], texts: li
     """A warning when most responses the verifier reads with an extractor blind to the form they answer
     in had no answer extracted: a ``\\boxed{...}`` where only the ``Answer:`` line is read
     (reward.verifier=math_dapo; reward.extractor=answer, or auto for a data_source that contains "dapo" or
-    begins with "aime"), an ``<answer>`` tag where math_dapo or reward.extractor=boxed reads. A model that
+    begins with "aime"), an ``<answer>`` tag where math_dapo reads, either or an ``Answer:`` line where
+    reward.extractor=boxed reads. A model that
     answers so scores wrong on every one of them. None otherwise. ``what``: "training" or "evaluation",
     the responses'."""
     if reward.verifier_weight == 0:  # no verifier, no extraction
@@ -124,6 +126,9 @@ def _unread_form(reader: str, text: str) -> str | None:
         return _BOX
     lowered = text.lower()
     opened = lowered.find("<answer>")
-    if reader in ("math_dapo", "boxed") and opened >= 0 and lowered.find("</answer", opened) > 0:
+    tagged = opened >= 0 and lowered.find("</answer", opened) > 0
+    if reader == "math_dapo" and tagged:
         return _TAG
+    if reader == "boxed" and extract_answer(text, "answer") is not None:  # (what the Answer-line extractor reads)
+        return _TAG if tagged else _LINE
     return None

@@ -1,7 +1,7 @@
 """A data_source for which reward.extractor=auto reads the "Answer:" line (its name contains "dapo"
-or begins with "aime"), and a model that answers in \\boxed{...}: every response scores wrong.
-That is said, once a run (training) and in an evaluation, with the data_source, the extractor and
-the fix."""
+or begins with "aime"), and a model that answers in \\boxed{...}: every response scores wrong. That is
+said, once a run (training) and in an evaluation, with the data_source, the extractor and the fix; so is
+an <answer> tag under math_dapo or reward.extractor=boxed, and an "Answer:" line under the latter."""
 
 from __future__ import annotations
 
@@ -103,4 +103,12 @@ def test_answer_tags_the_extractor_does_not_read_are_said_with_the_one_that_read
         result = boxed_eval("math500", extractor, TAGGED, verifier)
     message = next(str(w.message) for w in said if "<answer>" in str(w.message))
     assert reads in message and fix in message
+    assert result.metrics["eval/avg@2"] == 0.0
+
+
+def test_answer_lines_the_boxed_extractor_does_not_read_are_said_with_the_template_that_asks_for_a_box():
+    with pytest.warns(UserWarning, match=r'6 of 6 evaluation responses on data_source math500 hold an "Answer:" line') as said:
+        result = boxed_eval("math500", "boxed", "1 + 1 is 2\nAnswer: 2")
+    message = next(str(w.message) for w in said if "Answer:" in str(w.message))
+    assert "reward.extractor=boxed reads only boxes" in message and "data.template=boxed" in message
     assert result.metrics["eval/avg@2"] == 0.0

@@ -1,7 +1,7 @@
 """Rule-based rewards: the built-in math verifier and pluggable user reward functions.
 
-- ``extract``: the final answer behind the last ``Answer:`` line or ``\\boxed{}`` (``boxes``: the
-  boxes; ``answer_text``: the extracted answer and the presentation stripped from it;
+- ``extract``: the final answer behind the last ``Answer:`` line, ``<answer>`` tag or ``\\boxed{}``
+  (``boxes``: the boxes; ``answer_text``: the extracted answer and the presentation stripped from it;
   ``unicode_math``: Unicode maths as LaTeX; ``restatements``: where a stated value ends, at a unit,
   a counted noun or a LaTeX constant, and "that is" after it).
 - ``equivalence``: exact integers in pure string code (``number_forms``), exact rationals
@@ -10,6 +10,7 @@
 - ``inequalities``: ``x<-1 or x>2`` as the interval union it states (one answer, not a hedge).
 - ``verifier``: the policy between them; :func:`verify` for one response, in-process.
 - ``user_functions``: ``file.py:fn`` / ``pkg.mod:fn`` loading and return-value checks.
+- ``formats``: ``r1_format``, a format reward to list in ``reward.functions`` (R1-Zero's layout).
 - ``worker`` / ``pool``: scoring processes with a hard, kill-enforced per-item deadline.
 - ``scorer``: :class:`RewardScorer`, the batch API the trainer uses.
 """

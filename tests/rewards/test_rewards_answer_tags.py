@@ -47,6 +47,14 @@ CASES: list[tuple[str, str, bool, str]] = [
     ("<answer>3</answer>.", "3", True, "any"),
     ("Answer: 3</answer> or 4", "3", False, "answer"),
     ("Answer: \\boxed{3}</answer> \\boxed{4}", "3", False, "any"),
+    # what follows the Minerva format's "I hope it is correct" is read as a line after the answer (on an Answer
+    # line too: it was dropped, "Answer: 3. I hope it is correct. Or maybe 4." paid for 3)
+    ("<answer>3. I hope it is correct. Or maybe 4.</answer>", "3", False, "any"),
+    ("Final Answer: The final answer is $3$. I hope it is correct. Or maybe 4.", "3", False, "answer"),
+    ("Final Answer: The final answer is $3$. I hope it is correct. Wait, that is wrong.", "3", False, "answer"),
+    ("Final Answer: The final answer is $3$. I hope it is correct.", "3", True, "answer"),
+    ("Final Answer: The final answer is $3$. I hope it is correct. It is 3 indeed.", "3", True, "answer"),
+    ("Final Answer: The false statement is $3$. I hope it is correct.", "3", True, "answer"),
     # an empty or unclosed tag states nothing; a tag tried while thinking is no answer
     ("<answer></answer>", "3", False, "any"),
     ("<answer>", "3", False, "any"),

@@ -12,7 +12,8 @@ Two anchors, as in the DAPO reference and the MATH convention:
   the line its closing tag is on, without the tags, is read as such a line (``<answer>34</answer>
   or 35`` hedges as ``Answer: 34 or 35`` does). On the line: a chat-template or end-of-text token
   (``<|im_end|>``, ``</s>``) ends it;
-  ``I hope it is correct`` (the Minerva format "The final answer is X. I hope it is correct.") ends it;
+  ``I hope it is correct`` (the Minerva format "The final answer is X. I hope it is correct.") ends it
+  (what follows it is read as the text after the line is, for a hedge);
   a ``\\boxed{}`` on it wins over everything else, unless it states the reason after the line's value
   (a relation, or a box the reason goes on to describe; an "or" around it may still offer another
   answer: :mod:`dapo.rewards.answer_line_boxes`); a sentence ``... is X`` /
@@ -259,10 +260,22 @@ def _line_answer(text: str, start: int, end: int) -> Extracted | None:
     """The answer stated on ``text[start:end]``, several candidates where a line after it offers
     another ("Alternatively, 35." below it) or calls it wrong ("Wait, that's wrong.")."""
     extracted = _clean_line(line := text[start:end][:_MAX_LINE_CHARS].replace("\n", " "))
-    later = spelled_numbers_as_digits(text[end : end + HEDGE_WINDOW])
-    if extracted is not None and (hedged_later(later, extracted.text) or disowned_later(later, extracted.text, line)):
+    # what follows "I hope it is correct" on the line is read as a line after it ("34. I hope it is correct. Or 35.")
+    rest = _after_hope(line)
+    later = spelled_numbers_as_digits((rest + "\n" if rest else "") + text[end : end + HEDGE_WINDOW])
+    stated = _HOPE.split(line, maxsplit=1)[0]
+    if extracted is not None and (hedged_later(later, extracted.text) or disowned_later(later, extracted.text, stated)):
         return replace(extracted, candidates=max(extracted.candidates, 2), qualified=True)
     return extracted
+
+
+def _after_hope(line: str) -> str:
+    """The rest of ``line`` after the Minerva format's "I hope it is correct" that ends its answer (not past a
+    chat-template or end-of-text token, which ends it first), at most HEDGE_WINDOW characters; "" without one."""
+    special = _END_TOKEN.search(line)
+    line = line[: special.start()] if special is not None else line
+    hope = _HOPE.search(line)
+    return line[hope.end() : hope.end() + HEDGE_WINDOW].lstrip(" .!") if hope is not None else ""  # (its full stop)
 
 
 def _clean_line(line: str) -> Extracted | None:

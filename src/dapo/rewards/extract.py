@@ -6,21 +6,16 @@ Two anchors, as in the DAPO reference and the MATH convention:
   on its line without a colon, ``**Final Answer**`` or ``## Answer``, as models write it before a
   box on the next line); the answer is the rest of that line, or the next non-empty line when the
   anchor ends its line. A display block opened on that line (``$$`` or ``\\[``) runs to its
-  closing delimiter. An answer tag, ``<answer>34</answer>`` (DeepSeek-R1-Zero's template, TRL's GRPO
-  examples), is an anchor too where it states one (closed around more than a placeholder, or never closed
-  but opening its line: cut off; ``put it in <answer> tags`` is prose): from its content to the end of
-  the line its closing tag is on, without the tags, is read as such a line (``<answer>34</answer>
-  or 35`` hedges as ``Answer: 34 or 35`` does). On the line: a chat-template or end-of-text token
-  (``<|im_end|>``, ``</s>``) ends it;
-  ``I hope it is correct`` (the Minerva format "The final answer is X. I hope it is correct.") ends it
-  (what follows it is read as the text after the line is, for a hedge);
-  a ``\\boxed{}`` on it wins over everything else, unless it states the reason after the line's value
-  (a relation, or a box the reason goes on to describe; an "or" around it may still offer another
-  answer: :mod:`dapo.rewards.answer_line_boxes`); a sentence ``... is X`` /
-  ``... are X`` gives X (when X states a number or math, or the words before it do not); several ``$...$``
-  segments are several candidates, unless together they state one inequality disjunction
-  (``$x<-1$ or $x>2$``, see :mod:`dapo.rewards.inequalities`) or one segment said again (``$34$
-  and $34$``).
+  closing delimiter. An answer tag, ``<answer>34</answer>``, is an anchor too where it states one, its
+  content read as such a line (:mod:`dapo.rewards.answer_tags`). On the line: a chat-template or
+  end-of-text token (``<|im_end|>``, ``</s>``) ends it; ``I hope it is correct`` (the Minerva format "The
+  final answer is X. I hope it is correct.") ends it, what follows read as text after the line is; a
+  ``\\boxed{}`` on it wins over everything else, unless it states the reason after the line's value (a
+  relation, or a box the reason goes on to describe; an "or" around it may still offer another answer:
+  :mod:`dapo.rewards.answer_line_boxes`); a sentence ``... is X`` / ``... are X`` gives X (when X states
+  a number or math, or the words before it do not); several ``$...$`` segments are several candidates,
+  unless together they state one inequality disjunction (``$x<-1$ or $x>2$``, see
+  :mod:`dapo.rewards.inequalities`) or one segment said again (``$34$ and $34$``).
 - ``gsm8k``: the rest of the line behind the last ``####`` followed by a number (``#### 72``, not a
   Markdown heading ``#### Step 2``), the answer GSM8K's solutions end in and verl's GSM8K
   preprocessing asks for; a response without one is read as ``any`` does.
@@ -39,12 +34,18 @@ process for that reason).
 
 from __future__ import annotations
 
-import bisect
 import re
 from dataclasses import replace
 
 from dapo.rewards.answer_line_boxes import from_line_box, without_boxed_reason
 from dapo.rewards.answer_lists import answer_items
+from dapo.rewards.answer_tags import (
+    OPENING_TAG,
+    closing_tags,
+    tag_answer_end,
+    tag_states_answer,
+    without_tags,
+)
 from dapo.rewards.answer_text import Extracted
 from dapo.rewards.answer_text import bound_response as bound_response
 from dapo.rewards.answer_text import clean_answer as clean_answer
@@ -77,17 +78,10 @@ from dapo.rewards.restatements import THAT, one_value_segments, restating_that
 # "Answer:", "**Answer:**", "Final answer :", full-width colon; or a heading alone on its line with
 # no colon ("**Final Answer**", "## Answer"), whose answer is the next non-empty line. Quantifiers
 # bounded so a long run of spaces or stars cannot make the match backtrack quadratically.
-# Or an answer tag, ``<answer>34</answer>``, as R1-Zero's template and TRL's GRPO examples ask for (one
-# that states an answer, see _states_one).
+# Or an answer tag, ``<answer>34</answer>`` (one that states an answer: :mod:`dapo.rewards.answer_tags`).
 _ANSWER_ANCHOR = re.compile(r"answer[ \t*]{0,8}[:：]"
                             r"|(?<![^\n])[ \t#*>]{0,12}(?:final[ \t]{1,3})?answer[ \t*#]{0,8}(?![^\n])"
-                            r"|<answer[ \t]{0,3}>", re.IGNORECASE)
-_CLOSING_TAG = re.compile(r"</answer[ \t]{0,3}>", re.IGNORECASE)
-_TAGS = re.compile(r"</?answer[ \t]{0,3}>", re.IGNORECASE)
-# What a tag that only names the format holds: "<answer></answer> tags", "<answer>...</answer>", "<answer> answer here
-# </answer>" (the R1 template's own words, which a base model echoes)
-_PLACEHOLDER = re.compile(r"[\s.…]*|\s*(?:(?:your|the)\s+)?(?:final\s+)?\$?answer\$?(?:\s+here)?\s*", re.IGNORECASE)
-_MAX_PLACEHOLDER_CHARS = 40
+                            r"|" + OPENING_TAG, re.IGNORECASE)
 # What may precede an anchor that states the answer on its own line (see _opens_its_line).
 # A math segment that only wraps words ("$\text{square units}$").
 _WORDS_SEGMENT = re.compile(r"\$\s{0,3}\\(?:text|textrm|mathrm|mbox)\{\s{0,3}([A-Za-z][A-Za-z .]{0,40})\}\s{0,3}\$")
@@ -181,40 +175,30 @@ def _opens_its_line(text: str, anchor: re.Match[str]) -> bool:
 
 
 def _last_answer_anchor(text: str) -> re.Match[str] | None:
-    """The last match of _ANSWER_ANCHOR that states an answer (:func:`_states_one`). Each match holds one
+    """The last match of _ANSWER_ANCHOR that states an answer (:func:`_states_an_answer`). Each match holds one
     "answer" (and before it at most markup and "final", from its line's start, or a tag's "<"), so the last
     is found from the last "answer" back, each tried where a match holding it would start (its line's
     start, the character before it, itself): 2 us for a 7k-character response, where scanning it all took
     100 us. (Text whose lower-casing moves positions, or with a "ſ", which IGNORECASE reads as "s", is
     scanned whole: no other character matches a letter of "answer" under IGNORECASE.)"""
     lowered = text.lower()
-    closes = [close.start() for close in _CLOSING_TAG.finditer(text)] if "<answer" in lowered else []
+    closes = closing_tags(text) if "<answer" in lowered else []
     if len(lowered) != len(text) or "\u017f" in text:
         return next((anchor for anchor in reversed(list(_ANSWER_ANCHOR.finditer(text)))
-                     if _states_one(text, anchor, closes)), None)
+                     if _states_an_answer(text, anchor, closes)), None)
     at = lowered.rfind("answer")
     while at >= 0:
         for start in (text.rfind("\n", 0, at) + 1, max(at - 1, 0), at):  # (at - 1: "<answer>")
             anchor = _ANSWER_ANCHOR.match(text, start)
-            if anchor is not None and anchor.start() <= at < anchor.end() and _states_one(text, anchor, closes):
+            if anchor is not None and anchor.start() <= at < anchor.end() and _states_an_answer(text, anchor, closes):
                 return anchor
         at = lowered.rfind("answer", 0, at)
     return None
 
 
-def _states_one(text: str, anchor: re.Match[str], closes: list[int]) -> bool:
-    """Whether ``anchor`` states an answer: any but an answer tag; a tag closed within _MAX_LINE_CHARS after
-    it (``closes``: where each ``</answer>`` of ``text`` starts, in order) around more than a placeholder
-    (``<answer></answer> tags``, ``<answer>...</answer>`` name the format); or one never closed that opens
-    its line, a response cut off in its answer (``<answer>35``; ``put it in <answer> tags`` is prose)."""
-    if not anchor.group(0).startswith("<"):
-        return True
-    after = bisect.bisect_left(closes, anchor.end())
-    if after < len(closes) and closes[after] - anchor.end() <= _MAX_LINE_CHARS:
-        return (closes[after] - anchor.end() > _MAX_PLACEHOLDER_CHARS
-                or _PLACEHOLDER.fullmatch(text, anchor.end(), closes[after]) is None)
-    before = text[max(0, anchor.start() - 16) : anchor.start()]  # (bounded: a long line may hold many tags)
-    return not before.rpartition("\n")[2].strip() and ("\n" in before or anchor.start() <= 16)
+def _states_an_answer(text: str, anchor: re.Match[str], closes: list[int]) -> bool:
+    """Whether ``anchor`` states an answer: any but an answer tag, and a tag that does (``tag_states_answer``)."""
+    return not anchor.group(0).startswith("<") or tag_states_answer(text, anchor.start(), anchor.end(), closes, _MAX_LINE_CHARS)
 
 
 def _answer_line_start(text: str, anchor: re.Match[str]) -> int:
@@ -228,11 +212,10 @@ def _answer_line_start(text: str, anchor: re.Match[str]) -> int:
 
 def _answer_line_end(text: str, anchor: re.Match[str]) -> int:
     """End of the answer line; a display block opened on it (``$$``, ``\\[``) runs to its close; an answer
-    tag's content, to its closing tag (when it closes)."""
+    tag's content, to the end of its closing tag's line (when it closes)."""
     start = _answer_line_start(text, anchor)
-    if anchor.group(0).startswith("<") and (close := _CLOSING_TAG.search(text, anchor.end(), start + _MAX_LINE_CHARS)):
-        end = text.find("\n", close.end())  # (what follows the tag on its line is read too: "</answer> or 35")
-        return len(text) if end < 0 else end
+    if anchor.group(0).startswith("<") and (end := tag_answer_end(text, anchor.end(), start + _MAX_LINE_CHARS)):
+        return end
     end = text.find("\n", start)
     end = len(text) if end < 0 else end
     line = text[start:end]
@@ -282,7 +265,7 @@ def _clean_line(line: str) -> Extracted | None:
     special = _END_TOKEN.search(line)  # a leaked chat-template or end-of-text token ends the answer
     if special is not None:
         line = line[: special.start()]
-    line = _TAGS.sub(" ", line)  # "<answer>34</answer> or 35", "Answer: 34</answer> or 35": "34 or 35"
+    line = without_tags(line)  # "<answer>34</answer> or 35", "Answer: 34</answer> or 35": "34 or 35"
     hope = _HOPE.search(line)
     if hope is not None:
         line = line[: hope.start()]

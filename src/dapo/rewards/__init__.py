@@ -2,8 +2,9 @@
 
 - ``extract``: the final answer behind the last ``Answer:`` line, ``<answer>`` tag or ``\\boxed{}``
   (``boxes``: the boxes; ``answer_text``: the extracted answer and the presentation stripped from it;
-  ``answer_tags``: which ``<answer>`` tags state an answer; ``unicode_math``: Unicode maths as LaTeX; ``restatements``: where a stated value ends, at a unit,
-  a counted noun or a LaTeX constant, and "that is" after it).
+  ``answer_tags``: which ``<answer>`` tags state an answer; ``unicode_math``: Unicode maths as LaTeX;
+  ``restatements``: where a stated value ends, at a unit, a counted noun or a LaTeX constant, and "that
+  is" after it).
 - ``equivalence``: exact integers in pure string code (``number_forms``), exact rationals
   (``exact_numbers``), lists and sets (``answer_lists``), units (``units``); math-verify for
   everything else (``math_verify_call``).

@@ -51,8 +51,9 @@ def test_chat_list_and_verbatim_prompts_are_not_wrapped(template: str, chat: boo
     messages = [{"role": "user", "content": QUESTION}]
     assert encoder.render(Problem("u", messages, "42")) == (f"<|user|>{QUESTION}\n<|assistant|>" if chat else QUESTION)
     assert encoder.render(Problem("u", "6*7=", "42", verbatim=True)) == "6*7="
-    ids = encoder.encode([Problem("u", QUESTION, "42")]).token_ids[0]
-    assert 0 < len(ids) <= encoder.cfg.max_prompt_length
+    encoded = encoder.encode([Problem("u", QUESTION, "42")])
+    assert encoded.texts == [encoder.render(Problem("u", QUESTION, "42"))]  # the wrapped text is what is tokenised
+    assert QUESTION in encoder.tokenizer.decode(encoded.token_ids[0])
 
 
 def test_data_template_takes_the_new_names_and_refuses_others() -> None:

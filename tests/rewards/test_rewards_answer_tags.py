@@ -53,6 +53,7 @@ CASES: list[tuple[str, str, bool, str]] = [
     ("Final Answer: The final answer is $3$. I hope it is correct. Or maybe 4.", "3", False, "answer"),
     ("Final Answer: The final answer is $3$. I hope it is correct. Wait, that is wrong.", "3", False, "answer"),
     ("Final Answer: The final answer is $3$. I hope it is correct.", "3", True, "answer"),
+    ("<answer>3. I hope it is correct.</answer>\nWait, that's wrong.", "3", False, "any"),  # (its close is no sentence)
     ("Final Answer: The final answer is $3$. I hope it is correct. It is 3 indeed.", "3", True, "answer"),
     ("Final Answer: The false statement is $3$. I hope it is correct.", "3", True, "answer"),
     # an empty or unclosed tag states nothing; a tag tried while thinking is no answer

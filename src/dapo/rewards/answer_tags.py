@@ -13,6 +13,7 @@ import bisect
 import re
 
 OPENING_TAG = r"<answer[ \t]{0,3}>"  # (a pattern of the extractor's anchors, matched case-insensitively)
+_OPENING_TAG = re.compile(OPENING_TAG, re.IGNORECASE)
 _CLOSING_TAG = re.compile(r"</answer[ \t]{0,3}>", re.IGNORECASE)
 _TAGS = re.compile(r"</?answer[ \t]{0,3}>", re.IGNORECASE)
 # What a tag that only names the format holds: "<answer></answer> tags", "<answer>...</answer>", "<answer> answer
@@ -45,6 +46,12 @@ def tag_answer_end(text: str, end: int, limit: int) -> int | None:
         return None
     line_end = text.find("\n", close.end())
     return len(text) if line_end < 0 else line_end
+
+
+def holds_closed_tag(text: str) -> bool:
+    """Whether ``text`` holds an answer tag closed after it (an answer in the form, read or not)."""
+    opened = _OPENING_TAG.search(text)
+    return opened is not None and _CLOSING_TAG.search(text, opened.end()) is not None
 
 
 def without_tags(line: str) -> str:

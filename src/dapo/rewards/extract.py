@@ -165,7 +165,7 @@ def _opens_its_line(text: str, anchor: re.Match[str]) -> bool:
     """Whether the anchor starts its line or sentence, after markup and a few words ending in
     "final" (``**Answer:**``, ``## Final Answer:``, ``... = 10,455. Final Answer:``,
     ``Therefore, the final answer:``); not ``To verify the answer:``."""
-    if anchor.group(0).startswith("<"):  # an answer tag, wherever it stands ("</think> <answer>34</answer>")
+    if _is_tag(anchor):  # an answer tag, wherever it stands ("</think> <answer>34</answer>")
         return True
     line_start = text.rfind("\n", 0, anchor.start()) + 1
     before = text[max(line_start, anchor.start() - 80) : anchor.start()]
@@ -196,9 +196,14 @@ def _last_answer_anchor(text: str) -> re.Match[str] | None:
     return None
 
 
+def _is_tag(anchor: re.Match[str]) -> bool:
+    """Whether an anchor is an answer tag (the only one that opens with "<")."""
+    return anchor.group(0).startswith("<")
+
+
 def _states_an_answer(text: str, anchor: re.Match[str], closes: list[int]) -> bool:
     """Whether ``anchor`` states an answer: any but an answer tag, and a tag that does (``tag_states_answer``)."""
-    return not anchor.group(0).startswith("<") or tag_states_answer(text, anchor.start(), anchor.end(), closes, _MAX_LINE_CHARS)
+    return not _is_tag(anchor) or tag_states_answer(text, anchor.start(), anchor.end(), closes, _MAX_LINE_CHARS)
 
 
 def _answer_line_start(text: str, anchor: re.Match[str]) -> int:
@@ -214,7 +219,7 @@ def _answer_line_end(text: str, anchor: re.Match[str]) -> int:
     """End of the answer line; a display block opened on it (``$$``, ``\\[``) runs to its close; an answer
     tag's content, to the end of its closing tag's line (when it closes)."""
     start = _answer_line_start(text, anchor)
-    if anchor.group(0).startswith("<") and (end := tag_answer_end(text, anchor.end(), start + _MAX_LINE_CHARS)):
+    if _is_tag(anchor) and (end := tag_answer_end(text, anchor.end(), start + _MAX_LINE_CHARS)):
         return end
     end = text.find("\n", start)
     end = len(text) if end < 0 else end
@@ -242,33 +247,29 @@ def _from_answer_line(text: str, anchor: re.Match[str] | None = None) -> Extract
 def _line_answer(text: str, start: int, end: int) -> Extracted | None:
     """The answer stated on ``text[start:end]``, several candidates where a line after it offers
     another ("Alternatively, 35." below it) or calls it wrong ("Wait, that's wrong.")."""
-    extracted = _clean_line(line := text[start:end][:_MAX_LINE_CHARS].replace("\n", " "))
+    stated, rest = _answer_part(text[start:end][:_MAX_LINE_CHARS].replace("\n", " "))
+    extracted = _clean_line(stated)
     # what follows "I hope it is correct" on the line is read as a line after it ("34. I hope it is correct. Or 35.")
-    rest = _after_hope(line)
     later = spelled_numbers_as_digits((rest + "\n" if rest else "") + text[end : end + HEDGE_WINDOW])
-    stated = _HOPE.split(line, maxsplit=1)[0]
     if extracted is not None and (hedged_later(later, extracted.text) or disowned_later(later, extracted.text, stated)):
         return replace(extracted, candidates=max(extracted.candidates, 2), qualified=True)
     return extracted
 
 
-def _after_hope(line: str) -> str:
-    """The rest of ``line`` after the Minerva format's "I hope it is correct" that ends its answer (not past a
-    chat-template or end-of-text token, which ends it first), at most HEDGE_WINDOW characters; "" without one."""
+def _answer_part(line: str) -> tuple[str, str]:
+    """``line`` to a leaked chat-template or end-of-text token and to the Minerva format's "I hope it is
+    correct", which end its answer, with its answer tags as blank space ("<answer>34</answer> or 35": "34 or
+    35"); and what follows that phrase before the token (at most HEDGE_WINDOW characters, "" without one)."""
     special = _END_TOKEN.search(line)
-    line = line[: special.start()] if special is not None else line
+    line = without_tags(line[: special.start()] if special is not None else line)
     hope = _HOPE.search(line)
-    return line[hope.end() : hope.end() + HEDGE_WINDOW].lstrip(" .!") if hope is not None else ""  # (its full stop)
+    if hope is None:
+        return line, ""
+    return line[: hope.start()], line[hope.end() : hope.end() + HEDGE_WINDOW].lstrip(" .!")  # (past its full stop)
 
 
 def _clean_line(line: str) -> Extracted | None:
-    special = _END_TOKEN.search(line)  # a leaked chat-template or end-of-text token ends the answer
-    if special is not None:
-        line = line[: special.start()]
-    line = without_tags(line)  # "<answer>34</answer> or 35", "Answer: 34</answer> or 35": "34 or 35"
-    hope = _HOPE.search(line)
-    if hope is not None:
-        line = line[: hope.start()]
+    """The answer ``line`` states (the answer part of its line: :func:`_answer_part`)."""
     line = line.replace("**", "").replace("`", "").strip()
     if any(box in line for box in BOX_COMMANDS):
         line = without_boxed_reason(line)  # "34, since \boxed{n = 35}": the reason's box is no answer

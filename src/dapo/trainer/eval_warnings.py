@@ -8,6 +8,7 @@ from collections import Counter
 
 from dapo.config.schema import RewardConfig
 from dapo.rewards import RewardScorer
+from dapo.rewards.answer_tags import holds_closed_tag
 from dapo.rewards.boxes import last_box_start
 from dapo.rewards.extract import extract_answer, resolve_extractor
 from dapo.rewards.scorer import NO_REWARD
@@ -124,9 +125,7 @@ def _unread_form(reader: str, text: str) -> str | None:
     """The answer form ``text`` holds that ``reader`` (an extractor, or "math_dapo") does not read."""
     if reader in ("math_dapo", "answer") and last_box_start(text) >= 0:
         return _BOX
-    lowered = text.lower()
-    opened = lowered.find("<answer>")
-    tagged = opened >= 0 and lowered.find("</answer", opened) > 0
+    tagged = holds_closed_tag(text)
     if reader == "math_dapo" and tagged:
         return _TAG
     if reader == "boxed" and extract_answer(text, "answer") is not None:  # (what the Answer-line extractor reads)

@@ -213,3 +213,50 @@ def test_a_malformed_row_and_a_broken_reward_function_are_named_before_ray_start
     broken.write_text("def fn(response, ground_truth, extra):\n    return 'high'\n")
     with pytest.raises(RewardFunctionError, match="returned a bad value"):
         Trainer(tiny_config(tiny_model_dir, tmp_path / "b", broken, *TWO_RANKS, fn="fn"))
+
+
+# A plugin module (imported by each rank as its set-up reads the config) that crashes policy rank 1's
+# process, as a native crash does (glibc's heap checks abort), the first time only.
+CRASHING_PLUGIN = """
+import os, pathlib
+crashed = pathlib.Path(__file__).with_name("crashed")
+if os.environ.get("RANK") == "1" and not crashed.exists():
+    crashed.write_text("rank 1")
+    os.abort()
+"""
+
+
+@pytest.mark.parametrize("start_attempts", [2, pytest.param(1, marks=pytest.mark.slow)])
+def test_a_rank_that_dies_while_the_ranks_start_is_started_again(tiny_model_dir, reward_file, tmp_path,
+                                                                  start_attempts):
+    """The ranks hold nothing while they start: a rank's crash there (seen in CI: a rare heap
+    corruption in a fresh rank process) starts them all again, saying so, up to
+    resources.start_attempts times; the run then trains as ever. With 1, the death stops the run,
+    and nothing of the group is left (its Ray stopped)."""
+    import ray
+
+    from dapo.trainer.ray_policy import PolicyRankDied
+    from tests.trainer.test_trainer_policy import make_samples
+
+    plugin = tmp_path / "crash_once.py"
+    plugin.write_text(CRASHING_PLUGIN)
+    cfg = tiny_config(tiny_model_dir, tmp_path / "run", reward_file, *TWO_RANKS, f"algorithm.plugins=[{plugin}]",
+                      f"resources.start_attempts={start_attempts}")
+    if start_attempts == 1:
+        with pytest.raises(PolicyRankDied, match=r"policy rank 1 \(Ray actor PolicyRank\) died while running setup"):
+            Trainer(cfg)
+        assert (tmp_path / "crashed").exists() and not ray.is_initialized()
+        return
+    with pytest.warns(UserWarning, match=r"policy rank 1 \(Ray actor PolicyRank\) died while running setup "
+                                         r"\(ActorDiedError.*starting the policy ranks again \(attempt 2 of "
+                                         r"resources.start_attempts=2\)"):
+        trainer = Trainer(cfg)
+    try:
+        assert (tmp_path / "crashed").read_text() == "rank 1"
+        assert len(trainer.policy.ranks) == 2 and trainer.policy.broken is None
+        samples = make_samples(torch.Generator().manual_seed(0))
+        assert len(trainer.policy.compute_logprobs(samples).logprobs) == len(samples)  # both ranks in the collectives
+        states = sorted(group["state"] for group in ray.util.placement_group_table().values())
+        assert states == ["CREATED", "REMOVED"]  # the first start's placement freed (its CPUs), the new one's held
+    finally:
+        trainer.close()

@@ -139,11 +139,17 @@ class ResourcesConfig:
     ray_address: str | None = None
     # CPU cores reserved per policy rank (on CPU-only machines, what each rank computes with).
     cpus_per_rank: float = 1.0
+    # Times the policy ranks are started when one of them dies while they start (its process
+    # crashed, was killed or ran out of memory; not an error it raised, such as a missing file,
+    # which stops the run at once). They hold nothing yet, so a new start loses nothing but its
+    # time; 1 starts them once.
+    start_attempts: int = 2
 
     def __post_init__(self) -> None:
         finite_numbers(self, "resources")
         check(self.nnodes >= 1 and self.devices_per_node >= 1, "resources.nnodes and devices_per_node must be >= 1")
         check(self.cpus_per_rank > 0, "resources.cpus_per_rank must be > 0")
+        check(self.start_attempts >= 1, "resources.start_attempts must be >= 1 (1: the ranks are started once)")
         check(self.ray_address is None or self.ray_address.strip() not in ("", "None", "none"),  # (see dapo.config.coerce)
               f"resources.ray_address={self.ray_address!r} is no Ray address: null (not the text None, nor an empty "
               "value) starts a local Ray; \"auto\" joins this machine's cluster")

@@ -195,29 +195,45 @@ class RayPolicyGroup(RankCalls):
         if self._started_ray:
             start_ray(ray, res)
         self._ray = ray
+        self.ranks, self.node_groups = [], []
+        for attempt in range(1, res.start_attempts + 1):
+            try:
+                self.lr = self._start_ranks(cfg)
+                break
+            except PolicyRankDied as died:
+                if attempt == res.start_attempts:
+                    self.close()
+                    raise
+                self._stop_ranks()
+                warnings.warn(f"{self.broken} ({type(died.__cause__).__name__}; Ray keeps its output in the "
+                              "worker-*.err files of the session's logs): starting the policy ranks again (attempt "
+                              f"{attempt + 1} of resources.start_attempts={res.start_attempts})", stacklevel=2)
+                self.broken = None  # the dead group's; the new ranks take calls
+            except BaseException:
+                self.close()  # else the actors keep their CPUs/GPUs, and a retry in this process waits forever
+                raise
+        self.world_size, self.sequence_parallel_size = res.world_size, cfg.trainer.sequence_parallel_size
+        # ranks per rollout engine: consecutive groups of this many ranks form one vLLM engine
+        self.engine_tp = cfg.rollout.vllm_tensor_parallel_size if cfg.rollout.engine == "vllm" else 1
+        self.version, self.num_nonfinite_skipped = 0, 0
+
+    def _start_ranks(self, cfg: DAPOConfig) -> float:
+        """Place and start the ranks, join them in a process group and set them up; their learning rate."""
+        res, ray = cfg.resources, self._ray
         gpus = 1 if ranks_use_gpus(cfg, ray) else 0
         actor = ray.remote(num_cpus=res.cpus_per_rank, num_gpus=gpus)(PolicyRank)
         # the dapo CLI's (not --debug) one-line warnings, in the ranks' processes too
         warning_command = getattr(warnings.formatwarning, "dapo_command", None)
         config = with_absolute_paths(config_to_dict(cfg))  # a rank of another node runs elsewhere
-        self.ranks, self.node_groups = [], []
-        try:
-            self.node_groups = node_placement_groups(ray, res.nnodes, res.devices_per_node, res.cpus_per_rank, gpus,
-                                                      can_grow=not (self._started_ray and res.ray_address is None))
-            self.ranks = [
-                actor.options(scheduling_strategy=rank_bundle(self.node_groups, rank, res.devices_per_node)).remote(
-                    config, rank, res.world_size, warning_command)
-                for rank in range(res.world_size)
-            ]
-            master = self._call([(self.ranks[0].rendezvous_address, ())])[0]
-            self.lr = self._call([(r.setup, (master,)) for r in self.ranks])[0]  # set-up errors surface here
-        except BaseException:
-            self.close()  # else the actors keep their CPUs/GPUs, and a retry in this process waits forever
-            raise
-        self.world_size, self.sequence_parallel_size = res.world_size, cfg.trainer.sequence_parallel_size
-        # ranks per rollout engine: consecutive groups of this many ranks form one vLLM engine
-        self.engine_tp = cfg.rollout.vllm_tensor_parallel_size if cfg.rollout.engine == "vllm" else 1
-        self.version, self.num_nonfinite_skipped = 0, 0
+        self.node_groups = node_placement_groups(ray, res.nnodes, res.devices_per_node, res.cpus_per_rank, gpus,
+                                                  can_grow=not (self._started_ray and res.ray_address is None))
+        self.ranks = [
+            actor.options(scheduling_strategy=rank_bundle(self.node_groups, rank, res.devices_per_node)).remote(
+                config, rank, res.world_size, warning_command)
+            for rank in range(res.world_size)
+        ]
+        master = self._call([(self.ranks[0].rendezvous_address, ())])[0]
+        return self._call([(r.setup, (master,)) for r in self.ranks])[0]  # set-up errors surface here
 
     def _on_all(self, method: str, *args: Any) -> list[Any]:
         return self._call([(getattr(rank, method), args) for rank in self.ranks])
@@ -302,16 +318,22 @@ class RayPolicyGroup(RankCalls):
         """Stop the ranks, free their placement, and stop the local Ray this group started. Again
         (a notebook's ``trainer.close()`` after ``train()``, which closed it): nothing, where
         ``ray.kill`` would start a new local Ray to look for ranks that are gone."""
-        ranks, groups, self.ranks, self.node_groups = self.ranks, self.node_groups, [], []
         if not self._ray.is_initialized():
+            self.ranks, self.node_groups = [], []
             return
-        for rank in ranks:
-            self._ray.kill(rank)
         if self._started_ray:  # its shutdown frees the placement: a SIGTERM to the whole process
+            self._stop_ranks(placement=False)
             self._started_ray = False  # (a Ray started later, by another trainer, is not this one's to stop)
             self._ray.shutdown()  # group has killed its GCS, and removing a group would wait 60 s for it
             return
-        for group in groups:
+        self._stop_ranks()
+
+    def _stop_ranks(self, placement: bool = True) -> None:
+        """Kill the ranks and (``placement``) free the CPUs/GPUs placed for them."""
+        ranks, groups, self.ranks, self.node_groups = self.ranks, self.node_groups, [], []
+        for rank in ranks:
+            self._ray.kill(rank)
+        for group in groups if placement else ():
             self._ray.util.remove_placement_group(group)
 
 

@@ -10,6 +10,11 @@ from typing import Any
 
 from dapo.config.checks import check, finite_numbers, one_of
 
+# What each data.template but "none" wraps text prompts in, as warnings name it (dapo.data.prompts
+# holds the texts).
+TEMPLATE_NAMES = {"dapo": "the DAPO instruction", "boxed": "the boxed-answer instruction",
+                  "r1": "DeepSeek-R1-Zero's instruction"}
+
 # apply_chat_template's own arguments, which the prompt rendering sets: no template variables
 RENDERING_ARGUMENTS = frozenset({"conversation", "messages", "conversations", "chat_template", "tools", "documents",
                                  "add_generation_prompt", "continue_final_message", "tokenize", "padding", "truncation", "max_length",
@@ -166,7 +171,7 @@ class DataConfig:
         for key in ("eval_prompt_key", "eval_answer_key"):
             check(getattr(self, key) is None or bool(getattr(self, key).strip()),
                   f"data.{key} is empty: name the column of the eval files, or null for data.{key[5:]}'s")
-        one_of("data.template", self.template, ("dapo", "boxed", "r1", "none"))
+        one_of("data.template", self.template, (*TEMPLATE_NAMES, "none"))
         check(self.max_prompt_length > 0, "data.max_prompt_length must be > 0")
         taken = sorted(set(self.chat_template_kwargs) & RENDERING_ARGUMENTS)
         check(not taken, f"data.chat_template_kwargs sets {', '.join(taken)}, which the prompt rendering sets itself "

@@ -31,6 +31,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dapo.config.model_data import TEMPLATE_NAMES
 from dapo.config.schema import DataConfig
 from dapo.context_checks import is_builtin
 from dapo.data.records import DataError, Problem, closing_prefill, problem_key
@@ -65,11 +66,6 @@ R1_INSTRUCTION = (
     "tags, respectively, i.e., <think> reasoning process here </think> <answer> answer here </answer>."
 )
 R1_TEMPLATE = R1_INSTRUCTION + " User: {problem}. Assistant:"
-
-# What each data.template wraps text prompts in, as warnings name it.
-TEMPLATE_NAMES = {"dapo": "the DAPO instruction", "boxed": "the boxed-answer instruction",
-                  "r1": "DeepSeek-R1-Zero's instruction"}
-
 
 def problem_text(prompt: str | list[dict[str, str]]) -> str:
     """The problem a prompt states, for messages: its last message but an assistant's closing

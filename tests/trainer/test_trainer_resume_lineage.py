@@ -330,3 +330,16 @@ def test_a_changed_setting_is_said_as_written_though_its_value_names_a_folder_he
         f"algorithm: {{policy_loss: gspo}}\ndata: {{eval_files: [{tmp_path}/gspo]}}\n")
     now = {"algorithm": {"policy_loss": "decoupled_clip"}, "data": {"eval_files": ["gspo"]}}  # the same folder
     assert changed_settings(checkpoint, now) == ["algorithm.policy_loss 'gspo' -> 'decoupled_clip'"]
+
+
+def test_a_setting_added_since_the_checkpoint_was_saved_is_no_change(tmp_path):
+    """A checkpoint of an older dapo-rl lacks the fields added since (resources.start_attempts):
+    resuming it said each as "None -> its default", a change nobody made; a removed or changed
+    setting is still said."""
+    from dapo.trainer.run_dir import changed_settings
+
+    checkpoint = tmp_path / "step-000003"
+    checkpoint.mkdir()
+    (checkpoint / "dapo_config.yaml").write_text("resources: {nnodes: 1, cpus_per_rank: 2.0, gone: 3}\n")
+    now = {"resources": {"nnodes": 1, "cpus_per_rank": 1.0, "start_attempts": 2}}
+    assert changed_settings(checkpoint, now) == ["resources.cpus_per_rank 2.0 -> 1.0", "resources.gone 3 -> None"]

@@ -195,14 +195,15 @@ def changed_settings(checkpoint: Path, run_config: dict) -> list[str]:
     ``dapo_config.yaml``), as ``key before -> now``: they apply from the resumed step. The only
     report of them, the optimizer's (trainer.lr, betas, weight_decay, the schedule) included
     (:meth:`dapo.trainer.policy.PolicyWorker.apply_config_to_optimizer` says those only for a
-    checkpoint without its run config)."""
+    checkpoint without its run config). A setting the saved config lacks is one dapo-rl added
+    since: not a change the user made (every upgrade's new fields were said as ``None -> default``)."""
     saved_run = _saved_run_config(checkpoint)
     if saved_run is None:
         return []
     saved, now = _flat(saved_run), _flat(run_config)
     changes = []
-    for key in sorted(set(saved) | set(now)):
-        before, after = saved.get(key), now.get(key)
+    for key in sorted(saved):
+        before, after = saved[key], now.get(key)
         # compared as absolute paths where they name local files, said as written: a setting that is
         # no path (algorithm.policy_loss=gspo) may name a folder of the working directory all the same
         if _local_paths(before) != _local_paths(after) and not key.startswith(_UNREPORTED_SETTINGS):

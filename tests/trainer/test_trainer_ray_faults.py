@@ -5,9 +5,11 @@ actors (their engines' methods replaced through ``__ray_call__``)."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -216,13 +218,14 @@ def test_a_malformed_row_and_a_broken_reward_function_are_named_before_ray_start
 
 
 # A plugin module (imported by each rank as its set-up reads the config) that crashes policy rank 1's
-# process, as a native crash does (glibc's heap checks abort), the first time only.
+# process the first time only, from a thread of its own, as glibc's heap checks abort in gloo's threads.
 CRASHING_PLUGIN = """
-import os, pathlib
+import os, pathlib, threading, time
 crashed = pathlib.Path(__file__).with_name("crashed")
 if os.environ.get("RANK") == "1" and not crashed.exists():
     crashed.write_text("rank 1")
-    os.abort()
+    threading.Thread(target=os.abort).start()
+    time.sleep(60)
 """
 
 
@@ -253,6 +256,11 @@ def test_a_rank_that_dies_while_the_ranks_start_is_started_again(tiny_model_dir,
         trainer = Trainer(cfg)
     try:
         assert (tmp_path / "crashed").read_text() == "rank 1"
+        # the dead rank's log shows what each of its threads ran, the main thread's set-up (the plugin's import
+        # in its config check) as well as the thread that crashed
+        logs = Path(ray._private.worker._global_node.get_logs_dir_path())
+        [crash] = [text for log in logs.glob("worker-*.err") if "Fatal Python error: Aborted" in (text := log.read_text())]
+        assert re.search(r"crash_once\.py\", line \d+ in <module>\n(.*\n)*.*ray_rank\.py\", line \d+ in setup\n", crash), crash[-3000:]
         assert len(trainer.policy.ranks) == 2 and trainer.policy.broken is None
         samples = make_samples(torch.Generator().manual_seed(0))
         assert len(trainer.policy.compute_logprobs(samples).logprobs) == len(samples)  # both ranks in the collectives

@@ -10,6 +10,7 @@ import collections
 import contextlib
 import copy
 import errno
+import faulthandler
 import functools
 import os
 import pickle
@@ -159,6 +160,10 @@ class PolicyRank:
         if _in_ray_actor():  # (not a process that made one to call it, as a test does)
             rank_warnings(rank, warning_command)
             stop_signals_unblocked()
+            # a native crash (SIGSEGV, glibc's abort on a corrupt heap) shows every thread's Python
+            # stack in the worker's log, the main thread's call among them; Ray's handler shows the
+            # crashing thread's only, nothing where that is a native thread (gloo's, say)
+            faulthandler.enable(all_threads=True)
 
     def rendezvous_address(self) -> tuple[str, int]:
         """Rank 0's: its node's address (the driver's node may hold no rank on a cluster) and the

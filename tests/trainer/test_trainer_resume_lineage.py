@@ -335,11 +335,14 @@ def test_a_changed_setting_is_said_as_written_though_its_value_names_a_folder_he
 def test_a_setting_added_since_the_checkpoint_was_saved_is_no_change(tmp_path):
     """A checkpoint of an older dapo-rl lacks the fields added since (resources.start_attempts):
     resuming it said each as "None -> its default", a change nobody made; a removed or changed
-    setting is still said."""
+    setting is still said, and so is a new entry of a mapping the checkpoint's config holds."""
     from dapo.trainer.run_dir import changed_settings
 
     checkpoint = tmp_path / "step-000003"
     checkpoint.mkdir()
-    (checkpoint / "dapo_config.yaml").write_text("resources: {nnodes: 1, cpus_per_rank: 2.0, gone: 3}\n")
-    now = {"resources": {"nnodes": 1, "cpus_per_rank": 1.0, "start_attempts": 2}}
-    assert changed_settings(checkpoint, now) == ["resources.cpus_per_rank 2.0 -> 1.0", "resources.gone 3 -> None"]
+    (checkpoint / "dapo_config.yaml").write_text("resources: {nnodes: 1, cpus_per_rank: 2.0, gone: 3}\n"
+                                                 "data: {chat_template_kwargs: {}}\n")
+    now = {"resources": {"nnodes": 1, "cpus_per_rank": 1.0, "start_attempts": 2},
+           "data": {"chat_template_kwargs": {"enable_thinking": False}}, "python_path": []}
+    assert changed_settings(checkpoint, now) == ["data.chat_template_kwargs.enable_thinking None -> False",
+                                                 "resources.cpus_per_rank 2.0 -> 1.0", "resources.gone 3 -> None"]

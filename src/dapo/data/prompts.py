@@ -67,6 +67,7 @@ R1_INSTRUCTION = (
 )
 R1_TEMPLATE = R1_INSTRUCTION + " User: {problem}. Assistant:"
 
+
 def problem_text(prompt: str | list[dict[str, str]]) -> str:
     """The problem a prompt states, for messages: its last message but an assistant's closing
     prefill (which many prompts share: "<think>"), without the DAPO instruction that every

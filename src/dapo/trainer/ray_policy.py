@@ -321,10 +321,12 @@ class RayPolicyGroup(RankCalls):
         if not self._ray.is_initialized():
             self.ranks, self.node_groups = [], []
             return
-        if self._started_ray:  # its shutdown frees the placement: a SIGTERM to the whole process
+        if self._started_ray:
+            # its shutdown frees the placement: a SIGTERM to the whole process group has killed its
+            # GCS, and removing a group would wait 60 s for it
             self._stop_ranks(placement=False)
             self._started_ray = False  # (a Ray started later, by another trainer, is not this one's to stop)
-            self._ray.shutdown()  # group has killed its GCS, and removing a group would wait 60 s for it
+            self._ray.shutdown()
             return
         self._stop_ranks()
 

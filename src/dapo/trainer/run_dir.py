@@ -202,13 +202,27 @@ def changed_settings(checkpoint: Path, run_config: dict) -> list[str]:
         return []
     saved, now = _flat(saved_run), _flat(run_config)
     changes = []
-    for key in sorted(saved):
-        before, after = saved[key], now.get(key)
+    for key in sorted(set(saved) | set(now)):
+        if key not in saved and _added_since(key, saved_run):
+            continue
+        before, after = saved.get(key), now.get(key)
         # compared as absolute paths where they name local files, said as written: a setting that is
         # no path (algorithm.policy_loss=gspo) may name a folder of the working directory all the same
         if _local_paths(before) != _local_paths(after) and not key.startswith(_UNREPORTED_SETTINGS):
             changes.append(f"{key} {_short(before)} -> {_short(after)}")
     return changes
+
+
+def _added_since(key: str, saved_run: dict) -> bool:
+    """Whether the setting ``key`` (``section.field[.entry]``) is of a field the saved run config
+    lacks, one added to dapo-rl since, not an entry of a mapping it holds (a new
+    data.chat_template_kwargs.enable_thinking is a change)."""
+    node: Any = saved_run
+    for part in key.split(".")[:2]:
+        if not isinstance(node, dict) or part not in node:
+            return True
+        node = node[part]
+    return False
 
 
 def _flat(tree: dict, prefix: str = "") -> dict[str, Any]:
